@@ -1,0 +1,176 @@
+"""TensorSketch: typed agent graphs on a durable BSP runtime.
+
+The graph API is imported eagerly; the agent layer, tracers and backends load on first
+attribute access, so ``import tensorsketch`` stays fast and pulls in no provider SDK, database
+driver or web framework.
+"""
+
+__path__ = __import__("pkgutil").extend_path(__path__, __name__)
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from tensorsketch import _install_hints
+from tensorsketch.channels import ChannelMarker, Reducer, Topic
+from tensorsketch.compiled import CompiledGraph
+from tensorsketch.constants import END, START, Send
+from tensorsketch.context import Context
+from tensorsketch.errors import (
+    BackendUnavailableError,
+    CheckpointDecodeError,
+    EmptyChannelError,
+    GraphRecursionError,
+    GraphValidationError,
+    Hole,
+    InvalidUpdateError,
+    NodeError,
+    PluginError,
+    RegistryError,
+    RoutingError,
+    TensorSketchError,
+    ThreadBusyError,
+    ValidationError,
+)
+from tensorsketch.events import Event
+from tensorsketch.graph import Graph
+from tensorsketch.node import Node
+from tensorsketch.schema import Schema
+from tensorsketch.structure import BranchInfo, GraphStructure
+from tensorsketch.wiring import NodeHandle, Router
+
+_install_hints.install()
+
+# Names that load their module on first use: ``name -> module``.
+_LAZY: dict[str, str] = {
+    # plugins
+    "hookimpl": "tensorsketch.hookspecs",
+    # registry
+    "create_provider": "tensorsketch.registry",
+    "create_backend": "tensorsketch.registry",
+    "register_provider": "tensorsketch.registry",
+    "register_backend": "tensorsketch.registry",
+    # durability
+    "Backend": "tensorsketch.runtime.backends.base",
+    "InMemoryBackend": "tensorsketch.runtime.backends.memory",
+    "SqliteBackend": "tensorsketch.runtime.backends.sqlite",
+    "Checkpoint": "tensorsketch.durable",
+    "JsonSerializer": "tensorsketch.serializers",
+    "PickleSerializer": "tensorsketch.serializers",
+    "Serializer": "tensorsketch.serializers",
+    # tools and messages
+    "tool": "tensorsketch.tools",
+    "Tool": "tensorsketch.tools",
+    "Message": "tensorsketch.messages",
+    "ToolCall": "tensorsketch.messages",
+    "add_messages": "tensorsketch.messages",
+    # providers
+    "ChatProvider": "tensorsketch.chat",
+    "Completion": "tensorsketch.chat",
+    "Usage": "tensorsketch.chat",
+    "Capabilities": "tensorsketch.chat",
+    "ProviderError": "tensorsketch.chat",
+    "FakeProvider": "tensorsketch.fake",
+    # agents and patterns
+    "Agent": "tensorsketch.agents",
+    "AgentState": "tensorsketch.agents",
+    "create_agent": "tensorsketch.agents",
+    "Llm": "tensorsketch.agents",
+    "generate_structured": "tensorsketch.structured",
+    "as_tool": "tensorsketch.patterns",
+    "gather_map": "tensorsketch.patterns",
+    "parallel": "tensorsketch.patterns",
+    "run_subgraph": "tensorsketch.patterns",
+    "Middleware": "tensorsketch.middleware",
+    "ModelRequest": "tensorsketch.middleware",
+    "ToolRequest": "tensorsketch.middleware",
+    "RetryMiddleware": "tensorsketch.middleware",
+    "ObservabilityMiddleware": "tensorsketch.middleware",
+    "interrupt": "tensorsketch.interrupts",
+    "Interrupt": "tensorsketch.interrupts",
+    "Budget": "tensorsketch.budget",
+    "BudgetExceededError": "tensorsketch.budget",
+    "estimate_cost": "tensorsketch.pricing",
+    "DEFAULT_PRICES": "tensorsketch.pricing",
+    # observability
+    "Tracer": "tensorsketch.observability.tracing",
+    "NoopTracer": "tensorsketch.observability.tracing",
+    "RecordingTracer": "tensorsketch.observability.tracing",
+    "Span": "tensorsketch.observability.tracing",
+    "InMemoryTracer": "tensorsketch.observability.memory",
+    "Trace": "tensorsketch.observability.memory",
+    "MultiTracer": "tensorsketch.observability.multi",
+    "FileTracer": "tensorsketch.observability.export",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("tensorsketch-core")
+        except PackageNotFoundError:  # pragma: no cover - running from a source tree
+            return "0.0.0"
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        msg = f"module 'tensorsketch' has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+if TYPE_CHECKING:
+    from tensorsketch.durable import Checkpoint
+    from tensorsketch.hookspecs import hookimpl
+    from tensorsketch.observability.tracing import NoopTracer, RecordingTracer, Span, Tracer
+    from tensorsketch.registry import (
+        create_backend,
+        create_provider,
+        register_backend,
+        register_provider,
+    )
+    from tensorsketch.runtime.backends.base import Backend
+    from tensorsketch.runtime.backends.memory import InMemoryBackend
+    from tensorsketch.serializers import JsonSerializer, PickleSerializer, Serializer
+
+__all__ = [
+    # graph
+    "END",
+    "START",
+    "BranchInfo",
+    "ChannelMarker",
+    "CompiledGraph",
+    "Context",
+    "Event",
+    "Graph",
+    "GraphStructure",
+    "Node",
+    "NodeHandle",
+    "Reducer",
+    "Router",
+    "Schema",
+    "Send",
+    "Topic",
+    # errors
+    "BackendUnavailableError",
+    "CheckpointDecodeError",
+    "EmptyChannelError",
+    "GraphRecursionError",
+    "GraphValidationError",
+    "Hole",
+    "InvalidUpdateError",
+    "NodeError",
+    "PluginError",
+    "RegistryError",
+    "RoutingError",
+    "TensorSketchError",
+    "ThreadBusyError",
+    "ValidationError",
+    "__version__",
+    *_LAZY,
+]

@@ -1,0 +1,80 @@
+"""Core's own plugin: what ``tensorsketch-core`` contributes through the public hooks."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+
+from tensorsketch.cli import CliCommand
+from tensorsketch.hookspecs import hookimpl
+
+
+@hookimpl
+def tensorsketch_providers() -> Mapping[str, str]:
+    return {"fake": "tensorsketch.fake:FakeProvider"}
+
+
+@hookimpl
+def tensorsketch_backends() -> Mapping[str, str]:
+    return {
+        "memory": "tensorsketch.runtime.backends.memory:InMemoryBackend",
+        "sqlite": "tensorsketch.runtime.backends.sqlite:SqliteBackend",
+    }
+
+
+def _configure_plugins(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def _run_plugins(args: argparse.Namespace) -> int:
+    import json
+
+    from tensorsketch.plugins import failed_plugins, plugin_infos
+    from tensorsketch.registry import backends, providers
+
+    infos = plugin_infos()
+    failed = failed_plugins()
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "plugins": [
+                        {
+                            "name": i.name,
+                            "distribution": i.distribution,
+                            "version": i.version,
+                            "hooks": list(i.hooks),
+                        }
+                        for i in infos
+                    ],
+                    "failed": dict(failed),
+                    "providers": providers.names(),
+                    "backends": backends.names(),
+                },
+                indent=2,
+            )
+        )
+        return 0
+    print("Installed TensorSketch plugins:")
+    for info in infos:
+        dist = f"{info.distribution} {info.version}" if info.distribution else "(not installed)"
+        print(f"  {info.name:<12} {dist}")
+        for hook in info.hooks:
+            print(f"      - {hook}")
+    for name, reason in failed.items():
+        print(f"  {name:<12} FAILED to load: {reason}")
+    print(f"Providers: {', '.join(providers.names())}")
+    print(f"Backends:  {', '.join(backends.names())}")
+    return 0
+
+
+@hookimpl
+def tensorsketch_cli_commands() -> Sequence[CliCommand]:
+    return [
+        CliCommand(
+            name="plugins",
+            help="list installed distributions, versions and their hook implementations",
+            run=_run_plugins,
+            configure=_configure_plugins,
+        )
+    ]

@@ -1,0 +1,80 @@
+"""The ``tensorsketch`` console command; its subcommands come from plugins.
+
+Each distribution contributes :class:`CliCommand` objects through the
+``tensorsketch_cli_commands`` hook — core adds ``plugins``; the canvas adds ``holes``; and so on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tensorsketch.errors import PluginError
+
+__all__ = ["CliCommand", "build_parser", "main"]
+
+
+@dataclass(frozen=True, slots=True)
+class CliCommand:
+    """One subcommand: ``configure`` adds its arguments, ``run`` returns the exit code."""
+
+    name: str
+    help: str
+    run: Callable[[argparse.Namespace], int]
+    configure: Callable[[argparse.ArgumentParser], None] | None = None
+
+
+def _commands() -> list[tuple[CliCommand, str]]:
+    from tensorsketch.plugins import get_plugin_manager
+
+    pm = get_plugin_manager()
+    found: dict[str, tuple[CliCommand, str]] = {}
+    for impl in reversed(pm.hook.tensorsketch_cli_commands.get_hookimpls()):
+        for command in impl.function() or ():
+            if not isinstance(command, CliCommand):
+                msg = (
+                    f"plugin {impl.plugin_name!r} returned {type(command).__name__} from "
+                    "`tensorsketch_cli_commands`; return `tensorsketch.cli.CliCommand` objects."
+                )
+                raise PluginError(msg)
+            if command.name in found:
+                other = found[command.name][1]
+                msg = (
+                    f"CLI command {command.name!r} is contributed by both plugins {other!r} and "
+                    f"{impl.plugin_name!r}; rename one of them."
+                )
+                raise PluginError(msg)
+            found[command.name] = (command, impl.plugin_name)
+    return sorted(found.values(), key=lambda pair: pair[0].name)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every plugin's subcommands attached."""
+    parser = argparse.ArgumentParser(
+        prog="tensorsketch", description="TensorSketch command line (subcommands from plugins)."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for command, plugin in _commands():
+        child = sub.add_parser(command.name, help=f"{command.help} [{plugin}]")
+        if command.configure is not None:
+            command.configure(child)
+        child.set_defaults(_run=command.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tensorsketch`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    run = getattr(args, "_run", None)
+    if run is None:
+        parser.print_help()
+        return 2
+    code: int = run(args)
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,352 @@
+"""``CompiledGraph``: run a validated graph — invoke, stream, resume, inspect, fork, replay."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Coroutine
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from tensorsketch.errors import CheckpointDecodeError
+from tensorsketch.events import Event
+from tensorsketch.observability.tracing import NOOP_TRACER, Tracer
+from tensorsketch.pregel import GraphSpec, Run, Task
+from tensorsketch.schema import Schema
+from tensorsketch.structure import GraphStructure
+
+if TYPE_CHECKING:
+    # The durable layer (and its serializers) loads on the first durable run.
+    from tensorsketch.durable import Checkpoint
+    from tensorsketch.runtime.backends.base import Backend
+
+__all__ = ["CompiledGraph"]
+
+S = TypeVar("S", bound=Schema)
+T = TypeVar("T")
+
+_DONE = object()
+
+
+class _Failure:
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from sync code, even inside a running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name="tensorsketch-sync-read")
+    worker.start()
+    worker.join()
+    if "error" in box:
+        raise box["error"]
+    result: T = box["value"]
+    return result
+
+
+class CompiledGraph(Generic[S]):
+    """A validated, immutable graph. Safe to run many times and concurrently."""
+
+    def __init__(self, spec: GraphSpec) -> None:
+        self._spec = spec
+
+    @property
+    def name(self) -> str:
+        return self._spec.name
+
+    @property
+    def state_schema(self) -> type[S]:
+        """The state ``Schema`` this graph runs over."""
+        schema: type[S] = self._spec.state_schema  # type: ignore[assignment]
+        return schema
+
+    @property
+    def structure(self) -> GraphStructure:
+        """Nodes, static edges and conditional branches as plain data."""
+        return self._spec.structure
+
+    @property
+    def spec(self) -> GraphSpec:
+        """The engine's view of the graph (for tools built on the runtime)."""
+        return self._spec
+
+    # -- running ----------------------------------------------------------------------------
+
+    def _check_durable_args(self, thread_id: str | None, backend: Backend | None) -> None:
+        if backend is None:
+            return
+        from tensorsketch.runtime.backends.base import Backend
+
+        if thread_id is None:
+            msg = "a durable run needs both backend= and thread_id=; pass thread_id='...'."
+            raise ValueError(msg)
+        if not isinstance(backend, Backend):
+            msg = (
+                f"backend= must be a tensorsketch Backend (InMemoryBackend(), SqliteBackend(...)"
+                f", create_backend(name, ...)), got {type(backend).__name__}."
+            )
+            raise TypeError(msg)
+
+    def _new_run(
+        self,
+        thread_id: str | None,
+        backend: Backend | None,
+        tracer: Tracer | None,
+        sink: Any,
+        namespace: tuple[str, ...],
+    ) -> Run:
+        self._check_durable_args(thread_id, backend)
+        if backend is not None:
+            from tensorsketch.durable import RunJournal
+        journal = (
+            RunJournal(backend, thread_id, self._spec)
+            if backend is not None and thread_id is not None
+            else None
+        )
+        return Run(
+            self._spec,
+            thread_id=thread_id,
+            journal=journal,
+            tracer=tracer,
+            sink=sink,
+            namespace=namespace,
+        )
+
+    async def _drive(self, run: Run, input: Any, max_steps: int) -> None:
+        tracer = run.tracer
+        if tracer is NOOP_TRACER or not tracer.enabled:
+            await self._drive_inner(run, input, max_steps)
+            return
+        attributes: dict[str, Any] = {"tensorsketch.graph": self._spec.name}
+        if run.thread_id is not None:
+            attributes["tensorsketch.thread_id"] = run.thread_id
+        with tracer.span("run", kind="run", **attributes) as span:
+            await self._drive_inner(run, input, max_steps)
+            span.set_attribute("tensorsketch.steps", run.step)
+
+    async def _drive_inner(self, run: Run, input: Any, max_steps: int) -> None:
+        journal = run.journal
+        if journal is not None:
+            await journal.acquire()
+        try:
+            tasks = await self._prepare(run, input)
+            if run.sink is not None:
+                await run.emit("run_start", data={"input": _plain(input), "step": run.step})
+            await run.execute(tasks, max_steps)
+            if run.sink is not None:
+                await run.emit("run_end", data=dict(run.values), step=run.step)
+        finally:
+            if journal is not None:
+                try:
+                    await journal.flush_events()
+                finally:
+                    await journal.release()
+
+    async def _prepare(self, run: Run, input: Any) -> list[Task]:
+        journal = run.journal
+        plan = await journal.restore(run) if journal is not None else None
+        if plan is None:
+            run.seed()
+            run.apply_input(input)
+            tasks = run.entry_tasks()
+            if journal is not None:
+                await journal.checkpoint(run, None, tasks, source="input")
+            return tasks
+        tasks = run.tasks_from_plan(plan)
+        if input is not None:
+            changed = run.apply_input(input)
+            if not tasks:
+                tasks = run.entry_tasks()
+            assert journal is not None
+            await journal.checkpoint(run, changed, tasks, source="input")
+        return tasks
+
+    async def invoke(
+        self,
+        input: S | dict[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
+        backend: Backend | None = None,
+        max_steps: int = 25,
+        tracer: Tracer | None = None,
+        namespace: tuple[str, ...] = (),
+    ) -> S:
+        """Run to completion and return the final, validated state.
+
+        :param input: state fields to seed (a dict or a state instance). On resume it is
+            applied on top of the checkpointed state before continuing.
+        :param thread_id: with ``backend``, makes the run durable: a later call with the same
+            thread resumes from the latest checkpoint, replaying journaled effects.
+        :param max_steps: the most supersteps this call may run (the guard against loops that
+            never exit).
+        """
+        run = self._new_run(thread_id, backend, tracer, None, namespace)
+        await self._drive(run, input, max_steps)
+        state: S = run.final_state()  # type: ignore[assignment]
+        return state
+
+    async def stream(
+        self,
+        input: S | dict[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
+        backend: Backend | None = None,
+        max_steps: int = 25,
+        tracer: Tracer | None = None,
+        buffer: int = 256,
+        namespace: tuple[str, ...] = (),
+    ) -> AsyncIterator[Event]:
+        """Run the graph and yield its events as they happen.
+
+        The buffer is bounded: when the consumer falls behind, the run pauses. Stopping the
+        iteration early cancels the run. If the run fails, every event up to the failure is
+        delivered and then the original exception is raised.
+        """
+        if buffer < 1:
+            msg = f"stream(buffer=...) must be at least 1, got {buffer}."
+            raise ValueError(msg)
+        queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=buffer)
+        run = self._new_run(thread_id, backend, tracer, queue.put, namespace)
+
+        async def produce() -> None:
+            try:
+                await self._drive(run, input, max_steps)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                await queue.put(_Failure(exc))
+                return
+            await queue.put(_DONE)
+
+        producer = asyncio.get_running_loop().create_task(produce())
+        try:
+            while True:
+                item = await queue.get()
+                if item is _DONE:
+                    break
+                if isinstance(item, _Failure):
+                    raise item.exc
+                yield item
+        finally:
+            if not producer.done():
+                producer.cancel()
+            try:
+                await producer
+            except asyncio.CancelledError:
+                pass
+
+    async def replay(
+        self, thread_id: str, backend: Backend, *, since: int = 0
+    ) -> AsyncIterator[Event]:
+        """Yield the persisted events of a thread with ``seq >= since``, in order."""
+        for stored in await backend.read_events(thread_id, since):
+            raw = backend.serializer.loads(stored.payload)
+            if not isinstance(raw, dict):
+                msg = f"event {stored.seq} of thread {thread_id!r} is not a stored event."
+                raise CheckpointDecodeError(msg)
+            yield Event.from_dict(raw)
+
+    # -- inspecting -------------------------------------------------------------------------
+
+    async def aget_history(self, thread_id: str, backend: Backend) -> list[Checkpoint]:
+        """Every checkpoint of the thread's current branch, oldest first."""
+        from tensorsketch.durable import load_chain
+
+        stored = await backend.list_checkpoints(thread_id)
+        return load_chain(backend, stored)
+
+    async def aget_state(self, thread_id: str, backend: Backend) -> S | None:
+        """The latest checkpointed state of the thread, or ``None`` if it has none."""
+        history = await self.aget_history(thread_id, backend)
+        if not history:
+            return None
+        return self._state_at(history[-1])
+
+    async def aget_state_at(self, thread_id: str, backend: Backend, checkpoint_id: str) -> S:
+        """The state at one checkpoint of the thread."""
+        from tensorsketch.durable import load_chain
+
+        stored = await backend.list_checkpoints(thread_id)
+        chain = load_chain(backend, stored, checkpoint_id)
+        if not chain:
+            msg = f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}."
+            raise KeyError(msg)
+        return self._state_at(chain[-1])
+
+    def _state_at(self, checkpoint: Checkpoint) -> S:
+        from tensorsketch.durable import validated_values
+
+        values = validated_values(self._spec, checkpoint)
+        return self.state_schema.model_construct(**values)
+
+    def get_state(self, thread_id: str, backend: Backend) -> S | None:
+        """Sync form of :meth:`aget_state` (runs the read on a private loop if needed)."""
+        return _run_sync(self.aget_state(thread_id, backend))
+
+    def get_history(self, thread_id: str, backend: Backend) -> list[Checkpoint]:
+        """Sync form of :meth:`aget_history`."""
+        return _run_sync(self.aget_history(thread_id, backend))
+
+    async def fork(
+        self,
+        backend: Backend,
+        thread_id: str,
+        checkpoint_id: str,
+        new_thread_id: str,
+        input: S | dict[str, Any] | None = None,
+        *,
+        max_steps: int = 25,
+        tracer: Tracer | None = None,
+    ) -> S:
+        """Branch a new thread from a past checkpoint, apply ``input``, and run it.
+
+        The new thread has its own, empty journal: effects run anew down the fork.
+        """
+        from tensorsketch.durable import load_chain
+
+        stored = await backend.list_checkpoints(thread_id)
+        chain = load_chain(backend, stored, checkpoint_id)
+        if not chain:
+            known = ", ".join(s.checkpoint_id for s in stored[-5:]) or "none"
+            msg = (
+                f"thread {thread_id!r} has no checkpoint {checkpoint_id!r} to fork from "
+                f"(latest ids: {known}); take an id from get_history()."
+            )
+            raise KeyError(msg)
+        if await backend.latest_checkpoint(new_thread_id) is not None:
+            msg = f"thread {new_thread_id!r} already exists; fork into a new thread_id."
+            raise ValueError(msg)
+        origin = chain[-1]
+        run = self._new_run(new_thread_id, backend, tracer, None, ())
+        journal = run.journal
+        assert journal is not None
+        journal.adopt(run, origin)
+        run.seq = 0
+        tasks = run.tasks_from_plan(origin.plan)
+        await journal.acquire()
+        try:
+            await journal.checkpoint(run, None, tasks, source="fork", parent_id=origin.id)
+        finally:
+            await journal.release()
+        return await self.invoke(
+            input, thread_id=new_thread_id, backend=backend, max_steps=max_steps, tracer=tracer
+        )
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Schema):
+        return value.model_dump()
+    return value

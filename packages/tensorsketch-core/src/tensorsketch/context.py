@@ -1,0 +1,88 @@
+"""``Context``: what a node body can ask of the run it is part of."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tensorsketch.observability.tracing import Span
+
+if TYPE_CHECKING:
+    from tensorsketch.pregel import Run
+
+__all__ = ["Context"]
+
+
+class Context:
+    """Handed to every ``Node.run``: journaled effects, stream events, spans, run identity.
+
+    A context belongs to one node instance in one superstep; its effect keys are derived from
+    (superstep, node, Send instance, call order), so a resumed superstep lines its calls up
+    with the journal without any determinism rule for the rest of the body.
+    """
+
+    __slots__ = ("_calls", "_run", "instance", "node", "superstep")
+
+    def __init__(self, run: Run, node: str, step: int, instance: str = "") -> None:
+        self._run = run
+        self._calls = 0
+        #: The node's name in the graph.
+        self.node = node
+        #: The superstep this node instance runs in.
+        self.superstep = step
+        #: ``""`` for a normal node, ``"#k"`` for the k-th ``Send`` instance of the node.
+        self.instance = instance
+
+    @property
+    def run_id(self) -> str:
+        """This invocation's id (new for every ``invoke``/``stream`` call)."""
+        return self._run.run_id
+
+    @property
+    def thread_id(self) -> str | None:
+        """The durable thread, or ``None`` for an in-memory run."""
+        return self._run.thread_id
+
+    @property
+    def namespace(self) -> tuple[str, ...]:
+        """Path of enclosing runs for nested graphs (empty at the top level)."""
+        return self._run.namespace
+
+    @property
+    def streaming(self) -> bool:
+        """Whether someone consumes this run's events (``ctx.emit`` is a no-op otherwise)."""
+        return self._run.sink is not None
+
+    def _next_key(self, name: str) -> str:
+        key = f"{self.superstep}:{self.node}{self.instance}:{self._calls}:{name}"
+        self._calls += 1
+        return key
+
+    async def step(
+        self, name: str, fn: Callable[[], Any], *, idempotency_key: str | None = None
+    ) -> Any:
+        """Run a side effect exactly once per thread and return its (journaled) result.
+
+        ``fn`` is a zero-argument callable returning an awaitable (or a plain value). Its
+        result is recorded the moment it completes; on resume the recorded result is
+        returned instead of calling ``fn`` again. ``idempotency_key`` dedupes the effect
+        across the whole thread (a payment id), not just this superstep.
+        """
+        key = f"idem:{idempotency_key}" if idempotency_key is not None else self._next_key(name)
+        return await self._run.journaled(key, name, fn, self)
+
+    async def emit(self, type: str, data: Any = None) -> None:
+        """Push a custom event into the run's stream; a no-op when nobody is streaming.
+
+        When the stream's buffer is full this waits, pausing the node: a slow consumer
+        throttles the run instead of growing memory.
+        """
+        if self._run.sink is not None:
+            await self._run.emit(type, node=self.node, data=data, step=self.superstep)
+
+    def span(
+        self, name: str, *, kind: str = "custom", **attributes: Any
+    ) -> contextlib.AbstractContextManager[Span]:
+        """Trace a sub-step; it nests under this node's span."""
+        return self._run.tracer.span(name, kind=kind, **attributes)

@@ -1,0 +1,336 @@
+"""Durable execution: checkpoints at every barrier, the effect journal, the event log, leases.
+
+A checkpoint stores only what changed at its barrier: a field that was replaced is written in
+full (``set``), a list that only grew is written as the appended suffix (``append``). The full
+state at any checkpoint is the fold of its ancestors, so bytes written per superstep stay flat
+as a message history grows, while :meth:`CompiledGraph.get_state` still returns whole values.
+A root checkpoint (the first of a thread, or of a fork) is a full snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tensorsketch.errors import (
+    BackendUnavailableError,
+    CheckpointDecodeError,
+    ThreadBusyError,
+)
+from tensorsketch.events import Event
+from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent
+
+if TYPE_CHECKING:
+    from tensorsketch.pregel import GraphSpec, Run, Task
+
+__all__ = ["FORMAT_VERSION", "Checkpoint", "RunJournal", "load_chain", "validated_values"]
+
+#: Version of the checkpoint payload layout; a newer one is refused with a clear error.
+FORMAT_VERSION = 1
+LEASE_TTL = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """The state of a thread at one barrier (what ``get_history`` returns).
+
+    :param next: node names to run next; :param sends: pending ``Send`` payloads as
+        ``(node, payload)`` pairs; :param parent_id: the checkpoint this one grew from (the
+        checkpoints of a thread and its forks form a tree).
+    """
+
+    id: str
+    thread_id: str
+    parent_id: str | None
+    step: int
+    values: dict[str, Any]
+    next: tuple[str, ...]
+    sends: tuple[tuple[str, dict[str, Any]], ...]
+    created_at: float
+    source: str = "loop"
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def plan(self) -> list[tuple[str, dict[str, Any] | None]]:
+        """The tasks to run next, in order (plain nodes, then Send instances)."""
+        return [(n, None) for n in self.next] + [(n, dict(p)) for n, p in self.sends]
+
+
+def _decode_payload(backend: Backend, stored: StoredCheckpoint) -> dict[str, Any]:
+    try:
+        payload = backend.serializer.loads(stored.payload)
+    except CheckpointDecodeError as exc:
+        msg = (
+            f"checkpoint {stored.checkpoint_id!r} of thread {stored.thread_id!r} cannot be "
+            f"decoded: {exc}"
+        )
+        raise CheckpointDecodeError(msg) from exc
+    if not isinstance(payload, dict) or "v" not in payload:
+        msg = (
+            f"checkpoint {stored.checkpoint_id!r} of thread {stored.thread_id!r} is not a "
+            "TensorSketch checkpoint (corrupt or written by something else); fork from an "
+            "earlier checkpoint or start a new thread."
+        )
+        raise CheckpointDecodeError(msg)
+    if payload["v"] > FORMAT_VERSION:
+        msg = (
+            f"checkpoint {stored.checkpoint_id!r} of thread {stored.thread_id!r} uses format "
+            f"version {payload['v']}, newer than this release understands ({FORMAT_VERSION}); "
+            "upgrade tensorsketch-core to resume it."
+        )
+        raise CheckpointDecodeError(msg)
+    return payload
+
+
+def load_chain(
+    backend: Backend, stored: list[StoredCheckpoint], target_id: str | None = None
+) -> list[Checkpoint]:
+    """Fold stored deltas into full checkpoints along the chain ending at ``target_id``.
+
+    Returns the chain oldest first (the whole history when ``target_id`` is ``None`` and the
+    thread never branched).
+    """
+    if not stored:
+        return []
+    by_id = {s.checkpoint_id: s for s in stored}
+    end = by_id.get(target_id) if target_id is not None else stored[-1]
+    if end is None:
+        return []
+    chain: list[StoredCheckpoint] = []
+    cursor: StoredCheckpoint | None = end
+    while cursor is not None:
+        chain.append(cursor)
+        payload_base = cursor.parent_id is None or cursor.parent_id not in by_id
+        if payload_base:
+            break
+        cursor = by_id[cursor.parent_id]  # type: ignore[index]
+    chain.reverse()
+    values: dict[str, Any] = {}
+    result: list[Checkpoint] = []
+    for s in chain:
+        payload = _decode_payload(backend, s)
+        if payload.get("base"):
+            values = {}
+        for name, change in payload["changes"].items():
+            op = change[0]
+            if op == "set":
+                values[name] = change[1]
+            elif op == "append":
+                values[name] = [*values.get(name, []), *change[1]]
+            elif op == "unset":
+                values.pop(name, None)
+            else:
+                msg = f"checkpoint {s.checkpoint_id!r} has unknown change {op!r} for {name!r}."
+                raise CheckpointDecodeError(msg)
+        plan = payload.get("plan", [])
+        result.append(
+            Checkpoint(
+                id=s.checkpoint_id,
+                thread_id=s.thread_id,
+                parent_id=s.parent_id,
+                step=s.step,
+                values=dict(values),
+                next=tuple(name for name, p in plan if p is None),
+                sends=tuple((name, p) for name, p in plan if p is not None),
+                created_at=s.created_at,
+                source=payload.get("source", "loop"),
+                metadata={"seq": payload.get("seq", 0), **payload.get("meta", {})},
+            )
+        )
+    return result
+
+
+def validated_values(spec: GraphSpec, checkpoint: Checkpoint) -> dict[str, Any]:
+    """A checkpoint's values validated into the state's field types (fields since removed
+    from the state are dropped rather than failing the resume)."""
+    values: dict[str, Any] = {}
+    fields = spec.state_schema.model_fields
+    for name, value in checkpoint.values.items():
+        if name not in fields:
+            continue
+        try:
+            values[name] = spec.adapter(name).validate_python(value)
+        except Exception as exc:
+            msg = (
+                f"checkpoint {checkpoint.id!r} of thread {checkpoint.thread_id!r}: field "
+                f"{name!r} no longer validates as the state's type ({exc})."
+            )
+            raise CheckpointDecodeError(msg) from exc
+    return values
+
+
+def _guard(backend: Backend, what: str) -> contextlib.AbstractAsyncContextManager[None]:
+    @contextlib.asynccontextmanager
+    async def guard() -> Any:
+        try:
+            yield
+        except (OSError, ConnectionError, TimeoutError) as exc:
+            if isinstance(exc, BackendUnavailableError):
+                raise
+            msg = (
+                f"{backend.name} backend unavailable while {what}: {type(exc).__name__}: {exc}. "
+                "The run stopped at its last checkpoint; invoke the same thread_id again once "
+                "the store is back to resume."
+            )
+            raise BackendUnavailableError(msg) from exc
+
+    return guard()
+
+
+class RunJournal:
+    """The durable side of one run: lease, restore, checkpoints, effects and events."""
+
+    def __init__(self, backend: Backend, thread_id: str, spec: GraphSpec) -> None:
+        self.backend = backend
+        self.thread_id = thread_id
+        self.spec = spec
+        self.owner = uuid.uuid4().hex
+        self._events: list[Event] = []
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._lost_lease = False
+
+    # -- lease ------------------------------------------------------------------------------
+
+    async def acquire(self) -> None:
+        async with _guard(self.backend, "taking the thread lease"):
+            ok = await self.backend.acquire_lease(self.thread_id, self.owner, LEASE_TTL)
+        if not ok:
+            msg = (
+                f"thread {self.thread_id!r} is being run by another process right now; only one "
+                "writer may run a thread at a time. Wait for it to finish (its lease expires "
+                f"{LEASE_TTL:.0f}s after its owner stops), or use another thread_id."
+            )
+            raise ThreadBusyError(msg)
+        self._heartbeat = asyncio.get_running_loop().create_task(self._renew())
+
+    async def _renew(self) -> None:
+        while True:
+            await asyncio.sleep(LEASE_TTL / 3)
+            try:
+                ok = await self.backend.acquire_lease(self.thread_id, self.owner, LEASE_TTL)
+            except Exception:
+                continue  # a transient store error: the next checkpoint write will tell
+            if not ok:
+                self._lost_lease = True
+                return
+
+    async def release(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat
+        with contextlib.suppress(Exception):
+            await self.backend.release_lease(self.thread_id, self.owner)
+
+    # -- restore ----------------------------------------------------------------------------
+
+    async def restore(self, run: Run) -> list[tuple[str, dict[str, Any] | None]] | None:
+        """Load the latest checkpoint into ``run``; return its plan, or ``None`` if new."""
+        async with _guard(self.backend, "loading the latest checkpoint"):
+            stored = await self.backend.list_checkpoints(self.thread_id)
+            last_seq = await self.backend.last_event_seq(self.thread_id)
+        chain = load_chain(self.backend, stored)
+        if not chain:
+            return None
+        latest = chain[-1]
+        self.adopt(run, latest)
+        if last_seq is not None:
+            run.seq = max(run.seq, last_seq + 1)
+        return latest.plan
+
+    def adopt(self, run: Run, checkpoint: Checkpoint) -> None:
+        """Put a checkpoint's values, step and cursor into a run."""
+        run.values = validated_values(self.spec, checkpoint)
+        run.step = checkpoint.step
+        run.seq = int(checkpoint.metadata.get("seq", 0))
+        run.checkpoint_id = checkpoint.id
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    async def checkpoint(
+        self,
+        run: Run,
+        changed: dict[str, list[Any] | None] | None,
+        tasks: list[Task],
+        *,
+        source: str = "loop",
+        parent_id: str | None = None,
+    ) -> str:
+        """Save a checkpoint after a barrier (``changed=None`` writes a full snapshot)."""
+        if self._lost_lease:
+            msg = (
+                f"lost the lease on thread {self.thread_id!r} (another process took it over "
+                "after this one stalled); stopping before writing a conflicting checkpoint."
+            )
+            raise ThreadBusyError(msg)
+        values = run.values
+        changes: dict[str, list[Any]] = {}
+        base = changed is None
+        names = list(values) if changed is None else list(changed)
+        for name in names:
+            appended = None if changed is None else changed[name]
+            if appended is not None:
+                changes[name] = ["append", appended]
+            elif name in values:
+                changes[name] = ["set", values[name]]
+            else:
+                changes[name] = ["unset"]
+        plan = [task.to_plan() for task in tasks]
+        payload = {
+            "v": FORMAT_VERSION,
+            "base": base,
+            "source": source,
+            "seq": run.seq,
+            "changes": changes,
+            "plan": plan,
+        }
+        checkpoint_id = uuid.uuid4().hex
+        stored = StoredCheckpoint(
+            thread_id=self.thread_id,
+            checkpoint_id=checkpoint_id,
+            parent_id=parent_id if parent_id is not None else run.checkpoint_id,
+            step=run.step,
+            created_at=time.time(),
+            payload=self.backend.serializer.dumps(payload),
+        )
+        await self.flush_events()
+        async with _guard(self.backend, "saving a checkpoint"):
+            await self.backend.save_checkpoint(stored)
+        run.checkpoint_id = checkpoint_id
+        return checkpoint_id
+
+    # -- effects ----------------------------------------------------------------------------
+
+    async def lookup(self, key: str) -> tuple[bool, Any]:
+        async with _guard(self.backend, "reading the effect journal"):
+            raw = await self.backend.lookup_effect(self.thread_id, key)
+        if raw is None:
+            return False, None
+        try:
+            return True, self.backend.serializer.loads(raw)[0]
+        except CheckpointDecodeError as exc:
+            msg = f"journal entry {key!r} of thread {self.thread_id!r} cannot be decoded: {exc}"
+            raise CheckpointDecodeError(msg) from exc
+
+    async def record(self, key: str, value: Any) -> None:
+        data = self.backend.serializer.dumps([value])
+        async with _guard(self.backend, "recording an effect"):
+            await self.backend.record_effect(self.thread_id, key, data)
+
+    # -- events -----------------------------------------------------------------------------
+
+    def buffer_event(self, event: Event) -> None:
+        self._events.append(event)
+
+    async def flush_events(self) -> None:
+        if not self._events:
+            return
+        events, self._events = self._events, []
+        dumps = self.backend.serializer.dumps
+        stored = [StoredEvent(seq=e.seq, payload=dumps(e.to_dict())) for e in events]
+        async with _guard(self.backend, "appending stream events"):
+            await self.backend.append_events(self.thread_id, stored)

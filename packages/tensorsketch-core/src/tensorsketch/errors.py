@@ -1,0 +1,118 @@
+"""Every exception TensorSketch raises, in one place.
+
+::
+
+    TensorSketchError
+    ├── GraphValidationError (ValueError)     compile() found a structural mistake
+    ├── InvalidUpdateError (ValueError)       a channel rejected this superstep's writes
+    ├── EmptyChannelError (LookupError)       a node read a state field nobody has set
+    ├── GraphRecursionError (RecursionError)  the run did not halt within ``max_steps``
+    ├── NodeError (TypeError)                 a node broke its contract (wrong return type, ...)
+    ├── RoutingError (ValueError)             a router returned a target that does not exist
+    ├── Hole (NotImplementedError)            a node whose body is still to be written
+    ├── ValidationError (ValueError)          tool arguments / structured output failed validation
+    ├── ThreadBusyError (RuntimeError)        another process is running this thread right now
+    ├── CheckpointDecodeError (ValueError)    a stored checkpoint/journal entry cannot be decoded
+    ├── BackendUnavailableError (ConnectionError) the store went away mid-run
+    ├── RegistryError (LookupError)           an unknown provider/backend name
+    └── PluginError (RuntimeError)            a plugin broke the hook protocol
+
+An exception raised inside a node body is never wrapped: it propagates as itself, with a note
+(``add_note``) saying which node and superstep it came from.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "BackendUnavailableError",
+    "CheckpointDecodeError",
+    "EmptyChannelError",
+    "GraphRecursionError",
+    "GraphValidationError",
+    "Hole",
+    "InvalidUpdateError",
+    "NodeError",
+    "PluginError",
+    "RegistryError",
+    "RoutingError",
+    "TensorSketchError",
+    "ThreadBusyError",
+    "ValidationError",
+]
+
+
+class TensorSketchError(Exception):
+    """Base class of every error TensorSketch raises itself."""
+
+
+class GraphValidationError(TensorSketchError, ValueError):
+    """``compile()`` rejected the graph. ``problems`` lists every mistake found."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems: list[str] = problems if problems is not None else [message]
+
+
+class InvalidUpdateError(TensorSketchError, ValueError):
+    """A channel cannot fold this superstep's writes (e.g. two writes to a LastValue field)."""
+
+
+class EmptyChannelError(TensorSketchError, LookupError):
+    """A state field was read before anything set it and it has no default."""
+
+
+class GraphRecursionError(TensorSketchError, RecursionError):
+    """The run exceeded ``max_steps`` supersteps without the active set becoming empty."""
+
+
+class NodeError(TensorSketchError, TypeError):
+    """A node broke its contract in a way the framework can see (wrong return type, ...)."""
+
+
+class RoutingError(TensorSketchError, ValueError):
+    """A conditional edge's path function returned something that is not a valid target."""
+
+
+class Hole(TensorSketchError, NotImplementedError):
+    """Raised by a node whose body is not written yet: ``raise Hole("what it should do")``.
+
+    The graph still compiles and type-checks; running reaches the hole and raises it.
+    """
+
+    def __init__(self, spec: str = "") -> None:
+        super().__init__(spec or "this node needs code")
+        self.spec = spec
+
+
+class ValidationError(TensorSketchError, ValueError):
+    """Arguments or structured output failed schema validation.
+
+    The message is written for a model to read and repair: it lists each failing field.
+    ``errors`` holds the structured pydantic error list.
+    """
+
+    def __init__(self, message: str, errors: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message)
+        self.errors: list[dict[str, Any]] = errors or []
+
+
+class ThreadBusyError(TensorSketchError, RuntimeError):
+    """Another runner holds this thread's lease; only one writer may run a thread at a time."""
+
+
+class CheckpointDecodeError(TensorSketchError, ValueError):
+    """A stored record cannot be decoded (corrupt, unknown type, or a newer schema version)."""
+
+
+class BackendUnavailableError(TensorSketchError, ConnectionError):
+    """The durable store could not be reached; the run stopped and can be resumed later."""
+
+
+class RegistryError(TensorSketchError, LookupError):
+    """An unknown provider or backend name was asked for."""
+
+
+class PluginError(TensorSketchError, RuntimeError):
+    """A plugin returned something the hook protocol does not allow."""

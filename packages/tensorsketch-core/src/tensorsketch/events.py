@@ -1,0 +1,64 @@
+"""``Event``: one typed item of a run's stream."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+__all__ = ["BUILTIN_EVENT_TYPES", "Event"]
+
+#: Types the runtime itself emits; anything else comes from ``ctx.emit``.
+BUILTIN_EVENT_TYPES: Final = frozenset(
+    {"run_start", "node_start", "node_end", "values", "run_end", "token"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One event of a run.
+
+    :param seq: strictly increasing per thread, also across resumes (the replay cursor).
+    :param type: ``run_start``, ``node_start``, ``node_end``, ``values`` (merged state after a
+        superstep), ``run_end`` (success only), ``token`` (model text delta) or a custom type.
+    :param node: the node that produced it (``None`` for run-level events).
+    :param namespace: the path of nested runs (sub-graphs, sub-agents) the event came from.
+    """
+
+    seq: int
+    type: str
+    node: str | None
+    run_id: str
+    thread_id: str | None
+    data: Any = None
+    namespace: tuple[str, ...] = ()
+    step: int | None = None
+    ts: float = field(default=0.0, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-friendly dict (``data`` is passed through as is)."""
+        return {
+            "seq": self.seq,
+            "type": self.type,
+            "node": self.node,
+            "run_id": self.run_id,
+            "thread_id": self.thread_id,
+            "namespace": list(self.namespace),
+            "step": self.step,
+            "ts": self.ts,
+            "data": self.data,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Event:
+        """Rebuild an event stored with :meth:`to_dict`."""
+        return cls(
+            seq=int(raw["seq"]),
+            type=str(raw["type"]),
+            node=raw.get("node"),
+            run_id=str(raw.get("run_id", "")),
+            thread_id=raw.get("thread_id"),
+            data=raw.get("data"),
+            namespace=tuple(raw.get("namespace") or ()),
+            step=raw.get("step"),
+            ts=float(raw.get("ts") or 0.0),
+        )

@@ -1,0 +1,419 @@
+"""``Graph``: the builder that wires typed nodes over a typed state, and ``compile()``."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from pydantic.fields import FieldInfo
+from typing_extensions import Self
+
+from tensorsketch._assignable import is_assignable, type_text
+from tensorsketch.channels import Channel, channel_for
+from tensorsketch.constants import END, START
+from tensorsketch.errors import GraphValidationError
+from tensorsketch.node import Node
+from tensorsketch.schema import Schema
+from tensorsketch.structure import BranchInfo, GraphStructure
+from tensorsketch.wiring import NodeHandle
+
+if TYPE_CHECKING:
+    from tensorsketch.compiled import CompiledGraph
+    from tensorsketch.pregel import Branch
+
+__all__ = ["Graph"]
+
+S = TypeVar("S", bound=Schema)
+
+
+def _path_name(path: Callable[..., Any]) -> str:
+    return getattr(path, "__name__", type(path).__name__)
+
+
+def _suggest(name: str, known: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    if close:
+        return f" — did you mean {close[0]!r}?"
+    listed = ", ".join(repr(k) for k in known) or "none yet"
+    return f" (known nodes: {listed})"
+
+
+class Graph(Generic[S]):
+    """A builder for a graph over the state schema ``S``; every method returns the graph.
+
+    Three authoring styles build the same graph: the fluent chain
+    (``Graph(S).add(A).edge(START, "A")``), one call per statement, and the ``>>`` surface
+    with handles from :meth:`nodes`. ``compile()`` validates everything and returns a
+    runnable :class:`~tensorsketch.compiled.CompiledGraph`.
+    """
+
+    def __init__(self, state: type[S], *, name: str | None = None) -> None:
+        if not (isinstance(state, type) and issubclass(state, Schema)):
+            msg = (
+                f"Graph(state) needs a Schema subclass describing the state, got {state!r}; "
+                "declare `class State(Schema): ...` and pass `Graph(State)`."
+            )
+            raise TypeError(msg)
+        self.state_schema: type[S] = state
+        self.name = name or f"Graph[{state.__name__}]"
+        self._nodes: dict[str, Node] = {}
+        self._edges: list[tuple[str, str]] = []
+        self._branches: dict[str, Branch] = {}
+        self._problems: list[str] = []
+
+    # -- building ---------------------------------------------------------------------------
+
+    def add(self, node: type[Node] | Node, *, name: str | None = None) -> Self:
+        """Add a node (a ``Node`` subclass or instance); its name defaults to the class name."""
+        if isinstance(node, type) and issubclass(node, Node):
+            try:
+                instance = node()
+            except TypeError as exc:
+                msg = (
+                    f"cannot create {node.__name__}() with no arguments ({exc}); pass an "
+                    f"instance instead: `.add({node.__name__}(...))`."
+                )
+                raise TypeError(msg) from None
+        elif isinstance(node, Node):
+            instance = node
+        else:
+            msg = (
+                f"`add()` takes a Node subclass or instance, got {node!r}; define "
+                "`class MyNode(Node)` with `In`/`Out` schemas and `async def run(self, ctx, inp)`."
+            )
+            raise TypeError(msg)
+        node_name = name if name is not None else instance.default_name()
+        if node_name in (START, END):
+            self._problems.append(f"a node cannot be named {node_name!r}: that name is reserved.")
+        elif node_name in self._nodes:
+            self._problems.append(
+                f"duplicate node name {node_name!r}: two nodes were added under it; give the "
+                f'second one its own name with `.add({type(instance).__name__}, name="...")`.'
+            )
+        else:
+            self._nodes[node_name] = instance
+        return self
+
+    def edge(self, src: str, dst: str) -> Self:
+        """A sequential edge: after ``src`` runs, ``dst`` runs in the next superstep."""
+        for label, value in (("source", src), ("target", dst)):
+            if not isinstance(value, str):
+                msg = f"edge() {label} must be a node name (str), START or END, got {value!r}."
+                raise TypeError(msg)
+        self._edges.append((src, dst))
+        return self
+
+    def entry(self, name: str) -> Self:
+        """Set the entry node; the same as ``edge(START, name)``."""
+        return self.edge(START, name)
+
+    def conditional(
+        self,
+        src: str,
+        path: Callable[[S], Any],
+        mapping: Mapping[str, str] | Sequence[str] | None = None,
+    ) -> Self:
+        """Route dynamically after ``src``: ``path(state)`` names the next node(s).
+
+        ``path`` returns a node name, a list of names (fan-out), ``END``, or ``Send`` objects.
+        With ``mapping``, it returns keys that are looked up in the mapping instead.
+        """
+        return self._branch(src, path, mapping, kind="conditional")
+
+    def router(
+        self,
+        src: str,
+        path: Callable[[S], Any],
+        mapping: Mapping[str, str] | Sequence[str] | None = None,
+    ) -> Self:
+        """The same as :meth:`conditional`, named for intent (and for ``Send`` fan-out)."""
+        return self._branch(src, path, mapping, kind="router")
+
+    def loop(self, node: str, until: Callable[[S], bool], *, exit: str = END) -> Self:
+        """Repeat ``node`` until ``until(state)`` holds, then continue to ``exit``."""
+        if not callable(until):
+            msg = f"loop({node!r}, until=...) needs a predicate taking the state, got {until!r}."
+            raise TypeError(msg)
+
+        def repeat(state: Any) -> str:
+            return exit if until(state) else node
+
+        repeat.__name__ = _path_name(until)
+        return self._branch(node, repeat, None, kind="loop", exit=exit, loop_node=node)
+
+    def _branch(
+        self,
+        src: str,
+        path: Callable[[Any], Any],
+        mapping: Mapping[str, str] | Sequence[str] | None,
+        *,
+        kind: str,
+        exit: str | None = None,
+        loop_node: str | None = None,
+    ) -> Self:
+        from tensorsketch.pregel import Branch
+
+        if not callable(path):
+            msg = f"{kind}({src!r}, path) needs a callable path function, got {path!r}."
+            raise TypeError(msg)
+        if isinstance(mapping, Mapping):
+            resolved: dict[str, str] | None = {str(k): v for k, v in mapping.items()}
+        elif mapping is not None:
+            resolved = {name: name for name in mapping}
+        else:
+            resolved = None
+        if src in self._branches:
+            self._problems.append(
+                f"node {src!r} has two conditional edges; a node routes through at most one "
+                "path function — merge them into one."
+            )
+            return self
+        self._branches[src] = Branch(
+            source=src,
+            path=path,
+            mapping=resolved,
+            kind=kind,
+            exit=exit,
+            path_name=_path_name(path),
+            loop_node=loop_node,
+        )
+        return self
+
+    # -- the >> surface ---------------------------------------------------------------------
+
+    def nodes(self, *nodes: type[Node] | Node) -> tuple[NodeHandle, ...]:
+        """Add several nodes and return a handle for each, for ``>>`` wiring."""
+        handles = []
+        for node in nodes:
+            before = set(self._nodes)
+            self.add(node)
+            added = [name for name in self._nodes if name not in before]
+            name = added[0] if added else self._default_name(node)
+            handles.append(NodeHandle(self, name))
+        return tuple(handles)
+
+    def __getitem__(self, name: str) -> NodeHandle:
+        """A handle for a node already added, to mix ``>>`` with the other styles."""
+        if name not in self._nodes:
+            msg = f"no node named {name!r} in this graph{_suggest(name, list(self._nodes))}"
+            raise KeyError(msg)
+        return NodeHandle(self, name)
+
+    @staticmethod
+    def _default_name(node: type[Node] | Node) -> str:
+        return node.__name__ if isinstance(node, type) else node.default_name()
+
+    # -- introspection ----------------------------------------------------------------------
+
+    @property
+    def structure(self) -> GraphStructure:
+        """The wiring as plain data: nodes, static edges and conditional branches."""
+        branches = {
+            src: BranchInfo(
+                kind=b.kind,  # type: ignore[arg-type]
+                mapping=dict(b.mapping) if b.mapping is not None else None,
+                path_name=b.path_name,
+                exit=b.exit,
+            )
+            for src, b in self._branches.items()
+        }
+        return GraphStructure(
+            nodes=tuple(self._nodes), edges=tuple(self._edges), branches=branches
+        )
+
+    # -- compile ----------------------------------------------------------------------------
+
+    def compile(self) -> CompiledGraph[S]:
+        """Validate the whole graph and return a runnable, immutable compiled graph.
+
+        Every mistake found is reported at once in one :class:`GraphValidationError`.
+        """
+        from tensorsketch.compiled import CompiledGraph
+        from tensorsketch.pregel import GraphSpec, NodeSpec
+
+        problems = list(self._problems)
+        state = self.state_schema
+        fields: dict[str, FieldInfo] = dict(state.model_fields)
+        channels: dict[str, Channel] = {}
+        for field_name, info in fields.items():
+            try:
+                channels[field_name] = channel_for(field_name, info.metadata)
+            except TypeError as exc:
+                problems.append(str(exc))
+                channels[field_name] = channel_for(field_name, ())
+
+        known = list(self._nodes)
+        specs: dict[str, NodeSpec] = {}
+        for name, node in self._nodes.items():
+            specs[name] = self._node_spec(name, node, fields, channels, problems)
+
+        def check_target(src: str, dst: str, how: str) -> None:
+            if dst == END or dst in self._nodes:
+                return
+            if dst == START:
+                problems.append(f"{how} from {src!r} points at START; START is only a source.")
+            else:
+                problems.append(
+                    f"{how} from {src!r} points at unknown node {dst!r}{_suggest(dst, known)}"
+                )
+
+        entry: list[str] = []
+        successors: dict[str, list[str]] = {name: [] for name in self._nodes}
+        for src, dst in self._edges:
+            if src == END:
+                problems.append(f"edge from END to {dst!r}: END can only be a target.")
+                continue
+            if src != START and src not in self._nodes:
+                problems.append(f"edge source {src!r} is not a node{_suggest(src, known)}")
+                continue
+            check_target(src, dst, "edge")
+            targets = entry if src == START else successors[src]
+            if dst not in targets:
+                targets.append(dst)
+
+        for src, branch in self._branches.items():
+            if src != START and src not in self._nodes:
+                problems.append(
+                    f"{branch.kind} edge source {src!r} is not a node{_suggest(src, known)}"
+                )
+                continue
+            if branch.mapping is not None:
+                for key, dst in branch.mapping.items():
+                    check_target(src, dst, f"{branch.kind} key {key!r}")
+            if branch.exit is not None:
+                check_target(src, branch.exit, "loop exit")
+            has_static = bool(entry) if src == START else bool(successors[src])
+            if has_static:
+                problems.append(
+                    f"node {src!r} has both static edges and a {branch.kind} edge; a node's "
+                    "successors must come from one place — route every target through the "
+                    "path function, or drop the conditional."
+                )
+
+        if not entry and START not in self._branches:
+            first = known[0] if known else "FirstNode"
+            problems.append(
+                f"no entry node: add `.edge(START, {first!r})` (or `.entry({first!r})`, or "
+                f"`START >> {first.lower()}`) to say where the run begins."
+            )
+
+        if problems:
+            listing = "\n".join(f"  - {p}" for p in problems)
+            noun = "problem" if len(problems) == 1 else "problems"
+            msg = f"{self.name} does not compile ({len(problems)} {noun}):\n{listing}"
+            raise GraphValidationError(msg, problems)
+
+        for name, spec in specs.items():
+            spec.successors = tuple(successors[name])
+            spec.branch = self._branches.get(name)
+        defaults: dict[str, Callable[[], Any]] = {}
+        for field_name, info in fields.items():
+            if info.default_factory is not None:
+                defaults[field_name] = info.default_factory  # type: ignore[assignment]
+            elif not info.is_required():
+                value = info.default
+                defaults[field_name] = (lambda v=value: v) if _immutable(value) else _copier(value)
+        spec = GraphSpec(
+            name=self.name,
+            state_schema=state,
+            channels=channels,
+            defaults=defaults,
+            required=tuple(f for f, info in fields.items() if info.is_required()),
+            nodes=specs,
+            entry=tuple(entry),
+            entry_branch=self._branches.get(START),
+            structure=self.structure,
+        )
+        return CompiledGraph(spec)
+
+    def _node_spec(
+        self,
+        name: str,
+        node: Node,
+        fields: dict[str, FieldInfo],
+        channels: dict[str, Channel],
+        problems: list[str],
+    ) -> Any:
+        from tensorsketch.pregel import NodeSpec
+
+        cls_name = type(node).__name__
+        in_schema, out_schema = node.In, node.Out
+        for label, schema in (("In", in_schema), ("Out", out_schema)):
+            if not (isinstance(schema, type) and issubclass(schema, Schema)):
+                problems.append(
+                    f"node {name!r}: `{label}` must be a Schema subclass (`class {label}(Schema)`),"
+                    f" got {schema!r}."
+                )
+        if not inspect.iscoroutinefunction(node.run):
+            problems.append(
+                f"node {name!r}: `run` must be `async def run(self, ctx, inp)`; {cls_name}.run "
+                "is a plain function."
+            )
+        state_name = self.state_schema.__name__
+        reads: list[tuple[str, bool]] = []
+        writes: list[str] = []
+        if isinstance(in_schema, type) and issubclass(in_schema, Schema):
+            for port, info in in_schema.model_fields.items():
+                if port not in fields:
+                    problems.append(
+                        f"node {name!r} reads `{port}`, but {state_name} has no field {port!r}"
+                        f"{_field_hint(port, fields)}"
+                    )
+                    continue
+                state_type = fields[port].annotation
+                if not is_assignable(state_type, info.annotation):
+                    problems.append(
+                        f"node {name!r} reads `{port}: {type_text(info.annotation)}`, but "
+                        f"{state_name}.{port} is `{type_text(state_type)}`; make the port type "
+                        f"accept `{type_text(state_type)}`."
+                    )
+                reads.append((port, info.is_required()))
+        if isinstance(out_schema, type) and issubclass(out_schema, Schema):
+            for port, info in out_schema.model_fields.items():
+                if port not in fields:
+                    problems.append(
+                        f"node {name!r} writes `{port}`, but {state_name} has no field {port!r}"
+                        f"{_field_hint(port, fields)}"
+                    )
+                    continue
+                channel = channels[port]
+                state_type = fields[port].annotation
+                if channel.checks_write_type and not is_assignable(info.annotation, state_type):
+                    problems.append(
+                        f"node {name!r} writes `{port}: {type_text(info.annotation)}`, but "
+                        f"{state_name}.{port} is `{type_text(state_type)}`; change the Out port "
+                        f"to `{port}: {type_text(state_type)}` (or widen the state field)."
+                    )
+                writes.append(port)
+        return NodeSpec(
+            name=name,
+            node=node,
+            run=node.run,
+            in_schema=in_schema,
+            out_schema=out_schema,
+            reads=tuple(reads),
+            writes=tuple(writes),
+        )
+
+
+def _field_hint(port: str, fields: Mapping[str, Any]) -> str:
+    close = difflib.get_close_matches(port, list(fields), n=1, cutoff=0.6)
+    if close:
+        return f" — did you mean {close[0]!r}?"
+    return f"; add `{port}: ...` to the state schema or rename the port."
+
+
+def _immutable(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool | bytes | tuple | frozenset)
+
+
+def _copier(value: Any) -> Callable[[], Any]:
+    import copy
+
+    def make() -> Any:
+        return copy.copy(value)
+
+    return make
+

@@ -1,0 +1,138 @@
+"""The TensorSketch plugin protocol: every hook a distribution can implement.
+
+This module *is* the plugin documentation. A plugin is any module (or object) with functions
+named after these specs and decorated with :data:`tensorsketch.hookimpl`; it is found through the
+``tensorsketch`` entry-point group::
+
+    # pyproject.toml of your distribution
+    [project.entry-points.tensorsketch]
+    acme = "acme_tensorsketch.plugin"
+
+    # acme_tensorsketch/plugin.py
+    from tensorsketch import hookimpl
+
+    @hookimpl
+    def tensorsketch_providers():
+        return {"acme": "acme_tensorsketch.provider:AcmeProvider"}
+
+First-party distributions register through exactly these hooks; core names none of them.
+
+Hooks that contribute *named things* return a mapping ``name -> target``. A target is either a
+``"module:attribute"`` string, resolved only when the name is first used (so listing names never
+imports a vendor SDK or a database driver), or an object/callable that is used as is. Keep plugin
+modules light: they are imported whenever the plugin manager loads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from tensorsketch.cli import CliCommand
+
+PROJECT_NAME = "tensorsketch"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+#: A lazily-resolved contribution: ``"package.module:Attribute"`` or the object itself.
+Target = str | Any
+
+
+@hookspec
+def tensorsketch_providers() -> Mapping[str, Target]:
+    """Contribute chat providers by name, for :func:`tensorsketch.create_provider`.
+
+    :return: ``{"openai": "tensorsketch.providers.openai:OpenAIProvider", ...}``. The target is a
+        :class:`~tensorsketch.ChatProvider` subclass or a zero-argument callable returning one.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def tensorsketch_backends() -> Mapping[str, Target]:
+    """Contribute durable backends by name, for :func:`tensorsketch.create_backend`.
+
+    The attribute name of a string target also becomes importable from
+    ``tensorsketch.runtime.backends`` (``"...postgres:PostgresBackend"`` makes
+    ``from tensorsketch.runtime.backends import PostgresBackend`` work).
+
+    :return: ``{"postgres": "tensorsketch.runtime.backends.postgres:PostgresBackend"}``.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def tensorsketch_cli_commands() -> Sequence[CliCommand]:
+    """Contribute subcommands to the ``tensorsketch`` console command.
+
+    :return: a sequence of :class:`tensorsketch.cli.CliCommand`. Names must be unique across all
+        plugins; a clash is reported naming both plugins.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def tensorsketch_channel_types() -> Mapping[str, Target]:
+    """Contribute custom state channel markers by name (for tooling and the canvas).
+
+    A marker is a :class:`tensorsketch.channels.ChannelMarker` subclass; using it in
+    ``Annotated[T, Marker(...)]`` already works without registration. Registering gives it a
+    stable name that checkpoints, the canvas and ``tensorsketch plugins`` can show.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def tensorsketch_tracers() -> Mapping[str, Target]:
+    """Contribute tracer/exporter factories by name (``"otel"``, ``"file"``, ...).
+
+    :return: ``{"otel": "tensorsketch.observability.otel:OTelTracer"}``.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def tensorsketch_serve_protocols() -> Mapping[str, Target]:
+    """Contribute serving protocols by name (``"openai"``, ``"a2a"``, ``"agui"``, ...).
+
+    :return: a mapping to app factories ``factory(graph, **options) -> ASGI app``.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def tensorsketch_graders() -> Mapping[str, Target]:
+    """Contribute evaluation graders by name, for config-driven eval suites.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def tensorsketch_canvas_node_kinds() -> Mapping[str, Target]:
+    """Contribute canvas node kinds (how the canvas draws and edits a node family).
+
+    .. versionadded:: 0.1
+    """
+
+
+ALL_SPECS: tuple[str, ...] = (
+    "tensorsketch_providers",
+    "tensorsketch_backends",
+    "tensorsketch_cli_commands",
+    "tensorsketch_channel_types",
+    "tensorsketch_tracers",
+    "tensorsketch_serve_protocols",
+    "tensorsketch_graders",
+    "tensorsketch_canvas_node_kinds",
+)

@@ -1,0 +1,45 @@
+"""``Node``: a typed interface (``In`` / ``Out`` schemas) around an opaque async body."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from tensorsketch.schema import Schema
+
+if TYPE_CHECKING:
+    from tensorsketch.context import Context
+
+__all__ = ["Node"]
+
+
+class _NoInput(Schema):
+    """The ``In`` of a node that reads nothing."""
+
+
+class _NoOutput(Schema):
+    """The ``Out`` of a node that writes nothing."""
+
+
+class Node:
+    """A unit of work in a graph.
+
+    ``In`` names the state fields the node reads, ``Out`` the fields it writes; both are
+    checked against the state at ``compile()``. ``run`` is opaque: TensorSketch never looks
+    inside it, so it can call models, tools or anything else that is async.
+
+    A node writes the ``Out`` fields that were set when it was built
+    (``self.Out(answer=...)``); fields left at their default are not written. Returning
+    ``None`` writes nothing; a plain ``dict`` is validated against ``Out`` first.
+    """
+
+    In: ClassVar[type[Schema]] = _NoInput
+    Out: ClassVar[type[Schema]] = _NoOutput
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        """The node body. Override it; read ``inp``, return ``self.Out(...)``."""
+        msg = f"{type(self).__name__} must define `async def run(self, ctx, inp)`."
+        raise NotImplementedError(msg)
+
+    def default_name(self) -> str:
+        """The name a graph gives this node when ``add`` is not told one."""
+        return type(self).__name__

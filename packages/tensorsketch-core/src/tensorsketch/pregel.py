@@ -1,0 +1,578 @@
+"""The BSP engine: plan, execute in parallel on one snapshot, fold writes at a barrier.
+
+A :class:`Run` is one invocation of a compiled graph. Each superstep:
+
+1. **plan** — the active tasks are known (the entry, then whatever the previous barrier named);
+2. **execute** — every task runs concurrently and reads the same state; writes are buffered;
+3. **barrier** — writes are folded into channels in task order (never completion order), the
+   successors are computed from the new state, and (for a durable run) a checkpoint is saved.
+
+Nothing here knows about agents, providers or stores: the durable layer is reached through
+:class:`tensorsketch.durable.RunJournal`, and observers through the event sink and the tracer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pydantic
+
+from tensorsketch.channels import MISSING, Channel
+from tensorsketch.constants import END, Send
+from tensorsketch.context import Context
+from tensorsketch.errors import (
+    EmptyChannelError,
+    GraphRecursionError,
+    NodeError,
+    RoutingError,
+)
+from tensorsketch.events import Event
+from tensorsketch.node import Node
+from tensorsketch.observability.tracing import NOOP_TRACER, Tracer
+from tensorsketch.schema import Schema
+from tensorsketch.structure import GraphStructure
+
+if TYPE_CHECKING:
+    from tensorsketch.durable import RunJournal
+
+__all__ = ["Branch", "GraphSpec", "NodeSpec", "Run", "Task"]
+
+EventSink = Callable[[Event], Awaitable[None]]
+
+
+@dataclass(slots=True, eq=False)
+class Branch:
+    """A conditional edge: ``path(state)`` picks the successors of ``source``."""
+
+    source: str
+    path: Callable[[Any], Any]
+    mapping: dict[str, str] | None
+    kind: str
+    exit: str | None
+    path_name: str
+    loop_node: str | None = None
+
+
+@dataclass(slots=True, eq=False)
+class NodeSpec:
+    """A node as the engine sees it: what it reads, what it writes, where it goes next."""
+
+    name: str
+    node: Node
+    run: Callable[[Context, Any], Awaitable[Any]]
+    in_schema: type[Schema]
+    out_schema: type[Schema]
+    reads: tuple[tuple[str, bool], ...]
+    writes: tuple[str, ...]
+    successors: tuple[str, ...] = ()
+    branch: Branch | None = None
+
+
+@dataclass(slots=True, eq=False)
+class GraphSpec:
+    """Everything ``compile()`` decided, frozen for the engine."""
+
+    name: str
+    state_schema: type[Schema]
+    channels: dict[str, Channel]
+    defaults: dict[str, Callable[[], Any]]
+    required: tuple[str, ...]
+    nodes: dict[str, NodeSpec]
+    entry: tuple[str, ...]
+    entry_branch: Branch | None
+    structure: GraphStructure
+    adapters: dict[str, pydantic.TypeAdapter[Any]] = field(default_factory=dict)
+
+    def adapter(self, name: str) -> pydantic.TypeAdapter[Any]:
+        """A validator for one state field (built on first use)."""
+        found = self.adapters.get(name)
+        if found is None:
+            info = self.state_schema.model_fields[name]
+            annotation: Any = info.annotation
+            found = pydantic.TypeAdapter(annotation)
+            self.adapters[name] = found
+        return found
+
+
+@dataclass(slots=True, eq=False)
+class Task:
+    """One unit of a superstep: a node, plus a ``Send`` payload for fan-out instances."""
+
+    spec: NodeSpec
+    payload: dict[str, Any] | None = None
+    instance: str = ""
+
+    def to_plan(self) -> tuple[str, dict[str, Any] | None]:
+        return (self.spec.name, self.payload)
+
+
+class Run:
+    """One execution of a compiled graph (an ``invoke`` or ``stream`` call)."""
+
+    def __init__(
+        self,
+        spec: GraphSpec,
+        *,
+        thread_id: str | None = None,
+        journal: RunJournal | None = None,
+        tracer: Tracer | None = None,
+        sink: EventSink | None = None,
+        namespace: tuple[str, ...] = (),
+        run_id: str | None = None,
+    ) -> None:
+        self.spec = spec
+        self.thread_id = thread_id
+        self.journal = journal
+        self.tracer: Tracer = tracer if tracer is not None else NOOP_TRACER
+        self.sink = sink
+        self.namespace = namespace
+        self.run_id = run_id or uuid.uuid4().hex
+        self.values: dict[str, Any] = {}
+        self.step = 0
+        self.seq = 0
+        self.checkpoint_id: str | None = None
+        self._memo: dict[str, Any] = {}
+
+    # -- state ------------------------------------------------------------------------------
+
+    def seed(self) -> None:
+        """Start from the state's defaults (before the input is applied)."""
+        values = self.values
+        for name, channel in self.spec.channels.items():
+            make = self.spec.defaults.get(name)
+            value = channel.initial(make() if make is not None else MISSING)
+            if value is not MISSING:
+                values[name] = value
+
+    def apply_input(self, data: Any) -> dict[str, list[Any] | None]:
+        """Validate the caller's input and fold it into the channels like a node's writes."""
+        if data is None:
+            return {}
+        if isinstance(data, Schema):
+            if not isinstance(data, self.spec.state_schema):
+                msg = (
+                    f"invoke() got a {type(data).__name__} instance, but this graph's state is "
+                    f"{self.spec.state_schema.__name__}; pass a dict or a "
+                    f"{self.spec.state_schema.__name__}."
+                )
+                raise TypeError(msg)
+            raw = {k: getattr(data, k) for k in data.model_fields_set}
+        elif isinstance(data, Mapping):
+            raw = dict(data)
+        else:
+            msg = (
+                f"invoke() input must be a dict of state fields or a "
+                f"{self.spec.state_schema.__name__} instance, got {type(data).__name__}."
+            )
+            raise TypeError(msg)
+        fields = self.spec.state_schema.model_fields
+        writes: dict[str, Any] = {}
+        errors: list[str] = []
+        for key, value in raw.items():
+            if key not in fields:
+                import difflib
+
+                close = difflib.get_close_matches(key, list(fields), n=1)
+                hint = f" — did you mean {close[0]!r}?" if close else ""
+                errors.append(
+                    f"{key!r} is not a field of {self.spec.state_schema.__name__}{hint}"
+                )
+                continue
+            try:
+                writes[key] = self.spec.adapter(key).validate_python(value)
+            except pydantic.ValidationError as exc:
+                first = exc.errors()[0]
+                errors.append(f"{key!r}: {first['msg']} (got {value!r})")
+        if errors:
+            msg = "invalid input: " + "; ".join(errors)
+            raise ValueError(msg)
+        return self._fold({k: [v] for k, v in writes.items()}, {k: ["input"] for k in writes})
+
+    def _fold(
+        self, pending: dict[str, list[Any]], writers: dict[str, list[str]]
+    ) -> dict[str, list[Any] | None]:
+        """Apply grouped writes through the channels; return what changed (with appends)."""
+        values = self.values
+        channels = self.spec.channels
+        changed: dict[str, list[Any] | None] = {}
+        for name, writes in pending.items():
+            channel = channels[name]
+            new, appended = channel.apply(values.get(name, MISSING), writes, writers[name])
+            if new is not MISSING:
+                values[name] = new
+            changed[name] = appended
+        return changed
+
+    def state_view(self) -> Schema:
+        """The current values as a state instance (unvalidated; for routing functions)."""
+        return self.spec.state_schema.model_construct(**self.values)
+
+    def final_state(self) -> Schema:
+        """The validated state returned by ``invoke``."""
+        schema = self.spec.state_schema
+        missing = [name for name in self.spec.required if name not in self.values]
+        if missing:
+            names = ", ".join(repr(m) for m in missing)
+            msg = (
+                f"the run finished but required state field(s) {names} of {schema.__name__} "
+                "were never set; pass them in the input, give them defaults, or make sure a "
+                "node writes them."
+            )
+            raise EmptyChannelError(msg)
+        try:
+            return schema.model_validate(self.values)
+        except pydantic.ValidationError as exc:
+            msg = f"the final state does not validate as {schema.__name__}: {exc}"
+            raise NodeError(msg) from exc
+
+    # -- planning ---------------------------------------------------------------------------
+
+    def entry_tasks(self) -> list[Task]:
+        """The first superstep's tasks."""
+        spec = self.spec
+        if spec.entry_branch is not None:
+            return self._route(spec.entry_branch, self.state_view(), {})
+        return [Task(spec.nodes[name]) for name in spec.entry if name != END]
+
+    def tasks_from_plan(self, plan: list[tuple[str, dict[str, Any] | None]]) -> list[Task]:
+        """Rebuild tasks saved in a checkpoint (node names and pending Send payloads)."""
+        tasks: list[Task] = []
+        counts: dict[str, int] = {}
+        for name, payload in plan:
+            node = self.spec.nodes.get(name)
+            if node is None:
+                msg = (
+                    f"the checkpoint plans node {name!r}, which this graph no longer has; "
+                    "resume with the graph version that wrote it, or fork from an earlier "
+                    "checkpoint."
+                )
+                raise RoutingError(msg)
+            if payload is None:
+                tasks.append(Task(node))
+            else:
+                k = counts.get(name, 0)
+                counts[name] = k + 1
+                tasks.append(Task(node, payload, f"#{k}"))
+        return tasks
+
+    def next_tasks(self, tasks: list[Task]) -> list[Task]:
+        """Successors of this superstep's tasks, in task order; plain nodes are deduped."""
+        nodes = self.spec.nodes
+        result: list[Task] = []
+        seen_nodes: set[str] = set()
+        handled: set[str] = set()
+        view: Schema | None = None
+        counts: dict[str, int] = {}
+        for task in tasks:
+            spec = task.spec
+            if spec.name in handled:
+                continue
+            handled.add(spec.name)
+            if spec.branch is None:
+                for target in spec.successors:
+                    if target != END and target not in seen_nodes:
+                        seen_nodes.add(target)
+                        result.append(Task(nodes[target]))
+                continue
+            if view is None:
+                view = self.state_view()
+            for routed in self._route(spec.branch, view, counts):
+                if routed.payload is None:
+                    if routed.spec.name in seen_nodes:
+                        continue
+                    seen_nodes.add(routed.spec.name)
+                result.append(routed)
+        return result
+
+    def _route(self, branch: Branch, view: Schema, counts: dict[str, int]) -> list[Task]:
+        try:
+            decided = branch.path(view)
+        except Exception as exc:
+            exc.add_note(f"while routing out of {branch.source!r} with {branch.path_name}()")
+            raise
+        if inspect.isawaitable(decided):
+            msg = (
+                f"path function {branch.path_name}() of {branch.source!r} returned an awaitable; "
+                "routing functions must be plain (sync) functions of the state."
+            )
+            raise RoutingError(msg)
+        items = decided if isinstance(decided, list | tuple) else [decided]
+        tasks: list[Task] = []
+        for item in items:
+            if isinstance(item, Send):
+                tasks.append(self._send_task(branch, item, counts))
+                continue
+            target = self._resolve(branch, item)
+            if target != END:
+                tasks.append(Task(self.spec.nodes[target]))
+        return tasks
+
+    def _resolve(self, branch: Branch, item: Any) -> str:
+        nodes = self.spec.nodes
+        mapping = branch.mapping
+        if mapping is not None:
+            if isinstance(item, str) and item in mapping:
+                return mapping[item]
+            if isinstance(item, str) and (item in mapping.values()):
+                return item
+            keys = ", ".join(repr(k) for k in mapping)
+            msg = (
+                f"{branch.path_name}() routing out of {branch.source!r} returned {item!r}, which "
+                f"is not one of its keys ({keys}); return one of those keys or END."
+            )
+            raise RoutingError(msg)
+        if isinstance(item, str) and (item == END or item in nodes):
+            return item
+        if item is None:
+            msg = (
+                f"{branch.path_name}() routing out of {branch.source!r} returned None; return a "
+                "node name, a list of names, Send(...) objects, or END to stop."
+            )
+            raise RoutingError(msg)
+        import difflib
+
+        close = difflib.get_close_matches(str(item), list(nodes), n=1)
+        hint = f" — did you mean {close[0]!r}?" if close else f" (nodes: {', '.join(nodes)})"
+        msg = (
+            f"{branch.path_name}() routing out of {branch.source!r} returned {item!r}, which is "
+            f"not a node of this graph{hint}"
+        )
+        raise RoutingError(msg)
+
+    def _send_task(self, branch: Branch, send: Send, counts: dict[str, int]) -> Task:
+        spec = self.spec.nodes.get(send.node)
+        if spec is None:
+            msg = (
+                f"{branch.path_name}() routing out of {branch.source!r} sent to unknown node "
+                f"{send.node!r} (nodes: {', '.join(self.spec.nodes)})."
+            )
+            raise RoutingError(msg)
+        payload = send.payload
+        if payload is None:
+            data: dict[str, Any] = {}
+        elif isinstance(payload, Schema):
+            data = {k: getattr(payload, k) for k in payload.model_fields_set}
+        elif isinstance(payload, Mapping):
+            data = dict(payload)
+        else:
+            msg = (
+                f"Send({send.node!r}, payload) needs a dict of state fields or a Schema "
+                f"instance, got {type(payload).__name__}."
+            )
+            raise RoutingError(msg)
+        fields = self.spec.state_schema.model_fields
+        unknown = [k for k in data if k not in fields]
+        if unknown:
+            msg = (
+                f"Send({send.node!r}, ...) payload has {unknown!r}, which are not fields of "
+                f"{self.spec.state_schema.__name__}; a payload overrides state fields."
+            )
+            raise RoutingError(msg)
+        k = counts.get(send.node, 0)
+        counts[send.node] = k + 1
+        return Task(spec, data, f"#{k}")
+
+    # -- executing --------------------------------------------------------------------------
+
+    def build_input(self, task: Task) -> Any:
+        spec = task.spec
+        values = self.values
+        payload = task.payload
+        kwargs: dict[str, Any] = {}
+        for name, required in spec.reads:
+            if payload is not None and name in payload:
+                kwargs[name] = payload[name]
+                continue
+            value = values.get(name, MISSING)
+            if value is MISSING:
+                if required:
+                    msg = (
+                        f"node {spec.name!r} reads state field {name!r}, which has no value yet; "
+                        f"give {self.spec.state_schema.__name__}.{name} a default, pass it in "
+                        "the input, or make sure a node writes it before this one runs."
+                    )
+                    raise EmptyChannelError(msg)
+                continue
+            kwargs[name] = value
+        if payload is None:
+            return spec.in_schema.model_construct(**kwargs)
+        try:
+            return spec.in_schema.model_validate(kwargs)
+        except pydantic.ValidationError as exc:
+            msg = f"Send payload for {spec.name!r}{task.instance} does not fit its In: {exc}"
+            raise RoutingError(msg) from exc
+
+    def writes_of(self, spec: NodeSpec, out: Any) -> dict[str, Any]:
+        """The state writes a node's return value stands for."""
+        if out is None:
+            return {}
+        out_schema = spec.out_schema
+        if not isinstance(out, out_schema):
+            if isinstance(out, Mapping):
+                try:
+                    out = out_schema.model_validate(out)
+                except pydantic.ValidationError as exc:
+                    msg = f"node {spec.name!r} returned a dict that does not fit its Out: {exc}"
+                    raise NodeError(msg) from exc
+            else:
+                msg = (
+                    f"node {spec.name!r} returned {type(out).__name__} ({out!r:.80}); return "
+                    f"`self.Out(...)` ({out_schema.__qualname__}), a dict of its fields, or None."
+                )
+                raise NodeError(msg)
+        fields_set = out.__pydantic_fields_set__
+        data = out.__dict__
+        return {name: data[name] for name in spec.writes if name in fields_set}
+
+    async def run_task(self, task: Task, step: int) -> dict[str, Any]:
+        spec = task.spec
+        ctx = Context(self, spec.name, step, task.instance)
+        inp = self.build_input(task)
+        if self.sink is not None:
+            await self.emit("node_start", node=spec.name, data={"instance": task.instance}, step=step)
+        try:
+            if self.tracer.enabled:
+                with self.tracer.span(
+                    spec.name,
+                    kind="node",
+                    **{"tensorsketch.node": spec.name, "tensorsketch.step": step},
+                ):
+                    out = await spec.run(ctx, inp)
+            else:
+                out = await spec.run(ctx, inp)
+        except Exception as exc:
+            where = f"node {spec.name!r}{task.instance} in superstep {step}"
+            exc.add_note(f"raised by {where} of {self.spec.name}")
+            raise
+        writes = self.writes_of(spec, out)
+        if self.sink is not None:
+            await self.emit(
+                "node_end",
+                node=spec.name,
+                data={"instance": task.instance, "writes": writes},
+                step=step,
+            )
+        return writes
+
+    async def run_parallel(self, tasks: list[Task], step: int) -> list[dict[str, Any]]:
+        """Run tasks concurrently; the first failure cancels the rest and propagates as is."""
+        loop = asyncio.get_running_loop()
+        futures = [loop.create_task(self.run_task(task, step)) for task in tasks]
+        try:
+            done, pending = await asyncio.wait(futures, return_when=asyncio.FIRST_EXCEPTION)
+            failed = [f for f in futures if f.done() and not f.cancelled() and f.exception()]
+            if failed:
+                for f in pending:
+                    f.cancel()
+                if pending:
+                    await asyncio.wait(pending)
+                first = failed[0].exception()
+                assert first is not None
+                raise first
+            return [f.result() for f in futures]
+        finally:
+            for f in futures:
+                if not f.done():
+                    f.cancel()
+
+    async def emit(
+        self, type: str, *, node: str | None = None, data: Any = None, step: int | None = None
+    ) -> None:
+        """Send one event to the consumer (and the durable event log)."""
+        sink = self.sink
+        if sink is None:
+            return
+        event = Event(
+            seq=self.seq,
+            type=type,
+            node=node,
+            run_id=self.run_id,
+            thread_id=self.thread_id,
+            data=data,
+            namespace=self.namespace,
+            step=step,
+            ts=time.time(),
+        )
+        self.seq += 1
+        if self.journal is not None:
+            self.journal.buffer_event(event)
+        await sink(event)
+
+    async def journaled(self, key: str, name: str, fn: Callable[[], Any], ctx: Context) -> Any:
+        """Run ``fn`` once per key: replay the recorded result when there is one."""
+        journal = self.journal
+        if journal is None:
+            if key.startswith("idem:"):
+                if key in self._memo:
+                    return self._memo[key]
+                result = await _call(fn)
+                self._memo[key] = result
+                return result
+            return await _call(fn)
+        found, value = await journal.lookup(key)
+        if found:
+            return value
+        result = await _call(fn)
+        await journal.record(key, result)
+        return result
+
+    async def execute(self, tasks: list[Task], max_steps: int) -> None:
+        """Run supersteps until no task is left, checkpointing at every barrier."""
+        journal = self.journal
+        steps_run = 0
+        while tasks:
+            if steps_run >= max_steps:
+                active = sorted({t.spec.name for t in tasks})
+                msg = (
+                    f"exceeded {max_steps} supersteps without halting (still active: {active}); "
+                    "check the loop's exit condition, or raise `max_steps=` if the run really "
+                    "needs more steps."
+                )
+                raise GraphRecursionError(msg)
+            step = self.step
+            if len(tasks) == 1:
+                results = [await self.run_task(tasks[0], step)]
+            else:
+                results = await self.run_parallel(tasks, step)
+            changed = self.barrier(tasks, results)
+            tasks = self.next_tasks(tasks)
+            self.step = step + 1
+            steps_run += 1
+            if self.sink is not None:
+                await self.emit("values", data=dict(self.values), step=step)
+            if journal is not None:
+                await journal.checkpoint(self, changed, tasks)
+
+    def barrier(
+        self, tasks: list[Task], results: list[dict[str, Any]]
+    ) -> dict[str, list[Any] | None]:
+        """Fold all writes of a superstep into the channels, in task order."""
+        pending: dict[str, list[Any]] = {}
+        writers: dict[str, list[str]] = {}
+        for task, writes in zip(tasks, results):
+            for name, value in writes.items():
+                bucket = pending.get(name)
+                if bucket is None:
+                    pending[name] = [value]
+                    writers[name] = [task.spec.name]
+                else:
+                    bucket.append(value)
+                    writers[name].append(task.spec.name)
+        for name, channel in self.spec.channels.items():
+            if channel.clears_each_step and name not in pending:
+                pending[name] = []
+                writers[name] = []
+        return self._fold(pending, writers)
+
+
+async def _call(fn: Callable[[], Any]) -> Any:
+    result = fn()
+    if inspect.isawaitable(result):
+        result = await result
+    return result

@@ -1,0 +1,51 @@
+"""Durable backends. Core ships :class:`InMemoryBackend` and :class:`SqliteBackend`.
+
+Other distributions add more (``tensorsketch-backends`` adds ``PostgresBackend`` and
+``RedisBackend``) through the ``tensorsketch_backends`` hook; their classes are importable from
+here by attribute name, loaded on first use.
+"""
+
+__path__ = __import__("pkgutil").extend_path(__path__, __name__)
+
+from typing import Any
+
+from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent
+from tensorsketch.runtime.backends.memory import InMemoryBackend
+from tensorsketch.serializers import JsonSerializer, PickleSerializer, Serializer
+
+_HINTS = {
+    "PostgresBackend": "tensorsketch-backends[postgres]",
+    "RedisBackend": "tensorsketch-backends[redis]",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("SqliteBackend", "SqlBackend"):
+        from tensorsketch.runtime.backends import sql, sqlite
+
+        return getattr(sqlite if name == "SqliteBackend" else sql, name)
+    from tensorsketch.registry import backends
+
+    for backend_name in backends.names():
+        path = backends.target_path(backend_name)
+        if path is not None and path.rpartition(":")[2] == name:
+            return backends.resolve(backend_name)
+    if name in _HINTS:
+        msg = (
+            f"{name} comes with the 'tensorsketch-backends' distribution; install it with "
+            f'`pip install "{_HINTS[name]}"`.'
+        )
+        raise ImportError(msg, name=f"{__name__}.{name}")
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)
+
+
+__all__ = [
+    "Backend",
+    "InMemoryBackend",
+    "JsonSerializer",
+    "PickleSerializer",
+    "Serializer",
+    "StoredCheckpoint",
+    "StoredEvent",
+]

@@ -1,0 +1,31 @@
+"""``GraphStructure``: the static shape of a graph, as plain data (for tools and the canvas)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = ["BranchInfo", "GraphStructure"]
+
+
+@dataclass(frozen=True, slots=True)
+class BranchInfo:
+    """A conditional edge out of one node.
+
+    ``mapping`` is ``None`` when the path function returns node names (or ``Send``s) directly,
+    so its targets are only known at run time.
+    """
+
+    kind: Literal["conditional", "router", "loop"]
+    mapping: dict[str, str] | None
+    path_name: str
+    exit: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GraphStructure:
+    """Nodes in the order they were added, static edges in declaration order, and branches."""
+
+    nodes: tuple[str, ...]
+    edges: tuple[tuple[str, str], ...]
+    branches: dict[str, BranchInfo] = field(default_factory=dict)
