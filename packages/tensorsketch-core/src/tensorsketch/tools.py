@@ -1,0 +1,609 @@
+"""Tools: functions a model can call, with the JSON schema derived from the signature.
+
+``@tool`` turns an ordinary (sync or async) function into a :class:`Tool`. The argument schema
+comes from the annotations, per-parameter descriptions from the docstring (Google, NumPy or
+Sphinx style), and a parameter annotated ``Context`` is injected at call time and never shown
+to the model. :meth:`Tool.from_schema` wraps a function described by a raw JSON schema (an MCP
+server's tool) in the same type, so agents treat both alike.
+
+The schema is byte-stable — keys sorted at every level, no titles, nothing that depends on
+dict order or ids — so an agent's tool list renders to the same prompt prefix on every call
+and a provider's prompt cache keeps hitting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+import re
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, overload
+
+import pydantic
+from pydantic import ConfigDict
+
+from tensorsketch.errors import ValidationError
+
+if typing.TYPE_CHECKING:
+    from tensorsketch.context import Context
+
+__all__ = ["Tool", "parse_docstring", "tool"]
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class Tool:
+    """A callable the model can ask for: name, description, argument schema and the function.
+
+    Build one with :func:`tool` (from a Python function) or :meth:`from_schema` (from a raw
+    JSON schema). ``await tool.run(args)`` validates ``args`` first and raises
+    :class:`~tensorsketch.errors.ValidationError` with a message written for the model to read.
+    """
+
+    __slots__ = (
+        "_args_model",
+        "_fn",
+        "_is_async",
+        "_passes_ctx",
+        "_raw_args",
+        "_schema",
+        "_schema_text",
+        "description",
+        "name",
+        "requires_approval",
+    )
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str,
+        description: str,
+        schema: dict[str, Any],
+        args_model: type[pydantic.BaseModel] | None,
+        passes_ctx: bool,
+        raw_args: bool = False,
+        requires_approval: bool = False,
+    ) -> None:
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            msg = (
+                f"tool name {name!r} is not usable by model APIs; use 1-64 letters, digits, "
+                "'_' or '-' (pass `@tool(name=...)`)."
+            )
+            raise ValueError(msg)
+        self._fn = fn
+        self.name = name
+        self.description = description
+        self._schema = _stable(schema)
+        self._schema_text = json.dumps(self._schema, sort_keys=True, separators=(",", ":"))
+        self._args_model = args_model
+        self._passes_ctx = passes_ctx
+        self._raw_args = raw_args
+        self._is_async = _is_async_callable(fn)
+        #: Whether each call must be approved by a human before it runs (the run suspends).
+        self.requires_approval = requires_approval
+
+    # -- construction -----------------------------------------------------------------------
+
+    @classmethod
+    def from_function(
+        cls,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        requires_approval: bool = False,
+    ) -> Tool:
+        """Build a tool from a function's signature and docstring (what ``@tool`` does)."""
+        if not callable(fn):
+            msg = f"@tool needs a function, got {fn!r}."
+            raise TypeError(msg)
+        tool_name = name if name is not None else getattr(fn, "__name__", None)
+        if tool_name is None:
+            msg = f"cannot infer a tool name from {fn!r}; pass `@tool(name=...)`."
+            raise TypeError(msg)
+        summary, param_docs = parse_docstring(inspect.getdoc(fn) or "")
+        args_model, passes_ctx = _args_model(fn, tool_name, param_docs)
+        schema = args_model.model_json_schema()
+        return cls(
+            fn,
+            name=tool_name,
+            description=description if description is not None else summary,
+            schema=schema,
+            args_model=args_model,
+            passes_ctx=passes_ctx,
+            requires_approval=requires_approval,
+        )
+
+    @classmethod
+    def from_schema(
+        cls,
+        name: str,
+        description: str,
+        json_schema: Mapping[str, Any],
+        fn: Callable[..., Any],
+        *,
+        requires_approval: bool = False,
+    ) -> Tool:
+        """A tool described by a raw JSON schema (e.g. one served by an MCP server).
+
+        ``fn(args)`` receives the validated argument dict (sync or async); if it declares a
+        ``ctx`` parameter, the run context is passed as ``ctx=``.
+        """
+        if not isinstance(json_schema, Mapping):
+            msg = f"Tool.from_schema() needs the argument schema as a dict, got {json_schema!r}."
+            raise TypeError(msg)
+        schema = dict(json_schema)
+        schema.setdefault("type", "object")
+        if schema.get("type") != "object":
+            msg = (
+                f"tool {name!r}: the argument schema must describe an object "
+                f"(type 'object'), got type {schema.get('type')!r}."
+            )
+            raise ValueError(msg)
+        schema.setdefault("properties", {})
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            params = {}  # type: ignore[assignment]
+        return cls(
+            fn,
+            name=name,
+            description=description,
+            schema=schema,
+            args_model=None,
+            passes_ctx="ctx" in params,
+            raw_args=True,
+            requires_approval=requires_approval,
+        )
+
+    # -- the model-facing view --------------------------------------------------------------
+
+    def json_schema(self) -> dict[str, Any]:
+        """The argument schema advertised to the model (a fresh copy, keys sorted)."""
+        result: dict[str, Any] = json.loads(self._schema_text)
+        return result
+
+    def schema_text(self) -> str:
+        """The argument schema as canonical JSON text (identical bytes on every call)."""
+        return self._schema_text
+
+    def definition(self) -> dict[str, Any]:
+        """``{"name", "description", "parameters"}``: what most chat APIs take per tool."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "parameters": self.json_schema(),
+        }
+
+    # -- running ----------------------------------------------------------------------------
+
+    def validate(self, args: Any) -> dict[str, Any]:
+        """Check ``args`` against the schema; return the arguments the function will get."""
+        if isinstance(args, str):
+            try:
+                args = json.loads(args) if args.strip() else {}
+            except ValueError as exc:
+                msg = (
+                    f"arguments for tool {self.name!r} are not valid JSON ({exc}); send a JSON "
+                    "object matching the tool's schema."
+                )
+                raise ValidationError(msg) from exc
+        if args is None:
+            args = {}
+        if not isinstance(args, Mapping):
+            msg = (
+                f"arguments for tool {self.name!r} must be a JSON object, got "
+                f"{type(args).__name__} ({args!r:.80})."
+            )
+            raise ValidationError(msg)
+        if self._args_model is None:
+            problems = validate_json(self._schema, dict(args))
+            if problems:
+                raise ValidationError(self._problem_text(problems), [{"msg": p} for p in problems])
+            return dict(args)
+        try:
+            parsed = self._args_model.model_validate(dict(args))
+        except pydantic.ValidationError as exc:
+            errors = exc.errors(include_url=False)
+            problems = []
+            for err in errors:
+                where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+                if err["type"] == "extra_forbidden":
+                    problems.append(f"`{where}`: unexpected argument")
+                elif err["type"] == "missing":
+                    problems.append(f"`{where}`: missing required argument")
+                else:
+                    problems.append(f"`{where}`: {err['msg']} (got {err.get('input')!r:.60})")
+            raise ValidationError(self._problem_text(problems), [dict(e) for e in errors]) from None
+        return {key: getattr(parsed, key) for key in type(parsed).model_fields}
+
+    def _problem_text(self, problems: list[str]) -> str:
+        return (
+            f"invalid arguments for tool {self.name!r}: "
+            + "; ".join(problems)
+            + ". Call the tool again with arguments that match its schema."
+        )
+
+    async def run(self, args: Any, ctx: Context | None = None) -> Any:
+        """Validate ``args``, then call the function (awaited if async; sync runs in a thread)."""
+        kwargs = self.validate(args)
+        fn = self._fn
+        if self._raw_args:
+            call: Callable[[], Any] = (
+                functools.partial(fn, kwargs, ctx=ctx)
+                if self._passes_ctx
+                else functools.partial(fn, kwargs)
+            )
+        else:
+            if self._passes_ctx:
+                kwargs["ctx"] = ctx
+            call = functools.partial(fn, **kwargs)
+        if self._is_async:
+            return await call()
+        result = await asyncio.to_thread(call)
+        if inspect.isawaitable(result):
+            return await result
+        return result
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the wrapped function directly (no validation), as if undecorated."""
+        return self._fn(*args, **kwargs)
+
+    @property
+    def fn(self) -> Callable[..., Any]:
+        """The wrapped function."""
+        return self._fn
+
+    def __repr__(self) -> str:
+        flag = ", requires_approval=True" if self.requires_approval else ""
+        return f"Tool({self.name!r}{flag})"
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool = False,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool = False,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a function callable by a model: ``@tool`` or ``@tool(name=..., description=...)``.
+
+    :param requires_approval: suspend the agent before each call until a human approves it.
+    """
+    if fn is not None:
+        return Tool.from_function(fn)
+
+    def decorate(f: Callable[..., Any]) -> Tool:
+        return Tool.from_function(
+            f, name=name, description=description, requires_approval=requires_approval
+        )
+
+    return decorate
+
+
+# -- signature -> pydantic model --------------------------------------------------------------
+
+
+def _is_async_callable(fn: Any) -> bool:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
+    )
+
+
+def _is_context(annotation: Any) -> bool:
+    from tensorsketch.context import Context
+
+    if annotation is Context:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is typing.Union or str(origin) == "<class 'types.UnionType'>":
+        return any(a is Context for a in typing.get_args(annotation))
+    return False
+
+
+def _args_model(
+    fn: Callable[..., Any], tool_name: str, param_docs: dict[str, str]
+) -> tuple[type[pydantic.BaseModel], bool]:
+    signature = inspect.signature(fn)
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception as exc:
+        msg = (
+            f"cannot resolve the annotations of tool {tool_name!r} ({type(exc).__name__}: "
+            f"{exc}); define the types it uses at module level."
+        )
+        raise TypeError(msg) from exc
+    fields: dict[str, Any] = {}
+    passes_ctx = False
+    for pname, param in signature.parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            msg = (
+                f"tool {tool_name!r}: `*{pname}`/`**{pname}` parameters cannot be described to a "
+                "model; list each argument explicitly."
+            )
+            raise TypeError(msg)
+        annotation = hints.get(pname, inspect.Parameter.empty)
+        if _is_context(annotation) or (pname == "ctx" and annotation is inspect.Parameter.empty):
+            passes_ctx = True
+            continue
+        if annotation is inspect.Parameter.empty:
+            msg = (
+                f"tool {tool_name!r}: parameter {pname!r} has no type annotation; annotate it "
+                f"(e.g. `{pname}: str`) so the model knows what to send."
+            )
+            raise TypeError(msg)
+        default: Any = ... if param.default is inspect.Parameter.empty else param.default
+        description = param_docs.get(pname)
+        field = (
+            pydantic.Field(default, description=description)
+            if description
+            else pydantic.Field(default)
+        )
+        fields[pname] = (annotation, field)
+    model: type[pydantic.BaseModel] = pydantic.create_model(
+        f"{tool_name}_args",
+        __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True),
+        **fields,
+    )
+    return model, passes_ctx
+
+
+# -- byte-stable schemas ----------------------------------------------------------------------
+
+_NAME_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
+
+
+def _stable(schema: Any, *, in_names: bool = False) -> Any:
+    """Drop titles and sort keys at every level (``properties`` keeps its field names)."""
+    if isinstance(schema, dict):
+        result: dict[str, Any] = {}
+        for key in sorted(schema):
+            value = schema[key]
+            if in_names:
+                result[key] = _stable(value)
+            elif key == "title" and isinstance(value, str):
+                continue
+            elif key in _NAME_MAPS and isinstance(value, dict):
+                result[key] = _stable(value, in_names=True)
+            else:
+                result[key] = _stable(value)
+        return result
+    if isinstance(schema, list):
+        return [_stable(v) for v in schema]
+    return schema
+
+
+# -- docstrings -------------------------------------------------------------------------------
+
+_GOOGLE_HEADERS = ("args:", "arguments:", "parameters:", "params:", "keyword args:")
+_SECTION_RE = re.compile(
+    r"^(args|arguments|parameters|params|keyword args|returns?|yields?|raises|examples?|"
+    r"notes?|see also|attributes)\s*:?\s*$",
+    re.IGNORECASE,
+)
+
+
+def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Split a docstring into its description and per-parameter descriptions.
+
+    Understands Google (``Args:`` with ``name (type): text``), NumPy (``Parameters`` underlined
+    with dashes, ``name : type`` then indented text) and Sphinx (``:param name: text``) styles.
+    """
+    lines = inspect.cleandoc(doc).splitlines() if doc else []
+    params: dict[str, str] = {}
+    summary: list[str] = []
+    i = 0
+    in_summary = True
+    while i < len(lines):
+        line = lines[i]
+        stripped = line.strip()
+        lower = stripped.lower()
+        # Sphinx: ":param [type] name: text"
+        sphinx = re.match(r"^:param\s+(?:[^:]*\s)?(\w+)\s*:\s*(.*)$", stripped)
+        if sphinx:
+            in_summary = False
+            name, text = sphinx.group(1), [sphinx.group(2).strip()]
+            i += 1
+            while i < len(lines) and lines[i].startswith((" ", "\t")) and lines[i].strip():
+                text.append(lines[i].strip())
+                i += 1
+            params[name] = " ".join(t for t in text if t)
+            continue
+        if stripped.startswith(":") and re.match(r"^:\w+", stripped):
+            in_summary = False
+            i += 1
+            continue
+        # NumPy: a header line followed by a dashed underline.
+        is_numpy_header = i + 1 < len(lines) and re.match(r"^-{3,}\s*$", lines[i + 1].strip())
+        if is_numpy_header:
+            in_summary = False
+            header = lower
+            i += 2
+            if header in ("parameters", "other parameters", "keyword arguments"):
+                while i < len(lines):
+                    entry = lines[i]
+                    if not entry.strip():
+                        i += 1
+                        continue
+                    if entry.startswith((" ", "\t")):
+                        i += 1
+                        continue
+                    if i + 1 < len(lines) and re.match(r"^-{3,}\s*$", lines[i + 1].strip()):
+                        break
+                    match = re.match(r"^(\w+)\s*(?::.*)?$", entry.strip())
+                    if not match:
+                        break
+                    name = match.group(1)
+                    i += 1
+                    text = []
+                    while i < len(lines) and (
+                        lines[i].startswith((" ", "\t")) or not lines[i].strip()
+                    ):
+                        if lines[i].strip():
+                            text.append(lines[i].strip())
+                        elif text and i + 1 < len(lines) and not lines[i + 1].startswith(" "):
+                            break
+                        i += 1
+                    params[name] = " ".join(text)
+            continue
+        # Google: "Args:" then indented "name (type): text" entries.
+        if lower in _GOOGLE_HEADERS:
+            in_summary = False
+            i += 1
+            current: str | None = None
+            indent: int | None = None
+            while i < len(lines):
+                entry = lines[i]
+                if not entry.strip():
+                    i += 1
+                    continue
+                width = len(entry) - len(entry.lstrip())
+                if width == 0:
+                    break
+                if indent is None:
+                    indent = width
+                match = re.match(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", entry.strip())
+                if width == indent and match:
+                    current = match.group(1).lstrip("*")
+                    params[current] = match.group(2).strip()
+                elif current is not None:
+                    params[current] = (params[current] + " " + entry.strip()).strip()
+                i += 1
+            continue
+        if _SECTION_RE.match(stripped) and stripped.endswith(":"):
+            in_summary = False
+            i += 1
+            while i < len(lines) and (not lines[i].strip() or lines[i].startswith((" ", "\t"))):
+                i += 1
+            continue
+        if in_summary:
+            summary.append(line)
+        i += 1
+    return "\n".join(summary).strip(), params
+
+
+# -- a small JSON-schema validator for raw-schema tools ---------------------------------------
+
+_JSON_TYPES: dict[str, Callable[[Any], bool]] = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: (
+        (isinstance(v, int) and not isinstance(v, bool))
+        or (isinstance(v, float) and v.is_integer())
+    ),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+}
+
+
+def validate_json(schema: Any, value: Any, path: str = "", root: Any = None) -> list[str]:
+    """Validate ``value`` against the common JSON-schema subset tool servers use.
+
+    Covers ``type``, ``properties``/``required``/``additionalProperties``, ``items``,
+    ``enum``/``const``, numeric and length bounds, ``anyOf``/``oneOf``/``allOf`` and local
+    ``$ref``. Returns readable problems (empty when valid); unknown keywords are ignored.
+    """
+    if not isinstance(schema, dict):
+        return []
+    root = schema if root is None else root
+    where = f"`{path}`" if path else "the arguments"
+    if "$ref" in schema:
+        ref = schema["$ref"]
+        target: Any = root
+        if isinstance(ref, str) and ref.startswith("#/"):
+            for part in ref[2:].split("/"):
+                target = target.get(part) if isinstance(target, dict) else None
+            return validate_json(target, value, path, root)
+        return []
+    problems: list[str] = []
+    kind = schema.get("type")
+    if kind is not None:
+        kinds = kind if isinstance(kind, list) else [kind]
+        if not any(_JSON_TYPES.get(k, lambda v: True)(value) for k in kinds):
+            shown = " or ".join(str(k) for k in kinds)
+            return [f"{where}: expected {shown}, got {_json_kind(value)} ({value!r:.60})"]
+    if "enum" in schema and value not in schema["enum"]:
+        problems.append(f"{where}: must be one of {schema['enum']!r}, got {value!r:.60}")
+    if "const" in schema and value != schema["const"]:
+        problems.append(f"{where}: must be {schema['const']!r}, got {value!r:.60}")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        checks: tuple[tuple[str, Callable[[float], bool]], ...] = (
+            ("minimum", lambda b: value >= b),
+            ("maximum", lambda b: value <= b),
+            ("exclusiveMinimum", lambda b: value > b),
+            ("exclusiveMaximum", lambda b: value < b),
+        )
+        for key, ok in checks:
+            bound = schema.get(key)
+            if isinstance(bound, int | float) and not ok(bound):
+                problems.append(f"{where}: {value!r} violates {key} {bound!r}")
+    if isinstance(value, str | list):
+        low_key, high_key = (
+            ("minLength", "maxLength")
+            if isinstance(value, str)
+            else (
+                "minItems",
+                "maxItems",
+            )
+        )
+        low, high = schema.get(low_key), schema.get(high_key)
+        if isinstance(low, int) and len(value) < low:
+            problems.append(f"{where}: shorter than {low_key} {low}")
+        if isinstance(high, int) and len(value) > high:
+            problems.append(f"{where}: longer than {high_key} {high}")
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        for name in schema.get("required") or ():
+            if name not in value:
+                problems.append(f"`{_join(path, name)}`: missing required argument")
+        extra = schema.get("additionalProperties", True)
+        for name, item in value.items():
+            if name in props:
+                problems.extend(validate_json(props[name], item, _join(path, name), root))
+            elif extra is False:
+                problems.append(f"`{_join(path, name)}`: unexpected argument")
+            elif isinstance(extra, dict):
+                problems.extend(validate_json(extra, item, _join(path, name), root))
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for k, item in enumerate(value):
+            problems.extend(validate_json(schema["items"], item, f"{path}[{k}]", root))
+    for key in ("anyOf", "oneOf"):
+        options = schema.get(key)
+        if isinstance(options, list) and options:
+            passing = sum(1 for o in options if not validate_json(o, value, path, root))
+            if passing == 0 or (key == "oneOf" and passing > 1):
+                problems.append(f"{where}: does not match {key} of the schema")
+    for sub in schema.get("allOf") or ():
+        problems.extend(validate_json(sub, value, path, root))
+    return problems
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _json_kind(value: Any) -> str:
+    for name, check in _JSON_TYPES.items():
+        if name != "integer" and check(value):
+            return name
+    return type(value).__name__
