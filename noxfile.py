@@ -1,0 +1,181 @@
+"""Developer and CI tasks. `python -m nox` runs the CI set; `nox -s <name>` runs one.
+
+Every distribution is tested in its own fresh virtualenv that holds only that distribution and
+what it declares (so a missing dependency declaration fails), installed from a built wheel
+layout (non-editable). The `integration` session installs everything editable, as developers
+do, and runs the cross-package tests in `tests/`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import zipfile
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+PACKAGES = ROOT / "packages"
+CORE = "tensorsketch-core"
+DISTS = [
+    "tensorsketch-core",
+    "tensorsketch-canvas",
+    "tensorsketch-providers",
+    "tensorsketch-backends",
+    "tensorsketch-serve",
+    "tensorsketch-interop",
+    "tensorsketch-eval",
+]
+META = "tensorsketch"
+DEV_TOOLS = ["pytest>=8", "pytest-asyncio>=0.24", "hypothesis>=6", "pytest-timeout"]
+
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["services", "lint", "typecheck", "tests", "integration", "build", "docs"]
+
+
+def _pytest(session: nox.Session, *paths: str) -> None:
+    args = session.posargs or []
+    session.run(
+        "python", "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT),
+        "-p", "no:cacheprovider", "--timeout=600", *paths, *args,
+        env={"TS_TEST_RUN_ID": os.environ.get("TS_TEST_RUN_ID", f"nox{os.getpid()}")},
+    )
+
+
+@nox.session(python=False)
+def services(session: nox.Session) -> None:
+    """Start PostgreSQL and Redis on 127.0.0.1 where they are not already running."""
+    session.run("bash", str(ROOT / "tools" / "services.sh"), external=True)
+
+
+@nox.session
+@nox.parametrize("dist", DISTS)
+def tests(session: nox.Session, dist: str) -> None:
+    """One distribution, alone in a fresh venv with only what it declares."""
+    pkg = PACKAGES / dist
+    targets = [str(pkg) + "[test]"]
+    if dist != CORE:
+        targets.insert(0, str(PACKAGES / CORE))
+    session.install(*targets, *DEV_TOOLS)
+    _pytest(session, str(pkg / "tests"))
+
+
+@nox.session
+def integration(session: nox.Session) -> None:
+    """Everything editable in one venv (the developer layout) + the cross-package tests."""
+    editable = []
+    for dist in DISTS:
+        extra = "[all]" if (PACKAGES / dist / "pyproject.toml").read_text().find("\nall =") >= 0 else ""
+        editable += ["-e", f"{PACKAGES / dist}{extra}"]
+    session.install(*editable, *DEV_TOOLS, "build")
+    session.install("--no-deps", "-e", str(PACKAGES / META))
+    _pytest(session, str(ROOT / "tests"))
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check + ruff format --check over the whole tree."""
+    session.install("ruff>=0.8")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict over every distribution's sources."""
+    editable = []
+    for dist in DISTS:
+        text = (PACKAGES / dist / "pyproject.toml").read_text()
+        editable += ["-e", f"{PACKAGES / dist}{'[all]' if chr(10) + 'all =' in text else ''}"]
+    session.install(*editable, "mypy>=1.13", "pytest", "hypothesis")
+    srcs = [str(PACKAGES / d / "src") for d in DISTS]
+    session.run("mypy", *srcs)
+
+
+def _build(session: nox.Session, dist: str, out: Path) -> list[Path]:
+    session.run("python", "-m", "build", "--sdist", "--wheel", "--outdir", str(out),
+                str(PACKAGES / dist), silent=True)
+    return sorted(out.glob("*"))
+
+
+def _check_artifacts(session: nox.Session, dist: str, out: Path) -> None:
+    wheels = list(out.glob("*.whl"))
+    sdists = list(out.glob("*.tar.gz"))
+    if len(wheels) != 1 or len(sdists) != 1:
+        session.error(f"{dist}: expected one wheel and one sdist in {out}, got {wheels + sdists}")
+    names = zipfile.ZipFile(wheels[0]).namelist()
+    has_root_init = "tensorsketch/__init__.py" in names
+    if dist == CORE and not has_root_init:
+        session.error("tensorsketch-core's wheel must contain tensorsketch/__init__.py")
+    if dist not in (CORE, META) and has_root_init:
+        session.error(f"{dist}'s wheel must not contain tensorsketch/__init__.py (namespace)")
+    shared = ["tensorsketch/runtime/__init__.py", "tensorsketch/runtime/backends/__init__.py",
+              "tensorsketch/observability/__init__.py", "tensorsketch/providers/__init__.py",
+              "tensorsketch/interop/__init__.py"]
+    if dist != CORE:
+        clash = [n for n in shared if n in names]
+        if clash:
+            session.error(f"{dist}'s wheel ships shared namespace levels: {clash}")
+    if dist != META:
+        if not any(n.endswith("py.typed") for n in names):
+            session.error(f"{dist}'s wheel has no py.typed marker")
+        if not any(n.endswith(".py") for n in names):
+            session.error(f"{dist}'s wheel contains no Python modules")
+    else:
+        code = [n for n in names if n.endswith(".py")]
+        if code:
+            session.error(f"the meta-package must ship no code, found {code}")
+    session.log(f"{dist}: {wheels[0].name} ({len(names)} files) + {sdists[0].name} OK")
+
+
+@nox.session
+def build(session: nox.Session) -> None:
+    """Build every distribution's wheel + sdist and check what they contain."""
+    session.install("build")
+    root = ROOT / "dist"
+    shutil.rmtree(root, ignore_errors=True)
+    for dist in [*DISTS, META]:
+        out = root / dist
+        _build(session, dist, out)
+        _check_artifacts(session, dist, out)
+
+
+@nox.session
+def release(session: nox.Session) -> None:
+    """`nox -s release -- <dist>`: build and check one distribution (no upload)."""
+    if not session.posargs:
+        session.error(f"name a distribution: nox -s release -- <{'|'.join([*DISTS, META])}>")
+    dist = session.posargs[0]
+    if dist not in [*DISTS, META]:
+        session.error(f"unknown distribution {dist!r}; choose one of {[*DISTS, META]}")
+    session.install("build", "twine")
+    out = ROOT / "dist" / "release" / dist
+    shutil.rmtree(out, ignore_errors=True)
+    artifacts = _build(session, dist, out)
+    _check_artifacts(session, dist, out)
+    session.run("twine", "check", "--strict", *map(str, artifacts))
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation site with warnings as errors."""
+    session.install("mkdocs>=1.6")
+    session.run("mkdocs", "build", "--strict", "--site-dir", str(ROOT / "site"))
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks side by side with LangGraph (installed from PyPI in this venv only)."""
+    session.install("-r", str(ROOT / "benchmarks" / "requirements.txt"))
+    session.install("-e", str(PACKAGES / CORE), "-e", str(PACKAGES / "tensorsketch-canvas"),
+                    "-e", f"{PACKAGES / 'tensorsketch-backends'}[all]")
+    session.run("python", str(ROOT / "benchmarks" / "run.py"), *session.posargs)
+
+
+@nox.session(python=False)
+def demo(session: nox.Session) -> None:
+    """The main job: the offline demo on embedded defaults (SQLite, FakeProvider)."""
+    session.run(sys.executable, str(ROOT / "examples" / "demo.py"), external=True)

@@ -1,0 +1,216 @@
+"""Channel rules: LastValue, Reducer (BinaryOperatorAggregate), Topic, defaults, empty reads."""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated
+
+import pytest
+
+from tensorsketch import (
+    END,
+    START,
+    ChannelMarker,
+    EmptyChannelError,
+    Graph,
+    InvalidUpdateError,
+    Node,
+    Reducer,
+    Schema,
+    Topic,
+)
+from tensorsketch.channels import (
+    MISSING,
+    BinaryOperatorAggregate,
+    Channel,
+    LastValue,
+    TopicChannel,
+    channel_for,
+)
+
+
+def test_last_value_keeps_single_write_and_rejects_two() -> None:
+    ch = LastValue("answer")
+    assert ch.apply("old", ["new"], ["A"]) == ("new", None)
+    assert ch.apply("old", [], []) == ("old", None)
+    with pytest.raises(InvalidUpdateError, match="received 2 writes in one superstep") as info:
+        ch.apply(MISSING, ["a", "b"], ["NodeA", "NodeB"])
+    assert "give this field a reducer" in str(info.value)
+    assert "'NodeA', 'NodeB'" in str(info.value)
+
+
+def test_reducer_seeds_then_folds() -> None:
+    ch = BinaryOperatorAggregate("total", operator.add)
+    assert ch.apply(MISSING, [2, 3], ["a", "b"]) == (5, None)
+    assert ch.apply(10, [1], ["a"]) == (11, None)
+
+
+def test_reducer_list_concat_reports_the_appended_suffix() -> None:
+    ch = BinaryOperatorAggregate("items", operator.add)
+    current = [1, 2]
+    new, appended = ch.apply(current, [[3], [4, 5]], ["a", "b"])
+    assert new == [1, 2, 3, 4, 5]
+    assert appended == [3, 4, 5]
+    assert current == [1, 2], "the previous value must not be mutated (snapshots share it)"
+
+
+def test_reducer_with_fold_delta_protocol() -> None:
+    class Dedup:
+        def __call__(self, a: list[int], b: list[int]) -> list[int]:
+            return a + [x for x in b if x not in a]
+
+        def fold_delta(self, current: object, writes: list[list[int]]) -> tuple[list[int], None]:
+            value = list(current) if isinstance(current, list) else []
+            for w in writes:
+                value = self(value, w)
+            return value, None
+
+    ch = BinaryOperatorAggregate("ids", Dedup())
+    assert ch.apply([1], [[1, 2], [2, 3]], ["a", "b"]) == ([1, 2, 3], None)
+
+
+def test_topic_accumulates_lists_and_items() -> None:
+    ch = TopicChannel("events")
+    assert ch.initial(MISSING) == []
+    new, appended = ch.apply(["x"], [["a", "b"], "c"], ["n1", "n2"])
+    assert new == ["x", "a", "b", "c"]
+    assert appended == ["a", "b", "c"]
+
+
+def test_topic_without_accumulate_keeps_only_this_step() -> None:
+    ch = TopicChannel("batch", accumulate=False)
+    assert ch.clears_each_step
+    assert ch.apply(["old"], [["a"]], ["n"]) == (["a"], None)
+    assert ch.apply(["old"], [], []) == ([], None)
+
+
+def test_channel_for_picks_by_marker_and_rejects_two_markers() -> None:
+    assert isinstance(channel_for("a", ()), LastValue)
+    assert isinstance(channel_for("a", (Reducer(operator.add),)), BinaryOperatorAggregate)
+    assert isinstance(channel_for("a", (Topic(),)), TopicChannel)
+    with pytest.raises(TypeError, match="2 channel markers"):
+        channel_for("a", (Topic(), Reducer(operator.add)))
+    with pytest.raises(TypeError, match="needs a callable"):
+        Reducer(42)  # type: ignore[arg-type]
+
+
+class CountState(Schema):
+    count: int = 0
+    total: Annotated[int, Reducer(operator.add)] = 0
+    scratch: Annotated[list[str], Reducer(operator.add)] = []
+    events: Annotated[list[str], Topic()] = []
+    batch: Annotated[list[str], Topic(accumulate=False)] = []
+    answer: str
+
+
+def _writer(name: str, **writes: object) -> type[Node]:
+    fields = {k: (type(v), ...) for k, v in writes.items()}
+    from pydantic import create_model
+
+    out = create_model(f"{name}Out", __base__=Schema, **fields)  # type: ignore[call-overload]
+
+    class W(Node):
+        Out = out
+
+        async def run(self, ctx: object, inp: object) -> object:
+            return self.Out(**writes)
+
+    W.__name__ = name
+    return W
+
+
+async def test_concurrent_writes_to_last_value_fail_loudly() -> None:
+    g = Graph(CountState)
+    g.add(_writer("NodeA", answer="a")).add(_writer("NodeB", answer="b"))
+    g.edge(START, "NodeA").edge(START, "NodeB")
+    with pytest.raises(InvalidUpdateError, match="'answer' received 2 writes"):
+        await g.compile().invoke({})
+
+
+async def test_reducers_and_topics_fold_parallel_and_successive_writes() -> None:
+    g = Graph(CountState)
+    g.add(_writer("A", total=2, scratch=["a"], events=["ea"], batch=["ba"], answer="x"))
+    g.add(_writer("B", total=3, scratch=["b"], events=["eb"], batch=["bb"]))
+    g.add(_writer("C", total=10, scratch=["c"]))
+    g.edge(START, "A").edge(START, "B").edge("A", "C").edge("B", "C").edge("C", END)
+    out = await g.compile().invoke({"total": 1})
+    assert out.total == 16  # default 0, input 1, then 2+3, then 10
+    assert out.scratch == ["a", "b", "c"]  # task order, not completion order
+    assert out.events == ["ea", "eb"]
+    assert out.batch == []  # one-shot topic: cleared at the barrier C ran in
+    assert out.answer == "x"
+
+
+async def test_reading_an_unset_field_raises_empty_channel() -> None:
+    class S(Schema):
+        missing: str
+        out: str = ""
+
+    class Reader(Node):
+        class In(Schema):
+            missing: str
+
+        class Out(Schema):
+            out: str
+
+        async def run(self, ctx: object, inp: In) -> Out:
+            return self.Out(out=inp.missing)
+
+    app = Graph(S).add(Reader).edge(START, "Reader").compile()
+    with pytest.raises(EmptyChannelError, match="reads state field 'missing'"):
+        await app.invoke({})
+
+
+async def test_final_state_requires_required_fields() -> None:
+    class S(Schema):
+        required_result: str
+
+    class Noop(Node):
+        async def run(self, ctx: object, inp: object) -> None:
+            return None
+
+    app = Graph(S).add(Noop).edge(START, "Noop").compile()
+    with pytest.raises(EmptyChannelError, match="'required_result'"):
+        await app.invoke({})
+
+
+async def test_defaults_are_not_shared_between_runs() -> None:
+    class S(Schema):
+        items: list[str] = []
+
+    class Append(Node):
+        class In(Schema):
+            items: list[str]
+
+        class Out(Schema):
+            items: list[str]
+
+        async def run(self, ctx: object, inp: In) -> Out:
+            inp.items.append("x")  # a careless in-place mutation
+            return self.Out(items=inp.items)
+
+    app = Graph(S).add(Append).edge(START, "Append").compile()
+    assert (await app.invoke({})).items == ["x"]
+    assert (await app.invoke({})).items == ["x"]
+
+
+async def test_custom_channel_marker() -> None:
+    class MaxChannel(Channel):
+        kind = "max"
+
+        def apply(
+            self, current: object, writes: object, writers: object
+        ) -> tuple[object, None]:
+            values = [v for v in [current, *writes] if v is not MISSING]  # type: ignore[misc]
+            return max(values), None  # type: ignore[type-var]
+
+    class Max(ChannelMarker):
+        def create(self, field: str) -> Channel:
+            return MaxChannel(field)
+
+    class S(Schema):
+        best: Annotated[int, Max()] = 0
+
+    g = Graph(S).add(_writer("A", best=3)).add(_writer("B", best=7)).add(_writer("C", best=5))
+    g.edge(START, "A").edge(START, "B").edge(START, "C")
+    assert (await g.compile().invoke({})).best == 7
