@@ -31,7 +31,7 @@ def _commands() -> list[tuple[CliCommand, str]]:
 
     pm = get_plugin_manager()
     found: dict[str, tuple[CliCommand, str]] = {}
-    for impl in reversed(pm.hook.tensorsketch_cli_commands.get_hookimpls()):
+    for impl in pm.hook.tensorsketch_cli_commands.get_hookimpls():
         for command in impl.function() or ():
             if not isinstance(command, CliCommand):
                 msg = (

@@ -147,7 +147,7 @@ def collect(hook_name: str) -> dict[str, Contribution]:
     pm = get_plugin_manager()
     hook = getattr(pm.hook, hook_name)
     merged: dict[str, Contribution] = {}
-    for impl in reversed(hook.get_hookimpls()):  # registration order
+    for impl in hook.get_hookimpls():  # registration order
         result = impl.function()
         if result is None:
             continue
