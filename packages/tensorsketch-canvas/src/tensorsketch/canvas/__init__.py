@@ -1,0 +1,1 @@
+"""TensorSketch canvas: the code ⇄ canvas engine."""

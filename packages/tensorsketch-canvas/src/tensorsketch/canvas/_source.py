@@ -1,0 +1,369 @@
+"""Parsing a source file for the engine: a libcst module plus pre-split builder chains.
+
+Why not just ``libcst.parse_module``? Its parser is quadratic in the number of calls in one
+method chain: a fluent ``Graph(S).add(...).edge(...)`` chain of 600 links takes about a second
+alone. So before libcst sees the file, a fast ``ast`` pass finds every builder chain (and any
+very long call chain) and swaps its text for a same-height placeholder name; each chain is
+then split at its links, and all links are parsed together as one flat list, which is linear.
+The wiring code reads chains from :class:`Chain` objects, and :meth:`ParsedSource.unmask`
+puts the (original or rewritten) chain text back when code is generated.
+
+If ``ast`` cannot parse the file (syntax newer than the running Python), nothing is masked and
+libcst parses it whole; the engine works the same, just slower on huge chains.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from tensorsketch.canvas.exceptions import SourceParseError
+
+__all__ = ["Chain", "Link", "ParsedSource", "deep_recursion", "parse_source"]
+
+#: Chains rooted anywhere but ``Graph(...)`` are masked only from this many links on.
+_LONG_CHAIN = 12
+_NEWLINES = re.compile(r"\r\n|\r|\n")
+
+
+@dataclass
+class Link:
+    """One ``.method(args)`` of a chain.
+
+    ``trivia`` is the text between the previous element and the dot (whitespace, comments,
+    sometimes a closing parenthesis); ``body`` runs from the dot to the closing parenthesis.
+    ``call`` is ``body`` parsed as ``_.method(args)``.
+    """
+
+    method: str
+    body: str
+    trivia: str
+    call: cst.Call
+
+
+@dataclass
+class Chain:
+    """A masked call chain: ``prefix`` + ``root_text`` + each link's trivia and body."""
+
+    key: str
+    placeholder: str
+    text: str
+    prefix: str
+    root: cst.BaseExpression
+    root_text: str
+    links: list[Link]
+    indent: str
+    line: int
+
+
+@dataclass
+class ParsedSource:
+    """A parsed file: the (masked) libcst module, its chains and its class line numbers."""
+
+    text: str
+    module: cst.Module
+    chains: dict[str, Chain] = field(default_factory=dict)
+    class_lines: dict[int, int] = field(default_factory=dict)
+
+    def chain(self, expr: cst.BaseExpression) -> Chain | None:
+        """The chain an expression stands for, when it is a placeholder."""
+        if isinstance(expr, cst.Name) and expr.value in self.chains:
+            return self.chains[expr.value]
+        return None
+
+    def code(self, node: cst.CSTNode) -> str:
+        """The original source text of ``node`` (chains restored), without leading lines."""
+        if isinstance(node, cst.SimpleStatementLine | cst.BaseCompoundStatement):
+            node = node.with_changes(leading_lines=())
+        with deep_recursion():
+            text = self.module.code_for_node(node)
+        return self.unmask(text).strip()
+
+    def unmask(self, text: str, replacements: dict[str, str] | None = None) -> str:
+        """Put chain text back in place of placeholders (``replacements`` wins over originals)."""
+        if not self.chains or "__tschain" not in text:
+            return text
+        for key, chain in self.chains.items():
+            if chain.placeholder in text:
+                new = (replacements or {}).get(key, chain.text)
+                text = text.replace(chain.placeholder, new)
+        return text
+
+    def class_line(self, node: cst.ClassDef) -> int | None:
+        return self.class_lines.get(id(node))
+
+
+@contextmanager
+def deep_recursion(limit: int = 20_000) -> Iterator[None]:
+    """Let libcst recurse through deeply nested trees (long chains, big expressions)."""
+    old = sys.getrecursionlimit()
+    if old < limit:
+        sys.setrecursionlimit(limit)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def parse_source(text: str, filename: str = "<source>") -> ParsedSource:
+    """Parse ``text``; :class:`SourceParseError` says where the syntax error is."""
+    try:
+        tree: ast.Module | None = ast.parse(text, filename=filename)
+    except SyntaxError as exc:
+        tree = None
+        ast_error: SyntaxError | None = exc
+    except ValueError as exc:  # null bytes
+        msg = f"cannot parse {filename}: {exc}; extraction needs a readable Python file."
+        raise SourceParseError(msg) from None
+    else:
+        ast_error = None
+
+    chains: dict[str, Chain] = {}
+    masked = text
+    if tree is not None:
+        masked, chains = _mask_chains(text, tree)
+    try:
+        with deep_recursion():
+            module = cst.parse_module(masked)
+    except (cst.ParserSyntaxError, RecursionError) as exc:
+        where = f"line {ast_error.lineno}: {ast_error.msg}" if ast_error else str(exc)
+        msg = (
+            f"cannot parse {filename} ({where}); fix the syntax error first — extraction reads "
+            "any file that parses, even with undefined names or unfinished nodes."
+        )
+        raise SourceParseError(msg) from None
+    parsed = ParsedSource(text=text, module=module, chains=chains)
+    parsed.class_lines = _class_lines(module, tree)
+    return parsed
+
+
+# -- class line numbers ----------------------------------------------------------------------
+
+
+class _ClassCollector(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.classes: list[cst.ClassDef] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.classes.append(node)
+
+
+def _class_lines(module: cst.Module, tree: ast.Module | None) -> dict[int, int]:
+    collector = _ClassCollector()
+    with deep_recursion():
+        module.visit(collector)
+    if tree is not None:
+        ast_classes = sorted(
+            (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)),
+            key=lambda n: (n.lineno, n.col_offset),
+        )
+        if len(ast_classes) == len(collector.classes):
+            return {
+                id(node): a.lineno for node, a in zip(collector.classes, ast_classes, strict=True)
+            }
+    # Slow path (ast could not read the file): ask libcst for positions.
+    with deep_recursion():
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        positions = wrapper.resolve(PositionProvider)
+    return {id(node): positions[node].start.line for node in collector.classes}
+
+
+# -- masking chains --------------------------------------------------------------------------
+
+
+class _Offsets:
+    """Converts ast (line, utf-8 column) positions to string offsets."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts = [0]
+        self.lines: list[str] = []
+        pos = 0
+        for match in _NEWLINES.finditer(text):
+            self.lines.append(text[pos : match.start()])
+            pos = match.end()
+            self.starts.append(pos)
+        self.lines.append(text[pos:])
+
+    def __call__(self, line: int, col: int) -> int:
+        content = self.lines[line - 1]
+        if not content.isascii():
+            col = len(content.encode("utf-8")[:col].decode("utf-8", errors="replace"))
+        return self.starts[line - 1] + col
+
+
+def _is_graph_call(node: ast.expr) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    return (isinstance(func, ast.Name) and func.id == "Graph") or (
+        isinstance(func, ast.Attribute) and func.attr == "Graph"
+    )
+
+
+def _chain_parts(node: ast.expr) -> tuple[ast.expr, list[ast.Call]]:
+    links: list[ast.Call] = []
+    current = node
+    while isinstance(current, ast.Call) and isinstance(current.func, ast.Attribute):
+        links.append(current)
+        current = current.func.value
+    links.reverse()
+    return current, links
+
+
+def _find_chains(tree: ast.Module) -> list[tuple[ast.expr, ast.expr, list[ast.Call]]]:
+    found: list[tuple[ast.expr, ast.expr, list[ast.Call]]] = []
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Call):
+            root, links = _chain_parts(node)
+            if _is_graph_call(root) or len(links) >= _LONG_CHAIN:
+                found.append((node, root, links))
+                continue
+            if links:
+                # Not masked: look inside the root and every link's arguments only.
+                stack.append(root)
+                for link in links:
+                    stack.extend(link.args)
+                    stack.extend(k.value for k in link.keywords)
+                continue
+        if isinstance(node, ast.JoinedStr):
+            continue  # positions inside f-strings are not reliable on every Python
+        stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _dot_before(text: str, start: int, end: int) -> int | None:
+    """The offset of the last ``.`` in ``text[start:end]`` outside comments."""
+    dot = None
+    i = start
+    while i < end:
+        char = text[i]
+        if char == "#":
+            newline = text.find("\n", i, end)
+            i = end if newline < 0 else newline
+            continue
+        if char == ".":
+            dot = i
+        elif not (char.isspace() or char in "()\\"):
+            return None
+        i += 1
+    return dot
+
+
+@dataclass
+class _Pending:
+    start: int
+    end: int
+    prefix: str
+    root_text: str
+    indent: str
+    line: int
+    parts: list[tuple[str, str, str]]
+
+
+def _mask_chains(text: str, tree: ast.Module) -> tuple[str, dict[str, Chain]]:
+    offsets = _Offsets(text)
+    token = "__tschain"
+    while token in text:
+        token += "_"
+    pending: list[_Pending] = []
+    for top, root, links in _find_chains(tree):
+        found = _split_chain(text, offsets, top, root, links)
+        if found is not None:
+            pending.append(found)
+    if not pending:
+        return text, {}
+    pending.sort(key=lambda p: p.start)
+    # Parse every root and link body in one flat list expression: linear in libcst.
+    pieces: list[str] = []
+    for item in pending:
+        pieces.append(f"({item.root_text})")
+        pieces.extend(f"(_{body})" for _, _, body in item.parts)
+    try:
+        with deep_recursion():
+            parsed = cst.parse_expression("[\n" + ",\n".join(pieces) + "\n]")
+    except cst.ParserSyntaxError:
+        return text, {}
+    if not isinstance(parsed, cst.List):  # pragma: no cover - a list literal parses as List
+        return text, {}
+    elements = iter(el.value for el in parsed.elements)
+
+    chains: dict[str, Chain] = {}
+    out: list[str] = []
+    cursor = 0
+    for number, item in enumerate(pending):
+        key = f"{token}{number}__"
+        original = text[item.start : item.end]
+        placeholder = f"({key}" + "\n" * len(_NEWLINES.findall(original)) + ")"
+        root = next(elements)
+        links: list[Link] = []
+        for method, trivia, body in item.parts:
+            call = next(elements)
+            if not isinstance(call, cst.Call):  # pragma: no cover - bodies end in a call
+                return text, {}
+            links.append(Link(method=method, body=body, trivia=trivia, call=call))
+        chains[key] = Chain(
+            key=key,
+            placeholder=placeholder,
+            text=original,
+            prefix=item.prefix,
+            root=root,
+            root_text=item.root_text,
+            links=links,
+            indent=item.indent,
+            line=item.line,
+        )
+        out.append(text[cursor : item.start])
+        out.append(placeholder)
+        cursor = item.end
+    out.append(text[cursor:])
+    return "".join(out), chains
+
+
+def _split_chain(
+    text: str, offsets: _Offsets, top: ast.expr, root: ast.expr, links: list[ast.Call]
+) -> _Pending | None:
+    start = offsets(top.lineno, top.col_offset)
+    end = offsets(top.end_lineno or top.lineno, top.end_col_offset or 0)
+    root_start = offsets(root.lineno, root.col_offset)
+    root_end = offsets(root.end_lineno or root.lineno, root.end_col_offset or 0)
+    if not start <= root_start <= root_end <= end:
+        return None
+    parts: list[tuple[str, str, str]] = []
+    previous = root_end
+    for link in links:
+        func = link.func
+        if not isinstance(func, ast.Attribute):  # pragma: no cover - see _chain_parts
+            return None
+        attr_end = offsets(func.end_lineno or func.lineno, func.end_col_offset or 0)
+        attr_start = attr_end - len(func.attr)
+        if text[attr_start:attr_end] != func.attr:
+            return None
+        dot = _dot_before(text, previous, attr_start)
+        if dot is None:
+            return None
+        link_end = offsets(link.end_lineno or link.lineno, link.end_col_offset or 0)
+        parts.append((func.attr, text[previous:dot], text[dot:link_end]))
+        previous = link_end
+    if previous != end:
+        return None
+    line_text = offsets.lines[top.lineno - 1]
+    indent = line_text[: len(line_text) - len(line_text.lstrip())]
+    return _Pending(
+        start=start,
+        end=end,
+        prefix=text[start:root_start],
+        root_text=text[root_start:root_end],
+        indent=indent,
+        line=top.lineno,
+        parts=parts,
+    )

@@ -1,0 +1,405 @@
+"""The graph IR: what the canvas draws and edits, as plain dataclasses.
+
+``extract`` produces a :class:`GraphIR` from source, the canvas edits it, ``reconstruct`` writes
+it back. Everything here is plain data with ``to_dict()`` / ``from_dict()`` for JSON, so the
+Studio frontend (or any other tool) can work with it without Python.
+
+Equality is by value and covers exactly what round-trips through code: node names, classes,
+ports and holes, and every edge in order. Three fields are deliberately left out of ``==``:
+``NodeIR.line`` (where the class sits moves whenever code above it changes), ``GraphIR.style``
+(the same graph may be written in any style) and ``GraphIR.added`` (a one-shot instruction to
+``reconstruct``, not part of the graph).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, cast, get_args
+
+from tensorsketch.canvas.exceptions import IRError
+
+__all__ = [
+    "END",
+    "LOOP_EXIT",
+    "LOOP_REPEAT",
+    "START",
+    "BranchKind",
+    "EdgeIR",
+    "EdgeKind",
+    "GraphIR",
+    "NodeIR",
+    "Port",
+    "Style",
+]
+
+#: The pseudo-node a run enters from. The same string as ``tensorsketch.START``; kept here so
+#: the canvas never imports the runtime.
+START: Final = "__start__"
+#: The pseudo-node a branch of the run stops at (``tensorsketch.END``).
+END: Final = "__end__"
+#: The label of a loop's edge back to its own node.
+LOOP_REPEAT: Final = "repeat"
+#: The label of a loop's edge to where it continues once ``until`` holds.
+LOOP_EXIT: Final = "exit"
+
+EdgeKind = Literal["sequential", "conditional", "dynamic", "custom"]
+"""``sequential``: ``edge(a, b)``. ``conditional``: one target of a routing function with a known
+mapping (or of a loop). ``dynamic``: a routing function whose targets are only known at run time.
+``custom``: wiring the engine cannot model, kept verbatim in ``code``."""
+
+BranchKind = Literal["conditional", "router", "loop"]
+"""Which builder method declared a conditional or dynamic edge."""
+
+Style = Literal["fluent", "statement", "operator"]
+"""How a file writes its wiring: a fluent chain, one call per statement, or ``>>``."""
+
+_EDGE_KINDS: Final = frozenset(get_args(EdgeKind))
+_BRANCH_KINDS: Final = frozenset(get_args(BranchKind))
+_STYLES: Final = frozenset(get_args(Style))
+
+
+@dataclass
+class Port:
+    """One typed port: a state field a node reads (``In``) or writes (``Out``).
+
+    ``type`` is the annotation exactly as written in the source, e.g. ``"list[str]"``.
+    """
+
+    name: str
+    type: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "type": self.type}
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "port") -> Port:
+        obj = _object(data, where, required=("name", "type"), optional=())
+        return cls(name=_str(obj, "name", where), type=_str(obj, "type", where))
+
+
+@dataclass
+class NodeIR:
+    """A node of the graph: its name in the graph, its class and typed interface.
+
+    ``cls`` is the node argument of ``add(...)`` as written (usually the class name); it
+    defaults to ``name``. ``has_hole`` says the class's ``run`` body is still
+    ``raise Hole(...)``, and ``hole`` is that Hole's description. ``line`` is the line of the
+    ``class`` statement (``None`` when the class is not defined in the file) and does not take
+    part in ``==``.
+    """
+
+    name: str
+    cls: str = ""
+    inputs: list[Port] = field(default_factory=list)
+    outputs: list[Port] = field(default_factory=list)
+    has_hole: bool = False
+    hole: str | None = None
+    line: int | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            msg = f"NodeIR.name must be a non-empty string, got {self.name!r}."
+            raise IRError(msg)
+        if not self.cls:
+            self.cls = self.name
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "cls": self.cls,
+            "inputs": [p.to_dict() for p in self.inputs],
+            "outputs": [p.to_dict() for p in self.outputs],
+            "has_hole": self.has_hole,
+            "hole": self.hole,
+            "line": self.line,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "node") -> NodeIR:
+        obj = _object(
+            data,
+            where,
+            required=("name",),
+            optional=("cls", "inputs", "outputs", "has_hole", "hole", "line"),
+        )
+        return cls(
+            name=_str(obj, "name", where),
+            cls=_opt_str(obj, "cls", where) or "",
+            inputs=_ports(obj.get("inputs", []), f"{where}.inputs"),
+            outputs=_ports(obj.get("outputs", []), f"{where}.outputs"),
+            has_hole=_bool(obj, "has_hole", where),
+            hole=_opt_str(obj, "hole", where),
+            line=_opt_int(obj, "line", where),
+        )
+
+
+@dataclass
+class EdgeIR:
+    """One edge, or one opaque wiring element.
+
+    - ``sequential``: ``source`` → ``target``.
+    - ``conditional``: one target of a routing function with a static mapping; ``path`` is
+      the routing function as written (``"route"``, ``"lambda s: s.intent"``), ``label`` the
+      mapping key, ``branch`` the builder method (``conditional``, ``router`` or ``loop``).
+      A loop is two conditional edges: ``label="repeat"`` back to the node and
+      ``label="exit"`` to where it continues; its ``path`` is the ``until`` predicate.
+    - ``dynamic``: a routing function whose targets are decided at run time (no mapping, a
+      ``Send`` fan-out); ``target`` is ``None`` — the engine never invents one.
+    - ``custom``: wiring the engine cannot model (``g.edge(*pairs)``, a loop building edges);
+      ``code`` keeps its source verbatim and ``reconstruct`` writes it back untouched.
+
+    ``START``/``END`` appear as ``"__start__"``/``"__end__"``.
+    """
+
+    source: str | None
+    target: str | None = None
+    kind: EdgeKind = "sequential"
+    path: str | None = None
+    label: str | None = None
+    branch: BranchKind | None = None
+    code: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in _EDGE_KINDS:
+            msg = f"EdgeIR.kind must be one of {sorted(_EDGE_KINDS)}, got {self.kind!r}."
+            raise IRError(msg)
+        if self.branch is not None and self.branch not in _BRANCH_KINDS:
+            msg = f"EdgeIR.branch must be one of {sorted(_BRANCH_KINDS)} or None, got {self.branch!r}."
+            raise IRError(msg)
+        if self.kind in ("conditional", "dynamic") and self.branch is None:
+            self.branch = "conditional"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "target": self.target,
+            "kind": self.kind,
+            "path": self.path,
+            "label": self.label,
+            "branch": self.branch,
+            "code": self.code,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "edge") -> EdgeIR:
+        obj = _object(
+            data,
+            where,
+            required=("source",),
+            optional=("target", "kind", "path", "label", "branch", "code"),
+        )
+        kind = obj.get("kind", "sequential")
+        if kind not in _EDGE_KINDS:
+            msg = f"{where}.kind must be one of {sorted(_EDGE_KINDS)}, got {kind!r}."
+            raise IRError(msg)
+        branch = obj.get("branch")
+        if branch is not None and branch not in _BRANCH_KINDS:
+            msg = f"{where}.branch must be one of {sorted(_BRANCH_KINDS)} or null, got {branch!r}."
+            raise IRError(msg)
+        return cls(
+            source=_opt_str(obj, "source", where),
+            target=_opt_str(obj, "target", where),
+            kind=cast(EdgeKind, kind),
+            path=_opt_str(obj, "path", where),
+            label=_opt_str(obj, "label", where),
+            branch=cast("BranchKind | None", branch),
+            code=_opt_str(obj, "code", where),
+        )
+
+
+@dataclass
+class GraphIR:
+    """One graph of a source file: its nodes in ``add`` order and its edges in wiring order.
+
+    ``name`` addresses the graph in its file: the variable holding the compiled graph
+    (``app = g.compile()``), else the builder variable, else the function returning it.
+    ``state`` is the state schema as written in ``Graph(...)``. ``added`` lists nodes the canvas
+    created: ``reconstruct`` writes a typed stub class for each of them. ``style`` reports how the
+    file writes its wiring; ``reconstruct`` always keeps the file's own style.
+    """
+
+    name: str
+    state: str | None = None
+    nodes: list[NodeIR] = field(default_factory=list)
+    edges: list[EdgeIR] = field(default_factory=list)
+    added: list[str] = field(default_factory=list, compare=False)
+    style: Style = field(default="fluent", compare=False)
+
+    def node(self, name: str) -> NodeIR:
+        """The node called ``name``; :class:`IRError` naming the known nodes otherwise."""
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        known = ", ".join(repr(n.name) for n in self.nodes) or "none"
+        msg = f"graph {self.name!r} has no node named {name!r} (nodes: {known})."
+        raise IRError(msg)
+
+    @property
+    def holes(self) -> list[NodeIR]:
+        """The nodes whose body is still ``raise Hole(...)``."""
+        return [node for node in self.nodes if node.has_hole]
+
+    def copy(self) -> GraphIR:
+        """A deep copy, to edit without touching the original."""
+        return copy.deepcopy(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data; see :meth:`json_schema` for its shape."""
+        return {
+            "name": self.name,
+            "state": self.state,
+            "style": self.style,
+            "nodes": [n.to_dict() for n in self.nodes],
+            "edges": [e.to_dict() for e in self.edges],
+            "added": list(self.added),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> GraphIR:
+        """Rebuild a GraphIR from :meth:`to_dict` output; :class:`IRError` says what is wrong."""
+        where = "graph"
+        obj = _object(
+            data,
+            where,
+            required=("name",),
+            optional=("state", "style", "nodes", "edges", "added"),
+        )
+        style = obj.get("style", "fluent")
+        if style not in _STYLES:
+            msg = f"graph.style must be one of {sorted(_STYLES)}, got {style!r}."
+            raise IRError(msg)
+        nodes = obj.get("nodes", [])
+        edges = obj.get("edges", [])
+        added = obj.get("added", [])
+        for key, value in (("nodes", nodes), ("edges", edges), ("added", added)):
+            if not isinstance(value, list):
+                msg = f"graph.{key} must be a list, got {type(value).__name__}."
+                raise IRError(msg)
+        if not all(isinstance(name, str) for name in added):
+            msg = f"graph.added must list node names (strings), got {added!r}."
+            raise IRError(msg)
+        return cls(
+            name=_str(obj, "name", where),
+            state=_opt_str(obj, "state", where),
+            nodes=[NodeIR.from_dict(n, f"graph.nodes[{i}]") for i, n in enumerate(nodes)],
+            edges=[EdgeIR.from_dict(e, f"graph.edges[{i}]") for i, e in enumerate(edges)],
+            added=list(added),
+            style=cast(Style, style),
+        )
+
+    @staticmethod
+    def json_schema() -> dict[str, Any]:
+        """The JSON Schema (draft 2020-12) of :meth:`to_dict` output."""
+        nullable_str = {"type": ["string", "null"]}
+        port = {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "type": {"type": "string"}},
+            "required": ["name", "type"],
+            "additionalProperties": False,
+        }
+        node = {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "minLength": 1},
+                "cls": {"type": "string"},
+                "inputs": {"type": "array", "items": {"$ref": "#/$defs/port"}},
+                "outputs": {"type": "array", "items": {"$ref": "#/$defs/port"}},
+                "has_hole": {"type": "boolean"},
+                "hole": nullable_str,
+                "line": {"type": ["integer", "null"], "minimum": 1},
+            },
+            "required": ["name"],
+            "additionalProperties": False,
+        }
+        edge = {
+            "type": "object",
+            "properties": {
+                "source": nullable_str,
+                "target": nullable_str,
+                "kind": {"enum": sorted(_EDGE_KINDS)},
+                "path": nullable_str,
+                "label": nullable_str,
+                "branch": {"enum": [*sorted(_BRANCH_KINDS), None]},
+                "code": nullable_str,
+            },
+            "required": ["source"],
+            "additionalProperties": False,
+        }
+        return {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": "https://tensorsketch.dev/schemas/canvas-graph-ir.json",
+            "title": "TensorSketch canvas GraphIR",
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "minLength": 1},
+                "state": nullable_str,
+                "style": {"enum": sorted(_STYLES)},
+                "nodes": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+                "edges": {"type": "array", "items": {"$ref": "#/$defs/edge"}},
+                "added": {"type": "array", "items": {"type": "string"}},
+            },
+            "required": ["name"],
+            "additionalProperties": False,
+            "$defs": {"port": port, "node": node, "edge": edge},
+        }
+
+
+# -- from_dict helpers -----------------------------------------------------------------------
+
+
+def _object(
+    data: Any, where: str, *, required: tuple[str, ...], optional: tuple[str, ...]
+) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        msg = f"{where} must be a JSON object, got {type(data).__name__}."
+        raise IRError(msg)
+    missing = [key for key in required if key not in data]
+    if missing:
+        msg = f"{where} is missing {', '.join(repr(k) for k in missing)}."
+        raise IRError(msg)
+    unknown = sorted(set(data) - set(required) - set(optional))
+    if unknown:
+        allowed = ", ".join(repr(k) for k in (*required, *optional))
+        msg = f"{where} has unknown keys {unknown!r}; allowed keys are {allowed}."
+        raise IRError(msg)
+    return data
+
+
+def _str(obj: dict[str, Any], key: str, where: str) -> str:
+    value = obj[key]
+    if not isinstance(value, str):
+        msg = f"{where}.{key} must be a string, got {value!r}."
+        raise IRError(msg)
+    return value
+
+
+def _opt_str(obj: dict[str, Any], key: str, where: str) -> str | None:
+    value = obj.get(key)
+    if value is not None and not isinstance(value, str):
+        msg = f"{where}.{key} must be a string or null, got {value!r}."
+        raise IRError(msg)
+    return value
+
+
+def _opt_int(obj: dict[str, Any], key: str, where: str) -> int | None:
+    value = obj.get(key)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+        msg = f"{where}.{key} must be an integer or null, got {value!r}."
+        raise IRError(msg)
+    return value
+
+
+def _bool(obj: dict[str, Any], key: str, where: str) -> bool:
+    value = obj.get(key, False)
+    if not isinstance(value, bool):
+        msg = f"{where}.{key} must be true or false, got {value!r}."
+        raise IRError(msg)
+    return value
+
+
+def _ports(data: Any, where: str) -> list[Port]:
+    if not isinstance(data, list):
+        msg = f"{where} must be a list of ports, got {type(data).__name__}."
+        raise IRError(msg)
+    return [Port.from_dict(p, f"{where}[{i}]") for i, p in enumerate(data)]
