@@ -21,11 +21,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from tensorsketch.errors import TensorSketchError
+from tensorsketch.errors import TensorSketchError, ValidationError
 from tensorsketch.messages import Message
 
 if TYPE_CHECKING:
@@ -44,10 +44,15 @@ __all__ = [
     "ProviderTimeoutError",
     "RateLimitError",
     "StreamDelta",
+    "StructuredOutputError",
     "TextDelta",
     "ToolCallDelta",
     "Usage",
+    "is_retryable",
+    "parse_structured",
 ]
+
+S = TypeVar("S", bound=BaseModel)
 
 
 class Usage(BaseModel):
@@ -160,7 +165,13 @@ class ChatProvider(ABC):
         max_tokens: int = 1024,
         **options: Any,
     ) -> Completion:
-        """Send the conversation; return the reply (``parsed`` set when ``output_schema``)."""
+        """Send the conversation and return the reply.
+
+        With ``output_schema``, the reply's ``parsed`` holds the validated instance; a reply
+        that does not validate raises :class:`StructuredOutputError` (use
+        :func:`parse_structured`), which ``generate_structured`` turns into a repair turn.
+        Failures of the API itself raise a :class:`ProviderError` subclass.
+        """
 
     async def stream(
         self,
@@ -195,6 +206,76 @@ class ChatProvider(ABC):
     def __repr__(self) -> str:
         model = f"model={self.model!r}" if self.model else ""
         return f"{type(self).__name__}({model})"
+
+
+# -- structured output ------------------------------------------------------------------------
+
+
+class StructuredOutputError(ValidationError):
+    """The model's reply did not validate as the requested ``output_schema``.
+
+    ``raw`` is the reply text and ``completion`` the whole reply (for its usage), so a
+    validate-and-repair loop can show the model what it sent and what was wrong.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        errors: list[dict[str, Any]] | None = None,
+        *,
+        raw: str = "",
+        completion: Completion | None = None,
+    ) -> None:
+        super().__init__(message, errors)
+        self.raw = raw
+        self.completion = completion
+
+
+def _strip_fences(text: str) -> str:
+    body = text.strip()
+    if body.startswith("```"):
+        first_newline = body.find("\n")
+        body = body[first_newline + 1 :] if first_newline != -1 else body[3:]
+        if body.rstrip().endswith("```"):
+            body = body.rstrip()[:-3]
+    return body.strip()
+
+
+def parse_structured(text: str, schema: type[S], *, completion: Completion | None = None) -> S:
+    """Parse a reply's text as JSON and validate it into ``schema``.
+
+    Tolerates a Markdown code fence around the JSON. Raises :class:`StructuredOutputError`
+    with a message a model can act on. Providers call this for ``output_schema`` requests.
+    """
+    import json
+
+    import pydantic
+
+    body = _strip_fences(text)
+    try:
+        data = json.loads(body)
+    except ValueError as exc:
+        msg = (
+            f"the reply is not valid JSON ({exc}); answer with only a JSON object matching "
+            f"the {schema.__name__} schema."
+        )
+        raise StructuredOutputError(msg, raw=text, completion=completion) from None
+    try:
+        return schema.model_validate(data)
+    except pydantic.ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        problems = []
+        for err in errors:
+            where = ".".join(str(p) for p in err["loc"]) or "(root)"
+            problems.append(f"`{where}`: {err['msg']}")
+        msg = (
+            f"the reply does not match the {schema.__name__} schema: "
+            + "; ".join(problems)
+            + ". Answer again with a corrected JSON object."
+        )
+        raise StructuredOutputError(
+            msg, [dict(e) for e in errors], raw=text, completion=completion
+        ) from None
 
 
 # -- errors -----------------------------------------------------------------------------------
