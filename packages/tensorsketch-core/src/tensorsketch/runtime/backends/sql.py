@@ -1,0 +1,402 @@
+"""``SqlBackend``: the whole backend contract written once in portable SQL.
+
+A dialect is a subclass that says how its database differs: the placeholder (``?`` or
+``%s``), the binary column type, the clock expression used for leases, the upsert clause, and
+how a unit of work reaches a connection. :class:`~tensorsketch.runtime.backends.sqlite.SqliteBackend`
+is one; ``PostgresBackend`` in ``tensorsketch-backends`` is another.
+
+Layout (created on first use, inside one transaction)::
+
+    tensorsketch_schema_version (component PK, version)        what a later release migrates from
+    tensorsketch_checkpoints    (thread_id, position) PK        checkpoint payloads, oldest first
+    tensorsketch_effects        (thread_id, key) PK             the effect journal, first write wins
+    tensorsketch_events         (thread_id, seq) PK             the persisted stream
+    tensorsketch_leases         thread_id PK                    one writer per thread
+
+Every statement touches one thread's rows through its primary key, and a checkpoint save is a
+single ``INSERT``, so the cost of a superstep does not depend on how long the thread is.
+Leases are compared against the *database's* clock, so runners on hosts with skewed clocks
+still agree on when a lease expired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError
+from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent
+from tensorsketch.serializers import Serializer
+
+__all__ = ["SCHEMA_VERSION", "Query", "SqlBackend"]
+
+#: Version of the table layout written by this release.
+SCHEMA_VERSION = 1
+_COMPONENT = "durable"
+
+Fetch = Literal["none", "one", "all", "rowcount"]
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One statement of a unit of work, already in the dialect's placeholder style.
+
+    :param many: run it once per row of ``params`` (``executemany``).
+    :param fetch: what the unit of work returns for this statement.
+    """
+
+    sql: str
+    params: Sequence[Any] = ()
+    many: bool = False
+    fetch: Fetch = "none"
+
+
+class SqlBackend(Backend):
+    """A backend over any SQL database; subclass it with a dialect.
+
+    A subclass for a synchronous DB-API 2.0 driver only implements :meth:`connect`; its
+    statements then run on a worker thread (``asyncio.to_thread``) over one connection guarded
+    by a lock. A subclass for an async driver overrides :meth:`submit` instead.
+
+    :param lease_ttl: seconds a runner's lease on a thread lasts without renewal (renewed every
+        third of that while the run is alive); a crashed runner's thread can be resumed by
+        another process once it lapses.
+    :param table_prefix: prefix of the five table names (to share one database between apps).
+    """
+
+    name = "sql"
+
+    #: Placeholder of the driver's paramstyle: ``"?"`` (qmark) or ``"%s"`` (format).
+    placeholder: ClassVar[str] = "?"
+    #: Column type for encoded payloads.
+    blob_type: ClassVar[str] = "BLOB"
+    #: Column type for timestamps in seconds (fractional).
+    float_type: ClassVar[str] = "DOUBLE PRECISION"
+    #: SQL expression for the database's clock, in seconds since the epoch.
+    now_sql: ClassVar[str] = "CURRENT_TIMESTAMP"
+    #: Statement that opens an explicit transaction, or ``None`` when the driver opens them.
+    begin_sql: ClassVar[str | None] = None
+
+    def __init__(
+        self,
+        *,
+        serializer: Serializer | str | None = None,
+        lease_ttl: float = 30.0,
+        table_prefix: str = "tensorsketch_",
+    ) -> None:
+        super().__init__(serializer=serializer)
+        if not lease_ttl > 0:
+            msg = f"`lease_ttl` must be a positive number of seconds, got {lease_ttl!r}."
+            raise ValueError(msg)
+        if not table_prefix.replace("_", "").isalnum():
+            msg = (
+                f"`table_prefix` must be letters, digits and underscores, got {table_prefix!r}."
+            )
+            raise ValueError(msg)
+        self.lease_ttl = float(lease_ttl)
+        self.table_prefix = table_prefix
+        self._ready = False
+        self._sync_lock = threading.Lock()
+        self._connection: Any = None
+        self._sql = self._statements()
+
+    # -- dialect ----------------------------------------------------------------------------
+
+    def table(self, name: str) -> str:
+        """The (qualified) name of one of the backend's tables."""
+        return f"{self.table_prefix}{name}"
+
+    def q(self, sql: str) -> str:
+        """Rewrite portable ``?`` placeholders into the driver's style."""
+        return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
+
+    def insert_ignore(self, table: str, columns: Sequence[str], key: Sequence[str]) -> str:
+        """An ``INSERT`` that silently keeps the existing row when ``key`` already exists."""
+        marks = ", ".join("?" for _ in columns)
+        return (
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}) "
+            f"ON CONFLICT ({', '.join(key)}) DO NOTHING"
+        )
+
+    def lease_upsert(self) -> str:
+        """Take a lease row when it is free, ours, or expired; affects 0 rows otherwise.
+
+        Parameters: ``thread_id``, ``owner``, ``ttl``.
+        """
+        t = self.table("leases")
+        now = self.now_sql
+        return (
+            f"INSERT INTO {t} (thread_id, owner, expires_at) VALUES (?, ?, {now} + ?) "
+            f"ON CONFLICT (thread_id) DO UPDATE SET owner = excluded.owner, "
+            f"expires_at = excluded.expires_at "
+            f"WHERE {t}.owner = excluded.owner OR {t}.expires_at < {now}"
+        )
+
+    def schema_prologue(self) -> list[str]:
+        """Statements run first in the schema transaction (e.g. a lock, ``CREATE SCHEMA``)."""
+        return []
+
+    def ddl(self) -> list[str]:
+        """``CREATE TABLE IF NOT EXISTS`` statements of the layout."""
+        blob, flt = self.blob_type, self.float_type
+        return [
+            f"CREATE TABLE IF NOT EXISTS {self.table('schema_version')} ("
+            "component VARCHAR(64) PRIMARY KEY, version INTEGER NOT NULL)",
+            f"CREATE TABLE IF NOT EXISTS {self.table('checkpoints')} ("
+            "thread_id TEXT NOT NULL, position BIGINT NOT NULL, checkpoint_id TEXT NOT NULL, "
+            f"parent_id TEXT, step INTEGER NOT NULL, created_at {flt} NOT NULL, "
+            f"payload {blob} NOT NULL, PRIMARY KEY (thread_id, position), "
+            "UNIQUE (thread_id, checkpoint_id))",
+            f"CREATE TABLE IF NOT EXISTS {self.table('effects')} ("
+            f"thread_id TEXT NOT NULL, key TEXT NOT NULL, value {blob} NOT NULL, "
+            "PRIMARY KEY (thread_id, key))",
+            f"CREATE TABLE IF NOT EXISTS {self.table('events')} ("
+            f"thread_id TEXT NOT NULL, seq BIGINT NOT NULL, payload {blob} NOT NULL, "
+            "PRIMARY KEY (thread_id, seq))",
+            f"CREATE TABLE IF NOT EXISTS {self.table('leases')} ("
+            f"thread_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at {flt} NOT NULL)",
+        ]
+
+    def _statements(self) -> dict[str, str]:
+        cp = self.table("checkpoints")
+        cols = "checkpoint_id, parent_id, step, created_at, payload"
+        sql = {
+            # The position is computed inside the INSERT: one statement, one round trip. Two
+            # writers racing on a thread (which the lease prevents) would hit the primary key.
+            "save": (
+                f"INSERT INTO {cp} (thread_id, position, {cols}) "
+                f"SELECT ?, COALESCE(MAX(position), 0) + 1, ?, ?, ?, ?, ? FROM {cp} "
+                "WHERE thread_id = ?"
+            ),
+            "latest": (
+                f"SELECT {cols} FROM {cp} WHERE thread_id = ? ORDER BY position DESC LIMIT 1"
+            ),
+            "get": f"SELECT {cols} FROM {cp} WHERE thread_id = ? AND checkpoint_id = ?",
+            "list": f"SELECT {cols} FROM {cp} WHERE thread_id = ? ORDER BY position",
+            "record": self.insert_ignore(
+                self.table("effects"), ("thread_id", "key", "value"), ("thread_id", "key")
+            ),
+            "lookup": f"SELECT value FROM {self.table('effects')} WHERE thread_id = ? AND key = ?",
+            "append": (
+                f"INSERT INTO {self.table('events')} (thread_id, seq, payload) VALUES (?, ?, ?)"
+            ),
+            "read": (
+                f"SELECT seq, payload FROM {self.table('events')} WHERE thread_id = ? "
+                "AND seq >= ? ORDER BY seq"
+            ),
+            "last_seq": f"SELECT MAX(seq) FROM {self.table('events')} WHERE thread_id = ?",
+            "lease": self.lease_upsert(),
+            "release": f"DELETE FROM {self.table('leases')} WHERE thread_id = ? AND owner = ?",
+            "version_init": self.insert_ignore(
+                self.table("schema_version"), ("component", "version"), ("component",)
+            ),
+            "version": f"SELECT version FROM {self.table('schema_version')} WHERE component = ?",
+        }
+        return {k: self.q(v) for k, v in sql.items()}
+
+    # -- reaching the database --------------------------------------------------------------
+
+    def connect(self) -> Any:
+        """Open a DB-API 2.0 connection (sync drivers). Called once, on a worker thread."""
+        msg = (
+            f"{type(self).__name__} must implement `connect()` (for a DB-API driver) or "
+            "override `submit()` (for an async driver)."
+        )
+        raise NotImplementedError(msg)
+
+    def is_unavailable(self, exc: BaseException) -> bool:
+        """Whether a driver error means the database cannot be reached (vs. a bad query)."""
+        return isinstance(exc, OSError | ConnectionError | TimeoutError)
+
+    async def submit(self, queries: Sequence[Query], *, transaction: bool = False) -> list[Any]:
+        """Run statements as one unit of work and return one result per statement.
+
+        ``transaction=True`` makes them atomic; a single statement is atomic on its own. The
+        unit is committed before this returns.
+        """
+        return await asyncio.to_thread(self._submit_sync, queries, transaction)
+
+    def _submit_sync(self, queries: Sequence[Query], transaction: bool) -> list[Any]:
+        with self._sync_lock:
+            conn = self._connection
+            if conn is None:
+                conn = self._connection = self.connect()
+            cur = conn.cursor()
+            try:
+                if transaction and self.begin_sql:
+                    cur.execute(self.begin_sql)
+                results = [_run_query(cur, q) for q in queries]
+                conn.commit()
+                return results
+            except BaseException:
+                try:
+                    conn.rollback()
+                except Exception:  # the connection itself may be gone; the error says why
+                    pass
+                raise
+            finally:
+                cur.close()
+
+    async def _run(self, what: str, queries: Sequence[Query], *, transaction: bool = False) -> Any:
+        if not self._ready:
+            await self._setup()
+        try:
+            return await self.submit(queries, transaction=transaction)
+        except BackendUnavailableError:
+            raise
+        except Exception as exc:
+            if not self.is_unavailable(exc):
+                raise
+            msg = (
+                f"{self.name} backend unavailable while {what}: {type(exc).__name__}: {exc}. "
+                "Check that the database is running and reachable, then retry."
+            )
+            raise BackendUnavailableError(msg) from exc
+
+    async def _setup(self) -> None:
+        """Create the tables (idempotent) and check the layout version."""
+        statements = [*self.schema_prologue(), *self.ddl()]
+        queries = [Query(s) for s in statements]
+        queries.append(Query(self._sql["version_init"], (_COMPONENT, SCHEMA_VERSION)))
+        queries.append(Query(self._sql["version"], (_COMPONENT,), fetch="one"))
+        try:
+            results = await self.submit(queries, transaction=True)
+        except Exception as exc:
+            if not self.is_unavailable(exc):
+                raise
+            msg = (
+                f"{self.name} backend unavailable while creating its tables: "
+                f"{type(exc).__name__}: {exc}. Check that the database is running and reachable."
+            )
+            raise BackendUnavailableError(msg) from exc
+        found = int(results[-1][0])
+        if found > SCHEMA_VERSION:
+            msg = (
+                f"the {self.name} store uses TensorSketch table layout version {found}, newer "
+                f"than this release understands ({SCHEMA_VERSION}); upgrade tensorsketch to use "
+                "it, or point this backend at another database/prefix."
+            )
+            raise CheckpointDecodeError(msg)
+        if found < SCHEMA_VERSION:
+            await self.migrate(found)
+        self._ready = True
+
+    async def migrate(self, found: int) -> None:
+        """Bring an older table layout up to :data:`SCHEMA_VERSION` (none exist yet)."""
+        msg = f"no migration from table layout version {found} to {SCHEMA_VERSION}."
+        raise RuntimeError(msg)
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    async def save_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
+        c = checkpoint
+        params = (
+            c.thread_id,
+            c.checkpoint_id,
+            c.parent_id,
+            c.step,
+            c.created_at,
+            c.payload,
+            c.thread_id,
+        )
+        await self._run("saving a checkpoint", [Query(self._sql["save"], params)])
+
+    async def latest_checkpoint(self, thread_id: str) -> StoredCheckpoint | None:
+        q = Query(self._sql["latest"], (thread_id,), fetch="one")
+        row = (await self._run("loading the latest checkpoint", [q]))[0]
+        return None if row is None else _checkpoint(thread_id, row)
+
+    async def get_checkpoint(self, thread_id: str, checkpoint_id: str) -> StoredCheckpoint | None:
+        q = Query(self._sql["get"], (thread_id, checkpoint_id), fetch="one")
+        row = (await self._run("loading a checkpoint", [q]))[0]
+        return None if row is None else _checkpoint(thread_id, row)
+
+    async def list_checkpoints(self, thread_id: str) -> list[StoredCheckpoint]:
+        q = Query(self._sql["list"], (thread_id,), fetch="all")
+        rows = (await self._run("listing checkpoints", [q]))[0]
+        return [_checkpoint(thread_id, row) for row in rows]
+
+    # -- the effect journal -----------------------------------------------------------------
+
+    async def record_effect(self, thread_id: str, key: str, value: bytes) -> None:
+        q = Query(self._sql["record"], (thread_id, key, value))
+        await self._run("recording an effect", [q])
+
+    async def lookup_effect(self, thread_id: str, key: str) -> bytes | None:
+        q = Query(self._sql["lookup"], (thread_id, key), fetch="one")
+        row = (await self._run("reading the effect journal", [q]))[0]
+        return None if row is None else bytes(row[0])
+
+    # -- the event log ----------------------------------------------------------------------
+
+    async def append_events(self, thread_id: str, events: list[StoredEvent]) -> None:
+        if not events:
+            return
+        rows = [(thread_id, e.seq, e.payload) for e in events]
+        q = Query(self._sql["append"], rows, many=True)
+        await self._run("appending events", [q], transaction=len(rows) > 1)
+
+    async def read_events(self, thread_id: str, since: int = 0) -> list[StoredEvent]:
+        q = Query(self._sql["read"], (thread_id, since), fetch="all")
+        rows = (await self._run("reading events", [q]))[0]
+        return [StoredEvent(seq=int(seq), payload=bytes(payload)) for seq, payload in rows]
+
+    async def last_event_seq(self, thread_id: str) -> int | None:
+        q = Query(self._sql["last_seq"], (thread_id,), fetch="one")
+        row = (await self._run("reading events", [q]))[0]
+        return None if row is None or row[0] is None else int(row[0])
+
+    # -- leases -----------------------------------------------------------------------------
+
+    async def acquire_lease(self, thread_id: str, owner: str, ttl: float) -> bool:
+        q = Query(self._sql["lease"], (thread_id, owner, float(ttl)), fetch="rowcount")
+        count = (await self._run("taking the thread lease", [q]))[0]
+        return bool(count)
+
+    async def release_lease(self, thread_id: str, owner: str) -> None:
+        q = Query(self._sql["release"], (thread_id, owner))
+        await self._run("releasing the thread lease", [q])
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self._close_sync)
+
+    def _close_sync(self) -> None:
+        with self._sync_lock:
+            conn, self._connection = self._connection, None
+            if conn is not None:
+                conn.close()
+            self._ready = False
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "tables": self.table("*"), "lease_ttl": self.lease_ttl}
+
+
+def _run_query(cur: Any, q: Query) -> Any:
+    if q.many:
+        cur.executemany(q.sql, q.params)
+    else:
+        cur.execute(q.sql, q.params)
+    if q.fetch == "one":
+        return cur.fetchone()
+    if q.fetch == "all":
+        return cur.fetchall()
+    if q.fetch == "rowcount":
+        return cur.rowcount
+    return None
+
+
+def _checkpoint(thread_id: str, row: Sequence[Any]) -> StoredCheckpoint:
+    checkpoint_id, parent_id, step, created_at, payload = row
+    return StoredCheckpoint(
+        thread_id=thread_id,
+        checkpoint_id=str(checkpoint_id),
+        parent_id=None if parent_id is None else str(parent_id),
+        step=int(step),
+        created_at=float(created_at),
+        payload=bytes(payload),
+    )

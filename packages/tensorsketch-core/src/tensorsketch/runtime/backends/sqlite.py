@@ -1,0 +1,96 @@
+"""``SqliteBackend``: durable runs in one local file, on the standard library's ``sqlite3``.
+
+The file is opened in WAL mode, so readers (``get_state`` from another process) never block
+the runner, and every checkpoint is committed before the next superstep starts. The blocking
+``sqlite3`` calls run on a worker thread so the event loop is never blocked.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from typing import Any, ClassVar, Literal
+
+from tensorsketch.runtime.backends.sql import SqlBackend
+from tensorsketch.serializers import Serializer
+
+__all__ = ["SqliteBackend"]
+
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+_UNAVAILABLE = ("unable to open", "disk i/o error", "database is locked", "readonly database")
+
+
+class SqliteBackend(SqlBackend):
+    """Checkpoints, journal, events and leases in a SQLite database.
+
+    :param dsn: a file path (``"runs.db"``), a ``sqlite:///path`` URL, or ``":memory:"`` (the
+        default: private to this backend object, gone when it is).
+    :param synchronous: SQLite's ``PRAGMA synchronous``. ``"FULL"`` (the default) syncs the
+        write-ahead log at every commit, so a committed checkpoint survives a power cut;
+        ``"NORMAL"`` survives a crash of the process but not of the machine, and is faster.
+    :param busy_timeout: seconds to wait for another process's write to finish.
+    """
+
+    name = "sqlite"
+    placeholder: ClassVar[str] = "?"
+    blob_type: ClassVar[str] = "BLOB"
+    float_type: ClassVar[str] = "REAL"
+    now_sql: ClassVar[str] = "((julianday('now') - 2440587.5) * 86400.0)"
+    begin_sql: ClassVar[str | None] = "BEGIN IMMEDIATE"
+
+    def __init__(
+        self,
+        dsn: str | os.PathLike[str] = ":memory:",
+        *,
+        serializer: Serializer | str | None = None,
+        lease_ttl: float = 30.0,
+        synchronous: Synchronous = "FULL",
+        busy_timeout: float = 30.0,
+        table_prefix: str = "tensorsketch_",
+    ) -> None:
+        super().__init__(serializer=serializer, lease_ttl=lease_ttl, table_prefix=table_prefix)
+        path = os.fspath(dsn)
+        if not isinstance(path, str):
+            msg = f"SqliteBackend(dsn) needs a path or ':memory:', got {dsn!r}."
+            raise TypeError(msg)
+        if path.startswith("sqlite:///"):
+            path = path[len("sqlite:///") :] or ":memory:"
+        elif path.startswith("sqlite://"):
+            msg = (
+                f"SqliteBackend got {dsn!r}; a SQLite URL has three slashes before a relative "
+                "path ('sqlite:///runs.db') and four before an absolute one."
+            )
+            raise ValueError(msg)
+        if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            msg = (
+                f"`synchronous` must be 'OFF', 'NORMAL', 'FULL' or 'EXTRA', got {synchronous!r}."
+            )
+            raise ValueError(msg)
+        self.path = path
+        self.synchronous = synchronous
+        self.busy_timeout = busy_timeout
+
+    def connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self.busy_timeout,
+            isolation_level=None,  # autocommit; multi-statement work opens BEGIN IMMEDIATE
+            check_same_thread=False,  # used from worker threads, always under a lock
+        )
+        if self.path != ":memory:":
+            conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        return conn
+
+    def is_unavailable(self, exc: BaseException) -> bool:
+        if isinstance(exc, sqlite3.OperationalError):
+            text = str(exc).lower()
+            return any(marker in text for marker in _UNAVAILABLE)
+        return super().is_unavailable(exc)
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "path": self.path, "synchronous": self.synchronous}
+
+    def __repr__(self) -> str:
+        return f"SqliteBackend({self.path!r})"
