@@ -119,6 +119,9 @@ def _check_artifacts(session: nox.Session, dist: str, out: Path) -> None:
         clash = [n for n in shared if n in names]
         if clash:
             session.error(f"{dist}'s wheel ships shared namespace levels: {clash}")
+    stray = [n for n in names if n.endswith(".py") and not n.startswith("tensorsketch/")]
+    if stray:
+        session.error(f"{dist}'s wheel has modules outside the tensorsketch namespace: {stray}")
     if dist != META:
         if not any(n.endswith("py.typed") for n in names):
             session.error(f"{dist}'s wheel has no py.typed marker")

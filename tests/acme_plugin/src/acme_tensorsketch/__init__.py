@@ -1,0 +1,1 @@
+"""A sample third-party TensorSketch plugin (used by the integration tests)."""
