@@ -2,32 +2,89 @@
 
 A :class:`Span` is one timed unit of work (a run, a node, a model or tool call, or anything
 marked with ``ctx.span``). Spans nest through a ``ContextVar``, so nesting is right across
-``await`` and across parallel asyncio tasks. :class:`NoopTracer` is the default and costs one
-attribute check per node. :class:`RecordingTracer` owns the lifecycle (ids, timing, status,
-nesting) and hands each finished span to ``_record``; sinks only implement that one method.
+``await`` and across parallel asyncio tasks (each task starts from a copy of its creator's
+context). :class:`NoopTracer` is the default and costs one attribute check per node.
+:class:`RecordingTracer` owns the lifecycle (ids, timing, status, nesting) and hands each
+finished span to ``_record``; sinks only implement that one method.
+
+Tracing never changes a run's outcome: an exception raised by a sink is logged on the
+``tensorsketch.observability`` logger and the run goes on.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
-from typing import Any
+from types import TracebackType
+from typing import Any, NamedTuple
 
 __all__ = [
+    "ATTR_AGENT_NAME",
+    "ATTR_COST_USD",
+    "ATTR_ERROR_TYPE",
+    "ATTR_GRAPH",
+    "ATTR_INPUT_TOKENS",
+    "ATTR_NODE",
+    "ATTR_OUTPUT_TOKENS",
+    "ATTR_PROVIDER",
+    "ATTR_REQUEST_MODEL",
+    "ATTR_RESPONSE_MODEL",
+    "ATTR_STEP",
+    "ATTR_TOOL_ARGUMENTS",
+    "ATTR_TOOL_CALL_ID",
+    "ATTR_TOOL_NAME",
+    "ATTR_TOOL_RESULT",
     "NOOP_TRACER",
     "NoopTracer",
     "RecordingTracer",
+    "RemoteParent",
     "Span",
     "Tracer",
     "current_span",
     "new_span_id",
     "new_trace_id",
+    "remote_parent",
 ]
+
+_log = logging.getLogger("tensorsketch.observability")
+
+# -- the attribute vocabulary --------------------------------------------------------------
+# The engine and the agent layer write these keys; the report, ``Trace.summary()`` and the
+# OpenTelemetry bridge read them. Names follow the OpenTelemetry GenAI conventions where one
+# exists; ``gen_ai.usage.cost_usd`` and ``tensorsketch.*`` are TensorSketch's own.
+
+#: Graph name on the ``run`` span.
+ATTR_GRAPH = "tensorsketch.graph"
+#: Node name on ``node`` spans (the Studio overlay keys off it).
+ATTR_NODE = "tensorsketch.node"
+#: Superstep number on ``node`` spans.
+ATTR_STEP = "tensorsketch.step"
+#: Agent name (on an ``agent`` span, or on the node span that runs an agent).
+ATTR_AGENT_NAME = "gen_ai.agent.name"
+#: Provider of a ``model`` span (``"anthropic"``, ``"openai"``, ``"fake"``, ...).
+ATTR_PROVIDER = "gen_ai.provider.name"
+#: Model asked for, and model that answered, on ``model`` spans.
+ATTR_REQUEST_MODEL = "gen_ai.request.model"
+ATTR_RESPONSE_MODEL = "gen_ai.response.model"
+#: Token usage on ``model`` spans.
+ATTR_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+ATTR_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+#: Estimated cost of a ``model`` span in USD; absent (or ``None``) when the model is unpriced.
+ATTR_COST_USD = "gen_ai.usage.cost_usd"
+#: Tool name and the model's tool-call id on ``tool`` spans.
+ATTR_TOOL_NAME = "gen_ai.tool.name"
+ATTR_TOOL_CALL_ID = "gen_ai.tool.call.id"
+#: Tool arguments and result on ``tool`` spans (size-capped by the agent layer).
+ATTR_TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
+ATTR_TOOL_RESULT = "gen_ai.tool.call.result"
+#: The exception class of a failed span.
+ATTR_ERROR_TYPE = "error.type"
 
 
 def new_trace_id() -> str:
@@ -42,7 +99,12 @@ def new_span_id() -> str:
 
 @dataclass(slots=True)
 class Span:
-    """One timed unit of work with a status and free-form attributes."""
+    """One timed unit of work with a status and free-form attributes.
+
+    ``status`` is ``"ok"``, ``"error"`` (the block raised) or ``"cancelled"`` (the block was
+    cancelled, e.g. a parallel sibling failed). ``start``/``end`` are ``perf_counter`` readings
+    for precise durations; ``started_at`` is the wall-clock start (epoch seconds).
+    """
 
     name: str
     kind: str = "custom"
@@ -73,8 +135,8 @@ class Span:
     def record_error(self, exc: BaseException) -> None:
         """Mark the span as failed with the exception's class and message."""
         self.status = "error"
-        self.error = f"{type(exc).__name__}: {exc}"
-        self.attributes.setdefault("error.type", type(exc).__qualname__)
+        self.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        self.attributes.setdefault(ATTR_ERROR_TYPE, type(exc).__qualname__)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly dict: one line of a trace file."""
@@ -110,8 +172,21 @@ class Span:
         )
 
 
+class RemoteParent(NamedTuple):
+    """A span in another process (from a W3C ``traceparent``) that a run's root span joins."""
+
+    trace_id: str
+    span_id: str
+    sampled: bool = True
+
+
 #: The innermost open span of the current task (or ``None``).
 current_span: ContextVar[Span | None] = ContextVar("tensorsketch_current_span", default=None)
+
+#: The caller's span that root spans opened in this context join (set by ``use_traceparent``).
+remote_parent: ContextVar[RemoteParent | None] = ContextVar(
+    "tensorsketch_remote_parent", default=None
+)
 
 
 class Tracer(ABC):
@@ -127,11 +202,26 @@ class Tracer(ABC):
         """Open a span nested under the current one; close it when the block exits."""
 
 
+class _NoopSpan(Span):
+    """The span a :class:`NoopTracer` hands out: it is shared, so it keeps nothing."""
+
+    __slots__ = ()
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        return None
+
+    def set_attributes(self, **attributes: Any) -> None:
+        return None
+
+    def record_error(self, exc: BaseException) -> None:
+        return None
+
+
 class _NoopSpanContext(contextlib.AbstractContextManager[Span]):
     __slots__ = ("_span",)
 
     def __init__(self) -> None:
-        self._span = Span(name="noop")
+        self._span = _NoopSpan(name="noop")
 
     def __enter__(self) -> Span:
         return self._span
@@ -157,16 +247,87 @@ class NoopTracer(Tracer):
 NOOP_TRACER = NoopTracer()
 
 
+def _ended_by(span: Span, exc: BaseException | None) -> None:
+    """Set a closing span's status from the exception that ended its block (if any)."""
+    if exc is None:
+        return
+    if isinstance(exc, asyncio.CancelledError | GeneratorExit):
+        span.status = "cancelled"
+        span.error = type(exc).__name__
+        return
+    span.record_error(exc)
+
+
+class _SpanScope(contextlib.AbstractContextManager[Span]):
+    """One open span of a :class:`RecordingTracer` (a class, not a generator: it is hot)."""
+
+    __slots__ = ("_attributes", "_kind", "_name", "_span", "_token", "_tracer")
+
+    def __init__(
+        self, tracer: RecordingTracer, name: str, kind: str, attributes: dict[str, Any]
+    ) -> None:
+        self._tracer = tracer
+        self._name = name
+        self._kind = kind
+        self._attributes = attributes
+
+    def __enter__(self) -> Span:
+        span = self._tracer._start(self._name, self._kind, self._attributes)
+        self._span = span
+        self._token: Token[Span | None] = current_span.set(span)
+        return span
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        span = self._span
+        span.end = time.perf_counter()
+        _ended_by(span, exc)
+        try:
+            current_span.reset(self._token)
+        except ValueError:  # closed from another context (an abandoned async generator)
+            pass
+        tracer = self._tracer
+        try:
+            tracer._record(span)
+        except Exception:  # a sink never changes the run's outcome
+            _log.exception(
+                "trace sink %s failed to record span %r", type(tracer).__name__, span.name
+            )
+
+
 class RecordingTracer(Tracer):
     """A tracer that owns the span lifecycle and hands every finished span to ``_record``.
 
     Subclass it and implement ``_record(span)`` to build a sink (a file, a buffer, a socket).
-    Each tracer instance starts a new trace id per root span, unless a parent span is open in
-    the current context (then the child joins that trace).
+    A span opened inside another joins its trace; a root span joins the caller's trace when
+    one was passed in (``traceparent=`` here, or ``use_traceparent(...)`` around the call),
+    and otherwise uses this tracer's own trace id (made on first use), so every span one
+    tracer records outside a caller's trace shares one id.
+
+    :param traceparent: a W3C ``traceparent`` header value; root spans become children of
+        that remote span, so the run shows up inside the caller's trace.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, traceparent: str | None = None) -> None:
         self.trace_id: str | None = None
+        self._remote: RemoteParent | None = None
+        if traceparent is not None:
+            from tensorsketch.observability.propagation import parse_traceparent
+
+            remote = parse_traceparent(traceparent)
+            if remote is None:
+                msg = (
+                    f"traceparent={traceparent!r} is not a valid W3C traceparent; pass a value "
+                    "like '00-<32 hex trace id>-<16 hex span id>-01', or None to start a new "
+                    "trace."
+                )
+                raise ValueError(msg)
+            self._remote = remote
+            self.trace_id = remote.trace_id
 
     @abstractmethod
     def _record(self, span: Span) -> None:
@@ -174,10 +335,18 @@ class RecordingTracer(Tracer):
 
     def _start(self, name: str, kind: str, attributes: dict[str, Any]) -> Span:
         parent = current_span.get()
-        if parent is not None and parent.trace_id:
+        parent_id: str | None
+        if parent is not None:
             trace_id = parent.trace_id
+            parent_id = parent.span_id
         else:
-            trace_id = self.trace_id or new_trace_id()
+            remote = self._remote or remote_parent.get()
+            if remote is not None:
+                trace_id = remote.trace_id
+                parent_id = remote.span_id
+            else:
+                trace_id = self.trace_id or new_trace_id()
+                parent_id = None
         if self.trace_id is None:
             self.trace_id = trace_id
         return Span(
@@ -185,22 +354,13 @@ class RecordingTracer(Tracer):
             kind=kind,
             trace_id=trace_id,
             span_id=new_span_id(),
-            parent_id=parent.span_id if parent is not None else None,
+            parent_id=parent_id,
             start=time.perf_counter(),
             started_at=time.time(),
             attributes=attributes,
         )
 
-    @contextlib.contextmanager
-    def span(self, name: str, *, kind: str = "custom", **attributes: Any) -> Iterator[Span]:
-        span = self._start(name, kind, attributes)
-        token = current_span.set(span)
-        try:
-            yield span
-        except BaseException as exc:
-            span.record_error(exc)
-            raise
-        finally:
-            span.end = time.perf_counter()
-            current_span.reset(token)
-            self._record(span)
+    def span(
+        self, name: str, *, kind: str = "custom", **attributes: Any
+    ) -> contextlib.AbstractContextManager[Span]:
+        return _SpanScope(self, name, kind, attributes)
