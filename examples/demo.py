@@ -1,0 +1,118 @@
+"""The main demo: a durable workflow on embedded defaults (SQLite, no API key, no network).
+
+A refund request is classified, the refund is issued through a journaled side effect, and the
+process "crashes" right after the payment call. Resuming the same thread finishes the run
+without calling the payment API again. Run: python examples/demo.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from operator import add
+from pathlib import Path
+from typing import Annotated, Literal
+
+from tensorsketch import END, START, Context, Graph, Node, Reducer, Schema
+from tensorsketch.runtime.backends import SqliteBackend
+
+PAYMENTS: list[str] = []  # the "payment API": every call is recorded here
+
+
+class Ticket(Schema):
+    query: str
+    intent: Literal["refund", "question"] = "question"
+    refund_id: str = ""
+    reply: str = ""
+    log: Annotated[list[str], Reducer(add)] = []
+
+
+class Classify(Node):
+    class In(Schema):
+        query: str
+
+    class Out(Schema):
+        intent: Literal["refund", "question"]
+        log: list[str]
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        intent = "refund" if "refund" in inp.query.lower() else "question"
+        return self.Out(intent=intent, log=[f"classified as {intent}"])
+
+
+class Refund(Node):
+    crash_after_payment = True
+
+    class In(Schema):
+        query: str
+
+    class Out(Schema):
+        refund_id: str
+        log: list[str]
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        async def pay() -> str:
+            PAYMENTS.append(inp.query)
+            return f"rf_{len(PAYMENTS):04d}"
+
+        refund_id = await ctx.step("issue_refund", pay)  # journaled: runs once per thread
+        if Refund.crash_after_payment:
+            Refund.crash_after_payment = False
+            raise ConnectionResetError("process died right after the payment call")
+        return self.Out(refund_id=refund_id, log=[f"refund {refund_id} issued"])
+
+
+class Reply(Node):
+    class In(Schema):
+        intent: str
+        refund_id: str = ""
+
+    class Out(Schema):
+        reply: str
+        log: list[str]
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        text = f"Your refund {inp.refund_id} is on its way." if inp.refund_id else "Thanks!"
+        return self.Out(reply=text, log=["replied"])
+
+
+def route(state: Ticket) -> str:
+    return "Refund" if state.intent == "refund" else "Reply"
+
+
+app = (
+    Graph(Ticket)
+    .add(Classify)
+    .add(Refund)
+    .add(Reply)
+    .edge(START, "Classify")
+    .conditional("Classify", route)
+    .edge("Refund", "Reply")
+    .edge("Reply", END)
+).compile()
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        backend = SqliteBackend(str(Path(tmp) / "runs.db"))
+        thread = "ticket-42"
+        try:
+            await app.invoke({"query": "Please refund order #7"}, thread_id=thread, backend=backend)
+        except ConnectionResetError as exc:
+            print(f"first attempt failed: {exc}")
+        print("resuming the same thread ...")
+        async for event in app.stream(thread_id=thread, backend=backend):
+            if event.type in ("node_start", "run_end"):
+                print(f"  [{event.seq:>2}] {event.type:<10} {event.node or ''}")
+        state = await app.aget_state(thread, backend)
+        assert state is not None
+        print(f"reply: {state.reply}")
+        print(f"log:   {state.log}")
+        print(f"payment API calls: {len(PAYMENTS)}  (exactly once, despite the crash)")
+        history = await app.aget_history(thread, backend)
+        print(f"checkpoints: {len(history)}")
+        await backend.aclose()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
