@@ -1,0 +1,339 @@
+"""``AnthropicProvider``: Claude through the official ``anthropic`` SDK (Messages API).
+
+Mapping notes:
+
+* System messages become the top-level ``system`` blocks; tool results become ``tool_result``
+  blocks in a user turn (consecutive results share one turn, as the API requires).
+* Structured output uses a forced tool named ``respond`` whose input schema is the
+  ``output_schema``; its input is the answer. With other tools present the model may call
+  those first (``tool_choice: any``), and ``respond`` ends the loop.
+* With ``cache_prefix=True`` the stable prefix — the tool list and the system prompt — carries
+  ``cache_control`` breakpoints, so repeated calls of an agent loop read it from the prompt
+  cache (reported as ``Usage.cache_read_tokens`` / ``cache_write_tokens``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from tensorsketch.chat import (
+    Capabilities,
+    ChatProvider,
+    Completion,
+    StreamDelta,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+from tensorsketch.messages import ImageBlock, Message, TextBlock, ToolCall
+from tensorsketch.providers._common import (
+    Draft,
+    check_tools,
+    content_blocks,
+    image_bytes,
+    import_sdk,
+    loads_args,
+    output_json_schema,
+)
+from tensorsketch.providers._errors import classify
+from tensorsketch.schema import Schema
+from tensorsketch.tools import Tool
+
+__all__ = ["RESPOND_TOOL", "AnthropicProvider"]
+
+_sdk = import_sdk("anthropic", "anthropic")
+
+#: The name of the forced tool that carries structured output.
+RESPOND_TOOL = "respond"
+_EPHEMERAL = {"type": "ephemeral"}
+_OPTION_ALIASES = {"stop": "stop_sequences"}
+
+
+class AnthropicProvider(ChatProvider):
+    """Claude models through the Messages API.
+
+    :param model: the model id, e.g. ``"claude-sonnet-4-6"``.
+    :param api_key: defaults to the ``ANTHROPIC_API_KEY`` environment variable.
+    :param base_url: another endpoint speaking the Messages API (a proxy, a gateway).
+    :param client: a ready ``anthropic.AsyncAnthropic`` to use instead of building one.
+    :param max_retries: retries the SDK itself makes (it honours ``retry-after``); set 0 when
+        a ``RetryMiddleware`` or a fallback chain does the retrying.
+    :param timeout: seconds per request.
+    :param cache_prefix: mark the tools and system prompt as a prompt-cache prefix.
+    """
+
+    provider_name = "anthropic"
+
+    def __init__(
+        self,
+        model: str = "claude-sonnet-4-6",
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        client: Any = None,
+        max_retries: int = 2,
+        timeout: float = 600.0,
+        cache_prefix: bool = True,
+    ) -> None:
+        if not isinstance(model, str) or not model:
+            msg = f"`AnthropicProvider(model=...)` needs a model id, got {model!r}."
+            raise ValueError(msg)
+        self.model = model
+        self.cache_prefix = cache_prefix
+        if client is not None:
+            if api_key is not None or base_url is not None:
+                msg = (
+                    "pass either `client=` or `api_key=`/`base_url=` to `AnthropicProvider`, "
+                    "not both: the client already carries its key and endpoint."
+                )
+                raise ValueError(msg)
+            self._client = client
+        else:
+            self._client = _sdk.AsyncAnthropic(
+                api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
+            )
+
+    @property
+    def client(self) -> Any:
+        """The underlying ``anthropic.AsyncAnthropic``."""
+        return self._client
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(tools=True, strict_json=False, streaming=True, vision=True)
+
+    async def aclose(self) -> None:
+        """Close the SDK client's connections."""
+        await self._client.close()
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Tool] | None = None,
+        output_schema: type[Schema] | None = None,
+        max_tokens: int = 1024,
+        **options: Any,
+    ) -> Completion:
+        request = self.build_request(messages, tools, output_schema, max_tokens, options)
+        try:
+            response = await self._client.messages.create(**request)
+        except Exception as exc:
+            raise self._error(exc) from exc
+        return self.parse_response(response, output_schema)
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Tool] | None = None,
+        output_schema: type[Schema] | None = None,
+        max_tokens: int = 1024,
+        **options: Any,
+    ) -> AsyncIterator[StreamDelta | Completion]:
+        request = self.build_request(messages, tools, output_schema, max_tokens, options)
+        draft = Draft(model=self.model)
+        structured = output_schema is not None
+        # content-block index -> ("text"|"tool"|"respond", tool ordinal, json fragments)
+        blocks: dict[int, tuple[str, int, list[str], str, str]] = {}
+        input_tokens = cache_read = cache_write = output_tokens = 0
+        try:
+            events = await self._client.messages.create(**request, stream=True)
+            async for event in events:
+                kind = event.type
+                if kind == "message_start":
+                    message = event.message
+                    draft.model = message.model or draft.model
+                    usage = message.usage
+                    input_tokens = usage.input_tokens or 0
+                    cache_read = usage.cache_read_input_tokens or 0
+                    cache_write = usage.cache_creation_input_tokens or 0
+                    output_tokens = usage.output_tokens or 0
+                elif kind == "content_block_start":
+                    block = event.content_block
+                    if block.type == "text":
+                        blocks[event.index] = ("text", -1, [], "", "")
+                        if block.text:
+                            draft.text.append(block.text)
+                            yield TextDelta(block.text)
+                    elif block.type == "tool_use":
+                        if structured and block.name == RESPOND_TOOL:
+                            blocks[event.index] = ("respond", -1, [], block.id, block.name)
+                        else:
+                            ordinal = sum(1 for b in blocks.values() if b[0] == "tool")
+                            blocks[event.index] = ("tool", ordinal, [], block.id, block.name)
+                            yield ToolCallDelta(index=ordinal, id=block.id, name=block.name)
+                elif kind == "content_block_delta":
+                    entry = blocks.get(event.index)
+                    delta = event.delta
+                    if entry is None:
+                        continue
+                    if delta.type == "text_delta" and entry[0] == "text":
+                        draft.text.append(delta.text)
+                        yield TextDelta(delta.text)
+                    elif delta.type == "input_json_delta":
+                        entry[2].append(delta.partial_json)
+                        if entry[0] == "respond":
+                            yield TextDelta(delta.partial_json)
+                        else:
+                            yield ToolCallDelta(index=entry[1], arguments=delta.partial_json)
+                elif kind == "message_delta":
+                    draft.stop_reason = event.delta.stop_reason or draft.stop_reason
+                    usage = event.usage
+                    output_tokens = usage.output_tokens or output_tokens
+                    input_tokens = getattr(usage, "input_tokens", None) or input_tokens
+                    cache_read = getattr(usage, "cache_read_input_tokens", None) or cache_read
+                    cache_write = (
+                        getattr(usage, "cache_creation_input_tokens", None) or cache_write
+                    )
+        except Exception as exc:
+            raise self._error(exc) from exc
+        for kind_, _ordinal, fragments, call_id, name in (blocks[i] for i in sorted(blocks)):
+            if kind_ == "tool":
+                args = loads_args("".join(fragments), tool=name)
+                draft.calls.append(ToolCall(id=call_id, name=name, args=args))
+            elif kind_ == "respond":
+                draft.structured = loads_args("".join(fragments), tool=name)
+        draft.usage = Usage(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cache_read_tokens=cache_read,
+            cache_write_tokens=cache_write,
+        )
+        draft.stop_reason = _stop_reason(draft.stop_reason, draft)
+        yield draft.finish(output_schema)
+
+    def _error(self, exc: Exception) -> Exception:
+        return classify(exc, provider=self.provider_name, model=self.model) or exc
+
+    # -- mapping: ours -> Messages API -------------------------------------------------------
+
+    def build_request(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Tool] | None,
+        output_schema: type[Schema] | None,
+        max_tokens: int,
+        options: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The keyword arguments for ``client.messages.create``."""
+        tool_list = check_tools(tools, reserved=RESPOND_TOOL if output_schema else None)
+        system_parts: list[str] = []
+        turns: list[dict[str, Any]] = []
+        for message in messages:
+            if message.role == "system":
+                if message.text:
+                    system_parts.append(message.text)
+                continue
+            role, blocks = _to_blocks(message)
+            if not blocks:
+                continue
+            if turns and turns[-1]["role"] == role:
+                turns[-1]["content"].extend(blocks)
+            else:
+                turns.append({"role": role, "content": blocks})
+        request: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": max_tokens,
+            "messages": turns,
+        }
+        if system_parts:
+            system = [{"type": "text", "text": text} for text in system_parts]
+            if self.cache_prefix:
+                system[-1]["cache_control"] = dict(_EPHEMERAL)
+            request["system"] = system
+        definitions = [
+            {"name": t.name, "description": t.description, "input_schema": t.json_schema()}
+            for t in tool_list
+        ]
+        if output_schema is not None:
+            definitions.append(
+                {
+                    "name": RESPOND_TOOL,
+                    "description": (
+                        "Give your final answer by calling this tool; its input is the answer."
+                    ),
+                    "input_schema": output_json_schema(output_schema),
+                }
+            )
+            request["tool_choice"] = (
+                {"type": "any"} if tool_list else {"type": "tool", "name": RESPOND_TOOL}
+            )
+        if definitions:
+            if self.cache_prefix:
+                definitions[-1]["cache_control"] = dict(_EPHEMERAL)
+            request["tools"] = definitions
+        for key, value in options.items():
+            request[_OPTION_ALIASES.get(key, key)] = value
+        return request
+
+    # -- mapping: Messages API -> ours -------------------------------------------------------
+
+    def parse_response(self, response: Any, output_schema: type[Schema] | None) -> Completion:
+        """A ``Message`` from the SDK as a :class:`Completion`."""
+        draft = Draft(model=getattr(response, "model", None) or self.model)
+        for block in response.content:
+            if block.type == "text":
+                draft.text.append(block.text)
+            elif block.type == "tool_use":
+                args = block.input if isinstance(block.input, dict) else {}
+                if output_schema is not None and block.name == RESPOND_TOOL:
+                    draft.structured = args
+                else:
+                    draft.calls.append(ToolCall(id=block.id, name=block.name, args=args))
+        usage = response.usage
+        draft.usage = Usage(
+            input_tokens=usage.input_tokens or 0,
+            output_tokens=usage.output_tokens or 0,
+            cache_read_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
+            cache_write_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
+        )
+        draft.stop_reason = _stop_reason(response.stop_reason, draft)
+        return draft.finish(output_schema)
+
+
+def _stop_reason(raw: str | None, draft: Draft) -> str | None:
+    # The forced "respond" call is the answer, not a tool to run.
+    if raw == "tool_use" and not draft.calls and draft.structured is not None:
+        return "end_turn"
+    return raw
+
+
+def _to_blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
+    if message.role == "tool":
+        result: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": message.tool_call_id,
+            "content": [_block(b) for b in content_blocks(message)] or "",
+        }
+        if message.is_error:
+            result["is_error"] = True
+        return "user", [result]
+    blocks = [
+        _block(b)
+        for b in content_blocks(message)
+        if not (isinstance(b, TextBlock) and not b.text)
+    ]
+    for call in message.tool_calls:
+        blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.args})
+    return ("assistant" if message.role == "assistant" else "user"), blocks
+
+
+def _block(block: TextBlock | ImageBlock) -> dict[str, Any]:
+    if isinstance(block, TextBlock):
+        return {"type": "text", "text": block.text}
+    inline = image_bytes(block)
+    if inline is not None:
+        media_type, data = inline
+        source: dict[str, Any] = {"type": "base64", "media_type": media_type, "data": data}
+    else:
+        source = {"type": "url", "url": block.url}
+    return {"type": "image", "source": source}
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))

@@ -1,0 +1,364 @@
+"""``GoogleProvider``: Gemini through the official ``google-genai`` SDK (``generateContent``).
+
+Mapping notes:
+
+* Roles: ``assistant`` is Gemini's ``model``; system messages become the
+  ``systemInstruction``; a tool result is a ``functionResponse`` part (``{"output": ...}``, or
+  ``{"error": ...}`` when the tool failed) in a user turn.
+* Gemini may return function calls without ids; the provider then makes one up
+  (``ts_call_...``) and leaves it out when the result goes back.
+* Gemini 3 models sign their function calls (``thoughtSignature``) and reject a replayed call
+  without its signature. The provider remembers the signatures it received, keyed by call id,
+  and sends them back; for a call it never saw (history restored from elsewhere) it sends
+  Google's documented ``skip_thought_signature_validator`` placeholder.
+* Structured output uses ``responseMimeType: application/json`` with ``responseJsonSchema``;
+  tools are declared with ``parametersJsonSchema`` — both take plain JSON Schema.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from tensorsketch.chat import (
+    Capabilities,
+    ChatProvider,
+    Completion,
+    StreamDelta,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+from tensorsketch.messages import ImageBlock, Message, TextBlock, ToolCall
+from tensorsketch.providers._common import (
+    TOOL_ID_PREFIX,
+    Draft,
+    check_tools,
+    content_blocks,
+    guess_media_type,
+    image_bytes,
+    import_sdk,
+    new_tool_id,
+    output_json_schema,
+)
+from tensorsketch.providers._errors import classify
+from tensorsketch.schema import Schema
+from tensorsketch.tools import Tool
+
+__all__ = ["SKIP_SIGNATURE", "GoogleProvider"]
+
+_genai = import_sdk("google.genai", "google")
+_types = import_sdk("google.genai.types", "google")
+
+#: Google's documented placeholder for a function call whose thought signature is unknown.
+SKIP_SIGNATURE = "skip_thought_signature_validator"
+# The SDK base64-encodes ``bytes`` (urlsafe) on the wire, so the placeholder travels as these
+# bytes to arrive as the literal string above.
+_SKIP_SIGNATURE_BYTES = base64.urlsafe_b64decode(SKIP_SIGNATURE)
+_SIGNATURE_CACHE_SIZE = 4096
+
+_FINISH = {
+    "STOP": "end_turn",
+    "MAX_TOKENS": "max_tokens",
+    "SAFETY": "content_filter",
+    "RECITATION": "content_filter",
+    "BLOCKLIST": "content_filter",
+    "PROHIBITED_CONTENT": "content_filter",
+    "SPII": "content_filter",
+    "IMAGE_SAFETY": "content_filter",
+    "MALFORMED_FUNCTION_CALL": "malformed_tool_call",
+}
+_OPTION_ALIASES = {"stop": "stop_sequences"}
+
+
+class GoogleProvider(ChatProvider):
+    """Gemini models through the Gemini API (or Vertex AI, with ``vertexai=True``).
+
+    :param model: the model id, e.g. ``"gemini-2.5-flash"``.
+    :param api_key: defaults to ``GEMINI_API_KEY`` / ``GOOGLE_API_KEY``.
+    :param base_url: another endpoint speaking the Gemini REST API (a proxy, a gateway).
+    :param http_options: extra ``google.genai.types.HttpOptions`` fields (``api_version``,
+        ``headers``, ...), as a dict or the SDK object.
+    :param client: a ready ``google.genai.Client`` to use instead of building one.
+    :param max_retries: retries the SDK itself makes; set 0 when middleware retries.
+    :param timeout: seconds per request.
+    :param vertexai, project, location: use Vertex AI instead of the Gemini API.
+    """
+
+    provider_name = "gcp.gemini"
+
+    def __init__(
+        self,
+        model: str = "gemini-2.5-flash",
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        http_options: Any = None,
+        client: Any = None,
+        max_retries: int = 2,
+        timeout: float = 600.0,
+        vertexai: bool | None = None,
+        project: str | None = None,
+        location: str | None = None,
+    ) -> None:
+        if not isinstance(model, str) or not model:
+            msg = f"`GoogleProvider(model=...)` needs a model id, got {model!r}."
+            raise ValueError(msg)
+        self.model = model
+        self._signatures: OrderedDict[str, bytes] = OrderedDict()
+        if client is not None:
+            if api_key is not None or base_url is not None or http_options is not None:
+                msg = (
+                    "pass either `client=` or `api_key=`/`base_url=`/`http_options=` to "
+                    "`GoogleProvider`, not both: the client already carries its settings."
+                )
+                raise ValueError(msg)
+            self._client = client
+            return
+        if vertexai:
+            self.provider_name = "gcp.vertex_ai"
+        options: dict[str, Any] = {}
+        if http_options is not None:
+            options = (
+                dict(http_options)
+                if isinstance(http_options, dict)
+                else http_options.model_dump(exclude_none=True)
+            )
+        if base_url is not None:
+            options["base_url"] = base_url
+        options.setdefault("timeout", int(timeout * 1000))
+        options.setdefault("retry_options", {"attempts": max(max_retries, 0) + 1})
+        self._client = _genai.Client(
+            api_key=api_key,
+            vertexai=vertexai,
+            project=project,
+            location=location,
+            http_options=_types.HttpOptions(**options),
+        )
+
+    @property
+    def client(self) -> Any:
+        """The underlying ``google.genai.Client``."""
+        return self._client
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(tools=True, strict_json=True, streaming=True, vision=True)
+
+    async def aclose(self) -> None:
+        """Close the SDK client's connections."""
+        await self._client.aio.aclose()
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Tool] | None = None,
+        output_schema: type[Schema] | None = None,
+        max_tokens: int = 1024,
+        **options: Any,
+    ) -> Completion:
+        request = self.build_request(messages, tools, output_schema, max_tokens, options)
+        try:
+            response = await self._client.aio.models.generate_content(**request)
+        except Exception as exc:
+            raise self._error(exc) from exc
+        draft = Draft(model=self.model)
+        self._absorb(draft, response)
+        return self._finish(draft, output_schema)
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Tool] | None = None,
+        output_schema: type[Schema] | None = None,
+        max_tokens: int = 1024,
+        **options: Any,
+    ) -> AsyncIterator[StreamDelta | Completion]:
+        request = self.build_request(messages, tools, output_schema, max_tokens, options)
+        draft = Draft(model=self.model)
+        try:
+            chunks = await self._client.aio.models.generate_content_stream(**request)
+            async for chunk in chunks:
+                texts, calls = self._absorb(draft, chunk)
+                for text in texts:
+                    yield TextDelta(text)
+                for index, call in calls:
+                    yield ToolCallDelta(
+                        index=index, id=call.id, name=call.name, arguments=json.dumps(call.args)
+                    )
+        except Exception as exc:
+            raise self._error(exc) from exc
+        yield self._finish(draft, output_schema)
+
+    def _error(self, exc: Exception) -> Exception:
+        return classify(exc, provider=self.provider_name, model=self.model) or exc
+
+    # -- mapping: ours -> generateContent ----------------------------------------------------
+
+    def build_request(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Tool] | None,
+        output_schema: type[Schema] | None,
+        max_tokens: int,
+        options: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The keyword arguments for ``client.aio.models.generate_content``."""
+        tool_list = check_tools(tools)
+        system: list[str] = []
+        contents: list[dict[str, Any]] = []
+        names: dict[str, str] = {}
+        for message in messages:
+            if message.role == "system":
+                if message.text:
+                    system.append(message.text)
+                continue
+            role = "model" if message.role == "assistant" else "user"
+            parts = self._parts(message, names)
+            if not parts:
+                continue
+            if contents and contents[-1]["role"] == role:
+                contents[-1]["parts"].extend(parts)
+            else:
+                contents.append({"role": role, "parts": parts})
+        config: dict[str, Any] = {"max_output_tokens": max_tokens}
+        if system:
+            config["system_instruction"] = "\n\n".join(system)
+        if tool_list:
+            config["tools"] = [
+                {
+                    "function_declarations": [
+                        {
+                            "name": t.name,
+                            "description": t.description,
+                            "parameters_json_schema": t.json_schema(),
+                        }
+                        for t in tool_list
+                    ]
+                }
+            ]
+        if output_schema is not None:
+            config["response_mime_type"] = "application/json"
+            config["response_json_schema"] = output_json_schema(output_schema)
+        for key, value in options.items():
+            config[_OPTION_ALIASES.get(key, key)] = value
+        return {"model": self.model, "contents": contents, "config": config}
+
+    def _parts(self, message: Message, names: dict[str, str]) -> list[dict[str, Any]]:
+        if message.role == "tool":
+            call_id = message.tool_call_id or ""
+            name = message.name or names.get(call_id)
+            if not name:
+                msg = (
+                    f"the tool result for call {call_id!r} has no tool name, which Gemini "
+                    "needs; build it with `tool_result(call, content)` from the ToolCall."
+                )
+                raise ValueError(msg)
+            text = "".join(b.text for b in content_blocks(message) if isinstance(b, TextBlock))
+            response = {"error": text} if message.is_error else {"output": text}
+            function_response: dict[str, Any] = {"name": name, "response": response}
+            if not call_id.startswith(TOOL_ID_PREFIX):
+                function_response["id"] = call_id
+            parts: list[dict[str, Any]] = [{"function_response": function_response}]
+            parts.extend(_part(image) for image in message.images)
+            return parts
+        parts = [
+            _part(b) for b in content_blocks(message) if not (isinstance(b, TextBlock) and not b.text)
+        ]
+        for position, call in enumerate(message.tool_calls):
+            names[call.id] = call.name
+            function_call: dict[str, Any] = {"name": call.name, "args": call.args}
+            if not call.id.startswith(TOOL_ID_PREFIX):
+                function_call["id"] = call.id
+            part: dict[str, Any] = {"function_call": function_call}
+            signature = self._signatures.get(call.id)
+            if signature is None and position == 0 and self.model.startswith("gemini-3"):
+                signature = _SKIP_SIGNATURE_BYTES
+            if signature is not None:
+                part["thought_signature"] = signature
+            parts.append(part)
+        return parts
+
+    # -- mapping: generateContent -> ours ----------------------------------------------------
+
+    def _absorb(
+        self, draft: Draft, response: Any
+    ) -> tuple[list[str], list[tuple[int, ToolCall]]]:
+        """Fold one response (or stream chunk) into ``draft``; return what it added."""
+        texts: list[str] = []
+        calls: list[tuple[int, ToolCall]] = []
+        draft.model = getattr(response, "model_version", None) or draft.model
+        usage = getattr(response, "usage_metadata", None)
+        if usage is not None:
+            draft.usage = _usage(usage)
+        candidates = getattr(response, "candidates", None) or []
+        if not candidates:
+            feedback = getattr(response, "prompt_feedback", None)
+            if feedback is not None and getattr(feedback, "block_reason", None):
+                draft.stop_reason = "content_filter"
+            return texts, calls
+        candidate = candidates[0]
+        content = getattr(candidate, "content", None)
+        for part in getattr(content, "parts", None) or []:
+            if getattr(part, "thought", None):
+                continue
+            if part.text:
+                draft.text.append(part.text)
+                texts.append(part.text)
+            function_call = getattr(part, "function_call", None)
+            if function_call is not None:
+                call = ToolCall(
+                    id=function_call.id or new_tool_id(),
+                    name=function_call.name or "",
+                    args=dict(function_call.args or {}),
+                )
+                signature = getattr(part, "thought_signature", None)
+                if signature:
+                    self._remember(call.id, signature)
+                calls.append((len(draft.calls), call))
+                draft.calls.append(call)
+        reason = getattr(candidate, "finish_reason", None)
+        if reason is not None:
+            raw = getattr(reason, "value", reason)
+            draft.stop_reason = _FINISH.get(str(raw), str(raw).lower())
+        return texts, calls
+
+    def _finish(self, draft: Draft, output_schema: type[Schema] | None) -> Completion:
+        if draft.calls and draft.stop_reason in (None, "end_turn"):
+            draft.stop_reason = "tool_use"
+        return draft.finish(output_schema)
+
+    def _remember(self, call_id: str, signature: bytes) -> None:
+        self._signatures[call_id] = signature
+        self._signatures.move_to_end(call_id)
+        while len(self._signatures) > _SIGNATURE_CACHE_SIZE:
+            self._signatures.popitem(last=False)
+
+
+def _usage(usage: Any) -> Usage:
+    prompt = getattr(usage, "prompt_token_count", None) or 0
+    cached = getattr(usage, "cached_content_token_count", None) or 0
+    output = (getattr(usage, "candidates_token_count", None) or 0) + (
+        getattr(usage, "thoughts_token_count", None) or 0
+    )
+    return Usage(
+        input_tokens=max(prompt - cached, 0), output_tokens=output, cache_read_tokens=cached
+    )
+
+
+def _part(block: TextBlock | ImageBlock) -> dict[str, Any]:
+    if isinstance(block, TextBlock):
+        return {"text": block.text}
+    inline = image_bytes(block)
+    if inline is not None:
+        media_type, data = inline
+        return {"inline_data": {"mime_type": media_type, "data": base64.b64decode(data)}}
+    url = block.url or ""
+    return {"file_data": {"file_uri": url, "mime_type": block.media_type or guess_media_type(url)}}
