@@ -39,8 +39,18 @@ nox.options.sessions = ["services", "lint", "typecheck", "tests", "integration",
 def _pytest(session: nox.Session, *paths: str) -> None:
     args = session.posargs or []
     session.run(
-        "python", "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT),
-        "-p", "no:cacheprovider", "--timeout=600", *paths, *args,
+        "python",
+        "-m",
+        "pytest",
+        "-c",
+        str(ROOT / "pyproject.toml"),
+        "--rootdir",
+        str(ROOT),
+        "-p",
+        "no:cacheprovider",
+        "--timeout=600",
+        *paths,
+        *args,
         env={"TS_TEST_RUN_ID": os.environ.get("TS_TEST_RUN_ID", f"nox{os.getpid()}")},
     )
 
@@ -68,7 +78,9 @@ def integration(session: nox.Session) -> None:
     """Everything editable in one venv (the developer layout) + the cross-package tests."""
     editable = []
     for dist in DISTS:
-        extra = "[all]" if (PACKAGES / dist / "pyproject.toml").read_text().find("\nall =") >= 0 else ""
+        extra = (
+            "[all]" if (PACKAGES / dist / "pyproject.toml").read_text().find("\nall =") >= 0 else ""
+        )
         editable += ["-e", f"{PACKAGES / dist}{extra}"]
     session.install(*editable, *DEV_TOOLS, "build")
     session.install("--no-deps", "-e", str(PACKAGES / META))
@@ -96,8 +108,17 @@ def typecheck(session: nox.Session) -> None:
 
 
 def _build(session: nox.Session, dist: str, out: Path) -> list[Path]:
-    session.run("python", "-m", "build", "--sdist", "--wheel", "--outdir", str(out),
-                str(PACKAGES / dist), silent=True)
+    session.run(
+        "python",
+        "-m",
+        "build",
+        "--sdist",
+        "--wheel",
+        "--outdir",
+        str(out),
+        str(PACKAGES / dist),
+        silent=True,
+    )
     return sorted(out.glob("*"))
 
 
@@ -112,9 +133,13 @@ def _check_artifacts(session: nox.Session, dist: str, out: Path) -> None:
         session.error("tensorsketch-core's wheel must contain tensorsketch/__init__.py")
     if dist not in (CORE, META) and has_root_init:
         session.error(f"{dist}'s wheel must not contain tensorsketch/__init__.py (namespace)")
-    shared = ["tensorsketch/runtime/__init__.py", "tensorsketch/runtime/backends/__init__.py",
-              "tensorsketch/observability/__init__.py", "tensorsketch/providers/__init__.py",
-              "tensorsketch/interop/__init__.py"]
+    shared = [
+        "tensorsketch/runtime/__init__.py",
+        "tensorsketch/runtime/backends/__init__.py",
+        "tensorsketch/observability/__init__.py",
+        "tensorsketch/providers/__init__.py",
+        "tensorsketch/interop/__init__.py",
+    ]
     if dist != CORE:
         clash = [n for n in shared if n in names]
         if clash:
@@ -173,8 +198,14 @@ def docs(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmarks side by side with LangGraph (installed from PyPI in this venv only)."""
     session.install("-r", str(ROOT / "benchmarks" / "requirements.txt"))
-    session.install("-e", str(PACKAGES / CORE), "-e", str(PACKAGES / "tensorsketch-canvas"),
-                    "-e", f"{PACKAGES / 'tensorsketch-backends'}[all]")
+    session.install(
+        "-e",
+        str(PACKAGES / CORE),
+        "-e",
+        str(PACKAGES / "tensorsketch-canvas"),
+        "-e",
+        f"{PACKAGES / 'tensorsketch-backends'}[all]",
+    )
     session.run("python", str(ROOT / "benchmarks" / "run.py"), *session.posargs)
 
 

@@ -1,4 +1,7 @@
-"""A loop as a cycle: one node repeats until a predicate holds. Run: python examples/counting_loop.py"""
+"""A loop as a cycle: one node repeats until a predicate holds.
+
+Run: python examples/counting_loop.py
+"""
 
 import asyncio
 from operator import add

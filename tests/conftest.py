@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,7 +31,11 @@ def make_venv(path: Path) -> Path:
 
 def pip_install(python: Path, *args: str) -> None:
     uv = _uv()
-    cmd = [*uv, "pip", "install", "-q", "-p", str(python)] if uv else [str(python), "-m", "pip", "install", "-q"]
+    cmd = (
+        [*uv, "pip", "install", "-q", "-p", str(python)]
+        if uv
+        else [str(python), "-m", "pip", "install", "-q"]
+    )
     subprocess.run([*cmd, *args], check=True, timeout=900)
 
 
@@ -56,7 +59,7 @@ def venvs() -> Venvs:
 
 
 @pytest.fixture(scope="session")
-def wheel_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def wheel_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every first-party distribution (and the sample plugin) built as a wheel, once."""
     out = tmp_path_factory.mktemp("wheels")
     dists = sorted(p for p in (ROOT / "packages").iterdir() if (p / "pyproject.toml").is_file())
@@ -69,4 +72,4 @@ def wheel_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             env=env,
             timeout=600,
         )
-    yield out
+    return out

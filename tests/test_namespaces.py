@@ -86,7 +86,9 @@ def test_wheel_layout_in_a_clean_venv(tmp_path: Path, wheel_dir: Path, venvs: An
 
 
 @pytest.mark.slow
-def test_meta_package_from_the_repo_installs_the_first_party_set(tmp_path: Path, venvs: Any) -> None:
+def test_meta_package_from_the_repo_installs_the_first_party_set(
+    tmp_path: Path, venvs: Any
+) -> None:
     python = venvs.make(tmp_path / "venv")
     venvs.install(python, str(ROOT / "packages" / "tensorsketch"))
     listing = subprocess.run(

@@ -40,7 +40,9 @@ def test_third_party_plugin_end_to_end(tmp_path: Path, venvs: Any) -> None:
     result = json.loads(out.stdout)
     assert "acme" in result["names"] and "fake" in result["names"]
     assert "acme-db" in result["backends"]
-    assert result["loaded_before_create"] is False, "listing names must not import the plugin's provider"
+    assert result["loaded_before_create"] is False, (
+        "listing names must not import the plugin's provider"
+    )
     assert result["model"] == "m1"
     assert result["type"] == "acme_tensorsketch.provider:AcmeProvider"
     assert result["db"] == "AcmeBackend"

@@ -49,5 +49,6 @@ class CustomMetadataHook(MetadataHookInterface):
 
         metadata["dependencies"] = [requirement(dist) for dist in FIRST_PARTY]
         metadata["optional-dependencies"] = {
-            extra: [requirement(dist, sub) for dist, sub in pairs] for extra, pairs in EXTRAS.items()
+            extra: [requirement(dist, sub) for dist, sub in pairs]
+            for extra, pairs in EXTRAS.items()
         }

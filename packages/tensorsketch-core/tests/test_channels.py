@@ -198,9 +198,7 @@ async def test_custom_channel_marker() -> None:
     class MaxChannel(Channel):
         kind = "max"
 
-        def apply(
-            self, current: object, writes: object, writers: object
-        ) -> tuple[object, None]:
+        def apply(self, current: object, writes: object, writers: object) -> tuple[object, None]:
             values = [v for v in [current, *writes] if v is not MISSING]  # type: ignore[misc]
             return max(values), None  # type: ignore[type-var]
 

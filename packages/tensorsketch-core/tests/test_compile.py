@@ -105,7 +105,9 @@ def test_port_writing_a_missing_state_field() -> None:
         (int, "In", "reads `query: int`"),
     ],
 )
-def test_port_type_incompatible_with_channel(port_type: type, direction: str, fragment: str) -> None:
+def test_port_type_incompatible_with_channel(
+    port_type: type, direction: str, fragment: str
+) -> None:
     field = {"writes `answer": "answer", "writes `intent": "intent", "reads `query": "query"}[
         fragment.split(":")[0]
     ]

@@ -149,7 +149,9 @@ async def test_invoke_accepts_state_instance_and_rejects_bad_input() -> None:
     out = await app.invoke(Support(query="refund"))
     assert out.answer == "[Billing] refund"
     assert isinstance(out, Support)
-    with pytest.raises(ValueError, match="'qeury' is not a field of Support — did you mean 'query'"):
+    with pytest.raises(
+        ValueError, match="'qeury' is not a field of Support — did you mean 'query'"
+    ):
         await app.invoke({"qeury": "x"})
     with pytest.raises(ValueError, match="'query': Input should be a valid string"):
         await app.invoke({"query": 42})

@@ -30,7 +30,7 @@ def test_every_spec_is_documented_and_prefixed() -> None:
     for name in ALL_SPECS:
         fn = getattr(specs, name)
         assert name.startswith("tensorsketch_")
-        assert fn.__doc__ and ":return:" in fn.__doc__ or "versionadded" in (fn.__doc__ or "")
+        assert (fn.__doc__ and ":return:" in fn.__doc__) or "versionadded" in (fn.__doc__ or "")
 
 
 def test_core_registers_through_its_own_entry_point(fresh_manager: None) -> None:
@@ -69,7 +69,9 @@ def test_plugin_returning_the_wrong_type_is_named(fresh_manager: None) -> None:
             return ["nope"]
 
     pm.register(Bad(), name="bad-plugin")
-    with pytest.raises(PluginError, match="plugin 'bad-plugin' returned list from `tensorsketch_providers`"):
+    with pytest.raises(
+        PluginError, match="plugin 'bad-plugin' returned list from `tensorsketch_providers`"
+    ):
         collect("tensorsketch_providers")
 
 
@@ -93,7 +95,9 @@ def test_broken_plugin_is_skipped_with_a_reason(
     assert "skipping TensorSketch plugin 'broken'" in caplog.text
 
 
-def test_plugins_can_be_blocked_by_env(fresh_manager: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plugins_can_be_blocked_by_env(
+    fresh_manager: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TENSORSKETCH_DISABLE_PLUGINS", "core")
     assert "core" not in {i.name for i in plugin_infos()}
 

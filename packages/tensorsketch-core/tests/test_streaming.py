@@ -29,7 +29,9 @@ class Step(Node):
 
 
 def counting(limit: int) -> Any:
-    return Graph(S).add(Step).edge(START, "Step").loop("Step", until=lambda s: s.n >= limit).compile()
+    return (
+        Graph(S).add(Step).edge(START, "Step").loop("Step", until=lambda s: s.n >= limit).compile()
+    )
 
 
 async def test_event_sequence_and_fields() -> None:

@@ -30,7 +30,7 @@ def _strip(tp: Any) -> Any:
         if origin is typing.Annotated:
             tp = get_args(tp)[0]
         elif isinstance(tp, _ALIAS_TYPES):
-            tp = tp.__value__
+            tp = tp.__value__  # type: ignore[attr-defined]
         else:
             return tp
 

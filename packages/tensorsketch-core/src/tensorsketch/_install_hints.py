@@ -33,12 +33,10 @@ HINTS: dict[str, str] = {
 class _HintFinder:
     """A meta-path finder (duck-typed: importing ``importlib.abc`` would cost ~10 ms)."""
 
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: Any = None
-    ) -> None:
+    def find_spec(self, fullname: str, path: Sequence[str] | None, target: Any = None) -> None:
         requirement = HINTS.get(fullname)
         if requirement is None:
-            return None
+            return
         msg = (
             f"No module named {fullname!r}: it comes with the {requirement.split('[')[0]!r} "
             f'distribution. Install it with `pip install "{requirement}"` '
@@ -53,4 +51,4 @@ _FINDER = _HintFinder()
 def install() -> None:
     """Append the hint finder to ``sys.meta_path`` once."""
     if _FINDER not in sys.meta_path:
-        sys.meta_path.append(_FINDER)  # type: ignore[arg-type]
+        sys.meta_path.append(_FINDER)

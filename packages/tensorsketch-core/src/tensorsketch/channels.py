@@ -143,13 +143,12 @@ class BinaryOperatorAggregate(Channel):
             return current, None
         if self._fold_delta is not None:
             return self._fold_delta(current, writes)
-        if self._list_concat and type(current) is list:
-            # list + list repeated k times equals one extended copy: O(n + k), not O(n * k).
-            if all(type(w) is list for w in writes):
-                suffix: list[Any] = []
-                for w in writes:
-                    suffix.extend(w)
-                return [*current, *suffix], suffix
+        # list + list repeated k times equals one extended copy: O(n + k), not O(n * k).
+        if self._list_concat and type(current) is list and all(type(w) is list for w in writes):
+            suffix: list[Any] = []
+            for w in writes:
+                suffix.extend(w)
+            return [*current, *suffix], suffix
         value = current
         start = 0
         if value is MISSING:

@@ -32,7 +32,8 @@ def _commands() -> list[tuple[CliCommand, str]]:
     pm = get_plugin_manager()
     found: dict[str, tuple[CliCommand, str]] = {}
     for impl in pm.hook.tensorsketch_cli_commands.get_hookimpls():
-        for command in impl.function() or ():
+        contributed: Sequence[object] = impl.function() or ()  # type: ignore[assignment]
+        for command in contributed:
             if not isinstance(command, CliCommand):
                 msg = (
                     f"plugin {impl.plugin_name!r} returned {type(command).__name__} from "

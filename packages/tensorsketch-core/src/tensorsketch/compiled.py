@@ -290,7 +290,8 @@ class CompiledGraph(Generic[S]):
         from tensorsketch.durable import validated_values
 
         values = validated_values(self._spec, checkpoint)
-        return self.state_schema.model_construct(**values)
+        state: S = self.state_schema.model_construct(**values)  # type: ignore[assignment]
+        return state
 
     def get_state(self, thread_id: str, backend: Backend) -> S | None:
         """Sync form of :meth:`aget_state` (runs the read on a private loop if needed)."""

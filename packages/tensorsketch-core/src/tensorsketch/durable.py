@@ -69,13 +69,13 @@ def _decode_payload(backend: Backend, stored: StoredCheckpoint) -> dict[str, Any
             f"decoded: {exc}"
         )
         raise CheckpointDecodeError(msg) from exc
-    if not isinstance(payload, dict) or "v" not in payload:
-        msg = (
-            f"checkpoint {stored.checkpoint_id!r} of thread {stored.thread_id!r} is not a "
-            "TensorSketch checkpoint (corrupt or written by something else); fork from an "
-            "earlier checkpoint or start a new thread."
-        )
-        raise CheckpointDecodeError(msg)
+    not_ours = (
+        f"checkpoint {stored.checkpoint_id!r} of thread {stored.thread_id!r} is not a "
+        "TensorSketch checkpoint (corrupt or written by something else); fork from an "
+        "earlier checkpoint or start a new thread."
+    )
+    if not isinstance(payload, dict) or type(payload.get("v")) is not int:
+        raise CheckpointDecodeError(not_ours)
     if payload["v"] > FORMAT_VERSION:
         msg = (
             f"checkpoint {stored.checkpoint_id!r} of thread {stored.thread_id!r} uses format "
@@ -83,6 +83,8 @@ def _decode_payload(backend: Backend, stored: StoredCheckpoint) -> dict[str, Any
             "upgrade tensorsketch-core to resume it."
         )
         raise CheckpointDecodeError(msg)
+    if not isinstance(payload.get("changes"), dict) or not isinstance(payload.get("plan"), list):
+        raise CheckpointDecodeError(not_ours)
     return payload
 
 
@@ -115,18 +117,31 @@ def load_chain(
         payload = _decode_payload(backend, s)
         if payload.get("base"):
             values = {}
-        for name, change in payload["changes"].items():
-            op = change[0]
-            if op == "set":
-                values[name] = change[1]
-            elif op == "append":
-                values[name] = [*values.get(name, []), *change[1]]
-            elif op == "unset":
-                values.pop(name, None)
-            else:
-                msg = f"checkpoint {s.checkpoint_id!r} has unknown change {op!r} for {name!r}."
-                raise CheckpointDecodeError(msg)
-        plan = payload.get("plan", [])
+        try:
+            for name, change in payload["changes"].items():
+                op = change[0]
+                if op == "set":
+                    values[name] = change[1]
+                elif op == "append":
+                    values[name] = [*values.get(name, []), *change[1]]
+                elif op == "unset":
+                    values.pop(name, None)
+                else:
+                    msg = (
+                        f"checkpoint {s.checkpoint_id!r} of thread {s.thread_id!r} has unknown "
+                        f"change {op!r} for {name!r}; it was written by a newer release?"
+                    )
+                    raise CheckpointDecodeError(msg)
+            plan = [(str(name), p) for name, p in payload["plan"]]
+        except (TypeError, ValueError, IndexError, KeyError) as exc:
+            if isinstance(exc, CheckpointDecodeError):
+                raise
+            msg = (
+                f"checkpoint {s.checkpoint_id!r} of thread {s.thread_id!r} is malformed "
+                f"({type(exc).__name__}: {exc}); fork from an earlier checkpoint or start a "
+                "new thread."
+            )
+            raise CheckpointDecodeError(msg) from exc
         result.append(
             Checkpoint(
                 id=s.checkpoint_id,
@@ -192,26 +207,28 @@ class RunJournal:
         self._events: list[Event] = []
         self._heartbeat: asyncio.Task[None] | None = None
         self._lost_lease = False
+        #: Lease length in seconds: the backend's ``lease_ttl`` (tests shorten it).
+        self.ttl = float(getattr(backend, "lease_ttl", LEASE_TTL))
 
     # -- lease ------------------------------------------------------------------------------
 
     async def acquire(self) -> None:
         async with _guard(self.backend, "taking the thread lease"):
-            ok = await self.backend.acquire_lease(self.thread_id, self.owner, LEASE_TTL)
+            ok = await self.backend.acquire_lease(self.thread_id, self.owner, self.ttl)
         if not ok:
             msg = (
                 f"thread {self.thread_id!r} is being run by another process right now; only one "
                 "writer may run a thread at a time. Wait for it to finish (its lease expires "
-                f"{LEASE_TTL:.0f}s after its owner stops), or use another thread_id."
+                f"{self.ttl:g}s after its owner stops), or use another thread_id."
             )
             raise ThreadBusyError(msg)
         self._heartbeat = asyncio.get_running_loop().create_task(self._renew())
 
     async def _renew(self) -> None:
         while True:
-            await asyncio.sleep(LEASE_TTL / 3)
+            await asyncio.sleep(self.ttl / 3)
             try:
-                ok = await self.backend.acquire_lease(self.thread_id, self.owner, LEASE_TTL)
+                ok = await self.backend.acquire_lease(self.thread_id, self.owner, self.ttl)
             except Exception:
                 continue  # a transient store error: the next checkpoint write will tell
             if not ok:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import difflib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from pydantic.fields import FieldInfo
-from typing_extensions import Self
 
 from tensorsketch._assignable import is_assignable, type_text
 from tensorsketch.channels import Channel, channel_for
@@ -219,9 +218,7 @@ class Graph(Generic[S]):
             )
             for src, b in self._branches.items()
         }
-        return GraphStructure(
-            nodes=tuple(self._nodes), edges=tuple(self._edges), branches=branches
-        )
+        return GraphStructure(nodes=tuple(self._nodes), edges=tuple(self._edges), branches=branches)
 
     # -- compile ----------------------------------------------------------------------------
 
@@ -314,8 +311,8 @@ class Graph(Generic[S]):
                 defaults[field_name] = info.default_factory  # type: ignore[assignment]
             elif not info.is_required():
                 value = info.default
-                defaults[field_name] = (lambda v=value: v) if _immutable(value) else _copier(value)
-        spec = GraphSpec(
+                defaults[field_name] = _constant(value) if _immutable(value) else _copier(value)
+        graph_spec = GraphSpec(
             name=self.name,
             state_schema=state,
             channels=channels,
@@ -326,7 +323,7 @@ class Graph(Generic[S]):
             entry_branch=self._branches.get(START),
             structure=self.structure,
         )
-        return CompiledGraph(spec)
+        return CompiledGraph(graph_spec)
 
     def _node_spec(
         self,
@@ -409,6 +406,13 @@ def _immutable(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bool | bytes | tuple | frozenset)
 
 
+def _constant(value: Any) -> Callable[[], Any]:
+    def make() -> Any:
+        return value
+
+    return make
+
+
 def _copier(value: Any) -> Callable[[], Any]:
     import copy
 
@@ -416,4 +420,3 @@ def _copier(value: Any) -> Callable[[], Any]:
         return copy.copy(value)
 
     return make
-

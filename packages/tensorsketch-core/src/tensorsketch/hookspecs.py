@@ -43,7 +43,7 @@ Target = str | Any
 
 
 @hookspec
-def tensorsketch_providers() -> Mapping[str, Target]:
+def tensorsketch_providers() -> Mapping[str, Target]:  # type: ignore[empty-body]
     """Contribute chat providers by name, for :func:`tensorsketch.create_provider`.
 
     :return: ``{"openai": "tensorsketch.providers.openai:OpenAIProvider", ...}``. The target is a
@@ -54,7 +54,7 @@ def tensorsketch_providers() -> Mapping[str, Target]:
 
 
 @hookspec
-def tensorsketch_backends() -> Mapping[str, Target]:
+def tensorsketch_backends() -> Mapping[str, Target]:  # type: ignore[empty-body]
     """Contribute durable backends by name, for :func:`tensorsketch.create_backend`.
 
     The attribute name of a string target also becomes importable from
@@ -68,7 +68,7 @@ def tensorsketch_backends() -> Mapping[str, Target]:
 
 
 @hookspec
-def tensorsketch_cli_commands() -> Sequence[CliCommand]:
+def tensorsketch_cli_commands() -> Sequence[CliCommand]:  # type: ignore[empty-body]
     """Contribute subcommands to the ``tensorsketch`` console command.
 
     :return: a sequence of :class:`tensorsketch.cli.CliCommand`. Names must be unique across all
@@ -79,7 +79,7 @@ def tensorsketch_cli_commands() -> Sequence[CliCommand]:
 
 
 @hookspec
-def tensorsketch_channel_types() -> Mapping[str, Target]:
+def tensorsketch_channel_types() -> Mapping[str, Target]:  # type: ignore[empty-body]
     """Contribute custom state channel markers by name (for tooling and the canvas).
 
     A marker is a :class:`tensorsketch.channels.ChannelMarker` subclass; using it in
@@ -91,7 +91,7 @@ def tensorsketch_channel_types() -> Mapping[str, Target]:
 
 
 @hookspec
-def tensorsketch_tracers() -> Mapping[str, Target]:
+def tensorsketch_tracers() -> Mapping[str, Target]:  # type: ignore[empty-body]
     """Contribute tracer/exporter factories by name (``"otel"``, ``"file"``, ...).
 
     :return: ``{"otel": "tensorsketch.observability.otel:OTelTracer"}``.
@@ -101,7 +101,7 @@ def tensorsketch_tracers() -> Mapping[str, Target]:
 
 
 @hookspec
-def tensorsketch_serve_protocols() -> Mapping[str, Target]:
+def tensorsketch_serve_protocols() -> Mapping[str, Target]:  # type: ignore[empty-body]
     """Contribute serving protocols by name (``"openai"``, ``"a2a"``, ``"agui"``, ...).
 
     :return: a mapping to app factories ``factory(graph, **options) -> ASGI app``.
@@ -111,7 +111,7 @@ def tensorsketch_serve_protocols() -> Mapping[str, Target]:
 
 
 @hookspec
-def tensorsketch_graders() -> Mapping[str, Target]:
+def tensorsketch_graders() -> Mapping[str, Target]:  # type: ignore[empty-body]
     """Contribute evaluation graders by name, for config-driven eval suites.
 
     .. versionadded:: 0.1
@@ -119,7 +119,7 @@ def tensorsketch_graders() -> Mapping[str, Target]:
 
 
 @hookspec
-def tensorsketch_canvas_node_kinds() -> Mapping[str, Target]:
+def tensorsketch_canvas_node_kinds() -> Mapping[str, Target]:  # type: ignore[empty-body]
     """Contribute canvas node kinds (how the canvas draws and edits a node family).
 
     .. versionadded:: 0.1

@@ -125,7 +125,9 @@ class Registry(Generic[T]):
         if not isinstance(obj, type) and callable(obj) and _takes_no_arguments(obj):
             obj = obj()  # a thunk that defers a heavy import
         if not callable(obj):
-            msg = f"{self.kind} {name!r} ({entry.origin}) resolved to {obj!r}, which is not callable."
+            msg = (
+                f"{self.kind} {name!r} ({entry.origin}) resolved to {obj!r}, which is not callable."
+            )
             raise RegistryError(msg)
         factory: Callable[..., T] = obj
         return factory
@@ -143,10 +145,11 @@ def _takes_no_arguments(fn: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return all(
-        p.default is not inspect.Parameter.empty
-        or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        p.default is not inspect.Parameter.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
         for p in signature.parameters.values()
-    ) and not any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in signature.parameters.values())
+    ) and not any(
+        p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in signature.parameters.values()
+    )
 
 
 providers: Registry[Any] = Registry("provider", "tensorsketch_providers", "tensorsketch.providers")

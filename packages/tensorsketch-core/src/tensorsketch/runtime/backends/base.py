@@ -42,6 +42,9 @@ class Backend(ABC):
 
     #: Registry name, set by subclasses ("memory", "sqlite", "postgres", ...).
     name: str = "backend"
+    #: Seconds a runner's lease on a thread lasts unless renewed (every third of it while the
+    #: run is alive); a crashed runner's thread can be taken over once it lapses.
+    lease_ttl: float = 30.0
 
     def __init__(self, *, serializer: Serializer | str | None = None) -> None:
         self.serializer: Serializer = resolve_serializer(serializer)
