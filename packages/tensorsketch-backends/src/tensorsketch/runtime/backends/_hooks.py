@@ -1,0 +1,15 @@
+"""How ``tensorsketch-backends`` registers its stores: names only, so listing imports no driver."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tensorsketch.hookspecs import hookimpl
+
+
+@hookimpl
+def tensorsketch_backends() -> Mapping[str, str]:
+    return {
+        "postgres": "tensorsketch.runtime.backends.postgres:PostgresBackend",
+        "redis": "tensorsketch.runtime.backends.redis:RedisBackend",
+    }

@@ -1,0 +1,267 @@
+"""``PostgresBackend``: durable runs in PostgreSQL, over psycopg 3's async driver and pool.
+
+It is the :class:`~tensorsketch.runtime.backends.sql.SqlBackend` layout with the PostgreSQL
+dialect: ``%s`` placeholders, ``BYTEA`` payloads, the server's clock for leases, and an
+advisory lock so two processes creating the tables at once do not collide.
+
+Event loops: an asyncio pool belongs to the loop it was opened on. The backend opens its pool
+on the first loop that uses it (and again on a new loop once that one has closed). A call made
+from any *other* live loop — ``app.get_state(...)`` from sync code runs its read on a private
+loop — uses a short-lived connection of its own instead of the pool, so it never touches
+another loop's sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, ClassVar
+
+try:
+    import psycopg
+    from psycopg import pq
+    from psycopg.conninfo import make_conninfo
+    from psycopg_pool import AsyncConnectionPool
+except ImportError as exc:  # pragma: no cover - exercised in a venv without the extra
+    msg = (
+        "PostgresBackend needs psycopg 3 and psycopg_pool; install them with "
+        '`pip install "tensorsketch-backends[postgres]"`.'
+    )
+    raise ImportError(msg, name=exc.name) from exc
+
+from tensorsketch.runtime.backends.sql import Query, SqlBackend
+from tensorsketch.serializers import Serializer
+
+__all__ = ["PostgresBackend"]
+
+# pg_advisory_xact_lock key that serializes table creation across processes ("tsk-ddl").
+_DDL_LOCK_KEY = 0x74736B2D64646C
+
+
+def _quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+class PostgresBackend(SqlBackend):
+    """Checkpoints, journal, events and leases in PostgreSQL.
+
+    Pass exactly one of:
+
+    :param dsn: a libpq connection string or URL; the backend opens and owns a pool.
+    :param connection: an open ``psycopg.AsyncConnection`` to share (its calls are
+        serialized; it must not be inside a transaction of yours when the backend uses it).
+    :param pool: an ``psycopg_pool.AsyncConnectionPool`` to share (opened by you).
+
+    :param schema: the PostgreSQL schema holding the tables (created if missing).
+    :param pool_kwargs: extra ``AsyncConnectionPool`` arguments for the owned pool
+        (``max_size``, ``timeout``, ...).
+    """
+
+    name = "postgres"
+    placeholder: ClassVar[str] = "%s"
+    blob_type: ClassVar[str] = "BYTEA"
+    float_type: ClassVar[str] = "DOUBLE PRECISION"
+    now_sql: ClassVar[str] = "EXTRACT(EPOCH FROM clock_timestamp())::double precision"
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        connection: psycopg.AsyncConnection[Any] | None = None,
+        pool: AsyncConnectionPool[Any] | None = None,
+        serializer: Serializer | str | None = None,
+        schema: str = "public",
+        lease_ttl: float = 30.0,
+        table_prefix: str = "tensorsketch_",
+        pool_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        given = [n for n, v in (("dsn", dsn), ("connection", connection), ("pool", pool)) if v]
+        if len(given) != 1:
+            msg = (
+                "PostgresBackend needs exactly one of `dsn`, `connection=` or `pool=`, got "
+                f"{', '.join(given) or 'none'}; e.g. "
+                "`PostgresBackend('postgresql://user@localhost/db')`."
+            )
+            raise ValueError(msg)
+        if connection is not None and not isinstance(connection, psycopg.AsyncConnection):
+            msg = (
+                f"`connection=` must be a psycopg.AsyncConnection, got "
+                f"{type(connection).__name__}; open one with "
+                "`await psycopg.AsyncConnection.connect(dsn)`."
+            )
+            raise TypeError(msg)
+        if pool is not None and not isinstance(pool, AsyncConnectionPool):
+            msg = (
+                f"`pool=` must be a psycopg_pool.AsyncConnectionPool, got {type(pool).__name__}."
+            )
+            raise TypeError(msg)
+        if not schema or not isinstance(schema, str):
+            msg = f"`schema` must be a non-empty schema name, got {schema!r}."
+            raise ValueError(msg)
+        self.schema = schema
+        super().__init__(serializer=serializer, lease_ttl=lease_ttl, table_prefix=table_prefix)
+        self.dsn = dsn
+        self._shared = connection
+        self._user_pool = pool
+        self._pool_kwargs = dict(pool_kwargs or {})
+        # The loop that owns the pool (or the shared connection), and the pool being opened.
+        self._home: asyncio.AbstractEventLoop | None = None
+        self._pool_task: asyncio.Task[AsyncConnectionPool[Any]] | None = None
+        self._shared_lock: asyncio.Lock | None = None
+
+    # -- dialect ----------------------------------------------------------------------------
+
+    def table(self, name: str) -> str:
+        return f"{_quote_ident(self.schema)}.{self.table_prefix}{name}"
+
+    def lease_upsert(self) -> str:
+        t = self.table("leases")
+        now = self.now_sql
+        return (
+            f"INSERT INTO {t} AS l (thread_id, owner, expires_at) VALUES (?, ?, {now} + ?) "
+            "ON CONFLICT (thread_id) DO UPDATE SET owner = excluded.owner, "
+            "expires_at = excluded.expires_at "
+            f"WHERE l.owner = excluded.owner OR l.expires_at < {now}"
+        )
+
+    def schema_prologue(self) -> list[str]:
+        statements = [f"SELECT pg_advisory_xact_lock({_DDL_LOCK_KEY})"]
+        if self.schema != "public":
+            statements.append(f"CREATE SCHEMA IF NOT EXISTS {_quote_ident(self.schema)}")
+        return statements
+
+    def is_unavailable(self, exc: BaseException) -> bool:
+        if isinstance(exc, psycopg.OperationalError):
+            return True  # includes PoolTimeout, refused connections and terminated sessions
+        if isinstance(exc, psycopg.InterfaceError) and "closed" in str(exc):
+            return True
+        return super().is_unavailable(exc)
+
+    # -- connections ------------------------------------------------------------------------
+
+    async def submit(self, queries: Sequence[Query], *, transaction: bool = False) -> list[Any]:
+        async with self._checkout() as conn:
+            if transaction or not conn.autocommit:
+                if conn.info.transaction_status != pq.TransactionStatus.IDLE:
+                    msg = (
+                        "the connection given to PostgresBackend is inside a transaction, so "
+                        "checkpoints would not be committed until you commit it; give the "
+                        "backend a connection (or pool) it can use on its own."
+                    )
+                    raise RuntimeError(msg)
+                async with conn.transaction():
+                    return await _execute(conn, queries)
+            return await _execute(conn, queries)
+
+    @contextlib.asynccontextmanager
+    async def _checkout(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        loop = asyncio.get_running_loop()
+        home = self._home
+        if home is not loop and (home is None or home.is_closed()):
+            home = self._rehome(loop)
+        if home is loop:
+            if self._shared is not None:
+                assert self._shared_lock is not None
+                async with self._shared_lock:
+                    yield self._shared
+                return
+            pool = await self._pool()
+            async with pool.connection() as conn:
+                yield conn
+            return
+        # Another live loop owns the pool: use a private connection for this call.
+        conn = await self._connect_once()
+        try:
+            yield conn
+        finally:
+            await conn.close()
+
+    def _rehome(self, loop: asyncio.AbstractEventLoop) -> asyncio.AbstractEventLoop:
+        self._home = loop
+        if self._shared is not None:
+            self._shared_lock = asyncio.Lock()
+        elif self._user_pool is None:
+            self._pool_task = loop.create_task(self._open_pool())
+        return loop
+
+    async def _pool(self) -> AsyncConnectionPool[Any]:
+        if self._user_pool is not None:
+            return self._user_pool
+        task = self._pool_task
+        assert task is not None
+        if task.done():
+            return task.result()
+        return await asyncio.shield(task)
+
+    async def _open_pool(self) -> AsyncConnectionPool[Any]:
+        options: dict[str, Any] = {
+            "min_size": 1,
+            "max_size": 8,
+            "timeout": 10.0,
+            # A connection that broke while idle (server restart, network blip) is replaced
+            # at checkout instead of failing the run.
+            "check": AsyncConnectionPool.check_connection,
+            "name": f"tensorsketch-{self.schema}",
+        }
+        options.update(self._pool_kwargs)
+        kwargs = {"autocommit": True, **options.pop("kwargs", {})}
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            self.dsn or "", open=False, kwargs=kwargs, **options
+        )
+        await pool.open(wait=False)
+        return pool
+
+    async def _connect_once(self) -> psycopg.AsyncConnection[Any]:
+        kwargs: dict[str, Any] = {"autocommit": True}
+        if self._shared is not None:
+            info = self._shared.info
+            conninfo = make_conninfo(info.dsn, password=info.password or None)
+        elif self._user_pool is not None:
+            source: Any = self._user_pool.conninfo
+            conninfo = await source() if callable(source) else source
+            extra: Any = self._user_pool.kwargs
+            kwargs.update((await extra()) if callable(extra) else (extra or {}))
+            kwargs["autocommit"] = True
+        else:
+            conninfo = self.dsn or ""
+        return await psycopg.AsyncConnection.connect(conninfo, **kwargs)
+
+    async def aclose(self) -> None:
+        """Close the pool this backend opened (call it on the loop that ran the graph)."""
+        task, self._pool_task = self._pool_task, None
+        home, self._home = self._home, None
+        self._ready = False
+        if task is None or home is not asyncio.get_running_loop():
+            return
+        if not task.done():
+            task.cancel()
+            return
+        if task.exception() is None:
+            await task.result().close()
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "schema": self.schema}
+
+    def __repr__(self) -> str:
+        where = "connection" if self._shared else "pool" if self._user_pool else "dsn"
+        return f"PostgresBackend({where}, schema={self.schema!r})"
+
+
+async def _execute(conn: psycopg.AsyncConnection[Any], queries: Sequence[Query]) -> list[Any]:
+    results: list[Any] = []
+    async with conn.cursor() as cur:
+        for q in queries:
+            if q.many:
+                await cur.executemany(q.sql, q.params)
+            else:
+                await cur.execute(q.sql, q.params)
+            if q.fetch == "one":
+                results.append(await cur.fetchone())
+            elif q.fetch == "all":
+                results.append(await cur.fetchall())
+            elif q.fetch == "rowcount":
+                results.append(cur.rowcount)
+            else:
+                results.append(None)
+    return results

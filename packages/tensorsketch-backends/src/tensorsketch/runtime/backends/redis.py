@@ -1,0 +1,323 @@
+"""``RedisBackend``: durable runs in Redis, over redis-py's asyncio client.
+
+Keys of one thread (``prefix`` defaults to ``tensorsketch``)::
+
+    {prefix}:{<thread>}:cp      list    checkpoint records, oldest first
+    {prefix}:{<thread>}:cpi     hash    checkpoint id -> index in the list
+    {prefix}:{<thread>}:fx      hash    effect key -> recorded result (HSETNX: first write wins)
+    {prefix}:{<thread>}:ev      zset    events scored by seq
+    {prefix}:{<thread>}:lease   string  the runner that owns the thread, with a PX expiry
+    {prefix}:schema_version     string  key layout version, for later migrations
+
+The thread id sits in a hash tag (``{...}``), so all keys of a thread live in one Redis Cluster
+slot and the multi-key scripts below stay valid there. Every write is idempotent (a save
+that redis-py retries after a dropped reply does not append twice). Durability is whatever
+the server is configured for: use AOF (``appendonly yes``) if checkpoints must survive a
+Redis restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+try:
+    import redis.asyncio as aioredis
+    from redis import exceptions as redis_errors
+except ImportError as exc:  # pragma: no cover - exercised in a venv without the extra
+    msg = (
+        "RedisBackend needs redis-py (>= 5); install it with "
+        '`pip install "tensorsketch-backends[redis]"`.'
+    )
+    raise ImportError(msg, name=exc.name) from exc
+
+from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError
+from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent
+from tensorsketch.serializers import Serializer
+
+__all__ = ["RedisBackend"]
+
+#: Version of the key layout written by this release.
+KEY_LAYOUT_VERSION = 1
+
+# KEYS: cp, cpi. ARGV: checkpoint id, record. Appends unless the id is already stored.
+_SAVE = """
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 0 end
+local n = redis.call('RPUSH', KEYS[1], ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[1], n - 1)
+return n
+"""
+
+# KEYS: cp, cpi. ARGV: checkpoint id.
+_GET = """
+local i = redis.call('HGET', KEYS[2], ARGV[1])
+if not i then return false end
+return redis.call('LINDEX', KEYS[1], i)
+"""
+
+# KEYS: lease. ARGV: owner, ttl in ms. Compare-and-set: take it if free, extend it if ours.
+_LEASE = """
+local cur = redis.call('GET', KEYS[1])
+if not cur then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+if cur == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+# KEYS: lease. ARGV: owner. Deletes the lease only if it is still ours.
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+_SEQ_BYTES = 8
+
+
+class RedisBackend(Backend):
+    """Checkpoints, journal, events and leases in Redis.
+
+    :param dsn: a ``redis://`` / ``rediss://`` / ``unix://`` URL; the backend owns its client.
+    :param client: a ``redis.asyncio.Redis`` to share instead (``decode_responses`` must be
+        off: payloads are bytes).
+    :param prefix: namespace of every key, so several apps (or test runs) share one database.
+    :param lease_ttl: seconds a runner's lease lasts without renewal.
+
+    A client belongs to the event loop it was first used on; a call from another live loop
+    (the sync ``get_state`` helper) uses a short-lived client built from the same settings.
+    """
+
+    name = "redis"
+
+    def __init__(
+        self,
+        dsn: str | None = "redis://127.0.0.1:6379/0",
+        *,
+        client: aioredis.Redis | None = None,
+        prefix: str = "tensorsketch",
+        serializer: Serializer | str | None = None,
+        lease_ttl: float = 30.0,
+    ) -> None:
+        super().__init__(serializer=serializer)
+        if client is not None and not isinstance(client, aioredis.Redis):
+            msg = (
+                f"`client=` must be a redis.asyncio.Redis, got {type(client).__name__}; create "
+                "one with `redis.asyncio.Redis.from_url(url)`."
+            )
+            raise TypeError(msg)
+        if client is not None and client.get_connection_kwargs().get("decode_responses"):
+            msg = (
+                "the Redis client given to RedisBackend has `decode_responses=True`; payloads "
+                "are bytes, so pass a client created without it."
+            )
+            raise ValueError(msg)
+        if client is None and not dsn:
+            msg = "RedisBackend needs a `dsn` URL or a `client=`, e.g. RedisBackend('redis://...')."
+            raise ValueError(msg)
+        if not prefix or "{" in prefix or "}" in prefix:
+            msg = f"`prefix` must be non-empty and free of braces, got {prefix!r}."
+            raise ValueError(msg)
+        if not lease_ttl > 0:
+            msg = f"`lease_ttl` must be a positive number of seconds, got {lease_ttl!r}."
+            raise ValueError(msg)
+        self.dsn = dsn if client is None else None
+        self.prefix = prefix
+        self.lease_ttl = float(lease_ttl)
+        self._given = client
+        self._client: aioredis.Redis | None = client
+        self._home: asyncio.AbstractEventLoop | None = None
+        self._ready = False
+        # Scripts are bound to a client only for registration; each call passes the client.
+        self._scripts: dict[str, Any] = {}
+
+    # -- keys -------------------------------------------------------------------------------
+
+    def _key(self, thread_id: str, kind: str) -> str:
+        return f"{self.prefix}:{{{thread_id}}}:{kind}"
+
+    # -- connections ------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _use(self, what: str) -> AsyncIterator[aioredis.Redis]:
+        loop = asyncio.get_running_loop()
+        home = self._home
+        if home is not loop and (home is None or home.is_closed()):
+            self._home = home = loop
+            if self._given is None:
+                assert self.dsn is not None
+                self._client = aioredis.Redis.from_url(self.dsn)
+        try:
+            if home is loop:
+                assert self._client is not None
+                if not self._ready:
+                    await self._setup(self._client)
+                yield self._client
+            else:
+                client = self._one_shot()
+                try:
+                    if not self._ready:
+                        await self._setup(client)
+                    yield client
+                finally:
+                    await client.aclose()
+        except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
+            msg = (
+                f"redis backend unavailable while {what}: {type(exc).__name__}: {exc}. Check "
+                "that the Redis server is running and reachable, then retry."
+            )
+            raise BackendUnavailableError(msg) from exc
+
+    def _one_shot(self) -> aioredis.Redis:
+        if self._given is None:
+            assert self.dsn is not None
+            return aioredis.Redis.from_url(self.dsn)
+        pool = self._given.connection_pool
+        fresh = aioredis.ConnectionPool(
+            connection_class=pool.connection_class, **pool.connection_kwargs
+        )
+        return aioredis.Redis.from_pool(fresh)
+
+    def _script(self, client: aioredis.Redis, source: str) -> Any:
+        script = self._scripts.get(source)
+        if script is None:
+            script = self._scripts[source] = client.register_script(source)
+        return script
+
+    async def _call(self, client: aioredis.Redis, source: str, keys: list[str], args: list[Any]) -> Any:
+        return await self._script(client, source)(keys=keys, args=args, client=client)
+
+    async def _setup(self, client: aioredis.Redis) -> None:
+        key = f"{self.prefix}:schema_version"
+        await client.set(key, KEY_LAYOUT_VERSION, nx=True)
+        found = int(await client.get(key) or KEY_LAYOUT_VERSION)
+        if found > KEY_LAYOUT_VERSION:
+            msg = (
+                f"the Redis keys under prefix {self.prefix!r} use TensorSketch layout version "
+                f"{found}, newer than this release understands ({KEY_LAYOUT_VERSION}); upgrade "
+                "tensorsketch-backends, or use another prefix."
+            )
+            raise CheckpointDecodeError(msg)
+        self._ready = True
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    async def save_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
+        c = checkpoint
+        record = _encode_checkpoint(c)
+        keys = [self._key(c.thread_id, "cp"), self._key(c.thread_id, "cpi")]
+        async with self._use("saving a checkpoint") as client:
+            await self._call(client, _SAVE, keys, [c.checkpoint_id, record])
+
+    async def latest_checkpoint(self, thread_id: str) -> StoredCheckpoint | None:
+        async with self._use("loading the latest checkpoint") as client:
+            raw = await client.lindex(self._key(thread_id, "cp"), -1)
+        return None if raw is None else _decode_checkpoint(thread_id, raw)
+
+    async def get_checkpoint(self, thread_id: str, checkpoint_id: str) -> StoredCheckpoint | None:
+        keys = [self._key(thread_id, "cp"), self._key(thread_id, "cpi")]
+        async with self._use("loading a checkpoint") as client:
+            raw = await self._call(client, _GET, keys, [checkpoint_id])
+        return None if raw is None else _decode_checkpoint(thread_id, raw)
+
+    async def list_checkpoints(self, thread_id: str) -> list[StoredCheckpoint]:
+        async with self._use("listing checkpoints") as client:
+            raws = await client.lrange(self._key(thread_id, "cp"), 0, -1)
+        return [_decode_checkpoint(thread_id, raw) for raw in raws]
+
+    # -- the effect journal -----------------------------------------------------------------
+
+    async def record_effect(self, thread_id: str, key: str, value: bytes) -> None:
+        async with self._use("recording an effect") as client:
+            await client.hsetnx(self._key(thread_id, "fx"), key, value)
+
+    async def lookup_effect(self, thread_id: str, key: str) -> bytes | None:
+        async with self._use("reading the effect journal") as client:
+            raw = await client.hget(self._key(thread_id, "fx"), key)
+        return None if raw is None else bytes(raw)
+
+    # -- the event log ----------------------------------------------------------------------
+
+    async def append_events(self, thread_id: str, events: list[StoredEvent]) -> None:
+        if not events:
+            return
+        mapping = {e.seq.to_bytes(_SEQ_BYTES, "big") + e.payload: e.seq for e in events}
+        async with self._use("appending events") as client:
+            await client.zadd(self._key(thread_id, "ev"), mapping)
+
+    async def read_events(self, thread_id: str, since: int = 0) -> list[StoredEvent]:
+        async with self._use("reading events") as client:
+            raws = await client.zrange(self._key(thread_id, "ev"), since, "+inf", byscore=True)
+        return [
+            StoredEvent(seq=int.from_bytes(raw[:_SEQ_BYTES], "big"), payload=bytes(raw[_SEQ_BYTES:]))
+            for raw in raws
+        ]
+
+    async def last_event_seq(self, thread_id: str) -> int | None:
+        async with self._use("reading events") as client:
+            last = await client.zrange(self._key(thread_id, "ev"), -1, -1, withscores=True)
+        return int(last[0][1]) if last else None
+
+    # -- leases -----------------------------------------------------------------------------
+
+    async def acquire_lease(self, thread_id: str, owner: str, ttl: float) -> bool:
+        key = self._key(thread_id, "lease")
+        ms = max(1, int(ttl * 1000))
+        async with self._use("taking the thread lease") as client:
+            if await client.set(key, owner, nx=True, px=ms):
+                return True
+            return bool(await self._call(client, _LEASE, [key], [owner, ms]))
+
+    async def release_lease(self, thread_id: str, owner: str) -> None:
+        async with self._use("releasing the thread lease") as client:
+            await self._call(client, _RELEASE, [self._key(thread_id, "lease")], [owner])
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the client this backend created (a ``client=`` you passed stays open)."""
+        client, home = self._client, self._home
+        self._home = None
+        self._ready = False
+        if self._given is None:
+            self._client = None
+            if client is not None and home is asyncio.get_running_loop():
+                await client.aclose()
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "prefix": self.prefix, "lease_ttl": self.lease_ttl}
+
+    def __repr__(self) -> str:
+        return f"RedisBackend(prefix={self.prefix!r})"
+
+
+def _encode_checkpoint(c: StoredCheckpoint) -> bytes:
+    header = json.dumps([c.checkpoint_id, c.parent_id, c.step, c.created_at]).encode()
+    return len(header).to_bytes(4, "big") + header + c.payload
+
+
+def _decode_checkpoint(thread_id: str, raw: bytes) -> StoredCheckpoint:
+    try:
+        size = int.from_bytes(raw[:4], "big")
+        checkpoint_id, parent_id, step, created_at = json.loads(raw[4 : 4 + size])
+        payload = bytes(raw[4 + size :])
+    except (ValueError, TypeError) as exc:
+        msg = (
+            f"a checkpoint record of thread {thread_id!r} in Redis is corrupt ({exc}); fork "
+            "from an earlier checkpoint or start a new thread."
+        )
+        raise CheckpointDecodeError(msg) from exc
+    return StoredCheckpoint(
+        thread_id=thread_id,
+        checkpoint_id=str(checkpoint_id),
+        parent_id=None if parent_id is None else str(parent_id),
+        step=int(step),
+        created_at=float(created_at),
+        payload=payload,
+    )
