@@ -104,7 +104,8 @@ def typecheck(session: nox.Session) -> None:
         editable += ["-e", f"{PACKAGES / dist}{'[all]' if chr(10) + 'all =' in text else ''}"]
     session.install(*editable, "mypy>=1.13", "pytest", "hypothesis")
     srcs = [str(PACKAGES / d / "src") for d in DISTS]
-    session.run("mypy", *srcs)
+    typing_checks = str(PACKAGES / CORE / "tests" / "typing")
+    session.run("mypy", *srcs, typing_checks)
 
 
 def _build(session: nox.Session, dist: str, out: Path) -> list[Path]:
