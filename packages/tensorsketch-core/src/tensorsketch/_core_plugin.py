@@ -68,6 +68,18 @@ def _run_plugins(args: argparse.Namespace) -> int:
     return 0
 
 
+def _configure_trace(parser: argparse.ArgumentParser) -> None:
+    from tensorsketch.observability.report import configure_cli
+
+    configure_cli(parser)
+
+
+def _run_trace(args: argparse.Namespace) -> int:
+    from tensorsketch.observability.report import run_cli
+
+    return run_cli(args)
+
+
 @hookimpl
 def tensorsketch_cli_commands() -> Sequence[CliCommand]:
     return [
@@ -76,5 +88,11 @@ def tensorsketch_cli_commands() -> Sequence[CliCommand]:
             help="list installed distributions, versions and their hook implementations",
             run=_run_plugins,
             configure=_configure_plugins,
-        )
+        ),
+        CliCommand(
+            name="trace",
+            help="read trace files: report (time, tokens, cost), diff two runs, show the tree",
+            run=_run_trace,
+            configure=_configure_trace,
+        ),
     ]
