@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pydantic
 
@@ -44,6 +44,10 @@ if TYPE_CHECKING:
 __all__ = ["Branch", "GraphSpec", "NodeSpec", "Run", "Task"]
 
 EventSink = Callable[[Event], Awaitable[None]]
+M = TypeVar("M", bound=Schema)
+
+#: What path functions usually return: never awaitable, so the awaitable check can be skipped.
+_PLAIN_ROUTES: frozenset[type] = frozenset({str, list, tuple, Send})
 
 
 @dataclass(slots=True, eq=False)
@@ -72,6 +76,8 @@ class NodeSpec:
     writes: tuple[str, ...]
     successors: tuple[str, ...] = ()
     branch: Branch | None = None
+    #: ``in_schema.model_construct`` for complete values, made fast on first use.
+    make_input: Callable[[dict[str, Any]], Schema] | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -88,6 +94,18 @@ class GraphSpec:
     entry_branch: Branch | None
     structure: GraphStructure
     adapters: dict[str, pydantic.TypeAdapter[Any]] = field(default_factory=dict)
+    #: Derived once, read on every superstep: the state's field names, in declaration order,
+    #: the channels that forget their value at each barrier, and a fast state constructor.
+    field_names: tuple[str, ...] = field(init=False, default=())
+    field_set: frozenset[str] = field(init=False, default=frozenset())
+    clearing: tuple[str, ...] = field(init=False, default=())
+    make_state: Callable[[dict[str, Any]], Schema] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.field_names = tuple(self.state_schema.model_fields)
+        self.field_set = frozenset(self.field_names)
+        self.clearing = tuple(n for n, c in self.channels.items() if c.clears_each_step)
+        self.make_state = fast_constructor(self.state_schema)
 
     def adapter(self, name: str) -> pydantic.TypeAdapter[Any]:
         """A validator for one state field (built on first use)."""
@@ -98,6 +116,71 @@ class GraphSpec:
             found = pydantic.TypeAdapter(annotation)
             self.adapters[name] = found
         return found
+
+
+def _slot_setter(name: str) -> Callable[[Any, Any], None] | None:
+    descriptor = pydantic.BaseModel.__dict__.get(name)
+    setter = getattr(descriptor, "__set__", None)
+    return setter if callable(setter) else None
+
+
+_SET_FIELDS_SET = _slot_setter("__pydantic_fields_set__")
+_SET_EXTRA = _slot_setter("__pydantic_extra__")
+_SET_PRIVATE = _slot_setter("__pydantic_private__")
+_new_object = object.__new__
+_object_setattr = object.__setattr__
+
+
+def fast_constructor(schema: type[M]) -> Callable[[dict[str, Any]], M]:
+    """An equivalent of ``schema.model_construct(**values)`` for trusted values, ~4x faster.
+
+    The engine builds a node's ``In`` and the routing view of the state on every task; pydantic's
+    ``model_construct`` spends most of its time on generality those values never need. When
+    ``values`` holds every field (in declaration order, as the engine builds them), the instance
+    is assembled from pydantic's own slots; anything else — missing fields that need defaults, a
+    model with private attributes, ``model_post_init``, ``extra="allow"``, or a pydantic whose
+    slots look different — goes through ``model_construct``. The fast path is checked against
+    ``model_construct`` once, when it is made.
+    """
+
+    def slow(values: dict[str, Any]) -> M:
+        return schema.model_construct(**values)  # type: ignore[return-value]
+
+    if (
+        _SET_FIELDS_SET is None
+        or _SET_EXTRA is None
+        or _SET_PRIVATE is None
+        or schema.__pydantic_post_init__ is not None
+        or schema.__private_attributes__
+        or schema.__pydantic_root_model__
+        or schema.model_config.get("extra") == "allow"
+    ):
+        return slow
+    n_fields = len(schema.model_fields)
+    set_fields, set_extra, set_private = _SET_FIELDS_SET, _SET_EXTRA, _SET_PRIVATE
+    new, setattr_ = _new_object, _object_setattr
+
+    def fast(values: dict[str, Any]) -> M:
+        if len(values) != n_fields:
+            return slow(values)
+        obj = new(schema)
+        setattr_(obj, "__dict__", values)
+        set_fields(obj, set(values))
+        set_extra(obj, None)
+        set_private(obj, None)
+        return obj
+
+    # Model the slots on what ``model_construct`` does for this very schema; any difference
+    # (a future pydantic) falls back to it. Values are not validated, so ``None`` will do.
+    probe = dict.fromkeys(schema.model_fields)
+    expected, got = slow(dict(probe)), fast(dict(probe))
+    same = (
+        list(got.__dict__.items()) == list(expected.__dict__.items())
+        and got.__pydantic_fields_set__ == expected.__pydantic_fields_set__
+        and got.__pydantic_extra__ == expected.__pydantic_extra__
+        and got.__pydantic_private__ == expected.__pydantic_private__
+    )
+    return fast if same else slow
 
 
 @dataclass(slots=True, eq=False)
@@ -180,9 +263,7 @@ class Run:
 
                 close = difflib.get_close_matches(key, list(fields), n=1)
                 hint = f" — did you mean {close[0]!r}?" if close else ""
-                errors.append(
-                    f"{key!r} is not a field of {self.spec.state_schema.__name__}{hint}"
-                )
+                errors.append(f"{key!r} is not a field of {self.spec.state_schema.__name__}{hint}")
                 continue
             try:
                 writes[key] = self.spec.adapter(key).validate_python(value)
@@ -211,7 +292,12 @@ class Run:
 
     def state_view(self) -> Schema:
         """The current values as a state instance (unvalidated; for routing functions)."""
-        return self.spec.state_schema.model_construct(**self.values)
+        values = self.values
+        spec = self.spec
+        if len(values) == len(spec.field_names):
+            # A copy in declaration order, so the view never aliases the live channels.
+            return spec.make_state({name: values[name] for name in spec.field_names})
+        return spec.state_schema.model_construct(**values)
 
     def final_state(self) -> Schema:
         """The validated state returned by ``invoke``."""
@@ -296,7 +382,7 @@ class Run:
         except Exception as exc:
             exc.add_note(f"while routing out of {branch.source!r} with {branch.path_name}()")
             raise
-        if inspect.isawaitable(decided):
+        if type(decided) not in _PLAIN_ROUTES and inspect.isawaitable(decided):
             msg = (
                 f"path function {branch.path_name}() of {branch.source!r} returned an awaitable; "
                 "routing functions must be plain (sync) functions of the state."
@@ -354,8 +440,10 @@ class Run:
             )
             raise RoutingError(msg)
         payload = send.payload
-        if payload is None:
-            data: dict[str, Any] = {}
+        if type(payload) is dict:
+            data: dict[str, Any] = payload.copy()
+        elif payload is None:
+            data = {}
         elif isinstance(payload, Schema):
             data = {k: getattr(payload, k) for k in payload.model_fields_set}
         elif isinstance(payload, Mapping):
@@ -366,8 +454,8 @@ class Run:
                 f"instance, got {type(payload).__name__}."
             )
             raise RoutingError(msg)
-        fields = self.spec.state_schema.model_fields
-        unknown = [k for k in data if k not in fields]
+        fields = self.spec.field_set
+        unknown = [] if fields.issuperset(data) else [k for k in data if k not in fields]
         if unknown:
             msg = (
                 f"Send({send.node!r}, ...) payload has {unknown!r}, which are not fields of "
@@ -401,7 +489,10 @@ class Run:
                 continue
             kwargs[name] = value
         if payload is None:
-            return spec.in_schema.model_construct(**kwargs)
+            make = spec.make_input
+            if make is None:
+                make = spec.make_input = fast_constructor(spec.in_schema)
+            return make(kwargs)
         try:
             return spec.in_schema.model_validate(kwargs)
         except pydantic.ValidationError as exc:
@@ -435,7 +526,9 @@ class Run:
         ctx = Context(self, spec.name, step, task.instance)
         inp = self.build_input(task)
         if self.sink is not None:
-            await self.emit("node_start", node=spec.name, data={"instance": task.instance}, step=step)
+            await self.emit(
+                "node_start", node=spec.name, data={"instance": task.instance}, step=step
+            )
         try:
             if self.tracer.enabled:
                 with self.tracer.span(
@@ -461,25 +554,44 @@ class Run:
         return writes
 
     async def run_parallel(self, tasks: list[Task], step: int) -> list[dict[str, Any]]:
-        """Run tasks concurrently; the first failure cancels the rest and propagates as is."""
+        """Run tasks concurrently; the first failure cancels the rest and propagates as is.
+
+        One shared countdown wakes the barrier instead of ``asyncio.wait``'s callback on every
+        task: a 10,000-way fan-out costs one wake-up, not 10,000 callback registrations.
+        """
         loop = asyncio.get_running_loop()
-        futures = [loop.create_task(self.run_task(task, step)) for task in tasks]
+        gather = _Gather(len(tasks), loop.create_future())
+        run_into = self._run_into
+        futures = [
+            loop.create_task(run_into(gather, index, task, step))
+            for index, task in enumerate(tasks)
+        ]
         try:
-            done, pending = await asyncio.wait(futures, return_when=asyncio.FIRST_EXCEPTION)
-            failed = [f for f in futures if f.done() and not f.cancelled() and f.exception()]
-            if failed:
-                for f in pending:
-                    f.cancel()
-                if pending:
-                    await asyncio.wait(pending)
-                first = failed[0].exception()
-                assert first is not None
-                raise first
-            return [f.result() for f in futures]
-        finally:
-            for f in futures:
-                if not f.done():
-                    f.cancel()
+            await gather.waiter
+        except BaseException:
+            await _cancel_all(futures)
+            raise
+        if gather.failures:
+            # The first failure in task order among those seen when the barrier woke.
+            _, first = min(gather.failures, key=lambda pair: pair[0])
+            await _cancel_all(futures)
+            raise first
+        return gather.results  # type: ignore[return-value]
+
+    async def _run_into(self, gather: _Gather, index: int, task: Task, step: int) -> None:
+        try:
+            gather.results[index] = await self.run_task(task, step)
+        except Exception as exc:
+            gather.fail(index, exc)
+            return
+        except BaseException as exc:  # cancelled from outside: the barrier must still wake
+            gather.fail(index, exc)
+            raise
+        gather.remaining -= 1
+        if not gather.remaining:
+            waiter = gather.waiter
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def emit(
         self, type: str, *, node: str | None = None, data: Any = None, step: int | None = None
@@ -564,11 +676,37 @@ class Run:
                 else:
                     bucket.append(value)
                     writers[name].append(task.spec.name)
-        for name, channel in self.spec.channels.items():
-            if channel.clears_each_step and name not in pending:
+        for name in self.spec.clearing:
+            if name not in pending:
                 pending[name] = []
                 writers[name] = []
         return self._fold(pending, writers)
+
+
+class _Gather:
+    """The shared state of one parallel superstep: results by task index, and a countdown."""
+
+    __slots__ = ("failures", "remaining", "results", "waiter")
+
+    def __init__(self, count: int, waiter: asyncio.Future[None]) -> None:
+        self.results: list[dict[str, Any] | None] = [None] * count
+        self.remaining = count
+        self.waiter = waiter
+        self.failures: list[tuple[int, BaseException]] = []
+
+    def fail(self, index: int, exc: BaseException) -> None:
+        self.failures.append((index, exc))
+        if not self.waiter.done():
+            self.waiter.set_result(None)
+
+
+async def _cancel_all(futures: list[asyncio.Task[None]]) -> None:
+    """Cancel the tasks still running and wait until they have all finished."""
+    pending = [f for f in futures if not f.done()]
+    for f in pending:
+        f.cancel()
+    if pending:
+        await asyncio.wait(pending)
 
 
 async def _call(fn: Callable[[], Any]) -> Any:
