@@ -147,32 +147,22 @@ def parse_source(text: str, filename: str = "<source>") -> ParsedSource:
 # -- class line numbers ----------------------------------------------------------------------
 
 
-class _ClassCollector(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.classes: list[cst.ClassDef] = []
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.classes.append(node)
-
-
 def _class_lines(module: cst.Module, tree: ast.Module | None) -> dict[int, int]:
-    collector = _ClassCollector()
-    with deep_recursion():
-        module.visit(collector)
+    from tensorsketch.canvas._stmts import walk_statements
+
+    classes = [loc.stmt for loc in walk_statements(module) if isinstance(loc.stmt, cst.ClassDef)]
     if tree is not None:
         ast_classes = sorted(
             (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)),
             key=lambda n: (n.lineno, n.col_offset),
         )
-        if len(ast_classes) == len(collector.classes):
-            return {
-                id(node): a.lineno for node, a in zip(collector.classes, ast_classes, strict=True)
-            }
+        if len(ast_classes) == len(classes):
+            return {id(node): a.lineno for node, a in zip(classes, ast_classes, strict=True)}
     # Slow path (ast could not read the file): ask libcst for positions.
     with deep_recursion():
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         positions = wrapper.resolve(PositionProvider)
-    return {id(node): positions[node].start.line for node in collector.classes}
+    return {id(node): positions[node].start.line for node in classes}
 
 
 # -- masking chains --------------------------------------------------------------------------

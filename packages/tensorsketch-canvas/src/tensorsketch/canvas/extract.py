@@ -1,0 +1,96 @@
+"""Code → canvas: read a file's graph into a :class:`~tensorsketch.canvas.ir.GraphIR`.
+
+Extraction is purely syntactic: the module is parsed, never imported or run. That is what
+lets the canvas show a graph while it is still being written — undefined names, missing
+imports and ``raise Hole(...)`` bodies are all fine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tensorsketch.canvas._classes import NodeClass, find_node_classes
+from tensorsketch.canvas._source import ParsedSource, parse_source
+from tensorsketch.canvas._wiring import GraphModel, find_graphs
+from tensorsketch.canvas.exceptions import GraphNotFoundError
+from tensorsketch.canvas.ir import EdgeIR, GraphIR, NodeIR
+
+__all__ = ["extract", "extract_all", "graph_names"]
+
+
+def extract(source: str, graph: str | None = None) -> GraphIR:
+    """The graph a source file defines, as a GraphIR.
+
+    :param source: the text of a Python module.
+    :param graph: which graph, when the file has several — the name of the variable holding it
+        (the compiled graph, ``app = g.compile()``, or the builder, ``g``) or of the function
+        returning it. Without it, the first graph in the file is read.
+    :raises GraphNotFoundError: the file has no ``Graph(...)`` builder, or none by that name.
+    :raises SourceParseError: the file is not valid Python.
+    """
+    src = parse_source(source)
+    models = find_graphs(src)
+    model = select(models, graph)
+    return build_ir(src, model, find_node_classes(src))
+
+
+def extract_all(source: str) -> list[GraphIR]:
+    """Every graph of a source file, in the order their builders appear."""
+    src = parse_source(source)
+    classes = find_node_classes(src)
+    return [build_ir(src, model, classes) for model in find_graphs(src)]
+
+
+def graph_names(source: str) -> list[str]:
+    """The names of the graphs a file defines (each usable as ``extract(source, graph=...)``)."""
+    return [model.name for model in find_graphs(parse_source(source))]
+
+
+def select(models: list[GraphModel], graph: str | None) -> GraphModel:
+    """Pick the model called ``graph`` (by any of its names), or the first one."""
+    if not models:
+        msg = (
+            "no graph builder found: the file has no `Graph(State)` assigned to a name (or "
+            "returned from a function); add one, e.g. `g = Graph(State)`, to wire nodes."
+        )
+        raise GraphNotFoundError(msg)
+    if graph is None:
+        return models[0]
+    for model in models:
+        if model.name == graph:
+            return model
+    for model in models:
+        if graph in model.names:
+            return model
+    known = ", ".join(repr(m.name) for m in models)
+    msg = f"no graph named {graph!r} in this file; its graphs are: {known}."
+    raise GraphNotFoundError(msg)
+
+
+def build_ir(src: ParsedSource, model: GraphModel, classes: dict[str, NodeClass]) -> GraphIR:
+    """Fold a graph's wiring items into its GraphIR."""
+    del src  # the items already carry every piece of text the IR needs
+    nodes: list[NodeIR] = []
+    edges: list[EdgeIR] = []
+    for item in model.items:
+        for decl in item.nodes:
+            cls = classes.get(decl.class_key)
+            nodes.append(
+                NodeIR(
+                    name=decl.name,
+                    cls=decl.cls,
+                    inputs=[replace(p) for p in cls.inputs] if cls else [],
+                    outputs=[replace(p) for p in cls.outputs] if cls else [],
+                    has_hole=cls.has_hole if cls else False,
+                    hole=cls.hole if cls else None,
+                    line=cls.line if cls else None,
+                )
+            )
+        edges.extend(item.edges)
+    return GraphIR(
+        name=model.name,
+        state=model.state,
+        nodes=nodes,
+        edges=[replace(e) for e in edges],
+        style=model.style,
+    )
