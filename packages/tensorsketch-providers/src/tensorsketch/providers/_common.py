@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import copy
 import importlib
+import inspect
 import json
 import mimetypes
 import uuid
@@ -33,6 +34,7 @@ __all__ = [
     "loads_args",
     "new_tool_id",
     "parse_structured",
+    "route_options",
     "strict_json_schema",
 ]
 
@@ -50,6 +52,30 @@ def import_sdk(module: str, extra: str) -> ModuleType:
             f'install it with `pip install "tensorsketch-providers[{extra}]"`.'
         )
         raise ImportError(msg, name=module) from exc
+
+
+def route_options(method: Any, request: dict[str, Any], options: dict[str, Any]) -> None:
+    """Add call ``options`` to ``request``: as keywords the SDK method knows, the rest inside
+    ``extra_body``.
+
+    SDK releases add and drop keyword parameters (a newer ``anthropic`` has no
+    ``temperature`` keyword) while the API still takes the field, so anything the installed
+    SDK does not name travels in the request body unchanged.
+    """
+    try:
+        known = set(inspect.signature(method).parameters)
+    except (TypeError, ValueError):
+        known = set()
+    extra: dict[str, Any] = dict(request.get("extra_body") or {})
+    for key, value in options.items():
+        if key == "extra_body" and isinstance(value, dict):
+            extra.update(value)
+        elif key in known:
+            request[key] = value
+        else:
+            extra[key] = value
+    if extra:
+        request["extra_body"] = extra
 
 
 def new_tool_id() -> str:

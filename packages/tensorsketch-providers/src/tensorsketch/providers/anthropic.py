@@ -36,6 +36,7 @@ from tensorsketch.providers._common import (
     import_sdk,
     loads_args,
     output_json_schema,
+    route_options,
 )
 from tensorsketch.providers._errors import classify
 from tensorsketch.schema import Schema
@@ -267,8 +268,11 @@ class AnthropicProvider(ChatProvider):
             if self.cache_prefix:
                 definitions[-1]["cache_control"] = dict(_EPHEMERAL)
             request["tools"] = definitions
-        for key, value in options.items():
-            request[_OPTION_ALIASES.get(key, key)] = value
+        route_options(
+            self._client.messages.create,
+            request,
+            {_OPTION_ALIASES.get(key, key): value for key, value in options.items()},
+        )
         return request
 
     # -- mapping: Messages API -> ours -------------------------------------------------------

@@ -247,9 +247,24 @@ class GoogleProvider(ChatProvider):
         if output_schema is not None:
             config["response_mime_type"] = "application/json"
             config["response_json_schema"] = output_json_schema(output_schema)
+        fields = _types.GenerateContentConfig.model_fields
         for key, value in options.items():
-            config[_OPTION_ALIASES.get(key, key)] = value
-        return {"model": self.model, "contents": contents, "config": config}
+            name = _OPTION_ALIASES.get(key, key)
+            if name not in fields:
+                msg = (
+                    f"`GoogleProvider` does not know the option {key!r}; options are "
+                    "`google.genai.types.GenerateContentConfig` fields (temperature, top_p, "
+                    "top_k, stop_sequences, seed, thinking_config, ...)."
+                )
+                raise TypeError(msg)
+            config[name] = value
+        # Typed SDK objects (not plain dicts), so the SDK writes the documented camelCase
+        # field names at every depth.
+        return {
+            "model": self.model,
+            "contents": [_types.Content.model_validate(c) for c in contents],
+            "config": _types.GenerateContentConfig.model_validate(config),
+        }
 
     def _parts(self, message: Message, names: dict[str, str]) -> list[dict[str, Any]]:
         if message.role == "tool":

@@ -42,6 +42,7 @@ from tensorsketch.providers._common import (
     import_sdk,
     loads_args,
     output_json_schema,
+    route_options,
     strict_json_schema,
 )
 from tensorsketch.providers._errors import classify
@@ -277,7 +278,7 @@ class OpenAIProvider(ChatProvider):
             if doc:
                 json_schema["description"] = doc
             request["response_format"] = {"type": "json_schema", "json_schema": json_schema}
-        request.update(options)
+        route_options(self._client.chat.completions.create, request, options)
         return request
 
     # -- mapping: Chat Completions -> ours ---------------------------------------------------
