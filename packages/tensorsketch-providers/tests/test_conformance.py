@@ -372,7 +372,8 @@ async def test_timeout(server: Any, play: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    ("status", "kind"), [(400, BadRequestError), (401, AuthenticationError), (403, AuthenticationError)]
+    ("status", "kind"),
+    [(400, BadRequestError), (401, AuthenticationError), (403, AuthenticationError)],
 )
 async def test_client_errors_are_not_retryable(
     server: Any, play: Any, status: int, kind: type[Exception]

@@ -21,10 +21,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from wire_server import Recorded, Reply  # type: ignore[import-not-found]
+
 from tensorsketch.chat import ChatProvider, Usage
 from tensorsketch.messages import ToolCall
-
-from wire_server import Recorded, Reply  # type: ignore[import-not-found]
 
 FRESH, CACHED, WRITTEN, OUTPUT = 11, 5, 3, 7
 
@@ -138,14 +138,21 @@ class AnthropicPlay(Play):
     model = "claude-sonnet-4-6"
     reply_model = "claude-sonnet-4-6-20260101"
     expected_usage = Usage(
-        input_tokens=FRESH, output_tokens=OUTPUT, cache_read_tokens=CACHED, cache_write_tokens=WRITTEN
+        input_tokens=FRESH,
+        output_tokens=OUTPUT,
+        cache_read_tokens=CACHED,
+        cache_write_tokens=WRITTEN,
     )
 
     def _provider(self, url: str, *, timeout: float, retries: int) -> ChatProvider:
         from tensorsketch.providers.anthropic import AnthropicProvider
 
         return AnthropicProvider(
-            model=self.model, api_key="sk-ant-test", base_url=url, timeout=timeout, max_retries=retries
+            model=self.model,
+            api_key="sk-ant-test",
+            base_url=url,
+            timeout=timeout,
+            max_retries=retries,
         )
 
     def check_endpoint(self, request: Recorded, *, stream: bool) -> None:
@@ -180,11 +187,15 @@ class AnthropicPlay(Play):
                     value = source.get("data") if source["type"] == "base64" else source["url"]
                     items.append(Item("image", value, media_type=source.get("media_type")))
                 elif kind == "tool_use":
-                    items.append(Item("call", id=block["id"], name=block["name"], args=block["input"]))
+                    items.append(
+                        Item("call", id=block["id"], name=block["name"], args=block["input"])
+                    )
                 elif kind == "tool_result":
                     inner = block["content"]
-                    text = inner if isinstance(inner, str) else "".join(
-                        b.get("text", "") for b in inner if b["type"] == "text"
+                    text = (
+                        inner
+                        if isinstance(inner, str)
+                        else "".join(b.get("text", "") for b in inner if b["type"] == "text")
                     )
                     items.append(
                         Item(
@@ -251,7 +262,9 @@ class AnthropicPlay(Play):
             "tool_use",
         )
 
-    def _stream(self, blocks: list[tuple[dict[str, Any], list[dict[str, Any]]]], stop: str) -> Reply:
+    def _stream(
+        self, blocks: list[tuple[dict[str, Any], list[dict[str, Any]]]], stop: str
+    ) -> Reply:
         start_usage = dict(self._usage(), output_tokens=1)
         events: list[tuple[str | None, Any] | str] = [
             (
@@ -353,7 +366,11 @@ class OpenAIPlay(Play):
         from tensorsketch.providers.openai import OpenAIProvider
 
         return OpenAIProvider(
-            model=self.model, api_key="sk-test", base_url=f"{url}/v1", timeout=timeout, max_retries=retries
+            model=self.model,
+            api_key="sk-test",
+            base_url=f"{url}/v1",
+            timeout=timeout,
+            max_retries=retries,
         )
 
     def check_endpoint(self, request: Recorded, *, stream: bool) -> None:
@@ -379,9 +396,9 @@ class OpenAIPlay(Play):
             role = message["role"]
             content = message.get("content")
             if role in ("system", "developer"):
-                system.append(content if isinstance(content, str) else "".join(
-                    p["text"] for p in content
-                ))
+                system.append(
+                    content if isinstance(content, str) else "".join(p["text"] for p in content)
+                )
                 continue
             items: list[Item] = []
             if isinstance(content, str) and role != "tool":
@@ -394,15 +411,11 @@ class OpenAIPlay(Play):
                         url = part["image_url"]["url"]
                         if url.startswith("data:"):
                             head, _, data = url.partition(",")
-                            items.append(
-                                Item("image", data, media_type=head[5:].split(";")[0])
-                            )
+                            items.append(Item("image", data, media_type=head[5:].split(";")[0]))
                         else:
                             items.append(Item("image", url))
             if role == "tool":
-                text = content if isinstance(content, str) else "".join(
-                    p["text"] for p in content
-                )
+                text = content if isinstance(content, str) else "".join(p["text"] for p in content)
                 add("user", [Item("result", text, id=message["tool_call_id"])])
                 continue
             for call in message.get("tool_calls") or []:
@@ -415,7 +428,9 @@ class OpenAIPlay(Play):
                     )
                 )
             add(role, items)
-        tools = {t["function"]["name"]: t["function"]["parameters"] for t in body.get("tools") or []}
+        tools = {
+            t["function"]["name"]: t["function"]["parameters"] for t in body.get("tools") or []
+        }
         descriptions = {
             t["function"]["name"]: t["function"].get("description", "")
             for t in body.get("tools") or []
@@ -732,11 +747,18 @@ class GooglePlay(Play):
             500: "INTERNAL",
             503: "UNAVAILABLE",
         }.get(status, "UNKNOWN")
-        error: dict[str, Any] = {"code": status, "message": f"test {status_name}", "status": status_name}
+        error: dict[str, Any] = {
+            "code": status,
+            "message": f"test {status_name}",
+            "status": status_name,
+        }
         if retry_after is not None:
             # Gemini says when to come back in a RetryInfo detail rather than a header.
             error["details"] = [
-                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{retry_after}s"}
+                {
+                    "@type": "type.googleapis.com/google.rpc.RetryInfo",
+                    "retryDelay": f"{retry_after}s",
+                }
             ]
         return Reply(status=status, body={"error": error})
 

@@ -14,7 +14,6 @@ Mapping notes:
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -188,9 +187,7 @@ class AnthropicProvider(ChatProvider):
                     output_tokens = usage.output_tokens or output_tokens
                     input_tokens = getattr(usage, "input_tokens", None) or input_tokens
                     cache_read = getattr(usage, "cache_read_input_tokens", None) or cache_read
-                    cache_write = (
-                        getattr(usage, "cache_creation_input_tokens", None) or cache_write
-                    )
+                    cache_write = getattr(usage, "cache_creation_input_tokens", None) or cache_write
         except Exception as exc:
             raise self._error(exc) from exc
         for kind_, _ordinal, fragments, call_id, name in (blocks[i] for i in sorted(blocks)):
@@ -243,11 +240,11 @@ class AnthropicProvider(ChatProvider):
             "messages": turns,
         }
         if system_parts:
-            system = [{"type": "text", "text": text} for text in system_parts]
+            system: list[dict[str, Any]] = [{"type": "text", "text": t} for t in system_parts]
             if self.cache_prefix:
                 system[-1]["cache_control"] = dict(_EPHEMERAL)
             request["system"] = system
-        definitions = [
+        definitions: list[dict[str, Any]] = [
             {"name": t.name, "description": t.description, "input_schema": t.json_schema()}
             for t in tool_list
         ]
@@ -318,9 +315,7 @@ def _to_blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
             result["is_error"] = True
         return "user", [result]
     blocks = [
-        _block(b)
-        for b in content_blocks(message)
-        if not (isinstance(b, TextBlock) and not b.text)
+        _block(b) for b in content_blocks(message) if not (isinstance(b, TextBlock) and not b.text)
     ]
     for call in message.tool_calls:
         blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.args})
@@ -337,7 +332,3 @@ def _block(block: TextBlock | ImageBlock) -> dict[str, Any]:
     else:
         source = {"type": "url", "url": block.url}
     return {"type": "image", "source": source}
-
-
-def _dump(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))

@@ -285,7 +285,9 @@ class GoogleProvider(ChatProvider):
             parts.extend(_part(image) for image in message.images)
             return parts
         parts = [
-            _part(b) for b in content_blocks(message) if not (isinstance(b, TextBlock) and not b.text)
+            _part(b)
+            for b in content_blocks(message)
+            if not (isinstance(b, TextBlock) and not b.text)
         ]
         for position, call in enumerate(message.tool_calls):
             names[call.id] = call.name
@@ -294,7 +296,7 @@ class GoogleProvider(ChatProvider):
                 function_call["id"] = call.id
             part: dict[str, Any] = {"function_call": function_call}
             signature = self._signatures.get(call.id)
-            if signature is None and position == 0 and self.model.startswith("gemini-3"):
+            if signature is None and position == 0 and (self.model or "").startswith("gemini-3"):
                 signature = _SKIP_SIGNATURE_BYTES
             if signature is not None:
                 part["thought_signature"] = signature
@@ -303,9 +305,7 @@ class GoogleProvider(ChatProvider):
 
     # -- mapping: generateContent -> ours ----------------------------------------------------
 
-    def _absorb(
-        self, draft: Draft, response: Any
-    ) -> tuple[list[str], list[tuple[int, ToolCall]]]:
+    def _absorb(self, draft: Draft, response: Any) -> tuple[list[str], list[tuple[int, ToolCall]]]:
         """Fold one response (or stream chunk) into ``draft``; return what it added."""
         texts: list[str] = []
         calls: list[tuple[int, ToolCall]] = []

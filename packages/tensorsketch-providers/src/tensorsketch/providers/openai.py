@@ -334,9 +334,7 @@ def _to_wire(message: Message, pending_images: list[dict[str, Any]]) -> list[dic
     if message.role == "tool":
         texts = [b.text for b in content_blocks(message) if isinstance(b, TextBlock)]
         pending_images.extend(_part(b) for b in message.images)
-        return [
-            {"role": "tool", "tool_call_id": message.tool_call_id, "content": "".join(texts)}
-        ]
+        return [{"role": "tool", "tool_call_id": message.tool_call_id, "content": "".join(texts)}]
     if message.role == "assistant":
         wire: dict[str, Any] = {"role": "assistant", "content": message.text or None}
         if message.tool_calls:
