@@ -115,8 +115,10 @@ def import_position(module: cst.Module) -> int:
         if not isinstance(stmt, cst.SimpleStatementLine):
             break
         first = stmt.body[0]
-        is_doc = index == 0 and isinstance(first, cst.Expr) and isinstance(
-            first.value, cst.SimpleString | cst.ConcatenatedString
+        is_doc = (
+            index == 0
+            and isinstance(first, cst.Expr)
+            and isinstance(first.value, cst.SimpleString | cst.ConcatenatedString)
         )
         if is_doc or isinstance(first, cst.Import | cst.ImportFrom):
             position = index + 1

@@ -96,9 +96,7 @@ def _add_call(decl: NodeDecl, ctx: RenderContext) -> str:
 
 
 def _mapping(edges: list[EdgeIR], ctx: RenderContext) -> str:
-    pairs = ", ".join(
-        f"{ctx.string(e.label or '')}: {ctx.name_ref(e.target or '')}" for e in edges
-    )
+    pairs = ", ".join(f"{ctx.string(e.label or '')}: {ctx.name_ref(e.target or '')}" for e in edges)
     return "{" + pairs + "}"
 
 
@@ -107,7 +105,9 @@ def _edge_calls(item: Fresh, ctx: RenderContext) -> list[str]:
     edges = item.edges
     first = edges[0]
     if first.kind == "sequential":
-        return [f"edge({ctx.name_ref(e.source or '')}, {ctx.name_ref(e.target or '')})" for e in edges]
+        return [
+            f"edge({ctx.name_ref(e.source or '')}, {ctx.name_ref(e.target or '')})" for e in edges
+        ]
     source = ctx.name_ref(first.source or "")
     method = first.branch or "conditional"
     if first.kind == "dynamic":
@@ -230,10 +230,11 @@ def render_chain(
     heads: dict[int, str] = {}
     previous: dict[int, int] = {}
     before: Link | None = None
-    for link, nxt in zip(links, [*links[1:], compile_link], strict=True):
-        heads[id(link)] = _split_trivia(nxt.trivia)[0] if nxt is not None else ""
-        previous[id(link)] = id(before) if before is not None else 0
-        before = link
+    following: list[Link | None] = [*links[1:], compile_link]
+    for each, nxt in zip(links, following, strict=True):
+        heads[id(each)] = _split_trivia(nxt.trivia)[0] if nxt is not None else ""
+        previous[id(each)] = id(before) if before is not None else 0
+        before = each
     root_head = _split_trivia(links[0].trivia if links else compile_trivia)[0]
     last_head = heads[id(links[-1])] if links else root_head
     indent = _link_indent(chain, links, indent_unit)
@@ -241,7 +242,7 @@ def render_chain(
     parts = [chain.prefix, chain.root_text, root_head]
     emitted = 0  # id of the link emitted last; 0 for the root
     for unit in units:
-        link = unit.link
+        link: Link | None = unit.link
         if link is not None:
             head, tail = _split_trivia(link.trivia)
             inline = "\n" not in link.trivia
@@ -251,8 +252,10 @@ def render_chain(
                 text = (tail or indent) + unit.body + heads[id(link)]
         else:
             text = indent + unit.body + "\n"
-        if not parts[-1].endswith("\n") and text[:1] != "" and not (
-            link is not None and "\n" not in link.trivia and previous[id(link)] == emitted
+        if (
+            not parts[-1].endswith("\n")
+            and text[:1] != ""
+            and not (link is not None and "\n" not in link.trivia and previous[id(link)] == emitted)
         ):
             parts.append("\n")
         parts.append(text)

@@ -266,8 +266,8 @@ def _mask_chains(text: str, tree: ast.Module) -> tuple[str, dict[str, Chain]]:
     while token in text:
         token += "_"
     pending: list[_Pending] = []
-    for top, root, links in _find_chains(tree):
-        found = _split_chain(text, offsets, top, root, links)
+    for top, ast_root, ast_links in _find_chains(tree):
+        found = _split_chain(text, offsets, top, ast_root, ast_links)
         if found is not None:
             pending.append(found)
     if not pending:

@@ -52,9 +52,7 @@ def walk_statements(module: cst.Module) -> Iterator[Located]:
     return _walk(module, None, (module,))
 
 
-def _walk(
-    suite: Suite, function: str | None, path: tuple[cst.CSTNode, ...]
-) -> Iterator[Located]:
+def _walk(suite: Suite, function: str | None, path: tuple[cst.CSTNode, ...]) -> Iterator[Located]:
     for index, stmt in enumerate(suite.body):
         yield Located(stmt, suite, index, function, path)
         if isinstance(stmt, cst.BaseCompoundStatement):
@@ -86,9 +84,9 @@ class _Apply(cst.CSTTransformer):
     def on_visit(self, node: cst.CSTNode) -> bool:
         return id(node) in self.allowed
 
-    def on_leave(
+    def on_leave(  # type: ignore[override]
         self, original_node: cst.CSTNode, updated_node: cst.CSTNode
-    ) -> cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]:
+    ) -> cst.CSTNode:
         rewrite = self.replace.get(id(original_node))
         return updated_node if rewrite is None else rewrite(updated_node)
 

@@ -21,7 +21,7 @@ import libcst as cst
 from tensorsketch.canvas._classes import string_value
 from tensorsketch.canvas._source import Chain, Link, ParsedSource, deep_recursion
 from tensorsketch.canvas._stmts import walk_statements
-from tensorsketch.canvas.ir import END, LOOP_EXIT, LOOP_REPEAT, START, EdgeIR, Style
+from tensorsketch.canvas.ir import END, LOOP_EXIT, LOOP_REPEAT, START, BranchKind, EdgeIR, Style
 
 __all__ = ["Container", "GraphModel", "Item", "NodeDecl", "find_graphs"]
 
@@ -251,8 +251,9 @@ class _Walk:
             return None
         cls_expr = bound["node"]
         key = _last_name(cls_expr)
-        if key is None or isinstance(cls_expr, cst.Call) and not isinstance(
-            cls_expr.func, cst.Name | cst.Attribute
+        if key is None or (
+            isinstance(cls_expr, cst.Call)
+            and not isinstance(cls_expr.func, cst.Name | cst.Attribute)
         ):
             return None
         name = key
@@ -312,7 +313,7 @@ class _Walk:
         if src is None or src == END:
             return None
         path = self.src.code(bound["path"])
-        branch = "router" if method == "router" else "conditional"
+        branch: BranchKind = "router" if method == "router" else "conditional"
         mapping = bound.get("mapping")
         if mapping is None or (isinstance(mapping, cst.Name) and mapping.value == "None"):
             return [EdgeIR(src, None, "dynamic", path=path, branch=branch)]
@@ -391,9 +392,7 @@ class _Walk:
         name = self.ref(expr)
         return None if name is None else [name]
 
-    def _router(
-        self, expr: cst.BaseExpression
-    ) -> tuple[str, list[tuple[str, str]] | None] | None:
+    def _router(self, expr: cst.BaseExpression) -> tuple[str, list[tuple[str, str]] | None] | None:
         if not isinstance(expr, cst.Call) or _last_name(expr.func) != "Router":
             return None
         if not expr.args or expr.args[0].keyword is not None or expr.args[0].star:
@@ -609,7 +608,11 @@ def _read_graph(
     name = names[1] if var is not None and len(names) > 1 else names[0]
     kinds = {item.kind for item in items}
     style: Style
-    if "nodes" in kinds or "handle" in kinds or any(_is_rshift_item(src, item, body) for item in items):
+    if (
+        "nodes" in kinds
+        or "handle" in kinds
+        or any(_is_rshift_item(src, item, body) for item in items)
+    ):
         style = "operator"
     elif var is None or any(item.container is creation for item in items):
         style = "fluent"

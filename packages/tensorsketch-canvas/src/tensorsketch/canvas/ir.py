@@ -165,7 +165,8 @@ class EdgeIR:
             msg = f"EdgeIR.kind must be one of {sorted(_EDGE_KINDS)}, got {self.kind!r}."
             raise IRError(msg)
         if self.branch is not None and self.branch not in _BRANCH_KINDS:
-            msg = f"EdgeIR.branch must be one of {sorted(_BRANCH_KINDS)} or None, got {self.branch!r}."
+            allowed = sorted(_BRANCH_KINDS)
+            msg = f"EdgeIR.branch must be one of {allowed} or None, got {self.branch!r}."
             raise IRError(msg)
         if self.kind in ("conditional", "dynamic") and self.branch is None:
             self.branch = "conditional"

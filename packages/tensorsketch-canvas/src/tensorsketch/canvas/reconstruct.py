@@ -40,7 +40,14 @@ from tensorsketch.canvas._render import (
 )
 from tensorsketch.canvas._source import ParsedSource, deep_recursion, parse_source
 from tensorsketch.canvas._stmts import apply, walk_statements
-from tensorsketch.canvas._wiring import Container, GraphModel, Item, NodeDecl, find_graphs
+from tensorsketch.canvas._wiring import (
+    Container,
+    GraphModel,
+    Item,
+    ItemKind,
+    NodeDecl,
+    find_graphs,
+)
 from tensorsketch.canvas.exceptions import IRError, WriteBackError
 from tensorsketch.canvas.extract import build_ir, select
 from tensorsketch.canvas.ir import END, LOOP_EXIT, LOOP_REPEAT, START, EdgeIR, GraphIR, NodeIR
@@ -217,9 +224,7 @@ class _Writer:
         self.module = src.module
         self.indent = self.module.default_indent
         self.config = self.module.config_for_parsing
-        self.ctx = RenderContext(
-            style=model.style, var=model.var, quote=model.quote, handles={}
-        )
+        self.ctx = RenderContext(style=model.style, var=model.var, quote=model.quote, handles={})
         self.slots = _Slots()
         self.needs: set[str] = set()
 
@@ -240,7 +245,9 @@ class _Writer:
         self._assign_handles(node_plan)
         edge_plan = self._plan_edges(old_edges)
         self._diff(old_nodes, node_plan, stream="nodes")
-        self._diff(old_edges, edge_plan, stream="edges", last_node=old_nodes[-1] if old_nodes else None)
+        self._diff(
+            old_edges, edge_plan, stream="edges", last_node=old_nodes[-1] if old_nodes else None
+        )
         return self._emit(stubs, port_edits)
 
     def _interfaces(self) -> tuple[list[NodeIR], dict[str, NodeIR]]:
@@ -271,8 +278,7 @@ class _Writer:
                     seen[key] = node
                 elif key in seen:
                     if (node.inputs, node.outputs) != (seen[key].inputs, seen[key].outputs):
-                        msg = f"nodes {seen[key].name!r} and {node.name!r} share class {key!r} but disagree on its ports."
-                        raise WriteBackError(msg)
+                        raise WriteBackError(_disagree(seen[key], node, key))
                 elif node.inputs or node.outputs or node.has_hole or node.hole is not None:
                     msg = (
                         f"node {node.name!r} uses class {key!r}, which is not defined in this "
@@ -299,8 +305,7 @@ class _Writer:
                 _check_port(node.name, port.name, port.type)
             other = port_edits.get(key)
             if other is not None and (other.inputs, other.outputs) != (node.inputs, node.outputs):
-                msg = f"nodes {other.name!r} and {node.name!r} share class {key!r} but disagree on its ports."
-                raise WriteBackError(msg)
+                raise WriteBackError(_disagree(other, node, key))
             port_edits[key] = node
         return stubs, port_edits
 
@@ -316,12 +321,17 @@ class _Writer:
             match = None
             for item in index.get(wanted[i], []):
                 size = len(item.nodes)
-                if id(item) not in used and [(n.name, n.cls) for n in item.nodes] == wanted[i : i + size]:
+                if (
+                    id(item) not in used
+                    and [(n.name, n.cls) for n in item.nodes] == wanted[i : i + size]
+                ):
                     match = item
                     break
             if match is not None:
                 used.add(id(match))
-                plan.append(Fresh(match.kind, list(match.nodes), origin=match, handles=dict(match.handles)))
+                plan.append(
+                    Fresh(match.kind, list(match.nodes), origin=match, handles=dict(match.handles))
+                )
                 i += len(match.nodes)
                 continue
             name, cls = wanted[i]
@@ -337,7 +347,7 @@ class _Writer:
             ):
                 previous.nodes.append(decl)
             else:
-                kind = "nodes" if operator and decl.name == decl.class_key else "add"
+                kind: ItemKind = "nodes" if operator and decl.name == decl.class_key else "add"
                 plan.append(Fresh(kind, [decl]))
             i += 1
         return plan
@@ -353,9 +363,9 @@ class _Writer:
                 for var, name in item.handles.items():
                     handles.setdefault(name, var)
                     taken.add(var)
-        for item in self.model.items:
-            if item.kind == "handle":
-                for var, name in item.handles.items():
+        for old in self.model.items:
+            if old.kind == "handle":
+                for var, name in old.handles.items():
                     if name in names:
                         handles.setdefault(name, var)
                         taken.add(var)
@@ -365,11 +375,13 @@ class _Writer:
             if item.origin is not None:
                 continue
             for decl in item.nodes:
-                var = old_vars.get(decl.name)
-                if var is None or var in taken:
+                known = old_vars.get(decl.name)
+                if known is not None and known not in taken:
+                    var = known
+                else:
                     base = snake_name(decl.name)
                     var, n = base, 1
-                    while var in taken or (var in identifiers and var != old_vars.get(decl.name)):
+                    while var in taken or (var in identifiers and var != known):
                         n += 1
                         var = f"{base}_{n}" if n > 2 else f"{base}_node"
                 handles[decl.name] = var
@@ -388,7 +400,10 @@ class _Writer:
         def match_at(i: int) -> Item | None:
             for item in index.get(keys[i], []):
                 size = len(item.edges)
-                if id(item) not in used and [_edge_key(e) for e in item.edges] == keys[i : i + size]:
+                if (
+                    id(item) not in used
+                    and [_edge_key(e) for e in item.edges] == keys[i : i + size]
+                ):
                     return item
             return None
 
@@ -402,12 +417,14 @@ class _Writer:
                 i += len(match.edges)
                 continue
             j = self._group_end(edges, i, match_at)
-            kind = "custom" if edges[i].kind == "custom" else "edge"
+            kind: ItemKind = "custom" if edges[i].kind == "custom" else "edge"
             plan.append(Fresh(kind, edges=list(edges[i:j])))
             i = j
         return plan
 
-    def _group_end(self, edges: list[EdgeIR], i: int, match_at: Callable[[int], Item | None]) -> int:
+    def _group_end(
+        self, edges: list[EdgeIR], i: int, match_at: Callable[[int], Item | None]
+    ) -> int:
         first = edges[i]
         if first.kind in ("custom", "dynamic"):
             return i + 1
@@ -443,7 +460,10 @@ class _Writer:
     ) -> None:
         slots = self.slots
         a = [("old", id(item)) for item in old]
-        b = [("old", id(p.origin)) if p.origin is not None else ("new", k) for k, p in enumerate(plan)]
+        b = [
+            ("old", id(p.origin)) if p.origin is not None else ("new", k)
+            for k, p in enumerate(plan)
+        ]
         matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
             if tag == "equal":
@@ -488,12 +508,16 @@ class _Writer:
             if origin is not None and origin.container is None:
                 return [body[origin.stmt_index]]
             texts = statements(fresh, self.ctx)
-            made = [cst.parse_statement(t + "\n", config=self.config) for t in texts]
+            made: list[cst.BaseStatement] = [
+                cst.parse_statement(t + "\n", config=self.config) for t in texts
+            ]
             inherit = slots.inherit.get(id(fresh))
             if inherit is not None and inherit.container is None and made:
                 old = body[inherit.stmt_index]
                 first = made[0]
-                if isinstance(old, cst.SimpleStatementLine) and isinstance(first, cst.SimpleStatementLine):
+                if isinstance(old, cst.SimpleStatementLine) and isinstance(
+                    first, cst.SimpleStatementLine
+                ):
                     made[0] = first.with_changes(
                         leading_lines=old.leading_lines, trailing_whitespace=old.trailing_whitespace
                     )
@@ -518,7 +542,9 @@ class _Writer:
             elif items:
                 keep = all(id(item) not in slots.deleted for item in items)
                 for item in items:
-                    if item.kind == "handle" and not all(n in node_names for n in item.handles.values()):
+                    if item.kind == "handle" and not all(
+                        n in node_names for n in item.handles.values()
+                    ):
                         keep = False
                 if keep:
                     plan.append((index, None, None))
@@ -545,7 +571,13 @@ class _Writer:
         suite_path = (*model.path,) if model.path else (self.module,)
         module_fns: list[Callable[[cst.Module], cst.Module]] = []
         if model.module_level:
-            module_fns.append(lambda m: rebuild(m))  # type: ignore[arg-type,return-value]
+
+            def rebuild_module(m: cst.Module) -> cst.Module:
+                new = rebuild(m)
+                assert isinstance(new, cst.Module)
+                return new
+
+            module_fns.append(rebuild_module)
         else:
             rewrites.append((suite_path, rebuild))
             if stubs:
@@ -553,7 +585,7 @@ class _Writer:
                 made = [self._stub(stub) for stub in stubs]
 
                 def add_stubs(m: cst.Module) -> cst.Module:
-                    new_body = list(m.body)
+                    new_body: list[cst.BaseStatement] = list(m.body)
                     new_body[top:top] = made
                     return m.with_changes(body=new_body)
 
@@ -562,7 +594,7 @@ class _Writer:
             cls = self.classes[key]
             path = self._class_path(cls.node)
             edited = edit_ports(self.src, cls, node, self.config, self.indent)
-            rewrites.append((path, lambda _old, new=edited: new))
+            rewrites.append((path, _constant(edited)))
         needs = set(self.ctx.needs)
         if stubs:
             needs.update(STUB_NAMES)
@@ -609,7 +641,9 @@ class _Writer:
                     late.append(fresh)
                     continue
                 inherit = slots.inherit.get(id(fresh))
-                link = inherit.link if inherit is not None and inherit.container is container else None
+                link = (
+                    inherit.link if inherit is not None and inherit.container is container else None
+                )
                 bodies = link_bodies(fresh, self.ctx)
                 for number, body_text in enumerate(bodies):
                     units.append(ChainUnit(body_text, link if number == 0 else None))
@@ -639,8 +673,12 @@ class _Writer:
                 old_expr = container.expr
                 new_expr = cst.parse_expression(text)
 
-                def change(stmt: cst.BaseStatement, old: cst.CSTNode = old_expr) -> cst.BaseStatement:
-                    return stmt.deep_replace(old, new_expr)  # type: ignore[return-value]
+                def change(
+                    stmt: cst.BaseStatement, old: cst.CSTNode = old_expr
+                ) -> cst.BaseStatement:
+                    result = stmt.deep_replace(old, new_expr)
+                    assert isinstance(result, cst.BaseStatement)
+                    return result
 
                 plan.append((index, None, change))
         if late:
@@ -649,7 +687,9 @@ class _Writer:
     # helpers -----------------------------------------------------------------------------
 
     def _stub(self, node: NodeIR) -> cst.BaseStatement:
-        stmt = cst.parse_statement(stub_text(node, self.indent, self.model.quote), config=self.config)
+        stmt = cst.parse_statement(
+            stub_text(node, self.indent, self.model.quote), config=self.config
+        )
         blank = [cst.EmptyLine(), cst.EmptyLine()]
         return stmt.with_changes(leading_lines=blank)
 
@@ -707,6 +747,20 @@ class _Writer:
             return m.with_changes(body=body)
 
         return add
+
+
+def _constant(node: cst.CSTNode) -> Callable[[cst.CSTNode], cst.CSTNode]:
+    def replace(_old: cst.CSTNode) -> cst.CSTNode:
+        return node
+
+    return replace
+
+
+def _disagree(first: NodeIR, second: NodeIR, key: str) -> str:
+    return (
+        f"nodes {first.name!r} and {second.name!r} share class {key!r} but list different "
+        "ports; give both the same inputs and outputs."
+    )
 
 
 def _class_key(cls: str) -> str:

@@ -1,0 +1,167 @@
+"""Canvas gestures as pure GraphIR edits.
+
+Each function returns a new GraphIR and leaves its argument alone, so a frontend (or a test)
+can apply a gesture, hand the result to ``reconstruct`` and throw it away if the user undoes.
+They encode the canvas's rules: deleting a node deletes its wiring, a loop's two edges go
+together, a node is created as a typed hole, ports change only on holes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tensorsketch.canvas.exceptions import IRError
+from tensorsketch.canvas.ir import END, START, EdgeIR, GraphIR, NodeIR, Port
+
+__all__ = ["add_edge", "add_node", "remove_edge", "remove_node", "rename_node", "set_ports"]
+
+
+def _known(ir: GraphIR, name: str, *, pseudo: bool) -> None:
+    if pseudo and name in (START, END):
+        return
+    ir.node(name)  # raises IRError naming the known nodes
+
+
+def add_edge(ir: GraphIR, source: str, target: str) -> GraphIR:
+    """Add a sequential edge ``source`` → ``target`` (what dragging between two nodes does)."""
+    _known(ir, source, pseudo=True)
+    _known(ir, target, pseudo=True)
+    if source == END or target == START:
+        msg = f"an edge cannot leave END or enter START (got {source!r} → {target!r})."
+        raise IRError(msg)
+    new = ir.copy()
+    new.edges.append(EdgeIR(source, target))
+    return new
+
+
+def remove_edge(ir: GraphIR, index: int) -> GraphIR:
+    """Remove ``ir.edges[index]``; removing either edge of a loop removes the whole loop."""
+    if not 0 <= index < len(ir.edges):
+        msg = f"graph {ir.name!r} has {len(ir.edges)} edges; there is no edge {index}."
+        raise IRError(msg)
+    new = ir.copy()
+    edge = new.edges[index]
+    drop = {index}
+    if edge.branch == "loop":
+        drop |= {
+            i
+            for i, other in enumerate(new.edges)
+            if other.branch == "loop" and other.source == edge.source and other.path == edge.path
+        }
+    new.edges = [e for i, e in enumerate(new.edges) if i not in drop]
+    return new
+
+
+def remove_node(ir: GraphIR, name: str) -> GraphIR:
+    """Remove a node and every edge touching it (its class stays in the code)."""
+    _known(ir, name, pseudo=False)
+    new = ir.copy()
+    new.nodes = [n for n in new.nodes if n.name != name]
+    loops = {
+        (e.source, e.path) for e in new.edges if e.branch == "loop" and name in (e.source, e.target)
+    }
+    new.edges = [
+        e
+        for e in new.edges
+        if e.kind == "custom"
+        or (
+            name not in (e.source, e.target)
+            and not (e.branch == "loop" and (e.source, e.path) in loops)
+        )
+    ]
+    new.added = [n for n in new.added if n != name]
+    return new
+
+
+def rename_node(ir: GraphIR, old: str, new_name: str) -> GraphIR:
+    """Rename a node in the graph: its ``add(..., name=...)`` alias and every edge using it.
+
+    The class keeps its name (renaming code is an editor's job) — unless the node was just
+    created on the canvas and has no class yet, in which case the new class takes the name.
+    """
+    _known(ir, old, pseudo=False)
+    if not new_name or new_name in (START, END):
+        msg = f"cannot rename {old!r} to {new_name!r}: pick a non-empty name other than START/END."
+        raise IRError(msg)
+    if any(n.name == new_name for n in ir.nodes):
+        msg = f"cannot rename {old!r} to {new_name!r}: a node of that name already exists."
+        raise IRError(msg)
+    new = ir.copy()
+    node = new.node(old)
+    node.name = new_name
+    if old in new.added:
+        new.added = [new_name if n == old else n for n in new.added]
+        if node.cls == old:
+            node.cls = new_name
+            if node.hole == f"{old} needs code":
+                node.hole = f"{new_name} needs code"
+    for edge in new.edges:
+        if edge.source == old:
+            edge.source = new_name
+        if edge.target == old:
+            edge.target = new_name
+    return new
+
+
+def add_node(
+    ir: GraphIR,
+    name: str,
+    inputs: Iterable[Port | tuple[str, str]] = (),
+    outputs: Iterable[Port | tuple[str, str]] = (),
+    hole: str | None = None,
+) -> GraphIR:
+    """Create a node from the palette: a typed hole, unwired, with a stub class to write."""
+    if not name.isidentifier():
+        msg = (
+            f"a new node's name becomes its class name, so it must be an identifier; got {name!r}."
+        )
+        raise IRError(msg)
+    if any(n.name == name for n in ir.nodes):
+        msg = f"graph {ir.name!r} already has a node named {name!r}."
+        raise IRError(msg)
+    new = ir.copy()
+    new.nodes.append(
+        NodeIR(
+            name=name,
+            inputs=[_port(p) for p in inputs],
+            outputs=[_port(p) for p in outputs],
+            has_hole=True,
+            hole=hole if hole is not None else f"{name} needs code",
+        )
+    )
+    new.added.append(name)
+    return new
+
+
+def set_ports(
+    ir: GraphIR,
+    name: str,
+    inputs: Iterable[Port | tuple[str, str]] | None = None,
+    outputs: Iterable[Port | tuple[str, str]] | None = None,
+) -> GraphIR:
+    """Change the ports of a node that is still a hole (``None`` leaves a side unchanged)."""
+    node = ir.node(name)
+    if not node.has_hole:
+        msg = (
+            f"node {name!r} already has a body, so the canvas cannot change its ports; edit its "
+            "`In`/`Out` classes in code."
+        )
+        raise IRError(msg)
+    new_inputs = None if inputs is None else [_port(p) for p in inputs]
+    new_outputs = None if outputs is None else [_port(p) for p in outputs]
+    new = ir.copy()
+    cls = new.node(name).cls
+    for other in new.nodes:  # nodes sharing a class share its ports
+        if other.cls == cls:
+            if new_inputs is not None:
+                other.inputs = [Port(p.name, p.type) for p in new_inputs]
+            if new_outputs is not None:
+                other.outputs = [Port(p.name, p.type) for p in new_outputs]
+    return new
+
+
+def _port(value: Port | tuple[str, str]) -> Port:
+    if isinstance(value, Port):
+        return Port(value.name, value.type)
+    name, type_text = value
+    return Port(name, type_text)

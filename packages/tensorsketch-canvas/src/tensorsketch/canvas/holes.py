@@ -1,0 +1,85 @@
+"""Finding holes across a project: every node class whose ``run`` is still ``raise Hole(...)``.
+
+The same syntactic reading as extraction, over many files. A file that cannot be read or
+parsed is skipped with a :class:`~tensorsketch.canvas.exceptions.CanvasWarning` naming it, so
+one broken file never hides the holes in the others.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tensorsketch.canvas._classes import find_node_classes
+from tensorsketch.canvas._source import parse_source
+from tensorsketch.canvas.exceptions import CanvasWarning, SourceParseError
+
+__all__ = ["HoleRef", "find_holes"]
+
+#: Directories never worth walking into.
+_SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "build", "dist"})
+
+
+@dataclass(frozen=True)
+class HoleRef:
+    """A node that still needs code: where it is and what its Hole says it should do."""
+
+    file: str
+    node: str
+    spec: str
+    line: int | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"file": self.file, "node": self.node, "spec": self.spec, "line": self.line}
+
+
+def _python_files(path: Path) -> Iterator[Path]:
+    if path.is_file():
+        yield path
+        return
+    for root, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS)
+        for name in sorted(files):
+            if name.endswith(".py"):
+                yield Path(root) / name
+
+
+def find_holes(*paths: str | os.PathLike[str]) -> list[HoleRef]:
+    """Every hole under ``paths`` (files or directories, walked recursively for ``*.py``).
+
+    Without arguments, the current directory is searched. Results are sorted by file and line.
+    """
+    holes: list[HoleRef] = []
+    for raw in paths or (".",):
+        path = Path(raw)
+        if not path.exists():
+            warnings.warn(
+                f"skipping {str(path)!r}: no such file or directory.", CanvasWarning, stacklevel=2
+            )
+            continue
+        for file in _python_files(path):
+            holes.extend(_holes_in(file))
+    return sorted(holes, key=lambda h: (h.file, h.line or 0, h.node))
+
+
+def _holes_in(file: Path) -> list[HoleRef]:
+    try:
+        text = file.read_bytes().decode("utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        warnings.warn(
+            f"skipping {str(file)!r}: cannot read it ({exc}).", CanvasWarning, stacklevel=3
+        )
+        return []
+    try:
+        src = parse_source(text, filename=str(file))
+    except SourceParseError as exc:
+        warnings.warn(f"skipping {str(file)!r}: {exc}", CanvasWarning, stacklevel=3)
+        return []
+    return [
+        HoleRef(file=str(file), node=cls.name, spec=cls.hole or "", line=cls.line)
+        for cls in find_node_classes(src).values()
+        if cls.has_hole
+    ]
