@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tensorsketch.errors import CheckpointDecodeError
@@ -125,28 +125,32 @@ class CompiledGraph(Generic[S]):
             namespace=namespace,
         )
 
-    async def _drive(self, run: Run, input: Any, max_steps: int) -> None:
+    async def _drive(
+        self, run: Run, input: Any, max_steps: int, resume: Mapping[str, Any] | None = None
+    ) -> None:
         tracer = run.tracer
         if tracer is NOOP_TRACER or not tracer.enabled:
-            await self._drive_inner(run, input, max_steps)
+            await self._drive_inner(run, input, max_steps, resume)
             return
         attributes: dict[str, Any] = {"tensorsketch.graph": self._spec.name}
         if run.thread_id is not None:
             attributes["tensorsketch.thread_id"] = run.thread_id
         with tracer.span("run", kind="run", **attributes) as span:
-            await self._drive_inner(run, input, max_steps)
+            await self._drive_inner(run, input, max_steps, resume)
             span.set_attribute("tensorsketch.steps", run.step)
 
-    async def _drive_inner(self, run: Run, input: Any, max_steps: int) -> None:
+    async def _drive_inner(
+        self, run: Run, input: Any, max_steps: int, resume: Mapping[str, Any] | None
+    ) -> None:
         journal = run.journal
         if journal is not None:
             await journal.acquire()
         try:
-            tasks = await self._prepare(run, input)
+            tasks = await self._prepare(run, input, resume)
             if run.sink is not None:
                 await run.emit("run_start", data={"input": _plain(input), "step": run.step})
             await run.execute(tasks, max_steps)
-            if run.sink is not None:
+            if run.sink is not None and not run.interrupts:
                 await run.emit("run_end", data=dict(run.values), step=run.step)
         finally:
             if journal is not None:
@@ -155,9 +159,15 @@ class CompiledGraph(Generic[S]):
                 finally:
                     await journal.release()
 
-    async def _prepare(self, run: Run, input: Any) -> list[Task]:
+    async def _prepare(
+        self, run: Run, input: Any, resume: Mapping[str, Any] | None = None
+    ) -> list[Task]:
         journal = run.journal
         plan = await journal.restore(run) if journal is not None else None
+        if resume:
+            from tensorsketch.interrupts import apply_resume
+
+            await apply_resume(run, resume)
         if plan is None:
             run.seed()
             run.apply_input(input)
@@ -183,6 +193,7 @@ class CompiledGraph(Generic[S]):
         max_steps: int = 25,
         tracer: Tracer | None = None,
         namespace: tuple[str, ...] = (),
+        resume: Mapping[str, Any] | None = None,
     ) -> S:
         """Run to completion and return the final, validated state.
 
@@ -192,10 +203,16 @@ class CompiledGraph(Generic[S]):
             thread resumes from the latest checkpoint, replaying journaled effects.
         :param max_steps: the most supersteps this call may run (the guard against loops that
             never exit).
+        :param resume: decisions for a suspended thread, keyed by interrupt id (tool-call ids
+            for approvals), e.g. ``{"call_1": True}``.
+
+        A run that suspends (an approval, ``interrupt()``, a durable timer) returns instead of
+        raising; ``run_info(state)`` (also ``state.__tensorsketch_run__``) says so and lists
+        what it waits for.
         """
         run = self._new_run(thread_id, backend, tracer, None, namespace)
-        await self._drive(run, input, max_steps)
-        state: S = run.final_state()  # type: ignore[assignment]
+        await self._drive(run, input, max_steps, resume)
+        state: S = run.result_state()  # type: ignore[assignment]
         return state
 
     async def stream(
@@ -208,6 +225,7 @@ class CompiledGraph(Generic[S]):
         tracer: Tracer | None = None,
         buffer: int = 256,
         namespace: tuple[str, ...] = (),
+        resume: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[Event]:
         """Run the graph and yield its events as they happen.
 
@@ -223,7 +241,7 @@ class CompiledGraph(Generic[S]):
 
         async def produce() -> None:
             try:
-                await self._drive(run, input, max_steps)
+                await self._drive(run, input, max_steps, resume)
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:

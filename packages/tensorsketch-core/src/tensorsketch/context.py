@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -86,3 +87,19 @@ class Context:
     ) -> contextlib.AbstractContextManager[Span]:
         """Trace a sub-step; it nests under this node's span."""
         return self._run.tracer.span(name, kind=kind, **attributes)
+
+    async def sleep_until(self, when: float | datetime.datetime) -> None:
+        """A durable timer: suspend the run until ``when`` (a Unix time or an aware datetime).
+
+        No process waits: ``invoke`` returns a suspended result, and invoking the thread
+        after ``when`` continues past this line. The wake-up time is journaled.
+        """
+        from tensorsketch.interrupts import sleep_until
+
+        await sleep_until(self, when)
+
+    async def sleep(self, seconds: float) -> None:
+        """A durable ``asyncio.sleep``: suspend the run for ``seconds`` (see ``sleep_until``)."""
+        from tensorsketch.interrupts import sleep
+
+        await sleep(self, seconds)

@@ -265,6 +265,11 @@ class RunJournal:
         run.step = checkpoint.step
         run.seq = int(checkpoint.metadata.get("seq", 0))
         run.checkpoint_id = checkpoint.id
+        suspended = checkpoint.metadata.get("interrupts")
+        if suspended:
+            from tensorsketch.interrupts import PendingInterrupt
+
+            run.restored_interrupts = [PendingInterrupt.from_dict(p) for p in suspended]
 
     # -- checkpoints ------------------------------------------------------------------------
 
@@ -276,8 +281,13 @@ class RunJournal:
         *,
         source: str = "loop",
         parent_id: str | None = None,
+        meta: dict[str, Any] | None = None,
     ) -> str:
-        """Save a checkpoint after a barrier (``changed=None`` writes a full snapshot)."""
+        """Save a checkpoint after a barrier (``changed=None`` writes a full snapshot).
+
+        ``meta`` is stored with it and read back as ``Checkpoint.metadata`` (a suspended
+        run records what it waits for there).
+        """
         if self._lost_lease:
             msg = (
                 f"lost the lease on thread {self.thread_id!r} (another process took it over "
@@ -305,6 +315,8 @@ class RunJournal:
             "changes": changes,
             "plan": plan,
         }
+        if meta:
+            payload["meta"] = meta
         checkpoint_id = uuid.uuid4().hex
         stored = StoredCheckpoint(
             thread_id=self.thread_id,

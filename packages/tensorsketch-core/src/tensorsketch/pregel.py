@@ -33,6 +33,7 @@ from tensorsketch.errors import (
     RoutingError,
 )
 from tensorsketch.events import Event
+from tensorsketch.interrupts import Interrupt, PendingInterrupt
 from tensorsketch.node import Node
 from tensorsketch.observability.tracing import NOOP_TRACER, Tracer
 from tensorsketch.schema import Schema
@@ -221,6 +222,11 @@ class Run:
         self.seq = 0
         self.checkpoint_id: str | None = None
         self._memo: dict[str, Any] = {}
+        #: Decisions passed with ``invoke(resume=...)``, keyed by interrupt id.
+        self.resume: dict[str, Any] = {}
+        #: What the restored checkpoint was waiting on, and what this run stopped on.
+        self.restored_interrupts: list[PendingInterrupt] = []
+        self.interrupts: list[PendingInterrupt] = []
 
     # -- state ------------------------------------------------------------------------------
 
@@ -539,6 +545,9 @@ class Run:
                     out = await spec.run(ctx, inp)
             else:
                 out = await spec.run(ctx, inp)
+        except Interrupt as exc:
+            exc.parts = [(task, exc.writes)]
+            raise
         except Exception as exc:
             where = f"node {spec.name!r}{task.instance} in superstep {step}"
             exc.add_note(f"raised by {where} of {self.spec.name}")
@@ -576,11 +585,16 @@ class Run:
             _, first = min(gather.failures, key=lambda pair: pair[0])
             await _cancel_all(futures)
             raise first
+        if gather.suspended:
+            # Every other task finished (their effects are journaled); suspend them all.
+            raise Interrupt.merge([exc for _, exc in sorted(gather.suspended, key=_first)])
         return gather.results  # type: ignore[return-value]
 
     async def _run_into(self, gather: _Gather, index: int, task: Task, step: int) -> None:
         try:
             gather.results[index] = await self.run_task(task, step)
+        except Interrupt as exc:
+            gather.suspended.append((index, exc))
         except Exception as exc:
             gather.fail(index, exc)
             return
@@ -594,9 +608,18 @@ class Run:
                 waiter.set_result(None)
 
     async def emit(
-        self, type: str, *, node: str | None = None, data: Any = None, step: int | None = None
+        self,
+        type: str,
+        *,
+        node: str | None = None,
+        data: Any = None,
+        step: int | None = None,
+        namespace: tuple[str, ...] | None = None,
     ) -> None:
-        """Send one event to the consumer (and the durable event log)."""
+        """Send one event to the consumer (and the durable event log).
+
+        ``namespace`` overrides the run's own, to forward a nested run's events.
+        """
         sink = self.sink
         if sink is None:
             return
@@ -607,7 +630,7 @@ class Run:
             run_id=self.run_id,
             thread_id=self.thread_id,
             data=data,
-            namespace=self.namespace,
+            namespace=self.namespace if namespace is None else namespace,
             step=step,
             ts=time.time(),
         )
@@ -648,10 +671,14 @@ class Run:
                 )
                 raise GraphRecursionError(msg)
             step = self.step
-            if len(tasks) == 1:
-                results = [await self.run_task(tasks[0], step)]
-            else:
-                results = await self.run_parallel(tasks, step)
+            try:
+                if len(tasks) == 1:
+                    results = [await self.run_task(tasks[0], step)]
+                else:
+                    results = await self.run_parallel(tasks, step)
+            except Interrupt as exc:
+                await self.suspend(tasks, exc)
+                return
             changed = self.barrier(tasks, results)
             tasks = self.next_tasks(tasks)
             self.step = step + 1
@@ -660,6 +687,57 @@ class Run:
                 await self.emit("values", data=dict(self.values), step=step)
             if journal is not None:
                 await journal.checkpoint(self, changed, tasks)
+
+    async def suspend(self, tasks: list[Task], exc: Interrupt) -> None:
+        """Stop at this superstep to wait on ``exc.pending``; resuming runs it again.
+
+        Only the writes the interrupting nodes asked for (``Interrupt(writes=...)``) are
+        folded; the checkpoint plans the same tasks at the same step, so on resume every
+        journaled effect of the superstep replays under the same key.
+        """
+        pending: dict[str, list[Any]] = {}
+        writers: dict[str, list[str]] = {}
+        nodes: dict[str, str] = {}
+        for task, writes in exc.parts:
+            for p in exc.pending:
+                nodes.setdefault(p.id, task.spec.name)
+            for name, value in self.writes_of(task.spec, dict(writes)).items():
+                pending.setdefault(name, []).append(value)
+                writers.setdefault(name, []).append(task.spec.name)
+        changed = self._fold(pending, writers) if pending else {}
+        self.interrupts = [
+            p if p.node is not None else p.model_copy(update={"node": nodes.get(p.id)})
+            for p in exc.pending
+        ]
+        if self.sink is not None:
+            await self.emit(
+                "interrupt",
+                data={"interrupts": [p.to_dict() for p in self.interrupts]},
+                step=self.step,
+            )
+        if self.journal is not None:
+            await self.journal.checkpoint(
+                self,
+                changed,
+                tasks,
+                source="interrupt",
+                meta={"interrupts": [p.to_dict() for p in self.interrupts]},
+            )
+
+    def result_state(self) -> Schema:
+        """What ``invoke`` returns: the validated final state, or — for a suspended run,
+        whose required fields may not be set yet — the current values; with run info."""
+        from tensorsketch.interrupts import attach_run_info
+
+        if self.interrupts:
+            try:
+                state = self.final_state()
+            except (EmptyChannelError, NodeError):
+                state = self.state_view()
+        else:
+            state = self.final_state()
+        attach_run_info(state, self)
+        return state
 
     def barrier(
         self, tasks: list[Task], results: list[dict[str, Any]]
@@ -686,13 +764,14 @@ class Run:
 class _Gather:
     """The shared state of one parallel superstep: results by task index, and a countdown."""
 
-    __slots__ = ("failures", "remaining", "results", "waiter")
+    __slots__ = ("failures", "remaining", "results", "suspended", "waiter")
 
     def __init__(self, count: int, waiter: asyncio.Future[None]) -> None:
         self.results: list[dict[str, Any] | None] = [None] * count
         self.remaining = count
         self.waiter = waiter
         self.failures: list[tuple[int, BaseException]] = []
+        self.suspended: list[tuple[int, Interrupt]] = []
 
     def fail(self, index: int, exc: BaseException) -> None:
         self.failures.append((index, exc))
@@ -707,6 +786,10 @@ async def _cancel_all(futures: list[asyncio.Task[None]]) -> None:
         f.cancel()
     if pending:
         await asyncio.wait(pending)
+
+
+def _first(pair: tuple[int, Any]) -> int:
+    return pair[0]
 
 
 async def _call(fn: Callable[[], Any]) -> Any:

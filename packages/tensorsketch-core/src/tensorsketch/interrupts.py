@@ -1,0 +1,367 @@
+"""Suspending a run durably: human approval, general interrupts, and durable timers.
+
+A node (or a tool inside an agent) that must wait — for a person to approve a refund, for an
+answer to a question, for a point in time — raises :class:`Interrupt`. The engine catches it
+at the superstep barrier, saves a checkpoint that plans the same superstep again, and
+``invoke`` *returns* (it does not raise): the result's run info says the run is suspended and
+lists what it waits for. No process is held while waiting.
+
+Continuing is another ``invoke`` on the same thread::
+
+    out = await app.invoke({"query": "refund order 7"}, thread_id="t", backend=backend)
+    run_info(out).interrupts        # (PendingInterrupt(id='call_1', kind='approval', ...),)
+    out = await app.invoke(thread_id="t", backend=backend, resume={"call_1": True})
+
+The suspended superstep runs again; everything it journaled before the suspension replays, and
+``interrupt()`` / approvals now find their decision. Decisions are recorded in the thread's
+effect journal (the first decision for an id wins), so a crash after resuming does not lose
+them.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from tensorsketch.errors import TensorSketchError
+
+if TYPE_CHECKING:
+    from tensorsketch.context import Context
+    from tensorsketch.pregel import Run
+    from tensorsketch.schema import Schema
+
+__all__ = [
+    "Interrupt",
+    "InterruptKind",
+    "PendingInterrupt",
+    "RetryLater",
+    "RunInfo",
+    "interrupt",
+    "parse_approval",
+    "run_info",
+    "sleep",
+    "sleep_until",
+]
+
+InterruptKind = Literal["approval", "interrupt", "timer"]
+
+
+class PendingInterrupt(BaseModel):
+    """One thing a suspended run waits for.
+
+    :param id: what to key the decision by in ``resume={id: decision}`` (for a tool approval,
+        the model's tool-call id).
+    :param kind: ``approval`` (a tool call needs a yes/no), ``interrupt`` (a node asked a
+        question with :func:`interrupt`) or ``timer`` (waiting until ``wake_at``).
+    :param value: what the waiter showed: the tool call (``{"tool", "args", ...}``), the
+        question, or ``None``.
+    :param node: the node that suspended.
+    :param wake_at: for a timer, the Unix time after which invoking continues the run.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    kind: InterruptKind = "interrupt"
+    value: Any = None
+    node: str | None = None
+    wake_at: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (how checkpoints and events carry it)."""
+        return self.model_dump()
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> PendingInterrupt:
+        return cls.model_validate(dict(raw))
+
+
+class Interrupt(TensorSketchError):
+    """Raised to suspend the run until a decision (or a time) arrives.
+
+    Prefer the helpers — :func:`interrupt`, ``ctx.sleep_until`` and approval tools — which
+    give the interrupt a deterministic id and read the decision on resume. Do not swallow it
+    with a broad ``except Exception`` in a node body: the engine needs to see it.
+    """
+
+    def __init__(
+        self,
+        value: Any = None,
+        *,
+        id: str | None = None,
+        kind: InterruptKind = "interrupt",
+        wake_at: float | None = None,
+        pending: list[PendingInterrupt] | tuple[PendingInterrupt, ...] | None = None,
+        writes: Mapping[str, Any] | None = None,
+    ) -> None:
+        if pending is None:
+            if id is None:
+                msg = (
+                    "Interrupt(...) needs an `id=` to key the decision by; use "
+                    "`await interrupt(ctx, value)` to get a deterministic one."
+                )
+                raise ValueError(msg)
+            pending = (PendingInterrupt(id=id, kind=kind, value=value, wake_at=wake_at),)
+        self.pending: tuple[PendingInterrupt, ...] = tuple(pending)
+        #: State writes the suspending node makes anyway (e.g. an agent's ``status``); the
+        #: engine folds them at the suspension barrier, validated against the node's ``Out``.
+        self.writes: dict[str, Any] = dict(writes or {})
+        #: ``(task, writes)`` per suspended task of the superstep (filled by the engine).
+        self.parts: list[tuple[Any, dict[str, Any]]] = []
+        ids = ", ".join(repr(p.id) for p in self.pending)
+        super().__init__(f"run suspended, waiting on {ids}")
+
+    @classmethod
+    def merge(cls, interrupts: list[Interrupt]) -> Interrupt:
+        """One interrupt waiting on everything several others wait on (ids deduplicated)."""
+        seen: dict[str, PendingInterrupt] = {}
+        writes: dict[str, Any] = {}
+        parts: list[tuple[Any, dict[str, Any]]] = []
+        for item in interrupts:
+            for p in item.pending:
+                seen.setdefault(p.id, p)
+            writes.update(item.writes)
+            parts.extend(item.parts)
+        merged = cls(pending=list(seen.values()), writes=writes)
+        merged.parts = parts
+        return merged
+
+
+class RetryLater(TensorSketchError):
+    """Raised by a tool that cannot answer yet: "ask me again after ``at`` (or ``delay``)".
+
+    Inside an agent, the turn's other tool calls finish (and are journaled); the run then
+    suspends as a durable timer and, when invoked after the time, runs this call again.
+    """
+
+    def __init__(
+        self,
+        reason: str = "",
+        *,
+        delay: float | None = None,
+        at: float | _dt.datetime | None = None,
+    ) -> None:
+        if (delay is None) == (at is None):
+            msg = "RetryLater needs exactly one of `delay=` (seconds) or `at=` (a time)."
+            raise ValueError(msg)
+        self.wake_at = _epoch(at) if at is not None else time.time() + float(delay or 0.0)
+        self.reason = reason
+        super().__init__(reason or f"retry after {self.wake_at:.0f}")
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """How an ``invoke`` ended: completed, or suspended waiting on ``interrupts``."""
+
+    status: Literal["completed", "suspended"] = "completed"
+    interrupts: tuple[PendingInterrupt, ...] = field(default_factory=tuple)
+    thread_id: str | None = None
+    checkpoint_id: str | None = None
+
+    @property
+    def suspended(self) -> bool:
+        """Whether the run stopped to wait (for a decision or a time)."""
+        return self.status == "suspended"
+
+    @property
+    def wake_at(self) -> float | None:
+        """The earliest time a timer waits for, if any."""
+        times = [p.wake_at for p in self.interrupts if p.wake_at is not None]
+        return min(times) if times else None
+
+    @property
+    def awaiting(self) -> list[str]:
+        """Ids that need a decision (approvals and questions; timers need none)."""
+        return [p.id for p in self.interrupts if p.kind != "timer"]
+
+
+_COMPLETED = RunInfo()
+
+
+def run_info(state: Schema) -> RunInfo:
+    """The run info ``invoke`` attached to the state it returned (``out.__tensorsketch_run__``)."""
+    found = state.__dict__.get("__tensorsketch_run__")
+    return found if isinstance(found, RunInfo) else _COMPLETED
+
+
+def attach_run_info(state: Schema, run: Run) -> None:
+    """Record how the run ended on the returned state (engine use)."""
+    info = RunInfo(
+        status="suspended" if run.interrupts else "completed",
+        interrupts=tuple(run.interrupts),
+        thread_id=run.thread_id,
+        checkpoint_id=run.checkpoint_id,
+    )
+    object.__setattr__(state, "__tensorsketch_run__", info)
+
+
+# -- decisions --------------------------------------------------------------------------------
+
+
+def _decision_key(step: int, id: str) -> str:
+    return f"resume:{step}:{id}"
+
+
+async def lookup_decision(run: Run, step: int, id: str) -> tuple[bool, Any]:
+    """The decision recorded for interrupt ``id`` of superstep ``step``, if any."""
+    key = _decision_key(step, id)
+    journal = run.journal
+    if journal is not None:
+        found, value = await journal.lookup(key)
+        if found:
+            return True, value
+    if id in run.resume:
+        return True, run.resume[id]
+    return False, None
+
+
+async def apply_resume(run: Run, resume: Mapping[str, Any] | None) -> None:
+    """Check ``resume=`` decisions against what the restored checkpoint waits for and record
+    them in the journal (engine use, after the checkpoint is restored)."""
+    if not resume:
+        return
+    if not isinstance(resume, Mapping):
+        msg = (
+            f"`resume=` takes a dict of decisions keyed by interrupt id, got "
+            f"{type(resume).__name__} ({resume!r:.60})."
+        )
+        raise TypeError(msg)
+    waiting = {p.id: p for p in run.restored_interrupts}
+    if not waiting:
+        msg = (
+            f"thread {run.thread_id!r} is not suspended (nothing awaits a decision), but "
+            "`resume=` was passed; invoke without it."
+        )
+        raise ValueError(msg)
+    unknown = [key for key in resume if key not in waiting]
+    if unknown:
+        listed = ", ".join(repr(k) for k in waiting)
+        msg = (
+            f"`resume=` names {unknown!r}, which the run is not waiting on; it waits on "
+            f"{listed}. Pass decisions only for those ids."
+        )
+        raise ValueError(msg)
+    for key, decision in resume.items():
+        if waiting[key].kind == "timer":
+            msg = (
+                f"{key!r} is a timer (it wakes at {waiting[key].wake_at}); it needs no decision, "
+                "just invoke again after that time."
+            )
+            raise ValueError(msg)
+        if waiting[key].kind == "approval":
+            parse_approval(decision)  # fail now, not deep in the resumed run
+    run.resume = dict(resume)
+    journal = run.journal
+    if journal is not None:
+        for key, decision in resume.items():
+            await journal.record(_decision_key(run.step, key), _plain_decision(decision))
+
+
+def _plain_decision(decision: Any) -> Any:
+    if isinstance(decision, Mapping):
+        return dict(decision)
+    return decision
+
+
+def parse_approval(decision: Any) -> tuple[bool, str | None]:
+    """Read an approval decision: ``True``/``False``, ``"approve"``/``"reject"``, or
+    ``{"approved": bool, "reason": str}``. Returns ``(approved, reason)``."""
+    if isinstance(decision, bool):
+        return decision, None
+    if isinstance(decision, str):
+        word = decision.strip().lower()
+        if word in ("approve", "approved", "yes", "allow"):
+            return True, None
+        if word in ("reject", "rejected", "no", "deny", "denied"):
+            return False, None
+    if isinstance(decision, Mapping) and isinstance(decision.get("approved"), bool):
+        reason = decision.get("reason")
+        return bool(decision["approved"]), str(reason) if reason is not None else None
+    msg = (
+        f"an approval decision must be True/False, 'approve'/'reject', or "
+        f"{{'approved': bool, 'reason': str}}, got {decision!r:.80}."
+    )
+    raise ValueError(msg)
+
+
+# -- helpers a node body calls ----------------------------------------------------------------
+
+
+async def interrupt(ctx: Context, value: Any = None, *, id: str | None = None) -> Any:
+    """Suspend the run until a human answers; return the answer once resumed.
+
+    The first time this line runs, the run suspends with a pending interrupt carrying
+    ``value`` (show it to the person). After ``invoke(..., resume={id: answer})`` the node
+    runs again and this call returns ``answer``. ``id`` defaults to a deterministic id built
+    from the superstep, node and call order.
+    """
+    key = id if id is not None else ctx._next_key("interrupt")
+    found, decision = await lookup_decision(ctx._run, ctx.superstep, key)
+    if found:
+        return decision
+    raise Interrupt(value, id=key, kind="interrupt")
+
+
+def _epoch(when: float | _dt.datetime) -> float:
+    if isinstance(when, _dt.datetime):
+        if when.tzinfo is None:
+            msg = (
+                f"sleep_until() needs an aware datetime (with a timezone), got naive {when!r}; "
+                "use `datetime.now(timezone.utc) + ...`."
+            )
+            raise ValueError(msg)
+        return when.timestamp()
+    if isinstance(when, int | float) and not isinstance(when, bool):
+        return float(when)
+    msg = f"a wake-up time must be a Unix timestamp or an aware datetime, got {when!r}."
+    raise TypeError(msg)
+
+
+async def sleep_until(ctx: Context, when: float | _dt.datetime) -> None:
+    """A durable timer: suspend the run until ``when`` instead of holding a process.
+
+    The wake-up time is journaled the first time, so a re-run computes nothing new; invoking
+    the thread after that time continues past this line.
+    """
+    wake = _epoch(when)
+    key = ctx._next_key("sleep_until")
+    recorded = await ctx._run.journaled(key, "sleep_until", lambda: wake, ctx)
+    wake_at = float(recorded)
+    if time.time() < wake_at:
+        raise Interrupt(id=key, kind="timer", wake_at=wake_at)
+
+
+async def sleep(ctx: Context, seconds: float) -> None:
+    """A durable ``asyncio.sleep``: suspend the run for ``seconds`` (see :func:`sleep_until`)."""
+    if seconds < 0:
+        msg = f"sleep() needs a non-negative number of seconds, got {seconds!r}."
+        raise ValueError(msg)
+    key = ctx._next_key("sleep")
+    wake = await ctx._run.journaled(key, "sleep", lambda: time.time() + seconds, ctx)
+    if time.time() < float(wake):
+        raise Interrupt(id=key, kind="timer", wake_at=float(wake))
+
+
+# -- raw journal access for the agent layer ---------------------------------------------------
+
+
+async def peek_effect(run: Run, key: str) -> tuple[bool, Any]:
+    """Whether ``key`` has a recorded value (without running anything)."""
+    if run.journal is not None:
+        return await run.journal.lookup(key)
+    if key in run._memo:
+        return True, run._memo[key]
+    return False, None
+
+
+async def record_effect(run: Run, key: str, value: Any) -> None:
+    """Record ``value`` under ``key`` (first write wins on a durable journal)."""
+    if run.journal is not None:
+        await run.journal.record(key, value)
+    else:
+        run._memo.setdefault(key, value)
