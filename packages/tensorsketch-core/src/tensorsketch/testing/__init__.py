@@ -1,0 +1,8 @@
+"""Test kits for people extending TensorSketch (they import pytest; runtime code never does).
+
+* :mod:`tensorsketch.testing.backend_conformance` — the behaviour every ``Backend`` must have,
+  as a test class to subclass with a fixture that builds your backend.
+* :mod:`tensorsketch.testing.crash` — the crash harness: run a graph with journaled side
+  effects in a child process, SIGKILL it at every checkpoint/journal boundary in turn, resume,
+  and check every effect ran exactly once.
+"""

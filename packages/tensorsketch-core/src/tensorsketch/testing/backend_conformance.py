@@ -1,0 +1,635 @@
+"""The behaviour every ``Backend`` must have, as one reusable pytest suite.
+
+Subclass :class:`BackendConformance` in your backend's tests and provide a ``backend_factory``
+fixture: a callable that returns a handle on one store private to the test. Called without
+arguments, every call must reach the *same* store (a second handle stands in for a second
+process); keyword arguments (``serializer=...``) may build a fresh store::
+
+    import pytest
+    from tensorsketch.testing.backend_conformance import BackendConformance
+
+    class TestAcmeBackend(BackendConformance):
+        @pytest.fixture
+        def backend_factory(self, tmp_path):
+            return lambda **kw: AcmeBackend(tmp_path / "store", **kw)
+
+The suite checks the raw contract (ordering, first-write-wins effects, event cursors, leases
+with expiry) and the engine on top of it (resume after a failure without repeating effects,
+Send fan-out, fork trees, replay cursors, one writer per thread, undecodable checkpoints, flat
+write cost for a growing message list, and the serializer's safety). It needs pytest and
+pytest-asyncio; the tests are ``async`` and marked for pytest-asyncio explicitly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import operator
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any
+
+import pytest
+
+from tensorsketch.channels import Reducer
+from tensorsketch.compiled import CompiledGraph
+from tensorsketch.constants import END, START, Send
+from tensorsketch.context import Context
+from tensorsketch.errors import CheckpointDecodeError, ThreadBusyError
+from tensorsketch.graph import Graph
+from tensorsketch.node import Node
+from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent
+from tensorsketch.schema import Schema
+
+__all__ = ["BackendConformance", "BackendFactory"]
+
+BackendFactory = Callable[..., Backend]
+
+#: Upper bound on bytes a superstep may write for the growing message state.
+BYTES_PER_STEP_LIMIT = 2000
+
+
+def _thread() -> str:
+    return f"conf-{uuid.uuid4().hex[:12]}"
+
+
+def _checkpoint(thread: str, n: int, payload: bytes, parent: str | None = None) -> StoredCheckpoint:
+    return StoredCheckpoint(
+        thread_id=thread,
+        checkpoint_id=f"cp-{n}",
+        parent_id=parent,
+        step=n,
+        created_at=1_700_000_000.0 + n,
+        payload=payload,
+    )
+
+
+# -- graphs the suite runs ----------------------------------------------------------------------
+
+#: Side effects that really ran, per (thread, effect); failures to inject, per thread.
+CALLS: dict[tuple[str, str], int] = {}
+FAIL_ONCE: set[tuple[str, str]] = set()
+
+
+def _effect(ctx: Context, name: str) -> Callable[[], str]:
+    def call() -> str:
+        key = (ctx.thread_id or "", name)
+        CALLS[key] = CALLS.get(key, 0) + 1
+        return f"{name}#{CALLS[key]}"
+
+    return call
+
+
+def _maybe_fail(ctx: Context, where: str) -> None:
+    key = (ctx.thread_id or "", where)
+    if key in FAIL_ONCE:
+        FAIL_ONCE.discard(key)
+        msg = f"injected failure at {where}"
+        raise RuntimeError(msg)
+
+
+def calls(thread: str) -> dict[str, int]:
+    """The side effects a thread's runs performed, and how often."""
+    return {name: n for (t, name), n in CALLS.items() if t == thread}
+
+
+class OrderState(Schema):
+    order: str
+    items: list[str] = []
+    charged: str = ""
+    receipts: Annotated[list[str], Reducer(operator.add)] = []
+    note: str = ""
+
+
+class Charge(Node):
+    class In(Schema):
+        order: str
+
+    class Out(Schema):
+        charged: str
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        charged = await ctx.step("charge", _effect(ctx, "charge"), idempotency_key=inp.order)
+        _maybe_fail(ctx, "after-charge")
+        return self.Out(charged=charged)
+
+
+class Ship(Node):
+    class In(Schema):
+        items: list[str]
+
+    class Out(Schema):
+        receipts: list[str]
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        item = inp.items[0]
+        receipt = await ctx.step("ship", _effect(ctx, f"ship:{item}"))
+        _maybe_fail(ctx, f"after-ship:{item}")
+        return self.Out(receipts=[receipt])
+
+
+class Note(Node):
+    class In(Schema):
+        receipts: list[str]
+        note: str
+
+    class Out(Schema):
+        note: str
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        sent = await ctx.step("notify", _effect(ctx, "notify"))
+        return self.Out(note=f"{inp.note}|{sent}:{len(inp.receipts)}")
+
+
+def _ship_all(state: OrderState) -> list[Send]:
+    return [Send("Ship", {"items": [item]}) for item in state.items]
+
+
+ORDER_GRAPH: CompiledGraph[OrderState] = (
+    Graph(OrderState, name="conformance-order")
+    .add(Charge)
+    .add(Ship)
+    .add(Note)
+    .edge(START, "Charge")
+    .router("Charge", _ship_all)
+    .edge("Ship", "Note")
+    .edge("Note", END)
+    .compile()
+)
+
+
+class ChatState(Schema):
+    messages: Annotated[list[dict[str, str]], Reducer(operator.add)] = []
+    turns: int = 0
+    limit: int = 0
+
+
+class Chat(Node):
+    class In(Schema):
+        turns: int
+
+    class Out(Schema):
+        messages: list[dict[str, str]]
+        turns: int
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        reply = {"role": "assistant", "content": f"reply {inp.turns}"}
+        return self.Out(messages=[reply], turns=inp.turns + 1)
+
+
+CHAT_GRAPH: CompiledGraph[ChatState] = (
+    Graph(ChatState, name="conformance-chat")
+    .add(Chat)
+    .edge(START, "Chat")
+    .loop("Chat", until=lambda s: s.turns >= s.limit)
+    .compile()
+)
+
+GATES: dict[str, asyncio.Event] = {}
+
+
+class Wait(Node):
+    class In(Schema):
+        order: str
+
+    class Out(Schema):
+        note: str
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        await GATES[ctx.thread_id or ""].wait()
+        return self.Out(note="done")
+
+
+WAIT_GRAPH: CompiledGraph[OrderState] = (
+    Graph(OrderState, name="conformance-wait").add(Wait).edge(START, "Wait").compile()
+)
+
+
+class Opaque:
+    """Not JSON-encodable: only pickle can store it."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Opaque) and other.value == self.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+class OpaqueState(Schema):
+    box: Any = None
+    done: bool = False
+
+
+class Unbox(Node):
+    class In(Schema):
+        box: Any
+
+    class Out(Schema):
+        done: bool
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        value = await ctx.step("inspect", lambda: Opaque(inp.box.value + 1))
+        _maybe_fail(ctx, "after-inspect")
+        return self.Out(done=value == Opaque(inp.box.value + 1))
+
+
+OPAQUE_GRAPH: CompiledGraph[OpaqueState] = (
+    Graph(OpaqueState, name="conformance-opaque").add(Unbox).edge(START, "Unbox").compile()
+)
+
+
+async def _drain(stream: AsyncIterator[Any]) -> list[Any]:
+    return [event async for event in stream]
+
+
+# -- the suite --------------------------------------------------------------------------------
+
+
+class BackendConformance:
+    """Subclass with a ``backend_factory`` fixture; every test below then runs on it."""
+
+    @pytest.fixture
+    async def backend(self, backend_factory: BackendFactory) -> AsyncIterator[Backend]:
+        handle = backend_factory()
+        yield handle
+        await handle.aclose()
+
+    # -- the raw contract -------------------------------------------------------------------
+
+    @pytest.mark.asyncio
+    async def test_checkpoints_keep_save_order(self, backend: Backend) -> None:
+        thread = _thread()
+        assert await backend.latest_checkpoint(thread) is None
+        assert await backend.list_checkpoints(thread) == []
+        saved = [_checkpoint(thread, n, f"payload {n}".encode(), f"cp-{n - 1}" if n else None)
+                 for n in range(5)]
+        for checkpoint in saved:
+            await backend.save_checkpoint(checkpoint)
+        assert await backend.list_checkpoints(thread) == saved
+        assert await backend.latest_checkpoint(thread) == saved[-1]
+        assert await backend.get_checkpoint(thread, "cp-2") == saved[2]
+        assert await backend.get_checkpoint(thread, "cp-404") is None
+
+    @pytest.mark.asyncio
+    async def test_threads_are_isolated(self, backend: Backend) -> None:
+        a, b = _thread(), _thread()
+        await backend.save_checkpoint(_checkpoint(a, 0, b"a"))
+        await backend.record_effect(a, "k", b"a")
+        await backend.append_events(a, [StoredEvent(0, b"a")])
+        assert await backend.latest_checkpoint(b) is None
+        assert await backend.get_checkpoint(b, "cp-0") is None
+        assert await backend.lookup_effect(b, "k") is None
+        assert await backend.read_events(b) == []
+        assert await backend.last_event_seq(b) is None
+
+    @pytest.mark.asyncio
+    async def test_payload_bytes_round_trip_exactly(self, backend: Backend) -> None:
+        thread = _thread()
+        payload = bytes(range(256)) * 4096  # every byte value, 1 MiB
+        await backend.save_checkpoint(_checkpoint(thread, 0, payload))
+        await backend.record_effect(thread, "blob", payload)
+        await backend.append_events(thread, [StoredEvent(0, payload)])
+        got = await backend.latest_checkpoint(thread)
+        assert got is not None
+        assert got.payload == payload
+        assert await backend.lookup_effect(thread, "blob") == payload
+        assert (await backend.read_events(thread))[0].payload == payload
+
+    @pytest.mark.asyncio
+    async def test_effect_first_write_wins(self, backend: Backend) -> None:
+        thread = _thread()
+        assert await backend.lookup_effect(thread, "0:A:0:pay") is None
+        await backend.record_effect(thread, "0:A:0:pay", b"first")
+        await backend.record_effect(thread, "0:A:0:pay", b"second")
+        assert await backend.lookup_effect(thread, "0:A:0:pay") == b"first"
+
+    @pytest.mark.asyncio
+    async def test_events_read_from_a_cursor(self, backend: Backend) -> None:
+        thread = _thread()
+        assert await backend.last_event_seq(thread) is None
+        await backend.append_events(thread, [StoredEvent(s, f"e{s}".encode()) for s in range(3)])
+        await backend.append_events(thread, [StoredEvent(3, b"e3")])
+        await backend.append_events(thread, [])
+        assert [e.seq for e in await backend.read_events(thread)] == [0, 1, 2, 3]
+        tail = await backend.read_events(thread, since=2)
+        assert [(e.seq, e.payload) for e in tail] == [(2, b"e2"), (3, b"e3")]
+        assert await backend.read_events(thread, since=4) == []
+        assert await backend.last_event_seq(thread) == 3
+
+    @pytest.mark.asyncio
+    async def test_lease_has_one_owner(self, backend: Backend) -> None:
+        thread = _thread()
+        assert await backend.acquire_lease(thread, "alice", 30)
+        assert not await backend.acquire_lease(thread, "bob", 30)
+        assert await backend.acquire_lease(thread, "alice", 30)  # renewal
+        await backend.release_lease(thread, "bob")  # not bob's: no effect
+        assert not await backend.acquire_lease(thread, "bob", 30)
+        await backend.release_lease(thread, "alice")
+        assert await backend.acquire_lease(thread, "bob", 30)
+
+    @pytest.mark.asyncio
+    async def test_expired_lease_is_taken_over(self, backend: Backend) -> None:
+        thread = _thread()
+        assert await backend.acquire_lease(thread, "crashed", 0.2)
+        assert not await backend.acquire_lease(thread, "next", 30)
+        await asyncio.sleep(0.35)
+        assert await backend.acquire_lease(thread, "next", 30)
+        assert not await backend.acquire_lease(thread, "crashed", 30)
+
+    @pytest.mark.asyncio
+    async def test_concurrent_lease_race_has_one_winner(
+        self, backend: Backend, backend_factory: BackendFactory
+    ) -> None:
+        other = backend_factory()
+        try:
+            thread = _thread()
+            handles = [backend, other] * 5
+            won = await asyncio.gather(
+                *(h.acquire_lease(thread, f"owner-{i}", 30) for i, h in enumerate(handles))
+            )
+            assert sum(won) == 1
+        finally:
+            if other is not backend:
+                await other.aclose()
+
+    @pytest.mark.asyncio
+    async def test_second_handle_reads_the_same_store(
+        self, backend: Backend, backend_factory: BackendFactory
+    ) -> None:
+        thread = _thread()
+        await ORDER_GRAPH.invoke({"order": thread, "items": ["a"]}, thread_id=thread, backend=backend)
+        other = backend_factory()
+        try:
+            state = await ORDER_GRAPH.aget_state(thread, other)
+            assert state is not None
+            assert state.receipts == ["ship:a#1"]
+        finally:
+            if other is not backend:
+                await other.aclose()
+
+    # -- the engine on top --------------------------------------------------------------------
+
+    @pytest.mark.asyncio
+    async def test_resume_replays_recorded_effects(self, backend: Backend) -> None:
+        thread = _thread()
+        FAIL_ONCE.add((thread, "after-charge"))
+        with pytest.raises(RuntimeError, match="injected failure"):
+            await ORDER_GRAPH.invoke(
+                {"order": thread, "items": ["x", "y"]}, thread_id=thread, backend=backend
+            )
+        assert calls(thread) == {"charge": 1}
+        out = await ORDER_GRAPH.invoke(thread_id=thread, backend=backend)  # no input: resume
+        assert out.charged == "charge#1"
+        assert sorted(out.receipts) == ["ship:x#1", "ship:y#1"]
+        assert calls(thread) == {"charge": 1, "ship:x": 1, "ship:y": 1, "notify": 1}
+
+    @pytest.mark.asyncio
+    async def test_fan_out_resumes_only_unfinished_workers(self, backend: Backend) -> None:
+        thread = _thread()
+        FAIL_ONCE.add((thread, "after-ship:b"))
+        with pytest.raises(RuntimeError, match="injected failure"):
+            await ORDER_GRAPH.invoke(
+                {"order": thread, "items": ["a", "b", "c"]}, thread_id=thread, backend=backend
+            )
+        latest = (await ORDER_GRAPH.aget_history(thread, backend))[-1]
+        assert [name for name, _ in latest.sends] == ["Ship", "Ship", "Ship"]  # pending Sends
+        out = await ORDER_GRAPH.invoke(thread_id=thread, backend=backend)
+        assert out.receipts == ["ship:a#1", "ship:b#1", "ship:c#1"]  # task order, not timing
+        assert all(n == 1 for n in calls(thread).values())
+
+    @pytest.mark.asyncio
+    async def test_new_input_on_resume_is_applied_first(self, backend: Backend) -> None:
+        thread = _thread()
+        FAIL_ONCE.add((thread, "after-charge"))
+        with pytest.raises(RuntimeError):
+            await ORDER_GRAPH.invoke(
+                {"order": thread, "items": ["a"]}, thread_id=thread, backend=backend
+            )
+        out = await ORDER_GRAPH.invoke({"note": "vip"}, thread_id=thread, backend=backend)
+        assert out.note == "vip|notify#1:1"
+        history = await ORDER_GRAPH.aget_history(thread, backend)
+        assert history[-1].source == "loop"
+        assert [c.source for c in history].count("input") == 2
+
+    @pytest.mark.asyncio
+    async def test_history_and_fork_tree(self, backend: Backend) -> None:
+        thread, fork = _thread(), _thread()
+        await ORDER_GRAPH.invoke({"order": thread, "items": ["a"]}, thread_id=thread, backend=backend)
+        history = await ORDER_GRAPH.aget_history(thread, backend)
+        assert history[0].parent_id is None
+        assert [c.parent_id for c in history[1:]] == [c.id for c in history[:-1]]
+        assert [c.step for c in history] == sorted(c.step for c in history)
+        after_charge = history[1]
+        assert after_charge.values["charged"] == "charge#1"
+        forked = await ORDER_GRAPH.fork(
+            backend, thread, after_charge.id, fork, {"items": ["z"], "note": "alt"}
+        )
+        fork_history = await ORDER_GRAPH.aget_history(fork, backend)
+        assert fork_history[0].parent_id == after_charge.id  # the tree crosses threads
+        assert [c.parent_id for c in fork_history[1:]] == [c.id for c in fork_history[:-1]]
+        # A fresh journal down the fork: the pending Ship of the origin runs again there.
+        assert forked.charged == "charge#1"
+        assert calls(fork) == {"ship:a": 1, "notify": 1}
+        assert forked.note == "alt|notify#1:1"
+        original = await ORDER_GRAPH.aget_state(thread, backend)
+        assert original is not None
+        assert original.note == "|notify#1:1"
+        assert len(await ORDER_GRAPH.aget_history(thread, backend)) == len(history)
+        with pytest.raises(ValueError, match="already exists"):
+            await ORDER_GRAPH.fork(backend, thread, after_charge.id, fork)
+        with pytest.raises(KeyError, match="no checkpoint"):
+            await ORDER_GRAPH.fork(backend, thread, "nope", _thread())
+
+    @pytest.mark.asyncio
+    async def test_state_at_any_checkpoint(self, backend: Backend) -> None:
+        thread = _thread()
+        await ORDER_GRAPH.invoke(
+            {"order": thread, "items": ["a", "b"]}, thread_id=thread, backend=backend
+        )
+        history = await ORDER_GRAPH.aget_history(thread, backend)
+        for checkpoint in history:
+            state = await ORDER_GRAPH.aget_state_at(thread, backend, checkpoint.id)
+            assert state.receipts == checkpoint.values.get("receipts", [])
+        assert (await ORDER_GRAPH.aget_state_at(thread, backend, history[1].id)).receipts == []
+
+    @pytest.mark.asyncio
+    async def test_replay_cursor_survives_resume(self, backend: Backend) -> None:
+        thread = _thread()
+        FAIL_ONCE.add((thread, "after-ship:a"))
+        first: list[Any] = []
+        with pytest.raises(RuntimeError):
+            async for event in ORDER_GRAPH.stream(
+                {"order": thread, "items": ["a"]}, thread_id=thread, backend=backend
+            ):
+                first.append(event)
+        second = await _drain(ORDER_GRAPH.stream(thread_id=thread, backend=backend))
+        seqs = [e.seq for e in first + second]
+        assert seqs == sorted(set(seqs))  # strictly increasing across the resume
+        stored = await _drain(ORDER_GRAPH.replay(thread, backend))
+        stored_seqs = [e.seq for e in stored]
+        assert stored_seqs == sorted(set(stored_seqs))
+        assert stored[-1].type == "run_end"
+        assert {e.seq for e in second} <= set(stored_seqs)
+        cursor = second[0].seq
+        tail = await _drain(ORDER_GRAPH.replay(thread, backend, since=cursor))
+        assert [e.seq for e in tail] == [s for s in stored_seqs if s >= cursor]
+        assert tail[0].type == "run_start"
+
+    @pytest.mark.asyncio
+    async def test_second_runner_gets_thread_busy(
+        self, backend: Backend, backend_factory: BackendFactory
+    ) -> None:
+        thread = _thread()
+        gate = GATES[thread] = asyncio.Event()
+        other = backend_factory()
+        try:
+            first = asyncio.ensure_future(
+                WAIT_GRAPH.invoke({"order": "o"}, thread_id=thread, backend=backend)
+            )
+            while await backend.latest_checkpoint(thread) is None:
+                await asyncio.sleep(0.01)  # the first runner holds the lease by now
+            with pytest.raises(ThreadBusyError, match=thread):
+                await WAIT_GRAPH.invoke(thread_id=thread, backend=other)
+            gate.set()
+            assert (await first).note == "done"
+            assert (await WAIT_GRAPH.invoke(thread_id=thread, backend=other)).note == "done"
+        finally:
+            gate.set()
+            GATES.pop(thread, None)
+            if other is not backend:
+                await other.aclose()
+
+    @pytest.mark.asyncio
+    async def test_crashed_owner_lease_is_taken_over(self, backend: Backend) -> None:
+        thread = _thread()
+        backend.lease_ttl = 0.3
+        assert await backend.acquire_lease(thread, "a-runner-that-died", 0.3)
+        with pytest.raises(ThreadBusyError):
+            await ORDER_GRAPH.invoke({"order": thread}, thread_id=thread, backend=backend)
+        await asyncio.sleep(0.45)
+        out = await ORDER_GRAPH.invoke({"order": thread}, thread_id=thread, backend=backend)
+        assert out.charged == "charge#1"
+
+    @pytest.mark.parametrize("damage", ["corrupt bytes", "unknown type tag", "newer format"])
+    @pytest.mark.asyncio
+    async def test_undecodable_checkpoint_is_a_clear_error(
+        self, backend: Backend, damage: str
+    ) -> None:
+        thread = _thread()
+        FAIL_ONCE.add((thread, "after-charge"))
+        with pytest.raises(RuntimeError):
+            await ORDER_GRAPH.invoke(
+                {"order": thread, "items": ["a"]}, thread_id=thread, backend=backend
+            )
+        good = await ORDER_GRAPH.aget_history(thread, backend)
+        if damage == "corrupt bytes":
+            payload = b"\x00\xffnot a checkpoint"
+        elif damage == "unknown type tag":
+            payload = json.dumps(
+                {"v": 1, "base": False, "changes": {"note": ["set", {"$t": "martian"}]},
+                 "plan": []}
+            ).encode()
+        else:
+            payload = json.dumps({"v": 99, "changes": {}, "plan": []}).encode()
+        bad = StoredCheckpoint(thread, "cp-damaged", good[-1].id, 9, 1.0, payload)
+        if backend.serializer.__class__.__name__ == "JsonSerializer" or damage == "corrupt bytes":
+            await backend.save_checkpoint(bad)
+        else:
+            pytest.skip("JSON-crafted payloads only apply to the JSON serializer")
+        for _ in range(2):  # the same clear error every time: no crash loop, no busy thread
+            with pytest.raises(CheckpointDecodeError) as info:
+                await ORDER_GRAPH.invoke(thread_id=thread, backend=backend)
+            assert thread in str(info.value)
+            assert "cp-damaged" in str(info.value)
+        with pytest.raises(CheckpointDecodeError, match="cp-damaged"):
+            await ORDER_GRAPH.aget_state(thread, backend)
+        # Nothing was lost: the good checkpoints are still there to fork from.
+        fork = _thread()
+        out = await ORDER_GRAPH.fork(backend, thread, good[-1].id, fork)
+        assert out.receipts == ["ship:a#1"]
+
+    @pytest.mark.asyncio
+    async def test_write_cost_stays_flat_as_messages_grow(self, backend: Backend) -> None:
+        thread = _thread()
+        history = [{"role": "user", "content": f"message {i}"} for i in range(10_000)]
+        steps = 30
+        out = await CHAT_GRAPH.invoke(
+            {"messages": history, "limit": steps},
+            thread_id=thread,
+            backend=backend,
+            max_steps=steps + 1,
+        )
+        assert len(out.messages) == 10_000 + steps
+        stored = await backend.list_checkpoints(thread)
+        sizes = [len(s.payload) for s in stored]
+        assert sizes[0] > 100_000  # the root checkpoint holds the 10,000 messages
+        per_step = sizes[1:]
+        assert len(per_step) == steps
+        assert max(per_step) < BYTES_PER_STEP_LIMIT, per_step
+        assert max(per_step) - min(per_step) < 64, per_step  # flat: no growth with history
+        midway = stored[10]
+        state = await CHAT_GRAPH.aget_state_at(thread, backend, midway.checkpoint_id)
+        assert len(state.messages) == 10_000 + 10
+        assert state.messages[:10_000] == history
+        assert state.messages[-1] == {"role": "assistant", "content": "reply 9"}
+
+    @pytest.mark.asyncio
+    async def test_default_serializer_refuses_classes_it_may_not_import(
+        self, backend: Backend
+    ) -> None:
+        if backend.serializer.__class__.__name__ != "JsonSerializer":
+            pytest.skip("the safety rule is the default JSON serializer's")
+        thread = _thread()
+        crafted = [
+            {"$t": "model", "c": "evil_module_not_imported:Payload", "v": {}},
+            {"$t": "model", "c": "os:system", "v": {}},
+            {"$t": "enum", "c": "subprocess:Popen", "v": 1},
+        ]
+        for n, value in enumerate(crafted):
+            payload = json.dumps(
+                {"v": 1, "base": True, "changes": {"note": ["set", value]}, "plan": []}
+            ).encode()
+            await backend.save_checkpoint(_checkpoint(thread, n, payload))
+            with pytest.raises(CheckpointDecodeError, match="not registered"):
+                await ORDER_GRAPH.aget_state(thread, backend)
+        assert "evil_module_not_imported" not in sys.modules
+
+    @pytest.mark.asyncio
+    async def test_pickle_by_name_round_trips_any_object(
+        self, backend_factory: BackendFactory
+    ) -> None:
+        backend = backend_factory(serializer="pickle")
+        try:
+            assert backend.describe()["serializer"] == "pickle"
+            thread = _thread()
+            FAIL_ONCE.add((thread, "after-inspect"))
+            with pytest.raises(RuntimeError):
+                await OPAQUE_GRAPH.invoke({"box": Opaque(41)}, thread_id=thread, backend=backend)
+            out = await OPAQUE_GRAPH.invoke(thread_id=thread, backend=backend)
+            assert out.done is True
+            assert out.box == Opaque(41)
+        finally:
+            await backend.aclose()
+
+    @pytest.mark.asyncio
+    async def test_json_default_refuses_what_it_cannot_store(self, backend: Backend) -> None:
+        if backend.serializer.__class__.__name__ != "JsonSerializer":
+            pytest.skip("the default JSON serializer's rule")
+        with pytest.raises(TypeError, match="serializer='pickle'"):
+            await OPAQUE_GRAPH.invoke({"box": Opaque(1)}, thread_id=_thread(), backend=backend)
+
+    @pytest.mark.asyncio
+    async def test_sync_reads_from_inside_a_running_loop(self, backend: Backend) -> None:
+        thread = _thread()
+        await ORDER_GRAPH.invoke({"order": thread, "items": ["a"]}, thread_id=thread, backend=backend)
+        # get_state/get_history run on a private loop in another thread: a backend bound to
+        # this loop must still answer.
+        state = ORDER_GRAPH.get_state(thread, backend)
+        assert state is not None
+        assert state.receipts == ["ship:a#1"]
+        assert len(ORDER_GRAPH.get_history(thread, backend)) == 4
+        assert (await ORDER_GRAPH.aget_state(thread, backend)) == state

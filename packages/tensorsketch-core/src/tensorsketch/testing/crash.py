@@ -1,0 +1,587 @@
+"""The crash harness: prove a backend keeps effects exactly-once across ``SIGKILL``.
+
+For one backend, :func:`run_crash_matrix`
+
+1. runs the scenario graph once, uninterrupted, in a child process, counting its *durable
+   boundaries* — every effect recorded, checkpoint saved and event batch appended, plus the
+   first lease taken;
+2. for each boundary ``n``: runs the scenario on a fresh thread in a child process that
+   ``SIGKILL``\\ s itself the moment boundary ``n`` has been committed; then resumes the thread
+   in this process (waiting for the dead child's lease to lapse, which also exercises lease
+   takeover) and checks that every side effect ran exactly once, the final state equals the
+   uninterrupted run's, and the event log's ``seq`` strictly increases.
+
+The side effects are counted in an :class:`EffectLedger`, a SQLite file separate from the
+store under test. Children are forked from a ``forkserver`` that has already imported
+TensorSketch and the backend's driver, so each kill point costs milliseconds, not an
+interpreter start.
+
+The hook is the :class:`CrashingBackend` wrapper, so core needs no test-only code path: it
+forwards every operation to the real backend and dies right after the n-th boundary write.
+For a store that lives in process memory (``InMemoryBackend``) a kill would take the store
+with it, so pass the backend *instance* instead of a :class:`BackendSpec`: the run is then
+abandoned in-process (:class:`SimulatedCrash`, after which the wrapper refuses every call, as
+a dead process would) and resumed on the same store.
+
+One window is outside any journal's reach and the scenario avoids it on purpose: an effect
+that completed but whose result was not yet recorded when the process died runs again on
+resume. The scenario's fan-out workers therefore take turns on their effects (each records
+before the next calls out), so every kill point falls on a clean boundary, including the
+ones halfway through the fan-out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing
+import operator
+import os
+import signal
+import sqlite3
+import sys
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+from tensorsketch.channels import Reducer
+from tensorsketch.compiled import CompiledGraph
+from tensorsketch.constants import END, START, Send
+from tensorsketch.context import Context
+from tensorsketch.errors import ThreadBusyError
+from tensorsketch.graph import Graph
+from tensorsketch.node import Node
+from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent
+from tensorsketch.schema import Schema
+
+__all__ = [
+    "BackendSpec",
+    "CrashReport",
+    "CrashingBackend",
+    "EffectLedger",
+    "KillResult",
+    "SimulatedCrash",
+    "run_crash_matrix",
+    "scenario_graph",
+]
+
+SCENARIO = "tensorsketch.testing.crash:scenario_graph"
+SCENARIO_INPUT: dict[str, Any] = {"order": "A-17", "items": ["book", "lamp", "mug"]}
+
+
+# -- the counted side effects -----------------------------------------------------------------
+
+
+class EffectLedger:
+    """A SQLite file counting how often each side effect really ran, per thread."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        with self._connect() as conn:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS calls (thread TEXT NOT NULL, effect TEXT NOT NULL, "
+                "n INTEGER NOT NULL, PRIMARY KEY (thread, effect))"
+            )
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        return conn
+
+    def hit(self, thread: str, effect: str) -> int:
+        """Count one call of ``effect`` (committed before returning); return the new count."""
+        conn = self._connect()
+        try:
+            row = conn.execute(
+                "INSERT INTO calls (thread, effect, n) VALUES (?, ?, 1) ON CONFLICT "
+                "(thread, effect) DO UPDATE SET n = n + 1 RETURNING n",
+                (thread, effect),
+            ).fetchone()
+        finally:
+            conn.close()
+        return int(row[0])
+
+    def counts(self, thread: str) -> dict[str, int]:
+        """Every effect of ``thread`` and how often it ran."""
+        conn = self._connect()
+        try:
+            rows = conn.execute(
+                "SELECT effect, n FROM calls WHERE thread = ? ORDER BY effect", (thread,)
+            ).fetchall()
+        finally:
+            conn.close()
+        return {str(effect): int(n) for effect, n in rows}
+
+
+# -- the scenario -----------------------------------------------------------------------------
+
+
+class CrashState(Schema):
+    """An order is charged, its items shipped by a ``Send`` fan-out, and a summary sent."""
+
+    order: str
+    items: list[str] = []
+    reserved: str = ""
+    charged: str = ""
+    receipts: Annotated[list[str], Reducer(operator.add)] = []
+    summary: str = ""
+
+
+_TURNS: dict[tuple[str | None, int, int], asyncio.Event] = {}
+
+
+def _turn(ctx: Context, k: int) -> asyncio.Event:
+    key = (ctx.thread_id, ctx.superstep, k)
+    event = _TURNS.get(key)
+    if event is None:
+        event = _TURNS[key] = asyncio.Event()
+        if k == 0:
+            event.set()
+    return event
+
+
+def scenario_graph(ledger: EffectLedger) -> CompiledGraph[CrashState]:
+    """The harness's standard graph; every side effect is a counted ledger call."""
+
+    def effect(ctx: Context, name: str) -> Callable[[], str]:
+        def call() -> str:
+            n = ledger.hit(ctx.thread_id or "", f"{ctx.node}{ctx.instance}:{name}")
+            return f"{name}-{n}"
+
+        return call
+
+    class Charge(Node):
+        class In(Schema):
+            order: str
+
+        class Out(Schema):
+            reserved: str
+            charged: str
+
+        async def run(self, ctx: Context, inp: Any) -> Any:
+            reserved = await ctx.step("reserve", effect(ctx, "reserve"))
+            charged = await ctx.step(
+                "charge", effect(ctx, "charge"), idempotency_key=f"charge-{inp.order}"
+            )
+            return self.Out(reserved=reserved, charged=charged)
+
+    class Ship(Node):
+        class In(Schema):
+            items: list[str]
+
+        class Out(Schema):
+            receipts: list[str]
+
+        async def run(self, ctx: Context, inp: Any) -> Any:
+            k = int(ctx.instance.lstrip("#") or 0)
+            await _turn(ctx, k).wait()  # workers record their effects one after another
+            receipt = await ctx.step("ship", effect(ctx, f"ship {inp.items[0]}"))
+            _turn(ctx, k + 1).set()
+            return self.Out(receipts=[receipt])
+
+    class Summarize(Node):
+        class In(Schema):
+            receipts: list[str]
+
+        class Out(Schema):
+            summary: str
+
+        async def run(self, ctx: Context, inp: Any) -> Any:
+            sent = await ctx.step("notify", effect(ctx, "notify"))
+            return self.Out(summary=f"{sent}: {', '.join(sorted(inp.receipts))}")
+
+    def fan_out(state: CrashState) -> list[Send]:
+        return [Send("Ship", {"items": [item]}) for item in state.items]
+
+    graph = (
+        Graph(CrashState, name="crash-scenario")
+        .add(Charge)
+        .add(Ship)
+        .add(Summarize)
+        .edge(START, "Charge")
+        .router("Charge", fan_out)
+        .edge("Ship", "Summarize")
+        .edge("Summarize", END)
+    )
+    return graph.compile()
+
+
+# -- the hook -----------------------------------------------------------------------------------
+
+
+class SimulatedCrash(Exception):
+    """An in-process stand-in for ``SIGKILL``: the run is abandoned where it stands.
+
+    After it, the :class:`CrashingBackend` refuses every call, so the abandoned run can write
+    nothing more (not even its lease release), exactly like a killed process.
+    """
+
+
+class CrashingBackend(Backend):
+    """Forwards to ``inner`` and dies right after the ``crash_at``-th durable boundary.
+
+    Boundaries are the writes a resume depends on: the first lease taken, every effect
+    recorded, every checkpoint saved and every event batch appended (lease renewals are timing
+    dependent and not counted). ``crash_at=0`` never crashes; :attr:`boundaries` names each
+    boundary passed. ``mode="kill"`` sends ``SIGKILL`` to this process; ``mode="raise"``
+    raises :class:`SimulatedCrash` and then refuses every further call.
+    """
+
+    def __init__(self, inner: Backend, *, crash_at: int = 0, mode: str = "kill") -> None:
+        if mode not in ("kill", "raise"):
+            msg = f"`mode` must be 'kill' or 'raise', got {mode!r}."
+            raise ValueError(msg)
+        self.inner = inner
+        self.serializer = inner.serializer
+        self.name = inner.name
+        self.lease_ttl = inner.lease_ttl
+        self.crash_at = crash_at
+        self.mode = mode
+        self.boundaries: list[str] = []
+        self.dead = False
+        self._leased = False
+
+    def _check(self) -> None:
+        if self.dead:
+            raise SimulatedCrash("the process is gone")
+
+    def _passed(self, boundary: str) -> None:
+        self.boundaries.append(boundary)
+        if len(self.boundaries) == self.crash_at:
+            if self.mode == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            self.dead = True
+            raise SimulatedCrash(f"crashed after boundary {self.crash_at}: {boundary}")
+
+    async def save_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
+        self._check()
+        await self.inner.save_checkpoint(checkpoint)
+        self._passed(f"checkpoint step={checkpoint.step}")
+
+    async def latest_checkpoint(self, thread_id: str) -> StoredCheckpoint | None:
+        self._check()
+        return await self.inner.latest_checkpoint(thread_id)
+
+    async def get_checkpoint(self, thread_id: str, checkpoint_id: str) -> StoredCheckpoint | None:
+        self._check()
+        return await self.inner.get_checkpoint(thread_id, checkpoint_id)
+
+    async def list_checkpoints(self, thread_id: str) -> list[StoredCheckpoint]:
+        self._check()
+        return await self.inner.list_checkpoints(thread_id)
+
+    async def record_effect(self, thread_id: str, key: str, value: bytes) -> None:
+        self._check()
+        await self.inner.record_effect(thread_id, key, value)
+        self._passed(f"effect {key}")
+
+    async def lookup_effect(self, thread_id: str, key: str) -> bytes | None:
+        self._check()
+        return await self.inner.lookup_effect(thread_id, key)
+
+    async def append_events(self, thread_id: str, events: list[StoredEvent]) -> None:
+        self._check()
+        await self.inner.append_events(thread_id, events)
+        self._passed(f"events {events[0].seq}..{events[-1].seq}")
+
+    async def read_events(self, thread_id: str, since: int = 0) -> list[StoredEvent]:
+        self._check()
+        return await self.inner.read_events(thread_id, since)
+
+    async def last_event_seq(self, thread_id: str) -> int | None:
+        self._check()
+        return await self.inner.last_event_seq(thread_id)
+
+    async def acquire_lease(self, thread_id: str, owner: str, ttl: float) -> bool:
+        self._check()
+        ok = await self.inner.acquire_lease(thread_id, owner, ttl)
+        if ok and not self._leased:
+            self._leased = True
+            self._passed("lease")
+        return ok
+
+    async def release_lease(self, thread_id: str, owner: str) -> None:
+        self._check()
+        await self.inner.release_lease(thread_id, owner)
+
+
+# -- running it -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BackendSpec:
+    """How a child process builds the backend: a registry name or ``"module:Class"``, and
+    keyword arguments (plain JSON data)."""
+
+    target: str
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def create(self) -> Backend:
+        from tensorsketch.plugins import resolve_target
+        from tensorsketch.registry import backends
+
+        factory = (
+            resolve_target(self.target, what="crash harness backend")
+            if ":" in self.target
+            else backends.resolve(self.target)
+        )
+        backend = factory(**dict(self.kwargs))
+        if not isinstance(backend, Backend):
+            msg = f"{self.target!r} built {backend!r}, which is not a tensorsketch Backend."
+            raise TypeError(msg)
+        return backend
+
+    def module(self) -> str | None:
+        """The module that defines the backend (its driver import is the slow part)."""
+        if ":" in self.target:
+            return self.target.partition(":")[0]
+        from tensorsketch.registry import backends
+
+        path = backends.target_path(self.target)
+        return path.partition(":")[0] if path else None
+
+
+def _preload(spec: BackendSpec, scenario: str) -> list[str]:
+    """Modules the fork server imports once. One server serves the whole test session, so it
+    preloads every registered backend (a missing driver is skipped by the server)."""
+    from tensorsketch.registry import backends
+
+    modules = ["tensorsketch.testing.crash", scenario.partition(":")[0]]
+    for name in backends.names():
+        path = backends.target_path(name)
+        if path:
+            modules.append(path.partition(":")[0])
+    own = spec.module()
+    if own:
+        modules.append(own)
+    return list(dict.fromkeys(modules))
+
+
+@dataclass(slots=True)
+class KillResult:
+    """What happened at one kill point."""
+
+    n: int
+    boundary: str
+    thread_id: str
+    killed: bool
+    counts: dict[str, int]
+    values: dict[str, Any]
+    seqs: list[int]
+    problems: list[str]
+
+
+@dataclass(slots=True)
+class CrashReport:
+    """The uninterrupted run and every kill point; :meth:`check` raises on any problem."""
+
+    backend: str
+    boundaries: list[str]
+    baseline_values: dict[str, Any]
+    baseline_counts: dict[str, int]
+    kills: list[KillResult]
+
+    @property
+    def problems(self) -> list[str]:
+        return [f"kill point {k.n} ({k.boundary}): {p}" for k in self.kills for p in k.problems]
+
+    def check(self) -> None:
+        """Raise ``AssertionError`` listing every kill point that broke a guarantee."""
+        if not self.kills:
+            msg = f"{self.backend}: the crash matrix ran no kill point."
+            raise AssertionError(msg)
+        if self.problems:
+            msg = f"{self.backend}: " + "\n".join(self.problems)
+            raise AssertionError(msg)
+
+
+def _child(config: dict[str, Any]) -> None:
+    """Child process body: run the scenario with the crashing wrapper, write the result."""
+    asyncio.run(_child_async(config))
+
+
+async def _child_async(config: dict[str, Any]) -> None:
+    from tensorsketch.plugins import resolve_target
+
+    spec = BackendSpec(config["backend"]["target"], config["backend"]["kwargs"])
+    inner = spec.create()
+    inner.lease_ttl = float(config["lease_ttl"])
+    backend = CrashingBackend(inner, crash_at=int(config["crash_at"]), mode="kill")
+    app: CompiledGraph[Any] = resolve_target(config["scenario"], what="crash scenario")(
+        EffectLedger(config["ledger"])
+    )
+    thread = config["thread"]
+    async for _ in app.stream(config["input"], thread_id=thread, backend=backend):
+        pass
+    state = await app.aget_state(thread, inner)
+    assert state is not None
+    result = {"boundaries": backend.boundaries, "values": state.model_dump(mode="json")}
+    Path(config["result"]).write_text(json.dumps(result))
+    await inner.aclose()
+
+
+def _mp_context(preload: list[str]) -> Any:
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(preload)
+    return ctx
+
+
+async def _spawn(ctx: Any, config: dict[str, Any]) -> int:
+    process = ctx.Process(target=_child, args=(config,), daemon=True)
+    process.start()
+    while process.exitcode is None:  # never block the loop on join()
+        await asyncio.sleep(0.005)
+    process.join()
+    code: int = process.exitcode
+    return code
+
+
+async def _drain(
+    app: CompiledGraph[Any], backend: Backend, thread: str, input: Any, ttl: float
+) -> None:
+    """Resume ``thread``, waiting out a dead owner's lease; re-send the input only if the
+    crash came before the first checkpoint (the run had not durably started)."""
+    deadline = time.monotonic() + max(20 * ttl, 10.0)
+    while True:
+        started = await backend.latest_checkpoint(thread) is not None
+        try:
+            async for _ in app.stream(None if started else input, thread_id=thread, backend=backend):
+                pass
+            return
+        except ThreadBusyError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(ttl / 5)
+
+
+async def run_crash_matrix(
+    backend: BackendSpec | Backend,
+    workdir: str | os.PathLike[str],
+    *,
+    scenario: str = SCENARIO,
+    input: Mapping[str, Any] | None = None,
+    lease_ttl: float = 0.25,
+    kill_points: list[int] | None = None,
+) -> CrashReport:
+    """Kill a run of ``scenario`` at every durable boundary in turn and check each resume.
+
+    :param backend: a :class:`BackendSpec` (runs in child processes that are SIGKILLed), or a
+        backend instance whose store lives in this process (crashes are simulated).
+    :param workdir: where the ledger and the children's result files go.
+    :param scenario: ``"module:factory"``; ``factory(ledger)`` returns the compiled graph.
+    :param lease_ttl: the lease length used, short so a dead child's lease lapses quickly.
+    :param kill_points: only these boundary numbers (1-based); default every boundary.
+    """
+    from tensorsketch.plugins import resolve_target
+
+    work = Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    ledger = EffectLedger(work / "ledger.db")
+    app: CompiledGraph[Any] = resolve_target(scenario, what="crash scenario")(ledger)
+    data = dict(SCENARIO_INPUT if input is None else input)
+    run_id = uuid.uuid4().hex[:8]
+
+    if isinstance(backend, BackendSpec):
+        store = backend.create()
+        label = backend.target
+        ctx = _mp_context(_preload(backend, scenario))
+
+        async def attempt(thread: str, crash_at: int) -> tuple[bool, list[str], dict[str, Any]]:
+            result = work / f"{thread}.json"
+            config = {
+                "backend": {"target": backend.target, "kwargs": dict(backend.kwargs)},
+                "scenario": scenario,
+                "ledger": ledger.path,
+                "thread": thread,
+                "input": data,
+                "crash_at": crash_at,
+                "lease_ttl": lease_ttl,
+                "result": str(result),
+            }
+            code = await _spawn(ctx, config)
+            if code == -signal.SIGKILL:
+                return True, [], {}
+            if code != 0:
+                msg = f"the scenario child for {thread!r} failed with exit code {code}."
+                raise RuntimeError(msg)
+            out = json.loads(result.read_text())
+            return False, list(out["boundaries"]), dict(out["values"])
+
+    else:
+        store = backend
+        label = type(backend).__name__
+        store.lease_ttl = lease_ttl
+
+        async def attempt(thread: str, crash_at: int) -> tuple[bool, list[str], dict[str, Any]]:
+            wrapper = CrashingBackend(store, crash_at=crash_at, mode="raise")
+            try:
+                async for _ in app.stream(data, thread_id=thread, backend=wrapper):
+                    pass
+            except SimulatedCrash:
+                return True, [], {}
+            state = await app.aget_state(thread, store)
+            assert state is not None
+            return False, wrapper.boundaries, state.model_dump(mode="json")
+
+    store.lease_ttl = lease_ttl
+    try:
+        base_thread = f"crash-{run_id}-baseline"
+        killed, boundaries, baseline = await attempt(base_thread, 0)
+        if killed or not boundaries:
+            msg = f"{label}: the uninterrupted scenario run did not complete."
+            raise RuntimeError(msg)
+        baseline_counts = ledger.counts(base_thread)
+        points = kill_points or list(range(1, len(boundaries) + 1))
+        kills: list[KillResult] = []
+        for n in points:
+            thread = f"crash-{run_id}-{n}"
+            died, _, _ = await attempt(thread, n)
+            problems: list[str] = []
+            if not died:
+                problems.append("the run finished without reaching this boundary")
+            await _drain(app, store, thread, data, lease_ttl)
+            state = await app.aget_state(thread, store)
+            values = state.model_dump(mode="json") if state is not None else {}
+            counts = ledger.counts(thread)
+            seqs = [e.seq async for e in app.replay(thread, store)]
+            if set(counts) != set(baseline_counts):
+                problems.append(
+                    f"effects {sorted(counts)} differ from the uninterrupted run's "
+                    f"{sorted(baseline_counts)}"
+                )
+            repeated = {k: v for k, v in counts.items() if v != 1}
+            if repeated:
+                problems.append(f"effects did not run exactly once: {repeated}")
+            if values != baseline:
+                problems.append(f"final state {values} != uninterrupted {baseline}")
+            if any(b <= a for a, b in zip(seqs, seqs[1:])):
+                problems.append(f"event seq not strictly increasing: {seqs}")
+            kills.append(
+                KillResult(n, boundaries[n - 1], thread, died, counts, values, seqs, problems)
+            )
+        return CrashReport(label, boundaries, baseline, baseline_counts, kills)
+    finally:
+        if isinstance(backend, BackendSpec):
+            await store.aclose()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tensorsketch.testing.crash CONFIG.json``: one child run by hand.
+
+    The kill point comes from the ``TS_CRASH_AT`` environment variable (unset or 0: none).
+    """
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m tensorsketch.testing.crash CONFIG.json", file=sys.stderr)
+        return 2
+    config = json.loads(Path(args[0]).read_text())
+    config["crash_at"] = int(os.environ.get("TS_CRASH_AT") or 0)
+    _child(config)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
