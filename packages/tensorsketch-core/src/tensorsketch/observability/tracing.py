@@ -50,6 +50,7 @@ __all__ = [
     "new_span_id",
     "new_trace_id",
     "remote_parent",
+    "set_end_status",
 ]
 
 _log = logging.getLogger("tensorsketch.observability")
@@ -247,8 +248,12 @@ class NoopTracer(Tracer):
 NOOP_TRACER = NoopTracer()
 
 
-def _ended_by(span: Span, exc: BaseException | None) -> None:
-    """Set a closing span's status from the exception that ended its block (if any)."""
+def set_end_status(span: Span, exc: BaseException | None) -> None:
+    """Set a closing span's status from the exception that ended its block (if any).
+
+    For tracers that run their own lifecycle (the OpenTelemetry bridge), so every tracer
+    agrees on what ``error`` and ``cancelled`` mean.
+    """
     if exc is None:
         return
     if isinstance(exc, asyncio.CancelledError | GeneratorExit):
@@ -285,7 +290,7 @@ class _SpanScope(contextlib.AbstractContextManager[Span]):
     ) -> None:
         span = self._span
         span.end = time.perf_counter()
-        _ended_by(span, exc)
+        set_end_status(span, exc)
         try:
             current_span.reset(self._token)
         except ValueError:  # closed from another context (an abandoned async generator)
