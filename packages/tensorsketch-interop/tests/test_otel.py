@@ -347,3 +347,46 @@ def test_a_missing_sdk_names_the_install_command(blocked: str) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert 'pip install "tensorsketch-interop[otel]"' in result.stdout
+
+
+async def test_a_real_agent_run_maps_onto_the_conventions(
+    otel: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    from tensorsketch import Completion, FakeProvider, Usage, create_agent, tool
+    from tensorsketch.messages import ToolCall, assistant
+
+    @tool
+    async def search(q: str) -> str:
+        """Search the docs."""
+        return f"results for {q}"
+
+    provider = FakeProvider(
+        [
+            Completion(
+                message=assistant(
+                    tool_calls=[ToolCall(id="call_9", name="search", args={"q": "x"})]
+                ),
+                usage=Usage(input_tokens=10, output_tokens=2, cache_read_tokens=4),
+                model="claude-sonnet-4-6",
+            ),
+            "done",
+        ],
+        model="claude-sonnet-4-6",
+    )
+    otel_provider, exporter = otel
+    agent = create_agent(provider, [search], name="helper")
+    await agent.invoke({"query": "q"}, tracer=OTelTracer(otel_provider))
+    spans = exporter.get_finished_spans()
+    names = [s.name for s in spans]
+    assert names.count("chat claude-sonnet-4-6") == 2
+    assert "execute_tool search" in names
+    assert "invoke_workflow helper" in names
+    first_chat = next(s for s in spans if s.name == "chat claude-sonnet-4-6")
+    assert first_chat.attributes["gen_ai.provider.name"] == provider.provider_name
+    assert first_chat.attributes["gen_ai.usage.cache_read.input_tokens"] == 4
+    assert first_chat.attributes["tensorsketch.usage.cost_usd"] > 0
+    tool_span = next(s for s in spans if s.name == "execute_tool search")
+    assert tool_span.attributes["gen_ai.tool.call.id"] == "call_9"
+    assert "gen_ai.tool.call.arguments" not in tool_span.attributes
+    node = next(s for s in spans if s.name == "helper")
+    assert _hex(tool_span, parent=True) == _hex(node)
