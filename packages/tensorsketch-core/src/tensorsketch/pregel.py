@@ -654,7 +654,14 @@ class Run:
         if found:
             return value
         result = await _call(fn)
-        await journal.record(key, result)
+        # The effect has happened: record it even if this task is cancelled meanwhile (a
+        # sibling in the fan-out failed, the consumer stopped), or a resume would repeat it.
+        recording = asyncio.ensure_future(journal.record(key, result))
+        try:
+            await asyncio.shield(recording)
+        except asyncio.CancelledError:
+            await recording
+            raise
         return result
 
     async def execute(self, tasks: list[Task], max_steps: int) -> None:

@@ -1,0 +1,174 @@
+"""Fixtures for the real PostgreSQL and Redis servers, and a TCP proxy to cut them off.
+
+Addresses come from ``TS_TEST_POSTGRES_DSN`` and ``TS_TEST_REDIS_URL`` (127.0.0.1 defaults).
+Every test gets its own PostgreSQL schema / Redis key prefix, dropped afterwards, so runs
+never see each other's data.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+PG_DSN = os.environ.get("TS_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("TS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+RUN_ID = "".join(c for c in os.environ.get("TS_TEST_RUN_ID", uuid.uuid4().hex[:6]) if c.isalnum())
+
+
+def _unique(kind: str) -> str:
+    return f"ts_{RUN_ID}_{kind}_{uuid.uuid4().hex[:8]}".lower()
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> str:
+    import psycopg
+
+    try:
+        psycopg.connect(PG_DSN, connect_timeout=5).close()
+    except psycopg.OperationalError as exc:
+        pytest.fail(f"PostgreSQL is not reachable at {PG_DSN!r} (TS_TEST_POSTGRES_DSN): {exc}")
+    return PG_DSN
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    import redis
+
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=5).ping()
+    except redis.RedisError as exc:
+        pytest.fail(f"Redis is not reachable at {REDIS_URL!r} (TS_TEST_REDIS_URL): {exc}")
+    return REDIS_URL
+
+
+@pytest.fixture
+def pg_schema(pg_dsn: str) -> Iterator[str]:
+    """A schema name private to this test (the backend creates it; it is dropped after)."""
+    import psycopg
+
+    name = _unique("pg")
+    yield name
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+@pytest.fixture
+def redis_prefix(redis_url: str) -> Iterator[str]:
+    """A key prefix private to this test (its keys are deleted after)."""
+    import redis
+
+    name = _unique("rd")
+    yield name
+    client = redis.Redis.from_url(redis_url)
+    keys = list(client.scan_iter(match=f"{name}:*", count=1000))
+    if keys:
+        client.delete(*keys)
+    client.close()
+
+
+# -- a TCP proxy in its own process, to make a server "go away" --------------------------------
+
+_PROXY = r"""
+import asyncio, sys
+
+async def pipe(reader, writer):
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except Exception:
+        pass
+    finally:
+        writer.close()
+
+async def handle(client_reader, client_writer):
+    try:
+        reader, writer = await asyncio.open_connection(sys.argv[2], int(sys.argv[3]))
+    except OSError:
+        client_writer.close()
+        return
+    await asyncio.gather(pipe(client_reader, writer), pipe(reader, client_writer))
+
+async def main():
+    server = await asyncio.start_server(handle, "127.0.0.1", int(sys.argv[1]), reuse_address=True)
+    print("ready", flush=True)
+    async with server:
+        await server.serve_forever()
+
+asyncio.run(main())
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class TcpProxy:
+    """Forwards 127.0.0.1:``port`` to a server; :meth:`kill` cuts every connection at once."""
+
+    port: int
+    target_host: str
+    target_port: int
+    process: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        args = [str(self.port), self.target_host, str(self.target_port)]
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _PROXY, *args], stdout=subprocess.PIPE, text=True
+        )
+        assert self.process.stdout is not None
+        assert self.process.stdout.readline().strip() == "ready"
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=10)
+        self.process = None
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:  # make sure the port refuses connections now
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+            except OSError:
+                return
+            time.sleep(0.05)
+
+    def via(self, url: str) -> str:
+        """``url`` rewritten to go through the proxy."""
+        parts = urlsplit(url)
+        auth = parts.netloc.rpartition("@")
+        netloc = f"{auth[0]}@127.0.0.1:{self.port}" if auth[1] else f"127.0.0.1:{self.port}"
+        return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _proxy_for(url: str) -> Iterator[TcpProxy]:
+    parts = urlsplit(url)
+    proxy = TcpProxy(_free_port(), parts.hostname or "127.0.0.1", parts.port or 0)
+    proxy.start()
+    try:
+        yield proxy
+    finally:
+        proxy.kill()
+
+
+@pytest.fixture
+def pg_proxy(pg_dsn: str) -> Iterator[TcpProxy]:
+    yield from _proxy_for(pg_dsn)
+
+
+@pytest.fixture
+def redis_proxy(redis_url: str) -> Iterator[TcpProxy]:
+    yield from _proxy_for(redis_url)
