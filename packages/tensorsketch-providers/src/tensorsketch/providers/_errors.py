@@ -24,7 +24,7 @@ import email.utils
 import re
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from tensorsketch.chat import (
     AuthenticationError,
@@ -36,7 +36,7 @@ from tensorsketch.chat import (
     RateLimitError,
 )
 
-__all__ = ["classify", "parse_retry_after"]
+__all__ = ["classify", "parse_retry_after", "reraise"]
 
 _TIMEOUT_NAMES = {"APITimeoutError", "TimeoutException", "ServerTimeoutError", "ReadTimeout"}
 _CONNECTION_NAMES = {
@@ -150,7 +150,10 @@ def parse_retry_after(headers: Mapping[str, str], body: Any = None) -> float | N
         try:
             return max(float(raw), 0.0)
         except ValueError:
-            when = email.utils.parsedate_to_datetime(raw) if raw.strip() else None
+            try:
+                when = email.utils.parsedate_to_datetime(raw)
+            except (TypeError, ValueError):
+                when = None
             if when is not None:
                 return max(when.timestamp() - time.time(), 0.0)
     details = _error_obj(body).get("details")
@@ -209,6 +212,15 @@ def classify(exc: BaseException, *, provider: str, model: str | None) -> Provide
         model=model,
         retryable=True if kind is ProviderError else None,
     )
+
+
+def reraise(exc: BaseException, *, provider: str, model: str | None) -> NoReturn:
+    """Raise the classified error (chained to ``exc``), or ``exc`` itself when it is not an
+    API failure."""
+    error = classify(exc, provider=provider, model=model)
+    if error is None or error is exc:
+        raise exc
+    raise error from exc
 
 
 def _kind_for_status(status: int) -> type[ProviderError]:

@@ -15,7 +15,7 @@ Mapping notes:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from tensorsketch.chat import (
     Capabilities,
@@ -37,7 +37,7 @@ from tensorsketch.providers._common import (
     output_json_schema,
     route_options,
 )
-from tensorsketch.providers._errors import classify
+from tensorsketch.providers._errors import reraise
 from tensorsketch.schema import Schema
 from tensorsketch.tools import Tool
 
@@ -123,7 +123,7 @@ class AnthropicProvider(ChatProvider):
         try:
             response = await self._client.messages.create(**request)
         except Exception as exc:
-            raise self._error(exc) from exc
+            self._reraise(exc)
         return self.parse_response(response, output_schema)
 
     async def stream(
@@ -189,7 +189,7 @@ class AnthropicProvider(ChatProvider):
                     cache_read = getattr(usage, "cache_read_input_tokens", None) or cache_read
                     cache_write = getattr(usage, "cache_creation_input_tokens", None) or cache_write
         except Exception as exc:
-            raise self._error(exc) from exc
+            self._reraise(exc)
         for kind_, _ordinal, fragments, call_id, name in (blocks[i] for i in sorted(blocks)):
             if kind_ == "tool":
                 args = loads_args("".join(fragments), tool=name)
@@ -205,8 +205,8 @@ class AnthropicProvider(ChatProvider):
         draft.stop_reason = _stop_reason(draft.stop_reason, draft)
         yield draft.finish(output_schema)
 
-    def _error(self, exc: Exception) -> Exception:
-        return classify(exc, provider=self.provider_name, model=self.model) or exc
+    def _reraise(self, exc: BaseException) -> NoReturn:
+        reraise(exc, provider=self.provider_name, model=self.model)
 
     # -- mapping: ours -> Messages API -------------------------------------------------------
 

@@ -21,7 +21,7 @@ import base64
 import json
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from tensorsketch.chat import (
     Capabilities,
@@ -44,7 +44,7 @@ from tensorsketch.providers._common import (
     new_tool_id,
     output_json_schema,
 )
-from tensorsketch.providers._errors import classify
+from tensorsketch.providers._errors import reraise
 from tensorsketch.schema import Schema
 from tensorsketch.tools import Tool
 
@@ -167,7 +167,7 @@ class GoogleProvider(ChatProvider):
         try:
             response = await self._client.aio.models.generate_content(**request)
         except Exception as exc:
-            raise self._error(exc) from exc
+            self._reraise(exc)
         draft = Draft(model=self.model)
         self._absorb(draft, response)
         return self._finish(draft, output_schema)
@@ -194,11 +194,11 @@ class GoogleProvider(ChatProvider):
                         index=index, id=call.id, name=call.name, arguments=json.dumps(call.args)
                     )
         except Exception as exc:
-            raise self._error(exc) from exc
+            self._reraise(exc)
         yield self._finish(draft, output_schema)
 
-    def _error(self, exc: Exception) -> Exception:
-        return classify(exc, provider=self.provider_name, model=self.model) or exc
+    def _reraise(self, exc: BaseException) -> NoReturn:
+        reraise(exc, provider=self.provider_name, model=self.model)
 
     # -- mapping: ours -> generateContent ----------------------------------------------------
 

@@ -21,7 +21,7 @@ import json
 import os
 import re
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from tensorsketch.chat import (
     AuthenticationError,
@@ -45,7 +45,7 @@ from tensorsketch.providers._common import (
     route_options,
     strict_json_schema,
 )
-from tensorsketch.providers._errors import classify
+from tensorsketch.providers._errors import reraise
 from tensorsketch.schema import Schema
 from tensorsketch.tools import Tool
 
@@ -152,7 +152,7 @@ class OpenAIProvider(ChatProvider):
         try:
             response = await self._client.chat.completions.create(**request)
         except Exception as exc:
-            raise self._error(exc) from exc
+            self._reraise(exc)
         return self.parse_response(response, output_schema)
 
     async def stream(
@@ -214,7 +214,7 @@ class OpenAIProvider(ChatProvider):
                     if choice.finish_reason:
                         finish = choice.finish_reason
         except Exception as exc:
-            raise self._error(exc) from exc
+            self._reraise(exc)
         for ordinal, call_id, name, fragments in sorted(calls.values(), key=lambda e: e[0]):
             draft.calls.append(
                 ToolCall(
@@ -226,8 +226,8 @@ class OpenAIProvider(ChatProvider):
         draft.stop_reason = _FINISH.get(finish or "", finish)
         yield draft.finish(output_schema)
 
-    def _error(self, exc: Exception) -> Exception:
-        return classify(exc, provider=self.provider_name, model=self.model) or exc
+    def _reraise(self, exc: BaseException) -> NoReturn:
+        reraise(exc, provider=self.provider_name, model=self.model)
 
     # -- mapping: ours -> Chat Completions ---------------------------------------------------
 
@@ -288,7 +288,7 @@ class OpenAIProvider(ChatProvider):
         draft = Draft(model=getattr(response, "model", None) or self.model)
         if not response.choices:
             msg = f"{self.provider_name} model {self.model!r} returned no choices."
-            raise self._error(_EmptyReply(msg))
+            self._reraise(_EmptyReply(msg))
         choice = response.choices[0]
         message = choice.message
         if message.content:

@@ -1,0 +1,208 @@
+"""What only the Anthropic mapping does: prompt-cache breakpoints, the forced ``respond`` tool,
+SSE ``error`` events, option routing. The shared behaviour is in ``test_conformance.py``."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+from vendor_plays import AnthropicPlay  # type: ignore[import-not-found]
+
+from tensorsketch.chat import ProviderServerError
+from tensorsketch.messages import ImageBlock, ToolCall, assistant, system, tool_result, user
+from tensorsketch.providers.anthropic import RESPOND_TOOL, AnthropicProvider
+from tensorsketch.schema import Schema
+from tensorsketch.tools import tool
+
+
+@tool
+def lookup(city: str) -> str:
+    """Look a city up."""
+    return city
+
+
+class Verdict(Schema):
+    ok: bool
+    reason: str
+
+
+@pytest.fixture
+async def play() -> Any:
+    play = AnthropicPlay()
+    yield play
+    for provider in play.created:
+        await provider.aclose()
+
+
+async def test_cache_breakpoints_mark_the_stable_prefix(server: Any, play: Any) -> None:
+    server.queue(play.text("ok"))
+    provider = play.provider(server.url)
+
+    await provider.complete([system("Rule one."), system("Rule two."), user("hi")], tools=[lookup])
+
+    body = server.last.body
+    assert body["system"] == [
+        {"type": "text", "text": "Rule one."},
+        {"type": "text", "text": "Rule two.", "cache_control": {"type": "ephemeral"}},
+    ]
+    assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+    # The conversation itself is not part of the cached prefix.
+    assert "cache_control" not in str(body["messages"])
+
+
+async def test_cache_prefix_can_be_turned_off(server: Any) -> None:
+    server.queue(AnthropicPlay().text("ok"))
+    provider = AnthropicProvider(
+        model="claude-sonnet-4-6",
+        api_key="k",
+        base_url=server.url,
+        max_retries=0,
+        cache_prefix=False,
+    )
+    try:
+        await provider.complete([system("Rules."), user("hi")], tools=[lookup])
+    finally:
+        await provider.aclose()
+    assert "cache_control" not in str(server.last.body)
+
+
+async def test_structured_output_forces_the_respond_tool(server: Any, play: Any) -> None:
+    server.queue(play.structured({"ok": True, "reason": "fine"}))
+    provider = play.provider(server.url)
+
+    completion = await provider.complete([user("Judge this.")], output_schema=Verdict)
+
+    body = server.last.body
+    assert body["tool_choice"] == {"type": "tool", "name": RESPOND_TOOL}
+    [respond] = body["tools"]
+    assert respond["name"] == RESPOND_TOOL
+    assert respond["input_schema"] == Verdict.model_json_schema()
+    assert completion.parsed == Verdict(ok=True, reason="fine")
+
+
+async def test_structured_output_with_tools_lets_the_model_use_them_first(
+    server: Any, play: Any
+) -> None:
+    call = ToolCall(id="toolu_9", name="lookup", args={"city": "Oslo"})
+    server.queue(play.tool_calls([call]), play.structured({"ok": False, "reason": "cold"}))
+    provider = play.provider(server.url)
+    history = [user("Is Oslo warm?")]
+
+    first = await provider.complete(history, tools=[lookup], output_schema=Verdict)
+
+    body = server.last.body
+    assert body["tool_choice"] == {"type": "any"}
+    assert [t["name"] for t in body["tools"]] == ["lookup", RESPOND_TOOL]
+    assert first.parsed is None
+    assert first.message.tool_calls == [call]
+
+    history += [first.message, tool_result(call, "-3C")]
+    second = await provider.complete(history, tools=[lookup], output_schema=Verdict)
+    assert second.parsed == Verdict(ok=False, reason="cold")
+    assert second.message.tool_calls == []
+    assert second.stop_reason == "end_turn"
+
+
+async def test_respond_is_a_reserved_tool_name(server: Any, play: Any) -> None:
+    @tool(name="respond")
+    def clash() -> str:
+        """Clash."""
+        return ""
+
+    provider = play.provider(server.url)
+    with pytest.raises(ValueError, match="'respond' is reserved"):
+        await provider.complete([user("hi")], tools=[clash], output_schema=Verdict)
+    # Without structured output the name is free.
+    server.queue(play.text("ok"))
+    await provider.complete([user("hi")], tools=[clash])
+
+
+async def test_an_error_event_in_the_stream_is_classified(server: Any, play: Any) -> None:
+    reply = play.stream_text(["partial"])
+    # After message_start, the API reports overload inside the open stream.
+    reply.events.insert(
+        1,
+        (
+            "error",
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+        ),
+    )
+    server.queue(reply)
+    provider = play.provider(server.url)
+
+    with pytest.raises(ProviderServerError, match="Overloaded") as caught:
+        async for _ in provider.stream([user("hi")]):
+            pass
+    assert caught.value.retryable is True
+
+
+async def test_options_reach_the_wire_even_when_the_sdk_has_no_keyword(
+    server: Any, play: Any
+) -> None:
+    server.queue(play.text("ok"))
+    provider = play.provider(server.url)
+
+    await provider.complete(
+        [user("hi")], temperature=0.2, top_k=5, stop=["END"], metadata={"user_id": "u1"}
+    )
+
+    body = server.last.body
+    assert body["temperature"] == 0.2
+    assert body["top_k"] == 5
+    assert body["stop_sequences"] == ["END"]
+    assert body["metadata"] == {"user_id": "u1"}
+
+
+async def test_tool_results_keep_images_and_merge_into_one_turn(server: Any, play: Any) -> None:
+    png = base64.b64encode(b"png-bytes").decode()
+    calls = [
+        ToolCall(id="toolu_1", name="lookup", args={"city": "A"}),
+        ToolCall(id="toolu_2", name="lookup", args={"city": "B"}),
+    ]
+    server.queue(play.text("ok"))
+    provider = play.provider(server.url)
+
+    await provider.complete(
+        [
+            user("Show me."),
+            assistant("", tool_calls=calls),
+            tool_result(calls[0], [ImageBlock(data=png, media_type="image/png")]),
+            tool_result(calls[1], "not found", is_error=True),
+        ],
+        tools=[lookup],
+    )
+
+    messages = server.last.body["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert messages[1]["content"] == [
+        {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"city": "A"}},
+        {"type": "tool_use", "id": "toolu_2", "name": "lookup", "input": {"city": "B"}},
+    ]
+    first, second = messages[2]["content"]
+    assert first == {
+        "type": "tool_result",
+        "tool_use_id": "toolu_1",
+        "content": [
+            {
+                "type": "image",
+                "source": {"type": "base64", "media_type": "image/png", "data": png},
+            }
+        ],
+    }
+    assert second == {
+        "type": "tool_result",
+        "tool_use_id": "toolu_2",
+        "content": [{"type": "text", "text": "not found"}],
+        "is_error": True,
+    }
+
+
+def test_client_and_credentials_are_exclusive() -> None:
+    with pytest.raises(ValueError, match="either `client=` or `api_key=`"):
+        AnthropicProvider(client=object(), api_key="k")
+
+
+def test_model_must_be_named() -> None:
+    with pytest.raises(ValueError, match="needs a model id"):
+        AnthropicProvider(model="", api_key="k")

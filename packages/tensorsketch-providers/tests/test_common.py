@@ -1,0 +1,95 @@
+"""Shared mapping helpers: strict schemas, images, option routing, structured parsing."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+
+from tensorsketch.errors import ValidationError
+from tensorsketch.messages import ImageBlock
+from tensorsketch.providers._common import (
+    image_bytes,
+    import_sdk,
+    loads_args,
+    parse_structured,
+    route_options,
+    strict_json_schema,
+)
+from tensorsketch.schema import Schema
+
+
+class Inner(Schema):
+    x: int = 1
+
+
+class Outer(Schema):
+    """Doc."""
+
+    inner: Inner
+    maybe: Inner | None = None
+    described: Inner = Inner()
+
+
+def test_strict_schema_closes_and_requires_everything() -> None:
+    schema, strict = strict_json_schema(Outer.model_json_schema())
+    assert strict is True
+    assert schema["required"] == ["inner", "maybe", "described"]
+    assert schema["additionalProperties"] is False
+    assert schema["$defs"]["Inner"] == {
+        "additionalProperties": False,
+        "properties": {"x": {"type": "integer"}},
+        "required": ["x"],
+        "type": "object",
+    }
+    assert "default" not in str(schema) and "title" not in str(schema)
+
+
+def test_strict_schema_leaves_the_input_alone() -> None:
+    original = Outer.model_json_schema()
+    before = repr(original)
+    strict_json_schema(original)
+    assert repr(original) == before
+
+
+def test_open_mappings_cannot_be_strict() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"m": {"type": "object", "additionalProperties": {"type": "integer"}}},
+    }
+    result, strict = strict_json_schema(schema)
+    assert strict is False
+    assert result == schema
+
+
+def test_image_sources() -> None:
+    data = base64.b64encode(b"img").decode()
+    assert image_bytes(ImageBlock(data=data, media_type="image/webp")) == ("image/webp", data)
+    assert image_bytes(ImageBlock(url=f"data:image/gif;base64,{data}")) == ("image/gif", data)
+    assert image_bytes(ImageBlock(url="https://example.com/a.png")) is None
+
+
+def test_route_options_sends_unknown_ones_in_the_body() -> None:
+    def create(*, model: str, temperature: float = 1.0, extra_body: Any = None) -> None: ...
+
+    request: dict[str, Any] = {"model": "m"}
+    route_options(create, request, {"temperature": 0.1, "top_k": 3, "extra_body": {"a": 1}})
+    assert request == {"model": "m", "temperature": 0.1, "extra_body": {"top_k": 3, "a": 1}}
+
+
+def test_parse_structured_explains_the_problem() -> None:
+    assert parse_structured(Inner, '{"x": 4}') == Inner(x=4)
+    with pytest.raises(ValidationError, match=r"`Inner`: x: .*cut off at `max_tokens`"):
+        parse_structured(Inner, '{"x": "four"}', truncated=True)
+
+
+def test_loads_args() -> None:
+    assert loads_args("", tool="t") == {}
+    assert loads_args('{"a": 1}', tool="t") == {"a": 1}
+    assert loads_args("[1]", tool="t") == {"_raw": "[1]"}
+
+
+def test_missing_sdk_names_the_extra() -> None:
+    with pytest.raises(ImportError, match=r'pip install "tensorsketch-providers\[acme\]"'):
+        import_sdk("tensorsketch_no_such_sdk", "acme")
