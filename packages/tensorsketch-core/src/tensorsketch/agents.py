@@ -14,13 +14,13 @@ continues from there.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import pydantic
 from pydantic import Field
 
+from tensorsketch import interrupts as _interrupts
 from tensorsketch._modelcall import call_provider, cap_text
 from tensorsketch.budget import Budget, budget_scope, current_budget
 from tensorsketch.channels import Reducer
@@ -477,7 +477,7 @@ class Agent(Node):
             found, wake = await peek_effect(run, f"{key}:defer{deferrals}")
             if not found:
                 break
-            if time.time() < float(wake):
+            if _interrupts._now() < float(wake):
                 raise Interrupt(
                     pending=[
                         PendingInterrupt(

@@ -51,6 +51,11 @@ __all__ = [
 InterruptKind = Literal["approval", "interrupt", "timer"]
 
 
+def _now() -> float:
+    """The clock timers read (one place, so tests can move time instead of waiting)."""
+    return time.time()
+
+
 class PendingInterrupt(BaseModel):
     """One thing a suspended run waits for.
 
@@ -149,7 +154,7 @@ class RetryLater(TensorSketchError):
         if (delay is None) == (at is None):
             msg = "RetryLater needs exactly one of `delay=` (seconds) or `at=` (a time)."
             raise ValueError(msg)
-        self.wake_at = _epoch(at) if at is not None else time.time() + float(delay or 0.0)
+        self.wake_at = _epoch(at) if at is not None else _now() + float(delay or 0.0)
         self.reason = reason
         super().__init__(reason or f"retry after {self.wake_at:.0f}")
 
@@ -332,7 +337,7 @@ async def sleep_until(ctx: Context, when: float | _dt.datetime) -> None:
     key = ctx._next_key("sleep_until")
     recorded = await ctx._run.journaled(key, "sleep_until", lambda: wake, ctx)
     wake_at = float(recorded)
-    if time.time() < wake_at:
+    if _now() < wake_at:
         raise Interrupt(id=key, kind="timer", wake_at=wake_at)
 
 
@@ -342,8 +347,8 @@ async def sleep(ctx: Context, seconds: float) -> None:
         msg = f"sleep() needs a non-negative number of seconds, got {seconds!r}."
         raise ValueError(msg)
     key = ctx._next_key("sleep")
-    wake = await ctx._run.journaled(key, "sleep", lambda: time.time() + seconds, ctx)
-    if time.time() < float(wake):
+    wake = await ctx._run.journaled(key, "sleep", lambda: _now() + seconds, ctx)
+    if _now() < float(wake):
         raise Interrupt(id=key, kind="timer", wake_at=float(wake))
 
 
