@@ -1,0 +1,86 @@
+"""The crash harness on the stores core ships: SIGKILL at every durable boundary, resume,
+and check exactly-once effects and an identical final state.
+
+SQLite runs in child processes that really die (``SIGKILL``); ``InMemoryBackend`` cannot
+outlive its process, so its crashes are simulated in-process (the run is abandoned and its
+store handle refuses every further call, like a dead process).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tensorsketch.runtime.backends import InMemoryBackend
+from tensorsketch.testing.crash import (
+    BackendSpec,
+    CrashingBackend,
+    EffectLedger,
+    SimulatedCrash,
+    run_crash_matrix,
+    scenario_graph,
+)
+
+EXPECTED_BOUNDARIES = [
+    "lease",
+    "checkpoint step=0",
+    "effect 0:Charge:0:reserve",
+    "effect idem:charge-A-17",
+    "events 0..3",
+    "checkpoint step=1",
+    "effect 1:Ship#0:0:ship",  # the fan-out, killed after each worker in turn
+    "effect 1:Ship#1:0:ship",
+    "effect 1:Ship#2:0:ship",
+    "events 4..10",
+    "checkpoint step=2",
+    "effect 2:Summarize:0:notify",
+    "events 11..13",
+    "checkpoint step=3",
+    "events 14..14",
+]
+
+
+async def test_crash_matrix_in_memory(tmp_path: Path) -> None:
+    report = await run_crash_matrix(InMemoryBackend(), tmp_path, lease_ttl=0.1)
+    assert report.boundaries == EXPECTED_BOUNDARIES
+    assert all(k.killed for k in report.kills)
+    report.check()
+    assert report.baseline_values["receipts"] == ["ship book-1", "ship lamp-1", "ship mug-1"]
+
+
+@pytest.mark.slow
+async def test_crash_matrix_sqlite_sigkill(tmp_path: Path) -> None:
+    spec = BackendSpec("sqlite", {"dsn": str(tmp_path / "store.db")})
+    report = await run_crash_matrix(spec, tmp_path / "work")
+    assert report.boundaries == EXPECTED_BOUNDARIES
+    assert [k.n for k in report.kills] == list(range(1, len(EXPECTED_BOUNDARIES) + 1))
+    assert all(k.killed for k in report.kills)  # every child really died by SIGKILL
+    report.check()
+    halfway = report.kills[EXPECTED_BOUNDARIES.index("effect 1:Ship#0:0:ship")]
+    assert halfway.counts == report.baseline_counts  # the other two workers ran once, later
+
+
+async def test_the_harness_catches_a_repeated_effect(tmp_path: Path) -> None:
+    """A store that forgets recorded effects must fail the check (the harness can fail)."""
+
+    class Forgetful(InMemoryBackend):
+        async def lookup_effect(self, thread_id: str, key: str) -> bytes | None:
+            return None
+
+    report = await run_crash_matrix(Forgetful(), tmp_path, lease_ttl=0.1, kill_points=[4, 7])
+    with pytest.raises(AssertionError, match="did not run exactly once"):
+        report.check()
+
+
+async def test_crashing_backend_stops_at_its_boundary(tmp_path: Path) -> None:
+    store = InMemoryBackend()
+    wrapper = CrashingBackend(store, crash_at=3, mode="raise")
+    app = scenario_graph(EffectLedger(tmp_path / "ledger.db"))
+    with pytest.raises(SimulatedCrash, match="boundary 3"):
+        await app.invoke({"order": "o", "items": ["x"]}, thread_id="t", backend=wrapper)
+    assert wrapper.boundaries == ["lease", "checkpoint step=0", "effect 0:Charge:0:reserve"]
+    with pytest.raises(SimulatedCrash):  # a dead process writes nothing more
+        await wrapper.release_lease("t", "anyone")
+    with pytest.raises(ValueError, match="mode"):
+        CrashingBackend(store, mode="explode")
