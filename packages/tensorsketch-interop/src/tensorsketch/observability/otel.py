@@ -97,6 +97,7 @@ _RENAMED = {
 }
 
 _OPERATION = "gen_ai.operation.name"
+_MISSING = object()
 
 
 class OTelView(NamedTuple):
@@ -181,7 +182,17 @@ def _remote_context(trace_id: str, span_id: str, sampled: bool = True) -> otel_c
 class _OTelScope(contextlib.AbstractContextManager[Span]):
     """One open span: a live OTel span plus the TensorSketch span that code writes to."""
 
-    __slots__ = ("_attrs", "_kind", "_name", "_native", "_otel", "_otel_token", "_token", "_tracer")
+    __slots__ = (
+        "_attrs",
+        "_kind",
+        "_name",
+        "_native",
+        "_otel",
+        "_otel_token",
+        "_started",
+        "_token",
+        "_tracer",
+    )
 
     def __init__(self, tracer: OTelTracer, name: str, kind: str, attrs: dict[str, Any]) -> None:
         self._tracer = tracer
@@ -231,6 +242,7 @@ class _OTelScope(contextlib.AbstractContextManager[Span]):
             native.parent_id = otel_trace.format_span_id(parent.span_id)
         self._native = native
         self._otel = otel_span
+        self._started = view
         self._otel_token = otel_context.attach(
             otel_trace.set_span_in_context(otel_span, parent_context)
         )
@@ -248,8 +260,16 @@ class _OTelScope(contextlib.AbstractContextManager[Span]):
         set_end_status(native, exc)
         try:
             view = to_otel(native, capture_content=self._tracer.capture_content)
-            otel_span.update_name(view.name)  # the model may be known only now
-            otel_span.set_attributes(view.attributes)
+            started = self._started
+            if view.name != started.name:  # e.g. the model id was known only at the end
+                otel_span.update_name(view.name)
+            changed = {
+                key: value
+                for key, value in view.attributes.items()
+                if started.attributes.get(key, _MISSING) != value
+            }
+            if changed:
+                otel_span.set_attributes(changed)
             if native.status == "error":
                 otel_span.set_status(Status(StatusCode.ERROR, native.error))
                 if isinstance(exc, Exception):
