@@ -390,3 +390,39 @@ async def test_a_real_agent_run_maps_onto_the_conventions(
     assert "gen_ai.tool.call.arguments" not in tool_span.attributes
     node = next(s for s in spans if s.name == "helper")
     assert _hex(tool_span, parent=True) == _hex(node)
+
+
+def test_the_documented_default_uses_the_global_tracer_provider() -> None:
+    """``OTelTracer()`` with no provider uses the globally configured one (set once per
+    process, hence a fresh interpreter)."""
+    code = textwrap.dedent(
+        """
+        import asyncio
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        from tensorsketch import START, Context, Graph, Node, Schema
+        from tensorsketch.observability.otel import OTelTracer
+
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+
+        class S(Schema):
+            n: int = 0
+
+        class Hello(Node):
+            async def run(self, ctx: Context, inp: object) -> None:
+                return None
+
+        app = Graph(S).add(Hello).edge(START, "Hello").compile()
+        asyncio.run(app.invoke({}, tracer=OTelTracer()))   # uses your globally-configured OTel tracer
+        print(sorted(s.name for s in exporter.get_finished_spans()))
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.strip() == "['Hello', 'invoke_workflow Graph[S]']"
