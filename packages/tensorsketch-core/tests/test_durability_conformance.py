@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 
 from tensorsketch.runtime.backends import InMemoryBackend, SqliteBackend
 from tensorsketch.runtime.backends.base import Backend
+from tensorsketch.runtime.backends.sql import SqlBackend
 from tensorsketch.testing.backend_conformance import BackendConformance, BackendFactory
 
 
@@ -42,5 +44,33 @@ class TestSqliteBackendInMemoryDatabase(BackendConformance):
 
         def make(**kwargs: Any) -> Backend:
             return SqliteBackend(":memory:", **kwargs) if kwargs else shared
+
+        return make
+
+
+class PlainDbApiSqlite(SqlBackend):
+    """The smallest dialect: a DB-API driver with implicit transactions, nothing else.
+
+    It shows what a new SQL store costs (``connect()`` plus the dialect attributes) and that
+    the shared base does not rely on anything ``SqliteBackend`` adds.
+    """
+
+    name = "plain-sqlite"
+    float_type = "REAL"
+    now_sql = "((julianday('now') - 2440587.5) * 86400.0)"
+
+    def __init__(self, path: Path, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.path = path
+
+    def connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+
+
+class TestPlainDbApiDialect(BackendConformance):
+    @pytest.fixture
+    def backend_factory(self, tmp_path: Path) -> BackendFactory:
+        def make(**kwargs: Any) -> Backend:
+            return PlainDbApiSqlite(tmp_path / ("p.db" if kwargs else "s.db"), **kwargs)
 
         return make

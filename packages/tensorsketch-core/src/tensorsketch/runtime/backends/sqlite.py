@@ -50,9 +50,9 @@ class SqliteBackend(SqlBackend):
         table_prefix: str = "tensorsketch_",
     ) -> None:
         super().__init__(serializer=serializer, lease_ttl=lease_ttl, table_prefix=table_prefix)
-        path = os.fspath(dsn)
+        path = os.fspath(dsn) if isinstance(dsn, str | os.PathLike) else None
         if not isinstance(path, str):
-            msg = f"SqliteBackend(dsn) needs a path or ':memory:', got {dsn!r}."
+            msg = f"SqliteBackend(dsn) needs a file path or ':memory:', got {dsn!r}."
             raise TypeError(msg)
         if path.startswith("sqlite:///"):
             path = path[len("sqlite:///") :] or ":memory:"

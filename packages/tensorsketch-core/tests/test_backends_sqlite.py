@@ -1,0 +1,219 @@
+"""``SqliteBackend`` specifics: the file format, durability settings, arguments, and the
+behaviour across processes (the shared contract itself is in test_durability_conformance)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tensorsketch import END, START, Context, Graph, Node, Schema, create_backend
+from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, ThreadBusyError
+from tensorsketch.runtime.backends import SqliteBackend
+from tensorsketch.runtime.backends.sql import SCHEMA_VERSION
+
+COMMITTED: list[int] = []
+
+
+class Count(Schema):
+    n: int = 0
+    path: str = ""
+
+
+class Step(Node):
+    class In(Schema):
+        n: int
+        path: str
+
+    class Out(Schema):
+        n: int
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        # Another connection (as another process would) sees every earlier checkpoint.
+        with sqlite3.connect(inp.path) as conn:
+            (count,) = conn.execute("SELECT COUNT(*) FROM tensorsketch_checkpoints").fetchone()
+        COMMITTED.append(count)
+        return self.Out(n=inp.n + 1)
+
+
+COUNTER = (
+    Graph(Count).add(Step).edge(START, "Step").loop("Step", until=lambda s: s.n >= 3).compile()
+)
+
+
+async def test_each_checkpoint_is_committed_before_the_next_step(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    backend = SqliteBackend(path)
+    COMMITTED.clear()
+    out = await COUNTER.invoke({"path": str(path)}, thread_id="t", backend=backend)
+    assert out.n == 3
+    assert COMMITTED == [1, 2, 3]  # input checkpoint, then one per finished step
+    await backend.aclose()
+
+
+async def test_file_uses_wal_and_the_chosen_sync_level(tmp_path: Path) -> None:
+    for level, code in (("FULL", 2), ("NORMAL", 1)):
+        path = tmp_path / f"{level}.db"
+        backend = SqliteBackend(path, synchronous=level)  # type: ignore[arg-type]
+        await COUNTER.invoke({"path": str(path)}, thread_id="t", backend=backend)
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert backend._connection.execute("PRAGMA synchronous").fetchone()[0] == code
+        assert backend.describe()["synchronous"] == level
+        await backend.aclose()
+
+
+async def test_tables_and_layout_version_are_created_on_first_use(tmp_path: Path) -> None:
+    path = tmp_path / "fresh.db"
+    backend = SqliteBackend(path, table_prefix="app_")
+    assert not path.exists()  # nothing happens before the first use
+    await backend.latest_checkpoint("t")
+    with sqlite3.connect(path) as conn:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        version = conn.execute("SELECT version FROM app_schema_version").fetchall()
+    assert names == {
+        "app_schema_version",
+        "app_checkpoints",
+        "app_effects",
+        "app_events",
+        "app_leases",
+    }
+    assert version == [(SCHEMA_VERSION,)]
+    await backend.aclose()
+
+
+async def test_newer_table_layout_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "future.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TABLE tensorsketch_schema_version (component TEXT PRIMARY KEY, version INT)"
+        )
+        conn.execute("INSERT INTO tensorsketch_schema_version VALUES ('durable', 7)")
+    backend = SqliteBackend(path)
+    with pytest.raises(CheckpointDecodeError, match="layout version 7"):
+        await backend.latest_checkpoint("t")
+    await backend.aclose()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"dsn": "sqlite://runs.db"}, ValueError, "three slashes"),
+        ({"dsn": ":memory:", "synchronous": "SOMETIMES"}, ValueError, "synchronous"),
+        ({"dsn": ":memory:", "lease_ttl": 0}, ValueError, "lease_ttl"),
+        ({"dsn": ":memory:", "table_prefix": "x; DROP"}, ValueError, "table_prefix"),
+        ({"dsn": 42}, TypeError, "SqliteBackend"),
+    ],
+)
+def test_bad_arguments_say_what_to_fix(
+    kwargs: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        SqliteBackend(**kwargs)
+
+
+async def test_dsn_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert SqliteBackend("sqlite:///rel.db").path == "rel.db"
+    assert SqliteBackend(f"sqlite:///{tmp_path}/abs.db").path == f"{tmp_path}/abs.db"
+    assert SqliteBackend().path == ":memory:"
+    backend = create_backend("sqlite", dsn="sqlite:///named.db")
+    assert isinstance(backend, SqliteBackend)
+    await COUNTER.invoke({"path": str(tmp_path / "named.db")}, thread_id="t", backend=backend)
+    assert (tmp_path / "named.db").exists()
+    await backend.aclose()
+
+
+async def test_unopenable_file_is_backend_unavailable(tmp_path: Path) -> None:
+    backend = SqliteBackend(tmp_path / "no" / "such" / "dir" / "runs.db")
+    with pytest.raises(BackendUnavailableError, match="sqlite backend unavailable"):
+        await COUNTER.invoke({"path": "x"}, thread_id="t", backend=backend)
+
+
+async def test_usable_from_several_event_loops(tmp_path: Path) -> None:
+    path = tmp_path / "loops.db"
+    backend = SqliteBackend(path)
+    await COUNTER.invoke({"path": str(path)}, thread_id="t", backend=backend)
+
+    def other_loop() -> Any:
+        return asyncio.run(COUNTER.aget_state("t", backend))
+
+    state = await asyncio.to_thread(other_loop)
+    assert state is not None
+    assert state.n == 3
+    await backend.aclose()
+
+
+_HOLDER = textwrap.dedent(
+    """
+    import asyncio, sys, time
+    from pathlib import Path
+    from tensorsketch import END, START, Graph, Node, Schema
+    from tensorsketch.runtime.backends import SqliteBackend
+
+    class S(Schema):
+        n: int = 0
+
+    class Hold(Node):
+        class In(Schema):
+            n: int
+        class Out(Schema):
+            n: int
+        async def run(self, ctx, inp):
+            print("holding", flush=True)
+            while not Path(sys.argv[2]).exists():
+                await asyncio.sleep(0.02)
+            return self.Out(n=inp.n + 1)
+
+    app = Graph(S).add(Hold).edge(START, "Hold").edge("Hold", END).compile()
+    out = asyncio.run(app.invoke({"n": 1}, thread_id="shared", backend=SqliteBackend(sys.argv[1])))
+    print("done", out.n, flush=True)
+    """
+)
+
+
+async def test_second_process_gets_thread_busy(tmp_path: Path) -> None:
+    """Two processes on one thread: the one that comes second is refused, by name."""
+    path, release = tmp_path / "shared.db", tmp_path / "release"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(path), str(release)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        line = await asyncio.to_thread(holder.stdout.readline)
+        assert line.strip() == "holding"
+        backend = SqliteBackend(path)
+        with pytest.raises(ThreadBusyError, match="'shared' is being run by another process"):
+            await COUNTER.invoke(thread_id="shared", backend=backend)
+        release.touch()
+        rest = await asyncio.to_thread(holder.communicate, timeout=60)
+        assert rest[0].strip() == "done 2"
+        assert holder.returncode == 0
+        state = await COUNTER.aget_state("shared", backend)
+        assert state is not None
+        assert state.n == 2
+        await backend.aclose()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+
+
+def test_payloads_are_json_by_default(tmp_path: Path) -> None:
+    path = tmp_path / "plain.db"
+    backend = SqliteBackend(path)
+    asyncio.run(COUNTER.invoke({"path": str(path)}, thread_id="t", backend=backend))
+    with sqlite3.connect(path) as conn:
+        payloads = [bytes(r[0]) for r in conn.execute("SELECT payload FROM tensorsketch_checkpoints")]
+    decoded = [json.loads(p) for p in payloads]  # readable with any JSON tool
+    assert decoded[0]["base"] is True
+    assert decoded[-1]["changes"]["n"] == ["set", 3]
+    assert all(r["v"] == 1 for r in decoded)
