@@ -1,0 +1,227 @@
+"""Engine-side durability rules that are not about one store: serializer safety, effects
+recorded under cancellation, lease length and lease loss."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import operator
+import pickle
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+
+from tensorsketch import (
+    END,
+    START,
+    CheckpointDecodeError,
+    Context,
+    Graph,
+    InMemoryBackend,
+    JsonSerializer,
+    Node,
+    PickleSerializer,
+    Reducer,
+    Schema,
+    Send,
+    SqliteBackend,
+    ThreadBusyError,
+)
+from tensorsketch.durable import RunJournal
+from tensorsketch.runtime.backends.base import StoredCheckpoint
+from tensorsketch.serializers import resolve_serializer
+
+
+class Note(Schema):
+    text: str = ""
+
+
+class Write(Node):
+    class In(Schema):
+        text: str
+
+    class Out(Schema):
+        text: str
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        return self.Out(text=inp.text + "!")
+
+
+NOTE = Graph(Note).add(Write).edge(START, "Write").edge("Write", END).compile()
+
+
+class _Exploit:
+    """Unpickling this runs code: it writes a marker file."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Path.write_text, (Path(self.marker), "pwned"))
+
+
+# -- the serializer seam -------------------------------------------------------------------------
+
+
+def test_serializer_names() -> None:
+    assert isinstance(resolve_serializer(None), JsonSerializer)
+    assert isinstance(resolve_serializer("json"), JsonSerializer)
+    assert isinstance(resolve_serializer("pickle"), PickleSerializer)
+    with pytest.raises(ValueError, match="unknown serializer 'yaml'"):
+        resolve_serializer("yaml")
+    for backend in (InMemoryBackend(), SqliteBackend()):
+        assert isinstance(backend.serializer, JsonSerializer)  # safe by default
+    assert isinstance(SqliteBackend(serializer="pickle").serializer, PickleSerializer)
+
+
+async def test_default_store_never_unpickles(tmp_path: Path) -> None:
+    """A pickle planted in a JSON-serialized store is refused, and its code never runs."""
+    marker = tmp_path / "marker"
+    backend = SqliteBackend(tmp_path / "store.db")
+    planted = pickle.dumps(_Exploit(str(marker)))
+    await backend.save_checkpoint(StoredCheckpoint("victim", "cp-1", None, 0, 0.0, planted))
+    with pytest.raises(CheckpointDecodeError, match="'cp-1' of thread 'victim'"):
+        await NOTE.invoke(thread_id="victim", backend=backend)
+    assert not marker.exists()
+    await backend.aclose()
+
+
+def test_json_rebuilds_only_known_models() -> None:
+    codec = JsonSerializer()
+    data = codec.dumps({"note": Note(text="hi"), "at": (1, 2), "raw": b"\x00\xff"})
+    assert codec.loads(data) == {"note": Note(text="hi"), "at": (1, 2), "raw": b"\x00\xff"}
+    crafted = json.dumps({"$t": "model", "c": "not_a_real_module_xyz:Thing", "v": {}}).encode()
+    with pytest.raises(CheckpointDecodeError, match="not registered"):
+        codec.loads(crafted)
+    assert "not_a_real_module_xyz" not in sys.modules
+    strict = JsonSerializer(strict=True)
+    with pytest.raises(CheckpointDecodeError, match="not registered"):
+        strict.loads(data)  # even an imported model must be listed in strict mode
+    assert JsonSerializer(types=[Note], strict=True).loads(data)["note"] == Note(text="hi")
+
+
+def test_pickle_is_opt_in_and_says_so() -> None:
+    backend = InMemoryBackend(serializer="pickle")
+    assert backend.describe() == {"backend": "memory", "serializer": "pickle"}
+    with pytest.raises(CheckpointDecodeError, match="cannot be loaded"):
+        backend.serializer.loads(b"not a pickle")
+
+
+# -- effects and cancellation -----------------------------------------------------------------
+
+
+class SlowJournal(InMemoryBackend):
+    """Records take a while, as over a network."""
+
+    async def record_effect(self, thread_id: str, key: str, value: bytes) -> None:
+        await asyncio.sleep(0.05)
+        await super().record_effect(thread_id, key, value)
+
+
+RAN: dict[str, int] = {}
+
+
+class Fan(Schema):
+    jobs: list[str] = []
+    done: Annotated[list[str], Reducer(operator.add)] = []
+    crash: bool = True
+
+
+class Work(Node):
+    class In(Schema):
+        jobs: list[str]
+        crash: bool
+
+    class Out(Schema):
+        done: list[str]
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        job = inp.jobs[0]
+        if job == "fail" and inp.crash:
+            await asyncio.sleep(0.01)  # the sibling's effect has run, its record is in flight
+            msg = "worker failed"
+            raise RuntimeError(msg)
+
+        def pay() -> str:
+            RAN[job] = RAN.get(job, 0) + 1
+            return f"paid {job}"
+
+        return self.Out(done=[await ctx.step("pay", pay)])
+
+
+def _fan(state: Fan) -> list[Send]:
+    return [Send("Work", {"jobs": [j]}) for j in state.jobs]
+
+
+FAN = (
+    Graph(Fan)
+    .add(Work)
+    .conditional(START, _fan)
+    .edge("Work", END)
+    .compile()
+)
+
+
+async def test_sibling_failure_does_not_lose_a_completed_effect() -> None:
+    """When one fan-out worker fails, the others are cancelled — but an effect that already
+    happened is still recorded, so the resume does not run it again."""
+    RAN.clear()
+    backend = SlowJournal()
+    with pytest.raises(RuntimeError, match="worker failed"):
+        await FAN.invoke({"jobs": ["card", "fail"]}, thread_id="t", backend=backend)
+    assert RAN == {"card": 1}
+    out = await FAN.invoke({"crash": False}, thread_id="t", backend=backend)
+    assert RAN == {"card": 1, "fail": 1}  # the card was not charged a second time
+    assert out.done == ["paid card", "paid fail"]
+
+
+# -- leases -----------------------------------------------------------------------------------
+
+
+def test_lease_length_comes_from_the_backend() -> None:
+    backend = SqliteBackend(lease_ttl=2.5)
+    assert backend.lease_ttl == 2.5
+    assert RunJournal(backend, "t", NOTE.spec).ttl == 2.5
+    memory = InMemoryBackend()
+    assert RunJournal(memory, "t", NOTE.spec).ttl == 30.0
+    memory.lease_ttl = 0.5
+    assert RunJournal(memory, "t", NOTE.spec).ttl == 0.5
+
+
+async def test_busy_error_names_the_thread_and_the_wait() -> None:
+    backend = InMemoryBackend()
+    backend.lease_ttl = 7
+    assert await backend.acquire_lease("busy", "someone-else", 7)
+    with pytest.raises(ThreadBusyError, match=r"thread 'busy' .*expires 7s after"):
+        await NOTE.invoke({"text": "x"}, thread_id="busy", backend=backend)
+
+
+class Stall(Node):
+    class In(Schema):
+        text: str
+
+    class Out(Schema):
+        text: str
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        backend = STALLED[ctx.thread_id or ""]
+        with backend._lock:  # another runner takes the thread over while this one stalls
+            backend._leases[ctx.thread_id or ""] = ("usurper", float("inf"))
+        await asyncio.sleep(backend.lease_ttl)  # long enough for the heartbeat to notice
+        return self.Out(text="late")
+
+
+STALLED: dict[str, InMemoryBackend] = {}
+STALL = Graph(Note).add(Stall).edge(START, "Stall").edge("Stall", END).compile()
+
+
+async def test_a_runner_that_lost_its_lease_stops_before_writing() -> None:
+    backend = InMemoryBackend()
+    backend.lease_ttl = 0.15
+    STALLED["t"] = backend
+    with pytest.raises(ThreadBusyError, match="lost the lease"):
+        await STALL.invoke({"text": "x"}, thread_id="t", backend=backend)
+    history = await STALL.aget_history("t", backend)
+    assert [c.source for c in history] == ["input"]  # the stale runner wrote nothing more
