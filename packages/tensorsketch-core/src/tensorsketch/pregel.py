@@ -708,7 +708,14 @@ class Run:
         for task, writes in exc.parts:
             for p in exc.pending:
                 nodes.setdefault(p.id, task.spec.name)
-            for name, value in self.writes_of(task.spec, dict(writes)).items():
+            for name, value in writes.items():
+                if name not in task.spec.writes:
+                    msg = (
+                        f"node {task.spec.name!r} suspended with a write to {name!r}, which is "
+                        "not one of its Out fields; write only Out fields on suspension."
+                    )
+                    raise NodeError(msg)
+                value = self.spec.adapter(name).validate_python(value)
                 pending.setdefault(name, []).append(value)
                 writers.setdefault(name, []).append(task.spec.name)
         changed = self._fold(pending, writers) if pending else {}
