@@ -388,8 +388,15 @@ async def test_a_real_agent_run_maps_onto_the_conventions(
     tool_span = next(s for s in spans if s.name == "execute_tool search")
     assert tool_span.attributes["gen_ai.tool.call.id"] == "call_9"
     assert "gen_ai.tool.call.arguments" not in tool_span.attributes
-    node = next(s for s in spans if s.name == "helper")
+    # the agent's node span is the `invoke_agent` span its model and tool calls hang off
+    node = next(s for s in spans if s.name == "invoke_agent helper")
+    assert node.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert node.attributes["gen_ai.agent.name"] == "helper"
+    assert node.attributes["tensorsketch.node"] == "helper"
     assert _hex(tool_span, parent=True) == _hex(node)
+    assert _hex(first_chat, parent=True) == _hex(node)
+    workflow = next(s for s in spans if s.name == "invoke_workflow helper")
+    assert _hex(node, parent=True) == _hex(workflow)
 
 
 def test_the_documented_default_uses_the_global_tracer_provider() -> None:

@@ -68,6 +68,7 @@ from tensorsketch.observability.tracing import (
     ATTR_TOOL_CALL_ID,
     ATTR_TOOL_NAME,
     ATTR_TOOL_RESULT,
+    current_span,
 )
 from tensorsketch.schema import Schema
 from tensorsketch.tools import Tool
@@ -281,6 +282,9 @@ class Agent(Node):
     # -- the loop ---------------------------------------------------------------------------
 
     async def run(self, ctx: Context, inp: Any) -> Any:
+        node_span = current_span.get()
+        if node_span is not None:  # name the agent on its node span (OTel: `invoke_agent {name}`)
+            node_span.set_attribute(ATTR_AGENT_NAME, self.name)
         history: list[Message] = list(getattr(inp, "messages", None) or [])
         query = getattr(inp, self.input_key, "") or ""
         new: list[Message] = []
