@@ -2,16 +2,19 @@
 
 Every shape is built three times — a TensorSketch graph, the same LangGraph ``StateGraph``, and a
 hand-written asyncio loop (``TaskGroup`` per superstep, dict snapshot, writes folded at the
-barrier) — and timed in one process, one after another, so the ratios compare like with like:
+barrier) — and timed in one run of this script, so the ratios compare like with like:
 
 1. a 10-node linear chain invoked 200x (per-superstep overhead);
 2. one node looping on itself 1,000 supersteps;
 3. ``Send`` map/reduce with 1,000 and 10,000 workers into a list reducer;
 4. ``stream`` over the chain (node start/end and merged values of every superstep);
-5. peak memory of the 10,000-worker fan-out (tracemalloc, in a fresh subprocess each);
-6. import time (fresh subprocesses, median).
+5. peak memory of the 10,000-worker fan-out (tracemalloc, and max-RSS growth, each in a fresh
+   interpreter per implementation);
+6. import time (fresh interpreters, median).
 
-Run ``python benchmarks/bench_core.py`` (``--quick`` for fewer repeats). Every implementation's
+Each implementation is timed in its own interpreter (one framework's heap must not slow another's
+garbage collector), in rounds that alternate between the three; a shape's time is its best run.
+Run ``python benchmarks/bench_core.py`` (``--quick`` for a smoke run). Every implementation's
 result is checked, so a benchmark cannot silently time a graph that did nothing.
 """
 
@@ -28,7 +31,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Annotated, Any, TypedDict
 
 CHAIN_LEN = 10
@@ -365,13 +367,7 @@ def _build(name: str) -> Any:
     return LangGraphImpl()
 
 
-@dataclass
-class Timing:
-    median: float
-    runs: list[float]
-
-
-async def _time(fn: Callable[[], Awaitable[Any]], repeats: int, warmup: int = 1) -> Timing:
+async def _samples(fn: Callable[[], Awaitable[Any]], repeats: int, warmup: int = 1) -> list[float]:
     for _ in range(warmup):
         await fn()
     runs: list[float] = []
@@ -380,7 +376,7 @@ async def _time(fn: Callable[[], Awaitable[Any]], repeats: int, warmup: int = 1)
         start = time.perf_counter()
         await fn()
         runs.append(time.perf_counter() - start)
-    return Timing(statistics.median(runs), runs)
+    return runs
 
 
 def _check(name: str, what: str, got: int, want: int) -> None:
@@ -389,11 +385,11 @@ def _check(name: str, what: str, got: int, want: int) -> None:
         raise AssertionError(msg)
 
 
-async def _measure(name: str, quick: bool) -> dict[str, float]:
-    """Seconds for each timed shape of one implementation."""
+async def _measure(name: str, quick: bool) -> dict[str, list[float]]:
+    """Seconds per run of each timed shape of one implementation (one round of samples)."""
     impl = _build(name)
-    results: dict[str, float] = {}
-    reps = 3 if quick else 7
+    results: dict[str, list[float]] = {}
+    reps = 2 if quick else 3
 
     _check(name, "chain", await impl.chain(0), CHAIN_LEN)
     invokes = CHAIN_INVOKES // 4 if quick else CHAIN_INVOKES
@@ -402,18 +398,21 @@ async def _measure(name: str, quick: bool) -> dict[str, float]:
         for i in range(invokes):
             await impl.chain(i)
 
-    results["chain"] = (await _time(chain_batch, reps)).median / invokes
+    results["chain"] = [t / invokes for t in await _samples(chain_batch, reps)]
 
     _check(name, "loop", await impl.loop(LOOP_STEPS), LOOP_STEPS)
-    results["loop"] = (await _time(lambda: impl.loop(LOOP_STEPS), reps)).median
+    results["loop"] = await _samples(lambda: impl.loop(LOOP_STEPS), reps)
 
     for count in FANOUT_SIZES:
         want = sum(i * i for i in range(count))
         _check(name, f"fanout {count}", await impl.fanout(count), want)
         slow = name == "langgraph" and count >= 10_000
-        fan_reps = 1 if (quick and slow) else (3 if slow or quick else 5)
-        timing = await _time(lambda c=count: impl.fanout(c), fan_reps, warmup=0)  # type: ignore[misc]
-        results[f"fanout_{count}"] = timing.median
+        fan_reps = 1 if slow else reps
+        results[f"fanout_{count}"] = await _samples(
+            lambda c=count: impl.fanout(c),  # type: ignore[misc]
+            fan_reps,
+            warmup=0,
+        )
 
     _check(name, "stream", await impl.stream_chain(0), CHAIN_LEN)
 
@@ -421,26 +420,42 @@ async def _measure(name: str, quick: bool) -> dict[str, float]:
         for i in range(invokes):
             await impl.stream_chain(i)
 
-    results["stream"] = (await _time(stream_batch, reps)).median / invokes
+    results["stream"] = [t / invokes for t in await _samples(stream_batch, reps)]
     return results
 
 
-def _timing_child(name: str, quick: bool) -> None:
-    """In a fresh interpreter that imports only this implementation: time every shape."""
-    print(json.dumps(asyncio.run(_measure(name, quick))))
+def _child(*args: str) -> Any:
+    out = subprocess.run(
+        [sys.executable, __file__, *args], check=True, capture_output=True, text=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _timings(name: str, quick: bool) -> dict[str, float]:
-    command = [sys.executable, __file__, "--timing-child", name]
-    if quick:
-        command.append("--quick")
-    out = subprocess.run(command, check=True, capture_output=True, text=True)
-    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+def _timings(quick: bool) -> dict[str, dict[str, float]]:
+    """Best time of each shape, over rounds that alternate between the implementations.
+
+    Each round runs every implementation in a fresh interpreter that imports only what it
+    needs, so one framework's heap never slows another's garbage collector; alternating the
+    rounds spreads a noisy neighbour's load over all three instead of one.
+    """
+    rounds = 2 if quick else 3
+    samples: dict[str, dict[str, list[float]]] = {name: {} for name in IMPLS}
+    for r in range(rounds):
+        for name in IMPLS:
+            print(f"  round {r + 1}/{rounds}: timing {name} ...", file=sys.stderr, flush=True)
+            args = ["--timing-child", name, *(["--quick"] if quick else [])]
+            for key, runs in _child(*args).items():
+                samples[name].setdefault(key, []).extend(runs)
+    return {name: {k: min(v) for k, v in by_key.items()} for name, by_key in samples.items()}
 
 
-def _memory_child(name: str, count: int) -> None:
-    """In a fresh interpreter: peak traced bytes allocated while running one fan-out."""
+def _memory_child(name: str, count: int, how: str) -> None:
+    """In a fresh interpreter: the memory one fan-out needs at its peak.
+
+    ``traced``: peak bytes tracemalloc sees allocated during the run; ``rss``: how far the run
+    pushes the process' maximum resident set above where the warmed-up process stood.
+    """
+    import resource
     import tracemalloc
 
     impl = _build(name)
@@ -448,53 +463,60 @@ def _memory_child(name: str, count: int) -> None:
     async def main() -> int:
         await impl.fanout(10)  # warm caches (schema validators, compiled paths) first
         gc.collect()
-        tracemalloc.start()
-        base, _ = tracemalloc.get_traced_memory()
-        result = int(await impl.fanout(count))
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        print(json.dumps({"peak": peak - base}))
+        if how == "traced":
+            tracemalloc.start()
+            base, _ = tracemalloc.get_traced_memory()
+            result = int(await impl.fanout(count))
+            _, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+            used = peak - base
+        else:
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            result = int(await impl.fanout(count))
+            used = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
+        print(json.dumps({"bytes": used}))
         return result
 
     got = asyncio.run(main())
     _check(name, f"fanout {count}", got, sum(i * i for i in range(count)))
 
 
-def _memory(name: str) -> float:
-    out = subprocess.run(
-        [sys.executable, __file__, "--memory-child", name, str(MEMORY_WORKERS)],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return float(json.loads(out.stdout.strip().splitlines()[-1])["peak"])
+def _memory(name: str, how: str) -> float:
+    return float(_child("--memory-child", name, str(MEMORY_WORKERS), how)["bytes"])
 
 
+#: Import statements timed in fresh interpreters. ``app baseline`` is what any program that
+#: defines one pydantic model and runs asyncio pays before it imports a framework at all.
 IMPORTS = {
     "pydantic": "from pydantic import BaseModel",
+    "baseline": "import asyncio\nfrom pydantic import BaseModel\nclass M(BaseModel):\n    x: int",
     "tensorsketch": "import tensorsketch",
     "langgraph": "import langgraph.graph",
 }
 
 
-def _import_time(statement: str, samples: int) -> float:
-    code = f"import time; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)"
-    runs = []
+def _import_times(samples: int) -> dict[str, float]:
+    """Median seconds per statement; the statements take turns so noise spreads evenly."""
+    runs: dict[str, list[float]] = {key: [] for key in IMPORTS}
     for _ in range(samples):
-        out = subprocess.run(
-            [sys.executable, "-c", code], check=True, capture_output=True, text=True
-        )
-        runs.append(float(out.stdout.strip()))
-    return statistics.median(runs)
+        for key, statement in IMPORTS.items():
+            code = (
+                f"import time\nt = time.perf_counter()\n{statement}\nprint(time.perf_counter() - t)"
+            )
+            out = subprocess.run(
+                [sys.executable, "-c", code], check=True, capture_output=True, text=True
+            )
+            runs[key].append(float(out.stdout.strip()))
+    return {key: statistics.median(values) for key, values in runs.items()}
 
 
 # -- reporting ---------------------------------------------------------------------------------
 
 
 def _fmt_time(seconds: float) -> str:
-    if seconds < 1e-3:
+    if abs(seconds) < 1e-3:
         return f"{seconds * 1e6:.1f} µs"
-    if seconds < 1:
+    if abs(seconds) < 1:
         return f"{seconds * 1e3:.1f} ms"
     return f"{seconds:.2f} s"
 
@@ -516,74 +538,65 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def report(
-    times: dict[str, dict[str, float]], memory: dict[str, float], imports: dict[str, float]
+    times: dict[str, dict[str, float]],
+    memory: dict[str, dict[str, float]],
+    imports: dict[str, float],
 ) -> str:
+    """The side-by-side table, the import table and the targets, as Markdown."""
     fl, ts, lg = times["floor"], times["tensorsketch"], times["langgraph"]
     rows: list[list[str]] = []
 
-    def row(label: str, key: str, per: int = 1, unit: str = "") -> None:
+    def row(label: str, key: str, per: int = 1) -> None:
         f, t, g = fl[key] / per, ts[key] / per, lg[key] / per
-        rows.append(
-            [
-                label,
-                _fmt_time(f) + unit,
-                _fmt_time(t) + unit,
-                _fmt_time(g) + unit,
-                _ratio(t, f),
-                _ratio(g, t),
-            ]
-        )
+        rows.append([label, _fmt_time(f), _fmt_time(t), _fmt_time(g), _ratio(t, f), _ratio(g, t)])
 
     row(f"chain: {CHAIN_LEN} nodes, per invoke", "chain")
     row("chain: per superstep", "chain", CHAIN_LEN)
-    row(f"loop: {LOOP_STEPS} supersteps, total", "loop")
+    row(f"loop: {LOOP_STEPS:,} supersteps, total", "loop")
     row("loop: per superstep", "loop", LOOP_STEPS)
     for count in FANOUT_SIZES:
         row(f"Send fan-out {count:,}: total", f"fanout_{count}")
         row(f"Send fan-out {count:,}: per worker", f"fanout_{count}", count)
     row("stream over chain, per run", "stream")
-    mem = [
-        f"fan-out {MEMORY_WORKERS:,}: peak traced memory",
-        _fmt_bytes(memory["floor"]),
-        _fmt_bytes(memory["tensorsketch"]),
-        _fmt_bytes(memory["langgraph"]),
-        _ratio(memory["tensorsketch"], memory["floor"]),
-        _ratio(memory["langgraph"], memory["tensorsketch"]),
-    ]
-    rows.append(mem)
+    for how, label in (("traced", "peak traced memory"), ("rss", "peak RSS growth")):
+        f, t, g = (memory[name][how] for name in IMPLS)
+        rows.append(
+            [
+                f"fan-out {MEMORY_WORKERS:,}: {label}",
+                _fmt_bytes(f),
+                _fmt_bytes(t),
+                _fmt_bytes(g),
+                _ratio(t, f),
+                _ratio(g, t),
+            ]
+        )
     headers = ["benchmark", "asyncio floor", "TensorSketch", "LangGraph", "TS / floor", "LG / TS"]
     out = [_table(headers, rows), ""]
 
+    base, pyd = imports["baseline"], imports["pydantic"]
     imp_rows = [
-        ["`from pydantic import BaseModel`", _fmt_time(imports["pydantic"]), "-"],
-        [
-            "`import tensorsketch`",
-            _fmt_time(imports["tensorsketch"]),
-            _fmt_time(imports["tensorsketch"] - imports["pydantic"]),
-        ],
-        [
-            "`import langgraph.graph`",
-            _fmt_time(imports["langgraph"]),
-            _fmt_time(imports["langgraph"] - imports["pydantic"]),
-        ],
+        ["`from pydantic import BaseModel`", _fmt_time(pyd), "-", "-"],
+        ["app baseline: pydantic + one model + asyncio", _fmt_time(base), "-", "-"],
     ]
-    out.append(_table(["import (fresh process, median)", "time", "on top of pydantic"], imp_rows))
-    out.append("")
-
-    step_ts = ts["loop"] / LOOP_STEPS
-    step_lg = lg["loop"] / LOOP_STEPS
-    step_fl = fl["loop"] / LOOP_STEPS
+    for key, stmt in (
+        ("tensorsketch", "import tensorsketch"),
+        ("langgraph", "import langgraph.graph"),
+    ):
+        value = imports[key]
+        imp_rows.append(
+            [f"`{stmt}`", _fmt_time(value), _fmt_time(value - pyd), _fmt_time(value - base)]
+        )
+    imp_headers = ["import (fresh process, median)", "time", "over pydantic", "over app baseline"]
+    out += [_table(imp_headers, imp_rows), ""]
 
     def growth(t: dict[str, float]) -> float:
         return (t["fanout_10000"] / 10_000) / (t["fanout_1000"] / 1_000)
 
+    step_ts, step_lg, step_fl = (t["loop"] / LOOP_STEPS for t in (ts, lg, fl))
+    mem_ts, mem_lg = memory["tensorsketch"]["traced"], memory["langgraph"]["traced"]
     targets = [
-        ("per-superstep <= 1/5 of LangGraph", step_ts <= step_lg / 5, f"{step_lg / step_ts:.1f}x"),
-        (
-            "per-superstep within 3x of the floor",
-            step_ts <= 3 * step_fl,
-            f"{step_ts / step_fl:.2f}x",
-        ),
+        ("per superstep <= 1/5 of LangGraph", step_ts * 5 <= step_lg, f"{step_lg / step_ts:.1f}x"),
+        ("per superstep <= 3x the floor", step_ts <= 3 * step_fl, f"{step_ts / step_fl:.2f}x"),
         (
             "10k fan-out >= 20x faster than LangGraph",
             lg["fanout_10000"] >= 20 * ts["fanout_10000"],
@@ -596,61 +609,55 @@ def report(
         ),
         (
             "10k fan-out memory <= 1/3 of LangGraph",
-            memory["tensorsketch"] * 3 <= memory["langgraph"],
-            f"{memory['langgraph'] / memory['tensorsketch']:.1f}x less",
+            mem_ts * 3 <= mem_lg,
+            f"{mem_lg / mem_ts:.1f}x less",
         ),
         (
             "import tensorsketch < 150 ms",
             imports["tensorsketch"] < 0.150,
-            _fmt_time(imports["tensorsketch"]),
+            f"{_fmt_time(imports['tensorsketch'])} (pydantic alone {_fmt_time(pyd)})",
         ),
     ]
-    out.append(
-        _table(
-            ["target", "met", "measured"],
-            [[t, "yes" if ok else "NO", m] for t, ok, m in targets],
-        )
-    )
+    rows_t = [[t, "yes" if ok else "NO", m] for t, ok, m in targets]
+    out.append(_table(["target", "met", "measured"], rows_t))
     return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
     parser.add_argument("--json", metavar="PATH", help="also write the raw numbers here")
-    parser.add_argument("--memory-child", nargs=2, metavar=("IMPL", "N"), help=argparse.SUPPRESS)
+    parser.add_argument("--memory-child", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--timing-child", metavar="IMPL", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     quick = args.quick or os.environ.get("TS_BENCH_QUICK") == "1"
     if args.memory_child:
-        _memory_child(args.memory_child[0], int(args.memory_child[1]))
+        name, count, how = args.memory_child
+        _memory_child(name, int(count), how)
         return 0
     if args.timing_child:
-        _timing_child(args.timing_child, quick)
+        print(json.dumps(asyncio.run(_measure(args.timing_child, quick))))
         return 0
 
     from importlib.metadata import version
 
     print(
-        f"# core runtime: tensorsketch-core {version('tensorsketch-core')}, "
+        f"core runtime — tensorsketch-core {version('tensorsketch-core')}, "
         f"langgraph {version('langgraph')}, pydantic {version('pydantic')}, "
-        f"python {sys.version.split()[0]}, {os.cpu_count()} cores; "
-        "each implementation timed in its own fresh interpreter"
+        f"Python {sys.version.split()[0]}, {os.cpu_count()} cores. Times are the best of "
+        f"{'2' if quick else '3'} alternating rounds, each implementation in its own interpreter."
     )
-    times: dict[str, dict[str, float]] = {}
-    for name in IMPLS:
-        print(f"  timing {name} ...", file=sys.stderr, flush=True)
-        times[name] = _timings(name, quick)
+    times = _timings(quick)
     print("  measuring peak memory ...", file=sys.stderr, flush=True)
-    memory = {name: _memory(name) for name in IMPLS}
+    memory = {name: {how: _memory(name, how) for how in ("traced", "rss")} for name in IMPLS}
     print("  measuring import time ...", file=sys.stderr, flush=True)
-    samples = 3 if quick else IMPORT_SAMPLES
-    imports = {key: _import_time(stmt, samples) for key, stmt in IMPORTS.items()}
+    imports = _import_times(5 if quick else IMPORT_SAMPLES)
     print()
     print(report(times, memory, imports))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump({"times": times, "memory": memory, "imports": imports}, fh, indent=2)
+            raw = {"times": times, "memory": memory, "imports": imports}
+            json.dump(raw, fh, indent=2)
     return 0
 
 
