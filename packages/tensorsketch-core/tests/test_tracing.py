@@ -398,3 +398,34 @@ async def test_one_tracer_recording_two_runs_keeps_one_trace_id() -> None:
     assert trace.duration_ms == pytest.approx(sum(r.duration_ms for r in trace.roots))
     tracer.clear()
     assert len(tracer.trace) == 0
+
+
+async def test_a_suspended_run_is_marked_suspended_not_failed() -> None:
+    from tensorsketch import interrupt
+    from tensorsketch.interrupts import run_info
+
+    class Approve(Node):
+        class Out(Schema):
+            log: list[str]
+
+        async def run(self, ctx: Context, inp: object) -> Out:
+            with ctx.span("ask", kind="custom"):
+                answer = await interrupt(ctx, "ship it?", id="ship")
+            return self.Out(log=[f"answer={answer}"])
+
+    app = Graph(S).add(Approve).edge(START, "Approve").compile()
+    backend = InMemoryBackend()
+    waiting = InMemoryTracer()
+    out = await app.invoke({}, thread_id="t-s", backend=backend, tracer=waiting)
+    assert run_info(out).status == "suspended"
+    statuses = {s.name: s.status for s in waiting.trace.spans}
+    assert statuses["ask"] == statuses["Approve"] == "suspended"
+    assert waiting.trace.errors == 0
+    assert "[suspended]" in waiting.trace.render()
+
+    resumed = InMemoryTracer()
+    out = await app.invoke(
+        None, thread_id="t-s", backend=backend, resume={"ship": "yes"}, tracer=resumed
+    )
+    assert out.log == ["answer=yes"]
+    assert {s.status for s in resumed.trace.spans} == {"ok"}

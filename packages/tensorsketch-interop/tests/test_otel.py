@@ -311,6 +311,8 @@ def test_the_mapping_of_each_span_kind() -> None:
     assert "tensorsketch.usage.cost_usd" not in usage
     cancelled = Span("N", "node", status="cancelled")
     assert to_otel(cancelled).attributes["tensorsketch.status"] == "cancelled"
+    suspended = Span("N", "node", status="suspended")
+    assert to_otel(suspended).attributes["tensorsketch.status"] == "suspended"
     odd = to_otel(Span("c", "custom", attributes={"mixed": [1, "a"], "none": None, "ok": [1, 2]}))
     assert odd.attributes["mixed"] == '[1, "a"]'
     assert odd.attributes["ok"] == (1, 2)

@@ -299,8 +299,8 @@ class Trace:
             parts.append(f"[{span.attributes.get(ATTR_TOOL_NAME) or span.name}]")
         if span.status == "error":
             parts.append(f"[error: {span.error}]" if id(span) in origins else "[error]")
-        elif span.status == "cancelled":
-            parts.append("[cancelled]")
+        elif span.status in ("cancelled", "suspended"):
+            parts.append(f"[{span.status}]")
         return " ".join(parts)
 
     def render(self) -> str:

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import os
 import random
+import sys
 import time
 from abc import ABC, abstractmethod
 from contextvars import ContextVar, Token
@@ -109,8 +110,9 @@ def new_span_id() -> str:
 class Span:
     """One timed unit of work with a status and free-form attributes.
 
-    ``status`` is ``"ok"``, ``"error"`` (the block raised) or ``"cancelled"`` (the block was
-    cancelled, e.g. a parallel sibling failed). ``start``/``end`` are ``perf_counter`` readings
+    ``status`` is ``"ok"``, ``"error"`` (the block raised), ``"cancelled"`` (the block was
+    cancelled, e.g. a parallel sibling failed) or ``"suspended"`` (the run suspended there to
+    wait for a decision or a time). ``start``/``end`` are ``perf_counter`` readings
     for precise durations; ``started_at`` is the wall-clock start (epoch seconds).
     """
 
@@ -266,6 +268,10 @@ def set_end_status(span: Span, exc: BaseException | None) -> None:
     if isinstance(exc, asyncio.CancelledError | GeneratorExit):
         span.status = "cancelled"
         span.error = type(exc).__name__
+        return
+    interrupts = sys.modules.get("tensorsketch.interrupts")  # loaded by anything that suspends
+    if interrupts is not None and isinstance(exc, interrupts.Interrupt):
+        span.status = "suspended"  # waiting for a person or a time: not a failure
         return
     span.record_error(exc)
 

@@ -164,8 +164,8 @@ def to_otel(span: Span, *, capture_content: bool = False) -> OTelView:
     if operation == "execute_tool":
         attributes.setdefault(ATTR_TOOL_NAME, span.name)
     attributes["tensorsketch.span.kind"] = span.kind
-    if span.status == "cancelled":
-        attributes["tensorsketch.status"] = "cancelled"
+    if span.status in ("cancelled", "suspended"):
+        attributes["tensorsketch.status"] = span.status
     return OTelView(name, kind, attributes)
 
 
