@@ -159,7 +159,8 @@ def statements(item: Fresh, ctx: RenderContext) -> list[str]:
         decl = item.nodes[0]
         return [f"{var}.{_add_call(decl, ctx)}", f"{names[0]} = {var}[{ctx.string(decl.name)}]"]
     edges = item.edges
-    if ctx.style == "operator":
+    pseudo = all(e.source in (START, END) and e.target in (START, END) for e in edges)
+    if ctx.style == "operator" and not pseudo:
         if edges[0].kind == "sequential":
             parts = [ctx.handle_ref(edges[0].source or "")]
             parts.extend(ctx.handle_ref(e.target or "") for e in edges)

@@ -245,8 +245,12 @@ class _Writer:
         self._assign_handles(node_plan)
         edge_plan = self._plan_edges(old_edges)
         self._diff(old_nodes, node_plan, stream="nodes")
+        declarations = [i for i in self.model.items if i.kind in ("add", "nodes", "handle")]
         self._diff(
-            old_edges, edge_plan, stream="edges", last_node=old_nodes[-1] if old_nodes else None
+            old_edges,
+            edge_plan,
+            stream="edges",
+            last_node=declarations[-1] if declarations else None,
         )
         return self._emit(stubs, port_edits)
 

@@ -1,0 +1,575 @@
+"""Property tests: random graphs, written in each authoring style, survive the round trip.
+
+The generator below knows each graph as plain data and renders it with its own small
+renderers (independent of the engine's), so extraction is checked against what the source
+really says, not against the engine's idea of it. Then:
+
+- ``extract(source)`` equals the expected IR, in every style;
+- the three styles of one graph extract to the same IR;
+- ``reconstruct(source, extract(source))`` returns the source byte for byte, and
+  ``extract(reconstruct(...)) == extract(source)``;
+- random sequences of canvas edits write back to files that parse, re-extract to the edited
+  IR, and — imported for real in a temporary directory — build the graph the IR describes
+  (via the runtime's ``Graph.structure``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tensorsketch.canvas import edits, extract, reconstruct
+from tensorsketch.canvas.ir import END, LOOP_EXIT, LOOP_REPEAT, START, EdgeIR, GraphIR, NodeIR, Port
+
+# Example counts, chosen so the whole canvas suite runs in well under a minute on 2 cores.
+ROUNDTRIP_EXAMPLES = 120
+STYLES_EXAMPLES = 60
+EDIT_EXAMPLES = 50
+RUNTIME_EXAMPLES = 25
+
+SETTINGS = {
+    "deadline": None,
+    "database": None,
+    "derandomize": True,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+}
+
+STYLES = ("fluent", "statement", "operator")
+FIELDS = {
+    "query": "str",
+    "intent": "str",
+    "answer": "str",
+    "count": "int",
+    "items": "list[str]",
+    "score": "float",
+}
+CLASS_NAMES = ["Alpha", "Beta", "Gamma", "Delta", "Echo", "Foxtrot"]
+ALIASES = ["Triage", "Review", "Final", "Relay"]
+NEW_NAMES = ["Escalate", "Summarize", "Verify", "Publish"]
+LABELS = ["billing", "tech", "other", "retry-later", "done"]
+
+
+@dataclass
+class GenNode:
+    name: str
+    cls: str
+
+
+@dataclass
+class GenClass:
+    name: str
+    inputs: list[Port]
+    outputs: list[Port]
+    hole: str | None  # None: the body is implemented
+
+
+@dataclass
+class Op:
+    kind: str  # edge | entry | cond | dynamic | loop | custom
+    source: str = ""
+    target: str = ""
+    path: str = ""
+    mapping: dict[str, str] = field(default_factory=dict)
+    branch: str = "conditional"
+    pair: tuple[str, str] = ("", "")
+    number: int = 0
+
+
+@dataclass
+class GenGraph:
+    classes: list[GenClass]
+    nodes: list[GenNode]
+    ops: list[Op]
+    routes: list[str]
+    pairs: list[tuple[str, str]]
+
+
+# -- the generator ---------------------------------------------------------------------------
+
+
+@st.composite
+def ports(draw: st.DrawFn) -> list[Port]:
+    names = draw(st.lists(st.sampled_from(sorted(FIELDS)), max_size=2, unique=True))
+    return [Port(name, FIELDS[name]) for name in names]
+
+
+@st.composite
+def graphs(draw: st.DrawFn, *, customs: bool = True) -> GenGraph:
+    count = draw(st.integers(1, 5))
+    class_names = CLASS_NAMES[:count]
+    classes = [
+        GenClass(
+            name,
+            draw(ports()),
+            draw(ports()),
+            draw(st.one_of(st.none(), st.sampled_from(["needs a body", f"{name}: do the work"]))),
+        )
+        for name in class_names
+    ]
+    nodes = [GenNode(name, name) for name in class_names]
+    aliases = draw(st.lists(st.sampled_from(ALIASES), max_size=2, unique=True))
+    for alias in aliases:
+        nodes.insert(draw(st.integers(0, len(nodes))), GenNode(alias, draw(st.sampled_from(class_names))))
+    names = [n.name for n in nodes]
+    branched: set[str] = set()
+    ops: list[Op] = []
+    routes: list[str] = []
+    pairs: list[tuple[str, str]] = []
+    for _ in range(draw(st.integers(0, 8))):
+        kind = draw(
+            st.sampled_from(
+                ["edge", "edge", "edge", "entry", "cond", "dynamic", "loop"]
+                + (["custom"] if customs else [])
+            )
+        )
+        free = [n for n in names if n not in branched]
+        if kind == "edge":
+            source = draw(st.sampled_from([START, *names]))
+            targets = names if source == START else [*names, END]
+            ops.append(Op("edge", source, draw(st.sampled_from(targets))))
+        elif kind == "entry":
+            ops.append(Op("entry", START, draw(st.sampled_from(names))))
+        elif kind == "custom":
+            pair = (draw(st.sampled_from(names)), draw(st.sampled_from([*names, END])))
+            pairs.append(pair)
+            ops.append(Op("custom", pair=pair, number=len(pairs) - 1))
+        elif free:
+            source = draw(st.sampled_from(free))
+            branched.add(source)
+            path = draw(st.sampled_from(["named", "lambda"]))
+            if path == "named":
+                routes.append(f"route_{len(routes)}")
+                text = routes[-1]
+            else:
+                text = 'lambda s: "x"'
+            branch = draw(st.sampled_from(["conditional", "router"]))
+            if kind == "cond":
+                labels = draw(st.lists(st.sampled_from(LABELS), min_size=1, max_size=3, unique=True))
+                mapping = {label: draw(st.sampled_from([*names, END])) for label in labels}
+                ops.append(Op("cond", source, path=text, mapping=mapping, branch=branch))
+            elif kind == "dynamic":
+                ops.append(Op("dynamic", source, path=text, branch=branch))
+            else:
+                exit_to = draw(st.sampled_from([END, *names]))
+                ops.append(Op("loop", source, exit_to, path=text, branch="loop"))
+    return GenGraph(classes, nodes, ops, routes, pairs)
+
+
+# -- expected IR -----------------------------------------------------------------------------
+
+
+def custom_code(op: Op, style: str) -> str:
+    return f".edge(*PAIR_{op.number})" if style == "fluent" else f"g.edge(*PAIR_{op.number})"
+
+
+def expected_ir(gen: GenGraph, style: str, name: str) -> GraphIR:
+    classes = {c.name: c for c in gen.classes}
+    nodes = [
+        NodeIR(
+            name=n.name,
+            cls=n.cls,
+            inputs=list(classes[n.cls].inputs),
+            outputs=list(classes[n.cls].outputs),
+            has_hole=classes[n.cls].hole is not None,
+            hole=classes[n.cls].hole,
+        )
+        for n in gen.nodes
+    ]
+    edges: list[EdgeIR] = []
+    for op in gen.ops:
+        if op.kind in ("edge", "entry"):
+            edges.append(EdgeIR(op.source, op.target))
+        elif op.kind == "cond":
+            edges.extend(
+                EdgeIR(op.source, t, "conditional", path=op.path, label=k, branch=op.branch)  # type: ignore[arg-type]
+                for k, t in op.mapping.items()
+            )
+        elif op.kind == "dynamic":
+            edges.append(EdgeIR(op.source, None, "dynamic", path=op.path, branch=op.branch))  # type: ignore[arg-type]
+        elif op.kind == "loop":
+            edges.append(EdgeIR(op.source, op.source, "conditional", op.path, LOOP_REPEAT, "loop"))
+            edges.append(EdgeIR(op.source, op.target, "conditional", op.path, LOOP_EXIT, "loop"))
+        else:
+            edges.append(EdgeIR(None, None, "custom", code=custom_code(op, style)))
+    return GraphIR(name=name, state="State", nodes=nodes, edges=edges)
+
+
+# -- rendering (independent of the engine) ---------------------------------------------------
+
+
+def _q(name: str) -> str:
+    return {START: "START", END: "END"}.get(name, f'"{name}"')
+
+
+def header(gen: GenGraph) -> str:
+    lines = [
+        "from tensorsketch import END, START, Context, Graph, Hole, Node, Router, Schema",
+        "",
+        "",
+        "class State(Schema):",
+    ]
+    defaults = {"str": '""', "int": "0", "float": "0.0", "list[str]": "[]"}
+    lines += [f"    {name}: {kind} = {defaults[kind]}" for name, kind in FIELDS.items()]
+    for cls in gen.classes:
+        lines += ["", "", f"class {cls.name}(Node):", "    class In(Schema):"]
+        lines += [f"        {p.name}: {p.type}" for p in cls.inputs] or ["        pass"]
+        lines += ["", "    class Out(Schema):"]
+        lines += [f"        {p.name}: {p.type}" for p in cls.outputs] or ["        pass"]
+        lines += ["", "    async def run(self, ctx: Context, inp: In) -> Out:"]
+        if cls.hole is None:
+            lines.append("        return self.Out()")
+        else:
+            lines.append(f'        raise Hole("{cls.hole}")')
+    for route in gen.routes:
+        lines += ["", "", f"def {route}(state: State) -> str:", '    return "x"']
+    for number, pair in enumerate(gen.pairs):
+        lines += ["", "", f"PAIR_{number} = ({_q(pair[0])}, {_q(pair[1])})"]
+    return "\n".join(lines) + "\n\n\n"
+
+
+def _call(op: Op) -> str:
+    if op.kind == "edge":
+        return f"edge({_q(op.source)}, {_q(op.target)})"
+    if op.kind == "entry":
+        return f"entry({_q(op.target)})"
+    if op.kind == "cond":
+        mapping = ", ".join(f'"{k}": {_q(t)}' for k, t in op.mapping.items())
+        return f"{op.branch}({_q(op.source)}, {op.path}, {{{mapping}}})"
+    if op.kind == "dynamic":
+        return f"{op.branch}({_q(op.source)}, {op.path})"
+    if op.kind == "loop":
+        exit_part = "" if op.target == END else f", exit={_q(op.target)}"
+        return f"loop({_q(op.source)}, until={op.path}{exit_part})"
+    return f"edge(*PAIR_{op.number})"
+
+
+def _add(node: GenNode) -> str:
+    return f"add({node.cls})" if node.name == node.cls else f'add({node.cls}, name="{node.name}")'
+
+
+def render_fluent(gen: GenGraph, compiled: bool, grouped: bool) -> str:
+    links = [f".{_add(n)}" for n in gen.nodes] + [f".{_call(op)}" for op in gen.ops]
+    lines: list[str] = []
+    for index, link in enumerate(links):
+        if grouped and lines and index % 2 == 1 and link.startswith(".add"):
+            lines[-1] += link
+        else:
+            if index == 2:
+                lines.append("    # a comment on its own line")
+            lines.append("    " + link)
+    if lines and grouped:
+        lines[-1] += "  # a trailing comment"
+    body = "\n".join(["    Graph(State)", *lines])
+    if compiled:
+        return f"app = (\n{body}\n).compile()\n"
+    return f"graph = (\n{body}\n)\n"
+
+
+def render_statement(gen: GenGraph, compiled: bool, annotated: bool) -> str:
+    lines = ["g: Graph[State] = Graph(State)" if annotated else "g = Graph(State)"]
+    lines += [f"g.{_add(n)}" for n in gen.nodes]
+    lines += ["# wiring"] if gen.ops else []
+    lines += [f"g.{_call(op)}" for op in gen.ops]
+    if compiled:
+        lines += ["", "app = g.compile()"]
+    return "\n".join(lines) + "\n"
+
+
+def _var(name: str) -> str:
+    return name.lower() + "_h"
+
+
+def render_operator(gen: GenGraph, compiled: bool, fan: bool) -> str:
+    lines = ["g = Graph(State)"]
+    plain: list[GenNode] = []
+
+    def flush() -> None:
+        if not plain:
+            return
+        targets = ", ".join(_var(n.name) for n in plain)
+        if len(plain) == 1:
+            targets = f"({targets},)"
+        lines.append(f"{targets} = g.nodes({', '.join(n.cls for n in plain)})")
+        plain.clear()
+
+    for node in gen.nodes:
+        if node.name == node.cls:
+            plain.append(node)
+        else:
+            flush()
+            lines.append(f"g.{_add(node)}")
+            lines.append(f'{_var(node.name)} = g["{node.name}"]')
+    flush()
+
+    def ref(name: str) -> str:
+        return {START: "START", END: "END"}.get(name) or _var(name)
+
+    ops = list(gen.ops)
+    i = 0
+    while i < len(ops):
+        op = ops[i]
+        if op.kind in ("edge", "entry"):
+            # chain consecutive edges a >> b >> c, or fan out a >> [b, c]
+            chain = [op]
+            while (
+                i + len(chain) < len(ops)
+                and ops[i + len(chain)].kind in ("edge", "entry")
+                and ops[i + len(chain)].source == chain[-1].target
+                and chain[-1].target != END
+            ):
+                chain.append(ops[i + len(chain)])
+            group = [op]
+            while (
+                fan
+                and op.source != START
+                and i + len(group) < len(ops)
+                and ops[i + len(group)].kind == "edge"
+                and ops[i + len(group)].source == op.source
+            ):
+                group.append(ops[i + len(group)])
+            if fan and len(group) > 1:
+                targets = ", ".join(ref(o.target) for o in group)
+                lines.append(f"{ref(op.source)} >> [{targets}]")
+                i += len(group)
+                continue
+            lines.append(" >> ".join([ref(op.source), *(ref(o.target) for o in chain)]))
+            i += len(chain)
+            continue
+        if (
+            op.kind == "cond"
+            and op.branch == "conditional"
+            and all(k.isidentifier() for k in op.mapping)
+        ):
+            targets = ", ".join(f"{k}={ref(t)}" for k, t in op.mapping.items())
+            lines.append(f"{ref(op.source)} >> Router({op.path}, {targets})")
+        else:
+            lines.append(f"g.{_call(op)}")
+        i += 1
+    if compiled:
+        lines += ["", "app = g.compile()"]
+    return "\n".join(lines) + "\n"
+
+
+@st.composite
+def rendered(draw: st.DrawFn, gen: GenGraph, style: str, *, compiled: bool | None = None) -> str:
+    if compiled is None:
+        compiled = draw(st.booleans())
+    flag = draw(st.booleans())
+    if style == "fluent":
+        wiring = render_fluent(gen, compiled, flag)
+    elif style == "statement":
+        wiring = render_statement(gen, compiled, flag)
+    else:
+        wiring = render_operator(gen, compiled, flag)
+    return header(gen) + wiring
+
+
+def graph_name(style: str, source: str) -> str:
+    if "app = " in source:
+        return "app"
+    return "graph" if style == "fluent" else "g"
+
+
+def customs_for(ir: GraphIR) -> bool:
+    return any(e.kind == "custom" for e in ir.edges)
+
+
+# -- properties ------------------------------------------------------------------------------
+
+
+@settings(max_examples=ROUNDTRIP_EXAMPLES, **SETTINGS)
+@given(st.data())
+def test_extract_matches_the_source_and_round_trips(data: st.DataObject) -> None:
+    gen = data.draw(graphs())
+    style = data.draw(st.sampled_from(STYLES))
+    source = data.draw(rendered(gen, style))
+    ir = extract(source)
+    assert ir == expected_ir(gen, style, graph_name(style, source))
+    assert ir.style == style or (style == "operator" and not gen.nodes)
+    again = reconstruct(source, ir)
+    assert again == source
+    assert extract(again) == ir
+
+
+@settings(max_examples=STYLES_EXAMPLES, **SETTINGS)
+@given(st.data())
+def test_the_three_styles_extract_to_the_same_ir(data: st.DataObject) -> None:
+    gen = data.draw(graphs(customs=False))
+    irs = [extract(data.draw(rendered(gen, style, compiled=True))) for style in STYLES]
+    assert irs[0] == irs[1] == irs[2]
+    assert [ir.style for ir in irs] == list(STYLES)
+
+
+@st.composite
+def edit(draw: st.DrawFn, ir: GraphIR, taken: set[str]) -> tuple[str, GraphIR]:
+    names = [n.name for n in ir.nodes]
+    holes = [n.name for n in ir.nodes if n.has_hole]
+    branched = {e.source for e in ir.edges if e.kind in ("conditional", "dynamic")}
+    choices = ["add_node"]
+    if names:
+        choices += ["add_edge", "add_edge", "remove_node", "rename"]
+    if ir.edges:
+        choices += ["remove_edge", "remove_edge"]
+    if holes:
+        choices.append("ports")
+    choice = draw(st.sampled_from(choices))
+    if choice == "add_node":
+        fresh = [n for n in NEW_NAMES if n not in taken]
+        if not fresh:
+            return "noop", ir
+        name = draw(st.sampled_from(fresh))
+        taken.add(name)
+        return f"add_node {name}", edits.add_node(ir, name, draw(ports()), draw(ports()))
+    if choice == "add_edge":
+        sources = [START, *(n for n in names if n not in branched)]
+        source = draw(st.sampled_from(sources))
+        target = draw(st.sampled_from(names if source == START else [*names, END]))
+        return f"add_edge {source}->{target}", edits.add_edge(ir, source, target)
+    if choice == "remove_edge":
+        index = draw(st.integers(0, len(ir.edges) - 1))
+        return f"remove_edge {index}", edits.remove_edge(ir, index)
+    if choice == "remove_node":
+        name = draw(st.sampled_from(names))
+        return f"remove_node {name}", edits.remove_node(ir, name)
+    if choice == "rename":
+        fresh = [n for n in ALIASES + NEW_NAMES if n not in taken]
+        if not fresh:
+            return "noop", ir
+        old, new = draw(st.sampled_from(names)), draw(st.sampled_from(fresh))
+        taken.add(new)
+        return f"rename {old}->{new}", edits.rename_node(ir, old, new)
+    name = draw(st.sampled_from(holes))
+    return f"ports {name}", edits.set_ports(ir, name, draw(ports()), draw(ports()))
+
+
+def _without_added(ir: GraphIR) -> GraphIR:
+    copy = ir.copy()
+    copy.added = []
+    return copy
+
+
+@settings(max_examples=EDIT_EXAMPLES, **SETTINGS)
+@given(st.data())
+def test_random_edits_write_back_and_re_extract(data: st.DataObject) -> None:
+    gen = data.draw(graphs())
+    style = data.draw(st.sampled_from(STYLES))
+    source = data.draw(rendered(gen, style))
+    taken = {c.name for c in gen.classes} | {n.name for n in gen.nodes}
+    ir = extract(source)
+    for _ in range(data.draw(st.integers(1, 6))):
+        label, edited = data.draw(edit(ir, taken))
+        new_source = reconstruct(source, edited)
+        compile(new_source, "<edited>", "exec")  # it parses
+        again = extract(new_source)
+        assert again == _without_added(edited), label
+        assert reconstruct(new_source, again) == new_source, label
+        source, ir = new_source, again
+
+
+# -- the runtime agrees ----------------------------------------------------------------------
+
+
+def _runtime() -> Any:
+    try:
+        from tensorsketch import Graph  # noqa: F401
+        from tensorsketch.structure import GraphStructure  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - only while core is being written
+        pytest.skip(f"tensorsketch core runtime is not importable yet ({exc})")
+    return None
+
+
+_modules = itertools.count()
+
+
+def _load(source: str, directory: Path) -> Any:
+    name = f"_canvas_generated_{next(_modules)}"
+    path = directory / f"{name}.py"
+    path.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(name, None)
+    return module
+
+
+def _path_name(path: str) -> str:
+    return "<lambda>" if path.startswith("lambda") else path
+
+
+def expected_structure(ir: GraphIR, pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    edges: list[tuple[str, str]] = []
+    branches: dict[str, dict[str, Any]] = {}
+    for edge in ir.edges:
+        if edge.kind == "sequential":
+            assert edge.source is not None and edge.target is not None
+            edges.append((edge.source, edge.target))
+        elif edge.kind == "custom":
+            number = int((edge.code or "").rsplit("PAIR_", 1)[1].rstrip(")"))
+            edges.append(pairs[number])
+        else:
+            assert edge.source is not None and edge.path is not None
+            info = branches.setdefault(
+                edge.source,
+                {
+                    "kind": edge.branch,
+                    "mapping": None if edge.kind == "dynamic" or edge.branch == "loop" else {},
+                    "path_name": _path_name(edge.path),
+                    "exit": None,
+                },
+            )
+            if edge.branch == "loop" and edge.label == LOOP_EXIT:
+                info["exit"] = edge.target
+            elif edge.kind == "conditional" and edge.branch != "loop":
+                info["mapping"][edge.label] = edge.target
+    return {"nodes": tuple(n.name for n in ir.nodes), "edges": tuple(edges), "branches": branches}
+
+
+def actual_structure(module: Any, ir: GraphIR) -> dict[str, Any]:
+    graph = getattr(module, ir.name)
+    structure = graph.structure
+    return {
+        "nodes": structure.nodes,
+        "edges": structure.edges,
+        "branches": {
+            source: {
+                "kind": info.kind,
+                "mapping": info.mapping,
+                "path_name": info.path_name,
+                "exit": info.exit,
+            }
+            for source, info in structure.branches.items()
+        },
+    }
+
+
+@settings(max_examples=RUNTIME_EXAMPLES, **SETTINGS)
+@given(data=st.data())
+def test_edited_files_build_the_graph_the_ir_describes(
+    data: st.DataObject, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    _runtime()
+    directory = tmp_path_factory.mktemp("generated")
+    gen = data.draw(graphs())
+    style = data.draw(st.sampled_from(STYLES))
+    source = data.draw(rendered(gen, style, compiled=False))
+    taken = {c.name for c in gen.classes} | {n.name for n in gen.nodes}
+    ir = extract(source)
+    assert actual_structure(_load(source, directory), ir) == expected_structure(ir, gen.pairs)
+    for _ in range(data.draw(st.integers(1, 4))):
+        label, edited = data.draw(edit(ir, taken))
+        source = reconstruct(source, edited)
+        ir = extract(source)
+        module = _load(source, directory)
+        assert actual_structure(module, ir) == expected_structure(ir, gen.pairs), label
