@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tensorsketch.messages import ToolCall
+from tensorsketch.schema import Schema
 from tensorsketch.tools import tool
 
 agents = pytest.importorskip(
@@ -74,3 +75,25 @@ async def test_create_agent_streams_tokens(server: Any, play: Any) -> None:
         play.check_endpoint(request, stream=True)
     output = final["output"] if isinstance(final, dict) else final.output
     assert output == "The sum is 5."
+
+
+class Forecast(Schema):
+    city: str
+    celsius: int
+
+
+async def test_create_agent_repairs_structured_output(server: Any, play: Any) -> None:
+    # The first answer misses a field; the agent sends the problem back and the model fixes it.
+    server.queue(
+        play.structured({"city": "Rome"}), play.structured({"city": "Rome", "celsius": 21})
+    )
+    agent = agents.create_agent(play.provider(server.url), output_schema=Forecast)
+
+    result = await agent.invoke({"query": "Weather in Rome?"})
+
+    assert result.parsed == Forecast(city="Rome", celsius=21)
+    assert len(server.requests) == 2
+    retry = play.sent(server.requests[1])
+    assert retry.output_schema is not None
+    feedback = [i.value for i in retry.turns[-1][1] if i.kind == "text"]
+    assert any("celsius" in text for text in feedback), "the repair names the missing field"

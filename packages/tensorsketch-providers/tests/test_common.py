@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from tensorsketch.errors import ValidationError
-from tensorsketch.messages import ImageBlock
+from tensorsketch.chat import StructuredOutputError, Usage
+from tensorsketch.messages import ImageBlock, ToolCall
 from tensorsketch.providers._common import (
+    Draft,
     image_bytes,
     import_sdk,
     loads_args,
-    parse_structured,
     route_options,
     strict_json_schema,
 )
@@ -78,10 +78,33 @@ def test_route_options_sends_unknown_ones_in_the_body() -> None:
     assert request == {"model": "m", "temperature": 0.1, "extra_body": {"top_k": 3, "a": 1}}
 
 
-def test_parse_structured_explains_the_problem() -> None:
-    assert parse_structured(Inner, '{"x": 4}') == Inner(x=4)
-    with pytest.raises(ValidationError, match=r"`Inner`: x: .*cut off at `max_tokens`"):
-        parse_structured(Inner, '{"x": "four"}', truncated=True)
+def test_draft_validates_structured_output() -> None:
+    draft = Draft(text=['{"x": ', "4}"], usage=Usage(output_tokens=3), model="m")
+    completion = draft.finish(Inner)
+    assert completion.parsed == Inner(x=4)
+    assert completion.text == '{"x": 4}'
+
+
+def test_draft_structured_reply_outside_the_text() -> None:
+    completion = Draft(structured={"x": 2}).finish(Inner)
+    assert completion.parsed == Inner(x=2)
+    assert completion.text == '{"x":2}'
+
+
+def test_draft_failure_carries_the_completion_and_names_the_cut() -> None:
+    draft = Draft(text=['{"x": "fo'], usage=Usage(output_tokens=9), stop_reason="max_tokens")
+    with pytest.raises(StructuredOutputError, match=r"cut off at `max_tokens`") as caught:
+        draft.finish(Inner)
+    assert caught.value.raw == '{"x": "fo'
+    assert caught.value.completion is not None
+    assert caught.value.completion.usage.output_tokens == 9
+
+
+def test_draft_with_tool_calls_skips_validation() -> None:
+    call = ToolCall(id="1", name="t", args={})
+    completion = Draft(calls=[call]).finish(Inner)
+    assert completion.parsed is None
+    assert completion.message.tool_calls == [call]
 
 
 def test_loads_args() -> None:

@@ -23,10 +23,10 @@ from tensorsketch.chat import (
     ProviderServerError,
     ProviderTimeoutError,
     RateLimitError,
+    StructuredOutputError,
     TextDelta,
     ToolCallDelta,
 )
-from tensorsketch.errors import ValidationError
 from tensorsketch.messages import ImageBlock, ToolCall, assistant, system, tool_result, user
 from tensorsketch.schema import Schema
 from tensorsketch.tools import tool
@@ -249,8 +249,14 @@ async def test_structured_output_that_does_not_validate(server: Any, play: Any) 
     server.queue(play.structured({"name": "Paris"}))
     provider = play.provider(server.url)
 
-    with pytest.raises(ValidationError, match=r"does not match `City`.*population"):
+    with pytest.raises(
+        StructuredOutputError, match=r"does not match the City schema.*population"
+    ) as caught:
         await provider.complete([user("Paris?")], output_schema=City)
+    # The failed reply travels with the error, so a repair loop can show it and count it.
+    assert caught.value.completion is not None
+    assert caught.value.completion.usage == play.expected_usage
+    assert json.loads(caught.value.raw) == {"name": "Paris"}
 
 
 # -- streaming -----------------------------------------------------------------------------------

@@ -19,8 +19,7 @@ from typing import Any
 
 import pydantic
 
-from tensorsketch.chat import Completion, Usage
-from tensorsketch.errors import ValidationError
+from tensorsketch.chat import Completion, StructuredOutputError, Usage, parse_structured
 from tensorsketch.messages import ImageBlock, Message, TextBlock, ToolCall
 from tensorsketch.tools import Tool
 
@@ -33,7 +32,6 @@ __all__ = [
     "import_sdk",
     "loads_args",
     "new_tool_id",
-    "parse_structured",
     "route_options",
     "strict_json_schema",
 ]
@@ -162,33 +160,6 @@ def output_json_schema(schema: type[pydantic.BaseModel]) -> dict[str, Any]:
     return schema.model_json_schema()
 
 
-def parse_structured(
-    schema: type[pydantic.BaseModel], raw: str | dict[str, Any], *, truncated: bool = False
-) -> Any:
-    """Validate the model's structured reply into ``schema``.
-
-    :raises ValidationError: with a message written for the model, so a repair loop can send
-        it back.
-    """
-    try:
-        if isinstance(raw, str):
-            return schema.model_validate_json(raw)
-        return schema.model_validate(raw)
-    except pydantic.ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
-            for err in exc.errors()
-        )
-        shown = raw if isinstance(raw, str) else json.dumps(raw)
-        cut = " The reply was cut off at `max_tokens`; raise it." if truncated else ""
-        msg = (
-            f"the model's structured output does not match `{schema.__name__}`: {problems}. "
-            f"Reply was {shown[:300]!r}; answer again with a JSON object matching the "
-            f"schema.{cut}"
-        )
-        raise ValidationError(msg) from exc
-
-
 def strict_json_schema(schema: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """Rewrite a JSON schema for strict (constrained-decoding) mode.
 
@@ -258,21 +229,30 @@ class Draft:
     stop_reason: str | None = None
 
     def finish(self, output_schema: type[pydantic.BaseModel] | None) -> Completion:
-        """The :class:`Completion`, with ``parsed`` validated when a schema was asked for."""
+        """The :class:`Completion`, with ``parsed`` validated when a schema was asked for.
+
+        :raises StructuredOutputError: the reply does not fit ``output_schema``; it carries
+            the completion, so a repair loop can show the model its reply (and count its
+            tokens).
+        """
         text = "".join(self.text)
-        parsed: Any = None
-        if output_schema is not None and not self.calls:
-            raw: str | dict[str, Any] = self.structured if self.structured is not None else text
-            parsed = parse_structured(
-                output_schema, raw, truncated=self.stop_reason == "max_tokens"
-            )
-            if self.structured is not None and not text:
-                text = json.dumps(self.structured, separators=(",", ":"))
-        message = Message(role="assistant", content=text, tool_calls=list(self.calls))
-        return Completion(
-            message=message,
-            parsed=parsed,
+        if self.structured is not None and not text:
+            text = json.dumps(self.structured, separators=(",", ":"))
+        completion = Completion(
+            message=Message(role="assistant", content=text, tool_calls=list(self.calls)),
             usage=self.usage,
             model=self.model,
             stop_reason=self.stop_reason,
         )
+        if output_schema is None or self.calls:
+            return completion
+        try:
+            parsed = parse_structured(text, output_schema, completion=completion)
+        except StructuredOutputError as exc:
+            if self.stop_reason != "max_tokens":
+                raise
+            msg = f"{exc} The reply was cut off at `max_tokens`; raise it."
+            raise StructuredOutputError(
+                msg, exc.errors, raw=exc.raw, completion=exc.completion
+            ) from None
+        return completion.model_copy(update={"parsed": parsed})
