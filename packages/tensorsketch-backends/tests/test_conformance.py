@@ -14,8 +14,9 @@ import pytest
 import redis.asyncio as aioredis
 from psycopg_pool import AsyncConnectionPool
 
-from tensorsketch.runtime.backends import PostgresBackend, RedisBackend
 from tensorsketch.runtime.backends.base import Backend
+from tensorsketch.runtime.backends.postgres import PostgresBackend
+from tensorsketch.runtime.backends.redis import RedisBackend
 from tensorsketch.testing.backend_conformance import BackendConformance, BackendFactory
 
 
@@ -32,9 +33,7 @@ class TestPostgresDsn(BackendConformance):
 @pytest.mark.postgres
 class TestPostgresSharedPool(BackendConformance):
     @pytest.fixture
-    async def backend_factory(
-        self, pg_dsn: str, pg_schema: str
-    ) -> AsyncIterator[BackendFactory]:
+    async def backend_factory(self, pg_dsn: str, pg_schema: str) -> AsyncIterator[BackendFactory]:
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
             pg_dsn, min_size=1, max_size=4, open=False
         )
@@ -52,9 +51,7 @@ class TestPostgresSharedConnection(BackendConformance):
     """One non-autocommit connection of the caller's; further handles use a DSN."""
 
     @pytest.fixture
-    async def backend_factory(
-        self, pg_dsn: str, pg_schema: str
-    ) -> AsyncIterator[BackendFactory]:
+    async def backend_factory(self, pg_dsn: str, pg_schema: str) -> AsyncIterator[BackendFactory]:
         conn = await psycopg.AsyncConnection.connect(pg_dsn)  # autocommit off, on purpose
         handles: list[Backend] = []
 

@@ -19,8 +19,9 @@ import pytest
 
 from tensorsketch import END, START, BackendUnavailableError, Context, Graph, Node, Schema
 from tensorsketch.errors import ThreadBusyError
-from tensorsketch.runtime.backends import PostgresBackend, RedisBackend
 from tensorsketch.runtime.backends.base import Backend
+from tensorsketch.runtime.backends.postgres import PostgresBackend
+from tensorsketch.runtime.backends.redis import RedisBackend
 
 CALLS: dict[tuple[str, str], int] = {}
 CUT: dict[str, Callable[[], None]] = {}  # thread -> cut the store off, once

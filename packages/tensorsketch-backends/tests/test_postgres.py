@@ -14,9 +14,10 @@ import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from tensorsketch import END, START, Context, Graph, Node, Schema, create_backend
+from tensorsketch import START, Context, Graph, Node, Schema
 from tensorsketch.errors import CheckpointDecodeError, ThreadBusyError
-from tensorsketch.runtime.backends import PostgresBackend
+from tensorsketch.registry import create_backend
+from tensorsketch.runtime.backends.postgres import PostgresBackend
 
 pytestmark = pytest.mark.postgres
 
@@ -36,9 +37,7 @@ class Inc(Node):
         return self.Out(n=await ctx.step("inc", lambda: inp.n + 1))
 
 
-COUNTER = (
-    Graph(Count).add(Inc).edge(START, "Inc").loop("Inc", until=lambda s: s.n >= 3).compile()
-)
+COUNTER = Graph(Count).add(Inc).edge(START, "Inc").loop("Inc", until=lambda s: s.n >= 3).compile()
 
 
 def _tables(dsn: str, schema: str) -> dict[str, Any]:
@@ -116,7 +115,7 @@ def test_arguments_are_checked(pg_dsn: str) -> None:
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(pg_dsn, open=False)
     with pytest.raises(ValueError, match="got dsn, pool"):
         PostgresBackend(pg_dsn, pool=pool)
-    with pytest.raises(TypeError, match="psycopg.AsyncConnection"):
+    with pytest.raises(TypeError, match=r"psycopg\.AsyncConnection"):
         PostgresBackend(connection="postgresql://x")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="schema"):
         PostgresBackend(pg_dsn, schema="")
@@ -177,28 +176,31 @@ _HOLDER = textwrap.dedent(
 )
 
 
-async def test_second_process_gets_thread_busy(
-    pg_dsn: str, pg_schema: str, tmp_path: Path
-) -> None:
+async def test_second_process_gets_thread_busy(pg_dsn: str, pg_schema: str, tmp_path: Path) -> None:
     release = tmp_path / "release"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLDER, pg_dsn, pg_schema, str(release)],
-        stdout=subprocess.PIPE,
-        text=True,
+    holder = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _HOLDER,
+        pg_dsn,
+        pg_schema,
+        str(release),
+        stdout=asyncio.subprocess.PIPE,
     )
     backend = PostgresBackend(pg_dsn, schema=pg_schema)
     try:
         assert holder.stdout is not None
-        assert (await asyncio.to_thread(holder.stdout.readline)).strip() == "holding"
+        assert (await holder.stdout.readline()).strip() == b"holding"
         with pytest.raises(ThreadBusyError, match="'shared'"):
             await COUNTER.invoke(thread_id="shared", backend=backend)
         release.touch()
-        out, _ = await asyncio.to_thread(holder.communicate, timeout=60)
-        assert out.strip().endswith("done 2")
+        out, _ = await asyncio.wait_for(holder.communicate(), timeout=60)
+        assert out.strip().endswith(b"done 2")
         assert holder.returncode == 0
     finally:
-        if holder.poll() is None:
+        if holder.returncode is None:
             holder.kill()
+            await holder.wait()
         await backend.aclose()
 
 
@@ -235,4 +237,3 @@ def test_listing_backends_imports_no_driver() -> None:
     names, loaded = out.stdout.strip().splitlines()
     assert names == "['memory', 'postgres', 'redis', 'sqlite']"
     assert loaded == "[]"
-

@@ -13,10 +13,11 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from tensorsketch import END, START, Context, Graph, Node, Schema, create_backend
+from tensorsketch import START, Context, Graph, Node, Schema
 from tensorsketch.errors import CheckpointDecodeError
-from tensorsketch.runtime.backends import RedisBackend
+from tensorsketch.registry import create_backend
 from tensorsketch.runtime.backends.base import StoredCheckpoint
+from tensorsketch.runtime.backends.redis import RedisBackend
 
 pytestmark = pytest.mark.redis
 
@@ -37,9 +38,7 @@ class Inc(Node):
         return self.Out(n=await ctx.step("inc", lambda: inp.n + 1))
 
 
-COUNTER = (
-    Graph(Count).add(Inc).edge(START, "Inc").loop("Inc", until=lambda s: s.n >= 3).compile()
-)
+COUNTER = Graph(Count).add(Inc).edge(START, "Inc").loop("Inc", until=lambda s: s.n >= 3).compile()
 
 
 async def test_keys_of_a_thread_share_one_cluster_slot(redis_url: str, redis_prefix: str) -> None:
@@ -106,7 +105,7 @@ async def test_corrupt_record_names_the_thread(redis_url: str, redis_prefix: str
 def test_arguments_are_checked(redis_url: str) -> None:
     with pytest.raises(ValueError, match="decode_responses"):
         RedisBackend(client=aioredis.Redis.from_url(redis_url, decode_responses=True))
-    with pytest.raises(TypeError, match="redis.asyncio.Redis"):
+    with pytest.raises(TypeError, match=r"redis\.asyncio\.Redis"):
         RedisBackend(client=redis.Redis.from_url(redis_url))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="braces"):
         RedisBackend(redis_url, prefix="a{b}")

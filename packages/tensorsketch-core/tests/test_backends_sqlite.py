@@ -6,18 +6,18 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
-from tensorsketch import END, START, Context, Graph, Node, Schema, create_backend
+from tensorsketch import START, Context, Graph, Node, Schema
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, ThreadBusyError
-from tensorsketch.runtime.backends import SqliteBackend
+from tensorsketch.registry import create_backend
 from tensorsketch.runtime.backends.sql import SCHEMA_VERSION
+from tensorsketch.runtime.backends.sqlite import SqliteBackend
 
 COMMITTED: list[int] = []
 
@@ -59,9 +59,10 @@ async def test_each_checkpoint_is_committed_before_the_next_step(tmp_path: Path)
 
 
 async def test_file_uses_wal_and_the_chosen_sync_level(tmp_path: Path) -> None:
-    for level, code in (("FULL", 2), ("NORMAL", 1)):
+    levels: list[tuple[Literal["FULL", "NORMAL"], int]] = [("FULL", 2), ("NORMAL", 1)]
+    for level, code in levels:
         path = tmp_path / f"{level}.db"
-        backend = SqliteBackend(path, synchronous=level)  # type: ignore[arg-type]
+        backend = SqliteBackend(path, synchronous=level)
         await COUNTER.invoke({"path": str(path)}, thread_id="t", backend=backend)
         with sqlite3.connect(path) as conn:
             assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -182,29 +183,27 @@ _HOLDER = textwrap.dedent(
 async def test_second_process_gets_thread_busy(tmp_path: Path) -> None:
     """Two processes on one thread: the one that comes second is refused, by name."""
     path, release = tmp_path / "shared.db", tmp_path / "release"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLDER, str(path), str(release)],
-        stdout=subprocess.PIPE,
-        text=True,
+    holder = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _HOLDER, str(path), str(release), stdout=asyncio.subprocess.PIPE
     )
     try:
         assert holder.stdout is not None
-        line = await asyncio.to_thread(holder.stdout.readline)
-        assert line.strip() == "holding"
+        assert (await holder.stdout.readline()).strip() == b"holding"
         backend = SqliteBackend(path)
         with pytest.raises(ThreadBusyError, match="'shared' is being run by another process"):
             await COUNTER.invoke(thread_id="shared", backend=backend)
         release.touch()
-        rest = await asyncio.to_thread(holder.communicate, timeout=60)
-        assert rest[0].strip() == "done 2"
+        out, _ = await asyncio.wait_for(holder.communicate(), timeout=60)
+        assert out.strip() == b"done 2"
         assert holder.returncode == 0
         state = await COUNTER.aget_state("shared", backend)
         assert state is not None
         assert state.n == 2
         await backend.aclose()
     finally:
-        if holder.poll() is None:
+        if holder.returncode is None:
             holder.kill()
+            await holder.wait()
 
 
 def test_payloads_are_json_by_default(tmp_path: Path) -> None:
@@ -212,7 +211,9 @@ def test_payloads_are_json_by_default(tmp_path: Path) -> None:
     backend = SqliteBackend(path)
     asyncio.run(COUNTER.invoke({"path": str(path)}, thread_id="t", backend=backend))
     with sqlite3.connect(path) as conn:
-        payloads = [bytes(r[0]) for r in conn.execute("SELECT payload FROM tensorsketch_checkpoints")]
+        payloads = [
+            bytes(r[0]) for r in conn.execute("SELECT payload FROM tensorsketch_checkpoints")
+        ]
     decoded = [json.loads(p) for p in payloads]  # readable with any JSON tool
     assert decoded[0]["base"] is True
     assert decoded[-1]["changes"]["n"] == ["set", 3]

@@ -19,19 +19,17 @@ from tensorsketch import (
     CheckpointDecodeError,
     Context,
     Graph,
-    InMemoryBackend,
-    JsonSerializer,
     Node,
-    PickleSerializer,
     Reducer,
     Schema,
     Send,
-    SqliteBackend,
     ThreadBusyError,
 )
 from tensorsketch.durable import RunJournal
 from tensorsketch.runtime.backends.base import StoredCheckpoint
-from tensorsketch.serializers import resolve_serializer
+from tensorsketch.runtime.backends.memory import InMemoryBackend
+from tensorsketch.runtime.backends.sqlite import SqliteBackend
+from tensorsketch.serializers import JsonSerializer, PickleSerializer, resolve_serializer
 
 
 class Note(Schema):
@@ -155,13 +153,7 @@ def _fan(state: Fan) -> list[Send]:
     return [Send("Work", {"jobs": [j]}) for j in state.jobs]
 
 
-FAN = (
-    Graph(Fan)
-    .add(Work)
-    .conditional(START, _fan)
-    .edge("Work", END)
-    .compile()
-)
+FAN = Graph(Fan).add(Work).conditional(START, _fan).edge("Work", END).compile()
 
 
 async def test_sibling_failure_does_not_lose_a_completed_effect() -> None:

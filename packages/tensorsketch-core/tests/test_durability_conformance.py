@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from tensorsketch.runtime.backends import InMemoryBackend, SqliteBackend
 from tensorsketch.runtime.backends.base import Backend
+from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.runtime.backends.sql import SqlBackend
+from tensorsketch.runtime.backends.sqlite import SqliteBackend
 from tensorsketch.testing.backend_conformance import BackendConformance, BackendFactory
 
 

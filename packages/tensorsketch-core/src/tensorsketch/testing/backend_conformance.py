@@ -186,7 +186,8 @@ CHAT_GRAPH: CompiledGraph[ChatState] = (
     .compile()
 )
 
-GATES: dict[str, asyncio.Event] = {}
+#: thread -> (the runner is inside the node, let it finish)
+GATES: dict[str, tuple[asyncio.Event, asyncio.Event]] = {}
 
 
 class Wait(Node):
@@ -197,7 +198,9 @@ class Wait(Node):
         note: str
 
     async def run(self, ctx: Context, inp: Any) -> Any:
-        await GATES[ctx.thread_id or ""].wait()
+        inside, release = GATES[ctx.thread_id or ""]
+        inside.set()
+        await release.wait()
         return self.Out(note="done")
 
 
@@ -265,8 +268,10 @@ class BackendConformance:
         thread = _thread()
         assert await backend.latest_checkpoint(thread) is None
         assert await backend.list_checkpoints(thread) == []
-        saved = [_checkpoint(thread, n, f"payload {n}".encode(), f"cp-{n - 1}" if n else None)
-                 for n in range(5)]
+        saved = [
+            _checkpoint(thread, n, f"payload {n}".encode(), f"cp-{n - 1}" if n else None)
+            for n in range(5)
+        ]
         for checkpoint in saved:
             await backend.save_checkpoint(checkpoint)
         assert await backend.list_checkpoints(thread) == saved
@@ -361,7 +366,9 @@ class BackendConformance:
         self, backend: Backend, backend_factory: BackendFactory
     ) -> None:
         thread = _thread()
-        await ORDER_GRAPH.invoke({"order": thread, "items": ["a"]}, thread_id=thread, backend=backend)
+        await ORDER_GRAPH.invoke(
+            {"order": thread, "items": ["a"]}, thread_id=thread, backend=backend
+        )
         other = backend_factory()
         try:
             state = await ORDER_GRAPH.aget_state(thread, other)
@@ -418,7 +425,9 @@ class BackendConformance:
     @pytest.mark.asyncio
     async def test_history_and_fork_tree(self, backend: Backend) -> None:
         thread, fork = _thread(), _thread()
-        await ORDER_GRAPH.invoke({"order": thread, "items": ["a"]}, thread_id=thread, backend=backend)
+        await ORDER_GRAPH.invoke(
+            {"order": thread, "items": ["a"]}, thread_id=thread, backend=backend
+        )
         history = await ORDER_GRAPH.aget_history(thread, backend)
         assert history[0].parent_id is None
         assert [c.parent_id for c in history[1:]] == [c.id for c in history[:-1]]
@@ -461,11 +470,14 @@ class BackendConformance:
         thread = _thread()
         FAIL_ONCE.add((thread, "after-ship:a"))
         first: list[Any] = []
-        with pytest.raises(RuntimeError):
-            async for event in ORDER_GRAPH.stream(
-                {"order": thread, "items": ["a"]}, thread_id=thread, backend=backend
-            ):
+
+        async def run_until_failure() -> None:
+            inp = {"order": thread, "items": ["a"]}
+            async for event in ORDER_GRAPH.stream(inp, thread_id=thread, backend=backend):
                 first.append(event)
+
+        with pytest.raises(RuntimeError):
+            await run_until_failure()
         second = await _drain(ORDER_GRAPH.stream(thread_id=thread, backend=backend))
         seqs = [e.seq for e in first + second]
         assert seqs == sorted(set(seqs))  # strictly increasing across the resume
@@ -484,14 +496,13 @@ class BackendConformance:
         self, backend: Backend, backend_factory: BackendFactory
     ) -> None:
         thread = _thread()
-        gate = GATES[thread] = asyncio.Event()
+        inside, gate = GATES[thread] = (asyncio.Event(), asyncio.Event())
         other = backend_factory()
         try:
             first = asyncio.ensure_future(
                 WAIT_GRAPH.invoke({"order": "o"}, thread_id=thread, backend=backend)
             )
-            while await backend.latest_checkpoint(thread) is None:
-                await asyncio.sleep(0.01)  # the first runner holds the lease by now
+            await inside.wait()  # the first runner holds the lease by now
             with pytest.raises(ThreadBusyError, match=thread):
                 await WAIT_GRAPH.invoke(thread_id=thread, backend=other)
             gate.set()
@@ -530,8 +541,7 @@ class BackendConformance:
             payload = b"\x00\xffnot a checkpoint"
         elif damage == "unknown type tag":
             payload = json.dumps(
-                {"v": 1, "base": False, "changes": {"note": ["set", {"$t": "martian"}]},
-                 "plan": []}
+                {"v": 1, "base": False, "changes": {"note": ["set", {"$t": "martian"}]}, "plan": []}
             ).encode()
         else:
             payload = json.dumps({"v": 99, "changes": {}, "plan": []}).encode()
@@ -625,7 +635,9 @@ class BackendConformance:
     @pytest.mark.asyncio
     async def test_sync_reads_from_inside_a_running_loop(self, backend: Backend) -> None:
         thread = _thread()
-        await ORDER_GRAPH.invoke({"order": thread, "items": ["a"]}, thread_id=thread, backend=backend)
+        await ORDER_GRAPH.invoke(
+            {"order": thread, "items": ["a"]}, thread_id=thread, backend=backend
+        )
         # get_state/get_history run on a private loop in another thread: a backend bound to
         # this loop must still answer.
         state = ORDER_GRAPH.get_state(thread, backend)

@@ -33,6 +33,7 @@ ones halfway through the fan-out.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import multiprocessing
 import operator
@@ -419,7 +420,7 @@ async def _child_async(config: dict[str, Any]) -> None:
     state = await app.aget_state(thread, inner)
     assert state is not None
     result = {"boundaries": backend.boundaries, "values": state.model_dump(mode="json")}
-    Path(config["result"]).write_text(json.dumps(result))
+    await asyncio.to_thread(Path(config["result"]).write_text, json.dumps(result))
     await inner.aclose()
 
 
@@ -432,8 +433,19 @@ def _mp_context(preload: list[str]) -> Any:
 async def _spawn(ctx: Any, config: dict[str, Any]) -> int:
     process = ctx.Process(target=_child, args=(config,), daemon=True)
     process.start()
-    while process.exitcode is None:  # never block the loop on join()
-        await asyncio.sleep(0.005)
+    loop = asyncio.get_running_loop()
+    ended: asyncio.Future[None] = loop.create_future()
+
+    def on_exit() -> None:  # the sentinel becomes readable when the child is gone
+        loop.remove_reader(process.sentinel)
+        if not ended.done():
+            ended.set_result(None)
+
+    loop.add_reader(process.sentinel, on_exit)
+    try:
+        await ended
+    finally:
+        loop.remove_reader(process.sentinel)
     process.join()
     code: int = process.exitcode
     return code
@@ -448,7 +460,9 @@ async def _drain(
     while True:
         started = await backend.latest_checkpoint(thread) is not None
         try:
-            async for _ in app.stream(None if started else input, thread_id=thread, backend=backend):
+            async for _ in app.stream(
+                None if started else input, thread_id=thread, backend=backend
+            ):
                 pass
             return
         except ThreadBusyError:
@@ -478,7 +492,7 @@ async def run_crash_matrix(
     from tensorsketch.plugins import resolve_target
 
     work = Path(workdir)
-    work.mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(work.mkdir, parents=True, exist_ok=True)
     ledger = EffectLedger(work / "ledger.db")
     app: CompiledGraph[Any] = resolve_target(scenario, what="crash scenario")(ledger)
     data = dict(SCENARIO_INPUT if input is None else input)
@@ -557,7 +571,7 @@ async def run_crash_matrix(
                 problems.append(f"effects did not run exactly once: {repeated}")
             if values != baseline:
                 problems.append(f"final state {values} != uninterrupted {baseline}")
-            if any(b <= a for a, b in zip(seqs, seqs[1:])):
+            if any(b <= a for a, b in itertools.pairwise(seqs)):
                 problems.append(f"event seq not strictly increasing: {seqs}")
             kills.append(
                 KillResult(n, boundaries[n - 1], thread, died, counts, values, seqs, problems)

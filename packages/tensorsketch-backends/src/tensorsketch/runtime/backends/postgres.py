@@ -92,9 +92,7 @@ class PostgresBackend(SqlBackend):
             )
             raise TypeError(msg)
         if pool is not None and not isinstance(pool, AsyncConnectionPool):
-            msg = (
-                f"`pool=` must be a psycopg_pool.AsyncConnectionPool, got {type(pool).__name__}."
-            )
+            msg = f"`pool=` must be a psycopg_pool.AsyncConnectionPool, got {type(pool).__name__}."
             raise TypeError(msg)
         if not schema or not isinstance(schema, str):
             msg = f"`schema` must be a non-empty schema name, got {schema!r}."

@@ -112,7 +112,7 @@ class RedisBackend(Backend):
                 "one with `redis.asyncio.Redis.from_url(url)`."
             )
             raise TypeError(msg)
-        if client is not None and client.get_connection_kwargs().get("decode_responses"):
+        if client is not None and client.connection_pool.connection_kwargs.get("decode_responses"):
             msg = (
                 "the Redis client given to RedisBackend has `decode_responses=True`; payloads "
                 "are bytes, so pass a client created without it."
@@ -190,7 +190,9 @@ class RedisBackend(Backend):
             script = self._scripts[source] = client.register_script(source)
         return script
 
-    async def _call(self, client: aioredis.Redis, source: str, keys: list[str], args: list[Any]) -> Any:
+    async def _call(
+        self, client: aioredis.Redis, source: str, keys: list[str], args: list[Any]
+    ) -> Any:
         return await self._script(client, source)(keys=keys, args=args, client=client)
 
     async def _setup(self, client: aioredis.Redis) -> None:
@@ -217,7 +219,7 @@ class RedisBackend(Backend):
 
     async def latest_checkpoint(self, thread_id: str) -> StoredCheckpoint | None:
         async with self._use("loading the latest checkpoint") as client:
-            raw = await client.lindex(self._key(thread_id, "cp"), -1)
+            raw: Any = await client.lindex(self._key(thread_id, "cp"), -1)
         return None if raw is None else _decode_checkpoint(thread_id, raw)
 
     async def get_checkpoint(self, thread_id: str, checkpoint_id: str) -> StoredCheckpoint | None:
@@ -228,7 +230,7 @@ class RedisBackend(Backend):
 
     async def list_checkpoints(self, thread_id: str) -> list[StoredCheckpoint]:
         async with self._use("listing checkpoints") as client:
-            raws = await client.lrange(self._key(thread_id, "cp"), 0, -1)
+            raws: list[Any] = await client.lrange(self._key(thread_id, "cp"), 0, -1)
         return [_decode_checkpoint(thread_id, raw) for raw in raws]
 
     # -- the effect journal -----------------------------------------------------------------
@@ -239,7 +241,7 @@ class RedisBackend(Backend):
 
     async def lookup_effect(self, thread_id: str, key: str) -> bytes | None:
         async with self._use("reading the effect journal") as client:
-            raw = await client.hget(self._key(thread_id, "fx"), key)
+            raw: Any = await client.hget(self._key(thread_id, "fx"), key)
         return None if raw is None else bytes(raw)
 
     # -- the event log ----------------------------------------------------------------------
@@ -253,9 +255,13 @@ class RedisBackend(Backend):
 
     async def read_events(self, thread_id: str, since: int = 0) -> list[StoredEvent]:
         async with self._use("reading events") as client:
-            raws = await client.zrange(self._key(thread_id, "ev"), since, "+inf", byscore=True)
+            raws: list[Any] = await client.zrange(
+                self._key(thread_id, "ev"), since, "+inf", byscore=True
+            )
         return [
-            StoredEvent(seq=int.from_bytes(raw[:_SEQ_BYTES], "big"), payload=bytes(raw[_SEQ_BYTES:]))
+            StoredEvent(
+                seq=int.from_bytes(raw[:_SEQ_BYTES], "big"), payload=bytes(raw[_SEQ_BYTES:])
+            )
             for raw in raws
         ]
 

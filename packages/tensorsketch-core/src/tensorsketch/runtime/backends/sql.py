@@ -2,8 +2,8 @@
 
 A dialect is a subclass that says how its database differs: the placeholder (``?`` or
 ``%s``), the binary column type, the clock expression used for leases, the upsert clause, and
-how a unit of work reaches a connection. :class:`~tensorsketch.runtime.backends.sqlite.SqliteBackend`
-is one; ``PostgresBackend`` in ``tensorsketch-backends`` is another.
+how a unit of work reaches a connection. ``SqliteBackend`` (in core) is one; ``PostgresBackend``
+(in ``tensorsketch-backends``) is another.
 
 Layout (created on first use, inside one transaction)::
 
@@ -92,9 +92,7 @@ class SqlBackend(Backend):
             msg = f"`lease_ttl` must be a positive number of seconds, got {lease_ttl!r}."
             raise ValueError(msg)
         if not table_prefix.replace("_", "").isalnum():
-            msg = (
-                f"`table_prefix` must be letters, digits and underscores, got {table_prefix!r}."
-            )
+            msg = f"`table_prefix` must be letters, digits and underscores, got {table_prefix!r}."
             raise ValueError(msg)
         self.lease_ttl = float(lease_ttl)
         self.table_prefix = table_prefix

@@ -63,9 +63,7 @@ class SqliteBackend(SqlBackend):
             )
             raise ValueError(msg)
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
-            msg = (
-                f"`synchronous` must be 'OFF', 'NORMAL', 'FULL' or 'EXTRA', got {synchronous!r}."
-            )
+            msg = f"`synchronous` must be 'OFF', 'NORMAL', 'FULL' or 'EXTRA', got {synchronous!r}."
             raise ValueError(msg)
         self.path = path
         self.synchronous = synchronous
