@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import operator
+import os
 import pickle
 import sys
 from pathlib import Path
@@ -217,3 +218,28 @@ async def test_a_runner_that_lost_its_lease_stops_before_writing() -> None:
         await STALL.invoke({"text": "x"}, thread_id="t", backend=backend)
     history = await STALL.aget_history("t", backend)
     assert [c.source for c in history] == ["input"]  # the stale runner wrote nothing more
+
+
+# -- the documented example ----------------------------------------------------------------------
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "durable_resume.py"
+
+
+@pytest.mark.skipif(not EXAMPLE.exists(), reason="runs from a source checkout")
+async def test_durable_resume_example_charges_exactly_once(tmp_path: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(EXAMPLE),
+        cwd=tmp_path,
+        env={**os.environ, "TS_EXAMPLE_TMP": str(tmp_path)},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
+    assert proc.returncode == 0, err.decode()
+    text = out.decode()
+    assert "worker exited with -9" in text  # the worker really died mid-run
+    assert "checkpointed state before resuming: charged=0" in text
+    assert "resumed: user-42 paid 42.00 EUR" in text
+    assert "payment API calls: 1" in text
+    assert (tmp_path / "payment-api.log").read_text().splitlines() == ["charged user-42 4200"]
