@@ -87,6 +87,8 @@ _LAZY: dict[str, str] = {
     "ObservabilityMiddleware": "tensorsketch.middleware",
     "interrupt": "tensorsketch.interrupts",
     "Interrupt": "tensorsketch.interrupts",
+    "RetryLater": "tensorsketch.interrupts",
+    "run_info": "tensorsketch.interrupts",
     "Budget": "tensorsketch.budget",
     "BudgetExceededError": "tensorsketch.budget",
     "estimate_cost": "tensorsketch.pricing",
@@ -125,9 +127,40 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    # ``X as X``: an explicit re-export, so type checkers see the lazily loaded names.
+    from tensorsketch.agents import Agent as Agent
+    from tensorsketch.agents import AgentState as AgentState
+    from tensorsketch.agents import Llm as Llm
+    from tensorsketch.agents import create_agent as create_agent
+    from tensorsketch.budget import Budget as Budget
+    from tensorsketch.budget import BudgetExceededError as BudgetExceededError
+    from tensorsketch.chat import Capabilities as Capabilities
+    from tensorsketch.chat import ChatProvider as ChatProvider
+    from tensorsketch.chat import Completion as Completion
+    from tensorsketch.chat import ProviderError as ProviderError
+    from tensorsketch.chat import Usage as Usage
     from tensorsketch.durable import Checkpoint
+    from tensorsketch.fake import FakeProvider as FakeProvider
     from tensorsketch.hookspecs import hookimpl
+    from tensorsketch.interrupts import Interrupt as Interrupt
+    from tensorsketch.interrupts import RetryLater as RetryLater
+    from tensorsketch.interrupts import interrupt as interrupt
+    from tensorsketch.interrupts import run_info as run_info
+    from tensorsketch.messages import Message as Message
+    from tensorsketch.messages import ToolCall as ToolCall
+    from tensorsketch.messages import add_messages as add_messages
+    from tensorsketch.middleware import Middleware as Middleware
+    from tensorsketch.middleware import ModelRequest as ModelRequest
+    from tensorsketch.middleware import ObservabilityMiddleware as ObservabilityMiddleware
+    from tensorsketch.middleware import RetryMiddleware as RetryMiddleware
+    from tensorsketch.middleware import ToolRequest as ToolRequest
     from tensorsketch.observability.tracing import NoopTracer, RecordingTracer, Span, Tracer
+    from tensorsketch.patterns import as_tool as as_tool
+    from tensorsketch.patterns import gather_map as gather_map
+    from tensorsketch.patterns import parallel as parallel
+    from tensorsketch.patterns import run_subgraph as run_subgraph
+    from tensorsketch.pricing import DEFAULT_PRICES as DEFAULT_PRICES
+    from tensorsketch.pricing import estimate_cost as estimate_cost
     from tensorsketch.registry import (
         create_backend,
         create_provider,
@@ -137,6 +170,9 @@ if TYPE_CHECKING:
     from tensorsketch.runtime.backends.base import Backend
     from tensorsketch.runtime.backends.memory import InMemoryBackend
     from tensorsketch.serializers import JsonSerializer, PickleSerializer, Serializer
+    from tensorsketch.structured import generate_structured as generate_structured
+    from tensorsketch.tools import Tool as Tool
+    from tensorsketch.tools import tool as tool
 
 __all__ = [
     # graph

@@ -45,7 +45,7 @@ class FakeStreamFailure:
 
 Reply: TypeAlias = Message | Completion | str | BaseException | FakeStreamFailure
 Policy: TypeAlias = Callable[
-    [list[Message], list["Tool"]],
+    [list[Message], list[Any]],
     "Message | Completion | str | Awaitable[Message | Completion | str]",
 ]
 
