@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from vendor_plays import GooglePlay, _field  # type: ignore[import-not-found]
 
+from tensorsketch.chat import AuthenticationError
 from tensorsketch.messages import ToolCall, assistant, tool_result, user
 from tensorsketch.providers.google import SKIP_SIGNATURE, GoogleProvider
 from tensorsketch.tools import tool
@@ -155,3 +156,22 @@ async def test_a_tool_result_needs_the_tool_name(server: Any, play: Any) -> None
     with pytest.raises(ValueError, match="has no tool name"):
         await provider.complete([user("?"), tool_result("orphan-id", "x")])
     assert server.requests == []
+
+
+def test_no_key_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    with pytest.raises(AuthenticationError, match="GEMINI_API_KEY"):
+        GoogleProvider(model="gemini-2.5-flash")
+
+
+async def test_a_gateway_without_a_key(server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    server.queue(GooglePlay().text("ok"))
+    provider = GoogleProvider(base_url=server.url, max_retries=0)
+    try:
+        completion = await provider.complete([user("?")])
+    finally:
+        await provider.aclose()
+    assert completion.text == "ok"

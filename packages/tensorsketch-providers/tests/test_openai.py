@@ -195,3 +195,19 @@ async def test_broken_tool_arguments_reach_the_agent_for_repair(server: Any, pla
 
     [call] = completion.message.tool_calls
     assert call.args == {"_raw": '{"url": '}
+
+
+def test_the_documented_local_server_line_works_without_a_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    provider = OpenAIProvider(base_url="http://localhost:11434/v1")
+    assert provider.model == "gpt-4o"
+    assert str(provider.client.base_url).startswith("http://localhost:11434/v1")
+
+
+async def test_an_empty_assistant_turn_has_empty_content(server: Any, play: Any) -> None:
+    server.queue(play.text("ok"))
+    provider = play.provider(server.url)
+    await provider.complete([user("a"), assistant(""), user("b")])
+    assert server.last.body["messages"][1] == {"role": "assistant", "content": ""}

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, NoReturn
 
 from tensorsketch.chat import (
+    AuthenticationError,
     Capabilities,
     ChatProvider,
     Completion,
@@ -72,6 +74,8 @@ _FINISH = {
     "MALFORMED_FUNCTION_CALL": "malformed_tool_call",
 }
 _OPTION_ALIASES = {"stop": "stop_sequences"}
+_KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+_PLACEHOLDER_KEY = "not-needed"
 
 
 class GoogleProvider(ChatProvider):
@@ -120,6 +124,14 @@ class GoogleProvider(ChatProvider):
             return
         if vertexai:
             self.provider_name = "gcp.vertex_ai"
+        elif api_key is None and not any(os.environ.get(k) for k in _KEY_VARIABLES):
+            if base_url is None:
+                msg = (
+                    "no Gemini API key: set the `GEMINI_API_KEY` environment variable or pass "
+                    "`GoogleProvider(api_key=...)` (or use Vertex AI with `vertexai=True`)."
+                )
+                raise AuthenticationError(msg, provider=self.provider_name, model=model)
+            api_key = _PLACEHOLDER_KEY  # a gateway at `base_url` may not need one
         options: dict[str, Any] = {}
         if http_options is not None:
             options = (

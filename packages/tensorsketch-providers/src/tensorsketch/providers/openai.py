@@ -336,7 +336,9 @@ def _to_wire(message: Message, pending_images: list[dict[str, Any]]) -> list[dic
         pending_images.extend(_part(b) for b in message.images)
         return [{"role": "tool", "tool_call_id": message.tool_call_id, "content": "".join(texts)}]
     if message.role == "assistant":
-        wire: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+        # Chat Completions takes a null content only next to tool calls.
+        content = message.text or (None if message.tool_calls else "")
+        wire: dict[str, Any] = {"role": "assistant", "content": content}
         if message.tool_calls:
             wire["tool_calls"] = [
                 {
