@@ -90,7 +90,7 @@ def integration(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff check + ruff format --check over the whole tree."""
-    session.install("ruff>=0.8")
+    session.install("ruff>=0.17,<0.18")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
 

@@ -127,7 +127,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    # ``X as X``: an explicit re-export, so type checkers see the lazily loaded names.
+    # ``X as X``: explicit re-exports, so type checkers see the lazily loaded names.
     from tensorsketch.agents import Agent as Agent
     from tensorsketch.agents import AgentState as AgentState
     from tensorsketch.agents import Llm as Llm
@@ -139,9 +139,9 @@ if TYPE_CHECKING:
     from tensorsketch.chat import Completion as Completion
     from tensorsketch.chat import ProviderError as ProviderError
     from tensorsketch.chat import Usage as Usage
-    from tensorsketch.durable import Checkpoint
+    from tensorsketch.durable import Checkpoint as Checkpoint
     from tensorsketch.fake import FakeProvider as FakeProvider
-    from tensorsketch.hookspecs import hookimpl
+    from tensorsketch.hookspecs import hookimpl as hookimpl
     from tensorsketch.interrupts import Interrupt as Interrupt
     from tensorsketch.interrupts import RetryLater as RetryLater
     from tensorsketch.interrupts import interrupt as interrupt
@@ -154,22 +154,30 @@ if TYPE_CHECKING:
     from tensorsketch.middleware import ObservabilityMiddleware as ObservabilityMiddleware
     from tensorsketch.middleware import RetryMiddleware as RetryMiddleware
     from tensorsketch.middleware import ToolRequest as ToolRequest
-    from tensorsketch.observability.tracing import NoopTracer, RecordingTracer, Span, Tracer
+    from tensorsketch.observability.export import FileTracer as FileTracer
+    from tensorsketch.observability.memory import InMemoryTracer as InMemoryTracer
+    from tensorsketch.observability.memory import Trace as Trace
+    from tensorsketch.observability.multi import MultiTracer as MultiTracer
+    from tensorsketch.observability.tracing import NoopTracer as NoopTracer
+    from tensorsketch.observability.tracing import RecordingTracer as RecordingTracer
+    from tensorsketch.observability.tracing import Span as Span
+    from tensorsketch.observability.tracing import Tracer as Tracer
     from tensorsketch.patterns import as_tool as as_tool
     from tensorsketch.patterns import gather_map as gather_map
     from tensorsketch.patterns import parallel as parallel
     from tensorsketch.patterns import run_subgraph as run_subgraph
     from tensorsketch.pricing import DEFAULT_PRICES as DEFAULT_PRICES
     from tensorsketch.pricing import estimate_cost as estimate_cost
-    from tensorsketch.registry import (
-        create_backend,
-        create_provider,
-        register_backend,
-        register_provider,
-    )
-    from tensorsketch.runtime.backends.base import Backend
-    from tensorsketch.runtime.backends.memory import InMemoryBackend
-    from tensorsketch.serializers import JsonSerializer, PickleSerializer, Serializer
+    from tensorsketch.registry import create_backend as create_backend
+    from tensorsketch.registry import create_provider as create_provider
+    from tensorsketch.registry import register_backend as register_backend
+    from tensorsketch.registry import register_provider as register_provider
+    from tensorsketch.runtime.backends.base import Backend as Backend
+    from tensorsketch.runtime.backends.memory import InMemoryBackend as InMemoryBackend
+    from tensorsketch.runtime.backends.sqlite import SqliteBackend as SqliteBackend
+    from tensorsketch.serializers import JsonSerializer as JsonSerializer
+    from tensorsketch.serializers import PickleSerializer as PickleSerializer
+    from tensorsketch.serializers import Serializer as Serializer
     from tensorsketch.structured import generate_structured as generate_structured
     from tensorsketch.tools import Tool as Tool
     from tensorsketch.tools import tool as tool
