@@ -117,7 +117,9 @@ def graphs(draw: st.DrawFn, *, customs: bool = True) -> GenGraph:
     nodes = [GenNode(name, name) for name in class_names]
     aliases = draw(st.lists(st.sampled_from(ALIASES), max_size=2, unique=True))
     for alias in aliases:
-        nodes.insert(draw(st.integers(0, len(nodes))), GenNode(alias, draw(st.sampled_from(class_names))))
+        nodes.insert(
+            draw(st.integers(0, len(nodes))), GenNode(alias, draw(st.sampled_from(class_names)))
+        )
     names = [n.name for n in nodes]
     branched: set[str] = set()
     ops: list[Op] = []
@@ -152,7 +154,9 @@ def graphs(draw: st.DrawFn, *, customs: bool = True) -> GenGraph:
                 text = 'lambda s: "x"'
             branch = draw(st.sampled_from(["conditional", "router"]))
             if kind == "cond":
-                labels = draw(st.lists(st.sampled_from(LABELS), min_size=1, max_size=3, unique=True))
+                labels = draw(
+                    st.lists(st.sampled_from(LABELS), min_size=1, max_size=3, unique=True)
+                )
                 mapping = {label: draw(st.sampled_from([*names, END])) for label in labels}
                 ops.append(Op("cond", source, path=text, mapping=mapping, branch=branch))
             elif kind == "dynamic":

@@ -18,11 +18,11 @@ from tensorsketch.canvas.exceptions import (
     SourceParseError,
     WriteBackError,
 )
-from tensorsketch.canvas.extract import extract, extract_all, graph_names
+from tensorsketch.canvas._extract import extract, extract_all, graph_names
 from tensorsketch.canvas.holes import HoleRef, find_holes
 from tensorsketch.canvas.ir import END, START, EdgeIR, GraphIR, NodeIR, Port
 from tensorsketch.canvas.layout import Position, layout_path, read_layout, write_layout
-from tensorsketch.canvas.reconstruct import reconstruct
+from tensorsketch.canvas._reconstruct import reconstruct
 
 try:
     __version__ = version("tensorsketch-canvas")

@@ -49,7 +49,7 @@ from tensorsketch.canvas._wiring import (
     find_graphs,
 )
 from tensorsketch.canvas.exceptions import IRError, WriteBackError
-from tensorsketch.canvas.extract import build_ir, select
+from tensorsketch.canvas._extract import build_ir, select
 from tensorsketch.canvas.ir import END, LOOP_EXIT, LOOP_REPEAT, START, EdgeIR, GraphIR, NodeIR
 
 __all__ = ["reconstruct"]
@@ -179,7 +179,7 @@ def _validate(ir: GraphIR) -> None:
 
 
 def _verify(new_source: str, target: GraphIR) -> None:
-    from tensorsketch.canvas.extract import extract
+    from tensorsketch.canvas._extract import extract
 
     result = extract(new_source, target.name)
     if result != target:

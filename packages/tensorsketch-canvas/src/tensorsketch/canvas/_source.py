@@ -201,7 +201,11 @@ def _is_graph_call(node: ast.expr) -> bool:
 def _chain_parts(node: ast.expr) -> tuple[ast.expr, list[ast.Call]]:
     links: list[ast.Call] = []
     current = node
-    while isinstance(current, ast.Call) and isinstance(current.func, ast.Attribute):
+    while (
+        isinstance(current, ast.Call)
+        and isinstance(current.func, ast.Attribute)
+        and not _is_graph_call(current)
+    ):
         links.append(current)
         current = current.func.value
     links.reverse()

@@ -151,7 +151,11 @@ def _is_graph_call(expr: cst.BaseExpression) -> bool:
 def _decompose(expr: cst.BaseExpression) -> tuple[cst.BaseExpression, list[cst.Call]]:
     calls: list[cst.Call] = []
     current = expr
-    while isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute):
+    while (
+        isinstance(current, cst.Call)
+        and isinstance(current.func, cst.Attribute)
+        and not _is_graph_call(current)
+    ):
         calls.append(current)
         current = current.func.value
     calls.reverse()
