@@ -14,7 +14,9 @@ Mapping notes:
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from tensorsketch.chat import (
@@ -138,8 +140,7 @@ class AnthropicProvider(ChatProvider):
         request = self.build_request(messages, tools, output_schema, max_tokens, options)
         draft = Draft(model=self.model)
         structured = output_schema is not None
-        # content-block index -> ("text"|"tool"|"respond", tool ordinal, json fragments)
-        blocks: dict[int, tuple[str, int, list[str], str, str]] = {}
+        blocks: dict[int, _Block] = {}  # by the stream's content-block index
         input_tokens = cache_read = cache_write = output_tokens = 0
         try:
             events = await self._client.messages.create(**request, stream=True)
@@ -156,31 +157,31 @@ class AnthropicProvider(ChatProvider):
                 elif kind == "content_block_start":
                     block = event.content_block
                     if block.type == "text":
-                        blocks[event.index] = ("text", -1, [], "", "")
+                        blocks[event.index] = _Block("text")
                         if block.text:
                             draft.text.append(block.text)
                             yield TextDelta(block.text)
                     elif block.type == "tool_use":
                         if structured and block.name == RESPOND_TOOL:
-                            blocks[event.index] = ("respond", -1, [], block.id, block.name)
+                            blocks[event.index] = _Block("respond", id=block.id, name=block.name)
                         else:
-                            ordinal = sum(1 for b in blocks.values() if b[0] == "tool")
-                            blocks[event.index] = ("tool", ordinal, [], block.id, block.name)
+                            ordinal = sum(1 for b in blocks.values() if b.kind == "tool")
+                            blocks[event.index] = _Block("tool", ordinal, block.id, block.name)
                             yield ToolCallDelta(index=ordinal, id=block.id, name=block.name)
                 elif kind == "content_block_delta":
                     entry = blocks.get(event.index)
                     delta = event.delta
                     if entry is None:
                         continue
-                    if delta.type == "text_delta" and entry[0] == "text":
+                    if delta.type == "text_delta" and entry.kind == "text":
                         draft.text.append(delta.text)
                         yield TextDelta(delta.text)
                     elif delta.type == "input_json_delta":
-                        entry[2].append(delta.partial_json)
-                        if entry[0] == "respond":
+                        entry.fragments.append(delta.partial_json)
+                        if entry.kind == "respond":
                             yield TextDelta(delta.partial_json)
                         else:
-                            yield ToolCallDelta(index=entry[1], arguments=delta.partial_json)
+                            yield ToolCallDelta(index=entry.ordinal, arguments=delta.partial_json)
                 elif kind == "message_delta":
                     draft.stop_reason = event.delta.stop_reason or draft.stop_reason
                     usage = event.usage
@@ -190,12 +191,20 @@ class AnthropicProvider(ChatProvider):
                     cache_write = getattr(usage, "cache_creation_input_tokens", None) or cache_write
         except Exception as exc:
             self._reraise(exc)
-        for kind_, _ordinal, fragments, call_id, name in (blocks[i] for i in sorted(blocks)):
-            if kind_ == "tool":
-                args = loads_args("".join(fragments), tool=name)
-                draft.calls.append(ToolCall(id=call_id, name=name, args=args))
-            elif kind_ == "respond":
-                draft.structured = loads_args("".join(fragments), tool=name)
+        for entry in (blocks[i] for i in sorted(blocks)):
+            text = "".join(entry.fragments)
+            if entry.kind == "tool":
+                args = loads_args(text, tool=entry.name)
+                draft.calls.append(ToolCall(id=entry.id, name=entry.name, args=args))
+            elif entry.kind == "respond":
+                try:
+                    value = json.loads(text or "{}")
+                except ValueError:
+                    value = None
+                if isinstance(value, dict):
+                    draft.structured = value
+                else:  # let validation report the broken JSON as it was sent
+                    draft.text = [text]
         draft.usage = Usage(
             input_tokens=input_tokens,
             output_tokens=output_tokens,
@@ -295,6 +304,17 @@ class AnthropicProvider(ChatProvider):
         )
         draft.stop_reason = _stop_reason(response.stop_reason, draft)
         return draft.finish(output_schema)
+
+
+@dataclass
+class _Block:
+    """A content block being streamed: text, a tool call, or the ``respond`` answer."""
+
+    kind: str
+    ordinal: int = -1
+    id: str = ""
+    name: str = ""
+    fragments: list[str] = field(default_factory=list)
 
 
 def _stop_reason(raw: str | None, draft: Draft) -> str | None:
