@@ -17,6 +17,7 @@ from tensorsketch import (
     InMemoryBackend,
     InMemoryTracer,
     Llm,
+    Node,
     Schema,
     Usage,
     create_agent,
@@ -197,10 +198,7 @@ async def test_agent_node_in_a_custom_graph() -> None:
         answer: str = ""
         reviewed: bool = False
 
-    class Review(Schema):
-        pass
-
-    class MarkReviewed(Agent.__base__):  # a plain Node
+    class MarkReviewed(Node):
         class In(Schema):
             answer: str
 

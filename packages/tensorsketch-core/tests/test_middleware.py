@@ -202,3 +202,20 @@ async def test_the_stack_runs_inside_the_journaled_step() -> None:
     assert out.output == "live"
     assert log == ["T>tool:deploy", "T<tool", "T>model", "T<model"]  # turn 0 was replayed
     assert len(provider.calls) == 3
+
+
+async def test_observability_marks_a_suspending_tool_call() -> None:
+    from tensorsketch.interrupts import RetryLater
+
+    @tool
+    def later() -> str:
+        """Not ready yet."""
+        raise RetryLater("busy", delay=60)
+
+    provider = FakeProvider([assistant(tool_calls=[ToolCall(id="l", name="later", args={})])])
+    agent = create_agent(provider, tools=[later], middleware=[ObservabilityMiddleware()])
+    backend = InMemoryBackend()
+    events = [e async for e in agent.stream({"query": "q"}, thread_id="t", backend=backend)]
+    phases = [e.data["phase"] for e in events if e.type == "tool_call"]
+    assert phases == ["start", "suspended"]
+    assert events[-1].type == "interrupt"

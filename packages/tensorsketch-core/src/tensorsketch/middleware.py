@@ -146,6 +146,12 @@ def _control_flow(exc: BaseException) -> bool:
     return isinstance(exc, ProviderError) and not exc.retryable
 
 
+def _suspends(exc: BaseException) -> bool:
+    from tensorsketch.interrupts import Interrupt, RetryLater
+
+    return isinstance(exc, Interrupt | RetryLater)
+
+
 class RetryMiddleware(Middleware):
     """Retry failed model and tool calls.
 
@@ -215,6 +221,9 @@ class RetryMiddleware(Middleware):
 class ObservabilityMiddleware(Middleware):
     """Emit ``model_call`` / ``tool_call`` events (start, end, error) into the run's stream.
 
+    A call that suspends the run (an interrupt inside a tool, ``RetryLater``) ends with
+    ``phase="suspended"`` rather than ``error``.
+
     End events carry ``duration_ms`` (and token counts for model calls). It never changes a
     result, and costs nothing when nobody is streaming.
     """
@@ -232,7 +241,7 @@ class ObservabilityMiddleware(Middleware):
             await ctx.emit(
                 "model_call",
                 {
-                    "phase": "error",
+                    "phase": "suspended" if _suspends(exc) else "error",
                     "node": request.node,
                     "model": model,
                     "error": str(exc) or type(exc).__name__,
@@ -267,7 +276,7 @@ class ObservabilityMiddleware(Middleware):
             await ctx.emit(
                 "tool_call",
                 {
-                    "phase": "error",
+                    "phase": "suspended" if _suspends(exc) else "error",
                     "tool": name,
                     "call_id": request.call.id,
                     "error": str(exc) or type(exc).__name__,
