@@ -108,9 +108,9 @@ def test_draft_with_tool_calls_skips_validation() -> None:
 
 
 def test_loads_args() -> None:
-    assert loads_args("", tool="t") == {}
-    assert loads_args('{"a": 1}', tool="t") == {"a": 1}
-    assert loads_args("[1]", tool="t") == {"_raw": "[1]"}
+    assert loads_args("") == {}
+    assert loads_args('{"a": 1}') == {"a": 1}
+    assert loads_args("[1]") == {"_raw": "[1]"}
 
 
 def test_missing_sdk_names_the_extra() -> None:

@@ -108,7 +108,7 @@ def guess_media_type(url: str) -> str:
     return guessed or "image/jpeg"
 
 
-def loads_args(text: str, *, tool: str) -> dict[str, Any]:
+def loads_args(text: str) -> dict[str, Any]:
     """Decode a tool call's JSON arguments; a model's broken JSON becomes ``{"_raw": text}``.
 
     The agent's argument validation then reports the problem to the model, which is how a

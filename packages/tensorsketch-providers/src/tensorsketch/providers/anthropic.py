@@ -194,7 +194,7 @@ class AnthropicProvider(ChatProvider):
         for entry in (blocks[i] for i in sorted(blocks)):
             text = "".join(entry.fragments)
             if entry.kind == "tool":
-                args = loads_args(text, tool=entry.name)
+                args = loads_args(text)
                 draft.calls.append(ToolCall(id=entry.id, name=entry.name, args=args))
             elif entry.kind == "respond":
                 try:

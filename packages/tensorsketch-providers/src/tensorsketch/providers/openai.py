@@ -220,7 +220,7 @@ class OpenAIProvider(ChatProvider):
                 ToolCall(
                     id=call_id or f"call_{ordinal}",
                     name=name or "",
-                    args=loads_args("".join(fragments), tool=name or ""),
+                    args=loads_args("".join(fragments)),
                 )
             )
         draft.stop_reason = _FINISH.get(finish or "", finish)
@@ -303,7 +303,7 @@ class OpenAIProvider(ChatProvider):
                 ToolCall(
                     id=call.id or f"call_{index}",
                     name=function.name,
-                    args=loads_args(function.arguments or "", tool=function.name),
+                    args=loads_args(function.arguments or ""),
                 )
             )
         if getattr(response, "usage", None) is not None:
