@@ -374,3 +374,22 @@ def test_agent_state_defaults() -> None:
     state = AgentState()
     assert (state.status, state.output, state.messages, state.pending) == ("idle", "", [], [])
     assert user("x").role == "user"
+
+
+async def test_tools_can_read_their_call_id_for_idempotency() -> None:
+    from tensorsketch.tools import current_tool_call
+
+    seen: list[str] = []
+
+    @tool
+    def charge(amount: int) -> str:
+        """Charge a card (sync: runs in a worker thread)."""
+        call = current_tool_call()
+        assert call is not None
+        seen.append(f"{call.id}:{amount}")
+        return "charged"
+
+    provider = FakeProvider([calls(("charge", {"amount": 5}), ("charge", {"amount": 6})), "ok"])
+    await create_agent(provider, tools=[charge]).invoke({"query": "q"})
+    assert sorted(seen) == ["c0:5", "c1:6"]
+    assert current_tool_call() is None

@@ -71,7 +71,7 @@ from tensorsketch.observability.tracing import (
     current_span,
 )
 from tensorsketch.schema import Schema
-from tensorsketch.tools import Tool
+from tensorsketch.tools import Tool, _current_call
 
 if TYPE_CHECKING:
     from tensorsketch.compiled import CompiledGraph
@@ -540,6 +540,7 @@ class Agent(Node):
                 ATTR_TOOL_ARGUMENTS: cap_text(call.args),
                 ATTR_AGENT_NAME: self.name,
             }
+            token = _current_call.set(call)
             with tctx.span("tool_call", kind="tool", **attributes) as span:
                 try:
                     value = await self._tool_handler(
@@ -566,6 +567,8 @@ class Agent(Node):
                     span.record_error(exc)
                     content = _error_text(exc)
                     is_error = True
+                finally:
+                    _current_call.reset(token)
                 span.set_attribute(ATTR_TOOL_RESULT, cap_text(content))
         return {
             "content": content,

@@ -20,6 +20,7 @@ import json
 import re
 import typing
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from typing import Any, overload
 
 import pydantic
@@ -29,8 +30,22 @@ from tensorsketch.errors import ValidationError
 
 if typing.TYPE_CHECKING:
     from tensorsketch.context import Context
+    from tensorsketch.messages import ToolCall
 
-__all__ = ["Tool", "parse_docstring", "tool"]
+__all__ = ["Tool", "current_tool_call", "parse_docstring", "tool"]
+
+#: The model's tool call being executed in this context (set by the agent loop).
+_current_call: ContextVar[ToolCall | None] = ContextVar("tensorsketch_tool_call", default=None)
+
+
+def current_tool_call() -> ToolCall | None:
+    """The tool call an agent is running right now (``None`` outside one).
+
+    Its ``id`` is stable across crashes and resumes, which makes it a good idempotency key
+    for the external API a tool calls.
+    """
+    return _current_call.get()
+
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
