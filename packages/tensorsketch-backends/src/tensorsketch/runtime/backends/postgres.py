@@ -138,7 +138,11 @@ class PostgresBackend(SqlBackend):
 
     # -- connections ------------------------------------------------------------------------
 
-    async def submit(self, queries: Sequence[Query], *, transaction: bool = False) -> list[Any]:
+    async def submit(
+        self, queries: Sequence[Query], *, transaction: bool = False, durable: bool = True
+    ) -> list[Any]:
+        # Every write waits for PostgreSQL's own commit durability; a lease could skip it
+        # (``SET LOCAL synchronous_commit``) but that costs more round trips than it saves.
         async with self._checkout() as conn:
             if transaction or not conn.autocommit:
                 if conn.info.transaction_status != pq.TransactionStatus.IDLE:

@@ -209,21 +209,35 @@ class SqlBackend(Backend):
         """Whether a driver error means the database cannot be reached (vs. a bad query)."""
         return isinstance(exc, OSError | ConnectionError | TimeoutError)
 
-    async def submit(self, queries: Sequence[Query], *, transaction: bool = False) -> list[Any]:
+    def relaxed_statements(self) -> tuple[str, str] | None:
+        """Statements around a unit of work that need not survive a power cut, and back.
+
+        Lease writes use it: a lease only matters while its owner is alive, so waiting for
+        the disk on them buys nothing. ``None`` (the default) keeps every write durable.
+        """
+        return None
+
+    async def submit(
+        self, queries: Sequence[Query], *, transaction: bool = False, durable: bool = True
+    ) -> list[Any]:
         """Run statements as one unit of work and return one result per statement.
 
         ``transaction=True`` makes them atomic; a single statement is atomic on its own. The
-        unit is committed before this returns.
+        unit is committed (visible to every other connection) before this returns;
+        ``durable=False`` allows the commit to skip waiting for the disk.
         """
-        return await asyncio.to_thread(self._submit_sync, queries, transaction)
+        return await asyncio.to_thread(self._submit_sync, queries, transaction, durable)
 
-    def _submit_sync(self, queries: Sequence[Query], transaction: bool) -> list[Any]:
+    def _submit_sync(self, queries: Sequence[Query], transaction: bool, durable: bool) -> list[Any]:
         with self._sync_lock:
             conn = self._connection
             if conn is None:
                 conn = self._connection = self.connect()
             cur = conn.cursor()
+            relaxed = None if durable else self.relaxed_statements()
             try:
+                if relaxed is not None:
+                    cur.execute(relaxed[0])
                 if transaction and self.begin_sql:
                     cur.execute(self.begin_sql)
                 results = [_run_query(cur, q) for q in queries]
@@ -236,13 +250,24 @@ class SqlBackend(Backend):
                     pass
                 raise
             finally:
-                cur.close()
+                try:
+                    if relaxed is not None:
+                        cur.execute(relaxed[1])
+                finally:
+                    cur.close()
 
-    async def _run(self, what: str, queries: Sequence[Query], *, transaction: bool = False) -> Any:
+    async def _run(
+        self,
+        what: str,
+        queries: Sequence[Query],
+        *,
+        transaction: bool = False,
+        durable: bool = True,
+    ) -> Any:
         if not self._ready:
             await self._setup()
         try:
-            return await self.submit(queries, transaction=transaction)
+            return await self.submit(queries, transaction=transaction, durable=durable)
         except BackendUnavailableError:
             raise
         except Exception as exc:
@@ -351,12 +376,12 @@ class SqlBackend(Backend):
 
     async def acquire_lease(self, thread_id: str, owner: str, ttl: float) -> bool:
         q = Query(self._sql["lease"], (thread_id, owner, float(ttl)), fetch="rowcount")
-        count = (await self._run("taking the thread lease", [q]))[0]
+        count = (await self._run("taking the thread lease", [q], durable=False))[0]
         return bool(count)
 
     async def release_lease(self, thread_id: str, owner: str) -> None:
         q = Query(self._sql["release"], (thread_id, owner))
-        await self._run("releasing the thread lease", [q])
+        await self._run("releasing the thread lease", [q], durable=False)
 
     # -- lifecycle --------------------------------------------------------------------------
 

@@ -81,6 +81,11 @@ class SqliteBackend(SqlBackend):
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
         return conn
 
+    def relaxed_statements(self) -> tuple[str, str] | None:
+        if self.synchronous == "OFF":
+            return None
+        return "PRAGMA synchronous=OFF", f"PRAGMA synchronous={self.synchronous}"
+
     def is_unavailable(self, exc: BaseException) -> bool:
         if isinstance(exc, sqlite3.OperationalError):
             text = str(exc).lower()

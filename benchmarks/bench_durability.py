@@ -1,0 +1,486 @@
+"""Durability benchmarks: what a checkpoint costs per superstep, and how many bytes it writes.
+
+1. The 10-node chain with a checkpoint committed at every superstep: TensorSketch's
+   ``SqliteBackend`` beside LangGraph's ``SqliteSaver`` (``durability="sync"``: each
+   checkpoint is written before the next step starts), both on a file in WAL mode, at SQLite's
+   default ``synchronous=FULL`` (an fsync per commit) and at ``NORMAL``. The same chain without
+   any checkpointer gives each framework's floor, so the table also shows the *overhead* a
+   checkpoint adds to a step.
+2. The same chain on TensorSketch's PostgreSQL and Redis backends (the servers on 127.0.0.1).
+3. Bytes written per superstep for a state whose message list starts at 10,000 messages and
+   grows by one per step: TensorSketch's stored payloads beside LangGraph's checkpoint and
+   write rows, with LangGraph's default reducer channel and with its beta ``DeltaChannel``.
+
+Every measurement runs in a fresh interpreter (``--worker NAME``), in rounds that alternate
+between the implementations; a figure is the best round's median. Results are checked (the
+chain must count to 10, the message list must hold every message), so nothing is timed that
+did nothing. Run ``python benchmarks/bench_durability.py`` (``--quick`` for a smoke run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import operator
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+CHAIN_LEN = 10
+HISTORY = 10_000
+PG_DSN = os.environ.get("TS_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("TS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+QUICK = os.environ.get("TS_BENCH_QUICK") == "1"
+
+
+def _settings(quick: bool) -> dict[str, int]:
+    if quick:
+        return {"invokes": 30, "rounds": 1, "steps": 20}
+    return {"invokes": 200, "rounds": 3, "steps": 100}
+
+
+def _messages() -> list[dict[str, str]]:
+    return [{"role": "user", "content": f"message number {i}"} for i in range(HISTORY)]
+
+
+# -- TensorSketch -------------------------------------------------------------------------------
+
+
+def _ts_chain() -> Any:
+    from tensorsketch import END, START, Context, Graph, Node, Schema
+
+    class ChainState(Schema):
+        x: int = 0
+
+    class Inc(Node):
+        class In(Schema):
+            x: int
+
+        class Out(Schema):
+            x: int
+
+        async def run(self, ctx: Context, inp: Any) -> Any:
+            return self.Out(x=inp.x + 1)
+
+    graph = Graph(ChainState)
+    for i in range(CHAIN_LEN):
+        graph.add(Inc(), name=f"N{i}")
+    graph.edge(START, "N0")
+    for i in range(CHAIN_LEN - 1):
+        graph.edge(f"N{i}", f"N{i + 1}")
+    graph.edge(f"N{CHAIN_LEN - 1}", END)
+    return graph.compile()
+
+
+def _ts_backend(kind: str, workdir: Path) -> Any:
+    if kind == "memory":
+        return None
+    if kind.startswith("sqlite"):
+        from tensorsketch.runtime.backends import SqliteBackend
+
+        level = "NORMAL" if kind == "sqlite-normal" else "FULL"
+        return SqliteBackend(workdir / "ts.db", synchronous=level)
+    if kind == "postgres":
+        from tensorsketch.runtime.backends import PostgresBackend
+
+        return PostgresBackend(PG_DSN, schema=f"ts_bench_{uuid.uuid4().hex[:8]}")
+    if kind == "redis":
+        from tensorsketch.runtime.backends import RedisBackend
+
+        return RedisBackend(REDIS_URL, prefix=f"ts_bench_{uuid.uuid4().hex[:8]}")
+    msg = f"unknown backend kind {kind!r}"
+    raise ValueError(msg)
+
+
+async def _ts_cleanup(kind: str, backend: Any) -> None:
+    if backend is None:
+        return
+    await backend.aclose()
+    if kind == "postgres":
+        import psycopg
+
+        async with await psycopg.AsyncConnection.connect(PG_DSN, autocommit=True) as conn:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{backend.schema}" CASCADE')
+    elif kind == "redis":
+        import redis.asyncio as aioredis
+
+        client = aioredis.Redis.from_url(REDIS_URL)
+        keys = [k async for k in client.scan_iter(match=f"{backend.prefix}:*")]
+        if keys:
+            await client.delete(*keys)
+        await client.aclose()
+
+
+async def _ts_chain_samples(kind: str, invokes: int, workdir: Path) -> list[float]:
+    app = _ts_chain()
+    backend = _ts_backend(kind, workdir)
+    samples: list[float] = []
+    try:
+        for i in range(invokes + 5):
+            thread = f"t{i}" if backend is not None else None
+            start = time.perf_counter()
+            out = await app.invoke({"x": 0}, thread_id=thread, backend=backend)
+            took = time.perf_counter() - start
+            if out.x != CHAIN_LEN:
+                msg = f"the chain counted to {out.x}"
+                raise AssertionError(msg)
+            if i >= 5:  # warm-up: imports, prepared statements, pool
+                samples.append(took / CHAIN_LEN)
+        if backend is not None:
+            history = await app.aget_history(f"t{invokes}", backend)
+            if len(history) != CHAIN_LEN + 1:
+                msg = f"expected {CHAIN_LEN + 1} checkpoints, found {len(history)}"
+                raise AssertionError(msg)
+    finally:
+        await _ts_cleanup(kind, backend)
+    return samples
+
+
+async def _ts_bytes(steps: int, workdir: Path) -> list[int]:
+    from tensorsketch import START, Context, Graph, Node, Reducer, Schema
+    from tensorsketch.runtime.backends import SqliteBackend
+
+    class ChatState(Schema):
+        messages: Annotated[list[dict[str, str]], Reducer(operator.add)] = []
+        turns: int = 0
+        limit: int = 0
+
+    class Chat(Node):
+        class In(Schema):
+            turns: int
+
+        class Out(Schema):
+            messages: list[dict[str, str]]
+            turns: int
+
+        async def run(self, ctx: Context, inp: Any) -> Any:
+            reply = {"role": "assistant", "content": f"reply number {inp.turns}"}
+            return self.Out(messages=[reply], turns=inp.turns + 1)
+
+    app = (
+        Graph(ChatState)
+        .add(Chat)
+        .edge(START, "Chat")
+        .loop("Chat", until=lambda s: s.turns >= s.limit)
+        .compile()
+    )
+    backend = SqliteBackend(workdir / "bytes.db")
+    out = await app.invoke(
+        {"messages": _messages(), "limit": steps},
+        thread_id="chat",
+        backend=backend,
+        max_steps=steps + 1,
+    )
+    if len(out.messages) != HISTORY + steps:
+        msg = f"expected {HISTORY + steps} messages, got {len(out.messages)}"
+        raise AssertionError(msg)
+    stored = await backend.list_checkpoints("chat")
+    # The run journals no effects and (not streaming) persists no events: the checkpoint
+    # payloads are everything it wrote. The first one is the input snapshot.
+    sizes = [len(s.payload) for s in stored[1:]]
+    state = await app.aget_state("chat", backend)
+    assert state is not None and len(state.messages) == HISTORY + steps
+    await backend.aclose()
+    return sizes
+
+
+# -- LangGraph ----------------------------------------------------------------------------------
+
+
+def _lg_chain() -> Any:
+    from langgraph.graph import END, START, StateGraph
+
+    class ChainState(TypedDict):
+        x: int
+
+    def inc(s: ChainState) -> dict[str, Any]:
+        return {"x": s["x"] + 1}
+
+    graph = StateGraph(ChainState)
+    for i in range(CHAIN_LEN):
+        graph.add_node(f"n{i}", inc)
+    graph.add_edge(START, "n0")
+    for i in range(CHAIN_LEN - 1):
+        graph.add_edge(f"n{i}", f"n{i + 1}")
+    graph.add_edge(f"n{CHAIN_LEN - 1}", END)
+    return graph
+
+
+def _lg_saver(path: Path, synchronous: str) -> Any:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = sqlite3.connect(path, check_same_thread=False)
+    saver = SqliteSaver(conn)
+    saver.setup()  # WAL, as LangGraph sets it up
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    return saver
+
+
+def _lg_chain_samples(kind: str, invokes: int, workdir: Path) -> list[float]:
+    graph = _lg_chain()
+    if kind == "memory":
+        app, saver = graph.compile(), None
+    else:
+        level = "NORMAL" if kind == "sqlite-normal" else "FULL"
+        saver = _lg_saver(workdir / "lg.db", level)
+        app = graph.compile(checkpointer=saver)
+    samples: list[float] = []
+    for i in range(invokes + 5):
+        start = time.perf_counter()
+        if saver is None:
+            out = app.invoke({"x": 0})
+        else:
+            config = {"configurable": {"thread_id": f"t{i}"}}
+            out = app.invoke({"x": 0}, config, durability="sync")
+        took = time.perf_counter() - start
+        if out["x"] != CHAIN_LEN:
+            msg = f"the chain counted to {out['x']}"
+            raise AssertionError(msg)
+        if i >= 5:
+            samples.append(took / CHAIN_LEN)
+    if saver is not None:
+        found = list(saver.list({"configurable": {"thread_id": f"t{invokes}"}}))
+        if len(found) != CHAIN_LEN + 2:  # the input step, then one per node, plus the end
+            msg = f"LangGraph stored {len(found)} checkpoints for one chain run"
+            if len(found) < CHAIN_LEN:
+                raise AssertionError(msg)
+        saver.conn.close()
+    return samples
+
+
+def _lg_bytes(steps: int, workdir: Path, delta: bool) -> list[int]:
+    from langgraph.graph import END, START, StateGraph
+
+    channel: Any = operator.add
+    if delta:
+        from langgraph.channels import DeltaChannel
+
+        def concat(state: list[Any], batches: list[list[Any]]) -> list[Any]:
+            out = list(state)
+            for batch in batches:
+                out.extend(batch)
+            return out
+
+        channel = DeltaChannel(concat)
+
+    # Built functionally: the annotation must see the local `channel` object at runtime.
+    ChatState = TypedDict(  # noqa: UP013
+        "ChatState",
+        {"messages": Annotated[list[dict[str, str]], channel], "turns": int, "limit": int},
+    )
+
+    def chat(s: Any) -> dict[str, Any]:
+        reply = {"role": "assistant", "content": f"reply number {s['turns']}"}
+        return {"messages": [reply], "turns": s["turns"] + 1}
+
+    graph = StateGraph(ChatState)
+    graph.add_node("chat", chat)
+    graph.add_edge(START, "chat")
+    graph.add_conditional_edges("chat", lambda s: END if s["turns"] >= s["limit"] else "chat")
+    path = workdir / ("lg-delta.db" if delta else "lg-bytes.db")
+    saver = _lg_saver(path, "FULL")
+    app = graph.compile(checkpointer=saver)
+    config: Any = {"configurable": {"thread_id": "chat"}, "recursion_limit": steps + 10}
+    out = app.invoke(
+        {"messages": _messages(), "turns": 0, "limit": steps}, config, durability="sync"
+    )
+    if len(out["messages"]) != HISTORY + steps:
+        msg = f"expected {HISTORY + steps} messages, got {len(out['messages'])}"
+        raise AssertionError(msg)
+    conn = saver.conn
+    rows = conn.execute(
+        "SELECT checkpoint_id, parent_checkpoint_id, "
+        "length(checkpoint) + coalesce(length(metadata), 0) FROM checkpoints "
+        "WHERE thread_id = 'chat' ORDER BY checkpoint_id"
+    ).fetchall()
+    writes = dict(
+        conn.execute(
+            "SELECT checkpoint_id, sum(coalesce(length(value), 0)) FROM writes "
+            "WHERE thread_id = 'chat' GROUP BY checkpoint_id"
+        ).fetchall()
+    )
+    conn.close()
+    # A step writes its new checkpoint row plus the task writes saved under its parent.
+    per_step = [size + writes.get(parent, 0) for _, parent, size in rows]
+    # Rows: the empty start, the input step, then one per chat step: keep the chat steps.
+    return per_step[-steps:]
+
+
+# -- workers and rounds -------------------------------------------------------------------------
+
+
+def worker(name: str, quick: bool) -> dict[str, Any]:
+    settings = _settings(quick)
+    with tempfile.TemporaryDirectory(prefix="ts-bench-") as tmp:
+        workdir = Path(tmp)
+        impl, _, kind = name.partition(":")
+        if impl == "ts" and kind == "bytes":
+            return {"bytes": asyncio.run(_ts_bytes(settings["steps"], workdir))}
+        if impl == "lg" and kind in ("bytes", "bytes-delta"):
+            return {"bytes": _lg_bytes(settings["steps"], workdir, kind == "bytes-delta")}
+        if impl == "ts":
+            return {"step": asyncio.run(_ts_chain_samples(kind, settings["invokes"], workdir))}
+        if impl == "lg":
+            return {"step": _lg_chain_samples(kind, settings["invokes"], workdir)}
+    msg = f"unknown worker {name!r}"
+    raise ValueError(msg)
+
+
+def _run_worker(name: str, quick: bool) -> dict[str, Any] | str:
+    cmd = [sys.executable, __file__, "--worker", name] + (["--quick"] if quick else [])
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"failed: {last}"
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _servers_up() -> dict[str, bool]:
+    import socket
+
+    up = {}
+    for name, port in (("postgres", 5432), ("redis", 6379)):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            up[name] = True
+        except OSError:
+            up[name] = False
+    return up
+
+
+def _us(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 1e6:,.0f} µs"
+
+
+def _ratio(ours: float | None, theirs: float | None) -> str:
+    if not ours or not theirs:
+        return ""
+    return f"{theirs / ours:.1f}x"
+
+
+def _kb(n: float) -> str:
+    return f"{n / 1024:,.1f} kB" if n >= 1024 else f"{n:,.0f} B"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats: a smoke run")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    quick = args.quick or QUICK
+    if args.worker:
+        print(json.dumps(worker(args.worker, quick)))
+        return 0
+
+    settings = _settings(quick)
+    up = _servers_up()
+    timed = ["ts:memory", "lg:memory", "ts:sqlite", "lg:sqlite", "ts:sqlite-normal"]
+    timed += ["lg:sqlite-normal"]
+    timed += [f"ts:{k}" for k in ("postgres", "redis") if up[k]]
+    medians: dict[str, list[float]] = {name: [] for name in timed}
+    errors: dict[str, str] = {}
+    for _ in range(settings["rounds"]):  # alternate implementations round by round
+        for name in timed:
+            got = _run_worker(name, quick)
+            if isinstance(got, str):
+                errors[name] = got
+                continue
+            medians[name].append(statistics.median(got["step"]))
+    best: dict[str, float | None] = {n: (min(v) if v else None) for n, v in medians.items()}
+    sizes: dict[str, list[int]] = {}
+    for name in ("ts:bytes", "lg:bytes", "lg:bytes-delta"):
+        got = _run_worker(name, quick)
+        if isinstance(got, str):
+            errors[name] = got
+        else:
+            sizes[name] = got["bytes"]
+
+    def overhead(impl: str, kind: str) -> float | None:
+        durable, plain = best.get(f"{impl}:{kind}"), best.get(f"{impl}:memory")
+        return None if durable is None or plain is None else durable - plain
+
+    print(
+        f"Per-superstep cost, {CHAIN_LEN}-node chain, {settings['invokes']} invokes "
+        f"(median), best of {settings['rounds']} round(s); each checkpoint committed "
+        "before the next step"
+    )
+    header = f"{'':34} {'TensorSketch':>14} {'LangGraph':>14} {'LG / TS':>9}"
+    print(header)
+    print("-" * len(header))
+    rows: list[tuple[str, Callable[[str], float | None]]] = [
+        ("no checkpointer", lambda i: best.get(f"{i}:memory")),
+        ("SQLite (WAL, synchronous=FULL)", lambda i: best.get(f"{i}:sqlite")),
+        ("  checkpoint overhead per step", lambda i: overhead(i, "sqlite")),
+        ("SQLite (WAL, synchronous=NORMAL)", lambda i: best.get(f"{i}:sqlite-normal")),
+        ("  checkpoint overhead per step", lambda i: overhead(i, "sqlite-normal")),
+    ]
+    for label, get in rows:
+        ours, theirs = get("ts"), get("lg")
+        print(f"{label:34} {_us(ours):>14} {_us(theirs):>14} {_ratio(ours, theirs):>9}")
+    for kind in ("postgres", "redis"):
+        if f"ts:{kind}" in best:
+            label = f"{kind.capitalize()} (TensorSketch only)"
+            print(f"{label:34} {_us(best[f'ts:{kind}']):>14}")
+            print(f"{'  checkpoint overhead per step':34} {_us(overhead('ts', kind)):>14}")
+        else:
+            print(f"{kind.capitalize():34} {'server not running on 127.0.0.1':>30}")
+
+    steps = settings["steps"]
+    print()
+    print(
+        f"Bytes written per superstep: {HISTORY:,} messages + 1 per step, {steps} steps "
+        "(stored payloads)"
+    )
+    columns = [
+        ("TensorSketch", "ts:bytes"),
+        ("LG reducer", "lg:bytes"),
+        ("LG DeltaChannel*", "lg:bytes-delta"),
+    ]
+    header = f"{'':22}" + "".join(f"{title:>18}" for title, _ in columns)
+    print(header)
+    print("-" * len(header))
+    stats: list[tuple[str, Callable[[list[int]], float]]] = [
+        ("first step", lambda s: s[0]),
+        ("last step", lambda s: s[-1]),
+        ("median step", statistics.median),
+        ("largest step", max),
+        ("mean step", statistics.fmean),
+    ]
+    for label, fn in stats:
+        cells = [_kb(fn(sizes[key])) if key in sizes else "n/a" for _, key in columns]
+        print(f"{label:22}" + "".join(f"{c:>18}" for c in cells))
+    print("* LangGraph's beta DeltaChannel: deltas, plus a full snapshot every 100 updates.")
+
+    print()
+    ours, theirs = overhead("ts", "sqlite"), overhead("lg", "sqlite")
+    if ours is not None and theirs is not None:
+        verdict = "met" if ours <= theirs / 3 else "NOT met"
+        print(
+            f"target: SQLite checkpoint overhead <= 1/3 of LangGraph's: {_us(ours)} vs "
+            f"{_us(theirs)} ({ours / theirs:.2f}) — {verdict}"
+        )
+    if "ts:bytes" in sizes:
+        s = sizes["ts:bytes"]
+        flat = max(s) - min(s) < 64
+        verdict = "met" if max(s) < 2048 and flat else "NOT met"
+        print(
+            f"target: < 2 kB per step, flat: largest {_kb(max(s))}, spread "
+            f"{max(s) - min(s)} B over {len(s)} steps — {verdict}"
+        )
+    for name, error in errors.items():
+        print(f"{name}: {error}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
