@@ -311,7 +311,7 @@ def test_several_graphs_are_each_addressable() -> None:
     assert extract(source, "second").state == "T"
     assert extract(source, "build").nodes[0].name == "Tech"
     assert [ir.name for ir in extract_all(source)] == ["first", "second", "build"]
-    with pytest.raises(GraphNotFoundError, match="'missing'.*'first', 'second', 'build'"):
+    with pytest.raises(GraphNotFoundError, match=r"'missing'.*'first', 'second', 'build'"):
         extract(source, "missing")
 
 

@@ -30,10 +30,10 @@ from tensorsketch.canvas import edits, extract, reconstruct
 from tensorsketch.canvas.ir import END, LOOP_EXIT, LOOP_REPEAT, START, EdgeIR, GraphIR, NodeIR, Port
 
 # Example counts, chosen so the whole canvas suite runs in well under a minute on 2 cores.
-ROUNDTRIP_EXAMPLES = 120
-STYLES_EXAMPLES = 60
-EDIT_EXAMPLES = 50
-RUNTIME_EXAMPLES = 25
+ROUNDTRIP_EXAMPLES = 200
+STYLES_EXAMPLES = 75
+EDIT_EXAMPLES = 100
+RUNTIME_EXAMPLES = 50
 
 SETTINGS = {
     "deadline": None,

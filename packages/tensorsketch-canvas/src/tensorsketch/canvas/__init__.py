@@ -10,6 +10,8 @@ code.
 from importlib.metadata import PackageNotFoundError, version
 
 from tensorsketch.canvas import edits
+from tensorsketch.canvas._extract import extract, extract_all, graph_names
+from tensorsketch.canvas._reconstruct import reconstruct
 from tensorsketch.canvas.exceptions import (
     CanvasError,
     CanvasWarning,
@@ -18,11 +20,9 @@ from tensorsketch.canvas.exceptions import (
     SourceParseError,
     WriteBackError,
 )
-from tensorsketch.canvas._extract import extract, extract_all, graph_names
 from tensorsketch.canvas.holes import HoleRef, find_holes
 from tensorsketch.canvas.ir import END, START, EdgeIR, GraphIR, NodeIR, Port
 from tensorsketch.canvas.layout import Position, layout_path, read_layout, write_layout
-from tensorsketch.canvas._reconstruct import reconstruct
 
 try:
     __version__ = version("tensorsketch-canvas")

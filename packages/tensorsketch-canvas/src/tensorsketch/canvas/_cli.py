@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from tensorsketch.canvas.exceptions import CanvasError
 from tensorsketch.canvas._extract import extract, extract_all
+from tensorsketch.canvas.exceptions import CanvasError
 from tensorsketch.canvas.holes import find_holes
 
 __all__ = ["configure_holes", "main", "run_holes"]

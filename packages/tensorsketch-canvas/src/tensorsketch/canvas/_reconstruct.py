@@ -28,6 +28,7 @@ import libcst as cst
 
 from tensorsketch.canvas import _imports
 from tensorsketch.canvas._classes import NodeClass, find_node_classes
+from tensorsketch.canvas._extract import build_ir, select
 from tensorsketch.canvas._interface import STUB_NAMES, edit_ports, stub_text
 from tensorsketch.canvas._render import (
     ChainUnit,
@@ -49,7 +50,6 @@ from tensorsketch.canvas._wiring import (
     find_graphs,
 )
 from tensorsketch.canvas.exceptions import IRError, WriteBackError
-from tensorsketch.canvas._extract import build_ir, select
 from tensorsketch.canvas.ir import END, LOOP_EXIT, LOOP_REPEAT, START, EdgeIR, GraphIR, NodeIR
 
 __all__ = ["reconstruct"]

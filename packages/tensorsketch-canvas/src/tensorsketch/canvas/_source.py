@@ -133,7 +133,12 @@ def parse_source(text: str, filename: str = "<source>") -> ParsedSource:
         with deep_recursion():
             module = cst.parse_module(masked)
     except (cst.ParserSyntaxError, RecursionError) as exc:
-        where = f"line {ast_error.lineno}: {ast_error.msg}" if ast_error else str(exc)
+        if ast_error is None:
+            where = str(exc).splitlines()[0]
+        elif ast_error.lineno is None:
+            where = ast_error.msg
+        else:
+            where = f"line {ast_error.lineno}: {ast_error.msg}"
         msg = (
             f"cannot parse {filename} ({where}); fix the syntax error first — extraction reads "
             "any file that parses, even with undefined names or unfinished nodes."

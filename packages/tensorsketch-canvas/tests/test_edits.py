@@ -1,0 +1,106 @@
+"""Canvas gestures as IR edits: pure, validated, and following the canvas's rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from tensorsketch.canvas import IRError, edits
+from tensorsketch.canvas.ir import END, START, EdgeIR, GraphIR, NodeIR, Port
+
+
+def graph() -> GraphIR:
+    return GraphIR(
+        name="g",
+        nodes=[
+            NodeIR("A", has_hole=True, hole="a"),
+            NodeIR("B"),
+            NodeIR("C", cls="A", has_hole=True, hole="a"),
+        ],
+        edges=[
+            EdgeIR(START, "A"),
+            EdgeIR("A", "B", "conditional", "route", "b"),
+            EdgeIR("A", END, "conditional", "route", "stop"),
+            EdgeIR("B", "B", "conditional", "done", "repeat", "loop"),
+            EdgeIR("B", "C", "conditional", "done", "exit", "loop"),
+            EdgeIR(None, None, "custom", code="g.edge(*pairs)"),
+        ],
+    )
+
+
+def test_edits_never_touch_their_argument() -> None:
+    ir = graph()
+    before = ir.to_dict()
+    edits.add_edge(ir, "A", "B")
+    edits.remove_node(ir, "B")
+    edits.rename_node(ir, "A", "Z")
+    edits.add_node(ir, "New")
+    edits.set_ports(ir, "A", [("q", "str")])
+    assert ir.to_dict() == before
+
+
+def test_add_edge() -> None:
+    ir = edits.add_edge(graph(), "C", END)
+    assert ir.edges[-1] == EdgeIR("C", END)
+    with pytest.raises(IRError, match="no node named 'Q'"):
+        edits.add_edge(graph(), "Q", "A")
+    with pytest.raises(IRError, match="cannot leave END"):
+        edits.add_edge(graph(), END, "A")
+
+
+def test_remove_edge_removes_whole_loops_and_single_mapping_entries() -> None:
+    ir = edits.remove_edge(graph(), 1)
+    assert [e.label for e in ir.edges if e.path == "route"] == ["stop"]
+    ir = edits.remove_edge(graph(), 4)
+    assert all(e.branch != "loop" for e in ir.edges)
+    with pytest.raises(IRError, match="there is no edge 9"):
+        edits.remove_edge(graph(), 9)
+
+
+def test_remove_node_takes_its_edges_and_loops_but_not_custom_code() -> None:
+    ir = edits.remove_node(graph(), "C")
+    assert [n.name for n in ir.nodes] == ["A", "B"]
+    assert all(e.branch != "loop" for e in ir.edges)  # C was the loop's exit
+    assert ir.edges[-1].kind == "custom"
+
+
+def test_rename_node_updates_edges_and_keeps_the_class() -> None:
+    ir = edits.rename_node(graph(), "A", "Triage")
+    assert ir.node("Triage").cls == "A"
+    assert ir.edges[0] == EdgeIR(START, "Triage")
+    assert ir.edges[1].source == "Triage"
+    with pytest.raises(IRError, match="already exists"):
+        edits.rename_node(graph(), "A", "B")
+    with pytest.raises(IRError, match="other than START/END"):
+        edits.rename_node(graph(), "A", END)
+
+
+def test_a_created_node_is_a_hole_and_renaming_it_renames_its_class() -> None:
+    ir = edits.add_node(graph(), "Escalate", [("query", "str")], [Port("ticket", "str")])
+    node = ir.node("Escalate")
+    assert node == NodeIR(
+        "Escalate",
+        inputs=[Port("query", "str")],
+        outputs=[Port("ticket", "str")],
+        has_hole=True,
+        hole="Escalate needs code",
+    )
+    assert ir.added == ["Escalate"]
+    renamed = edits.rename_node(ir, "Escalate", "Review")
+    assert (renamed.node("Review").cls, renamed.node("Review").hole) == (
+        "Review",
+        "Review needs code",
+    )
+    assert renamed.added == ["Review"]
+    assert edits.remove_node(ir, "Escalate").added == []
+    with pytest.raises(IRError, match="must be an identifier"):
+        edits.add_node(graph(), "not valid")
+    with pytest.raises(IRError, match="already has a node"):
+        edits.add_node(graph(), "B")
+
+
+def test_set_ports_only_on_holes_and_for_every_node_of_the_class() -> None:
+    ir = edits.set_ports(graph(), "A", inputs=[("query", "str")])
+    assert ir.node("A").inputs == ir.node("C").inputs == [Port("query", "str")]
+    assert ir.node("A").outputs == []
+    with pytest.raises(IRError, match="already has a body"):
+        edits.set_ports(graph(), "B", inputs=[])
