@@ -30,7 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Annotated, Any, TypedDict
 
 CHAIN_LEN = 10
@@ -45,13 +45,14 @@ IMPLS = ("floor", "tensorsketch", "langgraph")
 
 # -- the plain-asyncio floor -------------------------------------------------------------------
 
-FloorNode = Callable[[dict[str, Any], dict[str, Any] | None], Awaitable[dict[str, Any]]]
+FloorNode = Callable[[dict[str, Any], dict[str, Any] | None], Coroutine[Any, Any, dict[str, Any]]]
+Fold = Callable[[Any, list[Any]], Any]
 
 
 async def _floor_step(
     state: dict[str, Any],
     tasks: list[tuple[FloorNode, dict[str, Any] | None]],
-    reducers: dict[str, Callable[[Any, list[Any]], Any]],
+    reducers: dict[str, Fold],
 ) -> None:
     """One superstep: every task reads the same snapshot; writes fold at the barrier in order."""
     snapshot = dict(state)
@@ -113,7 +114,7 @@ class Floor:
         async def total(s: dict[str, Any], _: dict[str, Any] | None) -> dict[str, Any]:
             return {"total": sum(s["squares"])}
 
-        reducers = {"squares": _concat}
+        reducers: dict[str, Fold] = {"squares": _concat}
         state: dict[str, Any] = {"numbers": list(range(count)), "squares": [], "total": 0}
         await _floor_step(state, [(split, None)], reducers)
         sends: list[tuple[FloorNode, dict[str, Any] | None]] = [
@@ -413,6 +414,17 @@ async def _measure(name: str, quick: bool) -> dict[str, list[float]]:
             fan_reps,
             warmup=0,
         )
+        # The same with the cyclic GC paused: tells the runtime's own per-worker cost apart
+        # from full collections, whose cost grows with everything alive in the process.
+        gc.disable()
+        try:
+            results[f"fanout_nogc_{count}"] = await _samples(
+                lambda c=count: impl.fanout(c),  # type: ignore[misc]
+                fan_reps,
+                warmup=0,
+            )
+        finally:
+            gc.enable()
 
     _check(name, "stream", await impl.stream_chain(0), CHAIN_LEN)
 
@@ -557,6 +569,8 @@ def report(
     for count in FANOUT_SIZES:
         row(f"Send fan-out {count:,}: total", f"fanout_{count}")
         row(f"Send fan-out {count:,}: per worker", f"fanout_{count}", count)
+    for count in FANOUT_SIZES:
+        row(f"  same, GC paused: per worker ({count:,})", f"fanout_nogc_{count}", count)
     row("stream over chain, per run", "stream")
     for how, label in (("traced", "peak traced memory"), ("rss", "peak RSS growth")):
         f, t, g = (memory[name][how] for name in IMPLS)
@@ -589,8 +603,8 @@ def report(
     imp_headers = ["import (fresh process, median)", "time", "over pydantic", "over app baseline"]
     out += [_table(imp_headers, imp_rows), ""]
 
-    def growth(t: dict[str, float]) -> float:
-        return (t["fanout_10000"] / 10_000) / (t["fanout_1000"] / 1_000)
+    def growth(t: dict[str, float], key: str = "fanout") -> float:
+        return (t[f"{key}_10000"] / 10_000) / (t[f"{key}_1000"] / 1_000)
 
     step_ts, step_lg, step_fl = (t["loop"] / LOOP_STEPS for t in (ts, lg, fl))
     mem_ts, mem_lg = memory["tensorsketch"]["traced"], memory["langgraph"]["traced"]
@@ -605,7 +619,9 @@ def report(
         (
             "flat per-worker cost 1k -> 10k (<= 1.3x, or no worse than the floor)",
             growth(ts) <= max(1.3, growth(fl)),
-            f"{growth(ts):.2f}x (floor {growth(fl):.2f}x, LangGraph {growth(lg):.2f}x)",
+            f"{growth(ts):.2f}x (floor {growth(fl):.2f}x, LangGraph {growth(lg):.2f}x); "
+            f"GC paused: {growth(ts, 'fanout_nogc'):.2f}x (floor "
+            f"{growth(fl, 'fanout_nogc'):.2f}x, LangGraph {growth(lg, 'fanout_nogc'):.2f}x)",
         ),
         (
             "10k fan-out memory <= 1/3 of LangGraph",
