@@ -36,6 +36,11 @@ class NodeClass:
 
 def string_value(expr: cst.BaseExpression) -> str | None:
     """The value of a plain string literal (implicit concatenation included), else ``None``."""
+    if isinstance(expr, cst.SimpleString) and "\\" not in expr.value:
+        prefix = expr.prefix.lower()
+        if prefix in ("", "r", "u"):  # no escapes to process: skip libcst's literal_eval
+            quote = expr.quote
+            return expr.value[len(prefix) + len(quote) : -len(quote)]
     if isinstance(expr, cst.SimpleString | cst.ConcatenatedString):
         value = expr.evaluated_value
         return value if isinstance(value, str) else None

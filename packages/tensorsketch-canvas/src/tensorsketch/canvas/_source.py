@@ -80,10 +80,15 @@ class ParsedSource:
 
     def code(self, node: cst.CSTNode) -> str:
         """The original source text of ``node`` (chains restored), without leading lines."""
+        if isinstance(node, cst.Name) and not node.lpar and node.value not in self.chains:
+            return node.value  # the common case, without a code generation pass
         if isinstance(node, cst.SimpleStatementLine | cst.BaseCompoundStatement):
             node = node.with_changes(leading_lines=())
-        with deep_recursion():
+        try:
             text = self.module.code_for_node(node)
+        except RecursionError:
+            with deep_recursion():
+                text = self.module.code_for_node(node)
         return self.unmask(text).strip()
 
     def unmask(self, text: str, replacements: dict[str, str] | None = None) -> str:
@@ -127,8 +132,10 @@ def parse_source(text: str, filename: str = "<source>") -> ParsedSource:
 
     chains: dict[str, Chain] = {}
     masked = text
+    class_lines: list[int] | None = None
     if tree is not None:
-        masked, chains = _mask_chains(text, tree)
+        found, class_lines = _scan(tree)
+        masked, chains = _mask_chains(text, found)
     try:
         with deep_recursion():
             module = cst.parse_module(masked)
@@ -145,24 +152,19 @@ def parse_source(text: str, filename: str = "<source>") -> ParsedSource:
         )
         raise SourceParseError(msg) from None
     parsed = ParsedSource(text=text, module=module, chains=chains)
-    parsed.class_lines = _class_lines(module, tree)
+    parsed.class_lines = _class_lines(module, class_lines)
     return parsed
 
 
 # -- class line numbers ----------------------------------------------------------------------
 
 
-def _class_lines(module: cst.Module, tree: ast.Module | None) -> dict[int, int]:
+def _class_lines(module: cst.Module, ast_lines: list[int] | None) -> dict[int, int]:
     from tensorsketch.canvas._stmts import walk_statements
 
     classes = [loc.stmt for loc in walk_statements(module) if isinstance(loc.stmt, cst.ClassDef)]
-    if tree is not None:
-        ast_classes = sorted(
-            (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)),
-            key=lambda n: (n.lineno, n.col_offset),
-        )
-        if len(ast_classes) == len(classes):
-            return {id(node): a.lineno for node, a in zip(classes, ast_classes, strict=True)}
+    if ast_lines is not None and len(ast_lines) == len(classes):
+        return {id(node): line for node, line in zip(classes, ast_lines, strict=True)}
     # Slow path (ast could not read the file): ask libcst for positions.
     with deep_recursion():
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
@@ -217,12 +219,16 @@ def _chain_parts(node: ast.expr) -> tuple[ast.expr, list[ast.Call]]:
     return current, links
 
 
-def _find_chains(tree: ast.Module) -> list[tuple[ast.expr, ast.expr, list[ast.Call]]]:
+def _scan(tree: ast.Module) -> tuple[list[tuple[ast.expr, ast.expr, list[ast.Call]]], list[int]]:
+    """One walk over the ast: the chains to mask, and every class's line in source order."""
     found: list[tuple[ast.expr, ast.expr, list[ast.Call]]] = []
+    classes: list[tuple[int, int]] = []
     stack: list[ast.AST] = [tree]
     while stack:
         node = stack.pop()
-        if isinstance(node, ast.Call):
+        if isinstance(node, ast.ClassDef):
+            classes.append((node.lineno, node.col_offset))
+        elif isinstance(node, ast.Call):
             root, links = _chain_parts(node)
             if _is_graph_call(root) or len(links) >= _LONG_CHAIN:
                 found.append((node, root, links))
@@ -237,7 +243,7 @@ def _find_chains(tree: ast.Module) -> list[tuple[ast.expr, ast.expr, list[ast.Ca
         if isinstance(node, ast.JoinedStr):
             continue  # positions inside f-strings are not reliable on every Python
         stack.extend(ast.iter_child_nodes(node))
-    return found
+    return found, [line for line, _ in sorted(classes)]
 
 
 def _dot_before(text: str, start: int, end: int) -> int | None:
@@ -269,13 +275,15 @@ class _Pending:
     parts: list[tuple[str, str, str]]
 
 
-def _mask_chains(text: str, tree: ast.Module) -> tuple[str, dict[str, Chain]]:
+def _mask_chains(
+    text: str, found: list[tuple[ast.expr, ast.expr, list[ast.Call]]]
+) -> tuple[str, dict[str, Chain]]:
     offsets = _Offsets(text)
     token = "__tschain"
     while token in text:
         token += "_"
     pending: list[_Pending] = []
-    for top, ast_root, ast_links in _find_chains(tree):
+    for top, ast_root, ast_links in found:
         found = _split_chain(text, offsets, top, ast_root, ast_links)
         if found is not None:
             pending.append(found)

@@ -32,24 +32,30 @@ class Located:
 
 
 def _child_suites(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    for child in node.children:
-        if isinstance(
-            child,
-            cst.IndentedBlock
-            | cst.SimpleStatementSuite
-            | cst.Else
-            | cst.Finally
-            | cst.ExceptHandler
-            | cst.ExceptStarHandler
-            | cst.If
-            | cst.MatchCase,
-        ):
+    # Explicit attributes: libcst's generic ``children`` rebuilds the node and is slow.
+    body = getattr(node, "body", None)
+    if isinstance(body, cst.BaseSuite):
+        yield body
+    for name in ("handlers", "cases"):
+        yield from getattr(node, name, ())
+    for name in ("orelse", "finalbody"):
+        child = getattr(node, name, None)
+        if child is not None:
             yield child
 
 
-def walk_statements(module: cst.Module) -> Iterator[Located]:
-    """Every statement of every suite, in source order, with where it sits."""
-    return _walk(module, None, (module,))
+def walk_statements(module: cst.Module) -> list[Located]:
+    """Every statement of every suite, in source order, with where it sits (cached)."""
+    cached = _CACHE.get(id(module))
+    if cached is not None and cached[0] is module:
+        return cached[1]
+    found = list(_walk(module, None, (module,)))
+    _CACHE.clear()  # only the latest module is worth keeping
+    _CACHE[id(module)] = (module, found)
+    return found
+
+
+_CACHE: dict[int, tuple[cst.Module, list[Located]]] = {}
 
 
 def _walk(suite: Suite, function: str | None, path: tuple[cst.CSTNode, ...]) -> Iterator[Located]:
@@ -67,7 +73,15 @@ def _suites_of(
     for child in _child_suites(node):
         if isinstance(child, cst.IndentedBlock):
             yield child, (*path, child)
-        elif not isinstance(child, cst.SimpleStatementSuite):
+        elif isinstance(
+            child,
+            cst.Else
+            | cst.Finally
+            | cst.ExceptHandler
+            | cst.ExceptStarHandler
+            | cst.If
+            | cst.MatchCase,
+        ):
             yield from _suites_of(child, (*path, child))
 
 

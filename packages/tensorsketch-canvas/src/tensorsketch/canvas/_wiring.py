@@ -474,7 +474,7 @@ def _assigned(small: cst.BaseSmallStatement) -> tuple[str | None, cst.BaseExpres
     return None
 
 
-def _synth_chain(src: ParsedSource, expr: cst.BaseExpression) -> Chain | None:
+def _synth_chain(src: ParsedSource, expr: cst.BaseExpression) -> Chain:
     """A Chain for an expression libcst parsed whole (not masked)."""
     root, calls = _decompose(expr)
     links = []
@@ -483,11 +483,10 @@ def _synth_chain(src: ParsedSource, expr: cst.BaseExpression) -> Chain | None:
         links.append(
             Link(method=call.func.attr.value, body=_link_body(src, call), trivia="", call=call)
         )
-    text = src.code(expr)
     return Chain(
         key="",
         placeholder="",
-        text=text,
+        text="",  # only masked chains need their original text back
         prefix="",
         root=root,
         root_text=src.code(root),
@@ -497,14 +496,20 @@ def _synth_chain(src: ParsedSource, expr: cst.BaseExpression) -> Chain | None:
     )
 
 
-def _as_chain(src: ParsedSource, expr: cst.BaseExpression) -> Chain | None:
+def _as_chain(
+    src: ParsedSource, expr: cst.BaseExpression, root_var: str | None = None
+) -> Chain | None:
+    """The chain ``expr`` is, if it is a builder chain (rooted at ``Graph(...)`` or
+    ``root_var``); text is only synthesized for chains that qualify."""
     masked = src.chain(expr)
     if masked is not None:
         return masked
     root, calls = _decompose(expr)
-    if not calls and not _is_graph_call(root):
-        return None
-    return _synth_chain(src, expr)
+    if _is_graph_call(root):
+        return _synth_chain(src, expr)
+    if calls and isinstance(root, cst.Name) and root_var is not None and root.value == root_var:
+        return _synth_chain(src, expr)
+    return None
 
 
 def _creation(
@@ -679,7 +684,23 @@ def _statement(
         return False
     if isinstance(small, cst.Expr):
         value = small.value
-        chain = _as_chain(src, value)
+        root, calls = _decompose(value)
+        if (
+            src.chain(value) is None
+            and len(calls) == 1
+            and isinstance(root, cst.Name)
+            and root.value == var
+        ):
+            func = calls[0].func
+            assert isinstance(func, cst.Attribute)  # guaranteed by _decompose
+            if func.attr.value not in BUILDER_METHODS:
+                return False
+            item = walk.call(func.attr.value, calls[0], index)
+            if item is None:
+                return False
+            items.append(item)
+            return True
+        chain = _as_chain(src, value, var)
         if chain is not None and isinstance(chain.root, cst.Name) and chain.root.value == var:
             if not chain.links or any(link.method not in BUILDER_METHODS for link in chain.links):
                 return False
