@@ -38,7 +38,7 @@ def node_classes(count: int) -> str:
 
 def wiring(count: int, style: str) -> str:
     """A chain N0 -> ... -> N(count-1), with a router every 25 nodes."""
-    routed = {i for i in range(0, count - 2, 25)}
+    routed = set(range(0, count - 2, 25))
     if style == "fluent":
         lines = ["app = (", "    Graph(State)"]
         lines += [f"    .add(N{i})" for i in range(count)]

@@ -284,9 +284,9 @@ def _mask_chains(
         token += "_"
     pending: list[_Pending] = []
     for top, ast_root, ast_links in found:
-        found = _split_chain(text, offsets, top, ast_root, ast_links)
-        if found is not None:
-            pending.append(found)
+        split = _split_chain(text, offsets, top, ast_root, ast_links)
+        if split is not None:
+            pending.append(split)
     if not pending:
         return text, {}
     pending.sort(key=lambda p: p.start)
