@@ -488,3 +488,17 @@ def test_without_the_ast_pre_pass_everything_still_works(monkeypatch: pytest.Mon
         ir = extract(source)
         assert ir.nodes[0].line is not None
         roundtrip(source, edits.rename_node(edits.add_edge(ir, "Billing", "Tech"), "Tech", "Tk"))
+
+
+def test_creating_a_node_whose_class_exists_wires_the_existing_class() -> None:
+    ir = edits.remove_node(extract(FLUENT), "Tech")
+    ir = edits.add_node(ir, "Tech", [Port("ignored", "int")])  # the canvas does not know its ports
+    new = reconstruct(FLUENT, ir)
+    assert new.count("class Tech(") == 1
+    node = extract(new).node("Tech")
+    assert (node.inputs, node.hole) == ([Port("query", "str")], "Answer tech questions")
+
+
+def test_a_new_node_cannot_take_a_name_the_file_already_uses() -> None:
+    with pytest.raises(WriteBackError, match="'route'.*not a node class"):
+        reconstruct(FLUENT, edits.add_node(extract(FLUENT), "route"))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
@@ -47,6 +47,7 @@ from tensorsketch.canvas._wiring import (
     Item,
     ItemKind,
     NodeDecl,
+    edge_key,
     find_graphs,
 )
 from tensorsketch.canvas.exceptions import IRError, WriteBackError
@@ -84,7 +85,7 @@ def reconstruct(source: str, ir: GraphIR) -> str:
     current = build_ir(src, model, classes)
     if current == ir and not ir.added:
         return source
-    target = _normalized(ir)
+    target = _normalized(ir, classes)
     _validate(target)
     plan = _Writer(src, model, classes, current, target)
     new_source = plan.write()
@@ -95,10 +96,19 @@ def reconstruct(source: str, ir: GraphIR) -> str:
 # -- validation ------------------------------------------------------------------------------
 
 
-def _normalized(ir: GraphIR) -> GraphIR:
+def _normalized(ir: GraphIR, classes: dict[str, NodeClass]) -> GraphIR:
+    """The IR as the file will say it: defaults filled in for created nodes, and a created node
+    whose class already exists takes that class's real interface (classes are never rewritten)."""
     target = ir.copy()
     for node in target.nodes:
-        if node.name in target.added and node.hole is None:
+        if node.name not in target.added:
+            continue
+        cls = classes.get(_class_key(node.cls))
+        if cls is not None:
+            node.inputs = [replace(p) for p in cls.inputs]
+            node.outputs = [replace(p) for p in cls.outputs]
+            node.has_hole, node.hole = cls.has_hole, cls.hole
+        elif node.hole is None:
             node.hole = f"{node.cls} needs code"
     return target
 
@@ -226,7 +236,7 @@ class _Writer:
         self.config = self.module.config_for_parsing
         self.ctx = RenderContext(style=model.style, var=model.var, quote=model.quote, handles={})
         self.slots = _Slots()
-        self.needs: set[str] = set()
+        self.bound = _imports.bound_names(self.module) or set()
 
     # planning ----------------------------------------------------------------------------
 
@@ -264,6 +274,12 @@ class _Writer:
             cls = self.classes.get(key)
             if cls is None:
                 if node.name in self.target.added and key not in seen:
+                    if key in self.bound:
+                        msg = (
+                            f"cannot create node class {key!r}: the name is already used in this "
+                            "file by something that is not a node class; pick another name."
+                        )
+                        raise WriteBackError(msg)
                     if not node.cls.isidentifier():
                         msg = (
                             f"cannot create node class {node.cls!r}: a new node's class must be "
@@ -395,19 +411,16 @@ class _Writer:
 
     def _plan_edges(self, old: list[Item]) -> list[Fresh]:
         edges = self.target.edges
-        keys = [_edge_key(e) for e in edges]
+        keys = [edge_key(e) for e in edges]
         index: dict[tuple[object, ...], list[Item]] = {}
         for item in old:
-            index.setdefault(_edge_key(item.edges[0]), []).append(item)
+            index.setdefault(edge_key(item.edges[0]), []).append(item)
         used: set[int] = set()
 
         def match_at(i: int) -> Item | None:
             for item in index.get(keys[i], []):
                 size = len(item.edges)
-                if (
-                    id(item) not in used
-                    and [_edge_key(e) for e in item.edges] == keys[i : i + size]
-                ):
+                if id(item) not in used and [edge_key(e) for e in item.edges] == keys[i : i + size]:
                     return item
             return None
 
@@ -770,10 +783,6 @@ def _disagree(first: NodeIR, second: NodeIR, key: str) -> str:
 def _class_key(cls: str) -> str:
     text = cls.split("(", 1)[0].strip()
     return text.rsplit(".", 1)[-1]
-
-
-def _edge_key(edge: EdgeIR) -> tuple[object, ...]:
-    return (edge.source, edge.target, edge.kind, edge.path, edge.label, edge.branch, edge.code)
 
 
 def _check_port(node: str, name: str, type_text: str) -> None:

@@ -70,18 +70,9 @@ class Item:
             return "edges"
         return "none"
 
-    @property
-    def key(self) -> tuple[object, ...]:
-        """What the item means (not how it is written): equal keys are interchangeable."""
-        return (
-            self.kind,
-            tuple((n.name, n.cls) for n in self.nodes),
-            tuple(_edge_key(e) for e in self.edges),
-            tuple(sorted(self.handles.items())),
-        )
 
-
-def _edge_key(edge: EdgeIR) -> tuple[object, ...]:
+def edge_key(edge: EdgeIR) -> tuple[object, ...]:
+    """Everything that makes an edge this edge (for matching old wiring against the IR)."""
     return (edge.source, edge.target, edge.kind, edge.path, edge.label, edge.branch, edge.code)
 
 
@@ -102,7 +93,6 @@ class GraphModel:
     style: Style
     quote: str
     module_level: bool
-    compile_index: int | None
     path: tuple[cst.CSTNode, ...] = ()
 
 
@@ -578,7 +568,6 @@ def _read_graph(
             state = src.code(bound["state"])
 
     names = [target] if target else [f"graph_{chain.line}"]
-    compile_index = None
     body = suite.body
     if var is not None:
         for i in range(index + 1, len(body)):
@@ -592,8 +581,7 @@ def _read_graph(
                 items.append(Item("custom", i, edges=[_custom(src.code(stmt))]))
                 continue
             if assigned is not None and assigned[0] is not None:
-                value_chain = _decompose(assigned[1])
-                vroot, vcalls = value_chain
+                vroot, vcalls = _decompose(assigned[1])
                 if (
                     isinstance(vroot, cst.Name)
                     and vroot.value == var
@@ -603,8 +591,6 @@ def _read_graph(
                 ):
                     if assigned[0] not in names:
                         names.append(assigned[0])
-                    if compile_index is None:
-                        compile_index = i
                     continue
             item_count = len(items)
             handled = _statement(walk, i, stmt, small, items, containers)
@@ -641,7 +627,6 @@ def _read_graph(
         style=style,
         quote=walk.quote or '"',
         module_level=isinstance(suite, cst.Module),
-        compile_index=compile_index,
     )
 
 
