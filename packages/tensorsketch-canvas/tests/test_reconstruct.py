@@ -500,5 +500,5 @@ def test_creating_a_node_whose_class_exists_wires_the_existing_class() -> None:
 
 
 def test_a_new_node_cannot_take_a_name_the_file_already_uses() -> None:
-    with pytest.raises(WriteBackError, match="'route'.*not a node class"):
+    with pytest.raises(WriteBackError, match=r"'route'.*not a node class"):
         reconstruct(FLUENT, edits.add_node(extract(FLUENT), "route"))
