@@ -58,3 +58,34 @@ def test_syntax_errors_name_the_line() -> None:
         parse_source("x = 1\ny = (\n", filename="demo.py")
     with pytest.raises(SourceParseError, match="null bytes"):
         parse_source("x = 1\0\n")
+
+
+RENDER_CASES = [
+    "import os\n\n# comment\nx = 1; y = 2\n\n\n@decorator\n# between\n@other\nclass A:\n    pass\n    # block footer\n# dedented\nz = 3  # trailing\n\n# footer\n",
+    "x = 1\ny = 2",  # no trailing newline
+    "# only a header comment\n\nx = (\n    1,\n)\nif x:\n    y = 2\nelse:\n    y = 3\n",
+    "\r\nx = 1\r\n\r\ny = 2\r\n",
+]
+
+
+@pytest.mark.parametrize("source", RENDER_CASES)
+def test_render_reuses_original_text_exactly(source: str) -> None:
+    import libcst as cst
+
+    parsed = parse_source(source)
+    assert parsed._spans() is not None  # the fast path is taken
+    module = parsed.module
+    assert parsed.render(module) == module.code == source
+    body = list(module.body)
+    for index in range(len(body) + 1):  # insert a statement at every position
+        changed = module.with_changes(
+            body=[*body[:index], cst.parse_statement("inserted = True\n"), *body[index:]]
+        )
+        assert parsed.render(changed) == changed.code
+    for index in range(len(body)):  # replace and remove every statement
+        replaced = module.with_changes(
+            body=[*body[:index], cst.parse_statement("new = 1\n"), *body[index + 1 :]]
+        )
+        assert parsed.render(replaced) == replaced.code
+        removed = module.with_changes(body=[*body[:index], *body[index + 1 :]])
+        assert parsed.render(removed) == removed.code

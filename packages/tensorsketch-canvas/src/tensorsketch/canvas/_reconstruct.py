@@ -39,7 +39,7 @@ from tensorsketch.canvas._render import (
     snake_name,
     statements,
 )
-from tensorsketch.canvas._source import ParsedSource, deep_recursion, parse_source
+from tensorsketch.canvas._source import ParsedSource, parse_source
 from tensorsketch.canvas._stmts import apply, walk_statements
 from tensorsketch.canvas._wiring import (
     Container,
@@ -628,9 +628,7 @@ class _Writer:
 
             rewrites.append(((self.module,), module_rewrite))
         new_module = apply(self.module, rewrites)
-        with deep_recursion():
-            code = new_module.code
-        return self.src.unmask(code, replacements)
+        return self.src.unmask(self.src.render(new_module), replacements)
 
     def _emit_container(
         self,

@@ -15,6 +15,7 @@ libcst parses it whole; the engine works the same, just slower on huge chains.
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 import sys
 from collections.abc import Iterator
@@ -71,6 +72,72 @@ class ParsedSource:
     module: cst.Module
     chains: dict[str, Chain] = field(default_factory=dict)
     class_lines: dict[int, int] = field(default_factory=dict)
+    masked: str = ""
+    top_lines: list[tuple[int, int]] | None = None  # (first line, statements) per ast line
+
+    def render(self, module: cst.Module) -> str:
+        """The (masked) code of ``module``, a rewrite of this file's module.
+
+        Top-level statements that are still the original objects are copied from the original
+        text instead of regenerated: libcst's code generation is the slowest part of a
+        write-back on a big file. The original text of every statement next to a change is
+        checked against libcst's own rendering first; any doubt falls back to ``module.code``.
+        """
+        spans = self._spans()
+        if spans is None:
+            return _code(module, module)
+        header, bodies, footer = spans
+        old_body = self.module.body
+        index_of = {id(stmt): index for index, stmt in enumerate(old_body)}
+        kept: list[int | None] = []
+        for stmt in module.body:
+            index = index_of.get(id(stmt))
+            kept.append(index if index is not None and old_body[index] is stmt else None)
+        kept_set = {k for k in kept if k is not None}
+        check = {i for i in range(len(old_body)) if i not in kept_set}
+        for position, index in enumerate(kept):
+            if index is None:
+                for near in (position - 1, position + 1):
+                    neighbour = kept[near] if 0 <= near < len(kept) else None
+                    if neighbour is not None:
+                        check.add(neighbour)
+        for index in check:
+            if bodies[index] != _code(self.module, old_body[index]):
+                return _code(module, module)
+        if module.header is not self.module.header or module.footer is not self.module.footer:
+            return _code(module, module)
+        parts = [header]
+        for stmt, index in zip(module.body, kept, strict=True):
+            parts.append(bodies[index] if index is not None else _code(module, stmt))
+        parts.append(footer)
+        return "".join(parts)
+
+    def _spans(self) -> tuple[str, list[str], str] | None:
+        """Original text of the header, each top-level statement and the footer."""
+        if self.top_lines is None or not self.masked or not self.module.body:
+            return None
+        starts: list[int] = []
+        lines = iter(self.top_lines)
+        for stmt in self.module.body:
+            count = len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
+            entry = next(lines, None)
+            if entry is None or entry[1] != count:
+                return None
+            starts.append(entry[0] - len(stmt.leading_lines))
+        if next(lines, None) is not None:
+            return None
+        offsets = [0] + [match.end() for match in _NEWLINES.finditer(self.masked)]
+        ends_with_newline = self.masked.endswith(("\n", "\r"))
+        end_line = len(offsets) - len(self.module.footer) + (0 if ends_with_newline else 1)
+
+        def at(line: int) -> int:
+            return offsets[line - 1] if 0 < line <= len(offsets) else len(self.masked)
+
+        bounds = [at(line) for line in starts] + [at(end_line)]
+        if any(a > b for a, b in itertools.pairwise(bounds)):
+            return None
+        bodies = [self.masked[bounds[i] : bounds[i + 1]] for i in range(len(starts))]
+        return self.masked[: bounds[0]], bodies, self.masked[bounds[-1] :]
 
     def chain(self, expr: cst.BaseExpression) -> Chain | None:
         """The chain an expression stands for, when it is a placeholder."""
@@ -151,9 +218,29 @@ def parse_source(text: str, filename: str = "<source>") -> ParsedSource:
             "any file that parses, even with undefined names or unfinished nodes."
         )
         raise SourceParseError(msg) from None
-    parsed = ParsedSource(text=text, module=module, chains=chains)
+    parsed = ParsedSource(text=text, module=module, chains=chains, masked=masked)
     parsed.class_lines = _class_lines(module, class_lines)
+    if tree is not None:
+        parsed.top_lines = _top_lines(tree)
     return parsed
+
+
+def _top_lines(tree: ast.Module) -> list[tuple[int, int]]:
+    """For each source line starting top-level statements: (its first line, how many)."""
+    found: list[tuple[int, int]] = []
+    for stmt in tree.body:
+        decorators = getattr(stmt, "decorator_list", [])
+        first = min([stmt.lineno, *(d.lineno for d in decorators)])
+        if found and found[-1][0] == stmt.lineno and not decorators:
+            found[-1] = (found[-1][0], found[-1][1] + 1)
+        else:
+            found.append((first, 1))
+    return found
+
+
+def _code(module: cst.Module, node: cst.CSTNode) -> str:
+    with deep_recursion():
+        return module.code_for_node(node)
 
 
 # -- class line numbers ----------------------------------------------------------------------
