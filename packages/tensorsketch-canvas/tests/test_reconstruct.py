@@ -502,3 +502,45 @@ def test_creating_a_node_whose_class_exists_wires_the_existing_class() -> None:
 def test_a_new_node_cannot_take_a_name_the_file_already_uses() -> None:
     with pytest.raises(WriteBackError, match=r"'route'.*not a node class"):
         reconstruct(FLUENT, edits.add_node(extract(FLUENT), "route"))
+
+
+ODD_LAYOUTS = [
+    "app = ((Graph(S)).add(A).add(B)).compile()\n",
+    "app = (Graph(S).add(A)\n       .add(B)).compile()\n",
+    "app = Graph(S).add(A) \\\n    .add(B).compile()\n",
+    "def build():\n    return (\n        Graph(S)\n        .add(A)\n        .add(B)\n    )\n",
+    'g = Graph(S).add(A)\ng.add(B).edge(START, "A")\n',
+    "g = (\n    Graph(S)\n    .add(A)  # first\n    # about B\n    .add(B)\n)\n",
+    "x = 1\nif True:\n    g = Graph(S)\n    g.add(A)\n    g.add(B)\n",
+    "app = (\n    Graph(S)\n    .add(A)\n    .add(B)\n    .compile()\n)\n",
+]
+
+
+@pytest.mark.parametrize("source", ODD_LAYOUTS)
+def test_odd_layouts_survive_every_kind_of_edit(source: str) -> None:
+    ir = extract(source)
+    assert reconstruct(source, ir) == source
+    for edit in (
+        lambda ir: edits.add_edge(ir, "A", "B"),
+        lambda ir: edits.remove_node(ir, "A"),
+        lambda ir: edits.remove_node(ir, "B"),
+        lambda ir: edits.rename_node(ir, "B", "Bee"),
+        lambda ir: edits.add_node(ir, "Cee"),
+    ):
+        roundtrip(source, edit(ir))
+
+
+def test_a_closing_parenthesis_stays_before_compile() -> None:
+    source = "app = (Graph(S).add(A)\n       .add(B)).compile()\n"
+    new = roundtrip(source, edits.remove_node(extract(source), "B"))
+    assert new == "app = (Graph(S).add(A)).compile()\n"
+    new = roundtrip(source, edits.add_edge(extract(source), "A", "B"))
+    assert new == 'app = (Graph(S).add(A)\n       .add(B)\n       .edge("A", "B")).compile()\n'
+
+
+def test_stubs_are_separated_from_the_builder_by_two_blank_lines() -> None:
+    source = "app = Graph(S).add(A).compile()\n"
+    new = roundtrip(source, edits.add_node(extract(source), "Cee"))
+    assert '        raise Hole("Cee needs code")\n\n\napp = (' in new or (
+        '        raise Hole("Cee needs code")\n\n\napp = Graph(S)' in new
+    )

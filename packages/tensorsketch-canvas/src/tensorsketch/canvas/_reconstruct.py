@@ -237,6 +237,7 @@ class _Writer:
         self.ctx = RenderContext(style=model.style, var=model.var, quote=model.quote, handles={})
         self.slots = _Slots()
         self.bound = _imports.bound_names(self.module) or set()
+        self.stub_ids: set[int] = set()
 
     # planning ----------------------------------------------------------------------------
 
@@ -615,6 +616,16 @@ class _Writer:
         needs = set(self.ctx.needs)
         if stubs:
             needs.update(STUB_NAMES)
+            made_stubs = self.stub_ids
+
+            def space_after_stubs(m: cst.Module) -> cst.Module:
+                body: list[cst.BaseStatement] = list(m.body)
+                for i in range(len(body) - 1):
+                    if id(body[i]) in made_stubs and id(body[i + 1]) not in made_stubs:
+                        body[i + 1] = _blank_before(body[i + 1], 2)
+                return m.with_changes(body=body)
+
+            module_fns.append(space_after_stubs)
         import_fn = self._imports(needs)
         if import_fn is not None:
             module_fns.append(import_fn)
@@ -702,6 +713,11 @@ class _Writer:
     # helpers -----------------------------------------------------------------------------
 
     def _stub(self, node: NodeIR) -> cst.BaseStatement:
+        stub = self._make_stub(node)
+        self.stub_ids.add(id(stub))
+        return stub
+
+    def _make_stub(self, node: NodeIR) -> cst.BaseStatement:
         stmt = cst.parse_statement(
             stub_text(node, self.indent, self.model.quote), config=self.config
         )
@@ -762,6 +778,19 @@ class _Writer:
             return m.with_changes(body=body)
 
         return add
+
+
+def _blank_before(stmt: cst.BaseStatement, count: int) -> cst.BaseStatement:
+    """``stmt`` with at least ``count`` blank lines above it (its comments stay attached)."""
+    if not isinstance(stmt, cst.SimpleStatementLine | cst.BaseCompoundStatement):
+        return stmt  # pragma: no cover - every statement is one of the two
+    leading = list(stmt.leading_lines)
+    blank = 0
+    while blank < len(leading) and leading[blank].comment is None:
+        blank += 1
+    if blank >= count:
+        return stmt
+    return stmt.with_changes(leading_lines=[cst.EmptyLine()] * (count - blank) + leading)
 
 
 def _constant(node: cst.CSTNode) -> Callable[[cst.CSTNode], cst.CSTNode]:

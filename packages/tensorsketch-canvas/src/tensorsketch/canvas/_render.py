@@ -177,15 +177,22 @@ def statements(item: Fresh, ctx: RenderContext) -> list[str]:
 
 
 def _split_trivia(trivia: str) -> tuple[str, str]:
-    """``(rest of the previous line, leading lines of the next link)``."""
+    """``(rest of the previous line, leading lines of the next link)``.
+
+    A closing parenthesis (before ``.compile()``) always stays with what follows it.
+    """
     newline = trivia.find("\n")
+    paren = _code_only(trivia).find(")")
+    if paren >= 0 and (newline < 0 or paren < newline):
+        return trivia[:paren], trivia[paren:]
     if newline < 0:
         return trivia, ""
     return trivia[: newline + 1], trivia[newline + 1 :]
 
 
 def _code_only(text: str) -> str:
-    return re.sub(r"#[^\n]*", "", text)
+    """``text`` with comments blanked out (same length, so indices still match)."""
+    return re.sub(r"#[^\n]*", lambda m: " " * len(m.group()), text)
 
 
 @dataclass
