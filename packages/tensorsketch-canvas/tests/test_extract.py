@@ -359,3 +359,30 @@ def test_to_dict_is_json_ready() -> None:
 
     ir = extract(src("app = Graph(S).add(Billing).edge(START, 'Billing').compile()\n"))
     assert json.loads(json.dumps(ir.to_dict()))["edges"][0]["source"] == START
+
+
+def test_graphs_sharing_a_variable_name_get_qualified_names() -> None:
+    source = textwrap.dedent(
+        """
+        def first():
+            g = Graph(S)
+            g.add(A)
+            return g
+
+        def second():
+            g = Graph(T)
+            g.add(B)
+            return g
+
+        g = Graph(U)
+        """
+    )
+    assert graph_names(source) == ["g", "second.g", "g@12"]
+    assert extract(source, "second.g").state == "T"
+    assert extract(source, "g@12").state == "U"
+    from tensorsketch.canvas import edits, reconstruct
+
+    edited = edits.add_edge(extract(source, "second.g"), "B", END)
+    new = reconstruct(source, edited)
+    assert extract(new, "second.g") == edited
+    assert extract(new, "g") == extract(source, "g")

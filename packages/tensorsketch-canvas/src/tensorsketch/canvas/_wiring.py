@@ -527,13 +527,27 @@ def _creation(
 
 
 def find_graphs(src: ParsedSource) -> list[GraphModel]:
-    """Every graph builder of the file, in source order."""
+    """Every graph builder of the file, in source order.
+
+    Names are unique: a graph whose name an earlier graph already uses (``g`` built in two
+    functions) is called ``function.g``, or ``g@line`` at module level.
+    """
     graphs: list[GraphModel] = []
+    seen: set[str] = set()
     for located in walk_statements(src.module):
         found = _creation(src, located.stmt, located.function)
         if found is not None:
             model = _read_graph(src, located.suite, located.index, found, located.function)
             model.path = located.path
+            if model.name in seen:
+                qualified = (
+                    f"{located.function}.{model.name}"
+                    if located.function and located.function != model.name
+                    else f"{model.name}@{found[1].line}"
+                )
+                model.name = qualified
+                model.names.append(qualified)
+            seen.add(model.name)
             graphs.append(model)
     return graphs
 
