@@ -267,68 +267,73 @@ class _Writer:
 
     def _interfaces(self) -> tuple[list[NodeIR], dict[str, NodeIR]]:
         """Stubs to write and hole classes whose ports change; refuse anything else."""
-        stubs: list[NodeIR] = []
+        stubs: dict[str, NodeIR] = {}
         port_edits: dict[str, NodeIR] = {}
-        seen: dict[str, NodeIR] = {}
         for node in self.target.nodes:
             key = _class_key(node.cls)
             cls = self.classes.get(key)
-            if cls is None:
-                if node.name in self.target.added and key not in seen:
-                    if key in self.bound:
-                        msg = (
-                            f"cannot create node class {key!r}: the name is already used in this "
-                            "file by something that is not a node class; pick another name."
-                        )
-                        raise WriteBackError(msg)
-                    if not node.cls.isidentifier():
-                        msg = (
-                            f"cannot create node class {node.cls!r}: a new node's class must be "
-                            "a Python identifier such as 'Escalate'."
-                        )
-                        raise WriteBackError(msg)
-                    if not node.has_hole:
-                        msg = (
-                            f"new node {node.name!r} must be created as a hole "
-                            "(has_hole=True); its body is written in code afterwards."
-                        )
-                        raise WriteBackError(msg)
-                    for port in (*node.inputs, *node.outputs):
-                        _check_port(node.name, port.name, port.type)
-                    stubs.append(node)
-                    seen[key] = node
-                elif key in seen:
-                    if (node.inputs, node.outputs) != (seen[key].inputs, seen[key].outputs):
-                        raise WriteBackError(_disagree(seen[key], node, key))
-                elif node.inputs or node.outputs or node.has_hole or node.hole is not None:
-                    msg = (
-                        f"node {node.name!r} uses class {key!r}, which is not defined in this "
-                        "file; its ports and body live in its own module — edit them there, or "
-                        "list the node in `added` to create a stub here."
-                    )
-                    raise WriteBackError(msg)
-                continue
-            if (node.has_hole, node.hole) != (cls.has_hole, cls.hole):
+            if cls is not None:
+                if self._ports_change(node, cls, key):
+                    other = port_edits.setdefault(key, node)
+                    if (other.inputs, other.outputs) != (node.inputs, node.outputs):
+                        raise WriteBackError(_disagree(other, node, key))
+            elif key in stubs:
+                if (node.inputs, node.outputs) != (stubs[key].inputs, stubs[key].outputs):
+                    raise WriteBackError(_disagree(stubs[key], node, key))
+            elif node.name in self.target.added:
+                self._check_new(node, key)
+                stubs[key] = node
+            elif node.inputs or node.outputs or node.has_hole or node.hole is not None:
                 msg = (
-                    f"node {node.name!r}: has_hole/hole come from the body of class {key!r}, "
-                    "which the canvas never edits; implement or stub the body in code."
+                    f"node {node.name!r} uses class {key!r}, which is not defined in this file; "
+                    "its ports and body live in its own module — edit them there, or list the "
+                    "node in `added` to create a stub here."
                 )
                 raise WriteBackError(msg)
-            if (node.inputs, node.outputs) == (cls.inputs, cls.outputs):
-                continue
-            if not cls.has_hole:
-                msg = (
-                    f"node {node.name!r} already has a body, so its ports cannot change from the "
-                    f"canvas (its code may use them); edit `{key}.In`/`{key}.Out` in code."
-                )
-                raise WriteBackError(msg)
-            for port in (*node.inputs, *node.outputs):
-                _check_port(node.name, port.name, port.type)
-            other = port_edits.get(key)
-            if other is not None and (other.inputs, other.outputs) != (node.inputs, node.outputs):
-                raise WriteBackError(_disagree(other, node, key))
-            port_edits[key] = node
-        return stubs, port_edits
+        return list(stubs.values()), port_edits
+
+    def _check_new(self, node: NodeIR, key: str) -> None:
+        """A node the canvas created must be a hole with a free, valid class name."""
+        if key in self.bound:
+            msg = (
+                f"cannot create node class {key!r}: the name is already used in this file by "
+                "something that is not a node class; pick another name."
+            )
+            raise WriteBackError(msg)
+        if not node.cls.isidentifier():
+            msg = (
+                f"cannot create node class {node.cls!r}: a new node's class must be a Python "
+                "identifier such as 'Escalate'."
+            )
+            raise WriteBackError(msg)
+        if not node.has_hole:
+            msg = (
+                f"new node {node.name!r} must be created as a hole (has_hole=True); its body is "
+                "written in code afterwards."
+            )
+            raise WriteBackError(msg)
+        for port in (*node.inputs, *node.outputs):
+            _check_port(node.name, port.name, port.type)
+
+    def _ports_change(self, node: NodeIR, cls: NodeClass, key: str) -> bool:
+        """Whether an existing class's ports change (allowed only while it is a hole)."""
+        if (node.has_hole, node.hole) != (cls.has_hole, cls.hole):
+            msg = (
+                f"node {node.name!r}: has_hole/hole come from the body of class {key!r}, which "
+                "the canvas never edits; implement or stub the body in code."
+            )
+            raise WriteBackError(msg)
+        if (node.inputs, node.outputs) == (cls.inputs, cls.outputs):
+            return False
+        if not cls.has_hole:
+            msg = (
+                f"node {node.name!r} already has a body, so its ports cannot change from the "
+                f"canvas (its code may use them); edit `{key}.In`/`{key}.Out` in code."
+            )
+            raise WriteBackError(msg)
+        for port in (*node.inputs, *node.outputs):
+            _check_port(node.name, port.name, port.type)
+        return True
 
     def _plan_nodes(self, old: list[Item]) -> list[Fresh]:
         wanted = [(n.name, n.cls) for n in self.target.nodes]
