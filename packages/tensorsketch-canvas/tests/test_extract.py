@@ -386,3 +386,74 @@ def test_graphs_sharing_a_variable_name_get_qualified_names() -> None:
     new = reconstruct(source, edited)
     assert extract(new, "second.g") == edited
     assert extract(new, "g") == extract(source, "g")
+
+
+UNMODELLED = [
+    'g.edge("A")',
+    'g.edge("A", "B", "C")',
+    'g.edge(src="A", bogus="B")',
+    'g.entry("A", "B")',
+    'g.edge(END, "A")',
+    'g.edge("A", START)',
+    "g.add()",
+    "g.add(A, name=alias)",
+    "g.add(factory()(x))",
+    'g.add(A, "Positional")',
+    "g.nodes(*classes)",
+    "g.nodes(f(x)[0])",
+    'g.conditional("A", f, {**base})',
+    'g.conditional("A", f, {1: "A"})',
+    'g.conditional("A", f, ["A", *rest])',
+    'g.conditional("A", f, [pick(x)])',
+    'g.conditional("A", f, {})',
+    'g.conditional("A", f, {"a": "A", "a": "B"})',
+    'g.conditional("A", f, {"a": START})',
+    'g.conditional("A")',
+    "g.conditional(END, f)",
+    'g.loop("A")',
+    "g.loop(START, until=f)",
+    "a >> Router(f, x=b) >> c",
+    "[a, b] >> Router(f, x=b)",
+    "a >> START",
+    "END >> a",
+    "[a, b] >> [c, a]",
+    "a >> [b, *rest]",
+    "a >> [pick(x)]",
+    "a >> Router(path=f)",
+    "a >> Router(f, *xs)",
+    "a >> Router(f, x=pick(y))",
+    "a >> Router(f, x=START)",
+    "for x in xs:\n    a >> x",
+    "g.add(A).edge(*p)",
+    "c, d = g.nodes(A)",
+    "c, *d = g.nodes(A, B)",
+]
+
+
+@pytest.mark.parametrize("line", UNMODELLED)
+def test_wiring_the_engine_cannot_model_is_kept_as_custom(line: str) -> None:
+    source = f"g = Graph(S)\na, b = g.nodes(A, B)\n{line}\n"
+    ir = extract(source)
+    assert [e.kind for e in ir.edges] == ["custom"]
+    assert ir.edges[0].code == line
+    from tensorsketch.canvas import edits, reconstruct
+
+    assert reconstruct(source, ir) == source
+    edited = edits.add_edge(ir, "A", "B")
+    assert extract(reconstruct(source, edited)) == edited
+
+
+def test_more_modelled_shapes() -> None:
+    source = textwrap.dedent(
+        """
+        g = Graph(S)
+        [a, b] = g.nodes(A, B)
+        h: Handle = g["A"]
+        g.add(A, name="Z").edge("Z", END)
+        print(g["A"])
+        g.later()
+        """
+    )
+    ir = extract(source)
+    assert [n.name for n in ir.nodes] == ["A", "B", "Z"]
+    assert ir.edges == [seq("Z", END)]

@@ -431,11 +431,6 @@ class _Mentions(cst.CSTVisitor):
         if chain is not None and isinstance(chain.root, cst.Name):
             self.found = self.found or chain.root.value == self.walk.var
 
-    def visit_Subscript(self, node: cst.Subscript) -> bool:
-        if self.walk.subscript(node) is not None:
-            self.found = True
-        return not self.found
-
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> bool:
         if isinstance(node.operator, cst.RightShift) and (
             self.walk.is_handle(node.left) or self.walk.is_handle(node.right)
