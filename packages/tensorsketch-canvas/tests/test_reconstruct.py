@@ -353,7 +353,10 @@ def test_custom_elements_survive_edits_and_can_be_deleted() -> None:
 def test_single_line_chains_stay_on_one_line_until_they_are_too_long() -> None:
     source = 'app = Graph(S).add(A).add(B).edge(START, "A").compile()\n'
     new = roundtrip(source, edits.add_edge(extract(source), "A", "B"))
-    assert new == 'app = Graph(S).add(A).add(B).edge(START, "A").edge("A", "B").compile()\n'
+    assert new == (
+        "from tensorsketch import START\n"
+        'app = Graph(S).add(A).add(B).edge(START, "A").edge("A", "B").compile()\n'
+    )
     ir = extract(new)
     for target in ("Alpha", "Bravo", "Charlie"):
         ir.nodes.append(NodeIR(target))
@@ -544,3 +547,122 @@ def test_stubs_are_separated_from_the_builder_by_two_blank_lines() -> None:
     assert '        raise Hole("Cee needs code")\n\n\napp = (' in new or (
         '        raise Hole("Cee needs code")\n\n\napp = Graph(S)' in new
     )
+
+
+@pytest.mark.parametrize("style", sorted(SOURCES))
+def test_reordered_and_prepended_edges_follow_the_ir_order(style: str) -> None:
+    source = SOURCES[style]
+    ir = extract(source)
+    ir.edges = [ir.edges[-1], *ir.edges[:-1]]  # move the last edge to the front
+    new = roundtrip(source, ir)
+    ir = extract(new)
+    ir.edges.insert(0, EdgeIR("Tech", "Billing"))
+    roundtrip(new, ir)
+
+
+def test_an_empty_builder_grows_links_in_order() -> None:
+    source = "app = Graph(S).compile()\n"
+    ir = extract(source)
+    ir.nodes += [NodeIR("A"), NodeIR("B")]
+    ir.edges += [EdgeIR(START, "A"), EdgeIR("A", "B")]
+    new = roundtrip(source, ir)
+    assert new == (
+        "from tensorsketch import START\n"
+        'app = Graph(S).add(A).add(B).edge(START, "A").edge("A", "B").compile()\n'
+    )
+
+
+def test_a_statement_chain_that_loses_every_link_is_removed() -> None:
+    source = "g = Graph(S)\ng.add(A).add(B)\ng.edge(START, 'A')\n"
+    ir = extract(source)
+    ir.nodes = []
+    new = roundtrip(source, ir)
+    assert new == "g = Graph(S)\ng.edge(START, 'A')\n"
+    ir = extract(source)
+    ir.nodes = ir.nodes[:1]
+    assert roundtrip(source, ir) == "g = Graph(S)\ng.add(A)\ng.edge(START, 'A')\n"
+
+
+def test_custom_code_from_the_ir_is_written_verbatim() -> None:
+    statement = "g = Graph(S)\ng.add(A)\n"
+    ir = extract(statement)
+    ir.edges.append(EdgeIR(None, None, "custom", code="g.edge(*PAIR)"))
+    assert roundtrip(statement, ir).endswith("g.add(A)\ng.edge(*PAIR)\n")
+    fluent = "app = Graph(S).add(A).compile()\n"
+    ir = extract(fluent)
+    ir.edges.append(EdgeIR(None, None, "custom", code=".edge(*PAIR)"))
+    assert roundtrip(fluent, ir) == "app = Graph(S).add(A).edge(*PAIR).compile()\n"
+
+
+def test_new_handles_avoid_names_the_file_uses() -> None:
+    source = textwrap.dedent(
+        """\
+        def classify(x):
+            return x
+
+
+        g = Graph(S)
+        (a,) = g.nodes(A)
+        g.add(B)
+        """
+    )
+    ir = extract(source)
+    ir = edits.add_edge(edits.add_node(ir, "Classify"), "Classify", "A")
+    ir = edits.add_edge(edits.add_node(ir, "If"), "If", END)
+    ir = edits.add_edge(ir, "B", "A")
+    new = roundtrip(source, ir)
+    assert "classify_node >> a\n" in new
+    assert "if_node >> END\n" in new
+    assert 'g["B"] >> a\n' in new
+
+
+def test_ports_added_to_a_hole_without_in_or_out_classes() -> None:
+    source = textwrap.dedent(
+        """\
+        class Draft(Node):
+            async def run(self, ctx, inp):
+                raise Hole("write the draft")
+
+
+        g = Graph(S)
+        g.add(Draft)
+        """
+    )
+    ir = edits.set_ports(extract(source), "Draft", [Port("topic", "str")], [Port("draft", "str")])
+    new = roundtrip(source, ir)
+    assert new.startswith(
+        "class Draft(Node):\n    class In(Schema):\n        topic: str\n"
+        "    class Out(Schema):\n        draft: str\n    async def run(self, ctx, inp):\n"
+    )
+
+
+def test_more_invalid_irs() -> None:
+    source = "g = Graph(S)\ng.add(A)\n"
+    for edge, message in (
+        (EdgeIR(None, "A"), "needs a source node"),
+        (EdgeIR("A", None), "needs a target"),
+        (EdgeIR("A", "A", "conditional", None, "repeat", "loop"), "`until` predicate"),
+    ):
+        ir = extract(source)
+        ir.edges.append(edge)
+        if edge.branch == "loop":
+            ir.edges.append(EdgeIR("A", END, "conditional", None, "exit", "loop"))
+        with pytest.raises(IRError, match=message):
+            reconstruct(source, ir)
+    ir = extract(source)
+    ir.nodes.append(NodeIR(START))
+    with pytest.raises(IRError, match="reserved"):
+        reconstruct(source, ir)
+    ir = extract(source)
+    ir.nodes += [
+        NodeIR("X", cls="New", has_hole=True),
+        NodeIR("Y", cls="New", inputs=[Port("a", "int")], has_hole=True),
+    ]
+    ir.added += ["X", "Y"]
+    with pytest.raises(WriteBackError, match="share class 'New'"):
+        reconstruct(source, ir)
+    ir = extract(source)
+    ir.nodes.append(NodeIR("X", cls="New"))
+    ir.added.append("X")
+    with pytest.raises(WriteBackError, match="must be created as a hole"):
+        reconstruct(source, ir)
