@@ -628,8 +628,8 @@ def test_ports_added_to_a_hole_without_in_or_out_classes() -> None:
     ir = edits.set_ports(extract(source), "Draft", [Port("topic", "str")], [Port("draft", "str")])
     new = roundtrip(source, ir)
     assert new.startswith(
-        "class Draft(Node):\n    class In(Schema):\n        topic: str\n"
-        "    class Out(Schema):\n        draft: str\n    async def run(self, ctx, inp):\n"
+        "class Draft(Node):\n    class In(Schema):\n        topic: str\n\n"
+        "    class Out(Schema):\n        draft: str\n\n    async def run(self, ctx, inp):\n"
     )
 
 

@@ -121,6 +121,13 @@ def edit_ports(
             (i for i, s in enumerate(new_body) if isinstance(s, cst.FunctionDef)), len(new_body)
         )
         new_body[at:at] = additions
+        # A blank line between the new classes and whatever follows them, as in a stub.
+        for i in range(max(at, 1), min(at + len(additions) + 1, len(new_body))):
+            stmt = new_body[i]
+            if isinstance(stmt, cst.SimpleStatementLine | cst.BaseCompoundStatement) and not (
+                stmt.leading_lines
+            ):
+                new_body[i] = stmt.with_changes(leading_lines=[cst.EmptyLine()])
     if isinstance(cls.node.body, cst.IndentedBlock):
         return cls.node.with_changes(body=cls.node.body.with_changes(body=new_body))
     return cls.node.with_changes(body=cst.IndentedBlock(body=new_body))
