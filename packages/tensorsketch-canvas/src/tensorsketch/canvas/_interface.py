@@ -127,7 +127,7 @@ def edit_ports(
             if isinstance(stmt, cst.SimpleStatementLine | cst.BaseCompoundStatement) and not (
                 stmt.leading_lines
             ):
-                new_body[i] = stmt.with_changes(leading_lines=[cst.EmptyLine()])
+                new_body[i] = stmt.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
     if isinstance(cls.node.body, cst.IndentedBlock):
         return cls.node.with_changes(body=cls.node.body.with_changes(body=new_body))
     return cls.node.with_changes(body=cst.IndentedBlock(body=new_body))

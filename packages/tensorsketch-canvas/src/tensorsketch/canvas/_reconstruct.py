@@ -726,7 +726,7 @@ class _Writer:
         stmt = cst.parse_statement(
             stub_text(node, self.indent, self.model.quote), config=self.config
         )
-        blank = [cst.EmptyLine(), cst.EmptyLine()]
+        blank = [cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)]
         return stmt.with_changes(leading_lines=blank)
 
     def _top_level_index(self) -> int:
@@ -795,7 +795,9 @@ def _blank_before(stmt: cst.BaseStatement, count: int) -> cst.BaseStatement:
         blank += 1
     if blank >= count:
         return stmt
-    return stmt.with_changes(leading_lines=[cst.EmptyLine()] * (count - blank) + leading)
+    return stmt.with_changes(
+        leading_lines=[cst.EmptyLine(indent=False)] * (count - blank) + leading
+    )
 
 
 def _constant(node: cst.CSTNode) -> Callable[[cst.CSTNode], cst.CSTNode]:
