@@ -30,10 +30,10 @@ from tensorsketch.canvas import edits, extract, reconstruct
 from tensorsketch.canvas.ir import END, LOOP_EXIT, LOOP_REPEAT, START, EdgeIR, GraphIR, NodeIR, Port
 
 # Example counts, chosen so the whole canvas suite runs in well under a minute on 2 cores.
-ROUNDTRIP_EXAMPLES = 200
-STYLES_EXAMPLES = 75
-EDIT_EXAMPLES = 100
-RUNTIME_EXAMPLES = 50
+ROUNDTRIP_EXAMPLES = 300
+STYLES_EXAMPLES = 100
+EDIT_EXAMPLES = 150
+RUNTIME_EXAMPLES = 75
 
 SETTINGS = {
     "deadline": None,
