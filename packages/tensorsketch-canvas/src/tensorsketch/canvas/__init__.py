@@ -7,11 +7,10 @@ nodes that still need code, and the layout sidecar keeps hand-arranged positions
 code.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from tensorsketch.canvas import edits
-from tensorsketch.canvas._extract import extract, extract_all, graph_names
-from tensorsketch.canvas._reconstruct import reconstruct
 from tensorsketch.canvas.exceptions import (
     CanvasError,
     CanvasWarning,
@@ -20,14 +19,45 @@ from tensorsketch.canvas.exceptions import (
     SourceParseError,
     WriteBackError,
 )
-from tensorsketch.canvas.holes import HoleRef, find_holes
 from tensorsketch.canvas.ir import END, START, EdgeIR, GraphIR, NodeIR, Port
 from tensorsketch.canvas.layout import Position, layout_path, read_layout, write_layout
 
-try:
-    __version__ = version("tensorsketch-canvas")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree without metadata
-    __version__ = "0.0.0"
+# The parts built on libcst load on first use, so the plugin manager (which imports this
+# package to reach ``_hooks``) and ``tensorsketch plugins`` never pay for libcst.
+_LAZY = {
+    "extract": "tensorsketch.canvas._extract",
+    "extract_all": "tensorsketch.canvas._extract",
+    "graph_names": "tensorsketch.canvas._extract",
+    "reconstruct": "tensorsketch.canvas._reconstruct",
+    "find_holes": "tensorsketch.canvas.holes",
+    "HoleRef": "tensorsketch.canvas.holes",
+}
+
+if TYPE_CHECKING:
+    from tensorsketch.canvas._extract import extract as extract
+    from tensorsketch.canvas._extract import extract_all as extract_all
+    from tensorsketch.canvas._extract import graph_names as graph_names
+    from tensorsketch.canvas._reconstruct import reconstruct as reconstruct
+    from tensorsketch.canvas.holes import HoleRef as HoleRef
+    from tensorsketch.canvas.holes import find_holes as find_holes
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("tensorsketch-canvas")
+        except PackageNotFoundError:  # pragma: no cover - a source tree without metadata
+            return "0.0.0"
+    module = _LAZY.get(name)
+    if module is None:
+        msg = f"module 'tensorsketch.canvas' has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "END",
