@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, ClassVar
 
@@ -37,6 +38,16 @@ __all__ = ["PostgresBackend"]
 
 # pg_advisory_xact_lock key that serializes table creation across processes ("tsk-ddl").
 _DDL_LOCK_KEY = 0x74736B2D64646C
+# A pooled connection idle for longer than this is checked (one round trip) before use.
+_STALE_AFTER = 1.0
+
+
+async def _check_if_stale(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Pool ``check``: test connections that sat idle (a server restart, an admin killing
+    sessions) and skip the round trip for one used moments ago, as during a run."""
+    used = getattr(conn, "_tensorsketch_used", None)
+    if used is None or time.monotonic() - used > _STALE_AFTER:
+        await AsyncConnectionPool.check_connection(conn)
 
 
 def _quote_ident(name: str) -> str:
@@ -143,6 +154,23 @@ class PostgresBackend(SqlBackend):
     ) -> list[Any]:
         # Every write waits for PostgreSQL's own commit durability; a lease could skip it
         # (``SET LOCAL synchronous_commit``) but that costs more round trips than it saves.
+        try:
+            return await self._submit(queries, transaction)
+        except psycopg.OperationalError:
+            await self._drop_broken()
+            raise
+
+    async def _drop_broken(self) -> None:
+        """After a connection failed, discard every broken idle one, so the next call (the
+        resume, once the server is back) gets a working connection."""
+        task = self._pool_task
+        if self._home is not asyncio.get_running_loop() or task is None or not task.done():
+            return
+        if task.exception() is None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(task.result().check(), timeout=5)
+
+    async def _submit(self, queries: Sequence[Query], transaction: bool) -> list[Any]:
         async with self._checkout() as conn:
             if transaction or not conn.autocommit:
                 if conn.info.transaction_status != pq.TransactionStatus.IDLE:
@@ -170,7 +198,10 @@ class PostgresBackend(SqlBackend):
                 return
             pool = await self._pool()
             async with pool.connection() as conn:
-                yield conn
+                try:
+                    yield conn
+                finally:
+                    conn._tensorsketch_used = time.monotonic()
             return
         # Another live loop owns the pool: use a private connection for this call.
         conn = await self._connect_once()
@@ -203,7 +234,7 @@ class PostgresBackend(SqlBackend):
             "timeout": 10.0,
             # A connection that broke while idle (server restart, network blip) is replaced
             # at checkout instead of failing the run.
-            "check": AsyncConnectionPool.check_connection,
+            "check": _check_if_stale,
             "name": f"tensorsketch-{self.schema}",
         }
         options.update(self._pool_kwargs)

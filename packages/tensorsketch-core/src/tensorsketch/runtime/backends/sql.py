@@ -263,21 +263,31 @@ class SqlBackend(Backend):
         *,
         transaction: bool = False,
         durable: bool = True,
+        idempotent: bool = False,
     ) -> Any:
+        """Submit a unit of work, turning "cannot reach the database" into
+        :class:`BackendUnavailableError`. An ``idempotent`` unit (a read, an insert-if-absent,
+        a lease) is tried once more first: a pooled connection that died while idle fails
+        its first use, and the second attempt gets a fresh one."""
         if not self._ready:
             await self._setup()
-        try:
-            return await self.submit(queries, transaction=transaction, durable=durable)
-        except BackendUnavailableError:
-            raise
-        except Exception as exc:
-            if not self.is_unavailable(exc):
+        attempts = 2 if idempotent else 1
+        for attempt in range(attempts):
+            try:
+                return await self.submit(queries, transaction=transaction, durable=durable)
+            except BackendUnavailableError:
                 raise
-            msg = (
-                f"{self.name} backend unavailable while {what}: {type(exc).__name__}: {exc}. "
-                "Check that the database is running and reachable, then retry."
-            )
-            raise BackendUnavailableError(msg) from exc
+            except Exception as exc:
+                if not self.is_unavailable(exc):
+                    raise
+                if attempt + 1 < attempts:
+                    continue
+                msg = (
+                    f"{self.name} backend unavailable while {what}: {type(exc).__name__}: "
+                    f"{exc}. Check that the database is running and reachable, then retry."
+                )
+                raise BackendUnavailableError(msg) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _setup(self) -> None:
         """Create the tables (idempotent) and check the layout version."""
@@ -329,28 +339,28 @@ class SqlBackend(Backend):
 
     async def latest_checkpoint(self, thread_id: str) -> StoredCheckpoint | None:
         q = Query(self._sql["latest"], (thread_id,), fetch="one")
-        row = (await self._run("loading the latest checkpoint", [q]))[0]
+        row = (await self._run("loading the latest checkpoint", [q], idempotent=True))[0]
         return None if row is None else _checkpoint(thread_id, row)
 
     async def get_checkpoint(self, thread_id: str, checkpoint_id: str) -> StoredCheckpoint | None:
         q = Query(self._sql["get"], (thread_id, checkpoint_id), fetch="one")
-        row = (await self._run("loading a checkpoint", [q]))[0]
+        row = (await self._run("loading a checkpoint", [q], idempotent=True))[0]
         return None if row is None else _checkpoint(thread_id, row)
 
     async def list_checkpoints(self, thread_id: str) -> list[StoredCheckpoint]:
         q = Query(self._sql["list"], (thread_id,), fetch="all")
-        rows = (await self._run("listing checkpoints", [q]))[0]
+        rows = (await self._run("listing checkpoints", [q], idempotent=True))[0]
         return [_checkpoint(thread_id, row) for row in rows]
 
     # -- the effect journal -----------------------------------------------------------------
 
     async def record_effect(self, thread_id: str, key: str, value: bytes) -> None:
         q = Query(self._sql["record"], (thread_id, key, value))
-        await self._run("recording an effect", [q])
+        await self._run("recording an effect", [q], idempotent=True)
 
     async def lookup_effect(self, thread_id: str, key: str) -> bytes | None:
         q = Query(self._sql["lookup"], (thread_id, key), fetch="one")
-        row = (await self._run("reading the effect journal", [q]))[0]
+        row = (await self._run("reading the effect journal", [q], idempotent=True))[0]
         return None if row is None else bytes(row[0])
 
     # -- the event log ----------------------------------------------------------------------
@@ -364,24 +374,24 @@ class SqlBackend(Backend):
 
     async def read_events(self, thread_id: str, since: int = 0) -> list[StoredEvent]:
         q = Query(self._sql["read"], (thread_id, since), fetch="all")
-        rows = (await self._run("reading events", [q]))[0]
+        rows = (await self._run("reading events", [q], idempotent=True))[0]
         return [StoredEvent(seq=int(seq), payload=bytes(payload)) for seq, payload in rows]
 
     async def last_event_seq(self, thread_id: str) -> int | None:
         q = Query(self._sql["last_seq"], (thread_id,), fetch="one")
-        row = (await self._run("reading events", [q]))[0]
+        row = (await self._run("reading events", [q], idempotent=True))[0]
         return None if row is None or row[0] is None else int(row[0])
 
     # -- leases -----------------------------------------------------------------------------
 
     async def acquire_lease(self, thread_id: str, owner: str, ttl: float) -> bool:
         q = Query(self._sql["lease"], (thread_id, owner, float(ttl)), fetch="rowcount")
-        count = (await self._run("taking the thread lease", [q], durable=False))[0]
+        count = (await self._run("taking the thread lease", [q], durable=False, idempotent=True))[0]
         return bool(count)
 
     async def release_lease(self, thread_id: str, owner: str) -> None:
         q = Query(self._sql["release"], (thread_id, owner))
-        await self._run("releasing the thread lease", [q], durable=False)
+        await self._run("releasing the thread lease", [q], durable=False, idempotent=True)
 
     # -- lifecycle --------------------------------------------------------------------------
 
