@@ -22,8 +22,9 @@ still agree on when a lease expired.
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -99,6 +100,7 @@ class SqlBackend(Backend):
         self._ready = False
         self._sync_lock = threading.Lock()
         self._connection: Any = None
+        self._worker = _Worker(f"tensorsketch-{self.name}")
         self._sql = self._statements()
 
     # -- dialect ----------------------------------------------------------------------------
@@ -226,7 +228,10 @@ class SqlBackend(Backend):
         unit is committed (visible to every other connection) before this returns;
         ``durable=False`` allows the commit to skip waiting for the disk.
         """
-        return await asyncio.to_thread(self._submit_sync, queries, transaction, durable)
+        results: list[Any] = await self._worker.run(
+            self._submit_sync, queries, transaction, durable
+        )
+        return results
 
     def _submit_sync(self, queries: Sequence[Query], transaction: bool, durable: bool) -> list[Any]:
         with self._sync_lock:
@@ -396,7 +401,8 @@ class SqlBackend(Backend):
     # -- lifecycle --------------------------------------------------------------------------
 
     async def aclose(self) -> None:
-        await asyncio.to_thread(self._close_sync)
+        await self._worker.run(self._close_sync)
+        self._worker.stop()
 
     def _close_sync(self) -> None:
         with self._sync_lock:
@@ -407,6 +413,61 @@ class SqlBackend(Backend):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "tables": self.table("*"), "lease_ttl": self.lease_ttl}
+
+
+class _Worker:
+    """The one thread that runs a backend's blocking driver calls, in order.
+
+    Like ``asyncio.to_thread`` but leaner per call (a queue and one callback, no executor
+    futures to chain), which matters when a call is made at every superstep; and the driver's
+    connection is only ever touched from this thread. Callers on any event loop may use it.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        """Schedule ``fn(*args)`` on the worker; await the returned future for its result."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        if self._thread is None or not self._thread.is_alive():
+            with self._start_lock:
+                if self._thread is None or not self._thread.is_alive():
+                    self._thread = threading.Thread(target=self._serve, name=self._name)
+                    self._thread.daemon = True
+                    self._thread.start()
+        self._queue.put((fn, args, loop, future))
+        return future
+
+    def stop(self) -> None:
+        """Let the thread finish once the calls queued so far are done."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread = None
+
+    def _serve(self) -> None:
+        while (item := self._queue.get()) is not None:
+            fn, args, loop, future = item
+            try:
+                outcome: tuple[Any, BaseException | None] = (fn(*args), None)
+            except Exception as exc:
+                outcome = (None, exc)
+            try:
+                loop.call_soon_threadsafe(_settle, future, *outcome)
+            except RuntimeError:  # the caller's loop has closed: nobody is waiting
+                pass
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
 
 
 def _run_query(cur: Any, q: Query) -> Any:
