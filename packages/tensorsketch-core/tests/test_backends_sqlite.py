@@ -16,7 +16,7 @@ import pytest
 from tensorsketch import START, Context, Graph, Node, Schema
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, ThreadBusyError
 from tensorsketch.registry import create_backend
-from tensorsketch.runtime.backends.sql import SCHEMA_VERSION
+from tensorsketch.runtime.backends.sql import SCHEMA_VERSION, Query
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
 
 COMMITTED: list[int] = []
@@ -218,3 +218,26 @@ def test_payloads_are_json_by_default(tmp_path: Path) -> None:
     assert decoded[0]["base"] is True
     assert decoded[-1]["changes"]["n"] == ["set", 3]
     assert all(r["v"] == 1 for r in decoded)
+
+
+async def test_reopens_after_aclose(tmp_path: Path) -> None:
+    """``aclose`` stops the worker thread and closes the file; a later call reopens both."""
+    path = tmp_path / "reopen.db"
+    backend = SqliteBackend(path)
+    await COUNTER.invoke({"path": str(path)}, thread_id="t", backend=backend)
+    await backend.aclose()
+    assert backend._connection is None
+    state = await COUNTER.aget_state("t", backend)
+    assert state is not None
+    assert state.n == 3
+    await backend.aclose()
+
+
+async def test_a_failed_statement_is_an_ordinary_error(tmp_path: Path) -> None:
+    """Driver errors that are not about reaching the file propagate as they are."""
+    backend = SqliteBackend(tmp_path / "x.db")
+    await backend.latest_checkpoint("t")
+    with pytest.raises(sqlite3.OperationalError, match="no such table"):
+        await backend.submit([Query("SELECT * FROM missing_table", fetch="all")])
+    assert await backend.latest_checkpoint("t") is None  # the worker is still serving
+    await backend.aclose()

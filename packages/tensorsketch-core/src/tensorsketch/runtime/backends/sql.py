@@ -436,29 +436,35 @@ class _Worker:
         if self._thread is None or not self._thread.is_alive():
             with self._start_lock:
                 if self._thread is None or not self._thread.is_alive():
-                    self._thread = threading.Thread(target=self._serve, name=self._name)
+                    self._thread = threading.Thread(
+                        target=_serve, args=(self._queue,), name=self._name
+                    )
                     self._thread.daemon = True
                     self._thread.start()
         self._queue.put((fn, args, loop, future))
         return future
 
     def stop(self) -> None:
-        """Let the thread finish once the calls queued so far are done."""
-        if self._thread is not None:
-            self._queue.put(None)
-            self._thread = None
+        """Let the thread finish once the calls queued so far are done (a later call starts
+        a new thread with a queue of its own)."""
+        with self._start_lock:
+            if self._thread is not None:
+                self._queue.put(None)
+                self._queue = queue.SimpleQueue()
+                self._thread = None
 
-    def _serve(self) -> None:
-        while (item := self._queue.get()) is not None:
-            fn, args, loop, future = item
-            try:
-                outcome: tuple[Any, BaseException | None] = (fn(*args), None)
-            except Exception as exc:
-                outcome = (None, exc)
-            try:
-                loop.call_soon_threadsafe(_settle, future, *outcome)
-            except RuntimeError:  # the caller's loop has closed: nobody is waiting
-                pass
+
+def _serve(calls: queue.SimpleQueue[Any]) -> None:
+    while (item := calls.get()) is not None:
+        fn, args, loop, future = item
+        try:
+            outcome: tuple[Any, BaseException | None] = (fn(*args), None)
+        except Exception as exc:
+            outcome = (None, exc)
+        try:
+            loop.call_soon_threadsafe(_settle, future, *outcome)
+        except RuntimeError:  # the caller's loop has closed: nobody is waiting
+            pass
 
 
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
