@@ -1,8 +1,13 @@
-"""The main demo: a durable workflow on embedded defaults (SQLite, no API key, no network).
+"""The main demo, on embedded defaults: SQLite, a scripted fake model, no API key, no network.
 
-A refund request is classified, the refund is issued through a journaled side effect, and the
-process "crashes" right after the payment call. Resuming the same thread finishes the run
-without calling the payment API again. Run: python examples/demo.py
+Part 1 — a durable workflow: a refund request is classified, the refund is issued through a
+journaled side effect, and the process "crashes" right after the payment call. Resuming the
+same thread finishes the run without calling the payment API again.
+
+Part 2 — an agent with tools and human approval: the model looks the order up, asks to refund
+it, and the run suspends until a person approves; the approved refund then runs exactly once.
+
+Run: python examples/demo.py
 """
 
 from __future__ import annotations
@@ -13,7 +18,19 @@ from operator import add
 from pathlib import Path
 from typing import Annotated, Literal
 
-from tensorsketch import END, START, Context, Graph, Node, Reducer, Schema
+from tensorsketch import (
+    END,
+    START,
+    Context,
+    FakeProvider,
+    Graph,
+    Node,
+    Reducer,
+    Schema,
+    create_agent,
+    tool,
+)
+from tensorsketch.messages import Message, ToolCall, assistant
 from tensorsketch.runtime.backends import SqliteBackend
 
 PAYMENTS: list[str] = []  # the "payment API": every call is recorded here
@@ -92,6 +109,58 @@ app = (
 ).compile()
 
 
+@tool
+def lookup_order(order_id: str) -> dict[str, object]:
+    """Look up an order.
+
+    Args:
+        order_id: the order number, e.g. "A-17".
+    """
+    return {"order": order_id, "amount": 40, "status": "delivered"}
+
+
+@tool(requires_approval=True)
+def issue_refund(order_id: str, amount: int) -> str:
+    """Refund an order; a human approves every call.
+
+    Args:
+        order_id: the order to refund.
+        amount: dollars to give back.
+    """
+    PAYMENTS.append(order_id)
+    return f"refund of ${amount} for {order_id} issued"
+
+
+def scripted_model(messages: list[Message], tools: list[object]) -> Message:
+    """Stands in for a real model: decides the next step from the conversation so far."""
+    last = messages[-1]
+    if last.role == "user":
+        call = ToolCall(id="call_lookup", name="lookup_order", args={"order_id": "A-17"})
+        return assistant("Let me check that order.", tool_calls=[call])
+    if last.name == "lookup_order":
+        args = {"order_id": "A-17", "amount": 40}
+        call = ToolCall(id="call_refund", name="issue_refund", args=args)
+        return assistant("The order qualifies; refunding it.", tool_calls=[call])
+    return assistant(f"Done — {last.text}.")
+
+
+async def agent_part(backend: SqliteBackend) -> None:
+    agent = create_agent(
+        FakeProvider(policy=scripted_model),
+        tools=[lookup_order, issue_refund],
+        system="You are a support agent. Refunds need approval.",
+    )
+    before = len(PAYMENTS)
+    out = await agent.invoke({"query": "Please refund A-17."}, thread_id="chat-17", backend=backend)
+    print(f"agent status: {out.status}")
+    for pending in out.pending:
+        print(f"  awaiting approval: {pending.value['tool']} {pending.value['args']}")
+    out = await agent.invoke(thread_id="chat-17", backend=backend, resume={"call_refund": True})
+    print(f"agent status: {out.status}")
+    print(f"agent answer: {out.output}")
+    print(f"refunds issued by the agent: {len(PAYMENTS) - before}")
+
+
 async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         backend = SqliteBackend(str(Path(tmp) / "runs.db"))
@@ -111,6 +180,8 @@ async def main() -> None:
         print(f"payment API calls: {len(PAYMENTS)}  (exactly once, despite the crash)")
         history = await app.aget_history(thread, backend)
         print(f"checkpoints: {len(history)}")
+        print()
+        await agent_part(backend)
         await backend.aclose()
 
 

@@ -35,3 +35,5 @@ def test_demo_charges_exactly_once(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert "payment API calls: 1" in out.stdout
     assert "Your refund rf_0001 is on its way." in out.stdout
+    assert "agent status: suspended" in out.stdout
+    assert "refunds issued by the agent: 1" in out.stdout
