@@ -237,3 +237,39 @@ def test_listing_backends_imports_no_driver() -> None:
     names, loaded = out.stdout.strip().splitlines()
     assert names == "['memory', 'postgres', 'redis', 'sqlite']"
     assert loaded == "[]"
+
+
+def test_shared_connection_on_a_closed_loop_is_not_reused(pg_dsn: str, pg_schema: str) -> None:
+    async def connect() -> psycopg.AsyncConnection[Any]:
+        return await psycopg.AsyncConnection.connect(pg_dsn)
+
+    conn = asyncio.run(connect())
+    backend = PostgresBackend(connection=conn, schema=pg_schema)
+    assert asyncio.run(COUNTER.invoke({}, thread_id="a", backend=backend)).n == 3
+    assert asyncio.run(COUNTER.invoke({}, thread_id="b", backend=backend)).n == 3
+    assert len(COUNTER.get_history("b", backend)) == 4
+    asyncio.run(conn.close())
+
+
+def test_forgetting_aclose_never_hangs_the_exit(pg_dsn: str, pg_schema: str) -> None:
+    """``asyncio.run`` cancels every task at shutdown; an owned pool left open must not keep
+    that shutdown waiting (it closes itself with its loop)."""
+    code = textwrap.dedent(
+        """
+        import asyncio, sys
+        from tensorsketch.runtime.backends import PostgresBackend
+
+        backend = PostgresBackend(sys.argv[1], schema=sys.argv[2])
+        for _ in range(8):  # a new loop each time, and never an aclose()
+            asyncio.run(backend.acquire_lease("t", "me", 30))
+        print("exited cleanly")
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, pg_dsn, pg_schema],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "exited cleanly"

@@ -150,3 +150,19 @@ def test_missing_driver_names_the_extra() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert 'pip install "tensorsketch-backends[redis]"' in out.stdout
+
+
+def test_shared_client_on_a_closed_loop_is_not_reused(redis_url: str, redis_prefix: str) -> None:
+    """A caller's client belongs to the loop it was made on; after that loop is gone the
+    backend talks through short-lived clients with the same settings."""
+
+    async def make() -> aioredis.Redis:
+        return aioredis.Redis.from_url(redis_url)
+
+    client = asyncio.run(make())
+    backend = RedisBackend(client=client, prefix=redis_prefix)
+    assert asyncio.run(COUNTER.invoke({}, thread_id="a", backend=backend)).n == 3
+    assert asyncio.run(COUNTER.invoke({}, thread_id="b", backend=backend)).n == 3
+    state = COUNTER.get_state("a", backend)
+    assert state is not None
+    assert state.n == 3

@@ -42,6 +42,21 @@ _DDL_LOCK_KEY = 0x74736B2D64646C
 _STALE_AFTER = 1.0
 
 
+async def _close_with_loop(pool: AsyncConnectionPool[Any]) -> None:
+    """Close an owned pool when its event loop shuts down.
+
+    ``asyncio.run`` cancels every task before closing its loop; a pool left open then can keep
+    the shutdown waiting on a connection attempt in flight. This task is cancelled with the
+    others and closes the pool first, so forgetting ``aclose()`` never hangs a program's exit.
+    """
+    try:
+        await asyncio.get_running_loop().create_future()  # until cancelled
+    finally:
+        if not pool.closed:
+            with contextlib.suppress(Exception):
+                await pool.close(timeout=2.0)
+
+
 async def _check_if_stale(conn: psycopg.AsyncConnection[Any]) -> None:
     """Pool ``check``: test connections that sat idle (a server restart, an admin killing
     sessions) and skip the round trip for one used moments ago, as during a run."""
@@ -118,6 +133,7 @@ class PostgresBackend(SqlBackend):
         self._home: asyncio.AbstractEventLoop | None = None
         self._pool_task: asyncio.Task[AsyncConnectionPool[Any]] | None = None
         self._shared_lock: asyncio.Lock | None = None
+        self._keeper: asyncio.Task[None] | None = None
 
     # -- dialect ----------------------------------------------------------------------------
 
@@ -188,7 +204,10 @@ class PostgresBackend(SqlBackend):
     async def _checkout(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         loop = asyncio.get_running_loop()
         home = self._home
-        if home is not loop and (home is None or home.is_closed()):
+        owned = self._shared is None and self._user_pool is None
+        if home is None or (home is not loop and owned and home.is_closed()):
+            # Our own pool follows the live loop. A pool or connection you passed stays on
+            # the loop it was first used on; once that loop is gone, calls use their own.
             home = self._rehome(loop)
         if home is loop:
             if self._shared is not None:
@@ -243,6 +262,7 @@ class PostgresBackend(SqlBackend):
             self.dsn or "", open=False, kwargs=kwargs, **options
         )
         await pool.open(wait=False)
+        self._keeper = asyncio.get_running_loop().create_task(_close_with_loop(pool))
         return pool
 
     async def _connect_once(self) -> psycopg.AsyncConnection[Any]:
@@ -267,11 +287,14 @@ class PostgresBackend(SqlBackend):
         self._ready = False
         if task is None or home is not asyncio.get_running_loop():
             return
+        keeper, self._keeper = self._keeper, None
         if not task.done():
             task.cancel()
-            return
-        if task.exception() is None:
+        elif task.exception() is None:
             await task.result().close()
+        if keeper is not None:
+            keeper.cancel()
+            await asyncio.wait([keeper])
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "schema": self.schema}

@@ -148,7 +148,9 @@ class RedisBackend(Backend):
     async def _use(self, what: str) -> AsyncIterator[aioredis.Redis]:
         loop = asyncio.get_running_loop()
         home = self._home
-        if home is not loop and (home is None or home.is_closed()):
+        if home is None or (home is not loop and self._given is None and home.is_closed()):
+            # Our own client follows the live loop. A client you passed stays on the loop it
+            # was first used on; once that loop is gone, calls use short-lived clients.
             self._home = home = loop
             if self._given is None:
                 assert self.dsn is not None
