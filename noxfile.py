@@ -148,6 +148,16 @@ def _check_artifacts(session: nox.Session, dist: str, out: Path) -> None:
     stray = [n for n in names if n.endswith(".py") and not n.startswith("tensorsketch/")]
     if stray:
         session.error(f"{dist}'s wheel has modules outside the tensorsketch namespace: {stray}")
+    if dist == META:
+        wheel = zipfile.ZipFile(wheels[0])
+        meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        requires = [
+            line for line in wheel.read(meta).decode().splitlines()
+            if line.startswith("Requires-Dist:")
+        ]
+        local = [r for r in requires if "file:" in r]
+        if local or not requires:
+            session.error(f"the meta-package must pin released versions, got {local or requires}")
     if dist != META:
         if not any(n.endswith("py.typed") for n in names):
             session.error(f"{dist}'s wheel has no py.typed marker")
