@@ -109,6 +109,7 @@ def typecheck(session: nox.Session) -> None:
 
 
 def _build(session: nox.Session, dist: str, out: Path) -> list[Path]:
+    # TENSORSKETCH_RELEASE=1: the meta-package pins `==version` instead of sibling folders.
     session.run(
         "python",
         "-m",
@@ -119,6 +120,7 @@ def _build(session: nox.Session, dist: str, out: Path) -> list[Path]:
         str(out),
         str(PACKAGES / dist),
         silent=True,
+        env={"TENSORSKETCH_RELEASE": "1"},
     )
     return sorted(out.glob("*"))
 
@@ -152,7 +154,8 @@ def _check_artifacts(session: nox.Session, dist: str, out: Path) -> None:
         wheel = zipfile.ZipFile(wheels[0])
         meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
         requires = [
-            line for line in wheel.read(meta).decode().splitlines()
+            line
+            for line in wheel.read(meta).decode().splitlines()
             if line.startswith("Requires-Dist:")
         ]
         local = [r for r in requires if "file:" in r]
