@@ -300,16 +300,25 @@ class SqlBackend(Backend):
         queries = [Query(s) for s in statements]
         queries.append(Query(self._sql["version_init"], (_COMPONENT, SCHEMA_VERSION)))
         queries.append(Query(self._sql["version"], (_COMPONENT,), fetch="one"))
-        try:
-            results = await self.submit(queries, transaction=True)
-        except Exception as exc:
-            if not self.is_unavailable(exc):
-                raise
-            msg = (
-                f"{self.name} backend unavailable while creating its tables: "
-                f"{type(exc).__name__}: {exc}. Check that the database is running and reachable."
-            )
-            raise BackendUnavailableError(msg) from exc
+        attempts = 5
+        for attempt in range(attempts):
+            try:
+                results = await self.submit(queries, transaction=True)
+                break
+            except Exception as exc:
+                if not self.is_unavailable(exc):
+                    raise
+                if attempt + 1 < attempts:
+                    # Several handles creating the tables at once can briefly lock each other
+                    # out (SQLite's switch to WAL needs an exclusive lock): back off, retry.
+                    await asyncio.sleep(0.05 * 2**attempt)
+                    continue
+                msg = (
+                    f"{self.name} backend unavailable while creating its tables: "
+                    f"{type(exc).__name__}: {exc}. Check that the database is running and "
+                    "reachable."
+                )
+                raise BackendUnavailableError(msg) from exc
         found = int(results[-1][0])
         if found > SCHEMA_VERSION:
             msg = (

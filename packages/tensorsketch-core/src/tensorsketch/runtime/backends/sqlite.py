@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from typing import Any, ClassVar, Literal
 
 from tensorsketch.runtime.backends.sql import SqlBackend
@@ -77,7 +78,7 @@ class SqliteBackend(SqlBackend):
             check_same_thread=False,  # used from worker threads, always under a lock
         )
         if self.path != ":memory:":
-            conn.execute("PRAGMA journal_mode=WAL")
+            _switch_to_wal(conn, self.busy_timeout)
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
         return conn
 
@@ -97,3 +98,22 @@ class SqliteBackend(SqlBackend):
 
     def __repr__(self) -> str:
         return f"SqliteBackend({self.path!r})"
+
+
+def _switch_to_wal(conn: sqlite3.Connection, patience: float) -> None:
+    """Turn on WAL, waiting out other connections that hold the lock the switch needs.
+
+    SQLite can report "database is locked" for the switch at once, without consulting the
+    busy timeout, when another connection is mid-transaction on a fresh file.
+    """
+    deadline = time.monotonic() + patience
+    delay = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc).lower() or time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
