@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tensorsketch.errors import CheckpointDecodeError
 from tensorsketch.events import Event
-from tensorsketch.observability.tracing import NOOP_TRACER, Tracer
+from tensorsketch.observability.tracing import Tracer
 from tensorsketch.pregel import GraphSpec, Run, Task
 from tensorsketch.schema import Schema
 from tensorsketch.structure import GraphStructure
@@ -129,7 +129,7 @@ class CompiledGraph(Generic[S]):
         self, run: Run, input: Any, max_steps: int, resume: Mapping[str, Any] | None = None
     ) -> None:
         tracer = run.tracer
-        if tracer is NOOP_TRACER or not tracer.enabled:
+        if not tracer.enabled:  # NoopTracer: skip the run span entirely
             await self._drive_inner(run, input, max_steps, resume)
             return
         attributes: dict[str, Any] = {"tensorsketch.graph": self._spec.name}

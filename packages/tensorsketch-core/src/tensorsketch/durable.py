@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -178,22 +179,20 @@ def validated_values(spec: GraphSpec, checkpoint: Checkpoint) -> dict[str, Any]:
     return values
 
 
-def _guard(backend: Backend, what: str) -> contextlib.AbstractAsyncContextManager[None]:
-    @contextlib.asynccontextmanager
-    async def guard() -> Any:
-        try:
-            yield
-        except (OSError, ConnectionError, TimeoutError) as exc:
-            if isinstance(exc, BackendUnavailableError):
-                raise
-            msg = (
-                f"{backend.name} backend unavailable while {what}: {type(exc).__name__}: {exc}. "
-                "The run stopped at its last checkpoint; invoke the same thread_id again once "
-                "the store is back to resume."
-            )
-            raise BackendUnavailableError(msg) from exc
-
-    return guard()
+@contextlib.asynccontextmanager
+async def _guard(backend: Backend, what: str) -> AsyncIterator[None]:
+    """Turn a lost connection into ``BackendUnavailableError`` saying how to resume."""
+    try:
+        yield
+    except (OSError, ConnectionError, TimeoutError) as exc:
+        if isinstance(exc, BackendUnavailableError):
+            raise
+        msg = (
+            f"{backend.name} backend unavailable while {what}: {type(exc).__name__}: {exc}. "
+            "The run stopped at its last checkpoint; invoke the same thread_id again once "
+            "the store is back to resume."
+        )
+        raise BackendUnavailableError(msg) from exc
 
 
 class RunJournal:

@@ -144,11 +144,10 @@ def _takes_no_arguments(fn: Any) -> bool:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
         return False
+    # A thunk: every parameter optional and none variadic (a class takes constructor args).
     return all(
-        p.default is not inspect.Parameter.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        p.default is not inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
         for p in signature.parameters.values()
-    ) and not any(
-        p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in signature.parameters.values()
     )
 
 
