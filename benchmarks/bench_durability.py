@@ -90,8 +90,9 @@ def _ts_backend(kind: str, workdir: Path) -> Any:
     if kind.startswith("sqlite"):
         from tensorsketch.runtime.backends import SqliteBackend
 
-        level = "NORMAL" if kind == "sqlite-normal" else "FULL"
-        return SqliteBackend(workdir / "ts.db", synchronous=level)
+        level = "NORMAL" if kind.startswith("sqlite-normal") else "FULL"
+        threaded = not kind.endswith("-inline")
+        return SqliteBackend(workdir / "ts.db", synchronous=level, threaded=threaded)
     if kind == "postgres":
         from tensorsketch.runtime.backends import PostgresBackend
 

@@ -23,21 +23,16 @@ from tensorsketch.testing.crash import (
 )
 
 EXPECTED_BOUNDARIES = [
-    "lease",
-    "checkpoint step=0",
+    "lease + checkpoint step=0",  # the lease and the input checkpoint, in one transaction
     "effect 0:Charge:0:reserve",
     "effect idem:charge-A-17",
-    "events 0..3",
-    "checkpoint step=1",
+    "events 0..3 + checkpoint step=1",  # a superstep's events and checkpoint commit together
     "effect 1:Ship#0:0:ship",  # the fan-out, killed after each worker in turn
     "effect 1:Ship#1:0:ship",
     "effect 1:Ship#2:0:ship",
-    "events 4..10",
-    "checkpoint step=2",
+    "events 4..10 + checkpoint step=2",
     "effect 2:Summarize:0:notify",
-    "events 11..13",
-    "checkpoint step=3",
-    "events 14..14",
+    "events 11..14 + checkpoint step=3 + release",  # the last write gives the lease back
 ]
 
 
@@ -79,7 +74,11 @@ async def test_crashing_backend_stops_at_its_boundary(tmp_path: Path) -> None:
     app = scenario_graph(EffectLedger(tmp_path / "ledger.db"))
     with pytest.raises(SimulatedCrash, match="boundary 3"):
         await app.invoke({"order": "o", "items": ["x"]}, thread_id="t", backend=wrapper)
-    assert wrapper.boundaries == ["lease", "checkpoint step=0", "effect 0:Charge:0:reserve"]
+    assert wrapper.boundaries == [
+        "lease + checkpoint step=0",
+        "effect 0:Charge:0:reserve",
+        "effect idem:charge-o",
+    ]
     with pytest.raises(SimulatedCrash):  # a dead process writes nothing more
         await wrapper.release_lease("t", "anyone")
     with pytest.raises(ValueError, match="mode"):

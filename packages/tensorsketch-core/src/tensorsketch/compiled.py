@@ -143,46 +143,66 @@ class CompiledGraph(Generic[S]):
         self, run: Run, input: Any, max_steps: int, resume: Mapping[str, Any] | None
     ) -> None:
         journal = run.journal
-        if journal is not None:
-            await journal.acquire()
         try:
             tasks = await self._prepare(run, input, resume)
             if run.sink is not None:
                 await run.emit("run_start", data={"input": _plain(input), "step": run.step})
             await run.execute(tasks, max_steps)
-            if run.sink is not None and not run.interrupts:
+            if run.sink is not None and not run.interrupts and not run.ended:
                 await run.emit("run_end", data=dict(run.values), step=run.step)
         finally:
             if journal is not None:
-                try:
-                    await journal.flush_events()
-                finally:
-                    await journal.release()
+                await journal.finish()
 
     async def _prepare(
         self, run: Run, input: Any, resume: Mapping[str, Any] | None = None
     ) -> list[Task]:
         journal = run.journal
-        plan = await journal.restore(run) if journal is not None else None
+        if journal is None:
+            run.seed()
+            run.apply_input(input)
+            return run.entry_tasks()
+        fresh = None if resume else self._plan_fresh(run, input)
+        plan = await journal.open(run, fresh)
+        if journal.created:
+            assert fresh is not None
+            return fresh
         if resume:
             from tensorsketch.interrupts import apply_resume
 
             await apply_resume(run, resume)
-        if plan is None:
+        if plan is None:  # a new thread whose input was not saved by `open`
+            run.values = {}
             run.seed()
             run.apply_input(input)
             tasks = run.entry_tasks()
-            if journal is not None:
-                await journal.checkpoint(run, None, tasks, source="input")
+            await journal.checkpoint(run, None, tasks, source="input")
             return tasks
         tasks = run.tasks_from_plan(plan)
         if input is not None:
             changed = run.apply_input(input)
             if not tasks:
                 tasks = run.entry_tasks()
-            assert journal is not None
             await journal.checkpoint(run, changed, tasks, source="input")
         return tasks
+
+    def _plan_fresh(self, run: Run, input: Any) -> list[Task] | None:
+        """Plan the first superstep as if the thread were new, so the store can save the
+        input checkpoint in the same round trip as the lease; the plan is dropped if the
+        thread already has checkpoints.
+
+        Only for a graph whose entry is fixed (no routing function runs early); an input
+        that does not apply is left for the regular path to report.
+        """
+        if self._spec.entry_branch is not None:
+            return None
+        try:
+            run.seed()
+            run.apply_input(input)
+            return run.entry_tasks()
+        except Exception:
+            run.values = {}
+            return None
 
     async def invoke(
         self,
@@ -357,7 +377,9 @@ class CompiledGraph(Generic[S]):
         tasks = run.tasks_from_plan(origin.plan)
         await journal.acquire()
         try:
-            await journal.checkpoint(run, None, tasks, source="fork", parent_id=origin.id)
+            await journal.checkpoint(
+                run, None, tasks, source="fork", parent_id=origin.id, final=True
+            )
         finally:
             await journal.release()
         return await self.invoke(

@@ -196,7 +196,13 @@ async def _guard(backend: Backend, what: str) -> AsyncIterator[None]:
 
 
 class RunJournal:
-    """The durable side of one run: lease, restore, checkpoints, effects and events."""
+    """The durable side of one run: lease, restore, checkpoints, effects and events.
+
+    A run reaches its store once to open the thread (:meth:`open`: lease, the reads a
+    resume needs and, for a new thread, the input checkpoint) and once per barrier
+    (:meth:`checkpoint`: the superstep's events and checkpoint in one unit; the last one also
+    gives the lease back).
+    """
 
     def __init__(self, backend: Backend, thread_id: str, spec: GraphSpec) -> None:
         self.backend = backend
@@ -206,22 +212,33 @@ class RunJournal:
         self._events: list[Event] = []
         self._heartbeat: asyncio.Task[None] | None = None
         self._lost_lease = False
+        self._held = False
+        #: ``open`` saved the caller's fresh input checkpoint as the thread's first.
+        self.created = False
         #: Lease length in seconds: the backend's ``lease_ttl`` (tests shorten it).
         self.ttl = float(getattr(backend, "lease_ttl", LEASE_TTL))
 
     # -- lease ------------------------------------------------------------------------------
 
+    def _busy(self) -> ThreadBusyError:
+        msg = (
+            f"thread {self.thread_id!r} is being run by another process right now; only one "
+            "writer may run a thread at a time. Wait for it to finish (its lease expires "
+            f"{self.ttl:g}s after its owner stops), or use another thread_id."
+        )
+        return ThreadBusyError(msg)
+
+    def _hold(self) -> None:
+        self._held = True
+        self._heartbeat = asyncio.get_running_loop().create_task(self._renew())
+
     async def acquire(self) -> None:
+        """Take the thread's lease (or raise :class:`ThreadBusyError`) and keep it renewed."""
         async with _guard(self.backend, "taking the thread lease"):
             ok = await self.backend.acquire_lease(self.thread_id, self.owner, self.ttl)
         if not ok:
-            msg = (
-                f"thread {self.thread_id!r} is being run by another process right now; only one "
-                "writer may run a thread at a time. Wait for it to finish (its lease expires "
-                f"{self.ttl:g}s after its owner stops), or use another thread_id."
-            )
-            raise ThreadBusyError(msg)
-        self._heartbeat = asyncio.get_running_loop().create_task(self._renew())
+            raise self._busy()
+        self._hold()
 
     async def _renew(self) -> None:
         while True:
@@ -234,28 +251,60 @@ class RunJournal:
                 self._lost_lease = True
                 return
 
-    async def release(self) -> None:
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
+    async def _stop_heartbeat(self) -> None:
+        heartbeat, self._heartbeat = self._heartbeat, None
+        if heartbeat is not None:
+            heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._heartbeat
-        with contextlib.suppress(Exception):
-            await self.backend.release_lease(self.thread_id, self.owner)
+                await heartbeat
+
+    async def release(self) -> None:
+        """Stop renewing the lease and give it back (if the last checkpoint did not)."""
+        await self._stop_heartbeat()
+        if self._held:
+            self._held = False
+            with contextlib.suppress(Exception):
+                await self.backend.release_lease(self.thread_id, self.owner)
+
+    async def finish(self) -> None:
+        """End of a run, however it ended: store the events left, then release."""
+        try:
+            await self.flush_events()
+        finally:
+            await self.release()
 
     # -- restore ----------------------------------------------------------------------------
 
-    async def restore(self, run: Run) -> list[tuple[str, dict[str, Any] | None]] | None:
-        """Load the latest checkpoint into ``run``; return its plan, or ``None`` if new."""
-        async with _guard(self.backend, "loading the latest checkpoint"):
-            stored = await self.backend.list_checkpoints(self.thread_id)
-            last_seq = await self.backend.last_event_seq(self.thread_id)
-        chain = load_chain(self.backend, stored)
+    async def open(
+        self, run: Run, fresh: list[Task] | None = None
+    ) -> list[tuple[str, dict[str, Any] | None]] | None:
+        """Take the lease and load the latest checkpoint into ``run``; return its plan, or
+        ``None`` for a thread with no checkpoint.
+
+        ``fresh`` is the first superstep planned from ``run``'s current values (defaults and
+        input): if the thread turns out to be new, they are saved as its input checkpoint in
+        the same round trip and :attr:`created` is set (the return value is then ``None``).
+        """
+        initial = None
+        if fresh is not None:
+            initial = self._stored(run, None, fresh, source="input", parent_id=None)
+        async with _guard(self.backend, "opening the thread"):
+            opening = await self.backend.open_thread(self.thread_id, self.owner, self.ttl, initial)
+        if not opening.acquired:
+            raise self._busy()
+        self._hold()
+        if opening.created:
+            assert initial is not None
+            run.checkpoint_id = initial.checkpoint_id
+            self.created = True
+            return None
+        chain = load_chain(self.backend, opening.checkpoints)
         if not chain:
             return None
         latest = chain[-1]
         self.adopt(run, latest)
-        if last_seq is not None:
-            run.seq = max(run.seq, last_seq + 1)
+        if opening.last_event_seq is not None:
+            run.seq = max(run.seq, opening.last_event_seq + 1)
         return latest.plan
 
     def adopt(self, run: Run, checkpoint: Checkpoint) -> None:
@@ -272,30 +321,19 @@ class RunJournal:
 
     # -- checkpoints ------------------------------------------------------------------------
 
-    async def checkpoint(
+    def _stored(
         self,
         run: Run,
         changed: dict[str, list[Any] | None] | None,
         tasks: list[Task],
         *,
-        source: str = "loop",
-        parent_id: str | None = None,
+        source: str,
+        parent_id: str | None,
         meta: dict[str, Any] | None = None,
-    ) -> str:
-        """Save a checkpoint after a barrier (``changed=None`` writes a full snapshot).
-
-        ``meta`` is stored with it and read back as ``Checkpoint.metadata`` (a suspended
-        run records what it waits for there).
-        """
-        if self._lost_lease:
-            msg = (
-                f"lost the lease on thread {self.thread_id!r} (another process took it over "
-                "after this one stalled); stopping before writing a conflicting checkpoint."
-            )
-            raise ThreadBusyError(msg)
+    ) -> StoredCheckpoint:
+        """Encode a checkpoint of ``run`` (``changed=None``: a full snapshot)."""
         values = run.values
         changes: dict[str, list[Any]] = {}
-        base = changed is None
         names = list(values) if changed is None else list(changed)
         for name in names:
             appended = None if changed is None else changed[name]
@@ -305,31 +343,75 @@ class RunJournal:
                 changes[name] = ["set", values[name]]
             else:
                 changes[name] = ["unset"]
-        plan = [task.to_plan() for task in tasks]
-        payload = {
+        payload: dict[str, Any] = {
             "v": FORMAT_VERSION,
-            "base": base,
+            "base": changed is None,
             "source": source,
             "seq": run.seq,
             "changes": changes,
-            "plan": plan,
+            "plan": [task.to_plan() for task in tasks],
         }
         if meta:
             payload["meta"] = meta
-        checkpoint_id = uuid.uuid4().hex
-        stored = StoredCheckpoint(
+        return StoredCheckpoint(
             thread_id=self.thread_id,
-            checkpoint_id=checkpoint_id,
-            parent_id=parent_id if parent_id is not None else run.checkpoint_id,
+            checkpoint_id=uuid.uuid4().hex,
+            parent_id=parent_id,
             step=run.step,
             created_at=time.time(),
             payload=self.backend.serializer.dumps(payload),
         )
-        await self.flush_events()
+
+    async def checkpoint(
+        self,
+        run: Run,
+        changed: dict[str, list[Any] | None] | None,
+        tasks: list[Task],
+        *,
+        source: str = "loop",
+        parent_id: str | None = None,
+        meta: dict[str, Any] | None = None,
+        final: bool = False,
+    ) -> str:
+        """Save a checkpoint after a barrier (``changed=None`` writes a full snapshot), with
+        the events buffered since the last one.
+
+        ``meta`` is stored with it and read back as ``Checkpoint.metadata`` (a suspended
+        run records what it waits for there). ``final`` marks the run's last write: the lease
+        is given back in the same unit of work.
+        """
+        if self._lost_lease:
+            msg = (
+                f"lost the lease on thread {self.thread_id!r} (another process took it over "
+                "after this one stalled); stopping before writing a conflicting checkpoint."
+            )
+            raise ThreadBusyError(msg)
+        stored = self._stored(
+            run,
+            changed,
+            tasks,
+            source=source,
+            parent_id=parent_id if parent_id is not None else run.checkpoint_id,
+            meta=meta,
+        )
+        events = self._encoded_events()
+        release = None
+        if final and self._held:
+            await self._stop_heartbeat()
+            release = self.owner
         async with _guard(self.backend, "saving a checkpoint"):
-            await self.backend.save_checkpoint(stored)
-        run.checkpoint_id = checkpoint_id
-        return checkpoint_id
+            await self.backend.commit_step(
+                self.thread_id,
+                stored,
+                events,
+                # The input is made durable by the next durable write (see open_thread).
+                durable=source != "input",
+                release_owner=release,
+            )
+        if release is not None:
+            self._held = False
+        run.checkpoint_id = stored.checkpoint_id
+        return stored.checkpoint_id
 
     # -- effects ----------------------------------------------------------------------------
 
@@ -354,11 +436,16 @@ class RunJournal:
     def buffer_event(self, event: Event) -> None:
         self._events.append(event)
 
-    async def flush_events(self) -> None:
+    def _encoded_events(self) -> list[StoredEvent]:
         if not self._events:
-            return
+            return []
         events, self._events = self._events, []
         dumps = self.backend.serializer.dumps
-        stored = [StoredEvent(seq=e.seq, payload=dumps(e.to_dict())) for e in events]
+        return [StoredEvent(seq=e.seq, payload=dumps(e.to_dict())) for e in events]
+
+    async def flush_events(self) -> None:
+        stored = self._encoded_events()
+        if not stored:
+            return
         async with _guard(self.backend, "appending stream events"):
-            await self.backend.append_events(self.thread_id, stored)
+            await self.backend.commit_step(self.thread_id, None, stored)

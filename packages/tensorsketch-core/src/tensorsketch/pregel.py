@@ -227,6 +227,8 @@ class Run:
         #: What the restored checkpoint was waiting on, and what this run stopped on.
         self.restored_interrupts: list[PendingInterrupt] = []
         self.interrupts: list[PendingInterrupt] = []
+        #: ``run_end`` was emitted (at the last barrier, before the final checkpoint).
+        self.ended = False
 
     # -- state ------------------------------------------------------------------------------
 
@@ -620,9 +622,22 @@ class Run:
 
         ``namespace`` overrides the run's own, to forward a nested run's events.
         """
-        sink = self.sink
-        if sink is None:
-            return
+        event = self._event(type, node=node, data=data, step=step, namespace=namespace)
+        if event is not None:
+            await self.sink(event)  # type: ignore[misc]
+
+    def _event(
+        self,
+        type: str,
+        *,
+        node: str | None = None,
+        data: Any = None,
+        step: int | None = None,
+        namespace: tuple[str, ...] | None = None,
+    ) -> Event | None:
+        """Number an event and add it to the durable log's buffer; ``None`` without a sink."""
+        if self.sink is None:
+            return None
         event = Event(
             seq=self.seq,
             type=type,
@@ -637,7 +652,7 @@ class Run:
         self.seq += 1
         if self.journal is not None:
             self.journal.buffer_event(event)
-        await sink(event)
+        return event
 
     async def journaled(self, key: str, name: str, fn: Callable[[], Any], ctx: Context) -> Any:
         """Run ``fn`` once per key: replay the recorded result when there is one."""
@@ -690,10 +705,16 @@ class Run:
             tasks = self.next_tasks(tasks)
             self.step = step + 1
             steps_run += 1
+            ended = None
             if self.sink is not None:
                 await self.emit("values", data=dict(self.values), step=step)
+                if not tasks:  # logged with the final checkpoint, delivered once it is stored
+                    self.ended = True
+                    ended = self._event("run_end", data=dict(self.values), step=self.step)
             if journal is not None:
-                await journal.checkpoint(self, changed, tasks)
+                await journal.checkpoint(self, changed, tasks, final=not tasks)
+            if ended is not None:
+                await self.sink(ended)  # type: ignore[misc]
 
     async def suspend(self, tasks: list[Task], exc: Interrupt) -> None:
         """Stop at this superstep to wait on ``exc.pending``; resuming runs it again.
@@ -736,6 +757,7 @@ class Run:
                 tasks,
                 source="interrupt",
                 meta={"interrupts": [p.to_dict() for p in self.interrupts]},
+                final=True,
             )
 
     def result_state(self) -> Schema:

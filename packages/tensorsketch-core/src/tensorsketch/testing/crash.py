@@ -55,7 +55,12 @@ from tensorsketch.context import Context
 from tensorsketch.errors import ThreadBusyError
 from tensorsketch.graph import Graph
 from tensorsketch.node import Node
-from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent
+from tensorsketch.runtime.backends.base import (
+    Backend,
+    StoredCheckpoint,
+    StoredEvent,
+    ThreadOpening,
+)
 from tensorsketch.schema import Schema
 
 __all__ = [
@@ -226,9 +231,11 @@ class CrashingBackend(Backend):
 
     Boundaries are the writes a resume depends on: the first lease taken, every effect
     recorded, every checkpoint saved and every event batch appended (lease renewals are timing
-    dependent and not counted). ``crash_at=0`` never crashes; :attr:`boundaries` names each
-    boundary passed. ``mode="kill"`` sends ``SIGKILL`` to this process; ``mode="raise"``
-    raises :class:`SimulatedCrash` and then refuses every further call.
+    dependent and not counted). The batched units (``open_thread``, ``commit_step``) go to the
+    inner backend's own implementation and count as one boundary each, as they commit as one.
+    ``crash_at=0`` never crashes; :attr:`boundaries` names each boundary passed.
+    ``mode="kill"`` sends ``SIGKILL`` to this process; ``mode="raise"`` raises
+    :class:`SimulatedCrash` and then refuses every further call.
     """
 
     def __init__(self, inner: Backend, *, crash_at: int = 0, mode: str = "kill") -> None:
@@ -307,6 +314,47 @@ class CrashingBackend(Backend):
     async def release_lease(self, thread_id: str, owner: str) -> None:
         self._check()
         await self.inner.release_lease(thread_id, owner)
+
+    async def open_thread(
+        self,
+        thread_id: str,
+        owner: str,
+        ttl: float,
+        initial: StoredCheckpoint | None = None,
+    ) -> ThreadOpening:
+        self._check()
+        opening = await self.inner.open_thread(thread_id, owner, ttl, initial)
+        if opening.created:
+            assert initial is not None
+            self._leased = True
+            self._passed(f"lease + checkpoint step={initial.step}")
+        elif opening.acquired and not self._leased:
+            self._leased = True
+            self._passed("lease")
+        return opening
+
+    async def commit_step(
+        self,
+        thread_id: str,
+        checkpoint: StoredCheckpoint | None,
+        events: list[StoredEvent],
+        *,
+        durable: bool = True,
+        release_owner: str | None = None,
+    ) -> None:
+        self._check()
+        await self.inner.commit_step(
+            thread_id, checkpoint, events, durable=durable, release_owner=release_owner
+        )
+        parts = []
+        if events:
+            parts.append(f"events {events[0].seq}..{events[-1].seq}")
+        if checkpoint is not None:
+            parts.append(f"checkpoint step={checkpoint.step}")
+        if parts:
+            if release_owner is not None:
+                parts.append("release")
+            self._passed(" + ".join(parts))
 
 
 # -- running it -------------------------------------------------------------------------------

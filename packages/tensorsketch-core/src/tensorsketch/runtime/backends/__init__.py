@@ -9,7 +9,12 @@ __path__ = __import__("pkgutil").extend_path(__path__, __name__)
 
 from typing import Any
 
-from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent
+from tensorsketch.runtime.backends.base import (
+    Backend,
+    StoredCheckpoint,
+    StoredEvent,
+    ThreadOpening,
+)
 from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.serializers import JsonSerializer, PickleSerializer, Serializer
 
@@ -48,4 +53,5 @@ __all__ = [
     "Serializer",
     "StoredCheckpoint",
     "StoredEvent",
+    "ThreadOpening",
 ]

@@ -14,7 +14,7 @@ from typing import Any
 
 from tensorsketch.serializers import Serializer, resolve_serializer
 
-__all__ = ["Backend", "StoredCheckpoint", "StoredEvent"]
+__all__ = ["Backend", "StoredCheckpoint", "StoredEvent", "ThreadOpening"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +35,23 @@ class StoredEvent:
 
     seq: int
     payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadOpening:
+    """What a runner learns when it starts on a thread (:meth:`Backend.open_thread`).
+
+    :param acquired: the lease was taken; when ``False`` nothing else was read or written.
+    :param checkpoints: the thread's checkpoints, oldest first, as they were *before* this
+        call (empty for a new thread).
+    :param last_event_seq: the highest stored event ``seq`` of the thread, if any.
+    :param created: the ``initial`` checkpoint was saved as the thread's first.
+    """
+
+    acquired: bool
+    checkpoints: list[StoredCheckpoint]
+    last_event_seq: int | None
+    created: bool = False
 
 
 class Backend(ABC):
@@ -100,6 +117,61 @@ class Backend(ABC):
     @abstractmethod
     async def release_lease(self, thread_id: str, owner: str) -> None:
         """Give the lease back if ``owner`` still holds it."""
+
+    # -- optional: batched units of work ----------------------------------------------------
+    #
+    # A run reaches its store twice per superstep at most: once to open the thread and once
+    # per barrier. The defaults below compose the eight operations; a store that can do each
+    # as one round trip / one transaction overrides them (every first-party backend does), so
+    # a superstep costs one commit instead of several.
+
+    async def open_thread(
+        self,
+        thread_id: str,
+        owner: str,
+        ttl: float,
+        initial: StoredCheckpoint | None = None,
+    ) -> ThreadOpening:
+        """Take the lease, read what a resume needs, and — on a thread that has no checkpoint
+        yet — save ``initial`` as its first.
+
+        Nothing is read or written when the lease is held by another owner. ``initial`` need
+        not reach the disk before this returns (it is the run's input, made durable by the
+        run's next durable write); it must be visible to other connections.
+        """
+        if not await self.acquire_lease(thread_id, owner, ttl):
+            return ThreadOpening(acquired=False, checkpoints=[], last_event_seq=None)
+        checkpoints = await self.list_checkpoints(thread_id)
+        last_seq = await self.last_event_seq(thread_id)
+        created = False
+        if not checkpoints and initial is not None:
+            await self.save_checkpoint(initial)
+            created = True
+        return ThreadOpening(
+            acquired=True, checkpoints=checkpoints, last_event_seq=last_seq, created=created
+        )
+
+    async def commit_step(
+        self,
+        thread_id: str,
+        checkpoint: StoredCheckpoint | None,
+        events: list[StoredEvent],
+        *,
+        durable: bool = True,
+        release_owner: str | None = None,
+    ) -> None:
+        """Store a superstep's events and its checkpoint as one unit, and — for the run's
+        last write — give the lease of ``release_owner`` back in the same unit.
+
+        ``durable=False`` allows the commit to skip waiting for the disk (it must still be
+        visible to other connections and survive this process dying).
+        """
+        if events:
+            await self.append_events(thread_id, events)
+        if checkpoint is not None:
+            await self.save_checkpoint(checkpoint)
+        if release_owner is not None:
+            await self.release_lease(thread_id, release_owner)
 
     # -- optional ---------------------------------------------------------------------------
 

@@ -14,7 +14,9 @@ Layout (created on first use, inside one transaction)::
     tensorsketch_leases         thread_id PK                    one writer per thread
 
 Every statement touches one thread's rows through its primary key, and a checkpoint save is a
-single ``INSERT``, so the cost of a superstep does not depend on how long the thread is.
+single ``INSERT``, so the cost of a superstep does not depend on how long the thread is. A run
+reaches the database once to open its thread (lease, input checkpoint and the reads a resume
+needs, in one transaction) and once per superstep (its events and checkpoint, in one commit).
 Leases are compared against the *database's* clock, so runners on hosts with skewed clocks
 still agree on when a lease expired.
 """
@@ -29,7 +31,12 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError
-from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent
+from tensorsketch.runtime.backends.base import (
+    Backend,
+    StoredCheckpoint,
+    StoredEvent,
+    ThreadOpening,
+)
 from tensorsketch.serializers import Serializer
 
 __all__ = ["SCHEMA_VERSION", "Query", "SqlBackend"]
@@ -59,9 +66,15 @@ class SqlBackend(Backend):
     """A backend over any SQL database; subclass it with a dialect.
 
     A subclass for a synchronous DB-API 2.0 driver only implements :meth:`connect`; its
-    statements then run on a worker thread (``asyncio.to_thread``) over one connection guarded
-    by a lock. A subclass for an async driver overrides :meth:`submit` instead.
+    statements then run on a worker thread over one connection guarded by a lock. A subclass
+    for an async driver overrides :meth:`submit` instead.
 
+    :param threaded: run a sync driver's statements on the backend's worker thread (the
+        default), so the event loop never waits on the database. ``False`` runs them on the
+        calling thread: it saves the hand-off between threads (two thread wake-ups per unit
+        of work) but blocks the event loop for the length of every statement and commit,
+        disk sync and lock waits included — for a script or worker process that runs one
+        graph at a time, never for a server.
     :param lease_ttl: seconds a runner's lease on a thread lasts without renewal (renewed every
         third of that while the run is alive); a crashed runner's thread can be resumed by
         another process once it lapses.
@@ -87,6 +100,7 @@ class SqlBackend(Backend):
         serializer: Serializer | str | None = None,
         lease_ttl: float = 30.0,
         table_prefix: str = "tensorsketch_",
+        threaded: bool = True,
     ) -> None:
         super().__init__(serializer=serializer)
         if not lease_ttl > 0:
@@ -97,6 +111,7 @@ class SqlBackend(Backend):
             raise ValueError(msg)
         self.lease_ttl = float(lease_ttl)
         self.table_prefix = table_prefix
+        self.threaded = bool(threaded)
         self._ready = False
         self._sync_lock = threading.Lock()
         self._connection: Any = None
@@ -171,6 +186,15 @@ class SqlBackend(Backend):
                 f"SELECT ?, COALESCE(MAX(position), 0) + 1, ?, ?, ?, ?, ? FROM {cp} "
                 "WHERE thread_id = ?"
             ),
+            # A thread's first checkpoint, written only if the thread has none and the lease
+            # (taken earlier in the same transaction) is ours.
+            "initial": (
+                f"INSERT INTO {cp} (thread_id, position, {cols}) "
+                "SELECT ?, 1, ?, ?, ?, ?, ? "
+                f"WHERE NOT EXISTS (SELECT 1 FROM {cp} WHERE thread_id = ?) "
+                f"AND EXISTS (SELECT 1 FROM {self.table('leases')} "
+                "WHERE thread_id = ? AND owner = ?)"
+            ),
             "latest": (
                 f"SELECT {cols} FROM {cp} WHERE thread_id = ? ORDER BY position DESC LIMIT 1"
             ),
@@ -228,6 +252,8 @@ class SqlBackend(Backend):
         unit is committed (visible to every other connection) before this returns;
         ``durable=False`` allows the commit to skip waiting for the disk.
         """
+        if not self.threaded:
+            return self._submit_sync(queries, transaction, durable)
         results: list[Any] = await self._worker.run(
             self._submit_sync, queries, transaction, durable
         )
@@ -338,18 +364,12 @@ class SqlBackend(Backend):
 
     # -- checkpoints ------------------------------------------------------------------------
 
+    def _save_query(self, c: StoredCheckpoint) -> Query:
+        params = (c.thread_id, c.checkpoint_id, c.parent_id, c.step, c.created_at, c.payload)
+        return Query(self._sql["save"], (*params, c.thread_id))
+
     async def save_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
-        c = checkpoint
-        params = (
-            c.thread_id,
-            c.checkpoint_id,
-            c.parent_id,
-            c.step,
-            c.created_at,
-            c.payload,
-            c.thread_id,
-        )
-        await self._run("saving a checkpoint", [Query(self._sql["save"], params)])
+        await self._run("saving a checkpoint", [self._save_query(checkpoint)])
 
     async def latest_checkpoint(self, thread_id: str) -> StoredCheckpoint | None:
         q = Query(self._sql["latest"], (thread_id,), fetch="one")
@@ -407,11 +427,76 @@ class SqlBackend(Backend):
         q = Query(self._sql["release"], (thread_id, owner))
         await self._run("releasing the thread lease", [q], durable=False, idempotent=True)
 
+    # -- batched units of work ---------------------------------------------------------------
+
+    async def open_thread(
+        self,
+        thread_id: str,
+        owner: str,
+        ttl: float,
+        initial: StoredCheckpoint | None = None,
+    ) -> ThreadOpening:
+        queries = [Query(self._sql["lease"], (thread_id, owner, float(ttl)), fetch="rowcount")]
+        if initial is not None:
+            c = initial
+            params = (c.thread_id, c.checkpoint_id, c.parent_id, c.step, c.created_at, c.payload)
+            queries.append(
+                Query(
+                    self._sql["initial"],
+                    (*params, thread_id, thread_id, owner),
+                    fetch="rowcount",
+                )
+            )
+        queries.append(Query(self._sql["list"], (thread_id,), fetch="all"))
+        queries.append(Query(self._sql["last_seq"], (thread_id,), fetch="one"))
+        # The lease needs no disk sync, nor does the input checkpoint: it reaches the disk
+        # with the run's next durable commit, and a power cut before that leaves no trace of
+        # the run at all (its caller never got an answer).
+        results = await self._run(
+            "opening the thread", queries, transaction=True, durable=False, idempotent=True
+        )
+        if not results[0]:
+            return ThreadOpening(acquired=False, checkpoints=[], last_event_seq=None)
+        created = bool(results[1]) if initial is not None else False
+        rows, last = results[-2], results[-1]
+        checkpoints = [] if created else [_checkpoint(thread_id, row) for row in rows]
+        return ThreadOpening(
+            acquired=True,
+            checkpoints=checkpoints,
+            last_event_seq=None if last is None or last[0] is None else int(last[0]),
+            created=created,
+        )
+
+    async def commit_step(
+        self,
+        thread_id: str,
+        checkpoint: StoredCheckpoint | None,
+        events: list[StoredEvent],
+        *,
+        durable: bool = True,
+        release_owner: str | None = None,
+    ) -> None:
+        queries: list[Query] = []
+        if events:
+            rows = [(thread_id, e.seq, e.payload) for e in events]
+            queries.append(Query(self._sql["append"], rows, many=True))
+        if checkpoint is not None:
+            queries.append(self._save_query(checkpoint))
+        if release_owner is not None:
+            queries.append(Query(self._sql["release"], (thread_id, release_owner)))
+        if queries:
+            await self._run(
+                "saving a checkpoint", queries, transaction=len(queries) > 1, durable=durable
+            )
+
     # -- lifecycle --------------------------------------------------------------------------
 
     async def aclose(self) -> None:
-        await self._worker.run(self._close_sync)
-        self._worker.stop()
+        if self.threaded:
+            await self._worker.run(self._close_sync)
+            self._worker.stop()
+        else:
+            self._close_sync()
 
     def _close_sync(self) -> None:
         with self._sync_lock:
@@ -421,7 +506,12 @@ class SqlBackend(Backend):
             self._ready = False
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "tables": self.table("*"), "lease_ttl": self.lease_ttl}
+        return {
+            **super().describe(),
+            "tables": self.table("*"),
+            "lease_ttl": self.lease_ttl,
+            "threaded": self.threaded,
+        }
 
 
 class _Worker:

@@ -2,7 +2,8 @@
 
 The file is opened in WAL mode, so readers (``get_state`` from another process) never block
 the runner, and every checkpoint is committed before the next superstep starts. The blocking
-``sqlite3`` calls run on a worker thread so the event loop is never blocked.
+``sqlite3`` calls run on a worker thread so the event loop is never blocked (``threaded=False``
+trades that away for speed in scripts that run one graph at a time).
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ class SqliteBackend(SqlBackend):
         write-ahead log at every commit, so a committed checkpoint survives a power cut;
         ``"NORMAL"`` survives a crash of the process but not of the machine, and is faster.
     :param busy_timeout: seconds to wait for another process's write to finish.
+    :param threaded: ``True`` (the default) runs every statement on the backend's worker
+        thread. ``False`` runs them on the event loop's thread: about 60 µs less per commit
+        on a 2-core machine, but the loop stands still during each commit (its disk sync
+        included) and while waiting out another process's lock — only for a script or job
+        that runs one graph at a time.
     """
 
     name = "sqlite"
@@ -49,8 +55,14 @@ class SqliteBackend(SqlBackend):
         synchronous: Synchronous = "FULL",
         busy_timeout: float = 30.0,
         table_prefix: str = "tensorsketch_",
+        threaded: bool = True,
     ) -> None:
-        super().__init__(serializer=serializer, lease_ttl=lease_ttl, table_prefix=table_prefix)
+        super().__init__(
+            serializer=serializer,
+            lease_ttl=lease_ttl,
+            table_prefix=table_prefix,
+            threaded=threaded,
+        )
         path = os.fspath(dsn) if isinstance(dsn, str | os.PathLike) else None
         if not isinstance(path, str):
             msg = f"SqliteBackend(dsn) needs a file path or ':memory:', got {dsn!r}."
