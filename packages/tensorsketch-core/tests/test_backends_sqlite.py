@@ -48,13 +48,72 @@ COUNTER = (
 )
 
 
-async def test_each_checkpoint_is_committed_before_the_next_step(tmp_path: Path) -> None:
+@pytest.mark.parametrize("threaded", [True, False])
+async def test_each_checkpoint_is_committed_before_the_next_step(
+    tmp_path: Path, threaded: bool
+) -> None:
     path = tmp_path / "runs.db"
-    backend = SqliteBackend(path)
+    backend = SqliteBackend(path, threaded=threaded)
     COMMITTED.clear()
     out = await COUNTER.invoke({"path": str(path)}, thread_id="t", backend=backend)
     assert out.n == 3
     assert COMMITTED == [1, 2, 3]  # input checkpoint, then one per finished step
+    await backend.aclose()
+
+
+class CountingSqlite(SqliteBackend):
+    """Records every unit of work: its statements' verbs, durability and thread."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.units: list[tuple[tuple[str, ...], bool, int]] = []
+
+    def _submit_sync(self, queries: Any, transaction: bool, durable: bool) -> list[Any]:
+        import threading
+
+        verbs = tuple(q.sql.split()[0] for q in queries)
+        self.units.append((verbs, durable, threading.get_ident()))
+        return super()._submit_sync(queries, transaction, durable)
+
+
+@pytest.mark.parametrize("threaded", [True, False])
+async def test_one_unit_of_work_to_open_and_one_per_superstep(
+    tmp_path: Path, threaded: bool
+) -> None:
+    import threading
+
+    path = tmp_path / "runs.db"
+    backend = CountingSqlite(path, threaded=threaded)
+    await backend.list_checkpoints("warm-up")  # creates the tables
+    backend.units.clear()
+    events = [e async for e in COUNTER.stream({"path": str(path)}, thread_id="t", backend=backend)]
+    verbs = [u[0] for u in backend.units]
+    # Open: lease, input checkpoint (new thread), checkpoints and last event seq, one unit that
+    # need not wait for the disk. Then one durable unit per superstep: its events and its
+    # checkpoint; the last one also releases the lease. Nothing after it.
+    assert verbs == [
+        ("INSERT", "INSERT", "SELECT", "SELECT"),
+        ("INSERT", "INSERT"),
+        ("INSERT", "INSERT"),
+        ("INSERT", "INSERT", "DELETE"),
+    ]
+    assert [u[1] for u in backend.units] == [False, True, True, True]
+    threads = {u[2] for u in backend.units}
+    if threaded:
+        assert threading.get_ident() not in threads
+    else:
+        assert threads == {threading.get_ident()}
+    stored = await backend.read_events("t")
+    assert [e.seq for e in stored] == [e.seq for e in events]  # run_end included
+    assert await backend.acquire_lease("t", "someone else", 30)
+    await backend.release_lease("t", "someone else")
+    # A resume opens the same way (the fresh input it offers is not saved on a thread that
+    # has checkpoints), finds nothing left to run on a finished thread, and releases.
+    before = await backend.list_checkpoints("t")
+    backend.units.clear()
+    await COUNTER.invoke(None, thread_id="t", backend=backend)
+    assert [u[0] for u in backend.units] == [("INSERT", "INSERT", "SELECT", "SELECT"), ("DELETE",)]
+    assert await backend.list_checkpoints("t") == before
     await backend.aclose()
 
 

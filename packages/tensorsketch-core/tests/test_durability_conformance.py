@@ -36,6 +36,18 @@ class TestSqliteBackend(BackendConformance):
         return make
 
 
+class TestSqliteBackendOnCallingThread(BackendConformance):
+    """``threaded=False``: every statement runs on the event loop's thread."""
+
+    @pytest.fixture
+    def backend_factory(self, tmp_path: Path) -> BackendFactory:
+        def make(**kwargs: Any) -> Backend:
+            name = "pickled.db" if kwargs else "store.db"
+            return SqliteBackend(tmp_path / name, threaded=False, **kwargs)
+
+        return make
+
+
 class TestSqliteBackendInMemoryDatabase(BackendConformance):
     """``SqliteBackend(":memory:")``: one private database per backend object."""
 

@@ -345,6 +345,72 @@ class BackendConformance:
         assert await backend.acquire_lease(thread, "next", 30)
         assert not await backend.acquire_lease(thread, "crashed", 30)
 
+    # -- the batched units of work (a backend's own override, or the default) --------------
+
+    @pytest.mark.asyncio
+    async def test_open_thread_saves_the_input_of_a_new_thread_only(self, backend: Backend) -> None:
+        thread = _thread()
+        first = _checkpoint(thread, 0, b"input")
+        opening = await backend.open_thread(thread, "alice", 30, first)
+        assert (opening.acquired, opening.created) == (True, True)
+        assert opening.checkpoints == []
+        assert opening.last_event_seq is None
+        assert await backend.list_checkpoints(thread) == [first]
+        # Another owner is refused, and its input is not written.
+        refused = await backend.open_thread(thread, "bob", 30, _checkpoint(thread, 7, b"bob"))
+        assert (refused.acquired, refused.created, refused.checkpoints) == (False, False, [])
+        assert await backend.list_checkpoints(thread) == [first]
+        # The owner opening again (a resume) reads the thread; its fresh input is dropped.
+        again = await backend.open_thread(thread, "alice", 30, _checkpoint(thread, 9, b"late"))
+        assert (again.acquired, again.created) == (True, False)
+        assert again.checkpoints == [first]
+        assert await backend.list_checkpoints(thread) == [first]
+
+    @pytest.mark.asyncio
+    async def test_open_thread_reads_what_a_resume_needs(self, backend: Backend) -> None:
+        thread = _thread()
+        saved = [_checkpoint(thread, n, f"p{n}".encode()) for n in range(3)]
+        for checkpoint in saved:
+            await backend.save_checkpoint(checkpoint)
+        await backend.append_events(thread, [StoredEvent(s, b"e") for s in range(5)])
+        opening = await backend.open_thread(thread, "alice", 30)
+        assert opening.acquired and not opening.created
+        assert opening.checkpoints == saved
+        assert opening.last_event_seq == 4
+        assert not await backend.acquire_lease(thread, "bob", 30)  # the lease is alice's
+
+    @pytest.mark.asyncio
+    async def test_commit_step_stores_events_and_checkpoint_together(
+        self, backend: Backend
+    ) -> None:
+        thread = _thread()
+        assert await backend.acquire_lease(thread, "alice", 30)
+        one = _checkpoint(thread, 1, b"one")
+        await backend.commit_step(thread, one, [StoredEvent(0, b"e0"), StoredEvent(1, b"e1")])
+        await backend.commit_step(thread, None, [StoredEvent(2, b"e2")])  # events only
+        await backend.commit_step(thread, None, [])  # nothing at all
+        relaxed = _checkpoint(thread, 2, b"two", "cp-1")
+        await backend.commit_step(thread, relaxed, [], durable=False)
+        assert await backend.list_checkpoints(thread) == [one, relaxed]
+        assert [(e.seq, e.payload) for e in await backend.read_events(thread)] == [
+            (0, b"e0"),
+            (1, b"e1"),
+            (2, b"e2"),
+        ]
+        assert not await backend.acquire_lease(thread, "bob", 30)
+        last = _checkpoint(thread, 3, b"three", "cp-2")
+        await backend.commit_step(thread, last, [StoredEvent(3, b"e3")], release_owner="alice")
+        assert await backend.latest_checkpoint(thread) == last
+        assert await backend.last_event_seq(thread) == 3
+        assert await backend.acquire_lease(thread, "bob", 30)  # released with the last write
+
+    @pytest.mark.asyncio
+    async def test_commit_step_releases_only_its_owner(self, backend: Backend) -> None:
+        thread = _thread()
+        assert await backend.acquire_lease(thread, "alice", 30)
+        await backend.commit_step(thread, _checkpoint(thread, 0, b"x"), [], release_owner="bob")
+        assert not await backend.acquire_lease(thread, "bob", 30)
+
     @pytest.mark.asyncio
     async def test_concurrent_lease_race_has_one_winner(
         self, backend: Backend, backend_factory: BackendFactory
