@@ -308,17 +308,20 @@ class CompiledGraph(Generic[S]):
 
     async def aget_state(self, thread_id: str, backend: Backend) -> S | None:
         """The latest checkpointed state of the thread, or ``None`` if it has none."""
-        history = await self.aget_history(thread_id, backend)
-        if not history:
+        from tensorsketch.durable import load_chain
+
+        stored = await backend.list_checkpoints(thread_id)
+        latest = load_chain(backend, stored, last_only=True)
+        if not latest:
             return None
-        return self._state_at(history[-1])
+        return self._state_at(latest[-1])
 
     async def aget_state_at(self, thread_id: str, backend: Backend, checkpoint_id: str) -> S:
         """The state at one checkpoint of the thread."""
         from tensorsketch.durable import load_chain
 
         stored = await backend.list_checkpoints(thread_id)
-        chain = load_chain(backend, stored, checkpoint_id)
+        chain = load_chain(backend, stored, checkpoint_id, last_only=True)
         if not chain:
             msg = f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}."
             raise KeyError(msg)
@@ -357,7 +360,7 @@ class CompiledGraph(Generic[S]):
         from tensorsketch.durable import load_chain
 
         stored = await backend.list_checkpoints(thread_id)
-        chain = load_chain(backend, stored, checkpoint_id)
+        chain = load_chain(backend, stored, checkpoint_id, last_only=True)
         if not chain:
             known = ", ".join(s.checkpoint_id for s in stored[-5:]) or "none"
             msg = (

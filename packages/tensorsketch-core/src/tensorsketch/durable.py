@@ -90,12 +90,18 @@ def _decode_payload(backend: Backend, stored: StoredCheckpoint) -> dict[str, Any
 
 
 def load_chain(
-    backend: Backend, stored: list[StoredCheckpoint], target_id: str | None = None
+    backend: Backend,
+    stored: list[StoredCheckpoint],
+    target_id: str | None = None,
+    *,
+    last_only: bool = False,
 ) -> list[Checkpoint]:
     """Fold stored deltas into full checkpoints along the chain ending at ``target_id``.
 
     Returns the chain oldest first (the whole history when ``target_id`` is ``None`` and the
-    thread never branched).
+    thread never branched). ``last_only`` returns just the chain's last checkpoint and folds
+    appends in place, so rebuilding a state costs time linear in the bytes stored rather than
+    a copy of every list at every step (what resuming and ``get_state`` need).
     """
     if not stored:
         return []
@@ -119,20 +125,7 @@ def load_chain(
         if payload.get("base"):
             values = {}
         try:
-            for name, change in payload["changes"].items():
-                op = change[0]
-                if op == "set":
-                    values[name] = change[1]
-                elif op == "append":
-                    values[name] = [*values.get(name, []), *change[1]]
-                elif op == "unset":
-                    values.pop(name, None)
-                else:
-                    msg = (
-                        f"checkpoint {s.checkpoint_id!r} of thread {s.thread_id!r} has unknown "
-                        f"change {op!r} for {name!r}; it was written by a newer release?"
-                    )
-                    raise CheckpointDecodeError(msg)
+            _apply_changes(values, payload["changes"], s, in_place=last_only)
             plan = [(str(name), p) for name, p in payload["plan"]]
         except (TypeError, ValueError, IndexError, KeyError) as exc:
             if isinstance(exc, CheckpointDecodeError):
@@ -143,6 +136,8 @@ def load_chain(
                 "new thread."
             )
             raise CheckpointDecodeError(msg) from exc
+        if last_only and s is not end:
+            continue
         result.append(
             Checkpoint(
                 id=s.checkpoint_id,
@@ -158,6 +153,34 @@ def load_chain(
             )
         )
     return result
+
+
+def _apply_changes(
+    values: dict[str, Any], changes: dict[str, Any], s: StoredCheckpoint, *, in_place: bool
+) -> None:
+    """Apply one checkpoint's ``set``/``append``/``unset`` changes to ``values``.
+
+    ``in_place`` extends lists the fold already owns (every list here was decoded for this
+    fold); otherwise each append builds a new list, so earlier checkpoints keep their values.
+    """
+    for name, change in changes.items():
+        op = change[0]
+        if op == "set":
+            values[name] = change[1]
+        elif op == "append":
+            current = values.get(name)
+            if in_place and isinstance(current, list):
+                current.extend(change[1])
+            else:
+                values[name] = [*(current or ()), *change[1]]
+        elif op == "unset":
+            values.pop(name, None)
+        else:
+            msg = (
+                f"checkpoint {s.checkpoint_id!r} of thread {s.thread_id!r} has unknown "
+                f"change {op!r} for {name!r}; it was written by a newer release?"
+            )
+            raise CheckpointDecodeError(msg)
 
 
 def validated_values(spec: GraphSpec, checkpoint: Checkpoint) -> dict[str, Any]:
@@ -298,7 +321,7 @@ class RunJournal:
             run.checkpoint_id = initial.checkpoint_id
             self.created = True
             return None
-        chain = load_chain(self.backend, opening.checkpoints)
+        chain = load_chain(self.backend, opening.checkpoints, last_only=True)
         if not chain:
             return None
         latest = chain[-1]
