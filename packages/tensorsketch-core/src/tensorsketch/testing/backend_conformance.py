@@ -652,6 +652,13 @@ class BackendConformance:
         assert len(state.messages) == 10_000 + 10
         assert state.messages[:10_000] == history
         assert state.messages[-1] == {"role": "assistant", "content": "reply 9"}
+        # Rebuilding the latest state folds appends in place; the history must not see it.
+        latest = await CHAT_GRAPH.aget_state(thread, backend)
+        assert latest is not None and latest.messages == out.messages
+        chain = await CHAT_GRAPH.aget_history(thread, backend)
+        assert [len(c.values["messages"]) for c in chain] == [10_000 + i for i in range(steps + 1)]
+        again = await CHAT_GRAPH.aget_state(thread, backend)
+        assert again is not None and again.messages == out.messages
 
     @pytest.mark.asyncio
     async def test_default_serializer_refuses_classes_it_may_not_import(
