@@ -243,3 +243,82 @@ async def test_durable_resume_example_charges_exactly_once(tmp_path: Path) -> No
     assert "resumed: user-42 paid 42.00 EUR" in text
     assert "payment API calls: 1" in text
     assert (tmp_path / "payment-api.log").read_text().splitlines() == ["charged user-42 4200"]
+
+
+# -- opening a thread -----------------------------------------------------------------------------
+
+ROUTES: list[str] = []
+
+
+def _pick(state: Note) -> str:
+    ROUTES.append(state.text)
+    return "Write"
+
+
+ROUTED = Graph(Note).add(Write).router(START, _pick).edge("Write", END).compile()
+
+
+class Opening(InMemoryBackend):
+    """Records which batched units the runtime used (the store itself is the real default)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.initials: list[StoredCheckpoint | None] = []
+        self.durable: list[bool] = []
+
+    async def open_thread(
+        self, thread_id: str, owner: str, ttl: float, initial: StoredCheckpoint | None = None
+    ) -> Any:
+        self.initials.append(initial)
+        return await super().open_thread(thread_id, owner, ttl, initial)
+
+    async def commit_step(self, thread_id: str, checkpoint: Any, events: Any, **kw: Any) -> None:
+        self.durable.append(kw.get("durable", True))
+        await super().commit_step(thread_id, checkpoint, events, **kw)
+
+
+async def test_new_thread_saves_its_input_with_the_lease() -> None:
+    backend = Opening()
+    out = await NOTE.invoke({"text": "hi"}, thread_id="t", backend=backend)
+    assert out.text == "hi!"
+    assert backend.initials[0] is not None and backend.initials[0].step == 0
+    assert backend.durable == [True]  # only the superstep's commit; the input rode the open
+    history = await NOTE.aget_history("t", backend)
+    assert [c.source for c in history] == ["input", "loop"]
+    assert history[0].values == {"text": "hi"}
+
+
+async def test_routed_entry_runs_its_router_only_for_the_real_plan() -> None:
+    """A routing function at START is user code: it is not run speculatively."""
+    backend = Opening()
+    ROUTES.clear()
+    out = await ROUTED.invoke({"text": "a"}, thread_id="t", backend=backend)
+    assert out.text == "a!"
+    assert ROUTES == ["a"]
+    assert backend.initials == [None]
+    # The input checkpoint is then its own unit, which need not wait for the disk.
+    assert backend.durable == [False, True]
+    assert [c.source for c in await ROUTED.aget_history("t", backend)] == ["input", "loop"]
+
+
+async def test_resume_with_new_input_drops_the_fresh_plan_and_applies_input_first() -> None:
+    backend = Opening()
+    await NOTE.invoke({"text": "one"}, thread_id="t", backend=backend)
+    out = await NOTE.invoke({"text": "two"}, thread_id="t", backend=backend)
+    assert out.text == "two!"  # a finished thread given input runs again from its entry
+    history = await NOTE.aget_history("t", backend)
+    assert [(c.source, c.values["text"]) for c in history] == [
+        ("input", "one"),
+        ("loop", "one!"),
+        ("input", "two"),
+        ("loop", "two!"),
+    ]
+    assert [c.parent_id for c in history[1:]] == [c.id for c in history[:-1]]
+
+
+async def test_bad_input_on_a_new_thread_writes_nothing_and_frees_the_thread() -> None:
+    backend = Opening()
+    with pytest.raises(ValueError, match="'txt' is not a field of Note — did you mean 'text'"):
+        await NOTE.invoke({"txt": "typo"}, thread_id="t", backend=backend)
+    assert await backend.list_checkpoints("t") == []
+    assert await backend.acquire_lease("t", "next", 30)  # the failed run let go of the lease
