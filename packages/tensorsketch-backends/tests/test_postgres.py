@@ -1,22 +1,31 @@
 """``PostgresBackend`` specifics on the real server: schema creation and versioning, the ways
-to hand it connections, event-loop changes, and a missing driver."""
+to hand it connections, event-loop changes, one round trip per unit of work, and a missing
+driver."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import subprocess
 import sys
+import tempfile
 import textwrap
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import pq
 from psycopg_pool import AsyncConnectionPool
 
-from tensorsketch import START, Context, Graph, Node, Schema
+from tensorsketch import START, BackendUnavailableError, Context, Graph, Node, Schema
 from tensorsketch.errors import CheckpointDecodeError, ThreadBusyError
 from tensorsketch.registry import create_backend
+from tensorsketch.runtime.backends.base import StoredCheckpoint, StoredEvent
 from tensorsketch.runtime.backends.postgres import PostgresBackend
 
 pytestmark = pytest.mark.postgres
@@ -273,3 +282,190 @@ def test_forgetting_aclose_never_hangs_the_exit(pg_dsn: str, pg_schema: str) -> 
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "exited cleanly"
+
+
+# -- one round trip per unit of work ------------------------------------------------------------
+
+
+@dataclass
+class _Handle:
+    """A backend on one of the three connection sources, and the one connection it uses."""
+
+    backend: PostgresBackend
+    conn: psycopg.AsyncConnection[Any]
+    label: str  # the connection's application_name, to find its session on the server
+    close: Callable[[], Awaitable[None]]
+
+
+@pytest.fixture(params=["dsn", "pool", "connection"])
+async def handle(
+    request: pytest.FixtureRequest, pg_dsn: str, pg_schema: str
+) -> AsyncIterator[_Handle]:
+    """Each source pinned to a single connection, without the pool's idle check (a check is
+    a round trip of its own and would hide the ones being counted)."""
+    label = f"ts-test-{uuid.uuid4().hex[:8]}"
+    used: list[psycopg.AsyncConnection[Any]] = []
+
+    async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
+        used.append(conn)
+
+    pinned: dict[str, Any] = {"min_size": 1, "max_size": 1, "configure": configure}
+    pool: AsyncConnectionPool[Any] | None = None
+    shared: psycopg.AsyncConnection[Any] | None = None
+    if request.param == "dsn":
+        kwargs = {**pinned, "check": None, "kwargs": {"application_name": label}}
+        backend = PostgresBackend(pg_dsn, schema=pg_schema, pool_kwargs=kwargs)
+    elif request.param == "pool":  # the caller's pool: connections not in autocommit mode
+        pool = AsyncConnectionPool(pg_dsn, open=False, kwargs={"application_name": label}, **pinned)
+        await pool.open(wait=True)
+        backend = PostgresBackend(pool=pool, schema=pg_schema)
+    else:  # the caller's connection, not in autocommit mode
+        shared = await psycopg.AsyncConnection.connect(pg_dsn, application_name=label)
+        used.append(shared)
+        backend = PostgresBackend(connection=shared, schema=pg_schema)
+    assert await backend.acquire_lease("warm-up", "me", 30)  # tables created, pool open
+
+    async def close() -> None:
+        await backend.aclose()
+        if pool is not None:
+            await pool.close()
+        if shared is not None:
+            await shared.close()
+
+    h = _Handle(backend, used[-1], label, close)
+    yield h
+    await h.close()
+
+
+@contextlib.contextmanager
+def _protocol_trace(conn: psycopg.AsyncConnection[Any]) -> Iterator[list[str]]:
+    """The protocol messages of ``conn`` inside the block, from libpq's own trace."""
+    if sys.platform != "linux":
+        pytest.skip("psycopg supports libpq tracing on Linux only")
+    lines: list[str] = []
+    with tempfile.TemporaryFile() as f:
+        fd = os.dup(f.fileno())
+        conn.pgconn.trace(fd)
+        conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+        try:
+            yield lines
+        finally:
+            conn.pgconn.untrace()  # flushes the stream
+            os.close(fd)
+            f.seek(0)
+            lines.extend(f.read().decode().splitlines())
+
+
+def _round_trips(trace: list[str]) -> int:
+    """Times the client waited for the server: the server ends every Sync and every simple
+    query with one ReadyForQuery, and nothing else sends one."""
+    return sum(1 for line in trace if line.split("\t")[:1] == ["B"] and "ReadyForQuery" in line)
+
+
+def _cp(thread: str, n: int) -> StoredCheckpoint:
+    parent = None if n == 0 else f"cp-{n - 1}"
+    return StoredCheckpoint(thread, f"cp-{n}", parent, n, float(n), f"payload {n}".encode())
+
+
+async def test_each_unit_of_work_is_one_round_trip(handle: _Handle) -> None:
+    backend, thread = handle.backend, f"rt-{uuid.uuid4().hex[:8]}"
+    trips: dict[str, int] = {}
+    with _protocol_trace(handle.conn) as trace:
+        opening = await backend.open_thread(thread, "alice", 30, _cp(thread, 0))
+    assert opening.created
+    trips["open a new thread"] = _round_trips(trace)
+    with _protocol_trace(handle.conn) as trace:
+        refused = await backend.open_thread(thread, "bob", 30, _cp(thread, 9))
+    assert not refused.acquired
+    trips["open a busy thread"] = _round_trips(trace)
+    with _protocol_trace(handle.conn) as trace:
+        await backend.commit_step(thread, _cp(thread, 1), [StoredEvent(0, b"e0")])
+    trips["commit a superstep"] = _round_trips(trace)
+    with _protocol_trace(handle.conn) as trace:
+        resumed = await backend.open_thread(thread, "alice", 30)
+    assert (resumed.checkpoints, resumed.last_event_seq) == ([_cp(thread, 0), _cp(thread, 1)], 0)
+    trips["open to resume"] = _round_trips(trace)
+    with _protocol_trace(handle.conn) as trace:
+        await backend.commit_step(
+            thread,
+            _cp(thread, 2),
+            [StoredEvent(1, b"e1"), StoredEvent(2, b"e2")],
+            release_owner="alice",
+        )
+    trips["commit the last superstep"] = _round_trips(trace)
+    assert "Sync" in "\n".join(trace)  # sent as a pipeline
+    assert trips == dict.fromkeys(trips, 1)
+    assert await backend.list_checkpoints(thread) == [_cp(thread, n) for n in range(3)]
+    assert [e.seq for e in await backend.read_events(thread)] == [0, 1, 2]
+    assert await backend.acquire_lease(thread, "bob", 30)  # released with the last commit
+    # A caller's connection is handed back as it came: autocommit off, no transaction open,
+    # and the relaxed commit of open_thread (durable=False) did not outlive its transaction.
+    conn = handle.conn
+    assert conn.info.transaction_status == pq.TransactionStatus.IDLE
+    if not conn.autocommit:
+        async with conn.transaction():
+            setting = await (await conn.execute("SHOW synchronous_commit")).fetchone()
+        assert setting == ("on",)
+
+
+async def test_a_failing_unit_leaves_nothing_behind(handle: _Handle) -> None:
+    """A commit whose checkpoint cannot be stored (its id exists) stores none of its events
+    and keeps the lease it would have released; the connection stays usable."""
+    backend, thread = handle.backend, f"atomic-{uuid.uuid4().hex[:8]}"
+    assert (await backend.open_thread(thread, "alice", 30, _cp(thread, 0))).created
+    events = [StoredEvent(0, b"e0"), StoredEvent(1, b"e1")]
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        await backend.commit_step(thread, _cp(thread, 0), events, release_owner="alice")
+    assert handle.conn.info.transaction_status == pq.TransactionStatus.IDLE
+    assert await backend.read_events(thread) == []
+    assert await backend.list_checkpoints(thread) == [_cp(thread, 0)]
+    assert not await backend.acquire_lease(thread, "bob", 30)  # the release was undone too
+    await backend.commit_step(thread, _cp(thread, 1), events, release_owner="alice")
+    assert [e.seq for e in await backend.read_events(thread)] == [0, 1]
+    assert await backend.acquire_lease(thread, "bob", 30)
+
+
+async def test_a_session_lost_before_a_unit_is_backend_unavailable(
+    handle: _Handle, pg_dsn: str
+) -> None:
+    backend, thread = handle.backend, f"lost-{uuid.uuid4().hex[:8]}"
+    assert (await backend.open_thread(thread, "alice", 30, _cp(thread, 0))).created
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            (handle.label,),
+        )
+        for _ in range(200):  # until the session is gone
+            row = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                (handle.label,),
+            ).fetchone()
+            if row == (0,):
+                break
+            await asyncio.sleep(0.02)
+    with pytest.raises(BackendUnavailableError, match="unavailable while saving a checkpoint"):
+        await backend.commit_step(thread, _cp(thread, 1), [StoredEvent(0, b"e0")])
+    if handle.conn is handle.backend._shared:
+        return  # the caller's own connection is dead: replacing it is the caller's call
+    # A pooled connection is replaced, and the unit that failed left no trace.
+    assert await backend.list_checkpoints(thread) == [_cp(thread, 0)]
+    await backend.commit_step(thread, _cp(thread, 1), [StoredEvent(0, b"e0")])
+    assert [e.seq for e in await backend.read_events(thread)] == [0]
+
+
+async def test_units_of_work_from_another_event_loop(pg_dsn: str, pg_schema: str) -> None:
+    """While the pool's loop is alive, another loop's calls use a private connection; the
+    pipelined units work there too."""
+    backend = PostgresBackend(pg_dsn, schema=pg_schema)
+    assert await backend.acquire_lease("warm-up", "me", 30)  # the pool lives on this loop
+
+    async def elsewhere() -> None:
+        assert (await backend.open_thread("t", "alice", 30, _cp("t", 0))).created
+        await backend.commit_step("t", _cp("t", 1), [StoredEvent(0, b"e")], release_owner="alice")
+
+    try:
+        await asyncio.to_thread(asyncio.run, elsewhere())
+        assert await backend.list_checkpoints("t") == [_cp("t", 0), _cp("t", 1)]
+        assert await backend.acquire_lease("t", "bob", 30)
+    finally:
+        await backend.aclose()

@@ -1,5 +1,6 @@
 """``RedisBackend`` specifics on the real server: the key layout, idempotent writes, server-side
-lease expiry, clients and event loops, and a missing driver."""
+lease expiry, one script call per unit of work, clients and event loops, and a missing
+driver."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 import subprocess
 import sys
 import textwrap
+import uuid
 from typing import Any
 
 import pytest
@@ -16,7 +18,7 @@ import redis.asyncio as aioredis
 from tensorsketch import START, Context, Graph, Node, Schema
 from tensorsketch.errors import CheckpointDecodeError
 from tensorsketch.registry import create_backend
-from tensorsketch.runtime.backends.base import StoredCheckpoint
+from tensorsketch.runtime.backends.base import StoredCheckpoint, StoredEvent
 from tensorsketch.runtime.backends.redis import RedisBackend
 
 pytestmark = pytest.mark.redis
@@ -166,3 +168,124 @@ def test_shared_client_on_a_closed_loop_is_not_reused(redis_url: str, redis_pref
     state = COUNTER.get_state("a", backend)
     assert state is not None
     assert state.n == 3
+
+
+# -- one round trip per unit of work ------------------------------------------------------------
+
+
+def _cp(thread: str, n: int) -> StoredCheckpoint:
+    parent = None if n == 0 else f"cp-{n - 1}"
+    return StoredCheckpoint(thread, f"cp-{n}", parent, n, float(n), f"payload {n}".encode())
+
+
+def _recording_client(url: str) -> tuple[aioredis.Redis, list[str]]:
+    """A real client whose connections note the name of every command they send."""
+    sent: list[str] = []
+
+    class Recording(aioredis.Connection):
+        async def send_command(self, *args: Any, **kwargs: Any) -> None:
+            sent.append(str(args[0]).upper())
+            await super().send_command(*args, **kwargs)
+
+    pool = aioredis.ConnectionPool.from_url(url, connection_class=Recording)
+    return aioredis.Redis(connection_pool=pool), sent
+
+
+async def test_each_unit_of_work_is_one_command(redis_url: str, redis_prefix: str) -> None:
+    client, sent = _recording_client(redis_url)
+    backend = RedisBackend(client=client, prefix=redis_prefix)
+    # Warm up: the layout check, and the first call of each script loads it on the server.
+    assert (await backend.open_thread("warm-up", "me", 30, _cp("warm-up", 0))).created
+    await backend.commit_step("warm-up", _cp("warm-up", 1), [StoredEvent(0, b"e")])
+    thread = f"rt-{uuid.uuid4().hex[:8]}"
+    units: dict[str, list[str]] = {}
+
+    async def unit(name: str, call: Any) -> Any:
+        sent.clear()
+        result = await call
+        units[name] = list(sent)
+        return result
+
+    opening = await unit(
+        "open a new thread", backend.open_thread(thread, "alice", 30, _cp(thread, 0))
+    )
+    assert opening.created
+    refused = await unit(
+        "open a busy thread", backend.open_thread(thread, "bob", 30, _cp(thread, 9))
+    )
+    assert not refused.acquired
+    await unit(
+        "commit a superstep", backend.commit_step(thread, _cp(thread, 1), [StoredEvent(0, b"e0")])
+    )
+    resumed = await unit("open to resume", backend.open_thread(thread, "alice", 30))
+    assert (resumed.checkpoints, resumed.last_event_seq) == ([_cp(thread, 0), _cp(thread, 1)], 0)
+    events = [StoredEvent(1, b"e1"), StoredEvent(2, b"e2")]
+    await unit(
+        "commit the last superstep",
+        backend.commit_step(thread, _cp(thread, 2), events, release_owner="alice"),
+    )
+    assert units == {name: ["EVALSHA"] for name in units}
+    assert await backend.list_checkpoints(thread) == [_cp(thread, n) for n in range(3)]
+    assert [e.seq for e in await backend.read_events(thread)] == [0, 1, 2]
+    assert await backend.acquire_lease(thread, "bob", 30)  # released with the last commit
+    await backend.aclose()
+    await client.aclose()
+
+
+async def test_open_thread_refused_writes_nothing(redis_url: str, redis_prefix: str) -> None:
+    backend = RedisBackend(redis_url, prefix=redis_prefix)
+    assert await backend.acquire_lease("t", "alice", 30)
+    refused = await backend.open_thread("t", "bob", 60, _cp("t", 0))
+    assert (refused.acquired, refused.checkpoints, refused.last_event_seq) == (False, [], None)
+    client = aioredis.Redis.from_url(redis_url)
+    keys = await client.keys(f"{redis_prefix}:{{t}}:*")
+    assert keys == [f"{redis_prefix}:{{t}}:lease".encode()]
+    assert await client.get(f"{redis_prefix}:{{t}}:lease") == b"alice"
+    assert await client.pttl(f"{redis_prefix}:{{t}}:lease") <= 30_000  # not bob's 60 s
+    await client.aclose()
+    await backend.aclose()
+
+
+async def test_commit_step_is_seen_whole_or_not_at_all(redis_url: str, redis_prefix: str) -> None:
+    """A reader taking consistent snapshots (MULTI/EXEC) while supersteps are committed never
+    sees a superstep's events without its checkpoint, or the other way round."""
+    backend = RedisBackend(redis_url, prefix=redis_prefix)
+    reader = aioredis.Redis.from_url(redis_url)
+    thread, steps = "t", 150
+    done = asyncio.Event()
+    snapshots: list[tuple[int, int]] = []
+
+    async def watch() -> None:
+        while not done.is_set():
+            async with reader.pipeline(transaction=True) as tx:
+                tx.llen(f"{redis_prefix}:{{{thread}}}:cp")
+                tx.zcard(f"{redis_prefix}:{{{thread}}}:ev")
+                checkpoints, events = await tx.execute()
+            snapshots.append((checkpoints, events))
+
+    watcher = asyncio.create_task(watch())
+    for n in range(steps):
+        events = [StoredEvent(2 * n, b"a"), StoredEvent(2 * n + 1, b"b")]
+        await backend.commit_step(thread, _cp(thread, n), events)
+    done.set()
+    await watcher
+    assert len(snapshots) >= 10  # the reader did run between the commits
+    assert all(events == 2 * checkpoints for checkpoints, events in snapshots)
+    await reader.aclose()
+    await backend.aclose()
+
+
+async def test_commit_step_is_idempotent_and_takes_large_batches(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """A commit retried after a lost reply stores nothing twice; a superstep with thousands
+    of events (more than one ZADD inside the script) keeps them all."""
+    backend = RedisBackend(redis_url, prefix=redis_prefix)
+    events = [StoredEvent(seq, f"event {seq}".encode()) for seq in range(2_500)]
+    await backend.commit_step("t", _cp("t", 0), events)
+    await backend.commit_step("t", _cp("t", 0), events)
+    assert await backend.list_checkpoints("t") == [_cp("t", 0)]
+    assert await backend.read_events("t") == events
+    opening = await backend.open_thread("t", "me", 30)
+    assert (opening.checkpoints, opening.last_event_seq) == ([_cp("t", 0)], 2_499)
+    await backend.aclose()

@@ -9,6 +9,12 @@ on the first loop that uses it (and again on a new loop once that one has closed
 from any *other* live loop — ``app.get_state(...)`` from sync code runs its read on a private
 loop — uses a short-lived connection of its own instead of the pool, so it never touches
 another loop's sockets.
+
+Round trips: each unit of work is one. A single statement runs in autocommit mode; several
+(opening a thread, committing a superstep) are sent together in pipeline mode and closed by
+one Sync, which PostgreSQL runs as a single implicit transaction — no ``BEGIN``/``COMMIT``
+exchanges. A connection of yours that is not in autocommit mode is switched to it for the
+length of each unit and switched back.
 """
 
 from __future__ import annotations
@@ -40,6 +46,10 @@ __all__ = ["PostgresBackend"]
 _DDL_LOCK_KEY = 0x74736B2D64646C
 # A pooled connection idle for longer than this is checked (one round trip) before use.
 _STALE_AFTER = 1.0
+# Pipeline mode needs libpq >= 14; without it a transaction costs a round trip per statement.
+_PIPELINE = psycopg.AsyncPipeline.is_supported()
+# Lets one transaction's commit skip the WAL flush (reverts when the transaction ends).
+_RELAXED = "SELECT set_config('synchronous_commit', 'off', true)"
 
 
 async def _close_with_loop(pool: AsyncConnectionPool[Any]) -> None:
@@ -76,7 +86,8 @@ class PostgresBackend(SqlBackend):
 
     :param dsn: a libpq connection string or URL; the backend opens and owns a pool.
     :param connection: an open ``psycopg.AsyncConnection`` to share (its calls are
-        serialized; it must not be inside a transaction of yours when the backend uses it).
+        serialized; it must not be inside a transaction of yours when the backend uses it,
+        and it is in autocommit mode while the backend uses it).
     :param pool: an ``psycopg_pool.AsyncConnectionPool`` to share (opened by you).
 
     :param schema: the PostgreSQL schema holding the tables (created if missing).
@@ -168,10 +179,10 @@ class PostgresBackend(SqlBackend):
     async def submit(
         self, queries: Sequence[Query], *, transaction: bool = False, durable: bool = True
     ) -> list[Any]:
-        # Every write waits for PostgreSQL's own commit durability; a lease could skip it
-        # (``SET LOCAL synchronous_commit``) but that costs more round trips than it saves.
+        # ``durable=False`` relaxes a pipelined unit's commit at no cost; a lone statement (a
+        # lease) keeps PostgreSQL's own commit durability, as relaxing it takes a round trip.
         try:
-            return await self._submit(queries, transaction)
+            return await self._submit(queries, transaction, durable)
         except psycopg.OperationalError:
             await self._drop_broken()
             raise
@@ -186,19 +197,37 @@ class PostgresBackend(SqlBackend):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(task.result().check(), timeout=5)
 
-    async def _submit(self, queries: Sequence[Query], transaction: bool) -> list[Any]:
+    async def _submit(
+        self, queries: Sequence[Query], transaction: bool, durable: bool
+    ) -> list[Any]:
+        """One network round trip per unit of work.
+
+        Statements run in autocommit mode (a non-autocommit connection is switched for the
+        length of the unit), so psycopg sends no ``BEGIN``/``COMMIT`` of its own. A
+        transaction is a pipeline: every statement is sent at once, followed by a single
+        Sync, and PostgreSQL runs everything up to that Sync as one implicit transaction —
+        committed when all succeed, rolled back (later statements skipped) when one fails.
+        """
         async with self._checkout() as conn:
-            if transaction or not conn.autocommit:
-                if conn.info.transaction_status != pq.TransactionStatus.IDLE:
-                    msg = (
-                        "the connection given to PostgresBackend is inside a transaction, so "
-                        "checkpoints would not be committed until you commit it; give the "
-                        "backend a connection (or pool) it can use on its own."
-                    )
-                    raise RuntimeError(msg)
-                async with conn.transaction():
+            if conn.info.transaction_status != pq.TransactionStatus.IDLE:
+                msg = (
+                    "the connection given to PostgresBackend is inside a transaction, so "
+                    "checkpoints would not be committed until you commit it; give the "
+                    "backend a connection (or pool) it can use on its own."
+                )
+                raise RuntimeError(msg)
+            async with _autocommit(conn):
+                if not transaction:
                     return await _execute(conn, queries)
-            return await _execute(conn, queries)
+                if _PIPELINE:
+                    if not durable:
+                        # Free inside a pipeline: the commit may skip waiting for the disk
+                        # (the contract of ``durable=False``); visible to all at once anyway.
+                        queries = [Query(_RELAXED), *queries]
+                        return (await _execute_pipelined(conn, queries))[1:]
+                    return await _execute_pipelined(conn, queries)
+                async with conn.transaction():  # libpq < 14: BEGIN, each statement, COMMIT
+                    return await _execute(conn, queries)
 
     @contextlib.asynccontextmanager
     async def _checkout(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
@@ -304,20 +333,67 @@ class PostgresBackend(SqlBackend):
         return f"PostgresBackend({where}, schema={self.schema!r})"
 
 
+@contextlib.asynccontextmanager
+async def _autocommit(conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]:
+    """Run the block in autocommit mode, then give the connection back as it was."""
+    if conn.autocommit:
+        yield
+        return
+    await conn.set_autocommit(True)  # a flag of the client: no round trip
+    try:
+        yield
+    except BaseException:
+        # A connection the error left dead or mid-query refuses the switch; its own error
+        # says more than that refusal would.
+        with contextlib.suppress(psycopg.Error):
+            await conn.set_autocommit(False)
+        raise
+    await conn.set_autocommit(False)
+
+
 async def _execute(conn: psycopg.AsyncConnection[Any], queries: Sequence[Query]) -> list[Any]:
-    results: list[Any] = []
     async with conn.cursor() as cur:
+        results = []
         for q in queries:
-            if q.many:
-                await cur.executemany(q.sql, q.params)
-            else:
-                await cur.execute(q.sql, q.params)
-            if q.fetch == "one":
-                results.append(await cur.fetchone())
-            elif q.fetch == "all":
-                results.append(await cur.fetchall())
-            elif q.fetch == "rowcount":
-                results.append(cur.rowcount)
-            else:
-                results.append(None)
-    return results
+            await _send(cur, q)
+            results.append(await _result(cur, q))
+        return results
+
+
+async def _execute_pipelined(
+    conn: psycopg.AsyncConnection[Any], queries: Sequence[Query]
+) -> list[Any]:
+    """Send every statement, then one Sync, and read the results: one round trip.
+
+    Each statement gets a cursor of its own (a cursor keeps only its latest result), and
+    nothing is fetched before the pipeline ends: a fetch inside it would force a Sync of its
+    own. The first statement that fails raises its error as it would outside a pipeline
+    (while later ones are sent, or when the pipeline ends), and the server skips the rest and
+    rolls the transaction back at the Sync, so the connection is usable again.
+    """
+    cursors = [conn.cursor() for _ in queries]
+    try:
+        async with conn.pipeline():
+            for cur, q in zip(cursors, queries, strict=True):
+                await _send(cur, q)
+        return [await _result(cur, q) for cur, q in zip(cursors, queries, strict=True)]
+    finally:
+        for cur in cursors:
+            await cur.close()
+
+
+async def _send(cur: psycopg.AsyncCursor[Any], q: Query) -> None:
+    if q.many:
+        await cur.executemany(q.sql, q.params)
+    else:
+        await cur.execute(q.sql, q.params)
+
+
+async def _result(cur: psycopg.AsyncCursor[Any], q: Query) -> Any:
+    if q.fetch == "one":
+        return await cur.fetchone()
+    if q.fetch == "all":
+        return await cur.fetchall()
+    if q.fetch == "rowcount":
+        return cur.rowcount
+    return None

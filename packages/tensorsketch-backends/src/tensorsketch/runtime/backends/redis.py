@@ -10,8 +10,10 @@ Keys of one thread (``prefix`` defaults to ``tensorsketch``)::
     {prefix}:schema_version     string  key layout version, for later migrations
 
 The thread id sits in a hash tag (``{...}``), so all keys of a thread live in one Redis Cluster
-slot and the multi-key scripts below stay valid there. Every write is idempotent (a save
-that redis-py retries after a dropped reply does not append twice). Durability is whatever
+slot and the multi-key scripts below stay valid there. A run opens its thread with one script
+call (lease, input checkpoint, the reads a resume needs) and commits each superstep with one
+(events, checkpoint, and the lease with the last). Every write is idempotent (a save that
+redis-py retries after a dropped reply does not append twice). Durability is whatever
 the server is configured for: use AOF (``appendonly yes``) if checkpoints must survive a
 Redis restart.
 """
@@ -35,7 +37,12 @@ except ImportError as exc:  # pragma: no cover - exercised in a venv without the
     raise ImportError(msg, name=exc.name) from exc
 
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError
-from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent
+from tensorsketch.runtime.backends.base import (
+    Backend,
+    StoredCheckpoint,
+    StoredEvent,
+    ThreadOpening,
+)
 from tensorsketch.serializers import Serializer
 
 __all__ = ["RedisBackend"]
@@ -76,6 +83,49 @@ return 0
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
+"""
+
+# KEYS: lease, cp, cpi, ev. ARGV: owner, ttl in ms, '1' if an initial checkpoint follows, its
+# id, its record. The lease exactly as in _LEASE (refused: nothing read or written); then the
+# initial checkpoint as in _SAVE if the thread has none. Returns {acquired, created, last seq
+# or '', checkpoint records...}: fixed positions first, as a Lua table ends at its first nil.
+_OPEN = """
+local cur = redis.call('GET', KEYS[1])
+if not cur then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+elseif cur == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+else
+  return {0, 0, ''}
+end
+local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
+local seq = last[2] or ''
+if ARGV[3] == '1' and redis.call('LLEN', KEYS[2]) == 0
+    and redis.call('HEXISTS', KEYS[3], ARGV[4]) == 0 then
+  redis.call('RPUSH', KEYS[2], ARGV[5])
+  redis.call('HSET', KEYS[3], ARGV[4], 0)
+  return {1, 1, seq}
+end
+local out = {1, 0, seq}
+for i, record in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do out[i + 3] = record end
+return out
+"""
+
+# KEYS: ev, cp, cpi, lease. ARGV: '1' if a checkpoint follows, its id, its record, '1' if a
+# lease is released, its owner, then score/member pairs of the events. The events as in
+# append_events, the checkpoint as in _SAVE (once per id), the lease as in _RELEASE.
+_COMMIT = """
+for i = 6, #ARGV, 1000 do
+  redis.call('ZADD', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+if ARGV[1] == '1' and redis.call('HEXISTS', KEYS[3], ARGV[2]) == 0 then
+  local n = redis.call('RPUSH', KEYS[2], ARGV[3])
+  redis.call('HSET', KEYS[3], ARGV[2], n - 1)
+end
+if ARGV[4] == '1' and redis.call('GET', KEYS[4]) == ARGV[5] then
+  redis.call('DEL', KEYS[4])
+end
+return 1
 """
 
 _SEQ_BYTES = 8
@@ -251,7 +301,7 @@ class RedisBackend(Backend):
     async def append_events(self, thread_id: str, events: list[StoredEvent]) -> None:
         if not events:
             return
-        mapping = {e.seq.to_bytes(_SEQ_BYTES, "big") + e.payload: e.seq for e in events}
+        mapping = {_event_member(e): e.seq for e in events}
         async with self._use("appending events") as client:
             await client.zadd(self._key(thread_id, "ev"), mapping)
 
@@ -286,6 +336,62 @@ class RedisBackend(Backend):
         async with self._use("releasing the thread lease") as client:
             await self._call(client, _RELEASE, [self._key(thread_id, "lease")], [owner])
 
+    # -- batched units of work ---------------------------------------------------------------
+    #
+    # Each is one script: one round trip, and atomic on the server (no other client sees half
+    # of it, and a client dying mid-call cannot split it). A script that fails halfway is not
+    # rolled back by Redis, but these only fail on keys of the wrong type, which only a
+    # foreign write under the prefix could create.
+
+    async def open_thread(
+        self,
+        thread_id: str,
+        owner: str,
+        ttl: float,
+        initial: StoredCheckpoint | None = None,
+    ) -> ThreadOpening:
+        keys = [self._key(thread_id, kind) for kind in ("lease", "cp", "cpi", "ev")]
+        args: list[Any] = [owner, max(1, int(ttl * 1000))]
+        if initial is None:
+            args += ["0", "", ""]
+        else:
+            args += ["1", initial.checkpoint_id, _encode_checkpoint(initial)]
+        async with self._use("opening the thread") as client:
+            reply: list[Any] = await self._call(client, _OPEN, keys, args)
+        acquired, created, seq = int(reply[0]), int(reply[1]), reply[2]
+        if not acquired:
+            return ThreadOpening(acquired=False, checkpoints=[], last_event_seq=None)
+        return ThreadOpening(
+            acquired=True,
+            checkpoints=[_decode_checkpoint(thread_id, raw) for raw in reply[3:]],
+            last_event_seq=int(float(seq)) if seq else None,
+            created=bool(created),
+        )
+
+    async def commit_step(
+        self,
+        thread_id: str,
+        checkpoint: StoredCheckpoint | None,
+        events: list[StoredEvent],
+        *,
+        durable: bool = True,
+        release_owner: str | None = None,
+    ) -> None:
+        if checkpoint is None and not events and release_owner is None:
+            return
+        keys = [self._key(thread_id, kind) for kind in ("ev", "cp", "cpi", "lease")]
+        args: list[Any] = []
+        if checkpoint is None:
+            args += ["0", "", ""]
+        else:
+            args += ["1", checkpoint.checkpoint_id, _encode_checkpoint(checkpoint)]
+        args += ["0", ""] if release_owner is None else ["1", release_owner]
+        for e in events:
+            args += [e.seq, _event_member(e)]
+        # ``durable`` has no say here: durability is the server's (AOF) configuration.
+        async with self._use("saving a checkpoint") as client:
+            await self._call(client, _COMMIT, keys, args)
+
     # -- lifecycle --------------------------------------------------------------------------
 
     async def aclose(self) -> None:
@@ -303,6 +409,11 @@ class RedisBackend(Backend):
 
     def __repr__(self) -> str:
         return f"RedisBackend(prefix={self.prefix!r})"
+
+
+def _event_member(e: StoredEvent) -> bytes:
+    """An event as a sorted-set member: its seq first, so equal payloads stay distinct."""
+    return e.seq.to_bytes(_SEQ_BYTES, "big") + e.payload
 
 
 def _encode_checkpoint(c: StoredCheckpoint) -> bytes:
