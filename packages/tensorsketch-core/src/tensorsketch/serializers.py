@@ -27,6 +27,7 @@ from tensorsketch.errors import CheckpointDecodeError
 __all__ = ["JsonSerializer", "PickleSerializer", "Serializer", "resolve_serializer"]
 
 _TAG = "$t"
+_JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 @runtime_checkable
@@ -71,6 +72,21 @@ class JsonSerializer:
         return json.dumps(self._encode(obj), separators=(",", ":"), allow_nan=True).encode()
 
     def _encode(self, obj: Any) -> Any:
+        # Exact-type checks first: this runs for every value of every checkpoint.
+        kind = type(obj)
+        if kind in _JSON_SCALARS:
+            return obj
+        if kind is list:
+            return [self._encode(v) for v in obj]
+        if kind is dict and _TAG not in obj:
+            for key in obj:
+                if type(key) is not str:
+                    break
+            else:
+                return {k: self._encode(v) for k, v in obj.items()}
+        return self._encode_other(obj)
+
+    def _encode_other(self, obj: Any) -> Any:
         if obj is None or isinstance(obj, bool | int | str):
             return obj
         if isinstance(obj, float):
