@@ -373,7 +373,8 @@ class RunJournal:
             "source": source,
             "seq": run.seq,
             "changes": changes,
-            "plan": [task.to_plan() for task in tasks],
+            # Lists, not tuples: plain JSON, no type tag to write or read back.
+            "plan": [[task.spec.name, task.payload] for task in tasks],
         }
         if meta:
             payload["meta"] = meta

@@ -192,9 +192,6 @@ class Task:
     payload: dict[str, Any] | None = None
     instance: str = ""
 
-    def to_plan(self) -> tuple[str, dict[str, Any] | None]:
-        return (self.spec.name, self.payload)
-
 
 class Run:
     """One execution of a compiled graph (an ``invoke`` or ``stream`` call)."""
