@@ -619,9 +619,9 @@ class Run:
 
         ``namespace`` overrides the run's own, to forward a nested run's events.
         """
-        event = self._event(type, node=node, data=data, step=step, namespace=namespace)
-        if event is not None:
-            await self.sink(event)  # type: ignore[misc]
+        sink = self.sink
+        if sink is not None:
+            await sink(self._event(type, node=node, data=data, step=step, namespace=namespace))
 
     def _event(
         self,
@@ -631,10 +631,8 @@ class Run:
         data: Any = None,
         step: int | None = None,
         namespace: tuple[str, ...] | None = None,
-    ) -> Event | None:
-        """Number an event and add it to the durable log's buffer; ``None`` without a sink."""
-        if self.sink is None:
-            return None
+    ) -> Event:
+        """Number an event and add it to the durable log's buffer (the caller delivers it)."""
         event = Event(
             seq=self.seq,
             type=type,
@@ -702,16 +700,17 @@ class Run:
             tasks = self.next_tasks(tasks)
             self.step = step + 1
             steps_run += 1
+            sink = self.sink
             ended = None
-            if self.sink is not None:
+            if sink is not None:
                 await self.emit("values", data=dict(self.values), step=step)
                 if not tasks:  # logged with the final checkpoint, delivered once it is stored
                     self.ended = True
                     ended = self._event("run_end", data=dict(self.values), step=self.step)
             if journal is not None:
                 await journal.checkpoint(self, changed, tasks, final=not tasks)
-            if ended is not None:
-                await self.sink(ended)  # type: ignore[misc]
+            if sink is not None and ended is not None:
+                await sink(ended)
 
     async def suspend(self, tasks: list[Task], exc: Interrupt) -> None:
         """Stop at this superstep to wait on ``exc.pending``; resuming runs it again.
