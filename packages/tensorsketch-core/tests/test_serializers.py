@@ -106,3 +106,9 @@ def test_timedeltas_written_as_float_seconds_still_load() -> None:
     """Stores written before timedeltas were stored as exact parts stay readable."""
     old = b'{"$t":"timedelta","v":90.5}'
     assert JsonSerializer().loads(old) == dt.timedelta(seconds=90, microseconds=500_000)
+
+
+def test_strings_that_look_like_the_tag_are_plain_data() -> None:
+    codec = JsonSerializer()
+    for value in ({"a": "$t", "b": ["$t", {"$t": "x"}]}, ["$t"], "$t", {"$t": ("tuple",)}):
+        assert codec.loads(codec.dumps(value)) == value

@@ -27,6 +27,9 @@ from tensorsketch.errors import CheckpointDecodeError
 __all__ = ["JsonSerializer", "PickleSerializer", "Serializer", "resolve_serializer"]
 
 _TAG = "$t"
+# How a tag key appears in encoded bytes (a string equal to it elsewhere would be escaped
+# no differently, so its absence proves there is no tag; its presence just takes the hook).
+_TAG_BYTES = json.dumps(_TAG).encode()
 _JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
@@ -50,9 +53,9 @@ def _qualified(cls: type) -> str:
 class JsonSerializer:
     """JSON with tagged types (tuples, bytes, datetimes, UUIDs, Decimals, enums, models).
 
-    :param types: pydantic models / enums that may be rebuilt even when their module is not
-        imported at decode time is not required — listing them pins exactly which classes the
-        store may name. With ``strict=True`` *only* listed classes are rebuilt.
+    :param types: pydantic models / enums to rebuild by name. Without the list, a tagged
+        class is rebuilt only if its module is already imported (decoding never imports);
+        with ``strict=True`` *only* listed classes are rebuilt.
     """
 
     name = "json"
@@ -138,6 +141,8 @@ class JsonSerializer:
         # untagged data is never walked again in Python (a 10,000-message history decodes
         # at the speed of ``json`` itself).
         try:
+            if _TAG_BYTES not in data:  # no tagged value anywhere: nothing to rebuild
+                return json.loads(data)
             return json.loads(data, object_hook=self._decode_object)
         except (ValueError, UnicodeDecodeError) as exc:
             if isinstance(exc, CheckpointDecodeError):
