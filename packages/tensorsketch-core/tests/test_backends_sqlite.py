@@ -130,6 +130,29 @@ async def test_file_uses_wal_and_the_chosen_sync_level(tmp_path: Path) -> None:
         await backend.aclose()
 
 
+async def test_relaxed_units_sync_at_normal_never_off(tmp_path: Path) -> None:
+    """Lease and input writes skip the disk sync with NORMAL, which in WAL mode still syncs
+    around WAL checkpoints (OFF would not, and a checkpoint run then could lose older data
+    to a power cut). The chosen level is back in force right after."""
+    seen: list[int] = []
+
+    class Watching(SqliteBackend):
+        def _submit_sync(self, queries: Any, transaction: bool, durable: bool) -> list[Any]:
+            probe = Query("PRAGMA synchronous", fetch="one")
+            results = super()._submit_sync([*queries, probe], transaction, durable)
+            seen.append(results[-1][0])
+            return results[:-1]
+
+    backend = Watching(tmp_path / "runs.db", synchronous="FULL")
+    await COUNTER.invoke({"path": str(tmp_path / "runs.db")}, thread_id="t", backend=backend)
+    assert seen[1] == 1  # the open (lease + input checkpoint): NORMAL
+    assert set(seen[2:]) == {2}  # every superstep's commit: FULL
+    assert backend._connection.execute("PRAGMA synchronous").fetchone()[0] == 2
+    assert SqliteBackend(synchronous="NORMAL").relaxed_statements() is None
+    assert SqliteBackend(synchronous="OFF").relaxed_statements() is None
+    await backend.aclose()
+
+
 async def test_tables_and_layout_version_are_created_on_first_use(tmp_path: Path) -> None:
     path = tmp_path / "fresh.db"
     backend = SqliteBackend(path, table_prefix="app_")
