@@ -159,9 +159,7 @@ class CompiledGraph(Generic[S]):
     ) -> list[Task]:
         journal = run.journal
         if journal is None:
-            run.seed()
-            run.apply_input(input)
-            return run.entry_tasks()
+            return run.fresh_tasks(input)
         fresh = None if resume else self._plan_fresh(run, input)
         plan = await journal.open(run, fresh)
         if journal.created:
@@ -172,10 +170,7 @@ class CompiledGraph(Generic[S]):
 
             await apply_resume(run, resume)
         if plan is None:  # a new thread whose input was not saved by `open`
-            run.values = {}
-            run.seed()
-            run.apply_input(input)
-            tasks = run.entry_tasks()
+            tasks = run.fresh_tasks(input)
             await journal.checkpoint(run, None, tasks, source="input")
             return tasks
         tasks = run.tasks_from_plan(plan)
@@ -197,9 +192,7 @@ class CompiledGraph(Generic[S]):
         if self._spec.entry_branch is not None:
             return None
         try:
-            run.seed()
-            run.apply_input(input)
-            return run.entry_tasks()
+            return run.fresh_tasks(input)
         except Exception:
             run.values = {}
             return None

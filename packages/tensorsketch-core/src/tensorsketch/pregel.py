@@ -238,6 +238,14 @@ class Run:
             if value is not MISSING:
                 values[name] = value
 
+    def fresh_tasks(self, data: Any) -> list[Task]:
+        """Start over from the state's defaults, fold ``data`` in, and plan the first
+        superstep (a run with nothing to resume)."""
+        self.values = {}
+        self.seed()
+        self.apply_input(data)
+        return self.entry_tasks()
+
     def apply_input(self, data: Any) -> dict[str, list[Any] | None]:
         """Validate the caller's input and fold it into the channels like a node's writes."""
         if data is None:

@@ -365,8 +365,7 @@ class SqlBackend(Backend):
     # -- checkpoints ------------------------------------------------------------------------
 
     def _save_query(self, c: StoredCheckpoint) -> Query:
-        params = (c.thread_id, c.checkpoint_id, c.parent_id, c.step, c.created_at, c.payload)
-        return Query(self._sql["save"], (*params, c.thread_id))
+        return Query(self._sql["save"], (*_row(c), c.thread_id))
 
     async def save_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
         await self._run("saving a checkpoint", [self._save_query(checkpoint)])
@@ -438,15 +437,8 @@ class SqlBackend(Backend):
     ) -> ThreadOpening:
         queries = [Query(self._sql["lease"], (thread_id, owner, float(ttl)), fetch="rowcount")]
         if initial is not None:
-            c = initial
-            params = (c.thread_id, c.checkpoint_id, c.parent_id, c.step, c.created_at, c.payload)
-            queries.append(
-                Query(
-                    self._sql["initial"],
-                    (*params, thread_id, thread_id, owner),
-                    fetch="rowcount",
-                )
-            )
+            params = (*_row(initial), thread_id, thread_id, owner)
+            queries.append(Query(self._sql["initial"], params, fetch="rowcount"))
         queries.append(Query(self._sql["list"], (thread_id,), fetch="all"))
         queries.append(Query(self._sql["last_seq"], (thread_id,), fetch="one"))
         # The lease needs no disk sync, nor does the input checkpoint: it reaches the disk
@@ -587,6 +579,11 @@ def _run_query(cur: Any, q: Query) -> Any:
     if q.fetch == "rowcount":
         return cur.rowcount
     return None
+
+
+def _row(c: StoredCheckpoint) -> tuple[Any, ...]:
+    """A checkpoint's column values in the order the insert statements list them."""
+    return (c.thread_id, c.checkpoint_id, c.parent_id, c.step, c.created_at, c.payload)
 
 
 def _checkpoint(thread_id: str, row: Sequence[Any]) -> StoredCheckpoint:
