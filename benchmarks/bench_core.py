@@ -33,7 +33,8 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Annotated, Any, TypedDict
 
-CHAIN_LEN = 10
+from chains import CHAIN_LEN, ainc, lg_chain, ts_chain
+
 CHAIN_INVOKES = 200
 LOOP_STEPS = 1_000
 FANOUT_SIZES = (1_000, 10_000)
@@ -159,27 +160,7 @@ class TensorSketchImpl:
     def __init__(self) -> None:
         from tensorsketch import END, START, Context, Graph, Node, Reducer, Schema, Send
 
-        class ChainState(Schema):
-            x: int = 0
-
-        class Inc(Node):
-            class In(Schema):
-                x: int
-
-            class Out(Schema):
-                x: int
-
-            async def run(self, ctx: Context, inp: Any) -> Any:
-                return self.Out(x=inp.x + 1)
-
-        chain = Graph(ChainState)
-        for i in range(CHAIN_LEN):
-            chain.add(Inc(), name=f"N{i}")
-        chain.edge(START, "N0")
-        for i in range(CHAIN_LEN - 1):
-            chain.edge(f"N{i}", f"N{i + 1}")
-        chain.edge(f"N{CHAIN_LEN - 1}", END)
-        self.chain_app = chain.compile()
+        self.chain_app = ts_chain()
 
         class LoopState(Schema):
             n: int = 0
@@ -276,20 +257,7 @@ class LangGraphImpl:
         from langgraph.graph import END, START, StateGraph
         from langgraph.types import Send
 
-        class ChainState(TypedDict):
-            x: int
-
-        async def inc(s: ChainState) -> dict[str, Any]:
-            return {"x": s["x"] + 1}
-
-        chain = StateGraph(ChainState)
-        for i in range(CHAIN_LEN):
-            chain.add_node(f"n{i}", inc)
-        chain.add_edge(START, "n0")
-        for i in range(CHAIN_LEN - 1):
-            chain.add_edge(f"n{i}", f"n{i + 1}")
-        chain.add_edge(f"n{CHAIN_LEN - 1}", END)
-        self.chain_app = chain.compile()
+        self.chain_app = lg_chain(ainc).compile()
 
         class LoopState(TypedDict):
             n: int

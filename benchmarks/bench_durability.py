@@ -37,7 +37,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
-CHAIN_LEN = 10
+from chains import CHAIN_LEN, inc, lg_chain, ts_chain
+
 IMPLS = ("ts", "lg", "lga")  # TensorSketch, LangGraph sync, LangGraph async
 HISTORY = 10_000
 PG_DSN = os.environ.get("TS_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
@@ -56,32 +57,6 @@ def _messages() -> list[dict[str, str]]:
 
 
 # -- TensorSketch -------------------------------------------------------------------------------
-
-
-def _ts_chain() -> Any:
-    from tensorsketch import END, START, Context, Graph, Node, Schema
-
-    class ChainState(Schema):
-        x: int = 0
-
-    class Inc(Node):
-        class In(Schema):
-            x: int
-
-        class Out(Schema):
-            x: int
-
-        async def run(self, ctx: Context, inp: Any) -> Any:
-            return self.Out(x=inp.x + 1)
-
-    graph = Graph(ChainState)
-    for i in range(CHAIN_LEN):
-        graph.add(Inc(), name=f"N{i}")
-    graph.edge(START, "N0")
-    for i in range(CHAIN_LEN - 1):
-        graph.edge(f"N{i}", f"N{i + 1}")
-    graph.edge(f"N{CHAIN_LEN - 1}", END)
-    return graph.compile()
 
 
 def _ts_backend(kind: str, workdir: Path) -> Any:
@@ -125,7 +100,7 @@ async def _ts_cleanup(kind: str, backend: Any) -> None:
 
 
 async def _ts_chain_samples(kind: str, invokes: int, workdir: Path) -> list[float]:
-    app = _ts_chain()
+    app = ts_chain()
     backend = _ts_backend(kind, workdir)
     samples: list[float] = []
     try:
@@ -204,25 +179,6 @@ async def _ts_bytes(steps: int, workdir: Path) -> tuple[list[int], float]:
 # -- LangGraph ----------------------------------------------------------------------------------
 
 
-def _lg_chain() -> Any:
-    from langgraph.graph import END, START, StateGraph
-
-    class ChainState(TypedDict):
-        x: int
-
-    def inc(s: ChainState) -> dict[str, Any]:
-        return {"x": s["x"] + 1}
-
-    graph = StateGraph(ChainState)
-    for i in range(CHAIN_LEN):
-        graph.add_node(f"n{i}", inc)
-    graph.add_edge(START, "n0")
-    for i in range(CHAIN_LEN - 1):
-        graph.add_edge(f"n{i}", f"n{i + 1}")
-    graph.add_edge(f"n{CHAIN_LEN - 1}", END)
-    return graph
-
-
 def _lg_saver(path: Path, synchronous: str) -> Any:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -237,7 +193,7 @@ async def _lg_async_chain_samples(kind: str, invokes: int, workdir: Path) -> lis
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    graph = _lg_chain()
+    graph = lg_chain(inc)
     saver: Any = None
     if kind == "memory":
         app = graph.compile()
@@ -268,7 +224,7 @@ async def _lg_async_chain_samples(kind: str, invokes: int, workdir: Path) -> lis
 
 
 def _lg_chain_samples(kind: str, invokes: int, workdir: Path) -> list[float]:
-    graph = _lg_chain()
+    graph = lg_chain(inc)
     if kind == "memory":
         app, saver = graph.compile(), None
     else:
