@@ -42,9 +42,11 @@ LEASE_TTL = 30.0
 class Checkpoint:
     """The state of a thread at one barrier (what ``get_history`` returns).
 
-    :param next: node names to run next; :param sends: pending ``Send`` payloads as
-        ``(node, payload)`` pairs; :param parent_id: the checkpoint this one grew from (the
-        checkpoints of a thread and its forks form a tree).
+    :param tasks: the next superstep's tasks in plan order, as ``(node, payload)`` pairs
+        (``payload`` is ``None`` for a plain node, the ``Send`` payload for a fan-out
+        instance); the order is the barrier's fold order, so it is kept exactly.
+    :param parent_id: the checkpoint this one grew from (the checkpoints of a thread and its
+        forks form a tree).
     """
 
     id: str
@@ -52,16 +54,25 @@ class Checkpoint:
     parent_id: str | None
     step: int
     values: dict[str, Any]
-    next: tuple[str, ...]
-    sends: tuple[tuple[str, dict[str, Any]], ...]
+    tasks: tuple[tuple[str, dict[str, Any] | None], ...]
     created_at: float
     source: str = "loop"
     metadata: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def next(self) -> tuple[str, ...]:
+        """Names of the plain (non-``Send``) nodes planned next."""
+        return tuple(name for name, payload in self.tasks if payload is None)
+
+    @property
+    def sends(self) -> tuple[tuple[str, dict[str, Any]], ...]:
+        """Pending ``Send`` instances as ``(node, payload)`` pairs."""
+        return tuple((name, payload) for name, payload in self.tasks if payload is not None)
+
+    @property
     def plan(self) -> list[tuple[str, dict[str, Any] | None]]:
-        """The tasks to run next, in order (plain nodes, then Send instances)."""
-        return [(n, None) for n in self.next] + [(n, dict(p)) for n, p in self.sends]
+        """The tasks to run next, in plan order (copies, safe to change)."""
+        return [(n, None if p is None else dict(p)) for n, p in self.tasks]
 
 
 def _decode_payload(backend: Backend, stored: StoredCheckpoint) -> dict[str, Any]:
@@ -148,8 +159,7 @@ def load_chain(
                 parent_id=s.parent_id,
                 step=s.step,
                 values=dict(values),
-                next=tuple(name for name, p in plan if p is None),
-                sends=tuple((name, p) for name, p in plan if p is not None),
+                tasks=tuple(plan),
                 created_at=s.created_at,
                 source=payload.get("source", "loop"),
                 metadata={"seq": payload.get("seq", 0), **payload.get("meta", {})},
