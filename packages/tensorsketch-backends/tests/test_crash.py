@@ -18,7 +18,7 @@ async def test_crash_matrix_postgres(pg_dsn: str, pg_schema: str, tmp_path: Path
         BackendSpec("postgres", {"dsn": pg_dsn, "schema": pg_schema}), tmp_path
     )
     assert (
-        len(report.kills) == len(report.boundaries) == 10
+        len(report.kills) == len(report.boundaries) == 12
     )  # see EXPECTED_BOUNDARIES in core's test_durability_crash.py
     assert all(k.killed for k in report.kills)
     report.check()
@@ -31,7 +31,7 @@ async def test_crash_matrix_redis(redis_url: str, redis_prefix: str, tmp_path: P
         BackendSpec("redis", {"dsn": redis_url, "prefix": redis_prefix}), tmp_path
     )
     assert (
-        len(report.kills) == len(report.boundaries) == 10
+        len(report.kills) == len(report.boundaries) == 12
     )  # see EXPECTED_BOUNDARIES in core's test_durability_crash.py
     assert all(k.killed for k in report.kills)
     report.check()

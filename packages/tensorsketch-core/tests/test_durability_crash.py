@@ -28,8 +28,10 @@ EXPECTED_BOUNDARIES = [
     "effect idem:charge-A-17",
     "events 0..3 + checkpoint step=1",  # a superstep's events and checkpoint commit together
     "effect 1:Ship#0:0:ship",  # the fan-out, killed after each worker in turn
+    "writes Ship#0",  # a finished worker's writes, kept if a sibling fails or we crash
     "effect 1:Ship#1:0:ship",
-    "effect 1:Ship#2:0:ship",
+    "writes Ship#1",
+    "effect 1:Ship#2:0:ship",  # the last worker's writes go with the barrier's checkpoint
     "events 4..10 + checkpoint step=2",
     "effect 2:Summarize:0:notify",
     "events 11..14 + checkpoint step=3 + release",  # the last write gives the lease back

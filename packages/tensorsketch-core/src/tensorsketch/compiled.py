@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tensorsketch.errors import CheckpointDecodeError
 from tensorsketch.events import Event
+from tensorsketch.interrupts import attach_checkpoint_info
 from tensorsketch.observability.tracing import Tracer
 from tensorsketch.pregel import GraphSpec, Run, Task
 from tensorsketch.schema import Schema
@@ -325,6 +326,7 @@ class CompiledGraph(Generic[S]):
 
         values = validated_values(self._spec, checkpoint)
         state: S = self.state_schema.model_construct(**values)  # type: ignore[assignment]
+        attach_checkpoint_info(state, checkpoint)
         return state
 
     def get_state(self, thread_id: str, backend: Backend) -> S | None:

@@ -331,7 +331,7 @@ class RunJournal:
         self._hold()
         if opening.created:
             assert initial is not None
-            run.checkpoint_id = initial.checkpoint_id
+            run.checkpoint_id = run.plan_id = initial.checkpoint_id
             self.created = True
             return None
         chain = load_chain(self.backend, opening.checkpoints, last_only=True)
@@ -349,6 +349,10 @@ class RunJournal:
         run.step = checkpoint.step
         run.seq = int(checkpoint.metadata.get("seq", 0))
         run.checkpoint_id = checkpoint.id
+        # A failed superstep's checkpoint plans the same tasks as the one that planned it:
+        # its finished tasks' writes are journaled under that one's id.
+        run.plan_id = str(checkpoint.metadata.get("retry_of") or checkpoint.id)
+        run.restored = True
         suspended = checkpoint.metadata.get("interrupts")
         if suspended:
             from tensorsketch.interrupts import PendingInterrupt
@@ -448,6 +452,7 @@ class RunJournal:
         if release is not None:
             self._held = False
         run.checkpoint_id = stored.checkpoint_id
+        run.plan_id = (meta or {}).get("retry_of") or stored.checkpoint_id
         return stored.checkpoint_id
 
     # -- effects ----------------------------------------------------------------------------
@@ -468,6 +473,43 @@ class RunJournal:
         async with _guard(self.backend, "recording an effect"):
             await self.backend.record_effect(self.thread_id, key, data)
 
+    async def lookup_many(self, keys: list[str]) -> dict[str, Any]:
+        """The recorded values among ``keys``, in one store round trip."""
+        async with _guard(self.backend, "reading the effect journal"):
+            raw = await self.backend.lookup_effects(self.thread_id, keys)
+        loads = self.backend.serializer.loads
+        found: dict[str, Any] = {}
+        for key, data in raw.items():
+            try:
+                found[key] = loads(data)[0]
+            except CheckpointDecodeError as exc:
+                msg = f"journal entry {key!r} of thread {self.thread_id!r} cannot be decoded: {exc}"
+                raise CheckpointDecodeError(msg) from exc
+        return found
+
+    async def record_many(self, items: list[tuple[str, Any]]) -> None:
+        dumps = self.backend.serializer.dumps
+        encoded = [(key, dumps([value])) for key, value in items]
+        async with _guard(self.backend, "recording finished tasks"):
+            await self.backend.record_effects(self.thread_id, encoded)
+
+    # -- per-branch commit ------------------------------------------------------------------
+
+    @staticmethod
+    def task_key(plan_id: str | None, task: Task) -> str:
+        """Where a finished task's writes are journaled: per planning checkpoint, so writes
+        computed from one state are never replayed onto another (new input re-plans)."""
+        return f"writes:{plan_id}:{task.spec.name}{task.instance}"
+
+    async def finished_writes(self, plan_id: str | None, tasks: list[Task]) -> dict[int, Any]:
+        """Writes of the tasks that finished before the run stopped, by task index."""
+        keys = [self.task_key(plan_id, task) for task in tasks]
+        found = await self.lookup_many(keys)
+        return {i: found[key] for i, key in enumerate(keys) if key in found}
+
+    def write_log(self, plan_id: str | None) -> TaskWriteLog:
+        return TaskWriteLog(self, plan_id)
+
     # -- events -----------------------------------------------------------------------------
 
     def buffer_event(self, event: Event) -> None:
@@ -486,3 +528,54 @@ class RunJournal:
             return
         async with _guard(self.backend, "appending stream events"):
             await self.backend.commit_step(self.thread_id, None, stored)
+
+
+class TaskWriteLog:
+    """A superstep's finished tasks, journaled while their siblings still run, so a crash or
+    a failing sibling costs only the unfinished tasks on resume.
+
+    A finishing task writes its own entry before it counts as done, together with any that
+    finished meanwhile (one batch while a write is in flight). The superstep's last task
+    writes nothing: the barrier's checkpoint covers it a moment later.
+    """
+
+    __slots__ = ("_buffer", "_idle", "_journal", "_plan_id")
+
+    def __init__(self, journal: RunJournal, plan_id: str | None) -> None:
+        self._journal = journal
+        self._plan_id = plan_id
+        self._buffer: list[tuple[str, Any]] = []
+        self._idle: asyncio.Event | None = None  # set while no batch is being written
+
+    async def add(self, task: Task, writes: dict[str, Any]) -> None:
+        self._buffer.append((RunJournal.task_key(self._plan_id, task), writes))
+        if self._idle is not None and not self._idle.is_set():
+            return  # the batch in flight is followed by one that includes this entry
+        await self._drain()
+
+    async def _drain(self) -> None:
+        idle = self._idle = asyncio.Event()
+        try:
+            while self._buffer:
+                batch, self._buffer = self._buffer, []
+                # Shielded like an effect record: a cancelled task (its sibling failed)
+                # still lets the write in flight finish instead of cutting it off.
+                writing = asyncio.ensure_future(self._journal.record_many(batch))
+                try:
+                    await asyncio.shield(writing)
+                except asyncio.CancelledError:
+                    await asyncio.wait([writing])
+                    raise
+        finally:
+            idle.set()
+
+    async def close(self, *, keep: bool) -> None:
+        """End of the superstep: ``keep`` stores every finished task (a sibling failed);
+        otherwise what is not written yet is dropped. No batch is in flight on return (the
+        run may be about to give its lease back)."""
+        if not keep:
+            self._buffer = []
+        if self._idle is not None:
+            await self._idle.wait()
+        if keep and self._buffer:
+            await self._drain()

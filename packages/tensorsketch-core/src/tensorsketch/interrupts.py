@@ -32,6 +32,7 @@ from tensorsketch.errors import TensorSketchError
 
 if TYPE_CHECKING:
     from tensorsketch.context import Context
+    from tensorsketch.durable import Checkpoint
     from tensorsketch.pregel import Run
     from tensorsketch.schema import Schema
 
@@ -159,14 +160,29 @@ class RetryLater(TensorSketchError):
         super().__init__(reason or f"retry after {self.wake_at:.0f}")
 
 
+RunStatus = Literal["completed", "suspended", "failed", "pending"]
+
+
 @dataclass(frozen=True, slots=True)
 class RunInfo:
-    """How an ``invoke`` ended: completed, or suspended waiting on ``interrupts``."""
+    """How a run ended: completed, or suspended waiting on ``interrupts``.
 
-    status: Literal["completed", "suspended"] = "completed"
+    On a state read back with ``get_state`` it can also be ``"failed"`` (``error`` says which
+    task raised what: ``{"node", "instance", "step", "type", "message"}``) or ``"pending"``
+    (tasks are planned: the run is going on, or its process stopped); invoking the thread
+    again continues either.
+    """
+
+    status: RunStatus = "completed"
     interrupts: tuple[PendingInterrupt, ...] = field(default_factory=tuple)
     thread_id: str | None = None
     checkpoint_id: str | None = None
+    error: dict[str, Any] | None = None
+
+    @property
+    def failed(self) -> bool:
+        """Whether the thread's last superstep failed (invoke it again to retry it)."""
+        return self.status == "failed"
 
     @property
     def suspended(self) -> bool:
@@ -201,6 +217,30 @@ def attach_run_info(state: Schema, run: Run) -> None:
         interrupts=tuple(run.interrupts),
         thread_id=run.thread_id,
         checkpoint_id=run.checkpoint_id,
+    )
+    object.__setattr__(state, "__tensorsketch_run__", info)
+
+
+def attach_checkpoint_info(state: Schema, checkpoint: Checkpoint) -> None:
+    """Record on a state read back from a checkpoint how the thread stood there."""
+    meta = checkpoint.metadata
+    error = meta.get("error")
+    pending = tuple(PendingInterrupt.from_dict(p) for p in meta.get("interrupts") or ())
+    status: RunStatus = (
+        "failed"
+        if error
+        else "suspended"
+        if pending
+        else "pending"
+        if checkpoint.tasks
+        else "completed"
+    )
+    info = RunInfo(
+        status=status,
+        interrupts=pending,
+        thread_id=checkpoint.thread_id,
+        checkpoint_id=checkpoint.id,
+        error=dict(error) if error else None,
     )
     object.__setattr__(state, "__tensorsketch_run__", info)
 

@@ -27,10 +27,13 @@ from tensorsketch.channels import MISSING, Channel
 from tensorsketch.constants import END, Send
 from tensorsketch.context import Context
 from tensorsketch.errors import (
+    BackendUnavailableError,
+    CheckpointDecodeError,
     EmptyChannelError,
     GraphRecursionError,
     NodeError,
     RoutingError,
+    ThreadBusyError,
 )
 from tensorsketch.events import Event
 from tensorsketch.interrupts import Interrupt, PendingInterrupt
@@ -45,7 +48,11 @@ if TYPE_CHECKING:
 __all__ = ["Branch", "GraphSpec", "NodeSpec", "Run", "Task"]
 
 EventSink = Callable[[Event], Awaitable[None]]
+TaskDone = Callable[["Task", dict[str, Any]], Awaitable[None]]
 M = TypeVar("M", bound=Schema)
+
+#: Failures of the store itself: no failure checkpoint can be written for them.
+_STORE_ERRORS = (BackendUnavailableError, CheckpointDecodeError, ThreadBusyError)
 
 #: What path functions usually return: never awaitable, so the awaitable check can be skipped.
 _PLAIN_ROUTES: frozenset[type] = frozenset({str, list, tuple, Send})
@@ -218,6 +225,10 @@ class Run:
         self.step = 0
         self.seq = 0
         self.checkpoint_id: str | None = None
+        #: The checkpoint that planned the current superstep (its finished tasks' writes are
+        #: journaled under it), and whether the run was restored from a checkpoint.
+        self.plan_id: str | None = None
+        self.restored = False
         self._memo: dict[str, Any] = {}
         #: Decisions passed with ``invoke(resume=...)``, keyed by interrupt id.
         self.resume: dict[str, Any] = {}
@@ -226,6 +237,8 @@ class Run:
         self.interrupts: list[PendingInterrupt] = []
         #: ``run_end`` was emitted (at the last barrier, before the final checkpoint).
         self.ended = False
+        #: The task whose error ended the last superstep, if one did.
+        self.failed_task: Task | None = None
 
     # -- state ------------------------------------------------------------------------------
 
@@ -569,14 +582,20 @@ class Run:
             )
         return writes
 
-    async def run_parallel(self, tasks: list[Task], step: int) -> list[dict[str, Any]]:
+    async def run_parallel(
+        self, tasks: list[Task], step: int, on_done: TaskDone | None = None
+    ) -> list[dict[str, Any]]:
         """Run tasks concurrently; the first failure cancels the rest and propagates as is.
 
         One shared countdown wakes the barrier instead of ``asyncio.wait``'s callback on every
         task: a 10,000-way fan-out costs one wake-up, not 10,000 callback registrations.
+        ``on_done(task, writes)`` is awaited for each task that finishes while others still
+        run, before it counts as done.
         """
+        if not tasks:
+            return []
         loop = asyncio.get_running_loop()
-        gather = _Gather(len(tasks), loop.create_future())
+        gather = _Gather(len(tasks), loop.create_future(), on_done)
         run_into = self._run_into
         futures = [
             loop.create_task(run_into(gather, index, task, step))
@@ -589,8 +608,9 @@ class Run:
             raise
         if gather.failures:
             # The first failure in task order among those seen when the barrier woke.
-            _, first = min(gather.failures, key=lambda pair: pair[0])
+            index, first = min(gather.failures, key=lambda pair: pair[0])
             await _cancel_all(futures)
+            self.failed_task = tasks[index]
             raise first
         if gather.suspended:
             # Every other task finished (their effects are journaled); suspend them all.
@@ -599,7 +619,9 @@ class Run:
 
     async def _run_into(self, gather: _Gather, index: int, task: Task, step: int) -> None:
         try:
-            gather.results[index] = await self.run_task(task, step)
+            writes = gather.results[index] = await self.run_task(task, step)
+            if gather.on_done is not None and gather.remaining > 1:
+                await gather.on_done(task, writes)
         except Interrupt as exc:
             gather.suspended.append((index, exc))
         except Exception as exc:
@@ -696,14 +718,22 @@ class Run:
                 )
                 raise GraphRecursionError(msg)
             step = self.step
+            restored, self.restored = self.restored, False
+            self.failed_task = None
             try:
                 if len(tasks) == 1:
                     results = [await self.run_task(tasks[0], step)]
-                else:
+                elif journal is None:
                     results = await self.run_parallel(tasks, step)
+                else:
+                    results = await self._run_journaled(tasks, step, restored)
             except Interrupt as exc:
                 await self.suspend(tasks, exc)
                 return
+            except Exception as exc:
+                if journal is not None:
+                    await self.record_failure(tasks, exc)
+                raise
             changed = self.barrier(tasks, results)
             tasks = self.next_tasks(tasks)
             self.step = step + 1
@@ -719,6 +749,59 @@ class Run:
                 await journal.checkpoint(self, changed, tasks, final=not tasks)
             if sink is not None and ended is not None:
                 await sink(ended)
+
+    async def _run_journaled(
+        self, tasks: list[Task], step: int, restored: bool
+    ) -> list[dict[str, Any]]:
+        """Run a durable superstep with per-branch commit: each task's writes are journaled
+        as it finishes, and a resumed superstep runs only the tasks that had not."""
+        journal = self.journal
+        assert journal is not None
+        done = await journal.finished_writes(self.plan_id, tasks) if restored else {}
+        todo = [task for index, task in enumerate(tasks) if index not in done] if done else tasks
+        log = journal.write_log(self.plan_id)
+        try:
+            fresh = await self.run_parallel(todo, step, log.add)
+        except BaseException as exc:
+            # A failing task keeps its finished siblings; a suspension re-plans the superstep
+            # under a new checkpoint, and a cancelled run stops where it is.
+            keep = isinstance(exc, Exception) and not isinstance(exc, Interrupt)
+            try:
+                await log.close(keep=keep)
+            except Exception as store_exc:
+                exc.add_note(f"finished tasks could not be journaled: {store_exc}")
+            raise
+        await log.close(keep=False)
+        if not done:
+            return fresh
+        ran = iter(fresh)
+        return [done[i] if i in done else next(ran) for i in range(len(tasks))]
+
+    async def record_failure(self, tasks: list[Task], exc: Exception) -> None:
+        """Save a checkpoint that says which task failed and why (``get_state`` shows it); it
+        plans the same superstep, so invoking the thread again retries just that."""
+        journal = self.journal
+        if journal is None or isinstance(exc, _STORE_ERRORS):
+            return  # the store itself failed: there is nothing to write to
+        task = self.failed_task or tasks[0]
+        error = {
+            "node": task.spec.name,
+            "instance": task.instance,
+            "step": self.step,
+            "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+            "message": str(exc)[:2000],
+        }
+        try:
+            await journal.checkpoint(
+                self,
+                {},
+                tasks,
+                source="error",
+                meta={"error": error, "retry_of": self.plan_id},
+                final=True,
+            )
+        except Exception as store_exc:
+            exc.add_note(f"the failure could not be recorded in a checkpoint: {store_exc}")
 
     async def suspend(self, tasks: list[Task], exc: Interrupt) -> None:
         """Stop at this superstep to wait on ``exc.pending``; resuming runs it again.
@@ -804,9 +887,12 @@ class Run:
 class _Gather:
     """The shared state of one parallel superstep: results by task index, and a countdown."""
 
-    __slots__ = ("failures", "remaining", "results", "suspended", "waiter")
+    __slots__ = ("failures", "on_done", "remaining", "results", "suspended", "waiter")
 
-    def __init__(self, count: int, waiter: asyncio.Future[None]) -> None:
+    def __init__(
+        self, count: int, waiter: asyncio.Future[None], on_done: TaskDone | None = None
+    ) -> None:
+        self.on_done = on_done
         self.results: list[dict[str, Any] | None] = [None] * count
         self.remaining = count
         self.waiter = waiter

@@ -38,6 +38,7 @@ from tensorsketch.constants import END, START, Send
 from tensorsketch.context import Context
 from tensorsketch.errors import CheckpointDecodeError, ThreadBusyError
 from tensorsketch.graph import Graph
+from tensorsketch.interrupts import run_info
 from tensorsketch.node import Node
 from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent
 from tensorsketch.schema import Schema
@@ -313,6 +314,22 @@ class BackendConformance:
         assert await backend.lookup_effect(thread, "0:A:0:pay") == b"first"
 
     @pytest.mark.asyncio
+    async def test_batched_effects_first_write_wins(self, backend: Backend) -> None:
+        """``record_effects``/``lookup_effects``: a superstep's finished tasks, in one unit."""
+        thread = _thread()
+        assert await backend.lookup_effects(thread, []) == {}
+        await backend.record_effects(thread, [])
+        await backend.record_effect(thread, "k0", b"kept")
+        many = [(f"k{i}", f"v{i}".encode()) for i in range(1200)]  # more than one IN list
+        await backend.record_effects(thread, many)
+        found = await backend.lookup_effects(thread, [f"k{i}" for i in range(0, 1300, 7)])
+        assert found == {
+            f"k{i}": (b"kept" if i == 0 else f"v{i}".encode()) for i in range(0, 1200, 7)
+        }
+        assert await backend.lookup_effect(thread, "k1199") == b"v1199"
+        assert await backend.lookup_effects(_thread(), ["k1"]) == {}  # threads are isolated
+
+    @pytest.mark.asyncio
     async def test_events_read_from_a_cursor(self, backend: Backend) -> None:
         thread = _thread()
         assert await backend.last_event_seq(thread) is None
@@ -470,6 +487,10 @@ class BackendConformance:
             )
         latest = (await ORDER_GRAPH.aget_history(thread, backend))[-1]
         assert [name for name, _ in latest.sends] == ["Ship", "Ship", "Ship"]  # pending Sends
+        assert latest.source == "error"
+        assert latest.metadata["error"]["message"] == "injected failure at after-ship:b"
+        failed = await ORDER_GRAPH.aget_state(thread, backend)
+        assert failed is not None and run_info(failed).status == "failed"
         out = await ORDER_GRAPH.invoke(thread_id=thread, backend=backend)
         assert out.receipts == ["ship:a#1", "ship:b#1", "ship:c#1"]  # task order, not timing
         assert all(n == 1 for n in calls(thread).values())

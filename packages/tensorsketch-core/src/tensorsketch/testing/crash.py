@@ -136,17 +136,17 @@ class CrashState(Schema):
     summary: str = ""
 
 
-_TURNS: dict[tuple[str | None, int, int], asyncio.Event] = {}
+_TURNS: dict[tuple[str | None, int], asyncio.Lock] = {}
 
 
-def _turn(ctx: Context, k: int) -> asyncio.Event:
-    key = (ctx.thread_id, ctx.superstep, k)
-    event = _TURNS.get(key)
-    if event is None:
-        event = _TURNS[key] = asyncio.Event()
-        if k == 0:
-            event.set()
-    return event
+def _turns(ctx: Context) -> asyncio.Lock:
+    """One lock per superstep: the fan-out's workers take it in plan order (asyncio's lock
+    is first come, first served, and tasks start in plan order)."""
+    key = (ctx.thread_id, ctx.superstep)
+    lock = _TURNS.get(key)
+    if lock is None:
+        lock = _TURNS[key] = asyncio.Lock()
+    return lock
 
 
 def scenario_graph(ledger: EffectLedger) -> CompiledGraph[CrashState]:
@@ -182,10 +182,14 @@ def scenario_graph(ledger: EffectLedger) -> CompiledGraph[CrashState]:
             receipts: list[str]
 
         async def run(self, ctx: Context, inp: Any) -> Any:
-            k = int(ctx.instance.lstrip("#") or 0)
-            await _turn(ctx, k).wait()  # workers record their effects one after another
+            turns = _turns(ctx)
+            await turns.acquire()  # workers run one after another
+            # The next worker starts once this one is completely done — its effect recorded
+            # and its writes journaled — so every kill point falls between two workers.
+            this_task = asyncio.current_task()
+            assert this_task is not None
+            this_task.add_done_callback(lambda _: turns.release())
             receipt = await ctx.step("ship", effect(ctx, f"ship {inp.items[0]}"))
-            _turn(ctx, k + 1).set()
             return self.Out(receipts=[receipt])
 
     class Summarize(Node):
@@ -289,6 +293,19 @@ class CrashingBackend(Backend):
     async def lookup_effect(self, thread_id: str, key: str) -> bytes | None:
         self._check()
         return await self.inner.lookup_effect(thread_id, key)
+
+    async def record_effects(self, thread_id: str, effects: list[tuple[str, bytes]]) -> None:
+        self._check()
+        await self.inner.record_effects(thread_id, effects)
+        if effects:
+            # "writes <task>" for a finished task's writes (the planning checkpoint's id in
+            # the key is random, so it is left out of the label).
+            names = [k.rsplit(":", 1)[-1] if k.startswith("writes:") else k for k, _ in effects]
+            self._passed(f"writes {', '.join(names)}")
+
+    async def lookup_effects(self, thread_id: str, keys: list[str]) -> dict[str, bytes]:
+        self._check()
+        return await self.inner.lookup_effects(thread_id, keys)
 
     async def append_events(self, thread_id: str, events: list[StoredEvent]) -> None:
         self._check()

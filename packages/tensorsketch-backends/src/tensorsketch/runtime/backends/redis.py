@@ -296,6 +296,23 @@ class RedisBackend(Backend):
             raw: Any = await client.hget(self._key(thread_id, "fx"), key)
         return None if raw is None else bytes(raw)
 
+    async def record_effects(self, thread_id: str, effects: list[tuple[str, bytes]]) -> None:
+        if not effects:
+            return
+        key = self._key(thread_id, "fx")
+        async with self._use("recording effects") as client:
+            pipe = client.pipeline(transaction=True)
+            for name, value in effects:
+                pipe.hsetnx(key, name, value)
+            await pipe.execute()
+
+    async def lookup_effects(self, thread_id: str, keys: list[str]) -> dict[str, bytes]:
+        if not keys:
+            return {}
+        async with self._use("reading the effect journal") as client:
+            raws: list[Any] = await client.hmget(self._key(thread_id, "fx"), keys)
+        return {k: bytes(raw) for k, raw in zip(keys, raws, strict=True) if raw is not None}
+
     # -- the event log ----------------------------------------------------------------------
 
     async def append_events(self, thread_id: str, events: list[StoredEvent]) -> None:

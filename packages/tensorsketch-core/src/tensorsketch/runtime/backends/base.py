@@ -173,6 +173,25 @@ class Backend(ABC):
         if release_owner is not None:
             await self.release_lease(thread_id, release_owner)
 
+    async def record_effects(self, thread_id: str, effects: list[tuple[str, bytes]]) -> None:
+        """Record several journal entries as one unit (first write wins for each key).
+
+        The runtime stores the writes of a superstep's finished tasks this way, in batches,
+        while their siblings still run; override it with one round trip.
+        """
+        for key, value in effects:
+            await self.record_effect(thread_id, key, value)
+
+    async def lookup_effects(self, thread_id: str, keys: list[str]) -> dict[str, bytes]:
+        """The recorded entries among ``keys`` (missing keys are left out); one round trip
+        when overridden. A resumed superstep asks this once for all of its tasks."""
+        found: dict[str, bytes] = {}
+        for key in keys:
+            value = await self.lookup_effect(thread_id, key)
+            if value is not None:
+                found[key] = value
+        return found
+
     # -- optional ---------------------------------------------------------------------------
 
     async def last_event_seq(self, thread_id: str) -> int | None:

@@ -55,6 +55,16 @@ class InMemoryBackend(Backend):
         with self._lock:
             return self._effects.get((thread_id, key))
 
+    async def record_effects(self, thread_id: str, effects: list[tuple[str, bytes]]) -> None:
+        with self._lock:
+            for key, value in effects:
+                self._effects.setdefault((thread_id, key), value)
+
+    async def lookup_effects(self, thread_id: str, keys: list[str]) -> dict[str, bytes]:
+        with self._lock:
+            effects = self._effects
+            return {k: effects[(thread_id, k)] for k in keys if (thread_id, k) in effects}
+
     async def append_events(self, thread_id: str, events: list[StoredEvent]) -> None:
         with self._lock:
             self._events.setdefault(thread_id, []).extend(events)

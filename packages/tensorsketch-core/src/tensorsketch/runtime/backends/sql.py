@@ -46,6 +46,8 @@ SCHEMA_VERSION = 1
 _COMPONENT = "durable"
 
 Fetch = Literal["none", "one", "all", "rowcount"]
+#: Keys per ``IN (...)`` list: well under every driver's limit on bound parameters.
+_KEYS_PER_QUERY = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,6 +397,29 @@ class SqlBackend(Backend):
         q = Query(self._sql["lookup"], (thread_id, key), fetch="one")
         row = (await self._run("reading the effect journal", [q], idempotent=True))[0]
         return None if row is None else bytes(row[0])
+
+    async def record_effects(self, thread_id: str, effects: list[tuple[str, bytes]]) -> None:
+        if not effects:
+            return
+        rows = [(thread_id, key, value) for key, value in effects]
+        q = Query(self._sql["record"], rows, many=True)
+        # Re-computable (a lost batch only means re-running those tasks): no disk wait.
+        await self._run("recording effects", [q], transaction=True, durable=False, idempotent=True)
+
+    async def lookup_effects(self, thread_id: str, keys: list[str]) -> dict[str, bytes]:
+        queries = []
+        for start in range(0, len(keys), _KEYS_PER_QUERY):
+            chunk = keys[start : start + _KEYS_PER_QUERY]
+            marks = ", ".join("?" for _ in chunk)
+            sql = self.q(
+                f"SELECT key, value FROM {self.table('effects')} "
+                f"WHERE thread_id = ? AND key IN ({marks})"
+            )
+            queries.append(Query(sql, (thread_id, *chunk), fetch="all"))
+        if not queries:
+            return {}
+        results = await self._run("reading the effect journal", queries, idempotent=True)
+        return {str(key): bytes(value) for rows in results for key, value in rows}
 
     # -- the event log ----------------------------------------------------------------------
 
