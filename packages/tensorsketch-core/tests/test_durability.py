@@ -408,7 +408,19 @@ def test_a_dataclass_from_ctx_step_comes_back_in_a_fresh_process(tmp_path: Path)
     assert second.returncode == 0, second.stderr
     assert second.stdout.split() == [
         "Quote",
-        *["Quote(amount=Decimal('9.90'),", "at=datetime.datetime(2026,", "5,", "1,", "12,", "0,", "0,", "7),", "tags=('lamp',))", "True", "True"],
+        *[
+            "Quote(amount=Decimal('9.90'),",
+            "at=datetime.datetime(2026,",
+            "5,",
+            "1,",
+            "12,",
+            "0,",
+            "0,",
+            "7),",
+            "tags=('lamp',))",
+            "True",
+            "True",
+        ],
     ]
     assert Path(calls).read_text() == "x"  # the effect ran once: the resume replayed it
 
