@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
 from tensorsketch.errors import CheckpointDecodeError
 from tensorsketch.serializers import JsonSerializer
@@ -392,3 +393,20 @@ print(sorted(m for m in sys.modules if m.startswith("tensorsketch.agents")))
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+class Aliased(BaseModel):
+    """Fields with aliases and no ``populate_by_name``: validation accepts only the aliases."""
+
+    model_config = ConfigDict(alias_generator=to_camel)
+
+    user_name: str
+    item_count: int = Field(default=0, alias="N")
+
+
+def test_models_with_aliased_fields_round_trip() -> None:
+    codec = JsonSerializer()
+    value = {"a": Aliased(userName="ada", N=3), "b": [Aliased(userName="bob")]}
+    back = codec.loads(codec.dumps(value))
+    assert back == value
+    assert back["a"].user_name == "ada" and back["a"].item_count == 3

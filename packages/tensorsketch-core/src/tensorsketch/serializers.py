@@ -66,6 +66,17 @@ def _kind_of(cls: Any) -> str | None:
     return None
 
 
+def _validation_keys(cls: type[BaseModel]) -> tuple[tuple[str, str], ...]:
+    """(attribute, stored key) per field: the key ``model_validate`` accepts, so a model whose
+    fields have aliases (and no ``populate_by_name``) validates back."""
+    by_alias = cls.model_config.get("validate_by_alias", True) is not False
+    pairs = []
+    for name, field in cls.model_fields.items():
+        alias = field.validation_alias if field.validation_alias is not None else field.alias
+        pairs.append((name, alias if by_alias and isinstance(alias, str) else name))
+    return tuple(pairs)
+
+
 def _static_lookup(namespace: Any, name: str) -> Any:
     """``namespace.name`` from its ``__dict__`` only: a module ``__getattr__`` could import."""
     if not isinstance(namespace, ModuleType | type):
@@ -89,6 +100,7 @@ class JsonSerializer:
         self._strict = strict
         # Per dataclass: its field names, and whether its tag can be found again on load.
         self._dc_fields: dict[type, tuple[str, ...]] = {}
+        self._model_keys: dict[type, tuple[tuple[str, str], ...]] = {}
         self._findable: dict[type, bool] = {}
         self.register(*types)
 
@@ -145,7 +157,10 @@ class JsonSerializer:
             return {_TAG: "dict", "v": [[self._encode(k), self._encode(v)] for k, v in obj.items()]}
         if isinstance(obj, BaseModel):
             cls = type(obj)
-            data = {k: getattr(obj, k) for k in cls.model_fields}
+            keys = self._model_keys.get(cls)
+            if keys is None:
+                keys = self._model_keys[cls] = _validation_keys(cls)
+            data = {key: getattr(obj, name) for name, key in keys}
             if obj.__pydantic_extra__:
                 data.update(obj.__pydantic_extra__)
             return {_TAG: "model", "c": self._tag_of(cls), "v": self._encode(data)}
