@@ -47,9 +47,12 @@ def _interop_without_mcp() -> bool:
     """tensorsketch-interop is installed and this release has no ``mcp`` module."""
     try:
         importlib.metadata.version("tensorsketch-interop")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    try:
         importlib.import_module("tensorsketch.interop.mcp")
-    except ImportError:  # PackageNotFoundError is an ImportError too
-        return importlib.util.find_spec("tensorsketch.interop._hooks") is not None
+    except ModuleNotFoundError:
+        return True
     return False
 
 
