@@ -29,6 +29,16 @@ DISTS = [
     "tensorsketch-eval",
 ]
 META = "tensorsketch"
+# What `pip install tensorsketch` must bring (SPEC-NOTES "Packaging"): every first-party
+# distribution, with the extras that pull in the provider SDKs, MCP and the OTel bridge...
+META_DEFAULT_EXTRAS = {"tensorsketch-providers": {"all"}, "tensorsketch-interop": {"all"}}
+# ...and the opt-in extras: extra -> requirement name -> extras that requirement must carry.
+META_OPT_IN = {
+    "postgres": {"tensorsketch-backends": {"postgres"}},
+    "redis": {"tensorsketch-backends": {"redis"}},
+    "ray": {"ray": set()},
+    "all": {"tensorsketch-backends": {"all"}, "ray": set()},
+}
 DEV_TOOLS = ["pytest>=8", "pytest-asyncio>=0.24", "hypothesis>=6", "pytest-timeout"]
 
 nox.options.default_venv_backend = "uv|virtualenv"
@@ -161,6 +171,9 @@ def _check_artifacts(session: nox.Session, dist: str, out: Path) -> None:
         local = [r for r in requires if "file:" in r]
         if local or not requires:
             session.error(f"the meta-package must pin released versions, got {local or requires}")
+        problems = _meta_requirement_problems([r.split(":", 1)[1].strip() for r in requires])
+        if problems:
+            session.error("the meta-package's Requires-Dist " + "; ".join(problems))
     if dist != META:
         if not any(n.endswith("py.typed") for n in names):
             session.error(f"{dist}'s wheel has no py.typed marker")
@@ -171,6 +184,31 @@ def _check_artifacts(session: nox.Session, dist: str, out: Path) -> None:
         if code:
             session.error(f"the meta-package must ship no code, found {code}")
     session.log(f"{dist}: {wheels[0].name} ({len(names)} files) + {sdists[0].name} OK")
+
+
+def _meta_requirement_problems(requires: list[str]) -> list[str]:
+    """What the meta-package's Requires-Dist lacks, as readable sentences (empty when fine)."""
+    from packaging.requirements import Requirement
+
+    parsed = [Requirement(r) for r in requires]
+    default = {r.name: r.extras for r in parsed if r.marker is None}
+    problems = []
+    for dist in DISTS:
+        wanted = META_DEFAULT_EXTRAS.get(dist, set())
+        if dist not in default or not wanted <= default[dist]:
+            extras = f"[{','.join(sorted(wanted))}]" if wanted else ""
+            problems.append(f"lacks {dist}{extras} in the default install")
+    for extra, needs in META_OPT_IN.items():
+        given = {
+            r.name: r.extras
+            for r in parsed
+            if r.marker is not None and r.marker.evaluate({"extra": extra})
+        }
+        for name, extras in needs.items():
+            if name not in given or not extras <= given[name]:
+                extras_text = f"[{','.join(sorted(extras))}]" if extras else ""
+                problems.append(f"lacks {name}{extras_text} in the [{extra}] extra")
+    return problems
 
 
 @nox.session

@@ -17,19 +17,22 @@ FIRST_PARTY = [
     "tensorsketch-interop",
     "tensorsketch-eval",
 ]
-EXTRAS = {
+#: Extras the plain install takes (SPEC-NOTES "Packaging": `pip install tensorsketch` is the one
+#: install where everything works): every provider SDK, MCP and the OTel bridge.
+DEFAULT_EXTRAS = {"tensorsketch-providers": "all", "tensorsketch-interop": "all"}
+#: Opt-in: database drivers and Ray, which a server needs only if it uses them.
+THIRD_PARTY_EXTRAS = {"ray": ["ray>=2.9"]}
+EXTRAS: dict[str, list[tuple[str, str]]] = {
+    "postgres": [("tensorsketch-backends", "postgres")],
+    "redis": [("tensorsketch-backends", "redis")],
+    "ray": [],
+    "all": [("tensorsketch-backends", "all")],
+    # Kept so `tensorsketch[openai]` etc. written for 0.1.0 still resolve (now in the default).
     "anthropic": [("tensorsketch-providers", "anthropic")],
     "openai": [("tensorsketch-providers", "openai")],
     "google": [("tensorsketch-providers", "google")],
-    "postgres": [("tensorsketch-backends", "postgres")],
-    "redis": [("tensorsketch-backends", "redis")],
     "mcp": [("tensorsketch-interop", "mcp")],
     "otel": [("tensorsketch-interop", "otel")],
-    "all": [
-        ("tensorsketch-providers", "all"),
-        ("tensorsketch-backends", "all"),
-        ("tensorsketch-interop", "all"),
-    ],
 }
 
 
@@ -47,8 +50,10 @@ class CustomMetadataHook(MetadataHookInterface):
                 return f"{name} @ {(siblings / dist).resolve().as_uri()}"
             return f"{name}=={version}"
 
-        metadata["dependencies"] = [requirement(dist) for dist in FIRST_PARTY]
+        metadata["dependencies"] = [requirement(d, DEFAULT_EXTRAS.get(d)) for d in FIRST_PARTY]
         metadata["optional-dependencies"] = {
             extra: [requirement(dist, sub) for dist, sub in pairs]
+            + THIRD_PARTY_EXTRAS.get(extra, [])
+            + (THIRD_PARTY_EXTRAS["ray"] if extra == "all" else [])
             for extra, pairs in EXTRAS.items()
         }

@@ -9,6 +9,7 @@ import operator
 import os
 import pickle
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -322,3 +323,133 @@ async def test_bad_input_on_a_new_thread_writes_nothing_and_frees_the_thread() -
         await NOTE.invoke({"txt": "typo"}, thread_id="t", backend=backend)
     assert await backend.list_checkpoints("t") == []
     assert await backend.acquire_lease("t", "next", 30)  # the failed run let go of the lease
+
+
+# -- real types through a real store, across processes -----------------------------------------
+
+_DATACLASS_APP = """
+import asyncio, dataclasses, datetime, decimal, os, sys
+from pathlib import Path
+from tensorsketch import END, START, Context, Graph, Node, Schema
+from tensorsketch.runtime.backends.sqlite import SqliteBackend
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Quote:
+    amount: decimal.Decimal
+    at: datetime.datetime
+    tags: tuple[str, ...]
+
+class Order(Schema):
+    item: str = ""
+    quote: Quote | None = None
+
+CALLS = Path(sys.argv[2])
+
+def fetch(item: str) -> Quote:
+    CALLS.write_text(CALLS.read_text() + "x" if CALLS.exists() else "x")
+    return Quote(decimal.Decimal("9.90"), datetime.datetime(2026, 5, 1, 12, 0, 0, 7), (item,))
+
+class Price(Node):
+    class In(Schema):
+        item: str
+
+    class Out(Schema):
+        quote: Quote
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        quote = await ctx.step("quote", lambda: fetch(inp.item))
+        if os.environ.get("CRASH_AFTER_STEP"):
+            os._exit(17)  # the journal entry is committed; the checkpoint after it is not
+        assert type(quote) is Quote, type(quote)
+        return self.Out(quote=quote)
+
+APP = Graph(Order).add(Price).edge(START, "Price").edge("Price", END).compile()
+
+async def main() -> None:
+    backend = SqliteBackend(sys.argv[1], lease_ttl=0.5)
+    if os.environ.get("CRASH_AFTER_STEP"):
+        await APP.invoke({"item": "lamp"}, thread_id="t-1", backend=backend)
+    out = await APP.invoke(thread_id="t-1", backend=backend)
+    state = await APP.aget_state("t-1", backend)
+    await backend.aclose()
+    print(type(out.quote).__qualname__, repr(out.quote), state.quote == out.quote, type(state.quote) is Quote)
+
+asyncio.run(main())
+"""
+
+
+def test_a_dataclass_from_ctx_step_comes_back_in_a_fresh_process(tmp_path: Path) -> None:
+    """First process: the step completes and the process dies. Second process (a fresh
+    backend on the same file): the journaled dataclass comes back, equal and of its type."""
+    import subprocess
+
+    app = tmp_path / "dataclass_app.py"
+    app.write_text(_DATACLASS_APP)
+    db, calls = str(tmp_path / "runs.db"), str(tmp_path / "calls")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    first = subprocess.run(
+        [sys.executable, str(app), db, calls],
+        env={**env, "CRASH_AFTER_STEP": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert first.returncode == 17, first.stderr
+    time.sleep(0.6)  # the dead process's lease lapses
+    second = subprocess.run(
+        [sys.executable, str(app), db, calls],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.split() == [
+        "Quote",
+        *[
+            "Quote(amount=Decimal('9.90'),",
+            "at=datetime.datetime(2026,",
+            "5,",
+            "1,",
+            "12,",
+            "0,",
+            "0,",
+            "7),",
+            "tags=('lamp',))",
+            "True",
+            "True",
+        ],
+    ]
+    assert Path(calls).read_text() == "x"  # the effect ran once: the resume replayed it
+
+
+async def test_a_hostile_journal_entry_names_thread_entry_and_tag(tmp_path: Path) -> None:
+    """Through a real store: the journal's decode error says which thread, which entry and
+    which tag, and the tag's target never runs."""
+    canary = tmp_path / "canary"
+
+    class Effect(Node):
+        class In(Schema):
+            text: str
+
+        class Out(Schema):
+            text: str
+
+        async def run(self, ctx: Context, inp: Any) -> Any:
+            return self.Out(text=str(await ctx.step("effect", lambda: "real")))
+
+    graph = Graph(Note).add(Effect).edge(START, "Effect").edge("Effect", END).compile()
+    backend = SqliteBackend(tmp_path / "store.db")
+    planted = json.dumps(
+        [{"$t": "dataclass", "c": "subprocess:Popen", "v": {"args": ["touch", str(canary)]}}]
+    ).encode()
+    await backend.record_effect("victim", "0:Effect:0:effect", planted)
+    with pytest.raises(CheckpointDecodeError) as caught:
+        await graph.invoke({"text": "hi"}, thread_id="victim", backend=backend)
+    message = str(caught.value)
+    assert "journal entry '0:Effect:0:effect' of thread 'victim'" in message
+    assert "'subprocess:Popen'" in message
+    assert not canary.exists()
+    await backend.aclose()

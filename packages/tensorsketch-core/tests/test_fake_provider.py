@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from tensorsketch import Completion, FakeProvider, Schema, Usage, create_provider, tool
@@ -125,3 +127,24 @@ def test_capabilities_and_registry_name() -> None:
     assert isinstance(provider, FakeProvider) and provider.model == "m1"
     caps = provider.capabilities
     assert (caps.tools, caps.strict_json, caps.streaming, caps.vision) == (True, True, True, True)
+
+
+async def test_a_function_passed_positionally_is_the_policy() -> None:
+    def decide(messages: list[Message], tools: list[object]) -> Message:
+        return assistant(f"decided on {messages[-1].text}")
+
+    provider = FakeProvider(decide)
+    assert (await provider.complete([user("x")])).text == "decided on x"
+    assert provider.remaining is None  # a policy, not a script
+    with pytest.raises(ValueError, match="not both"):
+        FakeProvider(decide, policy=decide)
+
+    class Both:
+        def __call__(self, messages: list[Message], tools: list[object]) -> Message:
+            return assistant("call")
+
+        def __iter__(self) -> Iterator[str]:
+            return iter(["iter"])
+
+    with pytest.raises(TypeError, match=r"both callable and iterable; pass it as `policy=`"):
+        FakeProvider(Both())

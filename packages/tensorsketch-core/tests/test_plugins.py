@@ -148,9 +148,20 @@ def test_cli_without_a_command_prints_help(
 
 
 def test_missing_documented_module_names_the_distribution(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Simulate an environment without the providers distribution: hide any real portion.
+    # Simulate an environment without the providers distribution: hide any real portion,
+    # and its metadata (an installed distribution gets a different message).
+    import importlib.metadata
+
     import tensorsketch
 
+    real_version = importlib.metadata.version
+
+    def version(dist: str) -> str:
+        if dist == "tensorsketch-providers":
+            raise importlib.metadata.PackageNotFoundError(dist)
+        return real_version(dist)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
     monkeypatch.setattr(tensorsketch, "__path__", list(tensorsketch.__path__)[:1])
     for name in [m for m in sys.modules if m.startswith("tensorsketch.providers")]:
         monkeypatch.delitem(sys.modules, name)

@@ -3,16 +3,24 @@ turns whatever is not its own format into ``CheckpointDecodeError``."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import decimal
 import enum
+import json
+import re
+import subprocess
+import sys
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
 from tensorsketch.errors import CheckpointDecodeError
 from tensorsketch.serializers import JsonSerializer
@@ -112,3 +120,293 @@ def test_strings_that_look_like_the_tag_are_plain_data() -> None:
     codec = JsonSerializer()
     for value in ({"a": "$t", "b": ["$t", {"$t": "x"}]}, ["$t"], "$t", {"$t": ("tuple",)}):
         assert codec.loads(codec.dumps(value)) == value
+
+
+# -- dataclasses, enums of every flavour, and mixtures of all of them ----------------------------
+
+POST_INITS: list[str] = []
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: float = 0.0
+    label: str = dataclasses.field(default="", compare=True)
+
+    def __post_init__(self) -> None:
+        POST_INITS.append(f"Point({self.x})")
+
+
+@dataclasses.dataclass(frozen=True)
+class FrozenTag:
+    name: str
+    tags: frozenset[str] = frozenset()
+
+
+@dataclasses.dataclass(slots=True)
+class Slotted:
+    items: list[Any]
+    seen: set[int] = dataclasses.field(default_factory=set)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FrozenSlotted:
+    key: tuple[int, ...]
+    when: dt.datetime
+
+
+@dataclasses.dataclass
+class Counted:
+    """``init=False`` fields are state too: they are stored and set back."""
+
+    n: int
+    doubled: int = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.doubled = self.n * 2
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+class Mode(enum.StrEnum):
+    FAST = "fast"
+
+
+class Perm(enum.Flag):
+    R = 1
+    W = 2
+
+
+class Basket(BaseModel):
+    """A model holding dataclasses (which hold models): nesting in any order."""
+
+    points: list[Point] = []
+    extra: Any = None
+
+
+def _tz() -> st.SearchStrategy[dt.tzinfo]:
+    offsets = st.timedeltas(min_value=-dt.timedelta(hours=23), max_value=dt.timedelta(hours=23))
+    return st.builds(dt.timezone, offsets)
+
+
+_rich_scalars = (
+    _scalars
+    | st.datetimes(timezones=st.none() | _tz()).map(lambda d: d.replace(fold=d.microsecond % 2))
+    | st.times(timezones=st.none() | _tz())
+    | st.sampled_from([*Level, *Mode, Perm.R, Perm.R | Perm.W])
+    | st.builds(Point, st.integers(), st.floats(allow_nan=False), st.text(max_size=3))
+    | st.builds(FrozenTag, st.text(max_size=3), st.frozensets(st.text(max_size=2), max_size=2))
+)
+_rich = st.recursive(
+    _rich_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner, inner)
+        | st.dictionaries(_keys | st.sampled_from(list(Level)), inner, max_size=3)
+        | st.frozensets(st.integers() | st.sampled_from(list(Mode)), max_size=3)
+        | st.builds(Slotted, st.lists(inner, max_size=3), st.sets(st.integers(), max_size=3))
+        | st.builds(FrozenSlotted, st.tuples(st.integers()), st.datetimes())
+        | st.builds(
+            Basket, points=st.lists(st.builds(Point, st.integers()), max_size=2), extra=inner
+        )
+    ),
+    max_leaves=25,
+)
+
+
+def _same_types(a: Any, b: Any) -> bool:
+    """Equal *and* of the same type at every level (``1 == 1.0 == True`` would hide a loss)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return all(_same_types(k, k2) and _same_types(a[k], b[k2]) for k, k2 in zip(a, b))
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_same_types(x, y) for x, y in zip(a, b))
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        return all(
+            _same_types(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a)
+        )
+    if isinstance(a, BaseModel):
+        return all(_same_types(getattr(a, k), getattr(b, k)) for k in type(a).model_fields)
+    if isinstance(a, dt.datetime | dt.time):
+        return a.fold == b.fold and a.utcoffset() == b.utcoffset()
+    return True
+
+
+@settings(max_examples=300, deadline=None)
+@given(_rich)
+def test_nested_mixtures_of_every_supported_type_round_trip_exactly(value: Any) -> None:
+    codec = JsonSerializer()
+    back = codec.loads(codec.dumps(value))
+    assert back == value
+    assert _same_types(back, value)
+
+
+def test_dataclasses_come_back_without_running_init() -> None:
+    codec = JsonSerializer()
+    value = [
+        Point(1, 2.5, "a"),
+        FrozenTag("t", frozenset({"x"})),
+        Slotted([Point(2)], {3}),
+        FrozenSlotted((1, 2), dt.datetime(2026, 1, 2, 3, 4, 5, 6)),
+        Counted(4),
+        Basket(points=[Point(5)], extra=FrozenTag("in-model")),
+    ]
+    data = codec.dumps(value)
+    POST_INITS.clear()
+    back = codec.loads(data)
+    assert back == value
+    assert [type(v) for v in back] == [type(v) for v in value]
+    assert POST_INITS == []  # rebuilt by setting fields: __init__/__post_init__ never ran
+    assert back[4].doubled == 8  # an init=False field is restored too
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        back[1].name = "changed"  # still frozen
+
+
+def test_int_and_str_enums_keep_their_type() -> None:
+    codec = JsonSerializer()
+    value = {"level": Level.HIGH, "mode": Mode.FAST, Level.LOW: [Perm.R | Perm.W]}
+    back = codec.loads(codec.dumps(value))
+    assert back == value
+    assert back["level"] is Level.HIGH and back["mode"] is Mode.FAST
+    assert next(k for k in back if k != "level" and k != "mode") is Level.LOW
+
+
+def test_a_dataclass_added_field_takes_its_default_and_unknown_fields_are_refused() -> None:
+    codec = JsonSerializer()
+    old = json.dumps({"$t": "dataclass", "c": _qualified(Slotted), "v": {"items": [1]}}).encode()
+    assert codec.loads(old) == Slotted([1], set())
+    missing = json.dumps({"$t": "dataclass", "c": _qualified(Point), "v": {}}).encode()
+    with pytest.raises(CheckpointDecodeError, match="lacks its field 'x'"):
+        codec.loads(missing)
+    smuggled = {"x": 1, "__class__": "x", "__post_init__": 0}
+    data = json.dumps({"$t": "dataclass", "c": _qualified(Point), "v": smuggled}).encode()
+    with pytest.raises(CheckpointDecodeError, match="does not declare"):
+        codec.loads(data)
+
+
+def test_a_class_a_load_could_not_find_is_refused_when_written() -> None:
+    @dataclasses.dataclass
+    class Local:
+        n: int
+
+    with pytest.raises(TypeError, match=r"Local.*define it at module level.*register it"):
+        JsonSerializer().dumps({"x": Local(1)})
+    codec = JsonSerializer(types=[Local])  # registered: found by name on load
+    assert codec.loads(codec.dumps(Local(1))) == Local(1)
+    with pytest.raises(TypeError, match="strict mode rebuilds only registered classes"):
+        JsonSerializer(strict=True).dumps(Point(1))
+    with pytest.raises(TypeError, match="can only register dataclasses"):
+        JsonSerializer(types=[Path])
+
+
+# -- hostile stores -------------------------------------------------------------------------------
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+@pytest.fixture
+def canary(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "canary"
+    yield path
+    assert not path.exists(), "a hostile payload ran code"
+
+
+@pytest.mark.parametrize("kind", ["model", "enum", "dataclass"])
+@pytest.mark.parametrize(
+    "target",
+    [
+        "os:system",
+        "posix:system",
+        "builtins:eval",
+        "builtins:exec",
+        "subprocess:Popen",  # a class, but not a dataclass/model/enum
+        "pathlib:Path",
+        "tensorsketch.serializers:JsonSerializer",
+        "os:_wrap_close",
+        "subprocess:Popen.__init__",
+        "builtins:type",
+        "builtins:object",
+    ],
+)
+def test_type_tags_naming_callables_are_refused(target: str, kind: str, canary: Path) -> None:
+    command = f"touch {canary}"
+    value: Any = (
+        {"args": ["touch", str(canary)], "cmd": command, "source": f"open({str(canary)!r}, 'w')"}
+        if kind != "enum"
+        else command
+    )
+    data = json.dumps({"$t": kind, "c": target, "v": value}).encode()
+    with pytest.raises(CheckpointDecodeError, match=re.escape(repr(target))):
+        JsonSerializer().loads(data)
+
+
+@pytest.mark.parametrize("opener", ["[", '{"a":', '{"$t":"tuple","v":['])
+def test_deep_nesting_is_a_decode_error_not_a_recursion_error(opener: str) -> None:
+    depth = 200_000
+    closer = {"[": "]", '{"a":': "}", '{"$t":"tuple","v":[': "]}"}[opener]
+    data = (opener * depth + "1" + closer * depth).encode()
+    with pytest.raises(CheckpointDecodeError, match="nested too deeply"):
+        JsonSerializer().loads(data)
+
+
+def test_huge_strings_decode_as_data_and_keep_error_messages_short() -> None:
+    codec = JsonSerializer()
+    big = "x" * 20_000_000
+    assert codec.loads(codec.dumps({"s": big, "t": (big[:10],)}))["s"] == big
+    data = json.dumps({"$t": "model", "c": "m:" + big, "v": {}}).encode()
+    with pytest.raises(CheckpointDecodeError) as caught:
+        codec.loads(data)
+    assert len(str(caught.value)) < 1000
+    with pytest.raises(CheckpointDecodeError):
+        codec.loads(json.dumps({"$t": big, "v": 1}).encode())
+    with pytest.raises(CheckpointDecodeError):
+        codec.loads(b"[" + b"9" * 100_000 + b"]")  # past int's digit limit
+
+
+def test_tags_never_import_or_trigger_lazy_module_attributes() -> None:
+    """``tensorsketch:AgentState`` is a lazy attribute of the package (its ``__getattr__``
+    imports ``tensorsketch.agents``); a tag must not set that import off."""
+    script = """
+import json, sys
+from tensorsketch.errors import CheckpointDecodeError
+from tensorsketch.serializers import JsonSerializer
+assert "tensorsketch.agents" not in sys.modules, "precondition: agents not imported"
+for tag in ["tensorsketch.agents:AgentState", "tensorsketch:AgentState", "tensorsketch:Agent"]:
+    for kind in ["model", "dataclass", "enum"]:
+        data = json.dumps({"$t": kind, "c": tag, "v": {}}).encode()
+        try:
+            JsonSerializer().loads(data)
+        except CheckpointDecodeError:
+            pass
+        else:
+            raise SystemExit(f"{tag} decoded")
+print(sorted(m for m in sys.modules if m.startswith("tensorsketch.agents")))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+class Aliased(BaseModel):
+    """Fields with aliases and no ``populate_by_name``: validation accepts only the aliases."""
+
+    model_config = ConfigDict(alias_generator=to_camel)
+
+    user_name: str
+    item_count: int = Field(default=0, alias="N")
+
+
+def test_models_with_aliased_fields_round_trip() -> None:
+    codec = JsonSerializer()
+    value = {"a": Aliased(userName="ada", N=3), "b": [Aliased(userName="bob")]}
+    back = codec.loads(codec.dumps(value))
+    assert back == value
+    assert back["a"].user_name == "ada" and back["a"].item_count == 3

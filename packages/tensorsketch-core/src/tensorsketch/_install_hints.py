@@ -2,7 +2,9 @@
 
 A finder appended to the *end* of ``sys.meta_path`` is consulted only after every real finder
 failed, so it costs nothing for modules that exist. For the documented subpackages it raises a
-``ModuleNotFoundError`` that names the distribution (and extra) to install.
+``ModuleNotFoundError`` that names the distribution (and extra) to install — or, when that
+distribution *is* installed and simply has no such module, says so instead of telling the
+user to install what they already have.
 """
 
 from __future__ import annotations
@@ -37,12 +39,30 @@ class _HintFinder:
         requirement = HINTS.get(fullname)
         if requirement is None:
             return
-        msg = (
-            f"No module named {fullname!r}: it comes with the {requirement.split('[')[0]!r} "
-            f'distribution. Install it with `pip install "{requirement}"` '
-            '(or `pip install "tensorsketch[all]"` for everything).'
-        )
+        dist = requirement.split("[")[0]
+        version = _installed_version(dist)
+        if version is not None:
+            msg = (
+                f"No module named {fullname!r}: {dist} {version} is installed but has no module "
+                f"{fullname}; it is not available in this release of {dist}."
+            )
+        else:
+            msg = (
+                f"No module named {fullname!r}: it comes with the {dist!r} distribution. "
+                f'Install it with `pip install "{requirement}"` '
+                '(or `pip install "tensorsketch[all]"` for everything).'
+            )
         raise ModuleNotFoundError(msg, name=fullname)
+
+
+def _installed_version(dist: str) -> str | None:
+    """The installed version of ``dist``, or ``None`` (only asked on a failed import)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 _FINDER = _HintFinder()

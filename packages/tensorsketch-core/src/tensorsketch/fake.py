@@ -76,7 +76,8 @@ class FakeProvider(ChatProvider):
 
     :param script: replies in order — a :class:`Message`, a :class:`Completion`, a plain
         string (an assistant text reply), an exception to raise, or a
-        :class:`FakeStreamFailure`.
+        :class:`FakeStreamFailure`. A function passed here is taken as the ``policy``
+        (``FakeProvider(decide)``), since a script is never callable.
     :param policy: ``policy(messages, tools) -> Message`` (sync or async) deciding each reply;
         used when there is no script. With neither, it echoes the last user message.
     :param usage: fixed token usage per call; by default it is estimated from the text
@@ -87,7 +88,7 @@ class FakeProvider(ChatProvider):
 
     def __init__(
         self,
-        script: Iterable[Reply] | None = None,
+        script: Iterable[Reply] | Policy | None = None,
         *,
         policy: Policy | None = None,
         model: str = "fake-model",
@@ -96,6 +97,14 @@ class FakeProvider(ChatProvider):
         if script is not None and policy is not None:
             msg = "FakeProvider takes a `script` or a `policy=`, not both."
             raise ValueError(msg)
+        if callable(script):
+            if isinstance(script, Iterable):  # both: say which it is rather than guess
+                msg = (
+                    f"FakeProvider got {script!r}, which is both callable and iterable; pass it "
+                    "as `policy=` for a policy, or as `list(...)` for a script."
+                )
+                raise TypeError(msg)
+            script, policy = None, script
         if isinstance(script, str | Message | Completion):
             msg = (
                 f"FakeProvider(script) takes a list of replies, got one {type(script).__name__}; "

@@ -692,13 +692,15 @@ class BackendConformance:
             {"$t": "model", "c": "evil_module_not_imported:Payload", "v": {}},
             {"$t": "model", "c": "os:system", "v": {}},
             {"$t": "enum", "c": "subprocess:Popen", "v": 1},
+            {"$t": "dataclass", "c": "subprocess:Popen", "v": {"args": ["true"]}},
         ]
         for n, value in enumerate(crafted):
             payload = json.dumps(
                 {"v": 1, "base": True, "changes": {"note": ["set", value]}, "plan": []}
             ).encode()
             await backend.save_checkpoint(_checkpoint(thread, n, payload))
-            with pytest.raises(CheckpointDecodeError, match="not registered"):
+            refused = r"not registered|not a dataclass, pydantic model or enum"
+            with pytest.raises(CheckpointDecodeError, match=refused):
                 await ORDER_GRAPH.aget_state(thread, backend)
         assert "evil_module_not_imported" not in sys.modules
 

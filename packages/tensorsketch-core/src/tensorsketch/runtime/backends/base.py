@@ -1,4 +1,9 @@
-"""The ``Backend`` ABC: the eight operations a durable store implements, plus the lease.
+"""The ``Backend`` ABC: the eight operations a durable store implements.
+
+The lease (one writer per thread) has a working default kept in this backend object's memory,
+so a backend written from the eight documented operations runs as is; a store shared by
+several processes overrides :meth:`Backend.acquire_lease` / :meth:`Backend.release_lease`
+to keep the lease in the store itself.
 
 A backend stores opaque bytes; the runtime decides what they mean. Everything is async and
 must never block the event loop (wrap blocking drivers with ``asyncio.to_thread``). Backends
@@ -8,6 +13,8 @@ must also be usable from a different event loop than the one they were created i
 
 from __future__ import annotations
 
+import threading
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +22,8 @@ from typing import Any
 from tensorsketch.serializers import Serializer, resolve_serializer
 
 __all__ = ["Backend", "StoredCheckpoint", "StoredEvent", "ThreadOpening"]
+
+_LAZY_INIT = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +74,8 @@ class Backend(ABC):
 
     def __init__(self, *, serializer: Serializer | str | None = None) -> None:
         self.serializer: Serializer = resolve_serializer(serializer)
+        self._lease_lock = threading.Lock()  # a threading lock: callers may be on any loop
+        self._leases: dict[str, tuple[str, float]] = {}
 
     # -- checkpoints ------------------------------------------------------------------------
 
@@ -106,17 +117,43 @@ class Backend(ABC):
 
     # -- one writer per thread --------------------------------------------------------------
 
-    @abstractmethod
     async def acquire_lease(self, thread_id: str, owner: str, ttl: float) -> bool:
         """Take (or renew) the thread's lease for ``ttl`` seconds.
 
         Returns ``False`` while another owner holds an unexpired lease; an expired lease (its
         owner crashed) may be taken over.
-        """
 
-    @abstractmethod
+        The default keeps leases in this backend object's memory: it gives one writer per
+        thread among the runs that share this object in one process, and nothing more. A
+        store that several processes (or several backend objects) write to must override
+        this pair to keep the lease in the store, compared against the store's own clock
+        (a row with an expiry in SQL, a key with a TTL in Redis).
+        """
+        now = time.monotonic()
+        with self._lease_guard():
+            held = self._leases.get(thread_id)
+            if held is not None and held[0] != owner and held[1] > now:
+                return False
+            self._leases[thread_id] = (owner, now + ttl)
+            return True
+
     async def release_lease(self, thread_id: str, owner: str) -> None:
-        """Give the lease back if ``owner`` still holds it."""
+        """Give the lease back if ``owner`` still holds it (see :meth:`acquire_lease`)."""
+        with self._lease_guard():
+            held = self._leases.get(thread_id)
+            if held is not None and held[0] == owner:
+                del self._leases[thread_id]
+
+    def _lease_guard(self) -> threading.Lock:
+        # A subclass that forgot ``super().__init__()`` still gets a working lease table.
+        lock: threading.Lock | None = getattr(self, "_lease_lock", None)
+        if lock is None:
+            with _LAZY_INIT:
+                lock = getattr(self, "_lease_lock", None)
+                if lock is None:
+                    self._leases = {}
+                    lock = self._lease_lock = threading.Lock()
+        return lock
 
     # -- optional: batched units of work ----------------------------------------------------
     #

@@ -6,7 +6,6 @@ Values still go through the serializer, so what works here works on a real store
 from __future__ import annotations
 
 import threading
-import time
 
 from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent
 from tensorsketch.serializers import Serializer
@@ -25,7 +24,7 @@ class InMemoryBackend(Backend):
         self._checkpoints: dict[str, list[StoredCheckpoint]] = {}
         self._effects: dict[tuple[str, str], bytes] = {}
         self._events: dict[str, list[StoredEvent]] = {}
-        self._leases: dict[str, tuple[str, float]] = {}
+        # Leases: the Backend default (an in-process table) is exactly what this store needs.
 
     async def save_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
         with self._lock:
@@ -72,18 +71,3 @@ class InMemoryBackend(Backend):
     async def read_events(self, thread_id: str, since: int = 0) -> list[StoredEvent]:
         with self._lock:
             return [e for e in self._events.get(thread_id, ()) if e.seq >= since]
-
-    async def acquire_lease(self, thread_id: str, owner: str, ttl: float) -> bool:
-        now = time.monotonic()
-        with self._lock:
-            held = self._leases.get(thread_id)
-            if held is not None and held[0] != owner and held[1] > now:
-                return False
-            self._leases[thread_id] = (owner, now + ttl)
-            return True
-
-    async def release_lease(self, thread_id: str, owner: str) -> None:
-        with self._lock:
-            held = self._leases.get(thread_id)
-            if held is not None and held[0] == owner:
-                del self._leases[thread_id]

@@ -1,0 +1,65 @@
+"""A documented module that cannot be imported says what to do: install the distribution that
+ships it, or — when that distribution is installed without it — that this release lacks it."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+
+import pytest
+
+import tensorsketch  # noqa: F401 - installs the hint finder
+from tensorsketch import _install_hints
+
+
+def test_a_missing_distribution_gets_the_install_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(
+        _install_hints.HINTS, "tensorsketch.feature_xyz", "tensorsketch-not-a-dist-xyz[extra]"
+    )
+    with pytest.raises(ModuleNotFoundError) as caught:
+        importlib.import_module("tensorsketch.feature_xyz")
+    message = str(caught.value)
+    assert "it comes with the 'tensorsketch-not-a-dist-xyz' distribution" in message
+    assert 'pip install "tensorsketch-not-a-dist-xyz[extra]"' in message
+    assert caught.value.name == "tensorsketch.feature_xyz"
+
+
+def test_an_installed_distribution_without_the_module_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """tensorsketch-core is installed wherever this runs; pretend it documents a module it
+    does not have."""
+    monkeypatch.setitem(_install_hints.HINTS, "tensorsketch.feature_xyz", "tensorsketch-core")
+    version = importlib.metadata.version("tensorsketch-core")
+    with pytest.raises(ModuleNotFoundError) as caught:
+        importlib.import_module("tensorsketch.feature_xyz")
+    message = str(caught.value)
+    assert (
+        f"tensorsketch-core {version} is installed but has no module tensorsketch.feature_xyz"
+        in message
+    )
+    assert "not available in this release" in message
+    assert "pip install" not in message  # never "install what you already have"
+
+
+def _interop_without_mcp() -> bool:
+    """tensorsketch-interop is installed and this release has no ``mcp`` module."""
+    try:
+        importlib.metadata.version("tensorsketch-interop")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    try:
+        importlib.import_module("tensorsketch.interop.mcp")
+    except ModuleNotFoundError:
+        return True
+    return False
+
+
+@pytest.mark.skipif(not _interop_without_mcp(), reason="needs tensorsketch-interop without mcp")
+def test_interop_mcp_while_interop_is_installed() -> None:
+    with pytest.raises(ModuleNotFoundError) as caught:
+        importlib.import_module("tensorsketch.interop.mcp")
+    message = str(caught.value)
+    assert "is installed but has no module tensorsketch.interop.mcp" in message
+    assert message.count("tensorsketch-interop") == 2 and "pip install" not in message
