@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tensorsketch.testing.crash import BackendSpec, run_crash_matrix
+from tensorsketch.testing.crash import BackendSpec, run_crash_matrix, run_fanout_crash
 
 
 @pytest.mark.postgres
@@ -35,3 +35,21 @@ async def test_crash_matrix_redis(redis_url: str, redis_prefix: str, tmp_path: P
     )  # see EXPECTED_BOUNDARIES in core's test_durability_crash.py
     assert all(k.killed for k in report.kills)
     report.check()
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+async def test_fanout_sigkilled_halfway_postgres(pg_dsn: str, pg_schema: str) -> None:
+    spec = BackendSpec("postgres", {"dsn": pg_dsn, "schema": pg_schema})
+    report = await run_fanout_crash(spec, tasks=1000, kill_after=500)
+    assert report.killed and report.final_ok
+    assert 500 <= report.rerun <= 525, report  # not 1,000: finished workers are kept
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+async def test_fanout_sigkilled_halfway_redis(redis_url: str, redis_prefix: str) -> None:
+    spec = BackendSpec("redis", {"dsn": redis_url, "prefix": redis_prefix})
+    report = await run_fanout_crash(spec, tasks=1000, kill_after=500)
+    assert report.killed and report.final_ok
+    assert 500 <= report.rerun <= 525, report

@@ -19,6 +19,7 @@ from tensorsketch.testing.crash import (
     EffectLedger,
     SimulatedCrash,
     run_crash_matrix,
+    run_fanout_crash,
     scenario_graph,
 )
 
@@ -85,3 +86,23 @@ async def test_crashing_backend_stops_at_its_boundary(tmp_path: Path) -> None:
         await wrapper.release_lease("t", "anyone")
     with pytest.raises(ValueError, match="mode"):
         CrashingBackend(store, mode="explode")
+
+
+# -- per-branch commit under a real kill ----------------------------------------------------
+
+
+async def test_fanout_killed_halfway_resumes_only_unfinished_workers_in_memory() -> None:
+    report = await run_fanout_crash(InMemoryBackend(), tasks=1000, kill_after=500, lease_ttl=0.1)
+    assert report.killed and report.final_ok
+    # 500 finished before the crash; only those whose writes were still in flight run again.
+    assert 500 <= report.rerun <= 510, report
+
+
+@pytest.mark.slow
+async def test_fanout_sigkilled_halfway_resumes_only_unfinished_workers_sqlite(
+    tmp_path: Path,
+) -> None:
+    spec = BackendSpec("sqlite", {"dsn": str(tmp_path / "store.db")})
+    report = await run_fanout_crash(spec, tasks=1000, kill_after=500)
+    assert report.killed and report.final_ok
+    assert 500 <= report.rerun <= 525, report

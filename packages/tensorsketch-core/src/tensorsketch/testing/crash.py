@@ -68,9 +68,12 @@ __all__ = [
     "CrashReport",
     "CrashingBackend",
     "EffectLedger",
+    "FanOutReport",
     "KillResult",
     "SimulatedCrash",
+    "fanout_graph",
     "run_crash_matrix",
+    "run_fanout_crash",
     "scenario_graph",
 ]
 
@@ -217,6 +220,143 @@ def scenario_graph(ledger: EffectLedger) -> CompiledGraph[CrashState]:
         .edge("Summarize", END)
     )
     return graph.compile()
+
+
+# -- a wide fan-out, killed halfway -------------------------------------------------------------
+
+FANOUT = "tensorsketch.testing.crash:fanout_graph"
+
+
+class FanOutState(Schema):
+    """``jobs`` fan out to one worker each; ``done`` collects their results in plan order."""
+
+    jobs: list[int] = []
+    done: Annotated[list[int], Reducer(operator.add)] = []
+
+
+#: Called by every fan-out worker as it finishes (the child kills itself from here).
+_ON_FINISH: list[Callable[[int], None]] = []
+
+
+def fanout_graph() -> CompiledGraph[FanOutState]:
+    """``len(jobs)`` workers that finish one after another (worker ``k`` after ~``k`` ms)."""
+
+    class Bulk(Node):
+        class In(Schema):
+            jobs: list[int]
+
+        class Out(Schema):
+            done: list[int]
+
+        async def run(self, ctx: Context, inp: Any) -> Any:
+            k = inp.jobs[0]
+            await asyncio.sleep(0.001 * k)
+            for hook in _ON_FINISH:
+                hook(k)
+            return self.Out(done=[k])
+
+    def spread(state: FanOutState) -> list[Send]:
+        return [Send("Bulk", {"jobs": [k]}) for k in state.jobs]
+
+    graph = Graph(FanOutState, name="fan-out").add(Bulk).router(START, spread)
+    return graph.edge("Bulk", END).compile()
+
+
+@dataclass(frozen=True, slots=True)
+class FanOutReport:
+    """A fan-out of ``tasks`` workers killed when ``kill_after`` had finished."""
+
+    backend: str
+    tasks: int
+    kill_after: int
+    killed: bool
+    #: Workers that ran again on resume (ideally ``tasks - kill_after``, plus the few whose
+    #: writes were not journaled yet when the process died).
+    rerun: int
+    final_ok: bool
+
+
+def _fanout_child(config: dict[str, Any]) -> None:
+    asyncio.run(_fanout_child_async(config))
+
+
+async def _fanout_child_async(config: dict[str, Any]) -> None:
+    spec = BackendSpec(config["backend"]["target"], config["backend"]["kwargs"])
+    backend = spec.create()
+    backend.lease_ttl = float(config["lease_ttl"])
+    kill_after = int(config["kill_after"])
+    finished = [0]
+
+    def on_finish(_: int) -> None:
+        finished[0] += 1
+        if finished[0] == kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    _ON_FINISH[:] = [on_finish]
+    jobs = list(range(int(config["tasks"])))
+    await fanout_graph().invoke({"jobs": jobs}, thread_id=config["thread"], backend=backend)
+
+
+async def run_fanout_crash(
+    backend: BackendSpec | Backend,
+    *,
+    tasks: int = 1000,
+    kill_after: int = 500,
+    lease_ttl: float = 0.25,
+) -> FanOutReport:
+    """Kill a ``tasks``-way ``Send`` fan-out once ``kill_after`` workers have finished, resume
+    it, and count the workers that run again (per-branch commit keeps the finished ones).
+
+    With a :class:`BackendSpec` the run is a child process that kills itself (SIGKILL); with a
+    backend instance the crash is simulated in-process (:class:`SimulatedCrash`).
+    """
+    thread = f"fanout-{uuid.uuid4().hex[:8]}"
+    jobs = list(range(tasks))
+    app = fanout_graph()
+    if isinstance(backend, BackendSpec):
+        store = backend.create()
+        label = backend.target
+        ctx = _mp_context(_preload(backend, FANOUT))
+        config = {
+            "fanout": True,
+            "backend": {"target": backend.target, "kwargs": dict(backend.kwargs)},
+            "thread": thread,
+            "tasks": tasks,
+            "kill_after": kill_after,
+            "lease_ttl": lease_ttl,
+        }
+        killed = await _spawn(ctx, config) == -signal.SIGKILL
+    else:
+        store = backend
+        label = type(backend).__name__
+        store.lease_ttl = lease_ttl
+        wrapper = CrashingBackend(store, mode="raise")
+        finished = [0]
+
+        def die(_: int) -> None:
+            finished[0] += 1
+            if finished[0] == kill_after:
+                wrapper.dead = True
+                raise SimulatedCrash("killed halfway through the fan-out")
+
+        _ON_FINISH[:] = [die]
+        killed = False
+        try:
+            await app.invoke({"jobs": jobs}, thread_id=thread, backend=wrapper)
+        except SimulatedCrash:
+            killed = True
+    store.lease_ttl = lease_ttl
+    rerun: list[int] = []
+    _ON_FINISH[:] = [rerun.append]
+    try:
+        await _drain(app, store, thread, {"jobs": jobs}, lease_ttl)
+        state = await app.aget_state(thread, store)
+    finally:
+        _ON_FINISH.clear()
+        if isinstance(backend, BackendSpec):
+            await store.aclose()
+    final_ok = state is not None and state.done == jobs
+    return FanOutReport(label, tasks, kill_after, killed, len(rerun), final_ok)
 
 
 # -- the hook -----------------------------------------------------------------------------------
@@ -466,6 +606,9 @@ class CrashReport:
 
 def _child(config: dict[str, Any]) -> None:
     """Child process body: run the scenario with the crashing wrapper, write the result."""
+    if config.get("fanout"):
+        _fanout_child(config)
+        return
     asyncio.run(_child_async(config))
 
 
