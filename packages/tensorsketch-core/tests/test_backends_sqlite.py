@@ -93,9 +93,10 @@ async def test_one_unit_of_work_to_open_and_one_per_superstep(
     # checkpoint; the last one also releases the lease. Nothing after it.
     assert verbs == [
         ("INSERT", "INSERT", "SELECT", "SELECT"),
-        ("INSERT", "INSERT"),
-        ("INSERT", "INSERT"),
-        ("INSERT", "INSERT", "DELETE"),
+        # Each commit is fenced: the first statement locks our lease row (or fails the unit).
+        ("UPDATE", "INSERT", "INSERT"),
+        ("UPDATE", "INSERT", "INSERT"),
+        ("UPDATE", "INSERT", "INSERT", "DELETE"),
     ]
     assert [u[1] for u in backend.units] == [False, True, True, True]
     threads = {u[2] for u in backend.units}

@@ -21,6 +21,7 @@ from tensorsketch import (
     CheckpointDecodeError,
     Context,
     Graph,
+    LeaseLostError,
     Node,
     Reducer,
     Schema,
@@ -201,7 +202,7 @@ class Stall(Node):
 
     async def run(self, ctx: Context, inp: Any) -> Any:
         backend = STALLED[ctx.thread_id or ""]
-        with backend._lock:  # another runner takes the thread over while this one stalls
+        with backend._lease_guard():  # another runner takes the thread over while this stalls
             backend._leases[ctx.thread_id or ""] = ("usurper", float("inf"))
         await asyncio.sleep(backend.lease_ttl)  # long enough for the heartbeat to notice
         return self.Out(text="late")
@@ -215,7 +216,7 @@ async def test_a_runner_that_lost_its_lease_stops_before_writing() -> None:
     backend = InMemoryBackend()
     backend.lease_ttl = 0.15
     STALLED["t"] = backend
-    with pytest.raises(ThreadBusyError, match="lost the lease"):
+    with pytest.raises(LeaseLostError, match="no longer holds the lease on thread 't'"):
         await STALL.invoke({"text": "x"}, thread_id="t", backend=backend)
     history = await STALL.aget_history("t", backend)
     assert [c.source for c in history] == ["input"]  # the stale runner wrote nothing more

@@ -267,9 +267,11 @@ async def test_a_crash_keeps_the_finished_tasks(tmp_path: Path) -> None:
     writes = [0]
 
     class Dies(CrashingBackend):
-        async def record_effects(self, thread_id: str, effects: list[tuple[str, bytes]]) -> None:
-            await super().record_effects(thread_id, effects)
-            writes[0] += len(effects)
+        async def record_effects(
+            self, thread_id: str, effects: list[tuple[str, bytes]], *, fence: str | None = None
+        ) -> None:
+            await super().record_effects(thread_id, effects, fence=fence)
+            writes[0] += sum(key.startswith("writes:") for key, _ in effects)
             if writes[0] >= 2:
                 self.dead = True
                 raise SimulatedCrash("gone")

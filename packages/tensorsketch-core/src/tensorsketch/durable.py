@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING, Any
 from tensorsketch.errors import (
     BackendUnavailableError,
     CheckpointDecodeError,
+    LeaseLostError,
     ThreadBusyError,
 )
 from tensorsketch.events import Event
 
 # Checkpoint ids: the runtime's fast, fork-safe 128-bit random ids (the ones spans use).
 from tensorsketch.observability.tracing import new_trace_id as _new_id
-from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent
+from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent, lease_lost
 
 if TYPE_CHECKING:
     from tensorsketch.pregel import GraphSpec, Run, Task
@@ -249,6 +250,8 @@ class RunJournal:
         self._heartbeat: asyncio.Task[None] | None = None
         self._lost_lease = False
         self._held = False
+        self._lease_until = 0.0
+        self._fences = bool(getattr(backend, "fences_writes", False))
         #: ``open`` saved the caller's fresh input checkpoint as the thread's first.
         self.created = False
         #: Lease length in seconds: the backend's ``lease_ttl`` (tests shorten it).
@@ -266,7 +269,42 @@ class RunJournal:
 
     def _hold(self) -> None:
         self._held = True
+        self._lease_until = time.monotonic() + self.ttl
         self._heartbeat = asyncio.get_running_loop().create_task(self._renew())
+
+    async def _commit(
+        self,
+        checkpoint: StoredCheckpoint | None,
+        events: list[StoredEvent],
+        *,
+        durable: bool = True,
+        release_owner: str | None = None,
+    ) -> None:
+        """``commit_step``, fenced by this run's lease where the backend can fence."""
+        if self._fences:
+            await self.backend.commit_step(
+                self.thread_id,
+                checkpoint,
+                events,
+                durable=durable,
+                release_owner=release_owner,
+                fence=self.owner,
+            )
+        else:  # a backend written before fencing: its commit_step takes no `fence`
+            await self.backend.commit_step(
+                self.thread_id, checkpoint, events, durable=durable, release_owner=release_owner
+            )
+
+    def ensure_lease(self) -> None:
+        """Raise :class:`LeaseLostError` if the lease is known lost, or has run out by this
+        process's clock (the event loop was blocked past it), before an effect starts.
+
+        Best effort — the fencing of every write is the guarantee; this keeps a runner that
+        wakes from a stall from calling out to the world at all.
+        """
+        if self._held and (self._lost_lease or time.monotonic() > self._lease_until):
+            self._lost_lease = True
+            raise lease_lost(self.thread_id)
 
     async def acquire(self) -> None:
         """Take the thread's lease (or raise :class:`ThreadBusyError`) and keep it renewed."""
@@ -279,13 +317,15 @@ class RunJournal:
     async def _renew(self) -> None:
         while True:
             await asyncio.sleep(self.ttl / 3)
+            asked = time.monotonic()
             try:
-                ok = await self.backend.acquire_lease(self.thread_id, self.owner, self.ttl)
+                ok = await self.backend.renew_lease(self.thread_id, self.owner, self.ttl)
             except Exception:
                 continue  # a transient store error: the next checkpoint write will tell
-            if not ok:
+            if not ok:  # lapsed or taken over: never win it back
                 self._lost_lease = True
                 return
+            self._lease_until = asked + self.ttl
 
     async def _stop_heartbeat(self) -> None:
         heartbeat, self._heartbeat = self._heartbeat, None
@@ -297,7 +337,7 @@ class RunJournal:
     async def release(self) -> None:
         """Stop renewing the lease and give it back (if the last checkpoint did not)."""
         await self._stop_heartbeat()
-        if self._held:
+        if self._held and not self._lost_lease:
             self._held = False
             with contextlib.suppress(Exception):
                 await self.backend.release_lease(self.thread_id, self.owner)
@@ -422,11 +462,7 @@ class RunJournal:
         is given back in the same unit of work.
         """
         if self._lost_lease:
-            msg = (
-                f"lost the lease on thread {self.thread_id!r} (another process took it over "
-                "after this one stalled); stopping before writing a conflicting checkpoint."
-            )
-            raise ThreadBusyError(msg)
+            raise lease_lost(self.thread_id)
         stored = self._stored(
             run,
             changed,
@@ -440,9 +476,8 @@ class RunJournal:
         if final and self._held:
             await self._stop_heartbeat()
             release = self.owner
-        async with _guard(self.backend, "saving a checkpoint"):
-            await self.backend.commit_step(
-                self.thread_id,
+        async with self._fenced("saving a checkpoint"):
+            await self._commit(
                 stored,
                 events,
                 # The input is made durable by the next durable write (see open_thread).
@@ -470,8 +505,23 @@ class RunJournal:
 
     async def record(self, key: str, value: Any) -> None:
         data = self.backend.serializer.dumps([value])
-        async with _guard(self.backend, "recording an effect"):
-            await self.backend.record_effect(self.thread_id, key, data)
+        async with self._fenced("recording an effect"):
+            if self._fences:
+                await self.backend.record_effects(self.thread_id, [(key, data)], fence=self.owner)
+            else:
+                await self.backend.record_effect(self.thread_id, key, data)
+
+    @contextlib.asynccontextmanager
+    async def _fenced(self, what: str) -> AsyncIterator[None]:
+        """A write of this run: a lost connection is ``BackendUnavailableError``; a refused
+        fence marks the lease lost, so nothing else of this run is written."""
+        try:
+            async with _guard(self.backend, what):
+                yield
+        except LeaseLostError:
+            self._lost_lease = True
+            self._held = False  # not ours to release any more
+            raise
 
     async def lookup_many(self, keys: list[str]) -> dict[str, Any]:
         """The recorded values among ``keys``, in one store round trip."""
@@ -490,8 +540,11 @@ class RunJournal:
     async def record_many(self, items: list[tuple[str, Any]]) -> None:
         dumps = self.backend.serializer.dumps
         encoded = [(key, dumps([value])) for key, value in items]
-        async with _guard(self.backend, "recording finished tasks"):
-            await self.backend.record_effects(self.thread_id, encoded)
+        async with self._fenced("recording finished tasks"):
+            if self._fences:
+                await self.backend.record_effects(self.thread_id, encoded, fence=self.owner)
+            else:
+                await self.backend.record_effects(self.thread_id, encoded)
 
     # -- per-branch commit ------------------------------------------------------------------
 
@@ -526,8 +579,10 @@ class RunJournal:
         stored = self._encoded_events()
         if not stored:
             return
-        async with _guard(self.backend, "appending stream events"):
-            await self.backend.commit_step(self.thread_id, None, stored)
+        if self._lost_lease:
+            return  # the thread is someone else's now: its log is theirs to write
+        async with self._fenced("appending stream events"):
+            await self._commit(None, stored)
 
 
 class TaskWriteLog:

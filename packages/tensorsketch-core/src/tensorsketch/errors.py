@@ -12,6 +12,7 @@
     ├── Hole (NotImplementedError)            a node whose body is still to be written
     ├── ValidationError (ValueError)          tool arguments / structured output failed validation
     ├── ThreadBusyError (RuntimeError)        another process is running this thread right now
+    │   └── LeaseLostError                    this run stalled and lost the thread's lease
     ├── CheckpointDecodeError (ValueError)    a stored checkpoint/journal entry cannot be decoded
     ├── BackendUnavailableError (ConnectionError) the store went away mid-run
     ├── RegistryError (LookupError)           an unknown provider/backend name
@@ -33,6 +34,7 @@ __all__ = [
     "GraphValidationError",
     "Hole",
     "InvalidUpdateError",
+    "LeaseLostError",
     "NodeError",
     "PluginError",
     "RegistryError",
@@ -100,6 +102,12 @@ class ValidationError(TensorSketchError, ValueError):
 
 class ThreadBusyError(TensorSketchError, RuntimeError):
     """Another runner holds this thread's lease; only one writer may run a thread at a time."""
+
+
+class LeaseLostError(ThreadBusyError):
+    """This runner's lease on the thread lapsed or was taken over while it ran (it stalled
+    longer than the lease lasts); the store refused its write and the run stopped. The new
+    owner's state is intact: invoke the thread again to continue from it."""
 
 
 class CheckpointDecodeError(TensorSketchError, ValueError):

@@ -693,6 +693,7 @@ class Run:
         found, value = await journal.lookup(key)
         if found:
             return value
+        journal.ensure_lease()  # a runner that stalled past its lease must not call out
         result = await _call(fn)
         # The effect has happened: record it even if this task is cancelled meanwhile (a
         # sibling in the fan-out failed, the consumer stopped), or a resume would repeat it.

@@ -36,7 +36,7 @@ from tensorsketch.channels import Reducer
 from tensorsketch.compiled import CompiledGraph
 from tensorsketch.constants import END, START, Send
 from tensorsketch.context import Context
-from tensorsketch.errors import CheckpointDecodeError, ThreadBusyError
+from tensorsketch.errors import CheckpointDecodeError, LeaseLostError, ThreadBusyError
 from tensorsketch.graph import Graph
 from tensorsketch.interrupts import run_info
 from tensorsketch.node import Node
@@ -328,6 +328,38 @@ class BackendConformance:
         }
         assert await backend.lookup_effect(thread, "k1199") == b"v1199"
         assert await backend.lookup_effects(_thread(), ["k1"]) == {}  # threads are isolated
+
+    @pytest.mark.asyncio
+    async def test_a_stale_owner_can_never_write(self, backend: Backend) -> None:
+        """Fencing: once another owner took the lease over, the old owner's commits and
+        journal records are refused whole, and its renewal never wins the lease back."""
+        if not backend.fences_writes:
+            pytest.skip("this backend does not fence writes")
+        thread = _thread()
+        assert await backend.acquire_lease(thread, "stale", 0.2)
+        assert await backend.renew_lease(thread, "stale", 0.2)
+        await backend.commit_step(thread, _checkpoint(thread, 0, b"mine"), [], fence="stale")
+        await asyncio.sleep(0.3)  # the owner stalls past its lease
+        assert not await backend.renew_lease(thread, "stale", 30)  # lapsed: not renewed
+        assert await backend.acquire_lease(thread, "new", 30)
+        with pytest.raises(LeaseLostError, match=repr(thread)):
+            await backend.commit_step(
+                thread,
+                _checkpoint(thread, 1, b"stale"),
+                [StoredEvent(0, b"stale event")],
+                fence="stale",
+            )
+        with pytest.raises(LeaseLostError):
+            await backend.record_effects(thread, [("0:A:0:pay", b"stale")], fence="stale")
+        with pytest.raises(LeaseLostError):
+            await backend.commit_step(thread, None, [StoredEvent(0, b"late")], fence="stale")
+        assert [c.payload for c in await backend.list_checkpoints(thread)] == [b"mine"]
+        assert await backend.read_events(thread) == []
+        assert await backend.lookup_effect(thread, "0:A:0:pay") is None
+        await backend.record_effects(thread, [("0:A:0:pay", b"new")], fence="new")
+        await backend.commit_step(thread, None, [], release_owner="new", fence="new")
+        assert not await backend.renew_lease(thread, "stale", 30)  # free now: still not won
+        assert await backend.lookup_effect(thread, "0:A:0:pay") == b"new"
 
     @pytest.mark.asyncio
     async def test_events_read_from_a_cursor(self, backend: Backend) -> None:

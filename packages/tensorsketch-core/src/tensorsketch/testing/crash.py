@@ -390,6 +390,7 @@ class CrashingBackend(Backend):
         self.serializer = inner.serializer
         self.name = inner.name
         self.lease_ttl = inner.lease_ttl
+        self.fences_writes = inner.fences_writes
         self.crash_at = crash_at
         self.mode = mode
         self.boundaries: list[str] = []
@@ -434,14 +435,15 @@ class CrashingBackend(Backend):
         self._check()
         return await self.inner.lookup_effect(thread_id, key)
 
-    async def record_effects(self, thread_id: str, effects: list[tuple[str, bytes]]) -> None:
+    async def record_effects(
+        self, thread_id: str, effects: list[tuple[str, bytes]], *, fence: str | None = None
+    ) -> None:
         self._check()
-        await self.inner.record_effects(thread_id, effects)
+        await self.inner.record_effects(thread_id, effects, fence=fence)
         if effects:
             # "writes <task>" for a finished task's writes (the planning checkpoint's id in
-            # the key is random, so it is left out of the label).
-            names = [k.rsplit(":", 1)[-1] if k.startswith("writes:") else k for k, _ in effects]
-            self._passed(f"writes {', '.join(names)}")
+            # the key is random, so it is left out of the label), "effect <key>" otherwise.
+            self._passed(" + ".join(_entry_label(key) for key, _ in effects))
 
     async def lookup_effects(self, thread_id: str, keys: list[str]) -> dict[str, bytes]:
         self._check()
@@ -472,6 +474,10 @@ class CrashingBackend(Backend):
         self._check()
         await self.inner.release_lease(thread_id, owner)
 
+    async def renew_lease(self, thread_id: str, owner: str, ttl: float) -> bool:
+        self._check()
+        return await self.inner.renew_lease(thread_id, owner, ttl)
+
     async def open_thread(
         self,
         thread_id: str,
@@ -498,10 +504,16 @@ class CrashingBackend(Backend):
         *,
         durable: bool = True,
         release_owner: str | None = None,
+        fence: str | None = None,
     ) -> None:
         self._check()
         await self.inner.commit_step(
-            thread_id, checkpoint, events, durable=durable, release_owner=release_owner
+            thread_id,
+            checkpoint,
+            events,
+            durable=durable,
+            release_owner=release_owner,
+            fence=fence,
         )
         parts = []
         if events:
@@ -512,6 +524,12 @@ class CrashingBackend(Backend):
             if release_owner is not None:
                 parts.append("release")
             self._passed(" + ".join(parts))
+
+
+def _entry_label(key: str) -> str:
+    if key.startswith("writes:"):
+        return f"writes {key.rsplit(':', 1)[-1]}"
+    return f"effect {key}"
 
 
 # -- running it -------------------------------------------------------------------------------

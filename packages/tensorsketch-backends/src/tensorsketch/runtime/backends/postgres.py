@@ -50,6 +50,8 @@ _STALE_AFTER = 1.0
 _PIPELINE = psycopg.AsyncPipeline.is_supported()
 # Lets one transaction's commit skip the WAL flush (reverts when the transaction ends).
 _RELAXED = "SELECT set_config('synchronous_commit', 'off', true)"
+#: The text a refused fence tries to cast to an integer (it names itself in the error).
+_LEASE_LOST = "tensorsketch: lease lost"
 
 
 async def _close_with_loop(pool: AsyncConnectionPool[Any]) -> None:
@@ -166,6 +168,23 @@ class PostgresBackend(SqlBackend):
         if self.schema != "public":
             statements.append(f"CREATE SCHEMA IF NOT EXISTS {_quote_ident(self.schema)}")
         return statements
+
+    def fence_query(self, thread_id: str, owner: str) -> Query:
+        # A unit is pipelined (every statement sent before any result is read), so the fence
+        # must fail inside the database: the lease row is locked by the UPDATE, and when it
+        # is not ours the cast of the marker text aborts the whole implicit transaction. The
+        # cast sits outside a scalar subquery so the planner cannot fold it ahead of time.
+        t = self.table("leases")
+        sql = (
+            f"WITH f AS (UPDATE {t} SET expires_at = expires_at WHERE thread_id = ? "
+            f"AND owner = ? AND expires_at >= {self.now_sql} RETURNING 1) "
+            "SELECT CAST((SELECT CASE WHEN EXISTS (SELECT 1 FROM f) THEN '1' "
+            f"ELSE '{_LEASE_LOST}' END) AS INTEGER)"
+        )
+        return Query(self.q(sql), (thread_id, owner))
+
+    def lease_error(self, exc: BaseException) -> bool:
+        return isinstance(exc, psycopg.errors.InvalidTextRepresentation) and _LEASE_LOST in str(exc)
 
     def is_unavailable(self, exc: BaseException) -> bool:
         if isinstance(exc, psycopg.OperationalError):

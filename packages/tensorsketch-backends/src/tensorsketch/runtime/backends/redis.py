@@ -42,6 +42,7 @@ from tensorsketch.runtime.backends.base import (
     StoredCheckpoint,
     StoredEvent,
     ThreadOpening,
+    lease_lost,
 )
 from tensorsketch.serializers import Serializer
 
@@ -128,7 +129,35 @@ end
 return 1
 """
 
+# KEYS: lease. ARGV: owner, ttl in ms. Extends the lease only while it is still ours: a
+# lapsed or taken-over lease is never won back by a renewal.
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+# Put in front of a write script: KEYS[1] is the lease and ARGV[1] the writer's owner id, both
+# taken off before the script proper runs, which then does nothing unless the lease is ours.
+_FENCE = """
+local lease = table.remove(KEYS, 1)
+local fence = table.remove(ARGV, 1)
+if redis.call('GET', lease) ~= fence then return redis.error_reply('TSLEASELOST') end
+"""
+
+# KEYS: fx. ARGV: key/value pairs, each stored unless the key is (first write wins).
+_RECORD = """
+for i = 1, #ARGV, 2 do redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) end
+return 1
+"""
+
 _SEQ_BYTES = 8
+
+
+def _lease_lost(exc: BaseException) -> bool:
+    return isinstance(exc, redis_errors.ResponseError) and "TSLEASELOST" in str(exc)
 
 
 class RedisBackend(Backend):
@@ -145,6 +174,7 @@ class RedisBackend(Backend):
     """
 
     name = "redis"
+    fences_writes = True
 
     def __init__(
         self,
@@ -296,15 +326,16 @@ class RedisBackend(Backend):
             raw: Any = await client.hget(self._key(thread_id, "fx"), key)
         return None if raw is None else bytes(raw)
 
-    async def record_effects(self, thread_id: str, effects: list[tuple[str, bytes]]) -> None:
+    async def record_effects(
+        self, thread_id: str, effects: list[tuple[str, bytes]], *, fence: str | None = None
+    ) -> None:
         if not effects:
             return
-        key = self._key(thread_id, "fx")
+        args: list[Any] = [part for pair in effects for part in pair]
         async with self._use("recording effects") as client:
-            pipe = client.pipeline(transaction=True)
-            for name, value in effects:
-                pipe.hsetnx(key, name, value)
-            await pipe.execute()
+            await self._fenced_call(
+                client, _RECORD, thread_id, fence, [self._key(thread_id, "fx")], args
+            )
 
     async def lookup_effects(self, thread_id: str, keys: list[str]) -> dict[str, bytes]:
         if not keys:
@@ -348,6 +379,13 @@ class RedisBackend(Backend):
             if await client.set(key, owner, nx=True, px=ms):
                 return True
             return bool(await self._call(client, _LEASE, [key], [owner, ms]))
+
+    async def renew_lease(self, thread_id: str, owner: str, ttl: float) -> bool:
+        ms = max(1, int(ttl * 1000))
+        async with self._use("renewing the thread lease") as client:
+            return bool(
+                await self._call(client, _RENEW, [self._key(thread_id, "lease")], [owner, ms])
+            )
 
     async def release_lease(self, thread_id: str, owner: str) -> None:
         async with self._use("releasing the thread lease") as client:
@@ -393,6 +431,7 @@ class RedisBackend(Backend):
         *,
         durable: bool = True,
         release_owner: str | None = None,
+        fence: str | None = None,
     ) -> None:
         if checkpoint is None and not events and release_owner is None:
             return
@@ -407,7 +446,27 @@ class RedisBackend(Backend):
             args += [e.seq, _event_member(e)]
         # ``durable`` has no say here: durability is the server's (AOF) configuration.
         async with self._use("saving a checkpoint") as client:
-            await self._call(client, _COMMIT, keys, args)
+            await self._fenced_call(client, _COMMIT, thread_id, fence, keys, args)
+
+    async def _fenced_call(
+        self,
+        client: aioredis.Redis,
+        source: str,
+        thread_id: str,
+        fence: str | None,
+        keys: list[str],
+        args: list[Any],
+    ) -> Any:
+        """Run a write script, made conditional on ``fence`` holding the lease if given."""
+        if fence is None:
+            return await self._call(client, source, keys, args)
+        lease = self._key(thread_id, "lease")
+        try:
+            return await self._call(client, _FENCE + source, [lease, *keys], [fence, *args])
+        except redis_errors.ResponseError as exc:
+            if _lease_lost(exc):
+                raise lease_lost(thread_id) from exc
+            raise
 
     # -- lifecycle --------------------------------------------------------------------------
 

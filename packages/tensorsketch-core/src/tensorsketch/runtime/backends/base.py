@@ -19,6 +19,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+from tensorsketch.errors import LeaseLostError
 from tensorsketch.serializers import Serializer, resolve_serializer
 
 __all__ = ["Backend", "StoredCheckpoint", "StoredEvent", "ThreadOpening"]
@@ -71,6 +72,10 @@ class Backend(ABC):
     #: Seconds a runner's lease on a thread lasts unless renewed (every third of it while the
     #: run is alive); a crashed runner's thread can be taken over once it lapses.
     lease_ttl: float = 30.0
+    #: ``commit_step`` and ``record_effects`` accept ``fence=owner`` and store nothing (raising
+    #: :class:`LeaseLostError`) unless ``owner`` still holds the lease, checked in the same
+    #: unit of work. The runtime passes the fence only to backends that set this.
+    fences_writes: bool = False
 
     def __init__(self, *, serializer: Serializer | str | None = None) -> None:
         self.serializer: Serializer = resolve_serializer(serializer)
@@ -144,6 +149,37 @@ class Backend(ABC):
             if held is not None and held[0] == owner:
                 del self._leases[thread_id]
 
+    async def renew_lease(self, thread_id: str, owner: str, ttl: float) -> bool:
+        """Extend ``owner``'s lease by ``ttl`` seconds if ``owner`` still holds it, unexpired.
+
+        Unlike :meth:`acquire_lease` this never takes a lease that lapsed or that another owner
+        took in between: a runner that stalled past its lease must stop, not win the thread
+        back from whoever resumed it. The default does so for the in-process lease table; a
+        store that overrides ``acquire_lease`` should override this too (without it, renewal
+        falls back to ``acquire_lease``).
+        """
+        if type(self).acquire_lease is not Backend.acquire_lease:
+            return await self.acquire_lease(thread_id, owner, ttl)
+        now = time.monotonic()
+        with self._lease_guard():
+            held = self._leases.get(thread_id)
+            if held is None or held[0] != owner or held[1] <= now:
+                return False
+            self._leases[thread_id] = (owner, now + ttl)
+            return True
+
+    def check_fence(self, thread_id: str, owner: str) -> None:
+        """Raise :class:`LeaseLostError` unless ``owner`` holds the thread's unexpired lease
+        in the in-process table (the fencing of the default lease; a store with leases of its
+        own checks inside the write itself and sets :attr:`fences_writes`)."""
+        if type(self).acquire_lease is not Backend.acquire_lease:
+            return
+        now = time.monotonic()
+        with self._lease_guard():
+            held = self._leases.get(thread_id)
+            if held is None or held[0] != owner or held[1] <= now:
+                raise lease_lost(thread_id)
+
     def _lease_guard(self) -> threading.Lock:
         # A subclass that forgot ``super().__init__()`` still gets a working lease table.
         lock: threading.Lock | None = getattr(self, "_lease_lock", None)
@@ -196,13 +232,17 @@ class Backend(ABC):
         *,
         durable: bool = True,
         release_owner: str | None = None,
+        fence: str | None = None,
     ) -> None:
         """Store a superstep's events and its checkpoint as one unit, and — for the run's
         last write — give the lease of ``release_owner`` back in the same unit.
 
         ``durable=False`` allows the commit to skip waiting for the disk (it must still be
-        visible to other connections and survive this process dying).
+        visible to other connections and survive this process dying). ``fence``: see
+        :attr:`fences_writes`.
         """
+        if fence is not None:
+            self.check_fence(thread_id, fence)
         if events:
             await self.append_events(thread_id, events)
         if checkpoint is not None:
@@ -210,12 +250,16 @@ class Backend(ABC):
         if release_owner is not None:
             await self.release_lease(thread_id, release_owner)
 
-    async def record_effects(self, thread_id: str, effects: list[tuple[str, bytes]]) -> None:
+    async def record_effects(
+        self, thread_id: str, effects: list[tuple[str, bytes]], *, fence: str | None = None
+    ) -> None:
         """Record several journal entries as one unit (first write wins for each key).
 
-        The runtime stores the writes of a superstep's finished tasks this way, in batches,
-        while their siblings still run; override it with one round trip.
+        The runtime stores effects and the writes of a superstep's finished tasks this way;
+        override it with one round trip. ``fence``: see :attr:`fences_writes`.
         """
+        if fence is not None:
+            self.check_fence(thread_id, fence)
         for key, value in effects:
             await self.record_effect(thread_id, key, value)
 
@@ -242,3 +286,15 @@ class Backend(ABC):
     def describe(self) -> dict[str, Any]:
         """A small description for logs and ``tensorsketch plugins``."""
         return {"backend": self.name, "serializer": getattr(self.serializer, "name", "custom")}
+
+
+def lease_lost(thread_id: str) -> LeaseLostError:
+    """The error a fenced write raises when its runner no longer holds the lease."""
+    msg = (
+        f"this run no longer holds the lease on thread {thread_id!r}: it stalled longer than "
+        "the lease lasts and the lease lapsed or another process took the thread over, so "
+        "the store refused its write (nothing of it was stored). The thread's state is the "
+        "new owner's; invoke the thread again to continue from it, and raise `lease_ttl` if "
+        "the run's event loop really blocks that long."
+    )
+    return LeaseLostError(msg)

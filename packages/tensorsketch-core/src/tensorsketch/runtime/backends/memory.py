@@ -17,6 +17,7 @@ class InMemoryBackend(Backend):
     """Keeps every thread in dictionaries; safe to use from several event loops."""
 
     name = "memory"
+    fences_writes = True
 
     def __init__(self, *, serializer: Serializer | str | None = None) -> None:
         super().__init__(serializer=serializer)
@@ -54,7 +55,11 @@ class InMemoryBackend(Backend):
         with self._lock:
             return self._effects.get((thread_id, key))
 
-    async def record_effects(self, thread_id: str, effects: list[tuple[str, bytes]]) -> None:
+    async def record_effects(
+        self, thread_id: str, effects: list[tuple[str, bytes]], *, fence: str | None = None
+    ) -> None:
+        if fence is not None:
+            self.check_fence(thread_id, fence)
         with self._lock:
             for key, value in effects:
                 self._effects.setdefault((thread_id, key), value)

@@ -30,12 +30,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError
+from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, LeaseLostError
 from tensorsketch.runtime.backends.base import (
     Backend,
     StoredCheckpoint,
     StoredEvent,
     ThreadOpening,
+    lease_lost,
 )
 from tensorsketch.serializers import Serializer
 
@@ -45,7 +46,7 @@ __all__ = ["SCHEMA_VERSION", "Query", "SqlBackend"]
 SCHEMA_VERSION = 1
 _COMPONENT = "durable"
 
-Fetch = Literal["none", "one", "all", "rowcount"]
+Fetch = Literal["none", "one", "all", "rowcount", "fence"]
 #: Keys per ``IN (...)`` list: well under every driver's limit on bound parameters.
 _KEYS_PER_QUERY = 500
 
@@ -84,6 +85,7 @@ class SqlBackend(Backend):
     """
 
     name = "sql"
+    fences_writes = True
 
     #: Placeholder of the driver's paramstyle: ``"?"`` (qmark) or ``"%s"`` (format).
     placeholder: ClassVar[str] = "?"
@@ -152,6 +154,26 @@ class SqlBackend(Backend):
             f"WHERE {t}.owner = excluded.owner OR {t}.expires_at < {now}"
         )
 
+    def fence_query(self, thread_id: str, owner: str) -> Query:
+        """A statement that fails the unit of work unless ``owner`` holds the thread's
+        unexpired lease, locking the lease row until the unit commits (so no takeover can
+        slip in between the check and the writes).
+
+        The portable form touches the row and has the unit check its row count; a dialect
+        that pipelines a unit (sends every statement at once) overrides it with a statement
+        that raises in the database, and recognises that error in :meth:`lease_error`.
+        """
+        t = self.table("leases")
+        sql = (
+            f"UPDATE {t} SET expires_at = expires_at "
+            f"WHERE thread_id = ? AND owner = ? AND expires_at >= {self.now_sql}"
+        )
+        return Query(self.q(sql), (thread_id, owner), fetch="fence")
+
+    def lease_error(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the dialect's fence statement refusing the unit."""
+        return False
+
     def schema_prologue(self) -> list[str]:
         """Statements run first in the schema transaction (e.g. a lock, ``CREATE SCHEMA``)."""
         return []
@@ -216,6 +238,10 @@ class SqlBackend(Backend):
             "last_seq": f"SELECT MAX(seq) FROM {self.table('events')} WHERE thread_id = ?",
             "lease": self.lease_upsert(),
             "release": f"DELETE FROM {self.table('leases')} WHERE thread_id = ? AND owner = ?",
+            "renew": (
+                f"UPDATE {self.table('leases')} SET expires_at = {self.now_sql} + ? "
+                f"WHERE thread_id = ? AND owner = ? AND expires_at >= {self.now_sql}"
+            ),
             "version_init": self.insert_ignore(
                 self.table("schema_version"), ("component", "version"), ("component",)
             ),
@@ -308,9 +334,11 @@ class SqlBackend(Backend):
         for attempt in range(attempts):
             try:
                 return await self.submit(queries, transaction=transaction, durable=durable)
-            except BackendUnavailableError:
+            except (BackendUnavailableError, LeaseLostError):
                 raise
             except Exception as exc:
+                if self.lease_error(exc):
+                    raise lease_lost(_fenced_thread(queries)) from exc
                 if not self.is_unavailable(exc):
                     raise
                 if attempt + 1 < attempts:
@@ -398,13 +426,16 @@ class SqlBackend(Backend):
         row = (await self._run("reading the effect journal", [q], idempotent=True))[0]
         return None if row is None else bytes(row[0])
 
-    async def record_effects(self, thread_id: str, effects: list[tuple[str, bytes]]) -> None:
+    async def record_effects(
+        self, thread_id: str, effects: list[tuple[str, bytes]], *, fence: str | None = None
+    ) -> None:
         if not effects:
             return
         rows = [(thread_id, key, value) for key, value in effects]
-        q = Query(self._sql["record"], rows, many=True)
-        # Re-computable (a lost batch only means re-running those tasks): no disk wait.
-        await self._run("recording effects", [q], transaction=True, durable=False, idempotent=True)
+        queries = [Query(self._sql["record"], rows, many=True)]
+        if fence is not None:
+            queries.insert(0, self.fence_query(thread_id, fence))
+        await self._run("recording effects", queries, transaction=True, idempotent=True)
 
     async def lookup_effects(self, thread_id: str, keys: list[str]) -> dict[str, bytes]:
         queries = []
@@ -451,6 +482,11 @@ class SqlBackend(Backend):
         q = Query(self._sql["release"], (thread_id, owner))
         await self._run("releasing the thread lease", [q], durable=False, idempotent=True)
 
+    async def renew_lease(self, thread_id: str, owner: str, ttl: float) -> bool:
+        q = Query(self._sql["renew"], (float(ttl), thread_id, owner), fetch="rowcount")
+        count = (await self._run("renewing the thread lease", [q], durable=False))[0]
+        return bool(count)
+
     # -- batched units of work ---------------------------------------------------------------
 
     async def open_thread(
@@ -492,8 +528,11 @@ class SqlBackend(Backend):
         *,
         durable: bool = True,
         release_owner: str | None = None,
+        fence: str | None = None,
     ) -> None:
         queries: list[Query] = []
+        if fence is not None:
+            queries.append(self.fence_query(thread_id, fence))
         if events:
             rows = [(thread_id, e.seq, e.payload) for e in events]
             queries.append(Query(self._sql["append"], rows, many=True))
@@ -501,7 +540,7 @@ class SqlBackend(Backend):
             queries.append(self._save_query(checkpoint))
         if release_owner is not None:
             queries.append(Query(self._sql["release"], (thread_id, release_owner)))
-        if queries:
+        if len(queries) > (fence is not None):
             await self._run(
                 "saving a checkpoint", queries, transaction=len(queries) > 1, durable=durable
             )
@@ -592,11 +631,19 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
         future.set_result(result)
 
 
+def _fenced_thread(queries: Sequence[Query]) -> str:
+    return str(queries[0].params[0]) if queries and queries[0].params else "?"
+
+
 def _run_query(cur: Any, q: Query) -> Any:
     if q.many:
         cur.executemany(q.sql, q.params)
     else:
         cur.execute(q.sql, q.params)
+    if q.fetch == "fence":
+        if cur.rowcount != 1:  # raised inside the unit: it is rolled back whole
+            raise lease_lost(str(q.params[0]))
+        return None
     if q.fetch == "one":
         return cur.fetchone()
     if q.fetch == "all":
