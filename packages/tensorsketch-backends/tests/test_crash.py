@@ -53,3 +53,25 @@ async def test_fanout_sigkilled_halfway_redis(redis_url: str, redis_prefix: str)
     report = await run_fanout_crash(spec, tasks=1000, kill_after=500)
     assert report.killed and report.final_ok
     assert 500 <= report.rerun <= 525, report
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+async def test_stall_matrix_postgres(pg_dsn: str, pg_schema: str, tmp_path: Path) -> None:
+    from tensorsketch.testing.stall import run_stall_matrix
+
+    spec = BackendSpec("postgres", {"dsn": pg_dsn, "schema": pg_schema})
+    report = await run_stall_matrix(spec, tmp_path)
+    assert len(report.points) == len(report.boundaries) - 1 >= 6
+    report.check()  # 0 duplicate effects, 0 reverted writes, the stale owner: LeaseLostError
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+async def test_stall_matrix_redis(redis_url: str, redis_prefix: str, tmp_path: Path) -> None:
+    from tensorsketch.testing.stall import run_stall_matrix
+
+    spec = BackendSpec("redis", {"dsn": redis_url, "prefix": redis_prefix})
+    report = await run_stall_matrix(spec, tmp_path)
+    assert len(report.points) == len(report.boundaries) - 1 >= 6
+    report.check()

@@ -106,3 +106,16 @@ async def test_fanout_sigkilled_halfway_resumes_only_unfinished_workers_sqlite(
     report = await run_fanout_crash(spec, tasks=1000, kill_after=500)
     assert report.killed and report.final_ok
     assert 500 <= report.rerun <= 525, report
+
+
+# -- the stall harness: a frozen owner wakes up after another took over --------------------
+
+
+@pytest.mark.slow
+async def test_stall_matrix_sqlite(tmp_path: Path) -> None:
+    from tensorsketch.testing.stall import run_stall_matrix
+
+    spec = BackendSpec("sqlite", {"dsn": str(tmp_path / "store.db")})
+    report = await run_stall_matrix(spec, tmp_path / "work")
+    assert len(report.points) == len(report.boundaries) - 1 >= 6
+    report.check()

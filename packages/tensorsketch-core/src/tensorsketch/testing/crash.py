@@ -379,12 +379,13 @@ class CrashingBackend(Backend):
     inner backend's own implementation and count as one boundary each, as they commit as one.
     ``crash_at=0`` never crashes; :attr:`boundaries` names each boundary passed.
     ``mode="kill"`` sends ``SIGKILL`` to this process; ``mode="raise"`` raises
-    :class:`SimulatedCrash` and then refuses every further call.
+    :class:`SimulatedCrash` and then refuses every further call; ``mode="stop"`` freezes the
+    process with ``SIGSTOP`` (it carries on where it was when it gets ``SIGCONT``).
     """
 
     def __init__(self, inner: Backend, *, crash_at: int = 0, mode: str = "kill") -> None:
-        if mode not in ("kill", "raise"):
-            msg = f"`mode` must be 'kill' or 'raise', got {mode!r}."
+        if mode not in ("kill", "raise", "stop"):
+            msg = f"`mode` must be 'kill', 'raise' or 'stop', got {mode!r}."
             raise ValueError(msg)
         self.inner = inner
         self.serializer = inner.serializer
@@ -404,6 +405,9 @@ class CrashingBackend(Backend):
     def _passed(self, boundary: str) -> None:
         self.boundaries.append(boundary)
         if len(self.boundaries) == self.crash_at:
+            if self.mode == "stop":  # a stall: frozen until someone sends SIGCONT
+                os.kill(os.getpid(), signal.SIGSTOP)
+                return
             if self.mode == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)
             self.dead = True
@@ -626,6 +630,11 @@ def _child(config: dict[str, Any]) -> None:
     """Child process body: run the scenario with the crashing wrapper, write the result."""
     if config.get("fanout"):
         _fanout_child(config)
+        return
+    if config.get("stall"):
+        from tensorsketch.testing.stall import stall_child
+
+        stall_child(config)
         return
     asyncio.run(_child_async(config))
 
