@@ -94,7 +94,7 @@ def test_the_plugin_contributes_the_holes_command(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     try:
-        from tensorsketch.canvas import _hooks
+        from tensorsketch._plugins import canvas as _hooks
         from tensorsketch.cli import main as tensorsketch_main
         from tensorsketch.plugins import reset_plugin_manager
     except ImportError as exc:  # pragma: no cover - only while core is being written

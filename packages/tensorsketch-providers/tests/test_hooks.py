@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-from tensorsketch.providers._hooks import PROVIDERS, tensorsketch_providers
+from tensorsketch._plugins.providers import PROVIDERS, tensorsketch_providers
 
 SDKS = ("anthropic", "openai", "google.genai")
 

@@ -23,7 +23,7 @@ from tensorsketch.canvas.ir import END, START, EdgeIR, GraphIR, NodeIR, Port
 from tensorsketch.canvas.layout import Position, layout_path, read_layout, write_layout
 
 # The parts built on libcst load on first use, so the plugin manager (which imports this
-# package to reach ``_hooks``) and ``tensorsketch plugins`` never pay for libcst.
+# package to reach its plugin module) and ``tensorsketch plugins`` never pay for libcst.
 _LAZY = {
     "extract": "tensorsketch.canvas._extract",
     "extract_all": "tensorsketch.canvas._extract",

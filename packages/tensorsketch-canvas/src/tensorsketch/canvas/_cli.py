@@ -1,7 +1,7 @@
 """Command-line front ends: ``tensorsketch holes`` and ``python -m tensorsketch.canvas``.
 
 Kept free of core imports so the engine's own CLI works even while the runtime is broken;
-``_hooks`` wraps these functions into the ``tensorsketch`` console command.
+``tensorsketch._plugins.canvas`` wraps these functions into the ``tensorsketch`` console command.
 """
 
 from __future__ import annotations
