@@ -85,18 +85,36 @@ async def test_a_layout_1_store_is_migrated_once(pg_dsn: str, pg_schema: str) ->
     """Tables as 0.1.0 created them (no ``base_id``), migrated by several handles at once."""
     import json
 
-    rows = [{"v": 1, "base": True, "source": "input", "seq": 0, "plan": [["Inc", None]],
-             "changes": {"n": ["set", 0]}}]
-    rows += [{"v": 1, "base": False, "source": "loop", "seq": 0,
-              "plan": [["Inc", None]] if n < 2 else [], "changes": {"n": ["set", n + 1]}}
-             for n in range(3)]
+    rows = [
+        {
+            "v": 1,
+            "base": True,
+            "source": "input",
+            "seq": 0,
+            "plan": [["Inc", None]],
+            "changes": {"n": ["set", 0]},
+        }
+    ]
+    rows += [
+        {
+            "v": 1,
+            "base": False,
+            "source": "loop",
+            "seq": 0,
+            "plan": [["Inc", None]] if n < 2 else [],
+            "changes": {"n": ["set", n + 1]},
+        }
+        for n in range(3)
+    ]
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{pg_schema}"')
         conn.execute(
             f'CREATE TABLE "{pg_schema}".tensorsketch_schema_version '
             "(component VARCHAR(64) PRIMARY KEY, version INTEGER NOT NULL)"
         )
-        conn.execute(f"INSERT INTO \"{pg_schema}\".tensorsketch_schema_version VALUES ('durable', 1)")
+        conn.execute(
+            f"INSERT INTO \"{pg_schema}\".tensorsketch_schema_version VALUES ('durable', 1)"
+        )
         conn.execute(
             f'CREATE TABLE "{pg_schema}".tensorsketch_checkpoints (thread_id TEXT NOT NULL, '
             "position BIGINT NOT NULL, checkpoint_id TEXT NOT NULL, parent_id TEXT, step "
@@ -107,8 +125,15 @@ async def test_a_layout_1_store_is_migrated_once(pg_dsn: str, pg_schema: str) ->
             conn.execute(
                 f'INSERT INTO "{pg_schema}".tensorsketch_checkpoints VALUES '
                 "(%s, %s, %s, %s, %s, %s, %s)",
-                ("t", n + 1, f"old-{n}", f"old-{n - 1}" if n else None, n, 1.0 + n,
-                 json.dumps(payload).encode()),
+                (
+                    "t",
+                    n + 1,
+                    f"old-{n}",
+                    f"old-{n - 1}" if n else None,
+                    n,
+                    1.0 + n,
+                    json.dumps(payload).encode(),
+                ),
             )
     backends = [PostgresBackend(pg_dsn, schema=pg_schema) for _ in range(3)]
     states = await asyncio.gather(*(COUNTER.aget_state("t", b) for b in backends))

@@ -110,8 +110,14 @@ async def test_records_written_by_0_1_0_still_load(redis_url: str, redis_prefix:
 
     client = aioredis.Redis.from_url(redis_url)
     for n in range(4):
-        payload = {"v": 1, "base": n == 0, "source": "input" if n == 0 else "loop", "seq": 0,
-                   "plan": [["Inc", None]] if n < 3 else [], "changes": {"n": ["set", n]}}
+        payload = {
+            "v": 1,
+            "base": n == 0,
+            "source": "input" if n == 0 else "loop",
+            "seq": 0,
+            "plan": [["Inc", None]] if n < 3 else [],
+            "changes": {"n": ["set", n]},
+        }
         header = json.dumps([f"old-{n}", f"old-{n - 1}" if n else None, n, 1.0 + n]).encode()
         record = len(header).to_bytes(4, "big") + header + json.dumps(payload).encode()
         await client.rpush(f"{redis_prefix}:{{t}}:cp", record)
@@ -119,7 +125,10 @@ async def test_records_written_by_0_1_0_still_load(redis_url: str, redis_prefix:
     await client.aclose()
     backend = RedisBackend(redis_url, prefix=redis_prefix)
     assert [c.checkpoint_id for c in await backend.read_chain("t")] == [
-        "old-0", "old-1", "old-2", "old-3"
+        "old-0",
+        "old-1",
+        "old-2",
+        "old-3",
     ]
     state = await COUNTER.aget_state("t", backend)
     assert state is not None and state.n == 3

@@ -14,9 +14,9 @@ from typing import Any, Literal
 import pytest
 
 from tensorsketch import START, Context, Graph, Node, Schema
+from tensorsketch.durable import FORMAT_VERSION
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, ThreadBusyError
 from tensorsketch.registry import create_backend
-from tensorsketch.durable import FORMAT_VERSION
 from tensorsketch.runtime.backends.sql import SCHEMA_VERSION, Query
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
 
@@ -306,16 +306,34 @@ def test_payloads_are_json_by_default(tmp_path: Path) -> None:
 def _v1_store(path: Path, thread: str, steps: int) -> None:
     """A store exactly as 0.1.0 wrote it: layout 1 (no base_id) and version-1 payloads, a
     snapshot then one delta per step of the conformance chat graph."""
-    rows = [{"v": 1, "base": True, "source": "input", "seq": 0, "plan": [["Chat", None]],
-             "changes": {"messages": ["set", []], "turns": ["set", 0], "limit": ["set", steps]}}]
+    rows = [
+        {
+            "v": 1,
+            "base": True,
+            "source": "input",
+            "seq": 0,
+            "plan": [["Chat", None]],
+            "changes": {"messages": ["set", []], "turns": ["set", 0], "limit": ["set", steps]},
+        }
+    ]
     for n in range(steps):
         reply = {"role": "assistant", "content": f"reply {n}"}
         plan = [["Chat", None]] if n + 1 < steps else []
-        rows.append({"v": 1, "base": False, "source": "loop", "seq": 0, "plan": plan,
-                     "changes": {"messages": ["append", [reply]], "turns": ["set", n + 1]}})
+        rows.append(
+            {
+                "v": 1,
+                "base": False,
+                "source": "loop",
+                "seq": 0,
+                "plan": plan,
+                "changes": {"messages": ["append", [reply]], "turns": ["set", n + 1]},
+            }
+        )
     with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE tensorsketch_schema_version "
-                     "(component VARCHAR(64) PRIMARY KEY, version INTEGER NOT NULL)")
+        conn.execute(
+            "CREATE TABLE tensorsketch_schema_version "
+            "(component VARCHAR(64) PRIMARY KEY, version INTEGER NOT NULL)"
+        )
         conn.execute("INSERT INTO tensorsketch_schema_version VALUES ('durable', 1)")
         conn.execute(
             "CREATE TABLE tensorsketch_checkpoints (thread_id TEXT NOT NULL, position BIGINT "
@@ -326,8 +344,15 @@ def _v1_store(path: Path, thread: str, steps: int) -> None:
         for n, payload in enumerate(rows):
             conn.execute(
                 "INSERT INTO tensorsketch_checkpoints VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (thread, n + 1, f"old-{n}", f"old-{n - 1}" if n else None, n, 1.0 + n,
-                 json.dumps(payload).encode()),
+                (
+                    thread,
+                    n + 1,
+                    f"old-{n}",
+                    f"old-{n - 1}" if n else None,
+                    n,
+                    1.0 + n,
+                    json.dumps(payload).encode(),
+                ),
             )
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -202,9 +203,7 @@ class _Rebuilt:
     incomplete: bool = False
 
 
-def _rebuild(
-    backend: Backend, stored: list[StoredCheckpoint], target_id: str | None
-) -> _Rebuilt:
+def _rebuild(backend: Backend, stored: list[StoredCheckpoint], target_id: str | None) -> _Rebuilt:
     """Fold the one checkpoint ``target_id`` (default: the last row) from its chain of
     deltas, in place, and the ladder a writer continuing from it needs."""
     if not stored:
@@ -251,7 +250,7 @@ def _rebuild(
     for i, payload in zip(rest, _decode_all(backend, [stored[i] for i in rest]), strict=True):
         decoded[i] = payload
     payloads = decoded
-    for older, newer in zip(chain[1:], chain, strict=False):
+    for newer, older in itertools.pairwise(chain):
         if _base_of(stored[newer], payloads[newer]) != stored[older].checkpoint_id:
             msg = f"the base hint of checkpoint {stored[newer].checkpoint_id!r} is wrong"
             raise CheckpointDecodeError(msg)
@@ -268,8 +267,7 @@ def _rebuild(
         lengths = _apply_changes(values, payload["changes"], s, in_place=True)
         if laddered:
             steps.append((int(payload.get("n", 0)), s, payload, lengths))
-    last = stored[chain[-1]]
-    checkpoint = _checkpoint(last, payloads[chain[-1]], values)
+    checkpoint = _checkpoint(stored[chain[-1]], payloads[chain[-1]], values)
     ladder = _ladder_from(steps) if laddered and not incomplete else None
     return _Rebuilt(checkpoint, ladder, incomplete)
 
@@ -281,7 +279,7 @@ def _ladder_from(
     of the latest index is on that chain; anything unexpected returns ``None`` (the next
     checkpoint is then a snapshot, which starts a fresh epoch)."""
     indexes = [n for n, *_ in steps]
-    if indexes[0] != 0 or any(b <= a for a, b in zip(indexes, indexes[1:], strict=False)):
+    if indexes[0] != 0 or any(b <= a for a, b in itertools.pairwise(indexes)):
         return None
     latest = indexes[-1]
     top = 0
@@ -631,7 +629,9 @@ class RunJournal:
         ladder = self._ladder if changed is not None else None
         if ladder is not None and ladder.levels and ladder.levels[0].id == parent_id:
             assert changed is not None
-            placed = self._delta(run, changed, tasks, ladder, checkpoint_id, source, parent_id, meta)
+            placed = self._delta(
+                run, changed, tasks, ladder, checkpoint_id, source, parent_id, meta
+            )
             if placed is not None:
                 return placed
         payload = self._payload(run, _snapshot_changes(run.values), tasks, source, meta, base=True)

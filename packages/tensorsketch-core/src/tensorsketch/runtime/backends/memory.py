@@ -96,4 +96,3 @@ class InMemoryBackend(Backend):
             held = self._leases.get(thread_id)
             if held is not None and held[0] == owner:
                 del self._leases[thread_id]
-
