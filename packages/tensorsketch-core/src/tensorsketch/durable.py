@@ -26,6 +26,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pydantic_core import from_json
+
 from tensorsketch.errors import (
     BackendUnavailableError,
     CheckpointDecodeError,
@@ -122,19 +124,30 @@ def _decode_payload(backend: Backend, stored: StoredCheckpoint) -> dict[str, Any
 
 
 def _decode_all(backend: Backend, stored: list[StoredCheckpoint]) -> list[dict[str, Any]]:
-    """Decode many payloads; JSON ones in a single ``loads`` of their concatenation (one
-    call instead of one per row), falling back to row by row to name a bad one."""
+    """Decode the payloads of a chain.
+
+    With the default JSON serializer an untagged payload (no ``"$t"``: nothing to rebuild) is
+    parsed by pydantic-core's JSON parser, which builds the same objects as ``json.loads`` in
+    about half the time on string-heavy states; whatever it refuses (a lone surrogate escape)
+    and every tagged payload go through the serializer as before. The tag test looks for a
+    ``$`` first, a ``memchr`` that is several times faster than a search for ``"$t"``.
+    """
     from tensorsketch.serializers import JsonSerializer
 
-    if len(stored) > 1 and type(backend.serializer) is JsonSerializer:
-        joined = b"[" + b",".join(s.payload for s in stored) + b"]"
-        try:
-            decoded = backend.serializer.loads(joined)
-        except CheckpointDecodeError:
-            decoded = None
-        if isinstance(decoded, list) and len(decoded) == len(stored):
-            return [_check_payload(s, p) for s, p in zip(stored, decoded, strict=True)]
-    return [_decode_payload(backend, s) for s in stored]
+    if type(backend.serializer) is not JsonSerializer:
+        return [_decode_payload(backend, s) for s in stored]
+    out: list[dict[str, Any]] = []
+    for s in stored:
+        data = s.payload
+        if b"$" not in data or b'"$t"' not in data:
+            try:
+                out.append(_check_payload(s, from_json(data)))
+                continue
+            except ValueError as exc:
+                if isinstance(exc, CheckpointDecodeError):
+                    raise
+        out.append(_decode_payload(backend, s))
+    return out
 
 
 def _base_of(s: StoredCheckpoint, payload: dict[str, Any]) -> str | None:
@@ -203,9 +216,20 @@ class _Rebuilt:
     incomplete: bool = False
 
 
-def _rebuild(backend: Backend, stored: list[StoredCheckpoint], target_id: str | None) -> _Rebuilt:
+def _rebuild(
+    backend: Backend,
+    stored: list[StoredCheckpoint],
+    target_id: str | None,
+    *,
+    ladder: bool = False,
+) -> _Rebuilt:
     """Fold the one checkpoint ``target_id`` (default: the last row) from its chain of
-    deltas, in place, and the ladder a writer continuing from it needs."""
+    deltas, in place, and (``ladder=True``) the ladder a writer continuing from it needs.
+
+    Rows the chain does not use are never decoded. The store's ``base_id`` hints give the
+    chain before anything is decoded, so it is decoded in one batch and then checked against
+    the payloads; rows without a hint are decoded as the walk reaches them.
+    """
     if not stored:
         return _Rebuilt(None, None)
     last = len(stored) - 1
@@ -215,50 +239,50 @@ def _rebuild(backend: Backend, stored: list[StoredCheckpoint], target_id: str | 
         end = next((i for i, s in enumerate(stored) if s.checkpoint_id == target_id), None)
     if end is None:
         return _Rebuilt(None, None)
-    by_id: dict[str, int] | None = None
-    decoded: dict[int, dict[str, Any]] = {}
+    by_id: dict[str, int] = {}
+
+    def locate(base: str, below: int) -> int | None:
+        if below > 0 and stored[below - 1].checkpoint_id == base:
+            return below - 1  # the common case: the base is the row before
+        if not by_id:
+            by_id.update((s.checkpoint_id, i) for i, s in enumerate(stored))
+        found = by_id.get(base)
+        return found if found is not None and found < below else None
+
+    payloads: dict[int, dict[str, Any]] = {}
     chain: list[int] = []
     cursor: int | None = end
     incomplete = False
-    # Walk newest to oldest. The store's ``base_id`` hint saves decoding a row before the
-    # batch decode below (which then checks it against the payload); a row without one is
-    # decoded for its base. Rows a chain does not use are never decoded.
     while cursor is not None:
-        chain.append(cursor)
-        row = stored[cursor]
-        base = row.base_id
-        if base is None:
-            decoded[cursor] = payload = _decode_payload(backend, row)
-            base = _base_of(row, payload)
-            if base is None:
+        segment = [cursor]
+        while (hint := stored[segment[-1]].base_id) is not None:
+            nxt = locate(hint, segment[-1])
+            if nxt is None:
                 break
-        if cursor > 0 and stored[cursor - 1].checkpoint_id == base:
-            cursor -= 1  # the common case: the base is the row before
-            continue
-        if by_id is None:
-            by_id = {s.checkpoint_id: i for i, s in enumerate(stored)}
-        nxt = by_id.get(base)
-        if nxt is None or nxt >= cursor:
-            if cursor not in decoded:  # the hint may name a snapshot's parent elsewhere
-                decoded[cursor] = payload = _decode_payload(backend, row)
-                if _base_of(row, payload) is None:
-                    break
-            incomplete = nxt is None
-            break
-        cursor = nxt
-    rest = [i for i in chain if i not in decoded]
-    for i, payload in zip(rest, _decode_all(backend, [stored[i] for i in rest]), strict=True):
-        decoded[i] = payload
-    payloads = decoded
-    for newer, older in itertools.pairwise(chain):
-        if _base_of(stored[newer], payloads[newer]) != stored[older].checkpoint_id:
-            msg = f"the base hint of checkpoint {stored[newer].checkpoint_id!r} is wrong"
-            raise CheckpointDecodeError(msg)
+            segment.append(nxt)
+        rows = [stored[i] for i in segment]
+        payloads.update(zip(segment, _decode_all(backend, rows), strict=True))
+        for newer, older in itertools.pairwise(segment):
+            if _base_of(stored[newer], payloads[newer]) != stored[older].checkpoint_id:
+                s = stored[newer]
+                msg = (
+                    f"checkpoint {s.checkpoint_id!r} of thread {s.thread_id!r}: the store's "
+                    "base id disagrees with the payload; the store is corrupt."
+                )
+                raise CheckpointDecodeError(msg)
+        chain += segment
+        oldest = segment[-1]
+        base = _base_of(stored[oldest], payloads[oldest])
+        cursor = None if base is None else locate(base, oldest)
+        incomplete = base is not None and cursor is None
     chain.reverse()
     values: dict[str, Any] = {}
     # The ladder: only for a version-2 chain that starts at its epoch's snapshot.
-    first = payloads[chain[0]]
-    laddered = bool(first.get("base")) and all(payloads[i].get("v", 1) >= 2 for i in chain)
+    laddered = (
+        ladder
+        and bool(payloads[chain[0]].get("base"))
+        and all(payloads[i].get("v", 1) >= 2 for i in chain)
+    )
     steps: list[tuple[int, StoredCheckpoint, dict[str, Any], dict[str, int]]] = []
     for i in chain:
         s, payload = stored[i], payloads[i]
@@ -268,8 +292,8 @@ def _rebuild(backend: Backend, stored: list[StoredCheckpoint], target_id: str | 
         if laddered:
             steps.append((int(payload.get("n", 0)), s, payload, lengths))
     checkpoint = _checkpoint(stored[chain[-1]], payloads[chain[-1]], values)
-    ladder = _ladder_from(steps) if laddered and not incomplete else None
-    return _Rebuilt(checkpoint, ladder, incomplete)
+    found = _ladder_from(steps) if laddered and not incomplete else None
+    return _Rebuilt(checkpoint, found, incomplete)
 
 
 def _ladder_from(
@@ -578,11 +602,11 @@ class RunJournal:
             self._ladder = ladder
             self.created = True
             return None
-        rebuilt = _rebuild(self.backend, opening.checkpoints, None)
+        rebuilt = _rebuild(self.backend, opening.checkpoints, None, ladder=True)
         if rebuilt.incomplete:  # a store that lost a base hint: read the whole thread
             async with _guard(self.backend, "opening the thread"):
                 everything = await self.backend.list_checkpoints(self.thread_id)
-            rebuilt = _rebuild(self.backend, everything, None)
+            rebuilt = _rebuild(self.backend, everything, None, ladder=True)
         latest = rebuilt.checkpoint
         if latest is None:
             return None

@@ -166,8 +166,10 @@ class SqlBackend(Backend):
             "component VARCHAR(64) PRIMARY KEY, version INTEGER NOT NULL)",
             f"CREATE TABLE IF NOT EXISTS {self.table('checkpoints')} ("
             "thread_id TEXT NOT NULL, position BIGINT NOT NULL, checkpoint_id TEXT NOT NULL, "
+            # base_id before the payload: the chain query reads it without walking the
+            # payload's overflow pages (SQLite stores a row's columns in this order).
             f"parent_id TEXT, step INTEGER NOT NULL, created_at {flt} NOT NULL, "
-            f"payload {blob} NOT NULL, base_id TEXT, PRIMARY KEY (thread_id, position), "
+            f"base_id TEXT, payload {blob} NOT NULL, PRIMARY KEY (thread_id, position), "
             "UNIQUE (thread_id, checkpoint_id))",
             f"CREATE TABLE IF NOT EXISTS {self.table('effects')} ("
             f"thread_id TEXT NOT NULL, key TEXT NOT NULL, value {blob} NOT NULL, "
@@ -182,15 +184,17 @@ class SqlBackend(Backend):
     def _statements(self) -> dict[str, str]:
         cp = self.table("checkpoints")
         cols = "checkpoint_id, parent_id, step, created_at, payload, base_id"
-        # The chain of bases of one checkpoint (the newest first): one recursive query over
-        # the (thread_id, checkpoint_id) index. A base must be older (a corrupt loop ends).
+        # The chain of bases of one checkpoint: one recursive query over the (thread_id,
+        # checkpoint_id) index that carries only positions and base ids (a payload copied
+        # through the recursion's queue would cost more than the read), then the rows by
+        # primary key, oldest first. A base must be older, so a corrupt loop ends.
         chain = (
-            f"WITH RECURSIVE chain (position, {cols}) AS ("
-            f"SELECT position, {cols} FROM {cp} WHERE thread_id = ? AND {{start}} "
-            f"UNION ALL SELECT c.position, "
-            + ", ".join(f"c.{c}" for c in cols.split(", "))
-            + f" FROM {cp} c JOIN chain ON c.thread_id = ? AND c.checkpoint_id = chain.base_id "
-            f"AND c.position < chain.position) SELECT {cols} FROM chain ORDER BY position"
+            "WITH RECURSIVE chain (position, base_id) AS ("
+            f"SELECT position, base_id FROM {cp} WHERE thread_id = ? AND {{start}} "
+            f"UNION ALL SELECT c.position, c.base_id FROM {cp} c JOIN chain "
+            "ON c.thread_id = ? AND c.checkpoint_id = chain.base_id "
+            f"AND c.position < chain.position) SELECT {cols} FROM {cp} WHERE thread_id = ? "
+            "AND position IN (SELECT position FROM chain) ORDER BY position"
         )
         sql = {
             # The position is computed inside the INSERT: one statement, one round trip. Two
@@ -432,8 +436,10 @@ class SqlBackend(Backend):
 
     def _chain_query(self, thread_id: str, checkpoint_id: str | None = None) -> Query:
         if checkpoint_id is None:
-            return Query(self._sql["chain_latest"], (thread_id, thread_id, thread_id), fetch="all")
-        return Query(self._sql["chain_at"], (thread_id, checkpoint_id, thread_id), fetch="all")
+            params: tuple[str, ...] = (thread_id, thread_id, thread_id, thread_id)
+            return Query(self._sql["chain_latest"], params, fetch="all")
+        params = (thread_id, checkpoint_id, thread_id, thread_id)
+        return Query(self._sql["chain_at"], params, fetch="all")
 
     async def read_chain(
         self, thread_id: str, checkpoint_id: str | None = None
