@@ -35,16 +35,27 @@ class _Failure:
 
 
 def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion from sync code, even inside a running event loop."""
+    """Run a coroutine to completion from sync code, even inside a running event loop.
+
+    The value comes back through ``box``, not as the task's result: on CPython 3.11
+    ``asyncio.run`` formats the repr of its main task (result included) while restoring the
+    SIGINT handler, which for a large state costs more than reading it.
+    """
+    box: dict[str, Any] = {}
+
+    async def main() -> None:
+        box["value"] = await coro
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
-    box: dict[str, Any] = {}
+        asyncio.run(main())
+        result: T = box["value"]
+        return result
 
     def target() -> None:
         try:
-            box["value"] = asyncio.run(coro)
+            asyncio.run(main())
         except BaseException as exc:
             box["error"] = exc
 
@@ -53,8 +64,8 @@ def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
     worker.join()
     if "error" in box:
         raise box["error"]
-    result: T = box["value"]
-    return result
+    value: T = box["value"]
+    return value
 
 
 class CompiledGraph(Generic[S]):
