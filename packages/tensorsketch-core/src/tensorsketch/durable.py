@@ -141,7 +141,7 @@ def _decode_all(backend: Backend, stored: list[StoredCheckpoint]) -> list[dict[s
         data = s.payload
         if b"$" not in data or b'"$t"' not in data:
             try:
-                out.append(_check_payload(s, from_json(data)))
+                out.append(_check_payload(s, from_json(data, cache_strings="keys")))
                 continue
             except ValueError as exc:
                 if isinstance(exc, CheckpointDecodeError):
