@@ -58,12 +58,15 @@ class Query:
 
     :param many: run it once per row of ``params`` (``executemany``).
     :param fetch: what the unit of work returns for this statement.
+    :param binary: a hint for drivers with a binary result format (psycopg): rows full of
+        payload bytes transfer and decode faster in it than as hex text.
     """
 
     sql: str
     params: Sequence[Any] = ()
     many: bool = False
     fetch: Fetch = "none"
+    binary: bool = False
 
 
 class SqlBackend(Backend):
@@ -430,16 +433,16 @@ class SqlBackend(Backend):
         return None if row is None else _checkpoint(thread_id, row)
 
     async def list_checkpoints(self, thread_id: str) -> list[StoredCheckpoint]:
-        q = Query(self._sql["list"], (thread_id,), fetch="all")
+        q = Query(self._sql["list"], (thread_id,), fetch="all", binary=True)
         rows = (await self._run("listing checkpoints", [q], idempotent=True))[0]
         return [_checkpoint(thread_id, row) for row in rows]
 
     def _chain_query(self, thread_id: str, checkpoint_id: str | None = None) -> Query:
         if checkpoint_id is None:
             params: tuple[str, ...] = (thread_id, thread_id, thread_id, thread_id)
-            return Query(self._sql["chain_latest"], params, fetch="all")
+            return Query(self._sql["chain_latest"], params, fetch="all", binary=True)
         params = (thread_id, checkpoint_id, thread_id, thread_id)
-        return Query(self._sql["chain_at"], params, fetch="all")
+        return Query(self._sql["chain_at"], params, fetch="all", binary=True)
 
     async def read_chain(
         self, thread_id: str, checkpoint_id: str | None = None
