@@ -27,6 +27,7 @@ from tensorsketch.errors import CheckpointDecodeError, ThreadBusyError
 from tensorsketch.registry import create_backend
 from tensorsketch.runtime.backends.base import StoredCheckpoint, StoredEvent
 from tensorsketch.runtime.backends.postgres import PostgresBackend
+from tensorsketch.runtime.backends.sql import SCHEMA_VERSION
 
 pytestmark = pytest.mark.postgres
 
@@ -76,8 +77,75 @@ async def test_schema_and_tables_are_created_on_first_use(pg_dsn: str, pg_schema
         "tensorsketch_events",
         "tensorsketch_leases",
     }
-    assert found["version"] == [("durable", 1)]
+    assert found["version"] == [("durable", SCHEMA_VERSION)]
     await backend.aclose()
+
+
+async def test_a_layout_1_store_is_migrated_once(pg_dsn: str, pg_schema: str) -> None:
+    """Tables as 0.1.0 created them (no ``base_id``), migrated by several handles at once."""
+    import json
+
+    rows = [
+        {
+            "v": 1,
+            "base": True,
+            "source": "input",
+            "seq": 0,
+            "plan": [["Inc", None]],
+            "changes": {"n": ["set", 0]},
+        }
+    ]
+    rows += [
+        {
+            "v": 1,
+            "base": False,
+            "source": "loop",
+            "seq": 0,
+            "plan": [["Inc", None]] if n < 2 else [],
+            "changes": {"n": ["set", n + 1]},
+        }
+        for n in range(3)
+    ]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{pg_schema}"')
+        conn.execute(
+            f'CREATE TABLE "{pg_schema}".tensorsketch_schema_version '
+            "(component VARCHAR(64) PRIMARY KEY, version INTEGER NOT NULL)"
+        )
+        conn.execute(
+            f"INSERT INTO \"{pg_schema}\".tensorsketch_schema_version VALUES ('durable', 1)"
+        )
+        conn.execute(
+            f'CREATE TABLE "{pg_schema}".tensorsketch_checkpoints (thread_id TEXT NOT NULL, '
+            "position BIGINT NOT NULL, checkpoint_id TEXT NOT NULL, parent_id TEXT, step "
+            "INTEGER NOT NULL, created_at DOUBLE PRECISION NOT NULL, payload BYTEA NOT NULL, "
+            "PRIMARY KEY (thread_id, position), UNIQUE (thread_id, checkpoint_id))"
+        )
+        for n, payload in enumerate(rows):
+            conn.execute(
+                f'INSERT INTO "{pg_schema}".tensorsketch_checkpoints VALUES '
+                "(%s, %s, %s, %s, %s, %s, %s)",
+                (
+                    "t",
+                    n + 1,
+                    f"old-{n}",
+                    f"old-{n - 1}" if n else None,
+                    n,
+                    1.0 + n,
+                    json.dumps(payload).encode(),
+                ),
+            )
+    backends = [PostgresBackend(pg_dsn, schema=pg_schema) for _ in range(3)]
+    states = await asyncio.gather(*(COUNTER.aget_state("t", b) for b in backends))
+    assert [s.n for s in states if s is not None] == [3, 3, 3]
+    assert _tables(pg_dsn, pg_schema)["version"] == [("durable", SCHEMA_VERSION)]
+    assert [c.values["n"] for c in await COUNTER.aget_history("t", backends[0])] == [0, 1, 2, 3]
+    out = await COUNTER.invoke({"n": 1}, thread_id="t", backend=backends[0])
+    assert out.n == 3
+    history = await COUNTER.aget_history("t", backends[1])
+    assert [c.values["n"] for c in history] == [0, 1, 2, 3, 1, 2, 3]
+    for b in backends:
+        await b.aclose()
 
 
 async def test_concurrent_first_use_from_many_backends(pg_dsn: str, pg_schema: str) -> None:
@@ -364,7 +432,8 @@ def _round_trips(trace: list[str]) -> int:
 
 def _cp(thread: str, n: int) -> StoredCheckpoint:
     parent = None if n == 0 else f"cp-{n - 1}"
-    return StoredCheckpoint(thread, f"cp-{n}", parent, n, float(n), f"payload {n}".encode())
+    payload = f"payload {n}".encode()
+    return StoredCheckpoint(thread, f"cp-{n}", parent, n, float(n), payload, base_id=parent)
 
 
 async def test_each_unit_of_work_is_one_round_trip(handle: _Handle) -> None:

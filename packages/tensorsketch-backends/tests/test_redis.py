@@ -104,6 +104,41 @@ async def test_corrupt_record_names_the_thread(redis_url: str, redis_prefix: str
     await backend.aclose()
 
 
+async def test_records_written_by_0_1_0_still_load(redis_url: str, redis_prefix: str) -> None:
+    """Layout-1 records (a four-field header, no base) are deltas on their parent."""
+    import json
+
+    client = aioredis.Redis.from_url(redis_url)
+    for n in range(4):
+        payload = {
+            "v": 1,
+            "base": n == 0,
+            "source": "input" if n == 0 else "loop",
+            "seq": 0,
+            "plan": [["Inc", None]] if n < 3 else [],
+            "changes": {"n": ["set", n]},
+        }
+        header = json.dumps([f"old-{n}", f"old-{n - 1}" if n else None, n, 1.0 + n]).encode()
+        record = len(header).to_bytes(4, "big") + header + json.dumps(payload).encode()
+        await client.rpush(f"{redis_prefix}:{{t}}:cp", record)
+        await client.hset(f"{redis_prefix}:{{t}}:cpi", f"old-{n}", n)
+    await client.aclose()
+    backend = RedisBackend(redis_url, prefix=redis_prefix)
+    assert [c.checkpoint_id for c in await backend.read_chain("t")] == [
+        "old-0",
+        "old-1",
+        "old-2",
+        "old-3",
+    ]
+    state = await COUNTER.aget_state("t", backend)
+    assert state is not None and state.n == 3
+    out = await COUNTER.invoke({"n": 1}, thread_id="t", backend=backend)
+    assert out.n == 3
+    history = await COUNTER.aget_history("t", backend)
+    assert [c.values["n"] for c in history] == [0, 1, 2, 3, 1, 2, 3]
+    await backend.aclose()
+
+
 def test_arguments_are_checked(redis_url: str) -> None:
     with pytest.raises(ValueError, match="decode_responses"):
         RedisBackend(client=aioredis.Redis.from_url(redis_url, decode_responses=True))
@@ -175,7 +210,8 @@ def test_shared_client_on_a_closed_loop_is_not_reused(redis_url: str, redis_pref
 
 def _cp(thread: str, n: int) -> StoredCheckpoint:
     parent = None if n == 0 else f"cp-{n - 1}"
-    return StoredCheckpoint(thread, f"cp-{n}", parent, n, float(n), f"payload {n}".encode())
+    payload = f"payload {n}".encode()
+    return StoredCheckpoint(thread, f"cp-{n}", parent, n, float(n), payload, base_id=parent)
 
 
 def _recording_client(url: str) -> tuple[aioredis.Redis, list[str]]:

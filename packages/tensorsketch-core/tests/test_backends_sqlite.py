@@ -14,6 +14,7 @@ from typing import Any, Literal
 import pytest
 
 from tensorsketch import START, Context, Graph, Node, Schema
+from tensorsketch.durable import FORMAT_VERSION
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, ThreadBusyError
 from tensorsketch.registry import create_backend
 from tensorsketch.runtime.backends.sql import SCHEMA_VERSION, Query
@@ -92,7 +93,7 @@ async def test_one_unit_of_work_to_open_and_one_per_superstep(
     # need not wait for the disk. Then one durable unit per superstep: its events and its
     # checkpoint; the last one also releases the lease. Nothing after it.
     assert verbs == [
-        ("INSERT", "INSERT", "SELECT", "SELECT"),
+        ("INSERT", "INSERT", "WITH", "SELECT"),
         # Each commit is fenced: the first statement locks our lease row (or fails the unit).
         ("UPDATE", "INSERT", "INSERT"),
         ("UPDATE", "INSERT", "INSERT"),
@@ -113,7 +114,7 @@ async def test_one_unit_of_work_to_open_and_one_per_superstep(
     before = await backend.list_checkpoints("t")
     backend.units.clear()
     await COUNTER.invoke(None, thread_id="t", backend=backend)
-    assert [u[0] for u in backend.units] == [("INSERT", "INSERT", "SELECT", "SELECT"), ("DELETE",)]
+    assert [u[0] for u in backend.units] == [("INSERT", "INSERT", "WITH", "SELECT"), ("DELETE",)]
     assert await backend.list_checkpoints("t") == before
     await backend.aclose()
 
@@ -300,7 +301,88 @@ def test_payloads_are_json_by_default(tmp_path: Path) -> None:
     decoded = [json.loads(p) for p in payloads]  # readable with any JSON tool
     assert decoded[0]["base"] is True
     assert decoded[-1]["changes"]["n"] == ["set", 3]
-    assert all(r["v"] == 1 for r in decoded)
+    assert all(r["v"] == FORMAT_VERSION for r in decoded)
+
+
+def _v1_store(path: Path, thread: str, steps: int) -> None:
+    """A store exactly as 0.1.0 wrote it: layout 1 (no base_id) and version-1 payloads, a
+    snapshot then one delta per step of the conformance chat graph."""
+    rows = [
+        {
+            "v": 1,
+            "base": True,
+            "source": "input",
+            "seq": 0,
+            "plan": [["Chat", None]],
+            "changes": {"messages": ["set", []], "turns": ["set", 0], "limit": ["set", steps]},
+        }
+    ]
+    for n in range(steps):
+        reply = {"role": "assistant", "content": f"reply {n}"}
+        plan = [["Chat", None]] if n + 1 < steps else []
+        rows.append(
+            {
+                "v": 1,
+                "base": False,
+                "source": "loop",
+                "seq": 0,
+                "plan": plan,
+                "changes": {"messages": ["append", [reply]], "turns": ["set", n + 1]},
+            }
+        )
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TABLE tensorsketch_schema_version "
+            "(component VARCHAR(64) PRIMARY KEY, version INTEGER NOT NULL)"
+        )
+        conn.execute("INSERT INTO tensorsketch_schema_version VALUES ('durable', 1)")
+        conn.execute(
+            "CREATE TABLE tensorsketch_checkpoints (thread_id TEXT NOT NULL, position BIGINT "
+            "NOT NULL, checkpoint_id TEXT NOT NULL, parent_id TEXT, step INTEGER NOT NULL, "
+            "created_at REAL NOT NULL, payload BLOB NOT NULL, PRIMARY KEY (thread_id, position), "
+            "UNIQUE (thread_id, checkpoint_id))"
+        )
+        for n, payload in enumerate(rows):
+            conn.execute(
+                "INSERT INTO tensorsketch_checkpoints VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    thread,
+                    n + 1,
+                    f"old-{n}",
+                    f"old-{n - 1}" if n else None,
+                    n,
+                    1.0 + n,
+                    json.dumps(payload).encode(),
+                ),
+            )
+
+
+async def test_a_store_written_by_0_1_0_migrates_and_resumes(tmp_path: Path) -> None:
+    from tensorsketch.testing.backend_conformance import CHAT_GRAPH
+
+    path = tmp_path / "old.db"
+    _v1_store(path, "t", 5)
+    backend = SqliteBackend(path)
+    state = await CHAT_GRAPH.aget_state("t", backend)
+    assert state is not None and [m["content"] for m in state.messages] == [
+        f"reply {n}" for n in range(5)
+    ]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM tensorsketch_schema_version").fetchall() == [
+            (SCHEMA_VERSION,)
+        ]
+        bases = conn.execute("SELECT base_id, parent_id FROM tensorsketch_checkpoints").fetchall()
+        assert all(base == parent for base, parent in bases)
+    old = await CHAT_GRAPH.aget_history("t", backend)
+    assert [len(c.values["messages"]) for c in old] == [0, 1, 2, 3, 4, 5]
+    # Resuming an old thread continues it (its next checkpoint starts a new epoch).
+    out = await CHAT_GRAPH.invoke({"limit": 8}, thread_id="t", backend=backend)
+    assert [m["content"] for m in out.messages] == [f"reply {n}" for n in range(8)]
+    history = await CHAT_GRAPH.aget_history("t", backend)
+    assert [len(c.values["messages"]) for c in history] == [0, 1, 2, 3, 4, 5, 5, 6, 7, 8]
+    assert history[:6] == old
+    assert (await CHAT_GRAPH.aget_state("t", backend)) == out
+    await backend.aclose()
 
 
 async def test_reopens_after_aclose(tmp_path: Path) -> None:

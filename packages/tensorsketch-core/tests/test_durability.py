@@ -454,3 +454,87 @@ async def test_a_hostile_journal_entry_names_thread_entry_and_tag(tmp_path: Path
     assert "'subprocess:Popen'" in message
     assert not canary.exists()
     await backend.aclose()
+
+
+# -- the delta ladder: bounded reads, exact history -----------------------------------------------
+
+
+class Ladder(Schema):
+    messages: Annotated[list[str], Reducer(operator.add)] = []
+    items: list[int] = []
+    note: str = ""
+    turns: int = 0
+    limit: int = 0
+
+
+class Grow(Node):
+    class In(Schema):
+        turns: int
+        items: list[int]
+
+    class Out(Schema):
+        messages: list[str]
+        items: list[int]
+        note: str
+        turns: int
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        n = inp.turns + 1
+        # `items` is replaced whole (a set), and emptied every fifth step.
+        items = [] if n % 5 == 0 else [*inp.items, n]
+        return self.Out(
+            messages=[f"m{n}\udc80" if n % 7 == 0 else f"m{n}"], items=items, note=f"n{n}", turns=n
+        )
+
+
+LADDER = (
+    Graph(Ladder)
+    .add(Grow)
+    .edge(START, "Grow")
+    .loop("Grow", until=lambda s: s.turns >= s.limit)
+    .compile()
+)
+
+
+def _expected(turns: int) -> dict[str, Any]:
+    items = [i for i in range(1, turns + 1) if i > turns // 5 * 5]
+    return {
+        "messages": [f"m{n}\udc80" if n % 7 == 0 else f"m{n}" for n in range(1, turns + 1)],
+        "items": items,
+        "note": f"n{turns}" if turns else "",
+        "turns": turns,
+    }
+
+
+@pytest.mark.parametrize("small_epochs", [False, True])
+async def test_ladder_over_many_resumes_keeps_every_checkpoint_exact(
+    monkeypatch: pytest.MonkeyPatch, small_epochs: bool
+) -> None:
+    from tensorsketch import durable
+    from tensorsketch.testing.backend_conformance import CountingBackend
+
+    if small_epochs:  # snapshots early and often: exercises epochs and their ends
+        monkeypatch.setattr(durable, "MIN_CHAIN_BYTES", 0)
+        monkeypatch.setattr(durable, "SNAPSHOT_RATIO", 0.5)
+    backend = InMemoryBackend()
+    turns = 0
+    for burst in [1, 3, 8, 7, 1, 64, 2, 150, 5]:  # each invoke resumes the thread
+        turns += burst
+        out = await LADDER.invoke({"limit": turns}, thread_id="t", backend=backend, max_steps=200)
+        assert out.model_dump(exclude={"limit"}) == _expected(turns)
+    history = await LADDER.aget_history("t", backend)
+    for checkpoint in history:
+        values = {k: v for k, v in checkpoint.values.items() if k != "limit"}
+        assert values == _expected(values.get("turns", 0))
+    counted = CountingBackend(backend)
+    for checkpoint in history[::17]:
+        counted.rows_read = 0
+        state = await LADDER.aget_state_at("t", counted, checkpoint.id)
+        assert state.model_dump() == {**_expected(0), **checkpoint.values}
+        assert counted.rows_read <= 30
+    stored = await backend.list_checkpoints("t")
+    snapshots = [s for s in stored if json.loads(s.payload)["base"]]
+    if small_epochs:
+        assert len(snapshots) > 1  # epochs ended (the state is tiny: snapshots are cheap)
+    else:
+        assert snapshots == stored[:1]  # resumes continue the ladder: one snapshot only

@@ -36,16 +36,27 @@ class _Failure:
 
 
 def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion from sync code, even inside a running event loop."""
+    """Run a coroutine to completion from sync code, even inside a running event loop.
+
+    The value comes back through ``box``, not as the task's result: on CPython 3.11
+    ``asyncio.run`` formats the repr of its main task (result included) while restoring the
+    SIGINT handler, which for a large state costs more than reading it.
+    """
+    box: dict[str, Any] = {}
+
+    async def main() -> None:
+        box["value"] = await coro
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
-    box: dict[str, Any] = {}
+        asyncio.run(main())
+        result: T = box["value"]
+        return result
 
     def target() -> None:
         try:
-            box["value"] = asyncio.run(coro)
+            asyncio.run(main())
         except BaseException as exc:
             box["error"] = exc
 
@@ -54,8 +65,8 @@ def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
     worker.join()
     if "error" in box:
         raise box["error"]
-    result: T = box["value"]
-    return result
+    value: T = box["value"]
+    return value
 
 
 class CompiledGraph(Generic[S]):
@@ -301,25 +312,25 @@ class CompiledGraph(Generic[S]):
         return load_chain(backend, stored)
 
     async def aget_state(self, thread_id: str, backend: Backend) -> S | None:
-        """The latest checkpointed state of the thread, or ``None`` if it has none."""
-        from tensorsketch.durable import load_chain
+        """The latest checkpointed state of the thread, or ``None`` if it has none.
 
-        stored = await backend.list_checkpoints(thread_id)
-        latest = load_chain(backend, stored, last_only=True)
-        if not latest:
-            return None
-        return self._state_at(latest[-1])
+        Reads only the latest checkpoint's chain of deltas (:meth:`Backend.read_chain`), so
+        it costs about the state's size, however long the thread's history is.
+        """
+        from tensorsketch.durable import read_checkpoint
+
+        latest = await read_checkpoint(backend, thread_id)
+        return None if latest is None else self._state_at(latest)
 
     async def aget_state_at(self, thread_id: str, backend: Backend, checkpoint_id: str) -> S:
         """The state at one checkpoint of the thread."""
-        from tensorsketch.durable import load_chain
+        from tensorsketch.durable import read_checkpoint
 
-        stored = await backend.list_checkpoints(thread_id)
-        chain = load_chain(backend, stored, checkpoint_id, last_only=True)
-        if not chain:
+        found = await read_checkpoint(backend, thread_id, checkpoint_id)
+        if found is None:
             msg = f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}."
             raise KeyError(msg)
-        return self._state_at(chain[-1])
+        return self._state_at(found)
 
     def _state_at(self, checkpoint: Checkpoint) -> S:
         from tensorsketch.durable import validated_values
@@ -352,21 +363,20 @@ class CompiledGraph(Generic[S]):
 
         The new thread has its own, empty journal: effects run anew down the fork.
         """
-        from tensorsketch.durable import load_chain
+        from tensorsketch.durable import read_checkpoint
 
-        stored = await backend.list_checkpoints(thread_id)
-        chain = load_chain(backend, stored, checkpoint_id, last_only=True)
-        if not chain:
-            known = ", ".join(s.checkpoint_id for s in stored[-5:]) or "none"
+        origin = await read_checkpoint(backend, thread_id, checkpoint_id)
+        if origin is None:
+            latest = await backend.latest_checkpoint(thread_id)
+            known = latest.checkpoint_id if latest is not None else "none"
             msg = (
                 f"thread {thread_id!r} has no checkpoint {checkpoint_id!r} to fork from "
-                f"(latest ids: {known}); take an id from get_history()."
+                f"(latest id: {known}); take an id from get_history()."
             )
             raise KeyError(msg)
         if await backend.latest_checkpoint(new_thread_id) is not None:
             msg = f"thread {new_thread_id!r} already exists; fork into a new thread_id."
             raise ValueError(msg)
-        origin = chain[-1]
         run = self._new_run(new_thread_id, backend, tracer, None, ())
         journal = run.journal
         assert journal is not None

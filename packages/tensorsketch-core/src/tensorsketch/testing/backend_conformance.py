@@ -40,10 +40,15 @@ from tensorsketch.errors import CheckpointDecodeError, LeaseLostError, ThreadBus
 from tensorsketch.graph import Graph
 from tensorsketch.interrupts import run_info
 from tensorsketch.node import Node
-from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent
+from tensorsketch.runtime.backends.base import (
+    Backend,
+    StoredCheckpoint,
+    StoredEvent,
+    ThreadOpening,
+)
 from tensorsketch.schema import Schema
 
-__all__ = ["BackendConformance", "BackendFactory"]
+__all__ = ["BackendConformance", "BackendFactory", "CountingBackend"]
 
 BackendFactory = Callable[..., Backend]
 
@@ -55,7 +60,9 @@ def _thread() -> str:
     return f"conf-{uuid.uuid4().hex[:12]}"
 
 
-def _checkpoint(thread: str, n: int, payload: bytes, parent: str | None = None) -> StoredCheckpoint:
+def _checkpoint(
+    thread: str, n: int, payload: bytes, parent: str | None = None, base: str | None = None
+) -> StoredCheckpoint:
     return StoredCheckpoint(
         thread_id=thread,
         checkpoint_id=f"cp-{n}",
@@ -63,7 +70,98 @@ def _checkpoint(thread: str, n: int, payload: bytes, parent: str | None = None) 
         step=n,
         created_at=1_700_000_000.0 + n,
         payload=payload,
+        base_id=base,
     )
+
+
+def _covers(rows: list[StoredCheckpoint], chain: list[StoredCheckpoint]) -> bool:
+    """``rows`` ends with ``chain``'s last row and holds all of ``chain`` in order (a store
+    may return more than the chain, e.g. the whole thread)."""
+    found = iter(rows)
+    return bool(rows) and rows[-1] == chain[-1] and all(c in found for c in chain)
+
+
+class CountingBackend(Backend):
+    """Wraps a backend and counts the checkpoint rows each read hands back."""
+
+    def __init__(self, inner: Backend) -> None:
+        super().__init__(serializer=inner.serializer)
+        self.inner = inner
+        self.name = inner.name
+        self.lease_ttl = inner.lease_ttl
+        self.rows_read = 0
+
+    def _count(self, rows: list[StoredCheckpoint]) -> list[StoredCheckpoint]:
+        self.rows_read += len(rows)
+        return rows
+
+    async def save_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
+        await self.inner.save_checkpoint(checkpoint)
+
+    async def latest_checkpoint(self, thread_id: str) -> StoredCheckpoint | None:
+        found = await self.inner.latest_checkpoint(thread_id)
+        self.rows_read += found is not None
+        return found
+
+    async def get_checkpoint(self, thread_id: str, checkpoint_id: str) -> StoredCheckpoint | None:
+        found = await self.inner.get_checkpoint(thread_id, checkpoint_id)
+        self.rows_read += found is not None
+        return found
+
+    async def list_checkpoints(self, thread_id: str) -> list[StoredCheckpoint]:
+        return self._count(await self.inner.list_checkpoints(thread_id))
+
+    async def read_chain(
+        self, thread_id: str, checkpoint_id: str | None = None
+    ) -> list[StoredCheckpoint]:
+        return self._count(await self.inner.read_chain(thread_id, checkpoint_id))
+
+    async def record_effect(self, thread_id: str, key: str, value: bytes) -> None:
+        await self.inner.record_effect(thread_id, key, value)
+
+    async def lookup_effect(self, thread_id: str, key: str) -> bytes | None:
+        return await self.inner.lookup_effect(thread_id, key)
+
+    async def append_events(self, thread_id: str, events: list[StoredEvent]) -> None:
+        await self.inner.append_events(thread_id, events)
+
+    async def read_events(self, thread_id: str, since: int = 0) -> list[StoredEvent]:
+        return await self.inner.read_events(thread_id, since)
+
+    async def last_event_seq(self, thread_id: str) -> int | None:
+        return await self.inner.last_event_seq(thread_id)
+
+    async def acquire_lease(self, thread_id: str, owner: str, ttl: float) -> bool:
+        return await self.inner.acquire_lease(thread_id, owner, ttl)
+
+    async def release_lease(self, thread_id: str, owner: str) -> None:
+        await self.inner.release_lease(thread_id, owner)
+
+    async def open_thread(
+        self, thread_id: str, owner: str, ttl: float, initial: StoredCheckpoint | None = None
+    ) -> ThreadOpening:
+        opening = await self.inner.open_thread(thread_id, owner, ttl, initial)
+        self._count(opening.checkpoints)
+        return opening
+
+    async def commit_step(
+        self,
+        thread_id: str,
+        checkpoint: StoredCheckpoint | None,
+        events: list[StoredEvent],
+        *,
+        durable: bool = True,
+        release_owner: str | None = None,
+        fence: str | None = None,
+    ) -> None:
+        await self.inner.commit_step(
+            thread_id,
+            checkpoint,
+            events,
+            durable=durable,
+            release_owner=release_owner,
+            fence=fence,
+        )
 
 
 # -- graphs the suite runs ----------------------------------------------------------------------
@@ -250,6 +348,17 @@ async def _drain(stream: AsyncIterator[Any]) -> list[Any]:
     return [event async for event in stream]
 
 
+def _chained(thread: str) -> list[StoredCheckpoint]:
+    """Two snapshots (cp-0, cp-2), each with deltas on it: cp-4's chain is cp-2, cp-4."""
+    return [
+        _checkpoint(thread, 0, b"p0"),
+        _checkpoint(thread, 1, b"p1", "cp-0", "cp-0"),
+        _checkpoint(thread, 2, b"p2", "cp-1"),
+        _checkpoint(thread, 3, b"p3", "cp-2", "cp-2"),
+        _checkpoint(thread, 4, b"p4", "cp-3", "cp-2"),
+    ]
+
+
 # -- the suite --------------------------------------------------------------------------------
 
 
@@ -418,15 +527,33 @@ class BackendConformance:
     @pytest.mark.asyncio
     async def test_open_thread_reads_what_a_resume_needs(self, backend: Backend) -> None:
         thread = _thread()
-        saved = [_checkpoint(thread, n, f"p{n}".encode()) for n in range(3)]
+        saved = _chained(thread)
         for checkpoint in saved:
             await backend.save_checkpoint(checkpoint)
         await backend.append_events(thread, [StoredEvent(s, b"e") for s in range(5)])
         opening = await backend.open_thread(thread, "alice", 30)
         assert opening.acquired and not opening.created
-        assert opening.checkpoints == saved
+        # At least the latest checkpoint's chain of bases (cp-2 <- cp-4), in order.
+        assert _covers(opening.checkpoints, [saved[2], saved[4]])
         assert opening.last_event_seq == 4
         assert not await backend.acquire_lease(thread, "bob", 30)  # the lease is alice's
+
+    @pytest.mark.asyncio
+    async def test_read_chain_follows_base_ids(self, backend: Backend) -> None:
+        thread = _thread()
+        assert await backend.read_chain(thread) == []
+        saved = _chained(thread)
+        for checkpoint in saved:
+            await backend.save_checkpoint(checkpoint)
+        assert _covers(await backend.read_chain(thread), [saved[2], saved[4]])
+        assert _covers(await backend.read_chain(thread, "cp-3"), [saved[2], saved[3]])
+        assert _covers(await backend.read_chain(thread, "cp-1"), [saved[0], saved[1]])
+        assert _covers(await backend.read_chain(thread, "cp-0"), [saved[0]])
+        # A base in another thread (a fork's origin) ends the chain.
+        other = _thread()
+        fork = _checkpoint(other, 9, b"fork", "cp-4", "cp-4")
+        await backend.save_checkpoint(fork)
+        assert _covers(await backend.read_chain(other), [fork])
 
     @pytest.mark.asyncio
     async def test_commit_step_stores_events_and_checkpoint_together(
@@ -699,7 +826,10 @@ class BackendConformance:
         per_step = sizes[1:]
         assert len(per_step) == steps
         assert max(per_step) < BYTES_PER_STEP_LIMIT, per_step
-        assert max(per_step) - min(per_step) < 64, per_step  # flat: no growth with history
+        # Flat: no growth with history. Every FANOUT-th step also re-stores the last
+        # FANOUT appends (the ladder that keeps reads short); the others hold one message.
+        typical = [size for n, size in enumerate(per_step, 1) if n % 8]
+        assert max(typical) - min(typical) < 64, per_step
         midway = stored[10]
         state = await CHAT_GRAPH.aget_state_at(thread, backend, midway.checkpoint_id)
         assert len(state.messages) == 10_000 + 10
@@ -712,6 +842,41 @@ class BackendConformance:
         assert [len(c.values["messages"]) for c in chain] == [10_000 + i for i in range(steps + 1)]
         again = await CHAT_GRAPH.aget_state(thread, backend)
         assert again is not None and again.messages == out.messages
+
+    @pytest.mark.asyncio
+    async def test_reads_touch_a_bounded_number_of_rows(self, backend: Backend) -> None:
+        """Rebuilding the latest state (get_state, a resume, a fork) reads the latest
+        checkpoint's chain of deltas, not every checkpoint of a long thread."""
+        if type(backend).read_chain is Backend.read_chain:
+            pytest.skip("this backend keeps the default read_chain, which reads every row")
+        thread = _thread()
+        steps = 700
+        out = await CHAT_GRAPH.invoke(
+            {"limit": steps}, thread_id=thread, backend=backend, max_steps=steps + 1
+        )
+        assert len(out.messages) == steps
+        counted = CountingBackend(backend)
+        bound = 40  # (FANOUT - 1) rows per level, 4 levels for 700 steps, and the snapshot
+        latest = await CHAT_GRAPH.aget_state(thread, counted)
+        assert latest is not None and latest.messages == out.messages
+        assert counted.rows_read <= bound, counted.rows_read
+        counted.rows_read = 0
+        resumed = await CHAT_GRAPH.invoke(
+            {"limit": steps + 3}, thread_id=thread, backend=counted, max_steps=10
+        )
+        assert resumed.messages[:steps] == out.messages and len(resumed.messages) == steps + 3
+        assert counted.rows_read <= bound, counted.rows_read
+        history = await CHAT_GRAPH.aget_history(thread, backend)
+        middle = history[steps // 2 + 5]
+        counted.rows_read = 0
+        past = await CHAT_GRAPH.aget_state_at(thread, counted, middle.id)
+        assert past.messages == middle.values["messages"]
+        assert counted.rows_read <= bound, counted.rows_read
+        # The history still has every checkpoint's exact values.
+        assert [len(c.values["messages"]) for c in history] == [
+            *range(steps + 1),
+            *range(steps, steps + 4),
+        ]
 
     @pytest.mark.asyncio
     async def test_default_serializer_refuses_classes_it_may_not_import(

@@ -430,6 +430,12 @@ class CrashingBackend(Backend):
         self._check()
         return await self.inner.list_checkpoints(thread_id)
 
+    async def read_chain(
+        self, thread_id: str, checkpoint_id: str | None = None
+    ) -> list[StoredCheckpoint]:
+        self._check()
+        return await self.inner.read_chain(thread_id, checkpoint_id)
+
     async def record_effect(self, thread_id: str, key: str, value: bytes) -> None:
         self._check()
         await self.inner.record_effect(thread_id, key, value)

@@ -2,7 +2,8 @@
 
 Keys of one thread (``prefix`` defaults to ``tensorsketch``)::
 
-    {prefix}:{<thread>}:cp      list    checkpoint records, oldest first
+    {prefix}:{<thread>}:cp      list    checkpoint records, oldest first (a header naming the
+                                        record's id, parent, step, time and base, then payload)
     {prefix}:{<thread>}:cpi     hash    checkpoint id -> index in the list
     {prefix}:{<thread>}:fx      hash    effect key -> recorded result (HSETNX: first write wins)
     {prefix}:{<thread>}:ev      zset    events scored by seq
@@ -11,7 +12,8 @@ Keys of one thread (``prefix`` defaults to ``tensorsketch``)::
 
 The thread id sits in a hash tag (``{...}``), so all keys of a thread live in one Redis Cluster
 slot and the multi-key scripts below stay valid there. A run opens its thread with one script
-call (lease, input checkpoint, the reads a resume needs) and commits each superstep with one
+call (lease, input checkpoint, the reads a resume needs: the latest checkpoint's chain of bases,
+followed inside the script) and commits each superstep with one
 (events, checkpoint, and the lease with the last). Every write is idempotent (a save that
 redis-py retries after a dropped reply does not append twice). Durability is whatever
 the server is configured for: use AOF (``appendonly yes``) if checkpoints must survive a
@@ -66,6 +68,52 @@ if not i then return false end
 return redis.call('LINDEX', KEYS[1], i)
 """
 
+# Appends to `out` the chain of bases of the record at list index `idx`, newest first: each
+# record's header names its base (layout-1 records, with four header fields: their parent).
+_CHAIN_FN = """
+local function chain(cp, cpi, idx, out)
+  while idx do
+    local rec = redis.call('LINDEX', cp, idx)
+    if not rec then return out end
+    out[#out + 1] = rec
+    local b1, b2, b3, b4 = string.byte(rec, 1, 4)
+    local size = ((b1 * 256 + b2) * 256 + b3) * 256 + b4
+    local ok, header = pcall(cjson.decode, string.sub(rec, 5, 4 + size))
+    -- A corrupt header ends the chain here; decoding the record says what is wrong.
+    if not ok or type(header) ~= 'table' then return out end
+    local base = header[5]
+    if base == nil then base = header[2] end
+    local nxt = nil
+    if type(base) == 'string' then
+      nxt = redis.call('HGET', cpi, base)
+      if nxt then
+        nxt = tonumber(nxt)
+        if nxt >= idx then nxt = nil end
+      end
+    end
+    idx = nxt
+  end
+  return out
+end
+"""
+
+# KEYS: cp, cpi. ARGV: checkpoint id, or '' for the latest. Its chain, newest first.
+_READ_CHAIN = (
+    _CHAIN_FN
+    + """
+local idx
+if ARGV[1] == '' then
+  idx = redis.call('LLEN', KEYS[1]) - 1
+  if idx < 0 then return {} end
+else
+  idx = redis.call('HGET', KEYS[2], ARGV[1])
+  if not idx then return {} end
+  idx = tonumber(idx)
+end
+return chain(KEYS[1], KEYS[2], idx, {})
+"""
+)
+
 # KEYS: lease. ARGV: owner, ttl in ms. Compare-and-set: take it if free, extend it if ours.
 _LEASE = """
 local cur = redis.call('GET', KEYS[1])
@@ -89,8 +137,11 @@ return 0
 # KEYS: lease, cp, cpi, ev. ARGV: owner, ttl in ms, '1' if an initial checkpoint follows, its
 # id, its record. The lease exactly as in _LEASE (refused: nothing read or written); then the
 # initial checkpoint as in _SAVE if the thread has none. Returns {acquired, created, last seq
-# or '', checkpoint records...}: fixed positions first, as a Lua table ends at its first nil.
-_OPEN = """
+# or '', the latest checkpoint's chain of records, newest first}: fixed positions first, as a
+# Lua table ends at its first nil.
+_OPEN = (
+    _CHAIN_FN
+    + """
 local cur = redis.call('GET', KEYS[1])
 if not cur then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
@@ -107,10 +158,11 @@ if ARGV[3] == '1' and redis.call('LLEN', KEYS[2]) == 0
   redis.call('HSET', KEYS[3], ARGV[4], 0)
   return {1, 1, seq}
 end
-local out = {1, 0, seq}
-for i, record in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do out[i + 3] = record end
-return out
+local n = redis.call('LLEN', KEYS[2])
+if n == 0 then return {1, 0, seq} end
+return chain(KEYS[2], KEYS[3], n - 1, {1, 0, seq})
 """
+)
 
 # KEYS: ev, cp, cpi, lease. ARGV: '1' if a checkpoint follows, its id, its record, '1' if a
 # lease is released, its owner, then score/member pairs of the events. The events as in
@@ -315,6 +367,14 @@ class RedisBackend(Backend):
             raws: list[Any] = await client.lrange(self._key(thread_id, "cp"), 0, -1)
         return [_decode_checkpoint(thread_id, raw) for raw in raws]
 
+    async def read_chain(
+        self, thread_id: str, checkpoint_id: str | None = None
+    ) -> list[StoredCheckpoint]:
+        keys = [self._key(thread_id, "cp"), self._key(thread_id, "cpi")]
+        async with self._use("reading a checkpoint") as client:
+            raws: list[Any] = await self._call(client, _READ_CHAIN, keys, [checkpoint_id or ""])
+        return [_decode_checkpoint(thread_id, raw) for raw in reversed(raws)]
+
     # -- the effect journal -----------------------------------------------------------------
 
     async def record_effect(self, thread_id: str, key: str, value: bytes) -> None:
@@ -418,7 +478,7 @@ class RedisBackend(Backend):
             return ThreadOpening(acquired=False, checkpoints=[], last_event_seq=None)
         return ThreadOpening(
             acquired=True,
-            checkpoints=[_decode_checkpoint(thread_id, raw) for raw in reply[3:]],
+            checkpoints=[_decode_checkpoint(thread_id, raw) for raw in reversed(reply[3:])],
             last_event_seq=int(float(seq)) if seq else None,
             created=bool(created),
         )
@@ -493,14 +553,17 @@ def _event_member(e: StoredEvent) -> bytes:
 
 
 def _encode_checkpoint(c: StoredCheckpoint) -> bytes:
-    header = json.dumps([c.checkpoint_id, c.parent_id, c.step, c.created_at]).encode()
+    header = json.dumps([c.checkpoint_id, c.parent_id, c.step, c.created_at, c.base_id]).encode()
     return len(header).to_bytes(4, "big") + header + c.payload
 
 
 def _decode_checkpoint(thread_id: str, raw: bytes) -> StoredCheckpoint:
     try:
         size = int.from_bytes(raw[:4], "big")
-        checkpoint_id, parent_id, step, created_at = json.loads(raw[4 : 4 + size])
+        header = json.loads(raw[4 : 4 + size])
+        checkpoint_id, parent_id, step, created_at = header[:4]
+        # A record of layout 1 (four fields) was a delta on its parent, or a snapshot.
+        base_id = header[4] if len(header) > 4 else parent_id
         payload = bytes(raw[4 + size :])
     except (ValueError, TypeError) as exc:
         msg = (
@@ -515,4 +578,5 @@ def _decode_checkpoint(thread_id: str, raw: bytes) -> StoredCheckpoint:
         step=int(step),
         created_at=float(created_at),
         payload=payload,
+        base_id=None if base_id is None else str(base_id),
     )

@@ -29,7 +29,12 @@ _LAZY_INIT = threading.Lock()
 
 @dataclass(frozen=True, slots=True)
 class StoredCheckpoint:
-    """One checkpoint as a store keeps it. ``payload`` is produced by the runtime."""
+    """One checkpoint as a store keeps it. ``payload`` is produced by the runtime.
+
+    ``base_id`` is the checkpoint whose state ``payload``'s changes apply to (``None`` for a
+    full snapshot, or when unknown). The payload says the same; a store keeps it beside the
+    payload only to answer :meth:`Backend.read_chain` with one indexed query.
+    """
 
     thread_id: str
     checkpoint_id: str
@@ -37,6 +42,7 @@ class StoredCheckpoint:
     step: int
     created_at: float
     payload: bytes
+    base_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +58,9 @@ class ThreadOpening:
     """What a runner learns when it starts on a thread (:meth:`Backend.open_thread`).
 
     :param acquired: the lease was taken; when ``False`` nothing else was read or written.
-    :param checkpoints: the thread's checkpoints, oldest first, as they were *before* this
-        call (empty for a new thread).
+    :param checkpoints: checkpoints of the thread as they were *before* this call, oldest
+        first, ending with the latest: at least what :meth:`Backend.read_chain` returns for
+        it (every checkpoint of the thread also does; empty for a new thread).
     :param last_event_seq: the highest stored event ``seq`` of the thread, if any.
     :param created: the ``initial`` checkpoint was saved as the thread's first.
     """
@@ -99,6 +106,25 @@ class Backend(ABC):
     @abstractmethod
     async def list_checkpoints(self, thread_id: str) -> list[StoredCheckpoint]:
         """Every checkpoint of the thread, oldest first."""
+
+    async def read_chain(
+        self, thread_id: str, checkpoint_id: str | None = None
+    ) -> list[StoredCheckpoint]:
+        """The checkpoints needed to rebuild one (the latest by default), oldest first: it,
+        then each ``base_id`` in turn within the thread, down to a snapshot.
+
+        Rebuilding the latest state (``get_state``, a resume) reads only these, so it costs
+        about the state's size rather than the thread's length. Returning more rows is
+        allowed (this default returns them all); a store that indexes ``base_id`` answers
+        with one query.
+        """
+        rows = await self.list_checkpoints(thread_id)
+        if checkpoint_id is None:
+            return rows
+        for index, row in enumerate(rows):
+            if row.checkpoint_id == checkpoint_id:
+                return rows[: index + 1]  # the chain ends at the checkpoint asked for
+        return []
 
     # -- the effect journal -----------------------------------------------------------------
 
@@ -214,7 +240,7 @@ class Backend(ABC):
         """
         if not await self.acquire_lease(thread_id, owner, ttl):
             return ThreadOpening(acquired=False, checkpoints=[], last_event_seq=None)
-        checkpoints = await self.list_checkpoints(thread_id)
+        checkpoints = await self.read_chain(thread_id)
         last_seq = await self.last_event_seq(thread_id)
         created = False
         if not checkpoints and initial is not None:

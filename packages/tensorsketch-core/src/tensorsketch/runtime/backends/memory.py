@@ -23,13 +23,18 @@ class InMemoryBackend(Backend):
         super().__init__(serializer=serializer)
         self._lock = threading.Lock()
         self._checkpoints: dict[str, list[StoredCheckpoint]] = {}
+        #: thread -> checkpoint id -> index in its list (``read_chain`` follows base ids).
+        self._positions: dict[str, dict[str, int]] = {}
         self._effects: dict[tuple[str, str], bytes] = {}
         self._events: dict[str, list[StoredEvent]] = {}
         # Leases: the Backend default (an in-process table) is exactly what this store needs.
 
     async def save_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
         with self._lock:
-            self._checkpoints.setdefault(checkpoint.thread_id, []).append(checkpoint)
+            rows = self._checkpoints.setdefault(checkpoint.thread_id, [])
+            positions = self._positions.setdefault(checkpoint.thread_id, {})
+            positions.setdefault(checkpoint.checkpoint_id, len(rows))
+            rows.append(checkpoint)
 
     async def latest_checkpoint(self, thread_id: str) -> StoredCheckpoint | None:
         with self._lock:
@@ -38,14 +43,28 @@ class InMemoryBackend(Backend):
 
     async def get_checkpoint(self, thread_id: str, checkpoint_id: str) -> StoredCheckpoint | None:
         with self._lock:
-            for checkpoint in self._checkpoints.get(thread_id, ()):
-                if checkpoint.checkpoint_id == checkpoint_id:
-                    return checkpoint
-        return None
+            at = self._positions.get(thread_id, {}).get(checkpoint_id)
+            return None if at is None else self._checkpoints[thread_id][at]
 
     async def list_checkpoints(self, thread_id: str) -> list[StoredCheckpoint]:
         with self._lock:
             return list(self._checkpoints.get(thread_id, ()))
+
+    async def read_chain(
+        self, thread_id: str, checkpoint_id: str | None = None
+    ) -> list[StoredCheckpoint]:
+        with self._lock:
+            rows = self._checkpoints.get(thread_id, [])
+            positions = self._positions.get(thread_id, {})
+            at = len(rows) - 1 if checkpoint_id is None else positions.get(checkpoint_id)
+            chain: list[StoredCheckpoint] = []
+            while at is not None and at >= 0:
+                chain.append(rows[at])
+                base = rows[at].base_id
+                below = None if base is None else positions.get(base)
+                at = below if below is not None and below < at else None
+            chain.reverse()
+            return chain
 
     async def record_effect(self, thread_id: str, key: str, value: bytes) -> None:
         with self._lock:

@@ -8,13 +8,17 @@ how a unit of work reaches a connection. ``SqliteBackend`` (in core) is one; ``P
 Layout (created on first use, inside one transaction)::
 
     tensorsketch_schema_version (component PK, version)        what a later release migrates from
-    tensorsketch_checkpoints    (thread_id, position) PK        checkpoint payloads, oldest first
+    tensorsketch_checkpoints    (thread_id, position) PK        checkpoint payloads, oldest first;
+                                                                base_id names the checkpoint a
+                                                                delta applies to
     tensorsketch_effects        (thread_id, key) PK             the effect journal, first write wins
     tensorsketch_events         (thread_id, seq) PK             the persisted stream
     tensorsketch_leases         thread_id PK                    one writer per thread
 
 Every statement touches one thread's rows through its primary key, and a checkpoint save is a
-single ``INSERT``, so the cost of a superstep does not depend on how long the thread is. A run
+single ``INSERT``, so the cost of a superstep does not depend on how long the thread is.
+Rebuilding a checkpoint reads its chain of bases with one recursive query over the
+``(thread_id, checkpoint_id)`` index: ``O(log n)`` rows, not the thread. A run
 reaches the database once to open its thread (lease, input checkpoint and the reads a resume
 needs, in one transaction) and once per superstep (its events and checkpoint, in one commit).
 Leases are compared against the *database's* clock, so runners on hosts with skewed clocks
@@ -42,8 +46,8 @@ from tensorsketch.serializers import Serializer
 
 __all__ = ["SCHEMA_VERSION", "Query", "SqlBackend"]
 
-#: Version of the table layout written by this release.
-SCHEMA_VERSION = 1
+#: Version of the table layout written by this release (2: ``checkpoints.base_id``).
+SCHEMA_VERSION = 2
 _COMPONENT = "durable"
 
 Fetch = Literal["none", "one", "all", "rowcount", "fence"]
@@ -57,12 +61,15 @@ class Query:
 
     :param many: run it once per row of ``params`` (``executemany``).
     :param fetch: what the unit of work returns for this statement.
+    :param binary: a hint for drivers with a binary result format (psycopg): rows full of
+        payload bytes transfer and decode faster in it than as hex text.
     """
 
     sql: str
     params: Sequence[Any] = ()
     many: bool = False
     fetch: Fetch = "none"
+    binary: bool = False
 
 
 class SqlBackend(Backend):
@@ -186,8 +193,10 @@ class SqlBackend(Backend):
             "component VARCHAR(64) PRIMARY KEY, version INTEGER NOT NULL)",
             f"CREATE TABLE IF NOT EXISTS {self.table('checkpoints')} ("
             "thread_id TEXT NOT NULL, position BIGINT NOT NULL, checkpoint_id TEXT NOT NULL, "
+            # base_id before the payload: the chain query reads it without walking the
+            # payload's overflow pages (SQLite stores a row's columns in this order).
             f"parent_id TEXT, step INTEGER NOT NULL, created_at {flt} NOT NULL, "
-            f"payload {blob} NOT NULL, PRIMARY KEY (thread_id, position), "
+            f"base_id TEXT, payload {blob} NOT NULL, PRIMARY KEY (thread_id, position), "
             "UNIQUE (thread_id, checkpoint_id))",
             f"CREATE TABLE IF NOT EXISTS {self.table('effects')} ("
             f"thread_id TEXT NOT NULL, key TEXT NOT NULL, value {blob} NOT NULL, "
@@ -201,20 +210,32 @@ class SqlBackend(Backend):
 
     def _statements(self) -> dict[str, str]:
         cp = self.table("checkpoints")
-        cols = "checkpoint_id, parent_id, step, created_at, payload"
+        cols = "checkpoint_id, parent_id, step, created_at, payload, base_id"
+        # The chain of bases of one checkpoint: one recursive query over the (thread_id,
+        # checkpoint_id) index that carries only positions and base ids (a payload copied
+        # through the recursion's queue would cost more than the read), then the rows by
+        # primary key, oldest first. A base must be older, so a corrupt loop ends.
+        chain = (
+            "WITH RECURSIVE chain (position, base_id) AS ("
+            f"SELECT position, base_id FROM {cp} WHERE thread_id = ? AND {{start}} "
+            f"UNION ALL SELECT c.position, c.base_id FROM {cp} c JOIN chain "
+            "ON c.thread_id = ? AND c.checkpoint_id = chain.base_id "
+            f"AND c.position < chain.position) SELECT {cols} FROM {cp} WHERE thread_id = ? "
+            "AND position IN (SELECT position FROM chain) ORDER BY position"
+        )
         sql = {
             # The position is computed inside the INSERT: one statement, one round trip. Two
             # writers racing on a thread (which the lease prevents) would hit the primary key.
             "save": (
                 f"INSERT INTO {cp} (thread_id, position, {cols}) "
-                f"SELECT ?, COALESCE(MAX(position), 0) + 1, ?, ?, ?, ?, ? FROM {cp} "
+                f"SELECT ?, COALESCE(MAX(position), 0) + 1, ?, ?, ?, ?, ?, ? FROM {cp} "
                 "WHERE thread_id = ?"
             ),
             # A thread's first checkpoint, written only if the thread has none and the lease
             # (taken earlier in the same transaction) is ours.
             "initial": (
                 f"INSERT INTO {cp} (thread_id, position, {cols}) "
-                "SELECT ?, 1, ?, ?, ?, ?, ? "
+                "SELECT ?, 1, ?, ?, ?, ?, ?, ? "
                 f"WHERE NOT EXISTS (SELECT 1 FROM {cp} WHERE thread_id = ?) "
                 f"AND EXISTS (SELECT 1 FROM {self.table('leases')} "
                 "WHERE thread_id = ? AND owner = ?)"
@@ -224,6 +245,17 @@ class SqlBackend(Backend):
             ),
             "get": f"SELECT {cols} FROM {cp} WHERE thread_id = ? AND checkpoint_id = ?",
             "list": f"SELECT {cols} FROM {cp} WHERE thread_id = ? ORDER BY position",
+            "chain_latest": chain.format(
+                start=f"position = (SELECT MAX(position) FROM {cp} WHERE thread_id = ?)"
+            ),
+            "chain_at": chain.format(start="checkpoint_id = ?"),
+            # Layout 1 -> 2: every old delta applied to its parent.
+            "add_base": f"ALTER TABLE {cp} ADD COLUMN base_id TEXT",
+            "fill_base": f"UPDATE {cp} SET base_id = parent_id",
+            "bump": (
+                f"UPDATE {self.table('schema_version')} SET version = ? "
+                "WHERE component = ? AND version = ?"
+            ),
             "record": self.insert_ignore(
                 self.table("effects"), ("thread_id", "key", "value"), ("thread_id", "key")
             ),
@@ -388,9 +420,29 @@ class SqlBackend(Backend):
         self._ready = True
 
     async def migrate(self, found: int) -> None:
-        """Bring an older table layout up to :data:`SCHEMA_VERSION` (none exist yet)."""
-        msg = f"no migration from table layout version {found} to {SCHEMA_VERSION}."
-        raise RuntimeError(msg)
+        """Bring an older table layout up to :data:`SCHEMA_VERSION`, in one transaction.
+
+        1 -> 2 adds ``checkpoints.base_id`` and fills it with ``parent_id`` (a version-1
+        delta applied to its parent; a snapshot's parent ends the chain as before). Two
+        processes migrating at once: one adds the column, the other's transaction fails and
+        finds the new version when it reads it again.
+        """
+        if found != 1:
+            msg = f"no migration from table layout version {found} to {SCHEMA_VERSION}."
+            raise RuntimeError(msg)
+        queries = [Query(q) for q in self.schema_prologue()]
+        queries += [
+            Query(self._sql["add_base"]),
+            Query(self._sql["fill_base"]),
+            Query(self._sql["bump"], (SCHEMA_VERSION, _COMPONENT, found)),
+        ]
+        try:
+            await self.submit(queries, transaction=True)
+        except Exception:
+            check = Query(self._sql["version"], (_COMPONENT,), fetch="one")
+            row = (await self.submit([check]))[0]
+            if row is None or int(row[0]) < SCHEMA_VERSION:
+                raise
 
     # -- checkpoints ------------------------------------------------------------------------
 
@@ -411,8 +463,22 @@ class SqlBackend(Backend):
         return None if row is None else _checkpoint(thread_id, row)
 
     async def list_checkpoints(self, thread_id: str) -> list[StoredCheckpoint]:
-        q = Query(self._sql["list"], (thread_id,), fetch="all")
+        q = Query(self._sql["list"], (thread_id,), fetch="all", binary=True)
         rows = (await self._run("listing checkpoints", [q], idempotent=True))[0]
+        return [_checkpoint(thread_id, row) for row in rows]
+
+    def _chain_query(self, thread_id: str, checkpoint_id: str | None = None) -> Query:
+        if checkpoint_id is None:
+            params: tuple[str, ...] = (thread_id, thread_id, thread_id, thread_id)
+            return Query(self._sql["chain_latest"], params, fetch="all", binary=True)
+        params = (thread_id, checkpoint_id, thread_id, thread_id)
+        return Query(self._sql["chain_at"], params, fetch="all", binary=True)
+
+    async def read_chain(
+        self, thread_id: str, checkpoint_id: str | None = None
+    ) -> list[StoredCheckpoint]:
+        q = self._chain_query(thread_id, checkpoint_id)
+        rows = (await self._run("reading a checkpoint", [q], idempotent=True))[0]
         return [_checkpoint(thread_id, row) for row in rows]
 
     # -- the effect journal -----------------------------------------------------------------
@@ -500,7 +566,7 @@ class SqlBackend(Backend):
         if initial is not None:
             params = (*_row(initial), thread_id, thread_id, owner)
             queries.append(Query(self._sql["initial"], params, fetch="rowcount"))
-        queries.append(Query(self._sql["list"], (thread_id,), fetch="all"))
+        queries.append(self._chain_query(thread_id))
         queries.append(Query(self._sql["last_seq"], (thread_id,), fetch="one"))
         # The lease needs no disk sync, nor does the input checkpoint: it reaches the disk
         # with the run's next durable commit, and a power cut before that leaves no trace of
@@ -655,11 +721,11 @@ def _run_query(cur: Any, q: Query) -> Any:
 
 def _row(c: StoredCheckpoint) -> tuple[Any, ...]:
     """A checkpoint's column values in the order the insert statements list them."""
-    return (c.thread_id, c.checkpoint_id, c.parent_id, c.step, c.created_at, c.payload)
+    return (c.thread_id, c.checkpoint_id, c.parent_id, c.step, c.created_at, c.payload, c.base_id)
 
 
 def _checkpoint(thread_id: str, row: Sequence[Any]) -> StoredCheckpoint:
-    checkpoint_id, parent_id, step, created_at, payload = row
+    checkpoint_id, parent_id, step, created_at, payload, base_id = row
     return StoredCheckpoint(
         thread_id=thread_id,
         checkpoint_id=str(checkpoint_id),
@@ -667,4 +733,5 @@ def _checkpoint(thread_id: str, row: Sequence[Any]) -> StoredCheckpoint:
         step=int(step),
         created_at=float(created_at),
         payload=bytes(payload),
+        base_id=None if base_id is None else str(base_id),
     )
