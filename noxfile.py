@@ -47,6 +47,7 @@ META_OPT_IN = {
 VERSION_FILE = ROOT / "VERSION"
 LICENSE = ROOT / "LICENSE"
 URL_KEYS = {"Homepage", "Documentation", "Repository", "Issues", "Changelog"}
+RUFF = "ruff>=0.17,<0.18"  # the lint session and .pre-commit-config.yaml's ruff rev agree on it
 DEV_TOOLS = ["pytest>=8", "pytest-asyncio>=0.24", "hypothesis>=6", "pytest-timeout"]
 
 nox.options.default_venv_backend = "uv|virtualenv"
@@ -108,7 +109,12 @@ def integration(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff check + ruff format --check over the whole tree."""
-    session.install("ruff>=0.17,<0.18")
+    session.install(RUFF)
+    low, high = (tuple(map(int, v.split("."))) for v in re.findall(r"[<>]=?(\d+\.\d+)", RUFF))
+    config = (ROOT / ".pre-commit-config.yaml").read_text()
+    hook = re.search(r"ruff-pre-commit\s+rev: v(\d+)\.(\d+)", config)
+    if hook is None or not (low <= tuple(map(int, hook.groups())) < high):
+        session.error(f".pre-commit-config.yaml's ruff rev must be within {RUFF} (the lint pin)")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
 
