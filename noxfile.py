@@ -9,8 +9,12 @@ do, and runs the cross-package tests in `tests/`.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
+import tarfile
+import tempfile
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -39,6 +43,11 @@ META_OPT_IN = {
     "ray": {"ray": set()},
     "all": {"tensorsketch-backends": {"all"}, "ray": set()},
 }
+# The one version source every distribution reads (`[tool.hatch.version]` in each pyproject).
+VERSION_FILE = ROOT / "VERSION"
+LICENSE = ROOT / "LICENSE"
+URL_KEYS = {"Homepage", "Documentation", "Repository", "Issues", "Changelog"}
+RUFF = "ruff>=0.17,<0.18"  # the lint session and .pre-commit-config.yaml's ruff rev agree on it
 DEV_TOOLS = ["pytest>=8", "pytest-asyncio>=0.24", "hypothesis>=6", "pytest-timeout"]
 
 nox.options.default_venv_backend = "uv|virtualenv"
@@ -100,7 +109,12 @@ def integration(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff check + ruff format --check over the whole tree."""
-    session.install("ruff>=0.17,<0.18")
+    session.install(RUFF)
+    low, high = (tuple(map(int, v.split("."))) for v in re.findall(r"[<>]=?(\d+\.\d+)", RUFF))
+    config = (ROOT / ".pre-commit-config.yaml").read_text()
+    hook = re.search(r"ruff-pre-commit\s+rev: v(\d+)\.(\d+)", config)
+    if hook is None or not (low <= tuple(map(int, hook.groups())) < high):
+        session.error(f".pre-commit-config.yaml's ruff rev must be within {RUFF} (the lint pin)")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
 
@@ -141,6 +155,7 @@ def _check_artifacts(session: nox.Session, dist: str, out: Path) -> None:
     if len(wheels) != 1 or len(sdists) != 1:
         session.error(f"{dist}: expected one wheel and one sdist in {out}, got {wheels + sdists}")
     names = zipfile.ZipFile(wheels[0]).namelist()
+    _check_version_and_license(session, dist, wheels[0], sdists[0])
     has_root_init = "tensorsketch/__init__.py" in names
     if dist == CORE and not has_root_init:
         session.error("tensorsketch-core's wheel must contain tensorsketch/__init__.py")
@@ -186,6 +201,119 @@ def _check_artifacts(session: nox.Session, dist: str, out: Path) -> None:
     session.log(f"{dist}: {wheels[0].name} ({len(names)} files) + {sdists[0].name} OK")
 
 
+def _version() -> str:
+    return VERSION_FILE.read_text(encoding="utf-8").strip()
+
+
+def _check_sources(session: nox.Session) -> None:
+    """What the pyprojects must agree on before anything is built: one version source, the
+    first-party pins at that version, the license copy, the project URLs."""
+    version = _version()
+    license_text = LICENSE.read_bytes()
+    problems = []
+    for dist in [*DISTS, META]:
+        folder = PACKAGES / dist
+        project = tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))
+        meta = project["project"]
+        if "version" in meta or "version" not in meta.get("dynamic", []):
+            problems.append(f"{dist}: `version` must be dynamic (read from /VERSION), not static")
+        source = project.get("tool", {}).get("hatch", {}).get("version", {})
+        if source.get("path") != "../../VERSION":
+            problems.append(f"{dist}: [tool.hatch.version] path must be '../../VERSION'")
+        if meta.get("license-files") != ["LICENSE"]:
+            problems.append(f'{dist}: set `license-files = ["LICENSE"]`')
+        if not (folder / "LICENSE").is_file() or (folder / "LICENSE").read_bytes() != license_text:
+            problems.append(
+                f"{dist}: LICENSE must be a copy of the root LICENSE (cp LICENSE {folder})"
+            )
+        missing = URL_KEYS - set(meta.get("urls", {}))
+        if missing:
+            problems.append(f"{dist}: [project.urls] lacks {sorted(missing)}")
+        requirements = [*meta.get("dependencies", [])]
+        for extra in meta.get("optional-dependencies", {}).values():
+            requirements += extra
+        for req in requirements:
+            pin = re.fullmatch(r"(tensorsketch(?:-[a-z]+)?)(\[[^]]*\])?==(\S+)", req.strip())
+            if pin and pin.group(3) != version:
+                problems.append(f"{dist}: {req!r} is not pinned at {version} (/VERSION)")
+    if problems:
+        session.error("; ".join(problems) + " — `nox -s version -- X.Y.Z` rewrites the pins")
+    session.log(f"sources: every distribution reads {version} from /VERSION, LICENSE copies OK")
+
+
+def _check_version_and_license(session: nox.Session, dist: str, wheel: Path, sdist: Path) -> None:
+    """Both artifacts carry /VERSION and the license; the wheel was built from the sdist (by
+    `python -m build --sdist --wheel`), i.e. away from the monorepo, so this also proves an sdist
+    builds standalone with the right version."""
+    version = _version()
+    wheel_version = wheel.name.split("-")[1]
+    sdist_version = sdist.name[: -len(".tar.gz")].rsplit("-", 1)[1]
+    if {wheel_version, sdist_version} != {version}:
+        session.error(f"{dist}: built {wheel.name} and {sdist.name}, but /VERSION says {version}")
+    license_text = LICENSE.read_bytes()
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA")))
+        licenses = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
+        if not licenses or archive.read(licenses[0]) != license_text:
+            session.error(f"{dist}'s wheel does not carry the Apache-2.0 LICENSE in .dist-info")
+    with tarfile.open(sdist) as archive:
+        base = sdist.name[: -len(".tar.gz")]
+        member = archive.extractfile(f"{base}/LICENSE")
+        if member is None or member.read() != license_text:
+            session.error(f"{dist}'s sdist does not carry the LICENSE")
+        pkg_info = archive.extractfile(f"{base}/PKG-INFO")
+        sdist_metadata = pkg_info.read().decode() if pkg_info else ""
+    for label, text in (("wheel", metadata.decode()), ("sdist", sdist_metadata)):
+        if f"\nVersion: {version}\n" not in text:
+            session.error(f"{dist}'s {label} metadata does not say Version: {version}")
+        if "License-Expression: Apache-2.0" not in text:
+            session.error(f"{dist}'s {label} metadata has no License-Expression: Apache-2.0")
+        urls = {
+            line.split(":", 1)[1].split(",")[0].strip()
+            for line in text.splitlines()
+            if line.startswith("Project-URL:")
+        }
+        if URL_KEYS - urls:
+            session.error(f"{dist}'s {label} metadata lacks Project-URL {sorted(URL_KEYS - urls)}")
+        for line in text.splitlines():
+            pin = re.match(r"Requires-Dist: (tensorsketch(?:-[a-z]+)?)(\[[^]]*\])?==(\S+)", line)
+            if pin and pin.group(3).rstrip(";") != version:
+                session.error(f"{dist}'s {label} pins {line[15:]!r}, not /VERSION {version}")
+
+
+def _check_plugin_template(session: nox.Session) -> None:
+    """templates/plugin/ filled in by tools/new_plugin.py builds into a plugin wheel that
+    registers in the `tensorsketch` entry-point group (the integration tests install it)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        dest = Path(tmp) / "zeta-tensorsketch"
+        session.run("python", str(ROOT / "tools" / "new_plugin.py"), "zeta", str(dest), silent=True)
+        out = Path(tmp) / "dist"
+        session.run(
+            "python",
+            "-m",
+            "build",
+            "--sdist",
+            "--wheel",
+            "--outdir",
+            str(out),
+            str(dest),
+            silent=True,
+        )
+        wheels = list(out.glob("zeta_tensorsketch-*.whl"))
+        if len(wheels) != 1:
+            session.error(f"the plugin template built {sorted(out.iterdir())}, not one wheel")
+        with zipfile.ZipFile(wheels[0]) as archive:
+            names = archive.namelist()
+            points = archive.read(next(n for n in names if n.endswith("entry_points.txt")))
+        if "[tensorsketch]\nzeta = zeta_tensorsketch.plugin" not in points.decode():
+            session.error(f"the plugin template's wheel does not register `zeta`: {points!r}")
+        for needed in ("zeta_tensorsketch/plugin.py", "zeta_tensorsketch/py.typed"):
+            if needed not in names:
+                session.error(f"the plugin template's wheel lacks {needed}")
+    session.log(f"templates/plugin: {wheels[0].name} registers in the `tensorsketch` group OK")
+
+
 def _meta_requirement_problems(requires: list[str]) -> list[str]:
     """What the meta-package's Requires-Dist lacks, as readable sentences (empty when fine)."""
     from packaging.requirements import Requirement
@@ -215,12 +343,28 @@ def _meta_requirement_problems(requires: list[str]) -> list[str]:
 def build(session: nox.Session) -> None:
     """Build every distribution's wheel + sdist and check what they contain."""
     session.install("build")
+    _check_sources(session)
     root = ROOT / "dist"
     shutil.rmtree(root, ignore_errors=True)
     for dist in [*DISTS, META]:
         out = root / dist
         _build(session, dist, out)
         _check_artifacts(session, dist, out)
+    _check_plugin_template(session)
+
+
+@nox.session(python=False)
+def version(session: nox.Session) -> None:
+    """`nox -s version -- X.Y.Z`: write /VERSION and every first-party `==` pin to match."""
+    if len(session.posargs) != 1 or not re.fullmatch(r"\d+\.\d+\.\d+\S*", session.posargs[0]):
+        session.error(f"name the new version: nox -s version -- X.Y.Z (now {_version()})")
+    new = session.posargs[0]
+    VERSION_FILE.write_text(new + "\n", encoding="utf-8")
+    pin = re.compile(r'("tensorsketch(?:-[a-z]+)?(?:\[[^]]*\])?==)[^"]+(")')
+    for dist in [*DISTS, META]:
+        path = PACKAGES / dist / "pyproject.toml"
+        path.write_text(pin.sub(rf"\g<1>{new}\g<2>", path.read_text(encoding="utf-8")))
+    session.log(f"/VERSION and the first-party pins now say {new}; add a CHANGELOG section")
 
 
 @nox.session
@@ -234,6 +378,7 @@ def release(session: nox.Session) -> None:
     session.install("build", "twine")
     out = ROOT / "dist" / "release" / dist
     shutil.rmtree(out, ignore_errors=True)
+    _check_sources(session)
     artifacts = _build(session, dist, out)
     _check_artifacts(session, dist, out)
     session.run("twine", "check", "--strict", *map(str, artifacts))
@@ -241,9 +386,18 @@ def release(session: nox.Session) -> None:
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Build the documentation site with warnings as errors."""
-    session.install("mkdocs>=1.6")
-    session.run("mkdocs", "build", "--strict", "--site-dir", str(ROOT / "site"))
+    """Build the documentation site (mkdocs-material, API reference from the docstrings by
+    mkdocstrings) with warnings as errors. Offline: the sources are read statically from
+    packages/*/src, so no distribution or SDK is installed here."""
+    session.install("mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.27")
+    session.run(
+        "mkdocs",
+        "build",
+        "--strict",
+        "--site-dir",
+        str(ROOT / "site"),
+        env={"NO_MKDOCS_2_WARNING": "1"},  # mkdocs-material's end-of-life banner
+    )
 
 
 @nox.session

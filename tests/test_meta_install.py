@@ -16,6 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PROVIDER_TESTS = ROOT / "packages" / "tensorsketch-providers" / "tests"
+VERSION = (ROOT / "VERSION").read_text().strip()
 FIRST_PARTY = [
     "tensorsketch-core",
     "tensorsketch-canvas",
@@ -79,7 +80,7 @@ def test_pip_install_tensorsketch_runs_an_agent_on_every_provider(
     started = time.perf_counter()
     python = venvs.make(tmp_path / "venv")
     # By name, as a user types it; the first-party wheels come from the built folder.
-    venvs.install(python, "--find-links", str(wheel_dir), "tensorsketch==0.1.0")
+    venvs.install(python, "--find-links", str(wheel_dir), f"tensorsketch=={VERSION}")
     installed = time.perf_counter()
     done = subprocess.run(
         [
@@ -102,7 +103,7 @@ def test_pip_install_tensorsketch_runs_an_agent_on_every_provider(
         assert len(result[vendor]["requests"]) == 2
     # Every first-party distribution is the one built here (not a same-named index release).
     for dist in ["tensorsketch", *FIRST_PARTY]:
-        wheel = next(wheel_dir.glob(f"{dist.replace('-', '_')}-0*.whl"))
+        wheel = next(wheel_dir.glob(f"{dist.replace('-', '_')}-{VERSION}-*.whl"))
         assert result["metadata"][dist] == _wheel_metadata(wheel), dist
     print(  # shown with -s / -rP: how long a fresh install + three agents take
         f"fresh venv install {installed - started:.1f}s, "

@@ -85,18 +85,18 @@ AgentStatus = Literal["idle", "completed", "max_iterations", "budget_exceeded", 
 class AgentState(Schema):
     """The state of a :func:`create_agent` graph.
 
-    :param query: the user's request (appended to ``messages`` as a user turn).
-    :param messages: the transcript: system, user, assistant and tool messages.
-    :param output: the final answer's text (the latest assistant text when a limit stopped
+    :ivar query: the user's request (appended to ``messages`` as a user turn).
+    :ivar messages: the transcript: system, user, assistant and tool messages.
+    :ivar output: the final answer's text (the latest assistant text when a limit stopped
         the loop).
-    :param parsed: the validated ``output_schema`` instance, when the agent has one.
-    :param status: ``completed`` (the model answered), ``max_iterations`` or
+    :ivar parsed: the validated ``output_schema`` instance, when the agent has one.
+    :ivar status: ``completed`` (the model answered), ``max_iterations`` or
         ``budget_exceeded`` (a limit stopped it; ``output`` is the best answer so far), or
         ``suspended`` (waiting on ``pending``: approvals, questions or a timer).
-    :param iterations: model calls made by the last run of the loop.
-    :param usage: tokens spent by the last run of the loop, sub-agents included.
-    :param cost_usd: its estimated cost, ``None`` when a model used is not in the price table.
-    :param stop_detail: why a limit stopped the loop, in words.
+    :ivar iterations: model calls made by the last run of the loop.
+    :ivar usage: tokens spent by the last run of the loop, sub-agents included.
+    :ivar cost_usd: its estimated cost, ``None`` when a model used is not in the price table.
+    :ivar stop_detail: why a limit stopped the loop, in words.
     """
 
     query: str = ""

@@ -89,10 +89,10 @@ class Usage(BaseModel):
 class Completion(BaseModel):
     """One model reply.
 
-    :param message: the assistant message (may carry ``tool_calls``).
-    :param parsed: the validated ``output_schema`` instance, when one was requested.
-    :param usage: token counts; :param model: the model id the API reported.
-    :param stop_reason: why the model stopped (``end_turn``, ``tool_use``, ``max_tokens``...).
+    :ivar message: the assistant message (may carry ``tool_calls``).
+    :ivar parsed: the validated ``output_schema`` instance, when one was requested.
+    :ivar usage: token counts; :param model: the model id the API reported.
+    :ivar stop_reason: why the model stopped (``end_turn``, ``tool_use``, ``max_tokens``...).
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)

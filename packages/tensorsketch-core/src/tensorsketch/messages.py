@@ -81,13 +81,13 @@ class ToolCall(_Model):
 class Message(_Model):
     """One turn of a conversation.
 
-    :param role: ``system``, ``user``, ``assistant`` or ``tool`` (a tool's result).
-    :param content: text, or a list of content blocks (text and images).
-    :param tool_calls: tools an assistant message asks to run.
-    :param tool_call_id: for a ``tool`` message, the call it answers.
-    :param name: for a ``tool`` message, the tool's name.
-    :param is_error: for a ``tool`` message, whether the tool failed (the model sees why).
-    :param id: an optional stable id; ``add_messages`` replaces a message with the same id.
+    :ivar role: ``system``, ``user``, ``assistant`` or ``tool`` (a tool's result).
+    :ivar content: text, or a list of content blocks (text and images).
+    :ivar tool_calls: tools an assistant message asks to run.
+    :ivar tool_call_id: for a ``tool`` message, the call it answers.
+    :ivar name: for a ``tool`` message, the tool's name.
+    :ivar is_error: for a ``tool`` message, whether the tool failed (the model sees why).
+    :ivar id: an optional stable id; ``add_messages`` replaces a message with the same id.
     """
 
     role: Role

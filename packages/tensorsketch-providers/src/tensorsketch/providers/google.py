@@ -89,7 +89,9 @@ class GoogleProvider(ChatProvider):
     :param client: a ready ``google.genai.Client`` to use instead of building one.
     :param max_retries: retries the SDK itself makes; set 0 when middleware retries.
     :param timeout: seconds per request.
-    :param vertexai, project, location: use Vertex AI instead of the Gemini API.
+    :param vertexai: use Vertex AI instead of the Gemini API.
+    :param project: the Google Cloud project, for Vertex AI.
+    :param location: the Google Cloud region, for Vertex AI.
     """
 
     provider_name = "gcp.gemini"

@@ -1,0 +1,1 @@
+"""yourname-tensorsketch: a TensorSketch plugin (the `yourname` chat provider)."""
