@@ -168,6 +168,8 @@ def _check_artifacts(session: nox.Session, dist: str, out: Path) -> None:
         "tensorsketch/providers/__init__.py",
         "tensorsketch/interop/__init__.py",
     ]
+    if "tensorsketch/_plugins/__init__.py" in names:
+        session.error(f"{dist}'s wheel ships tensorsketch/_plugins/__init__.py (a namespace level)")
     if dist != CORE:
         clash = [n for n in shared if n in names]
         if clash:
@@ -350,7 +352,23 @@ def build(session: nox.Session) -> None:
         out = root / dist
         _build(session, dist, out)
         _check_artifacts(session, dist, out)
+    _check_no_shared_files(session, root)
     _check_plugin_template(session)
+
+
+def _check_no_shared_files(session: nox.Session, root: Path) -> None:
+    """Fail when two wheels ship the same file: installing both, one silently overwrites
+    the other (a plugin module in a namespace level two distributions share, say)."""
+    owners: dict[str, list[str]] = {}
+    for wheel in sorted(root.glob("*/*.whl")):
+        for name in zipfile.ZipFile(wheel).namelist():
+            if ".dist-info/" not in name:
+                owners.setdefault(name, []).append(wheel.name)
+    clashes = {name: dists for name, dists in owners.items() if len(dists) > 1}
+    if clashes:
+        lines = "; ".join(f"{name}: {', '.join(dists)}" for name, dists in sorted(clashes.items()))
+        session.error(f"files shipped by more than one wheel: {lines}")
+    session.log(f"{len(owners)} files across the wheels, none shipped twice")
 
 
 @nox.session(python=False)

@@ -11,14 +11,34 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 SCRIPT = """
-import json, os, sys
-from tensorsketch import create_provider, create_backend
+import asyncio, json, os, sys
+from typing import Annotated
+from tensorsketch import END, START, Context, Graph, Node, Schema
+from tensorsketch import channel_marker, create_backend, create_provider, create_tracer
 from tensorsketch.registry import providers, backends
 names = providers.names()
 loaded_before = "ACME_PROVIDER_IMPORTED" in os.environ
 acme = create_provider("acme", model="m1")
 db = create_backend("acme-db")
+tracer = create_tracer("acme")
+
+class Tags(Schema):
+    tags: Annotated[list[str], channel_marker("acme-unique")] = []
+
+class Tag(Node):
+    class In(Schema):
+        pass
+    class Out(Schema):
+        tags: list[str]
+    async def run(self, ctx: Context, inp: In) -> Out:
+        return self.Out(tags=["a", "b", "a"])
+
+app = Graph(Tags).add(Tag).edge(START, "Tag").edge("Tag", END).compile()
+out = asyncio.run(app.invoke({"tags": ["b", "c"]}, tracer=tracer))
 print(json.dumps({
+    "tracer": getattr(tracer, "vendor", None),
+    "spans": len(tracer.spans),
+    "tags": out.tags,
     "names": names,
     "backends": backends.names(),
     "loaded_before_create": loaded_before,
@@ -46,6 +66,9 @@ def test_third_party_plugin_end_to_end(tmp_path: Path, venvs: Any) -> None:
     assert result["model"] == "m1"
     assert result["type"] == "acme_tensorsketch.provider:AcmeProvider"
     assert result["db"] == "AcmeBackend"
+    # The tracer hook and the channel-type hook take effect, not just register.
+    assert result["tracer"] == "acme" and result["spans"] >= 2
+    assert result["tags"] == ["b", "c", "a"]
     cli = subprocess.run(
         [str(python.parent / "tensorsketch"), "acme-hello", "world"],
         check=True,

@@ -134,3 +134,49 @@ def test_building_memory_backend_imports_no_driver() -> None:
         """
     )
     assert found == []
+
+
+# -- every hook spec is consumed, or reserved for the issue that consumes it ------------------
+
+
+def test_every_hook_is_consumed_or_reserved() -> None:
+    from tensorsketch import hookspecs
+
+    consumed, reserved = set(hookspecs.CONSUMERS), set(hookspecs.RESERVED)
+    assert not consumed & reserved
+    assert consumed | reserved == set(hookspecs.ALL_SPECS)
+    for name in reserved:  # the hook's own docstring says so too
+        assert "Reserved" in (getattr(hookspecs, name).__doc__ or "")
+
+
+def test_named_tracers_and_channel_types_take_effect() -> None:
+    import asyncio
+    import operator
+    from typing import Annotated
+
+    from tensorsketch import END, START, Context, Graph, Node, Schema, channel_marker, create_tracer
+    from tensorsketch.observability.memory import InMemoryTracer
+    from tensorsketch.registry import channel_types, tracers
+
+    assert {"memory", "file"} <= set(tracers.names())
+    assert {"reducer", "topic"} <= set(channel_types.names())
+    tracer = create_tracer("memory")
+    assert isinstance(tracer, InMemoryTracer)
+
+    class Acc(Schema):
+        total: Annotated[int, channel_marker("reducer", operator.add)] = 0
+
+    class Add(Node):
+        class In(Schema):
+            pass
+
+        class Out(Schema):
+            total: int
+
+        async def run(self, ctx: Context, inp: In) -> Out:
+            return self.Out(total=5)
+
+    app = Graph(Acc).add(Add).edge(START, "Add").edge("Add", END).compile()
+    out = asyncio.run(app.invoke({"total": 1}, tracer=tracer))
+    assert out.total == 6  # the named reducer folded the write
+    assert any(span.name == "Add" for span in tracer.spans)

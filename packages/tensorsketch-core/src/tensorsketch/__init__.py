@@ -50,6 +50,9 @@ _LAZY: dict[str, str] = {
     "create_backend": "tensorsketch.registry",
     "register_provider": "tensorsketch.registry",
     "register_backend": "tensorsketch.registry",
+    "create_tracer": "tensorsketch.registry",
+    "register_tracer": "tensorsketch.registry",
+    "channel_marker": "tensorsketch.registry",
     # durability
     "Backend": "tensorsketch.runtime.backends.base",
     "InMemoryBackend": "tensorsketch.runtime.backends.memory",
@@ -169,10 +172,13 @@ if TYPE_CHECKING:
     from tensorsketch.patterns import run_subgraph as run_subgraph
     from tensorsketch.pricing import DEFAULT_PRICES as DEFAULT_PRICES
     from tensorsketch.pricing import estimate_cost as estimate_cost
+    from tensorsketch.registry import channel_marker as channel_marker
     from tensorsketch.registry import create_backend as create_backend
     from tensorsketch.registry import create_provider as create_provider
+    from tensorsketch.registry import create_tracer as create_tracer
     from tensorsketch.registry import register_backend as register_backend
     from tensorsketch.registry import register_provider as register_provider
+    from tensorsketch.registry import register_tracer as register_tracer
     from tensorsketch.runtime.backends.base import Backend as Backend
     from tensorsketch.runtime.backends.memory import InMemoryBackend as InMemoryBackend
     from tensorsketch.runtime.backends.sqlite import SqliteBackend as SqliteBackend

@@ -84,7 +84,8 @@ def tensorsketch_channel_types() -> Mapping[str, Target]:  # type: ignore[empty-
 
     A marker is a :class:`tensorsketch.channels.ChannelMarker` subclass; using it in
     ``Annotated[T, Marker(...)]`` already works without registration. Registering gives it a
-    stable name that checkpoints, the canvas and ``tensorsketch plugins`` can show.
+    name: ``Annotated[T, channel_marker("name", ...)]`` builds it without importing the
+    plugin's module, and ``tensorsketch plugins`` lists it.
 
     .. versionadded:: 0.1
     """
@@ -92,7 +93,8 @@ def tensorsketch_channel_types() -> Mapping[str, Target]:  # type: ignore[empty-
 
 @hookspec
 def tensorsketch_tracers() -> Mapping[str, Target]:  # type: ignore[empty-body]
-    """Contribute tracer/exporter factories by name (``"otel"``, ``"file"``, ...).
+    """Contribute tracer/exporter factories by name (``"otel"``, ``"file"``, ...), for
+    :func:`tensorsketch.create_tracer`.
 
     :return: ``{"otel": "tensorsketch.observability.otel:OTelTracer"}``.
 
@@ -106,6 +108,8 @@ def tensorsketch_serve_protocols() -> Mapping[str, Target]:  # type: ignore[empt
 
     :return: a mapping to app factories ``factory(graph, **options) -> ASGI app``.
 
+    Reserved: nothing calls it yet (issue 16 builds its consumer).
+
     .. versionadded:: 0.1
     """
 
@@ -113,6 +117,8 @@ def tensorsketch_serve_protocols() -> Mapping[str, Target]:  # type: ignore[empt
 @hookspec
 def tensorsketch_graders() -> Mapping[str, Target]:  # type: ignore[empty-body]
     """Contribute evaluation graders by name, for config-driven eval suites.
+
+    Reserved: nothing calls it yet (issue 19 builds its consumer).
 
     .. versionadded:: 0.1
     """
@@ -122,9 +128,26 @@ def tensorsketch_graders() -> Mapping[str, Target]:  # type: ignore[empty-body]
 def tensorsketch_canvas_node_kinds() -> Mapping[str, Target]:  # type: ignore[empty-body]
     """Contribute canvas node kinds (how the canvas draws and edits a node family).
 
+    Reserved: nothing calls it yet (issue 15 builds its consumer).
+
     .. versionadded:: 0.1
     """
 
+
+#: Who calls each hook. A hook with no caller yet is reserved for the issue that builds its
+#: consumer, so a plugin author can tell a hook that takes effect from one that does not yet.
+CONSUMERS: Mapping[str, str] = {
+    "tensorsketch_providers": "tensorsketch.registry.providers (create_provider)",
+    "tensorsketch_backends": "tensorsketch.registry.backends (create_backend)",
+    "tensorsketch_cli_commands": "tensorsketch.cli (the `tensorsketch` command)",
+    "tensorsketch_channel_types": "tensorsketch.registry.channel_types (channel_marker)",
+    "tensorsketch_tracers": "tensorsketch.registry.tracers (create_tracer)",
+}
+RESERVED: Mapping[str, str] = {
+    "tensorsketch_serve_protocols": "issue 16 (serving: OpenAI-compatible, A2A, AG-UI)",
+    "tensorsketch_graders": "issue 19 (the eval harness)",
+    "tensorsketch_canvas_node_kinds": "issue 15 (the Studio)",
+}
 
 ALL_SPECS: tuple[str, ...] = (
     "tensorsketch_providers",

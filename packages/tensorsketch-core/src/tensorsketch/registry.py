@@ -14,19 +14,30 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tensorsketch.errors import RegistryError
 from tensorsketch.plugins import collect, resolve_target
 
+if TYPE_CHECKING:
+    from tensorsketch.channels import ChannelMarker
+    from tensorsketch.chat import ChatProvider
+    from tensorsketch.observability.tracing import Tracer
+    from tensorsketch.runtime.backends.base import Backend
+
 __all__ = [
     "Registry",
     "backends",
+    "channel_marker",
+    "channel_types",
     "create_backend",
     "create_provider",
+    "create_tracer",
     "providers",
     "register_backend",
     "register_provider",
+    "register_tracer",
+    "tracers",
 ]
 
 T = TypeVar("T")
@@ -132,9 +143,9 @@ class Registry(Generic[T]):
         factory: Callable[..., T] = obj
         return factory
 
-    def create(self, name: str, /, **kwargs: Any) -> T:
-        """Build the named thing; keyword arguments go straight to its constructor."""
-        return self.resolve(name)(**kwargs)
+    def create(self, name: str, /, *args: Any, **kwargs: Any) -> T:
+        """Build the named thing; arguments go straight to its constructor."""
+        return self.resolve(name)(*args, **kwargs)
 
 
 def _takes_no_arguments(fn: Any) -> bool:
@@ -151,18 +162,40 @@ def _takes_no_arguments(fn: Any) -> bool:
     )
 
 
-providers: Registry[Any] = Registry("provider", "tensorsketch_providers", "tensorsketch.providers")
-backends: Registry[Any] = Registry("backend", "tensorsketch_backends", "tensorsketch.backends")
+providers: Registry[ChatProvider] = Registry(
+    "provider", "tensorsketch_providers", "tensorsketch.providers"
+)
+backends: Registry[Backend] = Registry("backend", "tensorsketch_backends", "tensorsketch.backends")
+tracers: Registry[Tracer] = Registry("tracer", "tensorsketch_tracers", "tensorsketch.tracers")
+channel_types: Registry[ChannelMarker] = Registry(
+    "channel type", "tensorsketch_channel_types", "tensorsketch.channel_types"
+)
 
 
-def create_provider(name: str, /, **kwargs: Any) -> Any:
+def create_provider(name: str, /, **kwargs: Any) -> ChatProvider:
     """Build a chat provider by name: ``create_provider("openai", model="gpt-4o")``."""
     return providers.create(name, **kwargs)
 
 
-def create_backend(name: str, /, **kwargs: Any) -> Any:
+def create_backend(name: str, /, **kwargs: Any) -> Backend:
     """Build a durable backend by name: ``create_backend("postgres", dsn=...)``."""
     return backends.create(name, **kwargs)
+
+
+def create_tracer(name: str, /, **kwargs: Any) -> Tracer:
+    """Build a tracer by name: ``create_tracer("file", path="run.jsonl")``, ``"otel"``, ..."""
+    return tracers.create(name, **kwargs)
+
+
+def channel_marker(name: str, /, *args: Any, **kwargs: Any) -> ChannelMarker:
+    """Build a named channel marker for ``Annotated[T, ...]``: a plugin's channel type used
+    without importing its module (``channel_marker("reducer", operator.add)``)."""
+    return channel_types.create(name, *args, **kwargs)
+
+
+def register_tracer(name: str, tracer: Any) -> None:
+    """Register a tracer class (or a zero-argument callable returning one) under ``name``."""
+    tracers.register(name, tracer)
 
 
 def register_provider(name: str, provider: Any) -> None:

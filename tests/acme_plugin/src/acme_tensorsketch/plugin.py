@@ -13,6 +13,16 @@ def tensorsketch_providers() -> dict[str, str]:
     return {"acme": "acme_tensorsketch.provider:AcmeProvider"}
 
 
+@hookimpl
+def tensorsketch_tracers() -> dict[str, str]:
+    return {"acme": "acme_tensorsketch.extras:AcmeTracer"}
+
+
+@hookimpl
+def tensorsketch_channel_types() -> dict[str, str]:
+    return {"acme-unique": "acme_tensorsketch.extras:Unique"}
+
+
 def _hello(args: argparse.Namespace) -> int:
     print(f"acme says hello to {args.name}")
     return 0

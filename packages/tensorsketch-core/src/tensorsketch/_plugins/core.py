@@ -22,6 +22,19 @@ def tensorsketch_backends() -> Mapping[str, str]:
     }
 
 
+@hookimpl
+def tensorsketch_tracers() -> Mapping[str, str]:
+    return {
+        "memory": "tensorsketch.observability.memory:InMemoryTracer",
+        "file": "tensorsketch.observability.export:FileTracer",
+    }
+
+
+@hookimpl
+def tensorsketch_channel_types() -> Mapping[str, str]:
+    return {"reducer": "tensorsketch.channels:Reducer", "topic": "tensorsketch.channels:Topic"}
+
+
 def _configure_plugins(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
@@ -29,8 +42,9 @@ def _configure_plugins(parser: argparse.ArgumentParser) -> None:
 def _run_plugins(args: argparse.Namespace) -> int:
     import json
 
+    from tensorsketch.hookspecs import RESERVED
     from tensorsketch.plugins import failed_plugins, plugin_infos
-    from tensorsketch.registry import backends, providers
+    from tensorsketch.registry import backends, channel_types, providers, tracers
 
     infos = plugin_infos()
     failed = failed_plugins()
@@ -50,6 +64,9 @@ def _run_plugins(args: argparse.Namespace) -> int:
                     "failed": dict(failed),
                     "providers": providers.names(),
                     "backends": backends.names(),
+                    "tracers": tracers.names(),
+                    "channel_types": channel_types.names(),
+                    "reserved_hooks": dict(RESERVED),
                 },
                 indent=2,
             )
@@ -60,11 +77,17 @@ def _run_plugins(args: argparse.Namespace) -> int:
         dist = f"{info.distribution} {info.version}" if info.distribution else "(not installed)"
         print(f"  {info.name:<12} {dist}")
         for hook in info.hooks:
-            print(f"      - {hook}")
+            reserved = RESERVED.get(hook)
+            print(
+                f"      - {hook}"
+                + (f"  (reserved: no effect until {reserved})" if reserved else "")
+            )
     for name, reason in failed.items():
         print(f"  {name:<12} FAILED to load: {reason}")
     print(f"Providers: {', '.join(providers.names())}")
     print(f"Backends:  {', '.join(backends.names())}")
+    print(f"Tracers:   {', '.join(tracers.names())}")
+    print(f"Channel types: {', '.join(channel_types.names())}")
     return 0
 
 
