@@ -40,7 +40,7 @@ EXPECTED_BOUNDARIES = [
 
 
 async def test_crash_matrix_in_memory(tmp_path: Path) -> None:
-    report = await run_crash_matrix(InMemoryBackend(), tmp_path, lease_ttl=0.1)
+    report = await run_crash_matrix(InMemoryBackend(), tmp_path, lease_ttl=0.3)
     assert report.boundaries == EXPECTED_BOUNDARIES
     assert all(k.killed for k in report.kills)
     report.check()
@@ -92,7 +92,7 @@ async def test_crashing_backend_stops_at_its_boundary(tmp_path: Path) -> None:
 
 
 async def test_fanout_killed_halfway_resumes_only_unfinished_workers_in_memory() -> None:
-    report = await run_fanout_crash(InMemoryBackend(), tasks=1000, kill_after=500, lease_ttl=0.1)
+    report = await run_fanout_crash(InMemoryBackend(), tasks=1000, kill_after=500)
     assert report.killed and report.final_ok
     # 500 finished before the crash; only those whose writes were still in flight run again.
     assert 500 <= report.rerun <= 510, report

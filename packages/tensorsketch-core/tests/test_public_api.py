@@ -26,3 +26,20 @@ def test_type_checking_block_reexports_every_lazy_name() -> None:
                     exported |= {a.asname for a in stmt.names if a.asname == a.name}
     missing = set(tensorsketch._LAZY) - exported
     assert not missing, f"add `from ... import X as X` under TYPE_CHECKING for {sorted(missing)}"
+
+
+def test_the_exception_tree_in_errors_lists_every_exception() -> None:
+    """errors.py's docstring is the map users read: no exception may be missing from it."""
+    import importlib
+
+    import tensorsketch.errors as errors
+
+    for module in ("agents", "budget", "chat", "interrupts", "durable", "tools", "structured"):
+        importlib.import_module(f"tensorsketch.{module}")
+
+    def walk(cls: type) -> list[type]:
+        return [cls, *(sub for child in cls.__subclasses__() for sub in walk(child))]
+
+    ours = [c for c in walk(errors.TensorSketchError) if c.__module__.startswith("tensorsketch.")]
+    missing = [c.__name__ for c in ours if c.__name__ not in (errors.__doc__ or "")]
+    assert not missing, f"add these to the tree in errors.py: {missing}"

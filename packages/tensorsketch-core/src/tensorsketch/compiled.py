@@ -328,7 +328,10 @@ class CompiledGraph(Generic[S]):
 
         found = await read_checkpoint(backend, thread_id, checkpoint_id)
         if found is None:
-            msg = f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}."
+            msg = (
+                f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}; take a checkpoint "
+                "id from get_history() of the same thread and backend."
+            )
             raise KeyError(msg)
         return self._state_at(found)
 

@@ -429,7 +429,8 @@ def _apply_changes(
             else:
                 msg = (
                     f"checkpoint {s.checkpoint_id!r} of thread {s.thread_id!r} has unknown "
-                    f"change {op!r} for {name!r}; it was written by a newer release?"
+                    f"change {op!r} for {name!r}, likely written by a newer release: upgrade "
+                    "tensorsketch-core to read it, or fork from an earlier checkpoint."
                 )
                 raise CheckpointDecodeError(msg)
     except (TypeError, ValueError, IndexError, KeyError) as exc:

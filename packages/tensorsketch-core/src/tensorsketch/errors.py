@@ -16,10 +16,29 @@
     ├── CheckpointDecodeError (ValueError)    a stored checkpoint/journal entry cannot be decoded
     ├── BackendUnavailableError (ConnectionError) the store went away mid-run
     ├── RegistryError (LookupError)           an unknown provider/backend name
-    └── PluginError (RuntimeError)            a plugin broke the hook protocol
+    ├── PluginError (RuntimeError)            a plugin broke the hook protocol
+    │
+    │   Defined beside the feature they belong to (its module in brackets):
+    ├── ValidationError
+    │   └── StructuredOutputError             (chat) a reply never fit the output schema
+    ├── ProviderError (RuntimeError)          (chat) a model provider call failed
+    │   ├── RateLimitError                    429: retry later
+    │   ├── ProviderServerError               5xx from the vendor
+    │   ├── ProviderTimeoutError (TimeoutError)
+    │   ├── ProviderConnectionError (ConnectionError)
+    │   ├── AuthenticationError               a missing or wrong API key
+    │   └── BadRequestError                   the vendor refused the request as built
+    ├── BudgetExceededError                   (budget) a run spent its token/cost/time budget
+    ├── Interrupt                             (interrupts) control flow: suspend for a decision
+    └── RetryLater                            (interrupts) control flow: suspend until a time
+
+    CanvasError (Exception)                   tensorsketch.canvas: reading or writing source
+    ├── SourceParseError (ValueError), GraphNotFoundError (LookupError)
+    └── IRError (ValueError), WriteBackError (ValueError)
 
 An exception raised inside a node body is never wrapped: it propagates as itself, with a note
-(``add_note``) saying which node and superstep it came from.
+(``add_note``) saying which node and superstep it came from. ``Interrupt`` and ``RetryLater``
+are not errors a caller sees: the run suspends and ``invoke`` returns.
 """
 
 from __future__ import annotations

@@ -288,7 +288,10 @@ class JsonSerializer:
         except Exception as exc:
             msg = f"cannot decode stored {tag!r:.80} value {value!r:.80}: {exc}"
             raise CheckpointDecodeError(msg) from exc
-        msg = f"stored value has unknown type tag {tag!r:.80}; it was written by a newer release?"
+        msg = (
+            f"stored value has unknown type tag {tag!r:.80}, likely written by a newer "
+            "release: upgrade tensorsketch-core to read it."
+        )
         raise CheckpointDecodeError(msg)
 
     @staticmethod

@@ -302,7 +302,7 @@ async def run_fanout_crash(
     *,
     tasks: int = 1000,
     kill_after: int = 500,
-    lease_ttl: float = 0.25,
+    lease_ttl: float = 1.0,
 ) -> FanOutReport:
     """Kill a ``tasks``-way ``Send`` fan-out once ``kill_after`` workers have finished, resume
     it, and count the workers that run again (per-branch commit keeps the finished ones).
@@ -718,7 +718,7 @@ async def run_crash_matrix(
     *,
     scenario: str = SCENARIO,
     input: Mapping[str, Any] | None = None,
-    lease_ttl: float = 0.25,
+    lease_ttl: float = 0.5,
     kill_points: list[int] | None = None,
 ) -> CrashReport:
     """Kill a run of ``scenario`` at every durable boundary in turn and check each resume.

@@ -428,7 +428,12 @@ class SqlBackend(Backend):
         finds the new version when it reads it again.
         """
         if found != 1:
-            msg = f"no migration from table layout version {found} to {SCHEMA_VERSION}."
+            msg = (
+                f"{self.name} tables ({self.table_prefix}*) use layout version {found}, which "
+                f"this release cannot migrate to {SCHEMA_VERSION}; install the tensorsketch "
+                "release that wrote them to read them, or point the backend at a new "
+                "database or `table_prefix=`."
+            )
             raise RuntimeError(msg)
         queries = [Query(q) for q in self.schema_prologue()]
         queries += [
