@@ -304,12 +304,30 @@ class CompiledGraph(Generic[S]):
 
     # -- inspecting -------------------------------------------------------------------------
 
-    async def aget_history(self, thread_id: str, backend: Backend) -> list[Checkpoint]:
-        """Every checkpoint of the thread's current branch, oldest first."""
-        from tensorsketch.durable import load_chain
+    async def aget_history(
+        self,
+        thread_id: str,
+        backend: Backend,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> list[Checkpoint]:
+        """The checkpoints of the thread's current branch, oldest first.
+
+        ``limit`` keeps the newest ``limit`` of them; ``before`` (a checkpoint id) ends the
+        page just before that checkpoint, so ``before=page[0].id`` reads the page before.
+        A page rebuilds only its own checkpoints (each from its short chain of deltas), so
+        paging through a long thread costs about the size of each page.
+        """
+        from tensorsketch.durable import load_chain, load_page
 
         stored = await backend.list_checkpoints(thread_id)
-        return load_chain(backend, stored)
+        if limit is None and before is None:
+            return load_chain(backend, stored)
+        if limit is not None and (type(limit) is not int or limit < 1):
+            msg = f"`limit` must be a positive int (checkpoints per page), got {limit!r}."
+            raise ValueError(msg)
+        return load_page(backend, stored, limit=limit, before=before)
 
     async def aget_state(self, thread_id: str, backend: Backend) -> S | None:
         """The latest checkpointed state of the thread, or ``None`` if it has none.
@@ -347,9 +365,16 @@ class CompiledGraph(Generic[S]):
         """Sync form of :meth:`aget_state` (runs the read on a private loop if needed)."""
         return _run_sync(self.aget_state(thread_id, backend))
 
-    def get_history(self, thread_id: str, backend: Backend) -> list[Checkpoint]:
+    def get_history(
+        self,
+        thread_id: str,
+        backend: Backend,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> list[Checkpoint]:
         """Sync form of :meth:`aget_history`."""
-        return _run_sync(self.aget_history(thread_id, backend))
+        return _run_sync(self.aget_history(thread_id, backend, limit=limit, before=before))
 
     async def fork(
         self,

@@ -48,6 +48,7 @@ __all__ = [
     "Checkpoint",
     "RunJournal",
     "load_chain",
+    "load_page",
     "read_checkpoint",
     "validated_values",
 ]
@@ -225,6 +226,22 @@ class _Rebuilt:
     ladder: _Ladder | None
     #: A delta's base was not among the rows given (read more and try again).
     incomplete: bool = False
+    #: The checkpoint whose base was missing, and that base's id.
+    missing: tuple[StoredCheckpoint, str] | None = None
+
+    def complete(self) -> _Rebuilt:
+        """This rebuild, if nothing was missing even from the whole thread: a delta whose
+        base is gone (a deleted row) is an error, never a guess at the state."""
+        if self.missing is not None:
+            s, base = self.missing
+            msg = (
+                f"checkpoint {s.checkpoint_id!r} of thread {s.thread_id!r} stores changes "
+                f"since checkpoint {base!r}, which is not in the store (deleted or never "
+                "written), so its state cannot be rebuilt; fork from an earlier checkpoint "
+                "that get_history() lists, or start a new thread."
+            )
+            raise CheckpointDecodeError(msg)
+        return self
 
 
 def _rebuild(
@@ -264,6 +281,7 @@ def _rebuild(
     chain: list[int] = []
     cursor: int | None = end
     incomplete = False
+    missing: tuple[StoredCheckpoint, str] | None = None
     while cursor is not None:
         segment = [cursor]
         while (hint := stored[segment[-1]].base_id) is not None:
@@ -286,6 +304,9 @@ def _rebuild(
         base = _base_of(stored[oldest], payloads[oldest])
         cursor = None if base is None else locate(base, oldest)
         incomplete = base is not None and cursor is None
+        if incomplete:
+            assert base is not None
+            missing = (stored[oldest], base)
     chain.reverse()
     values: dict[str, Any] = {}
     # The ladder: only for a version-2 chain that starts at its epoch's snapshot.
@@ -304,7 +325,7 @@ def _rebuild(
             steps.append((int(payload.get("n", 0)), s, payload, lengths))
     checkpoint = _checkpoint(stored[chain[-1]], payloads[chain[-1]], values)
     found = _ladder_from(steps) if laddered and not incomplete else None
-    return _Rebuilt(checkpoint, found, incomplete)
+    return _Rebuilt(checkpoint, found, incomplete, missing)
 
 
 def _ladder_from(
@@ -361,7 +382,7 @@ def load_chain(
     ``get_state`` need): that touches ``O(FANOUT log n)`` rows, not the whole history.
     """
     if last_only:
-        rebuilt = _rebuild(backend, stored, target_id)
+        rebuilt = _rebuild(backend, stored, target_id).complete()
         return [] if rebuilt.checkpoint is None else [rebuilt.checkpoint]
     if not stored:
         return []
@@ -369,14 +390,7 @@ def load_chain(
     end = by_id.get(target_id) if target_id is not None else stored[-1]
     if end is None:
         return []
-    branch: list[StoredCheckpoint] = []
-    cursor: StoredCheckpoint | None = end
-    while cursor is not None:
-        branch.append(cursor)
-        if cursor.parent_id is None or cursor.parent_id not in by_id:
-            break
-        cursor = by_id[cursor.parent_id]
-    branch.reverse()
+    branch = _branch(stored, by_id, end)
     payloads = _decode_all(backend, branch)
     seen: dict[str, dict[str, Any]] = {}
     result: list[Checkpoint] = []
@@ -384,11 +398,73 @@ def load_chain(
         base = _base_of(s, payload)
         # Each checkpoint applies its changes to its base's values (a copy: earlier
         # checkpoints keep theirs); a base outside the rows given starts from nothing.
-        values = dict(seen.get(base, {})) if base is not None else {}
+        if base is not None and base not in seen:
+            _Rebuilt(None, None, True, (s, base)).complete()  # raises: the base is gone
+        values = dict(seen[base]) if base is not None else {}
         _apply_changes(values, payload["changes"], s, in_place=False)
         seen[s.checkpoint_id] = values
         result.append(_checkpoint(s, payload, dict(values)))
     return result
+
+
+def load_page(
+    backend: Backend,
+    stored: list[StoredCheckpoint],
+    *,
+    limit: int | None,
+    before: str | None,
+) -> list[Checkpoint]:
+    """A page of the current branch (oldest first): the ``limit`` newest checkpoints that
+    come before ``before``. Each is rebuilt from its own chain, so a page costs its size."""
+    if not stored:
+        return []
+    by_id = {s.checkpoint_id: s for s in stored}
+    branch = _branch(stored, by_id, stored[-1])
+    if before is not None:
+        ids = [s.checkpoint_id for s in branch]
+        if before not in ids:
+            msg = (
+                f"`before={before!r}` is not a checkpoint on thread {stored[-1].thread_id!r}'s "
+                "current branch; pass the id of a checkpoint that get_history() returned."
+            )
+            raise KeyError(msg)
+        branch = branch[: ids.index(before)]
+    if limit is not None:
+        branch = branch[-limit:] if limit else []
+    page = []
+    for s in branch:
+        rebuilt = _rebuild(backend, stored, s.checkpoint_id).complete()
+        assert rebuilt.checkpoint is not None
+        page.append(rebuilt.checkpoint)
+    return page
+
+
+def _branch(
+    stored: list[StoredCheckpoint], by_id: dict[str, StoredCheckpoint], end: StoredCheckpoint
+) -> list[StoredCheckpoint]:
+    """The checkpoints from the root to ``end`` along parent pointers, oldest first.
+
+    Bounded by the rows given: parent pointers that loop (a corrupt or hostile store) are a
+    decode error, not an endless walk.
+    """
+    branch: list[StoredCheckpoint] = []
+    visited: set[str] = set()
+    cursor: StoredCheckpoint | None = end
+    while cursor is not None:
+        if cursor.checkpoint_id in visited:
+            msg = (
+                f"checkpoint {cursor.checkpoint_id!r} of thread {cursor.thread_id!r} is its "
+                "own ancestor (the parent pointers form a cycle): the store is corrupt; fork "
+                "from a checkpoint outside the cycle or start a new thread."
+            )
+            raise CheckpointDecodeError(msg)
+        visited.add(cursor.checkpoint_id)
+        branch.append(cursor)
+        if cursor.parent_id is None or cursor.parent_id not in by_id:
+            break
+        cursor = by_id[cursor.parent_id]
+    branch.reverse()
+    return branch
 
 
 async def read_checkpoint(
@@ -398,7 +474,8 @@ async def read_checkpoint(
     stored = await backend.read_chain(thread_id, checkpoint_id)
     rebuilt = _rebuild(backend, stored, checkpoint_id)
     if rebuilt.incomplete:  # a store that lost a base hint: read the whole thread
-        rebuilt = _rebuild(backend, await backend.list_checkpoints(thread_id), checkpoint_id)
+        everything = await backend.list_checkpoints(thread_id)
+        rebuilt = _rebuild(backend, everything, checkpoint_id).complete()
     return rebuilt.checkpoint
 
 
@@ -657,7 +734,7 @@ class RunJournal:
         if rebuilt.incomplete:  # a store that lost a base hint: read the whole thread
             async with _guard(self.backend, "opening the thread"):
                 everything = await self.backend.list_checkpoints(self.thread_id)
-            rebuilt = _rebuild(self.backend, everything, None, ladder=True)
+            rebuilt = _rebuild(self.backend, everything, None, ladder=True).complete()
         latest = rebuilt.checkpoint
         if latest is None:
             return None

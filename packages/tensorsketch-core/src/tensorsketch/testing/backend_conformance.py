@@ -23,6 +23,7 @@ pytest-asyncio; the tests are ``async`` and marked for pytest-asyncio explicitly
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import operator
 import sys
@@ -46,6 +47,7 @@ from tensorsketch.runtime.backends.base import (
     StoredEvent,
     ThreadOpening,
 )
+from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.schema import Schema
 
 __all__ = ["BackendConformance", "BackendFactory", "CountingBackend"]
@@ -469,6 +471,49 @@ class BackendConformance:
         await backend.commit_step(thread, None, [], release_owner="new", fence="new")
         assert not await backend.renew_lease(thread, "stale", 30)  # free now: still not won
         assert await backend.lookup_effect(thread, "0:A:0:pay") == b"new"
+
+    @pytest.mark.asyncio
+    async def test_history_pages(self, backend: Backend) -> None:
+        thread = _thread()
+        await CHAT_GRAPH.invoke({"limit": 30}, thread_id=thread, backend=backend, max_steps=40)
+        everything = await CHAT_GRAPH.aget_history(thread, backend)
+        last = await CHAT_GRAPH.aget_history(thread, backend, limit=10)
+        assert [c.id for c in last] == [c.id for c in everything[-10:]]
+        assert [c.values for c in last] == [c.values for c in everything[-10:]]
+        before = await CHAT_GRAPH.aget_history(thread, backend, limit=10, before=last[0].id)
+        assert [c.id for c in before] == [c.id for c in everything[-20:-10]]
+        assert [c.values for c in before] == [c.values for c in everything[-20:-10]]
+        assert await CHAT_GRAPH.aget_history(thread, backend, before=everything[0].id) == []
+        with pytest.raises(KeyError, match="not a checkpoint"):
+            await CHAT_GRAPH.aget_history(thread, backend, before="nope")
+        with pytest.raises(ValueError, match="positive int"):
+            await CHAT_GRAPH.aget_history(thread, backend, limit=0)
+
+    @pytest.mark.asyncio
+    async def test_a_missing_or_looping_chain_is_a_decode_error(self, backend: Backend) -> None:
+        """A delta whose base row is gone is never read as a snapshot (a wrong, older
+        state); parent pointers that loop never make a read run forever."""
+        source = InMemoryBackend()
+        origin = _thread()
+        await CHAT_GRAPH.invoke({"limit": 12}, thread_id=origin, backend=source, max_steps=20)
+        rows = await source.list_checkpoints(origin)
+        thread = _thread()
+        moved = [dataclasses.replace(r, thread_id=thread) for r in rows]
+        for row in moved[:5] + moved[6:]:  # the sixth row is "deleted"
+            await backend.save_checkpoint(row)
+        # The sixth row is the base of the seventh: reading that one must fail, loudly.
+        with pytest.raises(CheckpointDecodeError, match="not in the store"):
+            await CHAT_GRAPH.aget_state_at(thread, backend, moved[6].checkpoint_id)
+        with pytest.raises(CheckpointDecodeError, match="not in the store"):
+            await CHAT_GRAPH.aget_history(thread, backend)
+        looped = _thread()
+        first, second = (dataclasses.replace(r, thread_id=looped) for r in rows[3:5])
+        await backend.save_checkpoint(dataclasses.replace(first, parent_id=second.checkpoint_id))
+        await backend.save_checkpoint(second)
+        with pytest.raises(CheckpointDecodeError):
+            await asyncio.wait_for(CHAT_GRAPH.aget_history(looped, backend), 10)
+        with pytest.raises(CheckpointDecodeError):
+            await asyncio.wait_for(CHAT_GRAPH.aget_state(looped, backend), 10)
 
     @pytest.mark.asyncio
     async def test_events_read_from_a_cursor(self, backend: Backend) -> None:
