@@ -431,11 +431,51 @@ def load_page(
         branch = branch[: ids.index(before)]
     if limit is not None:
         branch = branch[-limit:] if limit else []
-    page = []
-    for s in branch:
-        rebuilt = _rebuild(backend, stored, s.checkpoint_id).complete()
-        assert rebuilt.checkpoint is not None
-        page.append(rebuilt.checkpoint)
+    return _fold_each(backend, stored, by_id, branch)
+
+
+def _fold_each(
+    backend: Backend,
+    stored: list[StoredCheckpoint],
+    by_id: dict[str, StoredCheckpoint],
+    wanted: list[StoredCheckpoint],
+) -> list[Checkpoint]:
+    """Full checkpoints for ``wanted`` (oldest first), each folded from its chain of deltas.
+
+    Values are kept per checkpoint as they are built, so the bases several checkpoints
+    share (a page's ladder anchors) are decoded and folded once; rows no chain uses are
+    never decoded.
+    """
+    position = {row.checkpoint_id: i for i, row in enumerate(stored)}
+    seen: dict[str, dict[str, Any]] = {}
+    decoded: dict[str, dict[str, Any]] = {}
+
+    def payload_of(row: StoredCheckpoint) -> dict[str, Any]:
+        found = decoded.get(row.checkpoint_id)
+        if found is None:
+            found = decoded[row.checkpoint_id] = _decode_payload(backend, row)
+        return found
+
+    page: list[Checkpoint] = []
+    for target in wanted:
+        path: list[StoredCheckpoint] = []  # newest first, down to a known or a snapshot
+        row: StoredCheckpoint | None = target
+        while row is not None and row.checkpoint_id not in seen:
+            path.append(row)
+            base = _base_of(row, payload_of(row))
+            if base is None:
+                row = None
+                continue
+            older = by_id.get(base)
+            if older is None or position[base] >= position[row.checkpoint_id]:
+                _Rebuilt(None, None, True, (row, base)).complete()  # raises: base is gone
+            row = older
+        for row in reversed(path):
+            base = _base_of(row, payload_of(row))
+            values = dict(seen[base]) if base is not None else {}
+            _apply_changes(values, payload_of(row)["changes"], row, in_place=False)
+            seen[row.checkpoint_id] = values
+        page.append(_checkpoint(target, payload_of(target), dict(seen[target.checkpoint_id])))
     return page
 
 
