@@ -238,7 +238,7 @@ def render_chain(
     heads: dict[int, str] = {}
     previous: dict[int, int] = {}
     before: Link | None = None
-    following: list[Link | None] = [*links[1:], compile_link]
+    following: list[Link | None] = [*links[1:], compile_link] if links else []
     for each, nxt in zip(links, following, strict=True):
         heads[id(each)] = _split_trivia(nxt.trivia)[0] if nxt is not None else ""
         previous[id(each)] = id(before) if before is not None else 0
