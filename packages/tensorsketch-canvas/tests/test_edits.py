@@ -98,6 +98,16 @@ def test_a_created_node_is_a_hole_and_renaming_it_renames_its_class() -> None:
         edits.add_node(graph(), "B")
 
 
+def test_renaming_a_placed_implemented_class_keeps_the_class() -> None:
+    # Found by the canvas soak: a node placed from an existing class is in `added` too, and
+    # renaming it renamed the class, asking write-back for a stub with a body.
+    ir = graph()
+    ir.nodes.append(NodeIR("Impl"))
+    ir.added.append("Impl")
+    renamed = edits.rename_node(ir, "Impl", "Review")
+    assert (renamed.node("Review").cls, renamed.added) == ("Impl", ["Review"])
+
+
 def test_set_ports_only_on_holes_and_for_every_node_of_the_class() -> None:
     ir = edits.set_ports(graph(), "A", inputs=[("query", "str")])
     assert ir.node("A").inputs == ir.node("C").inputs == [Port("query", "str")]

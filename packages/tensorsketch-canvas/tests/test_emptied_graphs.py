@@ -235,3 +235,15 @@ def test_a_graph_that_is_only_a_compile_call_grows_and_empties_again(layout: str
     emptied = steps(grown, remove("Escalate"), remove("Alpha"))
     assert extract(emptied) == extract(source)
     step(emptied, create("Verify"))
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_placing_an_existing_class_and_renaming_it_before_writing_back(style: str) -> None:
+    # Found by the canvas soak: the rename made the placed class a new class, and write-back
+    # refused to stub a node that has a body.
+    emptied = step(HEADER + WIRED[style], remove("Alpha"))
+    emptied = step(emptied, remove("Beta"))
+    final = step(emptied, lambda ir: edits.rename_node(place_alpha(ir), "Alpha", "Triage"))
+    node = extract(final).node("Triage")
+    assert (node.cls, node.has_hole) == ("Alpha", False)
+    assert final.count("class Alpha") == 1

@@ -77,7 +77,9 @@ def rename_node(ir: GraphIR, old: str, new_name: str) -> GraphIR:
     """Rename a node in the graph: its ``add(..., name=...)`` alias and every edge using it.
 
     The class keeps its name (renaming code is an editor's job) — unless the node was just
-    created on the canvas and has no class yet, in which case the new class takes the name.
+    created on the canvas as a hole named after its class, which has no code yet: then the
+    class to be written takes the new name. A node placed from an existing, implemented class
+    is in ``added`` too, but its class exists, so it keeps it.
     """
     _known(ir, old, pseudo=False)
     if not new_name or new_name in (START, END):
@@ -91,7 +93,7 @@ def rename_node(ir: GraphIR, old: str, new_name: str) -> GraphIR:
     node.name = new_name
     if old in new.added:
         new.added = [new_name if n == old else n for n in new.added]
-        if node.cls == old:
+        if node.cls == old and node.has_hole:
             node.cls = new_name
             if node.hole == f"{old} needs code":
                 node.hole = f"{new_name} needs code"
