@@ -20,6 +20,7 @@ and an IR equal to the file's own extraction returns the source unchanged.
 from __future__ import annotations
 
 import difflib
+import keyword
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -97,8 +98,8 @@ def reconstruct(source: str, ir: GraphIR) -> str:
 
 
 def _normalized(ir: GraphIR, classes: dict[str, NodeClass]) -> GraphIR:
-    """The IR as the file will say it: defaults filled in for created nodes, and a created node
-    whose class already exists takes that class's real interface (classes are never rewritten)."""
+    """The IR as the file will say it: a created node whose class already exists takes that
+    class's real interface (classes are never rewritten). A stub says exactly what was sent."""
     target = ir.copy()
     for node in target.nodes:
         if node.name not in target.added:
@@ -108,8 +109,6 @@ def _normalized(ir: GraphIR, classes: dict[str, NodeClass]) -> GraphIR:
             node.inputs = [replace(p) for p in cls.inputs]
             node.outputs = [replace(p) for p in cls.outputs]
             node.has_hole, node.hole = cls.has_hole, cls.hole
-        elif node.hole is None:
-            node.hole = f"{node.cls} needs code"
     return target
 
 
@@ -300,7 +299,7 @@ class _Writer:
                 "something that is not a node class; pick another name."
             )
             raise WriteBackError(msg)
-        if not node.cls.isidentifier():
+        if not node.cls.isidentifier() or keyword.iskeyword(node.cls):
             msg = (
                 f"cannot create node class {node.cls!r}: a new node's class must be a Python "
                 "identifier such as 'Escalate'."
@@ -820,7 +819,7 @@ def _class_key(cls: str) -> str:
 
 
 def _check_port(node: str, name: str, type_text: str) -> None:
-    if not name.isidentifier():
+    if not name.isidentifier() or keyword.iskeyword(name):
         msg = f"node {node!r}: port name {name!r} is not a Python identifier; use e.g. 'query'."
         raise WriteBackError(msg)
     try:

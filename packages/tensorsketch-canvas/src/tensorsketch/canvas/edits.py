@@ -8,6 +8,7 @@ together, a node is created as a typed hole, ports change only on holes.
 
 from __future__ import annotations
 
+import keyword
 from collections.abc import Iterable
 
 from tensorsketch.canvas.exceptions import IRError
@@ -113,7 +114,7 @@ def add_node(
     hole: str | None = None,
 ) -> GraphIR:
     """Create a node from the palette: a typed hole, unwired, with a stub class to write."""
-    if not name.isidentifier():
+    if not name.isidentifier() or keyword.iskeyword(name):
         msg = (
             f"a new node's name becomes its class name, so it must be an identifier; got {name!r}."
         )
