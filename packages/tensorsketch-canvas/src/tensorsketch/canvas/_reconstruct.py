@@ -104,11 +104,20 @@ def _normalized(ir: GraphIR, classes: dict[str, NodeClass]) -> GraphIR:
     for node in target.nodes:
         if node.name not in target.added:
             continue
-        cls = classes.get(_class_key(node.cls))
-        if cls is not None:
-            node.inputs = [replace(p) for p in cls.inputs]
-            node.outputs = [replace(p) for p in cls.outputs]
-            node.has_hole, node.hole = cls.has_hole, cls.hole
+        key = _class_key(node.cls)
+        cls = classes.get(key)
+        if cls is None:
+            continue
+        # A sibling node of the same class carries the class as this IR edits it (its ports
+        # may change in the same write-back); otherwise the class stays as the file has it.
+        peer = next(
+            (n for n in target.nodes if n.name not in target.added and _class_key(n.cls) == key),
+            None,
+        )
+        inputs, outputs = (peer.inputs, peer.outputs) if peer else (cls.inputs, cls.outputs)
+        node.inputs = [replace(p) for p in inputs]
+        node.outputs = [replace(p) for p in outputs]
+        node.has_hole, node.hole = cls.has_hole, cls.hole
     return target
 
 
