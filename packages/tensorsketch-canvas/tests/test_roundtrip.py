@@ -534,6 +534,10 @@ def edit(draw: st.DrawFn, ir: GraphIR, palette: Palette) -> tuple[str, Gesture]:
     return f"ports {name}", lambda ir: edits.set_ports(ir, name, inputs, outputs)
 
 
+def _wiring(ir: GraphIR) -> tuple[list[tuple[str, str]], list[EdgeIR]]:
+    return [(n.name, n.cls) for n in ir.nodes], ir.edges
+
+
 def _without_added(ir: GraphIR) -> GraphIR:
     copy = ir.copy()
     copy.added = []
@@ -562,8 +566,11 @@ def test_random_edits_write_back_and_re_extract(data: st.DataObject) -> None:
         source, ir = new_source, again
         palette.learn(ir)
         batched = gesture(batched)
-    once = reconstruct(original, batched)
-    assert extract(once) == _without_added(batched), labels
+    # Written once, a node placed from a class the file already has takes that class's
+    # interface (write-back's rule for `added`), so only the wiring must match here; the
+    # interfaces were compared exactly after every gesture above.
+    once = extract(reconstruct(original, batched))
+    assert _wiring(once) == _wiring(batched), labels
 
 
 # -- the runtime agrees ----------------------------------------------------------------------
