@@ -94,6 +94,8 @@ def test_a_created_node_is_a_hole_and_renaming_it_renames_its_class() -> None:
     assert edits.remove_node(ir, "Escalate").added == []
     with pytest.raises(IRError, match="must be an identifier"):
         edits.add_node(graph(), "not valid")
+    with pytest.raises(IRError, match="not a keyword"):
+        edits.add_node(graph(), "None")
     with pytest.raises(IRError, match="already has a node"):
         edits.add_node(graph(), "B")
 

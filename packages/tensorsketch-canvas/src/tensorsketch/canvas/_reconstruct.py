@@ -311,7 +311,7 @@ class _Writer:
         if not node.cls.isidentifier() or keyword.iskeyword(node.cls):
             msg = (
                 f"cannot create node class {node.cls!r}: a new node's class must be a Python "
-                "identifier such as 'Escalate'."
+                "identifier that is not a keyword, such as 'Escalate'."
             )
             raise WriteBackError(msg)
         if not node.has_hole:
@@ -829,7 +829,10 @@ def _class_key(cls: str) -> str:
 
 def _check_port(node: str, name: str, type_text: str) -> None:
     if not name.isidentifier() or keyword.iskeyword(name):
-        msg = f"node {node!r}: port name {name!r} is not a Python identifier; use e.g. 'query'."
+        msg = (
+            f"node {node!r}: port name {name!r} is not a Python identifier (or is a keyword); "
+            "use e.g. 'query'."
+        )
         raise WriteBackError(msg)
     try:
         cst.parse_expression(type_text)

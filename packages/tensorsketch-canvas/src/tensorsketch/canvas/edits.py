@@ -116,7 +116,8 @@ def add_node(
     """Create a node from the palette: a typed hole, unwired, with a stub class to write."""
     if not name.isidentifier() or keyword.iskeyword(name):
         msg = (
-            f"a new node's name becomes its class name, so it must be an identifier; got {name!r}."
+            f"a new node's name becomes its class name, so it must be an identifier that is not "
+            f"a keyword; got {name!r}."
         )
         raise IRError(msg)
     if any(n.name == name for n in ir.nodes):
