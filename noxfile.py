@@ -108,7 +108,7 @@ def canvas_soak(session: nox.Session) -> None:
     _pytest(
         session,
         str(pkg / "tests" / "test_roundtrip.py"),
-        options=[*seed, "-k", SOAK_PROPERTIES, "--durations=0"],
+        options=[*seed, "-k", SOAK_PROPERTIES, "--durations=0", "--hypothesis-show-statistics"],
         timeout=0,
         env={"TS_CANVAS_EXAMPLES": examples},
     )
