@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import shutil
 import sys
 import tarfile
 import tempfile
 import tomllib
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import nox
@@ -55,7 +57,13 @@ nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["services", "lint", "typecheck", "tests", "integration", "build", "docs"]
 
 
-def _pytest(session: nox.Session, *paths: str) -> None:
+def _pytest(
+    session: nox.Session,
+    *paths: str,
+    options: Sequence[str] = (),
+    timeout: int = 600,
+    env: dict[str, str] | None = None,
+) -> None:
     args = session.posargs or []
     session.run(
         "python",
@@ -67,10 +75,14 @@ def _pytest(session: nox.Session, *paths: str) -> None:
         str(ROOT),
         "-p",
         "no:cacheprovider",
-        "--timeout=600",
+        f"--timeout={timeout}",
+        *options,
         *paths,
         *args,
-        env={"TS_TEST_RUN_ID": os.environ.get("TS_TEST_RUN_ID", f"nox{os.getpid()}")},
+        env={
+            "TS_TEST_RUN_ID": os.environ.get("TS_TEST_RUN_ID", f"nox{os.getpid()}"),
+            **(env or {}),
+        },
     )
 
 
@@ -90,6 +102,35 @@ def tests(session: nox.Session, dist: str) -> None:
         targets.insert(0, str(PACKAGES / CORE))
     session.install(*targets, *DEV_TOOLS)
     _pytest(session, str(pkg / "tests"))
+
+
+#: The canvas properties the soak runs long: round trip, three styles, random edits.
+SOAK_PROPERTIES = "round_trips or three_styles or random_edits"
+
+
+@nox.session(name="canvas-soak")
+def canvas_soak(session: nox.Session) -> None:
+    """The canvas write-back properties at 10,000 examples each with a fresh, printed seed.
+
+    Not part of CI (which runs them derandomized at small counts). TS_CANVAS_EXAMPLES changes
+    the count; `nox -s canvas-soak -- --hypothesis-seed=N` replays a run.
+    """
+    pkg = PACKAGES / "tensorsketch-canvas"
+    # Editable, so a soak after a fix always runs the code in the tree.
+    session.install("-e", str(PACKAGES / CORE), "-e", f"{pkg}[test]", *DEV_TOOLS)
+    examples = os.environ.get("TS_CANVAS_EXAMPLES", "10000")
+    seeded = any(arg.startswith("--hypothesis-seed") for arg in session.posargs)
+    seed = [] if seeded else [f"--hypothesis-seed={secrets.randbits(64)}"]
+    session.log(
+        f"canvas soak: {examples} examples per property, {' '.join(seed or session.posargs)}"
+    )
+    _pytest(
+        session,
+        str(pkg / "tests" / "test_roundtrip.py"),
+        options=[*seed, "-k", SOAK_PROPERTIES, "--durations=0", "--hypothesis-show-statistics"],
+        timeout=0,
+        env={"TS_CANVAS_EXAMPLES": examples},
+    )
 
 
 @nox.session

@@ -94,8 +94,20 @@ def test_a_created_node_is_a_hole_and_renaming_it_renames_its_class() -> None:
     assert edits.remove_node(ir, "Escalate").added == []
     with pytest.raises(IRError, match="must be an identifier"):
         edits.add_node(graph(), "not valid")
+    with pytest.raises(IRError, match="not a keyword"):
+        edits.add_node(graph(), "None")
     with pytest.raises(IRError, match="already has a node"):
         edits.add_node(graph(), "B")
+
+
+def test_renaming_a_placed_implemented_class_keeps_the_class() -> None:
+    # Found by the canvas soak: a node placed from an existing class is in `added` too, and
+    # renaming it renamed the class, asking write-back for a stub with a body.
+    ir = graph()
+    ir.nodes.append(NodeIR("Impl"))
+    ir.added.append("Impl")
+    renamed = edits.rename_node(ir, "Impl", "Review")
+    assert (renamed.node("Review").cls, renamed.added) == ("Impl", ["Review"])
 
 
 def test_set_ports_only_on_holes_and_for_every_node_of_the_class() -> None:

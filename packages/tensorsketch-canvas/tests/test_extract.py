@@ -59,7 +59,7 @@ def test_node_classes_give_ports_holes_and_lines() -> None:
     assert (classify.has_hole, classify.hole) == (False, None)
     assert billing.inputs == [Port("query", "str")]  # one-line `class In(Schema):  query: str`
     assert (billing.has_hole, billing.hole) == (True, "Answer billing questions using the KB tool")
-    assert (tech.has_hole, tech.hole, tech.inputs) == (True, "", [])
+    assert (tech.has_hole, tech.hole, tech.inputs) == (True, None, [])  # a bare `raise Hole`
 
 
 def test_line_numbers_point_at_the_class_statement() -> None:

@@ -499,6 +499,17 @@ def test_creating_a_node_whose_class_exists_wires_the_existing_class() -> None:
     assert (node.inputs, node.hole) == ([Port("query", "str")], "Answer tech questions")
 
 
+def test_a_created_node_of_an_existing_class_follows_port_edits_to_that_class() -> None:
+    # Found by the canvas soak: the new node took the class's ports from the file while a
+    # sibling of the same class changed them in the same write-back, so it read back wrong.
+    ports = [Port("query", "str"), Port("lang", "str")]
+    ir = edits.set_ports(extract(FLUENT), "Billing", ports, None)
+    ir.nodes.append(NodeIR("Billing2", cls="Billing"))  # placed from the palette
+    ir.added.append("Billing2")
+    new = reconstruct(FLUENT, ir)
+    assert [n.inputs for n in extract(new).nodes if n.cls == "Billing"] == [ports, ports]
+
+
 def test_a_new_node_cannot_take_a_name_the_file_already_uses() -> None:
     with pytest.raises(WriteBackError, match=r"'route'.*not a node class"):
         reconstruct(FLUENT, edits.add_node(extract(FLUENT), "route"))

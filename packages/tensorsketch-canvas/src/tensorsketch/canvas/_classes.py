@@ -107,11 +107,11 @@ def _hole(src: ParsedSource, run: cst.FunctionDef | None) -> tuple[bool, str | N
         return False, None
     exc = smalls[0].exc
     if _base_name(exc) == "Hole" and not isinstance(exc, cst.Call):
-        return True, ""
+        return True, None
     if not isinstance(exc, cst.Call) or _base_name(exc.func) != "Hole":
         return False, None
     if not exc.args:
-        return True, ""
+        return True, None
     first = exc.args[0].value
     value = string_value(first)
     return True, value if value is not None else src.code(first)

@@ -33,7 +33,7 @@ def _schema_lines(name: str, ports: Sequence[Port], indent: str) -> list[str]:
 
 def stub_text(node: NodeIR, indent: str, quote: str) -> str:
     """An idiomatic ``class X(Node)`` whose body is a hole, for a node the canvas created."""
-    hole = node.hole if node.hole is not None else f"{node.cls} needs code"
+    message = py_string(node.hole, quote) if node.hole is not None else ""
     lines = [
         f"class {node.cls}(Node):",
         *_schema_lines("In", node.inputs, indent),
@@ -41,7 +41,7 @@ def stub_text(node: NodeIR, indent: str, quote: str) -> str:
         *_schema_lines("Out", node.outputs, indent),
         "",
         f"{indent}async def run(self, ctx: Context, inp: In) -> Out:",
-        f"{indent}{indent}raise Hole({py_string(hole, quote)})",
+        f"{indent}{indent}raise Hole({message})",
     ]
     return "\n".join(lines) + "\n"
 

@@ -20,6 +20,7 @@ and an IR equal to the file's own extraction returns the source unchanged.
 from __future__ import annotations
 
 import difflib
+import keyword
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -97,19 +98,26 @@ def reconstruct(source: str, ir: GraphIR) -> str:
 
 
 def _normalized(ir: GraphIR, classes: dict[str, NodeClass]) -> GraphIR:
-    """The IR as the file will say it: defaults filled in for created nodes, and a created node
-    whose class already exists takes that class's real interface (classes are never rewritten)."""
+    """The IR as the file will say it: a created node whose class already exists takes that
+    class's real interface (classes are never rewritten). A stub says exactly what was sent."""
     target = ir.copy()
     for node in target.nodes:
         if node.name not in target.added:
             continue
-        cls = classes.get(_class_key(node.cls))
-        if cls is not None:
-            node.inputs = [replace(p) for p in cls.inputs]
-            node.outputs = [replace(p) for p in cls.outputs]
-            node.has_hole, node.hole = cls.has_hole, cls.hole
-        elif node.hole is None:
-            node.hole = f"{node.cls} needs code"
+        key = _class_key(node.cls)
+        cls = classes.get(key)
+        if cls is None:
+            continue
+        # A sibling node of the same class carries the class as this IR edits it (its ports
+        # may change in the same write-back); otherwise the class stays as the file has it.
+        peer = next(
+            (n for n in target.nodes if n.name not in target.added and _class_key(n.cls) == key),
+            None,
+        )
+        inputs, outputs = (peer.inputs, peer.outputs) if peer else (cls.inputs, cls.outputs)
+        node.inputs = [replace(p) for p in inputs]
+        node.outputs = [replace(p) for p in outputs]
+        node.has_hole, node.hole = cls.has_hole, cls.hole
     return target
 
 
@@ -300,10 +308,10 @@ class _Writer:
                 "something that is not a node class; pick another name."
             )
             raise WriteBackError(msg)
-        if not node.cls.isidentifier():
+        if not node.cls.isidentifier() or keyword.iskeyword(node.cls):
             msg = (
                 f"cannot create node class {node.cls!r}: a new node's class must be a Python "
-                "identifier such as 'Escalate'."
+                "identifier that is not a keyword, such as 'Escalate'."
             )
             raise WriteBackError(msg)
         if not node.has_hole:
@@ -820,8 +828,11 @@ def _class_key(cls: str) -> str:
 
 
 def _check_port(node: str, name: str, type_text: str) -> None:
-    if not name.isidentifier():
-        msg = f"node {node!r}: port name {name!r} is not a Python identifier; use e.g. 'query'."
+    if not name.isidentifier() or keyword.iskeyword(name):
+        msg = (
+            f"node {node!r}: port name {name!r} is not a Python identifier (or is a keyword); "
+            "use e.g. 'query'."
+        )
         raise WriteBackError(msg)
     try:
         cst.parse_expression(type_text)

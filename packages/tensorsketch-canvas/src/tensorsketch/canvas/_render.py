@@ -7,7 +7,6 @@ the order the IR lists them — that is what keeps the round trip a plain list e
 
 from __future__ import annotations
 
-import json
 import keyword
 import re
 from dataclasses import dataclass, field
@@ -67,12 +66,21 @@ class RenderContext:
 
 
 def py_string(value: str, quote: str = '"') -> str:
-    """A Python string literal for ``value`` using the file's preferred quote."""
-    text = json.dumps(value, ensure_ascii=False)
-    if quote == "'":
-        inner = text[1:-1].replace('\\"', '"').replace("'", "\\'")
-        return f"'{inner}'"
-    return text
+    """A Python string literal for ``value`` using the file's preferred quote.
+
+    Printable characters are written as they are; anything else (line breaks, U+2028, lone
+    surrogates) as an escape, so the literal stays on one line and encodes as UTF-8.
+    """
+    parts = [quote]
+    for char in value:
+        if char in (quote, "\\"):
+            parts.append("\\" + char)
+        elif char.isprintable():
+            parts.append(char)
+        else:
+            parts.append(repr(char)[1:-1])
+    parts.append(quote)
+    return "".join(parts)
 
 
 def snake_name(name: str) -> str:
@@ -238,7 +246,7 @@ def render_chain(
     heads: dict[int, str] = {}
     previous: dict[int, int] = {}
     before: Link | None = None
-    following: list[Link | None] = [*links[1:], compile_link]
+    following: list[Link | None] = [*links[1:], compile_link] if links else []
     for each, nxt in zip(links, following, strict=True):
         heads[id(each)] = _split_trivia(nxt.trivia)[0] if nxt is not None else ""
         previous[id(each)] = id(before) if before is not None else 0

@@ -8,6 +8,7 @@ together, a node is created as a typed hole, ports change only on holes.
 
 from __future__ import annotations
 
+import keyword
 from collections.abc import Iterable
 
 from tensorsketch.canvas.exceptions import IRError
@@ -77,7 +78,9 @@ def rename_node(ir: GraphIR, old: str, new_name: str) -> GraphIR:
     """Rename a node in the graph: its ``add(..., name=...)`` alias and every edge using it.
 
     The class keeps its name (renaming code is an editor's job) — unless the node was just
-    created on the canvas and has no class yet, in which case the new class takes the name.
+    created on the canvas as a hole named after its class, which has no code yet: then the
+    class to be written takes the new name. A node placed from an existing, implemented class
+    is in ``added`` too, but its class exists, so it keeps it.
     """
     _known(ir, old, pseudo=False)
     if not new_name or new_name in (START, END):
@@ -91,7 +94,7 @@ def rename_node(ir: GraphIR, old: str, new_name: str) -> GraphIR:
     node.name = new_name
     if old in new.added:
         new.added = [new_name if n == old else n for n in new.added]
-        if node.cls == old:
+        if node.cls == old and node.has_hole:
             node.cls = new_name
             if node.hole == f"{old} needs code":
                 node.hole = f"{new_name} needs code"
@@ -111,9 +114,10 @@ def add_node(
     hole: str | None = None,
 ) -> GraphIR:
     """Create a node from the palette: a typed hole, unwired, with a stub class to write."""
-    if not name.isidentifier():
+    if not name.isidentifier() or keyword.iskeyword(name):
         msg = (
-            f"a new node's name becomes its class name, so it must be an identifier; got {name!r}."
+            f"a new node's name becomes its class name, so it must be an identifier that is not "
+            f"a keyword; got {name!r}."
         )
         raise IRError(msg)
     if any(n.name == name for n in ir.nodes):

@@ -84,7 +84,8 @@ class NodeIR:
 
     ``cls`` is the node argument of ``add(...)`` as written (usually the class name); it
     defaults to ``name``. ``has_hole`` says the class's ``run`` body is still
-    ``raise Hole(...)``, and ``hole`` is that Hole's description. ``line`` is the line of the
+    ``raise Hole(...)``, and ``hole`` is that Hole's description (``None`` for a bare
+    ``raise Hole`` or ``raise Hole()``, so ``""`` stays distinct). ``line`` is the line of the
     ``class`` statement (``None`` when the class is not defined in the file) and does not take
     part in ``==``.
     """
