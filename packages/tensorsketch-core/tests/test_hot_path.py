@@ -16,7 +16,7 @@ import pytest
 from pydantic import ConfigDict, PrivateAttr
 
 from tensorsketch import END, START, Context, Graph, Node, Reducer, Schema, Send
-from tensorsketch.pregel import fast_constructor
+from tensorsketch._fastmodel import fast_constructor
 
 
 class Plain(Schema):

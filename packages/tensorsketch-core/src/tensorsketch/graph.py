@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import copy
-import difflib
-import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from pydantic.fields import FieldInfo
 
-from tensorsketch._assignable import is_assignable, type_text
+from tensorsketch._validate import node_spec, suggest, wiring
 from tensorsketch.channels import Channel, channel_for
 from tensorsketch.constants import END, START
 from tensorsketch.errors import GraphValidationError
@@ -30,14 +28,6 @@ S = TypeVar("S", bound=Schema)
 
 def _path_name(path: Callable[..., Any]) -> str:
     return getattr(path, "__name__", type(path).__name__)
-
-
-def _suggest(name: str, known: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    if close:
-        return f" — did you mean {close[0]!r}?"
-    listed = ", ".join(repr(k) for k in known) or "none yet"
-    return f" (known nodes: {listed})"
 
 
 class Graph(Generic[S]):
@@ -197,7 +187,7 @@ class Graph(Generic[S]):
     def __getitem__(self, name: str) -> NodeHandle:
         """A handle for a node already added, to mix ``>>`` with the other styles."""
         if name not in self._nodes:
-            msg = f"no node named {name!r} in this graph{_suggest(name, list(self._nodes))}"
+            msg = f"no node named {name!r} in this graph{suggest(name, list(self._nodes))}"
             raise KeyError(msg)
         return NodeHandle(self, name)
 
@@ -242,60 +232,11 @@ class Graph(Generic[S]):
                 problems.append(str(exc))
                 channels[field_name] = channel_for(field_name, ())
 
-        known = list(self._nodes)
         specs: dict[str, NodeSpec] = {}
         for name, node in self._nodes.items():
-            specs[name] = self._node_spec(name, node, fields, channels, problems)
+            specs[name] = node_spec(state, name, node, fields, channels, problems)
 
-        def check_target(src: str, dst: str, how: str) -> None:
-            if dst == END or dst in self._nodes:
-                return
-            if dst == START:
-                problems.append(f"{how} from {src!r} points at START; START is only a source.")
-            else:
-                problems.append(
-                    f"{how} from {src!r} points at unknown node {dst!r}{_suggest(dst, known)}"
-                )
-
-        entry: list[str] = []
-        successors: dict[str, list[str]] = {name: [] for name in self._nodes}
-        for src, dst in self._edges:
-            if src == END:
-                problems.append(f"edge from END to {dst!r}: END can only be a target.")
-                continue
-            if src != START and src not in self._nodes:
-                problems.append(f"edge source {src!r} is not a node{_suggest(src, known)}")
-                continue
-            check_target(src, dst, "edge")
-            targets = entry if src == START else successors[src]
-            if dst not in targets:
-                targets.append(dst)
-
-        for src, branch in self._branches.items():
-            if src != START and src not in self._nodes:
-                problems.append(
-                    f"{branch.kind} edge source {src!r} is not a node{_suggest(src, known)}"
-                )
-                continue
-            if branch.mapping is not None:
-                for key, dst in branch.mapping.items():
-                    check_target(src, dst, f"{branch.kind} key {key!r}")
-            if branch.exit is not None:
-                check_target(src, branch.exit, "loop exit")
-            has_static = bool(entry) if src == START else bool(successors[src])
-            if has_static:
-                problems.append(
-                    f"node {src!r} has both static edges and a {branch.kind} edge; a node's "
-                    "successors must come from one place — route every target through the "
-                    "path function, or drop the conditional."
-                )
-
-        if not entry and START not in self._branches:
-            first = known[0] if known else "FirstNode"
-            problems.append(
-                f"no entry node: add `.edge(START, {first!r})` (or `.entry({first!r})`, or "
-                f"`START >> {first.lower()}`) to say where the run begins."
-            )
+        entry, successors = wiring(self._nodes, self._edges, self._branches, problems)
 
         if problems:
             listing = "\n".join(f"  - {p}" for p in problems)
@@ -325,82 +266,6 @@ class Graph(Generic[S]):
             structure=self.structure,
         )
         return CompiledGraph(graph_spec)
-
-    def _node_spec(
-        self,
-        name: str,
-        node: Node,
-        fields: dict[str, FieldInfo],
-        channels: dict[str, Channel],
-        problems: list[str],
-    ) -> Any:
-        from tensorsketch.pregel import NodeSpec
-
-        cls_name = type(node).__name__
-        in_schema, out_schema = node.In, node.Out
-        for label, schema in (("In", in_schema), ("Out", out_schema)):
-            if not (isinstance(schema, type) and issubclass(schema, Schema)):
-                problems.append(
-                    f"node {name!r}: `{label}` must be a Schema subclass (`class {label}(Schema)`),"
-                    f" got {schema!r}."
-                )
-        if not inspect.iscoroutinefunction(node.run):
-            problems.append(
-                f"node {name!r}: `run` must be `async def run(self, ctx, inp)`; {cls_name}.run "
-                "is a plain function."
-            )
-        state_name = self.state_schema.__name__
-        reads: list[tuple[str, bool]] = []
-        writes: list[str] = []
-        if isinstance(in_schema, type) and issubclass(in_schema, Schema):
-            for port, info in in_schema.model_fields.items():
-                if port not in fields:
-                    problems.append(
-                        f"node {name!r} reads `{port}`, but {state_name} has no field {port!r}"
-                        f"{_field_hint(port, fields)}"
-                    )
-                    continue
-                state_type = fields[port].annotation
-                if not is_assignable(state_type, info.annotation):
-                    problems.append(
-                        f"node {name!r} reads `{port}: {type_text(info.annotation)}`, but "
-                        f"{state_name}.{port} is `{type_text(state_type)}`; make the port type "
-                        f"accept `{type_text(state_type)}`."
-                    )
-                reads.append((port, info.is_required()))
-        if isinstance(out_schema, type) and issubclass(out_schema, Schema):
-            for port, info in out_schema.model_fields.items():
-                if port not in fields:
-                    problems.append(
-                        f"node {name!r} writes `{port}`, but {state_name} has no field {port!r}"
-                        f"{_field_hint(port, fields)}"
-                    )
-                    continue
-                channel = channels[port]
-                state_type = fields[port].annotation
-                if channel.checks_write_type and not is_assignable(info.annotation, state_type):
-                    problems.append(
-                        f"node {name!r} writes `{port}: {type_text(info.annotation)}`, but "
-                        f"{state_name}.{port} is `{type_text(state_type)}`; change the Out port "
-                        f"to `{port}: {type_text(state_type)}` (or widen the state field)."
-                    )
-                writes.append(port)
-        return NodeSpec(
-            name=name,
-            node=node,
-            run=node.run,
-            in_schema=in_schema,
-            out_schema=out_schema,
-            reads=tuple(reads),
-            writes=tuple(writes),
-        )
-
-
-def _field_hint(port: str, fields: Mapping[str, Any]) -> str:
-    close = difflib.get_close_matches(port, list(fields), n=1, cutoff=0.6)
-    if close:
-        return f" — did you mean {close[0]!r}?"
-    return f"; add `{port}: ...` to the state schema or rename the port."
 
 
 _SCALARS = (str, int, float, bool, bytes, type(None))
