@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import pydantic
 
@@ -50,7 +50,6 @@ __all__ = ["Branch", "GraphSpec", "NodeSpec", "Run", "Task"]
 
 EventSink = Callable[[Event], Awaitable[None]]
 TaskDone = Callable[["Task", dict[str, Any]], Awaitable[None]]
-M = TypeVar("M", bound=Schema)
 
 #: Failures of the store itself: no failure checkpoint can be written for them.
 _STORE_ERRORS = (BackendUnavailableError, CheckpointDecodeError, ThreadBusyError)
