@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pydantic
 
 from tensorsketch.channels import MISSING, Channel
-from tensorsketch.constants import END, Send
+from tensorsketch.constants import END
 from tensorsketch.context import Context
 from tensorsketch.errors import (
     BackendUnavailableError,
@@ -40,6 +40,7 @@ from tensorsketch.interrupts import Interrupt, PendingInterrupt
 from tensorsketch.node import Node
 from tensorsketch.observability.tracing import NOOP_TRACER, Tracer
 from tensorsketch.schema import Schema
+from tensorsketch.send import Send
 from tensorsketch.structure import GraphStructure
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ import pytest
 
 from tensorsketch.channels import Reducer
 from tensorsketch.compiled import CompiledGraph
-from tensorsketch.constants import END, START, Send
+from tensorsketch.constants import END, START
 from tensorsketch.context import Context
 from tensorsketch.errors import CheckpointDecodeError, LeaseLostError, ThreadBusyError
 from tensorsketch.graph import Graph
@@ -47,6 +47,7 @@ from tensorsketch.runtime.backends.base import (
     ThreadOpening,
 )
 from tensorsketch.schema import Schema
+from tensorsketch.send import Send
 
 __all__ = ["BackendConformance", "BackendFactory", "CountingBackend"]
 
