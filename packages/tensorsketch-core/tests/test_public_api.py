@@ -60,3 +60,9 @@ def test_send_has_its_own_module_and_the_old_path_still_resolves() -> None:
     with pytest.raises(AttributeError):
         _ = constants.Nope  # type: ignore[attr-defined]
 
+
+def test_the_rshift_surface_lives_in_handles() -> None:
+    import tensorsketch.handles as handles
+
+    assert tensorsketch.NodeHandle is handles.NodeHandle
+    assert tensorsketch.Router is handles.Router

@@ -34,11 +34,11 @@ from tensorsketch.errors import (
 )
 from tensorsketch.events import Event
 from tensorsketch.graph import Graph
+from tensorsketch.handles import NodeHandle, Router
 from tensorsketch.node import Node
 from tensorsketch.schema import Schema
 from tensorsketch.send import Send
 from tensorsketch.structure import BranchInfo, GraphStructure
-from tensorsketch.wiring import NodeHandle, Router
 
 _install_hints.install()
 
