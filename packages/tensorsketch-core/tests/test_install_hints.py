@@ -63,3 +63,13 @@ def test_interop_mcp_while_interop_is_installed() -> None:
     message = str(caught.value)
     assert "is installed but has no module tensorsketch.interop.mcp" in message
     assert message.count("tensorsketch-interop") == 2 and "pip install" not in message
+
+
+def test_backend_class_hints_come_from_the_one_table() -> None:
+    from tensorsketch.runtime import backends
+
+    assert {
+        "PostgresBackend": _install_hints.HINTS["tensorsketch.runtime.backends.postgres"],
+        "RedisBackend": _install_hints.HINTS["tensorsketch.runtime.backends.redis"],
+    } == backends._HINTS
+    assert backends._HINTS["PostgresBackend"] == "tensorsketch-backends[postgres]"

@@ -43,3 +43,26 @@ def test_the_exception_tree_in_errors_lists_every_exception() -> None:
     ours = [c for c in walk(errors.TensorSketchError) if c.__module__.startswith("tensorsketch.")]
     missing = [c.__name__ for c in ours if c.__name__ not in (errors.__doc__ or "")]
     assert not missing, f"add these to the tree in errors.py: {missing}"
+
+
+def test_send_has_its_own_module_and_the_old_path_still_resolves() -> None:
+    import tensorsketch.constants as constants
+    import tensorsketch.send as send
+
+    assert tensorsketch.Send is send.Send
+    assert send.Send.__module__ == "tensorsketch.send"
+    # Code (and saved type references) that named ``tensorsketch.constants.Send`` still work.
+    assert constants.Send is send.Send
+    from tensorsketch.constants import Send
+
+    assert Send is send.Send
+    assert "Send" not in constants.__all__
+    with pytest.raises(AttributeError):
+        _ = constants.Nope  # type: ignore[attr-defined]
+
+
+def test_the_rshift_surface_lives_in_handles() -> None:
+    import tensorsketch.handles as handles
+
+    assert tensorsketch.NodeHandle is handles.NodeHandle
+    assert tensorsketch.Router is handles.Router

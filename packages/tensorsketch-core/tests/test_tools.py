@@ -303,3 +303,17 @@ def test_requires_approval_flag() -> None:
 
     assert refund.requires_approval and not add.requires_approval
     assert repr(refund) == "Tool('refund', requires_approval=True)"
+
+
+def test_docstring_parser_and_validator_live_in_private_modules() -> None:
+    import tensorsketch._docstrings as docstrings
+    import tensorsketch._jsonschema as jsonschema
+    import tensorsketch.tools as tools
+
+    # The documented path stays; the code lives in its own module.
+    assert tools.parse_docstring is docstrings.parse_docstring
+    assert "parse_docstring" in tools.__all__
+    assert jsonschema.validate_json({"type": "integer"}, 3) == []
+    assert jsonschema.validate_json({"type": "object", "required": ["a"]}, {}) == [
+        "`a`: missing required argument"
+    ]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from tensorsketch import _install_hints
 from tensorsketch.channels import ChannelMarker, Reducer, Topic
 from tensorsketch.compiled import CompiledGraph
-from tensorsketch.constants import END, START, Send
+from tensorsketch.constants import END, START
 from tensorsketch.context import Context
 from tensorsketch.errors import (
     BackendUnavailableError,
@@ -34,10 +34,11 @@ from tensorsketch.errors import (
 )
 from tensorsketch.events import Event
 from tensorsketch.graph import Graph
+from tensorsketch.handles import NodeHandle, Router
 from tensorsketch.node import Node
 from tensorsketch.schema import Schema
+from tensorsketch.send import Send
 from tensorsketch.structure import BranchInfo, GraphStructure
-from tensorsketch.wiring import NodeHandle, Router
 
 _install_hints.install()
 

@@ -1,11 +1,10 @@
-"""The two pseudo-nodes every graph has, and the ``Send`` instruction for dynamic fan-out."""
+"""The two pseudo-nodes every graph has: ``START`` and ``END``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["END", "START", "Send"]
+__all__ = ["END", "START"]
 
 #: Where a run enters the graph: ``edge(START, "First")``.
 START: Final = "__start__"
@@ -13,20 +12,12 @@ START: Final = "__start__"
 END: Final = "__end__"
 
 
-@dataclass(frozen=True, slots=True)
-class Send:
-    """Run ``node`` once more in the next superstep, with ``payload`` overlaid on the state.
+def __getattr__(name: str) -> Any:
+    # ``Send`` lived here before it got its own module (:mod:`tensorsketch.send`); the old
+    # path still resolves, so code and saved type references that name it keep working.
+    if name == "Send":
+        from tensorsketch.send import Send
 
-    Returned (usually in a list) from a router's path function. ``payload`` is a dict of state
-    fields, or an instance of the target node's ``In`` schema; fields it omits are read from
-    the shared state as usual. Each Send is its own task and journals its effects under its
-    own key, so a crash halfway through a fan-out replays only the finished workers.
-    """
-
-    node: str
-    payload: Any = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.node, str) or not self.node:
-            msg = f"Send(node=...) needs a node name (a non-empty str), got {self.node!r}."
-            raise TypeError(msg)
+        return Send
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)

@@ -25,7 +25,7 @@ import pydantic
 
 from tensorsketch._fastmodel import fast_constructor
 from tensorsketch.channels import MISSING, Channel
-from tensorsketch.constants import END, Send
+from tensorsketch.constants import END
 from tensorsketch.context import Context
 from tensorsketch.errors import (
     BackendUnavailableError,
@@ -41,6 +41,7 @@ from tensorsketch.interrupts import Interrupt, PendingInterrupt
 from tensorsketch.node import Node
 from tensorsketch.observability.tracing import NOOP_TRACER, Tracer
 from tensorsketch.schema import Schema
+from tensorsketch.send import Send
 from tensorsketch.structure import GraphStructure
 
 if TYPE_CHECKING:

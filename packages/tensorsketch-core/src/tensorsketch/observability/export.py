@@ -129,9 +129,9 @@ class FileTracer(RecordingTracer):
 _STOP = object()
 
 
-class _Worker:
-    """The background half of an :class:`HttpSpanSink` (kept apart so the sink can be
-    garbage-collected while the thread runs)."""
+class _SpanSender:
+    """The background half of an :class:`HttpSpanSink`: the thread that POSTs span batches
+    (kept apart so the sink can be garbage-collected while the thread runs)."""
 
     def __init__(
         self,
@@ -265,57 +265,57 @@ class HttpSpanSink:
             )
             raise ValueError(msg)
         self.url = url
-        self._worker = _Worker(
+        self._sender = _SpanSender(
             url, max_queue=max_queue, batch_size=batch_size, timeout=timeout, headers=headers or {}
         )
         self._closed = False
-        self._rejected = 0  # counted on the caller's side; the worker counts its own drops
-        weakref.finalize(self, self._worker.close, 1.0)
+        self._rejected = 0  # counted on the caller's side; the sender counts its own drops
+        weakref.finalize(self, self._sender.close, 1.0)
 
     def __call__(self, span: Span) -> None:
-        worker = self._worker
+        sender = self._sender
         if self._closed:
             self._rejected += 1
             return
         try:
             # serialized here, on the caller's thread: the span is never shared across threads
-            worker.queue.put_nowait(span_json(span))
+            sender.queue.put_nowait(span_json(span))
         except queue.Full:
             self._rejected += 1
             return
-        if worker.thread is None:
-            worker.start()
+        if sender.thread is None:
+            sender.start()
 
     @property
     def sent(self) -> int:
         """Spans the endpoint accepted (2xx)."""
-        return self._worker.sent
+        return self._sender.sent
 
     @property
     def dropped(self) -> int:
         """Spans thrown away without trying: the queue was full, or the endpoint was backing
         off after a failure."""
-        return self._rejected + self._worker.dropped
+        return self._rejected + self._sender.dropped
 
     @property
     def failed(self) -> int:
         """Spans in batches the endpoint refused or never answered."""
-        return self._worker.failed
+        return self._sender.failed
 
     @property
     def pending(self) -> int:
         """Spans queued or in flight."""
-        return self._worker.queue.unfinished_tasks
+        return self._sender.queue.unfinished_tasks
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait up to ``timeout`` seconds for queued spans to be handled (sent or dropped);
         ``True`` when the queue drained. Call it from a thread that may block (not the loop)."""
-        return self._worker.flush(timeout)
+        return self._sender.flush(timeout)
 
     def close(self, timeout: float = 5.0) -> None:
         """Flush, then stop the background thread; later spans are dropped."""
         self._closed = True
-        self._worker.close(timeout)
+        self._sender.close(timeout)
 
     def __repr__(self) -> str:
         return f"http_span_sink({self.url!r})"

@@ -35,7 +35,7 @@ import pytest
 
 from tensorsketch.channels import Reducer
 from tensorsketch.compiled import CompiledGraph
-from tensorsketch.constants import END, START, Send
+from tensorsketch.constants import END, START
 from tensorsketch.context import Context
 from tensorsketch.errors import CheckpointDecodeError, LeaseLostError, ThreadBusyError
 from tensorsketch.graph import Graph
@@ -49,6 +49,7 @@ from tensorsketch.runtime.backends.base import (
 )
 from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.schema import Schema
+from tensorsketch.send import Send
 
 __all__ = ["BackendConformance", "BackendFactory", "CountingBackend"]
 

@@ -50,7 +50,7 @@ from typing import Annotated, Any
 
 from tensorsketch.channels import Reducer
 from tensorsketch.compiled import CompiledGraph
-from tensorsketch.constants import END, START, Send
+from tensorsketch.constants import END, START
 from tensorsketch.context import Context
 from tensorsketch.errors import ThreadBusyError
 from tensorsketch.graph import Graph
@@ -62,6 +62,7 @@ from tensorsketch.runtime.backends.base import (
     ThreadOpening,
 )
 from tensorsketch.schema import Schema
+from tensorsketch.send import Send
 
 __all__ = [
     "BackendSpec",

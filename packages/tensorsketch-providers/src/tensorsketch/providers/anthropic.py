@@ -14,14 +14,14 @@ Mapping notes:
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any
 
 from tensorsketch.chat import (
     Capabilities,
-    ChatProvider,
     Completion,
     StreamDelta,
     TextDelta,
@@ -29,6 +29,7 @@ from tensorsketch.chat import (
     Usage,
 )
 from tensorsketch.messages import ImageBlock, Message, TextBlock, ToolCall
+from tensorsketch.providers._base import SDKProvider
 from tensorsketch.providers._common import (
     Draft,
     check_tools,
@@ -39,7 +40,6 @@ from tensorsketch.providers._common import (
     output_json_schema,
     route_options,
 )
-from tensorsketch.providers._errors import reraise
 from tensorsketch.schema import Schema
 from tensorsketch.tools import Tool
 
@@ -53,7 +53,7 @@ _EPHEMERAL = {"type": "ephemeral"}
 _OPTION_ALIASES = {"stop": "stop_sequences"}
 
 
-class AnthropicProvider(ChatProvider):
+class AnthropicProvider(SDKProvider):
     """Claude models through the Messages API.
 
     :param model: the model id, e.g. ``"claude-sonnet-4-6"``.
@@ -67,6 +67,8 @@ class AnthropicProvider(ChatProvider):
     """
 
     provider_name = "anthropic"
+    _NAME = "AnthropicProvider"
+    _CAPABILITIES = Capabilities(tools=True, strict_json=False, streaming=True, vision=True)
 
     def __init__(
         self,
@@ -79,118 +81,72 @@ class AnthropicProvider(ChatProvider):
         timeout: float = 600.0,
         cache_prefix: bool = True,
     ) -> None:
-        if not isinstance(model, str) or not model:
-            msg = f"`AnthropicProvider(model=...)` needs a model id, got {model!r}."
-            raise ValueError(msg)
+        self._check_model(model)
         self.model = model
         self.cache_prefix = cache_prefix
-        if client is not None:
-            if api_key is not None or base_url is not None:
-                msg = (
-                    "pass either `client=` or `api_key=`/`base_url=` to `AnthropicProvider`, "
-                    "not both: the client already carries its key and endpoint."
-                )
-                raise ValueError(msg)
-            self._client = client
-        else:
+        if not self._adopt_client(client, api_key=api_key, base_url=base_url):
             self._client = _sdk.AsyncAnthropic(
                 api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
             )
 
-    @property
-    def client(self) -> Any:
-        """The underlying ``anthropic.AsyncAnthropic``."""
-        return self._client
-
-    @property
-    def capabilities(self) -> Capabilities:
-        return Capabilities(tools=True, strict_json=False, streaming=True, vision=True)
-
-    async def aclose(self) -> None:
-        """Close the SDK client's connections."""
-        await self._client.close()
-
     # -- calls ---------------------------------------------------------------------------------
 
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Tool] | None = None,
-        output_schema: type[Schema] | None = None,
-        max_tokens: int = 1024,
-        **options: Any,
-    ) -> Completion:
-        request = self.build_request(messages, tools, output_schema, max_tokens, options)
-        try:
-            response = await self._client.messages.create(**request)
-        except Exception as exc:
-            self._reraise(exc)
-        return self.parse_response(response, output_schema)
+    async def _send(self, request: dict[str, Any]) -> Any:
+        return await self._client.messages.create(**request)
 
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Tool] | None = None,
-        output_schema: type[Schema] | None = None,
-        max_tokens: int = 1024,
-        **options: Any,
+    async def _stream(
+        self, request: dict[str, Any], output_schema: type[Schema] | None
     ) -> AsyncIterator[StreamDelta | Completion]:
-        request = self.build_request(messages, tools, output_schema, max_tokens, options)
         draft = Draft(model=self.model)
         structured = output_schema is not None
         blocks: dict[int, _Block] = {}  # by the stream's content-block index
         input_tokens = cache_read = cache_write = output_tokens = 0
-        try:
-            events = await self._client.messages.create(**request, stream=True)
-            async for event in events:
-                kind = event.type
-                if kind == "message_start":
-                    message = event.message
-                    draft.model = message.model or draft.model
-                    usage = message.usage
-                    input_tokens = usage.input_tokens or 0
-                    cache_read = usage.cache_read_input_tokens or 0
-                    cache_write = usage.cache_creation_input_tokens or 0
-                    output_tokens = usage.output_tokens or 0
-                elif kind == "content_block_start":
-                    block = event.content_block
-                    if block.type == "text":
-                        blocks[event.index] = _Block("text")
-                        if block.text:
-                            draft.text.append(block.text)
-                            yield TextDelta(block.text)
-                    elif block.type == "tool_use":
-                        if structured and block.name == RESPOND_TOOL:
-                            blocks[event.index] = _Block("respond", id=block.id, name=block.name)
-                        else:
-                            ordinal = sum(1 for b in blocks.values() if b.kind == "tool")
-                            blocks[event.index] = _Block("tool", ordinal, block.id, block.name)
-                            yield ToolCallDelta(index=ordinal, id=block.id, name=block.name)
-                elif kind == "content_block_delta":
-                    entry = blocks.get(event.index)
-                    delta = event.delta
-                    if entry is None:
-                        continue
-                    if delta.type == "text_delta" and entry.kind == "text":
-                        draft.text.append(delta.text)
-                        yield TextDelta(delta.text)
-                    elif delta.type == "input_json_delta":
-                        entry.fragments.append(delta.partial_json)
-                        if entry.kind == "respond":
-                            yield TextDelta(delta.partial_json)
-                        else:
-                            yield ToolCallDelta(index=entry.ordinal, arguments=delta.partial_json)
-                elif kind == "message_delta":
-                    draft.stop_reason = event.delta.stop_reason or draft.stop_reason
-                    usage = event.usage
-                    output_tokens = usage.output_tokens or output_tokens
-                    input_tokens = getattr(usage, "input_tokens", None) or input_tokens
-                    cache_read = getattr(usage, "cache_read_input_tokens", None) or cache_read
-                    cache_write = getattr(usage, "cache_creation_input_tokens", None) or cache_write
-        except Exception as exc:
-            self._reraise(exc)
+        opening = functools.partial(self._client.messages.create, **request, stream=True)
+        async for event in self._events(opening):
+            kind = event.type
+            if kind == "message_start":
+                message = event.message
+                draft.model = message.model or draft.model
+                usage = message.usage
+                input_tokens = usage.input_tokens or 0
+                cache_read = usage.cache_read_input_tokens or 0
+                cache_write = usage.cache_creation_input_tokens or 0
+                output_tokens = usage.output_tokens or 0
+            elif kind == "content_block_start":
+                block = event.content_block
+                if block.type == "text":
+                    blocks[event.index] = _Block("text")
+                    if block.text:
+                        draft.text.append(block.text)
+                        yield TextDelta(block.text)
+                elif block.type == "tool_use":
+                    if structured and block.name == RESPOND_TOOL:
+                        blocks[event.index] = _Block("respond", id=block.id, name=block.name)
+                    else:
+                        ordinal = sum(1 for b in blocks.values() if b.kind == "tool")
+                        blocks[event.index] = _Block("tool", ordinal, block.id, block.name)
+                        yield ToolCallDelta(index=ordinal, id=block.id, name=block.name)
+            elif kind == "content_block_delta":
+                entry = blocks.get(event.index)
+                delta = event.delta
+                if entry is None:
+                    continue
+                if delta.type == "text_delta" and entry.kind == "text":
+                    draft.text.append(delta.text)
+                    yield TextDelta(delta.text)
+                elif delta.type == "input_json_delta":
+                    entry.fragments.append(delta.partial_json)
+                    if entry.kind == "respond":
+                        yield TextDelta(delta.partial_json)
+                    else:
+                        yield ToolCallDelta(index=entry.ordinal, arguments=delta.partial_json)
+            elif kind == "message_delta":
+                draft.stop_reason = event.delta.stop_reason or draft.stop_reason
+                usage = event.usage
+                output_tokens = usage.output_tokens or output_tokens
+                input_tokens = getattr(usage, "input_tokens", None) or input_tokens
+                cache_read = getattr(usage, "cache_read_input_tokens", None) or cache_read
+                cache_write = getattr(usage, "cache_creation_input_tokens", None) or cache_write
         for entry in (blocks[i] for i in sorted(blocks)):
             text = "".join(entry.fragments)
             if entry.kind == "tool":
@@ -213,9 +169,6 @@ class AnthropicProvider(ChatProvider):
         )
         draft.stop_reason = _stop_reason(draft.stop_reason, draft)
         yield draft.finish(output_schema)
-
-    def _reraise(self, exc: BaseException) -> NoReturn:
-        reraise(exc, provider=self.provider_name, model=self.model)
 
     # -- mapping: ours -> Messages API -------------------------------------------------------
 

@@ -18,16 +18,16 @@ Mapping notes:
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from tensorsketch.chat import (
     AuthenticationError,
     Capabilities,
-    ChatProvider,
     Completion,
     StreamDelta,
     TextDelta,
@@ -35,6 +35,7 @@ from tensorsketch.chat import (
     Usage,
 )
 from tensorsketch.messages import ImageBlock, Message, TextBlock, ToolCall
+from tensorsketch.providers._base import SDKProvider
 from tensorsketch.providers._common import (
     TOOL_ID_PREFIX,
     Draft,
@@ -46,7 +47,6 @@ from tensorsketch.providers._common import (
     new_tool_id,
     output_json_schema,
 )
-from tensorsketch.providers._errors import reraise
 from tensorsketch.schema import Schema
 from tensorsketch.tools import Tool
 
@@ -78,7 +78,7 @@ _KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 _PLACEHOLDER_KEY = "not-needed"
 
 
-class GoogleProvider(ChatProvider):
+class GoogleProvider(SDKProvider):
     """Gemini models through the Gemini API (or Vertex AI, with ``vertexai=True``).
 
     :param model: the model id, e.g. ``"gemini-2.5-flash"``.
@@ -95,6 +95,8 @@ class GoogleProvider(ChatProvider):
     """
 
     provider_name = "gcp.gemini"
+    _NAME = "GoogleProvider"
+    _CAPABILITIES = Capabilities(tools=True, strict_json=True, streaming=True, vision=True)
 
     def __init__(
         self,
@@ -110,19 +112,12 @@ class GoogleProvider(ChatProvider):
         project: str | None = None,
         location: str | None = None,
     ) -> None:
-        if not isinstance(model, str) or not model:
-            msg = f"`GoogleProvider(model=...)` needs a model id, got {model!r}."
-            raise ValueError(msg)
+        self._check_model(model)
         self.model = model
         self._signatures: OrderedDict[str, bytes] = OrderedDict()
-        if client is not None:
-            if api_key is not None or base_url is not None or http_options is not None:
-                msg = (
-                    "pass either `client=` or `api_key=`/`base_url=`/`http_options=` to "
-                    "`GoogleProvider`, not both: the client already carries its settings."
-                )
-                raise ValueError(msg)
-            self._client = client
+        if self._adopt_client(
+            client, api_key=api_key, base_url=base_url, http_options=http_options
+        ):
             return
         if vertexai:
             self.provider_name = "gcp.vertex_ai"
@@ -153,66 +148,35 @@ class GoogleProvider(ChatProvider):
             http_options=_types.HttpOptions(**options),
         )
 
-    @property
-    def client(self) -> Any:
-        """The underlying ``google.genai.Client``."""
-        return self._client
-
-    @property
-    def capabilities(self) -> Capabilities:
-        return Capabilities(tools=True, strict_json=True, streaming=True, vision=True)
-
     async def aclose(self) -> None:
         """Close the SDK client's connections."""
         await self._client.aio.aclose()
 
     # -- calls ---------------------------------------------------------------------------------
 
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Tool] | None = None,
-        output_schema: type[Schema] | None = None,
-        max_tokens: int = 1024,
-        **options: Any,
-    ) -> Completion:
-        request = self.build_request(messages, tools, output_schema, max_tokens, options)
-        try:
-            response = await self._client.aio.models.generate_content(**request)
-        except Exception as exc:
-            self._reraise(exc)
+    async def _send(self, request: dict[str, Any]) -> Any:
+        return await self._client.aio.models.generate_content(**request)
+
+    def parse_response(self, response: Any, output_schema: type[Schema] | None) -> Completion:
+        """A ``GenerateContentResponse`` from the SDK as a :class:`Completion`."""
         draft = Draft(model=self.model)
         self._absorb(draft, response)
         return self._finish(draft, output_schema)
 
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Tool] | None = None,
-        output_schema: type[Schema] | None = None,
-        max_tokens: int = 1024,
-        **options: Any,
+    async def _stream(
+        self, request: dict[str, Any], output_schema: type[Schema] | None
     ) -> AsyncIterator[StreamDelta | Completion]:
-        request = self.build_request(messages, tools, output_schema, max_tokens, options)
         draft = Draft(model=self.model)
-        try:
-            chunks = await self._client.aio.models.generate_content_stream(**request)
-            async for chunk in chunks:
-                texts, calls = self._absorb(draft, chunk)
-                for text in texts:
-                    yield TextDelta(text)
-                for index, call in calls:
-                    yield ToolCallDelta(
-                        index=index, id=call.id, name=call.name, arguments=json.dumps(call.args)
-                    )
-        except Exception as exc:
-            self._reraise(exc)
+        opening = functools.partial(self._client.aio.models.generate_content_stream, **request)
+        async for chunk in self._events(opening):
+            texts, calls = self._absorb(draft, chunk)
+            for text in texts:
+                yield TextDelta(text)
+            for index, call in calls:
+                yield ToolCallDelta(
+                    index=index, id=call.id, name=call.name, arguments=json.dumps(call.args)
+                )
         yield self._finish(draft, output_schema)
-
-    def _reraise(self, exc: BaseException) -> NoReturn:
-        reraise(exc, provider=self.provider_name, model=self.model)
 
     # -- mapping: ours -> generateContent ----------------------------------------------------
 

@@ -17,16 +17,16 @@ Mapping notes:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal
 
 from tensorsketch.chat import (
     AuthenticationError,
     Capabilities,
-    ChatProvider,
     Completion,
     StreamDelta,
     TextDelta,
@@ -34,6 +34,7 @@ from tensorsketch.chat import (
     Usage,
 )
 from tensorsketch.messages import ImageBlock, Message, TextBlock, ToolCall
+from tensorsketch.providers._base import SDKProvider
 from tensorsketch.providers._common import (
     Draft,
     check_tools,
@@ -45,7 +46,6 @@ from tensorsketch.providers._common import (
     route_options,
     strict_json_schema,
 )
-from tensorsketch.providers._errors import reraise
 from tensorsketch.schema import Schema
 from tensorsketch.tools import Tool
 
@@ -64,7 +64,7 @@ _SCHEMA_NAME = re.compile(r"[^a-zA-Z0-9_-]")
 _PLACEHOLDER_KEY = "not-needed"
 
 
-class OpenAIProvider(ChatProvider):
+class OpenAIProvider(SDKProvider):
     """OpenAI models, or any server speaking Chat Completions via ``base_url``.
 
     :param model: the model id (``"gpt-4o"``; for a local server, the name it serves).
@@ -79,6 +79,9 @@ class OpenAIProvider(ChatProvider):
     :param provider_name: the vendor name reported to tracing (``"vllm"``, ``"ollama"``, ...).
     """
 
+    _NAME = "OpenAIProvider"
+    _CAPABILITIES = Capabilities(tools=True, strict_json=True, streaming=True, vision=True)
+
     def __init__(
         self,
         model: str = "gpt-4o",
@@ -91,9 +94,7 @@ class OpenAIProvider(ChatProvider):
         max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens",
         provider_name: str = "openai",
     ) -> None:
-        if not isinstance(model, str) or not model:
-            msg = f"`OpenAIProvider(model=...)` needs a model id, got {model!r}."
-            raise ValueError(msg)
+        self._check_model(model)
         if max_tokens_field not in ("max_completion_tokens", "max_tokens"):
             msg = (
                 "`max_tokens_field` must be 'max_completion_tokens' or 'max_tokens', got "
@@ -103,14 +104,7 @@ class OpenAIProvider(ChatProvider):
         self.model = model
         self.provider_name = provider_name
         self.max_tokens_field = max_tokens_field
-        if client is not None:
-            if api_key is not None or base_url is not None:
-                msg = (
-                    "pass either `client=` or `api_key=`/`base_url=` to `OpenAIProvider`, "
-                    "not both: the client already carries its key and endpoint."
-                )
-                raise ValueError(msg)
-            self._client = client
+        if self._adopt_client(client, api_key=api_key, base_url=base_url):
             return
         if api_key is None and not os.environ.get("OPENAI_API_KEY"):
             if base_url is None:
@@ -124,97 +118,61 @@ class OpenAIProvider(ChatProvider):
             api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
         )
 
-    @property
-    def client(self) -> Any:
-        """The underlying ``openai.AsyncOpenAI``."""
-        return self._client
-
-    @property
-    def capabilities(self) -> Capabilities:
-        return Capabilities(tools=True, strict_json=True, streaming=True, vision=True)
-
-    async def aclose(self) -> None:
-        """Close the SDK client's connections."""
-        await self._client.close()
-
     # -- calls ---------------------------------------------------------------------------------
 
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Tool] | None = None,
-        output_schema: type[Schema] | None = None,
-        max_tokens: int = 1024,
-        **options: Any,
-    ) -> Completion:
-        request = self.build_request(messages, tools, output_schema, max_tokens, options)
-        try:
-            response = await self._client.chat.completions.create(**request)
-        except Exception as exc:
-            self._reraise(exc)
-        return self.parse_response(response, output_schema)
+    async def _send(self, request: dict[str, Any]) -> Any:
+        return await self._client.chat.completions.create(**request)
 
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Tool] | None = None,
-        output_schema: type[Schema] | None = None,
-        max_tokens: int = 1024,
-        **options: Any,
+    async def _stream(
+        self, request: dict[str, Any], output_schema: type[Schema] | None
     ) -> AsyncIterator[StreamDelta | Completion]:
-        request = self.build_request(messages, tools, output_schema, max_tokens, options)
         request["stream"] = True
         request["stream_options"] = {"include_usage": True}
         draft = Draft(model=self.model)
         # vendor tool index -> [ordinal, id, name, argument fragments]
         calls: dict[int, list[Any]] = {}
         finish: str | None = None
-        try:
-            chunks = await self._client.chat.completions.create(**request)
-            async for chunk in chunks:
-                draft.model = getattr(chunk, "model", None) or draft.model
-                if getattr(chunk, "usage", None) is not None:
-                    draft.usage = _usage(chunk.usage)
-                for choice in chunk.choices or []:
-                    if choice.index not in (0, None):
-                        continue
-                    delta = choice.delta
-                    if delta is not None:
-                        if delta.content:
-                            draft.text.append(delta.content)
-                            yield TextDelta(delta.content)
-                        refusal = getattr(delta, "refusal", None)
-                        if refusal:
-                            draft.text.append(refusal)
-                            yield TextDelta(refusal)
-                        for fragment in delta.tool_calls or []:
-                            key = fragment.index if fragment.index is not None else len(calls)
-                            entry = calls.get(key)
-                            function = fragment.function
-                            name = getattr(function, "name", None)
-                            args = getattr(function, "arguments", None) or ""
-                            if entry is None:
-                                entry = [len(calls), fragment.id, name, []]
-                                calls[key] = entry
-                                first = True
-                            else:
-                                entry[1] = entry[1] or fragment.id
-                                entry[2] = entry[2] or name
-                                first = False
-                            entry[3].append(args)
-                            if first or args:
-                                yield ToolCallDelta(
-                                    index=entry[0],
-                                    id=fragment.id if first else None,
-                                    name=name if first else None,
-                                    arguments=args,
-                                )
-                    if choice.finish_reason:
-                        finish = choice.finish_reason
-        except Exception as exc:
-            self._reraise(exc)
+        opening = functools.partial(self._client.chat.completions.create, **request)
+        async for chunk in self._events(opening):
+            draft.model = getattr(chunk, "model", None) or draft.model
+            if getattr(chunk, "usage", None) is not None:
+                draft.usage = _usage(chunk.usage)
+            for choice in chunk.choices or []:
+                if choice.index not in (0, None):
+                    continue
+                delta = choice.delta
+                if delta is not None:
+                    if delta.content:
+                        draft.text.append(delta.content)
+                        yield TextDelta(delta.content)
+                    refusal = getattr(delta, "refusal", None)
+                    if refusal:
+                        draft.text.append(refusal)
+                        yield TextDelta(refusal)
+                    for fragment in delta.tool_calls or []:
+                        key = fragment.index if fragment.index is not None else len(calls)
+                        entry = calls.get(key)
+                        function = fragment.function
+                        name = getattr(function, "name", None)
+                        args = getattr(function, "arguments", None) or ""
+                        if entry is None:
+                            entry = [len(calls), fragment.id, name, []]
+                            calls[key] = entry
+                            first = True
+                        else:
+                            entry[1] = entry[1] or fragment.id
+                            entry[2] = entry[2] or name
+                            first = False
+                        entry[3].append(args)
+                        if first or args:
+                            yield ToolCallDelta(
+                                index=entry[0],
+                                id=fragment.id if first else None,
+                                name=name if first else None,
+                                arguments=args,
+                            )
+                if choice.finish_reason:
+                    finish = choice.finish_reason
         for ordinal, call_id, name, fragments in sorted(calls.values(), key=lambda e: e[0]):
             draft.calls.append(
                 ToolCall(
@@ -225,9 +183,6 @@ class OpenAIProvider(ChatProvider):
             )
         draft.stop_reason = _FINISH.get(finish or "", finish)
         yield draft.finish(output_schema)
-
-    def _reraise(self, exc: BaseException) -> NoReturn:
-        reraise(exc, provider=self.provider_name, model=self.model)
 
     # -- mapping: ours -> Chat Completions ---------------------------------------------------
 

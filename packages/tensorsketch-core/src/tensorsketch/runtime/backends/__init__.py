@@ -9,6 +9,7 @@ __path__ = __import__("pkgutil").extend_path(__path__, __name__)
 
 from typing import Any
 
+from tensorsketch._install_hints import HINTS as _INSTALL_HINTS
 from tensorsketch.runtime.backends.base import (
     Backend,
     StoredCheckpoint,
@@ -18,9 +19,9 @@ from tensorsketch.runtime.backends.base import (
 from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.serializers import JsonSerializer, PickleSerializer, Serializer
 
-_HINTS = {
-    "PostgresBackend": "tensorsketch-backends[postgres]",
-    "RedisBackend": "tensorsketch-backends[redis]",
+_HINTS = {  # class -> requirement, from the one install-hint table
+    "PostgresBackend": _INSTALL_HINTS["tensorsketch.runtime.backends.postgres"],
+    "RedisBackend": _INSTALL_HINTS["tensorsketch.runtime.backends.redis"],
 }
 
 

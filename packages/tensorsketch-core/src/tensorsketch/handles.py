@@ -1,4 +1,4 @@
-"""The ``>>`` wiring surface: node handles and ``Router``; pure sugar over the builder."""
+"""The ``>>`` wiring surface: node handles and ``Router``; sugar over the ``Graph`` builder."""
 
 from __future__ import annotations
 

@@ -1,0 +1,27 @@
+"""``Send``: the instruction a router returns for dynamic fan-out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Send"]
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Run ``node`` once more in the next superstep, with ``payload`` overlaid on the state.
+
+    Returned (usually in a list) from a router's path function. ``payload`` is a dict of state
+    fields, or an instance of the target node's ``In`` schema; fields it omits are read from
+    the shared state as usual. Each Send is its own task and journals its effects under its
+    own key, so a crash halfway through a fan-out replays only the finished workers.
+    """
+
+    node: str
+    payload: Any = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.node, str) or not self.node:
+            msg = f"Send(node=...) needs a node name (a non-empty str), got {self.node!r}."
+            raise TypeError(msg)

@@ -1,0 +1,139 @@
+"""The scaffold the vendor providers share: checking the model id, adopting a ready SDK client,
+the ``client`` property, ``aclose``, mapping SDK errors onto the core taxonomy, and the
+``complete``/``stream`` preamble.
+
+A vendor module subclasses :class:`SDKProvider` and writes only what is its own: building the
+client, ``build_request``, the one SDK call (``_send``), ``parse_response`` and the body of
+the stream (``_stream``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, ClassVar, NoReturn
+
+from tensorsketch.chat import Capabilities, ChatProvider, Completion, StreamDelta
+from tensorsketch.messages import Message
+from tensorsketch.providers._errors import reraise
+from tensorsketch.schema import Schema
+from tensorsketch.tools import Tool
+
+__all__ = ["SDKProvider"]
+
+
+class SDKProvider(ChatProvider):
+    """A :class:`ChatProvider` backed by a vendor SDK client."""
+
+    #: How the class is named in error messages (the public class, not a user's subclass).
+    _NAME: ClassVar[str]
+    #: What the provider supports; every instance of a vendor class supports the same.
+    _CAPABILITIES: ClassVar[Capabilities]
+
+    model: str
+    _client: Any
+
+    def _check_model(self, model: Any) -> None:
+        if not isinstance(model, str) or not model:
+            msg = f"`{self._NAME}(model=...)` needs a model id, got {model!r}."
+            raise ValueError(msg)
+
+    def _adopt_client(self, client: Any, **settings: Any) -> bool:
+        """Use ``client`` when one was passed (then no other connection setting may be)."""
+        if client is None:
+            return False
+        if any(value is not None for value in settings.values()):
+            names = "/".join(f"`{name}=`" for name in settings)
+            carries = "its key and endpoint" if len(settings) == 2 else "its settings"
+            msg = (
+                f"pass either `client=` or {names} to `{self._NAME}`, not both: the client "
+                f"already carries {carries}."
+            )
+            raise ValueError(msg)
+        self._client = client
+        return True
+
+    @property
+    def client(self) -> Any:
+        """The vendor SDK's client (built from the arguments, or the ``client=`` passed)."""
+        return self._client
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self._CAPABILITIES
+
+    async def aclose(self) -> None:
+        """Close the SDK client's connections."""
+        await self._client.close()
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Tool] | None = None,
+        output_schema: type[Schema] | None = None,
+        max_tokens: int = 1024,
+        **options: Any,
+    ) -> Completion:
+        request = self.build_request(messages, tools, output_schema, max_tokens, options)
+        try:
+            response = await self._send(request)
+        except Exception as exc:
+            self._reraise(exc)
+        return self.parse_response(response, output_schema)
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Tool] | None = None,
+        output_schema: type[Schema] | None = None,
+        max_tokens: int = 1024,
+        **options: Any,
+    ) -> AsyncIterator[StreamDelta | Completion]:
+        request = self.build_request(messages, tools, output_schema, max_tokens, options)
+        async for item in self._stream(request, output_schema):
+            yield item
+
+    async def _events(
+        self, opening: Callable[[], Awaitable[AsyncIterable[Any]]]
+    ) -> AsyncIterator[Any]:
+        """The SDK's stream, opened by calling ``opening``, with its errors mapped like
+        ``complete``'s."""
+        try:
+            events = await opening()
+            async for event in events:
+                yield event
+        except Exception as exc:
+            self._reraise(exc)
+
+    def _reraise(self, exc: BaseException) -> NoReturn:
+        reraise(exc, provider=self.provider_name, model=self.model)
+
+    # -- what each vendor writes ---------------------------------------------------------------
+
+    def build_request(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Tool] | None,
+        output_schema: type[Schema] | None,
+        max_tokens: int,
+        options: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The keyword arguments of the SDK call."""
+        raise NotImplementedError
+
+    def parse_response(self, response: Any, output_schema: type[Schema] | None) -> Completion:
+        """The SDK's reply as a :class:`Completion`."""
+        raise NotImplementedError
+
+    async def _send(self, request: dict[str, Any]) -> Any:
+        """Make the one SDK call ``complete`` needs."""
+        raise NotImplementedError
+
+    def _stream(
+        self, request: dict[str, Any], output_schema: type[Schema] | None
+    ) -> AsyncIterator[StreamDelta | Completion]:
+        """The deltas and the final :class:`Completion` of a streamed call."""
+        raise NotImplementedError
