@@ -126,7 +126,7 @@ class SqlBackend(Backend):
         self._ready = False
         self._sync_lock = threading.Lock()
         self._connection: Any = None
-        self._worker = _Worker(f"tensorsketch-{self.name}")
+        self._worker = _DriverThread(f"tensorsketch-{self.name}")
         self._sql = self._statements()
 
     # -- dialect ----------------------------------------------------------------------------
@@ -641,7 +641,7 @@ class SqlBackend(Backend):
         }
 
 
-class _Worker:
+class _DriverThread:
     """The one thread that runs a backend's blocking driver calls, in order.
 
     Like ``asyncio.to_thread`` but leaner per call (a queue and one callback, no executor
