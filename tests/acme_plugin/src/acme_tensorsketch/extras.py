@@ -31,4 +31,4 @@ class _Unique(Channel):
 
 class Unique(ChannelMarker):
     def create(self, field: str) -> Channel:
-        return _Unique()
+        return _Unique(field)
