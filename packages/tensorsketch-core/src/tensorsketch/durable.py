@@ -462,11 +462,28 @@ class RunJournal:
             raw = await self.backend.lookup_effect(self.thread_id, key)
         if raw is None:
             return False, None
+        return True, self._entry(key, raw)
+
+    def _entry(self, key: str, raw: bytes) -> Any:
+        """Decode one journal entry: ``record`` stores ``[value]``, so anything else (a
+        string would replay its first character, ``{}`` would crash) is refused by name."""
         try:
-            return True, self.backend.serializer.loads(raw)[0]
+            decoded = self.backend.serializer.loads(raw)
         except CheckpointDecodeError as exc:
             msg = f"journal entry {key!r} of thread {self.thread_id!r} cannot be decoded: {exc}"
             raise CheckpointDecodeError(msg) from exc
+        if type(decoded) is not list or len(decoded) != 1:
+            shape = type(decoded).__name__
+            if isinstance(decoded, list):
+                shape = f"a list of {len(decoded)} items"
+            msg = (
+                f"journal entry {key!r} of thread {self.thread_id!r} is malformed (a "
+                f"one-item list was expected, found {shape}): it was not written by this "
+                "runtime. Fork the thread from a checkpoint before the entry was written, or "
+                "start a new thread."
+            )
+            raise CheckpointDecodeError(msg)
+        return decoded[0]
 
     async def record(self, key: str, value: Any) -> None:
         data = self.backend.serializer.dumps([value])
@@ -477,15 +494,7 @@ class RunJournal:
         """The recorded values among ``keys``, in one store round trip."""
         async with _guard(self.backend, "reading the effect journal"):
             raw = await self.backend.lookup_effects(self.thread_id, keys)
-        loads = self.backend.serializer.loads
-        found: dict[str, Any] = {}
-        for key, data in raw.items():
-            try:
-                found[key] = loads(data)[0]
-            except CheckpointDecodeError as exc:
-                msg = f"journal entry {key!r} of thread {self.thread_id!r} cannot be decoded: {exc}"
-                raise CheckpointDecodeError(msg) from exc
-        return found
+        return {key: self._entry(key, data) for key, data in raw.items()}
 
     async def record_many(self, items: list[tuple[str, Any]]) -> None:
         dumps = self.backend.serializer.dumps

@@ -1,0 +1,142 @@
+"""Malformed records, failed opens, schema changes and bad thread ids, on every store.
+
+Each case writes the damage straight into the store (as a bug, a foreign writer or an older
+release would leave it) and checks that the run fails with a clear error, gives its lease
+back, and leaves the thread's readable checkpoints usable.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import redis.asyncio as aioredis
+
+from tensorsketch import END, START, Context, Graph, Node, Schema
+from tensorsketch.errors import CheckpointDecodeError
+from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint
+from tensorsketch.runtime.backends.memory import InMemoryBackend
+from tensorsketch.runtime.backends.postgres import PostgresBackend
+from tensorsketch.runtime.backends.redis import RedisBackend
+from tensorsketch.runtime.backends.sqlite import SqliteBackend
+
+STORES = [
+    "memory",
+    "sqlite",
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("redis", marks=pytest.mark.redis),
+]
+CALLS: dict[str, int] = {}
+
+
+class Order(Schema):
+    order: str
+    paid: str = ""
+
+
+class Pay(Node):
+    class In(Schema):
+        order: str
+
+    class Out(Schema):
+        paid: str
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        def call() -> str:
+            CALLS[inp.order] = CALLS.get(inp.order, 0) + 1
+            return f"paid-{inp.order}"
+
+        return self.Out(paid=await ctx.step("pay", call, idempotency_key="pay"))
+
+
+GRAPH = Graph(Order).add(Pay).edge(START, "Pay").edge("Pay", END).compile()
+
+
+def _thread() -> str:
+    return f"t-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(params=STORES)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    kind = request.param
+    backend: Backend
+    if kind == "memory":
+        backend = InMemoryBackend()
+    elif kind == "sqlite":
+        backend = SqliteBackend(tmp_path / "runs.db", lease_ttl=30)
+    elif kind == "postgres":
+        dsn = request.getfixturevalue("pg_dsn")
+        backend = PostgresBackend(dsn, schema=request.getfixturevalue("pg_schema"))
+    else:
+        url = request.getfixturevalue("redis_url")
+        backend = RedisBackend(url, prefix=request.getfixturevalue("redis_prefix"))
+    try:
+        yield backend
+    finally:
+        await backend.aclose()
+
+
+async def _lease_is_free(backend: Backend, thread: str) -> bool:
+    """Whether another runner could take the thread now (taken and given back at once)."""
+    other = uuid.uuid4().hex
+    if not await backend.acquire_lease(thread, other, 30.0):
+        return False
+    await backend.release_lease(thread, other)
+    return True
+
+
+# -- 7: the shape of a journal entry ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("entry", ["zzz", {}, [], [1, 2], None])
+async def test_malformed_journal_entry_is_a_clear_error(store: Backend, entry: Any) -> None:
+    thread = _thread()
+    await store.record_effect(thread, "idem:pay", store.serializer.dumps(entry))
+    with pytest.raises(CheckpointDecodeError) as info:
+        await GRAPH.invoke({"order": thread}, thread_id=thread, backend=store)
+    assert thread in str(info.value)
+    assert "idem:pay" in str(info.value)
+    assert thread not in CALLS  # the malformed entry was neither replayed nor re-run
+    assert await _lease_is_free(store, thread)
+
+
+async def test_malformed_batched_journal_entry_is_a_clear_error(store: Backend) -> None:
+    from tensorsketch.durable import RunJournal
+
+    thread = _thread()
+    await store.record_effect(thread, "writes:cp:Pay", store.serializer.dumps("zzz"))
+    journal = RunJournal(store, thread, GRAPH.spec)
+    with pytest.raises(CheckpointDecodeError, match=r"writes:cp:Pay.*|.*writes:cp:Pay"):
+        await journal.lookup_many(["writes:cp:Pay"])
+
+
+# -- 8: hostile nesting -----------------------------------------------------------------------
+
+DEEP = 200_000
+
+
+async def test_deeply_nested_journal_entry_is_a_decode_error(store: Backend) -> None:
+    thread = _thread()
+    await store.record_effect(thread, "idem:pay", b"[" * DEEP + b"]" * DEEP)
+    with pytest.raises(CheckpointDecodeError, match="idem:pay"):
+        await GRAPH.invoke({"order": thread}, thread_id=thread, backend=store)
+    assert await _lease_is_free(store, thread)
+
+
+async def test_deeply_nested_checkpoint_is_a_decode_error(store: Backend) -> None:
+    thread = _thread()
+    await GRAPH.invoke({"order": thread}, thread_id=thread, backend=store)
+    good = await GRAPH.aget_history(thread, store)
+    deep = b'{"v":1,"changes":{"paid":["set",' + b"[" * DEEP + b"]" * DEEP + b']},"plan":[]}'
+    await store.save_checkpoint(StoredCheckpoint(thread, "cp-deep", good[-1].id, 9, 1.0, deep))
+    with pytest.raises(CheckpointDecodeError, match="cp-deep"):
+        await GRAPH.invoke(thread_id=thread, backend=store)
+    assert await _lease_is_free(store, thread)
+    with pytest.raises(CheckpointDecodeError, match="cp-deep"):
+        await GRAPH.aget_state(thread, store)
