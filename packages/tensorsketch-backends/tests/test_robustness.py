@@ -140,3 +140,22 @@ async def test_deeply_nested_checkpoint_is_a_decode_error(store: Backend) -> Non
     assert await _lease_is_free(store, thread)
     with pytest.raises(CheckpointDecodeError, match="cp-deep"):
         await GRAPH.aget_state(thread, store)
+
+
+# -- 12: thread ids -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("thread_id", "why"),
+    [(42, "str"), ("", "empty"), ("x" * 10_000, "long"), ("a\x00b", "NUL"), (b"t", "str")],
+)
+async def test_bad_thread_id_is_refused_on_every_store(
+    store: Backend, thread_id: Any, why: str
+) -> None:
+    with pytest.raises((TypeError, ValueError), match="thread_id") as info:
+        await GRAPH.invoke({"order": "o"}, thread_id=thread_id, backend=store)
+    assert why in str(info.value)
+    with pytest.raises((TypeError, ValueError), match="thread_id"):
+        await GRAPH.aget_state(thread_id, store)
+    with pytest.raises((TypeError, ValueError), match="thread_id"):
+        await GRAPH.fork(store, "t", "cp", thread_id)

@@ -26,6 +26,32 @@ S = TypeVar("S", bound=Schema)
 T = TypeVar("T")
 
 _DONE = object()
+#: Longest thread id accepted: well inside every store's key limits (a PostgreSQL index entry
+#: holds at most ~2.7 kB, and a thread id is part of several primary keys).
+MAX_THREAD_ID = 256
+
+
+def _check_thread_id(thread_id: object, what: str = "thread_id") -> None:
+    """Refuse a thread id every store cannot keep alike: PostgreSQL rejects a non-``str`` or
+    a NUL byte where SQLite and Redis would store it, so it is checked before any store."""
+    if not isinstance(thread_id, str):
+        msg = (
+            f"{what} must be a str, got {type(thread_id).__name__} {thread_id!r}; pass "
+            f"{what}=str(...) (the same string resumes the same thread)."
+        )
+        raise TypeError(msg)
+    if not thread_id:
+        msg = f"{what} must not be empty; pass a name or id such as {what}='order-42'."
+        raise ValueError(msg)
+    if len(thread_id) > MAX_THREAD_ID:
+        msg = (
+            f"{what} is too long ({len(thread_id)} characters, at most {MAX_THREAD_ID}); use "
+            "a shorter id, e.g. a hash of the long one."
+        )
+        raise ValueError(msg)
+    if "\x00" in thread_id:
+        msg = f"{what} {thread_id!r} contains a NUL character, which stores cannot keep."
+        raise ValueError(msg)
 
 
 class _Failure:
@@ -94,6 +120,7 @@ class CompiledGraph(Generic[S]):
         if thread_id is None:
             msg = "a durable run needs both backend= and thread_id=; pass thread_id='...'."
             raise ValueError(msg)
+        _check_thread_id(thread_id)
         if not isinstance(backend, Backend):
             msg = (
                 f"backend= must be a tensorsketch Backend (InMemoryBackend(), SqliteBackend(...)"
@@ -284,6 +311,7 @@ class CompiledGraph(Generic[S]):
         self, thread_id: str, backend: Backend, *, since: int = 0
     ) -> AsyncIterator[Event]:
         """Yield the persisted events of a thread with ``seq >= since``, in order."""
+        _check_thread_id(thread_id)
         for stored in await backend.read_events(thread_id, since):
             raw = backend.serializer.loads(stored.payload)
             if not isinstance(raw, dict):
@@ -295,6 +323,7 @@ class CompiledGraph(Generic[S]):
 
     async def aget_history(self, thread_id: str, backend: Backend) -> list[Checkpoint]:
         """Every checkpoint of the thread's current branch, oldest first."""
+        _check_thread_id(thread_id)
         from tensorsketch.durable import load_chain
 
         stored = await backend.list_checkpoints(thread_id)
@@ -302,6 +331,7 @@ class CompiledGraph(Generic[S]):
 
     async def aget_state(self, thread_id: str, backend: Backend) -> S | None:
         """The latest checkpointed state of the thread, or ``None`` if it has none."""
+        _check_thread_id(thread_id)
         from tensorsketch.durable import load_chain
 
         stored = await backend.list_checkpoints(thread_id)
@@ -312,6 +342,7 @@ class CompiledGraph(Generic[S]):
 
     async def aget_state_at(self, thread_id: str, backend: Backend, checkpoint_id: str) -> S:
         """The state at one checkpoint of the thread."""
+        _check_thread_id(thread_id)
         from tensorsketch.durable import load_chain
 
         stored = await backend.list_checkpoints(thread_id)
@@ -352,6 +383,8 @@ class CompiledGraph(Generic[S]):
 
         The new thread has its own, empty journal: effects run anew down the fork.
         """
+        _check_thread_id(thread_id)
+        _check_thread_id(new_thread_id, "new_thread_id")
         from tensorsketch.durable import load_chain
 
         stored = await backend.list_checkpoints(thread_id)
