@@ -142,6 +142,57 @@ async def test_deeply_nested_checkpoint_is_a_decode_error(store: Backend) -> Non
         await GRAPH.aget_state(thread, store)
 
 
+# -- 9: a failed open gives the lease back; fork from an older checkpoint ------------------------
+
+
+async def _garble_latest_record(store: Backend, thread: str) -> None:
+    """Damage the latest checkpoint's *record* (not only its payload), as each store can be."""
+    if isinstance(store, SqliteBackend):
+        with sqlite3.connect(store.path) as conn:
+            conn.execute(
+                "UPDATE tensorsketch_checkpoints SET step = 'not-a-number' WHERE thread_id = ? "
+                "AND position = (SELECT MAX(position) FROM tensorsketch_checkpoints "
+                "WHERE thread_id = ?)",
+                (thread, thread),
+            )
+    elif isinstance(store, RedisBackend):
+        assert store.dsn is not None
+        client = aioredis.Redis.from_url(store.dsn)
+        await client.lset(store._key(thread, "cp"), -1, b"\x00\x00\x00\x05garbage")
+        await client.aclose()
+    elif isinstance(store, PostgresBackend):  # step is an INTEGER column: garble the payload
+        assert store.dsn is not None
+        async with await psycopg.AsyncConnection.connect(store.dsn, autocommit=True) as conn:
+            await conn.execute(
+                f"UPDATE {store.table('checkpoints')} SET payload = %s WHERE thread_id = %s "
+                f"AND position = (SELECT MAX(position) FROM {store.table('checkpoints')} "
+                "WHERE thread_id = %s)",
+                (b"\x00garbage", thread, thread),
+            )
+    else:
+        latest = (await store.list_checkpoints(thread))[-1]
+        await store.save_checkpoint(
+            StoredCheckpoint(thread, "cp-garbled", latest.checkpoint_id, 9, 1.0, b"\x00garbage")
+        )
+
+
+async def test_unreadable_thread_releases_its_lease_and_forks(store: Backend) -> None:
+    thread = _thread()
+    await GRAPH.invoke({"order": thread}, thread_id=thread, backend=store)
+    history = await GRAPH.aget_history(thread, store)
+    await GRAPH.invoke({"order": thread}, thread_id=thread, backend=store)  # a later checkpoint
+    await _garble_latest_record(store, thread)
+    for _ in range(2):  # the same clear error each time, never ThreadBusyError
+        with pytest.raises(CheckpointDecodeError) as info:
+            await GRAPH.invoke(thread_id=thread, backend=store)
+        assert thread in str(info.value)
+        assert await _lease_is_free(store, thread)
+    fork = _thread()
+    out = await GRAPH.fork(store, thread, history[-1].id, fork)
+    assert out.paid == f"paid-{thread}"
+    assert await _lease_is_free(store, fork)
+
+
 # -- 12: thread ids -----------------------------------------------------------------------------
 
 

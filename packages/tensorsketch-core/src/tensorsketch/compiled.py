@@ -18,7 +18,7 @@ from tensorsketch.structure import GraphStructure
 if TYPE_CHECKING:
     # The durable layer (and its serializers) loads on the first durable run.
     from tensorsketch.durable import Checkpoint
-    from tensorsketch.runtime.backends.base import Backend
+    from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint
 
 __all__ = ["CompiledGraph"]
 
@@ -387,7 +387,12 @@ class CompiledGraph(Generic[S]):
         _check_thread_id(new_thread_id, "new_thread_id")
         from tensorsketch.durable import load_chain
 
-        stored = await backend.list_checkpoints(thread_id)
+        try:
+            stored = await backend.list_checkpoints(thread_id)
+        except CheckpointDecodeError:
+            # A record that cannot be read (a later one, typically) must not block a fork
+            # from one that can: fetch only the fork point's ancestry, one by one.
+            stored = await _ancestry(backend, thread_id, checkpoint_id)
         chain = load_chain(backend, stored, checkpoint_id, last_only=True)
         if not chain:
             known = ", ".join(s.checkpoint_id for s in stored[-5:]) or "none"
@@ -416,6 +421,22 @@ class CompiledGraph(Generic[S]):
         return await self.invoke(
             input, thread_id=new_thread_id, backend=backend, max_steps=max_steps, tracer=tracer
         )
+
+
+async def _ancestry(
+    backend: Backend, thread_id: str, checkpoint_id: str
+) -> list[StoredCheckpoint]:
+    """``checkpoint_id`` and its ancestors, oldest first, read by id."""
+    chain: list[StoredCheckpoint] = []
+    cursor: str | None = checkpoint_id
+    while cursor is not None and len(chain) < 100_000:
+        found = await backend.get_checkpoint(thread_id, cursor)
+        if found is None:
+            break
+        chain.append(found)
+        cursor = found.parent_id
+    chain.reverse()
+    return chain
 
 
 def _plain(value: Any) -> Any:

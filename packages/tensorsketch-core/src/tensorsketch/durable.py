@@ -324,8 +324,19 @@ class RunJournal:
         initial = None
         if fresh is not None:
             initial = self._stored(run, None, fresh, source="input", parent_id=None)
-        async with _guard(self.backend, "opening the thread"):
-            opening = await self.backend.open_thread(self.thread_id, self.owner, self.ttl, initial)
+        try:
+            async with _guard(self.backend, "opening the thread"):
+                opening = await self.backend.open_thread(
+                    self.thread_id, self.owner, self.ttl, initial
+                )
+        except BackendUnavailableError:
+            raise  # the store is gone: giving the lease back would only wait on it
+        except Exception:
+            # The store may have taken the lease before the failure (a row it could not
+            # convert): give it back, or every retry would see ThreadBusyError for a whole TTL.
+            with contextlib.suppress(Exception):
+                await self.backend.release_lease(self.thread_id, self.owner)
+            raise
         if not opening.acquired:
             raise self._busy()
         self._hold()

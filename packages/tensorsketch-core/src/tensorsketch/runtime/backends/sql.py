@@ -613,11 +613,18 @@ def _row(c: StoredCheckpoint) -> tuple[Any, ...]:
 
 def _checkpoint(thread_id: str, row: Sequence[Any]) -> StoredCheckpoint:
     checkpoint_id, parent_id, step, created_at, payload = row
-    return StoredCheckpoint(
-        thread_id=thread_id,
-        checkpoint_id=str(checkpoint_id),
-        parent_id=None if parent_id is None else str(parent_id),
-        step=int(step),
-        created_at=float(created_at),
-        payload=bytes(payload),
-    )
+    try:
+        return StoredCheckpoint(
+            thread_id=thread_id,
+            checkpoint_id=str(checkpoint_id),
+            parent_id=None if parent_id is None else str(parent_id),
+            step=int(step),
+            created_at=float(created_at),
+            payload=bytes(payload),
+        )
+    except (TypeError, ValueError) as exc:  # e.g. a step of 'not-a-number' (SQLite allows it)
+        msg = (
+            f"checkpoint row {checkpoint_id!r} of thread {thread_id!r} is corrupt ({exc}); fork "
+            "from an earlier checkpoint or start a new thread."
+        )
+        raise CheckpointDecodeError(msg) from exc
