@@ -36,6 +36,14 @@ __all__ = ["FORMAT_VERSION", "Checkpoint", "RunJournal", "load_chain", "validate
 #: Version of the checkpoint payload layout; a newer one is refused with a clear error.
 FORMAT_VERSION = 1
 LEASE_TTL = 30.0
+#: Seconds a run waits for its lease heartbeat to stop (a renewal is one short round trip).
+HEARTBEAT_STOP_WAIT = 2.0
+
+
+def _drain_task(task: asyncio.Task[None]) -> None:
+    """Retrieve a finished background task's outcome so asyncio does not log it."""
+    if not task.cancelled():
+        task.exception()
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +256,7 @@ class RunJournal:
         self._events: list[Event] = []
         self._heartbeat: asyncio.Task[None] | None = None
         self._lost_lease = False
+        self._stopping = False
         self._held = False
         #: ``open`` saved the caller's fresh input checkpoint as the thread's first.
         self.created = False
@@ -266,6 +275,7 @@ class RunJournal:
 
     def _hold(self) -> None:
         self._held = True
+        self._stopping = False
         self._heartbeat = asyncio.get_running_loop().create_task(self._renew())
 
     async def acquire(self) -> None:
@@ -277,22 +287,36 @@ class RunJournal:
         self._hold()
 
     async def _renew(self) -> None:
-        while True:
+        # ``_stopping`` ends the loop even when the driver ate the cancellation (redis-py's
+        # ``wait_for`` can swallow it; psycopg_pool can turn it into ``PoolTimeout``).
+        while not self._stopping:
             await asyncio.sleep(self.ttl / 3)
             try:
                 ok = await self.backend.acquire_lease(self.thread_id, self.owner, self.ttl)
             except Exception:
                 continue  # a transient store error: the next checkpoint write will tell
-            if not ok:
+            if not ok and not self._stopping:
                 self._lost_lease = True
                 return
 
     async def _stop_heartbeat(self) -> None:
+        """Stop renewing: cancel the heartbeat and wait for it, but never for long.
+
+        A renewal stuck on a dead connection may not return at all; the run must not wait on
+        it (the flag stops the loop once the call ends, and a renewal that lands after the
+        release only keeps the lease for one more TTL, as a crash would). The caller's own
+        cancellation is never swallowed here.
+        """
         heartbeat, self._heartbeat = self._heartbeat, None
-        if heartbeat is not None:
-            heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heartbeat
+        if heartbeat is None:
+            return
+        self._stopping = True
+        heartbeat.cancel()
+        await asyncio.wait([heartbeat], timeout=HEARTBEAT_STOP_WAIT)
+        if not heartbeat.done():
+            heartbeat.add_done_callback(_drain_task)
+        else:
+            _drain_task(heartbeat)
 
     async def release(self) -> None:
         """Stop renewing the lease and give it back (if the last checkpoint did not)."""
