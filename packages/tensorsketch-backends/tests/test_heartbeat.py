@@ -126,9 +126,7 @@ async def test_cancelling_a_run_that_stops_its_heartbeat_is_not_swallowed(store:
 
 
 @pytest.mark.redis
-async def test_redis_short_lease_and_a_slow_node_returns(
-    redis_url: str, redis_prefix: str
-) -> None:
+async def test_redis_short_lease_and_a_slow_node_returns(redis_url: str, redis_prefix: str) -> None:
     """The reported case: ``lease_ttl=1.5`` and a node that sleeps 1 s hung every run."""
     backend = RedisBackend(redis_url, prefix=redis_prefix, lease_ttl=1.5)
     try:

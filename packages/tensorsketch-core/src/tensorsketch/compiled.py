@@ -7,7 +7,7 @@ import threading
 from collections.abc import AsyncIterator, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from tensorsketch.errors import CheckpointDecodeError
+from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError
 from tensorsketch.events import Event
 from tensorsketch.interrupts import attach_checkpoint_info
 from tensorsketch.observability.tracing import Tracer
@@ -171,6 +171,7 @@ class CompiledGraph(Generic[S]):
         self, run: Run, input: Any, max_steps: int, resume: Mapping[str, Any] | None
     ) -> None:
         journal = run.journal
+        store_down = False
         try:
             tasks = await self._prepare(run, input, resume)
             if run.sink is not None:
@@ -178,9 +179,12 @@ class CompiledGraph(Generic[S]):
             await run.execute(tasks, max_steps)
             if run.sink is not None and not run.interrupts and not run.ended:
                 await run.emit("run_end", data=dict(run.values), step=run.step)
+        except BackendUnavailableError:
+            store_down = True
+            raise
         finally:
             if journal is not None:
-                await journal.finish()
+                await journal.finish(store_down=store_down)
 
     async def _prepare(
         self, run: Run, input: Any, resume: Mapping[str, Any] | None = None
@@ -423,9 +427,7 @@ class CompiledGraph(Generic[S]):
         )
 
 
-async def _ancestry(
-    backend: Backend, thread_id: str, checkpoint_id: str
-) -> list[StoredCheckpoint]:
+async def _ancestry(backend: Backend, thread_id: str, checkpoint_id: str) -> list[StoredCheckpoint]:
     """``checkpoint_id`` and its ancestors, oldest first, read by id."""
     chain: list[StoredCheckpoint] = []
     cursor: str | None = checkpoint_id

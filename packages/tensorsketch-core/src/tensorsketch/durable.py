@@ -326,8 +326,17 @@ class RunJournal:
             with contextlib.suppress(Exception):
                 await self.backend.release_lease(self.thread_id, self.owner)
 
-    async def finish(self) -> None:
-        """End of a run, however it ended: store the events left, then release."""
+    async def finish(self, *, store_down: bool = False) -> None:
+        """End of a run, however it ended: store the events left, then release.
+
+        ``store_down`` (the run failed with ``BackendUnavailableError``) skips both: each
+        would wait out the store's timeout again before the caller hears of the outage, and
+        the resume re-runs the failed superstep anyway (the lease runs out by itself).
+        """
+        if store_down:
+            await self._stop_heartbeat()
+            self._held = False
+            return
         try:
             await self.flush_events()
         finally:

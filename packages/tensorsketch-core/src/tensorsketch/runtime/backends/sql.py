@@ -313,7 +313,9 @@ class SqlBackend(Backend):
             except Exception as exc:
                 if not self.is_unavailable(exc):
                     raise
-                if attempt + 1 < attempts:
+                # A timeout is not retried: a server that did not answer will not answer
+                # faster now, and a retry would double the wait before the error.
+                if attempt + 1 < attempts and not isinstance(exc, TimeoutError):
                     continue
                 msg = (
                     f"{self.name} backend unavailable while {what}: {type(exc).__name__}: "
@@ -336,7 +338,7 @@ class SqlBackend(Backend):
             except Exception as exc:
                 if not self.is_unavailable(exc):
                     raise
-                if attempt + 1 < attempts:
+                if attempt + 1 < attempts and not isinstance(exc, TimeoutError):
                     # Several handles creating the tables at once can briefly lock each other
                     # out (SQLite's switch to WAL needs an exclusive lock): back off, retry.
                     await asyncio.sleep(0.05 * 2**attempt)
