@@ -7,7 +7,6 @@ back, and leaves the thread's readable checkpoints usable.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import uuid
 from collections.abc import AsyncIterator
@@ -210,3 +209,81 @@ async def test_bad_thread_id_is_refused_on_every_store(
         await GRAPH.aget_state(thread_id, store)
     with pytest.raises((TypeError, ValueError), match="thread_id"):
         await GRAPH.fork(store, "t", "cp", thread_id)
+
+
+# -- 10: a changed state schema ---------------------------------------------------------------
+
+
+class Echo(Node):
+    class In(Schema):
+        order: str
+
+    class Out(Schema):
+        order: str
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        return self.Out(order=inp.order)
+
+
+def _graph(state: type[Schema], **compile_kwargs: Any) -> Any:
+    return Graph(state).add(Echo).edge(START, "Echo").edge("Echo", END).compile(**compile_kwargs)
+
+
+class Renamed(Schema):  # `paid` became `receipt`
+    order: str
+    receipt: str = ""
+
+
+class Retyped(Schema):  # `paid` became an int
+    order: str
+    paid: int = 0
+
+
+class Grown(Schema):  # a field added, with a default
+    order: str
+    paid: str = ""
+    note: str = "none"
+
+
+async def test_renamed_field_is_a_clear_error_pointing_at_migrate(store: Backend) -> None:
+    thread = _thread()
+    await GRAPH.invoke({"order": thread}, thread_id=thread, backend=store)
+    renamed = _graph(Renamed)
+    for attempt in (
+        renamed.invoke(thread_id=thread, backend=store),
+        renamed.aget_state(thread, store),
+    ):
+        with pytest.raises(CheckpointDecodeError) as info:
+            await attempt
+        assert "'paid'" in str(info.value)
+        assert "migrate" in str(info.value)
+    assert await _lease_is_free(store, thread)
+
+    def migrate(values: dict[str, Any]) -> dict[str, Any]:
+        values["receipt"] = values.pop("paid")
+        return values
+
+    migrated = _graph(Renamed, migrate=migrate)
+    out = await migrated.invoke(thread_id=thread, backend=store)
+    assert out.receipt == f"paid-{thread}"
+    state = await migrated.aget_state(thread, store)
+    assert state is not None
+    assert state.receipt == f"paid-{thread}"
+
+
+async def test_retyped_field_is_a_clear_error_pointing_at_migrate(store: Backend) -> None:
+    thread = _thread()
+    await GRAPH.invoke({"order": thread}, thread_id=thread, backend=store)
+    with pytest.raises(CheckpointDecodeError, match=r"'paid'.*migrate"):
+        await _graph(Retyped).invoke(thread_id=thread, backend=store)
+    out = await _graph(Retyped, migrate=lambda v: {**v, "paid": len(v["paid"])}).invoke(
+        thread_id=thread, backend=store
+    )
+    assert out.paid == len(f"paid-{thread}")
+
+
+async def test_added_field_with_a_default_resumes(store: Backend) -> None:
+    thread = _thread()
+    await GRAPH.invoke({"order": thread}, thread_id=thread, backend=store)
+    out = await _graph(Grown).invoke(thread_id=thread, backend=store)
+    assert (out.paid, out.note) == (f"paid-{thread}", "none")

@@ -205,21 +205,53 @@ def _apply_changes(
 
 
 def validated_values(spec: GraphSpec, checkpoint: Checkpoint) -> dict[str, Any]:
-    """A checkpoint's values validated into the state's field types (fields since removed
-    from the state are dropped rather than failing the resume)."""
-    values: dict[str, Any] = {}
+    """A checkpoint's values validated into the state's field types.
+
+    ``compile(migrate=fn)`` maps the stored values first. A stored field the state no longer
+    declares, or one that no longer validates, is an error naming the fields: dropping or
+    coercing it silently would lose data a renamed field still needs. Fields added since
+    (with defaults) simply take their defaults.
+    """
+    where = f"checkpoint {checkpoint.id!r} of thread {checkpoint.thread_id!r}"
+    hint = (
+        "If the state changed on purpose, pass graph.compile(migrate=fn), where "
+        "fn(values: dict) -> dict maps the stored values onto the current fields (see "
+        "'Changing the state' in docs/durability.md)."
+    )
+    stored = checkpoint.values
+    if spec.migrate is not None:
+        try:
+            stored = spec.migrate(dict(stored))
+        except Exception as exc:
+            msg = (
+                f"{where}: compile(migrate=...) failed on its values ({type(exc).__name__}: {exc})."
+            )
+            raise CheckpointDecodeError(msg) from exc
+        if not isinstance(stored, dict):
+            msg = f"{where}: compile(migrate=...) must return a dict, got {type(stored).__name__}."
+            raise CheckpointDecodeError(msg)
     fields = spec.state_schema.model_fields
-    for name, value in checkpoint.values.items():
-        if name not in fields:
-            continue
+    state = spec.state_schema.__name__
+    unknown = sorted(name for name in stored if name not in fields)
+    if unknown:
+        msg = (
+            f"{where} stores field(s) {', '.join(map(repr, unknown))} that the state {state} "
+            f"no longer declares (renamed or removed?). {hint}"
+        )
+        raise CheckpointDecodeError(msg)
+    values: dict[str, Any] = {}
+    failed: list[str] = []
+    for name, value in stored.items():
         try:
             values[name] = spec.adapter(name).validate_python(value)
         except Exception as exc:
-            msg = (
-                f"checkpoint {checkpoint.id!r} of thread {checkpoint.thread_id!r}: field "
-                f"{name!r} no longer validates as the state's type ({exc})."
-            )
-            raise CheckpointDecodeError(msg) from exc
+            failed.append(f"{name!r} ({type(exc).__name__}: {str(exc).splitlines()[-1].strip()})")
+    if failed:
+        msg = (
+            f"{where}: stored field(s) no longer validate as the state {state}'s types: "
+            f"{'; '.join(failed)}. {hint}"
+        )
+        raise CheckpointDecodeError(msg)
     return values
 
 
