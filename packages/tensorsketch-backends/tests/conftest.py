@@ -135,6 +135,7 @@ class TcpProxy:
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)  # a frozen process dies on SIGKILL anyway
             self.process.send_signal(signal.SIGKILL)
             self.process.wait(timeout=10)
         self.process = None
@@ -145,6 +146,17 @@ class TcpProxy:
             except OSError:
                 return
             time.sleep(0.05)
+
+    def freeze(self) -> None:
+        """Black-hole every connection: the proxy stops reading and forwarding (SIGSTOP), while
+        the kernel still accepts new connections and buffers what is sent; nothing errors."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """Undo :meth:`freeze`: the held connections carry on where they stopped."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
 
     def via(self, url: str) -> str:
         """``url`` rewritten to go through the proxy."""

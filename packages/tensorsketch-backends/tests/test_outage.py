@@ -168,3 +168,94 @@ async def test_redis_unreachable_from_the_start(redis_prefix: str) -> None:
             await GRAPH.invoke({"order": "o"}, thread_id="t", backend=backend)
     finally:
         await backend.aclose()
+
+
+# -- a black-holed store: connections that stay open and never answer ------------------------
+
+#: Generous next to the one-second timeouts set below: the run must fail, not hang.
+FAILS_WITHIN = 10.0
+
+
+async def _black_hole_round_trip(backend: Backend, proxy: Any) -> float:
+    """The store stops answering between two effects; return the seconds to the error."""
+    thread = f"hole-{uuid.uuid4().hex[:8]}"
+    cut_at: list[float] = []
+
+    def freeze() -> None:
+        cut_at.append(time.monotonic())
+        proxy.freeze()
+
+    CUT[thread] = freeze
+    try:
+        with pytest.raises(BackendUnavailableError) as info:
+            await asyncio.wait_for(
+                GRAPH.invoke({"order": "o-1"}, thread_id=thread, backend=backend), 60
+            )
+        took = time.monotonic() - cut_at[0]
+    finally:
+        proxy.thaw()
+    assert "unavailable while" in str(info.value)
+    assert took < FAILS_WITHIN
+    assert CALLS[(thread, "pay")] == 1
+    out = await _resume_when_back(backend, thread)
+    assert (out.paid, out.mailed) == ("pay-1", "mail-1")
+    assert CALLS[(thread, "pay")] == 1
+    return took
+
+
+@pytest.mark.postgres
+async def test_postgres_black_hole_fails_fast_and_resumes(
+    pg_dsn: str, pg_schema: str, pg_proxy: Any
+) -> None:
+    backend = PostgresBackend(
+        pg_proxy.via(pg_dsn),
+        schema=pg_schema,
+        lease_ttl=1.0,
+        connect_timeout=1.0,
+        command_timeout=1.0,
+    )
+    try:
+        await _black_hole_round_trip(backend, pg_proxy)
+    finally:
+        await backend.aclose()
+
+
+@pytest.mark.redis
+async def test_redis_black_hole_fails_fast_and_resumes(
+    redis_url: str, redis_prefix: str, redis_proxy: Any
+) -> None:
+    backend = RedisBackend(
+        redis_proxy.via(redis_url),
+        prefix=redis_prefix,
+        lease_ttl=1.0,
+        connect_timeout=1.0,
+        command_timeout=1.0,
+    )
+    try:
+        await _black_hole_round_trip(backend, redis_proxy)
+    finally:
+        await backend.aclose()
+
+
+@pytest.mark.postgres
+async def test_postgres_reset_fails_fast_with_default_pool_timeout(
+    pg_dsn: str, pg_schema: str, pg_proxy: Any
+) -> None:
+    """No ``pool_kwargs``: the pool's wait for a connection follows ``connect_timeout``."""
+    backend = PostgresBackend(
+        pg_proxy.via(pg_dsn), schema=pg_schema, lease_ttl=1.0, connect_timeout=1.0
+    )
+    try:
+        thread = f"reset-{uuid.uuid4().hex[:8]}"
+        CUT[thread] = pg_proxy.kill
+        started = time.monotonic()
+        with pytest.raises(BackendUnavailableError):
+            await asyncio.wait_for(
+                GRAPH.invoke({"order": "o-1"}, thread_id=thread, backend=backend), 60
+            )
+        assert time.monotonic() - started < FAILS_WITHIN
+        pg_proxy.start()
+        out = await _resume_when_back(backend, thread)
+        assert out.mailed == "mail-1"
+    finally:
+        await backend.aclose()

@@ -7,7 +7,7 @@ import threading
 from collections.abc import AsyncIterator, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from tensorsketch.errors import CheckpointDecodeError
+from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError
 from tensorsketch.events import Event
 from tensorsketch.interrupts import attach_checkpoint_info
 from tensorsketch.observability.tracing import Tracer
@@ -18,7 +18,7 @@ from tensorsketch.structure import GraphStructure
 if TYPE_CHECKING:
     # The durable layer (and its serializers) loads on the first durable run.
     from tensorsketch.durable import Checkpoint
-    from tensorsketch.runtime.backends.base import Backend
+    from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint
 
 __all__ = ["CompiledGraph"]
 
@@ -26,6 +26,32 @@ S = TypeVar("S", bound=Schema)
 T = TypeVar("T")
 
 _DONE = object()
+#: Longest thread id accepted: well inside every store's key limits (a PostgreSQL index entry
+#: holds at most ~2.7 kB, and a thread id is part of several primary keys).
+MAX_THREAD_ID = 256
+
+
+def _check_thread_id(thread_id: object, what: str = "thread_id") -> None:
+    """Refuse a thread id every store cannot keep alike: PostgreSQL rejects a non-``str`` or
+    a NUL byte where SQLite and Redis would store it, so it is checked before any store."""
+    if not isinstance(thread_id, str):
+        msg = (
+            f"{what} must be a str, got {type(thread_id).__name__} {thread_id!r}; pass "
+            f"{what}=str(...) (the same string resumes the same thread)."
+        )
+        raise TypeError(msg)
+    if not thread_id:
+        msg = f"{what} must not be empty; pass a name or id such as {what}='order-42'."
+        raise ValueError(msg)
+    if len(thread_id) > MAX_THREAD_ID:
+        msg = (
+            f"{what} is too long ({len(thread_id)} characters, at most {MAX_THREAD_ID}); use "
+            "a shorter id, e.g. a hash of the long one."
+        )
+        raise ValueError(msg)
+    if "\x00" in thread_id:
+        msg = f"{what} {thread_id!r} contains a NUL character, which stores cannot keep."
+        raise ValueError(msg)
 
 
 class _Failure:
@@ -105,6 +131,7 @@ class CompiledGraph(Generic[S]):
         if thread_id is None:
             msg = "a durable run needs both backend= and thread_id=; pass thread_id='...'."
             raise ValueError(msg)
+        _check_thread_id(thread_id)
         if not isinstance(backend, Backend):
             msg = (
                 f"backend= must be a tensorsketch Backend (InMemoryBackend(), SqliteBackend(...)"
@@ -155,6 +182,7 @@ class CompiledGraph(Generic[S]):
         self, run: Run, input: Any, max_steps: int, resume: Mapping[str, Any] | None
     ) -> None:
         journal = run.journal
+        store_down = False
         try:
             tasks = await self._prepare(run, input, resume)
             if run.sink is not None:
@@ -162,9 +190,12 @@ class CompiledGraph(Generic[S]):
             await run.execute(tasks, max_steps)
             if run.sink is not None and not run.interrupts and not run.ended:
                 await run.emit("run_end", data=dict(run.values), step=run.step)
+        except BackendUnavailableError:
+            store_down = True
+            raise
         finally:
             if journal is not None:
-                await journal.finish()
+                await journal.finish(store_down=store_down)
 
     async def _prepare(
         self, run: Run, input: Any, resume: Mapping[str, Any] | None = None
@@ -295,6 +326,7 @@ class CompiledGraph(Generic[S]):
         self, thread_id: str, backend: Backend, *, since: int = 0
     ) -> AsyncIterator[Event]:
         """Yield the persisted events of a thread with ``seq >= since``, in order."""
+        _check_thread_id(thread_id)
         for stored in await backend.read_events(thread_id, since):
             raw = backend.serializer.loads(stored.payload)
             if not isinstance(raw, dict):
@@ -319,6 +351,7 @@ class CompiledGraph(Generic[S]):
         A page rebuilds only its own checkpoints (each from its short chain of deltas), so
         paging through a long thread costs about the size of each page.
         """
+        _check_thread_id(thread_id)
         from tensorsketch.durable import load_chain, load_page
 
         stored = await backend.list_checkpoints(thread_id)
@@ -335,6 +368,7 @@ class CompiledGraph(Generic[S]):
         Reads only the latest checkpoint's chain of deltas (:meth:`Backend.read_chain`), so
         it costs about the state's size, however long the thread's history is.
         """
+        _check_thread_id(thread_id)
         from tensorsketch.durable import read_checkpoint
 
         latest = await read_checkpoint(backend, thread_id)
@@ -342,6 +376,7 @@ class CompiledGraph(Generic[S]):
 
     async def aget_state_at(self, thread_id: str, backend: Backend, checkpoint_id: str) -> S:
         """The state at one checkpoint of the thread."""
+        _check_thread_id(thread_id)
         from tensorsketch.durable import read_checkpoint
 
         found = await read_checkpoint(backend, thread_id, checkpoint_id)
@@ -391,9 +426,18 @@ class CompiledGraph(Generic[S]):
 
         The new thread has its own, empty journal: effects run anew down the fork.
         """
-        from tensorsketch.durable import read_checkpoint
+        _check_thread_id(thread_id)
+        _check_thread_id(new_thread_id, "new_thread_id")
+        from tensorsketch.durable import load_chain, read_checkpoint
 
-        origin = await read_checkpoint(backend, thread_id, checkpoint_id)
+        try:
+            origin = await read_checkpoint(backend, thread_id, checkpoint_id)
+        except CheckpointDecodeError:
+            # A record that cannot be read (a later one, typically) must not block a fork
+            # from one that can: fetch only the fork point's ancestry, one by one.
+            stored = await _ancestry(backend, thread_id, checkpoint_id)
+            chain = load_chain(backend, stored, checkpoint_id, last_only=True)
+            origin = chain[-1] if chain else None
         if origin is None:
             latest = await backend.latest_checkpoint(thread_id)
             known = latest.checkpoint_id if latest is not None else "none"
@@ -421,6 +465,20 @@ class CompiledGraph(Generic[S]):
         return await self.invoke(
             input, thread_id=new_thread_id, backend=backend, max_steps=max_steps, tracer=tracer
         )
+
+
+async def _ancestry(backend: Backend, thread_id: str, checkpoint_id: str) -> list[StoredCheckpoint]:
+    """``checkpoint_id`` and its ancestors, oldest first, read by id."""
+    chain: list[StoredCheckpoint] = []
+    cursor: str | None = checkpoint_id
+    while cursor is not None and len(chain) < 100_000:
+        found = await backend.get_checkpoint(thread_id, cursor)
+        if found is None:
+            break
+        chain.append(found)
+        cursor = found.parent_id
+    chain.reverse()
+    return chain
 
 
 def _plain(value: Any) -> Any:

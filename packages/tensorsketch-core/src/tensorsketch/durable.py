@@ -66,6 +66,15 @@ SNAPSHOT_RATIO = 1.0
 #: Below this many delta bytes to fold a read is cheap whatever the state: no snapshot.
 MIN_CHAIN_BYTES = 64 * 1024
 
+#: Seconds a run waits for its lease heartbeat to stop (a renewal is one short round trip).
+HEARTBEAT_STOP_WAIT = 2.0
+
+
+def _drain_task(task: asyncio.Task[None]) -> None:
+    """Retrieve a finished background task's outcome so asyncio does not log it."""
+    if not task.cancelled():
+        task.exception()
+
 
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
@@ -591,21 +600,53 @@ def _delta_changes(dirty: dict[str, int | None], values: dict[str, Any]) -> dict
 
 
 def validated_values(spec: GraphSpec, checkpoint: Checkpoint) -> dict[str, Any]:
-    """A checkpoint's values validated into the state's field types (fields since removed
-    from the state are dropped rather than failing the resume)."""
-    values: dict[str, Any] = {}
+    """A checkpoint's values validated into the state's field types.
+
+    ``compile(migrate=fn)`` maps the stored values first. A stored field the state no longer
+    declares, or one that no longer validates, is an error naming the fields: dropping or
+    coercing it silently would lose data a renamed field still needs. Fields added since
+    (with defaults) simply take their defaults.
+    """
+    where = f"checkpoint {checkpoint.id!r} of thread {checkpoint.thread_id!r}"
+    hint = (
+        "If the state changed on purpose, pass graph.compile(migrate=fn), where "
+        "fn(values: dict) -> dict maps the stored values onto the current fields (see "
+        "'Changing the state' in docs/durability.md)."
+    )
+    stored = checkpoint.values
+    if spec.migrate is not None:
+        try:
+            stored = spec.migrate(dict(stored))
+        except Exception as exc:
+            msg = (
+                f"{where}: compile(migrate=...) failed on its values ({type(exc).__name__}: {exc})."
+            )
+            raise CheckpointDecodeError(msg) from exc
+        if not isinstance(stored, dict):
+            msg = f"{where}: compile(migrate=...) must return a dict, got {type(stored).__name__}."
+            raise CheckpointDecodeError(msg)
     fields = spec.state_schema.model_fields
-    for name, value in checkpoint.values.items():
-        if name not in fields:
-            continue
+    state = spec.state_schema.__name__
+    unknown = sorted(name for name in stored if name not in fields)
+    if unknown:
+        msg = (
+            f"{where} stores field(s) {', '.join(map(repr, unknown))} that the state {state} "
+            f"no longer declares (renamed or removed?). {hint}"
+        )
+        raise CheckpointDecodeError(msg)
+    values: dict[str, Any] = {}
+    failed: list[str] = []
+    for name, value in stored.items():
         try:
             values[name] = spec.adapter(name).validate_python(value)
         except Exception as exc:
-            msg = (
-                f"checkpoint {checkpoint.id!r} of thread {checkpoint.thread_id!r}: field "
-                f"{name!r} no longer validates as the state's type ({exc})."
-            )
-            raise CheckpointDecodeError(msg) from exc
+            failed.append(f"{name!r} ({type(exc).__name__}: {str(exc).splitlines()[-1].strip()})")
+    if failed:
+        msg = (
+            f"{where}: stored field(s) no longer validate as the state {state}'s types: "
+            f"{'; '.join(failed)}. {hint}"
+        )
+        raise CheckpointDecodeError(msg)
     return values
 
 
@@ -642,6 +683,7 @@ class RunJournal:
         self._events: list[Event] = []
         self._heartbeat: asyncio.Task[None] | None = None
         self._lost_lease = False
+        self._stopping = False
         self._held = False
         self._lease_until = 0.0
         self._fences = bool(getattr(backend, "fences_writes", False))
@@ -665,6 +707,7 @@ class RunJournal:
     def _hold(self) -> None:
         self._held = True
         self._lease_until = time.monotonic() + self.ttl
+        self._stopping = False
         self._heartbeat = asyncio.get_running_loop().create_task(self._renew())
 
     async def _commit(
@@ -710,24 +753,38 @@ class RunJournal:
         self._hold()
 
     async def _renew(self) -> None:
-        while True:
+        # ``_stopping`` ends the loop even when the driver ate the cancellation (redis-py's
+        # ``wait_for`` can swallow it; psycopg_pool can turn it into ``PoolTimeout``).
+        while not self._stopping:
             await asyncio.sleep(self.ttl / 3)
             asked = time.monotonic()
             try:
                 ok = await self.backend.renew_lease(self.thread_id, self.owner, self.ttl)
             except Exception:
                 continue  # a transient store error: the next checkpoint write will tell
-            if not ok:  # lapsed or taken over: never win it back
+            if not ok and not self._stopping:  # lapsed or taken over: never win it back
                 self._lost_lease = True
                 return
             self._lease_until = asked + self.ttl
 
     async def _stop_heartbeat(self) -> None:
+        """Stop renewing: cancel the heartbeat and wait for it, but never for long.
+
+        A renewal stuck on a dead connection may not return at all; the run must not wait on
+        it (the flag stops the loop once the call ends, and a renewal that lands after the
+        release only keeps the lease for one more TTL, as a crash would). The caller's own
+        cancellation is never swallowed here.
+        """
         heartbeat, self._heartbeat = self._heartbeat, None
-        if heartbeat is not None:
-            heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heartbeat
+        if heartbeat is None:
+            return
+        self._stopping = True
+        heartbeat.cancel()
+        await asyncio.wait([heartbeat], timeout=HEARTBEAT_STOP_WAIT)
+        if not heartbeat.done():
+            heartbeat.add_done_callback(_drain_task)
+        else:
+            _drain_task(heartbeat)
 
     async def release(self) -> None:
         """Stop renewing the lease and give it back (if the last checkpoint did not)."""
@@ -737,8 +794,17 @@ class RunJournal:
             with contextlib.suppress(Exception):
                 await self.backend.release_lease(self.thread_id, self.owner)
 
-    async def finish(self) -> None:
-        """End of a run, however it ended: store the events left, then release."""
+    async def finish(self, *, store_down: bool = False) -> None:
+        """End of a run, however it ended: store the events left, then release.
+
+        ``store_down`` (the run failed with ``BackendUnavailableError``) skips both: each
+        would wait out the store's timeout again before the caller hears of the outage, and
+        the resume re-runs the failed superstep anyway (the lease runs out by itself).
+        """
+        if store_down:
+            await self._stop_heartbeat()
+            self._held = False
+            return
         try:
             await self.flush_events()
         finally:
@@ -759,8 +825,19 @@ class RunJournal:
         initial, ladder = None, None
         if fresh is not None:
             initial, ladder = self._stored(run, None, fresh, source="input", parent_id=None)
-        async with _guard(self.backend, "opening the thread"):
-            opening = await self.backend.open_thread(self.thread_id, self.owner, self.ttl, initial)
+        try:
+            async with _guard(self.backend, "opening the thread"):
+                opening = await self.backend.open_thread(
+                    self.thread_id, self.owner, self.ttl, initial
+                )
+        except BackendUnavailableError:
+            raise  # the store is gone: giving the lease back would only wait on it
+        except Exception:
+            # The store may have taken the lease before the failure (a row it could not
+            # convert): give it back, or every retry would see ThreadBusyError for a whole TTL.
+            with contextlib.suppress(Exception):
+                await self.backend.release_lease(self.thread_id, self.owner)
+            raise
         if not opening.acquired:
             raise self._busy()
         self._hold()
@@ -969,11 +1046,28 @@ class RunJournal:
             raw = await self.backend.lookup_effect(self.thread_id, key)
         if raw is None:
             return False, None
+        return True, self._entry(key, raw)
+
+    def _entry(self, key: str, raw: bytes) -> Any:
+        """Decode one journal entry: ``record`` stores ``[value]``, so anything else (a
+        string would replay its first character, ``{}`` would crash) is refused by name."""
         try:
-            return True, self.backend.serializer.loads(raw)[0]
+            decoded = self.backend.serializer.loads(raw)
         except CheckpointDecodeError as exc:
             msg = f"journal entry {key!r} of thread {self.thread_id!r} cannot be decoded: {exc}"
             raise CheckpointDecodeError(msg) from exc
+        if type(decoded) is not list or len(decoded) != 1:
+            shape = type(decoded).__name__
+            if isinstance(decoded, list):
+                shape = f"a list of {len(decoded)} items"
+            msg = (
+                f"journal entry {key!r} of thread {self.thread_id!r} is malformed (a "
+                f"one-item list was expected, found {shape}): it was not written by this "
+                "runtime. Fork the thread from a checkpoint before the entry was written, or "
+                "start a new thread."
+            )
+            raise CheckpointDecodeError(msg)
+        return decoded[0]
 
     async def record(self, key: str, value: Any) -> None:
         data = self.backend.serializer.dumps([value])
@@ -999,15 +1093,7 @@ class RunJournal:
         """The recorded values among ``keys``, in one store round trip."""
         async with _guard(self.backend, "reading the effect journal"):
             raw = await self.backend.lookup_effects(self.thread_id, keys)
-        loads = self.backend.serializer.loads
-        found: dict[str, Any] = {}
-        for key, data in raw.items():
-            try:
-                found[key] = loads(data)[0]
-            except CheckpointDecodeError as exc:
-                msg = f"journal entry {key!r} of thread {self.thread_id!r} cannot be decoded: {exc}"
-                raise CheckpointDecodeError(msg) from exc
-        return found
+        return {key: self._entry(key, data) for key, data in raw.items()}
 
     async def record_many(self, items: list[tuple[str, Any]]) -> None:
         dumps = self.backend.serializer.dumps

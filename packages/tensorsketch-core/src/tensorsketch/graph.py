@@ -213,11 +213,21 @@ class Graph(Generic[S]):
 
     # -- compile ----------------------------------------------------------------------------
 
-    def compile(self) -> CompiledGraph[S]:
+    def compile(
+        self, *, migrate: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    ) -> CompiledGraph[S]:
         """Validate the whole graph and return a runnable, immutable compiled graph.
 
         Every mistake found is reported at once in one :class:`GraphValidationError`.
+
+        :param migrate: maps a checkpoint's stored values (a dict of field name to value) onto
+            the current state's fields, for threads written before the state changed (a
+            field renamed, removed or retyped). Without it such a resume fails with an error
+            naming the fields, rather than dropping their values silently.
         """
+        if migrate is not None and not callable(migrate):
+            msg = f"compile(migrate=...) must be a function values -> values, got {migrate!r}."
+            raise TypeError(msg)
         from tensorsketch.compiled import CompiledGraph
         from tensorsketch.pregel import GraphSpec, NodeSpec
 
@@ -264,6 +274,7 @@ class Graph(Generic[S]):
             entry=tuple(entry),
             entry_branch=self._branches.get(START),
             structure=self.structure,
+            migrate=migrate,
         )
         return CompiledGraph(graph_spec)
 

@@ -103,6 +103,8 @@ class GraphSpec:
     entry_branch: Branch | None
     structure: GraphStructure
     adapters: dict[str, pydantic.TypeAdapter[Any]] = field(default_factory=dict)
+    #: ``compile(migrate=...)``: stored values -> current fields, applied on every restore.
+    migrate: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     #: Derived once, read on every superstep: the state's field names, in declaration order,
     #: the channels that forget their value at each barrier, and a fast state constructor.
     field_names: tuple[str, ...] = field(init=False, default=())

@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
+import os
+import socket
 import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, ClassVar
@@ -69,12 +72,53 @@ async def _close_with_loop(pool: AsyncConnectionPool[Any]) -> None:
                 await pool.close(timeout=2.0)
 
 
+def _sever(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Shut a connection's socket down, so a call blocked on it fails at once.
+
+    Cancelling psycopg instead would first send the server a cancel request and wait up to
+    10 s for the answer, which a black-holed connection never gives; a shut-down socket
+    reads as a lost connection, which psycopg raises and the pool then discards.
+    """
+    with contextlib.suppress(Exception):
+        fd = conn.pgconn.socket
+        with socket.socket(fileno=os.dup(fd)) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+@contextlib.asynccontextmanager
+async def _deadline(conn: psycopg.AsyncConnection[Any], seconds: float) -> AsyncIterator[None]:
+    """Bound the block's use of ``conn``: past ``seconds``, sever it and raise TimeoutError."""
+    fired = False
+
+    def fire() -> None:
+        nonlocal fired
+        fired = True
+        _sever(conn)
+
+    handle = asyncio.get_running_loop().call_later(seconds, fire)
+    try:
+        yield
+    except psycopg.Error as exc:
+        if fired:
+            msg = (
+                f"PostgreSQL did not answer within {seconds:g}s (command_timeout); the "
+                "connection was dropped"
+            )
+            raise TimeoutError(msg) from exc
+        raise
+    finally:
+        handle.cancel()
+
+
 async def _check_if_stale(conn: psycopg.AsyncConnection[Any]) -> None:
     """Pool ``check``: test connections that sat idle (a server restart, an admin killing
-    sessions) and skip the round trip for one used moments ago, as during a run."""
+    sessions) and skip the round trip for one used moments ago, as during a run. Bounded:
+    a black-holed idle connection would otherwise hold the checkout forever."""
     used = getattr(conn, "_tensorsketch_used", None)
     if used is None or time.monotonic() - used > _STALE_AFTER:
-        await AsyncConnectionPool.check_connection(conn)
+        limit = getattr(conn, "_tensorsketch_check_timeout", 5.0)
+        async with _deadline(conn, limit):
+            await AsyncConnectionPool.check_connection(conn)
 
 
 def _quote_ident(name: str) -> str:
@@ -95,6 +139,14 @@ class PostgresBackend(SqlBackend):
     :param schema: the PostgreSQL schema holding the tables (created if missing).
     :param pool_kwargs: extra ``AsyncConnectionPool`` arguments for the owned pool
         (``max_size``, ``timeout``, ...).
+    :param connect_timeout: seconds to wait for a new connection (libpq counts whole seconds,
+        at least 2) and, for the owned pool, for a free one (its ``timeout``).
+    :param command_timeout: seconds a unit of work may wait for the server before its
+        connection is dropped and the call fails with ``BackendUnavailableError``; each unit
+        touches one thread's rows by primary key, so the default is far above a healthy
+        server's latency (raise it for very large checkpoints over a slow link). It applies
+        to every connection the backend uses, yours included; TCP keepalives are turned on
+        for the connections it opens.
     """
 
     name = "postgres"
@@ -114,7 +166,16 @@ class PostgresBackend(SqlBackend):
         lease_ttl: float = 30.0,
         table_prefix: str = "tensorsketch_",
         pool_kwargs: dict[str, Any] | None = None,
+        connect_timeout: float = 5.0,
+        command_timeout: float = 10.0,
     ) -> None:
+        for label, value in (
+            ("connect_timeout", connect_timeout),
+            ("command_timeout", command_timeout),
+        ):
+            if not value > 0:
+                msg = f"`{label}` must be a positive number of seconds, got {value!r}."
+                raise ValueError(msg)
         given = [n for n, v in (("dsn", dsn), ("connection", connection), ("pool", pool)) if v]
         if len(given) != 1:
             msg = (
@@ -142,6 +203,8 @@ class PostgresBackend(SqlBackend):
         self._shared = connection
         self._user_pool = pool
         self._pool_kwargs = dict(pool_kwargs or {})
+        self.connect_timeout = float(connect_timeout)
+        self.command_timeout = float(command_timeout)
         # The loop that owns the pool (or the shared connection), and the pool being opened.
         self._home: asyncio.AbstractEventLoop | None = None
         self._pool_task: asyncio.Task[AsyncConnectionPool[Any]] | None = None
@@ -213,8 +276,13 @@ class PostgresBackend(SqlBackend):
         if self._home is not asyncio.get_running_loop() or task is None or not task.done():
             return
         if task.exception() is None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(task.result().check(), timeout=5)
+            # Bounded without waiting on the cancellation (a cancelled psycopg call first
+            # waits for the server to confirm it, which a dead one never does).
+            checking = asyncio.ensure_future(task.result().check())
+            await asyncio.wait([checking], timeout=self.connect_timeout)
+            if not checking.done():
+                checking.cancel()
+            checking.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     async def _submit(
         self, queries: Sequence[Query], transaction: bool, durable: bool
@@ -227,7 +295,7 @@ class PostgresBackend(SqlBackend):
         Sync, and PostgreSQL runs everything up to that Sync as one implicit transaction —
         committed when all succeed, rolled back (later statements skipped) when one fails.
         """
-        async with self._checkout() as conn:
+        async with self._checkout() as conn, _deadline(conn, self.command_timeout):
             if conn.info.transaction_status != pq.TransactionStatus.IDLE:
                 msg = (
                     "the connection given to PostgresBackend is inside a transaction, so "
@@ -264,7 +332,7 @@ class PostgresBackend(SqlBackend):
                     yield self._shared
                 return
             pool = await self._pool()
-            async with pool.connection() as conn:
+            async with pool.connection(timeout=self._checkout_timeout()) as conn:
                 try:
                     yield conn
                 finally:
@@ -294,18 +362,41 @@ class PostgresBackend(SqlBackend):
             return task.result()
         return await asyncio.shield(task)
 
+    def _checkout_timeout(self) -> float | None:
+        """The owned pool waits ``connect_timeout`` for a connection (or your ``timeout``);
+        a pool you passed keeps its own setting."""
+        if self._user_pool is not None:
+            return None
+        return float(self._pool_kwargs.get("timeout", self.connect_timeout))
+
+    def _connect_kwargs(self) -> dict[str, Any]:
+        """libpq settings that bound connecting and notice a dead peer on an idle socket."""
+        return {
+            "connect_timeout": max(2, math.ceil(self.connect_timeout)),
+            "keepalives": 1,
+            "keepalives_idle": max(1, math.ceil(self.command_timeout / 2)),
+            "keepalives_interval": max(1, math.ceil(self.command_timeout / 6)),
+            "keepalives_count": 3,
+        }
+
     async def _open_pool(self) -> AsyncConnectionPool[Any]:
         options: dict[str, Any] = {
             "min_size": 1,
             "max_size": 8,
-            "timeout": 10.0,
+            "timeout": self.connect_timeout,
             # A connection that broke while idle (server restart, network blip) is replaced
             # at checkout instead of failing the run.
             "check": _check_if_stale,
             "name": f"tensorsketch-{self.schema}",
         }
         options.update(self._pool_kwargs)
-        kwargs = {"autocommit": True, **options.pop("kwargs", {})}
+        kwargs = {**self._connect_kwargs(), "autocommit": True, **options.pop("kwargs", {})}
+        limit = self.connect_timeout
+
+        async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
+            conn._tensorsketch_check_timeout = limit  # type: ignore[attr-defined]
+
+        options.setdefault("configure", configure)
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
             self.dsn or "", open=False, kwargs=kwargs, **options
         )
@@ -314,7 +405,7 @@ class PostgresBackend(SqlBackend):
         return pool
 
     async def _connect_once(self) -> psycopg.AsyncConnection[Any]:
-        kwargs: dict[str, Any] = {"autocommit": True}
+        kwargs: dict[str, Any] = {**self._connect_kwargs(), "autocommit": True}
         if self._shared is not None:
             info = self._shared.info
             conninfo = make_conninfo(info.dsn, password=info.password or None)
@@ -345,7 +436,12 @@ class PostgresBackend(SqlBackend):
             await asyncio.wait([keeper])
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "schema": self.schema}
+        return {
+            **super().describe(),
+            "schema": self.schema,
+            "connect_timeout": self.connect_timeout,
+            "command_timeout": self.command_timeout,
+        }
 
     def __repr__(self) -> str:
         where = "connection" if self._shared else "pool" if self._user_pool else "dsn"

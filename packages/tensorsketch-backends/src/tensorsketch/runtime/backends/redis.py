@@ -31,6 +31,8 @@ from typing import Any
 try:
     import redis.asyncio as aioredis
     from redis import exceptions as redis_errors
+    from redis.asyncio.retry import Retry
+    from redis.backoff import ExponentialBackoff
 except ImportError as exc:  # pragma: no cover - exercised in a venv without the extra
     msg = (
         "RedisBackend needs redis-py (>= 5); install it with "
@@ -220,6 +222,12 @@ class RedisBackend(Backend):
         off: payloads are bytes).
     :param prefix: namespace of every key, so several apps (or test runs) share one database.
     :param lease_ttl: seconds a runner's lease lasts without renewal.
+    :param connect_timeout: seconds to wait for a connection to the server.
+    :param command_timeout: seconds to wait for a command's reply before the call fails with
+        ``BackendUnavailableError`` (every command touches one thread's keys, so the default
+        is far above a healthy server's latency; raise it for very large checkpoints over a
+        slow link). A refused or dropped connection is retried once, a timeout is not.
+        Both apply to the client the backend creates; a ``client=`` keeps its own settings.
 
     A client belongs to the event loop it was first used on; a call from another live loop
     (the sync ``get_state`` helper) uses a short-lived client built from the same settings.
@@ -236,8 +244,19 @@ class RedisBackend(Backend):
         prefix: str = "tensorsketch",
         serializer: Serializer | str | None = None,
         lease_ttl: float = 30.0,
+        connect_timeout: float = 5.0,
+        command_timeout: float = 10.0,
     ) -> None:
         super().__init__(serializer=serializer)
+        for label, value in (
+            ("connect_timeout", connect_timeout),
+            ("command_timeout", command_timeout),
+        ):
+            if not value > 0:
+                msg = f"`{label}` must be a positive number of seconds, got {value!r}."
+                raise ValueError(msg)
+        self.connect_timeout = float(connect_timeout)
+        self.command_timeout = float(command_timeout)
         if client is not None and not isinstance(client, aioredis.Redis):
             msg = (
                 f"`client=` must be a redis.asyncio.Redis, got {type(client).__name__}; create "
@@ -285,8 +304,7 @@ class RedisBackend(Backend):
             # was first used on; once that loop is gone, calls use short-lived clients.
             self._home = home = loop
             if self._given is None:
-                assert self.dsn is not None
-                self._client = aioredis.Redis.from_url(self.dsn)
+                self._client = self._new_client()
         try:
             if home is loop:
                 assert self._client is not None
@@ -308,10 +326,27 @@ class RedisBackend(Backend):
             )
             raise BackendUnavailableError(msg) from exc
 
+    def _new_client(self) -> aioredis.Redis:
+        """A client whose every call is bounded: redis-py's defaults wait forever for a reply
+        and retry three times, so a black-holed server never raised in time."""
+        assert self.dsn is not None
+        return aioredis.Redis.from_url(
+            self.dsn,
+            socket_connect_timeout=self.connect_timeout,
+            socket_timeout=self.command_timeout,
+            socket_keepalive=True,
+            # One quick retry replaces a connection that died while idle; a timeout is not
+            # retried (the server did not answer once, it will not answer faster now).
+            retry=Retry(
+                ExponentialBackoff(cap=0.5, base=0.05),
+                1,
+                supported_errors=(redis_errors.ConnectionError,),
+            ),
+        )
+
     def _one_shot(self) -> aioredis.Redis:
         if self._given is None:
-            assert self.dsn is not None
-            return aioredis.Redis.from_url(self.dsn)
+            return self._new_client()
         pool = self._given.connection_pool
         fresh = aioredis.ConnectionPool(
             connection_class=pool.connection_class, **pool.connection_kwargs
@@ -541,7 +576,13 @@ class RedisBackend(Backend):
                 await client.aclose()
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "prefix": self.prefix, "lease_ttl": self.lease_ttl}
+        return {
+            **super().describe(),
+            "prefix": self.prefix,
+            "lease_ttl": self.lease_ttl,
+            "connect_timeout": self.connect_timeout,
+            "command_timeout": self.command_timeout,
+        }
 
     def __repr__(self) -> str:
         return f"RedisBackend(prefix={self.prefix!r})"

@@ -373,7 +373,9 @@ class SqlBackend(Backend):
                     raise lease_lost(_fenced_thread(queries)) from exc
                 if not self.is_unavailable(exc):
                     raise
-                if attempt + 1 < attempts:
+                # A timeout is not retried: a server that did not answer will not answer
+                # faster now, and a retry would double the wait before the error.
+                if attempt + 1 < attempts and not isinstance(exc, TimeoutError):
                     continue
                 msg = (
                     f"{self.name} backend unavailable while {what}: {type(exc).__name__}: "
@@ -396,7 +398,7 @@ class SqlBackend(Backend):
             except Exception as exc:
                 if not self.is_unavailable(exc):
                     raise
-                if attempt + 1 < attempts:
+                if attempt + 1 < attempts and not isinstance(exc, TimeoutError):
                     # Several handles creating the tables at once can briefly lock each other
                     # out (SQLite's switch to WAL needs an exclusive lock): back off, retry.
                     await asyncio.sleep(0.05 * 2**attempt)
@@ -731,12 +733,19 @@ def _row(c: StoredCheckpoint) -> tuple[Any, ...]:
 
 def _checkpoint(thread_id: str, row: Sequence[Any]) -> StoredCheckpoint:
     checkpoint_id, parent_id, step, created_at, payload, base_id = row
-    return StoredCheckpoint(
-        thread_id=thread_id,
-        checkpoint_id=str(checkpoint_id),
-        parent_id=None if parent_id is None else str(parent_id),
-        step=int(step),
-        created_at=float(created_at),
-        payload=bytes(payload),
-        base_id=None if base_id is None else str(base_id),
-    )
+    try:
+        return StoredCheckpoint(
+            thread_id=thread_id,
+            checkpoint_id=str(checkpoint_id),
+            parent_id=None if parent_id is None else str(parent_id),
+            step=int(step),
+            created_at=float(created_at),
+            payload=bytes(payload),
+            base_id=None if base_id is None else str(base_id),
+        )
+    except (TypeError, ValueError) as exc:  # e.g. a step of 'not-a-number' (SQLite allows it)
+        msg = (
+            f"checkpoint row {checkpoint_id!r} of thread {thread_id!r} is corrupt ({exc}); fork "
+            "from an earlier checkpoint or start a new thread."
+        )
+        raise CheckpointDecodeError(msg) from exc
