@@ -9,11 +9,18 @@ module's imports.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import libcst as cst
 
-__all__ = ["bound_names", "find_import", "import_position", "import_statement", "with_names"]
+__all__ = [
+    "add_missing",
+    "bound_names",
+    "find_import",
+    "import_position",
+    "import_statement",
+    "with_names",
+]
 
 
 def _isort_key(name: str) -> tuple[int, str]:
@@ -125,3 +132,44 @@ def import_position(module: cst.Module) -> int:
             continue
         break
     return position
+
+
+def add_missing(module: cst.Module, needs: set[str]) -> Callable[[cst.Module], cst.Module] | None:
+    """A rewrite that imports whichever of ``needs`` the module does not bind; ``None`` when
+    nothing is missing (or a star import may already bind them)."""
+    bound = bound_names(module)
+    if bound is None:
+        return None
+    missing = sorted(needs - bound)
+    if not missing:
+        return None
+    position = find_import(module)
+    if position is not None:
+        old = module.body[position]
+        assert isinstance(old, cst.SimpleStatementLine)
+        new_line = with_names(old, missing)
+
+        def fix(m: cst.Module) -> cst.Module:
+            body = list(m.body)
+            for i, stmt in enumerate(body):
+                if stmt is old or (
+                    isinstance(stmt, cst.SimpleStatementLine) and stmt.deep_equals(old)
+                ):
+                    body[i] = new_line
+                    break
+            return m.with_changes(body=body)
+
+        return fix
+    new_import = import_statement(missing)
+    at = import_position(module)
+    anchor = module.body[at - 1] if at > 0 else None
+
+    def add(m: cst.Module) -> cst.Module:
+        body = list(m.body)
+        where = 0
+        if anchor is not None:
+            where = next((i + 1 for i, s in enumerate(body) if s is anchor), at)
+        body.insert(where, new_import)
+        return m.with_changes(body=body)
+
+    return add

@@ -672,56 +672,72 @@ def _statement(
     containers: dict[int, Container],
 ) -> bool:
     """Read one statement after the builder; ``False`` if it is not modelled wiring."""
-    src = walk.src
-    var = walk.var
     if small is None:
         return False
     if isinstance(small, cst.Expr):
-        value = small.value
-        root, calls = _decompose(value)
-        if (
-            src.chain(value) is None
-            and len(calls) == 1
-            and isinstance(root, cst.Name)
-            and root.value == var
-        ):
-            func = calls[0].func
-            assert isinstance(func, cst.Attribute)  # guaranteed by _decompose
-            if func.attr.value not in BUILDER_METHODS:
-                return False
-            item = walk.call(func.attr.value, calls[0], index)
-            if item is None:
-                return False
-            items.append(item)
-            return True
-        chain = _as_chain(src, value, var)
-        if chain is not None and isinstance(chain.root, cst.Name) and chain.root.value == var:
-            if not chain.links or any(link.method not in BUILDER_METHODS for link in chain.links):
-                return False
-            if len(chain.links) == 1:
-                link = chain.links[0]
-                item = walk.call(link.method, link.call, index)
-                if item is None:
-                    return False
-                items.append(item)
-                return True
-            container = Container(
-                stmt_index=index, chain=chain, expr=value, compile_link=None, creation=False
-            )
-            before = len(items)
-            _chain_items(walk, container, items)
-            if any(item.kind == "custom" for item in items[before:]):
-                del items[before:]
-                return False
-            containers[index] = container
-            return True
-        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.RightShift):
-            item = walk.rshift(value, index)
-            if item is None:
-                return False
-            items.append(item)
-            return True
+        return _expression(walk, index, small.value, items, containers)
+    return _assignment(walk, index, small, items)
+
+
+def _expression(
+    walk: _Walk,
+    index: int,
+    value: cst.BaseExpression,
+    items: list[Item],
+    containers: dict[int, Container],
+) -> bool:
+    """``g.edge(...)``, ``g.add(...).edge(...)`` or ``START >> a >> b`` as a statement."""
+    src = walk.src
+    var = walk.var
+    root, calls = _decompose(value)
+    if (
+        src.chain(value) is None
+        and len(calls) == 1
+        and isinstance(root, cst.Name)
+        and root.value == var
+    ):
+        func = calls[0].func
+        assert isinstance(func, cst.Attribute)  # guaranteed by _decompose
+        if func.attr.value not in BUILDER_METHODS:
+            return False
+        return _append(items, walk.call(func.attr.value, calls[0], index))
+    chain = _as_chain(src, value, var)
+    if chain is not None and isinstance(chain.root, cst.Name) and chain.root.value == var:
+        return _statement_chain(walk, index, chain, value, items, containers)
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.RightShift):
+        return _append(items, walk.rshift(value, index))
+    return False
+
+
+def _statement_chain(
+    walk: _Walk,
+    index: int,
+    chain: Chain,
+    value: cst.BaseExpression,
+    items: list[Item],
+    containers: dict[int, Container],
+) -> bool:
+    """A chain of builder calls on the graph variable: one item, or a container of links."""
+    if not chain.links or any(link.method not in BUILDER_METHODS for link in chain.links):
         return False
+    if len(chain.links) == 1:
+        link = chain.links[0]
+        return _append(items, walk.call(link.method, link.call, index))
+    container = Container(
+        stmt_index=index, chain=chain, expr=value, compile_link=None, creation=False
+    )
+    before = len(items)
+    _chain_items(walk, container, items)
+    if any(item.kind == "custom" for item in items[before:]):
+        del items[before:]
+        return False
+    containers[index] = container
+    return True
+
+
+def _assignment(walk: _Walk, index: int, small: cst.BaseSmallStatement, items: list[Item]) -> bool:
+    """``a, b = g.nodes(A, B)`` or ``a = g["A"]``: items that bind handles."""
+    var = walk.var
     assigned = _assigned(small)
     if assigned is None:
         return False
@@ -755,6 +771,14 @@ def _statement(
             items.append(Item("handle", index, handles={target_expr.value: node}))
             return True
     return False
+
+
+def _append(items: list[Item], item: Item | None) -> bool:
+    """Add ``item`` if the walk could read it; whether it could."""
+    if item is None:
+        return False
+    items.append(item)
+    return True
 
 
 def _target_names(expr: cst.BaseAssignTargetExpression) -> list[str] | None:

@@ -1,0 +1,185 @@
+"""Write-back phase 1: plan the new wiring from the IR, reusing old items wherever possible.
+
+An old item is reused when the IR still says exactly what it says, at that point in the
+order; reused items keep their text byte-for-byte later. What is left is grouped into new
+items the way the file's style would write them (one ``nodes(...)`` call for runs of
+operator-style nodes, one ``conditional`` per routing map, one ``>>`` chain per path).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from tensorsketch.canvas._class_edits import class_key
+from tensorsketch.canvas._render import Fresh, snake_name
+from tensorsketch.canvas._wiring import GraphModel, Item, ItemKind, NodeDecl, edge_key
+from tensorsketch.canvas.ir import END, START, EdgeIR, GraphIR, NodeIR, Style
+
+__all__ = ["assign_handles", "plan_edges", "plan_nodes"]
+
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+def plan_nodes(nodes: list[NodeIR], old: list[Item], style: Style) -> list[Fresh]:
+    """The node declarations the file will hold, in the IR's order."""
+    wanted = [(n.name, n.cls) for n in nodes]
+    index: dict[tuple[str, str], list[Item]] = {}
+    for item in old:
+        index.setdefault((item.nodes[0].name, item.nodes[0].cls), []).append(item)
+    used: set[int] = set()
+    plan: list[Fresh] = []
+    i = 0
+    while i < len(wanted):
+        match = None
+        for item in index.get(wanted[i], []):
+            size = len(item.nodes)
+            if (
+                id(item) not in used
+                and [(n.name, n.cls) for n in item.nodes] == wanted[i : i + size]
+            ):
+                match = item
+                break
+        if match is not None:
+            used.add(id(match))
+            plan.append(
+                Fresh(match.kind, list(match.nodes), origin=match, handles=dict(match.handles))
+            )
+            i += len(match.nodes)
+            continue
+        name, cls = wanted[i]
+        _declare(plan, NodeDecl(name=name, cls=cls, class_key=class_key(cls)), style)
+        i += 1
+    return plan
+
+
+def _declare(plan: list[Fresh], decl: NodeDecl, style: Style) -> None:
+    """Append a new node: operator style joins it to a preceding new ``nodes(...)`` item."""
+    operator = style == "operator"
+    previous = plan[-1] if plan else None
+    if (
+        operator
+        and decl.name == decl.class_key
+        and previous is not None
+        and previous.origin is None
+        and previous.kind == "nodes"
+    ):
+        previous.nodes.append(decl)
+    else:
+        kind: ItemKind = "nodes" if operator and decl.name == decl.class_key else "add"
+        plan.append(Fresh(kind, [decl]))
+
+
+def assign_handles(
+    plan: list[Fresh], target: GraphIR, model: GraphModel, text: str
+) -> dict[str, str]:
+    """Operator style: the handle variable of every node (node name -> variable).
+
+    Existing handles are kept; a new node reuses its old variable if that is free, or gets a
+    fresh snake_case name that no identifier in ``text`` uses. New items record their handles.
+    """
+    if model.style != "operator":
+        return {}
+    names = {n.name for n in target.nodes}
+    handles: dict[str, str] = {}
+    taken: set[str] = set()
+    for item in plan:
+        if item.origin is not None:
+            for var, name in item.handles.items():
+                handles.setdefault(name, var)
+                taken.add(var)
+    for old in model.items:
+        if old.kind == "handle":
+            for var, name in old.handles.items():
+                if name in names:
+                    handles.setdefault(name, var)
+                    taken.add(var)
+    old_vars = {name: var for var, name in model.handles.items()}
+    identifiers = set(_IDENT.findall(text))
+    for item in plan:
+        if item.origin is not None:
+            continue
+        for decl in item.nodes:
+            known = old_vars.get(decl.name)
+            if known is not None and known not in taken:
+                var = known
+            else:
+                var = _fresh_var(snake_name(decl.name), known, taken, identifiers)
+            handles[decl.name] = var
+            taken.add(var)
+            item.handles[var] = decl.name
+    return handles
+
+
+def _fresh_var(base: str, known: str | None, taken: set[str], identifiers: set[str]) -> str:
+    var, n = base, 1
+    while var in taken or (var in identifiers and var != known):
+        n += 1
+        var = f"{base}_{n}" if n > 2 else f"{base}_node"
+    return var
+
+
+def plan_edges(edges: list[EdgeIR], old: list[Item], style: Style) -> list[Fresh]:
+    """The edge items the file will hold, in the IR's order."""
+    keys = [edge_key(e) for e in edges]
+    index: dict[tuple[object, ...], list[Item]] = {}
+    for item in old:
+        index.setdefault(edge_key(item.edges[0]), []).append(item)
+    used: set[int] = set()
+
+    def match_at(i: int) -> Item | None:
+        for item in index.get(keys[i], []):
+            size = len(item.edges)
+            if id(item) not in used and [edge_key(e) for e in item.edges] == keys[i : i + size]:
+                return item
+        return None
+
+    plan: list[Fresh] = []
+    i = 0
+    while i < len(edges):
+        match = match_at(i)
+        if match is not None:
+            used.add(id(match))
+            plan.append(Fresh(match.kind, edges=list(match.edges), origin=match))
+            i += len(match.edges)
+            continue
+        j = _group_end(edges, i, match_at, style)
+        kind: ItemKind = "custom" if edges[i].kind == "custom" else "edge"
+        plan.append(Fresh(kind, edges=list(edges[i:j])))
+        i = j
+    return plan
+
+
+def _group_end(
+    edges: list[EdgeIR], i: int, match_at: Callable[[int], Item | None], style: Style
+) -> int:
+    """Where the new item starting at ``edges[i]`` ends (exclusive)."""
+    first = edges[i]
+    if first.kind in ("custom", "dynamic"):
+        return i + 1
+    if first.branch == "loop":
+        return i + 2
+    j = i + 1
+    if first.kind == "conditional":
+        labels = {first.label}
+        while (
+            j < len(edges)
+            and edges[j].kind == "conditional"
+            and (edges[j].source, edges[j].branch, edges[j].path)
+            == (first.source, first.branch, first.path)
+            and edges[j].label not in labels
+        ):
+            labels.add(edges[j].label)
+            j += 1
+        return j
+    if style != "operator":
+        return j
+    while (
+        j < len(edges)
+        and edges[j].kind == "sequential"
+        and edges[j].source == edges[j - 1].target
+        and edges[j].source not in (START, END)
+        and match_at(j) is None
+    ):
+        j += 1
+    return j
