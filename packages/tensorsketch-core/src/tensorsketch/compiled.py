@@ -9,13 +9,15 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError
 from tensorsketch.events import Event
-from tensorsketch.interrupts import attach_checkpoint_info
+from tensorsketch.interrupts import Interrupt, attach_checkpoint_info
 from tensorsketch.observability.tracing import Tracer
 from tensorsketch.pregel import GraphSpec, Run, Task
 from tensorsketch.schema import Schema
 from tensorsketch.structure import GraphStructure
 
 if TYPE_CHECKING:
+    from tensorsketch.context import Context
+
     # The durable layer (and its serializers) loads on the first durable run.
     from tensorsketch.durable import Checkpoint
     from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint
@@ -485,3 +487,49 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Schema):
         return value.model_dump()
     return value
+
+
+async def run_nested(
+    graph: CompiledGraph[Any],
+    input: Any,
+    parent: Run,
+    ctx: Context,
+    key: str,
+    label: str,
+    max_steps: int,
+) -> Any:
+    """Run ``graph`` inside a node of ``parent``: its events stream under the parent's, it
+    traces into the parent's trace, and for a durable parent it is a thread of its own
+    (``<parent thread>/<key>``) whose interrupts surface as the parent's."""
+    namespace = (*parent.namespace, f"{ctx.node}{ctx.instance}:{label}")
+    sink = None
+    if parent.sink is not None:
+
+        async def sink(event: Event) -> None:
+            await parent.emit(
+                event.type,
+                node=event.node,
+                data=event.data,
+                step=event.step,
+                namespace=event.namespace,
+            )
+
+    journal = parent.journal
+    if journal is None:
+        run = graph._new_run(None, None, parent.tracer, sink, namespace)
+        await graph._drive(run, input, max_steps)
+    else:
+        backend = journal.backend
+        thread = f"{parent.thread_id}/{key}"
+        history = await graph.aget_history(thread, backend)
+        resume: dict[str, Any] = {}
+        if history:
+            for raw in history[-1].metadata.get("interrupts") or ():
+                found, decision = await parent.effects.decision(ctx.superstep, str(raw["id"]))
+                if found and raw.get("kind") != "timer":
+                    resume[str(raw["id"])] = decision
+        run = graph._new_run(thread, backend, parent.tracer, sink, namespace)
+        await graph._drive(run, None if history else input, max_steps, resume or None)
+    if run.interrupts:
+        raise Interrupt(pending=list(run.interrupts))
+    return run.result_state()

@@ -7,9 +7,13 @@ import datetime
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tensorsketch.effects import IDEMPOTENCY_PREFIX, step_key
 from tensorsketch.observability.tracing import Span
 
 if TYPE_CHECKING:
+    from tensorsketch.compiled import CompiledGraph
+    from tensorsketch.effects import EffectLog
+    from tensorsketch.observability.tracing import Tracer
     from tensorsketch.pregel import Run
 
 __all__ = ["Context"]
@@ -55,10 +59,47 @@ class Context:
         """Whether someone consumes this run's events (``ctx.emit`` is a no-op otherwise)."""
         return self._run.sink is not None
 
-    def _next_key(self, name: str) -> str:
-        key = f"{self.superstep}:{self.node}{self.instance}:{self._calls}:{name}"
+    @property
+    def effects(self) -> EffectLog:
+        """The run's effect log: run once under a key, peek, record, look up a decision.
+
+        For the agent layer and helpers built on the journal; node code uses :meth:`step`.
+        """
+        return self._run.effects
+
+    @property
+    def tracer(self) -> Tracer:
+        """The run's tracer (a nested run reports into the same trace)."""
+        return self._run.tracer
+
+    def next_key(self, name: str) -> str:
+        """The journal key of this node's next journaled call, in call order: a resumed
+        superstep makes the same calls in the same order, so it gets the same keys."""
+        key = step_key(self.superstep, self.node, self.instance, self._calls, name)
         self._calls += 1
         return key
+
+    _next_key = next_key  # the name callers used before it was public
+
+    async def run_nested(
+        self,
+        graph: CompiledGraph[Any],
+        input: Any,
+        *,
+        key: str,
+        label: str,
+        max_steps: int = 25,
+    ) -> Any:
+        """Run another compiled graph inside this node (``run_subgraph`` and ``as_tool``
+        are built on it): streamed, traced and — for a durable run — resumable with it."""
+        from tensorsketch.compiled import run_nested
+
+        return await run_nested(graph, input, self._run, self, key, label, max_steps)
+
+    def scoped(self, suffix: str) -> Context:
+        """A context for one part of this node (an agent's tool call, a sub-step) whose
+        journal keys cannot collide with the node's own or another part's."""
+        return Context(self._run, self.node, self.superstep, f"{self.instance}[{suffix}]")
 
     async def step(
         self, name: str, fn: Callable[[], Any], *, idempotency_key: str | None = None
@@ -70,8 +111,11 @@ class Context:
         returned instead of calling ``fn`` again. ``idempotency_key`` dedupes the effect
         across the whole thread (a payment id), not just this superstep.
         """
-        key = f"idem:{idempotency_key}" if idempotency_key is not None else self._next_key(name)
-        return await self._run.journaled(key, name, fn, self)
+        if idempotency_key is not None:
+            key = f"{IDEMPOTENCY_PREFIX}{idempotency_key}"
+        else:
+            key = self.next_key(name)
+        return await self._run.effects.once(key, fn)
 
     async def emit(self, type: str, data: Any = None) -> None:
         """Push a custom event into the run's stream; a no-op when nobody is streaming.

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from tensorsketch.effects import decision_key
 from tensorsketch.errors import TensorSketchError
 
 if TYPE_CHECKING:
@@ -248,21 +249,10 @@ def attach_checkpoint_info(state: Schema, checkpoint: Checkpoint) -> None:
 # -- decisions --------------------------------------------------------------------------------
 
 
-def _decision_key(step: int, id: str) -> str:
-    return f"resume:{step}:{id}"
-
-
 async def lookup_decision(run: Run, step: int, id: str) -> tuple[bool, Any]:
-    """The decision recorded for interrupt ``id`` of superstep ``step``, if any."""
-    key = _decision_key(step, id)
-    journal = run.journal
-    if journal is not None:
-        found, value = await journal.lookup(key)
-        if found:
-            return True, value
-    if id in run.resume:
-        return True, run.resume[id]
-    return False, None
+    """The decision recorded for interrupt ``id`` of superstep ``step``, if any (see
+    :meth:`tensorsketch.effects.EffectLog.decision`)."""
+    return await run.effects.decision(step, id)
 
 
 async def apply_resume(run: Run, resume: Mapping[str, Any] | None) -> None:
@@ -300,11 +290,11 @@ async def apply_resume(run: Run, resume: Mapping[str, Any] | None) -> None:
             raise ValueError(msg)
         if waiting[key].kind == "approval":
             parse_approval(decision)  # fail now, not deep in the resumed run
-    run.resume = dict(resume)
-    journal = run.journal
-    if journal is not None:
+    run.resume.clear()
+    run.resume.update(resume)
+    if run.effects.durable:
         for key, decision in resume.items():
-            await journal.record(_decision_key(run.step, key), _plain_decision(decision))
+            await run.effects.record(decision_key(run.step, key), _plain_decision(decision))
 
 
 def _plain_decision(decision: Any) -> Any:
@@ -345,8 +335,8 @@ async def interrupt(ctx: Context, value: Any = None, *, id: str | None = None) -
     runs again and this call returns ``answer``. ``id`` defaults to a deterministic id built
     from the superstep, node and call order.
     """
-    key = id if id is not None else ctx._next_key("interrupt")
-    found, decision = await lookup_decision(ctx._run, ctx.superstep, key)
+    key = id if id is not None else ctx.next_key("interrupt")
+    found, decision = await ctx.effects.decision(ctx.superstep, key)
     if found:
         return decision
     raise Interrupt(value, id=key, kind="interrupt")
@@ -374,8 +364,8 @@ async def sleep_until(ctx: Context, when: float | _dt.datetime) -> None:
     the thread after that time continues past this line.
     """
     wake = _epoch(when)
-    key = ctx._next_key("sleep_until")
-    recorded = await ctx._run.journaled(key, "sleep_until", lambda: wake, ctx)
+    key = ctx.next_key("sleep_until")
+    recorded = await ctx.effects.once(key, lambda: wake)
     wake_at = float(recorded)
     if _now() < wake_at:
         raise Interrupt(id=key, kind="timer", wake_at=wake_at)
@@ -386,8 +376,8 @@ async def sleep(ctx: Context, seconds: float) -> None:
     if seconds < 0:
         msg = f"sleep() needs a non-negative number of seconds, got {seconds!r}."
         raise ValueError(msg)
-    key = ctx._next_key("sleep")
-    wake = await ctx._run.journaled(key, "sleep", lambda: _now() + seconds, ctx)
+    key = ctx.next_key("sleep")
+    wake = await ctx.effects.once(key, lambda: _now() + seconds)
     if _now() < float(wake):
         raise Interrupt(id=key, kind="timer", wake_at=float(wake))
 
@@ -396,17 +386,10 @@ async def sleep(ctx: Context, seconds: float) -> None:
 
 
 async def peek_effect(run: Run, key: str) -> tuple[bool, Any]:
-    """Whether ``key`` has a recorded value (without running anything)."""
-    if run.journal is not None:
-        return await run.journal.lookup(key)
-    if key in run._memo:
-        return True, run._memo[key]
-    return False, None
+    """``run.effects.peek(key)`` (see :class:`tensorsketch.effects.EffectLog`)."""
+    return await run.effects.peek(key)
 
 
 async def record_effect(run: Run, key: str, value: Any) -> None:
-    """Record ``value`` under ``key`` (first write wins on a durable journal)."""
-    if run.journal is not None:
-        await run.journal.record(key, value)
-    else:
-        run._memo.setdefault(key, value)
+    """``run.effects.record(key, value)`` (see :class:`tensorsketch.effects.EffectLog`)."""
+    await run.effects.record(key, value)

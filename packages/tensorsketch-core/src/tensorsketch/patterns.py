@@ -18,14 +18,13 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tensorsketch.interrupts import Interrupt, lookup_decision
+from tensorsketch.interrupts import Interrupt
 from tensorsketch.schema import Schema
 from tensorsketch.tools import Tool
 
 if TYPE_CHECKING:
     from tensorsketch.compiled import CompiledGraph
     from tensorsketch.context import Context
-    from tensorsketch.events import Event
 
 __all__ = ["as_tool", "gather_map", "parallel", "run_subgraph"]
 
@@ -97,7 +96,7 @@ async def gather_map(
         msg = f"`max_concurrency` must be an int >= 1 (or None), got {max_concurrency!r}."
         raise ValueError(msg)
     values = list(items)
-    base = ctx._next_key("gather_map") if ctx is not None else None
+    base = ctx.next_key("gather_map") if ctx is not None else None
     limit = asyncio.Semaphore(max_concurrency) if max_concurrency else None
 
     def item_call(index: int, item: T) -> Callable[[], Awaitable[Any]]:
@@ -122,7 +121,7 @@ async def parallel(ctx: Context | None, *fns: Callable[[], Awaitable[Any]]) -> l
         if not callable(fn):
             msg = f"parallel() takes zero-argument callables (e.g. `lambda: fetch(x)`), got {fn!r}."
             raise TypeError(msg)
-    base = ctx._next_key("parallel") if ctx is not None else None
+    base = ctx.next_key("parallel") if ctx is not None else None
 
     def call_at(index: int, fn: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[Any]]:
         async def call() -> Any:
@@ -142,7 +141,7 @@ async def _journal(
 ) -> Any:
     if ctx is None or base is None:
         return await work()
-    return await ctx._run.journaled(f"{base}/{index}", name, work, ctx)
+    return await ctx.effects.once(f"{base}/{index}", work)
 
 
 # -- sub-graphs -------------------------------------------------------------------------------
@@ -176,57 +175,14 @@ async def run_subgraph(
     _check_graph(graph, "run_subgraph()")
     if ctx is None:
         return await graph.invoke(input, max_steps=max_steps)
-    key = ctx._next_key(name)
+    key = ctx.next_key(name)
 
     async def call() -> S:
-        return await _run_child(graph, input, ctx, key, name, max_steps)
+        state: S = await ctx.run_nested(graph, input, key=key, label=name, max_steps=max_steps)
+        return state
 
-    result: S = await ctx._run.journaled(key, name, call, ctx)
+    result: S = await ctx.effects.once(key, call)
     return result
-
-
-async def _run_child(
-    graph: CompiledGraph[S],
-    input: S | dict[str, Any] | None,
-    ctx: Context,
-    key: str,
-    label: str,
-    max_steps: int,
-) -> S:
-    parent = ctx._run
-    namespace = (*parent.namespace, f"{ctx.node}{ctx.instance}:{label}")
-    sink = None
-    if parent.sink is not None:
-
-        async def sink(event: Event) -> None:
-            await parent.emit(
-                event.type,
-                node=event.node,
-                data=event.data,
-                step=event.step,
-                namespace=event.namespace,
-            )
-
-    journal = parent.journal
-    if journal is None:
-        run = graph._new_run(None, None, parent.tracer, sink, namespace)
-        await graph._drive(run, input, max_steps)
-    else:
-        backend = journal.backend
-        thread = f"{parent.thread_id}/{key}"
-        history = await graph.aget_history(thread, backend)
-        resume: dict[str, Any] = {}
-        if history:
-            for raw in history[-1].metadata.get("interrupts") or ():
-                found, decision = await lookup_decision(parent, ctx.superstep, str(raw["id"]))
-                if found and raw.get("kind") != "timer":
-                    resume[str(raw["id"])] = decision
-        run = graph._new_run(thread, backend, parent.tracer, sink, namespace)
-        await graph._drive(run, None if history else input, max_steps, resume or None)
-    if run.interrupts:
-        raise Interrupt(pending=list(run.interrupts))
-    state: S = run.result_state()  # type: ignore[assignment]
-    return state
 
 
 def as_tool(

@@ -27,6 +27,7 @@ from tensorsketch._fastmodel import fast_constructor
 from tensorsketch.channels import MISSING, Channel
 from tensorsketch.constants import END
 from tensorsketch.context import Context
+from tensorsketch.effects import EffectLog
 from tensorsketch.errors import (
     BackendUnavailableError,
     CheckpointDecodeError,
@@ -167,9 +168,10 @@ class Run:
         #: journaled under it), and whether the run was restored from a checkpoint.
         self.plan_id: str | None = None
         self.restored = False
-        self._memo: dict[str, Any] = {}
         #: Decisions passed with ``invoke(resume=...)``, keyed by interrupt id.
         self.resume: dict[str, Any] = {}
+        #: Every side effect of the run goes through here (exactly once, journaled if durable).
+        self.effects = EffectLog(journal, self.resume)
         #: What the restored checkpoint was waiting on, and what this run stopped on.
         self.restored_interrupts: list[PendingInterrupt] = []
         self.interrupts: list[PendingInterrupt] = []
@@ -618,30 +620,8 @@ class Run:
         return event
 
     async def journaled(self, key: str, name: str, fn: Callable[[], Any], ctx: Context) -> Any:
-        """Run ``fn`` once per key: replay the recorded result when there is one."""
-        journal = self.journal
-        if journal is None:
-            if key.startswith("idem:"):
-                if key in self._memo:
-                    return self._memo[key]
-                result = await _call(fn)
-                self._memo[key] = result
-                return result
-            return await _call(fn)
-        found, value = await journal.lookup(key)
-        if found:
-            return value
-        journal.ensure_lease()  # a runner that stalled past its lease must not call out
-        result = await _call(fn)
-        # The effect has happened: record it even if this task is cancelled meanwhile (a
-        # sibling in the fan-out failed, the consumer stopped), or a resume would repeat it.
-        recording = asyncio.ensure_future(journal.record(key, result))
-        try:
-            await asyncio.shield(recording)
-        except asyncio.CancelledError:
-            await recording
-            raise
-        return result
+        """``self.effects.once(key, fn)``, for callers written before the effect log."""
+        return await self.effects.once(key, fn)
 
     async def execute(self, tasks: list[Task], max_steps: int) -> None:
         """Run supersteps until no task is left, checkpointing at every barrier."""
@@ -855,10 +835,3 @@ async def _cancel_all(futures: list[asyncio.Task[None]]) -> None:
 
 def _first(pair: tuple[int, Any]) -> int:
     return pair[0]
-
-
-async def _call(fn: Callable[[], Any]) -> Any:
-    result = fn()
-    if inspect.isawaitable(result):
-        result = await result
-    return result

@@ -1,0 +1,118 @@
+"""The effect log: a side effect runs once per key, and its result survives crashes.
+
+Exactly-once effects are what the durable runtime is for, so they live here, in one place:
+the key formats, running an effect under a key, peeking at and recording results, and the
+decisions an ``invoke(resume=...)`` supplies. A durable run keeps the log in its store's
+journal (:class:`tensorsketch.durable.RunJournal`); an in-memory run keeps idempotency keys
+and agent bookkeeping for its own lifetime only.
+
+Node code reaches it through :class:`tensorsketch.Context` (``ctx.step``, ``ctx.effects``,
+``ctx.next_key``); nothing outside the engine touches a run's internals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tensorsketch.durable import RunJournal
+
+__all__ = ["IDEMPOTENCY_PREFIX", "EffectLog", "decision_key", "step_key"]
+
+#: Keys of effects deduplicated across the whole thread (``ctx.step(idempotency_key=...)``).
+IDEMPOTENCY_PREFIX = "idem:"
+
+
+def step_key(step: int, node: str, instance: str, call: int, name: str) -> str:
+    """The key of a node's ``call``-th journaled call in a superstep: stable across a re-run
+    of that superstep, whatever else the node body does."""
+    return f"{step}:{node}{instance}:{call}:{name}"
+
+
+def decision_key(step: int, interrupt_id: str) -> str:
+    """Where the decision for an interrupt raised in superstep ``step`` is recorded."""
+    return f"resume:{step}:{interrupt_id}"
+
+
+class EffectLog:
+    """One run's effects: journal-backed when the run is durable, in memory otherwise.
+
+    :param resume: the decisions passed with ``invoke(resume=...)``, by interrupt id (kept by
+        reference: the engine fills it once the checkpoint is restored).
+    """
+
+    __slots__ = ("_journal", "_memo", "resume")
+
+    def __init__(self, journal: RunJournal | None, resume: dict[str, Any]) -> None:
+        self._journal = journal
+        self._memo: dict[str, Any] = {}
+        self.resume = resume
+
+    @property
+    def durable(self) -> bool:
+        """Whether results outlive this process (the run has a backend)."""
+        return self._journal is not None
+
+    async def once(self, key: str, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` once per key: replay the recorded result when there is one.
+
+        In memory only idempotency keys are remembered (there is nothing to resume).
+        """
+        journal = self._journal
+        if journal is None:
+            if not key.startswith(IDEMPOTENCY_PREFIX):
+                return await _call(fn)
+            if key in self._memo:
+                return self._memo[key]
+            result = self._memo[key] = await _call(fn)
+            return result
+        found, value = await journal.lookup(key)
+        if found:
+            return value
+        journal.ensure_lease()  # a runner that stalled past its lease must not call out
+        result = await _call(fn)
+        # The effect has happened: record it even if this task is cancelled meanwhile (a
+        # sibling in the fan-out failed, the consumer stopped), or a resume would repeat it.
+        recording = asyncio.ensure_future(journal.record(key, result))
+        try:
+            await asyncio.shield(recording)
+        except asyncio.CancelledError:
+            await recording
+            raise
+        return result
+
+    async def peek(self, key: str) -> tuple[bool, Any]:
+        """Whether ``key`` has a recorded value, and the value (nothing is run)."""
+        if self._journal is not None:
+            return await self._journal.lookup(key)
+        if key in self._memo:
+            return True, self._memo[key]
+        return False, None
+
+    async def record(self, key: str, value: Any) -> None:
+        """Record ``value`` under ``key`` (the first write wins)."""
+        if self._journal is not None:
+            await self._journal.record(key, value)
+        else:
+            self._memo.setdefault(key, value)
+
+    async def decision(self, step: int, interrupt_id: str) -> tuple[bool, Any]:
+        """The decision for interrupt ``interrupt_id`` of superstep ``step``: recorded in the
+        journal, or passed to this invoke with ``resume=``."""
+        if self._journal is not None:
+            found, value = await self._journal.lookup(decision_key(step, interrupt_id))
+            if found:
+                return True, value
+        if interrupt_id in self.resume:
+            return True, self.resume[interrupt_id]
+        return False, None
+
+
+async def _call(fn: Callable[[], Any]) -> Any:
+    result = fn()
+    if inspect.isawaitable(result):
+        result = await result
+    return result
