@@ -94,8 +94,8 @@ async def test_crashing_backend_stops_at_its_boundary(tmp_path: Path) -> None:
 async def test_fanout_killed_halfway_resumes_only_unfinished_workers_in_memory() -> None:
     report = await run_fanout_crash(InMemoryBackend(), tasks=1000, kill_after=500)
     assert report.killed and report.final_ok
-    # 500 finished before the crash; only those whose writes were still in flight run again.
-    assert 500 <= report.rerun <= 510, report
+    # 500 finished workers' writes were journaled before the crash: they never run again.
+    assert 400 <= report.rerun <= 500, report
 
 
 @pytest.mark.slow
@@ -105,7 +105,7 @@ async def test_fanout_sigkilled_halfway_resumes_only_unfinished_workers_sqlite(
     spec = BackendSpec("sqlite", {"dsn": str(tmp_path / "store.db")})
     report = await run_fanout_crash(spec, tasks=1000, kill_after=500)
     assert report.killed and report.final_ok
-    assert 500 <= report.rerun <= 525, report
+    assert 400 <= report.rerun <= 500, report
 
 
 # -- the stall harness: a frozen owner wakes up after another took over --------------------

@@ -206,24 +206,27 @@ class CompiledGraph(Generic[S]):
         if journal is None:
             return run.fresh_tasks(input)
         fresh = None if resume else self._plan_fresh(run, input)
-        plan = await journal.open(run, fresh)
-        if journal.created:
+        opened = await journal.open(run, fresh)
+        if opened.created is not None:
             assert fresh is not None
+            run.checkpoint_id = run.plan_id = opened.created
             return fresh
+        if opened.restored is not None:
+            run.restore(opened.restored)
         if resume:
             from tensorsketch.interrupts import apply_resume
 
             await apply_resume(run, resume)
-        if plan is None:  # a new thread whose input was not saved by `open`
+        if opened.restored is None:  # a new thread whose input was not saved by `open`
             tasks = run.fresh_tasks(input)
-            await journal.checkpoint(run, None, tasks, source="input")
+            await run.save_checkpoint(None, tasks, source="input")
             return tasks
-        tasks = run.tasks_from_plan(plan)
+        tasks = run.tasks_from_plan(opened.restored.plan)
         if input is not None:
             changed = run.apply_input(input)
             if not tasks:
                 tasks = run.entry_tasks()
-            await journal.checkpoint(run, changed, tasks, source="input")
+            await run.save_checkpoint(changed, tasks, source="input")
         return tasks
 
     def _plan_fresh(self, run: Run, input: Any) -> list[Task] | None:
@@ -454,14 +457,12 @@ class CompiledGraph(Generic[S]):
         run = self._new_run(new_thread_id, backend, tracer, None, ())
         journal = run.journal
         assert journal is not None
-        journal.adopt(run, origin)
+        run.restore(journal.restore(origin))
         run.seq = 0
         tasks = run.tasks_from_plan(origin.plan)
         await journal.acquire()
         try:
-            await journal.checkpoint(
-                run, None, tasks, source="fork", parent_id=origin.id, final=True
-            )
+            await run.save_checkpoint(None, tasks, source="fork", parent_id=origin.id, final=True)
         finally:
             await journal.release()
         return await self.invoke(

@@ -35,6 +35,7 @@ from tensorsketch.errors import (
     ThreadBusyError,
 )
 from tensorsketch.events import Event
+from tensorsketch.interrupts import PendingInterrupt
 
 # Checkpoint ids: the runtime's fast, fork-safe 128-bit random ids (the ones spans use).
 from tensorsketch.observability.tracing import new_trace_id as _new_id
@@ -666,6 +667,30 @@ async def _guard(backend: Backend, what: str) -> AsyncIterator[None]:
         raise BackendUnavailableError(msg) from exc
 
 
+@dataclass(slots=True)
+class Restored:
+    """What a run continuing from a checkpoint starts with (the engine applies it)."""
+
+    values: dict[str, Any]
+    step: int
+    seq: int
+    checkpoint_id: str
+    #: The checkpoint whose planned superstep comes next (finished tasks are keyed by it).
+    plan_id: str
+    #: What a suspended checkpoint waits on.
+    interrupts: list[PendingInterrupt]
+    plan: list[tuple[str, dict[str, Any] | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """What opening a thread found: a checkpoint to continue from, the id of the input
+    checkpoint just saved for a new thread, or neither (a new thread, input not saved)."""
+
+    restored: Restored | None = None
+    created: str | None = None
+
+
 class RunJournal:
     """The durable side of one run: lease, restore, checkpoints, effects and events.
 
@@ -687,8 +712,6 @@ class RunJournal:
         self._held = False
         self._lease_until = 0.0
         self._fences = bool(getattr(backend, "fences_writes", False))
-        #: ``open`` saved the caller's fresh input checkpoint as the thread's first.
-        self.created = False
         #: Lease length in seconds: the backend's ``lease_ttl`` (tests shorten it).
         self.ttl = float(getattr(backend, "lease_ttl", LEASE_TTL))
         #: Where the next delta goes (``None``: the next checkpoint is a full snapshot).
@@ -812,15 +835,13 @@ class RunJournal:
 
     # -- restore ----------------------------------------------------------------------------
 
-    async def open(
-        self, run: Run, fresh: list[Task] | None = None
-    ) -> list[tuple[str, dict[str, Any] | None]] | None:
-        """Take the lease and load the latest checkpoint into ``run``; return its plan, or
-        ``None`` for a thread with no checkpoint.
+    async def open(self, run: Run, fresh: list[Task] | None = None) -> Opened:
+        """Take the lease and read what the thread's latest checkpoint restores.
 
         ``fresh`` is the first superstep planned from ``run``'s current values (defaults and
         input): if the thread turns out to be new, they are saved as its input checkpoint in
-        the same round trip and :attr:`created` is set (the return value is then ``None``).
+        the same round trip (:attr:`Opened.created`). Nothing is written into ``run``: the
+        engine applies what comes back.
         """
         initial, ladder = None, None
         if fresh is not None:
@@ -843,10 +864,8 @@ class RunJournal:
         self._hold()
         if opening.created:
             assert initial is not None
-            run.checkpoint_id = run.plan_id = initial.checkpoint_id
             self._ladder = ladder
-            self.created = True
-            return None
+            return Opened(created=initial.checkpoint_id)
         rebuilt = _rebuild(self.backend, opening.checkpoints, None, ladder=True)
         if rebuilt.incomplete:  # a store that lost a base hint: read the whole thread
             async with _guard(self.backend, "opening the thread"):
@@ -854,30 +873,29 @@ class RunJournal:
             rebuilt = _rebuild(self.backend, everything, None, ladder=True).complete()
         latest = rebuilt.checkpoint
         if latest is None:
-            return None
-        self.adopt(run, latest)
+            return Opened()
+        restored = self.restore(latest)
         self._ladder = rebuilt.ladder
         if opening.last_event_seq is not None:
-            run.seq = max(run.seq, opening.last_event_seq + 1)
-        return latest.plan
+            restored.seq = max(restored.seq, opening.last_event_seq + 1)
+        return Opened(restored=restored)
 
-    def adopt(self, run: Run, checkpoint: Checkpoint) -> None:
-        """Put a checkpoint's values, step and cursor into a run (its next checkpoint is a
+    def restore(self, checkpoint: Checkpoint) -> Restored:
+        """What a run continuing from ``checkpoint`` starts with (its next checkpoint is a
         full snapshot unless :meth:`open` found the ladder to continue)."""
         self._ladder = None
-        run.values = validated_values(self.spec, checkpoint)
-        run.step = checkpoint.step
-        run.seq = int(checkpoint.metadata.get("seq", 0))
-        run.checkpoint_id = checkpoint.id
-        # A failed superstep's checkpoint plans the same tasks as the one that planned it:
-        # its finished tasks' writes are journaled under that one's id.
-        run.plan_id = str(checkpoint.metadata.get("retry_of") or checkpoint.id)
-        run.restored = True
-        suspended = checkpoint.metadata.get("interrupts")
-        if suspended:
-            from tensorsketch.interrupts import PendingInterrupt
-
-            run.restored_interrupts = [PendingInterrupt.from_dict(p) for p in suspended]
+        suspended = checkpoint.metadata.get("interrupts") or ()
+        return Restored(
+            values=validated_values(self.spec, checkpoint),
+            step=checkpoint.step,
+            seq=int(checkpoint.metadata.get("seq", 0)),
+            checkpoint_id=checkpoint.id,
+            # A failed superstep's checkpoint plans the same tasks as the one that planned
+            # it: its finished tasks' writes are journaled under that one's id.
+            plan_id=str(checkpoint.metadata.get("retry_of") or checkpoint.id),
+            interrupts=[PendingInterrupt.from_dict(p) for p in suspended],
+            plan=checkpoint.plan,
+        )
 
     # -- checkpoints ------------------------------------------------------------------------
 
@@ -1034,8 +1052,6 @@ class RunJournal:
             )
         if release is not None:
             self._held = False
-        run.checkpoint_id = stored.checkpoint_id
-        run.plan_id = (meta or {}).get("retry_of") or stored.checkpoint_id
         self._ladder = ladder
         return stored.checkpoint_id
 

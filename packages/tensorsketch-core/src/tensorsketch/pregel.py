@@ -46,7 +46,7 @@ from tensorsketch.send import Send
 from tensorsketch.structure import GraphStructure
 
 if TYPE_CHECKING:
-    from tensorsketch.durable import RunJournal
+    from tensorsketch.durable import Restored, RunJournal
 
 __all__ = ["Branch", "GraphSpec", "NodeSpec", "Run", "Task"]
 
@@ -179,6 +179,34 @@ class Run:
         self.ended = False
         #: The task whose error ended the last superstep, if one did.
         self.failed_task: Task | None = None
+
+    # -- durable bookkeeping ----------------------------------------------------------------
+
+    def restore(self, restored: Restored) -> None:
+        """Continue from a checkpoint the journal read back."""
+        self.values = restored.values
+        self.step = restored.step
+        self.seq = max(self.seq, restored.seq)
+        self.checkpoint_id = restored.checkpoint_id
+        self.plan_id = restored.plan_id
+        self.restored = True
+        self.restored_interrupts = list(restored.interrupts)
+
+    async def save_checkpoint(
+        self,
+        changed: dict[str, list[Any] | None] | None,
+        tasks: list[Task],
+        **options: Any,
+    ) -> str:
+        """Checkpoint this run through its journal and move its cursor to the new id (a
+        failed superstep's checkpoint keeps the superstep's planning id)."""
+        journal = self.journal
+        assert journal is not None
+        checkpoint_id = await journal.checkpoint(self, changed, tasks, **options)
+        meta = options.get("meta") or {}
+        self.checkpoint_id = checkpoint_id
+        self.plan_id = str(meta.get("retry_of") or checkpoint_id)
+        return checkpoint_id
 
     # -- state ------------------------------------------------------------------------------
 
@@ -665,7 +693,7 @@ class Run:
                     self.ended = True
                     ended = self._event("run_end", data=dict(self.values), step=self.step)
             if journal is not None:
-                await journal.checkpoint(self, changed, tasks, final=not tasks)
+                await self.save_checkpoint(changed, tasks, final=not tasks)
             if sink is not None and ended is not None:
                 await sink(ended)
 
@@ -711,8 +739,7 @@ class Run:
             "message": str(exc)[:2000],
         }
         try:
-            await journal.checkpoint(
-                self,
+            await self.save_checkpoint(
                 {},
                 tasks,
                 source="error",
@@ -757,8 +784,7 @@ class Run:
                 step=self.step,
             )
         if self.journal is not None:
-            await self.journal.checkpoint(
-                self,
+            await self.save_checkpoint(
                 changed,
                 tasks,
                 source="interrupt",

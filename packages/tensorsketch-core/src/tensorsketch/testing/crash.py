@@ -265,14 +265,15 @@ def fanout_graph() -> CompiledGraph[FanOutState]:
 
 @dataclass(frozen=True, slots=True)
 class FanOutReport:
-    """A fan-out of ``tasks`` workers killed when ``kill_after`` had finished."""
+    """A fan-out of ``tasks`` workers killed once ``kill_after`` finished workers' writes
+    were journaled."""
 
     backend: str
     tasks: int
     kill_after: int
     killed: bool
-    #: Workers that ran again on resume (ideally ``tasks - kill_after``, plus the few whose
-    #: writes were not journaled yet when the process died).
+    #: Workers that ran again on resume: at most ``tasks - kill_after`` (fewer by the
+    #: finished workers whose writes shared the last batch journaled before the kill).
     rerun: int
     final_ok: bool
 
@@ -283,17 +284,9 @@ def _fanout_child(config: dict[str, Any]) -> None:
 
 async def _fanout_child_async(config: dict[str, Any]) -> None:
     spec = BackendSpec(config["backend"]["target"], config["backend"]["kwargs"])
-    backend = spec.create()
-    backend.lease_ttl = float(config["lease_ttl"])
-    kill_after = int(config["kill_after"])
-    finished = [0]
-
-    def on_finish(_: int) -> None:
-        finished[0] += 1
-        if finished[0] == kill_after:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    _ON_FINISH[:] = [on_finish]
+    inner = spec.create()
+    inner.lease_ttl = float(config["lease_ttl"])
+    backend = CrashingBackend(inner, mode="kill", crash_after_writes=int(config["kill_after"]))
     jobs = list(range(int(config["tasks"])))
     await fanout_graph().invoke({"jobs": jobs}, thread_id=config["thread"], backend=backend)
 
@@ -305,8 +298,10 @@ async def run_fanout_crash(
     kill_after: int = 500,
     lease_ttl: float = 1.0,
 ) -> FanOutReport:
-    """Kill a ``tasks``-way ``Send`` fan-out once ``kill_after`` workers have finished, resume
-    it, and count the workers that run again (per-branch commit keeps the finished ones).
+    """Kill a ``tasks``-way ``Send`` fan-out once ``kill_after`` finished workers' writes
+    are journaled, resume it, and count the workers that run again (per-branch commit keeps
+    the finished ones). The kill follows the journal, not the clock, so a slow disk cannot
+    change what is being measured.
 
     With a :class:`BackendSpec` the run is a child process that kills itself (SIGKILL); with a
     backend instance the crash is simulated in-process (:class:`SimulatedCrash`).
@@ -331,16 +326,7 @@ async def run_fanout_crash(
         store = backend
         label = type(backend).__name__
         store.lease_ttl = lease_ttl
-        wrapper = CrashingBackend(store, mode="raise")
-        finished = [0]
-
-        def die(_: int) -> None:
-            finished[0] += 1
-            if finished[0] == kill_after:
-                wrapper.dead = True
-                raise SimulatedCrash("killed halfway through the fan-out")
-
-        _ON_FINISH[:] = [die]
+        wrapper = CrashingBackend(store, mode="raise", crash_after_writes=kill_after)
         killed = False
         try:
             await app.invoke({"jobs": jobs}, thread_id=thread, backend=wrapper)
@@ -384,7 +370,9 @@ class CrashingBackend(Backend):
     process with ``SIGSTOP`` (it carries on where it was when it gets ``SIGCONT``).
     """
 
-    def __init__(self, inner: Backend, *, crash_at: int = 0, mode: str = "kill") -> None:
+    def __init__(
+        self, inner: Backend, *, crash_at: int = 0, mode: str = "kill", crash_after_writes: int = 0
+    ) -> None:
         if mode not in ("kill", "raise", "stop"):
             msg = f"`mode` must be 'kill', 'raise' or 'stop', got {mode!r}."
             raise ValueError(msg)
@@ -397,6 +385,9 @@ class CrashingBackend(Backend):
         self.mode = mode
         self.boundaries: list[str] = []
         self.dead = False
+        #: Die once this many finished tasks' writes are journaled (0: never).
+        self.crash_after_writes = crash_after_writes
+        self.writes_journaled = 0
         self._leased = False
 
     def _check(self) -> None:
@@ -451,6 +442,9 @@ class CrashingBackend(Backend):
     ) -> None:
         self._check()
         await self.inner.record_effects(thread_id, effects, fence=fence)
+        self.writes_journaled += sum(key.startswith("writes:") for key, _ in effects)
+        if self.crash_after_writes and self.writes_journaled >= self.crash_after_writes:
+            self.crash_at = len(self.boundaries) + 1  # this very boundary
         if effects:
             # "writes <task>" for a finished task's writes (the planning checkpoint's id in
             # the key is random, so it is left out of the label), "effect <key>" otherwise.
