@@ -1,4 +1,4 @@
-"""Agents: the durable model-and-tools loop as one node, and the single-call ``Llm`` node.
+"""``Agent``: the durable model-and-tools loop as one node.
 
 :class:`Agent` calls the model; when the model asks for tools it runs them (in parallel, with
 a concurrency cap and a per-tool timeout) and feeds the results back, until the model answers,
@@ -7,31 +7,24 @@ every tool call goes through the run's effect journal under an explicit, determi
 (superstep, node, iteration, call index), so after a crash at iteration *k* a resume replays
 iterations ``0..k-1`` from the journal — no model call or tool side effect is repeated — and
 continues from there.
-
-:func:`create_agent` wraps one ``Agent`` in a normal compiled graph over :class:`AgentState`.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-import pydantic
 from pydantic import Field
 
 from tensorsketch import interrupts as _interrupts
-from tensorsketch._modelcall import call_provider, cap_text
+from tensorsketch._modelcall import cap_text
+from tensorsketch.agents.options import AgentSettings, as_tools, check_provider
+from tensorsketch.agents.ports import ports
+from tensorsketch.agents.state import REPORT_FIELDS, AgentStatus
+from tensorsketch.agents.turn import call_model, model_turn, sub_context
 from tensorsketch.budget import Budget, budget_scope, current_budget
-from tensorsketch.channels import Reducer
-from tensorsketch.chat import (
-    ChatProvider,
-    Completion,
-    StructuredOutputError,
-    Usage,
-    is_retryable,
-    parse_structured,
-)
+from tensorsketch.chat import ChatProvider, Completion
 from tensorsketch.context import Context
 from tensorsketch.interrupts import (
     Interrupt,
@@ -45,22 +38,12 @@ from tensorsketch.interrupts import (
 from tensorsketch.messages import (
     Message,
     ToolCall,
-    add_messages,
-    assistant,
     render_result,
     system,
     tool_result,
     user,
 )
-from tensorsketch.middleware import (
-    Middleware,
-    ModelRequest,
-    ToolRequest,
-    _check,
-    compose_model,
-    compose_tool,
-    streamed_text,
-)
+from tensorsketch.middleware import ToolRequest, compose_model, compose_tool
 from tensorsketch.node import Node
 from tensorsketch.observability.tracing import (
     ATTR_AGENT_NAME,
@@ -70,96 +53,14 @@ from tensorsketch.observability.tracing import (
     ATTR_TOOL_RESULT,
     current_span,
 )
-from tensorsketch.schema import Schema
 from tensorsketch.tools import Tool, _current_call
 
 if TYPE_CHECKING:
-    from tensorsketch.compiled import CompiledGraph
-    from tensorsketch.pricing import PriceTable
+    from typing import Unpack
 
-__all__ = ["Agent", "AgentState", "AgentStatus", "Llm", "create_agent"]
+    from tensorsketch.agents.options import AgentOptions
 
-AgentStatus = Literal["idle", "completed", "max_iterations", "budget_exceeded", "suspended"]
-
-
-class AgentState(Schema):
-    """The state of a :func:`create_agent` graph.
-
-    :param query: the user's request (appended to ``messages`` as a user turn).
-    :param messages: the transcript: system, user, assistant and tool messages.
-    :param output: the final answer's text (the latest assistant text when a limit stopped
-        the loop).
-    :param parsed: the validated ``output_schema`` instance, when the agent has one.
-    :param status: ``completed`` (the model answered), ``max_iterations`` or
-        ``budget_exceeded`` (a limit stopped it; ``output`` is the best answer so far), or
-        ``suspended`` (waiting on ``pending``: approvals, questions or a timer).
-    :param iterations: model calls made by the last run of the loop.
-    :param usage: tokens spent by the last run of the loop, sub-agents included.
-    :param cost_usd: its estimated cost, ``None`` when a model used is not in the price table.
-    :param stop_detail: why a limit stopped the loop, in words.
-    """
-
-    query: str = ""
-    messages: Annotated[list[Message], Reducer(add_messages)] = Field(default_factory=list)
-    output: str = ""
-    parsed: Any = None
-    status: AgentStatus = "idle"
-    pending: list[PendingInterrupt] = Field(default_factory=list)
-    iterations: int = 0
-    usage: Usage = Field(default_factory=Usage)
-    cost_usd: float | None = None
-    stop_detail: str = ""
-
-
-_REPORT_FIELDS: dict[str, Any] = {
-    "parsed": (Any, None),
-    "status": (AgentStatus, "idle"),
-    "pending": (list[PendingInterrupt], Field(default_factory=list)),
-    "iterations": (int, 0),
-    "usage": (Usage, Field(default_factory=Usage)),
-    "cost_usd": (float | None, None),
-    "stop_detail": (str, ""),
-}
-
-
-def _ports(
-    owner: str, inputs: Mapping[str, Any], outputs: Mapping[str, Any]
-) -> tuple[type[Schema], type[Schema]]:
-    in_model = pydantic.create_model(f"{owner}In", __base__=Schema, **inputs)
-    out_model = pydantic.create_model(f"{owner}Out", __base__=Schema, **outputs)
-    return in_model, out_model
-
-
-def _check_provider(provider: Any, where: str) -> ChatProvider:
-    if not isinstance(provider, ChatProvider):
-        msg = (
-            f"{where} needs a ChatProvider (FakeProvider(...), AnthropicProvider(...), "
-            f"create_provider(name, ...)), got {provider!r}."
-        )
-        raise TypeError(msg)
-    return provider
-
-
-def _as_tools(tools: Iterable[Tool | Callable[..., Any]]) -> list[Tool]:
-    result: list[Tool] = []
-    seen: dict[str, Tool] = {}
-    for item in tools:
-        if isinstance(item, Tool):
-            made = item
-        elif callable(item):
-            made = Tool.from_function(item)
-        else:
-            msg = f"tools must be @tool functions (or plain functions), got {item!r}."
-            raise TypeError(msg)
-        if made.name in seen:
-            msg = (
-                f"two tools are named {made.name!r}; tool names must be unique within an "
-                "agent — rename one with `@tool(name=...)`."
-            )
-            raise ValueError(msg)
-        seen[made.name] = made
-        result.append(made)
-    return result
+__all__ = ["Agent"]
 
 
 def _last_text(messages: Sequence[Message]) -> str:
@@ -169,29 +70,15 @@ def _last_text(messages: Sequence[Message]) -> str:
     return ""
 
 
-def _sub_context(ctx: Context, suffix: str) -> Context:
-    """A context whose own journal keys are scoped under ``suffix`` (deterministic per call)."""
-    return Context(ctx._run, ctx.node, ctx.superstep, f"{ctx.instance}[{suffix}]")
-
-
 class Agent(Node):
     """The model-and-tools loop as one durable node.
 
-    :param provider: the model; ``fallbacks`` are tried in order when a call fails with a
-        retryable error (rate limit, server error, timeout, connection) — never after text
-        was streamed, and every turn starts again from ``provider``.
+    :param provider: the model (``fallbacks`` are tried after it on retryable errors).
     :param tools: the tools the model may call.
-    :param system: the system prompt (the transcript's first message).
-    :param max_iterations: at most this many model calls per run; when reached, the agent
-        returns the latest assistant text with ``status="max_iterations"``.
-    :param middleware: wraps every model and tool call (first entry outermost).
-    :param max_total_tokens: / :param max_cost_usd: the run's budget, sub-agents included;
-        when spent the agent stops with ``status="budget_exceeded"``.
-    :param prices: a price table laid over ``DEFAULT_PRICES`` for cost accounting.
-    :param tool_concurrency: most tool calls of one turn running at once (``None``: all).
-    :param tool_timeout: seconds a tool call may take; a slow call becomes an error result.
-    :param output_schema: validate the final answer into this schema (``state.parsed``); a
-        reply that does not validate is sent back for repair (it counts as an iteration).
+    :param options: :class:`AgentOptions` — the same options :func:`create_agent` takes:
+        ``system``, ``max_iterations``, ``middleware``, ``max_total_tokens``,
+        ``max_cost_usd``, ``prices``, ``fallbacks``, ``tool_concurrency``, ``tool_timeout``,
+        ``output_schema``, ``name``, ``max_tokens``, ``model_options``.
     :param input_key: / :param output_key: the state fields holding the request and answer.
     :param report: also write ``status``, ``pending``, ``iterations``, ``usage``,
         ``cost_usd``, ``parsed`` and ``stop_detail`` (the state must have those fields, as
@@ -203,66 +90,62 @@ class Agent(Node):
         provider: ChatProvider,
         tools: Iterable[Tool | Callable[..., Any]] = (),
         *,
-        system: str | None = None,
-        max_iterations: int = 10,
-        middleware: Sequence[Middleware] = (),
-        max_total_tokens: int | None = None,
-        max_cost_usd: float | None = None,
-        prices: PriceTable | None = None,
-        fallbacks: Sequence[ChatProvider] = (),
-        tool_concurrency: int | None = None,
-        tool_timeout: float | None = None,
-        output_schema: type[Schema] | None = None,
-        name: str = "agent",
         input_key: str = "query",
         output_key: str = "output",
-        max_tokens: int = 1024,
-        model_options: Mapping[str, Any] | None = None,
         report: bool = True,
+        **options: Unpack[AgentOptions],
     ) -> None:
-        self.provider = _check_provider(provider, "Agent(provider)")
-        self.fallbacks = [_check_provider(p, "Agent(fallbacks=[...])") for p in fallbacks]
-        self.tools = _as_tools(tools)
+        self._setup("Agent()", provider, tools, options, input_key, output_key, report)
+
+    @classmethod
+    def _build(
+        cls,
+        where: str,
+        provider: ChatProvider,
+        tools: Iterable[Tool | Callable[..., Any]],
+        options: Mapping[str, Any],
+    ) -> Agent:
+        """An agent with the default keys, its options checked under ``where``'s name."""
+        agent = cls.__new__(cls)
+        agent._setup(where, provider, tools, options, "query", "output", True)
+        return agent
+
+    def _setup(
+        self,
+        where: str,
+        provider: ChatProvider,
+        tools: Iterable[Tool | Callable[..., Any]],
+        options: Mapping[str, Any],
+        input_key: str,
+        output_key: str,
+        report: bool,
+    ) -> None:
+        self.provider = check_provider(provider, "Agent(provider)")
+        settings = self.settings = AgentSettings.of(where, options)
+        self.tools = as_tools(tools)
         self.tools_by_name = {t.name: t for t in self.tools}
-        if not isinstance(max_iterations, int) or max_iterations < 1:
-            msg = f"`max_iterations` must be an int >= 1, got {max_iterations!r}."
-            raise ValueError(msg)
-        if tool_concurrency is not None and tool_concurrency < 1:
-            msg = f"`tool_concurrency` must be >= 1 (or None for no cap), got {tool_concurrency!r}."
-            raise ValueError(msg)
-        if tool_timeout is not None and not tool_timeout > 0:
-            msg = f"`tool_timeout` must be a positive number of seconds, got {tool_timeout!r}."
-            raise ValueError(msg)
-        if output_schema is not None and not (
-            isinstance(output_schema, type) and issubclass(output_schema, pydantic.BaseModel)
-        ):
-            msg = f"`output_schema` must be a Schema class, got {output_schema!r}."
-            raise TypeError(msg)
-        middleware = list(middleware)
-        _check(middleware)
-        # Validate the limits now rather than at the first run.
-        Budget(max_total_tokens=max_total_tokens, max_cost_usd=max_cost_usd, prices=prices)
-        self.system = system
-        self.max_iterations = max_iterations
-        self.middleware = middleware
-        self.max_total_tokens = max_total_tokens
-        self.max_cost_usd = max_cost_usd
-        self.prices = prices
-        self.tool_concurrency = tool_concurrency
-        self.tool_timeout = tool_timeout
-        self.output_schema = output_schema
-        self.name = name
+        self.system = settings.system
+        self.max_iterations = settings.max_iterations
+        self.middleware = list(settings.middleware)
+        self.fallbacks = list(settings.fallbacks)
+        self.max_total_tokens = settings.max_total_tokens
+        self.max_cost_usd = settings.max_cost_usd
+        self.prices = settings.prices
+        self.tool_concurrency = settings.tool_concurrency
+        self.tool_timeout = settings.tool_timeout
+        self.output_schema = settings.output_schema
+        self.name = settings.name
         self.input_key = input_key
         self.output_key = output_key
         self.report = report
-        self.options: dict[str, Any] = {"max_tokens": max_tokens, **(model_options or {})}
+        self.options: dict[str, Any] = settings.model_call_options()
         outputs: dict[str, Any] = {
             "messages": (list[Message], Field(default_factory=list)),
             output_key: (str, ""),
         }
         if report:
-            outputs.update(_REPORT_FIELDS)
-        in_model, out_model = _ports(
+            outputs.update(REPORT_FIELDS)
+        in_model, out_model = ports(
             "Agent",
             {
                 input_key: (str, ""),
@@ -273,7 +156,7 @@ class Agent(Node):
         # Ports depend on the keys chosen, so they are per instance (the engine reads them).
         object.__setattr__(self, "In", in_model)
         object.__setattr__(self, "Out", out_model)
-        self._model_handler = compose_model(self.middleware, _innermost_model)
+        self._model_handler = compose_model(self.middleware, call_model)
         self._tool_handler = compose_tool(self.middleware, self._innermost_tool)
 
     def default_name(self) -> str:
@@ -382,7 +265,7 @@ class Agent(Node):
     async def _model_step(
         self, ctx: Context, transcript: list[Message], k: int, key: str
     ) -> dict[str, Any]:
-        mctx = _sub_context(ctx, f"{k}.model")
+        mctx = sub_context(ctx, f"{k}.model")
         messages = list(transcript)
         tools = list(self.tools)
 
@@ -494,7 +377,7 @@ class Agent(Node):
                     ]
                 )
             deferrals += 1
-        tctx = _sub_context(ctx, f"{k}.{i}")
+        tctx = sub_context(ctx, f"{k}.{i}")
         live = False
 
         async def execute() -> dict[str, Any]:
@@ -598,216 +481,3 @@ def _with_call_ids(message: Message, k: int) -> Message:
         for i, call in enumerate(message.tool_calls)
     ]
     return message.model_copy(update={"tool_calls": calls})
-
-
-async def _innermost_model(request: ModelRequest) -> Completion:
-    provider = request.provider
-    assert provider is not None
-    return await call_provider(
-        request.ctx,
-        provider,
-        request.messages,
-        tools=request.tools or None,
-        output_schema=request.output_schema,
-        options=request.options,
-    )
-
-
-async def model_turn(
-    ctx: Context,
-    providers: Sequence[ChatProvider],
-    handler: Callable[[ModelRequest], Any],
-    messages: list[Message],
-    tools: list[Tool],
-    output_schema: type[Schema] | None,
-    options: Mapping[str, Any],
-    *,
-    agent: str | None = None,
-) -> dict[str, Any]:
-    """One model turn: the middleware stack per provider, falling back on retryable errors.
-
-    Returns ``{"completion": ..., "repair": None | "what was wrong"}``, the value journaled
-    for the turn; a reply that fails ``output_schema`` is returned (not raised) so the repair
-    is replayed on resume instead of calling the model again.
-    """
-    last = len(providers) - 1
-    completion: Completion | None = None
-    for index, provider in enumerate(providers):
-        request = ModelRequest(
-            messages=list(messages),
-            tools=list(tools),
-            output_schema=output_schema,
-            options=dict(options),
-            ctx=ctx,
-            node=agent or ctx.node,
-            provider=provider,
-            fallback_index=index,
-        )
-        try:
-            completion = await handler(request)
-            break
-        except StructuredOutputError as exc:
-            return {"completion": _failed_reply(exc, provider), "repair": _repair_text(exc)}
-        except Exception as exc:
-            if index == last or streamed_text(exc) or not is_retryable(exc):
-                raise
-            await ctx.emit(
-                "fallback",
-                {
-                    "from": provider.model,
-                    "to": providers[index + 1].model,
-                    "error": str(exc) or type(exc).__name__,
-                    "error_type": type(exc).__name__,
-                },
-            )
-    assert completion is not None
-    if (
-        output_schema is not None
-        and completion.parsed is None
-        and not completion.message.tool_calls
-    ):
-        try:
-            parsed = parse_structured(completion.message.text, output_schema, completion=completion)
-        except StructuredOutputError as exc:
-            return {"completion": completion, "repair": _repair_text(exc)}
-        completion = completion.model_copy(update={"parsed": parsed})
-    return {"completion": completion, "repair": None}
-
-
-def _failed_reply(exc: StructuredOutputError, provider: ChatProvider) -> Completion:
-    if exc.completion is not None:
-        return exc.completion
-    return Completion(message=assistant(exc.raw), model=provider.model)
-
-
-def _repair_text(exc: StructuredOutputError) -> str:
-    return f"{exc} Reply with only the corrected JSON."
-
-
-# -- the quick path ---------------------------------------------------------------------------
-
-
-def create_agent(
-    provider: ChatProvider,
-    tools: Iterable[Tool | Callable[..., Any]] = (),
-    *,
-    system: str | None = None,
-    max_iterations: int = 10,
-    middleware: Sequence[Middleware] = (),
-    max_total_tokens: int | None = None,
-    max_cost_usd: float | None = None,
-    prices: PriceTable | None = None,
-    fallbacks: Sequence[ChatProvider] = (),
-    tool_concurrency: int | None = None,
-    tool_timeout: float | None = None,
-    output_schema: type[Schema] | None = None,
-    name: str = "agent",
-    max_tokens: int = 1024,
-    model_options: Mapping[str, Any] | None = None,
-) -> CompiledGraph[AgentState]:
-    """An agent as a normal compiled graph over :class:`AgentState`.
-
-    ``await agent.invoke({"query": ...})`` returns the final state: ``output`` is the answer,
-    ``messages`` the transcript, ``status`` how it ended. Add ``thread_id=`` and ``backend=``
-    to make it durable. The options are :class:`Agent`'s.
-    """
-    from tensorsketch.constants import END, START
-    from tensorsketch.graph import Graph
-
-    node = Agent(
-        provider,
-        tools,
-        system=system,
-        max_iterations=max_iterations,
-        middleware=middleware,
-        max_total_tokens=max_total_tokens,
-        max_cost_usd=max_cost_usd,
-        prices=prices,
-        fallbacks=fallbacks,
-        tool_concurrency=tool_concurrency,
-        tool_timeout=tool_timeout,
-        output_schema=output_schema,
-        name=name,
-        max_tokens=max_tokens,
-        model_options=model_options,
-    )
-    graph = Graph(AgentState, name=name).add(node).edge(START, name).edge(name, END)
-    return graph.compile()
-
-
-class Llm(Node):
-    """One model call as a node: read ``input_key``, write the reply to ``output_key``.
-
-    With ``output_schema``, the reply is validated into that schema and the instance is
-    written instead of the text (the state field must accept it); a reply that does not
-    validate is sent back for repair up to ``max_repairs`` times. The call is journaled.
-    """
-
-    def __init__(
-        self,
-        provider: ChatProvider,
-        *,
-        system: str | None = None,
-        input_key: str = "query",
-        output_key: str = "output",
-        output_schema: type[Schema] | None = None,
-        max_repairs: int = 2,
-        middleware: Sequence[Middleware] = (),
-        max_tokens: int = 1024,
-        model_options: Mapping[str, Any] | None = None,
-        name: str | None = None,
-    ) -> None:
-        self.provider = _check_provider(provider, "Llm(provider)")
-        self.system = system
-        self.input_key = input_key
-        self.output_key = output_key
-        self.output_schema = output_schema
-        self.max_repairs = max_repairs
-        self.middleware = list(middleware)
-        _check(self.middleware)
-        self.options: dict[str, Any] = {"max_tokens": max_tokens, **(model_options or {})}
-        self.name = name or "Llm"
-        out_type: Any = str if output_schema is None else output_schema
-        in_model, out_model = _ports("Llm", {input_key: (str, ...)}, {output_key: (out_type, ...)})
-        object.__setattr__(self, "In", in_model)
-        object.__setattr__(self, "Out", out_model)
-        self._handler = compose_model(self.middleware, _innermost_model)
-
-    def default_name(self) -> str:
-        return self.name
-
-    async def run(self, ctx: Context, inp: Any) -> Any:
-        prompt = getattr(inp, self.input_key)
-        messages = [*([system(self.system)] if self.system else []), user(prompt)]
-        base = f"{ctx.superstep}:{ctx.node}{ctx.instance}:llm"
-        for attempt in range(self.max_repairs + 1 if self.output_schema else 1):
-            mctx = _sub_context(ctx, f"llm.{attempt}")
-            sent = list(messages)
-
-            async def call(mctx: Context = mctx, sent: list[Message] = sent) -> dict[str, Any]:
-                return await model_turn(
-                    mctx,
-                    [self.provider],
-                    self._handler,
-                    sent,
-                    [],
-                    self.output_schema,
-                    self.options,
-                )
-
-            outcome: dict[str, Any] = await ctx._run.journaled(
-                f"{base}:{attempt}", "llm", call, ctx
-            )
-            completion: Completion = outcome["completion"]
-            spent = current_budget()
-            if spent is not None:
-                spent.charge(completion.usage, completion.model or self.provider.model)
-            if not outcome["repair"]:
-                value = completion.parsed if self.output_schema is not None else completion.text
-                return self.Out(**{self.output_key: value})
-            messages += [completion.message, user(outcome["repair"])]
-        msg = (
-            f"{self.name}: the model's reply did not match {self.output_schema.__name__} "  # type: ignore[union-attr]
-            f"after {self.max_repairs} repairs: {outcome['repair']}"
-        )
-        raise StructuredOutputError(msg, raw=completion.text, completion=completion)
