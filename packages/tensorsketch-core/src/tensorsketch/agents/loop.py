@@ -158,6 +158,10 @@ class Agent(Node):
         object.__setattr__(self, "Out", out_model)
         self._model_handler = compose_model(self.middleware, call_model)
         self._tool_handler = compose_tool(self.middleware, self._innermost_tool)
+        # Fixed for the agent's life, so not rebuilt on every turn.
+        self._providers: tuple[ChatProvider, ...] = (self.provider, *self.fallbacks)
+        self._tool_list: tuple[Tool, ...] = tuple(self.tools)
+        self._approvals = any(t.requires_approval for t in self.tools)
 
     def default_name(self) -> str:
         return self.name
@@ -266,16 +270,16 @@ class Agent(Node):
         self, ctx: Context, transcript: list[Message], k: int, key: str
     ) -> dict[str, Any]:
         mctx = sub_context(ctx, f"{k}.model")
-        messages = list(transcript)
-        tools = list(self.tools)
 
         async def call() -> dict[str, Any]:
+            # ``model_turn`` copies the transcript into the request before anything awaits,
+            # and the loop does not touch it until this turn returns.
             return await model_turn(
                 mctx,
-                [self.provider, *self.fallbacks],
+                self._providers,
                 self._model_handler,
-                messages,
-                tools,
+                transcript,
+                self._tool_list,
                 self.output_schema,
                 self.options,
                 agent=self.name,
@@ -289,8 +293,42 @@ class Agent(Node):
     async def _run_tools(
         self, ctx: Context, calls: list[ToolCall], k: int, key: str
     ) -> list[Message]:
-        run = ctx._run
         decisions: dict[str, tuple[bool, str | None]] = {}
+        if self._approvals:
+            await self._check_approvals(ctx, calls, decisions)
+        if len(calls) == 1:  # the common turn: no tasks to gather, no cap to apply
+            call = calls[0]
+            try:
+                return [
+                    await self._tool_step(ctx, call, k, 0, f"{key}:tool:0:{call.id}", decisions)
+                ]
+            except Interrupt as exc:
+                raise Interrupt.merge([exc]) from None
+        cap = self.tool_concurrency
+        limit = asyncio.Semaphore(cap) if cap is not None and cap < len(calls) else None
+        outcomes = await asyncio.gather(
+            *(
+                self._tool_step(ctx, call, k, i, f"{key}:tool:{i}:{call.id}", decisions, limit)
+                for i, call in enumerate(calls)
+            ),
+            return_exceptions=True,
+        )
+        interrupts = [o for o in outcomes if isinstance(o, Interrupt)]
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, Interrupt):
+                raise outcome
+        if interrupts:
+            raise Interrupt.merge(interrupts)
+        return [o for o in outcomes if isinstance(o, Message)]
+
+    async def _check_approvals(
+        self,
+        ctx: Context,
+        calls: list[ToolCall],
+        decisions: dict[str, tuple[bool, str | None]],
+    ) -> None:
+        """Fill ``decisions`` for the calls that need approval; suspend if any is undecided."""
+        run = ctx._run
         waiting: list[PendingInterrupt] = []
         for call in calls:
             found_tool = self.tools_by_name.get(call.name)
@@ -316,21 +354,6 @@ class Agent(Node):
         if waiting:
             # All-or-nothing per turn: nothing of this turn runs until every call is decided.
             raise Interrupt(pending=waiting)
-        limit = asyncio.Semaphore(self.tool_concurrency or len(calls) or 1)
-        outcomes = await asyncio.gather(
-            *(
-                self._tool_step(ctx, call, k, i, f"{key}:tool:{i}:{call.id}", decisions, limit)
-                for i, call in enumerate(calls)
-            ),
-            return_exceptions=True,
-        )
-        interrupts = [o for o in outcomes if isinstance(o, Interrupt)]
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException) and not isinstance(outcome, Interrupt):
-                raise outcome
-        if interrupts:
-            raise Interrupt.merge(interrupts)
-        return [o for o in outcomes if isinstance(o, Message)]
 
     async def _tool_step(
         self,
@@ -340,7 +363,7 @@ class Agent(Node):
         i: int,
         key: str,
         decisions: Mapping[str, tuple[bool, str | None]],
-        limit: asyncio.Semaphore,
+        limit: asyncio.Semaphore | None = None,
     ) -> Message:
         found_tool = self.tools_by_name.get(call.name)
         if found_tool is None:
@@ -350,7 +373,7 @@ class Agent(Node):
                 f"Error: there is no tool named {call.name!r}. Available tools: {names}.",
                 is_error=True,
             )
-        approved, reason = decisions.get(call.id, (True, None))
+        approved, reason = decisions.get(call.id, _APPROVED) if decisions else _APPROVED
         if not approved:
             why = f" Reason: {reason}" if reason else ""
             return tool_result(
@@ -385,8 +408,11 @@ class Agent(Node):
             live = True
             return await self._execute_tool(tctx, call, found_tool, f"{key}:defer{deferrals}")
 
-        async with limit:
+        if limit is None:
             record: dict[str, Any] = await run.journaled(key, "tool", execute, ctx)
+        else:
+            async with limit:
+                record = await run.journaled(key, "tool", execute, ctx)
         if not live:
             spent = current_budget()
             if spent is not None and record.get("calls"):
@@ -416,13 +442,18 @@ class Agent(Node):
         self, tctx: Context, call: ToolCall, found_tool: Tool, defer_key: str
     ) -> dict[str, Any]:
         spent = Budget(parent=current_budget())
+        traced = tctx._run.tracer.enabled
         with budget_scope(spent):
-            attributes = {
-                ATTR_TOOL_NAME: call.name,
-                ATTR_TOOL_CALL_ID: call.id,
-                ATTR_TOOL_ARGUMENTS: cap_text(call.args),
-                ATTR_AGENT_NAME: self.name,
-            }
+            attributes = (
+                {
+                    ATTR_TOOL_NAME: call.name,
+                    ATTR_TOOL_CALL_ID: call.id,
+                    ATTR_TOOL_ARGUMENTS: cap_text(call.args),
+                    ATTR_AGENT_NAME: self.name,
+                }
+                if traced
+                else _NO_ATTRIBUTES
+            )
             token = _current_call.set(call)
             with tctx.span("tool_call", kind="tool", **attributes) as span:
                 try:
@@ -452,7 +483,8 @@ class Agent(Node):
                     is_error = True
                 finally:
                     _current_call.reset(token)
-                span.set_attribute(ATTR_TOOL_RESULT, cap_text(content))
+                if traced:
+                    span.set_attribute(ATTR_TOOL_RESULT, cap_text(content))
         return {
             "content": content,
             "is_error": is_error,
@@ -461,6 +493,10 @@ class Agent(Node):
             "unpriced": sorted(spent.unpriced),
             "calls": spent.calls,
         }
+
+
+_APPROVED: tuple[bool, str | None] = (True, None)
+_NO_ATTRIBUTES: dict[str, Any] = {}
 
 
 def _error_text(exc: BaseException) -> str:
