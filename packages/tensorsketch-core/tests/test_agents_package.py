@@ -219,3 +219,60 @@ async def test_agent_keys(journal_keys: list[tuple[str, str]]) -> None:
         ("0:agent:agent:1:tool:1:c3", "tool"),
         ("0:agent:agent:2:model", "model"),
     ]
+
+
+# -- the loop's fast paths behave like the general ones ------------------------------------------
+
+
+def test_fast_paths_match_the_general_ones() -> None:
+    import json
+
+    from tensorsketch.messages import render_result
+    from tensorsketch.pricing import estimate_cost, price_for
+
+    for value in [0, -7, 10**30, True, False, None, 1.5]:
+        assert render_result(value) == json.dumps(value), value
+    args = {"a": 1, "b": "2"}
+    assert add.validate(args) == {"a": 1, "b": 2} and args == {"a": 1, "b": "2"}
+    assert add.validate('{"a": 1, "b": 2}') == {"a": 1, "b": 2}
+    with pytest.raises(Exception, match="unexpected argument"):
+        add.validate({"a": 1, "b": 2, "c": 3})
+    total = Usage(input_tokens=1, output_tokens=2) + Usage(cache_read_tokens=3)
+    assert total == Usage(input_tokens=1, output_tokens=2, cache_read_tokens=3)
+    assert (
+        total.model_dump()
+        == Usage(input_tokens=1, output_tokens=2, cache_read_tokens=3).model_dump()
+    )
+    assert price_for("gpt-4o-2024-08-06") == price_for("gpt-4o") is not None
+    assert price_for("gpt-4o-2024-08-06", {"gpt-4o": (1.0, 2.0)}) != price_for("gpt-4o")
+    assert estimate_cost("no-such-model", total) is None
+
+
+async def test_one_tool_call_a_turn_still_suspends_and_caps() -> None:
+    from tensorsketch import RetryLater
+
+    @tool(requires_approval=True)
+    def refund(order: str) -> str:
+        """Refund an order."""
+        return f"refunded {order}"
+
+    backend = InMemoryBackend()
+    provider = FakeProvider(
+        [assistant(tool_calls=[ToolCall(id="r1", name="refund", args={"order": "A"})]), "ok"]
+    )
+    agent = create_agent(provider, [refund])
+    out = await agent.invoke({"query": "refund A"}, thread_id="t", backend=backend)
+    assert out.status == "suspended" and [p.id for p in out.pending] == ["r1"]
+    out = await agent.invoke(thread_id="t", backend=backend, resume={"r1": True})
+    assert out.status == "completed" and out.messages[-2].text == "refunded A"
+
+    @tool
+    def later() -> str:
+        """Not yet."""
+        raise RetryLater("not ready", delay=3600)
+
+    provider = FakeProvider([assistant(tool_calls=[ToolCall(id="l1", name="later", args={})])])
+    out = await create_agent(provider, [later]).invoke(
+        {"query": "go"}, thread_id="u", backend=backend
+    )
+    assert out.status == "suspended" and out.pending[0].kind == "timer"
