@@ -276,3 +276,35 @@ async def test_one_tool_call_a_turn_still_suspends_and_caps() -> None:
         {"query": "go"}, thread_id="u", backend=backend
     )
     assert out.status == "suspended" and out.pending[0].kind == "timer"
+
+
+def test_budget_scope_nests_and_fresh_budgets_start_at_zero() -> None:
+    from tensorsketch.budget import current_budget
+
+    outer, inner = Budget(), Budget()
+    assert current_budget() is None
+    with budget_scope(outer) as got:
+        assert got is outer and current_budget() is outer
+        with budget_scope(inner):
+            assert current_budget() is inner
+            inner.charge(Usage(input_tokens=5), "no-such-model")
+        assert current_budget() is outer
+    assert current_budget() is None
+    assert inner.usage.total_tokens == 5 and Budget().usage.total_tokens == 0
+
+
+async def test_an_async_tool_taking_ctx_gets_it() -> None:
+    seen: list[str] = []
+
+    @tool
+    async def where(note: str, ctx: Context) -> str:
+        """Say where it runs."""
+        seen.append(ctx.node if ctx is not None else "-")
+        return note
+
+    assert await where.run({"note": "x"}, ctx=None) == "x" and seen == ["-"]
+    provider = FakeProvider(
+        [assistant(tool_calls=[ToolCall(id="w", name="where", args={"note": "n"})]), "ok"]
+    )
+    out = await create_agent(provider, [where]).invoke({"query": "go"})
+    assert out.output == "ok" and seen[-1] == "agent" and out.messages[-2].text == "n"

@@ -254,6 +254,10 @@ class Tool:
         """Validate ``args``, then call the function (awaited if async; sync runs in a thread)."""
         kwargs = self.validate(args)
         fn = self._fn
+        if self._is_async and not self._raw_args:  # the usual async tool: call it directly
+            if self._passes_ctx:
+                kwargs["ctx"] = ctx
+            return await fn(**kwargs)
         if self._raw_args:
             call: Callable[[], Any] = (
                 functools.partial(fn, kwargs, ctx=ctx)
