@@ -237,6 +237,10 @@ def test_fast_paths_match_the_general_ones() -> None:
     assert add.validate('{"a": 1, "b": 2}') == {"a": 1, "b": 2}
     with pytest.raises(Exception, match="unexpected argument"):
         add.validate({"a": 1, "b": 2, "c": 3})
+    one = Usage(input_tokens=1)
+    assert one + Usage() is one and Usage() + one is one
+    odd = Usage(input_tokens=5, output_tokens=-5)  # sums to 0 tokens, yet is not nothing
+    assert odd + one == Usage(input_tokens=6, output_tokens=-5)
     total = Usage(input_tokens=1, output_tokens=2) + Usage(cache_read_tokens=3)
     assert total == Usage(input_tokens=1, output_tokens=2, cache_read_tokens=3)
     assert (
