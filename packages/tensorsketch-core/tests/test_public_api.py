@@ -66,3 +66,26 @@ def test_the_rshift_surface_lives_in_handles() -> None:
 
     assert tensorsketch.NodeHandle is handles.NodeHandle
     assert tensorsketch.Router is handles.Router
+
+
+def test_only_the_engine_reaches_into_runs_and_contexts() -> None:
+    """The agent layer, patterns and the rest use Context's public API (``ctx.effects``,
+    ``ctx.next_key``, ``ctx.scoped``, ``ctx.run_nested``), never a run's internals."""
+    import ast
+    from pathlib import Path
+
+    import tensorsketch
+
+    root = Path(tensorsketch.__file__).parent
+    engine = {"pregel.py", "context.py", "compiled.py", "durable.py", "effects.py"}
+    private = {"_run", "_memo", "_calls", "_next_key", "journaled"}
+    offenders = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name in engine and path.parent == root:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in private:
+                value = node.value
+                if not (isinstance(value, ast.Name) and value.id == "self"):
+                    offenders.append(f"{path.relative_to(root)}:{node.lineno} .{node.attr}")
+    assert not offenders, offenders

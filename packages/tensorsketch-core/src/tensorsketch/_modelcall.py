@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from tensorsketch.budget import current_budget
 from tensorsketch.chat import ChatProvider, Completion, ProviderError, TextDelta
 from tensorsketch.observability.tracing import (
     ATTR_COST_USD,
@@ -19,7 +20,9 @@ from tensorsketch.observability.tracing import (
     ATTR_PROVIDER,
     ATTR_REQUEST_MODEL,
     ATTR_RESPONSE_MODEL,
+    Span,
 )
+from tensorsketch.pricing import estimate_cost
 
 if TYPE_CHECKING:
     from tensorsketch.context import Context
@@ -65,14 +68,16 @@ async def call_provider(
 ) -> Completion:
     """Call ``provider`` once under a ``model`` span; stream text as ``token`` events when
     someone is consuming the run's stream."""
-    from tensorsketch.budget import current_budget
-    from tensorsketch.pricing import estimate_cost
-
-    attributes: dict[str, Any] = {
-        "gen_ai.operation.name": "chat",
-        ATTR_PROVIDER: provider.provider_name,
-        ATTR_REQUEST_MODEL: provider.model,
-    }
+    traced = ctx.tracer.enabled
+    attributes: dict[str, Any] = (
+        {
+            "gen_ai.operation.name": "chat",
+            ATTR_PROVIDER: provider.provider_name,
+            ATTR_REQUEST_MODEL: provider.model,
+        }
+        if traced
+        else _NO_ATTRIBUTES
+    )
     with ctx.span("model_call", kind="model", **attributes) as span:
         streamed = False
         try:
@@ -107,19 +112,28 @@ async def call_provider(
                 "it must return a tensorsketch Completion."
             )
             raise TypeError(msg)
-        model = completion.model or provider.model
-        budget = current_budget()
-        cost = estimate_cost(model, completion.usage, budget.prices if budget else None)
-        span.set_attributes(
-            **{
-                ATTR_RESPONSE_MODEL: model,
-                ATTR_INPUT_TOKENS: completion.usage.input_tokens,
-                ATTR_OUTPUT_TOKENS: completion.usage.output_tokens,
-                ATTR_COST_USD: cost,
-                "gen_ai.usage.cache_read_tokens": completion.usage.cache_read_tokens,
-                "gen_ai.usage.cache_write_tokens": completion.usage.cache_write_tokens,
-            }
-        )
-        if completion.stop_reason is not None:
-            span.set_attribute("gen_ai.response.finish_reasons", [completion.stop_reason])
+        if traced:
+            _describe(span, provider, completion)
     return completion
+
+
+_NO_ATTRIBUTES: dict[str, Any] = {}
+
+
+def _describe(span: Span, provider: ChatProvider, completion: Completion) -> None:
+    """The reply's model, token counts and estimated cost, on its ``model`` span."""
+    model = completion.model or provider.model
+    budget = current_budget()
+    cost = estimate_cost(model, completion.usage, budget.prices if budget else None)
+    span.set_attributes(
+        **{
+            ATTR_RESPONSE_MODEL: model,
+            ATTR_INPUT_TOKENS: completion.usage.input_tokens,
+            ATTR_OUTPUT_TOKENS: completion.usage.output_tokens,
+            ATTR_COST_USD: cost,
+            "gen_ai.usage.cache_read_tokens": completion.usage.cache_read_tokens,
+            "gen_ai.usage.cache_write_tokens": completion.usage.cache_write_tokens,
+        }
+    )
+    if completion.stop_reason is not None:
+        span.set_attribute("gen_ai.response.finish_reasons", [completion.stop_reason])

@@ -15,10 +15,8 @@ limit) cover the whole run across crashes, not just the last process.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterator
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Literal
 
 from tensorsketch.chat import Usage
@@ -42,6 +40,9 @@ class BudgetExceededError(TensorSketchError):
         else:
             text = f"the run cost ${actual:.6f}, over its max_cost_usd={limit}"
         super().__init__(text + "; raise the limit or make the task smaller.")
+
+
+_NO_USAGE = Usage()
 
 
 class Budget:
@@ -81,8 +82,9 @@ class Budget:
             prices if prices is not None else (parent.prices if parent else None)
         )
         self.parent = parent
-        #: Tokens charged so far (this budget and everything below it).
-        self.usage = Usage()
+        #: Tokens charged so far (this budget and everything below it). ``Usage`` is frozen
+        #: and every charge replaces it, so all fresh budgets can start from one zero.
+        self.usage = _NO_USAGE
         #: USD of the calls whose model is priced.
         self.priced_cost_usd = 0.0
         #: Models charged that have no price (their cost is unknown).
@@ -168,11 +170,24 @@ def current_budget() -> Budget | None:
     return _current.get()
 
 
-@contextlib.contextmanager
-def budget_scope(budget: Budget) -> Iterator[Budget]:
-    """Make ``budget`` current for the block (tasks started inside inherit it)."""
-    token = _current.set(budget)
-    try:
-        yield budget
-    finally:
-        _current.reset(token)
+class budget_scope:  # used like the function it was: `with budget_scope(b):`
+    """Make ``budget`` current for the block (tasks started inside inherit it).
+
+    A plain class rather than a ``@contextmanager`` generator: the agent loop opens one per
+    run and one per tool call, and a generator frame costs several times more.
+    """
+
+    __slots__ = ("_budget", "_token")
+
+    def __init__(self, budget: Budget) -> None:
+        self._budget = budget
+        self._token: Token[Budget | None] | None = None
+
+    def __enter__(self) -> Budget:
+        self._token = _current.set(self._budget)
+        return self._budget
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._token is not None:
+            _current.reset(self._token)
+            self._token = None

@@ -75,9 +75,23 @@ class Usage(BaseModel):
             + self.cache_write_tokens
         )
 
+    def _counts(self) -> bool:
+        """Whether any count is non-zero."""
+        return bool(
+            self.input_tokens
+            or self.output_tokens
+            or self.cache_read_tokens
+            or self.cache_write_tokens
+        )
+
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
+        # Usage is frozen, so adding nothing may hand back the other side itself.
+        if not other._counts():
+            return self
+        if not self._counts():
+            return other
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,

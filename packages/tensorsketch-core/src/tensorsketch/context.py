@@ -79,8 +79,6 @@ class Context:
         self._calls += 1
         return key
 
-    _next_key = next_key  # the name callers used before it was public
-
     async def run_nested(
         self,
         graph: CompiledGraph[Any],

@@ -249,12 +249,6 @@ def attach_checkpoint_info(state: Schema, checkpoint: Checkpoint) -> None:
 # -- decisions --------------------------------------------------------------------------------
 
 
-async def lookup_decision(run: Run, step: int, id: str) -> tuple[bool, Any]:
-    """The decision recorded for interrupt ``id`` of superstep ``step``, if any (see
-    :meth:`tensorsketch.effects.EffectLog.decision`)."""
-    return await run.effects.decision(step, id)
-
-
 async def apply_resume(run: Run, resume: Mapping[str, Any] | None) -> None:
     """Check ``resume=`` decisions against what the restored checkpoint waits for and record
     them in the journal (engine use, after the checkpoint is restored)."""
@@ -380,16 +374,3 @@ async def sleep(ctx: Context, seconds: float) -> None:
     wake = await ctx.effects.once(key, lambda: _now() + seconds)
     if _now() < float(wake):
         raise Interrupt(id=key, kind="timer", wake_at=float(wake))
-
-
-# -- raw journal access for the agent layer ---------------------------------------------------
-
-
-async def peek_effect(run: Run, key: str) -> tuple[bool, Any]:
-    """``run.effects.peek(key)`` (see :class:`tensorsketch.effects.EffectLog`)."""
-    return await run.effects.peek(key)
-
-
-async def record_effect(run: Run, key: str, value: Any) -> None:
-    """``run.effects.record(key, value)`` (see :class:`tensorsketch.effects.EffectLog`)."""
-    await run.effects.record(key, value)

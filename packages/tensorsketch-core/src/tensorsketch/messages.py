@@ -185,6 +185,8 @@ def render_result(value: Any) -> str | list[ContentBlock]:
     """Turn a tool's return value into message content."""
     if isinstance(value, str):
         return value
+    if type(value) is int:  # what json.dumps would write, without its machinery
+        return str(value)
     if isinstance(value, TextBlock | ImageBlock):
         return [value]
     if (

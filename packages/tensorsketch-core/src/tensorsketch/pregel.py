@@ -647,10 +647,6 @@ class Run:
             self.journal.buffer_event(event)
         return event
 
-    async def journaled(self, key: str, name: str, fn: Callable[[], Any], ctx: Context) -> Any:
-        """``self.effects.once(key, fn)``, for callers written before the effect log."""
-        return await self.effects.once(key, fn)
-
     async def execute(self, tasks: list[Task], max_steps: int) -> None:
         """Run supersteps until no task is left, checkpointing at every barrier."""
         journal = self.journal

@@ -9,6 +9,7 @@ returns ``None`` for it, never ``0.0``, so a missing price shows up instead of r
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -116,6 +117,17 @@ def price_for(model: str | None, prices: PriceTable | None = None) -> ModelPrice
     """
     if not model:
         return None
+    for name in _candidates(model):
+        if prices is not None and name in prices:
+            return _coerce(name, prices[name])
+        if name in DEFAULT_PRICES:
+            return DEFAULT_PRICES[name]
+    return None
+
+
+@functools.lru_cache(maxsize=512)
+def _candidates(model: str) -> tuple[str, ...]:
+    """The ids ``model`` may be priced under, most specific first (a pure function of it)."""
     candidates = [model]
     base = model.removeprefix("models/")
     while True:
@@ -125,12 +137,7 @@ def price_for(model: str | None, prices: PriceTable | None = None) -> ModelPrice
         if stripped == base:
             break
         base = stripped
-    for name in candidates:
-        if prices is not None and name in prices:
-            return _coerce(name, prices[name])
-        if name in DEFAULT_PRICES:
-            return DEFAULT_PRICES[name]
-    return None
+    return tuple(candidates)
 
 
 def estimate_cost(

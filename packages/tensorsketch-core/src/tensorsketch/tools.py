@@ -200,6 +200,8 @@ class Tool:
 
     def validate(self, args: Any) -> dict[str, Any]:
         """Check ``args`` against the schema; return the arguments the function will get."""
+        if type(args) is dict and self._args_model is not None:  # the usual case, fast
+            return self._validated(args)
         if isinstance(args, str):
             try:
                 args = json.loads(args) if args.strip() else {}
@@ -222,8 +224,12 @@ class Tool:
             if problems:
                 raise ValidationError(self._problem_text(problems), [{"msg": p} for p in problems])
             return dict(args)
+        return self._validated(dict(args))
+
+    def _validated(self, args: dict[str, Any]) -> dict[str, Any]:
+        assert self._args_model is not None
         try:
-            parsed = self._args_model.model_validate(dict(args))
+            parsed = self._args_model.model_validate(args)
         except pydantic.ValidationError as exc:
             errors = exc.errors(include_url=False)
             problems = []
@@ -236,7 +242,8 @@ class Tool:
                 else:
                     problems.append(f"`{where}`: {err['msg']} (got {err.get('input')!r:.60})")
             raise ValidationError(self._problem_text(problems), [dict(e) for e in errors]) from None
-        return {key: getattr(parsed, key) for key in type(parsed).model_fields}
+        # The model forbids extra keys, so its ``__dict__`` holds exactly its fields.
+        return dict(parsed.__dict__)
 
     def _problem_text(self, problems: list[str]) -> str:
         return (
@@ -249,6 +256,10 @@ class Tool:
         """Validate ``args``, then call the function (awaited if async; sync runs in a thread)."""
         kwargs = self.validate(args)
         fn = self._fn
+        if self._is_async and not self._raw_args:  # the usual async tool: call it directly
+            if self._passes_ctx:
+                kwargs["ctx"] = ctx
+            return await fn(**kwargs)
         if self._raw_args:
             call: Callable[[], Any] = (
                 functools.partial(fn, kwargs, ctx=ctx)

@@ -1,0 +1,30 @@
+"""Agents: the durable model-and-tools loop as one node, and the single-call ``Llm`` node.
+
+- :class:`Agent` (``loop``) — the loop: model turn, tools, repeat, every call journaled.
+- :func:`create_agent` (``factory``) — one ``Agent`` in a compiled graph over
+  :class:`AgentState` (``state``).
+- :class:`Llm` (``llm``) — one model call as a node, with structured-output repair.
+- ``turn`` — the model turn (middleware, fallbacks, the schema check) and the one
+  structured-output repair loop ``Llm`` and ``generate_structured`` share.
+- ``options`` — :class:`AgentOptions`, the options ``Agent`` and ``create_agent`` share.
+
+Import the public names from here (or from ``tensorsketch``); the submodules are internal.
+"""
+
+from __future__ import annotations
+
+from tensorsketch.agents.factory import create_agent
+from tensorsketch.agents.llm import Llm
+from tensorsketch.agents.loop import Agent
+from tensorsketch.agents.options import AgentOptions
+from tensorsketch.agents.state import AgentState, AgentStatus
+
+__all__ = ["Agent", "AgentOptions", "AgentState", "AgentStatus", "Llm", "create_agent"]
+
+# The public home of these names, as before ``agents`` was a package: checkpoint tags,
+# pickles and reprs keep naming ``tensorsketch.agents``, so data written by either version
+# loads in the other. (``AgentState``'s annotations are real objects, not strings, so
+# ``typing.get_type_hints`` does not depend on its module.)
+for _obj in (Agent, AgentState, Llm, create_agent):
+    _obj.__module__ = __name__
+del _obj

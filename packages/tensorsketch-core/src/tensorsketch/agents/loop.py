@@ -1,0 +1,515 @@
+"""``Agent``: the durable model-and-tools loop as one node.
+
+:class:`Agent` calls the model; when the model asks for tools it runs them (in parallel, with
+a concurrency cap and a per-tool timeout) and feeds the results back, until the model answers,
+``max_iterations`` model calls were made, or the run's budget is spent. Every model call and
+every tool call goes through the run's effect journal under an explicit, deterministic key
+(superstep, node, iteration, call index), so after a crash at iteration *k* a resume replays
+iterations ``0..k-1`` from the journal — no model call or tool side effect is repeated — and
+continues from there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field
+
+from tensorsketch import interrupts as _interrupts
+from tensorsketch._modelcall import cap_text
+from tensorsketch.agents.options import AgentSettings, as_tools, check_provider
+from tensorsketch.agents.ports import ports
+from tensorsketch.agents.state import REPORT_FIELDS, AgentStatus
+from tensorsketch.agents.turn import call_model, model_turn, sub_context
+from tensorsketch.budget import Budget, budget_scope, current_budget
+from tensorsketch.chat import ChatProvider, Completion
+from tensorsketch.context import Context
+from tensorsketch.interrupts import (
+    Interrupt,
+    PendingInterrupt,
+    RetryLater,
+    parse_approval,
+)
+from tensorsketch.messages import (
+    Message,
+    ToolCall,
+    render_result,
+    system,
+    tool_result,
+    user,
+)
+from tensorsketch.middleware import ToolRequest, compose_model, compose_tool
+from tensorsketch.node import Node
+from tensorsketch.observability.tracing import (
+    ATTR_AGENT_NAME,
+    ATTR_TOOL_ARGUMENTS,
+    ATTR_TOOL_CALL_ID,
+    ATTR_TOOL_NAME,
+    ATTR_TOOL_RESULT,
+    current_span,
+)
+from tensorsketch.tools import Tool, _current_call
+
+if TYPE_CHECKING:
+    from typing import Unpack
+
+    from tensorsketch.agents.options import AgentOptions
+
+__all__ = ["Agent"]
+
+
+def _last_text(messages: Sequence[Message]) -> str:
+    for message in reversed(messages):
+        if message.role == "assistant" and message.text:
+            return message.text
+    return ""
+
+
+class Agent(Node):
+    """The model-and-tools loop as one durable node.
+
+    :param provider: the model (``fallbacks`` are tried after it on retryable errors).
+    :param tools: the tools the model may call.
+    :param options: :class:`AgentOptions` — the same options :func:`create_agent` takes:
+        ``system``, ``max_iterations``, ``middleware``, ``max_total_tokens``,
+        ``max_cost_usd``, ``prices``, ``fallbacks``, ``tool_concurrency``, ``tool_timeout``,
+        ``output_schema``, ``name``, ``max_tokens``, ``model_options``.
+    :param input_key: / :param output_key: the state fields holding the request and answer.
+    :param report: also write ``status``, ``pending``, ``iterations``, ``usage``,
+        ``cost_usd``, ``parsed`` and ``stop_detail`` (the state must have those fields, as
+        :class:`AgentState` does; pass ``False`` for a leaner state).
+    """
+
+    def __init__(
+        self,
+        provider: ChatProvider,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        *,
+        input_key: str = "query",
+        output_key: str = "output",
+        report: bool = True,
+        **options: Unpack[AgentOptions],
+    ) -> None:
+        self._setup("Agent()", provider, tools, options, input_key, output_key, report)
+
+    @classmethod
+    def _build(
+        cls,
+        where: str,
+        provider: ChatProvider,
+        tools: Iterable[Tool | Callable[..., Any]],
+        options: Mapping[str, Any],
+    ) -> Agent:
+        """An agent with the default keys, its options checked under ``where``'s name."""
+        agent = cls.__new__(cls)
+        agent._setup(where, provider, tools, options, "query", "output", True)
+        return agent
+
+    def _setup(
+        self,
+        where: str,
+        provider: ChatProvider,
+        tools: Iterable[Tool | Callable[..., Any]],
+        options: Mapping[str, Any],
+        input_key: str,
+        output_key: str,
+        report: bool,
+    ) -> None:
+        self.provider = check_provider(provider, "Agent(provider)")
+        settings = self.settings = AgentSettings.of(where, options)
+        self.tools = as_tools(tools)
+        self.tools_by_name = {t.name: t for t in self.tools}
+        self.system = settings.system
+        self.max_iterations = settings.max_iterations
+        self.middleware = list(settings.middleware)
+        self.fallbacks = list(settings.fallbacks)
+        self.max_total_tokens = settings.max_total_tokens
+        self.max_cost_usd = settings.max_cost_usd
+        self.prices = settings.prices
+        self.tool_concurrency = settings.tool_concurrency
+        self.tool_timeout = settings.tool_timeout
+        self.output_schema = settings.output_schema
+        self.name = settings.name
+        self.input_key = input_key
+        self.output_key = output_key
+        self.report = report
+        self.options: dict[str, Any] = settings.model_call_options()
+        outputs: dict[str, Any] = {
+            "messages": (list[Message], Field(default_factory=list)),
+            output_key: (str, ""),
+        }
+        if report:
+            outputs.update(REPORT_FIELDS)
+        in_model, out_model = ports(
+            "Agent",
+            {
+                input_key: (str, ""),
+                "messages": (list[Message], Field(default_factory=list)),
+            },
+            outputs,
+        )
+        # Ports depend on the keys chosen, so they are per instance (the engine reads them).
+        object.__setattr__(self, "In", in_model)
+        object.__setattr__(self, "Out", out_model)
+        self._model_handler = compose_model(self.middleware, call_model)
+        self._tool_handler = compose_tool(self.middleware, self._innermost_tool)
+        # Fixed for the agent's life, so not rebuilt on every turn.
+        self._providers: tuple[ChatProvider, ...] = (self.provider, *self.fallbacks)
+        self._tool_list: tuple[Tool, ...] = tuple(self.tools)
+        self._approvals = any(t.requires_approval for t in self.tools)
+
+    def default_name(self) -> str:
+        return self.name
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        node_span = current_span.get()
+        if node_span is not None:  # name the agent on its node span (OTel: `invoke_agent {name}`)
+            node_span.set_attribute(ATTR_AGENT_NAME, self.name)
+        history: list[Message] = list(getattr(inp, "messages", None) or [])
+        query = getattr(inp, self.input_key, "") or ""
+        new: list[Message] = []
+        if self.system and not any(m.role == "system" for m in history):
+            if history:
+                history = [system(self.system), *history]
+            else:
+                new.append(system(self.system))
+        last_user = next((m.text for m in reversed(history) if m.role == "user"), None)
+        if query and query != last_user:
+            new.append(user(query))
+        transcript = [*history, *new]
+        budget = Budget(
+            max_total_tokens=self.max_total_tokens,
+            max_cost_usd=self.max_cost_usd,
+            prices=self.prices,
+            parent=current_budget(),
+        )
+        base = f"{ctx.superstep}:{ctx.node}{ctx.instance}:agent"
+        status: AgentStatus = "completed"
+        detail = ""
+        parsed: Any = None
+        iterations = 0
+        with budget_scope(budget):
+            try:
+                for k in range(self.max_iterations):
+                    exceeded = budget.exceeded()
+                    if exceeded is not None:
+                        status, detail = "budget_exceeded", str(exceeded)
+                        break
+                    outcome = await self._model_step(ctx, transcript, k, f"{base}:{k}")
+                    iterations = k + 1
+                    completion: Completion = outcome["completion"]
+                    budget.charge(completion.usage, completion.model or self.provider.model)
+                    reply = _with_call_ids(completion.message, k)
+                    repair = outcome.get("repair")
+                    if repair:
+                        for message in (reply, user(repair)):
+                            transcript.append(message)
+                            new.append(message)
+                        if k + 1 == self.max_iterations:
+                            status, detail = "max_iterations", f"stopped after {k + 1} calls"
+                        continue
+                    transcript.append(reply)
+                    new.append(reply)
+                    exceeded = budget.exceeded()
+                    if exceeded is not None:
+                        for call in reply.tool_calls:
+                            skipped = tool_result(
+                                call, "Not run: the run's budget is spent.", is_error=True
+                            )
+                            transcript.append(skipped)
+                            new.append(skipped)
+                        status, detail = "budget_exceeded", str(exceeded)
+                        break
+                    if not reply.tool_calls:
+                        parsed = completion.parsed
+                        status = "completed"
+                        break
+                    results = await self._run_tools(ctx, reply.tool_calls, k, f"{base}:{k}")
+                    transcript.extend(results)
+                    new.extend(results)
+                    if k + 1 == self.max_iterations:
+                        status = "max_iterations"
+                        detail = (
+                            f"reached max_iterations={self.max_iterations} with tool results "
+                            "the model has not seen; the output is the latest assistant text."
+                        )
+            except Interrupt as exc:
+                if self.report:
+                    raise Interrupt(
+                        pending=exc.pending,
+                        writes={
+                            "status": "suspended",
+                            "pending": list(exc.pending),
+                            "iterations": iterations,
+                        },
+                    ) from None
+                raise
+        out: dict[str, Any] = {"messages": new, self.output_key: _last_text(transcript)}
+        if self.report:
+            out.update(
+                parsed=parsed,
+                status=status,
+                pending=[],
+                iterations=iterations,
+                usage=budget.usage,
+                cost_usd=budget.cost_usd,
+                stop_detail=detail,
+            )
+        return self.Out(**out)
+
+    # -- model calls ------------------------------------------------------------------------
+
+    async def _model_step(
+        self, ctx: Context, transcript: list[Message], k: int, key: str
+    ) -> dict[str, Any]:
+        mctx = sub_context(ctx, f"{k}.model")
+
+        async def call() -> dict[str, Any]:
+            # ``model_turn`` copies the transcript into the request before anything awaits,
+            # and the loop does not touch it until this turn returns.
+            return await model_turn(
+                mctx,
+                self._providers,
+                self._model_handler,
+                transcript,
+                self._tool_list,
+                self.output_schema,
+                self.options,
+                agent=self.name,
+            )
+
+        outcome: dict[str, Any] = await ctx.effects.once(f"{key}:model", call)
+        return outcome
+
+    # -- tool calls -------------------------------------------------------------------------
+
+    async def _run_tools(
+        self, ctx: Context, calls: list[ToolCall], k: int, key: str
+    ) -> list[Message]:
+        decisions: dict[str, tuple[bool, str | None]] = {}
+        if self._approvals:
+            await self._check_approvals(ctx, calls, decisions)
+        if len(calls) == 1:  # the common turn: no tasks to gather, no cap to apply
+            call = calls[0]
+            try:
+                return [
+                    await self._tool_step(ctx, call, k, 0, f"{key}:tool:0:{call.id}", decisions)
+                ]
+            except Interrupt as exc:
+                raise Interrupt.merge([exc]) from None
+        cap = self.tool_concurrency
+        limit = asyncio.Semaphore(cap) if cap is not None and cap < len(calls) else None
+        outcomes = await asyncio.gather(
+            *(
+                self._tool_step(ctx, call, k, i, f"{key}:tool:{i}:{call.id}", decisions, limit)
+                for i, call in enumerate(calls)
+            ),
+            return_exceptions=True,
+        )
+        interrupts = [o for o in outcomes if isinstance(o, Interrupt)]
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, Interrupt):
+                raise outcome
+        if interrupts:
+            raise Interrupt.merge(interrupts)
+        return [o for o in outcomes if isinstance(o, Message)]
+
+    async def _check_approvals(
+        self,
+        ctx: Context,
+        calls: list[ToolCall],
+        decisions: dict[str, tuple[bool, str | None]],
+    ) -> None:
+        """Fill ``decisions`` for the calls that need approval; suspend if any is undecided."""
+        waiting: list[PendingInterrupt] = []
+        for call in calls:
+            found_tool = self.tools_by_name.get(call.name)
+            if found_tool is None or not found_tool.requires_approval:
+                continue
+            found, decision = await ctx.effects.decision(ctx.superstep, call.id)
+            if found:
+                decisions[call.id] = parse_approval(decision)
+            else:
+                waiting.append(
+                    PendingInterrupt(
+                        id=call.id,
+                        kind="approval",
+                        value={
+                            "tool": call.name,
+                            "args": call.args,
+                            "call_id": call.id,
+                            "agent": self.name,
+                        },
+                        node=ctx.node,
+                    )
+                )
+        if waiting:
+            # All-or-nothing per turn: nothing of this turn runs until every call is decided.
+            raise Interrupt(pending=waiting)
+
+    async def _tool_step(
+        self,
+        ctx: Context,
+        call: ToolCall,
+        k: int,
+        i: int,
+        key: str,
+        decisions: Mapping[str, tuple[bool, str | None]],
+        limit: asyncio.Semaphore | None = None,
+    ) -> Message:
+        found_tool = self.tools_by_name.get(call.name)
+        if found_tool is None:
+            names = ", ".join(sorted(self.tools_by_name)) or "none"
+            return tool_result(
+                call,
+                f"Error: there is no tool named {call.name!r}. Available tools: {names}.",
+                is_error=True,
+            )
+        approved, reason = decisions.get(call.id, _APPROVED) if decisions else _APPROVED
+        if not approved:
+            why = f" Reason: {reason}" if reason else ""
+            return tool_result(
+                call,
+                f"A human reviewer rejected this call to {call.name!r}; it was not run.{why} "
+                "Do not retry it unless the user asks.",
+            )
+        effects = ctx.effects
+        deferrals = 0
+        while True:  # a tool that asked to be retried later waits for its wake-up time
+            found, wake = await effects.peek(f"{key}:defer{deferrals}")
+            if not found:
+                break
+            if _interrupts._now() < float(wake):
+                raise Interrupt(
+                    pending=[
+                        PendingInterrupt(
+                            id=f"{key}:defer{deferrals}",
+                            kind="timer",
+                            value={"tool": call.name, "call_id": call.id},
+                            node=ctx.node,
+                            wake_at=float(wake),
+                        )
+                    ]
+                )
+            deferrals += 1
+        tctx = sub_context(ctx, f"{k}.{i}")
+        live = False
+
+        async def execute() -> dict[str, Any]:
+            nonlocal live
+            live = True
+            return await self._execute_tool(tctx, call, found_tool, f"{key}:defer{deferrals}")
+
+        if limit is None:
+            record: dict[str, Any] = await effects.once(key, execute)
+        else:
+            async with limit:
+                record = await effects.once(key, execute)
+        if not live:
+            spent = current_budget()
+            if spent is not None and record.get("calls"):
+                spent.absorb(
+                    record["usage"], record["cost"], list(record["unpriced"]), record["calls"]
+                )
+        return Message(
+            role="tool",
+            content=record["content"],
+            tool_call_id=call.id,
+            name=call.name,
+            is_error=record["is_error"],
+        )
+
+    async def _innermost_tool(self, request: ToolRequest) -> Any:
+        if self.tool_timeout is None:
+            return await request.tool.run(request.call.args, ctx=request.ctx)
+        try:
+            return await asyncio.wait_for(
+                request.tool.run(request.call.args, ctx=request.ctx), self.tool_timeout
+            )
+        except TimeoutError:
+            msg = f"tool {request.tool.name!r} did not finish within {self.tool_timeout}s"
+            raise TimeoutError(msg) from None
+
+    async def _execute_tool(
+        self, tctx: Context, call: ToolCall, found_tool: Tool, defer_key: str
+    ) -> dict[str, Any]:
+        spent = Budget(parent=current_budget())
+        traced = tctx.tracer.enabled
+        with budget_scope(spent):
+            attributes = (
+                {
+                    ATTR_TOOL_NAME: call.name,
+                    ATTR_TOOL_CALL_ID: call.id,
+                    ATTR_TOOL_ARGUMENTS: cap_text(call.args),
+                    ATTR_AGENT_NAME: self.name,
+                }
+                if traced
+                else _NO_ATTRIBUTES
+            )
+            token = _current_call.set(call)
+            with tctx.span("tool_call", kind="tool", **attributes) as span:
+                try:
+                    value = await self._tool_handler(
+                        ToolRequest(call=call, tool=found_tool, ctx=tctx, node=tctx.node)
+                    )
+                    content = render_result(value)
+                    is_error = False
+                except Interrupt:
+                    raise
+                except RetryLater as exc:
+                    await tctx.effects.record(defer_key, exc.wake_at)
+                    raise Interrupt(
+                        pending=[
+                            PendingInterrupt(
+                                id=defer_key,
+                                kind="timer",
+                                value={"tool": call.name, "call_id": call.id, "reason": exc.reason},
+                                node=tctx.node,
+                                wake_at=exc.wake_at,
+                            )
+                        ]
+                    ) from None
+                except Exception as exc:
+                    span.record_error(exc)
+                    content = _error_text(exc)
+                    is_error = True
+                finally:
+                    _current_call.reset(token)
+                if traced:
+                    span.set_attribute(ATTR_TOOL_RESULT, cap_text(content))
+        return {
+            "content": content,
+            "is_error": is_error,
+            "usage": spent.usage,
+            "cost": spent.priced_cost_usd,
+            "unpriced": sorted(spent.unpriced),
+            "calls": spent.calls,
+        }
+
+
+_APPROVED: tuple[bool, str | None] = (True, None)
+_NO_ATTRIBUTES: dict[str, Any] = {}
+
+
+def _error_text(exc: BaseException) -> str:
+    from tensorsketch.errors import ValidationError
+
+    if isinstance(exc, ValidationError):
+        return f"Error: {exc}"
+    text = str(exc)
+    return f"Error: {type(exc).__name__}: {text}" if text else f"Error: {type(exc).__name__}"
+
+
+def _with_call_ids(message: Message, k: int) -> Message:
+    """Give tool calls without an id a deterministic one (some APIs omit them)."""
+    if all(call.id for call in message.tool_calls):
+        return message
+    calls = [
+        call if call.id else call.model_copy(update={"id": f"call_{k}_{i}"})
+        for i, call in enumerate(message.tool_calls)
+    ]
+    return message.model_copy(update={"tool_calls": calls})

@@ -1,0 +1,163 @@
+"""The options :class:`Agent` and :func:`create_agent` share, defined once.
+
+:class:`AgentOptions` is what a caller may pass (the keyword arguments, for type checkers);
+:class:`AgentSettings` is the same set with its defaults, checked once when the agent is
+built. A test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, TypedDict
+
+import pydantic
+
+from tensorsketch.budget import Budget
+from tensorsketch.chat import ChatProvider
+from tensorsketch.middleware import Middleware, _check
+from tensorsketch.pricing import PriceTable
+from tensorsketch.schema import Schema
+from tensorsketch.tools import Tool
+
+__all__ = ["AgentOptions", "AgentSettings", "as_tools", "check_provider"]
+
+
+class AgentOptions(TypedDict, total=False):
+    """The keyword options of :class:`Agent` and :func:`create_agent`.
+
+    :param system: the system prompt (the transcript's first message).
+    :param max_iterations: at most this many model calls per run (default 10); when reached,
+        the agent returns the latest assistant text with ``status="max_iterations"``.
+    :param middleware: wraps every model and tool call (first entry outermost).
+    :param max_total_tokens: / :param max_cost_usd: the run's budget, sub-agents included;
+        when spent the agent stops with ``status="budget_exceeded"``.
+    :param prices: a price table laid over ``DEFAULT_PRICES`` for cost accounting.
+    :param fallbacks: providers tried in order when a call fails with a retryable error
+        (rate limit, server error, timeout, connection) — never after text was streamed, and
+        every turn starts again from the primary provider.
+    :param tool_concurrency: most tool calls of one turn running at once (``None``: all).
+    :param tool_timeout: seconds a tool call may take; a slow call becomes an error result.
+    :param output_schema: validate the final answer into this schema (``state.parsed``); a
+        reply that does not validate is sent back for repair (it counts as an iteration).
+    :param name: the agent's node name (default ``"agent"``).
+    :param max_tokens: the reply limit of each model call (default 1024).
+    :param model_options: further provider options sent with every model call.
+    """
+
+    system: str | None
+    max_iterations: int
+    middleware: Sequence[Middleware]
+    max_total_tokens: int | None
+    max_cost_usd: float | None
+    prices: PriceTable | None
+    fallbacks: Sequence[ChatProvider]
+    tool_concurrency: int | None
+    tool_timeout: float | None
+    output_schema: type[Schema] | None
+    name: str
+    max_tokens: int
+    model_options: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentSettings:
+    """:class:`AgentOptions` with every default filled in, validated."""
+
+    system: str | None = None
+    max_iterations: int = 10
+    middleware: Sequence[Middleware] = ()
+    max_total_tokens: int | None = None
+    max_cost_usd: float | None = None
+    prices: PriceTable | None = None
+    fallbacks: Sequence[ChatProvider] = ()
+    tool_concurrency: int | None = None
+    tool_timeout: float | None = None
+    output_schema: type[Schema] | None = None
+    name: str = "agent"
+    max_tokens: int = 1024
+    model_options: Mapping[str, Any] | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_iterations, int) or self.max_iterations < 1:
+            msg = f"`max_iterations` must be an int >= 1, got {self.max_iterations!r}."
+            raise ValueError(msg)
+        if self.tool_concurrency is not None and self.tool_concurrency < 1:
+            msg = (
+                "`tool_concurrency` must be >= 1 (or None for no cap), got "
+                f"{self.tool_concurrency!r}."
+            )
+            raise ValueError(msg)
+        if self.tool_timeout is not None and not self.tool_timeout > 0:
+            msg = f"`tool_timeout` must be a positive number of seconds, got {self.tool_timeout!r}."
+            raise ValueError(msg)
+        schema = self.output_schema
+        if schema is not None and not (
+            isinstance(schema, type) and issubclass(schema, pydantic.BaseModel)
+        ):
+            msg = f"`output_schema` must be a Schema class, got {schema!r}."
+            raise TypeError(msg)
+        middleware = list(self.middleware)
+        _check(middleware)
+        object.__setattr__(self, "middleware", middleware)
+        fallbacks = [check_provider(p, "Agent(fallbacks=[...])") for p in self.fallbacks]
+        object.__setattr__(self, "fallbacks", fallbacks)
+        # The limits are checked now rather than at the first run.
+        Budget(
+            max_total_tokens=self.max_total_tokens,
+            max_cost_usd=self.max_cost_usd,
+            prices=self.prices,
+        )
+
+    @classmethod
+    def of(cls, where: str, options: Mapping[str, Any]) -> AgentSettings:
+        """Settings from keyword options; an unknown option is a ``TypeError`` naming it."""
+        unknown = [key for key in options if key not in _NAMES]
+        if unknown:
+            key = unknown[0]
+            close = difflib.get_close_matches(key, _NAMES, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            msg = f"{where} got an unexpected keyword argument {key!r}{hint}."
+            raise TypeError(msg)
+        return cls(**options)
+
+    def model_call_options(self) -> dict[str, Any]:
+        """What every model call is sent besides the transcript: ``max_tokens`` and the rest."""
+        return {"max_tokens": self.max_tokens, **(self.model_options or {})}
+
+
+_NAMES: tuple[str, ...] = tuple(f.name for f in fields(AgentSettings))
+
+
+def check_provider(provider: Any, where: str) -> ChatProvider:
+    if not isinstance(provider, ChatProvider):
+        msg = (
+            f"{where} needs a ChatProvider (FakeProvider(...), AnthropicProvider(...), "
+            f"create_provider(name, ...)), got {provider!r}."
+        )
+        raise TypeError(msg)
+    return provider
+
+
+def as_tools(tools: Iterable[Tool | Callable[..., Any]]) -> list[Tool]:
+    """``@tool`` objects (plain functions are wrapped), their names checked to be unique."""
+    result: list[Tool] = []
+    seen: dict[str, Tool] = {}
+    for item in tools:
+        if isinstance(item, Tool):
+            made = item
+        elif callable(item):
+            made = Tool.from_function(item)
+        else:
+            msg = f"tools must be @tool functions (or plain functions), got {item!r}."
+            raise TypeError(msg)
+        if made.name in seen:
+            msg = (
+                f"two tools are named {made.name!r}; tool names must be unique within an "
+                "agent — rename one with `@tool(name=...)`."
+            )
+            raise ValueError(msg)
+        seen[made.name] = made
+        result.append(made)
+    return result

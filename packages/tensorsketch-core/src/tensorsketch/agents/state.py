@@ -1,0 +1,61 @@
+"""``AgentState``: the state of a :func:`~tensorsketch.agents.create_agent` graph.
+
+No ``from __future__ import annotations`` here: ``AgentState`` is published as
+``tensorsketch.agents.AgentState`` (its ``__module__``), so its annotations must not be
+strings that ``typing.get_type_hints`` would look up in that other module.
+"""
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from tensorsketch.channels import Reducer
+from tensorsketch.chat import Usage
+from tensorsketch.interrupts import PendingInterrupt
+from tensorsketch.messages import Message, add_messages
+from tensorsketch.schema import Schema
+
+__all__ = ["REPORT_FIELDS", "AgentState", "AgentStatus"]
+
+AgentStatus = Literal["idle", "completed", "max_iterations", "budget_exceeded", "suspended"]
+
+
+class AgentState(Schema):
+    """The state of a :func:`create_agent` graph.
+
+    :ivar query: the user's request (appended to ``messages`` as a user turn).
+    :ivar messages: the transcript: system, user, assistant and tool messages.
+    :ivar output: the final answer's text (the latest assistant text when a limit stopped
+        the loop).
+    :ivar parsed: the validated ``output_schema`` instance, when the agent has one.
+    :ivar status: ``completed`` (the model answered), ``max_iterations`` or
+        ``budget_exceeded`` (a limit stopped it; ``output`` is the best answer so far), or
+        ``suspended`` (waiting on ``pending``: approvals, questions or a timer).
+    :ivar iterations: model calls made by the last run of the loop.
+    :ivar usage: tokens spent by the last run of the loop, sub-agents included.
+    :ivar cost_usd: its estimated cost, ``None`` when a model used is not in the price table.
+    :ivar stop_detail: why a limit stopped the loop, in words.
+    """
+
+    query: str = ""
+    messages: Annotated[list[Message], Reducer(add_messages)] = Field(default_factory=list)
+    output: str = ""
+    parsed: Any = None
+    status: AgentStatus = "idle"
+    pending: list[PendingInterrupt] = Field(default_factory=list)
+    iterations: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float | None = None
+    stop_detail: str = ""
+
+
+#: The fields ``Agent(report=True)`` writes besides ``messages`` and the output.
+REPORT_FIELDS: dict[str, Any] = {
+    "parsed": (Any, None),
+    "status": (AgentStatus, "idle"),
+    "pending": (list[PendingInterrupt], Field(default_factory=list)),
+    "iterations": (int, 0),
+    "usage": (Usage, Field(default_factory=Usage)),
+    "cost_usd": (float | None, None),
+    "stop_detail": (str, ""),
+}
