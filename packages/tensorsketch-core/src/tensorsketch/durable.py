@@ -22,7 +22,7 @@ import contextlib
 import itertools
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -288,35 +288,8 @@ def _rebuild(
         return found if found is not None and found < below else None
 
     payloads: dict[int, dict[str, Any]] = {}
-    chain: list[int] = []
-    cursor: int | None = end
-    incomplete = False
-    missing: tuple[StoredCheckpoint, str] | None = None
-    while cursor is not None:
-        segment = [cursor]
-        while (hint := stored[segment[-1]].base_id) is not None:
-            nxt = locate(hint, segment[-1])
-            if nxt is None:
-                break
-            segment.append(nxt)
-        rows = [stored[i] for i in segment]
-        payloads.update(zip(segment, _decode_all(backend, rows), strict=True))
-        for newer, older in itertools.pairwise(segment):
-            if _base_of(stored[newer], payloads[newer]) != stored[older].checkpoint_id:
-                s = stored[newer]
-                msg = (
-                    f"checkpoint {s.checkpoint_id!r} of thread {s.thread_id!r}: the store's "
-                    "base id disagrees with the payload; the store is corrupt."
-                )
-                raise CheckpointDecodeError(msg)
-        chain += segment
-        oldest = segment[-1]
-        base = _base_of(stored[oldest], payloads[oldest])
-        cursor = None if base is None else locate(base, oldest)
-        incomplete = base is not None and cursor is None
-        if incomplete:
-            assert base is not None
-            missing = (stored[oldest], base)
+    chain, missing = _walk_chain(backend, stored, end, locate, payloads)
+    incomplete = missing is not None
     chain.reverse()
     values: dict[str, Any] = {}
     # The ladder: only for a version-2 chain that starts at its epoch's snapshot.
@@ -336,6 +309,48 @@ def _rebuild(
     checkpoint = _checkpoint(stored[chain[-1]], payloads[chain[-1]], values)
     found = _ladder_from(steps) if laddered and not incomplete else None
     return _Rebuilt(checkpoint, found, incomplete, missing)
+
+
+def _walk_chain(
+    backend: Backend,
+    stored: list[StoredCheckpoint],
+    end: int,
+    locate: Callable[[str, int], int | None],
+    payloads: dict[int, dict[str, Any]],
+) -> tuple[list[int], tuple[StoredCheckpoint, str] | None]:
+    """The rows ``end``'s state is folded from, newest first, decoding them into
+    ``payloads``; and, when the chain leaves the rows given, which row's base is missing.
+
+    The store's ``base_id`` hints give a segment of the chain before anything is decoded, so
+    it is decoded in one batch and then checked against the payloads.
+    """
+    chain: list[int] = []
+    cursor: int | None = end
+    while cursor is not None:
+        segment = [cursor]
+        while (hint := stored[segment[-1]].base_id) is not None:
+            nxt = locate(hint, segment[-1])
+            if nxt is None:
+                break
+            segment.append(nxt)
+        payloads.update(
+            zip(segment, _decode_all(backend, [stored[i] for i in segment]), strict=True)
+        )
+        for newer, older in itertools.pairwise(segment):
+            if _base_of(stored[newer], payloads[newer]) != stored[older].checkpoint_id:
+                s = stored[newer]
+                msg = (
+                    f"checkpoint {s.checkpoint_id!r} of thread {s.thread_id!r}: the store's "
+                    "base id disagrees with the payload; the store is corrupt."
+                )
+                raise CheckpointDecodeError(msg)
+        chain += segment
+        oldest = segment[-1]
+        base = _base_of(stored[oldest], payloads[oldest])
+        cursor = None if base is None else locate(base, oldest)
+        if base is not None and cursor is None:
+            return chain, (stored[oldest], base)
+    return chain, None
 
 
 def _ladder_from(

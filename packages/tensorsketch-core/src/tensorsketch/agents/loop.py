@@ -165,10 +165,9 @@ class Agent(Node):
 
     # -- the loop ---------------------------------------------------------------------------
 
-    async def run(self, ctx: Context, inp: Any) -> Any:
-        node_span = current_span.get()
-        if node_span is not None:  # name the agent on its node span (OTel: `invoke_agent {name}`)
-            node_span.set_attribute(ATTR_AGENT_NAME, self.name)
+    def _opening(self, inp: Any) -> tuple[list[Message], list[Message]]:
+        """The transcript the loop starts from, and the messages this run adds to it (the
+        system prompt on a fresh transcript, the query unless it is already the last turn)."""
         history: list[Message] = list(getattr(inp, "messages", None) or [])
         query = getattr(inp, self.input_key, "") or ""
         new: list[Message] = []
@@ -180,7 +179,13 @@ class Agent(Node):
         last_user = next((m.text for m in reversed(history) if m.role == "user"), None)
         if query and query != last_user:
             new.append(user(query))
-        transcript = [*history, *new]
+        return [*history, *new], new
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        node_span = current_span.get()
+        if node_span is not None:  # name the agent on its node span (OTel: `invoke_agent {name}`)
+            node_span.set_attribute(ATTR_AGENT_NAME, self.name)
+        transcript, new = self._opening(inp)
         budget = Budget(
             max_total_tokens=self.max_total_tokens,
             max_cost_usd=self.max_cost_usd,
@@ -216,12 +221,7 @@ class Agent(Node):
                     new.append(reply)
                     exceeded = budget.exceeded()
                     if exceeded is not None:
-                        for call in reply.tool_calls:
-                            skipped = tool_result(
-                                call, "Not run: the run's budget is spent.", is_error=True
-                            )
-                            transcript.append(skipped)
-                            new.append(skipped)
+                        _skip_calls(reply.tool_calls, transcript, new)
                         status, detail = "budget_exceeded", str(exceeded)
                         break
                     if not reply.tool_calls:
@@ -513,3 +513,11 @@ def _with_call_ids(message: Message, k: int) -> Message:
         for i, call in enumerate(message.tool_calls)
     ]
     return message.model_copy(update={"tool_calls": calls})
+
+
+def _skip_calls(calls: list[ToolCall], transcript: list[Message], new: list[Message]) -> None:
+    """Answer tool calls the spent budget will not run, so the transcript stays well formed."""
+    for call in calls:
+        skipped = tool_result(call, "Not run: the run's budget is spent.", is_error=True)
+        transcript.append(skipped)
+        new.append(skipped)

@@ -789,26 +789,12 @@ async def run_crash_matrix(
         for n in points:
             thread = f"crash-{run_id}-{n}"
             died, _, _ = await attempt(thread, n)
-            problems: list[str] = []
-            if not died:
-                problems.append("the run finished without reaching this boundary")
             await _drain(app, store, thread, data, lease_ttl)
             state = await app.aget_state(thread, store)
             values = state.model_dump(mode="json") if state is not None else {}
             counts = ledger.counts(thread)
             seqs = [e.seq async for e in app.replay(thread, store)]
-            if set(counts) != set(baseline_counts):
-                problems.append(
-                    f"effects {sorted(counts)} differ from the uninterrupted run's "
-                    f"{sorted(baseline_counts)}"
-                )
-            repeated = {k: v for k, v in counts.items() if v != 1}
-            if repeated:
-                problems.append(f"effects did not run exactly once: {repeated}")
-            if values != baseline:
-                problems.append(f"final state {values} != uninterrupted {baseline}")
-            if any(b <= a for a, b in itertools.pairwise(seqs)):
-                problems.append(f"event seq not strictly increasing: {seqs}")
+            problems = _kill_problems(died, counts, baseline_counts, values, baseline, seqs)
             kills.append(
                 KillResult(n, boundaries[n - 1], thread, died, counts, values, seqs, problems)
             )
@@ -816,6 +802,33 @@ async def run_crash_matrix(
     finally:
         if isinstance(backend, BackendSpec):
             await store.aclose()
+
+
+def _kill_problems(
+    died: bool,
+    counts: dict[str, int],
+    baseline_counts: dict[str, int],
+    values: dict[str, Any],
+    baseline: dict[str, Any],
+    seqs: list[int],
+) -> list[str]:
+    """What a resume after one kill point got wrong, compared with the uninterrupted run."""
+    problems: list[str] = []
+    if not died:
+        problems.append("the run finished without reaching this boundary")
+    if set(counts) != set(baseline_counts):
+        problems.append(
+            f"effects {sorted(counts)} differ from the uninterrupted run's "
+            f"{sorted(baseline_counts)}"
+        )
+    repeated = {k: v for k, v in counts.items() if v != 1}
+    if repeated:
+        problems.append(f"effects did not run exactly once: {repeated}")
+    if values != baseline:
+        problems.append(f"final state {values} != uninterrupted {baseline}")
+    if any(b <= a for a, b in itertools.pairwise(seqs)):
+        problems.append(f"event seq not strictly increasing: {seqs}")
+    return problems
 
 
 def main(argv: list[str] | None = None) -> int:
