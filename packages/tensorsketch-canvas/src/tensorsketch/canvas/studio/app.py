@@ -14,6 +14,7 @@ import os
 import subprocess
 import threading
 import warnings
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,8 @@ _SKIP_DIRS = frozenset(
 )
 #: The most files the holes badge reads in a project.
 MAX_PROJECT_FILES = 20000
+#: Parses kept (by file version and graph).
+_PARSE_CACHE = 8
 
 
 class ApiError(Exception):
@@ -100,6 +103,9 @@ class Studio:
     _holes_cache: dict[Path, tuple[tuple[int, int], list[dict[str, Any]]]] = field(
         default_factory=dict
     )
+    #: parses by (file version, graph asked for): the file is re-read on every request, but
+    #: bytes already parsed are not parsed again (edits are pure, so sharing an IR is safe)
+    _parsed: OrderedDict[tuple[str, str | None], _Parsed] = field(default_factory=OrderedDict)
 
     def __post_init__(self) -> None:
         self.path = Path(os.path.abspath(self.path))
@@ -119,13 +125,21 @@ class Studio:
             msg = f"cannot read {self.path}: {exc}"
             raise ApiError(422, msg) from None
 
-    @staticmethod
-    def _parse(text: str, graph: str | None) -> _Parsed:
-        src = parse_source(text)
+    def _parse(self, source: SourceFile, graph: str | None) -> _Parsed:
+        key = (source.version, graph)
+        parsed = self._parsed.get(key)
+        if parsed is not None:
+            self._parsed.move_to_end(key)
+            return parsed
+        src = parse_source(source.text)
         models = find_graphs(src)
         model = select(models, graph)
         ir = build_ir(src, model, find_node_classes(src))
-        return _Parsed(ir=ir, graphs=[m.name for m in models])
+        parsed = _Parsed(ir=ir, graphs=[m.name for m in models])
+        self._parsed[key] = parsed
+        while len(self._parsed) > _PARSE_CACHE:
+            self._parsed.popitem(last=False)
+        return parsed
 
     def layout_for(self, nodes: list[str] | None) -> dict[str, dict[str, float]]:
         with warnings.catch_warnings():
@@ -148,7 +162,7 @@ class Studio:
                 "stale": False,
             }
             try:
-                parsed = self._parse(source.text, chosen)
+                parsed = self._parse(source, chosen)
             except SourceParseError as exc:
                 kept = self._last_good.get(chosen)
                 return {
@@ -199,7 +213,7 @@ class Studio:
         with self.lock:
             source = self._read()
             try:
-                return self._parse(source.text, graph if graph else self.graph).ir
+                return self._parse(source, graph if graph else self.graph).ir
             except SourceParseError as exc:
                 raise ApiError(422, str(exc)) from None
             except GraphNotFoundError as exc:
@@ -272,7 +286,7 @@ class Studio:
                     version=source.version,
                 )
             try:
-                parsed = self._parse(source.text, graph or self.graph)
+                parsed = self._parse(source, graph or self.graph)
             except SourceParseError as exc:
                 raise ApiError(422, str(exc)) from None
             except GraphNotFoundError as exc:
@@ -316,7 +330,7 @@ class Studio:
                 if result.renamed is not None:
                     self._move_layout(*result.renamed)
             new_source = read_source(self.path)
-            new_ir = self._parse(new_source.text, result.ir.name).ir
+            new_ir = self._parse(new_source, result.ir.name).ir
             nodes = [n.name for n in new_ir.nodes]
             return {
                 "graph": new_ir.to_dict(),

@@ -42,6 +42,8 @@ def bind(port: int) -> tuple[socket.socket, bool]:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind((HOST, 0))
         fell_back = True
+    # accepted connections inherit it: no Nagle delay between a response's headers and body
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.listen(128)
     sock.setblocking(False)
     return sock, fell_back
