@@ -210,6 +210,7 @@ export function formatCost(cost: number | null | undefined): string {
 
 export function formatMs(ms: number | null | undefined): string {
   if (ms === null || ms === undefined) return "–";
+  if (ms < 0.01) return "<0.01 ms";
   if (ms < 1) return `${ms.toFixed(2)} ms`;
   if (ms < 1000) return `${Math.round(ms)} ms`;
   return `${(ms / 1000).toFixed(2)} s`;

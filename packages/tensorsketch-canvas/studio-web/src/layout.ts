@@ -124,7 +124,15 @@ export function buildScene(graph: GraphIR, saved: Record<string, XY>): Scene {
   const g = new dagre.graphlib.Graph();
   g.setGraph({ rankdir: "LR", nodesep: 36, ranksep: 110, edgesep: 20, marginx: 40, marginy: 60 });
   g.setDefaultEdgeLabel(() => ({}));
-  for (const box of boxes.values()) g.setNode(box.id, { width: box.w, height: box.h });
+  // A node the user placed and nothing is wired to stays out of the layered layout, so
+  // dropping a fresh node does not shift everything else by a rank.
+  const wired = new Set<string>();
+  for (const wire of wires) {
+    wired.add(wire.from);
+    wired.add(wire.to);
+  }
+  const free = (box: Box) => box.kind === "node" && !!saved[box.id] && !wired.has(box.id);
+  for (const box of boxes.values()) if (!free(box)) g.setNode(box.id, { width: box.w, height: box.h });
   for (const wire of wires) {
     if (wire.loop) continue;
     const labelW = wire.label ? textWidth(wire.label, PORT_PX) : 0;
@@ -141,7 +149,7 @@ export function buildScene(graph: GraphIR, saved: Record<string, XY>): Scene {
       box.y = pos.y;
       box.moved = true;
     } else {
-      const n = g.node(box.id);
+      const n = g.node(box.id) ?? { x: box.w / 2, y: box.h / 2 };
       box.x = Math.round(n.x - box.w / 2);
       box.y = Math.round(n.y - box.h / 2);
     }

@@ -9,6 +9,7 @@ import { drawMinimap, minimapToScene } from "./minimap";
 import {
   END,
   START,
+  type EdgeIR,
   type EditOp,
   type GraphIR,
   type GraphResponse,
@@ -60,6 +61,8 @@ const state = {
   paints: 0,
   lastPaint: 0,
   fitted: false,
+  userView: false, // the user panned or zoomed: stop fitting the graph after each change
+  connected: false,
 };
 
 // For tests and benchmarks: read-only peeks at the state, and the paint counter.
@@ -140,7 +143,8 @@ function apply(resp: GraphResponse): void {
 }
 
 function renderToolbar(): void {
-  $("file").textContent = state.file;
+  $("file").textContent = state.file.split(/[\\/]/).pop() ?? state.file;
+  $("file").title = state.file;
   const picker = $<HTMLSelectElement>("graph-picker");
   picker.hidden = state.graphs.length < 2;
   if (picker.options.length !== state.graphs.length || [...picker.options].some((o, i) => o.value !== state.graphs[i])) {
@@ -196,7 +200,7 @@ function paint(): void {
   layers.boxes.appendChild(boxFrag);
   layers.labels.appendChild(labelFrag);
   paintTrace();
-  if (!state.fitted) {
+  if (!state.fitted || !state.userView) {
     state.fitted = true;
     fit();
   }
@@ -235,16 +239,18 @@ function fit(): void {
   }
   const W = svg.clientWidth || 1200;
   const H = svg.clientHeight || 700;
-  const k = Math.min(1.25, Math.max(0.08, Math.min((W - 60) / (x1 - x0), (H - 60) / (y1 - y0))));
+  const k = Math.min(1.25, Math.max(0.02, Math.min((W - 60) / (x1 - x0), (H - 60) / (y1 - y0))));
   state.view = { k, x: (W - (x1 - x0) * k) / 2 - x0 * k, y: (H - (y1 - y0) * k) / 2 - y0 * k };
+  state.userView = false;
   applyView();
 }
 
 function zoomAt(factor: number, cx: number, cy: number): void {
   const v = state.view;
-  const k = Math.min(4, Math.max(0.05, v.k * factor));
+  const k = Math.min(4, Math.max(0.02, v.k * factor));
   const f = k / v.k;
   state.view = { k, x: cx - (cx - v.x) * f, y: cy - (cy - v.y) * f };
+  state.userView = true;
   applyView();
 }
 
@@ -259,6 +265,7 @@ svg.addEventListener("wheel", (ev) => {
   if (ev.ctrlKey || Math.abs(ev.deltaY) > 0 && !ev.shiftKey) zoomAt(Math.exp(-ev.deltaY * 0.0015), ev.clientX - r.left, ev.clientY - r.top);
   else {
     state.view.x -= ev.deltaX || ev.deltaY;
+    state.userView = true;
     applyView();
   }
 }, { passive: false });
@@ -266,6 +273,7 @@ svg.addEventListener("wheel", (ev) => {
 $("fit").addEventListener("click", fit);
 $("reset").addEventListener("click", () => {
   state.view = { x: 40, y: 80, k: 1 };
+  state.userView = true;
   applyView();
 });
 $("zoom-in").addEventListener("click", () => zoomAt(1.25, svg.clientWidth / 2, svg.clientHeight / 2));
@@ -278,6 +286,7 @@ function minimapJump(ev: PointerEvent): void {
   const p = minimapToScene(minimap, state.scene, ev.offsetX, ev.offsetY);
   state.view.x = svg.clientWidth / 2 - p.x * state.view.k;
   state.view.y = svg.clientHeight / 2 - p.y * state.view.k;
+  state.userView = true;
   applyView();
 }
 minimap.addEventListener("pointerdown", (ev) => {
@@ -337,6 +346,7 @@ svg.addEventListener("pointermove", (ev) => {
     const dx = ev.clientX - drag.x;
     const dy = ev.clientY - drag.y;
     if (Math.abs(dx) + Math.abs(dy) > 3) drag.moved = true;
+    if (drag.moved) state.userView = true;
     state.view.x = drag.vx + dx;
     state.view.y = drag.vy + dy;
     applyView();
@@ -470,6 +480,7 @@ async function send(op: EditOp): Promise<{ ok: true; inverse: EditOp | null } | 
     const res = await api.edit(state.version, state.graphName, op);
     state.version = res.version;
     if (res.graph) state.graph = res.graph;
+    if (res.layout) state.layout = res.layout;
     paint();
     renderToolbar();
     void reload({ quiet: true }); // holes and layout elsewhere in the project may have changed
@@ -496,6 +507,11 @@ async function perform(op: EditOp): Promise<boolean> {
   if (r.inverse) {
     state.undo.push({ kind: "edit", redo: op, undo: r.inverse, label: describe(op) });
     state.redo = [];
+  } else {
+    // no inverse (e.g. a node's class stays in the code): earlier undos would not line up
+    state.undo = [];
+    state.redo = [];
+    toast(`${describe(op)}: done — this edit cannot be undone from the canvas.`, "info", 4000);
   }
   renderToolbar();
   return true;
@@ -534,6 +550,12 @@ async function redo(): Promise<void> {
 
 $("undo").addEventListener("click", () => void undo());
 $("redo").addEventListener("click", () => void redo());
+
+function removeEdgeOp(e: EdgeIR): EditOp {
+  const args: Record<string, unknown> = { source: e.source, target: e.target };
+  if (e.kind === "conditional" && e.label !== null) args.label = e.label;
+  return { op: "remove_edge", args };
+}
 
 /** Client-side checks that need no compiler: refused before anything is sent. */
 function wiringProblem(source: string, target: string): string | null {
@@ -585,9 +607,9 @@ document.addEventListener("keydown", (ev) => {
   } else if ((ev.key === "Delete" || ev.key === "Backspace") && state.selectedWire !== null) {
     ev.preventDefault();
     const e = state.graph?.edges[state.selectedWire];
-    if (e && e.source && e.target) {
+    if (e && e.source && e.kind !== "custom" && !state.readOnly) {
       state.selectedWire = null;
-      void perform({ op: "remove_edge", args: { source: e.source, target: e.target } });
+      void perform(removeEdgeOp(e));
     }
   } else if (ev.key === "Escape") {
     selectNode(null);
@@ -634,12 +656,14 @@ dialog.addEventListener("close", async () => {
   const W = svg.clientWidth;
   const H = svg.clientHeight;
   const at = { x: Math.round((W / 2 - state.view.x) / state.view.k - 80), y: Math.round((H * 0.75 - state.view.y) / state.view.k) };
-  const ok = await perform({ op: "add_node", args: { name, inputs, outputs } });
-  if (ok && state.scene?.boxes.has(name)) {
-    const free = !Object.values(state.layout).some((p) => Math.abs(p.x - at.x) < 20 && Math.abs(p.y - at.y) < 20);
-    if (free) await moveNode(name, at, at, false);
-    selectNode(name);
+  // the position first, so the node appears where it is dropped (the sidecar is presentation
+  // only: an entry for a node that never came to be is ignored)
+  try {
+    state.layout = (await api.saveLayout({ [name]: at })).layout ?? state.layout;
+  } catch {
+    /* the automatic layout places it */
   }
+  await perform({ op: "add_node", args: { name, inputs, outputs } });
 });
 
 // -- inspector ---------------------------------------------------------------------------------
@@ -655,6 +679,16 @@ function h<K extends keyof HTMLElementTagNameMap>(tag: K, props: Partial<HTMLEle
 }
 
 function renderInspector(): void {
+  renderInspectorBody();
+  const open = !$("inspector").hidden;
+  if (document.body.classList.contains("inspecting") !== open) {
+    document.body.classList.toggle("inspecting", open);
+    if (!state.userView && state.scene) fit();
+    else applyView();
+  }
+}
+
+function renderInspectorBody(): void {
   const box = $("inspector");
   const g = state.graph;
   box.replaceChildren();
@@ -665,7 +699,7 @@ function renderInspector(): void {
     box.append(
       h("h3", {}, `${displayName(e.source ?? "?")} → ${displayName(e.target ?? "?")}`),
       h("p", { className: "hint" }, e.kind === "conditional" ? `conditional: ${e.path ?? ""} → ${e.label ?? ""}` : e.kind),
-      h("button", { className: "danger", id: "delete-edge", disabled: state.readOnly, onclick: () => void perform({ op: "remove_edge", args: { source: e.source, target: e.target } }) }, "delete edge (Del)"),
+      h("button", { className: "danger", id: "delete-edge", disabled: state.readOnly, onclick: () => void perform(removeEdgeOp(e)) }, "delete edge (Del)"),
     );
     return;
   }
@@ -762,7 +796,9 @@ $<HTMLSelectElement>("graph-picker").addEventListener("change", (ev) => {
 
 async function refreshRuns(): Promise<void> {
   try {
-    state.runs = (await api.traceRuns()).runs ?? [];
+    // oldest first, whatever order the server lists them in: "run 1" stays run 1
+    const num = (r: RunSummary) => (typeof r.started === "number" ? r.started : Date.parse(String(r.started)) || 0);
+    state.runs = [...((await api.traceRuns()).runs ?? [])].sort((a, b) => num(a) - num(b));
   } catch (err) {
     toast(`No trace: ${(err as Error).message}`, "error");
     return;
@@ -773,7 +809,9 @@ async function refreshRuns(): Promise<void> {
   if (!state.runs.length) picker.add(new Option("no runs yet", ""));
   state.runs.forEach((r, i) => {
     const when = typeof r.started === "number" ? new Date(r.started * (r.started > 1e12 ? 1 : 1000)).toLocaleTimeString() : r.started ?? "";
-    picker.add(new Option(`run ${i + 1}: ${r.run.slice(0, 8)} · ${r.status} · ${when}`, r.run));
+    const opt = new Option(`run ${i + 1} · ${r.status} · ${when}`, r.run);
+    opt.title = `${r.run} · ${r.spans} spans`;
+    picker.add(opt);
   });
   const latest = state.runs[state.runs.length - 1]?.run ?? null;
   if (state.followLatest || !state.runs.some((r) => r.run === state.run)) state.run = latest;
@@ -848,6 +886,11 @@ $("export-png").addEventListener("click", async () => {
 
 function connect(): void {
   const es = api.events();
+  es.addEventListener("open", () => {
+    // whatever changed before the stream was watching is picked up now
+    state.connected = true;
+    if (state.version) void reload({ quiet: true });
+  });
   es.addEventListener("file", (ev) => {
     let version = "";
     try {
@@ -878,7 +921,7 @@ async function start(): Promise<void> {
   } catch {
     /* the fallback font is fine */
   }
-  await reload();
   connect();
+  await reload();
 }
 void start();

@@ -80,6 +80,7 @@ export interface EditResponse {
   graph: GraphIR;
   version: string;
   inverse: EditOp | null;
+  layout?: Record<string, XY>;
 }
 
 export interface RunSummary {
