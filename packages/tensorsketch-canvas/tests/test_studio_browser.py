@@ -194,7 +194,12 @@ def same_graph(got: GraphIR, want: GraphIR) -> None:
     """Equal IRs, except that a created node's hole message is the server's to word."""
     assert [n.name for n in got.nodes] == [n.name for n in want.nodes]
     for g, w in zip(got.nodes, want.nodes, strict=True):
-        assert (g.name, g.inputs, g.outputs, g.has_hole) == (w.name, w.inputs, w.outputs, w.has_hole)
+        assert (g.name, g.inputs, g.outputs, g.has_hole) == (
+            w.name,
+            w.inputs,
+            w.outputs,
+            w.has_hole,
+        )
     assert got.edges == want.edges
 
 
@@ -560,7 +565,7 @@ def _run_graph(path: Path, url: str, queries: list[str], *, break_tech: bool = F
             tracer = MultiTracer(InMemoryTracer(), sink)
             try:
                 asyncio.run(module.app.invoke({"query": query}, tracer=tracer))
-            except Exception:  # noqa: BLE001 - the failing run is the point
+            except Exception:  # the failing run is the point
                 pass
 
     thread = threading.Thread(target=work)
@@ -608,8 +613,18 @@ def test_big_graph_has_minimap_and_fits(tmp_path: Path, browser: Browser) -> Non
         page.wait_for_function("window.__studio && window.__studio.paints > 0", timeout=20_000)
         expect(page.locator("#boxes g.box.node")).to_have_count(120)
         expect(page.locator("#minimap")).to_be_visible()
+        # opened at a legible zoom on the START end, not shrunk to dots
+        assert page.evaluate("window.__studio.state.view.k") >= 0.45
+        start = page.locator('#boxes g.box[data-id="__start__"]').bounding_box()
+        assert start and 0 <= start["x"] < 200 and 46 <= start["y"] < 800
+        # fit shows all of it
+        page.click("#fit")
         bb = page.locator("#viewport").bounding_box()
         assert bb and bb["x"] >= 0 and bb["x"] + bb["width"] <= 1400
+        # the minimap moves the view
+        x0 = page.evaluate("window.__studio.state.view.x")
+        page.click("#minimap", position={"x": 200, "y": 75})
+        assert page.evaluate("window.__studio.state.view.x") != x0
         page.close()
 
 

@@ -15,7 +15,8 @@ function transform(canvas: HTMLCanvasElement, scene: Scene) {
   const b = bounds(scene);
   const pad = 8;
   const s = Math.min((canvas.width - 2 * pad) / (b.x1 - b.x0 || 1), (canvas.height - 2 * pad) / (b.y1 - b.y0 || 1));
-  return { s, ox: pad - b.x0 * s, oy: pad - b.y0 * s };
+  // centred in the minimap
+  return { s, ox: (canvas.width - (b.x1 - b.x0) * s) / 2 - b.x0 * s, oy: (canvas.height - (b.y1 - b.y0) * s) / 2 - b.y0 * s };
 }
 
 export function drawMinimap(canvas: HTMLCanvasElement, scene: Scene, view: { x: number; y: number; k: number }, W: number, H: number): void {
@@ -31,7 +32,11 @@ export function drawMinimap(canvas: HTMLCanvasElement, scene: Scene, view: { x: 
   }
   ctx.strokeStyle = "#e64980";
   ctx.lineWidth = 2;
-  ctx.strokeRect(ox + (-view.x / view.k) * s, oy + (-view.y / view.k) * s, (W / view.k) * s, (H / view.k) * s);
+  const vx = Math.max(1, ox + (-view.x / view.k) * s);
+  const vy = Math.max(1, oy + (-view.y / view.k) * s);
+  const vx2 = Math.min(canvas.width - 1, ox + ((W - view.x) / view.k) * s);
+  const vy2 = Math.min(canvas.height - 1, oy + ((H - view.y) / view.k) * s);
+  ctx.strokeRect(vx, vy, Math.max(4, vx2 - vx), Math.max(4, vy2 - vy));
 }
 
 export function minimapToScene(canvas: HTMLCanvasElement, scene: Scene, mx: number, my: number): XY {
