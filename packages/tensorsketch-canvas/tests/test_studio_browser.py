@@ -121,15 +121,24 @@ class Studio:
     def box(self, name: str) -> Any:
         return self.page.locator(f'#boxes g.box[data-id="{name}"]')
 
+    def _rect_center(self, name: str, selector: str) -> tuple[float, float]:
+        # one JS call: a repaint between finding the element and measuring it cannot interfere
+        self.box(name).wait_for()
+        x, y = self.page.evaluate(
+            """([id, sel]) => {
+                const g = document.querySelector(`#boxes g.box[data-id="${id}"]`);
+                const r = g.querySelector(sel).getBoundingClientRect();
+                return [r.x + r.width / 2, r.y + r.height / 2];
+            }""",
+            [name, selector],
+        )
+        return x, y
+
     def center(self, name: str) -> tuple[float, float]:
-        bb = self.box(name).locator("> g").first.bounding_box()
-        assert bb is not None
-        return bb["x"] + bb["width"] / 2, bb["y"] + bb["height"] / 2
+        return self._rect_center(name, ":scope > g")
 
     def handle(self, name: str) -> tuple[float, float]:
-        bb = self.box(name).locator(".handle").bounding_box()
-        assert bb is not None
-        return bb["x"] + bb["width"] / 2, bb["y"] + bb["height"] / 2
+        return self._rect_center(name, ".handle")
 
     def drag(self, start: tuple[float, float], end: tuple[float, float]) -> None:
         mouse = self.page.mouse
@@ -470,8 +479,14 @@ def test_parse_error_keeps_last_good_graph_read_only(studio: Studio) -> None:
 def test_conflict_reloads(studio: Studio) -> None:
     """An edit made against an old version is a 409: the canvas says so and reloads."""
     page = studio.page
-    # change the file without the watcher noticing in time, then edit from the canvas
-    page.evaluate("window.__studio.state.version = 'stale'")
+
+    # the file changed after the canvas read it: the edit carries the version it saw before
+    def stale(route: Any) -> None:
+        body = json.loads(route.request.post_data or "{}")
+        body["version"] = "0" * 64
+        route.continue_(post_data=json.dumps(body))
+
+    page.route("**/api/edit", stale)
     studio.drag(studio.handle("Fallback"), studio.center("Tech"))
     expect(page.locator("#toast.conflict")).to_be_visible()
     assert [(e.source, e.target) for e in studio.ir().edges].count(("Fallback", "Tech")) == 0
