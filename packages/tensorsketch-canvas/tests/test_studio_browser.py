@@ -293,6 +293,51 @@ def test_custom_wiring_and_loops_are_drawn(tmp_path: Path, browser: Browser) -> 
         expect(custom).to_have_count(1)
         expect(custom.locator("text.code")).to_contain_text('.edge(*("Tech", "Fallback"))')
         page.close()
+    loop = tmp_path / "loop.py"
+    loop.write_text(LOOP, encoding="utf-8")
+    assert [e.label for e in extract(LOOP).edges if e.branch == "loop"] == ["repeat", "exit"]
+    with StudioServer(loop, port=0, project=tmp_path) as server:
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        page.goto(server.url)
+        page.wait_for_function("window.__studio && window.__studio.paints > 0")
+        arc = page.locator('g.wire[data-source="Increment"][data-target="Increment"]')
+        expect(arc).to_have_count(1)
+        labels = page.evaluate(
+            "[...document.querySelectorAll('#labels .edge-label')].map((e) => e.textContent)"
+        )
+        assert sorted(labels) == ["exit", "repeat until done"]
+        # the arc rises above the node
+        node = page.locator('#boxes g.box[data-id="Increment"]').bounding_box()
+        bb = arc.bounding_box()
+        assert node and bb and bb["y"] < node["y"] - 30
+        page.close()
+
+
+LOOP = """\
+from tensorsketch import END, START, Context, Graph, Node, Schema
+
+
+class C(Schema):
+    n: int = 0
+
+
+class Increment(Node):
+    class In(Schema):
+        n: int
+
+    class Out(Schema):
+        n: int
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        return self.Out(n=inp.n + 1)
+
+
+def done(state: C) -> bool:
+    return state.n >= 3
+
+
+app = Graph(C).add(Increment).edge(START, "Increment").loop("Increment", until=done, exit=END)
+"""
 
 
 # -- gestures ----------------------------------------------------------------------------------
@@ -331,6 +376,10 @@ def test_gestures_write_the_file(studio: Studio) -> None:
     want = edits.add_edge(want, "Escalate", END)
     same_graph(studio.ir(), want)
     bodies_untouched(studio.text)
+    page.mouse.move(*studio.center("Escalate"))
+    expect(page.locator("#tooltip")).to_be_visible()
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(IMAGES / "studio-editing.png"))
 
     # delete an edge: select Tech → END, press Delete
     page.mouse.click(*studio.wire_point("Tech", END))

@@ -460,11 +460,13 @@ function maybeTooltip(ev: PointerEvent): void {
   if (node.line) {
     const s = document.createElement("div");
     s.className = "hint";
-    s.textContent = `${state.file}:${node.line}`;
+    s.textContent = `${state.file.split(/[\\/]/).pop()}:${node.line}`;
     tip.append(s);
   }
-  tip.style.left = `${ev.clientX + 14}px`;
-  tip.style.top = `${ev.clientY + 14}px`;
+  // under the box, so it never hides the node's own ports
+  const r = (g.firstElementChild ?? g).getBoundingClientRect();
+  tip.style.left = `${Math.max(4, Math.min(r.left, innerWidth - 370))}px`;
+  tip.style.top = `${r.bottom + 8 > innerHeight - 60 ? r.top - 60 : r.bottom + 8}px`;
   tip.hidden = false;
 }
 function hideTooltip(): void {
@@ -677,7 +679,7 @@ dialog.addEventListener("close", async () => {
   // drop it where the user is looking, unwired
   const W = svg.clientWidth;
   const H = svg.clientHeight;
-  const at = { x: Math.round((W / 2 - state.view.x) / state.view.k - 80), y: Math.round((H * 0.75 - state.view.y) / state.view.k) };
+  const at = freeSpot({ x: (W / 2 - state.view.x) / state.view.k - 90, y: (H * 0.7 - state.view.y) / state.view.k });
   // the position first, so the node appears where it is dropped (the sidecar is presentation
   // only: an entry for a node that never came to be is ignored)
   try {
@@ -687,6 +689,15 @@ dialog.addEventListener("close", async () => {
   }
   await perform({ op: "add_node", args: { name, inputs, outputs } });
 });
+
+/** The first place at or below ``p`` where a new node's box overlaps nothing. */
+function freeSpot(p: XY, w = 200, h = 90): XY {
+  const boxes = [...(state.scene?.boxes.values() ?? [])];
+  const hits = (q: XY) => boxes.some((b) => q.x < b.x + b.w + 30 && q.x + w + 30 > b.x && q.y < b.y + b.h + 40 && q.y + h + 40 > b.y);
+  const q = { x: Math.round(p.x), y: Math.round(p.y) };
+  for (let i = 0; i < 200 && hits(q); i++) q.y += 20;
+  return q;
+}
 
 // -- inspector ---------------------------------------------------------------------------------
 
