@@ -6,8 +6,9 @@ it lands: the file on disk (re-extracted and compared with the IR the gesture sh
 the node bodies it did not touch byte-identical) and the layout sidecar.
 
 Skipped, with the reason, when ``/usr/bin/chromium`` or Playwright for Python is missing.
-Screenshots for docs/studio.md are written to docs/images/ by ``test_paints_support_router``
-and ``test_live_trace_overlay``.
+With ``TS_STUDIO_SCREENSHOTS=1`` the screenshots of docs/studio.md are rewritten in
+docs/images/ (``test_paints_support_router``, ``test_gestures_write_the_file``,
+``test_live_trace_overlay``).
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import ast
 import asyncio
 import importlib.util
 import json
+import os
 import shutil
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -32,7 +35,13 @@ from tensorsketch.canvas.ir import EdgeIR, GraphIR, Port
 CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "support_router.py"
-IMAGES = ROOT / "docs" / "images"
+#: Screenshots go to docs/images/ (the pictures in docs/studio.md) with TS_STUDIO_SCREENSHOTS=1,
+#: else to a temporary folder, so a plain test run leaves the work tree as it was.
+IMAGES = (
+    ROOT / "docs" / "images"
+    if os.environ.get("TS_STUDIO_SCREENSHOTS") == "1"
+    else Path(tempfile.gettempdir()) / "tensorsketch-studio-screenshots"
+)
 BROWSER_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -442,6 +451,22 @@ def test_gestures_write_the_file(studio: Studio) -> None:
     page.keyboard.press("Control+Shift+z")
     expect(studio.box("Escalation")).to_be_visible()
     same_graph(studio.ir(), want)
+
+
+def test_delete_one_conditional_route(studio: Studio) -> None:
+    page = studio.page
+    want = studio.ir()
+    page.mouse.click(*studio.wire_point("Classify", "Billing"))
+    expect(page.locator("#inspector")).to_contain_text("route → billing")
+    page.keyboard.press("Backspace")
+    expect(page.locator('g.wire[data-source="Classify"][data-target="Billing"]')).to_have_count(0)
+    index = next(i for i, e in enumerate(want.edges) if e.label == "billing")
+    same_graph(studio.ir(), edits.remove_edge(want, index))
+    bodies_untouched(studio.text)
+    labels = page.evaluate(
+        "[...document.querySelectorAll('#labels .edge-label')].map((e) => e.textContent)"
+    )
+    assert sorted(labels) == ["route: other", "route: tech"]
 
 
 def test_ports_on_a_hole_and_deleting_a_node(studio: Studio) -> None:

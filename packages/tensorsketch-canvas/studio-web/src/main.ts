@@ -841,7 +841,7 @@ async function refreshRuns(): Promise<void> {
   picker.innerHTML = "";
   if (!state.runs.length) picker.add(new Option("no runs yet", ""));
   state.runs.forEach((r, i) => {
-    const when = typeof r.started === "number" ? new Date(r.started * (r.started > 1e12 ? 1 : 1000)).toLocaleTimeString() : r.started ?? "";
+    const when = typeof r.started === "number" ? new Date(r.started * (r.started > 1e12 ? 1 : 1000)).toLocaleTimeString([], { hour12: false }) : r.started ?? "";
     const opt = new Option(`run ${i + 1} · ${r.status} · ${when}`, r.run);
     opt.title = `${r.run} · ${r.spans} spans`;
     picker.add(opt);
