@@ -54,7 +54,16 @@ DEV_TOOLS = ["pytest>=8", "pytest-asyncio>=0.24", "hypothesis>=6", "pytest-timeo
 
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["services", "lint", "typecheck", "tests", "integration", "build", "docs"]
+nox.options.sessions = [
+    "services",
+    "lint",
+    "typecheck",
+    "tests",
+    "integration",
+    "build",
+    "docs",
+    "studio-build",
+]
 
 
 def _pytest(
@@ -457,6 +466,28 @@ def docs(session: nox.Session) -> None:
         str(ROOT / "site"),
         env={"NO_MKDOCS_2_WARNING": "1"},  # mkdocs-material's end-of-life banner
     )
+
+
+STUDIO_WEB = PACKAGES / "tensorsketch-canvas" / "studio-web"
+
+
+@nox.session(name="studio-build", python=False)
+def studio_build(session: nox.Session) -> None:
+    """The Studio's browser bundle (studio-web/ → canvas/studio/static/, committed).
+
+    `nox -s studio-build` installs the pinned packages from the committed lockfile and
+    rebuilds static/. `nox -s studio-build -- --check` (the default under CI) builds into
+    memory and fails when the committed bundle differs from a fresh build. Without `npm` on
+    the machine the session is skipped: the committed bundle is what `pip install` ships.
+    """
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        session.skip("npm/node not found: the committed Studio bundle is not rebuilt or checked")
+    check = "--check" in session.posargs or os.environ.get("CI", "").lower() in ("1", "true")
+    session.chdir(STUDIO_WEB)
+    session.run(npm, "ci", "--no-audit", "--no-fund", "--loglevel=error", external=True)
+    session.run(npm, "run", "typecheck", "--silent", external=True)
+    session.run("node", "build.mjs", *(["--check"] if check else []), external=True)
 
 
 @nox.session

@@ -59,20 +59,22 @@ def test_no_holes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_prints_the_ir_of_a_file(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([str(project / "graph.py")]) == 0
+    assert main(["--ir", str(project / "graph.py")]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["name"] == "app"
     assert data["nodes"][0]["has_hole"] is True
-    assert main([str(project / "graph.py"), "--graph", "other"]) == 0
+    assert main(["--ir", str(project / "graph.py"), "--graph", "other"]) == 0
     assert json.loads(capsys.readouterr().out)["state"] == "T"
-    assert main([str(project / "graph.py"), "--all"]) == 0
+    assert main(["--ir", str(project / "graph.py"), "--all"]) == 0
     assert [g["name"] for g in json.loads(capsys.readouterr().out)] == ["app", "other"]
 
 
 def test_errors_are_reported_not_raised(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([str(project / "missing.py")]) == 2
+    assert main(["--ir", str(project / "missing.py")]) == 2
     assert "cannot read" in capsys.readouterr().err
-    assert main([str(project / "broken.py")]) == 1
+    assert main([str(project / "missing.py")]) == 2  # the Studio refuses it the same way
+    assert "cannot read" in capsys.readouterr().err
+    assert main(["--ir", str(project / "broken.py")]) == 1
     assert "fix the syntax error first" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:
         main([])
@@ -99,8 +101,8 @@ def test_the_plugin_contributes_the_holes_command(
         from tensorsketch.plugins import reset_plugin_manager
     except ImportError as exc:  # pragma: no cover - only while core is being written
         pytest.skip(f"tensorsketch core CLI is not importable yet ({exc})")
-    (command,) = _hooks.tensorsketch_cli_commands()
-    assert command.name == "holes"
+    names = [command.name for command in _hooks.tensorsketch_cli_commands()]
+    assert names == ["holes", "studio"]
     reset_plugin_manager()
     try:
         assert tensorsketch_main(["holes", "--check", str(project / "graph.py")]) == 1

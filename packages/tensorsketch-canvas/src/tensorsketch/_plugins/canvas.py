@@ -1,4 +1,4 @@
-"""The canvas's TensorSketch plugin: contributes the ``tensorsketch holes`` command.
+"""The canvas's TensorSketch plugin: contributes ``tensorsketch holes`` and ``tensorsketch studio``.
 
 Registered through the ``tensorsketch`` entry-point group, exactly like a third-party plugin.
 """
@@ -14,6 +14,7 @@ from tensorsketch.hookspecs import hookimpl
 # Importing the CLI module loads libcst; defer it until the command actually runs, so loading
 # plugins (e.g. to list provider names) stays light.
 HOLES_HELP = "list the nodes that still need code (bodies that are `raise Hole(...)`)"
+STUDIO_HELP = "open a graph file in TensorSketch Studio (the canvas in your browser)"
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
@@ -28,10 +29,26 @@ def _run(args: argparse.Namespace) -> int:
     return run_holes(args)
 
 
+def _configure_studio(parser: argparse.ArgumentParser) -> None:
+    from tensorsketch.canvas._cli import configure_studio
+
+    configure_studio(parser)
+
+
+def _run_studio(args: argparse.Namespace) -> int:
+    from tensorsketch.canvas._cli import run_studio
+
+    return run_studio(args)
+
+
 __all__ = ["tensorsketch_cli_commands"]
 
 
 @hookimpl
 def tensorsketch_cli_commands() -> Sequence[CliCommand]:
-    """``tensorsketch holes [paths]``: list every node that still needs code."""
-    return [CliCommand(name="holes", help=HOLES_HELP, configure=_configure, run=_run)]
+    """``tensorsketch holes [paths]`` lists every node that still needs code;
+    ``tensorsketch studio FILE`` opens the file in TensorSketch Studio."""
+    return [
+        CliCommand(name="holes", help=HOLES_HELP, configure=_configure, run=_run),
+        CliCommand(name="studio", help=STUDIO_HELP, configure=_configure_studio, run=_run_studio),
+    ]

@@ -1,4 +1,5 @@
-"""``python -m tensorsketch.canvas``: print a file's graph IR, or ``--holes [paths]``."""
+"""``python -m tensorsketch.canvas FILE``: open it in the Studio (``--ir``: print its graph IR;
+``--holes [paths]``: list holes; ``--export mermaid|svg``: print it)."""
 
 import sys
 

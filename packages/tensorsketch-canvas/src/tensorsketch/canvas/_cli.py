@@ -1,4 +1,5 @@
-"""Command-line front ends: ``tensorsketch holes`` and ``python -m tensorsketch.canvas``.
+"""Command-line front ends: ``python -m tensorsketch.canvas`` (the Studio, ``--ir``,
+``--holes``, ``--export``), ``tensorsketch studio`` and ``tensorsketch holes``.
 
 Kept free of core imports so the engine's own CLI works even while the runtime is broken;
 ``tensorsketch._plugins.canvas`` wraps these functions into the ``tensorsketch`` console command.
@@ -18,9 +19,14 @@ from tensorsketch.canvas._extract import extract, extract_all
 from tensorsketch.canvas.exceptions import CanvasError
 from tensorsketch.canvas.holes import find_holes
 
-__all__ = ["configure_holes", "main", "run_holes"]
+__all__ = ["configure_holes", "configure_studio", "main", "run_holes", "run_studio"]
 
 HOLES_HELP = "list the nodes that still need code (bodies that are `raise Hole(...)`)"
+STUDIO_HELP = "open a graph file in TensorSketch Studio (the canvas in your browser)"
+_INSTALL_HINT = (
+    "TensorSketch Studio needs starlette and uvicorn; install them with "
+    "`pip install tensorsketch-canvas` (or `pip install starlette uvicorn`)."
+)
 
 
 def configure_holes(parser: argparse.ArgumentParser) -> None:
@@ -59,27 +65,106 @@ def run_holes(args: argparse.Namespace, out: TextIO | None = None) -> int:
     return 1 if args.check and holes else 0
 
 
+def configure_studio(parser: argparse.ArgumentParser, *, with_file: bool = True) -> None:
+    """Arguments of the Studio (``tensorsketch studio`` and ``python -m tensorsketch.canvas``)."""
+    if with_file:
+        parser.add_argument("file", help="the Python file whose graph to open")
+    parser.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765)")
+    parser.add_argument("--graph", help="which graph of the file (its variable name)")
+    parser.add_argument(
+        "--project",
+        help="folder searched for holes (default: the file's git repository root, else its folder)",
+    )
+    parser.add_argument("--open", action="store_true", help="open the page in a web browser")
+    parser.add_argument(
+        "--export",
+        choices=("mermaid", "svg"),
+        help="print (or with -o write) the graph as Mermaid or SVG and exit, without a server",
+    )
+    parser.add_argument("-o", "--output", help="with --export: the file to write")
+
+
+def _export(args: argparse.Namespace, path: Path, source: str) -> int:
+    from tensorsketch.canvas.studio.export import to_mermaid, to_svg
+
+    try:
+        ir = extract(source, args.graph)
+    except CanvasError as exc:
+        print(f"error: {path}: {exc}", file=sys.stderr)
+        return 1
+    text = to_mermaid(ir) if args.export == "mermaid" else to_svg(ir)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def run_studio(args: argparse.Namespace) -> int:
+    """Serve the Studio for ``args.file`` until Ctrl-C (or ``--export`` and exit)."""
+    path = Path(args.file)
+    try:
+        source = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        print(f"error: cannot read {str(path)!r}: {exc}", file=sys.stderr)
+        return 2
+    except UnicodeDecodeError:
+        source = ""  # a file in another encoding: the Studio reads its coding cookie
+    if args.export:
+        return _export(args, path, source)
+    if not 0 <= args.port <= 65535:
+        print(f"error: --port must be 0-65535, got {args.port}", file=sys.stderr)
+        return 2
+    try:
+        from tensorsketch.canvas.studio.server import StudioServer
+    except ImportError as exc:
+        print(f"error: {_INSTALL_HINT} ({exc})", file=sys.stderr)
+        return 2
+    server = StudioServer(
+        path,
+        port=args.port,
+        graph=args.graph,
+        project=Path(args.project) if args.project else None,
+        log_level="warning",
+    )
+    print(server.line(str(args.file)), flush=True)
+    try:
+        server.serve(open_browser=args.open)
+    except KeyboardInterrupt:  # pragma: no cover - uvicorn handles SIGINT itself
+        pass
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m tensorsketch.canvas``: print a file's graph IR, or list holes."""
+    """``python -m tensorsketch.canvas``: the Studio, or the IR (``--ir``), or holes."""
     parser = argparse.ArgumentParser(
         prog="python -m tensorsketch.canvas",
         description=(
-            "Print the graph IR (JSON) of a Python file, or with --holes list the nodes that "
-            "still need code."
+            "Open a Python file's graph in TensorSketch Studio; with --ir print its graph IR "
+            "(JSON), with --holes list the nodes that still need code, with --export print it "
+            "as Mermaid or SVG."
         ),
     )
     parser.add_argument("--holes", action="store_true", help=HOLES_HELP)
-    parser.add_argument("--graph", help="which graph of the file (its variable name)")
-    parser.add_argument("--all", action="store_true", help="print every graph of the file")
+    parser.add_argument("--ir", action="store_true", help="print the graph IR (JSON) and exit")
+    parser.add_argument("--all", action="store_true", help="with --ir: print every graph")
     parser.add_argument("--json", action="store_true", help="with --holes: print JSON")
     parser.add_argument("--check", action="store_true", help="with --holes: exit 1 if any hole")
-    parser.add_argument("paths", nargs="*", help="the file to read (with --holes: files/dirs)")
+    configure_studio(parser, with_file=False)
+    parser.add_argument("paths", nargs="*", help="the file to open (with --holes: files/dirs)")
     args = parser.parse_args(argv)
     if args.holes:
         args.paths = args.paths or ["."]
         return run_holes(args)
     if len(args.paths) != 1:
-        parser.error("give exactly one Python file to read, or --holes [paths] to list holes")
+        parser.error(
+            "give exactly one Python file to open (or --ir FILE to print its IR, --holes "
+            "[paths] to list holes)"
+        )
+    if not args.ir:
+        args.file = args.paths[0]
+        return run_studio(args)
     path = Path(args.paths[0])
     try:
         source = path.read_text(encoding="utf-8")

@@ -1,0 +1,427 @@
+"""The Studio's state and the work behind each route, as plain synchronous methods.
+
+The only state is the trace tail and the last good graph (for display while the file does not
+parse): every load re-reads the file, every edit re-writes it. File work is serialised by one
+lock and runs on a worker thread, so the event loop keeps streaming while a large file is
+re-extracted.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import os
+import subprocess
+import threading
+import warnings
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tensorsketch.canvas._classes import find_node_classes
+from tensorsketch.canvas._extract import build_ir, select
+from tensorsketch.canvas._reconstruct import reconstruct
+from tensorsketch.canvas._source import parse_source
+from tensorsketch.canvas._wiring import find_graphs
+from tensorsketch.canvas.exceptions import (
+    CanvasError,
+    GraphNotFoundError,
+    IRError,
+    SourceParseError,
+)
+from tensorsketch.canvas.ir import GraphIR
+from tensorsketch.canvas.layout import Position, layout_path, read_layout, write_layout
+from tensorsketch.canvas.studio import ops
+from tensorsketch.canvas.studio._files import SourceFile, atomic_write_bytes, read_source
+from tensorsketch.canvas.studio.trace import TraceTail
+
+__all__ = ["ApiError", "Studio", "project_root"]
+
+_log = logging.getLogger("tensorsketch.canvas.studio")
+
+#: The IR's style names → the API's (``>>`` wiring is "rshift" on the wire).
+_STYLE = {"fluent": "fluent", "statement": "statement", "operator": "rshift"}
+#: Skipped while looking for holes.
+_SKIP_DIRS = frozenset(
+    {"__pycache__", "node_modules", "site-packages", "build", "dist", "venv", ".venv"}
+)
+#: The most files the holes badge reads in a project.
+MAX_PROJECT_FILES = 20000
+#: Parses kept (by file version and graph).
+_PARSE_CACHE = 8
+
+
+class ApiError(Exception):
+    """An error answer: HTTP ``status`` with ``{"error": message, **extra}``."""
+
+    def __init__(self, status: int, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.extra = extra
+
+    def body(self) -> dict[str, Any]:
+        return {"error": self.message, **self.extra}
+
+
+def project_root(path: Path) -> Path:
+    """The file's git repository root, else its folder."""
+    folder = path.parent
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "--show-toplevel"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return folder
+    if out.returncode == 0 and out.stdout.strip():
+        return Path(out.stdout.strip())
+    return folder
+
+
+@dataclass
+class _Parsed:
+    ir: GraphIR
+    graphs: list[str]
+
+
+@dataclass
+class Studio:
+    """One launch: the opened file, its default graph, the project for holes, the token."""
+
+    path: Path
+    token: str
+    graph: str | None = None
+    project: Path | None = None
+    trace: TraceTail = field(default_factory=TraceTail)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    _last_good: dict[str | None, dict[str, Any]] = field(default_factory=dict)
+    _holes_cache: dict[Path, tuple[tuple[int, int], list[dict[str, Any]]]] = field(
+        default_factory=dict
+    )
+    #: parses by (file version, graph asked for): the file is re-read on every request, but
+    #: bytes already parsed are not parsed again (edits are pure, so sharing an IR is safe)
+    _parsed: OrderedDict[tuple[str, str | None], _Parsed] = field(default_factory=OrderedDict)
+
+    def __post_init__(self) -> None:
+        self.path = Path(os.path.abspath(self.path))
+        if self.project is None:
+            self.project = project_root(self.path)
+        self.project = Path(os.path.abspath(self.project))
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _read(self) -> SourceFile:
+        try:
+            return read_source(self.path)
+        except FileNotFoundError:
+            msg = f"{self.path} no longer exists; restore it or relaunch the Studio."
+            raise ApiError(404, msg) from None
+        except (OSError, UnicodeDecodeError, SyntaxError) as exc:
+            msg = f"cannot read {self.path}: {exc}"
+            raise ApiError(422, msg) from None
+
+    def _parse(self, source: SourceFile, graph: str | None) -> _Parsed:
+        key = (source.version, graph)
+        parsed = self._parsed.get(key)
+        if parsed is not None:
+            self._parsed.move_to_end(key)
+            return parsed
+        src = parse_source(source.text)
+        models = find_graphs(src)
+        model = select(models, graph)
+        ir = build_ir(src, model, find_node_classes(src))
+        parsed = _Parsed(ir=ir, graphs=[m.name for m in models])
+        self._parsed[key] = parsed
+        while len(self._parsed) > _PARSE_CACHE:
+            self._parsed.popitem(last=False)
+        return parsed
+
+    def layout_for(self, nodes: list[str] | None) -> dict[str, dict[str, float]]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            positions = read_layout(self.path, nodes)
+        return {name: {"x": p.x, "y": p.y} for name, p in positions.items()}
+
+    def graph_view(self, graph: str | None = None) -> dict[str, Any]:
+        """``GET /api/graph``."""
+        if graph is not None and not graph:
+            graph = None
+        with self.lock:
+            source = self._read()
+            chosen = graph if graph is not None else self.graph
+            base: dict[str, Any] = {
+                "file": str(self.path),
+                "version": source.version,
+                "holes": self.holes(),
+                "parse_error": None,
+                "stale": False,
+            }
+            try:
+                parsed = self._parse(source, chosen)
+            except SourceParseError as exc:
+                kept = self._last_good.get(chosen)
+                return {
+                    **base,
+                    "graph": kept["graph"] if kept else None,
+                    "graphs": kept["graphs"] if kept else [],
+                    "selected": kept["selected"] if kept else chosen,
+                    "layout": self.layout_for(kept["nodes"] if kept else None),
+                    "parse_error": _parse_error(source.text, str(exc)),
+                    "stale": kept is not None,
+                    "style": kept["style"] if kept else None,
+                }
+            except GraphNotFoundError as exc:
+                if graph is not None:
+                    raise ApiError(404, str(exc)) from None
+                return {
+                    **base,
+                    "graph": None,
+                    "graphs": [],
+                    "selected": None,
+                    "layout": {},
+                    "style": None,
+                    "message": str(exc),
+                }
+            ir = parsed.ir
+            nodes = [n.name for n in ir.nodes]
+            view = {
+                **base,
+                "graph": ir.to_dict(),
+                "graphs": parsed.graphs,
+                "selected": ir.name,
+                "layout": self.layout_for(nodes),
+                "style": _STYLE.get(ir.style, ir.style),
+            }
+            kept = {
+                "graph": view["graph"],
+                "graphs": parsed.graphs,
+                "selected": ir.name,
+                "nodes": nodes,
+                "style": view["style"],
+            }
+            self._last_good[chosen] = kept
+            self._last_good[ir.name] = kept
+            return view
+
+    def current_ir(self, graph: str | None = None) -> GraphIR:
+        """The selected graph, for exports; 422 while the file does not parse."""
+        with self.lock:
+            source = self._read()
+            try:
+                return self._parse(source, graph if graph else self.graph).ir
+            except SourceParseError as exc:
+                raise ApiError(422, str(exc)) from None
+            except GraphNotFoundError as exc:
+                raise ApiError(404, str(exc)) from None
+
+    # -- holes ---------------------------------------------------------------------------------
+
+    def _project_files(self) -> list[Path]:
+        assert self.project is not None
+        files: list[Path] = []
+        if self.project.is_file():
+            return [self.project]
+        for root, dirs, names in os.walk(self.project):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS)
+            for name in sorted(names):
+                if name.endswith(".py"):
+                    files.append(Path(root) / name)
+                    if len(files) >= MAX_PROJECT_FILES:
+                        return files
+        return files
+
+    def holes(self) -> list[dict[str, Any]]:
+        """Every hole in the project (and the opened file), re-reading only changed files."""
+        files = self._project_files()
+        if self.path not in files:
+            files.append(self.path)
+        out: list[dict[str, Any]] = []
+        seen: set[Path] = set()
+        for file in files:
+            seen.add(file)
+            try:
+                st = os.stat(file)
+            except OSError:
+                continue
+            key = (st.st_mtime_ns, st.st_size)
+            cached = self._holes_cache.get(file)
+            if cached is None or cached[0] != key:
+                cached = (key, _holes_in(file))
+                self._holes_cache[file] = cached
+            out.extend(cached[1])
+        for stale in set(self._holes_cache) - seen:
+            del self._holes_cache[stale]
+        return out
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def edit(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /api/edit``: check, apply, reconstruct, write atomically, re-extract."""
+        version = body.get("version")
+        op = body.get("op")
+        args = body.get("args", {})
+        graph = body.get("graph")
+        if not isinstance(version, str) or not version:
+            raise ApiError(400, "the edit needs 'version': the sha the page loaded.")
+        if not isinstance(op, str):
+            raise ApiError(400, f"the edit needs 'op', one of: {', '.join(ops.OPS)}.")
+        if not isinstance(args, dict):
+            raise ApiError(400, "'args' must be an object.")
+        if graph is not None and not isinstance(graph, str):
+            raise ApiError(400, "'graph' must be a graph name (a string).")
+        if op not in ops.OPS:
+            raise ApiError(400, f"unknown op {op!r}; the ops are: {', '.join(ops.OPS)}.")
+        with self.lock:
+            source = self._read()
+            if source.version != version:
+                raise ApiError(
+                    409,
+                    "the file changed since the page loaded it; nothing was written — reload "
+                    "to see the current graph and redo the edit.",
+                    version=source.version,
+                )
+            try:
+                parsed = self._parse(source, graph or self.graph)
+            except SourceParseError as exc:
+                raise ApiError(422, str(exc)) from None
+            except GraphNotFoundError as exc:
+                raise ApiError(404, str(exc)) from None
+            try:
+                result = ops.apply_op(parsed.ir, op, args, source.text)
+            except ops.BadEdit as exc:
+                raise ApiError(400, str(exc)) from None
+            except (ops.EditRejected, IRError) as exc:
+                raise ApiError(422, str(exc)) from None
+            try:
+                new_text = reconstruct(source.text, result.ir)
+                data = source.encode(new_text)
+            except CanvasError as exc:
+                raise ApiError(422, str(exc)) from None
+            except UnicodeEncodeError as exc:
+                msg = (
+                    f"the edit needs characters the file's encoding ({source.encoding}) "
+                    f"cannot hold: {exc}"
+                )
+                raise ApiError(422, msg) from None
+            except Exception as exc:  # an engine bug must not look like a server crash
+                _log.exception("the canvas engine failed on %s %r", op, args)
+                msg = (
+                    "the canvas engine could not write this edit back "
+                    f"({type(exc).__name__}: {exc})."
+                )
+                raise ApiError(422, msg) from None
+            if data != source.data:
+                try:
+                    current = self.path.read_bytes()
+                except OSError:
+                    current = b""
+                if current != source.data:
+                    raise ApiError(
+                        409,
+                        "the file changed while the edit was being made; nothing was written.",
+                        version=_sha(current),
+                    )
+                atomic_write_bytes(self.path, data)
+                if result.renamed is not None:
+                    self._move_layout(*result.renamed)
+            new_source = read_source(self.path)
+            new_ir = self._parse(new_source, result.ir.name).ir
+            nodes = [n.name for n in new_ir.nodes]
+            return {
+                "graph": new_ir.to_dict(),
+                "version": new_source.version,
+                "inverse": result.inverse,
+                "selected": new_ir.name,
+                "layout": self.layout_for(nodes),
+                "style": _STYLE.get(new_ir.style, new_ir.style),
+            }
+
+    def _move_layout(self, old: str, new: str) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            positions = read_layout(self.path)
+        if old in positions and new not in positions:
+            positions[new] = positions.pop(old)
+            self._write_layout(positions)
+
+    def _write_layout(self, positions: dict[str, Position]) -> None:
+        sidecar = layout_path(self.path)
+        try:
+            mode = os.stat(sidecar).st_mode & 0o7777
+        except OSError:
+            try:
+                mode = os.stat(self.path).st_mode & 0o666
+            except OSError:
+                mode = 0o644
+        write_layout(self.path, positions)
+        os.chmod(sidecar, mode)
+
+    def set_layout(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /api/layout``: merge positions into the sidecar (atomically)."""
+        positions = body.get("positions")
+        if not isinstance(positions, dict):
+            raise ApiError(400, 'expected {"positions": {"<node>": {"x": number, "y": number}}}.')
+        new: dict[str, Position] = {}
+        for name, entry in positions.items():
+            x = entry.get("x") if isinstance(entry, dict) else None
+            y = entry.get("y") if isinstance(entry, dict) else None
+            if not all(
+                isinstance(v, int | float) and not isinstance(v, bool) and _finite(v)
+                for v in (x, y)
+            ):
+                msg = f'position of {name!r} must be {{"x": number, "y": number}} (finite).'
+                raise ApiError(400, msg)
+            assert isinstance(x, int | float) and isinstance(y, int | float)
+            new[name] = Position(float(x), float(y))
+        with self.lock:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                merged = read_layout(self.path)
+            merged.update(new)
+            self._write_layout(merged)
+            return {"layout": {n: {"x": p.x, "y": p.y} for n, p in merged.items()}}
+
+
+def _finite(value: float) -> bool:
+    return value == value and value not in (float("inf"), float("-inf"))
+
+
+def _sha(data: bytes) -> str:
+    from tensorsketch.canvas.studio._files import sha256_hex
+
+    return sha256_hex(data)
+
+
+def _parse_error(text: str, message: str) -> dict[str, Any]:
+    try:
+        ast.parse(text)
+    except SyntaxError as exc:
+        return {"line": exc.lineno or 1, "column": exc.offset or 0, "message": message}
+    except ValueError:
+        pass
+    return {"line": 1, "column": 0, "message": message}
+
+
+def _holes_in(file: Path) -> list[dict[str, Any]]:
+    """The holes of one file; unreadable or unparsable files have none (no warning)."""
+    try:
+        text = file.read_bytes().decode("utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        return []
+    if "Hole" not in text:
+        return []
+    try:
+        src = parse_source(text, filename=str(file))
+        classes = find_node_classes(src)
+    except Exception:  # a file the canvas cannot read has no holes to show
+        return []
+    return [
+        {"file": str(file), "node": cls.name, "message": cls.hole or "", "line": cls.line}
+        for cls in classes.values()
+        if cls.has_hole
+    ]

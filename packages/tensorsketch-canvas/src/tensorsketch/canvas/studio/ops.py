@@ -1,0 +1,351 @@
+"""The edit operations of ``POST /api/edit``: argument checks, the canvas ``edits`` call,
+the checks the engine would make at compile time, and the inverse edit for undo.
+
+Everything here is pure: a :class:`GraphIR` and the file's text in, a new :class:`GraphIR`
+(or an :class:`EditRejected` with the teaching message) out. Nothing is written.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import keyword
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tensorsketch.canvas import edits
+from tensorsketch.canvas.ir import END, START, GraphIR, Port
+
+__all__ = ["OPS", "BadEdit", "EditRejected", "EditResult", "apply_op", "state_fields"]
+
+
+class BadEdit(ValueError):
+    """The request is malformed (a missing or mistyped argument): HTTP 400."""
+
+
+class EditRejected(ValueError):
+    """The edit is well formed but illegal (unknown node, an edge into START, a port the
+    state does not have...): HTTP 422 with this message."""
+
+
+@dataclass
+class EditResult:
+    ir: GraphIR
+    inverse: dict[str, Any] | None
+    #: a node renamed ``(old, new)``: the sidecar entry moves with it
+    renamed: tuple[str, str] | None = None
+
+
+_SIMPLE_TYPES = frozenset({"str", "int", "float", "bool", "bytes", "None"})
+
+
+# -- argument helpers --------------------------------------------------------------------------
+
+
+def _str(args: Mapping[str, Any], key: str, op: str) -> str:
+    if key not in args:
+        msg = f"{op} needs args.{key} (a string)."
+        raise BadEdit(msg)
+    value = args[key]
+    if not isinstance(value, str):
+        msg = f"{op}: args.{key} must be a string, got {type(value).__name__}."
+        raise BadEdit(msg)
+    return value
+
+
+def _side(args: Mapping[str, Any], op: str) -> str:
+    side = _str(args, "side", op)
+    if side not in ("in", "out"):
+        msg = f"{op}: args.side must be 'in' or 'out', got {side!r}."
+        raise BadEdit(msg)
+    return side
+
+
+def _ports(value: Any, op: str, key: str) -> list[Port]:
+    """``{"port": "type"}`` or ``[{"name": ..., "type": ...}]`` (or ``[[name, type]]``)."""
+    if value is None:
+        return []
+    pairs: list[tuple[Any, Any]]
+    if isinstance(value, dict):
+        pairs = list(value.items())
+    elif isinstance(value, list):
+        pairs = []
+        for item in value:
+            if isinstance(item, dict) and set(item) == {"name", "type"}:
+                pairs.append((item["name"], item["type"]))
+            elif isinstance(item, list) and len(item) == 2:
+                pairs.append((item[0], item[1]))
+            else:
+                msg = f"{op}: args.{key} items must be {{'name': ..., 'type': ...}}, got {item!r}."
+                raise BadEdit(msg)
+    else:
+        msg = f"{op}: args.{key} must be an object {{port: type}}, got {type(value).__name__}."
+        raise BadEdit(msg)
+    ports: list[Port] = []
+    for name, type_text in pairs:
+        if not isinstance(name, str) or not isinstance(type_text, str):
+            msg = f"{op}: port names and types in args.{key} must be strings, got {name!r}."
+            raise BadEdit(msg)
+        ports.append(_checked_port(name, type_text))
+    _no_duplicates(ports, f"args.{key}")
+    return ports
+
+
+def _checked_port(name: str, type_text: str) -> Port:
+    if not name.isidentifier() or keyword.iskeyword(name):
+        msg = f"port name {name!r} must be a Python identifier (it is a state field)."
+        raise EditRejected(msg)
+    if not type_text.strip():
+        msg = f"port {name!r} needs a type annotation, e.g. 'str'."
+        raise EditRejected(msg)
+    try:
+        ast.parse(type_text, mode="eval")
+    except SyntaxError:
+        msg = f"port {name!r}: {type_text!r} is not a valid type annotation."
+        raise EditRejected(msg) from None
+    return Port(name, type_text.strip())
+
+
+def _no_duplicates(ports: list[Port], where: str) -> None:
+    seen: set[str] = set()
+    for port in ports:
+        if port.name in seen:
+            msg = f"{where} names port {port.name!r} twice."
+            raise EditRejected(msg)
+        seen.add(port.name)
+
+
+# -- what compile() would say ------------------------------------------------------------------
+
+
+def state_fields(source: str, state: str | None) -> dict[str, str] | None:
+    """The state schema's fields (name → annotation text) when the file defines the schema
+    (following bases defined in the file); ``None`` when it cannot be known without running
+    the code."""
+    if not state or not state.isidentifier():
+        return None
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+
+    def fields_of(name: str, seen: frozenset[str]) -> dict[str, str] | None:
+        cls = classes.get(name)
+        if cls is None or name in seen:
+            return None
+        out: dict[str, str] = {}
+        for base in cls.bases:
+            base_name = base.id if isinstance(base, ast.Name) else None
+            if base_name in ("Schema", "BaseModel"):
+                continue
+            if base_name is None:
+                return None
+            inherited = fields_of(base_name, seen | {name})
+            if inherited is None:
+                return None
+            out.update(inherited)
+        for stmt in cls.body:
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                out[stmt.target.id] = ast.unparse(stmt.annotation)
+        return out
+
+    return fields_of(state, frozenset())
+
+
+def _field_hint(port: str, fields: Mapping[str, str]) -> str:
+    close = difflib.get_close_matches(port, list(fields), n=1, cutoff=0.6)
+    if close:
+        return f" — did you mean {close[0]!r}?"
+    return f"; add `{port}: ...` to the state schema or rename the port."
+
+
+def _check_ports(
+    node: str, inputs: list[Port], outputs: list[Port], state: str | None, source: str
+) -> None:
+    """The engine's port checks (``tensorsketch._validate.node_spec``), read from the source."""
+    fields = state_fields(source, state)
+    if fields is None:
+        return
+    for verb, ports in (("reads", inputs), ("writes", outputs)):
+        for port in ports:
+            if port.name not in fields:
+                msg = (
+                    f"node {node!r} {verb} `{port.name}`, but {state} has no field "
+                    f"{port.name!r}{_field_hint(port.name, fields)}"
+                )
+                raise EditRejected(msg)
+            want = fields[port.name]
+            if want != port.type and {want, port.type} <= _SIMPLE_TYPES:
+                fix = (
+                    f"make the port type accept `{want}`."
+                    if verb == "reads"
+                    else f"change the Out port to `{port.name}: {want}` (or widen the state field)."
+                )
+                msg = (
+                    f"node {node!r} {verb} `{port.name}: {port.type}`, but {state}.{port.name} "
+                    f"is `{want}`; {fix}"
+                )
+                raise EditRejected(msg)
+
+
+def _check_edge(ir: GraphIR, source: str, target: str) -> None:
+    known = [n.name for n in ir.nodes]
+    for name, role in ((source, "source"), (target, "target")):
+        if name not in (START, END) and name not in known:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            hint = f" — did you mean {close[0]!r}?" if close else ""
+            listed = ", ".join(repr(k) for k in known) or "none yet"
+            msg = f"edge {role} {name!r} is not a node{hint} (known nodes: {listed})."
+            raise EditRejected(msg)
+    if target == START:
+        msg = f"edge from {source!r} points at START; START is only a source."
+        raise EditRejected(msg)
+    if source == END:
+        msg = f"edge from END to {target!r}: END can only be a target."
+        raise EditRejected(msg)
+    for edge in ir.edges:
+        if edge.source != source:
+            continue
+        if edge.kind in ("conditional", "dynamic"):
+            msg = (
+                f"node {source!r} has both static edges and a {edge.branch or 'conditional'} "
+                "edge; a node's successors must come from one place — route every target "
+                "through the path function, or drop the conditional."
+            )
+            raise EditRejected(msg)
+        if edge.kind == "sequential" and edge.target == target:
+            msg = f"the graph already has the edge {source!r} → {target!r}."
+            raise EditRejected(msg)
+
+
+# -- the operations ----------------------------------------------------------------------------
+
+
+def _add_node(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
+    name = _str(args, "name", "add_node")
+    inputs = _ports(args.get("inputs"), "add_node", "inputs")
+    outputs = _ports(args.get("outputs"), "add_node", "outputs")
+    hole = args.get("hole")
+    if hole is not None and not isinstance(hole, str):
+        msg = "add_node: args.hole must be a string."
+        raise BadEdit(msg)
+    _check_ports(name, inputs, outputs, ir.state, source)
+    new = edits.add_node(ir, name, inputs, outputs, hole=hole)
+    return EditResult(new, {"op": "remove_node", "args": {"name": name}})
+
+
+def _remove_node(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
+    del source
+    name = _str(args, "name", "remove_node")
+    return EditResult(edits.remove_node(ir, name), None)
+
+
+def _add_edge(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
+    del source
+    src = _str(args, "source", "add_edge")
+    dst = _str(args, "target", "add_edge")
+    _check_edge(ir, src, dst)
+    new = edits.add_edge(ir, src, dst)
+    return EditResult(new, {"op": "remove_edge", "args": {"source": src, "target": dst}})
+
+
+def _remove_edge(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
+    del source
+    src = _str(args, "source", "remove_edge")
+    dst = args.get("target")
+    if dst is not None and not isinstance(dst, str):
+        msg = "remove_edge: args.target must be a string (or null for a dynamic edge)."
+        raise BadEdit(msg)
+    label = args.get("label")
+    for index, edge in enumerate(ir.edges):
+        if edge.kind == "custom" or edge.source != src or edge.target != dst:
+            continue
+        if label is not None and edge.label != label:
+            continue
+        new = edits.remove_edge(ir, index)
+        inverse = (
+            {"op": "add_edge", "args": {"source": src, "target": dst}}
+            if edge.kind == "sequential" and dst is not None
+            else None
+        )
+        return EditResult(new, inverse)
+    listed = ", ".join(f"{e.source} → {e.target}" for e in ir.edges if e.kind != "custom") or "none"
+    msg = f"graph {ir.name!r} has no edge {src!r} → {dst!r} (edges: {listed})."
+    raise EditRejected(msg)
+
+
+def _rename_node(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
+    del source
+    old = _str(args, "old", "rename_node")
+    new_name = _str(args, "new", "rename_node")
+    new = edits.rename_node(ir, old, new_name)
+    return EditResult(
+        new, {"op": "rename_node", "args": {"old": new_name, "new": old}}, (old, new_name)
+    )
+
+
+def _add_port(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
+    node_name = _str(args, "node", "add_port")
+    side = _side(args, "add_port")
+    port = _checked_port(_str(args, "name", "add_port"), _str(args, "type", "add_port"))
+    node = ir.node(node_name)
+    current = node.inputs if side == "in" else node.outputs
+    if any(p.name == port.name for p in current):
+        msg = f"node {node_name!r} already has an {side!r} port named {port.name!r}."
+        raise EditRejected(msg)
+    ports = [*current, port]
+    if side == "in":
+        _check_ports(node_name, [port], [], ir.state, source)
+        new = edits.set_ports(ir, node_name, inputs=ports)
+    else:
+        _check_ports(node_name, [], [port], ir.state, source)
+        new = edits.set_ports(ir, node_name, outputs=ports)
+    inverse = {"op": "remove_port", "args": {"node": node_name, "side": side, "name": port.name}}
+    return EditResult(new, inverse)
+
+
+def _remove_port(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
+    del source
+    node_name = _str(args, "node", "remove_port")
+    side = _side(args, "remove_port")
+    name = _str(args, "name", "remove_port")
+    node = ir.node(node_name)
+    current = node.inputs if side == "in" else node.outputs
+    removed = next((p for p in current if p.name == name), None)
+    if removed is None:
+        names = ", ".join(repr(p.name) for p in current) or "none"
+        msg = f"node {node_name!r} has no {side!r} port named {name!r} (its ports: {names})."
+        raise EditRejected(msg)
+    ports = [p for p in current if p.name != name]
+    if side == "in":
+        new = edits.set_ports(ir, node_name, inputs=ports)
+    else:
+        new = edits.set_ports(ir, node_name, outputs=ports)
+    inverse = {
+        "op": "add_port",
+        "args": {"node": node_name, "side": side, "name": name, "type": removed.type},
+    }
+    return EditResult(new, inverse)
+
+
+OPS: dict[str, Callable[[GraphIR, Mapping[str, Any], str], EditResult]] = {
+    "add_node": _add_node,
+    "add_edge": _add_edge,
+    "remove_edge": _remove_edge,
+    "rename_node": _rename_node,
+    "add_port": _add_port,
+    "remove_port": _remove_port,
+    "remove_node": _remove_node,
+}
+
+
+def apply_op(ir: GraphIR, op: str, args: Mapping[str, Any], source: str) -> EditResult:
+    """Apply one edit; :class:`BadEdit` (400), :class:`EditRejected` or the canvas's
+    ``IRError`` (422) when it cannot be made."""
+    handler = OPS.get(op)
+    if handler is None:
+        msg = f"unknown op {op!r}; the ops are: {', '.join(OPS)}."
+        raise BadEdit(msg)
+    return handler(ir, args, source)

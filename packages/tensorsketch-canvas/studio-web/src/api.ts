@@ -1,0 +1,75 @@
+// The one place that talks to the Studio server. The token comes from the page URL
+// (`?token=`) and goes back on every call: as a header, or in the query for EventSource.
+import type { EditOp, EditResponse, GraphResponse, RunSummary, RunTrace, XY } from "./types";
+
+const params = new URLSearchParams(location.search);
+export const token = params.get("token") ?? "";
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly body: Record<string, unknown>,
+  ) {
+    super(message);
+  }
+}
+
+async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = { "X-Studio-Token": token };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const res = await fetch(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+    cache: "no-store",
+  });
+  const text = await res.text();
+  let data: Record<string, unknown> = {};
+  try {
+    data = text ? JSON.parse(text) : {};
+  } catch {
+    data = { error: text };
+  }
+  if (!res.ok) {
+    const msg = typeof data.error === "string" ? data.error : `${res.status} ${res.statusText}`;
+    throw new ApiError(res.status, msg, data);
+  }
+  return data as T;
+}
+
+export function getGraph(graph?: string | null): Promise<GraphResponse> {
+  const q = graph ? `?graph=${encodeURIComponent(graph)}` : "";
+  return call("GET", `/api/graph${q}`);
+}
+
+export function edit(version: string, graph: string | null, op: EditOp): Promise<EditResponse> {
+  const body: Record<string, unknown> = { version, op: op.op, args: op.args };
+  if (graph) body.graph = graph;
+  return call("POST", "/api/edit", body);
+}
+
+export function saveLayout(positions: Record<string, XY>): Promise<{ layout: Record<string, XY> }> {
+  return call("POST", "/api/layout", { positions });
+}
+
+export function traceRuns(): Promise<{ runs: RunSummary[] }> {
+  return call("GET", "/api/trace");
+}
+
+export function traceRun(run: string): Promise<RunTrace> {
+  return call("GET", `/api/trace?run=${encodeURIComponent(run)}`);
+}
+
+export async function exportText(format: "mermaid" | "svg"): Promise<string> {
+  const res = await fetch(`/api/export?format=${format}`, {
+    headers: { "X-Studio-Token": token },
+    cache: "no-store",
+  });
+  if (!res.ok) throw new ApiError(res.status, await res.text(), {});
+  return res.text();
+}
+
+export function events(): EventSource {
+  return new EventSource(`/api/events?token=${encodeURIComponent(token)}`);
+}

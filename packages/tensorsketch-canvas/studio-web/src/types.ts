@@ -1,0 +1,114 @@
+// The JSON shapes of the Studio API (see docs/studio.md, "API") and of the graph IR
+// (tensorsketch/canvas/ir.py, GraphIR.to_dict()).
+
+export const START = "__start__";
+export const END = "__end__";
+
+export interface Port {
+  name: string;
+  type: string;
+}
+
+export interface NodeIR {
+  name: string;
+  cls: string;
+  inputs: Port[];
+  outputs: Port[];
+  has_hole: boolean;
+  hole: string | null;
+  line: number | null;
+}
+
+export type EdgeKind = "sequential" | "conditional" | "dynamic" | "custom";
+
+export interface EdgeIR {
+  source: string | null;
+  target: string | null;
+  kind: EdgeKind;
+  path: string | null;
+  label: string | null;
+  branch: "conditional" | "router" | "loop" | null;
+  code: string | null;
+}
+
+export interface GraphIR {
+  name: string;
+  state: string | null;
+  style: string;
+  nodes: NodeIR[];
+  edges: EdgeIR[];
+  added: string[];
+}
+
+export interface XY {
+  x: number;
+  y: number;
+}
+
+export interface HoleRef {
+  file: string;
+  node: string;
+  message: string | null;
+  line: number | null;
+}
+
+export interface ParseError {
+  line: number | null;
+  column: number | null;
+  message: string;
+}
+
+export interface GraphResponse {
+  file: string;
+  graph: GraphIR | null;
+  graphs: string[];
+  selected: string | null;
+  version: string;
+  layout: Record<string, XY>;
+  holes: HoleRef[];
+  parse_error: ParseError | null;
+  stale?: boolean;
+  style?: string;
+}
+
+export interface EditOp {
+  op: string;
+  args: Record<string, unknown>;
+}
+
+export interface EditResponse {
+  graph: GraphIR;
+  version: string;
+  inverse: EditOp | null;
+  layout?: Record<string, XY>;
+}
+
+export interface RunSummary {
+  run: string;
+  started: number | string | null;
+  spans: number;
+  status: string;
+}
+
+export interface SpanSummary {
+  name: string;
+  kind: string;
+  duration_ms: number | null;
+  tokens: number | null;
+  cost: number | null;
+  error: string | null;
+}
+
+export interface NodeTrace {
+  status: "ok" | "error" | "running";
+  latency_ms: number | null;
+  cost: number | null;
+  calls: number;
+  tokens: number | null;
+  last: SpanSummary[];
+}
+
+export interface RunTrace {
+  run: string;
+  nodes: Record<string, NodeTrace>;
+}

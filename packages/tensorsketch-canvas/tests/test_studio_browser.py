@@ -1,0 +1,765 @@
+"""TensorSketch Studio in a real browser: the committed bundle, the real server, Chromium.
+
+Each test serves a temporary copy of the support router with ``StudioServer`` on a free
+127.0.0.1 port and drives Debian's Chromium through Playwright. Every gesture is checked where
+it lands: the file on disk (re-extracted and compared with the IR the gesture should produce;
+the node bodies it did not touch byte-identical) and the layout sidecar.
+
+Skipped, with the reason, when ``/usr/bin/chromium`` or Playwright for Python is missing.
+With ``TS_STUDIO_SCREENSHOTS=1`` the screenshots of docs/studio.md are rewritten in
+docs/images/ (``test_paints_support_router``, ``test_gestures_write_the_file``,
+``test_live_trace_overlay``).
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tensorsketch.canvas import END, START, edits, extract, layout_path
+from tensorsketch.canvas.ir import EdgeIR, GraphIR, Port
+
+CHROMIUM = Path("/usr/bin/chromium")
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = ROOT / "examples" / "support_router.py"
+#: Screenshots go to docs/images/ (the pictures in docs/studio.md) with TS_STUDIO_SCREENSHOTS=1,
+#: else to a temporary folder, so a plain test run leaves the work tree as it was.
+IMAGES = (
+    ROOT / "docs" / "images"
+    if os.environ.get("TS_STUDIO_SCREENSHOTS") == "1"
+    else Path(tempfile.gettempdir()) / "tensorsketch-studio-screenshots"
+)
+BROWSER_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+
+if not CHROMIUM.exists():
+    pytest.skip(
+        "no /usr/bin/chromium: install Debian's Chromium (apt-get install chromium) to run "
+        "the Studio browser tests",
+        allow_module_level=True,
+    )
+if importlib.util.find_spec("playwright") is None:
+    pytest.skip(
+        "Playwright for Python is not installed (pip install playwright; the tests use "
+        "/usr/bin/chromium, never `playwright install`)",
+        allow_module_level=True,
+    )
+STATIC = ROOT / "packages/tensorsketch-canvas/src/tensorsketch/canvas/studio/static"
+if not (STATIC / "index.html").exists():
+    pytest.skip("the Studio bundle is not built (nox -s studio-build)", allow_module_level=True)
+
+from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
+
+from tensorsketch.canvas.studio.server import StudioServer  # noqa: E402
+
+pytestmark = pytest.mark.timeout(120)
+
+#: The support router with its routing function's targets written as a mapping (as in the
+#: docs), so the canvas shows ``route: billing``-style conditional edges.
+MAPPED = (
+    EXAMPLE.read_text(encoding="utf-8")
+    .replace(
+        '    return {"billing": "Billing", "tech": "Tech"}.get(state.intent, "Fallback")',
+        "    return state.intent",
+    )
+    .replace(
+        '.conditional("Classify", route)',
+        '.conditional("Classify", route, {"billing": "Billing", "tech": "Tech", '
+        '"other": "Fallback"})',
+    )
+)
+assert "return state.intent" in MAPPED and '"other": "Fallback"' in MAPPED
+
+
+# -- fixtures ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS)
+        yield b
+        b.close()
+
+
+class Studio:
+    def __init__(self, path: Path, server: StudioServer, page: Page) -> None:
+        self.path = path
+        self.server = server
+        self.page = page
+        self.errors: list[str] = []
+
+    @property
+    def text(self) -> str:
+        return self.path.read_text(encoding="utf-8")
+
+    def ir(self) -> GraphIR:
+        return extract(self.text)
+
+    def sidecar(self) -> dict[str, Any]:
+        side = layout_path(self.path)
+        return json.loads(side.read_text(encoding="utf-8"))["nodes"] if side.exists() else {}
+
+    def paints(self) -> int:
+        return int(self.page.evaluate("window.__studio.paints"))
+
+    def wait_paint_after(self, before: int, timeout: float = 5.0) -> None:
+        self.page.wait_for_function(
+            f"window.__studio.paints > {before} && !document.body.classList.contains('busy')",
+            timeout=timeout * 1000,
+        )
+
+    def box(self, name: str) -> Any:
+        return self.page.locator(f'#boxes g.box[data-id="{name}"]')
+
+    def _rect_center(self, name: str, selector: str) -> tuple[float, float]:
+        # one JS call: a repaint between finding the element and measuring it cannot interfere
+        self.box(name).wait_for()
+        x, y = self.page.evaluate(
+            """([id, sel]) => {
+                const g = document.querySelector(`#boxes g.box[data-id="${id}"]`);
+                const r = g.querySelector(sel).getBoundingClientRect();
+                return [r.x + r.width / 2, r.y + r.height / 2];
+            }""",
+            [name, selector],
+        )
+        return x, y
+
+    def center(self, name: str) -> tuple[float, float]:
+        return self._rect_center(name, ":scope > g")
+
+    def handle(self, name: str) -> tuple[float, float]:
+        return self._rect_center(name, ".handle")
+
+    def drag(self, start: tuple[float, float], end: tuple[float, float]) -> None:
+        mouse = self.page.mouse
+        mouse.move(*start)
+        mouse.down()
+        for i in range(1, 9):
+            t = i / 8
+            mouse.move(start[0] + (end[0] - start[0]) * t, start[1] + (end[1] - start[1]) * t)
+        mouse.up()
+
+    def wire_point(self, source: str, target: str) -> tuple[float, float]:
+        """A screen point on the wire ``source`` → ``target`` (halfway along its path)."""
+        point = self.page.evaluate(
+            """([s, t]) => {
+                const p = document.querySelector(
+                    `g.wire[data-source="${s}"][data-target="${t}"] path.hit`);
+                const q = p.getPointAtLength(p.getTotalLength() / 2);
+                const m = p.getScreenCTM();
+                return [q.x * m.a + q.y * m.c + m.e, q.x * m.b + q.y * m.d + m.f];
+            }""",
+            [source, target],
+        )
+        return point[0], point[1]
+
+
+@pytest.fixture
+def studio(tmp_path: Path, browser: Browser) -> Iterator[Studio]:
+    path = tmp_path / "support_router.py"
+    path.write_text(MAPPED, encoding="utf-8")
+    server = StudioServer(path, port=0, project=tmp_path).start()
+    context = browser.new_context(viewport={"width": 1400, "height": 800}, accept_downloads=True)
+    page = context.new_page()
+    s = Studio(path, server, page)
+    page.on("pageerror", lambda exc: s.errors.append(str(exc)))
+    page.goto(server.url)
+    page.wait_for_function(
+        "window.__studio && window.__studio.paints > 0 && window.__studio.state.connected",
+        timeout=10_000,
+    )
+    try:
+        yield s
+    finally:
+        context.close()
+        server.stop()
+    assert not s.errors, f"errors in the page: {s.errors}"
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def class_sources(text: str) -> dict[str, str]:
+    """Each top-level class's source text, exactly as in the file."""
+    tree = ast.parse(text)
+    return {
+        node.name: ast.get_source_segment(text, node) or ""
+        for node in tree.body
+        if isinstance(node, ast.ClassDef)
+    }
+
+
+def same_graph(got: GraphIR, want: GraphIR) -> None:
+    """Equal IRs, except that a created node's hole message is the server's to word."""
+    assert [n.name for n in got.nodes] == [n.name for n in want.nodes]
+    for g, w in zip(got.nodes, want.nodes, strict=True):
+        assert (g.name, g.inputs, g.outputs, g.has_hole) == (
+            w.name,
+            w.inputs,
+            w.outputs,
+            w.has_hole,
+        )
+    assert got.edges == want.edges
+
+
+ORIGINAL_CLASSES = class_sources(MAPPED)
+BODIES = ["Support", "Classify", "Billing", "Tech", "Fallback"]
+
+
+def bodies_untouched(text: str, names: list[str] = BODIES) -> None:
+    now = class_sources(text)
+    for name in names:
+        assert now[name] == ORIGINAL_CLASSES[name], f"class {name} changed"
+
+
+# -- painting ----------------------------------------------------------------------------------
+
+
+def test_paints_support_router(studio: Studio) -> None:
+    page = studio.page
+    for name in ("Classify", "Billing", "Tech", "Fallback"):
+        expect(studio.box(name)).to_be_visible()
+        expect(studio.box(name).locator("text.name")).to_have_text(name)
+    expect(studio.box(START)).to_contain_text("START")
+    expect(studio.box(END)).to_contain_text("END")
+    # typed ports: In on the left (green), Out on the right (violet), with their type text
+    expect(studio.box("Classify").locator('.port.in[data-port="query"]')).to_have_text("query: str")
+    expect(studio.box("Classify").locator('.port.out[data-port="intent"]')).to_have_text(
+        "intent: Intent"
+    )
+    classify = studio.box("Classify").bounding_box()
+    port_in = studio.box("Classify").locator(".port.in circle").bounding_box()
+    port_out = studio.box("Classify").locator(".port.out circle").bounding_box()
+    assert classify and port_in and port_out
+    assert port_in["x"] < classify["x"] + 10 < port_out["x"]
+    # conditional routes: dashed blue, labelled with the routing function and key
+    labels = page.evaluate(
+        "[...document.querySelectorAll('#labels .edge-label')].map((e) => e.textContent)"
+    )
+    assert sorted(labels) == ["route: billing", "route: other", "route: tech"]
+    assert page.locator('g.wire.conditional[data-source="Classify"]').count() == 3
+    assert page.locator('g.wire.solid[data-target="__end__"]').count() == 3
+    # a layered layout, left to right: START < Classify < specialists < END
+    xs = {n: studio.center(n)[0] for n in (START, "Classify", "Billing", END)}
+    assert xs[START] < xs["Classify"] < xs["Billing"] < xs[END]
+    # nothing falls off screen
+    for name in (START, "Classify", "Billing", "Tech", "Fallback", END):
+        bb = studio.box(name).bounding_box()
+        assert bb and bb["x"] >= 0 and bb["y"] >= 46 and bb["x"] + bb["width"] <= 1400
+        assert bb["y"] + bb["height"] <= 800
+    expect(page.locator("#holes-count")).to_have_text("0")
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(IMAGES / "studio-support-router.png"))
+
+
+def test_dynamic_route_is_a_stub(tmp_path: Path, browser: Browser) -> None:
+    """The example as shipped routes without a mapping: a `route → ?` stub, no invented edges."""
+    path = tmp_path / "support_router.py"
+    shutil.copy(EXAMPLE, path)
+    with StudioServer(path, port=0, project=tmp_path) as server:
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        page.goto(server.url)
+        page.wait_for_function("window.__studio && window.__studio.paints > 0")
+        expect(page.locator("g.box.stub")).to_have_text("route → ?")
+        assert page.locator('g.wire.dynamic[data-source="Classify"]').count() == 1
+        assert page.locator("g.wire.conditional").count() == 0
+        page.close()
+
+
+def test_custom_wiring_and_loops_are_drawn(tmp_path: Path, browser: Browser) -> None:
+    source = MAPPED.replace(
+        '    .edge("Fallback", END)\n',
+        '    .edge("Fallback", END)\n    .edge(*("Tech", "Fallback"))\n',
+    )
+    path = tmp_path / "custom.py"
+    path.write_text(source, encoding="utf-8")
+    ir = extract(source)
+    assert any(e.kind == "custom" for e in ir.edges), "the fixture needs a custom element"
+    with StudioServer(path, port=0, project=tmp_path) as server:
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        page.goto(server.url)
+        page.wait_for_function("window.__studio && window.__studio.paints > 0")
+        custom = page.locator("g.box.custom")
+        expect(custom).to_have_count(1)
+        expect(custom.locator("text.code")).to_contain_text('.edge(*("Tech", "Fallback"))')
+        page.close()
+    loop = tmp_path / "loop.py"
+    loop.write_text(LOOP, encoding="utf-8")
+    assert [e.label for e in extract(LOOP).edges if e.branch == "loop"] == ["repeat", "exit"]
+    with StudioServer(loop, port=0, project=tmp_path) as server:
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        page.goto(server.url)
+        page.wait_for_function("window.__studio && window.__studio.paints > 0")
+        arc = page.locator('g.wire[data-source="Increment"][data-target="Increment"]')
+        expect(arc).to_have_count(1)
+        labels = page.evaluate(
+            "[...document.querySelectorAll('#labels .edge-label')].map((e) => e.textContent)"
+        )
+        assert sorted(labels) == ["exit", "repeat until done"]
+        # the arc rises above the node
+        node = page.locator('#boxes g.box[data-id="Increment"]').bounding_box()
+        bb = arc.bounding_box()
+        assert node and bb and bb["y"] < node["y"] - 30
+        page.close()
+
+
+LOOP = """\
+from tensorsketch import END, START, Context, Graph, Node, Schema
+
+
+class C(Schema):
+    n: int = 0
+
+
+class Increment(Node):
+    class In(Schema):
+        n: int
+
+    class Out(Schema):
+        n: int
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        return self.Out(n=inp.n + 1)
+
+
+def done(state: C) -> bool:
+    return state.n >= 3
+
+
+app = Graph(C).add(Increment).edge(START, "Increment").loop("Increment", until=done, exit=END)
+"""
+
+
+# -- gestures ----------------------------------------------------------------------------------
+
+
+def test_gestures_write_the_file(studio: Studio) -> None:
+    page = studio.page
+    want = studio.ir()
+
+    # + node: a typed-hole stub in the file, dropped unwired
+    before = studio.paints()
+    page.click("#add-node")
+    page.fill("#new-name", "Escalate")
+    page.fill("#new-inputs", "query: str")
+    page.fill("#new-outputs", "answer: str")
+    page.click("#new-ok")
+    expect(studio.box("Escalate")).to_be_visible()
+    studio.wait_paint_after(before)
+    want = edits.add_node(want, "Escalate", [("query", "str")], [("answer", "str")])
+    same_graph(studio.ir(), want)
+    assert studio.ir().node("Escalate").has_hole
+    assert "class Escalate" in studio.text
+    bodies_untouched(studio.text)
+    expect(studio.box("Escalate").locator(".hole-tag")).to_have_text("needs code")
+    expect(page.locator("#holes-count")).to_have_text("1")
+    assert "Escalate" in studio.sidecar()  # dropped where the user is looking
+
+    # the hole's message on hover
+    page.mouse.move(*studio.center("Escalate"))
+    expect(page.locator("#tooltip")).to_be_visible()
+    expect(page.locator("#tooltip")).to_contain_text("needs code")
+
+    # wire: drag from Escalate's right edge onto END
+    studio.drag(studio.handle("Escalate"), studio.center(END))
+    expect(page.locator('g.wire[data-source="Escalate"][data-target="__end__"]')).to_have_count(1)
+    want = edits.add_edge(want, "Escalate", END)
+    same_graph(studio.ir(), want)
+    bodies_untouched(studio.text)
+    page.mouse.move(*studio.center("Escalate"))
+    expect(page.locator("#tooltip")).to_be_visible()
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(IMAGES / "studio-editing.png"))
+
+    # delete an edge: select Tech → END, press Delete
+    page.mouse.click(*studio.wire_point("Tech", END))
+    expect(page.locator('g.wire.selected[data-source="Tech"]')).to_have_count(1)
+    page.keyboard.press("Delete")
+    expect(page.locator('g.wire[data-source="Tech"][data-target="__end__"]')).to_have_count(0)
+    index = next(i for i, e in enumerate(want.edges) if (e.source, e.target) == ("Tech", END))
+    want = edits.remove_edge(want, index)
+    same_graph(studio.ir(), want)
+    bodies_untouched(studio.text)
+
+    # rename: select the node, type the new name
+    page.mouse.click(*studio.center("Escalate"))
+    page.fill("#rename-input", "Escalation")
+    page.press("#rename-input", "Enter")
+    expect(studio.box("Escalation")).to_be_visible()
+    want = edits.rename_node(want, "Escalate", "Escalation")
+    same_graph(studio.ir(), want)
+    bodies_untouched(studio.text)
+    assert "Escalation" in studio.sidecar() and "Escalate" not in studio.sidecar()
+
+    # move: the sidecar changes, the file does not
+    text_before_move = studio.text
+    x0, y0 = studio.center("Billing")
+    old = dict(studio.sidecar().get("Billing", {}))
+    studio.drag((x0, y0), (x0 + 60, y0 + 140))
+    page.wait_for_function("() => !document.body.classList.contains('busy')")
+    deadline = time.monotonic() + 3
+    while "Billing" not in studio.sidecar() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    moved = studio.sidecar()["Billing"]
+    assert moved != old
+    assert studio.text == text_before_move
+    x1, y1 = studio.center("Billing")
+    assert abs(x1 - (x0 + 60)) < 3 and abs(y1 - (y0 + 140)) < 3
+
+    # undo the move (sidecar only), then the rename (an inverse edit through the file)
+    page.click("#undo")
+    page.wait_for_function(
+        f"() => {{ const b = window.__studio.state.layout.Billing; return b && "
+        f"(b.x !== {moved['x']} || b.y !== {moved['y']}); }}"
+    )
+    assert studio.sidecar()["Billing"] != moved
+    assert studio.text == text_before_move
+    page.click("#undo")
+    expect(studio.box("Escalate")).to_be_visible()
+    same_graph(studio.ir(), edits.rename_node(want, "Escalation", "Escalate"))
+    bodies_untouched(studio.text)
+
+    # redo the rename
+    page.click("#redo")
+    expect(studio.box("Escalation")).to_be_visible()
+    same_graph(studio.ir(), want)
+    bodies_untouched(studio.text)
+
+    # keyboard undo/redo of the wiring
+    page.mouse.click(700, 760)  # the background: no selection, focus on the canvas
+    page.keyboard.press("Control+z")  # redo stack cleared by nothing: undoes the redo'd rename
+    expect(studio.box("Escalate")).to_be_visible()
+    page.keyboard.press("Control+Shift+z")
+    expect(studio.box("Escalation")).to_be_visible()
+    same_graph(studio.ir(), want)
+
+
+def test_delete_one_conditional_route(studio: Studio) -> None:
+    page = studio.page
+    want = studio.ir()
+    page.mouse.click(*studio.wire_point("Classify", "Billing"))
+    expect(page.locator("#inspector")).to_contain_text("route → billing")
+    page.keyboard.press("Backspace")
+    expect(page.locator('g.wire[data-source="Classify"][data-target="Billing"]')).to_have_count(0)
+    index = next(i for i, e in enumerate(want.edges) if e.label == "billing")
+    same_graph(studio.ir(), edits.remove_edge(want, index))
+    bodies_untouched(studio.text)
+    labels = page.evaluate(
+        "[...document.querySelectorAll('#labels .edge-label')].map((e) => e.textContent)"
+    )
+    assert sorted(labels) == ["route: other", "route: tech"]
+
+
+def test_ports_on_a_hole_and_deleting_a_node(studio: Studio) -> None:
+    page = studio.page
+    page.click("#add-node")
+    page.fill("#new-name", "Triage")
+    page.fill("#new-inputs", "query: str")
+    page.click("#new-ok")
+    expect(studio.box("Triage")).to_be_visible()
+    page.mouse.click(*studio.center("Triage"))
+    expect(page.locator("#inspector")).to_be_visible()
+    page.select_option("#port-side", "out")
+    page.fill("#port-name", "intent")
+    page.fill("#port-type", "Intent")
+    page.click("#port-add")
+    expect(studio.box("Triage").locator('.port.out[data-port="intent"]')).to_have_text(
+        "intent: Intent"
+    )
+    node = studio.ir().node("Triage")
+    assert node.inputs == [Port("query", "str")] and node.outputs == [Port("intent", "Intent")]
+    page.click('[data-remove-port="in:query"]')
+    expect(studio.box("Triage").locator('.port.in[data-port="query"]')).to_have_count(0)
+    assert studio.ir().node("Triage").inputs == []
+    bodies_untouched(studio.text)
+    # delete the node and its wiring: gone from the graph, its class stays in the code
+    page.click("#delete-node")
+    expect(studio.box("Triage")).to_have_count(0)
+    assert "Triage" not in [n.name for n in studio.ir().nodes]
+    bodies_untouched(studio.text)
+
+
+def test_illegal_wiring_is_refused_before_the_file(studio: Studio) -> None:
+    page = studio.page
+    text = studio.text
+    # the compiler's rule, from the server: Classify routes through `route`, so a static edge
+    # next to it is refused with the teaching message and nothing is written
+    studio.drag(studio.handle("Classify"), studio.center("Billing"))
+    expect(page.locator("#toast.error")).to_contain_text("conditional")
+    assert studio.text == text
+    # a rule the canvas knows itself: nothing enters START
+    page.click("#toast")
+    studio.drag(studio.handle("Billing"), studio.center(START))
+    expect(page.locator("#toast.error")).to_contain_text("START")
+    assert studio.text == text
+    # a node whose port is not in the state: refused, with the field the state has
+    page.click("#add-node")
+    page.fill("#new-name", "Bad")
+    page.fill("#new-inputs", "qurey: str")
+    page.click("#new-ok")
+    expect(page.locator("#toast.error")).to_contain_text("query")
+    assert studio.text == text
+    expect(studio.box("Bad")).to_have_count(0)
+
+
+# -- the file changes under the canvas ---------------------------------------------------------
+
+
+def test_external_edit_repaints_without_reload(studio: Studio) -> None:
+    page = studio.page
+    page.evaluate("window.__marker = 42")
+    studio.path.write_text(studio.text.replace("Fallback", "General"), encoding="utf-8")
+    t0 = time.monotonic()
+    expect(studio.box("General")).to_be_visible(timeout=2000)
+    assert time.monotonic() - t0 < 2.0
+    assert page.evaluate("window.__marker") == 42  # no page reload
+    expect(studio.box("Fallback")).to_have_count(0)
+
+
+def test_parse_error_keeps_last_good_graph_read_only(studio: Studio) -> None:
+    page = studio.page
+    good = studio.text
+    studio.path.write_text(good + "\napp = (\n", encoding="utf-8")
+    banner = page.locator("#banner")
+    expect(banner).to_be_visible(timeout=2000)
+    expect(banner).to_contain_text("line")
+    expect(studio.box("Classify")).to_be_visible()
+    expect(page.locator("#add-node")).to_be_disabled()
+    assert page.evaluate("document.body.classList.contains('read-only')")
+    studio.path.write_text(good, encoding="utf-8")
+    expect(banner).to_be_hidden(timeout=2000)
+    expect(page.locator("#add-node")).to_be_enabled()
+
+
+def test_conflict_reloads(studio: Studio) -> None:
+    """An edit made against an old version is a 409: the canvas says so and reloads."""
+    page = studio.page
+
+    # the file changed after the canvas read it: the edit carries the version it saw before
+    def stale(route: Any) -> None:
+        body = json.loads(route.request.post_data or "{}")
+        body["version"] = "0" * 64
+        route.continue_(post_data=json.dumps(body))
+
+    page.route("**/api/edit", stale)
+    studio.drag(studio.handle("Fallback"), studio.center("Tech"))
+    expect(page.locator("#toast.conflict")).to_be_visible()
+    assert [(e.source, e.target) for e in studio.ir().edges].count(("Fallback", "Tech")) == 0
+
+
+def test_holes_badge_lists_holes(tmp_path: Path, browser: Browser) -> None:
+    other = tmp_path / "other.py"
+    other.write_text(
+        "from tensorsketch import Context, Hole, Node, Schema\n\n\n"
+        "class Draft(Node):\n"
+        "    class In(Schema):\n        query: str\n\n"
+        "    class Out(Schema):\n        answer: str\n\n"
+        "    async def run(self, ctx: Context, inp: In) -> Out:\n"
+        '        raise Hole("draft a reply from the docs")\n',
+        encoding="utf-8",
+    )
+    path = tmp_path / "support_router.py"
+    path.write_text(MAPPED, encoding="utf-8")
+    with StudioServer(path, port=0, project=tmp_path) as server:
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        page.goto(server.url)
+        page.wait_for_function("window.__studio && window.__studio.paints > 0")
+        expect(page.locator("#holes-count")).to_have_text("1")
+        page.click("#holes-badge")
+        row = page.locator("#holes-list tr.hole-row")
+        expect(row).to_have_count(1)
+        expect(row).to_contain_text("Draft")
+        expect(row).to_contain_text("draft a reply from the docs")
+        expect(row).to_contain_text("other.py")
+        page.close()
+
+
+# -- view and export ---------------------------------------------------------------------------
+
+
+def test_zoom_fit_and_export(studio: Studio) -> None:
+    page = studio.page
+    k0 = page.evaluate("window.__studio.state.view.k")
+    page.click("#zoom-in")
+    assert page.evaluate("window.__studio.state.view.k") > k0
+    page.click("#reset")
+    assert page.evaluate("window.__studio.state.view.k") == 1
+    page.click("#fit")
+    assert page.evaluate("window.__studio.state.view.k") == pytest.approx(k0)
+    # pan by dragging the background
+    x0 = page.evaluate("window.__studio.state.view.x")
+    studio.drag((700, 760), (600, 760))
+    assert page.evaluate("window.__studio.state.view.x") == pytest.approx(x0 - 100, abs=2)
+    page.click("#export-mermaid")
+    expect(page.locator("#export-text")).to_have_value(_contains("Classify"))
+    page.click("#export-dialog button")
+    svg = page.evaluate("window.__studio.exportSvg()")
+    assert svg.startswith("<svg") and "Classify" in svg and "font/woff2;base64" in svg
+    with page.expect_download() as dl:
+        page.click("#export-png")
+    png = Path(dl.value.path()).read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def _contains(text: str) -> Any:
+    import re
+
+    return re.compile(re.escape(text))
+
+
+# -- live trace overlay ------------------------------------------------------------------------
+
+
+def _run_graph(path: Path, url: str, queries: list[str], *, break_tech: bool = False) -> None:
+    """Run the file's graph in-process, its spans sent to the Studio as they finish."""
+    from tensorsketch import InMemoryTracer, MultiTracer
+    from tensorsketch.observability.export import http_span_sink
+
+    source = path.read_text(encoding="utf-8")
+    if break_tech:  # a copy whose Tech node fails (the Studio's file stays as it is)
+        source = source.replace(
+            """return self.Out(answer=f"[Tech] Let's debug that: {inp.query}")""",
+            'raise RuntimeError("tech desk is down")',
+        )
+        assert "tech desk is down" in source
+    copy = path.with_name(f"_run_{time.monotonic_ns()}.py")
+    copy.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(copy.stem, copy)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sink = http_span_sink(url + "/api/trace")
+
+    def work() -> None:
+        for query in queries:
+            tracer = MultiTracer(InMemoryTracer(), sink)
+            try:
+                asyncio.run(module.app.invoke({"query": query}, tracer=tracer))
+            except Exception:  # the failing run is the point
+                pass
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(30)
+    assert sink.flush(10)
+    sink.close()
+
+
+def test_live_trace_overlay(studio: Studio) -> None:
+    page = studio.page
+    page.click("#live")
+    expect(page.locator("#run-picker")).to_be_visible()
+    _run_graph(studio.path, studio.server.base_url, ["I'd like a refund on my invoice"])
+    ring = page.locator('.trace-ring[data-node="Billing"]')
+    expect(ring).to_have_count(1, timeout=5000)
+    expect(ring).to_have_class(_contains("ok"))
+    expect(ring.locator(".trace-badge")).to_contain_text("1 call")
+    expect(ring.locator(".trace-badge")).to_contain_text("ms")
+    expect(page.locator('.trace-ring[data-node="Tech"]')).to_have_count(0)
+
+    # a second run, failing in Tech: the picker tells the runs apart, the ring turns red
+    _run_graph(studio.path, studio.server.base_url, ["The app shows an error"], break_tech=True)
+    expect(page.locator("#run-picker option")).to_have_count(2, timeout=5000)
+    tech = page.locator('.trace-ring[data-node="Tech"]')
+    expect(tech).to_have_class(_contains("error"), timeout=5000)
+    expect(page.locator('.trace-ring[data-node="Billing"]')).to_have_count(0)
+    # clicking a node shows its last spans, with the error text
+    page.mouse.click(*studio.center("Tech"))
+    expect(page.locator("#inspector table.spans")).to_contain_text("tech desk is down")
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(IMAGES / "studio-live-overlay.png"))
+    # back to the first run
+    first = page.locator("#run-picker option").first.get_attribute("value")
+    page.select_option("#run-picker", first)
+    expect(page.locator('.trace-ring[data-node="Billing"]')).to_have_count(1)
+
+
+def test_big_graph_has_minimap_and_fits(tmp_path: Path, browser: Browser) -> None:
+    path = tmp_path / "big.py"
+    path.write_text(generated_graph(120), encoding="utf-8")
+    with StudioServer(path, port=0, project=tmp_path) as server:
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        page.goto(server.url)
+        page.wait_for_function("window.__studio && window.__studio.paints > 0", timeout=20_000)
+        expect(page.locator("#boxes g.box.node")).to_have_count(120)
+        expect(page.locator("#minimap")).to_be_visible()
+        # opened at a legible zoom on the START end, not shrunk to dots
+        assert page.evaluate("window.__studio.state.view.k") >= 0.45
+        start = page.locator('#boxes g.box[data-id="__start__"]').bounding_box()
+        assert start and 0 <= start["x"] < 200 and 46 <= start["y"] < 800
+        # fit shows all of it
+        page.click("#fit")
+        bb = page.locator("#viewport").bounding_box()
+        assert bb and bb["x"] >= 0 and bb["x"] + bb["width"] <= 1400
+        # the minimap moves the view
+        x0 = page.evaluate("window.__studio.state.view.x")
+        page.click("#minimap", position={"x": 200, "y": 75})
+        assert page.evaluate("window.__studio.state.view.x") != x0
+        page.close()
+
+
+def generated_graph(n: int) -> str:
+    """A file with ``n`` nodes: a chain with a conditional fan-out every tenth node."""
+    lines = [
+        "from tensorsketch import END, START, Context, Graph, Node, Schema",
+        "",
+        "",
+        "class S(Schema):",
+        "    text: str = ''",
+        "    step: int = 0",
+        "",
+    ]
+    for i in range(n):
+        lines += [
+            "",
+            f"class N{i}(Node):",
+            "    class In(Schema):",
+            "        text: str",
+            "",
+            "    class Out(Schema):",
+            "        text: str",
+            "",
+            "    async def run(self, ctx: Context, inp: In) -> Out:",
+            f"        return self.Out(text=inp.text + '{i % 10}')",
+            "",
+        ]
+    lines += ["", "def pick(state: S) -> str:", "    return 'a'", "", "", "app = (", "    Graph(S)"]
+    lines += [f"    .add(N{i})" for i in range(n)]
+    lines.append('    .edge(START, "N0")')
+    for i in range(n - 1):
+        if i % 10 == 5 and i + 2 < n:
+            lines.append(f'    .conditional("N{i}", pick, {{"a": "N{i + 1}", "b": "N{i + 2}"}})')
+        elif i % 10 == 6:
+            lines.append(f'    .edge("N{i}", "N{i + 2}")')
+        else:
+            lines.append(f'    .edge("N{i}", "N{i + 1}")')
+    lines.append(f'    .edge("N{n - 1}", END)')
+    lines.append(").compile()")
+    return "\n".join(lines) + "\n"
+
+
+def test_generated_graph_is_valid() -> None:
+    ir = extract(generated_graph(30))
+    assert len(ir.nodes) == 30
+    assert any(e.kind == "conditional" for e in ir.edges)
+    assert EdgeIR("N29", END) in ir.edges
+    assert sys.version_info >= (3, 11)
