@@ -34,4 +34,18 @@ if [ -z "${TS_TEST_REDIS_URL:-}" ]; then
     echo "services: Redis already running"
   fi
 fi
+
+# The Studio's browser tests drive Debian's Chromium (never a browser download).
+if [ ! -x /usr/bin/chromium ]; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
+    echo "services: installing Debian's chromium for the browser tests"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
+      >/tmp/tensorsketch-chromium-install.log 2>&1 \
+      || echo "services: WARNING could not install chromium (see /tmp/tensorsketch-chromium-install.log)"
+  else
+    echo "services: WARNING /usr/bin/chromium is missing; the browser tests will be skipped"
+  fi
+else
+  echo "services: chromium present"
+fi
 exit 0
