@@ -622,97 +622,101 @@ def _print_long(long: dict[str, dict[str, Any]]) -> None:
         )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repeats: a smoke run")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    quick = args.quick or QUICK
-    if args.worker:
-        print(json.dumps(worker(args.worker, quick)))
-        return 0
+def _run_each(names: list[str], quick: bool, errors: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Run each worker once, in order: its result by name, or its failure noted in ``errors``."""
+    results: dict[str, dict[str, Any]] = {}
+    for name in names:
+        got = _run_worker(name, quick)
+        if isinstance(got, str):
+            errors[name] = got
+        else:
+            results[name] = got
+    return results
 
-    settings = _settings(quick)
+
+def _timed_names() -> list[str]:
+    """The chain measurements: every implementation on each SQLite setting, and the servers
+    TensorSketch can use that are up."""
     up = _servers_up()
     timed = [f"{impl}:{kind}" for kind in ("memory", "sqlite", "sqlite-normal") for impl in IMPLS]
     timed += ["ts:sqlite-inline", "ts:sqlite-normal-inline"]
     timed += [f"ts:{k}" for k in ("postgres", "redis") if up[k]]
-    medians: dict[str, list[float]] = {name: [] for name in timed}
-    errors: dict[str, str] = {}
+    return timed
+
+
+def _best_step_medians(
+    names: list[str], settings: dict[str, int], quick: bool, errors: dict[str, str]
+) -> dict[str, float | None]:
+    """Each measurement's best round (its median step), the rounds alternating between them."""
+    medians: dict[str, list[float]] = {name: [] for name in names}
     for _ in range(settings["rounds"]):  # alternate implementations round by round
-        for name in timed:
-            got = _run_worker(name, quick)
-            if isinstance(got, str):
-                errors[name] = got
-                continue
+        for name, got in _run_each(names, quick, errors).items():
             medians[name].append(statistics.median(got["step"]))
-    best: dict[str, float | None] = {n: (min(v) if v else None) for n, v in medians.items()}
-    sizes: dict[str, list[int]] = {}
-    reads: dict[str, float] = {}
-    for name in ("ts:bytes", "lg:bytes", "lg:bytes-delta"):
-        got = _run_worker(name, quick)
-        if isinstance(got, str):
-            errors[name] = got
-        else:
-            sizes[name] = got["bytes"]
-            reads[name] = got["read"]
+    return {n: (min(v) if v else None) for n, v in medians.items()}
 
-    long: dict[str, dict[str, Any]] = {}
-    long_names = ["ts:long-append", "lg:long-append", "ts:long-overwrite"]
-    if not quick:
-        long_names.append("ts:long-append-20k")
-    for name in long_names:
-        got = _run_worker(name, quick)
-        if isinstance(got, str):
-            errors[name] = got
-        else:
-            long[name] = got
 
-    def overhead(impl: str, kind: str) -> float | None:
-        durable, plain = best.get(f"{impl}:{kind}"), best.get(f"{impl}:memory")
-        return None if durable is None or plain is None else durable - plain
+def _overhead(best: dict[str, float | None], impl: str, kind: str) -> float | None:
+    """What a checkpoint adds to a step: the durable run minus the same chain in memory."""
+    durable, plain = best.get(f"{impl}:{kind}"), best.get(f"{impl}:memory")
+    return None if durable is None or plain is None else durable - plain
 
+
+# TS thread: statements on the backend's worker thread (the default; the loop never
+# waits), like AsyncSqliteSaver. TS inline: threaded=False, statements on the caller's
+# thread, like SqliteSaver under the blocking invoke.
+_CHAIN_COLUMNS = (
+    ("TS thread", "ts", ""),
+    ("TS inline", "ts", "-inline"),
+    ("LG sync", "lg", ""),
+    ("LG async", "lga", ""),
+)
+_CHAIN_ROWS = (
+    ("no checkpointer", "memory", False),
+    ("SQLite (WAL, synchronous=FULL)", "sqlite", False),
+    ("  checkpoint overhead per step", "sqlite", True),
+    ("SQLite (WAL, synchronous=NORMAL)", "sqlite-normal", False),
+    ("  checkpoint overhead per step", "sqlite-normal", True),
+)
+
+
+def _chain_cell(
+    best: dict[str, float | None], impl: str, suffix: str, kind: str, minus_floor: bool
+) -> str:
+    if kind == "memory" and suffix:
+        return ""
+    value = best.get(f"{impl}:{kind}{suffix}")
+    floor = best.get(f"{impl}:memory")
+    if minus_floor:
+        value = None if value is None or floor is None else value - floor
+    return _us(value)
+
+
+def _print_chain(best: dict[str, float | None], settings: dict[str, int]) -> None:
+    """The per-superstep table: SQLite for every implementation, then the servers (TS only)."""
     print(
         f"Per-superstep cost, {CHAIN_LEN}-node chain, {settings['invokes']} invokes "
         f"(median), best of {settings['rounds']} round(s); each checkpoint committed "
         "before the next step"
     )
-    # TS thread: statements on the backend's worker thread (the default; the loop never
-    # waits), like AsyncSqliteSaver. TS inline: threaded=False, statements on the caller's
-    # thread, like SqliteSaver under the blocking invoke.
-    impls = [("TS thread", "ts", ""), ("TS inline", "ts", "-inline")]
-    impls += [("LG sync", "lg", ""), ("LG async", "lga", "")]
-    header = f"{'':34}" + "".join(f"{title:>12}" for title, _, _ in impls)
+    header = f"{'':34}" + "".join(f"{title:>12}" for title, _, _ in _CHAIN_COLUMNS)
     print(header)
     print("-" * len(header))
-
-    def cell(impl: str, suffix: str, kind: str, minus_floor: bool) -> str:
-        if kind == "memory" and suffix:
-            return ""
-        value = best.get(f"{impl}:{kind}{suffix}")
-        floor = best.get(f"{impl}:memory")
-        if minus_floor:
-            value = None if value is None or floor is None else value - floor
-        return _us(value)
-
-    for label, kind, minus in (
-        ("no checkpointer", "memory", False),
-        ("SQLite (WAL, synchronous=FULL)", "sqlite", False),
-        ("  checkpoint overhead per step", "sqlite", True),
-        ("SQLite (WAL, synchronous=NORMAL)", "sqlite-normal", False),
-        ("  checkpoint overhead per step", "sqlite-normal", True),
-    ):
-        cells = "".join(f"{cell(i, sfx, kind, minus):>12}" for _, i, sfx in impls)
+    for label, kind, minus in _CHAIN_ROWS:
+        cells = "".join(
+            f"{_chain_cell(best, i, sfx, kind, minus):>12}" for _, i, sfx in _CHAIN_COLUMNS
+        )
         print(f"{label:34}{cells}")
     for kind in ("postgres", "redis"):
         if f"ts:{kind}" in best:
             label = f"{kind.capitalize()} (TensorSketch only)"
             print(f"{label:34} {_us(best[f'ts:{kind}']):>13}")
-            print(f"{'  checkpoint overhead per step':34} {_us(overhead('ts', kind)):>13}")
+            print(f"{'  checkpoint overhead per step':34} {_us(_overhead(best, 'ts', kind)):>13}")
         else:
             print(f"{kind.capitalize():34} {'server not running on 127.0.0.1':>30}")
 
-    steps = settings["steps"]
+
+def _print_bytes(sizes: dict[str, list[int]], steps: int) -> None:
+    """Bytes written per superstep, side by side, as a few statistics over the steps."""
     print()
     print(
         f"Bytes written per superstep: {HISTORY:,} messages + 1 per step, {steps} steps "
@@ -738,7 +742,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:22}" + "".join(f"{c:>18}" for c in cells))
     print("* LangGraph's beta DeltaChannel: deltas, plus a full snapshot every 100 updates.")
 
-    print()
+
+def _print_overhead_targets(best: dict[str, float | None]) -> None:
+    """TensorSketch's checkpoint overhead against a third of LangGraph's, like for like."""
     # Like for like: the same place for the I/O (caller's thread / a worker thread).
     pairs = (
         ("-inline", "lg", "sync SqliteSaver; both on the caller's thread"),
@@ -747,8 +753,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     for kind, level in (("sqlite", "FULL"), ("sqlite-normal", "NORMAL")):
         for suffix, impl, title in pairs:
-            ours = overhead("ts", kind + suffix)
-            theirs = overhead(impl, kind)
+            ours = _overhead(best, "ts", kind + suffix)
+            theirs = _overhead(best, impl, kind)
             if ours is None or theirs is None:
                 continue
             verdict = "met" if ours <= theirs / 3 else "NOT met"
@@ -756,19 +762,51 @@ def main(argv: list[str] | None = None) -> int:
                 f"target: overhead <= 1/3 of LangGraph's ({level}, {title}): "
                 f"{_us(ours)} vs {_us(theirs)} = {ours / theirs:.2f} — {verdict}"
             )
+
+
+def _print_bytes_target(sizes: list[int]) -> None:
+    """TensorSketch's bytes per step: under 2 kB, and flat as the history grows."""
+    # Every 8th step re-stores the last 8 appends, every 64th the last 64 (the ladder
+    # that bounds reads): flat means the typical step does not grow with the history.
+    typical = [size for n, size in enumerate(sizes, 1) if n % 8]
+    flat = max(typical) - min(typical) < 64
+    mean = statistics.fmean(sizes)
+    verdict = "met" if mean < 2048 and max(typical) < 2048 and flat else "NOT met"
+    print(
+        f"target: < 2 kB per step, flat: typical {_kb(statistics.median(sizes))} (spread "
+        f"{max(typical) - min(typical)} B), amortized {_kb(mean)}, largest {_kb(max(sizes))} "
+        f"over {len(sizes)} steps — {verdict}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats: a smoke run")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    quick = args.quick or QUICK
+    if args.worker:
+        print(json.dumps(worker(args.worker, quick)))
+        return 0
+
+    settings = _settings(quick)
+    errors: dict[str, str] = {}
+    best = _best_step_medians(_timed_names(), settings, quick, errors)
+    written = _run_each(["ts:bytes", "lg:bytes", "lg:bytes-delta"], quick, errors)
+    sizes: dict[str, list[int]] = {name: got["bytes"] for name, got in written.items()}
+    reads: dict[str, float] = {name: got["read"] for name, got in written.items()}
+    long_names = ["ts:long-append", "lg:long-append", "ts:long-overwrite"]
+    if not quick:
+        long_names.append("ts:long-append-20k")
+    long = _run_each(long_names, quick, errors)
+
+    _print_chain(best, settings)
+    steps = settings["steps"]
+    _print_bytes(sizes, steps)
+    print()
+    _print_overhead_targets(best)
     if "ts:bytes" in sizes:
-        s = sizes["ts:bytes"]
-        # Every 8th step re-stores the last 8 appends, every 64th the last 64 (the ladder
-        # that bounds reads): flat means the typical step does not grow with the history.
-        typical = [size for n, size in enumerate(s, 1) if n % 8]
-        flat = max(typical) - min(typical) < 64
-        mean = statistics.fmean(s)
-        verdict = "met" if mean < 2048 and max(typical) < 2048 and flat else "NOT met"
-        print(
-            f"target: < 2 kB per step, flat: typical {_kb(statistics.median(s))} (spread "
-            f"{max(typical) - min(typical)} B), amortized {_kb(mean)}, largest {_kb(max(s))} "
-            f"over {len(s)} steps — {verdict}"
-        )
+        _print_bytes_target(sizes["ts:bytes"])
     if reads:
         print(
             f"Reading the latest state back after {steps} steps (get_state, median of 7): "

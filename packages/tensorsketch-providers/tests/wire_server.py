@@ -51,6 +51,96 @@ class Recorded:
         return self.headers.get(name.lower())
 
 
+class _Handler(BaseHTTPRequestHandler):
+    """Records each request on its :class:`WireServer` and answers with the next scripted reply.
+
+    A server gets its own subclass with ``wire`` set, since the HTTP server builds handlers.
+    """
+
+    protocol_version = "HTTP/1.1"
+    wire: WireServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        return
+
+    def do_GET(self) -> None:
+        self._handle()
+
+    def do_POST(self) -> None:
+        self._handle()
+
+    def _handle(self) -> None:
+        recorded = self._read_request()
+        server = self.wire
+        with server._lock:
+            server.requests.append(recorded)
+            reply = server._replies.popleft() if server._replies else None
+        if reply is None:
+            reply = Reply(
+                status=599,
+                body={"error": f"no scripted reply for {self.command} {self.path}"},
+            )
+        if reply.hang:
+            server._stopping.wait(30)
+            self.close_connection = True
+            return
+        try:
+            if reply.events is not None:
+                self._send_stream(reply)
+            else:
+                self._send_json(reply)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def _read_request(self) -> Recorded:
+        """The request as received; a body that is not JSON is kept as bytes."""
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw
+        parts = urlsplit(self.path)
+        return Recorded(
+            method=self.command,
+            path=parts.path,
+            query=parse_qs(parts.query),
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body,
+        )
+
+    def _send_json(self, reply: Reply) -> None:
+        payload = json.dumps(reply.body).encode()
+        self.send_response(reply.status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(payload)))
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _send_stream(self, reply: Reply) -> None:
+        self.send_response(reply.status)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("transfer-encoding", "chunked")
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        for item in reply.events or []:
+            if isinstance(item, str):
+                frame = f"data: {item}\n\n"
+            else:
+                event, data = item
+                head = f"event: {event}\n" if event else ""
+                frame = f"{head}data: {json.dumps(data)}\n\n"
+            chunk = frame.encode()
+            self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+
 class WireServer:
     """A threaded HTTP server whose replies are queued per test."""
 
@@ -59,87 +149,8 @@ class WireServer:
         self._replies: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:  # quiet
-                return
-
-            def do_GET(self) -> None:
-                self._handle()
-
-            def do_POST(self) -> None:
-                self._handle()
-
-            def _handle(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body: Any = json.loads(raw) if raw else None
-                except ValueError:
-                    body = raw
-                parts = urlsplit(self.path)
-                recorded = Recorded(
-                    method=self.command,
-                    path=parts.path,
-                    query=parse_qs(parts.query),
-                    headers={k.lower(): v for k, v in self.headers.items()},
-                    body=body,
-                )
-                with server._lock:
-                    server.requests.append(recorded)
-                    reply = server._replies.popleft() if server._replies else None
-                if reply is None:
-                    reply = Reply(
-                        status=599,
-                        body={"error": f"no scripted reply for {self.command} {self.path}"},
-                    )
-                if reply.hang:
-                    server._stopping.wait(30)
-                    self.close_connection = True
-                    return
-                try:
-                    if reply.events is not None:
-                        self._send_stream(reply)
-                    else:
-                        self._send_json(reply)
-                except (BrokenPipeError, ConnectionResetError):
-                    self.close_connection = True
-
-            def _send_json(self, reply: Reply) -> None:
-                payload = json.dumps(reply.body).encode()
-                self.send_response(reply.status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(payload)))
-                for name, value in reply.headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def _send_stream(self, reply: Reply) -> None:
-                self.send_response(reply.status)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("cache-control", "no-cache")
-                self.send_header("transfer-encoding", "chunked")
-                for name, value in reply.headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                for item in reply.events or []:
-                    if isinstance(item, str):
-                        frame = f"data: {item}\n\n"
-                    else:
-                        event, data = item
-                        head = f"event: {event}\n" if event else ""
-                        frame = f"{head}data: {json.dumps(data)}\n\n"
-                    chunk = frame.encode()
-                    self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
-                    self.wfile.flush()
-                self.wfile.write(b"0\r\n\r\n")
-                self.wfile.flush()
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        handler = type("Handler", (_Handler,), {"wire": self})
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True

@@ -52,25 +52,40 @@ def is_assignable(src: Any, dst: Any) -> bool:
     if _is_union(dst):
         return any(is_assignable(src, member) for member in get_args(dst))
     src_origin, dst_origin = get_origin(src), get_origin(dst)
-    if src_origin is Literal:
-        if dst_origin is Literal:
-            return set(get_args(src)) <= set(get_args(dst))
-        return all(is_assignable(type(value), dst) for value in get_args(src))
-    if dst_origin is Literal:
-        return False
+    if src_origin is Literal or dst_origin is Literal:
+        return _literal_assignable(src, dst)
     if src is type(None) or dst is type(None):
         return src is dst
+    if src_origin is None or dst_origin is None:
+        return _bare_assignable(src, dst, src_origin, dst_origin)
+    return _generic_assignable(src, dst, src_origin, dst_origin)
+
+
+def _literal_assignable(src: Any, dst: Any) -> bool:
+    """Either side is a ``Literal``: compare values, or the values' types with ``dst``."""
+    if get_origin(src) is not Literal:
+        return False  # only literals fit a literal: ``str`` may not be ``"a"``
+    if get_origin(dst) is Literal:
+        return set(get_args(src)) <= set(get_args(dst))
+    return all(is_assignable(type(value), dst) for value in get_args(src))
+
+
+def _bare_assignable(src: Any, dst: Any, src_origin: Any, dst_origin: Any) -> bool:
+    """At least one side is not subscripted (``int``, ``list``, or a form we cannot read)."""
     if src_origin is None and dst_origin is None:
         if isinstance(src, type) and isinstance(dst, type):
             return issubclass(src, dst) or (src, dst) in _NUMERIC_WIDENING
         return True  # forward references and exotic forms: do not guess
-    if src_origin is None or dst_origin is None:
-        # list vs list[int]: a bare generic on either side is compatible with its origin.
-        bare_src = src if src_origin is None else src_origin
-        bare_dst = dst if dst_origin is None else dst_origin
-        if isinstance(bare_src, type) and isinstance(bare_dst, type):
-            return issubclass(bare_src, bare_dst)
-        return True
+    # list vs list[int]: a bare generic on either side is compatible with its origin.
+    bare_src = src if src_origin is None else src_origin
+    bare_dst = dst if dst_origin is None else dst_origin
+    if isinstance(bare_src, type) and isinstance(bare_dst, type):
+        return issubclass(bare_src, bare_dst)
+    return True
+
+
+def _generic_assignable(src: Any, dst: Any, src_origin: Any, dst_origin: Any) -> bool:
+    """Both sides subscripted (``list[int]`` into ``Sequence[str]``): origins, then arguments."""
     if not (isinstance(src_origin, type) and isinstance(dst_origin, type)):
         return True
     if not issubclass(src_origin, dst_origin):

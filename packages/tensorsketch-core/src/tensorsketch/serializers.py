@@ -18,7 +18,7 @@ import json
 import pickle
 import sys
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
@@ -84,6 +84,107 @@ def _static_lookup(namespace: Any, name: str) -> Any:
     return vars(namespace).get(name)
 
 
+# -- the tagged built-in types: encoders, by exact type and in isinstance order -------------
+# Each takes the serializer's ``_encode`` (for the items of a container) and the value.
+
+
+def _encode_frozenset(encode: Callable[[Any], Any], obj: frozenset[Any]) -> Any:
+    return {_TAG: "frozenset", "v": [encode(v) for v in obj]}
+
+
+def _encode_set(encode: Callable[[Any], Any], obj: set[Any]) -> Any:
+    return {_TAG: "set", "v": [encode(v) for v in obj]}
+
+
+def _encode_bytes(encode: Callable[[Any], Any], obj: bytes | bytearray) -> Any:
+    return {_TAG: "bytes", "v": base64.b64encode(bytes(obj)).decode()}
+
+
+def _encode_clock(encode: Callable[[Any], Any], obj: _dt.datetime | _dt.time) -> Any:
+    tag = "datetime" if isinstance(obj, _dt.datetime) else "time"
+    if obj.fold:  # the second of two repeated wall-clock times; isoformat drops it
+        return {_TAG: tag, "v": obj.isoformat(), "f": 1}
+    return {_TAG: tag, "v": obj.isoformat()}
+
+
+def _encode_date(encode: Callable[[Any], Any], obj: _dt.date) -> Any:
+    return {_TAG: "date", "v": obj.isoformat()}
+
+
+def _encode_timedelta(encode: Callable[[Any], Any], obj: _dt.timedelta) -> Any:
+    # Exact parts: total_seconds() as a float loses microseconds past ~285 years.
+    return {_TAG: "timedelta", "v": [obj.days, obj.seconds, obj.microseconds]}
+
+
+def _encode_decimal(encode: Callable[[Any], Any], obj: decimal.Decimal) -> Any:
+    return {_TAG: "decimal", "v": str(obj)}
+
+
+def _encode_uuid(encode: Callable[[Any], Any], obj: uuid.UUID) -> Any:
+    return {_TAG: "uuid", "v": str(obj)}
+
+
+_Encoder = Callable[[Callable[[Any], Any], Any], Any]
+# In isinstance order, for subclasses: a datetime is also a date, so it comes first. (Tuples,
+# before all of these, are encoded inline.)
+_TAGGED: tuple[tuple[tuple[type, ...], _Encoder], ...] = (
+    ((frozenset,), _encode_frozenset),
+    ((set,), _encode_set),
+    ((bytes, bytearray), _encode_bytes),
+    ((_dt.datetime, _dt.time), _encode_clock),
+    ((_dt.date,), _encode_date),
+    ((_dt.timedelta,), _encode_timedelta),
+    ((decimal.Decimal,), _encode_decimal),
+    ((uuid.UUID,), _encode_uuid),
+)
+# The same by exact type: one lookup instead of the ordered scan, for the common case.
+_TAGGED_BY_TYPE: dict[type, _Encoder] = {kind: enc for kinds, enc in _TAGGED for kind in kinds}
+
+
+def _subclass_encoder(obj: Any) -> _Encoder | None:
+    """For a subclass of a tagged built-in: the first family in order that claims it."""
+    for kinds, encoder in _TAGGED:
+        if isinstance(obj, kinds):
+            return encoder
+    return None
+
+
+# -- the tagged built-in types: decoders (fixed constructors; the data picks none) --------------
+
+
+def _decode_dict(pairs: Any) -> dict[Any, Any]:
+    """A dict with non-string keys, stored as pairs; a list key was a tuple."""
+    return {(tuple(k) if isinstance(k, list) else k): v for k, v in pairs}
+
+
+def _decode_timedelta(value: Any) -> _dt.timedelta:
+    if isinstance(value, list):
+        days, seconds, micros = value
+        return _dt.timedelta(days=days, seconds=seconds, microseconds=micros)
+    return _dt.timedelta(seconds=value)  # written by 0.1.0: float seconds
+
+
+# Tags whose value alone rebuilds them.
+_DATA_DECODERS: dict[str, Callable[[Any], Any]] = {
+    "dict": _decode_dict,
+    "tuple": tuple,
+    "set": set,
+    "frozenset": frozenset,
+    "bytes": base64.b64decode,
+    "date": _dt.date.fromisoformat,
+    "timedelta": _decode_timedelta,
+    "decimal": decimal.Decimal,
+    "uuid": uuid.UUID,
+}
+# Wall-clock tags, which also carry ``fold`` ("f") beside the value.
+_CLOCK_DECODERS: dict[str, Callable[[str], _dt.datetime | _dt.time]] = {
+    "datetime": _dt.datetime.fromisoformat,
+    "time": _dt.time.fromisoformat,
+}
+# Tags naming a class that must be found (registered or imported), never imported.
+_CLASS_TAGS = frozenset({"model", "enum", "dataclass"})
+
+
 class JsonSerializer:
     """JSON with tagged types: tuples, sets, bytes, datetimes, UUIDs, Decimals, enums,
     dataclasses and pydantic models.
@@ -141,6 +242,8 @@ class JsonSerializer:
         return self._encode_other(obj)
 
     def _encode_other(self, obj: Any) -> Any:
+        """Everything ``_encode`` does not take by exact type, checked with ``isinstance`` in an
+        order that matters for subclasses: the first family that claims a value wins."""
         # Enums first: an IntEnum / StrEnum member is also an int / str.
         if isinstance(obj, enum.Enum):
             cls: type = type(obj)
@@ -156,49 +259,40 @@ class JsonSerializer:
                 return {k: self._encode(v) for k, v in obj.items()}
             return {_TAG: "dict", "v": [[self._encode(k), self._encode(v)] for k, v in obj.items()]}
         if isinstance(obj, BaseModel):
-            cls = type(obj)
-            keys = self._model_keys.get(cls)
-            if keys is None:
-                keys = self._model_keys[cls] = _validation_keys(cls)
-            data = {key: getattr(obj, name) for name, key in keys}
-            if obj.__pydantic_extra__:
-                data.update(obj.__pydantic_extra__)
-            return {_TAG: "model", "c": self._tag_of(cls), "v": self._encode(data)}
+            return self._encode_model(obj)
         if hasattr(type(obj), "__dataclass_fields__") and not isinstance(obj, type):
-            cls = type(obj)
-            names = self._dc_fields.get(cls)
-            if names is None:
-                names = self._dc_fields[cls] = tuple(f.name for f in dataclasses.fields(obj))
-            fields = {n: getattr(obj, n) for n in names}
-            return {_TAG: "dataclass", "c": self._tag_of(cls), "v": self._encode(fields)}
-        if isinstance(obj, tuple):
+            return self._encode_dataclass(obj)
+        if isinstance(obj, tuple):  # the commonest tagged type: no table, no extra call
             return {_TAG: "tuple", "v": [self._encode(v) for v in obj]}
-        if isinstance(obj, frozenset):
-            return {_TAG: "frozenset", "v": [self._encode(v) for v in obj]}
-        if isinstance(obj, set):
-            return {_TAG: "set", "v": [self._encode(v) for v in obj]}
-        if isinstance(obj, bytes | bytearray):
-            return {_TAG: "bytes", "v": base64.b64encode(bytes(obj)).decode()}
-        if isinstance(obj, _dt.datetime | _dt.time):
-            tag = "datetime" if isinstance(obj, _dt.datetime) else "time"
-            if obj.fold:  # the second of two repeated wall-clock times; isoformat drops it
-                return {_TAG: tag, "v": obj.isoformat(), "f": 1}
-            return {_TAG: tag, "v": obj.isoformat()}
-        if isinstance(obj, _dt.date):
-            return {_TAG: "date", "v": obj.isoformat()}
-        if isinstance(obj, _dt.timedelta):
-            # Exact parts: total_seconds() as a float loses microseconds past ~285 years.
-            return {_TAG: "timedelta", "v": [obj.days, obj.seconds, obj.microseconds]}
-        if isinstance(obj, decimal.Decimal):
-            return {_TAG: "decimal", "v": str(obj)}
-        if isinstance(obj, uuid.UUID):
-            return {_TAG: "uuid", "v": str(obj)}
-        msg = (
-            f"JsonSerializer cannot store a {type(obj).__qualname__} ({obj!r:.60}); return plain "
-            "data, a dataclass or a pydantic model from durable steps and state fields, or opt "
-            "in to pickle with `serializer='pickle'` for a store you trust."
-        )
-        raise TypeError(msg)
+        encoder = _TAGGED_BY_TYPE.get(type(obj)) or _subclass_encoder(obj)
+        if encoder is None:
+            msg = (
+                f"JsonSerializer cannot store a {type(obj).__qualname__} ({obj!r:.60}); return "
+                "plain data, a dataclass or a pydantic model from durable steps and state "
+                "fields, or opt in to pickle with `serializer='pickle'` for a store you trust."
+            )
+            raise TypeError(msg)
+        return encoder(self._encode, obj)
+
+    def _encode_model(self, obj: BaseModel) -> Any:
+        """A model's fields under the keys ``model_validate`` accepts, and its extras."""
+        cls = type(obj)
+        keys = self._model_keys.get(cls)
+        if keys is None:
+            keys = self._model_keys[cls] = _validation_keys(cls)
+        data = {key: getattr(obj, name) for name, key in keys}
+        if obj.__pydantic_extra__:
+            data.update(obj.__pydantic_extra__)
+        return {_TAG: "model", "c": self._tag_of(cls), "v": self._encode(data)}
+
+    def _encode_dataclass(self, obj: Any) -> Any:
+        """A dataclass instance's fields by name (its field list is cached per class)."""
+        cls = type(obj)
+        names = self._dc_fields.get(cls)
+        if names is None:
+            names = self._dc_fields[cls] = tuple(f.name for f in dataclasses.fields(obj))
+        fields = {n: getattr(obj, n) for n in names}
+        return {_TAG: "dataclass", "c": self._tag_of(cls), "v": self._encode(fields)}
 
     def _tag_of(self, cls: type) -> str:
         """The class's tag, refusing (at write time, not on resume) one a load cannot find."""
@@ -250,39 +344,16 @@ class JsonSerializer:
         if tag is None:
             return obj
         value: Any = obj.get("v")
+        key = tag if isinstance(tag, str) else ""  # a list or dict tag cannot be looked up
         try:
-            match tag:
-                case "dict":
-                    return {self._decode_key(k): v for k, v in value}
-                case "tuple":
-                    return tuple(value)
-                case "set":
-                    return set(value)
-                case "frozenset":
-                    return frozenset(value)
-                case "bytes":
-                    return base64.b64decode(value)
-                case "datetime":
-                    return _dt.datetime.fromisoformat(value).replace(fold=obj.get("f", 0))
-                case "date":
-                    return _dt.date.fromisoformat(value)
-                case "time":
-                    return _dt.time.fromisoformat(value).replace(fold=obj.get("f", 0))
-                case "timedelta":
-                    if isinstance(value, list):
-                        days, seconds, micros = value
-                        return _dt.timedelta(days=days, seconds=seconds, microseconds=micros)
-                    return _dt.timedelta(seconds=value)  # written by 0.1.0: float seconds
-                case "decimal":
-                    return decimal.Decimal(value)
-                case "uuid":
-                    return uuid.UUID(value)
-                case "model":
-                    return self._find(obj.get("c"), "model").model_validate(value)
-                case "enum":
-                    return self._find(obj.get("c"), "enum")(value)
-                case "dataclass":
-                    return self._rebuild_dataclass(self._find(obj.get("c"), "dataclass"), value)
+            decode = _DATA_DECODERS.get(key)
+            if decode is not None:
+                return decode(value)
+            clock = _CLOCK_DECODERS.get(key)
+            if clock is not None:
+                return clock(value).replace(fold=obj.get("f", 0))
+            if key in _CLASS_TAGS:
+                return self._decode_class(key, obj.get("c"), value)
         except CheckpointDecodeError:
             raise
         except Exception as exc:
@@ -294,9 +365,15 @@ class JsonSerializer:
         )
         raise CheckpointDecodeError(msg)
 
-    @staticmethod
-    def _decode_key(key: Any) -> Any:
-        return tuple(key) if isinstance(key, list) else key
+    def _decode_class(self, tag: str, qualified: Any, value: Any) -> Any:
+        """A model, enum or dataclass: the class named by the data, found only among
+        registered or imported classes of that kind (:meth:`_find`)."""
+        cls = self._find(qualified, tag)
+        if tag == "model":
+            return cls.model_validate(value)
+        if tag == "enum":
+            return cls(value)
+        return self._rebuild_dataclass(cls, value)
 
     def _rebuild_dataclass(self, cls: type, value: Any) -> Any:
         """Set the stored fields on a bare instance: no ``__init__``/``__post_init__`` runs,

@@ -168,50 +168,64 @@ def strict_json_schema(schema: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     and whether it could be made strict: a free-form mapping (``dict[str, X]``) cannot, and
     then the caller sends it without ``strict``.
     """
-    root = copy.deepcopy(schema)
-    possible = [True]
+    rewrite = _StrictRewrite(copy.deepcopy(schema))
+    result = rewrite.visit(rewrite.root)
+    if not rewrite.possible:
+        return copy.deepcopy(schema), False
+    return result, True
 
-    def resolve(ref: str) -> Any:
-        node: Any = root
+
+class _StrictRewrite:
+    """One pass of :func:`strict_json_schema` over a copy of the schema (changed in place).
+
+    ``possible`` turns false at the first free-form mapping, which strict mode cannot express.
+    """
+
+    def __init__(self, root: dict[str, Any]) -> None:
+        self.root = root
+        self.possible = True
+
+    def resolve(self, ref: str) -> Any:
+        node: Any = self.root
         for part in ref.removeprefix("#/").split("/"):
             node = node[part]
         return node
 
-    def visit(node: Any) -> Any:
+    def visit(self, node: Any) -> Any:
+        """The strict form of ``node``, with every subschema below it rewritten."""
         if not isinstance(node, dict):
             return node
         node.pop("title", None)
         node.pop("default", None)
-        if "$ref" in node and len(node) > 1:
-            target = copy.deepcopy(resolve(node.pop("$ref")))
+        if "$ref" in node and len(node) > 1:  # strict mode refuses siblings: inline the target
+            target = copy.deepcopy(self.resolve(node.pop("$ref")))
             target.pop("title", None)
             node = {**target, **node}
         for key in ("$defs", "definitions"):
             if isinstance(node.get(key), dict):
-                node[key] = {name: visit(sub) for name, sub in node[key].items()}
-        properties = node.get("properties")
-        if node.get("type") == "object" or isinstance(properties, dict):
-            extra = node.get("additionalProperties")
-            if extra not in (None, False):
-                possible[0] = False
-            node["additionalProperties"] = False
-            if isinstance(properties, dict):
-                node["properties"] = {name: visit(sub) for name, sub in properties.items()}
-                node["required"] = list(node["properties"])
+                node[key] = {name: self.visit(sub) for name, sub in node[key].items()}
+        self._close_object(node)
         if isinstance(node.get("items"), dict):
-            node["items"] = visit(node["items"])
+            node["items"] = self.visit(node["items"])
         for key in ("anyOf", "oneOf", "allOf"):
             if isinstance(node.get(key), list):
-                node[key] = [visit(sub) for sub in node[key]]
+                node[key] = [self.visit(sub) for sub in node[key]]
         if isinstance(node.get("allOf"), list) and len(node["allOf"]) == 1:
             only = node.pop("allOf")[0]
             node = {**only, **node}
         return node
 
-    result = visit(root)
-    if not possible[0]:
-        return copy.deepcopy(schema), False
-    return result, True
+    def _close_object(self, node: dict[str, Any]) -> None:
+        """An object schema: no extra properties, and every property required."""
+        properties = node.get("properties")
+        if not (node.get("type") == "object" or isinstance(properties, dict)):
+            return
+        if node.get("additionalProperties") not in (None, False):
+            self.possible = False
+        node["additionalProperties"] = False
+        if isinstance(properties, dict):
+            node["properties"] = {name: self.visit(sub) for name, sub in properties.items()}
+            node["required"] = list(node["properties"])
 
 
 @dataclass

@@ -97,78 +97,13 @@ class AnthropicProvider(SDKProvider):
     async def _stream(
         self, request: dict[str, Any], output_schema: type[Schema] | None
     ) -> AsyncIterator[StreamDelta | Completion]:
-        draft = Draft(model=self.model)
-        structured = output_schema is not None
-        blocks: dict[int, _Block] = {}  # by the stream's content-block index
-        input_tokens = cache_read = cache_write = output_tokens = 0
+        reply = _StreamedReply(Draft(model=self.model), structured=output_schema is not None)
         opening = functools.partial(self._client.messages.create, **request, stream=True)
         async for event in self._events(opening):
-            kind = event.type
-            if kind == "message_start":
-                message = event.message
-                draft.model = message.model or draft.model
-                usage = message.usage
-                input_tokens = usage.input_tokens or 0
-                cache_read = usage.cache_read_input_tokens or 0
-                cache_write = usage.cache_creation_input_tokens or 0
-                output_tokens = usage.output_tokens or 0
-            elif kind == "content_block_start":
-                block = event.content_block
-                if block.type == "text":
-                    blocks[event.index] = _Block("text")
-                    if block.text:
-                        draft.text.append(block.text)
-                        yield TextDelta(block.text)
-                elif block.type == "tool_use":
-                    if structured and block.name == RESPOND_TOOL:
-                        blocks[event.index] = _Block("respond", id=block.id, name=block.name)
-                    else:
-                        ordinal = sum(1 for b in blocks.values() if b.kind == "tool")
-                        blocks[event.index] = _Block("tool", ordinal, block.id, block.name)
-                        yield ToolCallDelta(index=ordinal, id=block.id, name=block.name)
-            elif kind == "content_block_delta":
-                entry = blocks.get(event.index)
-                delta = event.delta
-                if entry is None:
-                    continue
-                if delta.type == "text_delta" and entry.kind == "text":
-                    draft.text.append(delta.text)
-                    yield TextDelta(delta.text)
-                elif delta.type == "input_json_delta":
-                    entry.fragments.append(delta.partial_json)
-                    if entry.kind == "respond":
-                        yield TextDelta(delta.partial_json)
-                    else:
-                        yield ToolCallDelta(index=entry.ordinal, arguments=delta.partial_json)
-            elif kind == "message_delta":
-                draft.stop_reason = event.delta.stop_reason or draft.stop_reason
-                usage = event.usage
-                output_tokens = usage.output_tokens or output_tokens
-                input_tokens = getattr(usage, "input_tokens", None) or input_tokens
-                cache_read = getattr(usage, "cache_read_input_tokens", None) or cache_read
-                cache_write = getattr(usage, "cache_creation_input_tokens", None) or cache_write
-        for entry in (blocks[i] for i in sorted(blocks)):
-            text = "".join(entry.fragments)
-            if entry.kind == "tool":
-                args = loads_args(text)
-                draft.calls.append(ToolCall(id=entry.id, name=entry.name, args=args))
-            elif entry.kind == "respond":
-                try:
-                    value = json.loads(text or "{}")
-                except ValueError:
-                    value = None
-                if isinstance(value, dict):
-                    draft.structured = value
-                else:  # let validation report the broken JSON as it was sent
-                    draft.text = [text]
-        draft.usage = Usage(
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cache_read_tokens=cache_read,
-            cache_write_tokens=cache_write,
-        )
-        draft.stop_reason = _stop_reason(draft.stop_reason, draft)
-        yield draft.finish(output_schema)
+            delta = reply.feed(event)
+            if delta is not None:
+                yield delta
+        yield reply.finish(output_schema)
 
     # -- mapping: ours -> Messages API -------------------------------------------------------
 
@@ -268,6 +203,115 @@ class _Block:
     id: str = ""
     name: str = ""
     fragments: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _StreamedReply:
+    """A Messages API stream being assembled: one :meth:`feed` per event, then :meth:`finish`.
+
+    Each event gives at most one delta, yielded as it arrives; tool arguments and the
+    ``respond`` answer are parsed only at the end, once their JSON fragments are complete.
+    """
+
+    draft: Draft
+    structured: bool  # a "respond" tool call is the answer, not a call to run
+    blocks: dict[int, _Block] = field(default_factory=dict)  # by the stream's block index
+    input_tokens: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    output_tokens: int = 0
+
+    def feed(self, event: Any) -> StreamDelta | None:
+        """Take one stream event; the delta to show for it, if any."""
+        kind = event.type
+        if kind == "message_start":
+            self._start(event.message)
+        elif kind == "content_block_start":
+            return self._open_block(event)
+        elif kind == "content_block_delta":
+            return self._extend_block(event)
+        elif kind == "message_delta":
+            self._end(event)
+        return None
+
+    def _start(self, message: Any) -> None:
+        self.draft.model = message.model or self.draft.model
+        usage = message.usage
+        self.input_tokens = usage.input_tokens or 0
+        self.cache_read = usage.cache_read_input_tokens or 0
+        self.cache_write = usage.cache_creation_input_tokens or 0
+        self.output_tokens = usage.output_tokens or 0
+
+    def _open_block(self, event: Any) -> StreamDelta | None:
+        block = event.content_block
+        if block.type == "text":
+            self.blocks[event.index] = _Block("text")
+            if block.text:
+                self.draft.text.append(block.text)
+                return TextDelta(block.text)
+        elif block.type == "tool_use":
+            if self.structured and block.name == RESPOND_TOOL:
+                self.blocks[event.index] = _Block("respond", id=block.id, name=block.name)
+            else:
+                ordinal = sum(1 for b in self.blocks.values() if b.kind == "tool")
+                self.blocks[event.index] = _Block("tool", ordinal, block.id, block.name)
+                return ToolCallDelta(index=ordinal, id=block.id, name=block.name)
+        return None
+
+    def _extend_block(self, event: Any) -> StreamDelta | None:
+        entry = self.blocks.get(event.index)
+        delta = event.delta
+        if entry is None:
+            return None
+        if delta.type == "text_delta" and entry.kind == "text":
+            self.draft.text.append(delta.text)
+            return TextDelta(delta.text)
+        if delta.type == "input_json_delta":
+            entry.fragments.append(delta.partial_json)
+            if entry.kind == "respond":
+                return TextDelta(delta.partial_json)
+            return ToolCallDelta(index=entry.ordinal, arguments=delta.partial_json)
+        return None
+
+    def _end(self, event: Any) -> None:
+        """``message_delta``: the stop reason and the final usage (a count left out keeps its
+        value from ``message_start``)."""
+        self.draft.stop_reason = event.delta.stop_reason or self.draft.stop_reason
+        usage = event.usage
+        self.output_tokens = usage.output_tokens or self.output_tokens
+        self.input_tokens = getattr(usage, "input_tokens", None) or self.input_tokens
+        self.cache_read = getattr(usage, "cache_read_input_tokens", None) or self.cache_read
+        self.cache_write = getattr(usage, "cache_creation_input_tokens", None) or self.cache_write
+
+    def finish(self, output_schema: type[Schema] | None) -> Completion:
+        """Parse the finished blocks, in stream order, into the completion."""
+        draft = self.draft
+        for entry in (self.blocks[i] for i in sorted(self.blocks)):
+            text = "".join(entry.fragments)
+            if entry.kind == "tool":
+                args = loads_args(text)
+                draft.calls.append(ToolCall(id=entry.id, name=entry.name, args=args))
+            elif entry.kind == "respond":
+                self._take_answer(text)
+        draft.usage = Usage(
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cache_read_tokens=self.cache_read,
+            cache_write_tokens=self.cache_write,
+        )
+        draft.stop_reason = _stop_reason(draft.stop_reason, draft)
+        return draft.finish(output_schema)
+
+    def _take_answer(self, text: str) -> None:
+        """The ``respond`` call's input is the structured answer."""
+        try:
+            value = json.loads(text or "{}")
+        except ValueError:
+            value = None
+        if isinstance(value, dict):
+            self.draft.structured = value
+        else:  # let validation report the broken JSON as it was sent
+            self.draft.text = [text]
 
 
 def _stop_reason(raw: str | None, draft: Draft) -> str | None:
