@@ -262,20 +262,7 @@ class Studio:
 
     def edit(self, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /api/edit``: check, apply, reconstruct, write atomically, re-extract."""
-        version = body.get("version")
-        op = body.get("op")
-        args = body.get("args", {})
-        graph = body.get("graph")
-        if not isinstance(version, str) or not version:
-            raise ApiError(400, "the edit needs 'version': the sha the page loaded.")
-        if not isinstance(op, str):
-            raise ApiError(400, f"the edit needs 'op', one of: {', '.join(ops.OPS)}.")
-        if not isinstance(args, dict):
-            raise ApiError(400, "'args' must be an object.")
-        if graph is not None and not isinstance(graph, str):
-            raise ApiError(400, "'graph' must be a graph name (a string).")
-        if op not in ops.OPS:
-            raise ApiError(400, f"unknown op {op!r}; the ops are: {', '.join(ops.OPS)}.")
+        version, op, args, graph = _edit_request(body)
         with self.lock:
             source = self._read()
             if source.version != version:
@@ -297,24 +284,7 @@ class Studio:
                 raise ApiError(400, str(exc)) from None
             except (ops.EditRejected, IRError) as exc:
                 raise ApiError(422, str(exc)) from None
-            try:
-                new_text = reconstruct(source.text, result.ir)
-                data = source.encode(new_text)
-            except CanvasError as exc:
-                raise ApiError(422, str(exc)) from None
-            except UnicodeEncodeError as exc:
-                msg = (
-                    f"the edit needs characters the file's encoding ({source.encoding}) "
-                    f"cannot hold: {exc}"
-                )
-                raise ApiError(422, msg) from None
-            except Exception as exc:  # an engine bug must not look like a server crash
-                _log.exception("the canvas engine failed on %s %r", op, args)
-                msg = (
-                    "the canvas engine could not write this edit back "
-                    f"({type(exc).__name__}: {exc})."
-                )
-                raise ApiError(422, msg) from None
+            data = _written(source, result.ir, op, args)
             if data != source.data:
                 try:
                     current = self.path.read_bytes()
@@ -425,3 +395,41 @@ def _holes_in(file: Path) -> list[dict[str, Any]]:
         for cls in classes.values()
         if cls.has_hole
     ]
+
+
+def _edit_request(body: dict[str, Any]) -> tuple[str, str, dict[str, Any], str | None]:
+    """The ``POST /api/edit`` body's parts, or a 400 naming what is wrong."""
+    version = body.get("version")
+    op = body.get("op")
+    args = body.get("args", {})
+    graph = body.get("graph")
+    if not isinstance(version, str) or not version:
+        raise ApiError(400, "the edit needs 'version': the sha the page loaded.")
+    if not isinstance(op, str):
+        raise ApiError(400, f"the edit needs 'op', one of: {', '.join(ops.OPS)}.")
+    if not isinstance(args, dict):
+        raise ApiError(400, "'args' must be an object.")
+    if graph is not None and not isinstance(graph, str):
+        raise ApiError(400, "'graph' must be a graph name (a string).")
+    if op not in ops.OPS:
+        raise ApiError(400, f"unknown op {op!r}; the ops are: {', '.join(ops.OPS)}.")
+    return version, op, args, graph
+
+
+def _written(source: SourceFile, ir: GraphIR, op: str, args: dict[str, Any]) -> bytes:
+    """The file's new bytes for ``ir``, or a 422 saying why the engine cannot write it."""
+    try:
+        new_text = reconstruct(source.text, ir)
+        data = source.encode(new_text)
+    except CanvasError as exc:
+        raise ApiError(422, str(exc)) from None
+    except UnicodeEncodeError as exc:
+        msg = (
+            f"the edit needs characters the file's encoding ({source.encoding}) cannot hold: {exc}"
+        )
+        raise ApiError(422, msg) from None
+    except Exception as exc:  # an engine bug must not look like a server crash
+        _log.exception("the canvas engine failed on %s %r", op, args)
+        msg = f"the canvas engine could not write this edit back ({type(exc).__name__}: {exc})."
+        raise ApiError(422, msg) from None
+    return data

@@ -76,17 +76,20 @@ def _error(status: int, message: str, **extra: Any) -> JSONResponse:
     return _json({"error": message, **extra}, status)
 
 
-def create_app(studio: Studio, *, hub: EventHub | None = None) -> Starlette:
-    """The Studio's ASGI app for ``studio`` (one opened file, one token)."""
-    hub = hub or EventHub(studio.path)
+class _Api:
+    """The Studio's endpoints over one opened file (``studio``) and its event hub."""
 
-    def guarded(handler: Handler, *, token: bool = True) -> Handler:
+    def __init__(self, studio: Studio, hub: EventHub) -> None:
+        self.studio = studio
+        self.hub = hub
+
+    def guarded(self, handler: Handler, *, token: bool = True) -> Handler:
         async def endpoint(request: Request) -> Response:
             if not safety.origin_ok(request):
                 return _error(
                     403, "cross-origin request refused: only the Studio's own page may call it."
                 )
-            if token and not safety.token_ok(request, studio.token):
+            if token and not safety.token_ok(request, self.studio.token):
                 return _error(
                     403,
                     "missing or wrong Studio token: open the URL the command printed "
@@ -104,7 +107,7 @@ def create_app(studio: Studio, *, hub: EventHub | None = None) -> Starlette:
 
         return endpoint
 
-    async def json_body(request: Request, limit: int = safety.MAX_BODY) -> dict[str, Any]:
+    async def json_body(self, request: Request, limit: int = safety.MAX_BODY) -> dict[str, Any]:
         raw = await safety.read_body(request, limit)
         try:
             data = json.loads(raw)
@@ -114,7 +117,7 @@ def create_app(studio: Studio, *, hub: EventHub | None = None) -> Starlette:
             raise ApiError(400, f"the body must be a JSON object, got {type(data).__name__}.")
         return data
 
-    async def page(request: Request) -> Response:
+    async def page(self, request: Request) -> Response:
         del request
         index = STATIC_DIR / "index.html"
         try:
@@ -123,91 +126,97 @@ def create_app(studio: Studio, *, hub: EventHub | None = None) -> Starlette:
             html = PLACEHOLDER
         return HTMLResponse(html, headers=_HEADERS)
 
-    async def page_forbidden(request: Request) -> Response:
-        if not safety.token_ok(request, studio.token):
+    async def page_forbidden(self, request: Request) -> Response:
+        if not safety.token_ok(request, self.studio.token):
             return HTMLResponse(
                 "<!doctype html><title>TensorSketch Studio</title><p>This page needs the token "
                 "from the URL the command printed: <code>/?token=...</code></p>",
                 status_code=403,
                 headers=_HEADERS,
             )
-        return await page(request)
+        return await self.page(request)
 
-    async def get_graph(request: Request) -> Response:
+    async def get_graph(self, request: Request) -> Response:
         graph = request.query_params.get("graph")
-        return _json(await asyncio.to_thread(studio.graph_view, graph))
+        return _json(await asyncio.to_thread(self.studio.graph_view, graph))
 
-    async def post_edit(request: Request) -> Response:
-        body = await json_body(request)
-        result = await asyncio.to_thread(studio.edit, body)
-        hub.publish("file", {"version": result["version"]})
+    async def post_edit(self, request: Request) -> Response:
+        body = await self.json_body(request)
+        result = await asyncio.to_thread(self.studio.edit, body)
+        self.hub.publish("file", {"version": result["version"]})
         return _json(result)
 
-    async def post_layout(request: Request) -> Response:
-        body = await json_body(request)
-        return _json(await asyncio.to_thread(studio.set_layout, body))
+    async def post_layout(self, request: Request) -> Response:
+        body = await self.json_body(request)
+        return _json(await asyncio.to_thread(self.studio.set_layout, body))
 
-    async def events(request: Request) -> Response:
+    async def events(self, request: Request) -> Response:
         del request
         return StreamingResponse(
-            hub.stream(),
+            self.hub.stream(),
             media_type="text/event-stream",
             headers={**_HEADERS, "X-Accel-Buffering": "no"},
         )
 
-    async def post_trace(request: Request) -> Response:
+    async def post_trace(self, request: Request) -> Response:
         # Non-browser clients (no Origin) may post spans without the token; a browser page
         # must be the Studio's own and carry it. ``guarded`` already refused foreign origins.
-        if "origin" in request.headers and not safety.token_ok(request, studio.token):
+        if "origin" in request.headers and not safety.token_ok(request, self.studio.token):
             return _error(403, "a browser posting spans must send the Studio token.")
-        body = await json_body(request, TRACE_MAX_BODY)
+        body = await self.json_body(request, TRACE_MAX_BODY)
         try:
             spans = parse_spans(body)
         except ValueError as exc:
             raise ApiError(400, str(exc)) from None
-        runs = studio.trace.add(spans)
+        runs = self.studio.trace.add(spans)
         for run in runs:
-            hub.publish("trace", {"run": run})
+            self.hub.publish("trace", {"run": run})
         return _json({"accepted": len(spans)})
 
-    async def get_trace(request: Request) -> Response:
+    async def get_trace(self, request: Request) -> Response:
         run = request.query_params.get("run")
         if run is None:
-            return _json({"runs": studio.trace.runs()})
-        folded = studio.trace.run(run)
+            return _json({"runs": self.studio.trace.runs()})
+        folded = self.studio.trace.run(run)
         if folded is None:
             return _error(404, f"no spans of run {run!r} in the trace tail.")
         return _json(folded)
 
-    async def get_export(request: Request) -> Response:
+    async def get_export(self, request: Request) -> Response:
         fmt = request.query_params.get("format", "mermaid")
         if fmt not in ("mermaid", "svg"):
             return _error(400, f"format must be 'mermaid' or 'svg', got {fmt!r}.")
-        ir = await asyncio.to_thread(studio.current_ir, request.query_params.get("graph"))
+        ir = await asyncio.to_thread(self.studio.current_ir, request.query_params.get("graph"))
         if fmt == "mermaid":
             return Response(export.to_mermaid(ir), media_type="text/plain", headers=_HEADERS)
         return Response(export.to_svg(ir), media_type="image/svg+xml", headers=_HEADERS)
 
-    async def not_found(request: Request, exc: Exception) -> Response:
+    async def not_found(self, request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 404
         detail = exc.detail if isinstance(exc, HTTPException) else "not found"
         return _error(status, f"{request.method} {request.url.path}: {detail}")
 
+
+def create_app(studio: Studio, *, hub: EventHub | None = None) -> Starlette:
+    """The Studio's ASGI app for ``studio`` (one opened file, one token)."""
+    hub = hub or EventHub(studio.path)
+    api = _Api(studio, hub)
+    guarded = api.guarded
     routes: list[Route | Mount] = [
-        Route("/", guarded(page_forbidden, token=False), methods=["GET"]),
-        Route("/api/graph", guarded(get_graph), methods=["GET"]),
-        Route("/api/edit", guarded(post_edit), methods=["POST"]),
-        Route("/api/layout", guarded(post_layout), methods=["POST"]),
-        Route("/api/events", guarded(events), methods=["GET"]),
-        Route("/api/trace", guarded(post_trace, token=False), methods=["POST"]),
-        Route("/api/trace", guarded(get_trace), methods=["GET"]),
-        Route("/api/export", guarded(get_export), methods=["GET"]),
+        Route("/", guarded(api.page_forbidden, token=False), methods=["GET"]),
+        Route("/api/graph", guarded(api.get_graph), methods=["GET"]),
+        Route("/api/edit", guarded(api.post_edit), methods=["POST"]),
+        Route("/api/layout", guarded(api.post_layout), methods=["POST"]),
+        Route("/api/events", guarded(api.events), methods=["GET"]),
+        Route("/api/trace", guarded(api.post_trace, token=False), methods=["POST"]),
+        Route("/api/trace", guarded(api.get_trace), methods=["GET"]),
+        Route("/api/export", guarded(api.get_export), methods=["GET"]),
         Mount("/static", app=_Static(directory=STATIC_DIR, check_dir=False), name="static"),
     ]
     app = Starlette(
         routes=routes,
         middleware=[Middleware(safety.HostCheckMiddleware)],
-        exception_handlers={HTTPException: not_found},
+        exception_handlers={HTTPException: api.not_found},
     )
     app.state.studio = studio
     app.state.hub = hub

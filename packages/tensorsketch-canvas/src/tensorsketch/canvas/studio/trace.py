@@ -198,16 +198,7 @@ def fold_nodes(spans: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             },
         )
         folded.setdefault(node, []).append(span)
-        if span["kind"] == "node" and span["attributes"].get(_NODE_ATTR) == node:
-            entry["calls"] += 1
-            entry["latency_ms"] += span["duration_ms"]
-        if span["status"] == "error":
-            entry["errors"] += 1
-        if span["kind"] == "model":
-            entry["tokens"] += _tokens(span)
-            cost = _cost(span)
-            if cost is not None:
-                entry["cost"] = (entry["cost"] or 0.0) + cost
+        _tally(entry, span, node)
     for node, entry in nodes.items():
         own = [
             s
@@ -234,3 +225,18 @@ def fold_nodes(spans: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             for s in recent
         ]
     return nodes
+
+
+def _tally(entry: dict[str, Any], span: dict[str, Any], node: str) -> None:
+    """Add one span to its node's totals (calls and latency come from the node's own span,
+    tokens and cost from the model spans folded into it)."""
+    if span["kind"] == "node" and span["attributes"].get(_NODE_ATTR) == node:
+        entry["calls"] += 1
+        entry["latency_ms"] += span["duration_ms"]
+    if span["status"] == "error":
+        entry["errors"] += 1
+    if span["kind"] == "model":
+        entry["tokens"] += _tokens(span)
+        cost = _cost(span)
+        if cost is not None:
+            entry["cost"] = (entry["cost"] or 0.0) + cost
