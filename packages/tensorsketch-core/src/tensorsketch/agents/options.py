@@ -27,23 +27,24 @@ __all__ = ["AgentOptions", "AgentSettings", "as_tools", "check_provider"]
 class AgentOptions(TypedDict, total=False):
     """The keyword options of :class:`Agent` and :func:`create_agent`.
 
-    :param system: the system prompt (the transcript's first message).
-    :param max_iterations: at most this many model calls per run (default 10); when reached,
+    :ivar system: the system prompt (the transcript's first message).
+    :ivar max_iterations: at most this many model calls per run (default 10); when reached,
         the agent returns the latest assistant text with ``status="max_iterations"``.
-    :param middleware: wraps every model and tool call (first entry outermost).
-    :param max_total_tokens: / :param max_cost_usd: the run's budget, sub-agents included;
-        when spent the agent stops with ``status="budget_exceeded"``.
-    :param prices: a price table laid over ``DEFAULT_PRICES`` for cost accounting.
-    :param fallbacks: providers tried in order when a call fails with a retryable error
+    :ivar middleware: wraps every model and tool call (first entry outermost).
+    :ivar max_total_tokens: the run's token budget, sub-agents included; when spent the
+        agent stops with ``status="budget_exceeded"``.
+    :ivar max_cost_usd: the run's budget in US dollars, counted the same way.
+    :ivar prices: a price table laid over ``DEFAULT_PRICES`` for cost accounting.
+    :ivar fallbacks: providers tried in order when a call fails with a retryable error
         (rate limit, server error, timeout, connection) — never after text was streamed, and
         every turn starts again from the primary provider.
-    :param tool_concurrency: most tool calls of one turn running at once (``None``: all).
-    :param tool_timeout: seconds a tool call may take; a slow call becomes an error result.
-    :param output_schema: validate the final answer into this schema (``state.parsed``); a
+    :ivar tool_concurrency: most tool calls of one turn running at once (``None``: all).
+    :ivar tool_timeout: seconds a tool call may take; a slow call becomes an error result.
+    :ivar output_schema: validate the final answer into this schema (``state.parsed``); a
         reply that does not validate is sent back for repair (it counts as an iteration).
-    :param name: the agent's node name (default ``"agent"``).
-    :param max_tokens: the reply limit of each model call (default 1024).
-    :param model_options: further provider options sent with every model call.
+    :ivar name: the agent's node name (default ``"agent"``).
+    :ivar max_tokens: the reply limit of each model call (default 1024).
+    :ivar model_options: further provider options sent with every model call.
     """
 
     system: str | None
