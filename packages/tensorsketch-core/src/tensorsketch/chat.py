@@ -18,11 +18,13 @@ knowing any vendor::
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import pydantic
 from pydantic import BaseModel, ConfigDict
 
 from tensorsketch.errors import TensorSketchError, ValidationError
@@ -261,10 +263,6 @@ def parse_structured(text: str, schema: type[S], *, completion: Completion | Non
     Tolerates a Markdown code fence around the JSON. Raises :class:`StructuredOutputError`
     with a message a model can act on. Providers call this for ``output_schema`` requests.
     """
-    import json
-
-    import pydantic
-
     body = _strip_fences(text)
     try:
         data = json.loads(body)

@@ -7,11 +7,19 @@ import threading
 from collections.abc import AsyncIterator, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from tensorsketch.durable import (
+    RunJournal,
+    load_chain,
+    load_page,
+    read_checkpoint,
+    validated_values,
+)
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError
 from tensorsketch.events import Event
-from tensorsketch.interrupts import Interrupt, attach_checkpoint_info
+from tensorsketch.interrupts import Interrupt, apply_resume, attach_checkpoint_info
 from tensorsketch.observability.tracing import Tracer
 from tensorsketch.pregel import GraphSpec, Run, Task
+from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.schema import Schema
 from tensorsketch.structure import GraphStructure
 
@@ -20,7 +28,7 @@ if TYPE_CHECKING:
 
     # The durable layer (and its serializers) loads on the first durable run.
     from tensorsketch.durable import Checkpoint
-    from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint
+    from tensorsketch.runtime.backends.base import StoredCheckpoint
 
 __all__ = ["CompiledGraph"]
 
@@ -128,8 +136,6 @@ class CompiledGraph(Generic[S]):
     def _check_durable_args(self, thread_id: str | None, backend: Backend | None) -> None:
         if backend is None:
             return
-        from tensorsketch.runtime.backends.base import Backend
-
         if thread_id is None:
             msg = "a durable run needs both backend= and thread_id=; pass thread_id='...'."
             raise ValueError(msg)
@@ -150,8 +156,6 @@ class CompiledGraph(Generic[S]):
         namespace: tuple[str, ...],
     ) -> Run:
         self._check_durable_args(thread_id, backend)
-        if backend is not None:
-            from tensorsketch.durable import RunJournal
         journal = (
             RunJournal(backend, thread_id, self._spec)
             if backend is not None and thread_id is not None
@@ -214,8 +218,6 @@ class CompiledGraph(Generic[S]):
         if opened.restored is not None:
             run.restore(opened.restored)
         if resume:
-            from tensorsketch.interrupts import apply_resume
-
             await apply_resume(run, resume)
         if opened.restored is None:  # a new thread whose input was not saved by `open`
             tasks = run.fresh_tasks(input)
@@ -357,8 +359,6 @@ class CompiledGraph(Generic[S]):
         paging through a long thread costs about the size of each page.
         """
         _check_thread_id(thread_id)
-        from tensorsketch.durable import load_chain, load_page
-
         stored = await backend.list_checkpoints(thread_id)
         if limit is None and before is None:
             return load_chain(backend, stored)
@@ -374,16 +374,12 @@ class CompiledGraph(Generic[S]):
         it costs about the state's size, however long the thread's history is.
         """
         _check_thread_id(thread_id)
-        from tensorsketch.durable import read_checkpoint
-
         latest = await read_checkpoint(backend, thread_id)
         return None if latest is None else self._state_at(latest)
 
     async def aget_state_at(self, thread_id: str, backend: Backend, checkpoint_id: str) -> S:
         """The state at one checkpoint of the thread."""
         _check_thread_id(thread_id)
-        from tensorsketch.durable import read_checkpoint
-
         found = await read_checkpoint(backend, thread_id, checkpoint_id)
         if found is None:
             msg = (
@@ -394,8 +390,6 @@ class CompiledGraph(Generic[S]):
         return self._state_at(found)
 
     def _state_at(self, checkpoint: Checkpoint) -> S:
-        from tensorsketch.durable import validated_values
-
         values = validated_values(self._spec, checkpoint)
         state: S = self.state_schema.model_construct(**values)  # type: ignore[assignment]
         attach_checkpoint_info(state, checkpoint)
@@ -433,8 +427,6 @@ class CompiledGraph(Generic[S]):
         """
         _check_thread_id(thread_id)
         _check_thread_id(new_thread_id, "new_thread_id")
-        from tensorsketch.durable import load_chain, read_checkpoint
-
         try:
             origin = await read_checkpoint(backend, thread_id, checkpoint_id)
         except CheckpointDecodeError:

@@ -40,6 +40,7 @@ from tensorsketch.interrupts import PendingInterrupt
 # Checkpoint ids: the runtime's fast, fork-safe 128-bit random ids (the ones spans use).
 from tensorsketch.observability.tracing import new_trace_id as _new_id
 from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent, lease_lost
+from tensorsketch.serializers import JsonSerializer
 
 if TYPE_CHECKING:
     from tensorsketch.pregel import GraphSpec, Run, Task
@@ -155,8 +156,6 @@ def _decode_all(backend: Backend, stored: list[StoredCheckpoint]) -> list[dict[s
     and every tagged payload go through the serializer as before. The tag test looks for a
     ``$`` first, a ``memchr`` that is several times faster than a search for ``"$t"``.
     """
-    from tensorsketch.serializers import JsonSerializer
-
     if type(backend.serializer) is not JsonSerializer:
         return [_decode_payload(backend, s) for s in stored]
     out: list[dict[str, Any]] = []

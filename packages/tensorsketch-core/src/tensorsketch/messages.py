@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tensorsketch.channels import MISSING
+
 __all__ = [
     "ContentBlock",
     "ImageBlock",
@@ -277,8 +279,6 @@ class _AddMessages:
 
 
 def _is_missing(value: Any) -> bool:
-    from tensorsketch.channels import MISSING
-
     return value is MISSING
 
 

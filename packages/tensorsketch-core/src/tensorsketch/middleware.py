@@ -15,7 +15,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tensorsketch.budget import BudgetExceededError
 from tensorsketch.chat import ChatProvider, Completion, ProviderError, RateLimitError
+from tensorsketch.errors import ValidationError
+from tensorsketch.interrupts import Interrupt, RetryLater
 
 if TYPE_CHECKING:
     from tensorsketch.context import Context
@@ -137,18 +140,12 @@ def streamed_text(exc: BaseException) -> bool:
 
 
 def _control_flow(exc: BaseException) -> bool:
-    from tensorsketch.budget import BudgetExceededError
-    from tensorsketch.errors import ValidationError
-    from tensorsketch.interrupts import Interrupt, RetryLater
-
     if isinstance(exc, Interrupt | RetryLater | BudgetExceededError | ValidationError):
         return True
     return isinstance(exc, ProviderError) and not exc.retryable
 
 
 def _suspends(exc: BaseException) -> bool:
-    from tensorsketch.interrupts import Interrupt, RetryLater
-
     return isinstance(exc, Interrupt | RetryLater)
 
 

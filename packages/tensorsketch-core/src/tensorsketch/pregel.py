@@ -14,6 +14,7 @@ Nothing here knows about agents, providers or stores: the durable layer is reach
 from __future__ import annotations
 
 import asyncio
+import difflib
 import inspect
 import time
 import uuid
@@ -253,8 +254,6 @@ class Run:
         errors: list[str] = []
         for key, value in raw.items():
             if key not in fields:
-                import difflib
-
                 close = difflib.get_close_matches(key, list(fields), n=1)
                 hint = f" — did you mean {close[0]!r}?" if close else ""
                 errors.append(f"{key!r} is not a field of {self.spec.state_schema.__name__}{hint}")
@@ -415,8 +414,6 @@ class Run:
                 "node name, a list of names, Send(...) objects, or END to stop."
             )
             raise RoutingError(msg)
-        import difflib
-
         close = difflib.get_close_matches(str(item), list(nodes), n=1)
         hint = f" — did you mean {close[0]!r}?" if close else f" (nodes: {', '.join(nodes)})"
         msg = (

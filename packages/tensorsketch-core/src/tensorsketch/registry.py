@@ -10,6 +10,7 @@ unloaded entry point) until :func:`create_provider` / :func:`create_backend` bui
 from __future__ import annotations
 
 import difflib
+import inspect
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -149,8 +150,6 @@ class Registry(Generic[T]):
 
 
 def _takes_no_arguments(fn: Any) -> bool:
-    import inspect
-
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):

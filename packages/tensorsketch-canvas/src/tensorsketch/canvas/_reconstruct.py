@@ -27,7 +27,7 @@ from tensorsketch.canvas._class_edits import class_edits, normalized
 from tensorsketch.canvas._classes import NodeClass, find_node_classes
 from tensorsketch.canvas._diff import Slots, diff
 from tensorsketch.canvas._emit import Emit
-from tensorsketch.canvas._extract import build_ir, select
+from tensorsketch.canvas._extract import build_ir, extract, select
 from tensorsketch.canvas._plan import assign_handles, plan_edges, plan_nodes
 from tensorsketch.canvas._render import RenderContext
 from tensorsketch.canvas._source import ParsedSource, parse_source
@@ -111,8 +111,6 @@ class _Writer:
 
 
 def _verify(new_source: str, target: GraphIR) -> None:
-    from tensorsketch.canvas._extract import extract
-
     result = extract(new_source, target.name)
     if result != target:
         msg = (

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Mapping, Sequence
 
 from tensorsketch.cli import CliCommand
-from tensorsketch.hookspecs import hookimpl
+from tensorsketch.hookspecs import RESERVED, hookimpl
+from tensorsketch.plugins import failed_plugins, plugin_infos
+from tensorsketch.registry import backends, channel_types, providers, tracers
 
 
 @hookimpl
@@ -40,12 +43,6 @@ def _configure_plugins(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_plugins(args: argparse.Namespace) -> int:
-    import json
-
-    from tensorsketch.hookspecs import RESERVED
-    from tensorsketch.plugins import failed_plugins, plugin_infos
-    from tensorsketch.registry import backends, channel_types, providers, tracers
-
     infos = plugin_infos()
     failed = failed_plugins()
     if args.json:

@@ -26,6 +26,7 @@ from tensorsketch.agents.turn import call_model, model_turn, sub_context
 from tensorsketch.budget import Budget, budget_scope, current_budget
 from tensorsketch.chat import ChatProvider, Completion
 from tensorsketch.context import Context
+from tensorsketch.errors import ValidationError
 from tensorsketch.interrupts import (
     Interrupt,
     PendingInterrupt,
@@ -496,8 +497,6 @@ _NO_ATTRIBUTES: dict[str, Any] = {}
 
 
 def _error_text(exc: BaseException) -> str:
-    from tensorsketch.errors import ValidationError
-
     if isinstance(exc, ValidationError):
         return f"Error: {exc}"
     text = str(exc)

@@ -55,6 +55,8 @@ from tensorsketch.context import Context
 from tensorsketch.errors import ThreadBusyError
 from tensorsketch.graph import Graph
 from tensorsketch.node import Node
+from tensorsketch.plugins import resolve_target
+from tensorsketch.registry import backends
 from tensorsketch.runtime.backends.base import (
     Backend,
     StoredCheckpoint,
@@ -549,9 +551,6 @@ class BackendSpec:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
 
     def create(self) -> Backend:
-        from tensorsketch.plugins import resolve_target
-        from tensorsketch.registry import backends
-
         factory = (
             resolve_target(self.target, what="crash harness backend")
             if ":" in self.target
@@ -567,8 +566,6 @@ class BackendSpec:
         """The module that defines the backend (its driver import is the slow part)."""
         if ":" in self.target:
             return self.target.partition(":")[0]
-        from tensorsketch.registry import backends
-
         path = backends.target_path(self.target)
         return path.partition(":")[0] if path else None
 
@@ -576,8 +573,6 @@ class BackendSpec:
 def _preload(spec: BackendSpec, scenario: str) -> list[str]:
     """Modules the fork server imports once. One server serves the whole test session, so it
     preloads every registered backend (a missing driver is skipped by the server)."""
-    from tensorsketch.registry import backends
-
     modules = ["tensorsketch.testing.crash", scenario.partition(":")[0]]
     for name in backends.names():
         path = backends.target_path(name)
@@ -641,8 +636,6 @@ def _child(config: dict[str, Any]) -> None:
 
 
 async def _child_async(config: dict[str, Any]) -> None:
-    from tensorsketch.plugins import resolve_target
-
     spec = BackendSpec(config["backend"]["target"], config["backend"]["kwargs"])
     inner = spec.create()
     inner.lease_ttl = float(config["lease_ttl"])
@@ -725,8 +718,6 @@ async def run_crash_matrix(
     :param lease_ttl: the lease length used, short so a dead child's lease lapses quickly.
     :param kill_points: only these boundary numbers (1-based); default every boundary.
     """
-    from tensorsketch.plugins import resolve_target
-
     work = Path(workdir)
     await asyncio.to_thread(work.mkdir, parents=True, exist_ok=True)
     ledger = EffectLedger(work / "ledger.db")

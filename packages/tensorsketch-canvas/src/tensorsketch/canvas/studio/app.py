@@ -33,7 +33,12 @@ from tensorsketch.canvas.exceptions import (
 from tensorsketch.canvas.ir import GraphIR
 from tensorsketch.canvas.layout import Position, layout_path, read_layout, write_layout
 from tensorsketch.canvas.studio import ops
-from tensorsketch.canvas.studio._files import SourceFile, atomic_write_bytes, read_source
+from tensorsketch.canvas.studio._files import (
+    SourceFile,
+    atomic_write_bytes,
+    read_source,
+    sha256_hex,
+)
 from tensorsketch.canvas.studio.trace import TraceTail
 
 __all__ = ["ApiError", "Studio", "project_root"]
@@ -362,8 +367,6 @@ def _finite(value: float) -> bool:
 
 
 def _sha(data: bytes) -> str:
-    from tensorsketch.canvas.studio._files import sha256_hex
-
     return sha256_hex(data)
 
 
