@@ -1100,12 +1100,18 @@ class RunJournal:
         return decoded[0]
 
     async def record(self, key: str, value: Any) -> None:
-        data = self.backend.serializer.dumps([value])
-        async with self._fenced("recording an effect"):
+        await self._write([(key, value)], "recording an effect")
+
+    async def _write(self, items: list[tuple[str, Any]], what: str) -> None:
+        """Journal entries as one unit, fenced by this run's lease where the backend can
+        fence (a backend's default ``record_effects`` writes them one by one)."""
+        dumps = self.backend.serializer.dumps
+        encoded = [(key, dumps([value])) for key, value in items]
+        async with self._fenced(what):
             if self._fences:
-                await self.backend.record_effects(self.thread_id, [(key, data)], fence=self.owner)
+                await self.backend.record_effects(self.thread_id, encoded, fence=self.owner)
             else:
-                await self.backend.record_effect(self.thread_id, key, data)
+                await self.backend.record_effects(self.thread_id, encoded)
 
     @contextlib.asynccontextmanager
     async def _fenced(self, what: str) -> AsyncIterator[None]:
@@ -1126,13 +1132,7 @@ class RunJournal:
         return {key: self._entry(key, data) for key, data in raw.items()}
 
     async def record_many(self, items: list[tuple[str, Any]]) -> None:
-        dumps = self.backend.serializer.dumps
-        encoded = [(key, dumps([value])) for key, value in items]
-        async with self._fenced("recording finished tasks"):
-            if self._fences:
-                await self.backend.record_effects(self.thread_id, encoded, fence=self.owner)
-            else:
-                await self.backend.record_effects(self.thread_id, encoded)
+        await self._write(items, "recording finished tasks")
 
     # -- per-branch commit ------------------------------------------------------------------
 
