@@ -85,6 +85,7 @@ CONTENT_ATTRIBUTES = frozenset(
         "gen_ai.tool.call.result",
         "gen_ai.retrieval.query.text",
         "gen_ai.retrieval.documents",
+        "tensorsketch.input",
     }
 )
 
