@@ -19,10 +19,10 @@ from tensorsketch.eval import (
     SubprocessSandbox,
     ToolCalled,
     ToolSequence,
+    _graders,
     evaluate,
     graders,
 )
-from tensorsketch.eval import _graders
 from tensorsketch.messages import Message, assistant
 
 pytestmark = pytest.mark.timeout(120)
@@ -48,7 +48,9 @@ def scoped_judge() -> FakeProvider:
         prompt = messages[-1].text or ""
         answer = prompt.split("<answer>", 1)[1].rsplit("</answer>", 1)[0]
         verdict = "pass" if answer.strip().startswith("Paris") else "fail"
-        return assistant(f'{{"verdict": "{verdict}", "reason": "the answer starts with {answer.split()[0]}"}}')
+        return assistant(
+            f'{{"verdict": "{verdict}", "reason": "the answer starts with {answer.split()[0]}"}}'
+        )
 
     return FakeProvider(policy=decide)
 
@@ -86,7 +88,11 @@ async def test_in_a_subprocess_not_even_the_heap_is_reachable() -> None:
     case = Case(
         "rigged",
         {"query": "Capital of France?"},
-        graders=[Contains("Paris"), ToolSequence(["tamper"]), LlmJudge(judge, "The answer is Paris.")],
+        graders=[
+            Contains("Paris"),
+            ToolSequence(["tamper"]),
+            LlmJudge(judge, "The answer is Paris."),
+        ],
         trials=2,
     )
     report = await evaluate("tampering:agent", case, sandbox=sandbox, concurrency=2)
@@ -110,17 +116,24 @@ async def test_subprocess_trials_ship_state_and_env_back() -> None:
         env={"region": "eu"},
         trials=2,
     )
-    report = await evaluate("agents:capital_agent", case, sandbox=SubprocessSandbox(), concurrency=2)
+    report = await evaluate(
+        "agents:capital_agent", case, sandbox=SubprocessSandbox(), concurrency=2
+    )
     assert report.completion_rate == 1.0
     trial = report.trials[0].trial
-    assert trial is not None and isinstance(trial.state, dict) and trial.state["status"] == "completed"
+    assert (
+        trial is not None and isinstance(trial.state, dict) and trial.state["status"] == "completed"
+    )
     assert trial.env == {"region": "eu"}
     assert trial.steps == 3 and report.trials[0].transcript[-1]["role"] == "assistant"
 
 
 async def test_subprocess_timeout_kills_the_child() -> None:
     report = await evaluate(
-        "tampering:sleeper", Case("slow", {}, graders=[Contains("x")]), sandbox=SubprocessSandbox(), timeout=3
+        "tampering:sleeper",
+        Case("slow", {}, graders=[Contains("x")]),
+        sandbox=SubprocessSandbox(),
+        timeout=3,
     )
     (trial,) = report.trials
     assert trial.error is not None and "was killed" in trial.error
@@ -131,6 +144,10 @@ async def test_subprocess_timeout_kills_the_child() -> None:
 
 async def test_subprocess_needs_an_importable_agent_and_says_so() -> None:
     with pytest.raises(SandboxError, match="'module:attr' or 'file.py:attr' string"):
-        await evaluate(object(), Case("c", {}, graders=[Contains("x")]), sandbox=SubprocessSandbox())
-    report = await evaluate("agents:no_such_agent", Case("c", {}, graders=[Contains("x")]), sandbox=SubprocessSandbox())
+        await evaluate(
+            object(), Case("c", {}, graders=[Contains("x")]), sandbox=SubprocessSandbox()
+        )
+    report = await evaluate(
+        "agents:no_such_agent", Case("c", {}, graders=[Contains("x")]), sandbox=SubprocessSandbox()
+    )
     assert "has no attribute 'no_such_agent'" in (report.trials[0].error or "")
