@@ -143,7 +143,7 @@ async def test_subprocess_timeout_kills_the_child() -> None:
 
 
 async def test_subprocess_needs_an_importable_agent_and_says_so() -> None:
-    with pytest.raises(SandboxError, match="'module:attr' or 'file.py:attr' string"):
+    with pytest.raises(SandboxError, match=r"'module:attr' or 'file\.py:attr' string"):
         await evaluate(
             object(), Case("c", {}, graders=[Contains("x")]), sandbox=SubprocessSandbox()
         )

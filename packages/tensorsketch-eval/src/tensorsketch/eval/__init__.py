@@ -31,6 +31,7 @@ from tensorsketch.eval._graders import (
     grader,
 )
 from tensorsketch.eval._harness import ProgressEvent, evaluate, grade_trial
+from tensorsketch.eval._html import render_html
 from tensorsketch.eval._judge import Calibration, LlmJudge, Verdict, calibrate
 from tensorsketch.eval._metrics import pass_at_k, pass_pow_k
 from tensorsketch.eval._online import OnlineMonitor, score
@@ -102,6 +103,7 @@ __all__ = [
     "psi",
     "record_grades",
     "register_grader",
+    "render_html",
     "score",
     "tool_calls_of",
     "two_proportion_z",

@@ -139,7 +139,8 @@ class ToolArgs(_Base):
         self, name: str, check: Callable[[Any], bool] | Mapping[str, Any], *, label: str = ""
     ) -> None:
         self.tool, self.check = name, check
-        self.name = f"ToolArgs({name!r}{', ' + label if label else ''})"
+        shown = label or (repr(dict(check)) if isinstance(check, Mapping) else "")
+        self.name = f"ToolArgs({name!r}{', ' + shown if shown else ''})"
 
     def _ok(self, args: Any) -> bool:
         if isinstance(self.check, Mapping):

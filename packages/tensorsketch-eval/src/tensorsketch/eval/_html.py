@@ -113,57 +113,102 @@ def _case_bars(cases: Sequence[CaseResult], *, width: int = 560) -> str:
     return "".join(out)
 
 
+def _binning(values: Sequence[float]) -> tuple[float, float, int]:
+    """``(low, high, bins)``: whole-number data get one bin per value (up to 12 bins); a
+    constant sample gets a window around its value, so it draws as one bar in the middle."""
+    lo, hi = min(values), max(values)
+    if all(float(v).is_integer() for v in values) and hi - lo < 12:
+        missing = max(0, 5 - int(hi - lo) - 1)  # at least five bins, so one value is one bar
+        below = min(missing // 2, lo) if lo >= 0 else missing // 2
+        lo, hi = lo - below, hi + missing - below
+        return lo - 0.5, hi + 0.5, int(hi - lo) + 1
+    if hi == lo:
+        pad = abs(lo) * 0.5 or 0.5
+        return lo - pad, hi + pad, 5
+    return lo, hi, 12
+
+
+def _message_chart(chart: str, title: str, detail: str, *, width: int = 360) -> str:
+    """The chart's frame with a sentence in it, for a distribution there is nothing to draw of."""
+    middle = f"{width / 2 + 17:.0f}"
+    return (
+        f'<svg class="chart" data-chart="{chart}" viewBox="0 0 {width} 180" width="100%" '
+        f'role="img" aria-label="{_e(chart)}: {_e(title)}">'
+        f'<rect x="34" y="14" width="{width - 46}" height="132" rx="8" fill="{GRID}" '
+        'opacity="0.45"/>'
+        f'<text x="{middle}" y="76" text-anchor="middle" class="label">{_e(title)}</text>'
+        f'<text x="{middle}" y="96" text-anchor="middle" class="tick">{_e(detail)}</text>'
+        "</svg>"
+    )
+
+
 def _histogram(
     values: Sequence[float], *, chart: str, unit: str, color: str, width: int = 360
 ) -> str:
-    """A histogram with ~12 bins, the mean marked."""
-    height, left, bottom, top = 180, 34, 34, 12
-    plot_w, plot_h = width - left - 10, height - bottom - top
+    """A histogram (count of trials per bin) with the mean marked."""
+    height, left, bottom, top = 184, 34, 34, 20
+    plot_w, plot_h = width - left - 12, height - bottom - top
+    head = (
+        f'<svg class="chart" data-chart="{chart}" viewBox="0 0 {width} {height}" width="100%" '
+        f'role="img" aria-label="{_e(chart)} distribution">'
+    )
     if not values:
-        return f'<svg class="chart" data-chart="{chart}" viewBox="0 0 {width} {height}"></svg>'
-    lo, hi = min(values), max(values)
-    span = hi - lo or (abs(hi) or 1.0)
-    bins = max(1, min(12, len(set(values))))
+        return (
+            head + '<text x="50%" y="50%" text-anchor="middle" class="tick">no trials</text></svg>'
+        )
+    lo, hi, bins = _binning(values)
+    span = hi - lo
     counts = [0] * bins
     for value in values:
         counts[min(bins - 1, int((value - lo) / span * bins))] += 1
     peak = max(counts)
-    out = [
-        f'<svg class="chart" data-chart="{chart}" viewBox="0 0 {width} {height}" width="100%" '
-        f'role="img" aria-label="{_e(chart)} distribution">'
-    ]
+    out = [head]
     for frac in (0.5, 1.0):
         y = top + plot_h * (1 - frac)
         out.append(
-            f'<line x1="{left}" y1="{y:.1f}" x2="{width - 10}" y2="{y:.1f}" stroke="{GRID}"/>'
+            f'<line x1="{left}" y1="{y:.1f}" x2="{width - 12}" y2="{y:.1f}" stroke="{GRID}"/>'
             f'<text x="{left - 4}" y="{y + 4:.1f}" class="tick" text-anchor="end">'
-            f"{round(peak * frac)}</text>"
+            f"{peak * frac:.3g}</text>"
         )
     slot = plot_w / bins
+    gap = min(6.0, slot * 0.15)
     for i, count in enumerate(counts):
-        h = plot_h * count / peak if peak else 0
+        if not count:
+            continue
+        h = plot_h * count / peak
+        start = lo + span * i / bins
         out.append(
-            f'<rect class="bar" x="{left + i * slot + 1:.1f}" y="{top + plot_h - h:.1f}" '
-            f'width="{max(slot - 2, 1):.1f}" height="{h:.1f}" rx="2" fill="{color}">'
-            f"<title>{count} trial(s) from {lo + span * i / bins:.4g} {unit}</title></rect>"
+            f'<rect class="bar" x="{left + i * slot + gap / 2:.1f}" y="{top + plot_h - h:.1f}" '
+            f'width="{max(slot - gap, 1):.1f}" height="{h:.1f}" rx="2" fill="{color}">'
+            f"<title>{count} trial(s), {start:.4g} to {start + span / bins:.4g} {_e(unit)}"
+            "</title></rect>"
         )
     mean = sum(values) / len(values)
-    mx = left + plot_w * (mean - lo) / span if hi > lo else left + plot_w / 2
+    mx = left + plot_w * (mean - lo) / span
+    anchor = "end" if mx > left + plot_w * 0.7 else "start"
     out.append(
-        f'<line x1="{mx:.1f}" y1="{top}" x2="{mx:.1f}" y2="{top + plot_h}" stroke="{INK}" '
+        f'<line x1="{mx:.1f}" y1="{top - 16}" x2="{mx:.1f}" y2="{top + plot_h}" stroke="{INK}" '
         'stroke-dasharray="4 3"/>'
-        f'<text x="{min(mx + 4, width - 70):.1f}" y="{top + 10}" class="tick">'
-        f"mean {mean:.4g}</text>"
+        f'<text x="{mx + (-4 if anchor == "end" else 4):.1f}" y="{top - 7}" class="tick" '
+        f'text-anchor="{anchor}">mean {mean:.4g}</text>'
     )
     base = top + plot_h
-    out.append(f'<line x1="{left}" y1="{base}" x2="{width - 10}" y2="{base}" stroke="{MUTED}"/>')
+    out.append(f'<line x1="{left}" y1="{base}" x2="{width - 12}" y2="{base}" stroke="{MUTED}"/>')
+    if bins <= 12 and all(float(v).is_integer() for v in values):
+        for i in range(bins):  # one label per whole-number bin
+            out.append(
+                f'<text x="{left + (i + 0.5) * slot:.1f}" y="{base + 15}" class="tick" '
+                f'text-anchor="middle">{lo + 0.5 + i:g}</text>'
+            )
+    else:
+        out.append(
+            f'<text x="{left}" y="{base + 15}" class="tick">{lo:.4g}</text>'
+            f'<text x="{width - 12}" y="{base + 15}" class="tick" text-anchor="end">{hi:.4g}</text>'
+        )
     out.append(
-        f'<text x="{left}" y="{base + 16}" class="tick">{lo:.4g}</text>'
-        f'<text x="{width - 10}" y="{base + 16}" class="tick" text-anchor="end">{hi:.4g}</text>'
         f'<text x="{left + plot_w / 2:.1f}" y="{base + 30}" class="tick" text-anchor="middle">'
-        f"{_e(unit)}</text>"
+        f"{_e(unit)}</text></svg>"
     )
-    out.append("</svg>")
     return "".join(out)
 
 
@@ -220,7 +265,7 @@ def _transcript(trial: TrialResult) -> str:
     return "".join(rows) or '<div class="muted">no transcript recorded</div>'
 
 
-def _trial_block(trial: TrialResult) -> str:
+def _trial_block(trial: TrialResult, *, open_: bool = False) -> str:
     status = "pass" if trial.passed else "fail"
     grades = "".join(
         f'<tr class="{"ok" if g.passed else "bad"}"><td>{"✓" if g.passed else "✗"}</td>'
@@ -230,13 +275,23 @@ def _trial_block(trial: TrialResult) -> str:
     error = f'<div class="error">{_e(trial.error)}</div>' if trial.error else ""
     reason = f'<span class="why">{_e(trial.reason[:140])}</span>' if not trial.passed else ""
     return (
-        f'<details class="trial {status}"><summary><span class="pill {status}">{status}</span>'
+        f'<details class="trial {status}"{" open" if open_ else ""}><summary>'
+        f'<span class="pill {status}">{status}</span>'
         f"trial {trial.index} · {trial.steps} steps · {trial.latency_ms:.1f} ms · "
         f"${trial.cost_usd:.6f} {reason}</summary>{error}"
         f'<table class="grades"><thead><tr><th></th><th>grader</th><th>score</th><th>reason</th>'
         f"</tr></thead><tbody>{grades}</tbody></table>"
         f'<div class="transcript">{_transcript(trial)}</div></details>'
     )
+
+
+def _first_failure(case: CaseResult) -> TrialResult | None:
+    return next((t for t in case.trials if not t.passed), None)
+
+
+def _mean_of(case: CaseResult, name: str) -> float:
+    values = [float(getattr(t, name)) for t in case.trials]
+    return sum(values) / len(values) if values else 0.0
 
 
 def _suite_section(report: Report) -> str:
@@ -262,7 +317,10 @@ def _suite_section(report: Report) -> str:
         f'<tr><td>{_e(c.name)}</td><td class="num">'
         f'<span class="pill {"pass" if c.passes == c.n else "fail"}">'
         f'{c.passes}/{c.n}</span></td><td class="num">{c.k_used}</td>'
-        f'<td class="num">{c.pass_at_k:.3f}</td><td class="num">{c.pass_pow_k:.3f}</td></tr>'
+        f'<td class="num">{c.pass_at_k:.3f}</td><td class="num">{c.pass_pow_k:.3f}</td>'
+        f'<td class="num">{_mean_of(c, "steps"):.1f}</td>'
+        f'<td class="num">{_mean_of(c, "latency_ms"):.1f}</td>'
+        f'<td class="num">{_mean_of(c, "cost_usd"):.6f}</td></tr>'
         for c in report.cases
     )
     trials = list(report.trials)
@@ -271,11 +329,19 @@ def _suite_section(report: Report) -> str:
         f'<details class="case" {"open" if c.passes < c.n else ""}><summary><b>{_e(c.name)}</b>'
         f' <span class="pill {"pass" if c.passes == c.n else "fail"}">{c.passes}/{c.n}</span>'
         f' <span class="muted">pass@k {c.pass_at_k:.2f} · pass^k {c.pass_pow_k:.2f}</span>'
-        "</summary>" + "".join(_trial_block(t) for t in c.trials) + "</details>"
+        "</summary>"
+        + "".join(_trial_block(t, open_=t is _first_failure(c)) for t in c.trials)
+        + "</details>"
         for c in failing_first
     )
     latency = _histogram([t.latency_ms for t in trials], chart="latency", unit="ms", color=BLUE)
-    cost = _histogram([t.cost_usd for t in trials], chart="cost", unit="USD", color=AMBER)
+    if trials and not any(t.cost_usd for t in trials):
+        cost = _message_chart(
+            "cost", "no priced model call", "the models used are not in the price table"
+        )
+    else:
+        cost = _histogram([t.cost_usd for t in trials], chart="cost", unit="USD", color=AMBER)
+
     steps = _histogram(
         [float(t.steps) for t in trials], chart="steps", unit="model + tool calls", color=VIOLET
     )
@@ -292,8 +358,10 @@ def _suite_section(report: Report) -> str:
     <div class="panel"><h3>Cost per trial</h3>{cost}</div>
     <div class="panel"><h3>Steps per trial</h3>{steps}</div>
   </div>
-  <div class="panel"><h3>Cases</h3><table class="cases"><thead><tr><th>case</th><th>passed</th>
-    <th>k</th><th>pass@k</th><th>pass^k</th></tr></thead><tbody>{case_rows}</tbody></table></div>
+  <div class="panel"><h3>Cases</h3><table class="cases"><thead><tr><th>case</th>
+    <th class="num">passed</th><th class="num">k</th><th class="num">pass@k</th>
+    <th class="num">pass^k</th><th class="num">mean steps</th><th class="num">mean ms</th>
+    <th class="num">mean $</th></tr></thead><tbody>{case_rows}</tbody></table></div>
   <h3 class="section">Trials <span class="muted">(failing cases first; click to expand)</span></h3>
   {blocks}
 </section>"""
