@@ -248,7 +248,8 @@ class DriftMonitor:
     :param baseline: what healthy looked like.
     :param reporter: where alerts go (a ``JsonlReporter``, a ``WebhookReporter``, ...).
     :param window: how many recent records the rate and distribution checks look at.
-    :param min_samples: records needed before a rate or distribution check may fire.
+    :param min_samples: records needed before a rate check may fire (distribution checks
+        wait for a full ``window``).
     :param z_threshold: fire when the window's pass rate is this many standard errors below
         the baseline's (one-sided; 3.0 is about a 0.1% chance per check on healthy traffic).
     :param ph_delta: / ``ph_threshold``: Page-Hinkley's tolerated relative shift and alarm
@@ -394,7 +395,9 @@ class DriftMonitor:
             if raw is None:
                 continue
             values.append(float(raw))
-            if len(values) >= self.min_samples and self.seen % self.check_every == 0:
+            # PSI and KS are noisy on small samples (PSI's noise floor is about bins / n):
+            # they wait for a full window
+            if len(values) == values.maxlen and self.seen % self.check_every == 0:
                 fired += self._distribution(name, values)
         return fired
 
