@@ -18,7 +18,7 @@ from tensorsketch.durable import (
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError
 from tensorsketch.events import Event
 from tensorsketch.interrupts import Interrupt, apply_resume, attach_checkpoint_info
-from tensorsketch.observability.tracing import Tracer
+from tensorsketch.observability.tracing import ATTR_INPUT, Tracer
 from tensorsketch.pregel import GraphSpec, Run, Task
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.schema import Schema
@@ -182,8 +182,7 @@ class CompiledGraph(Generic[S]):
         if run.thread_id is not None:
             attributes["tensorsketch.thread_id"] = run.thread_id
         if input is not None:
-            # what the run was asked, so a recorded run can become an eval case (content:
-            # the OTel bridge exports it only with capture_content=True)
+            # what the run was asked, so a recorded run can become an eval case
             attributes[ATTR_INPUT] = _input_text(input)
         with tracer.span("run", kind="run", **attributes) as span:
             await self._drive_inner(run, input, max_steps, resume)
@@ -487,8 +486,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-#: The ``run`` span attribute holding the run's input as JSON (capped like tool payloads).
-ATTR_INPUT = "tensorsketch.input"
+#: How much of a run's input its ``run`` span keeps (like the agent layer's tool payloads).
 _INPUT_LIMIT = 4000
 
 

@@ -17,15 +17,13 @@ from tensorsketch.eval._graders import ToolSequence
 from tensorsketch.eval._trial import parse_args, tool_calls_of
 from tensorsketch.eval.exceptions import EvalError
 from tensorsketch.observability.memory import Trace
+from tensorsketch.observability.tracing import ATTR_INPUT
 
 if TYPE_CHECKING:
     from tensorsketch.eval._graders import GraderLike
     from tensorsketch.runtime.backends.base import Backend
 
 __all__ = ["Case", "Checkpoint", "Suite"]
-
-#: The run-span attribute that carries a run's input (written by the engine when traced).
-ATTR_INPUT = "tensorsketch.input"
 
 
 @dataclass(frozen=True, slots=True)
