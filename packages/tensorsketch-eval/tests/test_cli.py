@@ -107,7 +107,8 @@ def test_retry_failed_and_compare(tmp_path: Path) -> None:
     assert retried.returncode == 0 and "3/3" in retried.stdout
     b = tmp_path / "b" / "capitals.jsonl"
     records = [json.loads(x) for x in b.read_text().splitlines()]
-    assert sum(r["type"] == "trial" for r in records) == 1  # only the failed trial ran again
+    assert sum(r["type"] == "trial" for r in records) == 9  # the whole suite, merged ...
+    assert records[-1]["meta"]["retried"] == 1  # ... though only the failed trial ran again
 
     better = tensorsketch("eval", "compare", str(a), str(b), cwd=tmp_path)
     assert better.returncode == 0 and "improved" in better.stdout

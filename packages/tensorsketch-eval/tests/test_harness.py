@@ -14,8 +14,10 @@ from tensorsketch import END, START, Context, FakeProvider, Graph, Node, Schema,
 from tensorsketch.eval import (
     Case,
     Contains,
+    Custom,
     Equals,
     EvalError,
+    GraderError,
     JsonlReporter,
     Report,
     Suite,
@@ -205,3 +207,22 @@ async def test_a_case_forks_a_stored_checkpoint_and_runs_only_the_tail(tmp_path:
     assert report.completion_rate == 1.0
     assert STEPS == ["answer", "answer"]  # the research step was not replayed
     await backend.aclose()
+
+
+async def test_a_harness_error_stops_the_other_trials() -> None:
+    class Mixed(Probe):
+        async def invoke(self, inputs: dict[str, Any], *, tracer: Any = None) -> dict[str, Any]:
+            self.delay = 0.01 if inputs["query"] == "fast" else 5.0
+            return await super().invoke(inputs, tracer=tracer)
+
+    probe = Mixed()
+    suite = Suite(
+        "s",
+        [
+            Case("bad", {"query": "fast"}, graders=[Custom(lambda t: "maybe", name="odd")]),
+            Case("slow", {"query": "slow"}, graders=[Contains("Paris")], trials=3),
+        ],
+    )
+    with pytest.raises(GraderError, match="grader 'odd' returned 'maybe'"):
+        await evaluate(probe, suite, concurrency=4)
+    assert probe.active == 0  # the slow trials were cancelled, not left running

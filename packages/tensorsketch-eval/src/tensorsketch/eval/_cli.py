@@ -184,6 +184,10 @@ async def _run_suite(
             on_trial=advance,
         )
         progress.update(task, completed=total)
+    if reporter is not None:
+        # the records streamed as trials finished; rewrite them as one complete run (after
+        # --retry-failed that includes the kept passing trials, so `compare` sees the suite)
+        report.to_jsonl(reporter.path)
     return report
 
 

@@ -154,7 +154,16 @@ async def evaluate(
             if shown is not None:
                 await shown
 
-    await asyncio.gather(*(one(case, pinned, index) for case, pinned, index in plan))
+    running = [asyncio.ensure_future(one(case, pinned, index)) for case, pinned, index in plan]
+    try:
+        await asyncio.gather(*running)
+    except BaseException:
+        # a harness error (a grader that returns nonsense, a bad agent spec), or the caller
+        # cancelled: stop the other trials rather than leave them running unobserved
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        raise
     case_results = [
         CaseResult(
             case.name,
