@@ -25,27 +25,39 @@ __all__ = ["CaseResult", "Report", "TrialResult", "transcript_of"]
 CEILINGS = frozenset({"mean_cost", "mean_latency"})
 
 
+def _plain_args(args: Any) -> Any:
+    dump = getattr(args, "model_dump", None)
+    return dump(mode="json") if callable(dump) else args
+
+
 def transcript_of(trial: Trial) -> list[dict[str, Any]]:
-    """The trial's conversation as plain dicts (role, text, tool calls)."""
+    """The trial's conversation as plain dicts (role, text, tool name, tool calls)."""
     rows: list[dict[str, Any]] = []
     for message in trial.messages:
-        if isinstance(message, Mapping):
-            rows.append(dict(message))
-            continue
-        dump = getattr(message, "model_dump", None)
-        if callable(dump):
-            raw = dump(mode="json")
+        if isinstance(message, Mapping):  # a state that came back from a child process
+            content = message.get("content")
+            text = message.get("text") or (content if isinstance(content, str) else "")
+            calls = message.get("tool_calls") or []
             rows.append(
                 {
-                    "role": raw.get("role"),
-                    "text": getattr(message, "text", None) or "",
-                    "name": raw.get("name"),
-                    "tool_calls": [
-                        {"name": c.get("name"), "args": c.get("args")}
-                        for c in raw.get("tool_calls") or []
-                    ],
+                    "role": message.get("role"),
+                    "text": text or "",
+                    "name": message.get("name"),
+                    "tool_calls": [{"name": c.get("name"), "args": c.get("args")} for c in calls],
                 }
             )
+            continue
+        rows.append(
+            {
+                "role": getattr(message, "role", None),
+                "text": getattr(message, "text", "") or "",
+                "name": getattr(message, "name", None),
+                "tool_calls": [
+                    {"name": call.name, "args": _plain_args(call.args)}
+                    for call in getattr(message, "tool_calls", None) or ()
+                ],
+            }
+        )
     return rows
 
 

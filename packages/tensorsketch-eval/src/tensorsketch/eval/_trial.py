@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tensorsketch.observability.memory import Trace
@@ -104,6 +104,7 @@ class Trial:
     index: int = 0
     error: str | None = None
     wall_ms: float = 0.0
+    _tool_calls: tuple[Trace, list[ToolUse]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def steps(self) -> int:
@@ -122,7 +123,11 @@ class Trial:
 
     @property
     def tool_calls(self) -> list[ToolUse]:
-        return tool_calls_of(self.trace)
+        """The tool calls in the order they ran (parsed once per trace, shared by graders)."""
+        cached = self._tool_calls
+        if cached is None or cached[0] is not self.trace:
+            cached = self._tool_calls = (self.trace, tool_calls_of(self.trace))
+        return list(cached[1])
 
     @property
     def messages(self) -> list[Any]:
