@@ -145,6 +145,7 @@ def _wrap(
     limit: int,
 ) -> MCPTool:
     remote_name = remote.name
+    wrapped = remote.output_schema
 
     async def call(args: dict[str, Any]) -> Any:
         span = current_span.get()
@@ -161,7 +162,9 @@ def _wrap(
             if session.transport:
                 span.set_attribute(_ATTR_TRANSPORT, session.transport)
         result = await session.call_tool(remote_name, args, timeout=timeout)
-        return result_value(result, limit=limit, server=session.name, tool=remote_name)
+        return result_value(
+            result, limit=limit, server=session.name, tool=remote_name, output_schema=wrapped
+        )
 
     description = remote.description or remote.title or f"The {remote_name} tool."
     tool = MCPTool.from_schema(
@@ -216,13 +219,25 @@ def result_value(
     limit: int = DEFAULT_MAX_RESULT_CHARS,
     server: str = "",
     tool: str = "",
+    output_schema: Mapping[str, Any] | None = None,
 ) -> Any:
-    """A tool result as the Python value a TensorSketch tool returns (see :func:`mcp_tools`)."""
+    """A tool result as the Python value a TensorSketch tool returns (see :func:`mcp_tools`).
+
+    A result the server wrapped as ``{"result": value}`` because its output is not an object
+    (what SDK servers do for a function returning ``str``, ``int``, a list) is unwrapped, when
+    the tool's ``output_schema`` says it is that wrapper.
+    """
     if result.is_error:
         text = _content_text(result.content, min(limit, 4_000))
         where = f"the MCP tool {tool!r} on {server}" if tool else "the MCP tool"
         raise MCPToolError(f"{where} failed: {text or '(no message)'}", server=server or None)
-    structured = result.structured_content
+    structured: Any = result.structured_content
+    if structured is not None and _is_wrapper(output_schema) and set(structured) == {"result"}:
+        structured = structured["result"]
+        if isinstance(structured, str):
+            capped = _Capped(limit)
+            capped.add(structured)
+            return capped.text()
     if structured is not None:
         encoded = json.dumps(structured, sort_keys=True, default=str)
         if len(encoded) <= limit:
@@ -242,6 +257,18 @@ def result_value(
             blocks.append(TextBlock(text=note))
         return blocks
     return _content_text(result.content, limit)
+
+
+def _is_wrapper(schema: Mapping[str, Any] | None) -> bool:
+    """Whether an output schema is the ``{"result": ...}`` wrapper of a non-object output."""
+    if not schema:
+        return False
+    props = schema.get("properties")
+    return (
+        isinstance(props, Mapping)
+        and set(props) == {"result"}
+        and schema.get("required") == ["result"]
+    )
 
 
 def _content_text(content: list[types.ContentBlock], limit: int) -> str:
