@@ -379,3 +379,38 @@ def test_importing_without_the_sdk_names_the_extra() -> None:
     assert 'pip install "tensorsketch-interop[mcp]"' in out.stdout
     assert "is installed but has no module" not in out.stdout
     assert os.path.basename(sys.executable)  # the child ran this interpreter
+
+
+async def test_an_mcp_call_exports_as_an_otel_execute_tool_span() -> None:
+    from mcp.server.mcpserver import MCPServer
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tensorsketch.interop.mcp import memory_session
+    from tensorsketch.observability.otel import OTelTracer
+
+    sdk_server = MCPServer("clock")
+
+    @sdk_server.tool()
+    def now() -> str:
+        """The time."""
+        return "12:00"
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    async with memory_session(sdk_server) as session:
+        agent = create_agent(
+            FakeProvider(
+                [assistant(tool_calls=[ToolCall(id="c1", name="now", args={})]), assistant("Noon.")]
+            ),
+            tools=await mcp_tools(session),
+        )
+        await agent.invoke({"query": "time?"}, tracer=OTelTracer(tracer_provider=provider))
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    tool_span = spans["execute_tool now"]
+    assert tool_span.attributes is not None
+    assert tool_span.attributes["mcp.server.name"] == "clock"
+    assert tool_span.attributes["mcp.method.name"] == "tools/call"
+    assert tool_span.attributes["gen_ai.operation.name"] == "execute_tool"
