@@ -23,6 +23,7 @@ from tensorsketch.interop.mcp import (
     MCPTool,
     MCPToolError,
     get_prompt,
+    http_session,
     list_prompts,
     list_resources,
     mcp_tools,
@@ -355,6 +356,12 @@ async def test_bad_inputs_say_what_to_do(h: Any) -> None:
             pass
     with pytest.raises(ValueError, match="protocol='2024-01-01' is not an MCP protocol"):
         async with stdio_session("python", "x.py", protocol="2024-01-01"):
+            pass
+    with pytest.raises(MCPConnectionError, match="could not connect to the MCP server"):
+        async with stdio_session("python", "-c", "import sys; sys.exit(2)", timeout=30):
+            pass
+    with pytest.raises(MCPConnectionError, match=r"\(ConnectError: .*is not an MCP server"):
+        async with http_session(f"http://127.0.0.1:{h.free_port()}/mcp", timeout=30):
             pass
     with pytest.raises(TypeError, match="expected an MCP session"):
         await mcp_tools("http://example.com")  # type: ignore[arg-type]

@@ -249,6 +249,7 @@ async def test_an_agent_as_a_durable_tool_keeps_one_thread_per_mcp_session(h: An
         FakeProvider(lambda messages, tools: f"turn {sum(m.role == 'user' for m in messages)}")
     )
     chat = graph_tool(agent, name="chat", backend=backend)
+    assert chat.description.startswith("Run the ")  # not AgentState's own docstring
     assert set(chat.json_schema()["properties"]) == {"query", "messages"}
     assert "output" in chat.output_schema["properties"]
     server = build_mcp_server([chat], name="chat")

@@ -71,7 +71,7 @@ def graph_tool(
             raise ValueError(msg)
     input_schema = _schema(graph, chosen_in, "validation", required=spec.required)
     output_schema = _schema(graph, chosen_out, "serialization", required=chosen_out)
-    doc = description or (graph.state_schema.__doc__ or "").strip().split("\n\n")[0]
+    doc = description or _state_summary(graph)
     tool_name = name or graph.name
 
     async def run(args: dict[str, Any]) -> dict[str, Any]:
@@ -106,6 +106,15 @@ def graph_tool(
     tool.outputs = chosen_out
     tool.output_schema = output_schema
     return tool
+
+
+def _state_summary(graph: CompiledGraph[Any]) -> str:
+    """The first paragraph of the user's state docstring (not a framework state's, such as
+    an agent's ``AgentState``, which would describe TensorSketch rather than the tool)."""
+    state = graph.state_schema
+    if state.__module__.startswith("tensorsketch."):
+        return ""
+    return (state.__doc__ or "").strip().split("\n\n")[0]
 
 
 def _entry_reads(graph: CompiledGraph[Any]) -> tuple[str, ...]:

@@ -65,6 +65,13 @@ def _mode(protocol: str) -> str:
     raise ValueError(msg)
 
 
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside (nested) exception groups: the SDK's task groups wrap it."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
 class _Connection:
     """One connected ``Client``, entered and exited inside its own task."""
 
@@ -87,6 +94,14 @@ class _Connection:
                 "the command or URL starts an MCP server, or pass a larger `timeout=`."
             )
             raise MCPTimeoutError(msg, server=label) from None
+        except Exception as exc:
+            await self.close()
+            leaf = _leaf(exc)
+            msg = (
+                f"could not connect to the MCP server {label} ({type(leaf).__name__}: {leaf}): "
+                "it exited, refused the connection, or is not an MCP server."
+            )
+            raise MCPConnectionError(msg, server=label) from exc
         except BaseException:
             await self.close()
             raise
@@ -262,18 +277,22 @@ class MCPSession:
         )
         return MCPConnectionError(msg, code=types.CONNECTION_CLOSED, server=self.name)
 
-    async def list_tools(self) -> list[types.Tool]:
-        """Every tool the server offers (all pages)."""
-        found: list[types.Tool] = []
+    async def _every_page(self, method: str, pick: Callable[[Any], list[T]]) -> list[T]:
+        """Walk a paginated ``*/list`` method to the end (``pick`` takes a page's items)."""
+        found: list[T] = []
         cursor: str | None = None
         while True:
             page = await self.request(
-                "tools/list", functools.partial(_list_tools, cursor=cursor), self.timeout
+                method, functools.partial(_list_page, method, cursor=cursor), self.timeout
             )
-            found.extend(page.tools)
+            found.extend(pick(page))
             cursor = page.next_cursor
             if not cursor:
                 return found
+
+    async def list_tools(self) -> list[types.Tool]:
+        """Every tool the server offers (all pages)."""
+        return await self._every_page("tools/list", lambda page: page.tools)
 
     async def call_tool(
         self, name: str, arguments: Mapping[str, Any], *, timeout: float | None
@@ -287,16 +306,7 @@ class MCPSession:
 
     async def list_resources(self) -> list[types.Resource]:
         """Every resource the server lists (all pages)."""
-        found: list[types.Resource] = []
-        cursor: str | None = None
-        while True:
-            page = await self.request(
-                "resources/list", functools.partial(_list_resources, cursor=cursor), self.timeout
-            )
-            found.extend(page.resources)
-            cursor = page.next_cursor
-            if not cursor:
-                return found
+        return await self._every_page("resources/list", lambda page: page.resources)
 
     async def read_resource(self, uri: str) -> types.ReadResourceResult:
         """Read one resource by URI."""
@@ -306,16 +316,7 @@ class MCPSession:
 
     async def list_prompts(self) -> list[types.Prompt]:
         """Every prompt template the server offers (all pages)."""
-        found: list[types.Prompt] = []
-        cursor: str | None = None
-        while True:
-            page = await self.request(
-                "prompts/list", functools.partial(_list_prompts, cursor=cursor), self.timeout
-            )
-            found.extend(page.prompts)
-            cursor = page.next_cursor
-            if not cursor:
-                return found
+        return await self._every_page("prompts/list", lambda page: page.prompts)
 
     async def get_prompt(
         self, name: str, arguments: Mapping[str, str] | None = None
@@ -330,22 +331,14 @@ class MCPSession:
         return f"MCPSession({self.name!r}, protocol={self._protocol!r})"
 
 
-async def _list_tools(remote: RemoteSession, cursor: str | None) -> types.ListToolsResult:
+async def _list_page(method: str, remote: RemoteSession, *, cursor: str | None) -> Any:
+    """One page of ``tools/list``, ``resources/list`` or ``prompts/list``: ``Client`` takes
+    the cursor itself, a bare ``ClientSession`` takes it inside ``params``."""
+    kind = method.split("/")[0]
+    fetch = getattr(remote, f"list_{kind}")
     if isinstance(remote, Client):
-        return await remote.list_tools(cursor=cursor)
-    return await remote.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
-
-
-async def _list_resources(remote: RemoteSession, cursor: str | None) -> types.ListResourcesResult:
-    if isinstance(remote, Client):
-        return await remote.list_resources(cursor=cursor)
-    return await remote.list_resources(params=types.PaginatedRequestParams(cursor=cursor))
-
-
-async def _list_prompts(remote: RemoteSession, cursor: str | None) -> types.ListPromptsResult:
-    if isinstance(remote, Client):
-        return await remote.list_prompts(cursor=cursor)
-    return await remote.list_prompts(params=types.PaginatedRequestParams(cursor=cursor))
+        return await fetch(cursor=cursor)
+    return await fetch(params=types.PaginatedRequestParams(cursor=cursor))
 
 
 # -- the transports ---------------------------------------------------------------------------
