@@ -13,6 +13,10 @@ from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.server.mcpserver import MCPServer
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tensorsketch import FakeProvider, InMemoryBackend, create_agent, run_info
 from tensorsketch.interop.mcp import (
@@ -27,11 +31,13 @@ from tensorsketch.interop.mcp import (
     list_prompts,
     list_resources,
     mcp_tools,
+    memory_session,
     read_resource,
     stdio_session,
 )
 from tensorsketch.messages import Message, ToolCall, assistant
 from tensorsketch.observability.memory import InMemoryTracer
+from tensorsketch.observability.otel import OTelTracer
 
 PROTOCOLS = [("auto", "2026-07-28"), ("legacy", "2025-11-25")]
 
@@ -389,14 +395,6 @@ def test_importing_without_the_sdk_names_the_extra() -> None:
 
 
 async def test_an_mcp_call_exports_as_an_otel_execute_tool_span() -> None:
-    from mcp.server.mcpserver import MCPServer
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    from tensorsketch.interop.mcp import memory_session
-    from tensorsketch.observability.otel import OTelTracer
-
     sdk_server = MCPServer("clock")
 
     @sdk_server.tool()

@@ -12,8 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import mcp_types as types
 import pytest
+import uvicorn
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError as SDKError
 from starlette.applications import Starlette
@@ -33,6 +35,8 @@ from tensorsketch import (
     tool,
 )
 from tensorsketch.interop.mcp import (
+    MCPApp,
+    MCPConnectionError,
     build_mcp_server,
     graph_tool,
     http_session,
@@ -105,8 +109,6 @@ async def test_the_sdk_client_uses_our_server_over_streamable_http(
 
 
 async def test_bad_http_requests_get_4xx_not_5xx(h: Any) -> None:
-    import httpx2
-
     app = mcp_app([add], name="calc")
     async with h.serving(app) as base, httpx2.AsyncClient() as http:
         accept = {"accept": "application/json, text/event-stream"}
@@ -162,6 +164,39 @@ async def test_an_agent_calls_our_tools_over_http(h: Any, protocol: str) -> None
     spans = [s for s in tracer.spans if s.kind == "tool"]
     assert {s.attributes["mcp.server.name"] for s in spans} == {"calc"}
     assert {s.attributes["network.transport"] for s in spans} == {"tcp"}
+
+
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])
+async def test_an_http_server_that_goes_away_is_reported_then_reconnected(
+    h: Any, protocol: str
+) -> None:
+    port = h.free_port()
+
+    async def start() -> tuple[uvicorn.Server, asyncio.Task[None]]:
+        app = mcp_app([add], name="calc")
+        server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="critical")
+        )
+        task = asyncio.create_task(server.serve())
+        while not server.started:
+            assert not task.done(), "uvicorn did not start"
+            await asyncio.sleep(0.02)
+        return server, task
+
+    server, task = await start()
+    url = f"http://127.0.0.1:{port}/mcp"
+    async with http_session(url, protocol=protocol) as session:
+        (remote_add,) = await mcp_tools(session)
+        assert await remote_add.run({"a": 1, "b": 2}) == "3"
+        server.should_exit = True
+        await task
+        with pytest.raises(MCPConnectionError, match="it reconnects on the next call"):
+            await remote_add.run({"a": 1, "b": 2})
+        server, task = await start()  # the server is back (a deploy, a restart)
+        assert await remote_add.run({"a": 1, "b": 5}) == "6"
+        assert session.connections == 2
+    server.should_exit = True
+    await task
 
 
 async def test_http_headers_reach_the_server(h: Any) -> None:
@@ -237,9 +272,7 @@ async def test_a_graph_as_one_tool_called_from_the_sdk_client(h: Any) -> None:
     assert run_span.attributes["tensorsketch.graph"] == "pricing"
 
 
-def mcp_app_of(server: Any) -> Any:
-    from tensorsketch.interop.mcp import MCPApp
-
+def mcp_app_of(server: Any) -> MCPApp:
     return MCPApp(server, server.streamable_http_app())
 
 
