@@ -299,6 +299,22 @@ async def test_an_agent_as_a_durable_tool_keeps_one_thread_per_mcp_session(h: An
     assert fresh.structured_content["output"] == "turn 1"  # a new session, a new thread
 
 
+@pytest.mark.parametrize(("mode", "second"), [("legacy", "turn 2"), ("auto", "turn 1")])
+async def test_a_connection_without_http_sessions_is_one_thread(mode: str, second: str) -> None:
+    """Over a handshake-era connection (stdio, in-memory) the connection is the session; on
+    2026-07-28 every request stands alone, so every call is a new thread."""
+    agent = create_agent(
+        FakeProvider(lambda messages, tools: f"turn {sum(m.role == 'user' for m in messages)}")
+    )
+    server = build_mcp_server([graph_tool(agent, name="chat", backend=InMemoryBackend())])
+    async with Client(server, mode=mode) as client:
+        first = await client.call_tool("chat", {"query": "hi"})
+        again = await client.call_tool("chat", {"query": "again"})
+    assert first.structured_content is not None and again.structured_content is not None
+    assert first.structured_content["output"] == "turn 1"
+    assert again.structured_content["output"] == second
+
+
 async def test_graph_tool_refuses_what_it_cannot_describe() -> None:
     with pytest.raises(TypeError, match="needs a compiled graph"):
         graph_tool(Graph(Order))  # type: ignore[arg-type]

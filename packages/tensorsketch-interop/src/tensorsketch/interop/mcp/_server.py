@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import json
 import uuid
-import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextvars import ContextVar
 from typing import Any
@@ -55,28 +54,32 @@ _current: ContextVar[ServerRequestContext[Any, Any] | None] = ContextVar(
     "tensorsketch_mcp_request", default=None
 )
 _tracer: ContextVar[Tracer] = ContextVar("tensorsketch_mcp_tracer", default=NOOP_TRACER)
-_connection_ids: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
 def mcp_session_id() -> str | None:
     """The MCP session of the tool call being served (``None`` outside one).
 
-    The ``Mcp-Session-Id`` of a streamable-HTTP session, otherwise an id fixed for the life
-    of the connection (a stdio server has one connection per process).
+    The transport's session id (``Mcp-Session-Id`` on streamable HTTP), otherwise an id kept
+    for the life of the connection (a stdio server has one connection per process). On the
+    2026-07-28 revision every request is its own connection, so every call gets a new id.
     """
     ctx = _current.get()
     if ctx is None:
         return None
-    request = ctx.request
-    headers = getattr(request, "headers", None)
-    if headers is not None:
-        found = headers.get("mcp-session-id")
-        if found:
-            return str(found)
-    try:
-        return _connection_ids.setdefault(ctx.session, uuid.uuid4().hex)
-    except TypeError:  # a session object that cannot be weakly referenced
-        return f"{id(ctx.session):x}"
+    headers = getattr(ctx.request, "headers", None)
+    found = headers.get("mcp-session-id") if headers is not None else None
+    if found:
+        return str(found)
+    # The SDK hands handlers the connection only through the session's private attribute;
+    # its `state` dict is documented as per-connection scratch that persists across requests.
+    connection = getattr(ctx.session, "_connection", None)
+    if connection is None:
+        return None
+    if connection.session_id:
+        return str(connection.session_id)
+    state: dict[str, Any] = connection.state
+    known: str = state.setdefault("tensorsketch.mcp_session_id", uuid.uuid4().hex)
+    return known
 
 
 def serving_tracer() -> Tracer:
