@@ -226,3 +226,11 @@ async def test_a_harness_error_stops_the_other_trials() -> None:
     with pytest.raises(GraderError, match="grader 'odd' returned 'maybe'"):
         await evaluate(probe, suite, concurrency=4)
     assert probe.active == 0  # the slow trials were cancelled, not left running
+
+
+async def test_overrides_are_checked() -> None:
+    case = Case("c", {"query": "?"}, graders=[Contains("Paris")], trials=3)
+    with pytest.raises(EvalError, match=r"evaluate\(trials=...\) must be a positive int"):
+        await evaluate(capital_agent, case, trials=0)
+    with pytest.raises(EvalError, match="exceeds the 3 trials of case 'c'"):
+        await evaluate(capital_agent, case, k=4)

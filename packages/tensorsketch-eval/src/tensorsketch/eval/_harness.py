@@ -72,6 +72,60 @@ def _cases_of(suite: Suite | Case | Iterable[Case]) -> tuple[str, list[Case]]:
     return "suite", cases
 
 
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _check_options(
+    concurrency: int, timeout: float | None, trials: int | None, k: int | None
+) -> None:
+    if not _positive_int(concurrency):
+        msg = f"evaluate(concurrency=...) must be a positive int, got {concurrency!r}."
+        raise EvalError(msg)
+    for label, value in (("trials", trials), ("k", k)):
+        if value is not None and not _positive_int(value):
+            msg = (
+                f"evaluate({label}=...) must be a positive int, or None for each case's own; "
+                f"got {value!r}."
+            )
+            raise EvalError(msg)
+    if timeout is not None and timeout <= 0:
+        msg = f"evaluate(timeout=...) is seconds per trial and must be > 0, got {timeout!r}."
+        raise EvalError(msg)
+
+
+_Plan = list[tuple[Case, list[_Pinned], int]]
+
+
+def _plan(
+    cases: list[Case], trials: int | None, k: int | None, retry: Report | None
+) -> tuple[_Plan, dict[tuple[str, int], TrialResult]]:
+    """The trials to run (graders resolved and pinned now, before any runs) and, on a retry,
+    the passing trials kept from the stored run."""
+    plan: _Plan = []
+    kept: dict[tuple[str, int], TrialResult] = {}
+    previous = {(t.case, t.index): t for t in retry.trials} if retry is not None else {}
+    for case in cases:
+        n = trials or case.trials
+        if k is not None and k > n:
+            msg = (
+                f"evaluate(k={k}) exceeds the {n} trials of case {case.name!r}; run more "
+                "trials or lower k."
+            )
+            raise EvalError(msg)
+        pinned = [_Pinned(g) for g in resolve_graders(case.graders)]
+        if not pinned:
+            msg = f"case {case.name!r} has no graders; a trial passes only if every grader passes."
+            raise EvalError(msg)
+        for index in range(n):
+            old = previous.get((case.name, index))
+            if old is not None and old.passed:
+                kept[(case.name, index)] = old
+            else:
+                plan.append((case, pinned, index))
+    return plan, kept
+
+
 async def evaluate(
     agent: Any,
     suite: Suite | Case | Iterable[Case],
@@ -99,29 +153,10 @@ async def evaluate(
         passing ones are kept (what ``--retry-failed`` does).
     :param on_trial: called after each trial with a :class:`ProgressEvent` (progress bars).
     """
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        msg = f"evaluate(concurrency=...) must be a positive int, got {concurrency!r}."
-        raise EvalError(msg)
-    if timeout is not None and timeout <= 0:
-        msg = f"evaluate(timeout=...) is seconds per trial and must be > 0, got {timeout!r}."
-        raise EvalError(msg)
+    _check_options(concurrency, timeout, trials, k)
     name, cases = _cases_of(suite)
     box = sandbox or InProcessSandbox()
-    plan: list[tuple[Case, list[_Pinned], int]] = []
-    kept: dict[tuple[str, int], TrialResult] = {}
-    previous = {(t.case, t.index): t for t in retry.trials} if retry is not None else {}
-    for case in cases:
-        n = trials or case.trials
-        pinned = [_Pinned(g) for g in resolve_graders(case.graders)]
-        if not pinned:
-            msg = f"case {case.name!r} has no graders; a trial passes only if every grader passes."
-            raise EvalError(msg)
-        for index in range(n):
-            old = previous.get((case.name, index))
-            if old is not None and old.passed:
-                kept[(case.name, index)] = old
-            else:
-                plan.append((case, pinned, index))
+    plan, kept = _plan(cases, trials, k, retry)
     total = len(plan) + len(kept)
     gate = asyncio.Semaphore(concurrency)
     results: dict[tuple[str, int], TrialResult] = dict(kept)
