@@ -27,11 +27,13 @@ from tensorsketch.serve._http import (
     read_json,
     sse,
 )
+from tensorsketch.serve._openai import CONVERSATION_HEADER, openai_app
 from tensorsketch.serve._protocols import Protocol, protocols, register_protocol, serve
 from tensorsketch.serve._threads import thread_info
 from tensorsketch.serve.events import run_events
 
 __all__ = [
+    "CONVERSATION_HEADER",
     "DEFAULT_MAX_BODY_BYTES",
     "Authenticate",
     "ChatAdapter",
@@ -43,6 +45,7 @@ __all__ = [
     "agent_reply",
     "json_error",
     "new_turn",
+    "openai_app",
     "protocols",
     "read_json",
     "register_protocol",
