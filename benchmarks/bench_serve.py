@@ -32,7 +32,7 @@ from typing import Any
 import httpx
 
 QUICK = os.environ.get("TS_BENCH_QUICK") == "1"
-REQUESTS = 200 if QUICK else 1000
+REQUESTS = 200 if QUICK else 600
 CONCURRENCY = 32
 ROUNDS = 1 if QUICK else 3
 REPLY = "The quick brown fox jumps over the lazy dog, twice, for good measure."
@@ -78,7 +78,14 @@ def serve_main(which: str, port: int, fixtures: str) -> None:
     import uvicorn
 
     app = ours() if which == "tensorsketch" else floor(Path(fixtures))
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=120,  # a loaded 2-core machine can leave a pooled connection idle
+    )
 
 
 def _port() -> int:

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -333,8 +332,8 @@ def openai_app(
     return Starlette(
         routes=routes,
         middleware=[
-            Middleware(
-                Guard, authenticate=authenticate, max_body_bytes=max_body_bytes, render=_render
+            Guard.middleware(
+                authenticate=authenticate, max_body_bytes=max_body_bytes, render=_render
             )
         ],
         exception_handlers={ServeError: _on_serve_error, HTTPException: _on_http_error},
