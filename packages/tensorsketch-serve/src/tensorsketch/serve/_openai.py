@@ -67,6 +67,7 @@ from tensorsketch.serve.events import (
     ServeEvent,
     TextDelta,
     run_events,
+    run_once,
 )
 
 if TYPE_CHECKING:
@@ -105,6 +106,14 @@ class _Chat:
                 self.graph, self.adapter, thread_id=thread, backend=self.backend, **plan
             )
         return _one_shot(run_events(self.graph, self.adapter, **plan))
+
+    async def finish(self, thread: str | None, plan: dict[str, Any]) -> ServeEvent:
+        """The request's run to its end, unstreamed: its last event."""
+        backend = self.backend if thread is not None else None
+        last = await run_once(self.graph, self.adapter, thread_id=thread, backend=backend, **plan)
+        if thread is None and isinstance(last, RunSuspended):
+            return _unresumable(last)
+        return last
 
     # -- models ------------------------------------------------------------------------------
 
@@ -170,34 +179,36 @@ class _Chat:
         )
         self.check_model(chat.model)
         thread, plan = await self.plan(chat.messages, chat.conversation_id)
-        events = self.run(thread, plan)
-        first = await anext(events)
-        if isinstance(first, RunFailed):
-            raise failure(first)
         headers = {CONVERSATION_HEADER: thread} if thread else {}
         head = _Head(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), self.model)
-        if chat.stream:
-            return EventStream(_chunks(head, first, events, chat), headers=headers)
-        return JSONResponse(await _completion(head, first, events), headers=headers)
+        if not chat.stream:
+            last = await self.finish(thread, plan)
+            if isinstance(last, RunFailed):
+                raise failure(last)
+            return JSONResponse(_completion(head, last), headers=headers)
+        events = self.run(thread, plan)
+        first = await anext(events)  # a run that fails at once gets its own status code
+        if isinstance(first, RunFailed):
+            raise failure(first)
+        return EventStream(_chunks(head, first, events, chat), headers=headers)
+
+
+def _unresumable(suspended: RunSuspended) -> RunFailed:
+    """A run without a thread that stopped to wait cannot be continued: say so, and how."""
+    ids = ", ".join(f"{p.id!r} ({_what(p)})" for p in suspended.interrupts)
+    msg = (
+        f"the run stopped to wait for {ids}, but this request names no conversation, so it "
+        f"cannot be continued; send the `{CONVERSATION_HEADER}` header (or "
+        "`metadata.conversation_id`) to run it on a durable thread."
+    )
+    error = ServeError(409, msg, param="metadata.conversation_id", code="conversation_required")
+    return RunFailed(error, 409, msg)
 
 
 async def _one_shot(events: AsyncIterator[ServeEvent]) -> AsyncIterator[ServeEvent]:
-    """A run without a thread that stops to wait cannot be continued: say so, and how."""
     async with aclosing(cast("AsyncGenerator[ServeEvent, None]", events)) as stream:
         async for event in stream:
-            if not isinstance(event, RunSuspended):
-                yield event
-                continue
-            ids = ", ".join(f"{p.id!r} ({_what(p)})" for p in event.interrupts)
-            msg = (
-                f"the run stopped to wait for {ids}, but this request names no conversation, "
-                f"so it cannot be continued; send the `{CONVERSATION_HEADER}` header (or "
-                "`metadata.conversation_id`) to run it on a durable thread."
-            )
-            error = ServeError(
-                409, msg, param="metadata.conversation_id", code="conversation_required"
-            )
-            yield RunFailed(error, 409, msg)
+            yield _unresumable(event) if isinstance(event, RunSuspended) else event
 
 
 class _Head:
@@ -216,14 +227,7 @@ def _finish_reason(last: ServeEvent) -> str:
     return _FINISH.get(str(status), "stop")
 
 
-async def _completion(
-    head: _Head, first: ServeEvent, events: AsyncIterator[ServeEvent]
-) -> dict[str, Any]:
-    last = first
-    async for event in events:
-        last = event
-    if isinstance(last, RunFailed):
-        raise failure(last)
+def _completion(head: _Head, last: ServeEvent) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None}
     usage = None
     if isinstance(last, RunFinished):
