@@ -22,6 +22,7 @@ from tensorsketch.messages import Message
 from tensorsketch.serve._http import EventStream, ServeError, read_json, sse
 from tensorsketch.serve._openai_wire import (
     CONVERSATION_HEADER,
+    conversation_id,
     failure,
     parse_message,
     question,
@@ -202,11 +203,7 @@ def responses_endpoint(chat: _Chat) -> Callable[[Request], Awaitable[Response]]:
         if not isinstance(stream, bool | None):
             raise _bad("`stream` must be true or false.", "stream")
         messages = _messages(body)
-        metadata = body.get("metadata")
-        conversation = request.headers.get(CONVERSATION_HEADER)
-        if conversation is None and isinstance(metadata, Mapping):
-            found = metadata.get("conversation_id")
-            conversation = found if isinstance(found, str) else None
+        conversation = conversation_id(body, request.headers.get(CONVERSATION_HEADER))
         thread, plan = await chat.plan(messages, conversation)
         headers = {CONVERSATION_HEADER: thread} if thread else {}
         reply = _Reply(chat.model)

@@ -29,6 +29,7 @@ __all__ = [
     "CONVERSATION_HEADER",
     "ChatRequest",
     "chat_usage",
+    "conversation_id",
     "decision",
     "failure",
     "parse_chat_request",
@@ -157,7 +158,8 @@ def parse_message(raw: Any, i: int) -> Message:
     raise _bad(msg, f"{param}.role")
 
 
-def _conversation(body: Mapping[str, Any], header: str | None) -> str | None:
+def conversation_id(body: Mapping[str, Any], header: str | None) -> str | None:
+    """The conversation a request names (header first, then ``metadata.conversation_id``)."""
     metadata = body.get("metadata")
     if metadata is not None and (
         not isinstance(metadata, Mapping) or not all(isinstance(v, str) for v in metadata.values())
@@ -204,7 +206,7 @@ def parse_chat_request(body: Any, *, conversation_header: str | None) -> ChatReq
     if not isinstance(include_usage, bool):
         msg = "`stream_options.include_usage` must be true or false."
         raise _bad(msg, "stream_options.include_usage")
-    conversation = _conversation(body, conversation_header)
+    conversation = conversation_id(body, conversation_header)
     return ChatRequest(model, messages, stream, include_usage, conversation)
 
 
