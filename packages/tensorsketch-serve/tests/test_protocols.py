@@ -221,3 +221,12 @@ def test_the_serve_command_reports_a_bad_target_and_exits_2(tmp_path: Any) -> No
         check=True,
     )
     assert "openai" in helped.stdout and "127.0.0.1" in helped.stdout
+
+
+def test_all_names_every_registered_protocol(plugin: None) -> None:
+    graph = create_agent(FakeProvider(["hi"]))
+    app = serve(graph, "all", greeting="hey")
+    mounted = {getattr(route, "path", None) for route in app.routes}
+    assert mounted == {"", "/bare"}, "root-mounted protocols share one dispatcher"
+    [root] = [route for route in app.routes if route.path == ""]  # type: ignore[attr-defined]
+    assert len(root.app.apps) == 3, "openai, acme and other answer at /"  # type: ignore[attr-defined]
