@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tensorsketch import FakeProvider, create_agent, tool
@@ -144,6 +144,31 @@ def _check_error(response: httpx.Response, text: str) -> None:
         assert isinstance(error["message"], str) and error["message"]
 
 
+_HI = [{"role": "user", "content": "hi"}]
+
+
+# The happy paths and each refusal, always run besides the generated bodies:
+@example(
+    payload={"model": "bot", "messages": _HI}, conversation_id=None, endpoint="chat/completions"
+)
+@example(
+    payload={
+        "model": "bot",
+        "messages": _HI,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    },
+    conversation_id="fuzz-c1",
+    endpoint="chat/completions",
+)
+@example(
+    payload={"model": "bot", "input": "hi", "stream": True},
+    conversation_id=None,
+    endpoint="responses",
+)
+@example(
+    payload={"model": "gpt-4o", "messages": _HI}, conversation_id=None, endpoint="chat/completions"
+)
 @settings(
     max_examples=200,
     deadline=None,

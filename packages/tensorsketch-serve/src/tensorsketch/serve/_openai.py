@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, cast
 
@@ -68,6 +68,7 @@ from tensorsketch.serve.events import (
     TextDelta,
     run_events,
     run_once,
+    with_first,
 )
 
 if TYPE_CHECKING:
@@ -269,8 +270,7 @@ async def _chunks(
 
     yield chunk({"role": "assistant", "content": ""})
     last = first
-    pending: list[ServeEvent] = [first]
-    async for event in _chain(pending, events):
+    async for event in with_first(first, events):
         last = event
         if isinstance(event, TextDelta) and not event.namespace:
             yield chunk({"content": event.text})
@@ -304,15 +304,6 @@ async def _chunks(
         body = f'{head.prefix}"choices":[],"usage":{dumps(chat_usage(usage))}}}'
         yield f"data: {body}\n\n".encode()
     yield b"data: [DONE]\n\n"
-
-
-async def _chain(
-    first: Sequence[ServeEvent], rest: AsyncIterator[ServeEvent]
-) -> AsyncIterator[ServeEvent]:
-    for event in first:
-        yield event
-    async for event in rest:
-        yield event
 
 
 def _render(error: ServeError) -> Response:

@@ -35,6 +35,7 @@ from tensorsketch.serve.events import (
     RunSuspended,
     ServeEvent,
     TextDelta,
+    with_first,
 )
 
 if TYPE_CHECKING:
@@ -222,12 +223,6 @@ def responses_endpoint(chat: _Chat) -> Callable[[Request], Awaitable[Response]]:
     return respond
 
 
-async def _all(first: ServeEvent, rest: AsyncIterator[ServeEvent]) -> AsyncIterator[ServeEvent]:
-    yield first
-    async for event in rest:
-        yield event
-
-
 async def _stream(
     reply: _Reply, first: ServeEvent, events: AsyncIterator[ServeEvent]
 ) -> AsyncIterator[bytes]:
@@ -245,7 +240,7 @@ async def _stream(
     opened = False
     where = {"item_id": reply.message_id, "output_index": 0, "content_index": 0}
     last = first
-    async for event in _all(first, events):
+    async for event in with_first(first, events):
         last = event
         if not isinstance(event, TextDelta) or event.namespace:
             continue

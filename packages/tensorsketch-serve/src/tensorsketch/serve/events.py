@@ -72,6 +72,7 @@ __all__ = [
     "jsonable",
     "run_events",
     "run_once",
+    "with_first",
 ]
 
 logger = logging.getLogger("tensorsketch.serve")
@@ -406,3 +407,18 @@ async def run_events(
 
 def _json_text(value: Any) -> str:
     return json.dumps(jsonable(value), ensure_ascii=False, separators=(",", ":"))
+
+
+async def with_first(
+    first: ServeEvent, rest: AsyncIterator[ServeEvent]
+) -> AsyncIterator[ServeEvent]:
+    """``first`` (an event already taken, to choose the response's status), then ``rest``;
+    closing this closes ``rest`` too, so the run is cancelled at once."""
+    try:
+        yield first
+        async for event in rest:
+            yield event
+    finally:
+        close = getattr(rest, "aclose", None)
+        if close is not None:
+            await close()
