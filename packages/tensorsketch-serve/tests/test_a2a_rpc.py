@@ -1,0 +1,262 @@
+"""``a2a_app``'s JSON-RPC edges over uvicorn: a non-agent graph, cancel and subscribe on a
+running task, and bad requests — each answered with a well-formed JSON-RPC error, never a 5xx
+(hypothesis throws arbitrary bodies at it)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Any
+
+import httpx
+import pytest
+from a2a.client import ClientConfig, ClientFactory
+from a2a.types import a2a_pb2 as pb
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tensorsketch import END, START, Context, Graph, InMemoryBackend, Node, Schema
+from tensorsketch.serve.a2a import AgentCard, a2a_app
+
+GATE = threading.Event()  # holds the slow graph's node until a test lets it go
+
+
+class State(Schema):
+    prompt: str = ""
+    answer: str = ""
+
+
+class Upper(Node):
+    class In(Schema):
+        prompt: str
+
+    class Out(Schema):
+        answer: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        if inp.prompt.startswith("slow"):
+            await asyncio.to_thread(GATE.wait, 60)  # the test thread sets it
+        return self.Out(answer=inp.prompt.upper())
+
+
+GRAPH = Graph(State).add(Upper).edge(START, "Upper").edge("Upper", END).compile()
+CARD = AgentCard(name="upper", description="Shouts back.")
+
+
+def app(**options: Any) -> Any:
+    return a2a_app(
+        GRAPH,
+        card=CARD,
+        backend=InMemoryBackend(),
+        to_input=lambda messages: {"prompt": messages[-1].text},
+        to_reply=lambda state: state.answer,
+        **options,
+    )
+
+
+def rpc(method: str, params: Any = None, rid: Any = 1) -> dict[str, Any]:
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+    if params is not None:
+        body["params"] = params
+    return body
+
+
+def send_params(text: str, **config: Any) -> dict[str, Any]:
+    message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": text}]}
+    return {"message": message, **({"configuration": config} if config else {})}
+
+
+def test_a_non_agent_graph_is_served_through_to_input_and_to_reply(live: Any) -> None:
+    server = live(app())
+    reply = httpx.post(
+        server.url, json=rpc("SendMessage", send_params("hi there")), headers={"A2A-Version": "1.0"}
+    )
+    assert reply.status_code == 200
+    task = reply.json()["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert task["artifacts"][0]["parts"] == [{"text": "HI THERE"}]
+    # camelCase per the spec, for 0.3 too
+    old = {
+        "message": {
+            "kind": "message",
+            "messageId": "m2",
+            "role": "user",
+            "parts": [{"kind": "text", "text": "old"}],
+        }
+    }
+    legacy = httpx.post(server.url, json=rpc("message/send", old)).json()["result"]
+    assert legacy["kind"] == "task" and legacy["status"]["state"] == "completed"
+    assert legacy["contextId"] and legacy["artifacts"][0]["parts"] == [
+        {"kind": "text", "text": "OLD"}
+    ]
+
+
+async def test_cancel_and_subscribe_on_a_running_task(live: Any) -> None:
+    GATE.clear()
+    server = live(app())
+    client = await ClientFactory(ClientConfig(streaming=True)).create_from_url(server.url)
+    try:
+        request = pb.SendMessageRequest(
+            message=pb.Message(
+                message_id="s1", role=pb.ROLE_USER, parts=[pb.Part(text="slow one")]
+            ),
+            configuration=pb.SendMessageConfiguration(return_immediately=True),
+        )
+        plain = await ClientFactory(ClientConfig(streaming=False)).create_from_url(server.url)
+        [first] = [r async for r in plain.send_message(request)]
+        task = first.task
+        assert pb.TaskState.Name(task.status.state) in (
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+        )
+        listened: list[pb.StreamResponse] = []
+
+        async def listen() -> None:
+            async for item in client.subscribe(pb.SubscribeToTaskRequest(id=task.id)):
+                listened.append(item)
+
+        listener = asyncio.create_task(listen())
+        for _ in range(200):
+            if listened:
+                break
+            await asyncio.sleep(0.02)
+        assert listened[0].task.id == task.id
+        canceled = await plain.cancel_task(pb.CancelTaskRequest(id=task.id))
+        assert pb.TaskState.Name(canceled.status.state) == "TASK_STATE_CANCELED"
+        await asyncio.wait_for(listener, 30)
+        assert pb.TaskState.Name(listened[-1].status_update.status.state) == "TASK_STATE_CANCELED"
+        got = await plain.get_task(pb.GetTaskRequest(id=task.id))
+        assert pb.TaskState.Name(got.status.state) == "TASK_STATE_CANCELED"
+        await plain.close()
+    finally:
+        GATE.set()
+        await client.close()
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "needle"),
+    [
+        (b"{not json", -32700, "not valid JSON"),
+        (b"[]", -32600, "batch"),
+        (b'"text"', -32600, "object"),
+        (json.dumps({"id": 1, "method": "GetTask"}).encode(), -32600, "jsonrpc"),
+        (json.dumps(rpc("NoSuchMethod")).encode(), -32601, "SendMessage"),
+        (json.dumps(rpc("GetTask", {"id": "missing"})).encode(), -32001, "missing"),
+        (json.dumps(rpc("GetTask", [1, 2])).encode(), -32602, "object"),
+        (json.dumps(rpc("SendMessage", {"message": {"parts": []}})).encode(), -32602, "part"),
+        (json.dumps(rpc("SendMessage", {"message": {"parts": "x"}})).encode(), -32602, "1.0"),
+        (json.dumps(rpc("message/send", {"message": {"parts": 3}})).encode(), -32602, "0.3"),
+        (json.dumps(rpc("ListTasks", {"pageSize": 1000})).encode(), -32602, "pageSize"),
+        (json.dumps(rpc("CreateTaskPushNotificationConfig", {})).encode(), -32003, "push"),
+    ],
+)
+def test_bad_requests_get_json_rpc_errors(live: Any, body: bytes, code: int, needle: str) -> None:
+    server = live(app())
+    reply = httpx.post(server.url, content=body, headers={"Content-Type": "application/json"})
+    assert reply.status_code == 200
+    error = reply.json()["error"]
+    assert error["code"] == code and needle in error["message"], error
+
+
+def test_version_header_body_limit_and_auth(live: Any) -> None:
+    server = live(app(max_body_bytes=2000, authenticate=lambda r: r.headers.get("x-key") == "k"))
+    key = {"x-key": "k"}
+    refused = httpx.post(server.url, json=rpc("GetTask", {"id": "x"}))
+    assert refused.status_code == 401 and refused.json()["error"]["code"] == -32600
+    version = httpx.post(
+        server.url, json=rpc("GetTask", {"id": "x"}), headers={**key, "A2A-Version": "2.0"}
+    )
+    assert version.json()["error"]["code"] == -32009
+    big = httpx.post(server.url, json=rpc("SendMessage", send_params("x" * 5000)), headers=key)
+    assert big.status_code == 413 and big.json()["error"]["code"] == -32600
+    assert httpx.get(f"{server.url}/.well-known/agent-card.json", headers=key).status_code == 200
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+METHODS = st.sampled_from(
+    [
+        "SendMessage",
+        "SendStreamingMessage",
+        "GetTask",
+        "ListTasks",
+        "CancelTask",
+        "SubscribeToTask",
+        "message/send",
+        "message/stream",
+        "tasks/get",
+        "tasks/cancel",
+        "tasks/resubscribe",
+        "other",
+    ]
+)
+MESSAGE_LIKE = st.fixed_dictionaries(
+    {
+        "message": st.fixed_dictionaries(
+            {
+                "parts": st.lists(
+                    st.dictionaries(
+                        st.sampled_from(["text", "kind", "data", "url", "raw"]), JSON, max_size=3
+                    ),
+                    max_size=2,
+                )
+            },
+            optional={
+                "role": JSON,
+                "taskId": JSON,
+                "contextId": JSON,
+                "kind": JSON,
+                "messageId": JSON,
+            },
+        )
+    },
+    optional={
+        "configuration": st.dictionaries(
+            st.sampled_from(["historyLength", "returnImmediately", "acceptedOutputModes"]),
+            JSON,
+            max_size=2,
+        )
+    },
+)
+BODIES = st.one_of(
+    st.builds(
+        lambda m, p, i: {"jsonrpc": "2.0", "id": i, "method": m, "params": p},
+        METHODS,
+        JSON | MESSAGE_LIKE,
+        JSON,
+    ),
+    st.dictionaries(st.sampled_from(["jsonrpc", "id", "method", "params"]), JSON, max_size=4),
+    JSON,
+)
+
+
+@pytest.fixture
+def fuzz_server(live: Any) -> Any:
+    """One server for every example (hypothesis runs them all in one test call)."""
+    GATE.set()
+    return live(app())
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(body=BODIES)
+def test_fuzzed_bodies_never_get_a_server_error(fuzz_server: Any, body: Any) -> None:
+    reply = httpx.post(fuzz_server.url, json=body, headers={"A2A-Version": "1.0"}, timeout=30)
+    assert reply.status_code < 500, reply.text
+    if reply.headers["content-type"].startswith("text/event-stream"):
+        frames = [line[6:] for line in reply.text.splitlines() if line.startswith("data: ")]
+        assert frames and all(json.loads(f)["jsonrpc"] == "2.0" for f in frames)
+        return
+    answer = reply.json()
+    assert answer["jsonrpc"] == "2.0" and ("result" in answer) != ("error" in answer)
+    if "error" in answer:
+        assert isinstance(answer["error"]["code"], int) and isinstance(
+            answer["error"]["message"], str
+        )
