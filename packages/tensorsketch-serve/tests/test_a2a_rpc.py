@@ -174,7 +174,11 @@ def test_version_header_body_limit_and_auth(live: Any) -> None:
 
 
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
     lambda inner: (
         st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
     ),
@@ -244,15 +248,32 @@ def fuzz_server(live: Any) -> Any:
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(body=BODIES)
+@given(
+    body=BODIES
+    | st.binary(max_size=64)
+    | st.sampled_from(
+        [
+            b"NaN",
+            b'{"jsonrpc": "2.0", "id": Infinity, "method": "GetTask"}',
+            b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"parts":[{"data":NaN}]}}}',
+        ]
+    )
+)
 def test_fuzzed_bodies_never_get_a_server_error(fuzz_server: Any, body: Any) -> None:
-    reply = httpx.post(fuzz_server.url, json=body, headers={"A2A-Version": "1.0"}, timeout=30)
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    reply = httpx.post(
+        fuzz_server.url,
+        content=content,
+        headers={"A2A-Version": "1.0", "Content-Type": "application/json"},
+        timeout=30,
+    )
     assert reply.status_code < 500, reply.text
     if reply.headers["content-type"].startswith("text/event-stream"):
         frames = [line[6:] for line in reply.text.splitlines() if line.startswith("data: ")]
         assert frames and all(json.loads(f)["jsonrpc"] == "2.0" for f in frames)
+        assert all(json.loads(f).get("error", {}).get("code") != -32603 for f in frames)
         return
     answer = reply.json()
     assert answer["jsonrpc"] == "2.0" and ("result" in answer) != ("error" in answer)
@@ -260,3 +281,25 @@ def test_fuzzed_bodies_never_get_a_server_error(fuzz_server: Any, body: Any) -> 
         assert isinstance(answer["error"]["code"], int) and isinstance(
             answer["error"]["message"], str
         )
+
+
+def test_a_record_left_behind_by_a_stopped_process_catches_up_with_its_run(live: Any) -> None:
+    """The run finished (its checkpoint is saved) but the process stopped before the task's
+    record said so: reading the task brings the record up to date from the thread."""
+    served = app()
+    server = live(served)
+    service = served.state.a2a
+    message = {"messageId": "m9", "role": "ROLE_USER", "parts": [{"text": "left behind"}]}
+
+    async def run_without_the_app() -> str:
+        task = await service.store.create(None, message)
+        await GRAPH.invoke(
+            {"prompt": "left behind"}, thread_id=task.thread_id, backend=service.store.backend
+        )
+        return task.id
+
+    task_id = server.call(run_without_the_app())
+    reply = httpx.post(server.url, json=rpc("GetTask", {"id": task_id}))
+    task = reply.json()["result"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert task["artifacts"][0]["parts"] == [{"text": "LEFT BEHIND"}]

@@ -64,7 +64,7 @@ def internal_error(what: str) -> A2AError:
 
 
 def task_not_found(task_id: str) -> A2AError:
-    return A2AError(-32001, f"task {task_id!r} does not exist on this agent.")
+    return A2AError(-32001, f"task {task_id!r:.80} does not exist on this agent.")
 
 
 def task_not_cancelable(task_id: str, state: str) -> A2AError:

@@ -11,6 +11,7 @@ ours. The method name picks the version (``SendMessage`` is 1.0, ``message/send`
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -28,6 +29,7 @@ __all__ = ["Answer", "Dispatcher"]
 
 #: What a call produces: one JSON-RPC response object, or a stream of them (SSE).
 Answer = dict[str, Any] | AsyncIterator[dict[str, Any]]
+log = logging.getLogger("tensorsketch.serve.a2a")
 _Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
 V1_METHODS: dict[str, type[ProtoMessage]] = {
@@ -116,6 +118,10 @@ class Dispatcher:
             raise errors.method_not_found(method, [*V1_METHODS, *V03_METHODS])
         except errors.A2AError as exc:
             return error_response(request_id, exc), False
+        except Exception:  # a real fault (the store is down, ...): logged, answered in JSON-RPC
+            log.exception("A2A request %r failed", request_id)
+            fault = errors.internal_error("the request failed; the server log has the details.")
+            return error_response(request_id, fault), False
 
 
 def error_response(request_id: str | int | None, exc: errors.A2AError) -> dict[str, Any]:
@@ -134,7 +140,7 @@ def _plain(method: str) -> str:
 
 def _decode(body: bytes) -> dict[str, Any]:
     try:
-        payload = json.loads(body)
+        payload = json.loads(body, parse_constant=_no_constant)
     except (ValueError, RecursionError) as exc:
         raise errors.parse_error(str(exc)[:200]) from None
     if isinstance(payload, list):
@@ -144,6 +150,11 @@ def _decode(body: bytes) -> dict[str, Any]:
     if payload.get("jsonrpc") != "2.0":
         raise errors.invalid_request('`jsonrpc` must be "2.0".')
     return payload
+
+
+def _no_constant(name: str) -> Any:
+    msg = f"{name} is not a JSON value"
+    raise ValueError(msg)
 
 
 def _request_id(payload: dict[str, Any]) -> str | int | None:
@@ -175,7 +186,7 @@ def _v1_params(method: str, params: Any) -> dict[str, Any]:
         proto = ParseDict(params, V1_METHODS[method](), ignore_unknown_fields=True)
     except Exception as exc:  # ParseError, and the TypeErrors/ValueErrors it lets through
         raise errors.invalid_params(f"{method} params do not match A2A 1.0: {exc}") from None
-    return _canonical(proto)
+    return _canonical(method, proto)
 
 
 def _v03_params(method: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -189,11 +200,14 @@ def _v03_params(method: str, payload: dict[str, Any]) -> dict[str, Any]:
         ) from None
     except Exception as exc:
         raise errors.invalid_params(f"{method} params do not match A2A 0.3: {exc}") from None
-    return _canonical(proto)
+    return _canonical(method, proto)
 
 
-def _canonical(proto: ProtoMessage) -> dict[str, Any]:
-    out: dict[str, Any] = MessageToDict(proto)
+def _canonical(method: str, proto: ProtoMessage) -> dict[str, Any]:
+    try:
+        out: dict[str, Any] = MessageToDict(proto)
+    except Exception as exc:  # what parsed but has no JSON form (a NaN in a Struct, ...)
+        raise errors.invalid_params(f"{method} params cannot be stored as JSON: {exc}") from None
     return out
 
 

@@ -34,10 +34,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tensorsketch.compiled import CompiledGraph
-from tensorsketch.interrupts import PendingInterrupt, parse_approval, run_info
+from tensorsketch.errors import ThreadBusyError
+from tensorsketch.interrupts import PendingInterrupt, parse_approval
 from tensorsketch.messages import Message
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.serve._adapter import ChatAdapter
+from tensorsketch.serve._threads import thread_info
 from tensorsketch.serve.a2a import _errors as errors
 from tensorsketch.serve.a2a._store import TaskRecord, TaskStore
 from tensorsketch.serve.events import RunFailed, RunFinished, RunSuspended, TextDelta, run_events
@@ -46,6 +48,7 @@ __all__ = ["TaskService"]
 
 log = logging.getLogger("tensorsketch.serve.a2a")
 
+SUBMITTED = "TASK_STATE_SUBMITTED"
 WORKING = "TASK_STATE_WORKING"
 COMPLETED = "TASK_STATE_COMPLETED"
 FAILED = "TASK_STATE_FAILED"
@@ -54,7 +57,7 @@ INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
 #: The artifact the reply is streamed into and finally written as.
 ANSWER = "answer"
 _STATES = {
-    "TASK_STATE_SUBMITTED",
+    SUBMITTED,
     WORKING,
     COMPLETED,
     FAILED,
@@ -133,6 +136,9 @@ class TaskService:
         self.adapter = adapter
         self.max_steps = max_steps
         self._live: dict[str, _Live] = {}
+        #: tasks a request is about to continue (claimed before its first await, so two
+        #: messages racing on one input-required task cannot both resume it)
+        self._claimed: set[str] = set()
 
     # -- SendMessage / SendStreamingMessage ------------------------------------------------
 
@@ -175,7 +181,17 @@ class TaskService:
         if context_id is not None and len(context_id) > 128:
             raise errors.invalid_params("`contextId` is longer than 128 characters.")
         if task_id:
-            live = await self._continue(task_id, context_id, message)
+            if task_id in self._live or task_id in self._claimed:
+                msg = (
+                    f"task {task_id!r} is still working; wait for it (SubscribeToTask) or "
+                    "cancel it (CancelTask) before sending it another message."
+                )
+                raise errors.unsupported(msg)
+            self._claimed.add(task_id)
+            try:
+                live = await self._continue(task_id, context_id, message)
+            finally:
+                self._claimed.discard(task_id)
         else:
             live = await self._start(context_id, message)
         if listening:
@@ -188,23 +204,26 @@ class TaskService:
         if context_id is not None:
             for task in await self.store.in_context(context_id):
                 earlier.extend(to_chat(m) for m in task.history)
+        graph_input = self._input([*earlier, to_chat(message)])
         task = await self.store.create(context_id, message)
-        live = _Live(task, input=self.adapter.input_for([*earlier, to_chat(message)]))
+        live = _Live(task, input=graph_input)
         self._live[task.id] = live
         return live
+
+    def _input(self, messages: list[Message]) -> Any:
+        try:
+            return self.adapter.input_for(messages)
+        except Exception as exc:
+            msg = f"the agent could not read this message ({type(exc).__name__}: {exc})."
+            raise errors.invalid_params(msg) from exc
 
     async def _continue(
         self, task_id: str, context_id: str | None, message: dict[str, Any]
     ) -> _Live:
-        if task_id in self._live:
-            msg = (
-                f"task {task_id!r} is still working; wait for it (SubscribeToTask) or cancel it "
-                "(CancelTask) before sending it another message."
-            )
-            raise errors.unsupported(msg)
         task = await self.store.get(task_id)
         if task is None:
             raise errors.task_not_found(task_id)
+        await self._reconcile(task)
         if context_id is not None and context_id != task.context_id:
             msg = f"task {task_id!r} belongs to context {task.context_id!r}, not {context_id!r}."
             raise errors.invalid_params(msg)
@@ -215,12 +234,12 @@ class TaskService:
                 "in the same conversation."
             )
             raise errors.unsupported(msg)
-        state = await self.graph.aget_state(task.thread_id, self.store.backend)
-        pending = run_info(state).interrupts if state is not None else ()
+        found = await thread_info(self.graph, task.thread_id, self.store.backend)
+        pending = found[1].interrupts if found is not None else ()
         resume = _decisions(task_id, pending, message) if pending else None
+        await self.store.add_message(task, message)
         live = _Live(task, resume=resume)
         self._live[task.id] = live
-        await self.store.add_message(task, message)
         return live
 
     async def _drive(self, live: _Live) -> None:
@@ -250,6 +269,12 @@ class TaskService:
                         await self._finish(live, event.reply)
                     elif isinstance(event, RunSuspended):
                         await self._suspend(live, event.interrupts)
+                    elif isinstance(event, RunFailed) and isinstance(event.error, ThreadBusyError):
+                        text = (
+                            "Another process is still running this task; send the message "
+                            "again shortly to continue it."
+                        )
+                        await self._status(live, WORKING, agent_message(text))
                     elif isinstance(event, RunFailed):
                         log.warning("a2a task %s failed: %s", task.id, event.error)
                         await self._status(
@@ -324,7 +349,30 @@ class TaskService:
         task = await self.store.get(task_id)
         if task is None:
             raise errors.task_not_found(task_id)
+        await self._reconcile(task)
         return task
+
+    async def _reconcile(self, task: TaskRecord) -> None:
+        """Catch a task's record up with its run when the process that ran it stopped
+        between the run's last checkpoint and the record's update (a restart mid-task).
+
+        A run that is still unfinished stays ``working``: the next message on the task
+        continues it from its last checkpoint.
+        """
+        if task.id in self._live or task.state not in (SUBMITTED, WORKING):
+            return
+        found = await thread_info(self.graph, task.thread_id, self.store.backend)
+        if found is None:
+            return
+        state, info = found
+        live = _Live(task)
+        if info.status == "completed":
+            await self._finish(live, self.adapter.reply_for(state))
+        elif info.suspended and info.awaiting:
+            await self._suspend(live, info.interrupts)
+        elif info.failed:
+            detail = (info.error or {}).get("message", "")
+            await self._status(live, FAILED, agent_message(f"The agent failed: {detail}"))
 
     async def get(self, params: dict[str, Any]) -> dict[str, Any]:
         task = await self._task(params.get("id"))
@@ -361,6 +409,7 @@ class TaskService:
             task = task or await self.store.get(line["id"])
             if task is None:
                 continue
+            await self._reconcile(task)
             if state and state != "TASK_STATE_UNSPECIFIED" and task.state != state:
                 continue
             tasks.append(task)
