@@ -37,6 +37,11 @@ def load_helper(name: str, folder: Path = PROVIDER_TESTS) -> Any:
     return module
 
 
+# Registered under their plain names, so test modules can ``import wire_server, vendor_plays``.
+load_helper("wire_server")
+load_helper("vendor_plays")
+
+
 class LiveServer:
     """uvicorn serving ``app`` on 127.0.0.1 at a free port, in a background thread."""
 

@@ -32,11 +32,13 @@ from tensorsketch.serve._http import (
     read_json,
     sse,
 )
+from tensorsketch.serve._openai import CONVERSATION_HEADER, openai_app
 from tensorsketch.serve._protocols import Protocol, protocols, register_protocol, serve
 from tensorsketch.serve._threads import thread_info
 from tensorsketch.serve.events import run_events
 
 __all__ = [
+    "CONVERSATION_HEADER",
     "DEFAULT_MAX_BODY_BYTES",
     "A2AToolError",
     "AgentCard",
@@ -53,6 +55,7 @@ __all__ = [
     "agent_reply",
     "json_error",
     "new_turn",
+    "openai_app",
     "protocols",
     "read_json",
     "register_protocol",
