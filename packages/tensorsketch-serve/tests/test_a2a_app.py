@@ -251,3 +251,31 @@ async def test_the_0_3_surface_with_the_sdk_compat_transport(live: Any, backend:
         == "You said 'old stream' (turn 1), and here is a longer answer."
     )
     assert pb.TaskState.Name(events[-1].status_update.status.state) == "TASK_STATE_COMPLETED"
+
+
+async def test_a2a_tool_consumes_our_own_server_and_serve_mounts_it(
+    live: Any, backend: Any
+) -> None:
+    """Both ends are ours here: ``serve(graph, ["a2a"])`` exposes the agent and ``a2a_tool``
+    calls it (the SDK-server side of ``a2a_tool`` is in test_a2a_tool.py)."""
+    from tensorsketch.serve import a2a_tool, serve
+
+    server = live(serve(agents.make_agent(), ["a2a"], card=CARD, backend=backend))
+    ask = a2a_tool(server.url, name="ask_support")
+    assert await ask.run({"message": "ping"}) == (
+        "You said 'ping' (turn 1), and here is a longer answer."
+    )
+    waiting = await ask.run({"message": "refund"})
+    assert "needs more input" in waiting and "Approve the call to refund" in waiting
+    task_id = waiting.split("task_id=")[1].split(",")[0]
+    context_id = waiting.split("context_id=")[1].split(")")[0]
+    done = await ask.run({"message": "approve", "task_id": task_id, "context_id": context_id})
+    assert done == "Done: order 7 refunded."
+
+
+def test_without_a_card_the_graph_names_the_agent(live: Any) -> None:
+    server = live(a2a_app(agents.make_agent()))
+    card = httpx.get(f"{server.url}/.well-known/agent-card.json").json()
+    assert card["name"] == agents.make_agent().name and card["skills"][0]["id"] == card["name"]
+    with pytest.raises(TypeError, match="AgentCard"):
+        a2a_app(agents.make_agent(), card={"name": "x"})  # type: ignore[arg-type]

@@ -50,7 +50,7 @@ _NAMESPACE = re.compile(r"[^A-Za-z0-9_.-]+")
 def a2a_app(
     graph: CompiledGraph[Any],
     *,
-    card: AgentCard,
+    card: AgentCard | None = None,
     backend: Backend | None = None,
     to_input: ToInput | None = None,
     to_reply: ToReply | None = None,
@@ -61,7 +61,8 @@ def a2a_app(
 ) -> Starlette:
     """Serve ``graph`` as the A2A agent ``card`` describes.
 
-    :param card: the agent's :class:`AgentCard` (name, description, skills, ...).
+    :param card: the agent's :class:`AgentCard` (name, description, skills, ...); by default
+        one named after the graph (what ``tensorsketch serve --protocol a2a`` serves).
     :param backend: where tasks and their runs live (default: in memory, for one process).
     :param to_input: / :param to_reply: map messages to a non-agent graph's input and its
         final state to the reply text (see :class:`~tensorsketch.serve.ChatAdapter`).
@@ -70,6 +71,8 @@ def a2a_app(
     :param namespace: the task store's key prefix in ``backend`` (default ``a2a/<name>``):
         two agents sharing a backend need different ones.
     """
+    if card is None:
+        card = AgentCard(name=graph.name, description=f"The TensorSketch graph {graph.name!r}.")
     if not isinstance(card, AgentCard):
         msg = (
             f"a2a_app(card=...) needs an AgentCard, got {type(card).__name__}; pass "
