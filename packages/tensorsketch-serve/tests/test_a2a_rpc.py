@@ -303,3 +303,40 @@ def test_a_record_left_behind_by_a_stopped_process_catches_up_with_its_run(live:
     task = reply.json()["result"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert task["artifacts"][0]["parts"] == [{"text": "LEFT BEHIND"}]
+
+
+async def test_a_blocking_send_answers_with_the_task_a_cancel_stopped(live: Any) -> None:
+    GATE.clear()
+    server = live(app())
+    try:
+        async with httpx.AsyncClient(base_url=server.url, timeout=60) as http:
+            sending = asyncio.create_task(
+                http.post("/", json=rpc("SendMessage", send_params("slow")))
+            )
+            listed: list[Any] = []
+            for _ in range(500):
+                listed = (await http.post("/", json=rpc("ListTasks", {}))).json()["result"]["tasks"]
+                if listed:
+                    break
+                await asyncio.sleep(0.02)
+            canceled = await http.post("/", json=rpc("CancelTask", {"id": listed[0]["id"]}))
+            assert canceled.json()["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+            answer = (await sending).json()
+            assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_CANCELED"
+            again = await http.post("/", json=rpc("CancelTask", {"id": listed[0]["id"]}))
+            assert again.json()["error"]["code"] == -32002
+    finally:
+        GATE.set()
+
+
+def test_a_task_whose_run_never_started_is_started_by_the_next_message(live: Any) -> None:
+    """A process stopped after recording the task but before its run's first checkpoint."""
+    served = app()
+    server = live(served)
+    message = {"messageId": "m8", "role": "ROLE_USER", "parts": [{"text": "not yet run"}]}
+    task = server.call(served.state.a2a.store.create(None, message))
+    follow = send_params("go on")
+    follow["message"].update(taskId=task.id, contextId=task.context_id)
+    reply = httpx.post(server.url, json=rpc("SendMessage", follow)).json()["result"]["task"]
+    assert reply["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert reply["artifacts"][0]["parts"] == [{"text": "GO ON"}]

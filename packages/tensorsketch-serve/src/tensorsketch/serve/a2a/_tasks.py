@@ -146,7 +146,9 @@ class TaskService:
         """``SendMessage``: start or continue a task; by default wait until it stops."""
         live, config = await self._begin(params, listening=False)
         if not config.get("returnImmediately") and live.runner is not None:
-            await asyncio.shield(live.runner)
+            # wait() neither cancels the run if this request goes away, nor raises when a
+            # CancelTask stops the run (the answer is then the canceled task)
+            await asyncio.wait([live.runner])
         task = live.task
         return {"task": task.to_json(history_length=config.get("historyLength"))}
 
@@ -168,8 +170,7 @@ class TaskService:
             raise errors.invalid_params(msg)
         if message.get("role") not in (None, "ROLE_USER", "ROLE_UNSPECIFIED"):
             raise errors.invalid_params("a message sent to an agent must have role user.")
-        message = {"role": "ROLE_USER", **message}
-        message["role"] = "ROLE_USER"
+        message = {**message, "role": "ROLE_USER"}
         message.setdefault("messageId", uuid.uuid4().hex)
         config = params.get("configuration") or {}
         _check_output_modes(config.get("acceptedOutputModes"))
@@ -237,8 +238,12 @@ class TaskService:
         found = await thread_info(self.graph, task.thread_id, self.store.backend)
         pending = found[1].interrupts if found is not None else ()
         resume = _decisions(task_id, pending, message) if pending else None
+        # A run that never reached its first checkpoint starts over from the task's messages.
+        start = None
+        if found is None:
+            start = self._input([*map(to_chat, task.history), to_chat(message)])
         await self.store.add_message(task, message)
-        live = _Live(task, resume=resume)
+        live = _Live(task, input=start, resume=resume)
         self._live[task.id] = live
         return live
 
@@ -288,6 +293,11 @@ class TaskService:
             if live.cancel_requested:
                 await self._status(live, CANCELED, agent_message("The task was canceled."))
             raise
+        except Exception:  # the store failed under us: the run's thread keeps its checkpoint
+            log.exception("a2a task %s: recording its progress failed", task.id)
+            with contextlib.suppress(Exception):
+                text = "The server could not record this task's progress; send the message again."
+                await self._status(live, FAILED, agent_message(text))
         finally:
             self._live.pop(task.id, None)
             live.publish(None)
@@ -432,8 +442,7 @@ class TaskService:
         if live is not None and live.runner is not None:
             live.cancel_requested = True
             live.runner.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await live.runner
+            await asyncio.wait([live.runner])
         else:
             await self.store.add_message(task, agent_message("The task was canceled."))
             await self.store.set_status(task, CANCELED, agent_message("The task was canceled."))
