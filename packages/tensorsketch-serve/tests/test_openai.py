@@ -567,3 +567,13 @@ def test_responses_approvals_are_function_calls_answered_by_function_call_output
         metadata={"conversation_id": "resp-1"},
     )
     assert second.output_text == "Order 7 is refunded." and RAN == [{"refund": 7}]
+
+
+def test_the_app_refuses_a_bad_configuration_when_it_is_built() -> None:
+    with pytest.raises(ValueError, match="non-empty model id"):
+        openai_app(create_agent(FakeProvider([])), model="")
+    graph = Graph(Question).add(Shout).edge(START, "Shout").edge("Shout", END).compile()
+    with pytest.raises(TypeError, match=r"openai_app\(\): graph .* is not an agent graph"):
+        openai_app(graph)
+    with pytest.raises(ValueError, match="max_body_bytes"):
+        openai_app(create_agent(FakeProvider([])), max_body_bytes=0)

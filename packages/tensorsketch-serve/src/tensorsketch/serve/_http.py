@@ -19,6 +19,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -122,6 +123,19 @@ class _TooLarge(ServeError):
         )
 
 
+def _check_options(authenticate: Any, max_body_bytes: Any) -> None:
+    if authenticate is not None and not callable(authenticate):
+        msg = f"authenticate= must be a function request -> bool, got {authenticate!r}."
+        raise TypeError(msg)
+    if (
+        not isinstance(max_body_bytes, int)
+        or isinstance(max_body_bytes, bool)
+        or max_body_bytes < 1
+    ):
+        msg = f"max_body_bytes= must be a positive number of bytes, got {max_body_bytes!r}."
+        raise ValueError(msg)
+
+
 class Guard:
     """ASGI middleware: ``authenticate`` first, then a body-size limit, for every HTTP request.
 
@@ -137,16 +151,26 @@ class Guard:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         render: Callable[[ServeError], Response] = _render,
     ) -> None:
-        if authenticate is not None and not callable(authenticate):
-            msg = f"authenticate= must be a function request -> bool, got {authenticate!r}."
-            raise TypeError(msg)
-        if not isinstance(max_body_bytes, int) or max_body_bytes < 1:
-            msg = f"max_body_bytes= must be a positive int, got {max_body_bytes!r}."
-            raise ValueError(msg)
+        _check_options(authenticate, max_body_bytes)
         self.app = app
         self.authenticate = authenticate
         self.max_body_bytes = max_body_bytes
         self.render = render
+
+    @classmethod
+    def middleware(
+        cls,
+        *,
+        authenticate: Authenticate | None = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        render: Callable[[ServeError], Response] = _render,
+    ) -> Middleware:
+        """The guard as Starlette ``middleware=[...]``, its options checked now (Starlette
+        builds middleware at the first request, too late to report a bad option well)."""
+        _check_options(authenticate, max_body_bytes)
+        return Middleware(
+            cls, authenticate=authenticate, max_body_bytes=max_body_bytes, render=render
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

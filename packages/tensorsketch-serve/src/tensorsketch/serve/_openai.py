@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -333,8 +332,8 @@ def openai_app(
     return Starlette(
         routes=routes,
         middleware=[
-            Middleware(
-                Guard, authenticate=authenticate, max_body_bytes=max_body_bytes, render=_render
+            Guard.middleware(
+                authenticate=authenticate, max_body_bytes=max_body_bytes, render=_render
             )
         ],
         exception_handlers={ServeError: _on_serve_error, HTTPException: _on_http_error},
@@ -343,4 +342,4 @@ def openai_app(
 
 #: How ``serve()`` and ``tensorsketch serve --protocol openai`` find this app: at ``/``, since
 #: clients expect the ``/v1/...`` paths at the base URL they are given.
-PROTOCOL = Protocol(openai_app, path="/", description="OpenAI-compatible /v1/chat/completions")
+PROTOCOL = Protocol(openai_app, path="/")
