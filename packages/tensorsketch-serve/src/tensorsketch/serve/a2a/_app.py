@@ -114,12 +114,14 @@ def a2a_app(
             Route("/.well-known/agent-card.json", card_v1, methods=["GET"]),
             Route("/.well-known/agent.json", card_v03, methods=["GET"]),
             Route("/", rpc, methods=["POST"]),
-        ]
+        ],
+        middleware=[
+            Guard.middleware(
+                authenticate=authenticate, max_body_bytes=max_body_bytes, render=_render
+            )
+        ],
     )
     app.state.a2a = service
-    app.add_middleware(
-        Guard, authenticate=authenticate, max_body_bytes=max_body_bytes, render=_render
-    )
     return app
 
 
@@ -136,4 +138,4 @@ def _render(error: ServeError) -> Response:
     return JSONResponse(body, status_code=error.status, headers=error.headers)
 
 
-PROTOCOL = Protocol(a2a_app, path="/", description="A2A 1.0 and 0.3 (JSON-RPC, SSE)")
+PROTOCOL = Protocol(a2a_app, path="/")
