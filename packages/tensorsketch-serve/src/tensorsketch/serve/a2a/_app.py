@@ -102,12 +102,10 @@ def a2a_app(
             body = await request.body()
         except ClientDisconnect:
             return Response(status_code=400)
-        answer, streaming = await dispatcher.dispatch(body, request.headers.get("a2a-version"))
-        if streaming:
-            assert not isinstance(answer, dict)
-            return EventStream(_frames(answer))
-        assert isinstance(answer, dict)
-        return JSONResponse(answer)
+        answer = await dispatcher.dispatch(body, request.headers.get("a2a-version"))
+        if isinstance(answer, dict):
+            return JSONResponse(answer)
+        return EventStream(_frames(answer))
 
     app = Starlette(
         routes=[

@@ -87,8 +87,9 @@ class Dispatcher:
             "tasks/resubscribe": "SubscribeToTask",
         }
 
-    async def dispatch(self, body: bytes, version: str | None) -> tuple[Answer, bool]:
-        """``(answer, is_stream)``; every failure is a JSON-RPC error object, never raised."""
+    async def dispatch(self, body: bytes, version: str | None) -> Answer:
+        """The response object, or the stream of them; a failure is a JSON-RPC error object,
+        never raised."""
         request_id: str | int | None = None
         try:
             payload = _decode(body)
@@ -103,25 +104,25 @@ class Dispatcher:
                 params = _v1_params(method, payload.get("params"))
                 result = await self._handlers[method](params)
                 if method in _STREAMING:
-                    return _v1_stream(request_id, result), True
-                return _result(request_id, result), False
+                    return _v1_stream(request_id, result)
+                return _result(request_id, result)
             if method in V03_METHODS:
                 params = _v03_params(method, payload)
                 result = await self._handlers[self._v03_to_v1[method]](params)
                 if method in _STREAMING:
-                    return _v03_stream(request_id, result), True
-                return _result(request_id, _to_v03(method, result)), False
+                    return _v03_stream(request_id, result)
+                return _result(request_id, _to_v03(method, result))
             if method in _V1_PUSH or method in _V03_PUSH:
                 raise errors.A2AError(-32003, "push notifications are not supported by this agent.")
             if method in ("GetExtendedAgentCard", "agent/getAuthenticatedExtendedCard"):
                 raise errors.A2AError(-32007, "this agent has no extended agent card.")
             raise errors.method_not_found(method, [*V1_METHODS, *V03_METHODS])
         except errors.A2AError as exc:
-            return error_response(request_id, exc), False
+            return error_response(request_id, exc)
         except Exception:  # a real fault (the store is down, ...): logged, answered in JSON-RPC
             log.exception("A2A request %r failed", request_id)
             fault = errors.internal_error("the request failed; the server log has the details.")
-            return error_response(request_id, fault), False
+            return error_response(request_id, fault)
 
 
 def error_response(request_id: str | int | None, exc: errors.A2AError) -> dict[str, Any]:
