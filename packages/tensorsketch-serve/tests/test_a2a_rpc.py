@@ -16,7 +16,7 @@ from a2a.types import a2a_pb2 as pb
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tensorsketch import END, START, Context, Graph, InMemoryBackend, Node, Schema
+from tensorsketch import END, START, Context, Graph, InMemoryBackend, Node, Schema, interrupt
 from tensorsketch.serve.a2a import AgentCard, a2a_app
 
 GATE = threading.Event()  # holds the slow graph's node until a test lets it go
@@ -340,3 +340,49 @@ def test_a_task_whose_run_never_started_is_started_by_the_next_message(live: Any
     reply = httpx.post(server.url, json=rpc("SendMessage", follow)).json()["result"]["task"]
     assert reply["status"]["state"] == "TASK_STATE_COMPLETED"
     assert reply["artifacts"][0]["parts"] == [{"text": "GO ON"}]
+
+
+class Ask(Node):
+    """Asks a person a question with ``interrupt()`` and answers with what they said."""
+
+    class In(Schema):
+        prompt: str
+
+    class Out(Schema):
+        answer: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        name = await interrupt(ctx, "What is your name?")
+        return self.Out(answer=f"Hello {name}, you asked {inp.prompt!r}.")
+
+
+ASKING = Graph(State).add(Ask).edge(START, "Ask").edge("Ask", END).compile()
+
+
+def test_an_interrupt_question_is_input_required_and_the_answer_resumes(live: Any) -> None:
+    served = a2a_app(
+        ASKING,
+        card=CARD,
+        to_input=lambda messages: {"prompt": messages[-1].text},
+        to_reply=lambda state: state.answer,
+    )
+    server = live(served)
+    first = httpx.post(server.url, json=rpc("SendMessage", send_params("hi"))).json()
+    task = first["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    parts = task["status"]["message"]["parts"]
+    assert parts[0] == {"text": "What is your name?"}
+    assert parts[1]["data"]["interrupts"][0]["kind"] == "interrupt"
+    answer = send_params("Ada")
+    answer["message"].update(taskId=task["id"], contextId=task["contextId"])
+    done = httpx.post(server.url, json=rpc("SendMessage", answer)).json()["result"]["task"]
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert done["artifacts"][0]["parts"] == [{"text": "Hello Ada, you asked 'hi'."}]
+    # the history holds the question, the answer and the reply, in order
+    said = [(m["role"], m["parts"][0].get("text")) for m in done["history"]]
+    assert said == [
+        ("ROLE_USER", "hi"),
+        ("ROLE_AGENT", "What is your name?"),
+        ("ROLE_USER", "Ada"),
+        ("ROLE_AGENT", "Hello Ada, you asked 'hi'."),
+    ]
