@@ -22,6 +22,7 @@ import asyncio
 import json
 import time
 import uuid
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,7 +87,8 @@ class TaskStore:
         self.backend = backend
         self.namespace = namespace
         self._index = f"{namespace}/tasks"
-        self._locks: dict[str, asyncio.Lock] = {}
+        # one lock per log being written (weak: a log nobody writes holds no lock)
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
     def thread_of(self, task_id: str) -> str:
         """The durable thread the task's graph run lives on."""
@@ -98,7 +100,9 @@ class TaskStore:
     # -- writing ---------------------------------------------------------------------------
 
     async def _append(self, thread_id: str, *entries: dict[str, Any]) -> None:
-        lock = self._locks.setdefault(thread_id, asyncio.Lock())
+        lock = self._locks.get(thread_id)
+        if lock is None:
+            lock = self._locks[thread_id] = asyncio.Lock()
         async with lock:
             last = await self.backend.last_event_seq(thread_id)
             start = 0 if last is None else last + 1
