@@ -3,12 +3,11 @@ app served by uvicorn on 127.0.0.1, tasks kept in a SQLite file."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import a2a_agents as agents  # type: ignore[import-not-found]  # conftest registers it
 import httpx
 import pytest
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
@@ -18,18 +17,6 @@ from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 from tensorsketch import SqliteBackend
 from tensorsketch.serve.a2a import AgentCard, AgentSkill, a2a_app
 
-
-def _helper(name: str) -> Any:
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-agents = _helper("a2a_agents")
 CARD = AgentCard(
     name="support-bot",
     description="Answers and refunds.",
@@ -279,3 +266,21 @@ def test_without_a_card_the_graph_names_the_agent(live: Any) -> None:
     assert card["name"] == agents.make_agent().name and card["skills"][0]["id"] == card["name"]
     with pytest.raises(TypeError, match="AgentCard"):
         a2a_app(agents.make_agent(), card={"name": "x"})  # type: ignore[arg-type]
+
+
+def test_serve_all_puts_a2a_beside_the_openai_api(live: Any) -> None:
+    from tensorsketch.serve import serve
+
+    server = live(serve(agents.make_agent(), "all", model="bot", card=CARD))
+    models = httpx.get(f"{server.url}/v1/models").json()
+    assert [m["id"] for m in models["data"]] == ["bot"]
+    card = httpx.get(f"{server.url}/.well-known/agent-card.json").json()
+    assert card["name"] == "support-bot"
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": {"messageId": "m", "parts": [{"text": "both"}]}},
+    }
+    task = httpx.post(server.url, json=body).json()["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"

@@ -5,14 +5,12 @@ backends distribution is not installed (this distribution's own nox session)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
+import a2a_agents as agents  # type: ignore[import-not-found]  # conftest registers it
 import pytest
 from a2a.client import ClientConfig, ClientFactory
 from a2a.types import a2a_pb2 as pb
@@ -24,17 +22,6 @@ pytest.importorskip("tensorsketch.runtime.backends.postgres", reason="needs tens
 PG_DSN = os.environ.get("TS_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("TS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 RUN = "".join(c for c in os.environ.get("TS_TEST_RUN_ID", uuid.uuid4().hex[:6]) if c.isalnum())
-
-
-def _agents() -> Any:
-    if "a2a_agents" not in sys.modules:
-        path = Path(__file__).with_name("a2a_agents.py")
-        spec = importlib.util.spec_from_file_location("a2a_agents", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["a2a_agents"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["a2a_agents"]
 
 
 @pytest.fixture
@@ -86,7 +73,6 @@ async def _ask(url: str, text: str, **ids: str) -> pb.Task:
 async def test_an_approval_task_survives_a_restart(
     live: Any, store: str, request: pytest.FixtureRequest
 ) -> None:
-    agents = _agents()
     agents.REFUNDS.clear()
     make_backend = request.getfixturevalue(store)
     card = AgentCard(name="support")
