@@ -9,10 +9,14 @@ Two uvicorn servers, each in its own process with one worker:
   returned (the same JSON body; the same SSE chunks, one send each): HTTP, routing and the
   ASGI server, and nothing else.
 
-A client process-side load generator (``httpx.AsyncClient``, a fixed number of requests in
+A load generator in this process (``httpx.AsyncClient``, a fixed number of requests in
 flight) sends ``POST /v1/chat/completions`` non-streaming and streaming. Latency is to the last
 byte. Each (server, mode) runs in three alternating rounds; the best round counts. Every
 response is checked (status, the reply text, ``[DONE]``), so nothing is timed doing nothing.
+
+On a shared machine the client can be the bottleneck, which hides the server's own cost; so the
+server process's CPU time (``/proc/<pid>/stat``) over each run is also reported per request.
+Its inverse is what one server core can sustain — the ratio that survives contention.
 
     python benchmarks/bench_serve.py          # TS_BENCH_QUICK=1 for a smoke run
 """
@@ -110,6 +114,11 @@ class Server:
         msg = f"{which} server did not start"
         raise RuntimeError(msg)
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the server process has used so far."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(30)
@@ -173,13 +182,17 @@ def main() -> None:
     fixtures = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench_serve_{os.getpid()}.json"
     _fixtures(fixtures)
     results: dict[tuple[str, str], tuple[float, list[float]]] = {}
+    cpu: dict[tuple[str, str], float] = {}  # server CPU ms per request, best round
     try:
         for _ in range(ROUNDS):
             for which in ("tensorsketch", "floor"):
                 server = Server(which, fixtures)
                 try:
                     for mode in ("non-stream", "stream"):
+                        spent = server.cpu_seconds()
                         rate, latencies = asyncio.run(_load(server.url, mode == "stream", REQUESTS))
+                        per = (server.cpu_seconds() - spent) * 1000 / (REQUESTS + CONCURRENCY)
+                        cpu[(which, mode)] = min(per, cpu.get((which, mode), per))
                         best = results.get((which, mode))
                         if best is None or rate > best[0]:
                             results[(which, mode)] = (rate, latencies)
@@ -188,15 +201,20 @@ def main() -> None:
     finally:
         fixtures.unlink(missing_ok=True)
     print(f"\n{REQUESTS} requests, {CONCURRENCY} in flight, best of {ROUNDS} rounds\n")
-    print("| mode | server | req/s | p50 ms | p99 ms | throughput vs floor |")
-    print("|---|---|---:|---:|---:|---:|")
+    print(
+        "| mode | server | req/s | p50 ms | p99 ms | vs floor | server CPU ms/req "
+        "| req/s per core | vs floor |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for mode in ("non-stream", "stream"):
         floor_rate = results[("floor", mode)][0]
         for which in ("tensorsketch", "floor"):
             rate, latencies = results[(which, mode)]
+            ms = cpu[(which, mode)]
             print(
                 f"| {mode} | {which} | {rate:,.0f} | {_pct(latencies, 0.5):.1f} | "
-                f"{_pct(latencies, 0.99):.1f} | {rate / floor_rate:.2f}x |"
+                f"{_pct(latencies, 0.99):.1f} | {rate / floor_rate:.2f}x | {ms:.2f} | "
+                f"{1000 / ms:,.0f} | {cpu[('floor', mode)] / ms:.2f}x |"
             )
 
 

@@ -23,6 +23,7 @@ from tensorsketch import (
 from tensorsketch.messages import ToolCall, assistant, user
 from tensorsketch.serve import ChatAdapter, run_events, thread_info
 from tensorsketch.serve import events as ev
+from tensorsketch.serve.events import run_once
 
 
 @tool
@@ -249,3 +250,45 @@ async def test_closing_the_stream_cancels_the_run_and_the_thread_stays_resumable
     assert found is not None
     state, info = found
     assert state.prompt == "p" and info.status == "pending", "the input checkpoint is kept"
+
+
+async def test_run_once_ends_as_the_stream_would_without_token_events() -> None:
+    provider = FakeProvider(
+        [
+            "Hello.",
+            assistant(tool_calls=[ToolCall(id="call_1", name="refund", args={"order": 1})]),
+        ]
+    )
+    graph = create_agent(provider, tools=[refund])
+    adapter = ChatAdapter.for_graph(graph)
+    done = await run_once(graph, adapter, input=adapter.input_for([user("hi")]))
+    assert isinstance(done, ev.RunFinished) and done.reply == "Hello."
+    assert done.usage is not None and done.usage == done.state.usage
+    backend = InMemoryBackend()
+    waiting = await run_once(
+        graph, adapter, input={"query": "refund 1"}, thread_id="once", backend=backend
+    )
+    assert isinstance(waiting, ev.RunSuspended) and waiting.approvals[0].id == "call_1"
+    assert waiting.thread_id == "once"
+
+
+async def test_run_once_tells_a_bad_input_400_from_a_node_fault_500() -> None:
+    shout = _shout_graph()
+    adapter = ChatAdapter.for_graph(shout, to_input=lambda m: {}, to_reply=lambda s: s.answer)
+    bad = await run_once(shout, adapter, input={"prompt": ["x"]})
+    assert isinstance(bad, ev.RunFailed) and bad.status == 400
+
+    class Picky(Node):
+        class In(Schema):
+            prompt: str
+
+        class Out(Schema):
+            answer: str
+
+        async def run(self, ctx: Context, inp: In) -> Out:
+            raise ValueError("internal invariant broken")
+
+    graph = Graph(Question).add(Picky).edge(START, "Picky").edge("Picky", END).compile()
+    fault = await run_once(graph, adapter, input={"prompt": "x"})
+    assert isinstance(fault, ev.RunFailed) and fault.status == 500, "a node's ValueError is ours"
+    assert "internal invariant" not in fault.message

@@ -33,6 +33,7 @@ from tensorsketch import (
 )
 from tensorsketch.chat import ChatProvider, Completion, ProviderError, RateLimitError, TextDelta
 from tensorsketch.fake import FakeStreamFailure
+from tensorsketch.interrupts import RetryLater
 from tensorsketch.messages import Message, ToolCall, assistant
 from tensorsketch.serve import CONVERSATION_HEADER, openai_app, thread_info
 
@@ -93,6 +94,7 @@ def test_a_completion_runs_the_agent_with_tools_and_reports_its_real_usage(live:
     server = live(openai_app(create_agent(provider, tools=[add]), model="bot", backend=backend))
     raw = _client(server).chat.completions.with_raw_response.create(
         model="bot",
+        extra_headers={CONVERSATION_HEADER: "sums"},
         messages=[
             {"role": "system", "content": "You add."},
             _user("I have numbers."),
@@ -113,8 +115,8 @@ def test_a_completion_runs_the_agent_with_tools_and_reports_its_real_usage(live:
         ("assistant", "Which ones?"),
         ("user", "2 and 3"),
     ], "the whole history reaches the model"
-    thread = raw.headers[CONVERSATION_HEADER]
-    found = server.call(thread_info(create_agent(FakeProvider([])), thread, backend))
+    assert raw.headers[CONVERSATION_HEADER] == "sums"
+    found = server.call(thread_info(create_agent(FakeProvider([])), "sums", backend))
     assert found is not None
     usage = found[0].usage
     assert completion.usage is not None
@@ -354,6 +356,26 @@ def test_a_streamed_approval_sends_tool_call_deltas_and_a_rejection_reason_reach
 
 
 # -- conversations -------------------------------------------------------------------------------
+
+
+def test_without_a_conversation_id_a_run_that_cannot_wait_is_one_shot(live: Any) -> None:
+    @tool
+    def later(x: int) -> str:
+        """Answers only later."""
+        raise RetryLater("busy", delay=60)
+
+    provider = FakeProvider(
+        ["plain", assistant(tool_calls=[ToolCall(id="c9", name="later", args={"x": 1})])]
+    )
+    backend = InMemoryBackend()
+    server = live(openai_app(create_agent(provider, tools=[later]), model="bot", backend=backend))
+    client = _client(server)
+    raw = client.chat.completions.with_raw_response.create(model="bot", messages=[_user("a")])
+    assert raw.parse().choices[0].message.content == "plain"
+    assert CONVERSATION_HEADER not in raw.headers, "no thread was made: the client has it all"
+    with pytest.raises(openai.ConflictError, match="names no conversation") as caught:
+        client.chat.completions.create(model="bot", messages=[_user("b")])
+    assert caught.value.body["code"] == "conversation_required"  # type: ignore[index]
 
 
 def test_a_conversation_id_continues_one_durable_thread(live: Any) -> None:

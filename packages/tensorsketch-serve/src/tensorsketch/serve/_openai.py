@@ -5,9 +5,10 @@
 graph; the answer is ``to_reply(final state)``, streamed as the provider's real token deltas.
 
 Conversations are durable threads on ``backend``: the ``X-Conversation-Id`` header (or
-``metadata.conversation_id``) names the thread; without one, each request gets a new thread,
-whose id the response's ``X-Conversation-Id`` header carries. ``user`` is not used as a
-conversation id: it names a person, who has many conversations.
+``metadata.conversation_id``) names the thread. Without one a request is one-shot (the client
+holds the history), unless the graph may stop to wait (approval tools, nodes of the user's
+own): then it runs on a new thread, whose id the response's ``X-Conversation-Id`` header
+carries. ``user`` is not used as a conversation id: it names a person, who has many.
 
 Approvals go through the protocol as tool calls. A run that suspends on tools needing approval
 answers with those calls (``finish_reason: "tool_calls"``); the client continues the same
@@ -22,8 +23,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any, cast
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -57,7 +59,7 @@ from tensorsketch.serve._openai_wire import (
     tool_calls,
 )
 from tensorsketch.serve._protocols import Protocol
-from tensorsketch.serve._threads import thread_info
+from tensorsketch.serve._threads import may_suspend, thread_info
 from tensorsketch.serve.events import (
     RunFailed,
     RunFinished,
@@ -65,6 +67,7 @@ from tensorsketch.serve.events import (
     ServeEvent,
     TextDelta,
     run_events,
+    run_once,
 )
 
 if TYPE_CHECKING:
@@ -92,6 +95,25 @@ class _Chat:
         self.adapter = adapter
         self.backend = backend
         self.created = int(time.time())
+        #: Whether a request without a conversation id still runs on a (new) durable thread:
+        #: only when the graph may stop to wait, since a thread costs a checkpoint per step.
+        self.threads = may_suspend(graph)
+
+    def run(self, thread: str | None, plan: dict[str, Any]) -> AsyncIterator[ServeEvent]:
+        """The request's run as neutral events (durable on ``backend`` when on a thread)."""
+        if thread is not None:
+            return run_events(
+                self.graph, self.adapter, thread_id=thread, backend=self.backend, **plan
+            )
+        return _one_shot(run_events(self.graph, self.adapter, **plan))
+
+    async def finish(self, thread: str | None, plan: dict[str, Any]) -> ServeEvent:
+        """The request's run to its end, unstreamed: its last event."""
+        backend = self.backend if thread is not None else None
+        last = await run_once(self.graph, self.adapter, thread_id=thread, backend=backend, **plan)
+        if thread is None and isinstance(last, RunSuspended):
+            return _unresumable(last)
+        return last
 
     # -- models ------------------------------------------------------------------------------
 
@@ -119,10 +141,16 @@ class _Chat:
 
     async def plan(
         self, messages: list[Message], conversation: str | None
-    ) -> tuple[str, dict[str, Any]]:
-        """The thread and the ``run_events`` arguments (input or decisions) for a request."""
-        thread = conversation or f"conv_{uuid.uuid4().hex}"
-        found = await thread_info(self.graph, thread, self.backend) if conversation else None
+    ) -> tuple[str | None, dict[str, Any]]:
+        """The thread (``None``: a one-shot run) and the ``run_events`` arguments (the input,
+        or the decisions for a suspended thread) for a request."""
+        if conversation is None:
+            fresh = {"input": self.adapter.input_for(messages)}
+            if not self.threads:  # the client holds the history: nothing to keep
+                return None, fresh
+            return f"conv_{uuid.uuid4().hex}", fresh
+        thread = conversation
+        found = await thread_info(self.graph, thread, self.backend)
         if found is None:
             return thread, {"input": self.adapter.input_for(messages)}
         turn = new_turn(messages)
@@ -150,16 +178,37 @@ class _Chat:
             await read_json(request), conversation_header=request.headers.get(CONVERSATION_HEADER)
         )
         self.check_model(chat.model)
-        thread, run = await self.plan(chat.messages, chat.conversation_id)
-        events = run_events(self.graph, self.adapter, thread_id=thread, backend=self.backend, **run)
-        first = await anext(events)
+        thread, plan = await self.plan(chat.messages, chat.conversation_id)
+        headers = {CONVERSATION_HEADER: thread} if thread else {}
+        head = _Head(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), self.model)
+        if not chat.stream:
+            last = await self.finish(thread, plan)
+            if isinstance(last, RunFailed):
+                raise failure(last)
+            return JSONResponse(_completion(head, last), headers=headers)
+        events = self.run(thread, plan)
+        first = await anext(events)  # a run that fails at once gets its own status code
         if isinstance(first, RunFailed):
             raise failure(first)
-        headers = {CONVERSATION_HEADER: thread}
-        head = _Head(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), self.model)
-        if chat.stream:
-            return EventStream(_chunks(head, first, events, chat), headers=headers)
-        return JSONResponse(await _completion(head, first, events), headers=headers)
+        return EventStream(_chunks(head, first, events, chat), headers=headers)
+
+
+def _unresumable(suspended: RunSuspended) -> RunFailed:
+    """A run without a thread that stopped to wait cannot be continued: say so, and how."""
+    ids = ", ".join(f"{p.id!r} ({_what(p)})" for p in suspended.interrupts)
+    msg = (
+        f"the run stopped to wait for {ids}, but this request names no conversation, so it "
+        f"cannot be continued; send the `{CONVERSATION_HEADER}` header (or "
+        "`metadata.conversation_id`) to run it on a durable thread."
+    )
+    error = ServeError(409, msg, param="metadata.conversation_id", code="conversation_required")
+    return RunFailed(error, 409, msg)
+
+
+async def _one_shot(events: AsyncIterator[ServeEvent]) -> AsyncIterator[ServeEvent]:
+    async with aclosing(cast("AsyncGenerator[ServeEvent, None]", events)) as stream:
+        async for event in stream:
+            yield _unresumable(event) if isinstance(event, RunSuspended) else event
 
 
 class _Head:
@@ -178,14 +227,7 @@ def _finish_reason(last: ServeEvent) -> str:
     return _FINISH.get(str(status), "stop")
 
 
-async def _completion(
-    head: _Head, first: ServeEvent, events: AsyncIterator[ServeEvent]
-) -> dict[str, Any]:
-    last = first
-    async for event in events:
-        last = event
-    if isinstance(last, RunFailed):
-        raise failure(last)
+def _completion(head: _Head, last: ServeEvent) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None}
     usage = None
     if isinstance(last, RunFinished):

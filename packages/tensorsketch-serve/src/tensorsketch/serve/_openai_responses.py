@@ -34,7 +34,6 @@ from tensorsketch.serve.events import (
     RunSuspended,
     ServeEvent,
     TextDelta,
-    run_events,
 )
 
 if TYPE_CHECKING:
@@ -208,25 +207,20 @@ def responses_endpoint(chat: _Chat) -> Callable[[Request], Awaitable[Response]]:
         if conversation is None and isinstance(metadata, Mapping):
             found = metadata.get("conversation_id")
             conversation = found if isinstance(found, str) else None
-        thread, run = await chat.plan(messages, conversation)
-        events = run_events(chat.graph, chat.adapter, thread_id=thread, backend=chat.backend, **run)
+        thread, plan = await chat.plan(messages, conversation)
+        headers = {CONVERSATION_HEADER: thread} if thread else {}
+        reply = _Reply(chat.model)
+        if not stream:
+            last = await chat.finish(thread, plan)
+            if isinstance(last, RunFailed):
+                raise failure(last)
+            reply.finish(last, last.reply if isinstance(last, RunFinished) else "")
+            return JSONResponse(reply.body(), headers=headers)
+        events = chat.run(thread, plan)
         first = await anext(events)
         if isinstance(first, RunFailed):
             raise failure(first)
-        headers = {CONVERSATION_HEADER: thread}
-        reply = _Reply(chat.model)
-        if stream:
-            return EventStream(_stream(reply, first, events), headers=headers)
-        last: ServeEvent = first
-        texts: list[str] = []
-        async for event in _all(first, events):
-            last = event
-            if isinstance(event, TextDelta) and not event.namespace:
-                texts.append(event.text)
-        if isinstance(last, RunFailed):
-            raise failure(last)
-        reply.finish(last, last.reply if isinstance(last, RunFinished) else "".join(texts))
-        return JSONResponse(reply.body(), headers=headers)
+        return EventStream(_stream(reply, first, events), headers=headers)
 
     return respond
 

@@ -280,6 +280,9 @@ def decision(pending: PendingInterrupt, message: Message) -> Any:
 
 
 def failure(failed: RunFailed) -> ServeError:
+    """The client-facing error for a failed run (a :class:`ServeError` passes through)."""
+    if isinstance(failed.error, ServeError):
+        return failed.error
     headers = {}
     retry_after = getattr(failed.error, "retry_after", None)
     if failed.status == 429 and retry_after:
