@@ -284,3 +284,38 @@ def test_serve_all_puts_a2a_beside_the_openai_api(live: Any) -> None:
     }
     task = httpx.post(server.url, json=body).json()["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_streamed_chunks_are_the_vendor_stream_s_own_deltas(live: Any) -> None:
+    """The agent's model is the real OpenAI SDK talking to the providers' wire server: the
+    artifact chunks an A2A client receives are the vendor's chunks, unchanged."""
+    import vendor_plays  # type: ignore[import-not-found]  # registered by the conftest
+    import wire_server  # type: ignore[import-not-found]
+
+    from tensorsketch import create_agent
+
+    play = vendor_plays.OpenAIPlay()
+    vendor = wire_server.WireServer().start()
+    server = None
+    try:
+        vendor.queue(play.stream_text(["Par", "is is ", "the capital."]))
+        server = live(a2a_app(create_agent(play.provider(vendor.url)), card=CARD))
+        client = await client_for(server.url, streaming=True)
+        try:
+            ask = pb.SendMessageRequest(message=user_message("Capital of France?"))
+            events = await collect(client.send_message(ask))
+        finally:
+            await client.close()
+        chunks = [e.artifact_update for e in events if e.HasField("artifact_update")]
+        assert [texts(c.artifact.parts) for c in chunks if not c.last_chunk] == [
+            "Par",
+            "is is ",
+            "the capital.",
+        ]
+        assert texts(chunks[-1].artifact.parts) == "Paris is the capital."
+        assert play.sent(vendor.last).stream
+    finally:
+        vendor.stop()
+        if server is not None:
+            for provider in play.created:
+                server.call(provider.aclose())
