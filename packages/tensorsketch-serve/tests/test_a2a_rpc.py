@@ -386,3 +386,40 @@ def test_an_interrupt_question_is_input_required_and_the_answer_resumes(live: An
         ("ROLE_USER", "Ada"),
         ("ROLE_AGENT", "Hello Ada, you asked 'hi'."),
     ]
+
+
+def test_0_3_non_blocking_send_then_resubscribe_until_it_completes(live: Any) -> None:
+    GATE.clear()
+    server = live(app())
+    try:
+        old = {
+            "message": {
+                "kind": "message",
+                "messageId": "o1",
+                "role": "user",
+                "parts": [{"kind": "text", "text": "slow old"}],
+            },
+            "configuration": {"blocking": False},
+        }
+        task = httpx.post(server.url, json=rpc("message/send", old)).json()["result"]
+        assert task["kind"] == "task" and task["status"]["state"] in ("submitted", "working")
+        frames: list[dict[str, Any]] = []
+        with httpx.stream(
+            "POST", server.url, json=rpc("tasks/resubscribe", {"id": task["id"]}), timeout=60
+        ) as stream:
+            for line in stream.iter_lines():
+                if line.startswith("data: "):
+                    frames.append(json.loads(line[6:]))
+                    if len(frames) == 1:
+                        GATE.set()  # subscribed: let the run finish
+        results = [f["result"] for f in frames]
+        assert results[0]["kind"] == "task" and results[0]["id"] == task["id"]
+        assert results[-1]["kind"] == "status-update" and results[-1]["final"] is True
+        assert results[-1]["status"]["state"] == "completed"
+        assert any(
+            r["kind"] == "artifact-update"
+            and r["artifact"]["parts"] == [{"kind": "text", "text": "SLOW OLD"}]
+            for r in results
+        )
+    finally:
+        GATE.set()
