@@ -36,8 +36,13 @@ DISTS = [
 ]
 META = "tensorsketch"
 # What `pip install tensorsketch` must bring (SPEC-NOTES "Packaging"): every first-party
-# distribution, with the extras that pull in the provider SDKs, MCP and the OTel bridge...
-META_DEFAULT_EXTRAS = {"tensorsketch-providers": {"all"}, "tensorsketch-interop": {"all"}}
+# distribution, with the extras that pull in the provider SDKs, MCP, the OTel bridge and the
+# a2a-sdk (serving)...
+META_DEFAULT_EXTRAS = {
+    "tensorsketch-providers": {"all"},
+    "tensorsketch-interop": {"all"},
+    "tensorsketch-serve": {"a2a"},
+}
 # ...and the opt-in extras: extra -> requirement name -> extras that requirement must carry.
 META_OPT_IN = {
     "postgres": {"tensorsketch-backends": {"postgres"}},

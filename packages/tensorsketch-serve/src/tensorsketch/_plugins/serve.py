@@ -23,6 +23,7 @@ def tensorsketch_serve_protocols() -> Mapping[str, str]:
     """The first-party protocols, one per line (each module defines a ``PROTOCOL``)."""
     return {
         "openai": "tensorsketch.serve._openai:PROTOCOL",
+        "a2a": "tensorsketch.serve.a2a._app:PROTOCOL",
     }
 
 

@@ -1,6 +1,8 @@
 """Serving TensorSketch graphs over standard protocols, as mountable Starlette apps.
 
 - :func:`openai_app` — the OpenAI-compatible API (``/v1/chat/completions``, ``/v1/models``).
+- :func:`a2a_app` + :class:`AgentCard` — an A2A agent (1.0 and 0.3); :func:`a2a_tool` — a
+  remote A2A agent as a tool (both need the ``a2a`` extra, and load the a2a-sdk on first use).
 - :func:`serve` — several protocols on one app; protocols are named in :data:`protocols`
   (first-party ones and plugins' ``tensorsketch_serve_protocols``).
 - :class:`ChatAdapter` (``to_input`` / ``to_reply``) — how a graph that is not an agent maps
@@ -15,6 +17,9 @@ the vendor SDKs are not imported here at all.
 """
 
 from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from tensorsketch.serve._adapter import ChatAdapter, agent_input, agent_reply, new_turn
 from tensorsketch.serve._http import (
@@ -35,12 +40,17 @@ from tensorsketch.serve.events import run_events
 __all__ = [
     "CONVERSATION_HEADER",
     "DEFAULT_MAX_BODY_BYTES",
+    "A2AToolError",
+    "AgentCard",
+    "AgentSkill",
     "Authenticate",
     "ChatAdapter",
     "EventStream",
     "Guard",
     "Protocol",
     "ServeError",
+    "a2a_app",
+    "a2a_tool",
     "agent_input",
     "agent_reply",
     "json_error",
@@ -54,3 +64,22 @@ __all__ = [
     "sse",
     "thread_info",
 ]
+
+#: Names whose module (and the SDK it needs) loads on first use.
+_LAZY = {
+    "A2AToolError": "tensorsketch.serve.a2a",
+    "AgentCard": "tensorsketch.serve.a2a",
+    "AgentSkill": "tensorsketch.serve.a2a",
+    "a2a_app": "tensorsketch.serve.a2a",
+    "a2a_tool": "tensorsketch.serve.a2a",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        msg = f"module 'tensorsketch.serve' has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
