@@ -37,6 +37,10 @@ def load_helper(name: str, folder: Path = PROVIDER_TESTS) -> Any:
     return module
 
 
+#: The AG-UI test client (importable as ``agui_client`` once this conftest has loaded).
+agui_client = load_helper("agui_client", Path(__file__).parent)
+
+
 class LiveServer:
     """uvicorn serving ``app`` on 127.0.0.1 at a free port, in a background thread."""
 

@@ -1,6 +1,8 @@
 """Serving TensorSketch graphs over standard protocols, as mountable Starlette apps.
 
 - :func:`openai_app` — the OpenAI-compatible API (``/v1/chat/completions``, ``/v1/models``).
+- :func:`agui_app` — AG-UI (a ``RunAgentInput`` in, the run's UI events out as SSE); it loads
+  the ``ag-ui-protocol`` models on first use, not with this package.
 - :func:`serve` — several protocols on one app; protocols are named in :data:`protocols`
   (first-party ones and plugins' ``tensorsketch_serve_protocols``).
 - :class:`ChatAdapter` (``to_input`` / ``to_reply``) — how a graph that is not an agent maps
@@ -15,6 +17,9 @@ the vendor SDKs are not imported here at all.
 """
 
 from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from tensorsketch.serve._adapter import ChatAdapter, agent_input, agent_reply, new_turn
 from tensorsketch.serve._http import (
@@ -31,6 +36,9 @@ from tensorsketch.serve._protocols import Protocol, protocols, register_protocol
 from tensorsketch.serve._threads import thread_info
 from tensorsketch.serve.events import run_events
 
+if TYPE_CHECKING:
+    from tensorsketch.serve._agui import agui_app as agui_app
+
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "Authenticate",
@@ -41,6 +49,7 @@ __all__ = [
     "ServeError",
     "agent_input",
     "agent_reply",
+    "agui_app",
     "json_error",
     "new_turn",
     "protocols",
@@ -51,3 +60,17 @@ __all__ = [
     "sse",
     "thread_info",
 ]
+
+#: Names whose module loads on first use: ``name -> "module:attribute"``.
+_LAZY = {"agui_app": "tensorsketch.serve._agui:agui_app"}
+
+
+def __getattr__(name: str) -> Any:
+    target = _LAZY.get(name)
+    if target is None:
+        msg = f"module 'tensorsketch.serve' has no attribute {name!r}"
+        raise AttributeError(msg)
+    module, attribute = target.split(":")
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value
