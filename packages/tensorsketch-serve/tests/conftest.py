@@ -37,8 +37,11 @@ def load_helper(name: str, folder: Path = PROVIDER_TESTS) -> Any:
     return module
 
 
-#: The AG-UI test client (importable as ``agui_client`` once this conftest has loaded).
+#: Importable by name once this conftest has loaded: the AG-UI test client, and the
+#: providers' wire server with its vendor plays (real SDKs against a local server).
 agui_client = load_helper("agui_client", Path(__file__).parent)
+wire_server = load_helper("wire_server")
+vendor_plays = load_helper("vendor_plays")
 
 
 class LiveServer:

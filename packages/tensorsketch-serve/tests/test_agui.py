@@ -12,7 +12,11 @@ from typing import Any
 import agui_client as client  # type: ignore[import-not-found]
 import httpx
 import pytest
+import vendor_plays  # type: ignore[import-not-found]
+import wire_server  # type: ignore[import-not-found]
 from ag_ui.core import EventType
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tensorsketch import (
     END,
@@ -26,8 +30,7 @@ from tensorsketch import (
     tool,
 )
 from tensorsketch.messages import Message, ToolCall, assistant
-from tensorsketch.serve import serve
-from tensorsketch.serve._agui import agui_app
+from tensorsketch.serve import agui_app, serve
 
 check_order = client.check_order
 
@@ -211,6 +214,28 @@ def test_resume_requests_that_do_not_fit_the_thread_are_refused(live: Any) -> No
         assert answer.status == status, (request, answer.error)
         assert fragment in answer.error["error"]["message"]
         assert answer.error["error"]["param"] in ("resume", "messages")
+
+
+def test_token_deltas_from_a_real_provider_sdk_arrive_as_they_stream(live: Any) -> None:
+    """The OpenAI SDK (through TensorSketch's provider) reads an SSE stream from the
+    providers' wire server; each chunk it streams is one TEXT_MESSAGE_CONTENT."""
+    pytest.importorskip("openai")
+    pytest.importorskip("tensorsketch.providers.openai")  # a sibling distribution
+    wire = wire_server.WireServer().start()
+    try:
+        play = vendor_plays.PLAYS["openai"]()
+        pieces = ["The order ", "ships ", "on Monday", "."]
+        wire.queue(play.stream_text(pieces))
+        provider = play.provider(wire.url)
+        server = live(agui_app(create_agent(provider)))
+        answer = client.run(server.url, body("t", "r", said("when does it ship?")))
+        server.call(provider.aclose())
+    finally:
+        wire.stop()
+    check_order(answer.events)
+    assert [e.delta for e in answer.of(EventType.TEXT_MESSAGE_CONTENT)] == pieces
+    assert wire.last.body["stream"] is True, "the provider was asked to stream"
+    assert answer.events[-1].result == "The order ships on Monday."
 
 
 # -- conversations on a durable thread ----------------------------------------------------------
@@ -462,3 +487,162 @@ def test_importing_serve_does_not_load_ag_ui() -> None:
 def test_an_app_for_a_graph_without_a_transcript_says_which_option_to_pass() -> None:
     with pytest.raises(TypeError, match="messages_key"):
         agui_app(counter_graph(), to_input=lambda m: {}, to_reply=lambda s: "")
+
+
+# -- fuzzing the request: never a 5xx, every error body well-formed -------------------------------
+
+json_leaf = st.none() | st.booleans() | st.integers() | st.text(max_size=8)
+json_any = st.recursive(
+    json_leaf,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+ids = st.one_of(st.text(max_size=6), st.integers(), st.none())
+message = st.fixed_dictionaries(
+    {
+        "role": st.sampled_from(
+            ["user", "assistant", "system", "developer", "tool", "activity", "x"]
+        )
+    },
+    optional={
+        "id": ids,
+        "content": st.one_of(
+            st.text(max_size=12),
+            st.lists(
+                st.fixed_dictionaries(
+                    {"type": st.sampled_from(["text", "image", "audio"])},
+                    optional={"text": st.text(max_size=5), "source": json_any},
+                ),
+                max_size=2,
+            ),
+            json_any,
+        ),
+        "toolCalls": st.lists(
+            st.fixed_dictionaries(
+                {"id": ids, "type": st.just("function")},
+                optional={
+                    "function": st.fixed_dictionaries(
+                        {
+                            "name": st.text(max_size=5),
+                            "arguments": st.one_of(
+                                st.text(max_size=8), st.just('{"order": 1}'), json_any
+                            ),
+                        }
+                    )
+                },
+            ),
+            max_size=2,
+        ),
+        "toolCallId": ids,
+        "error": st.text(max_size=4),
+    },
+)
+good_message = st.one_of(
+    st.builds(
+        lambda i, t: {"id": i, "role": "user", "content": t},
+        st.sampled_from(["u1", "u2"]),
+        st.sampled_from(["hi", "refund it", ""]),
+    ),
+    st.builds(
+        lambda i: {"id": i, "role": "assistant", "content": "ok"}, st.sampled_from(["a1", "a2"])
+    ),
+    st.just(
+        {
+            "id": "a3",
+            "role": "assistant",
+            "toolCalls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "refund", "arguments": '{"order": 1}'},
+                }
+            ],
+        }
+    ),
+    st.just({"id": "t1", "role": "tool", "toolCallId": "c1", "content": "done"}),
+    st.just({"id": "s1", "role": "system", "content": "be brief"}),
+)
+resume_entry = st.fixed_dictionaries(
+    {
+        "interruptId": st.one_of(st.sampled_from(["c1", "zz"]), ids),
+        "status": st.sampled_from(["resolved", "cancelled", "maybe"]),
+    },
+    optional={
+        "payload": st.one_of(
+            st.sampled_from([True, False, "approve", {"approved": True}]), json_any
+        )
+    },
+)
+optional_fields = {
+    "state": st.one_of(
+        st.dictionaries(
+            st.sampled_from(["query", "status", "nope", "iterations"]), json_any, max_size=2
+        ),
+        json_any,
+    ),
+    "resume": st.one_of(st.lists(resume_entry, max_size=2), json_any),
+    "tools": json_any,
+    "context": json_any,
+    "forwardedProps": json_any,
+}
+#: Mostly well-formed requests (so runs, resumes and conflicts happen), some fields fuzzed.
+near_valid = st.fixed_dictionaries(
+    {
+        "threadId": st.sampled_from(["t", "u", "v"]),
+        "runId": st.sampled_from(["r1", "r2"]),
+        "messages": st.lists(st.one_of(good_message, good_message, message), max_size=4),
+    },
+    optional={
+        "state": st.dictionaries(
+            st.sampled_from(["query", "status", "nope", "iterations"]), json_leaf, max_size=2
+        ),
+        "resume": st.lists(resume_entry, max_size=2),
+    },
+)
+#: Anything shaped like a request at all.
+run_input = st.fixed_dictionaries(
+    {},
+    optional={
+        "threadId": st.one_of(st.sampled_from(["t", "t" * 300, "", "a\x00b"]), ids),
+        "runId": ids,
+        "messages": st.one_of(st.lists(message, max_size=3), json_any),
+        **optional_fields,
+    },
+)
+
+
+def _approve_refunds(messages: list[Message], tools: Any) -> Message:
+    """Ask to refund when the user says so (an approval), else echo."""
+    last = messages[-1]
+    if last.role == "user" and "refund" in last.text:
+        return assistant(tool_calls=[ToolCall(id="c1", name="refund", args={"order": 1})])
+    return assistant(f"echo: {last.text}")
+
+
+def test_fuzzed_requests_get_a_4xx_or_a_run_never_a_5xx(live: Any) -> None:
+    agent = create_agent(FakeProvider(policy=_approve_refunds), tools=[refund])
+    server = live(agui_app(agent, backend=InMemoryBackend()))
+
+    @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.one_of(near_valid, near_valid, run_input, json_any))
+    def check(request: Any) -> None:
+        answer = client.run(server.url, request)
+        print(
+            "STATUS",
+            answer.status,
+            (answer.error or {}).get("error", {}).get("message", "")[:70],
+            answer.types[-1:],
+        )
+        assert answer.status in (200, 400, 409, 413, 422), (request, answer.status, answer.error)
+        if answer.status != 200:
+            error = answer.error["error"]
+            assert isinstance(error["message"], str) and error["message"].endswith((".", ")"))
+            assert isinstance(error["type"], str)
+            return
+        check_order(answer.events)
+        last = answer.events[-1]
+        assert last.type == EventType.RUN_FINISHED or last.code != "internal_error", last
+
+    check()
