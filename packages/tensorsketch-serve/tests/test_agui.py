@@ -27,6 +27,7 @@ from tensorsketch import (
     Node,
     Schema,
     create_agent,
+    interrupt,
     tool,
 )
 from tensorsketch.messages import Message, ToolCall, assistant
@@ -646,3 +647,50 @@ def test_fuzzed_requests_get_a_4xx_or_a_run_never_a_5xx(live: Any) -> None:
         assert last.type == EventType.RUN_FINISHED or last.code != "internal_error", last
 
     check()
+
+
+# -- a node that asks a question ------------------------------------------------------------------
+
+
+class Named(Schema):
+    greeting: str = ""
+    messages: list[Message] = []
+
+
+class AskName(Node):
+    class In(Schema):
+        greeting: str
+
+    class Out(Schema):
+        greeting: str
+
+    async def run(self, ctx: Any, inp: In) -> Out:
+        name = await interrupt(ctx, "What is your name?")
+        return self.Out(greeting=f"Hello, {name}!")
+
+
+def test_a_question_from_interrupt_is_answered_through_resume(live: Any) -> None:
+    graph = Graph(Named).add(AskName()).edge(START, "AskName").edge("AskName", END).compile()
+    app = agui_app(
+        graph, backend=InMemoryBackend(), to_input=lambda m: {}, to_reply=lambda s: s.greeting
+    )
+    server = live(app)
+    first = client.run(server.url, body("q", "r1", said("hi")))
+    check_order(first.events)
+    [question] = first.events[-1].outcome.interrupts
+    assert (question.reason, question.message) == ("input", "What is your name?")
+    assert question.tool_call_id is None and question.metadata["kind"] == "interrupt"
+    answer = {"interruptId": question.id, "status": "resolved", "payload": "Ada"}
+    second = client.run(server.url, body("q", "r2", resume=[answer]))
+    check_order(second.events)
+    assert second.events[-1].result == "Hello, Ada!"
+    assert second.text() == "Hello, Ada!"
+
+
+def test_a_timer_interrupt_says_when_the_run_continues() -> None:
+    from tensorsketch.interrupts import PendingInterrupt
+    from tensorsketch.serve._agui_events import to_interrupt
+
+    timer = to_interrupt(PendingInterrupt(id="sleep:1", kind="timer", wake_at=0.0))
+    assert timer.reason == "timer" and "1970-01-01T00:00:00+00:00" in timer.message
+    assert timer.metadata == {"kind": "timer", "wakeAt": "1970-01-01T00:00:00+00:00"}
