@@ -37,11 +37,11 @@ def load_helper(name: str, folder: Path = PROVIDER_TESTS) -> Any:
     return module
 
 
-#: Importable by name once this conftest has loaded: the AG-UI test client, and the
-#: providers' wire server with its vendor plays (real SDKs against a local server).
-agui_client = load_helper("agui_client", Path(__file__).parent)
-wire_server = load_helper("wire_server")
-vendor_plays = load_helper("vendor_plays")
+# Registered under their plain names, so test modules can ``import wire_server, vendor_plays``
+# (and ``import agui_client``, the AG-UI test client).
+load_helper("wire_server")
+load_helper("vendor_plays")
+load_helper("agui_client", Path(__file__).parent)
 
 
 class LiveServer:

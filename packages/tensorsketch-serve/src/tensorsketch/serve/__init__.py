@@ -32,6 +32,7 @@ from tensorsketch.serve._http import (
     read_json,
     sse,
 )
+from tensorsketch.serve._openai import CONVERSATION_HEADER, openai_app
 from tensorsketch.serve._protocols import Protocol, protocols, register_protocol, serve
 from tensorsketch.serve._threads import thread_info
 from tensorsketch.serve.events import run_events
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from tensorsketch.serve._agui import agui_app as agui_app
 
 __all__ = [
+    "CONVERSATION_HEADER",
     "DEFAULT_MAX_BODY_BYTES",
     "Authenticate",
     "ChatAdapter",
@@ -52,6 +54,7 @@ __all__ = [
     "agui_app",
     "json_error",
     "new_turn",
+    "openai_app",
     "protocols",
     "read_json",
     "register_protocol",
