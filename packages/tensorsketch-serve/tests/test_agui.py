@@ -178,7 +178,6 @@ def test_resume_requests_that_do_not_fit_the_thread_are_refused(live: Any) -> No
     )
     agent = create_agent(provider, tools=[refund])
     server = live(agui_app(agent, backend=InMemoryBackend()))
-    stateless = live(agui_app(agent))
     assert (
         client.run(server.url, body("t", "r1", said("refund 3"))).events[-1].outcome.type
         == "interrupt"
@@ -202,12 +201,6 @@ def test_resume_requests_that_do_not_fit_the_thread_are_refused(live: Any) -> No
             body("new", "r1", resume=[{"interruptId": "c3", "status": "resolved"}]),
             409,
             "not waiting",
-        ),
-        (
-            stateless.url,
-            body("t", "r1", resume=[{"interruptId": "c3", "status": "resolved"}]),
-            422,
-            "backend",
         ),
     ]
     for url, request, status, fragment in cases:
@@ -258,9 +251,9 @@ def test_a_second_turn_continues_the_thread_without_repeating_it(live: Any) -> N
     assert ids[:2] == [h["id"] for h in history], "ids stay put from one snapshot to the next"
 
 
-def test_without_a_backend_each_request_carries_its_conversation(live: Any) -> None:
+def test_a_new_thread_starts_from_the_whole_conversation_the_client_sends(live: Any) -> None:
     provider = FakeProvider(["Second answer."])
-    server = live(agui_app(create_agent(provider)))
+    server = live(agui_app(create_agent(provider)))  # its own in-memory backend
     history = [
         said("first"),
         {"id": "a1", "role": "assistant", "content": "First answer."},

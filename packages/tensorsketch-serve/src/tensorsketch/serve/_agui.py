@@ -2,8 +2,8 @@
 
 ``POST /`` takes an AG-UI ``RunAgentInput`` and answers with the run as an SSE stream of
 AG-UI events (see :mod:`tensorsketch.serve._agui_events` for the mapping). AG-UI's
-``threadId`` is the graph's durable thread when the app has a ``backend``: the next request
-on the thread continues its transcript, and a run that stopped for approval (``RUN_FINISHED``
+``threadId`` is the graph's durable thread (in the app's ``backend``): the next request on
+the thread continues its transcript, and a run that stopped for approval (``RUN_FINISHED``
 with the ``interrupt`` outcome) is continued by a request whose ``resume`` answers it.
 
 A request that cannot run is answered before the stream starts, with a 4xx and
@@ -27,6 +27,7 @@ from starlette.routing import Route
 
 from tensorsketch.compiled import MAX_THREAD_ID
 from tensorsketch.messages import Message
+from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.serve._adapter import ChatAdapter, ToInput, ToReply
 from tensorsketch.serve._agui_events import AguiRun
 from tensorsketch.serve._agui_input import (
@@ -69,9 +70,11 @@ def agui_app(
 ) -> Starlette:
     """An ASGI app serving ``graph`` over AG-UI at ``POST /``.
 
-    :param backend: makes each ``threadId`` a durable thread of the graph, so conversations
-        continue and approvals can be answered (``resume``). Without it every request is a
-        fresh, stateless run over the messages it carries.
+    :param backend: where each ``threadId`` lives as a durable thread of the graph, so a
+        conversation continues and an approval is answered later (``resume``). The default
+        is an in-memory backend private to this app (threads last until the process exits);
+        pass a SQLite/PostgreSQL backend to survive restarts or share threads between
+        processes.
     :param to_input: / :param to_reply: map messages to the graph's input and its final
         state to the reply (:class:`ChatAdapter`); the default is the agent shape.
     :param messages_key: the state field holding the transcript (sent as messages and left
@@ -89,13 +92,14 @@ def agui_app(
         )
         raise TypeError(msg)
     encoder = EventEncoder()
+    store = backend if backend is not None else InMemoryBackend()
 
     async def run(request: Request) -> Response:
         try:
             body = parse_input(await read_json(request))
             messages = _messages(body)
             graph_input, resume = await _plan(
-                graph, adapter, body, messages, backend, fields, messages_key
+                graph, adapter, body, messages, store, fields, messages_key
             )
         except ServeError as error:
             return json_error(error.status, error.message, code=error.code, param=error.param)
@@ -104,8 +108,8 @@ def agui_app(
             adapter,
             input=graph_input,
             resume=resume,
-            thread_id=body.thread_id if backend is not None else None,
-            backend=backend,
+            thread_id=body.thread_id,
+            backend=store,
             max_steps=max_steps,
         )
         first = await anext(events)
@@ -120,8 +124,8 @@ def agui_app(
             try:
                 event: ServeEvent = first
                 while True:
-                    if isinstance(event, RunSuspended) and backend is not None:
-                        event = await _with_checkpoint(graph, body.thread_id, backend, event)
+                    if isinstance(event, RunSuspended):
+                        event = await _with_checkpoint(graph, body.thread_id, store, event)
                     for out in translator.feed(event):
                         yield encoder.encode(out).encode()
                     event = await anext(events)
@@ -153,21 +157,15 @@ async def _plan(
     adapter: ChatAdapter,
     body: agui.RunAgentInput,
     messages: list[Message],
-    backend: Backend | None,
+    backend: Backend,
     fields: dict[str, Any],
     messages_key: str | None,
 ) -> tuple[Any, dict[str, Any] | None]:
     """``(input, resume)`` for the run, or a :class:`ServeError` saying why it cannot run."""
     _check_thread_id(body.thread_id)
-    found = await thread_info(graph, body.thread_id, backend) if backend is not None else None
+    found = await thread_info(graph, body.thread_id, backend)
     info = found[1] if found is not None else None
     if body.resume:
-        if backend is None:
-            msg = (
-                "`resume` continues a durable thread, and this server keeps none; build the "
-                "app with `agui_app(graph, backend=...)`."
-            )
-            raise ServeError(422, msg, param="resume")
         return None, resume_decisions(body.resume, info.interrupts if info is not None else ())
     if info is not None and info.awaiting:
         listed = ", ".join(repr(i) for i in info.awaiting)
@@ -179,12 +177,13 @@ async def _plan(
     fresh = new_messages(messages, thread_exists=found is not None)
     state = state_input(body.state, fields, messages_key)
     if not fresh:
-        if found is None and not state:
+        if not state:
             msg = (
-                "the request has no messages and no state to start a run from; send a user message."
+                "the request has no new message (none after the last assistant message) and no "
+                "`state` to run on; send the user's next message."
             )
             raise ServeError(422, msg, param="messages")
-        return state or None, None
+        return state, None
     try:
         graph_input = adapter.input_for(fresh)
     except Exception as exc:  # the adapter could not read these messages
