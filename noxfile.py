@@ -101,12 +101,25 @@ def services(session: nox.Session) -> None:
     session.run("bash", str(ROOT / "tools" / "services.sh"), external=True)
 
 
+def _first_party_test_deps(pkg: Path) -> list[str]:
+    """The sibling distributions a dist's `test` extra names (`tensorsketch-x[extra]==V`), as
+    local paths: they are not on PyPI, so the resolver must find them in the tree."""
+    project = tomllib.loads((pkg / "pyproject.toml").read_text(encoding="utf-8"))
+    extras = project["project"].get("optional-dependencies", {}).get("test", [])
+    found = []
+    for req in extras:
+        pin = re.fullmatch(r"(tensorsketch-[a-z]+)(\[[^]]*\])?==\S+", req.strip())
+        if pin and pin.group(1) != CORE:
+            found.append(str(PACKAGES / pin.group(1)) + (pin.group(2) or ""))
+    return found
+
+
 @nox.session
 @nox.parametrize("dist", DISTS)
 def tests(session: nox.Session, dist: str) -> None:
     """One distribution, alone in a fresh venv with only what it declares."""
     pkg = PACKAGES / dist
-    targets = [str(pkg) + "[test]"]
+    targets = [str(pkg) + "[test]", *_first_party_test_deps(pkg)]
     if dist != CORE:
         targets.insert(0, str(PACKAGES / CORE))
     session.install(*targets, *DEV_TOOLS)

@@ -88,9 +88,7 @@ class LiveServer:
         self.sock.close()
 
 
-@pytest.fixture
-def live() -> Iterator[Callable[[Any], LiveServer]]:
-    """``live(app)`` starts uvicorn for ``app``; every server is stopped after the test."""
+def _servers() -> Iterator[Callable[[Any], LiveServer]]:
     started: list[LiveServer] = []
 
     def start(app: Any) -> LiveServer:
@@ -101,3 +99,15 @@ def live() -> Iterator[Callable[[Any], LiveServer]]:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def live() -> Iterator[Callable[[Any], LiveServer]]:
+    """``live(app)`` starts uvicorn for ``app``; every server is stopped after the test."""
+    yield from _servers()
+
+
+@pytest.fixture(scope="module")
+def live_module() -> Iterator[Callable[[Any], LiveServer]]:
+    """``live``, for servers a whole module shares (property tests run many examples)."""
+    yield from _servers()

@@ -10,13 +10,14 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
+import openai
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tensorsketch import FakeProvider, create_agent, hookimpl
+from tensorsketch import FakeProvider, InMemoryBackend, create_agent, hookimpl
 from tensorsketch.errors import RegistryError
 from tensorsketch.plugins import get_plugin_manager, reset_plugin_manager
 from tensorsketch.serve import Protocol, protocols, serve
@@ -29,7 +30,7 @@ def acme_app(graph: Any, *, greeting: str = "hello", backend: Any = None) -> Sta
     """A third party's protocol: ``GET /acme/info`` and ``POST /`` (root-mounted)."""
 
     async def info(request: Request) -> Response:
-        return JSONResponse({"graph": graph.name, "greeting": greeting, "backend": backend})
+        return JSONResponse({"graph": graph.name, "greeting": greeting, "backend": repr(backend)})
 
     async def root(request: Request) -> Response:
         return JSONResponse({"protocol": "acme"})
@@ -86,18 +87,28 @@ def plugin() -> Iterator[None]:
 
 
 def test_a_plugin_protocol_mounts_beside_others_on_one_app(plugin: None, live: Any) -> None:
-    assert {"acme", "other", "bare"} <= set(protocols.names())
+    assert {"openai", "acme", "other", "bare"} <= set(protocols.names())
     assert protocols.origin("acme") == "plugin 'acme-plugin'"
+    assert protocols.origin("openai") == "plugin 'serve'", "first-party, through the same hook"
     graph = create_agent(FakeProvider(["hi"]))
     LIFESPAN.clear()
-    app = serve(graph, ["acme", "other", "bare"], greeting="hey", backend="b")
+    backend = InMemoryBackend()
+    app = serve(graph, ["openai", "acme", "other", "bare"], greeting="hey", backend=backend)
     server = live(app)
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
+    reply = client.chat.completions.create(
+        model=graph.name, messages=[{"role": "user", "content": "hello"}]
+    )
+    assert reply.choices[0].message.content == "hi", "openai_app answers beside the plugin's"
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="x", messages=[{"role": "user", "content": "?"}])
     info = httpx.get(f"{server.url}/acme/info").json()
-    assert info == {"graph": graph.name, "greeting": "hey", "backend": "b"}
+    assert info == {"graph": graph.name, "greeting": "hey", "backend": repr(backend)}
     assert httpx.post(f"{server.url}/").json() == {"protocol": "acme"}
     assert httpx.get(f"{server.url}/.well-known/other.json").json() == {"protocol": "other"}
     bare = httpx.get(f"{server.url}/bare/").json()
     assert bare == {"protocol": "bare", "options": ["backend", "greeting"]}
+    assert httpx.get(f"{server.url}/v1/models").json()["data"][0]["id"] == graph.name
     assert httpx.get(f"{server.url}/").status_code == 405, "the path's owner answers"
     assert httpx.get(f"{server.url}/nowhere").status_code == 404
     assert LIFESPAN == ["acme up"], "a mounted app's lifespan runs"
@@ -148,3 +159,65 @@ def test_import_tensorsketch_serve_pulls_starlette_but_no_server_or_sdk() -> Non
     before, starlette, uvicorn, openai, anthropic, genai = json.loads(out.stdout)
     assert (before, starlette) == (False, True)
     assert not (uvicorn or openai or anthropic or genai)
+
+
+def test_the_serve_command_runs_a_graph_module_on_uvicorn(tmp_path: Any) -> None:
+    """``tensorsketch serve bots:agent --protocol openai --port P`` as a user runs it."""
+    import socket
+    import time
+
+    (tmp_path / "bots.py").write_text(
+        "from tensorsketch import FakeProvider, create_agent\n"
+        "agent = create_agent(FakeProvider(), name='echo')\n"  # echoes the user
+    )
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    command = [sys.executable, "-m", "tensorsketch.cli", "serve", "bots:agent"]
+    proc = subprocess.Popen(
+        [*command, "--protocol", "openai", "--port", str(port), "--model", "echo-bot"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0)
+        for _ in range(300):
+            try:
+                models = client.models.list()
+                break
+            except openai.APIConnectionError:
+                assert proc.poll() is None, proc.communicate()[0]
+                time.sleep(0.1)
+        else:
+            pytest.fail("`tensorsketch serve` did not start")
+        assert [m.id for m in models.data] == ["echo-bot"]
+        reply = client.chat.completions.create(
+            model="echo-bot", messages=[{"role": "user", "content": "ping"}]
+        )
+        assert reply.choices[0].message.content == "ping"
+    finally:
+        proc.terminate()
+        output = proc.communicate(timeout=30)[0]
+    assert "Uvicorn running on http://127.0.0.1:" in output, output
+
+
+def test_the_serve_command_reports_a_bad_target_and_exits_2(tmp_path: Any) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "tensorsketch.cli", "serve", "nothere:agent"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2
+    assert "cannot import module 'nothere'" in out.stderr
+    helped = subprocess.run(
+        [sys.executable, "-m", "tensorsketch.cli", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "openai" in helped.stdout and "127.0.0.1" in helped.stdout

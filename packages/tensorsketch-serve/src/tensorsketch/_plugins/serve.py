@@ -22,6 +22,7 @@ SERVE_HELP = "serve a graph over HTTP (OpenAI-compatible, A2A, AG-UI, ...) with 
 def tensorsketch_serve_protocols() -> Mapping[str, str]:
     """The first-party protocols, one per line (each module defines a ``PROTOCOL``)."""
     return {
+        "openai": "tensorsketch.serve._openai:PROTOCOL",
         "agui": "tensorsketch.serve._agui:PROTOCOL",
     }
 
