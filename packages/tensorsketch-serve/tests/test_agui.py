@@ -463,10 +463,12 @@ def test_a_client_that_disconnects_cancels_its_run(live: Any) -> None:
 
 
 def test_serve_mounts_agui_beside_other_protocols(live: Any) -> None:
-    server = live(serve(create_agent(FakeProvider()), protocols=["agui"]))
+    server = live(serve(create_agent(FakeProvider()), protocols=["openai", "agui"]))
     answer = client.run(server.url + "/agui/", body("t", "r", said("echo me")))
     check_order(answer.events)
     assert answer.text() == "echo me"
+    models = httpx.get(server.url + "/v1/models").json()
+    assert models["object"] == "list", "the OpenAI routes answer on the same app"
 
 
 def test_importing_serve_does_not_load_ag_ui() -> None:
