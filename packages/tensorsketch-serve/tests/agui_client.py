@@ -123,6 +123,51 @@ def check_order(events: list[BaseEvent]) -> None:
         assert text is None and call is None and not steps, "everything closes before the end"
 
 
+def apply_messages(messages: list[dict[str, Any]], events: list[BaseEvent]) -> list[dict[str, Any]]:
+    """The conversation a client keeps, built from the events as AG-UI clients build it: a
+    streamed text is a message, a tool call joins its parent message (or starts its own),
+    a result is a tool message, and a MESSAGES_SNAPSHOT replaces the lot."""
+    out = copy.deepcopy(messages)
+    by_id = {m["id"]: m for m in out}
+
+    def add(message: dict[str, Any]) -> dict[str, Any]:
+        out.append(message)
+        by_id[message["id"]] = message
+        return message
+
+    calls: dict[str, dict[str, Any]] = {}
+    for event in events:
+        data = event.model_dump(by_alias=True)
+        match event.type:
+            case EventType.TEXT_MESSAGE_START:
+                add({"id": data["messageId"], "role": "assistant", "content": ""})
+            case EventType.TEXT_MESSAGE_CONTENT:
+                by_id[data["messageId"]]["content"] += data["delta"]
+            case EventType.TOOL_CALL_START:
+                parent = by_id.get(data.get("parentMessageId") or "")
+                if parent is None:
+                    parent = add({"id": data["toolCallId"], "role": "assistant"})
+                call = {"id": data["toolCallId"], "type": "function"}
+                call["function"] = {"name": data["toolCallName"], "arguments": ""}
+                parent.setdefault("toolCalls", []).append(call)
+                calls[call["id"]] = call
+            case EventType.TOOL_CALL_ARGS:
+                calls[data["toolCallId"]]["function"]["arguments"] += data["delta"]
+            case EventType.TOOL_CALL_RESULT:
+                add(
+                    {
+                        "id": data["messageId"],
+                        "role": "tool",
+                        "toolCallId": data["toolCallId"],
+                        "content": data["content"],
+                    }
+                )
+            case EventType.MESSAGES_SNAPSHOT:
+                out = data["messages"]
+                by_id = {m["id"]: m for m in out}
+    return out
+
+
 # -- RFC 6902, applied independently of the library that makes the patches ------------------
 
 

@@ -107,11 +107,14 @@ def test_approval_suspends_the_run_and_a_resume_completes_it(live: Any) -> None:
     state = first.of(EventType.STATE_SNAPSHOT)[-1].snapshot
     assert state["status"] == "suspended" and state["pending"][0]["id"] == "c2"
 
+    # The client resends the conversation it built from the first run's events.
+    kept = client.apply_messages([said("please refund order 7")], first.events)
     resumed = client.run(
         server.url,
         body(
             "t1",
             "r2",
+            *kept,
             resume=[{"interruptId": "c2", "status": "resolved", "payload": {"approved": True}}],
         ),
     )
@@ -138,6 +141,11 @@ def test_approval_suspends_the_run_and_a_resume_completes_it(live: Any) -> None:
         ("assistant", ("Order 7 is refunded.", [])),
     ]
     assert snapshot.messages[0].id == "u1", "the client's own ids are kept"
+    assert {m["id"] for m in kept} <= {m.id for m in snapshot.messages}, (
+        "every message the client holds keeps its id in the snapshot (nothing duplicates)"
+    )
+    final = client.apply_messages(kept, resumed.events)
+    assert [m["id"] for m in final] == [m.id for m in snapshot.messages]
     streamed = resumed.of(EventType.TEXT_MESSAGE_START)[-1].message_id
     assert snapshot.messages[-1].id == streamed, (
         "the snapshot names the streamed message as streamed"
