@@ -181,4 +181,6 @@ def test_generated_bodies_never_get_a_server_error(
 
 def test_the_generated_bodies_reached_success_and_each_kind_of_refusal() -> None:
     """Runs after the property (file order): it exercised more than the first check."""
+    if not SEEN:
+        pytest.skip("the property test did not run in this session (-k?)")
     assert {200, 400, 404} <= SEEN, SEEN

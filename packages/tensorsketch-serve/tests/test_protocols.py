@@ -68,7 +68,7 @@ class AcmePlugin:
     @hookimpl
     def tensorsketch_serve_protocols(self) -> dict[str, Any]:
         return {
-            "acme": Protocol(acme_app, path="/", description="the acme protocol"),
+            "acme": Protocol(acme_app, path="/"),
             "other": Protocol(other_root_app),
             "bare": bare_app,
         }

@@ -228,4 +228,4 @@ async def _with_checkpoint(
 
 
 #: How :func:`~tensorsketch.serve.serve` mounts it (``tensorsketch serve --protocol agui``).
-PROTOCOL = Protocol(agui_app, path="/agui", description="AG-UI (RunAgentInput -> SSE events)")
+PROTOCOL = Protocol(agui_app, path="/agui")

@@ -343,4 +343,4 @@ def openai_app(
 
 #: How ``serve()`` and ``tensorsketch serve --protocol openai`` find this app: at ``/``, since
 #: clients expect the ``/v1/...`` paths at the base URL they are given.
-PROTOCOL = Protocol(openai_app, path="/", description="OpenAI-compatible /v1/chat/completions")
+PROTOCOL = Protocol(openai_app, path="/")

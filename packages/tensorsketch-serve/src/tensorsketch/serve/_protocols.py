@@ -40,12 +40,10 @@ class Protocol:
     :param factory: ``factory(graph, **options) -> ASGI app`` (``openai_app``, ...).
     :param path: the mount path (``"/"`` for protocols whose paths are fixed by their
         specification, such as ``/v1/chat/completions`` or ``/.well-known/agent-card.json``).
-    :param description: one line for ``tensorsketch serve --help``.
     """
 
     factory: AppFactory
     path: str = "/"
-    description: str = ""
 
     def __call__(self, graph: CompiledGraph[Any], **options: Any) -> ASGIApp:
         return self.factory(graph, **options)
