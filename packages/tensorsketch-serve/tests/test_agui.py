@@ -431,7 +431,7 @@ def test_the_http_surface_answers_4xx_with_a_clear_body(live: Any) -> None:
     assert long_thread.status == 422 and long_thread.error["error"]["param"] == "threadId"
 
 
-def test_a_client_that_disconnects_cancels_its_run(live: Any) -> None:
+def test_a_busy_thread_is_a_409_and_a_disconnect_cancels_the_run(live: Any) -> None:
     started = asyncio.Event()
     cancelled: list[bool] = []
 
@@ -460,6 +460,9 @@ def test_a_client_that_disconnects_cancels_its_run(live: Any) -> None:
         lines = response.iter_lines()
         assert '"RUN_STARTED"' in next(lines)
         server.call(asyncio.wait_for(started.wait(), 30))
+        busy = client.run(server.url, body("d", "r1b", said("me too", "u2")))
+        assert busy.status == 409, "a second run on a thread that is running is refused"
+        assert busy.error["error"]["type"] == "conflict_error"
     for _ in range(300):
         if cancelled:
             break

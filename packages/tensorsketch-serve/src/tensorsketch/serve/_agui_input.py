@@ -20,7 +20,8 @@ __all__ = ["new_messages", "parse_input", "resume_decisions", "state_input"]
 
 
 def parse_input(body: Any) -> agui.RunAgentInput:
-    """Validate the decoded JSON body as a ``RunAgentInput`` (422 listing each problem)."""
+    """Validate the decoded JSON body as a ``RunAgentInput`` (a 422 naming the first problem
+    and its field, and how many more there are)."""
     if not isinstance(body, dict):
         msg = (
             f"the body must be a JSON object (an AG-UI RunAgentInput), got "
