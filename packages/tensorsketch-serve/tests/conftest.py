@@ -38,10 +38,12 @@ def load_helper(name: str, folder: Path = PROVIDER_TESTS) -> Any:
 
 
 # Registered under their plain names, so test modules can ``import wire_server, vendor_plays``
-# (and ``import a2a_agents``, the A2A tests' agents, from this folder).
+# (and ``import a2a_agents`` / ``import agui_client``, the A2A tests' agents and the AG-UI
+# test client, from this folder).
 load_helper("wire_server")
 load_helper("vendor_plays")
 load_helper("a2a_agents", Path(__file__).parent)
+load_helper("agui_client", Path(__file__).parent)
 
 
 class LiveServer:

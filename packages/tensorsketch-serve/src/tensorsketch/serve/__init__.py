@@ -3,6 +3,8 @@
 - :func:`openai_app` — the OpenAI-compatible API (``/v1/chat/completions``, ``/v1/models``).
 - :func:`a2a_app` + :class:`AgentCard` — an A2A agent (1.0 and 0.3); :func:`a2a_tool` — a
   remote A2A agent as a tool (both need the ``a2a`` extra, and load the a2a-sdk on first use).
+- :func:`agui_app` — AG-UI (a ``RunAgentInput`` in, the run's UI events out as SSE); it loads
+  the ``ag-ui-protocol`` models on first use, not with this package.
 - :func:`serve` — several protocols on one app; protocols are named in :data:`protocols`
   (first-party ones and plugins' ``tensorsketch_serve_protocols``).
 - :class:`ChatAdapter` (``to_input`` / ``to_reply``) — how a graph that is not an agent maps
@@ -19,7 +21,7 @@ the vendor SDKs are not imported here at all.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tensorsketch.serve._adapter import ChatAdapter, agent_input, agent_reply, new_turn
 from tensorsketch.serve._http import (
@@ -37,6 +39,9 @@ from tensorsketch.serve._protocols import Protocol, protocols, register_protocol
 from tensorsketch.serve._threads import thread_info
 from tensorsketch.serve.events import run_events
 
+if TYPE_CHECKING:
+    from tensorsketch.serve._agui import agui_app as agui_app
+
 __all__ = [
     "CONVERSATION_HEADER",
     "DEFAULT_MAX_BODY_BYTES",
@@ -53,6 +58,7 @@ __all__ = [
     "a2a_tool",
     "agent_input",
     "agent_reply",
+    "agui_app",
     "json_error",
     "new_turn",
     "openai_app",
@@ -65,21 +71,23 @@ __all__ = [
     "thread_info",
 ]
 
-#: Names whose module (and the SDK it needs) loads on first use.
+#: Names whose module (and the SDK it needs) loads on first use: ``name -> "module:attribute"``.
 _LAZY = {
-    "A2AToolError": "tensorsketch.serve.a2a",
-    "AgentCard": "tensorsketch.serve.a2a",
-    "AgentSkill": "tensorsketch.serve.a2a",
-    "a2a_app": "tensorsketch.serve.a2a",
-    "a2a_tool": "tensorsketch.serve.a2a",
+    "A2AToolError": "tensorsketch.serve.a2a:A2AToolError",
+    "AgentCard": "tensorsketch.serve.a2a:AgentCard",
+    "AgentSkill": "tensorsketch.serve.a2a:AgentSkill",
+    "a2a_app": "tensorsketch.serve.a2a:a2a_app",
+    "a2a_tool": "tensorsketch.serve.a2a:a2a_tool",
+    "agui_app": "tensorsketch.serve._agui:agui_app",
 }
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    target = _LAZY.get(name)
+    if target is None:
         msg = f"module 'tensorsketch.serve' has no attribute {name!r}"
         raise AttributeError(msg)
-    value = getattr(importlib.import_module(module), name)
+    module, attribute = target.split(":")
+    value = getattr(importlib.import_module(module), attribute)
     globals()[name] = value
     return value
