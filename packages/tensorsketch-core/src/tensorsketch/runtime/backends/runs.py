@@ -86,6 +86,9 @@ class RunRecord:
         remembers recent event ids for deduplication.
     :param base_checkpoint: the thread's latest checkpoint id when the run first started
         (``""`` for none): a takeover passes the input again only if nothing was written since.
+    :param first_seq: the thread's first event ``seq`` of this run (where its event stream
+        starts).
+    :param schedule: for a ``kind="schedule"`` record, what it submits and when.
     :param version: bumped by the store at every write (the compare-and-set token).
     """
 
@@ -114,6 +117,7 @@ class RunRecord:
     labels: dict[str, str] = field(default_factory=dict)
     attempts: int = 0
     base_checkpoint: str | None = None
+    first_seq: int | None = None
     schedule: dict[str, Any] | None = None
     version: int = 0
 

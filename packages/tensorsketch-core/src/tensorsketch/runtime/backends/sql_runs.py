@@ -69,7 +69,8 @@ class SqlRunStore(RunStore):
             "insert": f"INSERT INTO {runs} ({_COLUMNS}) VALUES ({marks})",
             "insert_keyed": (
                 f"INSERT INTO {runs} ({_COLUMNS}) SELECT {marks} WHERE EXISTS "
-                f"(SELECT 1 FROM {keys} WHERE key = ? AND run_id = ?)"
+                f"(SELECT 1 FROM {keys} WHERE key = ? AND run_id = ?) "
+                f"AND NOT EXISTS (SELECT 1 FROM {runs} WHERE run_id = ?)"
             ),
             # Take the key if it is free or its run failed; keep it otherwise. The condition
             # reads only the conflicting row, which PostgreSQL re-checks after waiting for a
@@ -177,7 +178,7 @@ class SqlRunStore(RunStore):
             return record, True
         queries = [
             Query(self._sql["take_key"], (key, record.run_id)),
-            Query(self._sql["insert_keyed"], (*cols, key, record.run_id)),
+            Query(self._sql["insert_keyed"], (*cols, key, record.run_id, record.run_id)),
         ]
         if labels:
             queries.append(Query(self._sql["label"], labels, many=True))
