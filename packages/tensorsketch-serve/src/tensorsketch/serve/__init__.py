@@ -1,8 +1,56 @@
-"""Serving TensorSketch graphs over standard protocols (OpenAI-compatible, A2A, AG-UI, tasks).
+"""Serving TensorSketch graphs over standard protocols, as mountable Starlette apps.
 
-This distribution is the home of ``tensorsketch.serve``; its protocol apps arrive with the
-serving issue. Starlette and httpx are imported only inside this package, never by
-``import tensorsketch``.
+- :func:`openai_app` — the OpenAI-compatible API (``/v1/chat/completions``, ``/v1/models``).
+- :func:`serve` — several protocols on one app; protocols are named in :data:`protocols`
+  (first-party ones and plugins' ``tensorsketch_serve_protocols``).
+- :class:`ChatAdapter` (``to_input`` / ``to_reply``) — how a graph that is not an agent maps
+  to chat messages.
+- The foundation every protocol is built on: :mod:`tensorsketch.serve.events` (a run as
+  protocol-neutral events), :class:`EventStream` (SSE that never buffers and cancels the run
+  on disconnect), :class:`Guard` (``authenticate`` before the body is read, the body limit),
+  :class:`ServeError` / :func:`json_error`.
+
+Importing this package imports Starlette; ``import tensorsketch`` never does, and uvicorn and
+the vendor SDKs are not imported here at all.
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+from tensorsketch.serve._adapter import ChatAdapter, agent_input, agent_reply, new_turn
+from tensorsketch.serve._http import (
+    DEFAULT_MAX_BODY_BYTES,
+    Authenticate,
+    EventStream,
+    Guard,
+    ServeError,
+    json_error,
+    read_json,
+    sse,
+)
+from tensorsketch.serve._openai import CONVERSATION_HEADER, openai_app
+from tensorsketch.serve._protocols import Protocol, protocols, register_protocol, serve
+from tensorsketch.serve._threads import thread_info
+from tensorsketch.serve.events import run_events
+
+__all__ = [
+    "CONVERSATION_HEADER",
+    "DEFAULT_MAX_BODY_BYTES",
+    "Authenticate",
+    "ChatAdapter",
+    "EventStream",
+    "Guard",
+    "Protocol",
+    "ServeError",
+    "agent_input",
+    "agent_reply",
+    "json_error",
+    "new_turn",
+    "openai_app",
+    "protocols",
+    "read_json",
+    "register_protocol",
+    "run_events",
+    "serve",
+    "sse",
+    "thread_info",
+]
