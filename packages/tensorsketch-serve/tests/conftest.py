@@ -40,6 +40,7 @@ def load_helper(name: str, folder: Path = PROVIDER_TESTS) -> Any:
 # Registered under their plain names, so test modules can ``import wire_server, vendor_plays``.
 load_helper("wire_server")
 load_helper("vendor_plays")
+load_helper("task_graphs", Path(__file__).resolve().parent)
 
 
 class LiveServer:

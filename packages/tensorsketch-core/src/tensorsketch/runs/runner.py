@@ -308,6 +308,21 @@ class AsyncRunner:
         With ``idempotency_key``, submitting again returns the existing run (not a second
         one) unless that run failed. ``thread_id`` defaults to a new thread per run.
         """
+        record, _ = await self.enqueue(
+            input, thread_id=thread_id, idempotency_key=idempotency_key, labels=labels
+        )
+        return record
+
+    async def enqueue(
+        self,
+        input: Any = None,
+        *,
+        thread_id: str | None = None,
+        idempotency_key: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> tuple[RunRecord, bool]:
+        """:meth:`submit`, also saying whether the run is new (``False``: the idempotency
+        key named an existing run, which is returned)."""
         if self._draining:
             raise QueueFullError(
                 "this runner is draining and takes no new runs; retry on another instance.",
@@ -346,7 +361,7 @@ class AsyncRunner:
         if created:
             self._notify(stored)
             self._spawn(stored.run_id, new=True)
-        return stored
+        return stored, created
 
     async def get(self, run_id: str) -> RunRecord:
         """The run's record (an expired approval is rejected and resumed as it is read)."""

@@ -21,7 +21,7 @@ SERVE_HELP = "serve a graph over HTTP (OpenAI-compatible, A2A, AG-UI, ...) with 
 @hookimpl
 def tensorsketch_serve_protocols() -> Mapping[str, str]:
     """The first-party protocols, one per line (each module defines a ``PROTOCOL``)."""
-    return {}
+    return {"tasks": "tensorsketch.serve._tasks:PROTOCOL"}
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:

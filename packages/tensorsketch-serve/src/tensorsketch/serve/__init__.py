@@ -1,6 +1,8 @@
 """Serving TensorSketch graphs over standard protocols, as mountable Starlette apps.
 
 - :func:`openai_app` — the OpenAI-compatible API (``/v1/chat/completions``, ``/v1/models``).
+- :func:`task_app` — the durable task API over an ``AsyncRunner`` (``/runs``, ``/tasks``,
+  SSE events, approvals, signals, cancel, ``/healthz``, ``/metrics`` via :class:`RunMetrics`).
 - :func:`serve` — several protocols on one app; protocols are named in :data:`protocols`
   (first-party ones and plugins' ``tensorsketch_serve_protocols``).
 - :class:`ChatAdapter` (``to_input`` / ``to_reply``) — how a graph that is not an agent maps
@@ -27,8 +29,10 @@ from tensorsketch.serve._http import (
     read_json,
     sse,
 )
+from tensorsketch.serve._metrics import RunMetrics
 from tensorsketch.serve._openai import CONVERSATION_HEADER, openai_app
 from tensorsketch.serve._protocols import Protocol, protocols, register_protocol, serve
+from tensorsketch.serve._tasks import task_app
 from tensorsketch.serve._threads import thread_info
 from tensorsketch.serve.events import run_events
 
@@ -40,6 +44,7 @@ __all__ = [
     "EventStream",
     "Guard",
     "Protocol",
+    "RunMetrics",
     "ServeError",
     "agent_input",
     "agent_reply",
@@ -52,5 +57,6 @@ __all__ = [
     "run_events",
     "serve",
     "sse",
+    "task_app",
     "thread_info",
 ]
