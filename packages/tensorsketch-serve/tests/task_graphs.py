@@ -1,4 +1,4 @@
-"""Graphs the task API tests (and their server subprocesses) run: all offline, on the fake model.
+"""Graphs the task API tests (and their server subprocesses) run: offline, on the fake model.
 
 Side effects are counted in an :class:`~tensorsketch.testing.crash.EffectLedger` named by the
 ``TS_LEDGER`` environment variable when it is set (the kill tests read it from the parent).
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from typing import Any
 
 from tensorsketch import END, START, Context, Graph, Node, Schema
@@ -24,6 +25,14 @@ REFUNDS: list[str] = []
 def _ledger() -> EffectLedger | None:
     path = os.environ.get("TS_LEDGER")
     return EffectLedger(path) if path else None
+
+
+def _maybe_die(ledger: EffectLedger) -> None:
+    """``TS_KILL_AT=n``: SIGKILL this process inside the n-th tool call (counted across the
+    ledger), before its side effect — mid-call, outside the one window no journal closes."""
+    kill_at = int(os.environ.get("TS_KILL_AT", "0"))
+    if kill_at and ledger.total() + 1 >= kill_at:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class Io(Schema):
@@ -47,9 +56,10 @@ class Work(Node):
         pause = float(os.environ.get("TS_PAUSE", "0"))
 
         async def effect(name: str) -> str:
+            await asyncio.sleep(pause)  # the call is in flight; its side effect not yet made
             if ledger is not None:
+                _maybe_die(ledger)
                 ledger.hit(ctx.thread_id or "", name)
-            await asyncio.sleep(pause)  # mid tool call: the effect ran, not yet journaled
             return name
 
         first = await ctx.step("charge", lambda: effect("charge"))

@@ -902,8 +902,17 @@ class AsyncRunner:
     # -- background loops ---------------------------------------------------------------------
 
     async def _renew_loop(self) -> None:
+        ticks = 0
         while True:
             await asyncio.sleep(self.lease_ttl / 3)
+            ticks += 1
+            if ticks % 3 == 0 and not self._draining:
+                # Once a lease: take over what a crashed runner sharing the store left (read
+                # from the status index of queued/running runs, not a scan of every run).
+                try:
+                    await self.resume_pending()
+                except Exception as exc:
+                    log.warning("looking for orphaned runs failed: %s", exc)
             mine = list(self._tasks)
             if not mine:
                 continue
