@@ -124,6 +124,11 @@ def test_approve_over_http_accepts_only_awaited_ids(live: Any) -> None:
         done = _until(client, task_id, lambda r: r["status"] == "succeeded")
         assert done["output"]["output"] == "done: refunded A-9"
         assert task_graphs.REFUNDS == ["A-9"]
+        # An agent's events (messages in their data) stream to the end, then the record.
+        with connect_sse(client, "GET", f"/tasks/{task_id}/events") as sse:
+            kinds = [e.event for e in sse.iter_sse()]
+        assert kinds[:3] == ["run_start", "node_start", "interrupt"]
+        assert "tool" in kinds and kinds[-2:] == ["run_end", "task"]
         assert "waiting for approval" in _error(
             client.post(url, json={"decisions": {"call_1": False}}), 409
         )

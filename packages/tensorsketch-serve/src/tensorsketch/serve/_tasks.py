@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
+from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -56,9 +58,7 @@ from tensorsketch.serve._http import (
     EventStream,
     Guard,
     ServeError,
-    dumps,
     read_json,
-    sse,
 )
 from tensorsketch.serve._metrics import RunMetrics
 from tensorsketch.serve._protocols import Protocol
@@ -82,14 +82,30 @@ def _record_json(record: RunRecord) -> dict[str, Any]:
     return data
 
 
+def _plain(value: Any) -> Any:
+    """JSON for what state and events carry (pydantic models, dataclasses, ...)."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    return str(value)
+
+
+def _dumps(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=_plain)
+
+
 def _json(data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
-    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
-    return Response(body, status_code=status, media_type="application/json", headers=headers)
+    return Response(
+        _dumps(data), status_code=status, media_type="application/json", headers=headers
+    )
 
 
 def _event_frame(event: Event) -> bytes:
     head = f"id: {event.seq}\nevent: {event.type}\n"
-    return f"{head}data: {dumps(event.to_dict())}\n\n".encode()
+    return f"{head}data: {_dumps(event.to_dict())}\n\n".encode()
 
 
 class _CappedStream(EventStream):
@@ -212,7 +228,7 @@ class _Api:
         async for event in self.runner.events(run_id, since=since):
             yield _event_frame(event)
         record = await self.runner.get(run_id)
-        yield sse(_record_json(record), event="task")
+        yield f"event: task\ndata: {_dumps(_record_json(record))}\n\n".encode()
 
     # -- routes -----------------------------------------------------------------------------
 
