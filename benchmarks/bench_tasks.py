@@ -48,7 +48,9 @@ def serve(db: str, port: int) -> None:
 
     runner = AsyncRunner(_agent(), backend=SqliteBackend(db), concurrency=CONCURRENCY)
     app = task_app(runner, max_concurrent_runs=CONCURRENCY)
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+    # A loaded 2-core machine can hold a keep-alive connection idle past uvicorn's default 5 s
+    # before the client's next request is read; the server then closes it under the client.
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", timeout_keep_alive=60)
 
 
 def _port() -> int:
@@ -178,7 +180,11 @@ def main() -> None:
                 except httpx.HTTPError:
                     time.sleep(0.1)
             started = time.perf_counter()
-            result = asyncio.run(_load(url))
+            try:
+                result = asyncio.run(_load(url))
+            except Exception:
+                print(f"the load failed; the server's exit code: {server.poll()}", file=sys.stderr)
+                raise
             wall = time.perf_counter() - started
             peak = _peak_rss_mb(server.pid)
         finally:

@@ -224,6 +224,9 @@ class AsyncRunner:
         self._closed = False
         self._started = False
         self._next_wake: float | None = None
+        #: What this runner last read or wrote of a run it executes (saves store reads).
+        self._known: dict[str, RunRecord] = {}
+        self._latest: dict[str, str] = {}
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -590,6 +593,8 @@ class AsyncRunner:
         taken: builtins.list[str] = []
         now = _now()
         for record in await self.store.orphans(now, limit=10_000):
+            if record.run_id in self._tasks:
+                continue  # being worked on here
             claimed = await self.store.claim(record.run_id, self.owner, now + self.lease_ttl)
             if claimed is not None:
                 log.info("took over run %s (was %s)", claimed.run_id, record.owner)
@@ -614,6 +619,8 @@ class AsyncRunner:
 
     def _forget(self, run_id: str, _task: object = None) -> None:
         self._tasks.pop(run_id, None)
+        self._known.pop(run_id, None)
+        self._latest.pop(run_id, None)
         self._stop_reason.pop(run_id, None)
 
     async def _execute(self, run_id: str, *, new: bool, takeover: bool) -> None:
@@ -680,9 +687,10 @@ class AsyncRunner:
                 first_seq=current.first_seq if current.first_seq is not None else first_seq,
             )
 
-        stored = await self.store.transition(run_id, begin)
+        stored = await self.store.transition(run_id, begin, known=seen)
         if stored is not None:
             self._notify(stored)
+            self._latest[run_id] = latest_id
         return stored
 
     def _settled(self, record: RunRecord) -> bool:
@@ -708,6 +716,7 @@ class AsyncRunner:
             record = await self._begin(run_id, takeover=takeover)
             if record is None:
                 return
+            self._known[run_id] = record
             try:
                 state, used = await self._invoke(record)
             except LeaseLostError:
@@ -742,8 +751,10 @@ class AsyncRunner:
         ids it was resumed with."""
         resume: dict[str, Any] | None = None
         input: Any = None
-        latest = await self.backend.latest_checkpoint(record.thread_id)
-        latest_id = latest.checkpoint_id if latest is not None else ""
+        latest_id = self._latest.pop(record.run_id, None)  # read by _begin just before
+        if latest_id is None:
+            latest = await self.backend.latest_checkpoint(record.thread_id)
+            latest_id = latest.checkpoint_id if latest is not None else ""
         if latest_id == record.base_checkpoint:
             input = record.input  # nothing of this run was written yet
         else:
@@ -818,7 +829,9 @@ class AsyncRunner:
                     output=_plain(state),
                 )
 
-            stored = await self.store.transition(run_id, suspend, owner=self.owner)
+            stored = await self.store.transition(
+                run_id, suspend, owner=self.owner, known=self._known.pop(run_id, None)
+            )
             if stored is None:
                 return False
             self._notify(stored)
@@ -856,7 +869,9 @@ class AsyncRunner:
                 lease_expires_at=None,
             )
 
-        stored = await self.store.transition(run_id, end, owner=self.owner)
+        stored = await self.store.transition(
+            run_id, end, owner=self.owner, known=self._known.pop(run_id, None)
+        )
         if stored is not None:
             self._notify(stored)
 

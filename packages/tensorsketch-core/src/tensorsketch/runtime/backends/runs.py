@@ -369,6 +369,7 @@ class RunStore(ABC):
         *,
         owner: str | None = None,
         attempts: int = 20,
+        known: RunRecord | None = None,
     ) -> RunRecord | None:
         """Apply ``change`` to the current record with compare-and-set, retrying on a
         concurrent write. ``change`` returns the new record, or ``None`` to leave it as is
@@ -376,9 +377,11 @@ class RunStore(ABC):
 
         ``owner``: fence the write on that owner still holding the run (a runner that lost
         its run to a takeover gets :class:`LeaseLostError` and must drop its outcome).
+        ``known``: a recent read of the record, tried first (saves a read; a stale one just
+        loses the compare-and-set and the record is read again).
         """
-        for _ in range(attempts):
-            current = await self.get(run_id)
+        for attempt in range(attempts):
+            current = known if attempt == 0 and known is not None else await self.get(run_id)
             if current is None:
                 return None
             if owner is not None and current.owner != owner:
@@ -406,7 +409,7 @@ class RunStore(ABC):
         at = time.time() if now is None else now
 
         def take(record: RunRecord) -> RunRecord | None:
-            if record.status not in ACTIVE or record.owner == owner:
+            if record.status not in ACTIVE:
                 return None
             holder = record.owner
             alive = (
