@@ -543,3 +543,24 @@ async def test_replay_follow_tails_a_run_from_another_handle(
     assert resumed[-1].type == "run_end"
     seqs = [e.seq for e in (*seen, *resumed)]
     assert seqs == sorted(set(seqs))
+
+
+async def test_cancel_from_another_runner_stops_the_owner_at_its_next_renewal(
+    make_backend: Callable[[], Backend], runner_for: Callable[..., AsyncRunner]
+) -> None:
+    owner = runner_for(hang_graph(), backend=make_backend(), lease_ttl=0.6)
+    other = runner_for(hang_graph(), backend=make_backend())
+    record = await owner.submit({"n": 60})
+    for _ in range(200):
+        if (await owner.get(record.run_id)).status == "running":
+            break
+        await asyncio.sleep(0.02)
+    assert owner.in_flight == 1
+    cancelled = await other.cancel(record.run_id)  # not the process running it
+    assert cancelled.status == "cancelled"
+    for _ in range(200):
+        if owner.in_flight == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert owner.in_flight == 0  # the owner saw it at its next lease renewal and stopped
+    assert (await owner.get(record.run_id)).status == "cancelled"
