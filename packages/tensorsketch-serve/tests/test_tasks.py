@@ -237,6 +237,14 @@ def test_a_full_queue_or_too_many_open_runs_is_503_with_retry_after(live: Any) -
         busy = b.post("/runs", json={"input": {"n": 1}})
         assert "max_concurrent_runs=1" in _error(busy, 503)
         assert busy.headers["retry-after"] == "1"
+    # The streaming client went away: its slot is free again.
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        for _ in range(100):
+            again = client.post("/runs", json={"input": {"n": 0}})
+            if again.status_code == 200:
+                break
+            time.sleep(0.05)
+        assert again.status_code == 200 and again.json()["status"] == "succeeded"
 
 
 def test_health_stays_200_while_draining_and_new_work_gets_503(live: Any) -> None:

@@ -118,6 +118,8 @@ class _CappedStream(EventStream):
         self.buffered = 0
         self.overflow = asyncio.Event()
         self.source = chunks
+        #: Called once when the response is over, however it ended.
+        self.on_close: Callable[[], None] | None = None
         super().__init__(self._drain())
 
     async def _fill(self) -> None:
@@ -153,6 +155,8 @@ class _CappedStream(EventStream):
             for task in (served, cut, filler):
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+            if self.on_close is not None:
+                self.on_close()
 
 
 class _Api:
@@ -224,6 +228,9 @@ class _Api:
     def _stream(self, chunks: AsyncIterator[bytes]) -> Response:
         return _CappedStream(chunks, self.sse_cap)
 
+    def _release(self) -> None:
+        self.open_runs -= 1
+
     async def _events(self, run_id: str, since: int | None) -> AsyncIterator[bytes]:
         async for event in self.runner.events(run_id, since=since):
             yield _event_frame(event)
@@ -253,15 +260,9 @@ class _Api:
             self.open_runs -= 1
             raise
         if wants_stream:
-
-            async def chunks() -> AsyncIterator[bytes]:
-                try:
-                    async for chunk in self._events(record.run_id, None):
-                        yield chunk
-                finally:
-                    self.open_runs -= 1
-
-            return self._stream(chunks())
+            stream = _CappedStream(self._events(record.run_id, None), self.sse_cap)
+            stream.on_close = self._release  # however the response ends (even unsent)
+            return stream
         try:
             done = await self._call(self.runner.await_run(record.run_id, timeout=wait))
         except TimeoutError:
