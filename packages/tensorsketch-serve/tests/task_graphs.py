@@ -20,6 +20,8 @@ from tensorsketch.testing.crash import EffectLedger
 from tensorsketch.tools import tool
 
 REFUNDS: list[str] = []
+#: One side effect at a time in this process (see ``Work``).
+TURNS = asyncio.Lock()
 
 
 def _ledger() -> EffectLedger | None:
@@ -29,8 +31,12 @@ def _ledger() -> EffectLedger | None:
 
 def _maybe_die(ledger: EffectLedger) -> None:
     """``TS_KILL_AT=n``: SIGKILL this process inside the n-th tool call (counted across the
-    ledger), before its side effect — mid-call, outside the one window no journal closes."""
+    ledger; not before the file ``TS_KILL_ARMED`` names exists), before its side effect —
+    mid-call, outside the one window no journal closes."""
     kill_at = int(os.environ.get("TS_KILL_AT", "0"))
+    armed = os.environ.get("TS_KILL_ARMED")  # a file the test creates once it has submitted
+    if armed is not None and not os.path.exists(armed):
+        return
     if kill_at and ledger.total() + 1 >= kill_at:
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -62,11 +68,16 @@ class Work(Node):
                 ledger.hit(ctx.thread_id or "", name)
             return name
 
-        first = await ctx.step("charge", lambda: effect("charge"))
+        # Effects take turns (each is journaled before the next calls out), as in the crash
+        # harness: a kill inside one call then never lands while another run's call has
+        # completed but is not yet recorded — the window no journal closes.
+        async with TURNS:
+            first = await ctx.step("charge", lambda: effect("charge"))
         await ctx.emit("progress", {"done": first})
         if inp.n % 2:
             await ctx.sleep(float(os.environ.get("TS_NAP", "0.5")))
-        second = await ctx.step("ship", lambda: effect("ship"))
+        async with TURNS:
+            second = await ctx.step("ship", lambda: effect("ship"))
         return self.Out(out=f"{first}+{second} {inp.n}")
 
 

@@ -3,9 +3,10 @@ SSE client resumes with Last-Event-ID without a gap — on SQLite, PostgreSQL an
 server processes on one PostgreSQL/Redis store, one killed mid-batch: the other takes over.
 
 Real processes (uvicorn on 127.0.0.1), real HTTP clients, the crash harness's effect ledger.
-The server kills itself *inside* a tool call, before its side effect (``TS_KILL_AT``), as the
-crash harness does: the one window no journal can close (an effect that completed but was not
-yet recorded) is left out on purpose — docs/runs.md says what an idempotency key does there.
+The server kills itself *inside* a tool call, before its side effect (``TS_KILL_AT``, armed once
+every run is submitted), and the graph's effects take turns, as in the crash harness: the one
+window no journal can close (an effect that completed but was not yet recorded, in any run) is
+left out on purpose — docs/runs.md says what an idempotency key does there.
 """
 
 from __future__ import annotations
@@ -158,10 +159,12 @@ def _exactly_once(ledger: EffectLedger, records: list[dict[str, Any]]) -> None:
 def kill_and_restart(spec: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
     ledger_path = tmp_path / "ledger.db"
     ledger = EffectLedger(ledger_path)
-    first = Server(spec, ledger_path, TS_KILL_AT="10", TS_NAP="1.0")
+    armed = tmp_path / "armed"
+    first = Server(spec, ledger_path, TS_KILL_AT="10", TS_NAP="1.0", TS_KILL_ARMED=str(armed))
     ids = _submit(first.url, 0, RUNS)
     follower = Follower(ids[1], first.url)  # an odd n: it naps on a durable timer
     follower.start()
+    armed.touch()  # every run is in; the server may die from its next tool call on
     assert first.process.wait(120) == -9  # it killed itself inside the 10th tool call
     at_kill = _store_snapshot(spec)
     assert at_kill.get("running", 0) + at_kill.get("queued", 0) > 0  # runs were going on
@@ -234,10 +237,12 @@ def test_kill_9_and_restart_on_redis(redis_prefix: str, tmp_path: Path) -> None:
 def two_runners_one_killed(spec: dict[str, Any], tmp_path: Path) -> None:
     ledger_path = tmp_path / "ledger.db"
     ledger = EffectLedger(ledger_path)
-    doomed = Server(spec, ledger_path, TS_KILL_AT="14", TS_NAP="0.5")
-    survivor = Server(spec, ledger_path, TS_NAP="0.5")
+    armed = tmp_path / "armed"
+    doomed = Server(spec, ledger_path, TS_KILL_AT="14", TS_NAP="1.0", TS_KILL_ARMED=str(armed))
+    survivor = Server(spec, ledger_path, TS_NAP="1.0")
     try:
         ids = _submit(doomed.url, 0, RUNS) + _submit(survivor.url, RUNS, RUNS)
+        armed.touch()
         assert doomed.process.wait(120) == -9
         records = _await_all(survivor.url, ids)
         _exactly_once(ledger, records)
