@@ -14,10 +14,7 @@ from typing import Any
 
 import pytest
 
-from tensorsketch import END, START, Context, Graph, Node, Schema
-from tensorsketch.agents import create_agent
-from tensorsketch.fake import FakeProvider
-from tensorsketch.messages import Message, ToolCall, assistant
+from tensorsketch import Context, Node, Schema
 from tensorsketch.runs import (
     AsyncRunner,
     QueueFullError,
@@ -26,22 +23,21 @@ from tensorsketch.runs import (
     RunRecord,
     Scheduler,
     run_store,
-    wait_for_event,
 )
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
-from tensorsketch.tools import tool
+from tensorsketch.testing.runs import (
+    REFUNDS,
+    hang_graph,
+    listen_graph,
+    one_node_graph,
+    refund_agent,
+)
 
 # -- graphs -------------------------------------------------------------------------------------
 
 CALLS: dict[str, int] = {}
-
-
-class Io(Schema):
-    n: int = 0
-    out: str = ""
-    event: dict[str, Any] = {}
 
 
 class Work(Node):
@@ -60,11 +56,7 @@ class Work(Node):
 
 
 def work_graph() -> Any:
-    g = Graph(Io, name="work")
-    g.add(Work)
-    g.edge(START, "Work")
-    g.edge("Work", END)
-    return g.compile()
+    return one_node_graph(Work, "work")
 
 
 class Nap(Node):
@@ -80,73 +72,10 @@ class Nap(Node):
 
 
 def nap_graph() -> Any:
-    g = Graph(Io, name="nap")
-    g.add(Nap)
-    g.edge(START, "Nap")
-    g.edge("Nap", END)
-    return g.compile()
+    return one_node_graph(Nap, "nap")
 
 
-class Hang(Node):
-    class In(Schema):
-        n: int
-
-    class Out(Schema):
-        out: str
-
-    async def run(self, ctx: Context, inp: In) -> Out:
-        await asyncio.sleep(inp.n)
-        return self.Out(out="late")
-
-
-def hang_graph() -> Any:
-    g = Graph(Io, name="hang")
-    g.add(Hang)
-    g.edge(START, "Hang")
-    g.edge("Hang", END)
-    return g.compile()
-
-
-class Listen(Node):
-    class In(Schema):
-        n: int
-
-    class Out(Schema):
-        event: dict[str, Any]
-
-    async def run(self, ctx: Context, inp: In) -> Out:
-        return self.Out(event=await wait_for_event(ctx))
-
-
-def listen_graph() -> Any:
-    g = Graph(Io, name="listen")
-    g.add(Listen)
-    g.edge(START, "Listen")
-    g.edge("Listen", END)
-    return g.compile()
-
-
-REFUNDS: list[str] = []
-
-
-@tool(requires_approval=True)
-def refund(order: str) -> str:
-    """Refund an order."""
-    REFUNDS.append(order)
-    return f"refunded {order}"
-
-
-def refund_policy(messages: list[Message], tools: Any) -> Message:
-    last = messages[-1]
-    if last.role == "tool":
-        return assistant(f"done: {last.text}")
-    if last.role == "user" and last.text.startswith("[event"):
-        return assistant(f"noted {last.text}")
-    return assistant(tool_calls=[ToolCall(id="call_1", name="refund", args={"order": last.text})])
-
-
-def refund_agent() -> Any:
-    return create_agent(FakeProvider(policy=refund_policy), [refund], name="refunds")
+# The hanging, listening and approval-needing graphs come from the testing kit.
 
 
 # -- fixtures -----------------------------------------------------------------------------------

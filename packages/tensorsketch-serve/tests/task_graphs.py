@@ -11,15 +11,28 @@ import os
 import signal
 from typing import Any
 
-from tensorsketch import END, START, Context, Graph, Node, Schema
+from tensorsketch import Context, Node, Schema
 from tensorsketch.agents import create_agent
 from tensorsketch.fake import FakeProvider
-from tensorsketch.messages import Message, ToolCall, assistant
-from tensorsketch.runs import wait_for_event
 from tensorsketch.testing.crash import EffectLedger
-from tensorsketch.tools import tool
+from tensorsketch.testing.runs import (
+    REFUNDS,
+    hang_graph,
+    listen_graph,
+    one_node_graph,
+    refund_agent,
+)
 
-REFUNDS: list[str] = []
+__all__ = [
+    "REFUNDS",
+    "chatty_graph",
+    "echo_agent",
+    "hang_graph",
+    "listen_graph",
+    "refund_agent",
+    "work_graph",
+]
+
 #: One side effect at a time in this process (see ``Work``).
 TURNS = asyncio.Lock()
 
@@ -39,12 +52,6 @@ def _maybe_die(ledger: EffectLedger) -> None:
         return
     if kill_at and ledger.total() + 1 >= kill_at:
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-class Io(Schema):
-    n: int = 0
-    out: str = ""
-    event: dict[str, Any] = {}
 
 
 class Work(Node):
@@ -82,31 +89,7 @@ class Work(Node):
 
 
 def work_graph() -> Any:
-    g = Graph(Io, name="work")
-    g.add(Work)
-    g.edge(START, "Work")
-    g.edge("Work", END)
-    return g.compile()
-
-
-class Hang(Node):
-    class In(Schema):
-        n: int
-
-    class Out(Schema):
-        out: str
-
-    async def run(self, ctx: Context, inp: In) -> Out:
-        await asyncio.sleep(inp.n)
-        return self.Out(out="late")
-
-
-def hang_graph() -> Any:
-    g = Graph(Io, name="hang")
-    g.add(Hang)
-    g.edge(START, "Hang")
-    g.edge("Hang", END)
-    return g.compile()
+    return one_node_graph(Work, "work")
 
 
 class Chatty(Node):
@@ -125,48 +108,7 @@ class Chatty(Node):
 
 
 def chatty_graph() -> Any:
-    g = Graph(Io, name="chatty")
-    g.add(Chatty)
-    g.edge(START, "Chatty")
-    g.edge("Chatty", END)
-    return g.compile()
-
-
-class Listen(Node):
-    class In(Schema):
-        n: int
-
-    class Out(Schema):
-        event: dict[str, Any]
-
-    async def run(self, ctx: Context, inp: In) -> Out:
-        return self.Out(event=await wait_for_event(ctx))
-
-
-def listen_graph() -> Any:
-    g = Graph(Io, name="listen")
-    g.add(Listen)
-    g.edge(START, "Listen")
-    g.edge("Listen", END)
-    return g.compile()
-
-
-@tool(requires_approval=True)
-def refund(order: str) -> str:
-    """Refund an order."""
-    REFUNDS.append(order)
-    return f"refunded {order}"
-
-
-def _policy(messages: list[Message], tools: Any) -> Message:
-    last = messages[-1]
-    if last.role == "tool":
-        return assistant(f"done: {last.text}")
-    return assistant(tool_calls=[ToolCall(id="call_1", name="refund", args={"order": last.text})])
-
-
-def refund_agent() -> Any:
-    return create_agent(FakeProvider(policy=_policy), [refund], name="refunds")
+    return one_node_graph(Chatty, "chatty")
 
 
 def echo_agent() -> Any:
