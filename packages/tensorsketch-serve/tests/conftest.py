@@ -44,6 +44,7 @@ load_helper("wire_server")
 load_helper("vendor_plays")
 load_helper("a2a_agents", Path(__file__).parent)
 load_helper("agui_client", Path(__file__).parent)
+load_helper("task_graphs", Path(__file__).resolve().parent)
 
 
 class LiveServer:

@@ -25,6 +25,7 @@ def tensorsketch_serve_protocols() -> Mapping[str, str]:
         "openai": "tensorsketch.serve._openai:PROTOCOL",
         "a2a": "tensorsketch.serve.a2a._app:PROTOCOL",
         "agui": "tensorsketch.serve._agui:PROTOCOL",
+        "tasks": "tensorsketch.serve._tasks:PROTOCOL",
     }
 
 

@@ -5,6 +5,8 @@
   remote A2A agent as a tool (both need the ``a2a`` extra, and load the a2a-sdk on first use).
 - :func:`agui_app` — AG-UI (a ``RunAgentInput`` in, the run's UI events out as SSE); it loads
   the ``ag-ui-protocol`` models on first use, not with this package.
+- :func:`task_app` — the durable task API over an ``AsyncRunner`` (``/runs``, ``/tasks``,
+  SSE events, approvals, signals, cancel, ``/healthz``, ``/metrics`` via :class:`RunMetrics`).
 - :func:`serve` — several protocols on one app; protocols are named in :data:`protocols`
   (first-party ones and plugins' ``tensorsketch_serve_protocols``).
 - :class:`ChatAdapter` (``to_input`` / ``to_reply``) — how a graph that is not an agent maps
@@ -34,8 +36,10 @@ from tensorsketch.serve._http import (
     read_json,
     sse,
 )
+from tensorsketch.serve._metrics import RunMetrics
 from tensorsketch.serve._openai import CONVERSATION_HEADER, openai_app
 from tensorsketch.serve._protocols import Protocol, protocols, register_protocol, serve
+from tensorsketch.serve._tasks import task_app
 from tensorsketch.serve._threads import thread_info
 from tensorsketch.serve.events import run_events
 
@@ -53,6 +57,7 @@ __all__ = [
     "EventStream",
     "Guard",
     "Protocol",
+    "RunMetrics",
     "ServeError",
     "a2a_app",
     "a2a_tool",
@@ -68,6 +73,7 @@ __all__ = [
     "run_events",
     "serve",
     "sse",
+    "task_app",
     "thread_info",
 ]
 
