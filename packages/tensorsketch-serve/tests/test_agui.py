@@ -478,6 +478,8 @@ def test_serve_mounts_agui_beside_other_protocols(live: Any) -> None:
     answer = client.run(server.url + "/agui/", body("t", "r", said("echo me")))
     check_order(answer.events)
     assert answer.text() == "echo me"
+    bare = client.run(server.url + "/agui", body("t2", "r", said("no slash")))
+    assert bare.text() == "no slash", "the mount path itself reaches the AG-UI app"
     models = httpx.get(server.url + "/v1/models").json()
     assert models["object"] == "list", "the OpenAI routes answer on the same app"
 

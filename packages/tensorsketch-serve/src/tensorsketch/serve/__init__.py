@@ -36,15 +36,15 @@ from tensorsketch.serve._http import (
     read_json,
     sse,
 )
-from tensorsketch.serve._metrics import RunMetrics
 from tensorsketch.serve._openai import CONVERSATION_HEADER, openai_app
 from tensorsketch.serve._protocols import Protocol, protocols, register_protocol, serve
-from tensorsketch.serve._tasks import task_app
 from tensorsketch.serve._threads import thread_info
 from tensorsketch.serve.events import run_events
 
 if TYPE_CHECKING:
     from tensorsketch.serve._agui import agui_app as agui_app
+    from tensorsketch.serve._metrics import RunMetrics as RunMetrics
+    from tensorsketch.serve._tasks import task_app as task_app
 
 __all__ = [
     "CONVERSATION_HEADER",
@@ -85,6 +85,9 @@ _LAZY = {
     "a2a_app": "tensorsketch.serve.a2a:a2a_app",
     "a2a_tool": "tensorsketch.serve.a2a:a2a_tool",
     "agui_app": "tensorsketch.serve._agui:agui_app",
+    # prometheus_client loads with the task API, not with this package.
+    "RunMetrics": "tensorsketch.serve._metrics:RunMetrics",
+    "task_app": "tensorsketch.serve._tasks:task_app",
 }
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
-from starlette.routing import Match, Mount
+from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tensorsketch.registry import Registry
@@ -135,10 +135,14 @@ def _assemble(built: list[tuple[str, str, ASGIApp]]) -> Starlette:
     by_path: dict[str, list[ASGIApp]] = {}
     for _, path, app in built:
         by_path.setdefault(path, []).append(app)
-    routes: list[Mount] = []
+    routes: list[BaseRoute] = []
     for path in sorted(by_path, key=len, reverse=True):  # longest prefix first
         apps = by_path[path]
         target = apps[0] if len(apps) == 1 else _FirstMatch(apps)
+        if path != "/":
+            # ``POST /agui`` reaches the app mounted at ``/agui`` as ``/`` (a ``Mount`` alone
+            # only matches ``/agui/...``, and the root app would answer 404).
+            routes.append(Route(path, endpoint=_AtMountRoot(path, target)))
         routes.append(Mount("" if path == "/" else path, app=target))
     apps = [app for _, _, app in built]
     return Starlette(routes=routes, lifespan=_lifespans(apps))
@@ -158,6 +162,19 @@ def _lifespans(apps: Sequence[ASGIApp]) -> Callable[[Starlette], Any]:
             yield
 
     return lifespan
+
+
+class _AtMountRoot:
+    """Send a request for exactly ``prefix`` to the app mounted there, as its ``/``."""
+
+    def __init__(self, prefix: str, app: ASGIApp) -> None:
+        self.prefix = prefix.rstrip("/")
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        root = scope.get("root_path", "") + self.prefix
+        inner = {**scope, "root_path": root, "path": root + "/"}
+        await self.app(inner, receive, send)
 
 
 class _FirstMatch:

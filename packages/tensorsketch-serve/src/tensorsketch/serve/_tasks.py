@@ -505,4 +505,5 @@ def tasks_protocol(
     return task_app(runner, authenticate=authenticate, max_body_bytes=max_body_bytes)
 
 
-PROTOCOL = Protocol(tasks_protocol, path="/", description="the durable task API (/runs, /tasks)")
+#: The durable task API (``/runs``, ``/tasks``), at the root beside the other protocols.
+PROTOCOL = Protocol(tasks_protocol, path="/")
