@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from tensorsketch.canvas import _reparse
 from tensorsketch.canvas.exceptions import SourceParseError
 
 __all__ = ["Chain", "Link", "ParsedSource", "deep_recursion", "parse_source"]
@@ -205,7 +206,7 @@ def parse_source(text: str, filename: str = "<source>") -> ParsedSource:
         masked, chains = _mask_chains(text, found)
     try:
         with deep_recursion():
-            module = cst.parse_module(masked)
+            module = _reparse.parse_module(masked, tree)
     except (cst.ParserSyntaxError, RecursionError) as exc:
         if ast_error is None:
             where = str(exc).splitlines()[0]
@@ -377,19 +378,17 @@ def _mask_chains(
     if not pending:
         return text, {}
     pending.sort(key=lambda p: p.start)
-    # Parse every root and link body in one flat list expression: linear in libcst.
+    # Parse every root and link body in one flat list expression: linear in libcst (and
+    # texts parsed recently, e.g. before the edit that wrote this file, are reused).
     pieces: list[str] = []
     for item in pending:
         pieces.append(f"({item.root_text})")
         pieces.extend(f"(_{body})" for _, _, body in item.parts)
-    try:
-        with deep_recursion():
-            parsed = cst.parse_expression("[\n" + ",\n".join(pieces) + "\n]")
-    except cst.ParserSyntaxError:
+    with deep_recursion():
+        parsed = _reparse.parse_expressions(pieces)
+    if parsed is None:
         return text, {}
-    if not isinstance(parsed, cst.List):  # pragma: no cover - a list literal parses as List
-        return text, {}
-    elements = iter(el.value for el in parsed.elements)
+    elements = iter(parsed)
 
     chains: dict[str, Chain] = {}
     out: list[str] = []
