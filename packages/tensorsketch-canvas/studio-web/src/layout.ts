@@ -184,7 +184,7 @@ function blockers(scene: Scene, pts: XY[], skip: Set<string>): Box[] {
   if (!near.length) return [];
   for (let i = 1; i < 40; i++) {
     const p = path.at(i / 40);
-    for (const box of near) if (hits(box, p, CLEAR / 2)) found.add(box);
+    for (const box of near) if (hits(box, p, 2)) found.add(box); // grazing a corner is fine
   }
   return [...found];
 }
@@ -210,11 +210,12 @@ export function wirePoints(scene: Scene, wire: Wire): XY[] {
   for (let round = 0; round < 3 && blocked.length; round++) {
     const top = Math.min(...blocked.map((box) => box.y)) - CLEAR * 2;
     const bottom = Math.max(...blocked.map((box) => box.y + box.h)) + CLEAR * 2;
-    const x1 = Math.min(...blocked.map((box) => box.x)) - CLEAR;
-    const x2 = Math.max(...blocked.map((box) => box.x + box.w)) + CLEAR;
+    // along the boxes in the way, but never behind the wire's own ends
+    const x1 = Math.max(Math.min(...blocked.map((box) => box.x)) - CLEAR, s.x + 60);
+    const x2 = Math.min(Math.max(...blocked.map((box) => box.x + box.w)) + CLEAR, t.x - 60);
     const mid = (s.y + t.y) / 2;
     const y = Math.abs(top - mid) <= Math.abs(bottom - mid) ? top : bottom;
-    pts = [s, { x: x1, y }, { x: x2, y }, t];
+    pts = x1 < x2 ? [s, { x: x1, y }, { x: x2, y }, t] : [s, { x: (s.x + t.x) / 2, y }, t];
     const again = blockers(scene, pts, skip);
     if (again.every((box) => blocked.includes(box))) break;
     blocked = [...new Set([...blocked, ...again])];

@@ -67,17 +67,30 @@ class WriteBack:
     text: str
     parsed: ParsedSource
     graphs: list[GraphModel]
+    classes: dict[str, NodeClass]
     ir: GraphIR
 
 
-def write_back(src: ParsedSource, ir: GraphIR) -> WriteBack:
-    """:func:`reconstruct` on an already parsed source (``src`` is not changed)."""
-    models = find_graphs(src)
+def write_back(
+    src: ParsedSource,
+    ir: GraphIR,
+    *,
+    graphs: list[GraphModel] | None = None,
+    classes: dict[str, NodeClass] | None = None,
+) -> WriteBack:
+    """:func:`reconstruct` on an already parsed source (``src`` is not changed).
+
+    ``graphs`` and ``classes`` are ``find_graphs(src)`` and ``find_node_classes(src)`` when
+    the caller has them already (a previous :class:`WriteBack`'s); the write-back only reads
+    them.
+    """
+    models = graphs if graphs is not None else find_graphs(src)
     model = select(models, ir.name)
-    classes = find_node_classes(src)
+    if classes is None:
+        classes = find_node_classes(src)
     current = build_ir(src, model, classes)
     if current == ir and not ir.added:
-        return WriteBack(src.text, src, models, current)
+        return WriteBack(src.text, src, models, classes, current)
     target = normalized(ir, classes)
     validate(target)
     plan = _Writer(src, model, classes, current, target)
@@ -131,7 +144,8 @@ class _Writer:
 def _verify(new_source: str, target: GraphIR) -> WriteBack:
     parsed = parse_source(new_source)
     models = find_graphs(parsed)
-    result = build_ir(parsed, select(models, target.name), find_node_classes(parsed))
+    classes = find_node_classes(parsed)
+    result = build_ir(parsed, select(models, target.name), classes)
     if result != target:
         msg = (
             f"write-back of graph {target.name!r} would not round-trip (the re-read graph differs "
@@ -139,4 +153,4 @@ def _verify(new_source: str, target: GraphIR) -> WriteBack:
             "engine — please report it with the source and the IR."
         )
         raise WriteBackError(msg)
-    return WriteBack(new_source, parsed, models, result)
+    return WriteBack(new_source, parsed, models, classes, result)

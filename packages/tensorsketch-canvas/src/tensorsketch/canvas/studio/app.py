@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tensorsketch.canvas._classes import find_node_classes
+from tensorsketch.canvas._classes import NodeClass, find_node_classes
 from tensorsketch.canvas._extract import build_ir, select
 from tensorsketch.canvas._reconstruct import WriteBack, write_back
 from tensorsketch.canvas._source import ParsedSource, parse_source
-from tensorsketch.canvas._wiring import find_graphs
+from tensorsketch.canvas._wiring import GraphModel, find_graphs
 from tensorsketch.canvas.exceptions import (
     CanvasError,
     GraphNotFoundError,
@@ -97,6 +97,8 @@ class _Parsed:
     ir: GraphIR
     graphs: list[str]
     src: ParsedSource
+    models: list[GraphModel]
+    classes: dict[str, NodeClass]
 
 
 @dataclass
@@ -145,9 +147,10 @@ class Studio:
             return parsed
         src = parse_source(source.text)
         models = find_graphs(src)
-        model = select(models, graph)
-        ir = build_ir(src, model, find_node_classes(src))
-        return self._keep(key, _Parsed(ir=ir, graphs=[m.name for m in models], src=src))
+        classes = find_node_classes(src)
+        ir = build_ir(src, select(models, graph), classes)
+        names = [m.name for m in models]
+        return self._keep(key, _Parsed(ir, names, src, models, classes))
 
     def _keep(self, key: tuple[str, str | None], parsed: _Parsed) -> _Parsed:
         self._parsed[key] = parsed
@@ -303,7 +306,7 @@ class Studio:
                 raise ApiError(422, str(exc)) from None
             written = _exact(result) if result.text is not None else None
             if written is None:
-                written = _written(parsed.src, result.ir, op, args)
+                written = _written(parsed, result.ir, op, args)
             data = _encoded(source, written.text)
             if data != source.data:
                 try:
@@ -323,7 +326,7 @@ class Studio:
             if new_source.text == written.text:
                 # The write-back's verification parsed exactly this text: keep that parse.
                 graphs = [m.name for m in written.graphs]
-                kept = _Parsed(ir=written.ir, graphs=graphs, src=written.parsed)
+                kept = _Parsed(written.ir, graphs, written.parsed, written.graphs, written.classes)
                 self._keep((new_source.version, written.ir.name), kept)
             new_ir = self._parse(new_source, result.ir.name).ir
             nodes = [n.name for n in new_ir.nodes]
@@ -470,10 +473,11 @@ def _exact(result: ops.EditResult) -> WriteBack | None:
     try:
         parsed = parse_source(result.text)
         models = find_graphs(parsed)
-        ir = build_ir(parsed, select(models, result.ir.name), find_node_classes(parsed))
+        classes = find_node_classes(parsed)
+        ir = build_ir(parsed, select(models, result.ir.name), classes)
     except CanvasError:
         return None
-    return WriteBack(result.text, parsed, models, ir) if ir == result.ir else None
+    return WriteBack(result.text, parsed, models, classes, ir) if ir == result.ir else None
 
 
 def _encoded(source: SourceFile, text: str) -> bytes:
@@ -486,10 +490,10 @@ def _encoded(source: SourceFile, text: str) -> bytes:
         raise ApiError(422, msg) from None
 
 
-def _written(src: ParsedSource, ir: GraphIR, op: str, args: dict[str, Any]) -> WriteBack:
+def _written(parsed: _Parsed, ir: GraphIR, op: str, args: dict[str, Any]) -> WriteBack:
     """The verified write-back of ``ir``, or a 422 saying why the engine cannot write it."""
     try:
-        return write_back(src, ir)
+        return write_back(parsed.src, ir, graphs=parsed.models, classes=parsed.classes)
     except CanvasError as exc:
         raise ApiError(422, str(exc)) from None
     except Exception as exc:  # an engine bug must not look like a server crash
