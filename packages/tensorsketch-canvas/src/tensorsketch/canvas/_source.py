@@ -202,7 +202,7 @@ def parse_source(text: str, filename: str = "<source>") -> ParsedSource:
     masked = text
     class_lines: list[int] | None = None
     if tree is not None:
-        found, class_lines = _scan(tree)
+        found, class_lines = _scan(tree, text)
         masked, chains = _mask_chains(text, found)
     try:
         with deep_recursion():
@@ -307,23 +307,57 @@ def _chain_parts(node: ast.expr) -> tuple[ast.expr, list[ast.Call]]:
     return current, links
 
 
-def _scan(tree: ast.Module) -> tuple[list[tuple[ast.expr, ast.expr, list[ast.Call]]], list[int]]:
-    """One walk over the ast: the chains to mask, and every class's line in source order."""
+def _scan(
+    tree: ast.Module, text: str
+) -> tuple[list[tuple[ast.expr, ast.expr, list[ast.Call]]], list[int]]:
+    """One walk over the ast: the chains to mask, and every class's line in source order.
+
+    Only statements whose text could hold a chain — it names ``Graph`` or has at least
+    ``_LONG_CHAIN`` dots — are walked down to their expressions; the others (node classes,
+    mostly) only for the classes in them. The test is on the text, so it never misses one.
+    """
     found: list[tuple[ast.expr, ast.expr, list[ast.Call]]] = []
     classes: list[tuple[int, int]] = []
-    stack: list[ast.AST] = [tree]
+    lines = _NEWLINES.split(text)
+    statements: list[ast.stmt] = list(reversed(tree.body))
+    while statements:
+        stmt = statements.pop()
+        first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])
+        segment = "\n".join(lines[first - 1 : stmt.end_lineno or stmt.lineno])
+        if "Graph" in segment or segment.count(".") >= _LONG_CHAIN:
+            _scan_node(stmt, found, classes)
+            continue
+        if isinstance(stmt, ast.ClassDef):
+            classes.append((stmt.lineno, stmt.col_offset))
+        inner: list[ast.stmt] = []
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(stmt, name, None)
+            if isinstance(block, list):
+                inner.extend(block)
+        for part in (*getattr(stmt, "handlers", ()), *getattr(stmt, "cases", ())):
+            inner.extend(part.body)
+        statements.extend(reversed(inner))
+    return found, [line for line, _ in sorted(classes)]
+
+
+def _scan_node(
+    root: ast.AST,
+    found: list[tuple[ast.expr, ast.expr, list[ast.Call]]],
+    classes: list[tuple[int, int]],
+) -> None:
+    stack: list[ast.AST] = [root]
     while stack:
         node = stack.pop()
         if isinstance(node, ast.ClassDef):
             classes.append((node.lineno, node.col_offset))
         elif isinstance(node, ast.Call):
-            root, links = _chain_parts(node)
-            if _is_graph_call(root) or len(links) >= _LONG_CHAIN:
-                found.append((node, root, links))
+            chain_root, links = _chain_parts(node)
+            if _is_graph_call(chain_root) or len(links) >= _LONG_CHAIN:
+                found.append((node, chain_root, links))
                 continue
             if links:
                 # Not masked: look inside the root and every link's arguments only.
-                stack.append(root)
+                stack.append(chain_root)
                 for link in links:
                     stack.extend(link.args)
                     stack.extend(k.value for k in link.keywords)
@@ -331,7 +365,6 @@ def _scan(tree: ast.Module) -> tuple[list[tuple[ast.expr, ast.expr, list[ast.Cal
         if isinstance(node, ast.JoinedStr):
             continue  # positions inside f-strings are not reliable on every Python
         stack.extend(ast.iter_child_nodes(node))
-    return found, [line for line, _ in sorted(classes)]
 
 
 def _dot_before(text: str, start: int, end: int) -> int | None:
