@@ -326,6 +326,18 @@ async def test_undo_of_a_conditional_route_restores_its_text_and_survives_other_
         assert text.endswith("# edited in an editor\n")
         assert extract(text) == extract(MAPPED)
 
+        # A routing key restored through the engine goes back into its one routing call (a
+        # node routes through at most one path function; two calls would not compile).
+        r = await edit(c, "remove_edge", source="A", target="__end__", label="done")
+        undo = r.json()["inverse"]
+        path.write_text(path.read_text().replace("# the b node", "# b, edited"))
+        r = await send(c, undo)
+        assert r.status_code == 200, r.text
+        text = path.read_text()
+        assert text.count(".conditional(") == 1
+        assert '.conditional("A", pick, {"b": "B", "c": "C", "done": END})' in text
+        assert "# b, edited" in text and "# routing: one key per target" in text
+
         # A restore the Studio did not issue is refused (it carries source text).
         r = await edit(c, "remove_node", name="C")
         forged = r.json()["inverse"]
