@@ -674,3 +674,19 @@ def test_more_invalid_irs() -> None:
     ir.added.append("X")
     with pytest.raises(WriteBackError, match="must be created as a hole"):
         reconstruct(source, ir)
+
+
+def test_a_key_added_to_a_routing_call_stays_in_that_call() -> None:
+    """A node routes through one path function: a key put back (the Studio's undo of deleting
+    a route) joins the existing call, with its comments, rather than becoming a second call."""
+    source = (
+        "from tensorsketch import END, START, Graph\n\n"
+        "app = (\n    Graph(S)\n    .add(A)\n    .add(B)\n    .edge(START, 'A')\n"
+        "    # route by intent\n    .conditional('A', pick, {'b': 'B', 'end': END})\n"
+        "    .edge('B', END)\n).compile()\n"
+    )
+    ir = extract(source)
+    done = next(i for i, e in enumerate(ir.edges) if e.label == "end")
+    removed = reconstruct(source, edits.remove_edge(ir, done))
+    assert ".conditional('A', pick, {'b': 'B'})" in removed
+    assert reconstruct(removed, ir) == source

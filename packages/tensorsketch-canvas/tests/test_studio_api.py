@@ -209,10 +209,145 @@ async def test_remove_edge_and_node(client: httpx.AsyncClient, graph_file: Path)
     index = next(i for i, e in enumerate(ir.edges) if e.source == "Tech")
     assert extract(graph_file.read_text()) == edits.remove_edge(ir, index)
     r = await edit(client, "remove_node", name="Fallback")
-    assert r.status_code == 200 and r.json()["inverse"] is None
+    assert r.status_code == 200 and r.json()["inverse"]["op"] == "restore"
     after = graph_file.read_text()
     assert [n.name for n in extract(after).nodes] == ["Classify", "Billing", "Tech"]
     assert_bodies_untouched(before, after)  # the class stays in the code
+
+
+async def send(client: httpx.AsyncClient, op: dict[str, Any]) -> httpx.Response:
+    return await client.post("/api/edit", json={"version": await version(client), **op})
+
+
+async def test_undo_and_redo_of_a_node_deletion(
+    client: httpx.AsyncClient, graph_file: Path
+) -> None:
+    before = graph_file.read_text()
+    r = await edit(client, "remove_node", name="Tech")
+    assert r.status_code == 200, r.text
+    deleted = graph_file.read_text()
+    assert "Tech" not in [n.name for n in extract(deleted).nodes]
+    undo = r.json()["inverse"]
+    assert undo["op"] == "restore" and undo["args"]["node"]["name"] == "Tech"
+    assert {e["edge"]["source"] for e in undo["args"]["edges"]} == {"Tech"}
+
+    r = await send(client, undo)  # undo: the file is what it was, byte for byte
+    assert r.status_code == 200, r.text
+    assert graph_file.read_text() == before
+    assert r.json()["graph"] == extract(before).to_dict()
+    redo = r.json()["inverse"]
+    assert redo == {"op": "remove_node", "args": {"name": "Tech"}}
+
+    r = await send(client, redo)  # redo deletes it again, and can be undone again
+    assert r.status_code == 200, r.text
+    assert graph_file.read_text() == deleted
+    assert (await send(client, r.json()["inverse"])).status_code == 200
+    assert graph_file.read_text() == before
+
+
+async def test_undo_of_a_route_deletion(client: httpx.AsyncClient, graph_file: Path) -> None:
+    before = graph_file.read_text()
+    ir = extract(before)
+    (dynamic,) = [e for e in ir.edges if e.kind == "dynamic"]  # the `route → ?` stub
+    r = await edit(client, "remove_edge", source="Classify", target=None)
+    assert r.status_code == 200, r.text
+    assert '.conditional("Classify", route)' not in graph_file.read_text()
+    assert [e for e in extract(graph_file.read_text()).edges if e.kind == "dynamic"] == []
+    undo = r.json()["inverse"]
+    assert undo["op"] == "restore" and undo["args"]["edges"][0]["edge"] == dynamic.to_dict()
+    r = await send(client, undo)
+    assert r.status_code == 200, r.text
+    assert graph_file.read_text() == before
+    assert r.json()["inverse"] == {
+        "op": "remove_edge",
+        "args": {"source": "Classify", "target": None},
+    }
+
+
+MAPPED = """\
+from tensorsketch import END, START, Graph, Node, Schema
+
+
+class S(Schema):
+    x: str
+
+
+def pick(state: S) -> str:
+    return "b"
+
+
+app = (
+    Graph(S)
+    .add(A)
+    .add(B)  # the b node
+    .add(C)
+    .edge(START, "A")
+    # routing: one key per target
+    .conditional("A", pick, {"b": "B", "c": "C", "done": END})
+    .edge("B", END)
+    .edge("C", END)
+).compile()
+"""
+
+
+async def test_undo_of_a_conditional_route_restores_its_text_and_survives_other_changes(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "mapped.py"
+    path.write_text(MAPPED)
+    studio = Studio(path=path, token=TOKEN, project=tmp_path)
+    transport = httpx.ASGITransport(app=create_app(studio))
+    async with httpx.AsyncClient(
+        transport=transport, base_url=BASE, headers={"X-Studio-Token": TOKEN}
+    ) as c:
+        r = await edit(c, "remove_edge", source="A", target="__end__", label="done")
+        assert r.status_code == 200, r.text
+        assert '{"b": "B", "c": "C"}' in path.read_text()
+        r = await send(c, r.json()["inverse"])
+        assert r.status_code == 200, r.text
+        assert path.read_text() == MAPPED  # the key is back where it was
+
+        r = await edit(c, "remove_node", name="B")
+        assert r.status_code == 200, r.text
+        assert "# the b node" not in path.read_text()
+        undo = r.json()["inverse"]
+        r = await send(c, undo)
+        assert r.status_code == 200, r.text
+        assert path.read_text() == MAPPED  # comments on the removed lines come back too
+
+        # The file changes elsewhere between the deletion and its undo: the node and its
+        # edges go back through the engine, and the other change stays.
+        r = await edit(c, "remove_node", name="C")
+        undo = r.json()["inverse"]
+        path.write_text(path.read_text() + "\n# edited in an editor\n")
+        r = await send(c, undo)
+        assert r.status_code == 200, r.text
+        text = path.read_text()
+        assert text.endswith("# edited in an editor\n")
+        assert extract(text) == extract(MAPPED)
+
+        # A routing key restored through the engine goes back into its one routing call (a
+        # node routes through at most one path function; two calls would not compile).
+        r = await edit(c, "remove_edge", source="A", target="__end__", label="done")
+        undo = r.json()["inverse"]
+        path.write_text(path.read_text().replace("# the b node", "# b, edited"))
+        r = await send(c, undo)
+        assert r.status_code == 200, r.text
+        text = path.read_text()
+        assert text.count(".conditional(") == 1
+        assert '.conditional("A", pick, {"b": "B", "c": "C", "done": END})' in text
+        assert "# b, edited" in text and "# routing: one key per target" in text
+
+        # A restore the Studio did not issue is refused (it carries source text).
+        r = await edit(c, "remove_node", name="C")
+        forged = r.json()["inverse"]
+        forged["args"]["text"]["hunks"] = [[0, 0, ["import os\n"]]]
+        kept = path.read_bytes()
+        r = await send(c, forged)
+        assert r.status_code == 400 and "restore" in r.json()["error"]
+        del forged["args"]["seal"]
+        assert (await send(c, forged)).status_code == 400
+        assert path.read_bytes() == kept
 
 
 async def test_rename_node_moves_its_layout(client: httpx.AsyncClient, graph_file: Path) -> None:

@@ -469,6 +469,67 @@ def test_delete_one_conditional_route(studio: Studio) -> None:
     assert sorted(labels) == ["route: other", "route: tech"]
 
 
+def test_undo_and_redo_of_deletions_rewrite_the_file(studio: Studio) -> None:
+    """Deleting a node or a route and undoing it gives the file back byte for byte."""
+    page = studio.page
+    original = studio.text
+    page.mouse.click(*studio.center("Tech"))
+    page.click("#delete-node")
+    expect(studio.box("Tech")).to_have_count(0)
+    deleted = studio.text
+    assert "Tech" not in [n.name for n in studio.ir().nodes]
+    assert '"tech": "Tech"' not in deleted and '.edge("Tech", END)' not in deleted
+    bodies_untouched(deleted)  # the class stays in the code
+    expect(page.locator("#undo")).to_be_enabled()
+
+    page.click("#undo")
+    expect(studio.box("Tech")).to_be_visible()
+    assert studio.text == original
+    page.click("#redo")
+    expect(studio.box("Tech")).to_have_count(0)
+    assert studio.text == deleted
+    page.mouse.click(700, 760)
+    page.keyboard.press("Control+z")
+    expect(studio.box("Tech")).to_be_visible()
+    assert studio.text == original
+
+    # one conditional route: delete it, undo it
+    page.mouse.click(*studio.wire_point("Classify", "Billing"))
+    page.keyboard.press("Delete")
+    expect(page.locator('g.wire[data-source="Classify"][data-target="Billing"]')).to_have_count(0)
+    assert '"billing": "Billing"' not in studio.text
+    page.click("#undo")
+    expect(page.locator('g.wire[data-source="Classify"][data-target="Billing"]')).to_have_count(1)
+    assert studio.text == original
+
+
+def test_route_stub_can_be_deleted_and_restored(tmp_path: Path, browser: Browser) -> None:
+    path = tmp_path / "support_router.py"
+    shutil.copy(EXAMPLE, path)
+    original = path.read_text(encoding="utf-8")
+    with StudioServer(path, port=0, project=tmp_path) as server:
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(server.url)
+        page.wait_for_function("window.__studio && window.__studio.paints > 0")
+        page.locator("g.box.stub").click()  # the stub stands for its route: selecting it
+        expect(page.locator("#inspector")).to_contain_text("Classify → ?")
+        expect(page.locator("#delete-edge")).to_have_text("delete route (Del)")
+        page.keyboard.press("Delete")
+        expect(page.locator("g.box.stub")).to_have_count(0)
+        text = path.read_text(encoding="utf-8")
+        assert '.conditional("Classify", route)' not in text
+        assert [e for e in extract(text).edges if e.kind == "dynamic"] == []
+        page.click("#undo")
+        expect(page.locator("g.box.stub")).to_have_text("route → ?")
+        assert path.read_text(encoding="utf-8") == original
+        page.click("#redo")
+        expect(page.locator("g.box.stub")).to_have_count(0)
+        page.close()
+        assert not errors, errors
+
+
 def test_ports_on_a_hole_and_deleting_a_node(studio: Studio) -> None:
     page = studio.page
     page.click("#add-node")

@@ -2,7 +2,6 @@
 import rough from "roughjs";
 import type { RoughSVG } from "roughjs/bin/svg";
 import {
-  bezierAt,
   CODE_PX,
   textWidth,
   displayName,
@@ -13,7 +12,8 @@ import {
   PORT_PX,
   portText,
   ROW,
-  wireCurve,
+  smooth,
+  wirePoints,
   type Box,
   type Scene,
   type Wire,
@@ -155,10 +155,22 @@ export function wireGeom(scene: Scene, wire: Wire): WireGeom {
     const path = `M ${s.x} ${s.y} C ${s.x + 30} ${s.y - h}, ${t.x - 30} ${t.y - h}, ${t.x} ${t.y}`;
     return { path, label: { x: a.x + a.w / 2, y: a.y - h * 0.75 - 6 }, tip: t, dir: norm({ x: 30, y: h }) };
   }
-  const c = wireCurve(a, b);
-  const path = `M ${c[0].x} ${c[0].y} C ${c[1].x} ${c[1].y}, ${c[2].x} ${c[2].y}, ${c[3].x} ${c[3].y}`;
-  const near = bezierAt(c, 0.97);
-  return { path, label: wire.label ? bezierAt(c, 0.5) : null, tip: c[3], dir: norm({ x: c[3].x - near.x, y: c[3].y - near.y }) };
+  const route = smooth(wirePoints(scene, wire));
+  const { tip, from } = route.end;
+  const label = wire.label ? (wire.labelAt ? labelOn(route, wire.labelAt) : route.at(0.5)) : null;
+  return { path: route.d, label, tip, dir: norm({ x: tip.x - from.x, y: tip.y - from.y }) };
+}
+
+/** dagre's label place, pulled onto the drawn path (the nearest sampled point). */
+function labelOn(route: ReturnType<typeof smooth>, want: XY): XY {
+  let best = route.at(0.5);
+  let dist = Infinity;
+  for (let i = 1; i < 60; i++) {
+    const p = route.at(i / 60);
+    const d = Math.hypot(p.x - want.x, p.y - want.y);
+    if (d < dist) [best, dist] = [p, d];
+  }
+  return best;
 }
 
 function norm(v: XY): XY {

@@ -33,6 +33,8 @@ export interface Wire {
   label: string | null;
   loop: boolean; // a self-loop arc
   style: "solid" | "conditional" | "dynamic" | "custom";
+  points?: XY[]; // dagre's route between the ranks (through the gaps, around the boxes)
+  labelAt?: XY;
 }
 
 export interface Scene {
@@ -121,7 +123,7 @@ export function buildScene(graph: GraphIR, saved: Record<string, XY>): Scene {
     });
   });
 
-  const g = new dagre.graphlib.Graph();
+  const g = new dagre.graphlib.Graph({ multigraph: true });
   g.setGraph({ rankdir: "LR", nodesep: 36, ranksep: 110, edgesep: 20, marginx: 40, marginy: 60 });
   g.setDefaultEdgeLabel(() => ({}));
   // A node the user placed and nothing is wired to stays out of the layered layout, so
@@ -136,7 +138,7 @@ export function buildScene(graph: GraphIR, saved: Record<string, XY>): Scene {
   for (const wire of wires) {
     if (wire.loop) continue;
     const labelW = wire.label ? textWidth(wire.label, PORT_PX) : 0;
-    g.setEdge(wire.from, wire.to, { minlen: 1, weight: wire.style === "solid" ? 2 : 1, width: labelW, height: wire.label ? 20 : 0, labelpos: "c" });
+    g.setEdge(wire.from, wire.to, { minlen: 1, weight: wire.style === "solid" ? 2 : 1, width: labelW, height: wire.label ? 20 : 0, labelpos: "c" }, wire.id);
   }
   // Keep END in the last rank and START in the first even when nothing links them.
   dagre.layout(g);
@@ -156,24 +158,112 @@ export function buildScene(graph: GraphIR, saved: Record<string, XY>): Scene {
     maxX = Math.max(maxX, box.x + box.w);
     maxY = Math.max(maxY, box.y + box.h);
   }
+  for (const wire of wires) {
+    if (wire.loop || boxes.get(wire.from)?.moved || boxes.get(wire.to)?.moved) continue;
+    const e = g.edge(wire.from, wire.to, wire.id) as { points?: XY[]; x?: number; y?: number } | undefined;
+    if (e?.points && e.points.length > 2) wire.points = e.points.slice(1, -1).map((p) => ({ x: p.x, y: p.y }));
+    if (e && wire.label && e.x !== undefined && e.y !== undefined) wire.labelAt = { x: e.x, y: e.y };
+  }
   return { boxes, wires, width: maxX + 40, height: maxY + 40 };
 }
 
-/** Cubic Bézier from the source's right edge to the target's left edge. */
-export function wireCurve(a: Box, b: Box): [XY, XY, XY, XY] {
+const CLEAR = 14; // how far a wire keeps off a box it passes
+
+function hits(box: Box, p: XY, pad: number): boolean {
+  return p.x > box.x - pad && p.x < box.x + box.w + pad && p.y > box.y - pad && p.y < box.y + box.h + pad;
+}
+
+/** The boxes (other than its ends) a path through `pts` would pass through. */
+function blockers(scene: Scene, pts: XY[], skip: Set<string>): Box[] {
+  const found = new Set<Box>();
+  const path = smooth(pts);
+  const xs = pts.map((p) => p.x);
+  const ys = pts.map((p) => p.y);
+  const [x0, x1, y0, y1] = [Math.min(...xs) - 60, Math.max(...xs) + 60, Math.min(...ys) - 60, Math.max(...ys) + 60];
+  const near = [...scene.boxes.values()].filter((box) => !skip.has(box.id) && box.x < x1 && box.x + box.w > x0 && box.y < y1 && box.y + box.h > y0);
+  if (!near.length) return [];
+  for (let i = 1; i < 40; i++) {
+    const p = path.at(i / 40);
+    for (const box of near) if (hits(box, p, 2)) found.add(box); // grazing a corner is fine
+  }
+  return [...found];
+}
+
+/**
+ * The points a wire runs through, from the source's right edge to the target's left edge: a
+ * direct curve; where that would pass through other boxes, dagre's route between the ranks
+ * (when the layout placed both ends), else a detour above or below the boxes in the way.
+ */
+export function wirePoints(scene: Scene, wire: Wire): XY[] {
+  const a = scene.boxes.get(wire.from)!;
+  const b = scene.boxes.get(wire.to)!;
   const s = { x: a.x + a.w, y: a.y + a.h / 2 };
   const t = { x: b.x, y: b.y + b.h / 2 };
-  if (b.kind === "custom" && a.kind !== "custom") {
-    // custom boxes hang under/next to their source: enter from the nearest side
-    t.x = b.x;
+  const skip = new Set([a.id, b.id]);
+  if (t.x < s.x + 20) return backPoints(scene, a, b, s, t, skip);
+  let pts = [s, t];
+  let blocked = blockers(scene, pts, skip);
+  if (blocked.length && wire.points) {
+    const routed = [s, ...wire.points, t];
+    if (!blockers(scene, routed, skip).length) return routed;
   }
-  const dx = Math.max(50, Math.abs(t.x - s.x) / 2);
-  if (t.x < s.x) {
-    // a back edge: loop out to the right and come back into the left side from below
-    const dy = Math.max(60, Math.abs(t.y - s.y) / 2);
-    return [s, { x: s.x + 120, y: s.y + dy * 1.6 }, { x: t.x - 120, y: t.y + dy * 1.6 }, t];
+  for (let round = 0; round < 3 && blocked.length; round++) {
+    const top = Math.min(...blocked.map((box) => box.y)) - CLEAR * 2;
+    const bottom = Math.max(...blocked.map((box) => box.y + box.h)) + CLEAR * 2;
+    // along the boxes in the way, but never behind the wire's own ends
+    const x1 = Math.max(Math.min(...blocked.map((box) => box.x)) - CLEAR, s.x + 60);
+    const x2 = Math.min(Math.max(...blocked.map((box) => box.x + box.w)) + CLEAR, t.x - 60);
+    const mid = (s.y + t.y) / 2;
+    const y = Math.abs(top - mid) <= Math.abs(bottom - mid) ? top : bottom;
+    pts = x1 < x2 ? [s, { x: x1, y }, { x: x2, y }, t] : [s, { x: (s.x + t.x) / 2, y }, t];
+    const again = blockers(scene, pts, skip);
+    if (again.every((box) => blocked.includes(box))) break;
+    blocked = [...new Set([...blocked, ...again])];
   }
-  return [s, { x: s.x + dx, y: s.y }, { x: t.x - dx, y: t.y }, t];
+  return pts;
+}
+
+/** A back edge (its target left of its source): out to the right, under both ends (and
+ * anything else in the way), and into the target's left side from below. */
+function backPoints(scene: Scene, a: Box, b: Box, s: XY, t: XY, skip: Set<string>): XY[] {
+  let y = Math.max(a.y + a.h, b.y + b.h) + CLEAR * 2;
+  let pts: XY[] = [];
+  for (let round = 0; round < 4; round++) {
+    pts = [s, { x: s.x + 36, y: (s.y + y) / 2 }, { x: s.x, y }, { x: t.x, y }, { x: t.x - 36, y: (t.y + y) / 2 }, t];
+    const blocked = blockers(scene, pts.slice(1, -1), skip);
+    if (!blocked.length) break;
+    y = Math.max(...blocked.map((box) => box.y + box.h)) + CLEAR * 2;
+  }
+  return pts;
+}
+
+export interface Smooth {
+  d: string;
+  at(t: number): XY; // 0..1 along the segments
+  end: { tip: XY; from: XY }; // the last point and the control point before it
+}
+
+/** A smooth path through `pts` (Catmull-Rom as cubic Béziers), horizontal at both ends. */
+export function smooth(pts: XY[]): Smooth {
+  const segs: [XY, XY, XY, XY][] = [];
+  for (let i = 0; i + 1 < pts.length; i++) {
+    const p0 = pts[i];
+    const p1 = pts[i + 1];
+    const dx = Math.max(30, Math.abs(p1.x - p0.x) / 2);
+    const prev = pts[i - 1];
+    const next = pts[i + 2];
+    const c1 = prev ? { x: p0.x + (p1.x - prev.x) / 6, y: p0.y + (p1.y - prev.y) / 6 } : { x: p0.x + dx, y: p0.y };
+    const c2 = next ? { x: p1.x - (next.x - p0.x) / 6, y: p1.y - (next.y - p0.y) / 6 } : { x: p1.x - dx, y: p1.y };
+    segs.push([p0, c1, c2, p1]);
+  }
+  const d = `M ${pts[0].x} ${pts[0].y} ` + segs.map(([, c1, c2, p]) => `C ${c1.x} ${c1.y}, ${c2.x} ${c2.y}, ${p.x} ${p.y}`).join(" ");
+  const at = (t: number): XY => {
+    const f = Math.min(segs.length - 1e-9, Math.max(0, t * segs.length));
+    const i = Math.floor(f);
+    return bezierAt(segs[i], f - i);
+  };
+  const last = segs[segs.length - 1];
+  return { d, at, end: { tip: last[3], from: bezierAt(last, 0.97) } };
 }
 
 export function bezierAt(c: [XY, XY, XY, XY], t: number): XY {

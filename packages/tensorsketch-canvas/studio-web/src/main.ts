@@ -347,8 +347,12 @@ svg.addEventListener("pointerdown", (ev) => {
     const idx = Number(target.closest("[data-index]")?.getAttribute("data-index"));
     selectWire(idx);
     return;
+  } else if (box && box.kind === "stub") {
+    // a `route → ?` stub stands for its dynamic route: selecting it selects the route
+    selectWire(Number(box.id.slice("stub:".length)));
+    return;
   } else if (box) {
-    selectNode(box.kind === "start" || box.kind === "end" ? null : null);
+    selectNode(null);
     return;
   } else {
     drag = { kind: "pan", x: ev.clientX, y: ev.clientY, vx: state.view.x, vy: state.view.y, moved: false };
@@ -486,6 +490,7 @@ function describe(op: EditOp): string {
     case "add_port": return `add port ${a.node}.${a.name}`;
     case "remove_port": return `remove port ${a.node}.${a.name}`;
     case "remove_node": return `delete ${a.name}`;
+    case "restore": return "restore what was deleted";
     default: return op.op;
   }
 }
@@ -732,7 +737,7 @@ function renderInspectorBody(): void {
     box.append(
       h("h3", {}, `${displayName(e.source ?? "?")} → ${displayName(e.target ?? "?")}`),
       h("p", { className: "hint" }, e.kind === "conditional" ? `conditional: ${e.path ?? ""} → ${e.label ?? ""}` : e.kind),
-      h("button", { className: "danger", id: "delete-edge", disabled: state.readOnly, onclick: () => void perform(removeEdgeOp(e)) }, "delete edge (Del)"),
+      h("button", { className: "danger", id: "delete-edge", disabled: state.readOnly, onclick: () => void perform(removeEdgeOp(e)) }, e.kind === "sequential" ? "delete edge (Del)" : "delete route (Del)"),
     );
     return;
   }

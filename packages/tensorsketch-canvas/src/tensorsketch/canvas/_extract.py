@@ -7,13 +7,11 @@ imports and ``raise Hole(...)`` bodies are all fine.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from tensorsketch.canvas._classes import NodeClass, find_node_classes
 from tensorsketch.canvas._source import ParsedSource, parse_source
 from tensorsketch.canvas._wiring import GraphModel, find_graphs
 from tensorsketch.canvas.exceptions import GraphNotFoundError
-from tensorsketch.canvas.ir import EdgeIR, GraphIR, NodeIR
+from tensorsketch.canvas.ir import EdgeIR, GraphIR, NodeIR, clone
 
 __all__ = ["extract", "extract_all", "graph_names"]
 
@@ -79,8 +77,8 @@ def build_ir(src: ParsedSource, model: GraphModel, classes: dict[str, NodeClass]
                 NodeIR(
                     name=decl.name,
                     cls=decl.cls,
-                    inputs=[replace(p) for p in cls.inputs] if cls else [],
-                    outputs=[replace(p) for p in cls.outputs] if cls else [],
+                    inputs=[clone(p) for p in cls.inputs] if cls else [],
+                    outputs=[clone(p) for p in cls.outputs] if cls else [],
                     has_hole=cls.has_hole if cls else False,
                     hole=cls.hole if cls else None,
                     line=cls.line if cls else None,
@@ -91,6 +89,6 @@ def build_ir(src: ParsedSource, model: GraphModel, classes: dict[str, NodeClass]
         name=model.name,
         state=model.state,
         nodes=nodes,
-        edges=[replace(e) for e in edges],
+        edges=[clone(e) for e in edges],
         style=model.style,
     )

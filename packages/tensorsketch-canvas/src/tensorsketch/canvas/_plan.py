@@ -138,7 +138,7 @@ def plan_edges(edges: list[EdgeIR], old: list[Item], style: Style) -> list[Fresh
     i = 0
     while i < len(edges):
         match = match_at(i)
-        if match is not None:
+        if match is not None and not _grows(edges, i, len(match.edges)):
             used.add(id(match))
             plan.append(Fresh(match.kind, edges=list(match.edges), origin=match))
             i += len(match.edges)
@@ -148,6 +148,20 @@ def plan_edges(edges: list[EdgeIR], old: list[Item], style: Style) -> list[Fresh
         plan.append(Fresh(kind, edges=list(edges[i:j])))
         i = j
     return plan
+
+
+def _grows(edges: list[EdgeIR], i: int, size: int) -> bool:
+    """Whether the routing call ``edges[i : i + size]`` gains a key right after it (a node
+    routes through one path function: the keys must stay in one call, not become two)."""
+    first = edges[i]
+    if first.kind != "conditional" or first.branch == "loop" or i + size >= len(edges):
+        return False
+    after = edges[i + size]
+    return (
+        after.kind == "conditional"
+        and (after.source, after.branch, after.path) == (first.source, first.branch, first.path)
+        and after.label not in {e.label for e in edges[i : i + size]}
+    )
 
 
 def _group_end(

@@ -22,12 +22,14 @@ and an IR equal to the file's own extraction returns the source unchanged.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tensorsketch.canvas import _imports
 from tensorsketch.canvas._class_edits import class_edits, normalized
 from tensorsketch.canvas._classes import NodeClass, find_node_classes
 from tensorsketch.canvas._diff import Slots, diff
 from tensorsketch.canvas._emit import Emit
-from tensorsketch.canvas._extract import build_ir, extract, select
+from tensorsketch.canvas._extract import build_ir, select
 from tensorsketch.canvas._plan import assign_handles, plan_edges, plan_nodes
 from tensorsketch.canvas._render import RenderContext
 from tensorsketch.canvas._source import ParsedSource, parse_source
@@ -36,7 +38,7 @@ from tensorsketch.canvas._wiring import GraphModel, find_graphs
 from tensorsketch.canvas.exceptions import WriteBackError
 from tensorsketch.canvas.ir import GraphIR
 
-__all__ = ["reconstruct"]
+__all__ = ["WriteBack", "reconstruct", "write_back"]
 
 
 def reconstruct(source: str, ir: GraphIR) -> str:
@@ -51,19 +53,48 @@ def reconstruct(source: str, ir: GraphIR) -> str:
     :raises WriteBackError: the edit needs code the canvas never writes (a node body, the state
         schema, a class defined in another module).
     """
-    src = parse_source(source)
-    models = find_graphs(src)
+    return write_back(parse_source(source), ir).text
+
+
+@dataclass
+class WriteBack:
+    """A verified write-back: the new text, and its parse and graph from the verification.
+
+    A caller that keeps parses (the Studio) reuses ``parsed``/``graphs``/``ir`` for the next
+    edit instead of parsing the text it just wrote a second time.
+    """
+
+    text: str
+    parsed: ParsedSource
+    graphs: list[GraphModel]
+    classes: dict[str, NodeClass]
+    ir: GraphIR
+
+
+def write_back(
+    src: ParsedSource,
+    ir: GraphIR,
+    *,
+    graphs: list[GraphModel] | None = None,
+    classes: dict[str, NodeClass] | None = None,
+) -> WriteBack:
+    """:func:`reconstruct` on an already parsed source (``src`` is not changed).
+
+    ``graphs`` and ``classes`` are ``find_graphs(src)`` and ``find_node_classes(src)`` when
+    the caller has them already (a previous :class:`WriteBack`'s); the write-back only reads
+    them.
+    """
+    models = graphs if graphs is not None else find_graphs(src)
     model = select(models, ir.name)
-    classes = find_node_classes(src)
+    if classes is None:
+        classes = find_node_classes(src)
     current = build_ir(src, model, classes)
     if current == ir and not ir.added:
-        return source
+        return WriteBack(src.text, src, models, classes, current)
     target = normalized(ir, classes)
     validate(target)
     plan = _Writer(src, model, classes, current, target)
-    new_source = plan.write()
-    _verify(new_source, target)
-    return new_source
+    return _verify(plan.write(), target)
 
 
 class _Writer:
@@ -110,8 +141,11 @@ class _Writer:
         return emit.source(stubs, port_edits)
 
 
-def _verify(new_source: str, target: GraphIR) -> None:
-    result = extract(new_source, target.name)
+def _verify(new_source: str, target: GraphIR) -> WriteBack:
+    parsed = parse_source(new_source)
+    models = find_graphs(parsed)
+    classes = find_node_classes(parsed)
+    result = build_ir(parsed, select(models, target.name), classes)
     if result != target:
         msg = (
             f"write-back of graph {target.name!r} would not round-trip (the re-read graph differs "
@@ -119,3 +153,4 @@ def _verify(new_source: str, target: GraphIR) -> None:
             "engine — please report it with the source and the IR."
         )
         raise WriteBackError(msg)
+    return WriteBack(new_source, parsed, models, classes, result)

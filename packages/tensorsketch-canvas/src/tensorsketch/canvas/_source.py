@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from tensorsketch.canvas import _reparse
 from tensorsketch.canvas.exceptions import SourceParseError
 
 __all__ = ["Chain", "Link", "ParsedSource", "deep_recursion", "parse_source"]
@@ -201,11 +202,11 @@ def parse_source(text: str, filename: str = "<source>") -> ParsedSource:
     masked = text
     class_lines: list[int] | None = None
     if tree is not None:
-        found, class_lines = _scan(tree)
+        found, class_lines = _scan(tree, text)
         masked, chains = _mask_chains(text, found)
     try:
         with deep_recursion():
-            module = cst.parse_module(masked)
+            module = _reparse.parse_module(masked, tree)
     except (cst.ParserSyntaxError, RecursionError) as exc:
         if ast_error is None:
             where = str(exc).splitlines()[0]
@@ -306,23 +307,57 @@ def _chain_parts(node: ast.expr) -> tuple[ast.expr, list[ast.Call]]:
     return current, links
 
 
-def _scan(tree: ast.Module) -> tuple[list[tuple[ast.expr, ast.expr, list[ast.Call]]], list[int]]:
-    """One walk over the ast: the chains to mask, and every class's line in source order."""
+def _scan(
+    tree: ast.Module, text: str
+) -> tuple[list[tuple[ast.expr, ast.expr, list[ast.Call]]], list[int]]:
+    """One walk over the ast: the chains to mask, and every class's line in source order.
+
+    Only statements whose text could hold a chain — it names ``Graph`` or has at least
+    ``_LONG_CHAIN`` dots — are walked down to their expressions; the others (node classes,
+    mostly) only for the classes in them. The test is on the text, so it never misses one.
+    """
     found: list[tuple[ast.expr, ast.expr, list[ast.Call]]] = []
     classes: list[tuple[int, int]] = []
-    stack: list[ast.AST] = [tree]
+    lines = _NEWLINES.split(text)
+    statements: list[ast.stmt] = list(reversed(tree.body))
+    while statements:
+        stmt = statements.pop()
+        first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])
+        segment = "\n".join(lines[first - 1 : stmt.end_lineno or stmt.lineno])
+        if "Graph" in segment or segment.count(".") >= _LONG_CHAIN:
+            _scan_node(stmt, found, classes)
+            continue
+        if isinstance(stmt, ast.ClassDef):
+            classes.append((stmt.lineno, stmt.col_offset))
+        inner: list[ast.stmt] = []
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(stmt, name, None)
+            if isinstance(block, list):
+                inner.extend(block)
+        for part in (*getattr(stmt, "handlers", ()), *getattr(stmt, "cases", ())):
+            inner.extend(part.body)
+        statements.extend(reversed(inner))
+    return found, [line for line, _ in sorted(classes)]
+
+
+def _scan_node(
+    root: ast.AST,
+    found: list[tuple[ast.expr, ast.expr, list[ast.Call]]],
+    classes: list[tuple[int, int]],
+) -> None:
+    stack: list[ast.AST] = [root]
     while stack:
         node = stack.pop()
         if isinstance(node, ast.ClassDef):
             classes.append((node.lineno, node.col_offset))
         elif isinstance(node, ast.Call):
-            root, links = _chain_parts(node)
-            if _is_graph_call(root) or len(links) >= _LONG_CHAIN:
-                found.append((node, root, links))
+            chain_root, links = _chain_parts(node)
+            if _is_graph_call(chain_root) or len(links) >= _LONG_CHAIN:
+                found.append((node, chain_root, links))
                 continue
             if links:
                 # Not masked: look inside the root and every link's arguments only.
-                stack.append(root)
+                stack.append(chain_root)
                 for link in links:
                     stack.extend(link.args)
                     stack.extend(k.value for k in link.keywords)
@@ -330,7 +365,6 @@ def _scan(tree: ast.Module) -> tuple[list[tuple[ast.expr, ast.expr, list[ast.Cal
         if isinstance(node, ast.JoinedStr):
             continue  # positions inside f-strings are not reliable on every Python
         stack.extend(ast.iter_child_nodes(node))
-    return found, [line for line, _ in sorted(classes)]
 
 
 def _dot_before(text: str, start: int, end: int) -> int | None:
@@ -377,19 +411,17 @@ def _mask_chains(
     if not pending:
         return text, {}
     pending.sort(key=lambda p: p.start)
-    # Parse every root and link body in one flat list expression: linear in libcst.
+    # Parse every root and link body in one flat list expression: linear in libcst (and
+    # texts parsed recently, e.g. before the edit that wrote this file, are reused).
     pieces: list[str] = []
     for item in pending:
         pieces.append(f"({item.root_text})")
         pieces.extend(f"(_{body})" for _, _, body in item.parts)
-    try:
-        with deep_recursion():
-            parsed = cst.parse_expression("[\n" + ",\n".join(pieces) + "\n]")
-    except cst.ParserSyntaxError:
+    with deep_recursion():
+        parsed = _reparse.parse_expressions(pieces)
+    if parsed is None:
         return text, {}
-    if not isinstance(parsed, cst.List):  # pragma: no cover - a list literal parses as List
-        return text, {}
-    elements = iter(el.value for el in parsed.elements)
+    elements = iter(parsed)
 
     chains: dict[str, Chain] = {}
     out: list[str] = []

@@ -13,9 +13,8 @@ ports and holes, and every edge in order. Three fields are deliberately left out
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, cast, get_args
+from typing import Any, Final, Literal, TypeVar, cast, get_args
 
 from tensorsketch.canvas.exceptions import IRError
 
@@ -210,6 +209,17 @@ class EdgeIR:
         )
 
 
+_C = TypeVar("_C")
+
+
+def clone(obj: _C) -> _C:
+    """A shallow copy of one of the IR's dataclasses, without ``__init__`` or its checks
+    (``dataclasses.replace`` runs both, and the engine copies every port and edge)."""
+    new = object.__new__(type(obj))
+    new.__dict__.update(obj.__dict__)
+    return new
+
+
 @dataclass
 class GraphIR:
     """One graph of a source file: its nodes in ``add`` order and its edges in wiring order.
@@ -243,8 +253,21 @@ class GraphIR:
         return [node for node in self.nodes if node.has_hole]
 
     def copy(self) -> GraphIR:
-        """A deep copy, to edit without touching the original."""
-        return copy.deepcopy(self)
+        """A deep copy, to edit without touching the original.
+
+        Field by field (the IR holds strings, numbers and lists of its own dataclasses):
+        ``copy.deepcopy`` took a tenth of every Studio edit on a 300-node graph.
+        """
+        new = clone(self)
+        new.nodes = []
+        for node in self.nodes:
+            twin = clone(node)
+            twin.inputs = [clone(port) for port in node.inputs]
+            twin.outputs = [clone(port) for port in node.outputs]
+            new.nodes.append(twin)
+        new.edges = [clone(edge) for edge in self.edges]
+        new.added = list(self.added)
+        return new
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data; see :meth:`json_schema` for its shape."""

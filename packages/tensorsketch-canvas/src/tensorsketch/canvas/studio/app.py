@@ -9,8 +9,12 @@ re-extracted.
 from __future__ import annotations
 
 import ast
+import hashlib
+import hmac
+import json
 import logging
 import os
+import secrets
 import subprocess
 import threading
 import warnings
@@ -19,11 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tensorsketch.canvas._classes import find_node_classes
+from tensorsketch.canvas._classes import NodeClass, find_node_classes
 from tensorsketch.canvas._extract import build_ir, select
-from tensorsketch.canvas._reconstruct import reconstruct
-from tensorsketch.canvas._source import parse_source
-from tensorsketch.canvas._wiring import find_graphs
+from tensorsketch.canvas._reconstruct import WriteBack, write_back
+from tensorsketch.canvas._source import ParsedSource, parse_source
+from tensorsketch.canvas._wiring import GraphModel, find_graphs
 from tensorsketch.canvas.exceptions import (
     CanvasError,
     GraphNotFoundError,
@@ -32,7 +36,7 @@ from tensorsketch.canvas.exceptions import (
 )
 from tensorsketch.canvas.ir import GraphIR
 from tensorsketch.canvas.layout import Position, layout_path, read_layout, write_layout
-from tensorsketch.canvas.studio import ops
+from tensorsketch.canvas.studio import _restore, ops
 from tensorsketch.canvas.studio._files import (
     SourceFile,
     atomic_write_bytes,
@@ -92,6 +96,9 @@ def project_root(path: Path) -> Path:
 class _Parsed:
     ir: GraphIR
     graphs: list[str]
+    src: ParsedSource
+    models: list[GraphModel]
+    classes: dict[str, NodeClass]
 
 
 @dataclass
@@ -111,6 +118,8 @@ class Studio:
     #: parses by (file version, graph asked for): the file is re-read on every request, but
     #: bytes already parsed are not parsed again (edits are pure, so sharing an IR is safe)
     _parsed: OrderedDict[tuple[str, str | None], _Parsed] = field(default_factory=OrderedDict)
+    #: signs the ``restore`` inverses this launch hands out (never leaves the process)
+    _key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
 
     def __post_init__(self) -> None:
         self.path = Path(os.path.abspath(self.path))
@@ -138,10 +147,14 @@ class Studio:
             return parsed
         src = parse_source(source.text)
         models = find_graphs(src)
-        model = select(models, graph)
-        ir = build_ir(src, model, find_node_classes(src))
-        parsed = _Parsed(ir=ir, graphs=[m.name for m in models])
+        classes = find_node_classes(src)
+        ir = build_ir(src, select(models, graph), classes)
+        names = [m.name for m in models]
+        return self._keep(key, _Parsed(ir, names, src, models, classes))
+
+    def _keep(self, key: tuple[str, str | None], parsed: _Parsed) -> _Parsed:
         self._parsed[key] = parsed
+        self._parsed.move_to_end(key)
         while len(self._parsed) > _PARSE_CACHE:
             self._parsed.popitem(last=False)
         return parsed
@@ -283,13 +296,18 @@ class Studio:
                 raise ApiError(422, str(exc)) from None
             except GraphNotFoundError as exc:
                 raise ApiError(404, str(exc)) from None
+            if op == "restore":
+                args = self._unsealed(args)
             try:
                 result = ops.apply_op(parsed.ir, op, args, source.text)
             except ops.BadEdit as exc:
                 raise ApiError(400, str(exc)) from None
             except (ops.EditRejected, IRError) as exc:
                 raise ApiError(422, str(exc)) from None
-            data = _written(source, result.ir, op, args)
+            written = _exact(result) if result.text is not None else None
+            if written is None:
+                written = _written(parsed, result.ir, op, args)
+            data = _encoded(source, written.text)
             if data != source.data:
                 try:
                     current = self.path.read_bytes()
@@ -305,16 +323,41 @@ class Studio:
                 if result.renamed is not None:
                     self._move_layout(*result.renamed)
             new_source = read_source(self.path)
+            if new_source.text == written.text:
+                # The write-back's verification parsed exactly this text: keep that parse.
+                graphs = [m.name for m in written.graphs]
+                kept = _Parsed(written.ir, graphs, written.parsed, written.graphs, written.classes)
+                self._keep((new_source.version, written.ir.name), kept)
             new_ir = self._parse(new_source, result.ir.name).ir
             nodes = [n.name for n in new_ir.nodes]
+            inverse = result.inverse
+            if inverse is not None and inverse["op"] == "restore":
+                text = _restore.text_hunks(written.text, source.text)
+                inverse = {"op": "restore", "args": self._sealed({**inverse["args"], "text": text})}
             return {
                 "graph": new_ir.to_dict(),
                 "version": new_source.version,
-                "inverse": result.inverse,
+                "inverse": inverse,
                 "selected": new_ir.name,
                 "layout": self.layout_for(nodes),
                 "style": _STYLE.get(new_ir.style, new_ir.style),
             }
+
+    def _sealed(self, args: dict[str, Any]) -> dict[str, Any]:
+        """``args`` signed with this launch's key: a ``restore`` carries source text, so the
+        Studio only accepts the ones it issued."""
+        return {**args, "seal": _seal(self._key, args)}
+
+    def _unsealed(self, args: dict[str, Any]) -> dict[str, Any]:
+        body = {k: v for k, v in args.items() if k != "seal"}
+        seal = args.get("seal")
+        if not isinstance(seal, str) or not hmac.compare_digest(seal, _seal(self._key, body)):
+            raise ApiError(
+                400,
+                "restore is the undo of a deletion and takes only the arguments this Studio "
+                "returned as that deletion's inverse (unchanged); re-delete and undo again.",
+            )
+        return body
 
     def _move_layout(self, old: str, new: str) -> None:
         with warnings.catch_warnings():
@@ -419,20 +462,41 @@ def _edit_request(body: dict[str, Any]) -> tuple[str, str, dict[str, Any], str |
     return version, op, args, graph
 
 
-def _written(source: SourceFile, ir: GraphIR, op: str, args: dict[str, Any]) -> bytes:
-    """The file's new bytes for ``ir``, or a 422 saying why the engine cannot write it."""
+def _seal(key: bytes, args: dict[str, Any]) -> str:
+    payload = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hmac.new(key, payload.encode("ascii"), hashlib.sha256).hexdigest()
+
+
+def _exact(result: ops.EditResult) -> WriteBack | None:
+    """A restore's exact old text, when it re-reads as the graph the restore makes."""
+    assert result.text is not None
     try:
-        new_text = reconstruct(source.text, ir)
-        data = source.encode(new_text)
-    except CanvasError as exc:
-        raise ApiError(422, str(exc)) from None
+        parsed = parse_source(result.text)
+        models = find_graphs(parsed)
+        classes = find_node_classes(parsed)
+        ir = build_ir(parsed, select(models, result.ir.name), classes)
+    except CanvasError:
+        return None
+    return WriteBack(result.text, parsed, models, classes, ir) if ir == result.ir else None
+
+
+def _encoded(source: SourceFile, text: str) -> bytes:
+    try:
+        return source.encode(text)
     except UnicodeEncodeError as exc:
         msg = (
             f"the edit needs characters the file's encoding ({source.encoding}) cannot hold: {exc}"
         )
         raise ApiError(422, msg) from None
+
+
+def _written(parsed: _Parsed, ir: GraphIR, op: str, args: dict[str, Any]) -> WriteBack:
+    """The verified write-back of ``ir``, or a 422 saying why the engine cannot write it."""
+    try:
+        return write_back(parsed.src, ir, graphs=parsed.models, classes=parsed.classes)
+    except CanvasError as exc:
+        raise ApiError(422, str(exc)) from None
     except Exception as exc:  # an engine bug must not look like a server crash
         _log.exception("the canvas engine failed on %s %r", op, args)
         msg = f"the canvas engine could not write this edit back ({type(exc).__name__}: {exc})."
         raise ApiError(422, msg) from None
-    return data

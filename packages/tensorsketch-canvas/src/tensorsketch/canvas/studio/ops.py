@@ -3,6 +3,11 @@ the checks the engine would make at compile time, and the inverse edit for undo.
 
 Everything here is pure: a :class:`GraphIR` and the file's text in, a new :class:`GraphIR`
 (or an :class:`EditRejected` with the teaching message) out. Nothing is written.
+
+Deleting a node or a route has no gesture that undoes it, so its inverse is ``restore``: the
+removed node and edges with their places in the graph, and the text lines the deletion took
+out of the file (see :mod:`tensorsketch.canvas.studio._restore`). The Studio signs the
+arguments it issues; a ``restore`` it did not issue is refused, since it carries source text.
 """
 
 from __future__ import annotations
@@ -16,17 +21,10 @@ from typing import Any
 
 from tensorsketch.canvas import edits
 from tensorsketch.canvas.ir import END, START, GraphIR, Port
+from tensorsketch.canvas.studio import _restore
+from tensorsketch.canvas.studio._errors import BadEdit, EditRejected
 
 __all__ = ["OPS", "BadEdit", "EditRejected", "EditResult", "apply_op", "state_fields"]
-
-
-class BadEdit(ValueError):
-    """The request is malformed (a missing or mistyped argument): HTTP 400."""
-
-
-class EditRejected(ValueError):
-    """The edit is well formed but illegal (unknown node, an edge into START, a port the
-    state does not have...): HTTP 422 with this message."""
 
 
 @dataclass
@@ -35,6 +33,8 @@ class EditResult:
     inverse: dict[str, Any] | None
     #: a node renamed ``(old, new)``: the sidecar entry moves with it
     renamed: tuple[str, str] | None = None
+    #: a ``restore``'s exact text for the file, used when it re-reads as ``ir``
+    text: str | None = None
 
 
 _SIMPLE_TYPES = frozenset({"str", "int", "float", "bool", "bytes", "None"})
@@ -239,7 +239,15 @@ def _add_node(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
 def _remove_node(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
     del source
     name = _str(args, "name", "remove_node")
-    return EditResult(edits.remove_node(ir, name), None)
+    new = edits.remove_node(ir, name)
+    index = next(i for i, n in enumerate(ir.nodes) if n.name == name)
+    inverse = _restore.removal(ir, new, node_index=index)
+    return EditResult(new, inverse)
+
+
+def _restore_op(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
+    new, inverse, text = _restore.apply(ir, args, source)
+    return EditResult(new, inverse, text=text)
 
 
 def _add_edge(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
@@ -268,7 +276,7 @@ def _remove_edge(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResul
         inverse = (
             {"op": "add_edge", "args": {"source": src, "target": dst}}
             if edge.kind == "sequential" and dst is not None
-            else None
+            else _restore.removal(ir, new)
         )
         return EditResult(new, inverse)
     listed = ", ".join(f"{e.source} → {e.target}" for e in ir.edges if e.kind != "custom") or "none"
@@ -338,6 +346,7 @@ OPS: dict[str, Callable[[GraphIR, Mapping[str, Any], str], EditResult]] = {
     "add_port": _add_port,
     "remove_port": _remove_port,
     "remove_node": _remove_node,
+    "restore": _restore_op,
 }
 
 
