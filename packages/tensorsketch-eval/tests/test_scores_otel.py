@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip(
     "tensorsketch.observability.otel",
-    reason="needs tensorsketch-interop[otel] (the noxfile's TEST_PEERS installs it)",
+    reason="needs tensorsketch-interop[otel] (in the eval test extra)",
 )
 
 from agents import capital_agent
