@@ -16,12 +16,12 @@ from tensorsketch.durable import (
 )
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError
 from tensorsketch.events import Event
+from tensorsketch.graph_structure import GraphStructure
 from tensorsketch.interrupts import Interrupt, apply_resume, attach_checkpoint_info
 from tensorsketch.observability.tracing import Tracer
 from tensorsketch.pregel import GraphSpec, Run, Task
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.schema import Schema
-from tensorsketch.structure import GraphStructure
 
 if TYPE_CHECKING:
     from tensorsketch.context import Context

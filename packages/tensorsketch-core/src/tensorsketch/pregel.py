@@ -39,12 +39,12 @@ from tensorsketch.errors import (
     ThreadBusyError,
 )
 from tensorsketch.events import Event
+from tensorsketch.graph_structure import GraphStructure
 from tensorsketch.interrupts import Interrupt, PendingInterrupt
 from tensorsketch.node import Node
 from tensorsketch.observability.tracing import NOOP_TRACER, Tracer
 from tensorsketch.schema import Schema
 from tensorsketch.send import Send
-from tensorsketch.structure import GraphStructure
 
 if TYPE_CHECKING:
     from tensorsketch.durable import Restored, RunJournal
