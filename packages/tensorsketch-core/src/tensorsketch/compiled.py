@@ -210,7 +210,7 @@ class CompiledGraph(Generic[S]):
         if journal is None:
             return run.fresh_tasks(input)
         fresh = None if resume else self._plan_fresh(run, input)
-        opened = await journal.open(run, fresh)
+        opened = await journal.open(None if fresh is None else (run.position(), fresh))
         if opened.created is not None:
             assert fresh is not None
             run.checkpoint_id = run.plan_id = opened.created
