@@ -70,13 +70,13 @@ def test_send_has_its_own_module_and_the_old_path_still_resolves() -> None:
         _ = constants.Nope  # type: ignore[attr-defined]
 
 
-def test_the_provider_seam_has_its_own_module_and_the_0_1_path_still_imports() -> None:
+def test_the_provider_seam_has_its_own_module_and_the_old_path_still_imports() -> None:
     import tensorsketch.chat as chat
     import tensorsketch.provider as provider
 
     assert tensorsketch.ChatProvider is provider.ChatProvider
     assert provider.Completion.__module__ == "tensorsketch.provider"
-    # ``from tensorsketch.chat import ...`` (0.1's documented path) gives the same objects.
+    # ``from tensorsketch.chat import ...`` (the former path) gives the same objects.
     assert chat.__all__ == provider.__all__
     for name in provider.__all__:
         assert getattr(chat, name) is getattr(provider, name), name

@@ -413,7 +413,7 @@ def test_models_with_aliased_fields_round_trip() -> None:
 
 
 def test_values_stored_under_a_renamed_module_still_decode() -> None:
-    """``Completion``/``Usage`` lived in ``tensorsketch.chat`` (0.1): journaled model calls
+    """``Completion``/``Usage`` lived in ``tensorsketch.chat``: journaled model calls
     carry that tag. They decode to the classes' new home even when the old module was never
     imported in this process (decoding imports nothing, so the alias table must do it)."""
     script = """

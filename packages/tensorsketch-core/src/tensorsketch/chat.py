@@ -1,7 +1,7 @@
-"""The provider seam's 0.1 import path: everything here is :mod:`tensorsketch.provider`.
+"""The provider seam's former import path: everything here is :mod:`tensorsketch.provider`.
 
-Kept so code written against 0.1 (``from tensorsketch.chat import Completion``) still runs;
-new code imports from :mod:`tensorsketch.provider` or from ``tensorsketch`` itself.
+Kept so code written before the move (``from tensorsketch.chat import Completion``) still
+runs; new code imports from :mod:`tensorsketch.provider` or from ``tensorsketch`` itself.
 """
 
 from tensorsketch.provider import (
