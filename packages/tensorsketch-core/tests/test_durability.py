@@ -649,3 +649,30 @@ async def test_rows_written_by_two_schemas_are_validated(tmp_path: Path) -> None
     assert await reader.aget_state("t", backend) is not None
     assert "entries" in reader._spec.adapters  # validated
     await backend.aclose()
+
+
+class _Wrapped:
+    """A serializer of the user's own (here lossless, but the runtime cannot know that)."""
+
+    name = "wrapped"
+
+    def __init__(self) -> None:
+        self.inner = JsonSerializer()
+
+    def dumps(self, obj: Any) -> bytes:
+        return self.inner.dumps(obj)
+
+    def loads(self, data: bytes) -> Any:
+        return self.inner.loads(data)
+
+
+async def test_values_through_a_custom_serializer_are_always_validated(tmp_path: Path) -> None:
+    """Only the built-in serializers are known to give back exactly what they were given; a
+    custom one could be lossy (dates as strings, say), so its values are validated."""
+    backend = SqliteBackend(tmp_path / "store.db", serializer=_Wrapped())
+    out = await _ledger_graph().invoke({}, thread_id="t", backend=backend, max_steps=30)
+    assert all(b'"s":' not in s.payload for s in await backend.list_checkpoints("t"))
+    reader = _ledger_graph()
+    assert await reader.aget_state("t", backend) == out
+    assert "entries" in reader._spec.adapters
+    await backend.aclose()

@@ -45,7 +45,7 @@ from tensorsketch.interrupts import PendingInterrupt
 # Checkpoint ids: the runtime's fast, fork-safe 128-bit random ids (the ones spans use).
 from tensorsketch.observability.tracing import new_trace_id as _new_id
 from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent, lease_lost
-from tensorsketch.serializers import JsonSerializer
+from tensorsketch.serializers import JsonSerializer, PickleSerializer
 
 if TYPE_CHECKING:
     from tensorsketch.pregel import GraphSpec, Task
@@ -84,6 +84,9 @@ def _drain_task(task: asyncio.Task[None]) -> None:
         task.exception()
 
 
+#: Serializers that give back exactly the values they were given (types included), the
+#: condition for taking decoded values on trust; a custom one may be lossy.
+_EXACT_SERIALIZERS = (JsonSerializer, PickleSerializer)
 _FINGERPRINTS: weakref.WeakKeyDictionary[type[BaseModel], str | None] = weakref.WeakKeyDictionary()
 
 
@@ -359,10 +362,12 @@ def _rebuild(
         lengths = _apply_changes(values, payload["changes"], s, in_place=True)
         if laddered:
             steps.append((int(payload.get("n", 0)), s, payload, lengths))
-    # Values can skip validation only if one schema wrote every row they were folded from.
+    # Values can skip validation only if one schema wrote every row they were folded from,
+    # through a serializer that round-trips exactly.
     stamps = {payloads[i].get("s") for i in chain}
     stamp = stamps.pop() if len(stamps) == 1 else None
-    schema_id = stamp if isinstance(stamp, str) else None
+    exact = type(backend.serializer) in _EXACT_SERIALIZERS
+    schema_id = stamp if isinstance(stamp, str) and exact else None
     checkpoint = _checkpoint(stored[chain[-1]], payloads[chain[-1]], values, schema_id)
     found = _ladder_from(steps) if laddered and not incomplete else None
     return _Rebuilt(checkpoint, found, incomplete, missing)
@@ -809,7 +814,8 @@ class RunJournal:
         self.ttl = float(getattr(backend, "lease_ttl", LEASE_TTL))
         #: Where the next delta goes (``None``: the next checkpoint is a full snapshot).
         self._ladder: _Ladder | None = None
-        self._schema_id = schema_fingerprint(spec.state_schema)
+        exact = type(backend.serializer) in _EXACT_SERIALIZERS
+        self._schema_id = schema_fingerprint(spec.state_schema) if exact else None
 
     # -- lease ------------------------------------------------------------------------------
 
