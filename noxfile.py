@@ -51,6 +51,10 @@ LICENSE = ROOT / "LICENSE"
 URL_KEYS = {"Homepage", "Documentation", "Repository", "Issues", "Changelog"}
 RUFF = "ruff>=0.17,<0.18"  # the lint session and .pre-commit-config.yaml's ruff rev agree on it
 DEV_TOOLS = ["pytest>=8", "pytest-asyncio>=0.24", "hypothesis>=6", "pytest-timeout"]
+#: First-party distributions a distribution's tests use besides core. They are not on an
+#: index, so the session installs them from the tree: the eval tests check that grades reach
+#: OpenTelemetry through the interop distribution's bridge.
+TEST_PEERS = {"tensorsketch-eval": ["tensorsketch-interop[otel]"]}
 
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_existing_virtualenvs = True
@@ -109,6 +113,9 @@ def tests(session: nox.Session, dist: str) -> None:
     targets = [str(pkg) + "[test]"]
     if dist != CORE:
         targets.insert(0, str(PACKAGES / CORE))
+    for peer in TEST_PEERS.get(dist, []):
+        name, _, extra = peer.partition("[")
+        targets.insert(1, str(PACKAGES / name) + (f"[{extra}" if extra else ""))
     session.install(*targets, *DEV_TOOLS)
     _pytest(session, str(pkg / "tests"))
 

@@ -43,28 +43,6 @@ def test_an_installed_distribution_without_the_module_says_so(
     assert "pip install" not in message  # never "install what you already have"
 
 
-def _interop_without_mcp() -> bool:
-    """tensorsketch-interop is installed and this release has no ``mcp`` module."""
-    try:
-        importlib.metadata.version("tensorsketch-interop")
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    try:
-        importlib.import_module("tensorsketch.interop.mcp")
-    except ModuleNotFoundError:
-        return True
-    return False
-
-
-@pytest.mark.skipif(not _interop_without_mcp(), reason="needs tensorsketch-interop without mcp")
-def test_interop_mcp_while_interop_is_installed() -> None:
-    with pytest.raises(ModuleNotFoundError) as caught:
-        importlib.import_module("tensorsketch.interop.mcp")
-    message = str(caught.value)
-    assert "is installed but has no module tensorsketch.interop.mcp" in message
-    assert message.count("tensorsketch-interop") == 2 and "pip install" not in message
-
-
 def test_backend_class_hints_come_from_the_one_table() -> None:
     from tensorsketch.runtime import backends
 

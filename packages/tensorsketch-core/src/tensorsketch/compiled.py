@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import AsyncIterator, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -18,7 +19,7 @@ from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError
 from tensorsketch.events import Event
 from tensorsketch.graph_structure import GraphStructure
 from tensorsketch.interrupts import Interrupt, apply_resume, attach_checkpoint_info
-from tensorsketch.observability.tracing import Tracer
+from tensorsketch.observability.tracing import ATTR_INPUT, Tracer
 from tensorsketch.pregel import GraphSpec, Run, Task
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.schema import Schema
@@ -180,6 +181,9 @@ class CompiledGraph(Generic[S]):
         attributes: dict[str, Any] = {"tensorsketch.graph": self._spec.name}
         if run.thread_id is not None:
             attributes["tensorsketch.thread_id"] = run.thread_id
+        if input is not None:
+            # what the run was asked, so a recorded run can become an eval case
+            attributes[ATTR_INPUT] = _input_text(input)
         with tracer.span("run", kind="run", **attributes) as span:
             await self._drive_inner(run, input, max_steps, resume)
             span.set_attribute("tensorsketch.steps", run.step)
@@ -480,6 +484,22 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Schema):
         return value.model_dump()
     return value
+
+
+#: How much of a run's input its ``run`` span keeps (like the agent layer's tool payloads).
+_INPUT_LIMIT = 4000
+
+
+def _input_text(value: Any) -> str:
+    if isinstance(value, Schema):
+        value = value.model_dump(mode="json")
+    try:
+        text = json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        text = str(value)
+    if len(text) > _INPUT_LIMIT:
+        return text[:_INPUT_LIMIT] + f"... [{len(text) - _INPUT_LIMIT} more chars]"
+    return text
 
 
 async def run_nested(

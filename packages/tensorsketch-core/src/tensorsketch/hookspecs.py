@@ -116,9 +116,13 @@ def tensorsketch_serve_protocols() -> Mapping[str, Target]:  # type: ignore[empt
 
 @hookspec
 def tensorsketch_graders() -> Mapping[str, Target]:  # type: ignore[empty-body]
-    """Contribute evaluation graders by name, for config-driven eval suites.
+    """Contribute evaluation graders by name, for :func:`tensorsketch.eval.create_grader`.
 
-    Reserved: nothing calls it yet (issue 19 builds its consumer).
+    A suite then names the grader instead of importing it: ``Case(..., graders=["polite"])``
+    or ``create_grader("polite", threshold=0.8)``.
+
+    :return: ``{"polite": "acme_evals.graders:Polite"}``. The target is a grader class (an
+        object with ``name`` and ``grade(trial)``) or a callable building one.
 
     .. versionadded:: 0.1
     """
@@ -142,10 +146,10 @@ CONSUMERS: Mapping[str, str] = {
     "tensorsketch_cli_commands": "tensorsketch.cli (the `tensorsketch` command)",
     "tensorsketch_channel_types": "tensorsketch.registry.channel_types (channel_marker)",
     "tensorsketch_tracers": "tensorsketch.registry.tracers (create_tracer)",
+    "tensorsketch_graders": "tensorsketch.eval.graders (create_grader, grader names in a Case)",
 }
 RESERVED: Mapping[str, str] = {
     "tensorsketch_serve_protocols": "issue 16 (serving: OpenAI-compatible, A2A, AG-UI)",
-    "tensorsketch_graders": "issue 19 (the eval harness)",
     "tensorsketch_canvas_node_kinds": "issue 15 (the Studio)",
 }
 

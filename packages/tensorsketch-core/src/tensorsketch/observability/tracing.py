@@ -31,6 +31,7 @@ __all__ = [
     "ATTR_COST_USD",
     "ATTR_ERROR_TYPE",
     "ATTR_GRAPH",
+    "ATTR_INPUT",
     "ATTR_INPUT_TOKENS",
     "ATTR_NODE",
     "ATTR_OUTPUT_TOKENS",
@@ -64,6 +65,9 @@ _log = logging.getLogger("tensorsketch.observability")
 
 #: Graph name on the ``run`` span.
 ATTR_GRAPH = "tensorsketch.graph"
+#: The run's input as capped JSON, on the ``run`` span (content: the OTel bridge exports it
+#: only with ``capture_content=True``); ``Case.from_trace`` turns a recorded run into a case.
+ATTR_INPUT = "tensorsketch.input"
 #: Node name on ``node`` spans (the Studio overlay keys off it).
 ATTR_NODE = "tensorsketch.node"
 #: Superstep number on ``node`` spans.

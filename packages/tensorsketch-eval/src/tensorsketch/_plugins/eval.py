@@ -1,4 +1,55 @@
 """The eval distribution's plugin module (registered under the ``tensorsketch`` group).
 
-Graders will register through ``tensorsketch_graders``; nothing is contributed yet.
+It contributes the built-in graders by name (``create_grader("contains", "Paris")``), exactly
+as a third-party package contributes its own, and the ``tensorsketch eval`` command. Nothing
+heavy is imported here: the targets are strings, and the command loads its module when run.
 """
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+
+from tensorsketch.cli import CliCommand
+from tensorsketch.hookspecs import Target, hookimpl
+
+__all__ = ["tensorsketch_cli_commands", "tensorsketch_graders"]
+
+_GRADERS = "tensorsketch.eval._graders"
+EVAL_HELP = "run evaluation suites (also: `eval compare A B`, `eval harvest TRACE`)"
+
+
+@hookimpl
+def tensorsketch_graders() -> Mapping[str, Target]:
+    """The built-in code graders, by snake_case name."""
+    return {
+        "contains": f"{_GRADERS}:Contains",
+        "equals": f"{_GRADERS}:Equals",
+        "regex": f"{_GRADERS}:Regex",
+        "tool_called": f"{_GRADERS}:ToolCalled",
+        "tool_args": f"{_GRADERS}:ToolArgs",
+        "tool_sequence": f"{_GRADERS}:ToolSequence",
+        "step_efficiency": f"{_GRADERS}:StepEfficiency",
+        "cost_budget": f"{_GRADERS}:CostBudget",
+        "latency_budget": f"{_GRADERS}:LatencyBudget",
+        "final_state": f"{_GRADERS}:FinalState",
+        "llm_judge": "tensorsketch.eval._judge:LlmJudge",
+    }
+
+
+def _configure(parser: argparse.ArgumentParser) -> None:
+    from tensorsketch.eval._cli import configure
+
+    configure(parser)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from tensorsketch.eval._cli import run
+
+    return run(args)
+
+
+@hookimpl
+def tensorsketch_cli_commands() -> Sequence[CliCommand]:
+    """``tensorsketch eval suite.py`` runs suites; ``compare`` and ``harvest`` are its verbs."""
+    return [CliCommand(name="eval", help=EVAL_HELP, configure=_configure, run=_run)]

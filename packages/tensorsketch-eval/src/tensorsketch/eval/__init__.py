@@ -1,6 +1,110 @@
-"""Evaluating agents: cases, graders, pass@k, online monitoring and drift detection.
+"""Evaluating agents over the trace they already emit: cases and trials, graders, pass@k and
+pass^k, sandboxes, reporters, online scoring and drift detection.
 
-This distribution is the home of ``tensorsketch.eval``; the harness arrives with the eval issue.
+``evaluate(agent, suite)`` runs each case's trials behind a :class:`Sandbox`, grades every
+trial here in the harness (never inside the agent), and returns a :class:`Report`.
 """
 
-__all__: list[str] = []
+from tensorsketch.eval._case import Case, Checkpoint, Suite
+from tensorsketch.eval._drift import (
+    Baseline,
+    DriftAlert,
+    DriftMonitor,
+    PageHinkley,
+    ks_2samp,
+    psi,
+    two_proportion_z,
+)
+from tensorsketch.eval._graders import (
+    Contains,
+    CostBudget,
+    Custom,
+    Equals,
+    FinalState,
+    Grader,
+    LatencyBudget,
+    Regex,
+    StepEfficiency,
+    ToolArgs,
+    ToolCalled,
+    ToolSequence,
+    grader,
+)
+from tensorsketch.eval._harness import ProgressEvent, evaluate, grade_trial
+from tensorsketch.eval._html import render_html
+from tensorsketch.eval._judge import Calibration, LlmJudge, Verdict, calibrate
+from tensorsketch.eval._metrics import pass_at_k, pass_pow_k
+from tensorsketch.eval._online import OnlineMonitor, score
+from tensorsketch.eval._registry import create_grader, graders, register_grader
+from tensorsketch.eval._report import CaseResult, Report, TrialResult
+from tensorsketch.eval._reporters import (
+    CallbackReporter,
+    JsonlReporter,
+    MultiReporter,
+    Reporter,
+    WebhookReporter,
+)
+from tensorsketch.eval._sandbox import InProcessSandbox, Sandbox, SubprocessSandbox
+from tensorsketch.eval._scores import record_grades
+from tensorsketch.eval._trial import Grade, Trial, tool_calls_of
+from tensorsketch.eval.exceptions import EvalError, GateFailed, GraderError, SandboxError
+
+__all__ = [
+    "Baseline",
+    "Calibration",
+    "CallbackReporter",
+    "Case",
+    "CaseResult",
+    "Checkpoint",
+    "Contains",
+    "CostBudget",
+    "Custom",
+    "DriftAlert",
+    "DriftMonitor",
+    "Equals",
+    "EvalError",
+    "FinalState",
+    "GateFailed",
+    "Grade",
+    "Grader",
+    "GraderError",
+    "InProcessSandbox",
+    "JsonlReporter",
+    "LatencyBudget",
+    "LlmJudge",
+    "MultiReporter",
+    "OnlineMonitor",
+    "PageHinkley",
+    "ProgressEvent",
+    "Regex",
+    "Report",
+    "Reporter",
+    "Sandbox",
+    "SandboxError",
+    "StepEfficiency",
+    "SubprocessSandbox",
+    "Suite",
+    "ToolArgs",
+    "ToolCalled",
+    "ToolSequence",
+    "Trial",
+    "TrialResult",
+    "Verdict",
+    "WebhookReporter",
+    "calibrate",
+    "create_grader",
+    "evaluate",
+    "grade_trial",
+    "grader",
+    "graders",
+    "ks_2samp",
+    "pass_at_k",
+    "pass_pow_k",
+    "psi",
+    "record_grades",
+    "register_grader",
+    "render_html",
+    "score",
+    "tool_calls_of",
+    "two_proportion_z",
+]

@@ -1,12 +1,51 @@
-"""The interop distribution's plugin module (registered under the ``tensorsketch`` group)."""
+"""The interop distribution's plugin module (registered under the ``tensorsketch`` group):
+the ``otel`` tracer and the ``tensorsketch mcp`` command."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
 
+from tensorsketch.cli import CliCommand
 from tensorsketch.hookspecs import hookimpl
+
+MCP_HELP = "serve tools or a graph over MCP (`mcp serve`), or list a server's tools (`mcp tools`)"
 
 
 @hookimpl
 def tensorsketch_tracers() -> Mapping[str, str]:
     return {"otel": "tensorsketch.observability.otel:OTelTracer"}
+
+
+# The arguments live here and the MCP SDK loads only when the command runs, so building the
+# `tensorsketch` parser (for any subcommand) never imports it, even where it is not installed.
+def _configure_mcp(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="mcp_command", metavar="ACTION")
+    serve = sub.add_parser("serve", help="serve tools or a graph as an MCP server")
+    serve.add_argument("target", help="what to serve: `module:attr` or `path/to/file.py:attr`")
+    serve.add_argument("--name", help="the server's name (default: the attribute's name)")
+    serve.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP host (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    serve.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
+    tools = sub.add_parser("tools", help="list the tools of an MCP server")
+    tools.add_argument("--url", help="a streamable-HTTP endpoint instead of a command")
+    tools.add_argument("--json", action="store_true", help="print the tool list as JSON")
+    tools.add_argument("--timeout", type=float, default=30.0, help="seconds to wait (30)")
+    tools.add_argument("server", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+
+
+def _run_mcp(args: argparse.Namespace) -> int:
+    try:
+        from tensorsketch.interop.mcp._cli import run
+    except ModuleNotFoundError as exc:  # the `mcp` extra is not installed
+        print(f"tensorsketch mcp: {exc}", file=sys.stderr)
+        return 2
+    return run(args)
+
+
+@hookimpl
+def tensorsketch_cli_commands() -> Sequence[CliCommand]:
+    """``tensorsketch mcp serve module:attr [--http]`` and ``tensorsketch mcp tools -- CMD``."""
+    return [CliCommand(name="mcp", help=MCP_HELP, configure=_configure_mcp, run=_run_mcp)]

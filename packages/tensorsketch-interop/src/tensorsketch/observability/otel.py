@@ -13,6 +13,7 @@ TensorSketch span          OTel span name                 ``gen_ai.operation.nam
 agent (or agent node)      ``invoke_agent {agent}``       ``invoke_agent`` / INTERNAL
 ``model``                  ``chat {request model}``       ``chat`` / CLIENT
 ``tool``                   ``execute_tool {tool}``        ``execute_tool`` / INTERNAL
+``evaluation`` (a grade)   ``gen_ai.evaluation.result``   none / INTERNAL + that event
 ``node`` and custom        the span's own name            none / INTERNAL
 ========================  =============================  ======================================
 
@@ -69,7 +70,7 @@ from tensorsketch.observability.tracing import (
     set_end_status,
 )
 
-__all__ = ["CONTENT_ATTRIBUTES", "SEMCONV", "OTelTracer", "OTelView", "to_otel"]
+__all__ = ["CONTENT_ATTRIBUTES", "EVALUATION_EVENT", "SEMCONV", "OTelTracer", "OTelView", "to_otel"]
 
 #: Which GenAI conventions the mapping follows (see ``docs/observability.md``).
 SEMCONV = "semantic-conventions-genai (development, split from semantic-conventions v1.41)"
@@ -85,6 +86,7 @@ CONTENT_ATTRIBUTES = frozenset(
         "gen_ai.tool.call.result",
         "gen_ai.retrieval.query.text",
         "gen_ai.retrieval.documents",
+        "tensorsketch.input",
     }
 )
 
@@ -97,6 +99,8 @@ _RENAMED = {
 }
 
 _OPERATION = "gen_ai.operation.name"
+#: The event a grade carries (``kind="evaluation"`` spans, written by ``tensorsketch.eval``).
+EVALUATION_EVENT = "gen_ai.evaluation.result"
 _MISSING = object()
 
 
@@ -270,6 +274,16 @@ class _OTelScope(contextlib.AbstractContextManager[Span]):
             }
             if changed:
                 otel_span.set_attributes(changed)
+            if native.kind == "evaluation":
+                # a grade (tensorsketch.eval): the GenAI conventions' evaluation event
+                otel_span.add_event(
+                    EVALUATION_EVENT,
+                    {
+                        k: v
+                        for k, v in view.attributes.items()
+                        if k.startswith("gen_ai.evaluation.")
+                    },
+                )
             if native.status == "error":
                 otel_span.set_status(Status(StatusCode.ERROR, native.error))
                 if isinstance(exc, Exception):

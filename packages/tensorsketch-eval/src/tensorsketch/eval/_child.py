@@ -1,0 +1,62 @@
+"""The child side of :class:`~tensorsketch.eval.SubprocessSandbox`: run one trial, print JSON.
+
+Reads ``{"agent", "inputs", "env", "output_key", "sys_path"}`` on stdin; writes one result
+line (after a marker, since the agent may print) with the final state, the environment after
+the run, the recorded spans and the error. It grades nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any
+
+from tensorsketch.eval._agents import build_agent
+from tensorsketch.eval._sandbox import RESULT_MARK
+from tensorsketch.observability.export import span_json
+from tensorsketch.observability.memory import InMemoryTracer
+
+
+def _plain(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    return value
+
+
+async def _trial(request: dict[str, Any]) -> dict[str, Any]:
+    tracer = InMemoryTracer()
+    env = request.get("env")
+    state: Any = None
+    error = None
+    try:
+        graph = build_agent(request["agent"], env)
+        state = await graph.invoke(request.get("inputs") or {}, tracer=tracer)
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    key = request.get("output_key") or "output"
+    output = None
+    if state is not None:
+        output = state.get(key) if isinstance(state, dict) else getattr(state, key, None)
+    return {
+        "output": output if isinstance(output, str | int | float | bool | None) else str(output),
+        "state": _plain(state),
+        "env": env,
+        "error": error,
+        "spans": [json.loads(span_json(span)) for span in tracer.spans],
+    }
+
+
+def main() -> None:
+    request = json.loads(sys.stdin.read())
+    for path in reversed(request.get("sys_path") or []):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    result = asyncio.run(_trial(request))
+    sys.stdout.write("\n" + RESULT_MARK + json.dumps(result, default=str) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

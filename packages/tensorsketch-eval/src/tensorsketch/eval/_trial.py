@@ -1,0 +1,142 @@
+"""What graders read: the :class:`Trial` one run produces (trace + final state + environment),
+its tool calls as the trace recorded them, and the :class:`Grade` a grader gives it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tensorsketch.observability.memory import Trace
+from tensorsketch.observability.tracing import (
+    ATTR_TOOL_ARGUMENTS,
+    ATTR_TOOL_NAME,
+    ATTR_TOOL_RESULT,
+    Span,
+)
+
+if TYPE_CHECKING:
+    from tensorsketch.eval._case import Case
+
+__all__ = ["Grade", "ToolUse", "Trial", "parse_args", "tool_calls_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class Grade:
+    """One grader's verdict on one trial: pass/fail, a score in [0, 1] and why."""
+
+    grader: str
+    passed: bool
+    score: float = 0.0
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "grader": self.grader,
+            "passed": self.passed,
+            "score": self.score,
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Grade:
+        return cls(
+            grader=str(raw["grader"]),
+            passed=bool(raw["passed"]),
+            score=float(raw.get("score", 1.0 if raw["passed"] else 0.0)),
+            reason=str(raw.get("reason", "")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUse:
+    """One tool call as the trace recorded it."""
+
+    name: str
+    args: Any
+    result: str | None
+    error: str | None
+
+
+def parse_args(raw: Any) -> Any:
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
+
+
+def tool_calls_of(trace: Trace) -> list[ToolUse]:
+    """The tool calls of a trace in the order they ran, arguments parsed back from JSON."""
+    found: list[tuple[float, int, Span]] = []
+    for position, span in enumerate(trace.tool_spans):
+        found.append((span.started_at, position, span))
+    found.sort(key=lambda item: (item[0], item[1]))
+    return [
+        ToolUse(
+            name=str(span.attributes.get(ATTR_TOOL_NAME) or span.name),
+            args=parse_args(span.attributes.get(ATTR_TOOL_ARGUMENTS)),
+            result=span.attributes.get(ATTR_TOOL_RESULT),
+            error=span.error,
+        )
+        for _, _, span in found
+    ]
+
+
+@dataclass(slots=True)
+class Trial:
+    """One run of the agent: what graders see. ``case`` is ``None`` for a scored live run.
+
+    :ivar output: the answer (``state.output`` for an agent, or the case's ``output_key``).
+    :ivar trace: the run's spans, recorded by the harness's own tracer.
+    :ivar state: the final state (a plain dict when the trial ran in a child process).
+    :ivar env: the trial's environment after the run (what the tools changed).
+    :ivar error: ``"ExcType: message"`` when the run raised or timed out.
+    """
+
+    output: Any
+    trace: Trace
+    state: Any = None
+    env: Any = None
+    case: Case | None = None
+    index: int = 0
+    error: str | None = None
+    wall_ms: float = 0.0
+    _tool_calls: tuple[Trace, list[ToolUse]] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def steps(self) -> int:
+        """Model calls plus tool calls (model -> tool -> model is 3 steps)."""
+        return self.trace.model_calls + self.trace.tool_calls
+
+    @property
+    def cost_usd(self) -> float:
+        return self.trace.cost_usd
+
+    @property
+    def latency_ms(self) -> float:
+        """The run's wall time as its trace measured it (the harness's own wall time when
+        the run recorded no span, e.g. it failed before starting)."""
+        return self.trace.duration_ms if len(self.trace) else self.wall_ms
+
+    @property
+    def tool_calls(self) -> list[ToolUse]:
+        """The tool calls in the order they ran (parsed once per trace, shared by graders)."""
+        cached = self._tool_calls
+        if cached is None or cached[0] is not self.trace:
+            cached = self._tool_calls = (self.trace, tool_calls_of(self.trace))
+        return list(cached[1])
+
+    @property
+    def messages(self) -> list[Any]:
+        """The transcript, when the final state has one (an agent's ``messages``)."""
+        found = self.field("messages")
+        return list(found) if isinstance(found, list) else []
+
+    def field(self, name: str, default: Any = None) -> Any:
+        """A field of the final state, whether it is a schema instance or a plain dict."""
+        if isinstance(self.state, Mapping):
+            return self.state.get(name, default)
+        return getattr(self.state, name, default)

@@ -1,0 +1,87 @@
+"""Test agents on FakeProvider: deterministic, offline, importable by name (for the
+subprocess sandbox and the CLI: ``agents:capital_agent``)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from tensorsketch import Completion, FakeProvider, Usage, create_agent, tool
+from tensorsketch.messages import Message, ToolCall, assistant
+
+
+@tool
+def search(query: str) -> str:
+    """Search the web.
+
+    Args:
+        query: what to look for.
+    """
+    return "Paris is the capital of France (source: atlas.example)."
+
+
+def capital_policy(messages: list[Message], tools: list[object]) -> Message:
+    """search once, then answer with the search result."""
+    last = messages[-1]
+    if last.role == "user":
+        return assistant(tool_calls=[ToolCall(id="c1", name="search", args={"query": last.text})])
+    return assistant("The capital of France is Paris, according to atlas.example.")
+
+
+def capital_agent_factory() -> Any:
+    return create_agent(FakeProvider(policy=capital_policy), [search])
+
+
+capital_agent = capital_agent_factory()
+
+
+def priced_agent() -> Any:
+    """A scripted, priced model (claude-sonnet-4-6 is in the price table)."""
+    return create_agent(
+        FakeProvider(
+            policy=lambda messages, tools: Completion(
+                message=assistant("Paris."),
+                usage=Usage(input_tokens=1000, output_tokens=100),
+                model="claude-sonnet-4-6",
+            )
+        )
+    )
+
+
+def flaky_agent(pattern: str) -> Any:
+    """Answers right ('Paris') or wrong ('Lyon') following ``pattern`` ('RRWR...')."""
+    cycle = itertools.cycle(pattern)
+
+    def policy(messages: list[Message], tools: list[object]) -> Message:
+        return assistant("Paris" if next(cycle) == "R" else "Lyon")
+
+    return create_agent(FakeProvider(policy=policy))
+
+
+# -- a world the tools act on: the environment is fresh per trial --------------------------
+
+
+def orders_agent(env: dict[str, Any]) -> Any:
+    """A factory: its tools read and write this trial's ``env``."""
+
+    @tool
+    def cancel_order(order_id: str) -> str:
+        """Cancel an order.
+
+        Args:
+            order_id: the order.
+        """
+        if env["orders"][order_id] == "cancelled":
+            return f"{order_id} was already cancelled"
+        env["orders"][order_id] = "cancelled"
+        env["cancellations"] += 1
+        return f"{order_id} cancelled"
+
+    def policy(messages: list[Message], tools: list[object]) -> Message:
+        if messages[-1].role == "user":
+            return assistant(
+                tool_calls=[ToolCall(id="c1", name="cancel_order", args={"order_id": "A-1"})]
+            )
+        return assistant(f"Done: {messages[-1].text}")
+
+    return create_agent(FakeProvider(policy=policy), [cancel_order])

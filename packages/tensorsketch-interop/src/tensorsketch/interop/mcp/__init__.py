@@ -1,0 +1,95 @@
+"""MCP interop: use any MCP server's tools in an agent, serve tools and graphs over MCP.
+
+Built on the official ``mcp`` SDK (2.x), imported only when this module is::
+
+    pip install "tensorsketch-interop[mcp]"     # or: pip install "tensorsketch-core[mcp]"
+
+Client: :func:`stdio_session` / :func:`http_session` / :func:`memory_session` connect,
+:func:`mcp_tools` wraps the server's tools, :func:`read_resource` and :func:`get_prompt`
+fetch the rest. Server: :func:`build_mcp_server`, :func:`serve_stdio`, :func:`mcp_app`
+(streamable HTTP), and :func:`graph_tool` to expose a whole graph as one tool.
+"""
+
+from __future__ import annotations
+
+try:
+    import mcp as _sdk
+    from mcp import Client as _Client
+except ImportError as _exc:  # pragma: no cover - exercised in a venv without the extra
+    _found = getattr(_exc, "name", None)
+    _msg = (
+        "tensorsketch.interop.mcp needs the official MCP SDK 2.x (`mcp>=2`), "
+        + ("which is not installed" if _found == "mcp" else f"which failed to import ({_exc})")
+        + '. Install it with `pip install "tensorsketch-interop[mcp]"` '
+        '(or `pip install "tensorsketch[all]"` for everything).'
+    )
+    raise ModuleNotFoundError(_msg, name="mcp") from _exc
+
+from tensorsketch.interop.mcp._errors import (
+    MCPConnectionError,
+    MCPError,
+    MCPTimeoutError,
+    MCPToolError,
+)
+from tensorsketch.interop.mcp._graph import GraphTool, graph_tool
+from tensorsketch.interop.mcp._resources import (
+    get_prompt,
+    list_prompts,
+    list_resources,
+    read_resource,
+)
+from tensorsketch.interop.mcp._server import (
+    MCPApp,
+    build_mcp_server,
+    mcp_app,
+    mcp_session_id,
+    serve_stdio,
+)
+from tensorsketch.interop.mcp._session import (
+    DEFAULT_TIMEOUT,
+    MCPSession,
+    http_session,
+    memory_session,
+    stdio_session,
+)
+from tensorsketch.interop.mcp._tools import (
+    ATTR_MCP_METHOD,
+    ATTR_MCP_PROTOCOL,
+    ATTR_MCP_SERVER,
+    ATTR_MCP_TOOL,
+    DEFAULT_MAX_RESULT_CHARS,
+    MCPTool,
+    mcp_tools,
+)
+
+del _sdk
+
+__all__ = [
+    "ATTR_MCP_METHOD",
+    "ATTR_MCP_PROTOCOL",
+    "ATTR_MCP_SERVER",
+    "ATTR_MCP_TOOL",
+    "DEFAULT_MAX_RESULT_CHARS",
+    "DEFAULT_TIMEOUT",
+    "GraphTool",
+    "MCPApp",
+    "MCPConnectionError",
+    "MCPError",
+    "MCPSession",
+    "MCPTimeoutError",
+    "MCPTool",
+    "MCPToolError",
+    "build_mcp_server",
+    "get_prompt",
+    "graph_tool",
+    "http_session",
+    "list_prompts",
+    "list_resources",
+    "mcp_app",
+    "mcp_session_id",
+    "mcp_tools",
+    "memory_session",
+    "read_resource",
+    "serve_stdio",
+    "stdio_session",
+]
