@@ -36,8 +36,13 @@ DISTS = [
 ]
 META = "tensorsketch"
 # What `pip install tensorsketch` must bring (SPEC-NOTES "Packaging"): every first-party
-# distribution, with the extras that pull in the provider SDKs, MCP and the OTel bridge...
-META_DEFAULT_EXTRAS = {"tensorsketch-providers": {"all"}, "tensorsketch-interop": {"all"}}
+# distribution, with the extras that pull in the provider SDKs, MCP, the OTel bridge and the
+# a2a-sdk (serving)...
+META_DEFAULT_EXTRAS = {
+    "tensorsketch-providers": {"all"},
+    "tensorsketch-interop": {"all"},
+    "tensorsketch-serve": {"a2a"},
+}
 # ...and the opt-in extras: extra -> requirement name -> extras that requirement must carry.
 META_OPT_IN = {
     "postgres": {"tensorsketch-backends": {"postgres"}},
@@ -105,12 +110,25 @@ def services(session: nox.Session) -> None:
     session.run("bash", str(ROOT / "tools" / "services.sh"), external=True)
 
 
+def _first_party_test_deps(pkg: Path) -> list[str]:
+    """The sibling distributions a dist's `test` extra names (`tensorsketch-x[extra]==V`), as
+    local paths: they are not on PyPI, so the resolver must find them in the tree."""
+    project = tomllib.loads((pkg / "pyproject.toml").read_text(encoding="utf-8"))
+    extras = project["project"].get("optional-dependencies", {}).get("test", [])
+    found = []
+    for req in extras:
+        pin = re.fullmatch(r"(tensorsketch-[a-z]+)(\[[^]]*\])?==\S+", req.strip())
+        if pin and pin.group(1) != CORE:
+            found.append(str(PACKAGES / pin.group(1)) + (pin.group(2) or ""))
+    return found
+
+
 @nox.session
 @nox.parametrize("dist", DISTS)
 def tests(session: nox.Session, dist: str) -> None:
     """One distribution, alone in a fresh venv with only what it declares."""
     pkg = PACKAGES / dist
-    targets = [str(pkg) + "[test]"]
+    targets = [str(pkg) + "[test]", *_first_party_test_deps(pkg)]
     if dist != CORE:
         targets.insert(0, str(PACKAGES / CORE))
     for peer in TEST_PEERS.get(dist, []):

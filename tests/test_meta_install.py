@@ -37,7 +37,7 @@ from tensorsketch import create_agent, tool
 from tensorsketch.messages import ToolCall
 
 import tensorsketch.providers.openai, tensorsketch.providers.anthropic, tensorsketch.providers.google
-for name in ["mcp", "tensorsketch.interop.mcp", "tensorsketch.observability.otel", "tensorsketch.serve", "tensorsketch.canvas",
+for name in ["mcp", "tensorsketch.interop.mcp", "tensorsketch.observability.otel", "tensorsketch.serve", "tensorsketch.serve.a2a", "tensorsketch.canvas",
              "tensorsketch.eval", "tensorsketch.runtime.backends"]:
     importlib.import_module(name)
 

@@ -18,8 +18,12 @@ FIRST_PARTY = [
     "tensorsketch-eval",
 ]
 #: Extras the plain install takes (SPEC-NOTES "Packaging": `pip install tensorsketch` is the one
-#: install where everything works): every provider SDK, MCP and the OTel bridge.
-DEFAULT_EXTRAS = {"tensorsketch-providers": "all", "tensorsketch-interop": "all"}
+#: install where everything works): every provider SDK, MCP, the OTel bridge and A2A serving.
+DEFAULT_EXTRAS = {
+    "tensorsketch-providers": "all",
+    "tensorsketch-interop": "all",
+    "tensorsketch-serve": "a2a",
+}
 #: Opt-in: database drivers and Ray, which a server needs only if it uses them.
 THIRD_PARTY_EXTRAS = {"ray": ["ray>=2.9"]}
 EXTRAS: dict[str, list[tuple[str, str]]] = {

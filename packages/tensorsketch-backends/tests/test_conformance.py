@@ -18,6 +18,7 @@ from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.postgres import PostgresBackend
 from tensorsketch.runtime.backends.redis import RedisBackend
 from tensorsketch.testing.backend_conformance import BackendConformance, BackendFactory
+from tensorsketch.testing.run_store_conformance import RunStoreConformance
 
 
 @pytest.mark.postgres
@@ -88,3 +89,23 @@ class TestRedisSharedClient(BackendConformance):
 
         yield make
         await client.aclose()
+
+
+@pytest.mark.postgres
+class TestPostgresRuns(RunStoreConformance):
+    @pytest.fixture
+    def backend_factory(self, pg_dsn: str, pg_schema: str) -> BackendFactory:
+        def make(**kwargs: Any) -> Backend:
+            return PostgresBackend(pg_dsn, schema=pg_schema, **kwargs)
+
+        return make
+
+
+@pytest.mark.redis
+class TestRedisRuns(RunStoreConformance):
+    @pytest.fixture
+    def backend_factory(self, redis_url: str, redis_prefix: str) -> BackendFactory:
+        def make(**kwargs: Any) -> Backend:
+            return RedisBackend(redis_url, prefix=redis_prefix, **kwargs)
+
+        return make

@@ -150,6 +150,38 @@ async def test_token_deltas_stream_as_token_events() -> None:
     assert events[-1].type == "run_end" and events[-1].data["output"] == "It is 2."
 
 
+async def test_tool_calls_stream_as_tool_events_between_the_turns() -> None:
+    provider = FakeProvider(
+        [calls(("add", {"a": 1, "b": 1}), ("explode", {"reason": "r"})), assistant("2")]
+    )
+    events = [e async for e in create_agent(provider, tools=[add, explode]).stream({"query": "q"})]
+    tools = [(e.data["phase"], e.data["id"], e.data["name"]) for e in events if e.type == "tool"]
+    assert sorted(tools[:2]) == [("start", "c0", "add"), ("start", "c1", "explode")]
+    assert sorted(tools[2:]) == [("end", "c0", "add"), ("end", "c1", "explode")]
+    ends = {e.data["id"]: e.data for e in events if e.type == "tool" and e.data["phase"] == "end"}
+    assert (ends["c0"]["result"], ends["c0"]["is_error"]) == ("2", False)
+    assert ends["c1"]["is_error"] is True and "r" in ends["c1"]["result"]
+    start = next(e for e in events if e.type == "tool")
+    assert start.data["args"] == {"a": 1, "b": 1}
+    last_tool = max(i for i, e in enumerate(events) if e.type == "tool")
+    assert [e.type for e in events[last_tool:]].count("token") == 1, "the answer comes after"
+
+
+async def test_a_replayed_tool_call_emits_no_tool_event() -> None:
+    @tool(requires_approval=True)
+    def refund(order: int) -> str:
+        """Refund an order."""
+        return f"refunded {order}"
+
+    backend = InMemoryBackend()
+    provider = FakeProvider([calls(("refund", {"order": 7})), assistant("done")])
+    agent = create_agent(provider, tools=[refund])
+    first = [e async for e in agent.stream({"query": "q"}, thread_id="t", backend=backend)]
+    assert not [e for e in first if e.type == "tool"], "nothing ran before the approval"
+    resumed = [e async for e in agent.stream(thread_id="t", backend=backend, resume={"c0": True})]
+    assert [e.data["phase"] for e in resumed if e.type == "tool"] == ["start", "end"]
+
+
 async def test_spans_for_model_and_tool_calls() -> None:
     provider = FakeProvider([calls(("add", {"a": 2, "b": 3})), assistant("5")], model="gpt-4o")
     tracer = InMemoryTracer()

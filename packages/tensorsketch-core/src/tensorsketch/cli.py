@@ -78,4 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    # `python -m tensorsketch.cli` runs this file as `__main__`; the plugins' commands are
+    # `tensorsketch.cli.CliCommand`s, so run the imported module's `main`, not this copy's.
+    from tensorsketch.cli import main as _main
+
+    sys.exit(_main())

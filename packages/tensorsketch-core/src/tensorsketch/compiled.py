@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tensorsketch.durable import (
@@ -334,16 +334,57 @@ class CompiledGraph(Generic[S]):
                 pass
 
     async def replay(
-        self, thread_id: str, backend: Backend, *, since: int = 0
+        self,
+        thread_id: str,
+        backend: Backend,
+        *,
+        since: int = 0,
+        follow: bool = False,
+        until: Callable[[], Awaitable[bool]] | None = None,
+        poll_interval: float = 0.5,
     ) -> AsyncIterator[Event]:
-        """Yield the persisted events of a thread with ``seq >= since``, in order."""
+        """Yield the persisted events of a thread with ``seq >= since``, in order.
+
+        ``follow=True`` live-tails a run that is going on — in this process or another one
+        writing to the same backend: after the stored events it keeps yielding new ones as
+        they are committed, until a ``run_end`` or ``interrupt`` event (the run finished or
+        suspended) — or, when ``until`` is given, until ``until()`` says the run stopped
+        moving and no event is left (a thread resumed later goes on past an ``interrupt``).
+        New events are looked for quickly at first and then every ``poll_interval`` seconds
+        at most; no event is skipped or repeated.
+        """
         _check_thread_id(thread_id)
-        for stored in await backend.read_events(thread_id, since):
-            raw = backend.serializer.loads(stored.payload)
-            if not isinstance(raw, dict):
-                msg = f"event {stored.seq} of thread {thread_id!r} is not a stored event."
-                raise CheckpointDecodeError(msg)
-            yield Event.from_dict(raw)
+        if not poll_interval > 0:
+            msg = f"`poll_interval` must be a positive number of seconds, got {poll_interval!r}."
+            raise ValueError(msg)
+        cursor = since
+        delay = 0.01
+        while True:
+            stored_events = await backend.read_events(thread_id, cursor)
+            last_type = None
+            for stored in stored_events:
+                raw = backend.serializer.loads(stored.payload)
+                if not isinstance(raw, dict):
+                    msg = f"event {stored.seq} of thread {thread_id!r} is not a stored event."
+                    raise CheckpointDecodeError(msg)
+                event = Event.from_dict(raw)
+                cursor = stored.seq + 1
+                last_type = event.type
+                yield event
+            if not follow:
+                return
+            if last_type in ("run_end", "interrupt") and until is None:
+                return
+            if stored_events:
+                delay = 0.01
+                continue
+            if until is not None and await until():
+                # One last read: events committed just before the run stopped moving.
+                if not await backend.read_events(thread_id, cursor):
+                    return
+                continue
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, poll_interval)
 
     # -- inspecting -------------------------------------------------------------------------
 

@@ -17,6 +17,10 @@
     ├── BackendUnavailableError (ConnectionError) the store went away mid-run
     ├── RegistryError (LookupError)           an unknown provider/backend name
     ├── PluginError (RuntimeError)            a plugin broke the hook protocol
+    ├── RunStoreUnsupportedError (TypeError)  the backend keeps no run records (AsyncRunner)
+    ├── RunNotFoundError (LookupError)        no run with that id (HTTP 404)
+    ├── RunConflictError (RuntimeError)       the run's state does not allow that (HTTP 409)
+    ├── QueueFullError (RuntimeError)         AsyncRunner is at max_queued / draining (HTTP 503)
     │
     │   Defined beside the feature they belong to (its module in brackets):
     ├── ValidationError
@@ -56,8 +60,12 @@ __all__ = [
     "LeaseLostError",
     "NodeError",
     "PluginError",
+    "QueueFullError",
     "RegistryError",
     "RoutingError",
+    "RunConflictError",
+    "RunNotFoundError",
+    "RunStoreUnsupportedError",
     "TensorSketchError",
     "ThreadBusyError",
     "ValidationError",
@@ -143,3 +151,25 @@ class RegistryError(TensorSketchError, LookupError):
 
 class PluginError(TensorSketchError, RuntimeError):
     """A plugin returned something the hook protocol does not allow."""
+
+
+class RunStoreUnsupportedError(TensorSketchError, TypeError):
+    """The backend has no run store (it implements only the eight checkpoint operations)."""
+
+
+class RunNotFoundError(TensorSketchError, LookupError):
+    """No run with that id in the store."""
+
+
+class RunConflictError(TensorSketchError, RuntimeError):
+    """The run is not in a state that allows the change (approving a run that is not waiting
+    for approval, cancelling a finished run, a repeated event id)."""
+
+
+class QueueFullError(TensorSketchError, RuntimeError):
+    """``AsyncRunner`` refused new work: ``max_queued`` runs already wait for a slot, or the
+    runner is draining. ``retry_after`` says when to try again (seconds)."""
+
+    def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

@@ -104,11 +104,13 @@ def tensorsketch_tracers() -> Mapping[str, Target]:  # type: ignore[empty-body]
 
 @hookspec
 def tensorsketch_serve_protocols() -> Mapping[str, Target]:  # type: ignore[empty-body]
-    """Contribute serving protocols by name (``"openai"``, ``"a2a"``, ``"agui"``, ...).
+    """Contribute serving protocols by name (``"openai"``, ``"a2a"``, ``"agui"``, ...), for
+    ``tensorsketch.serve.serve(graph, protocols=[...])`` and ``tensorsketch serve --protocol``.
 
-    :return: a mapping to app factories ``factory(graph, **options) -> ASGI app``.
-
-    Reserved: nothing calls it yet (issue 16 builds its consumer).
+    :return: ``{"acme": "acme_tensorsketch.serve:acme_protocol"}``. The target is a
+        ``tensorsketch.serve.Protocol(factory, path=...)`` (``path`` is where ``serve`` mounts
+        it), or a bare app factory ``factory(graph, **options) -> ASGI app`` (mounted at
+        ``/<name>``). ``serve`` passes each factory only the options its signature names.
 
     .. versionadded:: 0.1
     """
@@ -147,9 +149,9 @@ CONSUMERS: Mapping[str, str] = {
     "tensorsketch_channel_types": "tensorsketch.registry.channel_types (channel_marker)",
     "tensorsketch_tracers": "tensorsketch.registry.tracers (create_tracer)",
     "tensorsketch_graders": "tensorsketch.eval.graders (create_grader, grader names in a Case)",
+    "tensorsketch_serve_protocols": "tensorsketch.serve.protocols (serve, `tensorsketch serve`)",
 }
 RESERVED: Mapping[str, str] = {
-    "tensorsketch_serve_protocols": "issue 16 (serving: OpenAI-compatible, A2A, AG-UI)",
     "tensorsketch_canvas_node_kinds": "issue 15 (the Studio)",
 }
 

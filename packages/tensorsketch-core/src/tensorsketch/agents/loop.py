@@ -403,7 +403,24 @@ class Agent(Node):
         async def execute() -> dict[str, Any]:
             nonlocal live
             live = True
-            return await self._execute_tool(tctx, call, found_tool, f"{key}:defer{deferrals}")
+            streaming = ctx.streaming
+            if streaming:  # only calls that really run: a replayed call emits nothing
+                await ctx.emit(
+                    "tool", {"phase": "start", "id": call.id, "name": call.name, "args": call.args}
+                )
+            record = await self._execute_tool(tctx, call, found_tool, f"{key}:defer{deferrals}")
+            if streaming:
+                await ctx.emit(
+                    "tool",
+                    {
+                        "phase": "end",
+                        "id": call.id,
+                        "name": call.name,
+                        "result": _result_text(record["content"]),
+                        "is_error": record["is_error"],
+                    },
+                )
+            return record
 
         if limit is None:
             record: dict[str, Any] = await effects.once(key, execute)
@@ -501,6 +518,13 @@ def _error_text(exc: BaseException) -> str:
         return f"Error: {exc}"
     text = str(exc)
     return f"Error: {type(exc).__name__}: {text}" if text else f"Error: {type(exc).__name__}"
+
+
+def _result_text(content: Any) -> str:
+    """A tool result as the text a stream consumer shows (images left out)."""
+    if isinstance(content, str):
+        return content
+    return Message(role="tool", content=content, tool_call_id="-").text
 
 
 def _with_call_ids(message: Message, k: int) -> Message:

@@ -117,6 +117,15 @@ class EffectLedger:
             conn.close()
         return int(row[0])
 
+    def total(self) -> int:
+        """How many side effects ran, over every thread."""
+        conn = self._connect()
+        try:
+            row = conn.execute("SELECT COALESCE(SUM(n), 0) FROM calls").fetchone()
+        finally:
+            conn.close()
+        return int(row[0])
+
     def counts(self, thread: str) -> dict[str, int]:
         """Every effect of ``thread`` and how often it ran."""
         conn = self._connect()

@@ -1,8 +1,99 @@
-"""Serving TensorSketch graphs over standard protocols (OpenAI-compatible, A2A, AG-UI, tasks).
+"""Serving TensorSketch graphs over standard protocols, as mountable Starlette apps.
 
-This distribution is the home of ``tensorsketch.serve``; its protocol apps arrive with the
-serving issue. Starlette and httpx are imported only inside this package, never by
-``import tensorsketch``.
+- :func:`openai_app` — the OpenAI-compatible API (``/v1/chat/completions``, ``/v1/models``).
+- :func:`a2a_app` + :class:`AgentCard` — an A2A agent (1.0 and 0.3); :func:`a2a_tool` — a
+  remote A2A agent as a tool (both need the ``a2a`` extra, and load the a2a-sdk on first use).
+- :func:`agui_app` — AG-UI (a ``RunAgentInput`` in, the run's UI events out as SSE); it loads
+  the ``ag-ui-protocol`` models on first use, not with this package.
+- :func:`task_app` — the durable task API over an ``AsyncRunner`` (``/runs``, ``/tasks``,
+  SSE events, approvals, signals, cancel, ``/healthz``, ``/metrics`` via :class:`RunMetrics`).
+- :func:`serve` — several protocols on one app; protocols are named in :data:`protocols`
+  (first-party ones and plugins' ``tensorsketch_serve_protocols``).
+- :class:`ChatAdapter` (``to_input`` / ``to_reply``) — how a graph that is not an agent maps
+  to chat messages.
+- The foundation every protocol is built on: :mod:`tensorsketch.serve.events` (a run as
+  protocol-neutral events), :class:`EventStream` (SSE that never buffers and cancels the run
+  on disconnect), :class:`Guard` (``authenticate`` before the body is read, the body limit),
+  :class:`ServeError` / :func:`json_error`.
+
+Importing this package imports Starlette; ``import tensorsketch`` never does, and uvicorn and
+the vendor SDKs are not imported here at all.
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from tensorsketch.serve._adapter import ChatAdapter, agent_input, agent_reply, new_turn
+from tensorsketch.serve._http import (
+    DEFAULT_MAX_BODY_BYTES,
+    Authenticate,
+    EventStream,
+    Guard,
+    ServeError,
+    json_error,
+    read_json,
+    sse,
+)
+from tensorsketch.serve._metrics import RunMetrics
+from tensorsketch.serve._openai import CONVERSATION_HEADER, openai_app
+from tensorsketch.serve._protocols import Protocol, protocols, register_protocol, serve
+from tensorsketch.serve._tasks import task_app
+from tensorsketch.serve._threads import thread_info
+from tensorsketch.serve.events import run_events
+
+if TYPE_CHECKING:
+    from tensorsketch.serve._agui import agui_app as agui_app
+
+__all__ = [
+    "CONVERSATION_HEADER",
+    "DEFAULT_MAX_BODY_BYTES",
+    "A2AToolError",
+    "AgentCard",
+    "AgentSkill",
+    "Authenticate",
+    "ChatAdapter",
+    "EventStream",
+    "Guard",
+    "Protocol",
+    "RunMetrics",
+    "ServeError",
+    "a2a_app",
+    "a2a_tool",
+    "agent_input",
+    "agent_reply",
+    "agui_app",
+    "json_error",
+    "new_turn",
+    "openai_app",
+    "protocols",
+    "read_json",
+    "register_protocol",
+    "run_events",
+    "serve",
+    "sse",
+    "task_app",
+    "thread_info",
+]
+
+#: Names whose module (and the SDK it needs) loads on first use: ``name -> "module:attribute"``.
+_LAZY = {
+    "A2AToolError": "tensorsketch.serve.a2a:A2AToolError",
+    "AgentCard": "tensorsketch.serve.a2a:AgentCard",
+    "AgentSkill": "tensorsketch.serve.a2a:AgentSkill",
+    "a2a_app": "tensorsketch.serve.a2a:a2a_app",
+    "a2a_tool": "tensorsketch.serve.a2a:a2a_tool",
+    "agui_app": "tensorsketch.serve._agui:agui_app",
+}
+
+
+def __getattr__(name: str) -> Any:
+    target = _LAZY.get(name)
+    if target is None:
+        msg = f"module 'tensorsketch.serve' has no attribute {name!r}"
+        raise AttributeError(msg)
+    module, attribute = target.split(":")
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value

@@ -48,6 +48,7 @@ from tensorsketch.runtime.backends.base import (
     ThreadOpening,
     lease_lost,
 )
+from tensorsketch.runtime.backends.redis_runs import RedisRunStore
 from tensorsketch.serializers import Serializer
 
 __all__ = ["RedisBackend"]
@@ -562,6 +563,15 @@ class RedisBackend(Backend):
             if _lease_lost(exc):
                 raise lease_lost(thread_id) from exc
             raise
+
+    # -- run records ------------------------------------------------------------------------
+
+    def run_store(self) -> RedisRunStore:
+        """The run records, under this backend's prefix (see :mod:`.redis_runs`)."""
+        store = self.__dict__.get("_run_store")
+        if store is None:
+            store = self.__dict__["_run_store"] = RedisRunStore(self)
+        return store
 
     # -- lifecycle --------------------------------------------------------------------------
 

@@ -17,10 +17,13 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tensorsketch.errors import LeaseLostError
 from tensorsketch.serializers import Serializer, resolve_serializer
+
+if TYPE_CHECKING:
+    from tensorsketch.runtime.backends.runs import RunStore
 
 __all__ = ["Backend", "StoredCheckpoint", "StoredEvent", "ThreadOpening"]
 
@@ -305,6 +308,12 @@ class Backend(ABC):
         """The highest stored event seq of the thread (override for a cheaper query)."""
         events = await self.read_events(thread_id, 0)
         return events[-1].seq if events else None
+
+    def run_store(self) -> RunStore | None:
+        """The store of run records (:mod:`tensorsketch.runtime.backends.runs`), an optional
+        capability that ``AsyncRunner`` and the task API need; ``None`` when the backend has
+        none (the default). Every first-party backend returns one."""
+        return None
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, default does nothing
         """Release connections; the backend may not be used afterwards."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 
 from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent
+from tensorsketch.runtime.backends.memory_runs import MemoryRunStore
 from tensorsketch.serializers import Serializer
 
 __all__ = ["InMemoryBackend"]
@@ -28,6 +29,10 @@ class InMemoryBackend(Backend):
         self._effects: dict[tuple[str, str], bytes] = {}
         self._events: dict[str, list[StoredEvent]] = {}
         # Leases: the Backend default (an in-process table) is exactly what this store needs.
+        self._runs = MemoryRunStore(self.serializer)
+
+    def run_store(self) -> MemoryRunStore:
+        return self._runs
 
     async def save_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
         with self._lock:

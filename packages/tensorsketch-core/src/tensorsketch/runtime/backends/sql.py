@@ -32,7 +32,7 @@ import queue
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, LeaseLostError
 from tensorsketch.runtime.backends.base import (
@@ -43,6 +43,9 @@ from tensorsketch.runtime.backends.base import (
     lease_lost,
 )
 from tensorsketch.serializers import Serializer
+
+if TYPE_CHECKING:
+    from tensorsketch.runtime.backends.runs import RunStore
 
 __all__ = ["SCHEMA_VERSION", "Query", "SqlBackend"]
 
@@ -384,6 +387,22 @@ class SqlBackend(Backend):
                 raise BackendUnavailableError(msg) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def run_queries(
+        self,
+        what: str,
+        queries: Sequence[Query],
+        *,
+        transaction: bool = False,
+        durable: bool = True,
+        idempotent: bool = False,
+    ) -> list[Any]:
+        """Run a unit of work on the backend's connection, with its error handling (the run
+        store's tables live beside the checkpoints and use this)."""
+        results: list[Any] = await self._run(
+            what, queries, transaction=transaction, durable=durable, idempotent=idempotent
+        )
+        return results
+
     async def _setup(self) -> None:
         """Create the tables (idempotent) and check the layout version."""
         statements = [*self.schema_prologue(), *self.ddl()]
@@ -618,9 +637,23 @@ class SqlBackend(Backend):
                 "saving a checkpoint", queries, transaction=len(queries) > 1, durable=durable
             )
 
+    # -- run records ------------------------------------------------------------------------
+
+    def run_store(self) -> RunStore:
+        """The run records, in tables beside the checkpoints (see :mod:`.sql_runs`)."""
+        store = self.__dict__.get("_run_store")
+        if store is None:
+            from tensorsketch.runtime.backends.sql_runs import SqlRunStore
+
+            store = self.__dict__["_run_store"] = SqlRunStore(self)
+        return store
+
     # -- lifecycle --------------------------------------------------------------------------
 
     async def aclose(self) -> None:
+        store = self.__dict__.get("_run_store")
+        if store is not None:
+            store._ready = False
         if self.threaded:
             await self._worker.run(self._close_sync)
             self._worker.stop()

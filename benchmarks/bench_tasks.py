@@ -1,0 +1,215 @@
+"""The task server under load: 2,000 submitted runs of a small agent on the fake model, with 100
+SSE followers attached, against a real uvicorn process on a SQLite store.
+
+Reports throughput (runs finished per second, first submit to last finish), submit-to-done
+latency p50/p99 (from the records' own ``created_at``/``finished_at``), the server's peak
+memory (VmHWM), and — as the floor — the same runs invoked directly with ``asyncio`` on the
+same kind of store with the same concurrency (no HTTP, no run records, no followers), so the
+ratio is what the durable task layer costs on top of running the graph.
+
+``TS_BENCH_QUICK=1``: 200 runs, 10 followers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+QUICK = os.environ.get("TS_BENCH_QUICK") == "1"
+RUNS = 200 if QUICK else 2000
+FOLLOWERS = 10 if QUICK else 100
+CONCURRENCY = 32
+SUBMITTERS = 32
+
+
+def _agent() -> Any:
+    from tensorsketch.agents import create_agent
+    from tensorsketch.fake import FakeProvider
+
+    return create_agent(FakeProvider(), name="echo")
+
+
+def serve(db: str, port: int) -> None:
+    """The server process: the agent behind task_app on uvicorn."""
+    import uvicorn
+
+    from tensorsketch.runs import AsyncRunner
+    from tensorsketch.runtime.backends.sqlite import SqliteBackend
+    from tensorsketch.serve import task_app
+
+    runner = AsyncRunner(_agent(), backend=SqliteBackend(db), concurrency=CONCURRENCY)
+    app = task_app(runner, max_concurrent_runs=CONCURRENCY)
+    # A loaded 2-core machine can hold a keep-alive connection idle past uvicorn's default 5 s
+    # before the client's next request is read; the server then closes it under the client.
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", timeout_keep_alive=60)
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def _load(url: str) -> dict[str, Any]:
+    import httpx
+    from httpx_sse import aconnect_sse
+
+    limits = httpx.Limits(max_connections=SUBMITTERS + FOLLOWERS + 8)
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
+        queue: asyncio.Queue[int] = asyncio.Queue()
+        for n in range(RUNS):
+            queue.put_nowait(n)
+        ids: list[str] = []
+        retries = 0
+        followed: list[int] = []
+
+        async def follow(task_id: str) -> None:
+            frames = 0
+            async with aconnect_sse(client, "GET", f"/tasks/{task_id}/events") as sse:
+                async for _ in sse.aiter_sse():
+                    frames += 1
+            followed.append(frames)
+
+        followers: list[asyncio.Task[None]] = []
+
+        async def submitter() -> None:
+            nonlocal retries
+            while not queue.empty():
+                n = queue.get_nowait()
+                while True:
+                    response = await client.post(
+                        "/tasks",
+                        json={"input": {"query": f"question {n}"}},
+                        headers={"Idempotency-Key": f"load-{n}"},
+                    )
+                    if response.status_code != 503:
+                        break
+                    retries += 1
+                    await asyncio.sleep(float(response.headers.get("retry-after", "1")) / 10)
+                task_id = response.json()["id"]
+                ids.append(task_id)
+                if len(followers) < FOLLOWERS and n % (RUNS // FOLLOWERS) == 0:
+                    followers.append(asyncio.create_task(follow(task_id)))
+
+        started = time.perf_counter()
+        await asyncio.gather(*(submitter() for _ in range(SUBMITTERS)))
+        submitted = time.perf_counter() - started
+        while True:
+            health = (await client.get("/healthz")).json()
+            finished = sum(health["runs"].get(s, 0) for s in ("succeeded", "failed", "cancelled"))
+            if finished >= RUNS:
+                break
+            await asyncio.sleep(0.2)
+        await asyncio.gather(*followers)
+        latencies = []
+        cursor = None
+        statuses: dict[str, int] = {}
+        while True:
+            params: dict[str, Any] = {"limit": 1000, **({"cursor": cursor} if cursor else {})}
+            page = (await client.get("/tasks", params=params)).json()
+            for task in page["tasks"]:
+                statuses[task["status"]] = statuses.get(task["status"], 0) + 1
+                latencies.append(task["finished_at"] - task["created_at"])
+            if not (cursor := page["next_cursor"]):
+                break
+        return {
+            "submitted_s": submitted,
+            "statuses": statuses,
+            "latencies": sorted(latencies),
+            "retries": retries,
+            "followers": len(followed),
+            "frames": sum(followed),
+        }
+
+
+async def _floor(db: str) -> float:
+    """The same runs invoked directly: a semaphore of CONCURRENCY, one thread per run."""
+    from tensorsketch.runtime.backends.sqlite import SqliteBackend
+
+    agent = _agent()
+    backend = SqliteBackend(db)
+    slots = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(n: int) -> None:
+        async with slots:
+            async for _ in agent.stream(
+                {"query": f"question {n}"}, thread_id=f"floor-{n}", backend=backend
+            ):
+                pass
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(n) for n in range(RUNS)))
+    took = time.perf_counter() - started
+    await backend.aclose()
+    return took
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--serve":
+        serve(sys.argv[2], int(sys.argv[3]))
+        return
+    import httpx
+
+    with tempfile.TemporaryDirectory() as tmp:
+        db = str(Path(tmp) / "tasks.db")
+        port = _port()
+        server = subprocess.Popen([sys.executable, __file__, "--serve", db, str(port)])
+        try:
+            url = f"http://127.0.0.1:{port}"
+            for _ in range(300):
+                try:
+                    if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+            started = time.perf_counter()
+            try:
+                result = asyncio.run(_load(url))
+            except Exception:
+                print(f"the load failed; the server's exit code: {server.poll()}", file=sys.stderr)
+                raise
+            wall = time.perf_counter() - started
+            peak = _peak_rss_mb(server.pid)
+        finally:
+            server.terminate()
+            server.wait(60)
+        floor = asyncio.run(_floor(str(Path(tmp) / "floor.db")))
+    lat = result["latencies"]
+    p50 = statistics.median(lat)
+    p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+    rows = [
+        ("runs", f"{RUNS} ({json.dumps(result['statuses'])})"),
+        ("SSE followers", f"{result['followers']} ({result['frames']} frames)"),
+        ("503 retries while submitting", str(result["retries"])),
+        ("wall time, first submit to last finish", f"{wall:.2f} s"),
+        ("throughput", f"{RUNS / wall:.0f} runs/s"),
+        ("submit-to-done p50 / p99", f"{p50 * 1000:.0f} ms / {p99 * 1000:.0f} ms"),
+        ("server peak memory (VmHWM)", f"{peak:.0f} MB"),
+        ("floor: agent.stream, no HTTP", f"{floor:.2f} s ({RUNS / floor:.0f} runs/s)"),
+        ("task server / floor (time)", f"{wall / floor:.2f}x"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    print(f"\n## Task server under load ({'quick' if QUICK else 'full'})\n")
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,318 @@
+"""``RedisRunStore``: the run store in Redis, beside a :class:`RedisBackend`'s threads.
+
+Keys (``R`` = ``{prefix}:{runs}:``; the ``{runs}`` hash tag keeps them in one Cluster slot)::
+
+    R rec:<id>          hash    the encoded record (``rec``), its ``ver`` (compare-and-set),
+                                ``lease`` expiry, and the fields the indexes are built from
+    R keys              hash    idempotency key -> run id
+    R all, R kind:<k>   zset    run ids by creation time (ties by id): listing order
+    R status:<s>        zset    the same, per status
+    R thread:<t>        zset    the same, per thread
+    R label:<k>=<v>     zset    the same, per label
+    R due               zset    suspended runs with a wake-up time, scored by it
+    R counts            hash    runs per status and ``suspended:<reason>``
+    R layout            string  key layout version of the run keys
+
+Each write is one Lua script, so the record and every index move together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from tensorsketch.errors import CheckpointDecodeError
+from tensorsketch.runtime.backends.runs import RUN_LAYOUT_VERSION, RunRecord, RunStore
+
+if TYPE_CHECKING:
+    from tensorsketch.runtime.backends.redis import RedisBackend
+
+__all__ = ["RedisRunStore"]
+
+# Shared by the write scripts: add (sign 1) or remove (sign -1) a run from the status, due and
+# count indexes, given its hash fields.
+_INDEX = """
+local function index(b, id, status, kind, created, wake, waiting, sign)
+  if sign > 0 then
+    redis.call('ZADD', b .. 'status:' .. status, created, id)
+    if status == 'suspended' and wake ~= '' then redis.call('ZADD', b .. 'due', wake, id) end
+  else
+    redis.call('ZREM', b .. 'status:' .. status, id)
+    redis.call('ZREM', b .. 'due', id)
+  end
+  if kind == 'run' then
+    redis.call('HINCRBY', b .. 'counts', status, sign)
+    if status == 'suspended' and waiting ~= '' then
+      redis.call('HINCRBY', b .. 'counts', 'suspended:' .. waiting, sign)
+    end
+  end
+end
+"""
+
+# ARGV: base, id, rec, created, status, kind, thread, wake, waiting, idem key, lease, owner,
+# then labels as 'k=v'. Returns {1} when stored, or {0, ver, lease, rec} of the run the key
+# already names (one that has not failed).
+_INSERT = (
+    _INDEX
+    + """
+local b, id = ARGV[1], ARGV[2]
+if ARGV[10] ~= '' then
+  local cur = redis.call('HGET', b .. 'keys', ARGV[10])
+  if cur then
+    local h = redis.call('HMGET', b .. 'rec:' .. cur, 'status', 'ver', 'lease', 'rec')
+    if h[1] and h[1] ~= 'failed' then return {0, h[2], h[3] or '', h[4]} end
+  end
+end
+local k = b .. 'rec:' .. id
+if redis.call('EXISTS', k) == 1 then return redis.error_reply('TSRUNEXISTS') end
+redis.call('HSET', k, 'rec', ARGV[3], 'ver', 1, 'lease', ARGV[11], 'status', ARGV[5],
+  'kind', ARGV[6], 'created', ARGV[4], 'wake', ARGV[8], 'waiting', ARGV[9], 'owner', ARGV[12])
+redis.call('ZADD', b .. 'all', ARGV[4], id)
+redis.call('ZADD', b .. 'kind:' .. ARGV[6], ARGV[4], id)
+redis.call('ZADD', b .. 'thread:' .. ARGV[7], ARGV[4], id)
+for i = 13, #ARGV do redis.call('ZADD', b .. 'label:' .. ARGV[i], ARGV[4], id) end
+if ARGV[10] ~= '' then redis.call('HSET', b .. 'keys', ARGV[10], id) end
+index(b, id, ARGV[5], ARGV[6], ARGV[4], ARGV[8], ARGV[9], 1)
+return {1}
+"""
+)
+
+# ARGV: base, id, expected ver, rec, status, wake, waiting, owner, lease. Returns the new
+# version, or 0 when the stored one differs (or the run is gone).
+_REPLACE = (
+    _INDEX
+    + """
+local b, id = ARGV[1], ARGV[2]
+local k = b .. 'rec:' .. id
+local old = redis.call('HMGET', k, 'ver', 'status', 'kind', 'created', 'wake', 'waiting')
+if not old[1] or old[1] ~= ARGV[3] then return 0 end
+index(b, id, old[2], old[3], old[4], old[5], old[6], -1)
+local wake = ARGV[6]
+if ARGV[5] ~= 'suspended' then wake = '' end
+index(b, id, ARGV[5], old[3], old[4], wake, ARGV[7], 1)
+local ver = tonumber(old[1]) + 1
+redis.call('HSET', k, 'rec', ARGV[4], 'ver', ver, 'status', ARGV[5], 'wake', wake,
+  'waiting', ARGV[7], 'owner', ARGV[8], 'lease', ARGV[9])
+return ver
+"""
+)
+
+# ARGV: base, owner, lease, ids... Extends the lease of the owner's active runs among ids.
+_RENEW = """
+local b, owner, lease = ARGV[1], ARGV[2], ARGV[3]
+local kept = {}
+for i = 4, #ARGV do
+  local k = b .. 'rec:' .. ARGV[i]
+  local h = redis.call('HMGET', k, 'owner', 'status')
+  if h[1] == owner and (h[2] == 'queued' or h[2] == 'running') then
+    redis.call('HSET', k, 'lease', lease)
+    redis.call('HINCRBY', k, 'ver', 1)
+    kept[#kept + 1] = ARGV[i]
+  end
+end
+return kept
+"""
+
+# ARGV: base, ids... Returns {ver, lease, rec} per id ({} for a missing one).
+_GET_MANY = """
+local out = {}
+for i = 2, #ARGV do
+  local h = redis.call('HMGET', ARGV[1] .. 'rec:' .. ARGV[i], 'ver', 'lease', 'rec')
+  if h[1] then out[#out + 1] = {h[1], h[2] or '', h[3]} else out[#out + 1] = {} end
+end
+return out
+"""
+
+_BATCH = 200
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class RedisRunStore(RunStore):
+    """Run records and their indexes under the backend's key prefix."""
+
+    def __init__(self, backend: RedisBackend) -> None:
+        super().__init__(backend.serializer)
+        self.backend = backend
+        self.base = f"{backend.prefix}:{{runs}}:"
+        self._ready = False
+
+    async def _script(self, what: str, source: str, args: list[Any]) -> Any:
+        async with self.backend._use(what) as client:
+            if not self._ready:
+                await self._check_layout(client)
+            return await self.backend._call(client, source, [], [self.base, *args])
+
+    async def _check_layout(self, client: Any) -> None:
+        key = f"{self.base}layout"
+        await client.set(key, RUN_LAYOUT_VERSION, nx=True)
+        found = int(await client.get(key) or RUN_LAYOUT_VERSION)
+        if found != RUN_LAYOUT_VERSION:
+            msg = (
+                f"the Redis run keys under prefix {self.backend.prefix!r} use layout version "
+                f"{found}, which this release does not understand (it writes "
+                f"{RUN_LAYOUT_VERSION}); use the matching release or another prefix."
+            )
+            raise CheckpointDecodeError(msg)
+        self._ready = True
+
+    def _decode(self, row: Sequence[Any]) -> RunRecord | None:
+        if not row:
+            return None
+        version, lease, rec = row
+        lease_text = _text(lease) if lease is not None else ""
+        return RunRecord.decode(
+            self.serializer, rec, int(version), float(lease_text) if lease_text else None
+        )
+
+    async def _insert(self, record: RunRecord) -> tuple[RunRecord, bool]:
+        r = record
+        args: list[Any] = [
+            r.run_id,
+            r.encode(self.serializer),
+            repr(r.created_at),
+            r.status,
+            r.kind,
+            r.thread_id,
+            repr(r.wake_at) if r.wake_at is not None and r.status == "suspended" else "",
+            r.waiting_for or "",
+            r.idempotency_key or "",
+            repr(r.lease_expires_at) if r.lease_expires_at is not None else "",
+            r.owner or "",
+            *(f"{k}={v}" for k, v in r.labels.items()),
+        ]
+        reply = await self._script("creating a run", _INSERT, args)
+        if int(reply[0]) == 1:
+            return record, True
+        existing = self._decode(reply[1:])
+        assert existing is not None
+        return existing, False
+
+    async def _many(self, what: str, ids: Sequence[Any]) -> list[RunRecord]:
+        if not ids:
+            return []
+        rows = await self._script(what, _GET_MANY, [_text(i) for i in ids])
+        return [r for r in map(self._decode, rows) if r is not None]
+
+    async def get(self, run_id: str) -> RunRecord | None:
+        found = await self._many("reading a run", [run_id])
+        return found[0] if found else None
+
+    async def _list(
+        self,
+        statuses: tuple[str, ...] | None,
+        thread_id: str | None,
+        labels: dict[str, str],
+        kind: str | None,
+        after: tuple[float, str] | None,
+        limit: int,
+    ) -> list[RunRecord]:
+        b = self.base
+        if labels:
+            key, value = next(iter(labels.items()))
+            sources = [f"{b}label:{key}={value}"]
+        elif thread_id is not None:
+            sources = [f"{b}thread:{thread_id}"]
+        elif statuses is not None:
+            sources = [f"{b}status:{s}" for s in statuses]
+        elif kind is not None:
+            sources = [f"{b}kind:{kind}"]
+        else:
+            sources = [f"{b}all"]
+        found: list[RunRecord] = []
+        for source in sources:
+            found += await self._scan(source, statuses, thread_id, labels, kind, after, limit)
+        found.sort(key=lambda r: (r.created_at, r.run_id))
+        return found[:limit]
+
+    async def _scan(
+        self,
+        source: str,
+        statuses: tuple[str, ...] | None,
+        thread_id: str | None,
+        labels: dict[str, str],
+        kind: str | None,
+        after: tuple[float, str] | None,
+        limit: int,
+    ) -> list[RunRecord]:
+        """Walk one index from the cursor, keeping records that match every filter."""
+        found: list[RunRecord] = []
+        low: Any = "-inf" if after is None else repr(after[0])
+        skip_to = after
+        offset = 0  # past members of one score already read (a run of equal scores)
+        while len(found) < limit:
+            async with self.backend._use("listing runs") as client:
+                raw: list[Any] = await client.zrangebyscore(
+                    source, low, "+inf", start=offset, num=_BATCH, withscores=True
+                )
+            if not raw:
+                break
+            ids = []
+            for pair in raw:
+                run_id, score = _text(pair[0]), float(pair[1])
+                if skip_to is not None and (score, run_id) <= skip_to:
+                    continue
+                ids.append(run_id)
+            for record in await self._many("listing runs", ids):
+                if statuses is not None and record.status not in statuses:
+                    continue
+                if thread_id is not None and record.thread_id != thread_id:
+                    continue
+                if kind is not None and record.kind != kind:
+                    continue
+                if any(record.labels.get(k) != v for k, v in labels.items()):
+                    continue
+                found.append(record)
+            if len(raw) < _BATCH:
+                break
+            last = float(raw[-1][1])
+            offset = offset + len(raw) if repr(last) == low else 0
+            skip_to = (last, _text(raw[-1][0]))
+            low = repr(last)
+        return found[:limit]
+
+    async def _replace(self, record: RunRecord) -> RunRecord | None:
+        r = record
+        args: list[Any] = [
+            r.run_id,
+            str(r.version),
+            r.encode(self.serializer),
+            r.status,
+            repr(r.wake_at) if r.wake_at is not None else "",
+            r.waiting_for or "",
+            r.owner or "",
+            repr(r.lease_expires_at) if r.lease_expires_at is not None else "",
+        ]
+        version = int(await self._script("updating a run", _REPLACE, args))
+        return None if version == 0 else record.replace(version=version)
+
+    async def due(self, before: float, limit: int = 100) -> list[RunRecord]:
+        async with self.backend._use("reading due timers") as client:
+            ids = await client.zrangebyscore(f"{self.base}due", "-inf", before, start=0, num=limit)
+        found = await self._many("reading due timers", ids)
+        return sorted(found, key=lambda r: r.wake_at or 0.0)
+
+    async def next_wake(self) -> float | None:
+        async with self.backend._use("reading due timers") as client:
+            first = await client.zrange(f"{self.base}due", 0, 0, withscores=True)
+        return float(first[0][1]) if first else None
+
+    async def renew(self, owner: str, run_ids: Sequence[str], lease_expires_at: float) -> set[str]:
+        if not run_ids:
+            return set()
+        kept: set[str] = set()
+        ids = list(run_ids)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            reply = await self._script(
+                "renewing run leases", _RENEW, [owner, repr(lease_expires_at), *chunk]
+            )
+            kept.update(_text(i) for i in reply)
+        return kept
+
+    async def counts(self) -> dict[str, int]:
+        async with self.backend._use("counting runs") as client:
+            raw = await client.hgetall(f"{self.base}counts")
+        return {_text(k): int(v) for k, v in raw.items() if int(v)}

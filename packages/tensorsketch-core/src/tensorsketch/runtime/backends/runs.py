@@ -1,0 +1,460 @@
+"""The run record and the run store: runs as durable rows beside the checkpoints.
+
+A *run* is one submitted piece of work on a thread (``AsyncRunner.submit``). Its record is the
+system of record the runner, the HTTP task API and other worker processes all read: its status,
+what a suspended run waits for, who owns it and until when, its idempotency key, times, error,
+labels, decisions and pending events.
+
+The run store is an **optional capability** of a backend (the documented eight operations stay
+the only required ones): a backend that has one returns it from :meth:`Backend.run_store`;
+:func:`run_store` turns a backend without one into a clear error. Every first-party backend
+(memory, SQLite, PostgreSQL, Redis) has one.
+
+A store implements six primitive operations over encoded records plus a few index columns; the
+lifecycle rules (who may move a run where) live once, here, in :meth:`RunStore.transition` and
+:meth:`RunStore.claim`, on top of a compare-and-set on the record's ``version``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import math
+import os
+import socket
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Literal, get_args
+
+from tensorsketch.errors import LeaseLostError, RunConflictError, RunStoreUnsupportedError
+
+if TYPE_CHECKING:
+    from tensorsketch.runtime.backends.base import Backend
+    from tensorsketch.serializers import Serializer
+
+__all__ = [
+    "ACTIVE",
+    "STATUSES",
+    "TERMINAL",
+    "RunConflictError",
+    "RunKind",
+    "RunPage",
+    "RunRecord",
+    "RunStatus",
+    "RunStore",
+    "RunStoreUnsupportedError",
+    "WaitingFor",
+    "check_labels",
+    "new_owner_id",
+    "owner_is_dead",
+    "run_store",
+]
+
+#: Version of the run table / key layout written by this release.
+RUN_LAYOUT_VERSION: Final = 1
+
+RunStatus = Literal["queued", "running", "suspended", "succeeded", "failed", "cancelled"]
+WaitingFor = Literal["approval", "timer", "input", "event"]
+RunKind = Literal["run", "schedule"]
+
+STATUSES: Final[tuple[RunStatus, ...]] = get_args(RunStatus)
+#: Statuses a run never leaves.
+TERMINAL: Final = frozenset({"succeeded", "failed", "cancelled"})
+#: Statuses that need an owner working on them (the ones a crashed owner leaves behind).
+ACTIVE: Final = frozenset({"queued", "running"})
+
+#: Label keys and values: short strings (they end up in indexes and metric labels).
+MAX_LABELS: Final = 16
+MAX_LABEL_LENGTH: Final = 128
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One run as the store keeps it. Build changed copies with :meth:`replace`.
+
+    :param status: ``queued`` → ``running`` → ``succeeded`` / ``failed`` / ``cancelled``, with
+        ``suspended`` in between while it waits (``waiting_for``: ``approval``, ``timer`` until
+        ``wake_at``, ``input`` for an ``interrupt()`` question, ``event`` for a signal).
+    :param owner: the runner process working on a ``queued`` or ``running`` run; it keeps
+        ``lease_expires_at`` (Unix time) in the future while alive. A suspended or finished
+        run has no owner.
+    :param interrupts: what a suspended run waits on (``PendingInterrupt.to_dict()`` each).
+    :param decisions: approval decisions received so far, by interrupt id (first one wins).
+    :param events: signals accepted but not yet delivered (bounded); ``delivered_event_ids``
+        remembers recent event ids for deduplication.
+    :param base_checkpoint: the thread's latest checkpoint id when the run first started
+        (``""`` for none): a takeover passes the input again only if nothing was written since.
+    :param first_seq: the thread's first event ``seq`` of this run (where its event stream
+        starts).
+    :param schedule: for a ``kind="schedule"`` record, what it submits and when.
+    :param version: bumped by the store at every write (the compare-and-set token).
+    """
+
+    run_id: str
+    thread_id: str
+    graph: str = ""
+    status: RunStatus = "queued"
+    kind: RunKind = "run"
+    input: Any = None
+    output: Any = None
+    waiting_for: WaitingFor | None = None
+    wake_at: float | None = None
+    interrupts: tuple[dict[str, Any], ...] = ()
+    decisions: dict[str, Any] = field(default_factory=dict)
+    events: tuple[dict[str, Any], ...] = ()
+    delivered_event_ids: tuple[str, ...] = ()
+    idempotency_key: str | None = None
+    owner: str | None = None
+    lease_expires_at: float | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    started_at: float | None = None
+    suspended_at: float | None = None
+    finished_at: float | None = None
+    error: dict[str, str] | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    attempts: int = 0
+    base_checkpoint: str | None = None
+    first_seq: int | None = None
+    schedule: dict[str, Any] | None = None
+    version: int = 0
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the run is finished for good."""
+        return self.status in TERMINAL
+
+    def replace(self, **changes: Any) -> RunRecord:
+        """A copy with ``changes`` applied."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (what the store encodes and the HTTP API returns)."""
+        raw = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        raw["interrupts"] = [dict(i) for i in self.interrupts]
+        raw["events"] = [dict(e) for e in self.events]
+        raw["delivered_event_ids"] = list(self.delivered_event_ids)
+        return raw
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> RunRecord:
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in raw.items() if k in known}
+        values["interrupts"] = tuple(dict(i) for i in values.get("interrupts") or ())
+        values["events"] = tuple(dict(e) for e in values.get("events") or ())
+        values["delivered_event_ids"] = tuple(values.get("delivered_event_ids") or ())
+        values["decisions"] = dict(values.get("decisions") or {})
+        values["labels"] = dict(values.get("labels") or {})
+        return cls(**values)
+
+    def encode(self, serializer: Serializer) -> bytes:
+        """The record's bytes in the store (``version`` travels in its own column)."""
+        return serializer.dumps(self.to_dict())
+
+    @classmethod
+    def decode(
+        cls, serializer: Serializer, data: bytes, version: int, lease: float | None = None
+    ) -> RunRecord:
+        """Rebuild a stored record; ``version`` (and the ``lease`` expiry, when the store keeps
+        it in a column that :meth:`RunStore.renew` updates alone) override the encoded ones."""
+        raw = serializer.loads(bytes(data))
+        if not isinstance(raw, dict):
+            msg = f"a stored run record is not a mapping ({type(raw).__name__}); it is corrupt."
+            raise TypeError(msg)
+        record = cls.from_dict(raw)
+        if lease is not None:
+            record = record.replace(lease_expires_at=float(lease))
+        return record.replace(version=int(version))
+
+
+@dataclass(frozen=True, slots=True)
+class RunPage:
+    """One page of :meth:`RunStore.list`; pass ``cursor`` back to read the next one."""
+
+    records: list[RunRecord]
+    cursor: str | None = None
+
+
+def check_labels(labels: Mapping[str, Any] | None) -> dict[str, str]:
+    """Validate attribution labels: at most 16 non-empty string keys with string values."""
+    if labels is None:
+        return {}
+    if not isinstance(labels, Mapping):
+        msg = f"`labels` must be a dict of strings, got {type(labels).__name__}."
+        raise TypeError(msg)
+    if len(labels) > MAX_LABELS:
+        msg = f"at most {MAX_LABELS} labels per run, got {len(labels)}."
+        raise ValueError(msg)
+    checked: dict[str, str] = {}
+    for key, value in labels.items():
+        if not isinstance(key, str) or not key or len(key) > MAX_LABEL_LENGTH:
+            msg = (
+                f"label keys must be non-empty strings of at most {MAX_LABEL_LENGTH} "
+                f"characters, got {key!r}."
+            )
+            raise ValueError(msg)
+        if not isinstance(value, str) or len(value) > MAX_LABEL_LENGTH:
+            msg = (
+                f"label {key!r} must have a string value of at most {MAX_LABEL_LENGTH} "
+                f"characters, got {value!r:.60}."
+            )
+            raise ValueError(msg)
+        if "\x00" in key or "\x00" in value or "=" in key:
+            msg = f"label {key!r} contains a NUL byte or '=' in its key; remove it."
+            raise ValueError(msg)
+        checked[key] = value
+    return checked
+
+
+def new_owner_id() -> str:
+    """An owner id naming this process: ``host:pid:random`` (liveness is checkable on the
+    same host)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
+
+
+def owner_is_dead(owner: str) -> bool:
+    """Whether ``owner`` names a process of *this* host that no longer exists."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False  # another host (or an unknown format): only its lease can tell
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    # A zombie (killed, not yet reaped by its parent) is dead for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rpartition(")")[2].split()[0] == "Z"
+    except OSError:
+        return False
+
+
+def _page_limit(limit: int) -> int:
+    if type(limit) is not int or not 1 <= limit <= 1000:
+        msg = f"`limit` must be an int from 1 to 1000, got {limit!r}."
+        raise ValueError(msg)
+    return limit
+
+
+def _statuses(status: str | Iterable[str] | None) -> tuple[str, ...] | None:
+    if status is None:
+        return None
+    found = (status,) if isinstance(status, str) else tuple(status)
+    bad = [s for s in found if s not in STATUSES]
+    if bad:
+        msg = f"unknown run status {bad[0]!r}; one of {', '.join(STATUSES)}."
+        raise ValueError(msg)
+    return found
+
+
+def encode_cursor(record: RunRecord) -> str:
+    """The position after ``record`` in creation order."""
+    return f"{record.created_at!r}/{record.run_id}"
+
+
+def decode_cursor(cursor: str | None) -> tuple[float, str] | None:
+    if cursor is None:
+        return None
+    created, sep, run_id = cursor.partition("/")
+    try:
+        value = float(created)
+    except ValueError:
+        value = math.nan
+    if not sep or not run_id or not math.isfinite(value):
+        msg = f"`cursor` {cursor!r} is not one a previous page returned; start without it."
+        raise ValueError(msg)
+    return value, run_id
+
+
+class RunStore(ABC):
+    """Run records of one backend. Subclasses implement the primitive operations.
+
+    Records are ordered by ``(created_at, run_id)``; ``version`` is the compare-and-set token
+    every write checks and bumps.
+    """
+
+    def __init__(self, serializer: Serializer) -> None:
+        self.serializer = serializer
+
+    # -- primitives (one unit of work each) -------------------------------------------------
+
+    @abstractmethod
+    async def _insert(self, record: RunRecord) -> tuple[RunRecord, bool]:
+        """Insert ``record`` (version 1) unless its idempotency key names a run that has
+        not failed; return ``(stored, created)``. A failed run's key moves to the new run."""
+
+    @abstractmethod
+    async def get(self, run_id: str) -> RunRecord | None:
+        """The record, or ``None``."""
+
+    @abstractmethod
+    async def _list(
+        self,
+        statuses: tuple[str, ...] | None,
+        thread_id: str | None,
+        labels: dict[str, str],
+        kind: str | None,
+        after: tuple[float, str] | None,
+        limit: int,
+    ) -> list[RunRecord]:
+        """Up to ``limit`` matching records after the cursor position, in creation order."""
+
+    @abstractmethod
+    async def _replace(self, record: RunRecord) -> RunRecord | None:
+        """Write ``record`` if the stored version is still ``record.version``; return it with
+        the bumped version, or ``None`` when someone wrote in between (or it is gone)."""
+
+    @abstractmethod
+    async def due(self, before: float, limit: int = 100) -> list[RunRecord]:
+        """Suspended timer runs (and schedules) with ``wake_at <= before``, earliest first —
+        read from an index, never a scan of every run."""
+
+    @abstractmethod
+    async def next_wake(self) -> float | None:
+        """The earliest ``wake_at`` of a suspended run, from the same index."""
+
+    @abstractmethod
+    async def renew(self, owner: str, run_ids: Sequence[str], lease_expires_at: float) -> set[str]:
+        """Extend the lease of ``owner``'s active runs among ``run_ids``; return the ids still
+        owned (one missing was cancelled or taken over). Bumps their versions."""
+
+    @abstractmethod
+    async def counts(self) -> dict[str, int]:
+        """Run counts by status, plus ``suspended:<reason>`` per waiting reason."""
+
+    # -- the operations the runner uses -----------------------------------------------------
+
+    async def create(self, record: RunRecord) -> tuple[RunRecord, bool]:
+        """Store a new run; with an idempotency key, the existing run of that key is returned
+        instead (``created`` is ``False``) unless it failed."""
+        now = time.time()
+        fresh = record.replace(
+            created_at=record.created_at or now,
+            updated_at=now,
+            labels=check_labels(record.labels),
+            version=1,
+        )
+        return await self._insert(fresh)
+
+    async def list(
+        self,
+        *,
+        status: str | Iterable[str] | None = None,
+        thread_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        kind: RunKind | None = "run",
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> RunPage:
+        """Records matching every filter given, oldest first, one page at a time."""
+        page = _page_limit(limit)
+        rows = await self._list(
+            _statuses(status), thread_id, check_labels(labels), kind, decode_cursor(cursor), page
+        )
+        more = len(rows) == page
+        return RunPage(rows, encode_cursor(rows[-1]) if more else None)
+
+    async def transition(
+        self,
+        run_id: str,
+        change: Callable[[RunRecord], RunRecord | None],
+        *,
+        owner: str | None = None,
+        attempts: int = 20,
+        known: RunRecord | None = None,
+    ) -> RunRecord | None:
+        """Apply ``change`` to the current record with compare-and-set, retrying on a
+        concurrent write. ``change`` returns the new record, or ``None`` to leave it as is
+        (the method then returns ``None``); it may raise to refuse.
+
+        ``owner``: fence the write on that owner still holding the run (a runner that lost
+        its run to a takeover gets :class:`LeaseLostError` and must drop its outcome).
+        ``known``: a recent read of the record, tried first (saves a read; a stale one just
+        loses the compare-and-set and the record is read again).
+        """
+        for attempt in range(attempts):
+            current = known if attempt == 0 and known is not None else await self.get(run_id)
+            if current is None:
+                return None
+            if owner is not None and current.owner != owner:
+                msg = (
+                    f"run {run_id!r} is no longer owned by this runner (owner now "
+                    f"{current.owner!r}, status {current.status!r}); its outcome is dropped."
+                )
+                raise LeaseLostError(msg)
+            updated = change(current)
+            if updated is None:
+                return None
+            stored = await self._replace(
+                updated.replace(version=current.version, updated_at=time.time())
+            )
+            if stored is not None:
+                return stored
+        msg = f"run {run_id!r} kept changing under {attempts} attempts to update it; retry."
+        raise RunConflictError(msg)
+
+    async def claim(
+        self, run_id: str, owner: str, lease_expires_at: float, *, now: float | None = None
+    ) -> RunRecord | None:
+        """Take an active run whose owner is gone (no owner, lease expired, or a dead process
+        on this host) — never a live owner's. Returns the claimed record, or ``None``."""
+        at = time.time() if now is None else now
+
+        def take(record: RunRecord) -> RunRecord | None:
+            if record.status not in ACTIVE:
+                return None
+            holder = record.owner
+            alive = (
+                holder is not None
+                and (record.lease_expires_at or 0.0) > at
+                and not owner_is_dead(holder)
+            )
+            if alive:
+                return None
+            return record.replace(owner=owner, lease_expires_at=lease_expires_at)
+
+        return await self.transition(run_id, take)
+
+    async def orphans(self, now: float, limit: int = 100) -> builtins.list[RunRecord]:
+        """Active runs whose owner is gone (see :meth:`claim`), oldest first."""
+        found: builtins.list[RunRecord] = []
+        cursor: str | None = None
+        while len(found) < limit:
+            page = await self.list(status=ACTIVE, kind=None, limit=200, cursor=cursor)
+            for record in page.records:
+                holder = record.owner
+                if (
+                    holder is None
+                    or (record.lease_expires_at or 0.0) <= now
+                    or owner_is_dead(holder)
+                ):
+                    found.append(record)
+            if page.cursor is None:
+                break
+            cursor = page.cursor
+        return found[:limit]
+
+    async def aclose(self) -> None:  # noqa: B027 - the backend owns the connections
+        """Nothing to release by default (the backend's ``aclose`` does it)."""
+
+
+def run_store(backend: Backend) -> RunStore:
+    """The backend's run store, or a clear error naming the backends that have one."""
+    store = backend.run_store()
+    if store is None:
+        msg = (
+            f"{type(backend).__name__} has no run store, which AsyncRunner and the task API "
+            "need: it implements only the checkpoint operations. Use InMemoryBackend, "
+            "SqliteBackend, PostgresBackend or RedisBackend, or give your backend a "
+            "`run_store()` that returns a tensorsketch.runtime.backends.runs.RunStore."
+        )
+        raise RunStoreUnsupportedError(msg)
+    return store

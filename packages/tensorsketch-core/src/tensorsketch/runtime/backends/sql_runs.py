@@ -1,0 +1,295 @@
+"""``SqlRunStore``: the run store in portable SQL, beside a :class:`SqlBackend`'s checkpoints.
+
+Layout (created on first use, versioned as component ``runs`` in the schema-version table)::
+
+    tensorsketch_runs        run_id PK          the encoded record, plus the columns the
+                                                queries filter on (status, thread, kind,
+                                                owner, lease expiry, wake_at, creation time)
+                                                and the compare-and-set ``version``
+    tensorsketch_run_keys    key PK             idempotency key -> run id (``failed`` = 1 once
+                                                that run failed: the key may then move on)
+    tensorsketch_run_labels  (key, value, run)  label index for filtered listing
+
+``wake_at`` is only set on suspended rows, so the due-timer query reads a partial index.
+Every write is one statement or one transaction; leases are the writers' wall clocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from tensorsketch.errors import CheckpointDecodeError
+from tensorsketch.runtime.backends.runs import RUN_LAYOUT_VERSION, RunRecord, RunStore
+from tensorsketch.runtime.backends.sql import Query
+
+if TYPE_CHECKING:
+    from tensorsketch.runtime.backends.sql import SqlBackend
+
+__all__ = ["SqlRunStore"]
+
+_COMPONENT = "runs"
+_COLUMNS = (
+    "run_id, thread_id, kind, status, waiting_for, wake_at, owner, lease_expires_at, "
+    "created_at, idempotency_key, version, record"
+)
+_CHUNK = 500
+
+
+def _columns(r: RunRecord, serializer: Any) -> tuple[Any, ...]:
+    wake = r.wake_at if r.status == "suspended" else None
+    return (
+        r.run_id,
+        r.thread_id,
+        r.kind,
+        r.status,
+        r.waiting_for,
+        wake,
+        r.owner,
+        r.lease_expires_at,
+        r.created_at,
+        r.idempotency_key,
+        r.version,
+        r.encode(serializer),
+    )
+
+
+class SqlRunStore(RunStore):
+    """Run records in three tables of the backend's database."""
+
+    def __init__(self, backend: SqlBackend) -> None:
+        super().__init__(backend.serializer)
+        self.backend = backend
+        self._ready = False
+        b = backend
+        runs, keys, labels = b.table("runs"), b.table("run_keys"), b.table("run_labels")
+        self._tables = runs, keys, labels
+        marks = ", ".join("?" for _ in _COLUMNS.split(", "))
+        self._sql = {
+            "insert": f"INSERT INTO {runs} ({_COLUMNS}) VALUES ({marks})",
+            "insert_keyed": (
+                f"INSERT INTO {runs} ({_COLUMNS}) SELECT {marks} WHERE EXISTS "
+                f"(SELECT 1 FROM {keys} WHERE key = ? AND run_id = ?) "
+                f"AND NOT EXISTS (SELECT 1 FROM {runs} WHERE run_id = ?)"
+            ),
+            # Take the key if it is free or its run failed; keep it otherwise. The condition
+            # reads only the conflicting row, which PostgreSQL re-checks after waiting for a
+            # concurrent insert of the same key (a subquery would see a stale snapshot).
+            "take_key": (
+                f"INSERT INTO {keys} AS k (key, run_id, failed) VALUES (?, ?, 0) "
+                "ON CONFLICT (key) DO UPDATE SET run_id = excluded.run_id, failed = 0 "
+                "WHERE k.failed = 1"
+            ),
+            "by_key": (
+                f"SELECT version, lease_expires_at, record FROM {runs} WHERE run_id = "
+                f"(SELECT run_id FROM {keys} WHERE key = ?)"
+            ),
+            "label": (
+                f"INSERT INTO {labels} (key, value, run_id) SELECT ?, ?, ? WHERE EXISTS "
+                f"(SELECT 1 FROM {runs} WHERE run_id = ?)"
+            ),
+            "get": f"SELECT version, lease_expires_at, record FROM {runs} WHERE run_id = ?",
+            "replace": (
+                f"UPDATE {runs} SET status = ?, waiting_for = ?, wake_at = ?, owner = ?, "
+                "lease_expires_at = ?, version = version + 1, record = ? "
+                "WHERE run_id = ? AND version = ?"
+            ),
+            "key_failed": f"UPDATE {keys} SET failed = 1 WHERE key = ? AND run_id = ?",
+            "due": (
+                f"SELECT version, lease_expires_at, record FROM {runs} "
+                "WHERE wake_at IS NOT NULL AND wake_at <= ? ORDER BY wake_at LIMIT ?"
+            ),
+            "next_wake": f"SELECT MIN(wake_at) FROM {runs} WHERE wake_at IS NOT NULL",
+            "counts": (
+                f"SELECT status, waiting_for, COUNT(*) FROM {runs} WHERE kind = 'run' "
+                "GROUP BY status, waiting_for"
+            ),
+            "version_init": b.insert_ignore(
+                b.table("schema_version"), ("component", "version"), ("component",)
+            ),
+            "version": f"SELECT version FROM {b.table('schema_version')} WHERE component = ?",
+        }
+        self._sql = {k: b.q(v) for k, v in self._sql.items()}
+
+    def _ddl(self) -> list[str]:
+        runs, keys, labels = self._tables
+        b = self.backend
+        flt, blob = b.float_type, b.blob_type
+        prefix = b.table_prefix
+        return [
+            f"CREATE TABLE IF NOT EXISTS {b.table('schema_version')} ("
+            "component VARCHAR(64) PRIMARY KEY, version INTEGER NOT NULL)",
+            f"CREATE TABLE IF NOT EXISTS {runs} (run_id TEXT PRIMARY KEY, "
+            "thread_id TEXT NOT NULL, kind TEXT NOT NULL, status TEXT NOT NULL, "
+            f"waiting_for TEXT, wake_at {flt}, owner TEXT, lease_expires_at {flt}, "
+            f"created_at {flt} NOT NULL, idempotency_key TEXT, version BIGINT NOT NULL, "
+            f"record {blob} NOT NULL)",
+            f"CREATE INDEX IF NOT EXISTS {prefix}runs_by_status ON {runs} "
+            "(status, created_at, run_id)",
+            f"CREATE INDEX IF NOT EXISTS {prefix}runs_by_thread ON {runs} "
+            "(thread_id, created_at, run_id)",
+            f"CREATE INDEX IF NOT EXISTS {prefix}runs_by_created ON {runs} (created_at, run_id)",
+            f"CREATE INDEX IF NOT EXISTS {prefix}runs_due ON {runs} (wake_at) "
+            "WHERE wake_at IS NOT NULL",
+            f"CREATE TABLE IF NOT EXISTS {keys} (key TEXT PRIMARY KEY, run_id TEXT NOT NULL, "
+            "failed INTEGER NOT NULL)",
+            f"CREATE TABLE IF NOT EXISTS {labels} (key TEXT NOT NULL, value TEXT NOT NULL, "
+            "run_id TEXT NOT NULL, PRIMARY KEY (key, value, run_id))",
+        ]
+
+    async def _ensure(self) -> None:
+        if self._ready:
+            return
+        b = self.backend
+        queries = [Query(s) for s in (*b.schema_prologue(), *self._ddl())]
+        queries.append(Query(self._sql["version_init"], (_COMPONENT, RUN_LAYOUT_VERSION)))
+        queries.append(Query(self._sql["version"], (_COMPONENT,), fetch="one"))
+        results = await b.run_queries("creating the run tables", queries, transaction=True)
+        found = int(results[-1][0])
+        if found != RUN_LAYOUT_VERSION:
+            msg = (
+                f"the {b.name} run tables ({b.table_prefix}runs*) use layout version {found}, "
+                f"which this release does not understand (it writes {RUN_LAYOUT_VERSION}); "
+                "use the matching tensorsketch release or another database / `table_prefix=`."
+            )
+            raise CheckpointDecodeError(msg)
+        self._ready = True
+
+    async def _go(self, what: str, queries: list[Query], **options: Any) -> list[Any]:
+        await self._ensure()
+        results: list[Any] = await self.backend.run_queries(what, queries, **options)
+        return results
+
+    def _decode(self, row: Sequence[Any] | None) -> RunRecord | None:
+        if row is None:
+            return None
+        version, lease, record = row
+        return RunRecord.decode(self.serializer, record, version, lease)
+
+    async def _insert(self, record: RunRecord) -> tuple[RunRecord, bool]:
+        cols = _columns(record, self.serializer)
+        key = record.idempotency_key
+        labels = [(k, v, record.run_id, record.run_id) for k, v in record.labels.items()]
+        if key is None:
+            queries = [Query(self._sql["insert"], cols)]
+            if labels:
+                queries.append(Query(self._sql["label"], labels, many=True))
+            await self._go("creating a run", queries, transaction=len(queries) > 1)
+            return record, True
+        queries = [
+            Query(self._sql["take_key"], (key, record.run_id)),
+            Query(self._sql["insert_keyed"], (*cols, key, record.run_id, record.run_id)),
+        ]
+        if labels:
+            queries.append(Query(self._sql["label"], labels, many=True))
+        queries.append(Query(self._sql["by_key"], (key,), fetch="one"))
+        results = await self._go("creating a run", queries, transaction=True)
+        stored = self._decode(results[-1])
+        if stored is None:  # pragma: no cover - the key row always names a stored run
+            msg = f"idempotency key {key!r} names a run that is not stored; the store is corrupt."
+            raise CheckpointDecodeError(msg)
+        return stored, stored.run_id == record.run_id
+
+    async def get(self, run_id: str) -> RunRecord | None:
+        q = Query(self._sql["get"], (run_id,), fetch="one")
+        return self._decode((await self._go("reading a run", [q], idempotent=True))[0])
+
+    async def _list(
+        self,
+        statuses: tuple[str, ...] | None,
+        thread_id: str | None,
+        labels: dict[str, str],
+        kind: str | None,
+        after: tuple[float, str] | None,
+        limit: int,
+    ) -> list[RunRecord]:
+        runs, _, label_table = self._tables
+        where: list[str] = []
+        params: list[Any] = []
+        if statuses is not None:
+            where.append(f"status IN ({', '.join('?' for _ in statuses)})")
+            params += statuses
+        if thread_id is not None:
+            where.append("thread_id = ?")
+            params.append(thread_id)
+        if kind is not None:
+            where.append("kind = ?")
+            params.append(kind)
+        for key, value in labels.items():
+            where.append(
+                f"run_id IN (SELECT run_id FROM {label_table} WHERE key = ? AND value = ?)"
+            )
+            params += (key, value)
+        if after is not None:
+            where.append("(created_at > ? OR (created_at = ? AND run_id > ?))")
+            params += (after[0], after[0], after[1])
+        clause = f"WHERE {' AND '.join(where)} " if where else ""
+        sql = (
+            f"SELECT version, lease_expires_at, record FROM {runs} {clause}"
+            "ORDER BY created_at, run_id LIMIT ?"
+        )
+        q = Query(self.backend.q(sql), (*params, limit), fetch="all", binary=True)
+        rows = (await self._go("listing runs", [q], idempotent=True))[0]
+        return [r for r in map(self._decode, rows) if r is not None]
+
+    async def _replace(self, record: RunRecord) -> RunRecord | None:
+        stored = record.replace(version=record.version + 1)
+        wake = stored.wake_at if stored.status == "suspended" else None
+        params = (
+            stored.status,
+            stored.waiting_for,
+            wake,
+            stored.owner,
+            stored.lease_expires_at,
+            stored.encode(self.serializer),
+            record.run_id,
+            record.version,
+        )
+        queries = [Query(self._sql["replace"], params, fetch="rowcount")]
+        if stored.status == "failed" and stored.idempotency_key is not None:
+            key_params = (stored.idempotency_key, stored.run_id)
+            queries.append(Query(self._sql["key_failed"], key_params))
+        results = await self._go("updating a run", queries, transaction=len(queries) > 1)
+        return stored if results[0] == 1 else None
+
+    async def due(self, before: float, limit: int = 100) -> list[RunRecord]:
+        q = Query(self._sql["due"], (before, limit), fetch="all")
+        rows = (await self._go("reading due timers", [q], idempotent=True))[0]
+        return [r for r in map(self._decode, rows) if r is not None]
+
+    async def next_wake(self) -> float | None:
+        q = Query(self._sql["next_wake"], (), fetch="one")
+        row = (await self._go("reading due timers", [q], idempotent=True))[0]
+        return None if row is None or row[0] is None else float(row[0])
+
+    async def renew(self, owner: str, run_ids: Sequence[str], lease_expires_at: float) -> set[str]:
+        runs = self._tables[0]
+        kept: set[str] = set()
+        ids = list(run_ids)
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            marks = ", ".join("?" for _ in chunk)
+            where = f"owner = ? AND status IN ('queued', 'running') AND run_id IN ({marks})"
+            update = self.backend.q(
+                f"UPDATE {runs} SET lease_expires_at = ?, version = version + 1 WHERE {where}"
+            )
+            select = self.backend.q(f"SELECT run_id FROM {runs} WHERE {where}")
+            queries = [
+                Query(update, (lease_expires_at, owner, *chunk)),
+                Query(select, (owner, *chunk), fetch="all"),
+            ]
+            results = await self._go("renewing run leases", queries, transaction=True)
+            kept.update(str(row[0]) for row in results[-1])
+        return kept
+
+    async def counts(self) -> dict[str, int]:
+        q = Query(self._sql["counts"], (), fetch="all")
+        rows = (await self._go("counting runs", [q], idempotent=True))[0]
+        counts: dict[str, int] = {}
+        for status, waiting_for, n in rows:
+            counts[str(status)] = counts.get(str(status), 0) + int(n)
+            if status == "suspended" and waiting_for:
+                counts[f"suspended:{waiting_for}"] = int(n) + counts.get(
+                    f"suspended:{waiting_for}", 0
+                )
+        return counts

@@ -1,0 +1,304 @@
+"""The behaviour every run store must have, as one reusable pytest suite.
+
+Subclass :class:`RunStoreConformance` with the same ``backend_factory`` fixture as
+:class:`~tensorsketch.testing.backend_conformance.BackendConformance` (every call without
+arguments reaches the same store; a second handle stands in for a second process)::
+
+    class TestAcmeRuns(RunStoreConformance):
+        @pytest.fixture
+        def backend_factory(self, tmp_path):
+            return lambda **kw: AcmeBackend(tmp_path / "store", **kw)
+
+It checks the record round trip, idempotent creation (also racing from two handles), filtered
+and paginated listing, compare-and-set writes fenced by owner, claiming orphans (never a live
+owner's run, and only one claimer wins), the due-timer index, lease renewal and counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tensorsketch.errors import LeaseLostError
+from tensorsketch.runtime.backends.base import Backend
+from tensorsketch.runtime.backends.runs import RunConflictError, RunRecord, RunStore, run_store
+from tensorsketch.testing.backend_conformance import BackendFactory
+
+__all__ = ["RunStoreConformance"]
+
+
+def _record(**changes: Any) -> RunRecord:
+    base = RunRecord(run_id=f"run-{uuid.uuid4().hex[:12]}", thread_id=f"t-{uuid.uuid4().hex[:8]}")
+    return base.replace(**changes)
+
+
+class RunStoreConformance:
+    """Subclass with a ``backend_factory`` fixture; every test below then runs on it."""
+
+    @pytest.fixture
+    async def backend(self, backend_factory: BackendFactory) -> AsyncIterator[Backend]:
+        handle = backend_factory()
+        yield handle
+        await handle.aclose()
+
+    @pytest.fixture
+    def store(self, backend: Backend) -> RunStore:
+        return run_store(backend)
+
+    @pytest.mark.asyncio
+    async def test_a_record_round_trips_every_field(self, store: RunStore) -> None:
+        record = _record(
+            graph="support",
+            input={"query": "refund order 7", "items": [1, 2.5, None, "ü"]},
+            labels={"tenant": "acme", "tier": "gold"},
+            idempotency_key=f"key-{uuid.uuid4().hex}",
+            owner="host:1:ab",
+            lease_expires_at=time.time() + 60,
+            interrupts=({"id": "call_1", "kind": "approval", "value": {"tool": "refund"}},),
+            error=None,
+        )
+        stored, created = await store.create(record)
+        assert created
+        assert stored.version == 1
+        assert stored.created_at > 0
+        got = await store.get(record.run_id)
+        assert got == stored
+        assert got.input == record.input
+        assert got.labels == {"tenant": "acme", "tier": "gold"}
+        assert got.interrupts == record.interrupts
+        assert await store.get("run-that-does-not-exist") is None
+
+    @pytest.mark.asyncio
+    async def test_records_are_visible_to_another_handle(
+        self, store: RunStore, backend_factory: BackendFactory
+    ) -> None:
+        stored, _ = await store.create(_record(graph="g"))
+        other = backend_factory()
+        try:
+            assert await run_store(other).get(stored.run_id) == stored
+        finally:
+            await other.aclose()
+
+    @pytest.mark.asyncio
+    async def test_an_idempotency_key_returns_the_existing_run_unless_it_failed(
+        self, store: RunStore
+    ) -> None:
+        key = f"key-{uuid.uuid4().hex}"
+        first, created = await store.create(_record(idempotency_key=key))
+        assert created
+        again, created = await store.create(_record(idempotency_key=key))
+        assert not created
+        assert again.run_id == first.run_id
+        await store.transition(first.run_id, lambda r: r.replace(status="failed"))
+        retry, created = await store.create(_record(idempotency_key=key))
+        assert created
+        assert retry.run_id != first.run_id
+        once_more, created = await store.create(_record(idempotency_key=key))
+        assert not created
+        assert once_more.run_id == retry.run_id
+        # A finished (not failed) run keeps its key.
+        await store.transition(retry.run_id, lambda r: r.replace(status="succeeded"))
+        _, created = await store.create(_record(idempotency_key=key))
+        assert not created
+
+    @pytest.mark.asyncio
+    async def test_concurrent_creates_with_one_key_make_one_run(
+        self, store: RunStore, backend_factory: BackendFactory
+    ) -> None:
+        other = backend_factory()
+        try:
+            stores = [store, run_store(other)]
+            key = f"key-{uuid.uuid4().hex}"
+            results = await asyncio.gather(
+                *(stores[i % 2].create(_record(idempotency_key=key)) for i in range(12))
+            )
+            assert sum(created for _, created in results) == 1
+            assert len({r.run_id for r, _ in results}) == 1
+        finally:
+            await other.aclose()
+
+    @pytest.mark.asyncio
+    async def test_list_filters_and_pages_in_creation_order(self, store: RunStore) -> None:
+        thread = f"t-{uuid.uuid4().hex[:8]}"
+        tenant = uuid.uuid4().hex[:8]
+        made = []
+        for n in range(7):
+            record = _record(
+                thread_id=thread,
+                created_at=1_800_000_000.0 + n // 2,  # ties: ordered by run id
+                status="succeeded" if n % 3 == 0 else "queued",
+                labels={"tenant": tenant, "even": str(n % 2 == 0)},
+            )
+            made.append((await store.create(record))[0])
+        await store.create(_record(labels={"tenant": "someone-else"}))
+        expected = sorted(made, key=lambda r: (r.created_at, r.run_id))
+
+        seen: list[RunRecord] = []
+        cursor = None
+        while True:
+            page = await store.list(thread_id=thread, limit=3, cursor=cursor)
+            seen += page.records
+            if page.cursor is None:
+                break
+            cursor = page.cursor
+        assert [r.run_id for r in seen] == [r.run_id for r in expected]
+
+        by_label = await store.list(labels={"tenant": tenant, "even": "True"}, limit=100)
+        assert {r.run_id for r in by_label.records} == {
+            r.run_id for r in made if r.labels["even"] == "True"
+        }
+        done = await store.list(status="succeeded", thread_id=thread, limit=100)
+        assert {r.run_id for r in done.records} == {
+            r.run_id for r in made if r.status == "succeeded"
+        }
+        both = await store.list(status=["succeeded", "queued"], labels={"tenant": tenant})
+        assert len(both.records) == 7
+        assert (await store.list(thread_id="no-such-thread")).records == []
+
+    @pytest.mark.asyncio
+    async def test_bad_list_arguments_are_refused_with_a_clear_error(self, store: RunStore) -> None:
+        with pytest.raises(ValueError, match="unknown run status 'done'"):
+            await store.list(status="done")
+        with pytest.raises(ValueError, match="`limit`"):
+            await store.list(limit=0)
+        with pytest.raises(ValueError, match="`cursor`"):
+            await store.list(cursor="not-a-cursor")
+        with pytest.raises(ValueError, match="label"):
+            await store.create(_record(labels={"": "x"}))
+        with pytest.raises(ValueError, match="string value"):
+            await store.create(_record(labels={"n": 3}))
+
+    @pytest.mark.asyncio
+    async def test_writes_are_compare_and_set_on_the_version(self, store: RunStore) -> None:
+        stored, _ = await store.create(_record())
+        moved = await store._replace(stored.replace(status="running"))
+        assert moved is not None
+        assert moved.version == stored.version + 1
+        # A writer holding the old version loses and stores nothing.
+        assert await store._replace(stored.replace(status="cancelled")) is None
+        current = await store.get(stored.run_id)
+        assert current is not None
+        assert current.status == "running"
+        assert current.version == moved.version
+
+    @pytest.mark.asyncio
+    async def test_transition_retries_a_lost_race_and_is_fenced_by_owner(
+        self, store: RunStore, backend_factory: BackendFactory
+    ) -> None:
+        stored, _ = await store.create(_record(owner="me", lease_expires_at=time.time() + 60))
+        other = run_store(backend_factory())
+        bumps = 0
+
+        def change(record: RunRecord) -> RunRecord:
+            return record.replace(attempts=record.attempts + 1)
+
+        async def bump() -> None:
+            nonlocal bumps
+            await other.transition(stored.run_id, change)
+            bumps += 1
+
+        await asyncio.gather(*(bump() for _ in range(5)), *(bump() for _ in range(5)))
+        final = await store.get(stored.run_id)
+        assert final is not None
+        assert final.attempts == bumps == 10
+        with pytest.raises(LeaseLostError, match="no longer owned"):
+            await store.transition(stored.run_id, change, owner="someone-else")
+        assert await store.transition(stored.run_id, lambda r: None) is None
+
+        def refuse(record: RunRecord) -> RunRecord:
+            raise RunConflictError("not in this state")
+
+        with pytest.raises(RunConflictError):
+            await store.transition(stored.run_id, refuse)
+
+    @pytest.mark.asyncio
+    async def test_claim_takes_orphans_but_never_a_live_owners_run(
+        self, store: RunStore, backend_factory: BackendFactory
+    ) -> None:
+        now = time.time()
+        live, _ = await store.create(_record(owner="other-host:1:a", lease_expires_at=now + 60))
+        lapsed, _ = await store.create(
+            _record(status="running", owner="other-host:1:b", lease_expires_at=now - 1)
+        )
+        unowned, _ = await store.create(_record())
+        suspended, _ = await store.create(_record(status="suspended", waiting_for="approval"))
+        assert await store.claim(live.run_id, "me", now + 60) is None
+        assert await store.claim(suspended.run_id, "me", now + 60) is None
+        claimed = await store.claim(lapsed.run_id, "me", now + 60)
+        assert claimed is not None
+        assert claimed.owner == "me"
+        assert claimed.status == "running"
+        orphans = {r.run_id for r in await store.orphans(now)}
+        assert unowned.run_id in orphans
+        assert live.run_id not in orphans
+        assert lapsed.run_id not in orphans  # it has a live owner again
+        # Two claimers racing: exactly one wins.
+        other = run_store(backend_factory())
+        wins = await asyncio.gather(
+            store.claim(unowned.run_id, "a", now + 60), other.claim(unowned.run_id, "b", now + 60)
+        )
+        assert sum(w is not None for w in wins) == 1
+
+    @pytest.mark.asyncio
+    async def test_the_due_index_returns_suspended_timers_in_wake_order(
+        self, store: RunStore
+    ) -> None:
+        base = 2_000_000_000.0 + uuid.uuid4().int % 1_000_000  # far from other tests' timers
+        late, _ = await store.create(
+            _record(status="suspended", waiting_for="timer", wake_at=base + 30)
+        )
+        early, _ = await store.create(
+            _record(status="suspended", waiting_for="timer", wake_at=base + 10)
+        )
+        await store.create(_record(status="suspended", waiting_for="approval"))
+        # A wake time on a run that is not suspended is not in the index.
+        await store.create(_record(status="running", wake_at=base + 5))
+        due = [r.run_id for r in await store.due(base + 20) if r.wake_at and r.wake_at >= base]
+        assert due == [early.run_id]
+        due = [r.run_id for r in await store.due(base + 40) if r.wake_at and r.wake_at >= base]
+        assert due == [early.run_id, late.run_id]
+        await store.transition(early.run_id, lambda r: r.replace(status="running"))
+        due = [r.run_id for r in await store.due(base + 40) if r.wake_at and r.wake_at >= base]
+        assert due == [late.run_id]
+        soonest = await store.next_wake()
+        assert soonest is not None
+        assert soonest <= base + 30
+
+    @pytest.mark.asyncio
+    async def test_renew_extends_only_the_owners_active_runs(self, store: RunStore) -> None:
+        now = time.time()
+        mine, _ = await store.create(_record(owner="me", lease_expires_at=now + 5))
+        theirs, _ = await store.create(_record(owner="them", lease_expires_at=now + 5))
+        finished, _ = await store.create(
+            _record(status="cancelled", owner="me", lease_expires_at=now + 5)
+        )
+        kept = await store.renew("me", [mine.run_id, theirs.run_id, finished.run_id], now + 99)
+        assert kept == {mine.run_id}
+        got = await store.get(mine.run_id)
+        assert got is not None
+        assert got.lease_expires_at == pytest.approx(now + 99)
+        assert got.version == mine.version + 1
+        untouched = await store.get(theirs.run_id)
+        assert untouched == theirs
+
+    @pytest.mark.asyncio
+    async def test_counts_by_status_and_waiting_reason(self, store: RunStore) -> None:
+        before = await store.counts()
+        await store.create(_record(status="suspended", waiting_for="approval"))
+        await store.create(_record(status="suspended", waiting_for="timer", wake_at=1.0))
+        await store.create(_record(status="queued"))
+        await store.create(_record(status="suspended", kind="schedule", wake_at=1.0))
+        after = await store.counts()
+
+        def grew(name: str) -> int:
+            return after.get(name, 0) - before.get(name, 0)
+
+        assert grew("suspended") == 2
+        assert grew("suspended:approval") == 1
+        assert grew("suspended:timer") == 1
+        assert grew("queued") == 1

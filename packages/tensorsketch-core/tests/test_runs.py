@@ -1,0 +1,495 @@
+"""AsyncRunner and Scheduler on the two stores core ships (PostgreSQL and Redis: the
+backends package's tests). Real graphs and agents on the fake model; no mocks."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tensorsketch import Context, Node, Schema
+from tensorsketch.runs import (
+    AsyncRunner,
+    QueueFullError,
+    RunConflictError,
+    RunNotFoundError,
+    RunRecord,
+    Scheduler,
+    run_store,
+)
+from tensorsketch.runtime.backends.base import Backend
+from tensorsketch.runtime.backends.memory import InMemoryBackend
+from tensorsketch.runtime.backends.sqlite import SqliteBackend
+from tensorsketch.testing.runs import (
+    REFUNDS,
+    hang_graph,
+    listen_graph,
+    one_node_graph,
+    refund_agent,
+)
+
+# -- graphs -------------------------------------------------------------------------------------
+
+CALLS: dict[str, int] = {}
+
+
+class Work(Node):
+    class In(Schema):
+        n: int
+
+    class Out(Schema):
+        out: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        async def effect() -> str:
+            CALLS[ctx.thread_id or ""] = CALLS.get(ctx.thread_id or "", 0) + 1
+            return f"did {inp.n}"
+
+        return self.Out(out=await ctx.step("effect", effect))
+
+
+def work_graph() -> Any:
+    return one_node_graph(Work, "work")
+
+
+class Nap(Node):
+    class In(Schema):
+        n: int
+
+    class Out(Schema):
+        out: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        await ctx.sleep(inp.n / 10)
+        return self.Out(out="woke")
+
+
+def nap_graph() -> Any:
+    return one_node_graph(Nap, "nap")
+
+
+# The hanging, listening and approval-needing graphs come from the testing kit.
+
+
+# -- fixtures -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def make_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Backend]:
+    shared = InMemoryBackend()
+
+    def make() -> Backend:
+        if request.param == "memory":
+            return shared
+        return SqliteBackend(tmp_path / "runs.db", lease_ttl=2.0)
+
+    return make
+
+
+@pytest.fixture
+async def runner_for(
+    make_backend: Callable[[], Backend],
+) -> AsyncIterator[Callable[..., AsyncRunner]]:
+    made: list[AsyncRunner] = []
+
+    def build(graph: Any, **options: Any) -> AsyncRunner:
+        options.setdefault("timer_refresh", 0.5)
+        options.setdefault("poll_interval", 0.05)
+        runner = AsyncRunner(
+            graph, backend=options.pop("backend", None) or make_backend(), **options
+        )
+        made.append(runner)
+        return runner
+
+    yield build
+    for runner in made:
+        await runner.aclose()
+
+
+# -- the lifecycle ------------------------------------------------------------------------------
+
+
+async def test_a_submitted_run_executes_in_the_background_and_is_recorded(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    runner = runner_for(work_graph())
+    record = await runner.submit({"n": 7}, labels={"tenant": "acme"})
+    assert record.status == "queued"
+    assert record.labels == {"tenant": "acme"}
+    done = await runner.await_run(record.run_id, timeout=30)
+    assert done.status == "succeeded"
+    assert done.output["out"] == "did 7"
+    assert done.started_at is not None and done.finished_at is not None
+    assert done.owner is None
+    assert CALLS[done.thread_id] == 1
+    page = await runner.list(status="succeeded", labels={"tenant": "acme"})
+    assert [r.run_id for r in page.records] == [record.run_id]
+    events = [e.type async for e in runner.events(record.run_id)]
+    assert events[0] == "run_start" and events[-1] == "run_end"
+
+
+async def test_an_idempotency_key_submits_once_unless_the_run_failed(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    runner = runner_for(work_graph())
+    first = await runner.submit({"n": 1}, idempotency_key="req-1")
+    again = await runner.submit({"n": 1}, idempotency_key="req-1")
+    assert again.run_id == first.run_id
+    await runner.await_run(first.run_id, timeout=30)
+    assert (await runner.submit({"n": 1}, idempotency_key="req-1")).run_id == first.run_id
+    bad = await runner.submit({"n": "not a number"}, idempotency_key="req-2")
+    failed = await runner.await_run(bad.run_id, timeout=30)
+    assert failed.status == "failed"
+    assert failed.error is not None and failed.error["type"]
+    retried = await runner.submit({"n": 2}, idempotency_key="req-2")
+    assert retried.run_id != bad.run_id
+    assert (await runner.await_run(retried.run_id, timeout=30)).status == "succeeded"
+
+
+async def test_unknown_runs_and_bad_arguments_get_clear_errors(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    runner = runner_for(work_graph())
+    with pytest.raises(RunNotFoundError, match="no run 'nope'"):
+        await runner.get("nope")
+    with pytest.raises(ValueError, match="label"):
+        await runner.submit({"n": 1}, labels={"tenant": 5})  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="idempotency_key"):
+        await runner.submit({"n": 1}, idempotency_key="")
+    with pytest.raises(ValueError, match="concurrency"):
+        AsyncRunner(work_graph(), backend=InMemoryBackend(), concurrency=0)
+
+
+# -- approvals ----------------------------------------------------------------------------------
+
+
+async def test_approve_takes_only_awaited_ids_and_resumes_the_run_exactly_once(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    REFUNDS.clear()
+    runner = runner_for(refund_agent())
+    record = await runner.submit({"query": "A-17"})
+    waiting = await runner.await_run(record.run_id, timeout=30)
+    assert waiting.status == "suspended"
+    assert waiting.waiting_for == "approval"
+    assert [i["id"] for i in waiting.interrupts] == ["call_1"]
+    with pytest.raises(ValueError, match=r"does not wait on \['call_9'\]"):
+        await runner.approve(record.run_id, {"call_1": True, "call_9": True})
+    untouched = await runner.get(record.run_id)
+    assert untouched.decisions == {} and untouched.version == waiting.version
+    with pytest.raises(ValueError, match="approval decision"):
+        await runner.approve(record.run_id, {"call_1": "maybe"})
+    await runner.approve(record.run_id, {"call_1": True})
+    done = await runner.await_run(record.run_id, timeout=30)
+    assert done.status == "succeeded"
+    assert done.output["output"] == "done: refunded A-17"
+    assert REFUNDS == ["A-17"]
+    with pytest.raises(RunConflictError, match="only a run waiting for approval"):
+        await runner.approve(record.run_id, {"call_1": False})
+
+
+async def test_an_expired_approval_is_rejected_when_next_read(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    REFUNDS.clear()
+    runner = runner_for(refund_agent(), approval_timeout=0.2)
+    record = await runner.submit({"query": "B-2"})
+    await runner.await_run(record.run_id, timeout=30)
+    await asyncio.sleep(0.3)
+    await runner.get(record.run_id)  # reading it applies the timeout
+    done = await runner.await_run(record.run_id, timeout=30)
+    assert done.status == "succeeded"
+    assert "approval timeout" in done.output["output"]
+    assert REFUNDS == []
+
+
+# -- timers, signals, cancel, timeouts ----------------------------------------------------------
+
+
+async def test_a_durable_timer_wakes_itself(runner_for: Callable[..., AsyncRunner]) -> None:
+    runner = runner_for(nap_graph())
+    record = await runner.submit({"n": 3})  # sleeps 0.3 s
+    first = await runner.await_run(record.run_id, timeout=30)
+    assert first.status == "suspended" and first.waiting_for == "timer"
+    assert first.wake_at is not None
+    assert (await runner.health())["next_wake_at"] == pytest.approx(first.wake_at)
+    for _ in range(200):
+        current = await runner.get(record.run_id)
+        if current.status == "succeeded":
+            break
+        await asyncio.sleep(0.05)
+    assert current.status == "succeeded" and current.output["out"] == "woke"
+    assert current.attempts == 2
+
+
+async def test_signal_delivers_an_event_once_into_a_waiting_run(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    runner = runner_for(listen_graph())
+    record = await runner.submit({"n": 1})
+    waiting = await runner.await_run(record.run_id, timeout=30)
+    assert waiting.waiting_for == "event"
+    with pytest.raises(ValueError, match="only event_id, type and payload"):
+        await runner.signal(record.run_id, {"type": "x", "role": "system"})
+    with pytest.raises(ValueError, match="payload"):
+        await runner.signal(record.run_id, {"type": "x", "payload": {"a": 1}})
+    await runner.signal(record.run_id, {"event_id": "e1", "type": "paid", "payload": "42"})
+    done = await runner.await_run(record.run_id, timeout=30)
+    assert done.status == "succeeded"
+    assert done.output["event"] == {"event_id": "e1", "type": "paid", "payload": "42"}
+    with pytest.raises(RunConflictError, match="only a suspended run"):
+        await runner.signal(record.run_id, {"event_id": "e2", "type": "paid"})
+
+
+async def test_signals_wait_in_a_bounded_buffer_for_the_next_segment(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    REFUNDS.clear()
+    runner = runner_for(refund_agent())
+    record = await runner.submit({"query": "C-3"})
+    await runner.await_run(record.run_id, timeout=30)
+    await runner.signal(record.run_id, {"event_id": "n1", "type": "note", "payload": "vip"})
+    with pytest.raises(RunConflictError, match="already delivered"):
+        await runner.signal(record.run_id, {"event_id": "n1", "type": "note", "payload": "vip"})
+    for n in range(63):
+        await runner.signal(record.run_id, {"type": "note", "payload": str(n)})
+    with pytest.raises(RunConflictError, match="64 undelivered events"):
+        await runner.signal(record.run_id, {"type": "note", "payload": "one too many"})
+    held = await runner.get(record.run_id)
+    assert len(held.events) == 64 and held.status == "suspended"
+    await runner.approve(record.run_id, {"call_1": True})
+    done = await runner.await_run(record.run_id, timeout=30)
+    assert done.status == "succeeded"
+    assert done.events == ()
+    texts = [m["content"] for m in done.output["messages"] if m["role"] == "user"]
+    assert "[event note] vip" in texts
+
+
+async def test_cancel_stops_a_running_run_and_is_not_a_failure(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    runner = runner_for(hang_graph())
+    record = await runner.submit({"n": 60})
+    for _ in range(200):
+        if (await runner.get(record.run_id)).status == "running":
+            break
+        await asyncio.sleep(0.02)
+    cancelled = await runner.cancel(record.run_id)
+    assert cancelled.status == "cancelled"
+    assert runner.in_flight == 0
+    assert (await runner.get(record.run_id)).status == "cancelled"
+    with pytest.raises(RunConflictError, match="already cancelled"):
+        await runner.cancel(record.run_id)
+
+
+async def test_run_timeout_fails_a_run_that_runs_too_long(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    runner = runner_for(hang_graph(), run_timeout=0.2)
+    record = await runner.submit({"n": 60})
+    done = await runner.await_run(record.run_id, timeout=30)
+    assert done.status == "failed"
+    assert done.error == {
+        "type": "RunTimeout",
+        "message": "the run took longer than run_timeout=0.2s",
+    }
+
+
+async def test_max_queued_refuses_new_work_but_not_resumes(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    runner = runner_for(hang_graph(), concurrency=1, max_queued=2)
+    first = await runner.submit({"n": 60})
+    for _ in range(200):  # the first holds the one slot once its task started
+        if (await runner.get(first.run_id)).status == "running":
+            break
+        await asyncio.sleep(0.02)
+    await runner.submit({"n": 60})
+    await runner.submit({"n": 60})
+    with pytest.raises(QueueFullError, match="max_queued=2") as caught:
+        await runner.submit({"n": 60})
+    assert caught.value.retry_after > 0
+    health = await runner.health()
+    assert health["waiting_for_slot"] == 2 and health["in_flight"] == 3
+
+
+async def test_drain_refuses_new_work_and_waits_for_in_flight_runs(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    runner = runner_for(work_graph())
+    record = await runner.submit({"n": 5})
+    assert await runner.drain(timeout=30)
+    assert (await runner.get(record.run_id)).status == "succeeded"
+    assert (await runner.health())["draining"]
+    with pytest.raises(QueueFullError, match="draining"):
+        await runner.submit({"n": 6})
+
+
+# -- takeover -----------------------------------------------------------------------------------
+
+
+def _dead_owner() -> str:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return f"{socket.gethostname()}:{child.pid}:dead"
+
+
+async def test_resume_pending_takes_over_orphans_but_never_a_live_owners_run(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    runner = runner_for(work_graph())
+    store = run_store(runner.backend)
+    now = time.time()
+    await store.create(
+        RunRecord(
+            run_id="orphan",
+            thread_id="t-orphan",
+            input={"n": 3},
+            owner=_dead_owner(),
+            lease_expires_at=now + 600,
+        )
+    )
+    await store.create(
+        RunRecord(
+            run_id="lapsed",
+            thread_id="t-lapsed",
+            input={"n": 4},
+            status="running",
+            owner="elsewhere:1:x",
+            lease_expires_at=now - 1,
+            started_at=now - 5,
+            base_checkpoint="",
+        )
+    )
+    await store.create(
+        RunRecord(
+            run_id="live",
+            thread_id="t-live",
+            input={"n": 5},
+            owner="elsewhere:2:y",
+            lease_expires_at=now + 600,
+        )
+    )
+    taken = await runner.resume_pending()
+    assert sorted(taken) == ["lapsed", "orphan"]
+    for run_id, out in (("orphan", "did 3"), ("lapsed", "did 4")):
+        done = await runner.await_run(run_id, timeout=30)
+        assert done.status == "succeeded" and done.output["out"] == out
+    assert (await runner.get("live")).status == "queued"
+    assert (await runner.get("live")).owner == "elsewhere:2:y"
+
+
+async def test_a_restarted_runner_picks_up_a_pending_timer(
+    make_backend: Callable[[], Backend], runner_for: Callable[..., AsyncRunner]
+) -> None:
+    first = runner_for(nap_graph(), backend=make_backend())
+    record = await first.submit({"n": 5})
+    assert (await first.await_run(record.run_id, timeout=30)).status == "suspended"
+    await first.aclose()  # the process goes away with the timer pending
+    second = runner_for(nap_graph(), backend=make_backend())
+    await second.start()
+    for _ in range(200):
+        current = await second.get(record.run_id)
+        if current.status == "succeeded":
+            break
+        await asyncio.sleep(0.05)
+    assert current.status == "succeeded"
+
+
+# -- the scheduler ------------------------------------------------------------------------------
+
+
+async def test_every_fires_repeatedly_and_survives_a_restart(
+    make_backend: Callable[[], Backend], runner_for: Callable[..., AsyncRunner]
+) -> None:
+    runner = runner_for(work_graph(), backend=make_backend())
+    handle = await Scheduler(runner).every(0.2, {"n": 1})
+    again = await Scheduler(runner).every(0.2, {"n": 1})
+    assert again.id == handle.id  # the same schedule, not a second one
+    for _ in range(200):
+        page = await runner.list(labels={"schedule": handle.id}, status="succeeded")
+        if len(page.records) >= 2:
+            break
+        await asyncio.sleep(0.05)
+    assert len(page.records) >= 2
+    await runner.aclose()
+    restarted = runner_for(work_graph(), backend=make_backend())
+    await restarted.start()
+    before = len(page.records)
+    for _ in range(200):
+        page = await restarted.list(labels={"schedule": handle.id}, limit=200)
+        if len(page.records) >= before + 2:
+            break
+        await asyncio.sleep(0.05)
+    assert len(page.records) >= before + 2
+    await Scheduler(restarted).every(0.2, {"n": 1})  # same id
+    await handle.__class__(handle.id, restarted).cancel()
+
+
+async def test_at_fires_once_and_bad_schedules_are_refused(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    runner = runner_for(work_graph())
+    scheduler = Scheduler(runner)
+    handle = await scheduler.at(time.time() + 0.2, {"n": 9})
+    for _ in range(200):
+        page = await runner.list(labels={"schedule": handle.id}, status="succeeded")
+        if page.records:
+            break
+        await asyncio.sleep(0.05)
+    assert [r.output["out"] for r in page.records] == ["did 9"]
+    schedule = await runner.store.get(handle.id)
+    assert schedule is not None and schedule.status == "succeeded"
+    with pytest.raises(ValueError, match="positive interval"):
+        await scheduler.every(0, {"n": 1})
+    with pytest.raises(ValueError, match="max_in_flight"):
+        await scheduler.every(1, {"n": 1}, max_in_flight=0)
+    with pytest.raises(TypeError, match="Unix timestamp"):
+        await scheduler.at("tomorrow", {"n": 1})  # type: ignore[arg-type]
+
+
+async def test_replay_follow_tails_a_run_from_another_handle(
+    make_backend: Callable[[], Backend], runner_for: Callable[..., AsyncRunner]
+) -> None:
+    runner = runner_for(nap_graph(), backend=make_backend())
+    record = await runner.submit({"n": 4})
+    reader = make_backend()
+    seen = [e async for e in nap_graph().replay(record.thread_id, reader, follow=True)]
+    assert seen[-1].type == "interrupt"
+    resumed = [
+        e
+        async for e in nap_graph().replay(
+            record.thread_id, reader, since=seen[-1].seq + 1, follow=True
+        )
+    ]
+    assert resumed[-1].type == "run_end"
+    seqs = [e.seq for e in (*seen, *resumed)]
+    assert seqs == sorted(set(seqs))
+
+
+async def test_cancel_from_another_runner_stops_the_owner_at_its_next_renewal(
+    make_backend: Callable[[], Backend], runner_for: Callable[..., AsyncRunner]
+) -> None:
+    owner = runner_for(hang_graph(), backend=make_backend(), lease_ttl=0.6)
+    other = runner_for(hang_graph(), backend=make_backend())
+    record = await owner.submit({"n": 60})
+    for _ in range(200):
+        if (await owner.get(record.run_id)).status == "running":
+            break
+        await asyncio.sleep(0.02)
+    assert owner.in_flight == 1
+    cancelled = await other.cancel(record.run_id)  # not the process running it
+    assert cancelled.status == "cancelled"
+    for _ in range(200):
+        if owner.in_flight == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert owner.in_flight == 0  # the owner saw it at its next lease renewal and stopped
+    assert (await owner.get(record.run_id)).status == "cancelled"

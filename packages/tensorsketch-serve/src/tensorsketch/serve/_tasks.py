@@ -1,0 +1,508 @@
+"""``task_app(runner)``: the HTTP task API over an :class:`~tensorsketch.runs.AsyncRunner`.
+
+Routes (every answer is JSON; errors are ``{"error": {"message", "type", "param", "code"}}``)::
+
+    POST /runs                    run and wait (or, with Accept: text/event-stream, stream it)
+    POST /tasks                   submit (Idempotency-Key header) -> 202 + the record
+    GET  /tasks                   list: ?status=&label=key=value&thread_id=&limit=&cursor=
+    GET  /tasks/{id}              the record
+    GET  /tasks/{id}/events       SSE of the run's events; Last-Event-ID resumes after a seq
+    POST /tasks/{id}/approve      {"decisions": {"call_1": true}}
+    POST /tasks/{id}/events       {"event_id"?, "type", "payload"}
+    POST /tasks/{id}/cancel
+    GET  /healthz                 unauthenticated; 200 also while draining
+    GET  /metrics                 unauthenticated; Prometheus text (prometheus_client)
+    GET  /openapi.json            this API's OpenAPI 3.1 description
+
+``authenticate`` runs before any body is read (not for /healthz and /metrics); bodies over
+``max_body_bytes`` get 413; more than ``max_concurrent_runs`` open ``POST /runs`` requests, a
+full runner queue or an unreachable store get 503 with ``Retry-After``. An SSE client that
+stops reading is cut off once ``sse_max_buffered_bytes`` wait for it (the run goes on; the
+client reconnects with ``Last-Event-ID``). Shutting the app down drains the runner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+from pydantic import BaseModel
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from tensorsketch.compiled import CompiledGraph
+from tensorsketch.errors import (
+    BackendUnavailableError,
+    QueueFullError,
+    RunConflictError,
+    RunNotFoundError,
+)
+from tensorsketch.events import Event
+from tensorsketch.runs import AsyncRunner, RunRecord
+from tensorsketch.runtime.backends.base import Backend
+from tensorsketch.runtime.backends.memory import InMemoryBackend
+from tensorsketch.serve._http import (
+    DEFAULT_MAX_BODY_BYTES,
+    Authenticate,
+    EventStream,
+    Guard,
+    ServeError,
+    read_json,
+)
+from tensorsketch.serve._metrics import RunMetrics
+from tensorsketch.serve._protocols import Protocol
+from tensorsketch.serve._tasks_openapi import openapi
+
+__all__ = ["PROTOCOL", "task_app"]
+
+log = logging.getLogger("tensorsketch.serve.tasks")
+
+#: Unauthenticated paths (probes and scrapers carry no credentials).
+OPEN_PATHS = frozenset({"/healthz", "/metrics"})
+DEFAULT_SSE_MAX_BUFFERED_BYTES = 8 << 20
+#: Longest a ``POST /runs`` waits for its run before answering 202 with the record.
+MAX_WAIT_SECONDS = 300.0
+_CREATE_KEYS = frozenset({"input", "thread_id", "labels"})
+
+
+def _record_json(record: RunRecord) -> dict[str, Any]:
+    data = record.to_dict()
+    data["id"] = data.pop("run_id")
+    return data
+
+
+def _plain(value: Any) -> Any:
+    """JSON for what state and events carry (pydantic models, dataclasses, ...)."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    return str(value)
+
+
+def _dumps(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=_plain)
+
+
+def _json(data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+    return Response(
+        _dumps(data), status_code=status, media_type="application/json", headers=headers
+    )
+
+
+def _event_frame(event: Event) -> bytes:
+    head = f"id: {event.seq}\nevent: {event.type}\n"
+    return f"{head}data: {_dumps(event.to_dict())}\n\n".encode()
+
+
+class _CappedStream(EventStream):
+    """An :class:`EventStream` whose producer runs ahead into a buffer of at most ``cap``
+    bytes: a client that stops reading is cut off there instead of holding memory."""
+
+    def __init__(self, chunks: AsyncIterator[bytes], cap: int) -> None:
+        self.cap = cap
+        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.buffered = 0
+        self.overflow = asyncio.Event()
+        self.source = chunks
+        #: Called once when the response is over, however it ended.
+        self.on_close: Callable[[], None] | None = None
+        super().__init__(self._drain())
+
+    async def _fill(self) -> None:
+        try:
+            async for chunk in self.source:
+                self.buffered += len(chunk)
+                if self.buffered > self.cap:
+                    log.warning("an SSE client fell %d bytes behind; cutting it off", self.buffered)
+                    self.overflow.set()
+                    return
+                self.queue.put_nowait(chunk)
+        finally:
+            self.queue.put_nowait(None)
+            close = getattr(self.source, "aclose", None)
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    await close()
+
+    async def _drain(self) -> AsyncIterator[bytes]:
+        while (chunk := await self.queue.get()) is not None:
+            self.buffered -= len(chunk)
+            yield chunk
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        filler = asyncio.ensure_future(self._fill())
+        cut = asyncio.ensure_future(self.overflow.wait())
+        served = asyncio.ensure_future(super().__call__(scope, receive, send))
+        try:
+            await asyncio.wait((served, cut), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (served, cut, filler):
+                task.cancel()
+            for task in (served, cut, filler):
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            if self.on_close is not None:
+                self.on_close()
+
+
+class _Api:
+    def __init__(
+        self,
+        runner: AsyncRunner,
+        metrics: RunMetrics | None,
+        max_concurrent_runs: int,
+        sse_max_buffered_bytes: int,
+        expose_errors: bool,
+        retry_after: float,
+    ) -> None:
+        self.runner = runner
+        self.metrics = metrics
+        self.max_concurrent_runs = max_concurrent_runs
+        self.sse_cap = sse_max_buffered_bytes
+        self.expose_errors = expose_errors
+        self.retry_after = retry_after
+        self.open_runs = 0
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _busy(self, message: str, retry_after: float | None = None) -> ServeError:
+        seconds = max(1, math.ceil(retry_after if retry_after is not None else self.retry_after))
+        return ServeError(503, message, code="busy", headers={"Retry-After": str(seconds)})
+
+    async def _call(self, work: Awaitable[Any]) -> Any:
+        """Await runner work, turning its errors into HTTP ones."""
+        try:
+            return await work
+        except ServeError:
+            raise
+        except RunNotFoundError as exc:
+            raise ServeError(404, str(exc), code="task_not_found") from None
+        except RunConflictError as exc:
+            raise ServeError(409, str(exc), code="conflict") from None
+        except QueueFullError as exc:
+            raise self._busy(str(exc), exc.retry_after) from None
+        except BackendUnavailableError as exc:
+            raise self._busy(f"the run store is unavailable: {exc}") from None
+        except (ValueError, TypeError) as exc:
+            raise ServeError(400, str(exc), code="invalid_request") from None
+
+    async def _body(self, request: Request) -> dict[str, Any]:
+        body = await read_json(request)
+        if not isinstance(body, dict):
+            raise ServeError(400, f"the body must be a JSON object, got {type(body).__name__}.")
+        return body
+
+    def _create_args(self, body: dict[str, Any]) -> dict[str, Any]:
+        extra = sorted(set(body) - _CREATE_KEYS - {"stream"})
+        if extra:
+            raise ServeError(
+                400,
+                f"unknown field(s) {extra}; a run takes input, thread_id and labels.",
+                param=extra[0],
+            )
+        data = body.get("input")
+        if data is not None and not isinstance(data, dict):
+            raise ServeError(400, "`input` must be an object of state fields.", param="input")
+        thread_id = body.get("thread_id")
+        if thread_id is not None and (not isinstance(thread_id, str) or not thread_id):
+            raise ServeError(400, "`thread_id` must be a non-empty string.", param="thread_id")
+        labels = body.get("labels")
+        if labels is not None and not isinstance(labels, dict):
+            raise ServeError(400, "`labels` must be an object of strings.", param="labels")
+        return {"input": data, "thread_id": thread_id, "labels": labels}
+
+    def _stream(self, chunks: AsyncIterator[bytes]) -> Response:
+        return _CappedStream(chunks, self.sse_cap)
+
+    def _release(self) -> None:
+        self.open_runs -= 1
+
+    async def _events(self, run_id: str, since: int | None) -> AsyncIterator[bytes]:
+        async for event in self.runner.events(run_id, since=since):
+            yield _event_frame(event)
+        record = await self.runner.get(run_id)
+        yield f"event: task\ndata: {_dumps(_record_json(record))}\n\n".encode()
+
+    # -- routes -----------------------------------------------------------------------------
+
+    async def run(self, request: Request) -> Response:
+        if self.open_runs >= self.max_concurrent_runs:
+            raise self._busy(
+                f"{self.open_runs} runs are open on this server (max_concurrent_runs="
+                f"{self.max_concurrent_runs}); retry shortly."
+            )
+        body = await self._body(request)
+        args = self._create_args(body)
+        wants_stream = body.get("stream") is True or "text/event-stream" in request.headers.get(
+            "accept", ""
+        )
+        if "stream" in body and not isinstance(body["stream"], bool):
+            raise ServeError(400, "`stream` must be true or false.", param="stream")
+        wait = _number(request.query_params.get("wait"), "wait", 60.0, MAX_WAIT_SECONDS)
+        self.open_runs += 1
+        try:
+            record = await self._call(self.runner.submit(**args))
+        except BaseException:
+            self.open_runs -= 1
+            raise
+        if wants_stream:
+            stream = _CappedStream(self._events(record.run_id, None), self.sse_cap)
+            stream.on_close = self._release  # however the response ends (even unsent)
+            return stream
+        try:
+            done = await self._call(self.runner.await_run(record.run_id, timeout=wait))
+        except TimeoutError:
+            done = await self._call(self.runner.get(record.run_id))
+            return _json(_record_json(done), 202)
+        finally:
+            self.open_runs -= 1
+        return _json(_record_json(done))
+
+    async def submit(self, request: Request) -> Response:
+        key = request.headers.get("idempotency-key")
+        if key is not None and not 0 < len(key) <= 256:
+            raise ServeError(400, "Idempotency-Key must be 1 to 256 characters.")
+        args = self._create_args(await self._body(request))
+        record, created = await self._call(self.runner.enqueue(**args, idempotency_key=key))
+        headers = {"Location": f"/tasks/{record.run_id}"}
+        if not created:
+            headers["Idempotent-Replayed"] = "true"
+        return _json(_record_json(record), 202 if created else 200, headers)
+
+    async def list(self, request: Request) -> Response:
+        params = request.query_params
+        allowed = {"status", "label", "thread_id", "limit", "cursor"}
+        extra = sorted(set(params) - allowed)
+        if extra:
+            raise ServeError(400, f"unknown query parameter(s) {extra}; use {sorted(allowed)}.")
+        statuses = [s for value in params.getlist("status") for s in value.split(",") if s]
+        labels: dict[str, str] = {}
+        for item in params.getlist("label"):
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise ServeError(400, f"label filter {item!r} is not key=value.", param="label")
+            labels[key] = value
+        limit = int(_number(params.get("limit"), "limit", 50, 1000, integer=True))
+        page = await self._call(
+            self.runner.list(
+                status=statuses or None,
+                thread_id=params.get("thread_id") or None,
+                labels=labels or None,
+                limit=limit,
+                cursor=params.get("cursor") or None,
+            )
+        )
+        return _json({"tasks": [_record_json(r) for r in page.records], "next_cursor": page.cursor})
+
+    async def get(self, request: Request) -> Response:
+        record = await self._call(self.runner.get(request.path_params["id"]))
+        return _json(_record_json(record))
+
+    async def events(self, request: Request) -> Response:
+        run_id = request.path_params["id"]
+        await self._call(self.runner.get(run_id))  # 404 before the stream starts
+        since: int | None = None
+        last = request.headers.get("last-event-id") or request.query_params.get("since")
+        if last is not None:
+            try:
+                since = int(last) + (1 if "last-event-id" in request.headers else 0)
+            except ValueError:
+                raise ServeError(
+                    400, f"Last-Event-ID / since {last!r} is not an event seq."
+                ) from None
+            if since < 0:
+                raise ServeError(400, "an event seq is not negative.")
+        return self._stream(self._events(run_id, since))
+
+    async def approve(self, request: Request) -> Response:
+        body = await self._body(request)
+        decisions = body.get("decisions")
+        if not isinstance(decisions, dict) or not decisions or set(body) != {"decisions"}:
+            raise ServeError(
+                400,
+                'the body must be {"decisions": {"<call id>": true | false | "approve" | '
+                '"reject" | {"approved": bool, "reason": str}}}.',
+                param="decisions",
+            )
+        record = await self._call(self.runner.approve(request.path_params["id"], decisions))
+        return _json(_record_json(record))
+
+    async def signal(self, request: Request) -> Response:
+        body = await self._body(request)
+        record = await self._call(self.runner.signal(request.path_params["id"], body))
+        return _json(_record_json(record), 202)
+
+    async def cancel(self, request: Request) -> Response:
+        record = await self._call(self.runner.cancel(request.path_params["id"]))
+        return _json(_record_json(record))
+
+    async def healthz(self, request: Request) -> Response:
+        try:
+            health = await self.runner.health()
+        except Exception as exc:  # the store is down: not healthy, and say why
+            detail = str(exc) if self.expose_errors else type(exc).__name__
+            return _json({"status": "unavailable", "error": detail}, 503, {"Retry-After": "5"})
+        health["status"] = "draining" if health["draining"] else "ok"
+        return _json(health)
+
+    async def metrics_text(self, request: Request) -> Response:
+        if self.metrics is None:
+            raise ServeError(404, "metrics are off for this app (task_app(metrics=None)).")
+        with contextlib.suppress(Exception):  # a scrape still answers when the store is down
+            await self.metrics.refresh(self.runner)
+        return Response(self.metrics.render(), media_type=self.metrics.content_type)
+
+    async def openapi(self, request: Request) -> Response:
+        return JSONResponse(openapi())
+
+
+def _number(
+    raw: str | None, name: str, default: float, highest: float, *, integer: bool = False
+) -> float:
+    if raw is None:
+        return default
+    try:
+        value = int(raw) if integer else float(raw)
+    except ValueError:
+        raise ServeError(400, f"`{name}` must be a number, got {raw!r}.", param=name) from None
+    if not (0 < value <= highest) or not math.isfinite(value):
+        raise ServeError(400, f"`{name}` must be above 0 and at most {highest:g}.", param=name)
+    return value
+
+
+def task_app(
+    runner: AsyncRunner,
+    *,
+    authenticate: Authenticate | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_concurrent_runs: int = 32,
+    sse_max_buffered_bytes: int = DEFAULT_SSE_MAX_BUFFERED_BYTES,
+    metrics: RunMetrics | bool | None = True,
+    expose_errors: bool = False,
+    drain_timeout: float = 30.0,
+    retry_after: float = 1.0,
+) -> Starlette:
+    """The HTTP task API for ``runner`` (see the module docs for the routes).
+
+    :param metrics: a :class:`RunMetrics` to fill and serve at ``/metrics``; ``True`` (the
+        default) makes one (and hooks it into the runner's records and, when the runner has
+        no tracer of its own, its tool and model spans); ``None``/``False`` turns /metrics off.
+    :param expose_errors: put an unexpected error's text in its 500 answer (off: a generic
+        message; the error is logged either way).
+    :param drain_timeout: seconds shutdown waits for in-flight runs before handing them back.
+    """
+    if not isinstance(runner, AsyncRunner):
+        msg = f"task_app(runner) needs an AsyncRunner, got {type(runner).__name__}."
+        raise TypeError(msg)
+    for name, value in (
+        ("max_concurrent_runs", max_concurrent_runs),
+        ("sse_max_buffered_bytes", sse_max_buffered_bytes),
+    ):
+        if type(value) is not int or value < 1:
+            msg = f"task_app({name}=...) must be a positive int, got {value!r}."
+            raise ValueError(msg)
+    chosen: RunMetrics | None
+    if metrics is True:
+        chosen = RunMetrics()
+    elif metrics is False or metrics is None:
+        chosen = None
+    else:
+        chosen = metrics
+    if chosen is not None:
+        runner.listeners.append(chosen.observe)
+        if runner.tracer is None:
+            runner.tracer = chosen.tracer
+    api = _Api(
+        runner, chosen, max_concurrent_runs, sse_max_buffered_bytes, expose_errors, retry_after
+    )
+
+    def gate(request: Request) -> bool | Awaitable[bool]:
+        if request.url.path in OPEN_PATHS or authenticate is None:
+            return True
+        return authenticate(request)
+
+    async def on_serve_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ServeError)
+        return _json(exc.body(), exc.status, exc.headers or None)
+
+    async def on_http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        error = ServeError(exc.status_code, str(exc.detail), headers=exc.headers)
+        return _json(error.body(), error.status, error.headers or None)
+
+    async def on_error(request: Request, exc: Exception) -> Response:
+        log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+        message = f"{type(exc).__name__}: {exc}" if expose_errors else "internal server error"
+        return _json(ServeError(500, message, code="internal_error").body(), 500)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        await runner.start()
+        try:
+            await runner.resume_pending()
+        except Exception as exc:  # the store may come back later; the timers retry
+            log.warning("resume_pending at startup failed: %s", exc)
+        try:
+            yield
+        finally:
+            await runner.drain(timeout=drain_timeout)
+            await runner.aclose()
+
+    routes = [
+        Route("/runs", api.run, methods=["POST"]),
+        Route("/tasks", api.submit, methods=["POST"]),
+        Route("/tasks", api.list, methods=["GET"]),
+        Route("/tasks/{id}", api.get, methods=["GET"]),
+        Route("/tasks/{id}/events", api.events, methods=["GET"]),
+        Route("/tasks/{id}/events", api.signal, methods=["POST"]),
+        Route("/tasks/{id}/approve", api.approve, methods=["POST"]),
+        Route("/tasks/{id}/cancel", api.cancel, methods=["POST"]),
+        Route("/healthz", api.healthz, methods=["GET"]),
+        Route("/metrics", api.metrics_text, methods=["GET"]),
+        Route("/openapi.json", api.openapi, methods=["GET"]),
+    ]
+    handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
+        ServeError: on_serve_error,
+        HTTPException: on_http_error,
+        Exception: on_error,
+    }
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(Guard, authenticate=gate, max_body_bytes=max_body_bytes)],
+        exception_handlers=handlers,
+        lifespan=lifespan,
+    )
+    app.state.runner = runner
+    app.state.metrics = chosen
+    return app
+
+
+def tasks_protocol(
+    graph: CompiledGraph[Any],
+    *,
+    backend: Backend | None = None,
+    concurrency: int = 8,
+    authenticate: Authenticate | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> Starlette:
+    """``serve(graph, protocols=["tasks"])``: a runner for ``graph`` on ``backend`` (an
+    in-memory one by default) behind :func:`task_app`."""
+    runner = AsyncRunner(graph, backend=backend or InMemoryBackend(), concurrency=concurrency)
+    return task_app(runner, authenticate=authenticate, max_body_bytes=max_body_bytes)
+
+
+PROTOCOL = Protocol(tasks_protocol, path="/", description="the durable task API (/runs, /tasks)")

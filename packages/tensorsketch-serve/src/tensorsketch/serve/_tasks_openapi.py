@@ -1,0 +1,300 @@
+"""The OpenAPI 3.1 description of the task API (served at ``/openapi.json``).
+
+Written out by hand from the routes in :mod:`._tasks`, so clients (and schemathesis, which
+the test suite points at it) see every endpoint, parameter, body and status the app answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["openapi"]
+
+_STATUS = ["queued", "running", "suspended", "succeeded", "failed", "cancelled"]
+
+_ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["message", "type"],
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string"},
+                "param": {"type": ["string", "null"]},
+                "code": {"type": ["string", "null"]},
+            },
+        }
+    },
+}
+
+_TASK = {
+    "type": "object",
+    "required": ["id", "thread_id", "status", "created_at", "version"],
+    "properties": {
+        "id": {"type": "string"},
+        "thread_id": {"type": "string"},
+        "graph": {"type": "string"},
+        "status": {"type": "string", "enum": _STATUS},
+        "kind": {"type": "string", "enum": ["run", "schedule"]},
+        "waiting_for": {
+            "type": ["string", "null"],
+            "enum": ["approval", "timer", "input", "event", None],
+        },
+        "wake_at": {"type": ["number", "null"]},
+        "interrupts": {"type": "array", "items": {"type": "object"}},
+        "decisions": {"type": "object"},
+        "events": {"type": "array", "items": {"type": "object"}},
+        "idempotency_key": {"type": ["string", "null"]},
+        "owner": {"type": ["string", "null"]},
+        "lease_expires_at": {"type": ["number", "null"]},
+        "created_at": {"type": "number"},
+        "started_at": {"type": ["number", "null"]},
+        "finished_at": {"type": ["number", "null"]},
+        "error": {"type": ["object", "null"]},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "input": {},
+        "output": {},
+        "version": {"type": "integer"},
+    },
+}
+
+_CREATE = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "input": {"type": ["object", "null"], "description": "State fields of the graph."},
+        "thread_id": {"type": "string", "minLength": 1},
+        "labels": {
+            "type": "object",
+            "maxProperties": 16,
+            "additionalProperties": {"type": "string", "maxLength": 128},
+        },
+        "stream": {"type": "boolean", "description": "POST /runs only: answer with SSE."},
+    },
+}
+
+_DECISION = {
+    "oneOf": [
+        {"type": "boolean"},
+        {"type": "string", "enum": ["approve", "reject"]},
+        {
+            "type": "object",
+            "required": ["approved"],
+            "properties": {"approved": {"type": "boolean"}, "reason": {"type": "string"}},
+        },
+    ]
+}
+
+_EVENT = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["type"],
+    "properties": {
+        "event_id": {"type": "string", "minLength": 1, "maxLength": 256},
+        "type": {"type": "string", "minLength": 1, "maxLength": 128},
+        "payload": {"type": "string", "maxLength": 65536},
+    },
+}
+
+
+def _json(schema: Any) -> dict[str, Any]:
+    return {"content": {"application/json": {"schema": schema}}}
+
+
+def _answers(ok: int, *errors: int, schema: Any = None) -> dict[str, Any]:
+    described = {
+        200: "the record",
+        202: "accepted",
+        400: "the body or a parameter is wrong (the message says which)",
+        401: "not authenticated",
+        404: "no such task",
+        409: "the task's state does not allow it",
+        413: "the body is too large",
+        503: "busy or the store is unavailable; retry after Retry-After seconds",
+    }
+    out: dict[str, Any] = {str(ok): {"description": described[ok], **_json(schema or _TASK)}}
+    for status in errors:
+        out[str(status)] = {"description": described[status], **_json(_ERROR)}
+    return out
+
+
+_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def openapi() -> dict[str, Any]:
+    """The description as a JSON-ready dict."""
+    sse = {"text/event-stream": {"schema": {"type": "string"}}}
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "TensorSketch task API",
+            "version": "1",
+            "description": "Durable runs of one graph: submit, follow, approve, signal, cancel.",
+        },
+        "paths": {
+            "/runs": {
+                "post": {
+                    "summary": "Run and wait for the result (or stream its events)",
+                    "parameters": [
+                        {
+                            "name": "wait",
+                            "in": "query",
+                            "schema": {"type": "number", "exclusiveMinimum": 0, "maximum": 300},
+                        }
+                    ],
+                    "requestBody": {"required": True, **_json(_CREATE)},
+                    "responses": {
+                        **_answers(200, 400, 401, 413, 503),
+                        "202": {
+                            "description": "still running after `wait` seconds",
+                            **_json(_TASK),
+                        },
+                    },
+                }
+            },
+            "/tasks": {
+                "post": {
+                    "summary": "Submit a run",
+                    "parameters": [
+                        {
+                            "name": "Idempotency-Key",
+                            "in": "header",
+                            "schema": {"type": "string", "minLength": 1, "maxLength": 256},
+                        }
+                    ],
+                    "requestBody": {"required": True, **_json(_CREATE)},
+                    "responses": {
+                        **_answers(202, 400, 401, 413, 503),
+                        "200": {
+                            "description": "the existing run of this Idempotency-Key",
+                            **_json(_TASK),
+                        },
+                    },
+                },
+                "get": {
+                    "summary": "List runs, oldest first",
+                    "parameters": [
+                        {
+                            "name": "status",
+                            "in": "query",
+                            "schema": {"type": "string", "enum": _STATUS},
+                        },
+                        {
+                            "name": "label",
+                            "in": "query",
+                            "schema": {"type": "string", "pattern": "^[^=]+=.*$"},
+                        },
+                        {"name": "thread_id", "in": "query", "schema": {"type": "string"}},
+                        {
+                            "name": "limit",
+                            "in": "query",
+                            "schema": {"type": "integer", "minimum": 1, "maximum": 1000},
+                        },
+                        {"name": "cursor", "in": "query", "schema": {"type": "string"}},
+                    ],
+                    "responses": _answers(
+                        200,
+                        400,
+                        401,
+                        schema={
+                            "type": "object",
+                            "properties": {
+                                "tasks": {"type": "array", "items": _TASK},
+                                "next_cursor": {"type": ["string", "null"]},
+                            },
+                        },
+                    ),
+                },
+            },
+            "/tasks/{id}": {
+                "get": {
+                    "summary": "One run",
+                    "parameters": [_ID],
+                    "responses": _answers(200, 401, 404),
+                }
+            },
+            "/tasks/{id}/events": {
+                "get": {
+                    "summary": "The run's events as SSE (replay, then live)",
+                    "parameters": [
+                        _ID,
+                        {
+                            "name": "Last-Event-ID",
+                            "in": "header",
+                            "schema": {"type": "string", "pattern": "^[0-9]+$"},
+                        },
+                        {
+                            "name": "since",
+                            "in": "query",
+                            "schema": {"type": "integer", "minimum": 0},
+                        },
+                    ],
+                    "responses": {
+                        "200": {
+                            "description": "frames of id: seq, event: type, data: event",
+                            "content": sse,
+                        },
+                        **{k: v for k, v in _answers(200, 400, 401, 404).items() if k != "200"},
+                    },
+                },
+                "post": {
+                    "summary": "Deliver an event to a suspended run",
+                    "parameters": [_ID],
+                    "requestBody": {"required": True, **_json(_EVENT)},
+                    "responses": _answers(202, 400, 401, 404, 409, 413),
+                },
+            },
+            "/tasks/{id}/approve": {
+                "post": {
+                    "summary": "Decide the approvals a suspended run waits for",
+                    "parameters": [_ID],
+                    "requestBody": {
+                        "required": True,
+                        **_json(
+                            {
+                                "type": "object",
+                                "required": ["decisions"],
+                                "additionalProperties": False,
+                                "properties": {
+                                    "decisions": {
+                                        "type": "object",
+                                        "minProperties": 1,
+                                        "additionalProperties": _DECISION,
+                                    }
+                                },
+                            }
+                        ),
+                    },
+                    "responses": _answers(200, 400, 401, 404, 409, 413),
+                }
+            },
+            "/tasks/{id}/cancel": {
+                "post": {
+                    "summary": "Cancel a run",
+                    "parameters": [_ID],
+                    "responses": _answers(200, 401, 404, 409),
+                }
+            },
+            "/healthz": {
+                "get": {
+                    "summary": "Liveness (no authentication)",
+                    "responses": {
+                        "200": {"description": "ok or draining", **_json({"type": "object"})}
+                    },
+                }
+            },
+            "/metrics": {
+                "get": {
+                    "summary": "Prometheus metrics (no authentication)",
+                    "responses": {
+                        "200": {
+                            "description": "text exposition",
+                            "content": {"text/plain": {"schema": {"type": "string"}}},
+                        }
+                    },
+                }
+            },
+        },
+    }

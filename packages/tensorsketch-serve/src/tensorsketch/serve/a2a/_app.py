@@ -1,0 +1,139 @@
+"""``a2a_app(graph, card=AgentCard(...))``: a graph as an A2A agent, 1.0 and 0.3 at once.
+
+Routes (relative to where the app is mounted):
+
+- ``GET /.well-known/agent-card.json`` — the A2A 1.0 card (with 0.3's top-level fields too);
+- ``GET /.well-known/agent.json`` — the 0.3 card, for older clients;
+- ``POST /`` — JSON-RPC: ``SendMessage``, ``SendStreamingMessage``, ``GetTask``, ``ListTasks``,
+  ``CancelTask``, ``SubscribeToTask`` (1.0) and ``message/send``, ``message/stream``,
+  ``tasks/get``, ``tasks/cancel``, ``tasks/resubscribe`` (0.3). Streams are SSE.
+
+Tasks are kept in ``backend`` (see :mod:`._store`); the default in-memory backend forgets
+them when the process ends, so pass a durable one (``SqliteBackend("tasks.db")``, PostgreSQL,
+Redis) to keep tasks across restarts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from tensorsketch.compiled import CompiledGraph
+from tensorsketch.runtime.backends.base import Backend
+from tensorsketch.runtime.backends.memory import InMemoryBackend
+from tensorsketch.serve._adapter import ChatAdapter, ToInput, ToReply
+from tensorsketch.serve._http import (
+    DEFAULT_MAX_BODY_BYTES,
+    Authenticate,
+    EventStream,
+    Guard,
+    ServeError,
+    sse,
+)
+from tensorsketch.serve._protocols import Protocol
+from tensorsketch.serve.a2a import _errors as errors
+from tensorsketch.serve.a2a._card import AgentCard
+from tensorsketch.serve.a2a._rpc import Dispatcher, error_response
+from tensorsketch.serve.a2a._tasks import TaskService
+
+__all__ = ["PROTOCOL", "a2a_app"]
+
+_NAMESPACE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def a2a_app(
+    graph: CompiledGraph[Any],
+    *,
+    card: AgentCard | None = None,
+    backend: Backend | None = None,
+    to_input: ToInput | None = None,
+    to_reply: ToReply | None = None,
+    authenticate: Authenticate | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_steps: int = 25,
+    namespace: str | None = None,
+) -> Starlette:
+    """Serve ``graph`` as the A2A agent ``card`` describes.
+
+    :param card: the agent's :class:`AgentCard` (name, description, skills, ...); by default
+        one named after the graph (what ``tensorsketch serve --protocol a2a`` serves).
+    :param backend: where tasks and their runs live (default: in memory, for one process).
+    :param to_input: / :param to_reply: map messages to a non-agent graph's input and its
+        final state to the reply text (see :class:`~tensorsketch.serve.ChatAdapter`).
+    :param authenticate: ``request -> bool``, run before the body is read (401 when false).
+    :param max_body_bytes: larger request bodies are refused with 413.
+    :param namespace: the task store's key prefix in ``backend`` (default ``a2a/<name>``):
+        two agents sharing a backend need different ones.
+    """
+    if card is None:
+        card = AgentCard(name=graph.name, description=f"The TensorSketch graph {graph.name!r}.")
+    if not isinstance(card, AgentCard):
+        msg = (
+            f"a2a_app(card=...) needs an AgentCard, got {type(card).__name__}; pass "
+            "`card=AgentCard(name='my-agent', description='What it does.')`."
+        )
+        raise TypeError(msg)
+    adapter = ChatAdapter.for_graph(graph, to_input, to_reply, where="a2a_app")
+    store_backend = backend if backend is not None else InMemoryBackend()
+    if not isinstance(store_backend, Backend):
+        msg = f"a2a_app(backend=...) must be a tensorsketch Backend, got {type(backend).__name__}."
+        raise TypeError(msg)
+    prefix = namespace or f"a2a/{_NAMESPACE.sub('-', card.name)[:64]}"
+    service = TaskService(graph, store_backend, adapter, namespace=prefix, max_steps=max_steps)
+    dispatcher = Dispatcher(service, streaming=card.streaming)
+
+    def url_of(request: Request) -> str:
+        return card.url or str(request.base_url)
+
+    async def card_v1(request: Request) -> Response:
+        return JSONResponse(card.to_compatible(url_of(request)))
+
+    async def card_v03(request: Request) -> Response:
+        return JSONResponse(card.to_v03(url_of(request)))
+
+    async def rpc(request: Request) -> Response:
+        try:
+            body = await request.body()
+        except ClientDisconnect:
+            return Response(status_code=400)
+        answer = await dispatcher.dispatch(body, request.headers.get("a2a-version"))
+        if isinstance(answer, dict):
+            return JSONResponse(answer)
+        return EventStream(_frames(answer))
+
+    app = Starlette(
+        routes=[
+            Route("/.well-known/agent-card.json", card_v1, methods=["GET"]),
+            Route("/.well-known/agent.json", card_v03, methods=["GET"]),
+            Route("/", rpc, methods=["POST"]),
+        ],
+        middleware=[
+            Guard.middleware(
+                authenticate=authenticate, max_body_bytes=max_body_bytes, render=_render
+            )
+        ],
+    )
+    app.state.a2a = service
+    return app
+
+
+async def _frames(items: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
+    """SSE frames of JSON-RPC responses; an error one is also named ``event: error``."""
+    async for item in items:
+        yield sse(item, event="error" if "error" in item else None)
+
+
+def _render(error: ServeError) -> Response:
+    """A refused request (401, 413, ...) as a JSON-RPC error with the HTTP status kept."""
+    code = -32600
+    body = error_response(None, errors.A2AError(code, error.message))
+    return JSONResponse(body, status_code=error.status, headers=error.headers)
+
+
+PROTOCOL = Protocol(a2a_app, path="/")

@@ -1,0 +1,242 @@
+"""A2A's JSON-RPC surface, both versions, over one :class:`TaskService`.
+
+Requests are read with the a2a-sdk's own wire types — A2A 1.0's protobuf messages (parsed
+from JSON the way the spec's JSON mapping says) and 0.3's pydantic models, converted to 1.0
+with the SDK's conversions — so what is accepted, and how answers are spelled, is what the
+reference implementation does, while the dispatch, the task store and the run mapping are
+ours. The method name picks the version (``SendMessage`` is 1.0, ``message/send`` is 0.3); an
+``A2A-Version`` header naming a version this server does not serve is refused with -32009.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from a2a.compat.v0_3 import conversions
+from a2a.compat.v0_3 import types as v03
+from a2a.types import a2a_pb2 as pb
+from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.message import Message as ProtoMessage
+from pydantic import ValidationError
+
+from tensorsketch.serve.a2a import _errors as errors
+from tensorsketch.serve.a2a._tasks import TaskService
+
+__all__ = ["Answer", "Dispatcher"]
+
+#: What a call produces: one JSON-RPC response object, or a stream of them (SSE).
+Answer = dict[str, Any] | AsyncIterator[dict[str, Any]]
+log = logging.getLogger("tensorsketch.serve.a2a")
+_Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+
+V1_METHODS: dict[str, type[ProtoMessage]] = {
+    "SendMessage": pb.SendMessageRequest,
+    "SendStreamingMessage": pb.SendMessageRequest,
+    "GetTask": pb.GetTaskRequest,
+    "ListTasks": pb.ListTasksRequest,
+    "CancelTask": pb.CancelTaskRequest,
+    "SubscribeToTask": pb.SubscribeToTaskRequest,
+}
+_V1_PUSH = (
+    "CreateTaskPushNotificationConfig",
+    "GetTaskPushNotificationConfig",
+    "ListTaskPushNotificationConfigs",
+    "DeleteTaskPushNotificationConfig",
+)
+V03_METHODS: dict[str, tuple[type[Any], Callable[[Any], ProtoMessage]]] = {
+    "message/send": (v03.SendMessageRequest, conversions.to_core_send_message_request),
+    "message/stream": (v03.SendStreamingMessageRequest, conversions.to_core_send_message_request),
+    "tasks/get": (v03.GetTaskRequest, conversions.to_core_get_task_request),
+    "tasks/cancel": (v03.CancelTaskRequest, conversions.to_core_cancel_task_request),
+    "tasks/resubscribe": (
+        v03.TaskResubscriptionRequest,
+        conversions.to_core_subscribe_to_task_request,
+    ),
+}
+_V03_PUSH = (
+    "tasks/pushNotificationConfig/set",
+    "tasks/pushNotificationConfig/get",
+    "tasks/pushNotificationConfig/list",
+    "tasks/pushNotificationConfig/delete",
+)
+_STREAMING = {"SendStreamingMessage", "SubscribeToTask", "message/stream", "tasks/resubscribe"}
+
+
+class Dispatcher:
+    """Turns one JSON-RPC request body into a response object or a stream of them."""
+
+    def __init__(self, service: TaskService, *, streaming: bool = True) -> None:
+        self.service = service
+        self.streaming = streaming
+        self._handlers: dict[str, _Handler] = {
+            "SendMessage": service.send,
+            "SendStreamingMessage": service.send_stream,
+            "GetTask": service.get,
+            "ListTasks": service.list,
+            "CancelTask": service.cancel,
+            "SubscribeToTask": service.subscribe,
+        }
+        self._v03_to_v1 = {
+            "message/send": "SendMessage",
+            "message/stream": "SendStreamingMessage",
+            "tasks/get": "GetTask",
+            "tasks/cancel": "CancelTask",
+            "tasks/resubscribe": "SubscribeToTask",
+        }
+
+    async def dispatch(self, body: bytes, version: str | None) -> Answer:
+        """The response object, or the stream of them; a failure is a JSON-RPC error object,
+        never raised."""
+        request_id: str | int | None = None
+        try:
+            payload = _decode(body)
+            request_id = _request_id(payload)
+            method = payload.get("method")
+            if not isinstance(method, str) or not method:
+                raise errors.invalid_request("`method` must be a non-empty string.")
+            _check_version(version)
+            if method in _STREAMING and not self.streaming:
+                raise errors.unsupported(f"this agent does not stream; call {_plain(method)}.")
+            if method in V1_METHODS:
+                params = _v1_params(method, payload.get("params"))
+                result = await self._handlers[method](params)
+                if method in _STREAMING:
+                    return _v1_stream(request_id, result)
+                return _result(request_id, result)
+            if method in V03_METHODS:
+                params = _v03_params(method, payload)
+                result = await self._handlers[self._v03_to_v1[method]](params)
+                if method in _STREAMING:
+                    return _v03_stream(request_id, result)
+                return _result(request_id, _to_v03(method, result))
+            if method in _V1_PUSH or method in _V03_PUSH:
+                raise errors.A2AError(-32003, "push notifications are not supported by this agent.")
+            if method in ("GetExtendedAgentCard", "agent/getAuthenticatedExtendedCard"):
+                raise errors.A2AError(-32007, "this agent has no extended agent card.")
+            raise errors.method_not_found(method, [*V1_METHODS, *V03_METHODS])
+        except errors.A2AError as exc:
+            return error_response(request_id, exc)
+        except Exception:  # a real fault (the store is down, ...): logged, answered in JSON-RPC
+            log.exception("A2A request %r failed", request_id)
+            fault = errors.internal_error("the request failed; the server log has the details.")
+            return error_response(request_id, fault)
+
+
+def error_response(request_id: str | int | None, exc: errors.A2AError) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": exc.to_json()}
+
+
+def _result(request_id: str | int | None, result: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def _plain(method: str) -> str:
+    return {"SendStreamingMessage": "SendMessage", "message/stream": "message/send"}.get(
+        method, "GetTask"
+    )
+
+
+def _decode(body: bytes) -> dict[str, Any]:
+    try:
+        payload = json.loads(body, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise errors.parse_error(str(exc)[:200]) from None
+    if isinstance(payload, list):
+        raise errors.invalid_request("batch requests are not supported; send one object.")
+    if not isinstance(payload, dict):
+        raise errors.invalid_request("the body must be a JSON object.")
+    if payload.get("jsonrpc") != "2.0":
+        raise errors.invalid_request('`jsonrpc` must be "2.0".')
+    return payload
+
+
+def _no_constant(name: str) -> Any:
+    msg = f"{name} is not a JSON value"
+    raise ValueError(msg)
+
+
+def _request_id(payload: dict[str, Any]) -> str | int | None:
+    rid = payload.get("id")
+    if rid is None or (isinstance(rid, str | int) and not isinstance(rid, bool)):
+        return rid
+    raise errors.invalid_request("`id` must be a string, an integer or null.")
+
+
+def _check_version(version: str | None) -> None:
+    if not version:
+        return  # no header: a 0.3 client, or a 1.0 client that does not send it
+    parts = version.strip().split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        raise errors.version_not_supported(version) from None
+    if major == 1 or (major, minor) == (0, 3):
+        return
+    raise errors.version_not_supported(version)
+
+
+def _v1_params(method: str, params: Any) -> dict[str, Any]:
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise errors.invalid_params("`params` must be an object.")
+    try:
+        proto = ParseDict(params, V1_METHODS[method](), ignore_unknown_fields=True)
+    except Exception as exc:  # ParseError, and the TypeErrors/ValueErrors it lets through
+        raise errors.invalid_params(f"{method} params do not match A2A 1.0: {exc}") from None
+    return _canonical(method, proto)
+
+
+def _v03_params(method: str, payload: dict[str, Any]) -> dict[str, Any]:
+    model, convert = V03_METHODS[method]
+    try:
+        request = model.model_validate(payload)
+        proto = convert(request)
+    except ValidationError as exc:
+        raise errors.invalid_params(
+            f"{method} params do not match A2A 0.3: {_brief(exc)}"
+        ) from None
+    except Exception as exc:
+        raise errors.invalid_params(f"{method} params do not match A2A 0.3: {exc}") from None
+    return _canonical(method, proto)
+
+
+def _canonical(method: str, proto: ProtoMessage) -> dict[str, Any]:
+    try:
+        out: dict[str, Any] = MessageToDict(proto)
+    except Exception as exc:  # what parsed but has no JSON form (a NaN in a Struct, ...)
+        raise errors.invalid_params(f"{method} params cannot be stored as JSON: {exc}") from None
+    return out
+
+
+def _brief(exc: ValidationError) -> str:
+    first = exc.errors()[:3]
+    return "; ".join(f"{'.'.join(str(x) for x in e['loc']) or 'body'}: {e['msg']}" for e in first)
+
+
+def _to_v03(method: str, result: dict[str, Any]) -> Any:
+    """A 1.0 answer (``{"task": …}`` or a ``Task``) in 0.3's spelling."""
+    task = result.get("task", result) if method == "message/send" else result
+    return _dump(conversions.to_compat_task(ParseDict(task, pb.Task(), ignore_unknown_fields=True)))
+
+
+def _dump(model: Any) -> Any:
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+async def _v1_stream(
+    request_id: str | int | None, items: AsyncIterator[dict[str, Any]]
+) -> AsyncIterator[dict[str, Any]]:
+    async for item in items:
+        yield _result(request_id, item)
+
+
+async def _v03_stream(
+    request_id: str | int | None, items: AsyncIterator[dict[str, Any]]
+) -> AsyncIterator[dict[str, Any]]:
+    async for item in items:
+        response = ParseDict(item, pb.StreamResponse(), ignore_unknown_fields=True)
+        yield _dump(conversions.to_compat_stream_response(response, request_id))

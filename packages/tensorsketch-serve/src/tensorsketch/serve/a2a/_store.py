@@ -1,0 +1,209 @@
+"""Where A2A tasks live: the graph's durable backend, through the core ``Backend`` API.
+
+A task is three things in the store, all written with operations every backend has:
+
+* its **run** — the graph's own durable thread (``<namespace>/task/<id>``): checkpoints,
+  journal and events, so a suspended task resumes exactly where it stopped, and a server that
+  restarts finds it;
+* its **record** — an append-only log on the thread ``<namespace>/task/<id>/record``: the
+  task's creation, every message of its history, each status change and its artifacts, as
+  A2A 1.0 JSON. Folding the log gives the task a client reads;
+* one line in the **index** — the thread ``<namespace>/tasks`` — so ``ListTasks`` and a
+  context's history can find tasks without a query the ``Backend`` API does not have.
+
+Appends to one log are serialized in this process (a backend's event ``seq`` must strictly
+increase per thread). Two servers writing the same task at once are not supported; two
+servers sharing one store and serving different tasks are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from tensorsketch.runtime.backends.base import Backend, StoredEvent
+
+__all__ = ["TERMINAL", "TaskRecord", "TaskStore", "now_iso"]
+
+#: States after which a task takes no more messages.
+TERMINAL = frozenset(
+    {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"}
+)
+
+
+def now_iso() -> str:
+    """An RFC 3339 UTC timestamp with milliseconds, as A2A's ``timestamp`` fields carry."""
+    t = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
+
+
+@dataclass
+class TaskRecord:
+    """A task folded from its record: the A2A 1.0 ``Task`` fields, plus its run's thread."""
+
+    id: str
+    context_id: str
+    thread_id: str
+    status: dict[str, Any]
+    history: list[dict[str, Any]] = field(default_factory=list)
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created: float = 0.0
+
+    @property
+    def state(self) -> str:
+        return str(self.status.get("state", "TASK_STATE_UNSPECIFIED"))
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL
+
+    def to_json(
+        self, *, history_length: int | None = None, artifacts: bool = True
+    ) -> dict[str, Any]:
+        """The A2A 1.0 ``Task`` as JSON; ``history_length`` keeps only the latest messages."""
+        history = self.history
+        if history_length is not None:
+            history = history[-history_length:] if history_length > 0 else []
+        task: dict[str, Any] = {"id": self.id, "contextId": self.context_id, "status": self.status}
+        if artifacts and self.artifacts:
+            task["artifacts"] = self.artifacts
+        if history:
+            task["history"] = history
+        if self.metadata:
+            task["metadata"] = self.metadata
+        return task
+
+
+class TaskStore:
+    """A2A tasks kept in ``backend`` under ``namespace`` (one namespace per served agent)."""
+
+    def __init__(self, backend: Backend, namespace: str) -> None:
+        self.backend = backend
+        self.namespace = namespace
+        self._index = f"{namespace}/tasks"
+        # one lock per log being written (weak: a log nobody writes holds no lock)
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    def thread_of(self, task_id: str) -> str:
+        """The durable thread the task's graph run lives on."""
+        return f"{self.namespace}/task/{task_id}"
+
+    def _record(self, task_id: str) -> str:
+        return f"{self.namespace}/task/{task_id}/record"
+
+    # -- writing ---------------------------------------------------------------------------
+
+    async def _append(self, thread_id: str, *entries: dict[str, Any]) -> None:
+        lock = self._locks.get(thread_id)
+        if lock is None:
+            lock = self._locks[thread_id] = asyncio.Lock()
+        async with lock:
+            last = await self.backend.last_event_seq(thread_id)
+            start = 0 if last is None else last + 1
+            await self.backend.append_events(
+                thread_id,
+                [
+                    StoredEvent(seq=start + i, payload=json.dumps(entry).encode())
+                    for i, entry in enumerate(entries)
+                ],
+            )
+
+    async def create(self, context_id: str | None, message: dict[str, Any]) -> TaskRecord:
+        """A new task (state ``submitted``) whose history starts with ``message``."""
+        task_id = uuid.uuid4().hex
+        context = context_id or uuid.uuid4().hex
+        created = time.time()
+        status = {"state": "TASK_STATE_SUBMITTED", "timestamp": now_iso()}
+        message = {**message, "taskId": task_id, "contextId": context}
+        await self._append(
+            self._record(task_id),
+            {"op": "create", "contextId": context, "created": created, "status": status},
+            {"op": "message", "message": message},
+        )
+        await self._append(self._index, {"id": task_id, "contextId": context, "created": created})
+        return TaskRecord(
+            id=task_id,
+            context_id=context,
+            thread_id=self.thread_of(task_id),
+            status=status,
+            history=[message],
+            created=created,
+        )
+
+    async def add_message(self, task: TaskRecord, message: dict[str, Any]) -> None:
+        message = {**message, "taskId": task.id, "contextId": task.context_id}
+        task.history.append(message)
+        await self._append(self._record(task.id), {"op": "message", "message": message})
+
+    async def set_status(
+        self, task: TaskRecord, state: str, message: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Record a status change (its ``message``, if any, also joins the history)."""
+        status: dict[str, Any] = {"state": state, "timestamp": now_iso()}
+        if message is not None:
+            message = {**message, "taskId": task.id, "contextId": task.context_id}
+            status["message"] = message
+        task.status = status
+        await self._append(self._record(task.id), {"op": "status", "status": status})
+        return status
+
+    async def set_artifact(self, task: TaskRecord, artifact: dict[str, Any]) -> None:
+        """Add an artifact, or replace the one with the same ``artifactId``."""
+        _put_artifact(task.artifacts, artifact)
+        await self._append(self._record(task.id), {"op": "artifact", "artifact": artifact})
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def get(self, task_id: str) -> TaskRecord | None:
+        """The task folded from its record, or ``None`` for an id this store never issued."""
+        if not task_id or len(task_id) > 64 or "\x00" in task_id:
+            return None
+        rows = await self.backend.read_events(self._record(task_id))
+        if not rows:
+            return None
+        task: TaskRecord | None = None
+        for row in rows:
+            entry = json.loads(row.payload)
+            op = entry.get("op")
+            if op == "create":
+                task = TaskRecord(
+                    id=task_id,
+                    context_id=entry["contextId"],
+                    thread_id=self.thread_of(task_id),
+                    status=entry["status"],
+                    created=float(entry.get("created", 0.0)),
+                )
+            elif task is None:
+                continue
+            elif op == "message":
+                task.history.append(entry["message"])
+            elif op == "status":
+                task.status = entry["status"]
+            elif op == "artifact":
+                _put_artifact(task.artifacts, entry["artifact"])
+        return task
+
+    async def index(self) -> list[dict[str, Any]]:
+        """Every task's index line (``id``, ``contextId``, ``created``), newest first."""
+        rows = await self.backend.read_events(self._index)
+        return [json.loads(row.payload) for row in reversed(rows)]
+
+    async def in_context(self, context_id: str) -> list[TaskRecord]:
+        """The tasks of one context, oldest first."""
+        lines = [line for line in await self.index() if line["contextId"] == context_id]
+        found = [await self.get(line["id"]) for line in reversed(lines)]
+        return [task for task in found if task is not None]
+
+
+def _put_artifact(artifacts: list[dict[str, Any]], artifact: dict[str, Any]) -> None:
+    for i, old in enumerate(artifacts):
+        if old.get("artifactId") == artifact.get("artifactId"):
+            artifacts[i] = artifact
+            return
+    artifacts.append(artifact)

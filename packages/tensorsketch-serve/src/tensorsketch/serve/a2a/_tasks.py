@@ -1,0 +1,544 @@
+"""The A2A task lifecycle over a graph: messages in, durable runs, task states out.
+
+This module speaks A2A 1.0's JSON (camelCase, ``TASK_STATE_*``); the JSON-RPC layer turns 0.3
+requests into it and its answers back. How a run maps to a task:
+
+=================================  ===========================================================
+the run                            the task
+=================================  ===========================================================
+created, not started               ``submitted``
+running                            ``working`` (token deltas stream as an artifact's chunks)
+finished                           ``completed``: the reply as the ``answer`` artifact and an
+                                   agent message
+suspended on an approval or a      ``input-required``: the status message says what is asked;
+question (``interrupt()``)         the next message on the task is the answer and resumes it
+suspended on a durable timer       ``working``, with a status message naming the wake-up time
+raised                             ``failed``: the status message carries the error
+``CancelTask``                     ``canceled`` (the run is stopped; its thread stays readable)
+=================================  ===========================================================
+
+A streaming client that disconnects does not cancel the task (A2A tasks outlive connections:
+``SubscribeToTask`` picks it up again, ``CancelTask`` stops it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tensorsketch.compiled import CompiledGraph
+from tensorsketch.errors import ThreadBusyError
+from tensorsketch.interrupts import PendingInterrupt, parse_approval
+from tensorsketch.messages import Message
+from tensorsketch.runtime.backends.base import Backend
+from tensorsketch.serve._adapter import ChatAdapter
+from tensorsketch.serve._threads import thread_info
+from tensorsketch.serve.a2a import _errors as errors
+from tensorsketch.serve.a2a._store import TaskRecord, TaskStore
+from tensorsketch.serve.events import RunFailed, RunFinished, RunSuspended, TextDelta, run_events
+
+__all__ = ["TaskService"]
+
+log = logging.getLogger("tensorsketch.serve.a2a")
+
+SUBMITTED = "TASK_STATE_SUBMITTED"
+WORKING = "TASK_STATE_WORKING"
+COMPLETED = "TASK_STATE_COMPLETED"
+FAILED = "TASK_STATE_FAILED"
+CANCELED = "TASK_STATE_CANCELED"
+INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
+#: The artifact the reply is streamed into and finally written as.
+ANSWER = "answer"
+_STATES = {
+    SUBMITTED,
+    WORKING,
+    COMPLETED,
+    FAILED,
+    CANCELED,
+    INPUT_REQUIRED,
+    "TASK_STATE_REJECTED",
+    "TASK_STATE_AUTH_REQUIRED",
+}
+_MAX_PAGE = 100
+
+
+@dataclass
+class _Live:
+    """A run going on in this process: its task, and the streams listening to it."""
+
+    task: TaskRecord
+    #: what the run starts with: the graph input for a new task, decisions for a resumed one
+    input: Any = None
+    resume: dict[str, Any] | None = None
+    listeners: list[asyncio.Queue[dict[str, Any] | None]] = field(default_factory=list)
+    runner: asyncio.Task[None] | None = None
+    cancel_requested: bool = False
+
+    def listen(self) -> asyncio.Queue[dict[str, Any] | None]:
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self.listeners.append(queue)
+        return queue
+
+    def publish(self, item: dict[str, Any] | None) -> None:
+        for queue in self.listeners:
+            queue.put_nowait(item)
+
+
+def agent_message(text: str, data: Any = None) -> dict[str, Any]:
+    """An A2A 1.0 message from the agent: a text part, and a data part when ``data`` is set."""
+    parts: list[dict[str, Any]] = [{"text": text}]
+    if data is not None:
+        parts.append({"data": data, "mediaType": "application/json"})
+    return {"messageId": uuid.uuid4().hex, "role": "ROLE_AGENT", "parts": parts}
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """A message's text parts joined, with each data part written as JSON."""
+    out = []
+    for part in message.get("parts") or ():
+        if "text" in part:
+            out.append(str(part["text"]))
+        elif "data" in part:
+            out.append(json.dumps(part["data"], sort_keys=True))
+        elif "url" in part:
+            out.append(f"[file: {part['url']}]")
+        elif "raw" in part:
+            out.append(f"[file: {part.get('filename') or part.get('mediaType') or 'bytes'}]")
+    return "\n".join(out)
+
+
+def to_chat(message: Mapping[str, Any]) -> Message:
+    role = "assistant" if message.get("role") == "ROLE_AGENT" else "user"
+    return Message(role=role, content=message_text(message))
+
+
+class TaskService:
+    """A2A's task operations for one graph, its tasks kept in ``backend``."""
+
+    def __init__(
+        self,
+        graph: CompiledGraph[Any],
+        backend: Backend,
+        adapter: ChatAdapter,
+        *,
+        namespace: str,
+        max_steps: int = 25,
+    ) -> None:
+        self.graph = graph
+        self.store = TaskStore(backend, namespace)
+        self.adapter = adapter
+        self.max_steps = max_steps
+        self._live: dict[str, _Live] = {}
+        #: tasks a request is about to continue (claimed before its first await, so two
+        #: messages racing on one input-required task cannot both resume it)
+        self._claimed: set[str] = set()
+
+    # -- SendMessage / SendStreamingMessage ------------------------------------------------
+
+    async def send(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``SendMessage``: start or continue a task; by default wait until it stops."""
+        live, config = await self._begin(params, listening=False)
+        if not config.get("returnImmediately") and live.runner is not None:
+            # wait() neither cancels the run if this request goes away, nor raises when a
+            # CancelTask stops the run (the answer is then the canceled task)
+            await asyncio.wait([live.runner])
+        task = live.task
+        return {"task": task.to_json(history_length=config.get("historyLength"))}
+
+    async def send_stream(self, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        """``SendStreamingMessage``: the task, then its status and artifact updates live.
+
+        Validation happens before the first item, so a bad request is a plain JSON-RPC error
+        rather than a stream that fails.
+        """
+        live, _config = await self._begin(params, listening=True)
+        return self._follow(live, live.listeners[-1])
+
+    async def _begin(
+        self, params: dict[str, Any], *, listening: bool
+    ) -> tuple[_Live, dict[str, Any]]:
+        message = params.get("message")
+        if not isinstance(message, dict) or not message.get("parts"):
+            msg = "`message` with at least one part is required, e.g. {'parts': [{'text': 'hi'}]}."
+            raise errors.invalid_params(msg)
+        if message.get("role") not in (None, "ROLE_USER", "ROLE_UNSPECIFIED"):
+            raise errors.invalid_params("a message sent to an agent must have role user.")
+        message = {**message, "role": "ROLE_USER"}
+        message.setdefault("messageId", uuid.uuid4().hex)
+        config = params.get("configuration") or {}
+        _check_output_modes(config.get("acceptedOutputModes"))
+        history_length = config.get("historyLength")
+        if history_length is not None and history_length < 0:
+            raise errors.invalid_params("`configuration.historyLength` must not be negative.")
+        task_id = message.get("taskId") or ""
+        context_id = message.get("contextId") or None
+        if context_id is not None and len(context_id) > 128:
+            raise errors.invalid_params("`contextId` is longer than 128 characters.")
+        if task_id:
+            if task_id in self._live or task_id in self._claimed:
+                msg = (
+                    f"task {task_id!r} is still working; wait for it (SubscribeToTask) or "
+                    "cancel it (CancelTask) before sending it another message."
+                )
+                raise errors.unsupported(msg)
+            self._claimed.add(task_id)
+            try:
+                live = await self._continue(task_id, context_id, message)
+            finally:
+                self._claimed.discard(task_id)
+        else:
+            live = await self._start(context_id, message)
+        if listening:
+            live.listen()
+        live.runner = asyncio.get_running_loop().create_task(self._drive(live))
+        return live, config
+
+    async def _start(self, context_id: str | None, message: dict[str, Any]) -> _Live:
+        earlier: list[Message] = []
+        if context_id is not None:
+            for task in await self.store.in_context(context_id):
+                earlier.extend(to_chat(m) for m in task.history)
+        graph_input = self._input([*earlier, to_chat(message)])
+        task = await self.store.create(context_id, message)
+        live = _Live(task, input=graph_input)
+        self._live[task.id] = live
+        return live
+
+    def _input(self, messages: list[Message]) -> Any:
+        try:
+            return self.adapter.input_for(messages)
+        except Exception as exc:
+            msg = f"the agent could not read this message ({type(exc).__name__}: {exc})."
+            raise errors.invalid_params(msg) from exc
+
+    async def _continue(
+        self, task_id: str, context_id: str | None, message: dict[str, Any]
+    ) -> _Live:
+        task = await self.store.get(task_id)
+        if task is None:
+            raise errors.task_not_found(task_id)
+        await self._reconcile(task)
+        if context_id is not None and context_id != task.context_id:
+            msg = f"task {task_id!r} belongs to context {task.context_id!r}, not {context_id!r}."
+            raise errors.invalid_params(msg)
+        if task.terminal:
+            msg = (
+                f"task {task_id!r} is {errors.state_word(task.state)}; send the message "
+                f"without `taskId` (and with contextId {task.context_id!r}) to start a new task "
+                "in the same conversation."
+            )
+            raise errors.unsupported(msg)
+        found = await thread_info(self.graph, task.thread_id, self.store.backend)
+        pending = found[1].interrupts if found is not None else ()
+        resume = _decisions(task_id, pending, message) if pending else None
+        # A run that never reached its first checkpoint starts over from the task's messages.
+        start = None
+        if found is None:
+            start = self._input([*map(to_chat, task.history), to_chat(message)])
+        await self.store.add_message(task, message)
+        live = _Live(task, input=start, resume=resume)
+        self._live[task.id] = live
+        return live
+
+    async def _drive(self, live: _Live) -> None:
+        """Run (or resume) the task's graph thread and record every state it passes through."""
+        task = live.task
+        try:
+            self._emit(live, {"task": task.to_json()})
+            await self._status(live, WORKING)
+            streamed = False
+            events = run_events(
+                self.graph,
+                self.adapter,
+                input=live.input,
+                resume=live.resume,
+                thread_id=task.thread_id,
+                backend=self.store.backend,
+                max_steps=self.max_steps,
+            )
+            try:
+                async for event in events:
+                    if isinstance(event, TextDelta) and not event.namespace and event.text:
+                        self._emit(
+                            live, _artifact_update(task, event.text, append=streamed, last=False)
+                        )
+                        streamed = True
+                    elif isinstance(event, RunFinished):
+                        await self._finish(live, event.reply)
+                    elif isinstance(event, RunSuspended):
+                        await self._suspend(live, event.interrupts)
+                    elif isinstance(event, RunFailed) and isinstance(event.error, ThreadBusyError):
+                        text = (
+                            "Another process is still running this task; send the message "
+                            "again shortly to continue it."
+                        )
+                        await self._status(live, WORKING, agent_message(text))
+                    elif isinstance(event, RunFailed):
+                        log.warning("a2a task %s failed: %s", task.id, event.error)
+                        await self._status(
+                            live, FAILED, agent_message(f"The agent failed: {event.message}")
+                        )
+            finally:  # a canceled task stops its run now, not when the generator is collected
+                close = getattr(events, "aclose", None)
+                if close is not None:
+                    await close()
+        except asyncio.CancelledError:
+            if live.cancel_requested:
+                await self._status(live, CANCELED, agent_message("The task was canceled."))
+            raise
+        except Exception:  # the store failed under us: the run's thread keeps its checkpoint
+            log.exception("a2a task %s: recording its progress failed", task.id)
+            with contextlib.suppress(Exception):
+                text = "The server could not record this task's progress; send the message again."
+                await self._status(live, FAILED, agent_message(text))
+        finally:
+            self._live.pop(task.id, None)
+            live.publish(None)
+
+    async def _suspend(self, live: _Live, interrupts: tuple[PendingInterrupt, ...]) -> None:
+        waiting = [p for p in interrupts if p.kind != "timer"]
+        if waiting:
+            await self._status(live, INPUT_REQUIRED, _question(waiting))
+            return
+        wakes = [p.wake_at for p in interrupts if p.wake_at is not None]
+        wake_at = min(wakes) if wakes else time.time()
+        wake = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wake_at))
+        text = f"Waiting until {wake}; send any message on this task after then to go on."
+        await self._status(live, WORKING, agent_message(text, {"wakeAt": wake_at}))
+
+    async def _finish(self, live: _Live, reply: str) -> None:
+        task = live.task
+        artifact = {"artifactId": ANSWER, "name": ANSWER, "parts": [{"text": reply}]}
+        await self.store.set_artifact(task, artifact)
+        self._emit(live, _artifact_update(task, reply, append=False, last=True))
+        answer = agent_message(reply)
+        await self.store.add_message(task, answer)
+        await self._status(live, COMPLETED, answer)
+
+    async def _status(self, live: _Live, state: str, message: dict[str, Any] | None = None) -> None:
+        task = live.task
+        if message is not None and state != COMPLETED:
+            await self.store.add_message(task, message)
+        status = await self.store.set_status(task, state, message)
+        self._emit(
+            live,
+            {"statusUpdate": {"taskId": task.id, "contextId": task.context_id, "status": status}},
+        )
+
+    def _emit(self, live: _Live, item: dict[str, Any]) -> None:
+        live.publish(item)
+
+    async def _follow(
+        self, live: _Live, queue: asyncio.Queue[dict[str, Any] | None]
+    ) -> AsyncIterator[dict[str, Any]]:
+        try:
+            while True:
+                item = await queue.get()
+                if item is None:
+                    return
+                yield item
+        finally:
+            with contextlib.suppress(ValueError):
+                live.listeners.remove(queue)
+
+    # -- GetTask / ListTasks / CancelTask / SubscribeToTask --------------------------------
+
+    async def _task(self, task_id: Any) -> TaskRecord:
+        if not isinstance(task_id, str) or not task_id:
+            raise errors.invalid_params("`id` (the task id) is required.")
+        live = self._live.get(task_id)
+        if live is not None:
+            return live.task
+        task = await self.store.get(task_id)
+        if task is None:
+            raise errors.task_not_found(task_id)
+        await self._reconcile(task)
+        return task
+
+    async def _reconcile(self, task: TaskRecord) -> None:
+        """Catch a task's record up with its run when the process that ran it stopped
+        between the run's last checkpoint and the record's update (a restart mid-task).
+
+        A run that is still unfinished stays ``working``: the next message on the task
+        continues it from its last checkpoint.
+        """
+        if task.id in self._live or task.state not in (SUBMITTED, WORKING):
+            return
+        found = await thread_info(self.graph, task.thread_id, self.store.backend)
+        if found is None:
+            return
+        state, info = found
+        live = _Live(task)
+        if info.status == "completed":
+            await self._finish(live, self.adapter.reply_for(state))
+        elif info.suspended and info.awaiting:
+            await self._suspend(live, info.interrupts)
+        elif info.failed:
+            detail = (info.error or {}).get("message", "")
+            await self._status(live, FAILED, agent_message(f"The agent failed: {detail}"))
+
+    async def get(self, params: dict[str, Any]) -> dict[str, Any]:
+        task = await self._task(params.get("id"))
+        length = params.get("historyLength")
+        if length is not None and length < 0:
+            raise errors.invalid_params("`historyLength` must not be negative.")
+        return task.to_json(history_length=length)
+
+    async def list(self, params: dict[str, Any]) -> dict[str, Any]:
+        size = params.get("pageSize") or 50
+        if size < 1 or size > _MAX_PAGE:
+            raise errors.invalid_params(
+                f"`pageSize` must be between 1 and {_MAX_PAGE}, got {size}."
+            )
+        token = params.get("pageToken") or ""
+        try:
+            offset = int(token) if token else 0
+        except ValueError:
+            raise errors.invalid_params(
+                f"`pageToken` {token!r} is not one this server issued."
+            ) from None
+        if offset < 0:
+            raise errors.invalid_params(f"`pageToken` {token!r} is not one this server issued.")
+        state = params.get("status")
+        if state is not None and state != "TASK_STATE_UNSPECIFIED" and state not in _STATES:
+            raise errors.invalid_params(f"`status` {state!r} is not a task state.")
+        context = params.get("contextId")
+        lines = await self.store.index()
+        if context:
+            lines = [line for line in lines if line["contextId"] == context]
+        tasks: list[TaskRecord] = []
+        for line in lines:
+            task = self._live[line["id"]].task if line["id"] in self._live else None
+            task = task or await self.store.get(line["id"])
+            if task is None:
+                continue
+            await self._reconcile(task)
+            if state and state != "TASK_STATE_UNSPECIFIED" and task.state != state:
+                continue
+            tasks.append(task)
+        page = tasks[offset : offset + size]
+        more = offset + size < len(tasks)
+        length = params.get("historyLength")
+        artifacts = bool(params.get("includeArtifacts"))
+        return {
+            "tasks": [t.to_json(history_length=length, artifacts=artifacts) for t in page],
+            "nextPageToken": str(offset + size) if more else "",
+            "pageSize": size,
+            "totalSize": len(tasks),
+        }
+
+    async def cancel(self, params: dict[str, Any]) -> dict[str, Any]:
+        task = await self._task(params.get("id"))
+        if task.terminal:
+            raise errors.task_not_cancelable(task.id, task.state)
+        live = self._live.get(task.id)
+        if live is not None and live.runner is not None:
+            live.cancel_requested = True
+            live.runner.cancel()
+            await asyncio.wait([live.runner])
+        else:
+            await self.store.add_message(task, agent_message("The task was canceled."))
+            await self.store.set_status(task, CANCELED, agent_message("The task was canceled."))
+        return task.to_json()
+
+    async def subscribe(self, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        task = await self._task(params.get("id"))
+        if task.terminal:
+            msg = f"task {task.id!r} is {errors.state_word(task.state)}; read it with GetTask."
+            raise errors.unsupported(msg)
+        live = self._live.get(task.id)
+        queue = live.listen() if live is not None else None
+
+        async def items() -> AsyncIterator[dict[str, Any]]:
+            yield {"task": task.to_json()}
+            if live is not None and queue is not None:
+                async for item in self._follow(live, queue):
+                    yield item
+
+        return items()
+
+
+def _check_output_modes(modes: Any) -> None:
+    if not modes:
+        return
+    ours = {"text/plain", "application/json", "text/*", "*/*", "text", "application/*"}
+    if not any(mode in ours for mode in modes):
+        msg = (
+            f"this agent answers in text/plain or application/json, not {', '.join(modes)}; "
+            "add one of those to `acceptedOutputModes`."
+        )
+        raise errors.A2AError(-32005, f"incompatible content types: {msg}")
+
+
+def _artifact_update(task: TaskRecord, text: str, *, append: bool, last: bool) -> dict[str, Any]:
+    return {
+        "artifactUpdate": {
+            "taskId": task.id,
+            "contextId": task.context_id,
+            "artifact": {"artifactId": ANSWER, "name": ANSWER, "parts": [{"text": text}]},
+            "append": append,
+            "lastChunk": last,
+        }
+    }
+
+
+def _question(waiting: list[PendingInterrupt]) -> dict[str, Any]:
+    """The input-required status message: what each interrupt asks, in words and as data."""
+    lines = []
+    for p in waiting:
+        if p.kind == "approval":
+            value = p.value if isinstance(p.value, dict) else {}
+            args = json.dumps(value.get("args", {}), sort_keys=True)
+            lines.append(
+                f"Approve the call to {value.get('tool', '?')}({args})? Reply 'approve' or "
+                '\'reject\' (or a data part {"approved": true|false, "reason": "..."}).'
+            )
+        else:
+            asked = p.value if isinstance(p.value, str) else json.dumps(p.value, sort_keys=True)
+            lines.append(str(asked))
+    data = {"interrupts": [{"id": p.id, "kind": p.kind, "value": p.value} for p in waiting]}
+    return agent_message("\n".join(lines), data)
+
+
+def _decisions(
+    task_id: str, pending: tuple[PendingInterrupt, ...], message: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """Read the answer to an input-required task from the message that continues it.
+
+    A data part ``{"resume": {interrupt_id: decision}}`` decides each interrupt by id;
+    otherwise the message's data part (or its text) answers every one the task waits on.
+    """
+    waiting = [p for p in pending if p.kind != "timer"]
+    if not waiting:
+        return None
+    parts = message.get("parts") or ()
+    data = [p["data"] for p in parts if "data" in p]
+    by_id = data[0].get("resume") if data and isinstance(data[0], dict) else None
+    if isinstance(by_id, dict):
+        ids = {p.id for p in waiting}
+        unknown = sorted(set(by_id) - ids)
+        if unknown:
+            msg = f"task {task_id!r} waits on {sorted(ids)}, not {unknown}."
+            raise errors.invalid_params(msg)
+        decisions = dict(by_id)
+    else:
+        answer = data[0] if data else message_text(message).strip()
+        decisions = {p.id: answer for p in waiting}
+    for p in waiting:
+        if p.kind == "approval" and p.id in decisions:
+            try:
+                parse_approval(decisions[p.id])
+            except ValueError:
+                msg = (
+                    f"task {task_id!r} waits for approval of {p.id!r}; answer 'approve' or "
+                    '\'reject\', or send a data part {"approved": true|false, "reason": "..."}.'
+                )
+                raise errors.invalid_params(msg) from None
+    return decisions

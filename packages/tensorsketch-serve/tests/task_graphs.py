@@ -1,0 +1,116 @@
+"""Graphs the task API tests (and their server subprocesses) run: offline, on the fake model.
+
+Side effects are counted in an :class:`~tensorsketch.testing.crash.EffectLedger` named by the
+``TS_LEDGER`` environment variable when it is set (the kill tests read it from the parent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from typing import Any
+
+from tensorsketch import Context, Node, Schema
+from tensorsketch.agents import create_agent
+from tensorsketch.fake import FakeProvider
+from tensorsketch.testing.crash import EffectLedger
+from tensorsketch.testing.runs import (
+    REFUNDS,
+    hang_graph,
+    listen_graph,
+    one_node_graph,
+    refund_agent,
+)
+
+__all__ = [
+    "REFUNDS",
+    "chatty_graph",
+    "echo_agent",
+    "hang_graph",
+    "listen_graph",
+    "refund_agent",
+    "work_graph",
+]
+
+#: One side effect at a time in this process (see ``Work``).
+TURNS = asyncio.Lock()
+
+
+def _ledger() -> EffectLedger | None:
+    path = os.environ.get("TS_LEDGER")
+    return EffectLedger(path) if path else None
+
+
+def _maybe_die(ledger: EffectLedger) -> None:
+    """``TS_KILL_AT=n``: SIGKILL this process inside the n-th tool call (counted across the
+    ledger; not before the file ``TS_KILL_ARMED`` names exists), before its side effect —
+    mid-call, outside the one window no journal closes."""
+    kill_at = int(os.environ.get("TS_KILL_AT", "0"))
+    armed = os.environ.get("TS_KILL_ARMED")  # a file the test creates once it has submitted
+    if armed is not None and not os.path.exists(armed):
+        return
+    if kill_at and ledger.total() + 1 >= kill_at:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Work(Node):
+    """Two journaled effects with a pause between them (a kill lands mid-run), then a
+    durable nap when ``n`` is odd (a kill lands while the timer is pending)."""
+
+    class In(Schema):
+        n: int
+
+    class Out(Schema):
+        out: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        ledger = _ledger()
+        pause = float(os.environ.get("TS_PAUSE", "0"))
+
+        async def effect(name: str) -> str:
+            await asyncio.sleep(pause)  # the call is in flight; its side effect not yet made
+            if ledger is not None:
+                _maybe_die(ledger)
+                ledger.hit(ctx.thread_id or "", name)
+            return name
+
+        # Effects take turns (each is journaled before the next calls out), as in the crash
+        # harness: a kill inside one call then never lands while another run's call has
+        # completed but is not yet recorded — the window no journal closes.
+        async with TURNS:
+            first = await ctx.step("charge", lambda: effect("charge"))
+        await ctx.emit("progress", {"done": first})
+        if inp.n % 2:
+            await ctx.sleep(float(os.environ.get("TS_NAP", "0.5")))
+        async with TURNS:
+            second = await ctx.step("ship", lambda: effect("ship"))
+        return self.Out(out=f"{first}+{second} {inp.n}")
+
+
+def work_graph() -> Any:
+    return one_node_graph(Work, "work")
+
+
+class Chatty(Node):
+    """Emits ``n`` events of 50 kB each (for the slow-reader cap)."""
+
+    class In(Schema):
+        n: int
+
+    class Out(Schema):
+        out: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        for k in range(inp.n):
+            await ctx.emit("blob", {"k": k, "text": "x" * 50_000})
+        return self.Out(out="said a lot")
+
+
+def chatty_graph() -> Any:
+    return one_node_graph(Chatty, "chatty")
+
+
+def echo_agent() -> Any:
+    """A small agent that answers at once (the load test's)."""
+    return create_agent(FakeProvider(), name="echo")

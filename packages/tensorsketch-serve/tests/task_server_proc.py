@@ -1,0 +1,42 @@
+"""A task API server process for the kill tests: ``python task_server_proc.py SPEC PORT``.
+
+``SPEC`` is JSON ``{"target": "sqlite" | "postgres" | "redis", "kwargs": {...}}`` (a crash
+harness :class:`BackendSpec`). The graph is ``task_graphs.work_graph()``; ``TS_KILL_AT=n``
+makes the process ``SIGKILL`` itself inside the n-th tool call, before its side effect.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import uvicorn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import task_graphs
+
+from tensorsketch.runs import AsyncRunner
+from tensorsketch.serve import task_app
+from tensorsketch.testing.crash import BackendSpec
+
+
+def main() -> None:
+    raw = json.loads(sys.argv[1])
+    port = int(sys.argv[2])
+    backend = BackendSpec(raw["target"], raw.get("kwargs", {})).create()
+    runner = AsyncRunner(
+        task_graphs.work_graph(),
+        backend=backend,
+        concurrency=int(raw.get("concurrency", 4)),
+        lease_ttl=float(raw.get("lease_ttl", 2.0)),
+        timer_refresh=0.5,
+        poll_interval=0.05,
+    )
+    app = task_app(runner, drain_timeout=5.0)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,601 @@
+"""``openai_app`` end to end: the real ``openai`` SDK against uvicorn on 127.0.0.1.
+
+The model is the fake provider (scripted, streaming word by word), a provider whose stream is
+held back chunk by chunk (to prove nothing is buffered), or the real ``openai`` SDK talking to
+the providers' wire server (so the token deltas are a real vendor stream).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import httpx
+import openai
+import pytest
+import vendor_plays  # type: ignore[import-not-found]  # loaded by conftest
+import wire_server  # type: ignore[import-not-found]
+
+from tensorsketch import (
+    END,
+    START,
+    Context,
+    FakeProvider,
+    Graph,
+    InMemoryBackend,
+    Node,
+    Schema,
+    create_agent,
+    tool,
+)
+from tensorsketch.fake import FakeStreamFailure
+from tensorsketch.interrupts import RetryLater
+from tensorsketch.messages import Message, ToolCall, assistant
+from tensorsketch.provider import ChatProvider, Completion, ProviderError, RateLimitError, TextDelta
+from tensorsketch.serve import CONVERSATION_HEADER, openai_app, thread_info
+
+RAN: list[dict[str, Any]] = []
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    RAN.append({"add": [a, b]})
+    return a + b
+
+
+@tool(requires_approval=True)
+def refund(order: int) -> str:
+    """Refund an order (a person must approve)."""
+    RAN.append({"refund": order})
+    return f"refunded order {order}"
+
+
+def _client(server: Any, **kw: Any) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, **kw)
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+# -- models --------------------------------------------------------------------------------------
+
+
+def test_models_lists_the_one_model_and_unknown_models_are_404(live: Any) -> None:
+    server = live(openai_app(create_agent(FakeProvider(["hi"])), model="my-bot"))
+    client = _client(server)
+    [model] = client.models.list().data
+    assert (model.id, model.object, model.owned_by) == ("my-bot", "model", "tensorsketch")
+    assert isinstance(model.created, int)
+    assert client.models.retrieve("my-bot").id == "my-bot"
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.models.retrieve("gpt-4o")
+    assert caught.value.body["code"] == "model_not_found"  # type: ignore[index]
+    with pytest.raises(openai.NotFoundError, match="does not exist; this server serves 'my-bot'"):
+        client.chat.completions.create(model="gpt-4o", messages=[_user("hi")])
+
+
+# -- completions ---------------------------------------------------------------------------------
+
+
+def test_a_completion_runs_the_agent_with_tools_and_reports_its_real_usage(live: Any) -> None:
+    RAN.clear()
+    provider = FakeProvider(
+        [
+            assistant(tool_calls=[ToolCall(id="c1", name="add", args={"a": 2, "b": 3})]),
+            "2 + 3 = 5.",
+        ]
+    )
+    backend = InMemoryBackend()
+    server = live(openai_app(create_agent(provider, tools=[add]), model="bot", backend=backend))
+    raw = _client(server).chat.completions.with_raw_response.create(
+        model="bot",
+        extra_headers={CONVERSATION_HEADER: "sums"},
+        messages=[
+            {"role": "system", "content": "You add."},
+            _user("I have numbers."),
+            {"role": "assistant", "content": "Which ones?"},
+            _user("2 and 3"),
+        ],
+    )
+    completion = raw.parse()
+    assert completion.object == "chat.completion" and completion.id.startswith("chatcmpl-")
+    [choice] = completion.choices
+    assert (choice.message.role, choice.message.content) == ("assistant", "2 + 3 = 5.")
+    assert choice.finish_reason == "stop" and choice.message.tool_calls is None
+    assert RAN == [{"add": [2, 3]}]
+    sent = [(m.role, m.text) for m in provider.calls[0].messages]
+    assert sent == [
+        ("system", "You add."),
+        ("user", "I have numbers."),
+        ("assistant", "Which ones?"),
+        ("user", "2 and 3"),
+    ], "the whole history reaches the model"
+    assert raw.headers[CONVERSATION_HEADER] == "sums"
+    found = server.call(thread_info(create_agent(FakeProvider([])), "sums", backend))
+    assert found is not None
+    usage = found[0].usage
+    assert completion.usage is not None
+    assert completion.usage.prompt_tokens == usage.input_tokens > 0
+    assert completion.usage.completion_tokens == usage.output_tokens > 0
+    assert completion.usage.total_tokens == usage.input_tokens + usage.output_tokens
+
+
+def test_a_stream_sends_the_model_deltas_with_one_id_then_usage_then_done(live: Any) -> None:
+    provider = FakeProvider(["The answer is forty two.", "Again."])
+    server = live(openai_app(create_agent(provider), model="bot"))
+    chunks = list(
+        _client(server).chat.completions.create(
+            model="bot",
+            messages=[_user("?")],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert len({(c.id, c.created, c.model) for c in chunks}) == 1
+    assert all(c.object == "chat.completion.chunk" for c in chunks)
+    body, usage_chunk = chunks[:-1], chunks[-1]
+    assert body[0].choices[0].delta.role == "assistant"
+    deltas = [c.choices[0].delta.content for c in body[1:-1]]
+    assert deltas == ["The", " answer", " is", " forty", " two."], "the fake model's chunks"
+    assert [c.choices[0].finish_reason for c in body] == [None] * (len(body) - 1) + ["stop"]
+    assert all(c.usage is None for c in body)
+    assert usage_chunk.choices == [] and usage_chunk.usage is not None
+    assert usage_chunk.usage.completion_tokens > 0
+
+    with httpx.stream(
+        "POST",
+        f"{server.url}/v1/chat/completions",
+        json={"model": "bot", "messages": [_user("again")], "stream": True},
+    ) as response:
+        lines = [line for line in response.iter_lines() if line]
+    assert lines[-1] == "data: [DONE]"
+    assert '"usage"' not in "".join(lines), "no usage fields unless include_usage"
+
+
+class HeldStream(ChatProvider):
+    """A model whose stream waits, after each chunk, until the test has seen it arrive."""
+
+    provider_name = "held"
+    model = "held"
+
+    def __init__(self, pieces: Sequence[str]) -> None:
+        self.pieces = list(pieces)
+        self.seen = threading.Semaphore(0)
+        self.cancelled = threading.Event()
+
+    async def complete(self, messages: Sequence[Message], **options: Any) -> Completion:
+        raise AssertionError("served runs stream")
+
+    async def stream(  # type: ignore[override]
+        self, messages: Sequence[Message], **options: Any
+    ) -> AsyncIterator[TextDelta | Completion]:
+        try:
+            for piece in self.pieces:
+                yield TextDelta(piece)
+                if not await asyncio.to_thread(self.seen.acquire, True, 20):
+                    raise AssertionError("the client never saw the chunk")
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        yield Completion(message=assistant("".join(self.pieces)), model="held")
+
+
+def test_each_delta_reaches_the_client_before_the_model_produces_the_next(live: Any) -> None:
+    provider = HeldStream(["one ", "two ", "three"])
+    server = live(openai_app(create_agent(provider), model="bot"))
+    stream = _client(server).chat.completions.create(
+        model="bot", messages=[_user("count")], stream=True
+    )
+    got = []
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            got.append(chunk.choices[0].delta.content)
+            provider.seen.release()  # only now may the model go on
+    assert got == ["one ", "two ", "three"]
+
+
+def test_a_client_that_disconnects_mid_stream_cancels_the_run(live: Any) -> None:
+    provider = HeldStream(["first ", "never sent"])
+    backend = InMemoryBackend()
+    server = live(openai_app(create_agent(provider), model="bot", backend=backend))
+    stream = _client(server).chat.completions.create(
+        model="bot",
+        messages=[_user("go")],
+        stream=True,
+        extra_headers={CONVERSATION_HEADER: "conv-gone"},
+    )
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            assert chunk.choices[0].delta.content == "first "
+            break
+    stream.close()  # the client goes away; the model is still waiting
+    assert provider.cancelled.wait(20), "the run was cancelled"
+    found = server.call(thread_info(create_agent(FakeProvider([])), "conv-gone", backend))
+    assert found is not None and found[1].status == "pending", "the thread can be resumed"
+
+
+def test_real_token_deltas_from_a_vendor_stream_over_the_wire(live: Any) -> None:
+    """The agent's model is the real OpenAI SDK talking to the providers' wire server."""
+    play = vendor_plays.OpenAIPlay()
+    vendor = wire_server.WireServer().start()
+    try:
+        vendor.queue(play.stream_text(["Par", "is is ", "the capital."]))
+        server = live(openai_app(create_agent(play.provider(vendor.url)), model="bot"))
+        chunks = list(
+            _client(server).chat.completions.create(
+                model="bot",
+                messages=[_user("Capital of France?")],
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+        )
+        deltas = [
+            c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content
+        ]
+        assert deltas == ["Par", "is is ", "the capital."], "the vendor's own chunks, unchanged"
+        usage = chunks[-1].usage
+        assert usage is not None
+        assert (usage.prompt_tokens, usage.completion_tokens) == (
+            vendor_plays.FRESH + vendor_plays.CACHED,
+            vendor_plays.OUTPUT,
+        )
+        assert usage.prompt_tokens_details is not None
+        assert usage.prompt_tokens_details.cached_tokens == vendor_plays.CACHED
+        sent = play.sent(vendor.last)
+        assert sent.turns[-1][1][0].value == "Capital of France?" and sent.stream
+    finally:
+        vendor.stop()
+        for provider in play.created:
+            server.call(provider.aclose())
+
+
+# -- approvals -----------------------------------------------------------------------------------
+
+
+def _refund_agent() -> tuple[Any, FakeProvider]:
+    provider = FakeProvider(
+        [
+            assistant(
+                "Checking.", tool_calls=[ToolCall(id="call_r1", name="refund", args={"order": 7})]
+            ),
+            "Order 7 is refunded.",
+        ]
+    )
+    return create_agent(provider, tools=[refund]), provider
+
+
+def test_an_approval_is_a_tool_call_and_a_tool_message_decides_it(live: Any) -> None:
+    RAN.clear()
+    agent, provider = _refund_agent()
+    server = live(openai_app(agent, model="bot"))
+    client = _client(server)
+    conversation = {CONVERSATION_HEADER: "conv-refund"}
+    history: list[dict[str, Any]] = [_user("refund order 7")]
+    first = client.chat.completions.create(
+        model="bot", messages=history, extra_headers=conversation
+    )
+    [choice] = first.choices
+    assert choice.finish_reason == "tool_calls" and RAN == []
+    [call] = choice.message.tool_calls or []
+    assert (call.id, call.type, call.function.name) == ("call_r1", "function", "refund")
+    assert json.loads(call.function.arguments) == {"order": 7}
+
+    with pytest.raises(
+        openai.ConflictError, match="waiting for a decision on 'call_r1' \\(refund\\)"
+    ):
+        client.chat.completions.create(
+            model="bot", messages=[*history, _user("hello?")], extra_headers=conversation
+        )
+    history += [
+        choice.message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": "call_r1", "content": "maybe"},
+    ]
+    with pytest.raises(openai.BadRequestError, match="must decide it: 'approve', 'reject'"):
+        client.chat.completions.create(model="bot", messages=history, extra_headers=conversation)
+    history[-1]["content"] = "approve"
+    second = client.chat.completions.create(
+        model="bot", messages=history, extra_headers=conversation
+    )
+    assert second.choices[0].message.content == "Order 7 is refunded."
+    assert second.choices[0].finish_reason == "stop"
+    assert RAN == [{"refund": 7}], "the tool ran once, after the approval"
+    assert provider.calls[1].messages[-1].text == "refunded order 7"
+
+
+def test_a_streamed_approval_sends_tool_call_deltas_and_a_rejection_reason_reaches_the_model(
+    live: Any,
+) -> None:
+    RAN.clear()
+    agent, provider = _refund_agent()
+    server = live(openai_app(agent, model="bot"))
+    client = _client(server)
+    raw = client.chat.completions.with_raw_response.create(
+        model="bot", messages=[_user("refund order 7")], stream=True
+    )
+    conversation = raw.headers[CONVERSATION_HEADER]  # minted: the client did not name one
+    chunks = list(raw.parse())
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "Checking."
+    calls = [c.choices[0].delta.tool_calls for c in chunks if c.choices[0].delta.tool_calls]
+    opening, arguments = calls[0][0], calls[1][0]
+    assert (opening.index, opening.id, opening.type) == (0, "call_r1", "function")
+    assert opening.function is not None and opening.function.name == "refund"
+    assert opening.function.arguments == ""
+    assert arguments.id is None and arguments.function is not None
+    assert json.loads(arguments.function.arguments) == {"order": 7}
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+    answer = client.chat.completions.create(
+        model="bot",
+        messages=[
+            _user("refund order 7"),
+            {
+                "role": "assistant",
+                "content": text,
+                "tool_calls": [
+                    {
+                        "id": "call_r1",
+                        "type": "function",
+                        "function": {"name": "refund", "arguments": '{"order": 7}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_r1", "content": "reject: over the limit"},
+        ],
+        metadata={"conversation_id": conversation},
+    )
+    assert answer.choices[0].message.content == "Order 7 is refunded."  # the scripted reply
+    assert RAN == [], "a rejected call never runs"
+    seen = provider.calls[1].messages[-1].text
+    assert "rejected" in seen and "over the limit" in seen
+
+
+# -- conversations -------------------------------------------------------------------------------
+
+
+def test_without_a_conversation_id_a_run_that_cannot_wait_is_one_shot(live: Any) -> None:
+    @tool
+    def later(x: int) -> str:
+        """Answers only later."""
+        raise RetryLater("busy", delay=60)
+
+    provider = FakeProvider(
+        ["plain", assistant(tool_calls=[ToolCall(id="c9", name="later", args={"x": 1})])]
+    )
+    backend = InMemoryBackend()
+    server = live(openai_app(create_agent(provider, tools=[later]), model="bot", backend=backend))
+    client = _client(server)
+    raw = client.chat.completions.with_raw_response.create(model="bot", messages=[_user("a")])
+    assert raw.parse().choices[0].message.content == "plain"
+    assert CONVERSATION_HEADER not in raw.headers, "no thread was made: the client has it all"
+    with pytest.raises(openai.ConflictError, match="names no conversation") as caught:
+        client.chat.completions.create(model="bot", messages=[_user("b")])
+    assert caught.value.body["code"] == "conversation_required"  # type: ignore[index]
+
+
+def test_a_conversation_id_continues_one_durable_thread(live: Any) -> None:
+    provider = FakeProvider(["Hello Ada.", "You are Ada."])
+    backend = InMemoryBackend()
+    server = live(
+        openai_app(create_agent(provider, system="Be brief."), model="bot", backend=backend)
+    )
+    client = _client(server)
+    history = [_user("I am Ada.")]
+    first = client.chat.completions.create(
+        model="bot", messages=history, metadata={"conversation_id": "ada-1"}
+    )
+    history += [
+        {"role": "assistant", "content": first.choices[0].message.content},
+        _user("Who am I?"),
+    ]
+    client.chat.completions.create(
+        model="bot", messages=history, metadata={"conversation_id": "ada-1"}
+    )
+    roles = [m.role for m in provider.calls[1].messages]
+    assert roles == ["system", "user", "assistant", "user"], "the thread holds each turn once"
+    found = server.call(thread_info(create_agent(FakeProvider([])), "ada-1", backend))
+    assert found is not None
+    assert [m.text for m in found[0].messages][-1] == "You are Ada."
+
+
+def test_bad_conversation_ids_are_refused(live: Any) -> None:
+    server = live(openai_app(create_agent(FakeProvider(["x"])), model="bot"))
+    with pytest.raises(openai.BadRequestError, match="conversation id") as caught:
+        _client(server).chat.completions.create(
+            model="bot", messages=[_user("x")], extra_headers={CONVERSATION_HEADER: "a b"}
+        )
+    assert caught.value.body["param"] == "metadata.conversation_id"  # type: ignore[index]
+
+
+# -- a graph that is not an agent ----------------------------------------------------------------
+
+
+class Question(Schema):
+    prompt: str = ""
+    answer: str = ""
+
+
+class Shout(Node):
+    class In(Schema):
+        prompt: str
+
+    class Out(Schema):
+        answer: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        return self.Out(answer=inp.prompt.upper() + "!")
+
+
+def test_a_non_agent_graph_is_served_through_to_input_and_to_reply(live: Any) -> None:
+    graph = Graph(Question).add(Shout).edge(START, "Shout").edge("Shout", END).compile()
+    app = openai_app(
+        graph,
+        model="shouter",
+        to_input=lambda messages: {"prompt": messages[-1].text},
+        to_reply=lambda state: state.answer,
+    )
+    client = _client(live(app))
+    reply = client.chat.completions.create(model="shouter", messages=[_user("hi")])
+    assert reply.choices[0].message.content == "HI!"
+    assert reply.usage is not None and reply.usage.total_tokens == 0, "no model, no tokens"
+    chunks = list(
+        client.chat.completions.create(model="shouter", messages=[_user("yo")], stream=True)
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == "YO!"
+
+
+# -- errors in OpenAI's shape --------------------------------------------------------------------
+
+
+def test_bad_requests_are_400_naming_the_field(live: Any) -> None:
+    server = live(openai_app(create_agent(FakeProvider(["x"])), model="bot"))
+    client = _client(server)
+    cases: list[tuple[Any, str]] = [
+        ([], "messages"),
+        ([{"role": "wizard", "content": "x"}], "messages[0].role"),
+        ([{"role": "user", "content": 3}], "messages[0].content"),
+        ([{"role": "user", "content": [{"type": "input_audio"}]}], "messages[0].content[0].type"),
+        ([{"role": "tool", "content": "x"}], "messages[0].tool_call_id"),
+        (
+            [
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": "1",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": "[1]"},
+                        }
+                    ],
+                }
+            ],
+            "messages[0].tool_calls[0].function.arguments",
+        ),
+    ]
+    for messages, param in cases:
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.chat.completions.create(model="bot", messages=messages)
+        error = caught.value.body
+        assert isinstance(error, dict) and error["param"] == param, error
+        assert error["type"] == "invalid_request_error" and error["message"]
+    with pytest.raises(openai.BadRequestError, match="`n` must be 1"):
+        client.chat.completions.create(model="bot", messages=[_user("x")], n=2)
+    response = httpx.post(f"{server.url}/v1/chat/completions", content=b"[1, 2")
+    assert response.status_code == 400 and set(response.json()["error"]) == {
+        "message",
+        "type",
+        "param",
+        "code",
+    }
+    assert httpx.get(f"{server.url}/v1/chat/completions").status_code == 405
+    missing = httpx.get(f"{server.url}/v2/anything")
+    assert (
+        missing.status_code == 404 and "/v1/chat/completions" in missing.json()["error"]["message"]
+    )
+
+
+def test_authenticate_and_the_body_limit_answer_401_and_413(live: Any) -> None:
+    app = openai_app(
+        create_agent(FakeProvider(["ok"])),
+        model="bot",
+        authenticate=lambda request: request.headers.get("authorization") == "Bearer s3cret",
+        max_body_bytes=2000,
+    )
+    server = live(app)
+    with pytest.raises(openai.AuthenticationError):
+        _client(server).models.list()
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="s3cret", max_retries=0)
+    assert client.models.list().data[0].id == "bot"
+    with pytest.raises(openai.APIStatusError) as caught:
+        client.chat.completions.create(model="bot", messages=[_user("x" * 5000)])
+    assert caught.value.status_code == 413
+    assert client.chat.completions.create(model="bot", messages=[_user("x")]).choices
+
+
+def test_provider_failures_map_to_429_502_and_a_500_that_hides_internals(live: Any) -> None:
+    provider = FakeProvider(
+        [
+            RateLimitError("slow down", retry_after=3, provider="fake"),
+            ProviderError("upstream exploded", provider="fake"),
+            RuntimeError("password=hunter2"),
+            FakeStreamFailure("Half an ", ProviderError("cut off", provider="fake")),
+        ]
+    )
+    server = live(openai_app(create_agent(provider), model="bot"))
+    client = _client(server)
+    with pytest.raises(openai.RateLimitError) as limited:
+        client.chat.completions.create(model="bot", messages=[_user("1")])
+    assert limited.value.response.headers["retry-after"] == "3"
+    with pytest.raises(openai.InternalServerError) as upstream:
+        client.chat.completions.create(model="bot", messages=[_user("2")])
+    assert upstream.value.status_code == 502 and "upstream exploded" in upstream.value.message
+    with pytest.raises(openai.InternalServerError) as fault:
+        client.chat.completions.create(model="bot", messages=[_user("3")])
+    assert fault.value.status_code == 500 and "hunter2" not in str(fault.value.body)
+    stream = client.chat.completions.create(model="bot", messages=[_user("4")], stream=True)
+    got = []
+    with pytest.raises(openai.APIError, match="cut off"):
+        for chunk in stream:
+            got.append(chunk.choices[0].delta.content or "")
+    assert "".join(got) == "Half an ", "the deltas before the failure were delivered"
+
+
+# -- the Responses API ---------------------------------------------------------------------------
+
+
+def test_responses_answers_and_streams_typed_events_with_sequence_numbers(live: Any) -> None:
+    provider = FakeProvider(["Bonjour tout le monde.", "Salut."])
+    server = live(openai_app(create_agent(provider), model="bot"))
+    client = _client(server)
+    response = client.responses.create(
+        model="bot", input="Say hello in French.", instructions="Be French."
+    )
+    assert response.status == "completed" and response.output_text == "Bonjour tout le monde."
+    assert response.usage is not None and response.usage.output_tokens > 0
+    assert [m.role for m in provider.calls[0].messages] == ["system", "user"]
+    events = list(
+        client.responses.create(model="bot", input=[{"role": "user", "content": "Hi"}], stream=True)
+    )
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    kinds = [e.type for e in events]
+    assert kinds[:2] == ["response.created", "response.in_progress"]
+    assert kinds[-1] == "response.completed"
+    assert "".join(e.delta for e in events if e.type == "response.output_text.delta") == "Salut."
+    assert events[-1].response.output_text == "Salut."
+
+
+def test_responses_approvals_are_function_calls_answered_by_function_call_output(live: Any) -> None:
+    RAN.clear()
+    agent, _ = _refund_agent()
+    server = live(openai_app(agent, model="bot"))
+    client = _client(server)
+    first = client.responses.create(
+        model="bot", input="refund order 7", metadata={"conversation_id": "resp-1"}
+    )
+    [call] = [item for item in first.output if item.type == "function_call"]
+    assert (call.call_id, call.name, json.loads(call.arguments)) == (
+        "call_r1",
+        "refund",
+        {"order": 7},
+    )
+    second = client.responses.create(
+        model="bot",
+        input=[{"type": "function_call_output", "call_id": "call_r1", "output": "approve"}],
+        metadata={"conversation_id": "resp-1"},
+    )
+    assert second.output_text == "Order 7 is refunded." and RAN == [{"refund": 7}]
+
+
+def test_the_app_refuses_a_bad_configuration_when_it_is_built() -> None:
+    with pytest.raises(ValueError, match="non-empty model id"):
+        openai_app(create_agent(FakeProvider([])), model="")
+    graph = Graph(Question).add(Shout).edge(START, "Shout").edge("Shout", END).compile()
+    with pytest.raises(TypeError, match=r"openai_app\(\): graph .* is not an agent graph"):
+        openai_app(graph)
+    with pytest.raises(ValueError, match="max_body_bytes"):
+        openai_app(create_agent(FakeProvider([])), max_body_bytes=0)

@@ -1,0 +1,334 @@
+"""The task API over a real uvicorn server, driven with real HTTP clients (httpx, httpx-sse,
+raw sockets) — every endpoint, its errors, SSE resume, the guards, and the metrics."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+import task_graphs
+from httpx_sse import connect_sse
+from prometheus_client.parser import text_string_to_metric_families
+
+from tensorsketch.runs import AsyncRunner
+from tensorsketch.runtime.backends.memory import InMemoryBackend
+from tensorsketch.serve import RunMetrics, task_app
+from tensorsketch.serve._protocols import serve
+
+
+def _start(live: Any, graph: Any, *, app: dict[str, Any] | None = None, **runner: Any) -> Any:
+    runner.setdefault("timer_refresh", 0.5)
+    runner.setdefault("poll_interval", 0.05)
+    built = AsyncRunner(graph, backend=runner.pop("backend", None) or InMemoryBackend(), **runner)
+    server = live(task_app(built, **{"drain_timeout": 1.0, **(app or {})}))
+    server.runner = built
+    return server
+
+
+def _until(client: httpx.Client, task_id: str, done: Callable[[dict[str, Any]], bool]) -> Any:
+    for _ in range(400):
+        record = client.get(f"/tasks/{task_id}").json()
+        if done(record):
+            return record
+        time.sleep(0.025)
+    raise AssertionError(f"task {task_id} never got there: {record}")
+
+
+def _error(response: httpx.Response, status: int) -> str:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body["error"]) >= {"message", "type"}
+    return str(body["error"]["message"])
+
+
+def test_submit_is_idempotent_by_key_and_lists_with_filters_and_pages(live: Any) -> None:
+    server = _start(live, task_graphs.work_graph())
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        first = client.post(
+            "/tasks",
+            json={"input": {"n": 2}, "labels": {"tenant": "acme"}},
+            headers={"Idempotency-Key": "order-7"},
+        )
+        assert first.status_code == 202
+        assert first.headers["location"] == f"/tasks/{first.json()['id']}"
+        again = client.post(
+            "/tasks", json={"input": {"n": 2}}, headers={"Idempotency-Key": "order-7"}
+        )
+        assert again.status_code == 200 and again.headers["idempotent-replayed"] == "true"
+        assert again.json()["id"] == first.json()["id"]
+        task_id = first.json()["id"]
+        done = _until(client, task_id, lambda r: r["status"] == "succeeded")
+        assert done["output"]["out"] == "charge+ship 2"
+        for n in range(3):
+            client.post("/tasks", json={"input": {"n": 2 * n}, "labels": {"tenant": "other"}})
+        listed = client.get("/tasks", params={"label": "tenant=acme"}).json()
+        assert [t["id"] for t in listed["tasks"]] == [task_id]
+        seen, cursor = [], None
+        while True:
+            params: dict[str, Any] = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+            page = client.get("/tasks", params=params).json()
+            seen += [t["id"] for t in page["tasks"]]
+            if not (cursor := page["next_cursor"]):
+                break
+        assert len(seen) == len(set(seen)) == 4
+        assert "unknown run status" in _error(client.get("/tasks?status=done"), 400)
+        assert "not key=value" in _error(client.get("/tasks?label=tenant"), 400)
+        assert "limit" in _error(client.get("/tasks?limit=0"), 400)
+        assert "unknown query parameter" in _error(client.get("/tasks?colour=red"), 400)
+        assert "no run 'nope'" in _error(client.get("/tasks/nope"), 404)
+        assert "unknown field" in _error(client.post("/tasks", json={"inptu": {}}), 400)
+        assert "JSON object" in _error(client.post("/tasks", json=[1]), 400)
+        assert "not valid JSON" in _error(
+            client.post("/tasks", content=b"{", headers={"content-type": "application/json"}),
+            400,
+        )
+
+
+def test_post_runs_waits_for_the_result_or_streams_it(live: Any) -> None:
+    server = _start(live, task_graphs.work_graph())
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        done = client.post("/runs", json={"input": {"n": 4}})
+        assert done.status_code == 200
+        assert done.json()["status"] == "succeeded"
+        with connect_sse(client, "POST", "/runs", json={"input": {"n": 6}, "stream": True}) as sse:
+            frames = [(e.event, e.id, e.data) for e in sse.iter_sse()]
+        kinds = [kind for kind, _, _ in frames]
+        assert kinds[0] == "run_start" and "progress" in kinds and kinds[-2] == "run_end"
+        assert kinds[-1] == "task" and json.loads(frames[-1][2])["status"] == "succeeded"
+        ids = [int(i) for _, i, _ in frames[:-1]]
+        assert ids == sorted(set(ids))
+
+
+def test_approve_over_http_accepts_only_awaited_ids(live: Any) -> None:
+    task_graphs.REFUNDS.clear()
+    server = _start(live, task_graphs.refund_agent())
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        task_id = client.post("/tasks", json={"input": {"query": "A-9"}}).json()["id"]
+        waiting = _until(client, task_id, lambda r: r["status"] == "suspended")
+        assert waiting["waiting_for"] == "approval"
+        url = f"/tasks/{task_id}/approve"
+        message = _error(client.post(url, json={"decisions": {"call_1": True, "x": True}}), 400)
+        assert "does not wait on ['x']" in message
+        assert client.get(f"/tasks/{task_id}").json()["version"] == waiting["version"]
+        assert "decisions" in _error(client.post(url, json={"call_1": True}), 400)
+        assert "approval decision" in _error(
+            client.post(url, json={"decisions": {"call_1": 3}}), 400
+        )
+        ok = client.post(url, json={"decisions": {"call_1": "approve"}})
+        assert ok.status_code == 200 and ok.json()["decisions"] == {"call_1": "approve"}
+        done = _until(client, task_id, lambda r: r["status"] == "succeeded")
+        assert done["output"]["output"] == "done: refunded A-9"
+        assert task_graphs.REFUNDS == ["A-9"]
+        # An agent's events (messages in their data) stream to the end, then the record.
+        with connect_sse(client, "GET", f"/tasks/{task_id}/events") as sse:
+            kinds = [e.event for e in sse.iter_sse()]
+        assert kinds[:3] == ["run_start", "node_start", "interrupt"]
+        assert "tool" in kinds and kinds[-2:] == ["run_end", "task"]
+        assert "waiting for approval" in _error(
+            client.post(url, json={"decisions": {"call_1": False}}), 409
+        )
+        assert "no run" in _error(
+            client.post("/tasks/nope/approve", json={"decisions": {"a": True}}), 404
+        )
+
+
+def test_events_are_delivered_once_and_cancel_is_not_a_failure(live: Any) -> None:
+    server = _start(live, task_graphs.listen_graph())
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        task_id = client.post("/tasks", json={"input": {"n": 1}}).json()["id"]
+        _until(client, task_id, lambda r: r["waiting_for"] == "event")
+        url = f"/tasks/{task_id}/events"
+        assert "only event_id, type and payload" in _error(
+            client.post(url, json={"type": "paid", "role": "system"}), 400
+        )
+        sent = client.post(url, json={"event_id": "e1", "type": "paid", "payload": "42"})
+        assert sent.status_code == 202
+        done = _until(client, task_id, lambda r: r["status"] == "succeeded")
+        assert done["output"]["event"]["payload"] == "42"
+        assert "only a suspended run" in _error(client.post(url, json={"type": "paid"}), 409)
+        assert "no run" in _error(client.post("/tasks/nope/events", json={"type": "x"}), 404)
+        other = client.post("/tasks", json={"input": {"n": 2}}).json()["id"]
+        _until(client, other, lambda r: r["status"] == "suspended")
+        cancelled = client.post(f"/tasks/{other}/cancel")
+        assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+        assert "already cancelled" in _error(client.post(f"/tasks/{other}/cancel"), 409)
+
+
+def test_sse_resumes_with_last_event_id_without_gap_or_duplicate(live: Any) -> None:
+    server = _start(live, task_graphs.work_graph())
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        task_id = client.post("/tasks", json={"input": {"n": 3}}).json()["id"]  # naps 0.5 s
+        first: list[int] = []
+        with connect_sse(client, "GET", f"/tasks/{task_id}/events") as sse:
+            for event in sse.iter_sse():
+                first.append(int(event.id))
+                if len(first) == 3:
+                    break  # the client goes away mid-run
+        rest: list[int] = []
+        frames: list[str] = []
+        headers = {"Last-Event-ID": str(first[-1])}
+        finished = False
+        while not finished:  # reconnect until a stream opened after the run finished
+            finished = client.get(f"/tasks/{task_id}").json()["status"] == "succeeded"
+            with connect_sse(client, "GET", f"/tasks/{task_id}/events", headers=headers) as sse:
+                for event in sse.iter_sse():
+                    frames.append(event.event)
+                    if event.event != "task":
+                        rest.append(int(event.id))
+                        headers = {"Last-Event-ID": event.id}
+            time.sleep(0.05)
+        seqs = first + rest
+        assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))  # no gap, no duplicate
+        assert "run_end" in frames
+        assert "event seq" in _error(
+            client.get(f"/tasks/{task_id}/events", headers={"Last-Event-ID": "x"}), 400
+        )
+
+
+def test_authenticate_runs_before_the_body_and_spares_health_and_metrics(live: Any) -> None:
+    def authenticate(request: Any) -> bool:
+        if request.headers.get("x-boom"):
+            raise RuntimeError("secret detail")
+        return request.headers.get("authorization") == "Bearer k"
+
+    server = _start(
+        live, task_graphs.work_graph(), app={"authenticate": authenticate, "max_body_bytes": 1000}
+    )
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        big = b'{"input": {"n": 1}, "pad": "' + b"x" * 5000 + b'"}'
+        refused = client.post("/tasks", content=big, headers={"content-type": "application/json"})
+        assert refused.status_code == 401  # not 413: the body was never read
+        assert client.get("/healthz").status_code == 200
+        assert client.get("/metrics").status_code == 200
+        auth = {"authorization": "Bearer k", "content-type": "application/json"}
+        assert client.post("/tasks", content=big, headers=auth).status_code == 413
+        crashed = client.get("/tasks", headers={"x-boom": "1"})
+        assert crashed.status_code == 500
+        assert "secret" not in crashed.text and "internal server error" in crashed.text
+
+
+def test_a_full_queue_or_too_many_open_runs_is_503_with_retry_after(live: Any) -> None:
+    server = _start(
+        live,
+        task_graphs.hang_graph(),
+        app={"max_concurrent_runs": 1},
+        concurrency=1,
+        max_queued=1,
+    )
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        first = client.post("/tasks", json={"input": {"n": 60}}).json()["id"]
+        _until(client, first, lambda r: r["status"] == "running")
+        assert client.post("/tasks", json={"input": {"n": 60}}).status_code == 202
+        full = client.post("/tasks", json={"input": {"n": 60}})
+        assert "max_queued=1" in _error(full, 503)
+        assert int(full.headers["retry-after"]) >= 1
+    server = _start(live, task_graphs.hang_graph(), app={"max_concurrent_runs": 1})
+    with (
+        httpx.Client(base_url=server.url, timeout=30) as a,
+        httpx.Client(base_url=server.url, timeout=30) as b,
+        a.stream("POST", "/runs", json={"input": {"n": 60}, "stream": True}) as open_run,
+    ):
+        assert open_run.status_code == 200
+        busy = b.post("/runs", json={"input": {"n": 1}})
+        assert "max_concurrent_runs=1" in _error(busy, 503)
+        assert busy.headers["retry-after"] == "1"
+    # The streaming client went away: its slot is free again.
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        for _ in range(100):
+            again = client.post("/runs", json={"input": {"n": 0}})
+            if again.status_code == 200:
+                break
+            time.sleep(0.05)
+        assert again.status_code == 200 and again.json()["status"] == "succeeded"
+
+
+def test_health_stays_200_while_draining_and_new_work_gets_503(live: Any) -> None:
+    server = _start(live, task_graphs.work_graph())
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        assert client.get("/healthz").json()["status"] == "ok"
+        assert server.call(server.runner.drain(timeout=10))
+        health = client.get("/healthz")
+        assert health.status_code == 200 and health.json()["status"] == "draining"
+        assert "draining" in _error(client.post("/tasks", json={"input": {"n": 1}}), 503)
+
+
+def test_a_client_that_does_not_read_is_cut_off_at_the_buffer_cap(live: Any) -> None:
+    server = _start(live, task_graphs.chatty_graph(), app={"sse_max_buffered_bytes": 1 << 20})
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        task_id = client.post("/tasks", json={"input": {"n": 300}}).json()["id"]  # ~15 MB
+        _until(client, task_id, lambda r: r["status"] == "succeeded")
+    with socket.socket() as conn:
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting
+        conn.settimeout(30)
+        conn.connect(("127.0.0.1", server.port))
+        conn.sendall(f"GET /tasks/{task_id}/events HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        time.sleep(3)  # connected, not reading
+        received = 0
+        tail = b""
+        while chunk := conn.recv(1 << 16):
+            received += len(chunk)
+            tail = (tail + chunk)[-200:]
+    assert received < 8 << 20  # cut off well before the 15 MB of events
+    assert b"event: task" not in tail
+
+
+def test_metrics_are_prometheus_text_with_capped_labels(live: Any) -> None:
+    metrics = RunMetrics(label_keys=["tenant"], max_label_values=2)
+    server = _start(live, task_graphs.refund_agent(), app={"metrics": metrics})
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        ids = [
+            client.post(
+                "/tasks", json={"input": {"query": f"Q{n}"}, "labels": {"tenant": t}}
+            ).json()["id"]
+            for n, t in enumerate(["a", "b", "c"])
+        ]
+        for task_id in ids:
+            _until(client, task_id, lambda r: r["status"] == "suspended")
+            client.post(f"/tasks/{task_id}/approve", json={"decisions": {"call_1": True}})
+        for task_id in ids:
+            _until(client, task_id, lambda r: r["status"] == "succeeded")
+        text = client.get("/metrics")
+    assert text.headers["content-type"].startswith("text/plain")
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text.text)
+        for s in family.samples
+    }
+    finished = {k: v for k, v in samples.items() if k[0] == "tensorsketch_runs_finished_total"}
+    assert finished == {
+        ("tensorsketch_runs_finished_total", (("status", "succeeded"), ("tenant", "a"))): 1.0,
+        ("tensorsketch_runs_finished_total", (("status", "succeeded"), ("tenant", "b"))): 1.0,
+        ("tensorsketch_runs_finished_total", (("status", "succeeded"), ("tenant", "other"))): 1.0,
+    }
+    folded = ("tensorsketch_metrics_folded_values_total", (("kind", "label:tenant"),))
+    assert samples[folded] == 1.0
+    assert samples[("tensorsketch_tool_calls_total", (("tool", "refund"),))] == 3.0
+    assert samples[("tensorsketch_model_calls_total", (("model", "fake-model"),))] == 6.0
+    assert samples[("tensorsketch_model_unpriced_turns_total", (("model", "fake-model"),))] == 6.0
+    assert samples[("tensorsketch_runs", (("status", "succeeded"),))] == 3.0
+    assert samples[("tensorsketch_queue_depth", ())] == 0.0
+
+
+def test_the_tasks_protocol_is_served_by_name_with_an_openapi_description(live: Any) -> None:
+    app = serve(task_graphs.work_graph(), ["tasks"])
+    server = live(app)
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        spec = client.get("/openapi.json").json()
+        assert spec["openapi"] == "3.1.0"
+        assert set(spec["paths"]) >= {"/runs", "/tasks", "/tasks/{id}/events", "/healthz"}
+        assert client.post("/runs", json={"input": {"n": 2}}).json()["status"] == "succeeded"
+
+
+def test_task_app_refuses_bad_options() -> None:
+    runner = AsyncRunner(task_graphs.work_graph(), backend=InMemoryBackend())
+    with pytest.raises(ValueError, match="sse_max_buffered_bytes"):
+        task_app(runner, sse_max_buffered_bytes=0)
+    with pytest.raises(TypeError, match="needs an AsyncRunner"):
+        task_app(task_graphs.work_graph())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="clash"):
+        RunMetrics(label_keys=["status"])

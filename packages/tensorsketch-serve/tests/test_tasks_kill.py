@@ -1,0 +1,267 @@
+"""Kill -9 the task server and start it again: no run lost, no effect twice, timers fire, and an
+SSE client resumes with Last-Event-ID without a gap — on SQLite, PostgreSQL and Redis. Then two
+server processes on one PostgreSQL/Redis store, one killed mid-batch: the other takes over.
+
+Real processes (uvicorn on 127.0.0.1), real HTTP clients, the crash harness's effect ledger.
+The server kills itself *inside* a tool call, before its side effect (``TS_KILL_AT``, armed once
+every run is submitted), and the graph's effects take turns, as in the crash harness: the one
+window no journal can close (an effect that completed but was not yet recorded, in any run) is
+left out on purpose — docs/runs.md says what an idempotency key does there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from httpx_sse import connect_sse
+
+from tensorsketch.runs import run_store
+from tensorsketch.testing.crash import BackendSpec, EffectLedger
+
+HERE = Path(__file__).resolve().parent
+PG_DSN = os.environ.get("TS_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("TS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+RUNS = 16
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Server:
+    """``task_server_proc.py`` in a child process."""
+
+    def __init__(self, spec: dict[str, Any], ledger: Path, **env: str) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        environ = {**os.environ, "TS_LEDGER": str(ledger), "TS_PAUSE": "0.05", **env}
+        self.process = subprocess.Popen(
+            [sys.executable, str(HERE / "task_server_proc.py"), json.dumps(spec), str(self.port)],
+            env=environ,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("the task server did not start")
+
+    def stop(self) -> int | None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(30)
+        return self.process.returncode
+
+
+class Follower(threading.Thread):
+    """An SSE client on one task: reconnects (to whichever server is up) with Last-Event-ID
+    until a stream ends with the task succeeded."""
+
+    def __init__(self, task_id: str, url: str) -> None:
+        super().__init__(daemon=True)
+        self.task_id = task_id
+        self.url = url
+        self.seqs: list[int] = []
+        self.types: list[str] = []
+        self.reconnects = 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        headers: dict[str, str] = {}
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            finished = False
+            try:
+                with httpx.Client(base_url=self.url, timeout=30) as client:
+                    finished = client.get(f"/tasks/{self.task_id}").json()["status"] == "succeeded"
+                    path = f"/tasks/{self.task_id}/events"
+                    with connect_sse(client, "GET", path, headers=headers) as sse:
+                        for event in sse.iter_sse():
+                            if event.event == "task":
+                                continue
+                            self.seqs.append(int(event.id))
+                            self.types.append(event.event)
+                            headers = {"Last-Event-ID": event.id}
+            except (httpx.HTTPError, KeyError, ValueError):
+                pass  # the server died under us: reconnect
+            if finished:
+                self.done.set()
+                return
+            self.reconnects += 1
+            time.sleep(0.1)
+
+
+def _store_snapshot(spec: dict[str, Any]) -> dict[str, int]:
+    async def read() -> dict[str, int]:
+        backend = BackendSpec(spec["target"], spec["kwargs"]).create()
+        try:
+            counts = await run_store(backend).counts()
+        finally:
+            await backend.aclose()
+        return counts
+
+    return asyncio.run(read())
+
+
+def _await_all(url: str, ids: list[str], timeout: float = 120) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    with httpx.Client(base_url=url, timeout=30) as client:
+        while time.monotonic() < deadline:
+            records = [client.get(f"/tasks/{i}").json() for i in ids]
+            if all(r["status"] == "succeeded" for r in records):
+                return records
+            time.sleep(0.2)
+    raise AssertionError(f"not all runs finished: {[r['status'] for r in records]}")
+
+
+def _submit(url: str, start: int, count: int) -> list[str]:
+    with httpx.Client(base_url=url, timeout=30) as client:
+        return [
+            client.post(
+                "/tasks", json={"input": {"n": n}}, headers={"Idempotency-Key": f"job-{n}"}
+            ).json()["id"]
+            for n in range(start, start + count)
+        ]
+
+
+def _exactly_once(ledger: EffectLedger, records: list[dict[str, Any]]) -> None:
+    for record in records:
+        assert ledger.counts(record["thread_id"]) == {"charge": 1, "ship": 1}, record["id"]
+        assert record["output"]["out"] == f"charge+ship {record['input']['n']}"
+
+
+def kill_and_restart(spec: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    ledger_path = tmp_path / "ledger.db"
+    ledger = EffectLedger(ledger_path)
+    armed = tmp_path / "armed"
+    first = Server(spec, ledger_path, TS_KILL_AT="10", TS_NAP="1.0", TS_KILL_ARMED=str(armed))
+    ids = _submit(first.url, 0, RUNS)
+    follower = Follower(ids[1], first.url)  # an odd n: it naps on a durable timer
+    follower.start()
+    armed.touch()  # every run is in; the server may die from its next tool call on
+    assert first.process.wait(120) == -9  # it killed itself inside the 10th tool call
+    at_kill = _store_snapshot(spec)
+    assert at_kill.get("running", 0) + at_kill.get("queued", 0) > 0  # runs were going on
+    assert at_kill.get("suspended:timer", 0) > 0  # and timers were pending
+    second = Server(spec, ledger_path)
+    follower.url = second.url
+    try:
+        records = _await_all(second.url, ids)
+        _exactly_once(ledger, records)
+        assert _submit(second.url, 0, RUNS) == ids  # the same runs: none lost, none doubled
+        with httpx.Client(base_url=second.url, timeout=30) as client:
+            assert len(client.get("/tasks", params={"limit": 1000}).json()["tasks"]) == RUNS
+        assert follower.done.wait(60)
+        seqs = follower.seqs
+        assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))  # no gap, no duplicate
+        assert follower.types[-1] == "run_end" and follower.reconnects >= 1
+        return {"at_kill": at_kill, "reconnects": follower.reconnects, "events": len(seqs)}
+    finally:
+        # SIGTERM: uvicorn shuts down gracefully (the app drains), then re-raises the signal.
+        assert second.stop() in (0, -15)
+
+
+@pytest.mark.slow
+def test_kill_9_and_restart_on_sqlite(tmp_path: Path) -> None:
+    spec = {"target": "sqlite", "kwargs": {"dsn": str(tmp_path / "runs.db"), "lease_ttl": 2.0}}
+    kill_and_restart(spec, tmp_path)
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[str]:
+    psycopg = pytest.importorskip("psycopg")
+    name = f"ts_kill_{uuid.uuid4().hex[:10]}"
+    yield name
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+@pytest.fixture
+def redis_prefix() -> Iterator[str]:
+    redis = pytest.importorskip("redis")
+    name = f"ts_kill_{uuid.uuid4().hex[:10]}"
+    yield name
+    client = redis.Redis.from_url(REDIS_URL)
+    keys = list(client.scan_iter(match=f"{name}:*", count=1000))
+    if keys:
+        client.delete(*keys)
+    client.close()
+
+
+def _pg(schema: str) -> dict[str, Any]:
+    return {"target": "postgres", "kwargs": {"dsn": PG_DSN, "schema": schema, "lease_ttl": 2.0}}
+
+
+def _redis(prefix: str) -> dict[str, Any]:
+    return {"target": "redis", "kwargs": {"dsn": REDIS_URL, "prefix": prefix, "lease_ttl": 2.0}}
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_kill_9_and_restart_on_postgres(pg_schema: str, tmp_path: Path) -> None:
+    kill_and_restart(_pg(pg_schema), tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+def test_kill_9_and_restart_on_redis(redis_prefix: str, tmp_path: Path) -> None:
+    kill_and_restart(_redis(redis_prefix), tmp_path)
+
+
+def two_runners_one_killed(spec: dict[str, Any], tmp_path: Path) -> None:
+    ledger_path = tmp_path / "ledger.db"
+    ledger = EffectLedger(ledger_path)
+    armed = tmp_path / "armed"
+    doomed = Server(spec, ledger_path, TS_KILL_AT="14", TS_NAP="1.0", TS_KILL_ARMED=str(armed))
+    survivor = Server(spec, ledger_path, TS_NAP="1.0")
+    try:
+        ids = _submit(doomed.url, 0, RUNS) + _submit(survivor.url, RUNS, RUNS)
+        armed.touch()
+        assert doomed.process.wait(120) == -9
+        records = _await_all(survivor.url, ids)
+        _exactly_once(ledger, records)
+        owners = {r["id"]: r for r in records}
+        assert len(owners) == 2 * RUNS
+        # Runs submitted to the killed server finished on the survivor.
+        assert any(r["attempts"] >= 2 for r in records[:RUNS])
+    finally:
+        doomed.stop()
+        assert survivor.stop() in (0, -15)
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_two_runners_on_postgres_one_killed_mid_batch(pg_schema: str, tmp_path: Path) -> None:
+    two_runners_one_killed(_pg(pg_schema), tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+def test_two_runners_on_redis_one_killed_mid_batch(redis_prefix: str, tmp_path: Path) -> None:
+    two_runners_one_killed(_redis(redis_prefix), tmp_path)
