@@ -19,9 +19,9 @@ from tensorsketch import (
     create_agent,
     tool,
 )
-from tensorsketch.chat import Completion, ProviderServerError
 from tensorsketch.messages import ToolCall, assistant, system
 from tensorsketch.middleware import ModelRequest
+from tensorsketch.provider import Completion, ProviderServerError
 
 
 @tool

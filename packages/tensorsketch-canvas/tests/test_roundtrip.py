@@ -579,7 +579,7 @@ def test_random_edits_write_back_and_re_extract(data: st.DataObject) -> None:
 def _runtime() -> Any:
     try:
         from tensorsketch import Graph  # noqa: F401
-        from tensorsketch.structure import GraphStructure  # noqa: F401
+        from tensorsketch.graph_structure import GraphStructure  # noqa: F401
     except ImportError as exc:  # pragma: no cover - only while core is being written
         pytest.skip(f"tensorsketch core runtime is not importable yet ({exc})")
     return None

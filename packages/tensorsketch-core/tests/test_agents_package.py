@@ -31,9 +31,9 @@ from tensorsketch import (
 from tensorsketch.agents import AgentOptions
 from tensorsketch.agents.options import AgentSettings
 from tensorsketch.budget import budget_scope
-from tensorsketch.chat import StructuredOutputError
 from tensorsketch.effects import EffectLog
 from tensorsketch.messages import ToolCall, assistant
+from tensorsketch.provider import StructuredOutputError
 from tensorsketch.serializers import JsonSerializer
 
 

@@ -20,16 +20,16 @@ from tensorsketch import (
     tool,
 )
 from tensorsketch.budget import Budget
-from tensorsketch.chat import (
+from tensorsketch.fake import FakeStreamFailure
+from tensorsketch.messages import Message, ToolCall, assistant
+from tensorsketch.pricing import ModelPrice, price_for
+from tensorsketch.provider import (
     AuthenticationError,
     BadRequestError,
     ProviderServerError,
     ProviderTimeoutError,
     RateLimitError,
 )
-from tensorsketch.fake import FakeStreamFailure
-from tensorsketch.messages import Message, ToolCall, assistant
-from tensorsketch.pricing import ModelPrice, price_for
 
 
 @tool

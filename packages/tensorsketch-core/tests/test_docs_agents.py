@@ -40,9 +40,9 @@ from tensorsketch import (
     run_subgraph,
     tool,
 )
-from tensorsketch.chat import ProviderServerError
 from tensorsketch.messages import Message as Msg
 from tensorsketch.messages import ToolCall, assistant, system
+from tensorsketch.provider import ProviderServerError
 
 
 def calls(*pairs: tuple[str, dict[str, Any]]) -> Message:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
+from pydantic import AfterValidator, field_validator
 
 from tensorsketch import (
     END,
@@ -28,7 +29,7 @@ from tensorsketch import (
     Send,
     ThreadBusyError,
 )
-from tensorsketch.durable import RunJournal
+from tensorsketch.durable import RunJournal, read_checkpoint, schema_fingerprint
 from tensorsketch.runtime.backends.base import StoredCheckpoint
 from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
@@ -538,3 +539,140 @@ async def test_ladder_over_many_resumes_keeps_every_checkpoint_exact(
         assert len(snapshots) > 1  # epochs ended (the state is tiny: snapshots are cheap)
     else:
         assert snapshots == stored[:1]  # resumes continue the ladder: one snapshot only
+
+
+# -- reading back what this schema wrote: no second validation ------------------------------------
+
+
+class Ledger(Schema):
+    entries: Annotated[list[dict[str, str]], Reducer(operator.add)] = []
+    turns: int = 0
+
+
+class AddEntry(Node):
+    class In(Schema):
+        turns: int
+
+    class Out(Schema):
+        entries: list[dict[str, str]]
+        turns: int
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        return self.Out(entries=[{"n": str(inp.turns)}], turns=inp.turns + 1)
+
+
+def _ledger_graph(state: type[Schema] = Ledger) -> Any:
+    return (
+        Graph(state)
+        .add(AddEntry)
+        .edge(START, "AddEntry")
+        .loop("AddEntry", until=lambda s: s.turns >= 20)
+        .compile()
+    )
+
+
+async def test_a_state_read_by_the_schema_that_wrote_it_is_taken_as_decoded(
+    tmp_path: Path,
+) -> None:
+    """Every checkpoint carries its writer's schema fingerprint; a reader with the same one
+    builds no validator at all (validating 10,000 messages again was most of a read), and
+    still gets exactly the state the run ended with, fresh on every read."""
+    backend = SqliteBackend(tmp_path / "store.db")
+    out = await _ledger_graph().invoke({}, thread_id="t", backend=backend, max_steps=30)
+    stamps = {json.loads(s.payload)["s"] for s in await backend.list_checkpoints("t")}
+    assert stamps == {schema_fingerprint(Ledger)} and None not in stamps
+    reader = _ledger_graph()  # a fresh compile: no field validator built yet
+    state = await reader.aget_state("t", backend)
+    assert state == out and len(state.entries) == 20
+    assert reader._spec.adapters == {}
+    state.entries.append({"n": "mine"})  # the caller's copy: the next read is unaffected
+    again = await reader.aget_state("t", backend)
+    assert again == out
+    resumed = await reader.invoke(thread_id="t", backend=backend)  # restore: same rule
+    assert resumed == out
+    await backend.aclose()
+
+
+async def test_a_changed_schema_of_the_same_name_still_validates(tmp_path: Path) -> None:
+    """The fingerprint is of the types, not the name: a field retyped under the same class
+    name is validated, and its error still names the checkpoint and points at migrate."""
+    backend = SqliteBackend(tmp_path / "store.db")
+    await _ledger_graph().invoke({}, thread_id="t", backend=backend, max_steps=30)
+
+    class Ledger(Schema):
+        entries: Annotated[list[int], Reducer(operator.add)] = []
+        turns: int = 0
+
+    assert schema_fingerprint(Ledger) != schema_fingerprint(globals()["Ledger"])
+    with pytest.raises(CheckpointDecodeError, match=r"of thread 't'.*'entries'.*migrate"):
+        await _ledger_graph(Ledger).aget_state("t", backend)
+    await backend.aclose()
+
+
+def test_a_schema_with_validator_functions_is_never_taken_on_trust() -> None:
+    """Validator code can change without changing the JSON schema: such a state is always
+    validated on read (no fingerprint is written, so none can match)."""
+
+    class Checked(Schema):
+        name: str = ""
+
+        @field_validator("name")
+        @classmethod
+        def _upper(cls, value: str) -> str:
+            return value.upper()
+
+    class Annotated_(Schema):
+        name: Annotated[str, AfterValidator(str.upper)] = ""
+
+    assert schema_fingerprint(Checked) is None
+    assert schema_fingerprint(Annotated_) is None
+    assert schema_fingerprint(Ledger) is not None
+
+
+async def test_rows_written_by_two_schemas_are_validated(tmp_path: Path) -> None:
+    """Values folded from rows of different fingerprints (a thread continued after a schema
+    change) carry none, so they are validated."""
+    backend = SqliteBackend(tmp_path / "store.db")
+    await _ledger_graph().invoke({}, thread_id="t", backend=backend, max_steps=30)
+    stored = await backend.read_chain("t")
+    last = stored[-1]
+    payload = json.loads(last.payload)
+    payload["s"] = "0123456789abcdef"
+    await backend.save_checkpoint(
+        StoredCheckpoint(
+            "t", "cp-other", last.checkpoint_id, last.step + 1, 2.0, json.dumps(payload).encode()
+        )
+    )
+    found = await read_checkpoint(backend, "t")
+    assert found is not None and found.id == "cp-other" and found.schema_id is None
+    reader = _ledger_graph()
+    assert await reader.aget_state("t", backend) is not None
+    assert "entries" in reader._spec.adapters  # validated
+    await backend.aclose()
+
+
+class _Wrapped:
+    """A serializer of the user's own (here lossless, but the runtime cannot know that)."""
+
+    name = "wrapped"
+
+    def __init__(self) -> None:
+        self.inner = JsonSerializer()
+
+    def dumps(self, obj: Any) -> bytes:
+        return self.inner.dumps(obj)
+
+    def loads(self, data: bytes) -> Any:
+        return self.inner.loads(data)
+
+
+async def test_values_through_a_custom_serializer_are_always_validated(tmp_path: Path) -> None:
+    """Only the built-in serializers are known to give back exactly what they were given; a
+    custom one could be lossy (dates as strings, say), so its values are validated."""
+    backend = SqliteBackend(tmp_path / "store.db", serializer=_Wrapped())
+    out = await _ledger_graph().invoke({}, thread_id="t", backend=backend, max_steps=30)
+    assert all(b'"s":' not in s.payload for s in await backend.list_checkpoints("t"))
+    reader = _ledger_graph()
+    assert await reader.aget_state("t", backend) == out
+    assert "entries" in reader._spec.adapters
+    await backend.aclose()

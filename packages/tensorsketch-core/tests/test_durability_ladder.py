@@ -12,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tensorsketch import durable
-from tensorsketch.durable import RunJournal, _rebuild, load_chain, read_checkpoint
+from tensorsketch.durable import Position, RunJournal, _rebuild, load_chain, read_checkpoint
 from tensorsketch.runtime.backends.memory import InMemoryBackend
+from tensorsketch.schema import Schema
 
 FIELDS = ("a", "b", "c")
 
@@ -44,20 +45,24 @@ def _apply(values: dict[str, Any], changes: dict[str, tuple[Any, ...]]) -> dict[
     return changed
 
 
+def _at(run: Any) -> Position:
+    return Position(values=run.values, step=run.step, seq=run.seq)
+
+
 async def _drive(plan: list[tuple[dict[str, Any], bool]]) -> None:
     backend = InMemoryBackend()
-    spec: Any = SimpleNamespace()
+    spec: Any = SimpleNamespace(state_schema=Schema)
     run: Any = SimpleNamespace(values={"a": [1]}, step=0, seq=0, checkpoint_id=None)
     journal = RunJournal(backend, "t", spec)
     expected = [dict(run.values)]
-    first, ladder = journal._stored(run, None, [], source="input", parent_id=None)
+    first, ladder = journal._stored(_at(run), None, [], source="input", parent_id=None)
     await backend.save_checkpoint(first)
     run.checkpoint_id, journal._ladder = first.checkpoint_id, ladder
     for changes, stop in plan:
         run.step += 1
         changed = _apply(run.values, changes)
         stored, ladder = journal._stored(
-            run, changed, [], source="loop", parent_id=run.checkpoint_id
+            _at(run), changed, [], source="loop", parent_id=run.checkpoint_id
         )
         await backend.save_checkpoint(stored)
         run.checkpoint_id, journal._ladder = stored.checkpoint_id, ladder

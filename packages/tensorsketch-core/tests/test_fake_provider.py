@@ -5,15 +5,15 @@ from collections.abc import Iterator
 import pytest
 
 from tensorsketch import Completion, FakeProvider, Schema, Usage, create_provider, tool
-from tensorsketch.chat import (
+from tensorsketch.fake import FakeStreamFailure
+from tensorsketch.messages import Message, ToolCall, assistant, user
+from tensorsketch.provider import (
     ChatProvider,
     RateLimitError,
     StructuredOutputError,
     TextDelta,
     ToolCallDelta,
 )
-from tensorsketch.fake import FakeStreamFailure
-from tensorsketch.messages import Message, ToolCall, assistant, user
 
 
 @tool

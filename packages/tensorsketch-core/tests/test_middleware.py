@@ -16,8 +16,8 @@ from tensorsketch import (
     create_agent,
     tool,
 )
-from tensorsketch.chat import BadRequestError, ProviderServerError, RateLimitError
 from tensorsketch.messages import ToolCall, assistant
+from tensorsketch.provider import BadRequestError, ProviderServerError, RateLimitError
 
 
 class Trace(Middleware):

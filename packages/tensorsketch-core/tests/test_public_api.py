@@ -34,7 +34,16 @@ def test_the_exception_tree_in_errors_lists_every_exception() -> None:
 
     import tensorsketch.errors as errors
 
-    for module in ("agents", "budget", "chat", "interrupts", "durable", "tools", "structured"):
+    modules = (
+        "agents",
+        "budget",
+        "provider",
+        "interrupts",
+        "durable",
+        "tools",
+        "structured_output",
+    )
+    for module in modules:
         importlib.import_module(f"tensorsketch.{module}")
 
     def walk(cls: type) -> list[type]:
@@ -59,6 +68,18 @@ def test_send_has_its_own_module_and_the_old_path_still_resolves() -> None:
     assert "Send" not in constants.__all__
     with pytest.raises(AttributeError):
         _ = constants.Nope  # type: ignore[attr-defined]
+
+
+def test_the_provider_seam_has_its_own_module_and_the_old_path_still_imports() -> None:
+    import tensorsketch.chat as chat
+    import tensorsketch.provider as provider
+
+    assert tensorsketch.ChatProvider is provider.ChatProvider
+    assert provider.Completion.__module__ == "tensorsketch.provider"
+    # ``from tensorsketch.chat import ...`` (the former path) gives the same objects.
+    assert chat.__all__ == provider.__all__
+    for name in provider.__all__:
+        assert getattr(chat, name) is getattr(provider, name), name
 
 
 def test_the_rshift_surface_lives_in_handles() -> None:

@@ -410,3 +410,33 @@ def test_models_with_aliased_fields_round_trip() -> None:
     back = codec.loads(codec.dumps(value))
     assert back == value
     assert back["a"].user_name == "ada" and back["a"].item_count == 3
+
+
+def test_values_stored_under_a_renamed_module_still_decode() -> None:
+    """``Completion``/``Usage`` lived in ``tensorsketch.chat``: journaled model calls
+    carry that tag. They decode to the classes' new home even when the old module was never
+    imported in this process (decoding imports nothing, so the alias table must do it)."""
+    script = """
+import json, sys
+from tensorsketch.messages import assistant
+from tensorsketch.provider import Completion, Usage
+from tensorsketch.graph_structure import BranchInfo
+from tensorsketch.serializers import JsonSerializer
+assert "tensorsketch.chat" not in sys.modules and "tensorsketch.structure" not in sys.modules
+written = JsonSerializer().dumps([Completion(message=assistant("hi"), usage=Usage(input_tokens=3)),
+                                  BranchInfo("loop", None, "p")])
+old = written.replace(b'"tensorsketch.provider:', b'"tensorsketch.chat:').replace(
+    b'"tensorsketch.graph_structure:', b'"tensorsketch.structure:')
+assert old.count(b"tensorsketch.chat:") == 2 and b"tensorsketch.structure:" in old, old
+out = JsonSerializer().loads(old)
+assert type(out[0]) is Completion and out[0].usage == Usage(input_tokens=3), out
+assert out[0].text == "hi", out
+assert type(out[1]) is BranchInfo and out[1].kind == "loop", out
+assert "tensorsketch.chat" not in sys.modules
+print("ok")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

@@ -19,8 +19,8 @@ from tensorsketch import (
     ValidationError,
     generate_structured,
 )
-from tensorsketch.chat import StructuredOutputError
 from tensorsketch.messages import assistant, user
+from tensorsketch.provider import StructuredOutputError
 
 
 class Sentiment(Schema):

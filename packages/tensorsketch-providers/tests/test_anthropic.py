@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from vendor_plays import AnthropicPlay  # type: ignore[import-not-found]
 
-from tensorsketch.chat import ProviderServerError
 from tensorsketch.messages import ImageBlock, ToolCall, assistant, system, tool_result, user
+from tensorsketch.provider import ProviderServerError
 from tensorsketch.providers.anthropic import RESPOND_TOOL, AnthropicProvider
 from tensorsketch.schema import Schema
 from tensorsketch.tools import tool

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from tensorsketch.chat import Capabilities, RateLimitError
 from tensorsketch.messages import user
+from tensorsketch.provider import Capabilities, RateLimitError
 from tensorsketch.providers._base import SDKProvider
 from tensorsketch.providers.anthropic import AnthropicProvider
 from tensorsketch.providers.google import GoogleProvider

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tensorsketch.chat import StructuredOutputError, Usage
 from tensorsketch.messages import ImageBlock, ToolCall
+from tensorsketch.provider import StructuredOutputError, Usage
 from tensorsketch.providers._common import (
     Draft,
     image_bytes,

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from tensorsketch.chat import (
+from tensorsketch.messages import ImageBlock, ToolCall, assistant, system, tool_result, user
+from tensorsketch.provider import (
     AuthenticationError,
     BadRequestError,
     Completion,
@@ -27,7 +28,6 @@ from tensorsketch.chat import (
     TextDelta,
     ToolCallDelta,
 )
-from tensorsketch.messages import ImageBlock, ToolCall, assistant, system, tool_result, user
 from tensorsketch.schema import Schema
 from tensorsketch.tools import tool
 

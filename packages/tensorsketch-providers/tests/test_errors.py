@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tensorsketch.chat import (
+from tensorsketch.provider import (
     AuthenticationError,
     BadRequestError,
     ProviderConnectionError,

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from vendor_plays import GooglePlay, _field  # type: ignore[import-not-found]
 
-from tensorsketch.chat import AuthenticationError
 from tensorsketch.messages import ToolCall, assistant, tool_result, user
+from tensorsketch.provider import AuthenticationError
 from tensorsketch.providers.google import SKIP_SIGNATURE, GoogleProvider
 from tensorsketch.tools import tool
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from vendor_plays import OpenAIPlay  # type: ignore[import-not-found]
 
-from tensorsketch.chat import AuthenticationError
 from tensorsketch.errors import ValidationError
 from tensorsketch.messages import ImageBlock, TextBlock, ToolCall, assistant, tool_result, user
+from tensorsketch.provider import AuthenticationError
 from tensorsketch.providers.openai import OpenAIProvider
 from tensorsketch.schema import Schema
 from tensorsketch.tools import tool

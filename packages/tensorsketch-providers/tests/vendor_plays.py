@@ -23,8 +23,8 @@ from typing import Any
 
 from wire_server import Recorded, Reply  # type: ignore[import-not-found]
 
-from tensorsketch.chat import ChatProvider, Usage
 from tensorsketch.messages import ToolCall
+from tensorsketch.provider import ChatProvider, Usage
 
 FRESH, CACHED, WRITTEN, OUTPUT = 11, 5, 3, 7
 

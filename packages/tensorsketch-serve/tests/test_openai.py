@@ -31,10 +31,10 @@ from tensorsketch import (
     create_agent,
     tool,
 )
-from tensorsketch.chat import ChatProvider, Completion, ProviderError, RateLimitError, TextDelta
 from tensorsketch.fake import FakeStreamFailure
 from tensorsketch.interrupts import RetryLater
 from tensorsketch.messages import Message, ToolCall, assistant
+from tensorsketch.provider import ChatProvider, Completion, ProviderError, RateLimitError, TextDelta
 from tensorsketch.serve import CONVERSATION_HEADER, openai_app, thread_info
 
 RAN: list[dict[str, Any]] = []

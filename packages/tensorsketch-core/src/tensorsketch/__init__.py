@@ -38,11 +38,11 @@ from tensorsketch.errors import (
 )
 from tensorsketch.events import Event
 from tensorsketch.graph import Graph
+from tensorsketch.graph_structure import BranchInfo, GraphStructure
 from tensorsketch.handles import NodeHandle, Router
 from tensorsketch.node import Node
 from tensorsketch.schema import Schema
 from tensorsketch.send import Send
-from tensorsketch.structure import BranchInfo, GraphStructure
 
 _install_hints.install()
 
@@ -73,18 +73,18 @@ _LAZY: dict[str, str] = {
     "ToolCall": "tensorsketch.messages",
     "add_messages": "tensorsketch.messages",
     # providers
-    "ChatProvider": "tensorsketch.chat",
-    "Completion": "tensorsketch.chat",
-    "Usage": "tensorsketch.chat",
-    "Capabilities": "tensorsketch.chat",
-    "ProviderError": "tensorsketch.chat",
+    "ChatProvider": "tensorsketch.provider",
+    "Completion": "tensorsketch.provider",
+    "Usage": "tensorsketch.provider",
+    "Capabilities": "tensorsketch.provider",
+    "ProviderError": "tensorsketch.provider",
     "FakeProvider": "tensorsketch.fake",
     # agents and patterns
     "Agent": "tensorsketch.agents",
     "AgentState": "tensorsketch.agents",
     "create_agent": "tensorsketch.agents",
     "Llm": "tensorsketch.agents",
-    "generate_structured": "tensorsketch.structured",
+    "generate_structured": "tensorsketch.structured_output",
     "as_tool": "tensorsketch.patterns",
     "gather_map": "tensorsketch.patterns",
     "parallel": "tensorsketch.patterns",
@@ -143,11 +143,6 @@ if TYPE_CHECKING:
     from tensorsketch.agents import create_agent as create_agent
     from tensorsketch.budget import Budget as Budget
     from tensorsketch.budget import BudgetExceededError as BudgetExceededError
-    from tensorsketch.chat import Capabilities as Capabilities
-    from tensorsketch.chat import ChatProvider as ChatProvider
-    from tensorsketch.chat import Completion as Completion
-    from tensorsketch.chat import ProviderError as ProviderError
-    from tensorsketch.chat import Usage as Usage
     from tensorsketch.durable import Checkpoint as Checkpoint
     from tensorsketch.fake import FakeProvider as FakeProvider
     from tensorsketch.hookspecs import hookimpl as hookimpl
@@ -177,6 +172,11 @@ if TYPE_CHECKING:
     from tensorsketch.patterns import run_subgraph as run_subgraph
     from tensorsketch.pricing import DEFAULT_PRICES as DEFAULT_PRICES
     from tensorsketch.pricing import estimate_cost as estimate_cost
+    from tensorsketch.provider import Capabilities as Capabilities
+    from tensorsketch.provider import ChatProvider as ChatProvider
+    from tensorsketch.provider import Completion as Completion
+    from tensorsketch.provider import ProviderError as ProviderError
+    from tensorsketch.provider import Usage as Usage
     from tensorsketch.registry import channel_marker as channel_marker
     from tensorsketch.registry import create_backend as create_backend
     from tensorsketch.registry import create_provider as create_provider
@@ -190,7 +190,7 @@ if TYPE_CHECKING:
     from tensorsketch.serializers import JsonSerializer as JsonSerializer
     from tensorsketch.serializers import PickleSerializer as PickleSerializer
     from tensorsketch.serializers import Serializer as Serializer
-    from tensorsketch.structured import generate_structured as generate_structured
+    from tensorsketch.structured_output import generate_structured as generate_structured
     from tensorsketch.tools import Tool as Tool
     from tensorsketch.tools import tool as tool
 

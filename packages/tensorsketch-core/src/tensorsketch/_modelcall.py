@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tensorsketch.budget import current_budget
-from tensorsketch.chat import ChatProvider, Completion, ProviderError, TextDelta
 from tensorsketch.observability.tracing import (
     ATTR_COST_USD,
     ATTR_INPUT_TOKENS,
@@ -23,6 +22,7 @@ from tensorsketch.observability.tracing import (
     Span,
 )
 from tensorsketch.pricing import estimate_cost
+from tensorsketch.provider import ChatProvider, Completion, ProviderError, TextDelta
 
 if TYPE_CHECKING:
     from tensorsketch.context import Context

@@ -19,9 +19,9 @@ import logging
 from contextvars import ContextVar, Token
 from typing import Literal
 
-from tensorsketch.chat import Usage
 from tensorsketch.errors import TensorSketchError
 from tensorsketch.pricing import PriceTable, estimate_cost
+from tensorsketch.provider import Usage
 
 __all__ = ["Budget", "BudgetExceededError", "budget_scope", "current_budget"]
 

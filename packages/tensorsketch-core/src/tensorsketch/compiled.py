@@ -17,12 +17,12 @@ from tensorsketch.durable import (
 )
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError
 from tensorsketch.events import Event
+from tensorsketch.graph_structure import GraphStructure
 from tensorsketch.interrupts import Interrupt, apply_resume, attach_checkpoint_info
 from tensorsketch.observability.tracing import ATTR_INPUT, Tracer
 from tensorsketch.pregel import GraphSpec, Run, Task
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.schema import Schema
-from tensorsketch.structure import GraphStructure
 
 if TYPE_CHECKING:
     from tensorsketch.context import Context
@@ -214,7 +214,7 @@ class CompiledGraph(Generic[S]):
         if journal is None:
             return run.fresh_tasks(input)
         fresh = None if resume else self._plan_fresh(run, input)
-        opened = await journal.open(run, fresh)
+        opened = await journal.open(None if fresh is None else (run.position(), fresh))
         if opened.created is not None:
             assert fresh is not None
             run.checkpoint_id = run.plan_id = opened.created

@@ -19,13 +19,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
+import json
 import time
 import uuid
+import warnings
+import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
 from pydantic_core import from_json
 
 from tensorsketch.errors import (
@@ -40,14 +45,15 @@ from tensorsketch.interrupts import PendingInterrupt
 # Checkpoint ids: the runtime's fast, fork-safe 128-bit random ids (the ones spans use).
 from tensorsketch.observability.tracing import new_trace_id as _new_id
 from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent, lease_lost
-from tensorsketch.serializers import JsonSerializer
+from tensorsketch.serializers import JsonSerializer, PickleSerializer
 
 if TYPE_CHECKING:
-    from tensorsketch.pregel import GraphSpec, Run, Task
+    from tensorsketch.pregel import GraphSpec, Task
 
 __all__ = [
     "FORMAT_VERSION",
     "Checkpoint",
+    "Position",
     "RunJournal",
     "load_chain",
     "load_page",
@@ -78,6 +84,47 @@ def _drain_task(task: asyncio.Task[None]) -> None:
         task.exception()
 
 
+#: Serializers that give back exactly the values they were given (types included), the
+#: condition for taking decoded values on trust; a custom one may be lossy.
+_EXACT_SERIALIZERS = (JsonSerializer, PickleSerializer)
+_FINGERPRINTS: weakref.WeakKeyDictionary[type[BaseModel], str | None] = weakref.WeakKeyDictionary()
+
+
+def schema_fingerprint(schema: type[BaseModel]) -> str | None:
+    """A short, stable digest of what ``schema`` accepts: its JSON schema (field names,
+    types, nested shapes, constraints, defaults). Every checkpoint carries the digest of the
+    state that wrote it, so a read by the same schema can take the decoded values as they are
+    instead of validating them again: they were valid when written, and the serializer's
+    type tags already rebuilt the models, dataclasses and enums among them.
+
+    ``None`` (never trusted: always validated) for a schema with validator functions, whose
+    code can change without changing the digest, or one without a JSON schema.
+    """
+    if schema in _FINGERPRINTS:
+        return _FINGERPRINTS[schema]
+    found: str | None = None
+    decorators = schema.__pydantic_decorators__
+    plain = not (
+        decorators.field_validators or decorators.model_validators or decorators.validators
+    ) and not any(
+        type(m).__module__ == "pydantic.functional_validators"
+        for info in schema.model_fields.values()
+        for m in info.metadata
+    )
+    if plain:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # a default JSON cannot show is still hashed
+                document = schema.model_json_schema(mode="validation")
+            text = json.dumps(document, sort_keys=True, default=repr)
+        except Exception:
+            text = None
+        if text is not None:
+            found = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+    _FINGERPRINTS[schema] = found
+    return found
+
+
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
     """The state of a thread at one barrier (what ``get_history`` returns).
@@ -87,6 +134,9 @@ class Checkpoint:
         instance); the order is the barrier's fold order, so it is kept exactly.
     :param parent_id: the checkpoint this one grew from (the checkpoints of a thread and its
         forks form a tree).
+    :param schema_id: the fingerprint of the state schema that wrote every row these values
+        were folded from (``None``: unknown, or rows of several schemas); see
+        :func:`schema_fingerprint`.
     """
 
     id: str
@@ -98,6 +148,7 @@ class Checkpoint:
     created_at: float
     source: str = "loop"
     metadata: dict[str, Any] = field(default_factory=dict)
+    schema_id: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def next(self) -> tuple[str, ...]:
@@ -189,7 +240,12 @@ def _malformed(s: StoredCheckpoint, exc: Exception) -> CheckpointDecodeError:
     return CheckpointDecodeError(msg)
 
 
-def _checkpoint(s: StoredCheckpoint, payload: dict[str, Any], values: dict[str, Any]) -> Checkpoint:
+def _checkpoint(
+    s: StoredCheckpoint,
+    payload: dict[str, Any],
+    values: dict[str, Any],
+    schema_id: str | None = None,
+) -> Checkpoint:
     try:
         plan = [(str(name), p) for name, p in payload["plan"]]
     except (TypeError, ValueError) as exc:
@@ -204,6 +260,7 @@ def _checkpoint(s: StoredCheckpoint, payload: dict[str, Any], values: dict[str, 
         created_at=s.created_at,
         source=payload.get("source", "loop"),
         metadata={"seq": payload.get("seq", 0), **payload.get("meta", {})},
+        schema_id=schema_id,
     )
 
 
@@ -305,7 +362,13 @@ def _rebuild(
         lengths = _apply_changes(values, payload["changes"], s, in_place=True)
         if laddered:
             steps.append((int(payload.get("n", 0)), s, payload, lengths))
-    checkpoint = _checkpoint(stored[chain[-1]], payloads[chain[-1]], values)
+    # Values can skip validation only if one schema wrote every row they were folded from,
+    # through a serializer that round-trips exactly.
+    stamps = {payloads[i].get("s") for i in chain}
+    stamp = stamps.pop() if len(stamps) == 1 else None
+    exact = type(backend.serializer) in _EXACT_SERIALIZERS
+    schema_id = stamp if isinstance(stamp, str) and exact else None
+    checkpoint = _checkpoint(stored[chain[-1]], payloads[chain[-1]], values, schema_id)
     found = _ladder_from(steps) if laddered and not incomplete else None
     return _Rebuilt(checkpoint, found, incomplete, missing)
 
@@ -621,7 +684,17 @@ def validated_values(spec: GraphSpec, checkpoint: Checkpoint) -> dict[str, Any]:
     declares, or one that no longer validates, is an error naming the fields: dropping or
     coercing it silently would lose data a renamed field still needs. Fields added since
     (with defaults) simply take their defaults.
+
+    Values that the same state schema wrote (:attr:`Checkpoint.schema_id` is the state's
+    :func:`schema_fingerprint`) are taken as decoded: validating them again would rebuild
+    every list and dict of the state for nothing (most of reading a long history back).
     """
+    if (
+        spec.migrate is None
+        and checkpoint.schema_id is not None
+        and checkpoint.schema_id == schema_fingerprint(spec.state_schema)
+    ):
+        return dict(checkpoint.values)
     where = f"checkpoint {checkpoint.id!r} of thread {checkpoint.thread_id!r}"
     hint = (
         "If the state changed on purpose, pass graph.compile(migrate=fn), where "
@@ -697,6 +770,17 @@ class Restored:
 
 
 @dataclass(frozen=True, slots=True)
+class Position:
+    """Where a run stands at a barrier — what a checkpoint of it records (the engine passes
+    it in; the journal reads nothing off the run)."""
+
+    values: dict[str, Any]
+    step: int
+    #: The ``seq`` the run's next event gets.
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
 class Opened:
     """What opening a thread found: a checkpoint to continue from, the id of the input
     checkpoint just saved for a new thread, or neither (a new thread, input not saved)."""
@@ -730,6 +814,8 @@ class RunJournal:
         self.ttl = float(getattr(backend, "lease_ttl", LEASE_TTL))
         #: Where the next delta goes (``None``: the next checkpoint is a full snapshot).
         self._ladder: _Ladder | None = None
+        exact = type(backend.serializer) in _EXACT_SERIALIZERS
+        self._schema_id = schema_fingerprint(spec.state_schema) if exact else None
 
     # -- lease ------------------------------------------------------------------------------
 
@@ -849,17 +935,18 @@ class RunJournal:
 
     # -- restore ----------------------------------------------------------------------------
 
-    async def open(self, run: Run, fresh: list[Task] | None = None) -> Opened:
+    async def open(self, fresh: tuple[Position, list[Task]] | None = None) -> Opened:
         """Take the lease and read what the thread's latest checkpoint restores.
 
-        ``fresh`` is the first superstep planned from ``run``'s current values (defaults and
-        input): if the thread turns out to be new, they are saved as its input checkpoint in
-        the same round trip (:attr:`Opened.created`). Nothing is written into ``run``: the
-        engine applies what comes back.
+        ``fresh`` is the run's input position (defaults and input applied) and the first
+        superstep planned from it: if the thread turns out to be new, they are saved as its
+        input checkpoint in the same round trip (:attr:`Opened.created`). The engine applies
+        what comes back.
         """
         initial, ladder = None, None
         if fresh is not None:
-            initial, ladder = self._stored(run, None, fresh, source="input", parent_id=None)
+            at, tasks = fresh
+            initial, ladder = self._stored(at, None, tasks, source="input", parent_id=None)
         try:
             async with _guard(self.backend, "opening the thread"):
                 opening = await self.backend.open_thread(
@@ -915,7 +1002,7 @@ class RunJournal:
 
     def _stored(
         self,
-        run: Run,
+        at: Position,
         changed: dict[str, list[Any] | None] | None,
         tasks: list[Task],
         *,
@@ -923,7 +1010,7 @@ class RunJournal:
         parent_id: str | None,
         meta: dict[str, Any] | None = None,
     ) -> tuple[StoredCheckpoint, _Ladder]:
-        """Encode a checkpoint of ``run`` (``changed=None``: a full snapshot) and the ladder
+        """Encode a checkpoint at ``at`` (``changed=None``: a full snapshot) and the ladder
         that holds once it is stored.
 
         A delta goes on the ladder: it holds the changes since the anchor of its level, so a
@@ -934,17 +1021,15 @@ class RunJournal:
         ladder = self._ladder if changed is not None else None
         if ladder is not None and ladder.levels and ladder.levels[0].id == parent_id:
             assert changed is not None
-            placed = self._delta(
-                run, changed, tasks, ladder, checkpoint_id, source, parent_id, meta
-            )
+            placed = self._delta(at, changed, tasks, ladder, checkpoint_id, source, parent_id, meta)
             if placed is not None:
                 return placed
-        payload = self._payload(run, _snapshot_changes(run.values), tasks, source, meta, base=True)
+        payload = self._payload(at, _snapshot_changes(at.values), tasks, source, meta, base=True)
         stored = StoredCheckpoint(
             thread_id=self.thread_id,
             checkpoint_id=checkpoint_id,
             parent_id=parent_id,
-            step=run.step,
+            step=at.step,
             created_at=time.time(),
             payload=payload,
         )
@@ -952,7 +1037,7 @@ class RunJournal:
 
     def _delta(
         self,
-        run: Run,
+        at: Position,
         changed: dict[str, list[Any] | None],
         tasks: list[Task],
         ladder: _Ladder,
@@ -962,7 +1047,7 @@ class RunJournal:
         meta: dict[str, Any] | None,
     ) -> tuple[StoredCheckpoint, _Ladder] | None:
         """The next rung as a delta, or ``None`` when a snapshot should be written."""
-        values = run.values
+        values = at.values
         index = ladder.n + 1
         level = 0
         while index % FANOUT ** (level + 1) == 0:
@@ -980,7 +1065,7 @@ class RunJournal:
         extra: dict[str, Any] = {"n": index}
         if anchor.id != parent_id:
             extra["from"] = anchor.id
-        payload = self._payload(run, changes, tasks, source, meta, base=False, extra=extra)
+        payload = self._payload(at, changes, tasks, source, meta, base=False, extra=extra)
         chain_bytes = anchor.chain_bytes + len(payload)
         if chain_bytes > max(SNAPSHOT_RATIO * ladder.snapshot_bytes, MIN_CHAIN_BYTES):
             return None
@@ -990,7 +1075,7 @@ class RunJournal:
             thread_id=self.thread_id,
             checkpoint_id=checkpoint_id,
             parent_id=parent_id,
-            step=run.step,
+            step=at.step,
             created_at=time.time(),
             payload=payload,
             base_id=anchor.id,
@@ -999,7 +1084,7 @@ class RunJournal:
 
     def _payload(
         self,
-        run: Run,
+        at: Position,
         changes: dict[str, list[Any]],
         tasks: list[Task],
         source: str,
@@ -1012,11 +1097,13 @@ class RunJournal:
             "v": FORMAT_VERSION,
             "base": base,
             "source": source,
-            "seq": run.seq,
+            "seq": at.seq,
             "changes": changes,
             # Lists, not tuples: plain JSON, no type tag to write or read back.
             "plan": [[task.spec.name, task.payload] for task in tasks],
         }
+        if self._schema_id is not None:  # the values are this schema's: see validated_values
+            payload["s"] = self._schema_id
         if extra:
             payload.update(extra)
         if meta:
@@ -1025,17 +1112,17 @@ class RunJournal:
 
     async def checkpoint(
         self,
-        run: Run,
+        at: Position,
         changed: dict[str, list[Any] | None] | None,
         tasks: list[Task],
         *,
+        parent_id: str | None,
         source: str = "loop",
-        parent_id: str | None = None,
         meta: dict[str, Any] | None = None,
         final: bool = False,
     ) -> str:
-        """Save a checkpoint after a barrier (``changed=None`` writes a full snapshot), with
-        the events buffered since the last one.
+        """Save a checkpoint of ``at`` after a barrier (``changed=None`` writes a full
+        snapshot), with the events buffered since the last one, as a child of ``parent_id``.
 
         ``meta`` is stored with it and read back as ``Checkpoint.metadata`` (a suspended
         run records what it waits for there). ``final`` marks the run's last write: the lease
@@ -1044,12 +1131,7 @@ class RunJournal:
         if self._lost_lease:
             raise lease_lost(self.thread_id)
         stored, ladder = self._stored(
-            run,
-            changed,
-            tasks,
-            source=source,
-            parent_id=parent_id if parent_id is not None else run.checkpoint_id,
-            meta=meta,
+            at, changed, tasks, source=source, parent_id=parent_id, meta=meta
         )
         events = self._encoded_events()
         release = None

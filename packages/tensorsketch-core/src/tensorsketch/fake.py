@@ -4,7 +4,7 @@ Drive it with a script (replies handed out in order) or a policy function that l
 conversation and decides. Every request is recorded on ``.calls``, so a test can assert exactly
 what the model was sent. It streams its replies token by token like a real provider, and
 honours ``output_schema`` by parsing the reply text as JSON (a bad reply raises
-:class:`~tensorsketch.chat.StructuredOutputError`, which the repair loop handles).
+:class:`~tensorsketch.provider.StructuredOutputError`, which the repair loop handles).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from tensorsketch.chat import (
+from tensorsketch.messages import Message, assistant
+from tensorsketch.provider import (
     Capabilities,
     ChatProvider,
     Completion,
@@ -26,7 +27,6 @@ from tensorsketch.chat import (
     Usage,
     parse_structured,
 )
-from tensorsketch.messages import Message, assistant
 
 if TYPE_CHECKING:
     from tensorsketch.schema import Schema

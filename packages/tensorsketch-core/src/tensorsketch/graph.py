@@ -12,10 +12,10 @@ from tensorsketch._validate import node_spec, suggest, wiring
 from tensorsketch.channels import Channel, channel_for
 from tensorsketch.constants import END, START
 from tensorsketch.errors import GraphValidationError
+from tensorsketch.graph_structure import BranchInfo, GraphStructure
 from tensorsketch.handles import NodeHandle
 from tensorsketch.node import Node
 from tensorsketch.schema import Schema
-from tensorsketch.structure import BranchInfo, GraphStructure
 
 if TYPE_CHECKING:
     from tensorsketch.compiled import CompiledGraph

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tensorsketch.budget import BudgetExceededError
-from tensorsketch.chat import ChatProvider, Completion, ProviderError, RateLimitError
 from tensorsketch.errors import ValidationError
 from tensorsketch.interrupts import Interrupt, RetryLater
+from tensorsketch.provider import ChatProvider, Completion, ProviderError, RateLimitError
 
 if TYPE_CHECKING:
     from tensorsketch.context import Context

@@ -28,6 +28,7 @@ from tensorsketch._fastmodel import fast_constructor
 from tensorsketch.channels import MISSING, Channel
 from tensorsketch.constants import END
 from tensorsketch.context import Context
+from tensorsketch.durable import Position
 from tensorsketch.effects import EffectLog
 from tensorsketch.errors import (
     BackendUnavailableError,
@@ -39,12 +40,12 @@ from tensorsketch.errors import (
     ThreadBusyError,
 )
 from tensorsketch.events import Event
+from tensorsketch.graph_structure import GraphStructure
 from tensorsketch.interrupts import Interrupt, PendingInterrupt
 from tensorsketch.node import Node
 from tensorsketch.observability.tracing import NOOP_TRACER, Tracer
 from tensorsketch.schema import Schema
 from tensorsketch.send import Send
-from tensorsketch.structure import GraphStructure
 
 if TYPE_CHECKING:
     from tensorsketch.durable import Restored, RunJournal
@@ -183,6 +184,10 @@ class Run:
 
     # -- durable bookkeeping ----------------------------------------------------------------
 
+    def position(self) -> Position:
+        """Where this run stands, for the journal to checkpoint."""
+        return Position(values=self.values, step=self.step, seq=self.seq)
+
     def restore(self, restored: Restored) -> None:
         """Continue from a checkpoint the journal read back."""
         self.values = restored.values
@@ -203,7 +208,8 @@ class Run:
         failed superstep's checkpoint keeps the superstep's planning id)."""
         journal = self.journal
         assert journal is not None
-        checkpoint_id = await journal.checkpoint(self, changed, tasks, **options)
+        options.setdefault("parent_id", self.checkpoint_id)
+        checkpoint_id = await journal.checkpoint(self.position(), changed, tasks, **options)
         meta = options.get("meta") or {}
         self.checkpoint_id = checkpoint_id
         self.plan_id = str(meta.get("retry_of") or checkpoint_id)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
 if TYPE_CHECKING:
-    from tensorsketch.chat import Usage
+    from tensorsketch.provider import Usage
 
 __all__ = ["DEFAULT_PRICES", "ModelPrice", "PriceTable", "estimate_cost", "price_for"]
 

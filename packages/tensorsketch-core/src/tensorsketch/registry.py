@@ -22,8 +22,8 @@ from tensorsketch.plugins import collect, resolve_target
 
 if TYPE_CHECKING:
     from tensorsketch.channels import ChannelMarker
-    from tensorsketch.chat import ChatProvider
     from tensorsketch.observability.tracing import Tracer
+    from tensorsketch.provider import ChatProvider
     from tensorsketch.runtime.backends.base import Backend
 
 __all__ = [

@@ -33,6 +33,13 @@ _TAG = "$t"
 # no differently, so its absence proves there is no tag; its presence just takes the hook).
 _TAG_BYTES = json.dumps(_TAG).encode()
 _JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
+#: Modules of ours that were renamed: a tag written under the old name (``module:Qualname``)
+#: is looked up under the new one, so data stored before the rename still decodes. A fixed
+#: table: the data still chooses no module.
+_RENAMED_MODULES = {
+    "tensorsketch.chat": "tensorsketch.provider",
+    "tensorsketch.structure": "tensorsketch.graph_structure",
+}
 
 
 @runtime_checkable
@@ -406,6 +413,7 @@ class JsonSerializer:
     def _lookup(self, qualified: str) -> Any:
         """Find ``module:Qual.Name`` among imported modules without importing or running code."""
         module_name, _, qualname = qualified.partition(":")
+        module_name = _RENAMED_MODULES.get(module_name, module_name)
         found: Any = sys.modules.get(module_name)  # never import: data must not choose code
         for part in qualname.split("."):
             found = _static_lookup(found, part)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from tensorsketch.agents.loop import Agent
 from tensorsketch.agents.state import AgentState
-from tensorsketch.chat import ChatProvider
+from tensorsketch.provider import ChatProvider
 from tensorsketch.tools import Tool
 
 if TYPE_CHECKING:

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 from tensorsketch.agents.options import check_provider
 from tensorsketch.agents.ports import ports
 from tensorsketch.agents.turn import call_model, structured_reply
-from tensorsketch.chat import ChatProvider, StructuredOutputError
 from tensorsketch.messages import system, user
 from tensorsketch.middleware import Middleware, _check, compose_model
 from tensorsketch.node import Node
+from tensorsketch.provider import ChatProvider, StructuredOutputError
 
 if TYPE_CHECKING:
     from tensorsketch.context import Context

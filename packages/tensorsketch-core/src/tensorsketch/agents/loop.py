@@ -24,7 +24,6 @@ from tensorsketch.agents.ports import ports
 from tensorsketch.agents.state import REPORT_FIELDS, AgentStatus
 from tensorsketch.agents.turn import call_model, model_turn, sub_context
 from tensorsketch.budget import Budget, budget_scope, current_budget
-from tensorsketch.chat import ChatProvider, Completion
 from tensorsketch.context import Context
 from tensorsketch.errors import ValidationError
 from tensorsketch.interrupts import (
@@ -51,6 +50,7 @@ from tensorsketch.observability.tracing import (
     ATTR_TOOL_RESULT,
     current_span,
 )
+from tensorsketch.provider import ChatProvider, Completion
 from tensorsketch.tools import Tool, _current_call
 
 if TYPE_CHECKING:

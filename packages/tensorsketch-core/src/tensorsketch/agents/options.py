@@ -15,9 +15,9 @@ from typing import Any, TypedDict
 import pydantic
 
 from tensorsketch.budget import Budget
-from tensorsketch.chat import ChatProvider
 from tensorsketch.middleware import Middleware, _check
 from tensorsketch.pricing import PriceTable
+from tensorsketch.provider import ChatProvider
 from tensorsketch.schema import Schema
 from tensorsketch.tools import Tool
 

@@ -10,9 +10,9 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from tensorsketch.channels import Reducer
-from tensorsketch.chat import Usage
 from tensorsketch.interrupts import PendingInterrupt
 from tensorsketch.messages import Message, add_messages
+from tensorsketch.provider import Usage
 from tensorsketch.schema import Schema
 
 __all__ = ["REPORT_FIELDS", "AgentState", "AgentStatus"]

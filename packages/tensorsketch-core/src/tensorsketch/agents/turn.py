@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING, Any
 
 from tensorsketch._modelcall import call_provider
 from tensorsketch.budget import current_budget
-from tensorsketch.chat import (
+from tensorsketch.context import Context
+from tensorsketch.messages import Message, assistant, user
+from tensorsketch.middleware import ModelHandler, ModelRequest, streamed_text
+from tensorsketch.provider import (
     ChatProvider,
     Completion,
     StructuredOutputError,
     is_retryable,
     parse_structured,
 )
-from tensorsketch.context import Context
-from tensorsketch.messages import Message, assistant, user
-from tensorsketch.middleware import ModelHandler, ModelRequest, streamed_text
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

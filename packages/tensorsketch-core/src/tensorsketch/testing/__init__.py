@@ -8,4 +8,7 @@
 * :mod:`tensorsketch.testing.crash` — the crash harness: run a graph with journaled side
   effects in a child process, SIGKILL it at every checkpoint/journal boundary in turn, resume,
   and check every effect ran exactly once.
+* :mod:`tensorsketch.testing.order` — the order scenario the conformance suite and the crash
+  harness both run (charge, a ``Send`` fan-out of shipments, a note), with the side effects
+  counted however the check needs.
 """

@@ -35,7 +35,7 @@ import pytest
 
 from tensorsketch.channels import Reducer
 from tensorsketch.compiled import CompiledGraph
-from tensorsketch.constants import END, START
+from tensorsketch.constants import START
 from tensorsketch.context import Context
 from tensorsketch.errors import CheckpointDecodeError, LeaseLostError, ThreadBusyError
 from tensorsketch.graph import Graph
@@ -49,7 +49,7 @@ from tensorsketch.runtime.backends.base import (
 )
 from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.schema import Schema
-from tensorsketch.send import Send
+from tensorsketch.testing.order import OrderState, order_graph
 
 __all__ = ["BackendConformance", "BackendFactory", "CountingBackend"]
 
@@ -174,13 +174,20 @@ CALLS: dict[tuple[str, str], int] = {}
 FAIL_ONCE: set[tuple[str, str]] = set()
 
 
-def _effect(ctx: Context, name: str) -> Callable[[], str]:
-    def call() -> str:
-        key = (ctx.thread_id or "", name)
-        CALLS[key] = CALLS.get(key, 0) + 1
-        return f"{name}#{CALLS[key]}"
+class _Tally:
+    """The suite's side effects (:class:`~tensorsketch.testing.order.OrderEffects`): counted
+    in :data:`CALLS`, each returning ``name#n``; a failure in :data:`FAIL_ONCE` raises once."""
 
-    return call
+    def perform(self, ctx: Context, name: str) -> Callable[[], str]:
+        def call() -> str:
+            key = (ctx.thread_id or "", name)
+            CALLS[key] = CALLS.get(key, 0) + 1
+            return f"{name}#{CALLS[key]}"
+
+        return call
+
+    def after(self, ctx: Context, where: str) -> None:
+        _maybe_fail(ctx, where)
 
 
 def _maybe_fail(ctx: Context, where: str) -> None:
@@ -196,69 +203,8 @@ def calls(thread: str) -> dict[str, int]:
     return {name: n for (t, name), n in CALLS.items() if t == thread}
 
 
-class OrderState(Schema):
-    order: str
-    items: list[str] = []
-    charged: str = ""
-    receipts: Annotated[list[str], Reducer(operator.add)] = []
-    note: str = ""
-
-
-class Charge(Node):
-    class In(Schema):
-        order: str
-
-    class Out(Schema):
-        charged: str
-
-    async def run(self, ctx: Context, inp: Any) -> Any:
-        charged = await ctx.step("charge", _effect(ctx, "charge"), idempotency_key=inp.order)
-        _maybe_fail(ctx, "after-charge")
-        return self.Out(charged=charged)
-
-
-class Ship(Node):
-    class In(Schema):
-        items: list[str]
-
-    class Out(Schema):
-        receipts: list[str]
-
-    async def run(self, ctx: Context, inp: Any) -> Any:
-        item = inp.items[0]
-        receipt = await ctx.step("ship", _effect(ctx, f"ship:{item}"))
-        _maybe_fail(ctx, f"after-ship:{item}")
-        return self.Out(receipts=[receipt])
-
-
-class Note(Node):
-    class In(Schema):
-        receipts: list[str]
-        note: str
-
-    class Out(Schema):
-        note: str
-
-    async def run(self, ctx: Context, inp: Any) -> Any:
-        sent = await ctx.step("notify", _effect(ctx, "notify"))
-        return self.Out(note=f"{inp.note}|{sent}:{len(inp.receipts)}")
-
-
-def _ship_all(state: OrderState) -> list[Send]:
-    return [Send("Ship", {"items": [item]}) for item in state.items]
-
-
-ORDER_GRAPH: CompiledGraph[OrderState] = (
-    Graph(OrderState, name="conformance-order")
-    .add(Charge)
-    .add(Ship)
-    .add(Note)
-    .edge(START, "Charge")
-    .router("Charge", _ship_all)
-    .edge("Ship", "Note")
-    .edge("Note", END)
-    .compile()
-)
+#: The shared order scenario (:mod:`tensorsketch.testing.order`) on the suite's tally.
+ORDER_GRAPH: CompiledGraph[OrderState] = order_graph(_Tally(), name="conformance-order")
 
 
 class ChatState(Schema):
@@ -676,11 +622,17 @@ class BackendConformance:
             await ORDER_GRAPH.invoke(
                 {"order": thread, "items": ["x", "y"]}, thread_id=thread, backend=backend
             )
-        assert calls(thread) == {"charge": 1}
+        assert calls(thread) == {"reserve": 1, "charge": 1}
         out = await ORDER_GRAPH.invoke(thread_id=thread, backend=backend)  # no input: resume
         assert out.charged == "charge#1"
         assert sorted(out.receipts) == ["ship:x#1", "ship:y#1"]
-        assert calls(thread) == {"charge": 1, "ship:x": 1, "ship:y": 1, "notify": 1}
+        assert calls(thread) == {
+            "reserve": 1,
+            "charge": 1,
+            "ship:x": 1,
+            "ship:y": 1,
+            "notify": 1,
+        }
 
     @pytest.mark.asyncio
     async def test_fan_out_resumes_only_unfinished_workers(self, backend: Backend) -> None:

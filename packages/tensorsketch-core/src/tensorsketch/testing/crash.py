@@ -65,6 +65,7 @@ from tensorsketch.runtime.backends.base import (
 )
 from tensorsketch.schema import Schema
 from tensorsketch.send import Send
+from tensorsketch.testing.order import ORDER_INPUT, OrderState, order_graph
 
 __all__ = [
     "BackendSpec",
@@ -81,7 +82,7 @@ __all__ = [
 ]
 
 SCENARIO = "tensorsketch.testing.crash:scenario_graph"
-SCENARIO_INPUT: dict[str, Any] = {"order": "A-17", "items": ["book", "lamp", "mug"]}
+SCENARIO_INPUT: dict[str, Any] = ORDER_INPUT
 
 
 # -- the counted side effects -----------------------------------------------------------------
@@ -139,99 +140,33 @@ class EffectLedger:
 
 # -- the scenario -----------------------------------------------------------------------------
 
-
-class CrashState(Schema):
-    """An order is charged, its items shipped by a ``Send`` fan-out, and a summary sent."""
-
-    order: str
-    items: list[str] = []
-    reserved: str = ""
-    charged: str = ""
-    receipts: Annotated[list[str], Reducer(operator.add)] = []
-    summary: str = ""
+#: The harness's standard state (the shared order scenario's).
+CrashState = OrderState
 
 
-_TURNS: dict[tuple[str | None, int], asyncio.Lock] = {}
+class _Ledgered:
+    """The scenario's side effects counted in an :class:`EffectLedger`, per node instance
+    (so a worker's effect is told apart from its siblings'), each returning ``name-n``."""
 
+    def __init__(self, ledger: EffectLedger) -> None:
+        self.ledger = ledger
 
-def _turns(ctx: Context) -> asyncio.Lock:
-    """One lock per superstep: the fan-out's workers take it in plan order (asyncio's lock
-    is first come, first served, and tasks start in plan order)."""
-    key = (ctx.thread_id, ctx.superstep)
-    lock = _TURNS.get(key)
-    if lock is None:
-        lock = _TURNS[key] = asyncio.Lock()
-    return lock
-
-
-def scenario_graph(ledger: EffectLedger) -> CompiledGraph[CrashState]:
-    """The harness's standard graph; every side effect is a counted ledger call."""
-
-    def effect(ctx: Context, name: str) -> Callable[[], str]:
+    def perform(self, ctx: Context, name: str) -> Callable[[], str]:
         def call() -> str:
-            n = ledger.hit(ctx.thread_id or "", f"{ctx.node}{ctx.instance}:{name}")
+            n = self.ledger.hit(ctx.thread_id or "", f"{ctx.node}{ctx.instance}:{name}")
             return f"{name}-{n}"
 
         return call
 
-    class Charge(Node):
-        class In(Schema):
-            order: str
+    def after(self, ctx: Context, where: str) -> None:
+        return None  # the harness kills the process; it injects no failures
 
-        class Out(Schema):
-            reserved: str
-            charged: str
 
-        async def run(self, ctx: Context, inp: Any) -> Any:
-            reserved = await ctx.step("reserve", effect(ctx, "reserve"))
-            charged = await ctx.step(
-                "charge", effect(ctx, "charge"), idempotency_key=f"charge-{inp.order}"
-            )
-            return self.Out(reserved=reserved, charged=charged)
-
-    class Ship(Node):
-        class In(Schema):
-            items: list[str]
-
-        class Out(Schema):
-            receipts: list[str]
-
-        async def run(self, ctx: Context, inp: Any) -> Any:
-            turns = _turns(ctx)
-            await turns.acquire()  # workers run one after another
-            # The next worker starts once this one is completely done — its effect recorded
-            # and its writes journaled — so every kill point falls between two workers.
-            this_task = asyncio.current_task()
-            assert this_task is not None
-            this_task.add_done_callback(lambda _: turns.release())
-            receipt = await ctx.step("ship", effect(ctx, f"ship {inp.items[0]}"))
-            return self.Out(receipts=[receipt])
-
-    class Summarize(Node):
-        class In(Schema):
-            receipts: list[str]
-
-        class Out(Schema):
-            summary: str
-
-        async def run(self, ctx: Context, inp: Any) -> Any:
-            sent = await ctx.step("notify", effect(ctx, "notify"))
-            return self.Out(summary=f"{sent}: {', '.join(sorted(inp.receipts))}")
-
-    def fan_out(state: CrashState) -> list[Send]:
-        return [Send("Ship", {"items": [item]}) for item in state.items]
-
-    graph = (
-        Graph(CrashState, name="crash-scenario")
-        .add(Charge)
-        .add(Ship)
-        .add(Summarize)
-        .edge(START, "Charge")
-        .router("Charge", fan_out)
-        .edge("Ship", "Summarize")
-        .edge("Summarize", END)
-    )
-    return graph.compile()
+def scenario_graph(ledger: EffectLedger) -> CompiledGraph[OrderState]:
+    """The harness's standard graph: the shared order scenario
+    (:mod:`tensorsketch.testing.order`), every side effect a counted ledger call, the
+    fan-out's workers taking turns so every kill point falls on a clean boundary."""
+    return order_graph(_Ledgered(ledger), name="crash-scenario", take_turns=True)
 
 
 # -- a wide fan-out, killed halfway -------------------------------------------------------------

@@ -14,11 +14,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tensorsketch.chat import ChatProvider
 from tensorsketch.eval._graders import _Base, run_grader
 from tensorsketch.eval._trial import Grade, Trial
 from tensorsketch.messages import Message
 from tensorsketch.observability.memory import Trace
+from tensorsketch.provider import ChatProvider
 from tensorsketch.schema import Schema
 
 __all__ = ["Calibration", "LlmJudge", "Verdict", "calibrate"]

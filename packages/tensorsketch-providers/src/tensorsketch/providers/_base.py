@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, ClassVar, NoReturn
 
-from tensorsketch.chat import Capabilities, ChatProvider, Completion, StreamDelta
 from tensorsketch.messages import Message
+from tensorsketch.provider import Capabilities, ChatProvider, Completion, StreamDelta
 from tensorsketch.providers._errors import reraise
 from tensorsketch.schema import Schema
 from tensorsketch.tools import Tool

@@ -19,8 +19,8 @@ from typing import Any
 
 import pydantic
 
-from tensorsketch.chat import Completion, StructuredOutputError, Usage, parse_structured
 from tensorsketch.messages import ImageBlock, Message, TextBlock, ToolCall
+from tensorsketch.provider import Completion, StructuredOutputError, Usage, parse_structured
 from tensorsketch.tools import Tool
 
 __all__ = [

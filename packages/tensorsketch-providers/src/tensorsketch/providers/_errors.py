@@ -1,6 +1,6 @@
 """Turn any vendor SDK's exception into the core taxonomy, the same way for every vendor.
 
-The retry and fallback machinery only reads :class:`tensorsketch.chat.ProviderError`, so each
+The retry and fallback machinery only reads :class:`tensorsketch.provider.ProviderError`, so each
 provider wraps its SDK call in :func:`classify`::
 
     HTTP 429 (or a "rate_limit" error type)     -> RateLimitError(retry_after=...)
@@ -26,7 +26,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
-from tensorsketch.chat import (
+from tensorsketch.provider import (
     AuthenticationError,
     BadRequestError,
     ProviderConnectionError,

@@ -20,7 +20,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensorsketch.chat import (
+from tensorsketch.messages import ImageBlock, Message, TextBlock, ToolCall
+from tensorsketch.provider import (
     Capabilities,
     Completion,
     StreamDelta,
@@ -28,7 +29,6 @@ from tensorsketch.chat import (
     ToolCallDelta,
     Usage,
 )
-from tensorsketch.messages import ImageBlock, Message, TextBlock, ToolCall
 from tensorsketch.providers._base import SDKProvider
 from tensorsketch.providers._common import (
     Draft,

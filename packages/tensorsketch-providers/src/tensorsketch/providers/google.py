@@ -25,7 +25,8 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from tensorsketch.chat import (
+from tensorsketch.messages import ImageBlock, Message, TextBlock, ToolCall
+from tensorsketch.provider import (
     AuthenticationError,
     Capabilities,
     Completion,
@@ -34,7 +35,6 @@ from tensorsketch.chat import (
     ToolCallDelta,
     Usage,
 )
-from tensorsketch.messages import ImageBlock, Message, TextBlock, ToolCall
 from tensorsketch.providers._base import SDKProvider
 from tensorsketch.providers._common import (
     TOOL_ID_PREFIX,

@@ -24,7 +24,8 @@ import re
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal
 
-from tensorsketch.chat import (
+from tensorsketch.messages import ImageBlock, Message, TextBlock, ToolCall
+from tensorsketch.provider import (
     AuthenticationError,
     Capabilities,
     Completion,
@@ -33,7 +34,6 @@ from tensorsketch.chat import (
     ToolCallDelta,
     Usage,
 )
-from tensorsketch.messages import ImageBlock, Message, TextBlock, ToolCall
 from tensorsketch.providers._base import SDKProvider
 from tensorsketch.providers._common import (
     Draft,

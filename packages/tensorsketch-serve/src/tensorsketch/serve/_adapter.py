@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tensorsketch.chat import Usage
 from tensorsketch.messages import Message
+from tensorsketch.provider import Usage
 
 if TYPE_CHECKING:
     from tensorsketch.compiled import CompiledGraph

@@ -39,7 +39,7 @@ from tensorsketch.serve.events import (
 )
 
 if TYPE_CHECKING:
-    from tensorsketch.chat import Usage
+    from tensorsketch.provider import Usage
     from tensorsketch.serve._openai import _Chat
 
 __all__ = ["responses_endpoint"]

@@ -23,7 +23,7 @@ from tensorsketch.serve._http import ServeError, dumps
 from tensorsketch.serve.events import RunFailed, RunSuspended
 
 if TYPE_CHECKING:
-    from tensorsketch.chat import Usage
+    from tensorsketch.provider import Usage
 
 __all__ = [
     "CONVERSATION_HEADER",

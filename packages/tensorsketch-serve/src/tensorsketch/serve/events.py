@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING, Any, cast
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import to_jsonable_python
 
-from tensorsketch.chat import ProviderError, RateLimitError, Usage
 from tensorsketch.errors import TensorSketchError, ThreadBusyError, ValidationError
 from tensorsketch.interrupts import PendingInterrupt, run_info
+from tensorsketch.provider import ProviderError, RateLimitError, Usage
 from tensorsketch.serve._adapter import ChatAdapter, usage_of
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
-from tensorsketch.chat import ChatProvider, StructuredOutputError
 from tensorsketch.messages import Message, system, user
+from tensorsketch.provider import ChatProvider, StructuredOutputError
 
 if TYPE_CHECKING:
     from tensorsketch.context import Context
