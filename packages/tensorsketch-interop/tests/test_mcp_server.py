@@ -272,6 +272,22 @@ async def test_a_graph_as_one_tool_called_from_the_sdk_client(h: Any) -> None:
     assert run_span.attributes["tensorsketch.graph"] == "pricing"
 
 
+async def test_serve_mounts_mcp_beside_the_openai_protocol(h: Any) -> None:
+    """``serve(graph, ["openai", "mcp"])``: one app, the graph as an MCP tool at ``/mcp``."""
+    serve = pytest.importorskip("tensorsketch.serve").serve
+    agent = create_agent(FakeProvider(lambda messages, tools: "pong"), name="pinger")
+    app = serve(agent, ["openai", "mcp"])
+    async with h.serving(app) as base, Client(f"{base}/mcp") as client:
+        (listed,) = (await client.list_tools()).tools
+        assert listed.name == "pinger"
+        answer = await client.call_tool("pinger", {"query": "ping"})
+        assert answer.structured_content is not None
+        assert answer.structured_content["output"] == "pong"
+        async with httpx2.AsyncClient(base_url=base) as http:
+            models = (await http.get("/v1/models")).json()
+    assert models["object"] == "list", "the OpenAI routes answer on the same app"
+
+
 def mcp_app_of(server: Any) -> MCPApp:
     return MCPApp(server, server.streamable_http_app())
 

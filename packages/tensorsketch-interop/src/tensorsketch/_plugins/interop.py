@@ -1,9 +1,10 @@
 """The interop distribution's plugin module (registered under the ``tensorsketch`` group):
-the ``otel`` tracer and the ``tensorsketch mcp`` command."""
+the ``otel`` tracer, the ``tensorsketch mcp`` command and the ``mcp`` serving protocol."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from collections.abc import Mapping, Sequence
 
@@ -16,6 +17,15 @@ MCP_HELP = "serve tools or a graph over MCP (`mcp serve`), or list a server's to
 @hookimpl
 def tensorsketch_tracers() -> Mapping[str, str]:
     return {"otel": "tensorsketch.observability.otel:OTelTracer"}
+
+
+@hookimpl
+def tensorsketch_serve_protocols() -> Mapping[str, str]:
+    """``mcp``: the graph as one MCP tool at ``/mcp`` (only where the ``mcp`` extra is
+    installed, so ``serve(graph, "all")`` never names a protocol that cannot load)."""
+    if importlib.util.find_spec("mcp") is None:
+        return {}
+    return {"mcp": "tensorsketch.interop.mcp._protocol:mcp_protocol"}
 
 
 # The arguments live here and the MCP SDK loads only when the command runs, so building the

@@ -1,0 +1,30 @@
+"""The ``mcp`` serving protocol: a graph as one MCP tool, beside the other protocols.
+
+``serve(graph, protocols=["openai", "mcp"])`` (or ``tensorsketch serve ... --protocol mcp``)
+mounts the graph's streamable-HTTP MCP endpoint at ``/mcp`` on the same app as the others; the
+interop plugin registers it when the ``mcp`` extra is installed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tensorsketch.interop.mcp._graph import graph_tool
+from tensorsketch.interop.mcp._server import MCPApp, mcp_app
+
+if TYPE_CHECKING:
+    from tensorsketch.compiled import CompiledGraph
+    from tensorsketch.observability.tracing import Tracer
+    from tensorsketch.runtime.backends.base import Backend
+
+
+def mcp_protocol(
+    graph: CompiledGraph[Any],
+    *,
+    backend: Backend | None = None,
+    tracer: Tracer | None = None,
+) -> MCPApp:
+    """``graph`` as one MCP tool (:func:`graph_tool`) served over streamable HTTP at the
+    mount's root; with ``backend=``, the calls of one MCP session share a durable thread."""
+    exposed = graph_tool(graph, backend=backend, tracer=tracer)
+    return mcp_app([exposed], name=exposed.name, path="/", tracer=tracer)
