@@ -24,8 +24,8 @@
     │
     │   Defined beside the feature they belong to (its module in brackets):
     ├── ValidationError
-    │   └── StructuredOutputError             (chat) a reply never fit the output schema
-    ├── ProviderError (RuntimeError)          (chat) a model provider call failed
+    │   └── StructuredOutputError             (provider) a reply never fit the output schema
+    ├── ProviderError (RuntimeError)          (provider) a model provider call failed
     │   ├── RateLimitError                    429: retry later
     │   ├── ProviderServerError               5xx from the vendor
     │   ├── ProviderTimeoutError (TimeoutError)
@@ -34,7 +34,13 @@
     │   └── BadRequestError                   the vendor refused the request as built
     ├── BudgetExceededError                   (budget) a run spent its token/cost/time budget
     ├── Interrupt                             (interrupts) control flow: suspend for a decision
-    └── RetryLater                            (interrupts) control flow: suspend until a time
+    ├── RetryLater                            (interrupts) control flow: suspend until a time
+    │
+    │   Defined by other distributions, under the same root:
+    └── MCPError (RuntimeError)               tensorsketch.interop.mcp: an MCP server failed us
+        ├── MCPToolError                      the tool reported ``isError``
+        ├── MCPTimeoutError (TimeoutError)    the server did not answer in time
+        └── MCPConnectionError (ConnectionError) the server could not be reached / went away
 
     CanvasError (Exception)                   tensorsketch.canvas: reading or writing source
     ├── SourceParseError (ValueError), GraphNotFoundError (LookupError)
