@@ -165,9 +165,11 @@ def integration(session: nox.Session) -> None:
     """Everything editable in one venv (the developer layout) + the cross-package tests."""
     editable = []
     for dist in DISTS:
-        extra = (
-            "[all]" if (PACKAGES / dist / "pyproject.toml").read_text().find("\nall =") >= 0 else ""
-        )
+        # What `pip install tensorsketch` brings, plus every opt-in extra a dist calls `all`.
+        extras = set(META_DEFAULT_EXTRAS.get(dist, set()))
+        if "\nall =" in (PACKAGES / dist / "pyproject.toml").read_text():
+            extras.add("all")
+        extra = f"[{','.join(sorted(extras))}]" if extras else ""
         editable += ["-e", f"{PACKAGES / dist}{extra}"]
     session.install(*editable, *DEV_TOOLS, "build")
     session.install("--no-deps", "-e", str(PACKAGES / META))
