@@ -110,6 +110,21 @@ def test_decimal_and_uuid_keep_their_exact_values() -> None:
     assert str(codec.loads(codec.dumps(value))[0]) == "0.1000"
 
 
+def test_a_utc_offset_with_microseconds_survives() -> None:
+    """CPython 3.11's ``fromisoformat`` drops an offset's microseconds (hypothesis found a
+    ``time`` at UTC+1 µs coming back as UTC); the offset is stored beside the value."""
+    codec = JsonSerializer()
+    odd = dt.timezone(dt.timedelta(hours=-3, microseconds=7))
+    for value in (
+        dt.time(12, 0, tzinfo=dt.timezone(dt.timedelta(microseconds=1))),
+        dt.datetime(2020, 1, 1, 12, 0, tzinfo=odd, fold=1),
+    ):
+        back = codec.loads(codec.dumps(value))
+        assert (back, back.utcoffset(), back.fold) == (value, value.utcoffset(), value.fold)
+    plain = dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc)
+    assert json.loads(codec.dumps(plain)) == {"$t": "datetime", "v": plain.isoformat()}
+
+
 def test_timedeltas_written_as_float_seconds_still_load() -> None:
     """Stores written before timedeltas were stored as exact parts stay readable."""
     old = b'{"$t":"timedelta","v":90.5}'

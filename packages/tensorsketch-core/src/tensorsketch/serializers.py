@@ -109,9 +109,15 @@ def _encode_bytes(encode: Callable[[Any], Any], obj: bytes | bytearray) -> Any:
 
 def _encode_clock(encode: Callable[[Any], Any], obj: _dt.datetime | _dt.time) -> Any:
     tag = "datetime" if isinstance(obj, _dt.datetime) else "time"
+    out: dict[str, Any] = {_TAG: tag, "v": obj.isoformat()}
+    offset = obj.utcoffset()
+    if offset is not None and offset.microseconds:
+        # CPython 3.11's fromisoformat drops an offset's microseconds: store it apart.
+        out["v"] = obj.replace(tzinfo=None).isoformat()
+        out["o"] = [offset.days, offset.seconds, offset.microseconds]
     if obj.fold:  # the second of two repeated wall-clock times; isoformat drops it
-        return {_TAG: tag, "v": obj.isoformat(), "f": 1}
-    return {_TAG: tag, "v": obj.isoformat()}
+        out["f"] = 1
+    return out
 
 
 def _encode_date(encode: Callable[[Any], Any], obj: _dt.date) -> Any:
@@ -358,7 +364,11 @@ class JsonSerializer:
                 return decode(value)
             clock = _CLOCK_DECODERS.get(key)
             if clock is not None:
-                return clock(value).replace(fold=obj.get("f", 0))
+                moment = clock(value).replace(fold=obj.get("f", 0))
+                if "o" in obj:
+                    offset = _dt.timedelta(*obj["o"])
+                    return moment.replace(tzinfo=_dt.timezone(offset))
+                return moment
             if key in _CLASS_TAGS:
                 return self._decode_class(key, obj.get("c"), value)
         except CheckpointDecodeError:
