@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from tensorsketch._validate import breakpoint_nodes
 from tensorsketch.durable import (
     RunJournal,
     load_chain,
@@ -171,6 +172,19 @@ class CompiledGraph(Generic[S]):
             namespace=namespace,
         )
 
+    def _set_breakpoints(self, run: Run, before: object, after: object) -> None:
+        """Apply an ``invoke``'s own breakpoints (checked like ``compile``'s)."""
+        if before is None and after is None:
+            return
+        problems: list[str] = []
+        nodes = list(self._spec.nodes)
+        if before is not None:
+            run.interrupt_before = breakpoint_nodes("interrupt_before", before, nodes, problems)
+        if after is not None:
+            run.interrupt_after = breakpoint_nodes("interrupt_after", after, nodes, problems)
+        if problems:
+            raise ValueError("; ".join(problems))
+
     async def _drive(
         self, run: Run, input: Any, max_steps: int, resume: Mapping[str, Any] | None = None
     ) -> None:
@@ -261,6 +275,8 @@ class CompiledGraph(Generic[S]):
         tracer: Tracer | None = None,
         namespace: tuple[str, ...] = (),
         resume: Mapping[str, Any] | None = None,
+        interrupt_before: Sequence[str] | str | None = None,
+        interrupt_after: Sequence[str] | str | None = None,
     ) -> S:
         """Run to completion and return the final, validated state.
 
@@ -272,12 +288,16 @@ class CompiledGraph(Generic[S]):
             never exit).
         :param resume: decisions for a suspended thread, keyed by interrupt id (tool-call ids
             for approvals), e.g. ``{"call_1": True}``.
+        :param interrupt_before: static breakpoints for this call, replacing the compiled
+            ones: stop before these nodes run (``[]`` turns the compiled ones off).
+        :param interrupt_after: likewise, stop after these nodes' superstep.
 
         A run that suspends (an approval, ``interrupt()``, a durable timer) returns instead of
         raising; ``run_info(state)`` (also ``state.__tensorsketch_run__``) says so and lists
         what it waits for.
         """
         run = self._new_run(thread_id, backend, tracer, None, namespace)
+        self._set_breakpoints(run, interrupt_before, interrupt_after)
         await self._drive(run, input, max_steps, resume)
         state: S = run.result_state()  # type: ignore[assignment]
         return state
@@ -293,6 +313,8 @@ class CompiledGraph(Generic[S]):
         buffer: int = 256,
         namespace: tuple[str, ...] = (),
         resume: Mapping[str, Any] | None = None,
+        interrupt_before: Sequence[str] | str | None = None,
+        interrupt_after: Sequence[str] | str | None = None,
     ) -> AsyncIterator[Event]:
         """Run the graph and yield its events as they happen.
 
@@ -305,6 +327,7 @@ class CompiledGraph(Generic[S]):
             raise ValueError(msg)
         queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=buffer)
         run = self._new_run(thread_id, backend, tracer, queue.put, namespace)
+        self._set_breakpoints(run, interrupt_before, interrupt_after)
 
         async def produce() -> None:
             try:
@@ -580,7 +603,7 @@ async def run_nested(
         if history:
             for raw in history[-1].metadata.get("interrupts") or ():
                 found, decision = await parent.effects.decision(ctx.superstep, str(raw["id"]))
-                if found and raw.get("kind") != "timer":
+                if found and raw.get("kind") not in ("timer", "breakpoint"):
                     resume[str(raw["id"])] = decision
         run = graph._new_run(thread, backend, parent.tracer, sink, namespace)
         await graph._drive(run, None if history else input, max_steps, resume or None)
