@@ -1,5 +1,5 @@
-"""Static breakpoints (``interrupt_before`` / ``interrupt_after``), on the in-memory and
-SQLite stores.
+"""Editing state at a checkpoint (``update_state``) and static breakpoints
+(``interrupt_before`` / ``interrupt_after``), on the in-memory and SQLite stores.
 
 Several tests are ports of LangGraph's own tests (``libs/langgraph/tests/test_pregel.py``);
 each says which one it mirrors, reduced to the behaviour TensorSketch shares.
@@ -15,8 +15,8 @@ from typing import Annotated, Any
 import pytest
 
 from tensorsketch import END, START, Context, Graph, InMemoryBackend, Node, Reducer, Schema
-from tensorsketch.errors import GraphValidationError
-from tensorsketch.interrupts import run_info
+from tensorsketch.errors import GraphValidationError, ThreadBusyError
+from tensorsketch.interrupts import interrupt, run_info
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
 
@@ -197,3 +197,140 @@ async def test_a_breakpoint_without_a_store_suspends_the_call() -> None:
     ran: list[str] = []
     out = await chain(ran, interrupt_before=["act"]).invoke({})
     assert run_info(out).suspended and ran == ["plan"]
+
+
+# -- update_state ---------------------------------------------------------------------------------
+
+
+async def test_update_state_goes_through_reducers_and_continues(backend: Backend) -> None:
+    # Mirrors LangGraph's test_conditional_graph (update_state at the interrupt_before stop,
+    # then invoke(None) continues with the edited state): a reducer field appends.
+    ran: list[str] = []
+    app = chain(ran, interrupt_before=["act"])
+    await app.invoke({"topic": "x"}, thread_id="t", backend=backend)
+    before = await app.aget_history("t", backend)
+    edited = await app.aupdate_state("t", backend, {"plan": "fixed", "log": ["human"]})
+    assert edited.plan == "fixed" and edited.log == ["plan", "human"]
+    history = await app.aget_history("t", backend)
+    assert len(history) == len(before) + 1
+    assert history[-1].parent_id == before[-1].id
+    assert history[-1].source == "update"
+    assert history[-1].next == ("act",)  # the pending plan stays
+    assert run_info(edited).suspended  # ... and so does the breakpoint
+    assert run_info(edited).checkpoint_id == history[-1].id
+
+    done = await app.invoke(thread_id="t", backend=backend)
+    assert done.plan == "fixed"  # act read the edited plan
+    assert done.log == ["plan", "human", "act", "report"]
+    assert ran == ["plan", "act", "report"]
+
+
+async def test_update_state_as_node_runs_its_successors_next(backend: Backend) -> None:
+    # Mirrors LangGraph's test_conditional_graph (update_state(..., as_node="agent") at the
+    # interrupt_after stop): the edit stands for the node's output; its successors run next.
+    ran: list[str] = []
+    app = chain(ran, interrupt_before=["act"])
+    await app.invoke({"topic": "x"}, thread_id="t", backend=backend)
+    edited = await app.aupdate_state("t", backend, {"log": ["act by hand"]}, as_node="act")
+    assert run_info(edited).status == "pending"
+    assert (await app.aget_history("t", backend))[-1].next == ("report",)
+    done = await app.invoke(thread_id="t", backend=backend)
+    assert done.log == ["plan", "act by hand", "report"]
+    assert ran == ["plan", "report"]  # act itself never ran
+
+
+async def test_update_state_as_node_routes_on_the_edited_state(backend: Backend) -> None:
+    # Mirrors LangGraph's test_start_branch_then (update_state as_node before a conditional
+    # edge decides the branch).
+    ran: list[str] = []
+
+    def where(state: Work) -> str:
+        return "report" if state.plan == "skip" else "act"
+
+    app = (
+        Graph(Work)
+        .add(step("plan", ran))
+        .add(step("act", ran))
+        .add(step("report", ran))
+        .edge(START, "plan")
+        .conditional("plan", where, ["act", "report"])
+        .edge("act", "report")
+        .edge("report", END)
+        .compile(interrupt_before=["plan"])
+    )
+    await app.invoke({}, thread_id="t", backend=backend)
+    await app.aupdate_state("t", backend, {"plan": "skip"}, as_node="plan")
+    done = await app.invoke(thread_id="t", backend=backend)
+    assert ran == ["report"] and done.log == ["report"]
+
+
+async def test_update_state_on_a_new_thread_starts_it(backend: Backend) -> None:
+    # Mirrors LangGraph's test_update_as_input (update_state on an empty thread, then invoke).
+    ran: list[str] = []
+    app = chain(ran)
+    edited = await app.aupdate_state("new", backend, {"topic": "seeded"})
+    assert edited.topic == "seeded" and run_info(edited).status == "pending"
+    done = await app.invoke(thread_id="new", backend=backend)
+    assert done.topic == "seeded" and ran == ["plan", "act", "report"]
+
+
+def test_update_state_sync_form(backend: Backend) -> None:
+    app = chain([], interrupt_after=["plan"])
+    import asyncio
+
+    asyncio.run(app.invoke({}, thread_id="t", backend=backend))
+    state = app.update_state("t", backend, {"plan": "edited"})
+    assert state.plan == "edited"
+    got = app.get_state("t", backend)
+    assert got is not None and got.plan == "edited"
+
+
+async def test_update_state_teaches_on_bad_values() -> None:
+    backend = InMemoryBackend()
+    app = chain([])
+    await app.invoke({}, thread_id="t", backend=backend)
+    with pytest.raises(ValueError, match=r"'plna' is not a field of Work — did you mean 'plan'"):
+        await app.aupdate_state("t", backend, {"plna": "x"})
+    with pytest.raises(ValueError, match=r"'log': Input should be a valid list"):
+        await app.aupdate_state("t", backend, {"log": 5})
+    with pytest.raises(ValueError, match=r"as_node='akt'.*did you mean 'act'"):
+        await app.aupdate_state("t", backend, {"plan": "x"}, as_node="akt")
+    with pytest.raises(TypeError, match="values must be a dict of Work fields"):
+        await app.aupdate_state("t", backend, ["plan"])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="thread_id must be a str"):
+        await app.aupdate_state(7, backend, {})  # type: ignore[arg-type]
+    # nothing was written by the refused edits, and the lease was given back
+    assert len(await app.aget_history("t", backend)) == 4
+    assert await backend.acquire_lease("t", "someone", 5)
+
+
+async def test_update_state_respects_the_thread_lease(backend: Backend) -> None:
+    app = chain([])
+    await app.invoke({}, thread_id="t", backend=backend)
+    assert await backend.acquire_lease("t", "another-process", 30)
+    with pytest.raises(ThreadBusyError, match="thread 't' is being run by another process"):
+        await app.aupdate_state("t", backend, {"plan": "x"})
+    assert len(await app.aget_history("t", backend)) == 4
+
+
+async def test_update_state_keeps_a_question_pending(backend: Backend) -> None:
+    # Mirrors LangGraph's test_dynamic_interrupt (update_state while a node's interrupt()
+    # waits, then resume with the answer): the edit does not drop what the run waits on.
+    class Ask(Node):
+        class In(Schema):
+            plan: str = ""
+
+        class Out(Schema):
+            log: list[str]
+
+        async def run(self, ctx: Context, inp: Any) -> Any:
+            answer = await interrupt(ctx, "ok?")
+            return self.Out(log=[f"{inp.plan}: {answer}"])
+
+    app = Graph(Work).add(Ask).edge(START, "Ask").edge("Ask", END).compile()
+    out = await app.invoke({}, thread_id="t", backend=backend)
+    [key] = run_info(out).awaiting
+    edited = await app.aupdate_state("t", backend, {"plan": "edited"})
+    assert run_info(edited).awaiting == [key]
+    done = await app.invoke(thread_id="t", backend=backend, resume={key: "yes"})
+    assert done.log == ["edited: yes"]
