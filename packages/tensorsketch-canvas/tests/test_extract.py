@@ -9,9 +9,11 @@ import pytest
 from tensorsketch.canvas import (
     GraphNotFoundError,
     SourceParseError,
+    edits,
     extract,
     extract_all,
     graph_names,
+    reconstruct,
 )
 from tensorsketch.canvas.ir import END, START, EdgeIR, Port
 
@@ -457,3 +459,21 @@ def test_more_modelled_shapes() -> None:
     ir = extract(source)
     assert [n.name for n in ir.nodes] == ["A", "B", "Z"]
     assert ir.edges == [seq("Z", END)]
+
+
+def test_compile_options_such_as_breakpoints_survive_an_edit() -> None:
+    # compile(interrupt_before=..., interrupt_after=...) is the compiled graph's business:
+    # the canvas reads the wiring around it and writes the call back untouched.
+    source = src(
+        "app = (\n"
+        "    Graph(S).add(Classify).add(Billing).add(Tech)\n"
+        '    .edge(START, "Classify").edge("Classify", "Billing")\n'
+        '    .compile(interrupt_before=["Billing"], interrupt_after=["Classify"])\n'
+        ")\n"
+    )
+    ir = extract(source)
+    assert ir.name == "app" and [n.name for n in ir.nodes] == ["Classify", "Billing", "Tech"]
+    edited = edits.add_edge(ir, "Billing", "Tech")
+    out = reconstruct(source, edited)
+    assert '.compile(interrupt_before=["Billing"], interrupt_after=["Classify"])' in out
+    assert extract(out).edges == edited.edges

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from tensorsketch.channels import Channel
     from tensorsketch.pregel import Branch
 
-__all__ = ["Wiring", "field_hint", "node_spec", "suggest", "wiring"]
+__all__ = ["Wiring", "breakpoint_nodes", "field_hint", "node_spec", "suggest", "wiring"]
 
 
 def suggest(name: str, known: Sequence[str]) -> str:
@@ -30,6 +30,31 @@ def suggest(name: str, known: Sequence[str]) -> str:
         return f" — did you mean {close[0]!r}?"
     listed = ", ".join(repr(k) for k in known) or "none yet"
     return f" (known nodes: {listed})"
+
+
+def breakpoint_nodes(
+    option: str, names: object, nodes: Sequence[str], problems: list[str]
+) -> frozenset[str]:
+    """The node names of an ``interrupt_before=`` / ``interrupt_after=`` option (``"*"``: all
+    of them); a name that is not a node, or a value that is not names, becomes a problem."""
+    if isinstance(names, str):
+        names = [names]
+    if not isinstance(names, Sequence | set | frozenset):
+        problems.append(
+            f"{option}= takes a list of node names (or '*'), got {type(names).__name__}; "
+            f"e.g. {option}=['review']."
+        )
+        return frozenset()
+    picked: set[str] = set()
+    for name in names:
+        if name == "*":
+            picked.update(nodes)
+        elif not isinstance(name, str) or name not in nodes:
+            hint = suggest(name, nodes) if isinstance(name, str) else ""
+            problems.append(f"{option}= names {name!r}, which is not a node{hint}")
+        else:
+            picked.add(name)
+    return frozenset(picked)
 
 
 def field_hint(port: str, fields: Mapping[str, Any]) -> str:

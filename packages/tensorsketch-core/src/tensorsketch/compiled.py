@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+import pydantic
+
+from tensorsketch._validate import breakpoint_nodes, suggest
 from tensorsketch.durable import (
     RunJournal,
     load_chain,
@@ -171,6 +175,19 @@ class CompiledGraph(Generic[S]):
             namespace=namespace,
         )
 
+    def _set_breakpoints(self, run: Run, before: object, after: object) -> None:
+        """Apply an ``invoke``'s own breakpoints (checked like ``compile``'s)."""
+        if before is None and after is None:
+            return
+        problems: list[str] = []
+        nodes = list(self._spec.nodes)
+        if before is not None:
+            run.interrupt_before = breakpoint_nodes("interrupt_before", before, nodes, problems)
+        if after is not None:
+            run.interrupt_after = breakpoint_nodes("interrupt_after", after, nodes, problems)
+        if problems:
+            raise ValueError("; ".join(problems))
+
     async def _drive(
         self, run: Run, input: Any, max_steps: int, resume: Mapping[str, Any] | None = None
     ) -> None:
@@ -261,6 +278,8 @@ class CompiledGraph(Generic[S]):
         tracer: Tracer | None = None,
         namespace: tuple[str, ...] = (),
         resume: Mapping[str, Any] | None = None,
+        interrupt_before: Sequence[str] | str | None = None,
+        interrupt_after: Sequence[str] | str | None = None,
     ) -> S:
         """Run to completion and return the final, validated state.
 
@@ -272,12 +291,16 @@ class CompiledGraph(Generic[S]):
             never exit).
         :param resume: decisions for a suspended thread, keyed by interrupt id (tool-call ids
             for approvals), e.g. ``{"call_1": True}``.
+        :param interrupt_before: static breakpoints for this call, replacing the compiled
+            ones: stop before these nodes run (``[]`` turns the compiled ones off).
+        :param interrupt_after: likewise, stop after these nodes' superstep.
 
         A run that suspends (an approval, ``interrupt()``, a durable timer) returns instead of
         raising; ``run_info(state)`` (also ``state.__tensorsketch_run__``) says so and lists
         what it waits for.
         """
         run = self._new_run(thread_id, backend, tracer, None, namespace)
+        self._set_breakpoints(run, interrupt_before, interrupt_after)
         await self._drive(run, input, max_steps, resume)
         state: S = run.result_state()  # type: ignore[assignment]
         return state
@@ -293,6 +316,8 @@ class CompiledGraph(Generic[S]):
         buffer: int = 256,
         namespace: tuple[str, ...] = (),
         resume: Mapping[str, Any] | None = None,
+        interrupt_before: Sequence[str] | str | None = None,
+        interrupt_after: Sequence[str] | str | None = None,
     ) -> AsyncIterator[Event]:
         """Run the graph and yield its events as they happen.
 
@@ -305,6 +330,7 @@ class CompiledGraph(Generic[S]):
             raise ValueError(msg)
         queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=buffer)
         run = self._new_run(thread_id, backend, tracer, queue.put, namespace)
+        self._set_breakpoints(run, interrupt_before, interrupt_after)
 
         async def produce() -> None:
             try:
@@ -506,6 +532,117 @@ class CompiledGraph(Generic[S]):
             input, thread_id=new_thread_id, backend=backend, max_steps=max_steps, tracer=tracer
         )
 
+    # -- editing ----------------------------------------------------------------------------
+
+    async def aupdate_state(
+        self,
+        thread_id: str,
+        backend: Backend,
+        values: S | Mapping[str, Any],
+        *,
+        as_node: str | None = None,
+    ) -> S:
+        """Edit the thread's state: fold ``values`` into the channels as if node ``as_node``
+        had returned them (a reducer field appends), saved as a new checkpoint whose parent
+        is the latest one. Returns the new state (``run_info`` names its checkpoint).
+
+        The next ``invoke`` on the thread continues from there: with ``as_node``, the
+        successors of ``as_node`` run next (routing reads the edited state); without it, the
+        pending plan stays, and a run stopped at a breakpoint or interrupt still is.
+        Takes the thread's lease, so it refuses (``ThreadBusyError``) while a run holds it.
+        """
+        self._check_durable_args(thread_id, backend)
+        spec = self._spec
+        if as_node is not None and as_node not in spec.nodes:
+            msg = (
+                f"update_state(as_node={as_node!r}): {as_node!r} is not a node of "
+                f"{spec.name}{suggest(str(as_node), list(spec.nodes))}"
+            )
+            raise ValueError(msg)
+        writes = self._update_writes(values)
+        run = self._new_run(thread_id, backend, None, None, ())
+        journal = run.journal
+        assert journal is not None
+        try:
+            opened = await journal.open()
+            if opened.restored is not None:
+                run.restore(opened.restored)
+            else:
+                run.seed()  # a new thread: the edit is its first checkpoint
+            writer = as_node or "update_state"
+            changed = run._fold({k: [v] for k, v in writes.items()}, {k: [writer] for k in writes})
+            meta: dict[str, Any] = {"as_node": as_node}
+            if as_node is not None:
+                tasks = run.next_tasks([Task(spec.nodes[as_node])])
+                run.step += 1  # the edit stands for a superstep of `as_node`
+            elif opened.restored is not None:
+                tasks = run.tasks_from_plan(opened.restored.plan)
+                if run.restored_interrupts:  # still waiting on the same things
+                    meta["interrupts"] = [p.to_dict() for p in run.restored_interrupts]
+            else:
+                tasks = run.entry_tasks()
+            await run.save_checkpoint(
+                changed if opened.restored is not None else None,
+                tasks,
+                source="update",
+                meta=meta,
+                final=True,
+            )
+        finally:
+            await journal.finish()
+        found = await read_checkpoint(backend, thread_id, run.checkpoint_id)
+        assert found is not None
+        return self._state_at(found)
+
+    def update_state(
+        self,
+        thread_id: str,
+        backend: Backend,
+        values: S | Mapping[str, Any],
+        *,
+        as_node: str | None = None,
+    ) -> S:
+        """Sync form of :meth:`aupdate_state`."""
+        return _run_sync(self.aupdate_state(thread_id, backend, values, as_node=as_node))
+
+    def _update_writes(self, values: object) -> dict[str, Any]:
+        """``update_state``'s values, each validated as its state field."""
+        schema = self._spec.state_schema
+        if isinstance(values, Schema):
+            if not isinstance(values, schema):
+                msg = (
+                    f"update_state() got a {type(values).__name__}, but this graph's state is "
+                    f"{schema.__name__}; pass a dict of its fields or a {schema.__name__}."
+                )
+                raise TypeError(msg)
+            raw = {k: getattr(values, k) for k in values.model_fields_set}
+        elif isinstance(values, Mapping):
+            raw = dict(values)
+        else:
+            msg = (
+                f"update_state() values must be a dict of {schema.__name__} fields, got "
+                f"{type(values).__name__}; e.g. update_state(thread_id, backend, {{'plan': ...}})."
+            )
+            raise TypeError(msg)
+        fields = list(schema.model_fields)
+        writes: dict[str, Any] = {}
+        errors: list[str] = []
+        for key, value in raw.items():
+            if key not in self._spec.field_set:
+                close = difflib.get_close_matches(str(key), fields, n=1)
+                hint = f" — did you mean {close[0]!r}?" if close else f" (fields: {fields})"
+                errors.append(f"{key!r} is not a field of {schema.__name__}{hint}")
+                continue
+            try:
+                writes[key] = self._spec.adapter(key).validate_python(value)
+            except pydantic.ValidationError as exc:
+                first = exc.errors()[0]
+                errors.append(f"{key!r}: {first['msg']} (got {value!r:.80})")
+        if errors:
+            msg = "update_state() got invalid values: " + "; ".join(errors)
+            raise ValueError(msg)
+        return writes
+
 
 async def _ancestry(backend: Backend, thread_id: str, checkpoint_id: str) -> list[StoredCheckpoint]:
     """``checkpoint_id`` and its ancestors, oldest first, read by id."""
@@ -580,7 +717,7 @@ async def run_nested(
         if history:
             for raw in history[-1].metadata.get("interrupts") or ():
                 found, decision = await parent.effects.decision(ctx.superstep, str(raw["id"]))
-                if found and raw.get("kind") != "timer":
+                if found and raw.get("kind") not in ("timer", "breakpoint"):
                     resume[str(raw["id"])] = decision
         run = graph._new_run(thread, backend, parent.tracer, sink, namespace)
         await graph._drive(run, None if history else input, max_steps, resume or None)

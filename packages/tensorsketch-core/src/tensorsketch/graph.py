@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from pydantic.fields import FieldInfo
 
-from tensorsketch._validate import node_spec, suggest, wiring
+from tensorsketch._validate import breakpoint_nodes, node_spec, suggest, wiring
 from tensorsketch.channels import Channel, channel_for
 from tensorsketch.constants import END, START
 from tensorsketch.errors import GraphValidationError
@@ -214,7 +214,11 @@ class Graph(Generic[S]):
     # -- compile ----------------------------------------------------------------------------
 
     def compile(
-        self, *, migrate: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+        self,
+        *,
+        migrate: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        interrupt_before: Sequence[str] | str = (),
+        interrupt_after: Sequence[str] | str = (),
     ) -> CompiledGraph[S]:
         """Validate the whole graph and return a runnable, immutable compiled graph.
 
@@ -224,6 +228,10 @@ class Graph(Generic[S]):
             the current state's fields, for threads written before the state changed (a
             field renamed, removed or retyped). Without it such a resume fails with an error
             naming the fields, rather than dropping their values silently.
+        :param interrupt_before: node names (or ``"*"``) to stop a run at before they run;
+            invoking the thread again continues past the stop.
+        :param interrupt_after: node names (or ``"*"``) to stop a run at after their
+            superstep's barrier.
         """
         if migrate is not None and not callable(migrate):
             msg = f"compile(migrate=...) must be a function values -> values, got {migrate!r}."
@@ -247,6 +255,8 @@ class Graph(Generic[S]):
             specs[name] = node_spec(state, name, node, fields, channels, problems)
 
         entry, successors = wiring(self._nodes, self._edges, self._branches, problems)
+        before = breakpoint_nodes("interrupt_before", interrupt_before, list(self._nodes), problems)
+        after = breakpoint_nodes("interrupt_after", interrupt_after, list(self._nodes), problems)
 
         if problems:
             listing = "\n".join(f"  - {p}" for p in problems)
@@ -275,6 +285,8 @@ class Graph(Generic[S]):
             entry_branch=self._branches.get(START),
             structure=self.structure,
             migrate=migrate,
+            interrupt_before=before,
+            interrupt_after=after,
         )
         return CompiledGraph(graph_spec)
 

@@ -50,7 +50,7 @@ __all__ = [
     "sleep_until",
 ]
 
-InterruptKind = Literal["approval", "interrupt", "timer"]
+InterruptKind = Literal["approval", "interrupt", "timer", "breakpoint"]
 
 
 def _now() -> float:
@@ -64,9 +64,11 @@ class PendingInterrupt(BaseModel):
     :param id: what to key the decision by in ``resume={id: decision}`` (for a tool approval,
         the model's tool-call id).
     :param kind: ``approval`` (a tool call needs a yes/no), ``interrupt`` (a node asked a
-        question with :func:`interrupt`) or ``timer`` (waiting until ``wake_at``).
+        question with :func:`interrupt`), ``timer`` (waiting until ``wake_at``) or
+        ``breakpoint`` (a static ``interrupt_before`` / ``interrupt_after`` stop).
     :param value: what the waiter showed: the tool call (``{"tool", "args", ...}``), the
-        question, or ``None``.
+        question, ``{"when": "before" | "after", "nodes": [...]}`` for a breakpoint, or
+        ``None``.
     :param node: the node that suspended.
     :param wake_at: for a timer, the Unix time after which invoking continues the run.
     """
@@ -198,8 +200,18 @@ class RunInfo:
 
     @property
     def awaiting(self) -> list[str]:
-        """Ids that need a decision (approvals and questions; timers need none)."""
-        return [p.id for p in self.interrupts if p.kind != "timer"]
+        """Ids that need a decision (approvals and questions; timers and breakpoints need
+        none)."""
+        return [p.id for p in self.interrupts if p.kind not in _NO_DECISION]
+
+    @property
+    def breakpoint(self) -> PendingInterrupt | None:
+        """The static breakpoint the run stopped at, if it did (``value`` says where)."""
+        return next((p for p in self.interrupts if p.kind == "breakpoint"), None)
+
+
+#: Kinds of waiting that a plain ``invoke`` continues, with no decision to pass.
+_NO_DECISION = frozenset({"timer", "breakpoint"})
 
 
 _COMPLETED = RunInfo()
@@ -276,6 +288,12 @@ async def apply_resume(run: Run, resume: Mapping[str, Any] | None) -> None:
         )
         raise ValueError(msg)
     for key, decision in resume.items():
+        if waiting[key].kind == "breakpoint":
+            msg = (
+                f"{key!r} is a breakpoint; it needs no decision: invoke the thread again "
+                "without `resume=` (and without input) to continue past it."
+            )
+            raise ValueError(msg)
         if waiting[key].kind == "timer":
             msg = (
                 f"{key!r} is a timer (it wakes at {waiting[key].wake_at}); it needs no decision, "

@@ -108,6 +108,9 @@ class GraphSpec:
     adapters: dict[str, pydantic.TypeAdapter[Any]] = field(default_factory=dict)
     #: ``compile(migrate=...)``: stored values -> current fields, applied on every restore.
     migrate: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    #: ``compile(interrupt_before=..., interrupt_after=...)``: static breakpoints.
+    interrupt_before: frozenset[str] = frozenset()
+    interrupt_after: frozenset[str] = frozenset()
     #: Derived once, read on every superstep: the state's field names, in declaration order,
     #: the channels that forget their value at each barrier, and a fast state constructor.
     field_names: tuple[str, ...] = field(init=False, default=())
@@ -181,6 +184,9 @@ class Run:
         self.ended = False
         #: The task whose error ended the last superstep, if one did.
         self.failed_task: Task | None = None
+        #: Static breakpoints for this run (the compiled ones unless ``invoke`` overrides).
+        self.interrupt_before = spec.interrupt_before
+        self.interrupt_after = spec.interrupt_after
 
     # -- durable bookkeeping ----------------------------------------------------------------
 
@@ -654,6 +660,11 @@ class Run:
         """Run supersteps until no task is left, checkpointing at every barrier."""
         journal = self.journal
         steps_run = 0
+        # A run resumed from an interrupt_before stop goes past it (once).
+        passed = any(
+            p.kind == "breakpoint" and isinstance(p.value, dict) and p.value.get("when") == "before"
+            for p in self.restored_interrupts
+        )
         while tasks:
             if steps_run >= max_steps:
                 active = sorted({t.spec.name for t in tasks})
@@ -664,6 +675,12 @@ class Run:
                 )
                 raise GraphRecursionError(msg)
             step = self.step
+            if self.interrupt_before and not passed:
+                stop = self.breakpoint("before", tasks)
+                if stop is not None:
+                    await self.suspend(tasks, Interrupt(pending=[stop]))
+                    return
+            passed = False
             restored, self.restored = self.restored, False
             self.failed_task = None
             try:
@@ -681,20 +698,57 @@ class Run:
                     await self.record_failure(tasks, exc)
                 raise
             changed = self.barrier(tasks, results)
-            tasks = self.next_tasks(tasks)
+            ran, tasks = tasks, self.next_tasks(tasks)
             self.step = step + 1
             steps_run += 1
-            sink = self.sink
-            ended = None
+            if await self._close_superstep(changed, ran, tasks, step):
+                return
+
+    async def _close_superstep(
+        self,
+        changed: dict[str, list[Any] | None],
+        ran: list[Task],
+        tasks: list[Task],
+        step: int,
+    ) -> bool:
+        """Report and checkpoint a finished barrier that planned ``tasks``; ``True`` when an
+        ``interrupt_after`` breakpoint stops the run here."""
+        journal = self.journal
+        stop = self.breakpoint("after", ran) if self.interrupt_after and tasks else None
+        sink = self.sink
+        ended = None
+        if sink is not None:
+            await self.emit("values", data=dict(self.values), step=step)
+            if not tasks:  # logged with the final checkpoint, delivered once it is stored
+                self.ended = True
+                ended = self._event("run_end", data=dict(self.values), step=self.step)
+        if stop is not None:
+            self.interrupts = [stop]
             if sink is not None:
-                await self.emit("values", data=dict(self.values), step=step)
-                if not tasks:  # logged with the final checkpoint, delivered once it is stored
-                    self.ended = True
-                    ended = self._event("run_end", data=dict(self.values), step=self.step)
-            if journal is not None:
-                await self.save_checkpoint(changed, tasks, final=not tasks)
-            if sink is not None and ended is not None:
-                await sink(ended)
+                await self.emit("interrupt", data={"interrupts": [stop.to_dict()]}, step=step)
+        if journal is not None:
+            meta = {"interrupts": [stop.to_dict()]} if stop is not None else None
+            await self.save_checkpoint(
+                changed, tasks, final=not tasks or stop is not None, meta=meta
+            )
+        if sink is not None and ended is not None:
+            await sink(ended)
+        return stop is not None
+
+    def breakpoint(self, when: str, tasks: list[Task]) -> PendingInterrupt | None:
+        """The static breakpoint ``tasks`` hit (``when``: ``"before"`` they run or
+        ``"after"`` their barrier), or ``None``; its id is unique to the superstep."""
+        names = self.interrupt_before if when == "before" else self.interrupt_after
+        hit = list(dict.fromkeys(t.spec.name for t in tasks if t.spec.name in names))
+        if not hit:
+            return None
+        step = self.step if when == "before" else self.step - 1
+        return PendingInterrupt(
+            id=f"breakpoint:{when}:{step}",
+            kind="breakpoint",
+            value={"when": when, "nodes": hit},
+            node=hit[0],
+        )
 
     async def _run_journaled(
         self, tasks: list[Task], step: int, restored: bool
