@@ -121,7 +121,7 @@ def test_a_utc_offset_with_microseconds_survives() -> None:
     ):
         back = codec.loads(codec.dumps(value))
         assert (back, back.utcoffset(), back.fold) == (value, value.utcoffset(), value.fold)
-    plain = dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc)
+    plain = dt.datetime(2020, 1, 1, tzinfo=dt.UTC)
     assert json.loads(codec.dumps(plain)) == {"$t": "datetime", "v": plain.isoformat()}
 
 
