@@ -20,7 +20,7 @@ from tensorsketch.events import Event
 from tensorsketch.graph_structure import GraphStructure
 from tensorsketch.interrupts import Interrupt, apply_resume, attach_checkpoint_info
 from tensorsketch.observability.tracing import ATTR_INPUT, Tracer
-from tensorsketch.pregel import GraphSpec, Run, Task
+from tensorsketch.pregel import GraphSpec, Run, Task, check_concurrency
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.schema import Schema
 
@@ -261,6 +261,7 @@ class CompiledGraph(Generic[S]):
         tracer: Tracer | None = None,
         namespace: tuple[str, ...] = (),
         resume: Mapping[str, Any] | None = None,
+        max_concurrency: int | None = None,
     ) -> S:
         """Run to completion and return the final, validated state.
 
@@ -272,12 +273,15 @@ class CompiledGraph(Generic[S]):
             never exit).
         :param resume: decisions for a suspended thread, keyed by interrupt id (tool-call ids
             for approvals), e.g. ``{"call_1": True}``.
+        :param max_concurrency: the most tasks of one superstep running at once for this call
+            (overrides ``compile(max_concurrency=...)``; ``None`` keeps the compiled limit).
 
         A run that suspends (an approval, ``interrupt()``, a durable timer) returns instead of
         raising; ``run_info(state)`` (also ``state.__tensorsketch_run__``) says so and lists
         what it waits for.
         """
         run = self._new_run(thread_id, backend, tracer, None, namespace)
+        _limit(run, max_concurrency)
         await self._drive(run, input, max_steps, resume)
         state: S = run.result_state()  # type: ignore[assignment]
         return state
@@ -293,6 +297,7 @@ class CompiledGraph(Generic[S]):
         buffer: int = 256,
         namespace: tuple[str, ...] = (),
         resume: Mapping[str, Any] | None = None,
+        max_concurrency: int | None = None,
     ) -> AsyncIterator[Event]:
         """Run the graph and yield its events as they happen.
 
@@ -305,6 +310,7 @@ class CompiledGraph(Generic[S]):
             raise ValueError(msg)
         queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=buffer)
         run = self._new_run(thread_id, backend, tracer, queue.put, namespace)
+        _limit(run, max_concurrency)
 
         async def produce() -> None:
             try:
@@ -587,3 +593,10 @@ async def run_nested(
     if run.interrupts:
         raise Interrupt(pending=list(run.interrupts))
     return run.result_state()
+
+
+def _limit(run: Run, max_concurrency: int | None) -> None:
+    """Apply ``invoke(max_concurrency=...)`` over the compiled limit."""
+    if max_concurrency is not None:
+        check_concurrency(max_concurrency, "max_concurrency=")
+        run.max_concurrency = max_concurrency
