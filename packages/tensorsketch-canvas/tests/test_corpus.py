@@ -42,7 +42,7 @@ def test_every_graph_round_trips(path: Path) -> None:
 
 
 def test_the_corpus_is_not_empty() -> None:
-    assert len(CORPUS) >= 8
+    assert len(CORPUS) >= 9
 
 
 def test_docs_snippets_read_as_the_docs_describe() -> None:
@@ -76,3 +76,19 @@ def test_docs_snippets_read_as_the_docs_describe() -> None:
     assert [h.node for h in find_holes(HERE / "corpus" / "billing_agent_hole.py")] == [
         "BillingAgent"
     ]
+
+
+def test_retry_and_timeout_show_on_the_node_read_only() -> None:
+    source = (HERE / "corpus" / "retry_timeout.py").read_text(encoding="utf-8")
+    ir = extract(source)
+    fetch, say = ir.nodes
+    assert fetch.retry == "RetryPolicy(max_attempts=4, initial_interval=0.5)"
+    assert fetch.timeout == "5"
+    assert (say.name, say.retry, say.timeout) == ("Say", None, None)
+    assert ir.edges == [EdgeIR(START, "Fetch"), EdgeIR("Fetch", "Say"), EdgeIR("Say", END)]
+    # the options travel with the IR (to the Studio) and survive an edit of the graph
+    assert fetch.to_dict()["retry"] == fetch.retry
+    assert type(fetch).from_dict(fetch.to_dict()).timeout == "5"
+    edited = reconstruct(source, edits.add_edge(ir, "Fetch", END))
+    assert "retry=RetryPolicy(max_attempts=4, initial_interval=0.5), timeout=5" in edited
+    assert extract(edited).nodes[0].retry == fetch.retry

@@ -25,6 +25,7 @@ from tensorsketch.errors import (
     InvalidUpdateError,
     LeaseLostError,
     NodeError,
+    NodeTimeoutError,
     PluginError,
     QueueFullError,
     RegistryError,
@@ -41,6 +42,7 @@ from tensorsketch.graph import Graph
 from tensorsketch.graph_structure import BranchInfo, GraphStructure
 from tensorsketch.handles import NodeHandle, Router
 from tensorsketch.node import Node
+from tensorsketch.retry import RetryPolicy
 from tensorsketch.schema import Schema
 from tensorsketch.send import Send
 
@@ -208,6 +210,7 @@ __all__ = [
     "Node",
     "NodeHandle",
     "Reducer",
+    "RetryPolicy",
     "Router",
     "Schema",
     "Send",
@@ -221,6 +224,7 @@ __all__ = [
     "Hole",
     "InvalidUpdateError",
     "NodeError",
+    "NodeTimeoutError",
     "PluginError",
     "RegistryError",
     "QueueFullError",

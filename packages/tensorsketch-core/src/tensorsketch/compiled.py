@@ -24,7 +24,7 @@ from tensorsketch.events import Event
 from tensorsketch.graph_structure import GraphStructure
 from tensorsketch.interrupts import Interrupt, apply_resume, attach_checkpoint_info
 from tensorsketch.observability.tracing import ATTR_INPUT, Tracer
-from tensorsketch.pregel import GraphSpec, Run, Task
+from tensorsketch.pregel import GraphSpec, Run, Task, check_concurrency
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.schema import Schema
 
@@ -280,6 +280,7 @@ class CompiledGraph(Generic[S]):
         resume: Mapping[str, Any] | None = None,
         interrupt_before: Sequence[str] | str | None = None,
         interrupt_after: Sequence[str] | str | None = None,
+        max_concurrency: int | None = None,
     ) -> S:
         """Run to completion and return the final, validated state.
 
@@ -294,6 +295,8 @@ class CompiledGraph(Generic[S]):
         :param interrupt_before: static breakpoints for this call, replacing the compiled
             ones: stop before these nodes run (``[]`` turns the compiled ones off).
         :param interrupt_after: likewise, stop after these nodes' superstep.
+        :param max_concurrency: the most tasks of one superstep running at once for this call
+            (overrides ``compile(max_concurrency=...)``; ``None`` keeps the compiled limit).
 
         A run that suspends (an approval, ``interrupt()``, a durable timer) returns instead of
         raising; ``run_info(state)`` (also ``state.__tensorsketch_run__``) says so and lists
@@ -301,6 +304,7 @@ class CompiledGraph(Generic[S]):
         """
         run = self._new_run(thread_id, backend, tracer, None, namespace)
         self._set_breakpoints(run, interrupt_before, interrupt_after)
+        _limit(run, max_concurrency)
         await self._drive(run, input, max_steps, resume)
         state: S = run.result_state()  # type: ignore[assignment]
         return state
@@ -318,6 +322,7 @@ class CompiledGraph(Generic[S]):
         resume: Mapping[str, Any] | None = None,
         interrupt_before: Sequence[str] | str | None = None,
         interrupt_after: Sequence[str] | str | None = None,
+        max_concurrency: int | None = None,
     ) -> AsyncIterator[Event]:
         """Run the graph and yield its events as they happen.
 
@@ -331,6 +336,7 @@ class CompiledGraph(Generic[S]):
         queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=buffer)
         run = self._new_run(thread_id, backend, tracer, queue.put, namespace)
         self._set_breakpoints(run, interrupt_before, interrupt_after)
+        _limit(run, max_concurrency)
 
         async def produce() -> None:
             try:
@@ -724,3 +730,10 @@ async def run_nested(
     if run.interrupts:
         raise Interrupt(pending=list(run.interrupts))
     return run.result_state()
+
+
+def _limit(run: Run, max_concurrency: int | None) -> None:
+    """Apply ``invoke(max_concurrency=...)`` over the compiled limit."""
+    if max_concurrency is not None:
+        check_concurrency(max_concurrency, "max_concurrency=")
+        run.max_concurrency = max_concurrency

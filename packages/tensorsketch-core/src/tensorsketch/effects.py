@@ -44,12 +44,24 @@ class EffectLog:
         reference: the engine fills it once the checkpoint is restored).
     """
 
-    __slots__ = ("_journal", "_memo", "resume")
+    __slots__ = ("_attempts", "_journal", "_memo", "resume")
 
     def __init__(self, journal: RunJournal | None, resume: dict[str, Any]) -> None:
         self._journal = journal
         self._memo: dict[str, Any] = {}
+        #: In memory, while a node with a retry policy runs: every result of the superstep,
+        #: so a retried attempt replays what the failed one finished (``None``: not kept).
+        self._attempts: dict[str, Any] | None = None
         self.resume = resume
+
+    def remember_attempts(self) -> None:
+        """Keep this superstep's results in memory too (a retried node replays them)."""
+        if self._journal is None and self._attempts is None:
+            self._attempts = {}
+
+    def forget_attempts(self) -> None:
+        """The superstep is folded: no attempt of it can run again."""
+        self._attempts = None
 
     @property
     def durable(self) -> bool:
@@ -64,7 +76,13 @@ class EffectLog:
         journal = self._journal
         if journal is None:
             if not key.startswith(IDEMPOTENCY_PREFIX):
-                return await _call(fn)
+                attempts = self._attempts
+                if attempts is None:
+                    return await _call(fn)
+                if key in attempts:
+                    return attempts[key]
+                result = attempts[key] = await _call(fn)
+                return result
             if key in self._memo:
                 return self._memo[key]
             result = self._memo[key] = await _call(fn)

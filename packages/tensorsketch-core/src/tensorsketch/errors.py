@@ -8,6 +8,7 @@
     ├── EmptyChannelError (LookupError)       a node read a state field nobody has set
     ├── GraphRecursionError (RecursionError)  the run did not halt within ``max_steps``
     ├── NodeError (TypeError)                 a node broke its contract (wrong return type, ...)
+    ├── NodeTimeoutError (TimeoutError)       a node ran past its ``timeout=`` (retryable)
     ├── RoutingError (ValueError)             a router returned a target that does not exist
     ├── Hole (NotImplementedError)            a node whose body is still to be written
     ├── ValidationError (ValueError)          tool arguments / structured output failed validation
@@ -65,6 +66,7 @@ __all__ = [
     "InvalidUpdateError",
     "LeaseLostError",
     "NodeError",
+    "NodeTimeoutError",
     "PluginError",
     "QueueFullError",
     "RegistryError",
@@ -104,6 +106,16 @@ class GraphRecursionError(TensorSketchError, RecursionError):
 
 class NodeError(TensorSketchError, TypeError):
     """A node broke its contract in a way the framework can see (wrong return type, ...)."""
+
+
+class NodeTimeoutError(TensorSketchError, TimeoutError):
+    """A node ran longer than its ``timeout=`` and was cancelled. It is a ``TimeoutError``,
+    so the default :class:`~tensorsketch.RetryPolicy` retries it."""
+
+    def __init__(self, message: str, *, node: str = "", timeout: float = 0.0) -> None:
+        super().__init__(message)
+        self.node = node
+        self.timeout = timeout
 
 
 class RoutingError(TensorSketchError, ValueError):

@@ -9,7 +9,17 @@ __all__ = ["BUILTIN_EVENT_TYPES", "Event"]
 
 #: Types the runtime itself emits; anything else comes from ``ctx.emit``.
 BUILTIN_EVENT_TYPES: Final = frozenset(
-    {"run_start", "node_start", "node_end", "values", "run_end", "token", "tool", "interrupt"}
+    {
+        "run_start",
+        "node_start",
+        "node_end",
+        "node_retry",
+        "values",
+        "run_end",
+        "token",
+        "tool",
+        "interrupt",
+    }
 )
 
 
@@ -18,11 +28,12 @@ class Event:
     """One event of a run.
 
     :param seq: strictly increasing per thread, also across resumes (the replay cursor).
-    :param type: ``run_start``, ``node_start``, ``node_end``, ``values`` (merged state after a
-        superstep), ``run_end`` (success only), ``token`` (model text delta), ``tool`` (an
-        agent's tool call: ``phase`` ``start`` with ``id``/``name``/``args``, then ``end``
-        with ``result``/``is_error``), ``interrupt``
-        (the run suspended; ``data["interrupts"]`` lists what it waits on) or a custom type.
+    :param type: ``run_start``, ``node_start``, ``node_end``, ``node_retry`` (an attempt
+        failed and will run again: ``attempt``, ``error``, ``delay``), ``values`` (merged
+        state after a superstep), ``run_end`` (success only), ``token`` (model text delta),
+        ``tool`` (an agent's tool call: ``phase`` ``start`` with ``id``/``name``/``args``,
+        then ``end`` with ``result``/``is_error``), ``interrupt`` (the run suspended;
+        ``data["interrupts"]`` lists what it waits on) or a custom type.
     :param node: the node that produced it (``None`` for run-level events).
     :param namespace: the path of nested runs (sub-graphs, sub-agents) the event came from.
     """

@@ -15,6 +15,7 @@ from tensorsketch.errors import GraphValidationError
 from tensorsketch.graph_structure import BranchInfo, GraphStructure
 from tensorsketch.handles import NodeHandle
 from tensorsketch.node import Node
+from tensorsketch.retry import RetryPolicy
 from tensorsketch.schema import Schema
 
 if TYPE_CHECKING:
@@ -39,7 +40,14 @@ class Graph(Generic[S]):
     runnable :class:`~tensorsketch.compiled.CompiledGraph`.
     """
 
-    def __init__(self, state: type[S], *, name: str | None = None) -> None:
+    def __init__(
+        self,
+        state: type[S],
+        *,
+        name: str | None = None,
+        retry: RetryPolicy | None = None,
+        node_timeout: float | None = None,
+    ) -> None:
         if not (isinstance(state, type) and issubclass(state, Schema)):
             msg = (
                 f"Graph(state) needs a Schema subclass describing the state, got {state!r}; "
@@ -52,11 +60,29 @@ class Graph(Generic[S]):
         self._edges: list[tuple[str, str]] = []
         self._branches: dict[str, Branch] = {}
         self._problems: list[str] = []
+        #: ``add(retry=, timeout=)`` per node name, over the graph's defaults.
+        self._retry = _check_retry(retry, "Graph(retry=...)")
+        self._timeout = _check_timeout(node_timeout, "Graph(node_timeout=...)")
+        self._guards: dict[str, tuple[RetryPolicy | None, float | None]] = {}
 
     # -- building ---------------------------------------------------------------------------
 
-    def add(self, node: type[Node] | Node, *, name: str | None = None) -> Self:
-        """Add a node (a ``Node`` subclass or instance); its name defaults to the class name."""
+    def add(
+        self,
+        node: type[Node] | Node,
+        *,
+        name: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> Self:
+        """Add a node (a ``Node`` subclass or instance); its name defaults to the class name.
+
+        ``retry`` runs the node again when it fails (see :class:`~tensorsketch.RetryPolicy`);
+        ``timeout`` cancels an attempt after that many seconds with ``NodeTimeoutError``.
+        Both default to the graph's ``Graph(retry=..., node_timeout=...)``.
+        """
+        retry = _check_retry(retry, "add(retry=...)")
+        timeout = _check_timeout(timeout, "add(timeout=...)")
         if isinstance(node, type) and issubclass(node, Node):
             try:
                 instance = node()
@@ -84,6 +110,8 @@ class Graph(Generic[S]):
             )
         else:
             self._nodes[node_name] = instance
+            if retry is not None or timeout is not None:
+                self._guards[node_name] = (retry, timeout)
         return self
 
     def edge(self, src: str, dst: str) -> Self:
@@ -219,6 +247,7 @@ class Graph(Generic[S]):
         migrate: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         interrupt_before: Sequence[str] | str = (),
         interrupt_after: Sequence[str] | str = (),
+        max_concurrency: int | None = None,
     ) -> CompiledGraph[S]:
         """Validate the whole graph and return a runnable, immutable compiled graph.
 
@@ -232,7 +261,13 @@ class Graph(Generic[S]):
             invoking the thread again continues past the stop.
         :param interrupt_after: node names (or ``"*"``) to stop a run at after their
             superstep's barrier.
+        :param max_concurrency: the most tasks of one superstep that run at once (a large
+            ``Send`` fan-out against a rate-limited API); ``invoke(max_concurrency=...)``
+            overrides it per call. The fold order is task order either way.
         """
+        from tensorsketch.pregel import check_concurrency
+
+        check_concurrency(max_concurrency, "compile(max_concurrency=...)")
         if migrate is not None and not callable(migrate):
             msg = f"compile(migrate=...) must be a function values -> values, got {migrate!r}."
             raise TypeError(msg)
@@ -252,7 +287,10 @@ class Graph(Generic[S]):
 
         specs: dict[str, NodeSpec] = {}
         for name, node in self._nodes.items():
-            specs[name] = node_spec(state, name, node, fields, channels, problems)
+            specs[name] = spec = node_spec(state, name, node, fields, channels, problems)
+            retry, timeout = self._guards.get(name, (None, None))
+            spec.retry = retry if retry is not None else self._retry
+            spec.timeout = timeout if timeout is not None else self._timeout
 
         entry, successors = wiring(self._nodes, self._edges, self._branches, problems)
         before = breakpoint_nodes("interrupt_before", interrupt_before, list(self._nodes), problems)
@@ -287,8 +325,28 @@ class Graph(Generic[S]):
             migrate=migrate,
             interrupt_before=before,
             interrupt_after=after,
+            max_concurrency=max_concurrency,
         )
         return CompiledGraph(graph_spec)
+
+
+def _check_retry(retry: Any, where: str) -> RetryPolicy | None:
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        msg = (
+            f"{where} takes a RetryPolicy, got {retry!r}; "
+            "e.g. `retry=RetryPolicy(max_attempts=3)` (from tensorsketch import RetryPolicy)."
+        )
+        raise TypeError(msg)
+    return retry
+
+
+def _check_timeout(timeout: Any, where: str) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        msg = f"{where} takes a number of seconds > 0 (or None for no limit), got {timeout!r}."
+        raise ValueError(msg)
+    return float(timeout)
 
 
 _SCALARS = (str, int, float, bool, bytes, type(None))

@@ -18,7 +18,7 @@ import difflib
 import inspect
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ from tensorsketch.errors import (
     EmptyChannelError,
     GraphRecursionError,
     NodeError,
+    NodeTimeoutError,
     RoutingError,
     ThreadBusyError,
 )
@@ -44,13 +45,14 @@ from tensorsketch.graph_structure import GraphStructure
 from tensorsketch.interrupts import Interrupt, PendingInterrupt
 from tensorsketch.node import Node
 from tensorsketch.observability.tracing import NOOP_TRACER, Tracer
+from tensorsketch.retry import RetryPolicy
 from tensorsketch.schema import Schema
 from tensorsketch.send import Send
 
 if TYPE_CHECKING:
     from tensorsketch.durable import Restored, RunJournal
 
-__all__ = ["Branch", "GraphSpec", "NodeSpec", "Run", "Task"]
+__all__ = ["Branch", "GraphSpec", "NodeSpec", "Run", "Task", "check_concurrency"]
 
 EventSink = Callable[[Event], Awaitable[None]]
 TaskDone = Callable[["Task", dict[str, Any]], Awaitable[None]]
@@ -90,6 +92,9 @@ class NodeSpec:
     branch: Branch | None = None
     #: ``in_schema.model_construct`` for complete values, made fast on first use.
     make_input: Callable[[dict[str, Any]], Schema] | None = None
+    #: ``add(retry=..., timeout=...)`` (or the graph's defaults): ``None`` is the fast path.
+    retry: RetryPolicy | None = None
+    timeout: float | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -111,6 +116,8 @@ class GraphSpec:
     #: ``compile(interrupt_before=..., interrupt_after=...)``: static breakpoints.
     interrupt_before: frozenset[str] = frozenset()
     interrupt_after: frozenset[str] = frozenset()
+    #: ``compile(max_concurrency=...)``: the most tasks of a superstep running at once.
+    max_concurrency: int | None = None
     #: Derived once, read on every superstep: the state's field names, in declaration order,
     #: the channels that forget their value at each barrier, and a fast state constructor.
     field_names: tuple[str, ...] = field(init=False, default=())
@@ -187,6 +194,8 @@ class Run:
         #: Static breakpoints for this run (the compiled ones unless ``invoke`` overrides).
         self.interrupt_before = spec.interrupt_before
         self.interrupt_after = spec.interrupt_after
+        #: How many tasks of a superstep may run at once (``None``: all of them).
+        self.max_concurrency = spec.max_concurrency
 
     # -- durable bookkeeping ----------------------------------------------------------------
 
@@ -524,8 +533,12 @@ class Run:
         data = out.__dict__
         return {name: data[name] for name in spec.writes if name in fields_set}
 
-    async def run_task(self, task: Task, step: int) -> dict[str, Any]:
+    async def run_task(self, task: Task, step: int, *, guarded: bool = True) -> dict[str, Any]:
+        """Run one task and return its writes; ``guarded=False`` skips its retry policy and
+        timeout (``_run_guarded`` applies them around this)."""
         spec = task.spec
+        if guarded and (spec.retry is not None or spec.timeout is not None):
+            return await self._run_guarded(task, step)
         ctx = Context(self, spec.name, step, task.instance)
         inp = self.build_input(task)
         if self.sink is not None:
@@ -559,6 +572,63 @@ class Run:
             )
         return writes
 
+    async def _run_guarded(self, task: Task, step: int) -> dict[str, Any]:
+        """``run_task`` for a node with a retry policy or a timeout.
+
+        Every attempt gets a fresh context, so its effect keys are the failed attempt's: the
+        ``ctx.step`` calls that attempt finished replay their results (the effect log keeps
+        them for the superstep even in memory) instead of running again.
+        """
+        spec = task.spec
+        policy = spec.retry
+        attempts = policy.max_attempts if policy is not None else 1
+        self.effects.remember_attempts()
+        attempt = 1
+        while True:
+            try:
+                return await self._attempt(task, step)
+            except Interrupt:
+                raise
+            except Exception as exc:
+                if attempt >= attempts or policy is None or not policy.retries(exc):
+                    if attempt > 1:
+                        exc.add_note(f"gave up after {attempt} attempts")
+                    raise
+                wait = policy.delay(attempt)
+                if self.sink is not None:
+                    await self.emit(
+                        "node_retry",
+                        node=spec.name,
+                        data={
+                            "instance": task.instance,
+                            "attempt": attempt,
+                            "error": f"{type(exc).__name__}: {exc}"[:500],
+                            "delay": wait,
+                        },
+                        step=step,
+                    )
+                await asyncio.sleep(wait)
+                attempt += 1
+
+    async def _attempt(self, task: Task, step: int) -> dict[str, Any]:
+        """One attempt of a guarded node: ``run_task``'s body under the node's timeout."""
+        spec = task.spec
+        limit = spec.timeout
+        if limit is None:
+            return await self.run_task(task, step, guarded=False)
+        try:
+            async with asyncio.timeout(limit) as scope:
+                return await self.run_task(task, step, guarded=False)
+        except TimeoutError as exc:
+            if not scope.expired():
+                raise  # the node's own TimeoutError, not ours
+            msg = (
+                f"node {spec.name!r}{task.instance} did not finish within its timeout of "
+                f"{limit:g}s in superstep {step}; raise `timeout=` on `add(...)`, or give it "
+                "a RetryPolicy to try again."
+            )
+            raise NodeTimeoutError(msg, node=spec.name, timeout=limit) from exc
+
     async def run_parallel(
         self, tasks: list[Task], step: int, on_done: TaskDone | None = None
     ) -> list[dict[str, Any]]:
@@ -574,10 +644,17 @@ class Run:
         loop = asyncio.get_running_loop()
         gather = _Gather(len(tasks), loop.create_future(), on_done)
         run_into = self._run_into
-        futures = [
-            loop.create_task(run_into(gather, index, task, step))
-            for index, task in enumerate(tasks)
-        ]
+        limit = self.max_concurrency
+        if limit is not None and len(tasks) > limit:
+            # ``limit`` workers take the tasks in order: never more than that in flight, and
+            # results still land by task index, so the fold order is unchanged.
+            order = iter(enumerate(tasks))
+            futures = [loop.create_task(self._work(gather, order, step)) for _ in range(limit)]
+        else:
+            futures = [
+                loop.create_task(run_into(gather, index, task, step))
+                for index, task in enumerate(tasks)
+            ]
         try:
             await gather.waiter
         except BaseException:
@@ -593,6 +670,13 @@ class Run:
             # Every other task finished (their effects are journaled); suspend them all.
             raise Interrupt.merge([exc for _, exc in sorted(gather.suspended, key=_first)])
         return gather.results  # type: ignore[return-value]
+
+    async def _work(self, gather: _Gather, order: Iterator[tuple[int, Task]], step: int) -> None:
+        """One worker of a bounded superstep: run the next task until none is left."""
+        for index, task in order:
+            if gather.failures:
+                return  # the superstep failed: start nothing new
+            await self._run_into(gather, index, task, step)
 
     async def _run_into(self, gather: _Gather, index: int, task: Task, step: int) -> None:
         try:
@@ -698,6 +782,7 @@ class Run:
                     await self.record_failure(tasks, exc)
                 raise
             changed = self.barrier(tasks, results)
+            self.effects.forget_attempts()
             ran, tasks = tasks, self.next_tasks(tasks)
             self.step = step + 1
             steps_run += 1
@@ -880,6 +965,13 @@ class Run:
                 pending[name] = []
                 writers[name] = []
         return self._fold(pending, writers)
+
+
+def check_concurrency(limit: Any, where: str) -> None:
+    """``max_concurrency`` is ``None`` (no limit) or a positive int."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        msg = f"{where} takes an int >= 1 (or None for no limit), got {limit!r}."
+        raise ValueError(msg)
 
 
 class _Gather:

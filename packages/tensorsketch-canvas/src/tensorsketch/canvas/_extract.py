@@ -82,6 +82,8 @@ def build_ir(src: ParsedSource, model: GraphModel, classes: dict[str, NodeClass]
                     has_hole=cls.has_hole if cls else False,
                     hole=cls.hole if cls else None,
                     line=cls.line if cls else None,
+                    retry=decl.retry,
+                    timeout=decl.timeout,
                 )
             )
         edges.extend(item.edges)

@@ -37,6 +37,9 @@ class NodeDecl:
     name: str
     cls: str
     class_key: str
+    #: ``add(..., retry=..., timeout=...)`` as written (shown on the node, never edited).
+    retry: str | None = None
+    timeout: str | None = None
 
 
 @dataclass
@@ -240,7 +243,7 @@ class _Walk:
         return None
 
     def _add(self, call: cst.Call, stmt_index: int) -> Item | None:
-        bound = _bind(call, ("node",), ("node", "name"))
+        bound = _bind(call, ("node",), ("node", "name", "retry", "timeout"))
         if bound is None or "node" not in bound:
             return None
         cls_expr = bound["node"]
@@ -258,7 +261,13 @@ class _Walk:
             if self.quote is None and isinstance(bound["name"], cst.SimpleString):
                 self.quote = bound["name"].quote[-1]
             name = alias
-        decl = NodeDecl(name=name, cls=self.src.code(cls_expr), class_key=key)
+        decl = NodeDecl(
+            name=name,
+            cls=self.src.code(cls_expr),
+            class_key=key,
+            retry=self.src.code(bound["retry"]) if "retry" in bound else None,
+            timeout=self.src.code(bound["timeout"]) if "timeout" in bound else None,
+        )
         return Item("add", stmt_index, nodes=[decl])
 
     def _classes(self, call: cst.Call) -> list[NodeDecl] | None:

@@ -86,7 +86,9 @@ class NodeIR:
     ``raise Hole(...)``, and ``hole`` is that Hole's description (``None`` for a bare
     ``raise Hole`` or ``raise Hole()``, so ``""`` stays distinct). ``line`` is the line of the
     ``class`` statement (``None`` when the class is not defined in the file) and does not take
-    part in ``==``.
+    part in ``==``. ``retry`` and ``timeout`` are the ``add(..., retry=..., timeout=...)``
+    arguments as written, shown on the node read-only (the canvas never edits them, so they
+    do not take part in ``==`` either).
     """
 
     name: str
@@ -96,6 +98,8 @@ class NodeIR:
     has_hole: bool = False
     hole: str | None = None
     line: int | None = field(default=None, compare=False)
+    retry: str | None = field(default=None, compare=False)
+    timeout: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -113,6 +117,8 @@ class NodeIR:
             "has_hole": self.has_hole,
             "hole": self.hole,
             "line": self.line,
+            "retry": self.retry,
+            "timeout": self.timeout,
         }
 
     @classmethod
@@ -121,7 +127,7 @@ class NodeIR:
             data,
             where,
             required=("name",),
-            optional=("cls", "inputs", "outputs", "has_hole", "hole", "line"),
+            optional=("cls", "inputs", "outputs", "has_hole", "hole", "line", "retry", "timeout"),
         )
         return cls(
             name=_str(obj, "name", where),
@@ -131,6 +137,8 @@ class NodeIR:
             has_hole=_bool(obj, "has_hole", where),
             hole=_opt_str(obj, "hole", where),
             line=_opt_int(obj, "line", where),
+            retry=_opt_str(obj, "retry", where),
+            timeout=_opt_str(obj, "timeout", where),
         )
 
 
@@ -333,6 +341,8 @@ class GraphIR:
                 "has_hole": {"type": "boolean"},
                 "hole": nullable_str,
                 "line": {"type": ["integer", "null"], "minimum": 1},
+                "retry": nullable_str,
+                "timeout": nullable_str,
             },
             "required": ["name"],
             "additionalProperties": False,
