@@ -135,6 +135,8 @@ async def test_a_second_runner_on_a_leased_thread_is_refused() -> None:
 class TestEightOpsBackend(BackendConformance):
     """The whole shared suite: one object stands in for the store (the lease is in-process)."""
 
+    thread_admin = False  # the eight operations only: admin must fail clearly
+
     @pytest.fixture
     def backend_factory(self) -> BackendFactory:
         shared = EightOpsBackend()

@@ -17,6 +17,7 @@ from tensorsketch.constants import END, START
 from tensorsketch.context import Context
 from tensorsketch.errors import (
     BackendUnavailableError,
+    BackendUnsupportedError,
     CheckpointDecodeError,
     EmptyChannelError,
     GraphRecursionError,
@@ -217,6 +218,7 @@ __all__ = [
     "Topic",
     # errors
     "BackendUnavailableError",
+    "BackendUnsupportedError",
     "CheckpointDecodeError",
     "EmptyChannelError",
     "GraphRecursionError",

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import pydantic
 
+from tensorsketch import threads
 from tensorsketch._validate import breakpoint_nodes, suggest
 from tensorsketch.durable import (
     RunJournal,
@@ -486,6 +487,28 @@ class CompiledGraph(Generic[S]):
     ) -> list[Checkpoint]:
         """Sync form of :meth:`aget_history`."""
         return _run_sync(self.aget_history(thread_id, backend, limit=limit, before=before))
+
+    # -- thread administration (see tensorsketch.threads) ----------------------------------
+
+    async def adelete_thread(self, thread_id: str, backend: Backend) -> None:
+        """Remove the thread's checkpoints, effect journal, events and lease; a thread
+        another process is running is refused with :class:`ThreadBusyError`."""
+        _check_thread_id(thread_id)
+        await threads.delete_thread(backend, thread_id)
+
+    def delete_thread(self, thread_id: str, backend: Backend) -> None:
+        """Sync form of :meth:`adelete_thread`."""
+        _run_sync(self.adelete_thread(thread_id, backend))
+
+    async def aprune_thread(self, thread_id: str, backend: Backend, *, keep: int) -> int:
+        """Keep the thread's newest ``keep`` checkpoints and remove older ones (returns how
+        many); every kept checkpoint still resumes, reads and forks as before."""
+        _check_thread_id(thread_id)
+        return await threads.prune_thread(backend, thread_id, keep)
+
+    def prune_thread(self, thread_id: str, backend: Backend, *, keep: int) -> int:
+        """Sync form of :meth:`aprune_thread`."""
+        return _run_sync(self.aprune_thread(thread_id, backend, keep=keep))
 
     async def fork(
         self,

@@ -16,6 +16,7 @@
     │   └── LeaseLostError                    this run stalled and lost the thread's lease
     ├── CheckpointDecodeError (ValueError)    a stored checkpoint/journal entry cannot be decoded
     ├── BackendUnavailableError (ConnectionError) the store went away mid-run
+    ├── BackendUnsupportedError (NotImplementedError) the store lacks an optional operation
     ├── RegistryError (LookupError)           an unknown provider/backend name
     ├── PluginError (RuntimeError)            a plugin broke the hook protocol
     ├── RunStoreUnsupportedError (TypeError)  the backend keeps no run records (AsyncRunner)
@@ -58,6 +59,7 @@ from typing import Any
 
 __all__ = [
     "BackendUnavailableError",
+    "BackendUnsupportedError",
     "CheckpointDecodeError",
     "EmptyChannelError",
     "GraphRecursionError",
@@ -169,6 +171,11 @@ class RegistryError(TensorSketchError, LookupError):
 
 class PluginError(TensorSketchError, RuntimeError):
     """A plugin returned something the hook protocol does not allow."""
+
+
+class BackendUnsupportedError(TensorSketchError, NotImplementedError):
+    """The backend lacks an optional operation (listing, deleting or pruning threads); it
+    implements only the eight required ones."""
 
 
 class RunStoreUnsupportedError(TensorSketchError, TypeError):

@@ -6,6 +6,7 @@
 - :class:`Llm` (``llm``) — one model call as a node, with structured-output repair.
 - ``turn`` — the model turn (middleware, fallbacks, the schema check) and the one
   structured-output repair loop ``Llm`` and ``generate_structured`` share.
+- ``context`` — :class:`ContextPolicy`: requests kept under a token budget.
 - ``options`` — :class:`AgentOptions`, the options ``Agent`` and ``create_agent`` share.
 
 Import the public names from here (or from ``tensorsketch``); the submodules are internal.
@@ -13,13 +14,24 @@ Import the public names from here (or from ``tensorsketch``); the submodules are
 
 from __future__ import annotations
 
+from tensorsketch.agents.context import ContextPolicy, estimate_tokens, trim_messages
 from tensorsketch.agents.factory import create_agent
 from tensorsketch.agents.llm import Llm
 from tensorsketch.agents.loop import Agent
 from tensorsketch.agents.options import AgentOptions
 from tensorsketch.agents.state import AgentState, AgentStatus
 
-__all__ = ["Agent", "AgentOptions", "AgentState", "AgentStatus", "Llm", "create_agent"]
+__all__ = [
+    "Agent",
+    "AgentOptions",
+    "AgentState",
+    "AgentStatus",
+    "ContextPolicy",
+    "Llm",
+    "create_agent",
+    "estimate_tokens",
+    "trim_messages",
+]
 
 # The public home of these names, as before ``agents`` was a package: checkpoint tags,
 # pickles and reprs keep naming ``tensorsketch.agents``, so data written by either version

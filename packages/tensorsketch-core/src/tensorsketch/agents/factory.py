@@ -31,7 +31,7 @@ def create_agent(
     to make it durable. The options are :class:`Agent`'s (:class:`AgentOptions`: ``system``,
     ``max_iterations``, ``middleware``, ``max_total_tokens``, ``max_cost_usd``, ``prices``,
     ``fallbacks``, ``tool_concurrency``, ``tool_timeout``, ``output_schema``, ``name``,
-    ``max_tokens``, ``model_options``).
+    ``max_tokens``, ``model_options``, ``context_policy``).
     """
     from tensorsketch.constants import END, START
     from tensorsketch.graph import Graph

@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from tensorsketch import interrupts as _interrupts
-from tensorsketch._modelcall import cap_text
+from tensorsketch._modelcall import call_provider, cap_text
+from tensorsketch.agents.context import (
+    estimate_tokens,
+    summary_message,
+    summary_request,
+    trim_messages,
+)
 from tensorsketch.agents.options import AgentSettings, as_tools, check_provider
 from tensorsketch.agents.ports import ports
 from tensorsketch.agents.state import REPORT_FIELDS, AgentStatus
@@ -132,6 +138,7 @@ class Agent(Node):
         self.tool_concurrency = settings.tool_concurrency
         self.tool_timeout = settings.tool_timeout
         self.output_schema = settings.output_schema
+        self.context_policy = settings.context_policy
         self.name = settings.name
         self.input_key = input_key
         self.output_key = output_key
@@ -268,6 +275,9 @@ class Agent(Node):
         self, ctx: Context, transcript: list[Message], k: int, key: str
     ) -> dict[str, Any]:
         mctx = sub_context(ctx, f"{k}.model")
+        sent = transcript
+        if self.context_policy is not None:
+            sent = await self._compacted(ctx, transcript, k, key)
 
         async def call() -> dict[str, Any]:
             # ``model_turn`` copies the transcript into the request before anything awaits,
@@ -276,7 +286,7 @@ class Agent(Node):
                 mctx,
                 self._providers,
                 self._model_handler,
-                transcript,
+                sent,
                 self._tool_list,
                 self.output_schema,
                 self.options,
@@ -285,6 +295,50 @@ class Agent(Node):
 
         outcome: dict[str, Any] = await ctx.effects.once(f"{key}:model", call)
         return outcome
+
+    async def _compacted(
+        self, ctx: Context, transcript: list[Message], k: int, key: str
+    ) -> list[Message]:
+        """The request's messages under the context policy's budget (see ``context``)."""
+        policy = self.context_policy
+        assert policy is not None
+        given = policy.estimate
+
+        def estimate(messages: Sequence[Message]) -> int:
+            return (
+                given(messages) if given is not None else estimate_tokens(messages, self.provider)
+            )
+
+        budget = policy.budget_tokens
+        room = policy.summary_tokens if policy.summarize else 0
+        sent, dropped = trim_messages(transcript, budget, estimate, reserve=room)
+        if not dropped or not policy.summarize:
+            return sent
+        writer = policy.summarizer or self.provider
+        sctx = sub_context(ctx, f"{k}.summary")
+
+        async def summarize() -> Completion:
+            return await call_provider(
+                sctx,
+                writer,
+                summary_request(dropped),
+                tools=None,
+                output_schema=None,
+                options={"max_tokens": policy.summary_tokens},
+            )
+
+        # Journaled: a resumed run replays the summary instead of asking for it again.
+        completion: Completion = await ctx.effects.once(f"{key}:summary", summarize)
+        spent = current_budget()
+        if spent is not None:
+            spent.charge(completion.usage, completion.model or writer.model)
+        note = summary_message(completion.message.text)
+        # The summary's own size counts: a longer one than the room kept drops more.
+        size = estimate([note])
+        if size > room:
+            sent, _ = trim_messages(transcript, budget, estimate, reserve=size)
+        head = next((i for i, m in enumerate(sent) if m.role != "system"), len(sent))
+        return [*sent[:head], note, *sent[head:]]
 
     # -- tool calls -------------------------------------------------------------------------
 

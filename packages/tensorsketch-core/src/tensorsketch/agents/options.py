@@ -14,6 +14,7 @@ from typing import Any, TypedDict
 
 import pydantic
 
+from tensorsketch.agents.context import ContextPolicy
 from tensorsketch.budget import Budget
 from tensorsketch.middleware import Middleware, _check
 from tensorsketch.pricing import PriceTable
@@ -45,6 +46,8 @@ class AgentOptions(TypedDict, total=False):
     :ivar name: the agent's node name (default ``"agent"``).
     :ivar max_tokens: the reply limit of each model call (default 1024).
     :ivar model_options: further provider options sent with every model call.
+    :ivar context_policy: keep each request under a token budget (:class:`ContextPolicy`):
+        the oldest tool exchanges are dropped, optionally summarized; the transcript keeps all.
     """
 
     system: str | None
@@ -60,6 +63,7 @@ class AgentOptions(TypedDict, total=False):
     name: str
     max_tokens: int
     model_options: Mapping[str, Any] | None
+    context_policy: ContextPolicy | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,6 +83,7 @@ class AgentSettings:
     name: str = "agent"
     max_tokens: int = 1024
     model_options: Mapping[str, Any] | None = field(default=None)
+    context_policy: ContextPolicy | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_iterations, int) or self.max_iterations < 1:
@@ -98,6 +103,10 @@ class AgentSettings:
             isinstance(schema, type) and issubclass(schema, pydantic.BaseModel)
         ):
             msg = f"`output_schema` must be a Schema class, got {schema!r}."
+            raise TypeError(msg)
+        policy = self.context_policy
+        if policy is not None and not isinstance(policy, ContextPolicy):
+            msg = f"`context_policy` must be a ContextPolicy(budget_tokens=...), got {policy!r}."
             raise TypeError(msg)
         middleware = list(self.middleware)
         _check(middleware)

@@ -37,7 +37,12 @@ from tensorsketch.channels import Reducer
 from tensorsketch.compiled import CompiledGraph
 from tensorsketch.constants import START
 from tensorsketch.context import Context
-from tensorsketch.errors import CheckpointDecodeError, LeaseLostError, ThreadBusyError
+from tensorsketch.errors import (
+    BackendUnsupportedError,
+    CheckpointDecodeError,
+    LeaseLostError,
+    ThreadBusyError,
+)
 from tensorsketch.graph import Graph
 from tensorsketch.interrupts import run_info
 from tensorsketch.node import Node
@@ -50,6 +55,7 @@ from tensorsketch.runtime.backends.base import (
 from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.schema import Schema
 from tensorsketch.testing.order import OrderState, order_graph
+from tensorsketch.threads import alist_threads
 
 __all__ = ["BackendConformance", "BackendFactory", "CountingBackend"]
 
@@ -313,6 +319,11 @@ def _chained(thread: str) -> list[StoredCheckpoint]:
 
 class BackendConformance:
     """Subclass with a ``backend_factory`` fixture; every test below then runs on it."""
+
+    #: Whether the backend implements the optional thread administration operations
+    #: (``list_threads``, ``delete_thread``, ``replace_checkpoints``); when ``False`` the
+    #: suite checks that each one fails with a clear :class:`BackendUnsupportedError`.
+    thread_admin: bool = True
 
     @pytest.fixture
     async def backend(self, backend_factory: BackendFactory) -> AsyncIterator[Backend]:
@@ -696,6 +707,122 @@ class BackendConformance:
             await ORDER_GRAPH.fork(backend, thread, after_charge.id, fork)
         with pytest.raises(KeyError, match="no checkpoint"):
             await ORDER_GRAPH.fork(backend, thread, "nope", _thread())
+
+    # -- thread administration ---------------------------------------------------------------
+
+    def _needs_thread_admin(self) -> None:
+        if not self.thread_admin:
+            pytest.skip("the backend does not implement thread administration")
+
+    @pytest.mark.asyncio
+    async def test_thread_admin_is_supported_or_refused_clearly(self, backend: Backend) -> None:
+        if self.thread_admin:
+            return
+        thread = _thread()
+        await ORDER_GRAPH.invoke(
+            {"order": thread, "items": ["a"]}, thread_id=thread, backend=backend
+        )
+        with pytest.raises(BackendUnsupportedError, match="does not support listing threads"):
+            await alist_threads(backend)
+        with pytest.raises(BackendUnsupportedError, match="does not support deleting threads"):
+            await ORDER_GRAPH.adelete_thread(thread, backend)
+        with pytest.raises(BackendUnsupportedError, match="does not support pruning"):
+            await ORDER_GRAPH.aprune_thread(thread, backend, keep=1)
+        assert await ORDER_GRAPH.aget_state(thread, backend) is not None  # nothing lost
+        await ORDER_GRAPH.invoke({"order": thread}, thread_id=thread, backend=backend)  # lease back
+
+    @pytest.mark.asyncio
+    async def test_list_threads_by_prefix(self, backend: Backend) -> None:
+        self._needs_thread_admin()
+        base = _thread()
+        names = [f"{base}-b", f"{base}-a", f"{base}-c*", f"{base}_x"]
+        for name in names:
+            await backend.save_checkpoint(_checkpoint(name, 0, b"p"))
+        await backend.append_events(f"{base}-events-only", [StoredEvent(1, b"e")])
+        found = await alist_threads(backend, prefix=f"{base}-")
+        assert found == sorted([f"{base}-a", f"{base}-b", f"{base}-c*"])
+        assert await alist_threads(backend, prefix=f"{base}-", limit=2) == found[:2]
+        assert await alist_threads(backend, prefix=f"{base}-c*") == [f"{base}-c*"]
+        assert set(names) <= set(await alist_threads(backend))
+        with pytest.raises(ValueError, match="positive int"):
+            await alist_threads(backend, limit=0)
+
+    @pytest.mark.asyncio
+    async def test_delete_thread_removes_everything_of_it_only(self, backend: Backend) -> None:
+        self._needs_thread_admin()
+        gone, kept = _thread(), _thread()
+        for thread in (gone, kept):
+            await ORDER_GRAPH.invoke(
+                {"order": thread, "items": ["a"]}, thread_id=thread, backend=backend
+            )
+            await backend.record_effect(thread, "k", b"v")
+        await ORDER_GRAPH.adelete_thread(gone, backend)
+        assert await backend.list_checkpoints(gone) == []
+        assert await backend.read_events(gone) == []
+        assert await backend.lookup_effect(gone, "k") is None
+        assert await ORDER_GRAPH.aget_state(gone, backend) is None
+        assert gone not in await alist_threads(backend, prefix=gone)
+        assert await backend.lookup_effect(kept, "k") == b"v"
+        assert (await ORDER_GRAPH.aget_state(kept, backend)) is not None
+        # The id is free again: a new run starts from nothing and repeats no effect.
+        await ORDER_GRAPH.invoke({"order": gone, "items": ["b"]}, thread_id=gone, backend=backend)
+        assert calls(gone)["ship:b"] == 1
+        await ORDER_GRAPH.adelete_thread(_thread(), backend)  # an unknown thread: a no-op
+
+    @pytest.mark.asyncio
+    async def test_delete_or_prune_refuses_a_thread_another_process_runs(
+        self, backend: Backend, backend_factory: BackendFactory
+    ) -> None:
+        self._needs_thread_admin()
+        thread = _thread()
+        await ORDER_GRAPH.invoke(
+            {"order": thread, "items": ["a"]}, thread_id=thread, backend=backend
+        )
+        assert await backend.acquire_lease(thread, "other-runner", 60.0)
+        other = backend_factory()
+        try:
+            with pytest.raises(ThreadBusyError, match="another process"):
+                await ORDER_GRAPH.adelete_thread(thread, other)
+            with pytest.raises(ThreadBusyError, match="another process"):
+                await ORDER_GRAPH.aprune_thread(thread, other, keep=1)
+        finally:
+            if other is not backend:
+                await other.aclose()
+        assert await backend.list_checkpoints(thread)  # nothing was removed
+        await backend.release_lease(thread, "other-runner")
+
+    @pytest.mark.asyncio
+    async def test_prune_keeps_the_newest_rebuildable(self, backend: Backend) -> None:
+        self._needs_thread_admin()
+        thread = _thread()
+        steps = 40
+        await CHAT_GRAPH.invoke(
+            {"messages": [{"role": "user", "content": "hi"}], "limit": steps},
+            thread_id=thread,
+            backend=backend,
+            max_steps=steps + 1,
+        )
+        before = await CHAT_GRAPH.aget_history(thread, backend)
+        keep = 13  # cuts through the delta ladder: kept rows lose their bases
+        removed = await CHAT_GRAPH.aprune_thread(thread, backend, keep=keep)
+        assert removed == len(before) - keep
+        after = await CHAT_GRAPH.aget_history(thread, backend)
+        assert [(c.id, c.values) for c in after] == [(c.id, c.values) for c in before[-keep:]]
+        for checkpoint in after:  # each kept one still reads alone
+            state = await CHAT_GRAPH.aget_state_at(thread, backend, checkpoint.id)
+            assert state.messages == checkpoint.values["messages"]
+        # Resume goes on from the latest; a fork from the oldest kept one still works.
+        out = await CHAT_GRAPH.invoke(
+            {"limit": steps + 3}, thread_id=thread, backend=backend, max_steps=10
+        )
+        assert len(out.messages) == 1 + steps + 3
+        fork = _thread()
+        await CHAT_GRAPH.fork(backend, thread, after[0].id, fork)
+        forked = await CHAT_GRAPH.aget_state(fork, backend)
+        assert forked is not None and len(forked.messages) >= len(after[0].values["messages"])
+        assert await CHAT_GRAPH.aprune_thread(thread, backend, keep=10_000) == 0
+        with pytest.raises(ValueError, match="keep"):
+            await CHAT_GRAPH.aprune_thread(thread, backend, keep=0)
 
     @pytest.mark.asyncio
     async def test_state_at_any_checkpoint(self, backend: Backend) -> None:

@@ -566,6 +566,39 @@ class RedisBackend(Backend):
 
     # -- run records ------------------------------------------------------------------------
 
+    # -- thread administration --------------------------------------------------------------
+
+    async def list_threads(self, prefix: str = "", limit: int | None = None) -> list[str]:
+        # Every thread with a checkpoint has a ``cp`` list; SCAN walks them without blocking
+        # the server (KEYS would). The thread part of the pattern is glob-escaped.
+        escaped = "".join("\\" + ch if ch in "*?[]\\" else ch for ch in prefix)
+        pattern = f"{self.prefix}:{{{escaped}*}}:cp"
+        head, tail = len(self.prefix) + 2, len(":cp") + 1
+        found: set[str] = set()
+        async with self._use("listing threads") as client:
+            async for key in client.scan_iter(match=pattern, count=1000):
+                name = key.decode() if isinstance(key, bytes) else str(key)
+                found.add(name[head:-tail])
+        ordered = sorted(t for t in found if t.startswith(prefix))
+        return ordered if limit is None else ordered[:limit]
+
+    async def delete_thread(self, thread_id: str) -> None:
+        keys = [self._key(thread_id, kind) for kind in ("cp", "cpi", "fx", "ev", "lease")]
+        async with self._use("deleting a thread") as client:
+            await client.delete(*keys)  # one command: the keys share a slot
+
+    async def replace_checkpoints(
+        self, thread_id: str, checkpoints: list[StoredCheckpoint]
+    ) -> None:
+        cp, cpi = self._key(thread_id, "cp"), self._key(thread_id, "cpi")
+        async with self._use("pruning checkpoints") as client:
+            pipe = client.pipeline(transaction=True)  # MULTI/EXEC: one unit
+            pipe.delete(cp, cpi)
+            if checkpoints:
+                pipe.rpush(cp, *[_encode_checkpoint(c) for c in checkpoints])
+                pipe.hset(cpi, mapping={c.checkpoint_id: i for i, c in enumerate(checkpoints)})
+            await pipe.execute()
+
     def run_store(self) -> RedisRunStore:
         """The run records, under this backend's prefix (see :mod:`.redis_runs`)."""
         store = self.__dict__.get("_run_store")

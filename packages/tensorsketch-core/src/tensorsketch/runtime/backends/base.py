@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tensorsketch.errors import LeaseLostError
+from tensorsketch.errors import BackendUnsupportedError, LeaseLostError
 from tensorsketch.serializers import Serializer, resolve_serializer
 
 if TYPE_CHECKING:
@@ -309,6 +309,27 @@ class Backend(ABC):
         events = await self.read_events(thread_id, 0)
         return events[-1].seq if events else None
 
+    # -- optional: thread administration ---------------------------------------------------
+    #
+    # The eight operations cannot enumerate or remove threads, so these have no composed
+    # default: a store that supports them overrides them (every first-party backend does).
+
+    async def list_threads(self, prefix: str = "", limit: int | None = None) -> list[str]:
+        """Ids of the threads that have a checkpoint and start with ``prefix``, sorted, at
+        most ``limit`` of them."""
+        raise _unsupported(self, "listing threads", "list_threads")
+
+    async def delete_thread(self, thread_id: str) -> None:
+        """Remove the thread's checkpoints, effect journal, events and lease in one unit."""
+        raise _unsupported(self, "deleting threads", "delete_thread")
+
+    async def replace_checkpoints(
+        self, thread_id: str, checkpoints: list[StoredCheckpoint]
+    ) -> None:
+        """Make ``checkpoints`` (oldest first) the thread's whole checkpoint list, in one unit
+        (what pruning writes: the kept rows, some rewritten as snapshots)."""
+        raise _unsupported(self, "pruning checkpoints", "replace_checkpoints")
+
     def run_store(self) -> RunStore | None:
         """The store of run records (:mod:`tensorsketch.runtime.backends.runs`), an optional
         capability that ``AsyncRunner`` and the task API need; ``None`` when the backend has
@@ -321,6 +342,15 @@ class Backend(ABC):
     def describe(self) -> dict[str, Any]:
         """A small description for logs and ``tensorsketch plugins``."""
         return {"backend": self.name, "serializer": getattr(self.serializer, "name", "custom")}
+
+
+def _unsupported(backend: Backend, what: str, method: str) -> BackendUnsupportedError:
+    msg = (
+        f"the {type(backend).__name__} backend does not support {what}: it implements only "
+        f"the eight required operations. Override `{method}` on it, or use a first-party "
+        "backend (memory, sqlite, postgres, redis)."
+    )
+    return BackendUnsupportedError(msg)
 
 
 def lease_lost(thread_id: str) -> LeaseLostError:

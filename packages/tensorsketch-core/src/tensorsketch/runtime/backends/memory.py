@@ -71,6 +71,30 @@ class InMemoryBackend(Backend):
             chain.reverse()
             return chain
 
+    async def list_threads(self, prefix: str = "", limit: int | None = None) -> list[str]:
+        with self._lock:
+            found = sorted(
+                t for t, rows in self._checkpoints.items() if rows and t.startswith(prefix)
+            )
+        return found if limit is None else found[:limit]
+
+    async def delete_thread(self, thread_id: str) -> None:
+        with self._lock:
+            self._checkpoints.pop(thread_id, None)
+            self._positions.pop(thread_id, None)
+            self._events.pop(thread_id, None)
+            for key in [k for k in self._effects if k[0] == thread_id]:
+                del self._effects[key]
+        with self._lease_guard():
+            self._leases.pop(thread_id, None)
+
+    async def replace_checkpoints(
+        self, thread_id: str, checkpoints: list[StoredCheckpoint]
+    ) -> None:
+        with self._lock:
+            self._checkpoints[thread_id] = list(checkpoints)
+            self._positions[thread_id] = {c.checkpoint_id: i for i, c in enumerate(checkpoints)}
+
     async def record_effect(self, thread_id: str, key: str, value: bytes) -> None:
         with self._lock:
             self._effects.setdefault((thread_id, key), value)

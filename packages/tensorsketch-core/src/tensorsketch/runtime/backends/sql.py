@@ -281,6 +281,19 @@ class SqlBackend(Backend):
                 self.table("schema_version"), ("component", "version"), ("component",)
             ),
             "version": f"SELECT version FROM {self.table('schema_version')} WHERE component = ?",
+            # Thread administration: a prefix test that needs no LIKE escaping.
+            "threads": (
+                f"SELECT DISTINCT thread_id FROM {cp} WHERE "
+                "substr(thread_id, 1, length(CAST(? AS TEXT))) = CAST(? AS TEXT) "
+                "ORDER BY thread_id LIMIT ?"
+            ),
+            "drop_checkpoints": f"DELETE FROM {cp} WHERE thread_id = ?",
+            "drop_effects": f"DELETE FROM {self.table('effects')} WHERE thread_id = ?",
+            "drop_events": f"DELETE FROM {self.table('events')} WHERE thread_id = ?",
+            "drop_lease": f"DELETE FROM {self.table('leases')} WHERE thread_id = ?",
+            "insert_at": (
+                f"INSERT INTO {cp} (thread_id, position, {cols}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            ),
         }
         return {k: self.q(v) for k, v in sql.items()}
 
@@ -639,6 +652,28 @@ class SqlBackend(Backend):
 
     # -- run records ------------------------------------------------------------------------
 
+    # -- thread administration --------------------------------------------------------------
+
+    async def list_threads(self, prefix: str = "", limit: int | None = None) -> list[str]:
+        params = (prefix, prefix, _NO_LIMIT if limit is None else limit)
+        q = Query(self._sql["threads"], params, fetch="all")
+        rows = (await self._run("listing threads", [q], idempotent=True))[0]
+        return [str(row[0]) for row in rows]
+
+    async def delete_thread(self, thread_id: str) -> None:
+        kinds = ("drop_checkpoints", "drop_effects", "drop_events", "drop_lease")
+        queries = [Query(self._sql[kind], (thread_id,)) for kind in kinds]
+        await self._run("deleting a thread", queries, transaction=True, idempotent=True)
+
+    async def replace_checkpoints(
+        self, thread_id: str, checkpoints: list[StoredCheckpoint]
+    ) -> None:
+        rows = [(c.thread_id, i + 1, *_row(c)[1:]) for i, c in enumerate(checkpoints)]
+        queries = [Query(self._sql["drop_checkpoints"], (thread_id,))]
+        if rows:
+            queries.append(Query(self._sql["insert_at"], rows, many=True))
+        await self._run("pruning checkpoints", queries, transaction=True, idempotent=True)
+
     def run_store(self) -> RunStore:
         """The run records, in tables beside the checkpoints (see :mod:`.sql_runs`)."""
         store = self.__dict__.get("_run_store")
@@ -757,6 +792,10 @@ def _run_query(cur: Any, q: Query) -> Any:
     if q.fetch == "rowcount":
         return cur.rowcount
     return None
+
+
+#: ``LIMIT`` when none was asked for (one statement for both; fits a signed 64-bit int).
+_NO_LIMIT = 2**62
 
 
 def _row(c: StoredCheckpoint) -> tuple[Any, ...]:
