@@ -75,6 +75,32 @@ def nap_graph() -> Any:
     return one_node_graph(Nap, "nap")
 
 
+class Laps(Node):
+    """Three laps of ``n / 10`` seconds of (journaled) work, a one-second durable nap between
+    laps: three segments, two suspensions."""
+
+    class In(Schema):
+        n: int
+
+    class Out(Schema):
+        out: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        async def work() -> str:
+            await asyncio.sleep(inp.n / 10)
+            return "lap"
+
+        for lap in range(3):
+            await ctx.step(f"lap{lap}", work)
+            if lap < 2:
+                await ctx.sleep(1.0)
+        return self.Out(out="three laps")
+
+
+def laps_graph() -> Any:
+    return one_node_graph(Laps, "laps")
+
+
 # The hanging, listening and approval-needing graphs come from the testing kit.
 
 
@@ -300,6 +326,45 @@ async def test_run_timeout_fails_a_run_that_runs_too_long(
         "type": "RunTimeout",
         "message": "the run took longer than run_timeout=0.2s",
     }
+
+
+async def test_run_timeout_bounds_the_whole_run_across_segments_and_a_restart(
+    make_backend: Callable[[], Backend], runner_for: Callable[..., AsyncRunner]
+) -> None:
+    # Each segment works 0.8 s, under the 1.5 s limit; the run as a whole (2.4 s) is not.
+    first = runner_for(laps_graph(), backend=make_backend(), run_timeout=1.5)
+    record = await first.submit({"n": 8})
+    paused = await first.await_run(record.run_id, timeout=30)
+    assert paused.status == "suspended" and paused.active_seconds >= 0.8
+    await first.aclose()  # restarted while the timer is pending: the count is in the record
+    second = runner_for(laps_graph(), backend=make_backend(), run_timeout=1.5)
+    await second.start()
+    for _ in range(400):
+        current = await second.get(record.run_id)
+        if current.terminal:
+            break
+        await asyncio.sleep(0.05)
+    assert current.status == "failed"
+    assert current.error == {
+        "type": "RunTimeout",
+        "message": "the run took longer than run_timeout=1.5s",
+    }
+    assert current.active_seconds >= 1.5
+
+
+async def test_run_timeout_does_not_count_time_suspended(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    # 0.3 s of work and 2 s asleep on durable timers: within a 1.5 s limit.
+    runner = runner_for(laps_graph(), run_timeout=1.5)
+    record = await runner.submit({"n": 1})
+    for _ in range(600):
+        current = await runner.get(record.run_id)
+        if current.terminal:
+            break
+        await asyncio.sleep(0.05)
+    assert current.status == "succeeded", current.error
+    assert 0.3 <= current.active_seconds < (current.finished_at or 0) - (current.started_at or 0)
 
 
 async def test_max_queued_refuses_new_work_but_not_resumes(

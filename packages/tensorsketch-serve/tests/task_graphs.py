@@ -54,6 +54,28 @@ def _maybe_die(ledger: EffectLedger) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+_FROZEN: list[bool] = []
+
+
+def _maybe_freeze(ledger: EffectLedger | None) -> None:
+    """``TS_STOP_AT=n``: SIGSTOP this process (once) before the n-th tool call starts, inside
+    the effects' turn — its pid stays alive, so only the lease can hand its runs over, and on
+    SIGCONT the stalled run reaches its next effect with the lease gone. ``TS_STOPPED`` names
+    a file written just before freezing (the test waits for it)."""
+    stop_at = int(os.environ.get("TS_STOP_AT", "0"))
+    armed = os.environ.get("TS_KILL_ARMED")
+    if not stop_at or ledger is None or _FROZEN or (armed and not os.path.exists(armed)):
+        return
+    if ledger.total() + 1 >= stop_at:
+        _FROZEN.append(True)
+        with open(os.environ["TS_STOPPED"], "w", encoding="utf-8") as marker:
+            marker.write(ctx_thread[0] if ctx_thread else "")
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
+ctx_thread: list[str] = []
+
+
 class Work(Node):
     """Two journaled effects with a pause between them (a kill lands mid-run), then a
     durable nap when ``n`` is odd (a kill lands while the timer is pending)."""
@@ -79,11 +101,15 @@ class Work(Node):
         # harness: a kill inside one call then never lands while another run's call has
         # completed but is not yet recorded — the window no journal closes.
         async with TURNS:
+            ctx_thread[:] = [ctx.thread_id or ""]
+            _maybe_freeze(ledger)
             first = await ctx.step("charge", lambda: effect("charge"))
         await ctx.emit("progress", {"done": first})
         if inp.n % 2:
             await ctx.sleep(float(os.environ.get("TS_NAP", "0.5")))
         async with TURNS:
+            ctx_thread[:] = [ctx.thread_id or ""]
+            _maybe_freeze(ledger)
             second = await ctx.step("ship", lambda: effect("ship"))
         return self.Out(out=f"{first}+{second} {inp.n}")
 

@@ -232,3 +232,70 @@ def test_all_names_every_registered_protocol(plugin: None) -> None:
     assert mounted == {"", "/agui", "/bare"}, "root-mounted protocols share one dispatcher"
     [root] = [route for route in app.routes if route.path == ""]  # type: ignore[attr-defined]
     assert len(root.app.apps) == 5, "openai, a2a, tasks, acme and other answer at /"  # type: ignore[attr-defined]
+
+
+def test_the_serve_command_runs_the_task_api(tmp_path: Any) -> None:
+    """``tensorsketch serve bots:agent --protocol tasks --port P``: submit over HTTP, see the
+    run complete, and read /healthz and /metrics — the command as a user runs it."""
+    import socket
+    import time
+
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    (tmp_path / "bots.py").write_text(
+        "from tensorsketch import FakeProvider, create_agent\n"
+        "agent = create_agent(FakeProvider(), name='echo')\n"  # echoes the user
+    )
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    command = [sys.executable, "-m", "tensorsketch.cli", "serve", "bots:agent"]
+    proc = subprocess.Popen(
+        [*command, "--protocol", "tasks", "--port", str(port)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            for _ in range(300):
+                try:
+                    health = client.get("/healthz")
+                    break
+                except httpx.TransportError:
+                    assert proc.poll() is None, proc.communicate()[0]
+                    time.sleep(0.1)
+            else:
+                pytest.fail("`tensorsketch serve --protocol tasks` did not start")
+            assert health.status_code == 200 and health.json()["draining"] is False
+            created = client.post(
+                "/tasks", json={"input": {"query": "ping"}}, headers={"Idempotency-Key": "k1"}
+            )
+            assert created.status_code in (200, 201, 202), created.text
+            task_id = created.json()["id"]
+            for _ in range(300):
+                task = client.get(f"/tasks/{task_id}").json()
+                if task["status"] == "succeeded":
+                    break
+                time.sleep(0.1)
+            assert task["status"] == "succeeded", task
+            assert task["output"]["messages"][-1]["content"] == "ping"
+            again = client.post(
+                "/tasks", json={"input": {"query": "ping"}}, headers={"Idempotency-Key": "k1"}
+            )
+            assert again.json()["id"] == task_id
+            assert client.get("/tasks/nope").status_code == 404
+            text = client.get("/metrics").text
+    finally:
+        proc.terminate()
+        output = proc.communicate(timeout=30)[0]
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+    assert samples[("tensorsketch_runs_finished_total", (("status", "succeeded"),))] == 1.0
+    assert samples[("tensorsketch_runs", (("status", "succeeded"),))] == 1.0
+    assert "Uvicorn running on http://127.0.0.1:" in output, output

@@ -332,3 +332,47 @@ def test_task_app_refuses_bad_options() -> None:
         task_app(task_graphs.work_graph())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="clash"):
         RunMetrics(label_keys=["status"])
+
+
+def test_online_scores_reach_metrics_through_the_metrics_reporter(live: Any) -> None:
+    from tensorsketch import InMemoryTracer
+    from tensorsketch.eval import Custom, MetricsReporter, OnlineMonitor
+
+    metrics = RunMetrics()
+    server = _start(live, task_graphs.echo_agent(), app={"metrics": metrics})
+
+    def answered(trial: Any) -> bool:
+        return bool(trial.output)
+
+    def refused(trial: Any) -> bool:
+        return False
+
+    monitor = OnlineMonitor(
+        [Custom(answered, name="answered"), Custom(refused, name="refused")],
+        reporter=MetricsReporter(metrics),
+    )
+
+    async def run_and_score() -> None:
+        tracer = InMemoryTracer()
+        state = await task_graphs.echo_agent().invoke({"query": "hi"}, tracer=tracer)
+        assert await monitor.observe(state, tracer.trace)
+        await monitor.flush()
+
+    server.call(run_and_score())
+    assert monitor.scored == 1 and monitor.failed == 0
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        text = client.get("/metrics").text
+    scores = {
+        s.labels["name"]: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "tensorsketch_score"
+    }
+    assert scores == {"answered": 1.0, "refused": 0.0}
+
+
+def test_metrics_reporter_refuses_a_sink_without_score() -> None:
+    from tensorsketch.eval import MetricsReporter
+
+    with pytest.raises(TypeError, match=r"score\(name, value\)"):
+        MetricsReporter(object())  # type: ignore[arg-type]

@@ -12,8 +12,10 @@ left out on purpose — docs/runs.md says what an idempotency key does there.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -29,6 +31,7 @@ import pytest
 from httpx_sse import connect_sse
 
 from tensorsketch.runs import run_store
+from tensorsketch.runtime.backends.runs import owner_is_dead
 from tensorsketch.testing.crash import BackendSpec, EffectLedger
 
 HERE = Path(__file__).resolve().parent
@@ -47,13 +50,14 @@ def _free_port() -> int:
 class Server:
     """``task_server_proc.py`` in a child process."""
 
-    def __init__(self, spec: dict[str, Any], ledger: Path, **env: str) -> None:
+    def __init__(self, spec: dict[str, Any], ledger: Path, stderr: Any = None, **env: str) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         environ = {**os.environ, "TS_LEDGER": str(ledger), "TS_PAUSE": "0.05", **env}
         self.process = subprocess.Popen(
             [sys.executable, str(HERE / "task_server_proc.py"), json.dumps(spec), str(self.port)],
             env=environ,
+            stderr=stderr,
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -265,3 +269,75 @@ def test_two_runners_on_postgres_one_killed_mid_batch(pg_schema: str, tmp_path: 
 @pytest.mark.redis
 def test_two_runners_on_redis_one_killed_mid_batch(redis_prefix: str, tmp_path: Path) -> None:
     two_runners_one_killed(_redis(redis_prefix), tmp_path)
+
+
+def two_runners_one_stalled(spec: dict[str, Any], tmp_path: Path) -> None:
+    """The lease path, not dead-pid detection: the doomed server freezes itself (SIGSTOP, its
+    pid stays alive on this host) before a tool call; the survivor takes its runs over once
+    their leases lapse and finishes them. Then the frozen server wakes (SIGCONT): its stalled
+    run meets LeaseLostError before calling out, and no effect runs twice."""
+    ledger_path = tmp_path / "ledger.db"
+    ledger = EffectLedger(ledger_path)
+    armed, stopped = tmp_path / "armed", tmp_path / "stopped"
+    log_path = tmp_path / "doomed.log"
+    with log_path.open("wb") as log:
+        doomed = Server(
+            spec,
+            ledger_path,
+            stderr=log,
+            TS_STOP_AT="14",
+            TS_NAP="1.0",
+            TS_KILL_ARMED=str(armed),
+            TS_STOPPED=str(stopped),
+        )
+    survivor = Server(spec, ledger_path, TS_NAP="1.0")
+    try:
+        ids = _submit(doomed.url, 0, RUNS) + _submit(survivor.url, RUNS, RUNS)
+        armed.touch()
+        deadline = time.monotonic() + 120
+        while not stopped.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert stopped.exists(), "the doomed server never reached its freeze point"
+        stalled_thread = stopped.read_text(encoding="utf-8")
+        time.sleep(0.2)
+        state = Path(f"/proc/{doomed.process.pid}/stat").read_text().rpartition(")")[2].split()[0]
+        assert state == "T"  # stopped, alive: the survivor cannot know it is gone but by lease
+        assert not owner_is_dead(f"{socket.gethostname()}:{doomed.process.pid}:x")
+        records = _await_all(survivor.url, ids)
+        _exactly_once(ledger, records)
+        assert any(r["attempts"] >= 2 for r in records[:RUNS])  # taken over from the doomed
+        before = {r["thread_id"]: ledger.counts(r["thread_id"]) for r in records}
+        os.kill(doomed.process.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if "no longer holds the lease" in log_path.read_text(errors="replace"):
+                break
+            time.sleep(0.2)
+        text = log_path.read_text(errors="replace")
+        assert "no longer holds the lease" in text and stalled_thread in text, text[-2000:]
+        with httpx.Client(base_url=doomed.url, timeout=30) as client:
+            deadline = time.monotonic() + 60
+            while client.get("/healthz").json().get("in_flight") and time.monotonic() < deadline:
+                time.sleep(0.2)  # the woken runner drops its stale runs
+            final = [client.get(f"/tasks/{i}").json() for i in ids]
+        assert {r["thread_id"]: ledger.counts(r["thread_id"]) for r in records} == before
+        assert [(r["status"], r["output"]) for r in final] == [
+            (r["status"], r["output"]) for r in records
+        ]  # the woken runner changed no outcome
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(doomed.process.pid, signal.SIGCONT)
+        doomed.stop()
+        assert survivor.stop() in (0, -15)
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_two_runners_on_postgres_one_stalled_past_its_lease(pg_schema: str, tmp_path: Path) -> None:
+    two_runners_one_stalled(_pg(pg_schema), tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+def test_two_runners_on_redis_one_stalled_past_its_lease(redis_prefix: str, tmp_path: Path) -> None:
+    two_runners_one_stalled(_redis(redis_prefix), tmp_path)

@@ -74,7 +74,13 @@ def _now() -> float:
 
 
 class _RunTimedOut(Exception):
-    """A segment ran past ``run_timeout`` (told apart from a TimeoutError of the graph's)."""
+    """The run used up ``run_timeout`` (told apart from a TimeoutError of the graph's)."""
+
+
+def _active(current: RunRecord, now: float) -> float:
+    """The run's executing time so far, counting its current segment up to ``now``."""
+    started = current.segment_started_at
+    return current.active_seconds + (max(0.0, now - started) if started is not None else 0.0)
 
 
 def check_event(event: Mapping[str, Any]) -> dict[str, Any]:
@@ -149,8 +155,10 @@ class AsyncRunner:
     :param concurrency: runs executing at once in this process.
     :param max_queued: new runs allowed to wait for a slot (0: unbounded); past it ``submit``
         raises :class:`QueueFullError`. Resuming suspended work is never refused by it.
-    :param run_timeout: seconds one segment of a run may execute before it is aborted and
-        marked ``failed`` (``None``: no limit).
+    :param run_timeout: seconds a whole run may execute, summed over its segments and kept
+        in its record across restarts and takeovers, before it is aborted and marked
+        ``failed`` (``None``: no limit). Time suspended — waiting for an approval, a timer,
+        an answer or an event — does not count.
     :param approval_timeout: seconds a run may wait for an approval; an older one is
         rejected ("approval timeout") and resumed the next time it is read — no timer runs.
     :param lease_ttl: seconds this runner's claim on its runs lasts without renewal (renewed
@@ -680,6 +688,11 @@ class AsyncRunner:
                 owner=self.owner,
                 lease_expires_at=now + self.lease_ttl,
                 started_at=current.started_at or now,
+                # A takeover (or a retry here) counts the interrupted segment up to now.
+                active_seconds=_active(current, now)
+                if current.status == "running"
+                else (current.active_seconds),
+                segment_started_at=now,
                 attempts=current.attempts + 1,
                 base_checkpoint=(
                     current.base_checkpoint if current.base_checkpoint is not None else latest_id
@@ -765,8 +778,13 @@ class AsyncRunner:
                 resume = {k: v for k, v in record.decisions.items() if k in awaited} or None
             if record.events:
                 input = self._event_input(list(record.events))
+        budget = None
+        if self.run_timeout is not None:
+            budget = self.run_timeout - record.active_seconds
+            if budget <= 0:
+                raise _RunTimedOut
         try:
-            async with asyncio.timeout(self.run_timeout) as deadline:
+            async with asyncio.timeout(budget) as deadline:
                 # Streamed, so the thread's event log is written for live tails and replays.
                 async for _event in self.graph.stream(
                     input,
@@ -826,6 +844,8 @@ class AsyncRunner:
                     owner=None,
                     lease_expires_at=None,
                     suspended_at=now,
+                    active_seconds=_active(current, now),
+                    segment_started_at=None,
                     output=_plain(state),
                 )
 
@@ -860,6 +880,8 @@ class AsyncRunner:
                 output=output if output is not None else current.output,
                 error=error,
                 finished_at=now,
+                active_seconds=_active(current, now),
+                segment_started_at=None,
                 waiting_for=None,
                 wake_at=None,
                 interrupts=(),

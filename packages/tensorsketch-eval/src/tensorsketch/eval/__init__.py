@@ -40,8 +40,10 @@ from tensorsketch.eval._report import CaseResult, Report, TrialResult
 from tensorsketch.eval._reporters import (
     CallbackReporter,
     JsonlReporter,
+    MetricsReporter,
     MultiReporter,
     Reporter,
+    ScoreSink,
     WebhookReporter,
 )
 from tensorsketch.eval._sandbox import InProcessSandbox, Sandbox, SubprocessSandbox
@@ -72,6 +74,7 @@ __all__ = [
     "JsonlReporter",
     "LatencyBudget",
     "LlmJudge",
+    "MetricsReporter",
     "MultiReporter",
     "OnlineMonitor",
     "PageHinkley",
@@ -81,6 +84,7 @@ __all__ = [
     "Reporter",
     "Sandbox",
     "SandboxError",
+    "ScoreSink",
     "StepEfficiency",
     "SubprocessSandbox",
     "Suite",

@@ -20,8 +20,10 @@ from typing import Any, Protocol, runtime_checkable
 __all__ = [
     "CallbackReporter",
     "JsonlReporter",
+    "MetricsReporter",
     "MultiReporter",
     "Reporter",
+    "ScoreSink",
     "WebhookReporter",
     "deliver",
 ]
@@ -39,6 +41,38 @@ async def deliver(reporter: Any, record: dict[str, Any]) -> None:
     result = reporter.emit(record)
     if inspect.isawaitable(result):
         await result
+
+
+@runtime_checkable
+class ScoreSink(Protocol):
+    """Where a :class:`MetricsReporter` sends scores: ``score(name, value)``, e.g. the task
+    API's ``tensorsketch.serve.RunMetrics`` (duck-typed: eval never imports serve)."""
+
+    def score(self, name: str, value: float) -> None: ...
+
+
+class MetricsReporter:
+    """Feed each graded trial's scores to a metrics sink, one series per grader.
+
+    ``OnlineMonitor(graders, reporter=MetricsReporter(metrics))`` puts the latest score of
+    every grader on the task server's ``/metrics`` (``tensorsketch_score{name=...}``).
+    Records other than ``trial`` pass through untouched.
+    """
+
+    def __init__(self, sink: ScoreSink) -> None:
+        if not callable(getattr(sink, "score", None)):
+            msg = (
+                "MetricsReporter(sink) needs an object with score(name, value), such as "
+                f"tensorsketch.serve.RunMetrics; got {sink!r}."
+            )
+            raise TypeError(msg)
+        self.sink = sink
+
+    def emit(self, record: dict[str, Any]) -> None:
+        if record.get("type") != "trial":
+            return
+        for grade in record.get("grades") or ():
+            self.sink.score(str(grade["grader"]), float(grade["score"]))
 
 
 class JsonlReporter:

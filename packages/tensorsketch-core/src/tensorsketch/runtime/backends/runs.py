@@ -88,6 +88,9 @@ class RunRecord:
         (``""`` for none): a takeover passes the input again only if nothing was written since.
     :param first_seq: the thread's first event ``seq`` of this run (where its event stream
         starts).
+    :param active_seconds: time the run spent executing in the segments that ended (what
+        ``run_timeout`` bounds; time suspended is not in it); ``segment_started_at`` is when
+        the current segment began (a takeover counts the crashed segment up to it).
     :param schedule: for a ``kind="schedule"`` record, what it submits and when.
     :param version: bumped by the store at every write (the compare-and-set token).
     """
@@ -118,6 +121,8 @@ class RunRecord:
     attempts: int = 0
     base_checkpoint: str | None = None
     first_seq: int | None = None
+    active_seconds: float = 0.0
+    segment_started_at: float | None = None
     schedule: dict[str, Any] | None = None
     version: int = 0
 
