@@ -306,6 +306,7 @@ def two_runners_one_stalled(spec: dict[str, Any], tmp_path: Path) -> None:
         records = _await_all(survivor.url, ids)
         _exactly_once(ledger, records)
         assert any(r["attempts"] >= 2 for r in records[:RUNS])  # taken over from the doomed
+        assert stalled_thread in {r["thread_id"] for r in records}, "the frozen run was finished"
         before = {r["thread_id"]: ledger.counts(r["thread_id"]) for r in records}
         os.kill(doomed.process.pid, signal.SIGCONT)
         deadline = time.monotonic() + 60
@@ -313,8 +314,10 @@ def two_runners_one_stalled(spec: dict[str, Any], tmp_path: Path) -> None:
             if "no longer holds the lease" in log_path.read_text(errors="replace"):
                 break
             time.sleep(0.2)
-        text = log_path.read_text(errors="replace")
-        assert "no longer holds the lease" in text and stalled_thread in text, text[-2000:]
+        # The woken runner finds out either at its stalled run's next fenced write
+        # (LeaseLostError, logged as "no longer holds the lease") or first in its lease
+        # renewal, which drops the run; under load either can come first, so what is
+        # asserted is the outcome: no effect ran again and no result changed.
         with httpx.Client(base_url=doomed.url, timeout=30) as client:
             deadline = time.monotonic() + 60
             while client.get("/healthz").json().get("in_flight") and time.monotonic() < deadline:
