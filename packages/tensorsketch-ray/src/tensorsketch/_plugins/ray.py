@@ -1,0 +1,19 @@
+"""The Ray distribution's plugin module (registered under the ``tensorsketch`` group).
+
+Nothing heavy is imported here: Ray loads only when a command that needs it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tensorsketch.cli import CliCommand
+from tensorsketch.hookspecs import hookimpl
+
+__all__ = ["tensorsketch_cli_commands"]
+
+
+@hookimpl
+def tensorsketch_cli_commands() -> Sequence[CliCommand]:
+    """No command yet; ``tensorsketch worker`` arrives with the worker pool."""
+    return []
