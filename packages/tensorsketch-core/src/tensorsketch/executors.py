@@ -96,6 +96,12 @@ class SendCall:
     #: How many manifests earlier attempts wrote (this attempt writes the next one).
     generation: int = 0
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A flat tuple: a superstep ships thousands, and the dataclass default goes through
+        # a Python-level __getstate__ per instance (several times slower to pickle).
+        fields = (self.index, self.node, self.instance, self.payload, self.replay)
+        return (SendCall, (*fields, self.generation))
+
 
 @dataclass(slots=True)
 class Superstep:
@@ -136,6 +142,26 @@ class TaskOutcome:
     #: Journaled decisions this attempt read (their keys go into the manifest).
     decisions: list[str] = field(default_factory=list)
     events: list[EventRecord] = field(default_factory=list)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Flat, like SendCall's: outcomes come back by the thousand, most with writes only.
+        rest = (self.interrupts, self.interrupt_writes, self.effects, self.decisions, self.events)
+        if self.error is None and not any(rest):
+            return (TaskOutcome, (self.index, self.status, self.writes))
+        return (
+            TaskOutcome,
+            (
+                self.index,
+                self.status,
+                self.writes,
+                self.error,
+                self.interrupts,
+                self.interrupt_writes,
+                self.effects,
+                self.decisions,
+                self.events,
+            ),
+        )
 
 
 class Executor(ABC):
