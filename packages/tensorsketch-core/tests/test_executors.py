@@ -452,10 +452,22 @@ class Doubling(Executor):
         yield outcomes[:1]
 
 
+class Stray(Executor):
+    name = "stray"
+
+    async def run(self, graph: GraphSpec, work: Superstep) -> AsyncIterator[list[TaskOutcome]]:
+        outcomes = await run_calls(graph, work)
+        yield [TaskOutcome(len(outcomes) + 5, "done", {}), *outcomes]
+
+
 async def test_an_executor_that_loses_or_repeats_an_outcome_is_an_error() -> None:
+    with pytest.raises(ExecutorError, match="index 8 of superstep 1 twice, or it is not one"):
+        await map_graph(executor=Stray()).invoke({"items": [1, 2, 3]})
     with pytest.raises(ExecutorError, match=r"without reporting 1 of its tasks \(indexes \[2\]\)"):
         await map_graph(executor=Lossy()).invoke({"items": [1, 2, 3]})
-    with pytest.raises(ExecutorError, match="reported task index 0 of superstep 1 twice"):
+    with pytest.raises(
+        ExecutorError, match="reported task index 0 of superstep 1 twice, or it is not one"
+    ):
         await map_graph(executor=Doubling()).invoke({"items": [1, 2, 3]})
 
 

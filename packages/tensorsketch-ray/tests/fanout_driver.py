@@ -4,10 +4,11 @@
 shared 1 MB state field) both ways and prints one JSON line: whether the final states are
 equal (as dumps and as JSON text), the time of each, and how many batches ran on each node.
 
-``python fanout_driver.py kill N DIR`` runs a durable N-instance fan-out whose instances each
-append one line to ``DIR/effects.log`` through ``ctx.step``; instance 150 (in the second
-batch) SIGKILLs its own worker once, after its siblings' effects are done. It prints the
-final state's equality with an in-process run and the effect counts.
+``python fanout_driver.py kill N DIR RETRIES`` runs a durable N-instance fan-out whose
+instances each append one line to ``DIR/effects.log`` through ``ctx.step``; instance 150 (in
+the second batch) SIGKILLs its own worker once, after its siblings' effects are done. With
+``RETRIES`` 0 the run fails and the thread is invoked again. It prints the final state's
+equality with an in-process run and the effect counts.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ class Charge(Node):
 
         def charge() -> int:
             with (log / "effects.log").open("a") as fh:
-                fh.write(f"{ctx.run_id} {inp.item}\n")
+                fh.write(f"{ctx.thread_id or 'in-process'} {inp.item}\n")
             return inp.item * 7
 
         value = await ctx.step("charge", charge)
@@ -142,25 +143,33 @@ async def equal(count: int) -> dict[str, Any]:
     }
 
 
-async def kill(count: int, log: str) -> dict[str, Any]:
+async def kill(count: int, log: str, retries: int) -> dict[str, Any]:
     graph = build(charge, Charge)
     here = await graph.compile().invoke({"count": count, "log": log})
-    executor = RayExecutor(batch_size=BATCH, max_retries=3)
+    executor = RayExecutor(batch_size=BATCH, max_retries=retries)
     backend = InMemoryBackend()
-    there = await graph.compile(executor=executor).invoke(
-        {"count": count, "log": log}, thread_id="kill", backend=backend
-    )
+    shipped = graph.compile(executor=executor)
+    failed = None
+    try:
+        there = await shipped.invoke(
+            {"count": count, "log": log}, thread_id="kill", backend=backend
+        )
+    except Exception as exc:  # out of retries: the thread is resumed below
+        failed = type(exc).__name__
+        there = await shipped.invoke(thread_id="kill", backend=backend)
     lines = (Path(log) / "effects.log").read_text().split("\n")
     runs: dict[str, dict[int, int]] = {}
     for line in filter(None, lines):
-        run_id, item = line.split()
-        counts = runs.setdefault(run_id, {})
+        thread, item = line.split()
+        counts = runs.setdefault(thread, {})
         counts[int(item)] = counts.get(int(item), 0) + 1
     journaled = await backend.lookup_effect("kill", f"1:Charge#{KILLER}:0:charge")
     return {
         "equal": here.model_dump() == there.model_dump(),
+        "failed_first": failed,
         "runs": len(runs),
         "max_effects_per_item": max(max(c.values()) for c in runs.values()),
+        "repeated": sorted(i for c in runs.values() for i, n in c.items() if n > 1)[:20],
         "items_per_run": sorted(len(c) for c in runs.values()),
         "killed_pid": (Path(log) / "killed").read_text(),
         "killer_journaled": journaled is not None
@@ -180,7 +189,7 @@ def main() -> None:
     if mode == "equal":
         result = asyncio.run(equal(int(sys.argv[2])))
     else:
-        result = asyncio.run(kill(int(sys.argv[2]), sys.argv[3]))
+        result = asyncio.run(kill(int(sys.argv[2]), sys.argv[3], int(sys.argv[4])))
     print(json.dumps(result))
 
 

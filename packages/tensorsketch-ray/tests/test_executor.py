@@ -58,13 +58,21 @@ def test_a_10k_send_fan_out_across_the_cluster_equals_the_in_process_run(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("retries", [3, 0], ids=["ray-retries", "out-of-retries-then-resume"])
 def test_a_batch_whose_worker_is_killed_is_retried_without_repeating_effects(
-    ray_cluster: LocalRayCluster, tmp_path: Path
+    ray_cluster: LocalRayCluster, tmp_path: Path, retries: int
 ) -> None:
-    report = drive(ray_cluster, "kill", "1000", str(tmp_path))
+    report = drive(ray_cluster, "kill", "1000", str(tmp_path), str(retries))
     assert report["killed_pid"], "instance 150 killed its worker"
+    if retries:
+        assert report["failed_first"] is None, "Ray's retry finished the superstep"
+    else:
+        # No retry left: the superstep fails, the batch's reported effects are journaled
+        # with the failure, and invoking the thread again replays them.
+        assert report["failed_first"] is not None
     assert report["equal"], "the retried run's state equals the in-process run's"
-    # Two runs (in-process and shipped), each effect once per item in both.
+    # The in-process run and the shipped thread (over both its invocations): each item's
+    # effect ran once in each.
     assert report["runs"] == 2
     assert report["items_per_run"] == [1000, 1000]
     assert report["max_effects_per_item"] == 1

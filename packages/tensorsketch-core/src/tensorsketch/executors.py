@@ -493,7 +493,10 @@ class _Shipment:
         self.remaining = len(tasks)
         self.failures: list[tuple[int, BaseException]] = []
         self.suspended: list[tuple[int, Interrupt]] = []
-        self.queue: asyncio.Queue[list[TaskOutcome] | BaseException | None] = asyncio.Queue()
+        #: A batch from the executor, a plain node's outcome, the executor's error, or its end.
+        self.queue: asyncio.Queue[list[TaskOutcome] | TaskOutcome | BaseException | None] = (
+            asyncio.Queue()
+        )
 
     async def run(self) -> list[dict[str, Any]]:
         loop = asyncio.get_running_loop()
@@ -510,12 +513,12 @@ class _Shipment:
                         f"while executor {self.executor.name!r} ran superstep {self.step}"
                     )
                     raise item
+                elif isinstance(item, TaskOutcome):
+                    open_ends -= 1  # a plain node here (its effects are journaled already)
+                    await self.take([item], shipped=False)
                 else:
-                    if item[0].index in self.local and len(item) == 1:
-                        open_ends -= 1  # a plain node here (its effects are journaled already)
-                    else:
-                        await _journal_effects(self.run_, self.calls, item, self.step)
-                    await self.take(item)
+                    await _journal_effects(self.run_, self.calls, item, self.step)
+                    await self.take(item, shipped=True)
         finally:
             for worker in workers:
                 worker.cancel()
@@ -542,17 +545,17 @@ class _Shipment:
         except Exception as exc:
             outcome.status = "failed"
             outcome.error = exc
-        await self.queue.put([outcome])
+        await self.queue.put(outcome)
 
-    async def take(self, group: list[TaskOutcome]) -> None:
-        """Count a batch's outcomes in, in plan order: events, per-task commit, failures."""
+    async def take(self, group: list[TaskOutcome], *, shipped: bool) -> None:
+        """Count outcomes in, in plan order: events, per-task commit, failures."""
         run = self.run_
         for outcome in sorted(group, key=_index):
             index = outcome.index
-            if not 0 <= index < len(self.tasks) or self.reported[index]:
+            if self.reported[index] if index in self.calls else shipped:
                 msg = (
                     f"executor {self.executor.name!r} reported task index {index} of superstep "
-                    f"{self.step} twice or out of range (it has {len(self.tasks)} tasks)."
+                    f"{self.step} twice, or it is not one of the calls it was given."
                 )
                 raise ExecutorError(msg)
             self.reported[index] = True

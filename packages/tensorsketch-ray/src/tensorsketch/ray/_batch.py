@@ -53,48 +53,62 @@ _graphs = _Kept(_GRAPHS_KEPT)
 _states = _Kept(_STATES_KEPT)
 
 
+def instance_of(step: int, call: SendCall) -> str:
+    """The ledger's name of one ``Send`` instance in one superstep (its effect keys' start)."""
+    return f"{step}:{call.node}{call.instance}"
+
+
 class Ledger:
-    """Effects of batches still in flight, reported as they complete: what a retried batch
-    replays. Entries go once the caller has journaled the batch."""
+    """Effects shipped instances reported the moment they completed and the caller has not
+    journaled yet, by thread and instance: what a batch run again (Ray retried it, or the
+    thread was resumed after the superstep failed) replays instead of repeating."""
 
     def __init__(self) -> None:
-        self.batches: dict[str, list[tuple[int, str, Any]]] = {}
+        self.threads: dict[str, dict[str, list[tuple[str, Any]]]] = {}
 
-    def begin(self, batch: str) -> list[tuple[int, str, Any]]:
-        return list(self.batches.setdefault(batch, []))
+    def lookup(self, thread: str, instances: list[str]) -> dict[str, list[tuple[str, Any]]]:
+        known = self.threads.get(thread, {})
+        return {name: list(known[name]) for name in instances if name in known}
 
-    def record(self, batch: str, index: int, key: str, value: Any) -> None:
-        self.batches.setdefault(batch, []).append((index, key, value))
+    def record(self, thread: str, instance: str, key: str, value: Any) -> None:
+        self.threads.setdefault(thread, {}).setdefault(instance, []).append((key, value))
 
-    def forget(self, batches: list[str]) -> None:
-        for batch in batches:
-            self.batches.pop(batch, None)
+    def forget(self, thread: str, instances: list[str]) -> None:
+        known = self.threads.get(thread)
+        if known is None:
+            return
+        for name in instances:
+            known.pop(name, None)
+        if not known:
+            del self.threads[thread]
 
 
 def run_batch(
     graph_box: list[ray.ObjectRef[bytes]],
     state_box: list[ray.ObjectRef[Superstep]],
     calls: list[SendCall],
-    batch: str,
     ledger: Any,
-) -> tuple[str, str, list[TaskOutcome]]:
+) -> tuple[str, list[TaskOutcome]]:
     """One Ray task: a batch of calls on this worker's event loop. The graph and the state
     come boxed (a list), so Ray does not fetch them per task: the worker keeps them."""
     graph: GraphSpec = _graphs.get(graph_box[0], load=True)
     work: Superstep = _states.get(state_box[0])
     on_effect = None
     earlier: dict[int, list[tuple[str, Any]]] = {}
-    if ledger is not None:
-        # A retry finds what the dead attempt did: it replays, and goes back with this
-        # attempt's effects (the caller has not journaled it yet).
-        by_index = {call.index: call for call in calls}
-        for index, key, value in ray.get(ledger.begin.remote(batch)):
-            if key not in by_index[index].replay:
-                by_index[index].replay[key] = value
-                earlier.setdefault(index, []).append((key, value))
+    if ledger is not None and work.thread_id is not None:
+        thread = work.thread_id
+        names = {call.index: instance_of(work.step, call) for call in calls}
+        # What an earlier attempt did and the journal does not have yet: it replays, and
+        # goes back with this attempt's effects, for the caller to journal.
+        found = ray.get(ledger.lookup.remote(thread, list(names.values())))
+        for call in calls:
+            for key, value in found.get(names[call.index], ()):
+                if key not in call.replay:
+                    call.replay[key] = value
+                    earlier.setdefault(call.index, []).append((key, value))
 
         async def on_effect(index: int, key: str, value: Any) -> None:
-            await ledger.record.remote(batch, index, key, value)
+            await ledger.record.remote(thread, names[index], key, value)
 
     outcomes = asyncio.run(run_calls(graph, work, calls, on_effect=on_effect))
     for outcome in outcomes:
@@ -102,4 +116,4 @@ def run_batch(
             outcome.effects[:0] = earlier[outcome.index]
         if outcome.error is not None:
             outcome.error = portable_error(outcome.error)
-    return ray.get_runtime_context().get_node_id(), batch, outcomes
+    return ray.get_runtime_context().get_node_id(), outcomes

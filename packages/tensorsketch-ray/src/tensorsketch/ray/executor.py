@@ -58,11 +58,10 @@ def _run_batch(
     graph_box: list[ray.ObjectRef[bytes]],
     state_box: list[ray.ObjectRef[Superstep]],
     calls: list[SendCall],
-    batch: str,
     ledger: Any,
-) -> tuple[str, str, list[TaskOutcome]]:
+) -> tuple[str, list[TaskOutcome]]:
     """One batch of calls (see :func:`tensorsketch.ray._batch.run_batch`)."""
-    return _batch.run_batch(graph_box, state_box, calls, batch, ledger)
+    return _batch.run_batch(graph_box, state_box, calls, ledger)
 
 
 class RayExecutor(Executor):
@@ -158,46 +157,61 @@ class RayExecutor(Executor):
         self._connect()
         graph_box = [self._graph_ref(graph)]
         state_box = [ray.put(dataclasses.replace(work, calls=[]))]
-        ledger = self._ledger_actor() if work.durable else None
+        thread = work.thread_id
+        ledger = self._ledger_actor() if work.durable and thread is not None else None
         size = self.batch_size
         limit = work.max_concurrency
         in_flight = None
         if limit is not None:
             size = min(size, limit)
             in_flight = max(1, limit // size)
+        if ledger is not None:
+            # A durable superstep never cancels a running batch (a cancel could land between
+            # an effect and its ledger record; see the end): it submits a few waves at a
+            # time, so a failure leaves little to finish.
+            waves = 2 * max(
+                1, int(ray.cluster_resources().get("CPU", 1) / max(self.num_cpus, 0.01))
+            )
+            in_flight = waves if in_flight is None else min(in_flight, waves)
         options: dict[str, Any] = {"max_retries": self.max_retries, "num_cpus": self.num_cpus}
         options.update(self.task_options)
         task = _run_batch.options(**options)
         calls = work.calls
         starts = iter(range(0, len(calls), size))
-        running: dict[asyncio.Future[Any], ray.ObjectRef[Any]] = {}
-        tag = f"{work.run_id}:{work.step}"
+        running: dict[asyncio.Future[Any], tuple[ray.ObjectRef[Any], list[SendCall]]] = {}
 
         def submit(start: int) -> None:
             batch = calls[start : start + size]
-            ref = task.remote(graph_box, state_box, batch, f"{tag}:{start}", ledger)
-            running[asyncio.wrap_future(ref.future())] = ref
+            ref = task.remote(graph_box, state_box, batch, ledger)
+            running[asyncio.wrap_future(ref.future())] = (ref, batch)
 
         for start in starts:
             submit(start)
             if in_flight is not None and len(running) >= in_flight:
                 break
-        finished: list[str] = []
+        returned: list[str] = []
         try:
             while running:
                 done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
                 for future in done:
-                    running.pop(future)
-                    node, batch, outcomes = future.result()
+                    _, batch = running.pop(future)
+                    node, outcomes = future.result()
                     self.nodes[node] += 1
-                    finished.append(batch)
+                    returned.extend(_batch.instance_of(work.step, call) for call in batch)
                     yield outcomes
                 for start in starts:
                     submit(start)
                     if in_flight is not None and len(running) >= in_flight:
                         break
         finally:
-            for ref in running.values():
-                ray.cancel(ref)
-            if ledger is not None and finished:
-                ledger.forget.remote(finished)
+            if ledger is None:
+                for ref, _ in running.values():
+                    ray.cancel(ref)
+            elif running:
+                # Let the batches still running finish (their effects reach the ledger), so
+                # that the superstep's next attempt cannot run an instance beside its old one.
+                await asyncio.wait(running)
+            # The caller journals what came back; what did not (a batch out of retries, or
+            # cancelled because a sibling failed) stays, for the superstep's next attempt.
+            if ledger is not None and returned:
+                ledger.forget.remote(thread, returned)
