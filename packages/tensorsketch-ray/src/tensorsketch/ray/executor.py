@@ -169,9 +169,8 @@ class RayExecutor(Executor):
             # A durable superstep never cancels a running batch (a cancel could land between
             # an effect and its ledger record; see the end): it submits a few waves at a
             # time, so a failure leaves little to finish.
-            waves = 2 * max(
-                1, int(ray.cluster_resources().get("CPU", 1) / max(self.num_cpus, 0.01))
-            )
+            resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
+            waves = 2 * max(1, int(resources.get("CPU", 1.0) / max(self.num_cpus, 0.01)))
             in_flight = waves if in_flight is None else min(in_flight, waves)
         options: dict[str, Any] = {"max_retries": self.max_retries, "num_cpus": self.num_cpus}
         options.update(self.task_options)
