@@ -87,9 +87,38 @@ def private_network() -> Iterator[PrivateNetwork]:
 
 
 @pytest.fixture(scope="session")
-def ray_cluster(private_network: PrivateNetwork) -> Iterator[LocalRayCluster]:
-    """A head and a second node ``b`` (custom resource ``node_b``), 2 logical CPUs each."""
-    cluster = LocalRayCluster(private_network)
+def effects_schema(pg_dsn: str) -> Iterator[str]:
+    """The schema of the fleet app's effect counters (``fleet_app.py``), for the session;
+    each test counts only its own threads."""
+    import psycopg
+    from fleet_app import SCHEMA_SQL
+
+    name = f"ts_{RUN_ID}_rayfx_{uuid.uuid4().hex[:8]}".lower()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{name}"')
+        conn.execute(SCHEMA_SQL.format(schema=name))
+    yield name
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(
+    private_network: PrivateNetwork, pg_socket_dsn: str, effects_schema: str
+) -> Iterator[LocalRayCluster]:
+    """A head and a second node ``b`` (custom resource ``node_b``), 2 logical CPUs each.
+
+    Every process of it imports the tests' modules (``PYTHONPATH``: the graph a worker pool
+    runs is ``fleet_app:agent``) and finds the effect counters' database in its environment.
+    """
+    env = {
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]).rstrip(
+            os.pathsep
+        ),
+        "TS_FLEET_EFFECTS_DSN": pg_socket_dsn,
+        "TS_FLEET_EFFECTS_SCHEMA": effects_schema,
+    }
+    cluster = LocalRayCluster(private_network, env=env)
     try:
         cluster.start_head(num_cpus=2, resources={"node_head": 1})
         cluster.add_node("b", num_cpus=2, resources={"node_b": 1})

@@ -1,10 +1,12 @@
 """The Ray distribution's plugin module (registered under the ``tensorsketch`` group).
 
-Nothing heavy is imported here: Ray loads only when a command that needs it runs.
+It contributes the ``tensorsketch worker`` command and the ``ray`` executor. Nothing heavy is imported here: the
+command's module, and Ray, load only when it runs.
 """
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Mapping, Sequence
 
 from tensorsketch.cli import CliCommand
@@ -12,11 +14,25 @@ from tensorsketch.hookspecs import hookimpl
 
 __all__ = ["tensorsketch_cli_commands", "tensorsketch_executors"]
 
+WORKER_HELP = "run a pool of Ray worker actors for the run table (--ray ADDRESS --backend DSN)"
+
+
+def _configure(parser: argparse.ArgumentParser) -> None:
+    from tensorsketch.ray._cli import configure
+
+    configure(parser)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from tensorsketch.ray._cli import run
+
+    return run(args)
+
 
 @hookimpl
 def tensorsketch_cli_commands() -> Sequence[CliCommand]:
-    """No command yet; ``tensorsketch worker`` arrives with the worker pool."""
-    return []
+    """``tensorsketch worker app:agent --ray HOST:PORT --backend postgresql://...``."""
+    return [CliCommand(name="worker", help=WORKER_HELP, configure=_configure, run=_run)]
 
 
 @hookimpl

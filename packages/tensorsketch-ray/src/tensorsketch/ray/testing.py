@@ -46,7 +46,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from tensorsketch.ray.exceptions import RayClusterError
 
@@ -436,7 +436,10 @@ def unix_socket_dsn(dsn: str, socket_dir: str) -> str:
     if parts.scheme not in ("postgres", "postgresql"):
         msg = f"expected a postgresql:// URL, got {dsn!r}."
         raise ValueError(msg)
-    user = parts.username or "postgres"
-    auth = quote(user) + (f":{quote(parts.password)}" if parts.password else "")
+    # urlsplit leaves them percent-encoded: decode, then encode exactly once.
+    user = unquote(parts.username or "postgres")
+    auth = quote(user, safe="") + (
+        f":{quote(unquote(parts.password), safe='')}" if parts.password else ""
+    )
     port = f"&port={parts.port}" if parts.port else ""
     return f"postgresql://{auth}@{parts.path}?host={quote(socket_dir, safe='/')}{port}"
