@@ -1,7 +1,7 @@
 """The Ray distribution's plugin module (registered under the ``tensorsketch`` group).
 
-It contributes the ``tensorsketch worker`` command and the ``ray`` executor. Nothing heavy is imported here: the
-command's module, and Ray, load only when it runs.
+It contributes the ``tensorsketch worker`` command and the ``ray`` executor. Nothing heavy is
+imported here: the command's module, the executor's, and Ray load only when used.
 """
 
 from __future__ import annotations

@@ -26,11 +26,13 @@ if TYPE_CHECKING:
     from tensorsketch.ray._pool import PoolStats, WorkerPool
     from tensorsketch.ray._queue import enqueue
     from tensorsketch.ray._spec import WorkerSpec, backend_from_dsn, load_graph
+    from tensorsketch.ray.executor import RayExecutor
 
 __all__ = [
     "FleetRunner",
     "PoolStats",
     "RayClusterError",
+    "RayExecutor",
     "RayFleetError",
     "RunWorker",
     "WorkerPool",
@@ -50,6 +52,7 @@ _LAZY = {
     "WorkerSpec": "_spec",
     "backend_from_dsn": "_spec",
     "load_graph": "_spec",
+    "RayExecutor": "executor",
 }
 
 

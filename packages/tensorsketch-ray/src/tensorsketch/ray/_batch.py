@@ -14,6 +14,7 @@ from typing import Any
 
 import ray
 from ray import cloudpickle
+
 from tensorsketch.executors import SendCall, Superstep, TaskOutcome, portable_error, run_calls
 from tensorsketch.pregel import GraphSpec
 

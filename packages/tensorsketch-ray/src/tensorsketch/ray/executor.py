@@ -34,6 +34,7 @@ from typing import Any
 
 import ray
 from ray import cloudpickle
+
 from tensorsketch.executors import (
     Executor,
     SendCall,
