@@ -9,6 +9,7 @@ runs each graph both ways and reports; the assertions are here.
 from __future__ import annotations
 
 import json
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,9 @@ def test_ray_is_an_executor_name_and_building_one_does_not_connect() -> None:
     assert executor.batch_size == 50  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match=r"batch_size=...\) takes an int >= 1, got 0"):
         create_executor("ray", batch_size=0)
+    # A graph compiled with it pickles (the copy is a fresh executor with the same options).
+    copy = pickle.loads(pickle.dumps(executor))
+    assert copy is not executor and copy.batch_size == 50  # type: ignore[attr-defined]
 
 
 @pytest.mark.slow

@@ -98,6 +98,14 @@ class RayExecutor(Executor):
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             msg = f"RayExecutor(max_retries=...) takes an int >= 0, got {max_retries!r}."
             raise ValueError(msg)
+        self._options: dict[str, Any] = {
+            "address": address,
+            "batch_size": batch_size,
+            "max_retries": max_retries,
+            "num_cpus": num_cpus,
+            "init": dict(init or {}),
+            "task_options": dict(task_options or {}),
+        }
         self.address = address
         self.batch_size = batch_size
         self.max_retries = max_retries
@@ -111,6 +119,11 @@ class RayExecutor(Executor):
         )
         self._ledger: Any = None
         self._lock = threading.Lock()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A graph compiled with this executor pickles (a worker pool ships it): the copy is
+        # a fresh executor with the same options, not this one's refs and ledger.
+        return (_rebuild, (self._options,))
 
     def _connect(self) -> None:
         if ray.is_initialized():
@@ -215,3 +228,7 @@ class RayExecutor(Executor):
             # cancelled because a sibling failed) stays, for the superstep's next attempt.
             if ledger is not None and returned:
                 ledger.forget.remote(thread, returned)
+
+
+def _rebuild(options: dict[str, Any]) -> RayExecutor:
+    return RayExecutor(**options)
