@@ -77,7 +77,7 @@ class RayExecutor(Executor):
     :param init: further ``ray.init`` keyword arguments (``namespace``,
         ``_node_ip_address``, ...), used with ``address``.
     :param task_options: further ``.options(...)`` of each batch task (``resources``,
-        ``scheduling_strategy``, ``runtime_env``).
+        ``runtime_env``, or a ``scheduling_strategy`` other than the default ``"SPREAD"``).
     """
 
     name = "ray"
@@ -186,7 +186,13 @@ class RayExecutor(Executor):
             resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
             waves = 2 * max(1, int(resources.get("CPU", 1.0) / max(self.num_cpus, 0.01)))
             in_flight = waves if in_flight is None else min(in_flight, waves)
-        options: dict[str, Any] = {"max_retries": self.max_retries, "num_cpus": self.num_cpus}
+        # SPREAD: Ray's default packs short tasks onto the caller's node while it has room;
+        # a fan-out is meant to use the cluster.
+        options: dict[str, Any] = {
+            "max_retries": self.max_retries,
+            "num_cpus": self.num_cpus,
+            "scheduling_strategy": "SPREAD",
+        }
         options.update(self.task_options)
         task = _run_batch.options(**options)
         calls = work.calls
