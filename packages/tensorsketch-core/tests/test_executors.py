@@ -26,6 +26,7 @@ from tensorsketch import (
     ExecutorError,
     Graph,
     InMemoryBackend,
+    InMemoryTracer,
     Node,
     Reducer,
     RegistryError,
@@ -220,6 +221,26 @@ async def test_streamed_events_of_shipped_instances_are_delivered() -> None:
     assert [e.seq for e in shipped] == list(range(len(shipped)))  # numbered by the caller
     assert shipped[-1].type == "run_end"
     assert shipped[-1].data == local[-1].data
+
+
+async def test_a_shipped_superstep_is_one_span_under_the_run() -> None:
+    tracer = InMemoryTracer()
+    await map_graph(fan_and_summarise, executor=PoolExecutor()).invoke(
+        {"items": ITEMS}, tracer=tracer
+    )
+    trace = tracer.trace
+    (run,) = trace.roots
+    (shipped,) = trace.find(kind="executor")
+    assert trace.parent(shipped) is run
+    assert shipped.name == "pool executor"
+    assert shipped.attributes["tensorsketch.instances"] == len(ITEMS)
+    assert shipped.attributes["tensorsketch.step"] == 1
+    # Plain nodes still trace here, as children of the run.
+    assert [n.name for n in trace.children(run) if n.kind == "node"] == [
+        "Start",
+        "Summarise",
+        "Sum",
+    ]
 
 
 # -- failures, per-task commit and effects -----------------------------------------------------

@@ -527,6 +527,21 @@ class _Shipment:
         return self.finish()
 
     async def pump(self) -> None:
+        tracer = self.run_.tracer
+        if not tracer.enabled:
+            await self.drain()
+            return
+        # One span for the shipped part of the superstep, under the run's (the instances'
+        # own spans stay on the workers).
+        attributes = {
+            "tensorsketch.step": self.step,
+            "tensorsketch.executor": self.executor.name,
+            "tensorsketch.instances": len(self.calls),
+        }
+        with tracer.span(f"{self.executor.name} executor", kind="executor", **attributes):
+            await self.drain()
+
+    async def drain(self) -> None:
         try:
             async for group in self.executor.run(self.run_.spec, self.work):
                 await self.queue.put(group)
