@@ -22,7 +22,6 @@ from tensorsketch.durable import (
 )
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, ExecutorError
 from tensorsketch.events import Event
-from tensorsketch.executors import resolve_executor
 from tensorsketch.graph_structure import GraphStructure
 from tensorsketch.interrupts import Interrupt, apply_resume, attach_checkpoint_info
 from tensorsketch.observability.tracing import ATTR_INPUT, Tracer
@@ -313,7 +312,7 @@ class CompiledGraph(Generic[S]):
         self._set_breakpoints(run, interrupt_before, interrupt_after)
         _limit(run, max_concurrency)
         if executor is not None:
-            _choose(run, executor)
+            run.choose_executor(executor)
         await self._drive(run, input, max_steps, resume)
         state: S = run.result_state()  # type: ignore[assignment]
         return state
@@ -348,7 +347,7 @@ class CompiledGraph(Generic[S]):
         self._set_breakpoints(run, interrupt_before, interrupt_after)
         _limit(run, max_concurrency)
         if executor is not None:
-            _choose(run, executor)
+            run.choose_executor(executor)
 
         async def produce() -> None:
             try:
@@ -772,11 +771,6 @@ async def run_nested(
     if run.interrupts:
         raise Interrupt(pending=list(run.interrupts))
     return run.result_state()
-
-
-def _choose(run: Run, executor: object) -> None:
-    """Apply ``invoke(executor=...)`` over the compiled one."""
-    run.executor = resolve_executor(executor, "executor=")
 
 
 def _limit(run: Run, max_concurrency: int | None) -> None:

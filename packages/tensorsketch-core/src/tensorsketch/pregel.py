@@ -202,6 +202,12 @@ class Run:
         #: Where this run's ``Send`` instances run (``None``: here, the fast path).
         self.executor = spec.executor
 
+    def choose_executor(self, executor: object) -> None:
+        """Apply ``invoke(executor=...)`` over the compiled choice (``"inprocess"``: here)."""
+        from tensorsketch.executors import resolve_executor
+
+        self.executor = resolve_executor(executor, "executor=")
+
     # -- durable bookkeeping ----------------------------------------------------------------
 
     def position(self) -> Position:
