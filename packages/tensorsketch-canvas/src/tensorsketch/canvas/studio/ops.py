@@ -190,15 +190,19 @@ def _check_ports(
                 raise EditRejected(msg)
 
 
-def _check_edge(ir: GraphIR, source: str, target: str) -> None:
+def _check_known(ir: GraphIR, name: str, what: str) -> None:
     known = [n.name for n in ir.nodes]
+    if name not in (START, END) and name not in known:
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f" — did you mean {close[0]!r}?" if close else ""
+        listed = ", ".join(repr(k) for k in known) or "none yet"
+        msg = f"{what} {name!r} is not a node{hint} (known nodes: {listed})."
+        raise EditRejected(msg)
+
+
+def _check_edge(ir: GraphIR, source: str, target: str) -> None:
     for name, role in ((source, "source"), (target, "target")):
-        if name not in (START, END) and name not in known:
-            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-            hint = f" — did you mean {close[0]!r}?" if close else ""
-            listed = ", ".join(repr(k) for k in known) or "none yet"
-            msg = f"edge {role} {name!r} is not a node{hint} (known nodes: {listed})."
-            raise EditRejected(msg)
+        _check_known(ir, name, f"edge {role}")
     if target == START:
         msg = f"edge from {source!r} points at START; START is only a source."
         raise EditRejected(msg)
@@ -266,14 +270,14 @@ def _add_join(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
         msg = "add_join needs args.sources (a list of node names to wait for)."
         raise BadEdit(msg)
     dst = _str(args, "target", "add_join")
-    for name in (*sources, dst):
+    for name, what in [*((s, "join source") for s in sources), (dst, "join target")]:
         if name in (START, END):
             msg = (
                 f"a join waits for nodes and runs a node; {name!r} cannot be part of one "
                 "(START and END are not nodes that run)."
             )
             raise EditRejected(msg)
-        _check_edge(ir, name, name)
+        _check_known(ir, name, what)
     for edge in ir.edges:
         if edge.kind == "join" and edge.target == dst and set(edge.sources or ()) == set(sources):
             msg = f"the graph already has the join {edge.sources!r} → {dst!r}."
