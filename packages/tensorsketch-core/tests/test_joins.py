@@ -185,6 +185,15 @@ async def test_the_rshift_join_is_the_edge_join() -> None:
     assert (await app.invoke({})).log == ["A", "B", "B2", "B3", "C"]
 
 
+async def test_a_fan_out_list_followed_by_rshift_joins_back() -> None:
+    g = Graph(Log)
+    a, b, b2, c = g.nodes(emit("A"), emit("B"), emit("B2"), emit("C"))
+    START >> a >> [b2, b] >> c
+    assert g.structure.edges == ((START, "A"), ("A", "B2"), ("A", "B"))
+    assert g.structure.joins == ((("B2", "B"), "C"),)
+    assert (await g.compile().invoke({})).log == ["A", "B2", "B", "C"]
+
+
 def test_a_one_name_list_is_a_plain_edge_and_a_repeated_join_is_one() -> None:
     g = Graph(Log).add(emit("A")).add(emit("B")).add(emit("C"))
     g.edge(START, "A").edge(["A"], "B").edge(["A", "B"], "C").edge(("B", "A"), "C")
