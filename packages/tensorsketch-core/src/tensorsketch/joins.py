@@ -52,8 +52,8 @@ def restore_arrivals(joins: tuple[Join, ...], stored: Iterable[JoinState]) -> Ar
     """A run's arrivals from what a checkpoint stored.
 
     A join is matched by its target and its set of sources, so reordering the list in the
-    source keeps the count; a stored join the graph no longer has is dropped (it can never
-    fire), as are arrivals of names that are no longer its sources.
+    source keeps the count; a stored join the graph no longer has (the graph changed) is
+    dropped, since it can never fire.
     """
     by_key = {(j.target, frozenset(j.sources)): j for j in joins}
     out: Arrivals = {}
