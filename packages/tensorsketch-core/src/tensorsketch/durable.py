@@ -41,6 +41,9 @@ from tensorsketch.errors import (
 )
 from tensorsketch.events import Event
 from tensorsketch.interrupts import PendingInterrupt
+from tensorsketch.joins import JoinState
+from tensorsketch.joins import decode as decode_joins
+from tensorsketch.joins import encode as encode_joins
 
 # Checkpoint ids: the runtime's fast, fork-safe 128-bit random ids (the ones spans use).
 from tensorsketch.observability.tracing import new_trace_id as _new_id
@@ -137,6 +140,9 @@ class Checkpoint:
     :param schema_id: the fingerprint of the state schema that wrote every row these values
         were folded from (``None``: unknown, or rows of several schemas); see
         :func:`schema_fingerprint`.
+    :param joins: the wait-for-all joins that are part-way at this barrier: which of their
+        sources have run since they last fired (empty for a checkpoint written before joins
+        existed, or with none waiting).
     """
 
     id: str
@@ -149,6 +155,7 @@ class Checkpoint:
     source: str = "loop"
     metadata: dict[str, Any] = field(default_factory=dict)
     schema_id: str | None = field(default=None, compare=False, repr=False)
+    joins: tuple[JoinState, ...] = ()
 
     @property
     def next(self) -> tuple[str, ...]:
@@ -248,6 +255,7 @@ def _checkpoint(
 ) -> Checkpoint:
     try:
         plan = [(str(name), p) for name, p in payload["plan"]]
+        joins = decode_joins(payload["joins"]) if "joins" in payload else ()
     except (TypeError, ValueError) as exc:
         raise _malformed(s, exc) from exc
     return Checkpoint(
@@ -261,6 +269,7 @@ def _checkpoint(
         source=payload.get("source", "loop"),
         metadata={"seq": payload.get("seq", 0), **payload.get("meta", {})},
         schema_id=schema_id,
+        joins=joins,
     )
 
 
@@ -767,6 +776,8 @@ class Restored:
     #: What a suspended checkpoint waits on.
     interrupts: list[PendingInterrupt]
     plan: list[tuple[str, dict[str, Any] | None]]
+    #: The part-way joins (see :class:`tensorsketch.joins.JoinState`).
+    joins: tuple[JoinState, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -778,6 +789,8 @@ class Position:
     step: int
     #: The ``seq`` the run's next event gets.
     seq: int
+    #: The part-way wait-for-all joins (stored beside the plan).
+    joins: tuple[JoinState, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -996,6 +1009,7 @@ class RunJournal:
             plan_id=str(checkpoint.metadata.get("retry_of") or checkpoint.id),
             interrupts=[PendingInterrupt.from_dict(p) for p in suspended],
             plan=checkpoint.plan,
+            joins=checkpoint.joins,
         )
 
     # -- checkpoints ------------------------------------------------------------------------
@@ -1102,6 +1116,8 @@ class RunJournal:
             # Lists, not tuples: plain JSON, no type tag to write or read back.
             "plan": [[task.spec.name, task.payload] for task in tasks],
         }
+        if at.joins:  # only while a join is part-way: a graph without joins writes as before
+            payload["joins"] = encode_joins(at.joins)
         if self._schema_id is not None:  # the values are this schema's: see validated_values
             payload["s"] = self._schema_id
         if extra:
