@@ -258,6 +258,7 @@ async def run_fanout_crash(
     thread = f"fanout-{uuid.uuid4().hex[:8]}"
     jobs = list(range(tasks))
     app = fanout_graph()
+    journaled: int | None
     if isinstance(backend, BackendSpec):
         store = backend.create()
         label = backend.target
@@ -282,7 +283,7 @@ async def run_fanout_crash(
             await app.invoke({"jobs": jobs}, thread_id=thread, backend=wrapper)
         except SimulatedCrash:
             killed = True
-        journaled: int | None = wrapper.writes_journaled
+        journaled = wrapper.writes_journaled
     store.lease_ttl = lease_ttl
     rerun: list[int] = []
     _ON_FINISH[:] = [rerun.append]
