@@ -187,6 +187,7 @@ async def test_browse_a_thread_matches_get_state(
     listed = _ok(await client.get("/api/debug/threads"))["threads"]
     row = next(t for t in listed if t["thread_id"] == "t-browse")
     assert row["checkpoints"] == len(history)
+    assert row["status"] == "completed" and row["run_id"] is None  # from the head checkpoint
 
     detail = _ok(await client.get("/api/debug/threads/t-browse"))
     assert [c["id"] for c in detail["checkpoints"]] == [c.id for c in history]
@@ -279,6 +280,31 @@ async def test_search_by_run_label_and_status_from_the_run_record(
     assert found[0]["label"] == "customer=acme-corp"
     detail = _ok(await client.get(f"/api/debug/threads/{record.thread_id}"))
     assert detail["run"]["run_id"] == record.run_id
+
+
+async def test_thread_ids_with_slashes_and_fork_branches(
+    client: httpx.AsyncClient, backend: Backend, loop_file: Path
+):
+    app = _load(loop_file)
+    await app.invoke({"limit": 2}, thread_id="team/a b/run#1", backend=backend)
+    history = await app.aget_history("team/a b/run#1", backend)
+    quoted = "team/a%20b/run%231"
+    detail = _ok(await client.get(f"/api/debug/threads/{quoted}"))
+    assert detail["thread_id"] == "team/a b/run#1" and len(detail["checkpoints"]) == 3
+    shown = _ok(await client.get(f"/api/debug/threads/{quoted}/checkpoints/{history[1].id}"))
+    assert shown["state"]["count"]["value"] == 1
+    await app.fork(backend, "team/a b/run#1", history[1].id, "team/fork", {"limit": 3})
+    forked = _ok(await client.get("/api/debug/threads/team/fork"))
+    first = forked["checkpoints"][0]
+    assert first["parent_id"] == history[1].id and first["fork"] is True
+    assert first["source"] == "fork"
+    root = _ok(await client.get(f"/api/debug/threads/team/fork/checkpoints/{first['id']}"))
+    assert not any(v["changed"] for v in root["state"].values())  # its parent is elsewhere
+    suspended = _ok(await client.get("/api/debug/threads?q=team/"))["threads"]
+    assert {t["thread_id"]: t["status"] for t in suspended} == {
+        "team/fork": "completed",
+        "team/a b/run#1": "completed",
+    }
 
 
 # -- writing -----------------------------------------------------------------------------------
