@@ -5,6 +5,7 @@ hostile request refused with a 4xx."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -704,8 +705,6 @@ def _cli(*args: str, cwd: Path) -> subprocess.Popen[str]:
 
 @pytest.mark.timeout(60)
 def test_cli_backend_serves_the_debugger(loop_file: Path) -> None:
-    import asyncio
-
     db = loop_file.parent / "runs.db"
     asyncio.run(_load(loop_file).invoke({"limit": 2}, thread_id="cli-thread",
                                        backend=SqliteBackend(db)))  # fmt: skip
@@ -741,8 +740,6 @@ def test_cli_refuses_a_backend_it_cannot_open_without_printing_it(loop_file: Pat
 
 @pytest.mark.timeout(60)
 def test_a_write_publishes_a_debug_event(loop_file: Path) -> None:
-    import asyncio
-
     db = loop_file.parent / "runs.db"
     asyncio.run(_load(loop_file).invoke({"limit": 2}, thread_id="sse", backend=SqliteBackend(db),
                                        interrupt_before=["Increment"]))  # fmt: skip
@@ -765,3 +762,79 @@ def test_a_write_publishes_a_debug_event(loop_file: Path) -> None:
         "checkpoint_id": stepped["checkpoint_id"],
         "action": "step",
     }
+
+
+ORDERS = textwrap.dedent(
+    """
+    from pydantic import BaseModel
+
+    from tensorsketch import END, START, Context, Graph, Node, Schema
+
+
+    class Item(BaseModel):
+        sku: str
+        qty: int
+
+
+    class Order(Schema):
+        items: list[Item] = []
+        total: int = 0
+
+
+    class Count(Node):
+        class In(Schema):
+            items: list[Item]
+
+        class Out(Schema):
+            total: int
+
+        async def run(self, ctx: Context, inp: In) -> Out:
+            return self.Out(total=sum(i.qty for i in inp.items))
+
+
+    app = Graph(Order).add(Count).edge(START, "Count").edge("Count", END).compile()
+    """
+)
+
+
+@pytest.mark.timeout(60)
+async def test_values_typed_by_the_users_module_read_back_in_the_studio(tmp_path: Path) -> None:
+    """A thread recorded by another process that imported the file as ``orders``: its
+    values carry ``orders.Item`` type tags, which must resolve to the Studio's import."""
+    path = _write(tmp_path, "orders.py", ORDERS)
+    script = (
+        "import asyncio, orders\n"
+        "from tensorsketch.runtime.backends.sqlite import SqliteBackend\n"
+        "asyncio.run(orders.app.invoke({'items': [{'sku': 'a', 'qty': 2}]}, thread_id='o',\n"
+        "    backend=SqliteBackend('runs.db'), interrupt_before=['Count']))\n"
+    )
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    backend = SqliteBackend(tmp_path / "runs.db")
+    async with _client(path, backend) as client:
+        head = _ok(await client.get("/api/debug/threads/o"))["head"]
+        shown = _ok(await client.get(f"/api/debug/threads/o/checkpoints/{head}"))
+        assert shown["state"]["items"]["value"] == [{"sku": "a", "qty": 2}]
+        stepped = _ok(await client.post("/api/debug/threads/o/run", json={"confirm": True}))
+        assert stepped["status"] == "completed" and stepped["error"] is None
+        forked = _ok(
+            await client.post(
+                "/api/debug/threads/o/fork",
+                json={
+                    "checkpoint_id": head,
+                    "values": {"items": [{"sku": "b", "qty": 5}]},
+                    "run": True,
+                    "confirm": True,
+                },
+            )
+        )
+    assert forked["status"] == "completed"
+    final = await _load(path).aget_state(forked["thread_id"], backend)
+    assert final is not None and final.total == 5

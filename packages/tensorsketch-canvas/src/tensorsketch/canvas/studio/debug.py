@@ -347,6 +347,7 @@ class Debugger:
 
     async def _thread(self, thread_id: str) -> _Thread:
         _check_id(thread_id, "thread id")
+        await self.graph()  # the file's types decode the stored values (see _values)
         stored = await self.backend.list_checkpoints(thread_id)
         if not stored:
             raise ApiError(404, f"no thread {thread_id!r} in the {self.label} backend.")
@@ -415,10 +416,13 @@ class Debugger:
         self, thread_id: str, checkpoint_id: str
     ) -> tuple[Checkpoint, dict[str, Any]]:
         _check_id(checkpoint_id, "checkpoint id")
+        # Import the file first: values of types it defines (tagged ``module:Class``) decode
+        # only once their classes exist in this process.
+        graph = await self.graph()
         found = await read_checkpoint(self.backend, thread_id, checkpoint_id)
         if found is None:
             raise ApiError(404, f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}.")
-        return found, self._shown(await self.graph(), found)
+        return found, self._shown(graph, found)
 
     @staticmethod
     def _shown(graph: CompiledGraph[Any] | None, found: Checkpoint) -> dict[str, Any]:
