@@ -13,7 +13,7 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -103,10 +103,12 @@ AGENT = textwrap.dedent(
 )
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     if request.param == "sqlite":
-        yield SqliteBackend(tmp_path / "runs.db")
+        store: Backend = SqliteBackend(tmp_path / "runs.db")
+        yield store
+        await store.aclose()
         return
     psycopg = pytest.importorskip("psycopg")
     from tensorsketch.runtime.backends.postgres import PostgresBackend
@@ -115,8 +117,10 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
         psycopg.connect(PG_DSN, connect_timeout=5).close()
     except psycopg.OperationalError as exc:
         pytest.fail(f"PostgreSQL is not reachable at {PG_DSN!r} (TS_TEST_POSTGRES_DSN): {exc}")
-    schema = f"ts_studio_{uuid.uuid4().hex[:10]}"
-    yield PostgresBackend(_with_password(PG_DSN), schema=schema)
+    schema = f"ts_studio_{uuid.uuid4().hex[:10]}"  # private to this test, dropped after
+    store = PostgresBackend(_with_password(PG_DSN), schema=schema)
+    yield store
+    await store.aclose()
     with psycopg.connect(PG_DSN, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
