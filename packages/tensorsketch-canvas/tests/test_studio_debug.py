@@ -842,3 +842,53 @@ async def test_values_typed_by_the_users_module_read_back_in_the_studio(tmp_path
     assert forked["status"] == "completed"
     final = await _load(path).aget_state(forked["thread_id"], backend)
     assert final is not None and final.total == 5
+
+
+QUESTION = textwrap.dedent(
+    """
+    from tensorsketch import END, START, Context, Graph, Node, Schema, interrupt
+
+
+    class Ship(Schema):
+        confirmed: bool = False
+
+
+    class Confirm(Node):
+        class Out(Schema):
+            confirmed: bool
+
+        async def run(self, ctx: Context, inp: Schema) -> Out:
+            answer = await interrupt(ctx, {"question": "Ship it?"})
+            return self.Out(confirmed=answer == "yes")
+
+
+    app = Graph(Ship).add(Confirm).edge(START, "Confirm").edge("Confirm", END).compile()
+    """
+)
+
+
+async def test_answer_a_question(backend: Backend, tmp_path: Path) -> None:
+    path = _write(tmp_path, "ship.py", QUESTION)
+    app = _load(path)
+    await app.invoke({}, thread_id="t-ask", backend=backend)
+    async with _client(path, backend) as client:
+        waiting = _ok(await client.get("/api/debug/threads/t-ask"))["waiting"]
+        assert waiting["kind"] == "question"
+        assert waiting["question"] == {"question": "Ship it?"}
+        wrong = await client.post(
+            "/api/debug/threads/t-ask/resume", json={"action": "approve", "confirm": True}
+        )
+        assert wrong.status_code == 409  # a question is answered, not approved
+        missing = await client.post(
+            "/api/debug/threads/t-ask/resume", json={"action": "answer", "confirm": True}
+        )
+        assert missing.status_code == 400
+        done = _ok(
+            await client.post(
+                "/api/debug/threads/t-ask/resume",
+                json={"action": "answer", "value": "yes", "confirm": True},
+            )
+        )
+    assert done["status"] == "completed"
+    state = await app.aget_state("t-ask", backend)
+    assert state is not None and state.confirmed is True

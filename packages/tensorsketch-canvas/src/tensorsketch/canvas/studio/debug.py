@@ -726,7 +726,9 @@ class Debugger:
         try:
             await runner.start()
             if action == "answer":
-                await runner.signal(record.run_id, {"type": "answer", "payload": decision})
+                # The runner's signal: a text payload, delivered as {"type", "payload"}.
+                text = decision if isinstance(decision, str) else json.dumps(decision)
+                await runner.signal(record.run_id, {"type": "answer", "payload": text})
             else:
                 await runner.approve(record.run_id, {interrupt_id: decision})
             settled = await runner.await_run(record.run_id, timeout=RESUME_WAIT)
