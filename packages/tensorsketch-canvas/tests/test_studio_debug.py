@@ -892,3 +892,19 @@ async def test_answer_a_question(backend: Backend, tmp_path: Path) -> None:
     assert done["status"] == "completed"
     state = await app.aget_state("t-ask", backend)
     assert state is not None and state.confirmed is True
+
+
+async def test_a_traced_run_names_its_thread_for_the_debugger(
+    client: httpx.AsyncClient, backend: Backend, loop_file: Path
+) -> None:
+    from tensorsketch.observability.memory import InMemoryTracer
+
+    app = _load(loop_file)
+    tracer = InMemoryTracer()
+    await app.invoke({"limit": 2}, thread_id="t-live", backend=backend, tracer=tracer)
+    spans = [span.to_dict() for span in tracer.spans]
+    _ok(await client.post("/api/trace", json={"spans": spans}))
+    runs = _ok(await client.get("/api/trace"))["runs"]
+    assert [r["thread_id"] for r in runs] == ["t-live"]
+    detail = _ok(await client.get(f"/api/debug/threads/{runs[0]['thread_id']}"))
+    assert detail["status"] == "completed"
