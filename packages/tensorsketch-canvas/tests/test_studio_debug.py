@@ -630,6 +630,26 @@ async def test_hostile_requests_are_4xx(
         assert "error" in response.json()
 
 
+async def test_a_thread_another_process_runs_is_busy(
+    client: httpx.AsyncClient, backend: Backend, loop_file: Path
+):
+    app = _load(loop_file)
+    await app.invoke(
+        {"limit": 3}, thread_id="t-busy", backend=backend, interrupt_before=["Increment"]
+    )
+    assert await backend.acquire_lease("t-busy", "another-runner", 30.0)
+    before = len(await backend.list_checkpoints("t-busy"))
+    for action, body in (("step", {}), ("run", {}), ("update", {"values": {"count": 2}})):
+        busy = await client.post(
+            f"/api/debug/threads/t-busy/{action}", json={**body, "confirm": True}
+        )
+        assert busy.status_code == 409, busy.text
+        assert "another process" in busy.json()["error"]
+    assert len(await backend.list_checkpoints("t-busy")) == before
+    _ok(await client.get("/api/debug/threads/t-busy"))  # reading is never blocked
+    await backend.release_lease("t-busy", "another-runner")
+
+
 async def test_credentials_never_reach_the_page(backend: Backend, loop_file: Path):
     app = _load(loop_file)
     await app.invoke({"limit": 1}, thread_id="t-secret", backend=backend)
