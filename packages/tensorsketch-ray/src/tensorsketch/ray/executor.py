@@ -17,10 +17,14 @@ to the cluster through the engine's executor seam (:mod:`tensorsketch.executors`
 
 Effects (``ctx.step``) are journaled by the caller when a batch returns. For a durable run a
 batch also reports each effect, the moment it completes, to a ledger actor owned by this
-executor; a batch Ray retries (its worker died) reads the ledger first and replays what the
-dead attempt did instead of doing it again. The ledger entry is dropped once the caller has
-journaled the batch. What is at-least-once: an effect in flight at the moment of the kill
-(started, not yet reported), as in-process.
+executor (by thread and ``Send`` instance); a batch that runs again — Ray retried it after its
+worker died, or the superstep failed and the thread is invoked again through this executor —
+reads the ledger first and replays what the earlier attempt did instead of doing it again.
+Entries of the batches that came back are dropped at the end of the superstep (the caller has
+journaled them). A durable superstep never cancels a running batch — a cancel could land
+between an effect and its report — so it keeps at most two waves of batches in flight and,
+when it fails, waits for them. What is at-least-once: an effect in flight at the moment of a
+kill (started, not yet reported), and the ledger's entries if the calling process dies.
 """
 
 from __future__ import annotations
