@@ -491,8 +491,9 @@ class CompiledGraph(Generic[S]):
     # -- thread administration (see tensorsketch.threads) ----------------------------------
 
     async def adelete_thread(self, thread_id: str, backend: Backend) -> None:
-        """Remove the thread's checkpoints, effect journal, events and lease; a thread
-        another process is running is refused with :class:`ThreadBusyError`."""
+        """Remove the thread's run records, checkpoints, effect journal, events and lease; a
+        thread another process is running, or one with a queued or running run, is refused
+        with :class:`ThreadBusyError` and nothing is removed."""
         _check_thread_id(thread_id)
         await threads.delete_thread(backend, thread_id)
 
