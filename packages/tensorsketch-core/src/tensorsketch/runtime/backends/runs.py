@@ -61,7 +61,7 @@ __all__ = [
 RUN_LAYOUT_VERSION: Final = 1
 
 RunStatus = Literal["queued", "running", "suspended", "succeeded", "failed", "cancelled"]
-WaitingFor = Literal["approval", "timer", "input", "event"]
+WaitingFor = Literal["approval", "timer", "input", "event", "breakpoint"]
 RunKind = Literal["run", "schedule"]
 
 STATUSES: Final[tuple[RunStatus, ...]] = get_args(RunStatus)
@@ -81,7 +81,10 @@ class RunRecord:
 
     :param status: ``queued`` → ``running`` → ``succeeded`` / ``failed`` / ``cancelled``, with
         ``suspended`` in between while it waits (``waiting_for``: ``approval``, ``timer`` until
-        ``wake_at``, ``input`` for an ``interrupt()`` question, ``event`` for a signal).
+        ``wake_at``, ``input`` for an ``interrupt()`` question, ``event`` for a signal,
+        ``breakpoint`` at a static ``interrupt_before`` / ``interrupt_after`` stop, which
+        ``AsyncRunner.resume`` continues; its interrupt's ``value`` says
+        ``{"when": "before" | "after", "nodes": [...]}``).
     :param owner: the runner process working on a ``queued`` or ``running`` run; it keeps
         ``lease_expires_at`` (Unix time) in the future while alive. A suspended or finished
         run has no owner.
