@@ -767,6 +767,8 @@ class Restored:
     #: What a suspended checkpoint waits on.
     interrupts: list[PendingInterrupt]
     plan: list[tuple[str, dict[str, Any] | None]]
+    #: A failed superstep's error (``record_failure``), when the checkpoint records one.
+    error: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -986,6 +988,7 @@ class RunJournal:
         full snapshot unless :meth:`open` found the ladder to continue)."""
         self._ladder = None
         suspended = checkpoint.metadata.get("interrupts") or ()
+        error = checkpoint.metadata.get("error")
         return Restored(
             values=validated_values(self.spec, checkpoint),
             step=checkpoint.step,
@@ -996,6 +999,7 @@ class RunJournal:
             plan_id=str(checkpoint.metadata.get("retry_of") or checkpoint.id),
             interrupts=[PendingInterrupt.from_dict(p) for p in suspended],
             plan=checkpoint.plan,
+            error=dict(error) if isinstance(error, dict) else None,
         )
 
     # -- checkpoints ------------------------------------------------------------------------
