@@ -131,7 +131,9 @@ def openapi() -> dict[str, Any]:
         "info": {
             "title": "TensorSketch task API",
             "version": "1",
-            "description": "Durable runs of one graph: submit, follow, approve, signal, cancel.",
+            "description": (
+                "Durable runs of one graph: submit, follow, approve, signal, resume, cancel."
+            ),
         },
         "paths": {
             "/runs": {
