@@ -49,6 +49,10 @@ def test_docs_snippets_read_as_the_docs_describe() -> None:
     def load(name: str) -> str:
         return (HERE / "corpus" / name).read_text(encoding="utf-8")
 
+    joined = extract(load("joins_research.py"))
+    assert EdgeIR(None, "Answer", "join", sources=["Fetch", "Rank"]) in joined.edges
+    assert [n.name for n in joined.nodes] == ["Fetch", "Search", "Rank", "Answer"]
+
     hello = extract(load("hello_graph.py"))
     assert hello.edges == [EdgeIR(START, "Shout"), EdgeIR("Shout", END)]
     assert hello.nodes[0].outputs[0].name == "shout"

@@ -217,8 +217,7 @@ def test_rshift_surface_all_shapes() -> None:
         EdgeIR("Triage", END, "conditional", "route", "stop"),
         seq("Billing", "Tech"),
         seq("Billing", "Triage"),
-        seq("Billing", "Classify"),
-        seq("Tech", "Classify"),
+        EdgeIR(None, "Classify", "join", sources=["Billing", "Tech"]),  # [billing, tech] >>
         seq("Tech", "Billing"),
         seq("Billing", END),
     ]

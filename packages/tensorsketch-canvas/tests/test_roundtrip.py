@@ -78,7 +78,7 @@ class GenClass:
 
 @dataclass
 class Op:
-    kind: str  # edge | entry | cond | dynamic | loop | custom
+    kind: str  # edge | entry | cond | dynamic | loop | join | custom
     source: str = ""
     target: str = ""
     path: str = ""
@@ -86,6 +86,7 @@ class Op:
     branch: str = "conditional"
     pair: tuple[str, str] = ("", "")
     number: int = 0
+    sources: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -133,7 +134,7 @@ def graphs(draw: st.DrawFn, *, customs: bool = True) -> GenGraph:
     for _ in range(draw(st.integers(0, 8))):
         kind = draw(
             st.sampled_from(
-                ["edge", "edge", "edge", "entry", "cond", "dynamic", "loop"]
+                ["edge", "edge", "edge", "entry", "cond", "dynamic", "loop", "join"]
                 + (["custom"] if customs else [])
             )
         )
@@ -144,6 +145,11 @@ def graphs(draw: st.DrawFn, *, customs: bool = True) -> GenGraph:
             ops.append(Op("edge", source, draw(st.sampled_from(targets))))
         elif kind == "entry":
             ops.append(Op("entry", START, draw(st.sampled_from(names))))
+        elif kind == "join":
+            if len(names) < 2:
+                continue
+            joined = draw(st.lists(st.sampled_from(names), min_size=2, max_size=3, unique=True))
+            ops.append(Op("join", target=draw(st.sampled_from(names)), sources=joined))
         elif kind == "custom":
             pair = (draw(st.sampled_from(names)), draw(st.sampled_from([*names, END])))
             pairs.append(pair)
@@ -206,6 +212,8 @@ def expected_ir(gen: GenGraph, style: str, name: str) -> GraphIR:
         elif op.kind == "loop":
             edges.append(EdgeIR(op.source, op.source, "conditional", op.path, LOOP_REPEAT, "loop"))
             edges.append(EdgeIR(op.source, op.target, "conditional", op.path, LOOP_EXIT, "loop"))
+        elif op.kind == "join":
+            edges.append(EdgeIR(None, op.target, "join", sources=list(op.sources)))
         else:
             edges.append(EdgeIR(None, None, "custom", code=custom_code(op, style)))
     return GraphIR(name=name, state="State", nodes=nodes, edges=edges)
@@ -257,6 +265,8 @@ def _call(op: Op) -> str:
     if op.kind == "loop":
         exit_part = "" if op.target == END else f", exit={_q(op.target)}"
         return f"loop({_q(op.source)}, until={op.path}{exit_part})"
+    if op.kind == "join":
+        return f"edge([{', '.join(_q(name) for name in op.sources)}], {_q(op.target)})"
     return f"edge(*PAIR_{op.number})"
 
 
@@ -352,7 +362,9 @@ def render_operator(gen: GenGraph, compiled: bool, fan: bool) -> str:
             lines.append(" >> ".join([ref(op.source), *(ref(o.target) for o in chain)]))
             i += len(chain)
             continue
-        if (
+        if op.kind == "join":
+            lines.append(f"[{', '.join(ref(name) for name in op.sources)}] >> {ref(op.target)}")
+        elif (
             op.kind == "cond"
             and op.branch == "conditional"
             and all(k.isidentifier() for k in op.mapping)
@@ -487,6 +499,8 @@ def edit(draw: st.DrawFn, ir: GraphIR, palette: Palette) -> tuple[str, Gesture]:
         choices.append("place")
     if names:
         choices += ["add_edge", "add_edge", "remove_node", "rename", "clear"]
+    if len(names) >= 2:
+        choices.append("add_join")
     if ir.edges:
         choices += ["remove_edge", "remove_edge", "unwire"]
     if any(e.source == START for e in ir.edges):
@@ -510,6 +524,10 @@ def edit(draw: st.DrawFn, ir: GraphIR, palette: Palette) -> tuple[str, Gesture]:
         source = draw(st.sampled_from(sources))
         target = draw(st.sampled_from(names if source == START else [*names, END]))
         return f"add_edge {source}->{target}", lambda ir: edits.add_edge(ir, source, target)
+    if choice == "add_join":
+        joined = draw(st.lists(st.sampled_from(names), min_size=2, max_size=3, unique=True))
+        target = draw(st.sampled_from(names))
+        return f"add_join {joined}->{target}", lambda ir: edits.add_join(ir, joined, target)
     if choice == "remove_edge":
         index = draw(st.integers(0, len(ir.edges) - 1))
         return f"remove_edge {index}", lambda ir: edits.remove_edge(ir, index)
@@ -609,11 +627,15 @@ def _path_name(path: str) -> str:
 
 def expected_structure(ir: GraphIR, pairs: list[tuple[str, str]]) -> dict[str, Any]:
     edges: list[tuple[str, str]] = []
+    joins: list[tuple[tuple[str, ...], str]] = []
     branches: dict[str, dict[str, Any]] = {}
     for edge in ir.edges:
         if edge.kind == "sequential":
             assert edge.source is not None and edge.target is not None
             edges.append((edge.source, edge.target))
+        elif edge.kind == "join":
+            assert edge.sources is not None and edge.target is not None
+            joins.append((tuple(edge.sources), edge.target))
         elif edge.kind == "custom":
             number = int((edge.code or "").rsplit("PAIR_", 1)[1].rstrip(")"))
             edges.append(pairs[number])
@@ -632,7 +654,12 @@ def expected_structure(ir: GraphIR, pairs: list[tuple[str, str]]) -> dict[str, A
                 info["exit"] = edge.target
             elif edge.kind == "conditional" and edge.branch != "loop":
                 info["mapping"][edge.label] = edge.target
-    return {"nodes": tuple(n.name for n in ir.nodes), "edges": tuple(edges), "branches": branches}
+    return {
+        "nodes": tuple(n.name for n in ir.nodes),
+        "edges": tuple(edges),
+        "branches": branches,
+        "joins": tuple(joins),
+    }
 
 
 def actual_structure(module: Any, ir: GraphIR) -> dict[str, Any]:
@@ -650,6 +677,7 @@ def actual_structure(module: Any, ir: GraphIR) -> dict[str, Any]:
             }
             for source, info in structure.branches.items()
         },
+        "joins": structure.joins,
     }
 
 

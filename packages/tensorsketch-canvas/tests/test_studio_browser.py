@@ -530,6 +530,70 @@ def test_route_stub_can_be_deleted_and_restored(tmp_path: Path, browser: Browser
         assert not errors, errors
 
 
+JOINED = """\
+from tensorsketch import END, START, Graph, Node, Schema
+
+
+class S(Schema):
+    x: int = 0
+
+
+class Fetch(Node):
+    pass
+
+
+class Search(Node):
+    pass
+
+
+class Answer(Node):
+    pass
+
+
+g = Graph(S)
+fetch, search, answer = g.nodes(Fetch, Search, Answer)
+START >> fetch
+START >> search
+[fetch, search] >> answer >> END
+app = g.compile()
+"""
+
+
+def test_a_join_is_drawn_from_each_source_and_deleted_whole(
+    tmp_path: Path, browser: Browser
+) -> None:
+    path = tmp_path / "joined.py"
+    path.write_text(JOINED, encoding="utf-8")
+    with StudioServer(path, port=0, project=tmp_path) as server:
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(server.url)
+        page.wait_for_function("window.__studio && window.__studio.paints > 0")
+        joins = page.locator('g.wire.join[data-target="Answer"]')
+        expect(joins).to_have_count(2)
+        sources = sorted(joins.nth(i).get_attribute("data-source") or "" for i in range(2))
+        assert sources == ["Fetch", "Search"]
+        labels = page.evaluate(
+            "[...document.querySelectorAll('#labels .edge-label')].map((e) => e.textContent)"
+        )
+        assert labels == ["join", "join"]
+        # selecting either wire selects the join; Delete removes all of it
+        studio = Studio(path, server, page)
+        page.mouse.click(*studio.wire_point("Search", "Answer"))
+        expect(page.locator("g.wire.join.selected")).to_have_count(2)
+        expect(page.locator("#inspector")).to_contain_text("[Fetch, Search] → Answer")
+        expect(page.locator("#delete-edge")).to_have_text("delete join (Del)")
+        page.keyboard.press("Delete")
+        expect(page.locator("g.wire.join")).to_have_count(0)
+        assert "[fetch, search] >> answer" not in path.read_text(encoding="utf-8")
+        page.click("#undo")
+        expect(page.locator("g.wire.join")).to_have_count(2)
+        assert path.read_text(encoding="utf-8") == JOINED
+        page.close()
+        assert not errors, errors
+
+
 def test_ports_on_a_hole_and_deleting_a_node(studio: Studio) -> None:
     page = studio.page
     page.click("#add-node")

@@ -95,8 +95,11 @@ async def test_crashing_backend_stops_at_its_boundary(tmp_path: Path) -> None:
 async def test_fanout_killed_halfway_resumes_only_unfinished_workers_in_memory() -> None:
     report = await run_fanout_crash(InMemoryBackend(), tasks=1000, kill_after=500)
     assert report.killed and report.final_ok
-    # 500 finished workers' writes were journaled before the crash: they never run again.
-    assert 400 <= report.rerun <= 500, report
+    # At least 500 finished workers' writes were journaled before the crash (the last batch
+    # may hold more: how many finish while a write is in flight depends on the machine's
+    # load); none of them runs again, every other worker does.
+    assert report.journaled is not None and report.journaled >= 500, report
+    assert report.rerun == 1000 - report.journaled, report
 
 
 @pytest.mark.slow
@@ -106,7 +109,9 @@ async def test_fanout_sigkilled_halfway_resumes_only_unfinished_workers_sqlite(
     spec = BackendSpec("sqlite", {"dsn": str(tmp_path / "store.db")})
     report = await run_fanout_crash(spec, tasks=1000, kill_after=500)
     assert report.killed and report.final_ok
-    assert 400 <= report.rerun <= 500, report
+    # The finished workers journaled before the SIGKILL (>= 500; the last batch's size depends
+    # on the load) never run again; the child's count dies with it, so only the bound holds.
+    assert 0 < report.rerun <= 500, report
 
 
 # -- the stall harness: a frozen owner wakes up after another took over --------------------

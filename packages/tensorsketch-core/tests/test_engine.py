@@ -128,16 +128,15 @@ def test_arrow_fan_out_fan_in_and_getitem() -> None:
     a, b, c = g.nodes(emit("A"), emit("B"), emit("C"))
     g.add(emit("D"))
     START >> a >> [b, c]
-    [b, c] >> g["D"]
+    [b, c] >> g["D"]  # a wait-for-all join
     g["D"] >> END
     assert g.structure.edges == (
         (START, "A"),
         ("A", "B"),
         ("A", "C"),
-        ("B", "D"),
-        ("C", "D"),
         ("D", END),
     )
+    assert g.structure.joins == ((("B", "C"), "D"),)
     with pytest.raises(KeyError, match="did you mean 'D'"):
         g["DD"]
     with pytest.raises(TypeError, match="START can only be a source"):

@@ -4,6 +4,7 @@ commit: only unfinished tasks run again), and every run starts from fresh defaul
 from __future__ import annotations
 
 import asyncio
+import itertools
 import operator
 from pathlib import Path
 from typing import Annotated, Any
@@ -427,3 +428,100 @@ async def test_resumed_runs_end_in_the_uninterrupted_state(
     final = await ROUNDS.aget_state("t", store)
     assert final is not None
     assert final.items == live.items
+
+
+# -- property: a wait-for-all join across any crash, in a loop ---------------------------------
+
+
+class Joined(Schema):
+    items: Annotated[list[str], Reducer(operator.add)] = []
+    round: int = 0
+    rounds: int = 1
+    fail_at: str = ""
+
+
+def _branch_node(name: str) -> type[Node]:
+    class Branch(Node):
+        class In(Schema):
+            round: int
+            fail_at: str
+
+        class Out(Schema):
+            items: list[str]
+
+        async def run(self, ctx: Context, inp: Any) -> Any:
+            label = f"{name}{inp.round}"
+            await asyncio.sleep(0)
+            _fail_once(label, inp.fail_at)
+            return self.Out(items=[label])
+
+    Branch.__name__ = Branch.__qualname__ = name
+    return Branch
+
+
+class JoinNode(Node):
+    class In(Schema):
+        round: int
+
+    class Out(Schema):
+        items: list[str]
+        round: int
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        return self.Out(items=[f"J{inp.round}"], round=inp.round + 1)
+
+
+def _again(state: Joined) -> Any:
+    return END if state.round >= state.rounds else ["L1", "R1"]
+
+
+def _joined_graph(left: int, right: int) -> Any:
+    """START -> L1 -> ... -> L<left> and START -> R1 -> ... -> R<right>, a join of the two
+    last nodes into J, and J looping back to both heads until ``rounds`` rounds ran."""
+    graph = Graph(Joined).add(JoinNode, name="J").conditional("J", _again)
+    for side, length in (("L", left), ("R", right)):
+        names = [f"{side}{i}" for i in range(1, length + 1)]
+        graph = graph.edge(START, names[0])
+        for name in names:
+            graph = graph.add(_branch_node(name))
+        for a, b in itertools.pairwise(names):
+            graph = graph.edge(a, b)
+    return graph.edge([f"L{left}", f"R{right}"], "J").compile()
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    left=st.integers(min_value=1, max_value=3),
+    right=st.integers(min_value=1, max_value=3),
+    rounds=st.integers(min_value=1, max_value=2),
+    crash=st.integers(min_value=1, max_value=30),
+    fail=st.integers(min_value=0, max_value=12),
+)
+async def test_a_join_resumed_after_any_crash_ends_in_the_uninterrupted_state(
+    left: int, right: int, rounds: int, crash: int, fail: int
+) -> None:
+    app = _joined_graph(left, right)
+    live = await app.invoke({"rounds": rounds})
+    assert [i for i in live.items if i.startswith("J")] == [f"J{r}" for r in range(rounds)]
+    labels = [i for i in live.items if not i.startswith("J")]
+    fail_at = labels[fail % len(labels)] if fail else ""
+
+    store = InMemoryBackend()
+    store.lease_ttl = 0.01
+    FAILED_ONCE.clear()
+    data: dict[str, Any] | None = {"rounds": rounds, "fail_at": fail_at}
+    wrapper = CrashingBackend(store, crash_at=crash, mode="raise")
+    for attempt in range(10):
+        try:
+            await app.invoke(data, thread_id="t", backend=wrapper if attempt == 0 else store)
+            break
+        except (RuntimeError, SimulatedCrash):
+            await asyncio.sleep(0.012)  # a crashed owner's lease lapses
+            if await store.latest_checkpoint("t") is not None:
+                data = None  # resume; before the first checkpoint, start again
+    else:  # pragma: no cover
+        raise AssertionError("the run never finished")
+    final = await app.aget_state("t", store)
+    assert final is not None
+    assert final.items == live.items
+    assert (await app.aget_history("t", store))[-1].joins == ()

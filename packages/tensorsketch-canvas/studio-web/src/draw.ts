@@ -183,17 +183,19 @@ export function drawWire(svg: SVGSVGElement, scene: Scene, wire: Wire, selected:
   const e = wire.edge;
   const g = el("g", {
     class: `wire ${wire.style}${selected ? " selected" : ""}`,
-    "data-source": e.source ?? "",
+    "data-source": e.kind === "join" ? wire.from : e.source ?? "",
     "data-target": e.target ?? "",
     "data-kind": e.kind,
     "data-index": wire.index,
   });
-  const color = selected ? COLORS.select : wire.style === "solid" ? COLORS.ink : wire.style === "custom" ? COLORS.custom : COLORS.cond;
-  const dash = wire.style === "solid" ? undefined : wire.style === "custom" ? [2, 5] : [8, 6];
+  const solid = wire.style === "solid" || wire.style === "join"; // a join: solid, heavier, labelled "join"
+  const color = selected ? COLORS.select : solid ? COLORS.ink : wire.style === "custom" ? COLORS.custom : COLORS.cond;
+  const dash = solid ? undefined : wire.style === "custom" ? [2, 5] : [8, 6];
+  const weight = (selected ? 2.6 : 1.6) + (wire.style === "join" ? 0.9 : 0);
   const rs = r(svg);
   const sd = seed(wire.id + (e.target ?? ""));
   el("path", { d: geom.path, class: "hit", fill: "none", stroke: "transparent", "stroke-width": 14 }, g);
-  g.appendChild(rs.path(geom.path, { seed: sd, roughness: 0.9, bowing: 0.6, stroke: color, strokeWidth: selected ? 2.6 : 1.6, ...(dash ? { strokeLineDash: dash } : {}) }));
+  g.appendChild(rs.path(geom.path, { seed: sd, roughness: 0.9, bowing: 0.6, stroke: color, strokeWidth: weight, ...(dash ? { strokeLineDash: dash } : {}) }));
   const { tip, dir } = geom;
   const px = -dir.y;
   const py = dir.x;
@@ -201,7 +203,7 @@ export function drawWire(svg: SVGSVGElement, scene: Scene, wire: Wire, selected:
   const W = 5.5;
   const p1 = { x: tip.x - dir.x * L + px * W, y: tip.y - dir.y * L + py * W };
   const p2 = { x: tip.x - dir.x * L - px * W, y: tip.y - dir.y * L - py * W };
-  g.appendChild(rs.linearPath([[p1.x, p1.y], [tip.x, tip.y], [p2.x, p2.y]], { seed: sd + 2, roughness: 0.6, stroke: color, strokeWidth: selected ? 2.6 : 1.6 }));
+  g.appendChild(rs.linearPath([[p1.x, p1.y], [tip.x, tip.y], [p2.x, p2.y]], { seed: sd + 2, roughness: 0.6, stroke: color, strokeWidth: weight }));
   if (wire.label && geom.label) {
     const lg = el("g", { class: "wire-label" }, g);
     const t = text(lg, geom.label.x, geom.label.y + 5, wire.label, PORT_PX, { "text-anchor": "middle", fill: color, class: "edge-label" });

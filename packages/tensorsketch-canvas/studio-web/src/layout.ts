@@ -32,7 +32,7 @@ export interface Wire {
   to: string; // box id
   label: string | null;
   loop: boolean; // a self-loop arc
-  style: "solid" | "conditional" | "dynamic" | "custom";
+  style: "solid" | "conditional" | "dynamic" | "join" | "custom";
   points?: XY[]; // dagre's route between the ranks (through the gaps, around the boxes)
   labelAt?: XY;
 }
@@ -107,6 +107,16 @@ export function buildScene(graph: GraphIR, saved: Record<string, XY>): Scene {
       const label = `${edge.path ?? "route"} → ?`;
       boxes.set(id, { id, kind: "stub", x: 0, y: 0, w: Math.ceil(textWidth(label, PORT_PX) + 28), h: 32, text: [label] });
       wires.push({ id: `w${index}`, edge, index, from: src, to: id, label: null, loop: false, style: "dynamic" });
+      return;
+    }
+    if (edge.kind === "join") {
+      // one wire from each node the join waits for, all marked "join" (one edge: one index)
+      const target = edge.target;
+      (edge.sources ?? []).forEach((from, k) => {
+        if (boxes.has(from) && boxes.has(target)) {
+          wires.push({ id: `w${index}.${k}`, edge, index, from, to: target, label: "join", loop: from === target, style: "join" });
+        }
+      });
       return;
     }
     if (!src || !boxes.has(edge.target)) return;

@@ -485,7 +485,8 @@ function describe(op: EditOp): string {
   switch (op.op) {
     case "add_node": return `create ${a.name}`;
     case "add_edge": return `wire ${displayName(a.source)} → ${displayName(a.target)}`;
-    case "remove_edge": return `delete ${displayName(a.source)} → ${displayName(a.target)}`;
+    case "remove_edge": return (op.args as { join?: boolean }).join ? `delete the join into ${displayName(a.target)}` : `delete ${displayName(a.source)} → ${displayName(a.target)}`;
+    case "add_join": return `join into ${displayName(a.target)}`;
     case "rename_node": return `rename ${a.old} → ${a.new}`;
     case "add_port": return `add port ${a.node}.${a.name}`;
     case "remove_port": return `remove port ${a.node}.${a.name}`;
@@ -581,6 +582,7 @@ $("undo").addEventListener("click", () => void undo());
 $("redo").addEventListener("click", () => void redo());
 
 function removeEdgeOp(e: EdgeIR): EditOp {
+  if (e.kind === "join") return { op: "remove_edge", args: { source: (e.sources ?? [])[0], target: e.target, join: true } };
   const args: Record<string, unknown> = { source: e.source, target: e.target };
   if (e.kind === "conditional" && e.label !== null) args.label = e.label;
   return { op: "remove_edge", args };
@@ -636,7 +638,7 @@ document.addEventListener("keydown", (ev) => {
   } else if ((ev.key === "Delete" || ev.key === "Backspace") && state.selectedWire !== null) {
     ev.preventDefault();
     const e = state.graph?.edges[state.selectedWire];
-    if (e && e.source && e.kind !== "custom" && !state.readOnly) {
+    if (e && (e.source || e.kind === "join") && e.kind !== "custom" && !state.readOnly) {
       state.selectedWire = null;
       void perform(removeEdgeOp(e));
     }
@@ -735,9 +737,9 @@ function renderInspectorBody(): void {
     if (!e) return void (box.hidden = true);
     box.hidden = false;
     box.append(
-      h("h3", {}, `${displayName(e.source ?? "?")} → ${displayName(e.target ?? "?")}`),
-      h("p", { className: "hint" }, e.kind === "conditional" ? `conditional: ${e.path ?? ""} → ${e.label ?? ""}` : e.kind),
-      h("button", { className: "danger", id: "delete-edge", disabled: state.readOnly, onclick: () => void perform(removeEdgeOp(e)) }, e.kind === "sequential" ? "delete edge (Del)" : "delete route (Del)"),
+      h("h3", {}, `${e.kind === "join" ? `[${(e.sources ?? []).map(displayName).join(", ")}]` : displayName(e.source ?? "?")} → ${displayName(e.target ?? "?")}`),
+      h("p", { className: "hint" }, e.kind === "conditional" ? `conditional: ${e.path ?? ""} → ${e.label ?? ""}` : e.kind === "join" ? `join: ${displayName(e.target ?? "?")} runs once after all of these have run` : e.kind),
+      h("button", { className: "danger", id: "delete-edge", disabled: state.readOnly, onclick: () => void perform(removeEdgeOp(e)) }, e.kind === "sequential" ? "delete edge (Del)" : e.kind === "join" ? "delete join (Del)" : "delete route (Del)"),
     );
     return;
   }

@@ -19,7 +19,7 @@ export interface NodeIR {
   line: number | null;
 }
 
-export type EdgeKind = "sequential" | "conditional" | "dynamic" | "custom";
+export type EdgeKind = "sequential" | "conditional" | "dynamic" | "join" | "custom";
 
 export interface EdgeIR {
   source: string | null;
@@ -29,6 +29,7 @@ export interface EdgeIR {
   label: string | null;
   branch: "conditional" | "router" | "loop" | null;
   code: string | null;
+  sources?: string[] | null; // a join's nodes to wait for (source is null)
 }
 
 export interface GraphIR {

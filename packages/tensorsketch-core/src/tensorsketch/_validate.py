@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tensorsketch._assignable import is_assignable, type_text
 from tensorsketch.constants import END, START
+from tensorsketch.joins import Join
 from tensorsketch.node import Node
 from tensorsketch.pregel import NodeSpec
 from tensorsketch.schema import Schema
@@ -21,7 +22,15 @@ if TYPE_CHECKING:
     from tensorsketch.channels import Channel
     from tensorsketch.pregel import Branch
 
-__all__ = ["Wiring", "breakpoint_nodes", "field_hint", "node_spec", "suggest", "wiring"]
+__all__ = [
+    "Wiring",
+    "breakpoint_nodes",
+    "field_hint",
+    "join_wiring",
+    "node_spec",
+    "suggest",
+    "wiring",
+]
 
 
 def suggest(name: str, known: Sequence[str]) -> str:
@@ -195,3 +204,57 @@ def wiring(
         )
 
     return entry, successors
+
+
+def join_wiring(
+    nodes: Mapping[str, Node],
+    joins: Sequence[tuple[tuple[str, ...], str]],
+    problems: list[str],
+) -> tuple[Join, ...]:
+    """Check every wait-for-all join (``edge([...], dst)``); the same join declared twice
+    (in any source order) is one join."""
+    known = list(nodes)
+    found: list[Join] = []
+    seen: set[tuple[frozenset[str], str]] = set()
+    for sources, dst in joins:
+        where = f"join edge({list(sources)!r}, {dst!r})"
+        bad = len(problems)
+        if not sources:
+            problems.append(
+                f"{where} has no sources; list the nodes to wait for, e.g. "
+                f'`edge(["A", "B"], {dst!r})`.'
+            )
+        if START in sources:
+            problems.append(
+                f"{where} waits for START, which is not a node that runs: the run begins at "
+                f"START, so it never arrives at a join. Start the branches with "
+                f"`edge(START, ...)` and join their last nodes instead."
+            )
+        if END in sources:
+            problems.append(f"{where} waits for END; END can only be a target.")
+        for name in dict.fromkeys(sources):
+            if name in (START, END):
+                continue
+            if name not in nodes:
+                problems.append(f"{where}: source {name!r} is not a node{suggest(name, known)}")
+            if sources.count(name) > 1:
+                problems.append(
+                    f"{where} lists {name!r} {sources.count(name)} times; a join waits for "
+                    "each source once — list it once (or name the node you meant)."
+                )
+        if dst == END:
+            problems.append(
+                f"{where} joins into END, which does nothing: a run ends when no node is "
+                "left to run. Give each source its own `edge(source, END)`, or join into a "
+                "node."
+            )
+        elif dst == START:
+            problems.append(f"{where} points at START; START is only a source.")
+        elif dst not in nodes:
+            problems.append(f"{where}: target {dst!r} is not a node{suggest(dst, known)}")
+        key = (frozenset(sources), dst)
+        if len(problems) > bad or key in seen:
+            continue
+        seen.add(key)
+        found.append(Join(sources=sources, target=dst, index=len(found)))
+    return tuple(found)

@@ -41,6 +41,9 @@ from tensorsketch.errors import (
 )
 from tensorsketch.events import Event
 from tensorsketch.interrupts import PendingInterrupt
+from tensorsketch.joins import JoinState
+from tensorsketch.joins import decode as decode_joins
+from tensorsketch.joins import encode as encode_joins
 
 # Checkpoint ids: the runtime's fast, fork-safe 128-bit random ids (the ones spans use).
 from tensorsketch.observability.tracing import new_trace_id as _new_id
@@ -53,8 +56,10 @@ if TYPE_CHECKING:
 __all__ = [
     "FORMAT_VERSION",
     "Checkpoint",
+    "CheckpointInfo",
     "Position",
     "RunJournal",
+    "describe_checkpoints",
     "load_chain",
     "load_page",
     "read_checkpoint",
@@ -137,6 +142,9 @@ class Checkpoint:
     :param schema_id: the fingerprint of the state schema that wrote every row these values
         were folded from (``None``: unknown, or rows of several schemas); see
         :func:`schema_fingerprint`.
+    :param joins: the wait-for-all joins that are part-way at this barrier: which of their
+        sources have run since they last fired (empty for a checkpoint written before joins
+        existed, or with none waiting).
     """
 
     id: str
@@ -149,6 +157,7 @@ class Checkpoint:
     source: str = "loop"
     metadata: dict[str, Any] = field(default_factory=dict)
     schema_id: str | None = field(default=None, compare=False, repr=False)
+    joins: tuple[JoinState, ...] = ()
 
     @property
     def next(self) -> tuple[str, ...]:
@@ -164,6 +173,60 @@ class Checkpoint:
     def plan(self) -> list[tuple[str, dict[str, Any] | None]]:
         """The tasks to run next, in plan order (copies, safe to change)."""
         return [(n, None if p is None else dict(p)) for n, p in self.tasks]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointInfo:
+    """A checkpoint without its values: where it sits in the tree and what it plans.
+
+    What a timeline of a long thread needs (:func:`describe_checkpoints`): reading it decodes
+    each row's small header and plan but folds no state.
+
+    :param changed: the fields this row's stored changes name (for a delta, the fields
+        written since its base; for a snapshot, every field).
+    """
+
+    id: str
+    thread_id: str
+    parent_id: str | None
+    step: int
+    tasks: tuple[tuple[str, dict[str, Any] | None], ...]
+    created_at: float
+    source: str = "loop"
+    metadata: dict[str, Any] = field(default_factory=dict)
+    changed: tuple[str, ...] = ()
+
+    @property
+    def next(self) -> tuple[str, ...]:
+        """Names of the plain (non-``Send``) nodes planned next."""
+        return tuple(name for name, payload in self.tasks if payload is None)
+
+    @property
+    def sends(self) -> tuple[tuple[str, dict[str, Any]], ...]:
+        """Pending ``Send`` instances as ``(node, payload)`` pairs."""
+        return tuple((name, payload) for name, payload in self.tasks if payload is not None)
+
+
+def describe_checkpoints(backend: Backend, stored: list[StoredCheckpoint]) -> list[CheckpointInfo]:
+    """The headers of ``stored`` (e.g. ``backend.list_checkpoints(thread)``), in order: ids,
+    parents, steps, plans and metadata, without rebuilding any state."""
+    out: list[CheckpointInfo] = []
+    for s, payload in zip(stored, _decode_all(backend, stored), strict=True):
+        head = _checkpoint(s, payload, {})
+        out.append(
+            CheckpointInfo(
+                id=head.id,
+                thread_id=head.thread_id,
+                parent_id=head.parent_id,
+                step=head.step,
+                tasks=head.tasks,
+                created_at=head.created_at,
+                source=head.source,
+                metadata=head.metadata,
+                changed=tuple(str(name) for name in payload["changes"]),
+            )
+        )
+    return out
 
 
 def _check_payload(stored: StoredCheckpoint, payload: Any) -> dict[str, Any]:
@@ -248,6 +311,7 @@ def _checkpoint(
 ) -> Checkpoint:
     try:
         plan = [(str(name), p) for name, p in payload["plan"]]
+        joins = decode_joins(payload["joins"]) if "joins" in payload else ()
     except (TypeError, ValueError) as exc:
         raise _malformed(s, exc) from exc
     return Checkpoint(
@@ -261,6 +325,7 @@ def _checkpoint(
         source=payload.get("source", "loop"),
         metadata={"seq": payload.get("seq", 0), **payload.get("meta", {})},
         schema_id=schema_id,
+        joins=joins,
     )
 
 
@@ -767,6 +832,8 @@ class Restored:
     #: What a suspended checkpoint waits on.
     interrupts: list[PendingInterrupt]
     plan: list[tuple[str, dict[str, Any] | None]]
+    #: The part-way joins (see :class:`tensorsketch.joins.JoinState`).
+    joins: tuple[JoinState, ...] = ()
     #: A failed superstep's error (``record_failure``), when the checkpoint records one.
     error: dict[str, Any] | None = None
 
@@ -780,6 +847,8 @@ class Position:
     step: int
     #: The ``seq`` the run's next event gets.
     seq: int
+    #: The part-way wait-for-all joins (stored beside the plan).
+    joins: tuple[JoinState, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -999,6 +1068,7 @@ class RunJournal:
             plan_id=str(checkpoint.metadata.get("retry_of") or checkpoint.id),
             interrupts=[PendingInterrupt.from_dict(p) for p in suspended],
             plan=checkpoint.plan,
+            joins=checkpoint.joins,
             error=dict(error) if isinstance(error, dict) else None,
         )
 
@@ -1106,6 +1176,8 @@ class RunJournal:
             # Lists, not tuples: plain JSON, no type tag to write or read back.
             "plan": [[task.spec.name, task.payload] for task in tasks],
         }
+        if at.joins:  # only while a join is part-way: a graph without joins writes as before
+            payload["joins"] = encode_joins(at.joins)
         if self._schema_id is not None:  # the values are this schema's: see validated_values
             payload["s"] = self._schema_id
         if extra:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from pydantic.fields import FieldInfo
 
-from tensorsketch._validate import breakpoint_nodes, node_spec, suggest, wiring
+from tensorsketch._validate import breakpoint_nodes, join_wiring, node_spec, suggest, wiring
 from tensorsketch.channels import Channel, channel_for
 from tensorsketch.constants import END, START
 from tensorsketch.errors import GraphValidationError
@@ -58,6 +58,8 @@ class Graph(Generic[S]):
         self.name = name or f"Graph[{state.__name__}]"
         self._nodes: dict[str, Node] = {}
         self._edges: list[tuple[str, str]] = []
+        #: ``edge([...], dst)``: wait-for-all joins, as declared (checked by ``compile``).
+        self._joins: list[tuple[tuple[str, ...], str]] = []
         self._branches: dict[str, Branch] = {}
         self._problems: list[str] = []
         #: ``add(retry=, timeout=)`` per node name, over the graph's defaults.
@@ -114,13 +116,32 @@ class Graph(Generic[S]):
                 self._guards[node_name] = (retry, timeout)
         return self
 
-    def edge(self, src: str, dst: str) -> Self:
-        """A sequential edge: after ``src`` runs, ``dst`` runs in the next superstep."""
-        for label, value in (("source", src), ("target", dst)):
-            if not isinstance(value, str):
-                msg = f"edge() {label} must be a node name (str), START or END, got {value!r}."
-                raise TypeError(msg)
-        self._edges.append((src, dst))
+    def edge(self, src: str | Sequence[str], dst: str) -> Self:
+        """A sequential edge: after ``src`` runs, ``dst`` runs in the next superstep.
+
+        With a list of sources, ``edge(["A", "B"], "C")`` is a wait-for-all join: ``C`` runs
+        once after every one of them has run (since ``C`` last ran through this join), even
+        when they finish in different supersteps. A one-name list is a plain edge.
+
+        :param src: a node name or ``START``; or a list of node names to wait for.
+        :param dst: the node to run next, or ``END``.
+        """
+        if not isinstance(dst, str):
+            msg = f"edge() target must be a node name (str) or END, got {dst!r}."
+            raise TypeError(msg)
+        if isinstance(src, str):
+            self._edges.append((src, dst))
+            return self
+        if not isinstance(src, list | tuple) or not all(isinstance(s, str) for s in src):
+            msg = (
+                f"edge() source must be a node name (str), START, or a list of node names "
+                f"to wait for (a join), got {src!r}."
+            )
+            raise TypeError(msg)
+        if len(src) == 1:
+            self._edges.append((src[0], dst))
+        else:
+            self._joins.append((tuple(src), dst))
         return self
 
     def entry(self, name: str) -> Self:
@@ -237,7 +258,12 @@ class Graph(Generic[S]):
             )
             for src, b in self._branches.items()
         }
-        return GraphStructure(nodes=tuple(self._nodes), edges=tuple(self._edges), branches=branches)
+        return GraphStructure(
+            nodes=tuple(self._nodes),
+            edges=tuple(self._edges),
+            branches=branches,
+            joins=tuple(self._joins),
+        )
 
     # -- compile ----------------------------------------------------------------------------
 
@@ -293,6 +319,7 @@ class Graph(Generic[S]):
             spec.timeout = timeout if timeout is not None else self._timeout
 
         entry, successors = wiring(self._nodes, self._edges, self._branches, problems)
+        joins = join_wiring(self._nodes, self._joins, problems)
         before = breakpoint_nodes("interrupt_before", interrupt_before, list(self._nodes), problems)
         after = breakpoint_nodes("interrupt_after", interrupt_after, list(self._nodes), problems)
 
@@ -305,6 +332,7 @@ class Graph(Generic[S]):
         for name, spec in specs.items():
             spec.successors = tuple(successors[name])
             spec.branch = self._branches.get(name)
+            spec.joins = tuple(j for j in joins if name in j.sources)
         defaults: dict[str, Callable[[], Any]] = {}
         for field_name, info in fields.items():
             if info.default_factory is not None:
@@ -326,6 +354,7 @@ class Graph(Generic[S]):
             interrupt_before=before,
             interrupt_after=after,
             max_concurrency=max_concurrency,
+            joins=joins,
         )
         return CompiledGraph(graph_spec)
 

@@ -24,8 +24,11 @@ class BranchInfo:
 
 @dataclass(frozen=True, slots=True)
 class GraphStructure:
-    """Nodes in the order they were added, static edges in declaration order, and branches."""
+    """Nodes in the order they were added, static edges in declaration order, branches, and
+    wait-for-all joins as ``(sources, target)`` in declaration order (``edge(["A", "B"], "C")``
+    is ``(("A", "B"), "C")``; a join is not also listed in ``edges``)."""
 
     nodes: tuple[str, ...]
     edges: tuple[tuple[str, str], ...]
     branches: dict[str, BranchInfo] = field(default_factory=dict)
+    joins: tuple[tuple[tuple[str, ...], str], ...] = ()

@@ -46,7 +46,11 @@ def _target_name(value: NodeHandle | str) -> str:
 
 
 class NodeHandle:
-    """A reference to a node of one graph; ``>>`` between handles adds edges."""
+    """A reference to a node of one graph; ``>>`` between handles adds edges.
+
+    ``a >> [b, c]`` fans out (two edges); ``[b, c] >> d`` is a wait-for-all join: ``d`` runs
+    once after both ``b`` and ``c`` have run (``edge(["B", "C"], "D")``).
+    """
 
     __slots__ = ("graph", "name")
 
@@ -92,8 +96,8 @@ class NodeHandle:
             self.graph.edge(other, self.name)
             return self
         if isinstance(other, list | tuple):
-            for item in other:
-                self.graph.edge(self._coerce(item).name, self.name)
+            # ``[a, b] >> c``: a wait-for-all join, the same as ``edge(["A", "B"], "C")``.
+            self.graph.edge([self._coerce(item).name for item in other], self.name)
             return self
         return NotImplemented
 

@@ -44,6 +44,7 @@ from tensorsketch.errors import (
 from tensorsketch.events import Event
 from tensorsketch.graph_structure import GraphStructure
 from tensorsketch.interrupts import Interrupt, PendingInterrupt
+from tensorsketch.joins import Join, arrive, restore_arrivals, snapshot
 from tensorsketch.node import Node
 from tensorsketch.observability.tracing import NOOP_TRACER, Tracer
 from tensorsketch.retry import RetryPolicy
@@ -96,6 +97,8 @@ class NodeSpec:
     #: ``add(retry=..., timeout=...)`` (or the graph's defaults): ``None`` is the fast path.
     retry: RetryPolicy | None = None
     timeout: float | None = None
+    #: The wait-for-all joins this node is a source of (empty: the fast path).
+    joins: tuple[Join, ...] = ()
 
 
 @dataclass(slots=True, eq=False)
@@ -119,6 +122,8 @@ class GraphSpec:
     interrupt_after: frozenset[str] = frozenset()
     #: ``compile(max_concurrency=...)``: the most tasks of a superstep running at once.
     max_concurrency: int | None = None
+    #: ``edge([...], dst)``: the wait-for-all joins, in declaration order.
+    joins: tuple[Join, ...] = ()
     #: Derived once, read on every superstep: the state's field names, in declaration order,
     #: the channels that forget their value at each barrier, and a fast state constructor.
     field_names: tuple[str, ...] = field(init=False, default=())
@@ -197,12 +202,15 @@ class Run:
         self.interrupt_after = spec.interrupt_after
         #: How many tasks of a superstep may run at once (``None``: all of them).
         self.max_concurrency = spec.max_concurrency
+        #: Which sources of each part-way join have run since it last fired (by join index).
+        self.arrived: dict[int, set[str]] = {}
 
     # -- durable bookkeeping ----------------------------------------------------------------
 
     def position(self) -> Position:
         """Where this run stands, for the journal to checkpoint."""
-        return Position(values=self.values, step=self.step, seq=self.seq)
+        joins = snapshot(self.spec.joins, self.arrived) if self.arrived else ()
+        return Position(values=self.values, step=self.step, seq=self.seq, joins=joins)
 
     def restore(self, restored: Restored) -> None:
         """Continue from a checkpoint the journal read back."""
@@ -213,6 +221,7 @@ class Run:
         self.plan_id = restored.plan_id
         self.restored = True
         self.restored_interrupts = list(restored.interrupts)
+        self.arrived = restore_arrivals(self.spec.joins, restored.joins)
 
     async def save_checkpoint(
         self,
@@ -246,6 +255,7 @@ class Run:
         """Start over from the state's defaults, fold ``data`` in, and plan the first
         superstep (a run with nothing to resume)."""
         self.values = {}
+        self.arrived = {}
         self.seed()
         self.apply_input(data)
         return self.entry_tasks()
@@ -330,7 +340,11 @@ class Run:
         return tasks
 
     def next_tasks(self, tasks: list[Task]) -> list[Task]:
-        """Successors of this superstep's tasks, in task order; plain nodes are deduped."""
+        """Successors of this superstep's tasks, in task order; plain nodes are deduped.
+
+        Each task that is a join source also arrives at its joins; a join whose sources have
+        all arrived plans its target here (where its last-arriving source is in task order).
+        """
         nodes = self.spec.nodes
         result: list[Task] = []
         seen_nodes: set[str] = set()
@@ -347,15 +361,20 @@ class Run:
                     if target != END and target not in seen_nodes:
                         seen_nodes.add(target)
                         result.append(Task(nodes[target]))
-                continue
-            if view is None:
-                view = self.state_view()
-            for routed in self._route(spec.branch, view, counts):
-                if routed.payload is None:
-                    if routed.spec.name in seen_nodes:
-                        continue
-                    seen_nodes.add(routed.spec.name)
-                result.append(routed)
+            else:
+                if view is None:
+                    view = self.state_view()
+                for routed in self._route(spec.branch, view, counts):
+                    if routed.payload is None:
+                        if routed.spec.name in seen_nodes:
+                            continue
+                        seen_nodes.add(routed.spec.name)
+                    result.append(routed)
+            if spec.joins:
+                for target in arrive(self.arrived, spec.joins, spec.name):
+                    if target not in seen_nodes:
+                        seen_nodes.add(target)
+                        result.append(Task(nodes[target]))
         return result
 
     def _route(self, branch: Branch, view: Schema, counts: dict[str, int]) -> list[Task]:

@@ -180,7 +180,7 @@ def _group_end(
 ) -> int:
     """Where the new item starting at ``edges[i]`` ends (exclusive)."""
     first = edges[i]
-    if first.kind in ("custom", "dynamic"):
+    if first.kind in ("custom", "dynamic", "join"):
         return i + 1
     if first.branch == "loop":
         return i + 2

@@ -121,6 +121,9 @@ def _edge_calls(item: Fresh, ctx: RenderContext) -> list[str]:
         return [
             f"edge({ctx.name_ref(e.source or '')}, {ctx.name_ref(e.target or '')})" for e in edges
         ]
+    if first.kind == "join":
+        sources = ", ".join(ctx.name_ref(name) for name in first.sources or [])
+        return [f"edge([{sources}], {ctx.name_ref(first.target or '')})"]
     source = ctx.name_ref(first.source or "")
     method = first.branch or "conditional"
     if first.kind == "dynamic":
@@ -178,6 +181,9 @@ def statements(item: Fresh, ctx: RenderContext) -> list[str]:
             parts = [ctx.handle_ref(edges[0].source or "")]
             parts.extend(ctx.handle_ref(e.target or "") for e in edges)
             return [" >> ".join(parts)]
+        if edges[0].kind == "join":
+            sources = ", ".join(ctx.handle_ref(name) for name in edges[0].sources or [])
+            return [f"[{sources}] >> {ctx.handle_ref(edges[0].target or '')}"]
         if _routable(edges):
             ctx.needs.add("Router")
             targets = ", ".join(f"{e.label}={ctx.handle_ref(e.target or '')}" for e in edges)

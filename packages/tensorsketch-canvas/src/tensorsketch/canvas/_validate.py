@@ -52,6 +52,8 @@ def _check_edge(edges: list[EdgeIR], index: int) -> int:
         if not edge.code:
             msg = f"{where} is a custom element without code; keep the `code` it was read with."
             raise IRError(msg)
+    elif edge.kind == "join":
+        _check_join(edge, where)
     elif edge.source is None:
         msg = f"{where} ({edge.kind}) needs a source node."
         raise IRError(msg)
@@ -76,6 +78,28 @@ def _check_edge(edges: list[EdgeIR], index: int) -> int:
         )
         raise IRError(msg)
     return 1
+
+
+def _check_join(edge: EdgeIR, where: str) -> None:
+    sources = edge.sources or []
+    if edge.source is not None:
+        msg = f"{where}: a join has no single `source`; list its nodes in `sources` instead."
+        raise IRError(msg)
+    if len(sources) < 2:
+        msg = (
+            f"{where}: a join needs two or more nodes in `sources` (got {sources!r}); one "
+            "source is a sequential edge."
+        )
+        raise IRError(msg)
+    if START in sources or END in sources:
+        msg = f"{where}: a join waits for nodes that run; START and END cannot be in `sources`."
+        raise IRError(msg)
+    if len(set(sources)) != len(sources):
+        msg = f"{where}: a join lists each source once, got {sources!r}."
+        raise IRError(msg)
+    if edge.target is None or edge.target in (START, END):
+        msg = f"{where}: a join from {sources!r} needs a node as its target (not START or END)."
+        raise IRError(msg)
 
 
 def _check_loop(edges: list[EdgeIR], index: int) -> None:

@@ -24,7 +24,7 @@ from tensorsketch.canvas._source import Chain, Link, ParsedSource, deep_recursio
 from tensorsketch.canvas._stmts import walk_statements
 from tensorsketch.canvas.ir import END, LOOP_EXIT, LOOP_REPEAT, START, BranchKind, EdgeIR, Style
 
-__all__ = ["Container", "GraphModel", "Item", "NodeDecl", "find_graphs"]
+__all__ = ["Container", "GraphModel", "Item", "NodeDecl", "find_graphs", "join_edge"]
 
 BUILDER_METHODS = frozenset({"add", "edge", "entry", "conditional", "router", "loop", "nodes"})
 
@@ -77,7 +77,33 @@ class Item:
 
 def edge_key(edge: EdgeIR) -> tuple[object, ...]:
     """Everything that makes an edge this edge (for matching old wiring against the IR)."""
-    return (edge.source, edge.target, edge.kind, edge.path, edge.label, edge.branch, edge.code)
+    sources = None if edge.sources is None else tuple(edge.sources)
+    return (
+        edge.source,
+        edge.target,
+        edge.kind,
+        edge.path,
+        edge.label,
+        edge.branch,
+        edge.code,
+        sources,
+    )
+
+
+def join_edge(sources: Sequence[str], target: str) -> EdgeIR | None:
+    """The IR of ``edge([...], target)`` / ``[...] >> target``: a join of two or more distinct
+    nodes into a node (one source is a plain edge); ``None`` for what the engine refuses."""
+    if (
+        not sources
+        or START in sources
+        or END in sources
+        or target in (START, END)
+        or len(set(sources)) != len(sources)
+    ):
+        return None
+    if len(sources) == 1:
+        return EdgeIR(sources[0], target)
+    return EdgeIR(None, target, "join", sources=list(sources))
 
 
 @dataclass
@@ -231,6 +257,11 @@ class _Walk:
                 bound = _bind(call, ("src", "dst"), ("src", "dst"))
                 if bound is None or len(bound) != 2:
                     return None
+                if isinstance(bound["src"], cst.List | cst.Tuple):
+                    names = self._group(bound["src"])
+                    target = self.ref(bound["dst"])
+                    join = None if names is None or target is None else join_edge(names, target)
+                    return None if join is None else Item("edge", stmt_index, edges=[join])
                 src, dst = self.ref(bound["src"]), self.ref(bound["dst"])
             else:
                 bound = _bind(call, ("name",), ("name",))
@@ -384,6 +415,15 @@ class _Walk:
             targets = self._group(right)
             if targets is None or START in targets or (len(sources) > 1 and len(targets) > 1):
                 return None
+            if isinstance(left, cst.List | cst.Tuple) and not isinstance(
+                right, cst.List | cst.Tuple
+            ):
+                # ``[a, b] >> c``: a wait-for-all join (one source: a plain edge)
+                join = join_edge(sources, targets[0])
+                if join is None:
+                    return None
+                edges.append(join)
+                continue
             edges.extend(EdgeIR(s, t) for s in sources for t in targets)
         return Item("edge", stmt_index, edges=edges)
 

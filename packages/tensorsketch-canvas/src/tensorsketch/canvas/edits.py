@@ -3,7 +3,8 @@
 Each function returns a new GraphIR and leaves its argument alone, so a frontend (or a test)
 can apply a gesture, hand the result to ``reconstruct`` and throw it away if the user undoes.
 They encode the canvas's rules: deleting a node deletes its wiring, a loop's two edges go
-together, a node is created as a typed hole, ports change only on holes.
+together, a join is one edge (removing a node it waits for removes the whole join), a node is
+created as a typed hole, ports change only on holes.
 """
 
 from __future__ import annotations
@@ -14,7 +15,15 @@ from collections.abc import Callable, Iterable
 from tensorsketch.canvas.exceptions import IRError
 from tensorsketch.canvas.ir import END, START, EdgeIR, GraphIR, NodeIR, Port
 
-__all__ = ["add_edge", "add_node", "remove_edge", "remove_node", "rename_node", "set_ports"]
+__all__ = [
+    "add_edge",
+    "add_join",
+    "add_node",
+    "remove_edge",
+    "remove_node",
+    "rename_node",
+    "set_ports",
+]
 
 
 def _known(ir: GraphIR, name: str, *, pseudo: bool) -> None:
@@ -32,6 +41,23 @@ def add_edge(ir: GraphIR, source: str, target: str) -> GraphIR:
         raise IRError(msg)
     new = ir.copy()
     new.edges.append(EdgeIR(source, target))
+    return new
+
+
+def add_join(ir: GraphIR, sources: Iterable[str], target: str) -> GraphIR:
+    """Add a wait-for-all join: ``target`` runs once after every one of ``sources`` has run
+    (``edge(["A", "B"], "C")``; two or more distinct nodes, never START or END)."""
+    names = list(sources)
+    for name in (*names, target):
+        _known(ir, name, pseudo=False)
+    if len(names) < 2 or len(set(names)) != len(names):
+        msg = (
+            f"a join waits for two or more different nodes, got {names!r}; for one source "
+            "add a sequential edge instead."
+        )
+        raise IRError(msg)
+    new = ir.copy()
+    new.edges.append(EdgeIR(None, target, "join", sources=names))
     return new
 
 
@@ -69,6 +95,7 @@ def remove_node(ir: GraphIR, name: str) -> GraphIR:
         if e.kind == "custom"
         or (
             name not in (e.source, e.target)
+            and name not in (e.sources or ())
             and not (e.branch == "loop" and (e.source, e.path) in loops)
         )
     ]
@@ -106,6 +133,8 @@ def rename_node(ir: GraphIR, old: str, new_name: str) -> GraphIR:
             edge.source = new_name
         if edge.target == old:
             edge.target = new_name
+        if edge.sources is not None and old in edge.sources:
+            edge.sources = [new_name if n == old else n for n in edge.sources]
     _breakpoints(new, lambda n: new_name if n == old else n)
     return new
 

@@ -42,9 +42,10 @@ LOOP_REPEAT: Final = "repeat"
 #: The label of a loop's edge to where it continues once ``until`` holds.
 LOOP_EXIT: Final = "exit"
 
-EdgeKind = Literal["sequential", "conditional", "dynamic", "custom"]
+EdgeKind = Literal["sequential", "conditional", "dynamic", "join", "custom"]
 """``sequential``: ``edge(a, b)``. ``conditional``: one target of a routing function with a known
 mapping (or of a loop). ``dynamic``: a routing function whose targets are only known at run time.
+``join``: a wait-for-all edge, ``edge(["A", "B"], "C")`` or ``[a, b] >> c``.
 ``custom``: wiring the engine cannot model, kept verbatim in ``code``."""
 
 BranchKind = Literal["conditional", "router", "loop"]
@@ -154,10 +155,15 @@ class EdgeIR:
       ``label="exit"`` to where it continues; its ``path`` is the ``until`` predicate.
     - ``dynamic``: a routing function whose targets are decided at run time (no mapping, a
       ``Send`` fan-out); ``target`` is ``None`` — the engine never invents one.
+    - ``join``: a wait-for-all join, ``edge(["A", "B"], "C")`` or ``[a, b] >> c``: ``target``
+      runs once after every node in ``sources`` (two or more, in the order written) has run.
+      ``source`` is ``None``: a join has no one source (it is one element of the wiring, drawn
+      as an edge from each of its sources into the target).
     - ``custom``: wiring the engine cannot model (``g.edge(*pairs)``, a loop building edges);
       ``code`` keeps its source verbatim and ``reconstruct`` writes it back untouched.
 
-    ``START``/``END`` appear as ``"__start__"``/``"__end__"``.
+    ``START``/``END`` appear as ``"__start__"``/``"__end__"``. ``sources`` is ``None`` for
+    every kind but ``join``.
     """
 
     source: str | None
@@ -167,6 +173,7 @@ class EdgeIR:
     label: str | None = None
     branch: BranchKind | None = None
     code: str | None = None
+    sources: list[str] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in _EDGE_KINDS:
@@ -188,6 +195,7 @@ class EdgeIR:
             "label": self.label,
             "branch": self.branch,
             "code": self.code,
+            "sources": None if self.sources is None else list(self.sources),
         }
 
     @classmethod
@@ -196,7 +204,7 @@ class EdgeIR:
             data,
             where,
             required=("source",),
-            optional=("target", "kind", "path", "label", "branch", "code"),
+            optional=("target", "kind", "path", "label", "branch", "code", "sources"),
         )
         kind = obj.get("kind", "sequential")
         if kind not in _EDGE_KINDS:
@@ -214,6 +222,7 @@ class EdgeIR:
             label=_opt_str(obj, "label", where),
             branch=cast("BranchKind | None", branch),
             code=_opt_str(obj, "code", where),
+            sources=_opt_names(obj, "sources", where),
         )
 
 
@@ -282,7 +291,12 @@ class GraphIR:
             twin.inputs = [clone(port) for port in node.inputs]
             twin.outputs = [clone(port) for port in node.outputs]
             new.nodes.append(twin)
-        new.edges = [clone(edge) for edge in self.edges]
+        new.edges = []
+        for edge in self.edges:
+            copied = clone(edge)
+            if edge.sources is not None:
+                copied.sources = list(edge.sources)
+            new.edges.append(copied)
         new.added = list(self.added)
         if self.interrupt_before is not None:
             new.interrupt_before = list(self.interrupt_before)
@@ -383,6 +397,7 @@ class GraphIR:
                 "label": nullable_str,
                 "branch": {"enum": [*sorted(_BRANCH_KINDS), None]},
                 "code": nullable_str,
+                "sources": {"type": ["array", "null"], "items": {"type": "string"}},
             },
             "required": ["source"],
             "additionalProperties": False,
@@ -433,16 +448,6 @@ def _names_or_none(names: list[str] | None) -> list[str] | None:
     return None if names is None else list(names)
 
 
-def _opt_names(obj: dict[str, Any], key: str, where: str) -> list[str] | None:
-    value = obj.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        msg = f"{where}.{key} must be a list of node names (strings) or null, got {value!r}."
-        raise IRError(msg)
-    return list(value)
-
-
 def _str(obj: dict[str, Any], key: str, where: str) -> str:
     value = obj[key]
     if not isinstance(value, str):
@@ -465,6 +470,16 @@ def _opt_int(obj: dict[str, Any], key: str, where: str) -> int | None:
         msg = f"{where}.{key} must be an integer or null, got {value!r}."
         raise IRError(msg)
     return value
+
+
+def _opt_names(obj: dict[str, Any], key: str, where: str) -> list[str] | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        msg = f"{where}.{key} must be a list of node names (strings) or null, got {value!r}."
+        raise IRError(msg)
+    return list(value)
 
 
 def _bool(obj: dict[str, Any], key: str, where: str) -> bool:

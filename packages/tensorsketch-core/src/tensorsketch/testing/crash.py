@@ -222,6 +222,9 @@ class FanOutReport:
     #: finished workers whose writes shared the last batch journaled before the kill).
     rerun: int
     final_ok: bool
+    #: Finished workers' writes journaled before the kill, when the crash was in this process
+    #: (``None`` for a killed child): then ``rerun == tasks - journaled`` exactly.
+    journaled: int | None = None
 
 
 def _fanout_child(config: dict[str, Any]) -> None:
@@ -255,6 +258,7 @@ async def run_fanout_crash(
     thread = f"fanout-{uuid.uuid4().hex[:8]}"
     jobs = list(range(tasks))
     app = fanout_graph()
+    journaled: int | None
     if isinstance(backend, BackendSpec):
         store = backend.create()
         label = backend.target
@@ -268,6 +272,7 @@ async def run_fanout_crash(
             "lease_ttl": lease_ttl,
         }
         killed = await _spawn(ctx, config) == -signal.SIGKILL
+        journaled = None
     else:
         store = backend
         label = type(backend).__name__
@@ -278,6 +283,7 @@ async def run_fanout_crash(
             await app.invoke({"jobs": jobs}, thread_id=thread, backend=wrapper)
         except SimulatedCrash:
             killed = True
+        journaled = wrapper.writes_journaled
     store.lease_ttl = lease_ttl
     rerun: list[int] = []
     _ON_FINISH[:] = [rerun.append]
@@ -289,7 +295,7 @@ async def run_fanout_crash(
         if isinstance(backend, BackendSpec):
             await store.aclose()
     final_ok = state is not None and state.done == jobs
-    return FanOutReport(label, tasks, kill_after, killed, len(rerun), final_ok)
+    return FanOutReport(label, tasks, kill_after, killed, len(rerun), final_ok, journaled)
 
 
 # -- the hook -----------------------------------------------------------------------------------

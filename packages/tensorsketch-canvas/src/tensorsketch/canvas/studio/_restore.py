@@ -145,6 +145,8 @@ def apply(
     else:
         first = edges[0][1]
         remove: dict[str, Any] = {"source": first.source, "target": first.target}
+        if first.kind == "join" and first.sources:
+            remove = {"source": first.sources[0], "target": first.target, "join": True}
         if first.label is not None:
             remove["label"] = first.label
         inverse = {"op": "remove_edge", "args": remove}

@@ -6,9 +6,10 @@ The page draws its own (hand-drawn) SVG/PNG; these are for the command line
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from html import escape
 
-from tensorsketch.canvas.ir import END, START, GraphIR
+from tensorsketch.canvas.ir import END, START, EdgeIR, GraphIR
 
 __all__ = ["layers", "to_mermaid", "to_svg"]
 
@@ -18,6 +19,15 @@ def _ids(ir: GraphIR) -> dict[str, str]:
     for index, node in enumerate(ir.nodes):
         ids[node.name] = f"n{index}"
     return ids
+
+
+def _pairs(edge: EdgeIR) -> Iterator[tuple[str | None, str | None]]:
+    """The drawn lines of an edge: one, or one from each source of a join."""
+    if edge.kind == "join":
+        for name in edge.sources or ():
+            yield name, edge.target
+    else:
+        yield edge.source, edge.target
 
 
 def _mermaid_text(text: str) -> str:
@@ -37,6 +47,11 @@ def to_mermaid(ir: GraphIR) -> str:
         lines.append(f"    {ids[END]}((END))")
     dynamic = 0
     for edge in ir.edges:
+        if edge.kind == "join":
+            froms = [ids[n] for n in edge.sources or () if n in ids]
+            if froms and edge.target in ids:
+                lines.append(f'    {" & ".join(froms)} ==>|"join"| {ids[edge.target]}')
+            continue
         if edge.kind == "custom" or edge.source is None:
             continue
         src = ids.get(edge.source)
@@ -64,9 +79,10 @@ def layers(ir: GraphIR) -> list[list[str]]:
     """Nodes by layer: longest path from START over forward edges (back edges ignored)."""
     names = [START, *(n.name for n in ir.nodes), END]
     succ: dict[str, list[str]] = {n: [] for n in names}
-    for edge in ir.edges:
-        if edge.source in succ and edge.target in succ and edge.source != edge.target:
-            succ[edge.source].append(edge.target)
+    for source, target in (pair for edge in ir.edges for pair in _pairs(edge)):
+        if source in succ and target in succ and source != target:
+            assert source is not None and target is not None
+            succ[source].append(target)
     order: list[str] = []  # DFS post-order from START, then the unreachable rest
     state: dict[str, int] = {}
     back: set[tuple[str, str]] = set()
@@ -130,21 +146,28 @@ def to_svg(ir: GraphIR) -> str:
         "</marker></defs>",
     ]
     for edge in ir.edges:
-        if edge.source not in centre or edge.target not in centre:
-            continue
-        (x1, y1), (x2, y2) = centre[edge.source], centre[edge.target]
-        dash = ' stroke-dasharray="6 4"' if edge.kind != "sequential" else ""
-        y1e, y2e = (y1 + _H / 2, y2 - _H / 2) if y2 > y1 else (y1 - _H / 2, y2 + _H / 2)
-        if edge.source == edge.target:
-            path = f"M{x1 + _W / 2},{y1} c40,-30 40,30 0,10"
-        else:
-            path = f"M{x1:.1f},{y1e:.1f} L{x2:.1f},{y2e:.1f}"
-        parts.append(f'<path d="{path}" fill="none" stroke="#444"{dash} marker-end="url(#arrow)"/>')
-        if edge.kind == "conditional" and edge.label:
+        for source, target in _pairs(edge):
+            if source not in centre or target not in centre:
+                continue
+            assert source is not None and target is not None
+            (x1, y1), (x2, y2) = centre[source], centre[target]
+            dash = ' stroke-dasharray="6 4"' if edge.kind not in ("sequential", "join") else ""
+            thick = ' stroke-width="2.5"' if edge.kind == "join" else ""
+            y1e, y2e = (y1 + _H / 2, y2 - _H / 2) if y2 > y1 else (y1 - _H / 2, y2 + _H / 2)
+            if source == target:
+                path = f"M{x1 + _W / 2},{y1} c40,-30 40,30 0,10"
+            else:
+                path = f"M{x1:.1f},{y1e:.1f} L{x2:.1f},{y2e:.1f}"
             parts.append(
-                f'<text x="{(x1 + x2) / 2 + 4:.1f}" y="{(y1e + y2e) / 2:.1f}" fill="#666">'
-                f"{escape(edge.label)}</text>"
+                f'<path d="{path}" fill="none" stroke="#444"{dash}{thick} '
+                'marker-end="url(#arrow)"/>'
             )
+            label = "join" if edge.kind == "join" else edge.label
+            if edge.kind in ("conditional", "join") and label:
+                parts.append(
+                    f'<text x="{(x1 + x2) / 2 + 4:.1f}" y="{(y1e + y2e) / 2:.1f}" fill="#666">'
+                    f"{escape(label)}</text>"
+                )
     for name, (x, y) in centre.items():
         label = {"__start__": "START", "__end__": "END"}.get(name, name)
         pseudo = name in (START, END)

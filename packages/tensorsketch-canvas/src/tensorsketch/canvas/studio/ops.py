@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tensorsketch.canvas import edits
-from tensorsketch.canvas.ir import END, START, GraphIR, Port
+from tensorsketch.canvas.ir import END, START, EdgeIR, GraphIR, Port
 from tensorsketch.canvas.studio import _restore
 from tensorsketch.canvas.studio._errors import BadEdit, EditRejected
 
@@ -190,15 +190,19 @@ def _check_ports(
                 raise EditRejected(msg)
 
 
-def _check_edge(ir: GraphIR, source: str, target: str) -> None:
+def _check_known(ir: GraphIR, name: str, what: str) -> None:
     known = [n.name for n in ir.nodes]
+    if name not in (START, END) and name not in known:
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f" — did you mean {close[0]!r}?" if close else ""
+        listed = ", ".join(repr(k) for k in known) or "none yet"
+        msg = f"{what} {name!r} is not a node{hint} (known nodes: {listed})."
+        raise EditRejected(msg)
+
+
+def _check_edge(ir: GraphIR, source: str, target: str) -> None:
     for name, role in ((source, "source"), (target, "target")):
-        if name not in (START, END) and name not in known:
-            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-            hint = f" — did you mean {close[0]!r}?" if close else ""
-            listed = ", ".join(repr(k) for k in known) or "none yet"
-            msg = f"edge {role} {name!r} is not a node{hint} (known nodes: {listed})."
-            raise EditRejected(msg)
+        _check_known(ir, name, f"edge {role}")
     if target == START:
         msg = f"edge from {source!r} points at START; START is only a source."
         raise EditRejected(msg)
@@ -259,6 +263,30 @@ def _add_edge(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
     return EditResult(new, {"op": "remove_edge", "args": {"source": src, "target": dst}})
 
 
+def _add_join(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
+    del source
+    sources = args.get("sources")
+    if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
+        msg = "add_join needs args.sources (a list of node names to wait for)."
+        raise BadEdit(msg)
+    dst = _str(args, "target", "add_join")
+    for name, what in [*((s, "join source") for s in sources), (dst, "join target")]:
+        if name in (START, END):
+            msg = (
+                f"a join waits for nodes and runs a node; {name!r} cannot be part of one "
+                "(START and END are not nodes that run)."
+            )
+            raise EditRejected(msg)
+        _check_known(ir, name, what)
+    for edge in ir.edges:
+        if edge.kind == "join" and edge.target == dst and set(edge.sources or ()) == set(sources):
+            msg = f"the graph already has the join {edge.sources!r} → {dst!r}."
+            raise EditRejected(msg)
+    new = edits.add_join(ir, sources, dst)
+    inverse = {"op": "remove_edge", "args": {"source": sources[0], "target": dst, "join": True}}
+    return EditResult(new, inverse)
+
+
 def _remove_edge(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
     del source
     src = _str(args, "source", "remove_edge")
@@ -267,7 +295,16 @@ def _remove_edge(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResul
         msg = "remove_edge: args.target must be a string (or null for a dynamic edge)."
         raise BadEdit(msg)
     label = args.get("label")
+    join = args.get("join", False)
+    if not isinstance(join, bool):
+        msg = "remove_edge: args.join must be true or false."
+        raise BadEdit(msg)
     for index, edge in enumerate(ir.edges):
+        if join:  # any of a join's wires removes the whole join
+            if edge.kind == "join" and src in (edge.sources or ()) and edge.target == dst:
+                new = edits.remove_edge(ir, index)
+                return EditResult(new, _restore.removal(ir, new))
+            continue
         if edge.kind == "custom" or edge.source != src or edge.target != dst:
             continue
         if label is not None and edge.label != label:
@@ -279,9 +316,16 @@ def _remove_edge(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResul
             else _restore.removal(ir, new)
         )
         return EditResult(new, inverse)
-    listed = ", ".join(f"{e.source} → {e.target}" for e in ir.edges if e.kind != "custom") or "none"
-    msg = f"graph {ir.name!r} has no edge {src!r} → {dst!r} (edges: {listed})."
+    listed = ", ".join(_edge_text(e) for e in ir.edges if e.kind != "custom") or "none"
+    what = "join" if join else "edge"
+    msg = f"graph {ir.name!r} has no {what} {src!r} → {dst!r} (edges: {listed})."
     raise EditRejected(msg)
+
+
+def _edge_text(edge: EdgeIR) -> str:
+    if edge.kind == "join":
+        return f"{edge.sources!r} → {edge.target} (a join: pass join: true)"
+    return f"{edge.source} → {edge.target}"
 
 
 def _rename_node(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
@@ -341,6 +385,7 @@ def _remove_port(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResul
 OPS: dict[str, Callable[[GraphIR, Mapping[str, Any], str], EditResult]] = {
     "add_node": _add_node,
     "add_edge": _add_edge,
+    "add_join": _add_join,
     "remove_edge": _remove_edge,
     "rename_node": _rename_node,
     "add_port": _add_port,

@@ -128,6 +128,15 @@ class TraceTail:
                     ),
                     None,
                 ),
+                # the durable thread the run worked on: the debugger's view of the same run
+                "thread_id": next(
+                    (
+                        s["attributes"].get("tensorsketch.thread_id")
+                        for s in spans
+                        if s["kind"] == "run"
+                    ),
+                    None,
+                ),
             }
             for run, spans in items
         ]

@@ -1,0 +1,227 @@
+"""Where the debugger's data comes from: the backend named by ``--backend`` and the compiled
+graph of the opened file.
+
+The rest of the Studio reads the file statically and never runs it. The debugger's write
+actions need the real graph (its nodes' code), so the opened file is imported in the server
+process — lazily, on the first debugger request, and again whenever the file changes on disk.
+A file that fails to import is reported (``graph_error``), never a crash: reading threads and
+checkpoints goes on without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import keyword
+import os
+import sys
+import threading
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+from urllib.parse import urlsplit
+
+from tensorsketch.compiled import CompiledGraph
+from tensorsketch.graph import Graph
+from tensorsketch.registry import create_backend
+from tensorsketch.runtime.backends.base import Backend
+
+__all__ = ["GraphSource", "Loaded", "backend_label", "open_backend", "parse_options"]
+
+#: URL schemes and the registry names they select.
+_SCHEMES = {
+    "sqlite": "sqlite",
+    "postgres": "postgres",
+    "postgresql": "postgres",
+    "redis": "redis",
+    "rediss": "redis",
+}
+
+
+def open_backend(url: str, options: Mapping[str, str] | None = None) -> Backend:
+    """The backend a ``--backend`` value names: a URL (``sqlite:///runs.db``,
+    ``postgresql://...``, ``redis://...``) or a registry name (``memory``, a plugin's).
+
+    :param options: keyword arguments for the backend's constructor, as strings
+        (``--backend-option schema=tenant1`` for PostgreSQL, ``prefix=app`` for Redis).
+    """
+    if not isinstance(url, str) or not url.strip():
+        msg = "--backend needs a URL such as sqlite:///runs.db or a backend name."
+        raise ValueError(msg)
+    kwargs: dict[str, Any] = dict(options or {})
+    scheme, sep, _ = url.partition("://")
+    if not sep:
+        return create_backend(url, **kwargs)
+    name = _SCHEMES.get(scheme.lower(), scheme.lower())
+    return create_backend(name, dsn=url, **kwargs)
+
+
+def parse_options(pairs: list[str] | None) -> dict[str, str]:
+    """``--backend-option KEY=VALUE`` values as a dict; :class:`ValueError` names a bad one."""
+    options: dict[str, str] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip().isidentifier():
+            msg = f"--backend-option takes KEY=VALUE (e.g. schema=tenant1), got {pair!r}."
+            raise ValueError(msg)
+        options[key.strip()] = value
+    return options
+
+
+def backend_label(url: str, backend: Backend) -> str:
+    """What the page may show of the backend: the SQLite file, or host/port/database —
+    never a user name, password or query string."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return backend.name
+    if scheme.lower() == "sqlite":
+        path = rest[1:] if rest.startswith("/") else rest
+        return os.path.basename(path) or ":memory:"
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or "localhost"
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return backend.name
+    return f"{host}{port}{parts.path}"
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """The opened file's compiled graph as last imported, or why there is none."""
+
+    graph: CompiledGraph[Any] | None
+    error: str | None
+    stamp: tuple[int, int] | None
+    #: the module variable that holds it (what ``--graph`` names)
+    name: str | None = None
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
+
+
+def _same_file(origin: str, path: Path) -> bool:
+    try:
+        return os.path.samefile(origin, path)
+    except OSError:
+        return False
+
+
+def _error_text(exc: BaseException, path: Path) -> str:
+    """The exception with the file's own line that raised it (the last frame in it)."""
+    where = ""
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename == str(path):
+            where = f" (line {frame.lineno}: {(frame.line or '').strip()})"
+            break
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+class GraphSource:
+    """Imports the opened file and picks its compiled graph; thread-safe."""
+
+    def __init__(self, path: Path, name: str | None = None) -> None:
+        self.path = Path(os.path.abspath(path))
+        self.name = name
+        self._lock = threading.Lock()
+        self._loaded: Loaded | None = None
+        self.module_name: str | None = None
+
+    def get(self) -> Loaded:
+        """The graph, re-importing the file if it changed since the last import."""
+        with self._lock:
+            stamp = _stat(self.path)
+            if self._loaded is None or self._loaded.stamp != stamp:
+                self._loaded = self._load(stamp)
+            return self._loaded
+
+    def _name(self) -> str:
+        """The module name to import the file under: its own (``runs.py`` → ``runs``), as
+        the process that wrote the checkpoints most likely imported it — so the types its
+        values were tagged with (``runs.Order``) resolve to this very module — unless that
+        name is taken by another module; then a private one."""
+        stem = self.path.stem
+        if stem.isidentifier() and not keyword.iskeyword(stem):
+            loaded = sys.modules.get(stem)
+            origin = getattr(loaded, "__file__", None) if loaded is not None else None
+            if loaded is None:
+                try:
+                    spec = importlib.util.find_spec(stem)
+                except (ImportError, ValueError):
+                    spec = None
+                origin = spec.origin if spec is not None else None
+            if origin is not None and _same_file(origin, self.path):
+                return stem
+        digest = hashlib.blake2b(str(self.path).encode(), digest_size=6).hexdigest()
+        return f"_tensorsketch_studio_{stem}_{digest}"
+
+    def _load(self, stamp: tuple[int, int] | None) -> Loaded:
+        folder = str(self.path.parent)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)  # the file imports its siblings as when run
+        if self.module_name is None:
+            self.module_name = self._name()
+        try:
+            module = self._import()
+        except BaseException as exc:  # user code: anything, including SystemExit
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            if self.module_name is not None:
+                sys.modules.pop(self.module_name, None)
+            return Loaded(None, _error_text(exc, self.path), stamp)
+        try:
+            name, graph = self._pick(module)
+        except LookupError as exc:
+            return Loaded(None, str(exc.args[0]), stamp, self.name)
+        return Loaded(graph, None, stamp, name)
+
+    def _import(self) -> ModuleType:
+        assert self.module_name is not None
+        spec = importlib.util.spec_from_file_location(self.module_name, self.path)
+        if spec is None or spec.loader is None:
+            msg = f"{self.path} cannot be imported as a Python module."
+            raise ImportError(msg)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[self.module_name] = module  # dataclasses and pickling look it up
+        spec.loader.exec_module(module)
+        return module
+
+    def _pick(self, module: ModuleType) -> tuple[str, CompiledGraph[Any]]:
+        found = vars(module)
+        if self.name is not None:
+            value = found.get(self.name)
+            if isinstance(value, CompiledGraph):
+                return self.name, value
+            if isinstance(value, Graph):
+                return self.name, value.compile()
+            known = sorted(k for k, v in found.items() if isinstance(v, CompiledGraph | Graph))
+            msg = (
+                f"{self.path.name} has no compiled graph named {self.name!r} after import "
+                f"(graphs found: {known or 'none'}); pass --graph with the variable that holds "
+                "graph.compile()."
+            )
+            raise LookupError(msg)
+        compiled = {k: v for k, v in found.items() if isinstance(v, CompiledGraph)}
+        unique = {id(v): k for k, v in compiled.items()}
+        if len(unique) == 1:
+            return next(iter(compiled.items()))
+        if not compiled:
+            msg = (
+                f"{self.path.name} defines no compiled graph at module level; assign "
+                "graph.compile() to a name (e.g. app = Graph(State)...compile()) so the "
+                "debugger can run it."
+            )
+        else:
+            msg = (
+                f"{self.path.name} defines several compiled graphs ({', '.join(sorted(compiled))});"
+                " start the Studio with --graph NAME to pick one."
+            )
+        raise LookupError(msg)
