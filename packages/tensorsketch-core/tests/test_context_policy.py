@@ -8,8 +8,26 @@ from typing import Any
 
 import pytest
 
-from tensorsketch import FakeProvider, InMemoryBackend, InMemoryTracer, create_agent, tool
-from tensorsketch.agents import POLICY_FAILED, ContextPolicy, estimate_tokens, trim_messages
+from tensorsketch import (
+    END,
+    START,
+    FakeProvider,
+    Graph,
+    InMemoryBackend,
+    InMemoryTracer,
+    Schema,
+    create_agent,
+    tool,
+)
+from tensorsketch.agents import (
+    POLICY_FAILED,
+    Agent,
+    Compaction,
+    ContextPolicy,
+    estimate_tokens,
+    trim_messages,
+)
+from tensorsketch.errors import GraphValidationError
 from tensorsketch.messages import Message, ToolCall, assistant, system, tool_result, user
 
 BUDGET = 1500
@@ -261,3 +279,35 @@ async def test_a_failing_summarizer_sends_the_trimmed_request_and_says_so() -> N
         assert estimate_tokens(call.messages) <= BUDGET
     spans = [s for s in tracer.spans if POLICY_FAILED in s.attributes]
     assert spans and "summarizer unreachable" in spans[0].attributes[POLICY_FAILED]
+
+
+async def test_an_agent_of_your_own_graph_keeps_its_compaction_point_in_your_state() -> None:
+    class Chat(Schema):
+        question: str = ""
+        messages: list[Message] = []
+        answer: str = ""
+
+    policy = ContextPolicy(budget_tokens=BUDGET, summarize=True, summarizer=summarizer())
+
+    def graph(state: type[Schema]) -> Any:
+        agent = Agent(
+            FakeProvider(policy=chatty),
+            [lookup],
+            name="support",
+            input_key="question",
+            output_key="answer",
+            report=False,
+            context_policy=policy,
+        )
+        return Graph(state).add(agent).edge(START, "support").edge("support", END).compile()
+
+    # Without a field for the point, compiling says which one to add.
+    with pytest.raises(GraphValidationError, match="writes `compaction`, but Chat has no field"):
+        graph(Chat)
+
+    class ChatWithPoint(Chat):
+        compaction: Compaction | None = None
+
+    app = graph(ChatWithPoint)
+    out = await app.invoke({"question": "new", "messages": long_history(60)[1:]})
+    assert out.compaction is not None and out.answer
