@@ -25,6 +25,8 @@ g.conditional("A", route, {"x": "B", "y": END})
 g.router("B", fan)
 g.loop("A", until=done)
 g.edge(*pairs)
+
+app = g.compile(interrupt_before=["B"], interrupt_after=STOPS)
 """
 
 
@@ -57,6 +59,23 @@ def test_equality_ignores_line_style_and_added() -> None:
     assert other == ir
     other.nodes[0].inputs.append(Port("extra", "int"))
     assert other != ir
+
+
+def test_breakpoints_are_read_only_data_outside_equality() -> None:
+    ir = sample()
+    # A literal list is read; a variable is not known statically (None).
+    assert (ir.interrupt_before, ir.interrupt_after) == (["B"], None)
+    data = ir.to_dict()
+    assert (data["interrupt_before"], data["interrupt_after"]) == (["B"], None)
+    again = GraphIR.from_dict(data)
+    assert (again.interrupt_before, again.interrupt_after) == (["B"], None)
+    other = ir.copy()
+    assert other.interrupt_before is not ir.interrupt_before  # copied, not shared
+    other.interrupt_before = []
+    assert other == ir  # shown read-only: not part of ==
+    # An IR posted without them (an older client) knows nothing: None, and nothing changes.
+    assert GraphIR.from_dict({"name": "g"}).interrupt_before is None
+    assert extract("g = Graph(S)\ng.add(A)\napp = g.compile()\n").interrupt_after == []
 
 
 def test_defaults_and_normalisation() -> None:
@@ -102,6 +121,8 @@ def test_helpers() -> None:
         ({"name": "g", "edges": [{"source": "A", "branch": "wat"}]}, r"edges\[0\].branch must be"),
         ({"name": "g", "edges": [{"source": 3}]}, "must be a string or null"),
         ({"name": 3}, "graph.name must be a string"),
+        ({"name": "g", "interrupt_before": "A"}, "interrupt_before must be a list of node"),
+        ({"name": "g", "interrupt_after": [1]}, "interrupt_after must be a list of node"),
     ],
 )
 def test_from_dict_says_what_is_wrong(data: object, message: str) -> None:

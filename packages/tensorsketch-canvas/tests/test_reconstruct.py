@@ -690,3 +690,74 @@ def test_a_key_added_to_a_routing_call_stays_in_that_call() -> None:
     removed = reconstruct(source, edits.remove_edge(ir, done))
     assert ".conditional('A', pick, {'b': 'B'})" in removed
     assert reconstruct(removed, ir) == source
+
+
+def with_breakpoints(source: str, arguments: str) -> str:
+    return source.replace(".compile()", f".compile({arguments})")
+
+
+@pytest.mark.parametrize("style", sorted(SOURCES))
+def test_renaming_a_node_renames_it_in_the_compile_breakpoints(style: str) -> None:
+    source = with_breakpoints(
+        SOURCES[style], "interrupt_before=['Classify', 'Tech'], interrupt_after=(\"Classify\",)"
+    )
+    ir = edits.rename_node(extract(source), "Classify", "Triage")
+    assert (ir.interrupt_before, ir.interrupt_after) == (["Triage", "Tech"], ["Triage"])
+    new = roundtrip(source, ir)
+    # Each string keeps its quotes; the rest of the call is as written.
+    assert "compile(interrupt_before=['Triage', 'Tech'], interrupt_after=(\"Triage\",))" in new
+    assert extract(new).interrupt_before == ["Triage", "Tech"]
+    back = roundtrip(new, edits.rename_node(extract(new), "Triage", "Classify"))
+    assert "interrupt_before=['Classify', 'Tech'], interrupt_after=(\"Classify\",)" in back
+
+
+@pytest.mark.parametrize("style", sorted(SOURCES))
+def test_removing_a_node_takes_it_out_of_the_compile_breakpoints(style: str) -> None:
+    source = with_breakpoints(
+        SOURCES[style],
+        '\n    interrupt_before=["Tech", "Billing"],  # stops\n'
+        '    interrupt_after=("Tech",),\n    max_concurrency=4,\n',
+    )
+    ir = edits.remove_node(extract(source), "Tech")
+    assert (ir.interrupt_before, ir.interrupt_after) == (["Billing"], [])
+    new = roundtrip(source, ir)
+    assert 'interrupt_before=["Billing"],  # stops\n' in new
+    assert "interrupt_after=()," in new and "max_concurrency=4," in new
+    new = roundtrip(new, edits.remove_node(extract(new), "Billing"))
+    assert "interrupt_before=[],  # stops" in new
+
+
+def test_a_one_name_tuple_left_after_a_removal_keeps_its_comma() -> None:
+    source = with_breakpoints(FLUENT, 'interrupt_before=("Tech", "Billing")')
+    new = roundtrip(source, edits.remove_node(extract(source), "Tech"))
+    assert 'compile(interrupt_before=("Billing",))' in new
+
+
+def test_breakpoints_the_canvas_cannot_read_are_left_as_written() -> None:
+    source = with_breakpoints(STATEMENT, "interrupt_before=STOPS")
+    assert extract(source).interrupt_before is None
+    new = roundtrip(source, edits.rename_node(extract(source), "Classify", "Triage"))
+    assert "app = g.compile(interrupt_before=STOPS)" in new
+
+
+@pytest.mark.parametrize("style", sorted(SOURCES))
+def test_a_renamed_node_keeps_its_retry_and_timeout(style: str) -> None:
+    source = SOURCES[style]
+    if style == "operator":
+        source = source.replace(
+            "classify, billing, tech = g.nodes(Classify, Billing, Tech)",
+            "g.add(Classify, retry=RetryPolicy(max_attempts=3), timeout=2.5)\n"
+            'classify = g["Classify"]\nbilling, tech = g.nodes(Billing, Tech)',
+        )
+    else:
+        source = source.replace(
+            "add(Classify)", "add(Classify, retry=RetryPolicy(max_attempts=3), timeout=2.5)"
+        )
+    ir = extract(source)
+    assert (ir.nodes[0].retry, ir.nodes[0].timeout) == ("RetryPolicy(max_attempts=3)", "2.5")
+    new = roundtrip(source, edits.rename_node(ir, "Classify", "Triage"))
+    assert 'add(Classify, name="Triage", retry=RetryPolicy(max_attempts=3), timeout=2.5)' in new
+    node = extract(new).node("Triage")
+    assert (node.retry, node.timeout) == ("RetryPolicy(max_attempts=3)", "2.5")
+    back = roundtrip(new, edits.rename_node(extract(new), "Triage", "Classify"))
+    assert "add(Classify, retry=RetryPolicy(max_attempts=3), timeout=2.5)" in back

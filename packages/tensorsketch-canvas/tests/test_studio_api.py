@@ -652,3 +652,25 @@ async def test_export(client: httpx.AsyncClient) -> None:
     r = await client.get("/api/export", params={"format": "svg"})
     assert r.headers["content-type"].startswith("image/svg+xml")
     assert r.text.startswith("<svg") and ">Classify</text>" in r.text
+
+
+async def test_breakpoints_follow_renames_and_come_back_with_an_undone_deletion(
+    client: httpx.AsyncClient, graph_file: Path
+) -> None:
+    stops = '.compile(interrupt_before=["Tech"], interrupt_after=["Classify", "Tech"])'
+    graph_file.write_text(graph_file.read_text().replace(").compile()", ")" + stops))
+    shown = (await client.get("/api/graph")).json()["graph"]
+    assert (shown["interrupt_before"], shown["interrupt_after"]) == (["Tech"], ["Classify", "Tech"])
+    r = await edit(client, "rename_node", old="Tech", new="Support")
+    assert r.status_code == 200, r.text
+    assert 'interrupt_before=["Support"], interrupt_after=["Classify", "Support"]' in (
+        graph_file.read_text()
+    )
+    assert r.json()["graph"]["interrupt_after"] == ["Classify", "Support"]
+    before = graph_file.read_text()
+    r = await edit(client, "remove_node", name="Support")
+    assert r.status_code == 200, r.text
+    assert 'interrupt_before=[], interrupt_after=["Classify"]' in graph_file.read_text()
+    r = await send(client, r.json()["inverse"])  # undo: the breakpoints are back too
+    assert r.status_code == 200, r.text
+    assert graph_file.read_text() == before

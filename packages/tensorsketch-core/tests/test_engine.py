@@ -154,7 +154,7 @@ async def test_invoke_accepts_state_instance_and_rejects_bad_input() -> None:
         await app.invoke({"qeury": "x"})
     with pytest.raises(ValueError, match="'query': Input should be a valid string"):
         await app.invoke({"query": 42})
-    with pytest.raises(TypeError, match="must be a dict of state fields"):
+    with pytest.raises(TypeError, match=r"invoke\(\) takes a dict of Support fields"):
         await app.invoke(["query"])  # type: ignore[arg-type]
 
 

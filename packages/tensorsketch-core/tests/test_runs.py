@@ -29,6 +29,7 @@ from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
 from tensorsketch.testing.runs import (
     REFUNDS,
+    breakpoint_graph,
     hang_graph,
     listen_graph,
     one_node_graph,
@@ -558,3 +559,46 @@ async def test_cancel_from_another_runner_stops_the_owner_at_its_next_renewal(
         await asyncio.sleep(0.05)
     assert owner.in_flight == 0  # the owner saw it at its next lease renewal and stopped
     assert (await owner.get(record.run_id)).status == "cancelled"
+
+
+async def test_a_run_at_a_static_breakpoint_says_where_and_resume_continues_it(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    runner = runner_for(breakpoint_graph())
+    record = await runner.submit({"n": 7})
+    first = await runner.await_run(record.run_id, timeout=30)
+    assert first.status == "suspended" and first.waiting_for == "breakpoint"
+    assert [(i["kind"], i["node"], i["value"]) for i in first.interrupts] == [
+        ("breakpoint", "Draft", {"when": "after", "nodes": ["Draft"]})
+    ]
+    assert first.output["out"] == "draft 7"  # Review has not run
+    assert (await runner.health())["suspended"].get("breakpoint", 0) >= 1
+    with pytest.raises(RunConflictError, match="only a run waiting for approval"):
+        await runner.approve(record.run_id, {first.interrupts[0]["id"]: True})
+    await runner.resume(record.run_id)
+    second = await runner.await_run(record.run_id, timeout=30)
+    assert second.status == "suspended" and second.waiting_for == "breakpoint"
+    assert second.interrupts[0]["value"] == {"when": "before", "nodes": ["Publish"]}
+    assert second.interrupts[0]["node"] == "Publish"
+    assert second.output["out"] == "draft 7 reviewed"
+    assert second.decisions == {}  # the passed breakpoint's mark is spent
+    await runner.resume(record.run_id)
+    done = await runner.await_run(record.run_id, timeout=30)
+    assert done.status == "succeeded"
+    assert done.output["out"] == "draft 7 reviewed published"
+    assert done.attempts == 3
+    with pytest.raises(RunConflictError, match="only a run stopped at a breakpoint"):
+        await runner.resume(record.run_id)
+
+
+async def test_resume_refuses_a_run_waiting_for_something_else(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    REFUNDS.clear()
+    runner = runner_for(refund_agent())
+    record = await runner.submit({"query": "C-3"})
+    waiting = await runner.await_run(record.run_id, timeout=30)
+    with pytest.raises(RunConflictError, match=r"waiting for approval.*approve\(\) it instead"):
+        await runner.resume(record.run_id)
+    assert (await runner.get(record.run_id)).version == waiting.version
+    assert REFUNDS == []

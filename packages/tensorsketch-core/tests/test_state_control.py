@@ -8,6 +8,7 @@ each says which one it mirrors, reduced to the behaviour TensorSketch shares.
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -295,7 +296,7 @@ async def test_update_state_teaches_on_bad_values() -> None:
         await app.aupdate_state("t", backend, {"log": 5})
     with pytest.raises(ValueError, match=r"as_node='akt'.*did you mean 'act'"):
         await app.aupdate_state("t", backend, {"plan": "x"}, as_node="akt")
-    with pytest.raises(TypeError, match="values must be a dict of Work fields"):
+    with pytest.raises(TypeError, match="update_state\\(\\) takes a dict of Work fields"):
         await app.aupdate_state("t", backend, ["plan"])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="thread_id must be a str"):
         await app.aupdate_state(7, backend, {})  # type: ignore[arg-type]
@@ -334,3 +335,102 @@ async def test_update_state_keeps_a_question_pending(backend: Backend) -> None:
     assert run_info(edited).awaiting == [key]
     done = await app.invoke(thread_id="t", backend=backend, resume={key: "yes"})
     assert done.log == ["edited: yes"]
+
+
+class Fix(Work):
+    fixed: bool = False
+
+
+class Other(Schema):
+    topic: str = ""
+
+
+def flaky_fanout(ran: list[str]) -> Any:
+    """START -> (steady, flaky) in one superstep; flaky fails until ``fixed`` is set."""
+
+    class Steady(Node):
+        class In(Schema):
+            topic: str = ""
+
+        class Out(Schema):
+            log: list[str]
+
+        async def run(self, ctx: Context, inp: Any) -> Any:
+            ran.append("steady")
+            return self.Out(log=["steady"])
+
+    class Flaky(Node):
+        class In(Schema):
+            fixed: bool = False
+
+        class Out(Schema):
+            log: list[str]
+
+        async def run(self, ctx: Context, inp: Any) -> Any:
+            ran.append("flaky")
+            if not inp.fixed:
+                raise RuntimeError("needs fixing")
+            return self.Out(log=["flaky"])
+
+    return (
+        Graph(Fix)
+        .add(Steady)
+        .add(Flaky)
+        .edge(START, "Steady")
+        .edge(START, "Flaky")
+        .edge("Steady", END)
+        .edge("Flaky", END)
+        .compile()
+    )
+
+
+async def test_update_state_on_a_failed_superstep_keeps_its_error(backend: Backend) -> None:
+    # Mirrors LangGraph's test_update_state on a thread whose task errored: the edit is the
+    # fix, the retry afterwards runs only the task that failed.
+    ran: list[str] = []
+    app = flaky_fanout(ran)
+    with pytest.raises(RuntimeError, match="needs fixing"):
+        await app.invoke({}, thread_id="t", backend=backend)
+    failed = await app.aget_state("t", backend)
+    assert failed is not None and run_info(failed).failed
+    error = run_info(failed).error
+    assert error is not None and error["node"] == "Flaky" and "needs fixing" in error["message"]
+    edited = await app.aupdate_state("t", backend, {"fixed": True})
+    # Not retried yet: still failed, with the same error, and the plan is the same superstep.
+    assert run_info(edited).failed and run_info(edited).error == error
+    assert (await app.aget_history("t", backend))[-1].next == ("Steady", "Flaky")
+    done = await app.invoke(thread_id="t", backend=backend)
+    assert run_info(done).status == "completed"
+    assert sorted(done.log) == ["flaky", "steady"]
+    assert ran == ["steady", "flaky", "flaky"]  # steady had finished: its write was kept
+
+
+async def test_update_state_as_node_moves_past_a_failed_superstep(backend: Backend) -> None:
+    ran: list[str] = []
+    app = flaky_fanout(ran)
+    with pytest.raises(RuntimeError):
+        await app.invoke({}, thread_id="t", backend=backend)
+    edited = await app.aupdate_state("t", backend, {"log": ["by hand"]}, as_node="Flaky")
+    assert run_info(edited).error is None and not run_info(edited).failed
+
+
+async def test_invoke_and_update_state_refuse_the_same_mistakes_alike() -> None:
+    backend = InMemoryBackend()
+    app = chain([])
+    await app.invoke({}, thread_id="t", backend=backend)
+    for call, where in (
+        (lambda v: app.invoke(v, thread_id="t", backend=backend), "invoke()"),
+        (lambda v: app.aupdate_state("t", backend, v), "update_state()"),
+    ):
+        with pytest.raises(ValueError) as unknown:
+            await call({"plna": "x", "log": 5})
+        assert str(unknown.value) == (
+            f"{where} got invalid values: 'plna' is not a field of Work — did you mean "
+            "'plan'?; 'log': Input should be a valid list (got 5)"
+        )
+        with pytest.raises(TypeError, match=rf"{re.escape(where)} takes a dict of Work fields"):
+            await call(["plan"])
+        with pytest.raises(
+            TypeError, match=r"got a Other instance, but this graph's state is Work"
+        ):
+            await call(Other())

@@ -19,6 +19,7 @@ from tensorsketch.runs import AsyncRunner
 from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.serve import RunMetrics, task_app
 from tensorsketch.serve._protocols import serve
+from tensorsketch.testing.runs import breakpoint_graph
 
 
 def _start(live: Any, graph: Any, *, app: dict[str, Any] | None = None, **runner: Any) -> Any:
@@ -135,6 +136,29 @@ def test_approve_over_http_accepts_only_awaited_ids(live: Any) -> None:
         assert "no run" in _error(
             client.post("/tasks/nope/approve", json={"decisions": {"a": True}}), 404
         )
+
+
+def test_a_run_at_a_breakpoint_shows_where_and_resume_continues_it(live: Any) -> None:
+    server = _start(live, breakpoint_graph())
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        task_id = client.post("/tasks", json={"input": {"n": 3}}).json()["id"]
+        stopped = _until(client, task_id, lambda r: r["status"] == "suspended")
+        assert stopped["waiting_for"] == "breakpoint"
+        assert stopped["interrupts"][0]["node"] == "Draft"
+        assert stopped["interrupts"][0]["value"] == {"when": "after", "nodes": ["Draft"]}
+        url = f"/tasks/{task_id}/resume"
+        assert client.post(url).status_code == 200
+        before = _until(
+            client,
+            task_id,
+            lambda r: r["status"] == "suspended" and r["interrupts"][0]["node"] == "Publish",
+        )
+        assert before["interrupts"][0]["value"] == {"when": "before", "nodes": ["Publish"]}
+        assert client.post(url).status_code == 200
+        done = _until(client, task_id, lambda r: r["status"] == "succeeded")
+        assert done["output"]["out"] == "draft 3 reviewed published"
+        assert "only a run stopped at a breakpoint" in _error(client.post(url), 409)
+        assert "no run" in _error(client.post("/tasks/nope/resume"), 404)
 
 
 def test_events_are_delivered_once_and_cancel_is_not_a_failure(live: Any) -> None:

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import difflib
 import json
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import pydantic
-
 from tensorsketch import threads
+from tensorsketch._state_input import state_writes
 from tensorsketch._validate import breakpoint_nodes, suggest
 from tensorsketch.durable import (
     RunJournal,
@@ -502,8 +500,9 @@ class CompiledGraph(Generic[S]):
     # -- thread administration (see tensorsketch.threads) ----------------------------------
 
     async def adelete_thread(self, thread_id: str, backend: Backend) -> None:
-        """Remove the thread's checkpoints, effect journal, events and lease; a thread
-        another process is running is refused with :class:`ThreadBusyError`."""
+        """Remove the thread's run records, checkpoints, effect journal, events and lease; a
+        thread another process is running, or one with a queued or running run, is refused
+        with :class:`ThreadBusyError` and nothing is removed."""
         _check_thread_id(thread_id)
         await threads.delete_thread(backend, thread_id)
 
@@ -623,7 +622,10 @@ class CompiledGraph(Generic[S]):
 
         The next ``invoke`` on the thread continues from there: with ``as_node``, the
         successors of ``as_node`` run next (routing reads the edited state); without it, the
-        pending plan stays, and a run stopped at a breakpoint or interrupt still is.
+        pending plan stays, and a run stopped at a breakpoint or interrupt still is. An edit
+        of a failed superstep's checkpoint without ``as_node`` keeps the error (the thread
+        stays ``failed`` until invoking it retries the superstep, and the retry runs only the
+        tasks that had not finished); ``as_node`` moves past that superstep and clears it.
         Takes the thread's lease, so it refuses (``ThreadBusyError``) while a run holds it.
         """
         self._check_durable_args(thread_id, backend)
@@ -654,6 +656,12 @@ class CompiledGraph(Generic[S]):
                 tasks = run.tasks_from_plan(opened.restored.plan)
                 if run.restored_interrupts:  # still waiting on the same things
                     meta["interrupts"] = [p.to_dict() for p in run.restored_interrupts]
+                if opened.restored.error is not None:
+                    # Still the failed superstep, not yet retried: keep why it failed (what
+                    # get_state reports) and its planning id, so the retry after the edit
+                    # still runs only the tasks that did not finish.
+                    meta["error"] = opened.restored.error
+                    meta["retry_of"] = opened.restored.plan_id
             else:
                 tasks = run.entry_tasks()
             await run.save_checkpoint(
@@ -682,41 +690,8 @@ class CompiledGraph(Generic[S]):
 
     def _update_writes(self, values: object) -> dict[str, Any]:
         """``update_state``'s values, each validated as its state field."""
-        schema = self._spec.state_schema
-        if isinstance(values, Schema):
-            if not isinstance(values, schema):
-                msg = (
-                    f"update_state() got a {type(values).__name__}, but this graph's state is "
-                    f"{schema.__name__}; pass a dict of its fields or a {schema.__name__}."
-                )
-                raise TypeError(msg)
-            raw = {k: getattr(values, k) for k in values.model_fields_set}
-        elif isinstance(values, Mapping):
-            raw = dict(values)
-        else:
-            msg = (
-                f"update_state() values must be a dict of {schema.__name__} fields, got "
-                f"{type(values).__name__}; e.g. update_state(thread_id, backend, {{'plan': ...}})."
-            )
-            raise TypeError(msg)
-        fields = list(schema.model_fields)
-        writes: dict[str, Any] = {}
-        errors: list[str] = []
-        for key, value in raw.items():
-            if key not in self._spec.field_set:
-                close = difflib.get_close_matches(str(key), fields, n=1)
-                hint = f" — did you mean {close[0]!r}?" if close else f" (fields: {fields})"
-                errors.append(f"{key!r} is not a field of {schema.__name__}{hint}")
-                continue
-            try:
-                writes[key] = self._spec.adapter(key).validate_python(value)
-            except pydantic.ValidationError as exc:
-                first = exc.errors()[0]
-                errors.append(f"{key!r}: {first['msg']} (got {value!r:.80})")
-        if errors:
-            msg = "update_state() got invalid values: " + "; ".join(errors)
-            raise ValueError(msg)
-        return writes
+        example = "update_state(thread_id, backend, {'plan': ...})"
+        return state_writes(self._spec, values, "update_state()", example)
 
 
 async def _ancestry(backend: Backend, thread_id: str, checkpoint_id: str) -> list[StoredCheckpoint]:

@@ -834,6 +834,8 @@ class Restored:
     plan: list[tuple[str, dict[str, Any] | None]]
     #: The part-way joins (see :class:`tensorsketch.joins.JoinState`).
     joins: tuple[JoinState, ...] = ()
+    #: A failed superstep's error (``record_failure``), when the checkpoint records one.
+    error: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -1055,6 +1057,7 @@ class RunJournal:
         full snapshot unless :meth:`open` found the ladder to continue)."""
         self._ladder = None
         suspended = checkpoint.metadata.get("interrupts") or ()
+        error = checkpoint.metadata.get("error")
         return Restored(
             values=validated_values(self.spec, checkpoint),
             step=checkpoint.step,
@@ -1066,6 +1069,7 @@ class RunJournal:
             interrupts=[PendingInterrupt.from_dict(p) for p in suspended],
             plan=checkpoint.plan,
             joins=checkpoint.joins,
+            error=dict(error) if isinstance(error, dict) else None,
         )
 
     # -- checkpoints ------------------------------------------------------------------------

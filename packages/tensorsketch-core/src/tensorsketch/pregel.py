@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from tensorsketch._fastmodel import fast_constructor
+from tensorsketch._state_input import state_writes
 from tensorsketch.channels import MISSING, Channel
 from tensorsketch.constants import END
 from tensorsketch.context import Context
@@ -274,40 +275,7 @@ class Run:
         """Validate the caller's input and fold it into the channels like a node's writes."""
         if data is None:
             return {}
-        if isinstance(data, Schema):
-            if not isinstance(data, self.spec.state_schema):
-                msg = (
-                    f"invoke() got a {type(data).__name__} instance, but this graph's state is "
-                    f"{self.spec.state_schema.__name__}; pass a dict or a "
-                    f"{self.spec.state_schema.__name__}."
-                )
-                raise TypeError(msg)
-            raw = {k: getattr(data, k) for k in data.model_fields_set}
-        elif isinstance(data, Mapping):
-            raw = dict(data)
-        else:
-            msg = (
-                f"invoke() input must be a dict of state fields or a "
-                f"{self.spec.state_schema.__name__} instance, got {type(data).__name__}."
-            )
-            raise TypeError(msg)
-        fields = self.spec.state_schema.model_fields
-        writes: dict[str, Any] = {}
-        errors: list[str] = []
-        for key, value in raw.items():
-            if key not in fields:
-                close = difflib.get_close_matches(key, list(fields), n=1)
-                hint = f" — did you mean {close[0]!r}?" if close else ""
-                errors.append(f"{key!r} is not a field of {self.spec.state_schema.__name__}{hint}")
-                continue
-            try:
-                writes[key] = self.spec.adapter(key).validate_python(value)
-            except pydantic.ValidationError as exc:
-                first = exc.errors()[0]
-                errors.append(f"{key!r}: {first['msg']} (got {value!r})")
-        if errors:
-            msg = "invalid input: " + "; ".join(errors)
-            raise ValueError(msg)
+        writes = state_writes(self.spec, data, "invoke()", "invoke({'query': ...})")
         return self._fold({k: [v] for k, v in writes.items()}, {k: ["input"] for k in writes})
 
     def _fold(

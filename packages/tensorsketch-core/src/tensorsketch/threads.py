@@ -64,8 +64,16 @@ async def _holding(backend: Backend, thread_id: str, doing: str) -> AsyncIterato
 
 
 async def delete_thread(backend: Backend, thread_id: str) -> None:
-    """Remove a thread's checkpoints, effect journal, events and lease."""
+    """Remove a thread's run records, checkpoints, effect journal, events and lease.
+
+    The run records go first, and a thread with a queued or running run is refused there
+    (:class:`ThreadBusyError`) before anything is removed; a failure after them leaves a
+    thread that a second call finishes deleting.
+    """
     async with _holding(backend, thread_id, "delete"):
+        store = backend.run_store()
+        if store is not None:
+            await store.delete_thread(thread_id)
         await backend.delete_thread(thread_id)
 
 

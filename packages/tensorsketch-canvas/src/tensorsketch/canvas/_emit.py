@@ -41,6 +41,9 @@ class Emit:
     target: GraphIR
     ctx: RenderContext
     slots: Slots
+    #: Node renames (old -> new) and removals the compile calls' breakpoints follow.
+    renames: dict[str, str] = field(default_factory=dict)
+    drops: set[str] = field(default_factory=set)
     config: cst.PartialParserConfig = field(init=False)
     indent: str = field(init=False)
 
@@ -60,6 +63,8 @@ class Emit:
             self.config,
             self.indent,
             {n.name for n in self.target.nodes},
+            self.renames,
+            self.drops,
         )
         splice.run(made, top if self.model.module_level and made else None)
         rewrites: list[Rewrite] = []

@@ -93,4 +93,10 @@ def build_ir(src: ParsedSource, model: GraphModel, classes: dict[str, NodeClass]
         nodes=nodes,
         edges=[clone(e) for e in edges],
         style=model.style,
+        interrupt_before=_copy(model.breakpoints.get("interrupt_before", [])),
+        interrupt_after=_copy(model.breakpoints.get("interrupt_after", [])),
     )
+
+
+def _copy(names: list[str] | None) -> list[str] | None:
+    return None if names is None else list(names)

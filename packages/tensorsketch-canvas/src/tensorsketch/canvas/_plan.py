@@ -24,6 +24,7 @@ _IDENT = re.compile(r"[A-Za-z_]\w*")
 def plan_nodes(nodes: list[NodeIR], old: list[Item], style: Style) -> list[Fresh]:
     """The node declarations the file will hold, in the IR's order."""
     wanted = [(n.name, n.cls) for n in nodes]
+    by_name = {n.name: n for n in nodes}
     index: dict[tuple[str, str], list[Item]] = {}
     for item in old:
         index.setdefault((item.nodes[0].name, item.nodes[0].cls), []).append(item)
@@ -48,7 +49,16 @@ def plan_nodes(nodes: list[NodeIR], old: list[Item], style: Style) -> list[Fresh
             i += len(match.nodes)
             continue
         name, cls = wanted[i]
-        _declare(plan, NodeDecl(name=name, cls=cls, class_key=class_key(cls)), style)
+        node = by_name[name]
+        # A re-declared node (a rename) keeps its add(..., retry=..., timeout=...) as written.
+        decl = NodeDecl(
+            name=name,
+            cls=cls,
+            class_key=class_key(cls),
+            retry=node.retry,
+            timeout=node.timeout,
+        )
+        _declare(plan, decl, style)
         i += 1
     return plan
 
@@ -57,16 +67,17 @@ def _declare(plan: list[Fresh], decl: NodeDecl, style: Style) -> None:
     """Append a new node: operator style joins it to a preceding new ``nodes(...)`` item."""
     operator = style == "operator"
     previous = plan[-1] if plan else None
+    plain = decl.name == decl.class_key and decl.retry is None and decl.timeout is None
     if (
         operator
-        and decl.name == decl.class_key
+        and plain
         and previous is not None
         and previous.origin is None
         and previous.kind == "nodes"
     ):
         previous.nodes.append(decl)
     else:
-        kind: ItemKind = "nodes" if operator and decl.name == decl.class_key else "add"
+        kind: ItemKind = "nodes" if operator and plain else "add"
         plan.append(Fresh(kind, [decl]))
 
 

@@ -137,8 +137,23 @@ class _Writer:
         declarations = [i for i in model.items if i.kind in ("add", "nodes", "handle")]
         last_node = declarations[-1] if declarations else None
         diff(slots, model, old_edges, edge_plan, stream="edges", last_node=last_node)
-        emit = Emit(self.src, model, self.classes, target, ctx, slots)
+        renames, drops = _renamed(self.current, target)
+        emit = Emit(self.src, model, self.classes, target, ctx, slots, renames, drops)
         return emit.source(stubs, port_edits)
+
+
+def _renamed(current: GraphIR, target: GraphIR) -> tuple[dict[str, str], set[str]]:
+    """Which nodes the edit renamed (old -> new) and which it removed, for the breakpoint
+    lists of the compile calls. A rename keeps the node's place and class (``edits``), so
+    with as many nodes as before a changed name at the same place is a rename."""
+    names = {n.name for n in target.nodes}
+    renames: dict[str, str] = {}
+    if len(current.nodes) == len(target.nodes):
+        for old, new in zip(current.nodes, target.nodes, strict=True):
+            if old.name != new.name and old.cls == new.cls and old.name not in names:
+                renames[old.name] = new.name
+    drops = {n.name for n in current.nodes if n.name not in names and n.name not in renames}
+    return renames, drops
 
 
 def _verify(new_source: str, target: GraphIR) -> WriteBack:
@@ -146,7 +161,13 @@ def _verify(new_source: str, target: GraphIR) -> WriteBack:
     models = find_graphs(parsed)
     classes = find_node_classes(parsed)
     result = build_ir(parsed, select(models, target.name), classes)
-    if result != target:
+    if result != target or any(
+        wanted is not None and wanted != got
+        for wanted, got in (
+            (target.interrupt_before, result.interrupt_before),
+            (target.interrupt_after, result.interrupt_after),
+        )
+    ):
         msg = (
             f"write-back of graph {target.name!r} would not round-trip (the re-read graph differs "
             "from the edited IR), so the file was left unchanged; this is a bug in the canvas "

@@ -98,9 +98,14 @@ def snake_name(name: str) -> str:
 
 
 def _add_call(decl: NodeDecl, ctx: RenderContext) -> str:
-    if decl.name == decl.class_key:
-        return f"add({decl.cls})"
-    return f"add({decl.cls}, name={ctx.string(decl.name)})"
+    args = [decl.cls]
+    if decl.name != decl.class_key:
+        args.append(f"name={ctx.string(decl.name)}")
+    if decl.retry is not None:
+        args.append(f"retry={decl.retry}")
+    if decl.timeout is not None:
+        args.append(f"timeout={decl.timeout}")
+    return f"add({', '.join(args)})"
 
 
 def _mapping(edges: list[EdgeIR], ctx: RenderContext) -> str:

@@ -8,11 +8,13 @@ too long for libcst, see ``_source``) is re-rendered as text and substituted whe
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import libcst as cst
 
+from tensorsketch.canvas._breakpoints import rewrite_breakpoints
 from tensorsketch.canvas._diff import Slots
 from tensorsketch.canvas._render import (
     ChainUnit,
@@ -22,6 +24,7 @@ from tensorsketch.canvas._render import (
     render_chain,
     statements,
 )
+from tensorsketch.canvas._source import Link
 from tensorsketch.canvas._wiring import Container, GraphModel, Item
 
 __all__ = ["Entry", "Splice", "rebuild"]
@@ -45,6 +48,10 @@ class Splice:
     config: cst.PartialParserConfig
     indent: str
     node_names: set[str]
+    #: Breakpoint fixes for the graph's compile calls: renamed nodes (old -> new) and
+    #: removed ones (see ``_breakpoints``).
+    renames: dict[str, str] = field(default_factory=dict)
+    drops: set[str] = field(default_factory=set)
     entries: list[Entry] = field(default_factory=list)
     #: Masked chain key -> its re-rendered text (see ``ParsedSource.unmask``).
     replacements: dict[str, str] = field(default_factory=dict)
@@ -66,11 +73,36 @@ class Splice:
             if container is not None:
                 self._container(container, index)
             elif self._keeps(items):
-                self.entries.append((index, None, None))
+                fix = self._fix_compile if index in model.compile_stmts else None
+                self.entries.append((index, None, fix))
             if index == model.creation_index:
                 self._add_new(slots.after_creation)
             for item in items:
                 self._add_new(slots.after.get(id(item), []))
+
+    def _fix_compile(self, stmt: cst.BaseStatement) -> cst.BaseStatement:
+        """``app = g.compile(...)`` with its breakpoint lists following renames/removals."""
+        result = rewrite_breakpoints(stmt, self.renames, self.drops)
+        assert isinstance(result, cst.BaseStatement)
+        return result
+
+    def _compile_link(self, container: Container) -> tuple[Link | None, bool]:
+        """The chain's ``.compile(...)`` link with its breakpoints fixed, and whether that
+        changed it."""
+        link = container.compile_link
+        if link is None or not (self.renames or self.drops):
+            return link, False
+        fixed = rewrite_breakpoints(link.call, self.renames, self.drops)
+        blank = cst.Module(body=[])
+        before, after = blank.code_for_node(link.call), blank.code_for_node(fixed)
+        # ``call`` is ``body`` parsed after a ``_`` (and maybe parenthesized): cut the same
+        # wrapping off the fixed code.
+        head, found, tail = before.partition(link.body)
+        if before == after or not found or not after.startswith(head) or not after.endswith(tail):
+            return link, False
+        assert isinstance(fixed, cst.Call)
+        body = after[len(head) : len(after) - len(tail)]
+        return dataclasses.replace(link, body=body, call=fixed), True
 
     def _keeps(self, items: list[Item]) -> bool:
         """Whether a statement of plain items stays: none deleted, no handle to a gone node."""
@@ -113,7 +145,7 @@ class Splice:
         """A chain statement: kept, dropped (every link gone) or re-rendered."""
         units: list[ChainUnit] = []
         late: list[Fresh] = []
-        changed = False
+        compile_link, changed = self._compile_link(container)
         for piece in self._chain_pieces(container):
             if isinstance(piece, Fresh):
                 changed = True
@@ -126,7 +158,7 @@ class Splice:
         if not changed:
             self.entries.append((index, None, None))
         elif units or container.creation:
-            self._rewrite_chain(container, index, units)
+            self._rewrite_chain(container, index, units, compile_link)
         # else: every link of this statement chain is gone: drop the statement
         self._add_new(late)
 
@@ -159,8 +191,14 @@ class Splice:
         for number, body_text in enumerate(link_bodies(fresh, self.ctx)):
             units.append(ChainUnit(body_text, link if number == 0 else None))
 
-    def _rewrite_chain(self, container: Container, index: int, units: list[ChainUnit]) -> None:
-        text = render_chain(container.chain, units, container.compile_link, self.indent)
+    def _rewrite_chain(
+        self,
+        container: Container,
+        index: int,
+        units: list[ChainUnit],
+        compile_link: Link | None,
+    ) -> None:
+        text = render_chain(container.chain, units, compile_link, self.indent)
         if container.chain.key:
             self.replacements[container.chain.key] = text
             self.entries.append((index, None, None))

@@ -18,6 +18,7 @@ from typing import Literal
 
 import libcst as cst
 
+from tensorsketch.canvas._breakpoints import read_breakpoints
 from tensorsketch.canvas._classes import string_value
 from tensorsketch.canvas._source import Chain, Link, ParsedSource, deep_recursion
 from tensorsketch.canvas._stmts import walk_statements
@@ -123,6 +124,11 @@ class GraphModel:
     quote: str
     module_level: bool
     path: tuple[cst.CSTNode, ...] = ()
+    #: Statements after the builder that compile it (``app = g.compile(...)``), by index.
+    compile_stmts: list[int] = field(default_factory=list)
+    #: ``interrupt_before`` / ``interrupt_after`` of the first compile call (see
+    #: ``_breakpoints.read_breakpoints``).
+    breakpoints: dict[str, list[str] | None] = field(default_factory=dict)
 
 
 # -- small readers ---------------------------------------------------------------------------
@@ -626,6 +632,7 @@ def _read_graph(
             state = src.code(bound["state"])
 
     names = [target] if target else [f"graph_{chain.line}"]
+    compiles: list[tuple[int, cst.Call]] = []
     body = suite.body
     if var is not None:
         for i in range(index + 1, len(body)):
@@ -649,6 +656,7 @@ def _read_graph(
                 ):
                     if assigned[0] not in names:
                         names.append(assigned[0])
+                    compiles.append((i, vcalls[0]))
                     continue
             item_count = len(items)
             handled = _statement(walk, i, stmt, small, items, containers)
@@ -685,6 +693,12 @@ def _read_graph(
         style=style,
         quote=walk.quote or '"',
         module_level=isinstance(suite, cst.Module),
+        compile_stmts=[i for i, _ in compiles],
+        breakpoints=read_breakpoints(
+            creation.compile_link.call
+            if creation.compile_link is not None
+            else (compiles[0][1] if compiles else None)
+        ),
     )
 
 

@@ -10,7 +10,7 @@ created as a typed hole, ports change only on holes.
 from __future__ import annotations
 
 import keyword
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from tensorsketch.canvas.exceptions import IRError
 from tensorsketch.canvas.ir import END, START, EdgeIR, GraphIR, NodeIR, Port
@@ -80,10 +80,12 @@ def remove_edge(ir: GraphIR, index: int) -> GraphIR:
 
 
 def remove_node(ir: GraphIR, name: str) -> GraphIR:
-    """Remove a node and every edge touching it (its class stays in the code)."""
+    """Remove a node and every edge touching it (its class stays in the code), and take it
+    out of the graph's ``interrupt_before`` / ``interrupt_after`` lists."""
     _known(ir, name, pseudo=False)
     new = ir.copy()
     new.nodes = [n for n in new.nodes if n.name != name]
+    _breakpoints(new, lambda n: None if n == name else n)
     loops = {
         (e.source, e.path) for e in new.edges if e.branch == "loop" and name in (e.source, e.target)
     }
@@ -102,7 +104,8 @@ def remove_node(ir: GraphIR, name: str) -> GraphIR:
 
 
 def rename_node(ir: GraphIR, old: str, new_name: str) -> GraphIR:
-    """Rename a node in the graph: its ``add(..., name=...)`` alias and every edge using it.
+    """Rename a node in the graph: its ``add(..., name=...)`` alias, every edge using it and
+    its entries in ``compile(interrupt_before=..., interrupt_after=...)``.
 
     The class keeps its name (renaming code is an editor's job) — unless the node was just
     created on the canvas as a hole named after its class, which has no code yet: then the
@@ -132,7 +135,16 @@ def rename_node(ir: GraphIR, old: str, new_name: str) -> GraphIR:
             edge.target = new_name
         if edge.sources is not None and old in edge.sources:
             edge.sources = [new_name if n == old else n for n in edge.sources]
+    _breakpoints(new, lambda n: new_name if n == old else n)
     return new
+
+
+def _breakpoints(ir: GraphIR, change: Callable[[str], str | None]) -> None:
+    """Apply ``change`` (a new name, or ``None`` to drop it) to the breakpoint lists."""
+    if ir.interrupt_before is not None:
+        ir.interrupt_before = [m for n in ir.interrupt_before if (m := change(n)) is not None]
+    if ir.interrupt_after is not None:
+        ir.interrupt_after = [m for n in ir.interrupt_after if (m := change(n)) is not None]
 
 
 def add_node(

@@ -246,6 +246,13 @@ class GraphIR:
     ``state`` is the state schema as written in ``Graph(...)``. ``added`` lists nodes the canvas
     created: ``reconstruct`` writes a typed stub class for each of them. ``style`` reports how the
     file writes its wiring; ``reconstruct`` always keeps the file's own style.
+
+    ``interrupt_before`` / ``interrupt_after`` are the static breakpoints of the graph's
+    (first) ``compile(...)`` call: the node names as written (``[]`` when the call has none),
+    or ``None`` when they are not a literal list of strings, or are not known (an IR built
+    without them). The canvas shows them read-only, so they do not take part in ``==``;
+    renaming a node renames it there too and removing one takes it out, in every compile call
+    of the graph.
     """
 
     name: str
@@ -254,6 +261,8 @@ class GraphIR:
     edges: list[EdgeIR] = field(default_factory=list)
     added: list[str] = field(default_factory=list, compare=False)
     style: Style = field(default="fluent", compare=False)
+    interrupt_before: list[str] | None = field(default=None, compare=False)
+    interrupt_after: list[str] | None = field(default=None, compare=False)
 
     def node(self, name: str) -> NodeIR:
         """The node called ``name``; :class:`IRError` naming the known nodes otherwise."""
@@ -289,6 +298,10 @@ class GraphIR:
                 copied.sources = list(edge.sources)
             new.edges.append(copied)
         new.added = list(self.added)
+        if self.interrupt_before is not None:
+            new.interrupt_before = list(self.interrupt_before)
+        if self.interrupt_after is not None:
+            new.interrupt_after = list(self.interrupt_after)
         return new
 
     def to_dict(self) -> dict[str, Any]:
@@ -300,6 +313,8 @@ class GraphIR:
             "nodes": [n.to_dict() for n in self.nodes],
             "edges": [e.to_dict() for e in self.edges],
             "added": list(self.added),
+            "interrupt_before": _names_or_none(self.interrupt_before),
+            "interrupt_after": _names_or_none(self.interrupt_after),
         }
 
     @classmethod
@@ -310,7 +325,15 @@ class GraphIR:
             data,
             where,
             required=("name",),
-            optional=("state", "style", "nodes", "edges", "added"),
+            optional=(
+                "state",
+                "style",
+                "nodes",
+                "edges",
+                "added",
+                "interrupt_before",
+                "interrupt_after",
+            ),
         )
         style = obj.get("style", "fluent")
         if style not in _STYLES:
@@ -333,12 +356,15 @@ class GraphIR:
             edges=[EdgeIR.from_dict(e, f"graph.edges[{i}]") for i, e in enumerate(edges)],
             added=list(added),
             style=cast(Style, style),
+            interrupt_before=_opt_names(obj, "interrupt_before", where),
+            interrupt_after=_opt_names(obj, "interrupt_after", where),
         )
 
     @staticmethod
     def json_schema() -> dict[str, Any]:
         """The JSON Schema (draft 2020-12) of :meth:`to_dict` output."""
         nullable_str = {"type": ["string", "null"]}
+        names = {"type": ["array", "null"], "items": {"type": "string"}}
         port = {
             "type": "object",
             "properties": {"name": {"type": "string"}, "type": {"type": "string"}},
@@ -388,6 +414,8 @@ class GraphIR:
                 "nodes": {"type": "array", "items": {"$ref": "#/$defs/node"}},
                 "edges": {"type": "array", "items": {"$ref": "#/$defs/edge"}},
                 "added": {"type": "array", "items": {"type": "string"}},
+                "interrupt_before": names,
+                "interrupt_after": names,
             },
             "required": ["name"],
             "additionalProperties": False,
@@ -414,6 +442,10 @@ def _object(
         msg = f"{where} has unknown keys {unknown!r}; allowed keys are {allowed}."
         raise IRError(msg)
     return data
+
+
+def _names_or_none(names: list[str] | None) -> list[str] | None:
+    return None if names is None else list(names)
 
 
 def _str(obj: dict[str, Any], key: str, where: str) -> str:

@@ -6,7 +6,8 @@
 - :class:`Llm` (``llm``) — one model call as a node, with structured-output repair.
 - ``turn`` — the model turn (middleware, fallbacks, the schema check) and the one
   structured-output repair loop ``Llm`` and ``generate_structured`` share.
-- ``context`` — :class:`ContextPolicy`: requests kept under a token budget.
+- ``context`` — :class:`ContextPolicy`: requests kept under a token budget (and the
+  :class:`Compaction` point a summary leaves in the state).
 - ``options`` — :class:`AgentOptions`, the options ``Agent`` and ``create_agent`` share.
 
 Import the public names from here (or from ``tensorsketch``); the submodules are internal.
@@ -14,7 +15,13 @@ Import the public names from here (or from ``tensorsketch``); the submodules are
 
 from __future__ import annotations
 
-from tensorsketch.agents.context import ContextPolicy, estimate_tokens, trim_messages
+from tensorsketch.agents.context import (
+    POLICY_FAILED,
+    Compaction,
+    ContextPolicy,
+    estimate_tokens,
+    trim_messages,
+)
 from tensorsketch.agents.factory import create_agent
 from tensorsketch.agents.llm import Llm
 from tensorsketch.agents.loop import Agent
@@ -22,10 +29,12 @@ from tensorsketch.agents.options import AgentOptions
 from tensorsketch.agents.state import AgentState, AgentStatus
 
 __all__ = [
+    "POLICY_FAILED",
     "Agent",
     "AgentOptions",
     "AgentState",
     "AgentStatus",
+    "Compaction",
     "ContextPolicy",
     "Llm",
     "create_agent",
@@ -37,6 +46,6 @@ __all__ = [
 # pickles and reprs keep naming ``tensorsketch.agents``, so data written by either version
 # loads in the other. (``AgentState``'s annotations are real objects, not strings, so
 # ``typing.get_type_hints`` does not depend on its module.)
-for _obj in (Agent, AgentState, Llm, create_agent):
+for _obj in (Agent, AgentState, Compaction, Llm, create_agent):
     _obj.__module__ = __name__
 del _obj

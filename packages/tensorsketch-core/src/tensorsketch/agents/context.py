@@ -9,21 +9,44 @@ always stay. With ``summarize=True`` the dropped prefix is first replaced by a s
 model call writes. The call is journaled under the model step's key, so a resumed run replays
 the summary instead of asking again. It is traced like any model call and charged to the
 run's budget, and its size counts against ``budget_tokens``.
+
+A summary is kept as a :class:`Compaction` point (the summary and how many transcript
+messages it stands for) in the agent's state, so it is checkpointed with the transcript:
+later calls, later turns and a resumed run send the summary in place of the prefix it covers
+and write no new one until that request is over budget again. A new summary extends the
+previous one and cuts the request to ``compact_to`` of the budget, which leaves room for the
+next turns (hysteresis: a long conversation is summarized every few turns, not every call).
+A summarizer that fails degrades the request instead of failing the turn: the trimmed
+transcript (behind the last good summary) goes out, and a ``context.policy_failed`` event
+says why.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tensorsketch.messages import Message, system, user
 from tensorsketch.provider import ChatProvider
+from tensorsketch.schema import Schema
 
-__all__ = ["ContextPolicy", "TokenEstimate", "estimate_tokens", "trim_messages"]
+__all__ = [
+    "POLICY_FAILED",
+    "Compaction",
+    "ContextPolicy",
+    "TokenEstimate",
+    "estimate_tokens",
+    "trim_messages",
+]
 
 #: ``estimate(messages) -> tokens``: what a request of these messages costs.
 TokenEstimate = Callable[[Sequence[Message]], int]
+
+#: The stream event (and agent span attribute) that says a summary failed and the request
+#: went out trimmed instead.
+POLICY_FAILED = "context.policy_failed"
 
 #: Tokens a message costs beyond its text (role and framing), in the fallback estimate.
 MESSAGE_OVERHEAD = 4
@@ -61,6 +84,8 @@ class ContextPolicy:
     :param summary_tokens: room kept in the budget for the summary, and its ``max_tokens``.
     :param estimate: ``estimate(messages) -> tokens`` (default :func:`estimate_tokens` with
         the agent's provider).
+    :param compact_to: when a summary is written, the request is cut to this fraction of
+        ``budget_tokens`` (0 < x <= 1), so the next calls have room before another summary.
     """
 
     budget_tokens: int
@@ -68,6 +93,7 @@ class ContextPolicy:
     summarizer: ChatProvider | None = None
     summary_tokens: int = 256
     estimate: TokenEstimate | None = None
+    compact_to: float = 0.6
 
     def __post_init__(self) -> None:
         if type(self.budget_tokens) is not int or self.budget_tokens < 1:
@@ -85,6 +111,28 @@ class ContextPolicy:
         if self.summarizer is not None and not isinstance(self.summarizer, ChatProvider):
             msg = f"ContextPolicy(summarizer=...) must be a ChatProvider, got {self.summarizer!r}."
             raise TypeError(msg)
+        fraction = self.compact_to
+        if (
+            isinstance(fraction, bool)
+            or not isinstance(fraction, int | float)
+            or not 0 < fraction <= 1
+        ):
+            msg = (
+                "ContextPolicy(compact_to=...) must be a fraction of budget_tokens above 0 and "
+                f"at most 1 (e.g. 0.6), got {fraction!r}."
+            )
+            raise ValueError(msg)
+
+
+class Compaction(Schema):
+    """A compaction point: ``summary`` stands for the transcript's messages from the end of
+    its leading system messages up to ``covers`` (an index into the transcript, at an
+    exchange boundary); ``digest`` fingerprints them, so an edited or forked transcript that
+    no longer matches is summarized afresh instead of getting a wrong summary."""
+
+    summary: str
+    covers: int
+    digest: str
 
 
 def _exchanges(messages: Sequence[Message]) -> list[list[Message]]:
@@ -141,9 +189,56 @@ def render(messages: Sequence[Message]) -> str:
     return "\n".join(lines)
 
 
-def summary_request(dropped: Sequence[Message]) -> list[Message]:
-    """The summarizer's request for a dropped prefix."""
-    return [system(SUMMARY_INSTRUCTIONS), user(render(dropped))]
+def summary_request(dropped: Sequence[Message], previous: str | None = None) -> list[Message]:
+    """The summarizer's request for a dropped prefix (extending ``previous``, the summary of
+    what came before it)."""
+    text = render(dropped)
+    if previous:
+        text = f"Summary so far:\n{previous}\n\nThe conversation after it:\n{text}"
+    return [system(SUMMARY_INSTRUCTIONS), user(text)]
+
+
+def head_size(messages: Sequence[Message]) -> int:
+    """How many leading system messages ``messages`` has (they are always sent)."""
+    head = 0
+    while head < len(messages) and messages[head].role == "system":
+        head += 1
+    return head
+
+
+def digest(messages: Sequence[Message]) -> str:
+    """A fingerprint of the messages a compaction point covers."""
+    return hashlib.sha256(render(messages).encode()).hexdigest()[:32]
+
+
+def still_covers(transcript: Sequence[Message], point: Compaction) -> bool:
+    """Whether ``point`` still describes ``transcript``'s prefix (same messages, same cut)."""
+    head = head_size(transcript)
+    if not head <= point.covers <= len(transcript):
+        return False
+    if point.covers < len(transcript) and transcript[point.covers].role == "tool":
+        return False
+    return digest(transcript[head : point.covers]) == point.digest
+
+
+def prefix_cut(
+    messages: Sequence[Message], budget: int, estimate: TokenEstimate, *, reserve: int = 0
+) -> int:
+    """How many of ``messages`` (a transcript tail without system messages) to summarize so
+    the rest plus ``reserve`` fits ``budget``: whole exchanges from the oldest, stopping
+    before the latest user message's exchange and the newest exchange."""
+    groups = _exchanges(messages)
+    costs = [estimate(group) for group in groups]
+    total = sum(costs) + reserve
+    last_user = max((i for i, g in enumerate(groups) if g[0].role == "user"), default=-1)
+    stop = min(i for i in (last_user, len(groups) - 1) if i >= 0) if groups else 0
+    cut = 0
+    for index in range(stop):
+        if total <= budget:
+            break
+        total -= costs[index]
+        cut += len(groups[index])
+    return cut
 
 
 def summary_message(text: str) -> Message:

@@ -12,6 +12,7 @@ continues from there.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,14 @@ from pydantic import Field
 from tensorsketch import interrupts as _interrupts
 from tensorsketch._modelcall import call_provider, cap_text
 from tensorsketch.agents.context import (
+    POLICY_FAILED,
+    Compaction,
+    TokenEstimate,
+    digest,
     estimate_tokens,
+    head_size,
+    prefix_cut,
+    still_covers,
     summary_message,
     summary_request,
     trim_messages,
@@ -31,7 +39,7 @@ from tensorsketch.agents.state import REPORT_FIELDS, AgentStatus
 from tensorsketch.agents.turn import call_model, model_turn, sub_context
 from tensorsketch.budget import Budget, budget_scope, current_budget
 from tensorsketch.context import Context
-from tensorsketch.errors import ValidationError
+from tensorsketch.errors import BackendUnavailableError, ThreadBusyError, ValidationError
 from tensorsketch.interrupts import (
     Interrupt,
     PendingInterrupt,
@@ -65,6 +73,8 @@ if TYPE_CHECKING:
     from tensorsketch.agents.options import AgentOptions
 
 __all__ = ["Agent"]
+
+log = logging.getLogger("tensorsketch.agents")
 
 
 def _last_text(messages: Sequence[Message]) -> str:
@@ -150,14 +160,16 @@ class Agent(Node):
         }
         if report:
             outputs.update(REPORT_FIELDS)
-        in_model, out_model = ports(
-            "Agent",
-            {
-                input_key: (str, ""),
-                "messages": (list[Message], Field(default_factory=list)),
-            },
-            outputs,
-        )
+        inputs: dict[str, Any] = {
+            input_key: (str, ""),
+            "messages": (list[Message], Field(default_factory=list)),
+        }
+        policy = self.context_policy
+        #: Whether the compaction point travels in the state (read and written each run).
+        self._keeps_compaction = policy is not None and policy.summarize
+        if self._keeps_compaction:
+            inputs["compaction"] = outputs["compaction"] = (Compaction | None, None)
+        in_model, out_model = ports("Agent", inputs, outputs)
         # Ports depend on the keys chosen, so they are per instance (the engine reads them).
         object.__setattr__(self, "In", in_model)
         object.__setattr__(self, "Out", out_model)
@@ -194,6 +206,7 @@ class Agent(Node):
         if node_span is not None:  # name the agent on its node span (OTel: `invoke_agent {name}`)
             node_span.set_attribute(ATTR_AGENT_NAME, self.name)
         transcript, new = self._opening(inp)
+        point: Compaction | None = getattr(inp, "compaction", None)
         budget = Budget(
             max_total_tokens=self.max_total_tokens,
             max_cost_usd=self.max_cost_usd,
@@ -212,7 +225,9 @@ class Agent(Node):
                     if exceeded is not None:
                         status, detail = "budget_exceeded", str(exceeded)
                         break
-                    outcome = await self._model_step(ctx, transcript, k, f"{base}:{k}")
+                    outcome, point = await self._model_step(
+                        ctx, transcript, k, f"{base}:{k}", point
+                    )
                     iterations = k + 1
                     completion: Completion = outcome["completion"]
                     budget.charge(completion.usage, completion.model or self.provider.model)
@@ -257,6 +272,8 @@ class Agent(Node):
                     ) from None
                 raise
         out: dict[str, Any] = {"messages": new, self.output_key: _last_text(transcript)}
+        if self._keeps_compaction:
+            out["compaction"] = point
         if self.report:
             out.update(
                 parsed=parsed,
@@ -272,12 +289,17 @@ class Agent(Node):
     # -- model calls ------------------------------------------------------------------------
 
     async def _model_step(
-        self, ctx: Context, transcript: list[Message], k: int, key: str
-    ) -> dict[str, Any]:
+        self,
+        ctx: Context,
+        transcript: list[Message],
+        k: int,
+        key: str,
+        point: Compaction | None,
+    ) -> tuple[dict[str, Any], Compaction | None]:
         mctx = sub_context(ctx, f"{k}.model")
         sent = transcript
         if self.context_policy is not None:
-            sent = await self._compacted(ctx, transcript, k, key)
+            sent, point = await self._compacted(ctx, transcript, k, key, point)
 
         async def call() -> dict[str, Any]:
             # ``model_turn`` copies the transcript into the request before anything awaits,
@@ -294,51 +316,98 @@ class Agent(Node):
             )
 
         outcome: dict[str, Any] = await ctx.effects.once(f"{key}:model", call)
-        return outcome
+        return outcome, point
+
+    def _estimate(self) -> TokenEstimate:
+        policy = self.context_policy
+        given = policy.estimate if policy is not None else None
+        if given is not None:
+            return given
+        provider = self.provider
+        return lambda messages: estimate_tokens(messages, provider)
 
     async def _compacted(
-        self, ctx: Context, transcript: list[Message], k: int, key: str
-    ) -> list[Message]:
-        """The request's messages under the context policy's budget (see ``context``)."""
+        self,
+        ctx: Context,
+        transcript: list[Message],
+        k: int,
+        key: str,
+        point: Compaction | None,
+    ) -> tuple[list[Message], Compaction | None]:
+        """The request's messages under the context policy's budget, and the compaction
+        point they were built from (see :mod:`tensorsketch.agents.context`)."""
         policy = self.context_policy
         assert policy is not None
-        given = policy.estimate
-
-        def estimate(messages: Sequence[Message]) -> int:
-            return (
-                given(messages) if given is not None else estimate_tokens(messages, self.provider)
-            )
-
+        estimate = self._estimate()
         budget = policy.budget_tokens
-        room = policy.summary_tokens if policy.summarize else 0
-        sent, dropped = trim_messages(transcript, budget, estimate, reserve=room)
-        if not dropped or not policy.summarize:
-            return sent
+        if not policy.summarize:
+            return trim_messages(transcript, budget, estimate)[0], None
+        head = head_size(transcript)
+        if point is not None and not still_covers(transcript, point):
+            point = None  # the transcript was edited or forked under it: start again
+        covered = head if point is None else point.covers
+        request = self._with_summary(transcript, head, point, covered)
+        if estimate(request) <= budget:
+            return request, point  # the fast path: the last summary (if any) still fits
+        target = int(budget * policy.compact_to) - estimate(transcript[:head])
+        cut = prefix_cut(transcript[covered:], target, estimate, reserve=policy.summary_tokens)
+        if cut == 0:  # nothing left to summarize: only this turn's own messages can go
+            return trim_messages(request, budget, estimate)[0], point
+        dropped = transcript[covered : covered + cut]
+        previous = point.summary if point is not None else None
         writer = policy.summarizer or self.provider
         sctx = sub_context(ctx, f"{k}.summary")
 
-        async def summarize() -> Completion:
-            return await call_provider(
-                sctx,
-                writer,
-                summary_request(dropped),
-                tools=None,
-                output_schema=None,
-                options={"max_tokens": policy.summary_tokens},
-            )
+        async def summarize() -> Completion | dict[str, str]:
+            try:
+                return await call_provider(
+                    sctx,
+                    writer,
+                    summary_request(dropped, previous),
+                    tools=None,
+                    output_schema=None,
+                    options={"max_tokens": policy.summary_tokens},
+                )
+            except (Interrupt, ThreadBusyError, BackendUnavailableError):
+                raise
+            except Exception as exc:  # best effort: a failed summary degrades this request
+                return {"failed": f"{type(exc).__name__}: {exc}"}
 
-        # Journaled: a resumed run replays the summary instead of asking for it again.
-        completion: Completion = await ctx.effects.once(f"{key}:summary", summarize)
+        # Journaled (the failure too): a resumed run replays it instead of asking again.
+        written: Completion | dict[str, str] = await ctx.effects.once(f"{key}:summary", summarize)
+        if isinstance(written, dict):
+            await self._policy_failed(ctx, k, written["failed"])
+            return trim_messages(request, budget, estimate)[0], point
         spent = current_budget()
         if spent is not None:
-            spent.charge(completion.usage, completion.model or writer.model)
-        note = summary_message(completion.message.text)
-        # The summary's own size counts: a longer one than the room kept drops more.
-        size = estimate([note])
-        if size > room:
-            sent, _ = trim_messages(transcript, budget, estimate, reserve=size)
-        head = next((i for i, m in enumerate(sent) if m.role != "system"), len(sent))
-        return [*sent[:head], note, *sent[head:]]
+            spent.charge(written.usage, written.model or writer.model)
+        covers = covered + cut
+        point = Compaction(
+            summary=written.message.text,
+            covers=covers,
+            digest=digest(transcript[head:covers]),
+        )
+        request = self._with_summary(transcript, head, point, covers)
+        # The summary's own size counts: a longer one than the room kept drops more of
+        # this request (the point stays where it is).
+        return trim_messages(request, budget, estimate)[0], point
+
+    @staticmethod
+    def _with_summary(
+        transcript: list[Message], head: int, point: Compaction | None, covered: int
+    ) -> list[Message]:
+        if point is None:
+            return transcript
+        return [*transcript[:head], summary_message(point.summary), *transcript[covered:]]
+
+    async def _policy_failed(self, ctx: Context, k: int, reason: str) -> None:
+        """Make a degraded request visible: a warning, an attribute on the agent's span and a
+        ``context.policy_failed`` event in the run's stream."""
+        log.warning("agent %s: the context policy's summary failed (%s)", self.name, reason)
+        span = current_span.get()
+        if span is not None:
+            span.set_attribute(POLICY_FAILED, reason)
+        await ctx.emit(POLICY_FAILED, {"agent": self.name, "iteration": k, "error": reason})
 
     # -- tool calls -------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from tensorsketch.agents.context import Compaction
 from tensorsketch.channels import Reducer
 from tensorsketch.interrupts import PendingInterrupt
 from tensorsketch.messages import Message, add_messages
@@ -35,6 +36,8 @@ class AgentState(Schema):
     :ivar usage: tokens spent by the last run of the loop, sub-agents included.
     :ivar cost_usd: its estimated cost, ``None`` when a model used is not in the price table.
     :ivar stop_detail: why a limit stopped the loop, in words.
+    :ivar compaction: where a summarizing ``context_policy`` left the requests compacted
+        (:class:`~tensorsketch.agents.Compaction`), so later turns reuse its summary.
     """
 
     query: str = ""
@@ -47,6 +50,7 @@ class AgentState(Schema):
     usage: Usage = Field(default_factory=Usage)
     cost_usd: float | None = None
     stop_detail: str = ""
+    compaction: Compaction | None = None
 
 
 #: The fields ``Agent(report=True)`` writes besides ``messages`` and the output.

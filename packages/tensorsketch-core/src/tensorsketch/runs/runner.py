@@ -126,6 +126,10 @@ def check_event(event: Mapping[str, Any]) -> dict[str, Any]:
     return checked
 
 
+#: Waiting reasons a call resumes (approve, signal, resume), as opposed to a timer.
+_DECIDED_BY_CALLS = frozenset({"approval", "input", "event", "breakpoint"})
+
+
 def _waiting_for(interrupts: Sequence[Mapping[str, Any]]) -> WaitingFor | None:
     kinds = {i.get("kind") for i in interrupts}
     if "approval" in kinds:
@@ -137,6 +141,8 @@ def _waiting_for(interrupts: Sequence[Mapping[str, Any]]) -> WaitingFor | None:
             if i.get("kind") == "interrupt"
         )
         return "event" if waits_event else "input"
+    if "breakpoint" in kinds:
+        return "breakpoint"
     if "timer" in kinds:
         return "timer"
     return None
@@ -511,7 +517,7 @@ class AsyncRunner:
         """
         checked = check_event(event)
         record = await self.get(run_id)
-        if self.event_input is None and record.waiting_for in ("timer", "approval"):
+        if self.event_input is None and record.waiting_for in ("timer", "approval", "breakpoint"):
             self._default_event_input([checked])  # fail now if the graph cannot take events
 
         def accept(current: RunRecord) -> RunRecord:
@@ -550,6 +556,42 @@ class AsyncRunner:
         assert stored is not None
         self._notify(stored)
         if stored.waiting_for in ("event", "input"):
+            self._spawn(stored.run_id)
+        return stored
+
+    async def resume(self, run_id: str) -> RunRecord:
+        """Continue a run suspended at a static breakpoint (``waiting_for="breakpoint"``:
+        ``compile(interrupt_before=[...])`` or ``interrupt_after``); it runs on from there.
+
+        A breakpoint needs no decision, so this records that it was passed and starts the
+        next segment. A run waiting for anything else is a :class:`RunConflictError` naming
+        the call that resumes it.
+        """
+        record = await self.get(run_id)
+
+        def go_on(current: RunRecord) -> RunRecord:
+            if current.status != "suspended" or current.waiting_for != "breakpoint":
+                how = {
+                    "approval": "approve() it",
+                    "input": "signal() it with the answer",
+                    "event": "signal() it",
+                    "timer": "wait for its timer",
+                }.get(current.waiting_for or "", "")
+                msg = (
+                    f"run {run_id!r} is {current.status}"
+                    + (f", waiting for {current.waiting_for}" if current.waiting_for else "")
+                    + "; resume() continues only a run stopped at a breakpoint"
+                    + (f" ({how} instead)." if how else ".")
+                )
+                raise RunConflictError(msg)
+            passed = {i["id"]: True for i in current.interrupts if i.get("kind") == "breakpoint"}
+            return current.replace(decisions={**current.decisions, **passed})
+
+        stored = await self.store.transition(record.run_id, go_on)
+        assert stored is not None
+        self._notify(stored)
+        await self.start()
+        if self._all_decided(stored):
             self._spawn(stored.run_id)
         return stored
 
@@ -718,7 +760,7 @@ class AsyncRunner:
         return record.waiting_for == "timer" and (record.wake_at or 0.0) <= now
 
     def _all_decided(self, record: RunRecord) -> bool:
-        if record.status != "suspended" or record.waiting_for not in ("approval", "input", "event"):
+        if record.status != "suspended" or record.waiting_for not in _DECIDED_BY_CALLS:
             return False
         awaited = [i["id"] for i in record.interrupts if i.get("kind") != "timer"]
         return bool(awaited) and all(a in record.decisions for a in awaited)

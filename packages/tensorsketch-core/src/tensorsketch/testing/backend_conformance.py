@@ -54,6 +54,7 @@ from tensorsketch.runtime.backends.base import (
     ThreadSummary,
 )
 from tensorsketch.runtime.backends.memory import InMemoryBackend
+from tensorsketch.runtime.backends.runs import RunRecord
 from tensorsketch.schema import Schema
 from tensorsketch.testing.order import OrderState, order_graph
 from tensorsketch.threads import alist_threads
@@ -809,6 +810,33 @@ class BackendConformance:
         await ORDER_GRAPH.invoke({"order": gone, "items": ["b"]}, thread_id=gone, backend=backend)
         assert calls(gone)["ship:b"] == 1
         await ORDER_GRAPH.adelete_thread(_thread(), backend)  # an unknown thread: a no-op
+
+    @pytest.mark.asyncio
+    async def test_delete_thread_removes_its_run_records(self, backend: Backend) -> None:
+        self._needs_thread_admin()
+        store = backend.run_store()
+        if store is None:
+            pytest.skip(f"{type(backend).__name__} has no run store")
+        thread, kept = _thread(), _thread()
+        for name in (thread, kept):
+            await ORDER_GRAPH.invoke(
+                {"order": name, "items": ["a"]}, thread_id=name, backend=backend
+            )
+        done, _ = await store.create(RunRecord(run_id=f"run-{thread}", thread_id=thread))
+        await store.transition(done.run_id, lambda r: r.replace(status="succeeded"))
+        other, _ = await store.create(RunRecord(run_id=f"run-{kept}", thread_id=kept))
+        # A queued run is work a runner is about to do: the thread is refused whole.
+        queued, _ = await store.create(RunRecord(run_id=f"run-{thread}-2", thread_id=thread))
+        with pytest.raises(ThreadBusyError, match="queued or running"):
+            await ORDER_GRAPH.adelete_thread(thread, backend)
+        assert await backend.list_checkpoints(thread)
+        assert await store.get(done.run_id) is not None
+        await store.transition(queued.run_id, lambda r: r.replace(status="cancelled"))
+        await ORDER_GRAPH.adelete_thread(thread, backend)
+        assert (await store.list(thread_id=thread)).records == []
+        assert await backend.list_checkpoints(thread) == []
+        assert await store.get(other.run_id) == other
+        await ORDER_GRAPH.invoke({"order": thread}, thread_id=thread, backend=backend)  # lease free
 
     @pytest.mark.asyncio
     async def test_delete_or_prune_refuses_a_thread_another_process_runs(

@@ -11,7 +11,8 @@ arguments reaches the same store; a second handle stands in for a second process
 
 It checks the record round trip, idempotent creation (also racing from two handles), filtered
 and paginated listing, compare-and-set writes fenced by owner, claiming orphans (never a live
-owner's run, and only one claimer wins), the due-timer index, lease renewal and counts.
+owner's run, and only one claimer wins), the due-timer index, lease renewal, counts, and
+deleting a thread's runs (refused while one is queued or running).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tensorsketch.errors import LeaseLostError
+from tensorsketch.errors import LeaseLostError, ThreadBusyError
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.runs import RunConflictError, RunRecord, RunStore, run_store
 from tensorsketch.testing.backend_conformance import BackendFactory
@@ -302,3 +303,78 @@ class RunStoreConformance:
         assert grew("suspended:approval") == 1
         assert grew("suspended:timer") == 1
         assert grew("queued") == 1
+
+    @pytest.mark.asyncio
+    async def test_delete_thread_removes_its_runs_and_their_index_entries(
+        self, backend: Backend, store: RunStore, backend_factory: BackendFactory
+    ) -> None:
+        thread = f"t-{uuid.uuid4().hex[:8]}"
+        key = f"key-{uuid.uuid4().hex}"
+        tag = {"deleted": uuid.uuid4().hex[:8]}
+        wake = 2_100_000_000.0 + uuid.uuid4().int % 1_000_000
+        done, _ = await store.create(
+            _record(thread_id=thread, status="succeeded", idempotency_key=key, labels=tag)
+        )
+        timer, _ = await store.create(
+            _record(thread_id=thread, status="suspended", waiting_for="timer", wake_at=wake)
+        )
+        await store.create(_record(thread_id=thread, status="suspended", waiting_for="approval"))
+        other, _ = await store.create(_record(status="succeeded", labels=tag))
+        before = await store.counts()
+        assert await store.delete_thread(thread) == 3
+        assert (await store.list(thread_id=thread)).records == []
+        assert await store.get(done.run_id) is None
+        assert await store.get(timer.run_id) is None
+        assert timer.run_id not in {r.run_id for r in await store.due(wake + 1, limit=1000)}
+        assert [r.run_id for r in (await store.list(labels=tag)).records] == [other.run_id]
+        after = await store.counts()
+        assert before.get("succeeded", 0) - after.get("succeeded", 0) == 1
+        assert before.get("suspended:timer", 0) - after.get("suspended:timer", 0) == 1
+        assert before.get("suspended:approval", 0) - after.get("suspended:approval", 0) == 1
+        # The idempotency key is free again: a new run takes it.
+        again, created = await store.create(_record(thread_id=thread, idempotency_key=key))
+        assert created
+        assert again.run_id != done.run_id
+        # Another handle sees the deletion; the other thread's run is untouched.
+        handle = backend_factory()
+        try:
+            second = run_store(handle)
+            assert await second.get(done.run_id) is None
+            assert await second.get(other.run_id) == other
+        finally:
+            if handle is not backend:
+                await handle.aclose()
+        assert await store.delete_thread(f"t-{uuid.uuid4().hex[:8]}") == 0  # unknown: no-op
+
+    @pytest.mark.asyncio
+    async def test_delete_thread_refuses_a_thread_with_an_active_run(self, store: RunStore) -> None:
+        thread = f"t-{uuid.uuid4().hex[:8]}"
+        finished, _ = await store.create(_record(thread_id=thread, status="failed"))
+        for status in ("queued", "running"):
+            live, _ = await store.create(
+                _record(
+                    thread_id=thread,
+                    status=status,
+                    owner="host:1:ab",
+                    lease_expires_at=time.time() + 60,
+                )
+            )
+            with pytest.raises(ThreadBusyError, match=f"{live.run_id} \\({status}\\).*[Cc]ancel"):
+                await store.delete_thread(thread)
+            assert await store.get(finished.run_id) == finished  # nothing was removed
+            assert await store.get(live.run_id) == live
+            await store.transition(live.run_id, lambda r: r.replace(status="cancelled"))
+        assert await store.delete_thread(thread) == 3
+
+    @pytest.mark.asyncio
+    async def test_the_store_delete_never_removes_an_active_run(self, store: RunStore) -> None:
+        # The unit of work itself (what a run that starts during a delete meets): active rows
+        # stay and come back as kept, the rest go.
+        thread = f"t-{uuid.uuid4().hex[:8]}"
+        idle, _ = await store.create(_record(thread_id=thread, status="suspended"))
+        live, _ = await store.create(_record(thread_id=thread, status="running", owner="x"))
+        removed, kept = await store._delete_thread(thread)
+        assert removed == 1
+        assert [r.run_id for r in kept] == [live.run_id]
+        assert await store.get(idle.run_id) is None
+        assert await store.get(live.run_id) == live

@@ -1,6 +1,7 @@
 """Small graphs for testing code built on ``AsyncRunner``: each one exercises one way a run
-stops — it hangs (cancel, timeouts), waits for an event (signals), or needs an approval
-(an agent on the fake model whose tool requires one). Offline and deterministic.
+stops — it hangs (cancel, timeouts), waits for an event (signals), needs an approval (an
+agent on the fake model whose tool requires one), or stops at static breakpoints. Offline and
+deterministic.
 """
 
 from __future__ import annotations
@@ -20,7 +21,15 @@ from tensorsketch.runs import wait_for_event
 from tensorsketch.schema import Schema
 from tensorsketch.tools import tool
 
-__all__ = ["REFUNDS", "Io", "hang_graph", "listen_graph", "one_node_graph", "refund_agent"]
+__all__ = [
+    "REFUNDS",
+    "Io",
+    "breakpoint_graph",
+    "hang_graph",
+    "listen_graph",
+    "one_node_graph",
+    "refund_agent",
+]
 
 #: Orders the refund agent's tool refunded, in order (clear it in a test's setup).
 REFUNDS: list[str] = []
@@ -76,6 +85,46 @@ def hang_graph() -> CompiledGraph[Io]:
 
 def listen_graph() -> CompiledGraph[Io]:
     return one_node_graph(Listen, "listen")
+
+
+class Draft(Node):
+    """Writes ``out = "draft <n>"``."""
+
+    class In(Schema):
+        n: int
+
+    class Out(Schema):
+        out: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        return self.Out(out=f"draft {inp.n}")
+
+
+def _appending(name: str, word: str) -> type[Node]:
+    class Append(Node):
+        class In(Schema):
+            out: str
+
+        class Out(Schema):
+            out: str
+
+        async def run(self, ctx: Context, inp: Any) -> Any:
+            return self.Out(out=f"{inp.out} {word}")
+
+    Append.__name__ = Append.__qualname__ = name
+    Append.__doc__ = f"Appends {word!r} to ``out``."
+    return Append
+
+
+def breakpoint_graph() -> CompiledGraph[Io]:
+    """``Draft -> Review -> Publish`` stopping after ``Draft`` (``out == "draft <n>"``) and
+    before ``Publish`` (``"draft <n> reviewed"``); it ends with ``"draft <n> reviewed
+    published"``."""
+    g = Graph(Io, name="publish")
+    g.add(Draft).add(_appending("Review", "reviewed")).add(_appending("Publish", "published"))
+    g.edge(START, "Draft").edge("Draft", "Review").edge("Review", "Publish")
+    g.edge("Publish", END)
+    return g.compile(interrupt_after=["Draft"], interrupt_before=["Publish"])
 
 
 @tool(requires_approval=True)

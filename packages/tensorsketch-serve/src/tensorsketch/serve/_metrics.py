@@ -230,7 +230,7 @@ class RunMetrics:
         health = await runner.health()
         for status in ("queued", "running", "suspended", "succeeded", "failed", "cancelled"):
             self.status.labels(status).set(health["runs"].get(status, 0))
-        for reason in ("approval", "timer", "input", "event"):
+        for reason in ("approval", "timer", "input", "event", "breakpoint"):
             self.suspended.labels(reason).set(health["suspended"].get(reason, 0))
         self.queue_depth.set(health["waiting_for_slot"])
         self.in_flight.set(health["in_flight"])

@@ -9,6 +9,7 @@ Routes (every answer is JSON; errors are ``{"error": {"message", "type", "param"
     GET  /tasks/{id}/events       SSE of the run's events; Last-Event-ID resumes after a seq
     POST /tasks/{id}/approve      {"decisions": {"call_1": true}}
     POST /tasks/{id}/events       {"event_id"?, "type", "payload"}
+    POST /tasks/{id}/resume       continue a run stopped at a breakpoint
     POST /tasks/{id}/cancel
     GET  /healthz                 unauthenticated; 200 also while draining
     GET  /metrics                 unauthenticated; Prometheus text (prometheus_client)
@@ -346,6 +347,10 @@ class _Api:
         record = await self._call(self.runner.signal(request.path_params["id"], body))
         return _json(_record_json(record), 202)
 
+    async def resume(self, request: Request) -> Response:
+        record = await self._call(self.runner.resume(request.path_params["id"]))
+        return _json(_record_json(record))
+
     async def cancel(self, request: Request) -> Response:
         record = await self._call(self.runner.cancel(request.path_params["id"]))
         return _json(_record_json(record))
@@ -470,6 +475,7 @@ def task_app(
         Route("/tasks/{id}/events", api.events, methods=["GET"]),
         Route("/tasks/{id}/events", api.signal, methods=["POST"]),
         Route("/tasks/{id}/approve", api.approve, methods=["POST"]),
+        Route("/tasks/{id}/resume", api.resume, methods=["POST"]),
         Route("/tasks/{id}/cancel", api.cancel, methods=["POST"]),
         Route("/healthz", api.healthz, methods=["GET"]),
         Route("/metrics", api.metrics_text, methods=["GET"]),

@@ -40,7 +40,7 @@ _TASK = {
         "kind": {"type": "string", "enum": ["run", "schedule"]},
         "waiting_for": {
             "type": ["string", "null"],
-            "enum": ["approval", "timer", "input", "event", None],
+            "enum": ["approval", "timer", "input", "event", "breakpoint", None],
         },
         "wake_at": {"type": ["number", "null"]},
         "interrupts": {"type": "array", "items": {"type": "object"}},
@@ -131,7 +131,9 @@ def openapi() -> dict[str, Any]:
         "info": {
             "title": "TensorSketch task API",
             "version": "1",
-            "description": "Durable runs of one graph: submit, follow, approve, signal, cancel.",
+            "description": (
+                "Durable runs of one graph: submit, follow, approve, signal, resume, cancel."
+            ),
         },
         "paths": {
             "/runs": {
@@ -268,6 +270,13 @@ def openapi() -> dict[str, Any]:
                         ),
                     },
                     "responses": _answers(200, 400, 401, 404, 409, 413),
+                }
+            },
+            "/tasks/{id}/resume": {
+                "post": {
+                    "summary": "Continue a run stopped at a breakpoint (waiting_for: breakpoint)",
+                    "parameters": [_ID],
+                    "responses": _answers(200, 401, 404, 409),
                 }
             },
             "/tasks/{id}/cancel": {

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from tensorsketch.errors import CheckpointDecodeError
+from tensorsketch.errors import CheckpointDecodeError, RunConflictError
 from tensorsketch.runtime.backends.runs import RUN_LAYOUT_VERSION, RunRecord, RunStore
 
 if TYPE_CHECKING:
@@ -122,6 +122,48 @@ for i = 2, #ARGV do
 end
 return out
 """
+
+# ARGV: base, thread, n, then per run: id, idempotency key ('' for none), label count,
+# labels as 'k=v'. The caller read the thread's runs just before; the script checks the thread
+# index still holds exactly those ids (else returns {-1}: read again), then removes every one
+# that is not queued or running, with its index entries. Returns {removed, kept ids...}.
+_DROP_THREAD = (
+    _INDEX
+    + """
+local b, thread, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local tkey = b .. 'thread:' .. thread
+if redis.call('ZCARD', tkey) ~= n then return {-1} end
+local runs, i = {}, 4
+for r = 1, n do
+  local id, key, nl = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  if not redis.call('ZSCORE', tkey, id) then return {-1} end
+  local labels = {}
+  for l = 1, nl do labels[l] = ARGV[i + 2 + l] end
+  runs[r] = {id, key, labels}
+  i = i + 3 + nl
+end
+local out = {0}
+for _, run in ipairs(runs) do
+  local id, k = run[1], b .. 'rec:' .. run[1]
+  local h = redis.call('HMGET', k, 'status', 'kind', 'created', 'wake', 'waiting')
+  if h[1] == 'queued' or h[1] == 'running' then
+    out[#out + 1] = id
+  else
+    if h[1] then index(b, id, h[1], h[2], h[3], h[4] or '', h[5] or '', -1) end
+    redis.call('ZREM', b .. 'all', id)
+    if h[2] then redis.call('ZREM', b .. 'kind:' .. h[2], id) end
+    redis.call('ZREM', tkey, id)
+    for _, label in ipairs(run[3]) do redis.call('ZREM', b .. 'label:' .. label, id) end
+    if run[2] ~= '' and redis.call('HGET', b .. 'keys', run[2]) == id then
+      redis.call('HDEL', b .. 'keys', run[2])
+    end
+    redis.call('DEL', k)
+    out[1] = out[1] + 1
+  end
+end
+return out
+"""
+)
 
 _BATCH = 200
 
@@ -311,6 +353,28 @@ class RedisRunStore(RunStore):
             )
             kept.update(_text(i) for i in reply)
         return kept
+
+    async def _delete_thread(self, thread_id: str) -> tuple[int, list[RunRecord]]:
+        for _attempt in range(20):
+            records: list[RunRecord] = []
+            after: tuple[float, str] | None = None
+            while True:
+                page = await self._list(None, thread_id, {}, None, after, 1000)
+                records += page
+                if len(page) < 1000:
+                    break
+                after = (page[-1].created_at, page[-1].run_id)
+            args: list[Any] = [thread_id, str(len(records))]
+            for r in records:
+                labels = [f"{k}={v}" for k, v in r.labels.items()]
+                args += [r.run_id, r.idempotency_key or "", str(len(labels)), *labels]
+            reply = await self._script("deleting a thread's runs", _DROP_THREAD, args)
+            if int(reply[0]) >= 0:
+                kept_ids = {_text(i) for i in reply[1:]}
+                kept = await self._many("deleting a thread's runs", sorted(kept_ids))
+                return int(reply[0]), kept
+        msg = f"the runs of thread {thread_id!r} kept changing while deleting them; retry."
+        raise RunConflictError(msg)
 
     async def counts(self) -> dict[str, int]:
         async with self.backend._use("counting runs") as client:

@@ -30,11 +30,15 @@ class MemoryRunStore(RunStore):
         row = self._rows.get(run_id)
         return None if row is None else RunRecord.decode(self.serializer, *row)
 
-    def _index(self, old: RunRecord | None, new: RunRecord) -> None:
-        if old is not None and old.status == "suspended" and old.wake_at is not None:
+    def _unindex(self, old: RunRecord) -> None:
+        if old.status == "suspended" and old.wake_at is not None:
             at = bisect.bisect_left(self._due, (old.wake_at, old.run_id))
             if at < len(self._due) and self._due[at] == (old.wake_at, old.run_id):
                 del self._due[at]
+
+    def _index(self, old: RunRecord | None, new: RunRecord) -> None:
+        if old is not None:
+            self._unindex(old)
         if new.status == "suspended" and new.wake_at is not None:
             bisect.insort(self._due, (new.wake_at, new.run_id))
 
@@ -120,6 +124,25 @@ class MemoryRunStore(RunStore):
                 self._rows[run_id] = (stored.encode(self.serializer), stored.version)
                 kept.add(run_id)
         return kept
+
+    async def _delete_thread(self, thread_id: str) -> tuple[int, list[RunRecord]]:
+        removed = 0
+        kept: list[RunRecord] = []
+        with self._lock:
+            for run_id in list(self._rows):
+                record = self._load(run_id)
+                if record is None or record.thread_id != thread_id:
+                    continue
+                if record.status in ACTIVE:
+                    kept.append(record)
+                    continue
+                del self._rows[run_id]
+                key = record.idempotency_key
+                if key is not None and self._keys.get(key) == run_id:
+                    del self._keys[key]
+                self._unindex(record)
+                removed += 1
+        return removed, kept
 
     async def counts(self) -> dict[str, int]:
         with self._lock:

@@ -28,7 +28,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, get_args
 
-from tensorsketch.errors import LeaseLostError, RunConflictError, RunStoreUnsupportedError
+from tensorsketch.errors import (
+    LeaseLostError,
+    RunConflictError,
+    RunStoreUnsupportedError,
+    ThreadBusyError,
+)
 
 if TYPE_CHECKING:
     from tensorsketch.runtime.backends.base import Backend
@@ -56,7 +61,7 @@ __all__ = [
 RUN_LAYOUT_VERSION: Final = 1
 
 RunStatus = Literal["queued", "running", "suspended", "succeeded", "failed", "cancelled"]
-WaitingFor = Literal["approval", "timer", "input", "event"]
+WaitingFor = Literal["approval", "timer", "input", "event", "breakpoint"]
 RunKind = Literal["run", "schedule"]
 
 STATUSES: Final[tuple[RunStatus, ...]] = get_args(RunStatus)
@@ -76,7 +81,10 @@ class RunRecord:
 
     :param status: ``queued`` → ``running`` → ``succeeded`` / ``failed`` / ``cancelled``, with
         ``suspended`` in between while it waits (``waiting_for``: ``approval``, ``timer`` until
-        ``wake_at``, ``input`` for an ``interrupt()`` question, ``event`` for a signal).
+        ``wake_at``, ``input`` for an ``interrupt()`` question, ``event`` for a signal,
+        ``breakpoint`` at a static ``interrupt_before`` / ``interrupt_after`` stop, which
+        ``AsyncRunner.resume`` continues; its interrupt's ``value`` says
+        ``{"when": "before" | "after", "nodes": [...]}``).
     :param owner: the runner process working on a ``queued`` or ``running`` run; it keeps
         ``lease_expires_at`` (Unix time) in the future while alive. A suspended or finished
         run has no owner.
@@ -335,6 +343,18 @@ class RunStore(ABC):
     async def counts(self) -> dict[str, int]:
         """Run counts by status, plus ``suspended:<reason>`` per waiting reason."""
 
+    async def _delete_thread(self, thread_id: str) -> tuple[int, builtins.list[RunRecord]]:
+        """In one unit: remove every record of ``thread_id`` that is not queued or running
+        (with its idempotency key, labels and due-index entry); return how many were removed
+        and the active records kept. Not abstract, so a store written before it existed still
+        loads; deleting a thread through such a store is refused clearly."""
+        msg = (
+            f"{type(self).__name__} cannot delete a thread's run records: it does not "
+            "implement `_delete_thread`, so `delete_thread` would leave them behind. Add it "
+            "(see tensorsketch.runtime.backends.runs.RunStore._delete_thread)."
+        )
+        raise RunStoreUnsupportedError(msg)
+
     # -- the operations the runner uses -----------------------------------------------------
 
     async def create(self, record: RunRecord) -> tuple[RunRecord, bool]:
@@ -428,6 +448,24 @@ class RunStore(ABC):
 
         return await self.transition(run_id, take)
 
+    async def delete_thread(self, thread_id: str) -> int:
+        """Remove every run record of ``thread_id`` (what ``app.delete_thread`` calls);
+        returns how many were removed.
+
+        A thread with a queued or running run is refused with :class:`ThreadBusyError`
+        before anything is removed: its runner would otherwise carry on against a record
+        that is gone. A run that becomes active while the records are being removed is
+        never removed (the store's delete skips active rows in the same unit); the call
+        then removes the rest and still raises.
+        """
+        active = await self._list(tuple(sorted(ACTIVE)), thread_id, {}, None, None, 5)
+        if active:
+            raise ThreadBusyError(_busy(thread_id, active))
+        removed, kept = await self._delete_thread(thread_id)
+        if kept:
+            raise ThreadBusyError(_busy(thread_id, kept))
+        return removed
+
     async def orphans(self, now: float, limit: int = 100) -> builtins.list[RunRecord]:
         """Active runs whose owner is gone (see :meth:`claim`), oldest first."""
         found: builtins.list[RunRecord] = []
@@ -449,6 +487,15 @@ class RunStore(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - the backend owns the connections
         """Nothing to release by default (the backend's ``aclose`` does it)."""
+
+
+def _busy(thread_id: str, active: Sequence[RunRecord]) -> str:
+    runs = ", ".join(f"{r.run_id} ({r.status})" for r in active[:5])
+    return (
+        f"cannot delete thread {thread_id!r}: it has runs that are queued or running ({runs}). "
+        "Cancel them (AsyncRunner.cancel(run_id), or POST /tasks/<id>/cancel on the task "
+        "API) or wait for them to finish, then delete the thread."
+    )
 
 
 def run_store(backend: Backend) -> RunStore:

@@ -34,6 +34,8 @@ _COLUMNS = (
     "created_at, idempotency_key, version, record"
 )
 _CHUNK = 500
+#: A row that no runner is working on (one that may be deleted with its thread).
+_IDLE = "status NOT IN ('queued', 'running')"
 
 
 def _columns(r: RunRecord, serializer: Any) -> tuple[Any, ...]:
@@ -103,6 +105,21 @@ class SqlRunStore(RunStore):
             "counts": (
                 f"SELECT status, waiting_for, COUNT(*) FROM {runs} WHERE kind = 'run' "
                 "GROUP BY status, waiting_for"
+            ),
+            # Deleting a thread's runs skips active rows by their own status, so a run that
+            # starts meanwhile is never removed (PostgreSQL re-checks a row it waited for).
+            "drop_labels": (
+                f"DELETE FROM {labels} WHERE run_id IN (SELECT run_id FROM {runs} "
+                f"WHERE thread_id = ? AND {_IDLE})"
+            ),
+            "drop_keys": (
+                f"DELETE FROM {keys} WHERE run_id IN (SELECT run_id FROM {runs} "
+                f"WHERE thread_id = ? AND {_IDLE})"
+            ),
+            "drop_runs": f"DELETE FROM {runs} WHERE thread_id = ? AND {_IDLE}",
+            "thread_active": (
+                f"SELECT version, lease_expires_at, record FROM {runs} "
+                f"WHERE thread_id = ? AND NOT ({_IDLE})"
             ),
             "version_init": b.insert_ignore(
                 b.table("schema_version"), ("component", "version"), ("component",)
@@ -281,6 +298,17 @@ class SqlRunStore(RunStore):
             results = await self._go("renewing run leases", queries, transaction=True)
             kept.update(str(row[0]) for row in results[-1])
         return kept
+
+    async def _delete_thread(self, thread_id: str) -> tuple[int, list[RunRecord]]:
+        queries = [
+            Query(self._sql["drop_labels"], (thread_id,)),
+            Query(self._sql["drop_keys"], (thread_id,)),
+            Query(self._sql["drop_runs"], (thread_id,), fetch="rowcount"),
+            Query(self._sql["thread_active"], (thread_id,), fetch="all"),
+        ]
+        results = await self._go("deleting a thread's runs", queries, transaction=True)
+        kept = [r for r in map(self._decode, results[3]) if r is not None]
+        return int(results[2]), kept
 
     async def counts(self) -> dict[str, int]:
         q = Query(self._sql["counts"], (), fetch="all")
