@@ -243,6 +243,55 @@ async def test_a_shipped_superstep_is_one_span_under_the_run() -> None:
     ]
 
 
+class Busy(Node):
+    """Counts how many instances are inside their body at once."""
+
+    class In(Schema):
+        item: int
+
+    class Out(Schema):
+        out: list[int]
+
+    inside = 0
+    most = 0
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        Busy.inside += 1
+        Busy.most = max(Busy.most, Busy.inside)
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        Busy.inside -= 1
+        return self.Out(out=[inp.item])
+
+
+async def test_a_batch_on_a_worker_keeps_max_concurrency() -> None:
+    graph = (
+        Graph(MapState)
+        .add(Start)
+        .add(Busy)
+        .edge(START, "Start")
+        .router("Start", lambda s: [Send("Busy", {"item": i}) for i in s.items])
+        .edge("Busy", END)
+        .compile(executor=InProcessThrough())
+    )
+    Busy.most = 0
+    out = await graph.invoke({"items": list(range(20))}, max_concurrency=3)
+    assert out.out == list(range(20))
+    assert Busy.most == 3
+    Busy.most = 0
+    await graph.invoke({"items": list(range(20))})
+    assert Busy.most == 20
+
+
+class InProcessThrough(Executor):
+    """Every call in one batch on this loop, through the seam."""
+
+    name = "through"
+
+    async def run(self, graph: GraphSpec, work: Superstep) -> AsyncIterator[list[TaskOutcome]]:
+        yield await run_calls(graph, work)
+
+
 # -- failures, per-task commit and effects -----------------------------------------------------
 
 
