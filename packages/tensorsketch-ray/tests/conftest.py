@@ -106,8 +106,8 @@ def effects_schema(pg_dsn: str) -> Iterator[str]:
 def ray_cluster(
     private_network: PrivateNetwork, pg_socket_dsn: str, effects_schema: str
 ) -> Iterator[LocalRayCluster]:
-    """A head and a second node ``b`` (custom resources ``node_head`` / ``node_b``, and one
-    ``ts_worker`` slot each for the pool's actors), 2 logical CPUs each.
+    """A head and a second node ``b`` (custom resources ``node_head`` / ``node_b``), 2
+    logical CPUs each.
 
     Every process of it imports the tests' modules (``PYTHONPATH``: the graph a worker pool
     runs is ``fleet_app:agent``) and finds the effect counters' database in its environment.
@@ -121,8 +121,8 @@ def ray_cluster(
     }
     cluster = LocalRayCluster(private_network, env=env)
     try:
-        cluster.start_head(num_cpus=2, resources={"node_head": 1, "ts_worker": 1})
-        cluster.add_node("b", num_cpus=2, resources={"node_b": 1, "ts_worker": 1})
+        cluster.start_head(num_cpus=2, resources={"node_head": 1})
+        cluster.add_node("b", num_cpus=2, resources={"node_b": 1})
     except BaseException:
         cluster.stop()
         raise

@@ -17,12 +17,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import ray
 from ray.exceptions import ActorDiedError, RayActorError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from tensorsketch.ray._actor import RunWorker
 from tensorsketch.ray._spec import WorkerSpec, backend_from_dsn
@@ -158,6 +159,18 @@ class WorkerPool:
                 **kwargs,
             )
 
+    def _placement(self, index: int) -> Any:
+        """Actor ``index`` prefers the ``index``-th live node (worker nodes before the head),
+        softly: when that node is full or gone, Ray places (and restarts) it anywhere that
+        fits. Unlike ``SPREAD`` alone this puts two actors on two nodes every time."""
+        nodes: Callable[[], list[dict[str, Any]]] = ray.nodes  # unannotated in Ray
+        alive = [n for n in nodes() if n.get("Alive")]
+        if not alive:
+            return "SPREAD"
+        alive.sort(key=lambda n: ("node:__internal_head__" in n.get("Resources", {}), n["NodeID"]))
+        node = alive[index % len(alive)]["NodeID"]
+        return NodeAffinitySchedulingStrategy(node_id=node, soft=True)
+
     def _make(self, index: int) -> Any:
         worker = ray.remote(RunWorker)
         return worker.options(
@@ -169,7 +182,7 @@ class WorkerPool:
             max_task_retries=0,
             num_cpus=self.actor_cpus,
             resources=self.actor_resources,
-            scheduling_strategy="SPREAD",
+            scheduling_strategy=self._placement(index),
         ).remote(self.spec)
 
     async def start(self) -> list[dict[str, Any]]:
