@@ -106,7 +106,8 @@ def effects_schema(pg_dsn: str) -> Iterator[str]:
 def ray_cluster(
     private_network: PrivateNetwork, pg_socket_dsn: str, effects_schema: str
 ) -> Iterator[LocalRayCluster]:
-    """A head and a second node ``b`` (custom resource ``node_b``), 2 logical CPUs each.
+    """A head and a second node ``b`` (custom resources ``node_head`` / ``node_b``), 2
+    logical CPUs each.
 
     Every process of it imports the tests' modules (``PYTHONPATH``: the graph a worker pool
     runs is ``fleet_app:agent``) and finds the effect counters' database in its environment.

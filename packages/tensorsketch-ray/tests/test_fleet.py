@@ -73,7 +73,11 @@ class Worker:
             if line.startswith("{") and key in line:
                 found: dict[str, Any] = json.loads(line)
                 return found
-        msg = f"the worker printed no {key!r} line (exit {self.process.poll()})"
+        seen = []
+        while not self.lines.empty():
+            seen.append(self.lines.get())
+        tail = "\n".join(seen[-30:])
+        msg = f"the worker printed no {key!r} line (exit {self.process.poll()}):\n{tail}"
         raise AssertionError(msg)
 
     def stop(self) -> dict[str, Any]:
@@ -99,7 +103,8 @@ async def store(pg_dsn: str, pg_schema: str) -> AsyncIterator[RunStore]:
 
 @pytest.fixture
 def worker(ray_cluster: LocalRayCluster, pg_socket_dsn: str, pg_schema: str) -> Iterator[Worker]:
-    """Two actors (any node may host them: 0 CPUs each), 100 runs at once per actor."""
+    """Two actors, 100 runs at once each, one per node (the pool places them so; any node may
+    host a restarted one: 0 CPUs each)."""
     process = ray_cluster.driver(
         [
             *_command(),
@@ -130,7 +135,13 @@ def worker(ray_cluster: LocalRayCluster, pg_socket_dsn: str, pg_schema: str) -> 
     threading.Thread(target=pump, daemon=True).start()
     running.read("ready", 180)
     yield running
-    running.stop()
+    try:
+        running.stop()
+    except AssertionError:
+        logs = sorted(ray_cluster.root.glob("*/session_*/logs/python-core-driver-*.log"))
+        for log in logs[-2:]:
+            print(f"--- {log}\n{log.read_text(errors='replace')[-4000:]}")
+        raise
 
 
 async def _submit(store: RunStore, count: int, tag: str) -> list[str]:
@@ -251,7 +262,7 @@ async def test_runs_complete_exactly_once_across_the_pool(
 
 async def _kill_mid_batch(
     store: RunStore, tag: str, kill: Any, timeout: float = 240
-) -> tuple[list[str], set[int], set[str], float, float]:
+) -> tuple[list[str], set[int], set[str], float, float, set[int]]:
     """Submit, wait until both actors hold running runs and some finished, call ``kill``
     (returns the pids it killed), then wait for the batch. Returns the threads, the killed
     pids, the runs the victims held, the seconds until none of them is held by a dead owner,
@@ -296,7 +307,7 @@ async def _kill_mid_batch(
         record = await store.get(run_id)
         assert record is not None and record.status == "succeeded"
         assert record.attempts >= 2, "a victim was resumed, not left alone"
-    return threads, killed, victims, recovered, finished
+    return threads, killed, victims, recovered, finished, {_pid(o) for o in owned}
 
 
 async def test_an_actor_killed_mid_batch_loses_no_run_and_repeats_no_effect(
@@ -309,16 +320,21 @@ async def test_an_actor_killed_mid_batch_loses_no_run_and_repeats_no_effect(
         os.kill(pid, signal.SIGKILL)
         return [pid]
 
-    threads, killed, victims, recovered, finished = await _kill_mid_batch(
+    threads, killed, victims, recovered, finished, before = await _kill_mid_batch(
         store, tag, kill_one_actor
     )
     applied, attempts = _effects(pg_dsn, effects_schema, tag)
     again, stalled = _check_exactly_once(
         threads, applied, attempts, await _attempts_by_thread(store), killed
     )
-    # Ray restarted the actor (a new process) and it took work again.
-    pids = {pid for p in attempts.values() for pid in p}
-    assert len(pids - killed) >= 2
+    # Ray restarted the actor (a new process): a second batch is dealt to both actors again.
+    more = await _submit(store, 40, f"{tag}x")
+    counts = await _wait_done(store, KILL_RUNS + 40, timeout=120)
+    assert counts.get("succeeded") == KILL_RUNS + 40, counts
+    _, later = _effects(pg_dsn, effects_schema, f"{tag}x")
+    pids = {pid for t in more for pid in later[t]}
+    assert len(pids) == 2 and not pids & killed, later
+    assert len(pids - before) == 1, "one of the two is the restarted actor"
     print(
         f"\nactor {sorted(killed)} killed holding {len(victims)} runs: all re-owned after "
         f"{recovered:.2f}s, the batch done {finished:.2f}s after the kill; "
@@ -335,11 +351,11 @@ async def test_a_killed_node_loses_no_run_and_repeats_no_effect(
 
     def kill_node_b(owned: dict[str, list[str]]) -> list[int]:
         hosted = [o for o in owned if _pid(o) in on_b]
-        assert hosted, "SPREAD put an actor on node b"
+        assert hosted, "node b hosts an actor"
         return ray_cluster.kill_node("b")
 
     try:
-        threads, killed, victims, recovered, finished = await _kill_mid_batch(
+        threads, killed, victims, recovered, finished, _ = await _kill_mid_batch(
             store, tag, kill_node_b
         )
     finally:

@@ -35,6 +35,20 @@ def _positive(kind: type[int] | type[float]) -> Callable[[str], float]:
     return parse
 
 
+def _resources(text: str) -> dict[str, float]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        msg = f"not JSON ({exc}); e.g. '{{\"tensorsketch_worker\": 1}}'"
+        raise argparse.ArgumentTypeError(msg) from None
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, int | float) and v >= 0 for k, v in value.items()
+    ):
+        msg = f"must be a JSON object of resource names to amounts >= 0, got {text}"
+        raise argparse.ArgumentTypeError(msg)
+    return {k: float(v) for k, v in value.items()}
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("graph", metavar="MODULE:ATTR", help="the compiled graph, e.g. app:agent")
     parser.add_argument(
@@ -62,6 +76,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--actor-cpus", type=float, default=1.0, help="CPUs per actor (1)")
     parser.add_argument(
+        "--actor-resources",
+        type=_resources,
+        default=None,
+        metavar="JSON",
+        help="custom Ray resources per actor, e.g. '{\"tensorsketch_worker\": 1}'",
+    )
+    parser.add_argument(
         "--pool-size", type=_positive(int), default=8, help="store connections per actor (8)"
     )
     parser.add_argument("--name", default="default", help="pool name (actors attach by it)")
@@ -75,6 +96,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 async def _serve(pool: WorkerPool, keep: bool) -> None:
     stop = asyncio.Event()
+    # Join Ray first: ray.init installs its own SIGTERM handler (it logs a stack trace and
+    # can end the process mid-drain); ours, installed after, replaces it.
+    pool.connect()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
@@ -104,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
             actors=args.actors,
             name=args.name,
             actor_cpus=args.actor_cpus,
+            actor_resources=args.actor_resources,
             prefetch=args.prefetch,
             node_ip_address=args.node_ip_address,
         )

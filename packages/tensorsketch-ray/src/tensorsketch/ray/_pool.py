@@ -17,12 +17,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import ray
 from ray.exceptions import ActorDiedError, RayActorError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from tensorsketch.ray._actor import RunWorker
 from tensorsketch.ray._spec import WorkerSpec, backend_from_dsn
@@ -77,6 +78,8 @@ class WorkerPool:
     :param name: the pool's name: actors are ``tensorsketch-<name>-<i>`` in ``namespace``, so
         a restarted ``tensorsketch worker`` attaches to the actors still running.
     :param actor_cpus: CPUs each actor reserves (0 lets any node host any number).
+    :param actor_resources: custom Ray resources each actor reserves, e.g.
+        ``{"tensorsketch_worker": 1}`` to pin actors to the nodes (worker groups) that offer it.
     :param prefetch: runs an actor may hold beyond ``spec.concurrency`` (waiting for a slot).
     :param poll_interval: seconds between looks at the queue while there is nothing to do.
     :param sweep_interval: seconds between scans for running runs whose owner died (queued
@@ -94,6 +97,7 @@ class WorkerPool:
         name: str = "default",
         namespace: str = "tensorsketch",
         actor_cpus: float = 1.0,
+        actor_resources: dict[str, float] | None = None,
         prefetch: int | None = None,
         poll_interval: float = 0.05,
         sweep_interval: float | None = None,
@@ -114,6 +118,7 @@ class WorkerPool:
         self.name = name
         self.namespace = namespace
         self.actor_cpus = float(actor_cpus)
+        self.actor_resources = dict(actor_resources or {})
         self.prefetch = spec.concurrency if prefetch is None else prefetch
         self.poll_interval = poll_interval
         self.sweep_interval = (
@@ -154,6 +159,18 @@ class WorkerPool:
                 **kwargs,
             )
 
+    def _placement(self, index: int) -> Any:
+        """Actor ``index`` prefers the ``index``-th live node (worker nodes before the head),
+        softly: when that node is full or gone, Ray places (and restarts) it anywhere that
+        fits. Unlike ``SPREAD`` alone this puts two actors on two nodes every time."""
+        nodes: Callable[[], list[dict[str, Any]]] = ray.nodes  # unannotated in Ray
+        alive = [n for n in nodes() if n.get("Alive")]
+        if not alive:
+            return "SPREAD"
+        alive.sort(key=lambda n: ("node:__internal_head__" in n.get("Resources", {}), n["NodeID"]))
+        node = alive[index % len(alive)]["NodeID"]
+        return NodeAffinitySchedulingStrategy(node_id=node, soft=True)
+
     def _make(self, index: int) -> Any:
         worker = ray.remote(RunWorker)
         return worker.options(
@@ -164,7 +181,8 @@ class WorkerPool:
             max_restarts=-1,
             max_task_retries=0,
             num_cpus=self.actor_cpus,
-            scheduling_strategy="SPREAD",
+            resources=self.actor_resources,
+            scheduling_strategy=self._placement(index),
         ).remote(self.spec)
 
     async def start(self) -> list[dict[str, Any]]:
@@ -239,16 +257,16 @@ class WorkerPool:
         answers = await asyncio.gather(*(ask(i) for i in range(len(self._actors))))
         return {i: load for i, load in enumerate(answers) if load is not None}
 
-    async def _candidates(self, want: int, held: int) -> list[RunRecord]:
+    async def _candidates(self, want: int, waiting: int) -> list[RunRecord]:
         assert self._store is not None
         now = time.time()
         # Queued runs come first in creation order, behind the ones actors hold for a slot.
-        page = await self._store.list(status="queued", kind="run", limit=min(1000, want + held))
+        page = await self._store.list(status="queued", kind="run", limit=min(1000, want + waiting))
         found = [r for r in page.records if _claimable(r, self._graph, now)]
         if len(found) < want and now - self._last_sweep >= self.sweep_interval:
             self._last_sweep = now
             seen = {r.run_id for r in found}
-            for record in await self._store.orphans(now, limit=want - len(found) + held):
+            for record in await self._store.orphans(now, limit=want):
                 if record.run_id not in seen and _claimable(record, self._graph, now):
                     found.append(record)
         return found[:want]
@@ -263,7 +281,10 @@ class WorkerPool:
         free = {i: self.capacity - load for i, load in loads.items() if load < self.capacity}
         if not free:
             return 0
-        candidates = await self._candidates(sum(free.values()), sum(loads.values()))
+        # Runs an actor holds beyond its slots wait as `queued` (owned): the page must reach
+        # past them to the unowned ones.
+        waiting = sum(max(0, load - self.spec.concurrency) for load in loads.values())
+        candidates = await self._candidates(sum(free.values()), waiting)
         if not candidates:
             return 0
         takeovers = {r.run_id for r in candidates if r.status == "running" or r.owner}

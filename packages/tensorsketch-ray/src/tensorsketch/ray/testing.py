@@ -302,9 +302,10 @@ class LocalRayCluster:
             return [str(script)]
         return [sys.executable, "-m", "ray.scripts.scripts"]
 
-    def _start(self, node: RayNode, extra: Sequence[str]) -> RayNode:
+    def _start(self, node: RayNode, extra: Sequence[str], attempts: int = 3) -> RayNode:
+        """``ray start`` the node; on a loaded machine a raylet can miss Ray's fixed 30 s to
+        register, so a failed start is cleaned up (every process of it killed) and tried again."""
         node.temp_dir.mkdir(parents=True, exist_ok=True)
-        log = self.root / f"{node.name}.log"
         argv = [
             *self._ray(),
             "start",
@@ -317,26 +318,29 @@ class LocalRayCluster:
         ]
         if node.resources:
             argv.append(f"--resources={json.dumps(node.resources)}")
-        with log.open("wb") as out:
-            starter = self.network.popen(
-                argv,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=self.environment(node.name),
-                start_new_session=True,
-            )
-            node.group = starter.pid
-            self.nodes[node.name] = node  # before waiting: stop() must find a half-started node
-            try:
-                code = starter.wait(timeout=START_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                starter.kill()
-                code = starter.wait()
-        if code != 0:
-            tail = log.read_text(errors="replace")[-3000:]
-            msg = f"`ray start` for node {node.name!r} failed ({code}):\n{tail}"
-            raise RayClusterError(msg)
-        return node
+        self.nodes[node.name] = node  # before waiting: stop() must find a half-started node
+        for attempt in range(1, attempts + 1):
+            log = self.root / f"{node.name}.{attempt}.log"
+            with log.open("wb") as out:
+                starter = self.network.popen(
+                    argv,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=self.environment(node.name),
+                    start_new_session=True,
+                )
+                node.group = starter.pid
+                try:
+                    code = starter.wait(timeout=START_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    starter.kill()
+                    code = starter.wait()
+            if code == 0:
+                return node
+            self._kill(node.name)
+        tail = log.read_text(errors="replace")[-3000:]
+        msg = f"`ray start` for node {node.name!r} failed {attempts} times (exit {code}):\n{tail}"
+        raise RayClusterError(msg)
 
     def start_head(
         self, *, num_cpus: int = 1, resources: Mapping[str, float] | None = None
@@ -369,12 +373,17 @@ class LocalRayCluster:
         if name not in self.nodes:
             msg = f"no node {name!r} in this cluster; nodes: {sorted(self.nodes)}."
             raise ValueError(msg)
+        killed = self._kill(name, timeout=timeout)
+        self.nodes.pop(name)
+        return killed
+
+    def _kill(self, name: str, *, timeout: float = 10.0) -> list[int]:
         killed: list[int] = []
         deadline = time.monotonic() + timeout
         while True:
             pids = self.processes(name)
             if not pids:
-                break
+                return sorted(set(killed))
             for pid in pids:
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -385,8 +394,6 @@ class LocalRayCluster:
                 msg = f"node {name!r} still has processes {pids} after SIGKILL."
                 raise RayClusterError(msg)
             time.sleep(0.05)
-        self.nodes.pop(name)
-        return sorted(set(killed))
 
     def driver(
         self, argv: Sequence[str], *, name: str = "driver", **kwargs: Any
