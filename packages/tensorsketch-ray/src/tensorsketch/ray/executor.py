@@ -38,6 +38,7 @@ from typing import Any
 
 import ray
 from ray import cloudpickle
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from tensorsketch.executors import (
     Executor,
@@ -81,7 +82,8 @@ class RayExecutor(Executor):
     :param init: further ``ray.init`` keyword arguments (``namespace``,
         ``_node_ip_address``, ...), used with ``address``.
     :param task_options: further ``.options(...)`` of each batch task (``resources``,
-        ``runtime_env``, or a ``scheduling_strategy`` other than the default ``"SPREAD"``).
+        ``runtime_env``, or a ``scheduling_strategy`` instead of the default: the cluster's
+        nodes in turn, with a soft affinity).
     """
 
     name = "ray"
@@ -190,22 +192,24 @@ class RayExecutor(Executor):
             resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
             waves = 2 * max(1, int(resources.get("CPU", 1.0) / max(self.num_cpus, 0.01)))
             in_flight = waves if in_flight is None else min(in_flight, waves)
-        # SPREAD: Ray's default packs short tasks onto the caller's node while it has room;
-        # a fan-out is meant to use the cluster.
-        options: dict[str, Any] = {
-            "max_retries": self.max_retries,
-            "num_cpus": self.num_cpus,
-            "scheduling_strategy": "SPREAD",
-        }
+        options: dict[str, Any] = {"max_retries": self.max_retries, "num_cpus": self.num_cpus}
         options.update(self.task_options)
         task = _run_batch.options(**options)
+        # Batches go to the nodes in turn (soft: Ray places one elsewhere when its node is
+        # full or gone): Ray's own placement — even "SPREAD" — packs short tasks onto the
+        # caller's node while it has room, and a fan-out is meant to use the cluster.
+        placed = [] if "scheduling_strategy" in options else _placements()
         calls = work.calls
         starts = iter(range(0, len(calls), size))
         running: dict[asyncio.Future[Any], tuple[ray.ObjectRef[Any], list[SendCall]]] = {}
 
         def submit(start: int) -> None:
             batch = calls[start : start + size]
-            ref = task.remote(graph_box, state_box, batch, ledger)
+            chosen = task
+            if placed:
+                where = placed[(start // size) % len(placed)]
+                chosen = _run_batch.options(**options, scheduling_strategy=where)
+            ref = chosen.remote(graph_box, state_box, batch, ledger)
             running[asyncio.wrap_future(ref.future())] = (ref, batch)
 
         for start in starts:
@@ -242,3 +246,13 @@ class RayExecutor(Executor):
 
 def _rebuild(options: dict[str, Any]) -> RayExecutor:
     return RayExecutor(**options)
+
+
+def _placements() -> list[NodeAffinitySchedulingStrategy]:
+    """A soft affinity to each alive node with CPUs, for placing batches in turn."""
+    nodes = ray.nodes()  # type: ignore[no-untyped-call]
+    return [
+        NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=True)
+        for node in nodes
+        if node.get("Alive") and node.get("Resources", {}).get("CPU", 0) > 0
+    ]
