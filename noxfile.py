@@ -33,6 +33,7 @@ DISTS = [
     "tensorsketch-serve",
     "tensorsketch-interop",
     "tensorsketch-eval",
+    "tensorsketch-ray",
 ]
 META = "tensorsketch"
 # What `pip install tensorsketch` must bring (SPEC-NOTES "Packaging"): every first-party
@@ -47,9 +48,13 @@ META_DEFAULT_EXTRAS = {
 META_OPT_IN = {
     "postgres": {"tensorsketch-backends": {"postgres"}},
     "redis": {"tensorsketch-backends": {"redis"}},
-    "ray": {"ray": set()},
-    "all": {"tensorsketch-backends": {"all"}, "ray": set()},
+    "ray": {"tensorsketch-ray": set()},
+    "all": {"tensorsketch-backends": {"all"}, "tensorsketch-ray": set()},
 }
+# First-party distributions only an extra brings, and what the plain install must never pull
+# (Ray: ~200 MiB installed, a GiB running).
+META_OPT_IN_DISTS = {"tensorsketch-ray"}
+META_NEVER_DEFAULT = {"tensorsketch-ray", "ray"}
 # The one version source every distribution reads (`[tool.hatch.version]` in each pyproject).
 VERSION_FILE = ROOT / "VERSION"
 LICENSE = ROOT / "LICENSE"
@@ -393,7 +398,11 @@ def _meta_requirement_problems(requires: list[str]) -> list[str]:
     parsed = [Requirement(r) for r in requires]
     default = {r.name: r.extras for r in parsed if r.marker is None}
     problems = []
+    for name in sorted(META_NEVER_DEFAULT & set(default)):
+        problems.append(f"pulls {name} into the default install (it belongs in an extra)")
     for dist in DISTS:
+        if dist in META_OPT_IN_DISTS:
+            continue
         wanted = META_DEFAULT_EXTRAS.get(dist, set())
         if dist not in default or not wanted <= default[dist]:
             extras = f"[{','.join(sorted(wanted))}]" if wanted else ""

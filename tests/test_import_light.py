@@ -9,7 +9,7 @@ import textwrap
 
 HEAVY = [
     "anthropic", "openai", "google.genai", "psycopg", "psycopg_pool", "redis", "starlette",
-    "httpx", "mcp", "opentelemetry", "libcst", "uvicorn", "sqlite3",
+    "httpx", "mcp", "opentelemetry", "libcst", "uvicorn", "sqlite3", "ray",
 ]  # fmt: skip
 
 
@@ -57,3 +57,15 @@ def test_first_use_loads_only_what_it_needs() -> None:
     assert isinstance(result, dict)
     assert result["cls"] == "PostgresBackend"
     assert "anthropic" not in result["loaded"] and "openai" not in result["loaded"]
+
+
+def test_the_ray_portion_imports_without_ray() -> None:
+    result = run_fresh(
+        f"""
+        import json, sys
+        import tensorsketch.ray, tensorsketch.ray.testing, tensorsketch._plugins.ray
+        print(json.dumps({{"loaded": [m for m in {HEAVY!r} if m in sys.modules]}}))
+        """
+    )
+    assert isinstance(result, dict)
+    assert result["loaded"] == []

@@ -26,6 +26,10 @@ FIRST_PARTY = [
     "tensorsketch-interop",
     "tensorsketch-eval",
 ]
+#: First-party distributions only an extra brings (`tensorsketch[ray]`), and the third-party
+#: packages the plain install must not pull with them.
+OPT_IN = {"tensorsketch-ray": "ray"}
+NOT_IN_DEFAULT = ["tensorsketch-ray", "ray"]
 
 # Runs in the fresh venv. The wire server and the vendor plays are the providers tests' own
 # modules, imported from their folder (not copied).
@@ -63,6 +67,12 @@ async def run(name):
 
 out = {name: asyncio.run(run(name)) for name in sorted(vendor_plays.PLAYS)}
 out["metadata"] = {d: md.distribution(d).read_text("METADATA") for d in json.loads(sys.argv[2])}
+out["absent"] = []
+for name in json.loads(sys.argv[3]):
+    try:
+        md.distribution(name)
+    except md.PackageNotFoundError:
+        out["absent"].append(name)
 print(json.dumps(out))
 """
 
@@ -89,6 +99,7 @@ def test_pip_install_tensorsketch_runs_an_agent_on_every_provider(
             SCRIPT,
             str(PROVIDER_TESTS),
             json.dumps(["tensorsketch", *FIRST_PARTY]),
+            json.dumps(NOT_IN_DEFAULT),
         ],
         capture_output=True,
         text=True,
@@ -105,6 +116,12 @@ def test_pip_install_tensorsketch_runs_an_agent_on_every_provider(
     for dist in ["tensorsketch", *FIRST_PARTY]:
         wheel = next(wheel_dir.glob(f"{dist.replace('-', '_')}-{VERSION}-*.whl"))
         assert result["metadata"][dist] == _wheel_metadata(wheel), dist
+    # Ray stays opt-in: the plain install has neither it nor the worker pool, and the meta
+    # names the pool in its extra.
+    assert result["absent"] == NOT_IN_DEFAULT
+    meta = result["metadata"]["tensorsketch"]
+    for dist, extra in OPT_IN.items():
+        assert f"Requires-Dist: {dist}=={VERSION}; extra == '{extra}'" in meta.replace('"', "'")
     print(  # shown with -s / -rP: how long a fresh install + three agents take
         f"fresh venv install {installed - started:.1f}s, "
         f"agents {time.perf_counter() - installed:.1f}s"

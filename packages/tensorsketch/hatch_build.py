@@ -16,7 +16,11 @@ FIRST_PARTY = [
     "tensorsketch-serve",
     "tensorsketch-interop",
     "tensorsketch-eval",
+    "tensorsketch-ray",
 ]
+#: First-party distributions only an extra brings: Ray is ~200 MiB installed and a GiB running,
+#: which a single-process deployment never needs (`tensorsketch[ray]` opts in).
+OPT_IN = {"tensorsketch-ray"}
 #: Extras the plain install takes (SPEC-NOTES "Packaging": `pip install tensorsketch` is the one
 #: install where everything works): every provider SDK, MCP, the OTel bridge and A2A serving.
 DEFAULT_EXTRAS = {
@@ -24,13 +28,12 @@ DEFAULT_EXTRAS = {
     "tensorsketch-interop": "all",
     "tensorsketch-serve": "a2a",
 }
-#: Opt-in: database drivers and Ray, which a server needs only if it uses them.
-THIRD_PARTY_EXTRAS = {"ray": ["ray>=2.9"]}
-EXTRAS: dict[str, list[tuple[str, str]]] = {
+#: Opt-in: database drivers and the Ray worker pool, which a server needs only if it uses them.
+EXTRAS: dict[str, list[tuple[str, str | None]]] = {
     "postgres": [("tensorsketch-backends", "postgres")],
     "redis": [("tensorsketch-backends", "redis")],
-    "ray": [],
-    "all": [("tensorsketch-backends", "all")],
+    "ray": [("tensorsketch-ray", None)],
+    "all": [("tensorsketch-backends", "all"), ("tensorsketch-ray", None)],
     # Kept so `tensorsketch[openai]` etc. written for 0.1.0 still resolve (now in the default).
     "anthropic": [("tensorsketch-providers", "anthropic")],
     "openai": [("tensorsketch-providers", "openai")],
@@ -54,10 +57,10 @@ class CustomMetadataHook(MetadataHookInterface):
                 return f"{name} @ {(siblings / dist).resolve().as_uri()}"
             return f"{name}=={version}"
 
-        metadata["dependencies"] = [requirement(d, DEFAULT_EXTRAS.get(d)) for d in FIRST_PARTY]
+        metadata["dependencies"] = [
+            requirement(d, DEFAULT_EXTRAS.get(d)) for d in FIRST_PARTY if d not in OPT_IN
+        ]
         metadata["optional-dependencies"] = {
             extra: [requirement(dist, sub) for dist, sub in pairs]
-            + THIRD_PARTY_EXTRAS.get(extra, [])
-            + (THIRD_PARTY_EXTRAS["ray"] if extra == "all" else [])
             for extra, pairs in EXTRAS.items()
         }

@@ -20,6 +20,7 @@ from tensorsketch.errors import (
     BackendUnsupportedError,
     CheckpointDecodeError,
     EmptyChannelError,
+    ExecutorError,
     GraphRecursionError,
     GraphValidationError,
     Hole,
@@ -61,6 +62,10 @@ _LAZY: dict[str, str] = {
     "create_tracer": "tensorsketch.registry",
     "register_tracer": "tensorsketch.registry",
     "channel_marker": "tensorsketch.registry",
+    "create_executor": "tensorsketch.registry",
+    "register_executor": "tensorsketch.registry",
+    # where a superstep's Send instances run
+    "Executor": "tensorsketch.executors",
     # durability
     "Backend": "tensorsketch.runtime.backends.base",
     "InMemoryBackend": "tensorsketch.runtime.backends.memory",
@@ -147,6 +152,7 @@ if TYPE_CHECKING:
     from tensorsketch.budget import Budget as Budget
     from tensorsketch.budget import BudgetExceededError as BudgetExceededError
     from tensorsketch.durable import Checkpoint as Checkpoint
+    from tensorsketch.executors import Executor as Executor
     from tensorsketch.fake import FakeProvider as FakeProvider
     from tensorsketch.hookspecs import hookimpl as hookimpl
     from tensorsketch.interrupts import Interrupt as Interrupt
@@ -182,9 +188,11 @@ if TYPE_CHECKING:
     from tensorsketch.provider import Usage as Usage
     from tensorsketch.registry import channel_marker as channel_marker
     from tensorsketch.registry import create_backend as create_backend
+    from tensorsketch.registry import create_executor as create_executor
     from tensorsketch.registry import create_provider as create_provider
     from tensorsketch.registry import create_tracer as create_tracer
     from tensorsketch.registry import register_backend as register_backend
+    from tensorsketch.registry import register_executor as register_executor
     from tensorsketch.registry import register_provider as register_provider
     from tensorsketch.registry import register_tracer as register_tracer
     from tensorsketch.runtime.backends.base import Backend as Backend
@@ -221,6 +229,7 @@ __all__ = [
     "BackendUnsupportedError",
     "CheckpointDecodeError",
     "EmptyChannelError",
+    "ExecutorError",
     "GraphRecursionError",
     "GraphValidationError",
     "Hole",

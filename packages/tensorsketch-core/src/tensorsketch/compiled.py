@@ -18,7 +18,7 @@ from tensorsketch.durable import (
     read_checkpoint,
     validated_values,
 )
-from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError
+from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, ExecutorError
 from tensorsketch.events import Event
 from tensorsketch.graph_structure import GraphStructure
 from tensorsketch.interrupts import Interrupt, apply_resume, attach_checkpoint_info
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     # The durable layer (and its serializers) loads on the first durable run.
     from tensorsketch.durable import Checkpoint
+    from tensorsketch.executors import Executor
     from tensorsketch.node_replay import NodeReplay
     from tensorsketch.runtime.backends.base import StoredCheckpoint
 
@@ -281,6 +282,7 @@ class CompiledGraph(Generic[S]):
         interrupt_before: Sequence[str] | str | None = None,
         interrupt_after: Sequence[str] | str | None = None,
         max_concurrency: int | None = None,
+        executor: str | Executor | None = None,
     ) -> S:
         """Run to completion and return the final, validated state.
 
@@ -297,6 +299,9 @@ class CompiledGraph(Generic[S]):
         :param interrupt_after: likewise, stop after these nodes' superstep.
         :param max_concurrency: the most tasks of one superstep running at once for this call
             (overrides ``compile(max_concurrency=...)``; ``None`` keeps the compiled limit).
+        :param executor: where this call's ``Send`` instances run (overrides
+            ``compile(executor=...)``; ``"inprocess"`` for the caller's loop, ``None`` keeps
+            the compiled choice).
 
         A run that suspends (an approval, ``interrupt()``, a durable timer) returns instead of
         raising; ``run_info(state)`` (also ``state.__tensorsketch_run__``) says so and lists
@@ -305,6 +310,8 @@ class CompiledGraph(Generic[S]):
         run = self._new_run(thread_id, backend, tracer, None, namespace)
         self._set_breakpoints(run, interrupt_before, interrupt_after)
         _limit(run, max_concurrency)
+        if executor is not None:
+            run.choose_executor(executor)
         await self._drive(run, input, max_steps, resume)
         state: S = run.result_state()  # type: ignore[assignment]
         return state
@@ -323,6 +330,7 @@ class CompiledGraph(Generic[S]):
         interrupt_before: Sequence[str] | str | None = None,
         interrupt_after: Sequence[str] | str | None = None,
         max_concurrency: int | None = None,
+        executor: str | Executor | None = None,
     ) -> AsyncIterator[Event]:
         """Run the graph and yield its events as they happen.
 
@@ -337,6 +345,8 @@ class CompiledGraph(Generic[S]):
         run = self._new_run(thread_id, backend, tracer, queue.put, namespace)
         self._set_breakpoints(run, interrupt_before, interrupt_after)
         _limit(run, max_concurrency)
+        if executor is not None:
+            run.choose_executor(executor)
 
         async def produce() -> None:
             try:
@@ -746,6 +756,14 @@ async def run_nested(
             )
 
     journal = parent.journal
+    if journal is None and parent.effects.durable:
+        msg = (
+            f"node {ctx.node!r}{ctx.instance} runs a nested graph ({label}) on an executor's "
+            "worker, but a durable nested graph needs the store, which only the caller has; "
+            "run this node in-process (as a plain node, not a Send instance) or invoke "
+            "without an executor."
+        )
+        raise ExecutorError(msg)
     if journal is None:
         run = graph._new_run(None, None, parent.tracer, sink, namespace)
         await graph._drive(run, input, max_steps)

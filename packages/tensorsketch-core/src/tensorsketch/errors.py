@@ -23,6 +23,8 @@
     ├── RunNotFoundError (LookupError)        no run with that id (HTTP 404)
     ├── RunConflictError (RuntimeError)       the run's state does not allow that (HTTP 409)
     ├── QueueFullError (RuntimeError)         AsyncRunner is at max_queued / draining (HTTP 503)
+    ├── ExecutorError (RuntimeError)          an executor broke the seam, or a shipped task cannot
+    │   └── RemoteTaskError                   (executors) a shipped task's error did not pickle
     │
     │   Defined beside the feature they belong to (its module in brackets):
     ├── ValidationError
@@ -62,6 +64,7 @@ __all__ = [
     "BackendUnsupportedError",
     "CheckpointDecodeError",
     "EmptyChannelError",
+    "ExecutorError",
     "GraphRecursionError",
     "GraphValidationError",
     "Hole",
@@ -189,6 +192,11 @@ class RunNotFoundError(TensorSketchError, LookupError):
 class RunConflictError(TensorSketchError, RuntimeError):
     """The run is not in a state that allows the change (approving a run that is not waiting
     for approval, cancelling a finished run, a repeated event id)."""
+
+
+class ExecutorError(TensorSketchError, RuntimeError):
+    """An executor (``compile(executor=...)``) broke the seam — reported a task twice or not
+    at all — or a task it runs elsewhere asked for what only the caller has (the store)."""
 
 
 class QueueFullError(TensorSketchError, RuntimeError):

@@ -20,6 +20,7 @@ from tensorsketch.schema import Schema
 
 if TYPE_CHECKING:
     from tensorsketch.compiled import CompiledGraph
+    from tensorsketch.executors import Executor
     from tensorsketch.pregel import Branch
 
 __all__ = ["Graph"]
@@ -274,6 +275,7 @@ class Graph(Generic[S]):
         interrupt_before: Sequence[str] | str = (),
         interrupt_after: Sequence[str] | str = (),
         max_concurrency: int | None = None,
+        executor: str | Executor | None = None,
     ) -> CompiledGraph[S]:
         """Validate the whole graph and return a runnable, immutable compiled graph.
 
@@ -290,10 +292,20 @@ class Graph(Generic[S]):
         :param max_concurrency: the most tasks of one superstep that run at once (a large
             ``Send`` fan-out against a rate-limited API); ``invoke(max_concurrency=...)``
             overrides it per call. The fold order is task order either way.
+        :param executor: where a superstep's ``Send`` instances run: ``None`` (the default)
+            on the caller's event loop, an executor name registered through the
+            ``tensorsketch_executors`` hook (``"ray"`` with ``tensorsketch-ray``), or a
+            :class:`tensorsketch.executors.Executor`; ``invoke(executor=...)`` overrides it.
+            The result is the same either way (see ``docs/execution-model.md``).
         """
         from tensorsketch.pregel import check_concurrency
 
         check_concurrency(max_concurrency, "compile(max_concurrency=...)")
+        chosen: Executor | None = None
+        if executor is not None:
+            from tensorsketch.executors import resolve_executor
+
+            chosen = resolve_executor(executor, "compile(executor=...)")
         if migrate is not None and not callable(migrate):
             msg = f"compile(migrate=...) must be a function values -> values, got {migrate!r}."
             raise TypeError(msg)
@@ -354,6 +366,7 @@ class Graph(Generic[S]):
             interrupt_before=before,
             interrupt_after=after,
             max_concurrency=max_concurrency,
+            executor=chosen,
             joins=joins,
         )
         return CompiledGraph(graph_spec)

@@ -68,6 +68,19 @@ def tensorsketch_backends() -> Mapping[str, Target]:  # type: ignore[empty-body]
 
 
 @hookspec
+def tensorsketch_executors() -> Mapping[str, Target]:  # type: ignore[empty-body]
+    """Contribute executors by name — where a superstep's ``Send`` instances run — for
+    :func:`tensorsketch.create_executor` and ``compile(executor="name")``.
+
+    :return: ``{"ray": "tensorsketch.ray.executor:RayExecutor"}``. The target is a
+        :class:`tensorsketch.executors.Executor` subclass (built with the options passed to
+        ``create_executor``) or a callable returning one.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
 def tensorsketch_cli_commands() -> Sequence[CliCommand]:  # type: ignore[empty-body]
     """Contribute subcommands to the ``tensorsketch`` console command.
 
@@ -145,6 +158,7 @@ def tensorsketch_canvas_node_kinds() -> Mapping[str, Target]:  # type: ignore[em
 CONSUMERS: Mapping[str, str] = {
     "tensorsketch_providers": "tensorsketch.registry.providers (create_provider)",
     "tensorsketch_backends": "tensorsketch.registry.backends (create_backend)",
+    "tensorsketch_executors": "tensorsketch.registry.executors (create_executor, compile)",
     "tensorsketch_cli_commands": "tensorsketch.cli (the `tensorsketch` command)",
     "tensorsketch_channel_types": "tensorsketch.registry.channel_types (channel_marker)",
     "tensorsketch_tracers": "tensorsketch.registry.tracers (create_tracer)",
@@ -158,6 +172,7 @@ RESERVED: Mapping[str, str] = {
 ALL_SPECS: tuple[str, ...] = (
     "tensorsketch_providers",
     "tensorsketch_backends",
+    "tensorsketch_executors",
     "tensorsketch_cli_commands",
     "tensorsketch_channel_types",
     "tensorsketch_tracers",

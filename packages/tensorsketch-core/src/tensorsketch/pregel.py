@@ -53,6 +53,7 @@ from tensorsketch.send import Send
 
 if TYPE_CHECKING:
     from tensorsketch.durable import Restored, RunJournal
+    from tensorsketch.executors import Executor
 
 __all__ = ["Branch", "GraphSpec", "NodeSpec", "Run", "Task", "check_concurrency"]
 
@@ -122,6 +123,8 @@ class GraphSpec:
     interrupt_after: frozenset[str] = frozenset()
     #: ``compile(max_concurrency=...)``: the most tasks of a superstep running at once.
     max_concurrency: int | None = None
+    #: ``compile(executor=...)``: where ``Send`` instances run (``None``: on this loop).
+    executor: Executor | None = None
     #: ``edge([...], dst)``: the wait-for-all joins, in declaration order.
     joins: tuple[Join, ...] = ()
     #: Derived once, read on every superstep: the state's field names, in declaration order,
@@ -202,8 +205,16 @@ class Run:
         self.interrupt_after = spec.interrupt_after
         #: How many tasks of a superstep may run at once (``None``: all of them).
         self.max_concurrency = spec.max_concurrency
+        #: Where this run's ``Send`` instances run (``None``: here, the fast path).
+        self.executor = spec.executor
         #: Which sources of each part-way join have run since it last fired (by join index).
         self.arrived: dict[int, set[str]] = {}
+
+    def choose_executor(self, executor: object) -> None:
+        """Apply ``invoke(executor=...)`` over the compiled choice (``"inprocess"``: here)."""
+        from tensorsketch.executors import resolve_executor
+
+        self.executor = resolve_executor(executor, "executor=")
 
     # -- durable bookkeeping ----------------------------------------------------------------
 
@@ -755,7 +766,9 @@ class Run:
             restored, self.restored = self.restored, False
             self.failed_task = None
             try:
-                if len(tasks) == 1:
+                if self.executor is not None and _ships(tasks):
+                    results = await self._run_shipped(tasks, step, restored)
+                elif len(tasks) == 1:
                     results = [await self.run_task(tasks[0], step)]
                 elif journal is None:
                     results = await self.run_parallel(tasks, step)
@@ -822,8 +835,21 @@ class Run:
             node=hit[0],
         )
 
-    async def _run_journaled(
+    async def _run_shipped(
         self, tasks: list[Task], step: int, restored: bool
+    ) -> list[dict[str, Any]]:
+        """A superstep whose ``Send`` instances run on the run's executor (see
+        :mod:`tensorsketch.executors`); a durable one keeps per-branch commit."""
+        from tensorsketch.executors import run_shipped
+
+        executor = self.executor
+        assert executor is not None
+        if self.journal is not None:
+            return await self._run_journaled(tasks, step, restored, executor)
+        return await run_shipped(self, executor, tasks, step)
+
+    async def _run_journaled(
+        self, tasks: list[Task], step: int, restored: bool, executor: Executor | None = None
     ) -> list[dict[str, Any]]:
         """Run a durable superstep with per-branch commit: each task's writes are journaled
         as it finishes, and a resumed superstep runs only the tasks that had not."""
@@ -833,7 +859,12 @@ class Run:
         todo = [task for index, task in enumerate(tasks) if index not in done] if done else tasks
         log = journal.write_log(self.plan_id)
         try:
-            fresh = await self.run_parallel(todo, step, log.add)
+            if executor is None:
+                fresh = await self.run_parallel(todo, step, log.add)
+            else:
+                from tensorsketch.executors import run_shipped
+
+                fresh = await run_shipped(self, executor, todo, step, log.add, restored)
         except BaseException as exc:
             # A failing task keeps its finished siblings; a suspension re-plans the superstep
             # under a new checkpoint, and a cancelled run stops where it is.
@@ -993,3 +1024,8 @@ async def _cancel_all(futures: list[asyncio.Task[None]]) -> None:
 
 def _first(pair: tuple[int, Any]) -> int:
     return pair[0]
+
+
+def _ships(tasks: list[Task]) -> bool:
+    """Whether a superstep has ``Send`` instances for an executor to run elsewhere."""
+    return any(task.payload is not None for task in tasks)

@@ -22,6 +22,7 @@ from tensorsketch.plugins import collect, resolve_target
 
 if TYPE_CHECKING:
     from tensorsketch.channels import ChannelMarker
+    from tensorsketch.executors import Executor
     from tensorsketch.observability.tracing import Tracer
     from tensorsketch.provider import ChatProvider
     from tensorsketch.runtime.backends.base import Backend
@@ -32,10 +33,13 @@ __all__ = [
     "channel_marker",
     "channel_types",
     "create_backend",
+    "create_executor",
     "create_provider",
     "create_tracer",
+    "executors",
     "providers",
     "register_backend",
+    "register_executor",
     "register_provider",
     "register_tracer",
     "tracers",
@@ -166,6 +170,9 @@ providers: Registry[ChatProvider] = Registry(
 )
 backends: Registry[Backend] = Registry("backend", "tensorsketch_backends", "tensorsketch.backends")
 tracers: Registry[Tracer] = Registry("tracer", "tensorsketch_tracers", "tensorsketch.tracers")
+executors: Registry[Executor] = Registry(
+    "executor", "tensorsketch_executors", "tensorsketch.executors"
+)
 channel_types: Registry[ChannelMarker] = Registry(
     "channel type", "tensorsketch_channel_types", "tensorsketch.channel_types"
 )
@@ -179,6 +186,12 @@ def create_provider(name: str, /, **kwargs: Any) -> ChatProvider:
 def create_backend(name: str, /, **kwargs: Any) -> Backend:
     """Build a durable backend by name: ``create_backend("postgres", dsn=...)``."""
     return backends.create(name, **kwargs)
+
+
+def create_executor(name: str, /, **options: Any) -> Executor:
+    """Build an executor by name, for ``compile(executor=...)``:
+    ``create_executor("ray", address="auto", batch_size=100)``."""
+    return executors.create(name, **options)
 
 
 def create_tracer(name: str, /, **kwargs: Any) -> Tracer:
@@ -200,6 +213,11 @@ def register_tracer(name: str, tracer: Any) -> None:
 def register_provider(name: str, provider: Any) -> None:
     """Register a provider class (or a zero-argument callable returning one) under ``name``."""
     providers.register(name, provider)
+
+
+def register_executor(name: str, executor: Any) -> None:
+    """Register an executor class (or a zero-argument callable returning one) under ``name``."""
+    executors.register(name, executor)
 
 
 def register_backend(name: str, backend: Any) -> None:

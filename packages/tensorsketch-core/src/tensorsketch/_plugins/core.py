@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from tensorsketch.cli import CliCommand
 from tensorsketch.hookspecs import RESERVED, hookimpl
 from tensorsketch.plugins import failed_plugins, plugin_infos
-from tensorsketch.registry import backends, channel_types, providers, tracers
+from tensorsketch.registry import backends, channel_types, executors, providers, tracers
 
 
 @hookimpl
@@ -23,6 +23,11 @@ def tensorsketch_backends() -> Mapping[str, str]:
         "memory": "tensorsketch.runtime.backends.memory:InMemoryBackend",
         "sqlite": "tensorsketch.runtime.backends.sqlite:SqliteBackend",
     }
+
+
+@hookimpl
+def tensorsketch_executors() -> Mapping[str, str]:
+    return {"inprocess": "tensorsketch.executors:InProcessExecutor"}
 
 
 @hookimpl
@@ -62,6 +67,7 @@ def _run_plugins(args: argparse.Namespace) -> int:
                     "providers": providers.names(),
                     "backends": backends.names(),
                     "tracers": tracers.names(),
+                    "executors": executors.names(),
                     "channel_types": channel_types.names(),
                     "reserved_hooks": dict(RESERVED),
                 },
@@ -84,6 +90,7 @@ def _run_plugins(args: argparse.Namespace) -> int:
     print(f"Providers: {', '.join(providers.names())}")
     print(f"Backends:  {', '.join(backends.names())}")
     print(f"Tracers:   {', '.join(tracers.names())}")
+    print(f"Executors: {', '.join(executors.names())}")
     print(f"Channel types: {', '.join(channel_types.names())}")
     return 0
 

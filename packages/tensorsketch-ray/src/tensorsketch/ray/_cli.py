@@ -1,0 +1,139 @@
+"""``tensorsketch worker``: start a pool of Ray worker actors and dispatch runs to them.
+
+The command is the pool's dispatcher: it stays in the foreground, prints one JSON line
+``{"ready": true, "actors": [...]}`` once every actor answers, and on SIGTERM / Ctrl-C drains
+the actors (their unfinished runs go back to the table) and stops them — or, with
+``--keep-actors``, leaves them running for the next ``tensorsketch worker`` of that name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import asdict
+
+from tensorsketch.ray._pool import WorkerPool
+from tensorsketch.ray._spec import WorkerSpec
+from tensorsketch.ray.exceptions import RayFleetError
+
+__all__ = ["configure", "run"]
+
+
+def _positive(kind: type[int] | type[float]) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        value = kind(text)
+        if not value > 0:
+            msg = f"must be > 0, got {text}"
+            raise argparse.ArgumentTypeError(msg)
+        return value
+
+    return parse
+
+
+def _resources(text: str) -> dict[str, float]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        msg = f"not JSON ({exc}); e.g. '{{\"tensorsketch_worker\": 1}}'"
+        raise argparse.ArgumentTypeError(msg) from None
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, int | float) and v >= 0 for k, v in value.items()
+    ):
+        msg = f"must be a JSON object of resource names to amounts >= 0, got {text}"
+        raise argparse.ArgumentTypeError(msg)
+    return {k: float(v) for k, v in value.items()}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("graph", metavar="MODULE:ATTR", help="the compiled graph, e.g. app:agent")
+    parser.add_argument(
+        "--ray", required=True, metavar="ADDRESS", help="the Ray cluster (host:port, or auto)"
+    )
+    parser.add_argument(
+        "--backend",
+        required=True,
+        metavar="DSN",
+        help="the shared run table: postgresql://user@host/db or redis://host:6379/0",
+    )
+    parser.add_argument("--schema", help="PostgreSQL schema / Redis key prefix of the store")
+    parser.add_argument("--actors", type=_positive(int), default=2, help="worker actors (2)")
+    parser.add_argument(
+        "--concurrency", type=_positive(int), default=100, help="runs at once per actor (100)"
+    )
+    parser.add_argument(
+        "--prefetch", type=int, help="runs an actor holds beyond --concurrency (= concurrency)"
+    )
+    parser.add_argument(
+        "--lease-ttl",
+        type=_positive(float),
+        default=30.0,
+        help="seconds a dead actor's runs wait before another takes them over (30)",
+    )
+    parser.add_argument("--actor-cpus", type=float, default=1.0, help="CPUs per actor (1)")
+    parser.add_argument(
+        "--actor-resources",
+        type=_resources,
+        default=None,
+        metavar="JSON",
+        help="custom Ray resources per actor, e.g. '{\"tensorsketch_worker\": 1}'",
+    )
+    parser.add_argument(
+        "--pool-size", type=_positive(int), default=8, help="store connections per actor (8)"
+    )
+    parser.add_argument("--name", default="default", help="pool name (actors attach by it)")
+    parser.add_argument("--node-ip-address", help="this process's address as Ray sees it")
+    parser.add_argument(
+        "--keep-actors",
+        action="store_true",
+        help="on exit leave the detached actors running (a later pool of this name attaches)",
+    )
+
+
+async def _serve(pool: WorkerPool, keep: bool) -> None:
+    stop = asyncio.Event()
+    # Join Ray first: ray.init installs its own SIGTERM handler (it logs a stack trace and
+    # can end the process mid-drain); ours, installed after, replaces it.
+    pool.connect()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        infos = await pool.start()
+        print(json.dumps({"ready": True, "actors": infos}), flush=True)
+        await pool.run(stop)
+    finally:
+        with contextlib.suppress(Exception):
+            await pool.close(stop_actors=not keep)
+        print(json.dumps({"stopped": True, "stats": asdict(pool.stats)}), flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        spec = WorkerSpec(
+            graph=args.graph,
+            backend=args.backend,
+            schema=args.schema,
+            concurrency=args.concurrency,
+            lease_ttl=args.lease_ttl,
+            pool_size=args.pool_size,
+        )
+        pool = WorkerPool(
+            spec,
+            address=args.ray,
+            actors=args.actors,
+            name=args.name,
+            actor_cpus=args.actor_cpus,
+            actor_resources=args.actor_resources,
+            prefetch=args.prefetch,
+            node_ip_address=args.node_ip_address,
+        )
+    except (ValueError, RayFleetError) as exc:
+        print(f"tensorsketch worker: {exc}", file=sys.stderr)
+        return 2
+    asyncio.run(_serve(pool, args.keep_actors))
+    return 0

@@ -1,0 +1,88 @@
+"""The pool's pieces that need no cluster: dealing runs, what is claimable, the spec and DSN
+checks, the ``tensorsketch worker`` command's refusals."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tensorsketch.ray import RayFleetError, WorkerSpec, backend_from_dsn
+from tensorsketch.ray._pool import _claimable, spread
+from tensorsketch.ray.testing import unix_socket_dsn
+from tensorsketch.runtime.backends.runs import RunRecord
+
+
+def test_spread_fills_the_emptiest_actor_first_and_never_past_its_room() -> None:
+    runs = [f"r{i}" for i in range(7)]
+    dealt = spread(runs, {0: 2, 1: 5})
+    # The roomier actor takes runs until the rooms are level, then they alternate.
+    assert dealt == {0: ["r3", "r5"], 1: ["r0", "r1", "r2", "r4", "r6"]}
+    assert spread(runs, {0: 1, 1: 1}) == {0: ["r0"], 1: ["r1"]}
+    assert spread(runs, {}) == {}
+    assert spread([], {0: 3}) == {}
+
+
+def test_claimable_means_unowned_expired_or_a_dead_pid_of_this_graph() -> None:
+    now = time.time()
+    live = f"{socket.gethostname()}:{os.getpid()}:abcd"
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    dead = f"{socket.gethostname()}:{child.pid}:abcd"
+    base = RunRecord(run_id="r", thread_id="t", graph="agent")
+    assert _claimable(base, "agent", now)
+    assert not _claimable(base, "other", now), "another pool's graph"
+    assert not _claimable(base.replace(owner=live, lease_expires_at=now + 30), "agent", now)
+    assert _claimable(base.replace(owner=live, lease_expires_at=now - 1), "agent", now)
+    assert _claimable(base.replace(owner=dead, lease_expires_at=now + 30), "agent", now)
+    assert not _claimable(base.replace(status="suspended"), "agent", now)
+    assert not _claimable(base.replace(status="succeeded"), "agent", now)
+    assert not _claimable(base.replace(kind="schedule"), "agent", now)
+
+
+def test_a_fleet_refuses_a_store_its_nodes_cannot_share() -> None:
+    for dsn in ("sqlite:///runs.db", "memory://", "runs.db"):
+        with pytest.raises(RayFleetError, match="PostgreSQL"):
+            backend_from_dsn(dsn)
+        with pytest.raises(RayFleetError, match="every node"):
+            WorkerSpec(graph="app:agent", backend=dsn)
+    with pytest.raises(ValueError, match="MODULE:ATTR"):
+        WorkerSpec(graph="app", backend="postgresql://postgres@/db")
+    with pytest.raises(ValueError, match="concurrency"):
+        WorkerSpec(graph="app:agent", backend="postgresql://postgres@/db", concurrency=0)
+
+
+def test_unix_socket_dsn_keeps_user_database_and_port() -> None:
+    assert (
+        unix_socket_dsn("postgresql://postgres@127.0.0.1:5432/test", "/var/run/postgresql")
+        == "postgresql://postgres@/test?host=/var/run/postgresql&port=5432"
+    )
+    assert unix_socket_dsn("postgres://u:p%40ss@db/app", "/tmp") == (
+        "postgresql://u:p%40ss@/app?host=/tmp"
+    )
+    with pytest.raises(ValueError, match="postgresql://"):
+        unix_socket_dsn("redis://127.0.0.1/0", "/tmp")
+
+
+def test_the_worker_command_is_registered_and_refuses_bad_input() -> None:
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        code = "import sys; from tensorsketch.cli import main; sys.exit(main(sys.argv[1:]))"
+        return subprocess.run(
+            [sys.executable, "-c", code, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    shown = cli("worker", "--help")
+    assert shown.returncode == 0 and "--ray ADDRESS" in shown.stdout
+    refused = cli("worker", "app:agent", "--ray", "127.0.0.1:6379", "--backend", "sqlite:///x")
+    assert refused.returncode == 2
+    assert "PostgreSQL" in refused.stderr and "Traceback" not in refused.stderr
+    missing = cli("worker", "app:agent", "--backend", "postgresql://postgres@/db")
+    assert missing.returncode == 2 and "--ray" in missing.stderr
