@@ -42,6 +42,7 @@ from tensorsketch.runtime.backends.base import (
     ThreadOpening,
     lease_lost,
 )
+from tensorsketch.runtime.loops import on_private_loop
 from tensorsketch.serializers import Serializer
 
 if TYPE_CHECKING:
@@ -326,9 +327,12 @@ class SqlBackend(Backend):
 
         ``transaction=True`` makes them atomic; a single statement is atomic on its own. The
         unit is committed (visible to every other connection) before this returns;
-        ``durable=False`` allows the commit to skip waiting for the disk.
+        ``durable=False`` allows the commit to skip waiting for the disk. The statements run
+        on the calling thread when the backend is not threaded, and also when the caller is
+        a sync helper's private loop (:func:`~tensorsketch.runtime.loops.on_private_loop`),
+        which nothing else waits on; the lock keeps the connection to one caller at a time.
         """
-        if not self.threaded:
+        if not self.threaded or on_private_loop():
             return self._submit_sync(queries, transaction, durable)
         results: list[Any] = await self._worker.run(
             self._submit_sync, queries, transaction, durable
