@@ -85,3 +85,23 @@ def test_an_interrupted_call_is_cancelled_and_awaited_before_the_loop_closes() -
     with pytest.raises(KeyboardInterrupt):
         run_on_private_loop(slow_read())
     assert cleaned == ["released"]
+
+
+def test_tasks_left_running_are_cancelled_and_awaited_before_the_loop_closes() -> None:
+    """As under ``asyncio.run``: a backend's pool closes itself from such a task."""
+    closed: list[str] = []
+
+    async def read() -> int:
+        async def close_with_loop() -> None:
+            try:
+                await asyncio.get_running_loop().create_future()  # until cancelled
+            finally:
+                await asyncio.sleep(0)  # the cleanup may still await
+                closed.append("pool")
+
+        asyncio.get_running_loop().create_task(close_with_loop())
+        await asyncio.sleep(0)
+        return 1
+
+    assert run_on_private_loop(read()) == 1
+    assert closed == ["pool"]
