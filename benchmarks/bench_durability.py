@@ -262,16 +262,22 @@ async def _ts_long(shape: str, workdir: Path) -> dict[str, Any]:
     stored = await backend.list_checkpoints("long")
     sizes = [len(s.payload) for s in stored[1:]]  # the first row is the input snapshot
     chain = await backend.read_chain("long")
-    reads = []
+    # The default backend (statements on its worker thread) and, like LangGraph's
+    # SqliteSaver, one that runs them on the caller's thread; the two take turns.
+    inline = SqliteBackend(workdir / "long.db", threaded=False)
+    reads, inline_reads = [], []
     for _ in range(READS):
-        t0 = time.perf_counter()
-        state = await app.aget_state("long", backend)
-        reads.append(time.perf_counter() - t0)
-        assert state is not None and state == out
+        for where, times in ((backend, reads), (inline, inline_reads)):
+            t0 = time.perf_counter()
+            state = await app.aget_state("long", where)
+            times.append(time.perf_counter() - t0)
+            assert state is not None and state == out
     await backend.aclose()
+    await inline.aclose()
     return {
         "bytes": sizes,
         "read": statistics.median(reads),
+        "read_inline": statistics.median(inline_reads),
         "expected": expected,
         "run": run,
         "steps": steps,
@@ -282,8 +288,8 @@ async def _ts_long(shape: str, workdir: Path) -> dict[str, Any]:
 
 
 def _ts_long_sync_read(shape: str, workdir: Path, expected: int) -> float:
-    """The sync ``get_state`` helper called from plain code (a fresh event loop per call),
-    as LangGraph's ``get_state`` is called."""
+    """The sync ``get_state`` helper called from plain code (a private event loop per call,
+    the statements on the caller's thread), as LangGraph's ``get_state`` is called."""
     from tensorsketch.runtime.backends import SqliteBackend
 
     app = _ts_long_app(shape == "overwrite")
@@ -589,7 +595,8 @@ def _print_long(long: dict[str, dict[str, Any]]) -> None:
                 cells.append("")
         print(f"{label:34}" + "".join(f"{c:>18}" for c in cells))
 
-    row("get_state, median (async)", lambda r: _ms(r["read"]))
+    row("aget_state, median (default backend)", lambda r: _ms(r["read"]))
+    row("aget_state, median (threaded=False)", lambda r: _ms(r["read_inline"]))
     row("get_state, median (sync helper)", lambda r: _ms(r["sync_read"]))
     row("LangGraph get_state (sync)", lambda r: _ms(r["read"]) if "total" in r else "")
     row("rows read by get_state", lambda r: f"{r['chain_rows']} of {r['rows']:,}")
@@ -605,12 +612,20 @@ def _print_long(long: dict[str, dict[str, Any]]) -> None:
     row("  steps over 2 kB", lambda r: f"{sum(b > 2048 for b in r['bytes']):,}")
     ts, lg = long.get("ts:long-append"), long.get("lg:long-append")
     if ts and lg:
-        verdict = "met" if ts["read"] <= lg["read"] else "NOT met"
-        print(
-            f"target: get_state on the {LONG_STEPS:,}-step thread <= LangGraph's: "
-            f"{_ms(ts['read'])} vs {_ms(lg['read'])} (sync helper {_ms(ts['sync_read'])}) "
-            f"— {verdict}"
-        )
+        # LangGraph's get_state runs its statements on the caller's thread, as TensorSketch's
+        # sync helper and a threaded=False backend do; the default backend's aget_state hands
+        # them to its worker thread and back (the event loop never waits on the database).
+        for title, key in (
+            ("get_state (sync helper)", "sync_read"),
+            ("aget_state, threaded=False", "read_inline"),
+            ("aget_state, default backend", "read"),
+        ):
+            verdict = "met" if ts[key] <= lg["read"] else "NOT met"
+            print(
+                f"target: {title} on the {LONG_STEPS:,}-step thread <= LangGraph's get_state: "
+                f"{_ms(ts[key])} vs {_ms(lg['read'])} = LG/TS {lg['read'] / ts[key]:.2f} "
+                f"— {verdict}"
+            )
     over = long.get("ts:long-overwrite")
     if ts and over:
         ratio = over["read"] / ts["read"]
@@ -638,13 +653,17 @@ def _best_long(
     names: list[str], rounds: int, quick: bool, errors: dict[str, str]
 ) -> dict[str, dict[str, Any]]:
     """The long threads in alternating rounds (TensorSketch and LangGraph take turns, so
-    both see the same load); per thread, the round whose ``get_state`` median was lowest."""
+    both see the same load); per thread, the round whose ``get_state`` median was lowest,
+    and each other way of reading back at its own best round."""
     best: dict[str, dict[str, Any]] = {}
     for _ in range(rounds):
         for name, got in _run_each(names, quick, errors).items():
-            if name not in best or got["read"] < best[name]["read"]:
-                sync = min(got.get("sync_read", 1e9), best.get(name, {}).get("sync_read", 1e9))
-                best[name] = {**got, "sync_read": sync} if "sync_read" in got else got
+            seen = best.get(name)
+            if seen is None:
+                best[name] = got
+                continue
+            others = {k: min(got[k], seen[k]) for k in ("sync_read", "read_inline") if k in got}
+            best[name] = {**(got if got["read"] < seen["read"] else seen), **others}
     return best
 
 

@@ -119,6 +119,38 @@ async def test_one_unit_of_work_to_open_and_one_per_superstep(
     await backend.aclose()
 
 
+def test_sync_helpers_run_their_statements_on_the_calling_thread(tmp_path: Path) -> None:
+    """A sync helper's loop is private (nothing else waits on it), so even a threaded backend
+    runs the read there instead of handing it to its worker thread and back; async reads on
+    the same backend still use the worker."""
+    import threading
+
+    path = tmp_path / "runs.db"
+    backend = CountingSqlite(path)  # threaded, the default
+    out = asyncio.run(COUNTER.invoke({"path": str(path)}, thread_id="t", backend=backend))
+    worker_threads = {u[2] for u in backend.units}
+    assert threading.get_ident() not in worker_threads
+
+    backend.units.clear()
+    state = COUNTER.get_state("t", backend)
+    assert state == out
+    assert [len(COUNTER.get_history("t", backend))] == [4]
+    assert {u[2] for u in backend.units} == {threading.get_ident()}
+
+    async def from_a_running_loop() -> None:
+        # Inside a running loop the helper reads on a thread of its own, never the loop's.
+        backend.units.clear()
+        assert COUNTER.get_state("t", backend) == out
+        (unit,) = backend.units
+        assert unit[2] not in worker_threads | {threading.get_ident()}
+        backend.units.clear()
+        assert await COUNTER.aget_state("t", backend) == out
+        assert {u[2] for u in backend.units} <= worker_threads
+
+    asyncio.run(from_a_running_loop())
+    asyncio.run(backend.aclose())
+
+
 async def test_file_uses_wal_and_the_chosen_sync_level(tmp_path: Path) -> None:
     levels: list[tuple[Literal["FULL", "NORMAL"], int]] = [("FULL", 2), ("NORMAL", 1)]
     for level, code in levels:

@@ -90,6 +90,25 @@ async def test_default_store_never_unpickles(tmp_path: Path) -> None:
     await backend.aclose()
 
 
+@pytest.mark.parametrize(
+    ("payload", "says"),
+    [
+        (b"[1, 2]", "is not a TensorSketch checkpoint"),
+        (b'{"v": "2", "changes": {}, "plan": []}', "is not a TensorSketch checkpoint"),
+        (b'{"v": 2, "changes": [], "plan": []}', "is not a TensorSketch checkpoint"),
+        (b'{"v": 2, "changes": {}, "plan": {}}', "is not a TensorSketch checkpoint"),
+        (b'{"v": 2, "changes": {}}', "is not a TensorSketch checkpoint"),
+        (b'{"v": 99, "changes": {}, "plan": []}', "format version 99, newer than this release"),
+    ],
+)
+async def test_a_row_that_is_not_a_checkpoint_is_refused_by_name(payload: bytes, says: str) -> None:
+    """Rows of another shape (valid JSON, wrong layout) fail reads with the row named."""
+    backend = InMemoryBackend()
+    await backend.save_checkpoint(StoredCheckpoint("t", "cp-9", None, 0, 0.0, payload))
+    with pytest.raises(CheckpointDecodeError, match=f"'cp-9' of thread 't' .*{says}"):
+        await NOTE.aget_state("t", backend)
+
+
 def test_json_rebuilds_only_known_models() -> None:
     codec = JsonSerializer()
     data = codec.dumps({"note": Note(text="hi"), "at": (1, 2), "raw": b"\x00\xff"})

@@ -25,6 +25,7 @@ from tensorsketch.interrupts import Interrupt, apply_resume, attach_checkpoint_i
 from tensorsketch.observability.tracing import ATTR_INPUT, Tracer
 from tensorsketch.pregel import GraphSpec, Run, Task, check_concurrency
 from tensorsketch.runtime.backends.base import Backend
+from tensorsketch.runtime.loops import run_on_private_loop
 from tensorsketch.schema import Schema
 
 if TYPE_CHECKING:
@@ -80,25 +81,19 @@ class _Failure:
 def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine to completion from sync code, even inside a running event loop.
 
-    The value comes back through ``box``, not as the task's result: on CPython 3.11
-    ``asyncio.run`` formats the repr of its main task (result included) while restoring the
-    SIGINT handler, which for a large state costs more than reading it.
+    The coroutine gets a private loop (:func:`run_on_private_loop`): this thread's, or, when
+    a loop is already running here, a new thread's. Either way nothing else waits on that
+    loop, so a threaded SQL backend runs the call's statements on the calling thread.
     """
-    box: dict[str, Any] = {}
-
-    async def main() -> None:
-        box["value"] = await coro
-
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        asyncio.run(main())
-        result: T = box["value"]
-        return result
+        return run_on_private_loop(coro)
+    box: dict[str, Any] = {}
 
     def target() -> None:
         try:
-            asyncio.run(main())
+            box["value"] = run_on_private_loop(coro)
         except BaseException as exc:
             box["error"] = exc
 

@@ -43,6 +43,7 @@ from tensorsketch.runtime.backends.base import (
     ThreadSummary,
     lease_lost,
 )
+from tensorsketch.runtime.loops import on_private_loop
 from tensorsketch.serializers import Serializer
 
 if TYPE_CHECKING:
@@ -80,8 +81,9 @@ class SqlBackend(Backend):
     """A backend over any SQL database; subclass it with a dialect.
 
     A subclass for a synchronous DB-API 2.0 driver only implements :meth:`connect`; its
-    statements then run on a worker thread over one connection guarded by a lock. A subclass
-    for an async driver overrides :meth:`submit` instead.
+    statements then run on a worker thread over one connection guarded by a lock (a sync
+    helper's calls, on their private loop, use it from the calling thread under the same
+    lock). A subclass for an async driver overrides :meth:`submit` instead.
 
     :param threaded: run a sync driver's statements on the backend's worker thread (the
         default), so the event loop never waits on the database. ``False`` runs them on the
@@ -310,7 +312,8 @@ class SqlBackend(Backend):
     # -- reaching the database --------------------------------------------------------------
 
     def connect(self) -> Any:
-        """Open a DB-API 2.0 connection (sync drivers). Called once, on a worker thread."""
+        """Open a DB-API 2.0 connection (sync drivers). Called once, under the backend's
+        lock, on the thread of the first unit of work (normally the worker thread)."""
         msg = (
             f"{type(self).__name__} must implement `connect()` (for a DB-API driver) or "
             "override `submit()` (for an async driver)."
@@ -336,9 +339,12 @@ class SqlBackend(Backend):
 
         ``transaction=True`` makes them atomic; a single statement is atomic on its own. The
         unit is committed (visible to every other connection) before this returns;
-        ``durable=False`` allows the commit to skip waiting for the disk.
+        ``durable=False`` allows the commit to skip waiting for the disk. The statements run
+        on the calling thread when the backend is not threaded, and also when the caller is
+        a sync helper's private loop (:func:`~tensorsketch.runtime.loops.on_private_loop`),
+        which nothing else waits on; the lock keeps the connection to one caller at a time.
         """
-        if not self.threaded:
+        if not self.threaded or on_private_loop():
             return self._submit_sync(queries, transaction, durable)
         results: list[Any] = await self._worker.run(
             self._submit_sync, queries, transaction, durable
@@ -735,8 +741,9 @@ class _DriverThread:
     """The one thread that runs a backend's blocking driver calls, in order.
 
     Like ``asyncio.to_thread`` but leaner per call (a queue and one callback, no executor
-    futures to chain), which matters when a call is made at every superstep; and the driver's
-    connection is only ever touched from this thread. Callers on any event loop may use it.
+    futures to chain), which matters when a call is made at every superstep. Callers on any
+    event loop may use it. (The connection is shared under the backend's lock, so a unit of
+    work run elsewhere, on a sync helper's private loop, never overlaps one run here.)
     """
 
     def __init__(self, name: str) -> None:
