@@ -26,6 +26,7 @@ def test_editable_layout_imports_every_portion_from_its_own_folder() -> None:
         "tensorsketch.canvas",
         "tensorsketch.serve",
         "tensorsketch.eval",
+        "tensorsketch.ray",
         "tensorsketch.interop",
         "tensorsketch.providers",
     }
@@ -87,6 +88,7 @@ def test_wheel_layout_in_a_clean_venv(tmp_path: Path, wheel_dir: Path, venvs: An
         "serve": "tensorsketch-serve",
         "interop": "tensorsketch-interop",
         "eval": "tensorsketch-eval",
+        "ray": "tensorsketch-ray",
     }
     assert plugins["failed"] == {}
 
@@ -104,6 +106,7 @@ def test_meta_package_from_the_repo_installs_the_first_party_set(
         text=True,
     )
     plugins = json.loads(listing.stdout)
+    # Not tensorsketch-ray: Ray is opt-in (`tensorsketch[ray]`).
     assert {p["distribution"] for p in plugins["plugins"]} == {
         "tensorsketch-core",
         "tensorsketch-canvas",

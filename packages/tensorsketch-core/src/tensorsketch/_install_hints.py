@@ -20,6 +20,7 @@ HINTS: dict[str, str] = {
     "tensorsketch.canvas": "tensorsketch-canvas",
     "tensorsketch.serve": "tensorsketch-serve",
     "tensorsketch.eval": "tensorsketch-eval",
+    "tensorsketch.ray": "tensorsketch-ray",
     "tensorsketch.interop": "tensorsketch-interop",
     "tensorsketch.interop.mcp": "tensorsketch-interop[mcp]",
     "tensorsketch.observability.otel": "tensorsketch-interop[otel]",

@@ -135,5 +135,13 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, RayFleetError) as exc:
         print(f"tensorsketch worker: {exc}", file=sys.stderr)
         return 2
-    asyncio.run(_serve(pool, args.keep_actors))
+    try:
+        asyncio.run(_serve(pool, args.keep_actors))
+    except ConnectionError as exc:
+        print(
+            f"tensorsketch worker: cannot reach the Ray cluster at {args.ray!r} ({exc}); "
+            "check --ray (the head's GCS address, host:port).",
+            file=sys.stderr,
+        )
+        return 1
     return 0
