@@ -6,6 +6,8 @@ import { drawBox, drawTrace, drawWire, el, formatCost, formatMs } from "./draw";
 import { buildScene, displayName, type Box, type Scene } from "./layout";
 import { exportPng, exportSvg } from "./export";
 import { drawMinimap, minimapToScene } from "./minimap";
+import { drawBadges } from "./badges";
+import * as debug from "./debug/index";
 import {
   END,
   START,
@@ -74,6 +76,7 @@ const state = {
     return state.paints;
   },
   exportSvg: () => exportSvg(svg, viewport),
+  debug: debug.dbg,
 };
 
 // -- messages ----------------------------------------------------------------------------------
@@ -197,6 +200,7 @@ function paint(): void {
   const boxFrag = document.createDocumentFragment();
   for (const box of scene.boxes.values()) {
     const g = drawBox(svg, box, state.readOnly);
+    drawBadges(box, g);
     if (box.id === state.selectedNode) g.classList.add("selected");
     boxFrag.appendChild(g);
   }
@@ -204,6 +208,7 @@ function paint(): void {
   layers.boxes.appendChild(boxFrag);
   layers.labels.appendChild(labelFrag);
   paintTrace();
+  debug.repaintMarks();
   if (!state.fitted || !state.userView) {
     state.fitted = true;
     fit(true);
@@ -404,7 +409,7 @@ svg.addEventListener("pointerup", (ev) => {
     }
   } else if (d.kind === "move") {
     if (!d.moved) {
-      selectNode(d.node);
+      if (!debug.onNodeClick(d.node)) selectNode(d.node);
       return;
     }
     const p = toScene(ev.clientX, ev.clientY);
@@ -876,6 +881,7 @@ $("live").addEventListener("click", () => {
   $("live").classList.toggle("on", state.live);
   $("live").textContent = state.live ? "■ live" : "▶ live";
   $("run-picker").hidden = !state.live;
+  debug.setLive(state.live);
   if (state.live) void refreshRuns();
   else {
     paintTrace();
@@ -940,6 +946,16 @@ function connect(): void {
   });
   es.addEventListener("trace", () => {
     if (state.live) void refreshRuns();
+    debug.onServerEvent("trace", null);
+  });
+  es.addEventListener("debug", (ev) => {
+    let data: unknown = null;
+    try {
+      data = JSON.parse((ev as MessageEvent).data);
+    } catch {
+      /* refresh anyway */
+    }
+    debug.onServerEvent("debug", data);
   });
   es.onerror = () => {
     // EventSource reconnects by itself; fetch once so a missed event is not missed for long
@@ -961,5 +977,16 @@ async function start(): Promise<void> {
   }
   connect();
   await reload();
+  await debug.initDebug({
+    svg,
+    layer: document.getElementById("debug-marks") as unknown as SVGGElement,
+    scene: () => state.scene,
+    toast,
+    relayout: () => {
+      if (!state.userView && state.scene) fit(true);
+      else applyView();
+    },
+    liveThread: () => state.runs.find((r) => r.run === state.run)?.thread ?? null,
+  });
 }
 void start();

@@ -17,6 +17,10 @@ export interface NodeIR {
   has_hole: boolean;
   hole: string | null;
   line: number | null;
+  retry?: string | null;
+  timeout?: string | null;
+  interrupt_before?: boolean | null;
+  interrupt_after?: boolean | null;
 }
 
 export type EdgeKind = "sequential" | "conditional" | "dynamic" | "custom";
@@ -88,6 +92,8 @@ export interface RunSummary {
   started: number | string | null;
   spans: number;
   status: string;
+  graph?: string | null;
+  thread?: string | null;
 }
 
 export interface SpanSummary {
