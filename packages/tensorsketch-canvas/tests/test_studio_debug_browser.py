@@ -1,0 +1,488 @@
+"""The Studio debugger in a real browser, on SQLite and on PostgreSQL.
+
+Threads are recorded the way a user records them (``invoke`` with a ``thread_id`` and a
+backend, in this process); the Studio is started on the same backend URL and Debian's
+Chromium drives its page through Playwright. Every check is made against the backend
+itself: the state the page shows against ``aget_state_at``, a fork's new thread, each step's
+checkpoint, the approved tool's side effect.
+
+One browser for the module, one Studio per backend and graph file (module scope): the tests
+use distinct thread ids, so they share a backend without seeing each other's threads.
+Skipped, with the reason, without ``/usr/bin/chromium`` or Playwright; the PostgreSQL half
+fails (does not skip) when the server at ``TS_TEST_POSTGRES_DSN`` is unreachable, as the
+backends' own tests do. ``TS_STUDIO_SCREENSHOTS=1`` rewrites docs/images/studio-debug-*.png.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = ROOT / "examples" / "support_router.py"
+IMAGES = (
+    ROOT / "docs" / "images"
+    if os.environ.get("TS_STUDIO_SCREENSHOTS") == "1"
+    else Path(tempfile.gettempdir()) / "tensorsketch-studio-screenshots"
+)
+BROWSER_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--no-first-run",
+]
+PG_DSN = os.environ.get("TS_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+
+if not CHROMIUM.exists():
+    pytest.skip(
+        "no /usr/bin/chromium: install Debian's Chromium (apt-get install chromium) to run "
+        "the Studio browser tests",
+        allow_module_level=True,
+    )
+if importlib.util.find_spec("playwright") is None:
+    pytest.skip(
+        "Playwright for Python is not installed (pip install playwright; the tests use "
+        "/usr/bin/chromium, never `playwright install`)",
+        allow_module_level=True,
+    )
+STATIC = ROOT / "packages/tensorsketch-canvas/src/tensorsketch/canvas/studio/static"
+if not (STATIC / "index.html").exists():
+    pytest.skip("the Studio bundle is not built (nox -s studio-build)", allow_module_level=True)
+
+from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
+
+from tensorsketch.canvas.studio.server import StudioServer  # noqa: E402
+from tensorsketch.registry import create_backend  # noqa: E402
+from tensorsketch.runtime.backends.base import Backend  # noqa: E402
+from tensorsketch.testing import runs as testing_runs  # noqa: E402
+from tensorsketch.threads import alist_threads  # noqa: E402
+
+pytestmark = pytest.mark.timeout(180)
+
+#: The refund agent of tensorsketch.testing.runs as a file the Studio opens: its tool needs
+#: an approval and records every refund it makes in ``REFUNDS`` (this process's list).
+AGENT = """\
+from tensorsketch.testing.runs import refund_agent
+
+app = refund_agent()
+"""
+
+
+# -- backends ----------------------------------------------------------------------------------
+
+
+def _open(url: str) -> Backend:
+    scheme = url.partition("://")[0]
+    return create_backend("sqlite" if scheme == "sqlite" else "postgres", dsn=url)
+
+
+def _run(url: str, fn: Any) -> Any:
+    """``await fn(backend)`` on a backend of ``url`` opened for the call, closed after."""
+
+    async def go() -> Any:
+        backend = _open(url)
+        try:
+            return await fn(backend)
+        finally:
+            await backend.aclose()
+
+    return asyncio.run(go())
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def backend_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path_factory.mktemp('debug') / 'runs.db'}"
+        return
+    import psycopg
+
+    name = f"ts_studio_dbg_{uuid.uuid4().hex[:10]}"
+    try:
+        admin = psycopg.connect(PG_DSN, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        pytest.fail(f"PostgreSQL is not reachable at {PG_DSN!r} (TS_TEST_POSTGRES_DSN): {exc}")
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    base = PG_DSN.rsplit("/", 1)[0]
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with psycopg.connect(PG_DSN, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# -- the graph files, recorded threads, the Studio -------------------------------------------
+
+
+def _load(path: Path) -> ModuleType:
+    """The file as its own module (like the Studio imports it), to run its graph here."""
+    name = f"_dbg_{path.stem}_{uuid.uuid4().hex[:6]}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS)
+        yield b
+        b.close()
+
+
+class Studio:
+    def __init__(self, path: Path, url: str, server: StudioServer, module: ModuleType) -> None:
+        self.path = path
+        self.url = url
+        self.server = server
+        self.module = module
+        self.prefix = f"t{uuid.uuid4().hex[:6]}"
+
+    @property
+    def app(self) -> Any:
+        return self.module.app
+
+    def tid(self, name: str) -> str:
+        """A thread id private to this module run (the backend may outlive one run)."""
+        return f"{self.prefix}-{name}"
+
+
+def _serve(tmp: Path, name: str, text: str, url: str) -> Iterator[Studio]:
+    path = tmp / f"{name}.py"
+    path.write_text(text, encoding="utf-8")
+    server = StudioServer(path, port=0, project=tmp, backend=url).start()
+    try:
+        yield Studio(path, url, server, _load(path))
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def router(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
+    yield from _serve(
+        tmp_path_factory.mktemp("router"),
+        "support_router",
+        EXAMPLE.read_text(encoding="utf-8"),
+        backend_url,
+    )
+
+
+@pytest.fixture(scope="module")
+def agent(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
+    yield from _serve(tmp_path_factory.mktemp("agent"), "refunds", AGENT, backend_url)
+
+
+def _page(browser: Browser, studio: Studio, errors: list[str]) -> Page:
+    context = browser.new_context(viewport={"width": 1500, "height": 860})
+    page = context.new_page()
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(studio.server.url)
+    page.wait_for_function("window.__studio && window.__studio.state.connected", timeout=10_000)
+    page.wait_for_selector("#dbg-panel:not([hidden])", timeout=10_000)
+    return page
+
+
+def _page_for(browser: Browser, studio: Studio) -> Iterator[Page]:
+    errors: list[str] = []
+    p = _page(browser, studio, errors)
+    try:
+        yield p
+    finally:
+        p.context.close()
+    assert not errors, f"errors in the page: {errors}"
+
+
+@pytest.fixture
+def page(browser: Browser, router: Studio) -> Iterator[Page]:
+    """The router's Studio in a fresh browser context."""
+    yield from _page_for(browser, router)
+
+
+@pytest.fixture
+def agent_page(browser: Browser, agent: Studio) -> Iterator[Page]:
+    """The refund agent's Studio in a fresh browser context."""
+    yield from _page_for(browser, agent)
+
+
+def _search(page: Page, text: str) -> None:
+    page.fill("#dbg-search", text)
+    page.wait_for_function("q => window.__studio.debug.q === q", arg=text, timeout=5000)
+
+
+def _open_thread(page: Page, thread: str) -> None:
+    _search(page, thread)
+    page.click(f'.dbg-thread-row[data-thread="{thread}"]')
+    page.wait_for_function(
+        "t => window.__studio.debug.thread && window.__studio.debug.thread.thread_id === t "
+        "&& window.__studio.debug.checkpoint",
+        arg=thread,
+        timeout=10_000,
+    )
+
+
+def _pick(page: Page, checkpoint_id: str) -> None:
+    page.click(f'.tl-row[data-id="{checkpoint_id}"]')
+    page.wait_for_function(
+        "id => window.__studio.debug.checkpoint && window.__studio.debug.checkpoint.id === id",
+        arg=checkpoint_id,
+        timeout=10_000,
+    )
+
+
+def _confirm(page: Page) -> None:
+    expect(page.locator("#dbg-confirm")).to_be_visible()
+    page.click("#dbg-confirm-ok")
+
+
+def _shot(page: Page, name: str) -> None:
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    page.wait_for_timeout(150)
+    page.screenshot(path=str(IMAGES / f"studio-debug-{name}.png"))
+
+
+# -- browse ------------------------------------------------------------------------------------
+
+
+def test_browse_a_recorded_thread(router: Studio, page: Page) -> None:
+    app = router.app
+    billing, tech = router.tid("refund"), router.tid("crash")
+
+    async def record(b: Backend) -> list[Any]:
+        await app.invoke({"query": "I'd like a refund on my invoice"}, thread_id=billing, backend=b)
+        await app.invoke({"query": "The app shows an error"}, thread_id=tech, backend=b)
+        return await app.aget_history(billing, b)
+
+    history = _run(router.url, record)
+    page.click("#dbg-refresh")
+    _search(page, router.prefix)
+    rows = page.locator(".dbg-thread-row")
+    expect(rows).to_have_count(2)
+    expect(page.locator(f'.dbg-thread-row[data-thread="{billing}"]')).to_contain_text(
+        f"{len(history)} checkpoints"
+    )
+    _search(page, "crash")
+    expect(rows).to_have_count(1)
+    _open_thread(page, billing)
+    # every checkpoint in the timeline, the head picked, newest on top
+    expect(page.locator(".tl-row")).to_have_count(len(history))
+    assert page.locator(".tl-row").first.get_attribute("data-id") == history[-1].id
+    # each checkpoint's state as the page shows it == the state the runtime reads there
+    for cp in history:
+        _pick(page, cp.id)
+        shown = page.evaluate("window.__studio.debug.checkpoint.state")
+        expected = _run(router.url, lambda b, c=cp: app.aget_state_at(billing, b, c.id)).model_dump(
+            mode="json"
+        )
+        for channel, value in expected.items():
+            assert shown[channel]["value"] == value, (cp.id, channel)
+            card = page.locator(f'.dbg-channel[data-channel="{channel}"] pre')
+            expect(card.first).to_contain_text(json.dumps(value)[:40].strip('"'))
+    # the superstep where Classify ran: marked on the canvas, intent changed, Billing next
+    classify = next(
+        c
+        for c in history
+        if "Classify"
+        in (
+            page.evaluate(
+                "id => window.__studio.debug.thread.checkpoints.find(c => c.id === id).ran", c.id
+            )
+            or []
+        )
+    )
+    _pick(page, classify.id)
+    expect(page.locator('.dbg-mark.ran[data-node="Classify"]')).to_have_count(1)
+    expect(page.locator('.dbg-mark.next[data-node="Billing"]')).to_have_count(1)
+    expect(page.locator('.dbg-channel.changed[data-channel="intent"]')).to_have_count(1)
+    _shot(page, "checkpoint")
+
+
+# -- edit and fork -----------------------------------------------------------------------------
+
+
+def test_edit_a_value_and_fork(router: Studio, page: Page) -> None:
+    app = router.app
+    origin = router.tid("forkme")
+
+    async def record(b: Backend) -> list[Any]:
+        await app.invoke({"query": "I'd like a refund on my invoice"}, thread_id=origin, backend=b)
+        return await app.aget_history(origin, b)
+
+    history = _run(router.url, record)
+    page.click("#dbg-refresh")
+    _open_thread(page, origin)
+    # the checkpoint after Classify: change the routing decision from billing to tech
+    after_classify = history[-2]
+    _pick(page, after_classify.id)
+    page.click('[data-edit="intent"]')
+    area = page.locator('[data-edit-area="intent"]')
+    # a value the state schema refuses: the schema's message next to the field, nothing written
+    area.fill('"sales"')
+    page.click("#dbg-fork")
+    _confirm(page)
+    error = page.locator('[data-error-for="intent"]')
+    expect(error).to_be_visible()
+    expect(error).not_to_have_text("")
+    before = set(_run(router.url, lambda b: _threads(b)))
+    _shot(page, "edit-error")
+    area.fill('"tech"')
+    page.click("#dbg-fork")
+    _confirm(page)
+    page.wait_for_function(
+        "t => window.__studio.debug.thread && window.__studio.debug.thread.thread_id !== t",
+        arg=origin,
+        timeout=15_000,
+    )
+    new = page.evaluate("window.__studio.debug.thread.thread_id")
+    assert new not in before
+    state = _run(router.url, lambda b: app.aget_state(new, b))
+    assert state.intent == "tech" and state.answer.startswith("[Tech]")
+    # the original thread is untouched
+    assert _run(router.url, lambda b: app.aget_state(origin, b)).answer.startswith("[Billing]")
+    assert len(_run(router.url, lambda b: app.aget_history(origin, b))) == len(history)
+
+
+async def _threads(b: Backend) -> list[str]:
+    return await alist_threads(b)
+
+
+# -- step --------------------------------------------------------------------------------------
+
+
+def test_step_superstep_by_superstep(router: Studio, page: Page) -> None:
+    app = router.app
+    thread = router.tid("step")
+
+    async def start(b: Backend) -> None:
+        await app.invoke(
+            {"query": "The app shows an error"},
+            thread_id=thread,
+            backend=b,
+            interrupt_before="Classify",
+        )
+
+    _run(router.url, start)
+    page.click("#dbg-refresh")
+    _open_thread(page, thread)
+    expect(page.locator('.dbg-mark.next[data-node="Classify"]')).to_have_count(1)
+    for expect_ran in ("Classify", "Tech"):
+        count = len(_run(router.url, lambda b: app.aget_history(thread, b)))
+        page.click("#dbg-step")
+        _confirm(page)
+        page.wait_for_function(
+            "n => window.__studio.debug.thread.checkpoints.length > n && !window.__studio.debug.busy",
+            arg=count,
+            timeout=15_000,
+        )
+        history = _run(router.url, lambda b: app.aget_history(thread, b))
+        head = page.evaluate("window.__studio.debug.thread.head")
+        assert head == history[-1].id
+        page.wait_for_function(
+            "id => window.__studio.debug.checkpoint?.id === id", arg=head, timeout=10_000
+        )
+        expect(page.locator(f'.dbg-mark.ran[data-node="{expect_ran}"]')).to_have_count(1)
+        if expect_ran == "Classify":
+            _shot(page, "step")
+    state = _run(router.url, lambda b: app.aget_state(thread, b))
+    assert state.answer.startswith("[Tech]")
+
+
+# -- approve -----------------------------------------------------------------------------------
+
+
+def test_approve_a_suspended_tool_call(agent: Studio, agent_page: Page) -> None:
+    app = agent.app
+    page = agent_page
+    thread = agent.tid("refund")
+    testing_runs.REFUNDS.clear()
+
+    async def start(b: Backend) -> None:
+        await app.invoke(
+            {"messages": [{"role": "user", "content": "A-17"}]}, thread_id=thread, backend=b
+        )
+
+    _run(agent.url, start)
+    assert testing_runs.REFUNDS == []  # suspended before the tool ran
+    page.click("#dbg-refresh")
+    _open_thread(page, thread)
+    card = page.locator("#dbg-waiting")
+    expect(card).to_contain_text("approval")
+    expect(card).to_contain_text("refund")
+    expect(card).to_contain_text("A-17")
+    _shot(page, "approval")
+    page.click("#dbg-approve")
+    _confirm(page)
+    page.wait_for_function(
+        "window.__studio.debug.thread && !window.__studio.debug.thread.waiting && !window.__studio.debug.busy",
+        timeout=15_000,
+    )
+    assert testing_runs.REFUNDS == ["A-17"]  # ran exactly once
+    # a second approve has nothing to resume: refused, the tool does not run again
+    status = page.evaluate(
+        """async (t) => (await fetch(`/api/debug/threads/${encodeURIComponent(t)}/resume`, {method: "POST",
+            headers: {"X-Studio-Token": new URLSearchParams(location.search).get("token"),
+                      "Content-Type": "application/json"},
+            body: JSON.stringify({action: "approve", confirm: true})})).status""",
+        thread,
+    )
+    assert status in (404, 409)
+    assert testing_runs.REFUNDS == ["A-17"]
+    messages = _run(agent.url, lambda b: app.aget_state(thread, b)).messages
+    assert messages[-1].text == "done: refunded A-17"
+
+
+# -- hostile requests --------------------------------------------------------------------------
+
+
+def test_hostile_requests_from_the_page_are_refused(router: Studio, page: Page) -> None:
+    app = router.app
+    thread = router.tid("hostile")
+    _run(router.url, lambda b: app.invoke({"query": "Hello!"}, thread_id=thread, backend=b))
+    before = len(_run(router.url, lambda b: app.aget_history(thread, b)))
+    results = page.evaluate(
+        """async (t) => {
+            const token = new URLSearchParams(location.search).get("token");
+            const head = (await (await fetch(`/api/debug/threads/${t}`,
+                {headers: {"X-Studio-Token": token}})).json()).head;
+            const post = (path, body, headers) => fetch(path, {method: "POST",
+                headers: {"Content-Type": "application/json", ...headers}, body: JSON.stringify(body)})
+                .then(r => r.status);
+            return {
+                // no token: a script on another page cannot know it
+                noToken: await post(`/api/debug/threads/${t}/update`,
+                    {checkpoint_id: head, values: {answer: "x"}, confirm: true}, {}),
+                // the token but no confirmation: every write is a deliberate action
+                noConfirm: await post(`/api/debug/threads/${t}/update`,
+                    {checkpoint_id: head, values: {answer: "x"}}, {"X-Studio-Token": token}),
+                // a checkpoint of another thread, through this thread's route
+                otherThread: await post(`/api/debug/threads/${t}-nope/fork`,
+                    {checkpoint_id: head, values: {}, confirm: true}, {"X-Studio-Token": token}),
+                // a DSN where a value goes is just a bad value, never a connection
+                badBody: await post(`/api/debug/threads/${t}/update`, "postgresql://evil/x",
+                    {"X-Studio-Token": token}),
+            };
+        }""",
+        thread,
+    )
+    assert results["noToken"] in (401, 403), results
+    assert results["noConfirm"] == 403, results
+    assert results["otherThread"] == 404, results
+    assert results["badBody"] == 400, results
+    assert len(_run(router.url, lambda b: app.aget_history(thread, b))) == before
+    assert _run(router.url, lambda b: app.aget_state(thread, b)).answer.startswith("[General]")
