@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     # The durable layer (and its serializers) loads on the first durable run.
     from tensorsketch.durable import Checkpoint
+    from tensorsketch.node_replay import NodeReplay
     from tensorsketch.runtime.backends.base import StoredCheckpoint
 
 __all__ = ["CompiledGraph"]
@@ -520,10 +521,15 @@ class CompiledGraph(Generic[S]):
         *,
         max_steps: int = 25,
         tracer: Tracer | None = None,
+        run: bool = True,
     ) -> S:
         """Branch a new thread from a past checkpoint, apply ``input``, and run it.
 
         The new thread has its own, empty journal: effects run anew down the fork.
+
+        :param run: ``False`` branches without running: ``input`` is applied as an
+            :meth:`aupdate_state` edit (the fork point's plan stays), and the next
+            ``invoke`` on the new thread continues from there.
         """
         _check_thread_id(thread_id)
         _check_thread_id(new_thread_id, "new_thread_id")
@@ -546,20 +552,50 @@ class CompiledGraph(Generic[S]):
         if await backend.latest_checkpoint(new_thread_id) is not None:
             msg = f"thread {new_thread_id!r} already exists; fork into a new thread_id."
             raise ValueError(msg)
-        run = self._new_run(new_thread_id, backend, tracer, None, ())
-        journal = run.journal
+        branch = self._new_run(new_thread_id, backend, tracer, None, ())
+        journal = branch.journal
         assert journal is not None
-        run.restore(journal.restore(origin))
-        run.seq = 0
-        tasks = run.tasks_from_plan(origin.plan)
+        branch.restore(journal.restore(origin))
+        branch.seq = 0
+        tasks = branch.tasks_from_plan(origin.plan)
         await journal.acquire()
         try:
-            await run.save_checkpoint(None, tasks, source="fork", parent_id=origin.id, final=True)
+            await branch.save_checkpoint(
+                None, tasks, source="fork", parent_id=origin.id, final=True
+            )
         finally:
             await journal.release()
+        if not run:
+            if input is not None:
+                return await self.aupdate_state(new_thread_id, backend, input)
+            state = await self.aget_state(new_thread_id, backend)
+            assert state is not None
+            return state
         return await self.invoke(
             input, thread_id=new_thread_id, backend=backend, max_steps=max_steps, tracer=tracer
         )
+
+    async def areplay_node(
+        self,
+        thread_id: str,
+        backend: Backend,
+        checkpoint_id: str,
+        node: str,
+        *,
+        live: bool = False,
+    ) -> NodeReplay:
+        """Re-run one node that checkpoint ``checkpoint_id`` plans next, in isolation, on that
+        checkpoint's state, and return what it writes now (it never writes to the thread).
+
+        :param node: a node in the checkpoint's plan (its ``next`` or a pending ``Send``; a
+            fan-out replays every instance).
+        :param live: run the node's journaled calls for real instead of answering them
+            from the thread's journal (recorded approvals and answers still apply).
+        """
+        _check_thread_id(thread_id)
+        from tensorsketch.node_replay import replay_node  # noqa: PLC0415 - loads on first use
+
+        return await replay_node(self._spec, thread_id, backend, checkpoint_id, node, live=live)
 
     # -- editing ----------------------------------------------------------------------------
 

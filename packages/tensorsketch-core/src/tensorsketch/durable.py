@@ -53,8 +53,10 @@ if TYPE_CHECKING:
 __all__ = [
     "FORMAT_VERSION",
     "Checkpoint",
+    "CheckpointInfo",
     "Position",
     "RunJournal",
+    "describe_checkpoints",
     "load_chain",
     "load_page",
     "read_checkpoint",
@@ -164,6 +166,60 @@ class Checkpoint:
     def plan(self) -> list[tuple[str, dict[str, Any] | None]]:
         """The tasks to run next, in plan order (copies, safe to change)."""
         return [(n, None if p is None else dict(p)) for n, p in self.tasks]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointInfo:
+    """A checkpoint without its values: where it sits in the tree and what it plans.
+
+    What a timeline of a long thread needs (:func:`describe_checkpoints`): reading it decodes
+    each row's small header and plan but folds no state.
+
+    :param changed: the fields this row's stored changes name (for a delta, the fields
+        written since its base; for a snapshot, every field).
+    """
+
+    id: str
+    thread_id: str
+    parent_id: str | None
+    step: int
+    tasks: tuple[tuple[str, dict[str, Any] | None], ...]
+    created_at: float
+    source: str = "loop"
+    metadata: dict[str, Any] = field(default_factory=dict)
+    changed: tuple[str, ...] = ()
+
+    @property
+    def next(self) -> tuple[str, ...]:
+        """Names of the plain (non-``Send``) nodes planned next."""
+        return tuple(name for name, payload in self.tasks if payload is None)
+
+    @property
+    def sends(self) -> tuple[tuple[str, dict[str, Any]], ...]:
+        """Pending ``Send`` instances as ``(node, payload)`` pairs."""
+        return tuple((name, payload) for name, payload in self.tasks if payload is not None)
+
+
+def describe_checkpoints(backend: Backend, stored: list[StoredCheckpoint]) -> list[CheckpointInfo]:
+    """The headers of ``stored`` (e.g. ``backend.list_checkpoints(thread)``), in order: ids,
+    parents, steps, plans and metadata, without rebuilding any state."""
+    out: list[CheckpointInfo] = []
+    for s, payload in zip(stored, _decode_all(backend, stored), strict=True):
+        head = _checkpoint(s, payload, {})
+        out.append(
+            CheckpointInfo(
+                id=head.id,
+                thread_id=head.thread_id,
+                parent_id=head.parent_id,
+                step=head.step,
+                tasks=head.tasks,
+                created_at=head.created_at,
+                source=head.source,
+                metadata=head.metadata,
+                changed=tuple(str(name) for name in payload["changes"]),
+            )
+        )
+    return out
 
 
 def _check_payload(stored: StoredCheckpoint, payload: Any) -> dict[str, Any]:

@@ -77,6 +77,11 @@ def configure_studio(parser: argparse.ArgumentParser, *, with_file: bool = True)
     )
     parser.add_argument("--open", action="store_true", help="open the page in a web browser")
     parser.add_argument(
+        "--backend",
+        help="turn on the debugger over this durable backend: a URL (sqlite:///runs.db, "
+        "postgresql://..., redis://...) or a backend name; it stays in the server process",
+    )
+    parser.add_argument(
         "--export",
         choices=("mermaid", "svg"),
         help="print (or with -o write) the graph as Mermaid or SVG and exit, without a server",
@@ -121,12 +126,25 @@ def run_studio(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"error: {_INSTALL_HINT} ({exc})", file=sys.stderr)
         return 2
+    store = None
+    if args.backend:
+        from tensorsketch.canvas.studio.debug_source import open_backend
+
+        try:
+            store = open_backend(args.backend)
+        except Exception as exc:  # say what failed without printing the URL (a password)
+            kind = str(args.backend).partition("://")[0]
+            text = str(exc).replace(str(args.backend), f"<{kind} URL>")
+            print(f"error: --backend ({kind}) could not be opened: {text}", file=sys.stderr)
+            return 2
     server = StudioServer(
         path,
         port=args.port,
         graph=args.graph,
         project=Path(args.project) if args.project else None,
         log_level="warning",
+        backend=store,
+        backend_url=args.backend,
     )
     print(server.line(str(args.file)), flush=True)
     try:

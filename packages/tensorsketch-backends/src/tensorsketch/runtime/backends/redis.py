@@ -566,6 +566,15 @@ class RedisBackend(Backend):
 
     # -- run records ------------------------------------------------------------------------
 
+    async def list_effects(self, thread_id: str, prefix: str = "") -> list[tuple[str, bytes]]:
+        async with self._use("reading the effect journal") as client:
+            raw: Any = await client.hgetall(self._key(thread_id, "fx"))
+        found = [
+            (key.decode() if isinstance(key, bytes) else str(key), bytes(value))
+            for key, value in raw.items()
+        ]
+        return sorted((k, v) for k, v in found if k.startswith(prefix))
+
     # -- thread administration --------------------------------------------------------------
 
     async def list_threads(self, prefix: str = "", limit: int | None = None) -> list[str]:

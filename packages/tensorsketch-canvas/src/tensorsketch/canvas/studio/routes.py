@@ -22,6 +22,8 @@ from starlette.staticfiles import StaticFiles
 
 from tensorsketch.canvas.studio import export, safety
 from tensorsketch.canvas.studio.app import ApiError, Studio
+from tensorsketch.canvas.studio.debug import Debugger
+from tensorsketch.canvas.studio.debug_routes import debug_routes
 from tensorsketch.canvas.studio.sse import EventHub
 from tensorsketch.canvas.studio.trace import parse_spans
 
@@ -197,8 +199,11 @@ class _Api:
         return _error(status, f"{request.method} {request.url.path}: {detail}")
 
 
-def create_app(studio: Studio, *, hub: EventHub | None = None) -> Starlette:
-    """The Studio's ASGI app for ``studio`` (one opened file, one token)."""
+def create_app(
+    studio: Studio, *, hub: EventHub | None = None, debugger: Debugger | None = None
+) -> Starlette:
+    """The Studio's ASGI app for ``studio`` (one opened file, one token); ``debugger`` (a
+    backend to browse, ``--backend``) turns on the ``/api/debug`` routes."""
     hub = hub or EventHub(studio.path)
     api = _Api(studio, hub)
     guarded = api.guarded
@@ -211,6 +216,7 @@ def create_app(studio: Studio, *, hub: EventHub | None = None) -> Starlette:
         Route("/api/trace", guarded(api.post_trace, token=False), methods=["POST"]),
         Route("/api/trace", guarded(api.get_trace), methods=["GET"]),
         Route("/api/export", guarded(api.get_export), methods=["GET"]),
+        *debug_routes(debugger, hub, guarded, api.json_body, _HEADERS),
         Mount("/static", app=_Static(directory=STATIC_DIR, check_dir=False), name="static"),
     ]
     app = Starlette(
@@ -220,4 +226,5 @@ def create_app(studio: Studio, *, hub: EventHub | None = None) -> Starlette:
     )
     app.state.studio = studio
     app.state.hub = hub
+    app.state.debugger = debugger
     return app

@@ -17,9 +17,12 @@ from typing import Any
 import uvicorn
 
 from tensorsketch.canvas.studio.app import Studio
+from tensorsketch.canvas.studio.debug import Debugger
+from tensorsketch.canvas.studio.debug_source import open_backend
 from tensorsketch.canvas.studio.routes import create_app
 from tensorsketch.canvas.studio.safety import new_token
 from tensorsketch.canvas.studio.sse import EventHub
+from tensorsketch.runtime.backends.base import Backend
 
 __all__ = ["DEFAULT_PORT", "HOST", "StudioServer", "bind", "launch_line"]
 
@@ -82,13 +85,24 @@ class StudioServer:
     project: Path | None = None
     token: str = field(default_factory=new_token)
     log_level: str = "warning"
+    #: ``--backend``: a URL or registry name, or a backend object (tests, embedding).
+    backend: str | Backend | None = None
+    #: the URL a backend object was opened from (for the label the page shows)
+    backend_url: str | None = None
 
     def __post_init__(self) -> None:
         self.studio = Studio(
             path=Path(self.path), token=self.token, graph=self.graph, project=self.project
         )
         self.hub = EventHub(self.studio.path)
-        self.app = create_app(self.studio, hub=self.hub)
+        self.debugger: Debugger | None = None
+        if self.backend is not None:
+            if isinstance(self.backend, Backend):
+                store, url = self.backend, self.backend_url
+            else:
+                store, url = open_backend(self.backend), self.backend
+            self.debugger = Debugger(store, path=self.studio.path, graph=self.graph, url=url)
+        self.app = create_app(self.studio, hub=self.hub, debugger=self.debugger)
         self.sock, self.fell_back = bind(self.port)
         self.bound_port: int = self.sock.getsockname()[1]
         config = uvicorn.Config(

@@ -25,7 +25,7 @@ from tensorsketch.serializers import Serializer, resolve_serializer
 if TYPE_CHECKING:
     from tensorsketch.runtime.backends.runs import RunStore
 
-__all__ = ["Backend", "StoredCheckpoint", "StoredEvent", "ThreadOpening"]
+__all__ = ["Backend", "StoredCheckpoint", "StoredEvent", "ThreadOpening", "ThreadSummary"]
 
 _LAZY_INIT = threading.Lock()
 
@@ -72,6 +72,19 @@ class ThreadOpening:
     checkpoints: list[StoredCheckpoint]
     last_event_seq: int | None
     created: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadSummary:
+    """One thread as a listing shows it (:meth:`Backend.summarize_threads`).
+
+    :param checkpoints: how many checkpoints the thread has.
+    :param updated_at: ``created_at`` of its newest checkpoint (Unix time).
+    """
+
+    thread_id: str
+    checkpoints: int
+    updated_at: float
 
 
 class Backend(ABC):
@@ -329,6 +342,25 @@ class Backend(ABC):
         """Make ``checkpoints`` (oldest first) the thread's whole checkpoint list, in one unit
         (what pruning writes: the kept rows, some rewritten as snapshots)."""
         raise _unsupported(self, "pruning checkpoints", "replace_checkpoints")
+
+    async def summarize_threads(self, prefix: str = "") -> list[ThreadSummary]:
+        """Every thread starting with ``prefix`` that has a checkpoint, with its checkpoint
+        count and the time of its newest one, sorted by id (what a threads panel lists).
+
+        This default reads every thread's checkpoints; a store that can count and take the
+        newest time in one query overrides it (the SQL backends and the in-memory one do).
+        """
+        found: list[ThreadSummary] = []
+        for thread_id in await self.list_threads(prefix):
+            rows = await self.list_checkpoints(thread_id)
+            if rows:
+                found.append(ThreadSummary(thread_id, len(rows), rows[-1].created_at))
+        return found
+
+    async def list_effects(self, thread_id: str, prefix: str = "") -> list[tuple[str, bytes]]:
+        """The thread's journal entries whose key starts with ``prefix``, sorted by key, as
+        ``(key, encoded value)`` (for inspecting a thread: the Studio's debugger)."""
+        raise _unsupported(self, "listing journal entries", "list_effects")
 
     def run_store(self) -> RunStore | None:
         """The store of run records (:mod:`tensorsketch.runtime.backends.runs`), an optional

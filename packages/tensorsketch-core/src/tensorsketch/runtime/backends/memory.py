@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import threading
 
-from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent
+from tensorsketch.runtime.backends.base import (
+    Backend,
+    StoredCheckpoint,
+    StoredEvent,
+    ThreadSummary,
+)
 from tensorsketch.runtime.backends.memory_runs import MemoryRunStore
 from tensorsketch.serializers import Serializer
 
@@ -87,6 +92,22 @@ class InMemoryBackend(Backend):
                 del self._effects[key]
         with self._lease_guard():
             self._leases.pop(thread_id, None)
+
+    async def summarize_threads(self, prefix: str = "") -> list[ThreadSummary]:
+        with self._lock:
+            return [
+                ThreadSummary(t, len(rows), rows[-1].created_at)
+                for t, rows in sorted(self._checkpoints.items())
+                if rows and t.startswith(prefix)
+            ]
+
+    async def list_effects(self, thread_id: str, prefix: str = "") -> list[tuple[str, bytes]]:
+        with self._lock:
+            return sorted(
+                (key, value)
+                for (thread, key), value in self._effects.items()
+                if thread == thread_id and key.startswith(prefix)
+            )
 
     async def replace_checkpoints(
         self, thread_id: str, checkpoints: list[StoredCheckpoint]

@@ -40,6 +40,7 @@ from tensorsketch.runtime.backends.base import (
     StoredCheckpoint,
     StoredEvent,
     ThreadOpening,
+    ThreadSummary,
     lease_lost,
 )
 from tensorsketch.serializers import Serializer
@@ -286,6 +287,15 @@ class SqlBackend(Backend):
                 f"SELECT DISTINCT thread_id FROM {cp} WHERE "
                 "substr(thread_id, 1, length(CAST(? AS TEXT))) = CAST(? AS TEXT) "
                 "ORDER BY thread_id LIMIT ?"
+            ),
+            "summaries": (
+                f"SELECT thread_id, COUNT(*), MAX(created_at) FROM {cp} WHERE "
+                "substr(thread_id, 1, length(CAST(? AS TEXT))) = CAST(? AS TEXT) "
+                "GROUP BY thread_id ORDER BY thread_id"
+            ),
+            "effects_with": (
+                f"SELECT key, value FROM {self.table('effects')} WHERE thread_id = ? AND "
+                "substr(key, 1, length(CAST(? AS TEXT))) = CAST(? AS TEXT) ORDER BY key"
             ),
             "drop_checkpoints": f"DELETE FROM {cp} WHERE thread_id = ?",
             "drop_effects": f"DELETE FROM {self.table('effects')} WHERE thread_id = ?",
@@ -659,6 +669,16 @@ class SqlBackend(Backend):
         q = Query(self._sql["threads"], params, fetch="all")
         rows = (await self._run("listing threads", [q], idempotent=True))[0]
         return [str(row[0]) for row in rows]
+
+    async def summarize_threads(self, prefix: str = "") -> list[ThreadSummary]:
+        q = Query(self._sql["summaries"], (prefix, prefix), fetch="all")
+        rows = (await self._run("listing threads", [q], idempotent=True))[0]
+        return [ThreadSummary(str(t), int(n), float(at)) for t, n, at in rows]
+
+    async def list_effects(self, thread_id: str, prefix: str = "") -> list[tuple[str, bytes]]:
+        q = Query(self._sql["effects_with"], (thread_id, prefix, prefix), fetch="all")
+        rows = (await self._run("reading the effect journal", [q], idempotent=True))[0]
+        return sorted((str(key), bytes(value)) for key, value in rows)
 
     async def delete_thread(self, thread_id: str) -> None:
         kinds = ("drop_checkpoints", "drop_effects", "drop_events", "drop_lease")

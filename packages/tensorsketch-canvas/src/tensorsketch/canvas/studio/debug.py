@@ -1,0 +1,813 @@
+"""The Studio's debugger: browse a thread's checkpoints in the user's own backend, edit state,
+fork, step, resume and replay a node.
+
+Read-only except for the explicit actions, and each action is one documented core call the
+user could make in code (``fork``, ``aupdate_state``, ``invoke`` with breakpoints or
+``resume=``, ``AsyncRunner.approve``/``signal``, ``areplay_node``) on the one thread the
+request names. See ``docs/studio.md`` ("Debugging" and "API") for the contract.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+import uuid
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pydantic
+from pydantic_core import to_jsonable_python
+
+from tensorsketch.canvas.studio.app import ApiError
+from tensorsketch.canvas.studio.debug_source import GraphSource, backend_label
+from tensorsketch.compiled import MAX_THREAD_ID, CompiledGraph
+from tensorsketch.durable import (
+    Checkpoint,
+    CheckpointInfo,
+    describe_checkpoints,
+    read_checkpoint,
+    schema_fingerprint,
+    validated_values,
+)
+from tensorsketch.errors import (
+    BackendUnavailableError,
+    BackendUnsupportedError,
+    CheckpointDecodeError,
+    LeaseLostError,
+    RunConflictError,
+    TensorSketchError,
+    ThreadBusyError,
+)
+from tensorsketch.interrupts import run_info
+from tensorsketch.runtime.backends.base import Backend, ThreadSummary
+from tensorsketch.runtime.backends.runs import RunRecord
+
+__all__ = ["PREVIEW_BYTES", "Debugger"]
+
+#: The most bytes of JSON a value preview holds (the full value has its own endpoint).
+PREVIEW_BYTES = 2048
+#: The largest full value the value endpoint returns.
+MAX_VALUE_BYTES = 8 * 1024 * 1024
+#: Threads per page, by default and at most.
+PAGE = 50
+MAX_PAGE = 200
+#: Run records read to attach statuses and labels to threads (newest runs win).
+MAX_RUN_RECORDS = 10_000
+#: How long a resume through the runner waits for the run to settle before answering.
+RESUME_WAIT = 60.0
+_RUN_STATUS = {"succeeded": "completed"}
+
+
+def _json(value: Any) -> Any:
+    """``value`` as plain JSON data (models dumped; anything unknown as its repr)."""
+    return to_jsonable_python(value, fallback=repr, serialize_unknown=True)
+
+
+def preview(value: Any, limit: int = PREVIEW_BYTES) -> tuple[Any, bool]:
+    """A JSON preview of ``value``: the value itself when its JSON fits in ``limit`` bytes,
+    else a string with the beginning of its JSON text (and ``True``)."""
+    data = _json(value)
+    text = json.dumps(data, ensure_ascii=False, default=repr)
+    if len(text.encode()) <= limit:
+        return data, False
+    cut = text.encode()[:limit].decode(errors="ignore")
+    return cut + "…", True
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None or not math.isfinite(ts):
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts % 1 * 1000):03d}Z"
+
+
+def _check_id(value: object, what: str) -> str:
+    if not isinstance(value, str) or not value or len(value) > MAX_THREAD_ID or "\x00" in value:
+        raise ApiError(400, f"{what} must be a non-empty string of at most {MAX_THREAD_ID} chars.")
+    return value
+
+
+def _confirmed(body: Mapping[str, Any], action: str) -> None:
+    if body.get("confirm") is not True:
+        raise ApiError(
+            403,
+            f'{action} writes to the backend: send "confirm": true with the request once the '
+            "user confirmed it.",
+        )
+
+
+def _error_text(error: Any) -> str | None:
+    if not isinstance(error, Mapping):
+        return None
+    node = error.get("node")
+    kind = str(error.get("type") or "error").rpartition(".")[2]
+    return f"{node}: {kind}: {error.get('message')}" if node else f"{kind}: {error.get('message')}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Thread:
+    thread_id: str
+    rows: list[CheckpointInfo]
+    head: CheckpointInfo
+
+
+def _ran(
+    info: CheckpointInfo | Checkpoint, parent: CheckpointInfo | Checkpoint | None
+) -> list[str]:
+    """The nodes whose superstep produced ``info``: its parent's plan for a barrier, the
+    ``as_node`` of an edit, nothing for an input, a fork, a suspension or a failure."""
+    if info.source == "loop" and parent is not None:
+        return list(dict.fromkeys(name for name, _ in parent.tasks))
+    if info.source == "update":
+        as_node = info.metadata.get("as_node")
+        return [str(as_node)] if as_node else []
+    return []
+
+
+def _status(head: CheckpointInfo | Checkpoint, record: RunRecord | None) -> str:
+    if record is not None:
+        return _RUN_STATUS.get(record.status, record.status)
+    meta = head.metadata
+    if meta.get("error"):
+        return "failed"
+    if meta.get("interrupts"):
+        return "suspended"
+    return "pending" if head.tasks else "completed"
+
+
+def _waiting(head: CheckpointInfo, record: RunRecord | None) -> dict[str, Any] | None:
+    """What a suspended head waits for (the first pending interrupt, with the rest listed)."""
+    raw = list(head.metadata.get("interrupts") or ())
+    if not raw and record is not None and record.status == "suspended":
+        raw = [dict(i) for i in record.interrupts]
+    if not raw:
+        return None
+    items = [_interrupt_view(p) for p in raw if isinstance(p, Mapping)]
+    if not items:
+        return None
+    return {**items[0], "all": items}
+
+
+def _interrupt_view(p: Mapping[str, Any]) -> dict[str, Any]:
+    value = p.get("value")
+    kind = str(p.get("kind") or "interrupt")
+    tool = args = question = None
+    if kind == "approval" and isinstance(value, Mapping):
+        tool = value.get("tool") or value.get("name")
+        args = preview(value.get("args"))[0]
+    elif kind == "interrupt":
+        question = preview(value)[0]
+    return {
+        "kind": "question" if kind == "interrupt" else kind,
+        "interrupt_id": str(p.get("id")),
+        "node": p.get("node"),
+        "tool": tool,
+        "args": args,
+        "question": question,
+        "wake_at": _iso(p.get("wake_at")) if isinstance(p.get("wake_at"), int | float) else None,
+        "value": preview(value)[0],
+    }
+
+
+class Debugger:
+    """The debugger over one backend and the opened file's graph."""
+
+    def __init__(
+        self, backend: Backend, *, path: Path, graph: str | None = None, url: str | None = None
+    ) -> None:
+        self.backend = backend
+        self.source = GraphSource(path, graph)
+        self.label = backend_label(url, backend) if url else backend.name
+        self._runs_cache: tuple[float, dict[str, RunRecord]] | None = None
+        self._fingerprints: dict[tuple[str, str], bool] = {}
+
+    # -- the graph ---------------------------------------------------------------------------
+
+    async def graph(self) -> CompiledGraph[Any] | None:
+        return (await asyncio.to_thread(self.source.get)).graph
+
+    async def need_graph(self) -> CompiledGraph[Any]:
+        loaded = await asyncio.to_thread(self.source.get)
+        if loaded.graph is None:
+            raise ApiError(
+                409,
+                f"the graph of {self.source.path.name} could not be loaded, so it cannot run: "
+                f"{loaded.error}",
+                graph_error=loaded.error,
+            )
+        return loaded.graph
+
+    async def status(self) -> dict[str, Any]:
+        loaded = await asyncio.to_thread(self.source.get)
+        return {
+            "enabled": True,
+            "backend": self.backend.name,
+            "backend_label": self.label,
+            "graph": loaded.name,
+            "graph_name": loaded.graph.name if loaded.graph is not None else None,
+            "graph_error": loaded.error,
+            "tasks": self.backend.run_store() is not None,
+        }
+
+    # -- threads -----------------------------------------------------------------------------
+
+    async def _records(self) -> dict[str, RunRecord]:
+        """The newest run record of each thread (cached for a second: one listing reads the
+        run store once, not once per thread)."""
+        now = time.monotonic()
+        if self._runs_cache is not None and now - self._runs_cache[0] < 1.0:
+            return self._runs_cache[1]
+        store = self.backend.run_store()
+        latest: dict[str, RunRecord] = {}
+        if store is not None:
+            cursor: str | None = None
+            read = 0
+            while read < MAX_RUN_RECORDS:
+                page = await store.list(limit=1000, cursor=cursor)
+                for record in page.records:
+                    latest[record.thread_id] = record  # oldest first: the newest stays
+                read += len(page.records)
+                cursor = page.cursor
+                if cursor is None:
+                    break
+        self._runs_cache = (now, latest)
+        return latest
+
+    async def _belongs(self, summary: ThreadSummary, graph: CompiledGraph[Any] | None) -> bool:
+        """Whether the thread's newest checkpoint was written by this graph: the state
+        schema's fingerprint when the row carries it, else its fields and planned nodes."""
+        if graph is None:
+            return True
+        key = (summary.thread_id, f"{summary.checkpoints}:{summary.updated_at!r}")
+        known = self._fingerprints.get(key)
+        if known is not None:
+            return known
+        row = await self.backend.latest_checkpoint(summary.thread_id)
+        ok = False
+        if row is not None:
+            try:
+                payload = self.backend.serializer.loads(row.payload)
+            except Exception:
+                payload = None
+            if isinstance(payload, dict):
+                fingerprint = schema_fingerprint(graph.state_schema)
+                if fingerprint is not None and payload.get("s") == fingerprint:
+                    ok = True
+                else:
+                    fields = set(graph.state_schema.model_fields)
+                    changes = payload.get("changes")
+                    plan = payload.get("plan")
+                    ok = (
+                        isinstance(changes, dict)
+                        and set(changes) <= fields
+                        and isinstance(plan, list)
+                        and all(
+                            isinstance(t, list) and t and t[0] in graph.spec.nodes for t in plan
+                        )
+                    )
+        self._fingerprints[key] = ok
+        return ok
+
+    async def threads(self, q: str | None, cursor: str | None, limit: int | None) -> dict[str, Any]:
+        """``GET /api/debug/threads``: this graph's threads, newest first."""
+        size = PAGE if limit is None else limit
+        if not 1 <= size <= MAX_PAGE:
+            raise ApiError(400, f"limit must be 1-{MAX_PAGE}, got {size}.")
+        start = 0
+        if cursor:
+            if not cursor.isdigit():
+                raise ApiError(400, "cursor must be the next_cursor of a previous page.")
+            start = int(cursor)
+        summaries = await self.backend.summarize_threads()
+        summaries.sort(key=lambda s: (-s.updated_at, s.thread_id))
+        records = await self._records()
+        needle = (q or "").strip().lower()
+        if needle:
+            summaries = [
+                s
+                for s in summaries
+                if needle in s.thread_id.lower()
+                or (
+                    (r := records.get(s.thread_id)) is not None
+                    and any(needle in v.lower() or needle in k.lower() for k, v in r.labels.items())
+                )
+            ]
+        graph = await self.graph()
+        out: list[dict[str, Any]] = []
+        index = start
+        while index < len(summaries) and len(out) < size:
+            summary = summaries[index]
+            index += 1
+            record = records.get(summary.thread_id)
+            if (record is None or record.graph != (graph.name if graph else None)) and not (
+                await self._belongs(summary, graph)
+            ):
+                continue
+            out.append(self._thread_row(summary, record))
+        return {
+            "threads": out,
+            "next_cursor": str(index) if index < len(summaries) else None,
+        }
+
+    def _thread_row(self, summary: ThreadSummary, record: RunRecord | None) -> dict[str, Any]:
+        label = None
+        if record is not None and record.labels:
+            label = ", ".join(f"{k}={v}" for k, v in sorted(record.labels.items()))
+        return {
+            "thread_id": summary.thread_id,
+            "status": _RUN_STATUS.get(record.status, record.status) if record else None,
+            "label": label,
+            "labels": dict(record.labels) if record else {},
+            "run_id": record.run_id if record else None,
+            "checkpoints": summary.checkpoints,
+            "updated_at": _iso(summary.updated_at),
+        }
+
+    async def _thread(self, thread_id: str) -> _Thread:
+        _check_id(thread_id, "thread id")
+        stored = await self.backend.list_checkpoints(thread_id)
+        if not stored:
+            raise ApiError(404, f"no thread {thread_id!r} in the {self.label} backend.")
+        rows = describe_checkpoints(self.backend, stored)
+        return _Thread(thread_id, rows, rows[-1])
+
+    async def _record(self, thread_id: str) -> RunRecord | None:
+        store = self.backend.run_store()
+        if store is None:
+            return None
+        newest: RunRecord | None = None
+        cursor: str | None = None
+        while True:
+            page = await store.list(thread_id=thread_id, limit=1000, cursor=cursor)
+            if page.records:
+                newest = page.records[-1]
+            cursor = page.cursor
+            if cursor is None:
+                return newest
+
+    async def thread(self, thread_id: str) -> dict[str, Any]:
+        """``GET /api/debug/threads/{id}``: the checkpoint tree and what the head waits for."""
+        found = await self._thread(thread_id)
+        record = await self._record(thread_id)
+        by_id = {r.id: r for r in found.rows}
+        children: dict[str, int] = {}
+        for r in found.rows:
+            if r.parent_id is not None:
+                children[r.parent_id] = children.get(r.parent_id, 0) + 1
+        head_branch: set[str] = set()
+        cursor: CheckpointInfo | None = found.head
+        while cursor is not None and cursor.id not in head_branch:
+            head_branch.add(cursor.id)
+            cursor = by_id.get(cursor.parent_id) if cursor.parent_id else None
+        checkpoints = []
+        for r in found.rows:
+            parent = by_id.get(r.parent_id) if r.parent_id else None
+            checkpoints.append(
+                {
+                    "id": r.id,
+                    "parent_id": r.parent_id,
+                    "step": r.step,
+                    "source": r.source,
+                    "ran": _ran(r, parent),
+                    "next": list(dict.fromkeys(name for name, _ in r.tasks)),
+                    "created_at": _iso(r.created_at),
+                    "on_head_branch": r.id in head_branch,
+                    "fork": r.parent_id is not None
+                    and (children.get(r.parent_id, 0) > 1 or r.source == "fork"),
+                    "error": _error_text(r.metadata.get("error")),
+                    "interrupted": bool(r.metadata.get("interrupts")),
+                }
+            )
+        return {
+            "thread_id": thread_id,
+            "status": _status(found.head, record),
+            "run": _run_summary(record),
+            "head": found.head.id,
+            "checkpoints": checkpoints,
+            "waiting": _waiting(found.head, record),
+        }
+
+    # -- one checkpoint ----------------------------------------------------------------------
+
+    async def _values(
+        self, thread_id: str, checkpoint_id: str
+    ) -> tuple[Checkpoint, dict[str, Any]]:
+        _check_id(checkpoint_id, "checkpoint id")
+        found = await read_checkpoint(self.backend, thread_id, checkpoint_id)
+        if found is None:
+            raise ApiError(404, f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}.")
+        graph = await self.graph()
+        values = dict(found.values)
+        if graph is not None:
+            try:
+                values = validated_values(graph.spec, found)
+            except CheckpointDecodeError:
+                pass  # show what is stored; the message shows up when the graph runs it
+        return found, values
+
+    async def checkpoint(self, thread_id: str, checkpoint_id: str) -> dict[str, Any]:
+        """``GET /api/debug/threads/{id}/checkpoints/{cp}``."""
+        _check_id(thread_id, "thread id")
+        found, values = await self._values(thread_id, checkpoint_id)
+        previous: dict[str, Any] = {}
+        parent = None
+        if found.parent_id is not None:
+            parent = await read_checkpoint(self.backend, thread_id, found.parent_id)
+            if parent is not None:
+                previous = dict(parent.values)
+        state: dict[str, Any] = {}
+        for name in sorted(set(values) | set(previous)):
+            value, truncated = preview(values.get(name))
+            changed = name not in previous or previous.get(name) != values.get(name)
+            before = preview(previous[name])[0] if changed and name in previous else None
+            state[name] = {
+                "value": value,
+                "truncated": truncated,
+                "changed": changed and found.parent_id is not None,
+                "previous": before,
+                "present": name in values,
+            }
+        error = found.metadata.get("error")
+        return {
+            "id": found.id,
+            "parent_id": found.parent_id,
+            "step": found.step,
+            "source": found.source,
+            "created_at": _iso(found.created_at),
+            "ran": _ran(found, parent),
+            "next": list(dict.fromkeys(name for name, _ in found.tasks)),
+            "sends": [{"node": node, "arg": preview(payload)[0]} for node, payload in found.sends],
+            "effects": await self._effects(found),
+            "state": state,
+            "errors": [{"node": error.get("node"), "error": _error_text(error)}]
+            if isinstance(error, Mapping)
+            else [],
+            "interrupts": [_interrupt_view(p) for p in found.metadata.get("interrupts") or ()],
+        }
+
+    async def _effects(self, found: Checkpoint) -> list[dict[str, Any]] | None:
+        """The journal entries of the superstep that produced ``found`` (``None`` when the
+        backend cannot list its journal)."""
+        # A barrier's checkpoint (step n) closes superstep n - 1; a suspended or failed
+        # superstep's checkpoint plans that same superstep again, at its own step.
+        step = found.step - 1 if found.source == "loop" else found.step
+        if found.source in ("input", "fork", "update"):
+            return []
+        prefixes = [f"{step}:", f"resume:{step}:"]
+        plan_of = found.metadata.get("retry_of") or found.parent_id
+        if found.source != "loop" and plan_of:
+            prefixes.append(f"writes:{plan_of}:")
+        entries: list[tuple[str, bytes]] = []
+        try:
+            for prefix in prefixes:
+                entries.extend(await self.backend.list_effects(found.thread_id, prefix))
+        except BackendUnsupportedError:
+            return None
+        out = []
+        for key, raw in entries:
+            try:
+                decoded = self.backend.serializer.loads(raw)
+                value = decoded[0] if isinstance(decoded, list) and len(decoded) == 1 else decoded
+            except Exception as exc:
+                value = f"<cannot decode: {exc}>"
+            shown, truncated = preview(value)
+            kind = (
+                "writes"
+                if key.startswith("writes:")
+                else ("decision" if key.startswith("resume:") else "effect")
+            )
+            out.append(
+                {
+                    "key": key,
+                    "kind": kind,
+                    "node": _key_node(key),
+                    "preview": shown,
+                    "truncated": truncated,
+                }
+            )
+        return out
+
+    async def value(self, thread_id: str, checkpoint_id: str, channel: str | None) -> Any:
+        """``GET .../value?channel=NAME``: one channel's whole value."""
+        _check_id(thread_id, "thread id")
+        if not channel:
+            raise ApiError(400, "pass ?channel=NAME (a state field).")
+        _, values = await self._values(thread_id, checkpoint_id)
+        if channel not in values:
+            raise ApiError(404, f"checkpoint {checkpoint_id!r} has no channel {channel!r}.")
+        data = _json(values[channel])
+        if len(json.dumps(data, default=repr)) > MAX_VALUE_BYTES:
+            raise ApiError(
+                413,
+                f"{channel!r} is over {MAX_VALUE_BYTES} bytes of JSON; read it "
+                "with get_state in code.",
+            )
+        return {"channel": channel, "value": data}
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def _validated(self, graph: CompiledGraph[Any], values: Any) -> dict[str, Any]:
+        """Edited values, each checked as its state field: 422 naming the channel."""
+        if not isinstance(values, dict):
+            raise ApiError(400, "'values' must be an object of channel name -> new value.")
+        fields = graph.state_schema.model_fields
+        checked: dict[str, Any] = {}
+        for name, value in values.items():
+            if name not in fields:
+                raise ApiError(
+                    422,
+                    f"{name!r} is not a field of {graph.state_schema.__name__} "
+                    f"(fields: {sorted(fields)}).",
+                    channel=name,
+                )
+            try:
+                checked[name] = graph.spec.adapter(name).validate_python(value)
+            except pydantic.ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first.get("loc", ()) if p != name)
+                detail = f" at {where}" if where else ""
+                raise ApiError(422, f"{name}{detail}: {first['msg']}", channel=name) from None
+        return checked
+
+    async def fork(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        _confirmed(body, "fork")
+        graph = await self.need_graph()
+        found = await self._thread(thread_id)
+        checkpoint_id = _check_id(body.get("checkpoint_id"), "checkpoint_id")
+        if checkpoint_id not in {r.id for r in found.rows}:
+            raise ApiError(404, f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}.")
+        values = self._validated(graph, body.get("values") or {})
+        new_id = body.get("new_thread_id")
+        if new_id is None:
+            new_id = f"{thread_id[:200]}-fork-{uuid.uuid4().hex[:8]}"
+        new_id = _check_id(new_id, "new_thread_id")
+        if await self.backend.latest_checkpoint(new_id) is not None:
+            raise ApiError(409, f"thread {new_id!r} already exists; pick another new_thread_id.")
+        run = body.get("run", False)
+        if not isinstance(run, bool):
+            raise ApiError(400, "'run' must be true or false.")
+        call = graph.fork(self.backend, thread_id, checkpoint_id, new_id, values or None, run=run)
+        return {"thread_id": new_id, **await self._after_run(graph, new_id, await _driven(call))}
+
+    async def update(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        _confirmed(body, "update_state")
+        graph = await self.need_graph()
+        found = await self._thread(thread_id)
+        wanted = body.get("checkpoint_id")
+        if wanted is not None and wanted != found.head.id:
+            raise ApiError(
+                409,
+                "update_state edits the thread's latest checkpoint; fork to change an earlier "
+                f"one (latest: {found.head.id}).",
+                head=found.head.id,
+            )
+        as_node = body.get("as_node")
+        if as_node is not None and (
+            not isinstance(as_node, str) or as_node not in graph.spec.nodes
+        ):
+            raise ApiError(404, f"as_node {as_node!r} is not a node of {graph.name}.")
+        values = self._validated(graph, body.get("values"))
+        state = await graph.aupdate_state(thread_id, self.backend, values, as_node=as_node)
+        return self._outcome(state)
+
+    def _input(self, graph: CompiledGraph[Any], body: Mapping[str, Any]) -> dict[str, Any] | None:
+        raw = body.get("input")
+        if raw is None:
+            return None
+        return self._validated(graph, raw)
+
+    async def step(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        _confirmed(body, "step")
+        graph = await self.need_graph()
+        await self._thread(thread_id)
+        call = graph.invoke(
+            self._input(graph, body),
+            thread_id=thread_id,
+            backend=self.backend,
+            max_steps=1,
+            interrupt_before=[],
+            interrupt_after=list(graph.spec.nodes),
+        )
+        return await self._after_run(graph, thread_id, await _driven(call))
+
+    async def run(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        _confirmed(body, "run")
+        graph = await self.need_graph()
+        await self._thread(thread_id)
+        max_steps = body.get("max_steps", 25)
+        if type(max_steps) is not int or not 1 <= max_steps <= 10_000:
+            raise ApiError(400, "'max_steps' must be an int from 1 to 10000.")
+        call = graph.invoke(
+            self._input(graph, body),
+            thread_id=thread_id,
+            backend=self.backend,
+            max_steps=max_steps,
+        )
+        return await self._after_run(graph, thread_id, await _driven(call))
+
+    async def _after_run(
+        self, graph: CompiledGraph[Any], thread_id: str, done: tuple[Any, str | None]
+    ) -> dict[str, Any]:
+        state, error = done
+        if state is None:  # the run raised: the thread's latest checkpoint says how it stands
+            state = await graph.aget_state(thread_id, self.backend)
+            if state is None:
+                raise ApiError(422, error or "the run wrote no checkpoint.")
+        found = await self._thread(thread_id)
+        by_id = {r.id: r for r in found.rows}
+        head = found.head
+        return {
+            **self._outcome(state),
+            "error": error,
+            "ran": _ran(head, by_id.get(head.parent_id) if head.parent_id else None),
+            "next": list(dict.fromkeys(name for name, _ in head.tasks)),
+        }
+
+    @staticmethod
+    def _outcome(state: Any) -> dict[str, Any]:
+        info = run_info(state)
+        return {
+            "checkpoint_id": info.checkpoint_id,
+            "status": info.status,
+            "interrupts": [_interrupt_view(p.to_dict()) for p in info.interrupts],
+        }
+
+    async def resume(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        _confirmed(body, "resume")
+        graph = await self.need_graph()
+        found = await self._thread(thread_id)
+        record = await self._record(thread_id)
+        pending = [dict(p) for p in found.head.metadata.get("interrupts") or ()]
+        if not pending:
+            raise ApiError(409, f"thread {thread_id!r} is not waiting for anything.")
+        wanted = body.get("interrupt_id")
+        target = next((p for p in pending if wanted is None or p.get("id") == wanted), None)
+        if target is None:
+            ids = [p.get("id") for p in pending]
+            raise ApiError(404, f"thread {thread_id!r} waits on {ids}, not {wanted!r}.")
+        action = body.get("action")
+        decision: Any
+        if action in ("approve", "reject"):
+            if target.get("kind") != "approval":
+                raise ApiError(
+                    409,
+                    f"{target.get('id')!r} is a {target.get('kind')}, not an "
+                    "approval; answer it instead.",
+                )
+            decision = action == "approve"
+            if not decision and isinstance(body.get("value"), str):
+                decision = {"approved": False, "reason": body["value"]}
+        elif action == "answer":
+            if "value" not in body:
+                raise ApiError(400, "an answer needs 'value'.")
+            decision = body["value"]
+        else:
+            raise ApiError(400, "'action' must be 'approve', 'reject' or 'answer'.")
+        interrupt_id = str(target.get("id"))
+        if (
+            record is not None
+            and record.status == "suspended"
+            and action
+            in (
+                "approve",
+                "reject",
+                "answer",
+            )
+            and target.get("kind") in ("approval", "interrupt")
+        ):
+            return await self._resume_run(graph, record, interrupt_id, action, decision)
+        resume = None if target.get("kind") in ("timer", "breakpoint") else {interrupt_id: decision}
+        call = graph.invoke(thread_id=thread_id, backend=self.backend, resume=resume)
+        return {**await self._after_run(graph, thread_id, await _driven(call)), "via": "invoke"}
+
+    async def _resume_run(
+        self,
+        graph: CompiledGraph[Any],
+        record: RunRecord,
+        interrupt_id: str,
+        action: Any,
+        decision: Any,
+    ) -> dict[str, Any]:
+        """Resume through the run record (``AsyncRunner.approve``/``signal``), so the task
+        API, metrics and other runners see the decision like any other."""
+        from tensorsketch.runs import AsyncRunner  # noqa: PLC0415 - loads on first resume
+
+        runner = AsyncRunner(graph, backend=self.backend)
+        try:
+            await runner.start()
+            if action == "answer":
+                await runner.signal(record.run_id, {"type": "answer", "payload": decision})
+            else:
+                await runner.approve(record.run_id, {interrupt_id: decision})
+            settled = await runner.await_run(record.run_id, timeout=RESUME_WAIT)
+        except TimeoutError:
+            settled = await runner.get(record.run_id)
+        finally:
+            await runner.aclose()
+        latest = await self.backend.latest_checkpoint(record.thread_id)
+        return {
+            "checkpoint_id": latest.checkpoint_id if latest is not None else None,
+            "status": _RUN_STATUS.get(settled.status, settled.status),
+            "interrupts": [_interrupt_view(p) for p in settled.interrupts],
+            "via": "runner",
+            "run_id": record.run_id,
+        }
+
+    async def replay_node(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        graph = await self.need_graph()
+        found = await self._thread(thread_id)
+        checkpoint_id = _check_id(body.get("checkpoint_id"), "checkpoint_id")
+        node = body.get("node")
+        live = body.get("live", False)
+        if not isinstance(live, bool):
+            raise ApiError(400, "'live' must be true or false.")
+        if live:
+            _confirmed(body, "a live replay (it calls models and tools for real)")
+        info = next((r for r in found.rows if r.id == checkpoint_id), None)
+        if info is None:
+            raise ApiError(404, f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}.")
+        if not isinstance(node, str) or node not in {name for name, _ in info.tasks}:
+            planned = sorted({name for name, _ in info.tasks})
+            raise ApiError(
+                404,
+                f"checkpoint {checkpoint_id!r} does not plan node {node!r} (it plans "
+                f"{planned or 'nothing'}); replay a node from the checkpoint before it ran.",
+            )
+        result = await graph.areplay_node(thread_id, self.backend, checkpoint_id, node, live=live)
+        first = result.tasks[0] if result.tasks else None
+        return {
+            "node": node,
+            "checkpoint_id": checkpoint_id,
+            "output": preview(first.writes)[0] if first and first.writes is not None else None,
+            "error": first.error if first else None,
+            "interrupts": list(first.interrupts) if first else [],
+            "instances": [
+                {
+                    "instance": t.instance,
+                    "output": preview(t.writes)[0] if t.writes is not None else None,
+                    "error": t.error,
+                    "interrupts": list(t.interrupts),
+                }
+                for t in result.tasks
+            ],
+            "effects": {"replayed": result.replayed, "live": result.live},
+            "duration_ms": result.duration_ms,
+        }
+
+
+async def _driven(call: Awaitable[Any]) -> tuple[Any, str | None]:
+    """Await a run: its state, or — when the graph's code raised — ``None`` and the error
+    (the thread recorded the failure; store and lease errors still propagate)."""
+    try:
+        return await call, None
+    except (ThreadBusyError, BackendUnavailableError, LeaseLostError, RunConflictError):
+        raise
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def _key_node(key: str) -> str | None:
+    """The node a journal key belongs to: ``step:<node><instance>:call:name`` for an effect,
+    ``writes:<plan>:<node><instance>`` for a finished task (``None`` for a decision)."""
+    if key.startswith("resume:"):
+        return None
+    parts = key.split(":", 2)
+    if len(parts) < 3:
+        return None
+    middle = parts[2] if key.startswith("writes:") else parts[1]
+    cuts = [i for i in (middle.find("#"), middle.find("[")) if i >= 0]
+    return middle[: min(cuts)] if cuts else middle or None
+
+
+def _run_summary(record: RunRecord | None) -> dict[str, Any] | None:
+    if record is None:
+        return None
+    return {
+        "run_id": record.run_id,
+        "status": _RUN_STATUS.get(record.status, record.status),
+        "graph": record.graph,
+        "labels": dict(record.labels),
+        "waiting_for": record.waiting_for,
+        "wake_at": _iso(record.wake_at),
+        "created_at": _iso(record.created_at),
+        "finished_at": _iso(record.finished_at),
+        "error": record.error,
+        "attempts": record.attempts,
+    }
+
+
+#: Errors of the core calls and what status each answers with.
+CORE_ERRORS: tuple[tuple[type[BaseException], int], ...] = (
+    (ThreadBusyError, 409),
+    (RunConflictError, 409),
+    (BackendUnavailableError, 503),
+    (CheckpointDecodeError, 422),
+    (BackendUnsupportedError, 501),
+    (KeyError, 404),
+    (ValueError, 422),
+    (TypeError, 400),
+    (TensorSketchError, 422),
+)

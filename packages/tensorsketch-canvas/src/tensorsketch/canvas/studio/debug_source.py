@@ -1,0 +1,181 @@
+"""Where the debugger's data comes from: the backend named by ``--backend`` and the compiled
+graph of the opened file.
+
+The rest of the Studio reads the file statically and never runs it. The debugger's write
+actions need the real graph (its nodes' code), so the opened file is imported in the server
+process — lazily, on the first debugger request, and again whenever the file changes on disk.
+A file that fails to import is reported (``graph_error``), never a crash: reading threads and
+checkpoints goes on without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import threading
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+from urllib.parse import urlsplit
+
+from tensorsketch.compiled import CompiledGraph
+from tensorsketch.graph import Graph
+from tensorsketch.registry import create_backend
+from tensorsketch.runtime.backends.base import Backend
+
+__all__ = ["GraphSource", "Loaded", "backend_label", "open_backend"]
+
+#: URL schemes and the registry names they select.
+_SCHEMES = {
+    "sqlite": "sqlite",
+    "postgres": "postgres",
+    "postgresql": "postgres",
+    "redis": "redis",
+    "rediss": "redis",
+}
+
+
+def open_backend(url: str) -> Backend:
+    """The backend a ``--backend`` value names: a URL (``sqlite:///runs.db``,
+    ``postgresql://...``, ``redis://...``) or a registry name (``memory``, a plugin's).
+
+    Errors never quote the value (it may hold a password): they name the backend kind.
+    """
+    if not isinstance(url, str) or not url.strip():
+        msg = "--backend needs a URL such as sqlite:///runs.db or a backend name."
+        raise ValueError(msg)
+    scheme, sep, _ = url.partition("://")
+    if not sep:
+        return create_backend(url)
+    name = _SCHEMES.get(scheme.lower(), scheme.lower())
+    return create_backend(name, dsn=url)
+
+
+def backend_label(url: str, backend: Backend) -> str:
+    """What the page may show of the backend: the SQLite file, or host/port/database —
+    never a user name, password or query string."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return backend.name
+    if scheme.lower() == "sqlite":
+        path = rest[1:] if rest.startswith("/") else rest
+        return os.path.basename(path) or ":memory:"
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or "localhost"
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return backend.name
+    return f"{host}{port}{parts.path}"
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """The opened file's compiled graph as last imported, or why there is none."""
+
+    graph: CompiledGraph[Any] | None
+    error: str | None
+    stamp: tuple[int, int] | None
+    #: the module variable that holds it (what ``--graph`` names)
+    name: str | None = None
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
+
+
+def _error_text(exc: BaseException, path: Path) -> str:
+    """The exception with the file's own line that raised it (the last frame in it)."""
+    where = ""
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename == str(path):
+            where = f" (line {frame.lineno}: {(frame.line or '').strip()})"
+            break
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+class GraphSource:
+    """Imports the opened file and picks its compiled graph; thread-safe."""
+
+    def __init__(self, path: Path, name: str | None = None) -> None:
+        self.path = Path(os.path.abspath(path))
+        self.name = name
+        self._lock = threading.Lock()
+        self._loaded: Loaded | None = None
+        digest = hashlib.blake2b(str(self.path).encode(), digest_size=6).hexdigest()
+        self.module_name = f"_tensorsketch_studio_{self.path.stem}_{digest}"
+
+    def get(self) -> Loaded:
+        """The graph, re-importing the file if it changed since the last import."""
+        with self._lock:
+            stamp = _stat(self.path)
+            if self._loaded is None or self._loaded.stamp != stamp:
+                self._loaded = self._load(stamp)
+            return self._loaded
+
+    def _load(self, stamp: tuple[int, int] | None) -> Loaded:
+        folder = str(self.path.parent)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)  # the file imports its siblings as when run
+        try:
+            module = self._import()
+        except BaseException as exc:  # user code: anything, including SystemExit
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            sys.modules.pop(self.module_name, None)
+            return Loaded(None, _error_text(exc, self.path), stamp)
+        try:
+            name, graph = self._pick(module)
+        except LookupError as exc:
+            return Loaded(None, str(exc.args[0]), stamp, self.name)
+        return Loaded(graph, None, stamp, name)
+
+    def _import(self) -> ModuleType:
+        spec = importlib.util.spec_from_file_location(self.module_name, self.path)
+        if spec is None or spec.loader is None:
+            msg = f"{self.path} cannot be imported as a Python module."
+            raise ImportError(msg)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[self.module_name] = module  # dataclasses and pickling look it up
+        spec.loader.exec_module(module)
+        return module
+
+    def _pick(self, module: ModuleType) -> tuple[str, CompiledGraph[Any]]:
+        found = vars(module)
+        if self.name is not None:
+            value = found.get(self.name)
+            if isinstance(value, CompiledGraph):
+                return self.name, value
+            if isinstance(value, Graph):
+                return self.name, value.compile()
+            known = sorted(k for k, v in found.items() if isinstance(v, CompiledGraph | Graph))
+            msg = (
+                f"{self.path.name} has no compiled graph named {self.name!r} after import "
+                f"(graphs found: {known or 'none'}); pass --graph with the variable that holds "
+                "graph.compile()."
+            )
+            raise LookupError(msg)
+        compiled = {k: v for k, v in found.items() if isinstance(v, CompiledGraph)}
+        unique = {id(v): k for k, v in compiled.items()}
+        if len(unique) == 1:
+            return next(iter(compiled.items()))
+        if not compiled:
+            msg = (
+                f"{self.path.name} defines no compiled graph at module level; assign "
+                "graph.compile() to a name (e.g. app = Graph(State)...compile()) so the "
+                "debugger can run it."
+            )
+        else:
+            msg = (
+                f"{self.path.name} defines several compiled graphs ({', '.join(sorted(compiled))});"
+                " start the Studio with --graph NAME to pick one."
+            )
+        raise LookupError(msg)

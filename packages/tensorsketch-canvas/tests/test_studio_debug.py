@@ -1,0 +1,657 @@
+"""The Studio's debugger API (``/api/debug``) in-process, on SQLite and PostgreSQL: browse a
+recorded thread against ``get_state``/``aget_state_at``, fork with an edited value, step
+superstep by superstep, approve a suspended agent's tool call, replay a node, and every
+hostile request refused with a 4xx."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tensorsketch.canvas.studio.app import Studio
+from tensorsketch.canvas.studio.debug import Debugger
+from tensorsketch.canvas.studio.debug_source import GraphSource, backend_label
+from tensorsketch.canvas.studio.routes import create_app
+from tensorsketch.compiled import CompiledGraph
+from tensorsketch.runtime.backends.base import Backend
+from tensorsketch.runtime.backends.sqlite import SqliteBackend
+
+TOKEN = "debug-token-1"
+BASE = "http://127.0.0.1:8765"
+PG_DSN = os.environ.get("TS_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+#: A password in the DSN the page must never see (the test server trusts any password).
+SECRET = "hunter2-not-for-the-page"
+
+LOOP = textwrap.dedent(
+    """
+    from operator import add
+    from typing import Annotated
+
+    from tensorsketch import END, START, Context, Graph, Node, Reducer, Schema
+
+
+    class Counter(Schema):
+        count: int = 0
+        limit: int = 3
+        log: Annotated[list[str], Reducer(add)] = []
+
+
+    class Increment(Node):
+        class In(Schema):
+            count: int
+
+        class Out(Schema):
+            count: int
+            log: list[str]
+
+        async def run(self, ctx: Context, inp: In) -> Out:
+            n = inp.count + 1
+            note = await ctx.step("note", lambda: f"effect {n}")
+            return self.Out(count=n, log=[f"step {ctx.superstep}: {n} ({note})"])
+
+
+    def keep_going(state: Counter) -> str:
+        return END if state.count >= state.limit else "Increment"
+
+
+    app = (
+        Graph(Counter).add(Increment).edge(START, "Increment").conditional("Increment", keep_going)
+    ).compile()
+    """
+)
+
+AGENT = textwrap.dedent(
+    '''
+    from pathlib import Path
+
+    from tensorsketch import FakeProvider, create_agent, tool
+    from tensorsketch.messages import ToolCall, assistant
+
+    LOG = Path(__file__).with_name("refunds.log")
+
+
+    @tool(requires_approval=True)
+    def issue_refund(order_id: str) -> str:
+        """Refund an order."""
+        with LOG.open("a", encoding="utf-8") as out:
+            out.write(order_id + "\\n")
+        return f"refunded {order_id}"
+
+
+    def policy(messages, tools):
+        if messages and messages[-1].role == "tool":
+            return assistant("refund issued")
+        call = ToolCall(id="call_1", name="issue_refund", args={"order_id": "A-17"})
+        return assistant(tool_calls=[call])
+
+
+    app = create_agent(FakeProvider(policy=policy), tools=[issue_refund])
+    '''
+)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    if request.param == "sqlite":
+        yield SqliteBackend(tmp_path / "runs.db")
+        return
+    psycopg = pytest.importorskip("psycopg")
+    from tensorsketch.runtime.backends.postgres import PostgresBackend
+
+    try:
+        psycopg.connect(PG_DSN, connect_timeout=5).close()
+    except psycopg.OperationalError as exc:
+        pytest.fail(f"PostgreSQL is not reachable at {PG_DSN!r} (TS_TEST_POSTGRES_DSN): {exc}")
+    schema = f"ts_studio_{uuid.uuid4().hex[:10]}"
+    yield PostgresBackend(_with_password(PG_DSN), schema=schema)
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def _with_password(dsn: str) -> str:
+    scheme, _, rest = dsn.partition("://")
+    user, at, host = rest.partition("@")
+    if not at:
+        return dsn
+    return f"{scheme}://{user.split(':')[0]}:{SECRET}@{host}"
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _load(path: Path) -> CompiledGraph[Any]:
+    loaded = GraphSource(path).get()
+    assert loaded.graph is not None, loaded.error
+    return loaded.graph
+
+
+def _client(path: Path, backend: Backend | None, url: str | None = None) -> httpx.AsyncClient:
+    studio = Studio(path=path, token=TOKEN, project=path.parent)
+    debugger = Debugger(backend, path=path, url=url) if backend is not None else None
+    app = create_app(studio, debugger=debugger)
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url=BASE, headers={"X-Studio-Token": TOKEN}
+    )
+
+
+@pytest.fixture
+def loop_file(tmp_path: Path) -> Path:
+    return _write(tmp_path, "loop_graph.py", LOOP)
+
+
+@pytest.fixture
+async def client(loop_file: Path, backend: Backend) -> AsyncIterator[httpx.AsyncClient]:
+    async with _client(loop_file, backend, _with_password(PG_DSN)) as c:
+        yield c
+
+
+def _ok(response: httpx.Response) -> Any:
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+# -- browsing ----------------------------------------------------------------------------------
+
+
+async def test_status_names_the_backend_and_graph(client: httpx.AsyncClient, backend: Backend):
+    status = _ok(await client.get("/api/debug/status"))
+    assert status["enabled"] is True
+    assert status["backend"] == backend.name
+    assert status["graph"] == "app"
+    assert status["graph_error"] is None
+    assert status["tasks"] is True
+
+
+async def test_browse_a_thread_matches_get_state(
+    client: httpx.AsyncClient, backend: Backend, loop_file: Path
+):
+    app = _load(loop_file)
+    await app.invoke({"limit": 3}, thread_id="t-browse", backend=backend)
+    history = await app.aget_history("t-browse", backend)
+
+    listed = _ok(await client.get("/api/debug/threads"))["threads"]
+    row = next(t for t in listed if t["thread_id"] == "t-browse")
+    assert row["checkpoints"] == len(history)
+
+    detail = _ok(await client.get("/api/debug/threads/t-browse"))
+    assert [c["id"] for c in detail["checkpoints"]] == [c.id for c in history]
+    assert detail["head"] == history[-1].id
+    assert detail["status"] == "completed"
+    assert [c["ran"] for c in detail["checkpoints"]] == [
+        [],
+        ["Increment"],
+        ["Increment"],
+        ["Increment"],
+    ]
+    assert detail["checkpoints"][-1]["next"] == []
+
+    for checkpoint in history:
+        shown = _ok(await client.get(f"/api/debug/threads/t-browse/checkpoints/{checkpoint.id}"))
+        expected = (await app.aget_state_at("t-browse", backend, checkpoint.id)).model_dump()
+        assert {k: v["value"] for k, v in shown["state"].items()} == expected
+        assert shown["next"] == list(checkpoint.next)
+    latest = app.get_state("t-browse", backend)
+    assert latest is not None
+    last = _ok(await client.get(f"/api/debug/threads/t-browse/checkpoints/{history[-1].id}"))
+    assert last["state"]["count"] == {
+        "value": latest.count,
+        "truncated": False,
+        "changed": True,
+        "previous": 2,
+        "present": True,
+    }
+    assert last["state"]["limit"]["changed"] is False
+    # the effect journaled by the superstep that produced the checkpoint
+    assert [(e["key"], e["node"], e["preview"]) for e in last["effects"]] == [
+        ("2:Increment:0:note", "Increment", "effect 3")
+    ]
+
+
+async def test_large_values_are_truncated_with_a_full_value_endpoint(
+    client: httpx.AsyncClient, backend: Backend, loop_file: Path
+):
+    app = _load(loop_file)
+    await app.aupdate_state("t-big", backend, {"log": ["x" * 5000]})
+    head = _ok(await client.get("/api/debug/threads/t-big"))["head"]
+    shown = _ok(await client.get(f"/api/debug/threads/t-big/checkpoints/{head}"))
+    assert shown["state"]["log"]["truncated"] is True
+    assert isinstance(shown["state"]["log"]["value"], str)
+    assert len(shown["state"]["log"]["value"].encode()) <= 2048 + 3
+    full = _ok(await client.get(f"/api/debug/threads/t-big/checkpoints/{head}/value?channel=log"))
+    assert full == {"channel": "log", "value": ["x" * 5000]}
+    missing = await client.get(f"/api/debug/threads/t-big/checkpoints/{head}/value?channel=nope")
+    assert missing.status_code == 404
+
+
+async def test_threads_are_this_graphs_newest_first_paged_and_searchable(
+    client: httpx.AsyncClient, backend: Backend, loop_file: Path, tmp_path: Path
+):
+    app = _load(loop_file)
+    for n in range(5):
+        await app.invoke({"limit": 1}, thread_id=f"loop-{n}", backend=backend)
+    (tmp_path / "other").mkdir()
+    other = _load(_write(tmp_path / "other", "agent_graph.py", AGENT))
+    await other.invoke({"query": "hi"}, thread_id="agent-thread", backend=backend)
+
+    ids = [t["thread_id"] for t in _ok(await client.get("/api/debug/threads"))["threads"]]
+    assert ids == [f"loop-{n}" for n in reversed(range(5))]  # not the agent's thread
+
+    first = _ok(await client.get("/api/debug/threads?limit=2"))
+    assert [t["thread_id"] for t in first["threads"]] == ["loop-4", "loop-3"]
+    second = _ok(await client.get(f"/api/debug/threads?limit=2&cursor={first['next_cursor']}"))
+    assert [t["thread_id"] for t in second["threads"]] == ["loop-2", "loop-1"]
+
+    found = _ok(await client.get("/api/debug/threads?q=OOP-3"))["threads"]
+    assert [t["thread_id"] for t in found] == ["loop-3"]
+
+
+async def test_search_by_run_label_and_status_from_the_run_record(
+    client: httpx.AsyncClient, backend: Backend, loop_file: Path
+):
+    from tensorsketch.runs import AsyncRunner
+
+    app = _load(loop_file)
+    runner = AsyncRunner(app, backend=backend)
+    try:
+        record = await runner.submit({"limit": 2}, labels={"customer": "acme-corp"})
+        await runner.await_run(record.run_id, timeout=30)
+    finally:
+        await runner.aclose()
+    await app.invoke({"limit": 1}, thread_id="unlabelled", backend=backend)
+    found = _ok(await client.get("/api/debug/threads?q=acme"))["threads"]
+    assert [t["thread_id"] for t in found] == [record.thread_id]
+    assert found[0]["status"] == "completed"
+    assert found[0]["label"] == "customer=acme-corp"
+    detail = _ok(await client.get(f"/api/debug/threads/{record.thread_id}"))
+    assert detail["run"]["run_id"] == record.run_id
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+async def test_fork_with_an_edited_value(
+    client: httpx.AsyncClient, backend: Backend, loop_file: Path
+):
+    app = _load(loop_file)
+    await app.invoke({"limit": 3}, thread_id="t-fork", backend=backend)
+    history = await app.aget_history("t-fork", backend)
+    at = history[1]
+
+    refused = await client.post(
+        "/api/debug/threads/t-fork/fork", json={"checkpoint_id": at.id, "values": {"limit": 5}}
+    )
+    assert refused.status_code == 403
+    bad = await client.post(
+        "/api/debug/threads/t-fork/fork",
+        json={"checkpoint_id": at.id, "values": {"limit": "five"}, "confirm": True},
+    )
+    assert bad.status_code == 422
+    assert bad.json()["channel"] == "limit"
+    assert "valid integer" in bad.json()["error"]
+    unknown = await client.post(
+        "/api/debug/threads/t-fork/fork",
+        json={"checkpoint_id": at.id, "values": {"limt": 5}, "confirm": True},
+    )
+    assert unknown.status_code == 422 and unknown.json()["channel"] == "limt"
+
+    forked = _ok(
+        await client.post(
+            "/api/debug/threads/t-fork/fork",
+            json={
+                "checkpoint_id": at.id,
+                "values": {"limit": 5},
+                "new_thread_id": "t-fork-alt",
+                "confirm": True,
+            },
+        )
+    )
+    assert forked["thread_id"] == "t-fork-alt"
+    assert forked["status"] == "pending"  # branched, not run
+    state = await app.aget_state("t-fork-alt", backend)
+    assert state is not None and state.limit == 5 and state.count == at.values["count"]
+    fork_history = await app.aget_history("t-fork-alt", backend)
+    assert fork_history[0].parent_id == at.id  # the fork point
+    assert len(await app.aget_history("t-fork", backend)) == len(history)  # untouched
+
+    ran = _ok(
+        await client.post(
+            "/api/debug/threads/t-fork/fork",
+            json={"checkpoint_id": at.id, "values": {"limit": 4}, "run": True, "confirm": True},
+        )
+    )
+    done = await app.aget_state(ran["thread_id"], backend)
+    assert done is not None and done.count == 4 and ran["status"] == "completed"
+    again = await client.post(
+        "/api/debug/threads/t-fork/fork",
+        json={"checkpoint_id": at.id, "new_thread_id": "t-fork-alt", "confirm": True},
+    )
+    assert again.status_code == 409
+
+
+async def test_update_state_in_place(client: httpx.AsyncClient, backend: Backend, loop_file: Path):
+    app = _load(loop_file)
+    await app.invoke(
+        {"limit": 3}, thread_id="t-edit", backend=backend, interrupt_before=["Increment"]
+    )
+    head = _ok(await client.get("/api/debug/threads/t-edit"))["head"]
+    edited = _ok(
+        await client.post(
+            "/api/debug/threads/t-edit/update",
+            json={"checkpoint_id": head, "values": {"count": 1}, "confirm": True},
+        )
+    )
+    state = await app.aget_state("t-edit", backend)
+    assert state is not None and state.count == 1
+    assert edited["checkpoint_id"] != head
+    stale = await client.post(
+        "/api/debug/threads/t-edit/update",
+        json={"checkpoint_id": head, "values": {"count": 2}, "confirm": True},
+    )
+    assert stale.status_code == 409  # only the latest checkpoint is edited in place
+
+
+async def test_step_superstep_by_superstep(
+    client: httpx.AsyncClient, backend: Backend, loop_file: Path
+):
+    app = _load(loop_file)
+    await app.invoke(
+        {"limit": 3}, thread_id="t-step", backend=backend, interrupt_before=["Increment"]
+    )
+    counts = []
+    for _ in range(5):
+        stepped = _ok(await client.post("/api/debug/threads/t-step/step", json={"confirm": True}))
+        state = await app.aget_state("t-step", backend)
+        assert state is not None
+        counts.append(state.count)
+        assert stepped["checkpoint_id"] == (await app.aget_history("t-step", backend))[-1].id
+        if stepped["status"] == "completed":
+            assert stepped["next"] == []
+            break
+        assert stepped["ran"] == ["Increment"] and stepped["next"] == ["Increment"]
+    assert counts == [1, 2, 3]
+
+
+async def test_run_to_completion(client: httpx.AsyncClient, backend: Backend, loop_file: Path):
+    app = _load(loop_file)
+    await app.invoke(
+        {"limit": 4}, thread_id="t-run", backend=backend, interrupt_before=["Increment"]
+    )
+    done = _ok(await client.post("/api/debug/threads/t-run/run", json={"confirm": True}))
+    assert done["status"] == "completed"
+    state = await app.aget_state("t-run", backend)
+    assert state is not None and state.count == 4
+
+
+async def test_approve_a_suspended_agents_tool_call_runs_it_once(backend: Backend, tmp_path: Path):
+    path = _write(tmp_path, "agent_graph.py", AGENT)
+    log = tmp_path / "refunds.log"
+    app = _load(path)
+    out = await app.invoke({"query": "refund A-17"}, thread_id="t-agent", backend=backend)
+    assert out.status == "suspended"
+    async with _client(path, backend) as client:
+        detail = _ok(await client.get("/api/debug/threads/t-agent"))
+        assert detail["status"] == "suspended"
+        waiting = detail["waiting"]
+        assert waiting["kind"] == "approval" and waiting["tool"] == "issue_refund"
+        assert waiting["args"] == {"order_id": "A-17"} and waiting["interrupt_id"] == "call_1"
+        assert not log.exists()
+        done = _ok(
+            await client.post(
+                "/api/debug/threads/t-agent/resume",
+                json={"interrupt_id": "call_1", "action": "approve", "confirm": True},
+            )
+        )
+        assert done["status"] == "completed" and done["via"] == "invoke"
+        nothing = await client.post(
+            "/api/debug/threads/t-agent/resume", json={"action": "approve", "confirm": True}
+        )
+        assert nothing.status_code == 409
+    assert log.read_text(encoding="utf-8") == "A-17\n"
+    state = await app.aget_state("t-agent", backend)
+    assert state is not None and state.output == "refund issued"
+
+
+async def test_approve_through_the_runner_when_a_run_record_exists(
+    backend: Backend, tmp_path: Path
+):
+    from tensorsketch.runs import AsyncRunner
+
+    path = _write(tmp_path, "agent_graph.py", AGENT)
+    log = tmp_path / "refunds.log"
+    app = _load(path)
+    runner = AsyncRunner(app, backend=backend)
+    try:
+        record = await runner.submit({"query": "refund A-17"})
+        suspended = await runner.await_run(record.run_id, timeout=30)
+    finally:
+        await runner.aclose()
+    assert suspended.status == "suspended"
+    async with _client(path, backend) as client:
+        assert _ok(await client.get(f"/api/debug/threads/{record.thread_id}"))["status"] == (
+            "suspended"
+        )
+        done = _ok(
+            await client.post(
+                f"/api/debug/threads/{record.thread_id}/resume",
+                json={"action": "approve", "confirm": True},
+            )
+        )
+    assert done["via"] == "runner" and done["status"] == "completed"
+    assert log.read_text(encoding="utf-8") == "A-17\n"
+    store = backend.run_store()
+    assert store is not None
+    final = await store.get(record.run_id)
+    assert final is not None and final.status == "succeeded"
+
+
+async def test_reject_tells_the_model(backend: Backend, tmp_path: Path):
+    path = _write(tmp_path, "agent_graph.py", AGENT)
+    app = _load(path)
+    await app.invoke({"query": "refund A-17"}, thread_id="t-reject", backend=backend)
+    async with _client(path, backend) as client:
+        done = _ok(
+            await client.post(
+                "/api/debug/threads/t-reject/resume",
+                json={"action": "reject", "value": "not eligible", "confirm": True},
+            )
+        )
+    assert done["status"] == "completed"
+    assert not (tmp_path / "refunds.log").exists()
+
+
+async def test_replay_a_node_never_writes(
+    client: httpx.AsyncClient, backend: Backend, loop_file: Path
+):
+    app = _load(loop_file)
+    await app.invoke({"limit": 3}, thread_id="t-replay", backend=backend)
+    history = await app.aget_history("t-replay", backend)
+    rows = await backend.list_checkpoints("t-replay")
+    journal = await backend.list_effects("t-replay")
+    events = await backend.read_events("t-replay")
+    replayed = _ok(
+        await client.post(
+            "/api/debug/threads/t-replay/replay-node",
+            json={"checkpoint_id": history[1].id, "node": "Increment"},
+        )
+    )
+    assert replayed["output"] == {"count": 2, "log": ["step 1: 2 (effect 2)"]}
+    assert replayed["effects"] == {"replayed": 1, "live": 0}
+    assert replayed["error"] is None
+    assert await backend.list_checkpoints("t-replay") == rows
+    assert await backend.list_effects("t-replay") == journal
+    assert await backend.read_events("t-replay") == events
+
+    live = await client.post(
+        "/api/debug/threads/t-replay/replay-node",
+        json={"checkpoint_id": history[1].id, "node": "Increment", "live": True},
+    )
+    assert live.status_code == 403  # a live replay calls out: it needs the confirmation
+    live = await client.post(
+        "/api/debug/threads/t-replay/replay-node",
+        json={"checkpoint_id": history[1].id, "node": "Increment", "live": True, "confirm": True},
+    )
+    assert _ok(live)["effects"] == {"replayed": 0, "live": 1}
+    assert await backend.list_effects("t-replay") == journal
+    not_planned = await client.post(
+        "/api/debug/threads/t-replay/replay-node",
+        json={"checkpoint_id": history[-1].id, "node": "Increment"},
+    )
+    assert not_planned.status_code == 404
+
+
+# -- the graph as imported ---------------------------------------------------------------------
+
+
+async def test_a_file_that_fails_to_import_still_reads(backend: Backend, tmp_path: Path):
+    good = _write(tmp_path, "g.py", LOOP)
+    app = _load(good)
+    await app.invoke({"limit": 2}, thread_id="t-broken", backend=backend)
+    good.write_text(LOOP + "\nraise RuntimeError('half-written file')\n", encoding="utf-8")
+    os.utime(good, ns=(1, 1))
+    async with _client(good, backend) as client:
+        status = _ok(await client.get("/api/debug/status"))
+        assert "half-written file" in status["graph_error"]
+        detail = _ok(await client.get("/api/debug/threads/t-broken"))
+        shown = _ok(await client.get(f"/api/debug/threads/t-broken/checkpoints/{detail['head']}"))
+        assert shown["state"]["count"]["value"] == 2
+        refused = await client.post("/api/debug/threads/t-broken/step", json={"confirm": True})
+        assert refused.status_code == 409
+        assert "half-written file" in refused.json()["error"]
+        good.write_text(LOOP, encoding="utf-8")  # fixed on disk: imported again
+        assert _ok(await client.get("/api/debug/status"))["graph_error"] is None
+
+
+# -- hostile requests ------------------------------------------------------------------------
+
+
+async def test_hostile_requests_are_4xx(
+    client: httpx.AsyncClient, backend: Backend, loop_file: Path
+):
+    app = _load(loop_file)
+    await app.invoke({"limit": 1}, thread_id="t-host", backend=backend)
+    head = _ok(await client.get("/api/debug/threads/t-host"))["head"]
+    post = "/api/debug/threads/t-host/fork"
+    cases: list[tuple[httpx.Response, int]] = [
+        (
+            await client.post(
+                post, content=b"{not json", headers={"content-type": "application/json"}
+            ),
+            400,
+        ),
+        (await client.post(post, content=b"[1, 2]"), 400),
+        (await client.post(post, content=b"x" * (1024 * 1024 + 1)), 413),
+        (await client.get("/api/debug/threads/no-such-thread"), 404),
+        (await client.get("/api/debug/threads/t-host/checkpoints/feedface"), 404),
+        (await client.get("/api/debug/threads/..%2F..%2Fetc%2Fpasswd"), 404),
+        (await client.get("/api/debug/threads/../../etc/passwd/checkpoints/x"), 404),
+        (await client.get("/api/debug/threads/" + "a" * 300), 400),
+        (await client.get("/api/debug/threads?limit=abc"), 400),
+        (await client.get("/api/debug/threads?cursor=zz"), 400),
+        (await client.get("/api/debug/threads", headers={"X-Studio-Token": "wrong"}), 403),
+        (await client.get("/api/debug/status", headers={"Origin": "http://evil.example"}), 403),
+        (await client.get("/api/debug/status", headers={"Host": "evil.example"}), 403),
+        (await client.post(post, json={"checkpoint_id": head, "values": {}}), 403),
+        (await client.post(post, json={"checkpoint_id": head, "confirm": "yes"}), 403),
+        (await client.post(post, json={"checkpoint_id": "nope", "confirm": True}), 404),
+        (await client.post(post, json={"checkpoint_id": 7, "confirm": True}), 400),
+        (
+            await client.post(post, json={"checkpoint_id": head, "values": [1], "confirm": True}),
+            400,
+        ),
+        (await client.post("/api/debug/threads/t-host/explode", json={}), 404),
+        (
+            await client.post(
+                "/api/debug/threads/t-host/update",
+                json={"values": {"count": 1}, "as_node": "Nope", "confirm": True},
+            ),
+            404,
+        ),
+        (
+            await client.post(
+                "/api/debug/threads/t-host/resume", json={"action": "approve", "confirm": True}
+            ),
+            409,
+        ),
+        (
+            await client.post(
+                "/api/debug/threads/t-host/run", json={"max_steps": -1, "confirm": True}
+            ),
+            400,
+        ),
+    ]
+    for response, expected in cases:
+        assert response.status_code == expected, (response.request.url, response.text)
+        assert "error" in response.json()
+
+
+async def test_credentials_never_reach_the_page(backend: Backend, loop_file: Path):
+    app = _load(loop_file)
+    await app.invoke({"limit": 1}, thread_id="t-secret", backend=backend)
+    url = _with_password(PG_DSN) if backend.name == "postgres" else "sqlite:///runs.db"
+    async with _client(loop_file, backend, url) as client:
+        status = _ok(await client.get("/api/debug/status"))
+        bodies = [
+            json.dumps(status),
+            (await client.get("/api/debug/threads")).text,
+            (await client.get("/api/debug/threads/t-secret")).text,
+            (await client.get("/api/debug/threads/missing")).text,
+            (await client.post("/api/debug/threads/t-secret/step", json={})).text,
+        ]
+    for body in bodies:
+        assert SECRET not in body and "postgres@" not in body
+    if backend.name == "postgres":
+        assert status["backend_label"].startswith("127.0.0.1:5432/")
+    else:
+        assert status["backend_label"] == "runs.db"
+
+
+async def test_without_a_backend_the_debugger_is_off(loop_file: Path):
+    async with _client(loop_file, None) as client:
+        status = _ok(await client.get("/api/debug/status"))
+        assert status["enabled"] is False and "--backend" in status["error"]
+        for response in (
+            await client.get("/api/debug/threads"),
+            await client.get("/api/debug/threads/t"),
+            await client.post("/api/debug/threads/t/step", json={"confirm": True}),
+        ):
+            assert response.status_code == 409
+            assert "--backend" in response.json()["error"]
+
+
+def test_backend_label_drops_user_password_and_query() -> None:
+    backend = SqliteBackend(":memory:")
+    assert backend_label("postgresql://me:pw@db.internal:6543/app?sslmode=require", backend) == (
+        "db.internal:6543/app"
+    )
+    assert backend_label("redis://:pw@127.0.0.1:6379/2", backend) == "127.0.0.1:6379/2"
+    assert backend_label("sqlite:///data/runs.db", backend) == "runs.db"
+    assert backend_label("memory", backend) == "sqlite"
+
+
+def test_graph_source_picks_and_explains(tmp_path: Path) -> None:
+    two = _write(
+        tmp_path,
+        "two.py",
+        LOOP + "\nother = app.spec and app\nsecond = (\n    "
+        "__import__('tensorsketch').Graph(Counter).add(Increment)"
+        ".edge(__import__('tensorsketch').START, 'Increment').compile()\n)\n",
+    )
+    loaded = GraphSource(two).get()
+    assert loaded.graph is None and "--graph" in (loaded.error or "")
+    picked = GraphSource(two, "second").get()
+    assert picked.graph is not None and picked.name == "second"
+    none = GraphSource(_write(tmp_path, "none.py", "x = 1\n")).get()
+    assert none.graph is None and "no compiled graph" in (none.error or "")
+    missing = GraphSource(two, "nope").get()
+    assert missing.graph is None and "'nope'" in (missing.error or "")
