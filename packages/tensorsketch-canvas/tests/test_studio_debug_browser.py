@@ -16,6 +16,7 @@ backends' own tests do. ``TS_STUDIO_SCREENSHOTS=1`` rewrites docs/images/studio-
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import importlib.util
 import json
 import os
@@ -98,7 +99,9 @@ def _run(url: str, fn: Any) -> Any:
         finally:
             await backend.aclose()
 
-    return asyncio.run(go())
+    # on a thread of its own: Playwright's sync API keeps an event loop running in this one
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, go()).result()
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -327,9 +330,8 @@ def test_edit_a_value_and_fork(router: Studio, page: Page) -> None:
     history = _run(router.url, record)
     page.click("#dbg-refresh")
     _open_thread(page, origin)
-    # the checkpoint after Classify: change the routing decision from billing to tech
-    after_classify = history[-2]
-    _pick(page, after_classify.id)
+    # the input checkpoint (Classify next): a bad value first, then a new query
+    _pick(page, history[0].id)
     page.click('[data-edit="intent"]')
     area = page.locator('[data-edit-area="intent"]')
     # a value the state schema refuses: the schema's message next to the field, nothing written
@@ -338,10 +340,12 @@ def test_edit_a_value_and_fork(router: Studio, page: Page) -> None:
     _confirm(page)
     error = page.locator('[data-error-for="intent"]')
     expect(error).to_be_visible()
-    expect(error).not_to_have_text("")
-    before = set(_run(router.url, lambda b: _threads(b)))
+    expect(error).to_contain_text("intent")
     _shot(page, "edit-error")
-    area.fill('"tech"')
+    before = set(_run(router.url, _threads))
+    page.click('[data-cancel-edit="intent"]')
+    page.click('[data-edit="query"]')
+    page.fill('[data-edit-area="query"]', '"The app shows an error"')
     page.click("#dbg-fork")
     _confirm(page)
     page.wait_for_function(
@@ -351,7 +355,9 @@ def test_edit_a_value_and_fork(router: Studio, page: Page) -> None:
     )
     new = page.evaluate("window.__studio.debug.thread.thread_id")
     assert new not in before
+    # the fork ran from the edited input: Classify routed it to Tech this time
     state = _run(router.url, lambda b: app.aget_state(new, b))
+    assert state.query == "The app shows an error"
     assert state.intent == "tech" and state.answer.startswith("[Tech]")
     # the original thread is untouched
     assert _run(router.url, lambda b: app.aget_state(origin, b)).answer.startswith("[Billing]")

@@ -28,8 +28,9 @@ export function fullValue(thread: string, checkpoint: string, channel: string): 
   return call("GET", `${T(thread)}/checkpoints/${encodeURIComponent(checkpoint)}/value?channel=${encodeURIComponent(channel)}`);
 }
 
-export function fork(thread: string, checkpointId: string, values: Record<string, unknown>): Promise<WriteResult> {
-  return call("POST", `${T(thread)}/fork`, { checkpoint_id: checkpointId, values, confirm: true });
+/** A new thread from ``checkpointId`` with ``values``; ``run`` runs it on from there. */
+export function fork(thread: string, checkpointId: string, values: Record<string, unknown>, run: boolean): Promise<WriteResult> {
+  return call("POST", `${T(thread)}/fork`, { checkpoint_id: checkpointId, values, run, confirm: true });
 }
 
 export function update(thread: string, checkpointId: string, values: Record<string, unknown>): Promise<WriteResult> {
@@ -45,7 +46,8 @@ export function run(thread: string): Promise<WriteResult> {
 }
 
 export function replayNode(thread: string, checkpointId: string, node: string, live: boolean): Promise<ReplayResult> {
-  return call("POST", `${T(thread)}/replay-node`, { checkpoint_id: checkpointId, node, live });
+  // a live replay calls models and tools for real: the page asked first
+  return call("POST", `${T(thread)}/replay-node`, { checkpoint_id: checkpointId, node, live, ...(live ? { confirm: true } : {}) });
 }
 
 export function resume(thread: string, action: "approve" | "reject" | "answer", interruptId: string | null, value?: unknown): Promise<WriteResult> {

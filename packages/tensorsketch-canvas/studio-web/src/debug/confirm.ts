@@ -10,15 +10,22 @@ export interface Confirm {
   detail?: string;
   ok: string;
   danger?: boolean;
+  /** a checkbox in the dialog (its state comes back with the answer) */
+  check?: { label: string; checked: boolean };
 }
 
-export function confirmAction(c: Confirm): Promise<boolean> {
+export async function confirmAction(c: Confirm): Promise<boolean> {
+  return (await confirmWith(c)).ok;
+}
+
+export function confirmWith(c: Confirm): Promise<{ ok: boolean; checked: boolean }> {
   if (!dialog) {
     dialog = h("dialog", { id: "dbg-confirm" });
     document.body.append(dialog);
   }
   const d = dialog;
   const ok = h("button", { value: "ok", id: "dbg-confirm-ok", className: c.danger ? "danger" : "primary" }, c.ok);
+  const box = c.check ? h("input", { type: "checkbox", id: "dbg-confirm-check", checked: c.check.checked }) : null;
   d.replaceChildren(
     h(
       "form",
@@ -26,12 +33,13 @@ export function confirmAction(c: Confirm): Promise<boolean> {
       h("h3", {}, c.title),
       h("p", { className: "dbg-confirm-body" }, c.body),
       c.detail ? h("pre", { className: "dbg-json" }, c.detail) : null,
+      box && c.check ? h("label", { className: "check" }, box, ` ${c.check.label}`) : null,
       h("div", { className: "row" }, h("button", { value: "cancel", id: "dbg-confirm-cancel", formNoValidate: true }, "cancel"), ok),
     ),
   );
   d.returnValue = "";
   return new Promise((resolve) => {
-    d.addEventListener("close", () => resolve(d.returnValue === "ok"), { once: true });
+    d.addEventListener("close", () => resolve({ ok: d.returnValue === "ok", checked: !!box?.checked }), { once: true });
     d.showModal();
     ok.focus();
   });

@@ -5,7 +5,7 @@
 import { ApiError } from "../api";
 import type { Scene } from "../layout";
 import * as dapi from "./api";
-import { confirmAction } from "./confirm";
+import { confirmAction, confirmWith } from "./confirm";
 import { h, statusBadge, when } from "./dom";
 import { drawMarks } from "./marks";
 import { renderState, type StateView } from "./state";
@@ -225,6 +225,8 @@ function waitingCard(w: Waiting | null, readonly: boolean): HTMLElement | null {
   } else {
     card.append(h("h4", {}, `Waiting (${w.kind})${where}`), w.question ? h("p", {}, String(w.question)) : "");
   }
+  const more = (w.all?.length ?? 1) - 1;
+  if (more > 0) card.append(h("p", { className: "hint" }, `and ${more} more interrupt${more === 1 ? "" : "s"} after this one`));
   return card;
 }
 
@@ -409,13 +411,14 @@ async function doWrite(kind: "fork" | "update"): Promise<void> {
     return;
   }
   const names = Object.keys(parsed.values);
-  const ok = await confirmAction(
+  const answer = await confirmWith(
     kind === "fork"
       ? {
           title: "Fork a new thread?",
-          body: `A new thread starts from checkpoint ${short(cp.id)} (step ${cp.step}) of ${t.thread_id} with ${names.join(", ")} changed, and runs from there with a fresh journal. ${t.thread_id} itself is not touched.`,
+          body: `A new thread starts from checkpoint ${short(cp.id)} (step ${cp.step}) of ${t.thread_id} with ${names.join(", ")} changed, with a fresh journal (its effects run anew). ${t.thread_id} itself is not touched.`,
           detail: JSON.stringify(parsed.values, null, 2),
           ok: "fork",
+          check: { label: "run the new thread on from there", checked: true },
         }
       : {
           title: `Update ${t.thread_id} in place?`,
@@ -425,11 +428,11 @@ async function doWrite(kind: "fork" | "update"): Promise<void> {
           danger: true,
         },
   );
-  if (!ok) return;
+  if (!answer.ok) return;
   await withBusy(async () => {
     let res: WriteResult;
     try {
-      res = kind === "fork" ? await dapi.fork(t.thread_id, cp.id, parsed.values) : await dapi.update(t.thread_id, cp.id, parsed.values);
+      res = kind === "fork" ? await dapi.fork(t.thread_id, cp.id, parsed.values, answer.checked) : await dapi.update(t.thread_id, cp.id, parsed.values);
     } catch (err) {
       if (err instanceof ApiError && err.status === 422) {
         const channel = typeof err.body.channel === "string" ? err.body.channel : names[0];
@@ -440,8 +443,9 @@ async function doWrite(kind: "fork" | "update"): Promise<void> {
       return;
     }
     dbg.edits.clear();
+    if (res.error) host.toast(`The run stopped on an error: ${res.error}`, "error");
     if (kind === "fork" && res.thread_id) {
-      host.toast(`Forked into thread ${res.thread_id}.`);
+      if (!res.error) host.toast(`Forked into thread ${res.thread_id}${answer.checked ? ` (${res.status ?? "ran"})` : ""}.`);
       await loadThreads(false);
       await openThread(res.thread_id, res.checkpoint_id ?? "head");
     } else {
@@ -460,7 +464,8 @@ async function doStep(): Promise<void> {
     try {
       const res = await dapi.step(t.thread_id);
       const ran = res.ran?.length ? `ran ${res.ran.join(", ")}` : "nothing ran";
-      host.toast(`Step: ${ran}${res.next?.length ? `; next ${res.next.join(", ")}` : ""} (${res.status ?? "?"}).`);
+      if (res.error) host.toast(`Step: ${ran}, and it failed: ${res.error}`, "error");
+      else host.toast(`Step: ${ran}${res.next?.length ? `; next ${res.next.join(", ")}` : ""} (${res.status ?? "?"}).`);
       await openThread(t.thread_id, res.checkpoint_id ?? "head");
     } catch (err) {
       failed("Step failed", err);
@@ -476,7 +481,7 @@ async function doRun(): Promise<void> {
   await withBusy(async () => {
     try {
       const res = await dapi.run(t.thread_id);
-      host.toast(`Run: ${res.status ?? "done"}.`);
+      host.toast(res.error ? `Run failed: ${res.error}` : `Run: ${res.status ?? "done"}.`, res.error ? "error" : "info");
       await openThread(t.thread_id, res.checkpoint_id ?? "head");
       await loadThreads(false);
     } catch (err) {
@@ -514,10 +519,25 @@ async function doResume(action: "approve" | "reject" | "answer", answer?: string
   });
 }
 
+/** Where ``node`` can be replayed from the open checkpoint: a node that ran in it replays
+ * from the parent (the checkpoint that planned it, so its recorded input), a node it plans
+ * next from the checkpoint itself. */
+export function replayPoint(cp: CheckpointDetail, node: string): string | null {
+  if (cp.ran.includes(node) && cp.parent_id) return cp.parent_id;
+  if (cp.next.includes(node)) return cp.id;
+  return null;
+}
+
 async function doReplay(node: string): Promise<void> {
   const t = dbg.thread;
   const cp = dbg.checkpoint;
   if (!t || !cp) return;
+  const at = replayPoint(cp, node);
+  if (!at) {
+    dbg.replay = { node, result: null, error: `${node} neither ran in this superstep nor runs next; pick the checkpoint where it ran.`, busy: false };
+    renderStatePanel();
+    return;
+  }
   const live = dbg.replayLive;
   if (live) {
     const ok = await confirmAction({ title: `Replay ${node} with live calls?`, body: "Its model and tool calls run for real instead of being replayed from the journal. Nothing is saved to the thread.", ok: "replay live" });
@@ -526,7 +546,7 @@ async function doReplay(node: string): Promise<void> {
   dbg.replay = { node, result: null, error: null, busy: true };
   renderStatePanel();
   try {
-    const result = await dapi.replayNode(t.thread_id, cp.id, node, live);
+    const result = await dapi.replayNode(t.thread_id, at, node, live);
     if (dbg.replay?.node === node) dbg.replay = { node, result, error: null, busy: false };
   } catch (err) {
     if (dbg.replay?.node === node) dbg.replay = { node, result: null, error: (err as Error).message, busy: false };

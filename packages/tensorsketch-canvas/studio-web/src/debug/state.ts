@@ -79,7 +79,13 @@ export function renderState(panel: HTMLElement, v: StateView, a: StateActions): 
         h("span", {}, `${v.edits.size} edited`),
         h("button", { id: "dbg-discard", disabled: v.busy, onclick: a.discard }, "discard"),
         h("span", { className: "grow" }),
-        h("button", { id: "dbg-update", className: "danger", disabled: v.busy, title: "save the edit as a new checkpoint of this thread (update_state)", onclick: a.update }, "update in place…"),
+        h("button", {
+          id: "dbg-update",
+          className: "danger",
+          disabled: v.busy || !head,
+          title: head ? "save the edit as a new checkpoint of this thread (update_state)" : "update_state edits the thread's latest checkpoint: open the head to update in place, or fork from here",
+          onclick: a.update,
+        }, "update in place…"),
         h("button", { id: "dbg-fork", className: "primary", disabled: v.busy, title: "start a new thread from this checkpoint with the edit", onclick: a.fork }, "fork…"),
       ),
     );
@@ -169,8 +175,8 @@ function shortKey(key: string): string {
 function replayBox(v: StateView, a: StateActions): HTMLElement {
   const cp = v.checkpoint;
   const box = h("div", { className: "dbg-replay" }, h("h4", {}, "replay a node"));
-  const nodes = [...new Set([...cp.ran, ...(v.replay && !cp.ran.includes(v.replay.node) ? [v.replay.node] : [])])];
-  box.append(h("p", { className: "hint" }, "Re-runs one node on its recorded input and shows what it returns now; nothing is saved. Click a node on the canvas to pick another."));
+  const nodes = [...new Set([...cp.ran, ...cp.next])];
+  box.append(h("p", { className: "hint" }, "Re-runs a node that ran here (on its recorded input) or runs next, and shows what it returns now; nothing is saved. Clicking a node on the canvas picks it."));
   const row = h("div", { className: "row wrap" });
   for (const n of nodes) {
     row.append(h("button", { "data-replay": n, className: v.replay?.node === n ? "on" : "", disabled: v.readonly || v.replay?.busy, onclick: () => a.replay(n) }, `↺ ${n}`));

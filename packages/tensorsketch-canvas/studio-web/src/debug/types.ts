@@ -16,6 +16,7 @@ export interface ThreadRow {
   thread_id: string;
   status: ThreadStatus;
   label: string | null;
+  run_id?: string | null;
   checkpoints: number;
   updated_at: string | null;
 }
@@ -33,6 +34,9 @@ export interface CheckpointRow {
   next: string[];
   created_at: string | null;
   on_head_branch?: boolean;
+  source?: string | null;
+  fork?: boolean;
+  interrupted?: boolean;
   error: string | null;
 }
 
@@ -44,6 +48,7 @@ export interface Waiting {
   question?: string | null;
   wake_at?: string | number | null;
   interrupt_id?: string | null;
+  all?: Waiting[];
   [key: string]: unknown;
 }
 
@@ -61,6 +66,7 @@ export interface ChannelView {
   truncated: boolean;
   changed: boolean;
   previous: unknown;
+  present?: boolean;
 }
 
 export interface EffectRow {
@@ -74,6 +80,8 @@ export interface CheckpointDetail {
   id: string;
   parent_id: string | null;
   step: number;
+  source?: string | null;
+  created_at?: string | null;
   ran: string[];
   next: string[];
   sends: { node: string; arg: unknown }[];
@@ -84,6 +92,7 @@ export interface CheckpointDetail {
 
 export interface ReplayResult {
   node: string;
+  checkpoint_id?: string;
   output: unknown;
   effects: { replayed: number; live: number } | null;
   error: string | null;
@@ -96,4 +105,6 @@ export interface WriteResult {
   status?: ThreadStatus;
   ran?: string[];
   next?: string[];
+  error?: string | null;
+  via?: string;
 }
