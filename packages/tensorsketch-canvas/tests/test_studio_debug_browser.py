@@ -7,7 +7,8 @@ itself: the state the page shows against ``aget_state_at``, a fork's new thread,
 checkpoint, the approved tool's side effect.
 
 One browser for the module, one Studio per backend and graph file (module scope): the tests
-use distinct thread ids, so they share a backend without seeing each other's threads.
+use distinct thread ids in a database of their own (a fresh SQLite file, a fresh PostgreSQL
+database), so they share it without seeing each other's threads.
 Skipped, with the reason, without ``/usr/bin/chromium`` or Playwright; the PostgreSQL half
 fails (does not skip) when the server at ``TS_TEST_POSTGRES_DSN`` is unreachable, as the
 backends' own tests do. ``TS_STUDIO_SCREENSHOTS=1`` rewrites docs/images/studio-debug-*.png.
@@ -156,15 +157,14 @@ class Studio:
         self.url = url
         self.server = server
         self.module = module
-        self.prefix = f"t{uuid.uuid4().hex[:6]}"
 
     @property
     def app(self) -> Any:
         return self.module.app
 
-    def tid(self, name: str) -> str:
-        """A thread id private to this module run (the backend may outlive one run)."""
-        return f"{self.prefix}-{name}"
+    @property
+    def sqlite(self) -> bool:
+        return self.url.startswith("sqlite")
 
 
 def _serve(tmp: Path, name: str, text: str, url: str) -> Iterator[Studio]:
@@ -254,10 +254,13 @@ def _confirm(page: Page) -> None:
     page.click("#dbg-confirm-ok")
 
 
-def _shot(page: Page, name: str) -> None:
+def _shot(studio: Studio, page: Page, name: str, **clip: float) -> None:
+    """A screenshot for docs/studio.md (from the SQLite run: its label reads ``runs.db``)."""
+    if not studio.sqlite:
+        return
     IMAGES.mkdir(parents=True, exist_ok=True)
     page.wait_for_timeout(150)
-    page.screenshot(path=str(IMAGES / f"studio-debug-{name}.png"))
+    page.screenshot(path=str(IMAGES / f"studio-debug-{name}.png"), clip=clip or None)  # type: ignore[arg-type]
 
 
 # -- browse ------------------------------------------------------------------------------------
@@ -265,7 +268,7 @@ def _shot(page: Page, name: str) -> None:
 
 def test_browse_a_recorded_thread(router: Studio, page: Page) -> None:
     app = router.app
-    billing, tech = router.tid("refund"), router.tid("crash")
+    billing, tech = "ticket-refund", "ticket-crash"
 
     async def record(b: Backend) -> list[Any]:
         await app.invoke({"query": "I'd like a refund on my invoice"}, thread_id=billing, backend=b)
@@ -274,7 +277,7 @@ def test_browse_a_recorded_thread(router: Studio, page: Page) -> None:
 
     history = _run(router.url, record)
     page.click("#dbg-refresh")
-    _search(page, router.prefix)
+    _search(page, "ticket-")
     rows = page.locator(".dbg-thread-row")
     expect(rows).to_have_count(2)
     expect(page.locator(f'.dbg-thread-row[data-thread="{billing}"]')).to_contain_text(
@@ -313,7 +316,8 @@ def test_browse_a_recorded_thread(router: Studio, page: Page) -> None:
     expect(page.locator('.dbg-mark.ran[data-node="Classify"]')).to_have_count(1)
     expect(page.locator('.dbg-mark.next[data-node="Billing"]')).to_have_count(1)
     expect(page.locator('.dbg-channel.changed[data-channel="intent"]')).to_have_count(1)
-    _shot(page, "checkpoint")
+    _search(page, "")
+    _shot(router, page, "checkpoint")
 
 
 # -- edit and fork -----------------------------------------------------------------------------
@@ -321,7 +325,7 @@ def test_browse_a_recorded_thread(router: Studio, page: Page) -> None:
 
 def test_edit_a_value_and_fork(router: Studio, page: Page) -> None:
     app = router.app
-    origin = router.tid("forkme")
+    origin = "forkme"
 
     async def record(b: Backend) -> list[Any]:
         await app.invoke({"query": "I'd like a refund on my invoice"}, thread_id=origin, backend=b)
@@ -341,7 +345,7 @@ def test_edit_a_value_and_fork(router: Studio, page: Page) -> None:
     error = page.locator('[data-error-for="intent"]')
     expect(error).to_be_visible()
     expect(error).to_contain_text("intent")
-    _shot(page, "edit-error")
+    _shot(router, page, "edit-error")
     before = set(_run(router.url, _threads))
     page.click('[data-cancel-edit="intent"]')
     page.click('[data-edit="query"]')
@@ -373,7 +377,7 @@ async def _threads(b: Backend) -> list[str]:
 
 def test_step_superstep_by_superstep(router: Studio, page: Page) -> None:
     app = router.app
-    thread = router.tid("step")
+    thread = "step"
 
     async def start(b: Backend) -> None:
         await app.invoke(
@@ -404,7 +408,7 @@ def test_step_superstep_by_superstep(router: Studio, page: Page) -> None:
         )
         expect(page.locator(f'.dbg-mark.ran[data-node="{expect_ran}"]')).to_have_count(1)
         if expect_ran == "Classify":
-            _shot(page, "step")
+            _shot(router, page, "step")
     state = _run(router.url, lambda b: app.aget_state(thread, b))
     assert state.answer.startswith("[Tech]")
 
@@ -415,7 +419,7 @@ def test_step_superstep_by_superstep(router: Studio, page: Page) -> None:
 def test_approve_a_suspended_tool_call(agent: Studio, agent_page: Page) -> None:
     app = agent.app
     page = agent_page
-    thread = agent.tid("refund")
+    thread = "order-A17"
     testing_runs.REFUNDS.clear()
 
     async def start(b: Backend) -> None:
@@ -431,7 +435,7 @@ def test_approve_a_suspended_tool_call(agent: Studio, agent_page: Page) -> None:
     expect(card).to_contain_text("approval")
     expect(card).to_contain_text("refund")
     expect(card).to_contain_text("A-17")
-    _shot(page, "approval")
+    _shot(agent, page, "approval", x=0, y=0, width=332, height=440)
     page.click("#dbg-approve")
     _confirm(page)
     page.wait_for_function(
@@ -458,7 +462,7 @@ def test_approve_a_suspended_tool_call(agent: Studio, agent_page: Page) -> None:
 
 def test_hostile_requests_from_the_page_are_refused(router: Studio, page: Page) -> None:
     app = router.app
-    thread = router.tid("hostile")
+    thread = "hostile"
     _run(router.url, lambda b: app.invoke({"query": "Hello!"}, thread_id=thread, backend=b))
     before = len(_run(router.url, lambda b: app.aget_history(thread, b)))
     results = page.evaluate(

@@ -135,7 +135,7 @@ function renderThreads(): void {
       "li",
       { className: `dbg-thread-row${t.thread_id === dbg.thread?.thread_id ? " selected" : ""}`, "data-thread": t.thread_id, title: t.thread_id, onclick: () => void openThread(t.thread_id) },
       h("span", { className: "tid" }, t.thread_id),
-      statusBadge(t.status),
+      t.status ? statusBadge(t.status) : h("span", {}),
       h("span", { className: "meta" }, `${t.label ? `${t.label} · ` : ""}${t.checkpoints} checkpoint${t.checkpoints === 1 ? "" : "s"}${t.updated_at ? ` · ${when(t.updated_at)}` : ""}`),
     );
     list.append(li);

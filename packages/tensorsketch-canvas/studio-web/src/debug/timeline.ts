@@ -67,6 +67,23 @@ export function layoutTree(oldestFirst: CheckpointRow[]): Laid {
   return { rows, index, lane, parent, lanes: Math.max(1, Math.min(MAX_LANES, laneTop.length)), forks };
 }
 
+/** What a row says: the nodes that ran, else how the checkpoint came to be. */
+export function rowText(r: CheckpointRow): string {
+  if (r.ran.length) return r.ran.join(", ");
+  if (r.error) return "failed";
+  if (r.interrupted) return "waiting";
+  switch (r.source) {
+    case "input":
+      return "input";
+    case "fork":
+      return "forked here";
+    case "update":
+      return "state edited";
+    default:
+      return r.parent_id === null ? "input" : "(no node ran)";
+  }
+}
+
 export interface TimelineOpts {
   onSelect(id: string): void;
   head(): string | null;
@@ -184,7 +201,8 @@ export class Timeline {
       step.textContent = String(r.step);
       const what = document.createElement("span");
       what.className = "tl-ran";
-      what.textContent = r.ran.length ? r.ran.join(", ") : r.parent_id === null ? "input" : "(no node ran)";
+      what.textContent = rowText(r);
+      if (!r.ran.length) what.classList.add("quiet");
       row.append(step, what);
       const tag = (text: string, cls: string) => {
         const t = document.createElement("span");
