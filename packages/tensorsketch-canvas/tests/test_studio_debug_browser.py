@@ -496,3 +496,56 @@ def test_hostile_requests_from_the_page_are_refused(router: Studio, page: Page) 
     assert results["badBody"] == 400, results
     assert len(_run(router.url, lambda b: app.aget_history(thread, b))) == before
     assert _run(router.url, lambda b: app.aget_state(thread, b)).answer.startswith("[General]")
+
+
+# -- live --------------------------------------------------------------------------------------
+
+
+def test_pause_a_live_run_on_its_thread(router: Studio, page: Page) -> None:
+    from tensorsketch import InMemoryTracer, MultiTracer
+    from tensorsketch.observability.export import http_span_sink
+
+    app = router.app
+    thread = "live-1"
+    page.click("#live")
+    expect(page.locator("#pause-live")).to_be_visible()
+    # a traced durable run: its spans go to the Studio, its checkpoints to the backend
+    sink = http_span_sink(router.server.base_url + "/api/trace")
+
+    async def traced(b: Backend) -> None:
+        tracer = MultiTracer(InMemoryTracer(), sink)
+        await app.invoke({"query": "refund please"}, thread_id=thread, backend=b, tracer=tracer)
+
+    _run(router.url, traced)
+    assert sink.flush(10)
+    sink.close()
+    expect(page.locator('.trace-ring[data-node="Billing"]')).to_have_count(1, timeout=5000)
+    page.click("#pause-live")
+    page.wait_for_function(
+        "t => window.__studio.debug.thread?.thread_id === t && "
+        "window.__studio.debug.checkpoint?.id === window.__studio.debug.thread.head",
+        arg=thread,
+        timeout=10_000,
+    )
+    history = _run(router.url, lambda b: app.aget_history(thread, b))
+    assert page.evaluate("window.__studio.debug.thread.head") == history[-1].id
+    # the checkpoint's marks replace the overlay's rings while it is open
+    expect(page.locator('.dbg-mark.ran[data-node="Billing"]')).to_have_count(1)
+    expect(page.locator("#overlay")).to_be_hidden()
+    # a write from elsewhere (the same API, as another tab would call it) reaches the open
+    # thread through the `debug` event: no reload, no click
+    status = page.evaluate(
+        """async ([t, head]) => (await fetch(`/api/debug/threads/${t}/update`, {method: "POST",
+            headers: {"X-Studio-Token": new URLSearchParams(location.search).get("token"),
+                      "Content-Type": "application/json"},
+            body: JSON.stringify({checkpoint_id: head, values: {answer: "edited"}, confirm: true})
+        })).status""",
+        [thread, history[-1].id],
+    )
+    assert status == 200
+    page.wait_for_function(
+        "n => window.__studio.debug.thread.checkpoints.length > n", arg=len(history), timeout=10_000
+    )
+    assert _run(router.url, lambda b: app.aget_state(thread, b)).answer == "edited"
+    page.click("#dbg-state-close")
+    expect(page.locator("#overlay")).to_be_visible()

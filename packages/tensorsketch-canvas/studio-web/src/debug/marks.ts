@@ -2,6 +2,7 @@
 // superstep, a dashed ring on the nodes that run next, the pending Sends and the errors.
 import rough from "roughjs";
 import type { RoughSVG } from "roughjs/bin/svg";
+import { nodeBadges } from "../badges";
 import { el, seed } from "../draw";
 import { textWidth, type Box, type Scene } from "../layout";
 import type { CheckpointDetail } from "./types";
@@ -71,11 +72,13 @@ function mark(box: Box, kind: "ran" | "next" | "error", tags: Tag[]): SVGGElemen
       ...(kind === "next" ? { strokeLineDash: [7, 6] } : {}),
     }),
   );
-  // on the ring's top edge, from the left (the right end holds the node's own tags)
+  // on the ring's top edge, from the left; on its bottom edge when the node's own badges
+  // (retry, timeout) hold the top
+  const y = box.node && nodeBadges(box.node).length ? box.h + pad - 10.5 : -pad - 10.5;
   let x = 6 - pad;
   for (const t of tags) {
     const w = textWidth(t.text, 12.5, UI) + 16;
-    const tg = el("g", { class: "dbg-tag", transform: `translate(${x},${-pad - 10.5})` }, g);
+    const tg = el("g", { class: "dbg-tag", transform: `translate(${x},${y})` }, g);
     el("rect", { x: 0, y: 0, width: w, height: 21, rx: 10.5, fill: t.filled ? t.color : "#ffffff", stroke: t.color, "stroke-width": 1.5 }, tg);
     const tx = el("text", { x: w / 2, y: 14.5, "text-anchor": "middle", "font-size": 12.5, "font-family": UI, fill: t.filled ? "#ffffff" : t.color }, tg);
     tx.textContent = t.text;
