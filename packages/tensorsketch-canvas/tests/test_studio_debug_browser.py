@@ -316,8 +316,39 @@ def test_browse_a_recorded_thread(router: Studio, page: Page) -> None:
     expect(page.locator('.dbg-mark.ran[data-node="Classify"]')).to_have_count(1)
     expect(page.locator('.dbg-mark.next[data-node="Billing"]')).to_have_count(1)
     expect(page.locator('.dbg-channel.changed[data-channel="intent"]')).to_have_count(1)
+    # replay Classify on its recorded input: what it returns now
+    page.click('[data-replay="Classify"]')
+    expect(page.locator("#dbg-replay-out")).to_contain_text('"intent": "billing"')
     _search(page, "")
     _shot(router, page, "checkpoint")
+
+
+def test_threads_page_on_and_long_values_expand(router: Studio, page: Page) -> None:
+    app = router.app
+    long_query = "refund " + "x" * 6000
+
+    async def record(b: Backend) -> None:
+        for n in range(45):  # more than a page of the threads panel
+            await app.aupdate_state(f"bulk-{n:02d}", b, {"query": f"question {n}"})
+        await app.invoke({"query": long_query}, thread_id="long-query", backend=b)
+
+    _run(router.url, record)
+    page.click("#dbg-refresh")
+    _search(page, "bulk-")
+    rows = page.locator(".dbg-thread-row")
+    expect(rows).to_have_count(40)
+    page.click("#dbg-more")
+    expect(rows).to_have_count(45)
+    expect(page.locator("#dbg-more")).to_be_hidden()
+    # newest first: the last one written is on top
+    assert rows.first.get_attribute("data-thread") == "bulk-44"
+    _open_thread(page, "long-query")
+    card = page.locator('.dbg-channel[data-channel="query"]')
+    expect(card).to_contain_text("truncated")
+    assert len(card.locator("pre").inner_text()) < 3000
+    card.locator("[data-expand]").click()
+    expect(card.locator("[data-expand]")).to_have_count(0)
+    assert json.loads(card.locator("pre").inner_text()) == long_query
 
 
 # -- edit and fork -----------------------------------------------------------------------------
