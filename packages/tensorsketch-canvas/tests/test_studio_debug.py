@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 import textwrap
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -20,6 +23,7 @@ from tensorsketch.canvas.studio.app import Studio
 from tensorsketch.canvas.studio.debug import Debugger
 from tensorsketch.canvas.studio.debug_source import GraphSource, backend_label
 from tensorsketch.canvas.studio.routes import create_app
+from tensorsketch.canvas.studio.server import StudioServer
 from tensorsketch.compiled import CompiledGraph
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
@@ -183,6 +187,7 @@ async def test_browse_a_thread_matches_get_state(
     listed = _ok(await client.get("/api/debug/threads"))["threads"]
     row = next(t for t in listed if t["thread_id"] == "t-browse")
     assert row["checkpoints"] == len(history)
+    assert row["status"] == "completed" and row["run_id"] is None  # from the head checkpoint
 
     detail = _ok(await client.get("/api/debug/threads/t-browse"))
     assert [c["id"] for c in detail["checkpoints"]] == [c.id for c in history]
@@ -275,6 +280,31 @@ async def test_search_by_run_label_and_status_from_the_run_record(
     assert found[0]["label"] == "customer=acme-corp"
     detail = _ok(await client.get(f"/api/debug/threads/{record.thread_id}"))
     assert detail["run"]["run_id"] == record.run_id
+
+
+async def test_thread_ids_with_slashes_and_fork_branches(
+    client: httpx.AsyncClient, backend: Backend, loop_file: Path
+):
+    app = _load(loop_file)
+    await app.invoke({"limit": 2}, thread_id="team/a b/run#1", backend=backend)
+    history = await app.aget_history("team/a b/run#1", backend)
+    quoted = "team/a%20b/run%231"
+    detail = _ok(await client.get(f"/api/debug/threads/{quoted}"))
+    assert detail["thread_id"] == "team/a b/run#1" and len(detail["checkpoints"]) == 3
+    shown = _ok(await client.get(f"/api/debug/threads/{quoted}/checkpoints/{history[1].id}"))
+    assert shown["state"]["count"]["value"] == 1
+    await app.fork(backend, "team/a b/run#1", history[1].id, "team/fork", {"limit": 3})
+    forked = _ok(await client.get("/api/debug/threads/team/fork"))
+    first = forked["checkpoints"][0]
+    assert first["parent_id"] == history[1].id and first["fork"] is True
+    assert first["source"] == "fork"
+    root = _ok(await client.get(f"/api/debug/threads/team/fork/checkpoints/{first['id']}"))
+    assert not any(v["changed"] for v in root["state"].values())  # its parent is elsewhere
+    suspended = _ok(await client.get("/api/debug/threads?q=team/"))["threads"]
+    assert {t["thread_id"]: t["status"] for t in suspended} == {
+        "team/fork": "completed",
+        "team/a b/run#1": "completed",
+    }
 
 
 # -- writing -----------------------------------------------------------------------------------
@@ -655,3 +685,83 @@ def test_graph_source_picks_and_explains(tmp_path: Path) -> None:
     assert none.graph is None and "no compiled graph" in (none.error or "")
     missing = GraphSource(two, "nope").get()
     assert missing.graph is None and "'nope'" in (missing.error or "")
+
+
+# -- the real server and the command line ------------------------------------------------------
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tensorsketch.canvas", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+@pytest.mark.timeout(60)
+def test_cli_backend_serves_the_debugger(loop_file: Path) -> None:
+    import asyncio
+
+    db = loop_file.parent / "runs.db"
+    asyncio.run(_load(loop_file).invoke({"limit": 2}, thread_id="cli-thread",
+                                       backend=SqliteBackend(db)))  # fmt: skip
+    process = _cli(loop_file.name, "--port", "0", "--backend", "sqlite:///runs.db",
+                   cwd=loop_file.parent)  # fmt: skip
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        url = line.split("→ ", 1)[1].split()[0]
+        base, token = url.split("/?token=")
+        headers = {"X-Studio-Token": token}
+        status = httpx.get(f"{base}/api/debug/status", headers=headers).json()
+        assert status["backend"] == "sqlite" and status["backend_label"] == "runs.db"
+        threads = httpx.get(f"{base}/api/debug/threads", headers=headers).json()["threads"]
+        assert [t["thread_id"] for t in threads] == ["cli-thread"]
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            assert process.wait(15) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()
+
+
+def test_cli_refuses_a_backend_it_cannot_open_without_printing_it(loop_file: Path) -> None:
+    process = _cli(loop_file.name, "--backend", f"nosuch://admin:{SECRET}@db/x",
+                   cwd=loop_file.parent)  # fmt: skip
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 2
+    assert "--backend (nosuch) could not be opened" in err
+    assert SECRET not in err and SECRET not in out
+
+
+@pytest.mark.timeout(60)
+def test_a_write_publishes_a_debug_event(loop_file: Path) -> None:
+    import asyncio
+
+    db = loop_file.parent / "runs.db"
+    asyncio.run(_load(loop_file).invoke({"limit": 2}, thread_id="sse", backend=SqliteBackend(db),
+                                       interrupt_before=["Increment"]))  # fmt: skip
+    with StudioServer(loop_file, port=0, backend=f"sqlite:///{db}") as server:
+        headers = {"X-Studio-Token": server.token}
+        events = httpx.stream("GET", f"{server.base_url}/api/events?token={server.token}",
+                              timeout=httpx.Timeout(30.0))  # fmt: skip
+        with events as stream:
+            lines = stream.iter_lines()
+            assert next(lines) == "retry: 1000"
+            stepped = httpx.post(f"{server.base_url}/api/debug/threads/sse/step",
+                                 json={"confirm": True}, headers=headers).json()  # fmt: skip
+            for line in lines:
+                if line == "event: debug":
+                    data = json.loads(next(lines)[len("data: ") :])
+                    break
+    assert data == {
+        "thread_id": "sse",
+        "source_thread_id": "sse",
+        "checkpoint_id": stepped["checkpoint_id"],
+        "action": "step",
+    }

@@ -51,6 +51,7 @@ from tensorsketch.runtime.backends.base import (
     StoredCheckpoint,
     StoredEvent,
     ThreadOpening,
+    ThreadSummary,
 )
 from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.schema import Schema
@@ -746,6 +747,46 @@ class BackendConformance:
         assert set(names) <= set(await alist_threads(backend))
         with pytest.raises(ValueError, match="positive int"):
             await alist_threads(backend, limit=0)
+
+    @pytest.mark.asyncio
+    async def test_summarize_threads_counts_and_dates(self, backend: Backend) -> None:
+        self._needs_thread_admin()
+        base = _thread()
+        for n in range(3):
+            await backend.save_checkpoint(_checkpoint(f"{base}-a", n, b"p"))
+        await backend.save_checkpoint(_checkpoint(f"{base}-b", 7, b"p"))
+        await backend.save_checkpoint(_checkpoint(f"{base}_x", 0, b"p"))
+        await backend.append_events(f"{base}-events-only", [StoredEvent(1, b"e")])
+        found = await backend.summarize_threads(f"{base}-")
+        assert found == [
+            ThreadSummary(f"{base}-a", 3, 1_700_000_002.0),
+            ThreadSummary(f"{base}-b", 1, 1_700_000_007.0),
+        ]
+        everything = {s.thread_id for s in await backend.summarize_threads()}
+        assert {f"{base}-a", f"{base}-b", f"{base}_x"} <= everything
+
+    @pytest.mark.asyncio
+    async def test_list_effects_by_prefix(self, backend: Backend) -> None:
+        thread, other = _thread(), _thread()
+        await backend.record_effects(
+            thread, [("2:B:0:x", b"3"), ("1:A:0:x", b"1"), ("1:A:1:y", b"2"), ("10:A:0:x", b"4")]
+        )
+        await backend.record_effect(other, "1:A:0:x", b"other")
+        if not self.thread_admin:  # an optional operation: refused by name
+            with pytest.raises(BackendUnsupportedError, match="list_effects"):
+                await backend.list_effects(thread)
+            return
+        everything = await backend.list_effects(thread)
+        assert everything == [  # sorted by key, as strings
+            ("10:A:0:x", b"4"),
+            ("1:A:0:x", b"1"),
+            ("1:A:1:y", b"2"),
+            ("2:B:0:x", b"3"),
+        ]
+        assert await backend.list_effects(thread, "1:") == [("1:A:0:x", b"1"), ("1:A:1:y", b"2")]
+        assert await backend.list_effects(thread, "1:A:1") == [("1:A:1:y", b"2")]
+        assert await backend.list_effects(thread, "%") == []  # no LIKE wildcards
+        assert await backend.list_effects(_thread()) == []
 
     @pytest.mark.asyncio
     async def test_delete_thread_removes_everything_of_it_only(self, backend: Backend) -> None:

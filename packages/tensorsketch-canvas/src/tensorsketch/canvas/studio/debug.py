@@ -57,6 +57,8 @@ PAGE = 50
 MAX_PAGE = 200
 #: Run records read to attach statuses and labels to threads (newest runs win).
 MAX_RUN_RECORDS = 10_000
+#: Thread heads remembered between listings (cleared when full).
+_HEAD_CACHE = 10_000
 #: How long a resume through the runner waits for the run to settle before answering.
 RESUME_WAIT = 60.0
 _RUN_STATUS = {"succeeded": "completed"}
@@ -112,6 +114,43 @@ class _Thread:
     thread_id: str
     rows: list[CheckpointInfo]
     head: CheckpointInfo
+
+
+@dataclass(frozen=True, slots=True)
+class _Head:
+    ours: bool
+    status: str | None
+
+
+def _written_by(graph: CompiledGraph[Any], payload: dict[str, Any]) -> bool:
+    """Whether a checkpoint payload looks written by ``graph``: its schema's fingerprint,
+    or (no fingerprint, or a schema changed since) only its fields and its nodes."""
+    fingerprint = schema_fingerprint(graph.state_schema)
+    if fingerprint is not None and payload.get("s") == fingerprint:
+        return True
+    changes = payload.get("changes")
+    plan = payload.get("plan")
+    return (
+        isinstance(changes, dict)
+        and set(changes) <= set(graph.state_schema.model_fields)
+        and isinstance(plan, list)
+        and all(isinstance(t, list) and t and t[0] in graph.spec.nodes for t in plan)
+    )
+
+
+def _thread_row(summary: ThreadSummary, record: RunRecord | None, head: _Head) -> dict[str, Any]:
+    label = None
+    if record is not None and record.labels:
+        label = ", ".join(f"{k}={v}" for k, v in sorted(record.labels.items()))
+    return {
+        "thread_id": summary.thread_id,
+        "status": _RUN_STATUS.get(record.status, record.status) if record else head.status,
+        "label": label,
+        "labels": dict(record.labels) if record else {},
+        "run_id": record.run_id if record else None,
+        "checkpoints": summary.checkpoints,
+        "updated_at": _iso(summary.updated_at),
+    }
 
 
 def _ran(
@@ -181,8 +220,7 @@ class Debugger:
         self.backend = backend
         self.source = GraphSource(path, graph)
         self.label = backend_label(url, backend) if url else backend.name
-        self._runs_cache: tuple[float, dict[str, RunRecord]] | None = None
-        self._fingerprints: dict[tuple[str, str], bool] = {}
+        self._heads: dict[tuple[str, int, float, int], _Head] = {}
 
     # -- the graph ---------------------------------------------------------------------------
 
@@ -214,62 +252,63 @@ class Debugger:
 
     # -- threads -----------------------------------------------------------------------------
 
-    async def _records(self) -> dict[str, RunRecord]:
-        """The newest run record of each thread (cached for a second: one listing reads the
-        run store once, not once per thread)."""
-        now = time.monotonic()
-        if self._runs_cache is not None and now - self._runs_cache[0] < 1.0:
-            return self._runs_cache[1]
+    async def _labelled(self, needle: str) -> set[str]:
+        """Threads whose runs carry a label key or value containing ``needle`` (a search
+        reads the run store page by page, up to :data:`MAX_RUN_RECORDS` records)."""
         store = self.backend.run_store()
-        latest: dict[str, RunRecord] = {}
-        if store is not None:
-            cursor: str | None = None
-            read = 0
-            while read < MAX_RUN_RECORDS:
-                page = await store.list(limit=1000, cursor=cursor)
-                for record in page.records:
-                    latest[record.thread_id] = record  # oldest first: the newest stays
-                read += len(page.records)
-                cursor = page.cursor
-                if cursor is None:
-                    break
-        self._runs_cache = (now, latest)
-        return latest
+        found: set[str] = set()
+        if store is None:
+            return found
+        cursor: str | None = None
+        read = 0
+        while read < MAX_RUN_RECORDS:
+            page = await store.list(limit=1000, cursor=cursor)
+            for record in page.records:
+                if any(
+                    needle in k.lower() or needle in v.lower() for k, v in record.labels.items()
+                ):
+                    found.add(record.thread_id)
+            read += len(page.records)
+            cursor = page.cursor
+            if cursor is None:
+                break
+        return found
 
-    async def _belongs(self, summary: ThreadSummary, graph: CompiledGraph[Any] | None) -> bool:
-        """Whether the thread's newest checkpoint was written by this graph: the state
-        schema's fingerprint when the row carries it, else its fields and planned nodes."""
-        if graph is None:
-            return True
-        key = (summary.thread_id, f"{summary.checkpoints}:{summary.updated_at!r}")
-        known = self._fingerprints.get(key)
+    async def _head(self, summary: ThreadSummary, graph: CompiledGraph[Any] | None) -> _Head:
+        """What the thread's newest checkpoint says: whether this graph wrote it (the state
+        schema's fingerprint when the row carries it, else its fields and planned nodes) and
+        the status it leaves the thread in. Cached by the thread's count and newest time."""
+        key = (summary.thread_id, summary.checkpoints, summary.updated_at, id(graph))
+        known = self._heads.get(key)
         if known is not None:
             return known
         row = await self.backend.latest_checkpoint(summary.thread_id)
-        ok = False
+        payload: Any = None
         if row is not None:
             try:
                 payload = self.backend.serializer.loads(row.payload)
             except Exception:
                 payload = None
-            if isinstance(payload, dict):
-                fingerprint = schema_fingerprint(graph.state_schema)
-                if fingerprint is not None and payload.get("s") == fingerprint:
-                    ok = True
-                else:
-                    fields = set(graph.state_schema.model_fields)
-                    changes = payload.get("changes")
-                    plan = payload.get("plan")
-                    ok = (
-                        isinstance(changes, dict)
-                        and set(changes) <= fields
-                        and isinstance(plan, list)
-                        and all(
-                            isinstance(t, list) and t and t[0] in graph.spec.nodes for t in plan
-                        )
-                    )
-        self._fingerprints[key] = ok
-        return ok
+        if not isinstance(payload, dict):
+            head = _Head(graph is None, None)
+        else:
+            raw_meta = payload.get("meta")
+            meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+            plan = payload.get("plan") if isinstance(payload.get("plan"), list) else []
+            status = (
+                "failed"
+                if meta.get("error")
+                else "suspended"
+                if meta.get("interrupts")
+                else "pending"
+                if plan
+                else "completed"
+            )
+            head = _Head(graph is None or _written_by(graph, payload), status)
+        if len(self._heads) >= _HEAD_CACHE:
+            self._heads.clear()
+        self._heads[key] = head
+        return head
 
     async def threads(self, q: str | None, cursor: str | None, limit: int | None) -> dict[str, Any]:
         """``GET /api/debug/threads``: this graph's threads, newest first."""
@@ -283,17 +322,11 @@ class Debugger:
             start = int(cursor)
         summaries = await self.backend.summarize_threads()
         summaries.sort(key=lambda s: (-s.updated_at, s.thread_id))
-        records = await self._records()
         needle = (q or "").strip().lower()
         if needle:
+            labelled = await self._labelled(needle)
             summaries = [
-                s
-                for s in summaries
-                if needle in s.thread_id.lower()
-                or (
-                    (r := records.get(s.thread_id)) is not None
-                    and any(needle in v.lower() or needle in k.lower() for k, v in r.labels.items())
-                )
+                s for s in summaries if needle in s.thread_id.lower() or s.thread_id in labelled
             ]
         graph = await self.graph()
         out: list[dict[str, Any]] = []
@@ -301,29 +334,15 @@ class Debugger:
         while index < len(summaries) and len(out) < size:
             summary = summaries[index]
             index += 1
-            record = records.get(summary.thread_id)
-            if (record is None or record.graph != (graph.name if graph else None)) and not (
-                await self._belongs(summary, graph)
-            ):
+            record = await self._record(summary.thread_id)
+            head = await self._head(summary, graph)
+            by_record = record is not None and graph is not None and record.graph == graph.name
+            if not (by_record or head.ours):
                 continue
-            out.append(self._thread_row(summary, record))
+            out.append(_thread_row(summary, record, head))
         return {
             "threads": out,
             "next_cursor": str(index) if index < len(summaries) else None,
-        }
-
-    def _thread_row(self, summary: ThreadSummary, record: RunRecord | None) -> dict[str, Any]:
-        label = None
-        if record is not None and record.labels:
-            label = ", ".join(f"{k}={v}" for k, v in sorted(record.labels.items()))
-        return {
-            "thread_id": summary.thread_id,
-            "status": _RUN_STATUS.get(record.status, record.status) if record else None,
-            "label": label,
-            "labels": dict(record.labels) if record else {},
-            "run_id": record.run_id if record else None,
-            "checkpoints": summary.checkpoints,
-            "updated_at": _iso(summary.updated_at),
         }
 
     async def _thread(self, thread_id: str) -> _Thread:
@@ -399,14 +418,18 @@ class Debugger:
         found = await read_checkpoint(self.backend, thread_id, checkpoint_id)
         if found is None:
             raise ApiError(404, f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}.")
-        graph = await self.graph()
-        values = dict(found.values)
+        return found, self._shown(await self.graph(), found)
+
+    @staticmethod
+    def _shown(graph: CompiledGraph[Any] | None, found: Checkpoint) -> dict[str, Any]:
+        """The values as the graph reads them (``aget_state_at``), or as stored when there is
+        no graph or they no longer validate (the graph says why when it runs them)."""
         if graph is not None:
             try:
-                values = validated_values(graph.spec, found)
+                return validated_values(graph.spec, found)
             except CheckpointDecodeError:
-                pass  # show what is stored; the message shows up when the graph runs it
-        return found, values
+                pass
+        return dict(found.values)
 
     async def checkpoint(self, thread_id: str, checkpoint_id: str) -> dict[str, Any]:
         """``GET /api/debug/threads/{id}/checkpoints/{cp}``."""
@@ -416,8 +439,8 @@ class Debugger:
         parent = None
         if found.parent_id is not None:
             parent = await read_checkpoint(self.backend, thread_id, found.parent_id)
-            if parent is not None:
-                previous = dict(parent.values)
+            if parent is not None:  # None for a fork's first: its parent is another thread's
+                previous = self._shown(await self.graph(), parent)
         state: dict[str, Any] = {}
         for name in sorted(set(values) | set(previous)):
             value, truncated = preview(values.get(name))
@@ -426,7 +449,7 @@ class Debugger:
             state[name] = {
                 "value": value,
                 "truncated": truncated,
-                "changed": changed and found.parent_id is not None,
+                "changed": changed and parent is not None,
                 "previous": before,
                 "present": name in values,
             }
