@@ -221,7 +221,9 @@ function waitingCard(w: Waiting | null, readonly: boolean): HTMLElement | null {
   } else if (w.kind === "timer") {
     card.append(h("h4", {}, `Sleeping${where}`), h("p", {}, `wakes up at ${when(w.wake_at ?? null) || "?"}${relative(w.wake_at)}`));
   } else if (w.kind === "breakpoint") {
-    card.append(h("h4", {}, `Stopped at a breakpoint${where}`), h("p", { className: "hint" }, "⇥ step runs the next superstep, ▶ run goes on to the end."));
+    const v = (w.value ?? {}) as { when?: string; nodes?: string[] };
+    const at = v.when && v.nodes?.length ? ` ${v.when} ${v.nodes.join(", ")}` : where;
+    card.append(h("h4", {}, `Stopped at a breakpoint${at}`), h("p", { className: "hint" }, "⇥ step runs the next superstep, ▶ run goes on to the end."));
   } else {
     card.append(h("h4", {}, `Waiting (${w.kind})${where}`), w.question ? h("p", {}, String(w.question)) : "");
   }

@@ -134,6 +134,10 @@ function channelCard(name: string, c: CheckpointDetail["state"][string], v: Stat
     card.append(area, msg, h("div", { className: "row end" }, h("button", { className: "x", "data-cancel-edit": name, onclick: () => a.edit(name, null) }, "cancel edit")));
     return card;
   }
+  if (c.present === false) {
+    card.append(h("p", { className: "hint" }, "not held by this checkpoint (the parent had ", h("code", {}, oneLine(c.previous, 60)), ")"));
+    return card;
+  }
   const now = jsonText(value);
   if (c.changed && c.previous !== null && c.previous !== undefined && !c.truncated) {
     const diff = lineDiff(jsonText(c.previous), now);
@@ -155,6 +159,9 @@ function clamp(pre: HTMLPreElement): HTMLPreElement {
 }
 
 function effectsTable(cp: CheckpointDetail): HTMLElement {
+  if (cp.effects === null) {
+    return h("div", { className: "dbg-effects" }, h("h4", {}, "journal effects"), h("p", { className: "hint" }, "This backend cannot list its journal."));
+  }
   const box = h("div", { className: "dbg-effects" }, h("h4", {}, `journal effects (${cp.effects.length})`));
   if (!cp.effects.length) {
     box.append(h("p", { className: "hint" }, "No effect recorded for this superstep."));

@@ -85,7 +85,8 @@ export interface CheckpointDetail {
   ran: string[];
   next: string[];
   sends: { node: string; arg: unknown }[];
-  effects: EffectRow[];
+  /** ``null`` when the backend cannot list its journal */
+  effects: EffectRow[] | null;
   state: Record<string, ChannelView>;
   errors: { node: string | null; error: string }[];
 }
