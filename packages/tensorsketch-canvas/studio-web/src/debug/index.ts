@@ -111,11 +111,14 @@ function buildPanels(): void {
 
 // -- threads -----------------------------------------------------------------------------------
 
-async function loadThreads(more: boolean): Promise<void> {
+/** The first page of threads (``more``: the next one). ``keep`` reloads as many as are
+ * shown (a refresh after an event must not fold the pages the user opened). */
+async function loadThreads(more: boolean, keep = false): Promise<void> {
   const q = dbg.q;
+  const limit = keep ? Math.min(200, Math.max(PAGE, dbg.threads.length)) : PAGE;
   let page;
   try {
-    page = await dapi.threads(q, more ? dbg.cursor : null, PAGE);
+    page = await dapi.threads(q, more ? dbg.cursor : null, limit);
   } catch (err) {
     host.toast(`Could not list the threads: ${(err as Error).message}`, "error");
     return;
@@ -586,7 +589,7 @@ export function onServerEvent(kind: "debug" | "trace", data: unknown): void {
   clearTimeout(refreshTimer);
   refreshTimer = window.setTimeout(() => {
     if (dbg.busy) return; // the action that caused it reloads by itself
-    void loadThreads(false);
+    void loadThreads(false, true);
     const open = dbg.thread?.thread_id;
     if (open && (kind === "trace" ? dbg.thread?.status === "running" || host.liveThread() === open : thread === open)) void openThread(open, "keep");
   }, 250);
