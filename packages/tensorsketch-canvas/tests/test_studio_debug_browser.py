@@ -351,6 +351,39 @@ def test_threads_page_on_and_long_values_expand(router: Studio, page: Page) -> N
     assert json.loads(card.locator("pre").inner_text()) == long_query
 
 
+def test_a_long_thread_draws_only_the_rows_in_view(router: Studio, page: Page) -> None:
+    app = router.app
+    thread = "long-history"
+    edits = 300
+
+    async def record(b: Backend) -> list[Any]:
+        for n in range(edits):
+            await app.aupdate_state(thread, b, {"answer": f"draft {n}"})
+        return await app.aget_history(thread, b)
+
+    history = _run(router.url, record)
+    assert len(history) == edits
+    page.click("#dbg-refresh")
+    _open_thread(page, thread)
+    assert page.evaluate("window.__studio.debug.thread.checkpoints.length") == edits
+    in_dom = page.locator(".tl-row").count()
+    assert 0 < in_dom < 60, in_dom  # the rows in view and a margin, not 300
+    # the oldest row, at the bottom: drawn once scrolled to
+    oldest = f'.tl-row[data-id="{history[0].id}"]'
+    expect(page.locator(oldest)).to_have_count(0)
+    page.evaluate("document.querySelector('.tl').scrollTop = 1e9")
+    expect(page.locator(oldest)).to_have_count(1)
+    assert page.locator(".tl-row").count() < 60
+    # and the keyboard walks the timeline: ↑ from the oldest is the next one
+    _pick(page, history[0].id)
+    page.focus(".tl")
+    page.keyboard.press("ArrowUp")
+    page.wait_for_function(
+        "id => window.__studio.debug.checkpoint?.id === id", arg=history[1].id, timeout=10_000
+    )
+    assert page.evaluate("window.__studio.debug.checkpoint.state.answer.value") == "draft 1"
+
+
 # -- edit and fork -----------------------------------------------------------------------------
 
 
@@ -438,6 +471,10 @@ def test_step_superstep_by_superstep(router: Studio, page: Page) -> None:
             "id => window.__studio.debug.checkpoint?.id === id", arg=head, timeout=10_000
         )
         expect(page.locator(f'.dbg-mark.ran[data-node="{expect_ran}"]')).to_have_count(1)
+        # the state panel shows the thread's state after this superstep
+        shown = page.evaluate("window.__studio.debug.checkpoint.state")
+        now = _run(router.url, lambda b: app.aget_state(thread, b)).model_dump(mode="json")
+        assert {k: v["value"] for k, v in shown.items()} == now
         if expect_ran == "Classify":
             _shot(router, page, "step")
     state = _run(router.url, lambda b: app.aget_state(thread, b))
