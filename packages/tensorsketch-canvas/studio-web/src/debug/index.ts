@@ -31,6 +31,7 @@ export const dbg = {
   q: "",
   threads: [] as ThreadRow[],
   cursor: null as string | null,
+  listed: null as string | null, // the search the list shows (null before the first answer)
   thread: null as ThreadDetail | null,
   checkpoint: null as CheckpointDetail | null,
   selectedId: null as string | null,
@@ -113,8 +114,10 @@ function buildPanels(): void {
 
 /** The first page of threads (``more``: the next one). ``keep`` reloads as many as are
  * shown (a refresh after an event must not fold the pages the user opened). */
+let listSeq = 0;
 async function loadThreads(more: boolean, keep = false): Promise<void> {
   const q = dbg.q;
+  const mine = ++listSeq;
   const limit = keep ? Math.min(200, Math.max(PAGE, dbg.threads.length)) : PAGE;
   let page;
   try {
@@ -123,9 +126,10 @@ async function loadThreads(more: boolean, keep = false): Promise<void> {
     host.toast(`Could not list the threads: ${(err as Error).message}`, "error");
     return;
   }
-  if (q !== dbg.q) return; // a newer search is on its way
+  if (mine !== listSeq) return; // a newer search or refresh is on its way
   dbg.threads = more ? [...dbg.threads, ...page.threads] : page.threads;
   dbg.cursor = page.next_cursor;
+  dbg.listed = q;
   renderThreads();
 }
 
