@@ -611,7 +611,7 @@ async def test_trace_sink_and_overlay(client: httpx.AsyncClient) -> None:
     assert r.status_code == 200 and r.json() == {"accepted": 4}
     runs = (await client.get("/api/trace")).json()["runs"]
     assert runs == [{"run": "t1", "started": 1002.0, "spans": 4, "status": "error",
-                     "graph": None, "thread": None}]  # fmt: skip
+                     "graph": None, "thread_id": None}]  # fmt: skip
     data = (await client.get("/api/trace", params={"run": "t1"})).json()
     assert data["run"] == "t1"
     billing = data["nodes"]["Billing"]

@@ -5,6 +5,7 @@ hostile request refused with a 4xx."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -12,7 +13,7 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -102,10 +103,12 @@ AGENT = textwrap.dedent(
 )
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     if request.param == "sqlite":
-        yield SqliteBackend(tmp_path / "runs.db")
+        store: Backend = SqliteBackend(tmp_path / "runs.db")
+        yield store
+        await store.aclose()
         return
     psycopg = pytest.importorskip("psycopg")
     from tensorsketch.runtime.backends.postgres import PostgresBackend
@@ -114,8 +117,10 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
         psycopg.connect(PG_DSN, connect_timeout=5).close()
     except psycopg.OperationalError as exc:
         pytest.fail(f"PostgreSQL is not reachable at {PG_DSN!r} (TS_TEST_POSTGRES_DSN): {exc}")
-    schema = f"ts_studio_{uuid.uuid4().hex[:10]}"
-    yield PostgresBackend(_with_password(PG_DSN), schema=schema)
+    schema = f"ts_studio_{uuid.uuid4().hex[:10]}"  # private to this test, dropped after
+    store = PostgresBackend(_with_password(PG_DSN), schema=schema)
+    yield store
+    await store.aclose()
     with psycopg.connect(PG_DSN, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
@@ -704,8 +709,6 @@ def _cli(*args: str, cwd: Path) -> subprocess.Popen[str]:
 
 @pytest.mark.timeout(60)
 def test_cli_backend_serves_the_debugger(loop_file: Path) -> None:
-    import asyncio
-
     db = loop_file.parent / "runs.db"
     asyncio.run(_load(loop_file).invoke({"limit": 2}, thread_id="cli-thread",
                                        backend=SqliteBackend(db)))  # fmt: skip
@@ -741,8 +744,6 @@ def test_cli_refuses_a_backend_it_cannot_open_without_printing_it(loop_file: Pat
 
 @pytest.mark.timeout(60)
 def test_a_write_publishes_a_debug_event(loop_file: Path) -> None:
-    import asyncio
-
     db = loop_file.parent / "runs.db"
     asyncio.run(_load(loop_file).invoke({"limit": 2}, thread_id="sse", backend=SqliteBackend(db),
                                        interrupt_before=["Increment"]))  # fmt: skip
@@ -765,3 +766,145 @@ def test_a_write_publishes_a_debug_event(loop_file: Path) -> None:
         "checkpoint_id": stepped["checkpoint_id"],
         "action": "step",
     }
+
+
+ORDERS = textwrap.dedent(
+    """
+    from pydantic import BaseModel
+
+    from tensorsketch import END, START, Context, Graph, Node, Schema
+
+
+    class Item(BaseModel):
+        sku: str
+        qty: int
+
+
+    class Order(Schema):
+        items: list[Item] = []
+        total: int = 0
+
+
+    class Count(Node):
+        class In(Schema):
+            items: list[Item]
+
+        class Out(Schema):
+            total: int
+
+        async def run(self, ctx: Context, inp: In) -> Out:
+            return self.Out(total=sum(i.qty for i in inp.items))
+
+
+    app = Graph(Order).add(Count).edge(START, "Count").edge("Count", END).compile()
+    """
+)
+
+
+@pytest.mark.timeout(60)
+async def test_values_typed_by_the_users_module_read_back_in_the_studio(tmp_path: Path) -> None:
+    """A thread recorded by another process that imported the file as ``orders``: its
+    values carry ``orders.Item`` type tags, which must resolve to the Studio's import."""
+    path = _write(tmp_path, "orders.py", ORDERS)
+    script = (
+        "import asyncio, orders\n"
+        "from tensorsketch.runtime.backends.sqlite import SqliteBackend\n"
+        "asyncio.run(orders.app.invoke({'items': [{'sku': 'a', 'qty': 2}]}, thread_id='o',\n"
+        "    backend=SqliteBackend('runs.db'), interrupt_before=['Count']))\n"
+    )
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    backend = SqliteBackend(tmp_path / "runs.db")
+    async with _client(path, backend) as client:
+        head = _ok(await client.get("/api/debug/threads/o"))["head"]
+        shown = _ok(await client.get(f"/api/debug/threads/o/checkpoints/{head}"))
+        assert shown["state"]["items"]["value"] == [{"sku": "a", "qty": 2}]
+        stepped = _ok(await client.post("/api/debug/threads/o/run", json={"confirm": True}))
+        assert stepped["status"] == "completed" and stepped["error"] is None
+        forked = _ok(
+            await client.post(
+                "/api/debug/threads/o/fork",
+                json={
+                    "checkpoint_id": head,
+                    "values": {"items": [{"sku": "b", "qty": 5}]},
+                    "run": True,
+                    "confirm": True,
+                },
+            )
+        )
+    assert forked["status"] == "completed"
+    final = await _load(path).aget_state(forked["thread_id"], backend)
+    assert final is not None and final.total == 5
+
+
+QUESTION = textwrap.dedent(
+    """
+    from tensorsketch import END, START, Context, Graph, Node, Schema, interrupt
+
+
+    class Ship(Schema):
+        confirmed: bool = False
+
+
+    class Confirm(Node):
+        class Out(Schema):
+            confirmed: bool
+
+        async def run(self, ctx: Context, inp: Schema) -> Out:
+            answer = await interrupt(ctx, {"question": "Ship it?"})
+            return self.Out(confirmed=answer == "yes")
+
+
+    app = Graph(Ship).add(Confirm).edge(START, "Confirm").edge("Confirm", END).compile()
+    """
+)
+
+
+async def test_answer_a_question(backend: Backend, tmp_path: Path) -> None:
+    path = _write(tmp_path, "ship.py", QUESTION)
+    app = _load(path)
+    await app.invoke({}, thread_id="t-ask", backend=backend)
+    async with _client(path, backend) as client:
+        waiting = _ok(await client.get("/api/debug/threads/t-ask"))["waiting"]
+        assert waiting["kind"] == "question"
+        assert waiting["question"] == {"question": "Ship it?"}
+        wrong = await client.post(
+            "/api/debug/threads/t-ask/resume", json={"action": "approve", "confirm": True}
+        )
+        assert wrong.status_code == 409  # a question is answered, not approved
+        missing = await client.post(
+            "/api/debug/threads/t-ask/resume", json={"action": "answer", "confirm": True}
+        )
+        assert missing.status_code == 400
+        done = _ok(
+            await client.post(
+                "/api/debug/threads/t-ask/resume",
+                json={"action": "answer", "value": "yes", "confirm": True},
+            )
+        )
+    assert done["status"] == "completed"
+    state = await app.aget_state("t-ask", backend)
+    assert state is not None and state.confirmed is True
+
+
+async def test_a_traced_run_names_its_thread_for_the_debugger(
+    client: httpx.AsyncClient, backend: Backend, loop_file: Path
+) -> None:
+    from tensorsketch.observability.memory import InMemoryTracer
+
+    app = _load(loop_file)
+    tracer = InMemoryTracer()
+    await app.invoke({"limit": 2}, thread_id="t-live", backend=backend, tracer=tracer)
+    spans = [span.to_dict() for span in tracer.spans]
+    _ok(await client.post("/api/trace", json={"spans": spans}))
+    runs = _ok(await client.get("/api/trace"))["runs"]
+    assert [r["thread_id"] for r in runs] == ["t-live"]
+    detail = _ok(await client.get(f"/api/debug/threads/{runs[0]['thread_id']}"))
+    assert detail["status"] == "completed"

@@ -43,17 +43,6 @@ def test_trace_tail_is_bounded_oldest_first() -> None:
     assert folded["status"] == "running"  # no run span yet
 
 
-def test_trace_tail_names_the_runs_thread() -> None:
-    tail = TraceTail()
-    span = {"name": "run", "kind": "run", "trace_id": "r1", "span_id": "1", "parent_id": None,
-            "started_at": 1.0, "duration_ms": 1.0, "status": "ok", "error": None,
-            "attributes": {"tensorsketch.graph": "app", "tensorsketch.thread_id": "t-7"}}  # fmt: skip
-    tail.add([{**span, "kind": "node", "span_id": "2", "attributes": {}}])
-    assert tail.runs()[0]["thread"] is None  # the run span closes last
-    tail.add([span])
-    assert tail.runs()[0]["graph"] == "app" and tail.runs()[0]["thread"] == "t-7"
-
-
 def test_mermaid_dashes_conditional_edges_with_labels() -> None:
     text = to_mermaid(extract(ROUTED))
     assert text.splitlines()[0] == "flowchart TD"

@@ -194,3 +194,48 @@ async def test_fork_without_running_applies_the_values_as_an_edit() -> None:
     assert [c.source for c in await LOOP.aget_history("t3", backend)] == ["fork"]
     done = await LOOP.invoke(thread_id="t2", backend=backend, max_steps=20)
     assert done.count == 9
+
+
+async def test_an_agents_model_and_tool_calls_replay_from_the_journal() -> None:
+    from tensorsketch import FakeProvider, create_agent, tool
+    from tensorsketch.messages import ToolCall, assistant
+
+    used: list[int] = []
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        used.append(a + b)
+        return a + b
+
+    provider = FakeProvider(
+        [
+            assistant(tool_calls=[ToolCall(id="c1", name="add", args={"a": 2, "b": 3})]),
+            assistant("5"),
+        ]
+    )
+    agent = create_agent(provider, tools=[add])
+    backend = InMemoryBackend()
+    await agent.invoke({"query": "2 + 3?"}, thread_id="a", backend=backend)
+    history = await agent.aget_history("a", backend)
+    start = next(c for c in history if c.next)
+    calls, tools = len(provider.calls), list(used)
+    replay = await agent.areplay_node("a", backend, start.id, start.next[0])
+    assert len(provider.calls) == calls and used == tools  # nothing called again
+    assert replay.replayed >= 3 and replay.live == 0
+    writes = replay.tasks[0].writes
+    assert writes is not None and writes["output"] == "5"
+
+
+async def test_describe_checkpoints_reads_headers_without_state() -> None:
+    from tensorsketch.durable import describe_checkpoints
+
+    backend = InMemoryBackend()
+    await LOOP.invoke({"limit": 2}, thread_id="t", backend=backend)
+    history = await LOOP.aget_history("t", backend)
+    heads = describe_checkpoints(backend, await backend.list_checkpoints("t"))
+    assert [(h.id, h.parent_id, h.step, h.next, h.source) for h in heads] == [
+        (c.id, c.parent_id, c.step, c.next, c.source) for c in history
+    ]
+    assert set(heads[0].changed) == {"count", "limit", "log"}  # a snapshot names every field
+    assert set(heads[1].changed) <= {"count", "log"}  # a delta names what it wrote

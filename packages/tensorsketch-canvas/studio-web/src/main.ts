@@ -986,7 +986,7 @@ async function start(): Promise<void> {
       if (!state.userView && state.scene) fit(true);
       else applyView();
     },
-    liveThread: () => state.runs.find((r) => r.run === state.run)?.thread ?? null,
+    liveThread: () => state.runs.find((r) => r.run === state.run)?.thread_id ?? null,
   });
 }
 void start();

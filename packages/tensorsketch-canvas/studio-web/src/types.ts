@@ -93,7 +93,7 @@ export interface RunSummary {
   spans: number;
   status: string;
   graph?: string | null;
-  thread?: string | null;
+  thread_id?: string | null;
 }
 
 export interface SpanSummary {

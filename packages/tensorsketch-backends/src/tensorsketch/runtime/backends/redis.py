@@ -46,6 +46,7 @@ from tensorsketch.runtime.backends.base import (
     StoredCheckpoint,
     StoredEvent,
     ThreadOpening,
+    ThreadSummary,
     lease_lost,
 )
 from tensorsketch.runtime.backends.redis_runs import RedisRunStore
@@ -565,6 +566,26 @@ class RedisBackend(Backend):
             raise
 
     # -- run records ------------------------------------------------------------------------
+
+    async def summarize_threads(self, prefix: str = "") -> list[ThreadSummary]:
+        # One SCAN for the ids, then one pipelined round trip: each list's length and its
+        # last (newest) row, whose header holds the time.
+        threads = await self.list_threads(prefix)
+        if not threads:
+            return []
+        async with self._use("listing threads") as client:
+            pipe = client.pipeline(transaction=False)
+            for thread_id in threads:
+                pipe.llen(self._key(thread_id, "cp"))
+                pipe.lindex(self._key(thread_id, "cp"), -1)
+            found: list[Any] = await pipe.execute()
+        out: list[ThreadSummary] = []
+        for index, thread_id in enumerate(threads):
+            count, newest = found[2 * index], found[2 * index + 1]
+            if count and newest is not None:
+                row = _decode_checkpoint(thread_id, newest)
+                out.append(ThreadSummary(thread_id, int(count), row.created_at))
+        return out
 
     async def list_effects(self, thread_id: str, prefix: str = "") -> list[tuple[str, bytes]]:
         async with self._use("reading the effect journal") as client:

@@ -55,7 +55,7 @@ MAX_VALUE_BYTES = 8 * 1024 * 1024
 #: Threads per page, by default and at most.
 PAGE = 50
 MAX_PAGE = 200
-#: Run records read to attach statuses and labels to threads (newest runs win).
+#: The most run records a search by label reads.
 MAX_RUN_RECORDS = 10_000
 #: Thread heads remembered between listings (cleared when full).
 _HEAD_CACHE = 10_000
@@ -96,7 +96,7 @@ def _confirmed(body: Mapping[str, Any], action: str) -> None:
     if body.get("confirm") is not True:
         raise ApiError(
             403,
-            f'{action} writes to the backend: send "confirm": true with the request once the '
+            f'{action} needs a confirmation: send "confirm": true with the request once the '
             "user confirmed it.",
         )
 
@@ -347,6 +347,7 @@ class Debugger:
 
     async def _thread(self, thread_id: str) -> _Thread:
         _check_id(thread_id, "thread id")
+        await self.graph()  # the file's types decode the stored values (see _values)
         stored = await self.backend.list_checkpoints(thread_id)
         if not stored:
             raise ApiError(404, f"no thread {thread_id!r} in the {self.label} backend.")
@@ -415,10 +416,13 @@ class Debugger:
         self, thread_id: str, checkpoint_id: str
     ) -> tuple[Checkpoint, dict[str, Any]]:
         _check_id(checkpoint_id, "checkpoint id")
+        # Import the file first: values of types it defines (tagged ``module:Class``) decode
+        # only once their classes exist in this process.
+        graph = await self.graph()
         found = await read_checkpoint(self.backend, thread_id, checkpoint_id)
         if found is None:
             raise ApiError(404, f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}.")
-        return found, self._shown(await self.graph(), found)
+        return found, self._shown(graph, found)
 
     @staticmethod
     def _shown(graph: CompiledGraph[Any] | None, found: Checkpoint) -> dict[str, Any]:
@@ -556,7 +560,7 @@ class Debugger:
         return checked
 
     async def fork(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        _confirmed(body, "fork")
+        _confirmed(body, "fork (it writes a new thread)")
         graph = await self.need_graph()
         found = await self._thread(thread_id)
         checkpoint_id = _check_id(body.get("checkpoint_id"), "checkpoint_id")
@@ -576,7 +580,7 @@ class Debugger:
         return {"thread_id": new_id, **await self._after_run(graph, new_id, await _driven(call))}
 
     async def update(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        _confirmed(body, "update_state")
+        _confirmed(body, "update_state (it writes to the thread)")
         graph = await self.need_graph()
         found = await self._thread(thread_id)
         wanted = body.get("checkpoint_id")
@@ -603,7 +607,7 @@ class Debugger:
         return self._validated(graph, raw)
 
     async def step(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        _confirmed(body, "step")
+        _confirmed(body, "step (it runs the thread)")
         graph = await self.need_graph()
         await self._thread(thread_id)
         call = graph.invoke(
@@ -617,7 +621,7 @@ class Debugger:
         return await self._after_run(graph, thread_id, await _driven(call))
 
     async def run(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        _confirmed(body, "run")
+        _confirmed(body, "run (it runs the thread)")
         graph = await self.need_graph()
         await self._thread(thread_id)
         max_steps = body.get("max_steps", 25)
@@ -659,7 +663,7 @@ class Debugger:
         }
 
     async def resume(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        _confirmed(body, "resume")
+        _confirmed(body, "resume (it runs the thread)")
         graph = await self.need_graph()
         found = await self._thread(thread_id)
         record = await self._record(thread_id)
@@ -722,7 +726,9 @@ class Debugger:
         try:
             await runner.start()
             if action == "answer":
-                await runner.signal(record.run_id, {"type": "answer", "payload": decision})
+                # The runner's signal: a text payload, delivered as {"type", "payload"}.
+                text = decision if isinstance(decision, str) else json.dumps(decision)
+                await runner.signal(record.run_id, {"type": "answer", "payload": text})
             else:
                 await runner.approve(record.run_id, {interrupt_id: decision})
             settled = await runner.await_run(record.run_id, timeout=RESUME_WAIT)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import keyword
 import os
 import sys
 import threading
@@ -92,6 +93,13 @@ def _stat(path: Path) -> tuple[int, int] | None:
     return (st.st_mtime_ns, st.st_size)
 
 
+def _same_file(origin: str, path: Path) -> bool:
+    try:
+        return os.path.samefile(origin, path)
+    except OSError:
+        return False
+
+
 def _error_text(exc: BaseException, path: Path) -> str:
     """The exception with the file's own line that raised it (the last frame in it)."""
     where = ""
@@ -110,8 +118,7 @@ class GraphSource:
         self.name = name
         self._lock = threading.Lock()
         self._loaded: Loaded | None = None
-        digest = hashlib.blake2b(str(self.path).encode(), digest_size=6).hexdigest()
-        self.module_name = f"_tensorsketch_studio_{self.path.stem}_{digest}"
+        self.module_name: str | None = None
 
     def get(self) -> Loaded:
         """The graph, re-importing the file if it changed since the last import."""
@@ -121,16 +128,39 @@ class GraphSource:
                 self._loaded = self._load(stamp)
             return self._loaded
 
+    def _name(self) -> str:
+        """The module name to import the file under: its own (``runs.py`` → ``runs``), as
+        the process that wrote the checkpoints most likely imported it — so the types its
+        values were tagged with (``runs.Order``) resolve to this very module — unless that
+        name is taken by another module; then a private one."""
+        stem = self.path.stem
+        if stem.isidentifier() and not keyword.iskeyword(stem):
+            loaded = sys.modules.get(stem)
+            origin = getattr(loaded, "__file__", None) if loaded is not None else None
+            if loaded is None:
+                try:
+                    spec = importlib.util.find_spec(stem)
+                except (ImportError, ValueError):
+                    spec = None
+                origin = spec.origin if spec is not None else None
+            if origin is not None and _same_file(origin, self.path):
+                return stem
+        digest = hashlib.blake2b(str(self.path).encode(), digest_size=6).hexdigest()
+        return f"_tensorsketch_studio_{stem}_{digest}"
+
     def _load(self, stamp: tuple[int, int] | None) -> Loaded:
         folder = str(self.path.parent)
         if folder not in sys.path:
             sys.path.insert(0, folder)  # the file imports its siblings as when run
+        if self.module_name is None:
+            self.module_name = self._name()
         try:
             module = self._import()
         except BaseException as exc:  # user code: anything, including SystemExit
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            sys.modules.pop(self.module_name, None)
+            if self.module_name is not None:
+                sys.modules.pop(self.module_name, None)
             return Loaded(None, _error_text(exc, self.path), stamp)
         try:
             name, graph = self._pick(module)
@@ -139,6 +169,7 @@ class GraphSource:
         return Loaded(graph, None, stamp, name)
 
     def _import(self) -> ModuleType:
+        assert self.module_name is not None
         spec = importlib.util.spec_from_file_location(self.module_name, self.path)
         if spec is None or spec.loader is None:
             msg = f"{self.path} cannot be imported as a Python module."

@@ -120,9 +120,23 @@ class TraceTail:
                 "started": min(s["started_at"] for s in spans),
                 "spans": len(spans),
                 "status": _run_status(spans),
-                "graph": _run_attribute(spans, "tensorsketch.graph"),
-                # the durable run's thread: the debugger opens it from the live overlay
-                "thread": _run_attribute(spans, "tensorsketch.thread_id"),
+                "graph": next(
+                    (
+                        s["attributes"].get("tensorsketch.graph")
+                        for s in spans
+                        if s["kind"] == "run"
+                    ),
+                    None,
+                ),
+                # the durable thread the run worked on: the debugger's view of the same run
+                "thread_id": next(
+                    (
+                        s["attributes"].get("tensorsketch.thread_id")
+                        for s in spans
+                        if s["kind"] == "run"
+                    ),
+                    None,
+                ),
             }
             for run, spans in items
         ]
@@ -136,11 +150,6 @@ class TraceTail:
         if not spans:
             return None
         return {"run": run_id, "status": _run_status(spans), "nodes": fold_nodes(spans)}
-
-
-def _run_attribute(spans: list[dict[str, Any]], name: str) -> Any:
-    """An attribute of the run's own span (``None`` until that span arrives)."""
-    return next((s["attributes"].get(name) for s in spans if s["kind"] == "run"), None)
 
 
 def _run_status(spans: list[dict[str, Any]]) -> str:
