@@ -630,6 +630,26 @@ async def test_hostile_requests_are_4xx(
         assert "error" in response.json()
 
 
+async def test_a_thread_another_process_runs_is_busy(
+    client: httpx.AsyncClient, backend: Backend, loop_file: Path
+):
+    app = _load(loop_file)
+    await app.invoke(
+        {"limit": 3}, thread_id="t-busy", backend=backend, interrupt_before=["Increment"]
+    )
+    assert await backend.acquire_lease("t-busy", "another-runner", 30.0)
+    before = len(await backend.list_checkpoints("t-busy"))
+    for action, body in (("step", {}), ("run", {}), ("update", {"values": {"count": 2}})):
+        busy = await client.post(
+            f"/api/debug/threads/t-busy/{action}", json={**body, "confirm": True}
+        )
+        assert busy.status_code == 409, busy.text
+        assert "another process" in busy.json()["error"]
+    assert len(await backend.list_checkpoints("t-busy")) == before
+    _ok(await client.get("/api/debug/threads/t-busy"))  # reading is never blocked
+    await backend.release_lease("t-busy", "another-runner")
+
+
 async def test_credentials_never_reach_the_page(backend: Backend, loop_file: Path):
     app = _load(loop_file)
     await app.invoke({"limit": 1}, thread_id="t-secret", backend=backend)
@@ -908,3 +928,29 @@ async def test_a_traced_run_names_its_thread_for_the_debugger(
     assert [r["thread_id"] for r in runs] == ["t-live"]
     detail = _ok(await client.get(f"/api/debug/threads/{runs[0]['thread_id']}"))
     assert detail["status"] == "completed"
+
+
+async def test_a_node_that_raises_is_a_failed_step_not_an_http_error(
+    backend: Backend, tmp_path: Path
+) -> None:
+    failing = LOOP.replace(
+        "        n = inp.count + 1\n",
+        "        n = inp.count + 1\n        if n == 2:\n            raise ValueError('two is bad')\n",
+    )
+    path = _write(tmp_path, "failing.py", failing)
+    app = _load(path)
+    await app.invoke(
+        {"limit": 3}, thread_id="t-fail", backend=backend, interrupt_before=["Increment"]
+    )
+    async with _client(path, backend) as client:
+        first = _ok(await client.post("/api/debug/threads/t-fail/step", json={"confirm": True}))
+        assert first["status"] == "suspended" and first["error"] is None  # the after-stop
+        second = _ok(await client.post("/api/debug/threads/t-fail/step", json={"confirm": True}))
+        assert second["status"] == "failed"
+        assert "two is bad" in second["error"]
+        detail = _ok(await client.get("/api/debug/threads/t-fail"))
+        assert detail["status"] == "failed"
+        head = detail["checkpoints"][-1]
+        assert head["source"] == "error" and "Increment: ValueError: two is bad" in head["error"]
+        shown = _ok(await client.get(f"/api/debug/threads/t-fail/checkpoints/{head['id']}"))
+        assert shown["errors"][0]["node"] == "Increment"
