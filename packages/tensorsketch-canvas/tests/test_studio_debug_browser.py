@@ -432,6 +432,27 @@ def test_edit_a_value_and_fork(router: Studio, page: Page) -> None:
     assert _run(router.url, lambda b: app.aget_state(origin, b)).answer.startswith("[Billing]")
     assert len(_run(router.url, lambda b: app.aget_history(origin, b))) == len(history)
 
+    # update in place: only at the head (earlier checkpoints offer the fork alone)
+    _open_thread(page, origin)
+    _pick(page, history[0].id)
+    page.click('[data-edit="answer"]')
+    expect(page.locator("#dbg-update")).to_be_disabled()
+    page.click('[data-cancel-edit="answer"]')
+    _pick(page, history[-1].id)
+    page.click('[data-edit="answer"]')
+    page.fill('[data-edit-area="answer"]', '"refund sent"')
+    page.click("#dbg-update")
+    _confirm(page)
+    page.wait_for_function(
+        "n => window.__studio.debug.thread.checkpoints.length > n && !window.__studio.debug.busy",
+        arg=len(history),
+        timeout=10_000,
+    )
+    after = _run(router.url, lambda b: app.aget_history(origin, b))
+    assert len(after) == len(history) + 1
+    assert page.evaluate("window.__studio.debug.checkpoint.id") == after[-1].id
+    assert _run(router.url, lambda b: app.aget_state(origin, b)).answer == "refund sent"
+
 
 async def _threads(b: Backend) -> list[str]:
     return await alist_threads(b)
@@ -480,6 +501,27 @@ def test_step_superstep_by_superstep(router: Studio, page: Page) -> None:
             _shot(router, page, "step")
     state = _run(router.url, lambda b: app.aget_state(thread, b))
     assert state.answer.startswith("[Tech]")
+
+    # ▶ run: from a breakpoint to the end in one go
+    other = "run-through"
+
+    async def paused(b: Backend) -> None:
+        await app.invoke(
+            {"query": "Hello!"}, thread_id=other, backend=b, interrupt_before="Classify"
+        )
+
+    _run(router.url, paused)
+    page.click("#dbg-refresh")
+    _open_thread(page, other)
+    expect(page.locator("#dbg-waiting")).to_contain_text("breakpoint")
+    page.click("#dbg-run")
+    _confirm(page)
+    page.wait_for_function(
+        "() => window.__studio.debug.thread?.status === 'completed' && !window.__studio.debug.busy",
+        timeout=15_000,
+    )
+    expect(page.locator("#dbg-waiting")).to_have_count(0)
+    assert _run(router.url, lambda b: app.aget_state(other, b)).answer.startswith("[General]")
 
 
 # -- approve -----------------------------------------------------------------------------------
