@@ -82,6 +82,32 @@ app = refund_agent()
 """
 
 
+#: A graph whose node asks a person which desk takes the query (``interrupt``).
+TRIAGE = """\
+from tensorsketch import END, START, Context, Graph, Node, Schema, interrupt
+
+
+class Ask(Schema):
+    query: str
+    desk: str = ""
+
+
+class Triage(Node):
+    class In(Schema):
+        query: str
+
+    class Out(Schema):
+        desk: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        desk = await interrupt(ctx, f"Which desk takes: {inp.query}?")
+        return self.Out(desk=str(desk))
+
+
+app = Graph(Ask).add(Triage).edge(START, "Triage").edge("Triage", END).compile()
+"""
+
+
 # -- backends ----------------------------------------------------------------------------------
 
 
@@ -202,6 +228,11 @@ def _page(browser: Browser, studio: Studio, errors: list[str]) -> Page:
     return page
 
 
+@pytest.fixture(scope="module")
+def triage(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
+    yield from _serve(tmp_path_factory.mktemp("triage"), "triage", TRIAGE, backend_url)
+
+
 def _page_for(browser: Browser, studio: Studio) -> Iterator[Page]:
     errors: list[str] = []
     p = _page(browser, studio, errors)
@@ -216,6 +247,12 @@ def _page_for(browser: Browser, studio: Studio) -> Iterator[Page]:
 def page(browser: Browser, router: Studio) -> Iterator[Page]:
     """The router's Studio in a fresh browser context."""
     yield from _page_for(browser, router)
+
+
+@pytest.fixture
+def triage_page(browser: Browser, triage: Studio) -> Iterator[Page]:
+    """The triage graph's Studio in a fresh browser context."""
+    yield from _page_for(browser, triage)
 
 
 @pytest.fixture
@@ -566,6 +603,24 @@ def test_approve_a_suspended_tool_call(agent: Studio, agent_page: Page) -> None:
     assert testing_runs.REFUNDS == ["A-17"]
     messages = _run(agent.url, lambda b: app.aget_state(thread, b)).messages
     assert messages[-1].text == "done: refunded A-17"
+
+
+def test_answer_a_question(triage: Studio, triage_page: Page) -> None:
+    app, page = triage.app, triage_page
+    thread = "ask-1"
+    _run(triage.url, lambda b: app.invoke({"query": "refund please"}, thread_id=thread, backend=b))
+    page.click("#dbg-refresh")
+    _open_thread(page, thread)
+    card = page.locator("#dbg-waiting")
+    expect(card).to_contain_text("Which desk takes: refund please?")
+    page.fill("#dbg-answer", "billing")
+    page.click("#dbg-answer-ok")
+    _confirm(page)
+    page.wait_for_function(
+        "() => window.__studio.debug.thread?.status === 'completed' && !window.__studio.debug.busy",
+        timeout=15_000,
+    )
+    assert _run(triage.url, lambda b: app.aget_state(thread, b)).desk == "billing"
 
 
 # -- hostile requests --------------------------------------------------------------------------
