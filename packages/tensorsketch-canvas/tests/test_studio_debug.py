@@ -22,7 +22,12 @@ import pytest
 
 from tensorsketch.canvas.studio.app import Studio
 from tensorsketch.canvas.studio.debug import Debugger
-from tensorsketch.canvas.studio.debug_source import GraphSource, backend_label
+from tensorsketch.canvas.studio.debug_source import (
+    GraphSource,
+    backend_label,
+    open_backend,
+    parse_options,
+)
 from tensorsketch.canvas.studio.routes import create_app
 from tensorsketch.canvas.studio.server import StudioServer
 from tensorsketch.compiled import CompiledGraph
@@ -954,3 +959,33 @@ async def test_a_node_that_raises_is_a_failed_step_not_an_http_error(
         assert head["source"] == "error" and "Increment: ValueError: two is bad" in head["error"]
         shown = _ok(await client.get(f"/api/debug/threads/t-fail/checkpoints/{head['id']}"))
         assert shown["errors"][0]["node"] == "Increment"
+
+
+@pytest.mark.postgres
+async def test_open_backend_from_a_url_with_options(loop_file: Path) -> None:
+    psycopg = pytest.importorskip("psycopg")
+    schema = f"ts_studio_{uuid.uuid4().hex[:10]}"
+    store = open_backend(PG_DSN, parse_options([f"schema={schema}"]))
+    try:
+        assert store.name == "postgres"
+        await _load(loop_file).invoke({"limit": 1}, thread_id="in-schema", backend=store)
+        with psycopg.connect(PG_DSN) as conn:
+            tables = conn.execute(
+                "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s",
+                (schema,),
+            ).fetchone()
+        assert tables is not None and tables[0] > 0  # written where the option said
+    finally:
+        await store.aclose()
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def test_backend_options_are_key_value_pairs(loop_file: Path) -> None:
+    assert parse_options(["schema=a", "prefix=b=c"]) == {"schema": "a", "prefix": "b=c"}
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        parse_options(["schema"])
+    process = _cli(loop_file.name, "--backend", "sqlite:///x.db", "--backend-option", "oops",
+                   cwd=loop_file.parent)  # fmt: skip
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 2 and "KEY=VALUE" in err

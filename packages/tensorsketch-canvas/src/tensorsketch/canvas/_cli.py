@@ -82,6 +82,13 @@ def configure_studio(parser: argparse.ArgumentParser, *, with_file: bool = True)
         "postgresql://..., redis://...) or a backend name; it stays in the server process",
     )
     parser.add_argument(
+        "--backend-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a keyword argument for the backend (repeatable): schema=NAME for PostgreSQL, "
+        "prefix=NAME for Redis, table_prefix=...",
+    )
+    parser.add_argument(
         "--export",
         choices=("mermaid", "svg"),
         help="print (or with -o write) the graph as Mermaid or SVG and exit, without a server",
@@ -128,10 +135,10 @@ def run_studio(args: argparse.Namespace) -> int:
         return 2
     store = None
     if args.backend:
-        from tensorsketch.canvas.studio.debug_source import open_backend
+        from tensorsketch.canvas.studio.debug_source import open_backend, parse_options
 
         try:
-            store = open_backend(args.backend)
+            store = open_backend(args.backend, parse_options(args.backend_option))
         except Exception as exc:  # say what failed without printing the URL (a password)
             kind = str(args.backend).partition("://")[0]
             text = str(exc).replace(str(args.backend), f"<{kind} URL>")

@@ -17,6 +17,7 @@ import os
 import sys
 import threading
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -28,7 +29,7 @@ from tensorsketch.graph import Graph
 from tensorsketch.registry import create_backend
 from tensorsketch.runtime.backends.base import Backend
 
-__all__ = ["GraphSource", "Loaded", "backend_label", "open_backend"]
+__all__ = ["GraphSource", "Loaded", "backend_label", "open_backend", "parse_options"]
 
 #: URL schemes and the registry names they select.
 _SCHEMES = {
@@ -40,20 +41,34 @@ _SCHEMES = {
 }
 
 
-def open_backend(url: str) -> Backend:
+def open_backend(url: str, options: Mapping[str, str] | None = None) -> Backend:
     """The backend a ``--backend`` value names: a URL (``sqlite:///runs.db``,
     ``postgresql://...``, ``redis://...``) or a registry name (``memory``, a plugin's).
 
-    Errors never quote the value (it may hold a password): they name the backend kind.
+    :param options: keyword arguments for the backend's constructor, as strings
+        (``--backend-option schema=tenant1`` for PostgreSQL, ``prefix=app`` for Redis).
     """
     if not isinstance(url, str) or not url.strip():
         msg = "--backend needs a URL such as sqlite:///runs.db or a backend name."
         raise ValueError(msg)
+    kwargs: dict[str, Any] = dict(options or {})
     scheme, sep, _ = url.partition("://")
     if not sep:
-        return create_backend(url)
+        return create_backend(url, **kwargs)
     name = _SCHEMES.get(scheme.lower(), scheme.lower())
-    return create_backend(name, dsn=url)
+    return create_backend(name, dsn=url, **kwargs)
+
+
+def parse_options(pairs: list[str] | None) -> dict[str, str]:
+    """``--backend-option KEY=VALUE`` values as a dict; :class:`ValueError` names a bad one."""
+    options: dict[str, str] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip().isidentifier():
+            msg = f"--backend-option takes KEY=VALUE (e.g. schema=tenant1), got {pair!r}."
+            raise ValueError(msg)
+        options[key.strip()] = value
+    return options
 
 
 def backend_label(url: str, backend: Backend) -> str:
