@@ -366,7 +366,7 @@ def test_threads_page_on_and_long_values_expand(router: Studio, page: Page) -> N
     long_query = "refund " + "x" * 6000
 
     async def record(b: Backend) -> None:
-        for n in range(45):  # more than a page of the threads panel
+        for n in range(42):  # more than a page (40) of the threads panel
             await app.aupdate_state(f"bulk-{n:02d}", b, {"query": f"question {n}"})
         await app.invoke({"query": long_query}, thread_id="long-query", backend=b)
 
@@ -376,10 +376,10 @@ def test_threads_page_on_and_long_values_expand(router: Studio, page: Page) -> N
     rows = page.locator(".dbg-thread-row")
     expect(rows).to_have_count(40)
     page.click("#dbg-more")
-    expect(rows).to_have_count(45)
+    expect(rows).to_have_count(42)
     expect(page.locator("#dbg-more")).to_be_hidden()
     # newest first: the last one written is on top
-    assert rows.first.get_attribute("data-thread") == "bulk-44"
+    assert rows.first.get_attribute("data-thread") == "bulk-41"
     _open_thread(page, "long-query")
     card = page.locator('.dbg-channel[data-channel="query"]')
     expect(card).to_contain_text("truncated")
@@ -715,3 +715,19 @@ def test_pause_a_live_run_on_its_thread(router: Studio, page: Page) -> None:
     assert _run(router.url, lambda b: app.aget_state(thread, b)).answer == "edited"
     page.click("#dbg-state-close")
     expect(page.locator("#overlay")).to_be_visible()
+    # the other way round: opening a thread in the panel points the overlay at its run
+    sink = http_span_sink(router.server.base_url + "/api/trace")
+
+    async def other(b: Backend) -> None:
+        tracer = MultiTracer(InMemoryTracer(), sink)
+        await app.invoke({"query": "crash"}, thread_id="live-2", backend=b, tracer=tracer)
+
+    _run(router.url, other)
+    assert sink.flush(10)
+    sink.close()
+    run_of = """t => window.__studio.state.runs.find(r => r.thread_id === t)?.run"""
+    page.wait_for_function(f"() => !!({run_of})('live-2')", timeout=5000)
+    live2 = page.evaluate(run_of, "live-2")
+    expect(page.locator("#run-picker")).to_have_value(live2)  # follows the newest run
+    _open_thread(page, thread)
+    expect(page.locator("#run-picker")).to_have_value(page.evaluate(run_of, thread))

@@ -987,6 +987,15 @@ async function start(): Promise<void> {
       else applyView();
     },
     liveThread: () => state.runs.find((r) => r.run === state.run)?.thread_id ?? null,
+    followThread: (thread) => {
+      // the overlay shows the newest traced run of the thread the debugger opened
+      const run = [...state.runs].reverse().find((r) => r.thread_id === thread);
+      if (!state.live || !run || run.run === state.run) return;
+      state.run = run.run;
+      state.followLatest = run === state.runs[state.runs.length - 1];
+      $<HTMLSelectElement>("run-picker").value = run.run;
+      void refreshTrace();
+    },
   });
 }
 void start();

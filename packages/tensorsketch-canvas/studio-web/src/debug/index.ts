@@ -21,6 +21,8 @@ export interface Host {
   relayout(): void;
   /** the thread of the run the live overlay watches, if the trace names one */
   liveThread(): string | null;
+  /** the debugger opened ``thread``: the live overlay shows that thread's newest run */
+  followThread(thread: string): void;
 }
 
 const PAGE = 40;
@@ -163,6 +165,7 @@ export async function openThread(id: string, pick: "head" | "keep" | string = "h
   }
   const same = dbg.thread?.thread_id === id;
   dbg.thread = detail;
+  if (pick !== "keep") host.followThread(id); // a refresh leaves the overlay alone
   renderThread();
   timeline.setData(detail.checkpoints);
   renderThreads();
