@@ -270,9 +270,10 @@ def _search(page: Page, text: str) -> None:
 def _open_thread(page: Page, thread: str) -> None:
     _search(page, thread)
     page.click(f'.dbg-thread-row[data-thread="{thread}"]')
+    # open: the thread loaded and its head's detail too (not the last thread's checkpoint)
     page.wait_for_function(
-        "t => window.__studio.debug.thread && window.__studio.debug.thread.thread_id === t "
-        "&& window.__studio.debug.checkpoint",
+        "t => { const d = window.__studio.debug; return d.thread?.thread_id === t "
+        "&& d.checkpoint?.id === d.thread.head; }",
         arg=thread,
         timeout=10_000,
     )

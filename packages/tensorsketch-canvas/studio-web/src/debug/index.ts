@@ -390,6 +390,7 @@ async function withBusy<T>(fn: () => Promise<T>): Promise<T | undefined> {
     document.body.classList.remove("dbg-busy");
     renderThread();
     if (dbg.checkpoint) renderStatePanel();
+    void loadThreads(false, true); // statuses and checkpoint counts moved
   }
 }
 
@@ -458,7 +459,6 @@ async function doWrite(kind: "fork" | "update"): Promise<void> {
     if (res.error) host.toast(`The run stopped on an error: ${res.error}`, "error");
     if (kind === "fork" && res.thread_id) {
       if (!res.error) host.toast(`Forked into thread ${res.thread_id}${answer.checked ? ` (${res.status ?? "ran"})` : ""}.`);
-      await loadThreads(false);
       await openThread(res.thread_id, res.checkpoint_id ?? "head");
     } else {
       host.toast(`Updated ${t.thread_id}: new checkpoint ${short(res.checkpoint_id ?? "")}.`);
@@ -495,7 +495,6 @@ async function doRun(): Promise<void> {
       const res = await dapi.run(t.thread_id);
       host.toast(res.error ? `Run failed: ${res.error}` : `Run: ${res.status ?? "done"}.`, res.error ? "error" : "info");
       await openThread(t.thread_id, res.checkpoint_id ?? "head");
-      await loadThreads(false);
     } catch (err) {
       failed("Run failed", err);
     }
@@ -524,7 +523,6 @@ async function doResume(action: "approve" | "reject" | "answer", answer?: string
       const res = await dapi.resume(t.thread_id, action, w.interrupt_id ?? null, action === "answer" ? answer : undefined);
       host.toast(`${action === "answer" ? "Answered" : action === "approve" ? "Approved" : "Rejected"}: ${t.thread_id} is ${res.status ?? "resumed"}.`);
       await openThread(t.thread_id, res.checkpoint_id ?? "head");
-      await loadThreads(false);
     } catch (err) {
       failed("Resume failed", err);
     }
