@@ -732,3 +732,60 @@ def test_pause_a_live_run_on_its_thread(router: Studio, page: Page) -> None:
     expect(page.locator("#run-picker")).to_have_value(live2)  # follows the newest run
     _open_thread(page, thread)
     expect(page.locator("#run-picker")).to_have_value(page.evaluate(run_of, thread))
+
+
+# -- without a backend; the timeline's lanes ---------------------------------------------------
+
+
+def test_without_a_backend_the_page_is_the_canvas(tmp_path: Path, browser: Browser) -> None:
+    path = tmp_path / "support_router.py"
+    path.write_text(EXAMPLE.read_text(encoding="utf-8"), encoding="utf-8")
+    with StudioServer(path, port=0, project=tmp_path) as server:
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        page.goto(server.url)
+        page.wait_for_function("window.__studio && window.__studio.paints > 0")
+        page.wait_for_timeout(300)  # the status answer (debugger off) has come back
+        expect(page.locator("#debug-toggle")).to_be_hidden()
+        assert page.locator("#dbg-panel").count() == 0
+        assert not page.evaluate("document.body.classList.contains('dbg-left')")
+        assert page.evaluate("window.__studio.debug.status.enabled") is False
+        page.close()
+
+
+def _row(cid: str, parent: str | None, head: bool = True) -> dict[str, Any]:
+    return {"id": cid, "parent_id": parent, "step": 0, "ran": [], "next": [],
+            "created_at": None, "on_head_branch": head, "error": None}  # fmt: skip
+
+
+def test_timeline_lanes(tmp_path: Path, browser: Browser) -> None:
+    """The tree layout on synthetic histories (the runtime forks into new threads, so a
+    thread with branches of its own is rare; the timeline still draws one as lanes)."""
+    path = tmp_path / "support_router.py"
+    path.write_text(EXAMPLE.read_text(encoding="utf-8"), encoding="utf-8")
+    with StudioServer(path, port=0, project=tmp_path) as server:
+        page = browser.new_page()
+        page.goto(server.url)
+        page.wait_for_function("!!(window.__studio && window.__studio.layoutTree)")
+        lay = "rows => { const l = window.__studio.layoutTree(rows); " \
+              "return {ids: l.rows.map(r => r.id), lane: l.lane, lanes: l.lanes, " \
+              "forks: [...l.forks].sort()}; }"  # fmt: skip
+        # a chain: one lane, newest on top
+        chain = page.evaluate(lay, [_row("a", None), _row("b", "a"), _row("c", "b")])
+        assert chain == {"ids": ["c", "b", "a"], "lane": [0, 0, 0], "lanes": 1, "forks": []}
+        # b forks: the head branch (c, e) keeps lane 0, the other branch (d) takes lane 1
+        forked = [_row("a", None), _row("b", "a"), _row("c", "b"), _row("d", "b", head=False),
+                  _row("e", "c")]  # fmt: skip
+        out = page.evaluate(lay, forked)
+        lanes = dict(zip(out["ids"], out["lane"], strict=True))
+        assert lanes == {"a": 0, "b": 0, "c": 0, "e": 0, "d": 1} and out["lanes"] == 2
+        assert out["forks"] == ["c", "d"]
+        # two side branches that do not overlap in rows share lane 1
+        seq = [_row("a", None), _row("x", "a", head=False), _row("b", "a"),
+               _row("y", "b", head=False), _row("c", "b")]  # fmt: skip
+        out = page.evaluate(lay, seq)
+        lanes = dict(zip(out["ids"], out["lane"], strict=True))
+        assert lanes["x"] == lanes["y"] == 1 and out["lanes"] == 2
+        # twenty branches at once: capped at six lanes
+        many = [_row("root", None)] + [_row(f"f{i}", "root", head=False) for i in range(20)]
+        assert page.evaluate(lay, many)["lanes"] == 6
+        page.close()

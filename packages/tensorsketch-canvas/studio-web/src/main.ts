@@ -77,6 +77,7 @@ const state = {
   },
   exportSvg: () => exportSvg(svg, viewport),
   debug: debug.dbg,
+  layoutTree: debug.layoutTree,
 };
 
 // -- messages ----------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ import { h, statusBadge, when } from "./dom";
 import { drawMarks } from "./marks";
 import { renderState, type StateView } from "./state";
 import { Timeline } from "./timeline";
+
+export { layoutTree } from "./timeline";
 import type { CheckpointDetail, DebugStatus, ThreadDetail, ThreadRow, Waiting, WriteResult } from "./types";
 
 export interface Host {
