@@ -789,3 +789,25 @@ def test_timeline_lanes(tmp_path: Path, browser: Browser) -> None:
         many = [_row("root", None)] + [_row(f"f{i}", "root", head=False) for i in range(20)]
         assert page.evaluate(lay, many)["lanes"] == 6
         page.close()
+
+
+def test_a_file_that_does_not_import_is_read_only(tmp_path: Path, browser: Browser) -> None:
+    """Threads stay readable; the write buttons are off and the panel says why."""
+    path = tmp_path / "support_router.py"
+    path.write_text(EXAMPLE.read_text(encoding="utf-8"), encoding="utf-8")
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    app = _load(path).app
+    _run(url, lambda b: app.invoke({"query": "Hello!"}, thread_id="kept", backend=b))
+    # the file as it is now: it extracts (the canvas draws it) but raises when imported
+    path.write_text(path.read_text(encoding="utf-8") + '\nraise RuntimeError("half-edited")\n')
+    with StudioServer(path, port=0, project=tmp_path, backend=url) as server:
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        page.goto(server.url)
+        page.wait_for_selector(".dbg-error")
+        expect(page.locator(".dbg-error")).to_contain_text("half-edited")
+        _open_thread(page, "kept")
+        expect(page.locator("#dbg-step")).to_be_disabled()
+        expect(page.locator("#dbg-run")).to_be_disabled()
+        expect(page.locator("[data-edit]")).to_have_count(0)
+        expect(page.locator('.dbg-channel[data-channel="answer"]')).to_contain_text("[General]")
+        page.close()
