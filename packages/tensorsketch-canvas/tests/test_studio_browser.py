@@ -285,6 +285,58 @@ def test_dynamic_route_is_a_stub(tmp_path: Path, browser: Browser) -> None:
         page.close()
 
 
+def test_retry_and_timeout_badges_on_nodes(tmp_path: Path, browser: Browser) -> None:
+    """``add(..., retry=..., timeout=...)`` shows as read-only badges on the node's top edge."""
+    source = MAPPED.replace(
+        ".add(Tech)", ".add(Tech, retry=RetryPolicy(max_attempts=3), timeout=5)"
+    ).replace("from tensorsketch import ", "from tensorsketch import RetryPolicy, ")
+    assert "timeout=5" in source
+    path = tmp_path / "support_router.py"
+    path.write_text(source, encoding="utf-8")
+    with StudioServer(path, port=0, project=tmp_path) as server:
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        page.goto(server.url)
+        page.wait_for_function("window.__studio && window.__studio.paints > 0")
+        badges = page.locator('g.box[data-id="Tech"] .node-badge')
+        expect(badges).to_have_count(2)
+        expect(badges.nth(0).locator("text")).to_contain_text("↻ RetryPolicy(")
+        expect(badges.nth(0).locator("title")).to_have_text("retry=RetryPolicy(max_attempts=3)")
+        expect(badges.nth(1).locator("text")).to_have_text("◷ 5")
+        expect(badges.nth(1).locator("title")).to_have_text("timeout=5")
+        assert page.locator('g.box[data-id="Billing"] .node-badge').count() == 0
+        # inside the box's width, above its top edge, clear of the name
+        box = page.locator('g.box[data-id="Tech"] > g').first.bounding_box()
+        for i in range(2):
+            b = badges.nth(i).bounding_box()
+            assert (
+                box and b and box["x"] <= b["x"] and b["x"] + b["width"] <= box["x"] + box["width"]
+            )
+            assert b["y"] < box["y"] + 12
+        page.close()
+
+
+def test_static_breakpoints_show_as_badges(tmp_path: Path, browser: Browser) -> None:
+    """``compile(interrupt_before=[...], interrupt_after=[...])`` marks exactly those nodes."""
+    source = MAPPED.replace(
+        ").compile()", ').compile(interrupt_before=["Billing"], interrupt_after=["Tech"])'
+    )
+    assert 'interrupt_before=["Billing"]' in source
+    path = tmp_path / "support_router.py"
+    path.write_text(source, encoding="utf-8")
+    with StudioServer(path, port=0, project=tmp_path) as server:
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        page.goto(server.url)
+        page.wait_for_function("window.__studio && window.__studio.paints > 0")
+        billing = page.locator('g.box[data-id="Billing"] .node-badge')
+        expect(billing).to_have_count(1)
+        expect(billing.locator("text")).to_have_text("‖ before")
+        tech = page.locator('g.box[data-id="Tech"] .node-badge')
+        expect(tech).to_have_count(1)
+        expect(tech.locator("text")).to_have_text("‖ after")
+        assert page.locator('g.box[data-id="Fallback"] .node-badge').count() == 0
+        page.close()
+
+
 def test_custom_wiring_and_loops_are_drawn(tmp_path: Path, browser: Browser) -> None:
     source = MAPPED.replace(
         '    .edge("Fallback", END)\n',

@@ -15,7 +15,8 @@ export class ApiError extends Error {
   }
 }
 
-async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
+/** One JSON call with the token; a non-2xx answer throws an :class:`ApiError` with the body. */
+export async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
   const headers: Record<string, string> = { "X-Studio-Token": token };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const res = await fetch(path, {

@@ -6,6 +6,8 @@ import { drawBox, drawTrace, drawWire, el, formatCost, formatMs } from "./draw";
 import { buildScene, displayName, type Box, type Scene } from "./layout";
 import { exportPng, exportSvg } from "./export";
 import { drawMinimap, minimapToScene } from "./minimap";
+import { drawBadges, markBreakpoints } from "./badges";
+import * as debug from "./debug/index";
 import {
   END,
   START,
@@ -74,6 +76,8 @@ const state = {
     return state.paints;
   },
   exportSvg: () => exportSvg(svg, viewport),
+  debug: debug.dbg,
+  layoutTree: debug.layoutTree,
 };
 
 // -- messages ----------------------------------------------------------------------------------
@@ -132,6 +136,7 @@ function apply(resp: GraphResponse): void {
   const oldLayout = JSON.stringify(state.layout);
   state.layout = resp.layout ?? {};
   state.version = resp.version;
+  if (resp.graph) markBreakpoints(resp.graph);
   if (resp.graph && !resp.parse_error) state.graph = resp.graph;
   else if (resp.graph && !state.graph) state.graph = resp.graph;
   state.readOnly = !!resp.parse_error || !!resp.stale;
@@ -197,6 +202,7 @@ function paint(): void {
   const boxFrag = document.createDocumentFragment();
   for (const box of scene.boxes.values()) {
     const g = drawBox(svg, box, state.readOnly);
+    drawBadges(box, g);
     if (box.id === state.selectedNode) g.classList.add("selected");
     boxFrag.appendChild(g);
   }
@@ -204,6 +210,7 @@ function paint(): void {
   layers.boxes.appendChild(boxFrag);
   layers.labels.appendChild(labelFrag);
   paintTrace();
+  debug.repaintMarks();
   if (!state.fitted || !state.userView) {
     state.fitted = true;
     fit(true);
@@ -404,7 +411,7 @@ svg.addEventListener("pointerup", (ev) => {
     }
   } else if (d.kind === "move") {
     if (!d.moved) {
-      selectNode(d.node);
+      if (!debug.onNodeClick(d.node)) selectNode(d.node);
       return;
     }
     const p = toScene(ev.clientX, ev.clientY);
@@ -878,6 +885,7 @@ $("live").addEventListener("click", () => {
   $("live").classList.toggle("on", state.live);
   $("live").textContent = state.live ? "■ live" : "▶ live";
   $("run-picker").hidden = !state.live;
+  debug.setLive(state.live);
   if (state.live) void refreshRuns();
   else {
     paintTrace();
@@ -942,6 +950,16 @@ function connect(): void {
   });
   es.addEventListener("trace", () => {
     if (state.live) void refreshRuns();
+    debug.onServerEvent("trace", null);
+  });
+  es.addEventListener("debug", (ev) => {
+    let data: unknown = null;
+    try {
+      data = JSON.parse((ev as MessageEvent).data);
+    } catch {
+      /* refresh anyway */
+    }
+    debug.onServerEvent("debug", data);
   });
   es.onerror = () => {
     // EventSource reconnects by itself; fetch once so a missed event is not missed for long
@@ -963,5 +981,25 @@ async function start(): Promise<void> {
   }
   connect();
   await reload();
+  await debug.initDebug({
+    svg,
+    layer: document.getElementById("debug-marks") as unknown as SVGGElement,
+    scene: () => state.scene,
+    toast,
+    relayout: () => {
+      if (!state.userView && state.scene) fit(true);
+      else applyView();
+    },
+    liveThread: () => state.runs.find((r) => r.run === state.run)?.thread_id ?? null,
+    followThread: (thread) => {
+      // the overlay shows the newest traced run of the thread the debugger opened
+      const run = [...state.runs].reverse().find((r) => r.thread_id === thread);
+      if (!state.live || !run || run.run === state.run) return;
+      state.run = run.run;
+      state.followLatest = run === state.runs[state.runs.length - 1];
+      $<HTMLSelectElement>("run-picker").value = run.run;
+      void refreshTrace();
+    },
+  });
 }
 void start();

@@ -17,6 +17,10 @@ export interface NodeIR {
   has_hole: boolean;
   hole: string | null;
   line: number | null;
+  retry?: string | null;
+  timeout?: string | null;
+  interrupt_before?: boolean | null;
+  interrupt_after?: boolean | null;
 }
 
 export type EdgeKind = "sequential" | "conditional" | "dynamic" | "join" | "custom";
@@ -39,6 +43,9 @@ export interface GraphIR {
   nodes: NodeIR[];
   edges: EdgeIR[];
   added: string[];
+  // The compile call's static breakpoints (null: none the canvas can read).
+  interrupt_before?: string[] | null;
+  interrupt_after?: string[] | null;
 }
 
 export interface XY {
@@ -89,6 +96,8 @@ export interface RunSummary {
   started: number | string | null;
   spans: number;
   status: string;
+  graph?: string | null;
+  thread_id?: string | null;
 }
 
 export interface SpanSummary {

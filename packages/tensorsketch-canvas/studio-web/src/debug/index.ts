@@ -1,0 +1,603 @@
+// The Studio debugger: a threads panel and a checkpoint timeline on the left, the state of
+// the picked checkpoint on the right, its superstep on the canvas. Shown only when the
+// server says /api/debug is enabled (the Studio was started with --backend); otherwise the
+// page is the canvas alone. Reads are free; every write asks for a confirmation first.
+import { ApiError } from "../api";
+import type { Scene } from "../layout";
+import * as dapi from "./api";
+import { confirmAction, confirmWith } from "./confirm";
+import { h, statusBadge, when } from "./dom";
+import { drawMarks } from "./marks";
+import { renderState, type StateView } from "./state";
+import { Timeline } from "./timeline";
+
+export { layoutTree } from "./timeline";
+import type { CheckpointDetail, DebugStatus, ThreadDetail, ThreadRow, Waiting, WriteResult } from "./types";
+
+export interface Host {
+  svg: SVGSVGElement;
+  layer: SVGGElement;
+  scene(): Scene | null;
+  toast(msg: string, kind?: "info" | "error" | "conflict"): void;
+  /** the stage changed size (a panel opened or closed) */
+  relayout(): void;
+  /** the thread of the run the live overlay watches, if the trace names one */
+  liveThread(): string | null;
+  /** the debugger opened ``thread``: the live overlay shows that thread's newest run */
+  followThread(thread: string): void;
+}
+
+const PAGE = 40;
+
+export const dbg = {
+  status: null as DebugStatus | null,
+  open: false,
+  q: "",
+  threads: [] as ThreadRow[],
+  cursor: null as string | null,
+  listed: null as string | null, // the search the list shows (null before the first answer)
+  thread: null as ThreadDetail | null,
+  checkpoint: null as CheckpointDetail | null,
+  selectedId: null as string | null,
+  full: new Map<string, unknown>(),
+  edits: new Map<string, string>(),
+  editErrors: new Map<string, string>(),
+  replay: null as StateView["replay"],
+  replayLive: false,
+  busy: false,
+  timings: { thread: 0, checkpoint: 0 } as Record<string, number>,
+};
+
+let host: Host;
+let timeline: Timeline;
+const $ = (id: string) => document.getElementById(id) as HTMLElement;
+
+// -- start -------------------------------------------------------------------------------------
+
+export async function initDebug(h0: Host): Promise<void> {
+  host = h0;
+  let status: DebugStatus;
+  try {
+    status = await dapi.status();
+  } catch {
+    return; // an older server, or debugging off: the page stays the canvas
+  }
+  dbg.status = status;
+  if (!status.enabled) return;
+  buildPanels();
+  const toggle = $("debug-toggle");
+  toggle.hidden = false;
+  toggle.addEventListener("click", () => setOpen(!dbg.open));
+  $("pause-live").addEventListener("click", () => void pauseLive());
+  setOpen(true);
+  await loadThreads(false);
+}
+
+function setOpen(open: boolean): void {
+  dbg.open = open;
+  $("dbg-panel").hidden = !open;
+  $("debug-toggle").classList.toggle("on", open);
+  document.body.classList.toggle("dbg-left", open);
+  if (!open) selectCheckpoint(null);
+  host.relayout();
+}
+
+function buildPanels(): void {
+  const search = h("input", { id: "dbg-search", type: "search", placeholder: "search thread id or run label", autocomplete: "off", spellcheck: false });
+  let timer = 0;
+  search.addEventListener("input", () => {
+    clearTimeout(timer);
+    timer = window.setTimeout(() => {
+      dbg.q = search.value.trim();
+      void loadThreads(false);
+    }, 200);
+  });
+  const status = dbg.status!;
+  const where = [status.backend, status.backend_label].filter(Boolean).join(" · ");
+  const panel = h(
+    "aside",
+    { id: "dbg-panel", hidden: true },
+    h(
+      "section",
+      { className: "dbg-threads" },
+      h("div", { className: "dbg-head" }, h("h3", {}, "Threads"), h("span", { className: "hint", title: "the backend the Studio reads (the address stays in the server)" }, where), h("button", { className: "x", id: "dbg-refresh", title: "reload the list", onclick: () => void loadThreads(false) }, "↻")),
+      status.graph_error ? h("p", { className: "dbg-error" }, `The graph could not be loaded, so only reading works: ${status.graph_error}`) : null,
+      search,
+      h("ul", { id: "dbg-thread-list" }),
+      h("button", { id: "dbg-more", hidden: true, onclick: () => void loadThreads(true) }, "more"),
+    ),
+    h("section", { className: "dbg-thread", id: "dbg-thread" }),
+  );
+  const statePanel = h("aside", { id: "dbg-state", hidden: true });
+  document.body.append(panel, statePanel);
+  timeline = new Timeline({ onSelect: (id) => void openCheckpoint(id), head: () => dbg.thread?.head ?? null });
+  renderThread();
+}
+
+// -- threads -----------------------------------------------------------------------------------
+
+/** The first page of threads (``more``: the next one). ``keep`` reloads as many as are
+ * shown (a refresh after an event must not fold the pages the user opened). */
+let listSeq = 0;
+async function loadThreads(more: boolean, keep = false): Promise<void> {
+  const q = dbg.q;
+  const mine = ++listSeq;
+  const limit = keep ? Math.min(200, Math.max(PAGE, dbg.threads.length)) : PAGE;
+  let page;
+  try {
+    page = await dapi.threads(q, more ? dbg.cursor : null, limit);
+  } catch (err) {
+    host.toast(`Could not list the threads: ${(err as Error).message}`, "error");
+    return;
+  }
+  if (mine !== listSeq) return; // a newer search or refresh is on its way
+  dbg.threads = more ? [...dbg.threads, ...page.threads] : page.threads;
+  dbg.cursor = page.next_cursor;
+  dbg.listed = q;
+  renderThreads();
+}
+
+function renderThreads(): void {
+  const list = $("dbg-thread-list");
+  list.replaceChildren();
+  if (!dbg.threads.length) list.append(h("li", { className: "hint empty" }, dbg.q ? `No thread matches “${dbg.q}”.` : "No threads in this backend yet: run the graph with this backend and a thread_id."));
+  for (const t of dbg.threads) {
+    const li = h(
+      "li",
+      { className: `dbg-thread-row${t.thread_id === dbg.thread?.thread_id ? " selected" : ""}`, "data-thread": t.thread_id, title: t.thread_id, onclick: () => void openThread(t.thread_id) },
+      h("span", { className: "tid" }, t.thread_id),
+      t.status ? statusBadge(t.status) : h("span", {}),
+      h("span", { className: "meta" }, `${t.label ? `${t.label} · ` : ""}${t.checkpoints} checkpoint${t.checkpoints === 1 ? "" : "s"}${t.updated_at ? ` · ${when(t.updated_at)}` : ""}`),
+    );
+    list.append(li);
+  }
+  $("dbg-more").hidden = !dbg.cursor;
+}
+
+// -- one thread --------------------------------------------------------------------------------
+
+export async function openThread(id: string, pick: "head" | "keep" | string = "head"): Promise<void> {
+  const t0 = performance.now();
+  let detail: ThreadDetail;
+  try {
+    detail = await dapi.thread(id);
+  } catch (err) {
+    host.toast(`Could not open thread ${id}: ${(err as Error).message}`, "error");
+    return;
+  }
+  const same = dbg.thread?.thread_id === id;
+  dbg.thread = detail;
+  if (pick !== "keep") host.followThread(id); // a refresh leaves the overlay alone
+  renderThread();
+  timeline.setData(detail.checkpoints);
+  renderThreads();
+  dbg.timings.thread = performance.now() - t0;
+  const keep = pick === "keep" && same && dbg.selectedId && detail.checkpoints.some((c) => c.id === dbg.selectedId);
+  const target = keep ? dbg.selectedId : pick === "head" || pick === "keep" ? detail.head : pick;
+  if (target && detail.checkpoints.some((c) => c.id === target)) await openCheckpoint(target, keep ? "keep" : "reset");
+  else selectCheckpoint(null);
+}
+
+function renderThread(): void {
+  const box = $("dbg-thread");
+  const t = dbg.thread;
+  if (!t) {
+    box.replaceChildren(h("p", { className: "hint pick" }, "Pick a thread to see its checkpoints."));
+    return;
+  }
+  const readonly = !!dbg.status?.graph_error;
+  const act = (label: string, id: string, title: string, fn: () => void) => h("button", { id, title, disabled: dbg.busy || readonly, onclick: fn }, label);
+  box.replaceChildren(
+    h("div", { className: "dbg-head" }, h("h3", { className: "tid", title: t.thread_id }, t.thread_id), statusBadge(t.status)),
+    h("p", { className: "hint" }, `${t.checkpoints.length} checkpoint${t.checkpoints.length === 1 ? "" : "s"}${runLabel(t) ? ` · ${runLabel(t)}` : ""}`),
+    waitingCard(t.waiting, readonly) ?? "",
+    h(
+      "div",
+      { className: "row dbg-actions" },
+      act("⇥ step", "dbg-step", "run one superstep of this thread, then stop", () => void doStep()),
+      act("▶ run", "dbg-run", "run this thread until it ends or stops at an interrupt", () => void doRun()),
+      h("span", { className: "grow" }),
+      h("button", { className: "x", title: "reload this thread", onclick: () => void openThread(t.thread_id, "keep") }, "↻"),
+    ),
+    timeline.root,
+  );
+  timeline.select(dbg.selectedId, false);
+}
+
+function runLabel(t: ThreadDetail): string {
+  const r = t.run;
+  if (!r) return "";
+  const label = r.label ?? r.run_id ?? r.id;
+  return typeof label === "string" ? label : "";
+}
+
+function waitingCard(w: Waiting | null, readonly: boolean): HTMLElement | null {
+  if (!w) return null;
+  const card = h("div", { className: `dbg-waiting k-${String(w.kind).replace(/[^a-z]/g, "")}`, id: "dbg-waiting" });
+  const where = w.node ? ` in ${w.node}` : "";
+  const btn = (label: string, id: string, cls: string, fn: () => void) => h("button", { id, className: cls, disabled: dbg.busy || readonly, onclick: fn }, label);
+  if (w.kind === "approval") {
+    card.append(
+      h("h4", {}, `Waiting for approval${where}`),
+      w.tool ? h("p", {}, "tool call ", h("code", {}, String(w.tool))) : "",
+      w.args !== undefined && w.args !== null ? h("pre", { className: "dbg-json" }, JSON.stringify(w.args, null, 2)) : "",
+      h("div", { className: "row" }, btn("✓ approve", "dbg-approve", "primary", () => void doResume("approve")), btn("✗ reject", "dbg-reject", "danger", () => void doResume("reject"))),
+    );
+  } else if (w.kind === "question") {
+    const answer = h("input", { id: "dbg-answer", placeholder: "your answer", autocomplete: "off" });
+    card.append(
+      h("h4", {}, `Asks${where}`),
+      h("p", { className: "q" }, String(w.question ?? "")),
+      h("div", { className: "row" }, answer, btn("answer", "dbg-answer-ok", "primary", () => void doResume("answer", answer.value))),
+    );
+  } else if (w.kind === "timer") {
+    card.append(h("h4", {}, `Sleeping${where}`), h("p", {}, `wakes up at ${when(w.wake_at ?? null) || "?"}${relative(w.wake_at)}`));
+  } else if (w.kind === "breakpoint") {
+    const v = (w.value ?? {}) as { when?: string; nodes?: string[] };
+    const at = v.when && v.nodes?.length ? ` ${v.when} ${v.nodes.join(", ")}` : where;
+    card.append(h("h4", {}, `Stopped at a breakpoint${at}`), h("p", { className: "hint" }, "⇥ step runs the next superstep, ▶ run goes on to the end."));
+  } else {
+    card.append(h("h4", {}, `Waiting (${w.kind})${where}`), w.question ? h("p", {}, String(w.question)) : "");
+  }
+  const more = (w.all?.length ?? 1) - 1;
+  if (more > 0) card.append(h("p", { className: "hint" }, `and ${more} more interrupt${more === 1 ? "" : "s"} after this one`));
+  return card;
+}
+
+function relative(at: string | number | null | undefined): string {
+  if (at === null || at === undefined) return "";
+  const t = typeof at === "number" ? at * (at > 1e12 ? 1 : 1000) : Date.parse(at);
+  if (Number.isNaN(t)) return "";
+  const s = Math.round((t - Date.now()) / 1000);
+  if (s <= 0) return " (due now)";
+  return s < 90 ? ` (in ${s} s)` : s < 5400 ? ` (in ${Math.round(s / 60)} min)` : ` (in ${(s / 3600).toFixed(1)} h)`;
+}
+
+// -- one checkpoint ----------------------------------------------------------------------------
+
+async function openCheckpoint(id: string, mode: "reset" | "keep" = "reset"): Promise<void> {
+  const t = dbg.thread;
+  if (!t) return;
+  dbg.selectedId = id;
+  timeline.select(id);
+  const t0 = performance.now();
+  let cp: CheckpointDetail;
+  try {
+    cp = await dapi.checkpoint(t.thread_id, id);
+  } catch (err) {
+    host.toast(`Could not read checkpoint ${id}: ${(err as Error).message}`, "error");
+    return;
+  }
+  if (dbg.selectedId !== id || dbg.thread?.thread_id !== t.thread_id) return; // the user moved on
+  if (mode === "reset" || dbg.checkpoint?.id !== id) {
+    dbg.full.clear();
+    dbg.edits.clear();
+    dbg.editErrors.clear();
+    dbg.replay = null;
+  }
+  dbg.checkpoint = cp;
+  dbg.timings.checkpoint = performance.now() - t0;
+  showState();
+}
+
+function selectCheckpoint(id: null): void {
+  dbg.selectedId = id;
+  dbg.checkpoint = null;
+  dbg.edits.clear();
+  dbg.editErrors.clear();
+  dbg.replay = null;
+  timeline?.select(null, false);
+  showState();
+}
+
+function showState(): void {
+  const panel = $("dbg-state");
+  const open = !!dbg.checkpoint;
+  if (panel) {
+    panel.hidden = !open;
+    if (open) renderStatePanel();
+  }
+  const was = document.body.classList.contains("dbg-right");
+  document.body.classList.toggle("dbg-right", open);
+  document.body.classList.toggle("dbg-pinned", open);
+  repaintMarks();
+  if (was !== open) host.relayout();
+}
+
+function renderStatePanel(): void {
+  const t = dbg.thread;
+  const cp = dbg.checkpoint;
+  if (!t || !cp) return;
+  const row = t.checkpoints.find((c) => c.id === cp.id) ?? null;
+  const view: StateView = {
+    thread: t,
+    checkpoint: cp,
+    row,
+    full: dbg.full,
+    edits: dbg.edits,
+    editErrors: dbg.editErrors,
+    replay: dbg.replay,
+    replayLive: dbg.replayLive,
+    busy: dbg.busy,
+    readonly: !!dbg.status?.graph_error,
+  };
+  renderState($("dbg-state"), view, {
+    close: () => selectCheckpoint(null),
+    expand: (channel) => void expand(channel),
+    edit: (channel, text) => {
+      if (text === null) dbg.edits.delete(channel);
+      else dbg.edits.set(channel, text);
+      dbg.editErrors.delete(channel);
+      renderStatePanel();
+    },
+    typed: (channel, text) => dbg.edits.set(channel, text),
+    discard: () => {
+      dbg.edits.clear();
+      dbg.editErrors.clear();
+      renderStatePanel();
+    },
+    fork: () => void doWrite("fork"),
+    update: () => void doWrite("update"),
+    replay: (node) => void doReplay(node),
+    replayLive: (live) => {
+      dbg.replayLive = live;
+    },
+  });
+}
+
+async function expand(channel: string): Promise<void> {
+  const t = dbg.thread;
+  const cp = dbg.checkpoint;
+  if (!t || !cp) return;
+  try {
+    const { value } = await dapi.fullValue(t.thread_id, cp.id, channel);
+    if (dbg.checkpoint?.id !== cp.id) return;
+    dbg.full.set(channel, value);
+    renderStatePanel();
+  } catch (err) {
+    host.toast(`Could not read ${channel}: ${(err as Error).message}`, "error");
+  }
+}
+
+// -- the canvas --------------------------------------------------------------------------------
+
+/** Redraw the picked checkpoint's marks (after every paint of the canvas: boxes move). */
+export function repaintMarks(): void {
+  if (!host) return;
+  drawMarks(host.svg, host.layer, host.scene(), dbg.open ? dbg.checkpoint : null);
+}
+
+/** A click on a node while a checkpoint is open picks the node to replay; ``true`` when
+ * the debugger took the click (the node inspector stays closed). */
+export function onNodeClick(name: string): boolean {
+  if (!dbg.checkpoint || !dbg.open) return false;
+  dbg.replay = { node: name, result: null, error: null, busy: false };
+  renderStatePanel();
+  document.querySelector("#dbg-state .dbg-replay")?.scrollIntoView({ block: "nearest" });
+  return true;
+}
+
+// -- writes ------------------------------------------------------------------------------------
+
+async function withBusy<T>(fn: () => Promise<T>): Promise<T | undefined> {
+  if (dbg.busy) return undefined;
+  dbg.busy = true;
+  document.body.classList.add("dbg-busy");
+  renderThread();
+  if (dbg.checkpoint) renderStatePanel();
+  try {
+    return await fn();
+  } finally {
+    dbg.busy = false;
+    document.body.classList.remove("dbg-busy");
+    renderThread();
+    if (dbg.checkpoint) renderStatePanel();
+    void loadThreads(false, true); // statuses and checkpoint counts moved
+  }
+}
+
+function failed(what: string, err: unknown): void {
+  const e = err as Error;
+  const kind = err instanceof ApiError && err.status === 409 ? "conflict" : "error";
+  host.toast(`${what}: ${e.message}`, kind);
+}
+
+/** The edited channels as JSON values, or the first channel whose text is not JSON. */
+function editedValues(): { values: Record<string, unknown> } | { channel: string; error: string } {
+  const values: Record<string, unknown> = {};
+  for (const [channel, text] of dbg.edits) {
+    try {
+      values[channel] = JSON.parse(text);
+    } catch (err) {
+      return { channel, error: `not JSON: ${(err as Error).message}` };
+    }
+  }
+  return { values };
+}
+
+async function doWrite(kind: "fork" | "update"): Promise<void> {
+  const t = dbg.thread;
+  const cp = dbg.checkpoint;
+  if (!t || !cp || !dbg.edits.size) return;
+  const parsed = editedValues();
+  if ("error" in parsed) {
+    dbg.editErrors.set(parsed.channel, parsed.error);
+    renderStatePanel();
+    return;
+  }
+  const names = Object.keys(parsed.values);
+  const answer = await confirmWith(
+    kind === "fork"
+      ? {
+          title: "Fork a new thread?",
+          body: `A new thread starts from checkpoint ${short(cp.id)} (step ${cp.step}) of ${t.thread_id} with ${names.join(", ")} changed, with a fresh journal (its effects run anew). ${t.thread_id} itself is not touched.`,
+          detail: JSON.stringify(parsed.values, null, 2),
+          ok: "fork",
+          check: { label: "run the new thread on from there", checked: true },
+        }
+      : {
+          title: `Update ${t.thread_id} in place?`,
+          body: `Saves a new checkpoint on ${t.thread_id} with ${names.join(", ")} changed (update_state); its next run continues from there.`,
+          detail: JSON.stringify(parsed.values, null, 2),
+          ok: "update",
+          danger: true,
+        },
+  );
+  if (!answer.ok) return;
+  await withBusy(async () => {
+    let res: WriteResult;
+    try {
+      res = kind === "fork" ? await dapi.fork(t.thread_id, cp.id, parsed.values, answer.checked) : await dapi.update(t.thread_id, cp.id, parsed.values);
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 422) {
+        const channel = typeof err.body.channel === "string" ? err.body.channel : names[0];
+        dbg.editErrors.set(channel, err.message);
+        return;
+      }
+      failed(kind === "fork" ? "Fork failed" : "Update failed", err);
+      return;
+    }
+    dbg.edits.clear();
+    if (res.error) host.toast(`The run stopped on an error: ${res.error}`, "error");
+    if (kind === "fork" && res.thread_id) {
+      if (!res.error) host.toast(`Forked into thread ${res.thread_id}${answer.checked ? ` (${res.status ?? "ran"})` : ""}.`);
+      await openThread(res.thread_id, res.checkpoint_id ?? "head");
+    } else {
+      host.toast(`Updated ${t.thread_id}: new checkpoint ${short(res.checkpoint_id ?? "")}.`);
+      await openThread(t.thread_id, res.checkpoint_id ?? "head");
+    }
+  });
+}
+
+async function doStep(): Promise<void> {
+  const t = dbg.thread;
+  if (!t) return;
+  const ok = await confirmAction({ title: "Run one superstep?", body: `Runs the next superstep of ${t.thread_id} (its nodes' effects run for real), then stops.`, ok: "step" });
+  if (!ok) return;
+  await withBusy(async () => {
+    try {
+      const res = await dapi.step(t.thread_id);
+      const ran = res.ran?.length ? `ran ${res.ran.join(", ")}` : "nothing ran";
+      if (res.error) host.toast(`Step: ${ran}, and it failed: ${res.error}`, "error");
+      else host.toast(`Step: ${ran}${res.next?.length ? `; next ${res.next.join(", ")}` : ""} (${res.status ?? "?"}).`);
+      await openThread(t.thread_id, res.checkpoint_id ?? "head");
+    } catch (err) {
+      failed("Step failed", err);
+    }
+  });
+}
+
+async function doRun(): Promise<void> {
+  const t = dbg.thread;
+  if (!t) return;
+  const ok = await confirmAction({ title: `Run ${t.thread_id}?`, body: "Runs the thread until it ends or stops at an interrupt (its nodes' effects run for real).", ok: "run" });
+  if (!ok) return;
+  await withBusy(async () => {
+    try {
+      const res = await dapi.run(t.thread_id);
+      host.toast(res.error ? `Run failed: ${res.error}` : `Run: ${res.status ?? "done"}.`, res.error ? "error" : "info");
+      await openThread(t.thread_id, res.checkpoint_id ?? "head");
+    } catch (err) {
+      failed("Run failed", err);
+    }
+  });
+}
+
+async function doResume(action: "approve" | "reject" | "answer", answer?: string): Promise<void> {
+  const t = dbg.thread;
+  const w = t?.waiting;
+  if (!t || !w) return;
+  if (action === "answer" && !answer?.trim()) {
+    host.toast("Type an answer first.", "error");
+    return;
+  }
+  const what = action === "approve" ? `Approve the call of ${w.tool ?? "the tool"}` : action === "reject" ? `Reject the call of ${w.tool ?? "the tool"}` : "Send this answer";
+  const ok = await confirmAction({
+    title: `${what}?`,
+    body: `${t.thread_id} resumes${w.node ? ` in ${w.node}` : ""} and runs on until it ends or waits again.`,
+    detail: action === "answer" ? answer : w.args !== undefined && w.args !== null ? JSON.stringify(w.args, null, 2) : undefined,
+    ok: action,
+    danger: action === "reject",
+  });
+  if (!ok) return;
+  await withBusy(async () => {
+    try {
+      const res = await dapi.resume(t.thread_id, action, w.interrupt_id ?? null, action === "answer" ? answer : undefined);
+      host.toast(`${action === "answer" ? "Answered" : action === "approve" ? "Approved" : "Rejected"}: ${t.thread_id} is ${res.status ?? "resumed"}.`);
+      await openThread(t.thread_id, res.checkpoint_id ?? "head");
+    } catch (err) {
+      failed("Resume failed", err);
+    }
+  });
+}
+
+/** Where ``node`` can be replayed from the open checkpoint: a node that ran in it replays
+ * from the parent (the checkpoint that planned it, so its recorded input), a node it plans
+ * next from the checkpoint itself. */
+export function replayPoint(cp: CheckpointDetail, node: string): string | null {
+  if (cp.ran.includes(node) && cp.parent_id) return cp.parent_id;
+  if (cp.next.includes(node)) return cp.id;
+  return null;
+}
+
+async function doReplay(node: string): Promise<void> {
+  const t = dbg.thread;
+  const cp = dbg.checkpoint;
+  if (!t || !cp) return;
+  const at = replayPoint(cp, node);
+  if (!at) {
+    dbg.replay = { node, result: null, error: `${node} neither ran in this superstep nor runs next; pick the checkpoint where it ran.`, busy: false };
+    renderStatePanel();
+    return;
+  }
+  const live = dbg.replayLive;
+  if (live) {
+    const ok = await confirmAction({ title: `Replay ${node} with live calls?`, body: "Its model and tool calls run for real instead of being replayed from the journal. Nothing is saved to the thread.", ok: "replay live" });
+    if (!ok) return;
+  }
+  dbg.replay = { node, result: null, error: null, busy: true };
+  renderStatePanel();
+  try {
+    const result = await dapi.replayNode(t.thread_id, at, node, live);
+    if (dbg.replay?.node === node) dbg.replay = { node, result, error: null, busy: false };
+  } catch (err) {
+    if (dbg.replay?.node === node) dbg.replay = { node, result: null, error: (err as Error).message, busy: false };
+  }
+  if (dbg.checkpoint?.id === cp.id) renderStatePanel();
+}
+
+function short(id: string): string {
+  return id.length > 14 ? `${id.slice(0, 12)}…` : id;
+}
+
+// -- live --------------------------------------------------------------------------------------
+
+/** The live overlay's run → its thread, opened on its newest checkpoint. */
+async function pauseLive(): Promise<void> {
+  const thread = host.liveThread();
+  if (!thread) {
+    host.toast("The watched run names no thread (it ran without a thread_id and backend), so there is no checkpoint to pause on.", "error");
+    return;
+  }
+  if (!dbg.open) setOpen(true);
+  await openThread(thread, "head");
+}
+
+export function setLive(on: boolean): void {
+  const b = document.getElementById("pause-live");
+  if (b) b.hidden = !on || !dbg.status?.enabled;
+}
+
+let refreshTimer = 0;
+/** SSE: a write of the debugger ("debug") or new spans ("trace") may have moved a thread. */
+export function onServerEvent(kind: "debug" | "trace", data: unknown): void {
+  if (!dbg.status?.enabled || !dbg.open) return;
+  const thread = typeof data === "object" && data !== null ? (data as Record<string, unknown>).thread_id : undefined;
+  clearTimeout(refreshTimer);
+  refreshTimer = window.setTimeout(() => {
+    if (dbg.busy) return; // the action that caused it reloads by itself
+    void loadThreads(false, true);
+    const open = dbg.thread?.thread_id;
+    if (open && (kind === "trace" ? dbg.thread?.status === "running" || host.liveThread() === open : thread === open)) void openThread(open, "keep");
+  }, 250);
+}

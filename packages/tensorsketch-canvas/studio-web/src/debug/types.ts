@@ -1,0 +1,111 @@
+// The JSON shapes of the Studio's debugger API (/api/debug/..., docs/studio.md "API").
+
+export type ThreadStatus = "completed" | "running" | "suspended" | "failed" | "queued" | string | null;
+
+export interface DebugStatus {
+  enabled: boolean;
+  backend?: string | null;
+  backend_label?: string | null;
+  graph?: string | null;
+  graph_error?: string | null;
+  tasks?: boolean;
+  error?: string;
+}
+
+export interface ThreadRow {
+  thread_id: string;
+  status: ThreadStatus;
+  label: string | null;
+  run_id?: string | null;
+  checkpoints: number;
+  updated_at: string | null;
+}
+
+export interface ThreadPage {
+  threads: ThreadRow[];
+  next_cursor: string | null;
+}
+
+export interface CheckpointRow {
+  id: string;
+  parent_id: string | null;
+  step: number;
+  ran: string[];
+  next: string[];
+  created_at: string | null;
+  on_head_branch?: boolean;
+  source?: string | null;
+  fork?: boolean;
+  interrupted?: boolean;
+  error: string | null;
+}
+
+export interface Waiting {
+  kind: "approval" | "question" | "timer" | "breakpoint" | string;
+  node?: string | null;
+  tool?: string | null;
+  args?: unknown;
+  question?: string | null;
+  wake_at?: string | number | null;
+  interrupt_id?: string | null;
+  all?: Waiting[];
+  [key: string]: unknown;
+}
+
+export interface ThreadDetail {
+  thread_id: string;
+  status: ThreadStatus;
+  run: Record<string, unknown> | null;
+  head: string | null;
+  checkpoints: CheckpointRow[];
+  waiting: Waiting | null;
+}
+
+export interface ChannelView {
+  value: unknown;
+  truncated: boolean;
+  changed: boolean;
+  previous: unknown;
+  present?: boolean;
+}
+
+export interface EffectRow {
+  key: string;
+  node: string | null;
+  preview: unknown;
+  truncated: boolean;
+}
+
+export interface CheckpointDetail {
+  id: string;
+  parent_id: string | null;
+  step: number;
+  source?: string | null;
+  created_at?: string | null;
+  ran: string[];
+  next: string[];
+  sends: { node: string; arg: unknown }[];
+  /** ``null`` when the backend cannot list its journal */
+  effects: EffectRow[] | null;
+  state: Record<string, ChannelView>;
+  errors: { node: string | null; error: string }[];
+}
+
+export interface ReplayResult {
+  node: string;
+  checkpoint_id?: string;
+  output: unknown;
+  effects: { replayed: number; live: number } | null;
+  error: string | null;
+  duration_ms: number | null;
+}
+
+export interface WriteResult {
+  thread_id?: string;
+  checkpoint_id?: string | null;
+  status?: ThreadStatus;
+  ran?: string[];
+  next?: string[];
+  error?: string | null;
+  via?: string;
+}

@@ -1,0 +1,813 @@
+"""The Studio debugger in a real browser, on SQLite and on PostgreSQL.
+
+Threads are recorded the way a user records them (``invoke`` with a ``thread_id`` and a
+backend, in this process); the Studio is started on the same backend URL and Debian's
+Chromium drives its page through Playwright. Every check is made against the backend
+itself: the state the page shows against ``aget_state_at``, a fork's new thread, each step's
+checkpoint, the approved tool's side effect.
+
+One browser for the module, one Studio per backend and graph file (module scope): the tests
+use distinct thread ids in a database of their own (a fresh SQLite file, a fresh PostgreSQL
+database), so they share it without seeing each other's threads.
+Skipped, with the reason, without ``/usr/bin/chromium`` or Playwright; the PostgreSQL half
+fails (does not skip) when the server at ``TS_TEST_POSTGRES_DSN`` is unreachable, as the
+backends' own tests do. ``TS_STUDIO_SCREENSHOTS=1`` rewrites docs/images/studio-debug-*.png.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = ROOT / "examples" / "support_router.py"
+IMAGES = (
+    ROOT / "docs" / "images"
+    if os.environ.get("TS_STUDIO_SCREENSHOTS") == "1"
+    else Path(tempfile.gettempdir()) / "tensorsketch-studio-screenshots"
+)
+BROWSER_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--no-first-run",
+]
+PG_DSN = os.environ.get("TS_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+
+if not CHROMIUM.exists():
+    pytest.skip(
+        "no /usr/bin/chromium: install Debian's Chromium (apt-get install chromium) to run "
+        "the Studio browser tests",
+        allow_module_level=True,
+    )
+if importlib.util.find_spec("playwright") is None:
+    pytest.skip(
+        "Playwright for Python is not installed (pip install playwright; the tests use "
+        "/usr/bin/chromium, never `playwright install`)",
+        allow_module_level=True,
+    )
+STATIC = ROOT / "packages/tensorsketch-canvas/src/tensorsketch/canvas/studio/static"
+if not (STATIC / "index.html").exists():
+    pytest.skip("the Studio bundle is not built (nox -s studio-build)", allow_module_level=True)
+
+from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
+
+from tensorsketch.canvas.studio.server import StudioServer  # noqa: E402
+from tensorsketch.registry import create_backend  # noqa: E402
+from tensorsketch.runtime.backends.base import Backend  # noqa: E402
+from tensorsketch.testing import runs as testing_runs  # noqa: E402
+from tensorsketch.threads import alist_threads  # noqa: E402
+
+pytestmark = pytest.mark.timeout(180)
+
+#: The refund agent of tensorsketch.testing.runs as a file the Studio opens: its tool needs
+#: an approval and records every refund it makes in ``REFUNDS`` (this process's list).
+AGENT = """\
+from tensorsketch.testing.runs import refund_agent
+
+app = refund_agent()
+"""
+
+
+#: A graph whose node asks a person which desk takes the query (``interrupt``).
+TRIAGE = """\
+from tensorsketch import END, START, Context, Graph, Node, Schema, interrupt
+
+
+class Ask(Schema):
+    query: str
+    desk: str = ""
+
+
+class Triage(Node):
+    class In(Schema):
+        query: str
+
+    class Out(Schema):
+        desk: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        desk = await interrupt(ctx, f"Which desk takes: {inp.query}?")
+        return self.Out(desk=str(desk))
+
+
+app = Graph(Ask).add(Triage).edge(START, "Triage").edge("Triage", END).compile()
+"""
+
+
+# -- backends ----------------------------------------------------------------------------------
+
+
+def _open(url: str) -> Backend:
+    scheme = url.partition("://")[0]
+    return create_backend("sqlite" if scheme == "sqlite" else "postgres", dsn=url)
+
+
+def _run(url: str, fn: Any) -> Any:
+    """``await fn(backend)`` on a backend of ``url`` opened for the call, closed after."""
+
+    async def go() -> Any:
+        backend = _open(url)
+        try:
+            return await fn(backend)
+        finally:
+            await backend.aclose()
+
+    # on a thread of its own: Playwright's sync API keeps an event loop running in this one
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, go()).result()
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def backend_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path_factory.mktemp('debug') / 'runs.db'}"
+        return
+    import psycopg
+
+    name = f"ts_studio_dbg_{uuid.uuid4().hex[:10]}"
+    try:
+        admin = psycopg.connect(PG_DSN, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        pytest.fail(f"PostgreSQL is not reachable at {PG_DSN!r} (TS_TEST_POSTGRES_DSN): {exc}")
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    base = PG_DSN.rsplit("/", 1)[0]
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with psycopg.connect(PG_DSN, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# -- the graph files, recorded threads, the Studio -------------------------------------------
+
+
+def _load(path: Path) -> ModuleType:
+    """The file as its own module (like the Studio imports it), to run its graph here."""
+    name = f"_dbg_{path.stem}_{uuid.uuid4().hex[:6]}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS)
+        yield b
+        b.close()
+
+
+class Studio:
+    def __init__(self, path: Path, url: str, server: StudioServer, module: ModuleType) -> None:
+        self.path = path
+        self.url = url
+        self.server = server
+        self.module = module
+
+    @property
+    def app(self) -> Any:
+        return self.module.app
+
+    @property
+    def sqlite(self) -> bool:
+        return self.url.startswith("sqlite")
+
+
+def _serve(tmp: Path, name: str, text: str, url: str) -> Iterator[Studio]:
+    path = tmp / f"{name}.py"
+    path.write_text(text, encoding="utf-8")
+    server = StudioServer(path, port=0, project=tmp, backend=url).start()
+    try:
+        yield Studio(path, url, server, _load(path))
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def router(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
+    yield from _serve(
+        tmp_path_factory.mktemp("router"),
+        "support_router",
+        EXAMPLE.read_text(encoding="utf-8"),
+        backend_url,
+    )
+
+
+@pytest.fixture(scope="module")
+def agent(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
+    yield from _serve(tmp_path_factory.mktemp("agent"), "refunds", AGENT, backend_url)
+
+
+def _page(browser: Browser, studio: Studio, errors: list[str]) -> Page:
+    context = browser.new_context(viewport={"width": 1500, "height": 860})
+    page = context.new_page()
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(studio.server.url)
+    page.wait_for_function("window.__studio && window.__studio.state.connected", timeout=10_000)
+    page.wait_for_selector("#dbg-panel:not([hidden])", timeout=10_000)
+    return page
+
+
+@pytest.fixture(scope="module")
+def triage(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
+    yield from _serve(tmp_path_factory.mktemp("triage"), "triage", TRIAGE, backend_url)
+
+
+def _page_for(browser: Browser, studio: Studio) -> Iterator[Page]:
+    errors: list[str] = []
+    p = _page(browser, studio, errors)
+    try:
+        yield p
+    finally:
+        p.context.close()
+    assert not errors, f"errors in the page: {errors}"
+
+
+@pytest.fixture
+def page(browser: Browser, router: Studio) -> Iterator[Page]:
+    """The router's Studio in a fresh browser context."""
+    yield from _page_for(browser, router)
+
+
+@pytest.fixture
+def triage_page(browser: Browser, triage: Studio) -> Iterator[Page]:
+    """The triage graph's Studio in a fresh browser context."""
+    yield from _page_for(browser, triage)
+
+
+@pytest.fixture
+def agent_page(browser: Browser, agent: Studio) -> Iterator[Page]:
+    """The refund agent's Studio in a fresh browser context."""
+    yield from _page_for(browser, agent)
+
+
+def _search(page: Page, text: str) -> None:
+    page.fill("#dbg-search", text)
+    # the list shows that search (not just: the search was typed)
+    page.wait_for_function("q => window.__studio.debug.listed === q", arg=text, timeout=5000)
+
+
+def _open_thread(page: Page, thread: str) -> None:
+    _search(page, thread)
+    page.click(f'.dbg-thread-row[data-thread="{thread}"]')
+    # open: the thread loaded and its head's detail too (not the last thread's checkpoint)
+    page.wait_for_function(
+        "t => { const d = window.__studio.debug; return d.thread?.thread_id === t "
+        "&& d.checkpoint?.id === d.thread.head; }",
+        arg=thread,
+        timeout=10_000,
+    )
+
+
+def _pick(page: Page, checkpoint_id: str) -> None:
+    page.click(f'.tl-row[data-id="{checkpoint_id}"]')
+    page.wait_for_function(
+        "id => window.__studio.debug.checkpoint && window.__studio.debug.checkpoint.id === id",
+        arg=checkpoint_id,
+        timeout=10_000,
+    )
+
+
+def _confirm(page: Page) -> None:
+    expect(page.locator("#dbg-confirm")).to_be_visible()
+    page.click("#dbg-confirm-ok")
+
+
+def _shot(studio: Studio, page: Page, name: str, **clip: float) -> None:
+    """A screenshot for docs/studio.md (from the SQLite run: its label reads ``runs.db``)."""
+    if not studio.sqlite:
+        return
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    page.wait_for_timeout(150)
+    page.screenshot(path=str(IMAGES / f"studio-debug-{name}.png"), clip=clip or None)  # type: ignore[arg-type]
+
+
+# -- browse ------------------------------------------------------------------------------------
+
+
+def test_browse_a_recorded_thread(router: Studio, page: Page) -> None:
+    app = router.app
+    billing, tech = "ticket-refund", "ticket-crash"
+
+    async def record(b: Backend) -> list[Any]:
+        await app.invoke({"query": "I'd like a refund on my invoice"}, thread_id=billing, backend=b)
+        await app.invoke({"query": "The app shows an error"}, thread_id=tech, backend=b)
+        return await app.aget_history(billing, b)
+
+    history = _run(router.url, record)
+    page.click("#dbg-refresh")
+    _search(page, "ticket-")
+    rows = page.locator(".dbg-thread-row")
+    expect(rows).to_have_count(2)
+    expect(page.locator(f'.dbg-thread-row[data-thread="{billing}"]')).to_contain_text(
+        f"{len(history)} checkpoints"
+    )
+    _search(page, "crash")
+    expect(rows).to_have_count(1)
+    _open_thread(page, billing)
+    # every checkpoint in the timeline, the head picked, newest on top
+    expect(page.locator(".tl-row")).to_have_count(len(history))
+    assert page.locator(".tl-row").first.get_attribute("data-id") == history[-1].id
+    # each checkpoint's state as the page shows it == the state the runtime reads there
+    for cp in history:
+        _pick(page, cp.id)
+        shown = page.evaluate("window.__studio.debug.checkpoint.state")
+        expected = _run(router.url, lambda b, c=cp: app.aget_state_at(billing, b, c.id)).model_dump(
+            mode="json"
+        )
+        for channel, value in expected.items():
+            assert shown[channel]["value"] == value, (cp.id, channel)
+            card = page.locator(f'.dbg-channel[data-channel="{channel}"] pre')
+            expect(card.first).to_contain_text(json.dumps(value)[:40].strip('"'))
+    # the superstep where Classify ran: marked on the canvas, intent changed, Billing next
+    classify = next(
+        c
+        for c in history
+        if "Classify"
+        in (
+            page.evaluate(
+                "id => window.__studio.debug.thread.checkpoints.find(c => c.id === id).ran", c.id
+            )
+            or []
+        )
+    )
+    _pick(page, classify.id)
+    expect(page.locator('.dbg-mark.ran[data-node="Classify"]')).to_have_count(1)
+    expect(page.locator('.dbg-mark.next[data-node="Billing"]')).to_have_count(1)
+    expect(page.locator('.dbg-channel.changed[data-channel="intent"]')).to_have_count(1)
+    # replay Classify on its recorded input: what it returns now
+    page.click('[data-replay="Classify"]')
+    expect(page.locator("#dbg-replay-out")).to_contain_text('"intent": "billing"')
+    _search(page, "")
+    _shot(router, page, "checkpoint")
+
+
+def test_threads_page_on_and_long_values_expand(router: Studio, page: Page) -> None:
+    app = router.app
+    long_query = "refund " + "x" * 6000
+
+    async def record(b: Backend) -> None:
+        for n in range(42):  # more than a page (40) of the threads panel
+            await app.aupdate_state(f"bulk-{n:02d}", b, {"query": f"question {n}"})
+        await app.invoke({"query": long_query}, thread_id="long-query", backend=b)
+
+    _run(router.url, record)
+    page.click("#dbg-refresh")
+    _search(page, "bulk-")
+    rows = page.locator(".dbg-thread-row")
+    expect(rows).to_have_count(40)
+    page.click("#dbg-more")
+    expect(rows).to_have_count(42)
+    expect(page.locator("#dbg-more")).to_be_hidden()
+    # newest first: the last one written is on top
+    assert rows.first.get_attribute("data-thread") == "bulk-41"
+    _open_thread(page, "long-query")
+    card = page.locator('.dbg-channel[data-channel="query"]')
+    expect(card).to_contain_text("truncated")
+    assert len(card.locator("pre").inner_text()) < 3000
+    card.locator("[data-expand]").click()
+    expect(card.locator("[data-expand]")).to_have_count(0)
+    assert json.loads(card.locator("pre").inner_text()) == long_query
+
+
+def test_a_long_thread_draws_only_the_rows_in_view(router: Studio, page: Page) -> None:
+    app = router.app
+    thread = "long-history"
+    edits = 150
+
+    async def record(b: Backend) -> list[Any]:
+        for n in range(edits):
+            await app.aupdate_state(thread, b, {"answer": f"draft {n}"})
+        return await app.aget_history(thread, b)
+
+    history = _run(router.url, record)
+    assert len(history) == edits
+    page.click("#dbg-refresh")
+    _open_thread(page, thread)
+    assert page.evaluate("window.__studio.debug.thread.checkpoints.length") == edits
+    in_dom = page.locator(".tl-row").count()
+    assert 0 < in_dom < 60, in_dom  # the rows in view and a margin, not 150
+    # the oldest row, at the bottom: drawn once scrolled to
+    oldest = f'.tl-row[data-id="{history[0].id}"]'
+    expect(page.locator(oldest)).to_have_count(0)
+    page.evaluate("document.querySelector('.tl').scrollTop = 1e9")
+    expect(page.locator(oldest)).to_have_count(1)
+    assert page.locator(".tl-row").count() < 60
+    # and the keyboard walks the timeline: ↑ from the oldest is the next one
+    _pick(page, history[0].id)
+    page.focus(".tl")
+    page.keyboard.press("ArrowUp")
+    page.wait_for_function(
+        "id => window.__studio.debug.checkpoint?.id === id", arg=history[1].id, timeout=10_000
+    )
+    assert page.evaluate("window.__studio.debug.checkpoint.state.answer.value") == "draft 1"
+
+
+# -- edit and fork -----------------------------------------------------------------------------
+
+
+def test_edit_a_value_and_fork(router: Studio, page: Page) -> None:
+    app = router.app
+    origin = "forkme"
+
+    async def record(b: Backend) -> list[Any]:
+        await app.invoke({"query": "I'd like a refund on my invoice"}, thread_id=origin, backend=b)
+        return await app.aget_history(origin, b)
+
+    history = _run(router.url, record)
+    page.click("#dbg-refresh")
+    _open_thread(page, origin)
+    # the input checkpoint (Classify next): a bad value first, then a new query
+    _pick(page, history[0].id)
+    page.click('[data-edit="intent"]')
+    area = page.locator('[data-edit-area="intent"]')
+    # a value the state schema refuses: the schema's message next to the field, nothing written
+    area.fill('"sales"')
+    page.click("#dbg-fork")
+    _confirm(page)
+    error = page.locator('[data-error-for="intent"]')
+    expect(error).to_be_visible()
+    expect(error).to_contain_text("intent")
+    _shot(router, page, "edit-error")
+    before = set(_run(router.url, _threads))
+    page.click('[data-cancel-edit="intent"]')
+    page.click('[data-edit="query"]')
+    page.fill('[data-edit-area="query"]', '"The app shows an error"')
+    page.click("#dbg-fork")
+    _confirm(page)
+    page.wait_for_function(
+        "t => window.__studio.debug.thread && window.__studio.debug.thread.thread_id !== t",
+        arg=origin,
+        timeout=15_000,
+    )
+    new = page.evaluate("window.__studio.debug.thread.thread_id")
+    assert new not in before
+    # the fork ran from the edited input: Classify routed it to Tech this time
+    state = _run(router.url, lambda b: app.aget_state(new, b))
+    assert state.query == "The app shows an error"
+    assert state.intent == "tech" and state.answer.startswith("[Tech]")
+    # the original thread is untouched
+    assert _run(router.url, lambda b: app.aget_state(origin, b)).answer.startswith("[Billing]")
+    assert len(_run(router.url, lambda b: app.aget_history(origin, b))) == len(history)
+
+    # update in place: only at the head (earlier checkpoints offer the fork alone)
+    _open_thread(page, origin)
+    _pick(page, history[0].id)
+    page.click('[data-edit="answer"]')
+    expect(page.locator("#dbg-update")).to_be_disabled()
+    page.click('[data-cancel-edit="answer"]')
+    _pick(page, history[-1].id)
+    page.click('[data-edit="answer"]')
+    page.fill('[data-edit-area="answer"]', '"refund sent"')
+    page.click("#dbg-update")
+    _confirm(page)
+    page.wait_for_function(
+        "n => window.__studio.debug.thread.checkpoints.length > n && !window.__studio.debug.busy",
+        arg=len(history),
+        timeout=10_000,
+    )
+    after = _run(router.url, lambda b: app.aget_history(origin, b))
+    assert len(after) == len(history) + 1
+    assert page.evaluate("window.__studio.debug.checkpoint.id") == after[-1].id
+    assert _run(router.url, lambda b: app.aget_state(origin, b)).answer == "refund sent"
+
+
+async def _threads(b: Backend) -> list[str]:
+    return await alist_threads(b)
+
+
+# -- step --------------------------------------------------------------------------------------
+
+
+def test_step_superstep_by_superstep(router: Studio, page: Page) -> None:
+    app = router.app
+    thread = "step"
+
+    async def start(b: Backend) -> None:
+        await app.invoke(
+            {"query": "The app shows an error"},
+            thread_id=thread,
+            backend=b,
+            interrupt_before="Classify",
+        )
+
+    _run(router.url, start)
+    page.click("#dbg-refresh")
+    _open_thread(page, thread)
+    expect(page.locator('.dbg-mark.next[data-node="Classify"]')).to_have_count(1)
+    for expect_ran in ("Classify", "Tech"):
+        count = len(_run(router.url, lambda b: app.aget_history(thread, b)))
+        page.click("#dbg-step")
+        _confirm(page)
+        page.wait_for_function(
+            "n => window.__studio.debug.thread.checkpoints.length > n && !window.__studio.debug.busy",
+            arg=count,
+            timeout=15_000,
+        )
+        history = _run(router.url, lambda b: app.aget_history(thread, b))
+        head = page.evaluate("window.__studio.debug.thread.head")
+        assert head == history[-1].id
+        page.wait_for_function(
+            "id => window.__studio.debug.checkpoint?.id === id", arg=head, timeout=10_000
+        )
+        expect(page.locator(f'.dbg-mark.ran[data-node="{expect_ran}"]')).to_have_count(1)
+        # the state panel shows the thread's state after this superstep
+        shown = page.evaluate("window.__studio.debug.checkpoint.state")
+        now = _run(router.url, lambda b: app.aget_state(thread, b)).model_dump(mode="json")
+        assert {k: v["value"] for k, v in shown.items()} == now
+        if expect_ran == "Classify":
+            _shot(router, page, "step")
+    state = _run(router.url, lambda b: app.aget_state(thread, b))
+    assert state.answer.startswith("[Tech]")
+
+    # ▶ run: from a breakpoint to the end in one go
+    other = "run-through"
+
+    async def paused(b: Backend) -> None:
+        await app.invoke(
+            {"query": "Hello!"}, thread_id=other, backend=b, interrupt_before="Classify"
+        )
+
+    _run(router.url, paused)
+    page.click("#dbg-refresh")
+    _open_thread(page, other)
+    expect(page.locator("#dbg-waiting")).to_contain_text("breakpoint")
+    page.click("#dbg-run")
+    _confirm(page)
+    page.wait_for_function(
+        "() => window.__studio.debug.thread?.status === 'completed' && !window.__studio.debug.busy",
+        timeout=15_000,
+    )
+    expect(page.locator("#dbg-waiting")).to_have_count(0)
+    assert _run(router.url, lambda b: app.aget_state(other, b)).answer.startswith("[General]")
+
+
+# -- approve -----------------------------------------------------------------------------------
+
+
+def test_approve_a_suspended_tool_call(agent: Studio, agent_page: Page) -> None:
+    app = agent.app
+    page = agent_page
+    thread = "order-A17"
+    testing_runs.REFUNDS.clear()
+
+    async def start(b: Backend) -> None:
+        await app.invoke(
+            {"messages": [{"role": "user", "content": "A-17"}]}, thread_id=thread, backend=b
+        )
+
+    _run(agent.url, start)
+    assert testing_runs.REFUNDS == []  # suspended before the tool ran
+    page.click("#dbg-refresh")
+    _open_thread(page, thread)
+    card = page.locator("#dbg-waiting")
+    expect(card).to_contain_text("approval")
+    expect(card).to_contain_text("refund")
+    expect(card).to_contain_text("A-17")
+    _shot(agent, page, "approval", x=0, y=0, width=332, height=440)
+    page.click("#dbg-approve")
+    _confirm(page)
+    page.wait_for_function(
+        "window.__studio.debug.thread && !window.__studio.debug.thread.waiting && !window.__studio.debug.busy",
+        timeout=15_000,
+    )
+    assert testing_runs.REFUNDS == ["A-17"]  # ran exactly once
+    # a second approve has nothing to resume: refused, the tool does not run again
+    status = page.evaluate(
+        """async (t) => (await fetch(`/api/debug/threads/${encodeURIComponent(t)}/resume`, {method: "POST",
+            headers: {"X-Studio-Token": new URLSearchParams(location.search).get("token"),
+                      "Content-Type": "application/json"},
+            body: JSON.stringify({action: "approve", confirm: true})})).status""",
+        thread,
+    )
+    assert status in (404, 409)
+    assert testing_runs.REFUNDS == ["A-17"]
+    messages = _run(agent.url, lambda b: app.aget_state(thread, b)).messages
+    assert messages[-1].text == "done: refunded A-17"
+
+
+def test_answer_a_question(triage: Studio, triage_page: Page) -> None:
+    app, page = triage.app, triage_page
+    thread = "ask-1"
+    _run(triage.url, lambda b: app.invoke({"query": "refund please"}, thread_id=thread, backend=b))
+    page.click("#dbg-refresh")
+    _open_thread(page, thread)
+    card = page.locator("#dbg-waiting")
+    expect(card).to_contain_text("Which desk takes: refund please?")
+    page.fill("#dbg-answer", "billing")
+    page.click("#dbg-answer-ok")
+    _confirm(page)
+    page.wait_for_function(
+        "() => window.__studio.debug.thread?.status === 'completed' && !window.__studio.debug.busy",
+        timeout=15_000,
+    )
+    assert _run(triage.url, lambda b: app.aget_state(thread, b)).desk == "billing"
+
+
+# -- hostile requests --------------------------------------------------------------------------
+
+
+def test_hostile_requests_from_the_page_are_refused(router: Studio, page: Page) -> None:
+    app = router.app
+    thread = "hostile"
+    _run(router.url, lambda b: app.invoke({"query": "Hello!"}, thread_id=thread, backend=b))
+    before = len(_run(router.url, lambda b: app.aget_history(thread, b)))
+    results = page.evaluate(
+        """async (t) => {
+            const token = new URLSearchParams(location.search).get("token");
+            const head = (await (await fetch(`/api/debug/threads/${t}`,
+                {headers: {"X-Studio-Token": token}})).json()).head;
+            const post = (path, body, headers) => fetch(path, {method: "POST",
+                headers: {"Content-Type": "application/json", ...headers}, body: JSON.stringify(body)})
+                .then(r => r.status);
+            return {
+                // no token: a script on another page cannot know it
+                noToken: await post(`/api/debug/threads/${t}/update`,
+                    {checkpoint_id: head, values: {answer: "x"}, confirm: true}, {}),
+                // the token but no confirmation: every write is a deliberate action
+                noConfirm: await post(`/api/debug/threads/${t}/update`,
+                    {checkpoint_id: head, values: {answer: "x"}}, {"X-Studio-Token": token}),
+                // a checkpoint of another thread, through this thread's route
+                otherThread: await post(`/api/debug/threads/${t}-nope/fork`,
+                    {checkpoint_id: head, values: {}, confirm: true}, {"X-Studio-Token": token}),
+                // a DSN where a value goes is just a bad value, never a connection
+                badBody: await post(`/api/debug/threads/${t}/update`, "postgresql://evil/x",
+                    {"X-Studio-Token": token}),
+            };
+        }""",
+        thread,
+    )
+    assert results["noToken"] in (401, 403), results
+    assert results["noConfirm"] == 403, results
+    assert results["otherThread"] == 404, results
+    assert results["badBody"] == 400, results
+    assert len(_run(router.url, lambda b: app.aget_history(thread, b))) == before
+    assert _run(router.url, lambda b: app.aget_state(thread, b)).answer.startswith("[General]")
+
+
+# -- live --------------------------------------------------------------------------------------
+
+
+def test_pause_a_live_run_on_its_thread(router: Studio, page: Page) -> None:
+    from tensorsketch import InMemoryTracer, MultiTracer
+    from tensorsketch.observability.export import http_span_sink
+
+    app = router.app
+    thread = "live-1"
+    page.click("#live")
+    expect(page.locator("#pause-live")).to_be_visible()
+    # a traced durable run: its spans go to the Studio, its checkpoints to the backend
+    sink = http_span_sink(router.server.base_url + "/api/trace")
+
+    async def traced(b: Backend) -> None:
+        tracer = MultiTracer(InMemoryTracer(), sink)
+        await app.invoke({"query": "refund please"}, thread_id=thread, backend=b, tracer=tracer)
+
+    _run(router.url, traced)
+    assert sink.flush(10)
+    sink.close()
+    expect(page.locator('.trace-ring[data-node="Billing"]')).to_have_count(1, timeout=5000)
+    page.click("#pause-live")
+    page.wait_for_function(
+        "t => window.__studio.debug.thread?.thread_id === t && "
+        "window.__studio.debug.checkpoint?.id === window.__studio.debug.thread.head",
+        arg=thread,
+        timeout=10_000,
+    )
+    history = _run(router.url, lambda b: app.aget_history(thread, b))
+    assert page.evaluate("window.__studio.debug.thread.head") == history[-1].id
+    # the checkpoint's marks replace the overlay's rings while it is open
+    expect(page.locator('.dbg-mark.ran[data-node="Billing"]')).to_have_count(1)
+    expect(page.locator("#overlay")).to_be_hidden()
+    # a write from elsewhere (the same API, as another tab would call it) reaches the open
+    # thread through the `debug` event: no reload, no click
+    status = page.evaluate(
+        """async ([t, head]) => (await fetch(`/api/debug/threads/${t}/update`, {method: "POST",
+            headers: {"X-Studio-Token": new URLSearchParams(location.search).get("token"),
+                      "Content-Type": "application/json"},
+            body: JSON.stringify({checkpoint_id: head, values: {answer: "edited"}, confirm: true})
+        })).status""",
+        [thread, history[-1].id],
+    )
+    assert status == 200
+    page.wait_for_function(
+        "n => window.__studio.debug.thread.checkpoints.length > n", arg=len(history), timeout=10_000
+    )
+    assert _run(router.url, lambda b: app.aget_state(thread, b)).answer == "edited"
+    page.click("#dbg-state-close")
+    expect(page.locator("#overlay")).to_be_visible()
+    # the other way round: opening a thread in the panel points the overlay at its run
+    sink = http_span_sink(router.server.base_url + "/api/trace")
+
+    async def other(b: Backend) -> None:
+        tracer = MultiTracer(InMemoryTracer(), sink)
+        await app.invoke({"query": "crash"}, thread_id="live-2", backend=b, tracer=tracer)
+
+    _run(router.url, other)
+    assert sink.flush(10)
+    sink.close()
+    run_of = """t => window.__studio.state.runs.find(r => r.thread_id === t)?.run"""
+    page.wait_for_function(f"() => !!({run_of})('live-2')", timeout=5000)
+    live2 = page.evaluate(run_of, "live-2")
+    expect(page.locator("#run-picker")).to_have_value(live2)  # follows the newest run
+    _open_thread(page, thread)
+    expect(page.locator("#run-picker")).to_have_value(page.evaluate(run_of, thread))
+
+
+# -- without a backend; the timeline's lanes ---------------------------------------------------
+
+
+def test_without_a_backend_the_page_is_the_canvas(tmp_path: Path, browser: Browser) -> None:
+    path = tmp_path / "support_router.py"
+    path.write_text(EXAMPLE.read_text(encoding="utf-8"), encoding="utf-8")
+    with StudioServer(path, port=0, project=tmp_path) as server:
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        page.goto(server.url)
+        page.wait_for_function("window.__studio && window.__studio.paints > 0")
+        page.wait_for_timeout(300)  # the status answer (debugger off) has come back
+        expect(page.locator("#debug-toggle")).to_be_hidden()
+        assert page.locator("#dbg-panel").count() == 0
+        assert not page.evaluate("document.body.classList.contains('dbg-left')")
+        assert page.evaluate("window.__studio.debug.status.enabled") is False
+        page.close()
+
+
+def _row(cid: str, parent: str | None, head: bool = True) -> dict[str, Any]:
+    return {"id": cid, "parent_id": parent, "step": 0, "ran": [], "next": [],
+            "created_at": None, "on_head_branch": head, "error": None}  # fmt: skip
+
+
+def test_timeline_lanes(tmp_path: Path, browser: Browser) -> None:
+    """The tree layout on synthetic histories (the runtime forks into new threads, so a
+    thread with branches of its own is rare; the timeline still draws one as lanes)."""
+    path = tmp_path / "support_router.py"
+    path.write_text(EXAMPLE.read_text(encoding="utf-8"), encoding="utf-8")
+    with StudioServer(path, port=0, project=tmp_path) as server:
+        page = browser.new_page()
+        page.goto(server.url)
+        page.wait_for_function("!!(window.__studio && window.__studio.layoutTree)")
+        lay = "rows => { const l = window.__studio.layoutTree(rows); " \
+              "return {ids: l.rows.map(r => r.id), lane: l.lane, lanes: l.lanes, " \
+              "forks: [...l.forks].sort()}; }"  # fmt: skip
+        # a chain: one lane, newest on top
+        chain = page.evaluate(lay, [_row("a", None), _row("b", "a"), _row("c", "b")])
+        assert chain == {"ids": ["c", "b", "a"], "lane": [0, 0, 0], "lanes": 1, "forks": []}
+        # b forks: the head branch (c, e) keeps lane 0, the other branch (d) takes lane 1
+        forked = [_row("a", None), _row("b", "a"), _row("c", "b"), _row("d", "b", head=False),
+                  _row("e", "c")]  # fmt: skip
+        out = page.evaluate(lay, forked)
+        lanes = dict(zip(out["ids"], out["lane"], strict=True))
+        assert lanes == {"a": 0, "b": 0, "c": 0, "e": 0, "d": 1} and out["lanes"] == 2
+        assert out["forks"] == ["c", "d"]
+        # two side branches that do not overlap in rows share lane 1
+        seq = [_row("a", None), _row("x", "a", head=False), _row("b", "a"),
+               _row("y", "b", head=False), _row("c", "b")]  # fmt: skip
+        out = page.evaluate(lay, seq)
+        lanes = dict(zip(out["ids"], out["lane"], strict=True))
+        assert lanes["x"] == lanes["y"] == 1 and out["lanes"] == 2
+        # twenty branches at once: capped at six lanes
+        many = [_row("root", None)] + [_row(f"f{i}", "root", head=False) for i in range(20)]
+        assert page.evaluate(lay, many)["lanes"] == 6
+        page.close()
+
+
+def test_a_file_that_does_not_import_is_read_only(tmp_path: Path, browser: Browser) -> None:
+    """Threads stay readable; the write buttons are off and the panel says why."""
+    path = tmp_path / "support_router.py"
+    path.write_text(EXAMPLE.read_text(encoding="utf-8"), encoding="utf-8")
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    app = _load(path).app
+    _run(url, lambda b: app.invoke({"query": "Hello!"}, thread_id="kept", backend=b))
+    # the file as it is now: it extracts (the canvas draws it) but raises when imported
+    path.write_text(path.read_text(encoding="utf-8") + '\nraise RuntimeError("half-edited")\n')
+    with StudioServer(path, port=0, project=tmp_path, backend=url) as server:
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        page.goto(server.url)
+        page.wait_for_selector(".dbg-error")
+        expect(page.locator(".dbg-error")).to_contain_text("half-edited")
+        _open_thread(page, "kept")
+        expect(page.locator("#dbg-step")).to_be_disabled()
+        expect(page.locator("#dbg-run")).to_be_disabled()
+        expect(page.locator("[data-edit]")).to_have_count(0)
+        expect(page.locator('.dbg-channel[data-channel="answer"]')).to_contain_text("[General]")
+        page.close()
