@@ -371,3 +371,32 @@ async def test_a_killed_node_loses_no_run_and_repeats_no_effect(
         f"{again} effect bodies ran again (in flight at the kill), {stalled} after a lapsed "
         "lease; 0 applied twice"
     )
+
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "fleet.py"
+
+
+@pytest.mark.slow
+def test_the_fleet_example_runs_its_runs_on_the_cluster(
+    ray_cluster: LocalRayCluster, pg_socket_dsn: str, pg_schema: str
+) -> None:
+    """``examples/fleet.py`` with ``RAY_ADDRESS`` set: its runs go through the table to two
+    actors of the cluster (the same file runs offline in tests/test_examples.py)."""
+    if not EXAMPLE.exists():
+        pytest.skip("examples/fleet.py is in the source tree, not in this distribution")
+    process = ray_cluster.driver(
+        [sys.executable, str(EXAMPLE)],
+        name="example",
+        env={
+            "TS_FLEET_BACKEND": pg_socket_dsn,
+            "TS_FLEET_SCHEMA": pg_schema,
+            "TS_FLEET_RUNS": "40",
+            "TS_RAY_NODE_IP": "127.0.0.1",
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    out, _ = process.communicate(timeout=300)
+    assert process.returncode == 0, out
+    assert "40/40 runs succeeded on 2 actors" in out, out
