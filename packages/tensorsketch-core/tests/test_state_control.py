@@ -7,6 +7,7 @@ each says which one it mirrors, reduced to the behaviour TensorSketch shares.
 
 from __future__ import annotations
 
+import asyncio
 import operator
 import re
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from tensorsketch.errors import GraphValidationError, ThreadBusyError
 from tensorsketch.interrupts import interrupt, run_info
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
+from tensorsketch.testing.crash import CrashingBackend, SimulatedCrash
 
 
 class Work(Schema):
@@ -195,6 +197,47 @@ async def test_stepping_with_interrupt_after_every_node_ends_cleanly(backend: Ba
     assert stops == ["plan", "act", "report"]
     assert run_info(out).status == "completed" and ran == ["plan", "act", "report"]
     assert out.log == ["plan", "act", "report"]
+
+
+async def test_interrupt_after_the_last_node_survives_crashes_around_the_stop(
+    backend: Backend,
+) -> None:
+    # The stop is recorded by the superstep's own checkpoint (no separate write to lose): a
+    # process that dies right after it leaves a suspended thread, and one that dies in the
+    # resumed run before its closing checkpoint leaves it suspended still. Each time the next
+    # process ends the run without running a node again.
+    ran: list[str] = []
+    app = chain(ran, interrupt_after=["report"])
+    counted = CrashingBackend(InMemoryBackend(), crash_at=0, mode="raise")
+    await app.invoke({"topic": "x"}, thread_id="t", backend=counted)
+    stop_at = len(counted.boundaries)  # the last boundary: the stop's checkpoint
+    ran.clear()
+
+    backend.lease_ttl = 0.2  # the dead process's lease lapses quickly
+    first = CrashingBackend(backend, crash_at=stop_at, mode="raise")
+    with pytest.raises(SimulatedCrash):
+        await app.invoke({"topic": "x"}, thread_id="t", backend=first)
+    stored = await app.aget_state("t", backend)
+    assert stored is not None and run_info(stored).suspended
+    assert ran == ["plan", "act", "report"]
+
+    second = CrashingBackend(backend, crash_at=1, mode="raise")  # dies once it has the lease
+    with pytest.raises(SimulatedCrash):
+        await app.invoke(thread_id="t", backend=second)
+    assert second.boundaries == ["lease"]
+    stored = await app.aget_state("t", backend)
+    assert stored is not None and run_info(stored).suspended
+
+    for _ in range(200):  # until the dead process's lease lapses
+        try:
+            done = await app.invoke(thread_id="t", backend=backend)
+            break
+        except ThreadBusyError:
+            await asyncio.sleep(0.05)
+    else:
+        pytest.fail("the crashed run's lease never lapsed")
+    assert run_info(done).status == "completed"
+    assert ran == ["plan", "act", "report"] and done.log == ["plan", "act", "report"]
 
 
 async def test_interrupt_after_the_last_node_without_a_store_suspends_the_call() -> None:
