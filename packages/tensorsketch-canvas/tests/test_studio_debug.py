@@ -416,10 +416,12 @@ async def test_step_superstep_by_superstep(
         counts.append(state.count)
         assert stepped["checkpoint_id"] == (await app.aget_history("t-step", backend))[-1].id
         if stepped["status"] == "completed":
-            assert stepped["next"] == []
+            assert stepped["next"] == [] and stepped["ran"] == []
             break
-        assert stepped["ran"] == ["Increment"] and stepped["next"] == ["Increment"]
-    assert counts == [1, 2, 3]
+        # a step stops after its superstep, the last one too (with nothing next) ...
+        assert stepped["status"] == "suspended" and stepped["ran"] == ["Increment"]
+        assert stepped["next"] == (["Increment"] if state.count < 3 else [])
+    assert counts == [1, 2, 3, 3]  # ... and the step after it ends the run, running nothing
 
 
 async def test_run_to_completion(client: httpx.AsyncClient, backend: Backend, loop_file: Path):

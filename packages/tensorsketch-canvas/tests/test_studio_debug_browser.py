@@ -539,6 +539,14 @@ def test_step_superstep_by_superstep(router: Studio, page: Page) -> None:
             _shot(router, page, "step")
     state = _run(router.url, lambda b: app.aget_state(thread, b))
     assert state.answer.startswith("[Tech]")
+    # Tech ends the graph: that step still stopped after it, and the next one ends the run
+    expect(page.locator("#dbg-waiting")).to_contain_text("breakpoint")
+    page.click("#dbg-step")
+    _confirm(page)
+    page.wait_for_function(
+        "() => window.__studio.debug.thread?.status === 'completed' && !window.__studio.debug.busy",
+        timeout=15_000,
+    )
 
     # ▶ run: from a breakpoint to the end in one go
     other = "run-through"

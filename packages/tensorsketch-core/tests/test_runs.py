@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tensorsketch import Context, Node, Schema
+from tensorsketch import END, START, Context, Graph, Node, Schema
 from tensorsketch.runs import (
     AsyncRunner,
     QueueFullError,
@@ -29,6 +29,7 @@ from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
 from tensorsketch.testing.runs import (
     REFUNDS,
+    Io,
     breakpoint_graph,
     hang_graph,
     listen_graph,
@@ -589,6 +590,34 @@ async def test_a_run_at_a_static_breakpoint_says_where_and_resume_continues_it(
     assert done.attempts == 3
     with pytest.raises(RunConflictError, match="only a run stopped at a breakpoint"):
         await runner.resume(record.run_id)
+
+
+async def test_a_run_stopped_after_its_last_node_resume_ends_it(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    # interrupt_after on the node that ends the graph stops the run there too (as in
+    # LangGraph); resume() then ends it without running the node or its effect again.
+    graph = (
+        Graph(Io, name="work-stop")
+        .add(Work)
+        .edge(START, "Work")
+        .edge("Work", END)
+        .compile(interrupt_after=["Work"])
+    )
+    runner = runner_for(graph)
+    record = await runner.submit({"n": 4})
+    first = await runner.await_run(record.run_id, timeout=30)
+    assert first.status == "suspended" and first.waiting_for == "breakpoint"
+    assert [(i["node"], i["value"]) for i in first.interrupts] == [
+        ("Work", {"when": "after", "nodes": ["Work"]})
+    ]
+    assert first.output["out"] == "did 4"
+    await runner.resume(record.run_id)
+    done = await runner.await_run(record.run_id, timeout=30)
+    assert done.status == "succeeded" and done.output["out"] == "did 4"
+    assert done.attempts == 2 and CALLS[record.thread_id] == 1
+    events = [e.type async for e in graph.replay(record.thread_id, runner.backend)]
+    assert events.count("node_start") == 1 and events.count("run_end") == 1
 
 
 async def test_resume_refuses_a_run_waiting_for_something_else(

@@ -7,6 +7,7 @@ each says which one it mirrors, reduced to the behaviour TensorSketch shares.
 
 from __future__ import annotations
 
+import asyncio
 import operator
 import re
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from tensorsketch.errors import GraphValidationError, ThreadBusyError
 from tensorsketch.interrupts import interrupt, run_info
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
+from tensorsketch.testing.crash import CrashingBackend, SimulatedCrash
 
 
 class Work(Schema):
@@ -118,7 +120,8 @@ async def test_interrupt_after_stops_after_the_nodes_barrier(backend: Backend) -
 
 async def test_a_breakpoint_stops_each_time_the_node_is_reached(backend: Backend) -> None:
     # Mirrors LangGraph's test_conditional_state_graph (interrupt_after=["agent"] in a loop):
-    # every pass through the node stops again, and each stop has its own id.
+    # every pass through the node stops again — the last one too, whose barrier plans
+    # nothing — and each stop has its own id.
     ran: list[str] = []
 
     def again(state: Work) -> str:
@@ -137,8 +140,111 @@ async def test_a_breakpoint_stops_each_time_the_node_is_reached(backend: Backend
         out = await app.invoke(thread_id="t", backend=backend)
         if run_info(out).suspended:
             ids.append(run_info(out).interrupts[0].id)
-    assert out.log == ["loop", "loop", "loop"]
-    assert ids == ["breakpoint:after:0", "breakpoint:after:1"]  # the last pass ends the run
+    assert out.log == ["loop", "loop", "loop"] and ran == ["loop", "loop", "loop"]
+    assert ids == ["breakpoint:after:0", "breakpoint:after:1", "breakpoint:after:2"]
+
+
+async def test_interrupt_after_the_last_node_suspends_with_nothing_next(backend: Backend) -> None:
+    # Mirrors LangGraph's test_conditional_graph (the interrupt_after=["agent"] part, whose
+    # last get_state shows the finished agent with next=()): LangGraph checks interrupt_after
+    # in PregelLoop.after_tick once the superstep is checkpointed, whether or not anything
+    # runs next, so the node that ends the run stops it too; invoke(None) then just ends it.
+    ran: list[str] = []
+    app = chain(ran, interrupt_after=["report"])
+    events = [e async for e in app.stream({"topic": "x"}, thread_id="t", backend=backend)]
+    kinds = [e.type for e in events]
+    assert kinds[-1] == "interrupt" and "run_end" not in kinds
+    assert events[-1].data["interrupts"][0]["value"] == {"when": "after", "nodes": ["report"]}
+    stored = await app.aget_state("t", backend)
+    assert stored is not None and stored.log == ["plan", "act", "report"]
+    info = run_info(stored)
+    assert info.suspended and info.awaiting == []
+    assert info.breakpoint is not None and info.breakpoint.node == "report"
+    history = await app.aget_history("t", backend)
+    assert history[-1].next == ()
+
+    # the stop can be edited like any other; the edit keeps it
+    edited = await app.aupdate_state("t", backend, {"plan": "edited"})
+    assert run_info(edited).suspended and edited.plan == "edited"
+
+    rest = [e async for e in app.stream(thread_id="t", backend=backend)]
+    assert [e.type for e in rest if e.type == "run_end"] == ["run_end"]
+    assert not [e for e in rest if e.type in ("node_start", "node_end")]  # nothing re-ran
+    assert ran == ["plan", "act", "report"]
+    done = await app.aget_state("t", backend)
+    assert done is not None and run_info(done).status == "completed"
+    assert done.plan == "edited" and done.log == ["plan", "act", "report"]
+    # the durable log has run_end once: at the resumed run's end, not at the stop
+    logged = [e.type async for e in app.replay("t", backend)]
+    assert logged.count("run_end") == 1 and logged[-1] == "run_end"
+
+    # invoking the completed thread again without input runs nothing and stays completed
+    again = await app.invoke(thread_id="t", backend=backend)
+    assert run_info(again).status == "completed" and ran == ["plan", "act", "report"]
+
+
+async def test_stepping_with_interrupt_after_every_node_ends_cleanly(backend: Backend) -> None:
+    # What the Studio's "step" does: interrupt_after all nodes and one superstep per call.
+    # Each step stops after its node; the step after the last node completes the thread.
+    ran: list[str] = []
+    app = chain(ran)
+    stops: list[str | None] = []
+    out = await app.invoke({"topic": "x"}, thread_id="t", backend=backend, interrupt_after="*")
+    while run_info(out).suspended:
+        stop = run_info(out).breakpoint
+        stops.append(stop.node if stop is not None else None)
+        out = await app.invoke(thread_id="t", backend=backend, max_steps=1, interrupt_after="*")
+    assert stops == ["plan", "act", "report"]
+    assert run_info(out).status == "completed" and ran == ["plan", "act", "report"]
+    assert out.log == ["plan", "act", "report"]
+
+
+async def test_interrupt_after_the_last_node_survives_crashes_around_the_stop(
+    backend: Backend,
+) -> None:
+    # The stop is recorded by the superstep's own checkpoint (no separate write to lose): a
+    # process that dies right after it leaves a suspended thread, and one that dies in the
+    # resumed run before its closing checkpoint leaves it suspended still. Each time the next
+    # process ends the run without running a node again.
+    ran: list[str] = []
+    app = chain(ran, interrupt_after=["report"])
+    counted = CrashingBackend(InMemoryBackend(), crash_at=0, mode="raise")
+    await app.invoke({"topic": "x"}, thread_id="t", backend=counted)
+    stop_at = len(counted.boundaries)  # the last boundary: the stop's checkpoint
+    ran.clear()
+
+    backend.lease_ttl = 0.2  # the dead process's lease lapses quickly
+    first = CrashingBackend(backend, crash_at=stop_at, mode="raise")
+    with pytest.raises(SimulatedCrash):
+        await app.invoke({"topic": "x"}, thread_id="t", backend=first)
+    stored = await app.aget_state("t", backend)
+    assert stored is not None and run_info(stored).suspended
+    assert ran == ["plan", "act", "report"]
+
+    second = CrashingBackend(backend, crash_at=1, mode="raise")  # dies once it has the lease
+    with pytest.raises(SimulatedCrash):
+        await app.invoke(thread_id="t", backend=second)
+    assert second.boundaries == ["lease"]
+    stored = await app.aget_state("t", backend)
+    assert stored is not None and run_info(stored).suspended
+
+    for _ in range(200):  # until the dead process's lease lapses
+        try:
+            done = await app.invoke(thread_id="t", backend=backend)
+            break
+        except ThreadBusyError:
+            await asyncio.sleep(0.05)
+    else:
+        pytest.fail("the crashed run's lease never lapsed")
+    assert run_info(done).status == "completed"
+    assert ran == ["plan", "act", "report"] and done.log == ["plan", "act", "report"]
+
+
+async def test_interrupt_after_the_last_node_without_a_store_suspends_the_call() -> None:
+    ran: list[str] = []
+    out = await chain(ran, interrupt_after=["report"]).invoke({})
+    assert run_info(out).suspended and ran == ["plan", "act", "report"]
+    assert out.log == ["plan", "act", "report"]
 
 
 async def test_breakpoints_given_per_invoke_replace_the_compiled_ones(backend: Backend) -> None:

@@ -747,6 +747,9 @@ class Run:
             p.kind == "breakpoint" and isinstance(p.value, dict) and p.value.get("when") == "before"
             for p in self.restored_interrupts
         )
+        if not tasks and _stopped_after(self.restored_interrupts):
+            await self._end_after_breakpoint()
+            return
         while tasks:
             if steps_run >= max_steps:
                 active = sorted({t.spec.name for t in tasks})
@@ -797,14 +800,15 @@ class Run:
         step: int,
     ) -> bool:
         """Report and checkpoint a finished barrier that planned ``tasks``; ``True`` when an
-        ``interrupt_after`` breakpoint stops the run here."""
+        ``interrupt_after`` breakpoint stops the run here — after its last superstep too
+        (nothing planned: resuming then just ends it, see :meth:`_end_after_breakpoint`)."""
         journal = self.journal
-        stop = self.breakpoint("after", ran) if self.interrupt_after and tasks else None
+        stop = self.breakpoint("after", ran) if self.interrupt_after else None
         sink = self.sink
         ended = None
         if sink is not None:
             await self.emit("values", data=dict(self.values), step=step)
-            if not tasks:  # logged with the final checkpoint, delivered once it is stored
+            if not tasks and stop is None:  # logged with the final checkpoint, sent once stored
                 self.ended = True
                 ended = self._event("run_end", data=dict(self.values), step=self.step)
         if stop is not None:
@@ -819,6 +823,20 @@ class Run:
         if sink is not None and ended is not None:
             await sink(ended)
         return stop is not None
+
+    async def _end_after_breakpoint(self) -> None:
+        """End a run resumed from an ``interrupt_after`` stop that planned nothing: no node
+        runs; a checkpoint without the interrupt records that the thread completed, and
+        ``run_end`` is logged with it (the stop itself emitted none)."""
+        sink = self.sink
+        ended = None
+        if sink is not None:
+            self.ended = True
+            ended = self._event("run_end", data=dict(self.values), step=self.step)
+        if self.journal is not None:
+            await self.save_checkpoint({}, [], final=True)
+        if sink is not None and ended is not None:
+            await sink(ended)
 
     def breakpoint(self, when: str, tasks: list[Task]) -> PendingInterrupt | None:
         """The static breakpoint ``tasks`` hit (``when``: ``"before"`` they run or
@@ -1024,6 +1042,14 @@ async def _cancel_all(futures: list[asyncio.Task[None]]) -> None:
 
 def _first(pair: tuple[int, Any]) -> int:
     return pair[0]
+
+
+def _stopped_after(interrupts: list[PendingInterrupt]) -> bool:
+    """Whether a restored run had stopped at an ``interrupt_after`` breakpoint."""
+    return any(
+        p.kind == "breakpoint" and isinstance(p.value, dict) and p.value.get("when") == "after"
+        for p in interrupts
+    )
 
 
 def _ships(tasks: list[Task]) -> bool:
