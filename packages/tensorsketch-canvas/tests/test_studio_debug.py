@@ -31,7 +31,7 @@ from tensorsketch.canvas.studio.debug_source import (
 from tensorsketch.canvas.studio.routes import create_app
 from tensorsketch.canvas.studio.server import StudioServer
 from tensorsketch.compiled import CompiledGraph
-from tensorsketch.runtime.backends.base import Backend
+from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
 
 TOKEN = "debug-token-1"
@@ -377,6 +377,83 @@ async def test_fork_with_an_edited_value(
         json={"checkpoint_id": at.id, "new_thread_id": "t-fork-alt", "confirm": True},
     )
     assert again.status_code == 409
+
+
+async def test_forks_and_their_origin_link_each_other(
+    client: httpx.AsyncClient, backend: Backend, loop_file: Path
+):
+    app = _load(loop_file)
+    await app.invoke({"limit": 3}, thread_id="t-tree", backend=backend)
+    history = await app.aget_history("t-tree", backend)
+    alone = _ok(await client.get("/api/debug/threads/t-tree"))
+    assert alone["forked_from"] is None
+    assert all(c["forks"] == [] for c in alone["checkpoints"])
+    # One fork from the page's API, one in code, both from history[1]; one from history[2].
+    body = {"checkpoint_id": history[1].id, "new_thread_id": "t-tree-a", "confirm": True}
+    _ok(await client.post("/api/debug/threads/t-tree/fork", json=body))
+    await app.fork(backend, "t-tree", history[1].id, "t-tree-b", {"limit": 5})
+    await app.fork(backend, "t-tree", history[2].id, "t-tree-c", run=False)
+    firsts = {t: (await app.aget_history(f"t-tree-{t}", backend))[0].id for t in "abc"}
+
+    origin = _ok(await client.get("/api/debug/threads/t-tree"))
+    forks = {c["id"]: c["forks"] for c in origin["checkpoints"]}
+    assert forks[history[1].id] == [
+        {"thread_id": "t-tree-a", "checkpoint_id": firsts["a"]},
+        {"thread_id": "t-tree-b", "checkpoint_id": firsts["b"]},
+    ]
+    assert forks[history[2].id] == [{"thread_id": "t-tree-c", "checkpoint_id": firsts["c"]}]
+    assert forks[history[0].id] == [] and forks[history[-1].id] == []
+    for name, at in (("a", history[1]), ("b", history[1]), ("c", history[2])):
+        fork = _ok(await client.get(f"/api/debug/threads/t-tree-{name}"))
+        expected = {"thread_id": "t-tree", "checkpoint_id": at.id, "step": at.step}
+        assert fork["forked_from"] == expected
+        assert fork["checkpoints"][0]["id"] == firsts[name]
+    # A fork of a fork hangs off the fork, not the origin.
+    await app.fork(backend, "t-tree-a", firsts["a"], "t-tree-a2", run=False)
+    deeper = _ok(await client.get("/api/debug/threads/t-tree-a"))
+    assert deeper["checkpoints"][0]["forks"][0]["thread_id"] == "t-tree-a2"
+    assert _ok(await client.get("/api/debug/threads/t-tree-a2"))["forked_from"]["thread_id"] == (
+        "t-tree-a"
+    )
+    assert {f["thread_id"] for c in origin["checkpoints"] for f in c["forks"]} == {
+        "t-tree-a",
+        "t-tree-b",
+        "t-tree-c",
+    }
+
+
+async def test_a_fork_written_without_forked_from_still_loads(
+    client: httpx.AsyncClient, backend: Backend, loop_file: Path
+):
+    """Forks written before the fork point recorded its origin thread: the same rows, the
+    metadata without ``forked_from`` (re-encoded by hand: no older release is installed)."""
+    app = _load(loop_file)
+    await app.invoke({"limit": 2}, thread_id="t-old", backend=backend)
+    history = await app.aget_history("t-old", backend)
+    await app.fork(backend, "t-old", history[1].id, "t-old-new", run=False)
+    new_first = (await backend.list_checkpoints("t-old-new"))[0]
+    payload = backend.serializer.loads(new_first.payload)
+    assert payload.pop("meta") == {"forked_from": "t-old"}
+    old_first = StoredCheckpoint(
+        thread_id="t-old-fork",
+        checkpoint_id=uuid.uuid4().hex,
+        parent_id=history[1].id,
+        step=new_first.step,
+        created_at=new_first.created_at,
+        payload=backend.serializer.dumps(payload),
+    )
+    await backend.save_checkpoint(old_first)
+    old = _ok(await client.get("/api/debug/threads/t-old-fork"))
+    assert old["forked_from"] is None  # no origin thread recorded: not linked back
+    assert [c["source"] for c in old["checkpoints"]] == ["fork"]
+    shown = _ok(
+        await client.get(f"/api/debug/threads/t-old-fork/checkpoints/{old_first.checkpoint_id}")
+    )
+    assert shown["state"]["count"]["value"] == history[1].values["count"]
+    # From the origin, the tree itself (the fork's first row's parent) still shows it.
+    origin = _ok(await client.get("/api/debug/threads/t-old"))
+    forks = {c["id"]: [f["thread_id"] for f in c["forks"]] for c in origin["checkpoints"]}
+    assert forks[history[1].id] == ["t-old-fork", "t-old-new"]
 
 
 async def test_update_state_in_place(client: httpx.AsyncClient, backend: Backend, loop_file: Path):

@@ -499,6 +499,61 @@ async def _threads(b: Backend) -> list[str]:
 # -- step --------------------------------------------------------------------------------------
 
 
+def test_a_fork_is_a_branch_of_its_origin_and_links_back(router: Studio, page: Page) -> None:
+    app = router.app
+    origin = "lanes"
+
+    async def record(b: Backend) -> list[Any]:
+        await app.invoke({"query": "My invoice is wrong"}, thread_id=origin, backend=b)
+        return await app.aget_history(origin, b)
+
+    history = _run(router.url, record)
+    at = history[1]
+    page.click("#dbg-refresh")
+    _open_thread(page, origin)
+    expect(page.locator(".tl-fork")).to_have_count(0)
+    expect(page.locator(".tl-origin")).to_have_count(0)
+    _pick(page, at.id)
+    page.click('[data-edit="answer"]')
+    page.fill('[data-edit-area="answer"]', '"draft"')
+    page.click("#dbg-fork")
+    _confirm(page)
+    page.wait_for_function(
+        "t => window.__studio.debug.thread && window.__studio.debug.thread.thread_id !== t",
+        arg=origin,
+        timeout=15_000,
+    )
+    fork = page.evaluate("window.__studio.debug.thread.thread_id")
+    # the fork ends in a row naming where it came from
+    back = page.locator(".tl-origin")
+    expect(back).to_have_text(f"↓ forked from {origin} @ step {at.step}")
+    expect(page.locator(".tl-row")).to_have_count(
+        len(_run(router.url, lambda b: app.aget_history(fork, b)))
+    )
+    back.click()
+    page.wait_for_function(
+        "([t, id]) => { const d = window.__studio.debug; return d.thread?.thread_id === t "
+        "&& d.checkpoint?.id === id; }",
+        arg=[origin, at.id],
+        timeout=10_000,
+    )
+    # the origin's timeline: the fork point branches off to the fork's thread
+    chip = page.locator(f'.tl-row[data-id="{at.id}"] .tl-fork')
+    expect(chip).to_have_count(1)
+    expect(chip).to_have_attribute("data-thread", fork)
+    expect(chip).to_contain_text(fork)
+    expect(page.locator(".tl-branch")).to_have_count(1)
+    expect(page.locator(".tl-origin")).to_have_count(0)
+    _shot(router, page, "fork", x=0, y=0, width=332, height=420)
+    chip.click()
+    page.wait_for_function(
+        "t => { const d = window.__studio.debug; return d.thread?.thread_id === t "
+        "&& d.checkpoint?.id === d.thread.head; }",
+        arg=fork,
+        timeout=10_000,
+    )
+
+
 def test_step_superstep_by_superstep(router: Studio, page: Page) -> None:
     app = router.app
     thread = "step"

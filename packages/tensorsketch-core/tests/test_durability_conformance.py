@@ -87,3 +87,16 @@ class TestPlainDbApiDialect(BackendConformance):
             return PlainDbApiSqlite(tmp_path / ("p.db" if kwargs else "s.db"), **kwargs)
 
         return make
+
+
+class ComposedForks(InMemoryBackend):
+    """The in-memory store answering ``list_forks`` with :class:`Backend`'s composed default
+    (what a third-party store that lists threads but has no fork query gets)."""
+
+    list_forks = Backend.list_forks
+
+
+@pytest.mark.asyncio
+async def test_the_composed_list_forks_default() -> None:
+    store = ComposedForks()
+    await BackendConformance().test_list_forks_links_a_thread_to_its_forks(store)

@@ -529,7 +529,9 @@ class CompiledGraph(Generic[S]):
     ) -> S:
         """Branch a new thread from a past checkpoint, apply ``input``, and run it.
 
-        The new thread has its own, empty journal: effects run anew down the fork.
+        The new thread has its own, empty journal: effects run anew down the fork. Its first
+        checkpoint's parent is ``checkpoint_id`` and its metadata names the origin thread
+        (``"forked_from"``); :meth:`Backend.list_forks` lists the forks of a thread.
 
         :param run: ``False`` branches without running: ``input`` is applied as an
             :meth:`aupdate_state` edit (the fork point's plan stays), and the next
@@ -565,7 +567,13 @@ class CompiledGraph(Generic[S]):
         await journal.acquire()
         try:
             await branch.save_checkpoint(
-                None, tasks, source="fork", parent_id=origin.id, final=True
+                None,
+                tasks,
+                source="fork",
+                parent_id=origin.id,
+                # The origin thread, for the way back: Backend.list_forks finds the way out.
+                meta={"forked_from": thread_id},
+                final=True,
             )
         finally:
             await journal.release()

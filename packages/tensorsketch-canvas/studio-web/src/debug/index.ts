@@ -110,7 +110,11 @@ function buildPanels(): void {
   );
   const statePanel = h("aside", { id: "dbg-state", hidden: true });
   document.body.append(panel, statePanel);
-  timeline = new Timeline({ onSelect: (id) => void openCheckpoint(id), head: () => dbg.thread?.head ?? null });
+  timeline = new Timeline({
+    onSelect: (id) => void openCheckpoint(id),
+    onOpenThread: (id, at) => void openThread(id, at),
+    head: () => dbg.thread?.head ?? null,
+  });
   renderThread();
 }
 
@@ -169,7 +173,7 @@ export async function openThread(id: string, pick: "head" | "keep" | string = "h
   dbg.thread = detail;
   if (pick !== "keep") host.followThread(id); // a refresh leaves the overlay alone
   renderThread();
-  timeline.setData(detail.checkpoints);
+  timeline.setData(detail.checkpoints, detail.forked_from ?? null);
   renderThreads();
   dbg.timings.thread = performance.now() - t0;
   const keep = pick === "keep" && same && dbg.selectedId && detail.checkpoints.some((c) => c.id === dbg.selectedId);

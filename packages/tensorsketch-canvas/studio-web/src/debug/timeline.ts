@@ -1,10 +1,14 @@
 // A thread's checkpoints as a parent tree, newest on top, forks as side lanes. Virtualised:
 // only the rows in view (plus a margin) are in the DOM, so 2,000 checkpoints stay cheap.
-import type { CheckpointRow } from "./types";
+// The runtime forks into new threads: a checkpoint with forks gets a stub out of the tree
+// and a chip per fork thread, and a forked thread ends in a row naming where it came from.
+import type { CheckpointRow, ForkedFrom } from "./types";
 
 export const ROW_PX = 26;
 const LANE_PX = 13;
 const MARGIN_ROWS = 8;
+/** Fork chips on one row; the rest are counted in a "+N" chip (its tooltip names them). */
+const MAX_FORK_CHIPS = 2;
 /** Lanes drawn at most; branches past them share the last lane (a thread with dozens of
  * concurrent branches stays readable; the tags still name every fork). */
 export const MAX_LANES = 6;
@@ -86,6 +90,8 @@ export function rowText(r: CheckpointRow): string {
 
 export interface TimelineOpts {
   onSelect(id: string): void;
+  /** open another thread (a fork, or the thread this one was forked from) at a checkpoint */
+  onOpenThread(threadId: string, checkpointId: string | "head"): void;
   head(): string | null;
 }
 
@@ -94,6 +100,7 @@ export class Timeline {
   private spacer: HTMLDivElement;
   private win: HTMLDivElement;
   private laid: Laid = layoutTree([]);
+  private origin: ForkedFrom | null = null;
   private selected: string | null = null;
   private drawn = "";
   rendered = 0; // rows in the DOM (tests read it)
@@ -110,6 +117,11 @@ export class Timeline {
     this.root.append(this.spacer);
     this.root.addEventListener("scroll", () => this.render());
     this.root.addEventListener("click", (ev) => {
+      const jump = (ev.target as Element).closest<HTMLElement>("[data-thread]");
+      if (jump?.dataset.thread) {
+        this.opts.onOpenThread(jump.dataset.thread, jump.dataset.checkpoint ?? "head");
+        return;
+      }
       const row = (ev.target as Element).closest<HTMLElement>(".tl-row");
       if (row?.dataset.id) this.opts.onSelect(row.dataset.id);
     });
@@ -128,9 +140,11 @@ export class Timeline {
     return this.laid;
   }
 
-  setData(oldestFirst: CheckpointRow[]): void {
+  /** ``origin``: the checkpoint of another thread this one was forked from (a last row). */
+  setData(oldestFirst: CheckpointRow[], origin: ForkedFrom | null = null): void {
     this.laid = layoutTree(oldestFirst);
-    this.spacer.style.height = `${this.laid.rows.length * ROW_PX}px`;
+    this.origin = origin;
+    this.spacer.style.height = `${(this.laid.rows.length + (origin ? 1 : 0)) * ROW_PX}px`;
     this.render(true);
   }
 
@@ -149,13 +163,19 @@ export class Timeline {
 
   private render(force = false): void {
     const { rows, lane, parent, lanes, forks } = this.laid;
+    const origin = this.origin;
+    const n = rows.length;
     const h = this.root.clientHeight || 400;
     const first = Math.max(0, Math.floor(this.root.scrollTop / ROW_PX) - MARGIN_ROWS);
-    const last = Math.min(rows.length - 1, Math.ceil((this.root.scrollTop + h) / ROW_PX) + MARGIN_ROWS);
-    const key = `${first}:${last}:${rows.length}:${this.selected}`;
+    const lastAll = Math.min(n - (origin ? 0 : 1), Math.ceil((this.root.scrollTop + h) / ROW_PX) + MARGIN_ROWS);
+    const last = Math.min(n - 1, lastAll); // checkpoint rows; `lastAll` may add the origin row
+    const key = `${first}:${lastAll}:${n}:${this.selected}`;
     if (!force && key === this.drawn) return;
     this.drawn = key;
-    const gutter = lanes * LANE_PX + 10;
+    // one more column when a branch leaves the thread: the stubs out to the fork threads
+    const branching = rows.some((r) => r.forks?.length);
+    const outX = lanes * LANE_PX + 9;
+    const gutter = lanes * LANE_PX + 10 + (branching ? LANE_PX : 0);
     const laneX = (l: number) => 9 + l * LANE_PX;
     const rowY = (i: number) => (i - first) * ROW_PX + ROW_PX / 2;
     this.win.style.top = `${first * ROW_PX}px`;
@@ -163,7 +183,14 @@ export class Timeline {
     const svg = document.createElementNS(SVG_NS, "svg");
     svg.setAttribute("class", "tl-tree");
     svg.setAttribute("width", String(gutter));
-    svg.setAttribute("height", String(Math.max(0, last - first + 1) * ROW_PX));
+    svg.setAttribute("height", String(Math.max(0, lastAll - first + 1) * ROW_PX));
+    const line = (d: string, color: string, cls: string) => {
+      const path = document.createElementNS(SVG_NS, "path");
+      path.setAttribute("d", d);
+      path.setAttribute("stroke", color);
+      path.setAttribute("class", cls);
+      svg.append(path);
+    };
     // edges that touch the window: a child at or above its bottom, a parent at or below its top
     for (let c = 0; c <= last; c++) {
       const p = parent[c];
@@ -213,6 +240,61 @@ export class Timeline {
       if (r.error) tag("error", "err");
       if (forks.has(r.id) && parent[i] >= 0 && lane[i] !== lane[parent[i]]) tag("fork", "fork");
       if (r.id === head) tag("head", "head");
+      if (r.forks?.length) {
+        // a stub out of the tree, up towards the newer rows, ending in an open dot
+        const x = laneX(lane[i]);
+        const y = rowY(i);
+        line(`M ${x + 4} ${y} L ${outX - 5} ${y} Q ${outX} ${y} ${outX} ${y - 5} L ${outX} ${y - 9}`, "#1971c2", "tl-edge tl-branch");
+        const end = document.createElementNS(SVG_NS, "circle");
+        end.setAttribute("cx", String(outX));
+        end.setAttribute("cy", String(y - 10));
+        end.setAttribute("r", "2.6");
+        end.setAttribute("class", "tl-dot tl-branch-end");
+        end.setAttribute("stroke", "#1971c2");
+        svg.append(end);
+        for (const f of r.forks.slice(0, MAX_FORK_CHIPS)) {
+          const chip = document.createElement("button");
+          chip.className = "tl-fork";
+          chip.dataset.thread = f.thread_id;
+          chip.dataset.checkpoint = "head";
+          chip.title = `forked into thread ${f.thread_id}: open it`;
+          chip.textContent = `↗ ${f.thread_id}`;
+          row.append(chip);
+        }
+        const more = r.forks.slice(MAX_FORK_CHIPS);
+        if (more.length) {
+          const chip = document.createElement("span");
+          chip.className = "tl-tag fork";
+          chip.textContent = `+${more.length}`;
+          chip.title = `also forked into: ${more.map((f) => f.thread_id).join(", ")}`;
+          row.append(chip);
+        }
+      }
+      frag.append(row);
+    }
+    if (origin && lastAll === n && n > 0) {
+      // the thread's first checkpoint hangs off a checkpoint of another thread
+      const y = rowY(n);
+      const x = laneX(lane[n - 1]);
+      line(`M ${x} ${rowY(n - 1)} L ${x} ${y}`, "#868e96", "tl-edge tl-origin-edge");
+      const stub = document.createElementNS(SVG_NS, "circle");
+      stub.setAttribute("cx", String(x));
+      stub.setAttribute("cy", String(y));
+      stub.setAttribute("r", "3.5");
+      stub.setAttribute("class", "tl-dot tl-branch-end");
+      stub.setAttribute("stroke", "#868e96");
+      svg.append(stub);
+      const row = document.createElement("div");
+      row.className = "tl-origin";
+      row.style.top = `${(n - first) * ROW_PX}px`;
+      row.dataset.thread = origin.thread_id;
+      row.dataset.checkpoint = origin.step === null ? "head" : origin.checkpoint_id;
+      const at = origin.step === null ? " (that checkpoint is gone)" : ` @ step ${origin.step}`;
+      row.title = `forked from thread ${origin.thread_id}, checkpoint ${origin.checkpoint_id}: open it there`;
+      const text = document.createElement("span");
+      text.className = "tl-ran";
+      text.textContent = `↓ forked from ${origin.thread_id}${at}`;
+      row.append(text);
       frag.append(row);
     }
     this.win.replaceChildren(frag);

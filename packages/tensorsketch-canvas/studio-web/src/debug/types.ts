@@ -38,6 +38,18 @@ export interface CheckpointRow {
   fork?: boolean;
   interrupted?: boolean;
   error: string | null;
+  /** threads forked from this checkpoint (each with its first checkpoint) */
+  forks?: ForkRef[];
+}
+
+export interface ForkRef {
+  thread_id: string;
+  checkpoint_id: string;
+}
+
+/** where a forked thread came from; ``step`` is ``null`` once that checkpoint is gone */
+export interface ForkedFrom extends ForkRef {
+  step: number | null;
 }
 
 export interface Waiting {
@@ -58,6 +70,7 @@ export interface ThreadDetail {
   run: Record<string, unknown> | null;
   head: string | null;
   checkpoints: CheckpointRow[];
+  forked_from?: ForkedFrom | null;
   waiting: Waiting | null;
 }
 

@@ -48,6 +48,7 @@ from tensorsketch.interrupts import run_info
 from tensorsketch.node import Node
 from tensorsketch.runtime.backends.base import (
     Backend,
+    ForkLink,
     StoredCheckpoint,
     StoredEvent,
     ThreadOpening,
@@ -765,6 +766,35 @@ class BackendConformance:
         ]
         everything = {s.thread_id for s in await backend.summarize_threads()}
         assert {f"{base}-a", f"{base}-b", f"{base}_x"} <= everything
+
+    @pytest.mark.asyncio
+    async def test_list_forks_links_a_thread_to_its_forks(self, backend: Backend) -> None:
+        self._needs_thread_admin()
+        thread, fork, other, grand = _thread(), _thread(), _thread(), _thread()
+        await ORDER_GRAPH.invoke(
+            {"order": thread, "items": ["a"]}, thread_id=thread, backend=backend
+        )
+        assert await backend.list_forks(thread) == []
+        history = await ORDER_GRAPH.aget_history(thread, backend)
+        await ORDER_GRAPH.fork(backend, thread, history[1].id, fork, run=False)
+        await ORDER_GRAPH.fork(backend, thread, history[0].id, other)  # and runs on
+        first = {t: (await ORDER_GRAPH.aget_history(t, backend))[0] for t in (fork, other)}
+        assert first[fork].metadata["forked_from"] == thread  # the way back
+        expected = [
+            ForkLink(fork, first[fork].id, history[1].id),
+            ForkLink(other, first[other].id, history[0].id),
+        ]
+        assert await backend.list_forks(thread) == sorted(expected, key=lambda f: f.thread_id)
+        # A fork of the fork belongs to the fork; the forks themselves have none yet.
+        await ORDER_GRAPH.fork(backend, fork, first[fork].id, grand, run=False)
+        assert [f.thread_id for f in await backend.list_forks(fork)] == [grand]
+        assert {f.thread_id for f in await backend.list_forks(thread)} == {fork, other}
+        assert await backend.list_forks(other) == []
+        # Pruning a fork drops its fork point: its new first row's parent is its own.
+        await ORDER_GRAPH.aprune_thread(other, backend, keep=1)
+        assert [f.thread_id for f in await backend.list_forks(thread)] == [fork]
+        assert await backend.list_forks(other) == []
+        assert await backend.list_forks(_thread()) == []  # no such thread: no forks
 
     @pytest.mark.asyncio
     async def test_list_effects_by_prefix(self, backend: Backend) -> None:

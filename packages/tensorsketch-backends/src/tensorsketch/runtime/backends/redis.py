@@ -43,6 +43,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a venv without the
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError
 from tensorsketch.runtime.backends.base import (
     Backend,
+    ForkLink,
     StoredCheckpoint,
     StoredEvent,
     ThreadOpening,
@@ -585,6 +586,26 @@ class RedisBackend(Backend):
             if count and newest is not None:
                 row = _decode_checkpoint(thread_id, newest)
                 out.append(ThreadSummary(thread_id, int(count), row.created_at))
+        return out
+
+    async def list_forks(self, thread_id: str) -> list[ForkLink]:
+        # Like summarize_threads: one SCAN, then one pipelined round trip for every thread's
+        # first record (a fork's parent is in its header) and this thread's checkpoint ids.
+        others = [t for t in await self.list_threads() if t != thread_id]
+        if not others:
+            return []
+        async with self._use("listing forks") as client:
+            pipe = client.pipeline(transaction=False)
+            pipe.hkeys(self._key(thread_id, "cpi"))
+            for other in others:
+                pipe.lindex(self._key(other, "cp"), 0)
+            found: list[Any] = await pipe.execute()
+        mine = {k.decode() if isinstance(k, bytes) else str(k) for k in found[0]}
+        out: list[ForkLink] = []
+        for other, first in zip(others, found[1:], strict=True):
+            row = None if first is None else _decode_checkpoint(other, first)
+            if row is not None and row.parent_id is not None and row.parent_id in mine:
+                out.append(ForkLink(other, row.checkpoint_id, row.parent_id))
         return out
 
     async def list_effects(self, thread_id: str, prefix: str = "") -> list[tuple[str, bytes]]:

@@ -43,7 +43,7 @@ from tensorsketch.errors import (
     ThreadBusyError,
 )
 from tensorsketch.interrupts import run_info
-from tensorsketch.runtime.backends.base import Backend, ThreadSummary
+from tensorsketch.runtime.backends.base import Backend, ForkLink, ThreadSummary
 from tensorsketch.runtime.backends.runs import RunRecord
 
 __all__ = ["PREVIEW_BYTES", "Debugger"]
@@ -382,6 +382,11 @@ class Debugger:
         while cursor is not None and cursor.id not in head_branch:
             head_branch.add(cursor.id)
             cursor = by_id.get(cursor.parent_id) if cursor.parent_id else None
+        forks: dict[str, list[dict[str, str]]] = {}
+        for link in await self._forks(thread_id):
+            forks.setdefault(link.origin_id, []).append(
+                {"thread_id": link.thread_id, "checkpoint_id": link.checkpoint_id}
+            )
         checkpoints = []
         for r in found.rows:
             parent = by_id.get(r.parent_id) if r.parent_id else None
@@ -399,6 +404,7 @@ class Debugger:
                     and (children.get(r.parent_id, 0) > 1 or r.source == "fork"),
                     "error": _error_text(r.metadata.get("error")),
                     "interrupted": bool(r.metadata.get("interrupts")),
+                    "forks": forks.get(r.id, []),
                 }
             )
         return {
@@ -406,9 +412,28 @@ class Debugger:
             "status": _status(found.head, record),
             "run": _run_summary(record),
             "head": found.head.id,
+            "forked_from": await self._forked_from(found.rows[0]),
             "checkpoints": checkpoints,
             "waiting": _waiting(found.head, record),
         }
+
+    async def _forks(self, thread_id: str) -> list[ForkLink]:
+        """The threads forked from this one; none on a store that cannot list threads."""
+        try:
+            return await self.backend.list_forks(thread_id)
+        except BackendUnsupportedError:
+            return []
+
+    async def _forked_from(self, first: CheckpointInfo) -> dict[str, Any] | None:
+        """Where a fork came from: its first checkpoint's parent, in the thread its metadata
+        names (a fork written before forks recorded ``forked_from`` is not linked back).
+        ``step`` is ``None`` once the origin checkpoint is gone (pruned or deleted)."""
+        origin = first.metadata.get("forked_from")
+        if first.source != "fork" or first.parent_id is None or not isinstance(origin, str):
+            return None
+        stored = await self.backend.get_checkpoint(origin, first.parent_id)
+        step = stored.step if stored is not None else None
+        return {"thread_id": origin, "checkpoint_id": first.parent_id, "step": step}
 
     # -- one checkpoint ----------------------------------------------------------------------
 

@@ -25,7 +25,14 @@ from tensorsketch.serializers import Serializer, resolve_serializer
 if TYPE_CHECKING:
     from tensorsketch.runtime.backends.runs import RunStore
 
-__all__ = ["Backend", "StoredCheckpoint", "StoredEvent", "ThreadOpening", "ThreadSummary"]
+__all__ = [
+    "Backend",
+    "ForkLink",
+    "StoredCheckpoint",
+    "StoredEvent",
+    "ThreadOpening",
+    "ThreadSummary",
+]
 
 _LAZY_INIT = threading.Lock()
 
@@ -85,6 +92,20 @@ class ThreadSummary:
     thread_id: str
     checkpoints: int
     updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ForkLink:
+    """A thread forked from another thread's checkpoint (:meth:`Backend.list_forks`).
+
+    :param thread_id: the fork, a thread whose first checkpoint's parent is ``origin_id``.
+    :param checkpoint_id: that first checkpoint (the fork point's copy in the new thread).
+    :param origin_id: the checkpoint of the origin thread it was forked from.
+    """
+
+    thread_id: str
+    checkpoint_id: str
+    origin_id: str
 
 
 class Backend(ABC):
@@ -355,6 +376,30 @@ class Backend(ABC):
             rows = await self.list_checkpoints(thread_id)
             if rows:
                 found.append(ThreadSummary(thread_id, len(rows), rows[-1].created_at))
+        return found
+
+    async def list_forks(self, thread_id: str) -> list[ForkLink]:
+        """The threads forked from this thread's checkpoints, sorted by fork thread id.
+
+        A fork is a thread whose *first* checkpoint's parent is a checkpoint of another
+        thread (what ``fork`` writes; a thread's own first checkpoint has no parent, and a
+        pruned thread's first keeps a parent in the same thread). Checkpoint ids are random
+        128-bit values, so a parent id names one checkpoint across the store.
+
+        This default reads every thread's checkpoints (it needs only :meth:`list_threads`);
+        a store that can look a parent id up overrides it (every first-party backend does).
+        """
+        mine = {row.checkpoint_id for row in await self.list_checkpoints(thread_id)}
+        found: list[ForkLink] = []
+        if not mine:
+            return found
+        for other in await self.list_threads():
+            if other == thread_id:
+                continue
+            rows = await self.list_checkpoints(other)
+            origin = rows[0].parent_id if rows else None
+            if origin is not None and origin in mine:
+                found.append(ForkLink(other, rows[0].checkpoint_id, origin))
         return found
 
     async def list_effects(self, thread_id: str, prefix: str = "") -> list[tuple[str, bytes]]:

@@ -9,6 +9,7 @@ import threading
 
 from tensorsketch.runtime.backends.base import (
     Backend,
+    ForkLink,
     StoredCheckpoint,
     StoredEvent,
     ThreadSummary,
@@ -100,6 +101,16 @@ class InMemoryBackend(Backend):
                 for t, rows in sorted(self._checkpoints.items())
                 if rows and t.startswith(prefix)
             ]
+
+    async def list_forks(self, thread_id: str) -> list[ForkLink]:
+        with self._lock:
+            mine = self._positions.get(thread_id, {})
+            found = []
+            for other, rows in sorted(self._checkpoints.items()):
+                origin = rows[0].parent_id if rows and other != thread_id else None
+                if origin is not None and origin in mine:
+                    found.append(ForkLink(other, rows[0].checkpoint_id, origin))
+            return found
 
     async def list_effects(self, thread_id: str, prefix: str = "") -> list[tuple[str, bytes]]:
         with self._lock:

@@ -14,6 +14,8 @@ Layout (created on first use, inside one transaction)::
     tensorsketch_effects        (thread_id, key) PK             the effect journal, first write wins
     tensorsketch_events         (thread_id, seq) PK             the persisted stream
     tensorsketch_leases         thread_id PK                    one writer per thread
+    tensorsketch_checkpoints_forks  index on parent_id of first checkpoints that have one:
+                                the fork points, for list_forks
 
 Every statement touches one thread's rows through its primary key, and a checkpoint save is a
 single ``INSERT``, so the cost of a superstep does not depend on how long the thread is.
@@ -37,6 +39,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, LeaseLostError
 from tensorsketch.runtime.backends.base import (
     Backend,
+    ForkLink,
     StoredCheckpoint,
     StoredEvent,
     ThreadOpening,
@@ -212,6 +215,12 @@ class SqlBackend(Backend):
             "PRIMARY KEY (thread_id, seq))",
             f"CREATE TABLE IF NOT EXISTS {self.table('leases')} ("
             f"thread_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at {flt} NOT NULL)",
+            # Forks (list_forks): a thread's first checkpoint has a parent only when it was
+            # forked from another thread, so this partial index holds just the fork points
+            # and costs an ordinary save nothing but the predicate.
+            f"CREATE INDEX IF NOT EXISTS {self.table_prefix}checkpoints_forks ON "
+            f"{self.table('checkpoints')} (parent_id) "
+            "WHERE position = 1 AND parent_id IS NOT NULL",
         ]
 
     def _statements(self) -> dict[str, str]:
@@ -294,6 +303,12 @@ class SqlBackend(Backend):
                 f"SELECT thread_id, COUNT(*), MAX(created_at) FROM {cp} WHERE "
                 "substr(thread_id, 1, length(CAST(? AS TEXT))) = CAST(? AS TEXT) "
                 "GROUP BY thread_id ORDER BY thread_id"
+            ),
+            # The terms of the partial index's predicate, spelled out so planners use it.
+            "forks": (
+                f"SELECT thread_id, checkpoint_id, parent_id FROM {cp} WHERE position = 1 "
+                "AND parent_id IS NOT NULL AND thread_id <> ? AND parent_id IN "
+                f"(SELECT checkpoint_id FROM {cp} WHERE thread_id = ?) ORDER BY thread_id"
             ),
             "effects_with": (
                 f"SELECT key, value FROM {self.table('effects')} WHERE thread_id = ? AND "
@@ -521,6 +536,11 @@ class SqlBackend(Backend):
         q = Query(self._sql["list"], (thread_id,), fetch="all", binary=True)
         rows = (await self._run("listing checkpoints", [q], idempotent=True))[0]
         return [_checkpoint(thread_id, row) for row in rows]
+
+    async def list_forks(self, thread_id: str) -> list[ForkLink]:
+        q = Query(self._sql["forks"], (thread_id, thread_id), fetch="all")
+        rows = (await self._run("listing forks", [q], idempotent=True))[0]
+        return [ForkLink(str(r[0]), str(r[1]), str(r[2])) for r in rows]
 
     def _chain_query(self, thread_id: str, checkpoint_id: str | None = None) -> Query:
         if checkpoint_id is None:
