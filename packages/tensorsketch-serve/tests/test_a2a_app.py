@@ -14,7 +14,7 @@ from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 
-from tensorsketch import SqliteBackend
+from tensorsketch import END, START, Context, Graph, Node, Schema, SqliteBackend
 from tensorsketch.serve.a2a import AgentCard, AgentSkill, a2a_app
 
 CARD = AgentCard(
@@ -167,6 +167,67 @@ async def test_approval_is_input_required_and_the_next_message_continues(
         assert pb.TaskState.Name(final.status.state) == "TASK_STATE_COMPLETED"
         assert texts(final.status.message.parts) == "Done: order 7 refunded."
         assert agents.REFUNDS == [{"order": 7}]
+    finally:
+        await client.close()
+
+
+class Ask(Schema):
+    prompt: str
+    answer: str = ""
+
+
+ANSWERED: list[str] = []
+
+
+class Answer(Node):
+    class In(Schema):
+        prompt: str
+
+    class Out(Schema):
+        answer: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        ANSWERED.append(inp.prompt)
+        return self.Out(answer=f"answered {inp.prompt}")
+
+
+async def test_a_static_breakpoint_is_input_required_and_any_message_continues(
+    live: Any, backend: Any
+) -> None:
+    """``interrupt_after`` on the last node pauses the task; the next message (any text) is
+    not a decision: it lets the run end, and the node does not run again."""
+    ANSWERED.clear()
+    graph = (
+        Graph(Ask, name="asker")
+        .add(Answer)
+        .edge(START, "Answer")
+        .edge("Answer", END)
+        .compile(interrupt_after=["Answer"])
+    )
+    app = a2a_app(
+        graph,
+        card=CARD,
+        backend=backend,
+        to_input=lambda messages: {"prompt": messages[-1].text},
+        to_reply=lambda state: state.answer,
+    )
+    server = live(app)
+    client = await client_for(server.url, streaming=True)
+    try:
+        events = await collect(
+            client.send_message(pb.SendMessageRequest(message=user_message("why")))
+        )
+        paused = events[-1].status_update
+        assert pb.TaskState.Name(paused.status.state) == "TASK_STATE_INPUT_REQUIRED"
+        assert "breakpoint (after Answer)" in paused.status.message.parts[0].text
+        ids = {"task_id": paused.task_id, "context_id": paused.context_id}
+        events = await collect(
+            client.send_message(pb.SendMessageRequest(message=user_message("go on", **ids)))
+        )
+        final = events[-1].status_update
+        assert pb.TaskState.Name(final.status.state) == "TASK_STATE_COMPLETED"
+        assert texts(final.status.message.parts) == "answered why"
+        assert ANSWERED == ["why"]
     finally:
         await client.close()
 

@@ -12,6 +12,8 @@ finished                           ``completed``: the reply as the ``answer`` ar
                                    agent message
 suspended on an approval or a      ``input-required``: the status message says what is asked;
 question (``interrupt()``)         the next message on the task is the answer and resumes it
+suspended at a static breakpoint   ``input-required``, saying where; any next message on the
+(``interrupt_before/after``)       task continues the run (it is not read as an answer)
 suspended on a durable timer       ``working``, with a status message naming the wake-up time
 raised                             ``failed``: the status message carries the error
 ``CancelTask``                     ``canceled`` (the run is stopped; its thread stays readable)
@@ -303,9 +305,13 @@ class TaskService:
             live.publish(None)
 
     async def _suspend(self, live: _Live, interrupts: tuple[PendingInterrupt, ...]) -> None:
-        waiting = [p for p in interrupts if p.kind != "timer"]
+        waiting = _asking(interrupts)
         if waiting:
             await self._status(live, INPUT_REQUIRED, _question(waiting))
+            return
+        stops = [p for p in interrupts if p.kind == "breakpoint"]
+        if stops:
+            await self._status(live, INPUT_REQUIRED, _paused(stops))
             return
         wakes = [p.wake_at for p in interrupts if p.wake_at is not None]
         wake_at = min(wakes) if wakes else time.time()
@@ -489,6 +495,24 @@ def _artifact_update(task: TaskRecord, text: str, *, append: bool, last: bool) -
     }
 
 
+def _asking(pending: tuple[PendingInterrupt, ...]) -> list[PendingInterrupt]:
+    """The interrupts that wait for an answer: not a timer (time answers it) and not a static
+    breakpoint (``interrupt_before`` / ``interrupt_after``: any message continues the run)."""
+    return [p for p in pending if p.kind not in ("timer", "breakpoint")]
+
+
+def _paused(stops: list[PendingInterrupt]) -> dict[str, Any]:
+    """The input-required status message of a run stopped at a static breakpoint."""
+    where = []
+    for p in stops:
+        value = p.value if isinstance(p.value, dict) else {}
+        nodes = ", ".join(str(n) for n in value.get("nodes", ())) or "?"
+        where.append(f"{value.get('when', 'at')} {nodes}")
+    text = f"Paused at a breakpoint ({'; '.join(where)}); send any message to continue."
+    data = {"interrupts": [{"id": p.id, "kind": p.kind, "value": p.value} for p in stops]}
+    return agent_message(text, data)
+
+
 def _question(waiting: list[PendingInterrupt]) -> dict[str, Any]:
     """The input-required status message: what each interrupt asks, in words and as data."""
     lines = []
@@ -515,9 +539,9 @@ def _decisions(
     A data part ``{"resume": {interrupt_id: decision}}`` decides each interrupt by id;
     otherwise the message's data part (or its text) answers every one the task waits on.
     """
-    waiting = [p for p in pending if p.kind != "timer"]
+    waiting = _asking(pending)
     if not waiting:
-        return None
+        return None  # a timer or a static breakpoint: the message just lets the run go on
     parts = message.get("parts") or ()
     data = [p["data"] for p in parts if "data" in p]
     by_id = data[0].get("resume") if data and isinstance(data[0], dict) else None
