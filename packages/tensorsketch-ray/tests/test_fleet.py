@@ -261,18 +261,22 @@ async def test_runs_complete_exactly_once_across_the_pool(
 
 
 async def _kill_mid_batch(
-    store: RunStore, tag: str, kill: Any, timeout: float = 240
+    store: RunStore, tag: str, kill: Any, timeout: float = 240, ready: Any = None
 ) -> tuple[list[str], set[int], set[str], float, float, set[int]]:
-    """Submit, wait until both actors hold running runs and some finished, call ``kill``
-    (returns the pids it killed), then wait for the batch. Returns the threads, the killed
-    pids, the runs the victims held, the seconds until none of them is held by a dead owner,
-    and the seconds until all finished."""
+    """Submit, wait until both actors hold running runs and some finished (and ``ready``,
+    when given, says the snapshot of running runs by owner is the one to kill into), call
+    ``kill`` (returns the pids it killed), then wait for the batch. Returns the threads, the
+    killed pids, the runs the victims held, the seconds until none of them is held by a dead
+    owner, and the seconds until all finished."""
     threads = await _submit(store, KILL_RUNS, tag)
+    deadline = time.perf_counter() + timeout
     while True:
         counts = await store.counts()
         owned = await _running_owned(store)
-        if counts.get("succeeded", 0) >= KILL_RUNS // 10 and len(owned) == 2:
+        moving = counts.get("succeeded", 0) >= KILL_RUNS // 10 and len(owned) == 2
+        if moving and (ready is None or ready(owned)):
             break
+        assert time.perf_counter() < deadline, f"no moment to kill into: {counts}, {owned}"
         await asyncio.sleep(0.05)
     killed_at = time.perf_counter()
     killed: set[int] = set(kill(owned))
@@ -347,16 +351,20 @@ async def test_a_killed_node_loses_no_run_and_repeats_no_effect(
     store: RunStore, worker: Worker, ray_cluster: LocalRayCluster, pg_dsn: str, effects_schema: str
 ) -> None:
     tag = uuid.uuid4().hex[:8]
-    on_b = set(ray_cluster.processes("b"))
+
+    def b_holds_runs(owned: dict[str, list[str]]) -> bool:
+        # Read node b's processes now, not at the start: on a loaded machine the actor the
+        # pool placed on b may answer (and take runs) only after the other one did.
+        on_b = set(ray_cluster.processes("b"))
+        return any(_pid(o) in on_b for o in owned)
 
     def kill_node_b(owned: dict[str, list[str]]) -> list[int]:
-        hosted = [o for o in owned if _pid(o) in on_b]
-        assert hosted, "node b hosts an actor"
+        assert b_holds_runs(owned), "node b hosts an actor"
         return ray_cluster.kill_node("b")
 
     try:
         threads, killed, victims, recovered, finished, _ = await _kill_mid_batch(
-            store, tag, kill_node_b
+            store, tag, kill_node_b, ready=b_holds_runs
         )
     finally:
         if "b" not in ray_cluster.nodes:  # later tests get their two nodes back
