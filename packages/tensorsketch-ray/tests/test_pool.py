@@ -86,3 +86,12 @@ def test_the_worker_command_is_registered_and_refuses_bad_input() -> None:
     assert "PostgreSQL" in refused.stderr and "Traceback" not in refused.stderr
     missing = cli("worker", "app:agent", "--backend", "postgresql://postgres@/db")
     assert missing.returncode == 2 and "--ray" in missing.stderr
+
+
+def test_a_graph_a_node_cannot_import_says_where_the_code_must_be() -> None:
+    from tensorsketch.ray import RayFleetError, load_graph
+
+    with pytest.raises(RayFleetError, match="every node needs the graph's code"):
+        load_graph("no_such_module_on_this_node:agent")
+    with pytest.raises(RayFleetError, match="not MODULE:ATTR"):
+        load_graph("just_a_module")

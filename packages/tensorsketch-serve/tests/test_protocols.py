@@ -21,7 +21,6 @@ from tensorsketch import FakeProvider, InMemoryBackend, create_agent, hookimpl
 from tensorsketch.errors import RegistryError
 from tensorsketch.plugins import get_plugin_manager, reset_plugin_manager
 from tensorsketch.serve import Protocol, protocols, serve
-from tensorsketch.serve._cli import load_graph
 
 LIFESPAN: list[str] = []
 
@@ -126,24 +125,6 @@ def test_an_unknown_protocol_names_the_known_ones(plugin: None) -> None:
         serve(graph, ["acmee"])
     with pytest.raises(ValueError, match="at least one protocol"):
         serve(graph, [])
-
-
-def test_load_graph_names_what_is_wrong(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "bots.py").write_text(
-        "from tensorsketch import FakeProvider, create_agent\n"
-        "agent = create_agent(FakeProvider(['hi']))\nnot_a_graph = 3\n"
-    )
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    assert load_graph("bots:agent").name == "agent"
-    with pytest.raises(ValueError, match="not MODULE:ATTR"):
-        load_graph("bots")
-    with pytest.raises(ValueError, match="cannot import module 'nobots'"):
-        load_graph("nobots:agent")
-    with pytest.raises(ValueError, match="has no attribute 'agnet'"):
-        load_graph("bots:agnet")
-    with pytest.raises(ValueError, match="is a int, not a compiled graph"):
-        load_graph("bots:not_a_graph")
 
 
 def test_import_tensorsketch_serve_pulls_starlette_but_no_server_or_sdk() -> None:

@@ -7,13 +7,19 @@ Each distribution contributes :class:`CliCommand` objects through the
 from __future__ import annotations
 
 import argparse
+import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from tensorsketch.errors import PluginError
 
-__all__ = ["CliCommand", "build_parser", "main"]
+if TYPE_CHECKING:
+    from tensorsketch.compiled import CompiledGraph
+
+__all__ = ["CliCommand", "build_parser", "load_graph", "main"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +30,43 @@ class CliCommand:
     help: str
     run: Callable[[argparse.Namespace], int]
     configure: Callable[[argparse.ArgumentParser], None] | None = None
+
+
+def load_graph(target: str, *, unimportable: str = "check the name or cd.") -> CompiledGraph[Any]:
+    """The compiled graph a command names as ``module:attr`` (``app:agent``), imported with the
+    working directory importable (as uvicorn does); a ``ValueError`` says what is wrong.
+
+    :param unimportable: how to fix a module that cannot be imported, for the error message
+        (a worker node says where the code must be, for instance).
+    """
+    from tensorsketch.compiled import CompiledGraph
+
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        msg = f"{target!r} is not MODULE:ATTR; name the module and the graph, e.g. `app:agent`."
+        raise ValueError(msg)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name not in (module_name, module_name.split(".")[0]):
+            raise  # the module exists; something it imports does not
+        msg = f"cannot import module {module_name!r} from {os.getcwd()}; {unimportable}"
+        raise ValueError(msg) from None
+    graph: Any = module
+    for part in attr.split("."):
+        if not hasattr(graph, part):
+            msg = f"module {module_name!r} has no attribute {attr!r}."
+            raise ValueError(msg)
+        graph = getattr(graph, part)
+    if not isinstance(graph, CompiledGraph):
+        msg = (
+            f"{target} is a {type(graph).__name__}, not a compiled graph; point at the result "
+            "of `create_agent(...)` or `Graph(...).compile()`."
+        )
+        raise ValueError(msg)
+    return graph
 
 
 def _commands() -> list[tuple[CliCommand, str]]:

@@ -7,13 +7,11 @@ comes back identical without anything being shipped but this record.
 
 from __future__ import annotations
 
-import importlib
-import os
-import sys
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from tensorsketch import cli
 from tensorsketch.compiled import CompiledGraph
 from tensorsketch.ray.exceptions import RayFleetError
 from tensorsketch.runtime.backends.base import Backend
@@ -107,30 +105,13 @@ def backend_from_dsn(
 
 
 def load_graph(target: str) -> CompiledGraph[Any]:
-    """Import ``module:attr`` (the working directory is importable) and check it is a graph."""
-    module_name, _, attr = target.partition(":")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    """Import ``module:attr`` on this node (the working directory is importable) and check it
+    is a compiled graph (:func:`tensorsketch.cli.load_graph`, with a worker node's hint)."""
     try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name not in (module_name, module_name.split(".")[0]):
-            raise
-        msg = (
-            f"cannot import module {module_name!r} on this node (cwd {os.getcwd()}); every "
-            "node needs the graph's code: install it in the image or set PYTHONPATH."
+        return cli.load_graph(
+            target,
+            unimportable="every node needs the graph's code: install it in the image or set "
+            "PYTHONPATH.",
         )
-        raise RayFleetError(msg) from None
-    graph: Any = module
-    for part in attr.split("."):
-        if not hasattr(graph, part):
-            msg = f"module {module_name!r} has no attribute {attr!r}."
-            raise RayFleetError(msg)
-        graph = getattr(graph, part)
-    if not isinstance(graph, CompiledGraph):
-        msg = (
-            f"{target} is a {type(graph).__name__}, not a compiled graph; point at the result "
-            "of `create_agent(...)` or `Graph(...).compile()`."
-        )
-        raise RayFleetError(msg)
-    return graph
+    except ValueError as exc:
+        raise RayFleetError(str(exc)) from None
