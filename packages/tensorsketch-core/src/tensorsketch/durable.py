@@ -130,8 +130,26 @@ def schema_fingerprint(schema: type[BaseModel]) -> str | None:
     return found
 
 
+class _PlannedTasks:
+    """``next`` and ``sends`` over a ``tasks`` plan (what :class:`Checkpoint` and
+    :class:`CheckpointInfo` both carry)."""
+
+    __slots__ = ()
+    tasks: tuple[tuple[str, dict[str, Any] | None], ...]
+
+    @property
+    def next(self) -> tuple[str, ...]:
+        """Names of the plain (non-``Send``) nodes planned next."""
+        return tuple(name for name, payload in self.tasks if payload is None)
+
+    @property
+    def sends(self) -> tuple[tuple[str, dict[str, Any]], ...]:
+        """Pending ``Send`` instances as ``(node, payload)`` pairs."""
+        return tuple((name, payload) for name, payload in self.tasks if payload is not None)
+
+
 @dataclass(frozen=True, slots=True)
-class Checkpoint:
+class Checkpoint(_PlannedTasks):
     """The state of a thread at one barrier (what ``get_history`` returns).
 
     :param tasks: the next superstep's tasks in plan order, as ``(node, payload)`` pairs
@@ -160,23 +178,13 @@ class Checkpoint:
     joins: tuple[JoinState, ...] = ()
 
     @property
-    def next(self) -> tuple[str, ...]:
-        """Names of the plain (non-``Send``) nodes planned next."""
-        return tuple(name for name, payload in self.tasks if payload is None)
-
-    @property
-    def sends(self) -> tuple[tuple[str, dict[str, Any]], ...]:
-        """Pending ``Send`` instances as ``(node, payload)`` pairs."""
-        return tuple((name, payload) for name, payload in self.tasks if payload is not None)
-
-    @property
     def plan(self) -> list[tuple[str, dict[str, Any] | None]]:
         """The tasks to run next, in plan order (copies, safe to change)."""
         return [(n, None if p is None else dict(p)) for n, p in self.tasks]
 
 
 @dataclass(frozen=True, slots=True)
-class CheckpointInfo:
+class CheckpointInfo(_PlannedTasks):
     """A checkpoint without its values: where it sits in the tree and what it plans.
 
     What a timeline of a long thread needs (:func:`describe_checkpoints`): reading it decodes
@@ -195,16 +203,6 @@ class CheckpointInfo:
     source: str = "loop"
     metadata: dict[str, Any] = field(default_factory=dict)
     changed: tuple[str, ...] = ()
-
-    @property
-    def next(self) -> tuple[str, ...]:
-        """Names of the plain (non-``Send``) nodes planned next."""
-        return tuple(name for name, payload in self.tasks if payload is None)
-
-    @property
-    def sends(self) -> tuple[tuple[str, dict[str, Any]], ...]:
-        """Pending ``Send`` instances as ``(node, payload)`` pairs."""
-        return tuple((name, payload) for name, payload in self.tasks if payload is not None)
 
 
 def describe_checkpoints(backend: Backend, stored: list[StoredCheckpoint]) -> list[CheckpointInfo]:

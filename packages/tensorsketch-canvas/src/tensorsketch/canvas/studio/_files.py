@@ -16,7 +16,7 @@ import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SourceFile", "atomic_write_bytes", "read_source", "sha256_hex"]
+__all__ = ["SourceFile", "atomic_write_bytes", "file_stamp", "read_source", "sha256_hex"]
 
 
 def sha256_hex(data: bytes) -> str:
@@ -83,3 +83,13 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def file_stamp(path: Path) -> tuple[int, int] | None:
+    """``(mtime_ns, size)`` of ``path``, or ``None`` while it does not exist: what tells a
+    watcher the file changed on disk."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)

@@ -24,6 +24,7 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
+from tensorsketch.canvas.studio._files import file_stamp
 from tensorsketch.compiled import CompiledGraph
 from tensorsketch.graph import Graph
 from tensorsketch.registry import create_backend
@@ -100,14 +101,6 @@ class Loaded:
     name: str | None = None
 
 
-def _stat(path: Path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size)
-
-
 def _same_file(origin: str, path: Path) -> bool:
     try:
         return os.path.samefile(origin, path)
@@ -138,7 +131,7 @@ class GraphSource:
     def get(self) -> Loaded:
         """The graph, re-importing the file if it changed since the last import."""
         with self._lock:
-            stamp = _stat(self.path)
+            stamp = file_stamp(self.path)
             if self._loaded is None or self._loaded.stamp != stamp:
                 self._loaded = self._load(stamp)
             return self._loaded

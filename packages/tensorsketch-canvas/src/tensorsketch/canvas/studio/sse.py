@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from tensorsketch.canvas.studio._files import sha256_hex
+from tensorsketch.canvas.studio._files import file_stamp, sha256_hex
 
 __all__ = ["EventHub", "format_event"]
 
@@ -22,14 +21,6 @@ PING_SECONDS = 15.0
 
 def format_event(event: str, data: dict[str, Any]) -> str:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n"
-
-
-def _stat(path: Path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size)
 
 
 class EventHub:
@@ -64,7 +55,7 @@ class EventHub:
         self._queues.add(queue)
         loop = asyncio.get_running_loop()
         try:
-            stat = _stat(self.path)
+            stat = file_stamp(self.path)
             version = await asyncio.to_thread(self._version)
             yield "retry: 1000\n: connected\n\n"
             next_ping = loop.time() + self.ping
@@ -78,10 +69,10 @@ class EventHub:
                         if data.get("version") == version:
                             continue
                         version = data.get("version")
-                        stat = _stat(self.path)
+                        stat = file_stamp(self.path)
                     yield format_event(event, data)
                     continue
-                current = _stat(self.path)
+                current = file_stamp(self.path)
                 if current != stat:
                     stat = current
                     new_version = await asyncio.to_thread(self._version)
