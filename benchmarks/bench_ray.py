@@ -61,6 +61,32 @@ def _pss(pids: list[int]) -> int:
     return total
 
 
+def _cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds ``pids`` used so far (processes that vanished count 0)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    return total / tick
+
+
+def _postgres_pids() -> list[int]:
+    """This machine's PostgreSQL processes (the server the benchmark writes to is local)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() == "postgres":
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
 def _mib(size: int) -> str:
     return f"{size / 2**20:,.0f} MiB"
 
@@ -98,8 +124,9 @@ async def _wait(store: Any, count: int, timeout: float = 900) -> dict[str, int]:
         await asyncio.sleep(0.1)
 
 
-async def in_process(schema: str, effects: str) -> float:
-    """The same runs submitted to and executed by one process's AsyncRunner."""
+async def in_process(schema: str, effects: str) -> tuple[float, float, float]:
+    """The same runs submitted to and executed by one process's AsyncRunner: runs/s, and
+    the CPU milliseconds per run this process and the PostgreSQL server spent."""
     from fleet_app import agent
 
     from tensorsketch.runs import AsyncRunner
@@ -111,6 +138,9 @@ async def in_process(schema: str, effects: str) -> float:
     tag = uuid.uuid4().hex[:8]
     try:
         async with AsyncRunner(agent, backend=backend, concurrency=CONCURRENCY) as runner:
+            await runner.store.counts()  # tables and connections exist before the clocks start
+            server = _postgres_pids()
+            cpu, server_cpu = time.process_time(), _cpu_seconds(server)
             started = time.perf_counter()
             for start in range(0, RUNS, 100):
                 await asyncio.gather(
@@ -121,10 +151,12 @@ async def in_process(schema: str, effects: str) -> float:
                 )
             counts = await _wait(runner.store, RUNS)
             elapsed = time.perf_counter() - started
+            cpu = time.process_time() - cpu
+            server_cpu = _cpu_seconds(server) - server_cpu
     finally:
         await backend.aclose()
     _check(counts, effects, tag)
-    return RUNS / elapsed
+    return RUNS / elapsed, 1000 * cpu / RUNS, 1000 * server_cpu / RUNS
 
 
 def _check(counts: dict[str, int], effects: str, tag: str) -> None:
@@ -239,7 +271,7 @@ def main() -> None:
     _sql(SCHEMA_SQL.format(schema=effects))
     rows: list[tuple[str, str, str]] = []
     try:
-        rate = asyncio.run(in_process(schemas[0], effects))
+        rate, cpu, server_cpu = asyncio.run(in_process(schemas[0], effects))
         rows.append(("in-process AsyncRunner (concurrency 100)", f"{rate:,.0f} runs/s", "-"))
         env = {
             "PYTHONPATH": str(APP_DIR),
@@ -271,6 +303,12 @@ def main() -> None:
     print(f"|{'-' * 46}|{'-' * 14}|-----------------|")
     for name, rate, size in rows:
         print(f"| {name:<44} | {rate:>12} | {size} |")
+    cores = os.cpu_count() or 1
+    print(
+        f"\nCPU per run on the in-process runner: {cpu:.2f} ms in the runner's process, "
+        f"{server_cpu:.2f} ms in PostgreSQL; {cores} cores can finish at most "
+        f"{cores * 1000 / (cpu + server_cpu):,.0f} such runs/s"
+    )
 
 
 if __name__ == "__main__":

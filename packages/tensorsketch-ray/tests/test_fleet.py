@@ -14,6 +14,7 @@ in each kill test; the seconds each phase took are printed (-s).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import queue
@@ -60,12 +61,17 @@ class Worker:
 
     process: subprocess.Popen[str]
     lines: queue.Queue[str] = field(default_factory=queue.Queue)
+    #: What each actor said when the pool was ready (owner, pid, node, ...).
+    actors: list[dict[str, Any]] = field(default_factory=list)
+    #: Every line :meth:`read` went past.
+    seen: list[str] = field(default_factory=list)
 
     def read(self, key: str, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
                 line = self.lines.get(timeout=0.5)
+                self.seen.append(line)
             except queue.Empty:
                 if self.process.poll() is not None:
                     break
@@ -73,10 +79,9 @@ class Worker:
             if line.startswith("{") and key in line:
                 found: dict[str, Any] = json.loads(line)
                 return found
-        seen = []
         while not self.lines.empty():
-            seen.append(self.lines.get())
-        tail = "\n".join(seen[-30:])
+            self.seen.append(self.lines.get())
+        tail = "\n".join(self.seen[-30:])
         msg = f"the worker printed no {key!r} line (exit {self.process.poll()}):\n{tail}"
         raise AssertionError(msg)
 
@@ -101,26 +106,11 @@ async def store(pg_dsn: str, pg_schema: str) -> AsyncIterator[RunStore]:
     await backend.aclose()
 
 
-@pytest.fixture
-def worker(ray_cluster: LocalRayCluster, pg_socket_dsn: str, pg_schema: str) -> Iterator[Worker]:
-    """Two actors, 100 runs at once each, one per node (the pool places them so; any node may
-    host a restarted one: 0 CPUs each)."""
+def _start_worker(ray_cluster: LocalRayCluster, options: list[str]) -> Worker:
+    """``tensorsketch worker fleet_app:agent`` with ``options``, started in the cluster's
+    network; returns once it printed its ready line (the actors' answers are kept)."""
     process = ray_cluster.driver(
-        [
-            *_command(),
-            "worker",
-            "fleet_app:agent",
-            f"--ray={ray_cluster.address}",
-            f"--backend={pg_socket_dsn}",
-            f"--schema={pg_schema}",
-            "--actors=2",
-            "--concurrency=100",
-            f"--lease-ttl={LEASE_TTL}",
-            "--actor-cpus=0",
-            "--pool-size=4",
-            f"--name=t{uuid.uuid4().hex[:8]}",
-            "--node-ip-address=127.0.0.1",
-        ],
+        [*_command(), "worker", "fleet_app:agent", f"--ray={ray_cluster.address}", *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -133,8 +123,11 @@ def worker(ray_cluster: LocalRayCluster, pg_socket_dsn: str, pg_schema: str) -> 
             running.lines.put(line.strip())
 
     threading.Thread(target=pump, daemon=True).start()
-    running.read("ready", 180)
-    yield running
+    running.actors = running.read("ready", 180)["actors"]
+    return running
+
+
+def _stop_worker(ray_cluster: LocalRayCluster, running: Worker) -> None:
     try:
         running.stop()
     except AssertionError:
@@ -142,6 +135,28 @@ def worker(ray_cluster: LocalRayCluster, pg_socket_dsn: str, pg_schema: str) -> 
         for log in logs[-2:]:
             print(f"--- {log}\n{log.read_text(errors='replace')[-4000:]}")
         raise
+
+
+@pytest.fixture
+def worker(ray_cluster: LocalRayCluster, pg_socket_dsn: str, pg_schema: str) -> Iterator[Worker]:
+    """Two actors, 100 runs at once each, one per node (the pool pins them so; a replaced
+    one goes to any live node: 0 CPUs each)."""
+    running = _start_worker(
+        ray_cluster,
+        [
+            f"--backend={pg_socket_dsn}",
+            f"--schema={pg_schema}",
+            "--actors=2",
+            "--concurrency=100",
+            f"--lease-ttl={LEASE_TTL}",
+            "--actor-cpus=0",
+            "--pool-size=4",
+            f"--name=t{uuid.uuid4().hex[:8]}",
+            "--node-ip-address=127.0.0.1",
+        ],
+    )
+    yield running
+    _stop_worker(ray_cluster, running)
 
 
 async def _submit(store: RunStore, count: int, tag: str) -> list[str]:
@@ -347,15 +362,14 @@ async def test_an_actor_killed_mid_batch_loses_no_run_and_repeats_no_effect(
     )
 
 
-@pytest.mark.xfail(
-    reason="known defect (issue 22): the pool sometimes places both actors on the head node, "
-    "so node b holds no run to kill into; seen in 2 of 4 CI runs on the 2-core machine",
-    strict=False,
-)
 async def test_a_killed_node_loses_no_run_and_repeats_no_effect(
     store: RunStore, worker: Worker, ray_cluster: LocalRayCluster, pg_dsn: str, effects_schema: str
 ) -> None:
     tag = uuid.uuid4().hex[:8]
+    placed = {a["node"] for a in worker.actors}
+    assert len(placed) == 2, f"the pool put its two actors on two nodes: {worker.actors}"
+    on_b = set(ray_cluster.processes("b"))
+    assert any(a["pid"] in on_b for a in worker.actors), (worker.actors, sorted(on_b))
 
     def b_holds_runs(owned: dict[str, list[str]]) -> bool:
         # Read node b's processes now, not at the start: on a loaded machine the actor the
@@ -378,12 +392,101 @@ async def test_a_killed_node_loses_no_run_and_repeats_no_effect(
     again, stalled = _check_exactly_once(
         threads, applied, attempts, await _attempts_by_thread(store), killed
     )
+    # The actor pinned to node b cannot restart there: once Ray declares it dead the pool
+    # makes a new one on a live node, and small batches are dealt to two actors again.
+    capacity_back = await _two_actors_again(
+        store, (pg_dsn, effects_schema), f"{tag}x", killed, KILL_RUNS
+    )
     print(
         f"\nnode b killed ({len(killed)} processes) holding {len(victims)} runs: all re-owned "
         f"after {recovered:.2f}s, the batch done {finished:.2f}s after the kill; "
         f"{again} effect bodies ran again (in flight at the kill), {stalled} after a lapsed "
-        "lease; 0 applied twice"
+        f"lease; 0 applied twice; two actors again {capacity_back:.1f}s after the batch"
     )
+
+
+async def _two_actors_again(
+    store: RunStore,
+    effects: tuple[str, str],
+    tag: str,
+    killed: set[int],
+    done_before: int,
+    timeout: float = 150,
+) -> float:
+    """Submit batches of 20 until one is run by two live actors, none of them killed;
+    returns the seconds that took."""
+    started = time.perf_counter()
+    total = done_before
+    for round_ in itertools.count():
+        await _submit(store, 20, f"{tag}{round_}")
+        total += 20
+        counts = await _wait_done(store, total, timeout=60)
+        assert counts.get("succeeded") == total, counts
+        _, attempts = _effects(*effects, f"{tag}{round_}")
+        pids = {pid for tries in attempts.values() for pid in tries}
+        assert not pids & killed, (pids, killed)
+        if len(pids) == 2:
+            return time.perf_counter() - started
+        assert time.perf_counter() - started < timeout, "the pool never had two actors again"
+    raise AssertionError  # itertools.count() does not end
+
+
+HOLD_NODE_B = """
+import time, ray
+ray.init(_node_ip_address="127.0.0.1", log_to_driver=False)
+@ray.remote(num_cpus=2, resources={"node_b": 1})
+class Hold:
+    def ping(self):
+        return 1
+hold = Hold.remote()
+ray.get(hold.ping.remote())
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+def test_an_actor_pinned_to_a_full_node_is_placed_elsewhere(
+    ray_cluster: LocalRayCluster, pg_socket_dsn: str, pg_schema: str
+) -> None:
+    """The pool pins an actor to the node hosting fewest of its actors, worker nodes first
+    (node b here); when b has no CPU free (another driver's actor holds both), the actor
+    gets no answer in ``--place-timeout`` and is made again without a pin, on the head."""
+    holder = ray_cluster.driver(
+        [sys.executable, "-c", HOLD_NODE_B],
+        name="holder",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        said: list[str] = []
+        while "holding" not in said:  # Ray logs a line or two first
+            line = holder.stdout.readline()
+            assert line, f"the holder exited: {said}"
+            said.append(line.strip())
+        running = _start_worker(
+            ray_cluster,
+            [
+                f"--backend={pg_socket_dsn}",
+                f"--schema={pg_schema}",
+                "--actors=1",
+                "--actor-cpus=1",
+                "--place-timeout=3",
+                f"--name=t{uuid.uuid4().hex[:8]}",
+                "--node-ip-address=127.0.0.1",
+            ],
+        )
+        try:
+            (actor,) = running.actors
+            assert any("did not start on its node" in line for line in running.seen), running.seen
+            assert actor["pid"] in ray_cluster.processes("head"), actor
+            assert actor["pid"] not in ray_cluster.processes("b"), actor
+        finally:
+            _stop_worker(ray_cluster, running)
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
 
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "fleet.py"

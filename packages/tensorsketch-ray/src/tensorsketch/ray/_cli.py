@@ -85,6 +85,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pool-size", type=_positive(int), default=8, help="store connections per actor (8)"
     )
+    parser.add_argument(
+        "--place-timeout",
+        type=_positive(float),
+        default=60.0,
+        help="seconds an actor waits for room on the node it is pinned to before it is "
+        "placed anywhere (60)",
+    )
     parser.add_argument("--name", default="default", help="pool name (actors attach by it)")
     parser.add_argument("--node-ip-address", help="this process's address as Ray sees it")
     parser.add_argument(
@@ -131,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
             actor_resources=args.actor_resources,
             prefetch=args.prefetch,
             node_ip_address=args.node_ip_address,
+            place_timeout=args.place_timeout,
         )
     except (ValueError, RayFleetError) as exc:
         print(f"tensorsketch worker: {exc}", file=sys.stderr)
