@@ -1,5 +1,5 @@
 """The pool's pieces that need no cluster: dealing runs, what is claimable, the spec and DSN
-checks, the ``tensorsketch worker`` command's refusals."""
+checks, the ``tensorsketch worker`` command's refusals, which node an actor is pinned to."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import socket
 import subprocess
 import sys
 import time
+from typing import Any
 
 import pytest
 
-from tensorsketch.ray import RayFleetError, WorkerSpec, backend_from_dsn
+from tensorsketch.ray import RayFleetError, WorkerPool, WorkerSpec, _pool, backend_from_dsn
 from tensorsketch.ray._pool import _claimable, spread
 from tensorsketch.ray.testing import unix_socket_dsn
 from tensorsketch.runtime.backends.runs import RunRecord
@@ -86,6 +87,14 @@ def test_the_worker_command_is_registered_and_refuses_bad_input() -> None:
     assert "PostgreSQL" in refused.stderr and "Traceback" not in refused.stderr
     missing = cli("worker", "app:agent", "--backend", "postgresql://postgres@/db")
     assert missing.returncode == 2 and "--ray" in missing.stderr
+    never = cli(
+        "worker",
+        "app:agent",
+        "--ray=auto",
+        "--backend=postgresql://postgres@/db",
+        "--place-timeout=0",
+    )
+    assert never.returncode == 2 and "--place-timeout" in never.stderr
 
 
 def test_a_graph_a_node_cannot_import_says_where_the_code_must_be() -> None:
@@ -95,3 +104,38 @@ def test_a_graph_a_node_cannot_import_says_where_the_code_must_be() -> None:
         load_graph("no_such_module_on_this_node:agent")
     with pytest.raises(RayFleetError, match="not MODULE:ATTR"):
         load_graph("just_a_module")
+
+
+def test_actors_are_pinned_to_the_fitting_node_that_hosts_fewest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The choice alone, over a node list standing in for ``ray.nodes()`` (the pinning
+    itself, on a real two-node cluster, is what test_fleet.py checks)."""
+    ids = {"h": "1" * 56, "b": "2" * 56, "small": "3" * 56, "dead": "4" * 56}  # Ray checks hex
+    name = {v: k for k, v in ids.items()}
+
+    def node(node_id: str, head: bool = False, **resources: float) -> dict[str, Any]:
+        extra = {"node:__internal_head__": 1.0} if head else {}
+        return {"NodeID": node_id, "Alive": True, "Resources": {**resources, **extra}}
+
+    nodes = [
+        node(ids["h"], head=True, CPU=2.0),
+        node(ids["b"], CPU=2.0, workers=1.0),
+        node(ids["small"], CPU=0.5, workers=1.0),
+        {**node(ids["dead"], CPU=8.0), "Alive": False},
+    ]
+    monkeypatch.setattr(_pool.ray, "nodes", lambda: nodes)
+    spec = WorkerSpec(graph="app:agent", backend="postgresql://postgres@/db")
+
+    pool = WorkerPool(spec, address="auto", actors=3, actor_cpus=1)
+    pins = [name[pool._placement(i).node_id] for i in range(3)]
+    assert pins == ["b", "h", "b"]  # worker nodes first, then whoever hosts fewest
+    assert name[pool._placement(1).node_id] == "h"  # placing again ignores its own old pin
+    assert pool._placement(0).soft is False
+
+    grouped = WorkerPool(
+        spec, address="auto", actors=2, actor_cpus=0, actor_resources={"workers": 1}
+    )
+    assert [name[grouped._placement(i).node_id] for i in range(2)] == ["b", "small"]
+    huge = WorkerPool(spec, address="auto", actors=1, actor_cpus=4)
+    assert huge._placement(0) == "SPREAD"  # nothing fits: Ray decides (and may wait)
