@@ -377,6 +377,7 @@ class AsyncRunner:
         stored, created = await self.store.create(record)
         if created:
             self._notify(stored)
+            self._known[stored.run_id] = stored  # _begin starts from it: one read fewer
             self._spawn(stored.run_id, new=True)
         return stored, created
 
@@ -707,7 +708,11 @@ class AsyncRunner:
     async def _begin(self, run_id: str, *, takeover: bool) -> RunRecord | None:
         """Move the run to ``running`` under this owner (from queued, or back from suspended),
         remembering where its thread stood the first time."""
-        seen = await self.get(run_id)
+        # A run this runner just created or claimed starts from that record (a stale one only
+        # loses the compare-and-set below and is read again); any other is read first.
+        seen = self._known.pop(run_id, None)
+        if seen is None or seen.status != "queued" or seen.owner != self.owner:
+            seen = await self.get(run_id)
         latest = await self.backend.latest_checkpoint(seen.thread_id)
         latest_id = latest.checkpoint_id if latest is not None else ""
         first_seq = seen.first_seq

@@ -52,6 +52,7 @@ class FleetRunner(AsyncRunner):
             if claimed is None:
                 return None
             self._notify(claimed)
+            self._known[run_id] = claimed  # the run starts from it (see AsyncRunner._begin)
             self._spawn(run_id, takeover=True)
             return run_id
 
