@@ -137,5 +137,7 @@ def test_actors_are_pinned_to_the_fitting_node_that_hosts_fewest(
         spec, address="auto", actors=2, actor_cpus=0, actor_resources={"workers": 1}
     )
     assert [name[grouped._placement(i).node_id] for i in range(2)] == ["b", "small"]
+    with pytest.raises(ValueError, match="place_timeout"):
+        WorkerPool(spec, address="auto", place_timeout=0)
     huge = WorkerPool(spec, address="auto", actors=1, actor_cpus=4)
     assert huge._placement(0) == "SPREAD"  # nothing fits: Ray decides (and may wait)

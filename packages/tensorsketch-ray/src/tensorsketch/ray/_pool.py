@@ -109,6 +109,9 @@ class WorkerPool:
         if type(actors) is not int or actors < 1:
             msg = f"`actors` must be an int >= 1, got {actors!r}."
             raise ValueError(msg)
+        if not place_timeout > 0:
+            msg = f"`place_timeout` must be > 0 seconds, got {place_timeout!r}."
+            raise ValueError(msg)
         if not actor_cpus >= 0:
             msg = f"`actor_cpus` must be >= 0, got {actor_cpus!r}."
             raise ValueError(msg)
@@ -176,8 +179,8 @@ class WorkerPool:
 
         The pin is hard: Ray's soft node affinity was seen to put both actors of a two-node
         pool on one node in 4 of 9 starts. A hard pin has two consequences the pool handles:
-        an actor whose node dies cannot be restarted there, so Ray declares it dead and
-        :meth:`_loads` makes a new one (placed again, on a live node); and an actor pinned to
+        an actor whose node dies cannot be restarted there, so Ray reports it unschedulable
+        and :meth:`_loads` makes a new one (placed again, on a live node); and an actor pinned to
         a node without room waits for it, so :meth:`start` re-creates one that has not
         answered after ``place_timeout`` with no pin at all.
         """
