@@ -81,15 +81,18 @@ class Charge(Node):
             return inp.item * 7
 
         value = await ctx.step("charge", charge)
-        (log / "done").mkdir(exist_ok=True)
-        (log / "done" / str(inp.item)).touch()
+        # Per thread: the in-process run of the same items must not mark the shipped ones
+        # done (it did, and the kill then hit siblings whose effects were still in flight).
+        done = log / "done" / (ctx.thread_id or "in-process")
+        done.mkdir(parents=True, exist_ok=True)
+        (done / str(inp.item)).touch()
         marker = log / "killed"
         on_a_worker = not os.environ.get("TS_RAY_NODE", "/driver").endswith("/driver")
         if inp.item == KILLER and on_a_worker and not marker.exists():
             # Wait until every sibling of this batch has journaled its effect (on the
             # ledger), so the kill hits a batch with finished effects, not one in flight.
             first = inp.item - inp.item % BATCH
-            siblings = [log / "done" / str(i) for i in range(first, first + BATCH)]
+            siblings = [done / str(i) for i in range(first, first + BATCH)]
             deadline = time.monotonic() + 60
             # Polling files: the siblings are tasks of this loop, but the test sees files.
             while not all(s.exists() for s in siblings) and time.monotonic() < deadline:  # noqa: ASYNC110

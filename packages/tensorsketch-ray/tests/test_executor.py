@@ -79,5 +79,6 @@ def test_a_batch_whose_worker_is_killed_is_retried_without_repeating_effects(
     # effect ran once in each.
     assert report["runs"] == 2
     assert report["items_per_run"] == [1000, 1000]
+    print("REPORT", json.dumps(report))
     assert report["max_effects_per_item"] == 1, report
     assert report["killer_journaled"], "the killed attempt's effect reached the journal"
