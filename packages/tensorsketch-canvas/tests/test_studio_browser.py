@@ -271,10 +271,67 @@ def test_paints_support_router(studio: Studio) -> None:
     page.screenshot(path=str(IMAGES / "studio-support-router.png"))
 
 
-def test_dynamic_route_is_a_stub(tmp_path: Path, browser: Browser) -> None:
-    """The example as shipped routes without a mapping: a `route → ?` stub, no invented edges."""
+def test_dynamic_route_draws_the_targets_its_code_names(tmp_path: Path, browser: Browser) -> None:
+    """The example as shipped routes without a mapping, but ``route``'s own code names where
+    it goes: one dotted ``route?`` wire to each of Billing, Tech and Fallback, selected (and
+    deleted) together as the one ``conditional(...)`` call they are."""
     path = tmp_path / "support_router.py"
     shutil.copy(EXAMPLE, path)
+    original = path.read_text(encoding="utf-8")
+    with StudioServer(path, port=0, project=tmp_path) as server:
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(server.url)
+        page.wait_for_function("window.__studio && window.__studio.paints > 0")
+        expect(page.locator("g.box.stub")).to_have_count(0)
+        wires = page.locator('g.wire.dynamic[data-source="Classify"]')
+        assert wires.count() == 3
+        targets = sorted(wires.nth(i).get_attribute("data-target") or "" for i in range(3))
+        assert targets == ["Billing", "Fallback", "Tech"]
+        labels = page.evaluate(
+            "[...document.querySelectorAll('#labels .edge-label')].map((e) => e.textContent)"
+        )
+        assert labels == ["route?", "route?", "route?"]
+        for name in ("Billing", "Tech", "Fallback"):  # laid out a rank after Classify
+            assert studio_layer(page, name) > studio_layer(page, "Classify")
+        wires.first.click(force=True)
+        expect(page.locator("#inspector h3")).to_have_text("Classify → Billing | Tech | Fallback")
+        expect(page.locator("#inspector")).to_contain_text(
+            "route can route to Billing, Tech or Fallback (read from its code"
+        )
+        assert page.locator("g.wire.dynamic.selected").count() == 3
+        page.keyboard.press("Delete")
+        expect(page.locator("g.wire.dynamic")).to_have_count(0)
+        assert '.conditional("Classify", route)' not in path.read_text(encoding="utf-8")
+        page.click("#undo")
+        expect(page.locator("g.wire.dynamic")).to_have_count(3)
+        assert path.read_text(encoding="utf-8") == original
+        page.close()
+        assert not errors, errors
+
+
+def studio_layer(page: Page, name: str) -> float:
+    """The x of a node's box on the page (the layout runs left to right)."""
+    box = page.locator(f'g.box[data-id="{name}"]').bounding_box()
+    assert box is not None
+    return box["x"]
+
+
+#: The example with a routing function whose targets only the run knows.
+OPAQUE = EXAMPLE.read_text(encoding="utf-8").replace(
+    '    return {"billing": "Billing", "tech": "Tech"}.get(state.intent, "Fallback")',
+    '    return ROUTES.get(state.intent, "Fallback")',
+)
+
+
+def test_dynamic_route_the_code_does_not_spell_out_is_a_stub(
+    tmp_path: Path, browser: Browser
+) -> None:
+    """A routing function whose targets the code does not name: a `route → ?` stub, no
+    invented edges."""
+    path = tmp_path / "support_router.py"
+    path.write_text(OPAQUE, encoding="utf-8")
     with StudioServer(path, port=0, project=tmp_path) as server:
         page = browser.new_page(viewport={"width": 1400, "height": 800})
         page.goto(server.url)
@@ -557,7 +614,7 @@ def test_undo_and_redo_of_deletions_rewrite_the_file(studio: Studio) -> None:
 
 def test_route_stub_can_be_deleted_and_restored(tmp_path: Path, browser: Browser) -> None:
     path = tmp_path / "support_router.py"
-    shutil.copy(EXAMPLE, path)
+    path.write_text(OPAQUE, encoding="utf-8")
     original = path.read_text(encoding="utf-8")
     with StudioServer(path, port=0, project=tmp_path) as server:
         page = browser.new_page(viewport={"width": 1400, "height": 800})

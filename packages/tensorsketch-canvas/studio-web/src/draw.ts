@@ -184,13 +184,14 @@ export function drawWire(svg: SVGSVGElement, scene: Scene, wire: Wire, selected:
   const g = el("g", {
     class: `wire ${wire.style}${selected ? " selected" : ""}`,
     "data-source": e.kind === "join" ? wire.from : e.source ?? "",
-    "data-target": e.target ?? "",
+    // a dynamic route's wires each end at a node its code names (a stub: no target)
+    "data-target": e.kind === "dynamic" && !wire.to.startsWith("stub:") ? wire.to : e.target ?? "",
     "data-kind": e.kind,
     "data-index": wire.index,
   });
   const solid = wire.style === "solid" || wire.style === "join"; // a join: solid, heavier, labelled "join"
   const color = selected ? COLORS.select : solid ? COLORS.ink : wire.style === "custom" ? COLORS.custom : COLORS.cond;
-  const dash = solid ? undefined : wire.style === "custom" ? [2, 5] : [8, 6];
+  const dash = solid ? undefined : wire.style === "custom" ? [2, 5] : wire.style === "dynamic" ? [3, 6] : [8, 6];
   const weight = (selected ? 2.6 : 1.6) + (wire.style === "join" ? 0.9 : 0);
   const rs = r(svg);
   const sd = seed(wire.id + (e.target ?? ""));

@@ -75,6 +75,12 @@ export function edgeLabel(edge: EdgeIR): string | null {
   return null;
 }
 
+/** A dynamic route's wires: the routing function's name (a lambda is just "lambda"). */
+export function routeLabel(edge: EdgeIR): string {
+  const path = edge.path ?? "route";
+  return /^[A-Za-z_][A-Za-z0-9_.]*$/.test(path) ? `${path}?` : "lambda?";
+}
+
 export function displayName(id: string): string {
   return id === START ? "START" : id === END ? "END" : id;
 }
@@ -103,6 +109,15 @@ export function buildScene(graph: GraphIR, saved: Record<string, XY>): Scene {
     }
     if (edge.kind === "dynamic" || edge.target === null) {
       if (!src) return;
+      const routes = edge.kind === "dynamic" ? edge.routes ?? null : null;
+      if (routes && routes.length && routes.every((to) => boxes.has(to))) {
+        // the routing function's code names where it can go: one dotted wire to each
+        const label = routeLabel(edge);
+        routes.forEach((to, k) => {
+          wires.push({ id: `w${index}.${k}`, edge, index, from: src, to, label, loop: src === to, style: "dynamic" });
+        });
+        return;
+      }
       const id = `stub:${index}`;
       const label = `${edge.path ?? "route"} → ?`;
       boxes.set(id, { id, kind: "stub", x: 0, y: 0, w: Math.ceil(textWidth(label, PORT_PX) + 28), h: 32, text: [label] });

@@ -588,6 +588,15 @@ async function redo(): Promise<void> {
 $("undo").addEventListener("click", () => void undo());
 $("redo").addEventListener("click", () => void redo());
 
+/** What the side panel says of a dynamic route: where its code can send the run, if known. */
+function dynamicHint(e: EdgeIR): string {
+  const path = e.path ?? "the routing function";
+  const routes = (e.routes ?? []).map(displayName);
+  if (!routes.length) return `dynamic: ${path} picks the next node when it runs`;
+  const list = routes.length === 1 ? routes[0] : `${routes.slice(0, -1).join(", ")} or ${routes[routes.length - 1]}`;
+  return `dynamic: ${path} can route to ${list} (read from its code; no mapping to edit)`;
+}
+
 function removeEdgeOp(e: EdgeIR): EditOp {
   if (e.kind === "join") return { op: "remove_edge", args: { source: (e.sources ?? [])[0], target: e.target, join: true } };
   const args: Record<string, unknown> = { source: e.source, target: e.target };
@@ -744,8 +753,8 @@ function renderInspectorBody(): void {
     if (!e) return void (box.hidden = true);
     box.hidden = false;
     box.append(
-      h("h3", {}, `${e.kind === "join" ? `[${(e.sources ?? []).map(displayName).join(", ")}]` : displayName(e.source ?? "?")} → ${displayName(e.target ?? "?")}`),
-      h("p", { className: "hint" }, e.kind === "conditional" ? `conditional: ${e.path ?? ""} → ${e.label ?? ""}` : e.kind === "join" ? `join: ${displayName(e.target ?? "?")} runs once after all of these have run` : e.kind),
+      h("h3", {}, `${e.kind === "join" ? `[${(e.sources ?? []).map(displayName).join(", ")}]` : displayName(e.source ?? "?")} → ${e.target === null && e.routes?.length ? e.routes.map(displayName).join(" | ") : displayName(e.target ?? "?")}`),
+      h("p", { className: "hint" }, e.kind === "conditional" ? `conditional: ${e.path ?? ""} → ${e.label ?? ""}` : e.kind === "join" ? `join: ${displayName(e.target ?? "?")} runs once after all of these have run` : e.kind === "dynamic" ? dynamicHint(e) : e.kind),
       h("button", { className: "danger", id: "delete-edge", disabled: state.readOnly, onclick: () => void perform(removeEdgeOp(e)) }, e.kind === "sequential" ? "delete edge (Del)" : e.kind === "join" ? "delete join (Del)" : "delete route (Del)"),
     );
     return;

@@ -34,6 +34,7 @@ export interface EdgeIR {
   branch: "conditional" | "router" | "loop" | null;
   code: string | null;
   sources?: string[] | null; // a join's nodes to wait for (source is null)
+  routes?: string[] | null; // dynamic: where its routing function's code says it can go
 }
 
 export interface GraphIR {

@@ -8,6 +8,7 @@ imports and ``raise Hole(...)`` bodies are all fine.
 from __future__ import annotations
 
 from tensorsketch.canvas._classes import NodeClass, find_node_classes
+from tensorsketch.canvas._routes import module_functions, possible_routes
 from tensorsketch.canvas._source import ParsedSource, parse_source
 from tensorsketch.canvas._wiring import GraphModel, find_graphs
 from tensorsketch.canvas.exceptions import GraphNotFoundError
@@ -66,8 +67,7 @@ def select(models: list[GraphModel], graph: str | None) -> GraphModel:
 
 
 def build_ir(src: ParsedSource, model: GraphModel, classes: dict[str, NodeClass]) -> GraphIR:
-    """Fold a graph's wiring items into its GraphIR."""
-    del src  # the items already carry every piece of text the IR needs
+    """Fold a graph's wiring items into its GraphIR (and read where its dynamic routes go)."""
     nodes: list[NodeIR] = []
     edges: list[EdgeIR] = []
     for item in model.items:
@@ -87,11 +87,18 @@ def build_ir(src: ParsedSource, model: GraphModel, classes: dict[str, NodeClass]
                 )
             )
         edges.extend(item.edges)
+    edges = [clone(e) for e in edges]
+    dynamic = [edge for edge in edges if edge.kind == "dynamic"]
+    if dynamic:
+        functions = module_functions(src.module)
+        names = {node.name for node in nodes}
+        for edge in dynamic:
+            edge.routes = possible_routes(functions, edge.path, names)
     return GraphIR(
         name=model.name,
         state=model.state,
         nodes=nodes,
-        edges=[clone(e) for e in edges],
+        edges=edges,
         style=model.style,
         interrupt_before=_copy(model.breakpoints.get("interrupt_before", [])),
         interrupt_after=_copy(model.breakpoints.get("interrupt_after", [])),

@@ -154,7 +154,12 @@ class EdgeIR:
       A loop is two conditional edges: ``label="repeat"`` back to the node and
       ``label="exit"`` to where it continues; its ``path`` is the ``until`` predicate.
     - ``dynamic``: a routing function whose targets are decided at run time (no mapping, a
-      ``Send`` fan-out); ``target`` is ``None`` — the engine never invents one.
+      ``Send`` fan-out); ``target`` is ``None`` — the engine never invents one. ``routes``
+      lists the nodes (or ``END``) the function's own code says it can return, when every one
+      of its ``return`` statements spells them out (``return "Tech"``, a literal dict's
+      ``.get(key, "Fallback")``, ``Send("Worker", x)``, a ``Literal[...]`` return type), else
+      ``None``. It is read from the code for the picture only: never written back, not part
+      of ``==``.
     - ``join``: a wait-for-all join, ``edge(["A", "B"], "C")`` or ``[a, b] >> c``: ``target``
       runs once after every node in ``sources`` (two or more, in the order written) has run.
       ``source`` is ``None``: a join has no one source (it is one element of the wiring, drawn
@@ -174,6 +179,7 @@ class EdgeIR:
     branch: BranchKind | None = None
     code: str | None = None
     sources: list[str] | None = None
+    routes: list[str] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.kind not in _EDGE_KINDS:
@@ -196,6 +202,7 @@ class EdgeIR:
             "branch": self.branch,
             "code": self.code,
             "sources": None if self.sources is None else list(self.sources),
+            "routes": None if self.routes is None else list(self.routes),
         }
 
     @classmethod
@@ -204,7 +211,7 @@ class EdgeIR:
             data,
             where,
             required=("source",),
-            optional=("target", "kind", "path", "label", "branch", "code", "sources"),
+            optional=("target", "kind", "path", "label", "branch", "code", "sources", "routes"),
         )
         kind = obj.get("kind", "sequential")
         if kind not in _EDGE_KINDS:
@@ -223,6 +230,7 @@ class EdgeIR:
             branch=cast("BranchKind | None", branch),
             code=_opt_str(obj, "code", where),
             sources=_opt_names(obj, "sources", where),
+            routes=_opt_names(obj, "routes", where),
         )
 
 
@@ -296,6 +304,8 @@ class GraphIR:
             copied = clone(edge)
             if edge.sources is not None:
                 copied.sources = list(edge.sources)
+            if edge.routes is not None:
+                copied.routes = list(edge.routes)
             new.edges.append(copied)
         new.added = list(self.added)
         if self.interrupt_before is not None:
@@ -398,6 +408,7 @@ class GraphIR:
                 "branch": {"enum": [*sorted(_BRANCH_KINDS), None]},
                 "code": nullable_str,
                 "sources": {"type": ["array", "null"], "items": {"type": "string"}},
+                "routes": {"type": ["array", "null"], "items": {"type": "string"}},
             },
             "required": ["source"],
             "additionalProperties": False,

@@ -22,12 +22,22 @@ def _ids(ir: GraphIR) -> dict[str, str]:
 
 
 def _pairs(edge: EdgeIR) -> Iterator[tuple[str | None, str | None]]:
-    """The drawn lines of an edge: one, or one from each source of a join."""
+    """The drawn lines of an edge: one, one from each source of a join, or one to each
+    node a dynamic route's code can return."""
     if edge.kind == "join":
         for name in edge.sources or ():
             yield name, edge.target
+    elif edge.kind == "dynamic" and edge.routes:
+        for name in edge.routes:
+            yield edge.source, name
     else:
         yield edge.source, edge.target
+
+
+def _route_label(edge: EdgeIR) -> str:
+    """A dynamic route's wires: the routing function's name (a lambda is just "lambda")."""
+    path = edge.path or "route"
+    return f"{path}?" if path.replace(".", "_").isidentifier() else "lambda?"
 
 
 def _mermaid_text(text: str) -> str:
@@ -38,7 +48,7 @@ def to_mermaid(ir: GraphIR) -> str:
     """``flowchart TD``: nodes boxed (holes dashed), conditional edges dashed with labels."""
     ids = _ids(ir)
     lines = ["flowchart TD"]
-    used = {e.source for e in ir.edges} | {e.target for e in ir.edges}
+    used = {name for edge in ir.edges for pair in _pairs(edge) for name in pair}
     if START in used:
         lines.append(f"    {ids[START]}((START))")
     for node in ir.nodes:
@@ -63,6 +73,9 @@ def to_mermaid(ir: GraphIR) -> str:
             label = edge.label if edge.label is not None else (edge.path or "")
             text = f'|"{_mermaid_text(label)}"|' if label else ""
             lines.append(f"    {src} -.->{text} {ids[edge.target]}")
+        elif edge.kind == "dynamic" and edge.routes and all(n in ids for n in edge.routes):
+            label = _mermaid_text(_route_label(edge))
+            lines.extend(f'    {src} -.->|"{label}"| {ids[name]}' for name in edge.routes)
         elif edge.kind == "dynamic":
             dynamic += 1
             lines.append(f"    dyn{dynamic}{{{{?}}}}")
