@@ -354,6 +354,9 @@ def test_browse_a_recorded_thread(router: Studio, page: Page) -> None:
     _pick(page, classify.id)
     expect(page.locator('.dbg-mark.ran[data-node="Classify"]')).to_have_count(1)
     expect(page.locator('.dbg-mark.next[data-node="Billing"]')).to_have_count(1)
+    # the route it took, over the wire route's code names: Classify -> Billing, nothing else
+    expect(page.locator('.dbg-route[data-from="Classify"][data-to="Billing"]')).to_have_count(1)
+    expect(page.locator(".dbg-route")).to_have_count(1)
     expect(page.locator('.dbg-channel.changed[data-channel="intent"]')).to_have_count(1)
     # replay Classify on its recorded input: what it returns now
     page.click('[data-replay="Classify"]')

@@ -1,9 +1,10 @@
 // The selected checkpoint on the canvas: a ring and a tag on every node that ran in its
-// superstep, a dashed ring on the nodes that run next, the pending Sends and the errors.
+// superstep, a dashed ring on the nodes that run next, the pending Sends and the errors, and
+// the wires the run took from one to the other.
 import rough from "roughjs";
 import type { RoughSVG } from "roughjs/bin/svg";
 import { nodeBadges } from "../badges";
-import { el, seed } from "../draw";
+import { el, seed, wireGeom } from "../draw";
 import { textWidth, type Box, type Scene } from "../layout";
 import type { CheckpointDetail } from "./types";
 
@@ -38,6 +39,7 @@ export function drawMarks(svg: SVGSVGElement, layer: SVGGElement, scene: Scene |
   for (const e of cp.errors) if (e.node) errors.set(e.node, e.error);
   const sends = new Map<string, unknown[]>();
   for (const s of cp.sends) (sends.get(s.node) ?? sends.set(s.node, []).get(s.node)!).push(s.arg);
+  drawTaken(layer, scene, cp, sends);
   const names = new Set<string>([...cp.ran, ...cp.next, ...sends.keys(), ...errors.keys()]);
   for (const name of names) {
     const box = scene.boxes.get(name);
@@ -56,6 +58,19 @@ export function drawMarks(svg: SVGSVGElement, layer: SVGGElement, scene: Scene |
     }
     const kind = failed ? "error" : ran ? "ran" : "next";
     layer.append(mark(box, kind, tags));
+  }
+}
+
+/** Over each wire from a node that ran to one that runs next, the route this run took:
+ * which of a router's targets it picked, drawn in the colour of "next". */
+function drawTaken(layer: SVGGElement, scene: Scene, cp: CheckpointDetail, sends: Map<string, unknown[]>): void {
+  const seen = new Set<string>();
+  for (const wire of scene.wires) {
+    const key = `${wire.from}\u0000${wire.to}`;
+    if (seen.has(key) || !cp.ran.includes(wire.from) || !(cp.next.includes(wire.to) || sends.has(wire.to))) continue;
+    seen.add(key);
+    const g = el("g", { class: "dbg-route", "data-from": wire.from, "data-to": wire.to, "pointer-events": "none" }, layer);
+    g.appendChild(rc!.path(wireGeom(scene, wire).path, { seed: seed(key) + 5, roughness: 0.8, bowing: 0.5, stroke: MARK.next, strokeWidth: 3.2 }));
   }
 }
 
