@@ -294,7 +294,7 @@ def test_dynamic_route_draws_the_targets_its_code_names(tmp_path: Path, browser:
         )
         assert labels == ["route?", "route?", "route?"]
         for name in ("Billing", "Tech", "Fallback"):  # laid out a rank after Classify
-            assert studio_layer(page, name) > studio_layer(page, "Classify")
+            assert box_x(page, name) > box_x(page, "Classify")
         wires.first.click(force=True)
         expect(page.locator("#inspector h3")).to_have_text("Classify → Billing | Tech | Fallback")
         expect(page.locator("#inspector")).to_contain_text(
@@ -311,7 +311,7 @@ def test_dynamic_route_draws_the_targets_its_code_names(tmp_path: Path, browser:
         assert not errors, errors
 
 
-def studio_layer(page: Page, name: str) -> float:
+def box_x(page: Page, name: str) -> float:
     """The x of a node's box on the page (the layout runs left to right)."""
     box = page.locator(f'g.box[data-id="{name}"]').bounding_box()
     assert box is not None
