@@ -11,7 +11,7 @@ the code might not take.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable
 
 import libcst as cst
 
@@ -100,7 +100,7 @@ def _literal_annotation(returns: cst.Annotation | None) -> list[str | None] | No
     return out
 
 
-def _returns(body: cst.BaseSuite) -> Iterator[cst.BaseExpression | None]:
+def _returns(body: cst.BaseSuite) -> list[cst.BaseExpression | None]:
     """Every ``return`` value of a function body, skipping nested functions and classes
     (``None`` for a bare ``return``)."""
     found: list[cst.BaseExpression | None] = []
@@ -120,7 +120,7 @@ def _returns(body: cst.BaseSuite) -> Iterator[cst.BaseExpression | None]:
             return False
 
     body.visit(Visitor())
-    yield from found
+    return found
 
 
 def _values(expr: cst.BaseExpression) -> list[str | None] | None:
@@ -144,10 +144,10 @@ def _values(expr: cst.BaseExpression) -> list[str | None] | None:
 
 
 def _union(*exprs: cst.BaseExpression) -> list[str | None] | None:
-    return _elements(iter(exprs))
+    return _elements(exprs)
 
 
-def _elements(exprs: Iterator[cst.BaseExpression]) -> list[str | None] | None:
+def _elements(exprs: Iterable[cst.BaseExpression]) -> list[str | None] | None:
     out: list[str | None] = []
     for expr in exprs:
         got = _values(expr)
