@@ -138,17 +138,119 @@ def test_sync_helpers_run_their_statements_on_the_calling_thread(tmp_path: Path)
     assert {u[2] for u in backend.units} == {threading.get_ident()}
 
     async def from_a_running_loop() -> None:
-        # Inside a running loop the helper reads on a thread of its own, never the loop's.
+        # Inside a running loop (a notebook cell) get_state reads on the calling thread,
+        # which waits for it either way; get_history takes a thread of its own.
         backend.units.clear()
         assert COUNTER.get_state("t", backend) == out
         (unit,) = backend.units
-        assert unit[2] not in worker_threads | {threading.get_ident()}
+        assert unit[2] == threading.get_ident()
+        backend.units.clear()
+        assert len(COUNTER.get_history("t", backend)) == 4
+        assert {u[2] for u in backend.units}.isdisjoint(worker_threads | {threading.get_ident()})
         backend.units.clear()
         assert await COUNTER.aget_state("t", backend) == out
         assert {u[2] for u in backend.units} <= worker_threads
 
     asyncio.run(from_a_running_loop())
     asyncio.run(backend.aclose())
+
+
+class FlakySqlite(SqliteBackend):
+    """Fails its next unit of work as a dropped connection would."""
+
+    fail_next = False
+
+    def _submit_sync(self, queries: Any, transaction: bool, durable: bool) -> list[Any]:
+        if self.fail_next:
+            self.fail_next = False
+            raise OSError("disk I/O error (simulated)")
+        return super()._submit_sync(queries, transaction, durable)
+
+
+class AsyncOnlySqlite(SqliteBackend):
+    """A subclass that runs its statements its own way (as PostgresBackend does)."""
+
+    async def submit(self, queries: Any, *, transaction: bool = False, durable: bool = True) -> Any:
+        return self._submit_sync(queries, transaction, durable)
+
+
+def test_sync_get_state_reads_without_an_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the backend is set up, ``get_state`` from plain code is the query and the fold:
+    no loop is created and no thread started. Before that, and wherever the blocking read
+    cannot answer, it takes the async path and returns the same state."""
+    import threading
+
+    path = tmp_path / "runs.db"
+    backend = FlakySqlite(path)
+    out = asyncio.run(COUNTER.invoke({"path": str(path)}, thread_id="t", backend=backend))
+    fresh = SqliteBackend(path)
+    assert fresh.read_chain_blocking("t") is None  # not set up yet: the async path sets it up
+    assert COUNTER.get_state("t", fresh) == out
+    assert fresh.read_chain_blocking("t") is not None
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the blocking read created a loop or a thread")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(asyncio, "new_event_loop", refuse)
+        patched.setattr(threading.Thread, "start", refuse)
+        for where in (backend, fresh):
+            state = COUNTER.get_state("t", where)
+            assert state == out and state is not None
+            assert state.n == 3
+        assert COUNTER.get_state("no-such-thread", backend) is None
+
+    backend.fail_next = True  # unreachable on the blocking read: the async path retries
+    assert COUNTER.get_state("t", backend) == out
+    assert not backend.fail_next
+
+    other = AsyncOnlySqlite(path)
+    asyncio.run(other.list_threads())  # set up
+    assert other.read_chain_blocking("t") is None
+    assert COUNTER.get_state("t", other) == out
+    for b in (backend, fresh, other):
+        asyncio.run(b.aclose())
+    assert fresh.read_chain_blocking("t") is None  # closed: the async path reopens
+
+
+def test_sync_get_state_falls_back_when_a_base_hint_is_lost(tmp_path: Path) -> None:
+    """A row whose ``base_id`` hint is gone makes the chain query stop short; the blocking
+    read then hands over to the async read, which folds from the whole thread."""
+    path = tmp_path / "runs.db"
+    backend = SqliteBackend(path, threaded=False)
+    out = asyncio.run(COUNTER.invoke({"path": str(path)}, thread_id="t", backend=backend))
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "UPDATE tensorsketch_checkpoints SET base_id = NULL WHERE position = "
+            "(SELECT MAX(position) FROM tensorsketch_checkpoints)"
+        )
+    chain = backend.read_chain_blocking("t")
+    assert chain is not None and len(chain) == 1  # the chain stops at the latest row
+    assert COUNTER.get_state("t", backend) == out
+    asyncio.run(backend.aclose())
+
+
+def test_memory_backend_reads_without_a_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tensorsketch.runtime.backends import InMemoryBackend
+
+    backend = InMemoryBackend()
+    app = Graph(Count).add(Bump).edge(START, "Bump").loop("Bump", until=lambda s: s.n >= 2)
+    out = asyncio.run(app.compile().invoke({}, thread_id="m", backend=backend))
+    monkeypatch.setattr(asyncio, "new_event_loop", lambda: pytest.fail("created a loop"))
+    assert app.compile().get_state("m", backend) == out
+
+
+class Bump(Node):
+    class In(Schema):
+        n: int
+
+    class Out(Schema):
+        n: int
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        return self.Out(n=inp.n + 1)
 
 
 async def test_file_uses_wal_and_the_chosen_sync_level(tmp_path: Path) -> None:

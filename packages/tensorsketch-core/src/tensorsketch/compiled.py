@@ -12,10 +12,12 @@ from tensorsketch import threads
 from tensorsketch._state_input import state_writes
 from tensorsketch._validate import breakpoint_nodes, suggest
 from tensorsketch.durable import (
+    NEEDS_LOOP,
     RunJournal,
     load_chain,
     load_page,
     read_checkpoint,
+    read_checkpoint_blocking,
     validated_values,
 )
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, ExecutorError
@@ -478,8 +480,13 @@ class CompiledGraph(Generic[S]):
         return state
 
     def get_state(self, thread_id: str, backend: Backend) -> S | None:
-        """Sync form of :meth:`aget_state` (runs the read on a private loop if needed)."""
-        return _run_sync(self.aget_state(thread_id, backend))
+        """Sync form of :meth:`aget_state`: on the calling thread where the backend can read
+        without an event loop (SQLite, memory), else on a private loop."""
+        _check_thread_id(thread_id)
+        latest = read_checkpoint_blocking(backend, thread_id)
+        if latest is NEEDS_LOOP:
+            return _run_sync(self.aget_state(thread_id, backend))
+        return None if latest is None else self._state_at(latest)
 
     def get_history(
         self,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import hashlib
 import itertools
 import json
@@ -28,7 +29,7 @@ import warnings
 import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 from pydantic_core import from_json
@@ -55,14 +56,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORMAT_VERSION",
+    "NEEDS_LOOP",
     "Checkpoint",
     "CheckpointInfo",
+    "NeedsLoop",
     "Position",
     "RunJournal",
     "describe_checkpoints",
     "load_chain",
     "load_page",
     "read_checkpoint",
+    "read_checkpoint_blocking",
     "validated_values",
 ]
 
@@ -675,6 +679,29 @@ async def read_checkpoint(
         everything = await backend.list_checkpoints(thread_id)
         rebuilt = _rebuild(backend, everything, checkpoint_id).complete()
     return rebuilt.checkpoint
+
+
+class NeedsLoop(enum.Enum):
+    """What :func:`read_checkpoint_blocking` returns when the read must be awaited."""
+
+    NEEDS_LOOP = "needs-loop"
+
+
+NEEDS_LOOP: Literal[NeedsLoop.NEEDS_LOOP] = NeedsLoop.NEEDS_LOOP
+
+
+def read_checkpoint_blocking(
+    backend: Backend, thread_id: str, checkpoint_id: str | None = None
+) -> Checkpoint | Literal[NeedsLoop.NEEDS_LOOP] | None:
+    """:func:`read_checkpoint` on the calling thread, with no event loop, where the backend
+    can answer that way (:meth:`Backend.read_chain_blocking`); :data:`NEEDS_LOOP` where it
+    cannot, or where the chain needs the whole thread (a lost base hint): await
+    :func:`read_checkpoint` then."""
+    stored = backend.read_chain_blocking(thread_id, checkpoint_id)
+    if stored is None:
+        return NEEDS_LOOP
+    rebuilt = _rebuild(backend, stored, checkpoint_id)
+    return NEEDS_LOOP if rebuilt.incomplete else rebuilt.checkpoint
 
 
 def _apply_changes(

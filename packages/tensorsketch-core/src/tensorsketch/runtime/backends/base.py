@@ -163,6 +163,19 @@ class Backend(ABC):
                 return rows[: index + 1]  # the chain ends at the checkpoint asked for
         return []
 
+    def read_chain_blocking(
+        self, thread_id: str, checkpoint_id: str | None = None
+    ) -> list[StoredCheckpoint] | None:
+        """:meth:`read_chain` answered on the calling thread without an event loop, or
+        ``None`` when this backend cannot (the default; the caller then awaits
+        :meth:`read_chain`).
+
+        Optional. The sync ``get_state`` uses it so a read from plain code (a script, a
+        notebook cell inside a running loop) costs the query and the fold, not a loop's
+        setup and teardown; a backend whose driver blocks anyway (SQLite) offers it.
+        """
+        return None
+
     # -- the effect journal -----------------------------------------------------------------
 
     @abstractmethod

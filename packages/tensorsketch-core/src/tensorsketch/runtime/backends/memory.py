@@ -64,6 +64,11 @@ class InMemoryBackend(Backend):
     async def read_chain(
         self, thread_id: str, checkpoint_id: str | None = None
     ) -> list[StoredCheckpoint]:
+        return self.read_chain_blocking(thread_id, checkpoint_id)
+
+    def read_chain_blocking(
+        self, thread_id: str, checkpoint_id: str | None = None
+    ) -> list[StoredCheckpoint]:
         with self._lock:
             rows = self._checkpoints.get(thread_id, [])
             positions = self._positions.get(thread_id, {})

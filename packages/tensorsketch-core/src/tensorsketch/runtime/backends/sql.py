@@ -556,6 +556,24 @@ class SqlBackend(Backend):
         rows = (await self._run("reading a checkpoint", [q], idempotent=True))[0]
         return [_checkpoint(thread_id, row) for row in rows]
 
+    def read_chain_blocking(
+        self, thread_id: str, checkpoint_id: str | None = None
+    ) -> list[StoredCheckpoint] | None:
+        """The chain read on the calling thread, as a sync helper's private loop would run it
+        (:meth:`submit`). ``None`` (take the async path) before the schema is set up, for a
+        subclass whose statements do not run through the blocking driver, and when the
+        database cannot be reached: the async path retries that and reports it."""
+        if not self._ready or type(self).submit is not SqlBackend.submit:
+            return None
+        q = self._chain_query(thread_id, checkpoint_id)
+        try:
+            rows = self._submit_sync([q], False, True)[0]
+        except Exception as exc:
+            if self.is_unavailable(exc):
+                return None
+            raise
+        return [_checkpoint(thread_id, row) for row in rows]
+
     # -- the effect journal -----------------------------------------------------------------
 
     async def record_effect(self, thread_id: str, key: str, value: bytes) -> None:
