@@ -37,9 +37,10 @@ DISTS = [
 ]
 META = "tensorsketch"
 # What `pip install tensorsketch` must bring (SPEC-NOTES "Packaging"): every first-party
-# distribution, with the extras that pull in the provider SDKs, MCP, the OTel bridge and the
-# a2a-sdk (serving)...
+# distribution, with the extras that pull in ormsgpack (MsgpackSerializer), the provider SDKs,
+# MCP, the OTel bridge and the a2a-sdk (serving)...
 META_DEFAULT_EXTRAS = {
+    "tensorsketch-core": {"msgpack"},
     "tensorsketch-providers": {"all"},
     "tensorsketch-interop": {"all"},
     "tensorsketch-serve": {"a2a"},

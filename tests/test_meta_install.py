@@ -1,7 +1,7 @@
 """`pip install tensorsketch` is the one install where everything works (SPEC-NOTES
 "Packaging"): from the built wheels into a fresh venv, an agent runs on every vendor provider
-(the real SDKs, against the providers tests' local wire server), and MCP, the OTel bridge,
-serving and the canvas import."""
+(the real SDKs, against the providers tests' local wire server), and msgpack checkpoints, MCP,
+the OTel bridge, serving and the canvas import."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ from tensorsketch import create_agent, tool
 from tensorsketch.messages import ToolCall
 
 import tensorsketch.providers.openai, tensorsketch.providers.anthropic, tensorsketch.providers.google
-for name in ["mcp", "tensorsketch.interop.mcp", "tensorsketch.observability.otel", "tensorsketch.serve", "tensorsketch.serve.a2a", "tensorsketch.canvas",
+for name in ["ormsgpack", "mcp", "tensorsketch.interop.mcp", "tensorsketch.observability.otel", "tensorsketch.serve", "tensorsketch.serve.a2a", "tensorsketch.canvas",
              "tensorsketch.eval", "tensorsketch.runtime.backends"]:
     importlib.import_module(name)
 

@@ -22,8 +22,10 @@ FIRST_PARTY = [
 #: which a single-process deployment never needs (`tensorsketch[ray]` opts in).
 OPT_IN = {"tensorsketch-ray"}
 #: Extras the plain install takes (SPEC-NOTES "Packaging": `pip install tensorsketch` is the one
-#: install where everything works): every provider SDK, MCP, the OTel bridge and A2A serving.
+#: install where everything works): msgpack checkpoints, every provider SDK, MCP, the OTel
+#: bridge and A2A serving.
 DEFAULT_EXTRAS = {
+    "tensorsketch-core": "msgpack",
     "tensorsketch-providers": "all",
     "tensorsketch-interop": "all",
     "tensorsketch-serve": "a2a",

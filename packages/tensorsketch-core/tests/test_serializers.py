@@ -1,5 +1,6 @@
-"""``JsonSerializer`` round-trips every type it claims to store, however deeply nested, and
-turns whatever is not its own format into ``CheckpointDecodeError``."""
+"""``JsonSerializer`` and ``MsgpackSerializer`` round-trip every type they claim to store,
+however deeply nested, and turn whatever is not their format into ``CheckpointDecodeError``
+(the msgpack-only cases are in test_serializer_msgpack)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from tensorsketch.errors import CheckpointDecodeError
-from tensorsketch.serializers import JsonSerializer
+from tensorsketch.serializers import JsonSerializer, MsgpackSerializer
+
+#: Each round-trip test runs on both formats.
+BOTH = pytest.mark.parametrize(
+    "codec_type", [JsonSerializer, MsgpackSerializer], ids=["json", "msgpack"]
+)
 
 
 class Colour(enum.Enum):
@@ -69,15 +75,21 @@ _values = st.recursive(
 )
 
 
+@BOTH
 @settings(max_examples=300, deadline=None)
 @given(_values)
-def test_every_supported_value_round_trips(value: Any) -> None:
-    codec = JsonSerializer()
+def test_every_supported_value_round_trips(
+    codec_type: type[JsonSerializer | MsgpackSerializer], value: Any
+) -> None:
+    codec = codec_type()
     assert codec.loads(codec.dumps(value)) == value
 
 
-def test_tagged_keys_and_nested_models_come_back_as_their_types() -> None:
-    codec = JsonSerializer()
+@BOTH
+def test_tagged_keys_and_nested_models_come_back_as_their_types(
+    codec_type: type[JsonSerializer | MsgpackSerializer],
+) -> None:
+    codec = codec_type()
     value = {(1, "a"): [Card(name="x", tags=("t",), colour=Colour.BLUE)], 2: {frozenset({1})}}
     back = codec.loads(codec.dumps(value))
     assert back == value
@@ -103,8 +115,11 @@ def test_what_is_not_our_format_is_a_decode_error(data: bytes, match: str) -> No
         JsonSerializer().loads(data)
 
 
-def test_decimal_and_uuid_keep_their_exact_values() -> None:
-    codec = JsonSerializer()
+@BOTH
+def test_decimal_and_uuid_keep_their_exact_values(
+    codec_type: type[JsonSerializer | MsgpackSerializer],
+) -> None:
+    codec = codec_type()
     value = [decimal.Decimal("0.1000"), uuid.UUID(int=7), dt.timedelta(microseconds=1)]
     assert codec.loads(codec.dumps(value)) == value
     assert str(codec.loads(codec.dumps(value))[0]) == "0.1000"
@@ -131,8 +146,11 @@ def test_timedeltas_written_as_float_seconds_still_load() -> None:
     assert JsonSerializer().loads(old) == dt.timedelta(seconds=90, microseconds=500_000)
 
 
-def test_strings_that_look_like_the_tag_are_plain_data() -> None:
-    codec = JsonSerializer()
+@BOTH
+def test_strings_that_look_like_the_tag_are_plain_data(
+    codec_type: type[JsonSerializer | MsgpackSerializer],
+) -> None:
+    codec = codec_type()
     for value in ({"a": "$t", "b": ["$t", {"$t": "x"}]}, ["$t"], "$t", {"$t": ("tuple",)}):
         assert codec.loads(codec.dumps(value)) == value
 
@@ -251,17 +269,23 @@ def _same_types(a: Any, b: Any) -> bool:
     return True
 
 
+@BOTH
 @settings(max_examples=300, deadline=None)
 @given(_rich)
-def test_nested_mixtures_of_every_supported_type_round_trip_exactly(value: Any) -> None:
-    codec = JsonSerializer()
+def test_nested_mixtures_of_every_supported_type_round_trip_exactly(
+    codec_type: type[JsonSerializer | MsgpackSerializer], value: Any
+) -> None:
+    codec = codec_type()
     back = codec.loads(codec.dumps(value))
     assert back == value
     assert _same_types(back, value)
 
 
-def test_dataclasses_come_back_without_running_init() -> None:
-    codec = JsonSerializer()
+@BOTH
+def test_dataclasses_come_back_without_running_init(
+    codec_type: type[JsonSerializer | MsgpackSerializer],
+) -> None:
+    codec = codec_type()
     value = [
         Point(1, 2.5, "a"),
         FrozenTag("t", frozenset({"x"})),
@@ -281,8 +305,11 @@ def test_dataclasses_come_back_without_running_init() -> None:
         back[1].name = "changed"  # still frozen
 
 
-def test_int_and_str_enums_keep_their_type() -> None:
-    codec = JsonSerializer()
+@BOTH
+def test_int_and_str_enums_keep_their_type(
+    codec_type: type[JsonSerializer | MsgpackSerializer],
+) -> None:
+    codec = codec_type()
     value = {"level": Level.HIGH, "mode": Mode.FAST, Level.LOW: [Perm.R | Perm.W]}
     back = codec.loads(codec.dumps(value))
     assert back == value
@@ -290,8 +317,11 @@ def test_int_and_str_enums_keep_their_type() -> None:
     assert next(k for k in back if k != "level" and k != "mode") is Level.LOW
 
 
-def test_a_dataclass_added_field_takes_its_default_and_unknown_fields_are_refused() -> None:
-    codec = JsonSerializer()
+@BOTH
+def test_a_dataclass_added_field_takes_its_default_and_unknown_fields_are_refused(
+    codec_type: type[JsonSerializer | MsgpackSerializer],
+) -> None:
+    codec = codec_type()
     old = json.dumps({"$t": "dataclass", "c": _qualified(Slotted), "v": {"items": [1]}}).encode()
     assert codec.loads(old) == Slotted([1], set())
     missing = json.dumps({"$t": "dataclass", "c": _qualified(Point), "v": {}}).encode()
@@ -370,8 +400,11 @@ def test_deep_nesting_is_a_decode_error_not_a_recursion_error(opener: str) -> No
         JsonSerializer().loads(data)
 
 
-def test_huge_strings_decode_as_data_and_keep_error_messages_short() -> None:
-    codec = JsonSerializer()
+@BOTH
+def test_huge_strings_decode_as_data_and_keep_error_messages_short(
+    codec_type: type[JsonSerializer | MsgpackSerializer],
+) -> None:
+    codec = codec_type()
     big = "x" * 20_000_000
     assert codec.loads(codec.dumps({"s": big, "t": (big[:10],)}))["s"] == big
     data = json.dumps({"$t": "model", "c": "m:" + big, "v": {}}).encode()
@@ -419,8 +452,11 @@ class Aliased(BaseModel):
     item_count: int = Field(default=0, alias="N")
 
 
-def test_models_with_aliased_fields_round_trip() -> None:
-    codec = JsonSerializer()
+@BOTH
+def test_models_with_aliased_fields_round_trip(
+    codec_type: type[JsonSerializer | MsgpackSerializer],
+) -> None:
+    codec = codec_type()
     value = {"a": Aliased(userName="ada", N=3), "b": [Aliased(userName="bob")]}
     back = codec.loads(codec.dumps(value))
     assert back == value

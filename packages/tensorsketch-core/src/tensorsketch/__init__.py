@@ -72,6 +72,7 @@ _LAZY: dict[str, str] = {
     "SqliteBackend": "tensorsketch.runtime.backends.sqlite",
     "Checkpoint": "tensorsketch.durable",
     "JsonSerializer": "tensorsketch.serializers",
+    "MsgpackSerializer": "tensorsketch.serializers",
     "PickleSerializer": "tensorsketch.serializers",
     "Serializer": "tensorsketch.serializers",
     # tools and messages
@@ -199,6 +200,7 @@ if TYPE_CHECKING:
     from tensorsketch.runtime.backends.memory import InMemoryBackend as InMemoryBackend
     from tensorsketch.runtime.backends.sqlite import SqliteBackend as SqliteBackend
     from tensorsketch.serializers import JsonSerializer as JsonSerializer
+    from tensorsketch.serializers import MsgpackSerializer as MsgpackSerializer
     from tensorsketch.serializers import PickleSerializer as PickleSerializer
     from tensorsketch.serializers import Serializer as Serializer
     from tensorsketch.structured_output import generate_structured as generate_structured

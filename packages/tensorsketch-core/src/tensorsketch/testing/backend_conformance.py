@@ -57,6 +57,7 @@ from tensorsketch.runtime.backends.base import (
 from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.runtime.backends.runs import RunRecord
 from tensorsketch.schema import Schema
+from tensorsketch.serializers import MSGPACK_MAGIC
 from tensorsketch.testing.order import OrderState, order_graph
 from tensorsketch.threads import alist_threads
 
@@ -70,6 +71,10 @@ BYTES_PER_STEP_LIMIT = 2000
 
 def _thread() -> str:
     return f"conf-{uuid.uuid4().hex[:12]}"
+
+
+#: The serializers whose payloads are our tagged JSON / msgpack (crafted rows apply to them).
+_TAGGED = frozenset({"JsonSerializer", "MsgpackSerializer"})
 
 
 def _checkpoint(
@@ -1016,10 +1021,10 @@ class BackendConformance:
         else:
             payload = json.dumps({"v": 99, "changes": {}, "plan": []}).encode()
         bad = StoredCheckpoint(thread, "cp-damaged", good[-1].id, 9, 1.0, payload)
-        if backend.serializer.__class__.__name__ == "JsonSerializer" or damage == "corrupt bytes":
+        if backend.serializer.__class__.__name__ in _TAGGED or damage == "corrupt bytes":
             await backend.save_checkpoint(bad)
         else:
-            pytest.skip("JSON-crafted payloads only apply to the JSON serializer")
+            pytest.skip("JSON-crafted payloads only apply to the JSON and msgpack serializers")
         for _ in range(2):  # the same clear error every time: no crash loop, no busy thread
             with pytest.raises(CheckpointDecodeError) as info:
                 await ORDER_GRAPH.invoke(thread_id=thread, backend=backend)
@@ -1106,8 +1111,8 @@ class BackendConformance:
     async def test_default_serializer_refuses_classes_it_may_not_import(
         self, backend: Backend
     ) -> None:
-        if backend.serializer.__class__.__name__ != "JsonSerializer":
-            pytest.skip("the safety rule is the default JSON serializer's")
+        if backend.serializer.__class__.__name__ not in _TAGGED:
+            pytest.skip("the safety rule is the JSON and msgpack serializers'")
         thread = _thread()
         crafted = [
             {"$t": "model", "c": "evil_module_not_imported:Payload", "v": {}},
@@ -1143,9 +1148,37 @@ class BackendConformance:
             await backend.aclose()
 
     @pytest.mark.asyncio
+    async def test_msgpack_by_name_stores_msgpack_and_reads_json_rows(
+        self, backend_factory: BackendFactory
+    ) -> None:
+        backend = backend_factory(serializer="msgpack")
+        try:
+            assert backend.describe()["serializer"] == "msgpack"
+            thread = _thread()
+            out = await CHAT_GRAPH.invoke({"limit": 20}, thread_id=thread, backend=backend)
+            stored = await backend.list_checkpoints(thread)
+            assert stored and all(s.payload[:1] == MSGPACK_MAGIC for s in stored)
+            assert await CHAT_GRAPH.aget_state(thread, backend) == out
+            assert [
+                len(c.values["messages"]) for c in await CHAT_GRAPH.aget_history(thread, backend)
+            ] == list(range(21))
+            # A row written as JSON (the store used the JSON serializer before) reads back.
+            switched = _thread()
+            changes = {
+                "messages": ["set", [{"role": "user", "content": "hi"}]],
+                "turns": ["set", 1],
+            }
+            row = json.dumps({"v": 1, "base": True, "changes": changes, "plan": []}).encode()
+            await backend.save_checkpoint(_checkpoint(switched, 0, row))
+            state = await CHAT_GRAPH.aget_state(switched, backend)
+            assert state is not None and (state.turns, state.messages[0]["content"]) == (1, "hi")
+        finally:
+            await backend.aclose()
+
+    @pytest.mark.asyncio
     async def test_json_default_refuses_what_it_cannot_store(self, backend: Backend) -> None:
-        if backend.serializer.__class__.__name__ != "JsonSerializer":
-            pytest.skip("the default JSON serializer's rule")
+        if backend.serializer.__class__.__name__ not in _TAGGED:
+            pytest.skip("the JSON and msgpack serializers' rule")
         with pytest.raises(TypeError, match="serializer='pickle'"):
             await OPAQUE_GRAPH.invoke({"box": Opaque(1)}, thread_id=_thread(), backend=backend)
 

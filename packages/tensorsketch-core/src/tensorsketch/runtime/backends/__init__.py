@@ -17,7 +17,12 @@ from tensorsketch.runtime.backends.base import (
     ThreadOpening,
 )
 from tensorsketch.runtime.backends.memory import InMemoryBackend
-from tensorsketch.serializers import JsonSerializer, PickleSerializer, Serializer
+from tensorsketch.serializers import (
+    JsonSerializer,
+    MsgpackSerializer,
+    PickleSerializer,
+    Serializer,
+)
 
 _HINTS = {  # class -> requirement, from the one install-hint table
     "PostgresBackend": _INSTALL_HINTS["tensorsketch.runtime.backends.postgres"],
@@ -50,6 +55,7 @@ __all__ = [
     "Backend",
     "InMemoryBackend",
     "JsonSerializer",
+    "MsgpackSerializer",
     "PickleSerializer",
     "Serializer",
     "StoredCheckpoint",
