@@ -11,7 +11,6 @@ import re
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -146,13 +145,6 @@ def test_import_tensorsketch_does_not_load_ormsgpack() -> None:
 
 
 # -- hostile msgpack ------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def canary(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "canary"
-    yield path
-    assert not path.exists(), "a hostile payload ran code"
 
 
 @pytest.mark.parametrize("kind", ["model", "enum", "dataclass"])

@@ -13,7 +13,6 @@ import re
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -353,13 +352,6 @@ def test_a_class_a_load_could_not_find_is_refused_when_written() -> None:
 
 def _qualified(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
-
-
-@pytest.fixture
-def canary(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "canary"
-    yield path
-    assert not path.exists(), "a hostile payload ran code"
 
 
 @pytest.mark.parametrize("kind", ["model", "enum", "dataclass"])
