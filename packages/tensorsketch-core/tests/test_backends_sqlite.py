@@ -238,8 +238,40 @@ def test_memory_backend_reads_without_a_loop(monkeypatch: pytest.MonkeyPatch) ->
     backend = InMemoryBackend()
     app = Graph(Count).add(Bump).edge(START, "Bump").loop("Bump", until=lambda s: s.n >= 2)
     out = asyncio.run(app.compile().invoke({}, thread_id="m", backend=backend))
-    monkeypatch.setattr(asyncio, "new_event_loop", lambda: pytest.fail("created a loop"))
-    assert app.compile().get_state("m", backend) == out
+    with monkeypatch.context() as patched:
+        patched.setattr(asyncio, "new_event_loop", lambda: pytest.fail("created a loop"))
+        assert app.compile().get_state("m", backend) == out
+
+
+def test_a_subclass_that_reads_its_chain_its_own_way_is_awaited(tmp_path: Path) -> None:
+    """A backend subclass overriding ``read_chain`` keeps its override on the sync path."""
+    from tensorsketch.runtime.backends import InMemoryBackend
+    from tensorsketch.runtime.backends.base import StoredCheckpoint
+
+    reads: list[str] = []
+
+    class Audited(InMemoryBackend):
+        async def read_chain(
+            self, thread_id: str, checkpoint_id: str | None = None
+        ) -> list[StoredCheckpoint]:
+            reads.append(thread_id)
+            return await super().read_chain(thread_id, checkpoint_id)
+
+    class AuditedSqlite(SqliteBackend):
+        async def read_chain(
+            self, thread_id: str, checkpoint_id: str | None = None
+        ) -> list[StoredCheckpoint]:
+            reads.append(thread_id)
+            return await super().read_chain(thread_id, checkpoint_id)
+
+    app = Graph(Count).add(Bump).edge(START, "Bump").loop("Bump", until=lambda s: s.n >= 2)
+    for backend in (Audited(), AuditedSqlite(tmp_path / "audited.db")):
+        out = asyncio.run(app.compile().invoke({}, thread_id="a", backend=backend))
+        reads.clear()
+        assert backend.read_chain_blocking("a") is None
+        assert app.compile().get_state("a", backend) == out
+        assert reads == ["a"]
+        asyncio.run(backend.aclose())
 
 
 class Bump(Node):

@@ -64,11 +64,16 @@ class InMemoryBackend(Backend):
     async def read_chain(
         self, thread_id: str, checkpoint_id: str | None = None
     ) -> list[StoredCheckpoint]:
-        return self.read_chain_blocking(thread_id, checkpoint_id)
+        return self._chain(thread_id, checkpoint_id)
 
     def read_chain_blocking(
         self, thread_id: str, checkpoint_id: str | None = None
-    ) -> list[StoredCheckpoint]:
+    ) -> list[StoredCheckpoint] | None:
+        if type(self).read_chain is not InMemoryBackend.read_chain:
+            return None  # a subclass reads its chain its own way: await it
+        return self._chain(thread_id, checkpoint_id)
+
+    def _chain(self, thread_id: str, checkpoint_id: str | None) -> list[StoredCheckpoint]:
         with self._lock:
             rows = self._checkpoints.get(thread_id, [])
             positions = self._positions.get(thread_id, {})

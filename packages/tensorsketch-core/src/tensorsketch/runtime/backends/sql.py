@@ -561,9 +561,14 @@ class SqlBackend(Backend):
     ) -> list[StoredCheckpoint] | None:
         """The chain read on the calling thread, as a sync helper's private loop would run it
         (:meth:`submit`). ``None`` (take the async path) before the schema is set up, for a
-        subclass whose statements do not run through the blocking driver, and when the
-        database cannot be reached: the async path retries that and reports it."""
-        if not self._ready or type(self).submit is not SqlBackend.submit:
+        subclass whose statements do not run through the blocking driver or that reads its
+        chain its own way, and when the database cannot be reached: the async path retries
+        that and reports it."""
+        cls = type(self)
+        if not self._ready or (cls.submit, cls.read_chain) != (
+            SqlBackend.submit,
+            SqlBackend.read_chain,
+        ):
             return None
         q = self._chain_query(thread_id, checkpoint_id)
         try:
