@@ -238,7 +238,7 @@ async def test_cli_report_diff_and_show(tmp_path: Path, capsys: pytest.CaptureFi
 
     assert main(["trace", "report", str(a)]) == 0
     out = capsys.readouterr().out
-    assert "Run: " in out and "1 model calls" in out
+    assert "Run: " in out and "1 model call, 0 tool calls, 0 errors" in out
     assert "node:Work" in out and "model:m" in out
 
     assert main(["trace", "report", str(a), "--json"]) == 0

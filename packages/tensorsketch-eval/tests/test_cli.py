@@ -145,3 +145,129 @@ def test_subprocess_sandbox_from_the_command_line(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "1/1" in done.stdout
+
+
+# -- QA regressions ---------------------------------------------------------------------------
+
+
+def test_subprocess_sandbox_takes_the_agent_from_the_suite_file(tmp_path: Path) -> None:
+    # no --agent: the child process imports the file's `agent` by 'file.py:agent'
+    done = tensorsketch(
+        "eval",
+        str(SUITE),
+        "--sandbox",
+        "subprocess",
+        "--trials",
+        "1",
+        "--no-progress",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "1/1" in done.stdout and "error" not in done.stderr
+
+
+def test_an_unknown_require_metric_is_refused_before_any_trial_runs(tmp_path: Path) -> None:
+    done = tensorsketch(
+        "eval", str(SUITE), "--require", "nosuch=1", "--out", str(tmp_path / "out"), cwd=tmp_path
+    )
+    assert done.returncode == 2
+    assert "nosuch" in done.stderr and "pass_pow_k" in done.stderr and "mean_cost" in done.stderr
+    assert "suite capitals" not in done.stdout  # no table: nothing ran ...
+    assert not (tmp_path / "out").exists()  # ... and no records were started
+    bad_value = tensorsketch("eval", str(SUITE), "--require", "pass_pow_k=1.0.0", cwd=tmp_path)
+    assert bad_value.returncode == 2 and "METRIC=VALUE" in bad_value.stderr
+
+
+def test_compare_and_harvest_have_their_own_help(tmp_path: Path) -> None:
+    compare = tensorsketch("eval", "compare", "--help", cwd=tmp_path)
+    assert compare.returncode == 0, compare.stderr
+    assert "usage: tensorsketch eval compare" in compare.stdout
+    assert "BEFORE.jsonl" in compare.stdout and "AFTER.jsonl" in compare.stdout
+    assert "--trials" not in compare.stdout and "--sandbox" not in compare.stdout
+    harvest = tensorsketch("eval", "harvest", "-h", cwd=tmp_path)
+    assert harvest.returncode == 0, harvest.stderr
+    assert "usage: tensorsketch eval harvest" in harvest.stdout
+    assert "TRACE.jsonl" in harvest.stdout and "--name" in harvest.stdout
+    assert "--trials" not in harvest.stdout
+    general = tensorsketch("eval", "--help", cwd=tmp_path)
+    assert "--trials" in general.stdout and "eval compare --help" in general.stdout
+
+
+def test_retry_failed_keeps_the_stored_runs_trial_count(tmp_path: Path) -> None:
+    first = tensorsketch(
+        "eval",
+        str(SUITE),
+        "--trials",
+        "4",
+        "--out",
+        str(tmp_path / "a"),
+        "--no-progress",
+        "--concurrency",
+        "1",
+        cwd=tmp_path,
+        env={"TS_EVAL_WRONG": "RRW"},  # france: trial 2 fails, trial 3 passes
+    )
+    assert first.returncode == 0 and "3/4" in first.stdout
+    retried = tensorsketch(
+        "eval",
+        str(SUITE),
+        "--retry-failed",
+        str(tmp_path / "a" / "capitals.jsonl"),
+        "--out",
+        str(tmp_path / "b"),
+        "--no-progress",
+        cwd=tmp_path,
+    )
+    assert retried.returncode == 0, retried.stderr
+    assert "4/4" in retried.stdout and "3/3" not in retried.stdout
+    records = [json.loads(x) for x in (tmp_path / "b" / "capitals.jsonl").read_text().splitlines()]
+    assert sum(r["type"] == "trial" for r in records) == 12
+    assert records[-1]["meta"]["retried"] == 1  # only france's trial 2 ran again
+
+
+def test_the_table_marks_unpriced_costs_and_names_a_missing_suite_plainly(
+    tmp_path: Path,
+) -> None:
+    done = tensorsketch("eval", str(SUITE), "--trials", "1", "--no-progress", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "UNPRICED" in done.stdout and "0.000000" not in done.stdout
+    missing = tensorsketch("eval", str(SUITE), "--suite", "nope", cwd=tmp_path)
+    assert missing.returncode == 2
+    assert "named nope" in missing.stderr and "['nope']" not in missing.stderr
+    assert "capitals" in missing.stderr  # the suites it does define
+
+
+def test_trace_report_counts_one_tool_call_in_the_singular(tmp_path: Path) -> None:
+    script = (
+        "import asyncio, sys; sys.path.insert(0, sys.argv[1]); import capitals_suite as s\n"
+        "from tensorsketch import FileTracer\n"
+        "async def main():\n"
+        "    with FileTracer(sys.argv[2]) as tracer:\n"
+        "        await s.agent.invoke({'query': 'Capital of Peru?'}, tracer=tracer)\n"
+        "asyncio.run(main())\n"
+    )
+    trace = tmp_path / "run.jsonl"
+    subprocess.run(
+        [sys.executable, "-c", script, str(SUITE.parent), str(trace)], check=True, timeout=60
+    )
+    done = tensorsketch("trace", "report", str(trace), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "1 tool call," in done.stdout and "1 tool calls" not in done.stdout
+
+
+def test_retry_failed_refuses_another_suites_results_before_running(tmp_path: Path) -> None:
+    stored = tmp_path / "capitals.jsonl"
+    stored.write_text(json.dumps({"type": "report", "suite": "capitals", "case_results": []}))
+    (tmp_path / "other.py").write_text(
+        f"import sys; sys.path.insert(0, {str(SUITE.parent)!r})\n"
+        "import capitals_suite as base\n"
+        "from tensorsketch.eval import Suite\n"
+        "agent = base.agent\n"
+        "other = Suite('other', list(base.capitals.cases))\n"
+    )
+    done = tensorsketch(
+        "eval", "other.py", "--retry-failed", str(stored), "--out", "out", cwd=tmp_path
+    )
+    assert done.returncode == 2
+    assert "holds suite 'capitals'" in done.stderr and "other" in done.stderr
+    assert not (tmp_path / "out").exists()

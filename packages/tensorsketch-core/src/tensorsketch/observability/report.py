@@ -96,6 +96,11 @@ class ModelUsage:
         return self.unpriced_calls == 0
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 tool call``, ``2 tool calls``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 @dataclass(slots=True)
 class RunReport:
     """What one trace file says about a run (or several runs written to one file)."""
@@ -123,9 +128,9 @@ class RunReport:
     def render(self, *, top: int | None = None) -> str:
         s = self.summary
         lines = [
-            f"Run: {s['duration_ms']:.1f} ms, {s['spans']} spans, {s['model_calls']} model "
-            f"calls, {s['tool_calls']} tool calls, {s['errors']} errors"
-            + (f" ({self.runs} runs)" if self.runs != 1 else ""),
+            f"Run: {s['duration_ms']:.1f} ms, {_count(s['spans'], 'span')}, "
+            f"{_count(s['model_calls'], 'model call')}, {_count(s['tool_calls'], 'tool call')}, "
+            f"{_count(s['errors'], 'error')}" + (f" ({self.runs} runs)" if self.runs != 1 else ""),
             f"Tokens: {s['input_tokens']} in / {s['output_tokens']} out; "
             f"cost ${s['cost_usd']:.6f}"
             + (" (excluding unpriced models)" if self.unpriced_models else ""),

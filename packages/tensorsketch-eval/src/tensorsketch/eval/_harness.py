@@ -23,7 +23,7 @@ from tensorsketch.eval._trial import Grade, Trial
 from tensorsketch.eval.exceptions import EvalError
 from tensorsketch.observability.memory import InMemoryTracer
 
-__all__ = ["ProgressEvent", "evaluate", "grade_trial"]
+__all__ = ["ProgressEvent", "evaluate", "grade_trial", "planned_trials"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +97,29 @@ def _check_options(
 _Plan = list[tuple[Case, list[_Pinned], int]]
 
 
+def planned_trials(
+    cases: Iterable[Case], trials: int | None, k: int | None, retry: Report | None
+) -> dict[str, tuple[int, int | None]]:
+    """Each case's number of trials and its k. ``trials`` / ``k`` override the case's own; on a
+    retry, a case the stored run has keeps that run's trial count and k (so a run made with
+    ``trials=4`` is retried as four trials, its passing ones kept), unless overridden."""
+    stored = {c.name: c for c in retry.cases} if retry is not None else {}
+    planned: dict[str, tuple[int, int | None]] = {}
+    for case in cases:
+        old = stored.get(case.name)
+        if old is not None and old.trials:
+            n = trials or max(t.index for t in old.trials) + 1
+            planned[case.name] = (n, k or (min(old.k, n) if old.k else case.k))
+        else:
+            planned[case.name] = (trials or case.trials, k or case.k)
+    return planned
+
+
 def _plan(
-    cases: list[Case], trials: int | None, k: int | None, retry: Report | None
+    cases: list[Case],
+    planned: dict[str, tuple[int, int | None]],
+    k: int | None,
+    retry: Report | None,
 ) -> tuple[_Plan, dict[tuple[str, int], TrialResult]]:
     """The trials to run (graders resolved and pinned now, before any runs) and, on a retry,
     the passing trials kept from the stored run."""
@@ -106,7 +127,7 @@ def _plan(
     kept: dict[tuple[str, int], TrialResult] = {}
     previous = {(t.case, t.index): t for t in retry.trials} if retry is not None else {}
     for case in cases:
-        n = trials or case.trials
+        n = planned[case.name][0]
         if k is not None and k > n:
             msg = (
                 f"evaluate(k={k}) exceeds the {n} trials of case {case.name!r}; run more "
@@ -150,13 +171,16 @@ async def evaluate(
         and recorded as failed.
     :param trials: / ``k``: override every case's ``trials`` / ``k``.
     :param retry: a previous report of this suite: only its failed trials run again, its
-        passing ones are kept (what ``--retry-failed`` does).
+        passing ones are kept (what ``--retry-failed`` does). A case keeps the stored run's
+        number of trials and k unless ``trials`` / ``k`` override them; a case the stored run
+        lacks runs all its own trials.
     :param on_trial: called after each trial with a :class:`ProgressEvent` (progress bars).
     """
     _check_options(concurrency, timeout, trials, k)
     name, cases = _cases_of(suite)
     box = sandbox or InProcessSandbox()
-    plan, kept = _plan(cases, trials, k, retry)
+    planned = planned_trials(cases, trials, k, retry)
+    plan, kept = _plan(cases, planned, k, retry)
     total = len(plan) + len(kept)
     gate = asyncio.Semaphore(concurrency)
     results: dict[tuple[str, int], TrialResult] = dict(kept)
@@ -204,10 +228,10 @@ async def evaluate(
             case.name,
             [
                 results[(case.name, i)]
-                for i in range(trials or case.trials)
+                for i in range(planned[case.name][0])
                 if (case.name, i) in results
             ],
-            k or case.k,
+            planned[case.name][1],
         )
         for case in cases
     ]

@@ -13,7 +13,14 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
-from tensorsketch.eval._report import CaseResult, Report, TrialResult
+from tensorsketch.eval._report import (
+    CaseResult,
+    Report,
+    TrialResult,
+    clip,
+    cost_text,
+    mean_cost_text,
+)
 
 #: The stylesheet, inlined into every report.
 CSS = (resources.files("tensorsketch.eval") / "report.css").read_text(encoding="utf-8")
@@ -273,12 +280,13 @@ def _trial_block(trial: TrialResult, *, open_: bool = False) -> str:
         for g in trial.grades
     )
     error = f'<div class="error">{_e(trial.error)}</div>' if trial.error else ""
-    reason = f'<span class="why">{_e(trial.reason[:140])}</span>' if not trial.passed else ""
+    reason = f'<span class="why">{_e(clip(trial.reason, 140))}</span>' if not trial.passed else ""
     return (
         f'<details class="trial {status}"{" open" if open_ else ""}><summary>'
         f'<span class="pill {status}">{status}</span>'
         f"trial {trial.index} · {trial.steps} steps · {trial.latency_ms:.1f} ms · "
-        f"${trial.cost_usd:.6f} {reason}</summary>{error}"
+        f"{cost_text(trial.cost_usd, bool(trial.unpriced_models), dollar=True)} {reason}"
+        f"</summary>{error}"
         f'<table class="grades"><thead><tr><th></th><th>grader</th><th>score</th><th>reason</th>'
         f"</tr></thead><tbody>{grades}</tbody></table>"
         f'<div class="transcript">{_transcript(trial)}</div></details>'
@@ -306,7 +314,7 @@ def _suite_section(report: Report) -> str:
             ),
             _card("pass@k", f"{s['pass_at_k']:.3f}"),
             _card("pass^k", f"{s['pass_pow_k']:.3f}"),
-            _card("mean cost", f"${s['mean_cost']:.5f}"),
+            _card("mean cost", report.mean_cost_text(digits=5)),
             _card("mean latency", f"{s['mean_latency']:.1f} ms"),
             _card("cases · trials", f"{s['cases']} · {s['trials']}"),
             _card("errors", str(s["errors"]), "bad" if s["errors"] else ""),
@@ -320,7 +328,7 @@ def _suite_section(report: Report) -> str:
         f'<td class="num">{c.pass_at_k:.3f}</td><td class="num">{c.pass_pow_k:.3f}</td>'
         f'<td class="num">{_mean_of(c, "steps"):.1f}</td>'
         f'<td class="num">{_mean_of(c, "latency_ms"):.1f}</td>'
-        f'<td class="num">{_mean_of(c, "cost_usd"):.6f}</td></tr>'
+        f'<td class="num">{mean_cost_text(c.trials)}</td></tr>'
         for c in report.cases
     )
     trials = list(report.trials)

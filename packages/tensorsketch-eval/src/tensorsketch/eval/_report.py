@@ -23,6 +23,24 @@ __all__ = ["CaseResult", "Report", "TrialResult", "transcript_of"]
 
 #: Metrics that a gate bounds from above (the rest are rates bounded from below).
 CEILINGS = frozenset({"mean_cost", "mean_latency"})
+#: Every metric a gate (``require(...)``, ``--require``) can bound.
+GATE_METRICS = frozenset({"completion_rate", "pass_at_k", "pass_pow_k", *CEILINGS})
+#: What a cost shows when a model has no price (as ``tensorsketch trace report`` shows it).
+UNPRICED = "UNPRICED"
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, ending in an ellipsis when it was cut."""
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def cost_text(cost: float, unpriced: bool, *, digits: int = 6, dollar: bool = False) -> str:
+    """A USD amount, or ``UNPRICED`` when a model had no price (``0.12+UNPRICED`` when only
+    some calls were priced, so the amount is a lower bound)."""
+    amount = ("$" if dollar else "") + f"{cost:.{digits}f}"
+    if not unpriced:
+        return amount
+    return f"{amount}+{UNPRICED}" if cost else UNPRICED
 
 
 def _plain_args(args: Any) -> Any:
@@ -80,6 +98,8 @@ class TrialResult:
     transcript: list[dict[str, Any]] = field(default_factory=list)
     spans: list[dict[str, Any]] = field(default_factory=list)
     trial: Trial | None = field(default=None, repr=False, compare=False)
+    #: models called without a price: their cost is missing from ``cost_usd``
+    unpriced_models: list[str] = field(default_factory=list)
 
     @classmethod
     def of(cls, trial: Trial, grades: list[Grade], *, keep_spans: bool = True) -> TrialResult:
@@ -103,6 +123,7 @@ class TrialResult:
             transcript=transcript_of(trial),
             spans=trace.to_dicts() if keep_spans else [],
             trial=trial,
+            unpriced_models=trace.unpriced_models,
         )
 
     @property
@@ -136,12 +157,17 @@ class TrialResult:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "trace_id": self.trace_id,
+            "unpriced_models": self.unpriced_models,
             "transcript": self.transcript,
             "spans": self.spans,
         }
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> TrialResult:
+        spans = list(raw.get("spans") or [])
+        unpriced = raw.get("unpriced_models")
+        if unpriced is None:  # a record from before the field: read it off the spans
+            unpriced = Trace.from_dicts(spans).unpriced_models if spans else []
         return cls(
             case=raw.get("case"),
             index=int(raw.get("trial", 0)),
@@ -156,7 +182,8 @@ class TrialResult:
             output_tokens=int(raw.get("output_tokens") or 0),
             trace_id=raw.get("trace_id"),
             transcript=list(raw.get("transcript") or []),
-            spans=list(raw.get("spans") or []),
+            spans=spans,
+            unpriced_models=[str(m) for m in unpriced],
         )
 
 
@@ -209,6 +236,17 @@ def _mean(values: Iterable[float]) -> float:
     return statistics.fmean(found) if found else 0.0
 
 
+def _unpriced(trials: Iterable[TrialResult]) -> list[str]:
+    return list(dict.fromkeys(m for t in trials for m in t.unpriced_models))
+
+
+def mean_cost_text(trials: list[TrialResult], *, digits: int = 6, dollar: bool = False) -> str:
+    """The trials' mean cost as :func:`cost_text` shows it."""
+    return cost_text(
+        _mean(t.cost_usd for t in trials), bool(_unpriced(trials)), digits=digits, dollar=dollar
+    )
+
+
 class Report:
     """The result of :func:`~tensorsketch.eval.evaluate` over a suite."""
 
@@ -252,6 +290,12 @@ class Report:
         return _mean(t.latency_ms for t in self.trials)
 
     @property
+    def unpriced_models(self) -> list[str]:
+        """Models some trial called without a price: their cost is missing from
+        :attr:`mean_cost`."""
+        return _unpriced(self.trials)
+
+    @property
     def errors(self) -> int:
         """Trials whose run raised or timed out (recorded as failed)."""
         return sum(t.error is not None for t in self.trials)
@@ -286,10 +330,9 @@ class Report:
         (USD) and ``mean_latency`` (ms) are ceilings. ``require(pass_pow_k=1.0)`` gates CI
         on every case passing every trial.
         """
-        known = {"completion_rate", "pass_at_k", "pass_pow_k", *CEILINGS}
-        unknown = sorted(set(gates) - known)
+        unknown = sorted(set(gates) - GATE_METRICS)
         if unknown:
-            msg = f"require() got unknown metrics {unknown}; choose from {sorted(known)}."
+            msg = f"require() got unknown metrics {unknown}; choose from {sorted(GATE_METRICS)}."
             raise EvalError(msg)
         failures: dict[str, tuple[float, float]] = {}
         for metric, bound in gates.items():
@@ -304,7 +347,7 @@ class Report:
             ]
             worst = [
                 f"  {c.name}: {c.passes}/{c.n} passed; "
-                + next(t.reason for t in c.trials if not t.passed)[:160]
+                + clip(next(t.reason for t in c.trials if not t.passed), 160)
                 for c in self.cases
                 if c.passes < c.n
             ][:10]
@@ -327,9 +370,9 @@ class Report:
                     f"{case.passes}/{case.n}",
                     f"{case.pass_at_k:.2f}",
                     f"{case.pass_pow_k:.2f}",
-                    f"{_mean(t.cost_usd for t in case.trials):.6f}",
+                    mean_cost_text(case.trials),
                     f"{_mean(t.latency_ms for t in case.trials):.1f}",
-                    (failing.reason[:70] if failing else ""),
+                    (clip(failing.reason, 70) if failing else ""),
                 )
             )
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -342,19 +385,37 @@ class Report:
         lines.append("")
         lines.append(
             f"completion_rate={s['completion_rate']:.3f}  pass@k={s['pass_at_k']:.3f}  "
-            f"pass^k={s['pass_pow_k']:.3f}  mean_cost=${s['mean_cost']:.6f}  "
+            f"pass^k={s['pass_pow_k']:.3f}  mean_cost={self.mean_cost_text()}  "
             f"mean_latency={s['mean_latency']:.1f}ms  errors={s['errors']}"
         )
         breakdown = self.grader_breakdown()
         if breakdown:
             lines.append("graders: " + ", ".join(f"{g} {r:.0%}" for g, r in breakdown.items()))
+        if self.unpriced_models:
+            lines.append(self.unpriced_note())
         return "\n".join(lines)
+
+    def mean_cost_text(self, *, digits: int = 6) -> str:
+        """:attr:`mean_cost` for people: ``$0.000123``, or ``UNPRICED`` when a model had no
+        price (``$0.000123+UNPRICED`` when only some had one)."""
+        return mean_cost_text(self.trials, digits=digits, dollar=True)
+
+    def unpriced_note(self) -> str:
+        """One line naming the unpriced models ("" when every model had a price)."""
+        models = self.unpriced_models
+        if not models:
+            return ""
+        return (
+            f"! no price for {', '.join(models)}: their cost is not counted; "
+            "add them to your price table."
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "type": "report",
             **self.summary(),
             "grader_breakdown": self.grader_breakdown(),
+            "unpriced_models": self.unpriced_models,
             "case_results": [c.to_dict() for c in self.cases],
             "trial_results": [t.to_dict() for t in self.trials],
             "meta": self.meta,

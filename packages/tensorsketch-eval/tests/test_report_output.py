@@ -1,0 +1,64 @@
+"""The report's text: unpriced costs marked, long failure reasons cut with an ellipsis, and
+``retry=`` keeping the stored run's trials."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agents import capital_agent, flaky_agent, priced_agent
+
+from tensorsketch.eval import Case, Contains, JsonlReporter, Report, Suite, evaluate, render_html
+
+
+async def test_render_marks_unpriced_costs() -> None:
+    report = await evaluate(capital_agent, Case("c", {"query": "?"}, graders=[Contains("Paris")]))
+    assert report.unpriced_models == ["fake-model"]
+    text = report.render()
+    row = next(line for line in text.splitlines() if line.startswith("c "))
+    assert "UNPRICED" in row and "0.000000" not in row
+    assert "mean_cost=UNPRICED" in text and "no price for fake-model" in text
+    page = render_html(report)
+    assert "UNPRICED" in page and "$0.000000" not in page
+
+
+async def test_a_priced_run_shows_its_cost() -> None:
+    report = await evaluate(priced_agent(), Case("c", {}, graders=[Contains("Paris")]))
+    assert report.unpriced_models == [] and report.mean_cost > 0
+    assert "UNPRICED" not in report.render() and "UNPRICED" not in render_html(report)
+
+
+async def test_stored_records_keep_the_unpriced_mark(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    await evaluate(
+        capital_agent,
+        Case("c", {"query": "?"}, graders=[Contains("Paris")]),
+        reporter=JsonlReporter(path),
+        keep_spans=False,
+    )
+    assert Report.load(path).unpriced_models == ["fake-model"]
+
+
+async def test_render_cuts_a_long_first_failure_with_an_ellipsis() -> None:
+    report = await evaluate(
+        flaky_agent("W"), Case("c", {}, graders=[Contains("Paris " * 30)], trials=1)
+    )
+    reason = report.trials[0].reason
+    assert len(reason) > 70
+    row = next(line for line in report.render().splitlines() if line.startswith("c "))
+    assert row.endswith("…") and reason[:69] in row and reason not in row
+
+
+async def test_retry_keeps_the_stored_trial_count_and_k(tmp_path: Path) -> None:
+    suite = Suite("s", [Case("c", {"query": "?"}, graders=[Contains("Paris")], trials=3)])
+    path = tmp_path / "run.jsonl"
+    first = await evaluate(flaky_agent("RRWR"), suite, trials=4, k=2, reporter=JsonlReporter(path))
+    assert [t.passed for t in first.trials] == [True, True, False, True]
+
+    second = await evaluate(capital_agent, suite, retry=Report.load(path))
+    (case,) = second.cases
+    assert [t.index for t in case.trials] == [0, 1, 2, 3]  # the stored 4, not the case's 3
+    assert case.passes == 4 and case.k_used == 2
+    assert second.meta["retried"] == 1
+
+    fewer = await evaluate(capital_agent, suite, trials=2, retry=Report.load(path))
+    assert [t.index for t in fewer.trials] == [0, 1] and fewer.meta["retried"] == 0
