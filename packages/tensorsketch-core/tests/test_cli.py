@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
+import sys
 from pathlib import Path
 
 import pytest
 
-from tensorsketch.cli import load_graph
+from tensorsketch.cli import load_graph, port
 
 
 def test_load_graph_names_what_is_wrong(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -25,3 +27,52 @@ def test_load_graph_names_what_is_wrong(tmp_path: Path, monkeypatch: pytest.Monk
         load_graph("bots:agnet")
     with pytest.raises(ValueError, match="is a int, not a compiled graph"):
         load_graph("bots:not_a_graph")
+
+
+def test_load_graph_takes_a_file_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``path/to/file.py:attr``, as ``tensorsketch mcp serve`` and ``eval --agent`` take it."""
+    (tmp_path / "apps").mkdir()
+    (tmp_path / "apps" / "helper.py").write_text("GREETING = 'hi'\n")
+    (tmp_path / "apps" / "bots_file.py").write_text(
+        "from helper import GREETING\n"  # a neighbour of the file imports
+        "from tensorsketch import FakeProvider, create_agent\n"
+        "agent = create_agent(FakeProvider([GREETING]))\nnot_a_graph = 3\n"
+    )
+    (tmp_path / "apps" / "json.py").write_text(  # a stem that names another module
+        "from tensorsketch import FakeProvider, create_agent\n"
+        "agent = create_agent(FakeProvider(['hi']))\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    before = set(sys.modules)
+    try:
+        _check_file_targets(tmp_path)
+    finally:  # forget the files' modules (`bots_file`, `helper`, ...)
+        for name in set(sys.modules) - before:
+            del sys.modules[name]
+
+
+def _check_file_targets(tmp_path: Path) -> None:
+    graph = load_graph("apps/bots_file.py:agent")
+    assert graph.name == "agent"
+    assert load_graph(f"{tmp_path}/apps/bots_file.py:agent") is graph, "imported once"
+    assert sys.modules["bots_file"].agent is graph
+    import json
+
+    assert load_graph("apps/json.py:agent").name == "agent"
+    assert sys.modules["json"] is json, "a file never replaces the module its stem names"
+    with pytest.raises(ValueError, match=r"no Python file 'apps/nope\.py'"):
+        load_graph("apps/nope.py:agent")
+    with pytest.raises(ValueError, match=r"file 'apps/bots_file\.py' has no attribute 'agnet'"):
+        load_graph("apps/bots_file.py:agnet")
+    with pytest.raises(ValueError, match="is a int, not a compiled graph"):
+        load_graph("apps/bots_file.py:not_a_graph")
+    with pytest.raises(ValueError, match=r"`apps/bots_file\.py:agent`\) or .*`apps\.bots_file:"):
+        load_graph("apps/bots_file:agent")
+
+
+@pytest.mark.parametrize("text", ["-5", "65536", "99999", "http"])
+def test_port_refuses_what_is_not_a_port(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="0-65535, got"):
+        port(text)
+    assert port("0") == 0 and port("65535") == 65535

@@ -7,11 +7,14 @@ Each distribution contributes :class:`CliCommand` objects through the
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
+import importlib.util
 import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tensorsketch.errors import PluginError
@@ -19,7 +22,7 @@ from tensorsketch.errors import PluginError
 if TYPE_CHECKING:
     from tensorsketch.compiled import CompiledGraph
 
-__all__ = ["CliCommand", "build_parser", "load_graph", "main"]
+__all__ = ["CliCommand", "build_parser", "load_graph", "load_target", "main", "port"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,34 +35,115 @@ class CliCommand:
     configure: Callable[[argparse.ArgumentParser], None] | None = None
 
 
+def port(text: str) -> int:
+    """An ``argparse`` ``type=`` for a TCP port: an int in 0-65535 (0: any free port), so a
+    bad ``--port`` is a usage error at parse time rather than a server's traceback."""
+    try:
+        value = int(text)
+    except ValueError:
+        msg = f"must be a number 0-65535, got {text!r}"
+        raise argparse.ArgumentTypeError(msg) from None
+    if not 0 <= value <= 65535:
+        msg = f"must be 0-65535, got {text}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def load_target(target: str, *, unimportable: str = "check the name or cd.") -> Any:
+    """What a command names as ``module:attr`` (``app:agent``) or ``path/to/file.py:attr``
+    (``app.py:agent``), imported with the working directory importable (as uvicorn does);
+    dots in ``attr`` walk attributes. A ``ValueError`` says what is wrong.
+
+    A file is imported once per process, under its stem (``app``) when that name imports
+    nothing else, with its folder on ``sys.path`` so it can import its neighbours.
+
+    :param unimportable: how to fix a module (or file) that cannot be found, for the error
+        message (a worker node says where the code must be, for instance).
+    """
+    where, _, attr = target.rpartition(":")
+    if not where or not attr:
+        msg = (
+            f"{target!r} is not MODULE:ATTR (or FILE.py:ATTR); name the module and the "
+            "attribute, e.g. `app:agent` or `path/to/app.py:agent`."
+        )
+        raise ValueError(msg)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    if where.endswith(".py"):
+        module = _import_file(where, unimportable)
+    elif "/" in where or "\\" in where:
+        dotted = where.replace("\\", "/").strip("/").replace("/", ".")
+        msg = (
+            f"{where!r} is neither a module name nor a .py file; name the file with its "
+            f"suffix (`{where}.py:{attr}`) or the module with dots (`{dotted}:{attr}`)."
+        )
+        raise ValueError(msg)
+    else:
+        try:
+            module = importlib.import_module(where)
+        except ModuleNotFoundError as exc:
+            if exc.name not in (where, where.split(".")[0]):
+                raise  # the module exists; something it imports does not
+            msg = f"cannot import module {where!r} from {os.getcwd()}; {unimportable}"
+            raise ValueError(msg) from None
+    found: Any = module
+    for part in attr.split("."):
+        if not hasattr(found, part):
+            kind = "file" if where.endswith(".py") else "module"
+            msg = f"{kind} {where!r} has no attribute {attr!r}."
+            raise ValueError(msg)
+        found = getattr(found, part)
+    return found
+
+
+def _import_file(where: str, unimportable: str) -> Any:
+    """The module of the Python file ``where`` (executed on first use)."""
+    file = Path(where).resolve()
+    if not file.is_file():
+        msg = f"no Python file {where!r} (looked from {os.getcwd()}); {unimportable}"
+        raise ValueError(msg)
+    folder = str(file.parent)
+    if folder not in sys.path:
+        sys.path.append(folder)  # after everything else: a neighbour never shadows a package
+    name = file.stem
+    try:
+        spec = importlib.util.find_spec(name) if name.isidentifier() else None
+        mine = spec is None or _same_file(spec.origin, file)
+    except (ImportError, ValueError):
+        mine = False
+    if not mine:  # the stem is another module's name (`json.py`): a private one instead
+        name = f"_tensorsketch_file_{hashlib.sha1(str(file).encode()).hexdigest()[:12]}"
+    loaded = sys.modules.get(name)
+    if loaded is not None and _same_file(getattr(loaded, "__file__", None), file):
+        return loaded
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:  # pragma: no cover - a .py file always has one
+        msg = f"cannot import {str(file)!r}."
+        raise ValueError(msg)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def _same_file(origin: str | None, file: Path) -> bool:
+    return origin is not None and Path(origin).resolve() == file
+
+
 def load_graph(target: str, *, unimportable: str = "check the name or cd.") -> CompiledGraph[Any]:
-    """The compiled graph a command names as ``module:attr`` (``app:agent``), imported with the
-    working directory importable (as uvicorn does); a ``ValueError`` says what is wrong.
+    """The compiled graph a command names as ``module:attr`` (``app:agent``) or
+    ``path/to/file.py:attr`` (:func:`load_target`); a ``ValueError`` says what is wrong.
 
     :param unimportable: how to fix a module that cannot be imported, for the error message
         (a worker node says where the code must be, for instance).
     """
     from tensorsketch.compiled import CompiledGraph
 
-    module_name, _, attr = target.partition(":")
-    if not module_name or not attr:
-        msg = f"{target!r} is not MODULE:ATTR; name the module and the graph, e.g. `app:agent`."
-        raise ValueError(msg)
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name not in (module_name, module_name.split(".")[0]):
-            raise  # the module exists; something it imports does not
-        msg = f"cannot import module {module_name!r} from {os.getcwd()}; {unimportable}"
-        raise ValueError(msg) from None
-    graph: Any = module
-    for part in attr.split("."):
-        if not hasattr(graph, part):
-            msg = f"module {module_name!r} has no attribute {attr!r}."
-            raise ValueError(msg)
-        graph = getattr(graph, part)
+    graph = load_target(target, unimportable=unimportable)
     if not isinstance(graph, CompiledGraph):
         msg = (
             f"{target} is a {type(graph).__name__}, not a compiled graph; point at the result "

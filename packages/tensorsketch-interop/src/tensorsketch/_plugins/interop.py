@@ -8,7 +8,7 @@ import importlib.util
 import sys
 from collections.abc import Mapping, Sequence
 
-from tensorsketch.cli import CliCommand
+from tensorsketch.cli import CliCommand, port
 from tensorsketch.hookspecs import hookimpl
 
 MCP_HELP = "serve tools or a graph over MCP (`mcp serve`), or list a server's tools (`mcp tools`)"
@@ -37,7 +37,7 @@ def _configure_mcp(parser: argparse.ArgumentParser) -> None:
     serve.add_argument("--name", help="the server's name (default: the attribute's name)")
     serve.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
     serve.add_argument("--host", default="127.0.0.1", help="HTTP host (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    serve.add_argument("--port", type=port, default=8000, help="HTTP port (default 8000)")
     serve.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
     tools = sub.add_parser("tools", help="list the tools of an MCP server")
     tools.add_argument("--url", help="a streamable-HTTP endpoint instead of a command")

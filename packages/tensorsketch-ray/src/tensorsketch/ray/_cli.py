@@ -13,15 +13,22 @@ import asyncio
 import contextlib
 import json
 import signal
+import socket
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 
+from tensorsketch.cli import load_graph
 from tensorsketch.ray._pool import WorkerPool
 from tensorsketch.ray._spec import WorkerSpec
 from tensorsketch.ray.exceptions import RayFleetError
 
 __all__ = ["configure", "run"]
+
+#: Seconds the command waits for the head's GCS port to accept a TCP connection before it
+#: says the cluster cannot be reached (``ray.init`` itself retries for minutes).
+PROBE_TIMEOUT = 5.0
 
 
 def _positive(kind: type[int] | type[float]) -> Callable[[str], float]:
@@ -50,9 +57,17 @@ def _resources(text: str) -> dict[str, float]:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("graph", metavar="MODULE:ATTR", help="the compiled graph, e.g. app:agent")
     parser.add_argument(
-        "--ray", required=True, metavar="ADDRESS", help="the Ray cluster (host:port, or auto)"
+        "graph",
+        metavar="MODULE:ATTR",
+        help="the compiled graph: `module:attr` or `path/to/file.py:attr`, e.g. app:agent "
+        "(importable on every node)",
+    )
+    parser.add_argument(
+        "--ray",
+        required=True,
+        metavar="ADDRESS",
+        help="the Ray cluster: the head's GCS host:port, auto, or ray://host:port",
     )
     parser.add_argument(
         "--backend",
@@ -119,10 +134,53 @@ async def _serve(pool: WorkerPool, keep: bool) -> None:
         print(json.dumps({"stopped": True, "stats": asdict(pool.stats)}), flush=True)
 
 
+def _gcs_endpoint(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of a ``host:port`` (or ``[v6]:port``) address; ``None`` for the forms
+    Ray resolves itself (``auto``, ``local``, ``ray://...``)."""
+    if "://" in address:
+        return None
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return None
+    return host.removeprefix("[").removesuffix("]"), int(port)
+
+
+def _unreachable(address: str, timeout: float = PROBE_TIMEOUT) -> str | None:
+    """Why the GCS at ``address`` does not accept a TCP connection (``None``: it does, or the
+    address is not a ``host:port`` to probe)."""
+    endpoint = _gcs_endpoint(address)
+    if endpoint is None:
+        return None
+    try:
+        with socket.create_connection(endpoint, timeout=timeout):
+            return None
+    except TimeoutError:
+        return f"nothing answered on {endpoint[0]}:{endpoint[1]} within {timeout:g}s"
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc.strerror or exc}"
+
+
+def _actor_target(graph: str) -> str:
+    """The spec the actors import: a ``file.py`` path made absolute (an actor's working
+    directory is not this one's)."""
+    where, _, attr = graph.rpartition(":")
+    if where.endswith(".py"):
+        return f"{Path(where).resolve()}:{attr}"
+    return graph
+
+
+def _cannot_reach(address: str, why: object) -> None:
+    print(
+        f"tensorsketch worker: cannot reach the Ray cluster at {address!r} ({why}); "
+        "check --ray (the head's GCS address, host:port).",
+        file=sys.stderr,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         spec = WorkerSpec(
-            graph=args.graph,
+            graph=_actor_target(args.graph),
             backend=args.backend,
             schema=args.schema,
             concurrency=args.concurrency,
@@ -140,16 +198,18 @@ def run(args: argparse.Namespace) -> int:
             node_ip_address=args.node_ip_address,
             place_timeout=args.place_timeout,
         )
+        # Here first: a wrong name is this command's error, not every actor's on the cluster.
+        load_graph(args.graph)
     except (ValueError, RayFleetError) as exc:
         print(f"tensorsketch worker: {exc}", file=sys.stderr)
         return 2
+    why = _unreachable(args.ray)
+    if why is not None:
+        _cannot_reach(args.ray, why)
+        return 1
     try:
         asyncio.run(_serve(pool, args.keep_actors))
     except ConnectionError as exc:
-        print(
-            f"tensorsketch worker: cannot reach the Ray cluster at {args.ray!r} ({exc}); "
-            "check --ray (the head's GCS address, host:port).",
-            file=sys.stderr,
-        )
+        _cannot_reach(args.ray, exc)
         return 1
     return 0

@@ -26,7 +26,8 @@ SHARED_SCHEMES = ("postgresql", "postgres", "redis", "rediss", "unix")
 class WorkerSpec:
     """How to build one worker actor.
 
-    :param graph: the compiled graph as ``module:attr``, importable on every node.
+    :param graph: the compiled graph as ``module:attr`` (or ``/path/to/file.py:attr``),
+        importable on every node.
     :param backend: the store's DSN (``postgresql://...`` or ``redis://...``).
     :param schema: the PostgreSQL schema (or Redis key prefix) of the store.
     :param concurrency: runs one actor executes at once on its event loop.
@@ -55,9 +56,9 @@ class WorkerSpec:
             msg = f"`lease_ttl` must be a positive number of seconds, got {self.lease_ttl!r}."
             raise ValueError(msg)
         check_dsn(self.backend)
-        module, _, attr = self.graph.partition(":")
+        module, _, attr = self.graph.rpartition(":")
         if not module or not attr:
-            msg = f"graph {self.graph!r} is not MODULE:ATTR, e.g. `app:agent`."
+            msg = f"graph {self.graph!r} is not MODULE:ATTR (or FILE.py:ATTR), e.g. `app:agent`."
             raise ValueError(msg)
 
 
@@ -105,8 +106,9 @@ def backend_from_dsn(
 
 
 def load_graph(target: str) -> CompiledGraph[Any]:
-    """Import ``module:attr`` on this node (the working directory is importable) and check it
-    is a compiled graph (:func:`tensorsketch.cli.load_graph`, with a worker node's hint)."""
+    """Import ``module:attr`` (or ``file.py:attr``) on this node (the working directory is
+    importable) and check it is a compiled graph (:func:`tensorsketch.cli.load_graph`, with a
+    worker node's hint)."""
     try:
         return cli.load_graph(
             target,

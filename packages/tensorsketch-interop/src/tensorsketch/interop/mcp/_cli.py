@@ -11,23 +11,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
-import importlib.util
 import json
-import os
 import sys
-from pathlib import Path
 from typing import Any
 
 import uvicorn
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 
+from tensorsketch.cli import load_target
 from tensorsketch.compiled import CompiledGraph
 from tensorsketch.interop.mcp._errors import MCPError
 from tensorsketch.interop.mcp._graph import graph_tool
 from tensorsketch.interop.mcp._server import MCPApp, build_mcp_server
-from tensorsketch.interop.mcp._session import MCPSession, http_session, stdio_session
+from tensorsketch.interop.mcp._session import (
+    TIMEOUT_KNOB,
+    MCPSession,
+    http_session,
+    stdio_session,
+)
 from tensorsketch.tools import Tool
 
 __all__ = ["load_target", "run"]
@@ -44,33 +46,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 # -- serve ------------------------------------------------------------------------------------
-
-
-def load_target(spec: str) -> Any:
-    """Import ``module:attr`` (or ``file.py:attr``) with the current directory importable."""
-    where, sep, attr = spec.rpartition(":")
-    if not sep or not where or not attr:
-        msg = f"expected `module:attr` or `file.py:attr`, got {spec!r}."
-        raise ValueError(msg)
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    if where.endswith(".py"):
-        path = Path(where).resolve()
-        if not path.is_file():
-            msg = f"no such file {where!r} (from {spec!r})."
-            raise FileNotFoundError(msg)
-        loaded = importlib.util.spec_from_file_location(path.stem, path)
-        assert loaded is not None and loaded.loader is not None
-        module = importlib.util.module_from_spec(loaded)
-        sys.modules[path.stem] = module
-        loaded.loader.exec_module(module)
-    else:
-        module = importlib.import_module(where)
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        msg = f"module {module.__name__!r} has no attribute {attr!r} (from {spec!r})."
-        raise AttributeError(msg) from None
 
 
 def _as_server(target: Any, name: str) -> Server[Any]:
@@ -129,11 +104,14 @@ def _tools(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    knob = TIMEOUT_KNOB.set("--timeout")  # what a timeout error tells the user to raise
     try:
         return asyncio.run(_list(args, command))
     except (MCPError, OSError) as exc:
         print(f"tensorsketch mcp tools: {exc}", file=sys.stderr)
         return 1
+    finally:
+        TIMEOUT_KNOB.reset(knob)
 
 
 async def _list(args: argparse.Namespace, command: list[str]) -> int:

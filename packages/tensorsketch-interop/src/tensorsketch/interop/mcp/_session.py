@@ -14,9 +14,11 @@ import contextlib
 import functools
 import logging
 import os
+import shlex
 import shutil
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import anyio
@@ -53,6 +55,13 @@ DEFAULT_TIMEOUT = 30.0
 #: An SDK connection we did not open: a ``Client`` or an initialized ``ClientSession``.
 RemoteSession = Client | ClientSession
 
+#: How a timeout error tells the caller to wait longer: the ``timeout=`` argument, or the
+#: option of the command that made the session (``tensorsketch mcp tools`` sets ``--timeout``).
+TIMEOUT_KNOB: ContextVar[str] = ContextVar("TIMEOUT_KNOB", default="`timeout=`")
+
+#: The longest label a stdio server gets in messages (the command line, shortened).
+LABEL_LIMIT = 60
+
 
 def _mode(protocol: str) -> str:
     """The SDK's ``Client(mode=...)`` for a ``protocol=`` value."""
@@ -88,33 +97,43 @@ class _Connection:
             async with asyncio.timeout(timeout):
                 self.client = await asyncio.shield(ready)
         except TimeoutError:
-            await self.close()
+            await self._abandon(ready)
             msg = (
-                f"the MCP server {label} did not finish connecting within {timeout}s; check that "
-                "the command or URL starts an MCP server, or pass a larger `timeout=`."
+                f"the MCP server `{label}` did not finish connecting within {timeout}s; check "
+                f"that the command or URL starts an MCP server, or pass a larger "
+                f"{TIMEOUT_KNOB.get()}."
             )
             raise MCPTimeoutError(msg, server=label) from None
         except Exception as exc:
-            await self.close()
+            await self._abandon(ready)
             leaf = _leaf(exc)
             msg = (
-                f"could not connect to the MCP server {label} ({type(leaf).__name__}: {leaf}): "
-                "it exited, refused the connection, or is not an MCP server."
+                f"could not connect to the MCP server `{label}` ({type(leaf).__name__}: "
+                f"{leaf}): it exited, refused the connection, or is not an MCP server."
             )
             raise MCPConnectionError(msg, server=label) from exc
         except BaseException:
-            await self.close()
+            await self._abandon(ready)
             raise
+
+    async def _abandon(self, ready: asyncio.Future[Client]) -> None:
+        """Stop a connection nobody waits for any more, and take what its task left in
+        ``ready`` (a failure stored there would be logged as never retrieved)."""
+        await self.close()
+        if ready.done() and not ready.cancelled():
+            ready.exception()
 
     async def _run(self, make: Callable[[], Client], ready: asyncio.Future[Client]) -> None:
         try:
             async with make() as client:
                 ready.set_result(client)
                 await self._stop.wait()
+        except asyncio.CancelledError:
+            pass  # closed; a `ready` still waiting is cancelled below (not failed: unread)
         except BaseException as exc:
             if not ready.done():
                 ready.set_exception(exc)
-            elif not isinstance(exc, asyncio.CancelledError):
+            else:
                 _log.debug("MCP connection ended with %r", exc)
         finally:
             self.broken = True
@@ -254,7 +273,8 @@ class MCPSession:
             if exc.code == types.REQUEST_TIMEOUT:
                 msg = (
                     f"the MCP server {self.name} did not answer {what} within {timeout}s; "
-                    "the request was abandoned (pass a larger `timeout=` if it is just slow)."
+                    f"the request was abandoned (pass a larger {TIMEOUT_KNOB.get()} if it is just "
+                    "slow)."
                 )
                 raise MCPTimeoutError(msg, code=exc.code, server=self.name) from exc
             if exc.code == types.CONNECTION_CLOSED:
@@ -357,6 +377,15 @@ def _child_env(env: Mapping[str, str] | None) -> dict[str, str]:
     return extra
 
 
+def command_label(command: str, args: Sequence[str], limit: int = LABEL_LIMIT) -> str:
+    """How messages name a stdio server: its command line, with the program and script
+    files as base names (``python server.py``), shortened to ``limit`` characters."""
+    words = [os.path.basename(command) or command]
+    words += [os.path.basename(a) if os.sep in a and os.path.isfile(a) else a for a in args]
+    label = shlex.join(words)
+    return label if len(label) <= limit else label[: limit - 3].rstrip() + "..."
+
+
 def _check_command(command: str, env: Mapping[str, str]) -> None:
     """Fail before spawning, with the fix, when the command does not exist."""
     if shutil.which(command, path=env.get("PATH")) is None:
@@ -391,7 +420,7 @@ async def stdio_session(
     _check_command(command, child_env)
     params = StdioServerParameters(command=command, args=list(args), env=child_env, cwd=cwd)
     mode = _mode(protocol)
-    label = os.path.basename(args[-1]) if args else os.path.basename(command)
+    label = command_label(command, args)
 
     def connect() -> Client:
         return Client(params, mode=mode, read_timeout_seconds=timeout, cache=None)
