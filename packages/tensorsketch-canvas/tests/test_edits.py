@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+
 import pytest
 
 from tensorsketch.canvas import IRError, edits
@@ -116,3 +119,72 @@ def test_set_ports_only_on_holes_and_for_every_node_of_the_class() -> None:
     assert ir.node("A").outputs == []
     with pytest.raises(IRError, match="already has a body"):
         edits.set_ports(graph(), "B", inputs=[])
+
+
+ROUTED = GraphIR(
+    name="g",
+    nodes=[NodeIR("Classify"), NodeIR("Billing"), NodeIR("Tech"), NodeIR("Other")],
+    edges=[
+        EdgeIR(START, "Classify"),
+        EdgeIR("Classify", None, "dynamic", "route", routes=["Billing", "Tech", END]),
+        EdgeIR("Billing", END),
+        EdgeIR("Tech", END),
+        EdgeIR("Other", END),
+    ],
+)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda ir: edits.rename_node(ir, "Tech", "Techie"),
+        lambda ir: edits.remove_node(ir, "Billing"),
+    ],
+    ids=["rename", "remove"],
+)
+def test_a_node_a_routing_function_returns_by_name_is_neither_renamed_nor_removed(
+    edit: Callable[[GraphIR], GraphIR],
+) -> None:
+    # Found by QA: `route` returns "Tech" and the canvas never edits code, so renaming Tech
+    # (or removing Billing) wrote a graph that fails with a RoutingError at run time.
+    with pytest.raises(IRError) as refused:
+        edit(ROUTED)
+    message = str(refused.value)
+    assert "routing function `route` of the conditional from 'Classify'" in message
+    assert "Change the routing code first (in your editor" in message
+
+
+def test_what_a_routing_function_does_not_name_stays_editable() -> None:
+    message = "cannot rename 'Tech' to 'Techie'"
+    with pytest.raises(IRError, match=message) as refused:
+        edits.rename_node(ROUTED, "Tech", "Techie")
+    assert "returns 'Tech' by name" in str(refused.value)
+    assert "make it return 'Techie'" in str(refused.value)
+    with pytest.raises(IRError, match=r"cannot remove 'Tech': .* can return 'Tech'"):
+        edits.remove_node(ROUTED, "Tech")
+    assert edits.rename_node(ROUTED, "Other", "Else").node("Else")  # not a route
+    renamed = edits.rename_node(ROUTED, "Classify", "Triage")  # the route's source
+    assert renamed.edges[1].source == "Triage"
+    removed = edits.remove_node(ROUTED, "Classify")  # the route goes with its node
+    assert all(e.kind != "dynamic" for e in removed.edges)
+    unknown = ROUTED.copy()
+    unknown.edges[1].routes = None  # targets the code does not spell out: nothing to check
+    assert [n.name for n in edits.remove_node(unknown, "Tech").nodes] == [
+        "Classify",
+        "Billing",
+        "Other",
+    ]
+
+
+def test_a_route_back_to_its_own_node_refuses_a_rename_but_not_a_removal() -> None:
+    ir = GraphIR(
+        name="g",
+        nodes=[NodeIR("Loop"), NodeIR("Done")],
+        edges=[EdgeIR("Loop", None, "dynamic", "lambda s: 'Loop' if s.n else 'Done'",
+                      branch="router", routes=["Loop", "Done"])],
+    )  # fmt: skip
+    with pytest.raises(IRError, match=re.escape("`lambda s: 'Loop' if s.n else 'Done'` of the")):
+        edits.rename_node(ir, "Loop", "Again")
+    assert edits.remove_node(ir, "Loop").edges == []
+    with pytest.raises(IRError, match="cannot remove 'Done'"):
+        edits.remove_node(ir, "Done")

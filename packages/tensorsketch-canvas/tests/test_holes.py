@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tensorsketch.canvas import CanvasWarning, HoleRef, find_holes
+from tensorsketch.canvas.holes import search_holes
 
 NODE = """
 class {name}(Node):
@@ -55,6 +56,19 @@ def test_broken_files_are_skipped_with_a_warning_naming_them(tmp_path: Path) -> 
     assert str(broken) in messages and str(binary) in messages
     assert "no such file or directory" in messages
     assert [h.file for h in holes] == [str(good)]
+
+
+def test_search_holes_returns_what_find_holes_warns_about(tmp_path: Path) -> None:
+    good = write(tmp_path / "good.py", NODE.format(name="Alpha", spec="a"))
+    broken = write(tmp_path / "broken.py", "x = (\n")
+    found = search_holes(tmp_path, tmp_path / "missing")
+    assert [h.node for h in found.holes] == ["Alpha"] and found.holes[0].file == str(good)
+    assert [path for path, _ in found.skipped] == [str(broken), str(tmp_path / "missing")]
+    assert found.skipped[0][1].startswith(f"skipping {str(broken)!r}: cannot parse {broken} (")
+    with pytest.warns(CanvasWarning) as caught:
+        assert find_holes(tmp_path, tmp_path / "missing") == found.holes
+    assert [str(w.message) for w in caught] == [message for _, message in found.skipped]
+    assert {w.filename for w in caught} == {__file__}  # points at the caller
 
 
 def test_unreadable_files_are_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

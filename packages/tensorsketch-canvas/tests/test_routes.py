@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
 import json
 import textwrap
+import uuid
+from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
 
-from tensorsketch.canvas import edits, extract, reconstruct
+from tensorsketch.canvas import IRError, edits, extract, reconstruct
 from tensorsketch.canvas.ir import END, EdgeIR, GraphIR
 from tensorsketch.canvas.studio.export import to_mermaid, to_svg
 
@@ -128,9 +133,10 @@ def test_routes_stay_outside_equality_and_round_trip_through_json() -> None:
 def test_routes_are_never_written_back() -> None:
     source = HEAD + 'def route(s):\n    return "B"\n' + WIRING.format(path="route")
     ir = extract(source)
-    (edge,) = [e for e in ir.edges if e.kind == "dynamic"]
+    sent = ir.copy()
+    (edge,) = [e for e in sent.edges if e.kind == "dynamic"]
     edge.routes = ["C"]  # what a client might send back: ignored by write-back
-    assert reconstruct(source, ir) == source
+    assert reconstruct(source, sent) == source
     new = reconstruct(source, edits.remove_node(ir, "C"))
     # C's removal does not touch the routing function; B is still read from it
     assert [e.routes for e in extract(new).edges if e.kind == "dynamic"] == [["B"]]
@@ -148,3 +154,41 @@ def test_exports_draw_the_routes() -> None:
     assert 'n0 -.->|"route"| dyn1' in unknown
     svg = to_svg(extract(source))
     assert svg.count('stroke-dasharray="6 4"') == 2
+
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "support_router.py"
+ROUTE = '{"billing": "Billing", "tech": "Tech"}.get(state.intent, "Fallback")'
+
+
+def _run(source: str, directory: Path, query: str) -> Any:
+    path = directory / f"routed_{uuid.uuid4().hex[:8]}.py"
+    path.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return asyncio.run(module.app.invoke({"query": query}))
+
+
+def test_renaming_or_removing_a_node_the_route_returns_is_refused_until_the_code_changes(
+    tmp_path: Path,
+) -> None:
+    # Found by QA: renaming Tech rewrote `.add(Tech, name="Techie")` but `route` still
+    # returned "Tech", so the graph failed with a RoutingError (and the canvas showed a stub).
+    source = EXAMPLE.read_text(encoding="utf-8")
+    assert ROUTE in source
+    ir = extract(source)
+    with pytest.raises(IRError, match="cannot rename 'Tech' to 'Techie': the routing function"):
+        reconstruct(source, edits.rename_node(ir, "Tech", "Techie"))
+    with pytest.raises(IRError, match="cannot remove 'Fallback': the routing function `route`"):
+        reconstruct(source, edits.remove_node(ir, "Fallback"))
+    # What the message says to do: change the routing code first, then edit the graph.
+    rerouted = source.replace(ROUTE, ROUTE.replace('"Tech"}', '"Techie"}'))
+    (pending,) = [e for e in extract(rerouted).edges if e.kind == "dynamic"]
+    assert pending.routes is None  # "Techie" is not a node yet: nothing to hold back
+    renamed = reconstruct(rerouted, edits.rename_node(extract(rerouted), "Tech", "Techie"))
+    assert '.add(Tech, name="Techie")' in renamed
+    (edge,) = [e for e in extract(renamed).edges if e.kind == "dynamic"]
+    assert edge.routes == ["Billing", "Techie", "Fallback"]
+    out = _run(renamed, tmp_path, "The app shows an error")
+    assert out.answer.startswith("[Tech]")

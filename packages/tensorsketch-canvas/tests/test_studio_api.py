@@ -44,6 +44,18 @@ async def client(graph_file: Path) -> AsyncIterator[httpx.AsyncClient]:
         yield c
 
 
+#: The example's routing function: it returns Billing, Tech and Fallback by name.
+ROUTE = '{"billing": "Billing", "tech": "Tech"}.get(state.intent, "Fallback")'
+
+
+def reroute(path: Path, route: str) -> None:
+    """Change what the routing function returns, as one does in an editor before renaming or
+    deleting a node it names (the Studio refuses those edits until then)."""
+    text = path.read_text(encoding="utf-8")
+    assert ROUTE in text
+    path.write_text(text.replace(ROUTE, route), encoding="utf-8")
+
+
 def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -159,10 +171,14 @@ async def test_parse_error_without_a_good_graph(tmp_path: Path) -> None:
         data = (await c.get("/api/graph")).json()
         assert data["graph"] is None and data["stale"] is False
         assert data["parse_error"]["line"] >= 1
+        # the message names the file, not `<source>`
+        assert data["parse_error"]["message"].startswith("cannot parse bad.py (line 1: ")
         r = await c.post("/api/edit", json={"version": sha(path), "op": "add_node",
                                             "args": {"name": "A"}})  # fmt: skip
         assert r.status_code == 422 and "syntax error" in r.json()["error"]
-        assert (await c.get("/api/export")).status_code == 422
+        assert r.json()["error"].startswith("cannot parse bad.py (")
+        r = await c.get("/api/export")
+        assert r.status_code == 422 and "<source>" not in r.json()["error"]
 
 
 # -- edits -------------------------------------------------------------------------------------
@@ -202,6 +218,7 @@ async def test_add_node_then_wire_it(client: httpx.AsyncClient, graph_file: Path
 
 
 async def test_remove_edge_and_node(client: httpx.AsyncClient, graph_file: Path) -> None:
+    reroute(graph_file, '{"billing": "Billing", "tech": "Tech"}.get(state.intent, END)')
     before = graph_file.read_text()
     ir = extract(before)
     r = await edit(client, "remove_edge", source="Tech", target="__end__")
@@ -222,6 +239,7 @@ async def send(client: httpx.AsyncClient, op: dict[str, Any]) -> httpx.Response:
 async def test_undo_and_redo_of_a_node_deletion(
     client: httpx.AsyncClient, graph_file: Path
 ) -> None:
+    reroute(graph_file, '{"billing": "Billing"}.get(state.intent, "Fallback")')
     before = graph_file.read_text()
     r = await edit(client, "remove_node", name="Tech")
     assert r.status_code == 200, r.text
@@ -351,6 +369,7 @@ async def test_undo_of_a_conditional_route_restores_its_text_and_survives_other_
 
 
 async def test_rename_node_moves_its_layout(client: httpx.AsyncClient, graph_file: Path) -> None:
+    reroute(graph_file, '{"billing": "Billing", "tech": "Support"}.get(state.intent, "Fallback")')
     r = await client.post("/api/layout", json={"positions": {"Tech": {"x": 10, "y": 20.5}}})
     assert r.status_code == 200
     r = await edit(client, "rename_node", old="Tech", new="Support")
@@ -443,6 +462,34 @@ async def test_illegal_edits_teach_and_write_nothing(
     assert r.status_code == 422, r.text
     assert message in r.json()["error"]
     assert graph_file.read_bytes() == before
+
+
+async def test_renaming_or_deleting_a_node_the_route_returns_is_refused(
+    client: httpx.AsyncClient, graph_file: Path
+) -> None:
+    # Found by QA: both answered 200 and wrote a graph whose `route` still returned the old
+    # name — a RoutingError at run time, and a `route → ?` stub on the canvas.
+    before = graph_file.read_bytes()
+    for op, args, start in (
+        ("rename_node", {"old": "Tech", "new": "Techie"}, "cannot rename 'Tech' to 'Techie'"),
+        ("remove_node", {"name": "Fallback"}, "cannot remove 'Fallback'"),
+    ):
+        r = await edit(client, op, **args)
+        assert r.status_code == 422, r.text
+        assert list(r.json()) == ["error"]
+        message = r.json()["error"]
+        assert message.startswith(start + ": the routing function `route` of the conditional "
+                                  "from 'Classify'"), message  # fmt: skip
+        assert "RoutingError" in message and "Change the routing code first" in message
+        assert graph_file.read_bytes() == before
+    # Once the code returns the new name, the rename goes through and the route follows it.
+    reroute(graph_file, '{"billing": "Billing", "tech": "Techie"}.get(state.intent, "Fallback")')
+    r = await edit(client, "rename_node", old="Tech", new="Techie")
+    assert r.status_code == 200, r.text
+    (route,) = [e for e in r.json()["graph"]["edges"] if e["kind"] == "dynamic"]
+    assert route["routes"] == ["Billing", "Techie", "Fallback"]
+    r = await edit(client, "rename_node", old="Techie", new="Tech")  # its undo: refused now
+    assert r.status_code == 422 and "cannot rename 'Techie' to 'Tech'" in r.json()["error"]
 
 
 @pytest.mark.parametrize(
@@ -657,6 +704,7 @@ async def test_export(client: httpx.AsyncClient) -> None:
 async def test_breakpoints_follow_renames_and_come_back_with_an_undone_deletion(
     client: httpx.AsyncClient, graph_file: Path
 ) -> None:
+    reroute(graph_file, '{"billing": "Billing"}.get(state.intent, "Fallback")')
     stops = '.compile(interrupt_before=["Tech"], interrupt_after=["Classify", "Tech"])'
     graph_file.write_text(graph_file.read_text().replace(").compile()", ")" + stops))
     shown = (await client.get("/api/graph")).json()["graph"]

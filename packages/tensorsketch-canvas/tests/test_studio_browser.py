@@ -311,6 +311,39 @@ def test_dynamic_route_draws_the_targets_its_code_names(tmp_path: Path, browser:
         assert not errors, errors
 
 
+def test_renaming_or_deleting_a_node_the_route_returns_says_why_it_is_refused(
+    tmp_path: Path, browser: Browser
+) -> None:
+    """``route`` returns "Tech" and "Fallback" by name: renaming or deleting either on the
+    canvas is refused in the red note (the server's 422), saying to change the routing code
+    first, and nothing is written."""
+    path = tmp_path / "support_router.py"
+    shutil.copy(EXAMPLE, path)
+    original = path.read_text(encoding="utf-8")
+    with StudioServer(path, port=0, project=tmp_path) as server:
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(server.url)
+        page.wait_for_function("window.__studio && window.__studio.paints > 0")
+        page.locator('#boxes g.box[data-id="Tech"]').click()
+        page.fill("#rename-input", "Techie")
+        page.press("#rename-input", "Enter")
+        toast = page.locator("#toast.error")
+        expect(toast).to_contain_text("cannot rename 'Tech' to 'Techie': the routing function")
+        expect(toast).to_contain_text("Change the routing code first (in your editor")
+        page.click("#toast")
+        page.locator('#boxes g.box[data-id="Fallback"]').click()
+        page.click("#delete-node")
+        expect(toast).to_contain_text("cannot remove 'Fallback'")
+        expect(page.locator('#boxes g.box[data-id="Fallback"]')).to_be_visible()
+        expect(page.locator('#boxes g.box[data-id="Tech"]')).to_be_visible()
+        assert page.locator("g.wire.dynamic").count() == 3  # still the three known routes
+        assert path.read_text(encoding="utf-8") == original
+        page.close()
+        assert not errors, errors
+
+
 def box_x(page: Page, name: str) -> float:
     """The x of a node's box on the page (the layout runs left to right)."""
     box = page.locator(f'g.box[data-id="{name}"]').bounding_box()

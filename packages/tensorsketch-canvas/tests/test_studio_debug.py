@@ -471,11 +471,26 @@ async def test_update_state_in_place(client: httpx.AsyncClient, backend: Backend
     state = await app.aget_state("t-edit", backend)
     assert state is not None and state.count == 1
     assert edited["checkpoint_id"] != head
+    # Found by QA: the answer lacked `error`, `ran` and `next`, which every write action
+    # documents (docs/studio.md, "Write actions"). An edit runs nothing: `ran` is the
+    # `as_node` it was written as, `next` what the new head plans.
+    assert set(edited) == {"checkpoint_id", "status", "interrupts", "error", "ran", "next"}
+    assert (edited["error"], edited["ran"], edited["next"]) == (None, [], ["Increment"])
+    assert edited["status"] == "suspended"  # still at the breakpoint before Increment
     stale = await client.post(
         "/api/debug/threads/t-edit/update",
         json={"checkpoint_id": head, "values": {"count": 2}, "confirm": True},
     )
     assert stale.status_code == 409  # only the latest checkpoint is edited in place
+    as_node = _ok(
+        await client.post(
+            "/api/debug/threads/t-edit/update",
+            json={"values": {"count": 2}, "as_node": "Increment", "confirm": True},
+        )
+    )
+    assert (as_node["error"], as_node["ran"]) == (None, ["Increment"])
+    assert as_node["next"] == ["Increment"]  # keep_going: 2 < 3, so Increment runs again
+    assert as_node["checkpoint_id"] == (await app.aget_history("t-edit", backend))[-1].id
 
 
 async def test_step_superstep_by_superstep(
@@ -567,6 +582,8 @@ async def test_approve_through_the_runner_when_a_run_record_exists(
             )
         )
     assert done["via"] == "runner" and done["status"] == "completed"
+    assert (done["error"], done["next"]) == (None, [])  # the documented write-action fields
+    assert isinstance(done["ran"], list)
     assert log.read_text(encoding="utf-8") == "A-17\n"
     store = backend.run_store()
     assert store is not None
@@ -1068,3 +1085,42 @@ def test_backend_options_are_key_value_pairs(loop_file: Path) -> None:
                    cwd=loop_file.parent)  # fmt: skip
     _, err = process.communicate(timeout=30)
     assert process.returncode == 2 and "KEY=VALUE" in err
+
+
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "studio.md"
+
+
+def _debugging_snippet() -> str:
+    """The first Python block of docs/studio.md's "Debugging" section (the `app.py` to save)."""
+    text = DOCS.read_text(encoding="utf-8")
+    section = text[text.index("\n## Debugging\n") :]
+    start = section.index("```python\n") + len("```python\n")
+    return section[start : section.index("```", start)]
+
+
+def test_the_docs_debugging_app_records_only_when_run_not_when_the_studio_imports_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found by QA: the snippet called record() at module level, so following the doc
+    # (`python app.py`, then `tensorsketch studio app.py --backend sqlite:///runs.db`) the
+    # Studio's import of app.py recorded every ticket again.
+    path = _write(tmp_path, "app.py", _debugging_snippet())
+    ran = subprocess.run(
+        [sys.executable, "app.py"], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "['ticket-0', 'ticket-1']"
+    db = tmp_path / "runs.db"  # where the doc's `--backend sqlite:///runs.db` looks
+
+    async def checkpoints() -> list[int]:
+        backend = SqliteBackend(db)
+        try:
+            return [len(await backend.list_checkpoints(f"ticket-{n}")) for n in range(2)]
+        finally:
+            await backend.aclose()
+
+    recorded = asyncio.run(checkpoints())
+    assert all(recorded)
+    monkeypatch.chdir(tmp_path)  # `tensorsketch studio app.py ...` runs beside it
+    assert _load(path) is not None  # what the Studio does to run a thread: import the file
+    assert asyncio.run(checkpoints()) == recorded

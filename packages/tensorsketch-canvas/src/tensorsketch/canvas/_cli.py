@@ -10,18 +10,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
 from tensorsketch.canvas._extract import extract, extract_all
-from tensorsketch.canvas.exceptions import CanvasError
-from tensorsketch.canvas.holes import find_holes
+from tensorsketch.canvas.exceptions import CanvasError, SourceParseError
+from tensorsketch.canvas.holes import search_holes
 
 __all__ = ["configure_holes", "configure_studio", "main", "run_holes", "run_studio"]
 
 HOLES_HELP = "list the nodes that still need code (bodies that are `raise Hole(...)`)"
+CHECK_HELP = (
+    "for CI: exit with status 1 when any hole is found, 2 when a path is missing or a file "
+    "cannot be read or parsed"
+)
 STUDIO_HELP = "open a graph file in TensorSketch Studio (the canvas in your browser)"
 _INSTALL_HINT = (
     "TensorSketch Studio needs starlette and uvicorn; install them with "
@@ -35,19 +38,26 @@ def configure_holes(parser: argparse.ArgumentParser) -> None:
         "paths", nargs="*", default=["."], help="files or directories to search (default: .)"
     )
     parser.add_argument("--json", action="store_true", help="print the holes as a JSON list")
-    parser.add_argument(
-        "--check", action="store_true", help="exit with status 1 when any hole is found (for CI)"
-    )
+    parser.add_argument("--check", action="store_true", help=CHECK_HELP)
 
 
 def run_holes(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    """Print the holes under ``args.paths``; skipped files are reported on stderr."""
+    """Print the holes under ``args.paths``; skipped paths are reported on stderr.
+
+    Exit status: 0, or with ``--check`` 1 when any hole is found and 2 when a path could not
+    be checked (it does not exist, or a file cannot be read or parsed), so a typo or a broken
+    file never passes a CI gate.
+    """
     out = out or sys.stdout
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        holes = find_holes(*args.paths)
-    for warning in caught:
-        print(f"warning: {warning.message}", file=sys.stderr)
+    found = search_holes(*args.paths)
+    holes, skipped = found.holes, found.skipped
+    for _, message in skipped:
+        print(f"warning: {message}", file=sys.stderr)
+    many = len(skipped) != 1
+    unchecked = (
+        f"{len(skipped)} path{'s' if many else ''} could not be checked (see the "
+        f"warning{'s' if many else ''} above)"
+    )
     if args.json:
         print(json.dumps([h.to_dict() for h in holes], indent=2), file=out)
     else:
@@ -55,13 +65,24 @@ def run_holes(args: argparse.Namespace, out: TextIO | None = None) -> int:
             where = f"{hole.file}:{hole.line}" if hole.line is not None else hole.file
             print(f"{where}  {hole.node} — {hole.spec}", file=out)
         count = len(holes)
-        if count == 0:
-            print("no holes: every node has code", file=out)
+        if count == 0 and not skipped:
+            summary = "no holes: every node has code"
+        elif count == 0:
+            summary = f"no holes in the files that were read, but {unchecked}"
         else:
-            print(
-                f"{count} node{'s' if count != 1 else ''} need{'' if count != 1 else 's'} code",
-                file=out,
-            )
+            summary = f"{count} nodes need code" if count != 1 else "1 node needs code"
+            if skipped:
+                summary += f"; {unchecked}"
+        print(summary, file=out)
+    if args.check and skipped:
+        names = ", ".join(repr(path) for path, _ in skipped)
+        print(
+            f"error: --check failed: could not check {names} (missing, unreadable or not valid "
+            f"Python); fix {'them' if many else 'it'} (a typo in a path? a syntax error?) so the "
+            "check reads every file it is given.",
+            file=sys.stderr,
+        )
+        return 2
     return 1 if args.check and holes else 0
 
 
@@ -96,13 +117,19 @@ def configure_studio(parser: argparse.ArgumentParser, *, with_file: bool = True)
     parser.add_argument("-o", "--output", help="with --export: the file to write")
 
 
+def _error(path: Path, exc: CanvasError) -> None:
+    """Report a file the engine cannot read: a parse error names the file itself."""
+    where = "" if isinstance(exc, SourceParseError) else f"{path}: "
+    print(f"error: {where}{exc}", file=sys.stderr)
+
+
 def _export(args: argparse.Namespace, path: Path, source: str) -> int:
     from tensorsketch.canvas.studio.export import to_mermaid, to_svg
 
     try:
-        ir = extract(source, args.graph)
+        ir = extract(source, args.graph, filename=str(path))
     except CanvasError as exc:
-        print(f"error: {path}: {exc}", file=sys.stderr)
+        _error(path, exc)
         return 1
     text = to_mermaid(ir) if args.export == "mermaid" else to_svg(ir)
     if args.output:
@@ -175,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ir", action="store_true", help="print the graph IR (JSON) and exit")
     parser.add_argument("--all", action="store_true", help="with --ir: print every graph")
     parser.add_argument("--json", action="store_true", help="with --holes: print JSON")
-    parser.add_argument("--check", action="store_true", help="with --holes: exit 1 if any hole")
+    parser.add_argument("--check", action="store_true", help=f"with --holes: {CHECK_HELP}")
     configure_studio(parser, with_file=False)
     parser.add_argument("paths", nargs="*", help="the file to open (with --holes: files/dirs)")
     args = parser.parse_args(argv)
@@ -198,11 +225,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         if args.all:
-            data: object = [ir.to_dict() for ir in extract_all(source)]
+            data: object = [ir.to_dict() for ir in extract_all(source, filename=str(path))]
         else:
-            data = extract(source, args.graph).to_dict()
+            data = extract(source, args.graph, filename=str(path)).to_dict()
     except CanvasError as exc:
-        print(f"error: {path}: {exc}", file=sys.stderr)
+        _error(path, exc)
         return 1
     print(json.dumps(data, indent=2))
     return 0

@@ -17,32 +17,35 @@ from tensorsketch.canvas.ir import EdgeIR, GraphIR, NodeIR, clone
 __all__ = ["extract", "extract_all", "graph_names"]
 
 
-def extract(source: str, graph: str | None = None) -> GraphIR:
+def extract(source: str, graph: str | None = None, *, filename: str = "<source>") -> GraphIR:
     """The graph a source file defines, as a GraphIR.
 
     :param source: the text of a Python module.
     :param graph: which graph, when the file has several — the name of the variable holding it
         (the compiled graph, ``app = g.compile()``, or the builder, ``g``) or of the function
         returning it. Without it, the first graph in the file is read.
+    :param filename: what a parse error calls the file (its path, when there is one).
     :raises GraphNotFoundError: the file has no ``Graph(...)`` builder, or none by that name.
     :raises SourceParseError: the file is not valid Python.
     """
-    src = parse_source(source)
+    src = parse_source(source, filename=filename)
     models = find_graphs(src)
     model = select(models, graph)
     return build_ir(src, model, find_node_classes(src))
 
 
-def extract_all(source: str) -> list[GraphIR]:
-    """Every graph of a source file, in the order their builders appear."""
-    src = parse_source(source)
+def extract_all(source: str, *, filename: str = "<source>") -> list[GraphIR]:
+    """Every graph of a source file, in the order their builders appear (``filename`` as in
+    :func:`extract`)."""
+    src = parse_source(source, filename=filename)
     classes = find_node_classes(src)
     return [build_ir(src, model, classes) for model in find_graphs(src)]
 
 
-def graph_names(source: str) -> list[str]:
-    """The names of the graphs a file defines (each usable as ``extract(source, graph=...)``)."""
-    return [model.name for model in find_graphs(parse_source(source))]
+def graph_names(source: str, *, filename: str = "<source>") -> list[str]:
+    """The names of the graphs a file defines (each usable as ``extract(source, graph=...)``;
+    ``filename`` as in :func:`extract`)."""
+    return [model.name for model in find_graphs(parse_source(source, filename=filename))]
 
 
 def select(models: list[GraphModel], graph: str | None) -> GraphModel:

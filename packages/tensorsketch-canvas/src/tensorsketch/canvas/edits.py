@@ -4,7 +4,8 @@ Each function returns a new GraphIR and leaves its argument alone, so a frontend
 can apply a gesture, hand the result to ``reconstruct`` and throw it away if the user undoes.
 They encode the canvas's rules: deleting a node deletes its wiring, a loop's two edges go
 together, a join is one edge (removing a node it waits for removes the whole join), a node is
-created as a typed hole, ports change only on holes.
+created as a typed hole, ports change only on holes, and a node a routing function returns by
+name (``EdgeIR.routes``) is neither renamed nor removed until that code changes.
 """
 
 from __future__ import annotations
@@ -30,6 +31,55 @@ def _known(ir: GraphIR, name: str, *, pseudo: bool) -> None:
     if pseudo and name in (START, END):
         return
     ir.node(name)  # raises IRError naming the known nodes
+
+
+#: How much of a routing function (a lambda, say) a refusal quotes.
+_PATH_CHARS = 60
+
+
+def _routed_by_name(ir: GraphIR, name: str, *, renaming: str | None) -> None:
+    """Refuse to rename (``renaming`` is the new name) or remove a node that a mapping-less
+    routing function returns by name (``EdgeIR.routes``, read from its code).
+
+    The canvas never edits code, so the function would keep returning the old name: the run
+    would fail with a ``RoutingError`` and the route would turn into a ``route → ?`` stub.
+    A route leaving the removed node goes with it, so it does not count.
+    """
+    routing = [
+        edge
+        for edge in ir.edges
+        if edge.routes is not None
+        and name in edge.routes
+        and (renaming is not None or edge.source != name)
+    ]
+    if not routing:
+        return
+    where = "; ".join(_routing_text(edge) for edge in routing)
+    them = "it" if len(routing) == 1 else "them"
+    if renaming is None:
+        msg = (
+            f"cannot remove {name!r}: {where} can return {name!r}, and the canvas does not edit "
+            "code, so runs routed there would fail with a RoutingError. Change the routing "
+            f"code first (in your editor: make {them} return another node or END), then remove "
+            "the node."
+        )
+    else:
+        msg = (
+            f"cannot rename {name!r} to {renaming!r}: {where} returns {name!r} by name, and "
+            "the canvas does not edit code, so runs routed there would fail with a "
+            f"RoutingError. Change the routing code first (in your editor: make {them} return "
+            f"{renaming!r}), then rename the node."
+        )
+    raise IRError(msg)
+
+
+def _routing_text(edge: EdgeIR) -> str:
+    path = edge.path or "?"
+    if len(path) > _PATH_CHARS:
+        path = path[: _PATH_CHARS - 1] + "…"
+    source = {START: "START", END: "END"}.get(edge.source or "", edge.source)
+    method = edge.branch or "conditional"
+    return f"the routing function `{path}` of the {method} from {source!r}"
 
 
 def add_edge(ir: GraphIR, source: str, target: str) -> GraphIR:
@@ -81,8 +131,13 @@ def remove_edge(ir: GraphIR, index: int) -> GraphIR:
 
 def remove_node(ir: GraphIR, name: str) -> GraphIR:
     """Remove a node and every edge touching it (its class stays in the code), and take it
-    out of the graph's ``interrupt_before`` / ``interrupt_after`` lists."""
+    out of the graph's ``interrupt_before`` / ``interrupt_after`` lists.
+
+    :raises IRError: no such node, or the routing function of a route that stays in the graph
+        returns it by name (``EdgeIR.routes``): change that code first.
+    """
     _known(ir, name, pseudo=False)
+    _routed_by_name(ir, name, renaming=None)
     new = ir.copy()
     new.nodes = [n for n in new.nodes if n.name != name]
     _breakpoints(new, lambda n: None if n == name else n)
@@ -111,6 +166,9 @@ def rename_node(ir: GraphIR, old: str, new_name: str) -> GraphIR:
     created on the canvas as a hole named after its class, which has no code yet: then the
     class to be written takes the new name. A node placed from an existing, implemented class
     is in ``added`` too, but its class exists, so it keeps it.
+
+    :raises IRError: no such node, a bad or taken new name, or a routing function returns
+        ``old`` by name (``EdgeIR.routes``): change that code first.
     """
     _known(ir, old, pseudo=False)
     if not new_name or new_name in (START, END):
@@ -119,6 +177,7 @@ def rename_node(ir: GraphIR, old: str, new_name: str) -> GraphIR:
     if any(n.name == new_name for n in ir.nodes):
         msg = f"cannot rename {old!r} to {new_name!r}: a node of that name already exists."
         raise IRError(msg)
+    _routed_by_name(ir, old, renaming=new_name)
     new = ir.copy()
     node = new.node(old)
     node.name = new_name

@@ -17,7 +17,7 @@ from tensorsketch.canvas._classes import find_node_classes
 from tensorsketch.canvas._source import parse_source
 from tensorsketch.canvas.exceptions import CanvasWarning, SourceParseError
 
-__all__ = ["HoleRef", "find_holes"]
+__all__ = ["HoleRef", "HoleSearch", "find_holes", "search_holes"]
 
 #: Directories never worth walking into.
 _SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "build", "dist"})
@@ -47,36 +47,53 @@ def _python_files(path: Path) -> Iterator[Path]:
                 yield Path(root) / name
 
 
+@dataclass(frozen=True)
+class HoleSearch:
+    """What :func:`search_holes` found: the holes, and ``(path, message)`` for every path it
+    skipped (missing, unreadable, or not valid Python) — what :func:`find_holes` warns about."""
+
+    holes: list[HoleRef]
+    skipped: list[tuple[str, str]]
+
+
 def find_holes(*paths: str | os.PathLike[str]) -> list[HoleRef]:
     """Every hole under ``paths`` (files or directories, walked recursively for ``*.py``).
 
     Without arguments, the current directory is searched. Results are sorted by file and line.
+    A path that does not exist, or a file that cannot be read or parsed, is skipped with a
+    :class:`~tensorsketch.canvas.exceptions.CanvasWarning` naming it.
     """
+    found = search_holes(*paths)
+    for _, message in found.skipped:
+        warnings.warn(message, CanvasWarning, stacklevel=2)
+    return found.holes
+
+
+def search_holes(*paths: str | os.PathLike[str]) -> HoleSearch:
+    """:func:`find_holes`, with the skipped paths returned instead of warned about (so a
+    caller such as ``tensorsketch holes --check`` can fail on them)."""
     holes: list[HoleRef] = []
+    skipped: list[tuple[str, str]] = []
     for raw in paths or (".",):
         path = Path(raw)
         if not path.exists():
-            warnings.warn(
-                f"skipping {str(path)!r}: no such file or directory.", CanvasWarning, stacklevel=2
-            )
+            skipped.append((str(path), f"skipping {str(path)!r}: no such file or directory."))
             continue
         for file in _python_files(path):
-            holes.extend(_holes_in(file))
-    return sorted(holes, key=lambda h: (h.file, h.line or 0, h.node))
+            holes.extend(_holes_in(file, skipped))
+    return HoleSearch(sorted(holes, key=lambda h: (h.file, h.line or 0, h.node)), skipped)
 
 
-def _holes_in(file: Path) -> list[HoleRef]:
+def _holes_in(file: Path, skipped: list[tuple[str, str]]) -> list[HoleRef]:
     try:
         text = file.read_bytes().decode("utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
-        warnings.warn(
-            f"skipping {str(file)!r}: cannot read it ({exc}).", CanvasWarning, stacklevel=3
-        )
+        skipped.append((str(file), f"skipping {str(file)!r}: cannot read it ({exc})."))
         return []
     try:
         src = parse_source(text, filename=str(file))
     except SourceParseError as exc:
-        warnings.warn(f"skipping {str(file)!r}: {exc}", CanvasWarning, stacklevel=3)
+        skipped.append((str(file), f"skipping {str(file)!r}: {exc}"))
         return []
     return [
         HoleRef(file=str(file), node=cls.name, spec=cls.hole or "", line=cls.line)

@@ -158,7 +158,8 @@ class EdgeIR:
       lists the nodes (or ``END``) the function's own code says it can return, when every one
       of its ``return`` statements spells them out (``return "Tech"``, a literal dict's
       ``.get(key, "Fallback")``, ``Send("Worker", x)``, a ``Literal[...]`` return type), else
-      ``None``. It is read from the code for the picture only: never written back, not part
+      ``None``. It is read from the code for the picture, and so that ``edits`` refuses to
+      rename or remove a node the function returns by name; never written back, not part
       of ``==``.
     - ``join``: a wait-for-all join, ``edge(["A", "B"], "C")`` or ``[a, b] >> c``: ``target``
       runs once after every node in ``sources`` (two or more, in the order written) has run.

@@ -145,7 +145,7 @@ class Studio:
         if parsed is not None:
             self._parsed.move_to_end(key)
             return parsed
-        src = parse_source(source.text)
+        src = parse_source(source.text, filename=self.path.name)
         models = find_graphs(src)
         classes = find_node_classes(src)
         ir = build_ir(src, select(models, graph), classes)

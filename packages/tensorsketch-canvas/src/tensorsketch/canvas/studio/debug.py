@@ -623,7 +623,8 @@ class Debugger:
             raise ApiError(404, f"as_node {as_node!r} is not a node of {graph.name}.")
         values = self._validated(graph, body.get("values"))
         state = await graph.aupdate_state(thread_id, self.backend, values, as_node=as_node)
-        return self._outcome(state)
+        # the same answer as every other write (an edit runs nothing, so `error` is null)
+        return await self._after_run(graph, thread_id, (state, None))
 
     def _input(self, graph: CompiledGraph[Any], body: Mapping[str, Any]) -> dict[str, Any] | None:
         raw = body.get("input")
@@ -668,12 +669,15 @@ class Debugger:
             state = await graph.aget_state(thread_id, self.backend)
             if state is None:
                 raise ApiError(422, error or "the run wrote no checkpoint.")
+        return {**self._outcome(state), "error": error, **await self._moves(thread_id)}
+
+    async def _moves(self, thread_id: str) -> dict[str, list[str]]:
+        """``ran`` and ``next`` of a write's answer, read from the thread's new head: the
+        nodes whose superstep (or edit) wrote it, and the nodes it plans next."""
         found = await self._thread(thread_id)
         by_id = {r.id: r for r in found.rows}
         head = found.head
         return {
-            **self._outcome(state),
-            "error": error,
             "ran": _ran(head, by_id.get(head.parent_id) if head.parent_id else None),
             "next": list(dict.fromkeys(name for name, _ in head.tasks)),
         }
@@ -766,6 +770,8 @@ class Debugger:
             "checkpoint_id": latest.checkpoint_id if latest is not None else None,
             "status": _RUN_STATUS.get(settled.status, settled.status),
             "interrupts": [_interrupt_view(p) for p in settled.interrupts],
+            "error": _error_text(settled.error),
+            **await self._moves(record.thread_id),
             "via": "runner",
             "run_id": record.run_id,
         }
