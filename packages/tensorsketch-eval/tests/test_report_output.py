@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from agents import capital_agent, flaky_agent, priced_agent
 
 from tensorsketch.eval import Case, Contains, JsonlReporter, Report, Suite, evaluate, render_html
+from tensorsketch.eval.exceptions import GateFailed
 
 
 async def test_render_marks_unpriced_costs() -> None:
@@ -62,3 +64,17 @@ async def test_retry_keeps_the_stored_trial_count_and_k(tmp_path: Path) -> None:
 
     fewer = await evaluate(capital_agent, suite, trials=2, retry=Report.load(path))
     assert [t.index for t in fewer.trials] == [0, 1] and fewer.meta["retried"] == 0
+
+
+async def test_a_cost_gate_fails_when_a_cost_is_unknown() -> None:
+    """A ceiling on mean_cost cannot hold when some call had no price: the gate fails and
+    says which model, as CostBudget fails such a run; a priced run is gated on its cost."""
+    unpriced = await evaluate(capital_agent, Case("c", {"query": "?"}, graders=[Contains("Paris")]))
+    with pytest.raises(GateFailed, match=r"mean_cost cannot be checked.*fake-model") as failed:
+        unpriced.require(mean_cost=1.0)
+    assert "mean_cost" in failed.value.failures
+    unpriced.require(pass_pow_k=1.0)  # the other gates are unaffected
+    priced = await evaluate(priced_agent(), Case("c", {}, graders=[Contains("Paris")]))
+    priced.require(mean_cost=1.0)
+    with pytest.raises(GateFailed, match=r"mean_cost = .* > required 1e-09"):
+        priced.require(mean_cost=1e-9)

@@ -328,7 +328,8 @@ class Report:
 
         Rates (``completion_rate``, ``pass_at_k``, ``pass_pow_k``) are floors; ``mean_cost``
         (USD) and ``mean_latency`` (ms) are ceilings. ``require(pass_pow_k=1.0)`` gates CI
-        on every case passing every trial.
+        on every case passing every trial. A ``mean_cost`` gate fails when a trial called a
+        model without a price (its cost is unknown), as :class:`CostBudget` does.
         """
         unknown = sorted(set(gates) - GATE_METRICS)
         if unknown:
@@ -338,11 +339,15 @@ class Report:
         for metric, bound in gates.items():
             value = float(getattr(self, metric))
             ok = value <= bound if metric in CEILINGS else value >= bound - 1e-12
+            if metric == "mean_cost" and self.unpriced_models:
+                ok = False  # a ceiling on a cost that is partly unknown cannot be checked
             if not ok:
                 failures[metric] = (value, float(bound))
         if failures:
             lines = [
-                f"{m} = {v:.4g} {'>' if m in CEILINGS else '<'} required {b:.4g}"
+                f"mean_cost cannot be checked against {b:.4g}: {self.unpriced_note()[2:]}"
+                if m == "mean_cost" and self.unpriced_models
+                else f"{m} = {v:.4g} {'>' if m in CEILINGS else '<'} required {b:.4g}"
                 for m, (v, b) in failures.items()
             ]
             worst = [
