@@ -94,7 +94,7 @@ def test_port_writing_a_missing_state_field() -> None:
 
     (problem,) = problems_of(Graph(Support).add(Writes).edge(START, "Writes"))
     assert "writes `verdict`" in problem
-    assert "add `verdict: ...` to the state schema" in problem
+    assert "add `verdict: str` to the state schema" in problem
 
 
 @pytest.mark.parametrize(

@@ -66,11 +66,13 @@ def breakpoint_nodes(
     return frozenset(picked)
 
 
-def field_hint(port: str, fields: Mapping[str, Any]) -> str:
+def field_hint(port: str, fields: Mapping[str, Any], annotation: Any = None) -> str:
+    """A close field name, else the field to add (typed as the port is, when known)."""
     close = difflib.get_close_matches(port, list(fields), n=1, cutoff=0.6)
     if close:
         return f" — did you mean {close[0]!r}?"
-    return f"; add `{port}: ...` to the state schema or rename the port."
+    typed = "..." if annotation is None else type_text(annotation)
+    return f"; add `{port}: {typed}` to the state schema or rename the port."
 
 
 def node_spec(
@@ -103,7 +105,7 @@ def node_spec(
             if port not in fields:
                 problems.append(
                     f"node {name!r} reads `{port}`, but {state_name} has no field {port!r}"
-                    f"{field_hint(port, fields)}"
+                    f"{field_hint(port, fields, info.annotation)}"
                 )
                 continue
             state_type = fields[port].annotation
@@ -119,7 +121,7 @@ def node_spec(
             if port not in fields:
                 problems.append(
                     f"node {name!r} writes `{port}`, but {state_name} has no field {port!r}"
-                    f"{field_hint(port, fields)}"
+                    f"{field_hint(port, fields, info.annotation)}"
                 )
                 continue
             channel = channels[port]
