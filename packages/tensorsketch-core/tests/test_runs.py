@@ -50,6 +50,10 @@ class Work(Node):
         out: str
 
     async def run(self, ctx: Context, inp: In) -> Out:
+        if inp.n < 0:  # how a test makes a run fail
+            msg = f"cannot work {inp.n} times"
+            raise ValueError(msg)
+
         async def effect() -> str:
             CALLS[ctx.thread_id or ""] = CALLS.get(ctx.thread_id or "", 0) + 1
             return f"did {inp.n}"
@@ -172,7 +176,7 @@ async def test_an_idempotency_key_submits_once_unless_the_run_failed(
     assert again.run_id == first.run_id
     await runner.await_run(first.run_id, timeout=30)
     assert (await runner.submit({"n": 1}, idempotency_key="req-1")).run_id == first.run_id
-    bad = await runner.submit({"n": "not a number"}, idempotency_key="req-2")
+    bad = await runner.submit({"n": -1}, idempotency_key="req-2")
     failed = await runner.await_run(bad.run_id, timeout=30)
     assert failed.status == "failed"
     assert failed.error is not None and failed.error["type"]
@@ -193,6 +197,30 @@ async def test_unknown_runs_and_bad_arguments_get_clear_errors(
         await runner.submit({"n": 1}, idempotency_key="")
     with pytest.raises(ValueError, match="concurrency"):
         AsyncRunner(work_graph(), backend=InMemoryBackend(), concurrency=0)
+
+
+async def test_a_run_invoke_would_refuse_is_refused_when_submitted(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    """Input and thread ids are checked at submit, as invoke checks them, so a queued run
+    cannot fail later for what was wrong with the request (and a schedule is checked once,
+    not at every firing)."""
+    runner = runner_for(work_graph())
+    with pytest.raises(ValueError, match=r"'nofield' is not a field"):
+        await runner.submit({"nofield": "x"})
+    with pytest.raises(ValueError, match=r"'n'"):
+        await runner.submit({"n": "not a number"})
+    with pytest.raises(TypeError, match="dict"):
+        await runner.submit(5)
+    with pytest.raises(ValueError, match="too long"):
+        await runner.submit({"n": 1}, thread_id="t" * 300)
+    with pytest.raises(ValueError, match="NUL"):
+        await runner.submit({"n": 1}, thread_id="a\x00b")
+    with pytest.raises(TypeError, match="must be a str"):
+        await runner.submit({"n": 1}, thread_id=7)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="dict"):
+        await Scheduler(runner).every(1, 5)
+    assert (await runner.list()).records == []  # nothing was stored
 
 
 # -- approvals ----------------------------------------------------------------------------------

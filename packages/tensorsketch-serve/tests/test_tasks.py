@@ -83,6 +83,17 @@ def test_submit_is_idempotent_by_key_and_lists_with_filters_and_pages(live: Any)
         assert "unknown query parameter" in _error(client.get("/tasks?colour=red"), 400)
         assert "no run 'nope'" in _error(client.get("/tasks/nope"), 404)
         assert "unknown field" in _error(client.post("/tasks", json={"inptu": {}}), 400)
+        # what the run would fail on later is refused now: input fields, values, thread ids
+        assert "'nofield' is not a field" in _error(
+            client.post("/tasks", json={"input": {"nofield": 1}}), 400
+        )
+        assert "'n'" in _error(client.post("/tasks", json={"input": {"n": "many"}}), 400)
+        assert "too long" in _error(
+            client.post("/tasks", json={"input": {"n": 1}, "thread_id": "t" * 300}), 400
+        )
+        assert "NUL" in _error(
+            client.post("/tasks", json={"input": {"n": 1}, "thread_id": "a\u0000b"}), 400
+        )
         assert "JSON object" in _error(client.post("/tasks", json=[1]), 400)
         assert "not valid JSON" in _error(
             client.post("/tasks", content=b"{", headers={"content-type": "application/json"}),

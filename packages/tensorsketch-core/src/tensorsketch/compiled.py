@@ -451,6 +451,19 @@ class CompiledGraph(Generic[S]):
             raise ValueError(msg)
         return load_page(backend, stored, limit=limit, before=before)
 
+    def check_run_input(self, input: Any = None, *, thread_id: str | None = None) -> None:
+        """Refuse now what :meth:`invoke` would refuse later: input that is not this graph's
+        state (a dict of its fields or a state instance, each value valid for its field) and
+        a thread id no store can keep. A run queued for later (``AsyncRunner.submit``, a
+        schedule) is checked with it, so a bad request fails when it is made.
+
+        :raises TypeError: / :raises ValueError: naming what is wrong, as ``invoke`` would.
+        """
+        if thread_id is not None:
+            _check_thread_id(thread_id)
+        if input is not None:
+            state_writes(self._spec, input, "invoke()", "invoke({'query': ...})")
+
     async def aget_state(self, thread_id: str, backend: Backend) -> S | None:
         """The latest checkpointed state of the thread, or ``None`` if it has none.
 
@@ -464,6 +477,12 @@ class CompiledGraph(Generic[S]):
     async def aget_state_at(self, thread_id: str, backend: Backend, checkpoint_id: str) -> S:
         """The state at one checkpoint of the thread."""
         _check_thread_id(thread_id)
+        if not isinstance(checkpoint_id, str):
+            msg = (
+                f"checkpoint_id must be a str, got {type(checkpoint_id).__name__} "
+                f"{checkpoint_id!r}; take a checkpoint's `.id` from get_history()."
+            )
+            raise TypeError(msg)
         found = await read_checkpoint(backend, thread_id, checkpoint_id)
         if found is None:
             msg = (

@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+import pydantic
 from pydantic import BaseModel
 from pydantic_core import from_json
 
@@ -271,7 +272,8 @@ def _decode_payload(backend: Backend, stored: StoredCheckpoint) -> dict[str, Any
     except CheckpointDecodeError as exc:
         msg = (
             f"checkpoint {stored.checkpoint_id!r} of thread {stored.thread_id!r} cannot be "
-            f"decoded: {exc}"
+            f"decoded: {str(exc).rstrip('.')}. To go on without it, fork from an earlier "
+            "checkpoint (get_history() lists them) or start a new thread."
         )
         raise CheckpointDecodeError(msg) from exc
     return _check_payload(stored, payload)
@@ -833,7 +835,7 @@ def validated_values(spec: GraphSpec, checkpoint: Checkpoint) -> dict[str, Any]:
         try:
             values[name] = spec.adapter(name).validate_python(value)
         except Exception as exc:
-            failed.append(f"{name!r} ({type(exc).__name__}: {str(exc).splitlines()[-1].strip()})")
+            failed.append(f"{name!r} ({_why_invalid(exc)})")
     if failed:
         msg = (
             f"{where}: stored field(s) no longer validate as the state {state}'s types: "
@@ -841,6 +843,18 @@ def validated_values(spec: GraphSpec, checkpoint: Checkpoint) -> dict[str, Any]:
         )
         raise CheckpointDecodeError(msg)
     return values
+
+
+def _why_invalid(exc: Exception) -> str:
+    """What a validation error says, in a line: pydantic's first message and where it is (its
+    text ends with a link, not the reason), else the exception's own text."""
+    if isinstance(exc, pydantic.ValidationError) and exc.errors():
+        first = exc.errors()[0]
+        at = ".".join(str(p) for p in first.get("loc", ()))
+        more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        return f"{first['msg']}{f' at {at}' if at else ''}, got {first.get('input')!r:.60}{more}"
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 @contextlib.asynccontextmanager

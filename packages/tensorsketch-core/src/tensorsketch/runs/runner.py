@@ -359,9 +359,7 @@ class AsyncRunner:
                 f"{idempotency_key!r:.60}."
             )
             raise ValueError(msg)
-        if thread_id is not None and (not isinstance(thread_id, str) or not thread_id):
-            msg = f"`thread_id` must be a non-empty string, got {thread_id!r}."
-            raise ValueError(msg)
+        self.graph.check_run_input(input, thread_id=thread_id)  # refused now, not when it runs
         await self.start()
         run_id = f"run_{uuid.uuid4().hex}"
         record = RunRecord(

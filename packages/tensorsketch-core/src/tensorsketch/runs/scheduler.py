@@ -128,6 +128,7 @@ class Scheduler:
         labels: Mapping[str, str] | None,
     ) -> ScheduleHandle:
         runner = self.runner
+        runner.graph.check_run_input(input)  # a bad input fails here, not at every firing
         key = f"schedule:{runner.graph.name}:{name or _digest(spec, input, dict(labels or {}))}"
         record = RunRecord(
             run_id=f"schedule_{uuid.uuid4().hex}",
