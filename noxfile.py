@@ -166,17 +166,19 @@ def canvas_soak(session: nox.Session) -> None:
     )
 
 
+def _with_everything(dist: str) -> str:
+    """A dist's folder with what `pip install tensorsketch` brings of it, plus every opt-in
+    extra it calls `all` (the developer layout: every optional import resolves)."""
+    extras = set(META_DEFAULT_EXTRAS.get(dist, set()))
+    if "\nall =" in (PACKAGES / dist / "pyproject.toml").read_text():
+        extras.add("all")
+    return f"{PACKAGES / dist}[{','.join(sorted(extras))}]" if extras else str(PACKAGES / dist)
+
+
 @nox.session
 def integration(session: nox.Session) -> None:
     """Everything editable in one venv (the developer layout) + the cross-package tests."""
-    editable = []
-    for dist in DISTS:
-        # What `pip install tensorsketch` brings, plus every opt-in extra a dist calls `all`.
-        extras = set(META_DEFAULT_EXTRAS.get(dist, set()))
-        if "\nall =" in (PACKAGES / dist / "pyproject.toml").read_text():
-            extras.add("all")
-        extra = f"[{','.join(sorted(extras))}]" if extras else ""
-        editable += ["-e", f"{PACKAGES / dist}{extra}"]
+    editable = [arg for dist in DISTS for arg in ("-e", _with_everything(dist))]
     session.install(*editable, *DEV_TOOLS, "build")
     session.install("--no-deps", "-e", str(PACKAGES / META))
     _pytest(session, str(ROOT / "tests"))
@@ -198,10 +200,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over every distribution's sources."""
-    editable = []
-    for dist in DISTS:
-        text = (PACKAGES / dist / "pyproject.toml").read_text()
-        editable += ["-e", f"{PACKAGES / dist}{'[all]' if chr(10) + 'all =' in text else ''}"]
+    editable = [arg for dist in DISTS for arg in ("-e", _with_everything(dist))]
     session.install(*editable, "mypy>=1.13", "pytest", "hypothesis")
     srcs = [str(PACKAGES / d / "src") for d in DISTS]
     typing_checks = str(PACKAGES / CORE / "tests" / "typing")
