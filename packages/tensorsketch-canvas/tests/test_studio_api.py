@@ -382,6 +382,107 @@ async def test_rename_node_moves_its_layout(client: httpx.AsyncClient, graph_fil
     assert sidecar["nodes"] == {"Support": {"x": 10.0, "y": 20.5}}
 
 
+async def test_renaming_a_created_hole_renames_its_stub_class(
+    client: httpx.AsyncClient, graph_file: Path
+) -> None:
+    # Found by QA: renaming a hole made with + node wrote `.add(Summarize, name="Summary")`
+    # and kept `class Summarize`, though the stub has no code yet and the docs (and
+    # edits.rename_node) say such a node's class takes the new name.
+    assert (await edit(client, "add_node", name="Summarize", inputs={"query": "str"})).is_success
+    assert (await edit(client, "add_edge", source="Summarize", target="__end__")).is_success
+    before = graph_file.read_text()
+    r = await edit(client, "rename_node", old="Summarize", new="Summary")
+    assert r.status_code == 200, r.text
+    text = graph_file.read_text()
+    assert "class Summary(Node):" in text and "class Summarize" not in text
+    assert 'raise Hole("Summary needs code")' in text
+    assert ".add(Summary)\n" in text and "name=" not in text
+    assert '.edge("Summary", END)' in text
+    node = extract(text).node("Summary")
+    assert (node.cls, node.has_hole, node.hole) == ("Summary", True, "Summary needs code")
+    assert r.json()["graph"]["nodes"][-1]["cls"] == "Summary"
+    holes = (await client.get("/api/graph")).json()["holes"]
+    assert [(h["node"], h["message"]) for h in holes] == [("Summary", "Summary needs code")]
+    assert_bodies_untouched(before.split("class Summarize")[0], text)
+    # its undo renames the class back: the file is what it was
+    back = await edit(client, "rename_node", **r.json()["inverse"]["args"])
+    assert back.status_code == 200, back.text
+    assert graph_file.read_text() == before
+
+
+@pytest.mark.parametrize(
+    ("wiring", "renamed"),
+    [
+        (
+            'g = Graph(S)\ng.add(Draft)\ng.edge(START, "Draft")\ng.edge("Draft", END)\n',
+            'g = Graph(S)\ng.add(Reply)\ng.edge(START, "Reply")\ng.edge("Reply", END)\n',
+        ),
+        (
+            "g = Graph(S)\n(draft,) = g.nodes(Draft)\nSTART >> draft\ndraft >> END\n",
+            # the write-back's rename in `>>` style (a class with code: add(Draft, name=...))
+            'g = Graph(S)\ng.add(Reply)\nreply = g["Reply"]\nSTART >> reply >> END\n',
+        ),
+    ],
+    ids=["statement", "operator"],
+)
+async def test_a_stub_class_follows_a_rename_in_every_style(
+    tmp_path: Path, wiring: str, renamed: str
+) -> None:
+    head = (
+        "from tensorsketch import END, START, Context, Graph, Hole, Node, Schema\n\n\n"
+        "class S(Schema):\n    query: str = ''\n\n\n"
+        "class Draft(Node):\n    class In(Schema):\n        query: str\n\n"
+        "    async def run(self, ctx: Context, inp: In) -> None:\n"
+        '        raise Hole("Draft needs code")  # as + node wrote it\n\n\n'
+    )
+    path = tmp_path / "flow.py"
+    path.write_text(head + wiring, encoding="utf-8")
+    app = create_app(Studio(path=path, token=TOKEN, project=tmp_path))
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url=BASE, headers={"X-Studio-Token": TOKEN}
+    ) as c:
+        r = await edit(c, "rename_node", old="Draft", new="Reply")
+        assert r.status_code == 200, r.text
+    want = head.replace("class Draft", "class Reply").replace('"Draft needs', '"Reply needs')
+    assert path.read_text() == want + renamed
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda t: t.replace('Hole("Draft needs code")', 'Hole("write the draft")'), "message"),
+        (lambda t: t.replace("raise Hole", "return None  #"), "implemented"),
+        (lambda t: t + "\nDRAFTS = [Draft]\n", "named elsewhere"),
+        (lambda t: t + "\ndef Reply() -> None: ...\n", "new name taken"),
+    ],
+    ids=["own-message", "implemented", "named-elsewhere", "new-name-taken"],
+)
+async def test_a_class_that_is_not_a_bare_stub_keeps_its_name(
+    tmp_path: Path, change: Any, why: str
+) -> None:
+    text = change(
+        "from tensorsketch import END, START, Context, Graph, Hole, Node, Schema\n\n\n"
+        "class S(Schema):\n    query: str = ''\n\n\n"
+        "class Draft(Node):\n"
+        "    async def run(self, ctx: Context, inp: S) -> None:\n"
+        '        raise Hole("Draft needs code")\n\n\n'
+        'app = Graph(S).add(Draft).edge(START, "Draft").edge("Draft", END).compile()\n'
+    )
+    path = tmp_path / "flow.py"
+    path.write_text(text, encoding="utf-8")
+    app = create_app(Studio(path=path, token=TOKEN, project=tmp_path))
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url=BASE, headers={"X-Studio-Token": TOKEN}
+    ) as c:
+        r = await edit(c, "rename_node", old="Draft", new="Reply")
+        assert r.status_code == 200, r.text
+    new = path.read_text()
+    assert 'add(Draft, name="Reply")' in new and "class Draft(Node)" in new, why
+    assert new == text.replace('"Draft"', '"Reply"').replace(
+        "add(Draft)", 'add(Draft, name="Reply")'
+    )
+
+
 async def test_ports_on_a_hole(client: httpx.AsyncClient, graph_file: Path) -> None:
     assert (
         await edit(client, "add_node", name="Draft", inputs={"query": "str"})

@@ -68,6 +68,7 @@ if not (STATIC / "index.html").exists():
 
 from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
 
+from tensorsketch.canvas.studio.app import Studio as StudioApp  # noqa: E402
 from tensorsketch.canvas.studio.server import StudioServer  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
@@ -332,6 +333,8 @@ def test_renaming_or_deleting_a_node_the_route_returns_says_why_it_is_refused(
         toast = page.locator("#toast.error")
         expect(toast).to_contain_text("cannot rename 'Tech' to 'Techie': the routing function")
         expect(toast).to_contain_text("Change the routing code first (in your editor")
+        # the field shows the node's real name again, not the refused one
+        expect(page.locator("#rename-input")).to_have_value("Tech")
         page.click("#toast")
         page.locator('#boxes g.box[data-id="Fallback"]').click()
         page.click("#delete-node")
@@ -551,6 +554,14 @@ def test_gestures_write_the_file(studio: Studio) -> None:
     same_graph(studio.ir(), want)
     bodies_untouched(studio.text)
     assert "Escalation" in studio.sidecar() and "Escalate" not in studio.sidecar()
+    # a stub made with + node is still the node's own: its class takes the new name (the
+    # docs' rename rule), and the holes list names it as the canvas does
+    assert "class Escalation(Node):" in studio.text and "class Escalate" not in studio.text
+    assert studio.ir().node("Escalation").cls == "Escalation"
+    page.click("#holes-badge")
+    expect(page.locator("#holes-list tr.hole-row")).to_contain_text("Escalation")
+    page.keyboard.press("Escape")
+    expect(page.locator("#holes-list")).to_be_hidden()
 
     # move: the sidecar changes, the file does not
     text_before_move = studio.text
@@ -579,6 +590,7 @@ def test_gestures_write_the_file(studio: Studio) -> None:
     expect(studio.box("Escalate")).to_be_visible()
     same_graph(studio.ir(), edits.rename_node(want, "Escalation", "Escalate"))
     bodies_untouched(studio.text)
+    assert "class Escalate(Node):" in studio.text and "Escalation" not in studio.text
 
     # redo the rename
     page.click("#redo")
@@ -802,9 +814,31 @@ def test_external_edit_repaints_without_reload(studio: Studio) -> None:
     expect(studio.box("Fallback")).to_have_count(0)
 
 
+#: The router with a hole added under another name: class Outline, the node "Plan".
+OUTLINE = (
+    "class Outline(Node):\n"
+    "    class In(Schema):\n        query: str\n\n"
+    "    class Out(Schema):\n        answer: str\n\n"
+    "    async def run(self, ctx: Context, inp: In) -> Out:\n"
+    '        raise Hole("outline the answer")\n\n\n'
+)
+WITH_HOLE = (
+    MAPPED.replace("def route", OUTLINE + "def route")
+    .replace("    .add(Fallback)\n", '    .add(Fallback)\n    .add(Outline, name="Plan")\n')
+    .replace("Graph, Node", "Graph, Hole, Node")
+)
+assert '.add(Outline, name="Plan")' in WITH_HOLE and "Hole, Node" in WITH_HOLE
+
+
 def test_parse_error_keeps_last_good_graph_read_only(studio: Studio) -> None:
     page = studio.page
+    studio.path.write_text(WITH_HOLE, encoding="utf-8")
+    expect(page.locator("#holes-count")).to_have_text("1")
     good = studio.text
+    page.mouse.click(*studio.center("Tech"))
+    inspector = page.locator("#inspector")
+    expect(inspector).to_be_visible()
+    assert _top(page, "#inspector") == 46
     studio.path.write_text(good + "\napp = (\n", encoding="utf-8")
     banner = page.locator("#banner")
     expect(banner).to_be_visible(timeout=2000)
@@ -812,9 +846,25 @@ def test_parse_error_keeps_last_good_graph_read_only(studio: Studio) -> None:
     expect(studio.box("Classify")).to_be_visible()
     expect(page.locator("#add-node")).to_be_disabled()
     assert page.evaluate("document.body.classList.contains('read-only')")
+    # Found by QA: the banner covered the top of the side panel; now the panel sits below it
+    page.wait_for_function(
+        "() => document.getElementById('inspector').getBoundingClientRect().top >= "
+        "document.getElementById('banner').getBoundingClientRect().bottom - 0.5"
+    )
+    assert _top(page, "#inspector") > 46
+    # ... and the holes badge does not drop to 0 because the file cannot be read for now
+    expect(page.locator("#holes-count")).to_have_text("1")
     studio.path.write_text(good, encoding="utf-8")
     expect(banner).to_be_hidden(timeout=2000)
     expect(page.locator("#add-node")).to_be_enabled()
+    page.wait_for_function(
+        "() => document.getElementById('inspector').getBoundingClientRect().top === 46"
+    )
+    expect(page.locator("#holes-count")).to_have_text("1")
+
+
+def _top(page: Page, selector: str) -> float:
+    return float(page.evaluate(f"document.querySelector('{selector}').getBoundingClientRect().top"))
 
 
 def test_conflict_reloads(studio: Studio) -> None:
@@ -857,6 +907,17 @@ def test_holes_badge_lists_holes(tmp_path: Path, browser: Browser) -> None:
         expect(row).to_contain_text("Draft")
         expect(row).to_contain_text("draft a reply from the docs")
         expect(row).to_contain_text("other.py")
+        # Escape closes the list
+        page.keyboard.press("Escape")
+        expect(page.locator("#holes-list")).to_be_hidden()
+        expect(page.locator("#holes-badge")).to_have_attribute("aria-expanded", "false")
+        # a hole of the opened file is named as the canvas names its node
+        path.write_text(WITH_HOLE, encoding="utf-8")
+        expect(page.locator("#holes-count")).to_have_text("2")
+        page.click("#holes-badge")
+        plan = row.filter(has_text="outline the answer")
+        expect(plan.locator("td").nth(1)).to_have_text("Plan (class Outline)")
+        expect(page.locator('#boxes g.box[data-id="Plan"]')).to_be_visible()
         page.close()
 
 
@@ -891,6 +952,114 @@ def _contains(text: str) -> Any:
     import re
 
     return re.compile(re.escape(text))
+
+
+# -- layout and accessibility -----------------------------------------------------------------
+
+
+#: Every visible toolbar control, where it is, and where the stage starts.
+TOOLBAR = """() => {
+    const t = document.getElementById('toolbar');
+    const r = t.getBoundingClientRect();
+    const controls = [...t.querySelectorAll('button, select')].filter((e) => e.offsetParent);
+    const off = controls.filter((e) => {
+        const b = e.getBoundingClientRect();
+        return b.left < 0 || b.right > innerWidth || b.top < 0 || b.bottom > r.bottom;
+    });
+    return {scroll: t.scrollWidth, client: t.clientWidth, bottom: r.bottom, n: controls.length,
+            off: off.map((e) => e.id),
+            stage: document.getElementById('stage').getBoundingClientRect().top};
+}"""
+
+
+@pytest.mark.parametrize("size", [(900, 600), (1280, 800), (1500, 860)])
+def test_every_toolbar_control_is_on_screen(
+    tmp_path: Path, browser: Browser, size: tuple[int, int]
+) -> None:
+    """Found by QA: at 900 px the export buttons were past the window's edge (the toolbar
+    did not wrap), and Tab could focus a control nobody could see."""
+    path = tmp_path / "support_router.py"
+    path.write_text(MAPPED, encoding="utf-8")
+    width, height = size
+    with StudioServer(path, port=0, project=tmp_path) as server:
+        page = browser.new_page(viewport={"width": width, "height": height})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(server.url)
+        page.wait_for_function("window.__studio && window.__studio.paints > 0")
+        page.click("#live")  # the run picker too: the widest toolbar without a backend
+        expect(page.locator("#run-picker")).to_be_visible()
+        geo = page.evaluate(TOOLBAR)
+        assert geo["scroll"] <= geo["client"] and geo["off"] == [], geo
+        assert geo["n"] >= 12
+        assert geo["stage"] == pytest.approx(geo["bottom"], abs=1)  # nothing hides under it
+        if width >= 1280:
+            assert geo["bottom"] == 46  # one row, as it always was
+        else:
+            assert geo["bottom"] < 100  # two rows at most
+        # every control Tab reaches is on screen while it has the focus
+        page.evaluate("document.activeElement && document.activeElement.blur()")
+        seen: list[tuple[str, bool]] = []
+        for _ in range(geo["n"]):
+            page.keyboard.press("Tab")
+            seen.append(
+                tuple(  # type: ignore[arg-type]
+                    page.evaluate(
+                        "(() => { const e = document.activeElement; "
+                        "const b = e.getBoundingClientRect(); return [e.id, b.left >= 0 && "
+                        "b.right <= innerWidth && b.top >= 0 && b.bottom <= innerHeight]; })()"
+                    )
+                )
+            )
+        assert all(ok for _, ok in seen), seen
+        assert {"add-node", "holes-badge", "export-mermaid", "export-png"} <= {i for i, _ in seen}
+        page.close()
+        assert not errors, errors
+
+
+#: The controls of the page with no accessible name: an input without a label, a button
+#: whose text is only a symbol and has no aria-label (a title alone is not a name).
+UNNAMED = """() => [...document.querySelectorAll('button, input, select, textarea, [tabindex]')]
+    .filter((e) => e.offsetParent && e.tabIndex >= 0 && !e.closest('[hidden]'))
+    .filter((e) => {
+        if (e.getAttribute('aria-label') || e.getAttribute('aria-labelledby')) return false;
+        if (e.labels && e.labels.length) return false;
+        if (e.tagName === 'INPUT' || e.tagName === 'SELECT' || e.tagName === 'TEXTAREA')
+            return true;
+        return !/[A-Za-z]/.test(e.textContent || '');
+    })
+    .map((e) => `${e.tagName.toLowerCase()}#${e.id}.${e.className} ${e.textContent}`)"""
+
+
+def test_every_control_has_a_name(tmp_path: Path, browser: Browser) -> None:
+    path = tmp_path / "support_router.py"
+    path.write_text(WITH_HOLE, encoding="utf-8")
+    with StudioServer(path, port=0, project=tmp_path) as server:
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        page.goto(server.url)
+        page.wait_for_function("window.__studio && window.__studio.paints > 0")
+        assert page.evaluate(UNNAMED) == []
+        # a hole's side panel: the rename field, the ports' remove buttons, the new port
+        page.locator('#boxes g.box[data-id="Plan"]').click()
+        expect(page.locator("#port-name")).to_be_visible()
+        expect(page.locator("#inspector [data-remove-port]")).to_have_count(2)
+        assert page.evaluate(UNNAMED) == []
+        expect(page.locator("#rename-input")).to_have_attribute("aria-label", "new name for Plan")
+        page.close()
+
+
+def test_a_file_without_a_graph_shows_the_servers_message(tmp_path: Path, browser: Browser) -> None:
+    """Found by QA: the page said "No graph to show yet." whatever the server explained."""
+    path = tmp_path / "helpers.py"
+    path.write_text("from tensorsketch import Node\n\n\nclass Draft(Node):\n    pass\n")
+    message = StudioApp(path=path, token="t", project=tmp_path).graph_view()["message"]
+    assert message
+    with StudioServer(path, port=0, project=tmp_path) as server:
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        page.goto(server.url)
+        expect(page.locator("#empty")).to_be_visible()
+        expect(page.locator("#empty")).to_have_text(message)
+        page.close()
 
 
 # -- live trace overlay ------------------------------------------------------------------------
@@ -981,6 +1150,14 @@ def test_big_graph_has_minimap_and_fits(tmp_path: Path, browser: Browser) -> Non
         x0 = page.evaluate("window.__studio.state.view.x")
         page.click("#minimap", position={"x": 200, "y": 75})
         assert page.evaluate("window.__studio.state.view.x") != x0
+        # the Mermaid text opens at its first line (found by QA: it opened scrolled down)
+        page.click("#export-mermaid")
+        expect(page.locator("#export-text")).to_have_value(_contains("flowchart"))
+        area = page.evaluate(
+            "(() => { const t = document.getElementById('export-text'); "
+            "return [t.scrollTop, t.scrollHeight > t.clientHeight, t.selectionStart]; })()"
+        )
+        assert area == [0, True, 0]
         page.close()
 
 

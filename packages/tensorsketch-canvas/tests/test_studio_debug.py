@@ -527,6 +527,25 @@ async def test_run_to_completion(client: httpx.AsyncClient, backend: Backend, lo
     assert state is not None and state.count == 4
 
 
+async def test_step_or_run_on_a_completed_thread_runs_nothing(
+    client: httpx.AsyncClient, backend: Backend, loop_file: Path
+):
+    # Found by QA: a step on a completed thread answered `"ran": ["Increment"]` — the head's
+    # own superstep — though the call wrote no checkpoint. Nothing ran, so `ran` is empty.
+    app = _load(loop_file)
+    await app.invoke({"limit": 2}, thread_id="t-done", backend=backend)
+    head = (await app.aget_history("t-done", backend))[-1].id
+    for action in ("step", "run"):
+        r = _ok(await client.post(f"/api/debug/threads/t-done/{action}", json={"confirm": True}))
+        assert (r["checkpoint_id"], r["status"], r["ran"], r["next"]) == (
+            head,
+            "completed",
+            [],
+            [],
+        ), action
+        assert (await app.aget_history("t-done", backend))[-1].id == head
+
+
 async def test_approve_a_suspended_agents_tool_call_runs_it_once(backend: Backend, tmp_path: Path):
     path = _write(tmp_path, "agent_graph.py", AGENT)
     log = tmp_path / "refunds.log"

@@ -21,6 +21,7 @@ import concurrent.futures
 import importlib.util
 import json
 import os
+import re
 import sys
 import tempfile
 import uuid
@@ -288,6 +289,10 @@ def _pick(page: Page, checkpoint_id: str) -> None:
     )
 
 
+def _contains(text: str) -> re.Pattern[str]:
+    return re.compile(re.escape(text))
+
+
 def _confirm(page: Page) -> None:
     expect(page.locator("#dbg-confirm")).to_be_visible()
     page.click("#dbg-confirm-ok")
@@ -319,6 +324,23 @@ def test_browse_a_recorded_thread(router: Studio, page: Page) -> None:
     _search(page, "ticket-")
     rows = page.locator(".dbg-thread-row")
     expect(rows).to_have_count(2)
+    # the rows are a listbox the keyboard walks: ↓ to the next row, Enter opens it
+    assert page.locator('.dbg-thread-row[tabindex="0"]').count() == 1
+    rows.first.focus()
+    page.keyboard.press("ArrowDown")
+    second = rows.nth(1).get_attribute("data-thread")
+    assert page.evaluate("document.activeElement.dataset.thread") == second
+    page.keyboard.press("Enter")
+    page.wait_for_function(
+        "t => window.__studio.debug.thread?.thread_id === t", arg=second, timeout=10_000
+    )
+    expect(rows.nth(1)).to_have_attribute("aria-selected", "true")
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press(" ")
+    first = rows.first.get_attribute("data-thread")
+    page.wait_for_function(
+        "t => window.__studio.debug.thread?.thread_id === t", arg=first, timeout=10_000
+    )
     expect(page.locator(f'.dbg-thread-row[data-thread="{billing}"]')).to_contain_text(
         f"{len(history)} checkpoints"
     )
@@ -363,6 +385,11 @@ def test_browse_a_recorded_thread(router: Studio, page: Page) -> None:
     expect(page.locator("#dbg-replay-out")).to_contain_text('"intent": "billing"')
     _search(page, "")
     _shot(router, page, "checkpoint")
+    # every control of the panels has a name (the icon buttons an aria-label, not only a
+    # title), an edited value's text box too
+    page.click('[data-edit="intent"]')
+    expect(page.locator('[data-edit-area="intent"]')).to_be_visible()
+    assert page.evaluate(UNNAMED) == []
 
 
 def test_threads_page_on_and_long_values_expand(router: Studio, page: Page) -> None:
@@ -573,6 +600,15 @@ def test_step_superstep_by_superstep(router: Studio, page: Page) -> None:
     page.click("#dbg-refresh")
     _open_thread(page, thread)
     expect(page.locator('.dbg-mark.next[data-node="Classify"]')).to_have_count(1)
+    # the confirmation opens on cancel: Enter cancels, nothing runs
+    before = len(_run(router.url, lambda b: app.aget_history(thread, b)))
+    page.click("#dbg-step")
+    expect(page.locator("#dbg-confirm")).to_be_visible()
+    assert page.evaluate("document.activeElement.id") == "dbg-confirm-cancel"
+    page.keyboard.press("Enter")
+    expect(page.locator("#dbg-confirm")).to_be_hidden()
+    page.wait_for_timeout(300)
+    assert len(_run(router.url, lambda b: app.aget_history(thread, b))) == before
     for expect_ran in ("Classify", "Tech"):
         count = len(_run(router.url, lambda b: app.aget_history(thread, b)))
         page.click("#dbg-step")
@@ -605,6 +641,17 @@ def test_step_superstep_by_superstep(router: Studio, page: Page) -> None:
         "() => window.__studio.debug.thread?.status === 'completed' && !window.__studio.debug.busy",
         timeout=15_000,
     )
+    # Found by QA: a step on the completed thread said "ran Tech" though nothing ran. Now
+    # step and run are off, saying why; and a step that runs nothing says so.
+    for button in ("#dbg-step", "#dbg-run"):
+        expect(page.locator(button)).to_be_disabled()
+        expect(page.locator(button)).to_have_attribute("title", _contains("completed"))
+    head = page.evaluate("window.__studio.debug.thread.head")
+    page.evaluate("document.getElementById('dbg-step').disabled = false")  # a stale page
+    page.click("#dbg-step")
+    _confirm(page)
+    expect(page.locator("#toast")).to_contain_text("Nothing ran: the thread is completed")
+    assert _run(router.url, lambda b: app.aget_history(thread, b))[-1].id == head
 
     # ▶ run: from a breakpoint to the end in one go
     other = "run-through"
@@ -626,6 +673,144 @@ def test_step_superstep_by_superstep(router: Studio, page: Page) -> None:
     )
     expect(page.locator("#dbg-waiting")).to_have_count(0)
     assert _run(router.url, lambda b: app.aget_state(other, b)).answer.startswith("[General]")
+
+
+# -- small windows, long values, the banner ---------------------------------------------------
+
+
+#: The controls of the page with no accessible name: an input without a label, a button
+#: whose text is only a symbol and has no aria-label (a title alone is not a name).
+UNNAMED = """() => [...document.querySelectorAll('button, input, select, textarea, [tabindex]')]
+    .filter((e) => e.offsetParent && e.tabIndex >= 0 && !e.closest('[hidden]'))
+    .filter((e) => {
+        if (e.getAttribute('aria-label') || e.getAttribute('aria-labelledby')) return false;
+        if (e.labels && e.labels.length) return false;
+        if (e.tagName === 'INPUT' || e.tagName === 'SELECT' || e.tagName === 'TEXTAREA')
+            return true;
+        return !/[A-Za-z]/.test(e.textContent || '');
+    })
+    .map((e) => `${e.tagName.toLowerCase()}#${e.id}.${e.className} ${e.textContent}`)"""
+
+
+def _inside(page: Page, inner: str, outer: str) -> bool:
+    return bool(
+        page.evaluate(
+            """([i, o]) => { const a = document.querySelector(i).getBoundingClientRect();
+                const b = document.querySelector(o).getBoundingClientRect();
+                return a.left >= b.left && a.right <= b.right && a.top >= b.top
+                    && a.bottom <= b.bottom; }""",
+            [inner, outer],
+        )
+    )
+
+
+def test_a_small_window_keeps_the_next_node_in_sight(router: Studio, browser: Browser) -> None:
+    """Found by QA: at 900x600 the two panels leave a narrow canvas, the fit stops at a
+    legible zoom, and the node marked next was off-screen. The view centres on it."""
+    app = router.app
+    thread = "small-window"
+    _run(
+        router.url,
+        lambda b: app.invoke(
+            {"query": "I'd like a refund"}, thread_id=thread, backend=b, interrupt_before="Billing"
+        ),
+    )
+    context = browser.new_context(viewport={"width": 900, "height": 600})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        page.goto(router.server.url)
+        page.wait_for_selector("#dbg-panel:not([hidden])", timeout=10_000)
+        _open_thread(page, thread)
+        mark = '.dbg-mark.next[data-node="Billing"]'
+        expect(page.locator(mark)).to_have_count(1)
+        page.wait_for_function(
+            "() => { const m = document.querySelector('.dbg-mark.next').getBoundingClientRect();"
+            " const c = document.getElementById('stage').getBoundingClientRect();"
+            " return m.left >= c.left && m.right <= c.right; }",
+            timeout=5000,
+        )
+        assert _inside(page, mark, "#stage")
+        # the toolbar wraps rather than running off the window, and the panels start below it
+        bar = page.evaluate(
+            "(() => { const t = document.getElementById('toolbar'); return [t.scrollWidth, "
+            "t.clientWidth, t.getBoundingClientRect().bottom, "
+            "document.getElementById('dbg-panel').getBoundingClientRect().top]; })()"
+        )
+        assert bar[0] <= bar[1] and bar[3] == pytest.approx(bar[2], abs=1), bar
+        for button in page.locator("#toolbar button:visible").all():
+            assert _inside(page, f"#{button.get_attribute('id')}", "#toolbar")
+    finally:
+        context.close()
+    assert not errors, errors
+
+
+def test_long_values_stay_inside_the_state_panel(triage: Studio, triage_page: Page) -> None:
+    """Found by QA: a changed value too long to diff showed its old value on one line that
+    scrolled the panel sideways. And an edit of a waiting thread read "waiting"."""
+    app, page = triage.app, triage_page
+    thread = "long-edits"
+
+    async def record(b: Backend) -> None:
+        await app.invoke({"query": "refund please"}, thread_id=thread, backend=b)
+        await app.aupdate_state(thread, b, {"query": "a" * 3000})
+        await app.aupdate_state(thread, b, {"query": "b" * 3000})
+
+    _run(triage.url, record)
+    page.click("#dbg-refresh")
+    _open_thread(page, thread)
+    was = '.dbg-channel[data-channel="query"] .hint.was code'
+    expect(page.locator(was)).to_be_visible()
+    width = page.evaluate(
+        "(() => { const p = document.getElementById('dbg-state'); "
+        "return [p.scrollWidth, p.clientWidth]; })()"
+    )
+    assert width[0] <= width[1], width
+    page.locator(was).scroll_into_view_if_needed()
+    assert _inside(page, was, "#dbg-state")
+    assert page.locator(was).get_attribute("title")  # the longer preview on hover
+    # the two edits say what they are, though the thread still waits for its answer
+    texts = page.locator(".tl-row .tl-ran").all_inner_texts()
+    assert texts[:2] == ["state edited", "state edited"], texts
+    expect(page.locator("#dbg-waiting")).to_be_visible()
+
+
+def test_the_parse_error_banner_sits_above_the_panels(tmp_path: Path, browser: Browser) -> None:
+    """Found by QA: the banner of a file that does not parse covered the top of the
+    debugger's panels."""
+    path = tmp_path / "support_router.py"
+    good = EXAMPLE.read_text(encoding="utf-8")
+    path.write_text(good, encoding="utf-8")
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    app = _load(path).app
+    _run(url, lambda b: app.invoke({"query": "Hello!"}, thread_id="banner", backend=b))
+    with StudioServer(path, port=0, project=tmp_path, backend=url) as server:
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        page.goto(server.url)
+        page.wait_for_selector("#dbg-panel:not([hidden])", timeout=10_000)
+        _open_thread(page, "banner")
+        for panel in ("#dbg-panel", "#dbg-state"):
+            assert (
+                page.evaluate(f"document.querySelector('{panel}').getBoundingClientRect().top")
+                == 46
+            )
+        path.write_text(good + "\napp = (\n", encoding="utf-8")
+        expect(page.locator("#banner")).to_be_visible(timeout=3000)
+        below = (
+            "() => ['dbg-panel', 'dbg-state'].every((id) => document.getElementById(id)"
+            ".getBoundingClientRect().top >= document.getElementById('banner')"
+            ".getBoundingClientRect().bottom - 0.5)"
+        )
+        page.wait_for_function(below, timeout=3000)
+        banner = page.locator("#banner").bounding_box()
+        assert banner and banner["x"] == 0 and banner["y"] == 46  # the whole width, one place
+        path.write_text(good, encoding="utf-8")
+        expect(page.locator("#banner")).to_be_hidden(timeout=3000)
+        page.wait_for_function(
+            "() => document.getElementById('dbg-panel').getBoundingClientRect().top === 46"
+        )
+        page.close()
 
 
 # -- approve -----------------------------------------------------------------------------------

@@ -67,6 +67,8 @@ const state = {
   timings: { layout: 0, draw: 0, edit: 0 } as Record<string, number>,
   userView: false, // the user panned or zoomed: stop fitting the graph after each change
   connected: false,
+  message: null as string | null, // why there is no graph, as the server says it
+  fileHoles: null as HoleRef[] | null, // the opened file's holes when it last parsed
 };
 
 // For tests and benchmarks: read-only peeks at the state, and the paint counter.
@@ -112,6 +114,31 @@ function setBanner(resp: GraphResponse): void {
   } else {
     b.hidden = true;
   }
+  syncBars();
+}
+
+/** ``--bar`` and ``--banner``: the toolbar's height (two rows in a narrow window) and the
+ * banner's (0 while hidden), which place the stage and the side panels below them. */
+let bars = "";
+function syncBars(): void {
+  const bar = $("toolbar").offsetHeight || 46;
+  const banner = $("banner");
+  const ban = banner.hidden ? 0 : banner.offsetHeight;
+  const key = `${bar}:${ban}`;
+  if (key === bars) return;
+  const stageMoved = !bars.startsWith(`${bar}:`);
+  bars = key;
+  document.documentElement.style.setProperty("--bar", `${bar}px`);
+  document.documentElement.style.setProperty("--banner", `${ban}px`);
+  if (stageMoved) relayout();
+}
+new ResizeObserver(() => syncBars()).observe($("toolbar"));
+new ResizeObserver(() => syncBars()).observe($("banner"));
+
+/** The stage changed size: fit again unless the user has moved the view. */
+function relayout(): void {
+  if (!state.userView && state.scene) fit(true);
+  else applyView();
 }
 
 // -- loading -----------------------------------------------------------------------------------
@@ -131,7 +158,12 @@ function apply(resp: GraphResponse): void {
   state.file = resp.file;
   state.graphs = resp.graphs ?? [];
   state.graphName = resp.selected ?? state.graphName;
-  state.holes = resp.holes ?? [];
+  state.message = resp.message ?? null;
+  const holes = resp.holes ?? [];
+  const mine = (h: HoleRef) => h.file === resp.file;
+  if (!resp.parse_error) state.fileHoles = holes.filter(mine);
+  // a file that does not parse shows no holes: count the ones it had when it last parsed
+  state.holes = resp.parse_error ? [...holes.filter((h) => !mine(h)), ...(state.fileHoles ?? [])] : holes;
   const oldGraph = state.graph;
   const oldLayout = JSON.stringify(state.layout);
   state.layout = resp.layout ?? {};
@@ -159,8 +191,13 @@ function renderToolbar(): void {
     for (const name of state.graphs) picker.add(new Option(name, name));
   }
   if (state.graphName) picker.value = state.graphName;
-  $("holes-count").textContent = String(state.holes.length);
-  $("holes-badge").classList.toggle("has-holes", state.holes.length > 0);
+  const unknown = state.readOnly && state.fileHoles === null; // never parsed: its holes are unknown
+  const badge = $("holes-badge");
+  $("holes-count").textContent = unknown ? "?" : String(state.holes.length);
+  badge.classList.toggle("has-holes", state.holes.length > 0);
+  badge.title = state.readOnly
+    ? `nodes that still need code, across the project (${state.file.split(/[\\/]/).pop()} does not parse: ${unknown ? "its holes are not counted" : "its holes as of when it last parsed"})`
+    : "nodes that still need code, across the project";
   $<HTMLButtonElement>("undo").disabled = state.undo.length === 0 || state.readOnly;
   $<HTMLButtonElement>("redo").disabled = state.redo.length === 0 || state.readOnly;
   $<HTMLButtonElement>("add-node").disabled = state.readOnly || !state.graph;
@@ -178,7 +215,7 @@ function paint(): void {
   if (!state.graph) {
     state.scene = null;
     empty.hidden = false;
-    empty.textContent = "No graph to show yet.";
+    empty.textContent = state.message || (state.readOnly ? "Nothing to show until the file parses." : "No graph to show yet.");
     return;
   }
   empty.hidden = true;
@@ -268,6 +305,46 @@ function fit(auto = false): void {
   }
   state.view = { k, x, y };
   state.userView = false;
+  // too big to show whole: keep the open checkpoint's nodes (ran, next) in sight
+  if (auto && ((x1 - x0) * k > W - 60 || (y1 - y0) * k > H - 60)) centreOn(debug.focusNodes());
+  applyView();
+}
+
+/** The screen-space bounds of ``names``' boxes at the current view (null: none on the canvas). */
+function boundsOf(names: string[]): { x0: number; y0: number; x1: number; y1: number } | null {
+  const { x, y, k } = state.view;
+  let b: { x0: number; y0: number; x1: number; y1: number } | null = null;
+  for (const name of names) {
+    const box = state.scene?.boxes.get(name);
+    if (!box) continue;
+    // the marks' ring and tags reach a little past the box
+    const r = { x0: x + (box.x - 12) * k, y0: y + (box.y - 34) * k, x1: x + (box.x + box.w + 12) * k, y1: y + (box.y + box.h + 12) * k };
+    b = b ? { x0: Math.min(b.x0, r.x0), y0: Math.min(b.y0, r.y0), x1: Math.max(b.x1, r.x1), y1: Math.max(b.y1, r.y1) } : r;
+  }
+  return b;
+}
+
+/** Pan (never zoom) so the boxes of ``names`` are centred; the first of them leads when
+ * they do not fit together. */
+function centreOn(names: string[]): void {
+  let b = boundsOf(names);
+  const W = svg.clientWidth || 1200;
+  const H = svg.clientHeight || 700;
+  if (b && (b.x1 - b.x0 > W || b.y1 - b.y0 > H)) b = boundsOf(names.slice(0, 1));
+  if (!b) return;
+  state.view.x += W / 2 - (b.x0 + b.x1) / 2;
+  state.view.y += H / 2 - (b.y0 + b.y1) / 2;
+}
+
+/** Bring ``names`` into view when any of them is off-screen (the debugger opened a
+ * checkpoint): a pan, the zoom stays. */
+function reveal(names: string[]): void {
+  const b = boundsOf(names);
+  if (!b) return;
+  const W = svg.clientWidth;
+  const H = svg.clientHeight;
+  if (b.x0 >= 0 && b.y0 >= 0 && b.x1 <= W && b.y1 <= H) return;
+  centreOn(names);
   applyView();
 }
 
@@ -659,6 +736,7 @@ document.addEventListener("keydown", (ev) => {
       void perform(removeEdgeOp(e));
     }
   } else if (ev.key === "Escape") {
+    if (!$("holes-list").hidden) return showHoles(false);
     selectNode(null);
     selectWire(null);
   } else if (ev.key === "f") {
@@ -727,7 +805,7 @@ function freeSpot(p: XY, w = 200, h = 90): XY {
 function h<K extends keyof HTMLElementTagNameMap>(tag: K, props: Partial<HTMLElementTagNameMap[K]> & Record<string, unknown> = {}, ...kids: (Node | string)[]): HTMLElementTagNameMap[K] {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(props)) {
-    if (k.startsWith("data-") || k === "for") e.setAttribute(k, String(v));
+    if (k.startsWith("data-") || k.startsWith("aria-") || k === "for") e.setAttribute(k, String(v));
     else (e as unknown as Record<string, unknown>)[k] = v;
   }
   e.append(...kids);
@@ -765,10 +843,16 @@ function renderInspectorBody(): void {
     return;
   }
   box.hidden = false;
-  const rename = h("input", { id: "rename-input", value: node.name, disabled: state.readOnly, autocomplete: "off" });
+  const rename = h("input", { id: "rename-input", value: node.name, disabled: state.readOnly, autocomplete: "off", "aria-label": `new name for ${node.name}` });
   const doRename = () => {
     const next = rename.value.trim();
-    if (next && next !== node.name) void perform({ op: "rename_node", args: { old: node.name, new: next } }).then((ok) => ok && selectNode(next));
+    if (!next || next === node.name) return;
+    void perform({ op: "rename_node", args: { old: node.name, new: next } }).then((ok) => {
+      if (ok) return selectNode(next);
+      // refused: the field shows the node's real name again (the note says why)
+      const input = document.getElementById("rename-input") as HTMLInputElement | null;
+      if (input && state.selectedNode === node.name) input.value = node.name;
+    });
   };
   rename.addEventListener("keydown", (ev) => {
     if (ev.key === "Enter") doRename();
@@ -785,7 +869,7 @@ function renderInspectorBody(): void {
     for (const p of ports) {
       const li = h("li", {}, `${p.name}: ${p.type}`);
       if (node.has_hole && !state.readOnly) {
-        li.append(h("button", { className: "x", title: `remove port ${p.name}`, "data-remove-port": `${side}:${p.name}`, onclick: () => void perform({ op: "remove_port", args: { node: node.name, side, name: p.name } }) }, "×"));
+        li.append(h("button", { className: "x", title: `remove port ${p.name}`, "aria-label": `remove port ${p.name}`, "data-remove-port": `${side}:${p.name}`, onclick: () => void perform({ op: "remove_port", args: { node: node.name, side, name: p.name } }) }, "×"));
       }
       ul.append(li);
     }
@@ -793,9 +877,9 @@ function renderInspectorBody(): void {
   };
   box.append(h("h4", { className: "in" }, "In"), portList("in", node.inputs), h("h4", { className: "out" }, "Out"), portList("out", node.outputs));
   if (node.has_hole && !state.readOnly) {
-    const side = h("select", { id: "port-side" }, h("option", { value: "in" }, "In"), h("option", { value: "out" }, "Out"));
-    const pname = h("input", { id: "port-name", placeholder: "name", size: 8 });
-    const ptype = h("input", { id: "port-type", placeholder: "type", size: 8, value: "str" });
+    const side = h("select", { id: "port-side", "aria-label": "side of the new port" }, h("option", { value: "in" }, "In"), h("option", { value: "out" }, "Out"));
+    const pname = h("input", { id: "port-name", placeholder: "name", size: 8, "aria-label": "name of the new port" });
+    const ptype = h("input", { id: "port-type", placeholder: "type", size: 8, value: "str", "aria-label": "type of the new port" });
     const add = h("button", {
       id: "port-add",
       onclick: () => {
@@ -829,15 +913,26 @@ function renderHoles(): void {
   if (!state.holes.length) list.append(h("p", { className: "hint" }, "Every node has code."));
   const table = h("table", {}, h("tr", {}, h("th", {}, "file"), h("th", {}, "node"), h("th", {}, "message"), h("th", {}, "line")));
   for (const hole of state.holes) {
-    table.append(h("tr", { className: "hole-row" }, h("td", {}, hole.file), h("td", {}, hole.node), h("td", {}, hole.message ?? ""), h("td", {}, hole.line === null ? "" : String(hole.line))));
+    const names = nodesOf(hole);
+    const node = names.length && names.join() !== hole.node ? h("td", { title: `class ${hole.node}` }, names.join(", "), h("span", { className: "hint" }, ` (class ${hole.node})`)) : h("td", {}, hole.node);
+    table.append(h("tr", { className: "hole-row" }, h("td", {}, hole.file), node, h("td", {}, hole.message ?? ""), h("td", {}, hole.line === null ? "" : String(hole.line))));
   }
   list.append(table);
 }
-$("holes-badge").addEventListener("click", () => {
+/** The canvas's names for a hole of the opened file: the nodes of the graph whose class it is
+ * (``add(Draft, name="Reply")`` is the node Reply); none for a class of another file. */
+function nodesOf(hole: HoleRef): string[] {
+  if (hole.file !== state.file || !state.graph) return [];
+  const key = (cls: string) => cls.split("(", 1)[0].trim().split(".").pop();
+  return state.graph.nodes.filter((n) => n.has_hole && key(n.cls) === hole.node).map((n) => n.name);
+}
+function showHoles(open: boolean): void {
   const list = $("holes-list");
-  list.hidden = !list.hidden;
-  if (!list.hidden) renderHoles();
-});
+  list.hidden = !open;
+  $("holes-badge").setAttribute("aria-expanded", String(open));
+  if (open) renderHoles();
+}
+$("holes-badge").addEventListener("click", () => showHoles($("holes-list").hidden));
 
 $<HTMLSelectElement>("graph-picker").addEventListener("change", (ev) => {
   state.graphName = (ev.target as HTMLSelectElement).value;
@@ -927,7 +1022,11 @@ $("export-mermaid").addEventListener("click", async () => {
     const a = $<HTMLAnchorElement>("export-download");
     a.href = URL.createObjectURL(new Blob([text], { type: "text/plain" }));
     a.download = `${base()}.mmd`;
+    const area = $<HTMLTextAreaElement>("export-text");
     $<HTMLDialogElement>("export-dialog").showModal();
+    // from its first line: the caret (at the end after setting the value) would scroll it down
+    area.setSelectionRange(0, 0);
+    area.scrollTop = 0;
   } catch (err) {
     toast(`Export failed: ${(err as Error).message}`, "error");
   }
@@ -995,10 +1094,8 @@ async function start(): Promise<void> {
     layer: document.getElementById("debug-marks") as unknown as SVGGElement,
     scene: () => state.scene,
     toast,
-    relayout: () => {
-      if (!state.userView && state.scene) fit(true);
-      else applyView();
-    },
+    relayout,
+    reveal,
     liveThread: () => state.runs.find((r) => r.run === state.run)?.thread_id ?? null,
     followThread: (thread) => {
       // the overlay shows the newest traced run of the thread the debugger opened

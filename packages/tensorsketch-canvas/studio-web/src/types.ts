@@ -78,6 +78,8 @@ export interface GraphResponse {
   parse_error: ParseError | null;
   stale?: boolean;
   style?: string;
+  /** why there is no graph (a file without a graph builder) */
+  message?: string;
 }
 
 export interface EditOp {

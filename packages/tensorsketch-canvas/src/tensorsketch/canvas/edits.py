@@ -165,7 +165,9 @@ def rename_node(ir: GraphIR, old: str, new_name: str) -> GraphIR:
     The class keeps its name (renaming code is an editor's job) — unless the node was just
     created on the canvas as a hole named after its class, which has no code yet: then the
     class to be written takes the new name. A node placed from an existing, implemented class
-    is in ``added`` too, but its class exists, so it keeps it.
+    is in ``added`` too, but its class exists, so it keeps it. (The Studio does the same for a
+    stub it wrote earlier, once that stub is in the file: see
+    :mod:`tensorsketch.canvas.studio._stub_rename`.)
 
     :raises IRError: no such node, a bad or taken new name, or a routing function returns
         ``old`` by name (``EdgeIR.routes``): change that code first.

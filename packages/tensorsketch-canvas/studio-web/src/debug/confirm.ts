@@ -1,5 +1,6 @@
 // The confirmation every write of the debugger goes through: a modal that says what will
-// change, in which thread, and waits for an explicit yes.
+// change, in which thread, and waits for an explicit yes. Safe by default: it opens with the
+// focus on cancel, so Enter (or Escape) cancels until the user moves to the action.
 import { h } from "./dom";
 
 let dialog: HTMLDialogElement | null = null;
@@ -25,6 +26,7 @@ export function confirmWith(c: Confirm): Promise<{ ok: boolean; checked: boolean
   }
   const d = dialog;
   const ok = h("button", { value: "ok", id: "dbg-confirm-ok", className: c.danger ? "danger" : "primary" }, c.ok);
+  const cancel = h("button", { value: "cancel", id: "dbg-confirm-cancel", formNoValidate: true }, "cancel");
   const box = c.check ? h("input", { type: "checkbox", id: "dbg-confirm-check", checked: c.check.checked }) : null;
   d.replaceChildren(
     h(
@@ -34,13 +36,13 @@ export function confirmWith(c: Confirm): Promise<{ ok: boolean; checked: boolean
       h("p", { className: "dbg-confirm-body" }, c.body),
       c.detail ? h("pre", { className: "dbg-json" }, c.detail) : null,
       box && c.check ? h("label", { className: "check" }, box, ` ${c.check.label}`) : null,
-      h("div", { className: "row" }, h("button", { value: "cancel", id: "dbg-confirm-cancel", formNoValidate: true }, "cancel"), ok),
+      h("div", { className: "row" }, cancel, ok),
     ),
   );
   d.returnValue = "";
   return new Promise((resolve) => {
     d.addEventListener("close", () => resolve({ ok: d.returnValue === "ok", checked: !!box?.checked }), { once: true });
     d.showModal();
-    ok.focus();
+    cancel.focus();
   });
 }

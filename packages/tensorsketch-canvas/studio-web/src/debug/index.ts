@@ -25,6 +25,8 @@ export interface Host {
   liveThread(): string | null;
   /** the debugger opened ``thread``: the live overlay shows that thread's newest run */
   followThread(thread: string): void;
+  /** bring these nodes into view if they are off-screen (the open checkpoint's marks) */
+  reveal(nodes: string[]): void;
 }
 
 const PAGE = 40;
@@ -83,7 +85,7 @@ function setOpen(open: boolean): void {
 }
 
 function buildPanels(): void {
-  const search = h("input", { id: "dbg-search", type: "search", placeholder: "search thread id or run label", autocomplete: "off", spellcheck: false });
+  const search = h("input", { id: "dbg-search", type: "search", placeholder: "search thread id or run label", "aria-label": "search threads by id or run label", autocomplete: "off", spellcheck: false });
   let timer = 0;
   search.addEventListener("input", () => {
     clearTimeout(timer);
@@ -100,10 +102,10 @@ function buildPanels(): void {
     h(
       "section",
       { className: "dbg-threads" },
-      h("div", { className: "dbg-head" }, h("h3", {}, "Threads"), h("span", { className: "hint", title: "the backend the Studio reads (the address stays in the server)" }, where), h("button", { className: "x", id: "dbg-refresh", title: "reload the list", onclick: () => void loadThreads(false) }, "↻")),
+      h("div", { className: "dbg-head" }, h("h3", {}, "Threads"), h("span", { className: "hint", title: "the backend the Studio reads (the address stays in the server)" }, where), h("button", { className: "x", id: "dbg-refresh", title: "reload the list", "aria-label": "reload the thread list", onclick: () => void loadThreads(false) }, "↻")),
       status.graph_error ? h("p", { className: "dbg-error" }, `The graph could not be loaded, so only reading works: ${status.graph_error}`) : null,
       search,
-      h("ul", { id: "dbg-thread-list" }),
+      threadList(),
       h("button", { id: "dbg-more", hidden: true, onclick: () => void loadThreads(true) }, "more"),
     ),
     h("section", { className: "dbg-thread", id: "dbg-thread" }),
@@ -141,19 +143,58 @@ async function loadThreads(more: boolean, keep = false): Promise<void> {
   renderThreads();
 }
 
+/** The thread list: a listbox. One row is in the tab order (the open thread's, else the
+ * first); the arrow keys, Home and End move between rows, Enter or Space opens one. */
+function threadList(): HTMLUListElement {
+  const list = h("ul", { id: "dbg-thread-list", role: "listbox", "aria-label": "threads" });
+  list.addEventListener("keydown", (ev) => {
+    const rows = [...list.querySelectorAll<HTMLElement>("li.dbg-thread-row")];
+    const at = rows.indexOf(document.activeElement as HTMLElement);
+    if (at < 0) return;
+    const to = ev.key === "ArrowDown" ? at + 1 : ev.key === "ArrowUp" ? at - 1 : ev.key === "Home" ? 0 : ev.key === "End" ? rows.length - 1 : null;
+    if (to !== null) {
+      ev.preventDefault();
+      focusRow(rows, Math.max(0, Math.min(rows.length - 1, to)));
+    } else if (ev.key === "Enter" || ev.key === " ") {
+      ev.preventDefault();
+      const id = rows[at].dataset.thread;
+      if (id) void openThread(id);
+    }
+  });
+  return list;
+}
+
+function focusRow(rows: HTMLElement[], i: number): void {
+  rows.forEach((r, j) => (r.tabIndex = j === i ? 0 : -1));
+  rows[i]?.focus();
+}
+
 function renderThreads(): void {
   const list = $("dbg-thread-list");
+  const focused = (document.activeElement as HTMLElement | null)?.closest?.<HTMLElement>("li.dbg-thread-row")?.dataset.thread ?? null;
   list.replaceChildren();
   if (!dbg.threads.length) list.append(h("li", { className: "hint empty" }, dbg.q ? `No thread matches “${dbg.q}”.` : "No threads in this backend yet: run the graph with this backend and a thread_id."));
+  const open = dbg.thread?.thread_id;
+  const tabbed = dbg.threads.some((t) => t.thread_id === focused) ? focused : dbg.threads.some((t) => t.thread_id === open) ? open : dbg.threads[0]?.thread_id;
   for (const t of dbg.threads) {
+    const selected = t.thread_id === open;
     const li = h(
       "li",
-      { className: `dbg-thread-row${t.thread_id === dbg.thread?.thread_id ? " selected" : ""}`, "data-thread": t.thread_id, title: t.thread_id, onclick: () => void openThread(t.thread_id) },
+      {
+        className: `dbg-thread-row${selected ? " selected" : ""}`,
+        "data-thread": t.thread_id,
+        title: t.thread_id,
+        role: "option",
+        "aria-selected": String(selected),
+        tabIndex: t.thread_id === tabbed ? 0 : -1,
+        onclick: () => void openThread(t.thread_id),
+      },
       h("span", { className: "tid" }, t.thread_id),
       t.status ? statusBadge(t.status) : h("span", {}),
       h("span", { className: "meta" }, `${t.label ? `${t.label} · ` : ""}${t.checkpoints} checkpoint${t.checkpoints === 1 ? "" : "s"}${t.updated_at ? ` · ${when(t.updated_at)}` : ""}`),
     );
     list.append(li);
+    if (t.thread_id === focused) li.focus(); // a refresh keeps the keyboard where it was
   }
   $("dbg-more").hidden = !dbg.cursor;
 }
@@ -190,7 +231,9 @@ function renderThread(): void {
     return;
   }
   const readonly = !!dbg.status?.graph_error;
-  const act = (label: string, id: string, title: string, fn: () => void) => h("button", { id, title, disabled: dbg.busy || readonly, onclick: fn }, label);
+  const done = finished(t);
+  const act = (label: string, id: string, title: string, fn: () => void) =>
+    h("button", { id, title: done ?? (readonly ? "the graph could not be loaded, so the thread cannot run" : title), disabled: dbg.busy || readonly || !!done, onclick: fn }, label);
   box.replaceChildren(
     h("div", { className: "dbg-head" }, h("h3", { className: "tid", title: t.thread_id }, t.thread_id), statusBadge(t.status)),
     h("p", { className: "hint" }, `${t.checkpoints.length} checkpoint${t.checkpoints.length === 1 ? "" : "s"}${runLabel(t) ? ` · ${runLabel(t)}` : ""}`),
@@ -201,11 +244,19 @@ function renderThread(): void {
       act("⇥ step", "dbg-step", "run one superstep of this thread, then stop", () => void doStep()),
       act("▶ run", "dbg-run", "run this thread until it ends or stops at an interrupt", () => void doRun()),
       h("span", { className: "grow" }),
-      h("button", { className: "x", title: "reload this thread", onclick: () => void openThread(t.thread_id, "keep") }, "↻"),
+      h("button", { className: "x", id: "dbg-reload-thread", title: "reload this thread", "aria-label": "reload this thread", onclick: () => void openThread(t.thread_id, "keep") }, "↻"),
     ),
     timeline.root,
   );
   timeline.select(dbg.selectedId, false);
+}
+
+/** Why ⇥ step and ▶ run have nothing to do: the thread is completed and its head plans
+ * nothing (``null`` while there is something to run). */
+export function finished(t: ThreadDetail): string | null {
+  const head = t.checkpoints.find((c) => c.id === t.head);
+  if (t.status !== "completed" || t.waiting || (head && head.next.length)) return null;
+  return "the thread is completed: nothing is left to run (fork a checkpoint to run it again)";
 }
 
 function runLabel(t: ThreadDetail): string {
@@ -228,7 +279,7 @@ function waitingCard(w: Waiting | null, readonly: boolean): HTMLElement | null {
       h("div", { className: "row" }, btn("✓ approve", "dbg-approve", "primary", () => void doResume("approve")), btn("✗ reject", "dbg-reject", "danger", () => void doResume("reject"))),
     );
   } else if (w.kind === "question") {
-    const answer = h("input", { id: "dbg-answer", placeholder: "your answer", autocomplete: "off" });
+    const answer = h("input", { id: "dbg-answer", placeholder: "your answer", "aria-label": "your answer", autocomplete: "off" });
     card.append(
       h("h4", {}, `Asks${where}`),
       h("p", { className: "q" }, String(w.question ?? "")),
@@ -306,6 +357,15 @@ function showState(): void {
   document.body.classList.toggle("dbg-pinned", open);
   repaintMarks();
   if (was !== open) host.relayout();
+  if (open) host.reveal(focusNodes());
+}
+
+/** The nodes the open checkpoint marks on the canvas: what ran, what runs next, the Sends'
+ * targets and the nodes that failed (the view keeps them in sight). */
+export function focusNodes(): string[] {
+  const cp = dbg.open ? dbg.checkpoint : null;
+  if (!cp) return [];
+  return [...new Set([...cp.ran, ...cp.next, ...cp.sends.map((s) => s.node), ...cp.errors.map((e) => e.node ?? "")])].filter(Boolean);
 }
 
 function renderStatePanel(): void {
@@ -483,6 +543,7 @@ async function doStep(): Promise<void> {
       const res = await dapi.step(t.thread_id);
       const ran = res.ran?.length ? `ran ${res.ran.join(", ")}` : "nothing ran";
       if (res.error) host.toast(`Step: ${ran}, and it failed: ${res.error}`, "error");
+      else if (!res.ran?.length && res.checkpoint_id === t.head) host.toast(idle(res.status));
       else host.toast(`Step: ${ran}${res.next?.length ? `; next ${res.next.join(", ")}` : ""} (${res.status ?? "?"}).`);
       await openThread(t.thread_id, res.checkpoint_id ?? "head");
     } catch (err) {
@@ -499,12 +560,19 @@ async function doRun(): Promise<void> {
   await withBusy(async () => {
     try {
       const res = await dapi.run(t.thread_id);
-      host.toast(res.error ? `Run failed: ${res.error}` : `Run: ${res.status ?? "done"}.`, res.error ? "error" : "info");
+      if (res.error) host.toast(`Run failed: ${res.error}`, "error");
+      else if (!res.ran?.length && res.checkpoint_id === t.head) host.toast(idle(res.status));
+      else host.toast(`Run: ${res.status ?? "done"}.`);
       await openThread(t.thread_id, res.checkpoint_id ?? "head");
     } catch (err) {
       failed("Run failed", err);
     }
   });
+}
+
+/** What a step or run that wrote no checkpoint says. */
+function idle(status: string | null | undefined): string {
+  return status === "completed" ? "Nothing ran: the thread is completed, there is nothing left to run." : `Nothing ran (${status ?? "?"}): no new checkpoint.`;
 }
 
 async function doResume(action: "approve" | "reject" | "answer", answer?: string): Promise<void> {

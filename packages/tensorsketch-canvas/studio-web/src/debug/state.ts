@@ -46,7 +46,7 @@ export function renderState(panel: HTMLElement, v: StateView, a: StateActions): 
       h("h3", {}, `step ${cp.step}`),
       head ? h("span", { className: "tl-tag head" }, "head") : null,
       h("span", { className: "grow" }),
-      h("button", { className: "x", id: "dbg-state-close", title: "close (the canvas shows the live overlay again)", onclick: a.close }, "×"),
+      h("button", { className: "x", id: "dbg-state-close", title: "close (the canvas shows the live overlay again)", "aria-label": "close the state panel", onclick: a.close }, "×"),
     ),
     h("p", { className: "hint mono", title: cp.id }, `checkpoint ${cp.id}${v.row?.created_at ? ` · ${when(v.row.created_at)}` : ""}`),
     h(
@@ -116,7 +116,7 @@ function channelCard(name: string, c: CheckpointDetail["state"][string], v: Stat
   card.append(h("div", { className: "dbg-channel-head" }, h("b", {}, name), c.changed ? h("span", { className: "chg" }, "changed") : null, h("span", { className: "grow" }), tools));
   if (editing) {
     const text = v.edits.get(name) ?? "";
-    const area = h("textarea", { className: "dbg-edit", "data-edit-area": name, rows: Math.min(14, Math.max(3, text.split("\n").length + 1)), spellcheck: false, value: text });
+    const area = h("textarea", { className: "dbg-edit", "data-edit-area": name, "aria-label": `${name} as JSON`, rows: Math.min(14, Math.max(3, text.split("\n").length + 1)), spellcheck: false, value: text });
     const msg = h("p", { className: "dbg-field-error", "data-error-for": name, hidden: !v.editErrors.has(name) }, v.editErrors.get(name) ?? "");
     area.addEventListener("input", () => {
       a.typed(name, area.value);
@@ -135,7 +135,7 @@ function channelCard(name: string, c: CheckpointDetail["state"][string], v: Stat
     return card;
   }
   if (c.present === false) {
-    card.append(h("p", { className: "hint" }, "not held by this checkpoint (the parent had ", h("code", {}, oneLine(c.previous, 60)), ")"));
+    card.append(h("p", { className: "hint gone" }, h("span", {}, "not held by this checkpoint (the parent had"), h("code", { title: oneLine(c.previous, 400) }, oneLine(c.previous, 60)), h("span", {}, ")")));
     return card;
   }
   const now = jsonText(value);
@@ -148,7 +148,7 @@ function channelCard(name: string, c: CheckpointDetail["state"][string], v: Stat
   }
   card.append(clamp(h("pre", { className: "dbg-json value" }, now)));
   if (c.changed && (c.previous === null || c.previous === undefined)) card.append(h("p", { className: "hint" }, "new at this checkpoint"));
-  else if (c.changed) card.append(h("p", { className: "hint was" }, "was ", h("code", {}, oneLine(c.previous, 100))));
+  else if (c.changed) card.append(h("p", { className: "hint was" }, h("span", {}, "was"), h("code", { title: oneLine(c.previous, 400) }, oneLine(c.previous, 100))));
   if (c.truncated && !full) card.append(h("p", { className: "hint" }, "truncated: expand to see all of it"));
   return card;
 }

@@ -71,10 +71,12 @@ export function layoutTree(oldestFirst: CheckpointRow[]): Laid {
   return { rows, index, lane, parent, lanes: Math.max(1, Math.min(MAX_LANES, laneTop.length)), forks };
 }
 
-/** What a row says: the nodes that ran, else how the checkpoint came to be. */
+/** What a row says: the nodes that ran, else how the checkpoint came to be. An edit
+ * (``update_state``) says so even on a thread that waits: it carries the interrupts on. */
 export function rowText(r: CheckpointRow): string {
   if (r.ran.length) return r.ran.join(", ");
   if (r.error) return "failed";
+  if (r.source === "update") return "state edited";
   if (r.interrupted) return "waiting";
   switch (r.source) {
     case "input":
@@ -109,6 +111,7 @@ export class Timeline {
     this.root = document.createElement("div");
     this.root.className = "tl";
     this.root.tabIndex = 0;
+    this.root.setAttribute("aria-label", "checkpoints, newest first (arrow keys move between them)");
     this.spacer = document.createElement("div");
     this.spacer.className = "tl-spacer";
     this.win = document.createElement("div");

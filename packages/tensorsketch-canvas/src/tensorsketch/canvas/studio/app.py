@@ -36,7 +36,7 @@ from tensorsketch.canvas.exceptions import (
 )
 from tensorsketch.canvas.ir import GraphIR
 from tensorsketch.canvas.layout import Position, layout_path, read_layout, write_layout
-from tensorsketch.canvas.studio import _restore, ops
+from tensorsketch.canvas.studio import _restore, _stub_rename, ops
 from tensorsketch.canvas.studio._files import (
     SourceFile,
     atomic_write_bytes,
@@ -307,6 +307,8 @@ class Studio:
             written = _exact(result) if result.text is not None else None
             if written is None:
                 written = _written(parsed, result.ir, op, args)
+            if result.stub is not None:
+                written = _stub_renamed(written, result.ir, *result.stub) or written
             data = _encoded(source, written.text)
             if data != source.data:
                 try:
@@ -470,14 +472,26 @@ def _seal(key: bytes, args: dict[str, Any]) -> str:
 def _exact(result: ops.EditResult) -> WriteBack | None:
     """A restore's exact old text, when it re-reads as the graph the restore makes."""
     assert result.text is not None
+    return _reread(result.text, result.ir)
+
+
+def _stub_renamed(written: WriteBack, ir: GraphIR, old: str, new: str) -> WriteBack | None:
+    """The write-back of a rename with the node's stub class renamed too, when the file
+    allows it and the result re-reads as the rename with its class following."""
+    text = _stub_rename.renamed_text(written.text, old, new)
+    return None if text is None else _reread(text, _stub_rename.renamed_ir(ir, new))
+
+
+def _reread(text: str, want: GraphIR) -> WriteBack | None:
+    """``text`` as a write-back, when it reads as the graph ``want``."""
     try:
-        parsed = parse_source(result.text)
+        parsed = parse_source(text)
         models = find_graphs(parsed)
         classes = find_node_classes(parsed)
-        ir = build_ir(parsed, select(models, result.ir.name), classes)
+        ir = build_ir(parsed, select(models, want.name), classes)
     except CanvasError:
         return None
-    return WriteBack(result.text, parsed, models, classes, ir) if ir == result.ir else None
+    return WriteBack(text, parsed, models, classes, ir) if ir == want else None
 
 
 def _encoded(source: SourceFile, text: str) -> bytes:

@@ -635,7 +635,7 @@ class Debugger:
     async def step(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
         _confirmed(body, "step (it runs the thread)")
         graph = await self.need_graph()
-        await self._thread(thread_id)
+        before = (await self._thread(thread_id)).head.id
         call = graph.invoke(
             self._input(graph, body),
             thread_id=thread_id,
@@ -644,12 +644,12 @@ class Debugger:
             interrupt_before=[],
             interrupt_after=list(graph.spec.nodes),
         )
-        return await self._after_run(graph, thread_id, await _driven(call))
+        return await self._after_run(graph, thread_id, await _driven(call), before)
 
     async def run(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
         _confirmed(body, "run (it runs the thread)")
         graph = await self.need_graph()
-        await self._thread(thread_id)
+        before = (await self._thread(thread_id)).head.id
         max_steps = body.get("max_steps", 25)
         if type(max_steps) is not int or not 1 <= max_steps <= 10_000:
             raise ApiError(400, "'max_steps' must be an int from 1 to 10000.")
@@ -659,28 +659,37 @@ class Debugger:
             backend=self.backend,
             max_steps=max_steps,
         )
-        return await self._after_run(graph, thread_id, await _driven(call))
+        return await self._after_run(graph, thread_id, await _driven(call), before)
 
     async def _after_run(
-        self, graph: CompiledGraph[Any], thread_id: str, done: tuple[Any, str | None]
+        self,
+        graph: CompiledGraph[Any],
+        thread_id: str,
+        done: tuple[Any, str | None],
+        before: str | None = None,
     ) -> dict[str, Any]:
         state, error = done
         if state is None:  # the run raised: the thread's latest checkpoint says how it stands
             state = await graph.aget_state(thread_id, self.backend)
             if state is None:
                 raise ApiError(422, error or "the run wrote no checkpoint.")
-        return {**self._outcome(state), "error": error, **await self._moves(thread_id)}
+        moves = await self._moves(thread_id, before)
+        return {**self._outcome(state), "error": error, **moves}
 
-    async def _moves(self, thread_id: str) -> dict[str, list[str]]:
+    async def _moves(self, thread_id: str, before: str | None = None) -> dict[str, list[str]]:
         """``ran`` and ``next`` of a write's answer, read from the thread's new head: the
-        nodes whose superstep (or edit) wrote it, and the nodes it plans next."""
+        nodes whose superstep (or edit) wrote it, and the nodes it plans next. ``before`` is
+        the head before the call: when it is still the head, the call wrote no checkpoint
+        (a completed thread runs nothing), so nothing ran."""
         found = await self._thread(thread_id)
         by_id = {r.id: r for r in found.rows}
         head = found.head
-        return {
-            "ran": _ran(head, by_id.get(head.parent_id) if head.parent_id else None),
-            "next": list(dict.fromkeys(name for name, _ in head.tasks)),
-        }
+        ran = (
+            []
+            if head.id == before
+            else _ran(head, by_id.get(head.parent_id) if head.parent_id else None)
+        )
+        return {"ran": ran, "next": list(dict.fromkeys(name for name, _ in head.tasks))}
 
     @staticmethod
     def _outcome(state: Any) -> dict[str, Any]:
@@ -734,10 +743,13 @@ class Debugger:
             )
             and target.get("kind") in ("approval", "interrupt")
         ):
-            return await self._resume_run(graph, record, interrupt_id, action, decision)
+            return await self._resume_run(
+                graph, record, interrupt_id, action, decision, found.head.id
+            )
         resume = None if target.get("kind") in ("timer", "breakpoint") else {interrupt_id: decision}
         call = graph.invoke(thread_id=thread_id, backend=self.backend, resume=resume)
-        return {**await self._after_run(graph, thread_id, await _driven(call)), "via": "invoke"}
+        done = await self._after_run(graph, thread_id, await _driven(call), found.head.id)
+        return {**done, "via": "invoke"}
 
     async def _resume_run(
         self,
@@ -746,6 +758,7 @@ class Debugger:
         interrupt_id: str,
         action: Any,
         decision: Any,
+        before: str,
     ) -> dict[str, Any]:
         """Resume through the run record (``AsyncRunner.approve``/``signal``), so the task
         API, metrics and other runners see the decision like any other."""
@@ -771,7 +784,7 @@ class Debugger:
             "status": _RUN_STATUS.get(settled.status, settled.status),
             "interrupts": [_interrupt_view(p) for p in settled.interrupts],
             "error": _error_text(settled.error),
-            **await self._moves(record.thread_id),
+            **await self._moves(record.thread_id, before),
             "via": "runner",
             "run_id": record.run_id,
         }

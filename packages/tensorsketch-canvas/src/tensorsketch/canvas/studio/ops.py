@@ -21,7 +21,7 @@ from typing import Any
 
 from tensorsketch.canvas import edits
 from tensorsketch.canvas.ir import END, START, EdgeIR, GraphIR, Port
-from tensorsketch.canvas.studio import _restore
+from tensorsketch.canvas.studio import _restore, _stub_rename
 from tensorsketch.canvas.studio._errors import BadEdit, EditRejected
 
 __all__ = ["OPS", "BadEdit", "EditRejected", "EditResult", "apply_op", "state_fields"]
@@ -35,6 +35,9 @@ class EditResult:
     renamed: tuple[str, str] | None = None
     #: a ``restore``'s exact text for the file, used when it re-reads as ``ir``
     text: str | None = None
+    #: a renamed node's stub class ``(old, new)`` that follows the rename when the file
+    #: allows it (see :mod:`tensorsketch.canvas.studio._stub_rename`)
+    stub: tuple[str, str] | None = None
 
 
 _SIMPLE_TYPES = frozenset({"str", "int", "float", "bool", "bytes", "None"})
@@ -333,9 +336,9 @@ def _rename_node(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResul
     old = _str(args, "old", "rename_node")
     new_name = _str(args, "new", "rename_node")
     new = edits.rename_node(ir, old, new_name)
-    return EditResult(
-        new, {"op": "rename_node", "args": {"old": new_name, "new": old}}, (old, new_name)
-    )
+    stub = (old, new_name) if _stub_rename.follows(ir, old, new_name) else None
+    inverse = {"op": "rename_node", "args": {"old": new_name, "new": old}}
+    return EditResult(new, inverse, (old, new_name), stub=stub)
 
 
 def _add_port(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
