@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -28,6 +30,8 @@ from tensorsketch.registry import create_backend
 from tensorsketch.runtime.backends.base import StoredCheckpoint, StoredEvent
 from tensorsketch.runtime.backends.postgres import PostgresBackend
 from tensorsketch.runtime.backends.sql import SCHEMA_VERSION
+from tensorsketch.runtime.loops import run_on_private_loop
+from tensorsketch.threads import list_threads
 
 pytestmark = pytest.mark.postgres
 
@@ -350,6 +354,126 @@ def test_forgetting_aclose_never_hangs_the_exit(pg_dsn: str, pg_schema: str) -> 
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "exited cleanly"
+
+
+def _pool_records(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name.startswith("psycopg.pool")]
+
+
+def _sessions(dsn: str, label: str, *, settle: float = 5.0) -> int:
+    """How many server sessions carry ``label``, once closed ones have had time to go."""
+    deadline = time.monotonic() + settle
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        while True:
+            row = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (label,)
+            ).fetchone()
+            assert row is not None
+            if row[0] == 0 or time.monotonic() > deadline:
+                return int(row[0])
+            time.sleep(0.02)
+
+
+def test_sync_helpers_open_no_pool_and_log_no_connection_error(
+    pg_dsn: str, pg_schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A sync helper's private loop is shut down as it returns (its tasks cancelled). A pool
+    opened there had a connection attempt in flight then, which psycopg_pool logged as
+    ``error connecting in 'tensorsketch-<schema>': `` (a cancelled connect, empty message)."""
+    label = f"ts-test-{uuid.uuid4().hex[:8]}"
+    backend = PostgresBackend(
+        pg_dsn, schema=pg_schema, pool_kwargs={"kwargs": {"application_name": label}}
+    )
+    assert asyncio.run(COUNTER.invoke({}, thread_id="t", backend=backend)).n == 3
+    with caplog.at_level(logging.DEBUG, logger="psycopg.pool"):
+        for i in range(8):
+            state = COUNTER.get_state("t", backend)
+            assert state is not None
+            assert state.n == 3
+            history = COUNTER.get_history("t", backend)
+            assert len(history) == (4 if i == 0 else 3)
+            assert COUNTER.prune_thread("t", backend, keep=3) == (1 if i == 0 else 0)
+            assert list_threads(backend) == ["t"]
+    assert not [m for m in _pool_records(caplog) if "error connecting" in m]
+    assert _pool_records(caplog) == []  # no pool at all on a helper's loop
+    assert _sessions(pg_dsn, label) == 0  # each helper's connection closed with its loop
+
+
+def test_a_sync_helper_uses_one_connection(
+    pg_dsn: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """prune_thread is several units (lease, list, delete, release): one connection."""
+    backend = PostgresBackend(pg_dsn, schema=pg_schema)
+    assert asyncio.run(COUNTER.invoke({}, thread_id="t", backend=backend)).n == 3
+    opened: list[object] = []
+    connect = psycopg.AsyncConnection.connect
+
+    async def counting(*args: Any, **kwargs: Any) -> psycopg.AsyncConnection[Any]:
+        conn = await connect(*args, **kwargs)
+        opened.append(conn)
+        return conn
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "connect", counting)
+    assert COUNTER.prune_thread("t", backend, keep=1) == 3
+    assert len(opened) == 1
+    assert COUNTER.get_state("t", backend) is not None
+    assert len(opened) == 2  # a new helper call, a new loop: a new connection
+
+
+def test_short_loops_leave_no_connection_attempt_behind(
+    pg_dsn: str, pg_schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Short ``asyncio.run`` calls without ``aclose()``: the pool opened for each must not
+    race a warm-up connection against the first checkout (the loser was still connecting
+    when the loop shut down, and was logged as an ``error connecting``)."""
+    label = f"ts-test-{uuid.uuid4().hex[:8]}"
+    backend = PostgresBackend(
+        pg_dsn, schema=pg_schema, pool_kwargs={"kwargs": {"application_name": label}}
+    )
+    assert asyncio.run(COUNTER.invoke({}, thread_id="t", backend=backend)).n == 3
+    history = COUNTER.get_history("t", backend)
+    with caplog.at_level(logging.INFO, logger="psycopg.pool"):
+        for i in range(8):
+            asyncio.run(backend.acquire_lease(f"l-{i}", "me", 30))
+            forked = asyncio.run(COUNTER.fork(backend, "t", history[1].id, f"f-{i}"))
+            assert forked.n == 3
+    records = _pool_records(caplog)
+    assert not [m for m in records if "error connecting" in m]
+    assert not [m for m in records if "growing pool" in m and not m.endswith(" to 1")]
+    # Each loop's pool closed with it, idle connections included (its workers are cancelled
+    # by the same shutdown, which used to stop the pool's close() before it closed them).
+    assert _sessions(pg_dsn, label) == 0
+
+
+def test_sync_helper_reports_an_unreachable_server(pg_schema: str) -> None:
+    backend = PostgresBackend(
+        "postgresql://postgres@127.0.0.1:1/test", schema=pg_schema, connect_timeout=1.0
+    )
+    with pytest.raises(BackendUnavailableError, match="postgres backend unavailable"):
+        COUNTER.get_state("t", backend)
+
+
+def test_a_private_loops_broken_connection_is_replaced(pg_dsn: str, pg_schema: str) -> None:
+    label = f"ts-test-{uuid.uuid4().hex[:8]}"
+    backend = PostgresBackend(
+        pg_dsn, schema=pg_schema, pool_kwargs={"kwargs": {"application_name": label}}
+    )
+    assert asyncio.run(COUNTER.invoke({}, thread_id="t", backend=backend)).n == 3
+
+    async def reads() -> int:
+        assert len(await backend.list_checkpoints("t")) == 4
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = %s",
+                (label,),
+            )
+        assert _sessions(pg_dsn, label) == 0
+        # A read is retried once: the second try gets a new connection.
+        return len(await backend.list_checkpoints("t"))
+
+    assert run_on_private_loop(reads()) == 4
+    assert _sessions(pg_dsn, label) == 0
 
 
 # -- one round trip per unit of work ------------------------------------------------------------

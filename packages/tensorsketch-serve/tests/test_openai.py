@@ -32,7 +32,7 @@ from tensorsketch import (
     tool,
 )
 from tensorsketch.fake import FakeStreamFailure
-from tensorsketch.interrupts import RetryLater
+from tensorsketch.interrupts import RetryLater, interrupt
 from tensorsketch.messages import Message, ToolCall, assistant
 from tensorsketch.provider import ChatProvider, Completion, ProviderError, RateLimitError, TextDelta
 from tensorsketch.serve import CONVERSATION_HEADER, openai_app, thread_info
@@ -599,3 +599,127 @@ def test_the_app_refuses_a_bad_configuration_when_it_is_built() -> None:
         openai_app(graph)
     with pytest.raises(ValueError, match="max_body_bytes"):
         openai_app(create_agent(FakeProvider([])), max_body_bytes=0)
+
+
+# -- one answer over several model turns ---------------------------------------------------------
+
+
+def _checking_agent() -> Any:
+    """Text before a tool call ("Let me check."), then the answer after it."""
+    turns = [
+        assistant(
+            "Let me check.", tool_calls=[ToolCall(id="c1", name="add", args={"a": 2, "b": 3})]
+        ),
+        "Result: 5.",
+    ]
+    return create_agent(FakeProvider(turns * 4), tools=[add])
+
+
+def test_a_streamed_answer_puts_a_blank_line_between_model_turns(live: Any) -> None:
+    """The deltas of a choice add up to one message: turns must not run together
+    ("Let me check.Result: 5."). The non-streamed answer is the final turn; the stream ends
+    with it, as its last paragraph."""
+    client = _client(live(openai_app(_checking_agent(), model="bot")))
+    plain = client.chat.completions.create(model="bot", messages=[_user("2+3?")])
+    assert plain.choices[0].message.content == "Result: 5."
+    chunks = list(
+        client.chat.completions.create(model="bot", messages=[_user("2+3?")], stream=True)
+    )
+    deltas = [
+        c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content
+    ]
+    assert "".join(deltas) == "Let me check.\n\nResult: 5."
+    assert "".join(deltas).split("\n\n")[-1] == plain.choices[0].message.content
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    # The Responses API: the same text in the deltas, the done event and the final response.
+    answered = client.responses.create(model="bot", input="2+3?")
+    assert answered.output_text == "Result: 5."
+    events = list(client.responses.create(model="bot", input="2+3?", stream=True))
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert text == "Let me check.\n\nResult: 5."
+    [done] = [e for e in events if e.type == "response.output_text.done"]
+    assert done.text == text
+    assert events[-1].type == "response.completed"
+    assert events[-1].response.output_text == text
+
+
+class Asked(Schema):
+    prompt: str = ""
+    answer: str = ""
+
+
+class AskBack(Node):
+    """Says something (as model tokens would), then asks a question."""
+
+    class In(Schema):
+        prompt: str
+
+    class Out(Schema):
+        answer: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        await ctx.emit("token", {"text": "Let me see."})
+        order = await interrupt(ctx, "Which order?")
+        return self.Out(answer=f"order {order}")
+
+
+def test_a_question_after_streamed_text_follows_it_after_a_blank_line(live: Any) -> None:
+    graph = Graph(Asked).add(AskBack).edge(START, "AskBack").edge("AskBack", END).compile()
+    app = openai_app(
+        graph,
+        model="asker",
+        to_input=lambda messages: {"prompt": messages[-1].text},
+        to_reply=lambda state: state.answer,
+    )
+    client = _client(live(app))
+    plain = client.chat.completions.create(model="asker", messages=[_user("refund")])
+    assert plain.choices[0].message.content == "Which order?"
+    chunks = list(
+        client.chat.completions.create(model="asker", messages=[_user("refund")], stream=True)
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "Let me see.\n\nWhich order?"
+    events = list(client.responses.create(model="asker", input="refund", stream=True))
+    streamed = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert streamed == "Let me see.\n\nWhich order?"  # the question is not dropped
+    assert events[-1].response.output_text == streamed
+
+
+def test_turn_joiner_adds_only_the_break_that_is_missing() -> None:
+    from tensorsketch.serve._openai_wire import TurnJoiner
+    from tensorsketch.serve.events import TextDelta as Delta
+
+    def joined(*turns: str) -> str:
+        joiner = TurnJoiner()
+        return "".join(joiner.delta(Delta(f"m{i}", text)) for i, text in enumerate(turns))
+
+    assert joined("a", "b") == "a\n\nb"
+    assert joined("a\n", "b") == "a\n\nb"
+    assert joined("a\n\n", "b") == "a\n\nb"
+    assert joined("", "a", "", "b") == "a\n\nb"  # an empty turn adds no break
+    joiner = TurnJoiner()
+    assert [joiner.delta(Delta("m", t)) for t in ("a", "b")] == ["a", "b"]  # one turn
+    assert joiner.then("Q?") == "\n\nQ?"
+    assert TurnJoiner().then("Q?") == "Q?"
+
+
+def test_a_model_that_is_not_a_string_is_named_as_such(live: Any) -> None:
+    server = live(openai_app(create_agent(FakeProvider(["x"])), model="bot"))
+    client = _client(server)
+    for create, extra in (
+        (client.chat.completions.create, {"messages": [_user("x")]}),
+        (client.responses.create, {"input": "x"}),
+    ):
+        with pytest.raises(openai.BadRequestError) as caught:
+            create(model=5, **extra)  # type: ignore[operator]
+        error = caught.value.body
+        assert isinstance(error, dict) and error["param"] == "model", error
+        assert "`model` must be a string" in error["message"] and "got int" in error["message"]
+    for path, body in (
+        ("/v1/chat/completions", {"messages": [_user("x")]}),
+        ("/v1/responses", {"input": "x"}),
+    ):
+        missing = httpx.post(f"{server.url}{path}", json=body)
+        assert missing.status_code == 400 and "`model` is required" in missing.text
+        empty = httpx.post(f"{server.url}{path}", json={**body, "model": ""})
+        assert empty.status_code == 400 and "must not be empty" in empty.text

@@ -411,3 +411,187 @@ def test_metrics_reporter_refuses_a_sink_without_score() -> None:
 
     with pytest.raises(TypeError, match=r"score\(name, value\)"):
         MetricsReporter(object())  # type: ignore[arg-type]
+
+
+def _refused(response: httpx.Response, param: str) -> str:
+    """A 400 whose ``param`` names what was wrong; its message."""
+    message = _error(response, 400)
+    assert response.json()["error"]["param"] == param, response.text
+    return message
+
+
+def test_approve_names_unknown_fields_and_every_accepted_word(live: Any) -> None:
+    task_graphs.REFUNDS.clear()
+    server = _start(live, task_graphs.refund_agent())
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        task_id = client.post("/tasks", json={"input": {"query": "A-3"}}).json()["id"]
+        waiting = _until(client, task_id, lambda r: r["status"] == "suspended")
+        url = f"/tasks/{task_id}/approve"
+        message = _refused(client.post(url, json={"decisions": {"call_1": True}, "x": 1}), "x")
+        assert "unknown field(s) ['x']" in message
+        assert "unknown field(s) ['call_1']" in _refused(
+            client.post(url, json={"call_1": True}), "call_1"
+        )
+        assert "non-empty object" in _refused(client.post(url, json={"decisions": {}}), "decisions")
+        message = _refused(
+            client.post(url, json={"decisions": {"call_1": "maybe"}}), "decisions.call_1"
+        )
+        for word in ("approve", "approved", "yes", "allow", "reject", "no", "deny", "denied"):
+            assert f'"{word}"' in message
+        assert '"maybe"' in message and "'call_1'" in message
+        assert client.get(f"/tasks/{task_id}").json()["version"] == waiting["version"]
+        ok = client.post(url, json={"decisions": {"call_1": "Yes"}})  # any case
+        assert ok.status_code == 200 and ok.json()["decisions"] == {"call_1": "Yes"}
+        done = _until(client, task_id, lambda r: r["status"] == "succeeded")
+        assert done["output"]["output"] == "done: refunded A-3"
+        # "deny" rejects: the refund tool does not run.
+        other = client.post("/tasks", json={"input": {"query": "B-4"}}).json()["id"]
+        _until(client, other, lambda r: r["status"] == "suspended")
+        denied = client.post(f"/tasks/{other}/approve", json={"decisions": {"call_1": "deny"}})
+        assert denied.status_code == 200
+        _until(client, other, lambda r: r["status"] in ("succeeded", "failed"))
+        assert task_graphs.REFUNDS == ["A-3"]
+
+
+def test_every_endpoint_refuses_query_parameters_it_does_not_take(live: Any) -> None:
+    server = _start(live, breakpoint_graph())
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        task_id = client.post("/tasks", json={"input": {"n": 1}}).json()["id"]
+        _until(client, task_id, lambda r: r["status"] == "suspended")
+        before = client.get("/tasks").json()["tasks"]
+        body = {"input": {"n": 1}}
+        calls = [
+            ("POST", "/runs?wait=1&foo=1", body),
+            ("POST", "/tasks?foo=1", body),
+            ("GET", "/tasks?foo=bar", None),
+            ("GET", f"/tasks/{task_id}?foo=1", None),
+            ("GET", f"/tasks/{task_id}/events?foo=1", None),
+            ("POST", f"/tasks/{task_id}/events?foo=1", {"type": "x"}),
+            ("POST", f"/tasks/{task_id}/approve?foo=1", {"decisions": {"a": True}}),
+            ("POST", f"/tasks/{task_id}/resume?foo=1", None),
+            ("POST", f"/tasks/{task_id}/cancel?foo=1", None),
+        ]
+        for method, url, json_body in calls:
+            message = _refused(client.request(method, url, json=json_body), "foo")
+            assert "unknown query parameter(s) ['foo']" in message, url
+        for url in ("/healthz?foo=1", "/metrics?format=text", "/openapi.json?v=1"):
+            assert client.get(url).status_code == 200, url  # probes add parameters of their own
+        assert "POST /runs takes ['wait']" in _refused(client.post("/runs?foo=1", json=body), "foo")
+        assert "takes none" in _refused(client.get(f"/tasks/{task_id}?foo=1"), "foo")
+        # A single-valued parameter given twice is ambiguous; the repeatable ones repeat.
+        assert "more than once" in _refused(client.get("/tasks?limit=1&limit=2"), "limit")
+        assert "more than once" in _refused(client.post("/runs?wait=1&wait=2", json=body), "wait")
+        both = client.get("/tasks?status=suspended&status=queued")
+        assert both.status_code == 200 and len(both.json()["tasks"]) == 1
+        # Nothing refused was run, resumed or cancelled.
+        assert client.get("/tasks").json()["tasks"] == before
+        assert client.get("/tasks?wait=1").status_code == 400  # `wait` is POST /runs's
+
+
+def test_the_openapi_lists_the_query_parameters_each_route_takes(live: Any) -> None:
+    from tensorsketch.serve._tasks import QUERY
+
+    server = _start(live, task_graphs.work_graph())
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        spec = client.get("/openapi.json").json()
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            route = f"{method.upper()} {path}"
+            listed = {p["name"] for p in operation.get("parameters", []) if p["in"] == "query"}
+            assert listed == QUERY.get(route, set()), route
+    listing = {p["name"]: p for p in spec["paths"]["/tasks"]["get"]["parameters"]}
+    for name in ("status", "label"):  # repeatable: arrays, one value per repeat
+        assert listing[name]["schema"]["type"] == "array", name
+        assert listing[name]["explode"] is True and listing[name]["style"] == "form"
+    assert listing["status"]["schema"]["items"]["enum"][0] == "queued"
+
+
+def test_an_empty_or_repeated_idempotency_key_is_refused(live: Any) -> None:
+    server = _start(live, task_graphs.work_graph())
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        body = {"input": {"n": 1}}
+        message = _refused(
+            client.post("/tasks", json=body, headers={"Idempotency-Key": ""}), "Idempotency-Key"
+        )
+        assert "Idempotency-Key header" in message and "empty" in message
+        _refused(
+            client.post("/tasks", json=body, headers={"Idempotency-Key": "k" * 257}),
+            "Idempotency-Key",
+        )
+        twice = [("Idempotency-Key", "a"), ("Idempotency-Key", "b")]
+        assert "2 times" in _refused(
+            client.post("/tasks", json=body, headers=twice), "Idempotency-Key"
+        )
+        assert client.get("/tasks").json()["tasks"] == []
+    # A bare `Idempotency-Key:` line, as a hand-written client sends it.
+    raw = b'{"input":{"n":1}}'
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(
+            b"POST /tasks HTTP/1.1\r\nHost: x\r\nIdempotency-Key:\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n"
+            b"Connection: close\r\n\r\n%s" % (len(raw), raw)
+        )
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, rest = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400"), head
+    assert json.loads(rest)["error"]["param"] == "Idempotency-Key"
+
+
+def test_post_tasks_refuses_stream_and_resume_and_cancel_refuse_a_body(live: Any) -> None:
+    server = _start(live, breakpoint_graph())
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        for stream in (True, False):
+            message = _refused(
+                client.post("/tasks", json={"input": {"n": 1}, "stream": stream}), "stream"
+            )
+            assert "POST /runs" in message
+        assert client.get("/tasks").json()["tasks"] == []
+        task_id = client.post("/tasks", json={"input": {"n": 2}}).json()["id"]
+        _until(client, task_id, lambda r: r["status"] == "suspended")
+        url = f"/tasks/{task_id}/resume"
+        message = _refused(client.post(url, json={"input": {"n": 9}}), "input")
+        assert "takes no body" in message
+        assert "JSON object" in _error(client.post(url, json=[1]), 400)
+        assert "not valid JSON" in _error(
+            client.post(url, content=b"{", headers={"content-type": "application/json"}), 400
+        )
+        assert client.get(f"/tasks/{task_id}").json()["interrupts"][0]["node"] == "Draft"
+        assert client.post(url, json={}).status_code == 200  # an empty object is no body
+        _until(
+            client,
+            task_id,
+            lambda r: r["status"] == "suspended" and r["interrupts"][0]["node"] == "Publish",
+        )
+        assert client.post(url).status_code == 200  # nor is none
+        _until(client, task_id, lambda r: r["status"] == "succeeded")
+        other = client.post("/tasks", json={"input": {"n": 3}}).json()["id"]
+        _until(client, other, lambda r: r["status"] == "suspended")
+        cancel = f"/tasks/{other}/cancel"
+        assert "takes no body" in _refused(client.post(cancel, json={"reason": "x"}), "reason")
+        assert client.get(f"/tasks/{other}").json()["status"] == "suspended"
+        assert client.post(cancel, json={}).json()["status"] == "cancelled"
+    # The OpenAPI description says the same.
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        paths = client.get("/openapi.json").json()["paths"]
+    assert (
+        "stream"
+        not in paths["/tasks"]["post"]["requestBody"]["content"]["application/json"]["schema"][
+            "properties"
+        ]
+    )
+    assert (
+        "stream"
+        in paths["/runs"]["post"]["requestBody"]["content"]["application/json"]["schema"][
+            "properties"
+        ]
+    )
+    for path in ("/tasks/{id}/resume", "/tasks/{id}/cancel"):
+        body = paths[path]["post"]["requestBody"]
+        assert body["required"] is False
+        assert body["content"]["application/json"]["schema"]["maxProperties"] == 0
+        assert "400" in paths[path]["post"]["responses"]
+    decision = paths["/tasks/{id}/approve"]["post"]["requestBody"]["content"]["application/json"]
+    words = decision["schema"]["properties"]["decisions"]["additionalProperties"]["oneOf"][1]
+    assert {"yes", "no", "allow", "deny"} <= set(words["enum"])

@@ -51,6 +51,7 @@ from tensorsketch.serve._openai_responses import responses_endpoint
 from tensorsketch.serve._openai_wire import (
     CONVERSATION_HEADER,
     ChatRequest,
+    TurnJoiner,
     chat_usage,
     decision,
     failure,
@@ -260,8 +261,9 @@ def _completion(head: _Head, last: ServeEvent) -> dict[str, Any]:
 async def _chunks(
     head: _Head, first: ServeEvent, events: AsyncIterator[ServeEvent], chat: ChatRequest
 ) -> AsyncIterator[bytes]:
-    """The SSE body: a role chunk, one chunk per top-level token delta as it arrives, tool-call
-    deltas for approvals, the finish chunk, the usage chunk when asked, ``[DONE]``."""
+    """The SSE body: a role chunk, one chunk per top-level token delta as it arrives (a blank
+    line between model turns, see :class:`TurnJoiner`), tool-call deltas for approvals, the
+    finish chunk, the usage chunk when asked, ``[DONE]``."""
     usage_tail = ',"usage":null}' if chat.include_usage else "}"
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
@@ -269,11 +271,12 @@ async def _chunks(
         return f'data: {head.prefix}"choices":[{dumps(choice)}]{usage_tail}\n\n'.encode()
 
     yield chunk({"role": "assistant", "content": ""})
+    text = TurnJoiner()
     last = first
     async for event in with_first(first, events):
         last = event
-        if isinstance(event, TextDelta) and not event.namespace:
-            yield chunk({"content": event.text})
+        if isinstance(event, TextDelta) and not event.namespace and (piece := text.delta(event)):
+            yield chunk({"content": piece})
     if isinstance(last, RunFailed):
         error = failure(last)
         yield f"data: {dumps(error.body())}\n\n".encode()
@@ -295,8 +298,8 @@ async def _chunks(
                     ]
                 }
             )
-        if not calls:
-            yield chunk({"content": question(last)})
+        if not calls and (asked := text.then(question(last))):
+            yield chunk({"content": asked})
     elif isinstance(last, RunFinished):
         usage = last.usage
     yield chunk({}, _finish_reason(last))

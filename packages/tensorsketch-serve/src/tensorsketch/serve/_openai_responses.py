@@ -22,8 +22,10 @@ from tensorsketch.messages import Message
 from tensorsketch.serve._http import EventStream, ServeError, read_json, sse
 from tensorsketch.serve._openai_wire import (
     CONVERSATION_HEADER,
+    TurnJoiner,
     conversation_id,
     failure,
+    model_of,
     parse_message,
     question,
     text_of,
@@ -196,10 +198,7 @@ def responses_endpoint(chat: _Chat) -> Callable[[Request], Awaitable[Response]]:
         body = await read_json(request)
         if not isinstance(body, Mapping):
             raise _bad("the request body must be a JSON object.", "input")
-        model = body.get("model")
-        if not isinstance(model, str) or not model:
-            raise _bad("`model` is required: the model id from GET /v1/models.", "model")
-        chat.check_model(model)
+        chat.check_model(model_of(body))
         stream = body.get("stream", False)
         if not isinstance(stream, bool | None):
             raise _bad("`stream` must be true or false.", "stream")
@@ -237,6 +236,7 @@ async def _stream(
     yield emit("response.created", response=reply.body())
     yield emit("response.in_progress", response=reply.body())
     texts: list[str] = []
+    joiner = TurnJoiner()  # a blank line between model turns, as in Chat Completions
     opened = False
     where = {"item_id": reply.message_id, "output_index": 0, "content_index": 0}
     last = first
@@ -244,20 +244,29 @@ async def _stream(
         last = event
         if not isinstance(event, TextDelta) or event.namespace:
             continue
+        piece = joiner.delta(event)
+        if not piece:
+            continue
         if not opened:
             opened = True
             item = {**reply.message(""), "status": "in_progress", "content": []}
             yield emit("response.output_item.added", output_index=0, item=item)
             part = {"type": "output_text", "text": "", "annotations": []}
             yield emit("response.content_part.added", part=part, **where)
-        texts.append(event.text)
-        yield emit("response.output_text.delta", delta=event.text, logprobs=[], **where)
+        texts.append(piece)
+        yield emit("response.output_text.delta", delta=piece, logprobs=[], **where)
     if isinstance(last, RunFailed):
         error = failure(last)
         reply.status = "failed"
         reply.error = {"code": error.code or "server_error", "message": error.message}
         yield emit("response.failed", response=reply.body())
         return
+    asked = ""
+    if opened and isinstance(last, RunSuspended) and not tool_calls(last):
+        asked = joiner.then(question(last))  # asked after the text: it ends the same message
+    if asked:
+        texts.append(asked)
+        yield emit("response.output_text.delta", delta=asked, logprobs=[], **where)
     text = "".join(texts)
     if opened:
         done = reply.message(text)

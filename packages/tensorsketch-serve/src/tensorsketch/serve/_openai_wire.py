@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from tensorsketch.interrupts import PendingInterrupt, parse_approval
 from tensorsketch.messages import ImageBlock, Message, TextBlock, ToolCall
 from tensorsketch.serve._http import ServeError, dumps
-from tensorsketch.serve.events import RunFailed, RunSuspended
+from tensorsketch.serve.events import RunFailed, RunSuspended, TextDelta
 
 if TYPE_CHECKING:
     from tensorsketch.provider import Usage
@@ -28,10 +28,12 @@ if TYPE_CHECKING:
 __all__ = [
     "CONVERSATION_HEADER",
     "ChatRequest",
+    "TurnJoiner",
     "chat_usage",
     "conversation_id",
     "decision",
     "failure",
+    "model_of",
     "parse_chat_request",
     "parse_message",
     "question",
@@ -175,6 +177,19 @@ def conversation_id(body: Mapping[str, Any], header: str | None) -> str | None:
     return found
 
 
+def model_of(body: Mapping[str, Any]) -> str:
+    """The request's ``model``: a non-empty string (the id ``GET /v1/models`` lists)."""
+    if "model" not in body or body["model"] is None:
+        raise _bad("`model` is required: the model id from GET /v1/models.", "model")
+    model = body["model"]
+    if not isinstance(model, str):
+        msg = f"`model` must be a string, the model id from GET /v1/models; got {_kind(model)}."
+        raise _bad(msg, "model")
+    if not model:
+        raise _bad("`model` must not be empty: use the model id from GET /v1/models.", "model")
+    return model
+
+
 def _flag(body: Mapping[str, Any], name: str) -> bool:
     value = body.get(name, False)
     if value is None:
@@ -188,9 +203,7 @@ def parse_chat_request(body: Any, *, conversation_header: str | None) -> ChatReq
     """A validated :class:`ChatRequest`; a :class:`ServeError` (400) naming what is wrong."""
     if not isinstance(body, Mapping):
         raise _bad(f"the request body must be a JSON object, got {_kind(body)}.")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise _bad("`model` is required: the model id from GET /v1/models.", "model")
+    model = model_of(body)
     raw_messages = body.get("messages")
     if not isinstance(raw_messages, list) or not raw_messages:
         raise _bad("`messages` must be a non-empty list of messages.", "messages")
@@ -247,6 +260,51 @@ def tool_calls(suspended: RunSuspended) -> list[dict[str, Any]]:
             }
         )
     return calls
+
+
+#: What separates two model turns in one streamed answer (a blank line, as between the
+#: questions of :func:`question`): "Let me check." then, after the tool, "Result: 5.".
+TURN_BREAK = "\n\n"
+
+
+class TurnJoiner:
+    """The text of one streamed answer, turn by turn.
+
+    An OpenAI client adds the deltas of a choice up into one message. An agent's answer may
+    span several model turns (text before a tool call, then the answer after it), each a run
+    of deltas with its own message id; between two of them this puts :data:`TURN_BREAK`, so
+    the turns read as paragraphs instead of running together ("Let me check.Result: 5."),
+    and the stream ends with the final answer the non-streaming reply carries.
+    """
+
+    def __init__(self) -> None:
+        self.message_id: str | None = None
+        self.sent = ""  # the end of what was sent (enough to see a trailing break)
+
+    def _gap(self) -> str:
+        if not self.sent or self.sent.endswith(TURN_BREAK):
+            return ""
+        return "\n" if self.sent.endswith("\n") else TURN_BREAK
+
+    def _sent(self, piece: str) -> str:
+        if piece:
+            self.sent = (self.sent + piece)[-len(TURN_BREAK) :]
+        return piece
+
+    def delta(self, event: TextDelta) -> str:
+        """The text to send for a top-level delta (a break first when a new turn begins)."""
+        if not event.text:
+            return ""
+        gap = self._gap() if event.message_id != self.message_id else ""
+        self.message_id = event.message_id
+        return self._sent(gap + event.text)
+
+    def then(self, text: str) -> str:
+        """``text`` that follows the turns (a question the run asks), after a break."""
+        if not text:
+            return ""
+        self.message_id = None
+        return self._sent(self._gap() + text)
 
 
 def question(suspended: RunSuspended) -> str:

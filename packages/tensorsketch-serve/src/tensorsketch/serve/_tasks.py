@@ -9,11 +9,15 @@ Routes (every answer is JSON; errors are ``{"error": {"message", "type", "param"
     GET  /tasks/{id}/events       SSE of the run's events; Last-Event-ID resumes after a seq
     POST /tasks/{id}/approve      {"decisions": {"call_1": true}}
     POST /tasks/{id}/events       {"event_id"?, "type", "payload"}
-    POST /tasks/{id}/resume       continue a run stopped at a breakpoint
-    POST /tasks/{id}/cancel
+    POST /tasks/{id}/resume       continue a run stopped at a breakpoint (no body, or {})
+    POST /tasks/{id}/cancel       (no body, or {})
     GET  /healthz                 unauthenticated; 200 also while draining
     GET  /metrics                 unauthenticated; Prometheus text (prometheus_client)
     GET  /openapi.json            this API's OpenAPI 3.1 description
+
+A query parameter a route does not document (:data:`QUERY`), or a single-valued one given
+twice, is a 400, as is a body field a route does not use (/healthz, /metrics and
+/openapi.json ignore parameters: probes and scrapers add their own).
 
 ``authenticate`` runs before any body is read (not for /healthz and /metrics); bodies over
 ``max_body_bytes`` get 413; more than ``max_concurrent_runs`` open ``POST /runs`` requests, a
@@ -50,6 +54,7 @@ from tensorsketch.errors import (
     RunNotFoundError,
 )
 from tensorsketch.events import Event
+from tensorsketch.interrupts import parse_approval
 from tensorsketch.runs import AsyncRunner, RunRecord
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.memory import InMemoryBackend
@@ -75,6 +80,21 @@ DEFAULT_SSE_MAX_BUFFERED_BYTES = 8 << 20
 #: Longest a ``POST /runs`` waits for its run before answering 202 with the record.
 MAX_WAIT_SECONDS = 300.0
 _CREATE_KEYS = frozenset({"input", "thread_id", "labels"})
+#: The query parameters each route takes (the OpenAPI description lists the same), and those
+#: of them that may be repeated. Anything else is refused, so a typo is never ignored.
+QUERY: dict[str, frozenset[str]] = {
+    "POST /runs": frozenset({"wait"}),
+    "GET /tasks": frozenset({"status", "label", "thread_id", "limit", "cursor"}),
+    "GET /tasks/{id}/events": frozenset({"since"}),
+}
+_REPEATABLE = frozenset({"status", "label"})
+#: Routes for probes, scrapers and tooling, which may add parameters of their own: not checked.
+_OPERATIONAL = frozenset({"GET /healthz", "GET /metrics", "GET /openapi.json"})
+#: What ``parse_approval`` (tensorsketch.interrupts) reads a decision from.
+DECISION_HELP = (
+    'true | false | "approve" | "approved" | "yes" | "allow" | "reject" | "rejected" | "no" | '
+    '"deny" | "denied" (words in any case) | {"approved": bool, "reason": str}'
+)
 
 
 def _record_json(record: RunRecord) -> dict[str, Any]:
@@ -207,8 +227,30 @@ class _Api:
             raise ServeError(400, f"the body must be a JSON object, got {type(body).__name__}.")
         return body
 
-    def _create_args(self, body: dict[str, Any]) -> dict[str, Any]:
-        extra = sorted(set(body) - _CREATE_KEYS - {"stream"})
+    async def _no_body(self, request: Request, route: str, why: str) -> None:
+        """Refuse a body on a route that takes none (an empty one, or ``{}``, is fine)."""
+        raw = await request.body()
+        if not raw.strip():
+            return
+        body = await self._body(request)
+        if body:
+            extra = sorted(body)
+            raise ServeError(
+                400,
+                f"unknown field(s) {extra}; {route} takes no body ({why}): send none, or {{}}.",
+                param=extra[0],
+            )
+
+    def _create_args(self, body: dict[str, Any], *, stream: bool = False) -> dict[str, Any]:
+        if "stream" in body and not stream:
+            raise ServeError(
+                400,
+                "`stream` is for POST /runs; POST /tasks answers 202 with the record at once. "
+                'Use POST /runs with "stream": true to get the run\'s events as SSE, or follow '
+                "this run with GET /tasks/{id}/events.",
+                param="stream",
+            )
+        extra = sorted(set(body) - _CREATE_KEYS - ({"stream"} if stream else set()))
         if extra:
             raise ServeError(
                 400,
@@ -247,7 +289,7 @@ class _Api:
                 f"{self.max_concurrent_runs}); retry shortly."
             )
         body = await self._body(request)
-        args = self._create_args(body)
+        args = self._create_args(body, stream=True)
         wants_stream = body.get("stream") is True or "text/event-stream" in request.headers.get(
             "accept", ""
         )
@@ -274,9 +316,22 @@ class _Api:
         return _json(_record_json(done))
 
     async def submit(self, request: Request) -> Response:
-        key = request.headers.get("idempotency-key")
+        keys = request.headers.getlist("idempotency-key")
+        if len(keys) > 1:
+            raise ServeError(
+                400,
+                f"the Idempotency-Key header is given {len(keys)} times; send it once.",
+                param="Idempotency-Key",
+            )
+        key = keys[0] if keys else None
         if key is not None and not 0 < len(key) <= 256:
-            raise ServeError(400, "Idempotency-Key must be 1 to 256 characters.")
+            got = "an empty one" if not key else f"{len(key)} characters"
+            raise ServeError(
+                400,
+                f"the Idempotency-Key header must be 1 to 256 characters, got {got}; send a "
+                "key that names this run (an order id, say), or leave the header out.",
+                param="Idempotency-Key",
+            )
         args = self._create_args(await self._body(request))
         record, created = await self._call(self.runner.enqueue(**args, idempotency_key=key))
         headers = {"Location": f"/tasks/{record.run_id}"}
@@ -286,10 +341,6 @@ class _Api:
 
     async def list(self, request: Request) -> Response:
         params = request.query_params
-        allowed = {"status", "label", "thread_id", "limit", "cursor"}
-        extra = sorted(set(params) - allowed)
-        if extra:
-            raise ServeError(400, f"unknown query parameter(s) {extra}; use {sorted(allowed)}.")
         statuses = [s for value in params.getlist("status") for s in value.split(",") if s]
         labels: dict[str, str] = {}
         for item in params.getlist("label"):
@@ -331,14 +382,27 @@ class _Api:
 
     async def approve(self, request: Request) -> Response:
         body = await self._body(request)
+        shape = f'{{"decisions": {{"<call id>": {DECISION_HELP}}}}}'
+        extra = sorted(set(body) - {"decisions"})
+        if extra:
+            raise ServeError(400, f"unknown field(s) {extra}; the body is {shape}.", param=extra[0])
         decisions = body.get("decisions")
-        if not isinstance(decisions, dict) or not decisions or set(body) != {"decisions"}:
+        if not isinstance(decisions, dict) or not decisions:
             raise ServeError(
                 400,
-                'the body must be {"decisions": {"<call id>": true | false | "approve" | '
-                '"reject" | {"approved": bool, "reason": str}}}.',
+                f"`decisions` must be a non-empty object; the body is {shape}.",
                 param="decisions",
             )
+        for call_id, decision in decisions.items():
+            try:
+                parse_approval(decision)
+            except ValueError:
+                raise ServeError(
+                    400,
+                    f"an approval decision is {DECISION_HELP}; got "
+                    f"{_dumps(decision)[:80]} for {call_id!r}.",
+                    param=f"decisions.{call_id}",
+                ) from None
         record = await self._call(self.runner.approve(request.path_params["id"], decisions))
         return _json(_record_json(record))
 
@@ -348,10 +412,14 @@ class _Api:
         return _json(_record_json(record), 202)
 
     async def resume(self, request: Request) -> Response:
+        await self._no_body(
+            request, "POST /tasks/{id}/resume", "a breakpoint needs no decision or input"
+        )
         record = await self._call(self.runner.resume(request.path_params["id"]))
         return _json(_record_json(record))
 
     async def cancel(self, request: Request) -> Response:
+        await self._no_body(request, "POST /tasks/{id}/cancel", "nothing to say but cancel")
         record = await self._call(self.runner.cancel(request.path_params["id"]))
         return _json(_record_json(record))
 
@@ -373,6 +441,31 @@ class _Api:
 
     async def openapi(self, request: Request) -> Response:
         return JSONResponse(openapi())
+
+
+def _checked_query(
+    route: str, endpoint: Callable[[Request], Awaitable[Response]]
+) -> Callable[[Request], Awaitable[Response]]:
+    """``endpoint``, refusing query parameters ``route`` does not take (:data:`QUERY`) and
+    repeats of the single-valued ones, before anything else is read."""
+    allowed = QUERY.get(route, frozenset())
+    takes = f"takes {sorted(allowed)}" if allowed else "takes none"
+
+    async def checked(request: Request) -> Response:
+        params = request.query_params
+        extra = sorted(set(params) - allowed)
+        if extra:
+            raise ServeError(
+                400, f"unknown query parameter(s) {extra}; {route} {takes}.", param=extra[0]
+            )
+        for name in sorted(set(params) - _REPEATABLE):
+            if len(params.getlist(name)) > 1:
+                raise ServeError(
+                    400, f"query parameter `{name}` is given more than once.", param=name
+                )
+        return await endpoint(request)
+
+    return checked
 
 
 def _number(
@@ -467,19 +560,29 @@ def task_app(
             await runner.drain(timeout=drain_timeout)
             await runner.aclose()
 
+    endpoints: list[tuple[str, str, Callable[[Request], Awaitable[Response]]]] = [
+        ("POST", "/runs", api.run),
+        ("POST", "/tasks", api.submit),
+        ("GET", "/tasks", api.list),
+        ("GET", "/tasks/{id}", api.get),
+        ("GET", "/tasks/{id}/events", api.events),
+        ("POST", "/tasks/{id}/events", api.signal),
+        ("POST", "/tasks/{id}/approve", api.approve),
+        ("POST", "/tasks/{id}/resume", api.resume),
+        ("POST", "/tasks/{id}/cancel", api.cancel),
+        ("GET", "/healthz", api.healthz),
+        ("GET", "/metrics", api.metrics_text),
+        ("GET", "/openapi.json", api.openapi),
+    ]
     routes = [
-        Route("/runs", api.run, methods=["POST"]),
-        Route("/tasks", api.submit, methods=["POST"]),
-        Route("/tasks", api.list, methods=["GET"]),
-        Route("/tasks/{id}", api.get, methods=["GET"]),
-        Route("/tasks/{id}/events", api.events, methods=["GET"]),
-        Route("/tasks/{id}/events", api.signal, methods=["POST"]),
-        Route("/tasks/{id}/approve", api.approve, methods=["POST"]),
-        Route("/tasks/{id}/resume", api.resume, methods=["POST"]),
-        Route("/tasks/{id}/cancel", api.cancel, methods=["POST"]),
-        Route("/healthz", api.healthz, methods=["GET"]),
-        Route("/metrics", api.metrics_text, methods=["GET"]),
-        Route("/openapi.json", api.openapi, methods=["GET"]),
+        Route(
+            path,
+            endpoint
+            if f"{method} {path}" in _OPERATIONAL
+            else _checked_query(f"{method} {path}", endpoint),
+            methods=[method],
+        )
+        for method, path, endpoint in endpoints
     ]
     handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
         ServeError: on_serve_error,

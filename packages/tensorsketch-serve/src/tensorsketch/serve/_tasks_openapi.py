@@ -60,25 +60,43 @@ _TASK = {
     },
 }
 
-_CREATE = {
+_CREATE_FIELDS: dict[str, Any] = {
+    "input": {"type": ["object", "null"], "description": "State fields of the graph."},
+    "thread_id": {"type": "string", "minLength": 1},
+    "labels": {
+        "type": "object",
+        "maxProperties": 16,
+        "additionalProperties": {"type": "string", "maxLength": 128},
+    },
+}
+
+#: ``POST /tasks``: no ``stream`` (that is ``POST /runs``; a 400 says so).
+_CREATE = {"type": "object", "additionalProperties": False, "properties": _CREATE_FIELDS}
+
+_RUN = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
-        "input": {"type": ["object", "null"], "description": "State fields of the graph."},
-        "thread_id": {"type": "string", "minLength": 1},
-        "labels": {
-            "type": "object",
-            "maxProperties": 16,
-            "additionalProperties": {"type": "string", "maxLength": 128},
-        },
-        "stream": {"type": "boolean", "description": "POST /runs only: answer with SSE."},
+        **_CREATE_FIELDS,
+        "stream": {"type": "boolean", "description": "Answer with SSE of the run's events."},
     },
 }
+
+#: The words ``parse_approval`` reads (in any case, surrounding spaces ignored).
+_APPROVE_WORDS = ["approve", "approved", "yes", "allow"]
+_REJECT_WORDS = ["reject", "rejected", "no", "deny", "denied"]
 
 _DECISION = {
     "oneOf": [
         {"type": "boolean"},
-        {"type": "string", "enum": ["approve", "reject"]},
+        {
+            "type": "string",
+            "enum": _APPROVE_WORDS + _REJECT_WORDS,
+            "description": (
+                f"approve: {', '.join(_APPROVE_WORDS)}; reject: {', '.join(_REJECT_WORDS)} "
+                "(any case)"
+            ),
+        },
         {
             "type": "object",
             "required": ["approved"],
@@ -122,6 +140,13 @@ def _answers(ok: int, *errors: int, schema: Any = None) -> dict[str, Any]:
 
 _ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
 
+#: ``resume`` and ``cancel`` use no body: none, or an empty object (anything else is a 400).
+_NO_BODY = {
+    "required": False,
+    "description": "Nothing: leave the body out, or send {}.",
+    **_json({"type": "object", "maxProperties": 0}),
+}
+
 
 def openapi() -> dict[str, Any]:
     """The description as a JSON-ready dict."""
@@ -132,7 +157,9 @@ def openapi() -> dict[str, Any]:
             "title": "TensorSketch task API",
             "version": "1",
             "description": (
-                "Durable runs of one graph: submit, follow, approve, signal, resume, cancel."
+                "Durable runs of one graph: submit, follow, approve, signal, resume, cancel. "
+                "A query parameter an operation does not list, a single-valued one given "
+                "twice, or a body field it does not take is a 400 that names it."
             ),
         },
         "paths": {
@@ -146,7 +173,7 @@ def openapi() -> dict[str, Any]:
                             "schema": {"type": "number", "exclusiveMinimum": 0, "maximum": 300},
                         }
                     ],
-                    "requestBody": {"required": True, **_json(_CREATE)},
+                    "requestBody": {"required": True, **_json(_RUN)},
                     "responses": {
                         **_answers(200, 400, 401, 413, 503),
                         "202": {
@@ -163,6 +190,8 @@ def openapi() -> dict[str, Any]:
                         {
                             "name": "Idempotency-Key",
                             "in": "header",
+                            "description": "Submitting the same key again returns that run "
+                            "(unless it failed); an empty key is a 400.",
                             "schema": {"type": "string", "minLength": 1, "maxLength": 256},
                         }
                     ],
@@ -181,12 +210,25 @@ def openapi() -> dict[str, Any]:
                         {
                             "name": "status",
                             "in": "query",
-                            "schema": {"type": "string", "enum": _STATUS},
+                            "description": "Repeatable (any of them); a value may also be a "
+                            "comma-separated list.",
+                            "style": "form",
+                            "explode": True,
+                            "schema": {
+                                "type": "array",
+                                "items": {"type": "string", "enum": _STATUS},
+                            },
                         },
                         {
                             "name": "label",
                             "in": "query",
-                            "schema": {"type": "string", "pattern": "^[^=]+=.*$"},
+                            "description": "key=value; repeatable (all of them must match).",
+                            "style": "form",
+                            "explode": True,
+                            "schema": {
+                                "type": "array",
+                                "items": {"type": "string", "pattern": "^[^=]+=.*$"},
+                            },
                         },
                         {"name": "thread_id", "in": "query", "schema": {"type": "string"}},
                         {
@@ -214,7 +256,7 @@ def openapi() -> dict[str, Any]:
                 "get": {
                     "summary": "One run",
                     "parameters": [_ID],
-                    "responses": _answers(200, 401, 404),
+                    "responses": _answers(200, 400, 401, 404),
                 }
             },
             "/tasks/{id}/events": {
@@ -276,21 +318,28 @@ def openapi() -> dict[str, Any]:
                 "post": {
                     "summary": "Continue a run stopped at a breakpoint (waiting_for: breakpoint)",
                     "parameters": [_ID],
-                    "responses": _answers(200, 401, 404, 409),
+                    "requestBody": _NO_BODY,
+                    "responses": _answers(200, 400, 401, 404, 409, 413),
                 }
             },
             "/tasks/{id}/cancel": {
                 "post": {
                     "summary": "Cancel a run",
                     "parameters": [_ID],
-                    "responses": _answers(200, 401, 404, 409),
+                    "requestBody": _NO_BODY,
+                    "responses": _answers(200, 400, 401, 404, 409, 413),
                 }
             },
             "/healthz": {
                 "get": {
                     "summary": "Liveness (no authentication)",
                     "responses": {
-                        "200": {"description": "ok or draining", **_json({"type": "object"})}
+                        "200": {"description": "ok or draining", **_json({"type": "object"})},
+                        "400": {"description": "a query parameter was sent", **_json(_ERROR)},
+                        "503": {
+                            "description": "the store cannot be reached",
+                            **_json({"type": "object"}),
+                        },
                     },
                 }
             },
@@ -301,7 +350,8 @@ def openapi() -> dict[str, Any]:
                         "200": {
                             "description": "text exposition",
                             "content": {"text/plain": {"schema": {"type": "string"}}},
-                        }
+                        },
+                        "400": {"description": "a query parameter was sent", **_json(_ERROR)},
                     },
                 }
             },

@@ -6,9 +6,12 @@ advisory lock so two processes creating the tables at once do not collide.
 
 Event loops: an asyncio pool belongs to the loop it was opened on. The backend opens its pool
 on the first loop that uses it (and again on a new loop once that one has closed). A call made
-from any *other* live loop — ``app.get_state(...)`` from sync code runs its read on a private
-loop — uses a short-lived connection of its own instead of the pool, so it never touches
-another loop's sockets.
+from any *other* live loop uses a short-lived connection of its own instead of the pool, so it
+never touches another loop's sockets. A sync helper's private loop (``app.get_state(...)``
+from plain code, see :mod:`tensorsketch.runtime.loops`) never gets a pool: it lives for one
+call, so the call's units share one plain connection, closed when that loop shuts down. A pool
+there would be opened and torn down on every call, and its background connection attempts
+(cancelled by the loop's shutdown) would be logged by psycopg_pool as failures.
 
 Round trips: each unit of work is one. A single statement runs in autocommit mode; several
 (opening a thread, committing a superstep) are sent together in pipeline mode and closed by
@@ -25,6 +28,7 @@ import math
 import os
 import socket
 import time
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, ClassVar
 
@@ -41,6 +45,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a venv without the
     raise ImportError(msg, name=exc.name) from exc
 
 from tensorsketch.runtime.backends.sql import Query, SqlBackend
+from tensorsketch.runtime.loops import on_private_loop
 from tensorsketch.serializers import Serializer
 
 __all__ = ["PostgresBackend"]
@@ -57,19 +62,57 @@ _RELAXED = "SELECT set_config('synchronous_commit', 'off', true)"
 _LEASE_LOST = "tensorsketch: lease lost"
 
 
-async def _close_with_loop(pool: AsyncConnectionPool[Any]) -> None:
-    """Close an owned pool when its event loop shuts down.
+async def _close_with_loop(
+    pool: AsyncConnectionPool[Any], opened: weakref.WeakSet[psycopg.AsyncConnection[Any]]
+) -> None:
+    """Close an owned pool, and every connection it opened, when its event loop shuts down.
 
     ``asyncio.run`` cancels every task before closing its loop; a pool left open then can keep
     the shutdown waiting on a connection attempt in flight. This task is cancelled with the
     others and closes the pool first, so forgetting ``aclose()`` never hangs a program's exit.
+    The pool's own workers are cancelled at the same time, and ``close()`` stops at them (it
+    re-raises their cancellation) before it closes the idle connections, so those are closed
+    here: otherwise each such loop would leave a server session open until garbage collection.
     """
     try:
         await asyncio.get_running_loop().create_future()  # until cancelled
     finally:
         if not pool.closed:
-            with contextlib.suppress(Exception):
+            try:
                 await pool.close(timeout=2.0)
+            except (Exception, asyncio.CancelledError):
+                # The loop is going: every task that holds one of them is being cancelled.
+                for conn in list(opened):
+                    if not conn.closed:
+                        with contextlib.suppress(Exception):
+                            await conn.close()
+
+
+class _LoopConnection:
+    """The one connection of a sync helper's private loop, opened on first use, and the task
+    that closes it when that loop shuts down (held here: a loop keeps only weak references
+    to its tasks)."""
+
+    __slots__ = ("closer", "conn", "lock")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.conn: psycopg.AsyncConnection[Any] | None = None
+        self.closer: asyncio.Task[None] | None = None
+
+
+async def _close_loop_connection(
+    slots: dict[asyncio.AbstractEventLoop, _LoopConnection], loop: asyncio.AbstractEventLoop
+) -> None:
+    """Close a private loop's connection when that loop shuts down (its pending tasks are
+    cancelled then, this one among them)."""
+    try:
+        await loop.create_future()  # until cancelled
+    finally:
+        slot = slots.pop(loop, None)
+        if slot is not None and slot.conn is not None and not slot.conn.closed:
+            with contextlib.suppress(Exception):
+                await slot.conn.close()
 
 
 def _sever(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -210,6 +253,8 @@ class PostgresBackend(SqlBackend):
         self._pool_task: asyncio.Task[AsyncConnectionPool[Any]] | None = None
         self._shared_lock: asyncio.Lock | None = None
         self._keeper: asyncio.Task[None] | None = None
+        # Sync helpers' private loops, each with the one connection its call uses.
+        self._loop_conns: dict[asyncio.AbstractEventLoop, _LoopConnection] = {}
 
     # -- dialect ----------------------------------------------------------------------------
 
@@ -320,6 +365,12 @@ class PostgresBackend(SqlBackend):
     async def _checkout(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         loop = asyncio.get_running_loop()
         home = self._home
+        if home is not loop and on_private_loop():
+            # A sync helper's loop: it never becomes home (a pool opened there would be torn
+            # down with it a moment later, and the loop that owns the pool is left alone).
+            async with self._loop_connection(loop) as conn:
+                yield conn
+            return
         owned = self._shared is None and self._user_pool is None
         if home is None or (home is not loop and owned and home.is_closed()):
             # Our own pool follows the live loop. A pool or connection you passed stays on
@@ -344,6 +395,29 @@ class PostgresBackend(SqlBackend):
             yield conn
         finally:
             await conn.close()
+
+    @contextlib.asynccontextmanager
+    async def _loop_connection(
+        self, loop: asyncio.AbstractEventLoop
+    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """The private loop's connection: opened by its first unit, replaced once broken (a
+        unit past ``command_timeout`` severs it), closed when the loop shuts down."""
+        slots = self._loop_conns
+        slot = slots.get(loop)
+        if slot is None:
+            for gone in [other for other in slots if other.is_closed()]:
+                slots.pop(gone, None)  # closed without shutting its tasks down
+            slot = slots[loop] = _LoopConnection()
+            slot.closer = loop.create_task(_close_loop_connection(slots, loop))
+        async with slot.lock:
+            conn = slot.conn
+            if conn is None or conn.closed or conn.broken:
+                slot.conn = None
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        await conn.close()
+                conn = slot.conn = await self._connect_once()
+            yield conn
 
     def _rehome(self, loop: asyncio.AbstractEventLoop) -> asyncio.AbstractEventLoop:
         self._home = loop
@@ -381,7 +455,10 @@ class PostgresBackend(SqlBackend):
 
     async def _open_pool(self) -> AsyncConnectionPool[Any]:
         options: dict[str, Any] = {
-            "min_size": 1,
+            # No connection opened ahead of the first checkout: that checkout waits anyway and
+            # makes the pool grow by one, so a warm-up connection would only race it, and be
+            # left in flight (then cancelled, and logged as a failure) when a short loop ends.
+            "min_size": 0,
             "max_size": 8,
             "timeout": self.connect_timeout,
             # A connection that broke while idle (server restart, network blip) is replaced
@@ -392,16 +469,20 @@ class PostgresBackend(SqlBackend):
         options.update(self._pool_kwargs)
         kwargs = {**self._connect_kwargs(), "autocommit": True, **options.pop("kwargs", {})}
         limit = self.connect_timeout
+        theirs = options.pop("configure", None)
+        opened: weakref.WeakSet[psycopg.AsyncConnection[Any]] = weakref.WeakSet()
 
         async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
             conn._tensorsketch_check_timeout = limit  # type: ignore[attr-defined]
+            opened.add(conn)
+            if theirs is not None:
+                await theirs(conn)
 
-        options.setdefault("configure", configure)
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            self.dsn or "", open=False, kwargs=kwargs, **options
+            self.dsn or "", open=False, kwargs=kwargs, configure=configure, **options
         )
         await pool.open(wait=False)
-        self._keeper = asyncio.get_running_loop().create_task(_close_with_loop(pool))
+        self._keeper = asyncio.get_running_loop().create_task(_close_with_loop(pool, opened))
         return pool
 
     async def _connect_once(self) -> psycopg.AsyncConnection[Any]:
@@ -416,7 +497,10 @@ class PostgresBackend(SqlBackend):
             kwargs.update((await extra()) if callable(extra) else (extra or {}))
             kwargs["autocommit"] = True
         else:
+            # The settings the owned pool's connections get (``pool_kwargs={"kwargs": ...}``).
             conninfo = self.dsn or ""
+            kwargs.update(self._pool_kwargs.get("kwargs") or {})
+            kwargs["autocommit"] = True
         return await psycopg.AsyncConnection.connect(conninfo, **kwargs)
 
     async def aclose(self) -> None:
