@@ -843,6 +843,8 @@ def test_parse_error_keeps_last_good_graph_read_only(studio: Studio) -> None:
     banner = page.locator("#banner")
     expect(banner).to_be_visible(timeout=2000)
     expect(banner).to_contain_text("line")
+    expect(banner).to_contain_text("was never closed; fix the syntax error first")
+    assert "cannot parse" not in banner.inner_text()  # the file and line are said once
     expect(studio.box("Classify")).to_be_visible()
     expect(page.locator("#add-node")).to_be_disabled()
     assert page.evaluate("document.body.classList.contains('read-only')")

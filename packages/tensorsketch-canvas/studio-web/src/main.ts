@@ -103,7 +103,11 @@ function setBanner(resp: GraphResponse): void {
     b.innerHTML = "";
     const strong = document.createElement("strong");
     strong.textContent = `${resp.file || "The file"} does not parse (${where}): `;
-    b.append(strong, document.createTextNode(pe.message));
+    // the strong part already names the file and the place: drop the message's own
+    // "cannot parse NAME (line N: ...); " lead-in down to what went wrong and what to do
+    const lead = /^cannot parse \S+ \(line \d+: (.*?)\); /.exec(pe.message);
+    const text = lead ? `${lead[1]}; ${pe.message.slice(lead[0].length)}` : pe.message;
+    b.append(strong, document.createTextNode(text));
     const tail = document.createElement("span");
     tail.className = "tail";
     tail.textContent = state.graph
