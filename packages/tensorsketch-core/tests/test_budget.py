@@ -182,6 +182,9 @@ def test_estimate_cost_from_the_default_table() -> None:
     assert estimate_cost("gpt-4o-2024-08-06", million) == pytest.approx(12.5)  # dated snapshot
     assert estimate_cost("claude-opus-5-20260724", million) == pytest.approx(30.0)
     assert estimate_cost("models/gemini-2.5-pro", million) == pytest.approx(11.25)
+    # Gemini replies name numbered versions: priced as the base model
+    assert estimate_cost("gemini-2.5-flash-001", million) == pytest.approx(2.80)
+    assert estimate_cost("models/gemini-2.5-pro-002", million) == pytest.approx(11.25)
     assert estimate_cost("my-local-llama", million) is None
     assert estimate_cost(None, million) is None
     assert all(isinstance(p, ModelPrice) for p in DEFAULT_PRICES.values())

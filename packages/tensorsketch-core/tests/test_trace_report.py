@@ -192,6 +192,12 @@ def test_diff_reports_added_removed_and_deltas(tmp_path: Path) -> None:
     assert "- run:run#0/node:agent#0/model:model_call#2" in text
     assert "model: 'small-1' -> 'small-2'" in text
     assert "+30.0 (+30%)" in text
+    # local-llama has no price in a: its cost is unknown, not $0, and no delta is claimed
+    assert diff.unpriced == (["local-llama"], [])
+    assert "$0.011200+UNPRICED -> $0.012800" in text and "not comparable" in text
+    assert "local-llama              UNPRICED ->" in text
+    assert "! no price for local-llama in a" in text
+    assert diff.to_dict()["unpriced_models"] == {"a": ["local-llama"], "b": []}
     json.dumps(diff.to_dict())  # JSON-able
 
 

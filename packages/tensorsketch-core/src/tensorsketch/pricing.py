@@ -92,7 +92,9 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
     "gemini-2.5-flash-lite": ModelPrice(0.10, 0.40, cache_read=0.01),
 }
 
-_DATED = re.compile(r"(-\d{8}|-\d{4}-\d{2}-\d{2}|-latest|@\d{8})$")
+#: Snapshot suffixes priced as their base id: dates (``-20250219``, ``-2024-11-20``,
+#: ``@20240620``), ``-latest``, and Gemini's numbered versions (``-001``).
+_DATED = re.compile(r"(-\d{8}|-\d{4}-\d{2}-\d{2}|-latest|@\d{8}|-\d{3})$")
 
 
 def _coerce(model: str, value: object) -> ModelPrice:

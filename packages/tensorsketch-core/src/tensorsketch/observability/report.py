@@ -278,6 +278,8 @@ class TraceDiff:
     changed: list[SpanChange]
     capabilities: list[tuple[str, float, float]]
     models: list[tuple[str, float, float, int, int]]  # model, cost a/b, out tokens a/b
+    #: Models each run called without a price: their cost is missing from a/b's cost_usd.
+    unpriced: tuple[list[str], list[str]] = field(default_factory=lambda: ([], []))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -305,11 +307,20 @@ class TraceDiff:
                 }
                 for m, ca, cb, ta, tb in self.models
             ],
+            "unpriced_models": {"a": list(self.unpriced[0]), "b": list(self.unpriced[1])},
         }
 
     def render(self) -> str:
         lines = ["Totals (a -> b):"]
+        gaps = [bool(self.unpriced[0]), bool(self.unpriced[1])]
         for name, (a, b) in self.totals.items():
+            if name == "cost_usd" and any(gaps):  # a partly unknown cost has no delta
+                fa, fb = (
+                    _fmt(name, v) + ("+UNPRICED" if gap else "")
+                    for v, gap in zip((a, b), gaps, strict=True)
+                )
+                lines.append(f"  {name:<14} {fa:>12} -> {fb:<12} (not comparable: unpriced models)")
+                continue
             lines.append(
                 f"  {name:<14} {_fmt(name, a):>12} -> {_fmt(name, b):<12} {_delta(name, a, b)}"
             )
@@ -330,7 +341,12 @@ class TraceDiff:
         if self.models:
             lines += ["", "Models (cost usd, output tokens; a -> b):"]
             for model, ca, cb, ta, tb in self.models:
-                lines.append(f"  {model:<24} ${ca:.6f} -> ${cb:.6f}   {ta} -> {tb} out-tok")
+                cost_a = "UNPRICED" if model in self.unpriced[0] else f"${ca:.6f}"
+                cost_b = "UNPRICED" if model in self.unpriced[1] else f"${cb:.6f}"
+                lines.append(f"  {model:<24} {cost_a} -> {cost_b}   {ta} -> {tb} out-tok")
+            for side, models in zip("ab", self.unpriced, strict=True):
+                if models:
+                    lines.append(f"  ! no price for {', '.join(models)} in {side}")
         return "\n".join(lines)
 
 
@@ -413,7 +429,8 @@ def diff_traces(a: Trace | str | Path, b: Trace | str | Path) -> TraceDiff:
         )
         for name in sorted({*ma, *mb})
     ]
-    return TraceDiff(totals, added, removed, changed, capabilities, models)
+    unpriced = (list(ra.unpriced_models), list(rb.unpriced_models))
+    return TraceDiff(totals, added, removed, changed, capabilities, models, unpriced)
 
 
 # -- the ``tensorsketch trace`` command ------------------------------------------------------
