@@ -283,3 +283,27 @@ def test_cli_explains_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[st
     bad.write_text("hello\n")
     assert main(["trace", "diff", str(bad), str(bad)]) == 2
     assert "line 1 is not JSON" in capsys.readouterr().err
+
+
+def test_a_call_that_failed_before_any_usage_is_not_unpriced() -> None:
+    """A 429 retried into a success bills nothing the trace could price: the run's cost is
+    known (a cost gate can hold), and the failed call is not labelled `unpriced`."""
+    root = row("run", "run", None, 50)
+    failed = row(
+        "model_call",
+        "model",
+        root,
+        5,
+        status="error",
+        error="RateLimitError: 429",
+        **{"gen_ai.request.model": "claude-sonnet-4-6"},
+    )
+    answered = model(root, 20, "claude-sonnet-4-6", 100, 10, 0.0005)
+    no_usage = row("model_call", "model", root, 5, **{"gen_ai.request.model": "local"})
+    trace = Trace.from_dicts([root, failed, answered])
+    assert trace.unpriced_models == []
+    assert "unpriced" not in trace.render()
+    (usage,) = run_report(trace).models
+    assert (usage.calls, usage.unpriced_calls, usage.cost_usd) == (2, 0, 0.0005)
+    # a call that answered without reporting usage has an unknown cost
+    assert Trace.from_dicts([root, no_usage]).unpriced_models == ["local"]

@@ -69,6 +69,16 @@ def cost_of(span: Span) -> float | None:
         return None
 
 
+def is_unpriced(span: Span) -> bool:
+    """A model call whose cost is unknown. A call that failed before reporting any usage (a
+    429, a timeout) is not one: nothing was billed that the trace could price."""
+    if span.kind != "model" or cost_of(span) is not None:
+        return False
+    attrs = span.attributes
+    used = attrs.get(ATTR_INPUT_TOKENS) is not None or attrs.get(ATTR_OUTPUT_TOKENS) is not None
+    return used or span.status != "error"
+
+
 class Trace:
     """A read-only view of a set of spans as a tree, with the run's headline numbers.
 
@@ -246,7 +256,7 @@ class Trace:
         :attr:`cost_usd`."""
         found: dict[str, None] = {}
         for span in self._spans:
-            if span.kind == "model" and cost_of(span) is None:
+            if is_unpriced(span):
                 found[model_of(span) or "(unknown model)"] = None
         return list(found)
 
@@ -293,7 +303,10 @@ class Trace:
             if span.attributes.get(ATTR_OUTPUT_TOKENS) is not None:
                 bits.append(f"{_int(span.attributes.get(ATTR_OUTPUT_TOKENS))} out-tok")
             cost = cost_of(span)
-            bits.append(f"${cost:.6f}" if cost is not None else "unpriced")
+            if cost is not None:
+                bits.append(f"${cost:.6f}")
+            elif is_unpriced(span):
+                bits.append("unpriced")
             parts.append(f"[{', '.join(bits)}]")
         elif span.kind == "tool":
             parts.append(f"[{span.attributes.get(ATTR_TOOL_NAME) or span.name}]")

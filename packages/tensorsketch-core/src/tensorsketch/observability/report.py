@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tensorsketch.observability.memory import Trace, cost_of, model_of
+from tensorsketch.observability.memory import Trace, cost_of, is_unpriced, model_of
 from tensorsketch.observability.tracing import (
     ATTR_INPUT_TOKENS,
     ATTR_OUTPUT_TOKENS,
@@ -204,10 +204,10 @@ def run_report(source: Trace | str | Path) -> RunReport:
             usage.input_tokens += _tokens(span, ATTR_INPUT_TOKENS)
             usage.output_tokens += _tokens(span, ATTR_OUTPUT_TOKENS)
             cost = cost_of(span)
-            if cost is None:
-                usage.unpriced_calls += 1
-            else:
+            if cost is not None:
                 usage.cost_usd += cost
+            elif is_unpriced(span):
+                usage.unpriced_calls += 1
     for cap in capabilities.values():
         cap.share = cap.total_ms / wall
     ranked = sorted(capabilities.values(), key=lambda c: (-c.total_ms, c.key))
