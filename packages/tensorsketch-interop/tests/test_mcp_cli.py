@@ -83,3 +83,13 @@ def test_mcp_serve_refuses_a_port_out_of_range(
     err = capsys.readouterr().err
     assert f"error: argument --port: must be 0-65535, got {bad}" in err
     assert "Traceback" not in err
+
+
+def test_tool_listing_names_model_arguments_by_their_schema_name() -> None:
+    """`mcp tools` printed a pydantic-model argument (a `$ref`) as `any`."""
+    from tensorsketch.interop.mcp._cli import _type_of
+
+    assert _type_of({"$ref": "#/$defs/Point"}) == "Point"
+    assert _type_of({"allOf": [{"$ref": "#/$defs/Point"}], "description": "where"}) == "Point"
+    assert _type_of({"anyOf": [{"$ref": "#/$defs/Point"}, {"type": "null"}]}) == "Point|null"
+    assert _type_of({"type": "integer"}) == "integer" and _type_of({}) == "any"

@@ -142,8 +142,15 @@ async def _print_tools(session: MCPSession, as_json: bool) -> int:
 
 
 def _type_of(schema: Any) -> str:
+    """A parameter's type in a word: its JSON type, a union, or the name a ``$ref`` points
+    at (``#/$defs/Point`` -> ``Point``: a model argument)."""
     if not isinstance(schema, dict):
         return "any"
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref:
+        return ref.rsplit("/", 1)[-1]
+    if "allOf" in schema and len(schema["allOf"]) == 1:  # pydantic's wrapper of a ref
+        return _type_of(schema["allOf"][0])
     kind = schema.get("type")
     if isinstance(kind, list):
         return "|".join(str(k) for k in kind)
