@@ -208,3 +208,84 @@ def _subtree(trace: Trace, top: Any) -> list[tuple[int, Any]]:
 
     visit(top, 0)
     return found
+
+
+CONTENT_KEYS = (
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.system_instructions",
+    "gen_ai.tool.definitions",
+)
+
+
+def _tool_then_answer() -> FakeProvider:
+    return FakeProvider(
+        [
+            Completion(
+                message=assistant(tool_calls=[ToolCall(id="c1", name="search", args={"q": "x"})]),
+                stop_reason="tool_use",
+            ),
+            "the answer",
+        ],
+        model="claude-sonnet-4-6",
+    )
+
+
+async def test_model_spans_carry_no_content_unless_the_tracer_captures_it() -> None:
+    tracer = InMemoryTracer()
+    agent = create_agent(_tool_then_answer(), [search], system="be nice")
+    await agent.invoke({"query": "hi"}, tracer=tracer)
+    for span in tracer.trace.model_spans:
+        assert not set(CONTENT_KEYS) & set(span.attributes)
+
+
+async def test_captured_content_follows_the_genai_message_shapes() -> None:
+    import json
+
+    tracer = InMemoryTracer()
+    tracer.capture_content = True
+    agent = create_agent(_tool_then_answer(), [search], system="be nice")
+    await agent.invoke({"query": "hi"}, tracer=tracer)
+    first, second = tracer.trace.model_spans
+    for span in (first, second):
+        assert all(isinstance(span.attributes[k], str) for k in CONTENT_KEYS)
+        assert json.loads(span.attributes["gen_ai.system_instructions"]) == [
+            {"type": "text", "content": "be nice"}
+        ]
+        assert json.loads(span.attributes["gen_ai.tool.definitions"]) == [
+            {
+                "type": "function",
+                "name": "search",
+                "description": "Search the docs.",
+                "parameters": search.json_schema(),
+            }
+        ]
+    assert json.loads(first.attributes["gen_ai.input.messages"]) == [
+        {"role": "user", "parts": [{"type": "text", "content": "hi"}]}
+    ]
+    assert json.loads(first.attributes["gen_ai.output.messages"]) == [
+        {
+            "role": "assistant",
+            "parts": [{"type": "tool_call", "id": "c1", "name": "search", "arguments": {"q": "x"}}],
+            "finish_reason": "tool_call",
+        }
+    ]
+    # the second call resends the transcript: the tool call and its result, no system message
+    assert json.loads(second.attributes["gen_ai.input.messages"])[1:] == [
+        {
+            "role": "assistant",
+            "parts": [{"type": "tool_call", "id": "c1", "name": "search", "arguments": {"q": "x"}}],
+        },
+        {
+            "role": "tool",
+            "parts": [{"type": "tool_call_response", "id": "c1", "response": "results for x"}],
+            "name": "search",
+        },
+    ]
+    assert json.loads(second.attributes["gen_ai.output.messages"]) == [
+        {
+            "role": "assistant",
+            "parts": [{"type": "text", "content": "the answer"}],
+            "finish_reason": "stop",
+        }
+    ]

@@ -435,3 +435,127 @@ def test_the_documented_default_uses_the_global_tracer_provider() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert result.stdout.strip() == "['Hello', 'invoke_workflow Graph[S]']"
+
+
+GENAI_CONTENT = (
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.system_instructions",
+    "gen_ai.tool.definitions",
+)
+
+
+def _agent_with_a_tool() -> Any:
+    from tensorsketch import Completion, FakeProvider, create_agent, tool
+    from tensorsketch.messages import ToolCall, assistant
+
+    @tool
+    async def search(q: str) -> str:
+        """Search the docs."""
+        return f"results for {q}"
+
+    provider = FakeProvider(
+        [
+            Completion(
+                message=assistant(tool_calls=[ToolCall(id="c1", name="search", args={"q": "x"})]),
+                stop_reason="tool_use",
+            ),
+            "done",
+        ],
+        model="claude-sonnet-4-6",
+    )
+    return create_agent(provider, tools=[search], system="be nice")
+
+
+@pytest.mark.parametrize("capture", [True, False])
+async def test_a_real_agent_exports_messages_instructions_and_tools_only_on_opt_in(
+    otel: tuple[TracerProvider, InMemorySpanExporter], capture: bool
+) -> None:
+    import json
+
+    otel_provider, exporter = otel
+    tracer = OTelTracer(otel_provider, capture_content=capture)
+    await _agent_with_a_tool().invoke({"query": "hi"}, tracer=tracer)
+    chats = [s for s in exporter.get_finished_spans() if s.name == "chat claude-sonnet-4-6"]
+    assert len(chats) == 2
+    if not capture:
+        for chat in chats:
+            assert not set(GENAI_CONTENT) & set(chat.attributes or {})
+        return
+    first, second = (dict(c.attributes or {}) for c in chats)
+    for attrs in (first, second):
+        values = {key: json.loads(str(attrs[key])) for key in GENAI_CONTENT}
+        assert values["gen_ai.system_instructions"] == [{"type": "text", "content": "be nice"}]
+        (definition,) = values["gen_ai.tool.definitions"]
+        assert definition["type"] == "function"
+        assert definition["name"] == "search"
+        assert definition["description"] == "Search the docs."
+        assert definition["parameters"]["properties"] == {"q": {"type": "string"}}
+        for message in values["gen_ai.input.messages"] + values["gen_ai.output.messages"]:
+            assert message["role"] in {"user", "assistant", "tool"}
+            assert message["parts"] and all("type" in part for part in message["parts"])
+        (reply,) = values["gen_ai.output.messages"]
+        assert reply["role"] == "assistant" and reply["finish_reason"] in {"tool_call", "stop"}
+    assert json.loads(str(first["gen_ai.input.messages"])) == [
+        {"role": "user", "parts": [{"type": "text", "content": "hi"}]}
+    ]
+    assert json.loads(str(first["gen_ai.output.messages"]))[0]["parts"] == [
+        {"type": "tool_call", "id": "c1", "name": "search", "arguments": {"q": "x"}}
+    ]
+    roles = [m["role"] for m in json.loads(str(second["gen_ai.input.messages"]))]
+    assert roles == ["user", "assistant", "tool"]
+
+
+async def test_a_tool_error_the_agent_handles_still_gets_an_exception_event(
+    otel: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    from tensorsketch import Completion, FakeProvider, create_agent, tool
+    from tensorsketch.messages import ToolCall, assistant
+
+    @tool
+    async def boom(x: int) -> str:
+        """Explode."""
+        raise RuntimeError("kaboom")
+
+    provider = FakeProvider(
+        [
+            Completion(
+                message=assistant(tool_calls=[ToolCall(id="c1", name="boom", args={"x": 1})])
+            ),
+            "recovered",
+        ],
+        model="m1",
+    )
+    otel_provider, exporter = otel
+    out = await create_agent(provider, tools=[boom]).invoke(
+        {"query": "hi"}, tracer=OTelTracer(otel_provider)
+    )
+    assert out.output == "recovered"
+    spans = _by_name(exporter.get_finished_spans())
+    failed = spans["execute_tool boom"]
+    assert failed.status.status_code is StatusCode.ERROR
+    assert failed.attributes is not None and failed.attributes["error.type"] == "RuntimeError"
+    assert [e.name for e in failed.events] == ["exception"]
+    event = failed.events[0].attributes
+    assert event is not None
+    assert event["exception.type"] == "RuntimeError"
+    assert event["exception.message"] == "kaboom"
+    assert "raise RuntimeError" in str(event["exception.stacktrace"])
+    assert spans["invoke_workflow agent"].status.status_code is StatusCode.UNSET
+
+
+async def test_a_span_marked_failed_by_hand_still_gets_an_exception_event(
+    otel: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    provider, exporter = otel
+    with OTelTracer(provider).span("charge", kind="tool") as span:
+        span.status = "error"
+        span.error = "PaymentDeclined: card expired"
+        span.set_attribute("error.type", "PaymentDeclined")
+    (exported,) = exporter.get_finished_spans()
+    assert exported.status.status_code is StatusCode.ERROR
+    assert [e.name for e in exported.events] == ["exception"]
+    assert dict(exported.events[0].attributes or {}) == {
+        "exception.type": "PaymentDeclined",
+        "exception.message": "card expired",
+    }

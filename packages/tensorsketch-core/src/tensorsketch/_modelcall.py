@@ -12,13 +12,18 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tensorsketch.budget import current_budget
+from tensorsketch.messages import ImageBlock
 from tensorsketch.observability.tracing import (
     ATTR_COST_USD,
+    ATTR_INPUT_MESSAGES,
     ATTR_INPUT_TOKENS,
+    ATTR_OUTPUT_MESSAGES,
     ATTR_OUTPUT_TOKENS,
     ATTR_PROVIDER,
     ATTR_REQUEST_MODEL,
     ATTR_RESPONSE_MODEL,
+    ATTR_SYSTEM_INSTRUCTIONS,
+    ATTR_TOOL_DEFINITIONS,
     Span,
 )
 from tensorsketch.pricing import estimate_cost
@@ -26,7 +31,7 @@ from tensorsketch.provider import ChatProvider, Completion, ProviderError, TextD
 
 if TYPE_CHECKING:
     from tensorsketch.context import Context
-    from tensorsketch.messages import Message
+    from tensorsketch.messages import ContentBlock, Message
     from tensorsketch.schema import Schema
     from tensorsketch.tools import Tool
 
@@ -34,6 +39,8 @@ __all__ = ["call_provider", "cap_text"]
 
 #: Largest tool argument / result text put on a span.
 SPAN_TEXT_LIMIT = 2000
+#: Largest text of one message part in captured content (``capture_content``).
+CONTENT_PART_LIMIT = 8000
 
 
 def cap_text(value: Any, limit: int = SPAN_TEXT_LIMIT) -> str:
@@ -69,6 +76,7 @@ async def call_provider(
     """Call ``provider`` once under a ``model`` span; stream text as ``token`` events when
     someone is consuming the run's stream."""
     traced = ctx.tracer.enabled
+    content = traced and ctx.tracer.capture_content
     attributes: dict[str, Any] = (
         {
             "gen_ai.operation.name": "chat",
@@ -78,6 +86,8 @@ async def call_provider(
         if traced
         else _NO_ATTRIBUTES
     )
+    if content:
+        attributes.update(_request_content(messages, tools))
     with ctx.span("model_call", kind="model", **attributes) as span:
         streamed = False
         try:
@@ -114,6 +124,8 @@ async def call_provider(
             raise TypeError(msg)
         if traced:
             _describe(span, provider, completion)
+            if content:
+                span.set_attribute(ATTR_OUTPUT_MESSAGES, _json([_output_message(completion)]))
     return completion
 
 
@@ -137,3 +149,100 @@ def _describe(span: Span, provider: ChatProvider, completion: Completion) -> Non
     )
     if completion.stop_reason is not None:
         span.set_attribute("gen_ai.response.finish_reasons", [completion.stop_reason])
+
+
+# -- captured content, in the OpenTelemetry GenAI conventions' JSON shapes ------------------
+
+#: Provider stop reasons and the conventions' ``finish_reason`` values.
+_FINISH_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "stop": "stop",
+    "tool_use": "tool_call",
+    "tool_calls": "tool_call",
+    "max_tokens": "length",
+    "length": "length",
+    "content_filter": "content_filter",
+    "refusal": "content_filter",
+}
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _text_part(text: str) -> dict[str, Any]:
+    return {"type": "text", "content": cap_text(text, CONTENT_PART_LIMIT)}
+
+
+def _block_parts(content: str | list[ContentBlock]) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [_text_part(content)] if content else []
+    parts: list[dict[str, Any]] = []
+    for block in content:
+        if isinstance(block, ImageBlock):
+            if block.url is not None:
+                part: dict[str, Any] = {"type": "uri", "modality": "image", "uri": block.url}
+            else:  # inline bytes stay out of the trace (a generic part, not a "blob")
+                part = {"type": "image", "modality": "image"}
+            if block.media_type:
+                part["mime_type"] = block.media_type
+            parts.append(part)
+        else:
+            parts.append(_text_part(block.text))
+    return parts
+
+
+def _message(message: Message) -> dict[str, Any]:
+    if message.role == "tool":
+        response = message.content if isinstance(message.content, str) else message.text
+        parts: list[dict[str, Any]] = [
+            {
+                "type": "tool_call_response",
+                "id": message.tool_call_id,
+                "response": cap_text(response, CONTENT_PART_LIMIT),
+            }
+        ]
+    else:
+        parts = _block_parts(message.content)
+        parts.extend(
+            {"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.args}
+            for call in message.tool_calls
+        )
+    result: dict[str, Any] = {"role": message.role, "parts": parts}
+    if message.role == "tool" and message.name:
+        result["name"] = message.name
+    return result
+
+
+def _request_content(messages: Sequence[Message], tools: Sequence[Tool] | None) -> dict[str, str]:
+    """``gen_ai.input.messages`` / ``system_instructions`` / ``tool.definitions`` as JSON."""
+    instructions = [
+        part for m in messages if m.role == "system" for part in _block_parts(m.content)
+    ]
+    result = {ATTR_INPUT_MESSAGES: _json([_message(m) for m in messages if m.role != "system"])}
+    if instructions:
+        result[ATTR_SYSTEM_INSTRUCTIONS] = _json(instructions)
+    if tools:
+        result[ATTR_TOOL_DEFINITIONS] = _json(
+            [
+                {
+                    "type": "function",
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.json_schema(),
+                }
+                for t in tools
+            ]
+        )
+    return result
+
+
+def _output_message(completion: Completion) -> dict[str, Any]:
+    reply = _message(completion.message)
+    reason = completion.stop_reason
+    if reason is None:
+        reason = "tool_call" if completion.message.tool_calls else "stop"
+    reply["role"] = "assistant"
+    reply["finish_reason"] = _FINISH_REASONS.get(reason, reason)
+    return reply

@@ -32,15 +32,19 @@ __all__ = [
     "ATTR_ERROR_TYPE",
     "ATTR_GRAPH",
     "ATTR_INPUT",
+    "ATTR_INPUT_MESSAGES",
     "ATTR_INPUT_TOKENS",
     "ATTR_NODE",
+    "ATTR_OUTPUT_MESSAGES",
     "ATTR_OUTPUT_TOKENS",
     "ATTR_PROVIDER",
     "ATTR_REQUEST_MODEL",
     "ATTR_RESPONSE_MODEL",
     "ATTR_STEP",
+    "ATTR_SYSTEM_INSTRUCTIONS",
     "ATTR_TOOL_ARGUMENTS",
     "ATTR_TOOL_CALL_ID",
+    "ATTR_TOOL_DEFINITIONS",
     "ATTR_TOOL_NAME",
     "ATTR_TOOL_RESULT",
     "NOOP_TRACER",
@@ -84,6 +88,17 @@ ATTR_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 ATTR_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 #: Estimated cost of a ``model`` span in USD; absent (or ``None``) when the model is unpriced.
 ATTR_COST_USD = "gen_ai.usage.cost_usd"
+#: Content of a ``model`` span as JSON text in the GenAI conventions' shapes: the messages
+#: sent (``[{"role", "parts": [...]}]``, system messages left out), the reply
+#: (``[{"role": "assistant", "parts", "finish_reason"}]``), the system prompt
+#: (``[{"type": "text", "content"}]``) and the tools offered
+#: (``[{"type": "function", "name", "description", "parameters"}]``). Written only when the
+#: tracer's ``capture_content`` is true (they may hold personal data, and a transcript resent on
+#: every call would make traces grow quadratically).
+ATTR_INPUT_MESSAGES = "gen_ai.input.messages"
+ATTR_OUTPUT_MESSAGES = "gen_ai.output.messages"
+ATTR_SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
+ATTR_TOOL_DEFINITIONS = "gen_ai.tool.definitions"
 #: Tool name and the model's tool-call id on ``tool`` spans.
 ATTR_TOOL_NAME = "gen_ai.tool.name"
 ATTR_TOOL_CALL_ID = "gen_ai.tool.call.id"
@@ -208,6 +223,11 @@ class Tracer(ABC):
 
     #: ``False`` only for tracers that record nothing; the engine skips span bookkeeping.
     enabled: bool = True
+    #: Whether model spans carry prompts and replies (``gen_ai.input.messages``,
+    #: ``gen_ai.output.messages``, ``gen_ai.system_instructions``, ``gen_ai.tool.definitions``).
+    #: Off by default; ``OTelTracer(capture_content=True)`` turns it on, and any other tracer
+    #: opts in with ``tracer.capture_content = True``.
+    capture_content: bool = False
 
     @abstractmethod
     def span(

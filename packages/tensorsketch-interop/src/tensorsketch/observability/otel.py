@@ -58,6 +58,7 @@ from tensorsketch.observability.propagation import parse_traceparent
 from tensorsketch.observability.tracing import (
     ATTR_AGENT_NAME,
     ATTR_COST_USD,
+    ATTR_ERROR_TYPE,
     ATTR_GRAPH,
     ATTR_REQUEST_MODEL,
     ATTR_RESPONSE_MODEL,
@@ -183,6 +184,38 @@ def _remote_context(trace_id: str, span_id: str, sampled: bool = True) -> otel_c
     return otel_trace.set_span_in_context(NonRecordingSpan(parent))
 
 
+class _OTelSpan(Span):
+    """The span code writes to under an ``OTelTracer``: it keeps the exception it was failed
+    with (``span.record_error(exc)``, e.g. a tool error the agent handles), so the OTel span
+    gets an ``exception`` event with its traceback even when the exception never leaves the
+    block."""
+
+    __slots__ = ("_exception",)
+
+    def __init__(self, **fields: Any) -> None:
+        super().__init__(**fields)
+        self._exception: BaseException | None = None
+
+    def record_error(self, exc: BaseException) -> None:
+        super().record_error(exc)
+        self._exception = exc
+
+
+def _record_exception(otel_span: otel_trace.Span, native: _OTelSpan) -> None:
+    """Give a failed span its ``exception`` event: from the exception it was failed with
+    (raised out of the block, or handed to ``record_error``), else from its error text."""
+    if native._exception is not None:
+        otel_span.record_exception(native._exception)
+        return
+    text = native.error or ""
+    kind = str(native.attributes.get(ATTR_ERROR_TYPE) or text.split(":", 1)[0] or "Error")
+    message = text.split(": ", 1)[1] if text.startswith(f"{kind}: ") else text
+    otel_span.add_event(
+        "exception",
+        {"exception.type": kind, "exception.message": message},
+    )
+
+
 class _OTelScope(contextlib.AbstractContextManager[Span]):
     """One open span: a live OTel span plus the TensorSketch span that code writes to."""
 
@@ -222,7 +255,7 @@ class _OTelScope(contextlib.AbstractContextManager[Span]):
     def __enter__(self) -> Span:
         tracer = self._tracer
         parent_context = self._parent_context()
-        native = Span(
+        native = _OTelSpan(
             name=self._name,
             kind=self._kind,
             start=time.perf_counter(),
@@ -244,7 +277,7 @@ class _OTelScope(contextlib.AbstractContextManager[Span]):
         parent = otel_trace.get_current_span(parent_context).get_span_context()
         if parent.is_valid:
             native.parent_id = otel_trace.format_span_id(parent.span_id)
-        self._native = native
+        self._native: _OTelSpan = native
         self._otel = otel_span
         self._started = view
         self._otel_token = otel_context.attach(
@@ -286,9 +319,9 @@ class _OTelScope(contextlib.AbstractContextManager[Span]):
                 )
             if native.status == "error":
                 otel_span.set_status(Status(StatusCode.ERROR, native.error))
-                if isinstance(exc, Exception):
-                    otel_span.record_exception(exc)
+                _record_exception(otel_span, native)
             otel_span.end()
+            native._exception = None  # let the traceback's frames go
         finally:
             try:
                 current_span.reset(self._token)
@@ -305,7 +338,8 @@ class OTelTracer(Tracer):
     out with the OTel SDK's own span processors instead.
 
     :param tracer_provider: an OTel ``TracerProvider``; ``None`` uses the global provider.
-    :param capture_content: also export prompts, completions and tool arguments/results
+    :param capture_content: also export prompts, completions and tool arguments/results,
+        and record the messages, system instructions and tool definitions of each model call
         (off by default: they may hold personal data).
     :param traceparent: join a caller's trace from a W3C ``traceparent`` value; without it,
         a run nests under the current OTel span (or
