@@ -9,16 +9,46 @@ the stream (``_stream``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, NoReturn
 
 from tensorsketch.messages import Message
-from tensorsketch.provider import Capabilities, ChatProvider, Completion, StreamDelta
-from tensorsketch.providers._errors import reraise
+from tensorsketch.provider import (
+    Capabilities,
+    ChatProvider,
+    Completion,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderServerError,
+    StreamDelta,
+    StructuredOutputError,
+    TextDelta,
+    ToolCallDelta,
+)
+from tensorsketch.providers._errors import classify, reraise
 from tensorsketch.schema import Schema
 from tensorsketch.tools import Tool
 
-__all__ = ["SDKProvider"]
+__all__ = ["SDKProvider", "WholeReply"]
+
+
+@dataclass
+class WholeReply:
+    """What :meth:`SDKProvider._events` yields, alone, when the server answered a streaming
+    request with one plain JSON body (a server that ignores ``stream``): the decoded body,
+    or None when it was not JSON."""
+
+    body: Any
+
+
+class _BodyError(Exception):
+    """A JSON error object received with HTTP 200, shaped for :func:`classify`."""
+
+    def __init__(self, body: Any) -> None:
+        super().__init__("the server answered with an error")
+        self.body = body
 
 
 class SDKProvider(ChatProvider):
@@ -103,10 +133,72 @@ class SDKProvider(ChatProvider):
         ``complete``'s."""
         try:
             events = await opening()
+            response = _json_response(events)
+            if response is not None:
+                raw = await response.aread()
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    body = None
+                yield WholeReply(body)
+                return
             async for event in events:
                 yield event
         except Exception as exc:
             self._reraise(exc)
+
+    @property
+    def _where(self) -> str:
+        return f"{self.provider_name} model {self.model!r}"
+
+    def _cut_off(self, missing: str) -> ProviderConnectionError:
+        """The error for a stream that ended before its terminal event: retryable, like the
+        dropped connection it almost always is."""
+        return ProviderConnectionError(
+            f"{self._where} stream ended before the reply was complete (no {missing} "
+            "arrived); the connection was probably dropped, so the partial reply is discarded.",
+            provider=self.provider_name,
+            model=self.model,
+        )
+
+    async def _whole(
+        self, reply: WholeReply, reply_type: Any, output_schema: type[Schema] | None
+    ) -> AsyncIterator[StreamDelta | Completion]:
+        """A streaming request answered with one JSON body, as a stream: the reply's text and
+        tool calls as single deltas, then the :class:`Completion` ``complete`` would return."""
+        body = reply.body
+        if isinstance(body, dict) and "error" in body:
+            error = classify(_BodyError(body), provider=self.provider_name, model=self.model)
+            if error is None:
+                error = ProviderServerError(
+                    f"{self._where} failed on the server side: {json.dumps(body)[:300]}",
+                    provider=self.provider_name,
+                    model=self.model,
+                )
+            raise error
+        if not isinstance(body, dict):
+            raise self._not_a_reply()
+        try:
+            completion = self.parse_response(reply_type.construct(**body), output_schema)
+        except (StructuredOutputError, ProviderError):
+            raise
+        except (AttributeError, TypeError, KeyError, ValueError) as exc:
+            raise self._not_a_reply() from exc
+        if completion.message.text:
+            yield TextDelta(completion.message.text)
+        for index, call in enumerate(completion.message.tool_calls):
+            yield ToolCallDelta(
+                index=index, id=call.id, name=call.name, arguments=json.dumps(call.args)
+            )
+        yield completion
+
+    def _not_a_reply(self) -> ProviderServerError:
+        return ProviderServerError(
+            f"{self._where} answered a streaming request with a body that is neither an event "
+            "stream nor a reply.",
+            provider=self.provider_name,
+            model=self.model,
+        )
 
     def _reraise(self, exc: BaseException) -> NoReturn:
         reraise(exc, provider=self.provider_name, model=self.model)
@@ -137,3 +229,17 @@ class SDKProvider(ChatProvider):
     ) -> AsyncIterator[StreamDelta | Completion]:
         """The deltas and the final :class:`Completion` of a streamed call."""
         raise NotImplementedError
+
+
+def _json_response(events: Any) -> Any:
+    """The HTTP response under the SDK's stream object when it is a plain JSON body rather
+    than an event stream (the Anthropic and OpenAI SDKs expose it as ``.response``)."""
+    response = getattr(events, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    try:
+        kind = str(headers.get("content-type", "")).lower()
+    except (AttributeError, TypeError):
+        return None
+    return response if "json" in kind and "event-stream" not in kind else None

@@ -29,7 +29,7 @@ from tensorsketch.provider import (
     ToolCallDelta,
     Usage,
 )
-from tensorsketch.providers._base import SDKProvider
+from tensorsketch.providers._base import SDKProvider, WholeReply
 from tensorsketch.providers._common import (
     Draft,
     check_tools,
@@ -100,9 +100,15 @@ class AnthropicProvider(SDKProvider):
         reply = _StreamedReply(Draft(model=self.model), structured=output_schema is not None)
         opening = functools.partial(self._client.messages.create, **request, stream=True)
         async for event in self._events(opening):
+            if isinstance(event, WholeReply):
+                async for item in self._whole(event, _sdk.types.Message, output_schema):
+                    yield item
+                return
             delta = reply.feed(event)
             if delta is not None:
                 yield delta
+        if not reply.ended:
+            raise self._cut_off("`message_delta` with its stop reason")
         yield reply.finish(output_schema)
 
     # -- mapping: ours -> Messages API -------------------------------------------------------
@@ -220,6 +226,9 @@ class _StreamedReply:
     cache_read: int = 0
     cache_write: int = 0
     output_tokens: int = 0
+    #: The stop reason arrived (``message_delta``) or the stream closed (``message_stop``): a
+    #: stream that ends before either was cut off.
+    ended: bool = False
 
     def feed(self, event: Any) -> StreamDelta | None:
         """Take one stream event; the delta to show for it, if any."""
@@ -232,6 +241,8 @@ class _StreamedReply:
             return self._extend_block(event)
         elif kind == "message_delta":
             self._end(event)
+        elif kind == "message_stop":
+            self.ended = True
         return None
 
     def _start(self, message: Any) -> None:
@@ -277,6 +288,7 @@ class _StreamedReply:
         """``message_delta``: the stop reason and the final usage (a count left out keeps its
         value from ``message_start``)."""
         self.draft.stop_reason = event.delta.stop_reason or self.draft.stop_reason
+        self.ended = self.ended or self.draft.stop_reason is not None
         usage = event.usage
         self.output_tokens = usage.output_tokens or self.output_tokens
         self.input_tokens = getattr(usage, "input_tokens", None) or self.input_tokens

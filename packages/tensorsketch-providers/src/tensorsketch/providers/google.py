@@ -176,6 +176,8 @@ class GoogleProvider(SDKProvider):
                 yield ToolCallDelta(
                     index=index, id=call.id, name=call.name, arguments=json.dumps(call.args)
                 )
+        if draft.stop_reason is None:
+            raise self._cut_off("chunk with a `finishReason`")
         yield self._finish(draft, output_schema)
 
     # -- mapping: ours -> generateContent ----------------------------------------------------

@@ -34,7 +34,7 @@ from tensorsketch.provider import (
     ToolCallDelta,
     Usage,
 )
-from tensorsketch.providers._base import SDKProvider
+from tensorsketch.providers._base import SDKProvider, WholeReply
 from tensorsketch.providers._common import (
     Draft,
     check_tools,
@@ -134,6 +134,11 @@ class OpenAIProvider(SDKProvider):
         finish: str | None = None
         opening = functools.partial(self._client.chat.completions.create, **request)
         async for chunk in self._events(opening):
+            if isinstance(chunk, WholeReply):
+                reply_type = _sdk.types.chat.ChatCompletion
+                async for item in self._whole(chunk, reply_type, output_schema):
+                    yield item
+                return
             draft.model = getattr(chunk, "model", None) or draft.model
             if getattr(chunk, "usage", None) is not None:
                 draft.usage = _usage(chunk.usage)
@@ -150,29 +155,13 @@ class OpenAIProvider(SDKProvider):
                         draft.text.append(refusal)
                         yield TextDelta(refusal)
                     for fragment in delta.tool_calls or []:
-                        key = fragment.index if fragment.index is not None else len(calls)
-                        entry = calls.get(key)
-                        function = fragment.function
-                        name = getattr(function, "name", None)
-                        args = getattr(function, "arguments", None) or ""
-                        if entry is None:
-                            entry = [len(calls), fragment.id, name, []]
-                            calls[key] = entry
-                            first = True
-                        else:
-                            entry[1] = entry[1] or fragment.id
-                            entry[2] = entry[2] or name
-                            first = False
-                        entry[3].append(args)
-                        if first or args:
-                            yield ToolCallDelta(
-                                index=entry[0],
-                                id=fragment.id if first else None,
-                                name=name if first else None,
-                                arguments=args,
-                            )
+                        call_delta = _take_fragment(calls, fragment)
+                        if call_delta is not None:
+                            yield call_delta
                 if choice.finish_reason:
                     finish = choice.finish_reason
+        if finish is None:
+            raise self._cut_off("chunk with a `finish_reason`")
         for ordinal, call_id, name, fragments in sorted(calls.values(), key=lambda e: e[0]):
             draft.calls.append(
                 ToolCall(
@@ -266,6 +255,32 @@ class OpenAIProvider(SDKProvider):
         finish = choice.finish_reason
         draft.stop_reason = _FINISH.get(finish or "", finish)
         return draft.finish(output_schema)
+
+
+def _take_fragment(calls: dict[int, list[Any]], fragment: Any) -> ToolCallDelta | None:
+    """Add one streamed tool-call fragment to ``calls``; the delta to show for it, if any."""
+    key = fragment.index if fragment.index is not None else len(calls)
+    entry = calls.get(key)
+    function = fragment.function
+    name = getattr(function, "name", None)
+    args = getattr(function, "arguments", None) or ""
+    if entry is None:
+        entry = [len(calls), fragment.id, name, []]
+        calls[key] = entry
+        first = True
+    else:
+        entry[1] = entry[1] or fragment.id
+        entry[2] = entry[2] or name
+        first = False
+    entry[3].append(args)
+    if not (first or args):
+        return None
+    return ToolCallDelta(
+        index=entry[0],
+        id=fragment.id if first else None,
+        name=name if first else None,
+        arguments=args,
+    )
 
 
 class _EmptyReply(Exception):
