@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from tensorsketch.errors import PluginError
@@ -22,7 +23,15 @@ from tensorsketch.errors import PluginError
 if TYPE_CHECKING:
     from tensorsketch.compiled import CompiledGraph
 
-__all__ = ["CliCommand", "build_parser", "load_graph", "load_target", "main", "port"]
+__all__ = [
+    "CliCommand",
+    "build_parser",
+    "load_graph",
+    "load_target",
+    "main",
+    "port",
+    "run_file_as",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +125,12 @@ def _import_file(where: str, unimportable: str) -> Any:
     loaded = sys.modules.get(name)
     if loaded is not None and _same_file(getattr(loaded, "__file__", None), file):
         return loaded
+    return run_file_as(name, file)
+
+
+def run_file_as(name: str, file: Path) -> ModuleType:
+    """Execute the Python file ``file`` as the module ``name``: in ``sys.modules`` while it
+    runs (so its own imports of ``name`` find it), taken out again if it fails."""
     spec = importlib.util.spec_from_file_location(name, file)
     if spec is None or spec.loader is None:  # pragma: no cover - a .py file always has one
         msg = f"cannot import {str(file)!r}."

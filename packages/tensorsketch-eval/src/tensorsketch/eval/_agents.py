@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tensorsketch.cli import run_file_as
 from tensorsketch.eval.exceptions import SandboxError
 
 __all__ = ["build_agent", "load_attr", "load_module"]
@@ -25,21 +26,10 @@ def load_module(path: str | Path) -> Any:
     name = f"tensorsketch_eval_file_{hashlib.sha1(str(file).encode()).hexdigest()[:12]}"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, file)
-    if spec is None or spec.loader is None:  # pragma: no cover - a .py file always has one
-        msg = f"cannot import {str(file)!r}."
-        raise SandboxError(msg)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
     folder = str(file.parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return module
+    return run_file_as(name, file)
 
 
 def load_attr(spec: str) -> Any:
