@@ -198,6 +198,86 @@ def test_huge_strings_decode_as_data_and_keep_error_messages_short() -> None:
     assert len(str(caught.value)) < 1000
 
 
+# -- decoding a chain in one call (what a state read does) ------------------------------------
+
+
+def _mixed_payloads() -> list[bytes]:
+    msgpack, json_ = MsgpackSerializer(), JsonSerializer()
+    return [
+        msgpack.dumps({"plain": [1, 2.5, "x", None, True]}),
+        msgpack.dumps({"note": Note(text="hi", tags=("a",)), "at": {1, 2}}),
+        json_.dumps({"plain": ["y"]}),
+        json_.dumps({"note": Note(text="json")}),
+        b'{"s": "lone \\ud800 escape"}',  # pydantic-core refuses it; json reads it
+        msgpack.dumps("lone \ud800 surrogate"),  # written as JSON by the msgpack serializer
+    ]
+
+
+@pytest.mark.parametrize("codec", [MsgpackSerializer(), JsonSerializer()])
+def test_loads_many_decodes_each_payload_as_loads_does(codec: Any) -> None:
+    payloads = _mixed_payloads()
+    got = codec.loads_many(payloads)
+    assert got == [codec.loads(p) for p in payloads]
+    assert type(got[1]["note"]) is Note and got[1]["at"] == {1, 2}
+    assert got[4] == {"s": "lone \ud800 escape"}
+
+
+def test_loads_many_shares_one_hook_and_its_depth_starts_again_per_payload() -> None:
+    """Each payload may nest tags up to the limit: the depth the shared hook counts goes back
+    to zero after every payload."""
+    inner: Any = 1
+    for _ in range(150):
+        inner = ormsgpack.Ext(1, ormsgpack.packb({"$t": "tuple", "v": [inner]}))
+    deep = MSGPACK_MAGIC + ormsgpack.packb(inner)
+    codec = MsgpackSerializer()
+    assert codec.loads_many([deep] * 3) == [codec.loads(deep)] * 3
+    with pytest.raises(CheckpointDecodeError, match="unknown type tag 'hologram'"):
+        codec.loads_many([deep, _tagged({"$t": "hologram", "v": 1}), deep])
+
+
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [
+        (MSGPACK_MAGIC + b"\x92\x01", "not valid msgpack"),
+        (_tagged({"$t": "model", "c": "os:system", "v": {}}), "'os:system'"),
+        (b'{"$t": "hologram", "v": 1}', "unknown type tag 'hologram'"),
+        (b"{not json", "not valid JSON"),
+    ],
+)
+def test_loads_many_raises_what_loads_raises(bad: bytes, match: str) -> None:
+    good = MsgpackSerializer().dumps({"ok": 1})
+    for codec in (MsgpackSerializer(), JsonSerializer()):
+        with pytest.raises(CheckpointDecodeError, match=match):
+            codec.loads_many([good, bad, good])
+
+
+def test_a_corrupt_row_in_the_middle_of_a_chain_is_named(tmp_path: Path) -> None:
+    """A read decodes its chain in one call; when a row fails, the error still names the
+    thread and that row's checkpoint, and says how to go on."""
+    path = tmp_path / "corrupt.db"
+    app = LOG.compile()
+    backend = SqliteBackend(path, serializer="msgpack")
+    asyncio.run(app.invoke({}, thread_id="t", backend=backend))
+    chain = asyncio.run(backend.read_chain("t"))
+    asyncio.run(backend.aclose())
+    assert len(chain) > 2
+    victim = chain[1].checkpoint_id
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "UPDATE tensorsketch_checkpoints SET payload = ? WHERE checkpoint_id = ?",
+            (_tagged({"$t": "model", "c": "os:system", "v": {}}), victim),
+        )
+    backend = SqliteBackend(path, serializer="msgpack")
+    try:
+        with pytest.raises(CheckpointDecodeError) as caught:
+            app.get_state("t", backend)
+        text = str(caught.value)
+        assert repr(victim) in text and "'t'" in text and "'os:system'" in text
+        assert "fork from an earlier checkpoint" in text
+    finally:
+        asyncio.run(backend.aclose())
+
+
 # -- a store that switches format -----------------------------------------------------------------
 
 

@@ -875,6 +875,17 @@ def _row(c: StoredCheckpoint) -> tuple[Any, ...]:
 
 def _checkpoint(thread_id: str, row: Sequence[Any]) -> StoredCheckpoint:
     checkpoint_id, parent_id, step, created_at, payload, base_id = row
+    if (  # what the drivers return for intact rows: no conversions (a read takes ~16 rows)
+        type(checkpoint_id) is str
+        and type(step) is int
+        and type(created_at) is float
+        and type(payload) is bytes
+        and (parent_id is None or type(parent_id) is str)
+        and (base_id is None or type(base_id) is str)
+    ):
+        return StoredCheckpoint(
+            thread_id, checkpoint_id, parent_id, step, created_at, payload, base_id
+        )
     try:
         return StoredCheckpoint(
             thread_id=thread_id,
