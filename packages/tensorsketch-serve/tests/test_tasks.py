@@ -116,6 +116,45 @@ def test_post_runs_waits_for_the_result_or_streams_it(live: Any) -> None:
         assert ids == sorted(set(ids))
 
 
+def test_post_runs_with_an_idempotency_key_waits_on_or_streams_the_run_it_started(
+    live: Any,
+) -> None:
+    """A client whose POST /runs timed out (or whose connection dropped) retries with the
+    same key: it gets the run the first request started, never a second one."""
+    server = _start(live, task_graphs.work_graph())
+    key = {"Idempotency-Key": "checkout-41"}
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        # n odd: the run naps 0.5 s on a durable timer, so the answer is the suspended run
+        first = client.post("/runs", json={"input": {"n": 3}}, headers=key)
+        assert first.status_code == 200 and "idempotent-replayed" not in first.headers
+        run_id = first.json()["id"]
+        assert first.json()["status"] == "suspended"
+        _until(client, run_id, lambda r: r["status"] == "succeeded")
+        again = client.post("/runs", json={"input": {"n": 3}}, headers=key)
+        assert again.status_code == 200 and again.headers["idempotent-replayed"] == "true"
+        assert again.json()["id"] == run_id and again.json()["status"] == "succeeded"
+        assert again.json()["output"]["out"] == "charge+ship 3"
+        with connect_sse(
+            client, "POST", "/runs", json={"input": {"n": 3}, "stream": True}, headers=key
+        ) as sse:
+            assert sse.response.headers["idempotent-replayed"] == "true"
+            frames = [(e.event, e.data) for e in sse.iter_sse()]
+        kinds = [kind for kind, _ in frames]
+        assert kinds[0] == "run_start" and kinds[-2:] == ["run_end", "task"]
+        assert json.loads(frames[-1][1])["id"] == run_id
+        assert [t["id"] for t in client.get("/tasks").json()["tasks"]] == [run_id]
+        # The same key on POST /tasks names the same run; no key is a new run each time.
+        assert client.post("/tasks", json={"input": {"n": 3}}, headers=key).json()["id"] == run_id
+        other = client.post("/runs", json={"input": {"n": 2}}).json()["id"]
+        assert other != run_id and len(client.get("/tasks").json()["tasks"]) == 2
+        message = _refused(
+            client.post("/runs", json={"input": {"n": 1}}, headers={"Idempotency-Key": ""}),
+            "Idempotency-Key",
+        )
+        assert "empty" in message
+        assert len(client.get("/tasks").json()["tasks"]) == 2
+
+
 def test_approve_over_http_accepts_only_awaited_ids(live: Any) -> None:
     task_graphs.REFUNDS.clear()
     server = _start(live, task_graphs.refund_agent())

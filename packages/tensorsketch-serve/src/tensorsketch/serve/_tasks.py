@@ -2,7 +2,8 @@
 
 Routes (every answer is JSON; errors are ``{"error": {"message", "type", "param", "code"}}``)::
 
-    POST /runs                    run and wait (or, with Accept: text/event-stream, stream it)
+    POST /runs                    run and wait (or, with Accept: text/event-stream, stream it);
+                                  Idempotency-Key as for POST /tasks
     POST /tasks                   submit (Idempotency-Key header) -> 202 + the record
     GET  /tasks                   list: ?status=&label=key=value&thread_id=&limit=&cursor=
     GET  /tasks/{id}              the record
@@ -133,7 +134,9 @@ class _CappedStream(EventStream):
     """An :class:`EventStream` whose producer runs ahead into a buffer of at most ``cap``
     bytes: a client that stops reading is cut off there instead of holding memory."""
 
-    def __init__(self, chunks: AsyncIterator[bytes], cap: int) -> None:
+    def __init__(
+        self, chunks: AsyncIterator[bytes], cap: int, headers: Mapping[str, str] | None = None
+    ) -> None:
         self.cap = cap
         self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
         self.buffered = 0
@@ -141,7 +144,7 @@ class _CappedStream(EventStream):
         self.source = chunks
         #: Called once when the response is over, however it ended.
         self.on_close: Callable[[], None] | None = None
-        super().__init__(self._drain())
+        super().__init__(self._drain(), headers=headers)
 
     async def _fill(self) -> None:
         try:
@@ -296,42 +299,31 @@ class _Api:
         if "stream" in body and not isinstance(body["stream"], bool):
             raise ServeError(400, "`stream` must be true or false.", param="stream")
         wait = _number(request.query_params.get("wait"), "wait", 60.0, MAX_WAIT_SECONDS)
+        key = _idempotency_key(request)
         self.open_runs += 1
         try:
-            record = await self._call(self.runner.submit(**args))
+            record, created = await self._call(self.runner.enqueue(**args, idempotency_key=key))
         except BaseException:
             self.open_runs -= 1
             raise
+        # A retry with the key gets the run it already started: waited on or streamed again
+        # from its first event, and marked as a replay.
+        headers = {} if created else {"Idempotent-Replayed": "true"}
         if wants_stream:
-            stream = _CappedStream(self._events(record.run_id, None), self.sse_cap)
+            stream = _CappedStream(self._events(record.run_id, None), self.sse_cap, headers)
             stream.on_close = self._release  # however the response ends (even unsent)
             return stream
         try:
             done = await self._call(self.runner.await_run(record.run_id, timeout=wait))
         except TimeoutError:
             done = await self._call(self.runner.get(record.run_id))
-            return _json(_record_json(done), 202)
+            return _json(_record_json(done), 202, headers)
         finally:
             self.open_runs -= 1
-        return _json(_record_json(done))
+        return _json(_record_json(done), 200, headers)
 
     async def submit(self, request: Request) -> Response:
-        keys = request.headers.getlist("idempotency-key")
-        if len(keys) > 1:
-            raise ServeError(
-                400,
-                f"the Idempotency-Key header is given {len(keys)} times; send it once.",
-                param="Idempotency-Key",
-            )
-        key = keys[0] if keys else None
-        if key is not None and not 0 < len(key) <= 256:
-            got = "an empty one" if not key else f"{len(key)} characters"
-            raise ServeError(
-                400,
-                f"the Idempotency-Key header must be 1 to 256 characters, got {got}; send a "
-                "key that names this run (an order id, say), or leave the header out.",
-                param="Idempotency-Key",
-            )
+        key = _idempotency_key(request)
         args = self._create_args(await self._body(request))
         record, created = await self._call(self.runner.enqueue(**args, idempotency_key=key))
         headers = {"Location": f"/tasks/{record.run_id}"}
@@ -441,6 +433,27 @@ class _Api:
 
     async def openapi(self, request: Request) -> Response:
         return JSONResponse(openapi())
+
+
+def _idempotency_key(request: Request) -> str | None:
+    """The request's ``Idempotency-Key`` header, checked: sent once, 1 to 256 characters."""
+    keys = request.headers.getlist("idempotency-key")
+    if len(keys) > 1:
+        raise ServeError(
+            400,
+            f"the Idempotency-Key header is given {len(keys)} times; send it once.",
+            param="Idempotency-Key",
+        )
+    key = keys[0] if keys else None
+    if key is not None and not 0 < len(key) <= 256:
+        got = "an empty one" if not key else f"{len(key)} characters"
+        raise ServeError(
+            400,
+            f"the Idempotency-Key header must be 1 to 256 characters, got {got}; send a "
+            "key that names this run (an order id, say), or leave the header out.",
+            param="Idempotency-Key",
+        )
+    return key
 
 
 def _checked_query(

@@ -171,7 +171,16 @@ def openapi() -> dict[str, Any]:
                             "name": "wait",
                             "in": "query",
                             "schema": {"type": "number", "exclusiveMinimum": 0, "maximum": 300},
-                        }
+                        },
+                        {
+                            "name": "Idempotency-Key",
+                            "in": "header",
+                            "description": "Sending the same key again waits on (or streams "
+                            "from its first event) the run it started, answered with "
+                            "`Idempotent-Replayed: true`, unless that run failed; an empty "
+                            "key is a 400.",
+                            "schema": {"type": "string", "minLength": 1, "maxLength": 256},
+                        },
                     ],
                     "requestBody": {"required": True, **_json(_RUN)},
                     "responses": {
