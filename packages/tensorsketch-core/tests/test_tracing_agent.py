@@ -239,6 +239,30 @@ async def test_model_spans_carry_no_content_unless_the_tracer_captures_it() -> N
         assert not set(CONTENT_KEYS) & set(span.attributes)
 
 
+async def test_recording_tracers_take_capture_content_as_an_argument(tmp_path: Any) -> None:
+    """``FileTracer(path, capture_content=True)`` (and the in-memory and fan-out tracers) turn
+    content on without setting the attribute afterwards; a sink that wants it turns it on
+    for the MultiTracer that feeds it; a subclass's class-level ``True`` is kept."""
+    from tensorsketch import FileTracer, MultiTracer
+    from tensorsketch.observability import RecordingTracer
+
+    class Loud(RecordingTracer):
+        capture_content = True
+
+        def _record(self, span: Any) -> None:
+            pass
+
+    assert Loud().capture_content and not InMemoryTracer().capture_content
+    assert MultiTracer(InMemoryTracer(capture_content=True)).capture_content
+    assert not MultiTracer(InMemoryTracer()).capture_content
+    path = tmp_path / "run.jsonl"
+    with FileTracer(path, capture_content=True) as tracer:
+        agent = create_agent(_tool_then_answer(), [search], system="be nice")
+        await agent.invoke({"query": "hi"}, tracer=tracer)
+    models = Trace.load(path).model_spans
+    assert models and all(set(CONTENT_KEYS) <= set(s.attributes) for s in models)
+
+
 async def test_captured_content_follows_the_genai_message_shapes() -> None:
     import json
 

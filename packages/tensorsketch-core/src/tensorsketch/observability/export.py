@@ -54,6 +54,8 @@ class FileTracer(RecordingTracer):
     :param path: the file to write, or an open text stream (left open on :meth:`close`).
     :param append: add to an existing file instead of starting it afresh.
     :param traceparent: join a caller's trace (see :class:`RecordingTracer`).
+    :param capture_content: also write model calls' prompts and replies (see
+        :class:`RecordingTracer`).
     """
 
     def __init__(
@@ -62,8 +64,9 @@ class FileTracer(RecordingTracer):
         *,
         append: bool = False,
         traceparent: str | None = None,
+        capture_content: bool = False,
     ) -> None:
-        super().__init__(traceparent=traceparent)
+        super().__init__(traceparent=traceparent, capture_content=capture_content)
         self._lock = threading.Lock()
         if isinstance(path, str | os.PathLike):
             self.path: Path | None = Path(path)

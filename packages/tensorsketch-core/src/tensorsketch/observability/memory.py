@@ -340,11 +340,12 @@ class InMemoryTracer(RecordingTracer):
     """Keeps every finished span; ``tracer.trace`` reads them as a :class:`Trace`.
 
     One tracer can record several runs (they share its trace id); call :meth:`clear` to start
-    over, or use a fresh tracer per run.
+    over, or use a fresh tracer per run. ``capture_content=True`` keeps model calls' prompts
+    and replies on their spans (see :class:`RecordingTracer`).
     """
 
-    def __init__(self, *, traceparent: str | None = None) -> None:
-        super().__init__(traceparent=traceparent)
+    def __init__(self, *, traceparent: str | None = None, capture_content: bool = False) -> None:
+        super().__init__(traceparent=traceparent, capture_content=capture_content)
         self._spans: list[Span] = []
         self._lock = threading.Lock()
 

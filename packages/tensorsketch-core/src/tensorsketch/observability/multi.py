@@ -31,10 +31,17 @@ class MultiTracer(RecordingTracer):
     for that span, and the others still receive it.
 
     :param traceparent: join a caller's trace (see :class:`RecordingTracer`).
+    :param capture_content: record model calls' prompts and replies; also on when any sink
+        tracer asks for them (every sink gets the same spans).
     """
 
-    def __init__(self, *sinks: Sink, traceparent: str | None = None) -> None:
-        super().__init__(traceparent=traceparent)
+    def __init__(
+        self, *sinks: Sink, traceparent: str | None = None, capture_content: bool = False
+    ) -> None:
+        wanted = capture_content or any(
+            isinstance(sink, Tracer) and sink.capture_content for sink in sinks
+        )
+        super().__init__(traceparent=traceparent, capture_content=wanted)
         if not sinks:
             msg = (
                 "MultiTracer() needs at least one sink, e.g. "

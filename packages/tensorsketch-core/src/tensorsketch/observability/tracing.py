@@ -352,10 +352,14 @@ class RecordingTracer(Tracer):
 
     :param traceparent: a W3C ``traceparent`` header value; root spans become children of
         that remote span, so the run shows up inside the caller's trace.
+    :param capture_content: also record model calls' prompts and replies on their spans
+        (:attr:`Tracer.capture_content`; off by default: they may hold personal data).
     """
 
-    def __init__(self, *, traceparent: str | None = None) -> None:
+    def __init__(self, *, traceparent: str | None = None, capture_content: bool = False) -> None:
         self.trace_id: str | None = None
+        if capture_content:  # else the class's value (a subclass may turn it on for all)
+            self.capture_content = True
         self._remote: RemoteParent | None = None
         if traceparent is not None:
             from tensorsketch.observability.propagation import parse_traceparent
