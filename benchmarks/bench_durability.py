@@ -12,6 +12,9 @@
 3. Bytes written per superstep for a state whose message list starts at 10,000 messages and
    grows by one per step: TensorSketch's stored payloads beside LangGraph's checkpoint and
    write rows, with LangGraph's default reducer channel and with its beta ``DeltaChannel``.
+4. Long threads (2,000 and 20,000 supersteps): reading the latest state back, and the bytes
+   writing them cost; then the 2,000-step read beside LangGraph's with both threads in one
+   process, read in random turns (``pair:long-*``), the fairest comparison on a small VM.
 
 Every measurement runs in a fresh interpreter (``--worker NAME``), in rounds that alternate
 between the implementations; a figure is the best round's median. Results are checked (the
@@ -182,6 +185,7 @@ LONG_STEPS = 2_000
 LONG_OVERWRITE_STEPS = 20_000
 MESSAGE_BYTES = 200
 READS = 21
+PAIRED_READS = 400  # each, in the paired run (both threads in one process)
 
 
 def _content(i: int) -> str:
@@ -313,6 +317,29 @@ def _ts_long_sync_read(shape: str, workdir: Path, expected: int) -> float:
 
 def _lg_long(workdir: Path) -> dict[str, Any]:
     """LangGraph's reducer channel on the ``append`` shape (2,000 steps, 200-byte messages)."""
+    app, config, saver, run = _lg_long_thread(workdir)
+    steps = LONG_STEPS
+    reads = []
+    for _ in range(READS):
+        t0 = time.perf_counter()
+        snapshot = app.get_state(config)
+        reads.append(time.perf_counter() - t0)
+        assert len(snapshot.values["messages"]) == steps
+    conn = saver.conn
+    rows = conn.execute(
+        "SELECT length(checkpoint) + coalesce(length(metadata), 0) FROM checkpoints "
+        "WHERE thread_id = 'long'"
+    ).fetchall()
+    (writes,) = conn.execute(
+        "SELECT coalesce(sum(length(value)), 0) FROM writes WHERE thread_id = 'long'"
+    ).fetchone()
+    conn.close()
+    total = sum(r[0] for r in rows) + writes
+    return {"total": total, "read": statistics.median(reads), "run": run, "steps": steps}
+
+
+def _lg_long_thread(workdir: Path) -> tuple[Any, Any, Any, float]:
+    """The ``append`` thread written by LangGraph: its app, config, saver and run time."""
     from langgraph.graph import END, START, StateGraph
 
     class LongState(TypedDict):
@@ -338,23 +365,58 @@ def _lg_long(workdir: Path) -> dict[str, Any]:
     if len(out["messages"]) != steps:
         msg = f"expected {steps} messages, got {len(out['messages'])}"
         raise AssertionError(msg)
-    reads = []
-    for _ in range(READS):
-        t0 = time.perf_counter()
-        snapshot = app.get_state(config)
-        reads.append(time.perf_counter() - t0)
-        assert len(snapshot.values["messages"]) == steps
-    conn = saver.conn
-    rows = conn.execute(
-        "SELECT length(checkpoint) + coalesce(length(metadata), 0) FROM checkpoints "
-        "WHERE thread_id = 'long'"
-    ).fetchall()
-    (writes,) = conn.execute(
-        "SELECT coalesce(sum(length(value)), 0) FROM writes WHERE thread_id = 'long'"
-    ).fetchone()
-    conn.close()
-    total = sum(r[0] for r in rows) + writes
-    return {"total": total, "read": statistics.median(reads), "run": run, "steps": steps}
+    return app, config, saver, run
+
+
+def _paired_long_reads(serializer: str, workdir: Path) -> dict[str, Any]:
+    """Both 2,000-step threads in one process, read back in turns: each round reads
+    TensorSketch's (the sync ``get_state``) and LangGraph's once, in a random order, so both
+    meet the same load and neither always reads right after the other (on a small VM that
+    order alone moves a read by 10 %)."""
+    import random
+
+    from tensorsketch.runtime.backends import SqliteBackend
+
+    app = _ts_long_app(False)
+    writer = SqliteBackend(workdir / "long.db", serializer=serializer)
+    asyncio.run(
+        app.invoke(
+            {"messages": [], "limit": LONG_STEPS},
+            thread_id="long",
+            backend=writer,
+            max_steps=LONG_STEPS + 1,
+        )
+    )
+    asyncio.run(writer.aclose())
+    backend = SqliteBackend(workdir / "long.db", serializer=serializer)
+    lg_app, config, saver, _ = _lg_long_thread(workdir)
+
+    def ours() -> int:
+        state = app.get_state("long", backend)
+        return len(state.messages) if state is not None else -1
+
+    def theirs() -> int:
+        return len(lg_app.get_state(config).values["messages"])
+
+    ways: dict[str, Callable[[], int]] = {"ts": ours, "lg": theirs}
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    for read in ways.values():  # warm up; both must hold every message
+        assert read() == LONG_STEPS
+    order = list(ways)
+    rng = random.Random(12)
+    for _ in range(PAIRED_READS):
+        rng.shuffle(order)
+        for name in order:
+            t0 = time.perf_counter()
+            ways[name]()
+            times[name].append(time.perf_counter() - t0)
+    saver.conn.close()
+    asyncio.run(backend.aclose())
+    return {
+        "reads": PAIRED_READS,
+        **{name: statistics.median(v) for name, v in times.items()},
+        **{f"{name}_p25": statistics.quantiles(v, n=4)[0] for name, v in times.items()},
+    }
 
 
 # -- LangGraph ----------------------------------------------------------------------------------
@@ -515,6 +577,8 @@ def worker(name: str, quick: bool) -> dict[str, Any]:
             return result
         if impl == "lg" and kind == "long-append":
             return _lg_long(workdir)
+        if impl == "pair" and kind.startswith("long-"):
+            return _paired_long_reads(kind.removeprefix("long-"), workdir)
         if impl == "ts" and kind == "bytes":
             sizes, read = asyncio.run(_ts_bytes(settings["steps"], workdir))
             return {"bytes": sizes, "read": read}
@@ -646,6 +710,25 @@ def _print_long(long: dict[str, dict[str, Any]]) -> None:
             f"target: {LONG_OVERWRITE_STEPS:,}-step thread no slower than the "
             f"{LONG_STEPS:,}-step one (same state size): {_ms(over['read'])} vs "
             f"{_ms(ts['read'])} = {ratio:.2f}x — {verdict}"
+        )
+
+
+def _print_paired(paired: dict[str, dict[str, Any]]) -> None:
+    """The read-back target measured with both threads in one process, in turns."""
+    if not paired:
+        return
+    print()
+    for name, stored in (("pair:long-json", "JSON"), ("pair:long-msgpack", "msgpack")):
+        got = paired.get(name)
+        if got is None:
+            continue
+        ratio = got["ts"] / got["lg"]
+        verdict = "met" if ratio <= 1.0 else "NOT met"
+        print(
+            f"target ({stored}, one process, {got['reads']} reads each in random turns): "
+            f"get_state on the {LONG_STEPS:,}-step thread <= LangGraph's: median "
+            f"{_ms(got['ts'])} vs {_ms(got['lg'])} = {ratio:.2f}x LangGraph's time "
+            f"(first quartile {_ms(got['ts_p25'])} vs {_ms(got['lg_p25'])}) — {verdict}"
         )
 
 
@@ -842,8 +925,10 @@ def main(argv: list[str] | None = None) -> int:
     long_names = ["ts:long-append", "ts:long-append-msgpack", "lg:long-append", "ts:long-overwrite"]
     if not quick:
         long_names.append("ts:long-append-20k")
+    paired_names = ["pair:long-json", "pair:long-msgpack"]
     if args.only == "long":
         _print_long(_best_long(long_names, settings["rounds"], quick, errors))
+        _print_paired(_run_each(paired_names, quick, errors))
         for name, error in errors.items():
             print(f"{name}: {error}", file=sys.stderr)
         return 1 if errors else 0
@@ -852,6 +937,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes: dict[str, list[int]] = {name: got["bytes"] for name, got in written.items()}
     reads: dict[str, float] = {name: got["read"] for name, got in written.items()}
     long = _best_long(long_names, settings["rounds"], quick, errors)
+    paired = _run_each(paired_names, quick, errors)
 
     _print_chain(best, settings)
     steps = settings["steps"]
@@ -866,6 +952,7 @@ def main(argv: list[str] | None = None) -> int:
             + ", ".join(f"{name} {_us(value)}" for name, value in reads.items())
         )
     _print_long(long)
+    _print_paired(paired)
     for name, error in errors.items():
         print(f"{name}: {error}", file=sys.stderr)
     return 1 if errors else 0
