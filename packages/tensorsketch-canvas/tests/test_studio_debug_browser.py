@@ -529,6 +529,34 @@ async def _threads(b: Backend) -> list[str]:
 # -- step --------------------------------------------------------------------------------------
 
 
+
+def test_a_slow_refresh_never_undoes_opening_another_thread(router: Studio, page: Page) -> None:
+    """A refresh of the open thread whose answer comes back after the user opened another
+    thread is dropped: the user's click wins, however the answers race."""
+    app = router.app
+
+    async def record(b: Backend) -> None:
+        for thread in ("slow-a", "slow-b"):
+            await app.invoke({"query": "My invoice is wrong"}, thread_id=thread, backend=b)
+
+    _run(router.url, record)
+    page.click("#dbg-refresh")
+    _open_thread(page, "slow-a")
+    # Hold the answer to the next read of thread slow-a for 1.5 s (in the page's fetch).
+    page.evaluate(
+        """() => { const plain = window.fetch; window.fetch = async (url, init) => {
+             const res = await plain(url, init);
+             if (String(url).endsWith("/api/debug/threads/slow-a")) {
+               window.fetch = plain; await new Promise((r) => setTimeout(r, 1500));
+             }
+             return res; }; }"""
+    )
+    page.click("#dbg-reload-thread")  # the refresh of slow-a, now slow
+    _open_thread(page, "slow-b")
+    page.wait_for_timeout(2500)  # the held answer has come back by now
+    assert page.evaluate("window.__studio.debug.thread.thread_id") == "slow-b"
+    expect(page.locator("#dbg-thread .tid")).to_have_text("slow-b")
+
 def test_a_fork_is_a_branch_of_its_origin_and_links_back(router: Studio, page: Page) -> None:
     app = router.app
     origin = "lanes"

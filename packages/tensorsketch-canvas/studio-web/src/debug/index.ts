@@ -201,15 +201,23 @@ function renderThreads(): void {
 
 // -- one thread --------------------------------------------------------------------------------
 
+/** Bumped when a thread is opened (not by a refresh, `pick = "keep"`). An answer that comes
+ * back after a later open started is dropped, and so is a refresh of a thread the user has
+ * left: a slow live refresh never undoes the user's click. */
+let threadOpens = 0;
+
 export async function openThread(id: string, pick: "head" | "keep" | string = "head"): Promise<void> {
   const t0 = performance.now();
+  const open = pick === "keep" ? threadOpens : ++threadOpens;
+  const current = () => open === threadOpens && (pick !== "keep" || dbg.thread?.thread_id === id);
   let detail: ThreadDetail;
   try {
     detail = await dapi.thread(id);
   } catch (err) {
-    host.toast(`Could not open thread ${id}: ${(err as Error).message}`, "error");
+    if (current()) host.toast(`Could not open thread ${id}: ${(err as Error).message}`, "error");
     return;
   }
+  if (!current()) return; // superseded while in flight
   const same = dbg.thread?.thread_id === id;
   dbg.thread = detail;
   if (pick !== "keep") host.followThread(id); // a refresh leaves the overlay alone
