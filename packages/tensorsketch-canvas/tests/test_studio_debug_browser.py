@@ -529,7 +529,6 @@ async def _threads(b: Backend) -> list[str]:
 # -- step --------------------------------------------------------------------------------------
 
 
-
 def test_a_slow_refresh_never_undoes_opening_another_thread(router: Studio, page: Page) -> None:
     """A refresh of the open thread whose answer comes back after the user opened another
     thread is dropped: the user's click wins, however the answers race."""
@@ -556,6 +555,7 @@ def test_a_slow_refresh_never_undoes_opening_another_thread(router: Studio, page
     page.wait_for_timeout(2500)  # the held answer has come back by now
     assert page.evaluate("window.__studio.debug.thread.thread_id") == "slow-b"
     expect(page.locator("#dbg-thread .tid")).to_have_text("slow-b")
+
 
 def test_a_fork_is_a_branch_of_its_origin_and_links_back(router: Studio, page: Page) -> None:
     app = router.app
