@@ -49,8 +49,20 @@ def _at(run: Any) -> Position:
     return Position(values=run.values, step=run.step, seq=run.seq)
 
 
-async def _drive(plan: list[tuple[dict[str, Any], bool]]) -> None:
+def _most_rows(fanout: int, checkpoints: int) -> int:
+    """The longest chain a read may fold: the snapshot and ``fanout - 1`` rows per level."""
+    levels = 1
+    while fanout**levels <= checkpoints:
+        levels += 1
+    return 1 + (fanout - 1) * levels
+
+
+async def _drive(plan: list[tuple[dict[str, Any], bool]], fanouts: tuple[int, ...] = ()) -> None:
+    """Write ``plan``, every stop reopening the thread (with the next of ``fanouts``, as a
+    release with another fan-out would), then read every checkpoint back."""
     backend = InMemoryBackend()
+    used = {durable.FANOUT}
+    reopened = 0
     spec: Any = SimpleNamespace(state_schema=Schema)
     run: Any = SimpleNamespace(values={"a": [1]}, step=0, seq=0, checkpoint_id=None)
     journal = RunJournal(backend, "t", spec)
@@ -68,6 +80,10 @@ async def _drive(plan: list[tuple[dict[str, Any], bool]]) -> None:
         run.checkpoint_id, journal._ladder = stored.checkpoint_id, ladder
         expected.append({k: (list(v) if isinstance(v, list) else v) for k, v in run.values.items()})
         if stop:  # a new runner opens the thread: the ladder comes back from the store
+            if fanouts:
+                durable.FANOUT = fanouts[reopened % len(fanouts)]
+                used.add(durable.FANOUT)
+                reopened += 1
             journal = RunJournal(backend, "t", spec)
             rebuilt = _rebuild(backend, await backend.read_chain("t"), None, ladder=True)
             assert rebuilt.checkpoint is not None and not rebuilt.incomplete
@@ -78,7 +94,7 @@ async def _drive(plan: list[tuple[dict[str, Any], bool]]) -> None:
     assert [c.values for c in history] == expected
     for checkpoint, values in zip(history, expected, strict=True):
         chain = await backend.read_chain("t", checkpoint.id)
-        assert len(chain) <= 1 + 7 * 3  # 151 checkpoints: three levels at most
+        assert len(chain) <= max(_most_rows(f, len(stored_all)) for f in used), len(chain)
         found = await read_checkpoint(backend, "t", checkpoint.id)
         assert found is not None and found.values == values
 
@@ -100,3 +116,17 @@ def test_every_checkpoint_reads_back_exactly_across_epochs(
         asyncio.run(_drive(plan))
     finally:
         durable.MIN_CHAIN_BYTES, durable.SNAPSHOT_RATIO = saved
+
+
+@settings(max_examples=40, deadline=None)
+@given(plan=steps, fanouts=st.lists(st.sampled_from([2, 4, 8]), min_size=1, max_size=4))
+def test_every_checkpoint_reads_back_exactly_when_the_fanout_changes(
+    plan: list[tuple[dict[str, Any], bool]], fanouts: list[int]
+) -> None:
+    """A thread written with another fan-out (earlier builds used 8) reads back,
+    and continues: on the old ladder where its anchors line up, else from a new snapshot."""
+    saved = durable.FANOUT
+    try:
+        asyncio.run(_drive(plan, tuple(fanouts)))
+    finally:
+        durable.FANOUT = saved

@@ -78,8 +78,10 @@ __all__ = [
 #: 2 added the delta ladder (``n``, ``from``); version 1 payloads still load.
 FORMAT_VERSION = 2
 LEASE_TTL = 30.0
-#: Fan-out of the delta ladder: more rows per read level, fewer levels to re-store.
-FANOUT = 8
+#: Fan-out of the delta ladder: more rows per read level, fewer levels to re-store. At 4 a
+#: read folds about half the rows it did at 8 (9 against 16 for a 2,000-step thread), for
+#: ~15 % more bytes written on a thread whose lists grow (benchmarks/README.md).
+FANOUT = 4
 #: A full snapshot replaces a delta once the delta bytes a read of it would fold exceed this
 #: share of the epoch's snapshot (and :data:`MIN_CHAIN_BYTES`): snapshots then grow
 #: geometrically, so their cost per step is amortized, and a read folds ~2x the state at most.

@@ -37,6 +37,7 @@ from tensorsketch.channels import Reducer
 from tensorsketch.compiled import CompiledGraph
 from tensorsketch.constants import START
 from tensorsketch.context import Context
+from tensorsketch.durable import FANOUT
 from tensorsketch.errors import (
     BackendUnsupportedError,
     CheckpointDecodeError,
@@ -1059,7 +1060,7 @@ class BackendConformance:
         assert max(per_step) < BYTES_PER_STEP_LIMIT, per_step
         # Flat: no growth with history. Every FANOUT-th step also re-stores the last
         # FANOUT appends (the ladder that keeps reads short); the others hold one message.
-        typical = [size for n, size in enumerate(per_step, 1) if n % 8]
+        typical = [size for n, size in enumerate(per_step, 1) if n % FANOUT]
         assert max(typical) - min(typical) < 64, per_step
         midway = stored[10]
         state = await CHAT_GRAPH.aget_state_at(thread, backend, midway.checkpoint_id)
@@ -1087,7 +1088,10 @@ class BackendConformance:
         )
         assert len(out.messages) == steps
         counted = CountingBackend(backend)
-        bound = 40  # (FANOUT - 1) rows per level, 4 levels for 700 steps, and the snapshot
+        levels = 1
+        while FANOUT**levels <= steps:
+            levels += 1
+        bound = (FANOUT - 1) * levels + 1  # the most rows per level, and the snapshot
         latest = await CHAT_GRAPH.aget_state(thread, counted)
         assert latest is not None and latest.messages == out.messages
         assert counted.rows_read <= bound, counted.rows_read
