@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tensorsketch.errors import BackendUnsupportedError, LeaseLostError
+from tensorsketch.runtime.allocator import settle_for_large_rows
 from tensorsketch.serializers import Serializer, resolve_serializer
 
 if TYPE_CHECKING:
@@ -123,6 +124,7 @@ class Backend(ABC):
 
     def __init__(self, *, serializer: Serializer | str | None = None) -> None:
         self.serializer: Serializer = resolve_serializer(serializer)
+        settle_for_large_rows()  # reads of large rows reuse memory (tensorsketch.runtime.allocator)
         self._lease_lock = threading.Lock()  # a threading lock: callers may be on any loop
         self._leases: dict[str, tuple[str, float]] = {}
 
