@@ -295,7 +295,8 @@ async def _ts_long(shape: str, workdir: Path) -> dict[str, Any]:
 
 
 def _long_serializer(shape: str) -> str:
-    """``append-msgpack``: the 2k append thread stored by ``MsgpackSerializer``."""
+    """``append-msgpack``: the 2k append thread stored by ``MsgpackSerializer`` (the default);
+    the other shapes store JSON (``serializer="json"``), as every shape did before."""
     return "msgpack" if shape.endswith("-msgpack") else "json"
 
 
@@ -648,8 +649,8 @@ def _print_long(long: dict[str, dict[str, Any]]) -> None:
         f"{MESSAGE_BYTES}-byte field over the same 2,000 messages"
     )
     columns = [
-        ("TS 2k append", "ts:long-append"),
-        ("TS 2k, msgpack", "ts:long-append-msgpack"),
+        ("TS 2k, JSON", "ts:long-append"),
+        ("TS 2k, msgpack", "ts:long-append-msgpack"),  # the default serializer
         ("LG 2k append", "lg:long-append"),
         ("TS 20k overwrite", "ts:long-overwrite"),
         ("TS 20k append", "ts:long-append-20k"),
@@ -687,7 +688,10 @@ def _print_long(long: dict[str, dict[str, Any]]) -> None:
     # LangGraph's get_state runs its statements on the caller's thread, as TensorSketch's
     # sync helper and a threaded=False backend do; the default backend's aget_state hands
     # them to its worker thread and back (the event loop never waits on the database).
-    for name, stored in (("ts:long-append", "JSON"), ("ts:long-append-msgpack", "msgpack")):
+    for name, stored in (
+        ("ts:long-append", "JSON"),
+        ("ts:long-append-msgpack", "msgpack, the default"),
+    ):
         ours = long.get(name)
         if not (ours and lg):
             continue
@@ -718,7 +722,7 @@ def _print_paired(paired: dict[str, dict[str, Any]]) -> None:
     if not paired:
         return
     print()
-    for name, stored in (("pair:long-json", "JSON"), ("pair:long-msgpack", "msgpack")):
+    for name, stored in (("pair:long-json", "JSON"), ("pair:long-msgpack", "msgpack, the default")):
         got = paired.get(name)
         if got is None:
             continue

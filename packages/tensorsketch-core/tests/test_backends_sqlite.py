@@ -19,6 +19,7 @@ from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, 
 from tensorsketch.registry import create_backend
 from tensorsketch.runtime.backends.sql import SCHEMA_VERSION, Query
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
+from tensorsketch.serializers import MSGPACK_MAGIC, JsonSerializer, MsgpackSerializer
 
 COMMITTED: list[int] = []
 
@@ -456,18 +457,25 @@ async def test_second_process_gets_thread_busy(tmp_path: Path) -> None:
             await holder.wait()
 
 
-def test_payloads_are_json_by_default(tmp_path: Path) -> None:
-    path = tmp_path / "plain.db"
-    backend = SqliteBackend(path)
-    asyncio.run(COUNTER.invoke({"path": str(path)}, thread_id="t", backend=backend))
-    with sqlite3.connect(path) as conn:
-        payloads = [
-            bytes(r[0]) for r in conn.execute("SELECT payload FROM tensorsketch_checkpoints")
-        ]
-    decoded = [json.loads(p) for p in payloads]  # readable with any JSON tool
-    assert decoded[0]["base"] is True
-    assert decoded[-1]["changes"]["n"] == ["set", 3]
-    assert all(r["v"] == FORMAT_VERSION for r in decoded)
+def test_payloads_are_msgpack_by_default_and_json_when_asked(tmp_path: Path) -> None:
+    decoded = {}
+    for name, serializer in (("default", None), ("json", "json")):
+        path = tmp_path / f"{name}.db"
+        backend = SqliteBackend(path, serializer=serializer)
+        asyncio.run(COUNTER.invoke({"path": str(path)}, thread_id="t", backend=backend))
+        with sqlite3.connect(path) as conn:
+            decoded[name] = [
+                bytes(r[0]) for r in conn.execute("SELECT payload FROM tensorsketch_checkpoints")
+            ]
+    assert all(p[:1] == MSGPACK_MAGIC for p in decoded["default"])
+    as_json = [json.loads(p) for p in decoded["json"]]  # readable with any JSON tool
+    assert as_json[0]["base"] is True
+    assert as_json[-1]["changes"]["n"] == ["set", 3]
+    assert all(r["v"] == FORMAT_VERSION for r in as_json)
+    # The same records either way: each serializer reads the other's.
+    as_msgpack = [MsgpackSerializer().loads(p) for p in decoded["default"]]
+    assert [r["changes"].get("n") for r in as_msgpack] == [r["changes"].get("n") for r in as_json]
+    assert [JsonSerializer().loads(p)["v"] for p in decoded["default"]] == [r["v"] for r in as_json]
 
 
 def _v1_store(path: Path, thread: str, steps: int) -> None:

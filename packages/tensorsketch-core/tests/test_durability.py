@@ -33,7 +33,12 @@ from tensorsketch.durable import RunJournal, read_checkpoint, schema_fingerprint
 from tensorsketch.runtime.backends.base import StoredCheckpoint
 from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
-from tensorsketch.serializers import JsonSerializer, PickleSerializer, resolve_serializer
+from tensorsketch.serializers import (
+    JsonSerializer,
+    MsgpackSerializer,
+    PickleSerializer,
+    resolve_serializer,
+)
 
 
 class Note(Schema):
@@ -68,13 +73,13 @@ class _Exploit:
 
 
 def test_serializer_names() -> None:
-    assert isinstance(resolve_serializer(None), JsonSerializer)
+    assert isinstance(resolve_serializer(None), MsgpackSerializer)
     assert isinstance(resolve_serializer("json"), JsonSerializer)
     assert isinstance(resolve_serializer("pickle"), PickleSerializer)
     with pytest.raises(ValueError, match="unknown serializer 'yaml'"):
         resolve_serializer("yaml")
     for backend in (InMemoryBackend(), SqliteBackend()):
-        assert isinstance(backend.serializer, JsonSerializer)  # safe by default
+        assert type(backend.serializer) is MsgpackSerializer  # safe by default
     assert isinstance(SqliteBackend(serializer="pickle").serializer, PickleSerializer)
 
 
@@ -553,7 +558,7 @@ async def test_ladder_over_many_resumes_keeps_every_checkpoint_exact(
         assert state.model_dump() == {**_expected(0), **checkpoint.values}
         assert counted.rows_read <= 30
     stored = await backend.list_checkpoints("t")
-    snapshots = [s for s in stored if json.loads(s.payload)["base"]]
+    snapshots = [s for s in stored if backend.serializer.loads(s.payload)["base"]]
     if small_epochs:
         assert len(snapshots) > 1  # epochs ended (the state is tiny: snapshots are cheap)
     else:
@@ -598,7 +603,7 @@ async def test_a_state_read_by_the_schema_that_wrote_it_is_taken_as_decoded(
     still gets exactly the state the run ended with, fresh on every read."""
     backend = SqliteBackend(tmp_path / "store.db")
     out = await _ledger_graph().invoke({}, thread_id="t", backend=backend, max_steps=30)
-    stamps = {json.loads(s.payload)["s"] for s in await backend.list_checkpoints("t")}
+    stamps = {backend.serializer.loads(s.payload)["s"] for s in await backend.list_checkpoints("t")}
     assert stamps == {schema_fingerprint(Ledger)} and None not in stamps
     reader = _ledger_graph()  # a fresh compile: no field validator built yet
     state = await reader.aget_state("t", backend)
@@ -669,7 +674,7 @@ async def test_rows_written_by_two_schemas_are_validated(tmp_path: Path) -> None
     await _ledger_graph().invoke({}, thread_id="t", backend=backend, max_steps=30)
     stored = await backend.read_chain("t")
     last = stored[-1]
-    payload = json.loads(last.payload)
+    payload = backend.serializer.loads(last.payload)
     payload["s"] = "0123456789abcdef"
     await backend.save_checkpoint(
         StoredCheckpoint(

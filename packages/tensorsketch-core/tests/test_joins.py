@@ -258,11 +258,13 @@ async def test_a_crash_between_the_branches_resumes_to_the_same_state(tmp_path: 
     await uneven().invoke({}, thread_id="t", backend=counting)
     assert len(counting.boundaries) >= 5
     for crash_at in range(1, len(counting.boundaries) + 1):
-        store = SqliteBackend(tmp_path / f"crash{crash_at}.db", lease_ttl=0.05)
+        # A short lease, so the crashed owner's lapses soon; long enough that the resumed
+        # run, renewing every third of it, keeps it on a loaded machine (50 ms did not).
+        store = SqliteBackend(tmp_path / f"crash{crash_at}.db", lease_ttl=0.3)
         store_crash = CrashingBackend(store, crash_at=crash_at, mode="raise")
         with pytest.raises(SimulatedCrash):
             await uneven().invoke({}, thread_id="t", backend=store_crash)
-        await asyncio.sleep(0.06)  # the crashed owner's lease lapses
+        await asyncio.sleep(0.31)  # the crashed owner's lease lapses
         started = await store.latest_checkpoint("t") is not None
         out = await uneven().invoke(None if started else {}, thread_id="t", backend=store)
         assert out.log == live.log, crash_at
@@ -341,7 +343,7 @@ async def test_a_malformed_join_record_is_a_decode_error() -> None:
     await app.invoke({}, thread_id="t", backend=store)
     latest = await store.latest_checkpoint("t")
     assert latest is not None
-    payload = json.loads(latest.payload)
+    payload = store.serializer.loads(latest.payload)
     payload["joins"] = [["C", "A"]]
     bad = StoredCheckpoint(
         thread_id="t",

@@ -115,14 +115,18 @@ def test_subclasses_of_plain_types_are_stored_as_the_plain_value() -> None:
 
 def test_resolve_by_name_and_say_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     assert type(resolve_serializer("msgpack")) is MsgpackSerializer
-    assert type(resolve_serializer(None)) is JsonSerializer  # JSON stays the default
+    assert type(resolve_serializer(None)) is MsgpackSerializer  # the default
+    assert type(resolve_serializer("json")) is JsonSerializer
     with pytest.raises(ValueError, match="'json', 'msgpack', 'pickle'"):
         resolve_serializer("yaml")
     msgpack_row = MsgpackSerializer().dumps({"a": 1})
     monkeypatch.setitem(sys.modules, "ormsgpack", None)  # as if it were not installed
-    hint = re.escape("pip install 'tensorsketch-core[msgpack]'")
+    hint = re.escape("reinstall with `pip install tensorsketch-core`, or pass serializer='json'")
     with pytest.raises(ModuleNotFoundError, match=hint):
         resolve_serializer("msgpack")
+    with pytest.raises(ModuleNotFoundError, match=hint):
+        resolve_serializer(None)
+    assert type(resolve_serializer("json")) is JsonSerializer  # JSON needs no ormsgpack
     with pytest.raises(ModuleNotFoundError, match=hint):
         MsgpackSerializer().dumps({"a": 1})
     with pytest.raises(ModuleNotFoundError, match=r"to read a msgpack payload"):
