@@ -84,7 +84,8 @@ def test_serializer_names() -> None:
 
 
 async def test_default_store_never_unpickles(tmp_path: Path) -> None:
-    """A pickle planted in a JSON-serialized store is refused, and its code never runs."""
+    """A pickle planted in a store with the default serializer is refused, and its code never
+    runs."""
     marker = tmp_path / "marker"
     backend = SqliteBackend(tmp_path / "store.db")
     planted = pickle.dumps(_Exploit(str(marker)))
