@@ -898,9 +898,12 @@ def _print_overhead_targets(best: dict[str, float | None]) -> None:
 
 def _print_bytes_target(sizes: list[int]) -> None:
     """TensorSketch's bytes per step: under 2 kB, and flat as the history grows."""
-    # Every 8th step re-stores the last 8 appends, every 64th the last 64 (the ladder
-    # that bounds reads): flat means the typical step does not grow with the history.
-    typical = [size for n, size in enumerate(sizes, 1) if n % 8]
+    # Every FANOUT-th step re-stores the last FANOUT appends, every FANOUT**2-th the last
+    # FANOUT**2 (the ladder that bounds reads): flat means the typical step does not grow
+    # with the history.
+    from tensorsketch.durable import FANOUT
+
+    typical = [size for n, size in enumerate(sizes, 1) if n % FANOUT]
     flat = max(typical) - min(typical) < 64
     mean = statistics.fmean(sizes)
     verdict = "met" if mean < 2048 and max(typical) < 2048 and flat else "NOT met"
