@@ -288,25 +288,32 @@ async def _kill_mid_batch(
     while True:
         counts = await store.counts()
         owned = await _running_owned(store)
-        moving = counts.get("succeeded", 0) >= KILL_RUNS // 10 and len(owned) == 2
+        # Runs still queued keep every live actor busy until the kill lands: a batch at its
+        # tail can leave the actor to be killed with nothing in flight (seen in CI).
+        moving = (
+            counts.get("succeeded", 0) >= KILL_RUNS // 10
+            and counts.get("queued", 0) >= KILL_RUNS // 4
+            and len(owned) == 2
+        )
         if moving and (ready is None or ready(owned)):
             break
         assert time.perf_counter() < deadline, f"no moment to kill into: {counts}, {owned}"
         await asyncio.sleep(0.05)
     killed_at = time.perf_counter()
     killed: set[int] = set(kill(owned))
-    # What the killed processes held when they died: a run of theirs from the snapshot that
-    # is not yet finished by them (one may have finished between the snapshot and the kill).
-    victims = set()
-    for owner, runs in owned.items():
-        if _pid(owner) not in killed:
-            continue
-        for run_id in runs:
-            record = await store.get(run_id)
-            assert record is not None
-            if record.status != "succeeded" or record.attempts >= 2:
-                victims.add(run_id)
-    assert victims, "the kill hit runs in flight"
+    # What the killed processes held when they died, read after the kill (the snapshot above
+    # is stale by then: its runs can finish and new ones start before the signal). A dead
+    # owner changes nothing, and a takeover needs its lease (LEASE_TTL) to lapse first.
+    after = await _running_owned(store)
+    victims = {run for owner, runs in after.items() if _pid(owner) in killed for run in runs}
+    for owner, runs in owned.items():  # taken over already: those count too
+        if _pid(owner) in killed:
+            for run_id in runs:
+                record = await store.get(run_id)
+                assert record is not None
+                if record.attempts >= 2:
+                    victims.add(run_id)
+    assert victims, f"the kill hit runs in flight: {await store.counts()}, {after}"
     recovered = None
     while recovered is None:
         left = 0
