@@ -427,6 +427,47 @@ async def test_drain_refuses_new_work_and_waits_for_in_flight_runs(
         await runner.submit({"n": 6})
 
 
+class Stubborn(Node):
+    """Swallows its cancellation and sleeps on until the test's ``release`` is set: user code
+    that shutdown must not hang on."""
+
+    class In(Schema):
+        n: int
+
+    class Out(Schema):
+        out: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        STUBBORN["started"].set()
+        while not STUBBORN["release"].is_set():
+            try:
+                await asyncio.sleep(0.01)
+            except asyncio.CancelledError:
+                continue
+        return self.Out(out="done at last")
+
+
+STUBBORN: dict[str, asyncio.Event] = {}
+
+
+async def test_aclose_returns_at_its_timeout_when_a_node_swallows_cancellation(
+    runner_for: Callable[..., AsyncRunner], caplog: pytest.LogCaptureFixture
+) -> None:
+    STUBBORN.update(started=asyncio.Event(), release=asyncio.Event())
+    runner = runner_for(one_node_graph(Stubborn, "stubborn"))
+    record = await runner.submit({"n": 1})
+    await asyncio.wait_for(STUBBORN["started"].wait(), 30)
+    stuck = list(runner._tasks.values())
+    try:
+        await asyncio.wait_for(runner.aclose(timeout=0.3), 10)  # without the bound: forever
+    finally:
+        STUBBORN["release"].set()
+        await asyncio.wait(stuck, timeout=30)
+    assert f"tensorsketch-run-{record.run_id} did not stop within 0.3 s" in caplog.text
+    with pytest.raises(ValueError, match="`timeout` must be a positive"):
+        await runner.aclose(timeout=0)
+
+
 # -- takeover -----------------------------------------------------------------------------------
 
 

@@ -7,7 +7,10 @@ makes the process ``SIGKILL`` itself inside the n-th tool call, before its side 
 
 from __future__ import annotations
 
+import asyncio
+import faulthandler
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -22,7 +25,17 @@ from tensorsketch.serve import task_app
 from tensorsketch.testing.crash import BackendSpec
 
 
+def _dump_tasks(signum: int, frame: object) -> None:
+    """``SIGUSR1``: print every thread's and asyncio task's stack (a stop that hangs says where)."""
+    faulthandler.dump_traceback(all_threads=True)
+    loop = asyncio.events._get_running_loop()
+    for task in asyncio.all_tasks(loop) if loop is not None else ():
+        task.print_stack(file=sys.stderr)
+    sys.stderr.flush()
+
+
 def main() -> None:
+    signal.signal(signal.SIGUSR1, _dump_tasks)
     raw = json.loads(sys.argv[1])
     port = int(sys.argv[2])
     backend = BackendSpec(raw["target"], raw.get("kwargs", {})).create()

@@ -78,6 +78,8 @@ class Server:
             try:
                 self.process.wait(30)
             except subprocess.TimeoutExpired:
+                self.process.send_signal(signal.SIGUSR1)  # its stacks, on stderr
+                time.sleep(2)
                 self.process.kill()
                 self.process.wait(30)
         return self.process.returncode

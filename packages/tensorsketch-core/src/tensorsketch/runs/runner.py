@@ -292,9 +292,17 @@ class AsyncRunner:
         _, still = await asyncio.wait(pending, timeout=timeout)
         return not still
 
-    async def aclose(self) -> None:
+    async def aclose(self, timeout: float = 10.0) -> None:
         """Stop the loops and hand this process's unfinished runs back to the store (owner
-        cleared, so another runner takes them at once)."""
+        cleared, so another runner takes them at once).
+
+        Waits up to ``timeout`` seconds for the cancelled runs to stop. One that does not (a
+        node that catches ``CancelledError``) is logged and left running: shutting down never
+        hangs on user code, and the run's lease lapses for another runner to resume it.
+        """
+        if not timeout > 0:
+            msg = f"`timeout` must be a positive number of seconds, got {timeout!r}."
+            raise ValueError(msg)
         if self._closed:
             return
         self._closed = True
@@ -307,7 +315,14 @@ class AsyncRunner:
                 task.cancel()
         tasks = [*self._loops, *self._tasks.values()]
         if tasks:
-            await asyncio.wait(tasks)
+            _, stuck = await asyncio.wait(tasks, timeout=timeout)
+            for task in stuck:
+                log.warning(
+                    "%s did not stop within %.3g s of being cancelled (does a node catch "
+                    "CancelledError?); left running, its lease lapses for another runner",
+                    task.get_name(),
+                    timeout,
+                )
         self._loops = []
 
     # -- submitting and reading -------------------------------------------------------------
