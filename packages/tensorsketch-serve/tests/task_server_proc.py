@@ -28,8 +28,11 @@ from tensorsketch.testing.crash import BackendSpec
 def _dump_tasks(signum: int, frame: object) -> None:
     """``SIGUSR1``: print every thread's and asyncio task's stack (a stop that hangs says where)."""
     faulthandler.dump_traceback(all_threads=True)
-    loop = asyncio.events._get_running_loop()
-    for task in asyncio.all_tasks(loop) if loop is not None else ():
+    try:
+        tasks = asyncio.all_tasks()  # the handler runs on the loop's thread, between callbacks
+    except RuntimeError:  # before uvicorn started its loop
+        tasks = set()
+    for task in tasks:
         task.print_stack(file=sys.stderr)
     sys.stderr.flush()
 
