@@ -193,6 +193,9 @@ def lint(session: nox.Session) -> None:
     hook = re.search(r"ruff-pre-commit\s+rev: v(\d+)\.(\d+)", config)
     if hook is None or not (low <= tuple(map(int, hook.groups())) < high):
         session.error(f".pre-commit-config.yaml's ruff rev must be within {RUFF} (the lint pin)")
+    root = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    if RUFF not in root.get("dependency-groups", {}).get("dev", []):
+        session.error(f"pyproject.toml's dev group must pin {RUFF!r} (the lint pin), for `uv sync`")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
 
@@ -313,9 +316,30 @@ def _check_sources(session: nox.Session) -> None:
             pin = re.fullmatch(r"(tensorsketch(?:-[a-z]+)?)(\[[^]]*\])?==(\S+)", req.strip())
             if pin and pin.group(3) != version:
                 problems.append(f"{dist}: {req!r} is not pinned at {version} (/VERSION)")
+    problems += _workspace_problems()
     if problems:
-        session.error("; ".join(problems) + " — `nox -s version -- X.Y.Z` rewrites the pins")
+        pins = any("is not pinned" in problem for problem in problems)
+        hint = " — `nox -s version -- X.Y.Z` rewrites the pins" if pins else ""
+        session.error("; ".join(problems) + hint)
     session.log(f"sources: every distribution reads {version} from /VERSION, LICENSE copies OK")
+
+
+def _workspace_problems() -> list[str]:
+    """The root pyproject's uv workspace (`uv sync`, the development environment) must hold
+    every distribution: a source for each, and each in the `dev` group."""
+    root = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    sources = root.get("tool", {}).get("uv", {}).get("sources", {})
+    dev = root.get("dependency-groups", {}).get("dev", [])
+    in_dev = {re.split(r"[\[<>=!~;\s]", req, maxsplit=1)[0] for req in dev}
+    problems = []
+    for dist in DISTS:
+        if sources.get(dist) != {"workspace": True}:
+            problems.append(
+                f"pyproject.toml: add `{dist} = {{ workspace = true }}` to [tool.uv.sources]"
+            )
+        if dist not in in_dev:
+            problems.append(f"pyproject.toml: add {dist!r} to [dependency-groups] dev")
+    return problems
 
 
 def _check_version_and_license(session: nox.Session, dist: str, wheel: Path, sdist: Path) -> None:
@@ -523,15 +547,12 @@ def studio_build(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmarks side by side with LangGraph (installed from PyPI in this venv only)."""
     session.install("-r", str(ROOT / "benchmarks" / "requirements.txt"))
-    session.install(
-        "-e",
-        str(PACKAGES / CORE),
-        "-e",
-        str(PACKAGES / "tensorsketch-canvas"),
-        "-e",
-        f"{PACKAGES / 'tensorsketch-backends'}[all]",
-    )
-    session.run("python", str(ROOT / "benchmarks" / "run.py"), *session.posargs)
+    # Every distribution a benchmark imports (canvas's test extra brings Playwright and httpx
+    # for the Studio's browser benchmarks); bench.py refuses to start without the peers.
+    wanted = [CORE, "tensorsketch-canvas[test]", "tensorsketch-backends[all]", "tensorsketch-serve"]
+    wanted += ["tensorsketch-eval", "tensorsketch-ray"]
+    session.install(*(arg for dist in wanted for arg in ("-e", str(PACKAGES) + "/" + dist)))
+    session.run("python", str(ROOT / "benchmarks" / "bench.py"), *session.posargs)
 
 
 @nox.session(python=False)

@@ -2,7 +2,7 @@
 the two scripts measure exactly the same graph.
 
 Imported by the scripts (their folder is first on ``sys.path`` when run as a file); not a
-benchmark itself (``run.py`` runs only ``bench_*.py``).
+benchmark itself (``bench.py`` runs only ``bench_*.py``).
 """
 
 from __future__ import annotations

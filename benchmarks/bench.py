@@ -3,17 +3,20 @@
 Each benchmark runs in its own interpreter (the one running this script), one after another, so
 one benchmark's heap, caches and event loop never colour another's numbers. Usage::
 
-    python benchmarks/run.py                 # all benchmarks
-    python benchmarks/run.py core tracing    # only bench_core.py and bench_tracing.py
-    python benchmarks/run.py --quick         # fewer repeats (sets TS_BENCH_QUICK=1)
-    python benchmarks/run.py --list          # what would run
+    python benchmarks/bench.py                 # all benchmarks
+    python benchmarks/bench.py core tracing    # only bench_core.py and bench_tracing.py
+    python benchmarks/bench.py --quick         # fewer repeats (sets TS_BENCH_QUICK=1)
+    python benchmarks/bench.py --list          # what would run
 
+Run it with the benchmarks' own interpreter (``benchmarks/.venv``, or ``make bench`` / ``nox -s
+bench``, which build one): the peers it compares against are installed there and nowhere else.
 The exit status is non-zero when any benchmark failed; the others still run.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import subprocess
 import sys
@@ -21,6 +24,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+#: The peers' import names, and the requirement line that installs each (requirements.txt).
+PEERS = {"langgraph": "langgraph", "pydantic_ai": "pydantic-ai-slim"}
 
 
 def discover() -> list[Path]:
@@ -44,6 +49,13 @@ def select(scripts: list[Path], names: list[str]) -> list[Path]:
     return chosen
 
 
+def missing_peers(scripts: list[Path]) -> list[str]:
+    """The peers the chosen benchmarks import that this interpreter cannot: measuring without
+    them would fail half-way through, so say so before anything runs."""
+    wanted = {name for p in scripts for name in PEERS if name in p.read_text(encoding="utf-8")}
+    return sorted(PEERS[name] for name in wanted if importlib.util.find_spec(name) is None)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run the TensorSketch benchmarks.")
     parser.add_argument("names", nargs="*", help="benchmarks to run (e.g. core, durability)")
@@ -56,6 +68,15 @@ def main(argv: list[str] | None = None) -> int:
         for script in scripts:
             print(script.stem.removeprefix("bench_"))
         return 0
+    missing = missing_peers(scripts)
+    if missing:
+        msg = (
+            f"{sys.executable} cannot import {', '.join(missing)}, which the benchmarks measure "
+            "against. Run them in their own environment: `make bench` (or `nox -s bench`), or "
+            "set up benchmarks/.venv as benchmarks/README.md shows, then "
+            "`benchmarks/.venv/bin/python benchmarks/bench.py`."
+        )
+        raise SystemExit(msg)
     env = dict(os.environ)
     if args.quick:
         env["TS_BENCH_QUICK"] = "1"
