@@ -13,9 +13,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _uv() -> list[str] | None:
+    """uv on PATH, or beside this interpreter (`.venv/bin/python -m pytest` without activating
+    the venv: uv is in `.venv/bin`, not on PATH)."""
     from shutil import which
 
-    found = which("uv")
+    found = which("uv") or which("uv", path=str(Path(sys.executable).parent))
     return [found] if found else None
 
 
@@ -43,6 +45,8 @@ class Venvs:
     """Helpers to make throwaway virtualenvs (a fixture, since tests cannot import conftest)."""
 
     root = ROOT
+    #: Whether installs go through uv (else stdlib venv + the venv's own pip).
+    uses_uv = _uv() is not None
 
     @staticmethod
     def make(path: Path) -> Path:

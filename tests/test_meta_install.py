@@ -89,8 +89,14 @@ def test_pip_install_tensorsketch_runs_an_agent_on_every_provider(
 ) -> None:
     started = time.perf_counter()
     python = venvs.make(tmp_path / "venv")
-    # By name, as a user types it; the first-party wheels come from the built folder.
-    venvs.install(python, "--find-links", str(wheel_dir), f"tensorsketch=={VERSION}")
+    # By name, as a user types it; the first-party wheels come from the built folder. uv takes
+    # them from there (the metadata check below proves it). pip treats --find-links as one more
+    # index and may take a same-named, same-version release from the configured index instead
+    # (this machine's registry has an unrelated `tensorsketch-core 0.1.0`), so without uv the
+    # built wheels of the plain install are also named as files.
+    built = [next(wheel_dir.glob(f"{d.replace('-', '_')}-{VERSION}-*.whl")) for d in FIRST_PARTY]
+    files = [] if venvs.uses_uv else [str(w) for w in built]
+    venvs.install(python, "--find-links", str(wheel_dir), *files, f"tensorsketch=={VERSION}")
     installed = time.perf_counter()
     done = subprocess.run(
         [

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -94,11 +95,21 @@ def test_wheel_layout_in_a_clean_venv(tmp_path: Path, wheel_dir: Path, venvs: An
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("installer", ["uv", "bundled-pip"])
 def test_meta_package_from_the_repo_installs_the_first_party_set(
-    tmp_path: Path, venvs: Any
+    tmp_path: Path, venvs: Any, installer: str
 ) -> None:
-    python = venvs.make(tmp_path / "venv")
-    venvs.install(python, str(ROOT / "packages" / "tensorsketch"))
+    meta = str(ROOT / "packages" / "tensorsketch")
+    if installer == "bundled-pip":
+        # `python3 -m venv` and the pip it ships, as a user without uv does it. That pip can be
+        # old: Python 3.11.7 bundles pip 23.2.1, which did not let a sibling folder given as
+        # `name[extra] @ file://...` satisfy another sibling's `name==version`.
+        python = tmp_path / "venv" / "bin" / "python"
+        subprocess.run([sys.executable, "-m", "venv", str(python.parent.parent)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", meta], check=True, timeout=900)
+    else:
+        python = venvs.make(tmp_path / "venv")
+        venvs.install(python, meta)
     listing = subprocess.run(
         [str(python.parent / "tensorsketch"), "plugins", "--json"],
         check=True,

@@ -62,6 +62,13 @@ class CustomMetadataHook(MetadataHookInterface):
         metadata["dependencies"] = [
             requirement(d, DEFAULT_EXTRAS.get(d)) for d in FIRST_PARTY if d not in OPT_IN
         ]
+        if local:
+            # Each sibling taken with an extra is named bare too, so that another sibling's
+            # `name==version` resolves to the folder under pip < 23.3 (Python 3.11.7's venv
+            # ships 23.2.1, which reports "No matching distribution" without this line).
+            metadata["dependencies"] += [
+                requirement(d) for d in FIRST_PARTY if d not in OPT_IN and d in DEFAULT_EXTRAS
+            ]
         metadata["optional-dependencies"] = {
             extra: [requirement(dist, sub) for dist, sub in pairs]
             for extra, pairs in EXTRAS.items()
