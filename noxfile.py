@@ -62,6 +62,9 @@ LICENSE = ROOT / "LICENSE"
 URL_KEYS = {"Homepage", "Documentation", "Repository", "Issues", "Changelog"}
 RUFF = "ruff>=0.17,<0.18"  # the lint session and .pre-commit-config.yaml's ruff rev agree on it
 DEV_TOOLS = ["pytest>=8", "pytest-asyncio>=0.24", "hypothesis>=6", "pytest-timeout"]
+# The integration session adds `build` (its tests build every wheel); `uv sync`'s dev group
+# must hold all of these, or a bare `uv run pytest` errors where nox passes.
+INTEGRATION_TOOLS = [*DEV_TOOLS, "build"]
 
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_existing_virtualenvs = True
@@ -179,7 +182,7 @@ def _with_everything(dist: str) -> str:
 def integration(session: nox.Session) -> None:
     """Everything editable in one venv (the developer layout) + the cross-package tests."""
     editable = [arg for dist in DISTS for arg in ("-e", _with_everything(dist))]
-    session.install(*editable, *DEV_TOOLS, "build")
+    session.install(*editable, *INTEGRATION_TOOLS)
     session.install("--no-deps", "-e", str(PACKAGES / META))
     _pytest(session, str(ROOT / "tests"))
 
@@ -326,7 +329,8 @@ def _check_sources(session: nox.Session) -> None:
 
 def _workspace_problems() -> list[str]:
     """The root pyproject's uv workspace (`uv sync`, the development environment) must hold
-    every distribution: a source for each, and each in the `dev` group."""
+    every distribution (a source for each, and each in the `dev` group) and every tool the
+    integration session installs."""
     root = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     sources = root.get("tool", {}).get("uv", {}).get("sources", {})
     dev = root.get("dependency-groups", {}).get("dev", [])
@@ -339,6 +343,10 @@ def _workspace_problems() -> list[str]:
             )
         if dist not in in_dev:
             problems.append(f"pyproject.toml: add {dist!r} to [dependency-groups] dev")
+    for tool in INTEGRATION_TOOLS:
+        name = re.split(r"[\[<>=!~;\s]", tool, maxsplit=1)[0]
+        if name not in in_dev:
+            problems.append(f"pyproject.toml: add {name!r} to [dependency-groups] dev")
     return problems
 
 

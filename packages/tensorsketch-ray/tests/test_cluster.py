@@ -84,3 +84,33 @@ def test_postgres_is_reached_by_its_socket_not_tcp(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["42", "tcp", "unreachable"]
+
+
+def test_a_driver_started_by_uv_run_still_gets_workers(
+    ray_cluster: LocalRayCluster, tmp_path: Path
+) -> None:
+    """Ray starts the workers of a driver that has a `uv run` ancestor through that `uv run`
+    (its uv runtime-env hook reads the ancestors' command lines). The harness turns that off:
+    under `uv run pytest` such workers never registered inside the namespace, and the driver
+    waited forever. The ancestor here is a stand-in named `uv` run as `uv run ...`, which is
+    all the hook looks for; a worker started through it could not run."""
+    (tmp_path / "uv").symlink_to(sys.executable)
+    (tmp_path / "run").write_text(
+        "import subprocess, sys\nsys.exit(subprocess.call(sys.argv[1:]))\n"
+    )
+    code = (
+        "import os, ray\n"
+        "ray.init(address=os.environ['RAY_ADDRESS'], logging_level='ERROR',"
+        " _node_ip_address='127.0.0.1')\n"
+        "print(ray.get(ray.remote(lambda: 6 * 7).remote(), timeout=60))\n"
+    )
+    driver = ray_cluster.driver(
+        [str(tmp_path / "uv"), "run", sys.executable, "-c", code],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = driver.communicate(timeout=180)
+    assert driver.returncode == 0, err[-3000:]
+    assert out.split()[-1] == "42"

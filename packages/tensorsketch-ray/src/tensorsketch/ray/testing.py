@@ -280,7 +280,8 @@ class LocalRayCluster:
         return f"127.0.0.1:{self.port}"
 
     def environment(self, node: str) -> dict[str, str]:
-        """The environment of a process of ``node`` (marker, no usage stats, no proxy)."""
+        """The environment of a process of ``node`` (marker, no usage stats, no proxy, no
+        ``uv run`` workers)."""
         env = {
             k: v
             for k, v in os.environ.items()
@@ -290,6 +291,12 @@ class LocalRayCluster:
             {
                 MARKER: f"{self.id}/{node}",
                 "RAY_USAGE_STATS_ENABLED": "0",
+                # A driver with a `uv run` ancestor (`uv run pytest`) would have Ray start
+                # every worker through `uv run` in a copy of the working directory; inside
+                # the namespace uv cannot reach an index, so those workers never register
+                # and the driver waits forever. Every process here already runs this
+                # interpreter's environment.
+                "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
                 "PYTHONUNBUFFERED": "1",
             }
         )
