@@ -327,6 +327,11 @@ def _check_sources(session: nox.Session) -> None:
     session.log(f"sources: every distribution reads {version} from /VERSION, LICENSE copies OK")
 
 
+def _requirement_name(requirement: str) -> str:
+    """``"pytest>=8"`` -> ``"pytest"``, ``"tensorsketch-canvas[test]"`` -> its name."""
+    return re.split(r"[\[<>=!~;\s]", requirement, maxsplit=1)[0]
+
+
 def _workspace_problems() -> list[str]:
     """The root pyproject's uv workspace (`uv sync`, the development environment) must hold
     every distribution (a source for each, and each in the `dev` group) and every tool the
@@ -334,7 +339,7 @@ def _workspace_problems() -> list[str]:
     root = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     sources = root.get("tool", {}).get("uv", {}).get("sources", {})
     dev = root.get("dependency-groups", {}).get("dev", [])
-    in_dev = {re.split(r"[\[<>=!~;\s]", req, maxsplit=1)[0] for req in dev}
+    in_dev = {_requirement_name(req) for req in dev}
     problems = []
     for dist in DISTS:
         if sources.get(dist) != {"workspace": True}:
@@ -344,7 +349,7 @@ def _workspace_problems() -> list[str]:
         if dist not in in_dev:
             problems.append(f"pyproject.toml: add {dist!r} to [dependency-groups] dev")
     for tool in INTEGRATION_TOOLS:
-        name = re.split(r"[\[<>=!~;\s]", tool, maxsplit=1)[0]
+        name = _requirement_name(tool)
         if name not in in_dev:
             problems.append(f"pyproject.toml: add {name!r} to [dependency-groups] dev")
     return problems
