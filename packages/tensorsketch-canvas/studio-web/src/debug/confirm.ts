@@ -1,7 +1,7 @@
 // The confirmation every write of the debugger goes through: a modal that says what will
 // change, in which thread, and waits for an explicit yes. Safe by default: it opens with the
 // focus on cancel, so Enter (or Escape) cancels until the user moves to the action.
-import { h } from "./dom";
+import { h } from "../dom";
 
 let dialog: HTMLDialogElement | null = null;
 

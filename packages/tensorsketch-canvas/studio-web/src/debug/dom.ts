@@ -1,19 +1,5 @@
-// Small DOM helpers of the debugger's panels: an element builder, JSON text, a line diff.
-
-export function h<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  props: Record<string, unknown> = {},
-  ...kids: (Node | string | null | false | undefined)[]
-): HTMLElementTagNameMap[K] {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(props)) {
-    if (v === undefined || v === null || v === false) continue;
-    if (k.startsWith("data-") || k === "for" || k.startsWith("aria-")) e.setAttribute(k, String(v));
-    else (e as unknown as Record<string, unknown>)[k] = v;
-  }
-  for (const kid of kids) if (kid !== null && kid !== false && kid !== undefined) e.append(kid);
-  return e;
-}
+// Small helpers of the debugger's panels: JSON text, a line diff, a status badge, a time.
+import { h } from "../dom";
 
 /** ``value`` as the JSON a user reads and edits (two-space indent). */
 export function jsonText(value: unknown): string {

@@ -6,7 +6,8 @@ import { ApiError } from "../api";
 import type { Scene } from "../layout";
 import * as dapi from "./api";
 import { confirmAction, confirmWith } from "./confirm";
-import { h, statusBadge, when } from "./dom";
+import { byId, h } from "../dom";
+import { statusBadge, when } from "./dom";
 import { drawMarks } from "./marks";
 import { renderState, type StateView } from "./state";
 import { Timeline } from "./timeline";
@@ -52,7 +53,7 @@ export const dbg = {
 
 let host: Host;
 let timeline: Timeline;
-const $ = (id: string) => document.getElementById(id) as HTMLElement;
+const $ = byId;
 
 // -- start -------------------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 // The state inspector: one checkpoint's channels (diffed against the previous checkpoint,
 // editable as JSON), its pending Sends, journal effects, errors, and the node replay.
 import { formatMs } from "../draw";
-import { diffView, h, jsonText, lineDiff, oneLine, when } from "./dom";
+import { h } from "../dom";
+import { diffView, jsonText, lineDiff, oneLine, when } from "./dom";
 import type { CheckpointDetail, CheckpointRow, ReplayResult, ThreadDetail } from "./types";
 
 export interface StateView {

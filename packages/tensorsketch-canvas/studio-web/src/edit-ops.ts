@@ -1,0 +1,67 @@
+// The edits the canvas sends, as data: how each is named in the undo history, the op that
+// deletes a wire, the checks that refuse a wire before anything is sent, and the port lists
+// the "+ node" dialog reads.
+import { displayName } from "./layout";
+import { END, START, type EdgeIR, type EditOp, type GraphIR } from "./types";
+
+/** The words the undo and redo buttons use for ``op``. */
+export function describeEdit(op: EditOp): string {
+  const a = op.args as Record<string, string>;
+  switch (op.op) {
+    case "add_node": return `create ${a.name}`;
+    case "add_edge": return `wire ${displayName(a.source)} → ${displayName(a.target)}`;
+    case "remove_edge": return (op.args as { join?: boolean }).join ? `delete the join into ${displayName(a.target)}` : `delete ${displayName(a.source)} → ${displayName(a.target)}`;
+    case "add_join": return `join into ${displayName(a.target)}`;
+    case "rename_node": return `rename ${a.old} → ${a.new}`;
+    case "add_port": return `add port ${a.node}.${a.name}`;
+    case "remove_port": return `remove port ${a.node}.${a.name}`;
+    case "remove_node": return `delete ${a.name}`;
+    case "restore": return "restore what was deleted";
+    default: return op.op;
+  }
+}
+
+/** The edit that deletes ``e`` (a join is deleted whole, named by its first source). */
+export function removeEdgeOp(e: EdgeIR): EditOp {
+  if (e.kind === "join") return { op: "remove_edge", args: { source: (e.sources ?? [])[0], target: e.target, join: true } };
+  const args: Record<string, unknown> = { source: e.source, target: e.target };
+  if (e.kind === "conditional" && e.label !== null) args.label = e.label;
+  return { op: "remove_edge", args };
+}
+
+/** Whether the Delete key may delete ``e``: custom wiring lives in the code, and an edge
+ * without a source (other than a join's) names nothing to delete. */
+export function canDeleteEdge(e: EdgeIR): boolean {
+  return !!(e.source || e.kind === "join") && e.kind !== "custom";
+}
+
+/** Client-side checks that need no compiler: why ``source → target`` is refused before
+ * anything is sent, or null when it may be sent. */
+export function wiringProblem(graph: GraphIR | null, source: string, target: string): string | null {
+  if (source === target) return `${displayName(source)} cannot be wired to itself with a plain edge; a loop is written with g.loop(...) in the code.`;
+  if (target === START) return "START has no inputs: nothing can be wired into it. Wire START → a node instead.";
+  if (source === END) return "END has no outputs: a run stops there. Wire a node → END instead.";
+  if (target.startsWith("custom:") || target.startsWith("stub:")) return "That box is wiring the canvas cannot edit; change it in the code.";
+  const dup = graph?.edges.some((e) => e.kind === "sequential" && e.source === source && e.target === target);
+  if (dup) return `${displayName(source)} → ${displayName(target)} is already wired.`;
+  return null;
+}
+
+/** ``name: type`` entries separated by newlines, commas or semicolons (the type defaults to
+ * str) as a port map, or the message that says which entry is not a port. */
+export function parsePorts(text: string): Record<string, string> | string {
+  const out: Record<string, string> = {};
+  for (const raw of text.split(/[\n,;]/)) {
+    const line = raw.trim();
+    if (!line) continue;
+    const m = /^([A-Za-z_][A-Za-z0-9_]*)\s*(?::\s*(.+))?$/.exec(line);
+    if (!m) return `"${line}" is not a port: write name: type, e.g. query: str`;
+    out[m[1]] = (m[2] ?? "str").trim();
+  }
+  return out;
+}
+
+/** A port's name is a Python identifier. */
+export function isPortName(name: string): boolean {
+  return /^[A-Za-z_][A-Za-z0-9_]*$/.test(name);
+}

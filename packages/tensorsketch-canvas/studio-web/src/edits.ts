@@ -1,0 +1,120 @@
+// The edit round trips. Every gesture is an edit the server writes into the file; the canvas
+// repaints from the re-extracted graph it sends back, and keeps the inverse for undo.
+import * as api from "./api";
+import { ApiError } from "./api";
+import { describeEdit, wiringProblem } from "./edit-ops";
+import { toast } from "./notices";
+import { paint } from "./paint";
+import * as store from "./store";
+import { state } from "./store";
+import { reload } from "./sync";
+import { renderToolbar } from "./toolbar";
+import type { EditOp, XY } from "./types";
+
+/** Send one edit; on success repaint from the re-extracted graph. Returns the inverse. */
+async function send(op: EditOp): Promise<{ ok: true; inverse: EditOp | null } | { ok: false }> {
+  if (state.readOnly) {
+    toast("The file does not parse: the canvas is read-only until it does.", "error");
+    return { ok: false };
+  }
+  store.setBusy(state, true);
+  document.body.classList.add("busy");
+  try {
+    const sent = performance.now();
+    const res = await api.edit(state.version, state.graphName, op);
+    store.acceptEdit(state, res, performance.now() - sent);
+    paint();
+    renderToolbar();
+    void reload({ quiet: true }); // holes and layout elsewhere in the project may have changed
+    return { ok: true, inverse: res.inverse };
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 409) {
+      toast(`Conflict: ${err.message} The file changed on disk; the canvas reloaded it — nothing was written.`, "conflict", 9000);
+      await reload();
+    } else if (err instanceof ApiError && err.status === 422) {
+      toast(err.message, "error", 12000);
+    } else {
+      toast(`Edit refused: ${(err as Error).message}`, "error");
+    }
+    return { ok: false };
+  } finally {
+    store.setBusy(state, false);
+    document.body.classList.remove("busy");
+  }
+}
+
+/** Send ``op`` and record it for undo. Returns whether the server accepted it. */
+export async function perform(op: EditOp): Promise<boolean> {
+  const r = await send(op);
+  if (!r.ok) return false;
+  if (!store.recordEdit(state, op, r.inverse)) {
+    toast(`${describeEdit(op)}: done — this edit cannot be undone from the canvas.`, "info", 4000);
+  }
+  renderToolbar();
+  return true;
+}
+
+export async function undo(): Promise<void> {
+  const e = store.takeUndo(state);
+  if (!e) return;
+  if (e.kind === "move") {
+    await moveNode(e.node, e.after, e.before, false);
+    store.undone(state, e, null);
+  } else {
+    const r = await send(e.undo);
+    if (!r.ok) store.restoreUndo(state, e);
+    else store.undone(state, e, r.inverse);
+  }
+  renderToolbar();
+}
+
+export async function redo(): Promise<void> {
+  const e = store.takeRedo(state);
+  if (!e) return;
+  if (e.kind === "move") {
+    await moveNode(e.node, e.before, e.after, false);
+    store.redone(state, e, null);
+  } else {
+    const r = await send(e.redo);
+    if (!r.ok) store.restoreRedo(state, e);
+    else store.redone(state, e, r.inverse);
+  }
+  renderToolbar();
+}
+
+/** Wire ``source → target``, unless a client-side check refuses it (the toast says why). */
+export async function wire(source: string, target: string): Promise<void> {
+  const problem = wiringProblem(state.graph, source, target);
+  if (problem) {
+    toast(problem, "error");
+    return;
+  }
+  await perform({ op: "add_edge", args: { source, target } });
+}
+
+/** Save ``node``'s position in the layout sidecar (``record``: as a step to undo). */
+export async function moveNode(node: string, before: XY, after: XY, record: boolean): Promise<void> {
+  const positions: Record<string, XY> = { ...state.layout, [node]: after };
+  try {
+    const res = await api.saveLayout(positions);
+    store.setLayout(state, res.layout ?? positions);
+  } catch (err) {
+    toast(`Could not save the position: ${(err as Error).message}`, "error");
+    store.setLayout(state, { ...state.layout });
+  }
+  if (record) store.recordMove(state, node, before, after);
+  paint();
+  renderToolbar();
+}
+
+/** Create the node ``name`` at ``at``. The position is saved first, so the node appears where
+ * it is dropped (the sidecar is presentation only: an entry for a node that never came to be
+ * is ignored); the automatic layout places it if that fails. */
+export async function addNode(name: string, inputs: Record<string, string>, outputs: Record<string, string>, at: XY): Promise<void> {
+  try {
+    store.setLayout(state, (await api.saveLayout({ [name]: at })).layout ?? state.layout);
+  } catch {
+    /* the automatic layout places it */
+  }
+  await perform({ op: "add_node", args: { name, inputs, outputs } });
+}

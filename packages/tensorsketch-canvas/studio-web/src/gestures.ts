@@ -1,0 +1,191 @@
+// Pointer and keyboard gestures on the canvas: pan and zoom, drag a node, draw a wire from a
+// node's handle, select, rename on double-click, delete a wire, undo and redo, the minimap.
+import * as debug from "./debug/index";
+import { byId } from "./dom";
+import { el } from "./draw";
+import { canDeleteEdge, removeEdgeOp } from "./edit-ops";
+import { moveNode, perform, redo, undo, wire } from "./edits";
+import { holesOpen, showHoles } from "./holes-list";
+import type { Box } from "./layout";
+import { minimapToScene } from "./minimap";
+import { selectNode, selectWire } from "./selection";
+import { applyView, currentSize, fit, moveView, stage, toScene, zoomAt } from "./stage";
+import * as store from "./store";
+import { setUserView, setView, state } from "./store";
+import { hideTooltip, hoverHole } from "./tooltip";
+import type { XY } from "./types";
+import { centredAt, dropAt, rubberBand } from "./view";
+
+type Drag =
+  | { kind: "pan"; x: number; y: number; vx: number; vy: number; moved: boolean }
+  | { kind: "move"; node: string; start: XY; orig: XY; moved: boolean; g: SVGGElement }
+  | { kind: "wire"; from: string; start: XY; line: SVGPathElement };
+
+let drag: Drag | null = null;
+
+/** The box an event target belongs to (null: the background, a wire, a panel). */
+function boxAt(target: EventTarget | null): Box | null {
+  const g = (target as Element | null)?.closest?.("g.box");
+  const id = g?.getAttribute("data-id");
+  return id && state.scene ? state.scene.boxes.get(id) ?? null : null;
+}
+
+function clearDropTargets(): void {
+  document.querySelectorAll("g.box.drop-target").forEach((e) => e.classList.remove("drop-target"));
+}
+
+function onPointerDown(ev: PointerEvent): void {
+  if (ev.button !== 0) return;
+  const { svg, layers } = stage();
+  const target = ev.target as Element;
+  hideTooltip();
+  const box = boxAt(target);
+  if (box && target.classList.contains("handle") && !state.readOnly) {
+    const s = { x: box.x + box.w, y: box.y + box.h / 2 };
+    const line = el("path", { class: "rubber", d: `M ${s.x} ${s.y} L ${s.x} ${s.y}` }, layers.ghost);
+    drag = { kind: "wire", from: box.id, start: s, line };
+  } else if (box && box.kind === "node") {
+    const g = target.closest("g.box") as SVGGElement;
+    drag = { kind: "move", node: box.id, start: toScene(ev.clientX, ev.clientY), orig: { x: box.x, y: box.y }, moved: false, g };
+  } else if (target.closest("g.wire, g.wire-label")) {
+    const idx = Number(target.closest("[data-index]")?.getAttribute("data-index"));
+    selectWire(idx);
+    return;
+  } else if (box && box.kind === "stub") {
+    // a `route → ?` stub stands for its dynamic route: selecting it selects the route
+    selectWire(Number(box.id.slice("stub:".length)));
+    return;
+  } else if (box) {
+    selectNode(null);
+    return;
+  } else {
+    drag = { kind: "pan", x: ev.clientX, y: ev.clientY, vx: state.view.x, vy: state.view.y, moved: false };
+  }
+  svg.setPointerCapture(ev.pointerId);
+}
+
+function onPointerMove(ev: PointerEvent): void {
+  if (!drag) {
+    hoverHole(ev);
+    return;
+  }
+  if (drag.kind === "pan") {
+    const dx = ev.clientX - drag.x;
+    const dy = ev.clientY - drag.y;
+    if (Math.abs(dx) + Math.abs(dy) > 3) drag.moved = true;
+    if (drag.moved) setUserView(state, true);
+    setView(state, { k: state.view.k, x: drag.vx + dx, y: drag.vy + dy });
+    applyView();
+  } else if (drag.kind === "move") {
+    const p = toScene(ev.clientX, ev.clientY);
+    const dx = p.x - drag.start.x;
+    const dy = p.y - drag.start.y;
+    if (Math.abs(dx) + Math.abs(dy) > 3 && !state.readOnly) drag.moved = true;
+    if (drag.moved) {
+      drag.g.setAttribute("transform", `translate(${drag.orig.x + dx},${drag.orig.y + dy})`);
+      stage().layers.overlay.replaceChildren();
+    }
+  } else if (drag.kind === "wire") {
+    drag.line.setAttribute("d", rubberBand(drag.start, toScene(ev.clientX, ev.clientY)));
+    clearDropTargets();
+    const over = boxAt(document.elementFromPoint(ev.clientX, ev.clientY));
+    if (over && over.id !== drag.from) document.querySelector(`g.box[data-id="${CSS.escape(over.id)}"]`)?.classList.add("drop-target");
+  }
+}
+
+function onPointerUp(ev: PointerEvent): void {
+  const d = drag;
+  drag = null;
+  if (!d) return;
+  if (d.kind === "pan") {
+    if (!d.moved) {
+      selectNode(null);
+      selectWire(null);
+    }
+  } else if (d.kind === "move") {
+    if (!d.moved) {
+      if (!debug.onNodeClick(d.node)) selectNode(d.node);
+      return;
+    }
+    const after = dropAt(d.orig, d.start, toScene(ev.clientX, ev.clientY));
+    setUserView(state, true); // the user is arranging: the view stays where it is
+    void moveNode(d.node, d.orig, after, true);
+  } else if (d.kind === "wire") {
+    d.line.remove();
+    clearDropTargets();
+    const over = boxAt(document.elementFromPoint(ev.clientX, ev.clientY));
+    if (over) void wire(d.from, over.id);
+  }
+}
+
+/** Double-click a node to rename it: the inspector opens with its name selected. */
+function onDoubleClick(ev: MouseEvent): void {
+  const box = boxAt(ev.target);
+  if (box?.kind === "node" && !state.readOnly) {
+    selectNode(box.id);
+    const input = document.getElementById("rename-input") as HTMLInputElement | null;
+    input?.focus();
+    input?.select();
+  }
+}
+
+/** The wheel zooms (or pans sideways with Shift, or on a sideways-only scroll). */
+function onWheel(ev: WheelEvent): void {
+  ev.preventDefault();
+  const r = stage().svg.getBoundingClientRect();
+  if (ev.ctrlKey || Math.abs(ev.deltaY) > 0 && !ev.shiftKey) zoomAt(Math.exp(-ev.deltaY * 0.0015), ev.clientX - r.left, ev.clientY - r.top);
+  else moveView({ ...state.view, x: state.view.x - (ev.deltaX || ev.deltaY) });
+}
+
+function onKeyDown(ev: KeyboardEvent): void {
+  const t = ev.target as HTMLElement;
+  if (t.closest("input, textarea, select, dialog")) return;
+  const mod = ev.ctrlKey || ev.metaKey;
+  if (mod && ev.key.toLowerCase() === "z") {
+    ev.preventDefault();
+    void (ev.shiftKey ? redo() : undo());
+  } else if (mod && ev.key.toLowerCase() === "y") {
+    ev.preventDefault();
+    void redo();
+  } else if ((ev.key === "Delete" || ev.key === "Backspace") && state.selectedWire !== null) {
+    ev.preventDefault();
+    const e = state.graph?.edges[state.selectedWire];
+    if (e && canDeleteEdge(e) && !state.readOnly) {
+      store.selectWire(state, null);
+      void perform(removeEdgeOp(e));
+    }
+  } else if (ev.key === "Escape") {
+    if (holesOpen()) return showHoles(false);
+    selectNode(null);
+    selectWire(null);
+  } else if (ev.key === "f") {
+    fit();
+  }
+}
+
+/** Click or drag on the minimap: centre the view there. */
+function minimapJump(ev: PointerEvent): void {
+  if (!state.scene) return;
+  const p = minimapToScene(byId<HTMLCanvasElement>("minimap"), state.scene, ev.offsetX, ev.offsetY);
+  moveView(centredAt(state.view, p, currentSize()));
+}
+
+export function mountGestures(): void {
+  const { svg } = stage();
+  svg.addEventListener("wheel", onWheel, { passive: false });
+  svg.addEventListener("pointerdown", onPointerDown);
+  svg.addEventListener("pointermove", onPointerMove);
+  svg.addEventListener("pointerup", onPointerUp);
+  svg.addEventListener("dblclick", onDoubleClick);
+  svg.addEventListener("pointerleave", hideTooltip);
+  const minimap = byId<HTMLCanvasElement>("minimap");
+  minimap.addEventListener("pointerdown", (ev) => {
+    minimap.setPointerCapture(ev.pointerId);
+    minimapJump(ev);
+  });
+  minimap.addEventListener("pointermove", (ev) => {
+    if (ev.buttons) minimapJump(ev);
+  });
+  document.addEventListener("keydown", onKeyDown);
+  window.addEventListener("resize", () => applyView());
+}

@@ -1,0 +1,125 @@
+// The inspector: the side panel for the selected node (rename, ports, delete, its last traced
+// spans) or the selected wire (what it is, delete). Opening or closing it resizes the stage.
+import { deleteEdgeLabel, edgeHint, edgeTitle } from "./captions";
+import { byId, h } from "./dom";
+import { formatCost, formatMs } from "./draw";
+import { isPortName, removeEdgeOp } from "./edit-ops";
+import { perform } from "./edits";
+import { toast } from "./notices";
+import { selectNode } from "./selection";
+import { relayout } from "./stage";
+import { state } from "./store";
+import type { EdgeIR, NodeIR } from "./types";
+
+/** Render the panel for the selection; the stage is laid out again when it opened or closed. */
+export function renderInspector(): void {
+  renderBody();
+  const open = !byId("inspector").hidden;
+  if (document.body.classList.contains("inspecting") !== open) {
+    document.body.classList.toggle("inspecting", open);
+    relayout();
+  }
+}
+
+function renderBody(): void {
+  const box = byId("inspector");
+  const g = state.graph;
+  box.replaceChildren();
+  if (state.selectedWire !== null && g) {
+    const e = g.edges[state.selectedWire];
+    if (!e) return void (box.hidden = true);
+    box.hidden = false;
+    box.append(...wirePanel(e));
+    return;
+  }
+  const node = g?.nodes.find((n) => n.name === state.selectedNode);
+  if (!node) {
+    box.hidden = true;
+    return;
+  }
+  box.hidden = false;
+  box.append(...nodePanel(node));
+}
+
+function wirePanel(e: EdgeIR): HTMLElement[] {
+  return [
+    h("h3", {}, edgeTitle(e)),
+    h("p", { className: "hint" }, edgeHint(e)),
+    h("button", { className: "danger", id: "delete-edge", disabled: state.readOnly, onclick: () => void perform(removeEdgeOp(e)) }, deleteEdgeLabel(e)),
+  ];
+}
+
+function nodePanel(node: NodeIR): HTMLElement[] {
+  const out: HTMLElement[] = [
+    h("h3", {}, node.name),
+    h("p", { className: "hint" }, `class ${node.cls}${node.line ? ` · line ${node.line}` : ""}`),
+  ];
+  if (node.has_hole) out.push(h("p", { className: "hole-msg" }, h("b", {}, "needs code: "), node.hole ?? "(no description)"));
+  out.push(renameRow(node));
+  out.push(h("h4", { className: "in" }, "In"), portList(node, "in", node.inputs), h("h4", { className: "out" }, "Out"), portList(node, "out", node.outputs));
+  if (node.has_hole && !state.readOnly) out.push(addPortRow(node));
+  else if (!node.has_hole) out.push(h("p", { className: "hint" }, "Ports of a node with code change in the code (its In/Out classes)."));
+  out.push(h("button", { className: "danger", id: "delete-node", disabled: state.readOnly, onclick: () => void perform({ op: "remove_node", args: { name: node.name } }) }, "delete node and its wiring"));
+  const spans = spansTable(node);
+  if (spans) out.push(...spans);
+  return out;
+}
+
+function renameRow(node: NodeIR): HTMLElement {
+  const rename = h("input", { id: "rename-input", value: node.name, disabled: state.readOnly, autocomplete: "off", "aria-label": `new name for ${node.name}` });
+  const doRename = () => {
+    const next = rename.value.trim();
+    if (!next || next === node.name) return;
+    void perform({ op: "rename_node", args: { old: node.name, new: next } }).then((ok) => {
+      if (ok) return selectNode(next);
+      // refused: the field shows the node's real name again (the note says why)
+      const input = document.getElementById("rename-input") as HTMLInputElement | null;
+      if (input && state.selectedNode === node.name) input.value = node.name;
+    });
+  };
+  rename.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter") doRename();
+    if (ev.key === "Escape") rename.value = node.name;
+  });
+  return h("div", { className: "row" }, rename, h("button", { id: "rename-ok", disabled: state.readOnly, onclick: doRename }, "rename"));
+}
+
+/** A node's ports on one side; a node that still needs code has a remove button on each. */
+function portList(node: NodeIR, side: "in" | "out", ports: NodeIR["inputs"]): HTMLUListElement {
+  const ul = h("ul", { className: `ports ${side}` });
+  for (const p of ports) {
+    const li = h("li", {}, `${p.name}: ${p.type}`);
+    if (node.has_hole && !state.readOnly) {
+      li.append(h("button", { className: "x", title: `remove port ${p.name}`, "aria-label": `remove port ${p.name}`, "data-remove-port": `${side}:${p.name}`, onclick: () => void perform({ op: "remove_port", args: { node: node.name, side, name: p.name } }) }, "×"));
+    }
+    ul.append(li);
+  }
+  return ul;
+}
+
+function addPortRow(node: NodeIR): HTMLElement {
+  const side = h("select", { id: "port-side", "aria-label": "side of the new port" }, h("option", { value: "in" }, "In"), h("option", { value: "out" }, "Out"));
+  const pname = h("input", { id: "port-name", placeholder: "name", size: 8, "aria-label": "name of the new port" });
+  const ptype = h("input", { id: "port-type", placeholder: "type", size: 8, value: "str", "aria-label": "type of the new port" });
+  const add = h("button", {
+    id: "port-add",
+    onclick: () => {
+      const n = pname.value.trim();
+      if (!isPortName(n)) return toast("A port name is a Python identifier, e.g. summary.", "error");
+      void perform({ op: "add_port", args: { node: node.name, side: side.value, name: n, type: ptype.value.trim() || "str" } });
+    },
+  }, "+ port");
+  return h("div", { className: "row add-port" }, side, pname, ptype, add);
+}
+
+/** The node's last traced spans while live is on (null: no trace for it). */
+function spansTable(node: NodeIR): HTMLElement[] | null {
+  const t = state.live ? state.trace?.nodes[node.name] : undefined;
+  if (!t) return null;
+  const table = h("table", { className: "spans" }, h("tr", {}, h("th", {}, "span"), h("th", {}, "duration"), h("th", {}, "tokens"), h("th", {}, "cost")));
+  for (const s of t.last) {
+    table.append(h("tr", { className: s.error ? "err" : "" }, h("td", {}, `${s.name}${s.kind ? ` (${s.kind})` : ""}`), h("td", {}, formatMs(s.duration_ms)), h("td", {}, String(s.tokens ?? 0)), h("td", {}, formatCost(s.cost))));
+    if (s.error) table.append(h("tr", { className: "err" }, h("td", { colSpan: 4 }, `error: ${s.error}`)));
+  }
+  return [h("h4", {}, `last spans · ${t.status}`), table];
+}

@@ -1,0 +1,73 @@
+// Painting the scene: the graph laid out (layout.ts) and drawn hand-drawn (draw.ts) into the
+// stage's layers, the live trace over it, the debugger's marks on top.
+import { drawBadges } from "./badges";
+import * as debug from "./debug/index";
+import { byId } from "./dom";
+import { drawBox, drawTrace, drawWire } from "./draw";
+import { renderInspector } from "./inspector";
+import { buildScene } from "./layout";
+import { applyView, fit, stage } from "./stage";
+import { countPaint, markFitted, markFramed, showScene, state } from "./store";
+
+/** Lay out and draw the graph again from the state, keeping the selection where it still
+ * exists; the view fits the graph until the user has moved it. */
+export function paint(): void {
+  const { svg, layers } = stage();
+  document.body.classList.toggle("read-only", state.readOnly);
+  for (const layer of Object.values(layers)) layer.replaceChildren();
+  const empty = byId("empty");
+  if (!state.graph) {
+    showScene(state, null);
+    empty.hidden = false;
+    empty.textContent = state.message || (state.readOnly ? "Nothing to show until the file parses." : "No graph to show yet.");
+    return;
+  }
+  empty.hidden = true;
+  const t0 = performance.now();
+  const scene = buildScene(state.graph, state.layout);
+  const t1 = performance.now();
+  showScene(state, scene);
+  const wireFrag = document.createDocumentFragment();
+  const labelFrag = document.createDocumentFragment();
+  for (const wire of scene.wires) {
+    const g = drawWire(svg, scene, wire, wire.index === state.selectedWire);
+    const label = g.querySelector(".wire-label");
+    if (label) {
+      label.setAttribute("data-index", String(wire.index));
+      labelFrag.appendChild(label);
+    }
+    wireFrag.appendChild(g);
+  }
+  const boxFrag = document.createDocumentFragment();
+  for (const box of scene.boxes.values()) {
+    const g = drawBox(svg, box, state.readOnly);
+    drawBadges(box, g);
+    if (box.id === state.selectedNode) g.classList.add("selected");
+    boxFrag.appendChild(g);
+  }
+  layers.wires.appendChild(wireFrag);
+  layers.boxes.appendChild(boxFrag);
+  layers.labels.appendChild(labelFrag);
+  paintTrace();
+  debug.repaintMarks();
+  if (!state.fitted || !state.userView) {
+    markFitted(state);
+    fit(true);
+  }
+  applyView();
+  renderInspector();
+  const n = countPaint(state, t1 - t0, performance.now(), t1);
+  // when the browser has put this paint on screen (benchmarks read it)
+  requestAnimationFrame(() => setTimeout(() => markFramed(state, n, performance.now())));
+}
+
+/** Draw the live trace's rings and badges over the nodes (nothing while live is off). */
+export function paintTrace(): void {
+  const { svg, layers } = stage();
+  layers.overlay.replaceChildren();
+  if (!state.live || !state.trace || !state.scene) return;
+  for (const [name, t] of Object.entries(state.trace.nodes)) {
+    const box = state.scene.boxes.get(name);
+    if (box) layers.overlay.appendChild(drawTrace(svg, box, t));
+  }
+}

@@ -1,0 +1,69 @@
+// Keeping the canvas in step with the file on disk: loading the graph, and the server's
+// event stream (the file changed, a run was traced, the debugger's threads changed).
+import * as api from "./api";
+import { markBreakpoints } from "./badges";
+import * as debug from "./debug/index";
+import { refreshRuns } from "./live";
+import { setBanner, toast } from "./notices";
+import { paint } from "./paint";
+import { acceptGraph, setConnected, state } from "./store";
+import { renderToolbar } from "./toolbar";
+import type { GraphResponse } from "./types";
+
+/** Load the opened graph again (``quiet``: a failure is not worth a toast). */
+export async function reload(opts: { quiet?: boolean } = {}): Promise<void> {
+  let resp: GraphResponse;
+  try {
+    resp = await api.getGraph(state.graphName);
+  } catch (err) {
+    if (!opts.quiet) toast(`Could not load the graph: ${(err as Error).message}`, "error");
+    return;
+  }
+  show(resp);
+}
+
+/** Show the server's answer: the banner, the toolbar, and the canvas if the graph changed. */
+function show(resp: GraphResponse): void {
+  if (resp.graph) markBreakpoints(resp.graph);
+  const changed = acceptGraph(state, resp);
+  setBanner(resp);
+  renderToolbar();
+  if (changed) paint();
+  else document.body.classList.toggle("read-only", state.readOnly);
+}
+
+/** Listen to the server's events. EventSource reconnects by itself; a fetch after an error
+ * makes sure a missed change is not missed for long. */
+export function connect(): void {
+  const es = api.events();
+  es.addEventListener("open", () => {
+    // whatever changed before the stream was watching is picked up now
+    setConnected(state);
+    if (state.version) void reload({ quiet: true });
+  });
+  es.addEventListener("file", (ev) => {
+    let version = "";
+    try {
+      version = JSON.parse((ev as MessageEvent).data).version ?? "";
+    } catch {
+      /* reload anyway */
+    }
+    if (version !== state.version && !state.busy) void reload({ quiet: true });
+  });
+  es.addEventListener("trace", () => {
+    if (state.live) void refreshRuns();
+    debug.onServerEvent("trace", null);
+  });
+  es.addEventListener("debug", (ev) => {
+    let data: unknown = null;
+    try {
+      data = JSON.parse((ev as MessageEvent).data);
+    } catch {
+      /* refresh anyway */
+    }
+    debug.onServerEvent("debug", data);
+  });
+  es.onerror = () => {
+    setTimeout(() => void reload({ quiet: true }), 1000);
+  };
+}

@@ -1,0 +1,47 @@
+// The toolbar: the file's name, the graph picker, the holes badge, undo and redo, the view
+// buttons. Rendered from the state after every load and edit.
+import { baseName, holesBadgeTitle } from "./captions";
+import { byId } from "./dom";
+import { redo, undo } from "./edits";
+import { holesOpen, renderHoles } from "./holes-list";
+import { fit, moveView, zoomCentre } from "./stage";
+import { state, switchGraph } from "./store";
+import { reload } from "./sync";
+
+export function renderToolbar(): void {
+  byId("file").textContent = baseName(state.file);
+  byId("file").title = state.file;
+  const picker = byId<HTMLSelectElement>("graph-picker");
+  picker.hidden = state.graphs.length < 2;
+  if (picker.options.length !== state.graphs.length || [...picker.options].some((o, i) => o.value !== state.graphs[i])) {
+    picker.innerHTML = "";
+    for (const name of state.graphs) picker.add(new Option(name, name));
+  }
+  if (state.graphName) picker.value = state.graphName;
+  const unknown = state.readOnly && state.fileHoles === null; // never parsed: its holes are unknown
+  const badge = byId("holes-badge");
+  byId("holes-count").textContent = unknown ? "?" : String(state.holes.length);
+  badge.classList.toggle("has-holes", state.holes.length > 0);
+  badge.title = holesBadgeTitle(state.file, state.readOnly, unknown);
+  const undoButton = byId<HTMLButtonElement>("undo");
+  const redoButton = byId<HTMLButtonElement>("redo");
+  undoButton.disabled = state.undo.length === 0 || state.readOnly;
+  redoButton.disabled = state.redo.length === 0 || state.readOnly;
+  byId<HTMLButtonElement>("add-node").disabled = state.readOnly || !state.graph;
+  undoButton.title = state.undo.length ? `undo: ${state.undo[state.undo.length - 1].label} (Ctrl+Z)` : "nothing to undo";
+  redoButton.title = state.redo.length ? `redo: ${state.redo[state.redo.length - 1].label} (Ctrl+Shift+Z)` : "nothing to redo";
+  if (holesOpen()) renderHoles();
+}
+
+export function mountToolbar(): void {
+  byId("fit").addEventListener("click", () => fit());
+  byId("reset").addEventListener("click", () => moveView({ x: 40, y: 80, k: 1 }));
+  byId("zoom-in").addEventListener("click", () => zoomCentre(1.25));
+  byId("zoom-out").addEventListener("click", () => zoomCentre(0.8));
+  byId("undo").addEventListener("click", () => void undo());
+  byId("redo").addEventListener("click", () => void redo());
+  byId<HTMLSelectElement>("graph-picker").addEventListener("change", (ev) => {
+    switchGraph(state, (ev.target as HTMLSelectElement).value);
+    void reload();
+  });
+}
