@@ -541,10 +541,11 @@ STUDIO_WEB = PACKAGES / "tensorsketch-canvas" / "studio-web"
 def studio_build(session: nox.Session) -> None:
     """The Studio's browser bundle (studio-web/ → canvas/studio/static/, committed).
 
-    `nox -s studio-build` installs the pinned packages from the committed lockfile and
-    rebuilds static/. `nox -s studio-build -- --check` (the default under CI) builds into
-    memory and fails when the committed bundle differs from a fresh build. Without `npm` on
-    the machine the session is skipped: the committed bundle is what `pip install` ships.
+    `nox -s studio-build` installs the pinned packages from the committed lockfile,
+    type-checks, runs the unit tests of the page's pure modules (`node --test`) and rebuilds
+    static/. `nox -s studio-build -- --check` (the default under CI) builds into memory and
+    fails when the committed bundle differs from a fresh build. Without `npm` on the machine
+    the session is skipped: the committed bundle is what `pip install` ships.
     """
     npm = shutil.which("npm")
     if npm is None or shutil.which("node") is None:
@@ -553,6 +554,7 @@ def studio_build(session: nox.Session) -> None:
     session.chdir(STUDIO_WEB)
     session.run(npm, "ci", "--no-audit", "--no-fund", "--loglevel=error", external=True)
     session.run(npm, "run", "typecheck", "--silent", external=True)
+    session.run(npm, "test", "--silent", external=True)
     session.run("node", "build.mjs", *(["--check"] if check else []), external=True)
 
 
