@@ -107,10 +107,11 @@ async def test_malformed_journal_entry_is_a_clear_error(store: Backend, entry: A
 
 async def test_malformed_batched_journal_entry_is_a_clear_error(store: Backend) -> None:
     from tensorsketch.durable import RunJournal
+    from tensorsketch.pregel.restore import SpecCodec
 
     thread = _thread()
     await store.record_effect(thread, "writes:cp:Pay", store.serializer.dumps("zzz"))
-    journal = RunJournal(store, thread, GRAPH.spec)
+    journal = RunJournal(store, thread, SpecCodec(GRAPH.spec, store.serializer))
     with pytest.raises(CheckpointDecodeError, match=r"writes:cp:Pay.*|.*writes:cp:Pay"):
         await journal.lookup_many(["writes:cp:Pay"])
 

@@ -30,7 +30,7 @@ from tensorsketch.canvas.studio.debug_source import (
 )
 from tensorsketch.canvas.studio.routes import create_app
 from tensorsketch.canvas.studio.server import StudioServer
-from tensorsketch.compiled import CompiledGraph
+from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
 

@@ -30,6 +30,7 @@ from tensorsketch import (
     ThreadBusyError,
 )
 from tensorsketch.durable import RunJournal, read_checkpoint, schema_fingerprint
+from tensorsketch.pregel.restore import SpecCodec
 from tensorsketch.runtime.backends.base import StoredCheckpoint
 from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
@@ -204,11 +205,11 @@ async def test_sibling_failure_does_not_lose_a_completed_effect() -> None:
 def test_lease_length_comes_from_the_backend() -> None:
     backend = SqliteBackend(lease_ttl=2.5)
     assert backend.lease_ttl == 2.5
-    assert RunJournal(backend, "t", NOTE.spec).ttl == 2.5
+    assert RunJournal(backend, "t", SpecCodec(NOTE.spec, backend.serializer)).ttl == 2.5
     memory = InMemoryBackend()
-    assert RunJournal(memory, "t", NOTE.spec).ttl == 30.0
+    assert RunJournal(memory, "t", SpecCodec(NOTE.spec, memory.serializer)).ttl == 30.0
     memory.lease_ttl = 0.5
-    assert RunJournal(memory, "t", NOTE.spec).ttl == 0.5
+    assert RunJournal(memory, "t", SpecCodec(NOTE.spec, memory.serializer)).ttl == 0.5
 
 
 async def test_busy_error_names_the_thread_and_the_wait() -> None:
@@ -536,12 +537,12 @@ def _expected(turns: int) -> dict[str, Any]:
 async def test_ladder_over_many_resumes_keeps_every_checkpoint_exact(
     monkeypatch: pytest.MonkeyPatch, small_epochs: bool
 ) -> None:
-    from tensorsketch import durable
+    from tensorsketch.durable import ladder
     from tensorsketch.testing.backend_conformance import CountingBackend
 
     if small_epochs:  # snapshots early and often: exercises epochs and their ends
-        monkeypatch.setattr(durable, "MIN_CHAIN_BYTES", 0)
-        monkeypatch.setattr(durable, "SNAPSHOT_RATIO", 0.5)
+        monkeypatch.setattr(ladder, "MIN_CHAIN_BYTES", 0)
+        monkeypatch.setattr(ladder, "SNAPSHOT_RATIO", 0.5)
     backend = InMemoryBackend()
     turns = 0
     for burst in [1, 3, 8, 7, 1, 64, 2, 150, 5]:  # each invoke resumes the thread

@@ -11,10 +11,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tensorsketch import durable
-from tensorsketch.durable import Position, RunJournal, _rebuild, load_chain, read_checkpoint
+from tensorsketch.durable import ladder as durable
+from tensorsketch.durable import load_chain, read_checkpoint
+from tensorsketch.durable.ladder import LadderWriter, Position, rebuild
 from tensorsketch.runtime.backends.memory import InMemoryBackend
-from tensorsketch.schema import Schema
 
 FIELDS = ("a", "b", "c")
 
@@ -63,32 +63,31 @@ async def _drive(plan: list[tuple[dict[str, Any], bool]], fanouts: tuple[int, ..
     backend = InMemoryBackend()
     used = {durable.FANOUT}
     reopened = 0
-    spec: Any = SimpleNamespace(state_schema=Schema)
     run: Any = SimpleNamespace(values={"a": [1]}, step=0, seq=0, checkpoint_id=None)
-    journal = RunJournal(backend, "t", spec)
+    writer = LadderWriter("t", backend.serializer, None)
     expected = [dict(run.values)]
-    first, ladder = journal._stored(_at(run), None, [], source="input", parent_id=None)
+    first, ladder = writer.encode(_at(run), None, [], source="input", parent_id=None)
     await backend.save_checkpoint(first)
-    run.checkpoint_id, journal._ladder = first.checkpoint_id, ladder
+    run.checkpoint_id, writer.ladder = first.checkpoint_id, ladder
     for changes, stop in plan:
         run.step += 1
         changed = _apply(run.values, changes)
-        stored, ladder = journal._stored(
+        stored, ladder = writer.encode(
             _at(run), changed, [], source="loop", parent_id=run.checkpoint_id
         )
         await backend.save_checkpoint(stored)
-        run.checkpoint_id, journal._ladder = stored.checkpoint_id, ladder
+        run.checkpoint_id, writer.ladder = stored.checkpoint_id, ladder
         expected.append({k: (list(v) if isinstance(v, list) else v) for k, v in run.values.items()})
         if stop:  # a new runner opens the thread: the ladder comes back from the store
             if fanouts:
                 durable.FANOUT = fanouts[reopened % len(fanouts)]
                 used.add(durable.FANOUT)
                 reopened += 1
-            journal = RunJournal(backend, "t", spec)
-            rebuilt = _rebuild(backend, await backend.read_chain("t"), None, ladder=True)
+            writer = LadderWriter("t", backend.serializer, None)
+            rebuilt = rebuild(backend, await backend.read_chain("t"), None, ladder=True)
             assert rebuilt.checkpoint is not None and not rebuilt.incomplete
             assert rebuilt.checkpoint.values == expected[-1]
-            journal._ladder = rebuilt.ladder
+            writer.ladder = rebuilt.ladder
     stored_all = await backend.list_checkpoints("t")
     history = load_chain(backend, stored_all)
     assert [c.values for c in history] == expected

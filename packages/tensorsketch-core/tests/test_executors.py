@@ -49,7 +49,7 @@ from tensorsketch.executors import (
 )
 from tensorsketch.interrupts import run_info
 from tensorsketch.plugins import get_plugin_manager, reset_plugin_manager
-from tensorsketch.pregel import GraphSpec
+from tensorsketch.pregel.spec import GraphSpec
 from tensorsketch.registry import executors
 
 

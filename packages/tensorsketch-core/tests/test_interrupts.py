@@ -39,7 +39,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock()
-    monkeypatch.setattr("tensorsketch.interrupts._now", fake)
+    monkeypatch.setattr("tensorsketch.suspension.now", fake)
     return fake
 
 

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from tensorsketch import _install_hints
 from tensorsketch.channels import ChannelMarker, Reducer, Topic
-from tensorsketch.compiled import CompiledGraph
 from tensorsketch.constants import END, START
 from tensorsketch.context import Context
 from tensorsketch.errors import (
@@ -44,6 +43,7 @@ from tensorsketch.graph import Graph
 from tensorsketch.graph_structure import BranchInfo, GraphStructure
 from tensorsketch.handles import NodeHandle, Router
 from tensorsketch.node import Node
+from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.retry import RetryPolicy
 from tensorsketch.schema import Schema
 from tensorsketch.send import Send

@@ -12,16 +12,15 @@ import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tensorsketch.errors import PluginError
-
-if TYPE_CHECKING:
-    from tensorsketch.compiled import CompiledGraph
+from tensorsketch.hookspecs import CliCommand
+from tensorsketch.plugins import get_plugin_manager
+from tensorsketch.pregel.compiled import CompiledGraph
 
 __all__ = [
     "CliCommand",
@@ -32,16 +31,6 @@ __all__ = [
     "port",
     "run_file_as",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class CliCommand:
-    """One subcommand: ``configure`` adds its arguments, ``run`` returns the exit code."""
-
-    name: str
-    help: str
-    run: Callable[[argparse.Namespace], int]
-    configure: Callable[[argparse.ArgumentParser], None] | None = None
 
 
 def port(text: str) -> int:
@@ -156,8 +145,6 @@ def load_graph(target: str, *, unimportable: str = "check the name or cd.") -> C
     :param unimportable: how to fix a module that cannot be imported, for the error message
         (a worker node says where the code must be, for instance).
     """
-    from tensorsketch.compiled import CompiledGraph
-
     graph = load_target(target, unimportable=unimportable)
     if not isinstance(graph, CompiledGraph):
         msg = (
@@ -169,8 +156,6 @@ def load_graph(target: str, *, unimportable: str = "check the name or cd.") -> C
 
 
 def _commands() -> list[tuple[CliCommand, str]]:
-    from tensorsketch.plugins import get_plugin_manager
-
     pm = get_plugin_manager()
     found: dict[str, tuple[CliCommand, str]] = {}
     for impl in pm.hook.tensorsketch_cli_commands.get_hookimpls():

@@ -4,19 +4,54 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
-from tensorsketch.effects import IDEMPOTENCY_PREFIX, step_key
-from tensorsketch.observability.tracing import Span
+from tensorsketch import suspension
+from tensorsketch.effects import IDEMPOTENCY_PREFIX, EffectLog, step_key
+from tensorsketch.observability.tracing import Span, Tracer
+from tensorsketch.suspension import Interrupt, wake_time
 
-if TYPE_CHECKING:
-    from tensorsketch.compiled import CompiledGraph
-    from tensorsketch.effects import EffectLog
-    from tensorsketch.observability.tracing import Tracer
-    from tensorsketch.pregel import Run
+__all__ = ["Context", "NestableGraph", "RunHandle"]
 
-__all__ = ["Context"]
+
+class RunHandle(Protocol):
+    """What a :class:`Context` asks of the run it belongs to (the engine's ``Run`` is one):
+    its identity, its effect log, tracer and event stream. Context never imports the engine."""
+
+    run_id: str
+    thread_id: str | None
+    namespace: tuple[str, ...]
+    effects: EffectLog
+    tracer: Tracer
+
+    @property
+    def sink(self) -> Callable[..., Awaitable[None]] | None:
+        """The event consumer, or ``None`` when nobody streams."""
+        ...
+
+    async def emit(
+        self, type: str, *, node: str | None = None, data: Any = None, step: int | None = None
+    ) -> None:
+        """Send one event to the run's stream."""
+        ...
+
+
+class NestableGraph(Protocol):
+    """A graph that can run inside a node of another run (a ``CompiledGraph``)."""
+
+    async def run_inside(
+        self,
+        input: Any,
+        parent: RunHandle,
+        ctx: Context,
+        *,
+        key: str,
+        label: str,
+        max_steps: int,
+    ) -> Any:
+        """Run as part of ``parent``: streamed, traced and, when durable, resumable with it."""
+        ...
 
 
 class Context:
@@ -29,7 +64,7 @@ class Context:
 
     __slots__ = ("_calls", "_run", "instance", "node", "superstep")
 
-    def __init__(self, run: Run, node: str, step: int, instance: str = "") -> None:
+    def __init__(self, run: RunHandle, node: str, step: int, instance: str = "") -> None:
         self._run = run
         self._calls = 0
         #: The node's name in the graph.
@@ -81,7 +116,7 @@ class Context:
 
     async def run_nested(
         self,
-        graph: CompiledGraph[Any],
+        graph: NestableGraph,
         input: Any,
         *,
         key: str,
@@ -90,9 +125,9 @@ class Context:
     ) -> Any:
         """Run another compiled graph inside this node (``run_subgraph`` and ``as_tool``
         are built on it): streamed, traced and — for a durable run — resumable with it."""
-        from tensorsketch.compiled import run_nested
-
-        return await run_nested(graph, input, self._run, self, key, label, max_steps)
+        return await graph.run_inside(
+            input, self._run, self, key=key, label=label, max_steps=max_steps
+        )
 
     def scoped(self, suffix: str) -> Context:
         """A context for one part of this node (an agent's tool call, a sub-step) whose
@@ -134,14 +169,21 @@ class Context:
         """A durable timer: suspend the run until ``when`` (a Unix time or an aware datetime).
 
         No process waits: ``invoke`` returns a suspended result, and invoking the thread
-        after ``when`` continues past this line. The wake-up time is journaled.
+        after ``when`` continues past this line. The wake-up time is journaled, so a re-run
+        computes nothing new.
         """
-        from tensorsketch.interrupts import sleep_until
-
-        await sleep_until(self, when)
+        wake = wake_time(when)
+        key = self.next_key("sleep_until")
+        wake_at = float(await self.effects.once(key, lambda: wake))
+        if suspension.now() < wake_at:
+            raise Interrupt(id=key, kind="timer", wake_at=wake_at)
 
     async def sleep(self, seconds: float) -> None:
         """A durable ``asyncio.sleep``: suspend the run for ``seconds`` (see ``sleep_until``)."""
-        from tensorsketch.interrupts import sleep
-
-        await sleep(self, seconds)
+        if seconds < 0:
+            msg = f"sleep() needs a non-negative number of seconds, got {seconds!r}."
+            raise ValueError(msg)
+        key = self.next_key("sleep")
+        wake = float(await self.effects.once(key, lambda: suspension.now() + seconds))
+        if suspension.now() < wake:
+            raise Interrupt(id=key, kind="timer", wake_at=wake)

@@ -15,12 +15,26 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from tensorsketch.durable import RunJournal
+__all__ = ["IDEMPOTENCY_PREFIX", "EffectJournal", "EffectLog", "decision_key", "step_key"]
 
-__all__ = ["IDEMPOTENCY_PREFIX", "EffectLog", "decision_key", "step_key"]
+
+class EffectJournal(Protocol):
+    """Where a durable run's effects are kept (:class:`tensorsketch.durable.RunJournal`)."""
+
+    async def lookup(self, key: str) -> tuple[bool, Any]:
+        """``(True, value)`` for a recorded key, else ``(False, None)``."""
+        ...
+
+    async def record(self, key: str, value: Any) -> None:
+        """Record ``value`` under ``key`` (the first write of a key wins)."""
+        ...
+
+    def ensure_lease(self) -> None:
+        """Raise if the run no longer holds its thread (before an effect starts)."""
+        ...
+
 
 #: Keys of effects deduplicated across the whole thread (``ctx.step(idempotency_key=...)``).
 IDEMPOTENCY_PREFIX = "idem:"
@@ -46,7 +60,7 @@ class EffectLog:
 
     __slots__ = ("_attempts", "_journal", "_memo", "resume")
 
-    def __init__(self, journal: RunJournal | None, resume: dict[str, Any]) -> None:
+    def __init__(self, journal: EffectJournal | None, resume: dict[str, Any]) -> None:
         self._journal = journal
         self._memo: dict[str, Any] = {}
         #: In memory, while a node with a retry policy runs: every result of the superstep,

@@ -8,20 +8,21 @@ from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from pydantic.fields import FieldInfo
 
-from tensorsketch._validate import breakpoint_nodes, join_wiring, node_spec, suggest, wiring
 from tensorsketch.channels import Channel, channel_for
 from tensorsketch.constants import END, START
 from tensorsketch.errors import GraphValidationError
 from tensorsketch.graph_structure import BranchInfo, GraphStructure
 from tensorsketch.handles import NodeHandle
 from tensorsketch.node import Node
+from tensorsketch.pregel.build import breakpoint_nodes, join_wiring, node_spec, suggest, wiring
+from tensorsketch.pregel.compiled import CompiledGraph
+from tensorsketch.pregel.spec import Branch, GraphSpec, NodeSpec, check_concurrency
+from tensorsketch.pregel.worker import resolve_executor
 from tensorsketch.retry import RetryPolicy
 from tensorsketch.schema import Schema
 
 if TYPE_CHECKING:
-    from tensorsketch.compiled import CompiledGraph
-    from tensorsketch.executors import Executor
-    from tensorsketch.pregel import Branch
+    from tensorsketch.pregel.seam import Executor
 
 __all__ = ["Graph"]
 
@@ -193,8 +194,6 @@ class Graph(Generic[S]):
         exit: str | None = None,
         loop_node: str | None = None,
     ) -> Self:
-        from tensorsketch.pregel import Branch
-
         if not callable(path):
             msg = f"{kind}({src!r}, path) needs a callable path function, got {path!r}."
             raise TypeError(msg)
@@ -298,20 +297,13 @@ class Graph(Generic[S]):
             :class:`tensorsketch.executors.Executor`; ``invoke(executor=...)`` overrides it.
             The result is the same either way (see ``docs/execution-model.md``).
         """
-        from tensorsketch.pregel import check_concurrency
-
         check_concurrency(max_concurrency, "compile(max_concurrency=...)")
         chosen: Executor | None = None
         if executor is not None:
-            from tensorsketch.executors import resolve_executor
-
             chosen = resolve_executor(executor, "compile(executor=...)")
         if migrate is not None and not callable(migrate):
             msg = f"compile(migrate=...) must be a function values -> values, got {migrate!r}."
             raise TypeError(msg)
-        from tensorsketch.compiled import CompiledGraph
-        from tensorsketch.pregel import GraphSpec, NodeSpec
-
         problems = list(self._problems)
         state = self.state_schema
         fields: dict[str, FieldInfo] = dict(state.model_fields)

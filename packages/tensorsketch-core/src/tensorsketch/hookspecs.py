@@ -25,18 +25,29 @@ modules light: they are imported whenever the plugin manager loads.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+import argparse
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import pluggy
-
-if TYPE_CHECKING:
-    from tensorsketch.cli import CliCommand
 
 PROJECT_NAME = "tensorsketch"
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+@dataclass(frozen=True, slots=True)
+class CliCommand:
+    """One ``tensorsketch`` subcommand (what ``tensorsketch_cli_commands`` returns):
+    ``configure`` adds its arguments, ``run`` returns the exit code."""
+
+    name: str
+    help: str
+    run: Callable[[argparse.Namespace], int]
+    configure: Callable[[argparse.ArgumentParser], None] | None = None
+
 
 #: A lazily-resolved contribution: ``"package.module:Attribute"`` or the object itself.
 Target = str | Any

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from tensorsketch.budget import BudgetExceededError
 from tensorsketch.errors import ValidationError
-from tensorsketch.interrupts import Interrupt, RetryLater
 from tensorsketch.provider import ChatProvider, Completion, ProviderError, RateLimitError
+from tensorsketch.suspension import Interrupt, RetryLater
 
 if TYPE_CHECKING:
     from tensorsketch.context import Context

@@ -18,14 +18,13 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tensorsketch.interrupts import Interrupt
+from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.schema import Schema
+from tensorsketch.suspension import Interrupt
 from tensorsketch.tools import Tool
 
 if TYPE_CHECKING:
-    from tensorsketch.compiled import CompiledGraph
     from tensorsketch.context import Context
-
 __all__ = ["as_tool", "gather_map", "parallel", "run_subgraph"]
 
 T = TypeVar("T")
@@ -148,8 +147,6 @@ async def _journal(
 
 
 def _check_graph(graph: Any, where: str) -> None:
-    from tensorsketch.compiled import CompiledGraph
-
     if not isinstance(graph, CompiledGraph):
         msg = (
             f"{where} needs a compiled graph (`Graph(...).compile()` or `create_agent(...)`), "

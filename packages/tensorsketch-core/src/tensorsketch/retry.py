@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tensorsketch.errors import TensorSketchError
-from tensorsketch.interrupts import Interrupt, RetryLater
+from tensorsketch.suspension import Interrupt, RetryLater
 
 __all__ = ["RetryPolicy", "default_retry_on"]
 

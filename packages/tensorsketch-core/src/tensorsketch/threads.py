@@ -15,9 +15,12 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator
 
-from tensorsketch.durable import LEASE_TTL, _base_of, _decode_payload, _fold_each
+from tensorsketch.durable.ladder import base_of, decode_payload
+from tensorsketch.durable.lease import LEASE_TTL
+from tensorsketch.durable.reads import fold_each
 from tensorsketch.errors import ThreadBusyError
 from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint
+from tensorsketch.runtime.loops import run_sync
 
 __all__ = ["alist_threads", "list_threads"]
 
@@ -42,9 +45,7 @@ async def alist_threads(
 
 def list_threads(backend: Backend, *, limit: int | None = None, prefix: str = "") -> list[str]:
     """Sync form of :func:`alist_threads`."""
-    from tensorsketch.compiled import _run_sync  # noqa: PLC0415 - compiled imports this module
-
-    return _run_sync(alist_threads(backend, limit=limit, prefix=prefix))
+    return run_sync(alist_threads(backend, limit=limit, prefix=prefix))
 
 
 @contextlib.asynccontextmanager
@@ -90,11 +91,11 @@ async def prune_thread(backend: Backend, thread_id: str, keep: int) -> int:
         orphans = [
             row
             for row in kept
-            if (base := _base_of(row, _decode_payload(backend, row))) is not None
+            if (base := base_of(row, decode_payload(backend, row))) is not None
             and base not in kept_ids
         ]
         by_id = {row.checkpoint_id: row for row in rows}
-        full = _fold_each(backend, rows, by_id, orphans)
+        full = fold_each(backend, rows, by_id, orphans)
         rewritten = {
             row.checkpoint_id: _as_snapshot(backend, row, checkpoint.values)
             for row, checkpoint in zip(orphans, full, strict=True)
@@ -109,7 +110,7 @@ def _as_snapshot(
     backend: Backend, row: StoredCheckpoint, values: dict[str, object]
 ) -> StoredCheckpoint:
     """``row`` with its changes replaced by its whole state (a ladder epoch of its own)."""
-    payload = dict(_decode_payload(backend, row))
+    payload = dict(decode_payload(backend, row))
     payload.pop("from", None)
     payload.update(base=True, n=0, changes={name: ["set", v] for name, v in values.items()})
     return StoredCheckpoint(

@@ -28,10 +28,10 @@ from pydantic import ConfigDict
 
 from tensorsketch._docstrings import parse_docstring
 from tensorsketch._jsonschema import validate_json
+from tensorsketch.context import Context
 from tensorsketch.errors import ValidationError
 
 if typing.TYPE_CHECKING:
-    from tensorsketch.context import Context
     from tensorsketch.messages import ToolCall
 
 __all__ = ["Tool", "current_tool_call", "parse_docstring", "tool"]
@@ -337,8 +337,6 @@ def _is_async_callable(fn: Any) -> bool:
 
 
 def _is_context(annotation: Any) -> bool:
-    from tensorsketch.context import Context
-
     if annotation is Context:
         return True
     origin = typing.get_origin(annotation)

@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from tensorsketch.agents.loop import Agent
 from tensorsketch.agents.state import AgentState
+from tensorsketch.constants import END, START
+from tensorsketch.graph import Graph
+from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.provider import ChatProvider
 from tensorsketch.tools import Tool
 
@@ -14,7 +17,6 @@ if TYPE_CHECKING:
     from typing import Unpack
 
     from tensorsketch.agents.options import AgentOptions
-    from tensorsketch.compiled import CompiledGraph
 
 __all__ = ["create_agent"]
 
@@ -33,9 +35,6 @@ def create_agent(
     ``fallbacks``, ``tool_concurrency``, ``tool_timeout``, ``output_schema``, ``name``,
     ``max_tokens``, ``model_options``, ``context_policy``).
     """
-    from tensorsketch.constants import END, START
-    from tensorsketch.graph import Graph
-
     node = Agent._build("create_agent()", provider, tools, options)
     name = node.name
     graph = Graph(AgentState, name=name).add(node).edge(START, name).edge(name, END)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from tensorsketch import interrupts as _interrupts
+from tensorsketch import suspension
 from tensorsketch._modelcall import call_provider, cap_text
 from tensorsketch.agents.context import (
     POLICY_FAILED,
@@ -40,12 +40,7 @@ from tensorsketch.agents.turn import call_model, model_turn, sub_context
 from tensorsketch.budget import Budget, budget_scope, current_budget
 from tensorsketch.context import Context
 from tensorsketch.errors import BackendUnavailableError, ThreadBusyError, ValidationError
-from tensorsketch.interrupts import (
-    Interrupt,
-    PendingInterrupt,
-    RetryLater,
-    parse_approval,
-)
+from tensorsketch.interrupts import Interrupt, PendingInterrupt, RetryLater, parse_approval
 from tensorsketch.messages import (
     Message,
     ToolCall,
@@ -507,7 +502,7 @@ class Agent(Node):
             found, wake = await effects.peek(f"{key}:defer{deferrals}")
             if not found:
                 break
-            if _interrupts._now() < float(wake):
+            if suspension.now() < float(wake):
                 raise Interrupt(
                     pending=[
                         PendingInterrupt(

@@ -26,7 +26,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tensorsketch.compiled import CompiledGraph
 from tensorsketch.errors import (
     BackendUnavailableError,
     LeaseLostError,
@@ -39,6 +38,7 @@ from tensorsketch.events import Event
 from tensorsketch.interrupts import parse_approval, run_info
 from tensorsketch.messages import user
 from tensorsketch.observability import Tracer
+from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.runs.scheduler import fire
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.runs import (

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["on_private_loop", "run_on_private_loop"]
+__all__ = ["on_private_loop", "run_on_private_loop", "run_sync"]
 
 T = TypeVar("T")
 
@@ -78,3 +79,31 @@ def _cancel_pending(loop: asyncio.AbstractEventLoop) -> None:
                     "task": task,
                 }
             )
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from sync code, even inside a running event loop.
+
+    The coroutine gets a private loop (:func:`run_on_private_loop`): this thread's, or, when
+    a loop is already running here, a new thread's. Either way nothing else waits on that
+    loop, so a threaded SQL backend runs the call's statements on the calling thread.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return run_on_private_loop(coro)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = run_on_private_loop(coro)
+        except BaseException as exc:
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name="tensorsketch-sync-read")
+    worker.start()
+    worker.join()
+    if "error" in box:
+        raise box["error"]
+    value: T = box["value"]
+    return value

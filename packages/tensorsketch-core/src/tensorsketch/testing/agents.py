@@ -16,11 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 from tensorsketch.agents import AgentState, create_agent
-from tensorsketch.compiled import CompiledGraph
 from tensorsketch.context import Context
 from tensorsketch.fake import FakeProvider
 from tensorsketch.messages import Message, ToolCall, assistant
 from tensorsketch.middleware import Middleware, ModelHandler, ModelRequest
+from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.tools import Tool, tool
 
 __all__ = ["AGENT_INPUT", "agent_scenario"]

@@ -34,7 +34,6 @@ from typing import Annotated, Any
 import pytest
 
 from tensorsketch.channels import Reducer
-from tensorsketch.compiled import CompiledGraph
 from tensorsketch.constants import START
 from tensorsketch.context import Context
 from tensorsketch.durable import FANOUT
@@ -47,6 +46,7 @@ from tensorsketch.errors import (
 from tensorsketch.graph import Graph
 from tensorsketch.interrupts import run_info
 from tensorsketch.node import Node
+from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.runtime.backends.base import (
     Backend,
     ForkLink,

@@ -49,13 +49,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from tensorsketch.channels import Reducer
-from tensorsketch.compiled import CompiledGraph
 from tensorsketch.constants import END, START
 from tensorsketch.context import Context
 from tensorsketch.errors import ThreadBusyError
 from tensorsketch.graph import Graph
 from tensorsketch.node import Node
 from tensorsketch.plugins import resolve_target
+from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.registry import backends
 from tensorsketch.runtime.backends.base import (
     Backend,

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from typing import Annotated, Any, Protocol
 
 from tensorsketch.channels import Reducer
-from tensorsketch.compiled import CompiledGraph
 from tensorsketch.constants import END, START
 from tensorsketch.context import Context
 from tensorsketch.graph import Graph
 from tensorsketch.node import Node
+from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.schema import Schema
 from tensorsketch.send import Send
 

@@ -10,13 +10,13 @@ import asyncio
 from typing import Any
 
 from tensorsketch.agents import create_agent
-from tensorsketch.compiled import CompiledGraph
 from tensorsketch.constants import END, START
 from tensorsketch.context import Context
 from tensorsketch.fake import FakeProvider
 from tensorsketch.graph import Graph
 from tensorsketch.messages import Message, ToolCall, assistant
 from tensorsketch.node import Node
+from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.runs import wait_for_event
 from tensorsketch.schema import Schema
 from tensorsketch.tools import tool

@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from tensorsketch.channels import Reducer
-from tensorsketch.compiled import CompiledGraph
 from tensorsketch.constants import END, START
 from tensorsketch.context import Context
 from tensorsketch.errors import LeaseLostError
 from tensorsketch.graph import Graph
 from tensorsketch.node import Node
+from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.schema import Schema
 from tensorsketch.testing.crash import (
     BackendSpec,

@@ -16,7 +16,7 @@ import ray
 from ray import cloudpickle
 
 from tensorsketch.executors import SendCall, Superstep, TaskOutcome, portable_error, run_calls
-from tensorsketch.pregel import GraphSpec
+from tensorsketch.pregel.spec import GraphSpec
 
 __all__ = ["Ledger", "run_batch"]
 

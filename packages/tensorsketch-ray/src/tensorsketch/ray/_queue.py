@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tensorsketch.compiled import CompiledGraph
+from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.runs import RunRecord, RunStore, check_labels, run_store
 

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tensorsketch import cli
-from tensorsketch.compiled import CompiledGraph
+from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.ray.exceptions import RayFleetError
 from tensorsketch.runtime.backends.base import Backend
 

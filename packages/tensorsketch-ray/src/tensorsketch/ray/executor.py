@@ -46,7 +46,7 @@ from tensorsketch.executors import (
     Superstep,
     TaskOutcome,
 )
-from tensorsketch.pregel import GraphSpec
+from tensorsketch.pregel.spec import GraphSpec
 from tensorsketch.ray import _batch
 from tensorsketch.ray.exceptions import RayFleetError
 

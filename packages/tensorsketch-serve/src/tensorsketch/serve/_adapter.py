@@ -17,7 +17,7 @@ from tensorsketch.messages import Message
 from tensorsketch.provider import Usage
 
 if TYPE_CHECKING:
-    from tensorsketch.compiled import CompiledGraph
+    from tensorsketch.pregel.compiled import CompiledGraph
 
 __all__ = ["ChatAdapter", "ToInput", "ToReply", "agent_input", "agent_reply", "new_turn"]
 

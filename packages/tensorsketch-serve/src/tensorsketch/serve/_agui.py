@@ -25,8 +25,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tensorsketch.compiled import MAX_THREAD_ID
 from tensorsketch.messages import Message
+from tensorsketch.pregel.compiled import MAX_THREAD_ID
 from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.serve._adapter import ChatAdapter, ToInput, ToReply
 from tensorsketch.serve._agui_events import AguiRun
@@ -51,7 +51,7 @@ from tensorsketch.serve._threads import thread_info
 from tensorsketch.serve.events import RunFailed, RunSuspended, ServeEvent, run_events
 
 if TYPE_CHECKING:
-    from tensorsketch.compiled import CompiledGraph
+    from tensorsketch.pregel.compiled import CompiledGraph
     from tensorsketch.runtime.backends.base import Backend
 
 __all__ = ["PROTOCOL", "agui_app"]

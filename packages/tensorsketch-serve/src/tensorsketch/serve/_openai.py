@@ -73,7 +73,7 @@ from tensorsketch.serve.events import (
 )
 
 if TYPE_CHECKING:
-    from tensorsketch.compiled import CompiledGraph
+    from tensorsketch.pregel.compiled import CompiledGraph
     from tensorsketch.runtime.backends.base import Backend
 
 __all__ = ["CONVERSATION_HEADER", "PROTOCOL", "openai_app"]

@@ -25,7 +25,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from tensorsketch.registry import Registry
 
 if TYPE_CHECKING:
-    from tensorsketch.compiled import CompiledGraph
+    from tensorsketch.pregel.compiled import CompiledGraph
 
 __all__ = ["Protocol", "protocols", "register_protocol", "serve"]
 

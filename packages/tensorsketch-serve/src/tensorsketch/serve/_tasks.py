@@ -47,7 +47,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from tensorsketch.compiled import CompiledGraph
 from tensorsketch.errors import (
     BackendUnavailableError,
     QueueFullError,
@@ -56,6 +55,7 @@ from tensorsketch.errors import (
 )
 from tensorsketch.events import Event
 from tensorsketch.interrupts import parse_approval
+from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.runs import AsyncRunner, RunRecord
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.memory import InMemoryBackend

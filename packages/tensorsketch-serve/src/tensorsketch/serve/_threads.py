@@ -8,7 +8,7 @@ from tensorsketch.agents import Agent
 from tensorsketch.interrupts import RunInfo, run_info
 
 if TYPE_CHECKING:
-    from tensorsketch.compiled import CompiledGraph
+    from tensorsketch.pregel.compiled import CompiledGraph
     from tensorsketch.runtime.backends.base import Backend
 
 __all__ = ["may_suspend", "thread_info"]

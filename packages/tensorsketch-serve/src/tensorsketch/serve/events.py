@@ -48,8 +48,8 @@ from tensorsketch.provider import ProviderError, RateLimitError, Usage
 from tensorsketch.serve._adapter import ChatAdapter, usage_of
 
 if TYPE_CHECKING:
-    from tensorsketch.compiled import CompiledGraph
     from tensorsketch.events import Event
+    from tensorsketch.pregel.compiled import CompiledGraph
     from tensorsketch.runtime.backends.base import Backend
 
 __all__ = [

@@ -24,14 +24,12 @@ from pydantic_core import to_jsonable_python
 
 from tensorsketch.canvas.studio.app import ApiError
 from tensorsketch.canvas.studio.debug_source import GraphSource, backend_label
-from tensorsketch.compiled import MAX_THREAD_ID, CompiledGraph
 from tensorsketch.durable import (
     Checkpoint,
     CheckpointInfo,
     describe_checkpoints,
     read_checkpoint,
     schema_fingerprint,
-    validated_values,
 )
 from tensorsketch.errors import (
     BackendUnavailableError,
@@ -43,6 +41,8 @@ from tensorsketch.errors import (
     ThreadBusyError,
 )
 from tensorsketch.interrupts import run_info
+from tensorsketch.pregel.compiled import MAX_THREAD_ID, CompiledGraph
+from tensorsketch.pregel.restore import validated_values
 from tensorsketch.runtime.backends.base import Backend, ForkLink, ThreadSummary
 from tensorsketch.runtime.backends.runs import RunRecord
 

@@ -25,8 +25,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tensorsketch.canvas.studio._files import file_stamp
-from tensorsketch.compiled import CompiledGraph
 from tensorsketch.graph import Graph
+from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.registry import create_backend
 from tensorsketch.runtime.backends.base import Backend
 

@@ -15,6 +15,7 @@ from tensorsketch.runtime.backends.base import (
     StoredCheckpoint,
     StoredEvent,
     ThreadOpening,
+    backends,
 )
 from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.serializers import (
@@ -32,11 +33,10 @@ _HINTS = {  # class -> requirement, from the one install-hint table
 
 def __getattr__(name: str) -> Any:
     if name in ("SqliteBackend", "SqlBackend"):
+        # The SQL backends load on first use: sqlite3 and its thread pool cost ~10 ms.
         from tensorsketch.runtime.backends import sql, sqlite
 
         return getattr(sqlite if name == "SqliteBackend" else sql, name)
-    from tensorsketch.registry import backends
-
     for backend_name in backends.names():
         path = backends.target_path(backend_name)
         if path is not None and path.rpartition(":")[2] == name:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tensorsketch.errors import BackendUnsupportedError, LeaseLostError
+from tensorsketch.name_registry import Registry
 from tensorsketch.runtime.allocator import settle_for_large_rows
 from tensorsketch.serializers import Serializer, resolve_serializer
 
@@ -455,3 +456,8 @@ def lease_lost(thread_id: str) -> LeaseLostError:
         "the run's event loop really blocks that long."
     )
     return LeaseLostError(msg)
+
+
+#: Backends by name (``create_backend("postgres", ...)``), fed by the ``tensorsketch_backends``
+#: hook.
+backends: Registry[Backend] = Registry("backend", "tensorsketch_backends", "tensorsketch.backends")

@@ -20,7 +20,6 @@ from mcp.server import Server
 from mcp.server.stdio import stdio_server
 
 from tensorsketch.cli import load_target
-from tensorsketch.compiled import CompiledGraph
 from tensorsketch.interop.mcp._errors import MCPError
 from tensorsketch.interop.mcp._graph import graph_tool
 from tensorsketch.interop.mcp._server import MCPApp, build_mcp_server
@@ -30,6 +29,7 @@ from tensorsketch.interop.mcp._session import (
     http_session,
     stdio_session,
 )
+from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.tools import Tool
 
 __all__ = ["load_target", "run"]

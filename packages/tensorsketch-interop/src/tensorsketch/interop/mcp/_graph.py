@@ -12,10 +12,10 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from tensorsketch.compiled import CompiledGraph
 from tensorsketch.interop.mcp._server import mcp_session_id, serving_tracer
 from tensorsketch.interrupts import run_info
 from tensorsketch.observability.tracing import Tracer
+from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.tools import Tool
 

@@ -13,8 +13,8 @@ from tensorsketch.interop.mcp._graph import graph_tool
 from tensorsketch.interop.mcp._server import MCPApp, mcp_app
 
 if TYPE_CHECKING:
-    from tensorsketch.compiled import CompiledGraph
     from tensorsketch.observability.tracing import Tracer
+    from tensorsketch.pregel.compiled import CompiledGraph
     from tensorsketch.runtime.backends.base import Backend
 
 

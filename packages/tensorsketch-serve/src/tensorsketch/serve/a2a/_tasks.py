@@ -35,10 +35,10 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensorsketch.compiled import CompiledGraph
 from tensorsketch.errors import ThreadBusyError
 from tensorsketch.interrupts import PendingInterrupt, parse_approval
 from tensorsketch.messages import Message
+from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.serve._adapter import ChatAdapter
 from tensorsketch.serve._threads import thread_info

@@ -13,14 +13,14 @@ from tensorsketch._assignable import is_assignable, type_text
 from tensorsketch.constants import END, START
 from tensorsketch.joins import Join
 from tensorsketch.node import Node
-from tensorsketch.pregel import NodeSpec
+from tensorsketch.pregel.spec import NodeSpec
 from tensorsketch.schema import Schema
 
 if TYPE_CHECKING:
     from pydantic.fields import FieldInfo
 
     from tensorsketch.channels import Channel
-    from tensorsketch.pregel import Branch
+    from tensorsketch.pregel.spec import Branch
 
 __all__ = [
     "Wiring",

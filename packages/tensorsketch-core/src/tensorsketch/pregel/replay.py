@@ -18,13 +18,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tensorsketch.durable import RunJournal, read_checkpoint, validated_values
+from tensorsketch.durable.journal import RunJournal
+from tensorsketch.durable.reads import read_checkpoint
 from tensorsketch.effects import EffectLog
-from tensorsketch.interrupts import Interrupt
-from tensorsketch.pregel import Run
+from tensorsketch.pregel.loop import Run
+from tensorsketch.pregel.restore import SpecCodec, validated_values
+from tensorsketch.suspension import Interrupt
 
 if TYPE_CHECKING:
-    from tensorsketch.pregel import GraphSpec
+    from tensorsketch.pregel.spec import GraphSpec
     from tensorsketch.runtime.backends.base import Backend
 
 __all__ = ["NodeReplay", "ReplayedTask", "replay_node"]
@@ -75,7 +77,7 @@ class _ReadOnlyJournal(RunJournal):
     """The thread's journal for reading; every write stays in this object."""
 
     def __init__(self, backend: Backend, thread_id: str, spec: GraphSpec, *, live: bool) -> None:
-        super().__init__(backend, thread_id, spec)
+        super().__init__(backend, thread_id, SpecCodec(spec, backend.serializer))
         self._live = live
         self._local: dict[str, Any] = {}
         self.replayed = 0

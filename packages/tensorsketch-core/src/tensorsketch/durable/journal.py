@@ -1,0 +1,415 @@
+"""The durable side of one run: open the thread, checkpoint each barrier, journal effects.
+
+The journal knows no graph: the engine hands it plain plans (``(node, payload)`` pairs), a
+:class:`Position` per barrier and a :class:`StateCodec` that turns a checkpoint's stored
+values back into state values; it hands back a :class:`Restored` to continue from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tensorsketch.durable.checkpoint import Checkpoint
+from tensorsketch.durable.guard import store_guard
+from tensorsketch.durable.ladder import LadderWriter, PlanEntry, Position, rebuild
+from tensorsketch.durable.lease import Lease
+from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, LeaseLostError
+from tensorsketch.events import Event
+from tensorsketch.joins import JoinState
+from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent, lease_lost
+from tensorsketch.suspension import PendingInterrupt
+
+__all__ = ["Opened", "Position", "Restored", "RunJournal", "StateCodec", "TaskWriteLog"]
+
+
+class StateCodec(Protocol):
+    """What the journal needs to know about the state it stores (the engine provides it)."""
+
+    @property
+    def schema_id(self) -> str | None:
+        """The state schema's fingerprint (``None``: values are always validated on read)."""
+        ...
+
+    def values_of(self, checkpoint: Checkpoint) -> dict[str, Any]:
+        """``checkpoint``'s stored values as the state's field values (validated, migrated)."""
+        ...
+
+
+@dataclass(slots=True)
+class Restored:
+    """What a run continuing from a checkpoint starts with (the engine applies it)."""
+
+    values: dict[str, Any]
+    step: int
+    seq: int
+    checkpoint_id: str
+    #: The checkpoint whose planned superstep comes next (finished tasks are keyed by it).
+    plan_id: str
+    #: What a suspended checkpoint waits on.
+    interrupts: list[PendingInterrupt]
+    plan: list[tuple[str, dict[str, Any] | None]]
+    #: The part-way joins (see :class:`tensorsketch.joins.JoinState`).
+    joins: tuple[JoinState, ...] = ()
+    #: A failed superstep's error (``record_failure``), when the checkpoint records one.
+    error: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """What opening a thread found: a checkpoint to continue from, the id of the input
+    checkpoint just saved for a new thread, or neither (a new thread, input not saved)."""
+
+    restored: Restored | None = None
+    created: str | None = None
+
+
+class RunJournal:
+    """The durable side of one run: lease, restore, checkpoints, effects and events.
+
+    A run reaches its store once to open the thread (:meth:`open`: lease, the reads a
+    resume needs and, for a new thread, the input checkpoint) and once per barrier
+    (:meth:`checkpoint`: the superstep's events and checkpoint in one unit; the last one also
+    gives the lease back).
+    """
+
+    def __init__(self, backend: Backend, thread_id: str, codec: StateCodec) -> None:
+        self.backend = backend
+        self.thread_id = thread_id
+        self.codec = codec
+        self.lease = Lease(backend, thread_id)
+        self._events: list[Event] = []
+        self._fences = bool(getattr(backend, "fences_writes", False))
+        self.writer = LadderWriter(thread_id, backend.serializer, codec.schema_id)
+
+    @property
+    def owner(self) -> str:
+        """This run's lease owner id."""
+        return self.lease.owner
+
+    @property
+    def ttl(self) -> float:
+        """Lease length in seconds: the backend's ``lease_ttl`` (tests shorten it)."""
+        return self.lease.ttl
+
+    # -- lease ------------------------------------------------------------------------------
+
+    async def _commit(
+        self,
+        checkpoint: StoredCheckpoint | None,
+        events: list[StoredEvent],
+        *,
+        durable: bool = True,
+        release_owner: str | None = None,
+    ) -> None:
+        """``commit_step``, fenced by this run's lease where the backend can fence."""
+        if self._fences:
+            await self.backend.commit_step(
+                self.thread_id,
+                checkpoint,
+                events,
+                durable=durable,
+                release_owner=release_owner,
+                fence=self.owner,
+            )
+        else:  # a backend written before fencing: its commit_step takes no `fence`
+            await self.backend.commit_step(
+                self.thread_id, checkpoint, events, durable=durable, release_owner=release_owner
+            )
+
+    def ensure_lease(self) -> None:
+        """Raise :class:`LeaseLostError` before an effect starts if the lease is gone."""
+        self.lease.ensure()
+
+    async def acquire(self) -> None:
+        """Take the thread's lease (or raise :class:`ThreadBusyError`) and keep it renewed."""
+        await self.lease.acquire()
+
+    async def release(self) -> None:
+        """Stop renewing the lease and give it back (if the last checkpoint did not)."""
+        await self.lease.release()
+
+    async def finish(self, *, store_down: bool = False) -> None:
+        """End of a run, however it ended: store the events left, then release.
+
+        ``store_down`` (the run failed with ``BackendUnavailableError``) skips both: each
+        would wait out the store's timeout again before the caller hears of the outage, and
+        the resume re-runs the failed superstep anyway (the lease runs out by itself).
+        """
+        if store_down:
+            await self.lease.stop_heartbeat()
+            self.lease.held = False
+            return
+        try:
+            await self.flush_events()
+        finally:
+            await self.release()
+
+    # -- restore ----------------------------------------------------------------------------
+
+    async def open(self, fresh: tuple[Position, list[PlanEntry]] | None = None) -> Opened:
+        """Take the lease and read what the thread's latest checkpoint restores.
+
+        ``fresh`` is the run's input position (defaults and input applied) and the first
+        superstep's plan: if the thread turns out to be new, they are saved as its input
+        checkpoint in the same round trip (:attr:`Opened.created`). The engine applies what
+        comes back.
+        """
+        initial, ladder = None, None
+        if fresh is not None:
+            at, plan = fresh
+            initial, ladder = self.writer.encode(at, None, plan, source="input", parent_id=None)
+        try:
+            async with store_guard(self.backend, "opening the thread"):
+                opening = await self.backend.open_thread(
+                    self.thread_id, self.owner, self.ttl, initial
+                )
+        except BackendUnavailableError:
+            raise  # the store is gone: giving the lease back would only wait on it
+        except Exception:
+            # The store may have taken the lease before the failure (a row it could not
+            # convert): give it back, or every retry would see ThreadBusyError for a whole TTL.
+            with contextlib.suppress(Exception):
+                await self.backend.release_lease(self.thread_id, self.owner)
+            raise
+        if not opening.acquired:
+            raise self.lease.busy_error()
+        self.lease.hold()
+        if opening.created:
+            assert initial is not None
+            self.writer.ladder = ladder
+            return Opened(created=initial.checkpoint_id)
+        rebuilt = rebuild(self.backend, opening.checkpoints, None, ladder=True)
+        if rebuilt.incomplete:  # a store that lost a base hint: read the whole thread
+            async with store_guard(self.backend, "opening the thread"):
+                everything = await self.backend.list_checkpoints(self.thread_id)
+            rebuilt = rebuild(self.backend, everything, None, ladder=True).complete()
+        latest = rebuilt.checkpoint
+        if latest is None:
+            return Opened()
+        restored = self.restore(latest)
+        self.writer.ladder = rebuilt.ladder
+        if opening.last_event_seq is not None:
+            restored.seq = max(restored.seq, opening.last_event_seq + 1)
+        return Opened(restored=restored)
+
+    def restore(self, checkpoint: Checkpoint) -> Restored:
+        """What a run continuing from ``checkpoint`` starts with (its next checkpoint is a
+        full snapshot unless :meth:`open` found the ladder to continue)."""
+        self.writer.ladder = None
+        suspended = checkpoint.metadata.get("interrupts") or ()
+        error = checkpoint.metadata.get("error")
+        return Restored(
+            values=self.codec.values_of(checkpoint),
+            step=checkpoint.step,
+            seq=int(checkpoint.metadata.get("seq", 0)),
+            checkpoint_id=checkpoint.id,
+            # A failed superstep's checkpoint plans the same tasks as the one that planned
+            # it: its finished tasks' writes are journaled under that one's id.
+            plan_id=str(checkpoint.metadata.get("retry_of") or checkpoint.id),
+            interrupts=[PendingInterrupt.from_dict(p) for p in suspended],
+            plan=checkpoint.plan,
+            joins=checkpoint.joins,
+            error=dict(error) if isinstance(error, dict) else None,
+        )
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    async def checkpoint(
+        self,
+        at: Position,
+        changed: dict[str, list[Any] | None] | None,
+        plan: list[PlanEntry],
+        *,
+        parent_id: str | None,
+        source: str = "loop",
+        meta: dict[str, Any] | None = None,
+        final: bool = False,
+    ) -> str:
+        """Save a checkpoint of ``at`` after a barrier (``changed=None`` writes a full
+        snapshot), with the events buffered since the last one, as a child of ``parent_id``.
+
+        ``meta`` is stored with it and read back as ``Checkpoint.metadata`` (a suspended
+        run records what it waits for there). ``final`` marks the run's last write: the lease
+        is given back in the same unit of work.
+        """
+        if self.lease.lost:
+            raise lease_lost(self.thread_id)
+        stored, ladder = self.writer.encode(
+            at, changed, plan, source=source, parent_id=parent_id, meta=meta
+        )
+        events = self._encoded_events()
+        release = None
+        if final and self.lease.held:
+            await self.lease.stop_heartbeat()
+            release = self.owner
+        async with self._fenced("saving a checkpoint"):
+            await self._commit(
+                stored,
+                events,
+                # The input is made durable by the next durable write (see open_thread).
+                durable=source != "input",
+                release_owner=release,
+            )
+        if release is not None:
+            self.lease.held = False
+        self.writer.ladder = ladder
+        return stored.checkpoint_id
+
+    # -- effects ----------------------------------------------------------------------------
+
+    async def lookup(self, key: str) -> tuple[bool, Any]:
+        async with store_guard(self.backend, "reading the effect journal"):
+            raw = await self.backend.lookup_effect(self.thread_id, key)
+        if raw is None:
+            return False, None
+        return True, self._entry(key, raw)
+
+    def _entry(self, key: str, raw: bytes) -> Any:
+        """Decode one journal entry: ``record`` stores ``[value]``, so anything else (a
+        string would replay its first character, ``{}`` would crash) is refused by name."""
+        try:
+            decoded = self.backend.serializer.loads(raw)
+        except CheckpointDecodeError as exc:
+            msg = f"journal entry {key!r} of thread {self.thread_id!r} cannot be decoded: {exc}"
+            raise CheckpointDecodeError(msg) from exc
+        if type(decoded) is not list or len(decoded) != 1:
+            shape = type(decoded).__name__
+            if isinstance(decoded, list):
+                shape = f"a list of {len(decoded)} items"
+            msg = (
+                f"journal entry {key!r} of thread {self.thread_id!r} is malformed (a "
+                f"one-item list was expected, found {shape}): it was not written by this "
+                "runtime. Fork the thread from a checkpoint before the entry was written, or "
+                "start a new thread."
+            )
+            raise CheckpointDecodeError(msg)
+        return decoded[0]
+
+    async def record(self, key: str, value: Any) -> None:
+        await self._write([(key, value)], "recording an effect")
+
+    async def _write(self, items: list[tuple[str, Any]], what: str) -> None:
+        """Journal entries as one unit, fenced by this run's lease where the backend can
+        fence (a backend's default ``record_effects`` writes them one by one)."""
+        dumps = self.backend.serializer.dumps
+        encoded = [(key, dumps([value])) for key, value in items]
+        async with self._fenced(what):
+            if self._fences:
+                await self.backend.record_effects(self.thread_id, encoded, fence=self.owner)
+            else:
+                await self.backend.record_effects(self.thread_id, encoded)
+
+    @contextlib.asynccontextmanager
+    async def _fenced(self, what: str) -> AsyncIterator[None]:
+        """A write of this run: a lost connection is ``BackendUnavailableError``; a refused
+        fence marks the lease lost, so nothing else of this run is written."""
+        try:
+            async with store_guard(self.backend, what):
+                yield
+        except LeaseLostError:
+            self.lease.mark_lost()
+            raise
+
+    async def lookup_many(self, keys: list[str]) -> dict[str, Any]:
+        """The recorded values among ``keys``, in one store round trip."""
+        async with store_guard(self.backend, "reading the effect journal"):
+            raw = await self.backend.lookup_effects(self.thread_id, keys)
+        return {key: self._entry(key, data) for key, data in raw.items()}
+
+    async def record_many(self, items: list[tuple[str, Any]]) -> None:
+        await self._write(items, "recording finished tasks")
+
+    # -- per-branch commit ------------------------------------------------------------------
+
+    @staticmethod
+    def task_key(plan_id: str | None, task: str) -> str:
+        """Where a finished task's writes are journaled: per planning checkpoint, so writes
+        computed from one state are never replayed onto another (new input re-plans).
+        ``task`` is the node's name followed by its ``Send`` instance (``"Pay#2"``)."""
+        return f"writes:{plan_id}:{task}"
+
+    async def finished_writes(self, plan_id: str | None, tasks: list[str]) -> dict[int, Any]:
+        """Writes of the tasks (named as in :meth:`task_key`) that finished before the run
+        stopped, by task index."""
+        keys = [self.task_key(plan_id, task) for task in tasks]
+        found = await self.lookup_many(keys)
+        return {i: found[key] for i, key in enumerate(keys) if key in found}
+
+    def write_log(self, plan_id: str | None) -> TaskWriteLog:
+        return TaskWriteLog(self, plan_id)
+
+    # -- events -----------------------------------------------------------------------------
+
+    def buffer_event(self, event: Event) -> None:
+        self._events.append(event)
+
+    def _encoded_events(self) -> list[StoredEvent]:
+        if not self._events:
+            return []
+        events, self._events = self._events, []
+        dumps = self.backend.serializer.dumps
+        return [StoredEvent(seq=e.seq, payload=dumps(e.to_dict())) for e in events]
+
+    async def flush_events(self) -> None:
+        stored = self._encoded_events()
+        if not stored:
+            return
+        if self.lease.lost:
+            return  # the thread is someone else's now: its log is theirs to write
+        async with self._fenced("appending stream events"):
+            await self._commit(None, stored)
+
+
+class TaskWriteLog:
+    """A superstep's finished tasks, journaled while their siblings still run, so a crash or
+    a failing sibling costs only the unfinished tasks on resume.
+
+    A finishing task writes its own entry before it counts as done, together with any that
+    finished meanwhile (one batch while a write is in flight). The superstep's last task
+    writes nothing: the barrier's checkpoint covers it a moment later.
+    """
+
+    __slots__ = ("_buffer", "_idle", "_journal", "_plan_id")
+
+    def __init__(self, journal: RunJournal, plan_id: str | None) -> None:
+        self._journal = journal
+        self._plan_id = plan_id
+        self._buffer: list[tuple[str, Any]] = []
+        self._idle: asyncio.Event | None = None  # set while no batch is being written
+
+    async def add(self, task: str, writes: dict[str, Any]) -> None:
+        self._buffer.append((RunJournal.task_key(self._plan_id, task), writes))
+        if self._idle is not None and not self._idle.is_set():
+            return  # the batch in flight is followed by one that includes this entry
+        await self._drain()
+
+    async def _drain(self) -> None:
+        idle = self._idle = asyncio.Event()
+        try:
+            while self._buffer:
+                batch, self._buffer = self._buffer, []
+                # Shielded like an effect record: a cancelled task (its sibling failed)
+                # still lets the write in flight finish instead of cutting it off.
+                writing = asyncio.ensure_future(self._journal.record_many(batch))
+                try:
+                    await asyncio.shield(writing)
+                except asyncio.CancelledError:
+                    await asyncio.wait([writing])
+                    raise
+        finally:
+            idle.set()
+
+    async def close(self, *, keep: bool) -> None:
+        """End of the superstep: ``keep`` stores every finished task (a sibling failed);
+        otherwise what is not written yet is dropped. No batch is in flight on return (the
+        run may be about to give its lease back)."""
+        if not keep:
+            self._buffer = []
+        if self._idle is not None:
+            await self._idle.wait()
+        if keep and self._buffer:
+            await self._drain()

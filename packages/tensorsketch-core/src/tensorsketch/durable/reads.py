@@ -1,0 +1,231 @@
+"""Reading a thread back: one checkpoint, a page, a branch, or just the headers.
+
+What ``get_state``/``get_history``, the thread helpers and the Studio's debugger read; it
+never writes, and folds only the rows the asked-for checkpoints are built from.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Literal
+
+from tensorsketch.durable.checkpoint import Checkpoint, CheckpointInfo
+from tensorsketch.durable.ladder import (
+    Rebuilt,
+    apply_changes,
+    base_of,
+    decode_all,
+    decode_payload,
+    rebuild,
+    to_checkpoint,
+)
+from tensorsketch.errors import CheckpointDecodeError
+from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint
+
+__all__ = [
+    "NEEDS_LOOP",
+    "NeedsLoop",
+    "describe_checkpoints",
+    "fold_each",
+    "load_chain",
+    "load_page",
+    "read_checkpoint",
+    "read_checkpoint_blocking",
+]
+
+
+def describe_checkpoints(backend: Backend, stored: list[StoredCheckpoint]) -> list[CheckpointInfo]:
+    """The headers of ``stored`` (e.g. ``backend.list_checkpoints(thread)``), in order: ids,
+    parents, steps, plans and metadata, without rebuilding any state."""
+    out: list[CheckpointInfo] = []
+    for s, payload in zip(stored, decode_all(backend, stored), strict=True):
+        head = to_checkpoint(s, payload, {})
+        out.append(
+            CheckpointInfo(
+                id=head.id,
+                thread_id=head.thread_id,
+                parent_id=head.parent_id,
+                step=head.step,
+                tasks=head.tasks,
+                created_at=head.created_at,
+                source=head.source,
+                metadata=head.metadata,
+                changed=tuple(str(name) for name in payload["changes"]),
+            )
+        )
+    return out
+
+
+def load_chain(
+    backend: Backend,
+    stored: list[StoredCheckpoint],
+    target_id: str | None = None,
+    *,
+    last_only: bool = False,
+) -> list[Checkpoint]:
+    """Fold stored deltas into full checkpoints along the branch ending at ``target_id``.
+
+    Returns the branch oldest first (the whole history when ``target_id`` is ``None`` and
+    the thread never branched), each with its exact values. ``last_only`` returns just the
+    last checkpoint, folded in place from its chain of deltas (what resuming and
+    ``get_state`` need): that touches ``O(FANOUT log n)`` rows, not the whole history.
+    """
+    if last_only:
+        rebuilt = rebuild(backend, stored, target_id).complete()
+        return [] if rebuilt.checkpoint is None else [rebuilt.checkpoint]
+    if not stored:
+        return []
+    by_id = {s.checkpoint_id: s for s in stored}
+    end = by_id.get(target_id) if target_id is not None else stored[-1]
+    if end is None:
+        return []
+    branch = _branch(stored, by_id, end)
+    payloads = decode_all(backend, branch)
+    seen: dict[str, dict[str, Any]] = {}
+    result: list[Checkpoint] = []
+    for s, payload in zip(branch, payloads, strict=True):
+        base = base_of(s, payload)
+        # Each checkpoint applies its changes to its base's values (a copy: earlier
+        # checkpoints keep theirs); a base outside the rows given starts from nothing.
+        if base is not None and base not in seen:
+            Rebuilt(None, None, True, (s, base)).complete()  # raises: the base is gone
+        values = dict(seen[base]) if base is not None else {}
+        apply_changes(values, payload["changes"], s, in_place=False)
+        seen[s.checkpoint_id] = values
+        result.append(to_checkpoint(s, payload, dict(values)))
+    return result
+
+
+def load_page(
+    backend: Backend,
+    stored: list[StoredCheckpoint],
+    *,
+    limit: int | None,
+    before: str | None,
+) -> list[Checkpoint]:
+    """A page of the current branch (oldest first): the ``limit`` newest checkpoints that
+    come before ``before``. Each is rebuilt from its own chain, so a page costs its size."""
+    if not stored:
+        return []
+    by_id = {s.checkpoint_id: s for s in stored}
+    branch = _branch(stored, by_id, stored[-1])
+    if before is not None:
+        ids = [s.checkpoint_id for s in branch]
+        if before not in ids:
+            msg = (
+                f"`before={before!r}` is not a checkpoint on thread {stored[-1].thread_id!r}'s "
+                "current branch; pass the id of a checkpoint that get_history() returned."
+            )
+            raise KeyError(msg)
+        branch = branch[: ids.index(before)]
+    if limit is not None:
+        branch = branch[-limit:] if limit else []
+    return fold_each(backend, stored, by_id, branch)
+
+
+def fold_each(
+    backend: Backend,
+    stored: list[StoredCheckpoint],
+    by_id: dict[str, StoredCheckpoint],
+    wanted: list[StoredCheckpoint],
+) -> list[Checkpoint]:
+    """Full checkpoints for ``wanted`` (oldest first), each folded from its chain of deltas.
+
+    Values are kept per checkpoint as they are built, so the bases several checkpoints
+    share (a page's ladder anchors) are decoded and folded once; rows no chain uses are
+    never decoded.
+    """
+    position = {row.checkpoint_id: i for i, row in enumerate(stored)}
+    seen: dict[str, dict[str, Any]] = {}
+    decoded: dict[str, dict[str, Any]] = {}
+
+    def payload_of(row: StoredCheckpoint) -> dict[str, Any]:
+        found = decoded.get(row.checkpoint_id)
+        if found is None:
+            found = decoded[row.checkpoint_id] = decode_payload(backend, row)
+        return found
+
+    page: list[Checkpoint] = []
+    for target in wanted:
+        path: list[StoredCheckpoint] = []  # newest first, down to a known or a snapshot
+        row: StoredCheckpoint | None = target
+        while row is not None and row.checkpoint_id not in seen:
+            path.append(row)
+            base = base_of(row, payload_of(row))
+            if base is None:
+                row = None
+                continue
+            older = by_id.get(base)
+            if older is None or position[base] >= position[row.checkpoint_id]:
+                Rebuilt(None, None, True, (row, base)).complete()  # raises: base is gone
+            row = older
+        for row in reversed(path):
+            base = base_of(row, payload_of(row))
+            values = dict(seen[base]) if base is not None else {}
+            apply_changes(values, payload_of(row)["changes"], row, in_place=False)
+            seen[row.checkpoint_id] = values
+        page.append(to_checkpoint(target, payload_of(target), dict(seen[target.checkpoint_id])))
+    return page
+
+
+def _branch(
+    stored: list[StoredCheckpoint], by_id: dict[str, StoredCheckpoint], end: StoredCheckpoint
+) -> list[StoredCheckpoint]:
+    """The checkpoints from the root to ``end`` along parent pointers, oldest first.
+
+    Bounded by the rows given: parent pointers that loop (a corrupt or hostile store) are a
+    decode error, not an endless walk.
+    """
+    branch: list[StoredCheckpoint] = []
+    visited: set[str] = set()
+    cursor: StoredCheckpoint | None = end
+    while cursor is not None:
+        if cursor.checkpoint_id in visited:
+            msg = (
+                f"checkpoint {cursor.checkpoint_id!r} of thread {cursor.thread_id!r} is its "
+                "own ancestor (the parent pointers form a cycle): the store is corrupt; fork "
+                "from a checkpoint outside the cycle or start a new thread."
+            )
+            raise CheckpointDecodeError(msg)
+        visited.add(cursor.checkpoint_id)
+        branch.append(cursor)
+        if cursor.parent_id is None or cursor.parent_id not in by_id:
+            break
+        cursor = by_id[cursor.parent_id]
+    branch.reverse()
+    return branch
+
+
+async def read_checkpoint(
+    backend: Backend, thread_id: str, checkpoint_id: str | None = None
+) -> Checkpoint | None:
+    """One checkpoint's full values (the latest by default), reading only its chain."""
+    stored = await backend.read_chain(thread_id, checkpoint_id)
+    rebuilt = rebuild(backend, stored, checkpoint_id)
+    if rebuilt.incomplete:  # a store that lost a base hint: read the whole thread
+        everything = await backend.list_checkpoints(thread_id)
+        rebuilt = rebuild(backend, everything, checkpoint_id).complete()
+    return rebuilt.checkpoint
+
+
+class NeedsLoop(enum.Enum):
+    """What :func:`read_checkpoint_blocking` returns when the read must be awaited."""
+
+    NEEDS_LOOP = "needs-loop"
+
+
+NEEDS_LOOP: Literal[NeedsLoop.NEEDS_LOOP] = NeedsLoop.NEEDS_LOOP
+
+
+def read_checkpoint_blocking(
+    backend: Backend, thread_id: str, checkpoint_id: str | None = None
+) -> Checkpoint | Literal[NeedsLoop.NEEDS_LOOP] | None:
+    """:func:`read_checkpoint` on the calling thread, with no event loop, where the backend
+    can answer that way (:meth:`Backend.read_chain_blocking`); :data:`NEEDS_LOOP` where it
+    cannot, or where the chain needs the whole thread (a lost base hint): await
+    :func:`read_checkpoint` then."""
+    stored = backend.read_chain_blocking(thread_id, checkpoint_id)
+    if stored is None:
+        return NEEDS_LOOP
+    rebuilt = rebuild(backend, stored, checkpoint_id)
+    return NEEDS_LOOP if rebuilt.incomplete else rebuilt.checkpoint

@@ -1,0 +1,853 @@
+"""``CompiledGraph``: run a validated graph — invoke, stream, resume, inspect, fork, replay."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from tensorsketch import threads
+from tensorsketch.durable.journal import RunJournal
+from tensorsketch.durable.reads import (
+    NEEDS_LOOP,
+    load_chain,
+    load_page,
+    read_checkpoint,
+    read_checkpoint_blocking,
+)
+from tensorsketch.effects import decision_key
+from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, ExecutorError
+from tensorsketch.events import Event
+from tensorsketch.graph_structure import GraphStructure
+from tensorsketch.interrupts import parse_approval
+from tensorsketch.observability.tracing import ATTR_INPUT, Tracer
+from tensorsketch.pregel.build import breakpoint_nodes, suggest
+from tensorsketch.pregel.loop import Run
+from tensorsketch.pregel.replay import replay_node
+from tensorsketch.pregel.restore import SpecCodec, validated_values
+from tensorsketch.pregel.run_info import attach_checkpoint_info
+from tensorsketch.pregel.spec import GraphSpec, Task, check_concurrency, plan_of
+from tensorsketch.pregel.state import state_writes
+from tensorsketch.pregel.worker import resolve_executor
+from tensorsketch.runtime.backends.base import Backend
+from tensorsketch.runtime.loops import run_sync
+from tensorsketch.schema import Schema
+from tensorsketch.suspension import Interrupt
+
+if TYPE_CHECKING:
+    from tensorsketch.context import Context, RunHandle
+
+    # The durable layer (and its serializers) loads on the first durable run.
+    from tensorsketch.durable.checkpoint import Checkpoint
+    from tensorsketch.pregel.replay import NodeReplay
+    from tensorsketch.pregel.seam import Executor
+    from tensorsketch.runtime.backends.base import StoredCheckpoint
+
+__all__ = ["CompiledGraph"]
+
+S = TypeVar("S", bound=Schema)
+T = TypeVar("T")
+
+_DONE = object()
+#: Longest thread id accepted: well inside every store's key limits (a PostgreSQL index entry
+#: holds at most ~2.7 kB, and a thread id is part of several primary keys).
+MAX_THREAD_ID = 256
+
+
+def _check_thread_id(thread_id: object, what: str = "thread_id") -> None:
+    """Refuse a thread id every store cannot keep alike: PostgreSQL rejects a non-``str`` or
+    a NUL byte where SQLite and Redis would store it, so it is checked before any store."""
+    if not isinstance(thread_id, str):
+        msg = (
+            f"{what} must be a str, got {type(thread_id).__name__} {thread_id!r}; pass "
+            f"{what}=str(...) (the same string resumes the same thread)."
+        )
+        raise TypeError(msg)
+    if not thread_id:
+        msg = f"{what} must not be empty; pass a name or id such as {what}='order-42'."
+        raise ValueError(msg)
+    if len(thread_id) > MAX_THREAD_ID:
+        msg = (
+            f"{what} is too long ({len(thread_id)} characters, at most {MAX_THREAD_ID}); use "
+            "a shorter id, e.g. a hash of the long one."
+        )
+        raise ValueError(msg)
+    if "\x00" in thread_id:
+        msg = f"{what} {thread_id!r} contains a NUL character, which stores cannot keep."
+        raise ValueError(msg)
+
+
+class _Failure:
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+class CompiledGraph(Generic[S]):
+    """A validated, immutable graph. Safe to run many times and concurrently."""
+
+    def __init__(self, spec: GraphSpec) -> None:
+        self._spec = spec
+
+    @property
+    def name(self) -> str:
+        return self._spec.name
+
+    @property
+    def state_schema(self) -> type[S]:
+        """The state ``Schema`` this graph runs over."""
+        schema: type[S] = self._spec.state_schema  # type: ignore[assignment]
+        return schema
+
+    @property
+    def structure(self) -> GraphStructure:
+        """Nodes, static edges and conditional branches as plain data."""
+        return self._spec.structure
+
+    @property
+    def spec(self) -> GraphSpec:
+        """The engine's view of the graph (for tools built on the runtime)."""
+        return self._spec
+
+    # -- running ----------------------------------------------------------------------------
+
+    def _check_durable_args(self, thread_id: str | None, backend: Backend | None) -> None:
+        if backend is None:
+            return
+        if thread_id is None:
+            msg = "a durable run needs both backend= and thread_id=; pass thread_id='...'."
+            raise ValueError(msg)
+        _check_thread_id(thread_id)
+        if not isinstance(backend, Backend):
+            msg = (
+                f"backend= must be a tensorsketch Backend (InMemoryBackend(), SqliteBackend(...)"
+                f", create_backend(name, ...)), got {type(backend).__name__}."
+            )
+            raise TypeError(msg)
+
+    def _new_run(
+        self,
+        thread_id: str | None,
+        backend: Backend | None,
+        tracer: Tracer | None,
+        sink: Any,
+        namespace: tuple[str, ...],
+    ) -> Run:
+        self._check_durable_args(thread_id, backend)
+        journal = (
+            RunJournal(backend, thread_id, SpecCodec(self._spec, backend.serializer))
+            if backend is not None and thread_id is not None
+            else None
+        )
+        return Run(
+            self._spec,
+            thread_id=thread_id,
+            journal=journal,
+            tracer=tracer,
+            sink=sink,
+            namespace=namespace,
+        )
+
+    def _set_breakpoints(self, run: Run, before: object, after: object) -> None:
+        """Apply an ``invoke``'s own breakpoints (checked like ``compile``'s)."""
+        if before is None and after is None:
+            return
+        problems: list[str] = []
+        nodes = list(self._spec.nodes)
+        if before is not None:
+            run.interrupt_before = breakpoint_nodes("interrupt_before", before, nodes, problems)
+        if after is not None:
+            run.interrupt_after = breakpoint_nodes("interrupt_after", after, nodes, problems)
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    async def _drive(
+        self, run: Run, input: Any, max_steps: int, resume: Mapping[str, Any] | None = None
+    ) -> None:
+        tracer = run.tracer
+        if not tracer.enabled:  # NoopTracer: skip the run span entirely
+            await self._drive_inner(run, input, max_steps, resume)
+            return
+        attributes: dict[str, Any] = {"tensorsketch.graph": self._spec.name}
+        if run.thread_id is not None:
+            attributes["tensorsketch.thread_id"] = run.thread_id
+        if input is not None:
+            # what the run was asked, so a recorded run can become an eval case
+            attributes[ATTR_INPUT] = _input_text(input)
+        with tracer.span("run", kind="run", **attributes) as span:
+            await self._drive_inner(run, input, max_steps, resume)
+            span.set_attribute("tensorsketch.steps", run.step)
+
+    async def _drive_inner(
+        self, run: Run, input: Any, max_steps: int, resume: Mapping[str, Any] | None
+    ) -> None:
+        journal = run.journal
+        store_down = False
+        try:
+            tasks = await self._prepare(run, input, resume)
+            if run.sink is not None:
+                await run.emit("run_start", data={"input": _plain(input), "step": run.step})
+            await run.execute(tasks, max_steps)
+            if run.sink is not None and not run.interrupts and not run.ended:
+                await run.emit("run_end", data=dict(run.values), step=run.step)
+        except BackendUnavailableError:
+            store_down = True
+            raise
+        finally:
+            if journal is not None:
+                await journal.finish(store_down=store_down)
+
+    async def _prepare(
+        self, run: Run, input: Any, resume: Mapping[str, Any] | None = None
+    ) -> list[Task]:
+        journal = run.journal
+        if journal is None:
+            return run.fresh_tasks(input)
+        fresh = None if resume else self._plan_fresh(run, input)
+        opened = await journal.open(None if fresh is None else (run.position(), plan_of(fresh)))
+        if opened.created is not None:
+            assert fresh is not None
+            run.checkpoint_id = run.plan_id = opened.created
+            return fresh
+        if opened.restored is not None:
+            run.restore(opened.restored)
+        if resume:
+            await apply_resume(run, resume)
+        if opened.restored is None:  # a new thread whose input was not saved by `open`
+            tasks = run.fresh_tasks(input)
+            await run.save_checkpoint(None, tasks, source="input")
+            return tasks
+        tasks = run.tasks_from_plan(opened.restored.plan)
+        if input is not None:
+            changed = run.apply_input(input)
+            if not tasks:
+                tasks = run.entry_tasks()
+            await run.save_checkpoint(changed, tasks, source="input")
+        return tasks
+
+    def _plan_fresh(self, run: Run, input: Any) -> list[Task] | None:
+        """Plan the first superstep as if the thread were new, so the store can save the
+        input checkpoint in the same round trip as the lease; the plan is dropped if the
+        thread already has checkpoints.
+
+        Only for a graph whose entry is fixed (no routing function runs early); an input
+        that does not apply is left for the regular path to report.
+        """
+        if self._spec.entry_branch is not None:
+            return None
+        try:
+            return run.fresh_tasks(input)
+        except Exception:
+            run.values = {}
+            return None
+
+    async def invoke(
+        self,
+        input: S | dict[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
+        backend: Backend | None = None,
+        max_steps: int = 25,
+        tracer: Tracer | None = None,
+        namespace: tuple[str, ...] = (),
+        resume: Mapping[str, Any] | None = None,
+        interrupt_before: Sequence[str] | str | None = None,
+        interrupt_after: Sequence[str] | str | None = None,
+        max_concurrency: int | None = None,
+        executor: str | Executor | None = None,
+    ) -> S:
+        """Run to completion and return the final, validated state.
+
+        :param input: state fields to seed (a dict or a state instance). On resume it is
+            applied on top of the checkpointed state before continuing.
+        :param thread_id: with ``backend``, makes the run durable: a later call with the same
+            thread resumes from the latest checkpoint, replaying journaled effects.
+        :param max_steps: the most supersteps this call may run (the guard against loops that
+            never exit).
+        :param resume: decisions for a suspended thread, keyed by interrupt id (tool-call ids
+            for approvals), e.g. ``{"call_1": True}``.
+        :param interrupt_before: static breakpoints for this call, replacing the compiled
+            ones: stop before these nodes run (``[]`` turns the compiled ones off).
+        :param interrupt_after: likewise, stop after these nodes' superstep.
+        :param max_concurrency: the most tasks of one superstep running at once for this call
+            (overrides ``compile(max_concurrency=...)``; ``None`` keeps the compiled limit).
+        :param executor: where this call's ``Send`` instances run (overrides
+            ``compile(executor=...)``; ``"inprocess"`` for the caller's loop, ``None`` keeps
+            the compiled choice).
+
+        A run that suspends (an approval, ``interrupt()``, a durable timer) returns instead of
+        raising; ``run_info(state)`` (also ``state.__tensorsketch_run__``) says so and lists
+        what it waits for.
+        """
+        run = self._new_run(thread_id, backend, tracer, None, namespace)
+        self._set_breakpoints(run, interrupt_before, interrupt_after)
+        _limit(run, max_concurrency)
+        if executor is not None:
+            run.executor = resolve_executor(executor, "executor=")
+        await self._drive(run, input, max_steps, resume)
+        state: S = run.result_state()  # type: ignore[assignment]
+        return state
+
+    async def stream(
+        self,
+        input: S | dict[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
+        backend: Backend | None = None,
+        max_steps: int = 25,
+        tracer: Tracer | None = None,
+        buffer: int = 256,
+        namespace: tuple[str, ...] = (),
+        resume: Mapping[str, Any] | None = None,
+        interrupt_before: Sequence[str] | str | None = None,
+        interrupt_after: Sequence[str] | str | None = None,
+        max_concurrency: int | None = None,
+        executor: str | Executor | None = None,
+    ) -> AsyncIterator[Event]:
+        """Run the graph and yield its events as they happen.
+
+        The buffer is bounded: when the consumer falls behind, the run pauses. Stopping the
+        iteration early cancels the run. If the run fails, every event up to the failure is
+        delivered and then the original exception is raised.
+        """
+        if buffer < 1:
+            msg = f"stream(buffer=...) must be at least 1, got {buffer}."
+            raise ValueError(msg)
+        queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=buffer)
+        run = self._new_run(thread_id, backend, tracer, queue.put, namespace)
+        self._set_breakpoints(run, interrupt_before, interrupt_after)
+        _limit(run, max_concurrency)
+        if executor is not None:
+            run.executor = resolve_executor(executor, "executor=")
+
+        async def produce() -> None:
+            try:
+                await self._drive(run, input, max_steps, resume)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                await queue.put(_Failure(exc))
+                return
+            await queue.put(_DONE)
+
+        producer = asyncio.get_running_loop().create_task(produce())
+        try:
+            while True:
+                item = await queue.get()
+                if item is _DONE:
+                    break
+                if isinstance(item, _Failure):
+                    raise item.exc
+                yield item
+        finally:
+            if not producer.done():
+                producer.cancel()
+            try:
+                await producer
+            except asyncio.CancelledError:
+                pass
+
+    async def replay(
+        self,
+        thread_id: str,
+        backend: Backend,
+        *,
+        since: int = 0,
+        follow: bool = False,
+        until: Callable[[], Awaitable[bool]] | None = None,
+        poll_interval: float = 0.5,
+    ) -> AsyncIterator[Event]:
+        """Yield the persisted events of a thread with ``seq >= since``, in order.
+
+        ``follow=True`` live-tails a run that is going on — in this process or another one
+        writing to the same backend: after the stored events it keeps yielding new ones as
+        they are committed, until a ``run_end`` or ``interrupt`` event (the run finished or
+        suspended) — or, when ``until`` is given, until ``until()`` says the run stopped
+        moving and no event is left (a thread resumed later goes on past an ``interrupt``).
+        New events are looked for quickly at first and then every ``poll_interval`` seconds
+        at most; no event is skipped or repeated.
+        """
+        _check_thread_id(thread_id)
+        if not poll_interval > 0:
+            msg = f"`poll_interval` must be a positive number of seconds, got {poll_interval!r}."
+            raise ValueError(msg)
+        cursor = since
+        delay = 0.01
+        while True:
+            stored_events = await backend.read_events(thread_id, cursor)
+            last_type = None
+            for stored in stored_events:
+                raw = backend.serializer.loads(stored.payload)
+                if not isinstance(raw, dict):
+                    msg = f"event {stored.seq} of thread {thread_id!r} is not a stored event."
+                    raise CheckpointDecodeError(msg)
+                event = Event.from_dict(raw)
+                cursor = stored.seq + 1
+                last_type = event.type
+                yield event
+            if not follow:
+                return
+            if last_type in ("run_end", "interrupt") and until is None:
+                return
+            if stored_events:
+                delay = 0.01
+                continue
+            if until is not None and await until():
+                # One last read: events committed just before the run stopped moving.
+                if not await backend.read_events(thread_id, cursor):
+                    return
+                continue
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, poll_interval)
+
+    # -- inspecting -------------------------------------------------------------------------
+
+    async def aget_history(
+        self,
+        thread_id: str,
+        backend: Backend,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> list[Checkpoint]:
+        """The checkpoints of the thread's current branch, oldest first.
+
+        ``limit`` keeps the newest ``limit`` of them; ``before`` (a checkpoint id) ends the
+        page just before that checkpoint, so ``before=page[0].id`` reads the page before.
+        A page rebuilds only its own checkpoints (each from its short chain of deltas), so
+        paging through a long thread costs about the size of each page.
+        """
+        _check_thread_id(thread_id)
+        stored = await backend.list_checkpoints(thread_id)
+        if limit is None and before is None:
+            return load_chain(backend, stored)
+        if limit is not None and (type(limit) is not int or limit < 1):
+            msg = f"`limit` must be a positive int (checkpoints per page), got {limit!r}."
+            raise ValueError(msg)
+        return load_page(backend, stored, limit=limit, before=before)
+
+    def check_run_input(self, input: Any = None, *, thread_id: str | None = None) -> None:
+        """Refuse now what :meth:`invoke` would refuse later: input that is not this graph's
+        state (a dict of its fields or a state instance, each value valid for its field) and
+        a thread id no store can keep. A run queued for later (``AsyncRunner.submit``, a
+        schedule) is checked with it, so a bad request fails when it is made.
+
+        :raises TypeError: / :raises ValueError: naming what is wrong, as ``invoke`` would.
+        """
+        if thread_id is not None:
+            _check_thread_id(thread_id)
+        if input is not None:
+            state_writes(self._spec, input, "invoke()", "invoke({'query': ...})")
+
+    async def aget_state(self, thread_id: str, backend: Backend) -> S | None:
+        """The latest checkpointed state of the thread, or ``None`` if it has none.
+
+        Reads only the latest checkpoint's chain of deltas (:meth:`Backend.read_chain`), so
+        it costs about the state's size, however long the thread's history is.
+        """
+        _check_thread_id(thread_id)
+        latest = await read_checkpoint(backend, thread_id)
+        return None if latest is None else self._state_at(latest)
+
+    async def aget_state_at(self, thread_id: str, backend: Backend, checkpoint_id: str) -> S:
+        """The state at one checkpoint of the thread."""
+        _check_thread_id(thread_id)
+        if not isinstance(checkpoint_id, str):
+            msg = (
+                f"checkpoint_id must be a str, got {type(checkpoint_id).__name__} "
+                f"{checkpoint_id!r}; take a checkpoint's `.id` from get_history()."
+            )
+            raise TypeError(msg)
+        found = await read_checkpoint(backend, thread_id, checkpoint_id)
+        if found is None:
+            msg = (
+                f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}; take a checkpoint "
+                "id from get_history() of the same thread and backend."
+            )
+            raise KeyError(msg)
+        return self._state_at(found)
+
+    def _state_at(self, checkpoint: Checkpoint) -> S:
+        values = validated_values(self._spec, checkpoint)
+        state: S = self.state_schema.model_construct(**values)  # type: ignore[assignment]
+        attach_checkpoint_info(state, checkpoint)
+        return state
+
+    def get_state(self, thread_id: str, backend: Backend) -> S | None:
+        """Sync form of :meth:`aget_state`: on the calling thread where the backend can read
+        without an event loop (SQLite, memory), else on a private loop."""
+        _check_thread_id(thread_id)
+        latest = read_checkpoint_blocking(backend, thread_id)
+        if latest is NEEDS_LOOP:
+            return run_sync(self.aget_state(thread_id, backend))
+        return None if latest is None else self._state_at(latest)
+
+    def get_history(
+        self,
+        thread_id: str,
+        backend: Backend,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> list[Checkpoint]:
+        """Sync form of :meth:`aget_history`."""
+        return run_sync(self.aget_history(thread_id, backend, limit=limit, before=before))
+
+    # -- thread administration (see tensorsketch.threads) ----------------------------------
+
+    async def adelete_thread(self, thread_id: str, backend: Backend) -> None:
+        """Remove the thread's run records, checkpoints, effect journal, events and lease; a
+        thread another process is running, or one with a queued or running run, is refused
+        with :class:`ThreadBusyError` and nothing is removed."""
+        _check_thread_id(thread_id)
+        await threads.delete_thread(backend, thread_id)
+
+    def delete_thread(self, thread_id: str, backend: Backend) -> None:
+        """Sync form of :meth:`adelete_thread`."""
+        run_sync(self.adelete_thread(thread_id, backend))
+
+    async def aprune_thread(self, thread_id: str, backend: Backend, *, keep: int) -> int:
+        """Keep the thread's newest ``keep`` checkpoints and remove older ones (returns how
+        many); every kept checkpoint still resumes, reads and forks as before."""
+        _check_thread_id(thread_id)
+        return await threads.prune_thread(backend, thread_id, keep)
+
+    def prune_thread(self, thread_id: str, backend: Backend, *, keep: int) -> int:
+        """Sync form of :meth:`aprune_thread`."""
+        return run_sync(self.aprune_thread(thread_id, backend, keep=keep))
+
+    async def fork(
+        self,
+        backend: Backend,
+        thread_id: str,
+        checkpoint_id: str,
+        new_thread_id: str,
+        input: S | dict[str, Any] | None = None,
+        *,
+        max_steps: int = 25,
+        tracer: Tracer | None = None,
+        run: bool = True,
+    ) -> S:
+        """Branch a new thread from a past checkpoint, apply ``input``, and run it.
+
+        The new thread has its own, empty journal: effects run anew down the fork. Its first
+        checkpoint's parent is ``checkpoint_id`` and its metadata names the origin thread
+        (``"forked_from"``); :meth:`Backend.list_forks` lists the forks of a thread.
+
+        :param run: ``False`` branches without running: ``input`` is applied as an
+            :meth:`aupdate_state` edit (the fork point's plan stays), and the next
+            ``invoke`` on the new thread continues from there.
+        """
+        _check_thread_id(thread_id)
+        _check_thread_id(new_thread_id, "new_thread_id")
+        try:
+            origin = await read_checkpoint(backend, thread_id, checkpoint_id)
+        except CheckpointDecodeError:
+            # A record that cannot be read (a later one, typically) must not block a fork
+            # from one that can: fetch only the fork point's ancestry, one by one.
+            stored = await _ancestry(backend, thread_id, checkpoint_id)
+            chain = load_chain(backend, stored, checkpoint_id, last_only=True)
+            origin = chain[-1] if chain else None
+        if origin is None:
+            latest = await backend.latest_checkpoint(thread_id)
+            known = latest.checkpoint_id if latest is not None else "none"
+            msg = (
+                f"thread {thread_id!r} has no checkpoint {checkpoint_id!r} to fork from "
+                f"(latest id: {known}); take an id from get_history()."
+            )
+            raise KeyError(msg)
+        if await backend.latest_checkpoint(new_thread_id) is not None:
+            msg = f"thread {new_thread_id!r} already exists; fork into a new thread_id."
+            raise ValueError(msg)
+        branch = self._new_run(new_thread_id, backend, tracer, None, ())
+        journal = branch.journal
+        assert journal is not None
+        branch.restore(journal.restore(origin))
+        branch.seq = 0
+        tasks = branch.tasks_from_plan(origin.plan)
+        await journal.acquire()
+        try:
+            await branch.save_checkpoint(
+                None,
+                tasks,
+                source="fork",
+                parent_id=origin.id,
+                # The origin thread, for the way back: Backend.list_forks finds the way out.
+                meta={"forked_from": thread_id},
+                final=True,
+            )
+        finally:
+            await journal.release()
+        if not run:
+            if input is not None:
+                return await self.aupdate_state(new_thread_id, backend, input)
+            state = await self.aget_state(new_thread_id, backend)
+            assert state is not None
+            return state
+        return await self.invoke(
+            input, thread_id=new_thread_id, backend=backend, max_steps=max_steps, tracer=tracer
+        )
+
+    async def areplay_node(
+        self,
+        thread_id: str,
+        backend: Backend,
+        checkpoint_id: str,
+        node: str,
+        *,
+        live: bool = False,
+    ) -> NodeReplay:
+        """Re-run one node that checkpoint ``checkpoint_id`` plans next, in isolation, on that
+        checkpoint's state, and return what it writes now (it never writes to the thread).
+
+        :param node: a node in the checkpoint's plan (its ``next`` or a pending ``Send``; a
+            fan-out replays every instance).
+        :param live: run the node's journaled calls for real instead of answering them
+            from the thread's journal (recorded approvals and answers still apply).
+        """
+        _check_thread_id(thread_id)
+        return await replay_node(self._spec, thread_id, backend, checkpoint_id, node, live=live)
+
+    async def run_inside(
+        self,
+        input: Any,
+        parent: RunHandle,
+        ctx: Context,
+        *,
+        key: str,
+        label: str,
+        max_steps: int,
+    ) -> Any:
+        """Run this graph inside a node of ``parent`` (``ctx.run_nested``): its events stream
+        under the parent's, it traces into the parent's trace, and for a durable parent it is
+        a thread of its own (``<parent thread>/<key>``) whose interrupts surface as the
+        parent's."""
+        if not isinstance(parent, Run):
+            msg = f"run_inside() needs the engine's run as parent, got {type(parent).__name__}."
+            raise TypeError(msg)
+        namespace = (*parent.namespace, f"{ctx.node}{ctx.instance}:{label}")
+        sink = None
+        if parent.sink is not None:
+
+            async def sink(event: Event) -> None:
+                await parent.emit(
+                    event.type,
+                    node=event.node,
+                    data=event.data,
+                    step=event.step,
+                    namespace=event.namespace,
+                )
+
+        journal = parent.journal
+        if journal is None and parent.effects.durable:
+            msg = (
+                f"node {ctx.node!r}{ctx.instance} runs a nested graph ({label}) on an executor's "
+                "worker, but a durable nested graph needs the store, which only the caller has; "
+                "run this node in-process (as a plain node, not a Send instance) or invoke "
+                "without an executor."
+            )
+            raise ExecutorError(msg)
+        if journal is None:
+            run = self._new_run(None, None, parent.tracer, sink, namespace)
+            await self._drive(run, input, max_steps)
+        else:
+            backend = journal.backend
+            thread = f"{parent.thread_id}/{key}"
+            history = await self.aget_history(thread, backend)
+            resume: dict[str, Any] = {}
+            if history:
+                for raw in history[-1].metadata.get("interrupts") or ():
+                    found, decision = await parent.effects.decision(ctx.superstep, str(raw["id"]))
+                    if found and raw.get("kind") not in ("timer", "breakpoint"):
+                        resume[str(raw["id"])] = decision
+            run = self._new_run(thread, backend, parent.tracer, sink, namespace)
+            await self._drive(run, None if history else input, max_steps, resume or None)
+        if run.interrupts:
+            raise Interrupt(pending=list(run.interrupts))
+        return run.result_state()
+
+    # -- editing ----------------------------------------------------------------------------
+
+    async def aupdate_state(
+        self,
+        thread_id: str,
+        backend: Backend,
+        values: S | Mapping[str, Any],
+        *,
+        as_node: str | None = None,
+    ) -> S:
+        """Edit the thread's state: fold ``values`` into the channels as if node ``as_node``
+        had returned them (a reducer field appends), saved as a new checkpoint whose parent
+        is the latest one. Returns the new state (``run_info`` names its checkpoint).
+
+        The next ``invoke`` on the thread continues from there: with ``as_node``, the
+        successors of ``as_node`` run next (routing reads the edited state); without it, the
+        pending plan stays, and a run stopped at a breakpoint or interrupt still is. An edit
+        of a failed superstep's checkpoint without ``as_node`` keeps the error (the thread
+        stays ``failed`` until invoking it retries the superstep, and the retry runs only the
+        tasks that had not finished); ``as_node`` moves past that superstep and clears it.
+        Takes the thread's lease, so it refuses (``ThreadBusyError``) while a run holds it.
+        """
+        self._check_durable_args(thread_id, backend)
+        spec = self._spec
+        if as_node is not None and as_node not in spec.nodes:
+            msg = (
+                f"update_state(as_node={as_node!r}): {as_node!r} is not a node of "
+                f"{spec.name}{suggest(str(as_node), list(spec.nodes))}"
+            )
+            raise ValueError(msg)
+        writes = self._update_writes(values)
+        run = self._new_run(thread_id, backend, None, None, ())
+        journal = run.journal
+        assert journal is not None
+        try:
+            opened = await journal.open()
+            if opened.restored is not None:
+                run.restore(opened.restored)
+            else:
+                run.seed()  # a new thread: the edit is its first checkpoint
+            writer = as_node or "update_state"
+            changed = run._fold({k: [v] for k, v in writes.items()}, {k: [writer] for k in writes})
+            meta: dict[str, Any] = {"as_node": as_node}
+            if as_node is not None:
+                tasks = run.next_tasks([Task(spec.nodes[as_node])])
+                run.step += 1  # the edit stands for a superstep of `as_node`
+            elif opened.restored is not None:
+                tasks = run.tasks_from_plan(opened.restored.plan)
+                if run.restored_interrupts:  # still waiting on the same things
+                    meta["interrupts"] = [p.to_dict() for p in run.restored_interrupts]
+                if opened.restored.error is not None:
+                    # Still the failed superstep, not yet retried: keep why it failed (what
+                    # get_state reports) and its planning id, so the retry after the edit
+                    # still runs only the tasks that did not finish.
+                    meta["error"] = opened.restored.error
+                    meta["retry_of"] = opened.restored.plan_id
+            else:
+                tasks = run.entry_tasks()
+            await run.save_checkpoint(
+                changed if opened.restored is not None else None,
+                tasks,
+                source="update",
+                meta=meta,
+                final=True,
+            )
+        finally:
+            await journal.finish()
+        found = await read_checkpoint(backend, thread_id, run.checkpoint_id)
+        assert found is not None
+        return self._state_at(found)
+
+    def update_state(
+        self,
+        thread_id: str,
+        backend: Backend,
+        values: S | Mapping[str, Any],
+        *,
+        as_node: str | None = None,
+    ) -> S:
+        """Sync form of :meth:`aupdate_state`."""
+        return run_sync(self.aupdate_state(thread_id, backend, values, as_node=as_node))
+
+    def _update_writes(self, values: object) -> dict[str, Any]:
+        """``update_state``'s values, each validated as its state field."""
+        example = "update_state(thread_id, backend, {'plan': ...})"
+        return state_writes(self._spec, values, "update_state()", example)
+
+
+async def _ancestry(backend: Backend, thread_id: str, checkpoint_id: str) -> list[StoredCheckpoint]:
+    """``checkpoint_id`` and its ancestors, oldest first, read by id."""
+    chain: list[StoredCheckpoint] = []
+    cursor: str | None = checkpoint_id
+    while cursor is not None and len(chain) < 100_000:
+        found = await backend.get_checkpoint(thread_id, cursor)
+        if found is None:
+            break
+        chain.append(found)
+        cursor = found.parent_id
+    chain.reverse()
+    return chain
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Schema):
+        return value.model_dump()
+    return value
+
+
+#: How much of a run's input its ``run`` span keeps (like the agent layer's tool payloads).
+_INPUT_LIMIT = 4000
+
+
+def _input_text(value: Any) -> str:
+    if isinstance(value, Schema):
+        value = value.model_dump(mode="json")
+    try:
+        text = json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        text = str(value)
+    if len(text) > _INPUT_LIMIT:
+        return text[:_INPUT_LIMIT] + f"... [{len(text) - _INPUT_LIMIT} more chars]"
+    return text
+
+
+def _limit(run: Run, max_concurrency: int | None) -> None:
+    """Apply ``invoke(max_concurrency=...)`` over the compiled limit."""
+    if max_concurrency is not None:
+        check_concurrency(max_concurrency, "max_concurrency=")
+        run.max_concurrency = max_concurrency
+
+
+async def apply_resume(run: Run, resume: Mapping[str, Any] | None) -> None:
+    """Check ``resume=`` decisions against what the restored checkpoint waits for and record
+    them in the journal (engine use, after the checkpoint is restored)."""
+    if not resume:
+        return
+    if not isinstance(resume, Mapping):
+        msg = (
+            f"`resume=` takes a dict of decisions keyed by interrupt id, got "
+            f"{type(resume).__name__} ({resume!r:.60})."
+        )
+        raise TypeError(msg)
+    waiting = {p.id: p for p in run.restored_interrupts}
+    if not waiting:
+        msg = (
+            f"thread {run.thread_id!r} is not suspended (nothing awaits a decision), but "
+            "`resume=` was passed; invoke without it."
+        )
+        raise ValueError(msg)
+    unknown = [key for key in resume if key not in waiting]
+    if unknown:
+        listed = ", ".join(repr(k) for k in waiting)
+        msg = (
+            f"`resume=` names {unknown!r}, which the run is not waiting on; it waits on "
+            f"{listed}. Pass decisions only for those ids."
+        )
+        raise ValueError(msg)
+    for key, decision in resume.items():
+        if waiting[key].kind == "breakpoint":
+            msg = (
+                f"{key!r} is a breakpoint; it needs no decision: invoke the thread again "
+                "without `resume=` (and without input) to continue past it."
+            )
+            raise ValueError(msg)
+        if waiting[key].kind == "timer":
+            msg = (
+                f"{key!r} is a timer (it wakes at {waiting[key].wake_at}); it needs no decision, "
+                "just invoke again after that time."
+            )
+            raise ValueError(msg)
+        if waiting[key].kind == "approval":
+            parse_approval(decision)  # fail now, not deep in the resumed run
+    run.resume.clear()
+    run.resume.update(resume)
+    if run.effects.durable:
+        for key, decision in resume.items():
+            await run.effects.record(decision_key(run.step, key), _plain_decision(decision))
+
+
+def _plain_decision(decision: Any) -> Any:
+    if isinstance(decision, Mapping):
+        return dict(decision)
+    return decision

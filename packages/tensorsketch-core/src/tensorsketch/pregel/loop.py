@@ -1,0 +1,447 @@
+"""The BSP engine: plan, execute in parallel on one snapshot, fold writes at a barrier.
+
+A :class:`Run` is one invocation of a compiled graph. Each superstep:
+
+1. **plan** — the active tasks are known (the entry, then whatever the previous barrier named);
+2. **execute** — every task runs concurrently and reads the same state; writes are buffered;
+3. **barrier** — writes are folded into channels in task order (never completion order), the
+   successors are computed from the new state, and (for a durable run) a checkpoint is saved.
+
+Nothing here knows about agents, providers or stores: the durable layer is reached through
+:class:`tensorsketch.durable.RunJournal`, and observers through the event sink and the tracer.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from tensorsketch.durable.ladder import Position
+from tensorsketch.effects import EffectLog
+from tensorsketch.errors import (
+    BackendUnavailableError,
+    CheckpointDecodeError,
+    EmptyChannelError,
+    GraphRecursionError,
+    NodeError,
+    ThreadBusyError,
+)
+from tensorsketch.events import Event
+from tensorsketch.joins import restore_arrivals, snapshot
+from tensorsketch.observability.tracing import NOOP_TRACER, Tracer
+from tensorsketch.pregel.plan import Planning
+from tensorsketch.pregel.run_info import attach_run_info
+from tensorsketch.pregel.ship import run_shipped
+from tensorsketch.pregel.spec import EventSink, GraphSpec, Task, plan_of
+from tensorsketch.pregel.state import RunState
+from tensorsketch.pregel.tasks import TaskExecution
+from tensorsketch.schema import Schema
+from tensorsketch.suspension import Interrupt, PendingInterrupt
+
+if TYPE_CHECKING:
+    from tensorsketch.durable.journal import Restored, RunJournal
+    from tensorsketch.pregel.seam import Executor
+
+__all__ = ["Run"]
+
+#: Failures of the store itself: no failure checkpoint can be written for them.
+_STORE_ERRORS = (BackendUnavailableError, CheckpointDecodeError, ThreadBusyError)
+
+
+def _stopped_after(interrupts: list[PendingInterrupt]) -> bool:
+    """Whether a restored run had stopped at an ``interrupt_after`` breakpoint."""
+    return any(
+        p.kind == "breakpoint" and isinstance(p.value, dict) and p.value.get("when") == "after"
+        for p in interrupts
+    )
+
+
+def _ships(tasks: list[Task]) -> bool:
+    """Whether a superstep has ``Send`` instances for an executor to run elsewhere."""
+    return any(task.payload is not None for task in tasks)
+
+
+class Run(RunState, Planning, TaskExecution):
+    """One execution of a compiled graph (an ``invoke`` or ``stream`` call)."""
+
+    def __init__(
+        self,
+        spec: GraphSpec,
+        *,
+        thread_id: str | None = None,
+        journal: RunJournal | None = None,
+        tracer: Tracer | None = None,
+        sink: EventSink | None = None,
+        namespace: tuple[str, ...] = (),
+        run_id: str | None = None,
+    ) -> None:
+        self.spec = spec
+        self.thread_id = thread_id
+        self.journal = journal
+        self.tracer: Tracer = tracer if tracer is not None else NOOP_TRACER
+        self.sink = sink
+        self.namespace = namespace
+        self.run_id = run_id or uuid.uuid4().hex
+        self.values: dict[str, Any] = {}
+        self.step = 0
+        self.seq = 0
+        self.checkpoint_id: str | None = None
+        #: The checkpoint that planned the current superstep (its finished tasks' writes are
+        #: journaled under it), and whether the run was restored from a checkpoint.
+        self.plan_id: str | None = None
+        self.restored = False
+        #: Decisions passed with ``invoke(resume=...)``, keyed by interrupt id.
+        self.resume: dict[str, Any] = {}
+        #: Every side effect of the run goes through here (exactly once, journaled if durable).
+        self.effects = EffectLog(journal, self.resume)
+        #: What the restored checkpoint was waiting on, and what this run stopped on.
+        self.restored_interrupts: list[PendingInterrupt] = []
+        self.interrupts: list[PendingInterrupt] = []
+        #: ``run_end`` was emitted (at the last barrier, before the final checkpoint).
+        self.ended = False
+        #: The task whose error ended the last superstep, if one did.
+        self.failed_task: Task | None = None
+        #: Static breakpoints for this run (the compiled ones unless ``invoke`` overrides).
+        self.interrupt_before = spec.interrupt_before
+        self.interrupt_after = spec.interrupt_after
+        #: How many tasks of a superstep may run at once (``None``: all of them).
+        self.max_concurrency = spec.max_concurrency
+        #: Where this run's ``Send`` instances run (``None``: here, the fast path).
+        self.executor = spec.executor
+        #: Which sources of each part-way join have run since it last fired (by join index).
+        self.arrived: dict[int, set[str]] = {}
+
+    def position(self) -> Position:
+        """Where this run stands, for the journal to checkpoint."""
+        joins = snapshot(self.spec.joins, self.arrived) if self.arrived else ()
+        return Position(values=self.values, step=self.step, seq=self.seq, joins=joins)
+
+    def restore(self, restored: Restored) -> None:
+        """Continue from a checkpoint the journal read back."""
+        self.values = restored.values
+        self.step = restored.step
+        self.seq = max(self.seq, restored.seq)
+        self.checkpoint_id = restored.checkpoint_id
+        self.plan_id = restored.plan_id
+        self.restored = True
+        self.restored_interrupts = list(restored.interrupts)
+        self.arrived = restore_arrivals(self.spec.joins, restored.joins)
+
+    def fresh_tasks(self, data: Any) -> list[Task]:
+        """Start over from the state's defaults, fold ``data`` in, and plan the first
+        superstep (a run with nothing to resume)."""
+        self.values = {}
+        self.arrived = {}
+        self.seed()
+        self.apply_input(data)
+        return self.entry_tasks()
+
+    async def save_checkpoint(
+        self,
+        changed: dict[str, list[Any] | None] | None,
+        tasks: list[Task],
+        **options: Any,
+    ) -> str:
+        """Checkpoint this run through its journal and move its cursor to the new id (a
+        failed superstep's checkpoint keeps the superstep's planning id)."""
+        journal = self.journal
+        assert journal is not None
+        options.setdefault("parent_id", self.checkpoint_id)
+        checkpoint_id = await journal.checkpoint(
+            self.position(), changed, plan_of(tasks), **options
+        )
+        meta = options.get("meta") or {}
+        self.checkpoint_id = checkpoint_id
+        self.plan_id = str(meta.get("retry_of") or checkpoint_id)
+        return checkpoint_id
+
+    async def emit(
+        self,
+        type: str,
+        *,
+        node: str | None = None,
+        data: Any = None,
+        step: int | None = None,
+        namespace: tuple[str, ...] | None = None,
+    ) -> None:
+        """Send one event to the consumer (and the durable event log).
+
+        ``namespace`` overrides the run's own, to forward a nested run's events.
+        """
+        sink = self.sink
+        if sink is not None:
+            await sink(self._event(type, node=node, data=data, step=step, namespace=namespace))
+
+    def _event(
+        self,
+        type: str,
+        *,
+        node: str | None = None,
+        data: Any = None,
+        step: int | None = None,
+        namespace: tuple[str, ...] | None = None,
+    ) -> Event:
+        """Number an event and add it to the durable log's buffer (the caller delivers it)."""
+        event = Event(
+            seq=self.seq,
+            type=type,
+            node=node,
+            run_id=self.run_id,
+            thread_id=self.thread_id,
+            data=data,
+            namespace=self.namespace if namespace is None else namespace,
+            step=step,
+            ts=time.time(),
+        )
+        self.seq += 1
+        if self.journal is not None:
+            self.journal.buffer_event(event)
+        return event
+
+    async def execute(self, tasks: list[Task], max_steps: int) -> None:
+        """Run supersteps until no task is left, checkpointing at every barrier."""
+        journal = self.journal
+        steps_run = 0
+        # A run resumed from an interrupt_before stop goes past it (once).
+        passed = any(
+            p.kind == "breakpoint" and isinstance(p.value, dict) and p.value.get("when") == "before"
+            for p in self.restored_interrupts
+        )
+        if not tasks and _stopped_after(self.restored_interrupts):
+            await self._end_after_breakpoint()
+            return
+        while tasks:
+            if steps_run >= max_steps:
+                active = sorted({t.spec.name for t in tasks})
+                msg = (
+                    f"exceeded {max_steps} supersteps without halting (still active: {active}); "
+                    "check the loop's exit condition, or raise `max_steps=` if the run really "
+                    "needs more steps."
+                )
+                raise GraphRecursionError(msg)
+            step = self.step
+            if self.interrupt_before and not passed:
+                stop = self.breakpoint("before", tasks)
+                if stop is not None:
+                    await self.suspend(tasks, Interrupt(pending=[stop]))
+                    return
+            passed = False
+            restored, self.restored = self.restored, False
+            self.failed_task = None
+            try:
+                if self.executor is not None and _ships(tasks):
+                    results = await self._run_shipped(tasks, step, restored)
+                elif len(tasks) == 1:
+                    results = [await self.run_task(tasks[0], step)]
+                elif journal is None:
+                    results = await self.run_parallel(tasks, step)
+                else:
+                    results = await self._run_journaled(tasks, step, restored)
+            except Interrupt as exc:
+                await self.suspend(tasks, exc)
+                return
+            except Exception as exc:
+                if journal is not None:
+                    await self.record_failure(tasks, exc)
+                raise
+            changed = self.barrier(tasks, results)
+            self.effects.forget_attempts()
+            ran, tasks = tasks, self.next_tasks(tasks)
+            self.step = step + 1
+            steps_run += 1
+            if await self._close_superstep(changed, ran, tasks, step):
+                return
+
+    async def _close_superstep(
+        self,
+        changed: dict[str, list[Any] | None],
+        ran: list[Task],
+        tasks: list[Task],
+        step: int,
+    ) -> bool:
+        """Report and checkpoint a finished barrier that planned ``tasks``; ``True`` when an
+        ``interrupt_after`` breakpoint stops the run here — after its last superstep too
+        (nothing planned: resuming then just ends it, see :meth:`_end_after_breakpoint`)."""
+        journal = self.journal
+        stop = self.breakpoint("after", ran) if self.interrupt_after else None
+        sink = self.sink
+        ended = None
+        if sink is not None:
+            await self.emit("values", data=dict(self.values), step=step)
+            if not tasks and stop is None:  # logged with the final checkpoint, sent once stored
+                self.ended = True
+                ended = self._event("run_end", data=dict(self.values), step=self.step)
+        if stop is not None:
+            self.interrupts = [stop]
+            if sink is not None:
+                await self.emit("interrupt", data={"interrupts": [stop.to_dict()]}, step=step)
+        if journal is not None:
+            meta = {"interrupts": [stop.to_dict()]} if stop is not None else None
+            await self.save_checkpoint(
+                changed, tasks, final=not tasks or stop is not None, meta=meta
+            )
+        if sink is not None and ended is not None:
+            await sink(ended)
+        return stop is not None
+
+    async def _end_after_breakpoint(self) -> None:
+        """End a run resumed from an ``interrupt_after`` stop that planned nothing: no node
+        runs; a checkpoint without the interrupt records that the thread completed, and
+        ``run_end`` is logged with it (the stop itself emitted none)."""
+        sink = self.sink
+        ended = None
+        if sink is not None:
+            self.ended = True
+            ended = self._event("run_end", data=dict(self.values), step=self.step)
+        if self.journal is not None:
+            await self.save_checkpoint({}, [], final=True)
+        if sink is not None and ended is not None:
+            await sink(ended)
+
+    def breakpoint(self, when: str, tasks: list[Task]) -> PendingInterrupt | None:
+        """The static breakpoint ``tasks`` hit (``when``: ``"before"`` they run or
+        ``"after"`` their barrier), or ``None``; its id is unique to the superstep."""
+        names = self.interrupt_before if when == "before" else self.interrupt_after
+        hit = list(dict.fromkeys(t.spec.name for t in tasks if t.spec.name in names))
+        if not hit:
+            return None
+        step = self.step if when == "before" else self.step - 1
+        return PendingInterrupt(
+            id=f"breakpoint:{when}:{step}",
+            kind="breakpoint",
+            value={"when": when, "nodes": hit},
+            node=hit[0],
+        )
+
+    async def _run_shipped(
+        self, tasks: list[Task], step: int, restored: bool
+    ) -> list[dict[str, Any]]:
+        """A superstep whose ``Send`` instances run on the run's executor (see
+        :mod:`tensorsketch.executors`); a durable one keeps per-branch commit."""
+        executor = self.executor
+        assert executor is not None
+        if self.journal is not None:
+            return await self._run_journaled(tasks, step, restored, executor)
+        return await run_shipped(self, executor, tasks, step)
+
+    async def _run_journaled(
+        self, tasks: list[Task], step: int, restored: bool, executor: Executor | None = None
+    ) -> list[dict[str, Any]]:
+        """Run a durable superstep with per-branch commit: each task's writes are journaled
+        as it finishes, and a resumed superstep runs only the tasks that had not."""
+        journal = self.journal
+        assert journal is not None
+        keys = [task.key for task in tasks]
+        done = await journal.finished_writes(self.plan_id, keys) if restored else {}
+        todo = [task for index, task in enumerate(tasks) if index not in done] if done else tasks
+        log = journal.write_log(self.plan_id)
+
+        async def done_task(task: Task, writes: dict[str, Any]) -> None:
+            await log.add(task.key, writes)
+
+        try:
+            if executor is None:
+                fresh = await self.run_parallel(todo, step, done_task)
+            else:
+                fresh = await run_shipped(self, executor, todo, step, done_task, restored)
+        except BaseException as exc:
+            # A failing task keeps its finished siblings; a suspension re-plans the superstep
+            # under a new checkpoint, and a cancelled run stops where it is.
+            keep = isinstance(exc, Exception) and not isinstance(exc, Interrupt)
+            try:
+                await log.close(keep=keep)
+            except Exception as store_exc:
+                exc.add_note(f"finished tasks could not be journaled: {store_exc}")
+            raise
+        await log.close(keep=False)
+        if not done:
+            return fresh
+        ran = iter(fresh)
+        return [done[i] if i in done else next(ran) for i in range(len(tasks))]
+
+    async def record_failure(self, tasks: list[Task], exc: Exception) -> None:
+        """Save a checkpoint that says which task failed and why (``get_state`` shows it); it
+        plans the same superstep, so invoking the thread again retries just that."""
+        journal = self.journal
+        if journal is None or isinstance(exc, _STORE_ERRORS):
+            return  # the store itself failed: there is nothing to write to
+        task = self.failed_task or tasks[0]
+        error = {
+            "node": task.spec.name,
+            "instance": task.instance,
+            "step": self.step,
+            "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+            "message": str(exc)[:2000],
+        }
+        try:
+            await self.save_checkpoint(
+                {},
+                tasks,
+                source="error",
+                meta={"error": error, "retry_of": self.plan_id},
+                final=True,
+            )
+        except Exception as store_exc:
+            exc.add_note(f"the failure could not be recorded in a checkpoint: {store_exc}")
+
+    async def suspend(self, tasks: list[Task], exc: Interrupt) -> None:
+        """Stop at this superstep to wait on ``exc.pending``; resuming runs it again.
+
+        Only the writes the interrupting nodes asked for (``Interrupt(writes=...)``) are
+        folded; the checkpoint plans the same tasks at the same step, so on resume every
+        journaled effect of the superstep replays under the same key.
+        """
+        pending: dict[str, list[Any]] = {}
+        writers: dict[str, list[str]] = {}
+        nodes: dict[str, str] = {}
+        for task, writes in exc.parts:
+            for p in exc.pending:
+                nodes.setdefault(p.id, task.spec.name)
+            for name, value in writes.items():
+                if name not in task.spec.writes:
+                    msg = (
+                        f"node {task.spec.name!r} suspended with a write to {name!r}, which is "
+                        "not one of its Out fields; write only Out fields on suspension."
+                    )
+                    raise NodeError(msg)
+                value = self.spec.adapter(name).validate_python(value)
+                pending.setdefault(name, []).append(value)
+                writers.setdefault(name, []).append(task.spec.name)
+        changed = self._fold(pending, writers) if pending else {}
+        self.interrupts = [
+            p if p.node is not None else p.model_copy(update={"node": nodes.get(p.id)})
+            for p in exc.pending
+        ]
+        if self.sink is not None:
+            await self.emit(
+                "interrupt",
+                data={"interrupts": [p.to_dict() for p in self.interrupts]},
+                step=self.step,
+            )
+        if self.journal is not None:
+            await self.save_checkpoint(
+                changed,
+                tasks,
+                source="interrupt",
+                meta={"interrupts": [p.to_dict() for p in self.interrupts]},
+                final=True,
+            )
+
+    def result_state(self) -> Schema:
+        """What ``invoke`` returns: the validated final state, or — for a suspended run,
+        whose required fields may not be set yet — the current values; with run info."""
+        if self.interrupts:
+            try:
+                state = self.final_state()
+            except (EmptyChannelError, NodeError):
+                state = self.state_view()
+        else:
+            state = self.final_state()
+        attach_run_info(
+            state,
+            interrupts=tuple(self.interrupts),
+            thread_id=self.thread_id,
+            checkpoint_id=self.checkpoint_id,
+        )
+        return state

@@ -1,0 +1,58 @@
+"""How a run's end is recorded on the state ``invoke`` returns or ``get_state`` reads back
+(what :func:`tensorsketch.interrupts.run_info` finds there)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tensorsketch.durable.checkpoint import Checkpoint
+from tensorsketch.interrupts import RunInfo, RunStatus
+from tensorsketch.schema import Schema
+from tensorsketch.suspension import PendingInterrupt
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["attach_checkpoint_info", "attach_run_info"]
+
+
+def attach_run_info(
+    state: Schema,
+    *,
+    interrupts: tuple[PendingInterrupt, ...],
+    thread_id: str | None,
+    checkpoint_id: str | None,
+) -> None:
+    """Record how a run ended on the state it returns: suspended on ``interrupts``, or
+    completed."""
+    info = RunInfo(
+        status="suspended" if interrupts else "completed",
+        interrupts=interrupts,
+        thread_id=thread_id,
+        checkpoint_id=checkpoint_id,
+    )
+    object.__setattr__(state, "__tensorsketch_run__", info)
+
+
+def attach_checkpoint_info(state: Schema, checkpoint: Checkpoint) -> None:
+    """Record on a state read back from a checkpoint how the thread stood there."""
+    meta = checkpoint.metadata
+    error = meta.get("error")
+    pending = tuple(PendingInterrupt.from_dict(p) for p in meta.get("interrupts") or ())
+    status: RunStatus = (
+        "failed"
+        if error
+        else "suspended"
+        if pending
+        else "pending"
+        if checkpoint.tasks
+        else "completed"
+    )
+    info = RunInfo(
+        status=status,
+        interrupts=pending,
+        thread_id=checkpoint.thread_id,
+        checkpoint_id=checkpoint.id,
+        error=dict(error) if error else None,
+    )
+    object.__setattr__(state, "__tensorsketch_run__", info)

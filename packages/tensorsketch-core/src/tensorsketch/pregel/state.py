@@ -1,0 +1,155 @@
+"""The run's state: seeded from defaults, input folded in, writes folded at each barrier."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import pydantic
+
+from tensorsketch.channels import MISSING
+from tensorsketch.errors import (
+    EmptyChannelError,
+    NodeError,
+)
+from tensorsketch.pregel.spec import GraphSpec, Task
+from tensorsketch.schema import Schema
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["RunState", "state_writes"]
+
+
+class RunState:
+    """The state half of a :class:`~tensorsketch.pregel.loop.Run`: its values and the
+    channel folds that change them (the only code that writes ``values``)."""
+
+    spec: GraphSpec
+    values: dict[str, Any]
+    arrived: dict[int, set[str]]
+
+    def seed(self) -> None:
+        """Start from the state's defaults (before the input is applied)."""
+        values = self.values
+        for name, channel in self.spec.channels.items():
+            make = self.spec.defaults.get(name)
+            value = channel.initial(make() if make is not None else MISSING)
+            if value is not MISSING:
+                values[name] = value
+
+    def apply_input(self, data: Any) -> dict[str, list[Any] | None]:
+        """Validate the caller's input and fold it into the channels like a node's writes."""
+        if data is None:
+            return {}
+        writes = state_writes(self.spec, data, "invoke()", "invoke({'query': ...})")
+        return self._fold({k: [v] for k, v in writes.items()}, {k: ["input"] for k in writes})
+
+    def _fold(
+        self, pending: dict[str, list[Any]], writers: dict[str, list[str]]
+    ) -> dict[str, list[Any] | None]:
+        """Apply grouped writes through the channels; return what changed (with appends)."""
+        values = self.values
+        channels = self.spec.channels
+        changed: dict[str, list[Any] | None] = {}
+        for name, writes in pending.items():
+            channel = channels[name]
+            new, appended = channel.apply(values.get(name, MISSING), writes, writers[name])
+            if new is not MISSING:
+                values[name] = new
+            changed[name] = appended
+        return changed
+
+    def state_view(self) -> Schema:
+        """The current values as a state instance (unvalidated; for routing functions)."""
+        values = self.values
+        spec = self.spec
+        if len(values) == len(spec.field_names):
+            # A copy in declaration order, so the view never aliases the live channels.
+            return spec.make_state({name: values[name] for name in spec.field_names})
+        return spec.state_schema.model_construct(**values)
+
+    def final_state(self) -> Schema:
+        """The validated state returned by ``invoke``."""
+        schema = self.spec.state_schema
+        missing = [name for name in self.spec.required if name not in self.values]
+        if missing:
+            names = ", ".join(repr(m) for m in missing)
+            msg = (
+                f"the run finished but required state field(s) {names} of {schema.__name__} "
+                "were never set; pass them in the input, give them defaults, or make sure a "
+                "node writes them."
+            )
+            raise EmptyChannelError(msg)
+        try:
+            return schema.model_validate(self.values)
+        except pydantic.ValidationError as exc:
+            msg = f"the final state does not validate as {schema.__name__}: {exc}"
+            raise NodeError(msg) from exc
+
+    def barrier(
+        self, tasks: list[Task], results: list[dict[str, Any]]
+    ) -> dict[str, list[Any] | None]:
+        """Fold all writes of a superstep into the channels, in task order."""
+        pending: dict[str, list[Any]] = {}
+        writers: dict[str, list[str]] = {}
+        for task, writes in zip(tasks, results):
+            for name, value in writes.items():
+                bucket = pending.get(name)
+                if bucket is None:
+                    pending[name] = [value]
+                    writers[name] = [task.spec.name]
+                else:
+                    bucket.append(value)
+                    writers[name].append(task.spec.name)
+        for name in self.spec.clearing:
+            if name not in pending:
+                pending[name] = []
+                writers[name] = []
+        return self._fold(pending, writers)
+
+
+def state_writes(spec: GraphSpec, data: object, where: str, example: str) -> dict[str, Any]:
+    """``data`` as validated writes by field name.
+
+    :param where: the call, for messages (``"invoke()"``, ``"update_state()"``).
+    :param example: a call that shows the right shape, for the message about a wrong type.
+    :raises TypeError: ``data`` is neither a mapping nor this graph's state schema.
+    :raises ValueError: naming every unknown field (with the closest one) and invalid value.
+    """
+    schema = spec.state_schema
+    if isinstance(data, Schema):
+        if not isinstance(data, schema):
+            msg = (
+                f"{where} got a {type(data).__name__} instance, but this graph's state is "
+                f"{schema.__name__}; pass a dict of its fields or a {schema.__name__}."
+            )
+            raise TypeError(msg)
+        raw = {k: getattr(data, k) for k in data.model_fields_set}
+    elif isinstance(data, Mapping):
+        raw = dict(data)
+    else:
+        msg = (
+            f"{where} takes a dict of {schema.__name__} fields or a {schema.__name__} "
+            f"instance, got {type(data).__name__}; e.g. {example}."
+        )
+        raise TypeError(msg)
+    fields = list(schema.model_fields)
+    writes: dict[str, Any] = {}
+    errors: list[str] = []
+    for key, value in raw.items():
+        if key not in spec.field_set:
+            close = difflib.get_close_matches(str(key), fields, n=1)
+            hint = f" — did you mean {close[0]!r}?" if close else f" (fields: {fields})"
+            errors.append(f"{key!r} is not a field of {schema.__name__}{hint}")
+            continue
+        try:
+            writes[key] = spec.adapter(key).validate_python(value)
+        except pydantic.ValidationError as exc:
+            first = exc.errors()[0]
+            errors.append(f"{key!r}: {first['msg']} (got {value!r:.80})")
+    if errors:
+        msg = f"{where} got invalid values: " + "; ".join(errors)
+        raise ValueError(msg)
+    return writes
