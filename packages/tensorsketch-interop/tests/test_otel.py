@@ -320,7 +320,8 @@ def test_the_mapping_of_each_span_kind() -> None:
 
 
 def test_the_interop_plugin_registers_the_otel_tracer() -> None:
-    from tensorsketch.plugins import collect, resolve_target
+    from tensorsketch.name_registry import resolve_target
+    from tensorsketch.plugins import collect
 
     contributions = collect("tensorsketch_tracers")
     assert contributions["otel"].target == "tensorsketch.observability.otel:OTelTracer"

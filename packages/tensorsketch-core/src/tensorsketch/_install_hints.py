@@ -58,7 +58,7 @@ class _HintFinder:
 
 def _installed_version(dist: str) -> str | None:
     """The installed version of ``dist``, or ``None`` (only asked on a failed import)."""
-    from importlib import metadata
+    from importlib import metadata  # noqa: PLC0415 - package metadata, only when a hint is shown
 
     try:
         return metadata.version(dist)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
+
+# ``Send`` lived here before it got its own module (:mod:`tensorsketch.send`); the old path
+# still resolves, so code and saved type references that name it keep working.
+from tensorsketch.send import Send as Send
 
 __all__ = ["END", "START"]
 
@@ -10,14 +14,3 @@ __all__ = ["END", "START"]
 START: Final = "__start__"
 #: Where a branch of the run stops: ``edge("Last", END)``.
 END: Final = "__end__"
-
-
-def __getattr__(name: str) -> Any:
-    # ``Send`` lived here before it got its own module (:mod:`tensorsketch.send`); the old
-    # path still resolves, so code and saved type references that name it keep working.
-    if name == "Send":
-        from tensorsketch.send import Send
-
-        return Send
-    msg = f"module {__name__!r} has no attribute {name!r}"
-    raise AttributeError(msg)

@@ -11,25 +11,28 @@ executors' in :mod:`tensorsketch.pregel.seam`, the backends' in
 from __future__ import annotations
 
 import difflib
+import importlib
 import inspect
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any, Generic, TypeVar
 
-from tensorsketch.errors import RegistryError
-from tensorsketch.plugins import collect, resolve_target
+from tensorsketch.errors import PluginError, RegistryError
 
-__all__ = ["Registry"]
+__all__ = ["Registry", "resolve_target"]
 
 T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
+    """A name's target: a ``"module:Attribute"`` string or an object; ``load`` is set for an
+    installed entry point (``target`` then holds its ``module:Attribute`` text)."""
+
     target: Any
     origin: str
+    load: Callable[[], Any] | None = None
 
 
 class Registry(Generic[T]):
@@ -47,9 +50,16 @@ class Registry(Generic[T]):
         if self._installed is None:
             with self._lock:
                 if self._installed is None:
+                    # The plugin manager and the entry points load at the first lookup by
+                    # name, never on import: `import tensorsketch` stays free of both.
+                    from importlib import metadata  # noqa: PLC0415 - first lookup only
+
+                    from tensorsketch.plugins import collect  # noqa: PLC0415 - first lookup only
+
                     found: dict[str, _Entry] = {}
                     for ep in metadata.entry_points(group=self._group):
-                        found.setdefault(ep.name, _Entry(ep, f"entry point {ep.value}"))
+                        origin = f"entry point {ep.value}"
+                        found.setdefault(ep.name, _Entry(ep.value, origin, ep.load))
                     for name, item in collect(self._hook).items():
                         found[name] = _Entry(item.target, f"plugin {item.plugin!r}")
                     self._installed = found
@@ -102,20 +112,15 @@ class Registry(Generic[T]):
     def target_path(self, name: str) -> str | None:
         """The ``module:Attribute`` a name points at, when known without importing it."""
         target = self._lookup(name).target
-        if isinstance(target, str):
-            return target
-        if isinstance(target, metadata.EntryPoint):
-            return target.value
-        return None
+        return target if isinstance(target, str) else None
 
     def resolve(self, name: str) -> Callable[..., T]:
         """Import and return the class (or factory) behind a name."""
         entry = self._lookup(name)
-        target = entry.target
-        if isinstance(target, metadata.EntryPoint):
-            obj = target.load()
+        if entry.load is not None:
+            obj = entry.load()
         else:
-            obj = resolve_target(target, what=f"{self.kind} {name!r}")
+            obj = resolve_target(entry.target, what=f"{self.kind} {name!r}")
         if not isinstance(obj, type) and callable(obj) and _takes_no_arguments(obj):
             obj = obj()  # a thunk that defers a heavy import
         if not callable(obj):
@@ -141,3 +146,22 @@ def _takes_no_arguments(fn: Any) -> bool:
         p.default is not inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
         for p in signature.parameters.values()
     )
+
+
+def resolve_target(target: Any, *, what: str) -> Any:
+    """Import a ``"module:attribute"`` target; return any other object unchanged."""
+    if not isinstance(target, str):
+        return target
+    module_name, _, attr = target.partition(":")
+    if not attr:
+        msg = f"{what}: target {target!r} must look like 'package.module:Attribute'."
+        raise PluginError(msg)
+    module = importlib.import_module(module_name)
+    try:
+        obj = module
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except AttributeError:
+        msg = f"{what}: module {module_name!r} has no attribute {attr!r} (target {target!r})."
+        raise PluginError(msg) from None
+    return obj

@@ -30,7 +30,6 @@ __all__ = [
     "get_plugin_manager",
     "plugin_infos",
     "reset_plugin_manager",
-    "resolve_target",
 ]
 
 ENTRY_POINT_GROUP = "tensorsketch"
@@ -171,22 +170,3 @@ def collect(hook_name: str) -> dict[str, Contribution]:
                 continue
             merged[name] = Contribution(name=name, target=target, plugin=impl.plugin_name)
     return merged
-
-
-def resolve_target(target: Any, *, what: str) -> Any:
-    """Import a ``"module:attribute"`` target; return any other object unchanged."""
-    if not isinstance(target, str):
-        return target
-    module_name, _, attr = target.partition(":")
-    if not attr:
-        msg = f"{what}: target {target!r} must look like 'package.module:Attribute'."
-        raise PluginError(msg)
-    module = importlib.import_module(module_name)
-    try:
-        obj = module
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except AttributeError:
-        msg = f"{what}: module {module_name!r} has no attribute {attr!r} (target {target!r})."
-        raise PluginError(msg) from None
-    return obj

@@ -630,7 +630,7 @@ def _json_bytes(tree: Any) -> bytes:
 
 def _ormsgpack(why: str) -> Any:
     try:
-        import ormsgpack
+        import ormsgpack  # noqa: PLC0415 - ormsgpack loads at the first msgpack payload
     except ImportError:
         msg = (
             f"ormsgpack is needed to {why} (MsgpackSerializer, the default serializer); "

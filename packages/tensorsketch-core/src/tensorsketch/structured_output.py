@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
+from tensorsketch.agents.turn import structured_reply
 from tensorsketch.messages import Message, system, user
 from tensorsketch.provider import ChatProvider, StructuredOutputError
 
@@ -44,8 +45,6 @@ async def generate_structured(
     :raises StructuredOutputError: when the last attempt still does not validate (its
         message lists the problems; ``.raw`` holds the model's last reply).
     """
-    from tensorsketch.agents.turn import structured_reply
-
     if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
         msg = f"generate_structured() needs a Schema class, got {schema!r}."
         raise TypeError(msg)

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     if name == "__version__":
-        from importlib.metadata import PackageNotFoundError, version
+        from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415 - package metadata, only for __version__
 
         try:
             return version("tensorsketch-canvas")

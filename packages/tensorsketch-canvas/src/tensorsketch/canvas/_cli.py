@@ -124,7 +124,7 @@ def _error(path: Path, exc: CanvasError) -> None:
 
 
 def _export(args: argparse.Namespace, path: Path, source: str) -> int:
-    from tensorsketch.canvas.studio.export import to_mermaid, to_svg
+    from tensorsketch.canvas.studio.export import to_mermaid, to_svg  # noqa: PLC0415 - the exporters load when the command runs
 
     try:
         ir = extract(source, args.graph, filename=str(path))
@@ -156,13 +156,13 @@ def run_studio(args: argparse.Namespace) -> int:
         print(f"error: --port must be 0-65535, got {args.port}", file=sys.stderr)
         return 2
     try:
-        from tensorsketch.canvas.studio.server import StudioServer
+        from tensorsketch.canvas.studio.server import StudioServer  # noqa: PLC0415 - Starlette and uvicorn load when the Studio starts
     except ImportError as exc:
         print(f"error: {_INSTALL_HINT} ({exc})", file=sys.stderr)
         return 2
     store = None
     if args.backend:
-        from tensorsketch.canvas.studio.debug_source import open_backend, parse_options
+        from tensorsketch.canvas.studio.debug_source import open_backend, parse_options  # noqa: PLC0415 - a store's driver loads when --backend names one
 
         try:
             store = open_backend(args.backend, parse_options(args.backend_option))

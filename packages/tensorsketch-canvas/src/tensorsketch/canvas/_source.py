@@ -17,15 +17,13 @@ from __future__ import annotations
 import ast
 import itertools
 import re
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from tensorsketch.canvas import _reparse
+from tensorsketch.canvas._stmts import deep_recursion, walk_statements
 from tensorsketch.canvas.exceptions import SourceParseError
 
 __all__ = ["Chain", "Link", "ParsedSource", "deep_recursion", "parse_source"]
@@ -173,18 +171,6 @@ class ParsedSource:
         return self.class_lines.get(id(node))
 
 
-@contextmanager
-def deep_recursion(limit: int = 20_000) -> Iterator[None]:
-    """Let libcst recurse through deeply nested trees (long chains, big expressions)."""
-    old = sys.getrecursionlimit()
-    if old < limit:
-        sys.setrecursionlimit(limit)
-    try:
-        yield
-    finally:
-        sys.setrecursionlimit(old)
-
-
 def parse_source(text: str, filename: str = "<source>") -> ParsedSource:
     """Parse ``text``; :class:`SourceParseError` says where the syntax error is."""
     try:
@@ -248,8 +234,6 @@ def _code(module: cst.Module, node: cst.CSTNode) -> str:
 
 
 def _class_lines(module: cst.Module, ast_lines: list[int] | None) -> dict[int, int]:
-    from tensorsketch.canvas._stmts import walk_statements
-
     classes = [loc.stmt for loc in walk_statements(module) if isinstance(loc.stmt, cst.ClassDef)]
     if ast_lines is not None and len(ast_lines) == len(classes):
         return {id(node): line for node, line in zip(classes, ast_lines, strict=True)}

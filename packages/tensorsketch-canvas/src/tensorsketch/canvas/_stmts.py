@@ -8,16 +8,28 @@ through :func:`apply`, which only enters the nodes on the path to what it replac
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import libcst as cst
 
-from tensorsketch.canvas._source import deep_recursion
-
-__all__ = ["Located", "apply", "walk_statements"]
+__all__ = ["Located", "apply", "deep_recursion", "walk_statements"]
 
 Suite = cst.Module | cst.IndentedBlock
+
+
+@contextmanager
+def deep_recursion(limit: int = 20_000) -> Iterator[None]:
+    """Let libcst recurse through deeply nested trees (long chains, big expressions)."""
+    old = sys.getrecursionlimit()
+    if old < limit:
+        sys.setrecursionlimit(limit)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
 
 
 @dataclass

@@ -96,13 +96,13 @@ def _run_plugins(args: argparse.Namespace) -> int:
 
 
 def _configure_trace(parser: argparse.ArgumentParser) -> None:
-    from tensorsketch.observability.report import configure_cli
+    from tensorsketch.observability.report import configure_cli  # noqa: PLC0415 - a command's module loads when it runs
 
     configure_cli(parser)
 
 
 def _run_trace(args: argparse.Namespace) -> int:
-    from tensorsketch.observability.report import run_cli
+    from tensorsketch.observability.report import run_cli  # noqa: PLC0415 - a command's module loads when it runs
 
     return run_cli(args)
 

@@ -15,10 +15,14 @@ checked strictly.
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterator, MutableMapping
 
-from tensorsketch.observability.tracing import RemoteParent, current_span, remote_parent
+from tensorsketch.observability.tracing import (
+    RemoteParent,
+    current_span,
+    parse_traceparent,
+    remote_parent,
+)
 
 __all__ = [
     "TRACEPARENT",
@@ -32,31 +36,6 @@ __all__ = [
 
 #: The header name (lower case, as HTTP/2 sends it).
 TRACEPARENT = "traceparent"
-
-_HEADER = re.compile(
-    r"^(?P<version>[0-9a-f]{2})-(?P<trace>[0-9a-f]{32})-(?P<span>[0-9a-f]{16})-"
-    r"(?P<flags>[0-9a-f]{2})(?P<rest>-.*)?$"
-)
-
-
-def parse_traceparent(value: str | None) -> RemoteParent | None:
-    """Parse a ``traceparent`` header; ``None`` when it is missing or invalid.
-
-    Follows the W3C Trace Context rules: version ``ff`` and all-zero ids are invalid, and
-    version ``00`` has exactly four fields (later versions may append more, which are ignored).
-    """
-    if not value:
-        return None
-    match = _HEADER.match(value.strip().lower())
-    if match is None:
-        return None
-    version = match["version"]
-    if version == "ff" or (version == "00" and match["rest"]):
-        return None
-    trace_id, span_id = match["trace"], match["span"]
-    if trace_id == "0" * 32 or span_id == "0" * 16:
-        return None
-    return RemoteParent(trace_id, span_id, sampled=bool(int(match["flags"], 16) & 0x01))
 
 
 def format_traceparent(trace_id: str, span_id: str, *, sampled: bool = True) -> str:

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import os
 import random
+import re
 import sys
 import time
 from abc import ABC, abstractmethod
@@ -56,6 +57,7 @@ __all__ = [
     "current_span",
     "new_span_id",
     "new_trace_id",
+    "parse_traceparent",
     "remote_parent",
     "set_end_status",
 ]
@@ -362,8 +364,6 @@ class RecordingTracer(Tracer):
             self.capture_content = True
         self._remote: RemoteParent | None = None
         if traceparent is not None:
-            from tensorsketch.observability.propagation import parse_traceparent
-
             remote = parse_traceparent(traceparent)
             if remote is None:
                 msg = (
@@ -410,3 +410,29 @@ class RecordingTracer(Tracer):
         self, name: str, *, kind: str = "custom", **attributes: Any
     ) -> contextlib.AbstractContextManager[Span]:
         return _SpanScope(self, name, kind, attributes)
+
+
+_HEADER = re.compile(
+    r"^(?P<version>[0-9a-f]{2})-(?P<trace>[0-9a-f]{32})-(?P<span>[0-9a-f]{16})-"
+    r"(?P<flags>[0-9a-f]{2})(?P<rest>-.*)?$"
+)
+
+
+def parse_traceparent(value: str | None) -> RemoteParent | None:
+    """Parse a ``traceparent`` header; ``None`` when it is missing or invalid.
+
+    Follows the W3C Trace Context rules: version ``ff`` and all-zero ids are invalid, and
+    version ``00`` has exactly four fields (later versions may append more, which are ignored).
+    """
+    if not value:
+        return None
+    match = _HEADER.match(value.strip().lower())
+    if match is None:
+        return None
+    version = match["version"]
+    if version == "ff" or (version == "00" and match["rest"]):
+        return None
+    trace_id, span_id = match["trace"], match["span"]
+    if trace_id == "0" * 32 or span_id == "0" * 16:
+        return None
+    return RemoteParent(trace_id, span_id, sampled=bool(int(match["flags"], 16) & 0x01))

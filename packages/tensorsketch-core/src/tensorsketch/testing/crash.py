@@ -53,8 +53,8 @@ from tensorsketch.constants import END, START
 from tensorsketch.context import Context
 from tensorsketch.errors import ThreadBusyError
 from tensorsketch.graph import Graph
+from tensorsketch.name_registry import resolve_target
 from tensorsketch.node import Node
-from tensorsketch.plugins import resolve_target
 from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.registry import backends
 from tensorsketch.runtime.backends.base import (
@@ -576,11 +576,6 @@ def _child(config: dict[str, Any]) -> None:
     """Child process body: run the scenario with the crashing wrapper, write the result."""
     if config.get("fanout"):
         _fanout_child(config)
-        return
-    if config.get("stall"):
-        from tensorsketch.testing.stall import stall_child
-
-        stall_child(config)
         return
     asyncio.run(_child_async(config))
 

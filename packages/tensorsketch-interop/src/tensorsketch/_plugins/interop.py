@@ -48,7 +48,7 @@ def _configure_mcp(parser: argparse.ArgumentParser) -> None:
 
 def _run_mcp(args: argparse.Namespace) -> int:
     try:
-        from tensorsketch.interop.mcp._cli import run
+        from tensorsketch.interop.mcp._cli import run  # noqa: PLC0415 - a command's module loads when it runs
     except ModuleNotFoundError as exc:  # the `mcp` extra is not installed
         print(f"tensorsketch mcp: {exc}", file=sys.stderr)
         return 2

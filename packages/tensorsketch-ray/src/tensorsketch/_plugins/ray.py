@@ -18,13 +18,13 @@ WORKER_HELP = "run a pool of Ray worker actors for the run table (--ray ADDRESS 
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
-    from tensorsketch.ray._cli import configure
+    from tensorsketch.ray._cli import configure  # noqa: PLC0415 - a command's module loads when it runs
 
     configure(parser)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tensorsketch.ray._cli import run
+    from tensorsketch.ray._cli import run  # noqa: PLC0415 - a command's module loads when it runs
 
     return run(args)
 

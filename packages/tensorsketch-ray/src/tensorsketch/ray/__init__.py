@@ -61,7 +61,7 @@ def __getattr__(name: str) -> Any:
     if module is None:
         msg = f"module 'tensorsketch.ray' has no attribute {name!r}"
         raise AttributeError(msg)
-    import importlib
+    import importlib  # noqa: PLC0415 - Ray loads when a name is used
 
     value = getattr(importlib.import_module(f"tensorsketch.ray.{module}"), name)
     globals()[name] = value

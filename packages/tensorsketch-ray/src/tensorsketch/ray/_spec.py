@@ -86,7 +86,7 @@ def backend_from_dsn(
     scheme = check_dsn(dsn)
     try:
         if scheme in ("postgresql", "postgres"):
-            from tensorsketch.runtime.backends.postgres import PostgresBackend
+            from tensorsketch.runtime.backends.postgres import PostgresBackend  # noqa: PLC0415 - only the driver the DSN names
 
             return PostgresBackend(
                 dsn,
@@ -94,7 +94,7 @@ def backend_from_dsn(
                 lease_ttl=lease_ttl,
                 pool_kwargs={"min_size": 1, "max_size": pool_size},
             )
-        from tensorsketch.runtime.backends.redis import RedisBackend
+        from tensorsketch.runtime.backends.redis import RedisBackend  # noqa: PLC0415 - only the driver the DSN names
 
         return RedisBackend(dsn, prefix=schema or "tensorsketch", lease_ttl=lease_ttl)
     except ImportError as exc:

@@ -51,7 +51,7 @@ def _unknown_protocol(requested: list[str]) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import uvicorn
+    import uvicorn  # noqa: PLC0415 - uvicorn loads when the server starts
 
     requested = args.protocol or ["openai"]
     problem = _unknown_protocol(requested)

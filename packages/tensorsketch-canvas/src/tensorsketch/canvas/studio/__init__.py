@@ -28,7 +28,7 @@ __all__ = ["Studio", "StudioServer", "create_app"]
 
 
 def __getattr__(name: str) -> Any:
-    import importlib
+    import importlib  # noqa: PLC0415 - the server loads on first use of a name
 
     module = _LAZY.get(name)
     if module is None:

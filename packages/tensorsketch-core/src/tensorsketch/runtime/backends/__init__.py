@@ -34,7 +34,7 @@ _HINTS = {  # class -> requirement, from the one install-hint table
 def __getattr__(name: str) -> Any:
     if name in ("SqliteBackend", "SqlBackend"):
         # The SQL backends load on first use: sqlite3 and its thread pool cost ~10 ms.
-        from tensorsketch.runtime.backends import sql, sqlite
+        from tensorsketch.runtime.backends import sql, sqlite  # noqa: PLC0415 - sqlite3 and its thread pool load on first use
 
         return getattr(sqlite if name == "SqliteBackend" else sql, name)
     for backend_name in backends.names():

@@ -33,8 +33,7 @@ import asyncio
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, LeaseLostError
 from tensorsketch.runtime.backends.base import (
@@ -46,6 +45,8 @@ from tensorsketch.runtime.backends.base import (
     ThreadSummary,
     lease_lost,
 )
+from tensorsketch.runtime.backends.sql_query import Query
+from tensorsketch.runtime.backends.sql_runs import SqlRunStore
 from tensorsketch.runtime.loops import on_private_loop
 from tensorsketch.serializers import Serializer
 
@@ -58,26 +59,8 @@ __all__ = ["SCHEMA_VERSION", "Query", "SqlBackend"]
 SCHEMA_VERSION = 2
 _COMPONENT = "durable"
 
-Fetch = Literal["none", "one", "all", "rowcount", "fence"]
 #: Keys per ``IN (...)`` list: well under every driver's limit on bound parameters.
 _KEYS_PER_QUERY = 500
-
-
-@dataclass(frozen=True, slots=True)
-class Query:
-    """One statement of a unit of work, already in the dialect's placeholder style.
-
-    :param many: run it once per row of ``params`` (``executemany``).
-    :param fetch: what the unit of work returns for this statement.
-    :param binary: a hint for drivers with a binary result format (psycopg): rows full of
-        payload bytes transfer and decode faster in it than as hex text.
-    """
-
-    sql: str
-    params: Sequence[Any] = ()
-    many: bool = False
-    fetch: Fetch = "none"
-    binary: bool = False
 
 
 class SqlBackend(Backend):
@@ -747,8 +730,6 @@ class SqlBackend(Backend):
         """The run records, in tables beside the checkpoints (see :mod:`.sql_runs`)."""
         store = self.__dict__.get("_run_store")
         if store is None:
-            from tensorsketch.runtime.backends.sql_runs import SqlRunStore
-
             store = self.__dict__["_run_store"] = SqlRunStore(self)
         return store
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from tensorsketch.errors import CheckpointDecodeError
 from tensorsketch.runtime.backends.runs import RUN_LAYOUT_VERSION, RunRecord, RunStore
-from tensorsketch.runtime.backends.sql import Query
+from tensorsketch.runtime.backends.sql_query import Query
 
 if TYPE_CHECKING:
     from tensorsketch.runtime.backends.sql import SqlBackend

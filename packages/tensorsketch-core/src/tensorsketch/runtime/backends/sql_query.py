@@ -1,0 +1,28 @@
+"""One statement of a unit of work, as the SQL backends and their run store pass it around."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["Fetch", "Query"]
+
+Fetch = Literal["none", "one", "all", "rowcount", "fence"]
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One statement of a unit of work, already in the dialect's placeholder style.
+
+    :param many: run it once per row of ``params`` (``executemany``).
+    :param fetch: what the unit of work returns for this statement.
+    :param binary: a hint for drivers with a binary result format (psycopg): rows full of
+        payload bytes transfer and decode faster in it than as hex text.
+    """
+
+    sql: str
+    params: Sequence[Any] = ()
+    many: bool = False
+    fetch: Fetch = "none"
+    binary: bool = False
