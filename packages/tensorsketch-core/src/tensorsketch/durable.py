@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pydantic
 from pydantic import BaseModel
 
+from tensorsketch.effect_keys import writes_key
 from tensorsketch.errors import (
     BackendUnavailableError,
     CheckpointDecodeError,
@@ -1341,7 +1342,7 @@ class RunJournal:
     def task_key(plan_id: str | None, task: Task) -> str:
         """Where a finished task's writes are journaled: per planning checkpoint, so writes
         computed from one state are never replayed onto another (new input re-plans)."""
-        return f"writes:{plan_id}:{task.spec.name}{task.instance}"
+        return writes_key(plan_id, task.spec.name, task.instance)
 
     async def finished_writes(self, plan_id: str | None, tasks: list[Task]) -> dict[int, Any]:
         """Writes of the tasks that finished before the run stopped, by task index."""
