@@ -575,6 +575,86 @@ async def test_approve_a_suspended_agents_tool_call_runs_it_once(backend: Backen
     assert state is not None and state.output == "refund issued"
 
 
+DEFERRING = textwrap.dedent(
+    '''
+    from tensorsketch import END, START, Agent, AgentState, Context, Graph, Node, Schema
+    from tensorsketch import FakeProvider, RetryLater, tool
+    from tensorsketch.messages import ToolCall, assistant
+
+
+    class Desk(AgentState):
+        note: str = ""
+
+
+    @tool
+    def later() -> str:
+        """Not yet."""
+        raise RetryLater("not ready", delay=3600)
+
+
+    class Note(Node):
+        class Out(Schema):
+            note: str
+
+        async def run(self, ctx: Context, inp: Schema) -> Out:
+            return self.Out(note="noted")
+
+
+    call = ToolCall(id="l1", name="later", args={})
+    agent = Agent(FakeProvider([assistant(tool_calls=[call])]), [later], name="agent")
+    app = (
+        Graph(Desk)
+        .add(agent)
+        .add(Note)
+        .edge(START, "agent")
+        .edge(START, "Note")
+        .edge("agent", END)
+        .edge("Note", END)
+        .compile()
+    )
+    '''
+)
+
+
+async def _journal_entries(path: Path, backend: Backend, thread_id: str) -> list[Any]:
+    """Every checkpoint's journal entries as the debugger lists them: (key, kind, node)."""
+    shown = []
+    async with _client(path, backend) as client:
+        for checkpoint in await _load(path).aget_history(thread_id, backend):
+            url = f"/api/debug/threads/{thread_id}/checkpoints/{checkpoint.id}"
+            effects = _ok(await client.get(url))["effects"]
+            shown += [(e["key"], e["kind"], e["node"]) for e in effects]
+    return shown
+
+
+async def test_an_agents_journal_entries_name_their_kind_and_node(backend: Backend, tmp_path: Path):
+    path = _write(tmp_path, "agent_graph.py", AGENT)
+    app = _load(path)
+    await app.invoke({"query": "refund A-17"}, thread_id="t-keys", backend=backend)
+    await app.invoke(thread_id="t-keys", backend=backend, resume={"call_1": True})
+    ran = [
+        ("0:agent:agent:0:model", "effect", "agent"),
+        ("0:agent:agent:0:tool:0:call_1", "effect", "agent"),
+        ("0:agent:agent:1:model", "effect", "agent"),
+        ("resume:0:call_1", "decision", None),
+    ]
+    # the suspended checkpoint and the one closing the superstep both show it
+    assert await _journal_entries(path, backend, "t-keys") == ran + ran
+
+
+async def test_a_deferred_tool_and_a_finished_sibling_are_listed(backend: Backend, tmp_path: Path):
+    path = _write(tmp_path, "deferring.py", DEFERRING)
+    app = _load(path)
+    out = await app.invoke({"query": "go"}, thread_id="t-defer", backend=backend)
+    assert out.status == "suspended"
+    plan = (await app.aget_history("t-defer", backend))[-1].parent_id
+    assert await _journal_entries(path, backend, "t-defer") == [
+        ("0:agent:agent:0:model", "effect", "agent"),
+        ("0:agent:agent:0:tool:0:l1:defer0", "effect", "agent"),
+        (f"writes:{plan}:Note", "writes", "Note"),
+    ]
+
+
 async def test_approve_through_the_runner_when_a_run_record_exists(
     backend: Backend, tmp_path: Path
 ):

@@ -1,10 +1,10 @@
 """The effect log: a side effect runs once per key, and its result survives crashes.
 
 Exactly-once effects are what the durable runtime is for, so they live here, in one place:
-the key formats, running an effect under a key, peeking at and recording results, and the
-decisions an ``invoke(resume=...)`` supplies. A durable run keeps the log in its store's
-journal (:class:`tensorsketch.durable.RunJournal`); an in-memory run keeps idempotency keys
-and agent bookkeeping for its own lifetime only.
+running an effect under a key, peeking at and recording results, and the decisions an
+``invoke(resume=...)`` supplies. How the keys are spelt is :mod:`tensorsketch.effect_keys`.
+A durable run keeps the log in its store's journal (:class:`tensorsketch.durable.RunJournal`);
+an in-memory run keeps idempotency keys and agent bookkeeping for its own lifetime only.
 
 Node code reaches it through :class:`tensorsketch.Context` (``ctx.step``, ``ctx.effects``,
 ``ctx.next_key``); nothing outside the engine touches a run's internals.
@@ -17,6 +17,9 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from tensorsketch.effect_keys import IDEMPOTENCY_PREFIX, decision_key, step_key
+
+# The key helpers stay importable from here, where the engine has always found them.
 __all__ = ["IDEMPOTENCY_PREFIX", "EffectJournal", "EffectLog", "decision_key", "step_key"]
 
 
@@ -34,21 +37,6 @@ class EffectJournal(Protocol):
     def ensure_lease(self) -> None:
         """Raise if the run no longer holds its thread (before an effect starts)."""
         ...
-
-
-#: Keys of effects deduplicated across the whole thread (``ctx.step(idempotency_key=...)``).
-IDEMPOTENCY_PREFIX = "idem:"
-
-
-def step_key(step: int, node: str, instance: str, call: int, name: str) -> str:
-    """The key of a node's ``call``-th journaled call in a superstep: stable across a re-run
-    of that superstep, whatever else the node body does."""
-    return f"{step}:{node}{instance}:{call}:{name}"
-
-
-def decision_key(step: int, interrupt_id: str) -> str:
-    """Where the decision for an interrupt raised in superstep ``step`` is recorded."""
-    return f"resume:{step}:{interrupt_id}"
 
 
 class EffectLog:

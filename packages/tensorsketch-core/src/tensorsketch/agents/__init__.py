@@ -4,6 +4,8 @@
 - :func:`create_agent` (``factory``) — one ``Agent`` in a compiled graph over
   :class:`AgentState` (``state``).
 - :class:`Llm` (``llm``) — one model call as a node, with structured-output repair.
+- ``tool_calls`` — one turn's tool calls: approval, deferral, the journaled call, the
+  answer the model reads.
 - ``turn`` — the model turn (middleware, fallbacks, the schema check) and the one
   structured-output repair loop ``Llm`` and ``generate_structured`` share.
 - ``context`` — :class:`ContextPolicy`: requests kept under a token budget (and the

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from tensorsketch.agents.options import check_provider
 from tensorsketch.agents.ports import ports
 from tensorsketch.agents.turn import call_model, structured_reply
+from tensorsketch.effect_keys import Scope, llm_attempt_key
 from tensorsketch.messages import system, user
 from tensorsketch.middleware import Middleware, _check, compose_model
 from tensorsketch.node import Node
@@ -64,7 +65,7 @@ class Llm(Node):
     async def run(self, ctx: Context, inp: Any) -> Any:
         prompt = getattr(inp, self.input_key)
         messages = [*([system(self.system)] if self.system else []), user(prompt)]
-        base = f"{ctx.superstep}:{ctx.node}{ctx.instance}:llm"
+        scope = Scope.of(ctx)
         completion, problem = await structured_reply(
             ctx,
             self.provider,
@@ -72,7 +73,7 @@ class Llm(Node):
             self.output_schema,
             self.options,
             tries=self.max_repairs + 1 if self.output_schema else 1,
-            key=lambda attempt: f"{base}:{attempt}",
+            key=lambda attempt: llm_attempt_key(scope, attempt),
             label="llm",
             scope="llm",
             handler=self._handler,

@@ -4,22 +4,21 @@
 a concurrency cap and a per-tool timeout) and feeds the results back, until the model answers,
 ``max_iterations`` model calls were made, or the run's budget is spent. Every model call and
 every tool call goes through the run's effect journal under an explicit, deterministic key
-(superstep, node, iteration, call index), so after a crash at iteration *k* a resume replays
-iterations ``0..k-1`` from the journal — no model call or tool side effect is repeated — and
-continues from there.
+(superstep, node, iteration, call index; :mod:`tensorsketch.effect_keys` spells them), so
+after a crash at iteration *k* a resume replays iterations ``0..k-1`` from the journal — no
+model call or tool side effect is repeated — and continues from there. The tool calls of a
+turn run in :mod:`tensorsketch.agents.tool_calls`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from tensorsketch import suspension
-from tensorsketch._modelcall import call_provider, cap_text
+from tensorsketch._modelcall import call_provider
 from tensorsketch.agents.context import (
     POLICY_FAILED,
     Compaction,
@@ -36,31 +35,19 @@ from tensorsketch.agents.context import (
 from tensorsketch.agents.options import AgentSettings, as_tools, check_provider
 from tensorsketch.agents.ports import ports
 from tensorsketch.agents.state import REPORT_FIELDS, AgentStatus
+from tensorsketch.agents.tool_calls import ToolSet, call_with_timeout, run_tool_calls
 from tensorsketch.agents.turn import call_model, model_turn, sub_context
 from tensorsketch.budget import Budget, budget_scope, current_budget
 from tensorsketch.context import Context
-from tensorsketch.errors import BackendUnavailableError, ThreadBusyError, ValidationError
-from tensorsketch.interrupts import Interrupt, PendingInterrupt, RetryLater, parse_approval
-from tensorsketch.messages import (
-    Message,
-    ToolCall,
-    render_result,
-    system,
-    tool_result,
-    user,
-)
+from tensorsketch.effect_keys import Scope, agent_turn_key, part_name
+from tensorsketch.errors import BackendUnavailableError, ThreadBusyError
+from tensorsketch.interrupts import Interrupt
+from tensorsketch.messages import Message, ToolCall, system, tool_result, user
 from tensorsketch.middleware import ToolRequest, compose_model, compose_tool
 from tensorsketch.node import Node
-from tensorsketch.observability.tracing import (
-    ATTR_AGENT_NAME,
-    ATTR_TOOL_ARGUMENTS,
-    ATTR_TOOL_CALL_ID,
-    ATTR_TOOL_NAME,
-    ATTR_TOOL_RESULT,
-    current_span,
-)
+from tensorsketch.observability.tracing import ATTR_AGENT_NAME, current_span
 from tensorsketch.provider import ChatProvider, Completion
-from tensorsketch.tools import Tool, _current_call
+from tensorsketch.tools import Tool
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -208,7 +195,7 @@ class Agent(Node):
             prices=self.prices,
             parent=current_budget(),
         )
-        base = f"{ctx.superstep}:{ctx.node}{ctx.instance}:agent"
+        scope = Scope.of(ctx)
         status: AgentStatus = "completed"
         detail = ""
         parsed: Any = None
@@ -220,9 +207,7 @@ class Agent(Node):
                     if exceeded is not None:
                         status, detail = "budget_exceeded", str(exceeded)
                         break
-                    outcome, point = await self._model_step(
-                        ctx, transcript, k, f"{base}:{k}", point
-                    )
+                    outcome, point = await self._model_step(ctx, transcript, k, scope, point)
                     iterations = k + 1
                     completion: Completion = outcome["completion"]
                     budget.charge(completion.usage, completion.model or self.provider.model)
@@ -246,7 +231,9 @@ class Agent(Node):
                         parsed = completion.parsed
                         status = "completed"
                         break
-                    results = await self._run_tools(ctx, reply.tool_calls, k, f"{base}:{k}")
+                    results = await run_tool_calls(
+                        ctx, self._tool_set(), reply.tool_calls, k, scope
+                    )
                     transcript.extend(results)
                     new.extend(results)
                     if k + 1 == self.max_iterations:
@@ -288,13 +275,13 @@ class Agent(Node):
         ctx: Context,
         transcript: list[Message],
         k: int,
-        key: str,
+        scope: Scope,
         point: Compaction | None,
     ) -> tuple[dict[str, Any], Compaction | None]:
-        mctx = sub_context(ctx, f"{k}.model")
+        mctx = sub_context(ctx, part_name(k, "model"))
         sent = transcript
         if self.context_policy is not None:
-            sent, point = await self._compacted(ctx, transcript, k, key, point)
+            sent, point = await self._compacted(ctx, transcript, k, scope, point)
 
         async def call() -> dict[str, Any]:
             # ``model_turn`` copies the transcript into the request before anything awaits,
@@ -310,7 +297,7 @@ class Agent(Node):
                 agent=self.name,
             )
 
-        outcome: dict[str, Any] = await ctx.effects.once(f"{key}:model", call)
+        outcome: dict[str, Any] = await ctx.effects.once(agent_turn_key(scope, k, "model"), call)
         return outcome, point
 
     def _estimate(self) -> TokenEstimate:
@@ -326,7 +313,7 @@ class Agent(Node):
         ctx: Context,
         transcript: list[Message],
         k: int,
-        key: str,
+        scope: Scope,
         point: Compaction | None,
     ) -> tuple[list[Message], Compaction | None]:
         """The request's messages under the context policy's budget, and the compaction
@@ -351,7 +338,7 @@ class Agent(Node):
         dropped = transcript[covered : covered + cut]
         previous = point.summary if point is not None else None
         writer = policy.summarizer or self.provider
-        sctx = sub_context(ctx, f"{k}.summary")
+        sctx = sub_context(ctx, part_name(k, "summary"))
 
         async def summarize() -> Completion | dict[str, str]:
             try:
@@ -369,7 +356,8 @@ class Agent(Node):
                 return {"failed": f"{type(exc).__name__}: {exc}"}
 
         # Journaled (the failure too): a resumed run replays it instead of asking again.
-        written: Completion | dict[str, str] = await ctx.effects.once(f"{key}:summary", summarize)
+        key = agent_turn_key(scope, k, "summary")
+        written: Completion | dict[str, str] = await ctx.effects.once(key, summarize)
         if isinstance(written, dict):
             await self._policy_failed(ctx, k, written["failed"])
             return trim_messages(request, budget, estimate)[0], point
@@ -406,243 +394,18 @@ class Agent(Node):
 
     # -- tool calls -------------------------------------------------------------------------
 
-    async def _run_tools(
-        self, ctx: Context, calls: list[ToolCall], k: int, key: str
-    ) -> list[Message]:
-        decisions: dict[str, tuple[bool, str | None]] = {}
-        if self._approvals:
-            await self._check_approvals(ctx, calls, decisions)
-        if len(calls) == 1:  # the common turn: no tasks to gather, no cap to apply
-            call = calls[0]
-            try:
-                return [
-                    await self._tool_step(ctx, call, k, 0, f"{key}:tool:0:{call.id}", decisions)
-                ]
-            except Interrupt as exc:
-                raise Interrupt.merge([exc]) from None
-        cap = self.tool_concurrency
-        limit = asyncio.Semaphore(cap) if cap is not None and cap < len(calls) else None
-        outcomes = await asyncio.gather(
-            *(
-                self._tool_step(ctx, call, k, i, f"{key}:tool:{i}:{call.id}", decisions, limit)
-                for i, call in enumerate(calls)
-            ),
-            return_exceptions=True,
-        )
-        interrupts = [o for o in outcomes if isinstance(o, Interrupt)]
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException) and not isinstance(outcome, Interrupt):
-                raise outcome
-        if interrupts:
-            raise Interrupt.merge(interrupts)
-        return [o for o in outcomes if isinstance(o, Message)]
-
-    async def _check_approvals(
-        self,
-        ctx: Context,
-        calls: list[ToolCall],
-        decisions: dict[str, tuple[bool, str | None]],
-    ) -> None:
-        """Fill ``decisions`` for the calls that need approval; suspend if any is undecided."""
-        waiting: list[PendingInterrupt] = []
-        for call in calls:
-            found_tool = self.tools_by_name.get(call.name)
-            if found_tool is None or not found_tool.requires_approval:
-                continue
-            found, decision = await ctx.effects.decision(ctx.superstep, call.id)
-            if found:
-                decisions[call.id] = parse_approval(decision)
-            else:
-                waiting.append(
-                    PendingInterrupt(
-                        id=call.id,
-                        kind="approval",
-                        value={
-                            "tool": call.name,
-                            "args": call.args,
-                            "call_id": call.id,
-                            "agent": self.name,
-                        },
-                        node=ctx.node,
-                    )
-                )
-        if waiting:
-            # All-or-nothing per turn: nothing of this turn runs until every call is decided.
-            raise Interrupt(pending=waiting)
-
-    async def _tool_step(
-        self,
-        ctx: Context,
-        call: ToolCall,
-        k: int,
-        i: int,
-        key: str,
-        decisions: Mapping[str, tuple[bool, str | None]],
-        limit: asyncio.Semaphore | None = None,
-    ) -> Message:
-        found_tool = self.tools_by_name.get(call.name)
-        if found_tool is None:
-            names = ", ".join(sorted(self.tools_by_name)) or "none"
-            return tool_result(
-                call,
-                f"Error: there is no tool named {call.name!r}. Available tools: {names}.",
-                is_error=True,
-            )
-        approved, reason = decisions.get(call.id, _APPROVED) if decisions else _APPROVED
-        if not approved:
-            why = f" Reason: {reason}" if reason else ""
-            return tool_result(
-                call,
-                f"A human reviewer rejected this call to {call.name!r}; it was not run.{why} "
-                "Do not retry it unless the user asks.",
-            )
-        effects = ctx.effects
-        deferrals = 0
-        while True:  # a tool that asked to be retried later waits for its wake-up time
-            found, wake = await effects.peek(f"{key}:defer{deferrals}")
-            if not found:
-                break
-            if suspension.now() < float(wake):
-                raise Interrupt(
-                    pending=[
-                        PendingInterrupt(
-                            id=f"{key}:defer{deferrals}",
-                            kind="timer",
-                            value={"tool": call.name, "call_id": call.id},
-                            node=ctx.node,
-                            wake_at=float(wake),
-                        )
-                    ]
-                )
-            deferrals += 1
-        tctx = sub_context(ctx, f"{k}.{i}")
-        live = False
-
-        async def execute() -> dict[str, Any]:
-            nonlocal live
-            live = True
-            streaming = ctx.streaming
-            if streaming:  # only calls that really run: a replayed call emits nothing
-                await ctx.emit(
-                    "tool", {"phase": "start", "id": call.id, "name": call.name, "args": call.args}
-                )
-            record = await self._execute_tool(tctx, call, found_tool, f"{key}:defer{deferrals}")
-            if streaming:
-                await ctx.emit(
-                    "tool",
-                    {
-                        "phase": "end",
-                        "id": call.id,
-                        "name": call.name,
-                        "result": _result_text(record["content"]),
-                        "is_error": record["is_error"],
-                    },
-                )
-            return record
-
-        if limit is None:
-            record: dict[str, Any] = await effects.once(key, execute)
-        else:
-            async with limit:
-                record = await effects.once(key, execute)
-        if not live:
-            spent = current_budget()
-            if spent is not None and record.get("calls"):
-                spent.absorb(
-                    record["usage"], record["cost"], list(record["unpriced"]), record["calls"]
-                )
-        return Message(
-            role="tool",
-            content=record["content"],
-            tool_call_id=call.id,
-            name=call.name,
-            is_error=record["is_error"],
+    def _tool_set(self) -> ToolSet:
+        """What this turn's tool calls run against, read from the agent as it is now."""
+        return ToolSet(
+            by_name=self.tools_by_name,
+            handler=self._tool_handler,
+            agent=self.name,
+            concurrency=self.tool_concurrency,
+            approvals=self._approvals,
         )
 
     async def _innermost_tool(self, request: ToolRequest) -> Any:
-        if self.tool_timeout is None:
-            return await request.tool.run(request.call.args, ctx=request.ctx)
-        try:
-            return await asyncio.wait_for(
-                request.tool.run(request.call.args, ctx=request.ctx), self.tool_timeout
-            )
-        except TimeoutError:
-            msg = f"tool {request.tool.name!r} did not finish within {self.tool_timeout}s"
-            raise TimeoutError(msg) from None
-
-    async def _execute_tool(
-        self, tctx: Context, call: ToolCall, found_tool: Tool, defer_key: str
-    ) -> dict[str, Any]:
-        spent = Budget(parent=current_budget())
-        traced = tctx.tracer.enabled
-        with budget_scope(spent):
-            attributes = (
-                {
-                    ATTR_TOOL_NAME: call.name,
-                    ATTR_TOOL_CALL_ID: call.id,
-                    ATTR_TOOL_ARGUMENTS: cap_text(call.args),
-                    ATTR_AGENT_NAME: self.name,
-                }
-                if traced
-                else _NO_ATTRIBUTES
-            )
-            token = _current_call.set(call)
-            with tctx.span("tool_call", kind="tool", **attributes) as span:
-                try:
-                    value = await self._tool_handler(
-                        ToolRequest(call=call, tool=found_tool, ctx=tctx, node=tctx.node)
-                    )
-                    content = render_result(value)
-                    is_error = False
-                except Interrupt:
-                    raise
-                except RetryLater as exc:
-                    await tctx.effects.record(defer_key, exc.wake_at)
-                    raise Interrupt(
-                        pending=[
-                            PendingInterrupt(
-                                id=defer_key,
-                                kind="timer",
-                                value={"tool": call.name, "call_id": call.id, "reason": exc.reason},
-                                node=tctx.node,
-                                wake_at=exc.wake_at,
-                            )
-                        ]
-                    ) from None
-                except Exception as exc:
-                    span.record_error(exc)
-                    content = _error_text(exc)
-                    is_error = True
-                finally:
-                    _current_call.reset(token)
-                if traced:
-                    span.set_attribute(ATTR_TOOL_RESULT, cap_text(content))
-        return {
-            "content": content,
-            "is_error": is_error,
-            "usage": spent.usage,
-            "cost": spent.priced_cost_usd,
-            "unpriced": sorted(spent.unpriced),
-            "calls": spent.calls,
-        }
-
-
-_APPROVED: tuple[bool, str | None] = (True, None)
-_NO_ATTRIBUTES: dict[str, Any] = {}
-
-
-def _error_text(exc: BaseException) -> str:
-    if isinstance(exc, ValidationError):
-        return f"Error: {exc}"
-    text = str(exc)
-    return f"Error: {type(exc).__name__}: {text}" if text else f"Error: {type(exc).__name__}"
-
-
-def _result_text(content: Any) -> str:
-    """A tool result as the text a stream consumer shows (images left out)."""
-    if isinstance(content, str):
-        return content
-    return Message(role="tool", content=content, tool_call_id="-").text
+        return await call_with_timeout(request, self.tool_timeout)
 
 
 def _with_call_ids(message: Message, k: int) -> Message:

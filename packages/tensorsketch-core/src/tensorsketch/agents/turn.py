@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tensorsketch._modelcall import call_provider
 from tensorsketch.budget import current_budget
 from tensorsketch.context import Context
+from tensorsketch.effect_keys import part_name
 from tensorsketch.messages import Message, assistant, user
 from tensorsketch.middleware import ModelHandler, ModelRequest, streamed_text
 from tensorsketch.provider import (
@@ -194,7 +195,7 @@ def _journaled(
     schema: Any = output_schema
 
     async def attempt(index: int, sent: list[Message]) -> dict[str, Any]:
-        actx = sub_context(ctx, f"{scope}.{index}")
+        actx = sub_context(ctx, part_name(scope, index))
 
         async def call() -> dict[str, Any]:
             return await model_turn(actx, [provider], handler, sent, [], schema, options)

@@ -17,6 +17,7 @@ from tensorsketch.durable.checkpoint import Checkpoint
 from tensorsketch.durable.guard import store_guard
 from tensorsketch.durable.ladder import LadderWriter, PlanEntry, Position, rebuild
 from tensorsketch.durable.lease import Lease
+from tensorsketch.effect_keys import writes_key
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, LeaseLostError
 from tensorsketch.events import Event
 from tensorsketch.joins import JoinState
@@ -330,7 +331,7 @@ class RunJournal:
         """Where a finished task's writes are journaled: per planning checkpoint, so writes
         computed from one state are never replayed onto another (new input re-plans).
         ``task`` is the node's name followed by its ``Send`` instance (``"Pay#2"``)."""
-        return f"writes:{plan_id}:{task}"
+        return writes_key(plan_id, task, "")  # the instance is already part of `task`
 
     async def finished_writes(self, plan_id: str | None, tasks: list[str]) -> dict[int, Any]:
         """Writes of the tasks (named as in :meth:`task_key`) that finished before the run

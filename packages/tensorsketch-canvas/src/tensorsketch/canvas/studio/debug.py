@@ -31,6 +31,12 @@ from tensorsketch.durable import (
     read_checkpoint,
     schema_fingerprint,
 )
+from tensorsketch.effect_keys import (
+    decisions_prefix,
+    parse_effect_key,
+    superstep_prefix,
+    writes_prefix,
+)
 from tensorsketch.errors import (
     BackendUnavailableError,
     BackendUnsupportedError,
@@ -508,34 +514,31 @@ class Debugger:
         step = found.step - 1 if found.source == "loop" else found.step
         if found.source in ("input", "fork", "update"):
             return []
-        prefixes = [f"{step}:", f"resume:{step}:"]
+        prefixes = [("effect", superstep_prefix(step)), ("decision", decisions_prefix(step))]
         plan_of = found.metadata.get("retry_of") or found.parent_id
         if found.source != "loop" and plan_of:
-            prefixes.append(f"writes:{plan_of}:")
-        entries: list[tuple[str, bytes]] = []
+            prefixes.append(("writes", writes_prefix(plan_of)))
+        entries: list[tuple[str, str, bytes]] = []
         try:
-            for prefix in prefixes:
-                entries.extend(await self.backend.list_effects(found.thread_id, prefix))
+            for kind, prefix in prefixes:
+                listed = await self.backend.list_effects(found.thread_id, prefix)
+                entries.extend((kind, key, raw) for key, raw in listed)
         except BackendUnsupportedError:
             return None
         out = []
-        for key, raw in entries:
+        for kind, key, raw in entries:
             try:
                 decoded = self.backend.serializer.loads(raw)
                 value = decoded[0] if isinstance(decoded, list) and len(decoded) == 1 else decoded
             except Exception as exc:
                 value = f"<cannot decode: {exc}>"
             shown, truncated = preview(value)
-            kind = (
-                "writes"
-                if key.startswith("writes:")
-                else ("decision" if key.startswith("resume:") else "effect")
-            )
+            parsed = parse_effect_key(key)
             out.append(
                 {
                     "key": key,
                     "kind": kind,
-                    "node": _key_node(key),
+                    "node": parsed.node if parsed is not None else None,
                     "preview": shown,
                     "truncated": truncated,
                 }
@@ -840,19 +843,6 @@ async def _driven(call: Awaitable[Any]) -> tuple[Any, str | None]:
         raise
     except Exception as exc:
         return None, f"{type(exc).__name__}: {exc}"
-
-
-def _key_node(key: str) -> str | None:
-    """The node a journal key belongs to: ``step:<node><instance>:call:name`` for an effect,
-    ``writes:<plan>:<node><instance>`` for a finished task (``None`` for a decision)."""
-    if key.startswith("resume:"):
-        return None
-    parts = key.split(":", 2)
-    if len(parts) < 3:
-        return None
-    middle = parts[2] if key.startswith("writes:") else parts[1]
-    cuts = [i for i in (middle.find("#"), middle.find("[")) if i >= 0]
-    return middle[: min(cuts)] if cuts else middle or None
 
 
 def _run_summary(record: RunRecord | None) -> dict[str, Any] | None:

@@ -1,0 +1,398 @@
+"""The tool calls of one agent turn: approve, wait out deferrals, run once, answer the model.
+
+A turn's calls run in parallel (under the agent's concurrency cap), each through the same
+concerns, one function apiece:
+
+- approval — :func:`decide_approvals`: a call to a tool with ``requires_approval`` runs only
+  once a person decided (:class:`Approval`); until every such call of the turn is decided,
+  the run suspends.
+- deferral — :func:`wait_for_deferrals`: a tool that raised ``RetryLater`` left its wake-up
+  time in the journal (:class:`Deferral`); the call suspends on a timer until then.
+- the effect — :func:`journaled_call`: the call runs once under its journal key (through the
+  middleware, traced, its spend charged); a resume replays the recorded result.
+- the answer — the tool message the model reads: the result, an error, a rejection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypedDict
+
+from tensorsketch import suspension
+from tensorsketch._modelcall import cap_text
+from tensorsketch.agents.turn import sub_context
+from tensorsketch.budget import Budget, budget_scope, current_budget
+from tensorsketch.context import Context
+from tensorsketch.effect_keys import Scope, deferral_key, part_name, tool_effect_key
+from tensorsketch.errors import ValidationError
+from tensorsketch.interrupts import Interrupt, PendingInterrupt, RetryLater, parse_approval
+from tensorsketch.messages import Message, ToolCall, render_result, tool_result
+from tensorsketch.middleware import ToolHandler, ToolRequest
+from tensorsketch.observability.tracing import (
+    ATTR_AGENT_NAME,
+    ATTR_TOOL_ARGUMENTS,
+    ATTR_TOOL_CALL_ID,
+    ATTR_TOOL_NAME,
+    ATTR_TOOL_RESULT,
+)
+from tensorsketch.tools import Tool, _current_call
+
+__all__ = [
+    "Approval",
+    "Deferral",
+    "ToolRecord",
+    "ToolSet",
+    "call_with_timeout",
+    "decide_approvals",
+    "journaled_call",
+    "run_tool_calls",
+    "wait_for_deferrals",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """A person's decision on one tool call: run it, or do not (and, maybe, why not)."""
+
+    approved: bool
+    reason: str | None = None
+
+    @classmethod
+    def read(cls, decision: Any) -> Approval:
+        """The decision as ``invoke(resume=...)`` passed it (see ``parse_approval``)."""
+        approved, reason = parse_approval(decision)
+        return cls(approved, reason)
+
+
+#: The decision of a call nobody had to approve.
+APPROVED = Approval(approved=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Deferral:
+    """A tool call's ``count``-th ``RetryLater``: the journal entry holding its wake-up time,
+    whose key is also the id of the timer interrupt that waits for it."""
+
+    tool_key: str
+    count: int
+
+    @property
+    def key(self) -> str:
+        return deferral_key(self.tool_key, self.count)
+
+    def timer(self, call: ToolCall, node: str, wake_at: float, **details: Any) -> Interrupt:
+        """The interrupt that suspends the run until ``wake_at`` (``details`` join its value)."""
+        value = {"tool": call.name, "call_id": call.id, **details}
+        pending = PendingInterrupt(
+            id=self.key, kind="timer", value=value, node=node, wake_at=wake_at
+        )
+        return Interrupt(pending=[pending])
+
+
+class ToolRecord(TypedDict):
+    """What the journal keeps of one finished call: the answer, and what it spent (a replay
+    charges the spend to the resumed run's budget)."""
+
+    content: Any
+    is_error: bool
+    usage: Any
+    cost: float
+    unpriced: list[str]
+    calls: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSet:
+    """What a turn's tool calls run against, as the agent has it when the turn starts.
+
+    :param handler: the agent's middleware stack around the tool call itself.
+    :param concurrency: at most this many calls of a turn run at once (``None``: no cap).
+    :param approvals: whether any tool needs approval (skips the decision lookups if not).
+    """
+
+    by_name: Mapping[str, Tool]
+    handler: ToolHandler
+    agent: str
+    concurrency: int | None
+    approvals: bool
+
+
+# -- the turn ---------------------------------------------------------------------------------
+
+
+async def run_tool_calls(
+    ctx: Context, tools: ToolSet, calls: Sequence[ToolCall], k: int, scope: Scope
+) -> list[Message]:
+    """The tool messages answering ``calls`` (iteration ``k``), in call order.
+
+    Raises :class:`Interrupt` — every pending approval and timer of the turn in one — when a
+    call cannot run yet.
+    """
+    decisions: dict[str, Approval] = {}
+    if tools.approvals:
+        decisions = await decide_approvals(ctx, calls, tools)
+    if len(calls) == 1:  # the common turn: no tasks to gather, no cap to apply
+        call = calls[0]
+        key = tool_effect_key(scope, k, 0, call.id)
+        try:
+            return [await _answer(ctx, tools, call, k, 0, key, decisions)]
+        except Interrupt as exc:
+            raise Interrupt.merge([exc]) from None
+    cap = tools.concurrency
+    limit = asyncio.Semaphore(cap) if cap is not None and cap < len(calls) else None
+    outcomes = await asyncio.gather(
+        *(
+            _answer(ctx, tools, call, k, i, tool_effect_key(scope, k, i, call.id), decisions, limit)
+            for i, call in enumerate(calls)
+        ),
+        return_exceptions=True,
+    )
+    interrupts = [o for o in outcomes if isinstance(o, Interrupt)]
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException) and not isinstance(outcome, Interrupt):
+            raise outcome
+    if interrupts:
+        raise Interrupt.merge(interrupts)
+    return [o for o in outcomes if isinstance(o, Message)]
+
+
+async def _answer(
+    ctx: Context,
+    tools: ToolSet,
+    call: ToolCall,
+    k: int,
+    i: int,
+    key: str,
+    decisions: Mapping[str, Approval],
+    limit: asyncio.Semaphore | None = None,
+) -> Message:
+    """One call's tool message: checked, approved, undeferred, then run (or replayed)."""
+    tool = tools.by_name.get(call.name)
+    if tool is None:
+        return _unknown_tool(call, tools.by_name)
+    approval = decisions.get(call.id, APPROVED) if decisions else APPROVED
+    if not approval.approved:
+        return _rejected(call, approval)
+    deferral = await wait_for_deferrals(ctx, call, key)
+    record = await journaled_call(ctx, tools, call, tool, k, i, key, deferral, limit)
+    return Message(
+        role="tool",
+        content=record["content"],
+        tool_call_id=call.id,
+        name=call.name,
+        is_error=record["is_error"],
+    )
+
+
+# -- approval ---------------------------------------------------------------------------------
+
+
+async def decide_approvals(
+    ctx: Context, calls: Sequence[ToolCall], tools: ToolSet
+) -> dict[str, Approval]:
+    """The decisions on the calls that need approval, by call id.
+
+    All or nothing per turn: while any of them is undecided, raises an :class:`Interrupt`
+    asking for every undecided one, and nothing of the turn runs.
+    """
+    decisions: dict[str, Approval] = {}
+    waiting: list[PendingInterrupt] = []
+    for call in calls:
+        tool = tools.by_name.get(call.name)
+        if tool is None or not tool.requires_approval:
+            continue
+        found, decision = await ctx.effects.decision(ctx.superstep, call.id)
+        if found:
+            decisions[call.id] = Approval.read(decision)
+        else:
+            waiting.append(
+                PendingInterrupt(
+                    id=call.id,
+                    kind="approval",
+                    value={
+                        "tool": call.name,
+                        "args": call.args,
+                        "call_id": call.id,
+                        "agent": tools.agent,
+                    },
+                    node=ctx.node,
+                )
+            )
+    if waiting:
+        raise Interrupt(pending=waiting)
+    return decisions
+
+
+# -- deferral ---------------------------------------------------------------------------------
+
+
+async def wait_for_deferrals(ctx: Context, call: ToolCall, key: str) -> Deferral:
+    """The deferral a ``RetryLater`` of this run of the call would be recorded as.
+
+    Walks the wake-up times earlier runs recorded; raises the timer :class:`Interrupt` of the
+    first one still in the future.
+    """
+    deferral = Deferral(key, 0)
+    while True:
+        found, wake = await ctx.effects.peek(deferral.key)
+        if not found:
+            return deferral
+        if suspension.now() < float(wake):
+            raise deferral.timer(call, ctx.node, float(wake))
+        deferral = Deferral(key, deferral.count + 1)
+
+
+# -- the effect -------------------------------------------------------------------------------
+
+
+async def journaled_call(
+    ctx: Context,
+    tools: ToolSet,
+    call: ToolCall,
+    tool: Tool,
+    k: int,
+    i: int,
+    key: str,
+    deferral: Deferral,
+    limit: asyncio.Semaphore | None,
+) -> ToolRecord:
+    """Run the call once under ``key`` (waiting for a ``limit`` slot), or replay its record.
+
+    A live call reports ``start``/``end`` tool events to a streaming run; a replayed one
+    emits nothing and charges its recorded spend to the current budget instead.
+    """
+    tctx = sub_context(ctx, part_name(k, i))
+    live = False
+
+    async def execute() -> ToolRecord:
+        nonlocal live
+        live = True
+        streaming = ctx.streaming
+        if streaming:
+            await ctx.emit(
+                "tool", {"phase": "start", "id": call.id, "name": call.name, "args": call.args}
+            )
+        record = await _run_live(tctx, tools, call, tool, deferral)
+        if streaming:
+            await ctx.emit(
+                "tool",
+                {
+                    "phase": "end",
+                    "id": call.id,
+                    "name": call.name,
+                    "result": _result_text(record["content"]),
+                    "is_error": record["is_error"],
+                },
+            )
+        return record
+
+    if limit is None:
+        record: ToolRecord = await ctx.effects.once(key, execute)
+    else:
+        async with limit:
+            record = await ctx.effects.once(key, execute)
+    if not live:
+        spent = current_budget()
+        if spent is not None and record.get("calls"):
+            spent.absorb(record["usage"], record["cost"], list(record["unpriced"]), record["calls"])
+    return record
+
+
+async def _run_live(
+    tctx: Context, tools: ToolSet, call: ToolCall, tool: Tool, deferral: Deferral
+) -> ToolRecord:
+    """The call itself: through the middleware, under a ``tool_call`` span and a budget of
+    its own. A ``RetryLater`` is journaled as ``deferral`` and suspends the run on a timer;
+    any other error becomes the text of an error result."""
+    spent = Budget(parent=current_budget())
+    traced = tctx.tracer.enabled
+    with budget_scope(spent):
+        attributes = (
+            {
+                ATTR_TOOL_NAME: call.name,
+                ATTR_TOOL_CALL_ID: call.id,
+                ATTR_TOOL_ARGUMENTS: cap_text(call.args),
+                ATTR_AGENT_NAME: tools.agent,
+            }
+            if traced
+            else _NO_ATTRIBUTES
+        )
+        token = _current_call.set(call)
+        with tctx.span("tool_call", kind="tool", **attributes) as span:
+            try:
+                value = await tools.handler(
+                    ToolRequest(call=call, tool=tool, ctx=tctx, node=tctx.node)
+                )
+                content = render_result(value)
+                is_error = False
+            except Interrupt:
+                raise
+            except RetryLater as exc:
+                await tctx.effects.record(deferral.key, exc.wake_at)
+                raise deferral.timer(call, tctx.node, exc.wake_at, reason=exc.reason) from None
+            except Exception as exc:
+                span.record_error(exc)
+                content = _error_text(exc)
+                is_error = True
+            finally:
+                _current_call.reset(token)
+            if traced:
+                span.set_attribute(ATTR_TOOL_RESULT, cap_text(content))
+    return {
+        "content": content,
+        "is_error": is_error,
+        "usage": spent.usage,
+        "cost": spent.priced_cost_usd,
+        "unpriced": sorted(spent.unpriced),
+        "calls": spent.calls,
+    }
+
+
+async def call_with_timeout(request: ToolRequest, timeout: float | None) -> Any:
+    """The innermost tool handler: the tool's own ``run``, cut off after ``timeout`` seconds."""
+    if timeout is None:
+        return await request.tool.run(request.call.args, ctx=request.ctx)
+    try:
+        return await asyncio.wait_for(request.tool.run(request.call.args, ctx=request.ctx), timeout)
+    except TimeoutError:
+        msg = f"tool {request.tool.name!r} did not finish within {timeout}s"
+        raise TimeoutError(msg) from None
+
+
+# -- the answer -------------------------------------------------------------------------------
+
+_NO_ATTRIBUTES: dict[str, Any] = {}
+
+
+def _unknown_tool(call: ToolCall, by_name: Mapping[str, Tool]) -> Message:
+    names = ", ".join(sorted(by_name)) or "none"
+    return tool_result(
+        call,
+        f"Error: there is no tool named {call.name!r}. Available tools: {names}.",
+        is_error=True,
+    )
+
+
+def _rejected(call: ToolCall, approval: Approval) -> Message:
+    why = f" Reason: {approval.reason}" if approval.reason else ""
+    return tool_result(
+        call,
+        f"A human reviewer rejected this call to {call.name!r}; it was not run.{why} "
+        "Do not retry it unless the user asks.",
+    )
+
+
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, ValidationError):
+        return f"Error: {exc}"
+    text = str(exc)
+    return f"Error: {type(exc).__name__}: {text}" if text else f"Error: {type(exc).__name__}"
+
+
+def _result_text(content: Any) -> str:
+    """A tool result as the text a stream consumer shows (images left out)."""
+    if isinstance(content, str):
+        return content
+    return Message(role="tool", content=content, tool_call_id="-").text
