@@ -32,9 +32,29 @@ from typing import Any
 
 import pluggy
 
+__all__ = [
+    "PROJECT_NAME",
+    "CliCommand",
+    "Target",
+    "hookimpl",
+    "hookspec",
+    "tensorsketch_backends",
+    "tensorsketch_canvas_node_kinds",
+    "tensorsketch_channel_types",
+    "tensorsketch_cli_commands",
+    "tensorsketch_executors",
+    "tensorsketch_graders",
+    "tensorsketch_providers",
+    "tensorsketch_serve_protocols",
+    "tensorsketch_tracers",
+]
+
+#: The pluggy project name: the entry-point group and the hook markers' name.
 PROJECT_NAME = "tensorsketch"
 
+#: Marks a hook specification (this module's functions).
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+#: Marks a plugin's implementation of a hook: ``@hookimpl def tensorsketch_providers(): ...``.
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 

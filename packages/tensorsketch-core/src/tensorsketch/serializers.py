@@ -48,6 +48,7 @@ _JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
 _RENAMED_MODULES = {
     "tensorsketch.chat": "tensorsketch.provider",
     "tensorsketch.structure": "tensorsketch.graph_structure",
+    "tensorsketch.node_replay": "tensorsketch.pregel.replay",
 }
 
 #: The first byte of a msgpack payload: one msgpack never uses (0xc1) and that no UTF-8 text, so

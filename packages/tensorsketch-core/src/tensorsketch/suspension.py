@@ -27,16 +27,16 @@ def now() -> float:
 class PendingInterrupt(BaseModel):
     """One thing a suspended run waits for.
 
-    :param id: what to key the decision by in ``resume={id: decision}`` (for a tool approval,
+    :ivar id: what to key the decision by in ``resume={id: decision}`` (for a tool approval,
         the model's tool-call id).
-    :param kind: ``approval`` (a tool call needs a yes/no), ``interrupt`` (a node asked a
+    :ivar kind: ``approval`` (a tool call needs a yes/no), ``interrupt`` (a node asked a
         question with :func:`interrupt`), ``timer`` (waiting until ``wake_at``) or
         ``breakpoint`` (a static ``interrupt_before`` / ``interrupt_after`` stop).
-    :param value: what the waiter showed: the tool call (``{"tool", "args", ...}``), the
+    :ivar value: what the waiter showed: the tool call (``{"tool", "args", ...}``), the
         question, ``{"when": "before" | "after", "nodes": [...]}`` for a breakpoint, or
         ``None``.
-    :param node: the node that suspended.
-    :param wake_at: for a timer, the Unix time after which invoking continues the run.
+    :ivar node: the node that suspended.
+    :ivar wake_at: for a timer, the Unix time after which invoking continues the run.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
