@@ -26,10 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TypeAlias
-
-if TYPE_CHECKING:
-    from tensorsketch.context import Context
+from typing import Literal, Protocol, TypeAlias
 
 __all__ = [
     "IDEMPOTENCY_PREFIX",
@@ -41,6 +38,7 @@ __all__ = [
     "IdempotencyKey",
     "LlmAttemptKey",
     "NodeEffectKey",
+    "NodePosition",
     "Scope",
     "ToolCallKey",
     "WritesKey",
@@ -68,6 +66,19 @@ _WRITES_PREFIX = "writes:"
 AgentPart = Literal["model", "summary"]
 
 
+class NodePosition(Protocol):
+    """Where a node instance runs (a :class:`~tensorsketch.context.Context` is one)."""
+
+    @property
+    def superstep(self) -> int: ...
+
+    @property
+    def node(self) -> str: ...
+
+    @property
+    def instance(self) -> str: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Scope:
     """A node instance in a superstep: the owner every node-effect key starts with.
@@ -81,7 +92,8 @@ class Scope:
     instance: str = ""
 
     @classmethod
-    def of(cls, ctx: Context) -> Scope:
+    def of(cls, ctx: NodePosition) -> Scope:
+        """The scope of the node instance ``ctx`` belongs to."""
         return cls(ctx.superstep, ctx.node, ctx.instance)
 
     def format(self) -> str:

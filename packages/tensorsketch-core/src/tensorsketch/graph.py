@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
-from pydantic.fields import FieldInfo
-
-from tensorsketch.channels import Channel, channel_for
 from tensorsketch.constants import END, START
-from tensorsketch.errors import GraphValidationError
 from tensorsketch.graph_structure import BranchInfo, GraphStructure
 from tensorsketch.handles import NodeHandle
 from tensorsketch.node import Node
-from tensorsketch.pregel.build import breakpoint_nodes, join_wiring, node_spec, suggest, wiring
+from tensorsketch.pregel.build import Blueprint, build_spec, suggest
 from tensorsketch.pregel.compiled import CompiledGraph
-from tensorsketch.pregel.spec import Branch, GraphSpec, NodeSpec, check_concurrency
+from tensorsketch.pregel.spec import Branch, check_concurrency
 from tensorsketch.pregel.worker import resolve_executor
 from tensorsketch.retry import RetryPolicy
 from tensorsketch.schema import Schema
@@ -304,64 +299,28 @@ class Graph(Generic[S]):
         if migrate is not None and not callable(migrate):
             msg = f"compile(migrate=...) must be a function values -> values, got {migrate!r}."
             raise TypeError(msg)
-        problems = list(self._problems)
-        state = self.state_schema
-        fields: dict[str, FieldInfo] = dict(state.model_fields)
-        channels: dict[str, Channel] = {}
-        for field_name, info in fields.items():
-            try:
-                channels[field_name] = channel_for(field_name, info.metadata)
-            except TypeError as exc:
-                problems.append(str(exc))
-                channels[field_name] = channel_for(field_name, ())
-
-        specs: dict[str, NodeSpec] = {}
-        for name, node in self._nodes.items():
-            specs[name] = spec = node_spec(state, name, node, fields, channels, problems)
-            retry, timeout = self._guards.get(name, (None, None))
-            spec.retry = retry if retry is not None else self._retry
-            spec.timeout = timeout if timeout is not None else self._timeout
-
-        entry, successors = wiring(self._nodes, self._edges, self._branches, problems)
-        joins = join_wiring(self._nodes, self._joins, problems)
-        before = breakpoint_nodes("interrupt_before", interrupt_before, list(self._nodes), problems)
-        after = breakpoint_nodes("interrupt_after", interrupt_after, list(self._nodes), problems)
-
-        if problems:
-            listing = "\n".join(f"  - {p}" for p in problems)
-            noun = "problem" if len(problems) == 1 else "problems"
-            msg = f"{self.name} does not compile ({len(problems)} {noun}):\n{listing}"
-            raise GraphValidationError(msg, problems)
-
-        for name, spec in specs.items():
-            spec.successors = tuple(successors[name])
-            spec.branch = self._branches.get(name)
-            spec.joins = tuple(j for j in joins if name in j.sources)
-        defaults: dict[str, Callable[[], Any]] = {}
-        for field_name, info in fields.items():
-            if info.default_factory is not None:
-                defaults[field_name] = info.default_factory  # type: ignore[assignment]
-            elif not info.is_required():
-                value = info.default
-                defaults[field_name] = _constant(value) if _immutable(value) else _copier(value)
-        graph_spec = GraphSpec(
+        blueprint = Blueprint(
             name=self.name,
-            state_schema=state,
-            channels=channels,
-            defaults=defaults,
-            required=tuple(f for f, info in fields.items() if info.is_required()),
-            nodes=specs,
-            entry=tuple(entry),
-            entry_branch=self._branches.get(START),
+            state=self.state_schema,
+            nodes=self._nodes,
+            edges=self._edges,
+            joins=self._joins,
+            branches=self._branches,
+            guards=self._guards,
+            retry=self._retry,
+            timeout=self._timeout,
+            problems=self._problems,
             structure=self.structure,
+        )
+        spec = build_spec(
+            blueprint,
             migrate=migrate,
-            interrupt_before=before,
-            interrupt_after=after,
+            interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
             max_concurrency=max_concurrency,
             executor=chosen,
-            joins=joins,
         )
-        return CompiledGraph(graph_spec)
+        return CompiledGraph(spec)
 
 
 def _check_retry(retry: Any, where: str) -> RetryPolicy | None:
@@ -381,44 +340,3 @@ def _check_timeout(timeout: Any, where: str) -> float | None:
         msg = f"{where} takes a number of seconds > 0 (or None for no limit), got {timeout!r}."
         raise ValueError(msg)
     return float(timeout)
-
-
-_SCALARS = (str, int, float, bool, bytes, type(None))
-
-
-def _immutable(value: Any) -> bool:
-    """Nothing reachable from ``value`` can be changed in place (safe to share across runs)."""
-    if isinstance(value, _SCALARS):
-        return True
-    if isinstance(value, tuple | frozenset):
-        return all(_immutable(v) for v in value)
-    return False
-
-
-def _constant(value: Any) -> Callable[[], Any]:
-    def make() -> Any:
-        return value
-
-    return make
-
-
-def _copier(value: Any) -> Callable[[], Any]:
-    """A fresh copy per run: a node that mutates a nested default must not change it for the
-    next run. A flat container of immutable items is copied shallowly (the common case, and
-    ~20x cheaper than ``deepcopy``)."""
-    flat = isinstance(value, list | set | dict) and all(
-        _immutable(v) for v in (value.values() if isinstance(value, dict) else value)
-    )
-    if flat:
-        shallow = copy.copy
-
-        def make() -> Any:
-            return shallow(value)
-
-    else:
-        deep = copy.deepcopy
-
-        def make() -> Any:
-            return deep(value)
-
-    return make

@@ -13,7 +13,8 @@
 - :mod:`~tensorsketch.pregel.restore` / :mod:`~tensorsketch.pregel.run_info` — stored values
   back into state, and how a run ended;
 - :mod:`~tensorsketch.pregel.replay` — re-running one node of a checkpoint;
-- :mod:`~tensorsketch.pregel.compiled` — :class:`CompiledGraph`, the run driver.
+- :mod:`~tensorsketch.pregel.driver` — starting, opening, driving and closing one run;
+- :mod:`~tensorsketch.pregel.compiled` — :class:`CompiledGraph`, what users call.
 
 Nothing here knows agents, providers or stores: the durable layer is reached through
 :class:`tensorsketch.durable.RunJournal`, observers through the event sink and the tracer.

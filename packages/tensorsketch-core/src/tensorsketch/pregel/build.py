@@ -1,30 +1,39 @@
-"""What ``Graph.compile()`` checks, beside the builder: ports against the state, and the
-wiring (edges, routers, the entry). Every problem is collected, so one compile reports all.
+"""The spec-building half of ``Graph.compile()``: check ports against the state, the wiring
+(edges, routers, joins, the entry) and the breakpoints, then freeze it all into a
+:class:`~tensorsketch.pregel.spec.GraphSpec`. Every problem is collected, so one compile
+reports all.
 """
 
 from __future__ import annotations
 
+import copy
 import difflib
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tensorsketch._assignable import is_assignable, type_text
+from tensorsketch.channels import Channel, channel_for
 from tensorsketch.constants import END, START
+from tensorsketch.errors import GraphValidationError
+from tensorsketch.graph_structure import GraphStructure
 from tensorsketch.joins import Join
 from tensorsketch.node import Node
-from tensorsketch.pregel.spec import NodeSpec
+from tensorsketch.pregel.spec import Branch, GraphSpec, NodeSpec
+from tensorsketch.retry import RetryPolicy
 from tensorsketch.schema import Schema
 
 if TYPE_CHECKING:
     from pydantic.fields import FieldInfo
 
-    from tensorsketch.channels import Channel
-    from tensorsketch.pregel.spec import Branch
+    from tensorsketch.pregel.seam import Executor
 
 __all__ = [
+    "Blueprint",
     "Wiring",
     "breakpoint_nodes",
+    "build_spec",
     "field_hint",
     "join_wiring",
     "node_spec",
@@ -260,3 +269,134 @@ def join_wiring(
         seen.add(key)
         found.append(Join(sources=sources, target=dst, index=len(found)))
     return tuple(found)
+
+
+@dataclass(frozen=True, slots=True)
+class Blueprint:
+    """What a :class:`~tensorsketch.graph.Graph` builder collected, handed to
+    :func:`build_spec` to check and freeze."""
+
+    name: str
+    state: type[Schema]
+    nodes: Mapping[str, Node]
+    edges: Sequence[tuple[str, str]]
+    joins: Sequence[tuple[tuple[str, ...], str]]
+    branches: Mapping[str, Branch]
+    guards: Mapping[str, tuple[RetryPolicy | None, float | None]]
+    retry: RetryPolicy | None
+    timeout: float | None
+    #: Mistakes the builder already found (reported with the rest).
+    problems: Sequence[str]
+    structure: GraphStructure
+
+
+def build_spec(
+    bp: Blueprint,
+    *,
+    migrate: Callable[[dict[str, Any]], dict[str, Any]] | None,
+    interrupt_before: Sequence[str] | str,
+    interrupt_after: Sequence[str] | str,
+    max_concurrency: int | None,
+    executor: Executor | None,
+) -> GraphSpec:
+    """Check a whole graph and freeze it for the engine: every mistake found is reported at
+    once in one :class:`GraphValidationError`."""
+    problems = list(bp.problems)
+    state = bp.state
+    fields: dict[str, FieldInfo] = dict(state.model_fields)
+    channels: dict[str, Channel] = {}
+    for field_name, info in fields.items():
+        try:
+            channels[field_name] = channel_for(field_name, info.metadata)
+        except TypeError as exc:
+            problems.append(str(exc))
+            channels[field_name] = channel_for(field_name, ())
+
+    specs: dict[str, NodeSpec] = {}
+    for name, node in bp.nodes.items():
+        specs[name] = spec = node_spec(state, name, node, fields, channels, problems)
+        retry, timeout = bp.guards.get(name, (None, None))
+        spec.retry = retry if retry is not None else bp.retry
+        spec.timeout = timeout if timeout is not None else bp.timeout
+
+    entry, successors = wiring(bp.nodes, bp.edges, bp.branches, problems)
+    joins = join_wiring(bp.nodes, bp.joins, problems)
+    before = breakpoint_nodes("interrupt_before", interrupt_before, list(bp.nodes), problems)
+    after = breakpoint_nodes("interrupt_after", interrupt_after, list(bp.nodes), problems)
+
+    if problems:
+        listing = "\n".join(f"  - {p}" for p in problems)
+        noun = "problem" if len(problems) == 1 else "problems"
+        msg = f"{bp.name} does not compile ({len(problems)} {noun}):\n{listing}"
+        raise GraphValidationError(msg, problems)
+
+    for name, spec in specs.items():
+        spec.successors = tuple(successors[name])
+        spec.branch = bp.branches.get(name)
+        spec.joins = tuple(j for j in joins if name in j.sources)
+    defaults: dict[str, Callable[[], Any]] = {}
+    for field_name, info in fields.items():
+        if info.default_factory is not None:
+            defaults[field_name] = info.default_factory  # type: ignore[assignment]
+        elif not info.is_required():
+            value = info.default
+            defaults[field_name] = _constant(value) if _immutable(value) else _copier(value)
+    graph_spec = GraphSpec(
+        name=bp.name,
+        state_schema=state,
+        channels=channels,
+        defaults=defaults,
+        required=tuple(f for f, info in fields.items() if info.is_required()),
+        nodes=specs,
+        entry=tuple(entry),
+        entry_branch=bp.branches.get(START),
+        structure=bp.structure,
+        migrate=migrate,
+        interrupt_before=before,
+        interrupt_after=after,
+        max_concurrency=max_concurrency,
+        executor=executor,
+        joins=joins,
+    )
+    return graph_spec
+
+
+_SCALARS = (str, int, float, bool, bytes, type(None))
+
+
+def _immutable(value: Any) -> bool:
+    """Nothing reachable from ``value`` can be changed in place (safe to share across runs)."""
+    if isinstance(value, _SCALARS):
+        return True
+    if isinstance(value, tuple | frozenset):
+        return all(_immutable(v) for v in value)
+    return False
+
+
+def _constant(value: Any) -> Callable[[], Any]:
+    def make() -> Any:
+        return value
+
+    return make
+
+
+def _copier(value: Any) -> Callable[[], Any]:
+    """A fresh copy per run: a node that mutates a nested default must not change it for the
+    next run. A flat container of immutable items is copied shallowly (the common case, and
+    ~20x cheaper than ``deepcopy``)."""
+    flat = isinstance(value, list | set | dict) and all(
+        _immutable(v) for v in (value.values() if isinstance(value, dict) else value)
+    )
+    if flat:
+        shallow = copy.copy
+
+        def make() -> Any:
+            return shallow(value)
+
+    else:
+        deep = copy.deepcopy
+
+        def make() -> Any:
+            return deep(value)
+
+    return make

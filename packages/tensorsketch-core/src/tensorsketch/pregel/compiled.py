@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tensorsketch import threads
-from tensorsketch.durable.journal import RunJournal
 from tensorsketch.durable.reads import (
     NEEDS_LOOP,
     load_chain,
@@ -16,20 +14,24 @@ from tensorsketch.durable.reads import (
     read_checkpoint,
     read_checkpoint_blocking,
 )
-from tensorsketch.effects import decision_key
-from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, ExecutorError
+from tensorsketch.errors import CheckpointDecodeError, ExecutorError
 from tensorsketch.events import Event
 from tensorsketch.graph_structure import GraphStructure
-from tensorsketch.interrupts import parse_approval
-from tensorsketch.observability.tracing import ATTR_INPUT, Tracer
-from tensorsketch.pregel.build import breakpoint_nodes, suggest
+from tensorsketch.observability.tracing import Tracer
+from tensorsketch.pregel.build import suggest
+from tensorsketch.pregel.driver import (
+    MAX_THREAD_ID,
+    check_durable_args,
+    check_thread_id,
+    drive,
+    start_run,
+)
 from tensorsketch.pregel.loop import Run
 from tensorsketch.pregel.replay import replay_node
-from tensorsketch.pregel.restore import SpecCodec, validated_values
+from tensorsketch.pregel.restore import validated_values
 from tensorsketch.pregel.run_info import attach_checkpoint_info
-from tensorsketch.pregel.spec import GraphSpec, Task, check_concurrency, plan_of
+from tensorsketch.pregel.spec import GraphSpec, Task
 from tensorsketch.pregel.state import state_writes
-from tensorsketch.pregel.worker import resolve_executor
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.loops import run_sync
 from tensorsketch.schema import Schema
@@ -37,45 +39,17 @@ from tensorsketch.suspension import Interrupt
 
 if TYPE_CHECKING:
     from tensorsketch.context import Context, RunHandle
-
-    # The durable layer (and its serializers) loads on the first durable run.
     from tensorsketch.durable.checkpoint import Checkpoint
     from tensorsketch.pregel.replay import NodeReplay
     from tensorsketch.pregel.seam import Executor
     from tensorsketch.runtime.backends.base import StoredCheckpoint
 
-__all__ = ["CompiledGraph"]
+__all__ = ["MAX_THREAD_ID", "CompiledGraph"]
 
 S = TypeVar("S", bound=Schema)
 T = TypeVar("T")
 
 _DONE = object()
-#: Longest thread id accepted: well inside every store's key limits (a PostgreSQL index entry
-#: holds at most ~2.7 kB, and a thread id is part of several primary keys).
-MAX_THREAD_ID = 256
-
-
-def _check_thread_id(thread_id: object, what: str = "thread_id") -> None:
-    """Refuse a thread id every store cannot keep alike: PostgreSQL rejects a non-``str`` or
-    a NUL byte where SQLite and Redis would store it, so it is checked before any store."""
-    if not isinstance(thread_id, str):
-        msg = (
-            f"{what} must be a str, got {type(thread_id).__name__} {thread_id!r}; pass "
-            f"{what}=str(...) (the same string resumes the same thread)."
-        )
-        raise TypeError(msg)
-    if not thread_id:
-        msg = f"{what} must not be empty; pass a name or id such as {what}='order-42'."
-        raise ValueError(msg)
-    if len(thread_id) > MAX_THREAD_ID:
-        msg = (
-            f"{what} is too long ({len(thread_id)} characters, at most {MAX_THREAD_ID}); use "
-            "a shorter id, e.g. a hash of the long one."
-        )
-        raise ValueError(msg)
-    if "\x00" in thread_id:
-        msg = f"{what} {thread_id!r} contains a NUL character, which stores cannot keep."
-        raise ValueError(msg)
 
 
 class _Failure:
@@ -112,136 +86,6 @@ class CompiledGraph(Generic[S]):
         return self._spec
 
     # -- running ----------------------------------------------------------------------------
-
-    def _check_durable_args(self, thread_id: str | None, backend: Backend | None) -> None:
-        if backend is None:
-            return
-        if thread_id is None:
-            msg = "a durable run needs both backend= and thread_id=; pass thread_id='...'."
-            raise ValueError(msg)
-        _check_thread_id(thread_id)
-        if not isinstance(backend, Backend):
-            msg = (
-                f"backend= must be a tensorsketch Backend (InMemoryBackend(), SqliteBackend(...)"
-                f", create_backend(name, ...)), got {type(backend).__name__}."
-            )
-            raise TypeError(msg)
-
-    def _new_run(
-        self,
-        thread_id: str | None,
-        backend: Backend | None,
-        tracer: Tracer | None,
-        sink: Any,
-        namespace: tuple[str, ...],
-    ) -> Run:
-        self._check_durable_args(thread_id, backend)
-        journal = (
-            RunJournal(backend, thread_id, SpecCodec(self._spec, backend.serializer))
-            if backend is not None and thread_id is not None
-            else None
-        )
-        return Run(
-            self._spec,
-            thread_id=thread_id,
-            journal=journal,
-            tracer=tracer,
-            sink=sink,
-            namespace=namespace,
-        )
-
-    def _set_breakpoints(self, run: Run, before: object, after: object) -> None:
-        """Apply an ``invoke``'s own breakpoints (checked like ``compile``'s)."""
-        if before is None and after is None:
-            return
-        problems: list[str] = []
-        nodes = list(self._spec.nodes)
-        if before is not None:
-            run.interrupt_before = breakpoint_nodes("interrupt_before", before, nodes, problems)
-        if after is not None:
-            run.interrupt_after = breakpoint_nodes("interrupt_after", after, nodes, problems)
-        if problems:
-            raise ValueError("; ".join(problems))
-
-    async def _drive(
-        self, run: Run, input: Any, max_steps: int, resume: Mapping[str, Any] | None = None
-    ) -> None:
-        tracer = run.tracer
-        if not tracer.enabled:  # NoopTracer: skip the run span entirely
-            await self._drive_inner(run, input, max_steps, resume)
-            return
-        attributes: dict[str, Any] = {"tensorsketch.graph": self._spec.name}
-        if run.thread_id is not None:
-            attributes["tensorsketch.thread_id"] = run.thread_id
-        if input is not None:
-            # what the run was asked, so a recorded run can become an eval case
-            attributes[ATTR_INPUT] = _input_text(input)
-        with tracer.span("run", kind="run", **attributes) as span:
-            await self._drive_inner(run, input, max_steps, resume)
-            span.set_attribute("tensorsketch.steps", run.step)
-
-    async def _drive_inner(
-        self, run: Run, input: Any, max_steps: int, resume: Mapping[str, Any] | None
-    ) -> None:
-        journal = run.journal
-        store_down = False
-        try:
-            tasks = await self._prepare(run, input, resume)
-            if run.sink is not None:
-                await run.emit("run_start", data={"input": _plain(input), "step": run.step})
-            await run.execute(tasks, max_steps)
-            if run.sink is not None and not run.interrupts and not run.ended:
-                await run.emit("run_end", data=dict(run.values), step=run.step)
-        except BackendUnavailableError:
-            store_down = True
-            raise
-        finally:
-            if journal is not None:
-                await journal.finish(store_down=store_down)
-
-    async def _prepare(
-        self, run: Run, input: Any, resume: Mapping[str, Any] | None = None
-    ) -> list[Task]:
-        journal = run.journal
-        if journal is None:
-            return run.fresh_tasks(input)
-        fresh = None if resume else self._plan_fresh(run, input)
-        opened = await journal.open(None if fresh is None else (run.position(), plan_of(fresh)))
-        if opened.created is not None:
-            assert fresh is not None
-            run.checkpoint_id = run.plan_id = opened.created
-            return fresh
-        if opened.restored is not None:
-            run.restore(opened.restored)
-        if resume:
-            await apply_resume(run, resume)
-        if opened.restored is None:  # a new thread whose input was not saved by `open`
-            tasks = run.fresh_tasks(input)
-            await run.save_checkpoint(None, tasks, source="input")
-            return tasks
-        tasks = run.tasks_from_plan(opened.restored.plan)
-        if input is not None:
-            changed = run.apply_input(input)
-            if not tasks:
-                tasks = run.entry_tasks()
-            await run.save_checkpoint(changed, tasks, source="input")
-        return tasks
-
-    def _plan_fresh(self, run: Run, input: Any) -> list[Task] | None:
-        """Plan the first superstep as if the thread were new, so the store can save the
-        input checkpoint in the same round trip as the lease; the plan is dropped if the
-        thread already has checkpoints.
-
-        Only for a graph whose entry is fixed (no routing function runs early); an input
-        that does not apply is left for the regular path to report.
-        """
-        if self._spec.entry_branch is not None:
-            return None
-        try:
-            return run.fresh_tasks(input)
-        except Exception:
-            run.values = {}
-            return None
 
     async def invoke(
         self,
@@ -281,12 +125,19 @@ class CompiledGraph(Generic[S]):
         raising; ``run_info(state)`` (also ``state.__tensorsketch_run__``) says so and lists
         what it waits for.
         """
-        run = self._new_run(thread_id, backend, tracer, None, namespace)
-        self._set_breakpoints(run, interrupt_before, interrupt_after)
-        _limit(run, max_concurrency)
-        if executor is not None:
-            run.executor = resolve_executor(executor, "executor=")
-        await self._drive(run, input, max_steps, resume)
+        run = start_run(
+            self._spec,
+            thread_id=thread_id,
+            backend=backend,
+            tracer=tracer,
+            sink=None,
+            namespace=namespace,
+            interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
+            max_concurrency=max_concurrency,
+            executor=executor,
+        )
+        await drive(run, input, max_steps, resume)
         state: S = run.result_state()  # type: ignore[assignment]
         return state
 
@@ -316,15 +167,22 @@ class CompiledGraph(Generic[S]):
             msg = f"stream(buffer=...) must be at least 1, got {buffer}."
             raise ValueError(msg)
         queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=buffer)
-        run = self._new_run(thread_id, backend, tracer, queue.put, namespace)
-        self._set_breakpoints(run, interrupt_before, interrupt_after)
-        _limit(run, max_concurrency)
-        if executor is not None:
-            run.executor = resolve_executor(executor, "executor=")
+        run = start_run(
+            self._spec,
+            thread_id=thread_id,
+            backend=backend,
+            tracer=tracer,
+            sink=queue.put,
+            namespace=namespace,
+            interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
+            max_concurrency=max_concurrency,
+            executor=executor,
+        )
 
         async def produce() -> None:
             try:
-                await self._drive(run, input, max_steps, resume)
+                await drive(run, input, max_steps, resume)
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:
@@ -369,7 +227,7 @@ class CompiledGraph(Generic[S]):
         New events are looked for quickly at first and then every ``poll_interval`` seconds
         at most; no event is skipped or repeated.
         """
-        _check_thread_id(thread_id)
+        check_thread_id(thread_id)
         if not poll_interval > 0:
             msg = f"`poll_interval` must be a positive number of seconds, got {poll_interval!r}."
             raise ValueError(msg)
@@ -419,7 +277,7 @@ class CompiledGraph(Generic[S]):
         A page rebuilds only its own checkpoints (each from its short chain of deltas), so
         paging through a long thread costs about the size of each page.
         """
-        _check_thread_id(thread_id)
+        check_thread_id(thread_id)
         stored = await backend.list_checkpoints(thread_id)
         if limit is None and before is None:
             return load_chain(backend, stored)
@@ -437,7 +295,7 @@ class CompiledGraph(Generic[S]):
         :raises TypeError: / :raises ValueError: naming what is wrong, as ``invoke`` would.
         """
         if thread_id is not None:
-            _check_thread_id(thread_id)
+            check_thread_id(thread_id)
         if input is not None:
             state_writes(self._spec, input, "invoke()", "invoke({'query': ...})")
 
@@ -447,13 +305,13 @@ class CompiledGraph(Generic[S]):
         Reads only the latest checkpoint's chain of deltas (:meth:`Backend.read_chain`), so
         it costs about the state's size, however long the thread's history is.
         """
-        _check_thread_id(thread_id)
+        check_thread_id(thread_id)
         latest = await read_checkpoint(backend, thread_id)
         return None if latest is None else self._state_at(latest)
 
     async def aget_state_at(self, thread_id: str, backend: Backend, checkpoint_id: str) -> S:
         """The state at one checkpoint of the thread."""
-        _check_thread_id(thread_id)
+        check_thread_id(thread_id)
         if not isinstance(checkpoint_id, str):
             msg = (
                 f"checkpoint_id must be a str, got {type(checkpoint_id).__name__} "
@@ -478,7 +336,7 @@ class CompiledGraph(Generic[S]):
     def get_state(self, thread_id: str, backend: Backend) -> S | None:
         """Sync form of :meth:`aget_state`: on the calling thread where the backend can read
         without an event loop (SQLite, memory), else on a private loop."""
-        _check_thread_id(thread_id)
+        check_thread_id(thread_id)
         latest = read_checkpoint_blocking(backend, thread_id)
         if latest is NEEDS_LOOP:
             return run_sync(self.aget_state(thread_id, backend))
@@ -501,7 +359,7 @@ class CompiledGraph(Generic[S]):
         """Remove the thread's run records, checkpoints, effect journal, events and lease; a
         thread another process is running, or one with a queued or running run, is refused
         with :class:`ThreadBusyError` and nothing is removed."""
-        _check_thread_id(thread_id)
+        check_thread_id(thread_id)
         await threads.delete_thread(backend, thread_id)
 
     def delete_thread(self, thread_id: str, backend: Backend) -> None:
@@ -511,7 +369,7 @@ class CompiledGraph(Generic[S]):
     async def aprune_thread(self, thread_id: str, backend: Backend, *, keep: int) -> int:
         """Keep the thread's newest ``keep`` checkpoints and remove older ones (returns how
         many); every kept checkpoint still resumes, reads and forks as before."""
-        _check_thread_id(thread_id)
+        check_thread_id(thread_id)
         return await threads.prune_thread(backend, thread_id, keep)
 
     def prune_thread(self, thread_id: str, backend: Backend, *, keep: int) -> int:
@@ -540,8 +398,8 @@ class CompiledGraph(Generic[S]):
             :meth:`aupdate_state` edit (the fork point's plan stays), and the next
             ``invoke`` on the new thread continues from there.
         """
-        _check_thread_id(thread_id)
-        _check_thread_id(new_thread_id, "new_thread_id")
+        check_thread_id(thread_id)
+        check_thread_id(new_thread_id, "new_thread_id")
         try:
             origin = await read_checkpoint(backend, thread_id, checkpoint_id)
         except CheckpointDecodeError:
@@ -561,7 +419,14 @@ class CompiledGraph(Generic[S]):
         if await backend.latest_checkpoint(new_thread_id) is not None:
             msg = f"thread {new_thread_id!r} already exists; fork into a new thread_id."
             raise ValueError(msg)
-        branch = self._new_run(new_thread_id, backend, tracer, None, ())
+        branch = start_run(
+            self._spec,
+            thread_id=new_thread_id,
+            backend=backend,
+            tracer=tracer,
+            sink=None,
+            namespace=(),
+        )
         journal = branch.journal
         assert journal is not None
         branch.restore(journal.restore(origin))
@@ -607,7 +472,7 @@ class CompiledGraph(Generic[S]):
         :param live: run the node's journaled calls for real instead of answering them
             from the thread's journal (recorded approvals and answers still apply).
         """
-        _check_thread_id(thread_id)
+        check_thread_id(thread_id)
         return await replay_node(self._spec, thread_id, backend, checkpoint_id, node, live=live)
 
     async def run_inside(
@@ -650,8 +515,15 @@ class CompiledGraph(Generic[S]):
             )
             raise ExecutorError(msg)
         if journal is None:
-            run = self._new_run(None, None, parent.tracer, sink, namespace)
-            await self._drive(run, input, max_steps)
+            run = start_run(
+                self._spec,
+                thread_id=None,
+                backend=None,
+                tracer=parent.tracer,
+                sink=sink,
+                namespace=namespace,
+            )
+            await drive(run, input, max_steps)
         else:
             backend = journal.backend
             thread = f"{parent.thread_id}/{key}"
@@ -662,8 +534,15 @@ class CompiledGraph(Generic[S]):
                     found, decision = await parent.effects.decision(ctx.superstep, str(raw["id"]))
                     if found and raw.get("kind") not in ("timer", "breakpoint"):
                         resume[str(raw["id"])] = decision
-            run = self._new_run(thread, backend, parent.tracer, sink, namespace)
-            await self._drive(run, None if history else input, max_steps, resume or None)
+            run = start_run(
+                self._spec,
+                thread_id=thread,
+                backend=backend,
+                tracer=parent.tracer,
+                sink=sink,
+                namespace=namespace,
+            )
+            await drive(run, None if history else input, max_steps, resume or None)
         if run.interrupts:
             raise Interrupt(pending=list(run.interrupts))
         return run.result_state()
@@ -690,7 +569,7 @@ class CompiledGraph(Generic[S]):
         tasks that had not finished); ``as_node`` moves past that superstep and clears it.
         Takes the thread's lease, so it refuses (``ThreadBusyError``) while a run holds it.
         """
-        self._check_durable_args(thread_id, backend)
+        check_durable_args(thread_id, backend)
         spec = self._spec
         if as_node is not None and as_node not in spec.nodes:
             msg = (
@@ -699,7 +578,9 @@ class CompiledGraph(Generic[S]):
             )
             raise ValueError(msg)
         writes = self._update_writes(values)
-        run = self._new_run(thread_id, backend, None, None, ())
+        run = start_run(
+            self._spec, thread_id=thread_id, backend=backend, tracer=None, sink=None, namespace=()
+        )
         journal = run.journal
         assert journal is not None
         try:
@@ -768,86 +649,3 @@ async def _ancestry(backend: Backend, thread_id: str, checkpoint_id: str) -> lis
         cursor = found.parent_id
     chain.reverse()
     return chain
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Schema):
-        return value.model_dump()
-    return value
-
-
-#: How much of a run's input its ``run`` span keeps (like the agent layer's tool payloads).
-_INPUT_LIMIT = 4000
-
-
-def _input_text(value: Any) -> str:
-    if isinstance(value, Schema):
-        value = value.model_dump(mode="json")
-    try:
-        text = json.dumps(value, sort_keys=True, default=str)
-    except (TypeError, ValueError):
-        text = str(value)
-    if len(text) > _INPUT_LIMIT:
-        return text[:_INPUT_LIMIT] + f"... [{len(text) - _INPUT_LIMIT} more chars]"
-    return text
-
-
-def _limit(run: Run, max_concurrency: int | None) -> None:
-    """Apply ``invoke(max_concurrency=...)`` over the compiled limit."""
-    if max_concurrency is not None:
-        check_concurrency(max_concurrency, "max_concurrency=")
-        run.max_concurrency = max_concurrency
-
-
-async def apply_resume(run: Run, resume: Mapping[str, Any] | None) -> None:
-    """Check ``resume=`` decisions against what the restored checkpoint waits for and record
-    them in the journal (engine use, after the checkpoint is restored)."""
-    if not resume:
-        return
-    if not isinstance(resume, Mapping):
-        msg = (
-            f"`resume=` takes a dict of decisions keyed by interrupt id, got "
-            f"{type(resume).__name__} ({resume!r:.60})."
-        )
-        raise TypeError(msg)
-    waiting = {p.id: p for p in run.restored_interrupts}
-    if not waiting:
-        msg = (
-            f"thread {run.thread_id!r} is not suspended (nothing awaits a decision), but "
-            "`resume=` was passed; invoke without it."
-        )
-        raise ValueError(msg)
-    unknown = [key for key in resume if key not in waiting]
-    if unknown:
-        listed = ", ".join(repr(k) for k in waiting)
-        msg = (
-            f"`resume=` names {unknown!r}, which the run is not waiting on; it waits on "
-            f"{listed}. Pass decisions only for those ids."
-        )
-        raise ValueError(msg)
-    for key, decision in resume.items():
-        if waiting[key].kind == "breakpoint":
-            msg = (
-                f"{key!r} is a breakpoint; it needs no decision: invoke the thread again "
-                "without `resume=` (and without input) to continue past it."
-            )
-            raise ValueError(msg)
-        if waiting[key].kind == "timer":
-            msg = (
-                f"{key!r} is a timer (it wakes at {waiting[key].wake_at}); it needs no decision, "
-                "just invoke again after that time."
-            )
-            raise ValueError(msg)
-        if waiting[key].kind == "approval":
-            parse_approval(decision)  # fail now, not deep in the resumed run
-    run.resume.clear()
-    run.resume.update(resume)
-    if run.effects.durable:
-        for key, decision in resume.items():
-            await run.effects.record(decision_key(run.step, key), _plain_decision(decision))
-
-
-def _plain_decision(decision: Any) -> Any:
-    if isinstance(decision, Mapping):
-        return dict(decision)
-    return decision
