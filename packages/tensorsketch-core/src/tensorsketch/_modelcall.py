@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tensorsketch.budget import current_budget
+from tensorsketch.context import Context
 from tensorsketch.messages import ImageBlock
 from tensorsketch.observability.tracing import (
     ATTR_COST_USD,
@@ -28,11 +29,10 @@ from tensorsketch.observability.tracing import (
 )
 from tensorsketch.pricing import estimate_cost
 from tensorsketch.provider import ChatProvider, Completion, ProviderError, TextDelta
+from tensorsketch.schema import Schema
 
 if TYPE_CHECKING:
-    from tensorsketch.context import Context
     from tensorsketch.messages import ContentBlock, Message
-    from tensorsketch.schema import Schema
     from tensorsketch.tools import Tool
 
 __all__ = ["call_provider", "cap_text"]

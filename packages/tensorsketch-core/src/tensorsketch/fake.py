@@ -27,9 +27,9 @@ from tensorsketch.provider import (
     Usage,
     parse_structured,
 )
+from tensorsketch.schema import Schema
 
 if TYPE_CHECKING:
-    from tensorsketch.schema import Schema
     from tensorsketch.tools import Tool
 
 __all__ = ["FakeCall", "FakeProvider", "FakeStreamFailure"]

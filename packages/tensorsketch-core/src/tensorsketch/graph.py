@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from tensorsketch.constants import END, START
 from tensorsketch.graph_structure import BranchInfo, GraphStructure
@@ -11,13 +11,11 @@ from tensorsketch.handles import NodeHandle
 from tensorsketch.node import Node
 from tensorsketch.pregel.build import Blueprint, build_spec, suggest
 from tensorsketch.pregel.compiled import CompiledGraph
+from tensorsketch.pregel.seam import Executor
 from tensorsketch.pregel.spec import Branch, check_concurrency
 from tensorsketch.pregel.worker import resolve_executor
 from tensorsketch.retry import RetryPolicy
 from tensorsketch.schema import Schema
-
-if TYPE_CHECKING:
-    from tensorsketch.pregel.seam import Executor
 
 __all__ = ["Graph"]
 

@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tensorsketch.budget import BudgetExceededError
+from tensorsketch.context import Context
 from tensorsketch.errors import ValidationError
 from tensorsketch.provider import ChatProvider, Completion, ProviderError, RateLimitError
+from tensorsketch.schema import Schema
 from tensorsketch.suspension import Interrupt, RetryLater
 
 if TYPE_CHECKING:
-    from tensorsketch.context import Context
     from tensorsketch.messages import Message, ToolCall
-    from tensorsketch.schema import Schema
     from tensorsketch.tools import Tool
 
 __all__ = [

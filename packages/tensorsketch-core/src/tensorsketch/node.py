@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
+from tensorsketch.context import Context
 from tensorsketch.schema import Schema
-
-if TYPE_CHECKING:
-    from tensorsketch.context import Context
 
 __all__ = ["Node"]
 

@@ -16,15 +16,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
+from tensorsketch.context import Context
 from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.schema import Schema
 from tensorsketch.suspension import Interrupt
 from tensorsketch.tools import Tool
 
-if TYPE_CHECKING:
-    from tensorsketch.context import Context
 __all__ = ["as_tool", "gather_map", "parallel", "run_subgraph"]
 
 T = TypeVar("T")

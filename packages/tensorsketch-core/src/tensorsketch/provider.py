@@ -29,9 +29,9 @@ from pydantic import BaseModel, ConfigDict
 
 from tensorsketch.errors import TensorSketchError, ValidationError
 from tensorsketch.messages import Message
+from tensorsketch.schema import Schema
 
 if TYPE_CHECKING:
-    from tensorsketch.schema import Schema
     from tensorsketch.tools import Tool
 
 __all__ = [

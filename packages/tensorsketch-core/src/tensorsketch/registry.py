@@ -11,16 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from tensorsketch.channels import ChannelMarker
 from tensorsketch.name_registry import Registry
-from tensorsketch.pregel.seam import executors
-from tensorsketch.runtime.backends.base import backends
+from tensorsketch.observability.tracing import Tracer
+from tensorsketch.pregel.seam import Executor, executors
+from tensorsketch.runtime.backends.base import Backend, backends
 
 if TYPE_CHECKING:
-    from tensorsketch.channels import ChannelMarker
-    from tensorsketch.observability.tracing import Tracer
-    from tensorsketch.pregel.seam import Executor
     from tensorsketch.provider import ChatProvider
-    from tensorsketch.runtime.backends.base import Backend
 
 __all__ = [
     "Registry",

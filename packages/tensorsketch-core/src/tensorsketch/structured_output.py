@@ -10,16 +10,14 @@ them twice.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
 from tensorsketch.agents.turn import structured_reply
+from tensorsketch.context import Context
 from tensorsketch.messages import Message, system, user
 from tensorsketch.provider import ChatProvider, StructuredOutputError
-
-if TYPE_CHECKING:
-    from tensorsketch.context import Context
 
 __all__ = ["generate_structured"]
 

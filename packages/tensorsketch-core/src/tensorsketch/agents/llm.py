@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tensorsketch.agents.options import check_provider
 from tensorsketch.agents.ports import ports
 from tensorsketch.agents.turn import call_model, structured_reply
+from tensorsketch.context import Context
 from tensorsketch.effect_keys import Scope, llm_attempt_key
 from tensorsketch.messages import system, user
 from tensorsketch.middleware import Middleware, _check, compose_model
 from tensorsketch.node import Node
 from tensorsketch.provider import ChatProvider, StructuredOutputError
-
-if TYPE_CHECKING:
-    from tensorsketch.context import Context
-    from tensorsketch.schema import Schema
+from tensorsketch.schema import Schema
 
 __all__ = ["Llm"]
 

@@ -29,11 +29,11 @@ from tensorsketch.provider import (
     is_retryable,
     parse_structured,
 )
+from tensorsketch.schema import Schema
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from tensorsketch.schema import Schema
     from tensorsketch.tools import Tool
 
 __all__ = ["call_model", "model_turn", "structured_reply", "sub_context"]

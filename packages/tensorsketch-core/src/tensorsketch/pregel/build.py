@@ -20,6 +20,7 @@ from tensorsketch.errors import GraphValidationError
 from tensorsketch.graph_structure import GraphStructure
 from tensorsketch.joins import Join
 from tensorsketch.node import Node
+from tensorsketch.pregel.seam import Executor
 from tensorsketch.pregel.spec import Branch, GraphSpec, NodeSpec
 from tensorsketch.retry import RetryPolicy
 from tensorsketch.schema import Schema
@@ -27,7 +28,6 @@ from tensorsketch.schema import Schema
 if TYPE_CHECKING:
     from pydantic.fields import FieldInfo
 
-    from tensorsketch.pregel.seam import Executor
 
 __all__ = [
     "Blueprint",

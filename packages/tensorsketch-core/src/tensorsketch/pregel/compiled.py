@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from tensorsketch import threads
+from tensorsketch.context import Context, RunHandle
+from tensorsketch.durable.checkpoint import Checkpoint
 from tensorsketch.durable.reads import (
     NEEDS_LOOP,
     load_chain,
@@ -27,22 +29,16 @@ from tensorsketch.pregel.driver import (
     start_run,
 )
 from tensorsketch.pregel.loop import Run
-from tensorsketch.pregel.replay import replay_node
+from tensorsketch.pregel.replay import NodeReplay, replay_node
 from tensorsketch.pregel.restore import validated_values
 from tensorsketch.pregel.run_info import attach_checkpoint_info
+from tensorsketch.pregel.seam import Executor
 from tensorsketch.pregel.spec import GraphSpec, Task
 from tensorsketch.pregel.state import state_writes
-from tensorsketch.runtime.backends.base import Backend
+from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint
 from tensorsketch.runtime.loops import run_sync
 from tensorsketch.schema import Schema
 from tensorsketch.suspension import Interrupt
-
-if TYPE_CHECKING:
-    from tensorsketch.context import Context, RunHandle
-    from tensorsketch.durable.checkpoint import Checkpoint
-    from tensorsketch.pregel.replay import NodeReplay
-    from tensorsketch.pregel.seam import Executor
-    from tensorsketch.runtime.backends.base import StoredCheckpoint
 
 __all__ = ["MAX_THREAD_ID", "CompiledGraph"]
 

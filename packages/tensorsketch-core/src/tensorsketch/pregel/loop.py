@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tensorsketch.durable.journal import Restored, RunJournal
 from tensorsketch.durable.ladder import Position
 from tensorsketch.effects import EffectLog
 from tensorsketch.errors import (
@@ -32,16 +33,13 @@ from tensorsketch.joins import restore_arrivals, snapshot
 from tensorsketch.observability.tracing import NOOP_TRACER, Tracer
 from tensorsketch.pregel.plan import Planning
 from tensorsketch.pregel.run_info import attach_run_info
+from tensorsketch.pregel.seam import Executor
 from tensorsketch.pregel.ship import run_shipped
 from tensorsketch.pregel.spec import EventSink, GraphSpec, Task, plan_of
 from tensorsketch.pregel.state import RunState
 from tensorsketch.pregel.tasks import TaskExecution
 from tensorsketch.schema import Schema
 from tensorsketch.suspension import Interrupt, PendingInterrupt
-
-if TYPE_CHECKING:
-    from tensorsketch.durable.journal import Restored, RunJournal
-    from tensorsketch.pregel.seam import Executor
 
 __all__ = ["Run"]
 

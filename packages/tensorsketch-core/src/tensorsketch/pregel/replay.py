@@ -16,18 +16,16 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tensorsketch.durable.journal import RunJournal
 from tensorsketch.durable.reads import read_checkpoint
 from tensorsketch.effects import EffectLog
 from tensorsketch.pregel.loop import Run
 from tensorsketch.pregel.restore import SpecCodec, validated_values
+from tensorsketch.pregel.spec import GraphSpec
+from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.suspension import Interrupt
-
-if TYPE_CHECKING:
-    from tensorsketch.pregel.spec import GraphSpec
-    from tensorsketch.runtime.backends.base import Backend
 
 __all__ = ["NodeReplay", "ReplayedTask", "replay_node"]
 

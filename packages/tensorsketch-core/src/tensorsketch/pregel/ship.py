@@ -17,12 +17,11 @@ from tensorsketch.pregel.seam import (
     manifest_key,
     mark_suspended,
 )
-from tensorsketch.pregel.spec import Task
+from tensorsketch.pregel.spec import Task, TaskDone
 from tensorsketch.suspension import Interrupt
 
 if TYPE_CHECKING:
     from tensorsketch.pregel.loop import Run
-    from tensorsketch.pregel.spec import TaskDone
 
 __all__ = ["run_shipped"]
 

@@ -7,7 +7,7 @@ import asyncio
 import contextvars
 import inspect
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tensorsketch.effects import EffectLog, decision_key
 from tensorsketch.errors import ExecutorError
@@ -22,11 +22,8 @@ from tensorsketch.pregel.seam import (
     executors,
     mark_suspended,
 )
-from tensorsketch.pregel.spec import Task
+from tensorsketch.pregel.spec import GraphSpec, Task
 from tensorsketch.suspension import Interrupt
-
-if TYPE_CHECKING:
-    from tensorsketch.pregel.spec import GraphSpec
 
 __all__ = ["InProcessExecutor", "resolve_executor", "run_calls"]
 

@@ -34,10 +34,10 @@ from tensorsketch.errors import (
     RunStoreUnsupportedError,
     ThreadBusyError,
 )
+from tensorsketch.serializers import Serializer
 
 if TYPE_CHECKING:
     from tensorsketch.runtime.backends.base import Backend
-    from tensorsketch.serializers import Serializer
 
 __all__ = [
     "ACTIVE",

@@ -33,7 +33,7 @@ import asyncio
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, LeaseLostError
 from tensorsketch.runtime.backends.base import (
@@ -45,13 +45,11 @@ from tensorsketch.runtime.backends.base import (
     ThreadSummary,
     lease_lost,
 )
+from tensorsketch.runtime.backends.runs import RunStore
 from tensorsketch.runtime.backends.sql_query import Query
 from tensorsketch.runtime.backends.sql_runs import SqlRunStore
 from tensorsketch.runtime.loops import on_private_loop
 from tensorsketch.serializers import Serializer
-
-if TYPE_CHECKING:
-    from tensorsketch.runtime.backends.runs import RunStore
 
 __all__ = ["SCHEMA_VERSION", "Query", "SqlBackend"]
 
