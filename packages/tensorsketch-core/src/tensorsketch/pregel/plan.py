@@ -8,16 +8,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tensorsketch.constants import END
-from tensorsketch.errors import (
-    RoutingError,
-)
+from tensorsketch.errors import RoutingError
 from tensorsketch.joins import arrive
 from tensorsketch.pregel.spec import Branch, GraphSpec, Task
 from tensorsketch.schema import Schema
 from tensorsketch.send import Send
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["Planning"]
 

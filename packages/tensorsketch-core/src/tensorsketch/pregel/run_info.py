@@ -3,15 +3,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from tensorsketch.durable.checkpoint import Checkpoint
 from tensorsketch.interrupts import RunInfo, RunStatus
 from tensorsketch.schema import Schema
 from tensorsketch.suspension import PendingInterrupt
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["attach_checkpoint_info", "attach_run_info"]
 

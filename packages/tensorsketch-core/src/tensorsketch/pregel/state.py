@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pydantic
 
 from tensorsketch.channels import MISSING
-from tensorsketch.errors import (
-    EmptyChannelError,
-    NodeError,
-)
+from tensorsketch.errors import EmptyChannelError, NodeError
 from tensorsketch.pregel.spec import GraphSpec, Task
 from tensorsketch.schema import Schema
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["RunState", "state_writes"]
 

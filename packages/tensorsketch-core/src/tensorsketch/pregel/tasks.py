@@ -23,9 +23,6 @@ from tensorsketch.observability.tracing import Tracer
 from tensorsketch.pregel.spec import EventSink, GraphSpec, NodeSpec, Task, TaskDone
 from tensorsketch.suspension import Interrupt
 
-if TYPE_CHECKING:
-    pass
-
 __all__ = ["TaskExecution"]
 
 
