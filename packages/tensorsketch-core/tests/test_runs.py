@@ -23,6 +23,7 @@ from tensorsketch.runs import (
     RunRecord,
     Scheduler,
     run_store,
+    wait_for_event,
 )
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.memory import InMemoryBackend
@@ -109,6 +110,27 @@ def laps_graph() -> Any:
 
 # The hanging, listening and approval-needing graphs come from the testing kit.
 
+#: The ``ctx.run_id`` every segment of a ``WhoAmI`` run saw, in order.
+SEEN_RUN_IDS: list[str] = []
+
+
+class WhoAmI(Node):
+    """Notes its ``ctx.run_id``, then waits for an event: two segments of one run."""
+
+    class In(Schema):
+        n: int
+
+    class Out(Schema):
+        event: dict[str, Any]
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        SEEN_RUN_IDS.append(ctx.run_id)
+        return self.Out(event=await wait_for_event(ctx))
+
+
+def who_am_i_graph() -> Any:
+    return one_node_graph(WhoAmI, "who_am_i")
+
 
 # -- fixtures -----------------------------------------------------------------------------------
 
@@ -165,6 +187,25 @@ async def test_a_submitted_run_executes_in_the_background_and_is_recorded(
     assert [r.run_id for r in page.records] == [record.run_id]
     events = [e.type async for e in runner.events(record.run_id)]
     assert events[0] == "run_start" and events[-1] == "run_end"
+
+
+async def test_a_runs_engine_run_id_is_its_record_id_in_every_segment(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    """The id a user holds (``record.run_id``) is the one a node sees as ``ctx.run_id`` and
+    every streamed event carries, also after the run suspends and resumes."""
+    SEEN_RUN_IDS.clear()
+    runner = runner_for(who_am_i_graph())
+    record = await runner.submit({"n": 1})
+    waiting = await runner.await_run(record.run_id, timeout=30)
+    assert waiting.waiting_for == "event"
+    await runner.signal(record.run_id, {"type": "go"})
+    done = await runner.await_run(record.run_id, timeout=30)
+    assert done.status == "succeeded"
+    assert [record.run_id] * 2 == SEEN_RUN_IDS  # both segments
+    events = [e async for e in runner.events(record.run_id, follow=False)]
+    assert [e.type for e in events].count("run_start") == 2  # both segments were streamed
+    assert {e.run_id for e in events} == {record.run_id}
 
 
 async def test_an_idempotency_key_submits_once_unless_the_run_failed(

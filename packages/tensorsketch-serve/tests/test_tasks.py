@@ -155,6 +155,20 @@ def test_post_runs_with_an_idempotency_key_waits_on_or_streams_the_run_it_starte
         assert len(client.get("/tasks").json()["tasks"]) == 2
 
 
+def test_a_tasks_events_carry_the_tasks_id_in_every_segment(live: Any) -> None:
+    """The id in ``POST /tasks``'s answer is the ``run_id`` of every event the task streams,
+    across its suspension on a durable timer."""
+    server = _start(live, task_graphs.work_graph())
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        task_id = client.post("/tasks", json={"input": {"n": 3}}).json()["id"]
+        _until(client, task_id, lambda r: r["status"] == "succeeded")
+        with connect_sse(client, "GET", f"/tasks/{task_id}/events") as sse:
+            frames = [(e.event, json.loads(e.data)) for e in sse.iter_sse()]
+    events = [data for kind, data in frames if kind != "task"]
+    assert [data["type"] for data in events].count("run_start") == 2
+    assert {data["run_id"] for data in events} == {task_id}
+
+
 def test_approve_over_http_accepts_only_awaited_ids(live: Any) -> None:
     task_graphs.REFUNDS.clear()
     server = _start(live, task_graphs.refund_agent())

@@ -76,7 +76,8 @@ class Context:
 
     @property
     def run_id(self) -> str:
-        """This invocation's id (new for every ``invoke``/``stream`` call)."""
+        """This invocation's id: new for every ``invoke``/``stream`` call unless passed as its
+        ``run_id=`` (an ``AsyncRunner`` passes its run record's id)."""
         return self._run.run_id
 
     @property

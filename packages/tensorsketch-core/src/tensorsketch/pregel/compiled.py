@@ -97,6 +97,7 @@ class CompiledGraph(Generic[S]):
         interrupt_after: Sequence[str] | str | None = None,
         max_concurrency: int | None = None,
         executor: str | Executor | None = None,
+        run_id: str | None = None,
     ) -> S:
         """Run to completion and return the final, validated state.
 
@@ -116,6 +117,8 @@ class CompiledGraph(Generic[S]):
         :param executor: where this call's ``Send`` instances run (overrides
             ``compile(executor=...)``; ``"inprocess"`` for the caller's loop, ``None`` keeps
             the compiled choice).
+        :param run_id: the id this call's events and ``ctx.run_id`` carry (default: a new
+            one); an ``AsyncRunner`` passes its run record's id.
 
         A run that suspends (an approval, ``interrupt()``, a durable timer) returns instead of
         raising; ``run_info(state)`` (also ``state.__tensorsketch_run__``) says so and lists
@@ -132,6 +135,7 @@ class CompiledGraph(Generic[S]):
             interrupt_after=interrupt_after,
             max_concurrency=max_concurrency,
             executor=executor,
+            run_id=run_id,
         )
         await drive(run, input, max_steps, resume)
         state: S = run.result_state()  # type: ignore[assignment]
@@ -152,6 +156,7 @@ class CompiledGraph(Generic[S]):
         interrupt_after: Sequence[str] | str | None = None,
         max_concurrency: int | None = None,
         executor: str | Executor | None = None,
+        run_id: str | None = None,
     ) -> AsyncIterator[Event]:
         """Run the graph and yield its events as they happen.
 
@@ -174,6 +179,7 @@ class CompiledGraph(Generic[S]):
             interrupt_after=interrupt_after,
             max_concurrency=max_concurrency,
             executor=executor,
+            run_id=run_id,
         )
 
         async def produce() -> None:

@@ -70,6 +70,7 @@ def start_run(
     interrupt_after: Sequence[str] | str | None = None,
     max_concurrency: int | None = None,
     executor: str | Executor | None = None,
+    run_id: str | None = None,
 ) -> Run:
     """A new run of ``spec`` with a call's own options over the compiled ones (a journal
     when ``backend`` and ``thread_id`` make it durable); nothing is read or run yet."""
@@ -80,7 +81,13 @@ def start_run(
         else None
     )
     run = Run(
-        spec, thread_id=thread_id, journal=journal, tracer=tracer, sink=sink, namespace=namespace
+        spec,
+        thread_id=thread_id,
+        journal=journal,
+        tracer=tracer,
+        sink=sink,
+        namespace=namespace,
+        run_id=run_id,
     )
     _set_breakpoints(run, interrupt_before, interrupt_after)
     if max_concurrency is not None:

@@ -853,6 +853,7 @@ class AsyncRunner:
                     max_steps=self.max_steps,
                     tracer=self.tracer,
                     resume=resume,
+                    run_id=record.run_id,  # one id: the record's, in events and ctx.run_id
                 ):
                     pass
             state = await self.graph.aget_state(record.thread_id, self.backend)
