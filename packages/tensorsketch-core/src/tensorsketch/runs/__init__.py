@@ -25,8 +25,9 @@ from tensorsketch.errors import (
     RunStoreUnsupportedError,
 )
 from tensorsketch.interrupts import interrupt
-from tensorsketch.runs.runner import AsyncRunner, EventInput, Listener, check_event
+from tensorsketch.runs.runner import AsyncRunner, EventInput, Listener
 from tensorsketch.runs.scheduler import ScheduleHandle, Scheduler
+from tensorsketch.runs.signals import check_event
 from tensorsketch.runtime.backends.runs import (
     RunPage,
     RunRecord,

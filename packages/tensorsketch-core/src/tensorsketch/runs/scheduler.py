@@ -17,15 +17,37 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tensorsketch.errors import QueueFullError
-from tensorsketch.runtime.backends.runs import RunRecord, check_labels
+from tensorsketch.pregel.compiled import CompiledGraph
+from tensorsketch.runtime.backends.runs import RunRecord, RunStore, check_labels
 
-if TYPE_CHECKING:
-    from tensorsketch.runs.runner import AsyncRunner
+__all__ = ["ScheduleHandle", "ScheduleHost", "Scheduler", "fire"]
 
-__all__ = ["ScheduleHandle", "Scheduler", "fire"]
+
+class ScheduleHost(Protocol):
+    """What schedules need of a runner (an ``AsyncRunner`` is one): its graph and store, to
+    start it, to submit through it, and to wake its timer loop for a new schedule."""
+
+    @property
+    def graph(self) -> CompiledGraph[Any]: ...
+
+    @property
+    def store(self) -> RunStore: ...
+
+    async def start(self) -> None: ...
+
+    async def submit(
+        self,
+        input: Any = None,
+        *,
+        thread_id: str | None = None,
+        idempotency_key: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> RunRecord: ...
+
+    def _note_wake(self, wake_at: float | None) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +55,7 @@ class ScheduleHandle:
     """A stored schedule; ``await handle.cancel()`` stops it (runs it started go on)."""
 
     id: str
-    runner: AsyncRunner
+    runner: ScheduleHost
 
     async def cancel(self) -> None:
         """Stop the schedule for every runner sharing the store."""
@@ -72,7 +94,7 @@ class Scheduler:
     cancelled schedule stays cancelled).
     """
 
-    def __init__(self, runner: AsyncRunner) -> None:
+    def __init__(self, runner: ScheduleHost) -> None:
         self.runner = runner
 
     async def every(
@@ -149,7 +171,7 @@ class Scheduler:
         return ScheduleHandle(stored.run_id, runner)
 
 
-async def fire(runner: AsyncRunner, schedule: RunRecord) -> None:
+async def fire(runner: ScheduleHost, schedule: RunRecord) -> None:
     """Submit the due schedule's run and move it on (the runner's timer loop calls this)."""
     spec = dict(schedule.schedule or {})
     now = time.time()

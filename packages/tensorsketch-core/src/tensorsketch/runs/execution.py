@@ -1,0 +1,334 @@
+"""``Execution``: running one run record through the graph in this process.
+
+A run executes as a task holding one of the runner's slots. Each *segment* moves the record
+to ``running`` under this runner's owner id (compare-and-set), streams the graph on the run's
+thread from wherever it stands — with the record's id as the engine run's id — and stores how
+it stopped: finished, failed, or suspended on what it waits for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from tensorsketch.errors import BackendUnavailableError, LeaseLostError, ThreadBusyError
+from tensorsketch.interrupts import run_info
+from tensorsketch.runs.records import active_seconds, all_decided, due, now, plain, waiting_for
+from tensorsketch.runs.signals import segment_input
+from tensorsketch.runs.state import RunnerState
+from tensorsketch.runtime.backends.runs import ACTIVE, RunRecord
+
+__all__ = ["Execution"]
+
+log = logging.getLogger("tensorsketch.runs")
+
+
+class _RunTimedOut(Exception):
+    """The run used up ``run_timeout`` (told apart from a TimeoutError of the graph's)."""
+
+
+class Execution:
+    """Starts, runs and ends the tasks that execute runs here.
+
+    :param read: reads a run's record the way ``AsyncRunner.get`` does (an expired approval
+        is rejected as it is read), for a segment that does not start from a known record.
+    """
+
+    def __init__(self, state: RunnerState, read: Callable[[str], Awaitable[RunRecord]]) -> None:
+        self.state = state
+        self.read = read
+
+    # -- the task of a run ------------------------------------------------------------------
+
+    def spawn(self, run_id: str, *, new: bool = False, takeover: bool = False) -> None:
+        """Execute the run in a task of its own, unless one already does (or the runner is
+        closed). ``new`` counts it against ``max_queued`` until it gets a slot."""
+        state = self.state
+        if state.closed or run_id in state.tasks:
+            return
+        if new:
+            state.waiting_new += 1
+        task = asyncio.get_running_loop().create_task(
+            self._execute(run_id, new=new, takeover=takeover), name=f"tensorsketch-run-{run_id}"
+        )
+        state.tasks[run_id] = task
+        task.add_done_callback(functools.partial(self._forget, run_id))
+
+    def _forget(self, run_id: str, _task: object = None) -> None:
+        state = self.state
+        state.tasks.pop(run_id, None)
+        state.known.pop(run_id, None)
+        state.latest.pop(run_id, None)
+        state.stop_reasons.pop(run_id, None)
+
+    async def _execute(self, run_id: str, *, new: bool, takeover: bool) -> None:
+        state = self.state
+        assert state.slots is not None
+        counted = new
+        try:
+            async with state.slots:
+                if counted:
+                    state.waiting_new -= 1
+                    counted = False
+                state.running += 1
+                try:
+                    await self._segment(run_id, takeover=takeover)
+                finally:
+                    state.running -= 1
+        except asyncio.CancelledError:
+            if state.stop_reasons.get(run_id) == "shutdown":
+                await self._hand_back(run_id)
+            # cancel() already stored `cancelled`; a lost run is the new owner's.
+        except LeaseLostError as exc:
+            log.warning("run %s: %s", run_id, exc)
+        except Exception:  # pragma: no cover - reported, never lost: the record says where it is
+            log.exception("run %s: the runner could not store its outcome", run_id)
+        finally:
+            if counted:
+                state.waiting_new -= 1
+            self.wake_waiters(run_id)
+
+    def wake_waiters(self, run_id: str) -> None:
+        """Wake the ``await_run`` callers of a run that stopped moving here."""
+        event = self.state.settled_events.pop(run_id, None)
+        if event is not None:
+            event.set()
+
+    # -- one segment --------------------------------------------------------------------------
+
+    async def _begin(self, run_id: str, *, takeover: bool) -> RunRecord | None:
+        """Move the run to ``running`` under this owner (from queued, or back from suspended),
+        remembering where its thread stood the first time."""
+        state = self.state
+        # A run this runner just created or claimed starts from that record (a stale one only
+        # loses the compare-and-set below and is read again); any other is read first.
+        seen = state.known.pop(run_id, None)
+        if seen is None or seen.status != "queued" or seen.owner != state.owner:
+            seen = await self.read(run_id)
+        latest = await state.backend.latest_checkpoint(seen.thread_id)
+        latest_id = latest.checkpoint_id if latest is not None else ""
+        first_seq = seen.first_seq
+        if first_seq is None:
+            last = await state.backend.last_event_seq(seen.thread_id)
+            first_seq = 0 if last is None else last + 1
+        at = now()
+
+        def begin(current: RunRecord) -> RunRecord | None:
+            if current.status == "queued" or (takeover and current.status == "running"):
+                if current.owner != state.owner:
+                    return None
+            elif current.status == "suspended":
+                if not (all_decided(current) or due(current, at)):
+                    return None
+            else:
+                return None
+            return current.replace(
+                status="running",
+                owner=state.owner,
+                lease_expires_at=at + state.lease_ttl,
+                started_at=current.started_at or at,
+                # A takeover (or a retry here) counts the interrupted segment up to now.
+                active_seconds=active_seconds(current, at)
+                if current.status == "running"
+                else (current.active_seconds),
+                segment_started_at=at,
+                attempts=current.attempts + 1,
+                base_checkpoint=(
+                    current.base_checkpoint if current.base_checkpoint is not None else latest_id
+                ),
+                first_seq=current.first_seq if current.first_seq is not None else first_seq,
+            )
+
+        stored = await state.store.transition(run_id, begin, known=seen)
+        if stored is not None:
+            state.notify(stored)
+            state.latest[run_id] = latest_id
+        return stored
+
+    async def _segment(self, run_id: str, *, takeover: bool) -> None:
+        """Run the graph from wherever the run stands until it finishes, fails or suspends."""
+        state = self.state
+        while True:
+            record = await self._begin(run_id, takeover=takeover)
+            if record is None:
+                return
+            state.known[run_id] = record
+            try:
+                graph_state, used = await self._invoke(record)
+            except LeaseLostError:
+                raise
+            except ThreadBusyError:
+                # The thread's previous runner (dead or stalled) still holds its lease: wait
+                # for it to lapse, keeping the run.
+                await asyncio.sleep(min(state.lease_ttl / 3, 1.0))
+                takeover = True
+                continue
+            except BackendUnavailableError as exc:
+                log.warning("run %s: the store is unavailable (%s); retrying", run_id, exc)
+                await asyncio.sleep(min(state.lease_ttl / 3, 2.0))
+                takeover = True
+                continue
+            except _RunTimedOut:
+                message = f"the run took longer than run_timeout={state.run_timeout}s"
+                await self._finish(
+                    run_id, status="failed", error={"type": "RunTimeout", "message": message}
+                )
+                return
+            except Exception as exc:
+                error = {"type": type(exc).__name__, "message": str(exc)}
+                await self._finish(run_id, status="failed", error=error)
+                return
+            if await self._outcome(run_id, record, graph_state, used):
+                continue  # suspended again on something already decided
+            return
+
+    async def _invoke(self, record: RunRecord) -> tuple[Any, set[str]]:
+        """Invoke the graph for the run's next segment; return the state and the decision
+        ids it was resumed with."""
+        state = self.state
+        graph, backend = state.graph, state.backend
+        resume: dict[str, Any] | None = None
+        input: Any = None
+        latest_id = state.latest.pop(record.run_id, None)  # read by _begin just before
+        if latest_id is None:
+            latest = await backend.latest_checkpoint(record.thread_id)
+            latest_id = latest.checkpoint_id if latest is not None else ""
+        if latest_id == record.base_checkpoint:
+            input = record.input  # nothing of this run was written yet
+        else:
+            stored_state = await graph.aget_state(record.thread_id, backend)
+            info = run_info(stored_state) if stored_state is not None else None
+            if info is not None and info.suspended:
+                awaited = set(info.awaiting)
+                resume = {k: v for k, v in record.decisions.items() if k in awaited} or None
+            if record.events:
+                input = segment_input(graph, state.event_input, list(record.events))
+        budget = None
+        if state.run_timeout is not None:
+            budget = state.run_timeout - record.active_seconds
+            if budget <= 0:
+                raise _RunTimedOut
+        try:
+            async with asyncio.timeout(budget) as deadline:
+                # Streamed, so the thread's event log is written for live tails and replays.
+                async for _event in graph.stream(
+                    input,
+                    thread_id=record.thread_id,
+                    backend=backend,
+                    max_steps=state.max_steps,
+                    tracer=state.tracer,
+                    resume=resume,
+                    run_id=record.run_id,  # one id: the record's, in events and ctx.run_id
+                ):
+                    pass
+            graph_state = await graph.aget_state(record.thread_id, backend)
+        except TimeoutError as exc:
+            if deadline.expired():
+                raise _RunTimedOut from exc
+            raise
+        return graph_state, set(resume or ())
+
+    # -- how a segment ends -------------------------------------------------------------------
+
+    async def _outcome(
+        self, run_id: str, began: RunRecord, graph_state: Any, used: set[str]
+    ) -> bool:
+        """Store how the segment ended. Returns ``True`` when it should run again at once
+        (it suspended on ids that already have decisions)."""
+        state = self.state
+        info = run_info(graph_state)
+        at = now()
+        if info.suspended:
+            interrupts = tuple(p.to_dict() for p in info.interrupts)
+            waiting = waiting_for(interrupts)
+
+            def suspend(current: RunRecord) -> RunRecord | None:
+                if current.status != "running":
+                    return None
+                remaining = tuple(e for e in current.events if e not in began.events)
+                awaited = {i["id"] for i in interrupts}
+                return current.replace(
+                    status="suspended",
+                    waiting_for=waiting,
+                    wake_at=info.wake_at,
+                    interrupts=interrupts,
+                    # Decisions this segment consumed are spent (a later turn may reuse an id).
+                    decisions={
+                        k: v for k, v in current.decisions.items() if k in awaited and k not in used
+                    },
+                    events=remaining,
+                    owner=None,
+                    lease_expires_at=None,
+                    suspended_at=at,
+                    active_seconds=active_seconds(current, at),
+                    segment_started_at=None,
+                    output=plain(graph_state),
+                )
+
+            stored = await state.store.transition(
+                run_id, suspend, owner=state.owner, known=state.known.pop(run_id, None)
+            )
+            if stored is None:
+                return False
+            state.notify(stored)
+            if waiting == "timer":
+                state.note_wake(info.wake_at)
+            return all_decided(stored)
+        await self._finish(
+            run_id, status="succeeded", output=plain(graph_state), delivered=began.events
+        )
+        return False
+
+    async def _finish(
+        self,
+        run_id: str,
+        *,
+        status: str,
+        output: Any = None,
+        error: dict[str, str] | None = None,
+        delivered: tuple[dict[str, Any], ...] = (),
+    ) -> None:
+        state = self.state
+        at = now()
+
+        def end(current: RunRecord) -> RunRecord | None:
+            if current.status != "running":
+                return None  # cancelled meanwhile: that outcome stands
+            return current.replace(
+                status=status,
+                output=output if output is not None else current.output,
+                error=error,
+                finished_at=at,
+                active_seconds=active_seconds(current, at),
+                segment_started_at=None,
+                waiting_for=None,
+                wake_at=None,
+                interrupts=(),
+                decisions={},
+                events=tuple(e for e in current.events if e not in delivered),
+                owner=None,
+                lease_expires_at=None,
+            )
+
+        stored = await state.store.transition(
+            run_id, end, owner=state.owner, known=state.known.pop(run_id, None)
+        )
+        if stored is not None:
+            state.notify(stored)
+
+    async def _hand_back(self, run_id: str) -> None:
+        """Shutting down mid-run: clear the owner so another runner resumes it at once."""
+
+        def release(current: RunRecord) -> RunRecord | None:
+            if current.status not in ACTIVE:
+                return None
+            return current.replace(owner=None, lease_expires_at=None)
+
+        with contextlib.suppress(Exception):
+            await asyncio.shield(
+                self.state.store.transition(run_id, release, owner=self.state.owner)
+            )

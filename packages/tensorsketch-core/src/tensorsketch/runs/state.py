@@ -1,0 +1,93 @@
+"""``RunnerState``: what the parts of one ``AsyncRunner`` share — its settings, and what this
+process is doing with its runs. The parts (submission, operator, execution, loops) hold the
+same instance, so a setting changed on the runner (``runner.tracer = ...``) reaches them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tensorsketch.observability import Tracer
+from tensorsketch.pregel.compiled import CompiledGraph
+from tensorsketch.runs.records import all_decided, due, now
+from tensorsketch.runs.signals import EventInput
+from tensorsketch.runtime.backends.base import Backend
+from tensorsketch.runtime.backends.runs import ACTIVE, RunRecord, RunStore
+
+__all__ = ["Listener", "RunnerState"]
+
+log = logging.getLogger("tensorsketch.runs")
+
+#: Called with every record the runner stores (metrics, logs); must not block.
+Listener = Callable[[RunRecord], None]
+
+
+@dataclass(eq=False)
+class RunnerState:
+    """One runner's settings (see ``AsyncRunner``) and its in-process bookkeeping."""
+
+    graph: CompiledGraph[Any]
+    backend: Backend
+    store: RunStore
+    concurrency: int
+    max_queued: int
+    run_timeout: float | None
+    approval_timeout: float | None
+    lease_ttl: float
+    max_steps: int
+    tracer: Tracer | None
+    event_input: EventInput | None
+    listeners: list[Listener]
+    timer_refresh: float
+    poll_interval: float
+    #: This process's owner id (``host:pid:random``).
+    owner: str
+
+    #: Bounds the runs executing at once (made by ``start``, on the running loop).
+    slots: asyncio.Semaphore | None = None
+    #: The task executing each run this process works on (or holds for a slot).
+    tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    #: Set when a run executed here stops moving, to wake its ``await_run`` callers.
+    settled_events: dict[str, asyncio.Event] = field(default_factory=dict)
+    #: New runs waiting for a slot (what ``max_queued`` bounds), and runs executing.
+    waiting_new: int = 0
+    running: int = 0
+    #: Why this process cancelled a run's task: ``shutdown``, ``lost`` or ``cancelled``.
+    stop_reasons: dict[str, str] = field(default_factory=dict)
+    #: Set to make the timer loop re-read the due index now.
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    #: The earliest timer the timer loop knows of.
+    next_wake: float | None = None
+    started: bool = False
+    draining: bool = False
+    closed: bool = False
+    #: What this runner last read or wrote of a run it executes (saves store reads).
+    known: dict[str, RunRecord] = field(default_factory=dict)
+    #: The thread's latest checkpoint id as a run's segment began (read once, used twice).
+    latest: dict[str, str] = field(default_factory=dict)
+
+    def notify(self, record: RunRecord) -> None:
+        """Tell every listener about a record the runner stored; a failing one is logged."""
+        for listener in self.listeners:
+            try:
+                listener(record)
+            except Exception:  # a listener never breaks a run
+                log.exception("a run listener failed")
+
+    def note_wake(self, wake_at: float | None) -> None:
+        """Wake the timer loop early when ``wake_at`` comes before the timer it sleeps to."""
+        if wake_at is not None and (self.next_wake is None or wake_at < self.next_wake):
+            self.next_wake = wake_at
+            self.wake.set()
+
+    def settled(self, record: RunRecord) -> bool:
+        """Finished, or suspended with nothing yet to resume it (and not executing here)."""
+        if record.status in ACTIVE or record.run_id in self.tasks:
+            return False
+        if record.status == "suspended":
+            return not (all_decided(record) or due(record, now()))
+        return True

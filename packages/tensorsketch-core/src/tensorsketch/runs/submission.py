@@ -1,0 +1,166 @@
+"""``Submission``: storing new runs and reading them back — their records, a page of them,
+the wait for one to stop moving, and its events.
+
+Reading a run is also when an approval that waited past ``approval_timeout`` is rejected:
+no timer runs for it, the next read does it (and resumes the run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from tensorsketch.errors import QueueFullError, RunNotFoundError
+from tensorsketch.events import Event
+from tensorsketch.runs.execution import Execution
+from tensorsketch.runs.records import now, plain
+from tensorsketch.runs.state import RunnerState
+from tensorsketch.runtime.backends.runs import RunPage, RunRecord, check_labels
+
+__all__ = ["Submission"]
+
+
+class Submission:
+    """The runner's ``enqueue``, ``get``, ``list``, ``await_run`` and ``events``.
+
+    :param start: starts the runner's background loops (``AsyncRunner.start``).
+    """
+
+    def __init__(
+        self, state: RunnerState, execution: Execution, start: Callable[[], Awaitable[None]]
+    ) -> None:
+        self.state = state
+        self.execution = execution
+        self.start = start
+
+    async def enqueue(
+        self,
+        input: Any,
+        *,
+        thread_id: str | None,
+        idempotency_key: str | None,
+        labels: Mapping[str, str] | None,
+    ) -> tuple[RunRecord, bool]:
+        state = self.state
+        if state.draining:
+            raise QueueFullError(
+                "this runner is draining and takes no new runs; retry on another instance.",
+                retry_after=5.0,
+            )
+        if state.max_queued and state.waiting_new >= state.max_queued:
+            msg = (
+                f"{state.waiting_new} runs already wait for a slot (max_queued="
+                f"{state.max_queued}); retry later."
+            )
+            raise QueueFullError(msg, retry_after=1.0)
+        if idempotency_key is not None and (
+            not isinstance(idempotency_key, str) or not 0 < len(idempotency_key) <= 256
+        ):
+            msg = (
+                "`idempotency_key` must be a string of 1 to 256 characters, got "
+                f"{idempotency_key!r:.60}."
+            )
+            raise ValueError(msg)
+        state.graph.check_run_input(input, thread_id=thread_id)  # refused now, not when it runs
+        await self.start()
+        record = RunRecord(
+            run_id=f"run_{uuid.uuid4().hex}",
+            thread_id=thread_id or f"thread_{uuid.uuid4().hex}",
+            graph=state.graph.name,
+            input=plain(input),
+            idempotency_key=idempotency_key,
+            labels=check_labels(labels),
+            owner=state.owner,
+            lease_expires_at=now() + state.lease_ttl,
+        )
+        stored, created = await state.store.create(record)
+        if created:
+            state.notify(stored)
+            state.known[stored.run_id] = stored  # the first segment starts from it: one read fewer
+            self.execution.spawn(stored.run_id, new=True)
+        return stored, created
+
+    async def get(self, run_id: str) -> RunRecord:
+        record = await self.state.store.get(run_id)
+        if record is None:
+            msg = f"no run {run_id!r} in this store; take ids from submit() or list()."
+            raise RunNotFoundError(msg)
+        return await self._expire_approval(record)
+
+    async def list(
+        self,
+        *,
+        status: str | Sequence[str] | None,
+        thread_id: str | None,
+        labels: Mapping[str, str] | None,
+        limit: int,
+        cursor: str | None,
+    ) -> RunPage:
+        return await self.state.store.list(
+            status=status, thread_id=thread_id, labels=labels, limit=limit, cursor=cursor
+        )
+
+    async def await_run(self, run_id: str, timeout: float | None) -> RunRecord:
+        state = self.state
+        async with asyncio.timeout(timeout):
+            while True:
+                record = await self.get(run_id)
+                if state.settled(record):
+                    return record
+                event = state.settled_events.setdefault(run_id, asyncio.Event())
+                try:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(event.wait(), state.poll_interval)
+                finally:
+                    if run_id not in state.tasks:
+                        state.settled_events.pop(run_id, None)
+
+    async def events(self, run_id: str, *, since: int | None, follow: bool) -> AsyncIterator[Event]:
+        state = self.state
+        record = await self.get(run_id)
+        start = since if since is not None else (record.first_seq or 0)
+
+        async def settled() -> bool:
+            current = await state.store.get(run_id)
+            return current is None or state.settled(current)
+
+        async for event in state.graph.replay(
+            record.thread_id,
+            state.backend,
+            since=start,
+            follow=follow,
+            until=settled,
+        ):
+            yield event
+
+    async def _expire_approval(self, record: RunRecord) -> RunRecord:
+        state = self.state
+        timeout = state.approval_timeout
+        if (
+            timeout is None
+            or record.status != "suspended"
+            or record.waiting_for != "approval"
+            or (record.suspended_at or 0.0) + timeout > now()
+        ):
+            return record
+        reject = {"approved": False, "reason": "approval timeout"}
+
+        def expire(current: RunRecord) -> RunRecord | None:
+            if current.status != "suspended" or current.waiting_for != "approval":
+                return None
+            decisions = dict(current.decisions)
+            for i in current.interrupts:
+                if i.get("kind") == "approval":
+                    decisions.setdefault(i["id"], reject)
+            return current.replace(decisions=decisions)
+
+        stored = await state.store.transition(record.run_id, expire)
+        if stored is None:
+            return record
+        state.notify(stored)
+        await self.start()
+        self.execution.spawn(stored.run_id)
+        return stored
