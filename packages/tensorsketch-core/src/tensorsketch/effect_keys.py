@@ -25,7 +25,7 @@ end in ``:defer<n>``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeAlias
 
 __all__ = [
@@ -90,6 +90,11 @@ class Scope:
     step: int
     node: str
     instance: str = ""
+    #: ``"<step>:<node><instance>"``, made once: every key of the scope starts with it.
+    prefix: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prefix", f"{self.step}:{self.node}{self.instance}")
 
     @classmethod
     def of(cls, ctx: NodePosition) -> Scope:
@@ -97,7 +102,7 @@ class Scope:
         return cls(ctx.superstep, ctx.node, ctx.instance)
 
     def format(self) -> str:
-        return f"{self.step}:{self.node}{self.instance}"
+        return self.prefix
 
 
 # -- writing keys -----------------------------------------------------------------------------
@@ -111,12 +116,12 @@ def step_key(step: int, node: str, instance: str, call: int, name: str) -> str:
 
 def agent_turn_key(scope: Scope, iteration: int, part: AgentPart) -> str:
     """An agent's model call (``"model"``) or context summary (``"summary"``)."""
-    return f"{scope.format()}:agent:{iteration}:{part}"
+    return f"{scope.prefix}:agent:{iteration}:{part}"
 
 
 def tool_effect_key(scope: Scope, iteration: int, index: int, call_id: str) -> str:
     """The ``index``-th tool call the model asked for in agent iteration ``iteration``."""
-    return f"{scope.format()}:agent:{iteration}:tool:{index}:{call_id}"
+    return f"{scope.prefix}:agent:{iteration}:tool:{index}:{call_id}"
 
 
 def deferral_key(tool_key: str, count: int) -> str:
@@ -127,7 +132,7 @@ def deferral_key(tool_key: str, count: int) -> str:
 
 def llm_attempt_key(scope: Scope, attempt: int) -> str:
     """An ``Llm`` node's model call, one per structured-output repair attempt."""
-    return f"{scope.format()}:llm:{attempt}"
+    return f"{scope.prefix}:llm:{attempt}"
 
 
 def decision_key(step: int, interrupt_id: str) -> str:
@@ -145,10 +150,10 @@ def idempotency_key(key: str) -> str:
     return f"{IDEMPOTENCY_PREFIX}{key}"
 
 
-def part_name(*parts: str | int) -> str:
+def part_name(owner: str | int, part: str | int) -> str:
     """The name of a scoped part of a node (``Context.scoped``): ``"3.model"``, ``"3.1"``,
     ``"llm.0"``. It becomes part of the instance of every key the part journals."""
-    return ".".join(str(part) for part in parts)
+    return f"{owner}.{part}"
 
 
 # -- listing keys -----------------------------------------------------------------------------
@@ -264,7 +269,7 @@ class NodeEffectKey:
         return self.scope.node
 
     def format(self) -> str:
-        return f"{self.scope.format()}:{self.name}"
+        return f"{self.scope.prefix}:{self.name}"
 
 
 @dataclass(frozen=True, slots=True)

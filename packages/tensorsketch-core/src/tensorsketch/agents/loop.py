@@ -196,6 +196,7 @@ class Agent(Node):
             parent=current_budget(),
         )
         scope = Scope.of(ctx)
+        tools = self._tool_set()
         status: AgentStatus = "completed"
         detail = ""
         parsed: Any = None
@@ -231,9 +232,7 @@ class Agent(Node):
                         parsed = completion.parsed
                         status = "completed"
                         break
-                    results = await run_tool_calls(
-                        ctx, self._tool_set(), reply.tool_calls, k, scope
-                    )
+                    results = await run_tool_calls(ctx, tools, reply.tool_calls, k, scope)
                     transcript.extend(results)
                     new.extend(results)
                     if k + 1 == self.max_iterations:
@@ -395,7 +394,7 @@ class Agent(Node):
     # -- tool calls -------------------------------------------------------------------------
 
     def _tool_set(self) -> ToolSet:
-        """What this turn's tool calls run against, read from the agent as it is now."""
+        """What this run's tool calls run against, read from the agent as it is now."""
         return ToolSet(
             by_name=self.tools_by_name,
             handler=self._tool_handler,

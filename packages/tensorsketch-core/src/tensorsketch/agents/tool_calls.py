@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, NamedTuple, TypedDict
 
 from tensorsketch import suspension
 from tensorsketch._modelcall import cap_text
@@ -52,8 +52,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Approval:
+class Approval(NamedTuple):
     """A person's decision on one tool call: run it, or do not (and, maybe, why not)."""
 
     approved: bool
@@ -103,9 +102,8 @@ class ToolRecord(TypedDict):
     calls: int
 
 
-@dataclass(frozen=True, slots=True)
-class ToolSet:
-    """What a turn's tool calls run against, as the agent has it when the turn starts.
+class ToolSet(NamedTuple):
+    """What a run's tool calls run against, as the agent has it when the run starts.
 
     :param handler: the agent's middleware stack around the tool call itself.
     :param concurrency: at most this many calls of a turn run at once (``None``: no cap).
@@ -234,14 +232,14 @@ async def wait_for_deferrals(ctx: Context, call: ToolCall, key: str) -> Deferral
     Walks the wake-up times earlier runs recorded; raises the timer :class:`Interrupt` of the
     first one still in the future.
     """
-    deferral = Deferral(key, 0)
+    count = 0
     while True:
-        found, wake = await ctx.effects.peek(deferral.key)
+        found, wake = await ctx.effects.peek(deferral_key(key, count))
         if not found:
-            return deferral
+            return Deferral(key, count)
         if suspension.now() < float(wake):
-            raise deferral.timer(call, ctx.node, float(wake))
-        deferral = Deferral(key, deferral.count + 1)
+            raise Deferral(key, count).timer(call, ctx.node, float(wake))
+        count += 1
 
 
 # -- the effect -------------------------------------------------------------------------------
