@@ -1,79 +1,47 @@
 """Fixtures for the real PostgreSQL and Redis servers, and a TCP proxy to cut them off.
 
-Addresses come from ``TS_TEST_POSTGRES_DSN`` and ``TS_TEST_REDIS_URL`` (127.0.0.1 defaults).
-Every test gets its own PostgreSQL schema / Redis key prefix, dropped afterwards, so runs
-never see each other's data.
+Addresses, reachability and private names come from the shared test kit
+(:mod:`tensorsketch.testing.services`): every test gets its own PostgreSQL schema / Redis key
+prefix, dropped afterwards, so runs (and pytest-xdist workers) never see each other's data.
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-PG_DSN = os.environ.get("TS_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
-REDIS_URL = os.environ.get("TS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-RUN_ID = "".join(c for c in os.environ.get("TS_TEST_RUN_ID", uuid.uuid4().hex[:6]) if c.isalnum())
-
-
-def _unique(kind: str) -> str:
-    return f"ts_{RUN_ID}_{kind}_{uuid.uuid4().hex[:8]}".lower()
+from tensorsketch.testing import postgres_server, redis_server
+from tensorsketch.testing.ports import free_port
 
 
 @pytest.fixture(scope="session")
 def pg_dsn() -> str:
-    import psycopg
-
-    try:
-        psycopg.connect(PG_DSN, connect_timeout=5).close()
-    except psycopg.OperationalError as exc:
-        pytest.fail(f"PostgreSQL is not reachable at {PG_DSN!r} (TS_TEST_POSTGRES_DSN): {exc}")
-    return PG_DSN
+    return postgres_server.reachable()
 
 
 @pytest.fixture(scope="session")
 def redis_url() -> str:
-    import redis
-
-    try:
-        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=5).ping()
-    except redis.RedisError as exc:
-        pytest.fail(f"Redis is not reachable at {REDIS_URL!r} (TS_TEST_REDIS_URL): {exc}")
-    return REDIS_URL
+    return redis_server.reachable()
 
 
 @pytest.fixture
 def pg_schema(pg_dsn: str) -> Iterator[str]:
     """A schema name private to this test (the backend creates it; it is dropped after)."""
-    import psycopg
-
-    name = _unique("pg")
-    yield name
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    yield from postgres_server.private_schema("pg", pg_dsn)
 
 
 @pytest.fixture
 def redis_prefix(redis_url: str) -> Iterator[str]:
     """A key prefix private to this test (its keys are deleted after)."""
-    import redis
-
-    name = _unique("rd")
-    yield name
-    client = redis.Redis.from_url(redis_url)
-    keys = list(client.scan_iter(match=f"{name}:*", count=1000))
-    if keys:
-        client.delete(*keys)
-    client.close()
+    yield from redis_server.private_prefix("rd", redis_url)
 
 
 # -- a TCP proxy in its own process, to make a server "go away" --------------------------------
@@ -107,13 +75,6 @@ async def main():
 
 asyncio.run(main())
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -168,7 +129,7 @@ class TcpProxy:
 
 def _proxy_for(url: str) -> Iterator[TcpProxy]:
     parts = urlsplit(url)
-    proxy = TcpProxy(_free_port(), parts.hostname or "127.0.0.1", parts.port or 0)
+    proxy = TcpProxy(free_port(), parts.hostname or "127.0.0.1", parts.port or 0)
     proxy.start()
     try:
         yield proxy

@@ -31,8 +31,8 @@ import pytest
 
 from tensorsketch.canvas import END, START, edits, extract, layout_path
 from tensorsketch.canvas.ir import EdgeIR, GraphIR, Port
+from tensorsketch.testing import browser as test_browser
 
-CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "support_router.py"
 #: Screenshots go to docs/images/ (the pictures in docs/studio.md) with TS_STUDIO_SCREENSHOTS=1,
@@ -42,31 +42,13 @@ IMAGES = (
     if os.environ.get("TS_STUDIO_SCREENSHOTS") == "1"
     else Path(tempfile.gettempdir()) / "tensorsketch-studio-screenshots"
 )
-BROWSER_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 
-if not CHROMIUM.exists():
-    pytest.skip(
-        "no /usr/bin/chromium: install Debian's Chromium (apt-get install chromium) to run "
-        "the Studio browser tests",
-        allow_module_level=True,
-    )
-if importlib.util.find_spec("playwright") is None:
-    pytest.skip(
-        "Playwright for Python is not installed (pip install playwright; the tests use "
-        "/usr/bin/chromium, never `playwright install`)",
-        allow_module_level=True,
-    )
+test_browser.skip_module_unless_chromium("the Studio browser tests")
 STATIC = ROOT / "packages/tensorsketch-canvas/src/tensorsketch/canvas/studio/static"
 if not (STATIC / "index.html").exists():
     pytest.skip("the Studio bundle is not built (nox -s studio-build)", allow_module_level=True)
 
-from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, Page, expect  # noqa: E402
 
 from tensorsketch.canvas.studio.app import Studio as StudioApp  # noqa: E402
 from tensorsketch.canvas.studio.server import StudioServer  # noqa: E402
@@ -95,10 +77,8 @@ assert "return state.intent" in MAPPED and '"other": "Fallback"' in MAPPED
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS)
-        yield b
-        b.close()
+    with test_browser.chromium() as chromium:
+        yield chromium
 
 
 class Studio:

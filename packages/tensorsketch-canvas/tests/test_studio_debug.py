@@ -33,10 +33,10 @@ from tensorsketch.canvas.studio.server import StudioServer
 from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
+from tensorsketch.testing.services import POSTGRES_DSN, private_name
 
 TOKEN = "debug-token-1"
 BASE = "http://127.0.0.1:8765"
-PG_DSN = os.environ.get("TS_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 #: A password in the DSN the page must never see (the test server trusts any password).
 SECRET = "hunter2-not-for-the-page"
 
@@ -115,19 +115,15 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         yield store
         await store.aclose()
         return
-    psycopg = pytest.importorskip("psycopg")
+    postgres_server = pytest.importorskip("tensorsketch.testing.postgres_server")
     from tensorsketch.runtime.backends.postgres import PostgresBackend
 
-    try:
-        psycopg.connect(PG_DSN, connect_timeout=5).close()
-    except psycopg.OperationalError as exc:
-        pytest.fail(f"PostgreSQL is not reachable at {PG_DSN!r} (TS_TEST_POSTGRES_DSN): {exc}")
-    schema = f"ts_studio_{uuid.uuid4().hex[:10]}"  # private to this test, dropped after
-    store = PostgresBackend(_with_password(PG_DSN), schema=schema)
+    postgres_server.reachable(POSTGRES_DSN)
+    schema = private_name("studio")  # private to this test, dropped after
+    store = PostgresBackend(_with_password(POSTGRES_DSN), schema=schema)
     yield store
     await store.aclose()
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    postgres_server.drop_schema(POSTGRES_DSN, schema)
 
 
 def _with_password(dsn: str) -> str:
@@ -166,7 +162,7 @@ def loop_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def client(loop_file: Path, backend: Backend) -> AsyncIterator[httpx.AsyncClient]:
-    async with _client(loop_file, backend, _with_password(PG_DSN)) as c:
+    async with _client(loop_file, backend, _with_password(POSTGRES_DSN)) as c:
         yield c
 
 
@@ -853,7 +849,7 @@ async def test_a_thread_another_process_runs_is_busy(
 async def test_credentials_never_reach_the_page(backend: Backend, loop_file: Path):
     app = _load(loop_file)
     await app.invoke({"limit": 1}, thread_id="t-secret", backend=backend)
-    url = _with_password(PG_DSN) if backend.name == "postgres" else "sqlite:///runs.db"
+    url = _with_password(POSTGRES_DSN) if backend.name == "postgres" else "sqlite:///runs.db"
     async with _client(loop_file, backend, url) as client:
         status = _ok(await client.get("/api/debug/status"))
         bodies = [
@@ -1159,12 +1155,13 @@ async def test_a_node_that_raises_is_a_failed_step_not_an_http_error(
 @pytest.mark.postgres
 async def test_open_backend_from_a_url_with_options(loop_file: Path) -> None:
     psycopg = pytest.importorskip("psycopg")
-    schema = f"ts_studio_{uuid.uuid4().hex[:10]}"
-    store = open_backend(PG_DSN, parse_options([f"schema={schema}"]))
+    postgres_server = pytest.importorskip("tensorsketch.testing.postgres_server")
+    schema = private_name("studio")
+    store = open_backend(POSTGRES_DSN, parse_options([f"schema={schema}"]))
     try:
         assert store.name == "postgres"
         await _load(loop_file).invoke({"limit": 1}, thread_id="in-schema", backend=store)
-        with psycopg.connect(PG_DSN) as conn:
+        with psycopg.connect(POSTGRES_DSN) as conn:
             tables = conn.execute(
                 "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s",
                 (schema,),
@@ -1172,8 +1169,7 @@ async def test_open_backend_from_a_url_with_options(loop_file: Path) -> None:
         assert tables is not None and tables[0] > 0  # written where the option said
     finally:
         await store.aclose()
-        with psycopg.connect(PG_DSN, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        postgres_server.drop_schema(POSTGRES_DSN, schema)
 
 
 def test_backend_options_are_key_value_pairs(loop_file: Path) -> None:

@@ -32,7 +32,8 @@ from typing import Any
 
 import pytest
 
-CHROMIUM = Path("/usr/bin/chromium")
+from tensorsketch.testing import browser as test_browser
+
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "support_router.py"
 IMAGES = (
@@ -40,35 +41,18 @@ IMAGES = (
     if os.environ.get("TS_STUDIO_SCREENSHOTS") == "1"
     else Path(tempfile.gettempdir()) / "tensorsketch-studio-screenshots"
 )
-BROWSER_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--no-first-run",
-]
-PG_DSN = os.environ.get("TS_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
-if not CHROMIUM.exists():
-    pytest.skip(
-        "no /usr/bin/chromium: install Debian's Chromium (apt-get install chromium) to run "
-        "the Studio browser tests",
-        allow_module_level=True,
-    )
-if importlib.util.find_spec("playwright") is None:
-    pytest.skip(
-        "Playwright for Python is not installed (pip install playwright; the tests use "
-        "/usr/bin/chromium, never `playwright install`)",
-        allow_module_level=True,
-    )
+test_browser.skip_module_unless_chromium("the Studio debugger's browser tests")
 STATIC = ROOT / "packages/tensorsketch-canvas/src/tensorsketch/canvas/studio/static"
 if not (STATIC / "index.html").exists():
     pytest.skip("the Studio bundle is not built (nox -s studio-build)", allow_module_level=True)
 
-from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, Page, expect  # noqa: E402
 
 from tensorsketch.canvas.studio.server import StudioServer  # noqa: E402
 from tensorsketch.registry import create_backend  # noqa: E402
 from tensorsketch.runtime.backends.base import Backend  # noqa: E402
+from tensorsketch.testing import postgres_server  # noqa: E402
 from tensorsketch.testing import runs as testing_runs  # noqa: E402
 from tensorsketch.threads import alist_threads  # noqa: E402
 
@@ -139,21 +123,7 @@ def backend_url(
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path_factory.mktemp('debug') / 'runs.db'}"
         return
-    import psycopg
-
-    name = f"ts_studio_dbg_{uuid.uuid4().hex[:10]}"
-    try:
-        admin = psycopg.connect(PG_DSN, autocommit=True, connect_timeout=5)
-    except psycopg.OperationalError as exc:
-        pytest.fail(f"PostgreSQL is not reachable at {PG_DSN!r} (TS_TEST_POSTGRES_DSN): {exc}")
-    with admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    base = PG_DSN.rsplit("/", 1)[0]
-    try:
-        yield f"{base}/{name}"
-    finally:
-        with psycopg.connect(PG_DSN, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    yield from postgres_server.private_database("studiodbg")
 
 
 # -- the graph files, recorded threads, the Studio -------------------------------------------
@@ -172,10 +142,8 @@ def _load(path: Path) -> ModuleType:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS)
-        yield b
-        b.close()
+    with test_browser.chromium() as chromium:
+        yield chromium
 
 
 class Studio:

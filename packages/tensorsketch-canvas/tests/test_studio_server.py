@@ -23,6 +23,7 @@ import pytest
 
 from tensorsketch.canvas import extract
 from tensorsketch.canvas.studio.server import StudioServer
+from tensorsketch.testing.ports import free_port
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "support_router.py"
 LINE = re.compile(
@@ -31,12 +32,6 @@ LINE = re.compile(
 )
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

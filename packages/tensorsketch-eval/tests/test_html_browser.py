@@ -8,7 +8,6 @@ docs/evaluation.md); otherwise to a temporary folder.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import os
 import tempfile
 from collections.abc import Iterator
@@ -18,8 +17,8 @@ import pytest
 
 from tensorsketch.eval import evaluate, render_html
 from tensorsketch.eval._agents import load_module
+from tensorsketch.testing.browser import chromium, skip_module_unless_chromium
 
-CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "evaluation.py"
 IMAGES = (
@@ -28,18 +27,11 @@ IMAGES = (
     else Path(tempfile.gettempdir()) / "tensorsketch-eval-screenshots"
 )
 
-if not CHROMIUM.exists():
-    pytest.skip("no /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
-if importlib.util.find_spec("playwright") is None:
-    pytest.skip(
-        "Playwright for Python is not installed (pip install playwright; the test uses "
-        "/usr/bin/chromium, never `playwright install`)",
-        allow_module_level=True,
-    )
+skip_module_unless_chromium("the HTML report's browser test")
 if not EXAMPLE.exists():
     pytest.skip("examples/evaluation.py is not in this tree", allow_module_level=True)
 
-from playwright.sync_api import Page, sync_playwright  # noqa: E402
+from playwright.sync_api import Page  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
 
@@ -59,10 +51,8 @@ def report_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def page() -> Iterator[Page]:
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+    with chromium() as browser:
         yield browser.new_page(viewport={"width": 1280, "height": 900})
-        browser.close()
 
 
 def test_the_report_renders_its_charts_offline(report_file: Path, page: Page) -> None:

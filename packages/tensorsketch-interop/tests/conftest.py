@@ -1,18 +1,18 @@
-"""Fixtures for the MCP tests: the server scripts, a call log, uvicorn on a free port."""
+"""Fixtures for the MCP tests: the server scripts, a call log, uvicorn on a free port (the
+test kit's :func:`~tensorsketch.testing.live_server.serving`)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
-import socket
 import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
+
+from tensorsketch.testing.live_server import serving
+from tensorsketch.testing.ports import free_port
 
 SERVERS = Path(__file__).resolve().parent / "mcp_servers"
 
@@ -43,33 +43,6 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@asynccontextmanager
-async def uvicorn_serving(app: Any) -> AsyncIterator[str]:
-    """Serve ``app`` with a real uvicorn on 127.0.0.1 in this event loop; yield its base URL."""
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="auto")
-    )
-    task = asyncio.create_task(server.serve())
-    for _ in range(500):
-        if server.started or task.done():
-            break
-        await asyncio.sleep(0.02)
-    assert server.started, "uvicorn did not start"
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 30)
-
-
 class Helpers:
     """What the tests share (a fixture: test modules cannot import conftest)."""
 
@@ -78,7 +51,7 @@ class Helpers:
     calls = staticmethod(calls)
     pid_alive = staticmethod(pid_alive)
     free_port = staticmethod(free_port)
-    serving: Callable[[Any], Any] = staticmethod(uvicorn_serving)
+    serving: Callable[[Any], Any] = staticmethod(serving)
 
 
 @pytest.fixture

@@ -19,40 +19,31 @@ from __future__ import annotations
 
 import os
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from tensorsketch.ray.exceptions import RayClusterError
 from tensorsketch.ray.testing import LocalRayCluster, PrivateNetwork, unix_socket_dsn
+from tensorsketch.testing import postgres_server
+from tensorsketch.testing.services import private_name
 
 HERE = Path(__file__).parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-PG_DSN = os.environ.get("TS_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
-RUN_ID = "".join(c for c in os.environ.get("TS_TEST_RUN_ID", uuid.uuid4().hex[:6]) if c.isalnum())
-
 
 @pytest.fixture(scope="session")
 def pg_dsn() -> str:
     """The test database over TCP (for this process, in the root network namespace)."""
-    import psycopg
-
-    try:
-        psycopg.connect(PG_DSN, connect_timeout=5).close()
-    except psycopg.OperationalError as exc:
-        pytest.fail(f"PostgreSQL is not reachable at {PG_DSN!r} (TS_TEST_POSTGRES_DSN): {exc}")
-    return PG_DSN
+    return postgres_server.reachable()
 
 
 @pytest.fixture(scope="session")
 def pg_socket_dsn(pg_dsn: str) -> str:
     """The same database through the server's Unix socket (for processes in the namespace)."""
-    import psycopg
-
     with psycopg.connect(pg_dsn) as conn:
         row = conn.execute("SHOW unix_socket_directories").fetchone()
     directories = [d.strip() for d in str(row[0] if row else "").split(",") if d.strip()]
@@ -67,12 +58,7 @@ def pg_socket_dsn(pg_dsn: str) -> str:
 @pytest.fixture
 def pg_schema(pg_dsn: str) -> Iterator[str]:
     """A schema private to this test (the backend creates it; it is dropped after)."""
-    import psycopg
-
-    name = f"ts_{RUN_ID}_ray_{uuid.uuid4().hex[:8]}".lower()
-    yield name
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    yield from postgres_server.private_schema("ray", pg_dsn)
 
 
 @pytest.fixture(scope="session")
@@ -90,16 +76,14 @@ def private_network() -> Iterator[PrivateNetwork]:
 def effects_schema(pg_dsn: str) -> Iterator[str]:
     """The schema of the fleet app's effect counters (``fleet_app.py``), for the session;
     each test counts only its own threads."""
-    import psycopg
     from fleet_app import SCHEMA_SQL
 
-    name = f"ts_{RUN_ID}_rayfx_{uuid.uuid4().hex[:8]}".lower()
+    name = private_name("rayfx")
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{name}"')
         conn.execute(SCHEMA_SQL.format(schema=name))
     yield name
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    postgres_server.drop_schema(pg_dsn, name)
 
 
 @pytest.fixture(scope="session")

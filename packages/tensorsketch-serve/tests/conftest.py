@@ -1,26 +1,23 @@
 """Fixtures: a real uvicorn server on 127.0.0.1 (a free port) for any ASGI app.
 
-The server runs on its own event loop in a thread, as in production; tests talk to it over
-HTTP with real clients. ``server.call(coro)`` runs a coroutine on the server's loop (to read a
-backend the app writes, say). The providers' wire server is loaded from its test folder, so a
-real vendor SDK can play the model.
+The server (the test kit's :class:`~tensorsketch.testing.live_server.LiveServer`) runs on its
+own event loop in a thread, as in production; tests talk to it over HTTP with real clients.
+``server.call(coro)`` runs a coroutine on the server's loop (to read a backend the app writes,
+say). The providers' wire server is loaded from its test folder, so a real vendor SDK can play
+the model.
 """
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
-import socket
 import sys
-import threading
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-import uvicorn
 
-T = TypeVar("T")
+from tensorsketch.testing.live_server import LiveServer, live_servers
 
 PROVIDER_TESTS = Path(__file__).resolve().parents[2] / "tensorsketch-providers" / "tests"
 
@@ -47,70 +44,13 @@ load_helper("agui_client", Path(__file__).parent)
 load_helper("task_graphs", Path(__file__).resolve().parent)
 
 
-class LiveServer:
-    """uvicorn serving ``app`` on 127.0.0.1 at a free port, in a background thread."""
-
-    def __init__(self, app: Any) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.port: int = self.sock.getsockname()[1]
-        config = uvicorn.Config(
-            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
-        )
-        self.server = uvicorn.Server(config)
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_until_complete(self.server.serve(sockets=[self.sock]))
-
-    def start(self) -> LiveServer:
-        self.thread.start()
-        for _ in range(500):
-            if self.server.started:
-                return self
-            if not self.thread.is_alive():
-                break
-            threading.Event().wait(0.02)
-        msg = "uvicorn did not start"
-        raise RuntimeError(msg)
-
-    def call(self, coro: Coroutine[Any, Any, T], timeout: float = 60) -> T:
-        """Run ``coro`` on the server's loop and return its result."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(30)
-        self.sock.close()
-
-
-def _servers() -> Iterator[Callable[[Any], LiveServer]]:
-    started: list[LiveServer] = []
-
-    def start(app: Any) -> LiveServer:
-        server = LiveServer(app).start()
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
-
-
 @pytest.fixture
 def live() -> Iterator[Callable[[Any], LiveServer]]:
     """``live(app)`` starts uvicorn for ``app``; every server is stopped after the test."""
-    yield from _servers()
+    yield from live_servers()
 
 
 @pytest.fixture(scope="module")
 def live_module() -> Iterator[Callable[[Any], LiveServer]]:
     """``live``, for servers a whole module shares (property tests run many examples)."""
-    yield from _servers()
+    yield from live_servers()

@@ -5,7 +5,6 @@ backends distribution is not installed (this distribution's own nox session)."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -16,39 +15,33 @@ from a2a.client import ClientConfig, ClientFactory
 from a2a.types import a2a_pb2 as pb
 
 from tensorsketch.serve.a2a import AgentCard, a2a_app
+from tensorsketch.testing.services import private_name
 
 pytest.importorskip("tensorsketch.runtime.backends.postgres", reason="needs tensorsketch-backends")
-
-PG_DSN = os.environ.get("TS_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
-REDIS_URL = os.environ.get("TS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-RUN = "".join(c for c in os.environ.get("TS_TEST_RUN_ID", uuid.uuid4().hex[:6]) if c.isalnum())
 
 
 @pytest.fixture
 def postgres() -> Iterator[Callable[[], Any]]:
-    import psycopg
-
+    """Makes PostgreSQL backends on one schema private to this test (dropped after)."""
     from tensorsketch.runtime.backends.postgres import PostgresBackend
+    from tensorsketch.testing import postgres_server
 
-    schema = f"ts_{RUN}_a2a_{uuid.uuid4().hex[:8]}".lower()
-    yield lambda: PostgresBackend(PG_DSN, schema=schema)
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    dsn = postgres_server.reachable()
+    schema = private_name("a2a")
+    yield lambda: PostgresBackend(dsn, schema=schema)
+    postgres_server.drop_schema(dsn, schema)
 
 
 @pytest.fixture
 def redis() -> Iterator[Callable[[], Any]]:
-    import redis as redis_client
-
+    """Makes Redis backends on one key prefix private to this test (deleted after)."""
     from tensorsketch.runtime.backends.redis import RedisBackend
+    from tensorsketch.testing import redis_server
 
-    prefix = f"ts_{RUN}_a2a_{uuid.uuid4().hex[:8]}"
-    yield lambda: RedisBackend(REDIS_URL, prefix=prefix)
-    client = redis_client.Redis.from_url(REDIS_URL)
-    keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
-    if keys:
-        client.delete(*keys)
-    client.close()
+    url = redis_server.reachable()
+    prefix = private_name("a2a")
+    yield lambda: RedisBackend(url, prefix=prefix)
+    redis_server.delete_prefix(url, prefix)
 
 
 async def _ask(url: str, text: str, **ids: str) -> pb.Task:

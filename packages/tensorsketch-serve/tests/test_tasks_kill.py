@@ -21,7 +21,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,25 +32,18 @@ from httpx_sse import connect_sse
 from tensorsketch.runs import run_store
 from tensorsketch.runtime.backends.runs import owner_is_dead
 from tensorsketch.testing.crash import BackendSpec, EffectLedger
+from tensorsketch.testing.ports import free_port
+from tensorsketch.testing.services import POSTGRES_DSN, REDIS_URL
 
 HERE = Path(__file__).resolve().parent
-PG_DSN = os.environ.get("TS_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
-REDIS_URL = os.environ.get("TS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 RUNS = 16
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class Server:
     """``task_server_proc.py`` in a child process."""
 
     def __init__(self, spec: dict[str, Any], ledger: Path, stderr: Any = None, **env: str) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         environ = {**os.environ, "TS_LEDGER": str(ledger), "TS_PAUSE": "0.05", **env}
         self.process = subprocess.Popen(
@@ -201,27 +193,24 @@ def test_kill_9_and_restart_on_sqlite(tmp_path: Path) -> None:
 
 @pytest.fixture
 def pg_schema() -> Iterator[str]:
-    psycopg = pytest.importorskip("psycopg")
-    name = f"ts_kill_{uuid.uuid4().hex[:10]}"
-    yield name
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    """A schema private to this test; skipped without psycopg, failed without the server."""
+    postgres_server = pytest.importorskip("tensorsketch.testing.postgres_server")
+    yield from postgres_server.private_schema("kill", postgres_server.reachable())
 
 
 @pytest.fixture
 def redis_prefix() -> Iterator[str]:
-    redis = pytest.importorskip("redis")
-    name = f"ts_kill_{uuid.uuid4().hex[:10]}"
-    yield name
-    client = redis.Redis.from_url(REDIS_URL)
-    keys = list(client.scan_iter(match=f"{name}:*", count=1000))
-    if keys:
-        client.delete(*keys)
-    client.close()
+    """A key prefix private to this test; skipped without redis-py, failed without the
+    server."""
+    redis_server = pytest.importorskip("tensorsketch.testing.redis_server")
+    yield from redis_server.private_prefix("kill", redis_server.reachable())
 
 
 def _pg(schema: str) -> dict[str, Any]:
-    return {"target": "postgres", "kwargs": {"dsn": PG_DSN, "schema": schema, "lease_ttl": 2.0}}
+    return {
+        "target": "postgres",
+        "kwargs": {"dsn": POSTGRES_DSN, "schema": schema, "lease_ttl": 2.0},
+    }
 
 
 def _redis(prefix: str) -> dict[str, Any]:

@@ -105,9 +105,9 @@ class ToolRecord(TypedDict):
 class ToolSet(NamedTuple):
     """What a run's tool calls run against, as the agent has it when the run starts.
 
-    :param handler: the agent's middleware stack around the tool call itself.
-    :param concurrency: at most this many calls of a turn run at once (``None``: no cap).
-    :param approvals: whether any tool needs approval (skips the decision lookups if not).
+    :ivar handler: the agent's middleware stack around the tool call itself.
+    :ivar concurrency: at most this many calls of a turn run at once (``None``: no cap).
+    :ivar approvals: whether any tool needs approval (skips the decision lookups if not).
     """
 
     by_name: Mapping[str, Tool]

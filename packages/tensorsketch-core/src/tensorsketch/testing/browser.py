@@ -1,0 +1,71 @@
+"""Headless Chromium for the browser tests: Debian's ``/usr/bin/chromium`` driven by
+Playwright for Python.
+
+The tests never run ``playwright install`` (a download at test time, and a second Chromium to
+keep patched): they use the system's. Without it, or without Playwright, a browser test module
+skips itself with the reason (:func:`skip_module_unless_chromium`), so a machine without a
+browser still runs everything else. Playwright is imported only when a browser is launched,
+because it is an optional test dependency of the distributions that have browser tests.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+
+#: Debian's Chromium (``apt-get install chromium``).
+CHROMIUM: Final = Path("/usr/bin/chromium")
+#: No sandbox (tests run as root in containers), no GPU, nothing fetched behind the test's back.
+CHROMIUM_ARGS: Final = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+)
+
+
+def missing_browser() -> str | None:
+    """Why a browser test cannot run here, or ``None`` when Chromium and Playwright are there."""
+    if not CHROMIUM.exists():
+        return f"no {CHROMIUM}: install Debian's Chromium (apt-get install chromium)"
+    if importlib.util.find_spec("playwright") is None:
+        return (
+            "Playwright for Python is not installed (pip install playwright; the tests use "
+            f"{CHROMIUM}, never `playwright install`)"
+        )
+    return None
+
+
+def skip_module_unless_chromium(what: str) -> None:
+    """Skip the calling test module (call it at module level, before importing Playwright)
+    when :func:`missing_browser` names a reason; ``what`` says what is skipped."""
+    reason = missing_browser()
+    if reason is not None:
+        pytest.skip(f"{reason}; skipping {what}", allow_module_level=True)
+
+
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """A launched headless Chromium (a Playwright ``Browser``), closed on exit.
+
+    Playwright's sync API: use it from sync tests and fixtures only (it runs an event loop of
+    its own in this thread).
+    """
+    reason = missing_browser()
+    if reason is not None:
+        pytest.skip(reason)
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=list(CHROMIUM_ARGS)
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
