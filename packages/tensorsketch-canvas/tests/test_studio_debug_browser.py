@@ -643,8 +643,11 @@ def test_step_superstep_by_superstep(router: Studio, page: Page) -> None:
         expect(page.locator(button)).to_be_disabled()
         expect(page.locator(button)).to_have_attribute("title", _contains("completed"))
     head = page.evaluate("window.__studio.debug.thread.head")
-    page.evaluate("document.getElementById('dbg-step').disabled = false")  # a stale page
-    page.click("#dbg-step")
+    # A stale page: the button enabled and clicked in one go, so a live refresh that redraws
+    # the toolbar in between cannot swap in a disabled button under the click.
+    page.evaluate(
+        "() => { const b = document.getElementById('dbg-step'); b.disabled = false; b.click(); }"
+    )
     _confirm(page)
     expect(page.locator("#toast")).to_contain_text("Nothing ran: the thread is completed")
     assert _run(router.url, lambda b: app.aget_history(thread, b))[-1].id == head
