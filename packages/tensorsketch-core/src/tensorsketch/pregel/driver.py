@@ -131,6 +131,9 @@ def _set_breakpoints(run: Run, before: object, after: object) -> None:
 async def drive(
     run: Run, input: Any, max_steps: int, resume: Mapping[str, Any] | None = None
 ) -> None:
+    """Run ``run`` to its end or its suspension: open (or resume) its thread, apply ``input``
+    and ``resume=`` decisions, execute its supersteps, and always close its journal (events
+    stored, lease given back). Traced as one ``run`` span when the tracer records."""
     tracer = run.tracer
     if not tracer.enabled:  # NoopTracer: skip the run span entirely
         await _drive_inner(run, input, max_steps, resume)
