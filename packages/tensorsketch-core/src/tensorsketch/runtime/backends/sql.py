@@ -439,6 +439,8 @@ class SqlBackend(Backend):
             try:
                 results = await self.submit(queries, transaction=True)
                 break
+            except BackendUnavailableError:
+                raise  # the backend already said why (a connection that cannot be opened)
             except Exception as exc:
                 if not self.is_unavailable(exc):
                     raise
