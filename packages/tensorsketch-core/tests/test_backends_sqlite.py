@@ -593,3 +593,12 @@ async def test_a_failed_statement_is_an_ordinary_error(tmp_path: Path) -> None:
         await backend.submit([Query("SELECT * FROM missing_table", fetch="all")])
     assert await backend.latest_checkpoint("t") is None  # the worker is still serving
     await backend.aclose()
+
+
+def test_a_driver_message_becomes_one_sentence_ended_once() -> None:
+    """libpq's messages span lines and may end in a question; redis-py's end in a period."""
+    backend = SqliteBackend(":memory:")
+    asked = backend._unavailable("x", OSError("refused\n\tIs the server running?"))
+    assert "refused Is the server running? Check" in str(asked)
+    ended = backend._unavailable("x", OSError("unable to open database file."))
+    assert "database file. Check" in str(ended)

@@ -326,9 +326,10 @@ class SqlBackend(Backend):
         return "Check that the database is running and reachable, then retry."
 
     def _unavailable(self, what: str, exc: BaseException) -> BackendUnavailableError:
-        text = str(exc).strip().rstrip(".")
+        text = " ".join(str(exc).split()).rstrip(".")  # one sentence, ended once
+        end = "" if text.endswith(("?", "!")) else "."
         msg = (
-            f"{self.name} backend unavailable while {what}: {type(exc).__name__}: {text}. "
+            f"{self.name} backend unavailable while {what}: {type(exc).__name__}: {text}{end} "
             f"{self.unavailable_advice(exc)}"
         )
         return BackendUnavailableError(msg)
