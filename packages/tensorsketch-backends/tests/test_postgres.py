@@ -31,6 +31,7 @@ from tensorsketch.runtime.backends.base import StoredCheckpoint, StoredEvent
 from tensorsketch.runtime.backends.postgres import PostgresBackend
 from tensorsketch.runtime.backends.sql import SCHEMA_VERSION
 from tensorsketch.runtime.loops import run_on_private_loop
+from tensorsketch.testing.ports import free_port
 from tensorsketch.threads import list_threads
 
 pytestmark = pytest.mark.postgres
@@ -443,6 +444,41 @@ def test_short_loops_leave_no_connection_attempt_behind(
     # Each loop's pool closed with it, idle connections included (its workers are cancelled
     # by the same shutdown, which used to stop the pool's close() before it closed them).
     assert _sessions(pg_dsn, label) == 0
+
+
+@pytest.mark.parametrize(
+    ("dsn", "reason"),
+    [
+        ("localhost:5432", r'missing "=" after "localhost:5432"'),
+        ("postgres//localhost/db", r"not a PostgreSQL connection string"),
+        ("postgresql://postgres@localhost:54x2/db", r"port in `dsn` must be a number, got '54x2'"),
+    ],
+)
+def test_a_malformed_dsn_is_refused_when_the_backend_is_made(dsn: str, reason: str) -> None:
+    """Not at the first run, after the pool retried it for 25 s (five ``error connecting``
+    lines, then ``PoolTimeout: couldn't get a connection after 5.00 sec``)."""
+    with pytest.raises(ValueError, match=reason) as info:
+        PostgresBackend(dsn)
+    assert "e.g. 'postgresql://" in str(info.value)
+
+
+async def test_a_closed_port_fails_at_once_naming_the_address_and_the_cause(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    port = free_port()  # nothing listens there
+    backend = PostgresBackend(f"postgresql://postgres@127.0.0.1:{port}/test")
+    started = time.monotonic()
+    with caplog.at_level(logging.INFO, logger="psycopg.pool"):
+        for _ in range(2):  # the second run tries again (and fails the same way)
+            with pytest.raises(BackendUnavailableError) as info:
+                await COUNTER.invoke({}, thread_id="t", backend=backend)
+            message = str(info.value)
+            assert f"cannot connect to PostgreSQL at 127.0.0.1:{port}" in message
+            assert "Connection refused" in message
+            assert "PoolTimeout" not in message
+    assert time.monotonic() - started < 10  # a guard against a hang; refused is immediate
+    assert not [m for m in _pool_records(caplog) if "error connecting" in m]
+    await backend.aclose()
 
 
 def test_sync_helper_reports_an_unreachable_server(pg_schema: str) -> None:

@@ -16,10 +16,11 @@ import redis
 import redis.asyncio as aioredis
 
 from tensorsketch import START, Context, Graph, Node, Schema
-from tensorsketch.errors import CheckpointDecodeError
+from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError
 from tensorsketch.registry import create_backend
 from tensorsketch.runtime.backends.base import StoredCheckpoint, StoredEvent
 from tensorsketch.runtime.backends.redis import RedisBackend
+from tensorsketch.testing.ports import free_port
 
 pytestmark = pytest.mark.redis
 
@@ -325,3 +326,18 @@ async def test_commit_step_is_idempotent_and_takes_large_batches(
     opening = await backend.open_thread("t", "me", 30)
     assert (opening.checkpoints, opening.last_event_seq) == ([_cp("t", 0)], 2_499)
     await backend.aclose()
+
+
+async def test_an_unreachable_server_is_named_in_one_clean_sentence() -> None:
+    """redis-py's message ends with a period: it was followed by another (``..``)."""
+    port = free_port()  # nothing listens there
+    backend = RedisBackend(f"redis://127.0.0.1:{port}/0")
+    try:
+        with pytest.raises(BackendUnavailableError) as info:
+            await backend.acquire_lease("t", "me", 5)
+    finally:
+        await backend.aclose()
+    message = str(info.value)
+    assert message.startswith("redis backend unavailable while taking the thread lease")
+    assert f"127.0.0.1:{port}" in message
+    assert ".." not in message

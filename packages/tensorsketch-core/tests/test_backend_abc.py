@@ -145,3 +145,23 @@ class TestEightOpsBackend(BackendConformance):
             return EightOpsBackend(**kwargs) if kwargs else shared
 
         return make
+
+
+class OwnInit(EightOpsBackend):
+    """Written like the docs' example: an ``__init__`` of its own that never calls
+    ``super().__init__()`` and sets no serializer."""
+
+    def __init__(self) -> None:
+        self.checkpoints, self.effects, self.events = {}, {}, {}
+
+
+async def test_a_backend_that_skips_super_init_gets_the_default_serializer() -> None:
+    backend = OwnInit()
+    CHARGES.clear()
+    out = await APP.invoke({"order": "B-1"}, thread_id="t", backend=backend)
+    assert out.charged == "charged B-1"
+    state = await APP.aget_state("t", backend)
+    assert state is not None and state.charged == "charged B-1"
+    assert type(backend.serializer).__name__ == "MsgpackSerializer"
+    assert backend.serializer is backend.serializer  # made once, then kept
+    assert OwnInit().serializer is not backend.serializer  # each backend its own

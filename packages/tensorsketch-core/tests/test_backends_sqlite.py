@@ -384,8 +384,21 @@ async def test_dsn_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 async def test_unopenable_file_is_backend_unavailable(tmp_path: Path) -> None:
-    backend = SqliteBackend(tmp_path / "no" / "such" / "dir" / "runs.db")
-    with pytest.raises(BackendUnavailableError, match="sqlite backend unavailable"):
+    path = tmp_path / "no" / "such" / "dir" / "runs.db"
+    backend = SqliteBackend(path)
+    with pytest.raises(BackendUnavailableError, match="sqlite backend unavailable") as info:
+        await COUNTER.invoke({"path": "x"}, thread_id="t", backend=backend)
+    message = str(info.value)
+    # A file, not a server: name it and what to check, not "the database is running".
+    assert repr(str(path)) in message
+    assert "its directory exists" in message
+    assert "running" not in message
+    assert ".." not in message
+
+
+async def test_a_directory_given_as_the_file_is_named(tmp_path: Path) -> None:
+    backend = SqliteBackend(tmp_path)
+    with pytest.raises(BackendUnavailableError, match="is a directory: pass the path of a file"):
         await COUNTER.invoke({"path": "x"}, thread_id="t", backend=backend)
 
 
@@ -580,3 +593,12 @@ async def test_a_failed_statement_is_an_ordinary_error(tmp_path: Path) -> None:
         await backend.submit([Query("SELECT * FROM missing_table", fetch="all")])
     assert await backend.latest_checkpoint("t") is None  # the worker is still serving
     await backend.aclose()
+
+
+def test_a_driver_message_becomes_one_sentence_ended_once() -> None:
+    """libpq's messages span lines and may end in a question; redis-py's end in a period."""
+    backend = SqliteBackend(":memory:")
+    asked = backend._unavailable("x", OSError("refused\n\tIs the server running?"))
+    assert "refused Is the server running? Check" in str(asked)
+    ended = backend._unavailable("x", OSError("unable to open database file."))
+    assert "database file. Check" in str(ended)

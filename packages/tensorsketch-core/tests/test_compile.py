@@ -57,6 +57,31 @@ def test_edge_to_unknown_node_suggests_the_close_name() -> None:
     assert "did you mean 'Billing'?" in problem
 
 
+def test_start_is_named_start_and_a_case_only_typo_gets_a_did_you_mean() -> None:
+    """``edge(START, "classify")``: the message said ``'__start__'`` and listed the nodes
+    instead of suggesting the one that differs only in case (too short for difflib)."""
+    g = Graph(Support).add(Classify).add(Billing).edge(START, "classify")
+    (problem,) = problems_of(g)
+    assert problem.startswith("edge from START points at unknown node 'classify'")
+    assert "did you mean 'Classify'?" in problem
+    assert "__start__" not in problem
+    g = Graph(Support).add(Classify).add(Billing).edge(START, "Classify").edge("billing", END)
+    (problem,) = problems_of(g)
+    assert "edge source 'billing' is not a node — did you mean 'Billing'?" in problem
+
+
+def test_start_with_static_and_conditional_edges_is_named_start() -> None:
+    g = (
+        Graph(Support)
+        .add(Classify)
+        .add(Billing)
+        .edge(START, "Classify")
+        .conditional(START, lambda s: "Billing")
+    )
+    (problem,) = problems_of(g)
+    assert problem.startswith("START has both static edges and a conditional edge")
+
+
 def test_unknown_edge_source_and_conditional_target() -> None:
     g = (
         Graph(Support)

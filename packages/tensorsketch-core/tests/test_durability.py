@@ -216,8 +216,11 @@ async def test_busy_error_names_the_thread_and_the_wait() -> None:
     backend = InMemoryBackend()
     backend.lease_ttl = 7
     assert await backend.acquire_lease("busy", "someone-else", 7)
-    with pytest.raises(ThreadBusyError, match=r"thread 'busy' .*expires 7s after"):
+    with pytest.raises(ThreadBusyError, match=r"thread 'busy' .*expires 7s after") as info:
         await NOTE.invoke({"text": "x"}, thread_id="busy", backend=backend)
+    # After a crash the owner is gone, not busy: say so, and name the setting that is the wait.
+    assert "may be gone" in str(info.value)
+    assert "`lease_ttl`" in str(info.value)
 
 
 class Stall(Node):

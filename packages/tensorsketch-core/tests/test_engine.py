@@ -7,6 +7,7 @@ import operator
 import random
 from typing import Annotated, Any
 
+import pydantic
 import pytest
 
 from tensorsketch import (
@@ -389,6 +390,42 @@ async def test_wrong_return_types_raise_node_error() -> None:
         await returning({"answer": 1.5j}).invoke({})
     assert (await returning({"answer": "dict ok"}).invoke({})).answer == "dict ok"
     assert (await returning(None).invoke({})).answer == ""
+
+
+async def test_an_out_that_does_not_validate_names_the_node_in_the_message() -> None:
+    """``self.Out(answer=1.5j)`` raised pydantic's bare ``1 validation error for Out``; the
+    node was named only in a note."""
+
+    class S(Schema):
+        answer: str = ""
+
+    class Writer(Node):
+        class Out(Schema):
+            answer: str
+
+        async def run(self, ctx: Context, inp: object) -> Any:
+            return self.Out(answer=1.5j)  # type: ignore[arg-type]
+
+    class Validates(Node):
+        class Out(Schema):
+            answer: str
+
+        async def run(self, ctx: Context, inp: object) -> Any:
+            # Another class named Out: its error is the body's own, left as it is.
+            other = Writer.Out(answer=1.5j)  # type: ignore[arg-type]
+            return self.Out(answer=other.answer)
+
+    app = Graph(S).add(Writer).edge(START, "Writer").compile()
+    with pytest.raises(NodeError) as info:
+        await app.invoke({})
+    message = str(info.value)
+    assert message.startswith("node 'Writer' in superstep 0 returned an invalid ")
+    assert "Writer.Out" in message and "answer" in message
+    assert isinstance(info.value.__cause__, pydantic.ValidationError)
+    other = Graph(S).add(Validates).edge(START, "Validates").compile()
+    with pytest.raises(pydantic.ValidationError) as raised:
+        await other.invoke({})
+    assert "raised by node 'Validates'" in " ".join(raised.value.__notes__)
 
 
 async def test_only_fields_set_are_written() -> None:

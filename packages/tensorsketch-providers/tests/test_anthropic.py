@@ -4,13 +4,14 @@ SSE ``error`` events, option routing. The shared behaviour is in ``test_conforma
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 from typing import Any
 
 import pytest
 from vendor_plays import AnthropicPlay  # type: ignore[import-not-found]
 
 from tensorsketch.messages import ImageBlock, ToolCall, assistant, system, tool_result, user
-from tensorsketch.provider import ProviderServerError
+from tensorsketch.provider import AuthenticationError, ProviderServerError
 from tensorsketch.providers.anthropic import RESPOND_TOOL, AnthropicProvider
 from tensorsketch.schema import Schema
 from tensorsketch.tools import tool
@@ -206,3 +207,43 @@ def test_client_and_credentials_are_exclusive() -> None:
 def test_model_must_be_named() -> None:
     with pytest.raises(ValueError, match="needs a model id"):
         AnthropicProvider(model="", api_key="k")
+
+
+def _no_anthropic_credentials(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    """No key, token, profile or federation in the environment, and an empty home (the SDK
+    would otherwise find a profile under this machine's ``~/.config/anthropic``)."""
+    for name in (
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_PROFILE",
+        "ANTHROPIC_IDENTITY_TOKEN",
+        "ANTHROPIC_IDENTITY_TOKEN_FILE",
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_CONFIG_DIR",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+
+
+def test_no_key_is_a_clear_error_at_construction(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Like OpenAI and Google: refused when built, naming the variable (was the SDK's
+    ``TypeError: Could not resolve authentication method`` at the first call)."""
+    _no_anthropic_credentials(monkeypatch, tmp_path)
+    with pytest.raises(AuthenticationError, match="`ANTHROPIC_API_KEY`") as info:
+        AnthropicProvider(model="claude-sonnet-4-6")
+    assert info.value.provider == "anthropic"
+
+
+async def test_a_gateway_without_a_key(
+    server: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _no_anthropic_credentials(monkeypatch, tmp_path)
+    server.queue(AnthropicPlay().text("ok"))
+    provider = AnthropicProvider(base_url=server.url, max_retries=0)
+    try:
+        completion = await provider.complete([user("hi")])
+    finally:
+        await provider.aclose()
+    assert completion.text == "ok"

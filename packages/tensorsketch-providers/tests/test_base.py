@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tensorsketch.messages import user
-from tensorsketch.provider import Capabilities, RateLimitError
+from tensorsketch.provider import AuthenticationError, Capabilities, RateLimitError
 from tensorsketch.providers._base import SDKProvider
 from tensorsketch.providers.anthropic import AnthropicProvider
 from tensorsketch.providers.google import GoogleProvider
@@ -90,3 +91,37 @@ async def test_stream_maps_an_error_opening_the_stream_like_complete() -> None:
     with pytest.raises(RateLimitError):
         async for _ in provider.stream([user("hi")]):
             pass
+
+
+#: Every variable a vendor SDK takes a credential (or a place to find one) from.
+_CREDENTIAL_VARIABLES = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_PROFILE",
+    "ANTHROPIC_CONFIG_DIR",
+    "ANTHROPIC_IDENTITY_TOKEN",
+    "ANTHROPIC_IDENTITY_TOKEN_FILE",
+    "OPENAI_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+)
+
+
+@pytest.mark.parametrize(
+    ("vendor", "variable"),
+    [
+        (AnthropicProvider, "ANTHROPIC_API_KEY"),
+        (OpenAIProvider, "OPENAI_API_KEY"),
+        (GoogleProvider, "GEMINI_API_KEY"),
+    ],
+)
+def test_a_missing_key_is_refused_at_construction_naming_its_variable(
+    vendor: Any, variable: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The same moment and the same error for all three (Anthropic used to construct, then
+    fail at the first call with the SDK's ``TypeError``)."""
+    for name in _CREDENTIAL_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no credentials profile on this machine's disk
+    with pytest.raises(AuthenticationError, match=f"`{variable}`.*`{vendor.__name__}"):
+        vendor()

@@ -88,6 +88,11 @@ def test_submit_is_idempotent_by_key_and_lists_with_filters_and_pages(live: Any)
             client.post("/tasks", json={"input": {"nofield": 1}}), 400
         )
         assert "'n'" in _error(client.post("/tasks", json={"input": {"n": "many"}}), 400)
+        # ... in the words of the request, not of a Python call the client never made
+        for path in ("/tasks", "/runs"):
+            refused = client.post(path, json={"input": {"n": "many"}})
+            assert _refused(refused, "input").startswith("`input` got invalid values: 'n'")
+            assert "invoke()" not in refused.text and "submit()" not in refused.text
         assert "too long" in _error(
             client.post("/tasks", json={"input": {"n": 1}, "thread_id": "t" * 300}), 400
         )

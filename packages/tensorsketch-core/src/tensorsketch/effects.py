@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from tensorsketch.effect_keys import IDEMPOTENCY_PREFIX, decision_key, step_key
+from tensorsketch.serializers import UnstorableValueError
 
 # The key helpers stay importable from here, where the engine has always found them.
 __all__ = ["IDEMPOTENCY_PREFIX", "EffectJournal", "EffectLog", "decision_key", "step_key"]
@@ -102,6 +103,12 @@ class EffectLog:
         except asyncio.CancelledError:
             await recording
             raise
+        except TypeError as exc:  # the serializer refuses the result: say whose it is
+            msg = (
+                f"the result of durable step {_described(key)} cannot be journaled (it ran, "
+                f"but a resume could not replay it): {exc}"
+            )
+            raise UnstorableValueError(msg) from exc
         return result
 
     async def peek(self, key: str) -> tuple[bool, Any]:
@@ -136,3 +143,11 @@ async def _call(fn: Callable[[], Any]) -> Any:
     if inspect.isawaitable(result):
         result = await result
     return result
+
+
+def _described(key: str) -> str:
+    """A ``ctx.step`` journal key (``"0:Charge:1:charge"``) as its name and node."""
+    parts = key.split(":", 3)
+    if len(parts) == 4 and parts[0].isdigit():
+        return f"{parts[3]!r} of node {parts[1]!r} (superstep {parts[0]})"
+    return repr(key)

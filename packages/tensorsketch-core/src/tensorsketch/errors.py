@@ -51,7 +51,9 @@
     └── IRError (ValueError), WriteBackError (ValueError)
 
 An exception raised inside a node body is never wrapped: it propagates as itself, with a note
-(``add_note``) saying which node and superstep it came from. ``Interrupt`` and ``RetryLater``
+(``add_note``) saying which node and superstep it came from. The one exception is the node's
+own ``Out`` failing validation as it is built: that is the node's contract, a ``NodeError``
+naming the node (raised from the pydantic ``ValidationError``). ``Interrupt`` and ``RetryLater``
 are not errors a caller sees: the run suspends and ``invoke`` returns.
 """
 

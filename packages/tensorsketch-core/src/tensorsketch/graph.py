@@ -9,7 +9,7 @@ from tensorsketch.constants import END, START
 from tensorsketch.graph_structure import BranchInfo, GraphStructure
 from tensorsketch.handles import NodeHandle
 from tensorsketch.node import Node
-from tensorsketch.pregel.build import Blueprint, build_spec, suggest
+from tensorsketch.pregel.build import Blueprint, build_spec, shown, suggest
 from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.pregel.seam import Executor
 from tensorsketch.pregel.spec import Branch, check_concurrency
@@ -188,7 +188,7 @@ class Graph(Generic[S]):
         loop_node: str | None = None,
     ) -> Self:
         if not callable(path):
-            msg = f"{kind}({src!r}, path) needs a callable path function, got {path!r}."
+            msg = f"{kind}({shown(src)}, path) needs a callable path function, got {path!r}."
             raise TypeError(msg)
         if isinstance(mapping, Mapping):
             resolved: dict[str, str] | None = {str(k): v for k, v in mapping.items()}
@@ -198,7 +198,8 @@ class Graph(Generic[S]):
             resolved = None
         if src in self._branches:
             self._problems.append(
-                f"node {src!r} has two conditional edges; a node routes through at most one "
+                f"{'START' if src == START else f'node {src!r}'} has two conditional edges; "
+                "a node routes through at most one "
                 "path function — merge them into one."
             )
             return self

@@ -20,7 +20,7 @@ import json
 import pickle
 import sys
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
@@ -34,8 +34,18 @@ __all__ = [
     "MsgpackSerializer",
     "PickleSerializer",
     "Serializer",
+    "UnstorableValueError",
+    "refused_field",
     "resolve_serializer",
 ]
+
+
+class UnstorableValueError(TypeError):
+    """A value the serializer cannot write (a lock, a socket, a class a load could not find).
+
+    The serializer sees only the value; the runtime, which knows the state field and the node
+    that wrote it, says those in the message it raises (still this type)."""
+
 
 _TAG = "$t"
 # How a tag key appears in encoded bytes (a string equal to it elsewhere would be escaped
@@ -307,11 +317,12 @@ class _TaggedSerializer:
         encoder = _TAGGED_BY_TYPE.get(type(obj)) or _subclass_encoder(obj)
         if encoder is None:
             msg = (
-                f"{type(self).__name__} cannot store a {type(obj).__qualname__} ({obj!r:.60}); "
-                "return plain data, a dataclass or a pydantic model from durable steps and state "
-                "fields, or opt in to pickle with `serializer='pickle'` for a store you trust."
+                f"{type(self).__name__} cannot store a value of type {type(obj).__qualname__!r} "
+                f"({obj!r:.60}); return plain data, a dataclass or a pydantic model from durable "
+                "steps and state fields, or opt in to pickle with `serializer='pickle'` for a "
+                "store you trust."
             )
-            raise TypeError(msg)
+            raise UnstorableValueError(msg)
         return encoder(self._encode, obj)
 
     def _encode_model(self, obj: BaseModel) -> Any:
@@ -351,11 +362,11 @@ class _TaggedSerializer:
                 else ("define it at module level")
             )
             msg = (
-                f"{type(self).__name__} cannot store a {cls.__qualname__}: a load could not "
-                f"find the class again by its name {tag!r} ({why}); or register it with "
-                f"`{type(self).__name__}(types=[...])`."
+                f"{type(self).__name__} cannot store an instance of {cls.__qualname__}: a load "
+                f"could not find the class again by its name {tag!r} ({why}); or register it "
+                f"with `{type(self).__name__}(types=[...])`."
             )
-            raise TypeError(msg)
+            raise UnstorableValueError(msg)
         return tag
 
     # -- decode -----------------------------------------------------------------------------
@@ -611,7 +622,7 @@ class MsgpackSerializer(_TaggedSerializer):
             for plain in (str, int, float):
                 if isinstance(value, plain):
                     return plain(value)
-            msg = f"msgpack cannot store a {type(value).__qualname__}"
+            msg = f"msgpack cannot store a value of type {type(value).__qualname__!r}"
             raise TypeError(msg)
 
         try:
@@ -648,7 +659,11 @@ class PickleSerializer:
     name = "pickle"
 
     def dumps(self, obj: Any) -> bytes:
-        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        except (TypeError, AttributeError, pickle.PicklingError) as exc:  # a lock, a lambda
+            msg = f"PickleSerializer cannot store this value: {exc}"
+            raise UnstorableValueError(msg) from exc
 
     def loads(self, data: bytes) -> Any:
         try:
@@ -678,3 +693,17 @@ def resolve_serializer(serializer: Serializer | str | None) -> Serializer:
         msg = f"serializer must have dumps(obj) -> bytes and loads(bytes), got {serializer!r}."
         raise TypeError(msg)
     return serializer
+
+
+def refused_field(
+    serializer: Serializer, values: Mapping[str, Any]
+) -> tuple[str, Exception] | None:
+    """The first entry of ``values`` the serializer refuses on its own, with its error: after
+    a whole payload failed to encode, which field was it (each is encoded once more, so only
+    on that failure)."""
+    for name, value in values.items():
+        try:
+            serializer.dumps(value)
+        except (TypeError, ValueError) as exc:
+            return name, exc
+    return None

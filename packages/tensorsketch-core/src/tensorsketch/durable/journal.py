@@ -22,6 +22,7 @@ from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, 
 from tensorsketch.events import Event
 from tensorsketch.joins import JoinState
 from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent, lease_lost
+from tensorsketch.serializers import UnstorableValueError, refused_field
 from tensorsketch.suspension import PendingInterrupt
 
 __all__ = ["Opened", "Position", "Restored", "RunJournal", "StateCodec", "TaskWriteLog"]
@@ -162,7 +163,17 @@ class RunJournal:
         initial, ladder = None, None
         if fresh is not None:
             at, plan = fresh
-            initial, ladder = self.writer.encode(at, None, plan, source="input", parent_id=None)
+            try:
+                initial, ladder = self.writer.encode(at, None, plan, source="input", parent_id=None)
+            except TypeError as exc:  # a value the serializer refuses: say which field
+                found = refused_field(self.backend.serializer, at.values)
+                if found is None:
+                    raise
+                msg = (
+                    f"state field {found[0]!r} (from the run's input) cannot be "
+                    f"checkpointed: {found[1]}"
+                )
+                raise UnstorableValueError(msg) from exc
         try:
             async with store_guard(self.backend, "opening the thread"):
                 opening = await self.backend.open_thread(

@@ -65,9 +65,11 @@ class Lease:
     def busy_error(self) -> ThreadBusyError:
         """The error for a thread another writer holds."""
         msg = (
-            f"thread {self.thread_id!r} is being run by another process right now; only one "
-            "writer may run a thread at a time. Wait for it to finish (its lease expires "
-            f"{self.ttl:g}s after its owner stops), or use another thread_id."
+            f"thread {self.thread_id!r} is being run by another process right now, or its last "
+            "runner stopped without giving it back (a crash, `kill -9`) and may be gone; only "
+            "one writer may run a thread at a time. Retry once the lease lapses: it expires "
+            f"{self.ttl:g}s after its owner stops renewing it (the backend's `lease_ttl`; a "
+            "shorter one takes over a crashed runner's thread sooner), or use another thread_id."
         )
         return ThreadBusyError(msg)
 

@@ -37,17 +37,31 @@ __all__ = [
     "field_hint",
     "join_wiring",
     "node_spec",
+    "shown",
     "suggest",
     "wiring",
 ]
 
 
 def suggest(name: str, known: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    """A did-you-mean for a misspelt node name: the same name in another case first (``"up"``
+    for ``"Up"``, too short for difflib to call close), else the closest name, else the list."""
+    folded = [k for k in known if k.casefold() == name.casefold()]
+    close = folded or difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
     if close:
         return f" — did you mean {close[0]!r}?"
     listed = ", ".join(repr(k) for k in known) or "none yet"
     return f" (known nodes: {listed})"
+
+
+def shown(name: str) -> str:
+    """A node name for a message: ``START`` / ``END`` as the user wrote them, not their
+    values (``'__start__'``)."""
+    if name == START:
+        return "START"
+    if name == END:
+        return "END"
+    return repr(name)
 
 
 def breakpoint_nodes(
@@ -170,10 +184,10 @@ def wiring(
         if dst == END or dst in nodes:
             return
         if dst == START:
-            problems.append(f"{how} from {src!r} points at START; START is only a source.")
+            problems.append(f"{how} from {shown(src)} points at START; START is only a source.")
         else:
             problems.append(
-                f"{how} from {src!r} points at unknown node {dst!r}{suggest(dst, known)}"
+                f"{how} from {shown(src)} points at unknown node {dst!r}{suggest(dst, known)}"
             )
 
     entry: list[str] = []
@@ -202,7 +216,8 @@ def wiring(
         has_static = bool(entry) if src == START else bool(successors[src])
         if has_static:
             problems.append(
-                f"node {src!r} has both static edges and a {branch.kind} edge; a node's "
+                f"{'START' if src == START else f'node {src!r}'} has both static edges and "
+                f"a {branch.kind} edge; a node's "
                 "successors must come from one place — route every target through the "
                 "path function, or drop the conditional."
             )

@@ -288,18 +288,27 @@ class CompiledGraph(Generic[S]):
             raise ValueError(msg)
         return load_page(backend, stored, limit=limit, before=before)
 
-    def check_run_input(self, input: Any = None, *, thread_id: str | None = None) -> None:
+    def check_run_input(
+        self,
+        input: Any = None,
+        *,
+        thread_id: str | None = None,
+        where: str = "invoke()",
+        example: str = "invoke({'query': ...})",
+    ) -> None:
         """Refuse now what :meth:`invoke` would refuse later: input that is not this graph's
         state (a dict of its fields or a state instance, each value valid for its field) and
         a thread id no store can keep. A run queued for later (``AsyncRunner.submit``, a
         schedule) is checked with it, so a bad request fails when it is made.
 
+        :param where: / :param example: the call the caller made and one of the right shape,
+            for the messages (a task API says ``input``, not ``invoke()``).
         :raises TypeError: / :raises ValueError: naming what is wrong, as ``invoke`` would.
         """
         if thread_id is not None:
             check_thread_id(thread_id)
         if input is not None:
-            state_writes(self._spec, input, "invoke()", "invoke({'query': ...})")
+            state_writes(self._spec, input, where, example)
 
     async def aget_state(self, thread_id: str, backend: Backend) -> S | None:
         """The latest checkpointed state of the thread, or ``None`` if it has none.

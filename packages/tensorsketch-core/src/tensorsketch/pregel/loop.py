@@ -36,7 +36,7 @@ from tensorsketch.pregel.run_info import attach_run_info
 from tensorsketch.pregel.seam import Executor
 from tensorsketch.pregel.ship import run_shipped
 from tensorsketch.pregel.spec import EventSink, GraphSpec, Task, plan_of
-from tensorsketch.pregel.state import RunState
+from tensorsketch.pregel.state import RunState, unstorable_field
 from tensorsketch.pregel.tasks import TaskExecution
 from tensorsketch.schema import Schema
 from tensorsketch.suspension import Interrupt, PendingInterrupt
@@ -146,9 +146,16 @@ class Run(RunState, Planning, TaskExecution):
         journal = self.journal
         assert journal is not None
         options.setdefault("parent_id", self.checkpoint_id)
-        checkpoint_id = await journal.checkpoint(
-            self.position(), changed, plan_of(tasks), **options
-        )
+        try:
+            checkpoint_id = await journal.checkpoint(
+                self.position(), changed, plan_of(tasks), **options
+            )
+        except TypeError as exc:  # a value the serializer refuses: say which field holds it
+            by = "the run's input" if options.get("source") == "input" else None
+            found = unstorable_field(self.spec, self.values, journal.backend.serializer, by)
+            if found is None:
+                raise
+            raise found from exc
         meta = options.get("meta") or {}
         self.checkpoint_id = checkpoint_id
         self.plan_id = str(meta.get("retry_of") or checkpoint_id)
@@ -336,7 +343,15 @@ class Run(RunState, Planning, TaskExecution):
         log = journal.write_log(self.plan_id)
 
         async def done_task(task: Task, writes: dict[str, Any]) -> None:
-            await log.add(task.key, writes)
+            try:
+                await log.add(task.key, writes)
+            except TypeError as exc:  # a value the serializer refuses: say which and whose
+                serializer = journal.backend.serializer
+                by = f"node {task.spec.name!r}"
+                found = unstorable_field(self.spec, writes, serializer, by)
+                if found is None:
+                    raise
+                raise found from exc
 
         try:
             if executor is None:

@@ -12,8 +12,9 @@ from tensorsketch.channels import MISSING
 from tensorsketch.errors import EmptyChannelError, NodeError
 from tensorsketch.pregel.spec import GraphSpec, Task
 from tensorsketch.schema import Schema
+from tensorsketch.serializers import Serializer, UnstorableValueError, refused_field
 
-__all__ = ["RunState", "state_writes"]
+__all__ = ["RunState", "state_writes", "unstorable_field"]
 
 
 class RunState:
@@ -147,3 +148,31 @@ def state_writes(spec: GraphSpec, data: object, where: str, example: str) -> dic
         msg = f"{where} got invalid values: " + "; ".join(errors)
         raise ValueError(msg)
     return writes
+
+
+def unstorable_field(
+    spec: GraphSpec,
+    values: Mapping[str, Any],
+    serializer: Serializer,
+    by: str | None = None,
+) -> UnstorableValueError | None:
+    """After a checkpoint or a task's journaled writes failed to encode: the error naming the
+    state field the serializer refuses and what wrote it (``by``, else the nodes that write
+    that field), or ``None`` when no single field is the cause."""
+    found = refused_field(serializer, values)
+    if found is None:
+        return None
+    name, refused = found
+    if by is None:
+        writers = [n.name for n in spec.nodes.values() if name in n.writes]
+        if not writers:
+            by = "the run's input or update_state()"
+        elif len(writers) == 1:
+            by = f"node {writers[0]!r}"
+        else:
+            by = "one of the nodes " + ", ".join(repr(w) for w in writers)
+    msg = (
+        f"state field {spec.state_schema.__name__}.{name} (written by {by}) cannot be "
+        f"checkpointed: {refused}"
+    )
+    return UnstorableValueError(msg)

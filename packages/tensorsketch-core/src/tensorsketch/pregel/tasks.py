@@ -133,6 +133,11 @@ class TaskExecution:
             raise
         except Exception as exc:
             where = f"node {spec.name!r}{task.instance} in superstep {step}"
+            if isinstance(exc, pydantic.ValidationError) and _building(exc, spec.out_schema):
+                # The node's own return value (``self.Out(n="abc")``): its contract, like a
+                # dict that does not fit, so the message itself names the node.
+                msg = f"{where} returned an invalid {spec.out_schema.__qualname__}: {exc}"
+                raise NodeError(msg) from exc
             exc.add_note(f"raised by {where} of {self.spec.name}")
             raise
         writes = self.writes_of(spec, out)
@@ -303,3 +308,17 @@ async def _cancel_all(futures: list[asyncio.Task[None]]) -> None:
 
 def _first(pair: tuple[int, Any]) -> int:
     return pair[0]
+
+
+def _building(exc: pydantic.ValidationError, schema: type[Any]) -> bool:
+    """Whether ``exc`` was raised while building ``schema`` itself (its ``__init__`` or
+    ``model_validate`` is on the traceback), not some other model of the same name."""
+    if exc.title != schema.__name__:
+        return False
+    tb = exc.__traceback__
+    while tb is not None:
+        local = tb.tb_frame.f_locals
+        if type(local.get("self")) is schema or local.get("cls") is schema:
+            return True
+        tb = tb.tb_next
+    return False

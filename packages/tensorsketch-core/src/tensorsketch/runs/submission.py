@@ -64,7 +64,10 @@ class Submission:
                 f"{idempotency_key!r:.60}."
             )
             raise ValueError(msg)
-        state.graph.check_run_input(input, thread_id=thread_id)  # refused now, not when it runs
+        # Refused now, not when it runs.
+        state.graph.check_run_input(
+            input, thread_id=thread_id, where="submit()", example="submit({'query': ...})"
+        )
         await self.start()
         record = RunRecord(
             run_id=f"run_{uuid.uuid4().hex}",

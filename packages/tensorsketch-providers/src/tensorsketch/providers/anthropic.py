@@ -22,6 +22,7 @@ from typing import Any
 
 from tensorsketch.messages import ImageBlock, Message, TextBlock, ToolCall
 from tensorsketch.provider import (
+    AuthenticationError,
     Capabilities,
     Completion,
     StreamDelta,
@@ -51,6 +52,13 @@ _sdk = import_sdk("anthropic", "anthropic")
 RESPOND_TOOL = "respond"
 _EPHEMERAL = {"type": "ephemeral"}
 _OPTION_ALIASES = {"stop": "stop_sequences"}
+_PLACEHOLDER_KEY = "not-needed"
+
+
+def _has_credentials(client: Any) -> bool:
+    """Whether the SDK client found a key, a token or a credentials provider (a profile)."""
+    found = (getattr(client, name, None) for name in ("api_key", "auth_token", "credentials"))
+    return any(value is not None for value in found)
 
 
 class AnthropicProvider(SDKProvider):
@@ -84,10 +92,25 @@ class AnthropicProvider(SDKProvider):
         self._check_model(model)
         self.model = model
         self.cache_prefix = cache_prefix
-        if not self._adopt_client(client, api_key=api_key, base_url=base_url):
-            self._client = _sdk.AsyncAnthropic(
-                api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
-            )
+        if self._adopt_client(client, api_key=api_key, base_url=base_url):
+            return
+        settings: dict[str, Any] = {
+            "base_url": base_url,
+            "max_retries": max_retries,
+            "timeout": timeout,
+        }
+        self._client = _sdk.AsyncAnthropic(api_key=api_key, **settings)
+        if not _has_credentials(self._client):
+            # Said now, as OpenAI and Google do, not by the SDK's TypeError at the first call.
+            if base_url is None:
+                msg = (
+                    "no Anthropic API key: set the `ANTHROPIC_API_KEY` environment variable "
+                    "or pass `AnthropicProvider(api_key=...)` (a gateway at `base_url=` that "
+                    "needs no key works without one)."
+                )
+                raise AuthenticationError(msg, provider=self.provider_name, model=model)
+            # A gateway may not need a key; the SDK refuses to send a request without one.
+            self._client = _sdk.AsyncAnthropic(api_key=_PLACEHOLDER_KEY, **settings)
 
     # -- calls ---------------------------------------------------------------------------------
 

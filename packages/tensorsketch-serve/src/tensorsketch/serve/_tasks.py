@@ -269,6 +269,12 @@ class _Api:
         labels = body.get("labels")
         if labels is not None and not isinstance(labels, dict):
             raise ServeError(400, "`labels` must be an object of strings.", param="labels")
+        try:  # the runner checks it too, but its words are the Python call's (submit())
+            self.runner.graph.check_run_input(
+                data, where="`input`", example='{"input": {"query": "..."}}'
+            )
+        except (TypeError, ValueError) as exc:
+            raise ServeError(400, str(exc), code="invalid_request", param="input") from None
         return {"input": data, "thread_id": thread_id, "labels": labels}
 
     def _stream(self, chunks: AsyncIterator[bytes]) -> Response:

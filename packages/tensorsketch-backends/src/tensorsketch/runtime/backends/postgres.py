@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 try:
     import psycopg
     from psycopg import pq
-    from psycopg.conninfo import make_conninfo
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
     from psycopg_pool import AsyncConnectionPool
 except ImportError as exc:  # pragma: no cover - exercised in a venv without the extra
     msg = (
@@ -44,6 +44,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a venv without the
     )
     raise ImportError(msg, name=exc.name) from exc
 
+from tensorsketch.errors import BackendUnavailableError
 from tensorsketch.runtime.backends.sql import Query, SqlBackend
 from tensorsketch.runtime.loops import on_private_loop
 from tensorsketch.serializers import Serializer
@@ -164,6 +165,54 @@ async def _check_if_stale(conn: psycopg.AsyncConnection[Any]) -> None:
             await AsyncConnectionPool.check_connection(conn)
 
 
+def _checked_dsn(dsn: str) -> None:
+    """Refuse a connection string libpq cannot parse, or a port that is not a number, when
+    the backend is made: the pool would otherwise retry it until its timeout, logging each
+    attempt, and end in a ``PoolTimeout`` that hides the cause."""
+    example = "e.g. 'postgresql://user:secret@localhost:5432/app' or 'host=localhost dbname=app'"
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        reason = " ".join(str(exc).split())
+        msg = f"PostgresBackend: `dsn` is not a PostgreSQL connection string ({reason}); {example}."
+        raise ValueError(msg) from None
+    for port in (p.strip() for p in str(params.get("port") or "").split(",")):
+        if port and not port.isdigit():
+            msg = f"PostgresBackend: the port in `dsn` must be a number, got {port!r}; {example}."
+            raise ValueError(msg)
+
+
+def _address(conninfo: str) -> str:
+    """Where ``conninfo`` points, as ``host:port`` (libpq's defaults filled in), for messages."""
+    try:
+        params = conninfo_to_dict(conninfo)
+    except psycopg.Error:
+        return "the server in the DSN"
+    host = str(params.get("host") or params.get("hostaddr") or os.environ.get("PGHOST") or "")
+    port = str(params.get("port") or os.environ.get("PGPORT") or "5432")
+    if not host or host.startswith("/"):
+        return f"the local socket {host or '(default directory)'}, port {port}"
+    hosts, ports = host.split(","), port.split(",")
+    if len(ports) != len(hosts):  # one port for every host
+        ports = ports[:1] * len(hosts)
+    return ", ".join(f"{h}:{p}" for h, p in zip(hosts, ports, strict=True))
+
+
+async def _connect(conninfo: str, timeout: float, **kwargs: Any) -> psycopg.AsyncConnection[Any]:
+    """Open one connection, or raise ``BackendUnavailableError`` naming the address and the
+    cause (refused, unknown host, authentication, timeout) as libpq reported it."""
+    try:
+        return await psycopg.AsyncConnection.connect(conninfo, **kwargs)
+    except psycopg.OperationalError as exc:
+        cause = " ".join(str(exc).split())
+        msg = (
+            f"postgres backend unavailable: cannot connect to PostgreSQL at "
+            f"{_address(conninfo)} (connect_timeout={timeout:g}s): {cause}. Check that the "
+            "server is running there and the DSN is right, then retry."
+        )
+        raise BackendUnavailableError(msg) from exc
+
+
 def _quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -240,6 +289,8 @@ class PostgresBackend(SqlBackend):
         if not schema or not isinstance(schema, str):
             msg = f"`schema` must be a non-empty schema name, got {schema!r}."
             raise ValueError(msg)
+        if dsn is not None:
+            _checked_dsn(dsn)
         self.schema = schema
         super().__init__(serializer=serializer, lease_ttl=lease_ttl, table_prefix=table_prefix)
         self.dsn = dsn
@@ -432,9 +483,12 @@ class PostgresBackend(SqlBackend):
             return self._user_pool
         task = self._pool_task
         assert task is not None
-        if task.done():
-            return task.result()
-        return await asyncio.shield(task)
+        try:
+            return task.result() if task.done() else await asyncio.shield(task)
+        except BackendUnavailableError:
+            if self._pool_task is task:  # the next call tries to open it again
+                self._pool_task = self._home = None
+            raise
 
     def _checkout_timeout(self) -> float | None:
         """The owned pool waits ``connect_timeout`` for a connection (or your ``timeout``);
@@ -478,6 +532,11 @@ class PostgresBackend(SqlBackend):
             if theirs is not None:
                 await theirs(conn)
 
+        # One connection first, outside the pool: a server that cannot be reached (or a DSN
+        # it refuses) fails here at once with libpq's reason, where the pool would retry in
+        # the background, log each attempt, and time out with a bare ``PoolTimeout``.
+        probe = await _connect(self.dsn or "", limit, **kwargs)
+        await probe.close()
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
             self.dsn or "", open=False, kwargs=kwargs, configure=configure, **options
         )
@@ -501,7 +560,7 @@ class PostgresBackend(SqlBackend):
             conninfo = self.dsn or ""
             kwargs.update(self._pool_kwargs.get("kwargs") or {})
             kwargs["autocommit"] = True
-        return await psycopg.AsyncConnection.connect(conninfo, **kwargs)
+        return await _connect(conninfo, self.connect_timeout, **kwargs)
 
     async def aclose(self) -> None:
         """Close the pool this backend opened (call it on the loop that ran the graph)."""

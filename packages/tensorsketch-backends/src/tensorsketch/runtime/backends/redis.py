@@ -323,8 +323,9 @@ class RedisBackend(Backend):
                 finally:
                     await client.aclose()
         except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
+            text = str(exc).strip().rstrip(".")  # redis-py ends its messages with a period
             msg = (
-                f"redis backend unavailable while {what}: {type(exc).__name__}: {exc}. Check "
+                f"redis backend unavailable while {what}: {type(exc).__name__}: {text}. Check "
                 "that the Redis server is running and reachable, then retry."
             )
             raise BackendUnavailableError(msg) from exc

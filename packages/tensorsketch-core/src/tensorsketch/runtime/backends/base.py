@@ -17,7 +17,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from tensorsketch.errors import BackendUnsupportedError, LeaseLostError
 from tensorsketch.name_registry import Registry
@@ -110,6 +110,24 @@ class ForkLink:
     origin_id: str
 
 
+class _DefaultSerializer:
+    """``Backend.serializer`` of a backend whose ``__init__`` did not call
+    ``super().__init__()``: the default serializer, made on first use and kept on the
+    instance (each backend gets its own, since a serializer holds registered types)."""
+
+    @overload
+    def __get__(self, obj: None, owner: type[Any]) -> _DefaultSerializer: ...
+    @overload
+    def __get__(self, obj: Backend, owner: type[Any]) -> Serializer: ...
+    def __get__(self, obj: Backend | None, owner: type[Any]) -> _DefaultSerializer | Serializer:
+        if obj is None:
+            return self
+        # A non-data descriptor: once the instance holds one, this is never called again.
+        settle_for_large_rows()
+        found: Serializer = vars(obj).setdefault("serializer", resolve_serializer(None))
+        return found
+
+
 class Backend(ABC):
     """Where checkpoints, the effect journal and the event log of each thread live."""
 
@@ -122,9 +140,12 @@ class Backend(ABC):
     #: :class:`LeaseLostError`) unless ``owner`` still holds the lease, checked in the same
     #: unit of work. The runtime passes the fence only to backends that set this.
     fences_writes: bool = False
+    #: How checkpoints and journal entries become bytes (``serializer=`` of ``__init__``;
+    #: the default msgpack one when a subclass's ``__init__`` skips ``super().__init__()``).
+    serializer = _DefaultSerializer()
 
     def __init__(self, *, serializer: Serializer | str | None = None) -> None:
-        self.serializer: Serializer = resolve_serializer(serializer)
+        self.serializer = resolve_serializer(serializer)
         settle_for_large_rows()  # reads of large rows reuse memory (tensorsketch.runtime.allocator)
         self._lease_lock = threading.Lock()  # a threading lock: callers may be on any loop
         self._leases: dict[str, tuple[str, float]] = {}

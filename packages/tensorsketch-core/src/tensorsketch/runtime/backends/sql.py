@@ -320,6 +320,20 @@ class SqlBackend(Backend):
         """Whether a driver error means the database cannot be reached (vs. a bad query)."""
         return isinstance(exc, OSError | ConnectionError | TimeoutError)
 
+    def unavailable_advice(self, exc: BaseException) -> str:
+        """What to check when ``exc`` (an :meth:`is_unavailable` error) stopped a unit of work:
+        a server database's advice; a file database says something else (see SQLite)."""
+        return "Check that the database is running and reachable, then retry."
+
+    def _unavailable(self, what: str, exc: BaseException) -> BackendUnavailableError:
+        text = " ".join(str(exc).split()).rstrip(".")  # one sentence, ended once
+        end = "" if text.endswith(("?", "!")) else "."
+        msg = (
+            f"{self.name} backend unavailable while {what}: {type(exc).__name__}: {text}{end} "
+            f"{self.unavailable_advice(exc)}"
+        )
+        return BackendUnavailableError(msg)
+
     def relaxed_statements(self) -> tuple[str, str] | None:
         """Statements around a unit of work that need not survive a power cut, and back.
 
@@ -405,11 +419,7 @@ class SqlBackend(Backend):
                 # faster now, and a retry would double the wait before the error.
                 if attempt + 1 < attempts and not isinstance(exc, TimeoutError):
                     continue
-                msg = (
-                    f"{self.name} backend unavailable while {what}: {type(exc).__name__}: "
-                    f"{exc}. Check that the database is running and reachable, then retry."
-                )
-                raise BackendUnavailableError(msg) from exc
+                raise self._unavailable(what, exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def run_queries(
@@ -439,6 +449,8 @@ class SqlBackend(Backend):
             try:
                 results = await self.submit(queries, transaction=True)
                 break
+            except BackendUnavailableError:
+                raise  # the backend already said why (a connection that cannot be opened)
             except Exception as exc:
                 if not self.is_unavailable(exc):
                     raise
@@ -447,12 +459,7 @@ class SqlBackend(Backend):
                     # out (SQLite's switch to WAL needs an exclusive lock): back off, retry.
                     await asyncio.sleep(0.05 * 2**attempt)
                     continue
-                msg = (
-                    f"{self.name} backend unavailable while creating its tables: "
-                    f"{type(exc).__name__}: {exc}. Check that the database is running and "
-                    "reachable."
-                )
-                raise BackendUnavailableError(msg) from exc
+                raise self._unavailable("creating its tables", exc) from exc
         found = int(results[-1][0])
         if found > SCHEMA_VERSION:
             msg = (

@@ -108,6 +108,26 @@ class SqliteBackend(SqlBackend):
             return any(marker in text for marker in _UNAVAILABLE)
         return super().is_unavailable(exc)
 
+    def unavailable_advice(self, exc: BaseException) -> str:
+        """A file, not a server: name it, and what to check for the error SQLite gave."""
+        text = str(exc).lower()
+        where = f"the SQLite database file {self.path!r}"
+        if "locked" in text:
+            return (
+                f"Another connection kept {where} locked for longer than busy_timeout="
+                f"{self.busy_timeout:g}s; find the process holding it, or raise `busy_timeout`."
+            )
+        if "readonly" in text:
+            return f"This process may not write {where}: check its and its directory's permissions."
+        if os.path.isdir(self.path):
+            return f"{self.path!r} is a directory: pass the path of a file in it (`runs.db`)."
+        if "disk i/o" in text:
+            return f"Reading or writing {where} failed: check the disk (free space, the mount)."
+        return (
+            f"Check that {where} can be opened: its directory exists and this process may "
+            "create and write files there."
+        )
+
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "path": self.path, "synchronous": self.synchronous}
 
