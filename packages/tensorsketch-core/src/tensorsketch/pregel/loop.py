@@ -398,6 +398,8 @@ class Run(RunState, Planning, TaskExecution):
                 nodes.setdefault(p.id, task.spec.name)
             for name, value in writes.items():
                 if name not in task.spec.writes:
+                    if name in task.spec.node.optional_outputs():
+                        continue  # an extra the state does not keep
                     msg = (
                         f"node {task.spec.name!r} suspended with a write to {name!r}, which is "
                         "not one of its Out fields; write only Out fields on suspension."
