@@ -32,7 +32,7 @@ from tensorsketch.agents.context import (
     summary_request,
     trim_messages,
 )
-from tensorsketch.agents.options import AgentSettings, as_tools, check_provider
+from tensorsketch.agents.options import AgentSettings, as_tools, check_deps, check_provider
 from tensorsketch.agents.ports import ReportChoice, port_hint, ports, report_fields
 from tensorsketch.agents.state import REPORT_FIELDS, AgentStatus
 from tensorsketch.agents.tool_calls import ToolSet, call_with_timeout, run_tool_calls
@@ -74,7 +74,8 @@ class Agent(Node):
     :param options: :class:`AgentOptions` — the same options :func:`create_agent` takes:
         ``system``, ``max_iterations``, ``middleware``, ``max_total_tokens``,
         ``max_cost_usd``, ``prices``, ``fallbacks``, ``tool_concurrency``, ``tool_timeout``,
-        ``output_schema``, ``name``, ``max_tokens``, ``model_options``.
+        ``output_schema``, ``name``, ``max_tokens``, ``model_options``, ``context_policy``,
+        ``deps_type``.
     :param input_key: / :param output_key: the state fields holding the request and answer.
     :param report: the report fields to write besides ``messages`` and the output:
         ``True`` (all of ``status``, ``pending``, ``iterations``, ``usage``, ``cost_usd``,
@@ -134,6 +135,7 @@ class Agent(Node):
         self.tool_timeout = settings.tool_timeout
         self.output_schema = settings.output_schema
         self.context_policy = settings.context_policy
+        self.deps_type = settings.deps_type
         self.name = settings.name
         self.input_key = input_key
         self.output_key = output_key
@@ -212,6 +214,8 @@ class Agent(Node):
         node_span = current_span.get()
         if node_span is not None:  # name the agent on its node span (OTel: `invoke_agent {name}`)
             node_span.set_attribute(ATTR_AGENT_NAME, self.name)
+        if self.deps_type is not None:
+            check_deps(ctx, self.deps_type, self.name)
         transcript, new = self._opening(inp)
         point: Compaction | None = getattr(inp, "compaction", None)
         budget = Budget(
