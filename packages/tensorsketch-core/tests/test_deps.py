@@ -216,3 +216,25 @@ def test_a_parameter_without_json_schema_names_the_tool_and_points_at_deps() -> 
     assert "parameter 'db'" in text
     assert "deps=" in text
     assert "ctx.deps" in text
+
+
+async def test_a_sub_agent_through_as_tool_reads_the_callers_deps() -> None:
+    from tensorsketch import as_tool
+
+    billing = create_agent(_asks_price("cake"), tools=[price], deps_type=Shop, name="billing")
+    front = create_agent(
+        FakeProvider(
+            [
+                assistant(
+                    tool_calls=[ToolCall(id="b1", name="billing", args={"request": "cake?"})]
+                ),
+                assistant("asked billing"),
+            ]
+        ),
+        tools=[as_tool(billing, name="billing", description="Billing questions.")],
+        deps_type=Shop,
+    )
+    shop = Shop({"cake": 5})
+    result = await front.invoke({"query": "how much is cake?"}, deps=shop)
+    assert result.output == "asked billing"
+    assert shop.seen == ["cake"]

@@ -157,7 +157,10 @@ def check_deps(ctx: Context, deps_type: type, agent: str) -> None:
     try:
         deps = ctx.deps
     except DepsUnavailableError as exc:
-        msg = f"agent {agent!r} was built with deps_type={deps_type.__qualname__}, but {exc}"
+        msg = (
+            f"agent {agent!r} was built with deps_type={deps_type.__qualname__} and cannot "
+            f"run without them — {exc}"
+        )
         raise DepsUnavailableError(msg) from None
     if not isinstance(deps, deps_type):
         msg = (
