@@ -5,6 +5,7 @@ middleware reach through ``ctx.deps``; never in a checkpoint, inherited by neste
 from __future__ import annotations
 
 import operator
+import pickle
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from tensorsketch import (
     tool,
 )
 from tensorsketch.errors import DepsUnavailableError
-from tensorsketch.executors import Executor, Superstep, TaskOutcome, run_calls
+from tensorsketch.executors import Executor, Superstep, TaskOutcome, portable_error, run_calls
 from tensorsketch.messages import Message, ToolCall, assistant
 from tensorsketch.middleware import Middleware, ToolRequest
 from tensorsketch.pregel.spec import GraphSpec
@@ -173,12 +174,18 @@ async def test_send_instances_and_nested_runs_get_the_deps() -> None:
 
 
 class Shipping(Executor):
-    """Runs the shipped calls through the worker's code (as Ray does), on this loop."""
+    """Runs the shipped calls through the worker's code (as Ray does), the work and the
+    outcomes through pickle both ways, as across a process boundary."""
 
     name = "shipping"
 
     async def run(self, graph: GraphSpec, work: Superstep) -> AsyncIterator[list[TaskOutcome]]:
-        yield await run_calls(graph, work)
+        shipped: Superstep = pickle.loads(pickle.dumps(work))
+        outcomes = await run_calls(graph, shipped)
+        for outcome in outcomes:
+            if outcome.error is not None:
+                outcome.error = portable_error(outcome.error)
+        yield pickle.loads(pickle.dumps(outcomes))
 
 
 async def test_an_executors_worker_refuses_deps_by_name() -> None:
