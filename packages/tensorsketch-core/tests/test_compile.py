@@ -222,3 +222,67 @@ def test_node_named_with_alias_and_edges_to_end() -> None:
     )
     assert app.structure.nodes == ("Triage", "Billing")
     assert app.structure.edges[0] == (START, "Triage")
+
+
+# -- nodes whose ports come from their options ------------------------------------------------
+
+
+class Extras(Node):
+    """Writes ``extra`` only where the state keeps it; its ``note`` port is an option's."""
+
+    class Out(Schema):
+        note: str = ""
+        extra: int = 0
+
+    def optional_outputs(self) -> tuple[str, ...]:
+        return ("extra",)
+
+    def port_hint(self, port: str, state_fields: object) -> str | None:
+        return "; pass Extras(note_key=...)." if port == "note" else None
+
+    async def run(self, ctx: Context, inp: object) -> Out:
+        return self.Out(note="n", extra=7)
+
+
+def test_an_optional_output_is_written_only_where_the_state_keeps_it() -> None:
+    class Keeps(Schema):
+        note: str = ""
+        extra: int = 0
+
+    class Lacks(Schema):
+        note: str = ""
+
+    def build(state: type[Schema]) -> Graph[Schema]:
+        return Graph(state).add(Extras).edge(START, "Extras").edge("Extras", END)
+
+    assert build(Keeps).compile().spec.nodes["Extras"].writes == ("note", "extra")
+    assert build(Lacks).compile().spec.nodes["Extras"].writes == ("note",)
+
+
+def test_a_node_hint_replaces_the_rename_advice() -> None:
+    class Empty(Schema):
+        other: str = ""
+
+    with pytest.raises(GraphValidationError) as info:
+        Graph(Empty).add(Extras).edge(START, "Extras").edge("Extras", END).compile()
+    assert "writes `note`, but Empty has no field 'note'; pass Extras(note_key=...)." in str(
+        info.value
+    )
+    assert "rename the port" not in str(info.value)
+
+
+async def test_a_suspension_write_to_an_optional_output_the_state_lacks_is_dropped() -> None:
+    from tensorsketch.interrupts import run_info
+    from tensorsketch.suspension import Interrupt
+
+    class Pausing(Extras):
+        async def run(self, ctx: Context, inp: object) -> Extras.Out:
+            raise Interrupt("why?", id="q", writes={"note": "asked", "extra": 1})
+
+    class Lacks(Schema):
+        note: str = ""
+
+    graph = Graph(Lacks).add(Pausing).edge(START, "Pausing").edge("Pausing", END).compile()
+    state = await graph.invoke({})
+    assert state.note == "asked"
+    assert run_info(state).suspended

@@ -5,25 +5,52 @@ from __future__ import annotations
 import contextlib
 import datetime
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol
+
+from typing_extensions import TypeVar
 
 from tensorsketch import suspension
 from tensorsketch.effects import IDEMPOTENCY_PREFIX, EffectLog, step_key
+from tensorsketch.errors import DepsUnavailableError
 from tensorsketch.observability.tracing import Span, Tracer
 from tensorsketch.suspension import Interrupt, wake_time
 
-__all__ = ["Context", "NestableGraph", "RunHandle"]
+__all__ = ["NO_DEPS", "Context", "DepsT", "NestableGraph", "NoDeps", "RunHandle"]
+
+#: The type of a run's dependencies, as ``Context[Deps]`` names it (``Any`` when unnamed).
+DepsT = TypeVar("DepsT", default=Any)
+
+
+class NoDeps:
+    """A run's ``deps`` when it has none to give: ``ctx.deps`` raises with ``reason``."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return "NO_DEPS" if self is NO_DEPS else f"NoDeps({self.reason!r})"
+
+
+#: The ``deps`` of a run invoked without ``deps=``.
+NO_DEPS = NoDeps(
+    "this run was given no dependencies; pass them as `invoke(..., deps=...)` (or "
+    "`stream(..., deps=...)`) and read them as `ctx.deps`."
+)
 
 
 class RunHandle(Protocol):
     """What a :class:`Context` asks of the run it belongs to (the engine's ``Run`` is one):
-    its identity, its effect log, tracer and event stream. Context never imports the engine."""
+    its identity, its effect log, tracer and event stream, and the caller's dependencies
+    (``invoke(deps=...)``, or a :class:`NoDeps`). Context never imports the engine."""
 
     run_id: str
     thread_id: str | None
     namespace: tuple[str, ...]
     effects: EffectLog
     tracer: Tracer
+    deps: Any
 
     @property
     def sink(self) -> Callable[..., Awaitable[None]] | None:
@@ -54,8 +81,9 @@ class NestableGraph(Protocol):
         ...
 
 
-class Context:
-    """Handed to every ``Node.run``: journaled effects, stream events, spans, run identity.
+class Context(Generic[DepsT]):
+    """Handed to every ``Node.run``: journaled effects, stream events, spans, run identity,
+    and the caller's dependencies (``ctx.deps``; annotate ``Context[MyDeps]`` to type them).
 
     A context belongs to one node instance in one superstep; its effect keys are derived from
     (superstep, node, Send instance, call order), so a resumed superstep lines its calls up
@@ -89,6 +117,21 @@ class Context:
     def namespace(self) -> tuple[str, ...]:
         """Path of enclosing runs for nested graphs (empty at the top level)."""
         return self._run.namespace
+
+    @property
+    def deps(self) -> DepsT:
+        """What the caller passed as ``invoke(..., deps=...)``: a database pool, an HTTP
+        client, settings — objects for this call only, shared by every node, tool and
+        middleware of the run and of the graphs it nests, and never stored in a checkpoint.
+
+        :raises DepsUnavailableError: the run was given none, or this code runs on an
+            executor's worker (dependencies stay in the calling process).
+        """
+        deps = self._run.deps
+        if isinstance(deps, NoDeps):
+            raise DepsUnavailableError(f"node {self.node!r}: {deps.reason}")
+        result: DepsT = deps
+        return result
 
     @property
     def streaming(self) -> bool:
@@ -130,7 +173,7 @@ class Context:
             input, self._run, self, key=key, label=label, max_steps=max_steps
         )
 
-    def scoped(self, suffix: str) -> Context:
+    def scoped(self, suffix: str) -> Context[DepsT]:
         """A context for one part of this node (an agent's tool call, a sub-step) whose
         journal keys cannot collide with the node's own or another part's."""
         return Context(self._run, self.node, self.superstep, f"{self.instance}[{suffix}]")

@@ -25,6 +25,7 @@
     ├── QueueFullError (RuntimeError)         AsyncRunner is at max_queued / draining (HTTP 503)
     ├── ExecutorError (RuntimeError)          an executor broke the seam, or a shipped task cannot
     │   └── RemoteTaskError                   (executors) a shipped task's error did not pickle
+    ├── DepsUnavailableError (LookupError)    ``ctx.deps`` with no ``deps=`` given, or on a worker
     │
     │   Defined beside the feature they belong to (its module in brackets):
     ├── ValidationError
@@ -65,6 +66,7 @@ __all__ = [
     "BackendUnavailableError",
     "BackendUnsupportedError",
     "CheckpointDecodeError",
+    "DepsUnavailableError",
     "EmptyChannelError",
     "ExecutorError",
     "GraphRecursionError",
@@ -199,6 +201,11 @@ class RunConflictError(TensorSketchError, RuntimeError):
 class ExecutorError(TensorSketchError, RuntimeError):
     """An executor (``compile(executor=...)``) broke the seam — reported a task twice or not
     at all — or a task it runs elsewhere asked for what only the caller has (the store)."""
+
+
+class DepsUnavailableError(TensorSketchError, LookupError):
+    """``ctx.deps`` was read where the run has no dependencies: ``invoke`` was not given
+    ``deps=``, or the code runs on an executor's worker, where they are never shipped."""
 
 
 class QueueFullError(TensorSketchError, RuntimeError):

@@ -34,7 +34,9 @@ Effects cross back with the outcome; the caller, which holds the thread's lease,
 writer of the journal. A resumed superstep ships each instance the results its earlier
 attempts journaled (found through a per-instance manifest written beside the effects), so
 they replay instead of running again. What a remote instance cannot do: run a durable nested
-graph (``ctx.run_nested`` needs the store) — it raises :class:`ExecutorError`; spans of
+graph (``ctx.run_nested`` needs the store) — it raises :class:`ExecutorError`; read
+``ctx.deps`` (the caller's ``invoke(deps=...)`` are never shipped) — it raises
+:class:`~tensorsketch.errors.DepsUnavailableError`; spans of
 shipped instances are not recorded; ``ctx.step(idempotency_key=...)`` dedupes across the
 attempts of the same instance, not across instances; events arrive when the batch returns.
 """

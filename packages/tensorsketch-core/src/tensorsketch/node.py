@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, ClassVar
 
 from tensorsketch.context import Context
@@ -41,3 +42,15 @@ class Node:
     def default_name(self) -> str:
         """The name a graph gives this node when ``add`` is not told one."""
         return type(self).__name__
+
+    def optional_outputs(self) -> Collection[str]:
+        """``Out`` fields written only when the state declares them; ``compile()`` requires
+        every other ``Out`` field to be a state field. For a node whose outputs are extras a
+        state may or may not keep (an agent's ``parsed``)."""
+        return ()
+
+    def port_hint(self, port: str, state_fields: Collection[str]) -> str | None:
+        """How to fix a port the state has no field for, when the node's own options choose
+        its ports (an agent's ``input_key=`` or ``report=``): ``compile()`` puts it in the
+        error instead of suggesting to rename the port. ``None``: the usual advice."""
+        return None

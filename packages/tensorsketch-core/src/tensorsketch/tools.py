@@ -2,9 +2,11 @@
 
 ``@tool`` turns an ordinary (sync or async) function into a :class:`Tool`. The argument schema
 comes from the annotations, per-parameter descriptions from the docstring (Google, NumPy or
-Sphinx style), and a parameter annotated ``Context`` is injected at call time and never shown
-to the model. :meth:`Tool.from_schema` wraps a function described by a raw JSON schema (an MCP
-server's tool) in the same type, so agents treat both alike.
+Sphinx style), and a parameter annotated ``Context`` (or ``Context[MyDeps]``) is injected at
+call time and never shown to the model; through it a tool reaches the run's dependencies
+(``ctx.deps``), which is where a connection or client belongs, not in a parameter.
+:meth:`Tool.from_schema` wraps a function described by a raw JSON schema (an MCP server's
+tool) in the same type, so agents treat both alike.
 
 The schema is byte-stable — keys sorted at every level, no titles, nothing that depends on
 dict order or ids — so an agent's tool list renders to the same prompt prefix on every call
@@ -26,6 +28,7 @@ from typing import Any, overload
 import pydantic
 from pydantic import ConfigDict
 
+from tensorsketch._assignable import type_text
 from tensorsketch._docstrings import parse_docstring
 from tensorsketch._jsonschema import validate_json
 from tensorsketch.context import Context
@@ -124,7 +127,10 @@ class Tool:
             raise TypeError(msg)
         summary, param_docs = parse_docstring(inspect.getdoc(fn) or "")
         args_model, passes_ctx = _args_model(fn, tool_name, param_docs)
-        schema = args_model.model_json_schema()
+        try:
+            schema = args_model.model_json_schema()
+        except pydantic.PydanticUserError as exc:
+            raise TypeError(_no_schema(tool_name, args_model, exc)) from exc
         return cls(
             fn,
             name=tool_name,
@@ -337,12 +343,40 @@ def _is_async_callable(fn: Any) -> bool:
 
 
 def _is_context(annotation: Any) -> bool:
+    """``Context``, ``Context[Deps]``, or either in a union (``Context | None``)."""
     if annotation is Context:
         return True
     origin = typing.get_origin(annotation)
+    if origin is Context:
+        return True
     if origin is typing.Union or str(origin) == "<class 'types.UnionType'>":
-        return any(a is Context for a in typing.get_args(annotation))
+        return any(
+            a is Context or typing.get_origin(a) is Context for a in typing.get_args(annotation)
+        )
     return False
+
+
+def _no_schema(tool_name: str, args_model: type[pydantic.BaseModel], exc: Exception) -> str:
+    """Why a tool's arguments have no JSON Schema, naming the parameter (found by trying each
+    alone), with the way out for a dependency passed as a parameter."""
+    for pname, info in args_model.model_fields.items():
+        probe = pydantic.create_model(
+            "probe",
+            __config__=ConfigDict(arbitrary_types_allowed=True),
+            **{pname: (info.annotation, ...)},  # type: ignore[call-overload]
+        )
+        try:
+            probe.model_json_schema()
+        except pydantic.PydanticUserError:
+            return (
+                f"tool {tool_name!r}: parameter {pname!r} is a {type_text(info.annotation)}, "
+                "which has no JSON Schema, so a model cannot be told what to send for it. A "
+                "connection, client or other dependency is not an argument: pass it as "
+                "`invoke(..., deps=...)` and read it as `ctx.deps` from a `ctx: Context` "
+                "parameter (docs/tools.md, 'Dependencies'). A value the model sends needs a "
+                "JSON type (str, int, list, a Schema, ...)."
+            )
+    return f"tool {tool_name!r}: its arguments have no JSON Schema ({exc})."
 
 
 def _args_model(

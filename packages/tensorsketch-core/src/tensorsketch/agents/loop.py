@@ -13,7 +13,7 @@ turn run in :mod:`tensorsketch.agents.tool_calls`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
@@ -32,8 +32,8 @@ from tensorsketch.agents.context import (
     summary_request,
     trim_messages,
 )
-from tensorsketch.agents.options import AgentSettings, as_tools, check_provider
-from tensorsketch.agents.ports import ports
+from tensorsketch.agents.options import AgentSettings, as_tools, check_deps, check_provider
+from tensorsketch.agents.ports import ReportChoice, port_hint, ports, report_fields
 from tensorsketch.agents.state import REPORT_FIELDS, AgentStatus
 from tensorsketch.agents.tool_calls import ToolSet, call_with_timeout, run_tool_calls
 from tensorsketch.agents.turn import call_model, model_turn, sub_context
@@ -74,11 +74,15 @@ class Agent(Node):
     :param options: :class:`AgentOptions` — the same options :func:`create_agent` takes:
         ``system``, ``max_iterations``, ``middleware``, ``max_total_tokens``,
         ``max_cost_usd``, ``prices``, ``fallbacks``, ``tool_concurrency``, ``tool_timeout``,
-        ``output_schema``, ``name``, ``max_tokens``, ``model_options``.
+        ``output_schema``, ``name``, ``max_tokens``, ``model_options``, ``context_policy``,
+        ``deps_type``.
     :param input_key: / :param output_key: the state fields holding the request and answer.
-    :param report: also write ``status``, ``pending``, ``iterations``, ``usage``,
-        ``cost_usd``, ``parsed`` and ``stop_detail`` (the state must have those fields, as
-        :class:`AgentState` does; pass ``False`` for a leaner state).
+    :param report: the report fields to write besides ``messages`` and the output:
+        ``True`` (all of ``status``, ``pending``, ``iterations``, ``usage``, ``cost_usd``,
+        ``parsed`` and ``stop_detail``, as :class:`AgentState` has them), ``False`` (none),
+        or a list of their names, e.g. ``report=["parsed", "usage"]``. The state must have
+        the fields chosen. With an ``output_schema``, ``parsed`` is written whenever the
+        state has a ``parsed`` field, whatever ``report`` says.
     """
 
     def __init__(
@@ -88,7 +92,7 @@ class Agent(Node):
         *,
         input_key: str = "query",
         output_key: str = "output",
-        report: bool = True,
+        report: ReportChoice = True,
         **options: Unpack[AgentOptions],
     ) -> None:
         self._setup("Agent()", provider, tools, options, input_key, output_key, report)
@@ -114,7 +118,7 @@ class Agent(Node):
         options: Mapping[str, Any],
         input_key: str,
         output_key: str,
-        report: bool,
+        report: ReportChoice,
     ) -> None:
         self.provider = check_provider(provider, "Agent(provider)")
         settings = self.settings = AgentSettings.of(where, options)
@@ -131,17 +135,24 @@ class Agent(Node):
         self.tool_timeout = settings.tool_timeout
         self.output_schema = settings.output_schema
         self.context_policy = settings.context_policy
+        self.deps_type = settings.deps_type
         self.name = settings.name
         self.input_key = input_key
         self.output_key = output_key
-        self.report = report
+        #: The report fields this agent writes (empty for ``report=False``).
+        self.report = report_fields(report, REPORT_FIELDS)
+        #: ``parsed`` is written wherever the state keeps it once a schema makes one.
+        self._optional: frozenset[str] = frozenset()
+        if self.output_schema is not None and "parsed" not in self.report:
+            self._optional = frozenset({"parsed"})
+        #: What ``_reported`` lets through: the chosen report fields and the optional ones.
+        self._report_out = self.report | self._optional
         self.options: dict[str, Any] = settings.model_call_options()
         outputs: dict[str, Any] = {
             "messages": (list[Message], Field(default_factory=list)),
             output_key: (str, ""),
         }
-        if report:
-            outputs.update(REPORT_FIELDS)
+        outputs.update((k, v) for k, v in REPORT_FIELDS.items() if k in self._report_out)
         inputs: dict[str, Any] = {
             input_key: (str, ""),
             "messages": (list[Message], Field(default_factory=list)),
@@ -165,6 +176,22 @@ class Agent(Node):
     def default_name(self) -> str:
         return self.name
 
+    def optional_outputs(self) -> Collection[str]:
+        return self._optional
+
+    def port_hint(self, port: str, state_fields: Collection[str]) -> str | None:
+        return port_hint(
+            port,
+            state_fields,
+            keys={self.input_key: "input_key", self.output_key: "output_key"},
+            report={k: "AgentStatus" if k == "status" else v[0] for k, v in REPORT_FIELDS.items()},
+            fixed={"messages": list[Message], "compaction": Compaction | None},
+        )
+
+    def _reported(self, values: dict[str, Any]) -> dict[str, Any]:
+        """The report values this agent writes (``report=`` chose them)."""
+        return {k: v for k, v in values.items() if k in self._report_out}
+
     # -- the loop ---------------------------------------------------------------------------
 
     def _opening(self, inp: Any) -> tuple[list[Message], list[Message]]:
@@ -187,6 +214,8 @@ class Agent(Node):
         node_span = current_span.get()
         if node_span is not None:  # name the agent on its node span (OTel: `invoke_agent {name}`)
             node_span.set_attribute(ATTR_AGENT_NAME, self.name)
+        if self.deps_type is not None:
+            check_deps(ctx, self.deps_type, self.name)
         transcript, new = self._opening(inp)
         point: Compaction | None = getattr(inp, "compaction", None)
         budget = Budget(
@@ -245,25 +274,31 @@ class Agent(Node):
                 if self.report:
                     raise Interrupt(
                         pending=exc.pending,
-                        writes={
-                            "status": "suspended",
-                            "pending": list(exc.pending),
-                            "iterations": iterations,
-                        },
+                        writes=self._reported(
+                            {
+                                "status": "suspended",
+                                "pending": list(exc.pending),
+                                "iterations": iterations,
+                            }
+                        ),
                     ) from None
                 raise
         out: dict[str, Any] = {"messages": new, self.output_key: _last_text(transcript)}
         if self._keeps_compaction:
             out["compaction"] = point
-        if self.report:
+        if self._report_out:
             out.update(
-                parsed=parsed,
-                status=status,
-                pending=[],
-                iterations=iterations,
-                usage=budget.usage,
-                cost_usd=budget.cost_usd,
-                stop_detail=detail,
+                self._reported(
+                    {
+                        "parsed": parsed,
+                        "status": status,
+                        "pending": [],
+                        "iterations": iterations,
+                        "usage": budget.usage,
+                        "cost_usd": budget.cost_usd,
+                        "stop_detail": detail,
+                    }
+                )
             )
         return self.Out(**out)
 

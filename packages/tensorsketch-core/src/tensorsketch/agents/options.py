@@ -16,13 +16,15 @@ import pydantic
 
 from tensorsketch.agents.context import ContextPolicy
 from tensorsketch.budget import Budget
+from tensorsketch.context import Context
+from tensorsketch.errors import DepsUnavailableError
 from tensorsketch.middleware import Middleware, _check
 from tensorsketch.pricing import PriceTable
 from tensorsketch.provider import ChatProvider
 from tensorsketch.schema import Schema
 from tensorsketch.tools import Tool
 
-__all__ = ["AgentOptions", "AgentSettings", "as_tools", "check_provider"]
+__all__ = ["AgentOptions", "AgentSettings", "as_tools", "check_deps", "check_provider"]
 
 
 class AgentOptions(TypedDict, total=False):
@@ -48,6 +50,8 @@ class AgentOptions(TypedDict, total=False):
     :ivar model_options: further provider options sent with every model call.
     :ivar context_policy: keep each request under a token budget (:class:`ContextPolicy`):
         the oldest tool exchanges are dropped, optionally summarized; the transcript keeps all.
+    :ivar deps_type: the type of the dependencies the agent's tools and middleware read as
+        ``ctx.deps``: every run checks ``invoke(..., deps=...)`` is one before any model call.
     """
 
     system: str | None
@@ -64,6 +68,7 @@ class AgentOptions(TypedDict, total=False):
     max_tokens: int
     model_options: Mapping[str, Any] | None
     context_policy: ContextPolicy | None
+    deps_type: type | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,6 +89,7 @@ class AgentSettings:
     max_tokens: int = 1024
     model_options: Mapping[str, Any] | None = field(default=None)
     context_policy: ContextPolicy | None = None
+    deps_type: type | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_iterations, int) or self.max_iterations < 1:
@@ -107,6 +113,12 @@ class AgentSettings:
         policy = self.context_policy
         if policy is not None and not isinstance(policy, ContextPolicy):
             msg = f"`context_policy` must be a ContextPolicy(budget_tokens=...), got {policy!r}."
+            raise TypeError(msg)
+        if self.deps_type is not None and not isinstance(self.deps_type, type):
+            msg = (
+                f"`deps_type` must be a class (the type of `invoke(..., deps=...)`), got "
+                f"{self.deps_type!r}."
+            )
             raise TypeError(msg)
         middleware = list(self.middleware)
         _check(middleware)
@@ -138,6 +150,25 @@ class AgentSettings:
 
 
 _NAMES: tuple[str, ...] = tuple(f.name for f in fields(AgentSettings))
+
+
+def check_deps(ctx: Context, deps_type: type, agent: str) -> None:
+    """Refuse a run whose ``deps`` are missing or not a ``deps_type``, naming both."""
+    try:
+        deps = ctx.deps
+    except DepsUnavailableError as exc:
+        msg = (
+            f"agent {agent!r} was built with deps_type={deps_type.__qualname__} and cannot "
+            f"run without them — {exc}"
+        )
+        raise DepsUnavailableError(msg) from None
+    if not isinstance(deps, deps_type):
+        msg = (
+            f"agent {agent!r} was built with deps_type={deps_type.__qualname__}, but this run "
+            f"got {type(deps).__qualname__}; pass `invoke(..., deps={deps_type.__qualname__}"
+            "(...))`."
+        )
+        raise TypeError(msg)
 
 
 def check_provider(provider: Any, where: str) -> ChatProvider:

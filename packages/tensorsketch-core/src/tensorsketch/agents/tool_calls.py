@@ -26,7 +26,7 @@ from tensorsketch.agents.turn import sub_context
 from tensorsketch.budget import Budget, budget_scope, current_budget
 from tensorsketch.context import Context
 from tensorsketch.effect_keys import Scope, deferral_key, part_name, tool_effect_key
-from tensorsketch.errors import ValidationError
+from tensorsketch.errors import DepsUnavailableError, ValidationError
 from tensorsketch.interrupts import Interrupt, PendingInterrupt, RetryLater, parse_approval
 from tensorsketch.messages import Message, ToolCall, render_result, tool_result
 from tensorsketch.middleware import ToolHandler, ToolRequest
@@ -325,8 +325,8 @@ async def _run_live(
                 )
                 content = render_result(value)
                 is_error = False
-            except Interrupt:
-                raise
+            except (Interrupt, DepsUnavailableError):
+                raise  # a missing `deps=` is the caller's to fix, not the model's
             except RetryLater as exc:
                 await tctx.effects.record(deferral.key, exc.wake_at)
                 raise deferral.timer(call, tctx.node, exc.wake_at, reason=exc.reason) from None

@@ -126,9 +126,9 @@ def node_spec(
     if isinstance(in_schema, type) and issubclass(in_schema, Schema):
         for port, info in in_schema.model_fields.items():
             if port not in fields:
+                hint = node.port_hint(port, fields) or field_hint(port, fields, info.annotation)
                 problems.append(
-                    f"node {name!r} reads `{port}`, but {state_name} has no field {port!r}"
-                    f"{field_hint(port, fields, info.annotation)}"
+                    f"node {name!r} reads `{port}`, but {state_name} has no field {port!r}{hint}"
                 )
                 continue
             state_type = fields[port].annotation
@@ -140,11 +140,14 @@ def node_spec(
                 )
             reads.append((port, info.is_required()))
     if isinstance(out_schema, type) and issubclass(out_schema, Schema):
+        optional = node.optional_outputs()
         for port, info in out_schema.model_fields.items():
             if port not in fields:
+                if port in optional:
+                    continue  # written only where the state keeps it
+                hint = node.port_hint(port, fields) or field_hint(port, fields, info.annotation)
                 problems.append(
-                    f"node {name!r} writes `{port}`, but {state_name} has no field {port!r}"
-                    f"{field_hint(port, fields, info.annotation)}"
+                    f"node {name!r} writes `{port}`, but {state_name} has no field {port!r}{hint}"
                 )
                 continue
             channel = channels[port]

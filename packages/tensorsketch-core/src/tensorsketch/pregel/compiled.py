@@ -98,6 +98,7 @@ class CompiledGraph(Generic[S]):
         max_concurrency: int | None = None,
         executor: str | Executor | None = None,
         run_id: str | None = None,
+        deps: Any = None,
     ) -> S:
         """Run to completion and return the final, validated state.
 
@@ -119,6 +120,10 @@ class CompiledGraph(Generic[S]):
             the compiled choice).
         :param run_id: the id this call's events and ``ctx.run_id`` carry (default: a new
             one); an ``AsyncRunner`` passes its run record's id.
+        :param deps: this call's dependencies — a database pool, an HTTP client, settings —
+            which every node, tool and middleware reads as ``ctx.deps`` (nested graphs and
+            ``Send`` instances in-process too). They are never checkpointed: a resumed thread
+            gets whatever its resuming call passes.
 
         A run that suspends (an approval, ``interrupt()``, a durable timer) returns instead of
         raising; ``run_info(state)`` (also ``state.__tensorsketch_run__``) says so and lists
@@ -137,6 +142,8 @@ class CompiledGraph(Generic[S]):
             executor=executor,
             run_id=run_id,
         )
+        if deps is not None:
+            run.deps = deps
         await drive(run, input, max_steps, resume)
         state: S = run.result_state()  # type: ignore[assignment]
         return state
@@ -157,12 +164,14 @@ class CompiledGraph(Generic[S]):
         max_concurrency: int | None = None,
         executor: str | Executor | None = None,
         run_id: str | None = None,
+        deps: Any = None,
     ) -> AsyncIterator[Event]:
         """Run the graph and yield its events as they happen.
 
         The buffer is bounded: when the consumer falls behind, the run pauses. Stopping the
         iteration early cancels the run. If the run fails, every event up to the failure is
-        delivered and then the original exception is raised.
+        delivered and then the original exception is raised. The options are
+        :meth:`invoke`'s (``deps=`` included).
         """
         if buffer < 1:
             msg = f"stream(buffer=...) must be at least 1, got {buffer}."
@@ -181,6 +190,8 @@ class CompiledGraph(Generic[S]):
             executor=executor,
             run_id=run_id,
         )
+        if deps is not None:
+            run.deps = deps
 
         async def produce() -> None:
             try:
@@ -398,6 +409,7 @@ class CompiledGraph(Generic[S]):
         max_steps: int = 25,
         tracer: Tracer | None = None,
         run: bool = True,
+        deps: Any = None,
     ) -> S:
         """Branch a new thread from a past checkpoint, apply ``input``, and run it.
 
@@ -408,6 +420,7 @@ class CompiledGraph(Generic[S]):
         :param run: ``False`` branches without running: ``input`` is applied as an
             :meth:`aupdate_state` edit (the fork point's plan stays), and the next
             ``invoke`` on the new thread continues from there.
+        :param deps: the run's dependencies, as :meth:`invoke` takes them.
         """
         check_thread_id(thread_id)
         check_thread_id(new_thread_id, "new_thread_id")
@@ -463,7 +476,12 @@ class CompiledGraph(Generic[S]):
             assert state is not None
             return state
         return await self.invoke(
-            input, thread_id=new_thread_id, backend=backend, max_steps=max_steps, tracer=tracer
+            input,
+            thread_id=new_thread_id,
+            backend=backend,
+            max_steps=max_steps,
+            tracer=tracer,
+            deps=deps,
         )
 
     async def areplay_node(
@@ -474,6 +492,7 @@ class CompiledGraph(Generic[S]):
         node: str,
         *,
         live: bool = False,
+        deps: Any = None,
     ) -> NodeReplay:
         """Re-run one node that checkpoint ``checkpoint_id`` plans next, in isolation, on that
         checkpoint's state, and return what it writes now (it never writes to the thread).
@@ -482,9 +501,12 @@ class CompiledGraph(Generic[S]):
             fan-out replays every instance).
         :param live: run the node's journaled calls for real instead of answering them
             from the thread's journal (recorded approvals and answers still apply).
+        :param deps: the dependencies the node reads as ``ctx.deps`` (as :meth:`invoke`).
         """
         check_thread_id(thread_id)
-        return await replay_node(self._spec, thread_id, backend, checkpoint_id, node, live=live)
+        return await replay_node(
+            self._spec, thread_id, backend, checkpoint_id, node, live=live, deps=deps
+        )
 
     async def run_inside(
         self,
@@ -499,7 +521,7 @@ class CompiledGraph(Generic[S]):
         """Run this graph inside a node of ``parent`` (``ctx.run_nested``): its events stream
         under the parent's, it traces into the parent's trace, and for a durable parent it is
         a thread of its own (``<parent thread>/<key>``) whose interrupts surface as the
-        parent's."""
+        parent's. It reads the parent's ``deps``."""
         if not isinstance(parent, Run):
             msg = f"run_inside() needs the engine's run as parent, got {type(parent).__name__}."
             raise TypeError(msg)
@@ -534,6 +556,7 @@ class CompiledGraph(Generic[S]):
                 sink=sink,
                 namespace=namespace,
             )
+            run.deps = parent.deps
             await drive(run, input, max_steps)
         else:
             backend = journal.backend
@@ -553,6 +576,7 @@ class CompiledGraph(Generic[S]):
                 sink=sink,
                 namespace=namespace,
             )
+            run.deps = parent.deps
             await drive(run, None if history else input, max_steps, resume or None)
         if run.interrupts:
             raise Interrupt(pending=list(run.interrupts))

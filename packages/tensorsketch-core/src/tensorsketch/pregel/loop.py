@@ -17,6 +17,7 @@ import time
 import uuid
 from typing import Any
 
+from tensorsketch.context import NO_DEPS
 from tensorsketch.durable.journal import Restored, RunJournal
 from tensorsketch.durable.ladder import Position
 from tensorsketch.effects import EffectLog
@@ -109,6 +110,8 @@ class Run(RunState, Planning, TaskExecution):
         self.executor = spec.executor
         #: Which sources of each part-way join have run since it last fired (by join index).
         self.arrived: dict[int, set[str]] = {}
+        #: ``invoke(deps=...)``: the caller's objects for this call, never checkpointed.
+        self.deps: Any = NO_DEPS
 
     def position(self) -> Position:
         """Where this run stands, for the journal to checkpoint."""
@@ -413,6 +416,8 @@ class Run(RunState, Planning, TaskExecution):
                 nodes.setdefault(p.id, task.spec.name)
             for name, value in writes.items():
                 if name not in task.spec.writes:
+                    if name in task.spec.node.optional_outputs():
+                        continue  # an extra the state does not keep
                     msg = (
                         f"node {task.spec.name!r} suspended with a write to {name!r}, which is "
                         "not one of its Out fields; write only Out fields on suspension."

@@ -119,6 +119,7 @@ async def replay_node(
     *,
     live: bool = False,
     resume: Mapping[str, Any] | None = None,
+    deps: Any = None,
 ) -> NodeReplay:
     """Run ``node`` as planned at ``checkpoint_id`` of ``thread_id``; see
     :meth:`CompiledGraph.areplay_node`."""
@@ -142,6 +143,8 @@ async def replay_node(
         raise ValueError(msg)
     journal = _ReadOnlyJournal(backend, thread_id, spec, live=live)
     run = Run(spec, thread_id=thread_id)
+    if deps is not None:
+        run.deps = deps
     run.values = validated_values(spec, found)
     run.step = found.step
     run.checkpoint_id = run.plan_id = found.id

@@ -38,6 +38,7 @@ class TaskExecution:
     sink: EventSink | None
     tracer: Tracer
     effects: EffectLog
+    deps: Any
     max_concurrency: int | None
     failed_task: Task | None
 

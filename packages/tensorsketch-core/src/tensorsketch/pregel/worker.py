@@ -9,6 +9,7 @@ import inspect
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
+from tensorsketch.context import NoDeps
 from tensorsketch.effects import EffectLog, decision_key
 from tensorsketch.errors import ExecutorError
 from tensorsketch.events import Event
@@ -41,6 +42,13 @@ class InProcessExecutor(Executor):
     async def run(self, graph: GraphSpec, work: Superstep) -> AsyncIterator[list[TaskOutcome]]:
         yield await run_calls(graph, work)
 
+
+#: A shipped instance's ``deps``: the caller's objects (connections, clients) stay with it.
+_NOT_SHIPPED = NoDeps(
+    "`deps=` are not shipped to an executor's workers (connections and clients stay in the "
+    "calling process); read `ctx.deps` in a plain node, which runs in-process, or invoke "
+    "with `executor='inprocess'`."
+)
 
 #: The outcome of the call the running code belongs to (set per call's asyncio task).
 _CURRENT: contextvars.ContextVar[TaskOutcome] = contextvars.ContextVar("tensorsketch_call")
@@ -145,6 +153,7 @@ class _Batch:
         )
         run.values = work.values
         run.effects = _Recorder(work, calls, on_effect)
+        run.deps = _NOT_SHIPPED
         run.resume = work.resume
         self.outcomes = [TaskOutcome(call.index) for call in calls]
         self.futures: list[asyncio.Task[None]] = []
