@@ -14,15 +14,9 @@ from typing import Any
 
 from tensorsketch.eval._agents import build_agent
 from tensorsketch.eval._sandbox import RESULT_MARK
+from tensorsketch.eval._trial import plain_state
 from tensorsketch.observability.export import span_json
 from tensorsketch.observability.memory import InMemoryTracer
-
-
-def _plain(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json")
-    return value
 
 
 async def _trial(request: dict[str, Any]) -> dict[str, Any]:
@@ -41,7 +35,7 @@ async def _trial(request: dict[str, Any]) -> dict[str, Any]:
         output = state.get(key) if isinstance(state, dict) else getattr(state, key, None)
     return {
         "output": output if isinstance(output, str | int | float | bool | None) else str(output),
-        "state": _plain(state),
+        "state": plain_state(state),
         "env": env,
         "error": error,
         "spans": [json.loads(span_json(span)) for span in tracer.spans],

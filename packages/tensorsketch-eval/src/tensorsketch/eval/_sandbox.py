@@ -23,7 +23,7 @@ from typing import Any
 
 from tensorsketch.eval._agents import build_agent
 from tensorsketch.eval._case import Case
-from tensorsketch.eval._trial import Trial
+from tensorsketch.eval._trial import Trial, plain_state
 from tensorsketch.eval.exceptions import SandboxError
 from tensorsketch.observability.memory import InMemoryTracer, Trace
 
@@ -92,7 +92,7 @@ class InProcessSandbox(Sandbox):
                 if isinstance(state, dict)
                 else getattr(state, case.output_key, None)
             )
-        return Trial(output, tracer.trace, state, env, case, index, error, wall)
+        return Trial(output, tracer.trace, plain_state(state), env, case, index, error, wall)
 
 
 class SubprocessSandbox(Sandbox):
