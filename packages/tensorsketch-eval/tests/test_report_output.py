@@ -13,6 +13,7 @@ from agents import capital_agent, flaky_agent, priced_agent
 from tensorsketch.eval import (
     Case,
     Contains,
+    Grader,
     JsonlReporter,
     Report,
     Suite,
@@ -93,7 +94,11 @@ async def test_a_cost_gate_fails_when_a_cost_is_unknown() -> None:
 
 async def test_the_html_chart_tells_graders_apart_when_it_shortens_their_labels() -> None:
     tools = ["lookup_customer", "lookup_order", "issue_refund"]
-    graders = [ToolSequence(tools), ToolSequence(tools, strict=True), Contains("Paris")]
+    graders: list[Grader] = [
+        ToolSequence(tools),
+        ToolSequence(tools, strict=True),
+        Contains("Paris"),
+    ]
     report = await evaluate(capital_agent, Case("c", {"query": "?"}, graders=graders))
     page = render_html(report)
     chart = page.split('data-chart="graders"', 1)[1].split("</svg>", 1)[0]

@@ -119,6 +119,8 @@ class Trial:
         fields), the same in either sandbox.
     :ivar env: the trial's environment after the run (what the tools changed).
     :ivar error: ``"ExcType: message"`` when the run raised or timed out.
+    :ivar decisions: what ``Case(approve=...)`` decided, in order: ``{"id", "kind", "tool",
+        "args", "decision"}`` per pending approval or question.
     """
 
     output: Any
@@ -129,6 +131,7 @@ class Trial:
     index: int = 0
     error: str | None = None
     wall_ms: float = 0.0
+    decisions: list[dict[str, Any]] = field(default_factory=list)
     _tool_calls: tuple[Trace, list[ToolUse]] | None = field(default=None, repr=False, compare=False)
 
     @property
