@@ -3,6 +3,7 @@ trial resumes with those decisions, and the graders see the run that followed.""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,8 @@ from tensorsketch.eval import (
     EvalError,
     FinalState,
     InProcessSandbox,
+    JsonlReporter,
+    Report,
     Sandbox,
     SandboxError,
     SubprocessSandbox,
@@ -126,3 +129,11 @@ async def test_a_policy_function_cannot_travel_to_a_child_process() -> None:
     case = refund_case(lambda pending: True, graders=[ToolCalled("issue_refund")])
     with pytest.raises(SandboxError, match=r"approve=.*dict"):
         await evaluate("agents:refund_agent", case, sandbox=SubprocessSandbox())
+
+
+async def test_the_decisions_are_in_the_trial_record_and_read_back(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    case = refund_case({"issue_refund": "reject"}, graders=[ToolCalled("issue_refund", times=0)])
+    await evaluate("agents:refund_agent", case, reporter=JsonlReporter(path))
+    (stored,) = Report.load(path).trials
+    assert [(d["tool"], d["decision"]) for d in stored.decisions] == [("issue_refund", "reject")]
