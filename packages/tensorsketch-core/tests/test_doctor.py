@@ -48,14 +48,12 @@ def fake_dist(
     return md.PathDistribution(info)
 
 
-def test_the_dev_install_is_every_distribution_editable_from_this_clone() -> None:
+def test_this_install_is_every_distribution_from_this_clone() -> None:
+    # editable in the dev venv (`uv sync`), built from the folder in a nox session
     items = {item.name: item for item in doctor.installed()}
     core = items["tensorsketch-core"]
-    assert (core.origin, core.source, core.ours) == (
-        "editable",
-        str(CLONE / "packages" / "tensorsketch-core"),
-        True,
-    )
+    assert core.origin in ("editable", "folder")
+    assert (core.source, core.ours) == (str(CLONE / "packages" / "tensorsketch-core"), True)
     assert all(i.source and i.source.startswith(str(CLONE)) for i in items.values())
     assert doctor.diagnose(list(items.values())) == []
 
@@ -189,7 +187,7 @@ def test_the_command_prints_a_report_and_exits_by_its_problems(
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["problems"] == []
     names = {d["name"]: d for d in report["distributions"]}
-    assert names["tensorsketch-core"]["origin"] == "editable"
+    assert names["tensorsketch-core"]["origin"] in ("editable", "folder")
     assert [s["reachable"] for s in report["services"]] == [False, True]
     assert report["browser"] in (None, "/usr/bin/chromium")
 
