@@ -49,6 +49,13 @@ class Venvs:
     uses_uv = _uv() is not None
 
     @staticmethod
+    def uv() -> list[str]:
+        """The uv command (only when :attr:`uses_uv`)."""
+        found = _uv()
+        assert found is not None, "uv is not installed"
+        return found
+
+    @staticmethod
     def make(path: Path) -> Path:
         return make_venv(path)
 

@@ -84,6 +84,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "tensorsketch._plugins",
             "tensorsketch.cli",
+            "tensorsketch.doctor",
             "tensorsketch.registry",
             "tensorsketch.testing",
             # the other distributions: everything they add sits on top of core

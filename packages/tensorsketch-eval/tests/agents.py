@@ -85,3 +85,30 @@ def orders_agent(env: dict[str, Any]) -> Any:
         return assistant(f"Done: {messages[-1].text}")
 
     return create_agent(FakeProvider(policy=policy), [cancel_order])
+
+
+# -- a refund behind human approval: the case's `approve=` decides it ----------------------
+
+
+def refund_agent(env: dict[str, Any]) -> Any:
+    """Refunds ``env["amount"]`` on order A-1 through a tool that needs approval, then answers
+    with the tool's result (or the reviewer's rejection). ``env["refunds"]`` counts refunds."""
+
+    @tool(requires_approval=True)
+    def issue_refund(order_id: str, amount: int) -> str:
+        """Refund an order.
+
+        Args:
+            order_id: the order.
+            amount: the amount in euros.
+        """
+        env["refunds"] += 1
+        return f"refunded {amount} EUR on {order_id}"
+
+    def policy(messages: list[Message], tools: list[object]) -> Message:
+        if messages[-1].role == "user":
+            args = {"order_id": "A-1", "amount": env["amount"]}
+            return assistant(tool_calls=[ToolCall(id="r1", name="issue_refund", args=args)])
+        return assistant(f"Result: {messages[-1].text}")
+
+    return create_agent(FakeProvider(policy=policy), [issue_refund])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -63,6 +64,36 @@ async def test_tool_graders_read_the_trace() -> None:
     )
     assert [g.passed for g in grades] == [True, False, False, True, False, True, False]
     assert "called 1 time(s)" in grades[1].reason and "tools used: ['search']" in grades[2].reason
+
+
+def test_a_label_shows_every_argument_that_is_not_the_default() -> None:
+    # `ToolCalled("issue_refund", times=0)` asserts the refund never ran: a label of
+    # `ToolCalled('issue_refund')` read as the opposite
+    labels = {
+        ToolCalled("issue_refund"): "ToolCalled('issue_refund')",
+        ToolCalled("issue_refund", times=0): "ToolCalled('issue_refund', times=0)",
+        ToolCalled("search", min_times=2): "ToolCalled('search', min_times=2)",
+        ToolSequence(["a", "b"]): "ToolSequence(['a', 'b'])",
+        ToolSequence(["a", "b"], strict=True): "ToolSequence(['a', 'b'], strict=True)",
+        Contains("x", ignore_case=True): "Contains('x', ignore_case=True)",
+        Equals("x", field="f", strip=False): "Equals(f='x', strip=False)",
+        Regex("x", flags=re.IGNORECASE): "Regex('x', flags=re.IGNORECASE)",
+        StepEfficiency(3, slack=1.5): "StepEfficiency(3, slack=1.5)",
+        CostBudget(0.01, unpriced="pass"): "CostBudget($0.01, unpriced='pass')",
+        ToolArgs("search", lambda args: True): "ToolArgs('search', <lambda>)",
+    }
+    assert {g.name: want for g, want in labels.items()} == {want: want for want in labels.values()}
+
+
+async def test_graders_that_differ_only_in_an_option_are_reported_apart() -> None:
+    report = await evaluate(
+        capital_agent,
+        Case("c", Q, graders=[ToolCalled("search"), ToolCalled("search", times=0)]),
+    )
+    assert report.grader_breakdown() == {
+        "ToolCalled('search')": 1.0,
+        "ToolCalled('search', times=0)": 0.0,
+    }
 
 
 async def test_step_efficiency_scores_distance_from_optimal() -> None:

@@ -3,12 +3,24 @@
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 
 import pytest
 from agents import capital_agent, flaky_agent, priced_agent
 
-from tensorsketch.eval import Case, Contains, JsonlReporter, Report, Suite, evaluate, render_html
+from tensorsketch.eval import (
+    Case,
+    Contains,
+    Grader,
+    JsonlReporter,
+    Report,
+    Suite,
+    ToolSequence,
+    evaluate,
+    render_html,
+)
 from tensorsketch.eval.exceptions import GateFailed
 
 
@@ -78,3 +90,22 @@ async def test_a_cost_gate_fails_when_a_cost_is_unknown() -> None:
     priced.require(mean_cost=1.0)
     with pytest.raises(GateFailed, match=r"mean_cost = .* > required 1e-09"):
         priced.require(mean_cost=1e-9)
+
+
+async def test_the_html_chart_tells_graders_apart_when_it_shortens_their_labels() -> None:
+    tools = ["lookup_customer", "lookup_order", "issue_refund"]
+    graders: list[Grader] = [
+        ToolSequence(tools),
+        ToolSequence(tools, strict=True),
+        Contains("Paris"),
+    ]
+    report = await evaluate(capital_agent, Case("c", {"query": "?"}, graders=graders))
+    page = render_html(report)
+    chart = page.split('data-chart="graders"', 1)[1].split("</svg>", 1)[0]
+    shown = {
+        html.unescape(full): html.unescape(short)
+        for full, short in re.findall(r"<title>(.*?)</title>(.*?)</text>", chart)
+    }
+    assert set(shown) == {g.name for g in graders}
+    assert len(set(shown.values())) == 3, shown  # three graders, three different labels
+    assert all(len(label) <= 34 for label in shown.values())

@@ -13,6 +13,7 @@ from tensorsketch import FakeProvider
 from tensorsketch.eval import (
     Case,
     Contains,
+    FinalState,
     InProcessSandbox,
     LlmJudge,
     SandboxError,
@@ -126,6 +127,24 @@ async def test_subprocess_trials_ship_state_and_env_back() -> None:
     )
     assert trial.env == {"region": "eu"}
     assert trial.steps == 3 and report.trials[0].transcript[-1]["role"] == "assistant"
+
+
+async def test_a_trial_state_is_the_same_plain_dict_in_either_sandbox() -> None:
+    # one type in both: a check written against the in-process state works in a child too
+    case = Case(
+        "france",
+        {"query": "Capital of France?"},
+        graders=[FinalState(lambda state: state["status"] == "completed")],
+    )
+    here = await evaluate("agents:capital_agent", case, sandbox=InProcessSandbox())
+    there = await evaluate("agents:capital_agent", case, sandbox=SubprocessSandbox())
+    assert here.completion_rate == there.completion_rate == 1.0
+    mine, theirs = here.trials[0].trial, there.trials[0].trial
+    assert mine is not None and theirs is not None
+    assert type(mine.state) is type(theirs.state) is dict
+    assert mine.state == theirs.state and mine.state["usage"]["input_tokens"] >= 0
+    assert [type(m) for m in mine.messages] == [type(m) for m in theirs.messages] == [Message] * 4
+    assert mine.messages == theirs.messages
 
 
 async def test_subprocess_timeout_kills_the_child() -> None:

@@ -107,6 +107,18 @@ def _run_trace(args: argparse.Namespace) -> int:
     return run_cli(args)
 
 
+def _configure_doctor(parser: argparse.ArgumentParser) -> None:
+    from tensorsketch.doctor import configure_cli  # noqa: PLC0415 - a command's module loads when it runs
+
+    configure_cli(parser)
+
+
+def _run_doctor(args: argparse.Namespace) -> int:
+    from tensorsketch.doctor import run_cli  # noqa: PLC0415 - a command's module loads when it runs
+
+    return run_cli(args)
+
+
 @hookimpl
 def tensorsketch_cli_commands() -> Sequence[CliCommand]:
     return [
@@ -121,5 +133,12 @@ def tensorsketch_cli_commands() -> Sequence[CliCommand]:
             help="read trace files: report (time, tokens, cost), diff two runs, show the tree",
             run=_run_trace,
             configure=_configure_trace,
+        ),
+        CliCommand(
+            name="doctor",
+            help="what is installed and from where, the services and browser it can reach, "
+            "and what is wrong",
+            run=_run_doctor,
+            configure=_configure_doctor,
         ),
     ]

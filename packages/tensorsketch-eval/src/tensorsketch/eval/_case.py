@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tensorsketch.eval._approvals import ApprovalPolicy, check_policy
 from tensorsketch.eval._graders import ToolSequence
 from tensorsketch.eval._trial import parse_args, tool_calls_of
 from tensorsketch.eval.exceptions import EvalError
@@ -49,6 +50,11 @@ class Case:
     :param output_key: the state field graded as the answer.
     :param checkpoint: start every trial from this stored checkpoint (a fork) instead of from
         the beginning; ``inputs`` are applied on top of the checkpointed state.
+    :param approve: the reviewer of the trial's approvals: ``{tool_name: decision}`` (a
+        decision is ``True`` / ``False``, ``"approve"`` / ``"reject"`` or ``{"approved": False,
+        "reason": ...}``) or a function ``policy(pending) -> decision`` (``None``: undecided).
+        Each time the run suspends, the trial resumes it with these decisions. Without it a
+        run that asks for approval ends the trial suspended.
     """
 
     name: str
@@ -60,6 +66,7 @@ class Case:
     output_key: str = "output"
     checkpoint: Checkpoint | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    approve: ApprovalPolicy | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -81,6 +88,7 @@ class Case:
             )
             raise EvalError(msg)
         self.graders = list(self.graders)
+        check_policy(self.name, self.approve)
 
     def fresh_env(self) -> Any:
         """A new environment for one trial (factory called, value deep-copied)."""

@@ -1,8 +1,9 @@
 """The child side of :class:`~tensorsketch.eval.SubprocessSandbox`: run one trial, print JSON.
 
-Reads ``{"agent", "inputs", "env", "output_key", "sys_path"}`` on stdin; writes one result
-line (after a marker, since the agent may print) with the final state, the environment after
-the run, the recorded spans and the error. It grades nothing.
+Reads ``{"agent", "inputs", "env", "output_key", "approve", "sys_path"}`` on stdin (with an
+approval policy it resumes the run with those decisions); writes one result line (after a
+marker, since the agent may print) with the final state, the environment after the run, the
+decisions, the recorded spans and the error. It grades nothing.
 """
 
 from __future__ import annotations
@@ -13,16 +14,11 @@ import sys
 from typing import Any
 
 from tensorsketch.eval._agents import build_agent
+from tensorsketch.eval._approvals import run_with_reviewer, trial_thread
 from tensorsketch.eval._sandbox import RESULT_MARK
+from tensorsketch.eval._trial import plain_state
 from tensorsketch.observability.export import span_json
 from tensorsketch.observability.memory import InMemoryTracer
-
-
-def _plain(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json")
-    return value
 
 
 async def _trial(request: dict[str, Any]) -> dict[str, Any]:
@@ -30,9 +26,28 @@ async def _trial(request: dict[str, Any]) -> dict[str, Any]:
     env = request.get("env")
     state: Any = None
     error = None
+    decisions: list[dict[str, Any]] = []
+    inputs = request.get("inputs") or {}
+    approve = request.get("approve")
     try:
         graph = build_agent(request["agent"], env)
-        state = await graph.invoke(request.get("inputs") or {}, tracer=tracer)
+        if approve is None:
+            state = await graph.invoke(inputs, tracer=tracer)
+        else:
+            case = str(request.get("case") or "case")
+
+            def start(thread: str, store: Any) -> Any:
+                return graph.invoke(inputs, thread_id=thread, backend=store, tracer=tracer)
+
+            state = await run_with_reviewer(
+                graph,
+                start,
+                policy=approve,
+                case=case,
+                thread_id=trial_thread(case, int(request.get("index") or 0)),
+                tracer=tracer,
+                decisions=decisions,
+            )
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     key = request.get("output_key") or "output"
@@ -41,9 +56,10 @@ async def _trial(request: dict[str, Any]) -> dict[str, Any]:
         output = state.get(key) if isinstance(state, dict) else getattr(state, key, None)
     return {
         "output": output if isinstance(output, str | int | float | bool | None) else str(output),
-        "state": _plain(state),
+        "state": plain_state(state),
         "env": env,
         "error": error,
+        "decisions": decisions,
         "spans": [json.loads(span_json(span)) for span in tracer.spans],
     }
 

@@ -59,6 +59,14 @@ class _Base:
         return f"<{self.name}>"
 
 
+def _label(kind: str, *shown: str, **options: Any) -> str:
+    """``Kind(shown..., option=value)``. Pass only the options that differ from their default:
+    a label must never read like another grader's (``ToolCalled('x', times=0)`` asserts the
+    opposite of ``ToolCalled('x')``), and reports group verdicts by label."""
+    parts = [*shown, *(f"{key}={value!r}" for key, value in options.items())]
+    return f"{kind}({', '.join(parts)})"
+
+
 def _text(value: Any) -> str:
     return "" if value is None else value if isinstance(value, str) else str(value)
 
@@ -68,7 +76,7 @@ class Contains(_Base):
 
     def __init__(self, text: str, *, ignore_case: bool = False) -> None:
         self.text, self.ignore_case = text, ignore_case
-        self.name = f"Contains({text!r})"
+        self.name = _label("Contains", repr(text), **({"ignore_case": True} if ignore_case else {}))
 
     def grade(self, trial: Trial) -> Grade:
         answer = _text(trial.output)
@@ -85,7 +93,8 @@ class Equals(_Base):
 
     def __init__(self, expected: Any, *, field: str | None = None, strip: bool = True) -> None:
         self.expected, self.field_name, self.strip = expected, field, strip
-        self.name = f"Equals({expected!r})" if field is None else f"Equals({field}={expected!r})"
+        shown = repr(expected) if field is None else f"{field}={expected!r}"
+        self.name = _label("Equals", shown, **({} if strip else {"strip": False}))
 
     def grade(self, trial: Trial) -> Grade:
         got = trial.output if self.field_name is None else trial.field(self.field_name)
@@ -104,7 +113,11 @@ class Regex(_Base):
 
     def __init__(self, pattern: str | re.Pattern[str], *, flags: int = 0) -> None:
         self.pattern = re.compile(pattern, flags) if isinstance(pattern, str) else pattern
-        self.name = f"Regex({self.pattern.pattern!r})"
+        # re.UNICODE is implied for a str pattern; any other flag changes what matches
+        extra = re.RegexFlag(self.pattern.flags & ~re.UNICODE)
+        self.name = _label(
+            "Regex", repr(self.pattern.pattern), *([f"flags={extra!r}"] if extra else [])
+        )
 
     def grade(self, trial: Trial) -> Grade:
         answer = _text(trial.output)
@@ -120,7 +133,10 @@ class ToolCalled(_Base):
 
     def __init__(self, name: str, *, times: int | None = None, min_times: int = 1) -> None:
         self.tool, self.times, self.min_times = name, times, min_times
-        self.name = f"ToolCalled({name!r})"
+        options: dict[str, int] = {} if times is None else {"times": times}
+        if min_times != 1:
+            options["min_times"] = min_times
+        self.name = _label("ToolCalled", repr(name), **options)
 
     def grade(self, trial: Trial) -> Grade:
         used = [call.name for call in trial.tool_calls]
@@ -139,8 +155,12 @@ class ToolArgs(_Base):
         self, name: str, check: Callable[[Any], bool] | Mapping[str, Any], *, label: str = ""
     ) -> None:
         self.tool, self.check = name, check
-        shown = label or (repr(dict(check)) if isinstance(check, Mapping) else "")
-        self.name = f"ToolArgs({name!r}{', ' + shown if shown else ''})"
+        shown = label or (
+            repr(dict(check))
+            if isinstance(check, Mapping)
+            else str(getattr(check, "__name__", type(check).__name__))
+        )
+        self.name = _label("ToolArgs", repr(name), shown)
 
     def _ok(self, args: Any) -> bool:
         if isinstance(self.check, Mapping):
@@ -169,7 +189,7 @@ class ToolSequence(_Base):
 
     def __init__(self, tools: Sequence[str], *, strict: bool = False) -> None:
         self.tools, self.strict = list(tools), strict
-        self.name = f"ToolSequence({self.tools}{', strict' if strict else ''})"
+        self.name = _label("ToolSequence", repr(self.tools), **({"strict": True} if strict else {}))
 
     def grade(self, trial: Trial) -> Grade:
         used = [call.name for call in trial.tool_calls]
@@ -196,7 +216,9 @@ class StepEfficiency(_Base):
             )
             raise ValueError(msg)
         self.optimal, self.slack = optimal_steps, slack
-        self.name = f"StepEfficiency({optimal_steps})"
+        self.name = _label(
+            "StepEfficiency", repr(optimal_steps), **({"slack": slack} if slack != 1.0 else {})
+        )
 
     def grade(self, trial: Trial) -> Grade:
         steps = trial.steps
@@ -218,7 +240,9 @@ class CostBudget(_Base):
             msg = f"CostBudget(unpriced={unpriced!r}) takes 'fail' or 'pass'."
             raise ValueError(msg)
         self.max_usd, self.unpriced = float(max_usd), unpriced
-        self.name = f"CostBudget(${max_usd:g})"
+        self.name = _label(
+            "CostBudget", f"${max_usd:g}", **({"unpriced": unpriced} if unpriced != "fail" else {})
+        )
 
     def grade(self, trial: Trial) -> Grade:
         missing = trial.trace.unpriced_models

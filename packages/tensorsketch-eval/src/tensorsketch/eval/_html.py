@@ -39,6 +39,21 @@ def _rate_color(rate: float) -> str:
     return GREEN if rate >= 0.999 else (AMBER if rate >= 0.5 else RED)
 
 
+def _short_labels(labels: Sequence[str], width: int = 34) -> list[str]:
+    """Labels cut to ``width`` in the middle, keeping the head (the grader) and the tail (its
+    options: ``strict=True``, ``times=0``), and still telling distinct labels apart: when
+    two cuts coincide, the cut point moves until none do (or every label is shown whole)."""
+
+    def cut(label: str, head: int) -> str:
+        return label if len(label) <= width else label[:head] + "…" + label[head + 1 - width :]
+
+    for head in (width // 2, *range(width - 2, 0, -1)):
+        shown = [cut(label, head) for label in labels]
+        if len(set(shown)) == len(set(labels)):
+            return shown
+    return list(labels)
+
+
 def _bars(rows: Sequence[tuple[str, float]], *, chart: str, width: int = 560) -> str:
     """Horizontal bars of rates in [0, 1], labelled; one row per item."""
     label_w, row_h, pad = 230, 26, 8
@@ -57,9 +72,9 @@ def _bars(rows: Sequence[tuple[str, float]], *, chart: str, width: int = 560) ->
             f'<text x="{x:.1f}" y="{height - 4}" class="tick" text-anchor="middle">'
             f"{tick:.0%}</text>"
         )
-    for i, (label, rate) in enumerate(rows):
+    short = _short_labels([label for label, _ in rows])
+    for i, ((label, rate), shown) in enumerate(zip(rows, short, strict=True)):
         y = pad + i * row_h
-        shown = label if len(label) <= 34 else label[:33] + "…"
         out.append(
             f'<text x="{label_w - 8}" y="{y + 17}" class="label" text-anchor="end">'
             f"<title>{_e(label)}</title>{_e(shown)}</text>"

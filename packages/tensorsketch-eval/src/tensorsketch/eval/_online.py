@@ -19,7 +19,7 @@ from tensorsketch.eval._registry import resolve_graders
 from tensorsketch.eval._report import TrialResult
 from tensorsketch.eval._reporters import deliver
 from tensorsketch.eval._scores import record_grades
-from tensorsketch.eval._trial import Trial
+from tensorsketch.eval._trial import Trial, plain_state
 from tensorsketch.observability.memory import Trace
 from tensorsketch.observability.tracing import Tracer
 
@@ -37,7 +37,7 @@ def _trial_of(output: Any, trace: Trace, env: Any = None) -> Trial:
         raise TypeError(msg)
     state = None
     if not isinstance(output, str | int | float | bool | None):
-        state = output  # a final state: grade its `output`, keep the rest for FinalState
+        state = plain_state(output)  # a final state: grade its `output`, keep the rest
         output = (
             output.get("output") if isinstance(output, dict) else getattr(output, "output", output)
         )

@@ -100,6 +100,8 @@ class TrialResult:
     trial: Trial | None = field(default=None, repr=False, compare=False)
     #: models called without a price: their cost is missing from ``cost_usd``
     unpriced_models: list[str] = field(default_factory=list)
+    #: what ``Case(approve=...)`` decided during the trial (``Trial.decisions``)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def of(cls, trial: Trial, grades: list[Grade], *, keep_spans: bool = True) -> TrialResult:
@@ -124,6 +126,7 @@ class TrialResult:
             spans=trace.to_dicts() if keep_spans else [],
             trial=trial,
             unpriced_models=trace.unpriced_models,
+            decisions=list(trial.decisions),
         )
 
     @property
@@ -159,6 +162,7 @@ class TrialResult:
             "trace_id": self.trace_id,
             "unpriced_models": self.unpriced_models,
             "transcript": self.transcript,
+            "decisions": self.decisions,
             "spans": self.spans,
         }
 
@@ -184,6 +188,7 @@ class TrialResult:
             transcript=list(raw.get("transcript") or []),
             spans=spans,
             unpriced_models=[str(m) for m in unpriced],
+            decisions=list(raw.get("decisions") or []),
         )
 
 

@@ -17,13 +17,13 @@ import json
 import os
 import sys
 import time
-import uuid
 from abc import ABC, abstractmethod
 from typing import Any
 
 from tensorsketch.eval._agents import build_agent
+from tensorsketch.eval._approvals import run_with_reviewer, trial_thread
 from tensorsketch.eval._case import Case
-from tensorsketch.eval._trial import Trial
+from tensorsketch.eval._trial import Trial, plain_state
 from tensorsketch.eval.exceptions import SandboxError
 from tensorsketch.observability.memory import InMemoryTracer, Trace
 
@@ -63,18 +63,40 @@ class InProcessSandbox(Sandbox):
         started = time.perf_counter()
         state: Any = None
         error: str | None = None
+        decisions: list[dict[str, Any]] = []
         try:
             graph = build_agent(agent, env)
-            if case.checkpoint is not None:
-                point = case.checkpoint
-                running = graph.fork(
-                    point.backend,
-                    point.thread_id,
-                    point.checkpoint_id,
-                    f"eval-{case.name}-{index}-{uuid.uuid4().hex[:10]}",
-                    inputs or None,
+            point = case.checkpoint
+            if point is not None:
+
+                def start(thread: str, store: Any) -> Any:
+                    return graph.fork(
+                        point.backend,
+                        point.thread_id,
+                        point.checkpoint_id,
+                        thread,
+                        inputs or None,
+                        tracer=tracer,
+                    )
+
+            else:
+
+                def start(thread: str, store: Any) -> Any:
+                    return graph.invoke(inputs, thread_id=thread, backend=store, tracer=tracer)
+
+            if case.approve is not None:
+                running = run_with_reviewer(
+                    graph,
+                    start,
+                    policy=case.approve,
+                    case=case.name,
+                    thread_id=trial_thread(case.name, index),
+                    backend=point.backend if point is not None else None,
                     tracer=tracer,
+                    decisions=decisions,
                 )
+            elif point is not None:
+                running = start(trial_thread(case.name, index), point.backend)
             else:
                 running = graph.invoke(inputs, tracer=tracer)
             state = await asyncio.wait_for(running, timeout)
@@ -92,7 +114,9 @@ class InProcessSandbox(Sandbox):
                 if isinstance(state, dict)
                 else getattr(state, case.output_key, None)
             )
-        return Trial(output, tracer.trace, state, env, case, index, error, wall)
+        return Trial(
+            output, tracer.trace, plain_state(state), env, case, index, error, wall, decisions
+        )
 
 
 class SubprocessSandbox(Sandbox):
@@ -137,6 +161,13 @@ class SubprocessSandbox(Sandbox):
                 "backend object stays in this process)."
             )
             raise SandboxError(msg)
+        if callable(case.approve):
+            msg = (
+                f"case {case.name!r} decides approvals with a function, which cannot travel to "
+                "a child process: give approve= a dict {tool_name: decision}, or run the case "
+                "with InProcessSandbox."
+            )
+            raise SandboxError(msg)
         env = case.fresh_env()
         payload = json.dumps(
             {
@@ -144,6 +175,9 @@ class SubprocessSandbox(Sandbox):
                 "inputs": dict(case.inputs),
                 "env": env,
                 "output_key": case.output_key,
+                "approve": dict(case.approve) if case.approve is not None else None,
+                "case": case.name,
+                "index": index,
                 "sys_path": _import_path(),
             },
             default=str,
@@ -203,4 +237,5 @@ class SubprocessSandbox(Sandbox):
             index,
             result.get("error"),
             wall,
+            list(result.get("decisions") or []),
         )

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tensorsketch.messages import Message
 from tensorsketch.observability.memory import Trace
 from tensorsketch.observability.tracing import (
     ATTR_TOOL_ARGUMENTS,
@@ -19,7 +20,7 @@ from tensorsketch.observability.tracing import (
 if TYPE_CHECKING:
     from tensorsketch.eval._case import Case
 
-__all__ = ["Grade", "ToolUse", "Trial", "parse_args", "tool_calls_of"]
+__all__ = ["Grade", "ToolUse", "Trial", "parse_args", "plain_state", "tool_calls_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,29 @@ class ToolUse:
     error: str | None
 
 
+def _json_default(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return dump(mode="json")
+        except (TypeError, ValueError):  # a field pydantic cannot put in JSON: str() it below
+            return dump()
+    return str(value)
+
+
+def plain_state(state: Any) -> Any:
+    """A final state as the JSON data a child process can send back: a schema state becomes
+    its dict, a message or a model inside it a dict, anything else not JSON its ``str``.
+
+    Both sandboxes hand graders this form, so a check written against one works in the other
+    (the state object itself cannot cross a process boundary without importing the agent's
+    code into the harness).
+    """
+    if state is None:
+        return None
+    return json.loads(json.dumps(state, default=_json_default))
+
+
 def parse_args(raw: Any) -> Any:
     if isinstance(raw, str):
         try:
@@ -91,9 +115,12 @@ class Trial:
 
     :ivar output: the answer (``state.output`` for an agent, or the case's ``output_key``).
     :ivar trace: the run's spans, recorded by the harness's own tracer.
-    :ivar state: the final state (a plain dict when the trial ran in a child process).
+    :ivar state: the final state as plain JSON data (:func:`plain_state`: a dict of its
+        fields), the same in either sandbox.
     :ivar env: the trial's environment after the run (what the tools changed).
     :ivar error: ``"ExcType: message"`` when the run raised or timed out.
+    :ivar decisions: what ``Case(approve=...)`` decided, in order: ``{"id", "kind", "tool",
+        "args", "decision"}`` per pending approval or question.
     """
 
     output: Any
@@ -104,6 +131,7 @@ class Trial:
     index: int = 0
     error: str | None = None
     wall_ms: float = 0.0
+    decisions: list[dict[str, Any]] = field(default_factory=list)
     _tool_calls: tuple[Trace, list[ToolUse]] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -130,10 +158,22 @@ class Trial:
         return list(cached[1])
 
     @property
-    def messages(self) -> list[Any]:
-        """The transcript, when the final state has one (an agent's ``messages``)."""
+    def messages(self) -> list[Message]:
+        """The transcript as :class:`~tensorsketch.messages.Message` objects, when the final
+        state has one (an agent's ``messages``); an entry that is not a message is left out."""
         found = self.field("messages")
-        return list(found) if isinstance(found, list) else []
+        if not isinstance(found, list):
+            return []
+        messages: list[Message] = []
+        for item in found:
+            if isinstance(item, Message):
+                messages.append(item)
+            elif isinstance(item, Mapping):
+                try:
+                    messages.append(Message.model_validate(item))
+                except ValueError:
+                    continue
+        return messages
 
     def field(self, name: str, default: Any = None) -> Any:
         """A field of the final state, whether it is a schema instance or a plain dict."""
