@@ -395,4 +395,6 @@ def openai_app(
 
 #: How ``serve()`` and ``tensorsketch serve --protocol openai`` find this app: at ``/``, since
 #: clients expect the ``/v1/...`` paths at the base URL they are given.
-PROTOCOL = Protocol(openai_app, path="/")
+PROTOCOL = Protocol(
+    openai_app, path="/", endpoints=("/v1/chat/completions", "/v1/responses", "/v1/models")
+)
