@@ -12,11 +12,14 @@ import httpx
 import pytest
 import uvicorn
 from starlette.applications import Starlette
+from starlette.testclient import TestClient
 
+from tensorsketch import InMemoryBackend
 from tensorsketch.backend_urls import open_backend
 from tensorsketch.cli import load_graph, main
 from tensorsketch.hookspecs import hookimpl
 from tensorsketch.plugins import get_plugin_manager, reset_plugin_manager
+from tensorsketch.registry import backends, register_backend
 from tensorsketch.serve import CONVERSATION_HEADER, protocols, thread_info
 
 AGENT = (
@@ -217,3 +220,26 @@ def test_api_key_env_refuses_a_protocol_it_cannot_guard(
     finally:
         reset_plugin_manager()
         protocols.refresh()
+
+
+class _ClosingProbe(InMemoryBackend):
+    closed: list[str] = []
+
+    async def aclose(self) -> None:
+        self.closed.append("closed")
+        await super().aclose()
+
+
+def test_the_backend_is_closed_when_the_server_shuts_down(served: list[dict[str, Any]]) -> None:
+    register_backend("closing-probe", _ClosingProbe)
+    try:
+        assert (
+            main(["serve", "bots:agent", "--protocol", "tasks", "--backend", "closing-probe"]) == 0
+        )
+    finally:
+        backends.unregister("closing-probe")
+    _ClosingProbe.closed.clear()
+    with TestClient(served[0]["app"]) as client:  # runs the lifespan: startup, then shutdown
+        assert client.get("/healthz").status_code == 200
+        assert _ClosingProbe.closed == []
+    assert _ClosingProbe.closed == ["closed"]

@@ -15,6 +15,8 @@ import hmac
 import logging
 import os
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from tensorsketch.cli import load_graph, port
@@ -22,6 +24,7 @@ from tensorsketch.errors import RegistryError
 from tensorsketch.serve._protocols import Protocol, accepted_options, protocols, serve
 
 if TYPE_CHECKING:
+    from starlette.applications import Starlette
     from starlette.requests import Request
 
     from tensorsketch.runtime.backends.base import Backend
@@ -172,6 +175,23 @@ MEMORY_WARNING = (
 )
 
 
+def closing(app: Starlette, store: Backend) -> Starlette:
+    """``app``, closing ``store`` (its connections, its pool) once the app has shut down: the
+    protocols' own shutdown (the task runner draining) may still write to it."""
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(scope_app: Any) -> AsyncIterator[None]:
+        try:
+            async with inner(scope_app):
+                yield
+        finally:
+            await store.aclose()
+
+    app.router.lifespan_context = lifespan
+    return app
+
+
 def _log_level(level: str) -> None:
     """Let tensorsketch's own loggers speak at ``level`` beside uvicorn's."""
     logger = logging.getLogger("tensorsketch")
@@ -205,6 +225,8 @@ def run(args: argparse.Namespace) -> int:
         if authenticate is not None:
             options["authenticate"] = authenticate
         app = serve(graph, requested, **options)
+        if store is not None:
+            app = closing(app, store)
     except (ValueError, TypeError, RegistryError) as exc:
         print(f"tensorsketch serve: {exc}", file=sys.stderr)
         return 2
