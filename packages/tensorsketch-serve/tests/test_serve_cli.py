@@ -140,7 +140,7 @@ def test_serving_from_memory_is_a_warning_under_the_banner(
     assert lines[2].split()[:3] == ["tasks", "/runs", "/tasks"]
     assert lines[3].split() == ["backend", "memory", "(this", "process", "only)"]
     assert lines[4].startswith("  auth     off: anyone who can reach the server")
-    assert lines[5].startswith("tensorsketch serve: warning: no --backend, so conversations")
+    assert lines[5].startswith("tensorsketch serve: warning: serving from memory, so ")
     assert "--backend sqlite:///serve.db" in lines[5]
     assert served[0]["log_level"] == "info"
 

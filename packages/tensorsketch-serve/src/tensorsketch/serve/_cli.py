@@ -19,8 +19,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from tensorsketch.backend_urls import backend_label, open_backend, parse_backend_options
 from tensorsketch.cli import load_graph, port
 from tensorsketch.errors import RegistryError
+from tensorsketch.serve._http import Authenticate
 from tensorsketch.serve._protocols import Protocol, accepted_options, protocols, serve
 
 if TYPE_CHECKING:
@@ -98,8 +100,6 @@ def _open_backend(args: argparse.Namespace) -> Backend | None:
     never showing the DSN (it may hold a password)."""
     if not args.backend:
         return None
-    from tensorsketch.backend_urls import open_backend, parse_backend_options  # noqa: PLC0415 - a store's driver loads when --backend names one
-
     try:
         return open_backend(args.backend, parse_backend_options(args.backend_option))
     except Exception as exc:
@@ -109,7 +109,7 @@ def _open_backend(args: argparse.Namespace) -> Backend | None:
         raise ValueError(msg) from None
 
 
-def _bearer(variable: str | None) -> Any:
+def _bearer(variable: str | None) -> Authenticate | None:
     """``authenticate`` for ``--api-key-env``: the key in ``$variable`` as a bearer token."""
     if variable is None:
         return None
@@ -156,8 +156,6 @@ def banner(args: argparse.Namespace, names: list[str], store: Backend | None) ->
     if store is None or store.name == "memory":
         rows.append(("backend", "memory (this process only)"))
     else:
-        from tensorsketch.backend_urls import backend_label  # noqa: PLC0415 - beside open_backend, loaded with it
-
         rows.append(("backend", f"{store.name} ({backend_label(args.backend, store)})"))
     if args.api_key_env:
         rows.append(("auth", f"on: Authorization: Bearer ${args.api_key_env}"))
@@ -169,9 +167,9 @@ def banner(args: argparse.Namespace, names: list[str], store: Backend | None) ->
 
 
 MEMORY_WARNING = (
-    "tensorsketch serve: warning: no --backend, so conversations and tasks live in this "
-    "process's memory and are lost when it stops; pass --backend sqlite:///serve.db (or "
-    "postgresql://..., redis://...) to keep them."
+    "tensorsketch serve: warning: serving from memory, so conversations and tasks are lost "
+    "when this process stops; pass --backend sqlite:///serve.db (or postgresql://..., "
+    "redis://...) to keep them."
 )
 
 
