@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tensorsketch.cli import load_graph, port
+from tensorsketch.cli import load_graph, main, port
 
 
 def test_load_graph_names_what_is_wrong(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -76,3 +76,35 @@ def test_port_refuses_what_is_not_a_port(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match="0-65535, got"):
         port(text)
     assert port("0") == 0 and port("65535") == 65535
+
+
+def test_version_prints_every_installed_tensorsketch_distribution(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from importlib.metadata import version
+
+    from tensorsketch.cli import installed_versions
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"tensorsketch-core {version('tensorsketch-core')}"
+    names = dict(installed_versions())
+    assert "tensorsketch-serve" in names and "tensorsketch-core" in names  # the workspace's
+    assert sorted(lines[1:]) == sorted(
+        f"{n} {v}" for n, v in names.items() if n != "tensorsketch-core"
+    )
+
+
+def test_an_unknown_option_shows_the_subcommands_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    """``tensorsketch plugins --bogus`` is ``plugins``' mistake: its usage, not the command list."""
+    with pytest.raises(SystemExit) as exited:
+        main(["plugins", "--bogus"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: tensorsketch plugins"), err
+    assert "tensorsketch plugins: error: unrecognized arguments: --bogus" in err
+    with pytest.raises(SystemExit):
+        main(["--bogus"])
+    assert "tensorsketch: error: unrecognized arguments: --bogus" in capsys.readouterr().err

@@ -83,6 +83,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "surfaces",
         (
             "tensorsketch._plugins",
+            "tensorsketch.backend_urls",
             "tensorsketch.cli",
             "tensorsketch.doctor",
             "tensorsketch.registry",

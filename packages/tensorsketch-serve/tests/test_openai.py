@@ -723,3 +723,118 @@ def test_a_model_that_is_not_a_string_is_named_as_such(live: Any) -> None:
         assert missing.status_code == 400 and "`model` is required" in missing.text
         empty = httpx.post(f"{server.url}{path}", json={**body, "model": ""})
         assert empty.status_code == 400 and "must not be empty" in empty.text
+
+
+# -- what a client meets first: model names, retries, a rejection's words -----------------------
+
+
+def test_without_a_model_any_name_a_client_sends_is_served(live: Any) -> None:
+    """The docs' non-agent example builds the app without ``model=``; the SDK always sends
+    one, and no name the client could guess was refused."""
+    graph = Graph(Question).add(Shout).edge(START, "Shout").edge("Shout", END).compile()
+    app = openai_app(
+        graph, to_input=lambda messages: {"prompt": messages[-1].text}, to_reply=lambda s: s.answer
+    )
+    client = _client(live(app))
+    reply = client.chat.completions.create(model="gpt-4o-mini", messages=[_user("hi")])
+    assert (reply.model, reply.choices[0].message.content) == ("gpt-4o-mini", "HI!")
+    streamed = list(client.chat.completions.create(model="x", messages=[_user("a")], stream=True))
+    assert {c.model for c in streamed} == {"x"}
+    assert client.responses.create(model="any/name:1", input="yo").model == "any/name:1"
+    [listed] = client.models.list().data
+    assert listed.id == graph.name
+    assert client.models.retrieve("gpt-4o-mini").id == "gpt-4o-mini"
+
+
+def _counting_client(server: Any, sent: list[str], **kw: Any) -> openai.OpenAI:
+    """An SDK client with its default retry policy that records every request it sends."""
+    http = httpx.Client(event_hooks={"request": [lambda r: sent.append(r.url.path)]})
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="k", http_client=http, **kw)
+
+
+def test_every_4xx_tells_the_sdk_not_to_retry(live: Any) -> None:
+    agent, _ = _refund_agent()
+    server = live(
+        openai_app(
+            agent,
+            model="bot",
+            authenticate=lambda r: r.headers.get("authorization") != "Bearer blocked",
+            max_body_bytes=4000,
+        )
+    )
+    sent: list[str] = []
+    client = _counting_client(server, sent, max_retries=3, timeout=10)
+    conversation = {CONVERSATION_HEADER: "no-retry"}
+    client.chat.completions.create(
+        model="bot", messages=[_user("refund order 7")], extra_headers=conversation
+    )
+    sent.clear()
+    with pytest.raises(openai.ConflictError) as conflict:
+        client.chat.completions.create(
+            model="bot", messages=[_user("hello?")], extra_headers=conversation
+        )
+    assert conflict.value.body["code"] == "decision_required"  # type: ignore[index]
+    assert sent == ["/v1/chat/completions"], "a 409 decision_required was sent once"
+    refusals: list[tuple[type[openai.APIStatusError], dict[str, Any]]] = [
+        (openai.BadRequestError, {"model": "bot", "messages": []}),
+        (openai.NotFoundError, {"model": "other", "messages": [_user("x")]}),
+        (openai.APIStatusError, {"model": "bot", "messages": [_user("x" * 5000)]}),
+        (
+            openai.AuthenticationError,
+            {
+                "model": "bot",
+                "messages": [_user("x")],
+                "extra_headers": {"Authorization": "Bearer blocked"},
+            },
+        ),
+    ]
+    for kind, request in refusals:
+        sent.clear()
+        with pytest.raises(kind) as refused:
+            client.chat.completions.create(**request)
+        status = refused.value.status_code
+        assert 400 <= status < 500 and len(sent) == 1, (status, sent)
+        assert refused.value.response.headers["x-should-retry"] == "false"
+    missing = httpx.get(f"{server.url}/v2/nothing")
+    assert (missing.status_code, missing.headers["x-should-retry"]) == (404, "false")
+
+
+def test_a_rate_limit_is_still_the_clients_to_retry(live: Any) -> None:
+    """429 is the one 4xx worth sending again (after ``Retry-After``): no ``x-should-retry``."""
+    provider = FakeProvider([RateLimitError("slow down", retry_after=0.01), "ok"])
+    server = live(openai_app(create_agent(provider), model="bot"))
+    sent: list[str] = []
+    client = _counting_client(server, sent, max_retries=1)
+    assert client.chat.completions.create(model="bot", messages=[_user("x")]).choices
+    assert sent == ["/v1/chat/completions"] * 2
+
+
+@pytest.mark.parametrize(
+    ("content", "model_reads"),
+    [
+        ("reject: over the limit", "Reason: over the limit. Do not retry"),
+        (
+            "reject: Over the limit! Ask Ana: she decides (policy 4.2).",
+            "Reason: Over the limit! Ask Ana: she decides (policy 4.2). Do not retry",
+        ),
+        ('{"approved": false, "reason": "why?"}', "Reason: why? Do not retry"),
+        ("reject: ask Ana (the manager)", "Reason: ask Ana (the manager). Do not retry"),
+    ],
+)
+def test_a_rejection_reason_reaches_the_model_with_its_own_punctuation(
+    live: Any, content: str, model_reads: str
+) -> None:
+    """The reviewer's words, verbatim, as a sentence of their own (not run into the next)."""
+    agent, provider = _refund_agent()
+    client = _client(live(openai_app(agent, model="bot")))
+    conversation = {CONVERSATION_HEADER: "reasons"}
+    asked = client.chat.completions.create(
+        model="bot", messages=[_user("refund order 7")], extra_headers=conversation
+    )
+    history = [
+        _user("refund order 7"),
+        asked.choices[0].message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": "call_r1", "content": content},
+    ]
+    client.chat.completions.create(model="bot", messages=history, extra_headers=conversation)
+    assert model_reads in provider.calls[1].messages[-1].text

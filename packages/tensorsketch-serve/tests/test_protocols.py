@@ -99,8 +99,11 @@ def test_a_plugin_protocol_mounts_beside_others_on_one_app(plugin: None, live: A
         model=graph.name, messages=[{"role": "user", "content": "hello"}]
     )
     assert reply.choices[0].message.content == "hi", "openai_app answers beside the plugin's"
-    with pytest.raises(openai.NotFoundError):
-        client.chat.completions.create(model="x", messages=[{"role": "user", "content": "?"}])
+    assert client.models.retrieve("any-name").id == "any-name", "no model=: any name is served"
+    missing = httpx.get(f"{server.url}/v1/nothing")
+    assert (
+        missing.status_code == 404 and "/v1/chat/completions" in missing.json()["error"]["message"]
+    )
     info = httpx.get(f"{server.url}/acme/info").json()
     assert info == {"graph": graph.name, "greeting": "hey", "backend": repr(backend)}
     assert httpx.post(f"{server.url}/").json() == {"protocol": "acme"}

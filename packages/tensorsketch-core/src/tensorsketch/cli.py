@@ -25,6 +25,7 @@ from tensorsketch.pregel.compiled import CompiledGraph
 __all__ = [
     "CliCommand",
     "build_parser",
+    "installed_versions",
     "load_graph",
     "load_target",
     "main",
@@ -178,24 +179,62 @@ def _commands() -> list[tuple[CliCommand, str]]:
     return sorted(found.values(), key=lambda pair: pair[0].name)
 
 
+def installed_versions() -> list[tuple[str, str]]:
+    """Every installed ``tensorsketch*`` distribution and its version, by name."""
+    from importlib import metadata  # noqa: PLC0415 - package metadata is read when asked for
+
+    found: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+        if name == "tensorsketch" or name.startswith("tensorsketch-"):
+            found.setdefault(name, dist.version)
+    return sorted(found.items())
+
+
+class _Version(argparse.Action):
+    """``--version``: tensorsketch-core's version, then every other tensorsketch
+    distribution's, read from the installed metadata when asked for (not at every start)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        versions = dict(installed_versions())
+        core = versions.pop("tensorsketch-core", "not installed")
+        lines = [f"tensorsketch-core {core}", *(f"{n} {v}" for n, v in versions.items())]
+        print("\n".join(lines))
+        parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every plugin's subcommands attached."""
     parser = argparse.ArgumentParser(
         prog="tensorsketch", description="TensorSketch command line (subcommands from plugins)."
+    )
+    parser.add_argument(
+        "--version",
+        action=_Version,
+        help="print the version of tensorsketch-core and of every other tensorsketch "
+        "distribution installed, and exit",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command, plugin in _commands():
         child = sub.add_parser(command.name, help=f"{command.help} [{plugin}]")
         if command.configure is not None:
             command.configure(child)
-        child.set_defaults(_run=command.run)
+        child.set_defaults(_run=command.run, _parser=child)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tensorsketch`` console script."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # The subcommand's parser reports it, with its own usage: `tensorsketch serve --bogus`
+        # shows how `serve` is called, not the list of commands.
+        owner: argparse.ArgumentParser = getattr(args, "_parser", parser)
+        owner.error(f"unrecognized arguments: {' '.join(unknown)}")
     run = getattr(args, "_run", None)
     if run is None:
         parser.print_help()

@@ -374,12 +374,20 @@ def _unknown_tool(call: ToolCall, by_name: Mapping[str, Tool]) -> Message:
 
 
 def _rejected(call: ToolCall, approval: Approval) -> Message:
-    why = f" Reason: {approval.reason}" if approval.reason else ""
+    why = f" Reason: {_sentence(approval.reason)}" if approval.reason else ""
     return tool_result(
         call,
         f"A human reviewer rejected this call to {call.name!r}; it was not run.{why} "
         "Do not retry it unless the user asks.",
     )
+
+
+def _sentence(text: str) -> str:
+    """The reviewer's words verbatim, ended as a sentence when they end without punctuation,
+    so the model does not read them run into the instruction that follows."""
+    text = text.strip()
+    ended = text.rstrip(")]\"'\u201d\u2019\u00bb").endswith((".", "!", "?", "\u2026"))
+    return text if ended else f"{text}."
 
 
 def _error_text(exc: BaseException) -> str:

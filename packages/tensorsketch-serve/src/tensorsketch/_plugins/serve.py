@@ -43,5 +43,5 @@ def _run(args: argparse.Namespace) -> int:
 
 @hookimpl
 def tensorsketch_cli_commands() -> Sequence[CliCommand]:
-    """``tensorsketch serve module:attr --protocol openai|a2a|agui|all --host --port``."""
+    """``tensorsketch serve module:attr --protocol openai|a2a|agui|tasks|all --backend DSN``."""
     return [CliCommand(name="serve", help=SERVE_HELP, configure=_configure, run=_run)]

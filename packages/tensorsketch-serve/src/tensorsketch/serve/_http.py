@@ -56,6 +56,13 @@ _TYPES = {
 }
 
 
+def _retry_hint(status: int) -> dict[str, str]:
+    """``x-should-retry: false`` on a 4xx the same request can only meet again: the OpenAI
+    SDKs otherwise retry a 408/409 (a decision the conversation waits for) with backoff. A 429
+    keeps the client's own policy: it is worth retrying once the ``Retry-After`` has passed."""
+    return {"x-should-retry": "false"} if 400 <= status < 500 and status != 429 else {}
+
+
 class ServeError(Exception):
     """A request the server answers with ``status`` and a message that says how to fix it.
 
@@ -77,7 +84,7 @@ class ServeError(Exception):
         self.message = message
         self.code = code
         self.param = param
-        self.headers = dict(headers or {})
+        self.headers = {**_retry_hint(status), **dict(headers or {})}
 
     @property
     def type(self) -> str:

@@ -90,10 +90,19 @@ class _Chat:
     """The endpoints of one app: the graph, its adapter and its backend."""
 
     def __init__(
-        self, graph: CompiledGraph[Any], model: str, adapter: ChatAdapter, backend: Backend
+        self,
+        graph: CompiledGraph[Any],
+        model: str,
+        adapter: ChatAdapter,
+        backend: Backend,
+        *,
+        any_model: bool = False,
     ) -> None:
         self.graph = graph
         self.model = model
+        #: No ``model=`` was given: any name a client sends is this graph (clients and SDKs
+        #: always send one, and the app's owner never chose it), and the reply repeats it.
+        self.any_model = any_model
         self.adapter = adapter
         self.backend = backend
         self.created = int(time.time())
@@ -119,9 +128,9 @@ class _Chat:
 
     # -- models ------------------------------------------------------------------------------
 
-    def model_card(self) -> dict[str, Any]:
+    def model_card(self, model: str | None = None) -> dict[str, Any]:
         return {
-            "id": self.model,
+            "id": model or self.model,
             "object": "model",
             "created": self.created,
             "owned_by": "tensorsketch",
@@ -131,13 +140,19 @@ class _Chat:
         return JSONResponse({"object": "list", "data": [self.model_card()]})
 
     async def model_info(self, request: Request) -> Response:
-        self.check_model(request.path_params["model"])
-        return JSONResponse(self.model_card())
+        model = self.check_model(request.path_params["model"])
+        return JSONResponse(self.model_card(model))
 
-    def check_model(self, model: str) -> None:
-        if model != self.model:
-            msg = f"the model {model!r} does not exist; this server serves {self.model!r}."
+    def check_model(self, model: str) -> str:
+        """The model id to answer with: the client's own, or a 404 when the app was given a
+        ``model=`` and this is another one."""
+        if model != self.model and not self.any_model:
+            msg = (
+                f"the model {model!r} does not exist; this server serves {self.model!r} "
+                f"(send model={self.model!r})."
+            )
             raise ServeError(404, msg, param="model", code="model_not_found")
+        return model
 
     # -- a run -------------------------------------------------------------------------------
 
@@ -179,10 +194,10 @@ class _Chat:
         chat = parse_chat_request(
             await read_json(request), conversation_header=request.headers.get(CONVERSATION_HEADER)
         )
-        self.check_model(chat.model)
+        model = self.check_model(chat.model)
         thread, plan = await self.plan(chat.messages, chat.conversation_id)
         headers = {CONVERSATION_HEADER: thread} if thread else {}
-        head = _Head(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), self.model)
+        head = _Head(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), model)
         if not chat.stream:
             last = await self.finish(thread, plan)
             if isinstance(last, RunFailed):
@@ -344,7 +359,8 @@ def openai_app(
 ) -> Starlette:
     """The OpenAI-compatible API for ``graph``, as a Starlette app.
 
-    :param model: the model id clients name (default: the graph's name).
+    :param model: the one model id clients may name (any other is a 404). Without it, any
+        name a client sends is served, and ``/v1/models`` lists the graph's name.
     :param to_input: / :param to_reply: the :class:`ChatAdapter` for a graph that is not an
         agent graph.
     :param backend: where conversations live as durable threads (default: an in-memory
@@ -358,7 +374,8 @@ def openai_app(
     if not isinstance(name, str) or not name:
         msg = f"openai_app(model=...) must be a non-empty model id, got {model!r}."
         raise ValueError(msg)
-    chat = _Chat(graph, name, adapter, backend if backend is not None else InMemoryBackend())
+    store = backend if backend is not None else InMemoryBackend()
+    chat = _Chat(graph, name, adapter, store, any_model=model is None)
     routes = [
         Route("/v1/chat/completions", chat.completions, methods=["POST"]),
         Route("/v1/responses", responses_endpoint(chat), methods=["POST"]),
@@ -378,4 +395,6 @@ def openai_app(
 
 #: How ``serve()`` and ``tensorsketch serve --protocol openai`` find this app: at ``/``, since
 #: clients expect the ``/v1/...`` paths at the base URL they are given.
-PROTOCOL = Protocol(openai_app, path="/")
+PROTOCOL = Protocol(
+    openai_app, path="/", endpoints=("/v1/chat/completions", "/v1/responses", "/v1/models")
+)

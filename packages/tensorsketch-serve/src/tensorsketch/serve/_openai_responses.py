@@ -198,7 +198,7 @@ def responses_endpoint(chat: _Chat) -> Callable[[Request], Awaitable[Response]]:
         body = await read_json(request)
         if not isinstance(body, Mapping):
             raise _bad("the request body must be a JSON object.", "input")
-        chat.check_model(model_of(body))
+        model = chat.check_model(model_of(body))
         stream = body.get("stream", False)
         if not isinstance(stream, bool | None):
             raise _bad("`stream` must be true or false.", "stream")
@@ -206,7 +206,7 @@ def responses_endpoint(chat: _Chat) -> Callable[[Request], Awaitable[Response]]:
         conversation = conversation_id(body, request.headers.get(CONVERSATION_HEADER))
         thread, plan = await chat.plan(messages, conversation)
         headers = {CONVERSATION_HEADER: thread} if thread else {}
-        reply = _Reply(chat.model)
+        reply = _Reply(model)
         if not stream:
             last = await chat.finish(thread, plan)
             if isinstance(last, RunFailed):

@@ -40,10 +40,13 @@ class Protocol:
     :param factory: ``factory(graph, **options) -> ASGI app`` (``openai_app``, ...).
     :param path: the mount path (``"/"`` for protocols whose paths are fixed by their
         specification, such as ``/v1/chat/completions`` or ``/.well-known/agent-card.json``).
+    :param endpoints: the paths under ``path`` a client calls, for ``tensorsketch serve``'s
+        startup banner (none: the mount path itself).
     """
 
     factory: AppFactory
     path: str = "/"
+    endpoints: tuple[str, ...] = ()
 
     def __call__(self, graph: CompiledGraph[Any], **options: Any) -> ASGIApp:
         return self.factory(graph, **options)
@@ -70,7 +73,7 @@ def _path_of(name: str, protocol: Any) -> str:
     return path.rstrip("/") or "/"
 
 
-def _accepted(factory: Callable[..., Any]) -> set[str] | None:
+def accepted_options(factory: Callable[..., Any]) -> set[str] | None:
     """The keyword options a factory takes (``None``: it takes ``**options``)."""
     target = factory.factory if isinstance(factory, Protocol) else factory
     names: set[str] = set()
@@ -113,7 +116,7 @@ def serve(
     used: set[str] = set()
     for name in names:
         factory = _registry().resolve(name)
-        accepted = _accepted(factory)
+        accepted = accepted_options(factory)
         mine = {k: v for k, v in options.items() if accepted is None or k in accepted}
         used |= set(mine)
         built.append((name, _path_of(name, factory), factory(graph, **mine)))

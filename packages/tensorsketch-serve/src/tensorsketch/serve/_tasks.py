@@ -634,4 +634,6 @@ def tasks_protocol(
 
 
 #: The durable task API (``/runs``, ``/tasks``), at the root beside the other protocols.
-PROTOCOL = Protocol(tasks_protocol, path="/")
+PROTOCOL = Protocol(
+    tasks_protocol, path="/", endpoints=("/runs", "/tasks", "/healthz", "/metrics", "/openapi.json")
+)

@@ -136,4 +136,4 @@ def _render(error: ServeError) -> Response:
     return JSONResponse(body, status_code=error.status, headers=error.headers)
 
 
-PROTOCOL = Protocol(a2a_app, path="/")
+PROTOCOL = Protocol(a2a_app, path="/", endpoints=("/", "/.well-known/agent-card.json"))
