@@ -50,6 +50,9 @@
     ├── SourceParseError (ValueError), GraphNotFoundError (LookupError)
     └── IRError (ValueError), WriteBackError (ValueError)
 
+One warning: ``NotDurableWarning`` (UserWarning) — ``thread_id=`` without ``backend=`` stores
+nothing (once per compiled graph).
+
 An exception raised inside a node body is never wrapped: it propagates as itself, with a note
 (``add_note``) saying which node and superstep it came from. ``Interrupt`` and ``RetryLater``
 are not errors a caller sees: the run suspends and ``invoke`` returns.
@@ -72,6 +75,7 @@ __all__ = [
     "LeaseLostError",
     "NodeError",
     "NodeTimeoutError",
+    "NotDurableWarning",
     "PluginError",
     "QueueFullError",
     "RegistryError",
@@ -206,3 +210,8 @@ class QueueFullError(TensorSketchError, RuntimeError):
     def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class NotDurableWarning(UserWarning):
+    """A run was given ``thread_id=`` but no ``backend=``: nothing is stored, so the thread
+    cannot be resumed, inspected or forked. Pass ``backend=`` to make it durable."""

@@ -4,12 +4,13 @@ supersteps, close it — what ``CompiledGraph.invoke``, ``stream`` and a nested 
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tensorsketch.durable.journal import RunJournal
 from tensorsketch.effects import decision_key
-from tensorsketch.errors import BackendUnavailableError
+from tensorsketch.errors import BackendUnavailableError, NotDurableWarning
 from tensorsketch.interrupts import parse_approval
 from tensorsketch.observability.tracing import ATTR_INPUT, Tracer
 from tensorsketch.pregel.build import breakpoint_nodes
@@ -75,6 +76,15 @@ def start_run(
     """A new run of ``spec`` with a call's own options over the compiled ones (a journal
     when ``backend`` and ``thread_id`` make it durable); nothing is read or run yet."""
     check_durable_args(thread_id, backend)
+    if backend is None and thread_id is not None and not spec.warned_not_durable:
+        spec.warned_not_durable = True
+        warnings.warn(
+            f"{spec.name} was run with thread_id={thread_id!r} but no backend=, so nothing is "
+            "stored: the thread cannot be resumed, read back or forked. Pass backend= (e.g. "
+            "SqliteBackend('runs.db')) to make it durable, or leave out thread_id.",
+            NotDurableWarning,
+            stacklevel=3,
+        )
     journal = (
         RunJournal(backend, thread_id, SpecCodec(spec, backend.serializer))
         if backend is not None and thread_id is not None
