@@ -6,6 +6,7 @@
     ├── GraphValidationError (ValueError)     compile() found a structural mistake
     ├── InvalidUpdateError (ValueError)       a channel rejected this superstep's writes
     ├── EmptyChannelError (LookupError)       a node read a state field nobody has set
+    │   └── MissingInputError (ValueError)    a new thread's input lacks a field no node writes
     ├── GraphRecursionError (RecursionError)  the run did not halt within ``max_steps``
     ├── NodeError (TypeError)                 a node broke its contract (wrong return type, ...)
     ├── NodeTimeoutError (TimeoutError)       a node ran past its ``timeout=`` (retryable)
@@ -73,6 +74,7 @@ __all__ = [
     "Hole",
     "InvalidUpdateError",
     "LeaseLostError",
+    "MissingInputError",
     "NodeError",
     "NodeTimeoutError",
     "NotDurableWarning",
@@ -107,6 +109,11 @@ class InvalidUpdateError(TensorSketchError, ValueError):
 
 class EmptyChannelError(TensorSketchError, LookupError):
     """A state field was read before anything set it and it has no default."""
+
+
+class MissingInputError(EmptyChannelError, ValueError):
+    """A new thread's input lacks a required field that no node writes: the run would fail
+    when a node reads it, after earlier nodes ran, so it is refused before any node runs."""
 
 
 class GraphRecursionError(TensorSketchError, RecursionError):
