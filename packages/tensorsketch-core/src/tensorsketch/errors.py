@@ -23,6 +23,7 @@
     ├── RunStoreUnsupportedError (TypeError)  the backend keeps no run records (AsyncRunner)
     ├── RunNotFoundError (LookupError)        no run with that id (HTTP 404)
     ├── RunConflictError (RuntimeError)       the run's state does not allow that (HTTP 409)
+    │   └── DecisionConflictError             a different decision than the one recorded
     ├── QueueFullError (RuntimeError)         AsyncRunner is at max_queued / draining (HTTP 503)
     ├── ExecutorError (RuntimeError)          an executor broke the seam, or a shipped task cannot
     │   └── RemoteTaskError                   (executors) a shipped task's error did not pickle
@@ -67,6 +68,7 @@ __all__ = [
     "BackendUnavailableError",
     "BackendUnsupportedError",
     "CheckpointDecodeError",
+    "DecisionConflictError",
     "EmptyChannelError",
     "ExecutorError",
     "GraphRecursionError",
@@ -203,6 +205,16 @@ class RunNotFoundError(TensorSketchError, LookupError):
 class RunConflictError(TensorSketchError, RuntimeError):
     """The run is not in a state that allows the change (approving a run that is not waiting
     for approval, cancelling a finished run, a repeated event id)."""
+
+
+class DecisionConflictError(RunConflictError):
+    """A decision for an interrupt was already recorded (the first one is what the run
+    uses), and a different one was sent; ``first`` is the recorded decision."""
+
+    def __init__(self, message: str, *, interrupt_id: str, first: Any) -> None:
+        super().__init__(message)
+        self.interrupt_id = interrupt_id
+        self.first = first
 
 
 class ExecutorError(TensorSketchError, RuntimeError):

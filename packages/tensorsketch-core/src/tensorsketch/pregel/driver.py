@@ -10,7 +10,7 @@ from typing import Any
 
 from tensorsketch.durable.journal import RunJournal
 from tensorsketch.effects import decision_key
-from tensorsketch.errors import BackendUnavailableError, NotDurableWarning
+from tensorsketch.errors import BackendUnavailableError, DecisionConflictError, NotDurableWarning
 from tensorsketch.interrupts import parse_approval
 from tensorsketch.observability.tracing import ATTR_INPUT, Tracer
 from tensorsketch.pregel.build import breakpoint_nodes
@@ -283,11 +283,38 @@ async def apply_resume(run: Run, resume: Mapping[str, Any] | None) -> None:
             raise ValueError(msg)
         if waiting[key].kind == "approval":
             parse_approval(decision)  # fail now, not deep in the resumed run
+    if run.effects.durable:
+        for key, decision in resume.items():
+            await _check_not_decided(run, waiting[key].kind, key, decision)
     run.resume.clear()
     run.resume.update(resume)
     if run.effects.durable:
         for key, decision in resume.items():
             await run.effects.record(decision_key(run.step, key), _plain_decision(decision))
+
+
+async def _check_not_decided(run: Run, kind: str, key: str, decision: Any) -> None:
+    """Refuse a decision that differs from one already recorded for ``key`` (a run resumed
+    with it stopped before its next checkpoint); the same decision again is a no-op."""
+    found, first = await run.effects.decision(run.step, key)
+    if not found:
+        return
+    if kind == "approval":
+        try:
+            same = parse_approval(first) == parse_approval(decision)
+        except ValueError:
+            same = False
+    else:
+        same = first == _plain_decision(decision)
+    if same:
+        return
+    msg = (
+        f"{key!r} of thread {run.thread_id!r} was already decided: {first!r} is recorded, and "
+        f"the run continues with it (its effects may have run); {decision!r} conflicts with "
+        "it. A recorded decision is final: invoke the thread without resume= to finish the "
+        "run, or fork an earlier checkpoint to decide again."
+    )
+    raise DecisionConflictError(msg, interrupt_id=key, first=first)
 
 
 def _plain_decision(decision: Any) -> Any:
