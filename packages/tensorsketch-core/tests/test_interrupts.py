@@ -28,6 +28,7 @@ from tensorsketch import (
 from tensorsketch.errors import DecisionConflictError
 from tensorsketch.interrupts import RetryLater, RunInfo, run_info
 from tensorsketch.messages import Message, ToolCall, assistant
+from tensorsketch.provider import Usage
 from tensorsketch.runs import AsyncRunner
 from tensorsketch.testing.crash import CrashingBackend, SimulatedCrash
 
@@ -313,6 +314,69 @@ def lookup_then_refund() -> list[Message]:
         assistant("Refunding.", tool_calls=[ToolCall(id="r7", name="refund", args={"order": 7})]),
         assistant("Refunded."),
     ]
+
+
+async def test_a_suspended_agent_shows_its_transcript_usage_and_cost() -> None:
+    log: list[str] = []
+    provider = FakeProvider(lookup_then_refund(), usage=Usage(input_tokens=10, output_tokens=2))
+    agent = refund_agent(log, provider, prices={"fake-model": (1.0, 1.0)})
+    backend = InMemoryBackend()
+    out = await agent.invoke({"query": "refund 7"}, thread_id="t", backend=backend)
+    assert run_info(out).suspended and run_info(out).awaiting == ["r7"]
+    shown = [(m.role, m.text or m.tool_calls[0].id) for m in out.messages]
+    assert shown == [
+        ("user", "refund 7"),
+        ("assistant", "Looking."),
+        ("tool", "#7: $40"),
+        ("assistant", "Refunding."),
+    ]
+    assert out.messages[-1].tool_calls[0].id == "r7"  # the call that waits for approval
+    assert out.usage.total_tokens == 24 and out.iterations == 2
+    assert out.cost_usd == pytest.approx(24 / 1_000_000)
+    stored = await agent.aget_state("t", backend)
+    assert stored is not None and stored.messages == out.messages and stored.usage == out.usage
+
+    done = await agent.invoke(thread_id="t", backend=backend, resume={"r7": True})
+    roles = [m.role for m in done.messages]
+    assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert done.output == "Refunded." and done.usage.total_tokens == 36
+    assert log == ["lookup 7", "refund 7"] and len(provider.calls) == 3
+
+
+async def test_a_transcript_shown_at_two_suspensions_is_written_once_after_earlier_turns() -> None:
+    log: list[str] = []
+    script = [
+        assistant("Hello."),  # an earlier turn of the thread
+        assistant("One.", tool_calls=[ToolCall(id="r7", name="refund", args={"order": 7})]),
+        assistant("Two.", tool_calls=[ToolCall(id="r8", name="refund", args={"order": 8})]),
+        assistant("Both refunded."),
+    ]
+    agent = refund_agent(log, FakeProvider(script))
+    backend = InMemoryBackend()
+    await agent.invoke({"query": "hi"}, thread_id="t", backend=backend)
+    first = await agent.invoke({"query": "refund 7 and 8"}, thread_id="t", backend=backend)
+    second = await agent.invoke(thread_id="t", backend=backend, resume={"r7": True})
+    assert run_info(second).awaiting == ["r8"]
+    texts = [m.text for m in second.messages]
+    assert texts == ["hi", "Hello.", "refund 7 and 8", "One.", "refunded #7", "Two."]
+    assert [m.text for m in first.messages] == texts[:4]
+    done = await agent.invoke(thread_id="t", backend=backend, resume={"r8": True})
+    assert [m.text for m in done.messages] == [*texts, "refunded #8", "Both refunded."]
+    assert log == ["refund 7", "refund 8"]
+
+
+async def test_a_suspended_agent_shows_its_transcript_in_the_task_record() -> None:
+    provider = FakeProvider(lookup_then_refund(), usage=Usage(input_tokens=10, output_tokens=2))
+    runner = AsyncRunner(refund_agent([], provider), backend=InMemoryBackend())
+    try:
+        record = await runner.submit({"query": "refund 7"})
+        record = await runner.await_run(record.run_id, timeout=30)
+    finally:
+        await runner.aclose()
+    assert record.status == "suspended" and record.waiting_for == "approval"
+    roles = [m["role"] for m in record.output["messages"]]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    assert record.output["usage"]["input_tokens"] == 20
 
 
 async def test_a_runner_refuses_a_second_different_decision_naming_the_first() -> None:
