@@ -439,6 +439,7 @@ async def test_after_a_crash_a_conflicting_decision_is_refused_naming_the_first(
     with pytest.raises(DecisionConflictError, match=r"'r7'.*already decided: True") as caught:
         await agent.invoke(thread_id="t", backend=store, resume={"r7": "reject"})
     assert caught.value.first is True and caught.value.interrupt_id == "r7"
+    assert isinstance(caught.value, ValueError)  # a resume= mistake, as the others are
     out = await agent.invoke(thread_id="t", backend=store, resume={"r7": "approve"})  # same
     assert out.status == "completed" and log == ["refund 7"]
 

@@ -23,7 +23,7 @@
     ├── RunStoreUnsupportedError (TypeError)  the backend keeps no run records (AsyncRunner)
     ├── RunNotFoundError (LookupError)        no run with that id (HTTP 404)
     ├── RunConflictError (RuntimeError)       the run's state does not allow that (HTTP 409)
-    │   └── DecisionConflictError             a different decision than the one recorded
+    │   └── DecisionConflictError (ValueError) a different decision than the one recorded
     ├── QueueFullError (RuntimeError)         AsyncRunner is at max_queued / draining (HTTP 503)
     ├── ExecutorError (RuntimeError)          an executor broke the seam, or a shipped task cannot
     │   └── RemoteTaskError                   (executors) a shipped task's error did not pickle
@@ -207,9 +207,10 @@ class RunConflictError(TensorSketchError, RuntimeError):
     for approval, cancelling a finished run, a repeated event id)."""
 
 
-class DecisionConflictError(RunConflictError):
+class DecisionConflictError(RunConflictError, ValueError):
     """A decision for an interrupt was already recorded (the first one is what the run
-    uses), and a different one was sent; ``first`` is the recorded decision."""
+    uses), and a different one was sent; ``first`` is the recorded decision. A
+    ``ValueError`` too, like the other ``resume=`` mistakes (a server answers 4xx)."""
 
     def __init__(self, message: str, *, interrupt_id: str, first: Any) -> None:
         super().__init__(message)
