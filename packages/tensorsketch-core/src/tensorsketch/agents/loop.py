@@ -147,7 +147,7 @@ class Agent(Node):
             "messages": (list[Message], Field(default_factory=list)),
         }
         if report:  # read to tell a resumed suspension (see ``_shown_before``)
-            inputs["status"] = REPORT_FIELDS["status"]
+            inputs["status"] = (str, "")
         policy = self.context_policy
         #: Whether the compaction point travels in the state (read and written each run).
         self._keeps_compaction = policy is not None and policy.summarize
