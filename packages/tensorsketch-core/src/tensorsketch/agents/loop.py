@@ -146,8 +146,6 @@ class Agent(Node):
             input_key: (str, ""),
             "messages": (list[Message], Field(default_factory=list)),
         }
-        if report:  # read to tell a resumed suspension (see ``_shown_before``)
-            inputs["status"] = (str, "")
         policy = self.context_policy
         #: Whether the compaction point travels in the state (read and written each run).
         self._keeps_compaction = policy is not None and policy.summarize
@@ -173,8 +171,8 @@ class Agent(Node):
         """The transcript so far, without what this superstep's earlier suspension showed of
         this run (the run makes those messages again), and how many those were."""
         history: list[Message] = list(getattr(inp, "messages", None) or [])
-        if not (self.report and getattr(inp, "status", None) == "suspended"):
-            return history, _NOT_SHOWN
+        if not (history and _waits_on_tools(history[-1])):
+            return history, _NOT_SHOWN  # what a suspension shows ends with the waiting calls
         shown = await _shown_before(ctx, scope, history)
         return history[: len(history) - shown.size], shown
 
@@ -253,21 +251,8 @@ class Agent(Node):
                             "the model has not seen; the output is the latest assistant text."
                         )
             except Interrupt as exc:
-                if self.report:
-                    # What ran so far is shown while the run waits (the approver reads why).
-                    await _record_shown(ctx, scope, shown, new)
-                    raise Interrupt(
-                        pending=exc.pending,
-                        writes={
-                            "messages": new[shown.size :],
-                            "status": "suspended",
-                            "pending": list(exc.pending),
-                            "iterations": iterations,
-                            "usage": budget.usage,
-                            "cost_usd": budget.cost_usd,
-                        },
-                    ) from None
-                raise
+                stop = await self._suspension(ctx, scope, exc, new, shown, budget, iterations)
+                raise stop from None
         out: dict[str, Any] = {
             "messages": new[shown.size :] if shown.size else new,
             self.output_key: _last_text(transcript),
@@ -285,6 +270,34 @@ class Agent(Node):
                 stop_detail=detail,
             )
         return self.Out(**out)
+
+    async def _suspension(
+        self,
+        ctx: Context,
+        scope: Scope,
+        exc: Interrupt,
+        new: list[Message],
+        shown: _Shown,
+        budget: Budget,
+        iterations: int,
+    ) -> Interrupt:
+        """The interrupt the run suspends with, carrying what ran so far: the transcript
+        (the approver reads why), and with ``report``, the counts and the spend."""
+        writes: dict[str, Any] = {}
+        if new and _waits_on_tools(new[-1]):
+            await _record_shown(ctx, scope, shown, new)
+            writes["messages"] = new[shown.size :]
+        if self.report:
+            writes.update(
+                status="suspended",
+                pending=list(exc.pending),
+                iterations=iterations,
+                usage=budget.usage,
+                cost_usd=budget.cost_usd,
+            )
+        if not writes:
+            return exc
+        return Interrupt(pending=exc.pending, writes=writes)
 
     # -- model calls ------------------------------------------------------------------------
 
@@ -435,6 +448,12 @@ class _Shown(NamedTuple):
 
 
 _NOT_SHOWN = _Shown(0, 0)
+
+
+def _waits_on_tools(message: Message) -> bool:
+    """Whether ``message`` is a turn whose tool calls wait (the last message a suspension in
+    the tool phase shows; a resumed run looks for what it showed only after one)."""
+    return message.role == "assistant" and bool(message.tool_calls)
 
 
 async def _shown_before(ctx: Context, scope: Scope, history: list[Message]) -> _Shown:
