@@ -632,6 +632,7 @@ async def test_an_agents_journal_entries_name_their_kind_and_node(backend: Backe
         ("0:agent:agent:0:model", "effect", "agent"),
         ("0:agent:agent:0:tool:0:call_1", "effect", "agent"),
         ("0:agent:agent:1:model", "effect", "agent"),
+        ("0:agent:agent:shown0", "effect", "agent"),  # what the suspension showed
         ("resume:0:call_1", "decision", None),
     ]
     # the suspended checkpoint and the one closing the superstep both show it
@@ -647,6 +648,7 @@ async def test_a_deferred_tool_and_a_finished_sibling_are_listed(backend: Backen
     assert await _journal_entries(path, backend, "t-defer") == [
         ("0:agent:agent:0:model", "effect", "agent"),
         ("0:agent:agent:0:tool:0:l1:defer0", "effect", "agent"),
+        ("0:agent:agent:shown0", "effect", "agent"),
         (f"writes:{plan}:Note", "writes", "Note"),
     ]
 

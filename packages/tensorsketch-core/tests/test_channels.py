@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from typing import Annotated
+from typing import Annotated, Any
 
 import pytest
 
@@ -13,6 +13,7 @@ from tensorsketch import (
     ChannelMarker,
     EmptyChannelError,
     Graph,
+    InMemoryBackend,
     InvalidUpdateError,
     Node,
     Reducer,
@@ -27,6 +28,7 @@ from tensorsketch.channels import (
     TopicChannel,
     channel_for,
 )
+from tensorsketch.errors import MissingInputError
 
 
 def test_last_value_keeps_single_write_and_rejects_two() -> None:
@@ -156,9 +158,73 @@ async def test_reading_an_unset_field_raises_empty_channel() -> None:
         async def run(self, ctx: object, inp: In) -> Out:
             return self.Out(out=inp.missing)
 
-    app = Graph(S).add(Reader).edge(START, "Reader").compile()
+    class Writer(Node):  # writes it, but only after Reader: the input check lets it through
+        class Out(Schema):
+            missing: str
+
+        async def run(self, ctx: object, inp: object) -> Out:
+            return self.Out(missing="late")
+
+    app = Graph(S).add(Reader).add(Writer).edge(START, "Reader").edge("Reader", "Writer").compile()
     with pytest.raises(EmptyChannelError, match="reads state field 'missing'"):
         await app.invoke({})
+
+
+class Charge(Schema):
+    a: str
+    b: str
+    charged: list[str] = []
+
+
+class First(Node):
+    class In(Schema):
+        a: str
+
+    class Out(Schema):
+        charged: list[str]
+
+    async def run(self, ctx: object, inp: In) -> Out:
+        CHARGES.append(inp.a)  # the side effect that must not happen on a doomed input
+        return self.Out(charged=[inp.a])
+
+
+class Second(Node):
+    class In(Schema):
+        b: str
+
+    async def run(self, ctx: object, inp: In) -> None:
+        return None
+
+
+CHARGES: list[str] = []
+
+
+def charge_graph() -> Any:
+    return Graph(Charge).add(First).add(Second).edge(START, "First").edge("First", "Second")
+
+
+async def test_a_required_field_no_node_writes_is_refused_before_any_node_runs() -> None:
+    CHARGES.clear()
+    app = charge_graph().compile()
+    with pytest.raises(MissingInputError, match=r"lacks required field\(s\) 'b' of Charge") as info:
+        await app.invoke({"a": "x"})
+    assert "'Second' read them" in str(info.value) and "Pass 'b'" in str(info.value)
+    assert isinstance(info.value, EmptyChannelError)
+    assert CHARGES == []  # nothing ran
+    out = await app.invoke({"a": "x", "b": "y"})
+    assert out.charged == ["x"] and CHARGES == ["x"]
+
+
+async def test_a_resumed_thread_is_not_refused_for_a_field_its_state_holds() -> None:
+    CHARGES.clear()
+    backend = InMemoryBackend()
+    app = charge_graph().compile(interrupt_before=["Second"])
+    await app.invoke({"a": "x", "b": "y"}, thread_id="t", backend=backend)
+    out = await app.invoke({"a": "z"}, thread_id="t", backend=backend)  # new input, no `b`
+    assert out.b == "y" and CHARGES == ["x"]
+    with pytest.raises(MissingInputError, match="'b'"):  # a new thread needs it
+        await app.invoke({"a": "x"}, thread_id="fresh", backend=backend)
+    assert await backend.latest_checkpoint("fresh") is None
 
 
 async def test_final_state_requires_required_fields() -> None:

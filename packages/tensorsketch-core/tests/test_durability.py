@@ -10,6 +10,7 @@ import os
 import pickle
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,6 +25,7 @@ from tensorsketch import (
     Graph,
     LeaseLostError,
     Node,
+    NotDurableWarning,
     Reducer,
     Schema,
     Send,
@@ -354,6 +356,25 @@ async def test_bad_input_on_a_new_thread_writes_nothing_and_frees_the_thread() -
         await NOTE.invoke({"txt": "typo"}, thread_id="t", backend=backend)
     assert await backend.list_checkpoints("t") == []
     assert await backend.acquire_lease("t", "next", 30)  # the failed run let go of the lease
+
+
+async def test_a_thread_id_without_a_backend_warns_once_per_graph_that_nothing_is_stored() -> None:
+    app = Graph(Note).add(Write).edge(START, "Write").edge("Write", END).compile()
+    with pytest.warns(NotDurableWarning, match="thread_id='t' but no backend=") as caught:
+        out = await app.invoke({"text": "hi"}, thread_id="t")
+    assert out.text == "hi!" and len(caught) == 1
+    assert "Pass backend=" in str(caught[0].message)
+    assert caught[0].filename == __file__  # points at the caller's line
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        await app.invoke({"text": "again"}, thread_id="t")  # once per graph
+        events = [e async for e in app.stream({"text": "x"}, thread_id="t")]
+        assert events[-1].type == "run_end"
+        await NOTE.invoke({"text": "durable"}, thread_id="t", backend=InMemoryBackend())
+        await NOTE.invoke({"text": "no thread"})
+    other = Graph(Note).add(Write).edge(START, "Write").edge("Write", END).compile()
+    with pytest.warns(NotDurableWarning):
+        [e async for e in other.stream({"text": "x"}, thread_id="t")]
 
 
 # -- real types through a real store, across processes -----------------------------------------

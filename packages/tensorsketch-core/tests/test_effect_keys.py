@@ -23,6 +23,7 @@ from tensorsketch.effect_keys import (
     Scope,
     ToolCallKey,
     WritesKey,
+    agent_shown_key,
     agent_turn_key,
     decision_key,
     decisions_prefix,
@@ -51,6 +52,8 @@ def test_each_writer_spells_its_key_as_released() -> None:
     assert agent_turn_key(AGENT, 2, "summary") == "0:agent:agent:2:summary"
     assert tool_effect_key(AGENT, 1, 0, "c1") == "0:agent:agent:1:tool:0:c1"
     assert tool_effect_key(FANNED, 0, 3, "x") == "7:worker#2[1.0]:agent:0:tool:3:x"
+    assert agent_shown_key(AGENT, 1) == "0:agent:agent:shown1"
+    assert parse_effect_key("0:agent:agent:shown1") == NodeEffectKey(AGENT, "agent:shown1")
     assert deferral_key("0:agent:agent:1:tool:0:c1", 2) == "0:agent:agent:1:tool:0:c1:defer2"
     assert llm_attempt_key(Scope(4, "Judge"), 1) == "4:Judge:llm:1"
     assert decision_key(5, "r1") == "resume:5:r1"

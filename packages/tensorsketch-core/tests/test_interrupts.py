@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import subprocess
@@ -24,8 +25,12 @@ from tensorsketch import (
     interrupt,
     tool,
 )
+from tensorsketch.errors import DecisionConflictError
 from tensorsketch.interrupts import RetryLater, RunInfo, run_info
 from tensorsketch.messages import Message, ToolCall, assistant
+from tensorsketch.provider import Usage
+from tensorsketch.runs import AsyncRunner
+from tensorsketch.testing.crash import CrashingBackend, SimulatedCrash
 
 
 class Clock:
@@ -217,7 +222,7 @@ async def test_sleep_takes_seconds_and_aware_datetimes(clock: Clock) -> None:
 # -- tool approval ----------------------------------------------------------------------------
 
 
-def refund_agent(log: list[str], provider: FakeProvider) -> Any:
+def refund_agent(log: list[str], provider: FakeProvider, **options: Any) -> Any:
     @tool(requires_approval=True)
     def refund(order: int) -> str:
         """Refund an order."""
@@ -230,7 +235,7 @@ def refund_agent(log: list[str], provider: FakeProvider) -> Any:
         log.append(f"lookup {order}")
         return f"#{order}: $40"
 
-    return create_agent(provider, tools=[refund, lookup])
+    return create_agent(provider, tools=[refund, lookup], **options)
 
 
 def two_refunds() -> Message:
@@ -301,6 +306,142 @@ async def test_a_recorded_decision_cannot_be_changed() -> None:
     out = await agent.invoke(thread_id="t", backend=backend, resume={"r8": True})
     assert log == ["lookup 7", "refund 8"]
     assert out.status == "completed"
+
+
+def lookup_then_refund() -> list[Message]:
+    return [
+        assistant("Looking.", tool_calls=[ToolCall(id="l7", name="lookup", args={"order": 7})]),
+        assistant("Refunding.", tool_calls=[ToolCall(id="r7", name="refund", args={"order": 7})]),
+        assistant("Refunded."),
+    ]
+
+
+async def test_a_suspended_agent_shows_its_transcript_usage_and_cost() -> None:
+    log: list[str] = []
+    provider = FakeProvider(lookup_then_refund(), usage=Usage(input_tokens=10, output_tokens=2))
+    agent = refund_agent(log, provider, prices={"fake-model": (1.0, 1.0)})
+    backend = InMemoryBackend()
+    out = await agent.invoke({"query": "refund 7"}, thread_id="t", backend=backend)
+    assert run_info(out).suspended and run_info(out).awaiting == ["r7"]
+    shown = [(m.role, m.text or m.tool_calls[0].id) for m in out.messages]
+    assert shown == [
+        ("user", "refund 7"),
+        ("assistant", "Looking."),
+        ("tool", "#7: $40"),
+        ("assistant", "Refunding."),
+    ]
+    assert out.messages[-1].tool_calls[0].id == "r7"  # the call that waits for approval
+    assert out.usage.total_tokens == 24 and out.iterations == 2
+    assert out.cost_usd == pytest.approx(24 / 1_000_000)
+    stored = await agent.aget_state("t", backend)
+    assert stored is not None and stored.messages == out.messages and stored.usage == out.usage
+
+    done = await agent.invoke(thread_id="t", backend=backend, resume={"r7": True})
+    roles = [m.role for m in done.messages]
+    assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert done.output == "Refunded." and done.usage.total_tokens == 36
+    assert log == ["lookup 7", "refund 7"] and len(provider.calls) == 3
+
+
+async def test_a_transcript_shown_at_two_suspensions_is_written_once_after_earlier_turns() -> None:
+    log: list[str] = []
+    script = [
+        assistant("Hello."),  # an earlier turn of the thread
+        assistant("One.", tool_calls=[ToolCall(id="r7", name="refund", args={"order": 7})]),
+        assistant("Two.", tool_calls=[ToolCall(id="r8", name="refund", args={"order": 8})]),
+        assistant("Both refunded."),
+    ]
+    agent = refund_agent(log, FakeProvider(script))
+    backend = InMemoryBackend()
+    await agent.invoke({"query": "hi"}, thread_id="t", backend=backend)
+    first = await agent.invoke({"query": "refund 7 and 8"}, thread_id="t", backend=backend)
+    second = await agent.invoke(thread_id="t", backend=backend, resume={"r7": True})
+    assert run_info(second).awaiting == ["r8"]
+    texts = [m.text for m in second.messages]
+    assert texts == ["hi", "Hello.", "refund 7 and 8", "One.", "refunded #7", "Two."]
+    assert [m.text for m in first.messages] == texts[:4]
+    done = await agent.invoke(thread_id="t", backend=backend, resume={"r8": True})
+    assert [m.text for m in done.messages] == [*texts, "refunded #8", "Both refunded."]
+    assert log == ["refund 7", "refund 8"]
+
+
+async def test_a_suspended_agent_shows_its_transcript_in_the_task_record() -> None:
+    provider = FakeProvider(lookup_then_refund(), usage=Usage(input_tokens=10, output_tokens=2))
+    runner = AsyncRunner(refund_agent([], provider), backend=InMemoryBackend())
+    try:
+        record = await runner.submit({"query": "refund 7"})
+        record = await runner.await_run(record.run_id, timeout=30)
+    finally:
+        await runner.aclose()
+    assert record.status == "suspended" and record.waiting_for == "approval"
+    roles = [m["role"] for m in record.output["messages"]]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    assert record.output["usage"]["input_tokens"] == 20
+
+
+async def test_a_runner_refuses_a_second_different_decision_naming_the_first() -> None:
+    runner = AsyncRunner(refund_agent([], FakeProvider([two_refunds()])), backend=InMemoryBackend())
+    try:
+        record = await runner.submit({"query": "refund 7 and 8"})
+        record = await runner.await_run(record.run_id, timeout=30)
+        assert record.status == "suspended"
+        await runner.approve(record.run_id, {"r7": True})
+        with pytest.raises(DecisionConflictError, match=r"'r7'.*already decided: True"):
+            await runner.approve(record.run_id, {"r7": "reject"})
+        same = await runner.approve(record.run_id, {"r7": "approve"})  # the same: a no-op
+        assert same.decisions == {"r7": True} and same.status == "suspended"
+    finally:
+        await runner.aclose()
+
+
+async def approved_then_crashed() -> tuple[Any, InMemoryBackend, list[str]]:
+    """A refund approved, run, and the process gone before the run's next checkpoint."""
+
+    async def suspended(store: InMemoryBackend, log: list[str]) -> Any:
+        agent = refund_agent(log, FakeProvider(lookup_then_refund()[1:]))
+        await agent.invoke({"query": "refund 7"}, thread_id="t", backend=store)
+        return agent
+
+    counting = CrashingBackend(InMemoryBackend())
+    agent = await suspended(counting.inner, [])  # type: ignore[arg-type]
+    await agent.invoke(thread_id="t", backend=counting, resume={"r7": True})
+    tool_boundary = next(i for i, b in enumerate(counting.boundaries) if ":tool:" in b)
+
+    log: list[str] = []
+    store = InMemoryBackend()
+    store.lease_ttl = 0.05
+    agent = await suspended(store, log)
+    dying = CrashingBackend(store, crash_at=tool_boundary + 1, mode="raise")
+    with pytest.raises(SimulatedCrash):
+        await agent.invoke(thread_id="t", backend=dying, resume={"r7": True})
+    assert log == ["refund 7"]
+    await asyncio.sleep(0.06)  # the dead run's lease lapses
+    return agent, store, log
+
+
+async def test_after_a_crash_a_recorded_decision_shows_as_decided() -> None:
+    agent, store, log = await approved_then_crashed()
+    state = await agent.aget_state("t", store)
+    assert state is not None
+    info = run_info(state)
+    assert info.decisions == {"r7": True}
+    assert info.awaiting == [] and info.status == "pending" and not info.suspended
+    assert [p.id for p in info.interrupts] == ["r7"]  # what it waited on, now decided
+    synced = agent.get_state("t", store)
+    assert synced is not None and run_info(synced).decisions == {"r7": True}
+
+    done = await agent.invoke(thread_id="t", backend=store)  # continue, no decision needed
+    assert done.status == "completed" and done.output == "Refunded." and log == ["refund 7"]
+
+
+async def test_after_a_crash_a_conflicting_decision_is_refused_naming_the_first() -> None:
+    agent, store, log = await approved_then_crashed()
+    with pytest.raises(DecisionConflictError, match=r"'r7'.*already decided: True") as caught:
+        await agent.invoke(thread_id="t", backend=store, resume={"r7": "reject"})
+    assert caught.value.first is True and caught.value.interrupt_id == "r7"
+    assert isinstance(caught.value, ValueError)  # a resume= mistake, as the others are
+    out = await agent.invoke(thread_id="t", backend=store, resume={"r7": "approve"})  # same
+    assert out.status == "completed" and log == ["refund 7"]
 
 
 APPROVAL_SCRIPT = textwrap.dedent(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tensorsketch import END, START, Context, Event, Graph, Node, Schema
+from tensorsketch import END, START, Context, Event, Graph, InMemoryBackend, Node, Schema
 
 
 class S(Schema):
@@ -35,7 +35,8 @@ def counting(limit: int) -> Any:
 
 
 async def test_event_sequence_and_fields() -> None:
-    events = [e async for e in counting(2).stream({}, thread_id="lane-1")]
+    lane = counting(2).stream({}, thread_id="lane-1", backend=InMemoryBackend())
+    events = [e async for e in lane]
     assert [e.type for e in events] == [
         "run_start",
         "node_start", "status", "node_end", "values",

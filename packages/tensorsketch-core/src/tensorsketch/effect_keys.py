@@ -11,6 +11,8 @@ The kinds (``<owner>`` is ``<step>:<node><instance>``, see :class:`Scope`):
 - ``<owner>:<call>:<name>`` — a node's ``call``-th ``ctx.step`` (:func:`step_key`).
 - ``<owner>:agent:<k>:model`` / ``...:summary`` — an agent's model call or context summary in
   iteration ``k``.
+- ``<owner>:agent:shown<n>`` — how many messages an agent's ``n``-th suspension in the
+  superstep wrote to the state, and their fingerprint (:func:`agent_shown_key`).
 - ``<owner>:agent:<k>:tool:<i>:<call id>`` — the ``i``-th tool call of iteration ``k``, and
   ``...:defer<n>`` — the wake-up time of its ``n``-th ``RetryLater``.
 - ``<owner>:llm:<attempt>`` — an ``Llm`` node's model call (one per repair attempt).
@@ -42,6 +44,7 @@ __all__ = [
     "Scope",
     "ToolCallKey",
     "WritesKey",
+    "agent_shown_key",
     "agent_turn_key",
     "decision_key",
     "decisions_prefix",
@@ -117,6 +120,12 @@ def step_key(step: int, node: str, instance: str, call: int, name: str) -> str:
 def agent_turn_key(scope: Scope, iteration: int, part: AgentPart) -> str:
     """An agent's model call (``"model"``) or context summary (``"summary"``)."""
     return f"{scope.prefix}:agent:{iteration}:{part}"
+
+
+def agent_shown_key(scope: Scope, count: int) -> str:
+    """What an agent's ``count``-th suspension in the superstep showed in the state (read
+    back as a :class:`NodeEffectKey` named ``agent:shown<count>``)."""
+    return f"{scope.prefix}:agent:shown{count}"
 
 
 def tool_effect_key(scope: Scope, iteration: int, index: int, call_id: str) -> str:

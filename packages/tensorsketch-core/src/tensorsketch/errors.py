@@ -6,6 +6,7 @@
     ├── GraphValidationError (ValueError)     compile() found a structural mistake
     ├── InvalidUpdateError (ValueError)       a channel rejected this superstep's writes
     ├── EmptyChannelError (LookupError)       a node read a state field nobody has set
+    │   └── MissingInputError (ValueError)    a new thread's input lacks a field no node writes
     ├── GraphRecursionError (RecursionError)  the run did not halt within ``max_steps``
     ├── NodeError (TypeError)                 a node broke its contract (wrong return type, ...)
     ├── NodeTimeoutError (TimeoutError)       a node ran past its ``timeout=`` (retryable)
@@ -22,6 +23,7 @@
     ├── RunStoreUnsupportedError (TypeError)  the backend keeps no run records (AsyncRunner)
     ├── RunNotFoundError (LookupError)        no run with that id (HTTP 404)
     ├── RunConflictError (RuntimeError)       the run's state does not allow that (HTTP 409)
+    │   └── DecisionConflictError (ValueError) a different decision than the one recorded
     ├── QueueFullError (RuntimeError)         AsyncRunner is at max_queued / draining (HTTP 503)
     ├── ExecutorError (RuntimeError)          an executor broke the seam, or a shipped task cannot
     │   └── RemoteTaskError                   (executors) a shipped task's error did not pickle
@@ -51,6 +53,9 @@
     ├── SourceParseError (ValueError), GraphNotFoundError (LookupError)
     └── IRError (ValueError), WriteBackError (ValueError)
 
+One warning: ``NotDurableWarning`` (UserWarning) — ``thread_id=`` without ``backend=`` stores
+nothing (once per compiled graph).
+
 An exception raised inside a node body is never wrapped: it propagates as itself, with a note
 (``add_note``) saying which node and superstep it came from. The one exception is the node's
 own ``Out`` failing validation as it is built: that is the node's contract, a ``NodeError``
@@ -66,6 +71,7 @@ __all__ = [
     "BackendUnavailableError",
     "BackendUnsupportedError",
     "CheckpointDecodeError",
+    "DecisionConflictError",
     "DepsUnavailableError",
     "EmptyChannelError",
     "ExecutorError",
@@ -74,8 +80,10 @@ __all__ = [
     "Hole",
     "InvalidUpdateError",
     "LeaseLostError",
+    "MissingInputError",
     "NodeError",
     "NodeTimeoutError",
+    "NotDurableWarning",
     "PluginError",
     "QueueFullError",
     "RegistryError",
@@ -107,6 +115,11 @@ class InvalidUpdateError(TensorSketchError, ValueError):
 
 class EmptyChannelError(TensorSketchError, LookupError):
     """A state field was read before anything set it and it has no default."""
+
+
+class MissingInputError(EmptyChannelError, ValueError):
+    """A new thread's input lacks a required field that no node writes: the run would fail
+    when a node reads it, after earlier nodes ran, so it is refused before any node runs."""
 
 
 class GraphRecursionError(TensorSketchError, RecursionError):
@@ -198,6 +211,17 @@ class RunConflictError(TensorSketchError, RuntimeError):
     for approval, cancelling a finished run, a repeated event id)."""
 
 
+class DecisionConflictError(RunConflictError, ValueError):
+    """A decision for an interrupt was already recorded (the first one is what the run
+    uses), and a different one was sent; ``first`` is the recorded decision. A
+    ``ValueError`` too, like the other ``resume=`` mistakes (a server answers 4xx)."""
+
+    def __init__(self, message: str, *, interrupt_id: str, first: Any) -> None:
+        super().__init__(message)
+        self.interrupt_id = interrupt_id
+        self.first = first
+
+
 class ExecutorError(TensorSketchError, RuntimeError):
     """An executor (``compile(executor=...)``) broke the seam — reported a task twice or not
     at all — or a task it runs elsewhere asked for what only the caller has (the store)."""
@@ -215,3 +239,8 @@ class QueueFullError(TensorSketchError, RuntimeError):
     def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class NotDurableWarning(UserWarning):
+    """A run was given ``thread_id=`` but no ``backend=``: nothing is stored, so the thread
+    cannot be resumed, inspected or forked. Pass ``backend=`` to make it durable."""

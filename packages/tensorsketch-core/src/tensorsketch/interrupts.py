@@ -58,6 +58,13 @@ class RunInfo:
     task raised what: ``{"node", "instance", "step", "type", "message"}``) or ``"pending"``
     (tasks are planned: the run is going on, or its process stopped); invoking the thread
     again continues either.
+
+    ``decisions`` holds the decisions already recorded for ``interrupts`` (read back with
+    ``get_state``): a run resumed with them that stopped before its next checkpoint (a crash)
+    still lists what it waited on, but a decided interrupt is no longer ``awaiting``, and a
+    thread whose every interrupt is decided is ``"pending"``: invoke it (without
+    ``resume=``) to finish with those decisions. A different decision for a decided id is
+    refused (:class:`~tensorsketch.errors.DecisionConflictError`).
     """
 
     status: RunStatus = "completed"
@@ -65,6 +72,7 @@ class RunInfo:
     thread_id: str | None = None
     checkpoint_id: str | None = None
     error: dict[str, Any] | None = None
+    decisions: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -86,7 +94,8 @@ class RunInfo:
     def awaiting(self) -> list[str]:
         """Ids that need a decision (approvals and questions; timers and breakpoints need
         none)."""
-        return [p.id for p in self.interrupts if p.kind not in _NO_DECISION]
+        decided = self.decisions
+        return [p.id for p in self.interrupts if p.kind not in _NO_DECISION and p.id not in decided]
 
     @property
     def breakpoint(self) -> PendingInterrupt | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic import Field
 
@@ -39,7 +39,7 @@ from tensorsketch.agents.tool_calls import ToolSet, call_with_timeout, run_tool_
 from tensorsketch.agents.turn import call_model, model_turn, sub_context
 from tensorsketch.budget import Budget, budget_scope, current_budget
 from tensorsketch.context import Context
-from tensorsketch.effect_keys import Scope, agent_turn_key, part_name
+from tensorsketch.effect_keys import Scope, agent_shown_key, agent_turn_key, part_name
 from tensorsketch.errors import BackendUnavailableError, ThreadBusyError
 from tensorsketch.interrupts import Interrupt
 from tensorsketch.messages import Message, ToolCall, system, tool_result, user
@@ -194,10 +194,18 @@ class Agent(Node):
 
     # -- the loop ---------------------------------------------------------------------------
 
-    def _opening(self, inp: Any) -> tuple[list[Message], list[Message]]:
+    async def _history(self, ctx: Context, inp: Any, scope: Scope) -> tuple[list[Message], _Shown]:
+        """The transcript so far, without what this superstep's earlier suspension showed of
+        this run (the run makes those messages again), and how many those were."""
+        history: list[Message] = list(getattr(inp, "messages", None) or [])
+        if not (history and _waits_on_tools(history[-1])):
+            return history, _NOT_SHOWN  # what a suspension shows ends with the waiting calls
+        shown = await _shown_before(ctx, scope, history)
+        return history[: len(history) - shown.size], shown
+
+    def _opening(self, inp: Any, history: list[Message]) -> tuple[list[Message], list[Message]]:
         """The transcript the loop starts from, and the messages this run adds to it (the
         system prompt on a fresh transcript, the query unless it is already the last turn)."""
-        history: list[Message] = list(getattr(inp, "messages", None) or [])
         query = getattr(inp, self.input_key, "") or ""
         new: list[Message] = []
         if self.system and not any(m.role == "system" for m in history):
@@ -216,7 +224,9 @@ class Agent(Node):
             node_span.set_attribute(ATTR_AGENT_NAME, self.name)
         if self.deps_type is not None:
             check_deps(ctx, self.deps_type, self.name)
-        transcript, new = self._opening(inp)
+        scope = Scope.of(ctx)
+        history, shown = await self._history(ctx, inp, scope)
+        transcript, new = self._opening(inp, history)
         point: Compaction | None = getattr(inp, "compaction", None)
         budget = Budget(
             max_total_tokens=self.max_total_tokens,
@@ -224,7 +234,6 @@ class Agent(Node):
             prices=self.prices,
             parent=current_budget(),
         )
-        scope = Scope.of(ctx)
         tools = self._tool_set()
         status: AgentStatus = "completed"
         detail = ""
@@ -271,19 +280,12 @@ class Agent(Node):
                             "the model has not seen; the output is the latest assistant text."
                         )
             except Interrupt as exc:
-                if self.report:
-                    raise Interrupt(
-                        pending=exc.pending,
-                        writes=self._reported(
-                            {
-                                "status": "suspended",
-                                "pending": list(exc.pending),
-                                "iterations": iterations,
-                            }
-                        ),
-                    ) from None
-                raise
-        out: dict[str, Any] = {"messages": new, self.output_key: _last_text(transcript)}
+                stop = await self._suspension(ctx, scope, exc, new, shown, budget, iterations)
+                raise stop from None
+        out: dict[str, Any] = {
+            "messages": new[shown.size :] if shown.size else new,
+            self.output_key: _last_text(transcript),
+        }
         if self._keeps_compaction:
             out["compaction"] = point
         if self._report_out:
@@ -301,6 +303,37 @@ class Agent(Node):
                 )
             )
         return self.Out(**out)
+
+    async def _suspension(
+        self,
+        ctx: Context,
+        scope: Scope,
+        exc: Interrupt,
+        new: list[Message],
+        shown: _Shown,
+        budget: Budget,
+        iterations: int,
+    ) -> Interrupt:
+        """The interrupt the run suspends with, carrying what ran so far: the transcript
+        (the approver reads why), and with ``report``, the counts and the spend."""
+        writes: dict[str, Any] = {}
+        if new and _waits_on_tools(new[-1]):
+            await _record_shown(ctx, scope, shown, new)
+            writes["messages"] = new[shown.size :]
+        writes.update(
+            self._reported(
+                {
+                    "status": "suspended",
+                    "pending": list(exc.pending),
+                    "iterations": iterations,
+                    "usage": budget.usage,
+                    "cost_usd": budget.cost_usd,
+                }
+            )
+        )
+        if not writes:
+            return exc
+        return Interrupt(pending=exc.pending, writes=writes)
 
     # -- model calls ------------------------------------------------------------------------
 
@@ -440,6 +473,43 @@ class Agent(Node):
 
     async def _innermost_tool(self, request: ToolRequest) -> Any:
         return await call_with_timeout(request, self.tool_timeout)
+
+
+class _Shown(NamedTuple):
+    """How many messages of this run the state already shows (written when the run suspended
+    earlier in this superstep), and how many suspensions recorded that (the next one's index)."""
+
+    size: int
+    recorded: int
+
+
+_NOT_SHOWN = _Shown(0, 0)
+
+
+def _waits_on_tools(message: Message) -> bool:
+    """Whether ``message`` is a turn whose tool calls wait (the last message a suspension in
+    the tool phase shows; a resumed run looks for what it showed only after one)."""
+    return message.role == "assistant" and bool(message.tool_calls)
+
+
+async def _shown_before(ctx: Context, scope: Scope, history: list[Message]) -> _Shown:
+    """What this superstep's earlier suspensions wrote to ``messages``, if the history still
+    ends with it (an edit of the state in between leaves the history as it is)."""
+    entries: list[tuple[int, str]] = []
+    while True:
+        found, entry = await ctx.effects.peek(agent_shown_key(scope, len(entries)))
+        if not found:
+            break
+        entries.append((int(entry[0]), str(entry[1])))
+    for count, fingerprint in reversed(entries):
+        if 0 < count <= len(history) and digest(history[len(history) - count :]) == fingerprint:
+            return _Shown(count, len(entries))
+    return _Shown(0, len(entries))
+
+
+async def _record_shown(ctx: Context, scope: Scope, shown: _Shown, new: list[Message]) -> None:
+    """Journal what a suspension shows, so the resumed run tells it from the history."""
+    await ctx.effects.record(agent_shown_key(scope, shown.recorded), [len(new), digest(new)])
 
 
 def _with_call_ids(message: Message, k: int) -> Message:

@@ -19,6 +19,7 @@ from tensorsketch.durable.ladder import (
     rebuild,
     to_checkpoint,
 )
+from tensorsketch.effect_keys import decision_key
 from tensorsketch.errors import CheckpointDecodeError
 from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint
 
@@ -31,6 +32,7 @@ __all__ = [
     "load_page",
     "read_checkpoint",
     "read_checkpoint_blocking",
+    "recorded_decisions",
 ]
 
 
@@ -229,3 +231,25 @@ def read_checkpoint_blocking(
         return NEEDS_LOOP
     rebuilt = rebuild(backend, stored, checkpoint_id)
     return NEEDS_LOOP if rebuilt.incomplete else rebuilt.checkpoint
+
+
+async def recorded_decisions(backend: Backend, checkpoint: Checkpoint) -> dict[str, Any]:
+    """The decisions already recorded for what ``checkpoint`` waits on, by interrupt id: a
+    run that was resumed and stopped before its next checkpoint (a crash) left them in the
+    journal, and the resumed run will use them."""
+    raw = checkpoint.metadata.get("interrupts") or ()
+    ids = [str(p["id"]) for p in raw if p.get("kind") not in ("timer", "breakpoint")]
+    if not ids:
+        return {}
+    keys = {decision_key(checkpoint.step, i): i for i in ids}
+    found = await backend.lookup_effects(checkpoint.thread_id, list(keys))
+    decided: dict[str, Any] = {}
+    for key, data in found.items():
+        try:
+            entry = backend.serializer.loads(data)
+        except CheckpointDecodeError as exc:
+            thread = checkpoint.thread_id
+            msg = f"journal entry {key!r} of thread {thread!r} cannot be decoded: {exc}"
+            raise CheckpointDecodeError(msg) from exc
+        decided[keys[key]] = entry[0] if type(entry) is list and len(entry) == 1 else entry
+    return decided

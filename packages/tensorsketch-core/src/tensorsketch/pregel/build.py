@@ -376,7 +376,17 @@ def build_spec(
         executor=executor,
         joins=joins,
     )
+    graph_spec.must_input = must_input(graph_spec)
     return graph_spec
+
+
+def must_input(spec: GraphSpec) -> tuple[str, ...]:
+    """The required fields a new thread's input must hold: no default covers them, no node
+    writes them, and some node reads them through a port without a default — so a run
+    without them is certain to fail, only after the nodes before that reader ran."""
+    written = {name for node in spec.nodes.values() for name in node.writes}
+    read = {name for node in spec.nodes.values() for name, required in node.reads if required}
+    return tuple(f for f in spec.required if f in read and f not in written)
 
 
 _SCALARS = (str, int, float, bool, bytes, type(None))

@@ -15,6 +15,7 @@ from tensorsketch.durable.reads import (
     load_page,
     read_checkpoint,
     read_checkpoint_blocking,
+    recorded_decisions,
 )
 from tensorsketch.errors import CheckpointDecodeError, ExecutorError
 from tensorsketch.events import Event
@@ -329,7 +330,9 @@ class CompiledGraph(Generic[S]):
         """
         check_thread_id(thread_id)
         latest = await read_checkpoint(backend, thread_id)
-        return None if latest is None else self._state_at(latest)
+        if latest is None:
+            return None
+        return self._state_at(latest, await recorded_decisions(backend, latest))
 
     async def aget_state_at(self, thread_id: str, backend: Backend, checkpoint_id: str) -> S:
         """The state at one checkpoint of the thread."""
@@ -347,12 +350,12 @@ class CompiledGraph(Generic[S]):
                 "id from get_history() of the same thread and backend."
             )
             raise KeyError(msg)
-        return self._state_at(found)
+        return self._state_at(found, await recorded_decisions(backend, found))
 
-    def _state_at(self, checkpoint: Checkpoint) -> S:
+    def _state_at(self, checkpoint: Checkpoint, decisions: dict[str, Any] | None = None) -> S:
         values = validated_values(self._spec, checkpoint)
         state: S = self.state_schema.model_construct(**values)  # type: ignore[assignment]
-        attach_checkpoint_info(state, checkpoint)
+        attach_checkpoint_info(state, checkpoint, decisions)
         return state
 
     def get_state(self, thread_id: str, backend: Backend) -> S | None:
@@ -360,7 +363,8 @@ class CompiledGraph(Generic[S]):
         without an event loop (SQLite, memory), else on a private loop."""
         check_thread_id(thread_id)
         latest = read_checkpoint_blocking(backend, thread_id)
-        if latest is NEEDS_LOOP:
+        if latest is NEEDS_LOOP or (latest is not None and latest.metadata.get("interrupts")):
+            # A suspended thread's recorded decisions are read from the journal too.
             return run_sync(self.aget_state(thread_id, backend))
         return None if latest is None else self._state_at(latest)
 

@@ -4,12 +4,13 @@ supersteps, close it — what ``CompiledGraph.invoke``, ``stream`` and a nested 
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tensorsketch.durable.journal import RunJournal
 from tensorsketch.effects import decision_key
-from tensorsketch.errors import BackendUnavailableError
+from tensorsketch.errors import BackendUnavailableError, DecisionConflictError, NotDurableWarning
 from tensorsketch.interrupts import parse_approval
 from tensorsketch.observability.tracing import ATTR_INPUT, Tracer
 from tensorsketch.pregel.build import breakpoint_nodes
@@ -75,6 +76,15 @@ def start_run(
     """A new run of ``spec`` with a call's own options over the compiled ones (a journal
     when ``backend`` and ``thread_id`` make it durable); nothing is read or run yet."""
     check_durable_args(thread_id, backend)
+    if backend is None and thread_id is not None and not spec.warned_not_durable:
+        spec.warned_not_durable = True
+        warnings.warn(
+            f"{spec.name} was run with thread_id={thread_id!r} but no backend=, so nothing is "
+            "stored: the thread cannot be resumed, read back or forked. Pass backend= (e.g. "
+            "SqliteBackend('runs.db')) to make it durable, or leave out thread_id.",
+            NotDurableWarning,
+            stacklevel=3,
+        )
     journal = (
         RunJournal(backend, thread_id, SpecCodec(spec, backend.serializer))
         if backend is not None and thread_id is not None
@@ -276,11 +286,38 @@ async def apply_resume(run: Run, resume: Mapping[str, Any] | None) -> None:
             raise ValueError(msg)
         if waiting[key].kind == "approval":
             parse_approval(decision)  # fail now, not deep in the resumed run
+    if run.effects.durable:
+        for key, decision in resume.items():
+            await _check_not_decided(run, waiting[key].kind, key, decision)
     run.resume.clear()
     run.resume.update(resume)
     if run.effects.durable:
         for key, decision in resume.items():
             await run.effects.record(decision_key(run.step, key), _plain_decision(decision))
+
+
+async def _check_not_decided(run: Run, kind: str, key: str, decision: Any) -> None:
+    """Refuse a decision that differs from one already recorded for ``key`` (a run resumed
+    with it stopped before its next checkpoint); the same decision again is a no-op."""
+    found, first = await run.effects.decision(run.step, key)
+    if not found:
+        return
+    if kind == "approval":
+        try:
+            same = parse_approval(first) == parse_approval(decision)
+        except ValueError:
+            same = False
+    else:
+        same = first == _plain_decision(decision)
+    if same:
+        return
+    msg = (
+        f"{key!r} of thread {run.thread_id!r} was already decided: {first!r} is recorded, and "
+        f"the run continues with it (its effects may have run); {decision!r} conflicts with "
+        "it. A recorded decision is final: invoke the thread without resume= to finish the "
+        "run, or fork an earlier checkpoint to decide again."
+    )
+    raise DecisionConflictError(msg, interrupt_id=key, first=first)
 
 
 def _plain_decision(decision: Any) -> Any:

@@ -136,6 +136,7 @@ class Run(RunState, Planning, TaskExecution):
         self.arrived = {}
         self.seed()
         self.apply_input(data)
+        self.check_input()
         return self.entry_tasks()
 
     async def save_checkpoint(

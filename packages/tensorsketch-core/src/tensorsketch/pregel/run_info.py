@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tensorsketch.durable.checkpoint import Checkpoint
 from tensorsketch.interrupts import RunInfo, RunStatus
 from tensorsketch.schema import Schema
@@ -29,16 +31,20 @@ def attach_run_info(
     object.__setattr__(state, "__tensorsketch_run__", info)
 
 
-def attach_checkpoint_info(state: Schema, checkpoint: Checkpoint) -> None:
-    """Record on a state read back from a checkpoint how the thread stood there."""
+def attach_checkpoint_info(
+    state: Schema, checkpoint: Checkpoint, decisions: dict[str, Any] | None = None
+) -> None:
+    """Record on a state read back from a checkpoint how the thread stood there
+    (``decisions``: those already recorded for its interrupts, see ``RunInfo``)."""
     meta = checkpoint.metadata
     error = meta.get("error")
     pending = tuple(PendingInterrupt.from_dict(p) for p in meta.get("interrupts") or ())
+    decided = decisions or {}
     status: RunStatus = (
         "failed"
         if error
         else "suspended"
-        if pending
+        if pending and not all(p.id in decided for p in pending)
         else "pending"
         if checkpoint.tasks
         else "completed"
@@ -49,5 +55,6 @@ def attach_checkpoint_info(state: Schema, checkpoint: Checkpoint) -> None:
         thread_id=checkpoint.thread_id,
         checkpoint_id=checkpoint.id,
         error=dict(error) if error else None,
+        decisions=decided,
     )
     object.__setattr__(state, "__tensorsketch_run__", info)

@@ -103,6 +103,11 @@ class GraphSpec:
     field_set: frozenset[str] = field(init=False, default=frozenset())
     clearing: tuple[str, ...] = field(init=False, default=())
     make_state: Callable[[dict[str, Any]], Schema] = field(init=False)
+    #: Required fields that no node writes but some node reads: a new thread's input must
+    #: hold them (checked before any node runs).
+    must_input: tuple[str, ...] = field(init=False, default=())
+    #: ``thread_id=`` without ``backend=`` was warned about (once per compiled graph).
+    warned_not_durable: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         self.field_names = tuple(self.state_schema.model_fields)

@@ -9,7 +9,7 @@ from typing import Any
 import pydantic
 
 from tensorsketch.channels import MISSING
-from tensorsketch.errors import EmptyChannelError, NodeError
+from tensorsketch.errors import EmptyChannelError, MissingInputError, NodeError
 from tensorsketch.pregel.spec import GraphSpec, Task
 from tensorsketch.schema import Schema
 from tensorsketch.serializers import Serializer, UnstorableValueError, refused_field
@@ -40,6 +40,25 @@ class RunState:
             return {}
         writes = state_writes(self.spec, data, "invoke()", "invoke({'query': ...})")
         return self._fold({k: [v] for k, v in writes.items()}, {k: ["input"] for k in writes})
+
+    def check_input(self) -> None:
+        """Refuse a new thread's input that lacks a field no node writes but a node reads
+        (before any node runs, so no side effect happens first)."""
+        values = self.values
+        missing = [name for name in self.spec.must_input if name not in values]
+        if missing:
+            schema = self.spec.state_schema.__name__
+            names = ", ".join(repr(m) for m in missing)
+            readers = sorted(
+                {n.name for n in self.spec.nodes.values() for f, _ in n.reads if f in missing}
+            )
+            msg = (
+                f"the input lacks required field(s) {names} of {schema}: no default covers "
+                f"them, no node writes them, and {', '.join(map(repr, readers))} read them, so "
+                f"the run would fail there after earlier nodes ran. Pass {names} in invoke()'s "
+                f"input (or give them defaults in {schema}); nothing ran."
+            )
+            raise MissingInputError(msg)
 
     def _fold(
         self, pending: dict[str, list[Any]], writers: dict[str, list[str]]

@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from tensorsketch.errors import RunConflictError
+from tensorsketch.errors import DecisionConflictError, RunConflictError
 from tensorsketch.interrupts import parse_approval
 from tensorsketch.runs.execution import Execution
 from tensorsketch.runs.records import all_decided, now
@@ -77,7 +77,14 @@ class Operator:
                 raise ValueError(msg)
             merged = dict(current.decisions)
             for key, decision in decisions.items():
-                merged.setdefault(key, decision)  # the first decision wins
+                if key in merged and parse_approval(merged[key]) != parse_approval(decision):
+                    msg = (
+                        f"{key!r} of run {run_id!r} was already decided: {merged[key]!r} is "
+                        f"recorded and is what the run uses; {decision!r} conflicts with it. "
+                        "Nothing was recorded."
+                    )
+                    raise DecisionConflictError(msg, interrupt_id=key, first=merged[key])
+                merged.setdefault(key, decision)  # the same decision again changes nothing
             return current.replace(decisions=merged)
 
         stored = await self.state.store.transition(record.run_id, decide)
