@@ -91,7 +91,8 @@ def test_version_prints_every_installed_tensorsketch_distribution(
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"tensorsketch-core {version('tensorsketch-core')}"
     names = dict(installed_versions())
-    assert "tensorsketch-serve" in names and "tensorsketch-core" in names  # the workspace's
+    # core alone in its nox session, every distribution in the workspace: each is listed
+    assert "tensorsketch-core" in names
     assert sorted(lines[1:]) == sorted(
         f"{n} {v}" for n, v in names.items() if n != "tensorsketch-core"
     )
