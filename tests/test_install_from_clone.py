@@ -110,7 +110,14 @@ def decoy_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 #: pip asks PyPI whether it is the newest pip unless told not to.
-QUIET_PIP = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+#: No cached wheel: every distribution keeps its version between commits, and a wheel pip or uv
+#: cached from an earlier state of this path would stand in for the clone's code.
+QUIET_PIP = {
+    **os.environ,
+    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    "PIP_NO_CACHE_DIR": "1",
+    "UV_NO_CACHE": "1",
+}
 
 
 def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
@@ -150,7 +157,11 @@ def test_the_decoy_index_would_hand_pip_the_decoys_by_name(
 
 #: The README's commands: (installer, what it installs, the README's words for it).
 INSTALLS = [
-    ("pip", ["./packages/tensorsketch"], ".venv/bin/pip install ./packages/tensorsketch "),
+    (
+        "pip",
+        ["./packages/tensorsketch"],
+        ".venv/bin/pip install --no-cache-dir ./packages/tensorsketch ",
+    ),
     ("uv", ["./packages/tensorsketch"], "uv venv && uv pip install ./packages/tensorsketch "),
     (
         "pip",
