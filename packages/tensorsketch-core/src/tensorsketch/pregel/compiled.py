@@ -142,9 +142,8 @@ class CompiledGraph(Generic[S]):
             max_concurrency=max_concurrency,
             executor=executor,
             run_id=run_id,
+            deps=deps,
         )
-        if deps is not None:
-            run.deps = deps
         await drive(run, input, max_steps, resume)
         state: S = run.result_state()  # type: ignore[assignment]
         return state
@@ -190,9 +189,8 @@ class CompiledGraph(Generic[S]):
             max_concurrency=max_concurrency,
             executor=executor,
             run_id=run_id,
+            deps=deps,
         )
-        if deps is not None:
-            run.deps = deps
 
         async def produce() -> None:
             try:
@@ -559,8 +557,8 @@ class CompiledGraph(Generic[S]):
                 tracer=parent.tracer,
                 sink=sink,
                 namespace=namespace,
+                deps=parent.deps,
             )
-            run.deps = parent.deps
             await drive(run, input, max_steps)
         else:
             backend = journal.backend
@@ -579,8 +577,8 @@ class CompiledGraph(Generic[S]):
                 tracer=parent.tracer,
                 sink=sink,
                 namespace=namespace,
+                deps=parent.deps,
             )
-            run.deps = parent.deps
             await drive(run, None if history else input, max_steps, resume or None)
         if run.interrupts:
             raise Interrupt(pending=list(run.interrupts))

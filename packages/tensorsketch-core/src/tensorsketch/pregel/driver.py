@@ -72,6 +72,7 @@ def start_run(
     max_concurrency: int | None = None,
     executor: str | Executor | None = None,
     run_id: str | None = None,
+    deps: Any = None,
 ) -> Run:
     """A new run of ``spec`` with a call's own options over the compiled ones (a journal
     when ``backend`` and ``thread_id`` make it durable); nothing is read or run yet."""
@@ -105,6 +106,8 @@ def start_run(
         run.max_concurrency = max_concurrency
     if executor is not None:
         run.executor = resolve_executor(executor, "executor=")
+    if deps is not None:
+        run.deps = deps
     return run
 
 
