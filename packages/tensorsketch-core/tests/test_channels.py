@@ -18,6 +18,7 @@ from tensorsketch import (
     Node,
     Reducer,
     Schema,
+    Send,
     Topic,
 )
 from tensorsketch.channels import (
@@ -158,14 +159,16 @@ async def test_reading_an_unset_field_raises_empty_channel() -> None:
         async def run(self, ctx: object, inp: In) -> Out:
             return self.Out(out=inp.missing)
 
-    class Writer(Node):  # writes it, but only after Reader: the input check lets it through
+    class Writer(Node):  # writes it, but only after Reader
         class Out(Schema):
             missing: str
 
         async def run(self, ctx: object, inp: object) -> Out:
             return self.Out(missing="late")
 
-    app = Graph(S).add(Reader).add(Writer).edge(START, "Reader").edge("Reader", "Writer").compile()
+    # A route without a mapping hides what runs when, so the input check lets it through.
+    g = Graph(S).add(Reader).add(Writer).router(START, lambda s: "Reader")
+    app = g.edge("Reader", "Writer").compile()
     with pytest.raises(EmptyChannelError, match="reads state field 'missing'"):
         await app.invoke({})
 
@@ -208,11 +211,105 @@ async def test_a_required_field_no_node_writes_is_refused_before_any_node_runs()
     app = charge_graph().compile()
     with pytest.raises(MissingInputError, match=r"lacks required field\(s\) 'b' of Charge") as info:
         await app.invoke({"a": "x"})
-    assert "'Second' read them" in str(info.value) and "Pass 'b'" in str(info.value)
+    assert "'Second' reads it" in str(info.value) and "Pass 'b'" in str(info.value)
     assert isinstance(info.value, EmptyChannelError)
     assert CHARGES == []  # nothing ran
     out = await app.invoke({"a": "x", "b": "y"})
     assert out.charged == ["x"] and CHARGES == ["x"]
+
+
+class WritesB(Node):
+    class Out(Schema):
+        b: str
+
+    async def run(self, ctx: object, inp: object) -> Out:
+        return self.Out(b="late")
+
+
+async def test_a_field_written_only_after_its_reader_is_refused_before_any_node_runs() -> None:
+    CHARGES.clear()
+    g = charge_graph().add(WritesB).edge("Second", "WritesB")
+    with pytest.raises(MissingInputError, match=r"lacks required field\(s\) 'b'") as info:
+        await g.compile().invoke({"a": "x"})
+    assert "'Second' reads it, and only 'WritesB' writes it" in str(info.value)
+    assert CHARGES == []  # First's charge never ran
+
+
+async def test_a_writer_in_the_same_superstep_as_the_reader_does_not_count() -> None:
+    CHARGES.clear()  # both start together: Second reads the state before WritesB's write lands
+    g = Graph(Charge).add(First).add(Second).add(WritesB)
+    g.edge(START, "First").edge(START, "WritesB").edge("First", "Second")
+    g.edge(START, "Second")
+    with pytest.raises(MissingInputError, match="'b'"):
+        await g.compile().invoke({"a": "x"})
+    assert CHARGES == []
+
+
+async def test_a_writer_upstream_of_the_reader_satisfies_the_check() -> None:
+    CHARGES.clear()
+    g = Graph(Charge).add(First).add(WritesB).add(Second)
+    g.edge(START, "First").edge("First", "WritesB").edge("WritesB", "Second")
+    out = await g.compile().invoke({"a": "x"})
+    assert out.b == "late" and CHARGES == ["x"]
+
+
+async def test_mapped_routes_and_joins_count_as_running_before() -> None:
+    CHARGES.clear()  # WritesB reaches Second only through a mapped route: not refused
+    g = Graph(Charge).add(First).add(WritesB).add(Second)
+    g.edge(START, "First").edge("First", "WritesB")
+    g.conditional("WritesB", lambda s: "go", {"go": "Second", "stop": END})
+    assert (await g.compile().invoke({"a": "x"})).b == "late"
+    joined = Graph(Charge).add(First).add(WritesB).add(Second)  # a join: WritesB before Second
+    joined.edge(START, "First").edge(START, "WritesB").edge(["First", "WritesB"], "Second")
+    assert (await joined.compile().invoke({"a": "x"})).b == "late"
+    mapped_after = Graph(Charge).add(First).add(Second).add(WritesB)  # mapped, but after
+    mapped_after.edge(START, "First").conditional("First", lambda s: "go", {"go": "Second"})
+    mapped_after.edge("Second", "WritesB")
+    with pytest.raises(MissingInputError, match="'b'"):
+        await mapped_after.compile().invoke({"a": "x"})
+
+
+async def test_a_send_payload_may_supply_the_field_so_open_routes_are_not_refused() -> None:
+    class Job(Schema):
+        item: str
+        done: Annotated[list[str], Reducer(operator.add)] = []
+
+    class Worker(Node):
+        class In(Schema):
+            item: str
+
+        class Out(Schema):
+            done: list[str]
+
+        async def run(self, ctx: object, inp: In) -> Out:
+            return self.Out(done=[inp.item])
+
+    class Finish(Node):
+        class Out(Schema):
+            item: str
+
+        async def run(self, ctx: object, inp: object) -> Out:
+            return self.Out(item="all")
+
+    g = Graph(Job).add(Worker).add(Finish)
+    g.router(START, lambda s: [Send("Worker", {"item": x}) for x in ("p", "q")])
+    out = await g.edge("Worker", "Finish").compile().invoke({})
+    assert out.done == ["p", "q"] and out.item == "all"
+
+
+async def test_a_required_field_nothing_writes_or_reads_is_refused_up_front() -> None:
+    class S(Schema):
+        result: str
+
+    class Noop(Node):
+        async def run(self, ctx: object, inp: object) -> None:
+            CHARGES.append("ran")
+
+    CHARGES.clear()
+    app = Graph(S).add(Noop).edge(START, "Noop").compile()
+    with pytest.raises(MissingInputError, match="the run cannot finish without it"):
+        await app.invoke({})
+    assert CHARGES == []
 
 
 async def test_a_resumed_thread_is_not_refused_for_a_field_its_state_holds() -> None:
@@ -231,12 +328,15 @@ async def test_final_state_requires_required_fields() -> None:
     class S(Schema):
         required_result: str
 
-    class Noop(Node):
-        async def run(self, ctx: object, inp: object) -> None:
+    class MayWrite(Node):  # declares the field, so the input check lets it through
+        class Out(Schema):
+            required_result: str
+
+        async def run(self, ctx: object, inp: object) -> Out | None:
             return None
 
-    app = Graph(S).add(Noop).edge(START, "Noop").compile()
-    with pytest.raises(EmptyChannelError, match="'required_result'"):
+    app = Graph(S).add(MayWrite).edge(START, "MayWrite").compile()
+    with pytest.raises(EmptyChannelError, match="'required_result' of S were never set"):
         await app.invoke({})
 
 

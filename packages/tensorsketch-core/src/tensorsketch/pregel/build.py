@@ -380,13 +380,87 @@ def build_spec(
     return graph_spec
 
 
-def must_input(spec: GraphSpec) -> tuple[str, ...]:
-    """The required fields a new thread's input must hold: no default covers them, no node
-    writes them, and some node reads them through a port without a default — so a run
-    without them is certain to fail, only after the nodes before that reader ran."""
-    written = {name for node in spec.nodes.values() for name in node.writes}
-    read = {name for node in spec.nodes.values() for name, required in node.reads if required}
-    return tuple(f for f in spec.required if f in read and f not in written)
+def must_input(spec: GraphSpec) -> dict[str, str]:
+    """The required fields a new thread's input must hold, each with the reason: no default
+    covers it and either no node writes it (the run is certain to fail, at the latest when it
+    finishes) or a node reads it that no writer of it can run before. Refusing these up front
+    keeps the nodes ahead of the failure from running their side effects first.
+
+    The second case needs to know what runs before what. Static edges, joins, loops and routes
+    with a declared mapping say so; a route without a mapping may go anywhere and may ``Send``
+    a payload that supplies the field itself, so with one in the graph only the first case is
+    checked (it is never a false refusal: a payload does not set the shared state).
+    """
+    writers: dict[str, list[str]] = {}
+    for node in spec.nodes.values():
+        for name in node.writes:
+            writers.setdefault(name, []).append(node.name)
+    readers: dict[str, list[str]] = {}
+    for node in spec.nodes.values():
+        for name, required in node.reads:
+            if required:
+                readers.setdefault(name, []).append(node.name)
+    open_routes = any(b.mapping is None and b.kind != "loop" for b in _branches(spec))
+    after = {} if open_routes else _runs_after(spec)
+    reasons: dict[str, str] = {}
+    for name in spec.required:
+        written_by = writers.get(name)
+        read_by = readers.get(name, [])
+        if not written_by:
+            reasons[name] = (
+                f"no node writes it and {_names(read_by, 'reads', 'read')} it"
+                if read_by
+                else "no node writes it, and the run cannot finish without it"
+            )
+            continue
+        if open_routes:
+            continue
+        for reader in read_by:
+            if reader in after[START] and not any(reader in after[w] for w in written_by):
+                reasons[name] = (
+                    f"{reader!r} reads it, and only {_names(written_by, 'writes', 'write')} it, "
+                    f"which cannot run before {reader!r}"
+                )
+                break
+    return reasons
+
+
+def _names(nodes: list[str], one: str, many: str) -> str:
+    return f"{' and '.join(map(repr, nodes))} {one if len(nodes) == 1 else many}"
+
+
+def _branches(spec: GraphSpec) -> list[Branch]:
+    found = [n.branch for n in spec.nodes.values() if n.branch is not None]
+    return [*found, spec.entry_branch] if spec.entry_branch is not None else found
+
+
+def _runs_after(spec: GraphSpec) -> dict[str, set[str]]:
+    """For START and every node, the nodes that can run in a later superstep of the same run
+    (reachable through one or more edges, routes, loops or joins)."""
+    step: dict[str, set[str]] = {name: set(n.successors) for name, n in spec.nodes.items()}
+    step[START] = set(spec.entry)
+    for join in spec.joins:
+        for source in join.sources:
+            step[source].add(join.target)
+    for branch in _branches(spec):
+        targets = step[branch.source]
+        if branch.mapping is not None:
+            targets.update(branch.mapping.values())
+        if branch.loop_node is not None:
+            targets.add(branch.loop_node)
+        if branch.exit is not None:
+            targets.add(branch.exit)
+    after: dict[str, set[str]] = {}
+    for origin in step:
+        seen: set[str] = set()
+        frontier = [t for t in step[origin] if t in step]
+        while frontier:
+            node = frontier.pop()
+            if node not in seen:
+                seen.add(node)
+                frontier.extend(t for t in step[node] if t in step and t not in seen)
+        after[origin] = seen
+    return after
 
 
 _SCALARS = (str, int, float, bool, bytes, type(None))

@@ -103,9 +103,9 @@ class GraphSpec:
     field_set: frozenset[str] = field(init=False, default=frozenset())
     clearing: tuple[str, ...] = field(init=False, default=())
     make_state: Callable[[dict[str, Any]], Schema] = field(init=False)
-    #: Required fields that no node writes but some node reads: a new thread's input must
-    #: hold them (checked before any node runs).
-    must_input: tuple[str, ...] = field(init=False, default=())
+    #: Required fields a new thread's input must hold, each with the reason (no node writes
+    #: it, or none that can run before a reader): checked before any node runs.
+    must_input: dict[str, str] = field(init=False, default_factory=dict)
     #: ``thread_id=`` without ``backend=`` was warned about (once per compiled graph).
     warned_not_durable: bool = field(init=False, default=False)
 

@@ -42,21 +42,18 @@ class RunState:
         return self._fold({k: [v] for k, v in writes.items()}, {k: ["input"] for k in writes})
 
     def check_input(self) -> None:
-        """Refuse a new thread's input that lacks a field no node writes but a node reads
+        """Refuse a new thread's input that lacks a field the run cannot get otherwise
         (before any node runs, so no side effect happens first)."""
         values = self.values
-        missing = [name for name in self.spec.must_input if name not in values]
+        missing = {n: why for n, why in self.spec.must_input.items() if n not in values}
         if missing:
             schema = self.spec.state_schema.__name__
             names = ", ".join(repr(m) for m in missing)
-            readers = sorted(
-                {n.name for n in self.spec.nodes.values() for f, _ in n.reads if f in missing}
-            )
+            reasons = "; ".join(f"{n!r}: {why}" for n, why in missing.items())
             msg = (
-                f"the input lacks required field(s) {names} of {schema}: no default covers "
-                f"them, no node writes them, and {', '.join(map(repr, readers))} read them, so "
-                f"the run would fail there after earlier nodes ran. Pass {names} in invoke()'s "
-                f"input (or give them defaults in {schema}); nothing ran."
+                f"the input lacks required field(s) {names} of {schema} ({reasons}): no "
+                f"default covers them, so the run would fail after earlier nodes ran. Pass "
+                f"{names} in invoke()'s input (or give them defaults in {schema}); nothing ran."
             )
             raise MissingInputError(msg)
 
