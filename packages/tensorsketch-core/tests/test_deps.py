@@ -9,6 +9,7 @@ import pickle
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
@@ -32,6 +33,8 @@ from tensorsketch.executors import Executor, Superstep, TaskOutcome, portable_er
 from tensorsketch.messages import Message, ToolCall, assistant
 from tensorsketch.middleware import Middleware, ToolRequest
 from tensorsketch.pregel.spec import GraphSpec
+from tensorsketch.runs import AsyncRunner
+from tensorsketch.runtime.backends.sqlite import SqliteBackend
 
 
 @dataclass
@@ -245,3 +248,43 @@ async def test_a_sub_agent_through_as_tool_reads_the_callers_deps() -> None:
     result = await front.invoke({"query": "how much is cake?"}, deps=shop)
     assert result.output == "asked billing"
     assert shop.seen == ["cake"]
+
+
+@tool(requires_approval=True)
+async def charge(ctx: Context[Shop], item: str) -> int:
+    """Charge for an item (a person approves it first)."""
+    ctx.deps.seen.append(f"charged {item}")
+    return ctx.deps.prices[item]
+
+
+async def test_a_runners_deps_reach_its_runs_and_a_takeover_brings_its_own(
+    tmp_path: Path,
+) -> None:
+    """``AsyncRunner(deps=...)``: deps belong to the process. A run suspended for approval
+    under one runner and approved through another (a restart) runs its tool with the second
+    runner's deps; neither reaches the run store or a checkpoint."""
+    model = FakeProvider(  # one script across both "processes": the model answers on
+        [
+            assistant(tool_calls=[ToolCall(id="c1", name="price", args={"item": "tea"})]),
+            assistant(tool_calls=[ToolCall(id="c2", name="charge", args={"item": "tea"})]),
+            assistant("done"),
+        ]
+    )
+
+    def agent() -> Any:
+        return create_agent(model, tools=[price, charge])
+
+    path = tmp_path / "runs.db"
+    before, after = Shop({"tea": 3}), Shop({"tea": 4})
+    async with AsyncRunner(agent(), backend=SqliteBackend(path), deps=before) as first:
+        record = await first.submit({"query": "buy tea"})
+        waiting = await first.await_run(record.run_id, timeout=30)
+        assert waiting.waiting_for == "approval", waiting
+    assert before.seen == ["tea"]  # price ran here; charge waits
+    async with AsyncRunner(agent(), backend=SqliteBackend(path), deps=after) as second:
+        await second.approve(record.run_id, {"c2": True})
+        done = await second.await_run(record.run_id, timeout=30)
+    assert done.status == "succeeded", done
+    assert after.seen == ["charged tea"] and before.seen == ["tea"]
+    stored = path.read_bytes()
+    assert b"Shop" not in stored and b"prices" not in stored

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from tensorsketch import Completion, FakeProvider, Usage, create_agent, tool
+from tensorsketch import Completion, Context, FakeProvider, Usage, create_agent, tool
 from tensorsketch.messages import Message, ToolCall, assistant
 
 
@@ -112,3 +112,28 @@ def refund_agent(env: dict[str, Any]) -> Any:
         return assistant(f"Result: {messages[-1].text}")
 
     return create_agent(FakeProvider(policy=policy), [issue_refund])
+
+
+# -- tools that reach the world through ctx.deps: the case's env is the run's deps ----------
+
+
+@tool(requires_approval=True)
+def close_account(ctx: Context[dict[str, Any]], account: str) -> str:
+    """Close an account.
+
+    Args:
+        account: the account id.
+    """
+    ctx.deps["closed"].append(account)
+    return f"closed {account}"
+
+
+def _close_policy(messages: list[Message], tools: list[object]) -> Message:
+    if messages[-1].role == "user":
+        call = ToolCall(id="k1", name="close_account", args={"account": messages[-1].text})
+        return assistant(tool_calls=[call])
+    return assistant(f"Result: {messages[-1].text}")
+
+
+#: One module-level agent (importable by a child process); each trial's env is its deps.
+deps_agent = create_agent(FakeProvider(policy=_close_policy), [close_account])

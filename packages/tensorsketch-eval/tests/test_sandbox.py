@@ -16,6 +16,7 @@ from tensorsketch.eval import (
     FinalState,
     InProcessSandbox,
     LlmJudge,
+    Sandbox,
     SandboxError,
     SubprocessSandbox,
     ToolCalled,
@@ -170,3 +171,20 @@ async def test_subprocess_needs_an_importable_agent_and_says_so() -> None:
         "agents:no_such_agent", Case("c", {}, graders=[Contains("x")]), sandbox=SubprocessSandbox()
     )
     assert "has no attribute 'no_such_agent'" in (report.trials[0].error or "")
+
+
+@pytest.mark.parametrize("sandbox", [InProcessSandbox, SubprocessSandbox])
+async def test_each_trial_runs_with_its_cases_env_as_deps(sandbox: type[Sandbox]) -> None:
+    """A tool reading ``ctx.deps`` acts on the trial's fresh env, in either sandbox, also
+    after the approval resume; the env after the run is what the grader reads."""
+    case = Case(
+        "close",
+        {"query": "ACC-9"},
+        graders=[FinalState(lambda state, env: env["closed"] == ["ACC-9"])],
+        env={"closed": []},
+        approve={"close_account": True},
+        trials=2,
+    )
+    report = await evaluate("agents:deps_agent", case, sandbox=sandbox())
+    assert report.completion_rate == 1.0, [t.trial and t.trial.error for t in report.trials]
+    assert [t.trial.env for t in report.trials if t.trial] == [{"closed": ["ACC-9"]}] * 2

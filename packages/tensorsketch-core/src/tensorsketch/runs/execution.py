@@ -223,6 +223,7 @@ class Execution:
                     tracer=state.tracer,
                     resume=resume,
                     run_id=record.run_id,  # one id: the record's, in events and ctx.run_id
+                    deps=state.deps,
                 ):
                     pass
             graph_state = await graph.aget_state(record.thread_id, backend)

@@ -86,6 +86,9 @@ class AsyncRunner:
     :param event_input: how signals become the input of the segment they are delivered to;
         the default appends each as a user message when the state has ``messages``.
     :param listeners: called with every record the runner stores.
+    :param deps: what every run this process executes reads as ``ctx.deps`` (a database pool,
+        an HTTP client). They belong to the process, not the run: never stored, and a run
+        taken over by another process gets that runner's ``deps``.
     """
 
     graph = _Shared[CompiledGraph[Any]]()
@@ -104,6 +107,8 @@ class AsyncRunner:
     poll_interval = _Shared[float]()
     #: This process's owner id (``host:pid:random``).
     owner = _Shared[str]()
+    #: What every run executed here reads as ``ctx.deps`` (never stored).
+    deps = _Shared[Any]()
 
     def __init__(
         self,
@@ -121,6 +126,7 @@ class AsyncRunner:
         listeners: Sequence[Listener] = (),
         timer_refresh: float = 5.0,
         poll_interval: float = 0.25,
+        deps: Any = None,
     ) -> None:
         if not isinstance(graph, CompiledGraph):
             msg = (
@@ -157,6 +163,7 @@ class AsyncRunner:
             timer_refresh=float(timer_refresh),
             poll_interval=float(poll_interval),
             owner=new_owner_id(),
+            deps=deps,
         )
         # The parts call back into the runner's public methods (``get``, ``start``,
         # ``resume_pending``), so a subclass overriding one is obeyed by all of them.

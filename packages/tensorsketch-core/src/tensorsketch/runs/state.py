@@ -46,6 +46,8 @@ class RunnerState:
     poll_interval: float
     #: This process's owner id (``host:pid:random``).
     owner: str
+    #: ``AsyncRunner(deps=...)``: what every run executed here reads as ``ctx.deps``.
+    deps: Any = None
 
     #: Bounds the runs executing at once (made by ``start``, on the running loop).
     slots: asyncio.Semaphore | None = None

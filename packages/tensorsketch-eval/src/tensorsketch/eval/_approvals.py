@@ -98,6 +98,7 @@ async def run_with_reviewer(
     thread_id: str,
     backend: Backend | None = None,
     tracer: Tracer | None = None,
+    deps: Any = None,
     decisions: list[dict[str, Any]],
 ) -> Any:
     """Start the run with ``start(thread_id, backend)``; while it is suspended on something
@@ -126,7 +127,9 @@ async def run_with_reviewer(
                     "decision": answer,
                 }
             )
-        state = await graph.invoke(thread_id=thread_id, backend=store, resume=resume, tracer=tracer)
+        state = await graph.invoke(
+            thread_id=thread_id, backend=store, resume=resume, tracer=tracer, deps=deps
+        )
     msg = (
         f"case {case!r}: the run was still asking for decisions after {MAX_ROUNDS} rounds; "
         "does the policy answer what the run waits for?"

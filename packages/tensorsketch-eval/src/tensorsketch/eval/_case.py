@@ -46,7 +46,8 @@ class Case:
     :param trials: how many independent runs (agents are not deterministic).
     :param k: the k of pass@k / pass^k (default: ``trials``); any k <= trials is unbiased.
     :param env: the trial's environment: a zero-argument factory, or a value deep-copied per
-        trial. An agent factory ``agent(env)`` receives it; ``FinalState`` reads it back.
+        trial. The run gets it as its dependencies (``ctx.deps`` in tools, nodes and
+        middleware), an agent factory ``agent(env)`` receives it, ``FinalState`` reads it back.
     :param output_key: the state field graded as the answer.
     :param checkpoint: start every trial from this stored checkpoint (a fork) instead of from
         the beginning; ``inputs`` are applied on top of the checkpointed state.

@@ -15,7 +15,7 @@ from typing import Any
 
 from tensorsketch.eval._agents import build_agent
 from tensorsketch.eval._approvals import run_with_reviewer, trial_thread
-from tensorsketch.eval._sandbox import RESULT_MARK
+from tensorsketch.eval._sandbox import RESULT_MARK, trial_deps
 from tensorsketch.eval._trial import plain_state
 from tensorsketch.observability.export import span_json
 from tensorsketch.observability.memory import InMemoryTracer
@@ -24,6 +24,7 @@ from tensorsketch.observability.memory import InMemoryTracer
 async def _trial(request: dict[str, Any]) -> dict[str, Any]:
     tracer = InMemoryTracer()
     env = request.get("env")
+    deps = trial_deps(env)
     state: Any = None
     error = None
     decisions: list[dict[str, Any]] = []
@@ -32,12 +33,12 @@ async def _trial(request: dict[str, Any]) -> dict[str, Any]:
     try:
         graph = build_agent(request["agent"], env)
         if approve is None:
-            state = await graph.invoke(inputs, tracer=tracer)
+            state = await graph.invoke(inputs, tracer=tracer, **deps)
         else:
             case = str(request.get("case") or "case")
 
             def start(thread: str, store: Any) -> Any:
-                return graph.invoke(inputs, thread_id=thread, backend=store, tracer=tracer)
+                return graph.invoke(inputs, thread_id=thread, backend=store, tracer=tracer, **deps)
 
             state = await run_with_reviewer(
                 graph,
@@ -46,6 +47,7 @@ async def _trial(request: dict[str, Any]) -> dict[str, Any]:
                 case=case,
                 thread_id=trial_thread(case, int(request.get("index") or 0)),
                 tracer=tracer,
+                **deps,
                 decisions=decisions,
             )
     except Exception as exc:

@@ -37,6 +37,12 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
+def trial_deps(env: Any) -> dict[str, Any]:
+    """The keyword that gives a trial's run its env as ``ctx.deps`` (none without an env, so
+    any object with an ``invoke(inputs, *, tracer)`` can still be evaluated)."""
+    return {} if env is None else {"deps": env}
+
+
 def _import_path() -> list[str]:
     return [p for p in sys.path if p and os.path.isdir(p)]
 
@@ -58,6 +64,7 @@ class InProcessSandbox(Sandbox):
         self, agent: Any, case: Case, index: int, *, timeout: float | None = None
     ) -> Trial:
         env = case.fresh_env()
+        deps = trial_deps(env)
         tracer = InMemoryTracer()
         inputs = copy.deepcopy(dict(case.inputs))
         started = time.perf_counter()
@@ -77,12 +84,15 @@ class InProcessSandbox(Sandbox):
                         thread,
                         inputs or None,
                         tracer=tracer,
+                        **deps,
                     )
 
             else:
 
                 def start(thread: str, store: Any) -> Any:
-                    return graph.invoke(inputs, thread_id=thread, backend=store, tracer=tracer)
+                    return graph.invoke(
+                        inputs, thread_id=thread, backend=store, tracer=tracer, **deps
+                    )
 
             if case.approve is not None:
                 running = run_with_reviewer(
@@ -93,12 +103,13 @@ class InProcessSandbox(Sandbox):
                     thread_id=trial_thread(case.name, index),
                     backend=point.backend if point is not None else None,
                     tracer=tracer,
+                    **deps,
                     decisions=decisions,
                 )
             elif point is not None:
                 running = start(trial_thread(case.name, index), point.backend)
             else:
-                running = graph.invoke(inputs, tracer=tracer)
+                running = graph.invoke(inputs, tracer=tracer, **deps)
             state = await asyncio.wait_for(running, timeout)
         except TimeoutError:
             error = f"TimeoutError: the trial ran longer than {timeout:g}s and was cancelled"
