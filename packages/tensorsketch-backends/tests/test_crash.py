@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tensorsketch.testing.crash import BackendSpec, run_crash_matrix, run_fanout_crash
+from tensorsketch.testing.crash import (
+    NESTED_SCENARIO,
+    BackendSpec,
+    run_crash_matrix,
+    run_fanout_crash,
+)
 
 
 @pytest.mark.postgres
@@ -33,6 +38,30 @@ async def test_crash_matrix_redis(redis_url: str, redis_prefix: str, tmp_path: P
     assert (
         len(report.kills) == len(report.boundaries) == 12
     )  # see EXPECTED_BOUNDARIES in core's test_durability_crash.py
+    assert all(k.killed for k in report.kills)
+    report.check()
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+async def test_crash_matrix_two_subgraph_levels_deep_postgres(
+    pg_dsn: str, pg_schema: str, tmp_path: Path
+) -> None:
+    spec = BackendSpec("postgres", {"dsn": pg_dsn, "schema": pg_schema})
+    report = await run_crash_matrix(spec, tmp_path, scenario=NESTED_SCENARIO)
+    assert len(report.kills) == len(report.boundaries) == 18  # core's EXPECTED_NESTED_BOUNDARIES
+    assert all(k.killed for k in report.kills)
+    report.check()
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+async def test_crash_matrix_two_subgraph_levels_deep_redis(
+    redis_url: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    spec = BackendSpec("redis", {"dsn": redis_url, "prefix": redis_prefix})
+    report = await run_crash_matrix(spec, tmp_path, scenario=NESTED_SCENARIO)
+    assert len(report.kills) == len(report.boundaries) == 18  # core's EXPECTED_NESTED_BOUNDARIES
     assert all(k.killed for k in report.kills)
     report.check()
 

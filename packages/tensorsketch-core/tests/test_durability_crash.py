@@ -14,6 +14,7 @@ import pytest
 
 from tensorsketch.runtime.backends import InMemoryBackend
 from tensorsketch.testing.crash import (
+    NESTED_SCENARIO,
     BackendSpec,
     CrashingBackend,
     EffectLedger,
@@ -124,4 +125,38 @@ async def test_stall_matrix_sqlite(tmp_path: Path) -> None:
     spec = BackendSpec("sqlite", {"dsn": str(tmp_path / "store.db")})
     report = await run_stall_matrix(spec, tmp_path / "work")
     assert len(report.points) == len(report.boundaries) - 1 >= 6
+    report.check()
+
+
+EXPECTED_NESTED_BOUNDARIES = [
+    "lease + checkpoint step=0",  # the outer thread, then each child thread as it starts
+    "lease + checkpoint step=0",
+    "lease + checkpoint step=0",
+    *EXPECTED_BOUNDARIES[1:-1],  # the scenario's own boundaries, two levels down
+    "events 11..14 + checkpoint step=3 + release",
+    "effect 0:Order:0:subgraph",  # the inner child's result, journaled by its parent
+    "events 0..19 + checkpoint step=1 + release",
+    "effect 0:Middle:0:subgraph",
+    "events 0..24 + checkpoint step=1 + release",
+]
+
+
+async def test_crash_matrix_two_subgraph_levels_deep_in_memory(tmp_path: Path) -> None:
+    """Every durable boundary of the order scenario run as a subgraph of a subgraph: each
+    kill resumes inside the children, every effect runs once, the end state is the same."""
+    report = await run_crash_matrix(
+        InMemoryBackend(), tmp_path, lease_ttl=1.0, scenario=NESTED_SCENARIO
+    )
+    assert report.boundaries == EXPECTED_NESTED_BOUNDARIES
+    assert all(k.killed for k in report.kills)
+    report.check()
+    assert report.baseline_values["receipts"] == ["ship:book-1", "ship:lamp-1", "ship:mug-1"]
+
+
+@pytest.mark.slow
+async def test_crash_matrix_two_subgraph_levels_deep_sqlite_sigkill(tmp_path: Path) -> None:
+    spec = BackendSpec("sqlite", {"dsn": str(tmp_path / "store.db")})
+    report = await run_crash_matrix(spec, tmp_path / "work", scenario=NESTED_SCENARIO)
+    assert report.boundaries == EXPECTED_NESTED_BOUNDARIES
+    assert all(k.killed for k in report.kills)  # every child really died by SIGKILL
     report.check()

@@ -76,6 +76,7 @@ class NestableGraph(Protocol):
         key: str,
         label: str,
         max_steps: int,
+        qualify: bool = False,
     ) -> Any:
         """Run as part of ``parent``: streamed, traced and, when durable, resumable with it."""
         ...
@@ -166,11 +167,13 @@ class Context(Generic[DepsT]):
         key: str,
         label: str,
         max_steps: int = 25,
+        qualify: bool = False,
     ) -> Any:
-        """Run another compiled graph inside this node (``run_subgraph`` and ``as_tool``
-        are built on it): streamed, traced and — for a durable run — resumable with it."""
+        """Run another compiled graph inside this node (``run_subgraph``, ``as_tool`` and
+        subgraph nodes are built on it): streamed, traced and — for a durable run —
+        resumable with it. ``qualify``: its interrupts' ids start with this node."""
         return await graph.run_inside(
-            input, self._run, self, key=key, label=label, max_steps=max_steps
+            input, self._run, self, key=key, label=label, max_steps=max_steps, qualify=qualify
         )
 
     def scoped(self, suffix: str) -> Context[DepsT]:

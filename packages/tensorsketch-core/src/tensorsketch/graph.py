@@ -13,6 +13,7 @@ from tensorsketch.pregel.build import Blueprint, build_spec, shown, suggest
 from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.pregel.seam import Executor
 from tensorsketch.pregel.spec import Branch, check_concurrency
+from tensorsketch.pregel.subgraph import SubgraphNode
 from tensorsketch.pregel.worker import resolve_executor
 from tensorsketch.retry import RetryPolicy
 from tensorsketch.schema import Schema
@@ -66,13 +67,21 @@ class Graph(Generic[S]):
 
     def add(
         self,
-        node: type[Node] | Node,
+        node: type[Node] | Node | CompiledGraph[Any] | Graph[Any],
         *,
         name: str | None = None,
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
+        inputs: Mapping[str, str] | None = None,
+        outputs: Mapping[str, str] | None = None,
     ) -> Self:
         """Add a node (a ``Node`` subclass or instance); its name defaults to the class name.
+
+        A compiled graph (or a ``Graph`` builder, compiled here) becomes a subgraph node
+        named after the graph: the fields its state shares with this one are read in and
+        written back, the rest stay inside it, and it checkpoints on a child thread of this
+        run's (see :class:`~tensorsketch.pregel.subgraph.SubgraphNode`). ``inputs`` /
+        ``outputs`` map ``{child_field: parent_field}`` where the names differ.
 
         ``retry`` runs the node again when it fails (see :class:`~tensorsketch.RetryPolicy`);
         ``timeout`` cancels an attempt after that many seconds with ``NodeTimeoutError``.
@@ -80,6 +89,16 @@ class Graph(Generic[S]):
         """
         retry = _check_retry(retry, "add(retry=...)")
         timeout = _check_timeout(timeout, "add(timeout=...)")
+        if isinstance(node, Graph):
+            node = node.compile()
+        if isinstance(node, CompiledGraph):
+            node = SubgraphNode(node, inputs=inputs, outputs=outputs)
+        elif inputs is not None or outputs is not None:
+            msg = (
+                "add(inputs=..., outputs=...) maps the fields of a subgraph; "
+                f"{node!r} is not a graph, so its ports are its In and Out schemas."
+            )
+            raise TypeError(msg)
         if isinstance(node, type) and issubclass(node, Node):
             try:
                 instance = node()

@@ -73,6 +73,11 @@ class RunInfo:
     checkpoint_id: str | None = None
     error: dict[str, Any] | None = None
     decisions: Mapping[str, Any] = field(default_factory=dict)
+    #: ``get_state(..., subgraphs=True)``: the state of each subgraph node the thread's next
+    #: superstep runs and that has started (running, suspended or failed inside), by task
+    #: (``"Research"``, ``"Research#0"`` for a ``Send`` instance); each carries its own
+    #: ``run_info`` with its own ``subgraphs``.
+    subgraphs: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:

@@ -43,6 +43,11 @@ class Node:
         """The name a graph gives this node when ``add`` is not told one."""
         return type(self).__name__
 
+    def bind(self, state: type[Schema], name: str, problems: list[str]) -> Node:
+        """The node ``compile()`` runs in a graph over ``state`` (this one, unless its ports
+        depend on the state, like a subgraph's); mistakes go to ``problems``."""
+        return self
+
     def optional_outputs(self) -> Collection[str]:
         """``Out`` fields written only when the state declares them; ``compile()`` requires
         every other ``Out`` field to be a state field. For a node whose outputs are extras a

@@ -37,6 +37,8 @@ class PendingInterrupt(BaseModel):
         ``None``.
     :ivar node: the node that suspended.
     :ivar wake_at: for a timer, the Unix time after which invoking continues the run.
+    :ivar path: the subgraph nodes ``node`` sits in, outermost first (empty: this graph's
+        own node); the ``id`` of such an interrupt starts with them (``"Research/..."``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -46,6 +48,7 @@ class PendingInterrupt(BaseModel):
     value: Any = None
     node: str | None = None
     wake_at: float | None = None
+    path: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (how checkpoints and events carry it)."""

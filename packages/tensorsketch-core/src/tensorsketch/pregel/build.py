@@ -22,6 +22,7 @@ from tensorsketch.joins import Join
 from tensorsketch.node import Node
 from tensorsketch.pregel.seam import Executor
 from tensorsketch.pregel.spec import Branch, GraphSpec, NodeSpec
+from tensorsketch.pregel.subgraph import SubgraphNode
 from tensorsketch.retry import RetryPolicy
 from tensorsketch.schema import Schema
 
@@ -65,10 +66,16 @@ def shown(name: str) -> str:
 
 
 def breakpoint_nodes(
-    option: str, names: object, nodes: Sequence[str], problems: list[str]
+    option: str,
+    names: object,
+    nodes: Sequence[str],
+    problems: list[str],
+    children: Mapping[str, GraphSpec] | None = None,
 ) -> frozenset[str]:
     """The node names of an ``interrupt_before=`` / ``interrupt_after=`` option (``"*"``: all
-    of them); a name that is not a node, or a value that is not names, becomes a problem."""
+    of them); a name that is not a node, or a value that is not names, becomes a problem.
+    ``"Research.Search"`` names node ``Search`` inside subgraph node ``Research`` (any
+    depth; ``children`` maps each subgraph node to its graph)."""
     if isinstance(names, str):
         names = [names]
     if not isinstance(names, Sequence | set | frozenset):
@@ -81,12 +88,39 @@ def breakpoint_nodes(
     for name in names:
         if name == "*":
             picked.update(nodes)
+        elif isinstance(name, str) and name not in nodes and "." in name:
+            if _nested_node(name, children or {}):
+                picked.add(name)
+            else:
+                problems.append(
+                    f"{option}= names {name!r}, which is not a node inside a subgraph node "
+                    "(write 'Subgraph.Node', the subgraph node's name in this graph first)"
+                )
         elif not isinstance(name, str) or name not in nodes:
             hint = suggest(name, nodes) if isinstance(name, str) else ""
             problems.append(f"{option}= names {name!r}, which is not a node{hint}")
         else:
             picked.add(name)
     return frozenset(picked)
+
+
+def _nested_node(dotted: str, children: Mapping[str, GraphSpec]) -> bool:
+    head, _, rest = dotted.partition(".")
+    child = children.get(head)
+    if child is None:
+        return False
+    if rest in child.nodes:
+        return True
+    return "." in rest and _nested_node(rest, subgraph_specs(child))
+
+
+def subgraph_specs(spec: GraphSpec) -> dict[str, GraphSpec]:
+    """The graph of each subgraph node of ``spec``, by node name."""
+    return {
+        name: node.node.graph.spec
+        for name, node in spec.nodes.items()
+        if isinstance(node.node, SubgraphNode)
+    }
 
 
 def field_hint(port: str, fields: Mapping[str, Any], annotation: Any = None) -> str:
@@ -332,15 +366,23 @@ def build_spec(
 
     specs: dict[str, NodeSpec] = {}
     for name, node in bp.nodes.items():
-        specs[name] = spec = node_spec(state, name, node, fields, channels, problems)
+        bound = node.bind(state, name, problems)
+        specs[name] = spec = node_spec(state, name, bound, fields, channels, problems)
         retry, timeout = bp.guards.get(name, (None, None))
         spec.retry = retry if retry is not None else bp.retry
         spec.timeout = timeout if timeout is not None else bp.timeout
 
     entry, successors = wiring(bp.nodes, bp.edges, bp.branches, problems)
     joins = join_wiring(bp.nodes, bp.joins, problems)
-    before = breakpoint_nodes("interrupt_before", interrupt_before, list(bp.nodes), problems)
-    after = breakpoint_nodes("interrupt_after", interrupt_after, list(bp.nodes), problems)
+    children = {
+        name: spec.node.graph.spec
+        for name, spec in specs.items()
+        if isinstance(spec.node, SubgraphNode)
+    }
+    before = breakpoint_nodes(
+        "interrupt_before", interrupt_before, list(bp.nodes), problems, children
+    )
+    after = breakpoint_nodes("interrupt_after", interrupt_after, list(bp.nodes), problems, children)
 
     if problems:
         listing = "\n".join(f"  - {p}" for p in problems)

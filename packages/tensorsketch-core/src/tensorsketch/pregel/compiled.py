@@ -17,6 +17,7 @@ from tensorsketch.durable.reads import (
     read_checkpoint_blocking,
     recorded_decisions,
 )
+from tensorsketch.effect_keys import step_key
 from tensorsketch.errors import CheckpointDecodeError, ExecutorError
 from tensorsketch.events import Event
 from tensorsketch.graph_structure import GraphStructure
@@ -32,10 +33,11 @@ from tensorsketch.pregel.driver import (
 from tensorsketch.pregel.loop import Run
 from tensorsketch.pregel.replay import NodeReplay, replay_node
 from tensorsketch.pregel.restore import validated_values
-from tensorsketch.pregel.run_info import attach_checkpoint_info
+from tensorsketch.pregel.run_info import attach_checkpoint_info, attach_subgraphs
 from tensorsketch.pregel.seam import Executor
 from tensorsketch.pregel.spec import GraphSpec, Task
 from tensorsketch.pregel.state import state_writes
+from tensorsketch.pregel.subgraph import SUBGRAPH_CALL, SubgraphNode
 from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint
 from tensorsketch.runtime.loops import run_sync
 from tensorsketch.schema import Schema
@@ -54,6 +56,23 @@ class _Failure:
 
     def __init__(self, exc: BaseException) -> None:
         self.exc = exc
+
+
+def _inner_breakpoints(parent: Run, node: str) -> tuple[list[str] | None, list[str] | None]:
+    """The breakpoints a subgraph node passes to its child run: the parent run's
+    ``"<node>.<inner>"`` names as ``"<inner>"``, beside the child's own (``None``: none)."""
+    prefix = f"{node}."
+    found: list[list[str] | None] = []
+    for names in (parent.interrupt_before, parent.interrupt_after):
+        inner = [n[len(prefix) :] for n in names if n.startswith(prefix)]
+        found.append(inner or None)
+    return found[0], found[1]
+
+
+def _inside_subgraph(event: Event, depth: int) -> bool:
+    """Whether ``event`` comes from inside a subgraph node below the stream's own level."""
+    suffix = f":{SUBGRAPH_CALL}"
+    return any(part.endswith(suffix) for part in event.namespace[depth:])
 
 
 class CompiledGraph(Generic[S]):
@@ -165,6 +184,7 @@ class CompiledGraph(Generic[S]):
         executor: str | Executor | None = None,
         run_id: str | None = None,
         deps: Any = None,
+        subgraphs: bool = False,
     ) -> AsyncIterator[Event]:
         """Run the graph and yield its events as they happen.
 
@@ -172,6 +192,10 @@ class CompiledGraph(Generic[S]):
         iteration early cancels the run. If the run fails, every event up to the failure is
         delivered and then the original exception is raised. The options are
         :meth:`invoke`'s (``deps=`` included).
+
+        :param subgraphs: also yield the events from inside subgraph nodes, each with its
+            ``namespace`` path (``("Research:subgraph", ...)``); without it a subgraph node
+            shows as its own ``node_start`` / ``node_end`` (and what it suspends on).
         """
         if buffer < 1:
             msg = f"stream(buffer=...) must be at least 1, got {buffer}."
@@ -203,6 +227,7 @@ class CompiledGraph(Generic[S]):
             await queue.put(_DONE)
 
         producer = asyncio.get_running_loop().create_task(produce())
+        depth = len(namespace)
         try:
             while True:
                 item = await queue.get()
@@ -210,6 +235,8 @@ class CompiledGraph(Generic[S]):
                     break
                 if isinstance(item, _Failure):
                     raise item.exc
+                if not subgraphs and len(item.namespace) > depth and _inside_subgraph(item, depth):
+                    continue
                 yield item
         finally:
             if not producer.done():
@@ -320,17 +347,45 @@ class CompiledGraph(Generic[S]):
         if input is not None:
             state_writes(self._spec, input, where, example)
 
-    async def aget_state(self, thread_id: str, backend: Backend) -> S | None:
+    async def aget_state(
+        self, thread_id: str, backend: Backend, *, subgraphs: bool = False
+    ) -> S | None:
         """The latest checkpointed state of the thread, or ``None`` if it has none.
 
         Reads only the latest checkpoint's chain of deltas (:meth:`Backend.read_chain`), so
-        it costs about the state's size, however long the thread's history is.
+        it costs about the state's size, however long the thread's history is. With
+        ``subgraphs``, ``run_info(state).subgraphs`` holds the state of every subgraph node
+        the next superstep runs that has started, nested to any depth.
         """
         check_thread_id(thread_id)
         latest = await read_checkpoint(backend, thread_id)
         if latest is None:
             return None
-        return self._state_at(latest, await recorded_decisions(backend, latest))
+        state = self._state_at(latest, await recorded_decisions(backend, latest))
+        if subgraphs:
+            nested = await self._subgraph_states(latest, backend)
+            if nested:
+                attach_subgraphs(state, nested)
+        return state
+
+    async def _subgraph_states(self, checkpoint: Checkpoint, backend: Backend) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        counts: dict[str, int] = {}
+        for name, payload in checkpoint.tasks:
+            instance = ""
+            if payload is not None:
+                instance = f"#{counts.get(name, 0)}"
+                counts[name] = counts.get(name, 0) + 1
+            spec = self._spec.nodes.get(name)
+            if spec is None or not isinstance(spec.node, SubgraphNode):
+                continue
+            key = step_key(checkpoint.step, name, instance, 0, SUBGRAPH_CALL)
+            child = await spec.node.graph.aget_state(
+                f"{checkpoint.thread_id}/{key}", backend, subgraphs=True
+            )
+            if child is not None:
+                found[f"{name}{instance}"] = child
+        return found
 
     async def aget_state_at(self, thread_id: str, backend: Backend, checkpoint_id: str) -> S:
         """The state at one checkpoint of the thread."""
@@ -356,10 +411,12 @@ class CompiledGraph(Generic[S]):
         attach_checkpoint_info(state, checkpoint, decisions)
         return state
 
-    def get_state(self, thread_id: str, backend: Backend) -> S | None:
+    def get_state(self, thread_id: str, backend: Backend, *, subgraphs: bool = False) -> S | None:
         """Sync form of :meth:`aget_state`: on the calling thread where the backend can read
         without an event loop (SQLite, memory), else on a private loop."""
         check_thread_id(thread_id)
+        if subgraphs:
+            return run_sync(self.aget_state(thread_id, backend, subgraphs=True))
         latest = read_checkpoint_blocking(backend, thread_id)
         if latest is NEEDS_LOOP or (latest is not None and latest.metadata.get("interrupts")):
             # A suspended thread's recorded decisions are read from the journal too.
@@ -519,15 +576,20 @@ class CompiledGraph(Generic[S]):
         key: str,
         label: str,
         max_steps: int,
+        qualify: bool = False,
     ) -> Any:
         """Run this graph inside a node of ``parent`` (``ctx.run_nested``): its events stream
         under the parent's, it traces into the parent's trace, and for a durable parent it is
         a thread of its own (``<parent thread>/<key>``) whose interrupts surface as the
-        parent's. It reads the parent's ``deps``."""
+        parent's. It reads the parent's ``deps``.
+
+        With ``qualify`` (a subgraph node), a surfaced interrupt's id and ``path`` start with
+        the node (``"Research/<id>"``), so two instances of one subgraph never share an id."""
         if not isinstance(parent, Run):
             msg = f"run_inside() needs the engine's run as parent, got {type(parent).__name__}."
             raise TypeError(msg)
-        namespace = (*parent.namespace, f"{ctx.node}{ctx.instance}:{label}")
+        prefix = f"{ctx.node}{ctx.instance}"
+        namespace = (*parent.namespace, f"{prefix}:{label}")
         sink = None
         if parent.sink is not None:
 
@@ -549,6 +611,11 @@ class CompiledGraph(Generic[S]):
                 "without an executor."
             )
             raise ExecutorError(msg)
+        before, after = _inner_breakpoints(parent, ctx.node) if qualify else (None, None)
+        if before is not None:
+            before = sorted(self._spec.interrupt_before.union(before))
+        if after is not None:
+            after = sorted(self._spec.interrupt_after.union(after))
         if journal is None:
             run = start_run(
                 self._spec,
@@ -558,6 +625,8 @@ class CompiledGraph(Generic[S]):
                 sink=sink,
                 namespace=namespace,
                 deps=parent.deps,
+                interrupt_before=before,
+                interrupt_after=after,
             )
             await drive(run, input, max_steps)
         else:
@@ -567,9 +636,11 @@ class CompiledGraph(Generic[S]):
             resume: dict[str, Any] = {}
             if history:
                 for raw in history[-1].metadata.get("interrupts") or ():
-                    found, decision = await parent.effects.decision(ctx.superstep, str(raw["id"]))
+                    own = str(raw["id"])
+                    asked = f"{prefix}/{own}" if qualify else own
+                    found, decision = await parent.effects.decision(ctx.superstep, asked)
                     if found and raw.get("kind") not in ("timer", "breakpoint"):
-                        resume[str(raw["id"])] = decision
+                        resume[own] = decision
             run = start_run(
                 self._spec,
                 thread_id=thread,
@@ -578,10 +649,18 @@ class CompiledGraph(Generic[S]):
                 sink=sink,
                 namespace=namespace,
                 deps=parent.deps,
+                interrupt_before=before,
+                interrupt_after=after,
             )
             await drive(run, None if history else input, max_steps, resume or None)
         if run.interrupts:
-            raise Interrupt(pending=list(run.interrupts))
+            pending = list(run.interrupts)
+            if qualify:
+                pending = [
+                    p.model_copy(update={"id": f"{prefix}/{p.id}", "path": (prefix, *p.path)})
+                    for p in pending
+                ]
+            raise Interrupt(pending=pending)
         return run.result_state()
 
     # -- editing ----------------------------------------------------------------------------

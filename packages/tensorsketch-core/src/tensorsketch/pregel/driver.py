@@ -13,7 +13,7 @@ from tensorsketch.effects import decision_key
 from tensorsketch.errors import BackendUnavailableError, DecisionConflictError, NotDurableWarning
 from tensorsketch.interrupts import parse_approval
 from tensorsketch.observability.tracing import ATTR_INPUT, Tracer
-from tensorsketch.pregel.build import breakpoint_nodes
+from tensorsketch.pregel.build import breakpoint_nodes, subgraph_specs
 from tensorsketch.pregel.loop import Run
 from tensorsketch.pregel.restore import SpecCodec
 from tensorsketch.pregel.seam import Executor
@@ -133,10 +133,13 @@ def _set_breakpoints(run: Run, before: object, after: object) -> None:
         return
     problems: list[str] = []
     nodes = list(run.spec.nodes)
+    children = subgraph_specs(run.spec)
     if before is not None:
-        run.interrupt_before = breakpoint_nodes("interrupt_before", before, nodes, problems)
+        run.interrupt_before = breakpoint_nodes(
+            "interrupt_before", before, nodes, problems, children
+        )
     if after is not None:
-        run.interrupt_after = breakpoint_nodes("interrupt_after", after, nodes, problems)
+        run.interrupt_after = breakpoint_nodes("interrupt_after", after, nodes, problems, children)
     if problems:
         raise ValueError("; ".join(problems))
 

@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from tensorsketch.durable.checkpoint import Checkpoint
-from tensorsketch.interrupts import RunInfo, RunStatus
+from tensorsketch.interrupts import RunInfo, RunStatus, run_info
 from tensorsketch.schema import Schema
 from tensorsketch.suspension import PendingInterrupt
 
-__all__ = ["attach_checkpoint_info", "attach_run_info"]
+__all__ = ["attach_checkpoint_info", "attach_run_info", "attach_subgraphs"]
 
 
 def attach_run_info(
@@ -57,4 +58,10 @@ def attach_checkpoint_info(
         error=dict(error) if error else None,
         decisions=decided,
     )
+    object.__setattr__(state, "__tensorsketch_run__", info)
+
+
+def attach_subgraphs(state: Schema, nested: dict[str, Any]) -> None:
+    """Add the states of the thread's started subgraph nodes to its run info."""
+    info = replace(run_info(state), subgraphs=nested)
     object.__setattr__(state, "__tensorsketch_run__", info)

@@ -76,6 +76,7 @@ __all__ = [
     "KillResult",
     "SimulatedCrash",
     "fanout_graph",
+    "nested_scenario_graph",
     "run_crash_matrix",
     "run_fanout_crash",
     "scenario_graph",
@@ -167,6 +168,20 @@ def scenario_graph(ledger: EffectLedger) -> CompiledGraph[OrderState]:
     (:mod:`tensorsketch.testing.order`), every side effect a counted ledger call, the
     fan-out's workers taking turns so every kill point falls on a clean boundary."""
     return order_graph(_Ledgered(ledger), name="crash-scenario", take_turns=True)
+
+
+#: The standard scenario two subgraph levels deep (``Graph.add(compiled_graph)``).
+NESTED_SCENARIO = "tensorsketch.testing.crash:nested_scenario_graph"
+
+
+def nested_scenario_graph(ledger: EffectLedger) -> CompiledGraph[OrderState]:
+    """:func:`scenario_graph` as a subgraph node of a graph that is itself a subgraph node:
+    every effect happens two levels down, on the child threads of the run's thread."""
+    inner = scenario_graph(ledger)
+    middle = Graph(OrderState, name="Middle").add(inner, name="Order")
+    middle.edge(START, "Order").edge("Order", END)
+    outer = Graph(OrderState, name="crash-nested").add(middle.compile(), name="Middle")
+    return outer.edge(START, "Middle").edge("Middle", END).compile()
 
 
 # -- a wide fan-out, killed halfway -------------------------------------------------------------
