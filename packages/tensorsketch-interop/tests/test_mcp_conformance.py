@@ -82,7 +82,5 @@ async def test_conformance_suite(js_modules: Path, tmp_path: Path) -> None:
         f"({len(skipped)} listed as not offered)"
     )
     assert not unexpected, f"conformance scenarios failed: {json.dumps(unexpected, indent=1)}"
-    assert not passing_but_listed, (
-        f"{passing_but_listed} pass now: take them off {SKIPPED.name}"
-    )
+    assert not passing_but_listed, f"{passing_but_listed} pass now: take them off {SKIPPED.name}"
     assert not unknown, f"{SKIPPED.name} names scenarios the suite does not have: {unknown}"

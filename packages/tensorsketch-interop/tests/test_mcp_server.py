@@ -5,6 +5,7 @@ one tool, and the ``tensorsketch mcp`` command."""
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -44,7 +45,7 @@ from tensorsketch.interop.mcp import (
     mcp_tools,
     memory_session,
 )
-from tensorsketch.messages import ToolCall, assistant
+from tensorsketch.messages import ImageBlock, ToolCall, assistant
 from tensorsketch.observability.memory import InMemoryTracer
 
 #: The console script of this environment (what `pip install` puts on PATH).
@@ -345,6 +346,36 @@ async def test_in_memory_round_trip_both_eras() -> None:
             assert session.protocol_version == version
             (remote_add,) = await mcp_tools(session)
             assert await remote_add.run({"a": 1, "b": 1}) == "2"
+
+
+RED_PIXEL = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+)
+
+
+@pytest.mark.parametrize(("mode", "version"), PROTOCOLS)
+async def test_a_tool_returning_one_image_sends_an_image_block(mode: str, version: str) -> None:
+    @tool
+    def snapshot() -> ImageBlock:
+        """A 1x1 picture."""
+        return ImageBlock(data=RED_PIXEL, media_type="image/png")
+
+    async with Client(build_mcp_server([snapshot]), mode=mode) as client:
+        result = await client.call_tool("snapshot", {})
+    assert result.structured_content is None
+    assert result.content == [
+        types.ImageContent(type="image", data=RED_PIXEL, mime_type="image/png")
+    ]
+
+
+async def test_server_version_defaults_to_the_installed_distribution() -> None:
+    installed = importlib.metadata.version("tensorsketch-interop")
+    assert installed
+    async with Client(build_mcp_server([add])) as client:
+        assert client.server_info is not None
+        assert client.server_info.version == installed
+    async with Client(build_mcp_server([add], version="7.1")) as client:
+        assert client.server_info is not None and client.server_info.version == "7.1"
 
 
 def test_build_mcp_server_rejects_duplicate_names() -> None:

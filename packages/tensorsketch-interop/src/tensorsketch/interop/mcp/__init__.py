@@ -32,17 +32,20 @@ from tensorsketch.interop.mcp._errors import (
     MCPToolError,
 )
 from tensorsketch.interop.mcp._graph import GraphTool, graph_tool
+from tensorsketch.interop.mcp._notify import LEVELS, log, report_progress
 from tensorsketch.interop.mcp._resources import (
     get_prompt,
     list_prompts,
     list_resources,
     read_resource,
 )
+from tensorsketch.interop.mcp._served import Completer, MCPPrompt, MCPResource, prompt, resource
 from tensorsketch.interop.mcp._server import (
     MCPApp,
     build_mcp_server,
     mcp_app,
     mcp_session_id,
+    notify_resource_updated,
     serve_stdio,
 )
 from tensorsketch.interop.mcp._session import (
@@ -71,10 +74,14 @@ __all__ = [
     "ATTR_MCP_TOOL",
     "DEFAULT_MAX_RESULT_CHARS",
     "DEFAULT_TIMEOUT",
+    "LEVELS",
+    "Completer",
     "GraphTool",
     "MCPApp",
     "MCPConnectionError",
     "MCPError",
+    "MCPPrompt",
+    "MCPResource",
     "MCPSession",
     "MCPTimeoutError",
     "MCPTool",
@@ -85,11 +92,16 @@ __all__ = [
     "http_session",
     "list_prompts",
     "list_resources",
+    "log",
     "mcp_app",
     "mcp_session_id",
     "mcp_tools",
     "memory_session",
+    "notify_resource_updated",
+    "prompt",
     "read_resource",
+    "report_progress",
+    "resource",
     "serve_stdio",
     "stdio_session",
 ]
