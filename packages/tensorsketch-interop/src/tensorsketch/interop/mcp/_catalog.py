@@ -12,9 +12,11 @@ from collections.abc import Iterable
 from typing import Any
 
 import mcp_types as types
+from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
-from mcp.server.session import ServerSession
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError as SDKError
+from mcp.shared.subscriptions import ResourceUpdated
 
 from tensorsketch.interop.mcp._notify import current_request
 from tensorsketch.interop.mcp._served import MCPPrompt, MCPResource, complete_values
@@ -34,8 +36,11 @@ class Catalog:
         self.fixed: dict[str, MCPResource] = {}
         self.templates: list[MCPResource] = []
         self.prompts: dict[str, MCPPrompt] = {}
-        #: The sessions subscribed to each resource URI.
-        self.subscribed: dict[str, weakref.WeakSet[ServerSession]] = {}
+        #: The connections subscribed to each resource URI (``resources/subscribe``, up to
+        #: the 2025-11-25 revision).
+        self.subscribed: dict[str, weakref.WeakSet[Connection]] = {}
+        #: Where resource changes go for ``subscriptions/listen`` streams (2026-07-28).
+        self.bus = InMemorySubscriptionBus()
         for item in resources:
             self._add_resource(item)
         for entry in prompts:
@@ -70,6 +75,7 @@ class Catalog:
                 on_read_resource=self.read,
                 on_subscribe_resource=self.subscribe,
                 on_unsubscribe_resource=self.unsubscribe,
+                on_subscriptions_listen=ListenHandler(self.bus),
             )
         if self.prompts:
             found.update(on_list_prompts=self.list_prompts, on_get_prompt=self.get_prompt)
@@ -123,7 +129,7 @@ class Catalog:
     async def subscribe(self, ctx: Ctx, params: types.SubscribeRequestParams) -> types.EmptyResult:
         uri = str(params.uri)
         self.find(uri)
-        self.subscribed.setdefault(uri, weakref.WeakSet()).add(ctx.session)
+        self.subscribed.setdefault(uri, weakref.WeakSet()).add(_connection(ctx))
         return types.EmptyResult()
 
     async def unsubscribe(
@@ -131,7 +137,7 @@ class Catalog:
     ) -> types.EmptyResult:
         sessions = self.subscribed.get(str(params.uri))
         if sessions is not None:
-            sessions.discard(ctx.session)
+            sessions.discard(_connection(ctx))
         return types.EmptyResult()
 
     async def list_prompts(
@@ -167,3 +173,28 @@ class Catalog:
         return types.CompleteResult(
             completion=await complete_values(completer, params.argument.value)
         )
+
+    async def updated(self, uri: str) -> int:
+        """Tell every subscriber of ``uri`` it changed; returns how many connections were
+        told directly (``subscriptions/listen`` streams are told through the bus)."""
+        await self.bus.publish(ResourceUpdated(uri=uri))
+        connections = self.subscribed.get(uri)
+        told = 0
+        for connection in list(connections or ()):
+            try:
+                await connection.send_resource_updated(uri)
+                told += 1
+            except Exception:
+                if connections is not None:
+                    connections.discard(connection)
+        return told
+
+
+def _connection(ctx: Ctx) -> Connection:
+    """The client connection a request came on (the SDK hands handlers the per-request
+    session; its connection outlives the request, as a subscription must)."""
+    connection = getattr(ctx.session, "_connection", None)
+    if not isinstance(connection, Connection):  # pragma: no cover - an SDK change
+        msg = "this MCP SDK version does not expose the request's connection"
+        raise SDKError(types.INTERNAL_ERROR, msg)
+    return connection

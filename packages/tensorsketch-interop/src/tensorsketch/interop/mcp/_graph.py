@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from tensorsketch.interop.mcp._served import MCPResource, resource
 from tensorsketch.interop.mcp._server import mcp_session_id, serving_tracer
 from tensorsketch.interrupts import run_info
 from tensorsketch.observability.tracing import Tracer
@@ -19,7 +20,10 @@ from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.tools import Tool
 
-__all__ = ["GraphTool", "graph_tool"]
+__all__ = ["THREAD_STATE_URI", "GraphTool", "graph_tool", "thread_state_resource"]
+
+#: Where :func:`thread_state_resource` serves a thread's state by default.
+THREAD_STATE_URI = "tensorsketch://threads/{thread_id}/state"
 
 
 class GraphTool(Tool):
@@ -155,3 +159,39 @@ def _schema(
 
 def _fresh() -> str:
     return uuid.uuid4().hex
+
+
+def thread_state_resource(
+    graph: CompiledGraph[Any],
+    backend: Backend,
+    *,
+    uri: str = THREAD_STATE_URI,
+    thread_prefix: str | None = "mcp",
+) -> MCPResource:
+    """A resource template serving the durable state of ``graph``'s threads as JSON, read
+    from ``backend`` (``tensorsketch://threads/{thread_id}/state``).
+
+    Pass it beside a durable :func:`graph_tool` (``resources=[...]``): a client reads the
+    conversation its calls built up, in thread ``mcp-<its session id>``. Only threads named
+    ``{thread_prefix}-...`` are served (the ones MCP calls made); ``thread_prefix=None``
+    serves every thread of the backend, to anyone who can reach the server.
+    """
+    if "{thread_id}" not in uri:
+        msg = f"thread_state_resource(uri=...) must contain '{{thread_id}}', got {uri!r}."
+        raise ValueError(msg)
+
+    async def state(thread_id: str) -> str:
+        if thread_prefix is not None and not thread_id.startswith(f"{thread_prefix}-"):
+            msg = f"this server serves only threads named '{thread_prefix}-...'"
+            raise LookupError(msg)
+        found = await graph.aget_state(thread_id, backend)
+        if found is None:
+            msg = f"the graph {graph.name!r} has no thread {thread_id!r}"
+            raise LookupError(msg)
+        dumped: str = found.model_dump_json()
+        return dumped
+
+    described = f"The durable state of a thread of the {graph.name} graph, as JSON."
+    return resource(
+        uri, name=f"{graph.name}-thread-state", description=described, mime_type="application/json"
+    )(state)

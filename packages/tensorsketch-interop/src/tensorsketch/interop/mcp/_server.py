@@ -24,7 +24,6 @@ from typing import Any
 import mcp_types as types
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
-from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPDeprecationWarning
@@ -106,24 +105,29 @@ def installed_version() -> str:
         return str(__version__)
 
 
-#: The sessions subscribed to each resource URI, per server (``resources/subscribe``).
-_subscribers: weakref.WeakKeyDictionary[Server[Any], dict[str, weakref.WeakSet[ServerSession]]]
-_subscribers = weakref.WeakKeyDictionary()
+#: Each server's catalog, for :func:`notify_resource_updated`.
+_catalogs: weakref.WeakKeyDictionary[Server[Any], Catalog] = weakref.WeakKeyDictionary()
 
 
-async def notify_resource_updated(server: Server[Any], uri: str) -> int:
-    """Tell every client subscribed to ``uri`` on ``server`` that it changed (they read it
-    again); returns how many were told. Clients that went away are forgotten."""
-    sessions = _subscribers.get(server, {}).get(uri)
-    told = 0
-    for session in list(sessions or ()):
-        try:
-            await session.send_resource_updated(uri)
-            told += 1
-        except Exception:
-            if sessions is not None:
-                sessions.discard(session)
-    return told
+_serving: ContextVar[Catalog | None] = ContextVar("tensorsketch_mcp_catalog", default=None)
+
+
+async def notify_resource_updated(uri: str, *, server: Server[Any] | None = None) -> None:
+    """Tell the clients subscribed to ``uri`` that it changed, so they read it again:
+    ``resources/subscribe`` subscribers (up to the 2025-11-25 revision) and
+    ``subscriptions/listen`` streams (2026-07-28). Clients that went away are forgotten.
+
+    :param server: the server (a :func:`build_mcp_server`, or ``MCPApp.server``); inside a
+        tool call it defaults to the server serving the call.
+    """
+    catalog = _serving.get() if server is None else _catalogs.get(server)
+    if catalog is None:
+        msg = (
+            "notify_resource_updated() needs server= (a server made by build_mcp_server()) "
+            "outside a tool call it serves."
+        )
+        raise TypeError(msg)
+    await catalog.updated(uri)
 
 
 def build_mcp_server(
@@ -166,10 +170,11 @@ def build_mcp_server(
         if found is None:
             msg = f"Unknown tool {params.name!r}; this server has {sorted(by_name)}."
             raise SDKError(types.INVALID_PARAMS, msg)
-        token, traced = _current.set(ctx), _tracer.set(trace)
+        token, traced, serving = _current.set(ctx), _tracer.set(trace), _serving.set(catalog)
         try:
             return await _call(found, params.arguments or {}, ctx, trace, name)
         finally:
+            _serving.reset(serving)
             _tracer.reset(traced)
             _current.reset(token)
 
@@ -196,7 +201,7 @@ def build_mcp_server(
             on_set_logging_level=on_set_logging_level,
             **catalog.handlers(),
         )
-    _subscribers[server] = catalog.subscribed
+    _catalogs[server] = catalog
     return server
 
 
