@@ -1,7 +1,8 @@
 """``tensorsketch mcp``: serve tools or a graph over MCP, or list a server's tools.
 
 ``tensorsketch mcp serve module:attr [--http --port N]`` serves what ``attr`` names: a list of
-tools (with any ``@resource``/``@prompt`` functions among them), one tool, a compiled graph (as one :func:`graph_tool`), or a ready ``mcp.server.Server``.
+tools (with any ``@resource``/``@prompt`` functions among them), one tool, a compiled graph
+(as one :func:`graph_tool`), or a ready ``mcp.server.Server``.
 ``tensorsketch mcp tools -- COMMAND ...`` (or ``--url URL``) connects to a server and prints
 its tools: a quick check before wiring a server into an agent. The arguments are declared in
 the plugin module (``tensorsketch._plugins.interop``), so building the CLI never imports the SDK.
