@@ -96,13 +96,11 @@ def serving_tracer() -> Tracer:
 
 def installed_version() -> str:
     """This distribution's version: what a server reports as ``serverInfo.version`` unless
-    told otherwise."""
+    told otherwise (``"0+unknown"`` when it runs from sources that were never installed)."""
     try:
         return importlib.metadata.version("tensorsketch-interop")
-    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - a source checkout
-        from tensorsketch import __version__  # noqa: PLC0415 - only without metadata
-
-        return str(__version__)
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - never installed
+        return "0+unknown"
 
 
 #: Each server's catalog, for :func:`notify_resource_updated`.
