@@ -393,3 +393,66 @@ async def test_a_server_without_resources_or_prompts_does_not_claim_them() -> No
         assert caps is not None
         assert caps.resources is None and caps.prompts is None and caps.completions is None
         assert caps.tools is not None and caps.logging is not None
+
+
+class Job(Schema):
+    """Run a job in steps."""
+
+    steps: int = 1
+    done: int = 0
+
+
+class Work(Node):
+    class In(Schema):
+        steps: int
+
+    class Out(Schema):
+        done: int
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        for step in range(1, inp.steps + 1):
+            await ctx.emit("progress", {"progress": step, "total": inp.steps})
+        await ctx.emit("log", {"level": "info", "data": "job finished"})
+        return self.Out(done=inp.steps)
+
+
+class Nap(Node):
+    class In(Schema):
+        steps: int
+
+    class Out(Schema):
+        done: int
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        await ctx.sleep(3600)
+        return self.Out(done=inp.steps)
+
+
+@pytest.mark.parametrize(("mode", "version"), PROTOCOLS)
+async def test_a_graph_tools_nodes_report_progress_to_the_client(mode: str, version: str) -> None:
+    graph = Graph(Job, name="job").add(Work).edge(START, "Work").edge("Work", END).compile()
+    reports: list[tuple[float, float | None]] = []
+    logs: list[Any] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reports.append((progress, total))
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(params.data)
+
+    server = build_mcp_server([graph_tool(graph, inputs=["steps"])])
+    async with Client(server, mode=mode, logging_callback=on_log) as client:
+        result = await client.call_tool("job", {"steps": 3}, progress_callback=on_progress)
+    assert result.structured_content == {"done": 3}
+    assert reports == [(1, 3), (2, 3), (3, 3)]
+    assert logs == (["job finished"] if mode == "legacy" else [])  # 2026-07-28: per-request opt-in
+
+
+async def test_a_graph_tool_that_suspends_is_an_error_result() -> None:
+    graph = Graph(Job, name="napper").add(Nap).edge(START, "Nap").edge("Nap", END).compile()
+    async with Client(build_mcp_server([graph_tool(graph, inputs=["steps"])])) as client:
+        result = await client.call_tool("napper", {"steps": 1})
+    assert result.is_error
+    text = "".join(b.text for b in result.content if isinstance(b, types.TextContent))
+    assert "the graph 'napper' suspended waiting for timer" in text
+    assert "needs a decision an MCP call cannot give" in text

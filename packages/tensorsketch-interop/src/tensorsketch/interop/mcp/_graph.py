@@ -2,8 +2,10 @@
 
 The tool's input schema is the part of the state the graph starts from (the fields its
 entry nodes read), its output schema the rest of the final state; each call is one run of
-the graph. With a ``backend`` the runs are durable, one thread per MCP session, so a client
-that calls an agent twice in one session continues the same conversation.
+the graph; its nodes' ``ctx.emit("progress", ...)`` and ``ctx.emit("log", ...)`` reach the
+MCP client as notifications. With a ``backend`` the runs are durable, one thread per MCP
+session, so a client that calls an agent twice in one session continues the same
+conversation.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from tensorsketch.interop.mcp._notify import current_request, forward_event
 from tensorsketch.interop.mcp._served import MCPResource, resource
 from tensorsketch.interop.mcp._server import mcp_session_id, serving_tracer
 from tensorsketch.interrupts import run_info
@@ -83,23 +86,28 @@ def graph_tool(
         if backend is not None:
             session = mcp_session_id()
             thread_id = f"{thread_prefix}-{session or _fresh()}"
-        state = await graph.invoke(
-            args,
-            thread_id=thread_id,
-            backend=backend,
-            tracer=tracer if tracer is not None else serving_tracer(),
-            max_steps=max_steps,
-        )
-        info = run_info(state)
-        if info.status == "suspended":
-            waiting = ", ".join(f"{i.kind} {i.id!r}" for i in info.interrupts)
+        options: dict[str, Any] = {
+            "thread_id": thread_id,
+            "backend": backend,
+            "tracer": tracer if tracer is not None else serving_tracer(),
+            "max_steps": max_steps,
+        }
+        if current_request.get() is None:
+            state = await graph.invoke(args, **options)
+            info = run_info(state)
+            waiting = [f"{i.kind} {i.id!r}" for i in info.interrupts]
+            if info.status != "suspended":
+                waiting = []
+            values: dict[str, Any] | None = state.model_dump(mode="json", include=set(chosen_out))
+        else:
+            waiting, values = await _stream_forwarding(graph, args, options, chosen_out)
+        if waiting or values is None:
             msg = (
-                f"the graph {graph.name!r} suspended waiting for {waiting} (thread "
+                f"the graph {graph.name!r} suspended waiting for {', '.join(waiting)} (thread "
                 f"{thread_id!r}); it needs a decision an MCP call cannot give."
             )
             raise RuntimeError(msg)
-        dumped: dict[str, Any] = state.model_dump(mode="json", include=set(chosen_out))
-        return dumped
+        return values
 
     tool = GraphTool.from_schema(
         tool_name, doc or f"Run the {graph.name} graph.", input_schema, run
@@ -110,6 +118,34 @@ def graph_tool(
     tool.outputs = chosen_out
     tool.output_schema = output_schema
     return tool
+
+
+async def _stream_forwarding(
+    graph: CompiledGraph[Any],
+    args: dict[str, Any],
+    options: dict[str, Any],
+    chosen_out: Sequence[str],
+) -> tuple[list[str], dict[str, Any] | None]:
+    """Run ``graph`` for the MCP call being served, sending its nodes' ``ctx.emit("progress",
+    ...)`` and ``ctx.emit("log", ...)`` events (nested graphs' too) to the client as they
+    happen. Returns what the run waits for (empty when it finished) and its output fields."""
+    waiting: list[str] = []
+    final: dict[str, Any] | None = None
+    async for event in graph.stream(args, **options):
+        if event.type in ("progress", "log"):
+            await forward_event(event.type, event.data)
+        elif event.namespace:
+            continue
+        elif event.type == "interrupt":
+            found = event.data.get("interrupts", []) if isinstance(event.data, dict) else []
+            waiting += [f"{i.get('kind')} {i.get('id')!r}" for i in found]
+        elif event.type == "run_end" and isinstance(event.data, dict):
+            final = event.data
+    if waiting or final is None:
+        return waiting, None
+    state = graph.state_schema.model_validate(final)
+    dumped: dict[str, Any] = state.model_dump(mode="json", include=set(chosen_out))
+    return [], dumped
 
 
 def _state_summary(graph: CompiledGraph[Any]) -> str:

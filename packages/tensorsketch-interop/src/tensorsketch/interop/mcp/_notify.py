@@ -23,7 +23,15 @@ from tensorsketch.context import NO_DEPS, Context
 from tensorsketch.effects import EffectLog
 from tensorsketch.observability.tracing import Tracer
 
-__all__ = ["LEVELS", "MCPRunHandle", "current_request", "log", "report_progress", "tool_context"]
+__all__ = [
+    "LEVELS",
+    "MCPRunHandle",
+    "current_request",
+    "forward_event",
+    "log",
+    "report_progress",
+    "tool_context",
+]
 
 #: The MCP log levels, least severe first.
 LEVELS: tuple[str, ...] = get_args(types.LoggingLevel)
@@ -85,7 +93,7 @@ async def log(level: str, data: Any, logger: str | None = None) -> None:
         await ctx.session.send_log_message(level, data, logger, related_request_id=ctx.request_id)  # type: ignore[arg-type]
 
 
-async def _forward(type: str, data: Any) -> None:
+async def forward_event(type: str, data: Any) -> None:
     """A tool's ``ctx.emit`` event, as the MCP notification it stands for."""
     if type == "progress":
         fields = data if isinstance(data, dict) else {"progress": data}
@@ -114,12 +122,12 @@ class MCPRunHandle:
 
     @property
     def sink(self) -> Callable[..., Awaitable[None]] | None:
-        return _forward
+        return forward_event
 
     async def emit(
         self, type: str, *, node: str | None = None, data: Any = None, step: int | None = None
     ) -> None:
-        await _forward(type, data)
+        await forward_event(type, data)
 
 
 def tool_context(tool_name: str, request_id: Any, tracer: Tracer) -> Context[Any]:
