@@ -4,7 +4,8 @@ each with its reason, in tests/js/conformance-skipped.json — and a listed scen
 passes fails the test too, so the list only shrinks.
 
 The server (mcp_servers/conformance_server.py) holds the fixtures the scenarios name, built
-with TensorSketch's public serving API only."""
+with TensorSketch's public serving API only. The suite is pinned at 0.1.13, the newest release
+that runs on Node 20 (0.1.14 and later import ``fs.globSync``, which needs Node 22)."""
 
 from __future__ import annotations
 

@@ -137,6 +137,16 @@ async def test_the_sdk_client_renders_prompts_and_gets_completions(
             {"name": "topic", "value": "py"},
         )
         assert by_template.completion.values == ["python"]
+        unlisted = await client.complete(
+            types.PromptReference(type="ref/prompt", name="summarize"),
+            {"name": "nope", "value": ""},
+        )
+        assert unlisted.completion.values == []
+        with pytest.raises(SDKError, match=r"no prompt 'nope'; this server has \['summarize'\]"):
+            await client.complete(
+                types.PromptReference(type="ref/prompt", name="nope"),
+                {"name": "topic", "value": ""},
+            )
 
 
 @pytest.mark.parametrize(("mode", "version"), PROTOCOLS)

@@ -165,9 +165,16 @@ class Catalog:
         owner: MCPPrompt | MCPResource | None
         if isinstance(ref, types.PromptReference):
             owner = self.prompts.get(ref.name)
+            known = sorted(self.prompts)
+            asked = f"prompt {ref.name!r}"
         else:
             owner = next((t for t in self.templates if t.uri == ref.uri), None)
-        completer = None if owner is None else owner.complete.get(params.argument.name)
+            known = [t.uri for t in self.templates]
+            asked = f"resource template {ref.uri!r}"
+        if owner is None:
+            msg = f"completion/complete: no {asked}; this server has {known}."
+            raise SDKError(types.INVALID_PARAMS, msg)
+        completer = owner.complete.get(params.argument.name)
         if completer is None:
             return types.CompleteResult(completion=types.Completion(values=[]))
         return types.CompleteResult(
