@@ -111,8 +111,13 @@ async def watch_resource(
     session: MCPSession | RemoteSession, uri: str
 ) -> AsyncIterator[str | bytes | list[str | bytes]]:
     """Read ``uri`` now and again each time the server says it changed, for as long as the
-    caller iterates (``async for content in watch_resource(session, uri)``); the
-    subscription ends when the loop does."""
+    caller iterates; the subscription ends when the generator is closed. Close it in the task
+    that iterates it::
+
+        async with contextlib.aclosing(watch_resource(session, uri)) as changes:
+            async for content in changes:
+                ...
+    """
     connection = MCPSession.of(session)
     async with connection.watch(uri) as changes:
         yield await read_resource(connection, uri)

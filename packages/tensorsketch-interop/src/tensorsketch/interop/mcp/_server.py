@@ -58,7 +58,6 @@ __all__ = [
 ]
 
 _ATTR_SESSION = "mcp.session.id"
-
 _current = current_request
 _tracer: ContextVar[Tracer] = ContextVar("tensorsketch_mcp_tracer", default=NOOP_TRACER)
 
@@ -272,16 +271,7 @@ def to_result(value: Any, *, structured: bool = False) -> types.CallToolResult:
     rendered = render_result(value)
     if isinstance(rendered, str):
         return types.CallToolResult(content=[types.TextContent(type="text", text=rendered)])
-    blocks: list[types.ContentBlock] = []
-    for block in rendered:
-        if isinstance(block, TextBlock):
-            blocks.append(types.TextContent(type="text", text=block.text))
-        elif isinstance(block, ImageBlock) and block.data is not None:
-            mime = block.media_type or "image/png"
-            blocks.append(types.ImageContent(type="image", data=block.data, mime_type=mime))
-        elif isinstance(block, ImageBlock):
-            blocks.append(types.TextContent(type="text", text=f"[image {block.url}]"))
-    return types.CallToolResult(content=blocks)
+    return types.CallToolResult(content=[_block(block) for block in rendered])
 
 
 _SDK_BLOCKS = (
