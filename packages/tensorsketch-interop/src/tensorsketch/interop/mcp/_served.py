@@ -257,9 +257,9 @@ def prompt(
 ) -> MCPPrompt | Callable[[Callable[..., Any]], MCPPrompt]:
     """Make a function a prompt template (``@prompt`` or ``@prompt(complete=...)``).
 
-    Its parameters are the prompt's arguments (those without a default are required); it
-    returns ``str`` (one user message), a ``Message`` or a list of them. The description is
-    the docstring's first paragraph.
+    Its parameters are the prompt's arguments (those without a default are required; MCP
+    sends every argument as a string); it returns ``str`` (one user message), a ``Message``
+    or a list of them. The description is the docstring's first paragraph.
     """
     if fn is not None:
         return MCPPrompt(fn)
