@@ -3,7 +3,11 @@ test kit's :func:`~tensorsketch.testing.live_server.serving`)."""
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
+import shutil
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +19,8 @@ from tensorsketch.testing.live_server import serving
 from tensorsketch.testing.ports import free_port
 
 SERVERS = Path(__file__).resolve().parent / "mcp_servers"
+#: The pinned npm packages the tests run (package.json + package-lock.json, committed).
+JS = Path(__file__).resolve().parent / "js"
 
 
 @pytest.fixture
@@ -57,3 +63,32 @@ class Helpers:
 @pytest.fixture
 def h() -> type[Helpers]:
     return Helpers
+
+
+@pytest.fixture(scope="session")
+def js_modules() -> Path:
+    """``tests/js/node_modules``, installed with ``npm ci`` from the committed lockfile when it
+    is missing or older than the lockfile (a stamp holds the lockfile's hash). Skips, naming
+    the missing tool, when node or npm is not installed; a user's ``pip install`` never needs
+    them. A file lock keeps two pytest-xdist workers from installing at once."""
+    for needed in ("node", "npm"):
+        if shutil.which(needed) is None:
+            pytest.skip(f"{needed} is not installed (the official MCP JS suites need node and npm)")
+    modules = JS / "node_modules"
+    lock_hash = hashlib.sha256((JS / "package-lock.json").read_bytes()).hexdigest()
+    stamp = modules / ".tensorsketch-lock-sha256"
+    with open(JS / ".install.lock", "w", encoding="utf-8") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        if not stamp.exists() or stamp.read_text(encoding="utf-8") != lock_hash:
+            done = subprocess.run(
+                ["npm", "ci", "--no-audit", "--no-fund"],
+                cwd=JS,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
+            )
+            if done.returncode != 0:
+                pytest.fail(f"npm ci in {JS} failed:\n{done.stdout}\n{done.stderr}")
+            stamp.write_text(lock_hash, encoding="utf-8")
+    return modules

@@ -5,6 +5,7 @@ one tool, and the ``tensorsketch mcp`` command."""
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -44,7 +45,7 @@ from tensorsketch.interop.mcp import (
     mcp_tools,
     memory_session,
 )
-from tensorsketch.messages import ToolCall, assistant
+from tensorsketch.messages import ImageBlock, ToolCall, assistant
 from tensorsketch.observability.memory import InMemoryTracer
 
 #: The console script of this environment (what `pip install` puts on PATH).
@@ -288,6 +289,21 @@ async def test_serve_mounts_mcp_beside_the_openai_protocol(h: Any) -> None:
     assert models["object"] == "list", "the OpenAI routes answer on the same app"
 
 
+async def test_serve_with_a_backend_offers_the_thread_state_as_a_resource(h: Any) -> None:
+    serve = pytest.importorskip("tensorsketch.serve").serve
+    backend = InMemoryBackend()
+    agent = create_agent(FakeProvider(lambda messages, tools: "pong"), name="pinger")
+    app = serve(agent, ["mcp"], backend=backend)
+    async with h.serving(app) as base, Client(f"{base}/mcp", mode="legacy") as client:
+        await client.call_tool("pinger", {"query": "ping"})
+        (template,) = (await client.list_resource_templates()).resource_templates
+        assert template.uri_template == "tensorsketch://threads/{thread_id}/state"
+        (thread,) = await backend.list_threads(prefix="mcp-")
+        (state,) = (await client.read_resource(f"tensorsketch://threads/{thread}/state")).contents
+    assert isinstance(state, types.TextResourceContents)
+    assert json.loads(state.text)["output"] == "pong"
+
+
 def mcp_app_of(server: Any) -> MCPApp:
     return MCPApp(server, server.streamable_http_app())
 
@@ -347,6 +363,36 @@ async def test_in_memory_round_trip_both_eras() -> None:
             assert await remote_add.run({"a": 1, "b": 1}) == "2"
 
 
+RED_PIXEL = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+)
+
+
+@pytest.mark.parametrize(("mode", "version"), PROTOCOLS)
+async def test_a_tool_returning_one_image_sends_an_image_block(mode: str, version: str) -> None:
+    @tool
+    def snapshot() -> ImageBlock:
+        """A 1x1 picture."""
+        return ImageBlock(data=RED_PIXEL, media_type="image/png")
+
+    async with Client(build_mcp_server([snapshot]), mode=mode) as client:
+        result = await client.call_tool("snapshot", {})
+    assert result.structured_content is None
+    assert result.content == [
+        types.ImageContent(type="image", data=RED_PIXEL, mime_type="image/png")
+    ]
+
+
+async def test_server_version_defaults_to_the_installed_distribution() -> None:
+    installed = importlib.metadata.version("tensorsketch-interop")
+    assert installed
+    async with Client(build_mcp_server([add])) as client:
+        assert client.server_info is not None
+        assert client.server_info.version == installed
+    async with Client(build_mcp_server([add], version="7.1")) as client:
+        assert client.server_info is not None and client.server_info.version == "7.1"
+
+
 def test_build_mcp_server_rejects_duplicate_names() -> None:
     @tool(name="add")
     def other(x: int) -> int:
@@ -403,6 +449,43 @@ async def test_cli_serves_over_stdio_to_the_sdk_client(h: Any) -> None:
     async with Client(params) as client:
         assert client.server_info is not None and client.server_info.name == "tools"
         assert text(await client.call_tool("add", {"a": 5, "b": 6})) == "11"
+
+
+KB_MODULE = """
+from tensorsketch import tool
+from tensorsketch.interop.mcp import prompt, resource
+
+@tool
+def add(a: int, b: int) -> int:
+    \"\"\"Add.\"\"\"
+    return a + b
+
+@resource("kb://readme")
+def readme() -> str:
+    return "read me"
+
+@prompt
+def greet(name: str) -> str:
+    \"\"\"Greet someone.\"\"\"
+    return f"Say hello to {name}."
+
+served = [add, readme, greet]
+"""
+
+
+async def test_cli_serves_resources_and_prompts_listed_beside_tools(h: Any, tmp_path: Path) -> None:
+    (tmp_path / "kb.py").write_text(KB_MODULE)
+    params = StdioServerParameters(
+        command=TENSORSKETCH, args=["mcp", "serve", "kb:served"], cwd=tmp_path
+    )
+    async with Client(params) as client:
+        assert [t.name for t in (await client.list_tools()).tools] == ["add"]
+        (readme,) = (await client.read_resource("kb://readme")).contents
+        assert isinstance(readme, types.TextResourceContents) and readme.text == "read me"
+        greeting = await client.get_prompt("greet", {"name": "Ada"})
+        assert greeting.messages[0].content == types.TextContent(
+            type="text", text="Say hello to Ada."
+        )
 
 
 async def test_cli_serves_a_graph_over_http(h: Any, tmp_path: Path) -> None:

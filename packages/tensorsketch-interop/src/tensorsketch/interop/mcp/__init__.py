@@ -5,9 +5,12 @@ Built on the official ``mcp`` SDK (2.x), imported only when this module is::
     pip install "tensorsketch-interop[mcp]"     # or: pip install "tensorsketch-core[mcp]"
 
 Client: :func:`stdio_session` / :func:`http_session` / :func:`memory_session` connect,
-:func:`mcp_tools` wraps the server's tools, :func:`read_resource` and :func:`get_prompt`
-fetch the rest. Server: :func:`build_mcp_server`, :func:`serve_stdio`, :func:`mcp_app`
-(streamable HTTP), and :func:`graph_tool` to expose a whole graph as one tool.
+:func:`mcp_tools` wraps the server's tools, :func:`read_resource`, :func:`watch_resource`,
+:func:`get_prompt` and :func:`complete` fetch the rest. Server: :func:`build_mcp_server`,
+:func:`serve_stdio`, :func:`mcp_app` (streamable HTTP) serve tools, :func:`resource` and
+:func:`prompt` functions; :func:`graph_tool` exposes a whole graph as one tool and
+:func:`thread_state_resource` its durable threads' state; tools report with
+:func:`report_progress` and :func:`log`.
 """
 
 from __future__ import annotations
@@ -31,18 +34,29 @@ from tensorsketch.interop.mcp._errors import (
     MCPTimeoutError,
     MCPToolError,
 )
-from tensorsketch.interop.mcp._graph import GraphTool, graph_tool
+from tensorsketch.interop.mcp._graph import (
+    THREAD_STATE_URI,
+    GraphTool,
+    graph_tool,
+    thread_state_resource,
+)
+from tensorsketch.interop.mcp._notify import LEVELS, log, report_progress
 from tensorsketch.interop.mcp._resources import (
+    complete,
     get_prompt,
     list_prompts,
+    list_resource_templates,
     list_resources,
     read_resource,
+    watch_resource,
 )
+from tensorsketch.interop.mcp._served import Completer, MCPPrompt, MCPResource, prompt, resource
 from tensorsketch.interop.mcp._server import (
     MCPApp,
     build_mcp_server,
     mcp_app,
     mcp_session_id,
+    notify_resource_updated,
     serve_stdio,
 )
 from tensorsketch.interop.mcp._session import (
@@ -71,25 +85,39 @@ __all__ = [
     "ATTR_MCP_TOOL",
     "DEFAULT_MAX_RESULT_CHARS",
     "DEFAULT_TIMEOUT",
+    "LEVELS",
+    "THREAD_STATE_URI",
+    "Completer",
     "GraphTool",
     "MCPApp",
     "MCPConnectionError",
     "MCPError",
+    "MCPPrompt",
+    "MCPResource",
     "MCPSession",
     "MCPTimeoutError",
     "MCPTool",
     "MCPToolError",
     "build_mcp_server",
+    "complete",
     "get_prompt",
     "graph_tool",
     "http_session",
     "list_prompts",
+    "list_resource_templates",
     "list_resources",
+    "log",
     "mcp_app",
     "mcp_session_id",
     "mcp_tools",
     "memory_session",
+    "notify_resource_updated",
+    "prompt",
     "read_resource",
+    "report_progress",
+    "resource",
     "serve_stdio",
     "stdio_session",
+    "thread_state_resource",
+    "watch_resource",
 ]

@@ -1,7 +1,8 @@
 """``tensorsketch mcp``: serve tools or a graph over MCP, or list a server's tools.
 
 ``tensorsketch mcp serve module:attr [--http --port N]`` serves what ``attr`` names: a list of
-tools, one tool, a compiled graph (as one :func:`graph_tool`), or a ready ``mcp.server.Server``.
+tools (with any ``@resource``/``@prompt`` functions among them), one tool, a compiled graph
+(as one :func:`graph_tool`), or a ready ``mcp.server.Server``.
 ``tensorsketch mcp tools -- COMMAND ...`` (or ``--url URL``) connects to a server and prints
 its tools: a quick check before wiring a server into an agent. The arguments are declared in
 the plugin module (``tensorsketch._plugins.interop``), so building the CLI never imports the SDK.
@@ -22,6 +23,7 @@ from mcp.server.stdio import stdio_server
 from tensorsketch.cli import load_target
 from tensorsketch.interop.mcp._errors import MCPError
 from tensorsketch.interop.mcp._graph import graph_tool
+from tensorsketch.interop.mcp._served import MCPPrompt, MCPResource
 from tensorsketch.interop.mcp._server import MCPApp, build_mcp_server
 from tensorsketch.interop.mcp._session import (
     TIMEOUT_KNOB,
@@ -56,7 +58,10 @@ def _as_server(target: Any, name: str) -> Server[Any]:
     if isinstance(target, Tool):
         return build_mcp_server([target], name)
     if isinstance(target, list | tuple) and target:
-        return build_mcp_server(target, name)
+        resources = [t for t in target if isinstance(t, MCPResource)]
+        prompts = [t for t in target if isinstance(t, MCPPrompt)]
+        tools = [t for t in target if not isinstance(t, MCPResource | MCPPrompt)]
+        return build_mcp_server(tools, name, resources=resources, prompts=prompts)
     msg = (
         f"cannot serve {target!r}: point at a list of tools, a tool, a compiled graph or an "
         "`mcp.server.Server`."

@@ -2,8 +2,10 @@
 
 The tool's input schema is the part of the state the graph starts from (the fields its
 entry nodes read), its output schema the rest of the final state; each call is one run of
-the graph. With a ``backend`` the runs are durable, one thread per MCP session, so a client
-that calls an agent twice in one session continues the same conversation.
+the graph; its nodes' ``ctx.emit("progress", ...)`` and ``ctx.emit("log", ...)`` reach the
+MCP client as notifications. With a ``backend`` the runs are durable, one thread per MCP
+session, so a client that calls an agent twice in one session continues the same
+conversation.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from tensorsketch.interop.mcp._notify import current_request, forward_event
+from tensorsketch.interop.mcp._served import MCPResource, resource
 from tensorsketch.interop.mcp._server import mcp_session_id, serving_tracer
 from tensorsketch.interrupts import run_info
 from tensorsketch.observability.tracing import Tracer
@@ -19,7 +23,10 @@ from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.tools import Tool
 
-__all__ = ["GraphTool", "graph_tool"]
+__all__ = ["THREAD_STATE_URI", "GraphTool", "graph_tool", "thread_state_resource"]
+
+#: Where :func:`thread_state_resource` serves a thread's state by default.
+THREAD_STATE_URI = "tensorsketch://threads/{thread_id}/state"
 
 
 class GraphTool(Tool):
@@ -79,23 +86,28 @@ def graph_tool(
         if backend is not None:
             session = mcp_session_id()
             thread_id = f"{thread_prefix}-{session or _fresh()}"
-        state = await graph.invoke(
-            args,
-            thread_id=thread_id,
-            backend=backend,
-            tracer=tracer if tracer is not None else serving_tracer(),
-            max_steps=max_steps,
-        )
-        info = run_info(state)
-        if info.status == "suspended":
-            waiting = ", ".join(f"{i.kind} {i.id!r}" for i in info.interrupts)
+        options: dict[str, Any] = {
+            "thread_id": thread_id,
+            "backend": backend,
+            "tracer": tracer if tracer is not None else serving_tracer(),
+            "max_steps": max_steps,
+        }
+        if current_request.get() is None:
+            state = await graph.invoke(args, **options)
+            info = run_info(state)
+            waiting = [f"{i.kind} {i.id!r}" for i in info.interrupts]
+            if info.status != "suspended":
+                waiting = []
+            values: dict[str, Any] | None = state.model_dump(mode="json", include=set(chosen_out))
+        else:
+            waiting, values = await _stream_forwarding(graph, args, options, chosen_out)
+        if waiting or values is None:
             msg = (
-                f"the graph {graph.name!r} suspended waiting for {waiting} (thread "
+                f"the graph {graph.name!r} suspended waiting for {', '.join(waiting)} (thread "
                 f"{thread_id!r}); it needs a decision an MCP call cannot give."
             )
             raise RuntimeError(msg)
-        dumped: dict[str, Any] = state.model_dump(mode="json", include=set(chosen_out))
-        return dumped
+        return values
 
     tool = GraphTool.from_schema(
         tool_name, doc or f"Run the {graph.name} graph.", input_schema, run
@@ -106,6 +118,34 @@ def graph_tool(
     tool.outputs = chosen_out
     tool.output_schema = output_schema
     return tool
+
+
+async def _stream_forwarding(
+    graph: CompiledGraph[Any],
+    args: dict[str, Any],
+    options: dict[str, Any],
+    chosen_out: Sequence[str],
+) -> tuple[list[str], dict[str, Any] | None]:
+    """Run ``graph`` for the MCP call being served, sending its nodes' ``ctx.emit("progress",
+    ...)`` and ``ctx.emit("log", ...)`` events (nested graphs' too) to the client as they
+    happen. Returns what the run waits for (empty when it finished) and its output fields."""
+    waiting: list[str] = []
+    final: dict[str, Any] | None = None
+    async for event in graph.stream(args, **options):
+        if event.type in ("progress", "log"):
+            await forward_event(event.type, event.data)
+        elif event.namespace:
+            continue
+        elif event.type == "interrupt":
+            found = event.data.get("interrupts", []) if isinstance(event.data, dict) else []
+            waiting += [f"{i.get('kind')} {i.get('id')!r}" for i in found]
+        elif event.type == "run_end" and isinstance(event.data, dict):
+            final = event.data
+    if waiting or final is None:
+        return waiting, None
+    state = graph.state_schema.model_validate(final)
+    dumped: dict[str, Any] = state.model_dump(mode="json", include=set(chosen_out))
+    return [], dumped
 
 
 def _state_summary(graph: CompiledGraph[Any]) -> str:
@@ -155,3 +195,39 @@ def _schema(
 
 def _fresh() -> str:
     return uuid.uuid4().hex
+
+
+def thread_state_resource(
+    graph: CompiledGraph[Any],
+    backend: Backend,
+    *,
+    uri: str = THREAD_STATE_URI,
+    thread_prefix: str | None = "mcp",
+) -> MCPResource:
+    """A resource template serving the durable state of ``graph``'s threads as JSON, read
+    from ``backend`` (``tensorsketch://threads/{thread_id}/state``).
+
+    Pass it beside a durable :func:`graph_tool` (``resources=[...]``): a client reads the
+    conversation its calls built up, in thread ``mcp-<its session id>``. Only threads named
+    ``{thread_prefix}-...`` are served (the ones MCP calls made); ``thread_prefix=None``
+    serves every thread of the backend, to anyone who can reach the server.
+    """
+    if "{thread_id}" not in uri:
+        msg = f"thread_state_resource(uri=...) must contain '{{thread_id}}', got {uri!r}."
+        raise ValueError(msg)
+
+    async def state(thread_id: str) -> str:
+        if thread_prefix is not None and not thread_id.startswith(f"{thread_prefix}-"):
+            msg = f"this server serves only threads named '{thread_prefix}-...'"
+            raise LookupError(msg)
+        found = await graph.aget_state(thread_id, backend)
+        if found is None:
+            msg = f"the graph {graph.name!r} has no thread {thread_id!r}"
+            raise LookupError(msg)
+        dumped: str = found.model_dump_json()
+        return dumped
+
+    described = f"The durable state of a thread of the {graph.name} graph, as JSON."
+    return resource(
+        uri, name=f"{graph.name}-thread-state", description=described, mime_type="application/json"
+    )(state)

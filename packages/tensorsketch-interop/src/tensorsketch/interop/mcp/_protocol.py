@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tensorsketch.interop.mcp._graph import graph_tool
+from tensorsketch.interop.mcp._graph import graph_tool, thread_state_resource
 from tensorsketch.interop.mcp._server import MCPApp, mcp_app
 
 if TYPE_CHECKING:
@@ -25,6 +25,8 @@ def mcp_protocol(
     tracer: Tracer | None = None,
 ) -> MCPApp:
     """``graph`` as one MCP tool (:func:`graph_tool`) served over streamable HTTP at the
-    mount's root; with ``backend=``, the calls of one MCP session share a durable thread."""
+    mount's root; with ``backend=``, the calls of one MCP session share a durable thread,
+    whose state the client can read as a resource (:func:`thread_state_resource`)."""
     exposed = graph_tool(graph, backend=backend, tracer=tracer)
-    return mcp_app([exposed], name=exposed.name, path="/", tracer=tracer)
+    resources = [] if backend is None else [thread_state_resource(graph, backend)]
+    return mcp_app([exposed], name=exposed.name, path="/", tracer=tracer, resources=resources)

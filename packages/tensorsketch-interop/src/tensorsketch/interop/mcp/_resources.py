@@ -8,7 +8,7 @@ they drop into a system prompt or a transcript without touching SDK types.
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 
 import mcp_types as types
 
@@ -16,7 +16,15 @@ from tensorsketch.interop.mcp._session import MCPSession, RemoteSession
 from tensorsketch.interop.mcp._tools import _block_text
 from tensorsketch.messages import ImageBlock, Message, TextBlock
 
-__all__ = ["get_prompt", "list_prompts", "list_resources", "read_resource"]
+__all__ = [
+    "complete",
+    "get_prompt",
+    "list_prompts",
+    "list_resource_templates",
+    "list_resources",
+    "read_resource",
+    "watch_resource",
+]
 
 
 async def list_resources(session: MCPSession | RemoteSession) -> list[types.Resource]:
@@ -57,7 +65,10 @@ async def get_prompt(
     messages: list[Message] = []
     for item in result.messages:
         block = item.content
-        if isinstance(block, types.ImageContent):
+        if isinstance(block, types.EmbeddedResource):
+            text = _block_text(block)
+            messages.append(Message(role=item.role, content=[TextBlock(text=text)]))
+        elif isinstance(block, types.ImageContent):
             image = ImageBlock(data=block.data, media_type=block.mime_type)
             messages.append(Message(role=item.role, content=[image]))
         elif isinstance(block, types.TextContent):
@@ -65,3 +76,51 @@ async def get_prompt(
         else:
             messages.append(Message(role=item.role, content=[TextBlock(text=_block_text(block))]))
     return messages
+
+
+async def list_resource_templates(
+    session: MCPSession | RemoteSession,
+) -> list[types.ResourceTemplate]:
+    """The resource templates the server lists (``uri_template`` such as ``notes://{topic}``)."""
+    return await MCPSession.of(session).list_resource_templates()
+
+
+async def complete(
+    session: MCPSession | RemoteSession,
+    argument: str,
+    value: str = "",
+    *,
+    prompt: str | None = None,
+    resource: str | None = None,
+) -> list[str]:
+    """The server's completions of ``argument`` of a prompt (``prompt="name"``) or a
+    resource template (``resource="notes://{topic}"``), for what the user typed (``value``)."""
+    if (prompt is None) == (resource is None):
+        msg = "complete() needs exactly one of prompt='name' or resource='uri-template'."
+        raise ValueError(msg)
+    ref: types.PromptReference | types.ResourceTemplateReference
+    if prompt is not None:
+        ref = types.PromptReference(type="ref/prompt", name=prompt)
+    else:
+        ref = types.ResourceTemplateReference(type="ref/resource", uri=str(resource))
+    completion = await MCPSession.of(session).complete(ref, argument, value)
+    return list(completion.values)
+
+
+async def watch_resource(
+    session: MCPSession | RemoteSession, uri: str
+) -> AsyncIterator[str | bytes | list[str | bytes]]:
+    """Read ``uri`` now and again each time the server says it changed, for as long as the
+    caller iterates; the subscription ends when the generator is closed. Close it in the task
+    that iterates it::
+
+        async with contextlib.aclosing(watch_resource(session, uri)) as changes:
+            async for content in changes:
+                ...
+    """
+    connection = MCPSession.of(session)
+    async with connection.watch(uri) as changes:
+        yield await read_resource(connection, uri)
+        while True:
+            await changes.get()
+            yield await read_resource(connection, uri)

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.metadata
 import json
 import uuid
+import warnings
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextvars import ContextVar
 from typing import Any
@@ -23,12 +26,16 @@ from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.exceptions import MCPError as SDKError
 from pydantic import BaseModel
 from starlette.types import Receive, Scope, Send
 
 from tensorsketch.agents.options import as_tools
 from tensorsketch.errors import ValidationError
+from tensorsketch.interop.mcp._catalog import Catalog
+from tensorsketch.interop.mcp._notify import current_request, set_level, tool_context
+from tensorsketch.interop.mcp._served import MCPPrompt, MCPResource
 from tensorsketch.interop.mcp._tools import ATTR_MCP_METHOD, ATTR_MCP_PROTOCOL, ATTR_MCP_SERVER
 from tensorsketch.messages import ImageBlock, TextBlock, render_result
 from tensorsketch.observability.tracing import (
@@ -44,15 +51,14 @@ __all__ = [
     "build_mcp_server",
     "mcp_app",
     "mcp_session_id",
+    "notify_resource_updated",
     "serve_stdio",
     "serving_tracer",
     "to_result",
 ]
 
 _ATTR_SESSION = "mcp.session.id"
-_current: ContextVar[ServerRequestContext[Any, Any] | None] = ContextVar(
-    "tensorsketch_mcp_request", default=None
-)
+_current = current_request
 _tracer: ContextVar[Tracer] = ContextVar("tensorsketch_mcp_tracer", default=NOOP_TRACER)
 
 
@@ -87,19 +93,59 @@ def serving_tracer() -> Tracer:
     return _tracer.get()
 
 
+def installed_version() -> str:
+    """This distribution's version: what a server reports as ``serverInfo.version`` unless
+    told otherwise (``"0+unknown"`` when it runs from sources that were never installed)."""
+    try:
+        return importlib.metadata.version("tensorsketch-interop")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - never installed
+        return "0+unknown"
+
+
+#: Each server's catalog, for :func:`notify_resource_updated`.
+_catalogs: weakref.WeakKeyDictionary[Server[Any], Catalog] = weakref.WeakKeyDictionary()
+
+
+_serving: ContextVar[Catalog | None] = ContextVar("tensorsketch_mcp_catalog", default=None)
+
+
+async def notify_resource_updated(uri: str, *, server: Server[Any] | None = None) -> None:
+    """Tell the clients subscribed to ``uri`` that it changed, so they read it again:
+    ``resources/subscribe`` subscribers (up to the 2025-11-25 revision) and
+    ``subscriptions/listen`` streams (2026-07-28). Clients that went away are forgotten.
+
+    :param server: the server (a :func:`build_mcp_server`, or ``MCPApp.server``); inside a
+        tool call it defaults to the server serving the call.
+    """
+    catalog = _serving.get() if server is None else _catalogs.get(server)
+    if catalog is None:
+        msg = (
+            "notify_resource_updated() needs server= (a server made by build_mcp_server()) "
+            "outside a tool call it serves."
+        )
+        raise TypeError(msg)
+    await catalog.updated(uri)
+
+
 def build_mcp_server(
     tools: Iterable[Tool | Callable[..., Any]],
     name: str = "tensorsketch",
     *,
-    version: str = "",
+    resources: Iterable[MCPResource] = (),
+    prompts: Iterable[MCPPrompt] = (),
+    version: str | None = None,
     instructions: str | None = None,
     tracer: Tracer | None = None,
 ) -> Server[Any]:
-    """An MCP server (the SDK's low-level ``mcp.server.Server``) that serves ``tools``.
+    """An MCP server (the SDK's low-level ``mcp.server.Server``) that serves ``tools``, and
+    the ``resources`` and ``prompts`` made with :func:`resource` / :func:`prompt`.
 
     Run it over any transport: :func:`serve_stdio`, :func:`mcp_app` (streamable HTTP), the
     SDK's in-memory ``Client(server)``, or ``server.run(read, write, options)`` yourself.
+    Clients may set a log level, subscribe to resources (:func:`notify_resource_updated`
+    tells them of a change) and ask for completions of prompt and template arguments.
 
+    :param version: ``serverInfo.version`` (default: this distribution's version).
     :param tracer: each call opens a ``tool`` span on it (``execute_tool`` in OpenTelemetry);
         a :func:`graph_tool`'s run nests under it.
     """
@@ -107,6 +153,7 @@ def build_mcp_server(
     by_name = {t.name: t for t in served}
     listing = [_describe(t) for t in served]
     trace = tracer if tracer is not None else NOOP_TRACER
+    catalog = Catalog(resources, prompts)
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -120,25 +167,39 @@ def build_mcp_server(
         if found is None:
             msg = f"Unknown tool {params.name!r}; this server has {sorted(by_name)}."
             raise SDKError(types.INVALID_PARAMS, msg)
-        token, traced = _current.set(ctx), _tracer.set(trace)
+        token, traced, serving = _current.set(ctx), _tracer.set(trace), _serving.set(catalog)
         try:
             return await _call(found, params.arguments or {}, ctx, trace, name)
         finally:
+            _serving.reset(serving)
             _tracer.reset(traced)
             _current.reset(token)
+
+    async def on_set_logging_level(
+        ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        set_level(ctx, params.level)
+        return types.EmptyResult()
 
     def input_schema(tool_name: str) -> dict[str, Any] | None:
         found = by_name.get(tool_name)
         return None if found is None else found.json_schema()
 
-    return Server(
-        name,
-        version=version,
-        instructions=instructions,
-        get_tool_input_schema=input_schema,
-        on_list_tools=on_list_tools,
-        on_call_tool=on_call_tool,
-    )
+    with warnings.catch_warnings():
+        # Logging is deprecated on the 2026-07-28 revision; handshake-era clients still use it.
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        server: Server[Any] = Server(
+            name,
+            version=installed_version() if version is None else version,
+            instructions=instructions,
+            get_tool_input_schema=input_schema,
+            on_list_tools=on_list_tools,
+            on_call_tool=on_call_tool,
+            on_set_logging_level=on_set_logging_level,
+            **catalog.handlers(),
+        )
+    _catalogs[server] = catalog
+    return server
 
 
 def _describe(tool: Tool) -> types.Tool:
@@ -174,7 +235,7 @@ async def _call(
             attributes[_ATTR_SESSION] = session
     with tracer.span("tool_call", kind="tool", **attributes) as span:
         try:
-            value = await tool.run(arguments)
+            value = await tool.run(arguments, tool_context(tool.name, ctx.request_id, tracer))
         except ValidationError as exc:
             return _error(str(exc))
         except Exception as exc:
@@ -190,7 +251,14 @@ def _error(text: str) -> types.CallToolResult:
 
 def to_result(value: Any, *, structured: bool = False) -> types.CallToolResult:
     """A tool's return value as an MCP result: a dict or pydantic model also goes out as
-    structured content (with its JSON as text, for clients that read only text)."""
+    structured content (with its JSON as text, for clients that read only text). Content
+    blocks (``TextBlock``/``ImageBlock``, or the SDK's own, e.g. ``mcp_types.AudioContent``
+    and ``EmbeddedResource``) go out as those blocks; a ``CallToolResult`` goes out as is."""
+    if isinstance(value, types.CallToolResult):
+        return value
+    if _is_blocks(value):
+        items = value if isinstance(value, list) else [value]
+        return types.CallToolResult(content=[_block(item) for item in items])
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")
     if isinstance(value, dict) or structured:
@@ -203,23 +271,45 @@ def to_result(value: Any, *, structured: bool = False) -> types.CallToolResult:
     rendered = render_result(value)
     if isinstance(rendered, str):
         return types.CallToolResult(content=[types.TextContent(type="text", text=rendered)])
-    blocks: list[types.ContentBlock] = []
-    for block in rendered:
-        if isinstance(block, TextBlock):
-            blocks.append(types.TextContent(type="text", text=block.text))
-        elif isinstance(block, ImageBlock) and block.data is not None:
-            mime = block.media_type or "image/png"
-            blocks.append(types.ImageContent(type="image", data=block.data, mime_type=mime))
-        elif isinstance(block, ImageBlock):
-            blocks.append(types.TextContent(type="text", text=f"[image {block.url}]"))
-    return types.CallToolResult(content=blocks)
+    return types.CallToolResult(content=[_block(block) for block in rendered])
+
+
+_SDK_BLOCKS = (
+    types.TextContent,
+    types.ImageContent,
+    types.AudioContent,
+    types.EmbeddedResource,
+    types.ResourceLink,
+)
+
+
+def _is_blocks(value: Any) -> bool:
+    kinds = (TextBlock, ImageBlock, *_SDK_BLOCKS)
+    if isinstance(value, list):
+        return bool(value) and all(isinstance(v, kinds) for v in value)
+    return isinstance(value, kinds)
+
+
+def _block(item: Any) -> types.ContentBlock:
+    if isinstance(item, _SDK_BLOCKS):
+        return item
+    if isinstance(item, TextBlock):
+        return types.TextContent(type="text", text=item.text)
+    assert isinstance(item, ImageBlock)
+    if item.data is not None:
+        return types.ImageContent(
+            type="image", data=item.data, mime_type=item.media_type or "image/png"
+        )
+    return types.TextContent(type="text", text=f"[image {item.url}]")
 
 
 async def serve_stdio(
     tools: Iterable[Tool | Callable[..., Any]],
     name: str = "tensorsketch",
     *,
-    version: str = "",
+    resources: Iterable[MCPResource] = (),
+    prompts: Iterable[MCPPrompt] = (),
+    version: str | None = None,
     instructions: str | None = None,
     tracer: Tracer | None = None,
 ) -> None:
@@ -230,7 +320,13 @@ async def serve_stdio(
     it cannot corrupt the protocol stream.
     """
     server = build_mcp_server(
-        tools, name, version=version, instructions=instructions, tracer=tracer
+        tools,
+        name,
+        resources=resources,
+        prompts=prompts,
+        version=version,
+        instructions=instructions,
+        tracer=tracer,
     )
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
@@ -316,7 +412,9 @@ def mcp_app(
     name: str = "tensorsketch",
     *,
     path: str = "/mcp",
-    version: str = "",
+    resources: Iterable[MCPResource] = (),
+    prompts: Iterable[MCPPrompt] = (),
+    version: str | None = None,
     instructions: str | None = None,
     tracer: Tracer | None = None,
     stateless: bool = False,
@@ -332,7 +430,13 @@ def mcp_app(
         public host names when you deploy it.
     """
     server = build_mcp_server(
-        tools, name, version=version, instructions=instructions, tracer=tracer
+        tools,
+        name,
+        resources=resources,
+        prompts=prompts,
+        version=version,
+        instructions=instructions,
+        tracer=tracer,
     )
     if allowed_hosts is None:
         security = None  # the SDK's localhost-only default

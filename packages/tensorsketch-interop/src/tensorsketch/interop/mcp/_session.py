@@ -17,6 +17,7 @@ import os
 import shlex
 import shutil
 import sys
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -28,6 +29,8 @@ from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.exceptions import MCPError as SDKError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
@@ -47,6 +50,18 @@ __all__ = [
 ]
 
 _log = logging.getLogger("tensorsketch.interop.mcp")
+#: Where a server's log messages go unless ``MCPSession.on_log`` is set.
+_server_log = logging.getLogger("tensorsketch.interop.mcp.server")
+_PY_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "notice": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "alert": logging.CRITICAL,
+    "emergency": logging.CRITICAL,
+}
 T = TypeVar("T")
 
 #: Seconds to wait for a server to answer one request (and to finish connecting).
@@ -165,7 +180,7 @@ class MCPSession:
 
     def __init__(
         self,
-        connect: Callable[[], Client] | None,
+        connect: Callable[..., Client] | None,
         *,
         label: str,
         timeout: float | None = DEFAULT_TIMEOUT,
@@ -183,6 +198,11 @@ class MCPSession:
         self._server_name: str | None = None
         self._protocol: str | None = None
         self.connections = 0  #: how many times this session has connected (reconnects count)
+        #: Called with each log message the server sends (``notifications/message``); by
+        #: default they go to the ``tensorsketch.interop.mcp.server`` logger.
+        self.on_log: Callable[[types.LoggingMessageNotificationParams], Awaitable[None]] | None
+        self.on_log = None
+        self._watchers: dict[str, set[asyncio.Queue[None]]] = {}
 
     @classmethod
     def of(cls, source: MCPSession | RemoteSession) -> MCPSession:
@@ -249,7 +269,10 @@ class MCPSession:
                 self._live = None
             assert self._connect is not None
             live = _Connection()
-            await live.open(self._connect, self.timeout, self.name)
+            make = functools.partial(
+                self._connect, message_handler=self._on_message, logging_callback=self._on_log
+            )
+            await live.open(make, self.timeout, self.name)
             assert live.client is not None
             self._live = live
             self.connections += 1
@@ -259,6 +282,78 @@ class MCPSession:
     def _mark_broken(self) -> None:
         if self._live is not None:
             self._live.broken = True
+
+    # -- what the server sends unasked --------------------------------------------------------
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            self.resource_changed(message.params.uri)
+
+    def resource_changed(self, uri: str) -> None:
+        """Wake every :meth:`watch` of ``uri`` (the server said it changed)."""
+        for queue in self._watchers.get(uri, ()):
+            queue.put_nowait(None)
+
+    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        if self.on_log is not None:
+            await self.on_log(params)
+            return
+        level = _PY_LEVELS.get(params.level, logging.INFO)
+        origin = f"{self.name}/{params.logger}" if params.logger else self.name
+        _server_log.log(level, "[%s] %s", origin, params.data)
+
+    @contextlib.asynccontextmanager
+    async def watch(self, uri: str) -> AsyncIterator[asyncio.Queue[None]]:
+        """Subscribe to ``uri``: the queue gets an item each time the server says it changed.
+
+        ``resources/subscribe`` up to the 2025-11-25 revision; a ``subscriptions/listen``
+        stream on 2026-07-28.
+        """
+        remote = await self._client()
+        queue: asyncio.Queue[None] = asyncio.Queue()
+        if isinstance(remote, Client) and self._protocol in MODERN_PROTOCOL_VERSIONS:
+            async with remote.listen(resource_subscriptions=[uri]) as stream:
+                pump = asyncio.create_task(self._pump(stream, queue))
+                try:
+                    yield queue
+                finally:
+                    pump.cancel()
+                    with contextlib.suppress(BaseException):
+                        await pump
+            return
+        if self._remote is not None:
+            msg = (
+                "watching a resource on a 2025-11-25 server needs a session made by "
+                "stdio_session/http_session/memory_session (an SDK client you opened "
+                "yourself does not pass its notifications on)."
+            )
+            raise MCPError(msg, server=self.name)
+        self._watchers.setdefault(uri, set()).add(queue)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await self.request(
+                    f"resources/subscribe {uri!r}",
+                    lambda r: r.subscribe_resource(uri),
+                    self.timeout,
+                )
+            try:
+                yield queue
+            finally:
+                with contextlib.suppress(MCPError), warnings.catch_warnings():
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)
+                    await self.request(
+                        f"resources/unsubscribe {uri!r}",
+                        lambda r: r.unsubscribe_resource(uri),
+                        self.timeout,
+                    )
+        finally:
+            self._watchers[uri].discard(queue)
+
+    @staticmethod
+    async def _pump(stream: Any, queue: asyncio.Queue[None]) -> None:
+        async for _event in stream:
+            queue.put_nowait(None)
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -315,14 +410,51 @@ class MCPSession:
         return await self._every_page("tools/list", lambda page: page.tools)
 
     async def call_tool(
-        self, name: str, arguments: Mapping[str, Any], *, timeout: float | None
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        *,
+        timeout: float | None,
+        progress: ProgressFnT | None = None,
     ) -> types.CallToolResult:
-        """Call one tool; ``timeout`` bounds the wait for its answer."""
+        """Call one tool; ``timeout`` bounds the wait for its answer, ``progress`` is called
+        with each progress report (``progress, total, message``) the tool sends."""
         return await self.request(
             f"tools/call {name!r}",
-            lambda r: r.call_tool(name, dict(arguments), read_timeout_seconds=timeout),
+            lambda r: r.call_tool(
+                name, dict(arguments), read_timeout_seconds=timeout, progress_callback=progress
+            ),
             timeout,
         )
+
+    async def list_resource_templates(self) -> list[types.ResourceTemplate]:
+        """Every resource template the server lists (all pages)."""
+        return await self._every_page(
+            "resources/templates/list", lambda page: page.resource_templates
+        )
+
+    async def complete(
+        self,
+        ref: types.PromptReference | types.ResourceTemplateReference,
+        argument: str,
+        value: str,
+    ) -> types.Completion:
+        """The server's completions of one prompt or resource-template argument."""
+        result = await self.request(
+            "completion/complete",
+            lambda r: r.complete(ref, {"name": argument, "value": value}),
+            self.timeout,
+        )
+        return result.completion
+
+    async def set_logging_level(self, level: types.LoggingLevel) -> None:
+        """Ask the server for log messages at ``level`` and above (up to the 2025-11-25
+        revision; 2026-07-28 servers take the level per request)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await self.request(
+                "logging/setLevel", lambda r: r.set_logging_level(level), self.timeout
+            )
 
     async def list_resources(self) -> list[types.Resource]:
         """Every resource the server lists (all pages)."""
@@ -354,7 +486,7 @@ class MCPSession:
 async def _list_page(method: str, remote: RemoteSession, *, cursor: str | None) -> Any:
     """One page of ``tools/list``, ``resources/list`` or ``prompts/list``: ``Client`` takes
     the cursor itself, a bare ``ClientSession`` takes it inside ``params``."""
-    kind = method.split("/")[0]
+    kind = "resource_templates" if method == "resources/templates/list" else method.split("/")[0]
     fetch = getattr(remote, f"list_{kind}")
     if isinstance(remote, Client):
         return await fetch(cursor=cursor)
@@ -422,8 +554,8 @@ async def stdio_session(
     mode = _mode(protocol)
     label = command_label(command, args)
 
-    def connect() -> Client:
-        return Client(params, mode=mode, read_timeout_seconds=timeout, cache=None)
+    def connect(**hooks: Any) -> Client:
+        return Client(params, mode=mode, read_timeout_seconds=timeout, cache=None, **hooks)
 
     session = MCPSession(connect, label=label, timeout=timeout, transport="pipe")
     async with session:
@@ -456,8 +588,8 @@ async def http_session(
         async with http, streamable_http_client(url, http_client=http) as streams:
             yield streams
 
-    def connect() -> Client:
-        return Client(transport(), mode=mode, read_timeout_seconds=timeout, cache=None)
+    def connect(**hooks: Any) -> Client:
+        return Client(transport(), mode=mode, read_timeout_seconds=timeout, cache=None, **hooks)
 
     session = MCPSession(connect, label=url, timeout=timeout, transport="tcp")
     async with session:
@@ -475,8 +607,8 @@ async def memory_session(
     over the SDK's in-memory transport: the whole protocol, no process, no network."""
     mode = _mode(protocol)
 
-    def connect() -> Client:
-        return Client(server, mode=mode, read_timeout_seconds=timeout, cache=None)
+    def connect(**hooks: Any) -> Client:
+        return Client(server, mode=mode, read_timeout_seconds=timeout, cache=None, **hooks)
 
     session = MCPSession(connect, label=getattr(server, "name", "mcp"), timeout=timeout)
     async with session:

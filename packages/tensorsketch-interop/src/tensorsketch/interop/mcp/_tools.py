@@ -16,6 +16,7 @@ from typing import Any
 
 import mcp_types as types
 
+from tensorsketch.context import Context
 from tensorsketch.interop.mcp._errors import MCPToolError
 from tensorsketch.interop.mcp._session import DEFAULT_TIMEOUT, MCPSession, RemoteSession
 from tensorsketch.messages import ImageBlock, TextBlock
@@ -90,6 +91,10 @@ async def mcp_tools(
     A result is structured content (a dict) when the server returns one, otherwise the text
     of its content blocks (images stay images). A result the server marks ``isError``
     raises :class:`MCPToolError`, which an agent shows the model as an error result.
+
+    While a call runs, the server's progress reports become ``"progress"`` events of the
+    calling run's stream (``{"tool", "progress", "total", "message"}``), and its log messages
+    go to the ``tensorsketch.interop.mcp.server`` logger (or ``session.on_log``).
     """
     if max_result_chars < 1:
         msg = f"max_result_chars must be at least 1, got {max_result_chars}."
@@ -147,7 +152,7 @@ def _wrap(
     remote_name = remote.name
     wrapped = remote.output_schema
 
-    async def call(args: dict[str, Any]) -> Any:
+    async def call(args: dict[str, Any], ctx: Context | None = None) -> Any:
         span = current_span.get()
         if span is not None and span.kind == "tool":
             span.set_attributes(
@@ -161,7 +166,18 @@ def _wrap(
                 span.set_attribute(ATTR_MCP_PROTOCOL, session.protocol_version)
             if session.transport:
                 span.set_attribute(_ATTR_TRANSPORT, session.transport)
-        result = await session.call_tool(remote_name, args, timeout=timeout)
+        on_progress = None
+        if ctx is not None and ctx.streaming:
+            run = ctx
+
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
+                # The server's progress reports, as events of the calling run's stream.
+                report = {"tool": name, "progress": progress, "total": total, "message": message}
+                await run.emit("progress", report)
+
+        result = await session.call_tool(remote_name, args, timeout=timeout, progress=on_progress)
         return result_value(
             result, limit=limit, server=session.name, tool=remote_name, output_schema=wrapped
         )
