@@ -7,7 +7,9 @@ barrier) — and timed in one run of this script, so the ratios compare like wit
 1. a 10-node linear chain invoked 200x (per-superstep overhead);
 2. one node looping on itself 1,000 supersteps;
 3. ``Send`` map/reduce with 1,000 and 10,000 workers into a list reducer;
-4. ``stream`` over the chain (node start/end and merged values of every superstep);
+4. ``stream`` over the chain (node start/end and merged values of every superstep), and the
+   chain as a subgraph node of a one-node parent (``Graph.add(compiled)`` beside LangGraph's
+   compiled-graph node);
 5. peak memory of the 10,000-worker fan-out (tracemalloc, and max-RSS growth, each in a fresh
    interpreter per implementation);
 6. import time (fresh interpreters, median).
@@ -33,7 +35,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Annotated, Any, TypedDict
 
-from chains import CHAIN_LEN, ainc, lg_chain, ts_chain
+from chains import CHAIN_LEN, ChainState, ainc, lg_chain, ts_chain
 
 CHAIN_INVOKES = 200
 LOOP_STEPS = 1_000
@@ -125,6 +127,9 @@ class Floor:
         await _floor_step(state, [(total, None)], reducers)
         return int(state["total"])
 
+    async def subgraph(self, x: int) -> int:
+        return await self.chain(x)  # no nesting in a bare loop: the chain's own cost
+
     async def stream_chain(self, x: int) -> int:
         queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=256)
 
@@ -161,6 +166,8 @@ class TensorSketchImpl:
         from tensorsketch import END, START, Context, Graph, Node, Reducer, Schema, Send
 
         self.chain_app = ts_chain()
+        parent = Graph(self.chain_app.state_schema).add(ts_chain(), name="Chain")
+        self.subgraph_app = parent.edge(START, "Chain").edge("Chain", END).compile()
 
         class LoopState(Schema):
             n: int = 0
@@ -238,6 +245,10 @@ class TensorSketchImpl:
         out = await self.map_app.invoke({"numbers": list(range(count))})
         return int(out.total)
 
+    async def subgraph(self, x: int) -> int:
+        out = await self.subgraph_app.invoke({"x": x})
+        return int(out.x)
+
     async def stream_chain(self, x: int) -> int:
         last = x
         events = 0
@@ -258,6 +269,11 @@ class LangGraphImpl:
         from langgraph.types import Send
 
         self.chain_app = lg_chain(ainc).compile()
+        parent = StateGraph(ChainState)
+        parent.add_node("chain", lg_chain(ainc).compile())
+        parent.add_edge(START, "chain")
+        parent.add_edge("chain", END)
+        self.subgraph_app = parent.compile()
 
         class LoopState(TypedDict):
             n: int
@@ -312,6 +328,10 @@ class LangGraphImpl:
     async def fanout(self, count: int) -> int:
         out = await self.map_app.ainvoke({"numbers": list(range(count)), "squares": [], "total": 0})
         return int(out["total"])
+
+    async def subgraph(self, x: int) -> int:
+        out = await self.subgraph_app.ainvoke({"x": x})
+        return int(out["x"])
 
     async def stream_chain(self, x: int) -> int:
         # "tasks" (task start + result) and "values" (state after each superstep) carry what
@@ -393,6 +413,14 @@ async def _measure(name: str, quick: bool) -> dict[str, list[float]]:
             )
         finally:
             gc.enable()
+
+    _check(name, "subgraph", await impl.subgraph(0), CHAIN_LEN)
+
+    async def subgraph_batch() -> None:
+        for i in range(invokes):
+            await impl.subgraph(i)
+
+    results["subgraph"] = [t / invokes for t in await _samples(subgraph_batch, reps)]
 
     _check(name, "stream", await impl.stream_chain(0), CHAIN_LEN)
 
@@ -564,6 +592,7 @@ def report(
     for count in FANOUT_SIZES:
         row(f"  same, GC paused: per worker ({count:,})", f"fanout_nogc_{count}", count)
     row("stream over chain, per run", "stream")
+    row("the chain as a subgraph node, per invoke", "subgraph")
     for how, label in (("traced", "peak traced memory"), ("rss", "peak RSS growth")):
         f, t, g = (memory[name][how] for name in IMPLS)
         rows.append(
@@ -608,8 +637,14 @@ def report(
 
     step_ts, step_lg, step_fl = (t["loop"] / LOOP_STEPS for t in (ts, lg, fl))
     mem_ts, mem_lg = memory["tensorsketch"]["traced"], memory["langgraph"]["traced"]
+    nest_ts, nest_lg = ts["subgraph"] / ts["chain"], lg["subgraph"] / lg["chain"]
     targets = [
         ("per superstep <= 1/5 of LangGraph", step_ts * 5 <= step_lg, f"{step_lg / step_ts:.1f}x"),
+        (
+            "a subgraph node costs about its supersteps inline (<= 1.5x the chain)",
+            nest_ts <= 1.5,
+            f"{nest_ts:.2f}x the inline chain (LangGraph's subgraph: {nest_lg:.2f}x its chain)",
+        ),
         ("per superstep <= 3x the floor", step_ts <= 3 * step_fl, f"{step_ts / step_fl:.2f}x"),
         (
             "10k fan-out >= 20x faster than LangGraph",

@@ -39,6 +39,9 @@ class PendingInterrupt(BaseModel):
     :ivar wake_at: for a timer, the Unix time after which invoking continues the run.
     :ivar path: the subgraph nodes ``node`` sits in, outermost first (empty: this graph's
         own node); the ``id`` of such an interrupt starts with them (``"Research/..."``).
+    :ivar tool_call: for an :func:`interrupt` raised inside an agent's tool, the call it
+        suspended: ``{"id", "name", "args"}`` (resuming answers the interrupt and the tool
+        goes on from there).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -49,6 +52,7 @@ class PendingInterrupt(BaseModel):
     node: str | None = None
     wake_at: float | None = None
     path: tuple[str, ...] = ()
+    tool_call: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (how checkpoints and events carry it)."""

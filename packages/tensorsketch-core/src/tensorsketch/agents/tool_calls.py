@@ -325,7 +325,9 @@ async def _run_live(
                 )
                 content = render_result(value)
                 is_error = False
-            except (Interrupt, DepsUnavailableError):
+            except Interrupt as exc:
+                raise _from_tool(exc, call) from None
+            except DepsUnavailableError:
                 raise  # a missing `deps=` is the caller's to fix, not the model's
             except RetryLater as exc:
                 await tctx.effects.record(deferral.key, exc.wake_at)
@@ -402,3 +404,16 @@ def _result_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     return Message(role="tool", content=content, tool_call_id="-").text
+
+
+def _from_tool(exc: Interrupt, call: ToolCall) -> Interrupt:
+    """``exc`` with each question it asks marked with the tool call that asked it, so the
+    person answering sees which call and arguments wait on them."""
+    marked = {"id": call.id, "name": call.name, "args": dict(call.args)}
+    pending = [
+        p.model_copy(update={"tool_call": marked}) if p.tool_call is None else p
+        for p in exc.pending
+    ]
+    found = Interrupt(pending=pending, writes=exc.writes)
+    found.parts = exc.parts
+    return found
