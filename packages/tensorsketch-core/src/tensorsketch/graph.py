@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, Self, TypeVar
 
+from tensorsketch.cache.policy import CachePolicy
+from tensorsketch.cache.store import NodeCache
 from tensorsketch.constants import END, START
 from tensorsketch.graph_structure import BranchInfo, GraphStructure
 from tensorsketch.handles import NodeHandle
@@ -62,6 +64,8 @@ class Graph(Generic[S]):
         self._retry = _check_retry(retry, "Graph(retry=...)")
         self._timeout = _check_timeout(node_timeout, "Graph(node_timeout=...)")
         self._guards: dict[str, tuple[RetryPolicy | None, float | None]] = {}
+        #: ``add(cache=...)`` per node name.
+        self._caches: dict[str, CachePolicy] = {}
 
     # -- building ---------------------------------------------------------------------------
 
@@ -74,6 +78,7 @@ class Graph(Generic[S]):
         timeout: float | None = None,
         inputs: Mapping[str, str] | None = None,
         outputs: Mapping[str, str] | None = None,
+        cache: CachePolicy | None = None,
     ) -> Self:
         """Add a node (a ``Node`` subclass or instance); its name defaults to the class name.
 
@@ -85,8 +90,13 @@ class Graph(Generic[S]):
 
         ``retry`` runs the node again when it fails (see :class:`~tensorsketch.RetryPolicy`);
         ``timeout`` cancels an attempt after that many seconds with ``NodeTimeoutError``.
-        Both default to the graph's ``Graph(retry=..., node_timeout=...)``.
+        Both default to the graph's ``Graph(retry=..., node_timeout=...)``. ``cache`` reuses
+        the node's writes for an input seen within its TTL, from the store given as
+        ``compile(cache=...)`` (see :mod:`tensorsketch.cache`).
         """
+        if cache is not None and not isinstance(cache, CachePolicy):
+            msg = f"add(cache=...) takes a CachePolicy(key=..., ttl=...), got {cache!r}."
+            raise TypeError(msg)
         retry = _check_retry(retry, "add(retry=...)")
         timeout = _check_timeout(timeout, "add(timeout=...)")
         if isinstance(node, Graph):
@@ -128,6 +138,8 @@ class Graph(Generic[S]):
             self._nodes[node_name] = instance
             if retry is not None or timeout is not None:
                 self._guards[node_name] = (retry, timeout)
+            if cache is not None:
+                self._caches[node_name] = cache
         return self
 
     def edge(self, src: str | Sequence[str], dst: str) -> Self:
@@ -288,6 +300,7 @@ class Graph(Generic[S]):
         interrupt_after: Sequence[str] | str = (),
         max_concurrency: int | None = None,
         executor: str | Executor | None = None,
+        cache: NodeCache | None = None,
     ) -> CompiledGraph[S]:
         """Validate the whole graph and return a runnable, immutable compiled graph.
 
@@ -309,8 +322,17 @@ class Graph(Generic[S]):
             ``tensorsketch_executors`` hook (``"ray"`` with ``tensorsketch-ray``), or a
             :class:`tensorsketch.executors.Executor`; ``invoke(executor=...)`` overrides it.
             The result is the same either way (see ``docs/execution-model.md``).
+        :param cache: where nodes added with ``cache=CachePolicy(...)`` keep their results
+            (:class:`~tensorsketch.cache.InMemoryCache`, ``SqliteCache``, ``PostgresCache``,
+            ``RedisCache``); without it such nodes always run.
         """
         check_concurrency(max_concurrency, "compile(max_concurrency=...)")
+        if cache is not None and not isinstance(cache, NodeCache):
+            msg = (
+                f"compile(cache=...) takes a NodeCache (InMemoryCache(), SqliteCache(path), "
+                f"...), got {cache!r}."
+            )
+            raise TypeError(msg)
         chosen: Executor | None = None
         if executor is not None:
             chosen = resolve_executor(executor, "compile(executor=...)")
@@ -325,6 +347,7 @@ class Graph(Generic[S]):
             joins=self._joins,
             branches=self._branches,
             guards=self._guards,
+            caches=self._caches,
             retry=self._retry,
             timeout=self._timeout,
             problems=self._problems,
@@ -337,6 +360,7 @@ class Graph(Generic[S]):
             interrupt_after=interrupt_after,
             max_concurrency=max_concurrency,
             executor=chosen,
+            cache=cache,
         )
         return CompiledGraph(spec)
 

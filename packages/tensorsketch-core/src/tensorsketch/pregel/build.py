@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tensorsketch._assignable import is_assignable, type_text
+from tensorsketch.cache.policy import CachePolicy
+from tensorsketch.cache.store import NodeCache
 from tensorsketch.channels import Channel, channel_for
 from tensorsketch.constants import END, START
 from tensorsketch.errors import GraphValidationError
@@ -335,6 +337,7 @@ class Blueprint:
     joins: Sequence[tuple[tuple[str, ...], str]]
     branches: Mapping[str, Branch]
     guards: Mapping[str, tuple[RetryPolicy | None, float | None]]
+    caches: Mapping[str, CachePolicy]
     retry: RetryPolicy | None
     timeout: float | None
     #: Mistakes the builder already found (reported with the rest).
@@ -350,6 +353,7 @@ def build_spec(
     interrupt_after: Sequence[str] | str,
     max_concurrency: int | None,
     executor: Executor | None,
+    cache: NodeCache | None = None,
 ) -> GraphSpec:
     """Check a whole graph and freeze it for the engine: every mistake found is reported at
     once in one :class:`GraphValidationError`."""
@@ -371,6 +375,7 @@ def build_spec(
         retry, timeout = bp.guards.get(name, (None, None))
         spec.retry = retry if retry is not None else bp.retry
         spec.timeout = timeout if timeout is not None else bp.timeout
+        spec.cache = bp.caches.get(name)
 
     entry, successors = wiring(bp.nodes, bp.edges, bp.branches, problems)
     joins = join_wiring(bp.nodes, bp.joins, problems)
@@ -417,6 +422,7 @@ def build_spec(
         max_concurrency=max_concurrency,
         executor=executor,
         joins=joins,
+        cache=cache,
     )
     graph_spec.must_input = must_input(graph_spec)
     return graph_spec

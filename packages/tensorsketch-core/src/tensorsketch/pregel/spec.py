@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from tensorsketch._fastmodel import fast_constructor
+from tensorsketch.cache.policy import CachePolicy
+from tensorsketch.cache.store import NodeCache
 from tensorsketch.channels import Channel
 from tensorsketch.context import Context
 from tensorsketch.events import Event
@@ -70,6 +72,8 @@ class NodeSpec:
     timeout: float | None = None
     #: The wait-for-all joins this node is a source of (empty: the fast path).
     joins: tuple[Join, ...] = ()
+    #: ``add(cache=...)``: reuse the node's writes by its input (``None``: the fast path).
+    cache: CachePolicy | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -97,6 +101,8 @@ class GraphSpec:
     executor: Executor | None = None
     #: ``edge([...], dst)``: the wait-for-all joins, in declaration order.
     joins: tuple[Join, ...] = ()
+    #: ``compile(cache=...)``: where cached nodes keep their results.
+    cache: NodeCache | None = None
     #: Derived once, read on every superstep: the state's field names, in declaration order,
     #: the channels that forget their value at each barrier, and a fast state constructor.
     field_names: tuple[str, ...] = field(init=False, default=())

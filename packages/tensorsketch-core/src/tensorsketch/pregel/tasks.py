@@ -119,6 +119,14 @@ class TaskExecution:
             await self.emit(
                 "node_start", node=spec.name, data={"instance": task.instance}, step=step
             )
+        cache = self.spec.cache if spec.cache is not None else None
+        entry: tuple[str, str] | None = None
+        if cache is not None:
+            assert spec.cache is not None
+            entry = (f"{self.spec.name}:{spec.name}", spec.cache.key_for(spec.name, inp))
+            hit = await cache.get(*entry)
+            if hit is not None:
+                return await self._cached(task, step, cache.serializer.loads(hit), entry[1])
         try:
             if self.tracer.enabled:
                 with self.tracer.span(
@@ -142,11 +150,38 @@ class TaskExecution:
             exc.add_note(f"raised by {where} of {self.spec.name}")
             raise
         writes = self.writes_of(spec, out)
+        if entry is not None:
+            assert cache is not None and spec.cache is not None
+            await cache.set(*entry, cache.serializer.dumps(writes), spec.cache.ttl)
         if self.sink is not None:
             await self.emit(
                 "node_end",
                 node=spec.name,
                 data={"instance": task.instance, "writes": writes},
+                step=step,
+            )
+        return writes
+
+    async def _cached(
+        self, task: Task, step: int, writes: dict[str, Any], key: str
+    ) -> dict[str, Any]:
+        """A cache hit: the stored writes stand for the node's run (which does not happen)."""
+        spec = task.spec
+        if self.tracer.enabled:
+            with self.tracer.span(
+                spec.name,
+                kind="node",
+                **{"tensorsketch.node": spec.name, "tensorsketch.step": step},
+                **{"tensorsketch.cached": True, "tensorsketch.cache_key": key},
+            ):
+                pass
+        if self.sink is not None:
+            data = {"instance": task.instance, "key": key}
+            await self.emit("cached", node=spec.name, data=data, step=step)
+            await self.emit(
+                "node_end",
+                node=spec.name,
+                data={"instance": task.instance, "writes": writes, "cached": True},
                 step=step,
             )
         return writes
