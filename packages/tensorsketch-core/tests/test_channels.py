@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import re
 from typing import Annotated, Any
 
 import pytest
@@ -13,6 +14,7 @@ from tensorsketch import (
     ChannelMarker,
     EmptyChannelError,
     Graph,
+    GraphValidationError,
     InMemoryBackend,
     InvalidUpdateError,
     Node,
@@ -378,3 +380,64 @@ async def test_custom_channel_marker() -> None:
     g = Graph(S).add(_writer("A", best=3)).add(_writer("B", best=7)).add(_writer("C", best=5))
     g.edge(START, "A").edge(START, "B").edge(START, "C")
     assert (await g.compile().invoke({})).best == 7
+
+
+# -- typed reducer and Topic ports ------------------------------------------------------------
+
+
+def _concat_strs(current: list[str], update: list[str]) -> list[str]:
+    return [*current, *update]
+
+
+def _bump(current: int, update: int) -> int:
+    return current + update
+
+
+class Typed(Schema):
+    tags: Annotated[list[str], Reducer(operator.add)] = []
+    total: Annotated[int, Reducer(_bump)] = 0
+    seen: Annotated[list[str], Topic()] = []
+    loose: Annotated[list[str], Reducer(lambda a, b: a + b)] = []
+
+
+def _writer_of(**ports: Any) -> type[Node]:
+    out = type("Out", (Schema,), {"__annotations__": ports})
+
+    class W(Node):
+        Out = out
+
+        async def run(self, ctx: object, inp: object) -> None:
+            return None
+
+    return W
+
+
+@pytest.mark.parametrize(
+    ("port", "annotation", "wanted"),
+    [
+        ("tags", str, "list[str]"),  # list concatenation takes a list, not one item
+        ("tags", list[int], "list[str]"),
+        ("total", str, "int"),  # the reducer's second parameter says what an update is
+        ("seen", int, "str | list[str]"),  # a topic takes an item or a list of them
+    ],
+)
+def test_a_write_a_reducer_or_topic_cannot_take_is_a_compile_error(
+    port: str, annotation: Any, wanted: str
+) -> None:
+    g = Graph(Typed).add(_writer_of(**{port: annotation}), name="W").edge(START, "W")
+    with pytest.raises(
+        GraphValidationError, match=f"whose update is `{re.escape(wanted)}`"
+    ) as info:
+        g.compile()
+    assert f"change the Out port to `{port}: {wanted}`" in str(info.value)
+
+
+def test_writes_the_reducer_takes_compile() -> None:
+    for ports in (
+        {"tags": list[str]},
+        {"total": int},
+        {"seen": str},
+        {"seen": list[str]},
+        {"loose": int},  # an unannotated reducer cannot say, so nothing is checked
+    ):
+        Graph(Typed).add(_writer_of(**ports), name="W").edge(START, "W").compile()

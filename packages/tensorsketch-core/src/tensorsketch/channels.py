@@ -16,10 +16,11 @@ New channel kinds subclass :class:`ChannelMarker` (the thing users put in ``Anno
 
 from __future__ import annotations
 
+import inspect
 import operator
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, get_args, get_origin, get_type_hints
 
 from tensorsketch.errors import InvalidUpdateError
 
@@ -69,6 +70,11 @@ class Channel(ABC):
     def initial(self, default: Any) -> Any:
         """The value before any write: the field default, or ``MISSING``."""
         return default
+
+    def write_type(self, field_type: Any) -> Any:
+        """The type a node's write to this field must be assignable to, for a field of
+        ``field_type`` (``None``: the channel cannot say, and writes are not checked)."""
+        return field_type if self.checks_write_type else None
 
     @abstractmethod
     def apply(
@@ -136,6 +142,23 @@ class BinaryOperatorAggregate(Channel):
             getattr(op, "fold_delta", None)
         )
 
+    def write_type(self, field_type: Any) -> Any:
+        """A concatenating operator takes what the field holds (``list[T]`` + ``list[T]``);
+        another takes the type its second parameter is annotated with, if it is."""
+        if self._list_concat:
+            return field_type if get_origin(field_type) in (list, tuple) else None
+        declared = getattr(self.op, "update_type", None)  # a callable object can say
+        if declared is not None:
+            return declared
+        try:
+            hints = get_type_hints(self.op)
+            params = list(inspect.signature(self.op).parameters.values())
+        except (TypeError, ValueError, NameError):
+            return None
+        if len(params) < 2:
+            return None
+        return hints.get(params[1].name)
+
     def apply(
         self, current: Any, writes: Sequence[Any], writers: Sequence[str]
     ) -> tuple[Any, list[Any] | None]:
@@ -176,6 +199,13 @@ class TopicChannel(Channel):
 
     def initial(self, default: Any) -> Any:
         return [] if default is MISSING else list(default)
+
+    def write_type(self, field_type: Any) -> Any:
+        """One item or a list of them, for a ``list[T]`` field."""
+        args = get_args(field_type)
+        if get_origin(field_type) is not list or len(args) != 1:
+            return None
+        return args[0] | list[args[0]]  # type: ignore[valid-type]
 
     def apply(
         self, current: Any, writes: Sequence[Any], writers: Sequence[str]

@@ -188,12 +188,22 @@ def node_spec(
                 continue
             channel = channels[port]
             state_type = fields[port].annotation
-            if channel.checks_write_type and not is_assignable(info.annotation, state_type):
-                problems.append(
-                    f"node {name!r} writes `{port}: {type_text(info.annotation)}`, but "
-                    f"{state_name}.{port} is `{type_text(state_type)}`; change the Out port "
-                    f"to `{port}: {type_text(state_type)}` (or widen the state field)."
-                )
+            wanted = channel.write_type(state_type)
+            if wanted is not None and not is_assignable(info.annotation, wanted):
+                if channel.checks_write_type:
+                    problems.append(
+                        f"node {name!r} writes `{port}: {type_text(info.annotation)}`, but "
+                        f"{state_name}.{port} is `{type_text(state_type)}`; change the Out port "
+                        f"to `{port}: {type_text(state_type)}` (or widen the state field)."
+                    )
+                else:
+                    problems.append(
+                        f"node {name!r} writes `{port}: {type_text(info.annotation)}`, but "
+                        f"{state_name}.{port} is a {channel.kind} ({channel!r}) whose update "
+                        f"is `{type_text(wanted)}`; change the Out port to "
+                        f"`{port}: {type_text(wanted)}` (a reducer folds each write into the "
+                        "value, so a write is an update, not the whole field)."
+                    )
             writes.append(port)
     return NodeSpec(
         name=name,
