@@ -15,6 +15,8 @@ Redis) to keep tasks across restarts.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -58,6 +60,7 @@ def a2a_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_steps: int = 25,
     namespace: str | None = None,
+    card_max_age: int = 300,
 ) -> Starlette:
     """Serve ``graph`` as the A2A agent ``card`` describes.
 
@@ -70,6 +73,8 @@ def a2a_app(
     :param max_body_bytes: larger request bodies are refused with 413.
     :param namespace: the task store's key prefix in ``backend`` (default ``a2a/<name>``):
         two agents sharing a backend need different ones.
+    :param card_max_age: how long clients may cache the card (``Cache-Control: max-age``,
+        seconds); the card also carries an ``ETag`` and answers ``If-None-Match`` with 304.
     """
     if card is None:
         card = AgentCard(name=graph.name, description=f"The TensorSketch graph {graph.name!r}.")
@@ -92,10 +97,10 @@ def a2a_app(
         return card.url or str(request.base_url)
 
     async def card_v1(request: Request) -> Response:
-        return JSONResponse(card.to_compatible(url_of(request)))
+        return _cacheable(request, card.to_compatible(url_of(request)), card_max_age)
 
     async def card_v03(request: Request) -> Response:
-        return JSONResponse(card.to_v03(url_of(request)))
+        return _cacheable(request, card.to_v03(url_of(request)), card_max_age)
 
     async def rpc(request: Request) -> Response:
         try:
@@ -121,6 +126,19 @@ def a2a_app(
     )
     app.state.a2a = service
     return app
+
+
+def _cacheable(request: Request, document: dict[str, Any], max_age: int) -> Response:
+    """The card with a strong ``ETag`` (a hash of its bytes) and ``Cache-Control``, or a 304
+    when the client's ``If-None-Match`` already names it: clients poll cards, and a card only
+    changes when the app is redeployed."""
+    body = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
+    etag = f'"{hashlib.sha256(body).hexdigest()[:32]}"'
+    headers = {"ETag": etag, "Cache-Control": f"public, max-age={max_age}"}
+    asked = request.headers.get("if-none-match", "")
+    if etag in (tag.strip().removeprefix("W/") for tag in asked.split(",")) or asked == "*":
+        return Response(status_code=304, headers=headers)
+    return Response(body, media_type="application/json", headers=headers)
 
 
 async def _frames(items: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:

@@ -121,7 +121,6 @@ class AgentCard(BaseModel):
         legacy = self.to_v03(url)
         for key in ("url", "preferredTransport", "protocolVersion"):
             card[key] = legacy[key]
-        card["capabilities"]["stateTransitionHistory"] = False
         return card
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from a2a.compat.v0_3 import conversions
 from a2a.compat.v0_3 import types as v03
 from a2a.types import a2a_pb2 as pb
+from google.protobuf.descriptor import Descriptor
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.message import Message as ProtoMessage
 from pydantic import ValidationError
@@ -93,7 +94,10 @@ class Dispatcher:
         request_id: str | int | None = None
         try:
             payload = _decode(body)
-            request_id = _request_id(payload)
+            request_id = _readable_id(payload)
+            if payload.get("jsonrpc") != "2.0":
+                raise errors.invalid_request('`jsonrpc` must be "2.0".')
+            _request_id(payload)
             method = payload.get("method")
             if not isinstance(method, str) or not method:
                 raise errors.invalid_request("`method` must be a non-empty string.")
@@ -148,14 +152,21 @@ def _decode(body: bytes) -> dict[str, Any]:
         raise errors.invalid_request("batch requests are not supported; send one object.")
     if not isinstance(payload, dict):
         raise errors.invalid_request("the body must be a JSON object.")
-    if payload.get("jsonrpc") != "2.0":
-        raise errors.invalid_request('`jsonrpc` must be "2.0".')
     return payload
 
 
 def _no_constant(name: str) -> Any:
     msg = f"{name} is not a JSON value"
     raise ValueError(msg)
+
+
+def _readable_id(payload: dict[str, Any]) -> str | int | None:
+    """The request's id when it is one JSON-RPC allows, so even an invalid request's error
+    names the request it answers; ``None`` otherwise."""
+    rid = payload.get("id")
+    if isinstance(rid, str | int) and not isinstance(rid, bool):
+        return rid
+    return None
 
 
 def _request_id(payload: dict[str, Any]) -> str | int | None:
@@ -183,11 +194,44 @@ def _v1_params(method: str, params: Any) -> dict[str, Any]:
         params = {}
     if not isinstance(params, dict):
         raise errors.invalid_params("`params` must be an object.")
+    proto_type = V1_METHODS[method]
+    bad = _unknown_enum_value(params, proto_type.DESCRIPTOR)
+    if bad is not None:
+        where, value, known = bad
+        raise errors.invalid_params(
+            f"`{where}` {value!r} is not one of {', '.join(known)} ({method})."
+        )
     try:
-        proto = ParseDict(params, V1_METHODS[method](), ignore_unknown_fields=True)
+        proto = ParseDict(params, proto_type(), ignore_unknown_fields=True)
     except Exception as exc:  # ParseError, and the TypeErrors/ValueErrors it lets through
         raise errors.invalid_params(f"{method} params do not match A2A 1.0: {exc}") from None
     return _canonical(method, proto)
+
+
+def _unknown_enum_value(
+    value: Any, descriptor: Descriptor, where: str = ""
+) -> tuple[str, str, list[str]] | None:
+    """The first enum field spelled with a name its enum does not have, as ``(path, value,
+    known names)``: protobuf's ``ignore_unknown_fields`` (kept so newer clients' extra fields
+    do no harm) would otherwise drop such a value silently, turning a typo into no filter."""
+    if not isinstance(value, dict):
+        return None
+    for name, item in value.items():
+        field = descriptor.fields_by_camelcase_name.get(name) or descriptor.fields_by_name.get(name)
+        if field is None:
+            continue
+        path = f"{where}.{name}" if where else name
+        items = item if isinstance(item, list) else [item]
+        for one in items:
+            if field.enum_type is not None and isinstance(one, str):
+                known = field.enum_type.values_by_name
+                if one not in known:
+                    return path, one, [n for n in known if not n.endswith("_UNSPECIFIED")]
+            elif field.message_type is not None and not field.message_type.GetOptions().map_entry:
+                found = _unknown_enum_value(one, field.message_type, path)
+                if found is not None:
+                    return found
+    return None
 
 
 def _v03_params(method: str, payload: dict[str, Any]) -> dict[str, Any]:

@@ -43,7 +43,7 @@ from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.serve._adapter import ChatAdapter
 from tensorsketch.serve._threads import thread_info
 from tensorsketch.serve.a2a import _errors as errors
-from tensorsketch.serve.a2a._store import TaskRecord, TaskStore
+from tensorsketch.serve.a2a._store import TERMINAL, TaskRecord, TaskStore
 from tensorsketch.serve.events import RunFailed, RunFinished, RunSuspended, TextDelta, run_events
 
 __all__ = ["TaskService"]
@@ -69,6 +69,9 @@ _STATES = {
     "TASK_STATE_AUTH_REQUIRED",
 }
 _MAX_PAGE = 100
+#: States in which a task waits for the client (a subscription following it ends there).
+_INTERRUPTED = {INPUT_REQUIRED, "TASK_STATE_AUTH_REQUIRED"}
+_DEFAULT_PAGE = 50
 
 
 @dataclass
@@ -132,6 +135,7 @@ class TaskService:
         *,
         namespace: str,
         max_steps: int = 25,
+        poll_interval: float = 0.25,
     ) -> None:
         self.graph = graph
         self.store = TaskStore(backend, namespace)
@@ -141,6 +145,11 @@ class TaskService:
         #: tasks a request is about to continue (claimed before its first await, so two
         #: messages racing on one input-required task cannot both resume it)
         self._claimed: set[str] = set()
+        #: subscribers of tasks with no run in this process, joined to the next one started
+        self._waiting: dict[str, list[asyncio.Queue[dict[str, Any] | None]]] = {}
+        #: how often a subscriber re-reads a task nothing here is running (another process
+        #: may be running it, or it waits for a timer or an answer)
+        self.poll_interval = poll_interval
 
     # -- SendMessage / SendStreamingMessage ------------------------------------------------
 
@@ -170,15 +179,16 @@ class TaskService:
         if not isinstance(message, dict) or not message.get("parts"):
             msg = "`message` with at least one part is required, e.g. {'parts': [{'text': 'hi'}]}."
             raise errors.invalid_params(msg)
-        if message.get("role") not in (None, "ROLE_USER", "ROLE_UNSPECIFIED"):
-            raise errors.invalid_params("a message sent to an agent must have role user.")
-        message = {**message, "role": "ROLE_USER"}
-        message.setdefault("messageId", uuid.uuid4().hex)
+        if not message.get("messageId"):
+            msg = "`message.messageId` is required: a unique id the client gives each message."
+            raise errors.invalid_params(msg)
+        if message.get("role") != "ROLE_USER":
+            role = message.get("role") or "none"
+            msg = f'a message sent to an agent needs `message.role` "ROLE_USER", got {role}.'
+            raise errors.invalid_params(msg)
         config = params.get("configuration") or {}
         _check_output_modes(config.get("acceptedOutputModes"))
-        history_length = config.get("historyLength")
-        if history_length is not None and history_length < 0:
-            raise errors.invalid_params("`configuration.historyLength` must not be negative.")
+        _check_history_length(config.get("historyLength"), "configuration.historyLength")
         task_id = message.get("taskId") or ""
         context_id = message.get("contextId") or None
         if context_id is not None and len(context_id) > 128:
@@ -246,8 +256,20 @@ class TaskService:
             start = self._input([*map(to_chat, task.history), to_chat(message)])
         await self.store.add_message(task, message)
         live = _Live(task, input=start, resume=resume)
-        self._live[task.id] = live
+        self._register(live)
         return live
+
+    def _register(self, live: _Live) -> None:
+        """Make ``live`` the task's run in this process; subscribers waiting on the task
+        (see :meth:`_watch`) listen to it from its first event."""
+        self._live[live.task.id] = live
+        live.listeners.extend(self._waiting.pop(live.task.id, ()))
+
+    def _wake(self, task: TaskRecord) -> None:
+        """Continue a task whose run sleeps on a durable timer that is now due."""
+        live = _Live(task)
+        self._register(live)
+        live.runner = asyncio.get_running_loop().create_task(self._drive(live))
 
     async def _drive(self, live: _Live) -> None:
         """Run (or resume) the task's graph thread and record every state it passes through."""
@@ -393,12 +415,11 @@ class TaskService:
     async def get(self, params: dict[str, Any]) -> dict[str, Any]:
         task = await self._task(params.get("id"))
         length = params.get("historyLength")
-        if length is not None and length < 0:
-            raise errors.invalid_params("`historyLength` must not be negative.")
+        _check_history_length(length, "historyLength")
         return task.to_json(history_length=length)
 
     async def list(self, params: dict[str, Any]) -> dict[str, Any]:
-        size = params.get("pageSize") or 50
+        size = params.get("pageSize", _DEFAULT_PAGE)  # it has presence: 0 is not "unset"
         if size < 1 or size > _MAX_PAGE:
             raise errors.invalid_params(
                 f"`pageSize` must be between 1 and {_MAX_PAGE}, got {size}."
@@ -412,6 +433,7 @@ class TaskService:
             ) from None
         if offset < 0:
             raise errors.invalid_params(f"`pageToken` {token!r} is not one this server issued.")
+        _check_history_length(params.get("historyLength"), "historyLength")
         state = params.get("status")
         if state is not None and state != "TASK_STATE_UNSPECIFIED" and state not in _STATES:
             raise errors.invalid_params(f"`status` {state!r} is not a task state.")
@@ -455,20 +477,142 @@ class TaskService:
         return task.to_json()
 
     async def subscribe(self, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        """``SubscribeToTask``: the task, then its updates until it ends or stops to wait
+        for input again — whether its run is live here, in another process sharing the
+        store, or not running at all (waiting for an answer, or for a timer this process
+        then wakes)."""
         task = await self._task(params.get("id"))
         if task.terminal:
             msg = f"task {task.id!r} is {errors.state_word(task.state)}; read it with GetTask."
             raise errors.unsupported(msg)
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         live = self._live.get(task.id)
-        queue = live.listen() if live is not None else None
+        if live is not None:  # listen now: nothing the run emits from here on is missed
+            live.listeners.append(queue)
+        return self._watch(task, queue)
 
-        async def items() -> AsyncIterator[dict[str, Any]]:
-            yield {"task": task.to_json()}
-            if live is not None and queue is not None:
-                async for item in self._follow(live, queue):
+    async def _watch(
+        self, task: TaskRecord, queue: asyncio.Queue[dict[str, Any] | None]
+    ) -> AsyncIterator[dict[str, Any]]:
+        start = task.status
+        last = start
+        seen = {a.get("artifactId"): a for a in task.artifacts}
+        yield {"task": task.to_json()}
+        try:
+            while True:
+                live = self._live.get(task.id)
+                attached = live is not None and queue in live.listeners
+                if not attached and queue not in self._waiting.setdefault(task.id, []):
+                    self._waiting[task.id].append(queue)
+                try:
+                    timeout = None if attached else self._poll_delay(last)
+                    item = await asyncio.wait_for(queue.get(), timeout)
+                except TimeoutError:
+                    item = None
+                if item is not None:  # an update from a run in this process
+                    if "task" in item:
+                        continue
+                    if "artifactUpdate" in item:
+                        artifact = item["artifactUpdate"]["artifact"]
+                        seen[artifact.get("artifactId")] = artifact
                     yield item
+                    if "statusUpdate" in item:
+                        last = item["statusUpdate"]["status"]
+                        if _settled(last, start):
+                            return
+                    continue
+                # the run here ended, or there is none: read the task as the store has it
+                fresh = await self.store.get(task.id)
+                if fresh is None:
+                    return
+                for item in _changes(fresh, seen, last):
+                    yield item
+                if fresh.status != last:
+                    last = fresh.status
+                    if _settled(last, start):
+                        return
+                wake_at = _wake_at(last)
+                if (
+                    wake_at is not None
+                    and time.time() >= wake_at
+                    and task.id not in self._live
+                    and task.id not in self._claimed
+                ):
+                    self._wake(fresh)
+        finally:
+            self._unwatch(task.id, queue)
 
-        return items()
+    def _unwatch(self, task_id: str, queue: asyncio.Queue[dict[str, Any] | None]) -> None:
+        waiting = self._waiting.get(task_id, [])
+        with contextlib.suppress(ValueError):
+            waiting.remove(queue)
+        if not waiting:
+            self._waiting.pop(task_id, None)
+        live = self._live.get(task_id)
+        if live is not None:
+            with contextlib.suppress(ValueError):
+                live.listeners.remove(queue)
+
+    def _poll_delay(self, status: dict[str, Any]) -> float:
+        """Until the next look at the store: the poll interval, or less when a timer the
+        task sleeps on is due sooner."""
+        wake_at = _wake_at(status)
+        if wake_at is None:
+            return self.poll_interval
+        return max(0.0, min(self.poll_interval, wake_at - time.time()))
+
+
+def _settled(status: dict[str, Any], start: dict[str, Any]) -> bool:
+    """Whether a subscription that began at ``start`` is over: the task ended, or came to
+    wait for input again (not the wait it was already in)."""
+    state = status.get("state")
+    return state in TERMINAL or (state in _INTERRUPTED and status != start)
+
+
+def _wake_at(status: dict[str, Any]) -> float | None:
+    """When a ``working`` task's durable timer is due (its status message says), if it
+    sleeps on one."""
+    if status.get("state") != WORKING:
+        return None
+    for part in (status.get("message") or {}).get("parts") or ():
+        data = part.get("data")
+        if isinstance(data, dict) and isinstance(data.get("wakeAt"), int | float):
+            return float(data["wakeAt"])
+    return None
+
+
+def _changes(
+    task: TaskRecord, seen: dict[Any, dict[str, Any]], last: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The updates a subscriber has not had yet, read off the stored task: its new or
+    changed artifacts (``seen`` is brought up to date), then its status if it moved."""
+    out = []
+    for artifact in task.artifacts:
+        if seen.get(artifact.get("artifactId")) != artifact:
+            seen[artifact.get("artifactId")] = artifact
+            out.append(_artifact_event(task, artifact))
+    if task.status != last:
+        update = {"taskId": task.id, "contextId": task.context_id, "status": task.status}
+        out.append({"statusUpdate": update})
+    return out
+
+
+def _artifact_event(task: TaskRecord, artifact: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "artifactUpdate": {
+            "taskId": task.id,
+            "contextId": task.context_id,
+            "artifact": artifact,
+            "append": False,
+            "lastChunk": True,
+        }
+    }
+
+
+def _check_history_length(length: Any, where: str) -> None:
+    if length is not None and length < 0:
+        msg = f"`{where}` must not be negative, got {length} (0 leaves the history out)."
+        raise errors.invalid_params(msg)
 
 
 def _check_output_modes(modes: Any) -> None:
