@@ -15,6 +15,7 @@ Redis) to keep tasks across restarts.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -41,12 +42,14 @@ from tensorsketch.serve._http import (
 from tensorsketch.serve._protocols import Protocol
 from tensorsketch.serve.a2a import _errors as errors
 from tensorsketch.serve.a2a._card import AgentCard
+from tensorsketch.serve.a2a._push import PushNotifications, PushSender
 from tensorsketch.serve.a2a._rpc import Dispatcher, error_response
 from tensorsketch.serve.a2a._tasks import TaskService
 
 __all__ = ["PROTOCOL", "a2a_app"]
 
 _NAMESPACE = re.compile(r"[^A-Za-z0-9_.-]+")
+_PUSH = PushNotifications()
 
 
 def a2a_app(
@@ -61,6 +64,7 @@ def a2a_app(
     max_steps: int = 25,
     namespace: str | None = None,
     card_max_age: int = 300,
+    push: PushNotifications | None = _PUSH,
 ) -> Starlette:
     """Serve ``graph`` as the A2A agent ``card`` describes.
 
@@ -75,6 +79,8 @@ def a2a_app(
         two agents sharing a backend need different ones.
     :param card_max_age: how long clients may cache the card (``Cache-Control: max-age``,
         seconds); the card also carries an ``ETag`` and answers ``If-None-Match`` with 304.
+    :param push: how push notifications are delivered (:class:`PushNotifications`: which
+        non-public webhook hosts are allowed, retries); ``None`` offers none.
     """
     if card is None:
         card = AgentCard(name=graph.name, description=f"The TensorSketch graph {graph.name!r}.")
@@ -90,17 +96,29 @@ def a2a_app(
         msg = f"a2a_app(backend=...) must be a tensorsketch Backend, got {type(backend).__name__}."
         raise TypeError(msg)
     prefix = namespace or f"a2a/{_NAMESPACE.sub('-', card.name)[:64]}"
-    service = TaskService(graph, store_backend, adapter, namespace=prefix, max_steps=max_steps)
+    if push is not None and not isinstance(push, PushNotifications):
+        msg = (
+            f"a2a_app(push=...) needs PushNotifications or None, got {type(push).__name__}; "
+            "e.g. `push=PushNotifications(allowed_hosts=['127.0.0.1'])`."
+        )
+        raise TypeError(msg)
+    sender = PushSender(push) if push is not None else None
+    pushes = sender is not None
+    service = TaskService(
+        graph, store_backend, adapter, namespace=prefix, max_steps=max_steps, push=sender
+    )
     dispatcher = Dispatcher(service, streaming=card.streaming)
 
     def url_of(request: Request) -> str:
         return card.url or str(request.base_url)
 
     async def card_v1(request: Request) -> Response:
-        return _cacheable(request, card.to_compatible(url_of(request)), card_max_age)
+        document = card.to_compatible(url_of(request), push_notifications=pushes)
+        return _cacheable(request, document, card_max_age)
 
     async def card_v03(request: Request) -> Response:
-        return _cacheable(request, card.to_v03(url_of(request)), card_max_age)
+        document = card.to_v03(url_of(request), push_notifications=pushes)
+        return _cacheable(request, document, card_max_age)
 
     async def rpc(request: Request) -> Response:
         try:
@@ -112,7 +130,14 @@ def a2a_app(
             return JSONResponse(answer)
         return EventStream(_frames(answer))
 
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        yield
+        if sender is not None:  # queued notifications get a moment to go out
+            await sender.aclose()
+
     app = Starlette(
+        lifespan=lifespan,
         routes=[
             Route("/.well-known/agent-card.json", card_v1, methods=["GET"]),
             Route("/.well-known/agent.json", card_v03, methods=["GET"]),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from a2a.compat.v0_3 import conversions
@@ -40,13 +41,11 @@ V1_METHODS: dict[str, type[ProtoMessage]] = {
     "ListTasks": pb.ListTasksRequest,
     "CancelTask": pb.CancelTaskRequest,
     "SubscribeToTask": pb.SubscribeToTaskRequest,
+    "CreateTaskPushNotificationConfig": pb.TaskPushNotificationConfig,
+    "GetTaskPushNotificationConfig": pb.GetTaskPushNotificationConfigRequest,
+    "ListTaskPushNotificationConfigs": pb.ListTaskPushNotificationConfigsRequest,
+    "DeleteTaskPushNotificationConfig": pb.DeleteTaskPushNotificationConfigRequest,
 }
-_V1_PUSH = (
-    "CreateTaskPushNotificationConfig",
-    "GetTaskPushNotificationConfig",
-    "ListTaskPushNotificationConfigs",
-    "DeleteTaskPushNotificationConfig",
-)
 V03_METHODS: dict[str, tuple[type[Any], Callable[[Any], ProtoMessage]]] = {
     "message/send": (v03.SendMessageRequest, conversions.to_core_send_message_request),
     "message/stream": (v03.SendStreamingMessageRequest, conversions.to_core_send_message_request),
@@ -56,13 +55,23 @@ V03_METHODS: dict[str, tuple[type[Any], Callable[[Any], ProtoMessage]]] = {
         v03.TaskResubscriptionRequest,
         conversions.to_core_subscribe_to_task_request,
     ),
+    "tasks/pushNotificationConfig/set": (
+        v03.SetTaskPushNotificationConfigRequest,
+        conversions.to_core_create_task_push_notification_config_request,
+    ),
+    "tasks/pushNotificationConfig/get": (
+        v03.GetTaskPushNotificationConfigRequest,
+        conversions.to_core_get_task_push_notification_config_request,
+    ),
+    "tasks/pushNotificationConfig/list": (
+        v03.ListTaskPushNotificationConfigRequest,
+        conversions.to_core_list_task_push_notification_config_request,
+    ),
+    "tasks/pushNotificationConfig/delete": (
+        v03.DeleteTaskPushNotificationConfigRequest,
+        conversions.to_core_delete_task_push_notification_config_request,
+    ),
 }
-_V03_PUSH = (
-    "tasks/pushNotificationConfig/set",
-    "tasks/pushNotificationConfig/get",
-    "tasks/pushNotificationConfig/list",
-    "tasks/pushNotificationConfig/delete",
-)
 _STREAMING = {"SendStreamingMessage", "SubscribeToTask", "message/stream", "tasks/resubscribe"}
 
 
@@ -79,13 +88,23 @@ class Dispatcher:
             "ListTasks": service.list,
             "CancelTask": service.cancel,
             "SubscribeToTask": service.subscribe,
+            "CreateTaskPushNotificationConfig": service.create_push,
+            "GetTaskPushNotificationConfig": service.get_push,
+            "ListTaskPushNotificationConfigs": service.list_push,
+            "DeleteTaskPushNotificationConfig": service.delete_push,
         }
-        self._v03_to_v1 = {
-            "message/send": "SendMessage",
-            "message/stream": "SendStreamingMessage",
-            "tasks/get": "GetTask",
-            "tasks/cancel": "CancelTask",
-            "tasks/resubscribe": "SubscribeToTask",
+        # 0.3 methods run the same operations; what a 0.3 client registers or sends is
+        # marked as 0.3's, so its push notifications come in 0.3's shape
+        self._v03_handlers: dict[str, _Handler] = {
+            "message/send": partial(service.send, surface="0.3"),
+            "message/stream": partial(service.send_stream, surface="0.3"),
+            "tasks/get": service.get,
+            "tasks/cancel": service.cancel,
+            "tasks/resubscribe": service.subscribe,
+            "tasks/pushNotificationConfig/set": partial(service.create_push, surface="0.3"),
+            "tasks/pushNotificationConfig/get": service.get_push,
+            "tasks/pushNotificationConfig/list": service.list_push,
+            "tasks/pushNotificationConfig/delete": service.delete_push,
         }
 
     async def dispatch(self, body: bytes, version: str | None) -> Answer:
@@ -112,12 +131,10 @@ class Dispatcher:
                 return _result(request_id, result)
             if method in V03_METHODS:
                 params = _v03_params(method, payload)
-                result = await self._handlers[self._v03_to_v1[method]](params)
+                result = await self._v03_handlers[method](params)
                 if method in _STREAMING:
                     return _v03_stream(request_id, result)
                 return _result(request_id, _to_v03(method, result))
-            if method in _V1_PUSH or method in _V03_PUSH:
-                raise errors.A2AError(-32003, "push notifications are not supported by this agent.")
             if method in ("GetExtendedAgentCard", "agent/getAuthenticatedExtendedCard"):
                 raise errors.A2AError(-32007, "this agent has no extended agent card.")
             raise errors.method_not_found(method, [*V1_METHODS, *V03_METHODS])
@@ -261,10 +278,28 @@ def _brief(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(str(x) for x in e['loc']) or 'body'}: {e['msg']}" for e in first)
 
 
-def _to_v03(method: str, result: dict[str, Any]) -> Any:
-    """A 1.0 answer (``{"task": …}`` or a ``Task``) in 0.3's spelling."""
+def _to_v03(method: str, result: Any) -> Any:
+    """A 1.0 answer (``{"task": …}``, a ``Task``, a push config) in 0.3's spelling."""
+    if method.startswith("tasks/pushNotificationConfig/"):
+        return _push_to_v03(result)
     task = result.get("task", result) if method == "message/send" else result
     return _dump(conversions.to_compat_task(ParseDict(task, pb.Task(), ignore_unknown_fields=True)))
+
+
+def _push_to_v03(result: Any) -> Any:
+    """A push config (or the list of them, or a delete's ``None``) as 0.3 spells it."""
+    if result is None:
+        return None
+    configs = result.get("configs", [result])
+    out = [
+        _dump(
+            conversions.to_compat_task_push_notification_config(
+                ParseDict(config, pb.TaskPushNotificationConfig(), ignore_unknown_fields=True)
+            )
+        )
+        for config in configs
+    ]
+    return out if "configs" in result else out[0]
 
 
 def _dump(model: Any) -> Any:

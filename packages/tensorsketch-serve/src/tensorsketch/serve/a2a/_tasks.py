@@ -43,6 +43,7 @@ from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.serve._adapter import ChatAdapter
 from tensorsketch.serve._threads import thread_info
 from tensorsketch.serve.a2a import _errors as errors
+from tensorsketch.serve.a2a._push import PushSender, PushTarget, task_as_v03
 from tensorsketch.serve.a2a._store import TERMINAL, TaskRecord, TaskStore
 from tensorsketch.serve.events import RunFailed, RunFinished, RunSuspended, TextDelta, run_events
 
@@ -136,8 +137,11 @@ class TaskService:
         namespace: str,
         max_steps: int = 25,
         poll_interval: float = 0.25,
+        push: PushSender | None = None,
     ) -> None:
         self.graph = graph
+        #: delivers push notifications (``None``: the agent offers none)
+        self.push = push
         self.store = TaskStore(backend, namespace)
         self.adapter = adapter
         self.max_steps = max_steps
@@ -153,9 +157,9 @@ class TaskService:
 
     # -- SendMessage / SendStreamingMessage ------------------------------------------------
 
-    async def send(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def send(self, params: dict[str, Any], *, surface: str = "1.0") -> dict[str, Any]:
         """``SendMessage``: start or continue a task; by default wait until it stops."""
-        live, config = await self._begin(params, listening=False)
+        live, config = await self._begin(params, listening=False, surface=surface)
         if not config.get("returnImmediately") and live.runner is not None:
             # wait() neither cancels the run if this request goes away, nor raises when a
             # CancelTask stops the run (the answer is then the canceled task)
@@ -163,17 +167,19 @@ class TaskService:
         task = live.task
         return {"task": task.to_json(history_length=config.get("historyLength"))}
 
-    async def send_stream(self, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    async def send_stream(
+        self, params: dict[str, Any], *, surface: str = "1.0"
+    ) -> AsyncIterator[dict[str, Any]]:
         """``SendStreamingMessage``: the task, then its status and artifact updates live.
 
         Validation happens before the first item, so a bad request is a plain JSON-RPC error
         rather than a stream that fails.
         """
-        live, _config = await self._begin(params, listening=True)
+        live, _config = await self._begin(params, listening=True, surface=surface)
         return self._follow(live, live.listeners[-1])
 
     async def _begin(
-        self, params: dict[str, Any], *, listening: bool
+        self, params: dict[str, Any], *, listening: bool, surface: str = "1.0"
     ) -> tuple[_Live, dict[str, Any]]:
         message = params.get("message")
         if not isinstance(message, dict) or not message.get("parts"):
@@ -189,6 +195,9 @@ class TaskService:
         config = params.get("configuration") or {}
         _check_output_modes(config.get("acceptedOutputModes"))
         _check_history_length(config.get("historyLength"), "configuration.historyLength")
+        webhook = config.get("taskPushNotificationConfig")
+        if webhook is not None:  # checked before a task exists, so a refusal leaves none
+            await self._push_sender().check(str(webhook.get("url", "")))
         task_id = message.get("taskId") or ""
         context_id = message.get("contextId") or None
         if context_id is not None and len(context_id) > 128:
@@ -207,6 +216,9 @@ class TaskService:
                 self._claimed.discard(task_id)
         else:
             live = await self._start(context_id, message)
+        if webhook is not None:
+            target = PushTarget(_push_config(webhook, live.task.id), surface)
+            await self.store.set_push(live.task, target)
         if listening:
             live.listen()
         live.runner = asyncio.get_running_loop().create_task(self._drive(live))
@@ -362,6 +374,60 @@ class TaskService:
 
     def _emit(self, live: _Live, item: dict[str, Any]) -> None:
         live.publish(item)
+        self._notify(live.task, item)
+
+    def _notify(self, task: TaskRecord, item: dict[str, Any]) -> None:
+        """Push a status change or a finished artifact to the task's webhooks."""
+        if self.push is None or not task.push:
+            return
+        status = "statusUpdate" in item
+        if not status and not item.get("artifactUpdate", {}).get("lastChunk"):
+            return  # the task itself, and token chunks: a webhook gets what is settled
+        for target in list(task.push.values()):
+            if target.surface == "0.3":
+                if status:  # a 0.3 webhook gets the whole task, once per status change
+                    self.push.send(task.id, target, task_as_v03(task.to_json()))
+            else:
+                self.push.send(task.id, target, item)
+
+    def _push_sender(self) -> PushSender:
+        if self.push is None:
+            raise errors.A2AError(-32003, "push notifications are not supported by this agent.")
+        return self.push
+
+    # -- push notification configs -----------------------------------------------------------
+
+    async def create_push(self, params: dict[str, Any], *, surface: str = "1.0") -> dict[str, Any]:
+        """``CreateTaskPushNotificationConfig``: register a webhook for a task's updates."""
+        sender = self._push_sender()
+        task = await self._task(params.get("taskId"), "taskId")
+        config = _push_config(params, task.id)
+        await sender.check(str(config["url"]))
+        await self.store.set_push(task, PushTarget(config, surface))
+        return config
+
+    async def get_push(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._push_sender()
+        task = await self._task(params.get("taskId"), "taskId")
+        config_id = params.get("id") or task.id
+        target = task.push.get(config_id)
+        if target is None:
+            msg = f"task {task.id!r} has no push notification config {config_id!r}."
+            raise errors.A2AError(-32001, msg, {"taskId": task.id, "configId": config_id})
+        return target.config
+
+    async def list_push(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._push_sender()
+        task = await self._task(params.get("taskId"), "taskId")
+        return {"configs": [t.config for t in task.push.values()], "nextPageToken": ""}
+
+    async def delete_push(self, params: dict[str, Any]) -> None:
+        """Forget a webhook (forgetting one the task does not have is not an error)."""
+        self._push_sender()
+        task = await self._task(params.get("taskId"), "taskId")
+        config_id = params.get("id") or task.id
+        if config_id in task.push:
+            await self.store.delete_push(task, config_id)
 
     async def _follow(
         self, live: _Live, queue: asyncio.Queue[dict[str, Any] | None]
@@ -378,9 +444,9 @@ class TaskService:
 
     # -- GetTask / ListTasks / CancelTask / SubscribeToTask --------------------------------
 
-    async def _task(self, task_id: Any) -> TaskRecord:
+    async def _task(self, task_id: Any, field: str = "id") -> TaskRecord:
         if not isinstance(task_id, str) or not task_id:
-            raise errors.invalid_params("`id` (the task id) is required.")
+            raise errors.invalid_params(f"`{field}` (the task id) is required.")
         live = self._live.get(task_id)
         if live is not None:
             return live.task
@@ -473,7 +539,11 @@ class TaskService:
             await asyncio.wait([live.runner])
         else:
             await self.store.add_message(task, agent_message("The task was canceled."))
-            await self.store.set_status(task, CANCELED, agent_message("The task was canceled."))
+            status = await self.store.set_status(
+                task, CANCELED, agent_message("The task was canceled.")
+            )
+            update = {"taskId": task.id, "contextId": task.context_id, "status": status}
+            self._notify(task, {"statusUpdate": update})
         return task.to_json()
 
     async def subscribe(self, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
@@ -607,6 +677,19 @@ def _artifact_event(task: TaskRecord, artifact: dict[str, Any]) -> dict[str, Any
             "lastChunk": True,
         }
     }
+
+
+def _push_config(params: Mapping[str, Any], task_id: str) -> dict[str, Any]:
+    """A webhook config as stored and answered: the task's id filled in, the config's id
+    defaulting to the task's (as the a2a-sdk does), the tenant left out."""
+    url = params.get("url")
+    if not isinstance(url, str) or not url:
+        msg = "a push notification config needs `url`, the webhook to POST the task's updates to."
+        raise errors.invalid_params(msg)
+    config = {k: v for k, v in params.items() if k != "tenant"}
+    config["taskId"] = task_id
+    config["id"] = str(params.get("id") or task_id)
+    return config
 
 
 def _check_history_length(length: Any, where: str) -> None:
