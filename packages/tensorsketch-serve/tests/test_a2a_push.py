@@ -111,8 +111,6 @@ async def ask(client: Any, text: str, **config: Any) -> pb.Task:
 async def test_the_sdk_registers_a_webhook_and_it_gets_the_task_s_updates(live: Any) -> None:
     hook = Webhook(live)
     server = live(app())
-    card = httpx.get(server.url.rstrip("/") + "/.well-known/agent-card.json").json()
-    assert card["capabilities"]["pushNotifications"] is True
     client = await sdk(server.url)
     try:
         task = await ask(client, "hi")
@@ -268,7 +266,10 @@ async def test_a_non_public_webhook_is_refused_unless_allowed(
         await client.close()
 
 
-def test_push_can_be_turned_off(live: Any) -> None:
+def test_the_card_says_whether_push_is_on_and_it_can_be_turned_off(live: Any) -> None:
+    on = live(app())
+    card = httpx.get(on.url.rstrip("/") + "/.well-known/agent-card.json").json()
+    assert card["capabilities"]["pushNotifications"] is True
     server = live(app(push=None))
     card = httpx.get(server.url.rstrip("/") + "/.well-known/agent-card.json").json()
     assert card["capabilities"]["pushNotifications"] is False
