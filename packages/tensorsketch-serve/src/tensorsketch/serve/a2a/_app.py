@@ -42,6 +42,7 @@ from tensorsketch.serve._http import (
 from tensorsketch.serve._protocols import Protocol
 from tensorsketch.serve.a2a import _errors as errors
 from tensorsketch.serve.a2a._card import AgentCard
+from tensorsketch.serve.a2a._parts import ToArtifacts
 from tensorsketch.serve.a2a._push import PushNotifications, PushSender
 from tensorsketch.serve.a2a._rpc import Dispatcher, error_response
 from tensorsketch.serve.a2a._tasks import TaskService
@@ -65,6 +66,8 @@ def a2a_app(
     namespace: str | None = None,
     card_max_age: int = 300,
     push: PushNotifications | None = _PUSH,
+    to_artifacts: ToArtifacts | None = None,
+    message_replies: bool = False,
 ) -> Starlette:
     """Serve ``graph`` as the A2A agent ``card`` describes.
 
@@ -81,6 +84,11 @@ def a2a_app(
         seconds); the card also carries an ``ETag`` and answers ``If-None-Match`` with 304.
     :param push: how push notifications are delivered (:class:`PushNotifications`: which
         non-public webhook hosts are allowed, retries); ``None`` offers none.
+    :param to_artifacts: ``final state -> {name: value}``, a finished task's artifacts
+        besides its ``answer`` (and an agent's structured ``output``): text, bytes (a file),
+        an ``ImageBlock``, or anything JSON (a data part).
+    :param message_replies: answer a blocking ``SendMessage`` that starts and completes a task
+        with the agent's ``Message`` (naming the task) instead of the ``Task``.
     """
     if card is None:
         card = AgentCard(name=graph.name, description=f"The TensorSketch graph {graph.name!r}.")
@@ -105,7 +113,14 @@ def a2a_app(
     sender = PushSender(push) if push is not None else None
     pushes = sender is not None
     service = TaskService(
-        graph, store_backend, adapter, namespace=prefix, max_steps=max_steps, push=sender
+        graph,
+        store_backend,
+        adapter,
+        namespace=prefix,
+        max_steps=max_steps,
+        push=sender,
+        to_artifacts=to_artifacts,
+        message_replies=message_replies,
     )
     dispatcher = Dispatcher(service, streaming=card.streaming)
 

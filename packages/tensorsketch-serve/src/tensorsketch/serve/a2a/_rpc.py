@@ -282,6 +282,9 @@ def _to_v03(method: str, result: Any) -> Any:
     """A 1.0 answer (``{"task": …}``, a ``Task``, a push config) in 0.3's spelling."""
     if method.startswith("tasks/pushNotificationConfig/"):
         return _push_to_v03(result)
+    if method == "message/send" and "message" in result:  # a direct reply, not a task
+        message = ParseDict(result["message"], pb.Message(), ignore_unknown_fields=True)
+        return _dump(conversions.to_compat_message(message))
     task = result.get("task", result) if method == "message/send" else result
     return _dump(conversions.to_compat_task(ParseDict(task, pb.Task(), ignore_unknown_fields=True)))
 

@@ -43,6 +43,14 @@ from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.serve._adapter import ChatAdapter
 from tensorsketch.serve._threads import thread_info
 from tensorsketch.serve.a2a import _errors as errors
+from tensorsketch.serve.a2a._parts import (
+    ANSWER,
+    OUTPUT,
+    ToArtifacts,
+    artifacts_for,
+    message_text,
+    to_chat,
+)
 from tensorsketch.serve.a2a._push import PushSender, PushTarget, task_as_v03
 from tensorsketch.serve.a2a._store import TERMINAL, TaskRecord, TaskStore
 from tensorsketch.serve.events import RunFailed, RunFinished, RunSuspended, TextDelta, run_events
@@ -57,8 +65,6 @@ COMPLETED = "TASK_STATE_COMPLETED"
 FAILED = "TASK_STATE_FAILED"
 CANCELED = "TASK_STATE_CANCELED"
 INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
-#: The artifact the reply is streamed into and finally written as.
-ANSWER = "answer"
 _STATES = {
     SUBMITTED,
     WORKING,
@@ -105,26 +111,6 @@ def agent_message(text: str, data: Any = None) -> dict[str, Any]:
     return {"messageId": uuid.uuid4().hex, "role": "ROLE_AGENT", "parts": parts}
 
 
-def message_text(message: Mapping[str, Any]) -> str:
-    """A message's text parts joined, with each data part written as JSON."""
-    out = []
-    for part in message.get("parts") or ():
-        if "text" in part:
-            out.append(str(part["text"]))
-        elif "data" in part:
-            out.append(json.dumps(part["data"], sort_keys=True))
-        elif "url" in part:
-            out.append(f"[file: {part['url']}]")
-        elif "raw" in part:
-            out.append(f"[file: {part.get('filename') or part.get('mediaType') or 'bytes'}]")
-    return "\n".join(out)
-
-
-def to_chat(message: Mapping[str, Any]) -> Message:
-    role = "assistant" if message.get("role") == "ROLE_AGENT" else "user"
-    return Message(role=role, content=message_text(message))
-
-
 class TaskService:
     """A2A's task operations for one graph, its tasks kept in ``backend``."""
 
@@ -138,8 +124,15 @@ class TaskService:
         max_steps: int = 25,
         poll_interval: float = 0.25,
         push: PushSender | None = None,
+        to_artifacts: ToArtifacts | None = None,
+        message_replies: bool = False,
     ) -> None:
         self.graph = graph
+        #: ``state -> {name: value}``: a finished task's artifacts besides its answer
+        self.to_artifacts = to_artifacts
+        #: answer a blocking SendMessage that starts and completes a task with the agent's
+        #: Message rather than the Task
+        self.message_replies = message_replies
         #: delivers push notifications (``None``: the agent offers none)
         self.push = push
         self.store = TaskStore(backend, namespace)
@@ -165,6 +158,14 @@ class TaskService:
             # CancelTask stops the run (the answer is then the canceled task)
             await asyncio.wait([live.runner])
         task = live.task
+        message = task.status.get("message")
+        if (
+            self.message_replies
+            and task.state == COMPLETED
+            and not params["message"].get("taskId")
+            and message is not None
+        ):
+            return {"message": message}  # it names its taskId: GetTask still finds the task
         return {"task": task.to_json(history_length=config.get("historyLength"))}
 
     async def send_stream(
@@ -185,6 +186,13 @@ class TaskService:
         if not isinstance(message, dict) or not message.get("parts"):
             msg = "`message` with at least one part is required, e.g. {'parts': [{'text': 'hi'}]}."
             raise errors.invalid_params(msg)
+        for number, part in enumerate(message["parts"], 1):
+            if not ("text" in part or "data" in part or part.get("raw") or part.get("url")):
+                msg = (
+                    f"part {number} of the message has no content; give it `text`, `data`, "
+                    "`url` or `raw` (base64)."
+                )
+                raise errors.invalid_params(msg)
         if not message.get("messageId"):
             msg = "`message.messageId` is required: a unique id the client gives each message."
             raise errors.invalid_params(msg)
@@ -307,7 +315,7 @@ class TaskService:
                         )
                         streamed = True
                     elif isinstance(event, RunFinished):
-                        await self._finish(live, event.reply)
+                        await self._finish(live, event.reply, event.state)
                     elif isinstance(event, RunSuspended):
                         await self._suspend(live, event.interrupts)
                     elif isinstance(event, RunFailed) and isinstance(event.error, ThreadBusyError):
@@ -353,12 +361,24 @@ class TaskService:
         text = f"Waiting until {wake}; send any message on this task after then to go on."
         await self._status(live, WORKING, agent_message(text, {"wakeAt": wake_at}))
 
-    async def _finish(self, live: _Live, reply: str) -> None:
+    async def _finish(self, live: _Live, reply: str, state: Any) -> None:
+        """The run completed: its artifacts, then the agent's message saying the same."""
         task = live.task
-        artifact = {"artifactId": ANSWER, "name": ANSWER, "parts": [{"text": reply}]}
-        await self.store.set_artifact(task, artifact)
-        self._emit(live, _artifact_update(task, reply, append=False, last=True))
+        try:
+            artifacts = artifacts_for(state, reply, self.to_artifacts)
+        except Exception as exc:  # the app's to_artifacts: the task fails, saying why
+            log.warning("a2a task %s: to_artifacts failed: %s", task.id, exc)
+            text = f"The agent finished, but to_artifacts failed ({type(exc).__name__}: {exc})."
+            await self._status(live, FAILED, agent_message(text))
+            return
+        for artifact in artifacts:
+            await self.store.set_artifact(task, artifact)
+            self._emit(live, _artifact_event(task, artifact))
         answer = agent_message(reply)
+        # the message carries the reply's parts and the structured output, as the artifacts do
+        answer["parts"] = [
+            part for a in artifacts if a["artifactId"] in (ANSWER, OUTPUT) for part in a["parts"]
+        ]
         await self.store.add_message(task, answer)
         await self._status(live, COMPLETED, answer)
 
@@ -471,7 +491,7 @@ class TaskService:
         state, info = found
         live = _Live(task)
         if info.status == "completed":
-            await self._finish(live, self.adapter.reply_for(state))
+            await self._finish(live, self.adapter.reply_for(state), state)
         elif info.suspended and info.awaiting:
             await self._suspend(live, info.interrupts)
         elif info.failed:
