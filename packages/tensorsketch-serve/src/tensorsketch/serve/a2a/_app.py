@@ -5,8 +5,11 @@ Routes (relative to where the app is mounted):
 - ``GET /.well-known/agent-card.json`` — the A2A 1.0 card (with 0.3's top-level fields too);
 - ``GET /.well-known/agent.json`` — the 0.3 card, for older clients;
 - ``POST /`` — JSON-RPC: ``SendMessage``, ``SendStreamingMessage``, ``GetTask``, ``ListTasks``,
-  ``CancelTask``, ``SubscribeToTask`` (1.0) and ``message/send``, ``message/stream``,
-  ``tasks/get``, ``tasks/cancel``, ``tasks/resubscribe`` (0.3). Streams are SSE.
+  ``CancelTask``, ``SubscribeToTask`` and the push notification config methods (1.0), and
+  ``message/send``, ``message/stream``, ``tasks/get``, ``tasks/cancel``,
+  ``tasks/resubscribe``, ``tasks/pushNotificationConfig/*`` (0.3). Streams are SSE.
+
+Both cards carry an ``ETag`` and ``Cache-Control`` and answer ``If-None-Match`` with 304.
 
 Tasks are kept in ``backend`` (see :mod:`._store`); the default in-memory backend forgets
 them when the process ends, so pass a durable one (``SqliteBackend("tasks.db")``, PostgreSQL,

@@ -8,8 +8,9 @@ the run                            the task
 =================================  ===========================================================
 created, not started               ``submitted``
 running                            ``working`` (token deltas stream as an artifact's chunks)
-finished                           ``completed``: the reply as the ``answer`` artifact and an
-                                   agent message
+finished                           ``completed``: the reply as the ``answer`` artifact (an
+                                   agent's structured output as ``output``, and the app's
+                                   ``to_artifacts``; see :mod:`._parts`) and an agent message
 suspended on an approval or a      ``input-required``: the status message says what is asked;
 question (``interrupt()``)         the next message on the task is the answer and resumes it
 suspended at a static breakpoint   ``input-required``, saying where; any next message on the
@@ -20,7 +21,8 @@ raised                             ``failed``: the status message carries the er
 =================================  ===========================================================
 
 A streaming client that disconnects does not cancel the task (A2A tasks outlive connections:
-``SubscribeToTask`` picks it up again, ``CancelTask`` stops it).
+``SubscribeToTask`` picks it up again, ``CancelTask`` stops it). Status changes and finished
+artifacts also go to the task's push notification webhooks (see :mod:`._push`).
 """
 
 from __future__ import annotations
