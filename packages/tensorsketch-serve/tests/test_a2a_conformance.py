@@ -358,3 +358,18 @@ def test_the_1_0_card_has_no_state_transition_history(live: Any) -> None:
     ParseDict({k: v for k, v in card.items() if k not in legacy}, pb.AgentCard())
     old = httpx.get(server.url.rstrip("/") + "/.well-known/agent.json").json()
     assert old["capabilities"]["stateTransitionHistory"] is False  # a 0.3 field, kept there
+
+
+async def test_a_timer_task_goes_on_by_itself_when_the_timer_is_due(live: Any) -> None:
+    """Nobody subscribes and nobody writes: the server that ran the task wakes it."""
+    server = live(app(NAPPING))
+    task = call(server.url, "SendMessage", send_params("alone"))["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_WORKING"
+    async with httpx.AsyncClient(timeout=30) as http:
+        for _ in range(300):
+            got = (await http.post(server.url, json=rpc("GetTask", {"id": task["id"]}))).json()
+            if got["result"]["status"]["state"] == "TASK_STATE_COMPLETED":
+                break
+            await asyncio.sleep(0.05)
+    assert got["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert got["result"]["artifacts"][0]["parts"] == [{"text": "rested: alone"}]

@@ -47,9 +47,24 @@ class Ask(Node):
 ASKING = Graph(State).add(Ask).edge(START, "Ask").edge("Ask", END).compile()
 
 
-def app(push: PushNotifications | None = LOCAL, **options: Any) -> Any:
+class Nap(Node):
+    class In(Schema):
+        prompt: str
+
+    class Out(Schema):
+        answer: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        await ctx.sleep(0.5)
+        return self.Out(answer="rested")
+
+
+NAPPING = Graph(State).add(Nap).edge(START, "Nap").edge("Nap", END).compile()
+
+
+def app(push: PushNotifications | None = LOCAL, graph: Any = ASKING, **options: Any) -> Any:
     return a2a_app(
-        ASKING,
+        graph,
         card=CARD,
         to_input=lambda messages: {"prompt": messages[-1].text},
         to_reply=lambda state: state.answer,
@@ -363,3 +378,19 @@ async def test_a_webhook_outlives_a_restart(live: Any, tmp_path: Path) -> None:
         await hook.wait_for(final_state("TASK_STATE_COMPLETED"))
     finally:
         await client.close()
+
+
+async def test_a_client_that_only_listens_by_webhook_hears_a_timer_task_finish(live: Any) -> None:
+    """returnImmediately, a webhook, and nobody polling: the run sleeps on a durable timer,
+    the server wakes it when it is due, and the webhook hears the task complete."""
+    hook = Webhook(live)
+    server = live(app(graph=NAPPING))
+    client = await sdk(server.url)
+    try:
+        webhook = pb.TaskPushNotificationConfig(url=hook.url)
+        await ask(client, "nap", task_push_notification_config=webhook, return_immediately=True)
+        await hook.wait_for(final_state("TASK_STATE_COMPLETED"))
+    finally:
+        await client.close()
+    states = [b["statusUpdate"]["status"]["state"] for b in hook.bodies() if "statusUpdate" in b]
+    assert states[0] == "TASK_STATE_WORKING" and states[-1] == "TASK_STATE_COMPLETED"

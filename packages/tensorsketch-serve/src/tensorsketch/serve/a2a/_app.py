@@ -151,6 +151,7 @@ def a2a_app(
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         yield
+        service.close()
         if sender is not None:  # queued notifications get a moment to go out
             await sender.aclose()
 

@@ -144,6 +144,9 @@ class TaskService:
         #: tasks a request is about to continue (claimed before its first await, so two
         #: messages racing on one input-required task cannot both resume it)
         self._claimed: set[str] = set()
+        #: timer wake-ups scheduled in this process, by task id
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._background: set[asyncio.Task[None]] = set()
         #: subscribers of tasks with no run in this process, joined to the next one started
         self._waiting: dict[str, list[asyncio.Queue[dict[str, Any] | None]]] = {}
         #: how often a subscriber re-reads a task nothing here is running (another process
@@ -347,6 +350,52 @@ class TaskService:
         finally:
             self._live.pop(task.id, None)
             live.publish(None)
+            if not live.cancel_requested:
+                self._wake_later(task)
+
+    def _wake_later(self, task: TaskRecord) -> None:
+        """A task whose run sleeps on a durable timer goes on by itself when the timer is due
+        (scheduled in the process that ran it; after a restart a subscriber, or the next
+        message, wakes it)."""
+        wake_at = _wake_at(task.status)
+        if wake_at is None:
+            return
+        loop = asyncio.get_running_loop()
+        old = self._timers.pop(task.id, None)
+        if old is not None:
+            old.cancel()
+
+        def due() -> None:
+            self._timers.pop(task.id, None)
+            waking = loop.create_task(self._wake_if_due(task.id))
+            self._background.add(waking)
+            waking.add_done_callback(self._background.discard)
+
+        self._timers[task.id] = loop.call_later(max(0.0, wake_at - time.time()), due)
+
+    async def _wake_if_due(self, task_id: str) -> None:
+        if task_id in self._live or task_id in self._claimed:
+            return  # a message or a subscriber got there first
+        try:
+            fresh = await self.store.get(task_id)
+        except Exception:  # the store is away: a subscriber or the next message wakes it
+            log.exception("a2a task %s: reading it to wake its timer failed", task_id)
+            return
+        if fresh is None or task_id in self._live or task_id in self._claimed:
+            return
+        wake_at = _wake_at(fresh.status)
+        if wake_at is None:
+            return  # it moved on (canceled, continued elsewhere)
+        if time.time() < wake_at:
+            self._wake_later(fresh)
+            return
+        self._wake(fresh)
+
+    def close(self) -> None:
+        """Forget scheduled timer wake-ups (the app is shutting down)."""
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
 
     async def _suspend(self, live: _Live, interrupts: tuple[PendingInterrupt, ...]) -> None:
         waiting = _asking(interrupts)
@@ -554,6 +603,9 @@ class TaskService:
         task = await self._task(params.get("id"))
         if task.terminal:
             raise errors.task_not_cancelable(task.id, task.state)
+        timer = self._timers.pop(task.id, None)
+        if timer is not None:
+            timer.cancel()
         live = self._live.get(task.id)
         if live is not None and live.runner is not None:
             live.cancel_requested = True
