@@ -171,9 +171,8 @@ class PushSender:
     async def _after(
         self, before: asyncio.Task[None] | None, target: PushTarget, payload: dict[str, Any]
     ) -> None:
-        if before is not None:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.shield(before)
+        if before is not None:  # its outcome is its own; only its being over matters here
+            await asyncio.wait([before])
         await self._deliver(target, payload)
 
     async def _deliver(self, target: PushTarget, payload: dict[str, Any]) -> bool:
@@ -195,6 +194,9 @@ class PushSender:
                 return False
             except httpx.HTTPError as exc:
                 problem, retry = f"{type(exc).__name__}: {exc}", True
+            except Exception:  # a fault of ours: logged, never the task's problem
+                log.exception("push notification to %s failed", url)
+                return False
             if not retry or attempt == self.options.attempts:
                 log.warning(
                     "push notification to %s failed after %d attempt(s): %s", url, attempt, problem

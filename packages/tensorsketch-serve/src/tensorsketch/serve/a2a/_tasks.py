@@ -645,8 +645,10 @@ class TaskService:
         try:
             while True:
                 live = self._live.get(task.id)
-                attached = live is not None and queue in live.listeners
-                if not attached and queue not in self._waiting.setdefault(task.id, []):
+                attached = live is not None
+                if live is not None and queue not in live.listeners:
+                    live.listeners.append(queue)  # a run that started here meanwhile
+                elif live is None and queue not in self._waiting.setdefault(task.id, []):
                     self._waiting[task.id].append(queue)
                 try:
                     timeout = None if attached else self._poll_delay(last)
