@@ -6,6 +6,7 @@ restart), ``ListTasks`` and messages are validated, and the card is cacheable.""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -373,3 +374,44 @@ async def test_a_timer_task_goes_on_by_itself_when_the_timer_is_due(live: Any) -
             await asyncio.sleep(0.05)
     assert got["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert got["result"]["artifacts"][0]["parts"] == [{"text": "rested: alone"}]
+
+
+async def test_the_sdk_s_0_3_client_still_reads_our_errors(live: Any) -> None:
+    """The ErrorInfo list in ``data`` does not trouble a 0.3 client (0.3 leaves ``data``
+    free-form): the a2a-sdk's 0.3 transport raises the error the code names."""
+    server = live(app())
+    factory = ClientFactory(ClientConfig(streaming=False))
+    client = await factory.create_from_url(server.url, relative_card_path="/.well-known/agent.json")
+    try:
+        with pytest.raises(TaskNotFoundError):
+            await client.get_task(pb.GetTaskRequest(id="nope"))
+    finally:
+        await client.close()
+
+
+def test_a_0_3_resubscription_on_an_input_required_task_lasts_until_it_completes(
+    live: Any,
+) -> None:
+    server = live(app())
+    old = {
+        "kind": "message",
+        "messageId": "o1",
+        "role": "user",
+        "parts": [{"kind": "text", "text": "hi"}],
+    }
+    task = call(server.url, "message/send", {"message": old})["result"]
+    assert task["status"]["state"] == "input-required"
+    frames: list[dict[str, Any]] = []
+    answer = {**old, "messageId": "o2", "taskId": task["id"], "contextId": task["contextId"]}
+    answer["parts"] = [{"kind": "text", "text": "Ada"}]
+    body = rpc("tasks/resubscribe", {"id": task["id"]})
+    with httpx.stream("POST", server.url, json=body, timeout=30) as stream:
+        for line in stream.iter_lines():
+            if line.startswith("data: "):
+                frames.append(json.loads(line[6:])["result"])
+                if len(frames) == 1:  # subscribed: now answer the question
+                    done = call(server.url, "message/send", {"message": answer})["result"]
+                    assert done["status"]["state"] == "completed"
+    assert frames[0]["kind"] == "task"
+    assert frames[-1]["kind"] == "status-update" and frames[-1]["final"] is True
+    assert frames[-1]["status"]["state"] == "completed"
