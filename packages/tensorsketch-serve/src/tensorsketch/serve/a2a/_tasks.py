@@ -78,6 +78,8 @@ _STATES = {
     "TASK_STATE_AUTH_REQUIRED",
 }
 _MAX_PAGE = 100
+#: Seconds past a task's timer before a subscriber's server wakes a task it did not run
+TIMER_GRACE = 2.0
 #: States in which a task waits for the client (a subscription following it ends there).
 _INTERRUPTED = {INPUT_REQUIRED, "TASK_STATE_AUTH_REQUIRED"}
 _DEFAULT_PAGE = 50
@@ -651,7 +653,7 @@ class TaskService:
                 elif live is None and queue not in self._waiting.setdefault(task.id, []):
                     self._waiting[task.id].append(queue)
                 try:
-                    timeout = None if attached else self._poll_delay(last)
+                    timeout = None if attached else self._poll_delay(last, task.id)
                     item = await asyncio.wait_for(queue.get(), timeout)
                 except TimeoutError:
                     item = None
@@ -677,10 +679,13 @@ class TaskService:
                     last = fresh.status
                     if _settled(last, start):
                         return
+                # a timer nobody woke: the server that ran the task has it scheduled, so
+                # a subscriber elsewhere waits a moment longer (two servers must not both
+                # run it); past that, the run's server is gone (a restart) and this one wakes it
                 wake_at = _wake_at(last)
                 if (
                     wake_at is not None
-                    and time.time() >= wake_at
+                    and time.time() >= wake_at + self._wake_grace(task.id)
                     and task.id not in self._live
                     and task.id not in self._claimed
                 ):
@@ -699,13 +704,19 @@ class TaskService:
             with contextlib.suppress(ValueError):
                 live.listeners.remove(queue)
 
-    def _poll_delay(self, status: dict[str, Any]) -> float:
-        """Until the next look at the store: the poll interval, or less when a timer the
-        task sleeps on is due sooner."""
+    def _poll_delay(self, status: dict[str, Any], task_id: str) -> float:
+        """Until the next look at the store: the poll interval, or less when the task's
+        timer is to be woken sooner."""
         wake_at = _wake_at(status)
         if wake_at is None:
             return self.poll_interval
-        return max(0.0, min(self.poll_interval, wake_at - time.time()))
+        due = wake_at + self._wake_grace(task_id) - time.time()
+        return max(0.01, min(self.poll_interval, due))
+
+    def _wake_grace(self, task_id: str) -> float:
+        """How long past its timer a subscriber waits before waking a task: none when this
+        process has the wake-up scheduled itself, else ``TIMER_GRACE``."""
+        return 0.0 if task_id in self._timers else TIMER_GRACE
 
 
 def _settled(status: dict[str, Any], start: dict[str, Any]) -> bool:
