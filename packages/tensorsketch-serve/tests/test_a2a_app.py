@@ -341,7 +341,7 @@ def test_serve_all_puts_a2a_beside_the_openai_api(live: Any) -> None:
         "jsonrpc": "2.0",
         "id": 1,
         "method": "SendMessage",
-        "params": {"message": {"messageId": "m", "parts": [{"text": "both"}]}},
+        "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "both"}]}},
     }
     task = httpx.post(server.url, json=body).json()["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"

@@ -148,7 +148,7 @@ async def test_cancel_and_subscribe_on_a_running_task(live: Any) -> None:
         (json.dumps(rpc("SendMessage", {"message": {"parts": "x"}})).encode(), -32602, "1.0"),
         (json.dumps(rpc("message/send", {"message": {"parts": 3}})).encode(), -32602, "0.3"),
         (json.dumps(rpc("ListTasks", {"pageSize": 1000})).encode(), -32602, "pageSize"),
-        (json.dumps(rpc("CreateTaskPushNotificationConfig", {})).encode(), -32003, "push"),
+        (json.dumps(rpc("CreateTaskPushNotificationConfig", {})).encode(), -32602, "taskId"),
     ],
 )
 def test_bad_requests_get_json_rpc_errors(live: Any, body: bytes, code: int, needle: str) -> None:

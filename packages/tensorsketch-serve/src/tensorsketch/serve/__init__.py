@@ -1,7 +1,8 @@
 """Serving TensorSketch graphs over standard protocols, as mountable Starlette apps.
 
 - :func:`openai_app` — the OpenAI-compatible API (``/v1/chat/completions``, ``/v1/models``).
-- :func:`a2a_app` + :class:`AgentCard` — an A2A agent (1.0 and 0.3); :func:`a2a_tool` — a
+- :func:`a2a_app` + :class:`AgentCard` — an A2A agent (1.0 and 0.3), with
+  :class:`PushNotifications` to its clients' webhooks; :func:`a2a_tool` — a
   remote A2A agent as a tool (both need the ``a2a`` extra, and load the a2a-sdk on first use).
 - :func:`agui_app` — AG-UI (a ``RunAgentInput`` in, the run's UI events out as SSE); it loads
   the ``ag-ui-protocol`` models on first use, not with this package.
@@ -57,6 +58,7 @@ __all__ = [
     "EventStream",
     "Guard",
     "Protocol",
+    "PushNotifications",
     "RunMetrics",
     "ServeError",
     "a2a_app",
@@ -82,6 +84,7 @@ _LAZY = {
     "A2AToolError": "tensorsketch.serve.a2a:A2AToolError",
     "AgentCard": "tensorsketch.serve.a2a:AgentCard",
     "AgentSkill": "tensorsketch.serve.a2a:AgentSkill",
+    "PushNotifications": "tensorsketch.serve.a2a:PushNotifications",
     "a2a_app": "tensorsketch.serve.a2a:a2a_app",
     "a2a_tool": "tensorsketch.serve.a2a:a2a_tool",
     "agui_app": "tensorsketch.serve._agui:agui_app",

@@ -16,6 +16,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from tensorsketch.serve.a2a._app import a2a_app
 from tensorsketch.serve.a2a._card import AgentCard, AgentSkill
+from tensorsketch.serve.a2a._push import PushNotifications
 from tensorsketch.serve.a2a._tool import A2AToolError, a2a_tool
 
-__all__ = ["A2AToolError", "AgentCard", "AgentSkill", "a2a_app", "a2a_tool"]
+__all__ = ["A2AToolError", "AgentCard", "AgentSkill", "PushNotifications", "a2a_app", "a2a_tool"]

@@ -5,8 +5,11 @@ Routes (relative to where the app is mounted):
 - ``GET /.well-known/agent-card.json`` — the A2A 1.0 card (with 0.3's top-level fields too);
 - ``GET /.well-known/agent.json`` — the 0.3 card, for older clients;
 - ``POST /`` — JSON-RPC: ``SendMessage``, ``SendStreamingMessage``, ``GetTask``, ``ListTasks``,
-  ``CancelTask``, ``SubscribeToTask`` (1.0) and ``message/send``, ``message/stream``,
-  ``tasks/get``, ``tasks/cancel``, ``tasks/resubscribe`` (0.3). Streams are SSE.
+  ``CancelTask``, ``SubscribeToTask`` and the push notification config methods (1.0), and
+  ``message/send``, ``message/stream``, ``tasks/get``, ``tasks/cancel``,
+  ``tasks/resubscribe``, ``tasks/pushNotificationConfig/*`` (0.3). Streams are SSE.
+
+Both cards carry an ``ETag`` and ``Cache-Control`` and answer ``If-None-Match`` with 304.
 
 Tasks are kept in ``backend`` (see :mod:`._store`); the default in-memory backend forgets
 them when the process ends, so pass a durable one (``SqliteBackend("tasks.db")``, PostgreSQL,
@@ -15,6 +18,9 @@ Redis) to keep tasks across restarts.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -39,12 +45,15 @@ from tensorsketch.serve._http import (
 from tensorsketch.serve._protocols import Protocol
 from tensorsketch.serve.a2a import _errors as errors
 from tensorsketch.serve.a2a._card import AgentCard
+from tensorsketch.serve.a2a._parts import ToArtifacts
+from tensorsketch.serve.a2a._push import PushNotifications, PushSender
 from tensorsketch.serve.a2a._rpc import Dispatcher, error_response
 from tensorsketch.serve.a2a._tasks import TaskService
 
 __all__ = ["PROTOCOL", "a2a_app"]
 
 _NAMESPACE = re.compile(r"[^A-Za-z0-9_.-]+")
+_PUSH = PushNotifications()
 
 
 def a2a_app(
@@ -58,6 +67,10 @@ def a2a_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_steps: int = 25,
     namespace: str | None = None,
+    card_max_age: int = 300,
+    push: PushNotifications | None = _PUSH,
+    to_artifacts: ToArtifacts | None = None,
+    message_replies: bool = False,
 ) -> Starlette:
     """Serve ``graph`` as the A2A agent ``card`` describes.
 
@@ -70,6 +83,15 @@ def a2a_app(
     :param max_body_bytes: larger request bodies are refused with 413.
     :param namespace: the task store's key prefix in ``backend`` (default ``a2a/<name>``):
         two agents sharing a backend need different ones.
+    :param card_max_age: how long clients may cache the card (``Cache-Control: max-age``,
+        seconds); the card also carries an ``ETag`` and answers ``If-None-Match`` with 304.
+    :param push: how push notifications are delivered (:class:`PushNotifications`: which
+        non-public webhook hosts are allowed, retries); ``None`` offers none.
+    :param to_artifacts: ``final state -> {name: value}``, a finished task's artifacts
+        besides its ``answer`` (and an agent's structured ``output``): text, bytes (a file),
+        an ``ImageBlock``, or anything JSON (a data part).
+    :param message_replies: answer a blocking ``SendMessage`` that starts and completes a task
+        with the agent's ``Message`` (naming the task) instead of the ``Task``.
     """
     if card is None:
         card = AgentCard(name=graph.name, description=f"The TensorSketch graph {graph.name!r}.")
@@ -85,17 +107,36 @@ def a2a_app(
         msg = f"a2a_app(backend=...) must be a tensorsketch Backend, got {type(backend).__name__}."
         raise TypeError(msg)
     prefix = namespace or f"a2a/{_NAMESPACE.sub('-', card.name)[:64]}"
-    service = TaskService(graph, store_backend, adapter, namespace=prefix, max_steps=max_steps)
+    if push is not None and not isinstance(push, PushNotifications):
+        msg = (
+            f"a2a_app(push=...) needs PushNotifications or None, got {type(push).__name__}; "
+            "e.g. `push=PushNotifications(allowed_hosts=['127.0.0.1'])`."
+        )
+        raise TypeError(msg)
+    sender = PushSender(push) if push is not None else None
+    pushes = sender is not None
+    service = TaskService(
+        graph,
+        store_backend,
+        adapter,
+        namespace=prefix,
+        max_steps=max_steps,
+        push=sender,
+        to_artifacts=to_artifacts,
+        message_replies=message_replies,
+    )
     dispatcher = Dispatcher(service, streaming=card.streaming)
 
     def url_of(request: Request) -> str:
         return card.url or str(request.base_url)
 
     async def card_v1(request: Request) -> Response:
-        return JSONResponse(card.to_compatible(url_of(request)))
+        document = card.to_compatible(url_of(request), push_notifications=pushes)
+        return _cacheable(request, document, card_max_age)
 
     async def card_v03(request: Request) -> Response:
-        return JSONResponse(card.to_v03(url_of(request)))
+        document = card.to_v03(url_of(request), push_notifications=pushes)
+        return _cacheable(request, document, card_max_age)
 
     async def rpc(request: Request) -> Response:
         try:
@@ -107,7 +148,15 @@ def a2a_app(
             return JSONResponse(answer)
         return EventStream(_frames(answer))
 
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        yield
+        service.close()
+        if sender is not None:  # queued notifications get a moment to go out
+            await sender.aclose()
+
     app = Starlette(
+        lifespan=lifespan,
         routes=[
             Route("/.well-known/agent-card.json", card_v1, methods=["GET"]),
             Route("/.well-known/agent.json", card_v03, methods=["GET"]),
@@ -121,6 +170,19 @@ def a2a_app(
     )
     app.state.a2a = service
     return app
+
+
+def _cacheable(request: Request, document: dict[str, Any], max_age: int) -> Response:
+    """The card with a strong ``ETag`` (a hash of its bytes) and ``Cache-Control``, or a 304
+    when the client's ``If-None-Match`` already names it: clients poll cards, and a card only
+    changes when the app is redeployed."""
+    body = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
+    etag = f'"{hashlib.sha256(body).hexdigest()[:32]}"'
+    headers = {"ETag": etag, "Cache-Control": f"public, max-age={max_age}"}
+    asked = request.headers.get("if-none-match", "")
+    if etag in (tag.strip().removeprefix("W/") for tag in asked.split(",")) or asked == "*":
+        return Response(status_code=304, headers=headers)
+    return Response(body, media_type="application/json", headers=headers)
 
 
 async def _frames(items: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:

@@ -62,8 +62,9 @@ class AgentCard(BaseModel):
     provider_organization: str | None = None
     provider_url: str | None = None
 
-    def to_v1(self, url: str) -> dict[str, Any]:
-        """The A2A 1.0 card as JSON (camelCase), advertising ``url`` for each version."""
+    def to_v1(self, url: str, *, push_notifications: bool = False) -> dict[str, Any]:
+        """The A2A 1.0 card as JSON (camelCase), advertising ``url`` for each version
+        (``push_notifications``: whether the app delivers them, which the app knows)."""
         skills = self.skills or (
             AgentSkill(
                 id=self.name,
@@ -82,7 +83,7 @@ class AgentCard(BaseModel):
             "version": self.version,
             "capabilities": {
                 "streaming": self.streaming,
-                "pushNotifications": False,
+                "pushNotifications": push_notifications,
                 "extendedAgentCard": False,
             },
             "defaultInputModes": list(self.default_input_modes),
@@ -100,13 +101,13 @@ class AgentCard(BaseModel):
             }
         return card
 
-    def to_v03(self, url: str) -> dict[str, Any]:
+    def to_v03(self, url: str, *, push_notifications: bool = False) -> dict[str, Any]:
         """The A2A 0.3 card as JSON: one ``url`` with ``protocolVersion`` and transport."""
-        v1 = self.to_v1(url)
+        v1 = self.to_v1(url, push_notifications=push_notifications)
         card = {key: value for key, value in v1.items() if key not in ("supportedInterfaces",)}
         card["capabilities"] = {
             "streaming": self.streaming,
-            "pushNotifications": False,
+            "pushNotifications": push_notifications,
             "stateTransitionHistory": False,
         }
         card.update(url=url, preferredTransport="JSONRPC", protocolVersion="0.3.0")
@@ -114,14 +115,13 @@ class AgentCard(BaseModel):
             skill.setdefault("tags", [])
         return card
 
-    def to_compatible(self, url: str) -> dict[str, Any]:
+    def to_compatible(self, url: str, *, push_notifications: bool = False) -> dict[str, Any]:
         """The 1.0 card plus the 0.3 top-level fields, so a 0.3 client reading the 1.0 path
         also finds an endpoint (what the a2a-sdk's own server serves there)."""
-        card = self.to_v1(url)
-        legacy = self.to_v03(url)
+        card = self.to_v1(url, push_notifications=push_notifications)
+        legacy = self.to_v03(url, push_notifications=push_notifications)
         for key in ("url", "preferredTransport", "protocolVersion"):
             card[key] = legacy[key]
-        card["capabilities"]["stateTransitionHistory"] = False
         return card
 
 

@@ -2,6 +2,10 @@
 
 Every bad request is answered with one of these (HTTP 200, as JSON-RPC over HTTP does), never
 with a server error: the codes are JSON-RPC's own (-32700 … -32603) and A2A's (-32001 …).
+Each error's ``data`` is the list of typed details A2A 1.0 asks for: a ``google.rpc.ErrorInfo``
+naming the reason (``TASK_NOT_FOUND``, …) in the ``a2a-protocol.org`` domain, its ``metadata``
+the values a client needs (the a2a-sdk client hands them over as the exception's ``data``).
+The 0.3 surface sends the same list (0.3 leaves ``data`` free-form).
 """
 
 from __future__ import annotations
@@ -22,20 +26,53 @@ __all__ = [
 ]
 
 
-class A2AError(Exception):
-    """A JSON-RPC error object waiting to be sent: ``{"code", "message", "data"?}``."""
+ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
+A2A_DOMAIN = "a2a-protocol.org"
+#: The ErrorInfo ``reason`` of each code, as the a2a-sdk's server spells them (a parse error
+#: is an invalid request there too).
+REASONS = {
+    -32700: "INVALID_REQUEST",
+    -32600: "INVALID_REQUEST",
+    -32601: "METHOD_NOT_FOUND",
+    -32602: "INVALID_PARAMS",
+    -32603: "INTERNAL_ERROR",
+    -32001: "TASK_NOT_FOUND",
+    -32002: "TASK_NOT_CANCELABLE",
+    -32003: "PUSH_NOTIFICATION_NOT_SUPPORTED",
+    -32004: "UNSUPPORTED_OPERATION",
+    -32005: "CONTENT_TYPE_NOT_SUPPORTED",
+    -32006: "INVALID_AGENT_RESPONSE",
+    -32007: "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+    -32008: "EXTENSION_SUPPORT_REQUIRED",
+    -32009: "VERSION_NOT_SUPPORTED",
+}
 
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
+
+class A2AError(Exception):
+    """A JSON-RPC error object waiting to be sent: ``{"code", "message", "data"}``.
+
+    :param metadata: what the ErrorInfo's ``metadata`` carries (string values, as
+        ``google.rpc.ErrorInfo`` has them), e.g. ``{"taskId": ...}``.
+    """
+
+    def __init__(self, code: int, message: str, metadata: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
-        self.data = data
+        self.metadata = metadata or {}
+
+    @property
+    def reason(self) -> str:
+        return REASONS.get(self.code, "UNKNOWN_ERROR")
 
     def to_json(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
-        return error
+        info = {
+            "@type": ERROR_INFO_TYPE,
+            "reason": self.reason,
+            "domain": A2A_DOMAIN,
+            "metadata": self.metadata,
+        }
+        return {"code": self.code, "message": self.message, "data": [info]}
 
 
 def parse_error(detail: str) -> A2AError:
@@ -64,12 +101,16 @@ def internal_error(what: str) -> A2AError:
 
 
 def task_not_found(task_id: str) -> A2AError:
-    return A2AError(-32001, f"task {task_id!r:.80} does not exist on this agent.")
+    return A2AError(
+        -32001, f"task {task_id!r:.80} does not exist on this agent.", {"taskId": task_id[:80]}
+    )
 
 
 def task_not_cancelable(task_id: str, state: str) -> A2AError:
     return A2AError(
-        -32002, f"task {task_id!r} is {state_word(state)} and can no longer be canceled."
+        -32002,
+        f"task {task_id!r} is {state_word(state)} and can no longer be canceled.",
+        {"taskId": task_id, "state": state},
     )
 
 

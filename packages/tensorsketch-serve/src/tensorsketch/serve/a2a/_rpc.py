@@ -13,11 +13,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from a2a.compat.v0_3 import conversions
 from a2a.compat.v0_3 import types as v03
 from a2a.types import a2a_pb2 as pb
+from google.protobuf.descriptor import Descriptor
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.message import Message as ProtoMessage
 from pydantic import ValidationError
@@ -39,13 +41,11 @@ V1_METHODS: dict[str, type[ProtoMessage]] = {
     "ListTasks": pb.ListTasksRequest,
     "CancelTask": pb.CancelTaskRequest,
     "SubscribeToTask": pb.SubscribeToTaskRequest,
+    "CreateTaskPushNotificationConfig": pb.TaskPushNotificationConfig,
+    "GetTaskPushNotificationConfig": pb.GetTaskPushNotificationConfigRequest,
+    "ListTaskPushNotificationConfigs": pb.ListTaskPushNotificationConfigsRequest,
+    "DeleteTaskPushNotificationConfig": pb.DeleteTaskPushNotificationConfigRequest,
 }
-_V1_PUSH = (
-    "CreateTaskPushNotificationConfig",
-    "GetTaskPushNotificationConfig",
-    "ListTaskPushNotificationConfigs",
-    "DeleteTaskPushNotificationConfig",
-)
 V03_METHODS: dict[str, tuple[type[Any], Callable[[Any], ProtoMessage]]] = {
     "message/send": (v03.SendMessageRequest, conversions.to_core_send_message_request),
     "message/stream": (v03.SendStreamingMessageRequest, conversions.to_core_send_message_request),
@@ -55,13 +55,23 @@ V03_METHODS: dict[str, tuple[type[Any], Callable[[Any], ProtoMessage]]] = {
         v03.TaskResubscriptionRequest,
         conversions.to_core_subscribe_to_task_request,
     ),
+    "tasks/pushNotificationConfig/set": (
+        v03.SetTaskPushNotificationConfigRequest,
+        conversions.to_core_create_task_push_notification_config_request,
+    ),
+    "tasks/pushNotificationConfig/get": (
+        v03.GetTaskPushNotificationConfigRequest,
+        conversions.to_core_get_task_push_notification_config_request,
+    ),
+    "tasks/pushNotificationConfig/list": (
+        v03.ListTaskPushNotificationConfigRequest,
+        conversions.to_core_list_task_push_notification_config_request,
+    ),
+    "tasks/pushNotificationConfig/delete": (
+        v03.DeleteTaskPushNotificationConfigRequest,
+        conversions.to_core_delete_task_push_notification_config_request,
+    ),
 }
-_V03_PUSH = (
-    "tasks/pushNotificationConfig/set",
-    "tasks/pushNotificationConfig/get",
-    "tasks/pushNotificationConfig/list",
-    "tasks/pushNotificationConfig/delete",
-)
 _STREAMING = {"SendStreamingMessage", "SubscribeToTask", "message/stream", "tasks/resubscribe"}
 
 
@@ -78,13 +88,23 @@ class Dispatcher:
             "ListTasks": service.list,
             "CancelTask": service.cancel,
             "SubscribeToTask": service.subscribe,
+            "CreateTaskPushNotificationConfig": service.create_push,
+            "GetTaskPushNotificationConfig": service.get_push,
+            "ListTaskPushNotificationConfigs": service.list_push,
+            "DeleteTaskPushNotificationConfig": service.delete_push,
         }
-        self._v03_to_v1 = {
-            "message/send": "SendMessage",
-            "message/stream": "SendStreamingMessage",
-            "tasks/get": "GetTask",
-            "tasks/cancel": "CancelTask",
-            "tasks/resubscribe": "SubscribeToTask",
+        # 0.3 methods run the same operations; what a 0.3 client registers or sends is
+        # marked as 0.3's, so its push notifications come in 0.3's shape
+        self._v03_handlers: dict[str, _Handler] = {
+            "message/send": partial(service.send, surface="0.3"),
+            "message/stream": partial(service.send_stream, surface="0.3"),
+            "tasks/get": service.get,
+            "tasks/cancel": service.cancel,
+            "tasks/resubscribe": service.subscribe,
+            "tasks/pushNotificationConfig/set": partial(service.create_push, surface="0.3"),
+            "tasks/pushNotificationConfig/get": service.get_push,
+            "tasks/pushNotificationConfig/list": service.list_push,
+            "tasks/pushNotificationConfig/delete": service.delete_push,
         }
 
     async def dispatch(self, body: bytes, version: str | None) -> Answer:
@@ -93,7 +113,10 @@ class Dispatcher:
         request_id: str | int | None = None
         try:
             payload = _decode(body)
-            request_id = _request_id(payload)
+            request_id = _readable_id(payload)
+            if payload.get("jsonrpc") != "2.0":
+                raise errors.invalid_request('`jsonrpc` must be "2.0".')
+            _request_id(payload)
             method = payload.get("method")
             if not isinstance(method, str) or not method:
                 raise errors.invalid_request("`method` must be a non-empty string.")
@@ -108,12 +131,10 @@ class Dispatcher:
                 return _result(request_id, result)
             if method in V03_METHODS:
                 params = _v03_params(method, payload)
-                result = await self._handlers[self._v03_to_v1[method]](params)
+                result = await self._v03_handlers[method](params)
                 if method in _STREAMING:
                     return _v03_stream(request_id, result)
                 return _result(request_id, _to_v03(method, result))
-            if method in _V1_PUSH or method in _V03_PUSH:
-                raise errors.A2AError(-32003, "push notifications are not supported by this agent.")
             if method in ("GetExtendedAgentCard", "agent/getAuthenticatedExtendedCard"):
                 raise errors.A2AError(-32007, "this agent has no extended agent card.")
             raise errors.method_not_found(method, [*V1_METHODS, *V03_METHODS])
@@ -148,14 +169,21 @@ def _decode(body: bytes) -> dict[str, Any]:
         raise errors.invalid_request("batch requests are not supported; send one object.")
     if not isinstance(payload, dict):
         raise errors.invalid_request("the body must be a JSON object.")
-    if payload.get("jsonrpc") != "2.0":
-        raise errors.invalid_request('`jsonrpc` must be "2.0".')
     return payload
 
 
 def _no_constant(name: str) -> Any:
     msg = f"{name} is not a JSON value"
     raise ValueError(msg)
+
+
+def _readable_id(payload: dict[str, Any]) -> str | int | None:
+    """The request's id when it is one JSON-RPC allows, so even an invalid request's error
+    names the request it answers; ``None`` otherwise."""
+    rid = payload.get("id")
+    if isinstance(rid, str | int) and not isinstance(rid, bool):
+        return rid
+    return None
 
 
 def _request_id(payload: dict[str, Any]) -> str | int | None:
@@ -183,11 +211,44 @@ def _v1_params(method: str, params: Any) -> dict[str, Any]:
         params = {}
     if not isinstance(params, dict):
         raise errors.invalid_params("`params` must be an object.")
+    proto_type = V1_METHODS[method]
+    bad = _unknown_enum_value(params, proto_type.DESCRIPTOR)
+    if bad is not None:
+        where, value, known = bad
+        raise errors.invalid_params(
+            f"`{where}` {value!r} is not one of {', '.join(known)} ({method})."
+        )
     try:
-        proto = ParseDict(params, V1_METHODS[method](), ignore_unknown_fields=True)
+        proto = ParseDict(params, proto_type(), ignore_unknown_fields=True)
     except Exception as exc:  # ParseError, and the TypeErrors/ValueErrors it lets through
         raise errors.invalid_params(f"{method} params do not match A2A 1.0: {exc}") from None
     return _canonical(method, proto)
+
+
+def _unknown_enum_value(
+    value: Any, descriptor: Descriptor, where: str = ""
+) -> tuple[str, str, list[str]] | None:
+    """The first enum field spelled with a name its enum does not have, as ``(path, value,
+    known names)``: protobuf's ``ignore_unknown_fields`` (kept so newer clients' extra fields
+    do no harm) would otherwise drop such a value silently, turning a typo into no filter."""
+    if not isinstance(value, dict):
+        return None
+    for name, item in value.items():
+        field = descriptor.fields_by_camelcase_name.get(name) or descriptor.fields_by_name.get(name)
+        if field is None:
+            continue
+        path = f"{where}.{name}" if where else name
+        items = item if isinstance(item, list) else [item]
+        for one in items:
+            if field.enum_type is not None and isinstance(one, str):
+                known = field.enum_type.values_by_name
+                if one not in known:
+                    return path, one, [n for n in known if not n.endswith("_UNSPECIFIED")]
+            elif field.message_type is not None and not field.message_type.GetOptions().map_entry:
+                found = _unknown_enum_value(one, field.message_type, path)
+                if found is not None:
+                    return found
+    return None
 
 
 def _v03_params(method: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -217,10 +278,31 @@ def _brief(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(str(x) for x in e['loc']) or 'body'}: {e['msg']}" for e in first)
 
 
-def _to_v03(method: str, result: dict[str, Any]) -> Any:
-    """A 1.0 answer (``{"task": …}`` or a ``Task``) in 0.3's spelling."""
+def _to_v03(method: str, result: Any) -> Any:
+    """A 1.0 answer (``{"task": …}``, a ``Task``, a push config) in 0.3's spelling."""
+    if method.startswith("tasks/pushNotificationConfig/"):
+        return _push_to_v03(result)
+    if method == "message/send" and "message" in result:  # a direct reply, not a task
+        message = ParseDict(result["message"], pb.Message(), ignore_unknown_fields=True)
+        return _dump(conversions.to_compat_message(message))
     task = result.get("task", result) if method == "message/send" else result
     return _dump(conversions.to_compat_task(ParseDict(task, pb.Task(), ignore_unknown_fields=True)))
+
+
+def _push_to_v03(result: Any) -> Any:
+    """A push config (or the list of them, or a delete's ``None``) as 0.3 spells it."""
+    if result is None:
+        return None
+    configs = result.get("configs", [result])
+    out = [
+        _dump(
+            conversions.to_compat_task_push_notification_config(
+                ParseDict(config, pb.TaskPushNotificationConfig(), ignore_unknown_fields=True)
+            )
+        )
+        for config in configs
+    ]
+    return out if "configs" in result else out[0]
 
 
 def _dump(model: Any) -> Any:

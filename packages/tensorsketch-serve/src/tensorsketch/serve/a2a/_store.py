@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tensorsketch.runtime.backends.base import Backend, StoredEvent
+from tensorsketch.serve.a2a._push import PushTarget
 
 __all__ = ["TERMINAL", "TaskRecord", "TaskStore", "now_iso"]
 
@@ -54,6 +55,8 @@ class TaskRecord:
     artifacts: list[dict[str, Any]] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
     created: float = 0.0
+    #: the webhooks registered for the task's push notifications, by config id
+    push: dict[str, PushTarget] = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -158,6 +161,16 @@ class TaskStore:
         _put_artifact(task.artifacts, artifact)
         await self._append(self._record(task.id), {"op": "artifact", "artifact": artifact})
 
+    async def set_push(self, task: TaskRecord, target: PushTarget) -> None:
+        """Register (or replace, by id) a webhook for the task's push notifications."""
+        task.push[target.id] = target
+        entry = {"op": "push", "config": target.config, "surface": target.surface}
+        await self._append(self._record(task.id), entry)
+
+    async def delete_push(self, task: TaskRecord, config_id: str) -> None:
+        task.push.pop(config_id, None)
+        await self._append(self._record(task.id), {"op": "push-delete", "id": config_id})
+
     # -- reading ---------------------------------------------------------------------------
 
     async def get(self, task_id: str) -> TaskRecord | None:
@@ -187,6 +200,11 @@ class TaskStore:
                 task.status = entry["status"]
             elif op == "artifact":
                 _put_artifact(task.artifacts, entry["artifact"])
+            elif op == "push":
+                target = PushTarget(entry["config"], entry.get("surface", "1.0"))
+                task.push[target.id] = target
+            elif op == "push-delete":
+                task.push.pop(entry["id"], None)
         return task
 
     async def index(self) -> list[dict[str, Any]]:

@@ -8,8 +8,9 @@ the run                            the task
 =================================  ===========================================================
 created, not started               ``submitted``
 running                            ``working`` (token deltas stream as an artifact's chunks)
-finished                           ``completed``: the reply as the ``answer`` artifact and an
-                                   agent message
+finished                           ``completed``: the reply as the ``answer`` artifact (an
+                                   agent's structured output as ``output``, and the app's
+                                   ``to_artifacts``; see :mod:`._parts`) and an agent message
 suspended on an approval or a      ``input-required``: the status message says what is asked;
 question (``interrupt()``)         the next message on the task is the answer and resumes it
 suspended at a static breakpoint   ``input-required``, saying where; any next message on the
@@ -20,7 +21,8 @@ raised                             ``failed``: the status message carries the er
 =================================  ===========================================================
 
 A streaming client that disconnects does not cancel the task (A2A tasks outlive connections:
-``SubscribeToTask`` picks it up again, ``CancelTask`` stops it).
+``SubscribeToTask`` picks it up again, ``CancelTask`` stops it). Status changes and finished
+artifacts also go to the task's push notification webhooks (see :mod:`._push`).
 """
 
 from __future__ import annotations
@@ -43,7 +45,16 @@ from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.serve._adapter import ChatAdapter
 from tensorsketch.serve._threads import thread_info
 from tensorsketch.serve.a2a import _errors as errors
-from tensorsketch.serve.a2a._store import TaskRecord, TaskStore
+from tensorsketch.serve.a2a._parts import (
+    ANSWER,
+    OUTPUT,
+    ToArtifacts,
+    artifacts_for,
+    message_text,
+    to_chat,
+)
+from tensorsketch.serve.a2a._push import PushSender, PushTarget, task_as_v03
+from tensorsketch.serve.a2a._store import TERMINAL, TaskRecord, TaskStore
 from tensorsketch.serve.events import RunFailed, RunFinished, RunSuspended, TextDelta, run_events
 
 __all__ = ["TaskService"]
@@ -56,8 +67,6 @@ COMPLETED = "TASK_STATE_COMPLETED"
 FAILED = "TASK_STATE_FAILED"
 CANCELED = "TASK_STATE_CANCELED"
 INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
-#: The artifact the reply is streamed into and finally written as.
-ANSWER = "answer"
 _STATES = {
     SUBMITTED,
     WORKING,
@@ -69,6 +78,11 @@ _STATES = {
     "TASK_STATE_AUTH_REQUIRED",
 }
 _MAX_PAGE = 100
+#: Seconds past a task's timer before a subscriber's server wakes a task it did not run
+TIMER_GRACE = 2.0
+#: States in which a task waits for the client (a subscription following it ends there).
+_INTERRUPTED = {INPUT_REQUIRED, "TASK_STATE_AUTH_REQUIRED"}
+_DEFAULT_PAGE = 50
 
 
 @dataclass
@@ -101,26 +115,6 @@ def agent_message(text: str, data: Any = None) -> dict[str, Any]:
     return {"messageId": uuid.uuid4().hex, "role": "ROLE_AGENT", "parts": parts}
 
 
-def message_text(message: Mapping[str, Any]) -> str:
-    """A message's text parts joined, with each data part written as JSON."""
-    out = []
-    for part in message.get("parts") or ():
-        if "text" in part:
-            out.append(str(part["text"]))
-        elif "data" in part:
-            out.append(json.dumps(part["data"], sort_keys=True))
-        elif "url" in part:
-            out.append(f"[file: {part['url']}]")
-        elif "raw" in part:
-            out.append(f"[file: {part.get('filename') or part.get('mediaType') or 'bytes'}]")
-    return "\n".join(out)
-
-
-def to_chat(message: Mapping[str, Any]) -> Message:
-    role = "assistant" if message.get("role") == "ROLE_AGENT" else "user"
-    return Message(role=role, content=message_text(message))
-
-
 class TaskService:
     """A2A's task operations for one graph, its tasks kept in ``backend``."""
 
@@ -132,8 +126,19 @@ class TaskService:
         *,
         namespace: str,
         max_steps: int = 25,
+        poll_interval: float = 0.25,
+        push: PushSender | None = None,
+        to_artifacts: ToArtifacts | None = None,
+        message_replies: bool = False,
     ) -> None:
         self.graph = graph
+        #: ``state -> {name: value}``: a finished task's artifacts besides its answer
+        self.to_artifacts = to_artifacts
+        #: answer a blocking SendMessage that starts and completes a task with the agent's
+        #: Message rather than the Task
+        self.message_replies = message_replies
+        #: delivers push notifications (``None``: the agent offers none)
+        self.push = push
         self.store = TaskStore(backend, namespace)
         self.adapter = adapter
         self.max_steps = max_steps
@@ -141,44 +146,73 @@ class TaskService:
         #: tasks a request is about to continue (claimed before its first await, so two
         #: messages racing on one input-required task cannot both resume it)
         self._claimed: set[str] = set()
+        #: timer wake-ups scheduled in this process, by task id
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._background: set[asyncio.Task[None]] = set()
+        #: subscribers of tasks with no run in this process, joined to the next one started
+        self._waiting: dict[str, list[asyncio.Queue[dict[str, Any] | None]]] = {}
+        #: how often a subscriber re-reads a task nothing here is running (another process
+        #: may be running it, or it waits for a timer or an answer)
+        self.poll_interval = poll_interval
 
     # -- SendMessage / SendStreamingMessage ------------------------------------------------
 
-    async def send(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def send(self, params: dict[str, Any], *, surface: str = "1.0") -> dict[str, Any]:
         """``SendMessage``: start or continue a task; by default wait until it stops."""
-        live, config = await self._begin(params, listening=False)
+        live, config = await self._begin(params, listening=False, surface=surface)
         if not config.get("returnImmediately") and live.runner is not None:
             # wait() neither cancels the run if this request goes away, nor raises when a
             # CancelTask stops the run (the answer is then the canceled task)
             await asyncio.wait([live.runner])
         task = live.task
+        message = task.status.get("message")
+        if (
+            self.message_replies
+            and task.state == COMPLETED
+            and not params["message"].get("taskId")
+            and message is not None
+        ):
+            return {"message": message}  # it names its taskId: GetTask still finds the task
         return {"task": task.to_json(history_length=config.get("historyLength"))}
 
-    async def send_stream(self, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    async def send_stream(
+        self, params: dict[str, Any], *, surface: str = "1.0"
+    ) -> AsyncIterator[dict[str, Any]]:
         """``SendStreamingMessage``: the task, then its status and artifact updates live.
 
         Validation happens before the first item, so a bad request is a plain JSON-RPC error
         rather than a stream that fails.
         """
-        live, _config = await self._begin(params, listening=True)
+        live, _config = await self._begin(params, listening=True, surface=surface)
         return self._follow(live, live.listeners[-1])
 
     async def _begin(
-        self, params: dict[str, Any], *, listening: bool
+        self, params: dict[str, Any], *, listening: bool, surface: str = "1.0"
     ) -> tuple[_Live, dict[str, Any]]:
         message = params.get("message")
         if not isinstance(message, dict) or not message.get("parts"):
             msg = "`message` with at least one part is required, e.g. {'parts': [{'text': 'hi'}]}."
             raise errors.invalid_params(msg)
-        if message.get("role") not in (None, "ROLE_USER", "ROLE_UNSPECIFIED"):
-            raise errors.invalid_params("a message sent to an agent must have role user.")
-        message = {**message, "role": "ROLE_USER"}
-        message.setdefault("messageId", uuid.uuid4().hex)
+        for number, part in enumerate(message["parts"], 1):
+            if not ("text" in part or "data" in part or part.get("raw") or part.get("url")):
+                msg = (
+                    f"part {number} of the message has no content; give it `text`, `data`, "
+                    "`url` or `raw` (base64)."
+                )
+                raise errors.invalid_params(msg)
+        if not message.get("messageId"):
+            msg = "`message.messageId` is required: a unique id the client gives each message."
+            raise errors.invalid_params(msg)
+        if message.get("role") != "ROLE_USER":
+            role = message.get("role") or "none"
+            msg = f'a message sent to an agent needs `message.role` "ROLE_USER", got {role}.'
+            raise errors.invalid_params(msg)
         config = params.get("configuration") or {}
         _check_output_modes(config.get("acceptedOutputModes"))
-        history_length = config.get("historyLength")
-        if history_length is not None and history_length < 0:
-            raise errors.invalid_params("`configuration.historyLength` must not be negative.")
+        _check_history_length(config.get("historyLength"), "configuration.historyLength")
+        webhook = config.get("taskPushNotificationConfig")
+        if webhook is not None:  # checked before a task exists, so a refusal leaves none
+            await self._push_sender().check(str(webhook.get("url", "")))
         task_id = message.get("taskId") or ""
         context_id = message.get("contextId") or None
         if context_id is not None and len(context_id) > 128:
@@ -197,6 +231,9 @@ class TaskService:
                 self._claimed.discard(task_id)
         else:
             live = await self._start(context_id, message)
+        if webhook is not None:
+            target = PushTarget(_push_config(webhook, live.task.id), surface)
+            await self.store.set_push(live.task, target)
         if listening:
             live.listen()
         live.runner = asyncio.get_running_loop().create_task(self._drive(live))
@@ -246,8 +283,20 @@ class TaskService:
             start = self._input([*map(to_chat, task.history), to_chat(message)])
         await self.store.add_message(task, message)
         live = _Live(task, input=start, resume=resume)
-        self._live[task.id] = live
+        self._register(live)
         return live
+
+    def _register(self, live: _Live) -> None:
+        """Make ``live`` the task's run in this process; subscribers waiting on the task
+        (see :meth:`_watch`) listen to it from its first event."""
+        self._live[live.task.id] = live
+        live.listeners.extend(self._waiting.pop(live.task.id, ()))
+
+    def _wake(self, task: TaskRecord) -> None:
+        """Continue a task whose run sleeps on a durable timer that is now due."""
+        live = _Live(task)
+        self._register(live)
+        live.runner = asyncio.get_running_loop().create_task(self._drive(live))
 
     async def _drive(self, live: _Live) -> None:
         """Run (or resume) the task's graph thread and record every state it passes through."""
@@ -273,7 +322,7 @@ class TaskService:
                         )
                         streamed = True
                     elif isinstance(event, RunFinished):
-                        await self._finish(live, event.reply)
+                        await self._finish(live, event.reply, event.state)
                     elif isinstance(event, RunSuspended):
                         await self._suspend(live, event.interrupts)
                     elif isinstance(event, RunFailed) and isinstance(event.error, ThreadBusyError):
@@ -303,6 +352,52 @@ class TaskService:
         finally:
             self._live.pop(task.id, None)
             live.publish(None)
+            if not live.cancel_requested:
+                self._wake_later(task)
+
+    def _wake_later(self, task: TaskRecord) -> None:
+        """A task whose run sleeps on a durable timer goes on by itself when the timer is due
+        (scheduled in the process that ran it; after a restart a subscriber, or the next
+        message, wakes it)."""
+        wake_at = _wake_at(task.status)
+        if wake_at is None:
+            return
+        loop = asyncio.get_running_loop()
+        old = self._timers.pop(task.id, None)
+        if old is not None:
+            old.cancel()
+
+        def due() -> None:
+            self._timers.pop(task.id, None)
+            waking = loop.create_task(self._wake_if_due(task.id))
+            self._background.add(waking)
+            waking.add_done_callback(self._background.discard)
+
+        self._timers[task.id] = loop.call_later(max(0.0, wake_at - time.time()), due)
+
+    async def _wake_if_due(self, task_id: str) -> None:
+        if task_id in self._live or task_id in self._claimed:
+            return  # a message or a subscriber got there first
+        try:
+            fresh = await self.store.get(task_id)
+        except Exception:  # the store is away: a subscriber or the next message wakes it
+            log.exception("a2a task %s: reading it to wake its timer failed", task_id)
+            return
+        if fresh is None or task_id in self._live or task_id in self._claimed:
+            return
+        wake_at = _wake_at(fresh.status)
+        if wake_at is None:
+            return  # it moved on (canceled, continued elsewhere)
+        if time.time() < wake_at:
+            self._wake_later(fresh)
+            return
+        self._wake(fresh)
+
+    def close(self) -> None:
+        """Forget scheduled timer wake-ups (the app is shutting down)."""
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
 
     async def _suspend(self, live: _Live, interrupts: tuple[PendingInterrupt, ...]) -> None:
         waiting = _asking(interrupts)
@@ -319,12 +414,24 @@ class TaskService:
         text = f"Waiting until {wake}; send any message on this task after then to go on."
         await self._status(live, WORKING, agent_message(text, {"wakeAt": wake_at}))
 
-    async def _finish(self, live: _Live, reply: str) -> None:
+    async def _finish(self, live: _Live, reply: str, state: Any) -> None:
+        """The run completed: its artifacts, then the agent's message saying the same."""
         task = live.task
-        artifact = {"artifactId": ANSWER, "name": ANSWER, "parts": [{"text": reply}]}
-        await self.store.set_artifact(task, artifact)
-        self._emit(live, _artifact_update(task, reply, append=False, last=True))
+        try:
+            artifacts = artifacts_for(state, reply, self.to_artifacts)
+        except Exception as exc:  # the app's to_artifacts: the task fails, saying why
+            log.warning("a2a task %s: to_artifacts failed: %s", task.id, exc)
+            text = f"The agent finished, but to_artifacts failed ({type(exc).__name__}: {exc})."
+            await self._status(live, FAILED, agent_message(text))
+            return
+        for artifact in artifacts:
+            await self.store.set_artifact(task, artifact)
+            self._emit(live, _artifact_event(task, artifact))
         answer = agent_message(reply)
+        # the message carries the reply's parts and the structured output, as the artifacts do
+        answer["parts"] = [
+            part for a in artifacts if a["artifactId"] in (ANSWER, OUTPUT) for part in a["parts"]
+        ]
         await self.store.add_message(task, answer)
         await self._status(live, COMPLETED, answer)
 
@@ -340,6 +447,60 @@ class TaskService:
 
     def _emit(self, live: _Live, item: dict[str, Any]) -> None:
         live.publish(item)
+        self._notify(live.task, item)
+
+    def _notify(self, task: TaskRecord, item: dict[str, Any]) -> None:
+        """Push a status change or a finished artifact to the task's webhooks."""
+        if self.push is None or not task.push:
+            return
+        status = "statusUpdate" in item
+        if not status and not item.get("artifactUpdate", {}).get("lastChunk"):
+            return  # the task itself, and token chunks: a webhook gets what is settled
+        for target in list(task.push.values()):
+            if target.surface == "0.3":
+                if status:  # a 0.3 webhook gets the whole task, once per status change
+                    self.push.send(task.id, target, task_as_v03(task.to_json()))
+            else:
+                self.push.send(task.id, target, item)
+
+    def _push_sender(self) -> PushSender:
+        if self.push is None:
+            raise errors.A2AError(-32003, "push notifications are not supported by this agent.")
+        return self.push
+
+    # -- push notification configs -----------------------------------------------------------
+
+    async def create_push(self, params: dict[str, Any], *, surface: str = "1.0") -> dict[str, Any]:
+        """``CreateTaskPushNotificationConfig``: register a webhook for a task's updates."""
+        sender = self._push_sender()
+        task = await self._task(params.get("taskId"), "taskId")
+        config = _push_config(params, task.id)
+        await sender.check(str(config["url"]))
+        await self.store.set_push(task, PushTarget(config, surface))
+        return config
+
+    async def get_push(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._push_sender()
+        task = await self._task(params.get("taskId"), "taskId")
+        config_id = params.get("id") or task.id
+        target = task.push.get(config_id)
+        if target is None:
+            msg = f"task {task.id!r} has no push notification config {config_id!r}."
+            raise errors.A2AError(-32001, msg, {"taskId": task.id, "configId": config_id})
+        return target.config
+
+    async def list_push(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._push_sender()
+        task = await self._task(params.get("taskId"), "taskId")
+        return {"configs": [t.config for t in task.push.values()], "nextPageToken": ""}
+
+    async def delete_push(self, params: dict[str, Any]) -> None:
+        """Forget a webhook (forgetting one the task does not have is not an error)."""
+        self._push_sender()
+        task = await self._task(params.get("taskId"), "taskId")
+        config_id = params.get("id") or task.id
+        if config_id in task.push:
+            await self.store.delete_push(task, config_id)
 
     async def _follow(
         self, live: _Live, queue: asyncio.Queue[dict[str, Any] | None]
@@ -356,9 +517,9 @@ class TaskService:
 
     # -- GetTask / ListTasks / CancelTask / SubscribeToTask --------------------------------
 
-    async def _task(self, task_id: Any) -> TaskRecord:
+    async def _task(self, task_id: Any, field: str = "id") -> TaskRecord:
         if not isinstance(task_id, str) or not task_id:
-            raise errors.invalid_params("`id` (the task id) is required.")
+            raise errors.invalid_params(f"`{field}` (the task id) is required.")
         live = self._live.get(task_id)
         if live is not None:
             return live.task
@@ -383,7 +544,7 @@ class TaskService:
         state, info = found
         live = _Live(task)
         if info.status == "completed":
-            await self._finish(live, self.adapter.reply_for(state))
+            await self._finish(live, self.adapter.reply_for(state), state)
         elif info.suspended and info.awaiting:
             await self._suspend(live, info.interrupts)
         elif info.failed:
@@ -393,12 +554,11 @@ class TaskService:
     async def get(self, params: dict[str, Any]) -> dict[str, Any]:
         task = await self._task(params.get("id"))
         length = params.get("historyLength")
-        if length is not None and length < 0:
-            raise errors.invalid_params("`historyLength` must not be negative.")
+        _check_history_length(length, "historyLength")
         return task.to_json(history_length=length)
 
     async def list(self, params: dict[str, Any]) -> dict[str, Any]:
-        size = params.get("pageSize") or 50
+        size = params.get("pageSize", _DEFAULT_PAGE)  # it has presence: 0 is not "unset"
         if size < 1 or size > _MAX_PAGE:
             raise errors.invalid_params(
                 f"`pageSize` must be between 1 and {_MAX_PAGE}, got {size}."
@@ -412,6 +572,7 @@ class TaskService:
             ) from None
         if offset < 0:
             raise errors.invalid_params(f"`pageToken` {token!r} is not one this server issued.")
+        _check_history_length(params.get("historyLength"), "historyLength")
         state = params.get("status")
         if state is not None and state != "TASK_STATE_UNSPECIFIED" and state not in _STATES:
             raise errors.invalid_params(f"`status` {state!r} is not a task state.")
@@ -444,6 +605,9 @@ class TaskService:
         task = await self._task(params.get("id"))
         if task.terminal:
             raise errors.task_not_cancelable(task.id, task.state)
+        timer = self._timers.pop(task.id, None)
+        if timer is not None:
+            timer.cancel()
         live = self._live.get(task.id)
         if live is not None and live.runner is not None:
             live.cancel_requested = True
@@ -451,24 +615,174 @@ class TaskService:
             await asyncio.wait([live.runner])
         else:
             await self.store.add_message(task, agent_message("The task was canceled."))
-            await self.store.set_status(task, CANCELED, agent_message("The task was canceled."))
+            status = await self.store.set_status(
+                task, CANCELED, agent_message("The task was canceled.")
+            )
+            update = {"taskId": task.id, "contextId": task.context_id, "status": status}
+            self._notify(task, {"statusUpdate": update})
         return task.to_json()
 
     async def subscribe(self, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        """``SubscribeToTask``: the task, then its updates until it ends or stops to wait
+        for input again — whether its run is live here, in another process sharing the
+        store, or not running at all (waiting for an answer, or for a timer this process
+        then wakes)."""
         task = await self._task(params.get("id"))
         if task.terminal:
             msg = f"task {task.id!r} is {errors.state_word(task.state)}; read it with GetTask."
             raise errors.unsupported(msg)
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         live = self._live.get(task.id)
-        queue = live.listen() if live is not None else None
+        if live is not None:  # listen now: nothing the run emits from here on is missed
+            live.listeners.append(queue)
+        return self._watch(task, queue)
 
-        async def items() -> AsyncIterator[dict[str, Any]]:
-            yield {"task": task.to_json()}
-            if live is not None and queue is not None:
-                async for item in self._follow(live, queue):
+    async def _watch(
+        self, task: TaskRecord, queue: asyncio.Queue[dict[str, Any] | None]
+    ) -> AsyncIterator[dict[str, Any]]:
+        start = task.status
+        last = start
+        seen = {a.get("artifactId"): a for a in task.artifacts}
+        yield {"task": task.to_json()}
+        try:
+            while True:
+                live = self._live.get(task.id)
+                attached = live is not None
+                if live is not None and queue not in live.listeners:
+                    live.listeners.append(queue)  # a run that started here meanwhile
+                elif live is None and queue not in self._waiting.setdefault(task.id, []):
+                    self._waiting[task.id].append(queue)
+                try:
+                    timeout = None if attached else self._poll_delay(last, task.id)
+                    item = await asyncio.wait_for(queue.get(), timeout)
+                except TimeoutError:
+                    item = None
+                if item is not None:  # an update from a run in this process
+                    if "task" in item:
+                        continue
+                    if "artifactUpdate" in item:
+                        artifact = item["artifactUpdate"]["artifact"]
+                        seen[artifact.get("artifactId")] = artifact
                     yield item
+                    if "statusUpdate" in item:
+                        last = item["statusUpdate"]["status"]
+                        if _settled(last, start):
+                            return
+                    continue
+                # the run here ended, or there is none: read the task as the store has it
+                fresh = await self.store.get(task.id)
+                if fresh is None:
+                    return
+                for item in _changes(fresh, seen, last):
+                    yield item
+                if fresh.status != last:
+                    last = fresh.status
+                    if _settled(last, start):
+                        return
+                # a timer nobody woke: the server that ran the task has it scheduled, so
+                # a subscriber elsewhere waits a moment longer (two servers must not both
+                # run it); past that, the run's server is gone (a restart) and this one wakes it
+                wake_at = _wake_at(last)
+                if (
+                    wake_at is not None
+                    and time.time() >= wake_at + self._wake_grace(task.id)
+                    and task.id not in self._live
+                    and task.id not in self._claimed
+                ):
+                    self._wake(fresh)
+        finally:
+            self._unwatch(task.id, queue)
 
-        return items()
+    def _unwatch(self, task_id: str, queue: asyncio.Queue[dict[str, Any] | None]) -> None:
+        waiting = self._waiting.get(task_id, [])
+        with contextlib.suppress(ValueError):
+            waiting.remove(queue)
+        if not waiting:
+            self._waiting.pop(task_id, None)
+        live = self._live.get(task_id)
+        if live is not None:
+            with contextlib.suppress(ValueError):
+                live.listeners.remove(queue)
+
+    def _poll_delay(self, status: dict[str, Any], task_id: str) -> float:
+        """Until the next look at the store: the poll interval, or less when the task's
+        timer is to be woken sooner."""
+        wake_at = _wake_at(status)
+        if wake_at is None:
+            return self.poll_interval
+        due = wake_at + self._wake_grace(task_id) - time.time()
+        return max(0.01, min(self.poll_interval, due))
+
+    def _wake_grace(self, task_id: str) -> float:
+        """How long past its timer a subscriber waits before waking a task: none when this
+        process has the wake-up scheduled itself, else ``TIMER_GRACE``."""
+        return 0.0 if task_id in self._timers else TIMER_GRACE
+
+
+def _settled(status: dict[str, Any], start: dict[str, Any]) -> bool:
+    """Whether a subscription that began at ``start`` is over: the task ended, or came to
+    wait for input again (not the wait it was already in)."""
+    state = status.get("state")
+    return state in TERMINAL or (state in _INTERRUPTED and status != start)
+
+
+def _wake_at(status: dict[str, Any]) -> float | None:
+    """When a ``working`` task's durable timer is due (its status message says), if it
+    sleeps on one."""
+    if status.get("state") != WORKING:
+        return None
+    for part in (status.get("message") or {}).get("parts") or ():
+        data = part.get("data")
+        if isinstance(data, dict) and isinstance(data.get("wakeAt"), int | float):
+            return float(data["wakeAt"])
+    return None
+
+
+def _changes(
+    task: TaskRecord, seen: dict[Any, dict[str, Any]], last: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The updates a subscriber has not had yet, read off the stored task: its new or
+    changed artifacts (``seen`` is brought up to date), then its status if it moved."""
+    out = []
+    for artifact in task.artifacts:
+        if seen.get(artifact.get("artifactId")) != artifact:
+            seen[artifact.get("artifactId")] = artifact
+            out.append(_artifact_event(task, artifact))
+    if task.status != last:
+        update = {"taskId": task.id, "contextId": task.context_id, "status": task.status}
+        out.append({"statusUpdate": update})
+    return out
+
+
+def _artifact_event(task: TaskRecord, artifact: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "artifactUpdate": {
+            "taskId": task.id,
+            "contextId": task.context_id,
+            "artifact": artifact,
+            "append": False,
+            "lastChunk": True,
+        }
+    }
+
+
+def _push_config(params: Mapping[str, Any], task_id: str) -> dict[str, Any]:
+    """A webhook config as stored and answered: the task's id filled in, the config's id
+    defaulting to the task's (as the a2a-sdk does), the tenant left out."""
+    url = params.get("url")
+    if not isinstance(url, str) or not url:
+        msg = "a push notification config needs `url`, the webhook to POST the task's updates to."
+        raise errors.invalid_params(msg)
+    config = {k: v for k, v in params.items() if k != "tenant"}
+    config["taskId"] = task_id
+    config["id"] = str(params.get("id") or task_id)
+    return config
+
+
+def _check_history_length(length: Any, where: str) -> None:
+    if length is not None and length < 0:
+        msg = f"`{where}` must not be negative, got {length} (0 leaves the history out)."
+        raise errors.invalid_params(msg)
 
 
 def _check_output_modes(modes: Any) -> None:

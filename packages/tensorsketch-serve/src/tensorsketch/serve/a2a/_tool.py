@@ -27,7 +27,7 @@ from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import A2AError
 from google.protobuf.json_format import MessageToDict
 
-from tensorsketch.serve.a2a._tasks import message_text
+from tensorsketch.serve.a2a._parts import message_text
 from tensorsketch.tools import Tool
 
 __all__ = ["A2AToolError", "a2a_tool"]

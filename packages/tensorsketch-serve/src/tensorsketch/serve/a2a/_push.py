@@ -1,0 +1,223 @@
+"""A2A push notifications: a task's updates POSTed to the webhooks its clients registered.
+
+A client registers a webhook for a task (``CreateTaskPushNotificationConfig``, 0.3's
+``tasks/pushNotificationConfig/set``, or ``configuration.taskPushNotificationConfig`` on
+``SendMessage``); the config is kept with the task in the store, so it outlives a restart.
+Each status change, and each finished artifact, is then POSTed to it — A2A 1.0 webhooks get the
+``StreamResponse`` (``{"statusUpdate": …}`` / ``{"artifactUpdate": …}``), 0.3 webhooks the whole
+``Task`` as 0.3 spells it — with the config's ``token`` as ``X-A2A-Notification-Token`` and its
+``authentication`` as ``Authorization: <scheme> <credentials>``.
+
+Deliveries to one webhook go out in order, in the background (a slow webhook never holds up a
+run); a failed one (no connection, a timeout, a 408/429/5xx answer) is retried with exponential
+backoff. A webhook must be a public ``http(s)`` address: a URL whose host resolves to a loopback,
+private, link-local or otherwise non-public address is refused when it is registered and again
+before each delivery (the name may have been re-pointed since), unless
+``PushNotifications(allowed_hosts=...)`` names it — a server never calls into its own network
+for whoever asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import socket
+import urllib.parse
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from a2a.compat.v0_3 import conversions
+from a2a.types import a2a_pb2 as pb
+from google.protobuf.json_format import ParseDict
+from pydantic import BaseModel, ConfigDict, Field
+
+from tensorsketch.serve.a2a import _errors as errors
+
+__all__ = ["PushNotifications", "PushSender", "PushTarget", "check_webhook", "task_as_v03"]
+
+log = logging.getLogger("tensorsketch.serve.a2a")
+
+_RETRY_STATUSES = frozenset({408, 425, 429})
+
+
+class PushNotifications(BaseModel):
+    """How an A2A app delivers push notifications (``a2a_app(push=...)``; ``push=None``
+    turns them off, and the card then says so).
+
+    :ivar allowed_hosts: hosts, IP addresses or networks (``"127.0.0.1"``, ``"10.0.0.0/8"``,
+        ``"hooks.internal"``) a webhook may be on although they are not public — for local
+        development and tests, or a trusted internal receiver. Empty by default: only public
+        addresses.
+    :ivar attempts: how many times one notification is tried before it is given up (logged).
+    :ivar backoff: seconds before the first retry; each further retry waits twice as long.
+    :ivar timeout: seconds one POST may take.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    allowed_hosts: tuple[str, ...] = ()
+    attempts: int = Field(default=4, ge=1, le=20)
+    backoff: float = Field(default=0.5, ge=0.0)
+    timeout: float = Field(default=10.0, gt=0.0)
+
+
+@dataclass(frozen=True)
+class PushTarget:
+    """One registered webhook: the A2A 1.0 ``TaskPushNotificationConfig`` as JSON, and which
+    protocol version registered it (that decides what its notifications look like)."""
+
+    config: dict[str, Any]
+    surface: str = "1.0"
+
+    @property
+    def id(self) -> str:
+        return str(self.config.get("id", ""))
+
+    def headers(self) -> dict[str, str]:
+        """The spec's authentication: the token, and the scheme's credentials."""
+        headers: dict[str, str] = {}
+        if self.config.get("token"):
+            headers["X-A2A-Notification-Token"] = str(self.config["token"])
+        auth = self.config.get("authentication") or {}
+        if auth.get("scheme") and auth.get("credentials"):
+            headers["Authorization"] = f"{auth['scheme']} {auth['credentials']}"
+        return headers
+
+
+def task_as_v03(task: dict[str, Any]) -> Any:
+    """An A2A 1.0 ``Task`` (JSON) as 0.3 spells it (``kind: "task"``, lower-case states)."""
+    compat = conversions.to_compat_task(ParseDict(task, pb.Task(), ignore_unknown_fields=True))
+    return compat.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _allowed(host: str, address: str | None, allowed: Iterable[str]) -> bool:
+    for entry in allowed:
+        if entry.lower() == host.lower():
+            return True
+        if address is None:
+            continue
+        with contextlib.suppress(ValueError):
+            if ipaddress.ip_address(address) in ipaddress.ip_network(entry, strict=False):
+                return True
+    return False
+
+
+def _public(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_global and not ip.is_multicast
+
+
+async def check_webhook(url: str, allowed: Iterable[str] = ()) -> None:
+    """Refuse (-32602) a webhook URL this server must not call: not ``http(s)``, no host, a
+    host that does not resolve, or one that resolves to a non-public address not allowed."""
+    allowed = tuple(allowed)
+    try:
+        parsed = urllib.parse.urlsplit(url)
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    except ValueError:
+        raise errors.invalid_params(f"push notification URL {url!r:.200} is not a URL.") from None
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        msg = f"push notification URL {url!r:.200} must be an http(s) URL with a host."
+        raise errors.invalid_params(msg)
+    host = parsed.hostname
+    if _allowed(host, None, allowed):
+        return
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        msg = f"push notification URL {url!r:.200}: the host {host!r} does not resolve."
+        raise errors.invalid_params(msg) from None
+    for info in infos:
+        address = str(info[4][0])
+        if not _public(address) and not _allowed(host, address, allowed):
+            msg = (
+                f"push notification URL {url!r:.200} points at {address}, which is not a public "
+                "address; this agent only calls public webhooks (the server's operator can allow "
+                "a host with a2a_app(push=PushNotifications(allowed_hosts=[...])))."
+            )
+            raise errors.invalid_params(msg)
+
+
+class PushSender:
+    """Delivers notifications in the background, in order per webhook, with retries."""
+
+    def __init__(self, options: PushNotifications) -> None:
+        self.options = options
+        self._client: httpx.AsyncClient | None = None
+        self._chains: dict[tuple[str, str], asyncio.Task[None]] = {}
+
+    async def check(self, url: str) -> None:
+        await check_webhook(url, self.options.allowed_hosts)
+
+    def send(self, task_id: str, target: PushTarget, payload: dict[str, Any]) -> None:
+        """Queue ``payload`` for ``target``: it goes out after what was queued before it."""
+        key = (task_id, target.id)
+        before = self._chains.get(key)
+        chain = asyncio.get_running_loop().create_task(self._after(before, target, payload))
+        self._chains[key] = chain
+
+        def forget(done: asyncio.Task[None]) -> None:
+            if self._chains.get(key) is done:
+                del self._chains[key]
+
+        chain.add_done_callback(forget)
+
+    async def _after(
+        self, before: asyncio.Task[None] | None, target: PushTarget, payload: dict[str, Any]
+    ) -> None:
+        if before is not None:  # its outcome is its own; only its being over matters here
+            await asyncio.wait([before])
+        await self._deliver(target, payload)
+
+    async def _deliver(self, target: PushTarget, payload: dict[str, Any]) -> bool:
+        url = str(target.config.get("url", ""))
+        delay = self.options.backoff
+        for attempt in range(1, self.options.attempts + 1):
+            problem = ""
+            try:
+                await self.check(url)
+                response = await self._http().post(
+                    url, json=payload, headers=target.headers(), timeout=self.options.timeout
+                )
+                if response.is_success:
+                    return True
+                problem = f"HTTP {response.status_code}"
+                retry = response.status_code >= 500 or response.status_code in _RETRY_STATUSES
+            except errors.A2AError as exc:
+                log.warning("push notification to %s refused: %s", url, exc.message)
+                return False
+            except httpx.HTTPError as exc:
+                problem, retry = f"{type(exc).__name__}: {exc}", True
+            except Exception:  # a fault of ours: logged, never the task's problem
+                log.exception("push notification to %s failed", url)
+                return False
+            if not retry or attempt == self.options.attempts:
+                log.warning(
+                    "push notification to %s failed after %d attempt(s): %s", url, attempt, problem
+                )
+                return False
+            await asyncio.sleep(delay)
+            delay *= 2
+        return False  # pragma: no cover - the loop returns on its last attempt
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(follow_redirects=False)
+        return self._client
+
+    async def aclose(self, grace: float = 5.0) -> None:
+        """Let queued notifications go out for up to ``grace`` seconds, then stop."""
+        pending = list(self._chains.values())
+        if pending:
+            _done, late = await asyncio.wait(pending, timeout=grace)
+            for chain in late:
+                chain.cancel()
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
