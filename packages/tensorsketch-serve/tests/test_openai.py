@@ -994,3 +994,27 @@ def test_one_agent_writing_output_answers_and_several_are_a_400(live: Any) -> No
         client.chat.completions.create(
             model="bot", messages=[_user("x")], response_format={"type": "json_object"}
         )
+
+
+def test_the_responses_text_format_is_refused_by_a_graph_that_cannot_answer_in_it(
+    live: Any,
+) -> None:
+    shouter = Graph(Question).add(Shout).edge(START, "Shout").edge("Shout", END).compile()
+    app = openai_app(
+        shouter,
+        model="bot",
+        to_input=lambda messages: {"prompt": messages[-1].text},
+        to_reply=lambda state: state.answer,
+    )
+    client = _client(live(app))
+    with pytest.raises(openai.BadRequestError, match="own to_reply") as caught:
+        client.responses.create(model="bot", input="hi", text={"format": {"type": "json_object"}})
+    assert caught.value.body["param"] == "text"  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError, match=r"`text.format.name` must be 1-64"):
+        client.responses.create(
+            model="bot",
+            input="hi",
+            text={"format": {"type": "json_schema", "name": "a pet", "schema": {}}},  # type: ignore[typeddict-item]
+        )
+    plain = client.responses.create(model="bot", input="hi", text={"format": {"type": "text"}})
+    assert plain.output_text == "HI!"

@@ -239,3 +239,18 @@ def test_openai_sdk_tool_call_answered_by_a_tool_message(live: Any, stream: bool
     ]
     second = client.chat.completions.create(model="bot", messages=history, extra_headers=headers)  # type: ignore[arg-type]
     assert second.choices[0].message.content == "Order 7 is refunded." and REFUNDED == [7]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_openai_sdk_responses_parse(live: Any, stream: bool) -> None:
+    server, provider = _agent_server(live, list(PET_SCRIPT))
+    client = _openai(server)
+    if stream:
+        with client.responses.stream(model="bot", input="my pet?", text_format=Pet) as events:
+            deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
+            response = events.get_final_response()
+        assert deltas == ['{"name":"Rex","age":3}'], "only the validated answer is streamed"
+    else:
+        response = client.responses.parse(model="bot", input="my pet?", text_format=Pet)
+    assert response.output_parsed == Pet(name="Rex", age=3)
+    assert _asked_for(provider)["required"] == ["name", "age"]

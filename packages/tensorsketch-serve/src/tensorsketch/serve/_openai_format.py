@@ -32,7 +32,15 @@ from tensorsketch.serve._variants import agents_of, with_agents
 if TYPE_CHECKING:
     from tensorsketch.pregel.compiled import CompiledGraph
 
-__all__ = ["JsonAnswer", "ResponseFormat", "answer_schema", "formatted_graph", "parse_format"]
+__all__ = [
+    "JsonAnswer",
+    "ResponseFormat",
+    "answer_schema",
+    "formatted_graph",
+    "formatted_reply",
+    "parse_format",
+    "parse_text_format",
+]
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 #: A problem from the JSON-schema validator: "`path`: what is wrong" (or "the arguments: ...").
@@ -79,6 +87,24 @@ def parse_format(value: Any, param: str = "response_format") -> ResponseFormat |
         msg = f"`{param}.json_schema` must be an object with `name` and `schema`."
         raise _bad(msg, f"{param}.json_schema")
     return _json_schema(spec, f"{param}.json_schema")
+
+
+def parse_text_format(value: Any, param: str = "text") -> ResponseFormat | None:
+    """The Responses API's ``text.format`` (``json_schema`` carries ``name`` and ``schema``
+    beside its ``type``), as :func:`parse_format` reads ``response_format``."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise _bad(f"`{param}` must be an object such as {{'format': {{'type': 'text'}}}}.", param)
+    found = value.get("format")
+    if found is None:
+        return None
+    where = f"{param}.format"
+    if not isinstance(found, Mapping):
+        raise _bad(f"`{where}` must be an object such as {{'type': 'json_object'}}.", where)
+    if found.get("type") == "json_schema":
+        return _json_schema(found, where)
+    return parse_format(found, where)
 
 
 def _json_schema(spec: Mapping[str, Any], param: str) -> ResponseFormat:
