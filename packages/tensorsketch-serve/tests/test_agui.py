@@ -871,3 +871,14 @@ def test_frontend_tools_are_ignored_by_a_graph_without_an_agent(live: Any) -> No
     answer = client.run(live(app).url, body("plain", "r1", said("shoes"), tools=[PICK]))
     check_order(answer.events)
     assert answer.events[-1].result == "shoes: 2"
+
+
+def test_a_failed_frontend_tool_message_is_an_error_result_for_the_model(live: Any) -> None:
+    agent, provider = _size_agent()
+    server = live(agui_app(agent, backend=InMemoryBackend()))
+    client.run(server.url, body("failed", "r1", said("my size?"), tools=[PICK]))
+    failed = {"id": "t1", "role": "tool", "toolCallId": "f1", "content": "", "error": "no sizes"}
+    second = client.run(server.url, body("failed", "r2", failed, tools=[PICK]))
+    check_order(second.events)
+    seen = provider.calls[-1].messages[-1]
+    assert seen.is_error and "'pick_size' failed in the frontend: no sizes" in seen.text

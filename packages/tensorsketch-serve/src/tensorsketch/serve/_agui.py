@@ -220,7 +220,7 @@ def _tool_results(
         return None
     return {
         i: frontend_decision(
-            "cancelled" if results[ids[i]].is_error else "resolved", results[ids[i]].text
+            "error" if results[ids[i]].is_error else "resolved", results[ids[i]].text
         )
         for i in calls
     }

@@ -23,7 +23,7 @@ from tensorsketch.tools import Tool, current_tool_call
 
 __all__ = [
     "FRONTEND_TOOL",
-    "FrontendToolCancelled",
+    "FrontendToolError",
     "frontend_call",
     "frontend_decision",
     "frontend_tools",
@@ -33,8 +33,9 @@ __all__ = [
 FRONTEND_TOOL = "frontend_tool"
 
 
-class FrontendToolCancelled(RuntimeError):
-    """The client cancelled a frontend tool call instead of running it (an error result)."""
+class FrontendToolError(RuntimeError):
+    """The client cancelled a frontend tool call, or reported that it failed: the model reads
+    an error result."""
 
 
 def frontend_call(pending: PendingInterrupt) -> Mapping[str, Any] | None:
@@ -46,8 +47,8 @@ def frontend_call(pending: PendingInterrupt) -> Mapping[str, Any] | None:
 
 
 def frontend_decision(status: str, payload: Any) -> dict[str, Any]:
-    """What a frontend tool's interrupt is resumed with: the client's result, or that the
-    client cancelled the call (plain data, so the thread's journal stores it)."""
+    """What a frontend tool's interrupt is resumed with: ``resolved`` and the client's result,
+    ``error`` and what went wrong, or ``cancelled`` (plain data, so the journal stores it)."""
     return {"status": status, "result": payload}
 
 
@@ -63,10 +64,14 @@ def _declared(name: str, description: str, parameters: Any) -> Tool:
             "parameters": parameters,
         }
         answer = await interrupt(ctx, value, id=call_id)
-        if isinstance(answer, Mapping) and answer.get("status") == "cancelled":
+        if not isinstance(answer, Mapping):
+            return answer
+        if answer.get("status") == "cancelled":
             msg = f"the user cancelled the call to {name!r}; it did not run."
-            raise FrontendToolCancelled(msg)
-        return answer.get("result") if isinstance(answer, Mapping) else answer
+            raise FrontendToolError(msg)
+        if answer.get("status") == "error":
+            raise FrontendToolError(f"{name!r} failed in the frontend: {answer.get('result')}")
+        return answer.get("result")
 
     schema = parameters if isinstance(parameters, Mapping) else {"type": "object"}
     return Tool.from_schema(name, description, schema, run_in_frontend)
