@@ -32,6 +32,7 @@ from tensorsketch import (
     create_agent,
     tool,
 )
+from tensorsketch.agents import Agent
 from tensorsketch.fake import FakeStreamFailure
 from tensorsketch.interrupts import RetryLater, interrupt
 from tensorsketch.messages import Message, ToolCall, assistant
@@ -972,8 +973,6 @@ class TwoAgents(Schema):
 
 
 def test_one_agent_writing_output_answers_and_several_are_a_400(live: Any) -> None:
-    from tensorsketch.agents import Agent
-
     def agent(name: str, *script: str) -> Agent:
         return Agent(FakeProvider(list(script)), name=name, report=False)
 
