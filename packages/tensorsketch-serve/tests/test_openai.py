@@ -1017,3 +1017,28 @@ def test_the_responses_text_format_is_refused_by_a_graph_that_cannot_answer_in_i
         )
     plain = client.responses.create(model="bot", input="hi", text={"format": {"type": "text"}})
     assert plain.output_text == "HI!"
+
+
+def test_the_clients_schema_reaches_a_real_vendor_sdk_as_its_response_format(live: Any) -> None:
+    """The agent's model is the real OpenAI SDK against the providers' wire server: the
+    client's JSON schema is what the vendor is asked for (strict, under the client's name)."""
+    play = vendor_plays.OpenAIPlay()
+    vendor = wire_server.WireServer().start()
+    try:
+        vendor.queue(play.structured({"name": "Rex", "age": 3}))
+        server = live(openai_app(create_agent(play.provider(vendor.url)), model="bot"))
+        completion = _client(server).chat.completions.create(
+            model="bot",
+            messages=[_user("my pet?")],
+            response_format=PET_FORMAT,  # type: ignore[arg-type]
+        )
+        assert json.loads(completion.choices[0].message.content or "") == {"name": "Rex", "age": 3}
+        upstream = vendor.last.body["response_format"]
+        assert upstream["type"] == "json_schema"
+        sent = upstream["json_schema"]
+        assert (sent["name"], sent["strict"]) == ("pet", True)
+        assert sent["schema"] == PET_FORMAT["json_schema"]["schema"]  # type: ignore[index]
+    finally:
+        vendor.stop()
+        for provider in play.created:
+            server.call(provider.aclose())
