@@ -4,7 +4,9 @@
 AG-UI events (see :mod:`tensorsketch.serve._agui_events` for the mapping). AG-UI's
 ``threadId`` is the graph's durable thread (in the app's ``backend``): the next request on
 the thread continues its transcript, and a run that stopped for approval (``RUN_FINISHED``
-with the ``interrupt`` outcome) is continued by a request whose ``resume`` answers it.
+with the ``interrupt`` outcome) is continued by a request whose ``resume`` answers it. The
+client's own ``tools`` become tools of the graph's agents for the run; calling one suspends the
+run until the client resumes it with the tool's result (:mod:`._agui_tools`).
 
 A request that cannot run is answered before the stream starts, with a 4xx and
 ``{"error": {"message", "type", "param", "code"}}``; once the stream has started, a failure

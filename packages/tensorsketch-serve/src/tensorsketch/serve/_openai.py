@@ -16,7 +16,8 @@ conversation with one ``tool`` message per call whose content is the decision (`
 ``reject``, ``reject: <reason>``, or ``{"approved": bool, "reason": str}``). A node that asks
 a question (``interrupt()``) answers with the question as text, and the next user message on
 the conversation is the answer. Tools the agent runs itself are not shown as ``tool_calls``:
-the client must not run them.
+the client must not run them. ``response_format`` (and the Responses API's ``text.format``)
+is honoured through the answering agent's structured-output path (:mod:`._openai_format`).
 """
 
 from __future__ import annotations
