@@ -12,6 +12,7 @@ is refused with a 400 that says which.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -158,9 +159,16 @@ def _line_error(problem: str, value: Any) -> Any:
 
 
 def answer_schema(fmt: ResponseFormat) -> type[JsonAnswer]:
-    """An ``output_schema`` class standing for ``fmt``'s JSON schema (named after it)."""
-    attributes = {"json_schema": fmt.schema, "__doc__": fmt.description or None}
-    made = type(fmt.name, (JsonAnswer,), {"__module__": __name__, **attributes})
+    """An ``output_schema`` class standing for ``fmt``'s JSON schema (named after it); the
+    same format gets the same class, so clients repeating one schema do not make a class per
+    request. The schema's key order is kept: it is the order the model is asked to write in."""
+    return _answer_class(fmt.name, fmt.description, json.dumps(fmt.schema))
+
+
+@functools.lru_cache(maxsize=256)
+def _answer_class(name: str, description: str, schema_text: str) -> type[JsonAnswer]:
+    attributes = {"json_schema": json.loads(schema_text), "__doc__": description or None}
+    made = type(name, (JsonAnswer,), {"__module__": __name__, **attributes})
     return made
 
 
