@@ -425,3 +425,34 @@ async def test_tools_can_read_their_call_id_for_idempotency() -> None:
     await create_agent(provider, tools=[charge]).invoke({"query": "q"})
     assert sorted(seen) == ["c0:5", "c1:6"]
     assert current_tool_call() is None
+
+
+class Colour(Schema):
+    colour: str
+
+
+async def test_a_variant_answers_in_another_schema_with_more_tools_and_leaves_the_agent_as_is() -> (
+    None
+):
+    @tool
+    def shade(name: str) -> str:
+        """The shade of a colour."""
+        return f"dark {name}"
+
+    provider = FakeProvider(
+        [calls(("shade", {"name": "red"})), "It is red.", '{"colour": "dark red"}']
+    )
+    agent = Agent(provider, name="painter", report=["parsed"])
+    variant = agent.variant(output_schema=Colour, extra_tools=[shade])
+    assert (variant.name, variant.In, variant.Out) == (agent.name, agent.In, agent.Out)
+    assert (agent.output_schema, [t.name for t in agent.tools]) == (None, [])
+    graph = Graph(AgentState).add(variant).edge(START, "painter").edge("painter", END).compile()
+    state = await graph.invoke({"query": "which colour?"})
+    assert state.parsed == Colour(colour="dark red")
+    assert provider.calls[0].output_schema is Colour
+    assert [t.name for t in provider.calls[0].tools] == ["shade"]
+    assert provider.calls[-1].messages[-1].text.startswith("the reply is not valid JSON")
+    with pytest.raises(ValueError, match="already has tool\\(s\\) named shade"):
+        variant.variant(extra_tools=[shade])
+    with pytest.raises(TypeError, match="must be a Schema class"):
+        agent.variant(output_schema=dict)  # type: ignore[arg-type]

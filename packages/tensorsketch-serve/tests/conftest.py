@@ -42,6 +42,7 @@ load_helper("vendor_plays")
 load_helper("a2a_agents", Path(__file__).parent)
 load_helper("agui_client", Path(__file__).parent)
 load_helper("task_graphs", Path(__file__).resolve().parent)
+js_clients = load_helper("js_clients", Path(__file__).resolve().parent)
 
 
 @pytest.fixture
@@ -54,3 +55,13 @@ def live() -> Iterator[Callable[[Any], LiveServer]]:
 def live_module() -> Iterator[Callable[[Any], LiveServer]]:
     """``live``, for servers a whole module shares (property tests run many examples)."""
     yield from live_servers()
+
+
+@pytest.fixture(scope="session")
+def npm_clients() -> Any:
+    """The npm clients of ``tests/js`` (``npm ci`` from the lockfile when needed); the test
+    skips, naming the missing tool, where Node.js or npm is absent."""
+    reason = js_clients.installed()
+    if reason is not None:
+        pytest.skip(reason)
+    return js_clients

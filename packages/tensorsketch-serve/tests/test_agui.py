@@ -705,3 +705,180 @@ def test_a_timer_interrupt_says_when_the_run_continues() -> None:
     timer = to_interrupt(PendingInterrupt(id="sleep:1", kind="timer", wake_at=0.0))
     assert timer.reason == "timer" and "1970-01-01T00:00:00+00:00" in timer.message
     assert timer.metadata == {"kind": "timer", "wakeAt": "1970-01-01T00:00:00+00:00"}
+
+
+# -- item: a resume announces no call twice; ctx.emit is CUSTOM; frontend tools -----------------
+
+
+def test_a_resumed_run_does_not_announce_the_approved_call_again(live: Any) -> None:
+    ran.clear()
+    provider = FakeProvider(
+        [
+            assistant(tool_calls=[ToolCall(id="c5", name="refund", args={"order": 5})]),
+            "Order 5 is refunded.",
+        ]
+    )
+    server = live(agui_app(create_agent(provider, tools=[refund]), backend=InMemoryBackend()))
+    first = client.run(server.url, body("once", "r1", said("refund order 5")))
+    assert [e.tool_call_id for e in first.of(EventType.TOOL_CALL_START)] == ["c5"]
+    # A client that resumes without sending its messages back still is not told twice.
+    answer = {"interruptId": "c5", "status": "resolved", "payload": True}
+    second = client.run(server.url, body("once", "r2", resume=[answer]))
+    check_order(second.events)
+    assert second.of(EventType.TOOL_CALL_START) == []
+    assert second.of(EventType.TOOL_CALL_ARGS) == second.of(EventType.TOOL_CALL_END) == []
+    [result] = second.of(EventType.TOOL_CALL_RESULT)
+    assert (result.tool_call_id, result.content) == ("c5", "refunded 5")
+    assert ran == ["refund 5"]
+
+
+class Progress(Schema):
+    step: int
+    of: int
+
+
+class Reporting(Node):
+    class In(Schema):
+        topic: str
+
+    class Out(Schema):
+        answer: str
+
+    async def run(self, ctx: Any, inp: In) -> Out:
+        for step in (1, 2):
+            await ctx.emit("progress", Progress(step=step, of=2))
+        await ctx.emit("note", None)
+        return self.Out(answer=f"done with {inp.topic}")
+
+
+def test_ctx_emit_events_are_sent_as_custom_events(live: Any) -> None:
+    graph = Graph(Counter).add(Reporting()).edge(START, "Reporting").edge("Reporting", END)
+    app = agui_app(
+        graph.compile(),
+        messages_key=None,
+        to_input=lambda messages: {"topic": messages[-1].text},
+        to_reply=lambda state: state.answer,
+    )
+    answer = client.run(live(app).url, body("emits", "r1", said("shoes")))
+    check_order(answer.events)
+    custom = [(e.name, e.value) for e in answer.of(EventType.CUSTOM)]
+    assert custom == [
+        ("progress", {"step": 1, "of": 2}),
+        ("progress", {"step": 2, "of": 2}),
+        ("note", None),
+    ]
+    assert answer.events[-1].result == "done with shoes"
+
+
+PICK = {
+    "name": "pick_size",
+    "description": "Ask the person for a shoe size in the UI.",
+    "parameters": {
+        "type": "object",
+        "properties": {"sizes": {"type": "array", "items": {"type": "integer"}}},
+        "required": ["sizes"],
+    },
+}
+
+
+def _size_agent() -> tuple[Any, FakeProvider]:
+    provider = FakeProvider(
+        [
+            assistant(tool_calls=[ToolCall(id="f1", name="pick_size", args={"sizes": [41, 42]})]),
+            "Size noted.",
+        ]
+    )
+    return create_agent(provider, tools=[lookup]), provider
+
+
+def test_a_frontend_tool_call_is_an_interrupt_and_resume_carries_its_result(live: Any) -> None:
+    agent, provider = _size_agent()
+    server = live(agui_app(agent, backend=InMemoryBackend()))
+    first = client.run(server.url, body("size", "r1", said("my size?"), tools=[PICK]))
+    check_order(first.events)
+    assert [t.name for t in provider.calls[0].tools] == ["lookup", "pick_size"]
+    [start] = first.of(EventType.TOOL_CALL_START)
+    assert (start.tool_call_id, start.tool_call_name) == ("f1", "pick_size")
+    assert first.of(EventType.TOOL_CALL_RESULT) == []
+    [waiting] = first.events[-1].outcome.interrupts
+    assert (waiting.id, waiting.reason, waiting.tool_call_id) == ("f1", "tool_call", "f1")
+    assert waiting.metadata == {
+        "kind": "interrupt",
+        "node": "agent",
+        "tool": "pick_size",
+        "args": {"sizes": [41, 42]},
+    }
+    # The resume need not declare the tools again: the interrupt remembers the one it waits on.
+    answer = {"interruptId": "f1", "status": "resolved", "payload": {"size": 42}}
+    second = client.run(server.url, body("size", "r2", resume=[answer]))
+    check_order(second.events)
+    seen = provider.calls[-1].messages[-1]
+    assert (seen.role, seen.tool_call_id, json.loads(seen.text)) == ("tool", "f1", {"size": 42})
+    assert second.of(EventType.TOOL_CALL_START) == []
+    [result] = second.of(EventType.TOOL_CALL_RESULT)
+    assert json.loads(result.content) == {"size": 42}
+    assert second.events[-1].result == "Size noted."
+
+
+def test_a_cancelled_frontend_tool_call_is_an_error_result(live: Any) -> None:
+    agent, provider = _size_agent()
+    server = live(agui_app(agent, backend=InMemoryBackend()))
+    client.run(server.url, body("nosize", "r1", said("my size?"), tools=[PICK]))
+    answer = {"interruptId": "f1", "status": "cancelled"}
+    second = client.run(server.url, body("nosize", "r2", resume=[answer], tools=[PICK]))
+    check_order(second.events)
+    seen = provider.calls[-1].messages[-1]
+    assert seen.is_error and "the user cancelled the call to 'pick_size'" in seen.text
+
+
+def test_a_tool_message_for_the_waiting_frontend_call_resumes_the_run(live: Any) -> None:
+    agent, provider = _size_agent()
+    server = live(agui_app(agent, backend=InMemoryBackend()))
+    first = client.run(server.url, body("classic", "r1", said("my size?"), tools=[PICK]))
+    kept = client.apply_messages([said("my size?")], first.events)
+    result = {"id": "t1", "role": "tool", "toolCallId": "f1", "content": "42"}
+    second = client.run(server.url, body("classic", "r2", *kept, result, tools=[PICK]))
+    check_order(second.events)
+    seen = provider.calls[-1].messages[-1]
+    assert (seen.role, seen.tool_call_id, seen.text) == ("tool", "f1", "42")
+    assert second.of(EventType.TOOL_CALL_START) == []
+    assert second.events[-1].result == "Size noted."
+
+
+def test_frontend_tools_that_cannot_be_tools_are_a_422(live: Any) -> None:
+    agent, _ = _size_agent()
+    server = live(agui_app(agent))
+    clash = {**PICK, "name": "lookup"}
+    bad_name = {**PICK, "name": "pick size"}
+    not_object = {**PICK, "parameters": {"type": "string"}}
+    for tool_, why in (
+        (clash, "already has tool(s) named lookup"),
+        (bad_name, "`tools[0]` ('pick size'): tool name 'pick size' is not usable"),
+        (not_object, "the argument schema must describe an object"),
+    ):
+        answer = client.run(server.url, body("bad", "r1", said("hi"), tools=[tool_]))
+        assert answer.status == 422 and answer.error is not None
+        assert why in answer.error["error"]["message"] and answer.error["error"]["param"] == "tools"
+
+
+def test_frontend_tools_are_ignored_by_a_graph_without_an_agent(live: Any) -> None:
+    app = agui_app(
+        counter_graph(),
+        messages_key=None,
+        to_input=lambda m: {"topic": m[-1].text},
+        to_reply=lambda s: s.answer,
+    )
+    answer = client.run(live(app).url, body("plain", "r1", said("shoes"), tools=[PICK]))
+    check_order(answer.events)
+    assert answer.events[-1].result == "shoes: 2"
+
+
+def test_a_failed_frontend_tool_message_is_an_error_result_for_the_model(live: Any) -> None:
+    agent, provider = _size_agent()
+    server = live(agui_app(agent, backend=InMemoryBackend()))
+    client.run(server.url, body("failed", "r1", said("my size?"), tools=[PICK]))
+    failed = {"id": "t1", "role": "tool", "toolCallId": "f1", "content": "", "error": "no sizes"}
+    second = client.run(server.url, body("failed", "r2", failed, tools=[PICK]))
+    check_order(second.events)
+    seen = provider.calls[-1].messages[-1]
+    assert seen.is_error and "'pick_size' failed in the frontend: no sizes" in seen.text

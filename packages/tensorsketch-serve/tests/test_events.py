@@ -21,6 +21,7 @@ from tensorsketch import (
     tool,
 )
 from tensorsketch.messages import ToolCall, assistant, user
+from tensorsketch.patterns import run_subgraph
 from tensorsketch.serve import ChatAdapter, run_events, thread_info
 from tensorsketch.serve import events as ev
 from tensorsketch.serve.events import run_once
@@ -292,3 +293,47 @@ async def test_run_once_tells_a_bad_input_400_from_a_node_fault_500() -> None:
     fault = await run_once(graph, adapter, input={"prompt": "x"})
     assert isinstance(fault, ev.RunFailed) and fault.status == 500, "a node's ValueError is ours"
     assert "internal invariant" not in fault.message
+
+
+class Topic(Schema):
+    topic: str = ""
+    answer: str = ""
+
+
+class Inner(Node):
+    class In(Schema):
+        topic: str
+
+    class Out(Schema):
+        answer: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        await ctx.emit("inner.progress", {"topic": inp.topic})
+        return self.Out(answer=inp.topic.upper())
+
+
+class Outer(Node):
+    class In(Schema):
+        topic: str
+
+    class Out(Schema):
+        answer: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        await ctx.emit("outer.progress", 0.5)
+        inner = Graph(Topic).add(Inner()).edge(START, "Inner").edge("Inner", END).compile()
+        state = await run_subgraph(inner, {"topic": inp.topic}, ctx)
+        return self.Out(answer=state.answer)
+
+
+async def test_ctx_emit_events_are_custom_events_nested_ones_under_their_namespace() -> None:
+    graph = Graph(Topic).add(Outer()).edge(START, "Outer").edge("Outer", END).compile()
+    adapter = ChatAdapter(to_input=lambda m: {"topic": m[-1].text}, to_reply=lambda s: s.answer)
+    items = await _collect(graph=graph, adapter=adapter, input={"topic": "shoes"})
+    custom = [e for e in items if isinstance(e, ev.Custom)]
+    assert [(e.name, e.value, e.node) for e in custom] == [
+        ("outer.progress", 0.5, "Outer"),
+        ("inner.progress", {"topic": "shoes"}, "Inner"),
+    ]
+    assert custom[0].namespace == () and custom[1].namespace != ()
+    assert isinstance(items[-1], ev.RunFinished) and items[-1].reply == "SHOES"

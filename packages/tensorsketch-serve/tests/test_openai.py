@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -31,6 +32,7 @@ from tensorsketch import (
     create_agent,
     tool,
 )
+from tensorsketch.agents import Agent
 from tensorsketch.fake import FakeStreamFailure
 from tensorsketch.interrupts import RetryLater, interrupt
 from tensorsketch.messages import Message, ToolCall, assistant
@@ -838,3 +840,205 @@ def test_a_rejection_reason_reaches_the_model_with_its_own_punctuation(
     ]
     client.chat.completions.create(model="bot", messages=history, extra_headers=conversation)
     assert model_reads in provider.calls[1].messages[-1].text
+
+
+# -- response_format: the answer in the client's JSON schema --------------------------------------
+
+
+class Pet(Schema):
+    name: str
+    age: int
+
+
+PET_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "pet",
+        "description": "A pet and its age.",
+        "schema": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+            "required": ["name", "age"],
+            "additionalProperties": False,
+        },
+        "strict": True,
+    },
+}
+
+
+def test_a_json_schema_answer_is_repaired_until_it_validates_and_is_kept_on_the_thread(
+    live: Any,
+) -> None:
+    provider = FakeProvider(
+        [
+            '{"name": "Rex"}',
+            '```json\n{"name": "Rex", "age": "three"}\n```',
+            '{"name": "Rex", "age": 3}',
+        ]
+    )
+    backend = InMemoryBackend()
+    server = live(
+        openai_app(create_agent(provider, max_iterations=5), model="bot", backend=backend)
+    )
+    completion = _client(server).chat.completions.create(
+        model="bot",
+        messages=[_user("my pet?")],
+        response_format=PET_FORMAT,  # type: ignore[arg-type]
+        extra_headers={CONVERSATION_HEADER: "pets"},
+    )
+    assert completion.choices[0].message.content == '{"name":"Rex","age":3}'
+    asked = provider.calls[0].output_schema
+    assert asked is not None and asked.__name__ == "pet" and asked.__doc__ == "A pet and its age."
+    assert asked.model_json_schema() == PET_FORMAT["json_schema"]["schema"]  # type: ignore[index]
+    repairs = [c.messages[-1].text for c in provider.calls[1:]]
+    assert "`age`: missing required field" in repairs[0]
+    assert "`age`: expected integer" in repairs[1]
+    state, _ = server.call(thread_info(create_agent(FakeProvider([])), "pets", backend))
+    assert state.parsed == {"name": "Rex", "age": 3}, "the durable thread keeps the JSON as data"
+
+
+def test_a_streamed_json_answer_sends_only_the_validated_json(live: Any) -> None:
+    provider = FakeProvider(["Rex is three.", '{"name": "Rex", "age": 3}'])
+    server = live(openai_app(create_agent(provider), model="bot"))
+    chunks = list(
+        _client(server).chat.completions.create(
+            model="bot",
+            messages=[_user("my pet?")],
+            response_format={"type": "json_object"},
+            stream=True,
+        )
+    )
+    pieces = [
+        c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content
+    ]
+    assert pieces == ['{"name":"Rex","age":3}'], "no repaired attempt reaches the client"
+    assert chunks[-1].choices[0].finish_reason == "stop"
+
+
+def test_an_answer_still_invalid_when_the_agent_stops_ends_with_length(live: Any) -> None:
+    provider = FakeProvider(["not json", "still not json"])
+    server = live(openai_app(create_agent(provider, max_iterations=2), model="bot"))
+    with pytest.raises(openai.LengthFinishReasonError):
+        _client(server).chat.completions.parse(
+            model="bot", messages=[_user("my pet?")], response_format=Pet
+        )
+
+
+def test_a_graph_that_cannot_answer_in_a_schema_is_a_400_saying_why(live: Any) -> None:
+    shouter = Graph(Question).add(Shout).edge(START, "Shout").edge("Shout", END).compile()
+    typed = create_agent(FakeProvider(['{"name": "Rex", "age": 3}']), output_schema=Pet)
+    cases = [
+        (
+            openai_app(
+                shouter,
+                model="bot",
+                to_input=lambda messages: {"prompt": messages[-1].text},
+                to_reply=lambda state: state.answer,
+            ),
+            PET_FORMAT,
+            "makes its reply with its own to_reply()",
+        ),
+        (openai_app(typed, model="bot"), PET_FORMAT, "answers in its own schema 'Pet'"),
+        (
+            openai_app(create_agent(FakeProvider(["x"])), model="bot"),
+            {"type": "json_schema", "json_schema": {"name": "pet"}},
+            "`response_format.json_schema.schema` must be a JSON schema object",
+        ),
+        (
+            openai_app(create_agent(FakeProvider(["x"])), model="bot"),
+            {"type": "yaml"},
+            "use 'text', 'json_object' or 'json_schema'",
+        ),
+    ]
+    for app, fmt, why in cases:
+        client = _client(live(app))
+        with pytest.raises(openai.BadRequestError, match=re.escape(why)) as caught:
+            client.chat.completions.create(
+                model="bot",
+                messages=[_user("my pet?")],
+                response_format=fmt,  # type: ignore[arg-type]
+            )
+        assert caught.value.body["param"].startswith("response_format")  # type: ignore[index]
+    # An agent with its own schema already answers with a JSON object: json_object is fine.
+    reply = _client(live(openai_app(typed, model="bot"))).chat.completions.create(
+        model="bot", messages=[_user("my pet?")], response_format={"type": "json_object"}
+    )
+    assert json.loads(reply.choices[0].message.content or "") == {"name": "Rex", "age": 3}
+
+
+class TwoAgents(Schema):
+    query: str = ""
+    messages: list[Message] = []
+    output: str = ""
+
+
+def test_one_agent_writing_output_answers_and_several_are_a_400(live: Any) -> None:
+    def agent(name: str, *script: str) -> Agent:
+        return Agent(FakeProvider(list(script)), name=name, report=False)
+
+    alone = Graph(TwoAgents).add(agent("solo", "Rex.", '{"pet": "Rex"}'))
+    alone = alone.edge(START, "solo").edge("solo", END)
+    client = _client(live(openai_app(alone.compile(), model="bot")))
+    reply = client.chat.completions.create(
+        model="bot", messages=[_user("x")], response_format={"type": "json_object"}
+    )
+    assert reply.choices[0].message.content == '{"pet":"Rex"}', "no `parsed` field needed"
+
+    pair = Graph(TwoAgents).add(agent("first", "a")).add(agent("second", "b"))
+    pair = pair.edge(START, "first").edge("first", "second").edge("second", END)
+    client = _client(live(openai_app(pair.compile(), model="bot")))
+    with pytest.raises(
+        openai.BadRequestError, match=r"several agents write it \('first', 'second'\)"
+    ):
+        client.chat.completions.create(
+            model="bot", messages=[_user("x")], response_format={"type": "json_object"}
+        )
+
+
+def test_the_responses_text_format_is_refused_by_a_graph_that_cannot_answer_in_it(
+    live: Any,
+) -> None:
+    shouter = Graph(Question).add(Shout).edge(START, "Shout").edge("Shout", END).compile()
+    app = openai_app(
+        shouter,
+        model="bot",
+        to_input=lambda messages: {"prompt": messages[-1].text},
+        to_reply=lambda state: state.answer,
+    )
+    client = _client(live(app))
+    with pytest.raises(openai.BadRequestError, match="own to_reply") as caught:
+        client.responses.create(model="bot", input="hi", text={"format": {"type": "json_object"}})
+    assert caught.value.body["param"] == "text"  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError, match=r"`text.format.name` must be 1-64"):
+        client.responses.create(
+            model="bot",
+            input="hi",
+            text={"format": {"type": "json_schema", "name": "a pet", "schema": {}}},  # type: ignore[typeddict-item]
+        )
+    plain = client.responses.create(model="bot", input="hi", text={"format": {"type": "text"}})
+    assert plain.output_text == "HI!"
+
+
+def test_the_clients_schema_reaches_a_real_vendor_sdk_as_its_response_format(live: Any) -> None:
+    """The agent's model is the real OpenAI SDK against the providers' wire server: the
+    client's JSON schema is what the vendor is asked for (strict, under the client's name)."""
+    play = vendor_plays.OpenAIPlay()
+    vendor = wire_server.WireServer().start()
+    try:
+        vendor.queue(play.structured({"name": "Rex", "age": 3}))
+        server = live(openai_app(create_agent(play.provider(vendor.url)), model="bot"))
+        completion = _client(server).chat.completions.create(
+            model="bot",
+            messages=[_user("my pet?")],
+            response_format=PET_FORMAT,  # type: ignore[arg-type]
+        )
+        assert json.loads(completion.choices[0].message.content or "") == {"name": "Rex", "age": 3}
+        upstream = vendor.last.body["response_format"]
+        assert upstream["type"] == "json_schema"
+        sent = upstream["json_schema"]
+        assert (sent["name"], sent["strict"]) == ("pet", True)
+        assert sent["schema"] == PET_FORMAT["json_schema"]["schema"]  # type: ignore[index]
+    finally:
+        vendor.stop()
+        for provider in play.created:
+            server.call(provider.aclose())

@@ -12,11 +12,12 @@ turn run in :mod:`tensorsketch.agents.tool_calls`.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from tensorsketch._modelcall import call_provider
 from tensorsketch.agents.context import (
@@ -47,6 +48,7 @@ from tensorsketch.middleware import ToolRequest, compose_model, compose_tool
 from tensorsketch.node import Node
 from tensorsketch.observability.tracing import ATTR_AGENT_NAME, current_span
 from tensorsketch.provider import ChatProvider, Completion
+from tensorsketch.schema import Schema
 from tensorsketch.tools import Tool
 
 if TYPE_CHECKING:
@@ -172,6 +174,42 @@ class Agent(Node):
         self._providers: tuple[ChatProvider, ...] = (self.provider, *self.fallbacks)
         self._tool_list: tuple[Tool, ...] = tuple(self.tools)
         self._approvals = any(t.requires_approval for t in self.tools)
+
+    def variant(
+        self,
+        *,
+        output_schema: type[Schema] | None = None,
+        extra_tools: Iterable[Tool | Callable[..., Any]] = (),
+    ) -> Agent:
+        """A copy of this agent for one run: answering in ``output_schema`` (when given) and
+        offering ``extra_tools`` besides its own.
+
+        The copy keeps this agent's name, ports and everything else, so it can stand in for
+        it in a compiled graph — how a server honours what one request asks for (a client's
+        ``response_format``, a frontend's own tools) without changing the graph it serves.
+        Raises ``ValueError`` when an extra tool has the name of one of this agent's tools.
+        """
+        clone = copy.copy(self)
+        if output_schema is not None:
+            if not (isinstance(output_schema, type) and issubclass(output_schema, BaseModel)):
+                msg = f"variant(output_schema=...) must be a Schema class, got {output_schema!r}."
+                raise TypeError(msg)
+            clone.output_schema = output_schema
+        added = as_tools(extra_tools)
+        clashes = sorted({t.name for t in added} & set(self.tools_by_name))
+        if clashes:
+            msg = (
+                f"agent {self.name!r} already has tool(s) named {', '.join(clashes)}; give the "
+                "extra tools other names."
+            )
+            raise ValueError(msg)
+        if added:
+            clone.tools = [*self.tools, *added]
+            clone.tools_by_name = {t.name: t for t in clone.tools}
+            clone._tool_list = tuple(clone.tools)
+            clone._approvals = any(t.requires_approval for t in clone.tools)
+        clone._tool_handler = compose_tool(clone.middleware, clone._innermost_tool)
+        return clone
 
     def default_name(self) -> str:
         return self.name

@@ -4,7 +4,9 @@
 AG-UI events (see :mod:`tensorsketch.serve._agui_events` for the mapping). AG-UI's
 ``threadId`` is the graph's durable thread (in the app's ``backend``): the next request on
 the thread continues its transcript, and a run that stopped for approval (``RUN_FINISHED``
-with the ``interrupt`` outcome) is continued by a request whose ``resume`` answers it.
+with the ``interrupt`` outcome) is continued by a request whose ``resume`` answers it. The
+client's own ``tools`` become tools of the graph's agents for the run; calling one suspends the
+run until the client resumes it with the tool's result (:mod:`._agui_tools`).
 
 A request that cannot run is answered before the stream starts, with a 4xx and
 ``{"error": {"message", "type", "param", "code"}}``; once the stream has started, a failure
@@ -15,7 +17,7 @@ its last checkpoint.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ag_ui import core as agui
@@ -25,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from tensorsketch.interrupts import PendingInterrupt
 from tensorsketch.messages import Message
 from tensorsketch.pregel.compiled import MAX_THREAD_ID
 from tensorsketch.runtime.backends.memory import InMemoryBackend
@@ -37,6 +40,7 @@ from tensorsketch.serve._agui_input import (
     state_input,
 )
 from tensorsketch.serve._agui_messages import from_agui
+from tensorsketch.serve._agui_tools import frontend_call, frontend_decision, frontend_tools
 from tensorsketch.serve._http import (
     DEFAULT_MAX_BODY_BYTES,
     Authenticate,
@@ -48,6 +52,7 @@ from tensorsketch.serve._http import (
 )
 from tensorsketch.serve._protocols import Protocol
 from tensorsketch.serve._threads import thread_info
+from tensorsketch.serve._variants import agents_of, with_agents
 from tensorsketch.serve.events import RunFailed, RunSuspended, ServeEvent, run_events
 
 if TYPE_CHECKING:
@@ -98,13 +103,14 @@ def agui_app(
         try:
             body = parse_input(await read_json(request))
             messages = _messages(body)
-            graph_input, resume = await _plan(
+            graph_input, resume, pending = await _plan(
                 graph, adapter, body, messages, store, fields, messages_key
             )
+            run_graph = _with_frontend_tools(graph, body.tools or [], pending)
         except ServeError as error:
             return json_error(error.status, error.message, code=error.code, param=error.param)
         events = run_events(
-            graph,
+            run_graph,
             adapter,
             input=graph_input,
             resume=resume,
@@ -117,7 +123,11 @@ def agui_app(
             await _close(events)
             return json_error(first.status, first.message, code="run_refused")
         translator = AguiRun(
-            body.thread_id, body.run_id, messages_key=messages_key, client_messages=messages
+            body.thread_id,
+            body.run_id,
+            messages_key=messages_key,
+            client_messages=messages,
+            announced=_announced(pending, messages) if resume is not None else (),
         )
 
         async def chunks() -> AsyncIterator[bytes]:
@@ -160,13 +170,18 @@ async def _plan(
     backend: Backend,
     fields: dict[str, Any],
     messages_key: str | None,
-) -> tuple[Any, dict[str, Any] | None]:
-    """``(input, resume)`` for the run, or a :class:`ServeError` saying why it cannot run."""
+) -> tuple[Any, dict[str, Any] | None, tuple[PendingInterrupt, ...]]:
+    """``(input, resume, what the thread waits on)`` for the run, or a :class:`ServeError`
+    saying why it cannot run."""
     _check_thread_id(body.thread_id)
     found = await thread_info(graph, body.thread_id, backend)
     info = found[1] if found is not None else None
+    pending = info.interrupts if info is not None else ()
     if body.resume:
-        return None, resume_decisions(body.resume, info.interrupts if info is not None else ())
+        return None, resume_decisions(body.resume, pending), pending
+    answered = _tool_results(pending, messages) if info is not None and info.awaiting else None
+    if answered:
+        return None, answered, pending
     if info is not None and info.awaiting:
         listed = ", ".join(repr(i) for i in info.awaiting)
         msg = (
@@ -183,15 +198,58 @@ async def _plan(
                 "`state` to run on; send the user's next message."
             )
             raise ServeError(422, msg, param="messages")
-        return state, None
+        return state, None, pending
     try:
         graph_input = adapter.input_for(fresh)
     except Exception as exc:  # the adapter could not read these messages
         msg = f"to_input() could not turn the messages into the graph's input: {exc}"
         raise ServeError(422, msg, param="messages") from None
     if isinstance(graph_input, dict):
-        return {**state, **graph_input}, None
-    return graph_input, None
+        return {**state, **graph_input}, None, pending
+    return graph_input, None, pending
+
+
+def _tool_results(
+    pending: Sequence[PendingInterrupt], messages: Sequence[Message]
+) -> dict[str, Any] | None:
+    """A new run that answers every frontend tool call the thread waits on with a tool
+    message (instead of ``resume``): the results, as the resume decisions; else ``None``."""
+    waiting = [p for p in pending if p.kind != "timer"]
+    results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
+    calls = {p.id: frontend_call(p) for p in waiting}
+    ids = {p.id: str((calls[p.id] or {}).get("call_id") or p.id) for p in waiting}
+    if not waiting or any(calls[i] is None or ids[i] not in results for i in calls):
+        return None
+    return {
+        i: frontend_decision(
+            "error" if results[ids[i]].is_error else "resolved", results[ids[i]].text
+        )
+        for i in calls
+    }
+
+
+def _with_frontend_tools(
+    graph: CompiledGraph[Any], declared: Sequence[agui.Tool], pending: Sequence[PendingInterrupt]
+) -> CompiledGraph[Any]:
+    """The graph whose agents can call the client's tools (the graph itself when it declares
+    none or has no agent to give them to)."""
+    agents = agents_of(graph)
+    if not agents:
+        return graph
+    try:
+        tools = frontend_tools(declared, pending)
+        return with_agents(graph, agents, extra_tools=tools) if tools else graph
+    except ValueError as exc:
+        raise ServeError(422, str(exc), param="tools") from None
+
+
+def _announced(pending: Sequence[PendingInterrupt], messages: Sequence[Message]) -> set[str]:
+    """The tool calls a resuming client knows: those the run waited on, those it holds."""
+    known = {call.id for message in messages for call in message.tool_calls}
+    for waiting in pending:
+        value = waiting.value if isinstance(waiting.value, Mapping) else {}
+        known.add(str(value.get("call_id") or waiting.id))
+    return known
 
 
 async def _close(events: AsyncIterator[ServeEvent]) -> None:

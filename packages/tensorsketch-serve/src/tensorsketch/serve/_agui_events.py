@@ -11,18 +11,21 @@ serve event                           AG-UI
 ``TextStarted`` / ``Delta`` / ``End``  ``TEXT_MESSAGE_START`` / ``_CONTENT`` / ``_END``
 ``ToolCallStarted`` ... ``Result``    ``TOOL_CALL_START`` / ``_ARGS`` / ``_END`` / ``_RESULT``
 ``StateUpdated``                      ``STATE_SNAPSHOT`` the first time, then ``STATE_DELTA``
+``Custom`` (``ctx.emit``)             ``CUSTOM`` (``name``, ``value``)
 ``RunSuspended``                      the tool calls awaiting approval, then ``RUN_FINISHED``
                                       with the ``interrupt`` outcome
 ``RunFinished``                       ``MESSAGES_SNAPSHOT``, then ``RUN_FINISHED``
 ``RunFailed``                         ``RUN_ERROR``
 ====================================  ======================================================
 
-Every step still open is closed before the run ends, as AG-UI clients verify.
+Every step still open is closed before the run ends, as AG-UI clients verify. On a resume, a
+tool call the client already knows (one the run waited on, or one in the messages it sent) is
+not announced again when the resumed run executes it: only its ``TOOL_CALL_RESULT`` is sent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,7 +35,9 @@ from tensorsketch.interrupts import PendingInterrupt
 from tensorsketch.messages import Message
 from tensorsketch.serve._agui_messages import args_json, to_agui
 from tensorsketch.serve._agui_state import StateTracker
+from tensorsketch.serve._agui_tools import FRONTEND_TOOL, frontend_call
 from tensorsketch.serve.events import (
+    Custom,
     RunFailed,
     RunFinished,
     RunStarted,
@@ -96,6 +101,17 @@ def to_interrupt(pending: PendingInterrupt) -> agui.Interrupt:
             expires_at=None,
             metadata={**meta, "wakeAt": when},
         )
+    call = frontend_call(pending)
+    if call is not None:
+        tool, args = call[FRONTEND_TOOL], call.get("args")
+        meta.update(tool=tool, args=args)
+        return agui.Interrupt(
+            id=pending.id,
+            reason="tool_call",
+            message=f"Run {tool!r} with {args_json(args)}; resume with its result.",
+            tool_call_id=str(call.get("call_id") or pending.id),
+            metadata=meta,
+        )
     meta["value"] = value
     return agui.Interrupt(
         id=pending.id,
@@ -113,6 +129,8 @@ class AguiRun:
         is left out of the shared state); ``None`` when the graph keeps none.
     :param client_messages: the conversation as the client sent it: the ids it already uses
         for messages the thread holds without an id of their own are kept in the snapshot.
+    :param announced: ids of tool calls the client has already seen announced (on a resume:
+        the calls the run waited on, and those in the client's messages).
     """
 
     def __init__(
@@ -122,6 +140,7 @@ class AguiRun:
         *,
         messages_key: str | None,
         client_messages: Sequence[Message] = (),
+        announced: Collection[str] = (),
     ) -> None:
         self.thread_id = thread_id
         self.run_id = run_id
@@ -135,6 +154,8 @@ class AguiRun:
         self._parent: dict[tuple[tuple[str, ...], str | None], str] = {}
         self._texts: dict[str, list[str]] = {}  # message id -> text pieces
         self._calls: set[str] = set()
+        #: Calls the client knows already: their start/args/end are not sent again.
+        self._known = set(announced)
 
     def feed(self, event: ServeEvent) -> list[Any]:
         """The AG-UI events one serve event becomes."""
@@ -147,13 +168,8 @@ class AguiRun:
                 return [agui.TextMessageStartEvent(message_id=event.message_id, role="assistant")]
             case TextEnded():
                 return [agui.TextMessageEndEvent(message_id=event.message_id)]
-            case ToolCallStarted():
-                parent = self._parent.get((event.namespace, event.node))
-                return self._call_started(event.id, event.name, parent)
-            case ToolCallArgs():
-                return [agui.ToolCallArgsEvent(tool_call_id=event.id, delta=event.delta)]
-            case ToolCallEnded():
-                return [agui.ToolCallEndEvent(tool_call_id=event.id)]
+            case ToolCallStarted() | ToolCallArgs() | ToolCallEnded():
+                return self._tool_call(event)
             case ToolCallResult():
                 self._parent.clear()  # the next model turn's calls belong to its own text
                 return [self._result(event.id, event.content)]
@@ -164,6 +180,8 @@ class AguiRun:
                 return [agui.StepFinishedEvent(step_name=name)] if name else []
             case StateUpdated():
                 return self.state(event.values)
+            case Custom():
+                return [agui.CustomEvent(name=event.name, value=event.value)]
             case RunStarted():
                 return [
                     agui.RunStartedEvent(
@@ -248,6 +266,17 @@ class AguiRun:
         self._steps.clear()
         return closing
 
+    def _tool_call(self, event: ToolCallStarted | ToolCallArgs | ToolCallEnded) -> list[Any]:
+        """A call's start/args/end, unless the client knows the call already (a resume)."""
+        if event.id in self._known:
+            return []
+        if isinstance(event, ToolCallArgs):
+            return [agui.ToolCallArgsEvent(tool_call_id=event.id, delta=event.delta)]
+        if isinstance(event, ToolCallEnded):
+            return [agui.ToolCallEndEvent(tool_call_id=event.id)]
+        parent = self._parent.get((event.namespace, event.node))
+        return self._call_started(event.id, event.name, parent)
+
     def _call_started(self, call_id: str, name: str, parent: str | None) -> list[Any]:
         self._calls.add(call_id)
         return [
@@ -266,7 +295,7 @@ class AguiRun:
         for pending in event.approvals:  # show what the approval is about
             value = pending.value if isinstance(pending.value, Mapping) else {}
             call_id = str(value.get("call_id") or pending.id)
-            if call_id in self._calls:
+            if call_id in self._calls or call_id in self._known:
                 continue
             parent = self._parent.get(((), pending.node))
             out += self._call_started(call_id, str(value.get("tool", "")), parent)

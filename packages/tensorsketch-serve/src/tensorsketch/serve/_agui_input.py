@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from tensorsketch.interrupts import PendingInterrupt, parse_approval
 from tensorsketch.messages import Message
+from tensorsketch.serve._agui_tools import frontend_call, frontend_decision
 from tensorsketch.serve._http import ServeError
 
 __all__ = ["new_messages", "parse_input", "resume_decisions", "state_input"]
@@ -90,8 +91,9 @@ def resume_decisions(
     """``resume[]`` entries as the engine's decisions, checked against what the thread waits on.
 
     ``resolved`` passes the payload (for an approval: ``true``/``false``, ``"approve"`` /
-    ``"reject"`` or ``{"approved", "reason"}``; no payload approves); ``cancelled`` rejects an
-    approval and answers a question with ``null``. A timer needs no decision, so its entry
+    ``"reject"`` or ``{"approved", "reason"}``; no payload approves; for a frontend tool call:
+    the tool's result); ``cancelled`` rejects an approval, makes a frontend tool call an error
+    result and answers a question with ``null``. A timer needs no decision, so its entry
     is accepted and dropped.
     """
     if not pending:
@@ -118,6 +120,8 @@ def resume_decisions(
 
 
 def _decision(entry: agui.ResumeEntry, pending: PendingInterrupt) -> Any:
+    if frontend_call(pending) is not None:
+        return frontend_decision(entry.status, entry.payload)
     if pending.kind != "approval":
         return entry.payload if entry.status == "resolved" else None
     if entry.status == "cancelled":

@@ -16,11 +16,13 @@ conversation with one ``tool`` message per call whose content is the decision (`
 ``reject``, ``reject: <reason>``, or ``{"approved": bool, "reason": str}``). A node that asks
 a question (``interrupt()``) answers with the question as text, and the next user message on
 the conversation is the answer. Tools the agent runs itself are not shown as ``tool_calls``:
-the client must not run them.
+the client must not run them. ``response_format`` (and the Responses API's ``text.format``)
+is honoured through the answering agent's structured-output path (:mod:`._openai_format`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
@@ -47,6 +49,7 @@ from tensorsketch.serve._http import (
     json_error,
     read_json,
 )
+from tensorsketch.serve._openai_format import ResponseFormat, formatted_graph, formatted_reply
 from tensorsketch.serve._openai_responses import responses_endpoint
 from tensorsketch.serve._openai_wire import (
     CONVERSATION_HEADER,
@@ -110,18 +113,29 @@ class _Chat:
         #: only when the graph may stop to wait, since a thread costs a checkpoint per step.
         self.threads = may_suspend(graph)
 
-    def run(self, thread: str | None, plan: dict[str, Any]) -> AsyncIterator[ServeEvent]:
-        """The request's run as neutral events (durable on ``backend`` when on a thread)."""
+    def run(
+        self,
+        thread: str | None,
+        plan: dict[str, Any],
+        graph: CompiledGraph[Any] | None = None,
+    ) -> AsyncIterator[ServeEvent]:
+        """The request's run as neutral events (durable on ``backend`` when on a thread);
+        ``graph`` is the request's variant of the app's graph, if it has one."""
+        graph = graph or self.graph
         if thread is not None:
-            return run_events(
-                self.graph, self.adapter, thread_id=thread, backend=self.backend, **plan
-            )
-        return _one_shot(run_events(self.graph, self.adapter, **plan))
+            return run_events(graph, self.adapter, thread_id=thread, backend=self.backend, **plan)
+        return _one_shot(run_events(graph, self.adapter, **plan))
 
-    async def finish(self, thread: str | None, plan: dict[str, Any]) -> ServeEvent:
+    async def finish(
+        self,
+        thread: str | None,
+        plan: dict[str, Any],
+        graph: CompiledGraph[Any] | None = None,
+    ) -> ServeEvent:
         """The request's run to its end, unstreamed: its last event."""
         backend = self.backend if thread is not None else None
-        last = await run_once(self.graph, self.adapter, thread_id=thread, backend=backend, **plan)
+        graph = graph or self.graph
+        last = await run_once(graph, self.adapter, thread_id=thread, backend=backend, **plan)
         if thread is None and isinstance(last, RunSuspended):
             return _unresumable(last)
         return last
@@ -195,19 +209,30 @@ class _Chat:
             await read_json(request), conversation_header=request.headers.get(CONVERSATION_HEADER)
         )
         model = self.check_model(chat.model)
+        fmt = chat.response_format
+        graph = None
+        if fmt is not None:
+            graph = formatted_graph(self.graph, self.adapter, fmt, "response_format")
         thread, plan = await self.plan(chat.messages, chat.conversation_id)
         headers = {CONVERSATION_HEADER: thread} if thread else {}
         head = _Head(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), model)
         if not chat.stream:
-            last = await self.finish(thread, plan)
+            last = await self.finish(thread, plan, graph)
             if isinstance(last, RunFailed):
                 raise failure(last)
-            return JSONResponse(_completion(head, last), headers=headers)
-        events = self.run(thread, plan)
+            return JSONResponse(_completion(head, _answer(last, fmt)), headers=headers)
+        events = self.run(thread, plan, graph)
         first = await anext(events)  # a run that fails at once gets its own status code
         if isinstance(first, RunFailed):
             raise failure(first)
         return EventStream(_chunks(head, first, events, chat), headers=headers)
+
+
+def _answer(last: ServeEvent, fmt: ResponseFormat | None) -> ServeEvent:
+    """The run's last event, its reply as the validated JSON when a format was asked for."""
+    if fmt is None or not isinstance(last, RunFinished):
+        return last
+    return dataclasses.replace(last, reply=formatted_reply(last.reply, fmt))
 
 
 def _unresumable(suspended: RunSuspended) -> RunFailed:
@@ -288,8 +313,11 @@ async def _chunks(
     yield chunk({"role": "assistant", "content": ""})
     text = TurnJoiner()
     last = first
+    fmt = chat.response_format
     async for event in with_first(first, events):
         last = event
+        if fmt is not None:  # only the validated answer is sent, never an attempt repaired
+            continue
         if isinstance(event, TextDelta) and not event.namespace and (piece := text.delta(event)):
             yield chunk({"content": piece})
     if isinstance(last, RunFailed):
@@ -317,6 +345,8 @@ async def _chunks(
             yield chunk({"content": asked})
     elif isinstance(last, RunFinished):
         usage = last.usage
+        if fmt is not None and (answer := formatted_reply(last.reply, fmt)):
+            yield chunk({"content": answer})
     yield chunk({}, _finish_reason(last))
     if chat.include_usage:
         body = f'{head.prefix}"choices":[],"usage":{dumps(chat_usage(usage))}}}'

@@ -20,6 +20,12 @@ from starlette.responses import JSONResponse, Response
 
 from tensorsketch.messages import Message
 from tensorsketch.serve._http import EventStream, ServeError, read_json, sse
+from tensorsketch.serve._openai_format import (
+    ResponseFormat,
+    formatted_graph,
+    formatted_reply,
+    parse_text_format,
+)
 from tensorsketch.serve._openai_wire import (
     CONVERSATION_HEADER,
     TurnJoiner,
@@ -123,7 +129,7 @@ def _usage(usage: Usage | None) -> dict[str, Any]:
 class _Reply:
     """One response object as it is built up (the stream and the JSON answer share it)."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, text: Any = None) -> None:
         self.id = f"resp_{uuid.uuid4().hex}"
         self.message_id = f"msg_{uuid.uuid4().hex}"
         self.created = int(time.time())
@@ -132,6 +138,8 @@ class _Reply:
         self.status = "in_progress"
         self.usage: dict[str, Any] | None = None
         self.error: dict[str, Any] | None = None
+        #: The request's ``text`` (its format), echoed as the API does.
+        self.text = text if text is not None else {"format": {"type": "text"}}
 
     def message(self, text: str) -> dict[str, Any]:
         part = {"type": "output_text", "text": text, "annotations": []}
@@ -174,7 +182,7 @@ class _Reply:
             "tools": [],
             "temperature": None,
             "top_p": None,
-            "text": {"format": {"type": "text"}},
+            "text": self.text,
             "truncation": "disabled",
         }
 
@@ -191,6 +199,13 @@ class _Reply:
             self.status = "completed"
 
 
+def _answer(last: ServeEvent, fmt: ResponseFormat | None) -> str:
+    """The reply's text: the validated JSON when a format was asked for."""
+    if not isinstance(last, RunFinished):
+        return ""
+    return last.reply if fmt is None else formatted_reply(last.reply, fmt)
+
+
 def responses_endpoint(chat: _Chat) -> Callable[[Request], Awaitable[Response]]:
     """The ``POST /v1/responses`` handler of one :class:`~._openai._Chat`."""
 
@@ -204,26 +219,31 @@ def responses_endpoint(chat: _Chat) -> Callable[[Request], Awaitable[Response]]:
             raise _bad("`stream` must be true or false.", "stream")
         messages = _messages(body)
         conversation = conversation_id(body, request.headers.get(CONVERSATION_HEADER))
+        fmt = parse_text_format(body.get("text"))
+        graph = None if fmt is None else formatted_graph(chat.graph, chat.adapter, fmt, "text")
         thread, plan = await chat.plan(messages, conversation)
         headers = {CONVERSATION_HEADER: thread} if thread else {}
-        reply = _Reply(model)
+        reply = _Reply(model, body.get("text") if fmt is not None else None)
         if not stream:
-            last = await chat.finish(thread, plan)
+            last = await chat.finish(thread, plan, graph)
             if isinstance(last, RunFailed):
                 raise failure(last)
-            reply.finish(last, last.reply if isinstance(last, RunFinished) else "")
+            reply.finish(last, _answer(last, fmt))
             return JSONResponse(reply.body(), headers=headers)
-        events = chat.run(thread, plan)
+        events = chat.run(thread, plan, graph)
         first = await anext(events)
         if isinstance(first, RunFailed):
             raise failure(first)
-        return EventStream(_stream(reply, first, events), headers=headers)
+        return EventStream(_stream(reply, first, events, fmt), headers=headers)
 
     return respond
 
 
 async def _stream(
-    reply: _Reply, first: ServeEvent, events: AsyncIterator[ServeEvent]
+    reply: _Reply,
+    first: ServeEvent,
+    events: AsyncIterator[ServeEvent],
+    fmt: ResponseFormat | None = None,
 ) -> AsyncIterator[bytes]:
     seq = 0
 
@@ -240,21 +260,34 @@ async def _stream(
     opened = False
     where = {"item_id": reply.message_id, "output_index": 0, "content_index": 0}
     last = first
+
+    def opening() -> list[bytes]:
+        item = {**reply.message(""), "status": "in_progress", "content": []}
+        part = {"type": "output_text", "text": "", "annotations": []}
+        return [
+            emit("response.output_item.added", output_index=0, item=item),
+            emit("response.content_part.added", part=part, **where),
+        ]
+
     async for event in with_first(first, events):
         last = event
-        if not isinstance(event, TextDelta) or event.namespace:
-            continue
+        if fmt is not None or not isinstance(event, TextDelta) or event.namespace:
+            continue  # with a format, only the validated answer is sent (below)
         piece = joiner.delta(event)
         if not piece:
             continue
         if not opened:
             opened = True
-            item = {**reply.message(""), "status": "in_progress", "content": []}
-            yield emit("response.output_item.added", output_index=0, item=item)
-            part = {"type": "output_text", "text": "", "annotations": []}
-            yield emit("response.content_part.added", part=part, **where)
+            for frame in opening():
+                yield frame
         texts.append(piece)
         yield emit("response.output_text.delta", delta=piece, logprobs=[], **where)
+    if fmt is not None and (answer := _answer(last, fmt)):
+        opened = True
+        for frame in opening():
+            yield frame
+        texts.append(answer)
+        yield emit("response.output_text.delta", delta=answer, logprobs=[], **where)
     if isinstance(last, RunFailed):
         error = failure(last)
         reply.status = "failed"
@@ -274,24 +307,41 @@ async def _stream(
         yield emit("response.content_part.done", part=done["content"][0], **where)
         yield emit("response.output_item.done", output_index=0, item=done)
     reply.finish(last, text)
+    for frame in _other_items(reply, last, text, opened, emit):
+        yield frame
+    yield emit("response.completed", response=reply.body())
+
+
+def _other_items(
+    reply: _Reply, last: ServeEvent, text: str, opened: bool, emit: Callable[..., bytes]
+) -> list[bytes]:
+    """The output items after the streamed message: every item when no text was streamed
+    (function calls with their argument events), else the calls a suspended run waits on."""
+    frames: list[bytes] = []
     if not opened:
         for index, item in enumerate(reply.output):
-            yield emit("response.output_item.added", output_index=index, item=item)
+            frames.append(emit("response.output_item.added", output_index=index, item=item))
             if item["type"] == "function_call":
                 common = {"item_id": item["id"], "output_index": index}
-                yield emit(
-                    "response.function_call_arguments.delta", delta=item["arguments"], **common
+                frames.append(
+                    emit(
+                        "response.function_call_arguments.delta",
+                        delta=item["arguments"],
+                        **common,
+                    )
                 )
-                yield emit(
-                    "response.function_call_arguments.done",
-                    arguments=item["arguments"],
-                    name=item["name"],
-                    **common,
+                frames.append(
+                    emit(
+                        "response.function_call_arguments.done",
+                        arguments=item["arguments"],
+                        name=item["name"],
+                        **common,
+                    )
                 )
-            yield emit("response.output_item.done", output_index=index, item=item)
+            frames.append(emit("response.output_item.done", output_index=index, item=item))
     elif isinstance(last, RunSuspended):
         reply.output = [reply.message(text), *reply.calls(last)]
         for index, item in enumerate(reply.output[1:], start=1):
-            yield emit("response.output_item.added", output_index=index, item=item)
-            yield emit("response.output_item.done", output_index=index, item=item)
-    yield emit("response.completed", response=reply.body())
+            frames.append(emit("response.output_item.added", output_index=index, item=item))
+            frames.append(emit("response.output_item.done", output_index=index, item=item))
+    return frames

@@ -2,9 +2,9 @@
 clear 400) and the shapes the Chat Completions and Responses endpoints share.
 
 The parser accepts what the OpenAI API accepts for the parts a graph can use (the messages,
-``stream``, ``stream_options``, ``metadata``) and ignores sampling options (``temperature``,
-``max_tokens``, ``tools``, ...): the graph's own agents choose those. What it cannot honour
-(``n`` > 1, audio or file parts) is refused with a message naming the field.
+``stream``, ``stream_options``, ``metadata``, ``response_format``) and ignores sampling options
+(``temperature``, ``max_tokens``, ``tools``, ...): the graph's own agents choose those. What it
+cannot honour (``n`` > 1, audio or file parts) is refused with a message naming the field.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from tensorsketch.interrupts import PendingInterrupt, parse_approval
 from tensorsketch.messages import ImageBlock, Message, TextBlock, ToolCall
 from tensorsketch.serve._http import ServeError, dumps
+from tensorsketch.serve._openai_format import ResponseFormat, parse_format
 from tensorsketch.serve.events import RunFailed, RunSuspended, TextDelta
 
 if TYPE_CHECKING:
@@ -53,6 +54,8 @@ class ChatRequest:
     stream: bool
     include_usage: bool
     conversation_id: str | None
+    #: ``response_format`` (``None``: plain text).
+    response_format: ResponseFormat | None = None
 
 
 def _bad(message: str, param: str | None = None, code: str | None = None) -> ServeError:
@@ -220,7 +223,8 @@ def parse_chat_request(body: Any, *, conversation_header: str | None) -> ChatReq
         msg = "`stream_options.include_usage` must be true or false."
         raise _bad(msg, "stream_options.include_usage")
     conversation = conversation_id(body, conversation_header)
-    return ChatRequest(model, messages, stream, include_usage, conversation)
+    fmt = parse_format(body.get("response_format"))
+    return ChatRequest(model, messages, stream, include_usage, conversation, fmt)
 
 
 def _kind(value: Any) -> str:

@@ -15,6 +15,7 @@ event                when, and what it carries
 ``ToolCallEnded``    the arguments are complete
 ``ToolCallResult``   the tool answered (``content`` text, ``is_error``)
 ``StateUpdated``     after every superstep (``values``: the merged state; ``to_json()``)
+``Custom``           a node or tool's ``ctx.emit(name, value)`` (``name``, ``value``, ``node``)
 ``RunSuspended``     the run waits (``interrupts``: approvals, questions, timers) — last event
 ``RunFinished``      the run completed (``reply`` via ``to_reply``, ``usage``, ``state``) — last
 ``RunFailed``        the run raised (``error``, ``status``: the HTTP status it maps to) — last
@@ -43,6 +44,7 @@ from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import to_jsonable_python
 
 from tensorsketch.errors import TensorSketchError, ThreadBusyError, ValidationError
+from tensorsketch.events import BUILTIN_EVENT_TYPES
 from tensorsketch.interrupts import PendingInterrupt, run_info
 from tensorsketch.provider import ProviderError, RateLimitError, Usage
 from tensorsketch.serve._adapter import ChatAdapter, usage_of
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
     from tensorsketch.runtime.backends.base import Backend
 
 __all__ = [
+    "Custom",
     "RunFailed",
     "RunFinished",
     "RunStarted",
@@ -168,6 +171,17 @@ class StateUpdated:
 
 
 @dataclass(frozen=True, slots=True)
+class Custom:
+    """An event of the graph's own: ``ctx.emit(name, value)`` in a node, tool or middleware
+    (progress, a partial result, ...), as JSON data (:func:`jsonable`)."""
+
+    name: str
+    value: Any
+    node: str | None
+    namespace: Namespace = ()
+
+
+@dataclass(frozen=True, slots=True)
 class RunSuspended:
     """The run stopped to wait; answer ``interrupts`` (by id) to resume the thread."""
 
@@ -213,6 +227,7 @@ ServeEvent = (
     | ToolCallEnded
     | ToolCallResult
     | StateUpdated
+    | Custom
     | RunSuspended
     | RunFinished
     | RunFailed
@@ -277,6 +292,8 @@ class _Translator:
         elif event.type in ("node_start", "node_end") and event.node is not None:
             step = StepStarted if event.type == "node_start" else StepFinished
             out.append(step(event.node, event.step, ns))
+        elif event.type not in BUILTIN_EVENT_TYPES:  # ctx.emit, a nested run's too
+            out.append(Custom(event.type, jsonable(data), event.node, ns))
         elif ns:
             pass  # a nested run's own run-level events: its parent's stand for it
         elif event.type == "values":
