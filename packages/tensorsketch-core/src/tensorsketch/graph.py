@@ -66,6 +66,8 @@ class Graph(Generic[S]):
         self._guards: dict[str, tuple[RetryPolicy | None, float | None]] = {}
         #: ``add(cache=...)`` per node name.
         self._caches: dict[str, CachePolicy] = {}
+        #: ``add(defer=True)``: nodes that wait until nothing else is left to run.
+        self._deferred: set[str] = set()
 
     # -- building ---------------------------------------------------------------------------
 
@@ -79,6 +81,7 @@ class Graph(Generic[S]):
         inputs: Mapping[str, str] | None = None,
         outputs: Mapping[str, str] | None = None,
         cache: CachePolicy | None = None,
+        defer: bool = False,
     ) -> Self:
         """Add a node (a ``Node`` subclass or instance); its name defaults to the class name.
 
@@ -92,7 +95,9 @@ class Graph(Generic[S]):
         ``timeout`` cancels an attempt after that many seconds with ``NodeTimeoutError``.
         Both default to the graph's ``Graph(retry=..., node_timeout=...)``. ``cache`` reuses
         the node's writes for an input seen within its TTL, from the store given as
-        ``compile(cache=...)`` (see :mod:`tensorsketch.cache`).
+        ``compile(cache=...)`` (see :mod:`tensorsketch.cache`). ``defer=True`` holds the node
+        back, once planned, until nothing else is left to run: it runs once, after every
+        branch that could still reach it (a reduce over branches of uneven length).
         """
         if cache is not None and not isinstance(cache, CachePolicy):
             msg = f"add(cache=...) takes a CachePolicy(key=..., ttl=...), got {cache!r}."
@@ -140,6 +145,8 @@ class Graph(Generic[S]):
                 self._guards[node_name] = (retry, timeout)
             if cache is not None:
                 self._caches[node_name] = cache
+            if defer:
+                self._deferred.add(node_name)
         return self
 
     def edge(self, src: str | Sequence[str], dst: str) -> Self:
@@ -348,6 +355,7 @@ class Graph(Generic[S]):
             branches=self._branches,
             guards=self._guards,
             caches=self._caches,
+            deferred=frozenset(self._deferred),
             retry=self._retry,
             timeout=self._timeout,
             problems=self._problems,

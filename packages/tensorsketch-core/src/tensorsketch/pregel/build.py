@@ -348,6 +348,7 @@ class Blueprint:
     branches: Mapping[str, Branch]
     guards: Mapping[str, tuple[RetryPolicy | None, float | None]]
     caches: Mapping[str, CachePolicy]
+    deferred: frozenset[str]
     retry: RetryPolicy | None
     timeout: float | None
     #: Mistakes the builder already found (reported with the rest).
@@ -386,6 +387,7 @@ def build_spec(
         spec.retry = retry if retry is not None else bp.retry
         spec.timeout = timeout if timeout is not None else bp.timeout
         spec.cache = bp.caches.get(name)
+        spec.defer = name in bp.deferred
 
     entry, successors = wiring(bp.nodes, bp.edges, bp.branches, problems)
     joins = join_wiring(bp.nodes, bp.joins, problems)
@@ -435,6 +437,7 @@ def build_spec(
         cache=cache,
     )
     graph_spec.must_input = must_input(graph_spec)
+    graph_spec.deferred = frozenset(n for n in bp.deferred if n in specs)
     return graph_spec
 
 

@@ -32,7 +32,7 @@ from tensorsketch.errors import (
 from tensorsketch.events import Event
 from tensorsketch.joins import restore_arrivals, snapshot
 from tensorsketch.observability.tracing import NOOP_TRACER, Tracer
-from tensorsketch.pregel.plan import Planning
+from tensorsketch.pregel.plan import Planning, hold_deferred, with_held
 from tensorsketch.pregel.run_info import attach_run_info
 from tensorsketch.pregel.seam import Executor
 from tensorsketch.pregel.ship import run_shipped
@@ -229,11 +229,14 @@ class Run(RunState, Planning, TaskExecution):
                     "needs more steps."
                 )
                 raise GraphRecursionError(msg)
+            held: list[Task] = []
+            if self.spec.deferred:
+                tasks, held = hold_deferred(tasks)
             step = self.step
             if self.interrupt_before and not passed:
                 stop = self.breakpoint("before", tasks)
                 if stop is not None:
-                    await self.suspend(tasks, Interrupt(pending=[stop]))
+                    await self.suspend(tasks + held, Interrupt(pending=[stop]))
                     return
             passed = False
             restored, self.restored = self.restored, False
@@ -248,15 +251,17 @@ class Run(RunState, Planning, TaskExecution):
                 else:
                     results = await self._run_journaled(tasks, step, restored)
             except Interrupt as exc:
-                await self.suspend(tasks, exc)
+                await self.suspend(tasks + held, exc)
                 return
             except Exception as exc:
                 if journal is not None:
-                    await self.record_failure(tasks, exc)
+                    await self.record_failure(tasks + held, exc)
                 raise
             changed = self.barrier(tasks, results)
             self.effects.forget_attempts()
             ran, tasks = tasks, self.next_tasks(tasks)
+            if held:
+                tasks = with_held(tasks, held)
             self.step = step + 1
             steps_run += 1
             if await self._close_superstep(changed, ran, tasks, step):

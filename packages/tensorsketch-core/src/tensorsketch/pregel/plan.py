@@ -184,3 +184,31 @@ class Planning:
         k = counts.get(send.node, 0)
         counts[send.node] = k + 1
         return Task(spec, data, f"#{k}")
+
+
+def hold_deferred(tasks: list[Task]) -> tuple[list[Task], list[Task]]:
+    """Split a superstep's plan into what runs now and the ``defer=True`` tasks held back:
+    a deferred task runs only in a superstep where nothing else is planned."""
+    now = [t for t in tasks if not t.spec.defer]
+    if not now or len(now) == len(tasks):
+        return tasks, []
+    return now, [t for t in tasks if t.spec.defer]
+
+
+def with_held(planned: list[Task], held: list[Task]) -> list[Task]:
+    """The next plan with the held deferred tasks added: a plain task planned again is one
+    task, and ``Send`` instances are numbered again in plan order (as a restored plan is)."""
+    plain = {t.spec.name for t in planned if t.payload is None}
+    merged = [*planned, *(t for t in held if t.payload is not None or t.spec.name not in plain)]
+    if not any(t.payload is not None for t in held):
+        return merged
+    counts: dict[str, int] = {}
+    renumbered: list[Task] = []
+    for task in merged:
+        if task.payload is None:
+            renumbered.append(task)
+            continue
+        k = counts.get(task.spec.name, 0)
+        counts[task.spec.name] = k + 1
+        renumbered.append(Task(task.spec, task.payload, f"#{k}"))
+    return renumbered

@@ -74,6 +74,8 @@ class NodeSpec:
     joins: tuple[Join, ...] = ()
     #: ``add(cache=...)``: reuse the node's writes by its input (``None``: the fast path).
     cache: CachePolicy | None = None
+    #: ``add(defer=True)``: once planned, wait until nothing else is left to run.
+    defer: bool = False
 
 
 @dataclass(slots=True, eq=False)
@@ -112,6 +114,8 @@ class GraphSpec:
     #: Required fields a new thread's input must hold, each with the reason (no node writes
     #: it, or none that can run before a reader): checked before any node runs.
     must_input: dict[str, str] = field(init=False, default_factory=dict)
+    #: The ``add(defer=True)`` nodes (empty: the fast path).
+    deferred: frozenset[str] = field(init=False, default=frozenset())
     #: ``thread_id=`` without ``backend=`` was warned about (once per compiled graph).
     warned_not_durable: bool = field(init=False, default=False)
 
