@@ -243,3 +243,73 @@ def test_the_backend_is_closed_when_the_server_shuts_down(served: list[dict[str,
         assert client.get("/healthz").status_code == 200
         assert _ClosingProbe.closed == []
     assert _ClosingProbe.closed == ["closed"]
+
+
+# -- dependencies: --deps -----------------------------------------------------------------------
+
+SHOP = '''
+from tensorsketch import Context, FakeProvider, create_agent, tool
+from tensorsketch.messages import ToolCall, assistant
+
+
+class Shop:
+    def __init__(self) -> None:
+        self.prices = {"tea": 3}
+
+
+MADE: list[Shop] = []
+
+
+def make_shop() -> Shop:
+    MADE.append(Shop())
+    return MADE[-1]
+
+
+@tool
+def price(ctx: Context[Shop], item: str) -> int:
+    """The price of an item.
+
+    Args:
+        item: the item.
+    """
+    return ctx.deps.prices[item]
+
+
+def policy(messages, tools):
+    if messages[-1].role == "user":
+        return assistant(tool_calls=[ToolCall(id="c1", name="price", args={"item": "tea"})])
+    return assistant(f"tea costs {messages[-1].text}")
+
+
+agent = create_agent(FakeProvider(policy=policy), [price], name="shop", deps_type=Shop)
+'''
+
+
+async def test_deps_reach_every_protocols_runs_from_one_factory_call(
+    served: list[dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "shopbot.py").write_text(SHOP)
+    argv = ["serve", "shopbot:agent", "--deps", "shopbot:make_shop"]
+    assert main([*argv, "--protocol", "openai", "--protocol", "tasks"]) == 0
+    assert "deps     shopbot:make_shop() (ctx.deps of every run)" in capsys.readouterr().err
+    made = sys.modules["shopbot"].MADE
+    assert len(made) == 1  # called once, at startup
+    app = served[0]["app"]
+    reply = await _chat(app, "price of tea?", "c1")
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["choices"][0]["message"]["content"] == "tea costs 3"
+    made[0].prices["tea"] = 4  # the same object serves the task API's background runs
+    with TestClient(app) as client:
+        done = client.post("/runs?wait=10", json={"input": {"query": "price?"}}).json()
+        assert done["status"] == "succeeded", done
+        assert done["output"]["output"] == "tea costs 4"
+
+
+def test_a_deps_target_that_is_not_a_function_is_a_usage_error(
+    served: list[dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "shopbot2.py").write_text(SHOP)
+    assert main(["serve", "shopbot2:agent", "--deps", "shopbot2:MADE"]) == 2
+    assert "--deps shopbot2:MADE is a list, not a function" in capsys.readouterr().err
+    assert main(["serve", "shopbot2:agent", "--deps", "shopbot2:price"]) == 2
+    assert "must take no arguments" in capsys.readouterr().err

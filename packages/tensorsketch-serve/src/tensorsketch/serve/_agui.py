@@ -72,6 +72,7 @@ def agui_app(
     authenticate: Authenticate | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_steps: int = 25,
+    deps: Any = None,
 ) -> Starlette:
     """An ASGI app serving ``graph`` over AG-UI at ``POST /``.
 
@@ -87,6 +88,7 @@ def agui_app(
     :param authenticate: ``authenticate(request) -> bool``, run before the body is read.
     :param max_body_bytes: larger request bodies are refused with 413.
     :param max_steps: the most supersteps one request may run.
+    :param deps: what every run's nodes and tools read as ``ctx.deps`` (a pool, a client).
     """
     adapter = ChatAdapter.for_graph(graph, to_input, to_reply, where="agui_app")
     fields = dict(graph.state_schema.model_fields)
@@ -117,6 +119,7 @@ def agui_app(
             thread_id=body.thread_id,
             backend=store,
             max_steps=max_steps,
+            deps=deps,
         )
         first = await anext(events)
         if isinstance(first, RunFailed):  # nothing ran: the request's input did not apply

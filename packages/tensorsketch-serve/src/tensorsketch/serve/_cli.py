@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from tensorsketch.backend_urls import backend_label, open_backend, parse_backend_options
-from tensorsketch.cli import load_graph, port
+from tensorsketch.cli import load_graph, load_target, port
 from tensorsketch.errors import RegistryError
 from tensorsketch.serve._http import Authenticate
 from tensorsketch.serve._protocols import Protocol, accepted_options, protocols, serve
@@ -66,6 +66,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="an option for the backend, repeatable (schema=tenant1 for PostgreSQL, "
         "prefix=app for Redis)",
+    )
+    parser.add_argument(
+        "--deps",
+        metavar="MODULE:FACTORY",
+        help="a zero-argument function (`module:attr` or `path/to/file.py:attr`) called once "
+        "at startup; what it returns is every run's `ctx.deps` (a database pool, a client)",
     )
     parser.add_argument(
         "--api-key-env",
@@ -157,6 +163,8 @@ def banner(args: argparse.Namespace, names: list[str], store: Backend | None) ->
         rows.append(("backend", "memory (this process only)"))
     else:
         rows.append(("backend", f"{store.name} ({backend_label(args.backend, store)})"))
+    if getattr(args, "deps", None):
+        rows.append(("deps", f"{args.deps}() (ctx.deps of every run)"))
     if args.api_key_env:
         rows.append(("auth", f"on: Authorization: Bearer ${args.api_key_env}"))
     else:
@@ -200,6 +208,22 @@ def _log_level(level: str) -> None:
         logger.addHandler(handler)
 
 
+def _make_deps(target: str) -> Any:
+    """Call ``--deps``'s factory once; a ``ValueError`` says what is wrong with it."""
+    factory = load_target(target, unimportable="check the name or cd.")
+    if not callable(factory):
+        msg = (
+            f"--deps {target} is a {type(factory).__name__}, not a function; point at a "
+            "zero-argument function that returns the dependencies (def make_deps(): ...)."
+        )
+        raise ValueError(msg)
+    try:
+        return factory()
+    except TypeError as exc:
+        msg = f"--deps {target} must take no arguments: {exc}"
+        raise ValueError(msg) from exc
+
+
 def run(args: argparse.Namespace) -> int:
     import uvicorn  # noqa: PLC0415 - uvicorn loads when the server starts
 
@@ -222,6 +246,8 @@ def run(args: argparse.Namespace) -> int:
             options["backend"] = store
         if authenticate is not None:
             options["authenticate"] = authenticate
+        if args.deps:
+            options["deps"] = _make_deps(args.deps)
         app = serve(graph, requested, **options)
         if store is not None:
             app = closing(app, store)

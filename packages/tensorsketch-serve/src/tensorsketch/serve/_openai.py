@@ -100,8 +100,11 @@ class _Chat:
         backend: Backend,
         *,
         any_model: bool = False,
+        deps: Any = None,
     ) -> None:
         self.graph = graph
+        #: What every run's nodes and tools read as ``ctx.deps``.
+        self.deps = deps
         self.model = model
         #: No ``model=`` was given: any name a client sends is this graph (clients and SDKs
         #: always send one, and the app's owner never chose it), and the reply repeats it.
@@ -123,8 +126,15 @@ class _Chat:
         ``graph`` is the request's variant of the app's graph, if it has one."""
         graph = graph or self.graph
         if thread is not None:
-            return run_events(graph, self.adapter, thread_id=thread, backend=self.backend, **plan)
-        return _one_shot(run_events(graph, self.adapter, **plan))
+            return run_events(
+                graph,
+                self.adapter,
+                thread_id=thread,
+                backend=self.backend,
+                deps=self.deps,
+                **plan,
+            )
+        return _one_shot(run_events(graph, self.adapter, deps=self.deps, **plan))
 
     async def finish(
         self,
@@ -135,7 +145,9 @@ class _Chat:
         """The request's run to its end, unstreamed: its last event."""
         backend = self.backend if thread is not None else None
         graph = graph or self.graph
-        last = await run_once(graph, self.adapter, thread_id=thread, backend=backend, **plan)
+        last = await run_once(
+            graph, self.adapter, thread_id=thread, backend=backend, deps=self.deps, **plan
+        )
         if thread is None and isinstance(last, RunSuspended):
             return _unresumable(last)
         return last
@@ -386,6 +398,7 @@ def openai_app(
     backend: Backend | None = None,
     authenticate: Authenticate | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    deps: Any = None,
 ) -> Starlette:
     """The OpenAI-compatible API for ``graph``, as a Starlette app.
 
@@ -398,6 +411,7 @@ def openai_app(
         pass a SQLite/PostgreSQL backend to survive restarts).
     :param authenticate: ``request -> bool`` run before the body is read (``False``: 401).
     :param max_body_bytes: larger request bodies are refused with 413.
+    :param deps: what every run's nodes and tools read as ``ctx.deps`` (a pool, a client).
     """
     adapter = ChatAdapter.for_graph(graph, to_input, to_reply, where="openai_app")
     name = model if model is not None else graph.name
@@ -405,7 +419,7 @@ def openai_app(
         msg = f"openai_app(model=...) must be a non-empty model id, got {model!r}."
         raise ValueError(msg)
     store = backend if backend is not None else InMemoryBackend()
-    chat = _Chat(graph, name, adapter, store, any_model=model is None)
+    chat = _Chat(graph, name, adapter, store, any_model=model is None, deps=deps)
     routes = [
         Route("/v1/chat/completions", chat.completions, methods=["POST"]),
         Route("/v1/responses", responses_endpoint(chat), methods=["POST"]),

@@ -626,10 +626,14 @@ def tasks_protocol(
     concurrency: int = 8,
     authenticate: Authenticate | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    deps: Any = None,
 ) -> Starlette:
     """``serve(graph, protocols=["tasks"])``: a runner for ``graph`` on ``backend`` (an
-    in-memory one by default) behind :func:`task_app`."""
-    runner = AsyncRunner(graph, backend=backend or InMemoryBackend(), concurrency=concurrency)
+    in-memory one by default) behind :func:`task_app`; ``deps`` are the runner's
+    (``AsyncRunner(deps=...)``)."""
+    runner = AsyncRunner(
+        graph, backend=backend or InMemoryBackend(), concurrency=concurrency, deps=deps
+    )
     return task_app(runner, authenticate=authenticate, max_body_bytes=max_body_bytes)
 
 

@@ -350,13 +350,19 @@ async def run_once(
     thread_id: str | None = None,
     backend: Backend | None = None,
     max_steps: int = 25,
+    deps: Any = None,
 ) -> RunFinished | RunSuspended | RunFailed:
     """Run ``graph`` to its end without streaming and return the event that would end
     :func:`run_events`' stream: the cheaper path for a protocol's non-streaming answer (no
     token events are produced at all)."""
     try:
         state = await graph.invoke(
-            input, thread_id=thread_id, backend=backend, resume=resume, max_steps=max_steps
+            input,
+            thread_id=thread_id,
+            backend=backend,
+            resume=resume,
+            max_steps=max_steps,
+            deps=deps,
         )
     except Exception as exc:
         return _failed(exc, _ran(exc), graph.name)
@@ -380,17 +386,24 @@ async def run_events(
     thread_id: str | None = None,
     backend: Backend | None = None,
     max_steps: int = 25,
+    deps: Any = None,
 ) -> AsyncIterator[ServeEvent]:
     """Run ``graph`` and yield its :data:`ServeEvent` stream (see the module docstring).
 
     ``input`` is what ``adapter.input_for(messages)`` returned (``None`` to continue a
-    thread); ``resume`` the decisions for a suspended thread, keyed by interrupt id.
+    thread); ``resume`` the decisions for a suspended thread, keyed by interrupt id; ``deps``
+    what the run's nodes and tools read as ``ctx.deps``.
     Failures never raise out of the iterator: they end it with a :class:`RunFailed`.
     """
     translate = _Translator(thread_id)
     # ``stream`` is an async generator; closing it cancels the run at once.
     run = graph.stream(
-        input, thread_id=thread_id, backend=backend, resume=resume, max_steps=max_steps
+        input,
+        thread_id=thread_id,
+        backend=backend,
+        resume=resume,
+        max_steps=max_steps,
+        deps=deps,
     )
     stream = cast("AsyncGenerator[Event, None]", run)
     try:

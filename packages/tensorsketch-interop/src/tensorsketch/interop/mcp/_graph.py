@@ -52,6 +52,7 @@ def graph_tool(
     thread_prefix: str = "mcp",
     tracer: Tracer | None = None,
     max_steps: int = 25,
+    deps: Any = None,
 ) -> GraphTool:
     """Expose ``graph`` as one tool: the arguments seed its state, the result is its state.
 
@@ -61,6 +62,7 @@ def graph_tool(
         for the calling MCP session (outside an MCP server, every call gets a new thread).
     :param tracer: trace each run (inside :func:`build_mcp_server`'s ``tracer`` span when
         given there instead).
+    :param deps: what every call's run reads as ``ctx.deps`` (a pool, a client).
     """
     if not isinstance(graph, CompiledGraph):
         msg = f"graph_tool() needs a compiled graph (`graph.compile()`), got {graph!r}."
@@ -91,6 +93,7 @@ def graph_tool(
             "backend": backend,
             "tracer": tracer if tracer is not None else serving_tracer(),
             "max_steps": max_steps,
+            "deps": deps,
         }
         if current_request.get() is None:
             state = await graph.invoke(args, **options)

@@ -23,10 +23,11 @@ def mcp_protocol(
     *,
     backend: Backend | None = None,
     tracer: Tracer | None = None,
+    deps: Any = None,
 ) -> MCPApp:
     """``graph`` as one MCP tool (:func:`graph_tool`) served over streamable HTTP at the
     mount's root; with ``backend=``, the calls of one MCP session share a durable thread,
     whose state the client can read as a resource (:func:`thread_state_resource`)."""
-    exposed = graph_tool(graph, backend=backend, tracer=tracer)
+    exposed = graph_tool(graph, backend=backend, tracer=tracer, deps=deps)
     resources = [] if backend is None else [thread_state_resource(graph, backend)]
     return mcp_app([exposed], name=exposed.name, path="/", tracer=tracer, resources=resources)

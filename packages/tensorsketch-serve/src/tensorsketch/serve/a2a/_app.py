@@ -71,6 +71,7 @@ def a2a_app(
     push: PushNotifications | None = _PUSH,
     to_artifacts: ToArtifacts | None = None,
     message_replies: bool = False,
+    deps: Any = None,
 ) -> Starlette:
     """Serve ``graph`` as the A2A agent ``card`` describes.
 
@@ -92,6 +93,7 @@ def a2a_app(
         an ``ImageBlock``, or anything JSON (a data part).
     :param message_replies: answer a blocking ``SendMessage`` that starts and completes a task
         with the agent's ``Message`` (naming the task) instead of the ``Task``.
+    :param deps: what every task's run reads as ``ctx.deps`` (a pool, a client).
     """
     if card is None:
         card = AgentCard(name=graph.name, description=f"The TensorSketch graph {graph.name!r}.")
@@ -124,6 +126,7 @@ def a2a_app(
         push=sender,
         to_artifacts=to_artifacts,
         message_replies=message_replies,
+        deps=deps,
     )
     dispatcher = Dispatcher(service, streaming=card.streaming)
 

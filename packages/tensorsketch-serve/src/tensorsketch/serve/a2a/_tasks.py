@@ -130,8 +130,11 @@ class TaskService:
         push: PushSender | None = None,
         to_artifacts: ToArtifacts | None = None,
         message_replies: bool = False,
+        deps: Any = None,
     ) -> None:
         self.graph = graph
+        #: what every task's run reads as ``ctx.deps``
+        self.deps = deps
         #: ``state -> {name: value}``: a finished task's artifacts besides its answer
         self.to_artifacts = to_artifacts
         #: answer a blocking SendMessage that starts and completes a task with the agent's
@@ -313,6 +316,7 @@ class TaskService:
                 thread_id=task.thread_id,
                 backend=self.store.backend,
                 max_steps=self.max_steps,
+                deps=self.deps,
             )
             try:
                 async for event in events:
