@@ -57,6 +57,8 @@ _SKIP_DIRS = frozenset(
 )
 #: The most files the holes badge reads in a project.
 MAX_PROJECT_FILES = 20000
+#: The largest layout coordinate accepted (a canvas is a few thousand units across).
+MAX_COORDINATE = 1e6
 #: Parses kept (by file version and graph).
 _PARSE_CACHE = 8
 
@@ -382,7 +384,11 @@ class Studio:
         os.chmod(sidecar, mode)
 
     def set_layout(self, body: dict[str, Any]) -> dict[str, Any]:
-        """``POST /api/layout``: merge positions into the sidecar (atomically)."""
+        """``POST /api/layout``: merge positions into the sidecar (atomically).
+
+        Only the nodes of the file's graphs are kept (others are counted in ``ignored``, and
+        entries left for nodes that no longer exist are dropped), so the sidecar stays one
+        small entry per node whatever a client posts."""
         positions = body.get("positions")
         if not isinstance(positions, dict):
             raise ApiError(400, 'expected {"positions": {"<node>": {"x": number, "y": number}}}.')
@@ -391,20 +397,45 @@ class Studio:
             x = entry.get("x") if isinstance(entry, dict) else None
             y = entry.get("y") if isinstance(entry, dict) else None
             if not all(
-                isinstance(v, int | float) and not isinstance(v, bool) and _finite(v)
+                isinstance(v, int | float)
+                and not isinstance(v, bool)
+                and _finite(v)
+                and abs(v) <= MAX_COORDINATE
                 for v in (x, y)
             ):
-                msg = f'position of {name!r} must be {{"x": number, "y": number}} (finite).'
+                msg = (
+                    f'position of {name!r} must be {{"x": number, "y": number}} (finite, '
+                    f"within ±{MAX_COORDINATE:g})."
+                )
                 raise ApiError(400, msg)
             assert isinstance(x, int | float) and isinstance(y, int | float)
             new[name] = Position(float(x), float(y))
         with self.lock:
+            known = self._node_names(self._read())
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                merged = read_layout(self.path)
-            merged.update(new)
+                merged = read_layout(self.path, known)
+            kept = {name: p for name, p in new.items() if name in known}
+            merged.update(kept)
             self._write_layout(merged)
-            return {"layout": {n: {"x": p.x, "y": p.y} for n, p in merged.items()}}
+            return {
+                "layout": {n: {"x": p.x, "y": p.y} for n, p in merged.items()},
+                "ignored": len(new) - len(kept),
+            }
+
+    def _node_names(self, source: SourceFile) -> set[str]:
+        """Every node of every graph in the file: the names a layout entry may have."""
+        try:
+            graphs = self._parse(source, self.graph).graphs
+            return {n.name for g in graphs for n in self._parse(source, g).ir.nodes}
+        except SourceParseError as exc:
+            msg = (
+                f"the file does not parse ({exc}); the layout is saved once it parses again, "
+                "so its entries can be checked against the graph's nodes."
+            )
+            raise ApiError(409, msg) from None
+        except GraphNotFoundError as exc:
+            raise ApiError(404, str(exc)) from None
 
 
 def _finite(value: float) -> bool:
