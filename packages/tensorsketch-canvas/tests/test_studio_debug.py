@@ -1152,6 +1152,22 @@ async def test_a_node_that_raises_is_a_failed_step_not_an_http_error(
         assert head["source"] == "error" and "Increment: ValueError: two is bad" in head["error"]
         shown = _ok(await client.get(f"/api/debug/threads/t-fail/checkpoints/{head['id']}"))
         assert shown["errors"][0]["node"] == "Increment"
+        # the node is its own field: the text does not repeat it ("Increment: Increment: ...")
+        assert shown["errors"][0]["error"] == "ValueError: two is bad"
+
+
+async def test_resume_with_an_unknown_action_is_a_400_whatever_the_thread(
+    client: httpx.AsyncClient, backend: Backend, loop_file: Path
+) -> None:
+    app = _load(loop_file)
+    await app.invoke({"limit": 1}, thread_id="t-done", backend=backend)
+    url = "/api/debug/threads/t-done/resume"
+    for action in ("explode", None, 3):
+        r = await client.post(url, json={"action": action, "confirm": True})
+        assert r.status_code == 400, (action, r.text)
+        assert "'approve', 'reject' or 'answer'" in r.json()["error"]
+    r = await client.post(url, json={"action": "approve", "confirm": True})
+    assert r.status_code == 409 and "not waiting" in r.json()["error"]
 
 
 @pytest.mark.postgres

@@ -107,12 +107,14 @@ def _confirmed(body: Mapping[str, Any], action: str) -> None:
         )
 
 
-def _error_text(error: Any) -> str | None:
+def _error_text(error: Any, *, with_node: bool = True) -> str | None:
+    """``Node: Kind: message`` (``with_node=False`` where the node has its own field)."""
     if not isinstance(error, Mapping):
         return None
     node = error.get("node")
     kind = str(error.get("type") or "error").rpartition(".")[2]
-    return f"{node}: {kind}: {error.get('message')}" if node else f"{kind}: {error.get('message')}"
+    text = f"{kind}: {error.get('message')}"
+    return f"{node}: {text}" if node and with_node else text
 
 
 @dataclass(frozen=True, slots=True)
@@ -500,7 +502,7 @@ class Debugger:
             "sends": [{"node": node, "arg": preview(payload)[0]} for node, payload in found.sends],
             "effects": await self._effects(found),
             "state": state,
-            "errors": [{"node": error.get("node"), "error": _error_text(error)}]
+            "errors": [{"node": error.get("node"), "error": _error_text(error, with_node=False)}]
             if isinstance(error, Mapping)
             else [],
             "interrupts": [_interrupt_view(p) for p in found.metadata.get("interrupts") or ()],
@@ -705,6 +707,9 @@ class Debugger:
 
     async def resume(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
         _confirmed(body, "resume (it runs the thread)")
+        action = body.get("action")
+        if action not in ("approve", "reject", "answer"):
+            raise ApiError(400, "'action' must be 'approve', 'reject' or 'answer'.")
         graph = await self.need_graph()
         found = await self._thread(thread_id)
         record = await self._record(thread_id)
@@ -716,7 +721,6 @@ class Debugger:
         if target is None:
             ids = [p.get("id") for p in pending]
             raise ApiError(404, f"thread {thread_id!r} waits on {ids}, not {wanted!r}.")
-        action = body.get("action")
         decision: Any
         if action in ("approve", "reject"):
             if target.get("kind") != "approval":
