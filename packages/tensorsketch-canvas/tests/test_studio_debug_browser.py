@@ -1061,3 +1061,44 @@ def test_a_file_that_does_not_import_is_read_only(tmp_path: Path, browser: Brows
         expect(page.locator("[data-edit]")).to_have_count(0)
         expect(page.locator('.dbg-channel[data-channel="answer"]')).to_contain_text("[General]")
         page.close()
+
+
+def test_an_edit_applied_as_a_node_reroutes_the_fork(router: Studio, page: Page) -> None:
+    """#41 defect 3: at the checkpoint where Billing is next, intent edited to "tech". The page
+    says the plan stays unless the edit is applied as a node; applied as Classify, the fork
+    runs Tech."""
+    app = router.app
+    origin = "reroute-me"
+
+    async def record(b: Backend) -> list[Any]:
+        await app.invoke(
+            {"query": "I'd like a refund on my invoice"},
+            thread_id=origin,
+            backend=b,
+            interrupt_before=["Billing"],
+        )
+        return await app.aget_history(origin, b)
+
+    history = _run(router.url, record)
+    page.click("#dbg-refresh")
+    _open_thread(page, origin)
+    _pick(page, history[-1].id)
+    page.click('[data-edit="intent"]')
+    page.fill('[data-edit-area="intent"]', '"tech"')
+    note = page.locator("#dbg-route-note")
+    expect(note).to_contain_text("Next runs Billing whatever the edit")
+    expect(note).to_contain_text("node Classify")
+    page.select_option("#dbg-as-node", "Classify")
+    expect(page.locator("#dbg-route-note")).to_contain_text("Classify's successors run next")
+    _shot(router, page, "as-node")
+    page.click("#dbg-fork")
+    expect(page.locator("#dbg-confirm")).to_contain_text("Applied as node Classify")
+    _confirm(page)
+    page.wait_for_function(
+        "t => window.__studio.debug.thread && window.__studio.debug.thread.thread_id !== t",
+        arg=origin,
+        timeout=15_000,
+    )
+    new = page.evaluate("window.__studio.debug.thread.thread_id")
+    state = _run(router.url, lambda b: app.aget_state(new, b))
+    assert state.intent == "tech" and state.answer.startswith("[Tech]")

@@ -165,6 +165,16 @@ export function buildScene(graph: GraphIR, saved: Record<string, XY>): Scene {
     const labelW = wire.label ? textWidth(wire.label, PORT_PX) : 0;
     g.setEdge(wire.from, wire.to, { minlen: 1, weight: wire.style === "solid" ? 2 : 1, width: labelW, height: wire.label ? 20 : 0, labelpos: "c" }, wire.id);
   }
+  // A node reached only through a `route → ?` stub has no wire in: left alone, dagre puts it
+  // in the first rank, beside START. Rank it after the stubs' sources (layout only, no wire).
+  const stubSources = [...new Set(wires.filter((w) => boxes.get(w.to)?.kind === "stub").map((w) => w.from))];
+  if (stubSources.length) {
+    const entered = new Set(wires.filter((w) => !w.loop).map((w) => w.to));
+    for (const box of boxes.values()) {
+      if (box.kind !== "node" || entered.has(box.id) || !g.hasNode(box.id) || stubSources.includes(box.id)) continue;
+      for (const from of stubSources) g.setEdge(from, box.id, { minlen: 1, weight: 0, width: 0, height: 0 }, `after-stub:${from}:${box.id}`);
+    }
+  }
   // Keep END in the last rank and START in the first even when nothing links them.
   dagre.layout(g);
   let maxX = 0;

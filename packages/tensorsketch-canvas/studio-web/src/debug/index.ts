@@ -47,6 +47,8 @@ export const dbg = {
   editErrors: new Map<string, string>(),
   replay: null as StateView["replay"],
   replayLive: false,
+  /** the node the pending edit is applied as ("": keep the checkpoint's plan) */
+  asNode: "",
   busy: false,
   timings: { thread: 0, checkpoint: 0 } as Record<string, number>,
 };
@@ -377,6 +379,12 @@ export function focusNodes(): string[] {
   return [...new Set([...cp.ran, ...cp.next, ...cp.sends.map((s) => s.node), ...cp.errors.map((e) => e.node ?? "")])].filter(Boolean);
 }
 
+/** The canvas's nodes (not START, END or stubs), for "apply as node". */
+function graphNodes(): string[] {
+  const boxes = host.scene()?.boxes;
+  return boxes ? [...boxes.values()].filter((b) => b.kind === "node").map((b) => b.id) : [];
+}
+
 function renderStatePanel(): void {
   const t = dbg.thread;
   const cp = dbg.checkpoint;
@@ -393,6 +401,8 @@ function renderStatePanel(): void {
     replayLive: dbg.replayLive,
     busy: dbg.busy,
     readonly: !!dbg.status?.graph_error,
+    asNode: dbg.asNode,
+    nodes: graphNodes(),
   };
   renderState($("dbg-state"), view, {
     close: () => selectCheckpoint(null),
@@ -406,11 +416,16 @@ function renderStatePanel(): void {
     typed: (channel, text) => dbg.edits.set(channel, text),
     discard: () => {
       dbg.edits.clear();
+      dbg.asNode = "";
       dbg.editErrors.clear();
       renderStatePanel();
     },
     fork: () => void doWrite("fork"),
     update: () => void doWrite("update"),
+    asNode: (node) => {
+      dbg.asNode = node;
+      renderStatePanel();
+    },
     replay: (node) => void doReplay(node),
     replayLive: (live) => {
       dbg.replayLive = live;
@@ -499,18 +514,24 @@ async function doWrite(kind: "fork" | "update"): Promise<void> {
     return;
   }
   const names = Object.keys(parsed.values);
+  const asNode = dbg.asNode || null;
+  const routing = asNode
+    ? ` Applied as node ${asNode}: ${asNode}'s successors run next, routed on the edited values.`
+    : cp.next.length
+      ? ` The plan stays: ${cp.next.join(", ")} runs next whatever the edit (choose "apply as node" to route on it).`
+      : "";
   const answer = await confirmWith(
     kind === "fork"
       ? {
           title: "Fork a new thread?",
-          body: `A new thread starts from checkpoint ${short(cp.id)} (step ${cp.step}) of ${t.thread_id} with ${names.join(", ")} changed, with a fresh journal (its effects run anew). ${t.thread_id} itself is not touched.`,
+          body: `A new thread starts from checkpoint ${short(cp.id)} (step ${cp.step}) of ${t.thread_id} with ${names.join(", ")} changed, with a fresh journal (its effects run anew). ${t.thread_id} itself is not touched.${routing}`,
           detail: JSON.stringify(parsed.values, null, 2),
           ok: "fork",
           check: { label: "run the new thread on from there", checked: true },
         }
       : {
           title: `Update ${t.thread_id} in place?`,
-          body: `Saves a new checkpoint on ${t.thread_id} with ${names.join(", ")} changed (update_state); its next run continues from there.`,
+          body: `Saves a new checkpoint on ${t.thread_id} with ${names.join(", ")} changed (update_state); its next run continues from there.${routing}`,
           detail: JSON.stringify(parsed.values, null, 2),
           ok: "update",
           danger: true,
@@ -520,7 +541,7 @@ async function doWrite(kind: "fork" | "update"): Promise<void> {
   await withBusy(async () => {
     let res: WriteResult;
     try {
-      res = kind === "fork" ? await dapi.fork(t.thread_id, cp.id, parsed.values, answer.checked) : await dapi.update(t.thread_id, cp.id, parsed.values);
+      res = kind === "fork" ? await dapi.fork(t.thread_id, cp.id, parsed.values, answer.checked, asNode) : await dapi.update(t.thread_id, cp.id, parsed.values, asNode);
     } catch (err) {
       if (err instanceof ApiError && err.status === 422) {
         const channel = typeof err.body.channel === "string" ? err.body.channel : names[0];
@@ -531,6 +552,7 @@ async function doWrite(kind: "fork" | "update"): Promise<void> {
       return;
     }
     dbg.edits.clear();
+    dbg.asNode = "";
     if (res.error) host.toast(`The run stopped on an error: ${res.error}`, "error");
     if (kind === "fork" && res.thread_id) {
       if (!res.error) host.toast(`Forked into thread ${res.thread_id}${answer.checked ? ` (${res.status ?? "ran"})` : ""}.`);

@@ -107,6 +107,16 @@ def _confirmed(body: Mapping[str, Any], action: str) -> None:
         )
 
 
+def _as_node(graph: CompiledGraph[Any], body: Mapping[str, Any]) -> str | None:
+    """The ``as_node`` of an edit (the node the edit stands for: its successors run next,
+    routed on the edited state), or ``None`` to keep the checkpoint's plan."""
+    as_node = body.get("as_node")
+    if as_node is not None and (not isinstance(as_node, str) or as_node not in graph.spec.nodes):
+        nodes = ", ".join(sorted(graph.spec.nodes))
+        raise ApiError(404, f"as_node {as_node!r} is not a node of {graph.name} (nodes: {nodes}).")
+    return as_node
+
+
 def _error_text(error: Any, *, with_node: bool = True) -> str | None:
     """``Node: Kind: message`` (``with_node=False`` where the node has its own field)."""
     if not isinstance(error, Mapping):
@@ -606,7 +616,22 @@ class Debugger:
         run = body.get("run", False)
         if not isinstance(run, bool):
             raise ApiError(400, "'run' must be true or false.")
-        call = graph.fork(self.backend, thread_id, checkpoint_id, new_id, values or None, run=run)
+        as_node = _as_node(graph, body)
+        if as_node is None:
+            call = graph.fork(
+                self.backend, thread_id, checkpoint_id, new_id, values or None, run=run
+            )
+            return {
+                "thread_id": new_id,
+                **await self._after_run(graph, new_id, await _driven(call)),
+            }
+        # Apply the edit as node `as_node` had returned it: the fork point's plan is replaced
+        # by that node's successors, routed on the edited state (update_state's as_node).
+        await graph.fork(self.backend, thread_id, checkpoint_id, new_id, None, run=False)
+        state = await graph.aupdate_state(new_id, self.backend, values, as_node=as_node)
+        if not run:
+            return {"thread_id": new_id, **await self._after_run(graph, new_id, (state, None))}
+        call = graph.invoke(thread_id=new_id, backend=self.backend)
         return {"thread_id": new_id, **await self._after_run(graph, new_id, await _driven(call))}
 
     async def update(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -621,11 +646,7 @@ class Debugger:
                 f"one (latest: {found.head.id}).",
                 head=found.head.id,
             )
-        as_node = body.get("as_node")
-        if as_node is not None and (
-            not isinstance(as_node, str) or as_node not in graph.spec.nodes
-        ):
-            raise ApiError(404, f"as_node {as_node!r} is not a node of {graph.name}.")
+        as_node = _as_node(graph, body)
         values = self._validated(graph, body.get("values"))
         state = await graph.aupdate_state(thread_id, self.backend, values, as_node=as_node)
         # the same answer as every other write (an edit runs nothing, so `error` is null)
