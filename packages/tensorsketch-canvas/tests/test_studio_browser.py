@@ -829,6 +829,9 @@ def test_parse_error_keeps_last_good_graph_read_only(studio: Studio) -> None:
     assert "cannot parse" not in banner.inner_text()  # the file and line are said once
     expect(studio.box("Classify")).to_be_visible()
     expect(page.locator("#add-node")).to_be_disabled()
+    # the open panel's controls are disabled too (#41: they still looked enabled)
+    for control in ("#rename-input", "#rename-ok", "#delete-node"):
+        expect(page.locator(control)).to_be_disabled()
     assert page.evaluate("document.body.classList.contains('read-only')")
     # Found by QA: the banner covered the top of the side panel; now the panel sits below it
     page.wait_for_function(
@@ -841,6 +844,8 @@ def test_parse_error_keeps_last_good_graph_read_only(studio: Studio) -> None:
     studio.path.write_text(good, encoding="utf-8")
     expect(banner).to_be_hidden(timeout=2000)
     expect(page.locator("#add-node")).to_be_enabled()
+    for control in ("#rename-input", "#rename-ok", "#delete-node"):
+        expect(page.locator(control)).to_be_enabled()
     page.wait_for_function(
         "() => document.getElementById('inspector').getBoundingClientRect().top === 46"
     )

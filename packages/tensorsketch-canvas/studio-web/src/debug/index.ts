@@ -283,11 +283,13 @@ function waitingCard(w: Waiting | null, readonly: boolean): HTMLElement | null {
   const where = w.node ? ` in ${w.node}` : "";
   const btn = (label: string, id: string, cls: string, fn: () => void) => h("button", { id, className: cls, disabled: dbg.busy || readonly, onclick: fn }, label);
   if (w.kind === "approval") {
+    const reason = h("input", { id: "dbg-reject-reason", placeholder: "why reject? (optional: the agent is told)", "aria-label": "reason for rejecting the call", autocomplete: "off", disabled: dbg.busy || readonly });
     card.append(
       h("h4", {}, `Waiting for approval${where}`),
       w.tool ? h("p", {}, "tool call ", h("code", {}, String(w.tool))) : "",
       w.args !== undefined && w.args !== null ? h("pre", { className: "dbg-json" }, JSON.stringify(w.args, null, 2)) : "",
-      h("div", { className: "row" }, btn("✓ approve", "dbg-approve", "primary", () => void doResume("approve")), btn("✗ reject", "dbg-reject", "danger", () => void doResume("reject"))),
+      h("div", { className: "row" }, btn("✓ approve", "dbg-approve", "primary", () => void doResume("approve")), btn("✗ reject", "dbg-reject", "danger", () => void doResume("reject", reason.value))),
+      h("div", { className: "row" }, reason),
     );
   } else if (w.kind === "question") {
     const answer = h("input", { id: "dbg-answer", placeholder: "your answer", "aria-label": "your answer", autocomplete: "off" });
@@ -385,6 +387,17 @@ function graphNodes(): string[] {
   return boxes ? [...boxes.values()].filter((b) => b.kind === "node").map((b) => b.id) : [];
 }
 
+/** The node whose routing picked what ``cp`` runs next: one that ran in it, else the source of
+ * a route (conditional, dynamic or a `route → ?` stub) leading to a next node. */
+function decider(cp: CheckpointDetail): string | null {
+  const scene = host.scene();
+  const routed = (style: string) => style === "conditional" || style === "dynamic";
+  const wires = scene?.wires ?? [];
+  const into = wires.find((w) => routed(w.style) && cp.next.includes(w.to));
+  const stub = wires.find((w) => scene?.boxes.get(w.to)?.kind === "stub");
+  return cp.ran[0] ?? into?.from ?? stub?.from ?? null;
+}
+
 function renderStatePanel(): void {
   const t = dbg.thread;
   const cp = dbg.checkpoint;
@@ -403,6 +416,7 @@ function renderStatePanel(): void {
     readonly: !!dbg.status?.graph_error,
     asNode: dbg.asNode,
     nodes: graphNodes(),
+    decider: decider(cp),
   };
   renderState($("dbg-state"), view, {
     close: () => selectCheckpoint(null),
@@ -615,9 +629,10 @@ async function doResume(action: "approve" | "reject" | "answer", answer?: string
     return;
   }
   const what = action === "approve" ? `Approve the call of ${w.tool ?? "the tool"}` : action === "reject" ? `Reject the call of ${w.tool ?? "the tool"}` : "Send this answer";
+  const reason = action === "reject" ? answer?.trim() || "" : "";
   const ok = await confirmAction({
     title: `${what}?`,
-    body: `${t.thread_id} resumes${w.node ? ` in ${w.node}` : ""} and runs on until it ends or waits again.`,
+    body: `${t.thread_id} resumes${w.node ? ` in ${w.node}` : ""} and runs on until it ends or waits again.${reason ? ` The agent is told: “${reason}”.` : ""}`,
     detail: action === "answer" ? answer : w.args !== undefined && w.args !== null ? JSON.stringify(w.args, null, 2) : undefined,
     ok: action,
     danger: action === "reject",
@@ -625,7 +640,8 @@ async function doResume(action: "approve" | "reject" | "answer", answer?: string
   if (!ok) return;
   await withBusy(async () => {
     try {
-      const res = await dapi.resume(t.thread_id, action, w.interrupt_id ?? null, action === "answer" ? answer : undefined);
+      const value = action === "answer" ? answer : reason || undefined;
+      const res = await dapi.resume(t.thread_id, action, w.interrupt_id ?? null, value);
       host.toast(`${action === "answer" ? "Answered" : action === "approve" ? "Approved" : "Rejected"}: ${t.thread_id} is ${res.status ?? "resumed"}.`);
       await openThread(t.thread_id, res.checkpoint_id ?? "head");
     } catch (err) {

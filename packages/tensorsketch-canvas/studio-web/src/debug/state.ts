@@ -19,6 +19,8 @@ export interface StateView {
   /** the node an edit is applied as ("": keep the checkpoint's plan) and the graph's nodes */
   asNode: string;
   nodes: readonly string[];
+  /** the node whose routing decided what runs next (null: none known) */
+  decider: string | null;
 }
 
 export interface StateActions {
@@ -113,11 +115,11 @@ function routingRow(v: StateView, a: StateActions): HTMLElement {
   );
   select.value = v.asNode;
   select.addEventListener("change", () => a.asNode(select.value));
-  const decided = cp.ran[0];
+  const decided = v.decider;
   const note = v.asNode
     ? `The edit stands for ${v.asNode}'s output: ${v.asNode}'s successors run next, routed on the edited values.`
     : cp.next.length
-      ? `Next runs ${cp.next.join(", ")} whatever the edit: this checkpoint already planned it. To route on the edited values, apply the edit as ${decided ? `node ${decided} (it ran here)` : "the node whose output it changes"}.`
+      ? `Next runs ${cp.next.join(", ")} whatever the edit: this checkpoint already planned it. To route on the edited values, apply the edit as ${decided ? `node ${decided} (its route picked ${cp.next.join(", ")})` : "the node whose output it changes"}.`
       : "Nothing is planned after this checkpoint: the edit changes the state only.";
   return h("div", { className: "dbg-route", id: "dbg-route" }, select, h("p", { className: "hint", id: "dbg-route-note" }, note));
 }
