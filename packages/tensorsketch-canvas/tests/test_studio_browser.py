@@ -1334,3 +1334,61 @@ def test_nodes_reached_only_through_a_stub_sit_after_its_source(
         IMAGES.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(IMAGES / "studio-stub-targets.png"))
         page.close()
+
+
+#: Two branches in one rank, each a loop: whichever is drawn lower, its arc rises toward the
+#: other (#41 item 5: the arc and its label were drawn over the node above).
+TWO_LOOPS = LOOP.replace(
+    'app = Graph(C).add(Increment).edge(START, "Increment").loop("Increment", until=done, '
+    "exit=END)\n",
+    "class Other(Increment):\n    pass\n\n\n"
+    "class Third(Increment):\n    pass\n\n\n"
+    "app = (\n    Graph(C).add(Increment).add(Other).add(Third)\n"
+    '    .edge(START, "Increment").edge(START, "Other").edge(START, "Third")\n'
+    '    .loop("Increment", until=done, exit=END)\n'
+    '    .loop("Other", until=done, exit=END)\n'
+    '    .loop("Third", until=done, exit=END)\n)\n',
+)
+
+
+def _overlaps(a: dict[str, float], b: dict[str, float]) -> bool:
+    return (
+        a["x"] < b["x"] + b["width"]
+        and b["x"] < a["x"] + a["width"]
+        and a["y"] < b["y"] + b["height"]
+        and b["y"] < a["y"] + a["height"]
+    )
+
+
+def test_a_loop_arc_and_its_label_stay_clear_of_other_nodes(
+    tmp_path: Path, browser: Browser
+) -> None:
+    assert "Other" in TWO_LOOPS
+    path = tmp_path / "loops.py"
+    path.write_text(TWO_LOOPS, encoding="utf-8")
+    assert sum(e.branch == "loop" for e in extract(TWO_LOOPS).edges) == 6
+    with StudioServer(path, port=0, project=tmp_path) as server:
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(server.url)
+        page.wait_for_function("window.__studio && window.__studio.paints > 0")
+        names = ["Increment", "Other", "Third"]
+        boxes = {
+            n: page.locator(f'#boxes g.box[data-id="{n}"] > g').first.bounding_box() for n in names
+        }
+        for name in names:
+            arc = page.locator(f'g.wire[data-source="{name}"][data-target="{name}"] path.hit')
+            bb = arc.bounding_box()
+            for other in names:
+                box = boxes[other]
+                if other != name:
+                    assert bb and box and not _overlaps(bb, box), (name, "arc over", other)
+        labels = page.locator("#labels .edge-label", has_text="repeat until")
+        assert labels.count() == 3
+        for i in range(labels.count()):
+            lb = labels.nth(i).bounding_box()
+            for other in names:
+                box = boxes[other]
+                assert lb and box and not _overlaps(lb, box), (i, "label over", other)
+        IMAGES.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(IMAGES / "studio-loops.png"))
+        page.close()

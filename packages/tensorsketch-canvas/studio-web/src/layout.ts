@@ -9,6 +9,8 @@ export const PORT_PX = 15;
 export const CODE_PX = 13;
 export const ROW = 22;
 export const HEADER = 38;
+/** How far a loop's arc and its label rise above its node. */
+export const LOOP_ROOM = 84;
 
 export type BoxKind = "node" | "start" | "end" | "custom" | "stub";
 
@@ -159,7 +161,12 @@ export function buildScene(graph: GraphIR, saved: Record<string, XY>): Scene {
     wired.add(wire.to);
   }
   const free = (box: Box) => box.kind === "node" && !!saved[box.id] && !wired.has(box.id);
-  for (const box of boxes.values()) if (!free(box)) g.setNode(box.id, { width: box.w, height: box.h });
+  // A node with a loop gets room above it for the arc and its label (drawn up to LOOP_ROOM
+  // over the box): dagre centres the box in the taller slot, so nothing sits in the way.
+  const looping = new Set(wires.filter((w) => w.loop).map((w) => w.from));
+  for (const box of boxes.values()) {
+    if (!free(box)) g.setNode(box.id, { width: box.w, height: box.h + (looping.has(box.id) ? 2 * LOOP_ROOM : 0) });
+  }
   for (const wire of wires) {
     if (wire.loop) continue;
     const labelW = wire.label ? textWidth(wire.label, PORT_PX) : 0;
