@@ -1392,3 +1392,89 @@ def test_a_loop_arc_and_its_label_stay_clear_of_other_nodes(
         IMAGES.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(IMAGES / "studio-loops.png"))
         page.close()
+
+
+# -- screenshots of three sizes, normal and debug (docs/studio.md, "Big graphs") --------------
+
+
+@pytest.mark.parametrize(("label", "nodes"), [("router", 0), ("43", 43), ("117", 117)])
+def test_three_graph_sizes_normal_and_debug(
+    tmp_path: Path, browser: Browser, label: str, nodes: int
+) -> None:
+    """The support router, a 43-node and a 117-node graph at fit in a 1440×900 window, then in
+    debug mode on a recorded thread (a checkpoint open): every node drawn, START and END on
+    screen, nothing under the minimap."""
+    from tensorsketch.canvas.studio.debug_source import GraphSource
+    from tensorsketch.runtime.backends.sqlite import SqliteBackend
+
+    path = tmp_path / ("support_router.py" if not nodes else f"graph_{nodes}.py")
+    path.write_text(EXAMPLE.read_text(encoding="utf-8") if not nodes else generated_graph(nodes))
+    db = tmp_path / "runs.db"
+    app = GraphSource(path).get().graph
+    assert app is not None
+
+    async def record() -> None:
+        backend = SqliteBackend(db)
+        try:
+            await app.invoke(
+                {"query": "The app shows an error"} if not nodes else {"text": "x"},
+                thread_id="sizes",
+                backend=backend,
+                max_steps=400,
+            )
+        finally:
+            await backend.aclose()
+
+    # Playwright's sync API runs an event loop on this thread: record on another one
+    recorder = threading.Thread(target=lambda: asyncio.run(record()))
+    recorder.start()
+    recorder.join(120)
+    assert db.exists()
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    with StudioServer(path, port=0, project=tmp_path) as server:
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.goto(server.url)
+        page.wait_for_function("window.__studio && window.__studio.paints > 0", timeout=20_000)
+        page.click("#fit")
+        page.wait_for_timeout(200)
+        expect(page.locator("#boxes g.box.node")).to_have_count(nodes or 4)
+        _assert_all_on_screen_and_clear_of_the_minimap(page)
+        page.screenshot(path=str(IMAGES / f"studio-size-{label}.png"))
+        page.close()
+    with StudioServer(path, port=0, project=tmp_path, backend=f"sqlite:///{db}") as server:
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.goto(server.url)
+        page.wait_for_selector("#dbg-panel:not([hidden])", timeout=10_000)
+        page.fill("#dbg-search", "sizes")
+        page.wait_for_function("window.__studio.debug.listed === 'sizes'", timeout=5000)
+        page.click('.dbg-thread-row[data-thread="sizes"]')
+        page.wait_for_function(
+            "window.__studio.debug.thread?.thread_id === 'sizes' && "
+            "window.__studio.debug.checkpoint?.id === window.__studio.debug.thread.head",
+            timeout=10_000,
+        )
+        rows = page.locator(".tl-row")
+        rows.nth(min(2, rows.count() - 1)).click()
+        page.wait_for_timeout(300)
+        page.click("#fit")
+        page.wait_for_timeout(300)
+        page.screenshot(path=str(IMAGES / f"studio-size-{label}-debug.png"))
+        page.close()
+
+
+def _assert_all_on_screen_and_clear_of_the_minimap(page: Page) -> None:
+    stage = page.locator("#canvas").bounding_box()
+    assert stage
+    minimap = page.locator("#minimap")
+    mm = minimap.bounding_box() if minimap.is_visible() else None
+    for box in page.locator("#boxes g.box").all():
+        bb = box.bounding_box()
+        assert bb
+        assert (
+            bb["x"] >= stage["x"] - 1 and bb["x"] + bb["width"] <= stage["x"] + stage["width"] + 1
+        )
+        assert (
+            bb["y"] >= stage["y"] - 1 and bb["y"] + bb["height"] <= stage["y"] + stage["height"] + 1
+        )
+        if mm:
+            assert not _overlaps(bb, mm), f"the minimap covers {box.get_attribute('data-id')}"

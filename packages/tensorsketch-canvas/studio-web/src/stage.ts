@@ -36,14 +36,21 @@ function stageSize(fallback = false): Size {
   return fallback ? { w: svg.clientWidth || 1200, h: svg.clientHeight || 700 } : { w: svg.clientWidth, h: svg.clientHeight };
 }
 
+/** The minimap's corner (its size and margins, style.css): a fit keeps the graph out of it. */
+const MINIMAP_ROOM: Size = { w: 220 + 28, h: 150 + 28 };
+
+/** A big graph (24 boxes or more) has a minimap. */
+function minimapShown(): boolean {
+  return (state.scene?.boxes.size ?? 0) >= 24;
+}
+
 /** Put the view's transform on the stage, and the minimap beside it for a big graph. */
 export function applyView(): void {
   const { svg, viewport } = stage();
   const { x, y, k } = state.view;
   viewport.setAttribute("transform", `translate(${x},${y}) scale(${k})`);
   const mm = byId<HTMLCanvasElement>("minimap");
-  const n = state.scene?.boxes.size ?? 0;
-  mm.hidden = n < 24;
+  mm.hidden = !minimapShown();
   if (!mm.hidden && state.scene) drawMinimap(mm, state.scene, state.view, svg.clientWidth, svg.clientHeight);
 }
 
@@ -53,7 +60,7 @@ export function applyView(): void {
 export function fit(auto = false): void {
   if (!state.scene) return;
   const size = stageSize(true);
-  const { view, overflows } = fitView(state.scene.boxes, size, auto);
+  const { view, overflows } = fitView(state.scene.boxes, size, auto, minimapShown() ? MINIMAP_ROOM : null);
   setView(state, view);
   setUserView(state, false);
   if (auto && overflows) setView(state, centredOn(state.view, state.scene.boxes, debug.focusNodes(), size));
