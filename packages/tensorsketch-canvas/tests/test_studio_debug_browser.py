@@ -1127,8 +1127,8 @@ def test_an_edit_applied_as_a_node_reroutes_the_fork(router: Studio, page: Page)
 
     history = _run(router.url, record)
     page.click("#dbg-refresh")
-    _open_thread(page, origin)
-    _pick(page, history[-1].id)
+    _open_thread(page, origin)  # opens the head: the breakpoint before Billing
+    assert page.evaluate("window.__studio.debug.checkpoint.id") == history[-1].id
     page.click('[data-edit="intent"]')
     page.fill('[data-edit-area="intent"]', '"tech"')
     note = page.locator("#dbg-route-note")
