@@ -1439,6 +1439,18 @@ def test_three_graph_sizes_normal_and_debug(
         page.wait_for_timeout(200)
         expect(page.locator("#boxes g.box.node")).to_have_count(nodes or 4)
         _assert_all_on_screen_and_clear_of_the_minimap(page)
+        # every node's name reads at 11 px or more on screen: drawn in the scene when the
+        # zoom allows it, else again in screen space over the node
+        k = page.evaluate("window.__studio.state.view.k")
+        labels = page.locator("#min-labels text.min-label")
+        if 20 * k >= 11:
+            assert labels.count() == 0
+        else:
+            assert labels.count() == nodes
+            heights = page.evaluate(
+                "[...document.querySelectorAll('#min-labels text')].map(t => t.getBBox().height)"
+            )
+            assert min(heights) >= 11
         page.screenshot(path=str(IMAGES / f"studio-size-{label}.png"))
         page.close()
     with StudioServer(path, port=0, project=tmp_path, backend=f"sqlite:///{db}") as server:

@@ -3,6 +3,7 @@
 // the stage's size and writes the transform.
 import * as debug from "./debug/index";
 import { byId } from "./dom";
+import { drawMinLabels } from "./min-labels";
 import { drawMinimap } from "./minimap";
 import { setUserView, setView, state, type View } from "./store";
 import type { XY } from "./types";
@@ -49,6 +50,7 @@ export function applyView(): void {
   const { svg, viewport } = stage();
   const { x, y, k } = state.view;
   viewport.setAttribute("transform", `translate(${x},${y}) scale(${k})`);
+  drawMinLabels(document.getElementById("min-labels") as unknown as SVGGElement, state.scene, state.view);
   const mm = byId<HTMLCanvasElement>("minimap");
   mm.hidden = !minimapShown();
   if (!mm.hidden && state.scene) drawMinimap(mm, state.scene, state.view, svg.clientWidth, svg.clientHeight);
