@@ -129,7 +129,9 @@ def _gesture(data: st.DataObject, graph: dict[str, Any]) -> dict[str, Any]:
     """A gesture the page offers, on the graph as it is now (some are refused: that is fine)."""
     nodes = [n["name"] for n in graph["nodes"]]
     holes = [n for n in graph["nodes"] if n.get("has_hole")]
-    kinds = ["add_node", "add_edge", "remove_edge", "rename_node", "remove_node"]
+    # with every node deleted, only + node is left to do
+    kinds = ["add_node", "add_edge", "remove_edge", "rename_node", "remove_node"] if nodes else []
+    kinds.append("add_node")
     if holes:
         kinds += ["add_port", "remove_port"]
     kind = data.draw(st.sampled_from(kinds), label="gesture")
