@@ -1490,3 +1490,37 @@ def _assert_all_on_screen_and_clear_of_the_minimap(page: Page) -> None:
         )
         if mm:
             assert not _overlaps(bb, mm), f"the minimap covers {box.get_attribute('data-id')}"
+
+
+def test_find_a_node_by_name_in_a_big_graph(tmp_path: Path, browser: Browser) -> None:
+    """#41 item 11 (node search): '/' focuses the search, a name (or the only node a prefix
+    starts) centres the view on it at a readable zoom and selects it."""
+    path = tmp_path / "big.py"
+    path.write_text(generated_graph(117), encoding="utf-8")
+    with StudioServer(path, port=0, project=tmp_path) as server:
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.goto(server.url)
+        page.wait_for_function("window.__studio && window.__studio.paints > 0", timeout=20_000)
+        page.click("#fit")
+        page.mouse.click(700, 880)
+        page.keyboard.press("/")
+        expect(page.locator("#node-search")).to_be_focused()
+        page.keyboard.type("1")  # in N1, N10, N11...: more than one, the view stays
+        page.keyboard.press("Enter")
+        expect(page.locator("#toast")).to_contain_text("No single node matches")
+        page.fill("#node-search", "n104")
+        page.press("#node-search", "Enter")
+        expect(page.locator('#boxes g.box.selected[data-id="N104"]')).to_have_count(1)
+        expect(page.locator("#inspector h3")).to_have_text("N104")
+        assert page.evaluate("window.__studio.state.view.k") >= 0.8
+        box = page.locator('#boxes g.box[data-id="N104"] > g').first.bounding_box()
+        stage = page.locator("#canvas").bounding_box()
+        assert box and stage
+        centre = (box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        assert abs(centre[0] - (stage["x"] + stage["width"] / 2)) < 40
+        assert abs(centre[1] - (stage["y"] + stage["height"] / 2)) < 60
+        # and F fits the whole graph again (typing keys never stops the shortcuts)
+        page.locator("#node-search").blur()
+        page.keyboard.press("f")
+        page.wait_for_function("window.__studio.state.view.k < 0.8")
+        page.close()

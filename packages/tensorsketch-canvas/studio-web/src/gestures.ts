@@ -143,6 +143,9 @@ function onKeyDown(ev: KeyboardEvent): void {
   const t = ev.target as HTMLElement;
   if (t.closest("input, textarea, select, dialog")) return;
   const mod = ev.ctrlKey || ev.metaKey;
+  // typing with no field focused: the user thinks a field has the focus, so a Backspace that
+  // follows must not delete the selected wire (the keys below still do what they do)
+  if (ev.key.length === 1 && !mod && !ev.altKey) store.disarmWire(state);
   if (mod && ev.key.toLowerCase() === "z") {
     ev.preventDefault();
     void (ev.shiftKey ? redo() : undo());
@@ -156,16 +159,16 @@ function onKeyDown(ev: KeyboardEvent): void {
       store.selectWire(state, null);
       void perform(removeEdgeOp(e));
     }
-  } else if (ev.key.length === 1 && !mod && !ev.altKey) {
-    // typing with no field focused: the user thinks a field has the focus, so a Backspace
-    // that follows must not delete the selected wire
-    store.disarmWire(state);
+
   } else if (ev.key === "Escape") {
     if (holesOpen()) return showHoles(false);
     selectNode(null);
     selectWire(null);
   } else if (ev.key === "f") {
     fit();
+  } else if (ev.key === "/") {
+    ev.preventDefault();
+    byId<HTMLInputElement>("node-search").focus();
   }
 }
 

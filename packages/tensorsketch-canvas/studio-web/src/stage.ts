@@ -86,6 +86,18 @@ export function reveal(names: string[]): void {
   applyView();
 }
 
+/** Centre the view on node ``name`` at a zoom where it reads (node search); the user now
+ * owns the view. Returns false when the scene has no such box. */
+export function jumpTo(name: string): boolean {
+  const boxes = state.scene?.boxes;
+  if (!boxes?.has(name)) return false;
+  const k = Math.max(state.view.k, 0.8);
+  setView(state, centredOn({ ...state.view, k }, boxes, [name], stageSize(true)));
+  setUserView(state, true);
+  applyView();
+  return true;
+}
+
 /** Zoom by ``factor`` about the stage point (cx, cy); the user now owns the view. */
 export function zoomAt(factor: number, cx: number, cy: number): void {
   setView(state, zoomedAt(state.view, factor, cx, cy));
