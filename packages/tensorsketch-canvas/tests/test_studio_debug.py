@@ -375,6 +375,90 @@ async def test_fork_with_an_edited_value(
     assert again.status_code == 409
 
 
+ROUTER = textwrap.dedent(
+    """
+    from typing import Literal
+
+    from tensorsketch import END, START, Context, Graph, Node, Schema
+
+
+    class Ticket(Schema):
+        query: str = ""
+        intent: Literal["billing", "tech"] = "billing"
+        answer: str = ""
+
+
+    class Classify(Node):
+        class In(Schema):
+            query: str
+
+        class Out(Schema):
+            intent: Literal["billing", "tech"]
+
+        async def run(self, ctx: Context, inp: In) -> Out:
+            return self.Out(intent="tech" if "crash" in inp.query else "billing")
+
+
+    class Billing(Node):
+        class Out(Schema):
+            answer: str
+
+        async def run(self, ctx: Context, inp: None) -> Out:
+            return self.Out(answer="billing")
+
+
+    class Tech(Node):
+        class Out(Schema):
+            answer: str
+
+        async def run(self, ctx: Context, inp: None) -> Out:
+            return self.Out(answer="tech")
+
+
+    def route(state: Ticket) -> str:
+        return {"billing": "Billing", "tech": "Tech"}[state.intent]
+
+
+    app = (
+        Graph(Ticket).add(Classify).add(Billing).add(Tech)
+        .edge(START, "Classify").conditional("Classify", route)
+        .edge("Billing", END).edge("Tech", END)
+    ).compile()
+    """
+)
+
+
+async def test_an_edit_applied_as_a_node_routes_again(backend: Backend, tmp_path: Path) -> None:
+    """The issue's case: at a checkpoint where Billing is next, intent edited to "tech". Kept
+    plan: Billing still runs (the answer's ``next`` says so before anything runs); applied as
+    Classify: the route reads the edited state and Tech runs — for a fork and for an update."""
+    path = _write(tmp_path, "router.py", ROUTER)
+    app = _load(path)
+    await app.invoke(
+        {"query": "refund please"}, thread_id="t-r", backend=backend, interrupt_before=["Billing"]
+    )
+    head = (await app.aget_history("t-r", backend))[-1]
+    url = "/api/debug/threads/t-r/fork"
+    edit = {"checkpoint_id": head.id, "values": {"intent": "tech"}, "confirm": True}
+    async with _client(path, backend) as client:
+        kept = _ok(await client.post(url, json={**edit, "run": False}))
+        assert kept["next"] == ["Billing"]
+        routed = _ok(await client.post(url, json={**edit, "run": False, "as_node": "Classify"}))
+        assert routed["next"] == ["Tech"]
+        ran = _ok(await client.post(url, json={**edit, "run": True, "as_node": "Classify"}))
+        done = await app.aget_state(ran["thread_id"], backend)
+        assert done is not None and done.answer == "tech" and ran["status"] == "completed"
+        bad = await client.post(url, json={**edit, "as_node": "Nope"})
+        assert bad.status_code == 404 and "Classify" in bad.json()["error"]
+        update = _ok(
+            await client.post(
+                "/api/debug/threads/t-r/update",
+                json={"values": {"intent": "tech"}, "as_node": "Classify", "confirm": True},
+            )
+        )
+        assert update["next"] == ["Tech"]
+
+
 async def test_forks_and_their_origin_link_each_other(
     client: httpx.AsyncClient, backend: Backend, loop_file: Path
 ):
@@ -1152,6 +1236,22 @@ async def test_a_node_that_raises_is_a_failed_step_not_an_http_error(
         assert head["source"] == "error" and "Increment: ValueError: two is bad" in head["error"]
         shown = _ok(await client.get(f"/api/debug/threads/t-fail/checkpoints/{head['id']}"))
         assert shown["errors"][0]["node"] == "Increment"
+        # the node is its own field: the text does not repeat it ("Increment: Increment: ...")
+        assert shown["errors"][0]["error"] == "ValueError: two is bad"
+
+
+async def test_resume_with_an_unknown_action_is_a_400_whatever_the_thread(
+    client: httpx.AsyncClient, backend: Backend, loop_file: Path
+) -> None:
+    app = _load(loop_file)
+    await app.invoke({"limit": 1}, thread_id="t-done", backend=backend)
+    url = "/api/debug/threads/t-done/resume"
+    for action in ("explode", None, 3):
+        r = await client.post(url, json={"action": action, "confirm": True})
+        assert r.status_code == 400, (action, r.text)
+        assert "'approve', 'reject' or 'answer'" in r.json()["error"]
+    r = await client.post(url, json={"action": "approve", "confirm": True})
+    assert r.status_code == 409 and "not waiting" in r.json()["error"]
 
 
 @pytest.mark.postgres

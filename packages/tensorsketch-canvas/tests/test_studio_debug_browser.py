@@ -182,6 +182,23 @@ def router(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     )
 
 
+#: The support router with a routing function whose targets only the run knows: the canvas
+#: draws it as a `route → ?` stub.
+OPAQUE = (
+    EXAMPLE.read_text(encoding="utf-8")
+    .replace(
+        '    return {"billing": "Billing", "tech": "Tech"}.get(state.intent, "Fallback")',
+        '    return ROUTES.get(state.intent, "Fallback")',
+    )
+    .replace("def route(", 'ROUTES = {"billing": "Billing", "tech": "Tech"}\n\n\ndef route(')
+)
+
+
+@pytest.fixture(scope="module")
+def opaque(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
+    yield from _serve(tmp_path_factory.mktemp("opaque"), "opaque_router", OPAQUE, backend_url)
+
+
 @pytest.fixture(scope="module")
 def agent(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
     yield from _serve(tmp_path_factory.mktemp("agent"), "refunds", AGENT, backend_url)
@@ -856,6 +873,35 @@ def test_approve_a_suspended_tool_call(agent: Studio, agent_page: Page) -> None:
     assert messages[-1].text == "done: refunded A-17"
 
 
+def test_reject_with_a_reason_the_agent_is_told(agent: Studio, agent_page: Page) -> None:
+    """#41 item 5: reject has a field for the reason, and the agent's thread carries it."""
+    app = agent.app
+    page = agent_page
+    thread = "order-B22"
+    testing_runs.REFUNDS.clear()
+
+    async def start(b: Backend) -> None:
+        await app.invoke(
+            {"messages": [{"role": "user", "content": "B-22"}]}, thread_id=thread, backend=b
+        )
+
+    _run(agent.url, start)
+    page.click("#dbg-refresh")
+    _open_thread(page, thread)
+    expect(page.locator("#dbg-waiting")).to_contain_text("approval")
+    page.fill("#dbg-reject-reason", "order B-22 is not eligible")
+    page.click("#dbg-reject")
+    expect(page.locator("#dbg-confirm")).to_contain_text("order B-22 is not eligible")
+    _confirm(page)
+    page.wait_for_function(
+        "window.__studio.debug.thread && !window.__studio.debug.thread.waiting && !window.__studio.debug.busy",
+        timeout=15_000,
+    )
+    assert testing_runs.REFUNDS == []  # the tool never ran
+    messages = _run(agent.url, lambda b: app.aget_state(thread, b)).messages
+    assert any("not eligible" in (m.text or "") for m in messages), [m.text for m in messages]
+
+
 def test_answer_a_question(triage: Studio, triage_page: Page) -> None:
     app, page = triage.app, triage_page
     thread = "ask-1"
@@ -1061,3 +1107,67 @@ def test_a_file_that_does_not_import_is_read_only(tmp_path: Path, browser: Brows
         expect(page.locator("[data-edit]")).to_have_count(0)
         expect(page.locator('.dbg-channel[data-channel="answer"]')).to_contain_text("[General]")
         page.close()
+
+
+def test_an_edit_applied_as_a_node_reroutes_the_fork(router: Studio, page: Page) -> None:
+    """#41 defect 3: at the checkpoint where Billing is next, intent edited to "tech". The page
+    says the plan stays unless the edit is applied as a node; applied as Classify, the fork
+    runs Tech."""
+    app = router.app
+    origin = "reroute-me"
+
+    async def record(b: Backend) -> list[Any]:
+        await app.invoke(
+            {"query": "I'd like a refund on my invoice"},
+            thread_id=origin,
+            backend=b,
+            interrupt_before=["Billing"],
+        )
+        return await app.aget_history(origin, b)
+
+    history = _run(router.url, record)
+    page.click("#dbg-refresh")
+    _open_thread(page, origin)  # opens the head: the breakpoint before Billing
+    assert page.evaluate("window.__studio.debug.checkpoint.id") == history[-1].id
+    page.click('[data-edit="intent"]')
+    page.fill('[data-edit-area="intent"]', '"tech"')
+    note = page.locator("#dbg-route-note")
+    expect(note).to_contain_text("Next runs Billing whatever the edit")
+    expect(note).to_contain_text("node Classify")
+    page.select_option("#dbg-as-node", "Classify")
+    expect(page.locator("#dbg-route-note")).to_contain_text("Classify's successors run next")
+    _shot(router, page, "as-node")
+    page.click("#dbg-fork")
+    expect(page.locator("#dbg-confirm")).to_contain_text("Applied as node Classify")
+    _confirm(page)
+    page.wait_for_function(
+        "t => window.__studio.debug.thread && window.__studio.debug.thread.thread_id !== t",
+        arg=origin,
+        timeout=15_000,
+    )
+    new = page.evaluate("window.__studio.debug.thread.thread_id")
+    state = _run(router.url, lambda b: app.aget_state(new, b))
+    assert state.intent == "tech" and state.answer.startswith("[Tech]")
+
+
+def test_a_computed_route_is_drawn_from_the_checkpoint(opaque: Studio, browser: Browser) -> None:
+    """#41 defect 4: the canvas shows `route → ?` (the code does not name the targets); the
+    checkpoint where Classify ran and Tech is next draws the route that ran, Classify → Tech."""
+    app = opaque.app
+    thread = "computed-route"
+
+    async def record(b: Backend) -> list[Any]:
+        await app.invoke({"query": "The app shows an error"}, thread_id=thread, backend=b)
+        return await app.aget_history(thread, b)
+
+    history = _run(opaque.url, record)
+    at = next(c for c in history if "Tech" in c.next)
+    for page in _page_for(browser, opaque):
+        expect(page.locator("g.box.stub")).to_have_text("route → ?")
+        _open_thread(page, thread)
+        _pick(page, at.id)
+        route = page.locator('g.dbg-route.computed[data-from="Classify"][data-to="Tech"]')
+        expect(route).to_have_count(1)
+        expect(route).to_contain_text("route → Tech")
+        assert page.locator('g.dbg-route.computed[data-to="Billing"]').count() == 0
+        _shot(opaque, page, "computed-route")

@@ -47,10 +47,13 @@ export function getGraph(graph?: string | null): Promise<GraphResponse> {
 export function edit(version: string, graph: string | null, op: EditOp): Promise<EditResponse> {
   const body: Record<string, unknown> = { version, op: op.op, args: op.args };
   if (graph) body.graph = graph;
+  if (op.exact !== undefined) body.exact = op.exact;
+  if (op.layout) body.layout = op.layout;
   return call("POST", "/api/edit", body);
 }
 
-export function saveLayout(positions: Record<string, XY>): Promise<{ layout: Record<string, XY> }> {
+/** Save positions in the sidecar; ``null`` unpins a node (the automatic layout places it). */
+export function saveLayout(positions: Record<string, XY | null>): Promise<{ layout: Record<string, XY> }> {
   return call("POST", "/api/layout", { positions });
 }
 

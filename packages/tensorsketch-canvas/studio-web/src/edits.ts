@@ -12,7 +12,7 @@ import { renderToolbar } from "./toolbar";
 import type { EditOp, XY } from "./types";
 
 /** Send one edit; on success repaint from the re-extracted graph. Returns the inverse. */
-async function send(op: EditOp): Promise<{ ok: true; inverse: EditOp | null } | { ok: false }> {
+async function send(op: EditOp): Promise<{ ok: true; inverse: EditOp | null; exact: unknown } | { ok: false }> {
   if (state.readOnly) {
     toast("The file does not parse: the canvas is read-only until it does.", "error");
     return { ok: false };
@@ -26,7 +26,7 @@ async function send(op: EditOp): Promise<{ ok: true; inverse: EditOp | null } | 
     paint();
     renderToolbar();
     void reload({ quiet: true }); // holes and layout elsewhere in the project may have changed
-    return { ok: true, inverse: res.inverse };
+    return { ok: true, inverse: res.inverse, exact: res.exact };
   } catch (err) {
     if (err instanceof ApiError && err.status === 409) {
       toast(`Conflict: ${err.message} The file changed on disk; the canvas reloaded it — nothing was written.`, "conflict", 9000);
@@ -47,7 +47,7 @@ async function send(op: EditOp): Promise<{ ok: true; inverse: EditOp | null } | 
 export async function perform(op: EditOp): Promise<boolean> {
   const r = await send(op);
   if (!r.ok) return false;
-  if (!store.recordEdit(state, op, r.inverse)) {
+  if (!store.recordEdit(state, op, r.inverse, r.exact)) {
     toast(`${describeEdit(op)}: done — this edit cannot be undone from the canvas.`, "info", 4000);
   }
   renderToolbar();
@@ -63,7 +63,7 @@ export async function undo(): Promise<void> {
   } else {
     const r = await send(e.undo);
     if (!r.ok) store.restoreUndo(state, e);
-    else store.undone(state, e, r.inverse);
+    else store.undone(state, e, r.inverse, r.exact);
   }
   renderToolbar();
 }
@@ -77,7 +77,7 @@ export async function redo(): Promise<void> {
   } else {
     const r = await send(e.redo);
     if (!r.ok) store.restoreRedo(state, e);
-    else store.redone(state, e, r.inverse);
+    else store.redone(state, e, r.inverse, r.exact);
   }
   renderToolbar();
 }
@@ -92,29 +92,27 @@ export async function wire(source: string, target: string): Promise<void> {
   await perform({ op: "add_edge", args: { source, target } });
 }
 
-/** Save ``node``'s position in the layout sidecar (``record``: as a step to undo). */
-export async function moveNode(node: string, before: XY, after: XY, record: boolean): Promise<void> {
-  const positions: Record<string, XY> = { ...state.layout, [node]: after };
+/** Save ``node``'s position in the layout sidecar (``record``: as a step to undo). ``after``
+ * null unpins it: the undo of a node's first move gives it back to the automatic layout. */
+export async function moveNode(node: string, before: XY | null, after: XY | null, record: boolean): Promise<void> {
+  const pinned = Object.prototype.hasOwnProperty.call(state.layout, node);
   try {
-    const res = await api.saveLayout(positions);
-    store.setLayout(state, res.layout ?? positions);
+    const res = await api.saveLayout({ [node]: after });
+    const mine: Record<string, XY> = { ...state.layout };
+    if (after) mine[node] = after;
+    else delete mine[node];
+    store.setLayout(state, res.layout ?? mine);
   } catch (err) {
     toast(`Could not save the position: ${(err as Error).message}`, "error");
     store.setLayout(state, { ...state.layout });
   }
-  if (record) store.recordMove(state, node, before, after);
+  if (record && after) store.recordMove(state, node, pinned ? before : null, after);
   paint();
   renderToolbar();
 }
 
-/** Create the node ``name`` at ``at``. The position is saved first, so the node appears where
- * it is dropped (the sidecar is presentation only: an entry for a node that never came to be
- * is ignored); the automatic layout places it if that fails. */
+/** Create the node ``name`` at ``at``: the position is saved with the edit (the sidecar keeps
+ * only nodes the file has), so the node appears where it was dropped. */
 export async function addNode(name: string, inputs: Record<string, string>, outputs: Record<string, string>, at: XY): Promise<void> {
-  try {
-    store.setLayout(state, (await api.saveLayout({ [name]: at })).layout ?? state.layout);
-  } catch {
-    /* the automatic layout places it */
-  }
-  await perform({ op: "add_node", args: { name, inputs, outputs } });
+  await perform({ op: "add_node", args: { name, inputs, outputs }, layout: { [name]: at } });
 }

@@ -49,11 +49,11 @@ function onPointerDown(ev: PointerEvent): void {
     drag = { kind: "move", node: box.id, start: toScene(ev.clientX, ev.clientY), orig: { x: box.x, y: box.y }, moved: false, g };
   } else if (target.closest("g.wire, g.wire-label")) {
     const idx = Number(target.closest("[data-index]")?.getAttribute("data-index"));
-    selectWire(idx);
+    selectWire(idx, true); // a double-click disarms it again (onDoubleClick)
     return;
   } else if (box && box.kind === "stub") {
     // a `route → ?` stub stands for its dynamic route: selecting it selects the route
-    selectWire(Number(box.id.slice("stub:".length)));
+    selectWire(Number(box.id.slice("stub:".length)), true);
     return;
   } else if (box) {
     selectNode(null);
@@ -120,7 +120,9 @@ function onPointerUp(ev: PointerEvent): void {
 
 /** Double-click a node to rename it: the inspector opens with its name selected. */
 function onDoubleClick(ev: MouseEvent): void {
-  const box = boxAt(ev.target);
+  // the pointer was captured by the stage during the clicks, so the event's target is the
+  // stage itself: what was double-clicked is what lies under the pointer
+  const box = boxAt(ev.target) ?? boxAt(document.elementFromPoint(ev.clientX, ev.clientY));
   if (box?.kind === "node" && !state.readOnly) {
     selectNode(box.id);
     const input = document.getElementById("rename-input") as HTMLInputElement | null;
@@ -141,6 +143,9 @@ function onKeyDown(ev: KeyboardEvent): void {
   const t = ev.target as HTMLElement;
   if (t.closest("input, textarea, select, dialog")) return;
   const mod = ev.ctrlKey || ev.metaKey;
+  // typing with no field focused: the user thinks a field has the focus, so a Backspace that
+  // follows must not delete the selected wire (the keys below still do what they do)
+  if (ev.key.length === 1 && !mod && !ev.altKey) store.disarmWire(state);
   if (mod && ev.key.toLowerCase() === "z") {
     ev.preventDefault();
     void (ev.shiftKey ? redo() : undo());
@@ -150,16 +155,20 @@ function onKeyDown(ev: KeyboardEvent): void {
   } else if ((ev.key === "Delete" || ev.key === "Backspace") && state.selectedWire !== null) {
     ev.preventDefault();
     const e = state.graph?.edges[state.selectedWire];
-    if (e && canDeleteEdge(e) && !state.readOnly) {
+    if (e && canDeleteEdge(e) && !state.readOnly && store.wireDeletable(state)) {
       store.selectWire(state, null);
       void perform(removeEdgeOp(e));
     }
+
   } else if (ev.key === "Escape") {
     if (holesOpen()) return showHoles(false);
     selectNode(null);
     selectWire(null);
   } else if (ev.key === "f") {
     fit();
+  } else if (ev.key === "/") {
+    ev.preventDefault();
+    byId<HTMLInputElement>("node-search").focus();
   }
 }
 
@@ -177,6 +186,9 @@ export function mountGestures(): void {
   svg.addEventListener("pointermove", onPointerMove);
   svg.addEventListener("pointerup", onPointerUp);
   svg.addEventListener("dblclick", onDoubleClick);
+  // a wire selected by the first click of a double-click (anywhere: the second click may land
+  // on the panel that the first one opened) was not aimed at: Delete leaves it be
+  document.addEventListener("dblclick", () => store.disarmWire(state), true);
   svg.addEventListener("pointerleave", hideTooltip);
   const minimap = byId<HTMLCanvasElement>("minimap");
   minimap.addEventListener("pointerdown", (ev) => {

@@ -7,17 +7,19 @@ import { isPortName, removeEdgeOp } from "./edit-ops";
 import { perform } from "./edits";
 import { toast } from "./notices";
 import { selectNode } from "./selection";
-import { relayout } from "./stage";
+import { applyView } from "./stage";
 import { state } from "./store";
 import type { EdgeIR, NodeIR } from "./types";
 
-/** Render the panel for the selection; the stage is laid out again when it opened or closed. */
+/** Render the panel for the selection. Opening or closing it narrows or widens the stage on
+ * the right only, so the view stays exactly where it is: a second click of a double-click
+ * must land on what the first one did (a re-fit here once moved a wire under it). */
 export function renderInspector(): void {
   renderBody();
   const open = !byId("inspector").hidden;
   if (document.body.classList.contains("inspecting") !== open) {
     document.body.classList.toggle("inspecting", open);
-    relayout();
+    applyView();
   }
 }
 

@@ -9,6 +9,8 @@ export const PORT_PX = 15;
 export const CODE_PX = 13;
 export const ROW = 22;
 export const HEADER = 38;
+/** How far a loop's arc and its label rise above its node. */
+export const LOOP_ROOM = 84;
 
 export type BoxKind = "node" | "start" | "end" | "custom" | "stub";
 
@@ -42,6 +44,9 @@ export interface Scene {
   wires: Wire[];
   width: number;
   height: number;
+  /** a wrapped layout's bands, top to bottom (their tops and bottoms): a wire from one band
+   * to a later one runs back left through the gap above its target's band */
+  bands?: { top: number; bottom: number }[];
 }
 
 let ctx: CanvasRenderingContext2D | null = null;
@@ -159,14 +164,31 @@ export function buildScene(graph: GraphIR, saved: Record<string, XY>): Scene {
     wired.add(wire.to);
   }
   const free = (box: Box) => box.kind === "node" && !!saved[box.id] && !wired.has(box.id);
-  for (const box of boxes.values()) if (!free(box)) g.setNode(box.id, { width: box.w, height: box.h });
+  // A node with a loop gets room above it for the arc and its label (drawn up to LOOP_ROOM
+  // over the box): dagre centres the box in the taller slot, so nothing sits in the way.
+  const looping = new Set(wires.filter((w) => w.loop).map((w) => w.from));
+  for (const box of boxes.values()) {
+    if (!free(box)) g.setNode(box.id, { width: box.w, height: box.h + (looping.has(box.id) ? 2 * LOOP_ROOM : 0) });
+  }
   for (const wire of wires) {
     if (wire.loop) continue;
     const labelW = wire.label ? textWidth(wire.label, PORT_PX) : 0;
     g.setEdge(wire.from, wire.to, { minlen: 1, weight: wire.style === "solid" ? 2 : 1, width: labelW, height: wire.label ? 20 : 0, labelpos: "c" }, wire.id);
   }
+  // A node reached only through a `route → ?` stub has no wire in: left alone, dagre puts it
+  // in the first rank, beside START. Rank it after the stubs' sources (layout only, no wire).
+  const stubSources = [...new Set(wires.filter((w) => boxes.get(w.to)?.kind === "stub").map((w) => w.from))];
+  if (stubSources.length) {
+    const entered = new Set(wires.filter((w) => !w.loop).map((w) => w.to));
+    for (const box of boxes.values()) {
+      if (box.kind !== "node" || entered.has(box.id) || !g.hasNode(box.id) || stubSources.includes(box.id)) continue;
+      for (const from of stubSources) g.setEdge(from, box.id, { minlen: 1, weight: 0, width: 0, height: 0 }, `after-stub:${from}:${box.id}`);
+    }
+  }
   // Keep END in the last rank and START in the first even when nothing links them.
   dagre.layout(g);
+  const bands = wrapRanks(g, [...boxes.values()].filter((b) => g.hasNode(b.id)).map((b) => b.id));
+  const wrapped = bands.length > 0;
   let maxX = 0;
   let maxY = 0;
   for (const box of boxes.values()) {
@@ -184,12 +206,53 @@ export function buildScene(graph: GraphIR, saved: Record<string, XY>): Scene {
     maxY = Math.max(maxY, box.y + box.h);
   }
   for (const wire of wires) {
-    if (wire.loop || boxes.get(wire.from)?.moved || boxes.get(wire.to)?.moved) continue;
+    // dagre's routes are for the unwrapped rows: a wrapped layout draws its own
+    if (wrapped || wire.loop || boxes.get(wire.from)?.moved || boxes.get(wire.to)?.moved) continue;
     const e = g.edge(wire.from, wire.to, wire.id) as { points?: XY[]; x?: number; y?: number } | undefined;
     if (e?.points && e.points.length > 2) wire.points = e.points.slice(1, -1).map((p) => ({ x: p.x, y: p.y }));
     if (e && wire.label && e.x !== undefined && e.y !== undefined) wire.labelAt = { x: e.x, y: e.y };
   }
-  return { boxes, wires, width: maxX + 40, height: maxY + 40 };
+  return { boxes, wires, width: maxX + 40, height: maxY + 40, ...(wrapped ? { bands } : {}) };
+}
+
+/** The shape (width / height) a wrapped layout aims at: a laptop's window. */
+export const WRAP_ASPECT = 1.6;
+/** The space between two bands of a wrapped layout (the wires back to the left run there). */
+const BAND_GAP = 110;
+
+/**
+ * Wrap a long left-to-right layout into bands stacked top to bottom, so the scene's shape is
+ * near a window's and a fit can use both axes: a 117-node pipeline is otherwise one row some
+ * 30 000 units long, drawn at a few percent when it fits. A layout no wider than
+ * ``2.5 × WRAP_ASPECT`` its height is left as it is. Moves dagre's node positions in place;
+ * returns the bands (none: not wrapped).
+ */
+function wrapRanks(g: InstanceType<typeof dagre.graphlib.Graph>, ids: string[]): { top: number; bottom: number }[] {
+  const nodes = ids.map((id) => ({ id, n: g.node(id) as { x: number; y: number; width: number; height: number } }));
+  if (nodes.length < 12) return [];
+  let y0 = Infinity, y1 = -Infinity, x0 = Infinity, x1 = -Infinity;
+  for (const { n } of nodes) {
+    y0 = Math.min(y0, n.y - n.height / 2); y1 = Math.max(y1, n.y + n.height / 2);
+    x0 = Math.min(x0, n.x - n.width / 2); x1 = Math.max(x1, n.x + n.width / 2);
+  }
+  const height = Math.max(1, y1 - y0);
+  const width = x1 - x0;
+  if (width / height <= WRAP_ASPECT * 2.5) return [];
+  // a rank is a column: its nodes share dagre's x (their centre); a band starts at its first
+  // rank's left edge, so every band's first column lines up with START's
+  const ranks = [...new Set(nodes.map(({ n }) => Math.round(n.x)))].sort((a, b) => a - b);
+  const left = new Map<number, number>();
+  for (const { n } of nodes) left.set(Math.round(n.x), Math.min(left.get(Math.round(n.x)) ?? Infinity, n.x - n.width / 2));
+  const bands = Math.min(ranks.length, Math.max(2, Math.round(Math.sqrt((width + BAND_GAP) / (height + BAND_GAP) / WRAP_ASPECT))));
+  const per = Math.ceil(ranks.length / bands);
+  const rankOf = new Map(ranks.map((x, i) => [x, i]));
+  for (const { n } of nodes) {
+    const i = rankOf.get(Math.round(n.x)) ?? 0;
+    const band = Math.floor(i / per);
+    n.x -= (left.get(ranks[band * per]) ?? 0) - (left.get(ranks[0]) ?? 0);
+    n.y += band * (height + BAND_GAP);
+  }
+  return Array.from({ length: bands }, (_, b) => ({ top: y0 + b * (height + BAND_GAP), bottom: y1 + b * (height + BAND_GAP) }));
 }
 
 const CLEAR = 14; // how far a wire keeps off a box it passes
@@ -225,6 +288,22 @@ export function wirePoints(scene: Scene, wire: Wire): XY[] {
   const s = { x: a.x + a.w, y: a.y + a.h / 2 };
   const t = { x: b.x, y: b.y + b.h / 2 };
   const skip = new Set([a.id, b.id]);
+  const gap = bandGap(scene, a, b);
+  if (gap !== null && t.x < s.x + 20) {
+    // to a later band of a wrapped layout: down into the gap above the target's band, back
+    // left along it, and down into the target
+    // (the points a little inside each end of the run keep the curve from overshooting it)
+    return [
+      s,
+      { x: s.x + 30, y: (s.y + gap) / 2 },
+      { x: s.x, y: gap },
+      { x: s.x - 20, y: gap },
+      { x: t.x + 20, y: gap },
+      { x: t.x, y: gap },
+      { x: t.x - 30, y: (t.y + gap) / 2 },
+      t,
+    ];
+  }
   if (t.x < s.x + 20) return backPoints(scene, a, b, s, t, skip);
   let pts = [s, t];
   let blocked = blockers(scene, pts, skip);
@@ -246,6 +325,18 @@ export function wirePoints(scene: Scene, wire: Wire): XY[] {
     blocked = [...new Set([...blocked, ...again])];
   }
   return pts;
+}
+
+/** The y of the gap above ``b``'s band when ``b`` is in a later band than ``a`` (null: not
+ * a wrapped layout, or the same band). */
+function bandGap(scene: Scene, a: Box, b: Box): number | null {
+  const bands = scene.bands;
+  if (!bands) return null;
+  const of = (box: Box) => bands.findIndex((band) => box.y + box.h / 2 >= band.top - 1 && box.y + box.h / 2 <= band.bottom + 1);
+  const ia = of(a);
+  const ib = of(b);
+  if (ia < 0 || ib <= ia) return null;
+  return bands[ib].top - BAND_GAP / 2;
 }
 
 /** A back edge (its target left of its source): out to the right, under both ends (and
@@ -277,8 +368,10 @@ export function smooth(pts: XY[]): Smooth {
     const dx = Math.max(30, Math.abs(p1.x - p0.x) / 2);
     const prev = pts[i - 1];
     const next = pts[i + 2];
-    const c1 = prev ? { x: p0.x + (p1.x - prev.x) / 6, y: p0.y + (p1.y - prev.y) / 6 } : { x: p0.x + dx, y: p0.y };
-    const c2 = next ? { x: p1.x - (next.x - p0.x) / 6, y: p1.y - (next.y - p0.y) / 6 } : { x: p1.x - dx, y: p1.y };
+    // a handle longer than half its segment overshoots (a long run beside a short one)
+    const reach = Math.hypot(p1.x - p0.x, p1.y - p0.y) / 2;
+    const c1 = prev ? along(p0, (p1.x - prev.x) / 6, (p1.y - prev.y) / 6, reach) : { x: p0.x + dx, y: p0.y };
+    const c2 = next ? along(p1, -(next.x - p0.x) / 6, -(next.y - p0.y) / 6, reach) : { x: p1.x - dx, y: p1.y };
     segs.push([p0, c1, c2, p1]);
   }
   const d = `M ${pts[0].x} ${pts[0].y} ` + segs.map(([, c1, c2, p]) => `C ${c1.x} ${c1.y}, ${c2.x} ${c2.y}, ${p.x} ${p.y}`).join(" ");
@@ -289,6 +382,13 @@ export function smooth(pts: XY[]): Smooth {
   };
   const last = segs[segs.length - 1];
   return { d, at, end: { tip: last[3], from: bezierAt(last, 0.97) } };
+}
+
+/** ``p`` moved by (dx, dy), at most ``reach`` far. */
+function along(p: XY, dx: number, dy: number, reach: number): XY {
+  const len = Math.hypot(dx, dy);
+  const f = len > reach && len > 0 ? reach / len : 1;
+  return { x: p.x + dx * f, y: p.y + dy * f };
 }
 
 export function bezierAt(c: [XY, XY, XY, XY], t: number): XY {

@@ -14,9 +14,9 @@ export function selectNode(name: string | null): void {
 }
 
 /** Select the wire of ``graph.edges[index]`` (null: none); a change repaints, since a selected
- * wire is drawn heavier. */
-export function selectWire(index: number | null): void {
-  const changed = store.selectWire(state, index);
+ * wire is drawn heavier. ``explicit``: picked by a single click (Delete may delete it). */
+export function selectWire(index: number | null, explicit = false): void {
+  const changed = store.selectWire(state, index, explicit);
   renderInspector();
   if (changed) paint();
 }

@@ -3,6 +3,7 @@
 // the stage's size and writes the transform.
 import * as debug from "./debug/index";
 import { byId } from "./dom";
+import { drawMinLabels } from "./min-labels";
 import { drawMinimap } from "./minimap";
 import { setUserView, setView, state, type View } from "./store";
 import type { XY } from "./types";
@@ -36,14 +37,22 @@ function stageSize(fallback = false): Size {
   return fallback ? { w: svg.clientWidth || 1200, h: svg.clientHeight || 700 } : { w: svg.clientWidth, h: svg.clientHeight };
 }
 
+/** The minimap's corner (its size and margins, style.css): a fit keeps the graph out of it. */
+const MINIMAP_ROOM: Size = { w: 220 + 28, h: 150 + 28 };
+
+/** A big graph (24 boxes or more) has a minimap. */
+function minimapShown(): boolean {
+  return (state.scene?.boxes.size ?? 0) >= 24;
+}
+
 /** Put the view's transform on the stage, and the minimap beside it for a big graph. */
 export function applyView(): void {
   const { svg, viewport } = stage();
   const { x, y, k } = state.view;
   viewport.setAttribute("transform", `translate(${x},${y}) scale(${k})`);
+  drawMinLabels(document.getElementById("min-labels") as unknown as SVGGElement, state.scene, state.view);
   const mm = byId<HTMLCanvasElement>("minimap");
-  const n = state.scene?.boxes.size ?? 0;
-  mm.hidden = n < 24;
+  mm.hidden = !minimapShown();
   if (!mm.hidden && state.scene) drawMinimap(mm, state.scene, state.view, svg.clientWidth, svg.clientHeight);
 }
 
@@ -53,7 +62,7 @@ export function applyView(): void {
 export function fit(auto = false): void {
   if (!state.scene) return;
   const size = stageSize(true);
-  const { view, overflows } = fitView(state.scene.boxes, size, auto);
+  const { view, overflows } = fitView(state.scene.boxes, size, auto, minimapShown() ? MINIMAP_ROOM : null);
   setView(state, view);
   setUserView(state, false);
   if (auto && overflows) setView(state, centredOn(state.view, state.scene.boxes, debug.focusNodes(), size));
@@ -75,6 +84,18 @@ export function reveal(names: string[]): void {
   if (!b || onStage(b, stageSize())) return;
   setView(state, centredOn(state.view, boxes, names, stageSize(true)));
   applyView();
+}
+
+/** Centre the view on node ``name`` at a zoom where it reads (node search); the user now
+ * owns the view. Returns false when the scene has no such box. */
+export function jumpTo(name: string): boolean {
+  const boxes = state.scene?.boxes;
+  if (!boxes?.has(name)) return false;
+  const k = Math.max(state.view.k, 0.8);
+  setView(state, centredOn({ ...state.view, k }, boxes, [name], stageSize(true)));
+  setUserView(state, true);
+  applyView();
+  return true;
 }
 
 /** Zoom by ``factor`` about the stage point (cx, cy); the user now owns the view. */

@@ -16,7 +16,7 @@ export interface View {
 /** One step of the undo history: an edit with its inverse, or a node's move. */
 export type HistoryEntry =
   | { readonly kind: "edit"; readonly redo: EditOp; readonly undo: EditOp; readonly label: string }
-  | { readonly kind: "move"; readonly node: string; readonly before: XY; readonly after: XY; readonly label: string };
+  | { readonly kind: "move"; readonly node: string; readonly before: XY | null; readonly after: XY; readonly label: string };
 
 export interface StudioState {
   file: string;
@@ -34,6 +34,9 @@ export interface StudioState {
   userView: boolean; // the user panned or zoomed: stop fitting the graph after each change
   fitted: boolean;
   selectedWire: number | null;
+  /** Delete/Backspace may delete the selected wire: the user picked it with a single click and
+   * has not typed since (typing means they think a field has the focus). */
+  wireArmed: boolean;
   selectedNode: string | null;
   undo: readonly HistoryEntry[];
   redo: readonly HistoryEntry[];
@@ -67,6 +70,7 @@ export function createState(): StudioState {
     userView: false,
     fitted: false,
     selectedWire: null,
+    wireArmed: false,
     selectedNode: null,
     undo: [],
     redo: [],
@@ -153,15 +157,32 @@ export function showScene(s: StudioState, scene: Scene | null): void {
 /** Select a node (null: none); a node and a wire are never selected together. */
 export function selectNode(s: StudioState, name: string | null): void {
   s.selectedNode = name;
-  if (name) s.selectedWire = null;
+  if (name) {
+    s.selectedWire = null;
+    s.wireArmed = false;
+  }
 }
 
-/** Select the wire of ``graph.edges[index]`` (null: none). Returns whether it changed. */
-export function selectWire(s: StudioState, index: number | null): boolean {
+/** Select the wire of ``graph.edges[index]`` (null: none). Returns whether it changed.
+ * ``explicit``: a single click picked it, so Delete/Backspace may delete it (a wire that came
+ * under the second click of a double-click, or any other way, is only shown). */
+export function selectWire(s: StudioState, index: number | null, explicit = false): boolean {
   const changed = s.selectedWire !== index;
   s.selectedWire = index;
+  s.wireArmed = index !== null && explicit;
   if (index !== null) s.selectedNode = null;
   return changed;
+}
+
+/** The user typed text while nothing editable had the focus: Delete/Backspace must not then
+ * delete the selected wire (they meant to edit a field). */
+export function disarmWire(s: StudioState): void {
+  s.wireArmed = false;
+}
+
+/** Whether Delete/Backspace deletes the selected wire now. */
+export function wireDeletable(s: Readonly<StudioState>): boolean {
+  return s.selectedWire !== null && s.wireArmed;
 }
 
 // -- the view ----------------------------------------------------------------------------------
@@ -197,17 +218,28 @@ export function markFramed(s: StudioState, n: number, at: number): void {
 
 /** Record an accepted edit. Without an inverse (e.g. a node's class stays in the code) the
  * earlier steps would no longer line up, so the history is dropped; returns false then. */
-export function recordEdit(s: StudioState, op: EditOp, inverse: EditOp | null): boolean {
+export function recordEdit(s: StudioState, op: EditOp, inverse: EditOp | null, exact?: unknown): boolean {
   if (!inverse) {
     forgetHistory(s);
     return false;
   }
-  s.undo = [...s.undo, { kind: "edit", redo: op, undo: inverse, label: describeEdit(op) }];
+  s.undo = [...s.undo, { kind: "edit", redo: bare(op), undo: withExact(inverse, exact), label: describeEdit(op) }];
   s.redo = [];
   return true;
 }
 
-export function recordMove(s: StudioState, node: string, before: XY, after: XY): void {
+/** ``op`` without the one-use parts (``exact``, ``layout``): what to send to apply it again. */
+function bare(op: EditOp): EditOp {
+  return { op: op.op, args: op.args };
+}
+
+/** ``op`` carrying the answer's ``exact`` (none: just the op). */
+function withExact(op: EditOp, exact: unknown): EditOp {
+  return exact === undefined || exact === null ? bare(op) : { ...bare(op), exact };
+}
+
+/** A node moved from ``before`` (null: it was not pinned, the automatic layout placed it). */
+export function recordMove(s: StudioState, node: string, before: XY | null, after: XY): void {
   s.undo = [...s.undo, { kind: "move", node, before, after, label: `move ${node}` }];
   s.redo = [];
 }
@@ -230,14 +262,16 @@ export function takeRedo(s: StudioState): HistoryEntry | undefined {
   return e;
 }
 
-/** ``e`` was undone; redoing it sends the inverse the server gave for the undo, if any. */
-export function undone(s: StudioState, e: HistoryEntry, inverse: EditOp | null): void {
-  s.redo = [...s.redo, e.kind === "edit" ? { ...e, redo: inverse ?? e.redo } : e];
+/** ``e`` was undone; redoing it sends the inverse the server gave for the undo (else the
+ * step it had), with the undo's ``exact``, so a redo gives back the very text undone. */
+export function undone(s: StudioState, e: HistoryEntry, inverse: EditOp | null, exact?: unknown): void {
+  s.redo = [...s.redo, e.kind === "edit" ? { ...e, redo: withExact(inverse ?? e.redo, exact) } : e];
 }
 
-/** ``e`` was redone; undoing it again sends the inverse the server gave for the redo. */
-export function redone(s: StudioState, e: HistoryEntry, inverse: EditOp | null): void {
-  s.undo = [...s.undo, e.kind === "edit" ? { ...e, undo: inverse ?? e.undo } : e];
+/** ``e`` was redone; undoing it again sends the inverse the server gave for the redo (else
+ * the step it had), with the redo's ``exact``. */
+export function redone(s: StudioState, e: HistoryEntry, inverse: EditOp | null, exact?: unknown): void {
+  s.undo = [...s.undo, e.kind === "edit" ? { ...e, undo: withExact(inverse ?? e.undo, exact) } : e];
 }
 
 /** Undoing ``e`` failed: it stays the next step to undo. */

@@ -4,6 +4,7 @@ import * as api from "./api";
 import { markBreakpoints } from "./badges";
 import * as debug from "./debug/index";
 import { refreshRuns } from "./live";
+import { renderInspector } from "./inspector";
 import { setBanner, toast } from "./notices";
 import { paint } from "./paint";
 import { acceptGraph, setConnected, state } from "./store";
@@ -25,11 +26,14 @@ export async function reload(opts: { quiet?: boolean } = {}): Promise<void> {
 /** Show the server's answer: the banner, the toolbar, and the canvas if the graph changed. */
 function show(resp: GraphResponse): void {
   if (resp.graph) markBreakpoints(resp.graph);
+  const wasReadOnly = state.readOnly;
   const changed = acceptGraph(state, resp);
   setBanner(resp);
   renderToolbar();
   if (changed) paint();
   else document.body.classList.toggle("read-only", state.readOnly);
+  // the side panel's controls follow: disabled while the file does not parse, and back
+  if (wasReadOnly !== state.readOnly) renderInspector();
 }
 
 /** Listen to the server's events. EventSource reconnects by itself; a fetch after an error

@@ -4,7 +4,10 @@ import { baseName, holesBadgeTitle } from "./captions";
 import { byId } from "./dom";
 import { redo, undo } from "./edits";
 import { holesOpen, renderHoles } from "./holes-list";
-import { fit, moveView, zoomCentre } from "./stage";
+import { toast } from "./notices";
+import { findNode } from "./search";
+import { selectNode } from "./selection";
+import { fit, jumpTo, moveView, zoomCentre } from "./stage";
 import { state, switchGraph } from "./store";
 import { reload } from "./sync";
 
@@ -31,6 +34,21 @@ export function renderToolbar(): void {
   undoButton.title = state.undo.length ? `undo: ${state.undo[state.undo.length - 1].label} (Ctrl+Z)` : "nothing to undo";
   redoButton.title = state.redo.length ? `redo: ${state.redo[state.redo.length - 1].label} (Ctrl+Shift+Z)` : "nothing to redo";
   if (holesOpen()) renderHoles();
+  const names = state.graph?.nodes.map((n) => n.name) ?? [];
+  const list = byId("node-names");
+  if (list.childElementCount !== names.length || names.some((n, i) => (list.children[i] as HTMLOptionElement).value !== n)) {
+    list.replaceChildren(...names.map((n) => new Option(n, n)));
+  }
+}
+
+function searchNode(input: HTMLInputElement): void {
+  const names = state.graph?.nodes.map((n) => n.name) ?? [];
+  const name = findNode(names, input.value);
+  if (!name) {
+    toast(input.value.trim() ? `No single node matches “${input.value.trim()}”: type more of its name.` : "Type a node's name.", "error");
+    return;
+  }
+  if (jumpTo(name)) selectNode(name);
 }
 
 export function mountToolbar(): void {
@@ -38,6 +56,15 @@ export function mountToolbar(): void {
   byId("reset").addEventListener("click", () => moveView({ x: 40, y: 80, k: 1 }));
   byId("zoom-in").addEventListener("click", () => zoomCentre(1.25));
   byId("zoom-out").addEventListener("click", () => zoomCentre(0.8));
+  const search = byId<HTMLInputElement>("node-search");
+  search.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter") searchNode(search);
+    if (ev.key === "Escape") search.blur();
+  });
+  search.addEventListener("change", () => {
+    // picking a suggestion from the list: go there at once
+    if (findNode(state.graph?.nodes.map((n) => n.name) ?? [], search.value)) searchNode(search);
+  });
   byId("undo").addEventListener("click", () => void undo());
   byId("redo").addEventListener("click", () => void redo());
   byId<HTMLSelectElement>("graph-picker").addEventListener("change", (ev) => {

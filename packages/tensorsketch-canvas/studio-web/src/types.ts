@@ -85,12 +85,19 @@ export interface GraphResponse {
 export interface EditOp {
   op: string;
   args: Record<string, unknown>;
+  /** an earlier answer's ``exact``: while the file is what that edit wrote, the server gives
+   * it back its text from before, byte for byte (the op applies otherwise) */
+  exact?: unknown;
+  /** positions to save with the edit (a created node lands where it was dropped) */
+  layout?: Record<string, XY>;
 }
 
 export interface EditResponse {
   graph: GraphIR;
   version: string;
   inverse: EditOp | null;
+  /** takes this edit back exactly (send it with the inverse) */
+  exact?: unknown;
   layout?: Record<string, XY>;
 }
 

@@ -22,6 +22,8 @@ export const MIN_ZOOM = 0.02;
 export const MAX_ZOOM = 4;
 /** An automatic fit never zooms out further than this, so names stay legible. */
 export const LEGIBLE_ZOOM = 0.45;
+/** The room a fit leaves left and right of the boxes for the wires that curl out there. */
+export const SIDE = 90;
 /** Nor does a fit zoom in further than this on a small graph. */
 export const FIT_MAX_ZOOM = 1.25;
 
@@ -29,11 +31,20 @@ export const FIT_MAX_ZOOM = 1.25;
  * its tags and below for its trace badge. ``auto`` (after loads and edits) stops at a legible
  * zoom: a graph too big for that is centred on START's row. ``overflows`` says the graph does
  * not fit whole at that zoom. */
-export function fitView(boxes: Map<string, Box>, size: Size, auto: boolean): { view: View; overflows: boolean } {
+export function fitView(boxes: Map<string, Box>, size: Size, auto: boolean, avoid: Size | null = null): { view: View; overflows: boolean } {
+  if (avoid) {
+    // keep clear of a corner panel (the minimap, bottom right): fit beside it or above it,
+    // whichever shows the graph larger
+    const beside = fitView(boxes, { w: size.w - avoid.w, h: size.h }, auto);
+    const above = fitView(boxes, { w: size.w, h: size.h - avoid.h }, auto);
+    return beside.view.k >= above.view.k ? beside : above;
+  }
   let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
   for (const b of boxes.values()) {
-    x0 = Math.min(x0, b.x); y0 = Math.min(y0, b.y - 80);
-    x1 = Math.max(x1, b.x + b.w); y1 = Math.max(y1, b.y + b.h + 40);
+    // room for the wires that leave a box sideways (a back edge, a wrapped layout's return
+    // to the next band, curls out up to ~SIDE units)
+    x0 = Math.min(x0, b.x - SIDE); y0 = Math.min(y0, b.y - 80);
+    x1 = Math.max(x1, b.x + b.w + SIDE); y1 = Math.max(y1, b.y + b.h + 40);
   }
   const { w: W, h: H } = size;
   const k = Math.min(FIT_MAX_ZOOM, Math.max(auto ? LEGIBLE_ZOOM : MIN_ZOOM, Math.min((W - 60) / (x1 - x0), (H - 60) / (y1 - y0))));

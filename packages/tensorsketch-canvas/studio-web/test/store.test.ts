@@ -124,7 +124,48 @@ describe("selection", () => {
   });
 });
 
+describe("deleting a wire with the keyboard", () => {
+  test("only a wire a single click picked, and not after typing", () => {
+    const s = store.createState();
+    store.selectWire(s, 2);
+    assert.equal(store.wireDeletable(s), false, "selected some other way: shown, not armed");
+    store.selectWire(s, 2, true);
+    assert.equal(store.wireDeletable(s), true);
+    store.disarmWire(s);
+    assert.equal(store.wireDeletable(s), false, "the user typed: Backspace edits nothing");
+    store.selectWire(s, 1, true);
+    store.selectNode(s, "A");
+    assert.equal(store.wireDeletable(s), false);
+    assert.equal(s.wireArmed, false);
+  });
+});
+
 describe("undo history", () => {
+  test("an answer's exact travels with the undo, and the undo's with the redo", () => {
+    const s = store.createState();
+    store.recordEdit(s, { ...addB, layout: { B: { x: 1, y: 2 } } }, removeB, { hunks: "h1" });
+    const e = store.takeUndo(s);
+    assert.ok(e && e.kind === "edit");
+    assert.deepEqual(e.undo, { ...removeB, exact: { hunks: "h1" } });
+    assert.deepEqual(e.redo, addB, "the drop position is not sent again");
+    store.undone(s, e, null, { hunks: "h2" });
+    const again = store.takeRedo(s);
+    assert.ok(again && again.kind === "edit");
+    assert.deepEqual(again.redo, { ...addB, exact: { hunks: "h2" } }, "an exact undo names no inverse: the step is kept");
+    store.redone(s, again, null, null);
+    const back = store.takeUndo(s);
+    assert.ok(back && back.kind === "edit");
+    assert.deepEqual(back.undo, removeB, "no exact in the answer: the plain inverse");
+  });
+
+  test("a node's first move is undone by unpinning it", () => {
+    const s = store.createState();
+    store.recordMove(s, "A", null, { x: 5, y: 5 });
+    const e = store.takeUndo(s);
+    assert.ok(e && e.kind === "move");
+    assert.equal(e.before, null);
+  });
+
   test("an edit with an inverse is a step to undo, and clears what could be redone", () => {
     const s = store.createState();
     store.recordEdit(s, addB, removeB);

@@ -27,13 +27,24 @@ describe("fitView", () => {
     const auto = view.fitView(wide, stage, true);
     assert.equal(auto.view.k, view.LEGIBLE_ZOOM);
     assert.equal(auto.overflows, true);
-    assert.equal(auto.view.x, 30, "too wide: the left end shows, 30 px in");
+    assert.equal(auto.view.x, 30 + view.SIDE * view.LEGIBLE_ZOOM, "too wide: the left end shows, 30 px in (and the room its wires take)");
   });
 
   test("a graph too tall is centred on START's row", () => {
     const tall = boxes(box(START, 0, 10000, 96, 40, "start"), box("top", 0, 0), box("bottom", 0, 20000));
     const { view: v } = view.fitView(tall, stage, true);
     assert.equal(v.y + (10000 + 20) * v.k, stage.h / 2);
+  });
+
+  test("a fit keeps clear of the minimap's corner: beside it or above it, whichever is larger", () => {
+    const wide = boxes(box("a", 0, 0, 100, 50), box("b", 3000, 0, 100, 50));
+    const corner = { w: 248, h: 178 };
+    const fitted = view.fitView(wide, stage, false, corner).view;
+    const bottom = fitted.y + (50 + 40) * fitted.k;
+    assert.ok(bottom <= stage.h - corner.h, "a wide graph fits above the minimap");
+    const tall = boxes(box("a", 0, 0, 100, 50), box("b", 0, 3000, 100, 50));
+    const t = view.fitView(tall, stage, false, corner).view;
+    assert.ok(t.x + (100 + view.SIDE) * t.k <= stage.w - corner.w, "a tall graph fits beside it");
   });
 
   test("the fit zoom never goes below the minimum", () => {

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import libcst as cst
 
+from tensorsketch.canvas._annotation import annotation_problem
 from tensorsketch.canvas._classes import NodeClass
 from tensorsketch.canvas.exceptions import WriteBackError
 from tensorsketch.canvas.ir import GraphIR, NodeIR
@@ -149,3 +150,10 @@ def _check_port(node: str, name: str, type_text: str) -> None:
             "write it as in code, e.g. 'str' or 'list[str]'."
         )
         raise WriteBackError(msg) from None
+    problem = annotation_problem(type_text)
+    if problem is not None:
+        msg = (
+            f"node {node!r}: the type {type_text!r} of port {name!r} is not a type annotation "
+            f"({problem}); write a type as in code, e.g. 'str', 'list[str]' or 'int | None'."
+        )
+        raise WriteBackError(msg)

@@ -29,12 +29,14 @@ export function fullValue(thread: string, checkpoint: string, channel: string): 
 }
 
 /** A new thread from ``checkpointId`` with ``values``; ``run`` runs it on from there. */
-export function fork(thread: string, checkpointId: string, values: Record<string, unknown>, run: boolean): Promise<WriteResult> {
-  return call("POST", `${T(thread)}/fork`, { checkpoint_id: checkpointId, values, run, confirm: true });
+export function fork(thread: string, checkpointId: string, values: Record<string, unknown>, run: boolean, asNode: string | null = null): Promise<WriteResult> {
+  return call("POST", `${T(thread)}/fork`, { checkpoint_id: checkpointId, values, run, confirm: true, ...(asNode ? { as_node: asNode } : {}) });
 }
 
-export function update(thread: string, checkpointId: string, values: Record<string, unknown>): Promise<WriteResult> {
-  return call("POST", `${T(thread)}/update`, { checkpoint_id: checkpointId, values, confirm: true });
+/** ``asNode``: the edit stands for that node's output, so its successors run next, routed on
+ * the edited state (null: the checkpoint's plan stays). */
+export function update(thread: string, checkpointId: string, values: Record<string, unknown>, asNode: string | null = null): Promise<WriteResult> {
+  return call("POST", `${T(thread)}/update`, { checkpoint_id: checkpointId, values, confirm: true, ...(asNode ? { as_node: asNode } : {}) });
 }
 
 export function step(thread: string): Promise<WriteResult> {

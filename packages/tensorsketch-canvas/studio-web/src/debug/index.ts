@@ -47,6 +47,8 @@ export const dbg = {
   editErrors: new Map<string, string>(),
   replay: null as StateView["replay"],
   replayLive: false,
+  /** the node the pending edit is applied as ("": keep the checkpoint's plan) */
+  asNode: "",
   busy: false,
   timings: { thread: 0, checkpoint: 0 } as Record<string, number>,
 };
@@ -281,11 +283,13 @@ function waitingCard(w: Waiting | null, readonly: boolean): HTMLElement | null {
   const where = w.node ? ` in ${w.node}` : "";
   const btn = (label: string, id: string, cls: string, fn: () => void) => h("button", { id, className: cls, disabled: dbg.busy || readonly, onclick: fn }, label);
   if (w.kind === "approval") {
+    const reason = h("input", { id: "dbg-reject-reason", placeholder: "why reject? (optional: the agent is told)", "aria-label": "reason for rejecting the call", autocomplete: "off", disabled: dbg.busy || readonly });
     card.append(
       h("h4", {}, `Waiting for approval${where}`),
       w.tool ? h("p", {}, "tool call ", h("code", {}, String(w.tool))) : "",
       w.args !== undefined && w.args !== null ? h("pre", { className: "dbg-json" }, JSON.stringify(w.args, null, 2)) : "",
-      h("div", { className: "row" }, btn("✓ approve", "dbg-approve", "primary", () => void doResume("approve")), btn("✗ reject", "dbg-reject", "danger", () => void doResume("reject"))),
+      h("div", { className: "row" }, btn("✓ approve", "dbg-approve", "primary", () => void doResume("approve")), btn("✗ reject", "dbg-reject", "danger", () => void doResume("reject", reason.value))),
+      h("div", { className: "row" }, reason),
     );
   } else if (w.kind === "question") {
     const answer = h("input", { id: "dbg-answer", placeholder: "your answer", "aria-label": "your answer", autocomplete: "off" });
@@ -377,6 +381,23 @@ export function focusNodes(): string[] {
   return [...new Set([...cp.ran, ...cp.next, ...cp.sends.map((s) => s.node), ...cp.errors.map((e) => e.node ?? "")])].filter(Boolean);
 }
 
+/** The canvas's nodes (not START, END or stubs), for "apply as node". */
+function graphNodes(): string[] {
+  const boxes = host.scene()?.boxes;
+  return boxes ? [...boxes.values()].filter((b) => b.kind === "node").map((b) => b.id) : [];
+}
+
+/** The node whose routing picked what ``cp`` runs next: one that ran in it, else the source of
+ * a route (conditional, dynamic or a `route → ?` stub) leading to a next node. */
+function decider(cp: CheckpointDetail): string | null {
+  const scene = host.scene();
+  const routed = (style: string) => style === "conditional" || style === "dynamic";
+  const wires = scene?.wires ?? [];
+  const into = wires.find((w) => routed(w.style) && cp.next.includes(w.to));
+  const stub = wires.find((w) => scene?.boxes.get(w.to)?.kind === "stub");
+  return cp.ran[0] ?? into?.from ?? stub?.from ?? null;
+}
+
 function renderStatePanel(): void {
   const t = dbg.thread;
   const cp = dbg.checkpoint;
@@ -393,6 +414,9 @@ function renderStatePanel(): void {
     replayLive: dbg.replayLive,
     busy: dbg.busy,
     readonly: !!dbg.status?.graph_error,
+    asNode: dbg.asNode,
+    nodes: graphNodes(),
+    decider: decider(cp),
   };
   renderState($("dbg-state"), view, {
     close: () => selectCheckpoint(null),
@@ -406,11 +430,16 @@ function renderStatePanel(): void {
     typed: (channel, text) => dbg.edits.set(channel, text),
     discard: () => {
       dbg.edits.clear();
+      dbg.asNode = "";
       dbg.editErrors.clear();
       renderStatePanel();
     },
     fork: () => void doWrite("fork"),
     update: () => void doWrite("update"),
+    asNode: (node) => {
+      dbg.asNode = node;
+      renderStatePanel();
+    },
     replay: (node) => void doReplay(node),
     replayLive: (live) => {
       dbg.replayLive = live;
@@ -499,18 +528,24 @@ async function doWrite(kind: "fork" | "update"): Promise<void> {
     return;
   }
   const names = Object.keys(parsed.values);
+  const asNode = dbg.asNode || null;
+  const routing = asNode
+    ? ` Applied as node ${asNode}: ${asNode}'s successors run next, routed on the edited values.`
+    : cp.next.length
+      ? ` The plan stays: ${cp.next.join(", ")} runs next whatever the edit (choose "apply as node" to route on it).`
+      : "";
   const answer = await confirmWith(
     kind === "fork"
       ? {
           title: "Fork a new thread?",
-          body: `A new thread starts from checkpoint ${short(cp.id)} (step ${cp.step}) of ${t.thread_id} with ${names.join(", ")} changed, with a fresh journal (its effects run anew). ${t.thread_id} itself is not touched.`,
+          body: `A new thread starts from checkpoint ${short(cp.id)} (step ${cp.step}) of ${t.thread_id} with ${names.join(", ")} changed, with a fresh journal (its effects run anew). ${t.thread_id} itself is not touched.${routing}`,
           detail: JSON.stringify(parsed.values, null, 2),
           ok: "fork",
           check: { label: "run the new thread on from there", checked: true },
         }
       : {
           title: `Update ${t.thread_id} in place?`,
-          body: `Saves a new checkpoint on ${t.thread_id} with ${names.join(", ")} changed (update_state); its next run continues from there.`,
+          body: `Saves a new checkpoint on ${t.thread_id} with ${names.join(", ")} changed (update_state); its next run continues from there.${routing}`,
           detail: JSON.stringify(parsed.values, null, 2),
           ok: "update",
           danger: true,
@@ -520,7 +555,7 @@ async function doWrite(kind: "fork" | "update"): Promise<void> {
   await withBusy(async () => {
     let res: WriteResult;
     try {
-      res = kind === "fork" ? await dapi.fork(t.thread_id, cp.id, parsed.values, answer.checked) : await dapi.update(t.thread_id, cp.id, parsed.values);
+      res = kind === "fork" ? await dapi.fork(t.thread_id, cp.id, parsed.values, answer.checked, asNode) : await dapi.update(t.thread_id, cp.id, parsed.values, asNode);
     } catch (err) {
       if (err instanceof ApiError && err.status === 422) {
         const channel = typeof err.body.channel === "string" ? err.body.channel : names[0];
@@ -531,6 +566,7 @@ async function doWrite(kind: "fork" | "update"): Promise<void> {
       return;
     }
     dbg.edits.clear();
+    dbg.asNode = "";
     if (res.error) host.toast(`The run stopped on an error: ${res.error}`, "error");
     if (kind === "fork" && res.thread_id) {
       if (!res.error) host.toast(`Forked into thread ${res.thread_id}${answer.checked ? ` (${res.status ?? "ran"})` : ""}.`);
@@ -593,9 +629,10 @@ async function doResume(action: "approve" | "reject" | "answer", answer?: string
     return;
   }
   const what = action === "approve" ? `Approve the call of ${w.tool ?? "the tool"}` : action === "reject" ? `Reject the call of ${w.tool ?? "the tool"}` : "Send this answer";
+  const reason = action === "reject" ? answer?.trim() || "" : "";
   const ok = await confirmAction({
     title: `${what}?`,
-    body: `${t.thread_id} resumes${w.node ? ` in ${w.node}` : ""} and runs on until it ends or waits again.`,
+    body: `${t.thread_id} resumes${w.node ? ` in ${w.node}` : ""} and runs on until it ends or waits again.${reason ? ` The agent is told: “${reason}”.` : ""}`,
     detail: action === "answer" ? answer : w.args !== undefined && w.args !== null ? JSON.stringify(w.args, null, 2) : undefined,
     ok: action,
     danger: action === "reject",
@@ -603,7 +640,8 @@ async function doResume(action: "approve" | "reject" | "answer", answer?: string
   if (!ok) return;
   await withBusy(async () => {
     try {
-      const res = await dapi.resume(t.thread_id, action, w.interrupt_id ?? null, action === "answer" ? answer : undefined);
+      const value = action === "answer" ? answer : reason || undefined;
+      const res = await dapi.resume(t.thread_id, action, w.interrupt_id ?? null, value);
       host.toast(`${action === "answer" ? "Answered" : action === "approve" ? "Approved" : "Rejected"}: ${t.thread_id} is ${res.status ?? "resumed"}.`);
       await openThread(t.thread_id, res.checkpoint_id ?? "head");
     } catch (err) {

@@ -5,7 +5,7 @@ import rough from "roughjs";
 import type { RoughSVG } from "roughjs/bin/svg";
 import { nodeBadges } from "../badges";
 import { el, seed, wireGeom } from "../draw";
-import { textWidth, type Box, type Scene } from "../layout";
+import { textWidth, type Box, type Scene, type Wire } from "../layout";
 import type { CheckpointDetail } from "./types";
 
 export const MARK = { ran: "#6741d9", next: "#f08c00", error: "#e03131", send: "#1971c2" };
@@ -71,6 +71,26 @@ function drawTaken(layer: SVGGElement, scene: Scene, cp: CheckpointDetail, sends
     seen.add(key);
     const g = el("g", { class: "dbg-route", "data-from": wire.from, "data-to": wire.to, "pointer-events": "none" }, layer);
     g.appendChild(rc!.path(wireGeom(scene, wire).path, { seed: seed(key) + 5, roughness: 0.8, bowing: 0.5, stroke: MARK.next, strokeWidth: 3.2 }));
+  }
+  // A route the code computes (a `route → ?` stub): the checkpoint records where it went, so
+  // that route is drawn from the node that ran to the node that runs next, labelled.
+  for (const stub of scene.wires) {
+    if (scene.boxes.get(stub.to)?.kind !== "stub" || !cp.ran.includes(stub.from)) continue;
+    for (const to of [...cp.next, ...sends.keys()]) {
+      const key = `${stub.from}\u0000${to}`;
+      if (seen.has(key) || scene.boxes.get(to)?.kind !== "node") continue;
+      seen.add(key);
+      const text = `${stub.edge.path ?? "route"} → ${to}`;
+      const taken: Wire = { ...stub, id: `${stub.id}:ran:${to}`, to, label: text, loop: stub.from === to, points: undefined, labelAt: undefined };
+      const geom = wireGeom(scene, taken);
+      const g = el("g", { class: "dbg-route computed", "data-from": stub.from, "data-to": to, "pointer-events": "none" }, layer);
+      g.appendChild(rc!.path(geom.path, { seed: seed(key) + 5, roughness: 0.8, bowing: 0.5, stroke: MARK.next, strokeWidth: 3.2, strokeLineDash: [10, 6] }));
+      const at = geom.label ?? geom.tip;
+      const w = textWidth(text, 12.5, UI) + 14;
+      el("rect", { x: at.x - w / 2, y: at.y - 11, width: w, height: 21, rx: 10.5, fill: "#fff", stroke: MARK.next, "stroke-width": 1.5 }, g);
+      const label = el("text", { x: at.x, y: at.y + 4, "text-anchor": "middle", "font-size": 12.5, "font-family": UI, fill: MARK.next }, g);
+      label.textContent = text;
+    }
   }
 }
 

@@ -16,6 +16,11 @@ export interface StateView {
   replayLive: boolean;
   busy: boolean;
   readonly: boolean;
+  /** the node an edit is applied as ("": keep the checkpoint's plan) and the graph's nodes */
+  asNode: string;
+  nodes: readonly string[];
+  /** the node whose routing decided what runs next (null: none known) */
+  decider: string | null;
 }
 
 export interface StateActions {
@@ -28,6 +33,7 @@ export interface StateActions {
   discard(): void;
   fork(): void;
   update(): void;
+  asNode(node: string): void;
   replay(node: string): void;
   replayLive(live: boolean): void;
 }
@@ -89,11 +95,33 @@ export function renderState(panel: HTMLElement, v: StateView, a: StateActions): 
         }, "update in place…"),
         h("button", { id: "dbg-fork", className: "primary", disabled: v.busy, title: "start a new thread from this checkpoint with the edit", onclick: a.fork }, "fork…"),
       ),
+      routingRow(v, a),
     );
   }
   panel.append(effectsTable(cp));
   panel.append(replayBox(v, a));
   panel.scrollTop = scroll;
+}
+
+/** What runs after the edit: the checkpoint's plan, or — applied as a node — that node's
+ * successors routed on the edited values. Says so when the edit cannot change what runs. */
+function routingRow(v: StateView, a: StateActions): HTMLElement {
+  const cp = v.checkpoint;
+  const select = h(
+    "select",
+    { id: "dbg-as-node", "aria-label": "apply the edit as a node's output", disabled: v.busy },
+    h("option", { value: "" }, "keep the plan"),
+    ...v.nodes.map((n) => h("option", { value: n }, `apply as node ${n}`)),
+  );
+  select.value = v.asNode;
+  select.addEventListener("change", () => a.asNode(select.value));
+  const decided = v.decider;
+  const note = v.asNode
+    ? `The edit stands for ${v.asNode}'s output: ${v.asNode}'s successors run next, routed on the edited values.`
+    : cp.next.length
+      ? `Next runs ${cp.next.join(", ")} whatever the edit: this checkpoint already planned it. To route on the edited values, apply the edit as ${decided ? `node ${decided} (its route picked ${cp.next.join(", ")})` : "the node whose output it changes"}.`
+      : "Nothing is planned after this checkpoint: the edit changes the state only.";
+  return h("div", { className: "dbg-route", id: "dbg-route" }, select, h("p", { className: "hint", id: "dbg-route-note" }, note));
 }
 
 function channelCard(name: string, c: CheckpointDetail["state"][string], v: StateView, a: StateActions): HTMLElement {

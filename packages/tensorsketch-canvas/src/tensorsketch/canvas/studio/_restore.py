@@ -27,7 +27,7 @@ from tensorsketch.canvas.exceptions import IRError
 from tensorsketch.canvas.ir import EdgeIR, GraphIR, NodeIR
 from tensorsketch.canvas.studio._errors import BadEdit, EditRejected
 
-__all__ = ["apply", "removal", "text_hunks"]
+__all__ = ["apply", "patched", "removal", "text_hunks"]
 
 
 def _sha(text: str) -> str:
@@ -74,7 +74,7 @@ def text_hunks(after: str, before: str) -> dict[str, Any]:
     return {"after": _sha(after), "hunks": hunks}
 
 
-def _patched(source: str, text: Any) -> str | None:
+def patched(source: str, text: Any) -> str | None:
     """``source`` with the hunks applied, when it is the text they were made against."""
     if not isinstance(text, Mapping) or text.get("after") != _sha(source):
         return None
@@ -150,4 +150,4 @@ def apply(
         if first.label is not None:
             remove["label"] = first.label
         inverse = {"op": "remove_edge", "args": remove}
-    return new, inverse, _patched(source, args.get("text"))
+    return new, inverse, patched(source, args.get("text"))

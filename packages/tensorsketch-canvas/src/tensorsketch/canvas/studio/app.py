@@ -57,6 +57,8 @@ _SKIP_DIRS = frozenset(
 )
 #: The most files the holes badge reads in a project.
 MAX_PROJECT_FILES = 20000
+#: The largest layout coordinate accepted (a canvas is a few thousand units across).
+MAX_COORDINATE = 1e6
 #: Parses kept (by file version and graph).
 _PARSE_CACHE = 8
 
@@ -279,8 +281,17 @@ class Studio:
     # -- writing -------------------------------------------------------------------------------
 
     def edit(self, body: dict[str, Any]) -> dict[str, Any]:
-        """``POST /api/edit``: check, apply, reconstruct, write atomically, re-extract."""
+        """``POST /api/edit``: check, apply, reconstruct, write atomically, re-extract.
+
+        ``exact`` (optional): the ``exact`` of an earlier answer, sent back to undo (or redo)
+        it. While the file is still exactly the text that edit wrote, the file gets back
+        exactly the text it had before — byte for byte, stubs, imports and statement layout
+        included; otherwise ``op`` is applied to the graph as it is now. ``layout``
+        (optional): positions to save with the edit (a node the edit creates is placed where
+        it was dropped)."""
         version, op, args, graph = _edit_request(body)
+        exact = self._exact_request(body.get("exact"))
+        positions = _positions(body["layout"]) if body.get("layout") is not None else {}
         with self.lock:
             source = self._read()
             if source.version != version:
@@ -296,54 +307,105 @@ class Studio:
                 raise ApiError(422, str(exc)) from None
             except GraphNotFoundError as exc:
                 raise ApiError(404, str(exc)) from None
-            if op == "restore":
-                args = self._unsealed(args)
+            back = _restore.patched(source.text, exact) if exact is not None else None
+            inverse: dict[str, Any] | None
+            renamed: tuple[str, str] | None
+            if back is not None:
+                assert exact is not None
+                written_text, inverse, renamed = back, None, _pair(exact.get("renamed"))
+                new_source = self._write(source, back)
+            else:
+                written_text, inverse, renamed, new_source = self._apply(parsed, source, op, args)
+            if renamed is not None and new_source.data != source.data:
+                self._move_layout(*renamed)
             try:
-                result = ops.apply_op(parsed.ir, op, args, source.text)
-            except ops.BadEdit as exc:
-                raise ApiError(400, str(exc)) from None
-            except (ops.EditRejected, IRError) as exc:
+                new_ir = self._parse(new_source, graph or self.graph).ir
+            except CanvasError as exc:  # an exact undo gives back text that parsed before
                 raise ApiError(422, str(exc)) from None
-            written = _exact(result) if result.text is not None else None
-            if written is None:
-                written = _written(parsed, result.ir, op, args)
-            if result.stub is not None:
-                written = _stub_renamed(written, result.ir, *result.stub) or written
-            data = _encoded(source, written.text)
-            if data != source.data:
-                try:
-                    current = self.path.read_bytes()
-                except OSError:
-                    current = b""
-                if current != source.data:
-                    raise ApiError(
-                        409,
-                        "the file changed while the edit was being made; nothing was written.",
-                        version=_sha(current),
-                    )
-                atomic_write_bytes(self.path, data)
-                if result.renamed is not None:
-                    self._move_layout(*result.renamed)
-            new_source = read_source(self.path)
-            if new_source.text == written.text:
-                # The write-back's verification parsed exactly this text: keep that parse.
-                graphs = [m.name for m in written.graphs]
-                kept = _Parsed(written.ir, graphs, written.parsed, written.graphs, written.classes)
-                self._keep((new_source.version, written.ir.name), kept)
-            new_ir = self._parse(new_source, result.ir.name).ir
+            if positions:
+                known = self._node_names(new_source)
+                self._save_positions({n: p for n, p in positions.items() if n in known})
             nodes = [n.name for n in new_ir.nodes]
-            inverse = result.inverse
             if inverse is not None and inverse["op"] == "restore":
-                text = _restore.text_hunks(written.text, source.text)
+                text = _restore.text_hunks(written_text, source.text)
                 inverse = {"op": "restore", "args": self._sealed({**inverse["args"], "text": text})}
             return {
                 "graph": new_ir.to_dict(),
                 "version": new_source.version,
                 "inverse": inverse,
+                "exact": self._exact_answer(written_text, source.text, renamed),
                 "selected": new_ir.name,
                 "layout": self.layout_for(nodes),
                 "style": _STYLE.get(new_ir.style, new_ir.style),
             }
+
+    def _apply(
+        self, parsed: _Parsed, source: SourceFile, op: str, args: dict[str, Any]
+    ) -> tuple[str, dict[str, Any] | None, tuple[str, str] | None, SourceFile]:
+        """Apply ``op`` to the graph and write it back: the text written, the inverse, the
+        rename it made, and the file as read back."""
+        if op == "restore":
+            args = self._unsealed(args)
+        try:
+            result = ops.apply_op(parsed.ir, op, args, source.text)
+        except ops.BadEdit as exc:
+            raise ApiError(400, str(exc)) from None
+        except (ops.EditRejected, IRError) as exc:
+            raise ApiError(422, str(exc)) from None
+        written = _exact(result) if result.text is not None else None
+        if written is None:
+            written = _written(parsed, result.ir, op, args)
+        if result.stub is not None:
+            written = _stub_renamed(written, result.ir, *result.stub) or written
+        new_source = self._write(source, written.text)
+        if new_source.text == written.text:
+            # The write-back's verification parsed exactly this text: keep that parse.
+            graphs = [m.name for m in written.graphs]
+            kept = _Parsed(written.ir, graphs, written.parsed, written.graphs, written.classes)
+            self._keep((new_source.version, written.ir.name), kept)
+        return written.text, result.inverse, result.renamed, new_source
+
+    def _write(self, source: SourceFile, text: str) -> SourceFile:
+        """Write ``text`` over ``source`` (when it changes anything) and read the file back;
+        a 409 when someone else wrote the file meanwhile."""
+        data = _encoded(source, text)
+        if data != source.data:
+            try:
+                current = self.path.read_bytes()
+            except OSError:
+                current = b""
+            if current != source.data:
+                raise ApiError(
+                    409,
+                    "the file changed while the edit was being made; nothing was written.",
+                    version=_sha(current),
+                )
+            atomic_write_bytes(self.path, data)
+        return read_source(self.path)
+
+    def _exact_answer(
+        self, written: str, before: str, renamed: tuple[str, str] | None
+    ) -> dict[str, Any] | None:
+        """The ``exact`` of an answer: ``written`` → ``before`` as hunks, signed (it carries
+        source text), with the rename to move the layout entry back."""
+        if written == before:
+            return None
+        payload: dict[str, Any] = _restore.text_hunks(written, before)
+        payload["renamed"] = [renamed[1], renamed[0]] if renamed is not None else None
+        return self._sealed(payload)
+
+    def _exact_request(self, value: Any) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        body = {k: v for k, v in value.items() if k != "seal"} if isinstance(value, dict) else {}
+        seal = value.get("seal") if isinstance(value, dict) else None
+        if not isinstance(seal, str) or not hmac.compare_digest(seal, _seal(self._key, body)):
+            raise ApiError(
+                400,
+                "'exact' takes only the 'exact' of an answer this Studio gave (unchanged): it "
+                "carries source text; drop it to apply the op to the graph as it is.",
+            )
+        return body
 
     def _sealed(self, args: dict[str, Any]) -> dict[str, Any]:
         """``args`` signed with this launch's key: a ``restore`` carries source text, so the
@@ -382,29 +444,90 @@ class Studio:
         os.chmod(sidecar, mode)
 
     def set_layout(self, body: dict[str, Any]) -> dict[str, Any]:
-        """``POST /api/layout``: merge positions into the sidecar (atomically)."""
+        """``POST /api/layout``: merge positions into the sidecar (atomically); a ``null``
+        position unpins the node (the automatic layout places it again).
+
+        Only the nodes of the file's graphs are kept (others are counted in ``ignored``, and
+        entries left for nodes that no longer exist are dropped), so the sidecar stays one
+        small entry per node whatever a client posts."""
         positions = body.get("positions")
         if not isinstance(positions, dict):
             raise ApiError(400, 'expected {"positions": {"<node>": {"x": number, "y": number}}}.')
-        new: dict[str, Position] = {}
-        for name, entry in positions.items():
-            x = entry.get("x") if isinstance(entry, dict) else None
-            y = entry.get("y") if isinstance(entry, dict) else None
-            if not all(
-                isinstance(v, int | float) and not isinstance(v, bool) and _finite(v)
-                for v in (x, y)
-            ):
-                msg = f'position of {name!r} must be {{"x": number, "y": number}} (finite).'
-                raise ApiError(400, msg)
-            assert isinstance(x, int | float) and isinstance(y, int | float)
-            new[name] = Position(float(x), float(y))
+        new = _positions(positions)
         with self.lock:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                merged = read_layout(self.path)
-            merged.update(new)
-            self._write_layout(merged)
-            return {"layout": {n: {"x": p.x, "y": p.y} for n, p in merged.items()}}
+            known = self._node_names(self._read())
+            kept = {name: p for name, p in new.items() if name in known}
+            merged = self._save_positions(kept, known)
+            return {
+                "layout": {n: {"x": p.x, "y": p.y} for n, p in merged.items()},
+                "ignored": len(new) - len(kept),
+            }
+
+    def _save_positions(
+        self, positions: dict[str, Position | None], known: set[str] | None = None
+    ) -> dict[str, Position]:
+        """Merge ``positions`` (``None``: unpin) into the sidecar, keeping only ``known``
+        nodes (all of them: every node of the file's graphs)."""
+        if known is None:
+            known = self._node_names(self._read())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            merged = read_layout(self.path, known)
+        for name, position in positions.items():
+            if position is None:
+                merged.pop(name, None)
+            else:
+                merged[name] = position
+        self._write_layout(merged)
+        return merged
+
+    def _node_names(self, source: SourceFile) -> set[str]:
+        """Every node of every graph in the file: the names a layout entry may have."""
+        try:
+            graphs = self._parse(source, self.graph).graphs
+            return {n.name for g in graphs for n in self._parse(source, g).ir.nodes}
+        except SourceParseError as exc:
+            msg = (
+                f"the file does not parse ({exc}); the layout is saved once it parses again, "
+                "so its entries can be checked against the graph's nodes."
+            )
+            raise ApiError(409, msg) from None
+        except GraphNotFoundError as exc:
+            raise ApiError(404, str(exc)) from None
+
+
+def _positions(positions: Any) -> dict[str, Position | None]:
+    """``{"<node>": {"x": number, "y": number} | null}`` checked, or a 400 naming the entry."""
+    if not isinstance(positions, dict):
+        raise ApiError(400, 'positions must be {"<node>": {"x": number, "y": number}}.')
+    new: dict[str, Position | None] = {}
+    for name, entry in positions.items():
+        if entry is None:
+            new[name] = None
+            continue
+        x = entry.get("x") if isinstance(entry, dict) else None
+        y = entry.get("y") if isinstance(entry, dict) else None
+        if not all(
+            isinstance(v, int | float)
+            and not isinstance(v, bool)
+            and _finite(v)
+            and abs(v) <= MAX_COORDINATE
+            for v in (x, y)
+        ):
+            msg = (
+                f'position of {name!r} must be {{"x": number, "y": number}} (finite, '
+                f"within ±{MAX_COORDINATE:g}), or null to unpin it."
+            )
+            raise ApiError(400, msg)
+        assert isinstance(x, int | float) and isinstance(y, int | float)
+        new[name] = Position(float(x), float(y))
+    return new
+
+
+def _pair(value: Any) -> tuple[str, str] | None:
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value):
+        return value[0], value[1]
+    return None
 
 
 def _finite(value: float) -> bool:

@@ -107,12 +107,24 @@ def _confirmed(body: Mapping[str, Any], action: str) -> None:
         )
 
 
-def _error_text(error: Any) -> str | None:
+def _as_node(graph: CompiledGraph[Any], body: Mapping[str, Any]) -> str | None:
+    """The ``as_node`` of an edit (the node the edit stands for: its successors run next,
+    routed on the edited state), or ``None`` to keep the checkpoint's plan."""
+    as_node = body.get("as_node")
+    if as_node is not None and (not isinstance(as_node, str) or as_node not in graph.spec.nodes):
+        nodes = ", ".join(sorted(graph.spec.nodes))
+        raise ApiError(404, f"as_node {as_node!r} is not a node of {graph.name} (nodes: {nodes}).")
+    return as_node
+
+
+def _error_text(error: Any, *, with_node: bool = True) -> str | None:
+    """``Node: Kind: message`` (``with_node=False`` where the node has its own field)."""
     if not isinstance(error, Mapping):
         return None
     node = error.get("node")
     kind = str(error.get("type") or "error").rpartition(".")[2]
-    return f"{node}: {kind}: {error.get('message')}" if node else f"{kind}: {error.get('message')}"
+    text = f"{kind}: {error.get('message')}"
+    return f"{node}: {text}" if node and with_node else text
 
 
 @dataclass(frozen=True, slots=True)
@@ -500,7 +512,7 @@ class Debugger:
             "sends": [{"node": node, "arg": preview(payload)[0]} for node, payload in found.sends],
             "effects": await self._effects(found),
             "state": state,
-            "errors": [{"node": error.get("node"), "error": _error_text(error)}]
+            "errors": [{"node": error.get("node"), "error": _error_text(error, with_node=False)}]
             if isinstance(error, Mapping)
             else [],
             "interrupts": [_interrupt_view(p) for p in found.metadata.get("interrupts") or ()],
@@ -604,7 +616,22 @@ class Debugger:
         run = body.get("run", False)
         if not isinstance(run, bool):
             raise ApiError(400, "'run' must be true or false.")
-        call = graph.fork(self.backend, thread_id, checkpoint_id, new_id, values or None, run=run)
+        as_node = _as_node(graph, body)
+        if as_node is None:
+            call = graph.fork(
+                self.backend, thread_id, checkpoint_id, new_id, values or None, run=run
+            )
+            return {
+                "thread_id": new_id,
+                **await self._after_run(graph, new_id, await _driven(call)),
+            }
+        # Apply the edit as node `as_node` had returned it: the fork point's plan is replaced
+        # by that node's successors, routed on the edited state (update_state's as_node).
+        await graph.fork(self.backend, thread_id, checkpoint_id, new_id, None, run=False)
+        state = await graph.aupdate_state(new_id, self.backend, values, as_node=as_node)
+        if not run:
+            return {"thread_id": new_id, **await self._after_run(graph, new_id, (state, None))}
+        call = graph.invoke(thread_id=new_id, backend=self.backend)
         return {"thread_id": new_id, **await self._after_run(graph, new_id, await _driven(call))}
 
     async def update(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -619,11 +646,7 @@ class Debugger:
                 f"one (latest: {found.head.id}).",
                 head=found.head.id,
             )
-        as_node = body.get("as_node")
-        if as_node is not None and (
-            not isinstance(as_node, str) or as_node not in graph.spec.nodes
-        ):
-            raise ApiError(404, f"as_node {as_node!r} is not a node of {graph.name}.")
+        as_node = _as_node(graph, body)
         values = self._validated(graph, body.get("values"))
         state = await graph.aupdate_state(thread_id, self.backend, values, as_node=as_node)
         # the same answer as every other write (an edit runs nothing, so `error` is null)
@@ -705,6 +728,9 @@ class Debugger:
 
     async def resume(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
         _confirmed(body, "resume (it runs the thread)")
+        action = body.get("action")
+        if action not in ("approve", "reject", "answer"):
+            raise ApiError(400, "'action' must be 'approve', 'reject' or 'answer'.")
         graph = await self.need_graph()
         found = await self._thread(thread_id)
         record = await self._record(thread_id)
@@ -716,7 +742,6 @@ class Debugger:
         if target is None:
             ids = [p.get("id") for p in pending]
             raise ApiError(404, f"thread {thread_id!r} waits on {ids}, not {wanted!r}.")
-        action = body.get("action")
         decision: Any
         if action in ("approve", "reject"):
             if target.get("kind") != "approval":

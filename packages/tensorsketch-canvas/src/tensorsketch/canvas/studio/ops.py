@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tensorsketch.canvas import edits
+from tensorsketch.canvas._annotation import annotation_problem
 from tensorsketch.canvas.ir import END, START, EdgeIR, GraphIR, Port
 from tensorsketch.canvas.studio import _restore, _stub_rename
 from tensorsketch.canvas.studio._errors import BadEdit, EditRejected
@@ -102,11 +103,14 @@ def _checked_port(name: str, type_text: str) -> Port:
     if not type_text.strip():
         msg = f"port {name!r} needs a type annotation, e.g. 'str'."
         raise EditRejected(msg)
-    try:
-        ast.parse(type_text, mode="eval")
-    except SyntaxError:
-        msg = f"port {name!r}: {type_text!r} is not a valid type annotation."
-        raise EditRejected(msg) from None
+    problem = annotation_problem(type_text)
+    if problem is not None:
+        msg = (
+            f"port {name!r}: {type_text!r} is not a valid type annotation ({problem}); "
+            "write a type as in code, e.g. 'str', 'list[str]', 'int | None' or "
+            "\"Literal['a', 'b']\"."
+        )
+        raise EditRejected(msg)
     return Port(name, type_text.strip())
 
 

@@ -112,7 +112,9 @@ class _Api:
     async def json_body(self, request: Request, limit: int = safety.MAX_BODY) -> dict[str, Any]:
         raw = await safety.read_body(request, limit)
         try:
-            data = json.loads(raw)
+            data = safety.load_json(raw)
+        except safety.NestedTooDeep as exc:
+            raise ApiError(400, str(exc)) from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ApiError(400, f"the body is not valid JSON: {exc}") from None
         if not isinstance(data, dict):

@@ -21,9 +21,12 @@ from starlette.requests import Request
 __all__ = [
     "ALLOWED_HOSTS",
     "MAX_BODY",
+    "MAX_JSON_DEPTH",
     "BodyTooLarge",
     "HostCheckMiddleware",
+    "NestedTooDeep",
     "host_name",
+    "load_json",
     "new_token",
     "origin_ok",
     "read_body",
@@ -34,6 +37,9 @@ __all__ = [
 ALLOWED_HOSTS = frozenset({"127.0.0.1", "localhost"})
 #: The largest request body accepted (edits, layout).
 MAX_BODY = 1024 * 1024
+#: The deepest nesting of objects and arrays a JSON body may have: the Studio's own bodies
+#: nest four or five levels; deeper ones only exist to exhaust the parser's recursion.
+MAX_JSON_DEPTH = 64
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -99,12 +105,16 @@ class HostCheckMiddleware:
 
 def origin_ok(request: Request) -> bool:
     """No ``Origin`` (a non-browser client or a same-origin GET), or exactly the page's own
-    origin (the scheme and ``Host`` this request was sent to)."""
+    origin: ``http://`` (the Studio serves plain HTTP on 127.0.0.1, so a page from any other
+    scheme, ``https://`` included, is another origin) and the ``Host`` this request was sent
+    to."""
     origin = request.headers.get("origin")
     if origin is None:
         return True
+    if request.url.scheme != "http":
+        return False
     host = request.headers.get("host", "")
-    return origin.lower() in (f"http://{host}".lower(), f"https://{host}".lower())
+    return origin.lower() == f"http://{host}".lower()
 
 
 def token_ok(request: Request, token: str) -> bool:
@@ -133,3 +143,45 @@ async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
             raise BodyTooLarge(msg)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+class NestedTooDeep(ValueError):
+    """The body nests objects and arrays deeper than :data:`MAX_JSON_DEPTH`: HTTP 400."""
+
+
+def load_json(raw: bytes, limit: int = MAX_JSON_DEPTH) -> Any:
+    """``raw`` parsed as JSON, refusing (:class:`NestedTooDeep`) anything nested deeper than
+    ``limit``: the parser recurses once per level, so an unbounded depth is a crash, and a
+    parsable but deep value would recurse again wherever it is walked (validation, hashing).
+
+    :raises json.JSONDecodeError: not JSON.
+    :raises UnicodeDecodeError: not UTF-8.
+    """
+    msg = (
+        f"the body is nested more than {limit} levels deep (objects and arrays within each "
+        "other); the Studio's requests nest a few levels — send a flatter body."
+    )
+    try:
+        data = json.loads(raw)
+    except RecursionError:
+        raise NestedTooDeep(msg) from None
+    if _depth_over(data, limit):
+        raise NestedTooDeep(msg)
+    return data
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests containers deeper than ``limit`` (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth + 1 > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
