@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +16,7 @@ from tensorsketch.canvas import (
     graph_names,
     reconstruct,
 )
-from tensorsketch.canvas.ir import END, START, EdgeIR, Port
+from tensorsketch.canvas.ir import END, START, EdgeIR, NodeIR, Port
 
 NODES = textwrap.dedent(
     """
@@ -476,3 +477,22 @@ def test_compile_options_such_as_breakpoints_survive_an_edit() -> None:
     out = reconstruct(source, edited)
     assert '.compile(interrupt_before=["Billing"], interrupt_after=["Classify"])' in out
     assert extract(out).edges == edited.edges
+
+
+# -- subgraph nodes -------------------------------------------------------------------------
+
+
+def test_a_subgraph_node_is_named_after_its_graph_with_the_shared_fields_as_ports() -> None:
+    source = (Path(__file__).parent / "corpus" / "subgraph_styles.py").read_text()
+    stmt = extract(source, "stmt")
+    by_name = {n.name: n for n in stmt.nodes}
+    assert list(by_name) == ["Dig", "Deep", "Write"]  # the graph's name=, then add(name=)
+    for name in ("Dig", "Deep"):
+        node = by_name[name]
+        assert node.subgraph == "dig" and node.cls == "dig"
+        assert [p.name for p in node.inputs] == ["topic", "notes"]  # not its private scratch
+        assert [p.name for p in node.outputs] == ["topic", "notes"]
+    assert {(e.source, e.target) for e in stmt.edges} >= {("Dig", "Deep"), ("Deep", "Write")}
+    ops = extract(source, "ops")  # not yet read as a subgraph on the >> surface
+    assert [n.name for n in ops.nodes] == ["dig", "Write"] and ops.nodes[0].subgraph is None
+    assert NodeIR.from_dict(stmt.nodes[0].to_dict()).subgraph == "dig"

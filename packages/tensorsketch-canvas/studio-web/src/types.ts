@@ -19,6 +19,8 @@ export interface NodeIR {
   line: number | null;
   retry?: string | null;
   timeout?: string | null;
+  // the graph a subgraph node runs (`add(compiled_graph)`), by its name in the file
+  subgraph?: string | null;
   interrupt_before?: boolean | null;
   interrupt_after?: boolean | null;
 }

@@ -60,6 +60,8 @@ def class_edits(
     stubs: dict[str, NodeIR] = {}
     port_edits: dict[str, NodeIR] = {}
     for node in target.nodes:
+        if node.subgraph is not None and node.name not in target.added:
+            continue  # its ports are its graph's state fields: edited in its state classes
         key = class_key(node.cls)
         cls = classes.get(key)
         if cls is not None:

@@ -7,12 +7,16 @@ imports and ``raise Hole(...)`` bodies are all fine.
 
 from __future__ import annotations
 
-from tensorsketch.canvas._classes import NodeClass, find_node_classes
+from collections.abc import Sequence
+
+import libcst as cst
+
+from tensorsketch.canvas._classes import NodeClass, find_node_classes, schema_fields
 from tensorsketch.canvas._routes import module_functions, possible_routes
 from tensorsketch.canvas._source import ParsedSource, parse_source
-from tensorsketch.canvas._wiring import GraphModel, find_graphs
+from tensorsketch.canvas._wiring import GraphModel, NodeDecl, find_graphs
 from tensorsketch.canvas.exceptions import GraphNotFoundError
-from tensorsketch.canvas.ir import EdgeIR, GraphIR, NodeIR, clone
+from tensorsketch.canvas.ir import EdgeIR, GraphIR, NodeIR, Port, clone
 
 __all__ = ["extract", "extract_all", "graph_names"]
 
@@ -31,7 +35,7 @@ def extract(source: str, graph: str | None = None, *, filename: str = "<source>"
     src = parse_source(source, filename=filename)
     models = find_graphs(src)
     model = select(models, graph)
-    return build_ir(src, model, find_node_classes(src))
+    return build_ir(src, model, find_node_classes(src), models)
 
 
 def extract_all(source: str, *, filename: str = "<source>") -> list[GraphIR]:
@@ -39,7 +43,8 @@ def extract_all(source: str, *, filename: str = "<source>") -> list[GraphIR]:
     :func:`extract`)."""
     src = parse_source(source, filename=filename)
     classes = find_node_classes(src)
-    return [build_ir(src, model, classes) for model in find_graphs(src)]
+    models = find_graphs(src)
+    return [build_ir(src, model, classes, models) for model in models]
 
 
 def graph_names(source: str, *, filename: str = "<source>") -> list[str]:
@@ -69,13 +74,29 @@ def select(models: list[GraphModel], graph: str | None) -> GraphModel:
     raise GraphNotFoundError(msg)
 
 
-def build_ir(src: ParsedSource, model: GraphModel, classes: dict[str, NodeClass]) -> GraphIR:
-    """Fold a graph's wiring items into its GraphIR (and read where its dynamic routes go)."""
+def build_ir(
+    src: ParsedSource,
+    model: GraphModel,
+    classes: dict[str, NodeClass],
+    models: Sequence[GraphModel] = (),
+) -> GraphIR:
+    """Fold a graph's wiring items into its GraphIR (and read where its dynamic routes go).
+    ``models``: the file's graphs, for a node that is one of them (a subgraph)."""
     nodes: list[NodeIR] = []
     edges: list[EdgeIR] = []
     for item in model.items:
         for decl in item.nodes:
             cls = classes.get(decl.class_key)
+            # Only `add(graph)` for now: a `g.nodes(graph)` handle is named after the
+            # variable, which the >> writer relies on (the engine names it after the graph).
+            child = (
+                _subgraph(decl.class_key, model, models)
+                if cls is None and item.kind == "add"
+                else None
+            )
+            if child is not None:
+                nodes.append(_subgraph_node(src, decl, model, child))
+                continue
             nodes.append(
                 NodeIR(
                     name=decl.name,
@@ -106,6 +127,70 @@ def build_ir(src: ParsedSource, model: GraphModel, classes: dict[str, NodeClass]
         interrupt_before=_copy(model.breakpoints.get("interrupt_before", [])),
         interrupt_after=_copy(model.breakpoints.get("interrupt_after", [])),
     )
+
+
+def _subgraph(key: str, parent: GraphModel, models: Sequence[GraphModel]) -> GraphModel | None:
+    """The file's graph a node argument names (``add(research_app)``), if it is one."""
+    for model in models:
+        if model is not parent and key in model.names:
+            return model
+    return None
+
+
+def _subgraph_node(
+    src: ParsedSource, decl: NodeDecl, parent: GraphModel, child: GraphModel
+) -> NodeIR:
+    """A subgraph node: named after its graph unless ``add(..., name=...)`` says otherwise,
+    its ports the fields its state shares with the parent's (as the engine reads them)."""
+    name = decl.name
+    if not decl.named:
+        name = child.graph_name or f"Graph[{child.state}]"
+    mine = _state_fields(src, parent.state)
+    ports = [p for p in _state_fields(src, child.state) if p.name in {m.name for m in mine}]
+    return NodeIR(
+        name=name,
+        cls=decl.cls,
+        inputs=[clone(p) for p in ports],
+        outputs=[clone(p) for p in ports],
+        retry=decl.retry,
+        timeout=decl.timeout,
+        subgraph=child.name,
+    )
+
+
+def _state_fields(src: ParsedSource, state: str | None) -> list[Port]:
+    """The fields of the module-level ``Schema`` class named ``state`` (none if not found)."""
+    if state is None:
+        return []
+    for stmt in src.module.body:
+        if isinstance(stmt, cst.ClassDef) and stmt.name.value == state:
+            return [_plain(src, port) for port, _ in schema_fields(src, stmt)]
+    return []
+
+
+def _plain(src: ParsedSource, port: Port) -> Port:
+    """The port a state field makes: ``Annotated[T, Reducer(...)]`` is a ``T`` port, as the
+    engine sees it (the channel marker belongs to the state, not to the port)."""
+    try:
+        expr = cst.parse_expression(port.type)
+    except cst.ParserSyntaxError:
+        return port
+    if (
+        isinstance(expr, cst.Subscript)
+        and _name_of(expr.value) == "Annotated"
+        and expr.slice
+        and isinstance(expr.slice[0].slice, cst.Index)
+    ):
+        return Port(port.name, src.code(expr.slice[0].slice.value))
+    return port
+
+
+def _name_of(expr: cst.BaseExpression) -> str | None:
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
+    return None
 
 
 def _copy(names: list[str] | None) -> list[str] | None:

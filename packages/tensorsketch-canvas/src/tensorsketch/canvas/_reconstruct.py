@@ -88,7 +88,7 @@ def write_back(
     model = select(models, ir.name)
     if classes is None:
         classes = find_node_classes(src)
-    current = build_ir(src, model, classes)
+    current = build_ir(src, model, classes, models)
     if current == ir and not ir.added:
         return WriteBack(src.text, src, models, classes, current)
     target = normalized(ir, classes)
@@ -160,7 +160,7 @@ def _verify(new_source: str, target: GraphIR) -> WriteBack:
     parsed = parse_source(new_source)
     models = find_graphs(parsed)
     classes = find_node_classes(parsed)
-    result = build_ir(parsed, select(models, target.name), classes)
+    result = build_ir(parsed, select(models, target.name), classes, models)
     if result != target or any(
         wanted is not None and wanted != got
         for wanted, got in (

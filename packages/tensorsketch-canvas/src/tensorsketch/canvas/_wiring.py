@@ -41,6 +41,8 @@ class NodeDecl:
     #: ``add(..., retry=..., timeout=...)`` as written (shown on the node, never edited).
     retry: str | None = None
     timeout: str | None = None
+    #: Whether ``add(..., name=...)`` named the node (a subgraph's default is its graph's name).
+    named: bool = False
 
 
 @dataclass
@@ -114,6 +116,8 @@ class GraphModel:
     names: list[str]
     var: str | None
     state: str | None
+    #: ``Graph(State, name="...")`` (``None``: the default, ``"Graph[State]"``).
+    graph_name: str | None
     suite: cst.Module | cst.IndentedBlock
     creation_index: int
     creation: Container
@@ -280,7 +284,11 @@ class _Walk:
         return None
 
     def _add(self, call: cst.Call, stmt_index: int) -> Item | None:
-        bound = _bind(call, ("node",), ("node", "name", "retry", "timeout"))
+        bound = _bind(
+            call,
+            ("node",),
+            ("node", "name", "retry", "timeout", "cache", "defer", "inputs", "outputs"),
+        )
         if bound is None or "node" not in bound:
             return None
         cls_expr = bound["node"]
@@ -304,6 +312,7 @@ class _Walk:
             class_key=key,
             retry=self.src.code(bound["retry"]) if "retry" in bound else None,
             timeout=self.src.code(bound["timeout"]) if "timeout" in bound else None,
+            named="name" in bound,
         )
         return Item("add", stmt_index, nodes=[decl])
 
@@ -625,11 +634,14 @@ def _read_graph(
     _chain_items(walk, creation, items)
 
     state = None
+    graph_name = None
     root = chain.root
     if isinstance(root, cst.Call):
         bound = _bind(root, ("state",), ("state", "name"))
         if bound is not None and "state" in bound:
             state = src.code(bound["state"])
+        if bound is not None and "name" in bound:
+            graph_name = string_value(bound["name"])
 
     names = [target] if target else [f"graph_{chain.line}"]
     compiles: list[tuple[int, cst.Call]] = []
@@ -684,6 +696,7 @@ def _read_graph(
         names=names,
         var=var,
         state=state,
+        graph_name=graph_name,
         suite=suite,
         creation_index=index,
         creation=creation,

@@ -101,6 +101,9 @@ class NodeIR:
     line: int | None = field(default=None, compare=False)
     retry: str | None = field(default=None, compare=False)
     timeout: str | None = field(default=None, compare=False)
+    #: For a subgraph node (``add(compiled_graph)``), the graph it runs, by the name
+    #: ``extract(source, graph=...)`` reads it under; its ports are the fields it shares.
+    subgraph: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -120,6 +123,7 @@ class NodeIR:
             "line": self.line,
             "retry": self.retry,
             "timeout": self.timeout,
+            "subgraph": self.subgraph,
         }
 
     @classmethod
@@ -128,7 +132,17 @@ class NodeIR:
             data,
             where,
             required=("name",),
-            optional=("cls", "inputs", "outputs", "has_hole", "hole", "line", "retry", "timeout"),
+            optional=(
+                "cls",
+                "inputs",
+                "outputs",
+                "has_hole",
+                "hole",
+                "line",
+                "retry",
+                "timeout",
+                "subgraph",
+            ),
         )
         return cls(
             name=_str(obj, "name", where),
@@ -140,6 +154,7 @@ class NodeIR:
             line=_opt_int(obj, "line", where),
             retry=_opt_str(obj, "retry", where),
             timeout=_opt_str(obj, "timeout", where),
+            subgraph=_opt_str(obj, "subgraph", where),
         )
 
 
@@ -394,6 +409,7 @@ class GraphIR:
                 "line": {"type": ["integer", "null"], "minimum": 1},
                 "retry": nullable_str,
                 "timeout": nullable_str,
+                "subgraph": nullable_str,
             },
             "required": ["name"],
             "additionalProperties": False,

@@ -150,7 +150,7 @@ class Studio:
         src = parse_source(source.text, filename=self.path.name)
         models = find_graphs(src)
         classes = find_node_classes(src)
-        ir = build_ir(src, select(models, graph), classes)
+        ir = build_ir(src, select(models, graph), classes, models)
         names = [m.name for m in models]
         return self._keep(key, _Parsed(ir, names, src, models, classes))
 
@@ -611,7 +611,7 @@ def _reread(text: str, want: GraphIR) -> WriteBack | None:
         parsed = parse_source(text)
         models = find_graphs(parsed)
         classes = find_node_classes(parsed)
-        ir = build_ir(parsed, select(models, want.name), classes)
+        ir = build_ir(parsed, select(models, want.name), classes, models)
     except CanvasError:
         return None
     return WriteBack(text, parsed, models, classes, ir) if ir == want else None
