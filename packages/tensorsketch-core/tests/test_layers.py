@@ -46,6 +46,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tensorsketch.runtime.loops",
             "tensorsketch.schema",
             "tensorsketch.send",
+            "tensorsketch.command",
             "tensorsketch.serializers",
             "tensorsketch.suspension",
         ),

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from tensorsketch import _install_hints
 from tensorsketch.channels import ChannelMarker, Reducer, Topic
+from tensorsketch.command import Command
 from tensorsketch.constants import END, START
 from tensorsketch.context import Context
 from tensorsketch.errors import (
@@ -229,6 +230,7 @@ __all__ = [
     "Router",
     "Schema",
     "Send",
+    "Command",
     "Topic",
     # errors
     "BackendUnavailableError",

@@ -33,6 +33,9 @@ class Node:
 
     In: ClassVar[type[Schema]] = _NoInput
     Out: ClassVar[type[Schema]] = _NoOutput
+    #: Where ``run`` may send the run by returning ``Command(goto=...)`` (node names or
+    #: ``END``): checked at ``compile()``, drawn on the canvas, enforced at run time.
+    destinations: ClassVar[tuple[str, ...]] = ()
 
     async def run(self, ctx: Context, inp: Any) -> Any:
         """The node body. Override it; read ``inp``, return ``self.Out(...)``."""

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Send"]
+from tensorsketch.errors import RoutingError
+from tensorsketch.schema import Schema
+
+__all__ = ["Send", "send_payload"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,3 +29,21 @@ class Send:
         if not isinstance(self.node, str) or not self.node:
             msg = f"Send(node=...) needs a node name (a non-empty str), got {self.node!r}."
             raise TypeError(msg)
+
+
+def send_payload(send: Send) -> dict[str, Any]:
+    """The state fields a ``Send`` overrides, as a fresh dict (``None``: none)."""
+    payload = send.payload
+    if type(payload) is dict:
+        return payload.copy()
+    if payload is None:
+        return {}
+    if isinstance(payload, Schema):
+        return {k: getattr(payload, k) for k in payload.model_fields_set}
+    if isinstance(payload, Mapping):
+        return dict(payload)
+    msg = (
+        f"Send({send.node!r}, payload) needs a dict of state fields or a Schema "
+        f"instance, got {type(payload).__name__}."
+    )
+    raise RoutingError(msg)

@@ -400,6 +400,8 @@ def build_spec(
         "interrupt_before", interrupt_before, list(bp.nodes), problems, children
     )
     after = breakpoint_nodes("interrupt_after", interrupt_after, list(bp.nodes), problems, children)
+    for name, spec in specs.items():
+        spec.destinations = _destinations(name, spec.node, list(bp.nodes), problems)
 
     if problems:
         listing = "\n".join(f"  - {p}" for p in problems)
@@ -486,6 +488,29 @@ def must_input(spec: GraphSpec) -> dict[str, str]:
     return reasons
 
 
+def _destinations(name: str, node: Node, known: list[str], problems: list[str]) -> frozenset[str]:
+    """A node's declared ``destinations``, each a node of the graph or ``END``."""
+    declared = node.destinations
+    if isinstance(declared, str) or not isinstance(declared, tuple | list | frozenset | set):
+        problems.append(
+            f"node {name!r}: `destinations` must be a tuple of node names, got {declared!r}; "
+            f'e.g. `destinations = ("Billing", END)`.'
+        )
+        return frozenset()
+    found: set[str] = set()
+    for target in declared:
+        if target == END or target in known:
+            found.add(target)
+        elif target == START:
+            problems.append(f"node {name!r}: `destinations` names START, which is only a source.")
+        else:
+            problems.append(
+                f"node {name!r}: `destinations` names {target!r}, which is not a node of this "
+                f"graph{suggest(str(target), known)}"
+            )
+    return frozenset(found)
+
+
 def _names(nodes: list[str], one: str, many: str) -> str:
     return f"{' and '.join(map(repr, nodes))} {one if len(nodes) == 1 else many}"
 
@@ -498,7 +523,9 @@ def _branches(spec: GraphSpec) -> list[Branch]:
 def _runs_after(spec: GraphSpec) -> dict[str, set[str]]:
     """For START and every node, the nodes that can run in a later superstep of the same run
     (reachable through one or more edges, routes, loops or joins)."""
-    step: dict[str, set[str]] = {name: set(n.successors) for name, n in spec.nodes.items()}
+    step: dict[str, set[str]] = {
+        name: set(n.successors) | n.destinations for name, n in spec.nodes.items()
+    }
     step[START] = set(spec.entry)
     for join in spec.joins:
         for source in join.sources:

@@ -110,6 +110,7 @@ class Run(RunState, Planning, TaskExecution):
         self.executor = spec.executor
         #: Which sources of each part-way join have run since it last fired (by join index).
         self.arrived: dict[int, set[str]] = {}
+        self.routed: dict[int, list[Any]] = {}
         #: ``invoke(deps=...)``: the caller's objects for this call, never checkpointed.
         self.deps: Any = NO_DEPS
 

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tensorsketch.constants import END
 from tensorsketch.errors import RoutingError
 from tensorsketch.joins import arrive
-from tensorsketch.pregel.spec import Branch, GraphSpec, Task
+from tensorsketch.pregel.spec import Branch, GraphSpec, NodeSpec, Task
 from tensorsketch.schema import Schema
-from tensorsketch.send import Send
+from tensorsketch.send import Send, send_payload
 
 __all__ = ["Planning"]
 
@@ -26,6 +25,8 @@ class Planning:
 
     spec: GraphSpec
     arrived: dict[int, set[str]]
+    #: The last barrier's ``Command(goto=...)`` plans, by task position (empty: none).
+    routed: dict[int, list[Any]]
 
     if TYPE_CHECKING:
 
@@ -71,8 +72,11 @@ class Planning:
         handled: set[str] = set()
         view: Schema | None = None
         counts: dict[str, int] = {}
-        for task in tasks:
+        commands = self.routed
+        for index, task in enumerate(tasks):
             spec = task.spec
+            if commands and index in commands:
+                self._commanded(commands[index], result, seen_nodes, counts)
             if spec.name in handled:
                 continue
             handled.add(spec.name)
@@ -96,6 +100,22 @@ class Planning:
                         seen_nodes.add(target)
                         result.append(Task(nodes[target]))
         return result
+
+    def _commanded(
+        self,
+        plan: list[Any],
+        result: list[Task],
+        seen_nodes: set[str],
+        counts: dict[str, int],
+    ) -> None:
+        """Plan a task's ``Command(goto=...)`` targets (checked when the node returned it)."""
+        nodes = self.spec.nodes
+        for name, payload in plan:
+            if payload is not None:
+                result.append(self._instance(nodes[name], dict(payload), counts))
+            elif name not in seen_nodes:
+                seen_nodes.add(name)
+                result.append(Task(nodes[name]))
 
     def _route(self, branch: Branch, view: Schema, counts: dict[str, int]) -> list[Task]:
         try:
@@ -158,31 +178,26 @@ class Planning:
                 f"{send.node!r} (nodes: {', '.join(self.spec.nodes)})."
             )
             raise RoutingError(msg)
-        payload = send.payload
-        if type(payload) is dict:
-            data: dict[str, Any] = payload.copy()
-        elif payload is None:
-            data = {}
-        elif isinstance(payload, Schema):
-            data = {k: getattr(payload, k) for k in payload.model_fields_set}
-        elif isinstance(payload, Mapping):
-            data = dict(payload)
-        else:
-            msg = (
-                f"Send({send.node!r}, payload) needs a dict of state fields or a Schema "
-                f"instance, got {type(payload).__name__}."
-            )
-            raise RoutingError(msg)
+        try:
+            data = send_payload(send)
+        except RoutingError as exc:
+            exc.add_note(f"while routing out of {branch.source!r} with {branch.path_name}()")
+            raise
+        return self._instance(spec, data, counts)
+
+    def _instance(self, spec: NodeSpec, data: dict[str, Any], counts: dict[str, int]) -> Task:
+        """One ``Send`` instance of ``spec`` with its payload checked against the state."""
+        node = spec.name
         fields = self.spec.field_set
         unknown = [] if fields.issuperset(data) else [k for k in data if k not in fields]
         if unknown:
             msg = (
-                f"Send({send.node!r}, ...) payload has {unknown!r}, which are not fields of "
+                f"Send({node!r}, ...) payload has {unknown!r}, which are not fields of "
                 f"{self.spec.state_schema.__name__}; a payload overrides state fields."
             )
             raise RoutingError(msg)
-        k = counts.get(send.node, 0)
-        counts[send.node] = k + 1
+        k = counts.get(node, 0)
+        counts[node] = k + 1
         return Task(spec, data, f"#{k}")
 
 

@@ -76,6 +76,8 @@ class NodeSpec:
     cache: CachePolicy | None = None
     #: ``add(defer=True)``: once planned, wait until nothing else is left to run.
     defer: bool = False
+    #: ``Node.destinations``: where a returned ``Command(goto=...)`` may send the run.
+    destinations: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True, eq=False)

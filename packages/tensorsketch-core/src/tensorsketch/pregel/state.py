@@ -9,6 +9,7 @@ from typing import Any
 import pydantic
 
 from tensorsketch.channels import MISSING
+from tensorsketch.command import GOTO_KEY
 from tensorsketch.errors import EmptyChannelError, MissingInputError, NodeError
 from tensorsketch.pregel.spec import GraphSpec, Task
 from tensorsketch.schema import Schema
@@ -24,6 +25,7 @@ class RunState:
     spec: GraphSpec
     values: dict[str, Any]
     arrived: dict[int, set[str]]
+    routed: dict[int, list[Any]]
 
     def seed(self) -> None:
         """Start from the state's defaults (before the input is applied)."""
@@ -105,7 +107,11 @@ class RunState:
         """Fold all writes of a superstep into the channels, in task order."""
         pending: dict[str, list[Any]] = {}
         writers: dict[str, list[str]] = {}
-        for task, writes in zip(tasks, results):
+        routed: dict[int, list[Any]] = {}
+        for index, (task, writes) in enumerate(zip(tasks, results)):
+            if GOTO_KEY in writes:
+                writes = dict(writes)
+                routed[index] = writes.pop(GOTO_KEY)
             for name, value in writes.items():
                 bucket = pending.get(name)
                 if bucket is None:
@@ -118,6 +124,7 @@ class RunState:
             if name not in pending:
                 pending[name] = []
                 writers[name] = []
+        self.routed = routed
         return self._fold(pending, writers)
 
 

@@ -11,6 +11,8 @@ import pydantic
 
 from tensorsketch._fastmodel import fast_constructor
 from tensorsketch.channels import MISSING
+from tensorsketch.command import GOTO_KEY, Command
+from tensorsketch.constants import END
 from tensorsketch.context import Context
 from tensorsketch.effects import EffectLog
 from tensorsketch.errors import (
@@ -21,6 +23,7 @@ from tensorsketch.errors import (
 )
 from tensorsketch.observability.tracing import Tracer
 from tensorsketch.pregel.spec import EventSink, GraphSpec, NodeSpec, Task, TaskDone
+from tensorsketch.send import Send, send_payload
 from tensorsketch.suspension import Interrupt
 
 __all__ = ["TaskExecution"]
@@ -86,9 +89,16 @@ class TaskExecution:
             raise RoutingError(msg) from exc
 
     def writes_of(self, spec: NodeSpec, out: Any) -> dict[str, Any]:
-        """The state writes a node's return value stands for."""
+        """The state writes a node's return value stands for (a ``Command``'s routing rides
+        along under ``GOTO_KEY``)."""
         if out is None:
             return {}
+        if type(out) is Command:
+            writes = self.writes_of(spec, out.update)
+            targets = out.targets()
+            if targets:
+                writes[GOTO_KEY] = goto_plan(spec, targets)
+            return writes
         out_schema = spec.out_schema
         if not isinstance(out, out_schema):
             if isinstance(out, Mapping):
@@ -100,7 +110,8 @@ class TaskExecution:
             else:
                 msg = (
                     f"node {spec.name!r} returned {type(out).__name__} ({out!r:.80}); return "
-                    f"`self.Out(...)` ({out_schema.__qualname__}), a dict of its fields, or None."
+                    f"`self.Out(...)` ({out_schema.__qualname__}), a dict of its fields, "
+                    "a Command, or None."
                 )
                 raise NodeError(msg)
         fields_set = out.__pydantic_fields_set__
@@ -154,12 +165,11 @@ class TaskExecution:
             assert cache is not None and spec.cache is not None
             await cache.set(*entry, cache.serializer.dumps(writes), spec.cache.ttl)
         if self.sink is not None:
-            await self.emit(
-                "node_end",
-                node=spec.name,
-                data={"instance": task.instance, "writes": writes},
-                step=step,
-            )
+            data: dict[str, Any] = {"instance": task.instance, "writes": writes}
+            if GOTO_KEY in writes:
+                shown = dict(writes)
+                data = {"instance": task.instance, "writes": shown, "goto": shown.pop(GOTO_KEY)}
+            await self.emit("node_end", node=spec.name, data=data, step=step)
         return writes
 
     async def _cached(
@@ -358,3 +368,31 @@ def _building(exc: pydantic.ValidationError, schema: type[Any]) -> bool:
             return True
         tb = tb.tb_next
     return False
+
+
+def goto_plan(spec: NodeSpec, targets: list[str | Send]) -> list[list[Any]]:
+    """A ``Command``'s targets as plain ``[node, payload]`` pairs (how a journal keeps them),
+    each checked against the node's declared ``destinations``."""
+    plan: list[list[Any]] = []
+    for target in targets:
+        if isinstance(target, Send):
+            name, payload = target.node, send_payload(target)
+        elif isinstance(target, str):
+            name, payload = target, None
+        else:
+            msg = (
+                f"node {spec.name!r} returned Command(goto={target!r}); goto takes node names, "
+                "END or Send(...) objects."
+            )
+            raise RoutingError(msg)
+        if name not in spec.destinations:
+            declared = ", ".join(sorted("END" if d == END else repr(d) for d in spec.destinations))
+            msg = (
+                f"node {spec.name!r} returned Command(goto={name!r}), which is not one of its "
+                f"declared destinations ({declared or 'none'}); add it to `destinations` on the "
+                "class."
+            )
+            raise RoutingError(msg)
+        if name != END:
+            plan.append([name, payload])
+    return plan
