@@ -50,7 +50,15 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tensorsketch.suspension",
         ),
     ),
-    ("durable", ("tensorsketch.durable", "tensorsketch.runtime", "tensorsketch.threads")),
+    (
+        "durable",
+        (
+            "tensorsketch.durable",
+            "tensorsketch.memory",
+            "tensorsketch.runtime",
+            "tensorsketch.threads",
+        ),
+    ),
     (
         "engine",
         (
