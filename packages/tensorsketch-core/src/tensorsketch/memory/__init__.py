@@ -6,6 +6,8 @@ PostgreSQL and Redis stores through the ``tensorsketch_memory_stores`` hook. Bui
 name with :func:`create_memory_store`.
 """
 
+__path__ = __import__("pkgutil").extend_path(__path__, __name__)
+
 from typing import Any
 
 from tensorsketch.memory.embedder import Embedder, HashingEmbedder, cosine

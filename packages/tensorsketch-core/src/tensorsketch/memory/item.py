@@ -118,10 +118,10 @@ def check_namespace(
         msg = f"{what} must name at least one label, e.g. ('users',); got ()."
         raise ValueError(msg)
     for label in labels:
-        if not isinstance(label, str) or not label or "\x1f" in label:
+        if not isinstance(label, str) or not label or "\x1f" in label or "\x1d" in label:
             msg = (
                 f"{what} {labels!r}: every label must be a non-empty string without the "
-                f"unit separator '\\x1f', got {label!r}."
+                f"control characters '\\x1d' and '\\x1f', got {label!r}."
             )
             raise ValueError(msg)
     return labels
