@@ -14,6 +14,7 @@ from tensorsketch.memory.embedder import Embedder, HashingEmbedder, cosine
 from tensorsketch.memory.errors import MemoryConflictError
 from tensorsketch.memory.inmemory import InMemoryStore
 from tensorsketch.memory.item import Item, Namespace, Page
+from tensorsketch.memory.journaled import JournaledMemory
 from tensorsketch.memory.store import MemoryStore, PutRequest, memory_stores
 
 
@@ -41,6 +42,7 @@ __all__ = [
     "HashingEmbedder",
     "InMemoryStore",
     "Item",
+    "JournaledMemory",
     "MemoryConflictError",
     "MemoryStore",
     "Namespace",

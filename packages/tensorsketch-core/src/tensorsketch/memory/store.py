@@ -18,11 +18,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from tensorsketch.context import Context
 from tensorsketch.memory.embedder import Embedder, cosine
 from tensorsketch.memory.item import Item, Namespace, Page, check_namespace, encode_value
+from tensorsketch.memory.journaled import JournaledMemory
 from tensorsketch.name_registry import Registry
 
-__all__ = ["Fields", "MemoryStore", "PutRequest", "StoredVector", "Write", "memory_stores"]
+__all__ = [
+    "Fields",
+    "MemoryStore",
+    "PutRequest",
+    "StoredVector",
+    "Write",
+    "memory_stores",
+    "validated",
+]
 
 M = TypeVar("M")
 
@@ -180,6 +190,10 @@ class MemoryStore(ABC):
     ) -> list[tuple[Item, StoredVector | None]]:
         """Every live item under ``prefix`` with its vector (what an exact search ranks)."""
 
+    def for_context(self, ctx: Context[Any]) -> JournaledMemory:
+        """This store as ``ctx.memory`` hands it to a node: journaled in a durable run."""
+        return JournaledMemory(self, ctx)
+
     async def aclose(self) -> None:  # noqa: B027 - optional: stores with connections close them
         """Release connections (a store without any has nothing to do)."""
 
@@ -199,7 +213,7 @@ class MemoryStore(ABC):
         """Several items in one round trip, in the order asked."""
         checked = [(check_namespace(ns), _check_key(key)) for ns, key in addresses]
         items = await self._read(checked, self.clock()) if checked else []
-        return [_validated(item, schema) for item in items]
+        return [validated(item, schema) for item in items]
 
     async def put(
         self,
@@ -328,7 +342,7 @@ class MemoryStore(ABC):
                 if vector is not None and vector.embedder == name
             ]
             ranked = sorted(scored, key=lambda i: (-(i.score or 0.0), i.namespace, i.key))
-        return [item for item in (_validated(i, schema) for i in ranked[:limit]) if item]
+        return [item for item in (validated(i, schema) for i in ranked[:limit]) if item]
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -391,7 +405,8 @@ def _with_score(item: Item, score: float) -> Item:
     )
 
 
-def _validated(item: Item | None, schema: type[Any] | None) -> Item | None:
+def validated(item: Item | None, schema: type[Any] | None) -> Item | None:
+    """``item`` with its value validated into ``schema`` (a pydantic model), if one is given."""
     if item is None or schema is None:
         return item
     validate = getattr(schema, "model_validate", None)
