@@ -9,7 +9,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-__all__ = ["Embedder", "HashingEmbedder", "cosine"]
+__all__ = ["STOPWORDS", "Embedder", "HashingEmbedder", "cosine"]
 
 
 class Embedder(ABC):
@@ -31,9 +31,69 @@ class Embedder(ABC):
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
+#: English words too common to say what a text is about ("what does the user like" should
+#: match on "user" and "like", not on "the").
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "do",
+        "does",
+        "did",
+        "for",
+        "from",
+        "has",
+        "have",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "our",
+        "so",
+        "that",
+        "the",
+        "their",
+        "them",
+        "they",
+        "this",
+        "to",
+        "us",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "you",
+        "your",
+    ]
+)
+
 
 class HashingEmbedder(Embedder):
-    """Hashed bag of words and character n-grams, L2-normalised: the same text always gets
+    """Hashed bag of words (common English words left out) and character n-grams,
+    L2-normalised: the same text always gets
     the same vector, on every machine, with no model, network or key.
 
     Texts that share words (or, through the n-grams, word stems) score high; it knows no
@@ -74,6 +134,8 @@ class HashingEmbedder(Embedder):
     def _features(self, text: str) -> list[tuple[str, float]]:
         features: list[tuple[str, float]] = []
         for word in _WORD.findall(text.lower()):
+            if word in STOPWORDS:
+                continue
             features.append((f"w:{word}", 1.0))
             if self.ngram and len(word) > self.ngram:
                 padded = f"<{word}>"
