@@ -53,3 +53,9 @@ async def test_query_search_without_embedder_says_how_to_fix() -> None:
         await InMemoryStore().search(("a",), "x")
     with pytest.raises(ValueError, match="embedder="):
         InMemoryStore(index={("a",): ["text"]})
+
+
+def test_cosine_refuses_vectors_of_different_sizes() -> None:
+    assert cosine([1.0, 0.0], [1.0, 0.0]) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="2 and 3 numbers"):
+        cosine([1.0, 0.0], [1.0, 0.0, 0.0])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import operator
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -148,7 +149,10 @@ class HashingEmbedder(Embedder):
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     """The cosine similarity of two vectors (``0.0`` when either is all zeros)."""
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(y * y for y in b))
+    if len(a) != len(b):
+        msg = f"cannot compare vectors of {len(a)} and {len(b)} numbers (two embedders?)."
+        raise ValueError(msg)
+    dot = sum(map(operator.mul, a, b))
+    na = math.sqrt(sum(map(operator.mul, a, a)))
+    nb = math.sqrt(sum(map(operator.mul, b, b)))
     return dot / (na * nb) if na and nb else 0.0
