@@ -27,7 +27,7 @@ from tensorsketch.errors import BackendUnavailableError
 from tensorsketch.memory.embedder import Embedder
 from tensorsketch.memory.errors import MemoryConflictError
 from tensorsketch.memory.item import Item, Namespace, namespace_text, prefix_bounds
-from tensorsketch.memory.store import Fields, MemoryStore, StoredVector, Write
+from tensorsketch.memory.store import Fields, MemoryStore, StoredVector, VectorUpdate, Write
 
 __all__ = ["PostgresStore"]
 
@@ -257,6 +257,21 @@ class PostgresStore(MemoryStore):
             (_item(row), None if row[7] is None else StoredVector(list(row[7]), row[8]))
             for row in rows
         ]
+
+    async def _set_vectors(self, updates: Sequence[VectorUpdate]) -> int:
+        pool = await self._connection_pool()
+        done = 0
+        async with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            for u in updates:
+                await cur.execute(
+                    sql.SQL(
+                        "UPDATE {t} SET vector = %s, embedder = %s "
+                        "WHERE namespace = %s AND key = %s AND rev = %s"
+                    ).format(t=self._table),
+                    [u.vector.values, u.vector.embedder, namespace_text(u.namespace), u.key, u.rev],
+                )
+                done += cur.rowcount
+        return done
 
 
 def _item(row: Sequence[Any]) -> Item:

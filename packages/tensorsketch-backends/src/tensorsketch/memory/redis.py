@@ -25,7 +25,7 @@ from tensorsketch.errors import BackendUnavailableError
 from tensorsketch.memory.embedder import Embedder
 from tensorsketch.memory.errors import MemoryConflictError
 from tensorsketch.memory.item import Item, Namespace, namespace_text, prefix_bounds
-from tensorsketch.memory.store import Fields, MemoryStore, StoredVector, Write
+from tensorsketch.memory.store import Fields, MemoryStore, StoredVector, VectorUpdate, Write
 
 __all__ = ["RedisStore"]
 
@@ -78,6 +78,20 @@ end
 return out
 """
 
+# KEYS: one hash per update. ARGV: per update: rev, vector, embedder. Sets the vector only
+# where the item still has that revision; returns how many were set.
+_SET_VECTORS = """
+local done = 0
+for i = 1, #KEYS do
+  local base = (i - 1) * 3
+  if redis.call('HGET', KEYS[i], 'rev') == ARGV[base + 1] then
+    redis.call('HSET', KEYS[i], 'vector', ARGV[base + 2], 'embedder', ARGV[base + 3])
+    done = done + 1
+  end
+end
+return done
+"""
+
 
 class RedisStore(MemoryStore):
     """Items as Redis hashes under ``prefix``, ordered by one lexical sorted set.
@@ -110,6 +124,7 @@ class RedisStore(MemoryStore):
         self._prefix = prefix
         self._index_key = f"{prefix}:memory:index"
         self._script = self._client.register_script(_WRITE)
+        self._vectors_script = self._client.register_script(_SET_VECTORS)
 
     def __repr__(self) -> str:
         return f"RedisStore(prefix={self._prefix!r}, search={self.search_mode!r})"
@@ -229,6 +244,13 @@ class RedisStore(MemoryStore):
         self, prefix: Namespace, now: float
     ) -> list[tuple[Item, StoredVector | None]]:
         return [(item, _vector(h)) for item, h in await self._live_items(prefix, now)]
+
+    async def _set_vectors(self, updates: Sequence[VectorUpdate]) -> int:
+        keys = [self._item_key(_member(u.namespace, u.key)) for u in updates]
+        args: list[Any] = []
+        for u in updates:
+            args += [str(u.rev), array.array("f", u.vector.values).tobytes(), u.vector.embedder]
+        return int(await self._vectors_script(keys=keys, args=args))
 
 
 def _member(namespace: Namespace, key: str) -> str:

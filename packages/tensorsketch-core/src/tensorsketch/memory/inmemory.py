@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from tensorsketch.memory.embedder import Embedder
 from tensorsketch.memory.errors import MemoryConflictError
 from tensorsketch.memory.item import Item, Namespace, namespace_text
-from tensorsketch.memory.store import Fields, MemoryStore, StoredVector, Write
+from tensorsketch.memory.store import Fields, MemoryStore, StoredVector, VectorUpdate, Write
 
 __all__ = ["InMemoryStore"]
 
@@ -140,3 +140,14 @@ class InMemoryStore(MemoryStore):
             for address in self._under(prefix)
             if (found := self._live(address, now)) is not None
         ]
+
+    async def _set_vectors(self, updates: Sequence[VectorUpdate]) -> int:
+        async with self._lock:
+            done = 0
+            for update in updates:
+                address = (namespace_text(update.namespace), update.key)
+                found = self._items.get(address)
+                if found is not None and found[0].rev == update.rev:
+                    self._items[address] = (found[0], update.vector)
+                    done += 1
+            return done

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from tensorsketch.memory.embedder import Embedder
 from tensorsketch.memory.errors import MemoryConflictError
 from tensorsketch.memory.item import Item, Namespace, namespace_text, prefix_bounds
-from tensorsketch.memory.store import Fields, MemoryStore, StoredVector, Write
+from tensorsketch.memory.store import Fields, MemoryStore, StoredVector, VectorUpdate, Write
 
 __all__ = ["SqliteStore"]
 
@@ -211,6 +211,31 @@ class SqliteStore(MemoryStore):
             return [(_item(row), _vector(row[7], row[8])) for row in rows]
 
         return await self._run(candidates)
+
+    async def _set_vectors(self, updates: Sequence[VectorUpdate]) -> int:
+        def update_all(conn: sqlite3.Connection) -> int:
+            done = 0
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for u in updates:
+                    done += conn.execute(
+                        f"UPDATE {self._table} SET vector = ?, embedder = ? "
+                        "WHERE namespace = ? AND key = ? AND rev = ?",
+                        (
+                            array.array("f", u.vector.values).tobytes(),
+                            u.vector.embedder,
+                            namespace_text(u.namespace),
+                            u.key,
+                            u.rev,
+                        ),
+                    ).rowcount
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return done
+
+        return await self._run(update_all)
 
 
 def _under(prefix: Namespace, now: float) -> tuple[str, list[Any]]:

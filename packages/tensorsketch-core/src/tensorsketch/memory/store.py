@@ -20,7 +20,14 @@ from typing import Any, TypeVar
 
 from tensorsketch.context import Context
 from tensorsketch.memory.embedder import Embedder, cosine
-from tensorsketch.memory.item import Item, Namespace, Page, check_namespace, encode_value
+from tensorsketch.memory.item import (
+    Item,
+    Namespace,
+    Page,
+    check_namespace,
+    encode_value,
+    namespace_text,
+)
 from tensorsketch.memory.journaled import JournaledMemory
 from tensorsketch.name_registry import Registry
 
@@ -29,6 +36,7 @@ __all__ = [
     "MemoryStore",
     "PutRequest",
     "StoredVector",
+    "VectorUpdate",
     "Write",
     "memory_stores",
     "validated",
@@ -74,6 +82,16 @@ class StoredVector:
 
     values: list[float]
     embedder: str
+
+
+@dataclass(frozen=True, slots=True)
+class VectorUpdate:
+    """A new vector for an item, applied only if it still has revision ``rev``."""
+
+    namespace: Namespace
+    key: str
+    rev: int
+    vector: StoredVector
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +207,11 @@ class MemoryStore(ABC):
         self, prefix: Namespace, now: float
     ) -> list[tuple[Item, StoredVector | None]]:
         """Every live item under ``prefix`` with its vector (what an exact search ranks)."""
+
+    @abstractmethod
+    async def _set_vectors(self, updates: Sequence[VectorUpdate]) -> int:
+        """Replace the vectors of items whose revision is still ``update.rev`` (leave the
+        value, revision and times alone); return how many were replaced."""
 
     def for_context(self, ctx: Context[Any]) -> JournaledMemory:
         """This store as ``ctx.memory`` hands it to a node: journaled in a durable run."""
@@ -343,6 +366,59 @@ class MemoryStore(ABC):
             ]
             ranked = sorted(scored, key=lambda i: (-(i.score or 0.0), i.namespace, i.key))
         return [item for item in (validated(i, schema) for i in ranked[:limit]) if item]
+
+    async def reindex(
+        self, namespace_prefix: Namespace = (), *, batch: int = 100, cursor: str | None = None
+    ) -> Page:
+        """Re-embed, with this store's embedder, one batch of the items under the prefix whose
+        vectors another embedder made (or that have none though their namespace is indexed).
+
+        Search ignores such stale vectors, so after changing embedders call this until the
+        returned page's ``next_cursor`` is ``None`` (pass it back to continue — after a crash
+        too). Values and revisions are left alone; an item written meanwhile keeps the
+        vector its own write made. Returns the items re-embedded in this batch.
+        """
+        prefix = check_namespace(namespace_prefix, what="namespace_prefix", allow_empty=True)
+        _check_limit(batch)
+        embedder = self.embedder
+        if embedder is None:
+            msg = (
+                "reindex() re-embeds with the store's embedder; build "
+                f"{type(self).__name__}(embedder=...)."
+            )
+            raise ValueError(msg)
+        after = _decode_cursor(cursor) if cursor is not None else None
+        floor = None if after is None else (namespace_text(after[0]), after[1])
+        todo: list[tuple[Item, str]] = []
+        more = False
+        for item, vector in await self._candidates(prefix, self.clock()):
+            if floor is not None and (namespace_text(item.namespace), item.key) <= floor:
+                continue
+            if vector is not None and vector.embedder == embedder.name:
+                continue
+            text = self._text_to_embed(item.namespace, item.value, None)
+            if text is None:
+                continue
+            if len(todo) == batch:
+                more = True
+                break
+            todo.append((item, text))
+        if todo:
+            vectors = await embedder.embed([text for _, text in todo])
+            await self._set_vectors(
+                [
+                    VectorUpdate(
+                        item.namespace,
+                        item.key,
+                        item.rev,
+                        StoredVector([float(x) for x in v], embedder.name),
+                    )
+                    for (item, _), v in zip(todo, vectors, strict=True)
+                ]
+            )
+        last = todo[-1][0] if todo else None
+        next_cursor = _encode_cursor(last.namespace, last.key) if more and last else None
+        return Page([item for item, _ in todo], next_cursor)
 
     # -- helpers ---------------------------------------------------------------------------------
 

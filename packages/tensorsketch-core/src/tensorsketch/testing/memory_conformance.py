@@ -392,3 +392,35 @@ class MemoryStoreConformance:
         assert {h.key for h in hits} == {"a", "b"}
         await store.put(("raw",), "r", {"anything": "kayak trips"})
         assert (await store.search(("raw",), "kayak trips"))[0].key == "r"
+
+    # -- re-embedding ----------------------------------------------------------------------------
+
+    async def test_reindex_after_an_embedder_change_is_explicit_and_resumable(
+        self, store_factory: StoreFactory
+    ) -> None:
+        index = {("notes",): ["text"]}
+        old = store_factory(embedder=HashingEmbedder(64), index=index)
+        await old.put_many(
+            [
+                PutRequest(("notes", "u1"), key, {"text": text, "topic": topic})
+                for key, topic, text in LABELLED_NOTES
+            ]
+        )
+        await old.put(("plain",), "raw", {"text": "not indexed"})
+        new = store_factory(embedder=HashingEmbedder(128), index=index)
+        query, expected = _QUERIES[0]
+        assert await new.search(("notes",), query) == []  # stale vectors are not compared
+        done: list[str] = []
+        page = await new.reindex(("notes",), batch=3)
+        done += [i.key for i in page.items]
+        assert len(done) == 3 and page.next_cursor is not None
+        await new.put(("notes", "u1"), "n8", {"text": "rewritten meanwhile", "topic": "work"})
+        while page.next_cursor is not None:  # resumes where the last batch stopped
+            page = await new.reindex(("notes",), batch=3, cursor=page.next_cursor)
+            done += [i.key for i in page.items]
+        assert sorted(done) == [k for k, _, _ in LABELLED_NOTES if k != "n8"]
+        assert (await new.search(("notes",), query))[0].key == expected
+        assert (await new.search(("notes",), "rewritten meanwhile"))[0].key == "n8"
+        n1 = await new.get(("notes", "u1"), "n1")
+        assert n1 is not None and n1.rev == 1  # values and revisions untouched
+        assert (await new.reindex(("notes",))).items == []  # nothing left to do
