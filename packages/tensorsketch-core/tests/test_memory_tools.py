@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tensorsketch import FakeProvider, InMemoryBackend, create_agent
-from tensorsketch.agents import memory_tools
+from tensorsketch.agents import MemoryHydration, memory_tools
 from tensorsketch.memory import HashingEmbedder, InMemoryStore
 from tensorsketch.messages import Message, ToolCall, assistant
 
@@ -78,3 +78,25 @@ def test_bad_options_are_refused() -> None:
     with pytest.raises(ValueError, match="tuple of non-empty strings"):
         memory_tools(())
     assert [t.name for t in memory_tools(("a",), names=["recall"])] == ["recall"]
+
+
+async def test_hydration_puts_the_users_memories_into_the_prompt() -> None:
+    store = InMemoryStore(embedder=HashingEmbedder())
+    await store.put(("users", "u1"), "lang", {"content": "prefers answers in Portuguese"})
+    await store.put(("users", "u1"), "pet", {"content": "has a dog called Bolt"})
+    await store.put(("users", "u2"), "lang", {"content": "prefers answers in German"})
+    model = FakeProvider([assistant("Olá!")])
+    agent = create_agent(
+        model,
+        system="Be brief.",
+        middleware=[MemoryHydration(("users", "{user_id}"), limit=1)],
+    )
+    out = await agent.invoke(
+        {"query": "which answers language do I prefer"}, memory=store, deps={"user_id": "u1"}
+    )
+    assert out.output == "Olá!"
+    sent = model.calls[0].messages
+    assert [m.role for m in sent] == ["system", "system", "user"]
+    assert sent[0].text == "Be brief."
+    assert sent[1].text.endswith("\n- prefers answers in Portuguese")  # ranked, limited, u1's
+    assert all("Portuguese" not in m.text for m in out.messages)  # the transcript is untouched

@@ -11,6 +11,7 @@
 - ``context`` — :class:`ContextPolicy`: requests kept under a token budget (and the
   :class:`Compaction` point a summary leaves in the state).
 - ``memory_tools`` — :func:`memory_tools`: remember / recall / forget over ``ctx.memory``.
+- ``memory_hydration`` — :class:`MemoryHydration`: what memory knows, in each prompt.
 - ``options`` — :class:`AgentOptions`, the options ``Agent`` and ``create_agent`` share.
 
 Import the public names from here (or from ``tensorsketch``); the submodules are internal.
@@ -28,6 +29,7 @@ from tensorsketch.agents.context import (
 from tensorsketch.agents.factory import create_agent
 from tensorsketch.agents.llm import Llm
 from tensorsketch.agents.loop import Agent
+from tensorsketch.agents.memory_hydration import MemoryHydration
 from tensorsketch.agents.memory_tools import memory_tools
 from tensorsketch.agents.options import AgentOptions
 from tensorsketch.agents.state import AgentState, AgentStatus
@@ -41,6 +43,7 @@ __all__ = [
     "Compaction",
     "ContextPolicy",
     "Llm",
+    "MemoryHydration",
     "create_agent",
     "estimate_tokens",
     "memory_tools",
