@@ -169,30 +169,32 @@ class PostgresStore(MemoryStore):
                 if write.if_rev is not None and write.if_rev != (rev or 0):
                     raise MemoryConflictError(write.namespace, write.key, write.if_rev, rev)
             results: list[int] = []
+            upsert = sql.SQL(
+                "INSERT INTO {t} ({cols}, vector, embedder) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value, "
+                "rev = EXCLUDED.rev, created_at = EXCLUDED.created_at, "
+                "updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at, "
+                "vector = EXCLUDED.vector, embedder = EXCLUDED.embedder"
+            ).format(t=self._table, cols=sql.SQL(_COLUMNS))
+            delete = sql.SQL("DELETE FROM {t} WHERE namespace = %s AND key = %s").format(
+                t=self._table
+            )
+            pending: list[list[Any]] = []  # upserts sent together (pipelined) by executemany
             for write, address in zip(writes, addresses, strict=True):
                 found = live.get(address)
                 if write.is_delete:
-                    await cur.execute(
-                        sql.SQL("DELETE FROM {t} WHERE namespace = %s AND key = %s").format(
-                            t=self._table
-                        ),
-                        address,
-                    )
+                    if pending:
+                        await cur.executemany(upsert, pending)
+                        pending = []
+                    await cur.execute(delete, address)
                     results.append(int(found is not None))
                     live[address] = None
                     continue
                 rev = 1 if found is None else found[0] + 1
                 created = now if found is None else found[1]
                 vector = write.vector
-                await cur.execute(
-                    sql.SQL(
-                        "INSERT INTO {t} ({cols}, vector, embedder) "
-                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
-                        "ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value, "
-                        "rev = EXCLUDED.rev, created_at = EXCLUDED.created_at, "
-                        "updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at, "
-                        "vector = EXCLUDED.vector, embedder = EXCLUDED.embedder"
-                    ).format(t=self._table, cols=sql.SQL(_COLUMNS)),
+                pending.append(
                     [
                         *address,
                         Jsonb(write.value),
@@ -202,10 +204,12 @@ class PostgresStore(MemoryStore):
                         write.expires_at,
                         None if vector is None else vector.values,
                         None if vector is None else vector.embedder,
-                    ],
+                    ]
                 )
                 results.append(rev)
                 live[address] = (rev, created)
+            if pending:
+                await cur.executemany(upsert, pending)
             return results
 
     def _under(self, prefix: Namespace, now: float) -> tuple[sql.Composable, list[Any]]:

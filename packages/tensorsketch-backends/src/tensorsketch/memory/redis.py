@@ -219,19 +219,34 @@ class RedisStore(MemoryStore):
     async def _scan(
         self, prefix: Namespace, now: float, after: tuple[Namespace, str] | None, limit: int
     ) -> list[Item]:
-        members = await self._members(prefix)
+        # One lexical range from the cursor (exclusive) up to the end of the prefix's
+        # descendants, read a page at a time: a page costs O(page), not O(namespace).
+        bounds = prefix_bounds(prefix)
+        end = "+" if bounds is None else f"({bounds[2]}"
+        start = "-" if bounds is None else f"[{bounds[0]}{_KEY_SEPARATOR}"
         if after is not None:
             floor = _member(*after)
-            members = [m for m in members if m > floor]
+            if start == "-" or floor >= start[1:]:
+                start = f"({floor}"
         items: list[Item] = []
-        for start in range(0, len(members), max(limit, 100)):
-            chunk = members[start : start + max(limit, 100)]
-            for member, h in zip(chunk, await self._hashes(chunk), strict=True):
+        page = max(limit, 100)
+        while len(items) < limit:
+            found = await self._client.zrange(
+                self._index_key, start, end, bylex=True, offset=0, num=page
+            )
+            members = [m.decode() for m in found if isinstance(m, bytes)]
+            if not members:
+                break
+            start = f"({members[-1]}"
+            inside = [m for m in members if _under_prefix(m, prefix)]
+            for member, h in zip(inside, await self._hashes(inside), strict=True):
                 item = _item(member, h, now)
                 if item is not None:
                     items.append(item)
                     if len(items) == limit:
-                        return items
+                        break
+            if len(members) < page:
+                break
         return items
 
     async def _namespaces(self, prefix: Namespace, now: float) -> list[Namespace]:
@@ -251,6 +266,13 @@ class RedisStore(MemoryStore):
         for u in updates:
             args += [str(u.rev), array.array("f", u.vector.values).tobytes(), u.vector.embedder]
         return int(await self._vectors_script(keys=keys, args=args))
+
+
+def _under_prefix(member: str, prefix: Namespace) -> bool:
+    """Whether an address's namespace is ``prefix`` or below it (a lexical range can also
+    hold a sibling whose label merely starts with the prefix's last label)."""
+    labels = tuple(member.partition(_KEY_SEPARATOR)[0].split("\x1f"))
+    return labels[: len(prefix)] == prefix
 
 
 def _member(namespace: Namespace, key: str) -> str:

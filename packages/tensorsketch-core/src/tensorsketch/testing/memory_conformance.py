@@ -14,7 +14,7 @@ constructor's own::
         def store_factory(self, tmp_path):
             return lambda **options: AcmeStore(tmp_path / "memory", **options)
 
-It checks revisions and conditional writes (several writers racing with ``if_rev``: exactly
+It checks revisions and conditional writes, a 100,000-item namespace paged through, (several writers racing with ``if_rev``: exactly
 one wins), all-or-nothing batches, TTL expiry on a controlled clock, paging, namespace prefixes,
 schema validation on read, and search ranking with the deterministic
 :class:`~tensorsketch.memory.HashingEmbedder` on a small labelled set. The tests are
@@ -83,8 +83,9 @@ class Prefs(Schema):
 class MemoryStoreConformance:
     """Subclass and provide ``store_factory`` (see the module docstring)."""
 
-    #: Items written by :meth:`test_large_namespace_pages_through_every_item`.
-    bulk_items: int = 2_000
+    #: Items written by :meth:`test_large_namespace_pages_through_every_item` (the issue's
+    #: 100,000-item namespace; a subclass may lower it for a slow store).
+    bulk_items: int = 100_000
 
     # -- basic reads and writes --------------------------------------------------------------
 
