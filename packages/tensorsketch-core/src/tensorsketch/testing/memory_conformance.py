@@ -14,8 +14,9 @@ constructor's own::
         def store_factory(self, tmp_path):
             return lambda **options: AcmeStore(tmp_path / "memory", **options)
 
-It checks revisions and conditional writes, a 100,000-item namespace paged through, (several writers racing with ``if_rev``: exactly
-one wins), all-or-nothing batches, TTL expiry on a controlled clock, paging, namespace prefixes,
+It checks revisions and conditional writes (several writers racing with ``if_rev``: exactly
+one wins), all-or-nothing batches, TTL expiry on a controlled clock, paging (through a
+100,000-item namespace too), namespace prefixes, re-embedding after an embedder change,
 schema validation on read, and search ranking with the deterministic
 :class:`~tensorsketch.memory.HashingEmbedder` on a small labelled set. The tests are
 ``async`` and marked for pytest-asyncio explicitly.
