@@ -56,6 +56,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "tensorsketch.cache",
             "tensorsketch.durable",
+            "tensorsketch.memory",
             "tensorsketch.runtime",
             "tensorsketch.threads",
         ),

@@ -11,11 +11,11 @@ from typing_extensions import TypeVar
 
 from tensorsketch import suspension
 from tensorsketch.effects import IDEMPOTENCY_PREFIX, EffectLog, step_key
-from tensorsketch.errors import DepsUnavailableError
+from tensorsketch.errors import DepsUnavailableError, MemoryUnavailableError
 from tensorsketch.observability.tracing import Span, Tracer
 from tensorsketch.suspension import Interrupt, wake_time
 
-__all__ = ["NO_DEPS", "Context", "DepsT", "NestableGraph", "NoDeps", "RunHandle"]
+__all__ = ["NO_DEPS", "Context", "DepsT", "MemoryBinding", "NestableGraph", "NoDeps", "RunHandle"]
 
 #: The type of a run's dependencies, as ``Context[Deps]`` names it (``Any`` when unnamed).
 DepsT = TypeVar("DepsT", default=Any)
@@ -61,6 +61,16 @@ class RunHandle(Protocol):
         self, type: str, *, node: str | None = None, data: Any = None, step: int | None = None
     ) -> None:
         """Send one event to the run's stream."""
+        ...
+
+
+class MemoryBinding(Protocol):
+    """What ``invoke(..., memory=...)`` takes (a :class:`tensorsketch.memory.MemoryStore`):
+    it hands each node a view of itself bound to that node's journal. Context never imports
+    the store."""
+
+    def for_context(self, ctx: Context[Any]) -> Any:
+        """The store as ``ctx`` uses it (reads and writes journaled when the run is durable)."""
         ...
 
 
@@ -133,6 +143,27 @@ class Context(Generic[DepsT]):
             raise DepsUnavailableError(f"node {self.node!r}: {deps.reason}")
         result: DepsT = deps
         return result
+
+    @property
+    def memory(self) -> Any:
+        """The run's long-term memory (``invoke(..., memory=store)``), as a
+        :class:`tensorsketch.memory.JournaledMemory`: ``await ctx.memory.get(ns, key)``,
+        ``put``, ``search``, ... In a durable run every read and write is journaled, so a
+        resumed run sees what the first attempt saw and writes nothing twice. Nested graphs
+        share their parent's store.
+
+        :raises MemoryUnavailableError: the run was given no store, or this code runs on an
+            executor's worker (the store stays in the calling process).
+        """
+        store: MemoryBinding | None = getattr(self._run, "memory", None)
+        if store is None:
+            msg = (
+                f"node {self.node!r}: this run was given no memory store; pass one as "
+                "`invoke(..., memory=store)` (e.g. `SqliteStore('memory.db')` from "
+                "tensorsketch.memory) and read it as `ctx.memory`."
+            )
+            raise MemoryUnavailableError(msg)
+        return store.for_context(self)
 
     @property
     def streaming(self) -> bool:

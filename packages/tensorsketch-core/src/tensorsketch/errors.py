@@ -28,6 +28,7 @@
     ├── ExecutorError (RuntimeError)          an executor broke the seam, or a shipped task cannot
     │   └── RemoteTaskError                   (executors) a shipped task's error did not pickle
     ├── DepsUnavailableError (LookupError)    ``ctx.deps`` with no ``deps=`` given, or on a worker
+    ├── MemoryUnavailableError (LookupError)  ``ctx.memory`` with no ``memory=``, or on a worker
     │
     │   Defined beside the feature they belong to (its module in brackets):
     ├── ValidationError
@@ -40,6 +41,7 @@
     │   ├── AuthenticationError               a missing or wrong API key
     │   └── BadRequestError                   the vendor refused the request as built
     ├── BudgetExceededError                   (budget) a run spent its token/cost/time budget
+    ├── MemoryConflictError (RuntimeError)    (memory) an ``if_rev`` write found another revision
     ├── Interrupt                             (interrupts) control flow: suspend for a decision
     ├── RetryLater                            (interrupts) control flow: suspend until a time
     │
@@ -80,6 +82,7 @@ __all__ = [
     "Hole",
     "InvalidUpdateError",
     "LeaseLostError",
+    "MemoryUnavailableError",
     "MissingInputError",
     "NodeError",
     "NodeTimeoutError",
@@ -230,6 +233,11 @@ class ExecutorError(TensorSketchError, RuntimeError):
 class DepsUnavailableError(TensorSketchError, LookupError):
     """``ctx.deps`` was read where the run has no dependencies: ``invoke`` was not given
     ``deps=``, or the code runs on an executor's worker, where they are never shipped."""
+
+
+class MemoryUnavailableError(TensorSketchError, LookupError):
+    """``ctx.memory`` was read where the run has no memory store: ``invoke`` was not given
+    ``memory=``, or the code runs on an executor's worker, where the store is never shipped."""
 
 
 class QueueFullError(TensorSketchError, RuntimeError):

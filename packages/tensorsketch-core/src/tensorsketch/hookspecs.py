@@ -44,6 +44,7 @@ __all__ = [
     "tensorsketch_cli_commands",
     "tensorsketch_executors",
     "tensorsketch_graders",
+    "tensorsketch_memory_stores",
     "tensorsketch_providers",
     "tensorsketch_serve_protocols",
     "tensorsketch_tracers",
@@ -93,6 +94,18 @@ def tensorsketch_backends() -> Mapping[str, Target]:  # type: ignore[empty-body]
     ``from tensorsketch.runtime.backends import PostgresBackend`` work).
 
     :return: ``{"postgres": "tensorsketch.runtime.backends.postgres:PostgresBackend"}``.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def tensorsketch_memory_stores() -> Mapping[str, Target]:  # type: ignore[empty-body]
+    """Contribute long-term memory stores by name, for
+    :func:`tensorsketch.memory.create_memory_store`.
+
+    :return: ``{"postgres": "tensorsketch.memory.postgres:PostgresStore"}``. The target is a
+        :class:`tensorsketch.memory.MemoryStore` subclass or a callable building one.
 
     .. versionadded:: 0.1
     """
@@ -189,6 +202,7 @@ def tensorsketch_canvas_node_kinds() -> Mapping[str, Target]:  # type: ignore[em
 CONSUMERS: Mapping[str, str] = {
     "tensorsketch_providers": "tensorsketch.registry.providers (create_provider)",
     "tensorsketch_backends": "tensorsketch.registry.backends (create_backend)",
+    "tensorsketch_memory_stores": "tensorsketch.memory.memory_stores (create_memory_store)",
     "tensorsketch_executors": "tensorsketch.registry.executors (create_executor, compile)",
     "tensorsketch_cli_commands": "tensorsketch.cli (the `tensorsketch` command)",
     "tensorsketch_channel_types": "tensorsketch.registry.channel_types (channel_marker)",
@@ -203,6 +217,7 @@ RESERVED: Mapping[str, str] = {
 ALL_SPECS: tuple[str, ...] = (
     "tensorsketch_providers",
     "tensorsketch_backends",
+    "tensorsketch_memory_stores",
     "tensorsketch_executors",
     "tensorsketch_cli_commands",
     "tensorsketch_channel_types",

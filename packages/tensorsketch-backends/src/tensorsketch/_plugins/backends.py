@@ -13,3 +13,11 @@ def tensorsketch_backends() -> Mapping[str, str]:
         "postgres": "tensorsketch.runtime.backends.postgres:PostgresBackend",
         "redis": "tensorsketch.runtime.backends.redis:RedisBackend",
     }
+
+
+@hookimpl
+def tensorsketch_memory_stores() -> Mapping[str, str]:
+    return {
+        "postgres": "tensorsketch.memory.postgres:PostgresStore",
+        "redis": "tensorsketch.memory.redis:RedisStore",
+    }

@@ -26,6 +26,14 @@ def tensorsketch_backends() -> Mapping[str, str]:
 
 
 @hookimpl
+def tensorsketch_memory_stores() -> Mapping[str, str]:
+    return {
+        "memory": "tensorsketch.memory.inmemory:InMemoryStore",
+        "sqlite": "tensorsketch.memory.sqlite:SqliteStore",
+    }
+
+
+@hookimpl
 def tensorsketch_executors() -> Mapping[str, str]:
     return {"inprocess": "tensorsketch.executors:InProcessExecutor"}
 

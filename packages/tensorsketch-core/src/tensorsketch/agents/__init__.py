@@ -10,6 +10,8 @@
   structured-output repair loop ``Llm`` and ``generate_structured`` share.
 - ``context`` — :class:`ContextPolicy`: requests kept under a token budget (and the
   :class:`Compaction` point a summary leaves in the state).
+- ``memory_tools`` — :func:`memory_tools`: remember / recall / forget over ``ctx.memory``.
+- ``memory_hydration`` — :class:`MemoryHydration`: what memory knows, in each prompt.
 - ``options`` — :class:`AgentOptions`, the options ``Agent`` and ``create_agent`` share.
 
 Import the public names from here (or from ``tensorsketch``); the submodules are internal.
@@ -27,6 +29,8 @@ from tensorsketch.agents.context import (
 from tensorsketch.agents.factory import create_agent
 from tensorsketch.agents.llm import Llm
 from tensorsketch.agents.loop import Agent
+from tensorsketch.agents.memory_hydration import MemoryHydration
+from tensorsketch.agents.memory_tools import memory_tools
 from tensorsketch.agents.options import AgentOptions
 from tensorsketch.agents.state import AgentState, AgentStatus
 
@@ -39,8 +43,10 @@ __all__ = [
     "Compaction",
     "ContextPolicy",
     "Llm",
+    "MemoryHydration",
     "create_agent",
     "estimate_tokens",
+    "memory_tools",
     "trim_messages",
 ]
 

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import Any, Generic, TypeVar
 
 from tensorsketch import threads
-from tensorsketch.context import Context, RunHandle
+from tensorsketch.context import Context, MemoryBinding, RunHandle
 from tensorsketch.durable.checkpoint import Checkpoint
 from tensorsketch.durable.reads import (
     NEEDS_LOOP,
@@ -119,6 +119,7 @@ class CompiledGraph(Generic[S]):
         executor: str | Executor | None = None,
         run_id: str | None = None,
         deps: Any = None,
+        memory: MemoryBinding | None = None,
     ) -> S:
         """Run to completion and return the final, validated state.
 
@@ -144,6 +145,10 @@ class CompiledGraph(Generic[S]):
             which every node, tool and middleware reads as ``ctx.deps`` (nested graphs and
             ``Send`` instances in-process too). They are never checkpointed: a resumed thread
             gets whatever its resuming call passes.
+        :param memory: the long-term memory store (a :class:`tensorsketch.memory.MemoryStore`)
+            nodes and tools read as ``ctx.memory``; in a durable run its reads and writes are
+            journaled, so a resumed thread sees what the first attempt saw and writes nothing
+            twice. Like ``deps``, never checkpointed; nested graphs share it.
 
         A run that suspends (an approval, ``interrupt()``, a durable timer) returns instead of
         raising; ``run_info(state)`` (also ``state.__tensorsketch_run__``) says so and lists
@@ -163,6 +168,7 @@ class CompiledGraph(Generic[S]):
             run_id=run_id,
             deps=deps,
         )
+        _attach_memory(run, memory)
         await drive(run, input, max_steps, resume)
         state: S = run.result_state()  # type: ignore[assignment]
         return state
@@ -185,6 +191,7 @@ class CompiledGraph(Generic[S]):
         run_id: str | None = None,
         deps: Any = None,
         subgraphs: bool = False,
+        memory: MemoryBinding | None = None,
     ) -> AsyncIterator[Event]:
         """Run the graph and yield its events as they happen.
 
@@ -215,6 +222,7 @@ class CompiledGraph(Generic[S]):
             run_id=run_id,
             deps=deps,
         )
+        _attach_memory(run, memory)
 
         async def produce() -> None:
             try:
@@ -628,6 +636,7 @@ class CompiledGraph(Generic[S]):
                 interrupt_before=before,
                 interrupt_after=after,
             )
+            _attach_memory(run, getattr(parent, "memory", None))
             await drive(run, input, max_steps)
         else:
             backend = journal.backend
@@ -652,6 +661,7 @@ class CompiledGraph(Generic[S]):
                 interrupt_before=before,
                 interrupt_after=after,
             )
+            _attach_memory(run, getattr(parent, "memory", None))
             await drive(run, None if history else input, max_steps, resume or None)
         if run.interrupts:
             pending = list(run.interrupts)
@@ -765,3 +775,17 @@ async def _ancestry(backend: Backend, thread_id: str, checkpoint_id: str) -> lis
         cursor = found.parent_id
     chain.reverse()
     return chain
+
+
+def _attach_memory(run: Run, memory: MemoryBinding | None) -> None:
+    """Give a run its ``ctx.memory`` store (``invoke(memory=...)``, or the parent run's)."""
+    if memory is None:
+        return
+    if not callable(getattr(memory, "for_context", None)):
+        msg = (
+            f"memory= must be a tensorsketch.memory.MemoryStore (InMemoryStore(), "
+            f"SqliteStore('memory.db'), create_memory_store(name, ...)), got "
+            f"{type(memory).__name__}."
+        )
+        raise TypeError(msg)
+    run.memory = memory

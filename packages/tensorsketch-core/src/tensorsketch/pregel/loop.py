@@ -113,6 +113,8 @@ class Run(RunState, Planning, TaskExecution):
         self.routed: dict[int, list[Any]] = {}
         #: ``invoke(deps=...)``: the caller's objects for this call, never checkpointed.
         self.deps: Any = NO_DEPS
+        #: ``invoke(memory=...)``: the run's long-term memory store (``ctx.memory``), or None.
+        self.memory: Any = None
 
     def position(self) -> Position:
         """Where this run stands, for the journal to checkpoint."""

@@ -224,6 +224,7 @@ class Execution:
                     resume=resume,
                     run_id=record.run_id,  # one id: the record's, in events and ctx.run_id
                     deps=state.deps,
+                    memory=state.memory,
                 ):
                     pass
             graph_state = await graph.aget_state(record.thread_id, backend)

@@ -89,6 +89,8 @@ class AsyncRunner:
     :param deps: what every run this process executes reads as ``ctx.deps`` (a database pool,
         an HTTP client). They belong to the process, not the run: never stored, and a run
         taken over by another process gets that runner's ``deps``.
+    :param memory: the long-term memory store every run this process executes reads as
+        ``ctx.memory`` (a :class:`tensorsketch.memory.MemoryStore`; journaled, never stored).
     """
 
     graph = _Shared[CompiledGraph[Any]]()
@@ -109,6 +111,8 @@ class AsyncRunner:
     owner = _Shared[str]()
     #: What every run executed here reads as ``ctx.deps`` (never stored).
     deps = _Shared[Any]()
+    #: The store every run executed here reads as ``ctx.memory``.
+    memory = _Shared[Any]()
 
     def __init__(
         self,
@@ -127,6 +131,7 @@ class AsyncRunner:
         timer_refresh: float = 5.0,
         poll_interval: float = 0.25,
         deps: Any = None,
+        memory: Any = None,
     ) -> None:
         if not isinstance(graph, CompiledGraph):
             msg = (
@@ -164,6 +169,7 @@ class AsyncRunner:
             poll_interval=float(poll_interval),
             owner=new_owner_id(),
             deps=deps,
+            memory=memory,
         )
         # The parts call back into the runner's public methods (``get``, ``start``,
         # ``resume_pending``), so a subclass overriding one is obeyed by all of them.

@@ -48,6 +48,8 @@ class RunnerState:
     owner: str
     #: ``AsyncRunner(deps=...)``: what every run executed here reads as ``ctx.deps``.
     deps: Any = None
+    #: ``AsyncRunner(memory=...)``: the store every run executed here reads as ``ctx.memory``.
+    memory: Any = None
 
     #: Bounds the runs executing at once (made by ``start``, on the running loop).
     slots: asyncio.Semaphore | None = None

@@ -1,0 +1,272 @@
+"""``SqliteStore``: a memory store in one local SQLite file, on the standard library's
+``sqlite3``: several processes can share the file, and a batch of writes is one transaction.
+
+Search is an exact cosine scan over the namespace's vectors (stored as float32 blobs).
+"""
+
+from __future__ import annotations
+
+import array
+import asyncio
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from tensorsketch.memory.embedder import Embedder
+from tensorsketch.memory.errors import MemoryConflictError
+from tensorsketch.memory.item import Item, Namespace, namespace_text, prefix_bounds
+from tensorsketch.memory.store import Fields, MemoryStore, StoredVector, VectorUpdate, Write
+
+__all__ = ["SqliteStore"]
+
+T = TypeVar("T")
+
+_COLUMNS = "namespace, key, value, rev, created_at, updated_at, expires_at"
+
+
+class SqliteStore(MemoryStore):
+    """Items in a SQLite table (WAL mode), written under ``BEGIN IMMEDIATE`` so conditional
+    writes from several processes are exact.
+
+    :param path: a file path, a ``sqlite:///path`` URL, or ``":memory:"`` (the default:
+        private to this object).
+    :param table_prefix: the prefix of the table's name (several apps can share a file).
+    :param busy_timeout: seconds to wait for another process's write to finish.
+    """
+
+    name = "sqlite"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = ":memory:",
+        *,
+        embedder: Embedder | None = None,
+        index: Mapping[Namespace, Fields] | None = None,
+        default_ttl: float | None = None,
+        clock: Callable[[], float] | None = None,
+        table_prefix: str = "tensorsketch_",
+        busy_timeout: float = 30.0,
+    ) -> None:
+        kwargs = {} if clock is None else {"clock": clock}
+        super().__init__(embedder=embedder, index=index, default_ttl=default_ttl, **kwargs)
+        if not isinstance(path, str | os.PathLike):
+            msg = f"SqliteStore(path) needs a file path or ':memory:', got {path!r}."
+            raise TypeError(msg)
+        text = os.fspath(path)
+        if text.startswith("sqlite:///"):
+            text = text[len("sqlite:///") :] or ":memory:"
+        if not table_prefix.replace("_", "").isalnum():
+            msg = f"table_prefix must be letters, digits and underscores, got {table_prefix!r}."
+            raise ValueError(msg)
+        self.path = text
+        self._table = f"{table_prefix}memory_items"
+        self._conn = sqlite3.connect(
+            text, timeout=busy_timeout, check_same_thread=False, isolation_level=None
+        )
+        self._lock = threading.Lock()
+        if text != ":memory:":
+            self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {self._table} ("
+            "namespace TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, "
+            "rev INTEGER NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL, "
+            "expires_at REAL, vector BLOB, embedder TEXT, PRIMARY KEY (namespace, key))"
+        )
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({self.path!r}, search={self.search_mode!r})"
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        def locked() -> T:
+            with self._lock:
+                return fn(self._conn)
+
+        return await asyncio.to_thread(locked)
+
+    async def aclose(self) -> None:
+        await self._run(lambda conn: conn.close())
+
+    async def _read(
+        self, addresses: Sequence[tuple[Namespace, str]], now: float
+    ) -> list[Item | None]:
+        def read(conn: sqlite3.Connection) -> list[Item | None]:
+            found: dict[tuple[str, str], Item] = {}
+            wanted = [(namespace_text(ns), key) for ns, key in addresses]
+            for start in range(0, len(wanted), 400):
+                chunk = wanted[start : start + 400]
+                where = " OR ".join("(namespace = ? AND key = ?)" for _ in chunk)
+                rows = conn.execute(
+                    f"SELECT {_COLUMNS} FROM {self._table} WHERE ({where}) "
+                    "AND (expires_at IS NULL OR expires_at > ?)",
+                    [*(part for address in chunk for part in address), now],
+                ).fetchall()
+                for row in rows:
+                    found[(row[0], row[1])] = _item(row)
+            return [found.get(address) for address in wanted]
+
+        return await self._run(read)
+
+    async def _write(self, writes: Sequence[Write], now: float) -> list[int]:
+        def write_all(conn: sqlite3.Connection) -> list[int]:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                results = self._apply(conn, writes, now)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return results
+
+        return await self._run(write_all)
+
+    def _apply(self, conn: sqlite3.Connection, writes: Sequence[Write], now: float) -> list[int]:
+        current: list[tuple[int, float] | None] = []
+        for write in writes:
+            row = conn.execute(
+                f"SELECT rev, created_at FROM {self._table} WHERE namespace = ? AND key = ? "
+                "AND (expires_at IS NULL OR expires_at > ?)",
+                (namespace_text(write.namespace), write.key, now),
+            ).fetchone()
+            current.append(None if row is None else (int(row[0]), float(row[1])))
+        for write, found in zip(writes, current, strict=True):
+            rev = None if found is None else found[0]
+            if write.if_rev is not None and write.if_rev != (rev or 0):
+                raise MemoryConflictError(write.namespace, write.key, write.if_rev, rev)
+        results: list[int] = []
+        revs: dict[tuple[str, str], tuple[int, float] | None] = {}
+        for write, found in zip(writes, current, strict=True):
+            address = (namespace_text(write.namespace), write.key)
+            found = revs.get(address, found)
+            if write.is_delete:
+                conn.execute(f"DELETE FROM {self._table} WHERE namespace = ? AND key = ?", address)
+                results.append(int(found is not None))
+                revs[address] = None
+                continue
+            rev = 1 if found is None else found[0] + 1
+            created = now if found is None else found[1]
+            vector = write.vector
+            conn.execute(
+                f"INSERT OR REPLACE INTO {self._table} ({_COLUMNS}, vector, embedder) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    *address,
+                    json.dumps(write.value, separators=(",", ":")),
+                    rev,
+                    created,
+                    now,
+                    write.expires_at,
+                    None if vector is None else array.array("f", vector.values).tobytes(),
+                    None if vector is None else vector.embedder,
+                ),
+            )
+            results.append(rev)
+            revs[address] = (rev, created)
+        return results
+
+    async def _scan(
+        self, prefix: Namespace, now: float, after: tuple[Namespace, str] | None, limit: int
+    ) -> list[Item]:
+        where, params = _under(prefix, now)
+        if after is not None:
+            where += " AND (namespace > ? OR (namespace = ? AND key > ?))"
+            text = namespace_text(after[0])
+            params += [text, text, after[1]]
+
+        def scan(conn: sqlite3.Connection) -> list[Item]:
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM {self._table} WHERE {where} "
+                "ORDER BY namespace, key LIMIT ?",
+                [*params, limit],
+            ).fetchall()
+            return [_item(row) for row in rows]
+
+        return await self._run(scan)
+
+    async def _namespaces(self, prefix: Namespace, now: float) -> list[Namespace]:
+        where, params = _under(prefix, now)
+
+        def namespaces(conn: sqlite3.Connection) -> list[Namespace]:
+            rows = conn.execute(
+                f"SELECT DISTINCT namespace FROM {self._table} WHERE {where} ORDER BY namespace",
+                params,
+            ).fetchall()
+            return [tuple(row[0].split("\x1f")) for row in rows]
+
+        return await self._run(namespaces)
+
+    async def _candidates(
+        self, prefix: Namespace, now: float
+    ) -> list[tuple[Item, StoredVector | None]]:
+        where, params = _under(prefix, now)
+
+        def candidates(conn: sqlite3.Connection) -> list[tuple[Item, StoredVector | None]]:
+            rows = conn.execute(
+                f"SELECT {_COLUMNS}, vector, embedder FROM {self._table} WHERE {where} "
+                "ORDER BY namespace, key",
+                params,
+            ).fetchall()
+            return [(_item(row), _vector(row[7], row[8])) for row in rows]
+
+        return await self._run(candidates)
+
+    async def _set_vectors(self, updates: Sequence[VectorUpdate]) -> int:
+        def update_all(conn: sqlite3.Connection) -> int:
+            done = 0
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for u in updates:
+                    done += conn.execute(
+                        f"UPDATE {self._table} SET vector = ?, embedder = ? "
+                        "WHERE namespace = ? AND key = ? AND rev = ?",
+                        (
+                            array.array("f", u.vector.values).tobytes(),
+                            u.vector.embedder,
+                            namespace_text(u.namespace),
+                            u.key,
+                            u.rev,
+                        ),
+                    ).rowcount
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return done
+
+        return await self._run(update_all)
+
+
+def _under(prefix: Namespace, now: float) -> tuple[str, list[Any]]:
+    live = "(expires_at IS NULL OR expires_at > ?)"
+    bounds = prefix_bounds(prefix)
+    if bounds is None:
+        return live, [now]
+    text, low, high = bounds
+    return f"(namespace = ? OR (namespace >= ? AND namespace < ?)) AND {live}", [
+        text,
+        low,
+        high,
+        now,
+    ]
+
+
+def _item(row: Sequence[Any]) -> Item:
+    return Item(
+        namespace=tuple(row[0].split("\x1f")),
+        key=row[1],
+        value=json.loads(row[2]),
+        rev=int(row[3]),
+        created_at=float(row[4]),
+        updated_at=float(row[5]),
+        expires_at=None if row[6] is None else float(row[6]),
+    )
+
+
+def _vector(blob: bytes | None, embedder: str | None) -> StoredVector | None:
+    if blob is None or embedder is None:
+        return None
+    values = array.array("f")
+    values.frombytes(blob)
+    return StoredVector(values.tolist(), embedder)

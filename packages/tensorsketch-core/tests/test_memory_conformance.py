@@ -1,0 +1,31 @@
+"""The memory store conformance kit on the stores core ships."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tensorsketch.memory import InMemoryStore, MemoryStore
+from tensorsketch.memory.sqlite import SqliteStore
+from tensorsketch.testing.memory_conformance import MemoryStoreConformance, StoreFactory
+
+
+class TestInMemoryStore(MemoryStoreConformance):
+    @pytest.fixture
+    def store_factory(self) -> StoreFactory:
+        first: list[InMemoryStore] = []
+
+        def make(**options: Any) -> MemoryStore:
+            store = InMemoryStore(share=first[0] if first else None, **options)
+            first.append(store)
+            return store
+
+        return make
+
+
+class TestSqliteStore(MemoryStoreConformance):
+    @pytest.fixture
+    def store_factory(self, tmp_path: Path) -> StoreFactory:
+        return lambda **options: SqliteStore(tmp_path / "memory.db", **options)
