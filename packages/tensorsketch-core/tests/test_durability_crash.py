@@ -94,7 +94,9 @@ async def test_crashing_backend_stops_at_its_boundary(tmp_path: Path) -> None:
 
 
 async def test_fanout_killed_halfway_resumes_only_unfinished_workers_in_memory() -> None:
-    report = await run_fanout_crash(InMemoryBackend(), tasks=1000, kill_after=500)
+    # A 3 s lease: a thousand workers on a loaded 2-core machine can hold the loop past 1 s,
+    # and a lapsed lease (not the crash) would then stop the run.
+    report = await run_fanout_crash(InMemoryBackend(), tasks=1000, kill_after=500, lease_ttl=3.0)
     assert report.killed and report.final_ok
     # At least 500 finished workers' writes were journaled before the crash (the last batch
     # may hold more: how many finish while a write is in flight depends on the machine's
