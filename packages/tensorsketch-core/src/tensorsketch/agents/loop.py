@@ -36,6 +36,7 @@ from tensorsketch.agents.context import (
 from tensorsketch.agents.options import AgentSettings, as_tools, check_deps, check_provider
 from tensorsketch.agents.ports import ReportChoice, port_hint, ports, report_fields
 from tensorsketch.agents.state import REPORT_FIELDS, AgentStatus
+from tensorsketch.agents.stuck import STUCK, RepeatWatch
 from tensorsketch.agents.tool_calls import ToolSet, call_with_timeout, run_tool_calls
 from tensorsketch.agents.turn import call_model, model_turn, sub_context
 from tensorsketch.budget import Budget, budget_scope, current_budget
@@ -77,7 +78,7 @@ class Agent(Node):
         ``system``, ``max_iterations``, ``middleware``, ``max_total_tokens``,
         ``max_cost_usd``, ``prices``, ``fallbacks``, ``tool_concurrency``, ``tool_timeout``,
         ``output_schema``, ``name``, ``max_tokens``, ``model_options``, ``context_policy``,
-        ``deps_type``.
+        ``deps_type``, ``stuck_after``.
     :param input_key: / :param output_key: the state fields holding the request and answer.
     :param report: the report fields to write besides ``messages`` and the output:
         ``True`` (all of ``status``, ``pending``, ``iterations``, ``usage``, ``cost_usd``,
@@ -138,6 +139,7 @@ class Agent(Node):
         self.output_schema = settings.output_schema
         self.context_policy = settings.context_policy
         self.deps_type = settings.deps_type
+        self.stuck_after = settings.stuck_after
         self.name = settings.name
         self.input_key = input_key
         self.output_key = output_key
@@ -273,6 +275,7 @@ class Agent(Node):
             parent=current_budget(),
         )
         tools = self._tool_set()
+        watch = RepeatWatch(self.stuck_after, transcript)
         status: AgentStatus = "completed"
         detail = ""
         parsed: Any = None
@@ -291,6 +294,7 @@ class Agent(Node):
                     reply = _with_call_ids(completion.message, k)
                     repair = outcome.get("repair")
                     if repair:
+                        watch.forget()
                         for message in (reply, user(repair)):
                             transcript.append(message)
                             new.append(message)
@@ -301,12 +305,18 @@ class Agent(Node):
                     new.append(reply)
                     exceeded = budget.exceeded()
                     if exceeded is not None:
-                        _skip_calls(reply.tool_calls, transcript, new)
+                        _skip_calls(reply.tool_calls, transcript, new, _NOT_RUN_BUDGET)
                         status, detail = "budget_exceeded", str(exceeded)
                         break
                     if not reply.tool_calls:
                         parsed = completion.parsed
                         status = "completed"
+                        break
+                    repeated = watch.add(reply)
+                    if repeated is not None:
+                        _skip_calls(reply.tool_calls, transcript, new, _NOT_RUN_STUCK)
+                        status, detail = "stuck", repeated
+                        await self._stuck(ctx, k, repeated)
                         break
                     results = await run_tool_calls(ctx, tools, reply.tool_calls, k, scope)
                     transcript.extend(results)
@@ -497,6 +507,15 @@ class Agent(Node):
             span.set_attribute(POLICY_FAILED, reason)
         await ctx.emit(POLICY_FAILED, {"agent": self.name, "iteration": k, "error": reason})
 
+    async def _stuck(self, ctx: Context, k: int, detail: str) -> None:
+        """Make a stuck stop visible: a warning, an attribute on the agent's span and an
+        ``agent.stuck`` event in the run's stream."""
+        log.warning("agent %s stopped as stuck: %s", self.name, detail)
+        span = current_span.get()
+        if span is not None:
+            span.set_attribute(STUCK, detail)
+        await ctx.emit(STUCK, {"agent": self.name, "iteration": k, "detail": detail})
+
     # -- tool calls -------------------------------------------------------------------------
 
     def _tool_set(self) -> ToolSet:
@@ -561,9 +580,15 @@ def _with_call_ids(message: Message, k: int) -> Message:
     return message.model_copy(update={"tool_calls": calls})
 
 
-def _skip_calls(calls: list[ToolCall], transcript: list[Message], new: list[Message]) -> None:
-    """Answer tool calls the spent budget will not run, so the transcript stays well formed."""
+_NOT_RUN_BUDGET = "Not run: the run's budget is spent."
+_NOT_RUN_STUCK = "Not run: the same call was asked for too many times in a row."
+
+
+def _skip_calls(
+    calls: list[ToolCall], transcript: list[Message], new: list[Message], why: str
+) -> None:
+    """Answer tool calls the run will not make, so the transcript stays well formed."""
     for call in calls:
-        skipped = tool_result(call, "Not run: the run's budget is spent.", is_error=True)
+        skipped = tool_result(call, why, is_error=True)
         transcript.append(skipped)
         new.append(skipped)

@@ -18,7 +18,9 @@ from tensorsketch.schema import Schema
 
 __all__ = ["REPORT_FIELDS", "AgentState", "AgentStatus"]
 
-AgentStatus = Literal["idle", "completed", "max_iterations", "budget_exceeded", "suspended"]
+AgentStatus = Literal[
+    "idle", "completed", "max_iterations", "budget_exceeded", "stuck", "suspended"
+]
 
 
 class AgentState(Schema):
@@ -30,12 +32,14 @@ class AgentState(Schema):
         the loop).
     :ivar parsed: the validated ``output_schema`` instance, when the agent has one.
     :ivar status: ``completed`` (the model answered), ``max_iterations`` or
-        ``budget_exceeded`` (a limit stopped it; ``output`` is the best answer so far), or
-        ``suspended`` (waiting on ``pending``: approvals, questions or a timer).
+        ``budget_exceeded`` (a limit stopped it; ``output`` is the best answer so far),
+        ``stuck`` (the model asked for the same tool calls ``stuck_after`` times in a row;
+        ``stop_detail`` names them), or ``suspended`` (waiting on ``pending``: approvals,
+        questions or a timer).
     :ivar iterations: model calls made by the last run of the loop.
     :ivar usage: tokens spent by the last run of the loop, sub-agents included.
     :ivar cost_usd: its estimated cost, ``None`` when a model used is not in the price table.
-    :ivar stop_detail: why a limit stopped the loop, in words.
+    :ivar stop_detail: why a limit (or a stuck loop) stopped the loop, in words.
     :ivar compaction: where a summarizing ``context_policy`` left the requests compacted
         (:class:`~tensorsketch.agents.Compaction`), so later turns reuse its summary.
     """
