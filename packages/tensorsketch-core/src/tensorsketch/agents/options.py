@@ -18,6 +18,7 @@ from tensorsketch.agents.context import ContextPolicy
 from tensorsketch.budget import Budget
 from tensorsketch.context import Context
 from tensorsketch.errors import DepsUnavailableError
+from tensorsketch.guardrails import Guardrail, check_guardrails
 from tensorsketch.middleware import Middleware, _check
 from tensorsketch.pricing import PriceTable
 from tensorsketch.provider import ChatProvider
@@ -57,6 +58,9 @@ class AgentOptions(TypedDict, total=False):
         of up to three such turns this many times (default 3); the repeated call is not run
         again and ``stop_detail`` names it. ``None`` turns the check off (an agent that
         polls a tool on purpose).
+    :ivar guardrails: checks on the input, the final answer and each turn's tool calls
+        (:mod:`tensorsketch.guardrails`); one that trips stops the run with
+        ``status="tripped"`` and ``state.tripwire`` saying which and why.
     """
 
     system: str | None
@@ -75,6 +79,7 @@ class AgentOptions(TypedDict, total=False):
     context_policy: ContextPolicy | None
     deps_type: type | None
     stuck_after: int | None
+    guardrails: Sequence[Guardrail]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,6 +102,7 @@ class AgentSettings:
     context_policy: ContextPolicy | None = None
     deps_type: type | None = None
     stuck_after: int | None = 3
+    guardrails: Sequence[Guardrail] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_iterations, int) or self.max_iterations < 1:
@@ -134,6 +140,7 @@ class AgentSettings:
                 f"{self.deps_type!r}."
             )
             raise TypeError(msg)
+        object.__setattr__(self, "guardrails", check_guardrails(self.guardrails))
         middleware = list(self.middleware)
         _check(middleware)
         object.__setattr__(self, "middleware", middleware)
