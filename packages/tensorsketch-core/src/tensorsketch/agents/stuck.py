@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from tensorsketch.messages import Message
 
@@ -26,8 +27,9 @@ STUCK = "agent.stuck"
 #: The longest cycle of turns looked for (A, B, C, A, B, C, ...).
 MAX_CYCLE = 3
 
-#: One turn's tool calls: each call's name and its arguments as canonical JSON.
-TurnKey = tuple[tuple[str, str], ...]
+#: One turn's tool calls: each call's name and its arguments. Compared with ``==`` (never
+#: hashed), so arguments in another key order are the same arguments, at no cost of spelling.
+TurnKey = tuple[Any, ...]
 
 
 def _canonical(args: object) -> str:
@@ -38,12 +40,17 @@ def _canonical(args: object) -> str:
 
 
 def turn_key(message: Message) -> TurnKey:
-    """What makes two turns "the same": the calls' names and arguments, in order."""
-    return tuple((call.name, _canonical(call.args)) for call in message.tool_calls)
+    """What makes two turns "the same": the calls' names and arguments, in order (a flat
+    tuple: the loop builds one per turn, so it is kept cheap)."""
+    key: list[Any] = []
+    for call in message.tool_calls:
+        key += (call.name, call.args)
+    return tuple(key)
 
 
 def _spell(key: TurnKey) -> str:
-    return ", ".join(f"{name}({args})" for name, args in key)
+    pairs = zip(key[::2], key[1::2], strict=True)
+    return ", ".join(f"{name}({_canonical(args)})" for name, args in pairs)
 
 
 class RepeatWatch:
@@ -75,10 +82,16 @@ class RepeatWatch:
             return None
         turns = self.turns
         turns.append(turn_key(reply))
+        size = len(turns)
+        if size < n:
+            return None
+        last = turns[-1]
         for period in range(1, MAX_CYCLE + 1):
             span = period * n
-            if len(turns) < span:
+            if size < span:
                 return None
+            if turns[-1 - period] != last:  # the common case, a turn unlike its cycle's
+                continue
             pattern = turns[-period:]
             if all(turns[-span + i] == pattern[i % period] for i in range(span - period)):
                 return self._describe(pattern)

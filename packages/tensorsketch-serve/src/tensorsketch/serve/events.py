@@ -277,6 +277,8 @@ class _Translator:
     def feed(self, event: Event) -> list[ServeEvent]:
         if event.type == "token":
             return self._token(event)
+        if event.type == "tool_call_delta":
+            return []  # the protocols announce a call whole when it runs (its ``tool`` event)
         out = self.end_text()
         data, ns = event.data, event.namespace
         if event.type == "tool":
