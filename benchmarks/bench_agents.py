@@ -8,14 +8,15 @@ One shape, built the way each framework's documentation writes a tool-using agen
   ``BaseChatModel`` subclass.
 * **PydanticAI** — ``Agent(FunctionModel(fn))`` with ``add`` as a ``tool_plain``.
 
-The model is scripted and in-process: it asks for one ``add`` call per turn, ``K`` turns in a
-row, then answers (so a run makes ``K + 1`` model calls and ``K`` tool calls). A run's time
-divided by ``K + 1`` is the cost of one iteration of the loop — with no network and a model
-that does nothing, it is the agent layer's own overhead. The tool is ``async def`` in all
-three: each framework runs a plain ``def`` tool in a worker thread, and that thread hop
-(~20-25 µs here) is the thread pool's cost, not the agent layer's. ``K`` = 1, 10, 50 shows
-whether that cost stays flat as the transcript grows. Every run's answer and tool-call count
-is checked, so nothing can be timed doing nothing.
+The model is scripted and in-process: it asks for one ``add`` call per turn (with new
+arguments each turn, as a model making progress does: TensorSketch stops a model repeating the
+same call as stuck), ``K`` turns in a row, then answers (so a run makes ``K + 1`` model calls
+and ``K`` tool calls). A run's time divided by ``K + 1`` is the cost of one iteration of the
+loop — with no network and a model that does nothing, it is the agent layer's own overhead.
+The tool is ``async def`` in all three: each framework runs a plain ``def`` tool in a worker
+thread, and that thread hop (~20-25 µs here) is the thread pool's cost, not the agent layer's.
+``K`` = 1, 10, 50 shows whether that cost stays flat as the transcript grows. Every run's
+answer and tool-call count is checked, so nothing can be timed doing nothing.
 
 Each implementation runs in its own fresh interpreter, in rounds that alternate between them;
 an entry is the best of its samples. Run ``python benchmarks/bench_agents.py`` (``--quick``
@@ -86,7 +87,9 @@ class TensorSketchImpl:
 
             async def complete(self, messages: Any, **_: Any) -> Completion:
                 if script.next_is_tool():
-                    call = ToolCall(id=f"c{script.turn}", name="add", args={"a": 1, "b": 2})
+                    call = ToolCall(
+                        id=f"c{script.turn}", name="add", args={"a": script.turn, "b": 2}
+                    )
                     message = assistant(tool_calls=[call])
                 else:
                     message = assistant(ANSWER)
@@ -146,7 +149,11 @@ class LangGraphImpl:
 
             def _reply(self) -> ChatResult:
                 if script.next_is_tool():
-                    call = {"id": f"c{script.turn}", "name": "add", "args": {"a": 1, "b": 2}}
+                    call = {
+                        "id": f"c{script.turn}",
+                        "name": "add",
+                        "args": {"a": script.turn, "b": 2},
+                    }
                     message = AIMessage(content="", tool_calls=[call], usage_metadata=usage)
                 else:
                     message = AIMessage(content=ANSWER, usage_metadata=usage)
@@ -185,7 +192,9 @@ class PydanticAIImpl:
         def model(messages: list[Any], info: AgentInfo) -> ModelResponse:
             usage = RequestUsage(input_tokens=INPUT_TOKENS, output_tokens=OUTPUT_TOKENS)
             if script.next_is_tool():
-                part = ToolCallPart("add", {"a": 1, "b": 2}, tool_call_id=f"c{script.turn}")
+                part = ToolCallPart(
+                    "add", {"a": script.turn, "b": 2}, tool_call_id=f"c{script.turn}"
+                )
                 return ModelResponse(parts=[part], usage=usage)
             return ModelResponse(parts=[TextPart(ANSWER)], usage=usage)
 

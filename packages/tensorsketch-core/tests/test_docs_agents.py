@@ -185,7 +185,8 @@ async def test_agents_durability_comes_for_free(tmp_path: Path, monkeypatch: Any
 
 
 async def test_agents_budget_returns_best_answer() -> None:
-    provider = FakeProvider(policy=lambda msgs, tools: calls(("add", {"a": 1, "b": 1})))
+    # New arguments each turn: a model repeating one call would stop earlier, as stuck.
+    provider = FakeProvider(policy=lambda msgs, tools: calls(("add", {"a": len(msgs), "b": 1})))
     agent = create_agent(provider, tools=[add], max_iterations=3)
     result = await agent.invoke({"query": "loop"})
     assert result.status == "max_iterations"

@@ -79,6 +79,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tensorsketch.budget",
             "tensorsketch.chat",
             "tensorsketch.fake",
+            "tensorsketch.guardrails",
             "tensorsketch.middleware",
             "tensorsketch.observability",
             "tensorsketch.patterns",

@@ -4,6 +4,7 @@ and every event parsed by the ``ag-ui-protocol`` package's own models (see agui_
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import subprocess
 import sys
@@ -882,3 +883,49 @@ def test_a_failed_frontend_tool_message_is_an_error_result_for_the_model(live: A
     check_order(second.events)
     seen = provider.calls[-1].messages[-1]
     assert seen.is_error and "'pick_size' failed in the frontend: no sizes" in seen.text
+
+
+# -- item: tool-call arguments stream as TOOL_CALL_ARGS chunks, in order -----------------------
+
+
+class _Fragmenting(FakeProvider):
+    """Streams each tool call's JSON arguments in three fragments, as real providers do."""
+
+    async def stream(self, messages: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        from tensorsketch.provider import ToolCallDelta
+
+        async for item in super().stream(messages, **kwargs):
+            if isinstance(item, ToolCallDelta):
+                text = item.arguments
+                cuts = [0, len(text) // 3, 2 * len(text) // 3, len(text)]
+                yield ToolCallDelta(item.index, item.id, item.name, "")
+                for a, b in itertools.pairwise(cuts):
+                    yield ToolCallDelta(item.index, arguments=text[a:b])
+            else:
+                yield item
+
+
+def test_tool_call_arguments_stream_as_tool_call_args_chunks(live: Any) -> None:
+    ran.clear()
+    provider = _Fragmenting(
+        [
+            assistant(
+                "Checking.",
+                tool_calls=[ToolCall(id="c1", name="lookup", args={"order": 12345})],
+            ),
+            "Shoes.",
+        ]
+    )
+    server = live(agui_app(create_agent(provider, tools=[lookup])))
+    run = client.run(server.url, body("ta", "r1", said("what is order 12345?")))
+    check_order(run.events)
+    chunks = run.of(EventType.TOOL_CALL_ARGS)
+    assert len(chunks) == 3 and {c.tool_call_id for c in chunks} == {"c1"}
+    assert json.loads("".join(c.delta for c in chunks)) == {"order": 12345}
+    assert [e.tool_call_id for e in run.of(EventType.TOOL_CALL_START)] == ["c1"]
+    assert [e.tool_call_id for e in run.of(EventType.TOOL_CALL_END)] == ["c1"]
+    types = [e.type for e in run.events]
+    start, end = types.index(EventType.TOOL_CALL_START), types.index(EventType.TOOL_CALL_END)
+    assert types[start + 1 : end] == [EventType.TOOL_CALL_ARGS] * 3
+    assert end < types.index(EventType.TOOL_CALL_RESULT)
+    assert ran == ["lookup 12345"] and run.text().endswith("Shoes.")

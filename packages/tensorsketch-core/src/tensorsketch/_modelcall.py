@@ -28,7 +28,7 @@ from tensorsketch.observability.tracing import (
     Span,
 )
 from tensorsketch.pricing import estimate_cost
-from tensorsketch.provider import ChatProvider, Completion, ProviderError, TextDelta
+from tensorsketch.provider import ChatProvider, Completion, ProviderError, TextDelta, ToolCallDelta
 from tensorsketch.schema import Schema
 
 if TYPE_CHECKING:
@@ -73,8 +73,9 @@ async def call_provider(
     output_schema: type[Schema] | None,
     options: dict[str, Any],
 ) -> Completion:
-    """Call ``provider`` once under a ``model`` span; stream text as ``token`` events when
-    someone is consuming the run's stream."""
+    """Call ``provider`` once under a ``model`` span; stream text as ``token`` events and
+    tool-call argument fragments as ``tool_call_delta`` events when someone is consuming the
+    run's stream."""
     traced = ctx.tracer.enabled
     content = traced and ctx.tracer.capture_content
     attributes: dict[str, Any] = (
@@ -100,6 +101,8 @@ async def call_provider(
                         if item.text:
                             streamed = True
                             await ctx.emit("token", {"text": item.text})
+                    elif isinstance(item, ToolCallDelta):
+                        await ctx.emit("tool_call_delta", _call_delta(item))
                     elif isinstance(item, Completion):
                         completion = item
                 if completion is None:
@@ -130,6 +133,12 @@ async def call_provider(
 
 
 _NO_ATTRIBUTES: dict[str, Any] = {}
+
+
+def _call_delta(item: ToolCallDelta) -> dict[str, Any]:
+    """A ``tool_call_delta`` event's data: ``index`` groups one call's fragments; ``id`` and
+    ``name`` come with its first fragment (``None`` after), ``arguments`` is a JSON fragment."""
+    return {"index": item.index, "id": item.id, "name": item.name, "arguments": item.arguments}
 
 
 def _describe(span: Span, provider: ChatProvider, completion: Completion) -> None:

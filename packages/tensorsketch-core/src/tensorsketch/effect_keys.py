@@ -10,7 +10,7 @@ The kinds (``<owner>`` is ``<step>:<node><instance>``, see :class:`Scope`):
 
 - ``<owner>:<call>:<name>`` — a node's ``call``-th ``ctx.step`` (:func:`step_key`).
 - ``<owner>:agent:<k>:model`` / ``...:summary`` — an agent's model call or context summary in
-  iteration ``k``.
+  iteration ``k``; ``...:guard_input`` / ``...:guard_reply`` — its guardrails' verdict.
 - ``<owner>:agent:shown<n>`` — how many messages an agent's ``n``-th suspension in the
   superstep wrote to the state, and their fingerprint (:func:`agent_shown_key`).
 - ``<owner>:agent:<k>:tool:<i>:<call id>`` — the ``i``-th tool call of iteration ``k``, and
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, TypeAlias
+from typing import Literal, Protocol, TypeAlias, cast
 
 __all__ = [
     "IDEMPOTENCY_PREFIX",
@@ -66,7 +66,7 @@ _DECISION_PREFIX = "resume:"
 _WRITES_PREFIX = "writes:"
 
 #: The two journaled parts of an agent iteration besides its tool calls.
-AgentPart = Literal["model", "summary"]
+AgentPart = Literal["model", "summary", "guard_input", "guard_reply"]
 
 
 class NodePosition(Protocol):
@@ -118,7 +118,9 @@ def step_key(step: int, node: str, instance: str, call: int, name: str) -> str:
 
 
 def agent_turn_key(scope: Scope, iteration: int, part: AgentPart) -> str:
-    """An agent's model call (``"model"``) or context summary (``"summary"``)."""
+    """An agent's model call (``"model"``), context summary (``"summary"``), or the journaled
+    verdict of its guardrails on the input (``"guard_input"``) or on a reply
+    (``"guard_reply"``)."""
     return f"{scope.prefix}:agent:{iteration}:{part}"
 
 
@@ -337,7 +339,7 @@ EffectKey: TypeAlias = (
 
 _INT = re.compile(r"-?[0-9]+")
 _DEFERRAL = re.compile(r"(.*):defer([0-9]+)", re.DOTALL)
-_AGENT_TURN = re.compile(r"(-?[0-9]+):(model|summary)")
+_AGENT_TURN = re.compile(r"(-?[0-9]+):(model|summary|guard_input|guard_reply)")
 _TOOL_CALL = re.compile(r"(-?[0-9]+):tool:(-?[0-9]+):(.*)", re.DOTALL)
 
 
@@ -390,8 +392,7 @@ def _node_effect(scope: Scope, name: str) -> EffectKey:
     if sep and kind == "agent":
         turn = _AGENT_TURN.fullmatch(tail)
         if turn is not None:
-            part: AgentPart = "model" if turn[2] == "model" else "summary"
-            return AgentTurnKey(scope, int(turn[1]), part)
+            return AgentTurnKey(scope, int(turn[1]), cast("AgentPart", turn[2]))
         tool = _TOOL_CALL.fullmatch(tail)
         if tool is not None:
             call_id = tool[3]

@@ -17,6 +17,7 @@ BUILTIN_EVENT_TYPES: Final = frozenset(
         "values",
         "run_end",
         "token",
+        "tool_call_delta",
         "tool",
         "interrupt",
     }

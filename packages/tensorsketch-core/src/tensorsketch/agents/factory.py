@@ -33,8 +33,8 @@ def create_agent(
     to make it durable. The options are :class:`Agent`'s (:class:`AgentOptions`: ``system``,
     ``max_iterations``, ``middleware``, ``max_total_tokens``, ``max_cost_usd``, ``prices``,
     ``fallbacks``, ``tool_concurrency``, ``tool_timeout``, ``output_schema``, ``name``,
-    ``max_tokens``, ``model_options``, ``context_policy``, ``deps_type``). Tools and
-    middleware read the dependencies passed as ``invoke(..., deps=...)`` as ``ctx.deps``.
+    ``max_tokens``, ``model_options``, ``context_policy``, ``deps_type``, ``stuck_after``).
+    Tools and middleware read the dependencies passed as ``invoke(..., deps=...)`` as ``ctx.deps``.
     """
     node = Agent._build("create_agent()", provider, tools, options)
     name = node.name

@@ -36,12 +36,20 @@ from tensorsketch.agents.context import (
 from tensorsketch.agents.options import AgentSettings, as_tools, check_deps, check_provider
 from tensorsketch.agents.ports import ReportChoice, port_hint, ports, report_fields
 from tensorsketch.agents.state import REPORT_FIELDS, AgentStatus
+from tensorsketch.agents.stuck import STUCK, RepeatWatch
 from tensorsketch.agents.tool_calls import ToolSet, call_with_timeout, run_tool_calls
 from tensorsketch.agents.turn import call_model, model_turn, sub_context
 from tensorsketch.budget import Budget, budget_scope, current_budget
 from tensorsketch.context import Context
-from tensorsketch.effect_keys import Scope, agent_shown_key, agent_turn_key, part_name
+from tensorsketch.effect_keys import (
+    AgentPart,
+    Scope,
+    agent_shown_key,
+    agent_turn_key,
+    part_name,
+)
 from tensorsketch.errors import BackendUnavailableError, ThreadBusyError
+from tensorsketch.guardrails import Guardrail, GuardrailKind, Tripwire
 from tensorsketch.interrupts import Interrupt
 from tensorsketch.messages import Message, ToolCall, system, tool_result, user
 from tensorsketch.middleware import ToolRequest, compose_model, compose_tool
@@ -77,7 +85,7 @@ class Agent(Node):
         ``system``, ``max_iterations``, ``middleware``, ``max_total_tokens``,
         ``max_cost_usd``, ``prices``, ``fallbacks``, ``tool_concurrency``, ``tool_timeout``,
         ``output_schema``, ``name``, ``max_tokens``, ``model_options``, ``context_policy``,
-        ``deps_type``.
+        ``deps_type``, ``stuck_after``.
     :param input_key: / :param output_key: the state fields holding the request and answer.
     :param report: the report fields to write besides ``messages`` and the output:
         ``True`` (all of ``status``, ``pending``, ``iterations``, ``usage``, ``cost_usd``,
@@ -138,6 +146,12 @@ class Agent(Node):
         self.output_schema = settings.output_schema
         self.context_policy = settings.context_policy
         self.deps_type = settings.deps_type
+        self.stuck_after = settings.stuck_after
+        self.guardrails: tuple[Guardrail, ...] = tuple(settings.guardrails)
+        self._guards: dict[GuardrailKind, tuple[Guardrail, ...]] = {
+            kind: tuple(g for g in self.guardrails if g.kind == kind)
+            for kind in ("input", "output", "tool_call")
+        }
         self.name = settings.name
         self.input_key = input_key
         self.output_key = output_key
@@ -147,6 +161,8 @@ class Agent(Node):
         self._optional: frozenset[str] = frozenset()
         if self.output_schema is not None and "parsed" not in self.report:
             self._optional = frozenset({"parsed"})
+        if self.guardrails:  # the tripwire is written wherever the state keeps it
+            self._optional |= {"tripwire"}
         #: What ``_reported`` lets through: the chosen report fields and the optional ones.
         self._report_out = self.report | self._optional
         self.options: dict[str, Any] = settings.model_call_options()
@@ -155,6 +171,8 @@ class Agent(Node):
             output_key: (str, ""),
         }
         outputs.update((k, v) for k, v in REPORT_FIELDS.items() if k in self._report_out)
+        if self.guardrails:
+            outputs["tripwire"] = (Tripwire | None, None)
         inputs: dict[str, Any] = {
             input_key: (str, ""),
             "messages": (list[Message], Field(default_factory=list)),
@@ -273,12 +291,15 @@ class Agent(Node):
             parent=current_budget(),
         )
         tools = self._tool_set()
+        watch = RepeatWatch(self.stuck_after, transcript)
         status: AgentStatus = "completed"
         detail = ""
         parsed: Any = None
         iterations = 0
+        tripwire: Tripwire | None = None
         with budget_scope(budget):
             try:
+                await self._guard_input(ctx, scope, transcript)
                 for k in range(self.max_iterations):
                     exceeded = budget.exceeded()
                     if exceeded is not None:
@@ -291,6 +312,7 @@ class Agent(Node):
                     reply = _with_call_ids(completion.message, k)
                     repair = outcome.get("repair")
                     if repair:
+                        watch.forget()
                         for message in (reply, user(repair)):
                             transcript.append(message)
                             new.append(message)
@@ -301,12 +323,20 @@ class Agent(Node):
                     new.append(reply)
                     exceeded = budget.exceeded()
                     if exceeded is not None:
-                        _skip_calls(reply.tool_calls, transcript, new)
+                        _skip_calls(reply.tool_calls, transcript, new, _NOT_RUN_BUDGET)
                         status, detail = "budget_exceeded", str(exceeded)
                         break
+                    if self.guardrails:
+                        await self._guard_reply(ctx, scope, k, reply, transcript, new)
                     if not reply.tool_calls:
                         parsed = completion.parsed
                         status = "completed"
+                        break
+                    repeated = watch.add(reply)
+                    if repeated is not None:
+                        _skip_calls(reply.tool_calls, transcript, new, _NOT_RUN_STUCK)
+                        status, detail = "stuck", repeated
+                        await self._stuck(ctx, k, repeated)
                         break
                     results = await run_tool_calls(ctx, tools, reply.tool_calls, k, scope)
                     transcript.extend(results)
@@ -320,26 +350,33 @@ class Agent(Node):
             except Interrupt as exc:
                 stop = await self._suspension(ctx, scope, exc, new, shown, budget, iterations)
                 raise stop from None
+            except _Tripped as tripped:
+                tripwire = tripped.tripwire
+                status, detail = "tripped", tripped.detail
+                iterations = tripped.iteration
         out: dict[str, Any] = {
             "messages": new[shown.size :] if shown.size else new,
-            self.output_key: _last_text(transcript),
+            self.output_key: "" if tripwire is not None else _last_text(transcript),
         }
+        report = {
+            "parsed": parsed,
+            "status": status,
+            "pending": [],
+            "iterations": iterations,
+            "usage": budget.usage,
+            "cost_usd": budget.cost_usd,
+            "stop_detail": detail,
+            "tripwire": tripwire,
+        }
+        return self._result(out, point, report)
+
+    def _result(self, out: dict[str, Any], point: Compaction | None, report: dict[str, Any]) -> Any:
+        """The node's output: the messages and answer, the compaction point when the state
+        keeps it, and the report fields chosen."""
         if self._keeps_compaction:
             out["compaction"] = point
         if self._report_out:
-            out.update(
-                self._reported(
-                    {
-                        "parsed": parsed,
-                        "status": status,
-                        "pending": [],
-                        "iterations": iterations,
-                        "usage": budget.usage,
-                        "cost_usd": budget.cost_usd,
-                        "stop_detail": detail,
-                    }
-                )
-            )
+            out.update(self._reported(report))
         return self.Out(**out)
 
     async def _suspension(
@@ -497,6 +534,100 @@ class Agent(Node):
             span.set_attribute(POLICY_FAILED, reason)
         await ctx.emit(POLICY_FAILED, {"agent": self.name, "iteration": k, "error": reason})
 
+    async def _stuck(self, ctx: Context, k: int, detail: str) -> None:
+        """Make a stuck stop visible: a warning, an attribute on the agent's span and an
+        ``agent.stuck`` event in the run's stream."""
+        log.warning("agent %s stopped as stuck: %s", self.name, detail)
+        span = current_span.get()
+        if span is not None:
+            span.set_attribute(STUCK, detail)
+        await ctx.emit(STUCK, {"agent": self.name, "iteration": k, "detail": detail})
+
+    # -- guardrails -------------------------------------------------------------------------
+
+    async def _guard_input(self, ctx: Context, scope: Scope, transcript: list[Message]) -> None:
+        """Run the input guardrails on the latest user message; raise ``_Tripped`` when one
+        trips (before any model call)."""
+        guards = self._guards["input"]
+        if not guards:
+            return
+        text = next((m.text for m in reversed(transcript) if m.role == "user"), "")
+        verdict = await self._journaled(ctx, scope, 0, "guard_input", guards, [text])
+        if verdict is not None:
+            raise _Tripped(verdict, 0)
+
+    async def _guard_reply(
+        self,
+        ctx: Context,
+        scope: Scope,
+        k: int,
+        reply: Message,
+        transcript: list[Message],
+        new: list[Message],
+    ) -> None:
+        """Run the tool-call guardrails on a turn's calls (none of them runs when one trips),
+        or the output guardrails on a final answer (which is then kept out of the transcript
+        and the output)."""
+        if reply.tool_calls:
+            guards = self._guards["tool_call"]
+            subjects: list[str | ToolCall] = list(reply.tool_calls)
+        else:
+            guards = self._guards["output"]
+            subjects = [reply.text]
+        if not guards:
+            return
+        verdict = await self._journaled(ctx, scope, k, "guard_reply", guards, subjects)
+        if verdict is None:
+            return
+        if reply.tool_calls:
+            why = f"Not run: guardrail {verdict.guardrail!r} tripped: {verdict.reason}"
+            _skip_calls(reply.tool_calls, transcript, new, why)
+        else:
+            transcript.pop()
+            new.pop()
+        raise _Tripped(verdict, k + 1)
+
+    async def _journaled(
+        self,
+        ctx: Context,
+        scope: Scope,
+        k: int,
+        part: AgentPart,
+        guards: tuple[Guardrail, ...],
+        subjects: list[str | ToolCall],
+    ) -> Tripwire | None:
+        """The first tripwire of ``guards`` over ``subjects`` (in order), journaled so a
+        resumed run replays the verdict instead of checking again."""
+
+        async def check() -> dict[str, Any]:
+            for subject in subjects:
+                for guard in guards:
+                    reason = await guard.verdict(subject)
+                    if reason is not None:
+                        call = subject if isinstance(subject, ToolCall) else None
+                        wire = Tripwire(
+                            guardrail=guard.name, kind=guard.kind, reason=reason, tool_call=call
+                        )
+                        return {"tripped": wire.model_dump(mode="json")}
+            return {"tripped": None}
+
+        found = await ctx.effects.once(agent_turn_key(scope, k, part), check)
+        tripped = found.get("tripped") if isinstance(found, dict) else None
+        if tripped is None:
+            return None
+        wire = Tripwire.model_validate(tripped)
+        await self._tripped(ctx, k, wire)
+        return wire
+
+    async def _tripped(self, ctx: Context, k: int, wire: Tripwire) -> None:
+        """Make a tripped guardrail visible: an attribute on the agent's span and an
+        ``agent.tripped`` event in the run's stream."""
+        span = current_span.get()
+        if span is not None:
+            span.set_attribute(TRIPPED, f"{wire.guardrail}: {wire.reason}")
+        data = {"agent": self.name, "iteration": k, **wire.model_dump(mode="json")}
+        await ctx.emit(TRIPPED, data)
+
     # -- tool calls -------------------------------------------------------------------------
 
     def _tool_set(self) -> ToolSet:
@@ -511,6 +642,22 @@ class Agent(Node):
 
     async def _innermost_tool(self, request: ToolRequest) -> Any:
         return await call_with_timeout(request, self.tool_timeout)
+
+
+#: The event (and span attribute) a tripped guardrail emits.
+TRIPPED = "agent.tripped"
+
+
+class _Tripped(Exception):
+    """A guardrail tripped: the loop stops with ``status="tripped"``."""
+
+    def __init__(self, tripwire: Tripwire, iteration: int) -> None:
+        super().__init__(tripwire.reason)
+        self.tripwire = tripwire
+        self.iteration = iteration
+        self.detail = (
+            f"guardrail {tripwire.guardrail!r} ({tripwire.kind}) tripped: {tripwire.reason}"
+        )
 
 
 class _Shown(NamedTuple):
@@ -561,9 +708,15 @@ def _with_call_ids(message: Message, k: int) -> Message:
     return message.model_copy(update={"tool_calls": calls})
 
 
-def _skip_calls(calls: list[ToolCall], transcript: list[Message], new: list[Message]) -> None:
-    """Answer tool calls the spent budget will not run, so the transcript stays well formed."""
+_NOT_RUN_BUDGET = "Not run: the run's budget is spent."
+_NOT_RUN_STUCK = "Not run: the same call was asked for too many times in a row."
+
+
+def _skip_calls(
+    calls: list[ToolCall], transcript: list[Message], new: list[Message], why: str
+) -> None:
+    """Answer tool calls the run will not make, so the transcript stays well formed."""
     for call in calls:
-        skipped = tool_result(call, "Not run: the run's budget is spent.", is_error=True)
+        skipped = tool_result(call, why, is_error=True)
         transcript.append(skipped)
         new.append(skipped)

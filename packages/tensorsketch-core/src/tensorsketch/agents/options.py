@@ -18,6 +18,7 @@ from tensorsketch.agents.context import ContextPolicy
 from tensorsketch.budget import Budget
 from tensorsketch.context import Context
 from tensorsketch.errors import DepsUnavailableError
+from tensorsketch.guardrails import Guardrail, check_guardrails
 from tensorsketch.middleware import Middleware, _check
 from tensorsketch.pricing import PriceTable
 from tensorsketch.provider import ChatProvider
@@ -52,6 +53,14 @@ class AgentOptions(TypedDict, total=False):
         the oldest tool exchanges are dropped, optionally summarized; the transcript keeps all.
     :ivar deps_type: the type of the dependencies the agent's tools and middleware read as
         ``ctx.deps``: every run checks ``invoke(..., deps=...)`` is one before any model call.
+    :ivar stuck_after: stop the run with ``status="stuck"`` when the model asks for the same
+        tool calls (same names and arguments) this many times in a row, or repeats a cycle
+        of up to three such turns this many times (default 3); the repeated call is not run
+        again and ``stop_detail`` names it. ``None`` turns the check off (an agent that
+        polls a tool on purpose).
+    :ivar guardrails: checks on the input, the final answer and each turn's tool calls
+        (:mod:`tensorsketch.guardrails`); one that trips stops the run with
+        ``status="tripped"`` and ``state.tripwire`` saying which and why.
     """
 
     system: str | None
@@ -69,6 +78,8 @@ class AgentOptions(TypedDict, total=False):
     model_options: Mapping[str, Any] | None
     context_policy: ContextPolicy | None
     deps_type: type | None
+    stuck_after: int | None
+    guardrails: Sequence[Guardrail]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,10 +101,19 @@ class AgentSettings:
     model_options: Mapping[str, Any] | None = field(default=None)
     context_policy: ContextPolicy | None = None
     deps_type: type | None = None
+    stuck_after: int | None = 3
+    guardrails: Sequence[Guardrail] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_iterations, int) or self.max_iterations < 1:
             msg = f"`max_iterations` must be an int >= 1, got {self.max_iterations!r}."
+            raise ValueError(msg)
+        stuck = self.stuck_after
+        if stuck is not None and (type(stuck) is not int or stuck < 2):
+            msg = (
+                "`stuck_after` must be an int >= 2 (the same tool calls asked for this many "
+                f"times in a row stop the run) or None to turn the check off, got {stuck!r}."
+            )
             raise ValueError(msg)
         if self.tool_concurrency is not None and self.tool_concurrency < 1:
             msg = (
@@ -120,6 +140,7 @@ class AgentSettings:
                 f"{self.deps_type!r}."
             )
             raise TypeError(msg)
+        object.__setattr__(self, "guardrails", check_guardrails(self.guardrails))
         middleware = list(self.middleware)
         _check(middleware)
         object.__setattr__(self, "middleware", middleware)

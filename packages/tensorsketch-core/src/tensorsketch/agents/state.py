@@ -11,6 +11,7 @@ from pydantic import Field
 
 from tensorsketch.agents.context import Compaction
 from tensorsketch.channels import Reducer
+from tensorsketch.guardrails import Tripwire
 from tensorsketch.interrupts import PendingInterrupt
 from tensorsketch.messages import Message, add_messages
 from tensorsketch.provider import Usage
@@ -18,7 +19,9 @@ from tensorsketch.schema import Schema
 
 __all__ = ["REPORT_FIELDS", "AgentState", "AgentStatus"]
 
-AgentStatus = Literal["idle", "completed", "max_iterations", "budget_exceeded", "suspended"]
+AgentStatus = Literal[
+    "idle", "completed", "max_iterations", "budget_exceeded", "stuck", "tripped", "suspended"
+]
 
 
 class AgentState(Schema):
@@ -30,12 +33,17 @@ class AgentState(Schema):
         the loop).
     :ivar parsed: the validated ``output_schema`` instance, when the agent has one.
     :ivar status: ``completed`` (the model answered), ``max_iterations`` or
-        ``budget_exceeded`` (a limit stopped it; ``output`` is the best answer so far), or
-        ``suspended`` (waiting on ``pending``: approvals, questions or a timer).
+        ``budget_exceeded`` (a limit stopped it; ``output`` is the best answer so far),
+        ``stuck`` (the model asked for the same tool calls ``stuck_after`` times in a row;
+        ``stop_detail`` names them), ``tripped`` (a guardrail stopped it: ``tripwire`` says
+        which and why), or ``suspended`` (waiting on ``pending``: approvals,
+        questions or a timer).
     :ivar iterations: model calls made by the last run of the loop.
     :ivar usage: tokens spent by the last run of the loop, sub-agents included.
     :ivar cost_usd: its estimated cost, ``None`` when a model used is not in the price table.
-    :ivar stop_detail: why a limit stopped the loop, in words.
+    :ivar stop_detail: why a limit (or a stuck loop) stopped the loop, in words.
+    :ivar tripwire: the :class:`~tensorsketch.guardrails.Tripwire` of the guardrail that
+        stopped the run (``status="tripped"``), else ``None``.
     :ivar compaction: where a summarizing ``context_policy`` left the requests compacted
         (:class:`~tensorsketch.agents.Compaction`), so later turns reuse its summary.
     """
@@ -51,6 +59,7 @@ class AgentState(Schema):
     cost_usd: float | None = None
     stop_detail: str = ""
     compaction: Compaction | None = None
+    tripwire: Tripwire | None = None
 
 
 #: The fields ``Agent(report=True)`` writes besides ``messages`` and the output.

@@ -10,9 +10,11 @@ event                when, and what it carries
 ``TextStarted``      a model begins a run of text (``message_id``, ``node``)
 ``TextDelta``        a real token delta from the provider's stream, as it arrives (``text``)
 ``TextEnded``        that text run ended (a tool call, the node ending, or the run ending)
-``ToolCallStarted``  an agent runs a tool (``id``, ``name``)
-``ToolCallArgs``     its JSON arguments (``delta``: today the whole JSON in one fragment)
-``ToolCallEnded``    the arguments are complete
+``ToolCallStarted``  a model asks for a tool call (``id``, ``name``): as its first argument
+                     fragment streams, or when the agent runs it (a provider that streamed none)
+``ToolCallArgs``     a fragment of its JSON arguments (``delta``), in the order the model
+                     streamed them (the whole JSON in one when nothing was streamed)
+``ToolCallEnded``    the arguments are complete (the model's turn ended)
 ``ToolCallResult``   the tool answered (``content`` text, ``is_error``)
 ``StateUpdated``     after every superstep (``values``: the merged state; ``to_json()``)
 ``Custom``           a node or tool's ``ctx.emit(name, value)`` (``name``, ``value``, ``node``)
@@ -269,6 +271,18 @@ class _Translator:
         self.started = False
         self.suspended: RunSuspended | None = None
         self.values: Mapping[str, Any] = {}
+        #: The call each (node, namespace, index) of the model turn streaming now is.
+        self.streaming: dict[tuple[str | None, tuple[str, ...], int], str] = {}
+        self.open_calls: list[ToolCallEnded] = []  # streamed calls not yet ended
+        self.streamed: set[str] = set()  # calls already announced from their fragments
+
+    def end_calls(self) -> list[ServeEvent]:
+        """End the streamed calls: their model turn is over once anything else happens."""
+        if not self.open_calls:
+            return []
+        ended, self.open_calls = self.open_calls, []
+        self.streaming.clear()
+        return list(ended)
 
     def end_text(self) -> list[ServeEvent]:
         text, self.text = self.text, None
@@ -276,11 +290,15 @@ class _Translator:
 
     def feed(self, event: Event) -> list[ServeEvent]:
         if event.type == "token":
-            return self._token(event)
-        out = self.end_text()
+            return [*self.end_calls(), *self._token(event)]
+        if event.type == "tool_call_delta":
+            return self._call_delta(event)
+        out = [*self.end_text(), *self.end_calls()]
         data, ns = event.data, event.namespace
         if event.type == "tool":
-            if data["phase"] == "start":
+            if data["phase"] == "start" and data["id"] in self.streamed:
+                pass  # announced, argument by argument, while the model streamed it
+            elif data["phase"] == "start":
                 out += [
                     ToolCallStarted(data["id"], data["name"], event.node, ns),
                     ToolCallArgs(data["id"], _json_text(data["args"]), ns),
@@ -322,8 +340,26 @@ class _Translator:
         out.append(TextDelta(self.text.message_id, event.data["text"], event.namespace))
         return out
 
+    def _call_delta(self, event: Event) -> list[ServeEvent]:
+        """A fragment of a tool call as the model streams it: the call starts with its first
+        fragment (which names it); a call whose provider gave no id is announced whole when
+        it runs instead."""
+        data, ns = event.data, event.namespace
+        key = (event.node, ns, int(data["index"]))
+        out = self.end_text()
+        call_id = data.get("id")
+        if call_id and self.streaming.get(key) != call_id:
+            self.streaming[key] = call_id
+            self.streamed.add(call_id)
+            out.append(ToolCallStarted(call_id, str(data.get("name") or ""), event.node, ns))
+            self.open_calls.append(ToolCallEnded(call_id, ns))
+        known = self.streaming.get(key)
+        if known is not None and data.get("arguments"):
+            out.append(ToolCallArgs(known, data["arguments"], ns))
+        return out
+
     def failed(self, exc: Exception, graph: str) -> list[ServeEvent]:
-        return [*self.end_text(), _failed(exc, self.started, graph)]
+        return [*self.end_text(), *self.end_calls(), _failed(exc, self.started, graph)]
 
 
 def _failed(exc: Exception, started: bool, graph: str) -> RunFailed:
@@ -415,7 +451,7 @@ async def run_events(
         for item in translate.failed(exc, graph.name):
             yield item
         return
-    for item in translate.end_text():
+    for item in [*translate.end_text(), *translate.end_calls()]:
         yield item
     if translate.suspended is not None:
         yield translate.suspended
