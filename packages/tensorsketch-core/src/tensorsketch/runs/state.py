@@ -48,6 +48,12 @@ class RunnerState:
     owner: str
     #: ``AsyncRunner(deps=...)``: what every run executed here reads as ``ctx.deps``.
     deps: Any = None
+    #: ``AsyncRunner(multitask_strategy=...)``: the double-texting policy of a submit that
+    #: names none (see :mod:`tensorsketch.runs.multitask`).
+    multitask_strategy: str = "enqueue"
+    #: Serializes this process's submits per thread, so its check of what is in flight on
+    #: the thread and its new record are one step (other processes: see docs/runs.md).
+    thread_locks: dict[str, asyncio.Lock] = field(default_factory=dict)
 
     #: Bounds the runs executing at once (made by ``start``, on the running loop).
     slots: asyncio.Semaphore | None = None

@@ -56,7 +56,7 @@ from tensorsketch.errors import (
 from tensorsketch.events import Event
 from tensorsketch.interrupts import parse_approval
 from tensorsketch.pregel.compiled import CompiledGraph
-from tensorsketch.runs import AsyncRunner, RunRecord
+from tensorsketch.runs import MULTITASK_STRATEGIES, AsyncRunner, RunRecord
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.serve._http import (
@@ -80,7 +80,7 @@ OPEN_PATHS = frozenset({"/healthz", "/metrics"})
 DEFAULT_SSE_MAX_BUFFERED_BYTES = 8 << 20
 #: Longest a ``POST /runs`` waits for its run before answering 202 with the record.
 MAX_WAIT_SECONDS = 300.0
-_CREATE_KEYS = frozenset({"input", "thread_id", "labels"})
+_CREATE_KEYS = frozenset({"input", "thread_id", "labels", "multitask_strategy"})
 #: The query parameters each route takes (the OpenAPI description lists the same), and those
 #: of them that may be repeated. Anything else is refused, so a typo is never ignored.
 QUERY: dict[str, frozenset[str]] = {
@@ -257,7 +257,8 @@ class _Api:
         if extra:
             raise ServeError(
                 400,
-                f"unknown field(s) {extra}; a run takes input, thread_id and labels.",
+                f"unknown field(s) {extra}; a run takes input, thread_id, labels and "
+                "multitask_strategy.",
                 param=extra[0],
             )
         data = body.get("input")
@@ -269,13 +270,27 @@ class _Api:
         labels = body.get("labels")
         if labels is not None and not isinstance(labels, dict):
             raise ServeError(400, "`labels` must be an object of strings.", param="labels")
+        strategy = body.get("multitask_strategy")
+        if strategy is not None and strategy not in MULTITASK_STRATEGIES:
+            raise ServeError(
+                400,
+                f"`multitask_strategy` must be one of {', '.join(MULTITASK_STRATEGIES)} (what "
+                "a new input does while the thread has a run in flight); got "
+                f"{_dumps(strategy)[:40]}.",
+                param="multitask_strategy",
+            )
         try:  # the runner checks it too, but its words are the Python call's (submit())
             self.runner.graph.check_run_input(
                 data, where="`input`", example='{"input": {"query": "..."}}'
             )
         except (TypeError, ValueError) as exc:
             raise ServeError(400, str(exc), code="invalid_request", param="input") from None
-        return {"input": data, "thread_id": thread_id, "labels": labels}
+        return {
+            "input": data,
+            "thread_id": thread_id,
+            "labels": labels,
+            "multitask_strategy": strategy,
+        }
 
     def _stream(self, chunks: AsyncIterator[bytes]) -> Response:
         return _CappedStream(chunks, self.sse_cap)

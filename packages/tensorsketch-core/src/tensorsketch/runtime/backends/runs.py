@@ -100,6 +100,11 @@ class RunRecord:
         ``run_timeout`` bounds; time suspended is not in it); ``segment_started_at`` is when
         the current segment began (a takeover counts the crashed segment up to it).
     :param schedule: for a ``kind="schedule"`` record, what it submits and when.
+    :param multitask_strategy: the double-texting policy the run was submitted with
+        (``reject``, ``enqueue``, ``interrupt`` or ``rollback``; see ``tensorsketch.runs``).
+    :param stop_requested: set on a run in flight when a later submit on its thread
+        interrupts it (``interrupt`` or ``rollback``): its runner stops it at the next
+        superstep barrier; ``stopped_by`` names the run that asked.
     :param version: bumped by the store at every write (the compare-and-set token).
     """
 
@@ -132,6 +137,9 @@ class RunRecord:
     active_seconds: float = 0.0
     segment_started_at: float | None = None
     schedule: dict[str, Any] | None = None
+    multitask_strategy: str | None = None
+    stop_requested: str | None = None
+    stopped_by: str | None = None
     version: int = 0
 
     @property
