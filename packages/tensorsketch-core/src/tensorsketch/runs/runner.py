@@ -274,13 +274,16 @@ class AsyncRunner:
         idempotency_key: str | None = None,
         labels: Mapping[str, str] | None = None,
         multitask_strategy: MultitaskStrategy | None = None,
+        webhook: str | None = None,
     ) -> RunRecord:
         """Store a new run and execute it in the background; return its record.
 
         With ``idempotency_key``, submitting again returns the existing run (not a second
         one) unless that run failed. ``thread_id`` defaults to a new thread per run.
         ``multitask_strategy`` says what happens when the thread already has a run queued or
-        running (default: the runner's; see :class:`AsyncRunner`).
+        running (default: the runner's; see :class:`AsyncRunner`). ``webhook`` is a URL the
+        run's terminal record is POSTed to, signed, by a task API serving this runner
+        (``task_app(webhooks=RunWebhooks(...))``).
         """
         record, _ = await self.enqueue(
             input,
@@ -288,6 +291,7 @@ class AsyncRunner:
             idempotency_key=idempotency_key,
             labels=labels,
             multitask_strategy=multitask_strategy,
+            webhook=webhook,
         )
         return record
 
@@ -299,6 +303,7 @@ class AsyncRunner:
         idempotency_key: str | None = None,
         labels: Mapping[str, str] | None = None,
         multitask_strategy: MultitaskStrategy | None = None,
+        webhook: str | None = None,
     ) -> tuple[RunRecord, bool]:
         """:meth:`submit`, also saying whether the run is new (``False``: the idempotency
         key named an existing run, which is returned)."""
@@ -308,6 +313,7 @@ class AsyncRunner:
             idempotency_key=idempotency_key,
             labels=labels,
             multitask_strategy=multitask_strategy,
+            webhook=webhook,
         )
 
     async def get(self, run_id: str) -> RunRecord:

@@ -45,8 +45,18 @@ class Submission:
         idempotency_key: str | None,
         labels: Mapping[str, str] | None,
         multitask_strategy: str | None = None,
+        webhook: str | None = None,
     ) -> tuple[RunRecord, bool]:
         state = self.state
+        if webhook is not None and (
+            not isinstance(webhook, str)
+            or not webhook.startswith(("http://", "https://"))
+            or len(webhook) > 2048
+        ):
+            msg = (
+                f"`webhook` must be an http(s) URL of at most 2048 characters, got {webhook!r:.80}."
+            )
+            raise ValueError(msg)
         strategy = check_strategy(
             state.multitask_strategy if multitask_strategy is None else multitask_strategy
         )
@@ -75,11 +85,13 @@ class Submission:
         )
         await self.start()
         if thread_id is None:  # a new thread has nothing in flight
-            return await self._create(input, None, idempotency_key, labels, strategy)
+            return await self._create(input, None, idempotency_key, labels, strategy, webhook)
         lock = state.thread_locks.setdefault(thread_id, asyncio.Lock())
         try:
             async with lock:
-                return await self._double_text(input, thread_id, idempotency_key, labels, strategy)
+                return await self._double_text(
+                    input, thread_id, idempotency_key, labels, strategy, webhook
+                )
         finally:
             if not lock.locked() and state.thread_locks.get(thread_id) is lock:
                 del state.thread_locks[thread_id]
@@ -91,6 +103,7 @@ class Submission:
         idempotency_key: str | None,
         labels: Mapping[str, str] | None,
         strategy: MultitaskStrategy,
+        webhook: str | None,
     ) -> tuple[RunRecord, bool]:
         """Submit on a thread that may have runs in flight, as ``strategy`` says."""
         state = self.state
@@ -107,7 +120,9 @@ class Submission:
                 "with multitask_strategy 'enqueue', 'interrupt' or 'rollback'."
             )
             raise RunConflictError(msg)
-        stored, created = await self._create(input, thread_id, idempotency_key, labels, strategy)
+        stored, created = await self._create(
+            input, thread_id, idempotency_key, labels, strategy, webhook
+        )
         if created and strategy in ("interrupt", "rollback"):
             for record in in_flight:
                 await self._stop(record.run_id, strategy, by=stored.run_id)
@@ -152,6 +167,7 @@ class Submission:
         idempotency_key: str | None,
         labels: Mapping[str, str] | None,
         strategy: MultitaskStrategy,
+        webhook: str | None,
     ) -> tuple[RunRecord, bool]:
         state = self.state
         record = RunRecord(
@@ -164,6 +180,7 @@ class Submission:
             owner=state.owner,
             lease_expires_at=now() + state.lease_ttl,
             multitask_strategy=strategy,
+            webhook=webhook,
         )
         stored, created = await state.store.create(record)
         if created:

@@ -61,6 +61,8 @@ _TASK = {
         "multitask_strategy": {"type": ["string", "null"]},
         "stop_requested": {"type": ["string", "null"]},
         "stopped_by": {"type": ["string", "null"]},
+        "webhook": {"type": ["string", "null"]},
+        "webhook_delivery": {"type": ["object", "null"]},
         "version": {"type": "integer"},
     },
 }
@@ -80,6 +82,13 @@ _CREATE_FIELDS: dict[str, Any] = {
         "reject (409), enqueue (run after it), interrupt (stop it at its next superstep "
         "barrier, keep what it did, run on top) or rollback (stop it and discard its "
         "checkpoints). Default: the runner's (AsyncRunner(multitask_strategy=...)).",
+    },
+    "webhook": {
+        "type": "string",
+        "maxLength": 2048,
+        "description": "An http(s) URL the run's terminal record is POSTed to, signed "
+        "(X-TensorSketch-Signature: sha256=HMAC-SHA256(secret, '<X-TensorSketch-Timestamp>.' "
+        "+ body)); a 400 where the server sends no webhooks or the address is not public.",
     },
 }
 

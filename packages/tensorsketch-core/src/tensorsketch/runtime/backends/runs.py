@@ -105,6 +105,9 @@ class RunRecord:
     :param stop_requested: set on a run in flight when a later submit on its thread
         interrupts it (``interrupt`` or ``rollback``): its runner stops it at the next
         superstep barrier; ``stopped_by`` names the run that asked.
+    :param webhook: a URL the run's terminal state is POSTed to (the task API's
+        ``task_app(webhooks=...)`` delivers it); ``webhook_delivery`` records how that went
+        (``delivered``, ``attempts``, ``status``, ``problem``, ``at``).
     :param version: bumped by the store at every write (the compare-and-set token).
     """
 
@@ -140,6 +143,8 @@ class RunRecord:
     multitask_strategy: str | None = None
     stop_requested: str | None = None
     stopped_by: str | None = None
+    webhook: str | None = None
+    webhook_delivery: dict[str, Any] | None = None
     version: int = 0
 
     @property
