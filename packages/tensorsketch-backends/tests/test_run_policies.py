@@ -1,6 +1,6 @@
 """Issue #46's run policies on PostgreSQL and Redis, with runners in this process that share
-one store through backend objects of their own: double-texting racing several threads, and a
-cron schedule fired once per tick by three runners, with its history (the HTTP side of
+one store through backend objects of their own: double-texting racing several threads, a
+cron schedule fired once per tick by three runners, with its history, and thread retention (the HTTP side of
 double-texting: tensorsketch-serve's tests/test_tasks_multitask.py)."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from tensorsketch.runs import AsyncRunner, RunConflictError, RunRecord, Scheduler
+from tensorsketch.runs import AsyncRunner, Retention, RunConflictError, RunRecord, Scheduler
+from tensorsketch.runs.retention import sweep
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.postgres import PostgresBackend
 from tensorsketch.runtime.backends.redis import RedisBackend
@@ -104,3 +105,25 @@ async def test_a_cron_tick_fires_once_across_three_runners(
     done = await runners[1].await_run(page.records[0].run_id, timeout=30)
     assert done.status == "succeeded"
     await handle.cancel()
+
+
+async def test_retention_deletes_idle_threads_and_prunes_the_rest(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    runner = runner_for()
+    backend = runner.backend
+    for thread in ("old", "fresh"):
+        record = await runner.submit({"tag": "a"}, thread_id=thread)
+        await runner.await_run(record.run_id, timeout=30)
+    report = await sweep(backend, Retention(idle_days=2), at=time.time() + 3 * 86_400)
+    assert sorted(report.deleted) == ["fresh", "old"]
+    assert await backend.list_checkpoints("old") == []
+    assert await backend.read_events("old") == []
+    assert (await runner.list(thread_id="old")).records == []
+    record = await runner.submit({"tag": "b"}, thread_id="kept")
+    await runner.await_run(record.run_id, timeout=30)
+    report = await sweep(backend, Retention(idle_days=2, keep_checkpoints=2))
+    assert report.deleted == [] and set(report.pruned) == {"kept"}
+    assert len(await backend.list_checkpoints("kept")) == 2
+    state = await runner.graph.aget_state("kept", backend)
+    assert ticks_of(state) == ["b0", "b1", "b2"]

@@ -26,6 +26,7 @@ from tensorsketch.errors import (
 )
 from tensorsketch.interrupts import interrupt
 from tensorsketch.runs.multitask import MULTITASK_STRATEGIES, MultitaskStrategy
+from tensorsketch.runs.retention import Retention
 from tensorsketch.runs.runner import AsyncRunner, EventInput, Listener
 from tensorsketch.runs.scheduler import ScheduleHandle, Scheduler
 from tensorsketch.runs.signals import check_event
@@ -45,6 +46,7 @@ __all__ = [
     "Listener",
     "MultitaskStrategy",
     "QueueFullError",
+    "Retention",
     "RunConflictError",
     "RunNotFoundError",
     "RunPage",

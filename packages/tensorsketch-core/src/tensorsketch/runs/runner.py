@@ -32,6 +32,7 @@ from tensorsketch.runs.execution import Execution
 from tensorsketch.runs.loops import Loops
 from tensorsketch.runs.multitask import MultitaskStrategy, check_strategy
 from tensorsketch.runs.operator import Operator
+from tensorsketch.runs.retention import Retention
 from tensorsketch.runs.signals import EventInput
 from tensorsketch.runs.state import Listener, RunnerState
 from tensorsketch.runs.submission import Submission
@@ -92,6 +93,10 @@ class AsyncRunner:
         them, in order), ``reject`` (:class:`RunConflictError`), ``interrupt`` (they stop at
         their next superstep barrier, keeping what they checkpointed, and the new run starts
         on top) or ``rollback`` (likewise, discarding their checkpoints).
+    :param retention: a :class:`~tensorsketch.runs.retention.Retention` policy: this runner
+        deletes threads idle past ``idle_days`` and prunes others to ``keep_checkpoints``,
+        every ``sweep_every`` seconds, never touching a thread with a run in flight or
+        suspended.
     :param deps: what every run this process executes reads as ``ctx.deps`` (a database pool,
         an HTTP client). They belong to the process, not the run: never stored, and a run
         taken over by another process gets that runner's ``deps``.
@@ -136,6 +141,7 @@ class AsyncRunner:
         poll_interval: float = 0.25,
         deps: Any = None,
         multitask_strategy: MultitaskStrategy = "enqueue",
+        retention: Retention | None = None,
     ) -> None:
         if not isinstance(graph, CompiledGraph):
             msg = (
@@ -154,6 +160,9 @@ class AsyncRunner:
                 msg = f"`{label}` must be a positive number of seconds or None, got {seconds!r}."
                 raise ValueError(msg)
         check_strategy(multitask_strategy)
+        if retention is not None and not isinstance(retention, Retention):
+            msg = f"`retention` must be a Retention(...), got {type(retention).__name__}."
+            raise TypeError(msg)
         if not lease_ttl > 0 or not timer_refresh > 0 or not poll_interval > 0:
             msg = "`lease_ttl`, `timer_refresh` and `poll_interval` must be positive seconds."
             raise ValueError(msg)
@@ -175,6 +184,7 @@ class AsyncRunner:
             owner=new_owner_id(),
             deps=deps,
             multitask_strategy=multitask_strategy,
+            retention=retention,
         )
         # The parts call back into the runner's public methods (``get``, ``start``,
         # ``resume_pending``), so a subclass overriding one is obeyed by all of them.
