@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -75,9 +74,7 @@ async def test_sweep_deletes_idle_threads_whole_and_prunes_the_others(backend: B
 
 async def test_the_runner_sweeps_in_the_background(backend: Backend) -> None:
     policy = Retention(idle_days=0.2 / 86_400, sweep_every=0.1)  # idle after 0.2 s
-    runner = AsyncRunner(
-        multitask_graph(), backend=backend, poll_interval=0.05, retention=policy
-    )
+    runner = AsyncRunner(multitask_graph(), backend=backend, poll_interval=0.05, retention=policy)
     try:
         done = await _ran(runner, "short-lived")
         assert done.status == "succeeded"

@@ -44,17 +44,17 @@ def make_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cal
     pytest.importorskip("tensorsketch.runtime.backends.postgres", reason="needs backends")
     name = private_name("wh")
     if request.param == "postgres":
-        from tensorsketch.runtime.backends.postgres import (  # noqa: PLC0415 - optional dist
+        from tensorsketch.runtime.backends.postgres import (
             PostgresBackend,
         )
-        from tensorsketch.testing import postgres_server  # noqa: PLC0415 - needs psycopg
+        from tensorsketch.testing import postgres_server
 
         dsn = postgres_server.reachable()
         yield lambda: PostgresBackend(dsn, schema=name, lease_ttl=2.0)
         postgres_server.drop_schema(dsn, name)
         return
-    from tensorsketch.runtime.backends.redis import RedisBackend  # noqa: PLC0415 - optional
-    from tensorsketch.testing import redis_server  # noqa: PLC0415 - needs redis-py
+    from tensorsketch.runtime.backends.redis import RedisBackend
+    from tensorsketch.testing import redis_server
 
     url = redis_server.reachable()
     yield lambda: RedisBackend(url, prefix=name, lease_ttl=2.0)
@@ -103,9 +103,7 @@ def _delivered(client: httpx.Client, task_id: str) -> dict[str, Any]:
     raise AssertionError(f"task {task_id}'s webhook was never recorded: {record}")
 
 
-def test_a_finished_run_is_posted_signed_after_retries_and_recorded(
-    live: Any, serve: Any
-) -> None:
+def test_a_finished_run_is_posted_signed_after_retries_and_recorded(live: Any, serve: Any) -> None:
     receiver = Receiver(fail=2)
     hook = live(receiver.app)
     options = RunWebhooks(secret=SECRET, allowed_hosts=("127.0.0.1",), backoff=0.2)
@@ -123,9 +121,10 @@ def test_a_finished_run_is_posted_signed_after_retries_and_recorded(
     assert gaps[0] >= 0.18 and gaps[1] >= 0.36  # backoff doubles
     _, headers, body = receiver.seen[-1]
     stamp = headers["x-tensorsketch-timestamp"]
-    expected = "sha256=" + hmac.new(
-        SECRET.encode(), stamp.encode() + b"." + body, hashlib.sha256
-    ).hexdigest()
+    expected = (
+        "sha256="
+        + hmac.new(SECRET.encode(), stamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+    )
     assert headers["x-tensorsketch-signature"] == expected == sign_webhook(SECRET, stamp, body)
     assert abs(int(stamp) - time.time()) < 60
     assert headers["x-tensorsketch-event"] == "run.succeeded"
@@ -142,9 +141,7 @@ def test_a_cancelled_run_is_delivered_and_a_receiver_that_stays_down_is_recorded
 ) -> None:
     receiver = Receiver(fail=100)
     hook = live(receiver.app)
-    options = RunWebhooks(
-        secret=SECRET, allowed_hosts=("127.0.0.0/8",), attempts=2, backoff=0.05
-    )
+    options = RunWebhooks(secret=SECRET, allowed_hosts=("127.0.0.0/8",), attempts=2, backoff=0.05)
     server = serve(webhooks=options)
     with httpx.Client(base_url=server.url, timeout=30) as client:
         task = client.post(

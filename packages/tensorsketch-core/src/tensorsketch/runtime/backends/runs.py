@@ -461,6 +461,35 @@ class RunStore(ABC):
 
         return await self.transition(run_id, take)
 
+    async def _delete(self, record: RunRecord) -> bool:
+        """In one unit: remove ``record``'s run unless it is queued or running now (with its
+        idempotency key, labels and due-index entry); return whether it was removed. Not
+        abstract, so a store written before it existed still loads."""
+        msg = (
+            f"{type(self).__name__} cannot delete a run record: it does not implement "
+            "`_delete` (see tensorsketch.runtime.backends.runs.RunStore._delete)."
+        )
+        raise RunStoreUnsupportedError(msg)
+
+    async def delete(self, run_id: str) -> bool:
+        """Remove one run's record, with its idempotency key, labels and index entries;
+        ``False`` when there is none. A queued or running run is refused with
+        :class:`RunConflictError` (cancel it first): its runner would carry on against a
+        record that is gone. The thread's checkpoints and events are not touched."""
+        record = await self.get(run_id)
+        if record is None:
+            return False
+        if record.status not in ACTIVE and await self._delete(record):
+            return True
+        current = await self.get(run_id)
+        if current is not None and current.status in ACTIVE:
+            msg = (
+                f"cannot delete run {run_id!r}: it is {current.status}. Cancel it "
+                "(runner.cancel, or POST /tasks/{id}/cancel) or wait for it to finish first."
+            )
+            raise RunConflictError(msg)
+        return False
+
     async def delete_thread(self, thread_id: str) -> int:
         """Remove every run record of ``thread_id`` (what ``app.delete_thread`` calls);
         returns how many were removed.
