@@ -25,6 +25,8 @@ from tensorsketch.errors import (
     RunStoreUnsupportedError,
 )
 from tensorsketch.interrupts import interrupt
+from tensorsketch.runs.multitask import MULTITASK_STRATEGIES, MultitaskStrategy
+from tensorsketch.runs.retention import Retention
 from tensorsketch.runs.runner import AsyncRunner, EventInput, Listener
 from tensorsketch.runs.scheduler import ScheduleHandle, Scheduler
 from tensorsketch.runs.signals import check_event
@@ -38,10 +40,13 @@ from tensorsketch.runtime.backends.runs import (
 )
 
 __all__ = [
+    "MULTITASK_STRATEGIES",
     "AsyncRunner",
     "EventInput",
     "Listener",
+    "MultitaskStrategy",
     "QueueFullError",
+    "Retention",
     "RunConflictError",
     "RunNotFoundError",
     "RunPage",

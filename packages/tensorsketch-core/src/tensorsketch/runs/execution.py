@@ -12,11 +12,13 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any, cast
 
 from tensorsketch.errors import BackendUnavailableError, LeaseLostError, ThreadBusyError
+from tensorsketch.events import Event
 from tensorsketch.interrupts import run_info
+from tensorsketch.runs.multitask import roll_back, stopped_error
 from tensorsketch.runs.records import active_seconds, all_decided, due, now, plain, waiting_for
 from tensorsketch.runs.signals import segment_input
 from tensorsketch.runs.state import RunnerState
@@ -29,6 +31,10 @@ log = logging.getLogger("tensorsketch.runs")
 
 class _RunTimedOut(Exception):
     """The run used up ``run_timeout`` (told apart from a TimeoutError of the graph's)."""
+
+
+class _Stopped(Exception):
+    """A later submit on the run's thread asked it to stop; it reached a superstep barrier."""
 
 
 class Execution:
@@ -70,6 +76,7 @@ class Execution:
         assert state.slots is not None
         counted = new
         try:
+            await self._wait_turn(run_id)
             async with state.slots:
                 if counted:
                     state.waiting_new -= 1
@@ -91,6 +98,28 @@ class Execution:
             if counted:
                 state.waiting_new -= 1
             self.wake_waiters(run_id)
+
+    async def _wait_turn(self, run_id: str) -> None:
+        """Hold a queued run, before it takes a slot, until every run submitted earlier on its
+        thread has stopped (queued or running: ``enqueue`` keeps their order)."""
+        state = self.state
+        while True:
+            mine = await state.store.get(run_id)
+            if mine is None or mine.status != "queued":
+                return
+            page = await state.store.list(
+                status=tuple(sorted(ACTIVE)), thread_id=mine.thread_id, limit=1
+            )
+            head = page.records[0] if page.records else None
+            if head is None or head.run_id == run_id:
+                return
+            event = state.settled_events.setdefault(head.run_id, asyncio.Event())
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), state.poll_interval)
+            finally:
+                if head.run_id not in state.tasks:
+                    state.settled_events.pop(head.run_id, None)
 
     def wake_waiters(self, run_id: str) -> None:
         """Wake the ``await_run`` callers of a run that stopped moving here."""
@@ -172,6 +201,9 @@ class Execution:
                 await asyncio.sleep(min(state.lease_ttl / 3, 2.0))
                 takeover = True
                 continue
+            except _Stopped:
+                await self._stopped(run_id, record)
+                return
             except _RunTimedOut:
                 message = f"the run took longer than run_timeout={state.run_timeout}s"
                 await self._finish(
@@ -181,6 +213,12 @@ class Execution:
             except Exception as exc:
                 error = {"type": type(exc).__name__, "message": str(exc)}
                 await self._finish(run_id, status="failed", error=error)
+                return
+            current = await state.store.get(run_id)
+            if current is not None and current.stop_requested and current.status == "running":
+                # Asked to stop during its last superstep: it is stopped all the same (a
+                # rollback still discards what it wrote), as the later input expects.
+                await self._stopped(run_id, record)
                 return
             if await self._outcome(run_id, record, graph_state, used):
                 continue  # suspended again on something already decided
@@ -215,24 +253,53 @@ class Execution:
         try:
             async with asyncio.timeout(budget) as deadline:
                 # Streamed, so the thread's event log is written for live tails and replays.
-                async for _event in graph.stream(
-                    input,
-                    thread_id=record.thread_id,
-                    backend=backend,
-                    max_steps=state.max_steps,
-                    tracer=state.tracer,
-                    resume=resume,
-                    run_id=record.run_id,  # one id: the record's, in events and ctx.run_id
-                    deps=state.deps,
-                    memory=state.memory,
-                ):
-                    pass
+                # An async generator: closed at once when a stop request ends it early.
+                events = cast(
+                    "AsyncGenerator[Event, None]",
+                    graph.stream(
+                        input,
+                        thread_id=record.thread_id,
+                        backend=backend,
+                        max_steps=state.max_steps,
+                        tracer=state.tracer,
+                        resume=resume,
+                        run_id=record.run_id,  # one id: the record's, in events and ctx.run_id
+                        deps=state.deps,
+                        memory=state.memory,
+                    ),
+                )
+                async with contextlib.aclosing(events):
+                    await self._follow(record.run_id, events)
             graph_state = await graph.aget_state(record.thread_id, backend)
         except TimeoutError as exc:
             if deadline.expired():
                 raise _RunTimedOut from exc
             raise
         return graph_state, set(resume or ())
+
+    async def _follow(self, run_id: str, events: AsyncGenerator[Event, None]) -> None:
+        """Drain the run's stream, reading its record at every superstep barrier (``values``)
+        for a stop request; asked, it stops as the next superstep starts — after the barrier's
+        checkpoint is stored, before anything of the next one is."""
+        stopping = False
+        async for event in events:
+            if event.namespace:
+                continue
+            if stopping and event.type == "node_start":
+                raise _Stopped
+            if event.type == "values" and not stopping:
+                current = await self.state.store.get(run_id)
+                stopping = current is not None and current.stop_requested is not None
+
+    async def _stopped(self, run_id: str, began: RunRecord) -> None:
+        """End a run a later submit stopped; ``rollback`` first discards its checkpoints."""
+        state = self.state
+        current = await state.store.get(run_id)
+        strategy = (current.stop_requested if current is not None else None) or "interrupt"
+        if strategy == "rollback":
+            await roll_back(state.backend, began.thread_id, began.base_checkpoint)
+        by = (current.stopped_by if current is not None else None) or "?"
+        await self._finish(run_id, status="cancelled", error=stopped_error(strategy, by))
 
     # -- how a segment ends -------------------------------------------------------------------
 
@@ -300,10 +367,13 @@ class Execution:
         def end(current: RunRecord) -> RunRecord | None:
             if current.status != "running":
                 return None  # cancelled meanwhile: that outcome stands
+            stopped = status == "succeeded" and current.stop_requested and current.stopped_by
             return current.replace(
-                status=status,
+                status="cancelled" if stopped else status,
                 output=output if output is not None else current.output,
-                error=error,
+                error=stopped_error(current.stop_requested or "", current.stopped_by or "")
+                if stopped
+                else error,
                 finished_at=at,
                 active_seconds=active_seconds(current, at),
                 segment_started_at=None,

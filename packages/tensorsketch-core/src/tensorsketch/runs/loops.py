@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 
 from tensorsketch.runs.execution import Execution
 from tensorsketch.runs.records import now
+from tensorsketch.runs.retention import sweep
 from tensorsketch.runs.scheduler import ScheduleHost, fire
 from tensorsketch.runs.state import RunnerState
 from tensorsketch.runtime.backends.runs import ACTIVE, RunRecord
@@ -55,6 +56,27 @@ class Loops:
             loop.create_task(self._renew_forever(), name="tensorsketch-runs-renew"),
             loop.create_task(self._timers_forever(), name="tensorsketch-runs-timers"),
         ]
+        if self.state.retention is not None:
+            self.tasks.append(
+                loop.create_task(self._sweep_forever(), name="tensorsketch-runs-retention")
+            )
+
+    async def _sweep_forever(self) -> None:
+        """Apply the runner's retention policy every ``sweep_every`` seconds (first at once)."""
+        retention = self.state.retention
+        assert retention is not None
+        while True:
+            try:
+                report = await sweep(self.state.backend, retention)
+                if report.deleted or report.pruned:
+                    log.info(
+                        "retention: deleted %d thread(s), pruned %d",
+                        len(report.deleted),
+                        len(report.pruned),
+                    )
+            except Exception as exc:  # the store may be away: the next sweep tries again
+                log.warning("retention sweep failed: %s", exc)
+            await asyncio.sleep(retention.sweep_every)
 
     async def resume_pending(self) -> list[str]:
         """Claim the store's orphaned runs and execute them here; wake the timer loop.

@@ -30,7 +30,9 @@ from tensorsketch.observability import Tracer
 from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.runs.execution import Execution
 from tensorsketch.runs.loops import Loops
+from tensorsketch.runs.multitask import MultitaskStrategy, check_strategy
 from tensorsketch.runs.operator import Operator
+from tensorsketch.runs.retention import Retention
 from tensorsketch.runs.signals import EventInput
 from tensorsketch.runs.state import Listener, RunnerState
 from tensorsketch.runs.submission import Submission
@@ -86,6 +88,15 @@ class AsyncRunner:
     :param event_input: how signals become the input of the segment they are delivered to;
         the default appends each as a user message when the state has ``messages``.
     :param listeners: called with every record the runner stores.
+    :param multitask_strategy: what a submit does when its thread already has a run queued
+        or running and the submit names no policy: ``enqueue`` (the default: it runs after
+        them, in order), ``reject`` (:class:`RunConflictError`), ``interrupt`` (they stop at
+        their next superstep barrier, keeping what they checkpointed, and the new run starts
+        on top) or ``rollback`` (likewise, discarding their checkpoints).
+    :param retention: a :class:`~tensorsketch.runs.retention.Retention` policy: this runner
+        deletes threads idle past ``idle_days`` and prunes others to ``keep_checkpoints``,
+        every ``sweep_every`` seconds, never touching a thread with a run in flight or
+        suspended.
     :param deps: what every run this process executes reads as ``ctx.deps`` (a database pool,
         an HTTP client). They belong to the process, not the run: never stored, and a run
         taken over by another process gets that runner's ``deps``.
@@ -113,6 +124,8 @@ class AsyncRunner:
     deps = _Shared[Any]()
     #: The store every run executed here reads as ``ctx.memory``.
     memory = _Shared[Any]()
+    #: The double-texting policy of a submit that names none.
+    multitask_strategy = _Shared[str]()
 
     def __init__(
         self,
@@ -132,6 +145,8 @@ class AsyncRunner:
         poll_interval: float = 0.25,
         deps: Any = None,
         memory: Any = None,
+        multitask_strategy: MultitaskStrategy = "enqueue",
+        retention: Retention | None = None,
     ) -> None:
         if not isinstance(graph, CompiledGraph):
             msg = (
@@ -149,6 +164,10 @@ class AsyncRunner:
             if seconds is not None and not seconds > 0:
                 msg = f"`{label}` must be a positive number of seconds or None, got {seconds!r}."
                 raise ValueError(msg)
+        check_strategy(multitask_strategy)
+        if retention is not None and not isinstance(retention, Retention):
+            msg = f"`retention` must be a Retention(...), got {type(retention).__name__}."
+            raise TypeError(msg)
         if not lease_ttl > 0 or not timer_refresh > 0 or not poll_interval > 0:
             msg = "`lease_ttl`, `timer_refresh` and `poll_interval` must be positive seconds."
             raise ValueError(msg)
@@ -170,6 +189,8 @@ class AsyncRunner:
             owner=new_owner_id(),
             deps=deps,
             memory=memory,
+            multitask_strategy=multitask_strategy,
+            retention=retention,
         )
         # The parts call back into the runner's public methods (``get``, ``start``,
         # ``resume_pending``), so a subclass overriding one is obeyed by all of them.
@@ -268,14 +289,25 @@ class AsyncRunner:
         thread_id: str | None = None,
         idempotency_key: str | None = None,
         labels: Mapping[str, str] | None = None,
+        multitask_strategy: MultitaskStrategy | None = None,
+        webhook: str | None = None,
     ) -> RunRecord:
         """Store a new run and execute it in the background; return its record.
 
         With ``idempotency_key``, submitting again returns the existing run (not a second
         one) unless that run failed. ``thread_id`` defaults to a new thread per run.
+        ``multitask_strategy`` says what happens when the thread already has a run queued or
+        running (default: the runner's; see :class:`AsyncRunner`). ``webhook`` is a URL the
+        run's terminal record is POSTed to, signed, by a task API serving this runner
+        (``task_app(webhooks=RunWebhooks(...))``).
         """
         record, _ = await self.enqueue(
-            input, thread_id=thread_id, idempotency_key=idempotency_key, labels=labels
+            input,
+            thread_id=thread_id,
+            idempotency_key=idempotency_key,
+            labels=labels,
+            multitask_strategy=multitask_strategy,
+            webhook=webhook,
         )
         return record
 
@@ -286,11 +318,18 @@ class AsyncRunner:
         thread_id: str | None = None,
         idempotency_key: str | None = None,
         labels: Mapping[str, str] | None = None,
+        multitask_strategy: MultitaskStrategy | None = None,
+        webhook: str | None = None,
     ) -> tuple[RunRecord, bool]:
         """:meth:`submit`, also saying whether the run is new (``False``: the idempotency
         key named an existing run, which is returned)."""
         return await self._submission.enqueue(
-            input, thread_id=thread_id, idempotency_key=idempotency_key, labels=labels
+            input,
+            thread_id=thread_id,
+            idempotency_key=idempotency_key,
+            labels=labels,
+            multitask_strategy=multitask_strategy,
+            webhook=webhook,
         )
 
     async def get(self, run_id: str) -> RunRecord:

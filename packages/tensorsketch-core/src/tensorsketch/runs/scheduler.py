@@ -1,4 +1,5 @@
-"""``Scheduler``: periodic and one-off runs, kept in the run store so a restart keeps them.
+"""``Scheduler``: periodic (an interval, or cron) and one-off runs, kept in the run store so a
+restart keeps them.
 
 A schedule is a record of ``kind="schedule"`` that sits ``suspended`` on a timer: the same due
 index that wakes durable timers wakes it. When it comes due, whichever runner sees it first
@@ -21,7 +22,8 @@ from typing import Any, Protocol
 
 from tensorsketch.errors import QueueFullError
 from tensorsketch.pregel.compiled import CompiledGraph
-from tensorsketch.runtime.backends.runs import RunRecord, RunStore, check_labels
+from tensorsketch.runs.cron import CronExpression
+from tensorsketch.runtime.backends.runs import RunPage, RunRecord, RunStore, check_labels
 
 __all__ = ["ScheduleHandle", "ScheduleHost", "Scheduler", "fire"]
 
@@ -67,6 +69,13 @@ class ScheduleHandle:
 
         await self.runner.store.transition(self.id, stop)
 
+    async def history(self, *, limit: int = 50, cursor: str | None = None) -> RunPage:
+        """The runs this schedule submitted, oldest first, a page at a time (they carry the
+        label ``schedule=<id>``)."""
+        return await self.runner.store.list(
+            labels={"schedule": self.id}, limit=limit, cursor=cursor
+        )
+
 
 def _epoch(when: float | _dt.datetime) -> float:
     if isinstance(when, _dt.datetime):
@@ -78,6 +87,19 @@ def _epoch(when: float | _dt.datetime) -> float:
         return float(when)
     msg = f"Scheduler.at() takes a Unix timestamp or an aware datetime, got {when!r}."
     raise TypeError(msg)
+
+
+def _in_flight(max_in_flight: int | float) -> int | None:
+    """``max_in_flight`` as stored (``None``: unbounded), or a ``ValueError``."""
+    if isinstance(max_in_flight, bool) or not (
+        (isinstance(max_in_flight, int) and max_in_flight >= 1) or max_in_flight == math.inf
+    ):
+        msg = (
+            f"`max_in_flight` must be an int >= 1 or math.inf, got {max_in_flight!r} (0 "
+            "would never let the schedule fire)."
+        )
+        raise ValueError(msg)
+    return None if max_in_flight == math.inf else int(max_in_flight)
 
 
 def _digest(*parts: Any) -> str:
@@ -114,20 +136,31 @@ class Scheduler:
         if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
             msg = f"Scheduler.every() needs a positive interval in seconds, got {interval!r}."
             raise ValueError(msg)
-        if isinstance(max_in_flight, bool) or not (
-            (isinstance(max_in_flight, int) and max_in_flight >= 1) or max_in_flight == math.inf
-        ):
-            msg = (
-                f"`max_in_flight` must be an int >= 1 or math.inf, got {max_in_flight!r} (0 "
-                "would never let the schedule fire)."
-            )
-            raise ValueError(msg)
         first = time.time() + float(seconds) if start_at is None else _epoch(start_at)
-        spec = {
-            "every": float(seconds),
-            "max_in_flight": None if max_in_flight == math.inf else int(max_in_flight),
-        }
+        spec = {"every": float(seconds), "max_in_flight": _in_flight(max_in_flight)}
         return await self._store(spec, input, first, name, labels)
+
+    async def cron(
+        self,
+        expression: str,
+        input: Any = None,
+        *,
+        timezone: str = "UTC",
+        max_in_flight: int | float = 1,
+        name: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> ScheduleHandle:
+        """Submit ``input`` at every time the five-field cron ``expression`` names, read in
+        ``timezone`` (an IANA name; see :mod:`tensorsketch.runs.cron`). Like :meth:`every`,
+        a firing is skipped while ``max_in_flight`` of its runs are unfinished, and missed
+        firings (every runner was down) are not made up."""
+        parsed = CronExpression.parse(expression, timezone)
+        spec = {
+            "cron": parsed.expression,
+            "timezone": parsed.timezone,
+            "max_in_flight": _in_flight(max_in_flight),
+        }
+        return await self._store(spec, input, parsed.next_after(time.time()), name, labels)
 
     async def at(
         self,
@@ -204,6 +237,9 @@ async def fire(runner: ScheduleHost, schedule: RunRecord) -> None:
             nxt = (current.wake_at or now) + step
             if nxt <= now:  # missed firings (the process was down) are not made up
                 nxt = now + step - ((now - nxt) % step)
+        elif "cron" in spec:
+            cron = CronExpression.parse(str(spec["cron"]), str(spec.get("timezone", "UTC")))
+            nxt = cron.next_after(max(now, current.wake_at or now))
         else:
             nxt = None
         kept = [c for c in (*unfinished, submitted) if c][-64:]

@@ -14,6 +14,7 @@ from typing import Any
 from tensorsketch.observability import Tracer
 from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.runs.records import all_decided, due, now
+from tensorsketch.runs.retention import Retention
 from tensorsketch.runs.signals import EventInput
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.runs import ACTIVE, RunRecord, RunStore
@@ -50,6 +51,14 @@ class RunnerState:
     deps: Any = None
     #: ``AsyncRunner(memory=...)``: the store every run executed here reads as ``ctx.memory``.
     memory: Any = None
+    #: ``AsyncRunner(multitask_strategy=...)``: the double-texting policy of a submit that
+    #: names none (see :mod:`tensorsketch.runs.multitask`).
+    multitask_strategy: str = "enqueue"
+    #: ``AsyncRunner(retention=...)``: the threads this runner sweeps (``None``: none).
+    retention: Retention | None = None
+    #: Serializes this process's submits per thread, so its check of what is in flight on
+    #: the thread and its new record are one step (other processes: see docs/runs.md).
+    thread_locks: dict[str, asyncio.Lock] = field(default_factory=dict)
 
     #: Bounds the runs executing at once (made by ``start``, on the running loop).
     slots: asyncio.Semaphore | None = None

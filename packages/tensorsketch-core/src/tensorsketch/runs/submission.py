@@ -13,12 +13,13 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from tensorsketch.errors import QueueFullError, RunNotFoundError
+from tensorsketch.errors import QueueFullError, RunConflictError, RunNotFoundError
 from tensorsketch.events import Event
 from tensorsketch.runs.execution import Execution
+from tensorsketch.runs.multitask import MultitaskStrategy, check_strategy, stopped_error
 from tensorsketch.runs.records import now, plain
 from tensorsketch.runs.state import RunnerState
-from tensorsketch.runtime.backends.runs import RunPage, RunRecord, check_labels
+from tensorsketch.runtime.backends.runs import ACTIVE, RunPage, RunRecord, check_labels
 
 __all__ = ["Submission"]
 
@@ -43,8 +44,22 @@ class Submission:
         thread_id: str | None,
         idempotency_key: str | None,
         labels: Mapping[str, str] | None,
+        multitask_strategy: str | None = None,
+        webhook: str | None = None,
     ) -> tuple[RunRecord, bool]:
         state = self.state
+        if webhook is not None and (
+            not isinstance(webhook, str)
+            or not webhook.startswith(("http://", "https://"))
+            or len(webhook) > 2048
+        ):
+            msg = (
+                f"`webhook` must be an http(s) URL of at most 2048 characters, got {webhook!r:.80}."
+            )
+            raise ValueError(msg)
+        strategy = check_strategy(
+            state.multitask_strategy if multitask_strategy is None else multitask_strategy
+        )
         if state.draining:
             raise QueueFullError(
                 "this runner is draining and takes no new runs; retry on another instance.",
@@ -69,6 +84,92 @@ class Submission:
             input, thread_id=thread_id, where="submit()", example="submit({'query': ...})"
         )
         await self.start()
+        if thread_id is None:  # a new thread has nothing in flight
+            return await self._create(input, None, idempotency_key, labels, strategy, webhook)
+        lock = state.thread_locks.setdefault(thread_id, asyncio.Lock())
+        try:
+            async with lock:
+                return await self._double_text(
+                    input, thread_id, idempotency_key, labels, strategy, webhook
+                )
+        finally:
+            if not lock.locked() and state.thread_locks.get(thread_id) is lock:
+                del state.thread_locks[thread_id]
+
+    async def _double_text(
+        self,
+        input: Any,
+        thread_id: str,
+        idempotency_key: str | None,
+        labels: Mapping[str, str] | None,
+        strategy: MultitaskStrategy,
+        webhook: str | None,
+    ) -> tuple[RunRecord, bool]:
+        """Submit on a thread that may have runs in flight, as ``strategy`` says."""
+        state = self.state
+        page = await state.store.list(status=tuple(sorted(ACTIVE)), thread_id=thread_id, limit=100)
+        in_flight = page.records
+        for record in in_flight:
+            if idempotency_key is not None and record.idempotency_key == idempotency_key:
+                return record, False  # the same submit again: the run it started
+        if in_flight and strategy == "reject":
+            runs = ", ".join(r.run_id for r in in_flight[:3])
+            msg = (
+                f"thread {thread_id!r} already has a run in flight ({runs}); this submit's "
+                "multitask_strategy is 'reject'. Wait for it (await_run), cancel it, or submit "
+                "with multitask_strategy 'enqueue', 'interrupt' or 'rollback'."
+            )
+            raise RunConflictError(msg)
+        stored, created = await self._create(
+            input, thread_id, idempotency_key, labels, strategy, webhook
+        )
+        if created and strategy in ("interrupt", "rollback"):
+            for record in in_flight:
+                await self._stop(record.run_id, strategy, by=stored.run_id)
+        return stored, created
+
+    async def _stop(self, run_id: str, strategy: str, *, by: str) -> None:
+        """Ask a run in flight to stop for ``by``: a queued one is cancelled now; a running
+        one is stopped by its runner at its next superstep barrier."""
+        state = self.state
+        at = now()
+
+        def ask(current: RunRecord) -> RunRecord | None:
+            if current.status == "queued":
+                return current.replace(
+                    status="cancelled",
+                    finished_at=at,
+                    owner=None,
+                    lease_expires_at=None,
+                    stop_requested=strategy,
+                    stopped_by=by,
+                    error=stopped_error(strategy, by),
+                )
+            if current.status != "running" or current.stop_requested:
+                return None
+            return current.replace(stop_requested=strategy, stopped_by=by)
+
+        stored = await state.store.transition(run_id, ask)
+        if stored is None:
+            return
+        state.notify(stored)
+        if stored.status == "cancelled":
+            task = state.tasks.get(run_id)
+            if task is not None and not task.done():
+                state.stop_reasons[run_id] = "cancelled"
+                task.cancel()
+            self.execution.wake_waiters(run_id)
+
+    async def _create(
+        self,
+        input: Any,
+        thread_id: str | None,
+        idempotency_key: str | None,
+        labels: Mapping[str, str] | None,
+        strategy: MultitaskStrategy,
+        webhook: str | None,
+    ) -> tuple[RunRecord, bool]:
+        state = self.state
         record = RunRecord(
             run_id=f"run_{uuid.uuid4().hex}",
             thread_id=thread_id or f"thread_{uuid.uuid4().hex}",
@@ -78,6 +179,8 @@ class Submission:
             labels=check_labels(labels),
             owner=state.owner,
             lease_expires_at=now() + state.lease_ttl,
+            multitask_strategy=strategy,
+            webhook=webhook,
         )
         stored, created = await state.store.create(record)
         if created:

@@ -347,6 +347,53 @@ class RunStoreConformance:
         assert await store.delete_thread(f"t-{uuid.uuid4().hex[:8]}") == 0  # unknown: no-op
 
     @pytest.mark.asyncio
+    async def test_delete_removes_one_finished_run_and_refuses_an_active_one(
+        self, backend: Backend, store: RunStore, backend_factory: BackendFactory
+    ) -> None:
+        thread = f"t-{uuid.uuid4().hex[:8]}"
+        key = f"key-{uuid.uuid4().hex}"
+        tag = {"one": uuid.uuid4().hex[:8]}
+        wake = 2_100_000_000.0 + uuid.uuid4().int % 1_000_000
+        done, _ = await store.create(
+            _record(thread_id=thread, status="succeeded", idempotency_key=key, labels=tag)
+        )
+        timer, _ = await store.create(
+            _record(thread_id=thread, status="suspended", waiting_for="timer", wake_at=wake)
+        )
+        sibling, _ = await store.create(_record(thread_id=thread, status="failed", labels=tag))
+        live, _ = await store.create(
+            _record(
+                thread_id=thread,
+                status="running",
+                owner="host:1:ab",
+                lease_expires_at=time.time() + 60,
+            )
+        )
+        before = await store.counts()
+        assert await store.delete(done.run_id) is True
+        assert await store.delete(timer.run_id) is True
+        assert await store.get(done.run_id) is None
+        assert timer.run_id not in {r.run_id for r in await store.due(wake + 1, limit=1000)}
+        assert [r.run_id for r in (await store.list(labels=tag)).records] == [sibling.run_id]
+        listed = {r.run_id for r in (await store.list(thread_id=thread)).records}
+        assert listed == {sibling.run_id, live.run_id}
+        after = await store.counts()
+        assert before.get("succeeded", 0) - after.get("succeeded", 0) == 1
+        assert before.get("suspended:timer", 0) - after.get("suspended:timer", 0) == 1
+        again, created = await store.create(_record(thread_id=thread, idempotency_key=key))
+        assert created and again.run_id != done.run_id  # the key is free again
+        with pytest.raises(RunConflictError, match=r"it is running\. Cancel it"):
+            await store.delete(live.run_id)
+        assert await store.get(live.run_id) == live
+        assert await store.delete(done.run_id) is False  # gone already
+        handle = backend_factory()
+        try:
+            assert await run_store(handle).get(timer.run_id) is None
+        finally:
+            if handle is not backend:
+                await handle.aclose()
+
+    @pytest.mark.asyncio
     async def test_delete_thread_refuses_a_thread_with_an_active_run(self, store: RunStore) -> None:
         thread = f"t-{uuid.uuid4().hex[:8]}"
         finished, _ = await store.create(_record(thread_id=thread, status="failed"))

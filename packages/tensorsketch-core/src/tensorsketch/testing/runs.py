@@ -7,9 +7,12 @@ deterministic.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import itertools
+import operator
+from typing import Annotated, Any
 
 from tensorsketch.agents import create_agent
+from tensorsketch.channels import Reducer
 from tensorsketch.constants import END, START
 from tensorsketch.context import Context
 from tensorsketch.fake import FakeProvider
@@ -25,10 +28,13 @@ __all__ = [
     "REFUNDS",
     "Io",
     "breakpoint_graph",
+    "check_double_texting",
     "hang_graph",
     "listen_graph",
+    "multitask_graph",
     "one_node_graph",
     "refund_agent",
+    "ticks_of",
 ]
 
 #: Orders the refund agent's tool refunded, in order (clear it in a test's setup).
@@ -147,3 +153,93 @@ def refund_agent() -> CompiledGraph[Any]:
     """An agent that asks to refund the order in its query (call id ``call_1``, which needs
     an approval), then reports the tool's answer: ``"done: refunded <order>"``."""
     return create_agent(FakeProvider(policy=_refund_policy), [refund], name="refunds")
+
+
+class Ticks(Schema):
+    """The state of :func:`multitask_graph`: the input's ``tag``, and every tick so far."""
+
+    tag: str = ""
+    ticks: Annotated[list[str], Reducer(operator.add)] = []
+
+
+class Tick(Node):
+    """One superstep: sleeps a little, then appends ``<tag><k>`` (the tag's k-th tick)."""
+
+    class In(Schema):
+        tag: str
+        ticks: list[str]
+
+    class Out(Schema):
+        ticks: list[str]
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        await asyncio.sleep(0.05)
+        done = sum(1 for t in inp.ticks if t[:-1] == inp.tag)
+        return self.Out(ticks=[f"{inp.tag}{done}"])
+
+
+def _ticked(state: Any) -> bool:
+    return sum(1 for t in state.ticks if t[:-1] == state.tag) >= 3
+
+
+def multitask_graph() -> CompiledGraph[Ticks]:
+    """Each input ``{"tag": "a"}`` ticks three supersteps (``a0``, ``a1``, ``a2``) on top
+    of the thread's ticks: what double-texting tests stop, queue and roll back."""
+    g = Graph(Ticks, name="ticks")
+    g.add(Tick)
+    g.edge(START, "Tick")
+    g.loop("Tick", until=_ticked)
+    return g.compile()
+
+
+def ticks_of(state: Any) -> list[str]:
+    """The ticks of a :func:`multitask_graph` state (a model or a plain dict)."""
+    if state is None:
+        return []
+    raw = state.get("ticks") if isinstance(state, dict) else getattr(state, "ticks", None)
+    return list(raw or [])
+
+
+def check_double_texting(strategy: str, runs: list[dict[str, Any]], ticks: list[str]) -> None:
+    """Assert that one thread's runs (records as dicts, any order) and its final ``ticks``
+    (:func:`multitask_graph`) are what ``strategy`` promises; raise ``AssertionError``
+    naming what broke it.
+
+    Every policy: no two runs of the thread executed at once. ``reject`` and ``enqueue``:
+    every run succeeded, in submit order, each adding its three ticks. ``interrupt``: the
+    last run succeeded; an earlier one either finished before the next was submitted or was
+    stopped (``Interrupted``) leaving a prefix of its ticks. ``rollback``: likewise, but a
+    stopped run leaves none.
+    """
+    ordered = sorted(runs, key=lambda r: (r["created_at"], r.get("id") or r.get("run_id")))
+    spans = sorted((r["started_at"], r["finished_at"]) for r in ordered if r.get("started_at"))
+    for before, after in itertools.pairwise(spans):
+        assert before[1] is not None and before[1] <= after[0], f"runs overlapped: {spans}"
+    expected: list[str] = []
+    rest = list(ticks)
+    for index, run in enumerate(ordered):
+        tag = run["input"]["tag"]
+        own = [f"{tag}{i}" for i in range(3)]
+        last = index == len(ordered) - 1
+        if run["status"] == "succeeded":
+            if strategy in ("interrupt", "rollback") and not last:
+                nxt = ordered[index + 1]
+                assert run["finished_at"] <= nxt["created_at"], (
+                    f"{strategy}: run {tag!r} finished after a later input came, unstopped"
+                )
+            assert rest[: len(own)] == own, f"{strategy}: expected {own} next in {ticks}"
+            expected += own
+            rest = rest[len(own) :]
+            continue
+        assert strategy in ("interrupt", "rollback") and not last, (
+            f"{strategy}: run {tag!r} ended {run['status']} ({run.get('error')})"
+        )
+        kind = "RolledBack" if strategy == "rollback" else "Interrupted"
+        assert run["status"] == "cancelled" and (run.get("error") or {}).get("type") == kind, run
+        kept = 0
+        while kept < len(own) and rest[kept : kept + 1] == [own[kept]]:
+            kept += 1
+        assert strategy == "interrupt" or kept == 0, f"rollback kept {own[:kept]} in {ticks}"
+        expected += own[:kept]
+        rest = rest[kept:]
+    assert not rest and ticks == expected, f"{strategy}: ticks {ticks}, expected {expected}"

@@ -7,7 +7,8 @@
 - :func:`agui_app` — AG-UI (a ``RunAgentInput`` in, the run's UI events out as SSE); it loads
   the ``ag-ui-protocol`` models on first use, not with this package.
 - :func:`task_app` — the durable task API over an ``AsyncRunner`` (``/runs``, ``/tasks``,
-  SSE events, approvals, signals, cancel, ``/healthz``, ``/metrics`` via :class:`RunMetrics`).
+  SSE events, approvals, signals, cancel, ``/healthz``, ``/metrics`` via :class:`RunMetrics`;
+  completion webhooks via :class:`RunWebhooks`, checked by receivers with :func:`sign_webhook`).
 - :func:`serve` — several protocols on one app; protocols are named in :data:`protocols`
   (first-party ones and plugins' ``tensorsketch_serve_protocols``).
 - :class:`ChatAdapter` (``to_input`` / ``to_reply``) — how a graph that is not an agent maps
@@ -45,6 +46,8 @@ from tensorsketch.serve.events import run_events
 if TYPE_CHECKING:
     from tensorsketch.serve._agui import agui_app as agui_app
     from tensorsketch.serve._metrics import RunMetrics as RunMetrics
+    from tensorsketch.serve._run_webhooks import RunWebhooks as RunWebhooks
+    from tensorsketch.serve._run_webhooks import sign as sign_webhook
     from tensorsketch.serve._tasks import task_app as task_app
 
 __all__ = [
@@ -60,6 +63,7 @@ __all__ = [
     "Protocol",
     "PushNotifications",
     "RunMetrics",
+    "RunWebhooks",
     "ServeError",
     "a2a_app",
     "a2a_tool",
@@ -74,6 +78,7 @@ __all__ = [
     "register_protocol",
     "run_events",
     "serve",
+    "sign_webhook",
     "sse",
     "task_app",
     "thread_info",
@@ -91,6 +96,8 @@ _LAZY = {
     # prometheus_client loads with the task API, not with this package.
     "RunMetrics": "tensorsketch.serve._metrics:RunMetrics",
     "task_app": "tensorsketch.serve._tasks:task_app",
+    "RunWebhooks": "tensorsketch.serve._run_webhooks:RunWebhooks",
+    "sign_webhook": "tensorsketch.serve._run_webhooks:sign",
 }
 
 

@@ -56,7 +56,7 @@ from tensorsketch.errors import (
 from tensorsketch.events import Event
 from tensorsketch.interrupts import parse_approval
 from tensorsketch.pregel.compiled import CompiledGraph
-from tensorsketch.runs import AsyncRunner, RunRecord
+from tensorsketch.runs import MULTITASK_STRATEGIES, AsyncRunner, RunRecord
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.serve._http import (
@@ -69,7 +69,9 @@ from tensorsketch.serve._http import (
 )
 from tensorsketch.serve._metrics import RunMetrics
 from tensorsketch.serve._protocols import Protocol
+from tensorsketch.serve._run_webhooks import ALLOW_HINT, RunWebhooks, RunWebhookSender
 from tensorsketch.serve._tasks_openapi import openapi
+from tensorsketch.serve._webhooks import webhook_problem
 
 __all__ = ["PROTOCOL", "task_app"]
 
@@ -80,7 +82,7 @@ OPEN_PATHS = frozenset({"/healthz", "/metrics"})
 DEFAULT_SSE_MAX_BUFFERED_BYTES = 8 << 20
 #: Longest a ``POST /runs`` waits for its run before answering 202 with the record.
 MAX_WAIT_SECONDS = 300.0
-_CREATE_KEYS = frozenset({"input", "thread_id", "labels"})
+_CREATE_KEYS = frozenset({"input", "thread_id", "labels", "multitask_strategy", "webhook"})
 #: The query parameters each route takes (the OpenAPI description lists the same), and those
 #: of them that may be repeated. Anything else is refused, so a typo is never ignored.
 QUERY: dict[str, frozenset[str]] = {
@@ -192,8 +194,10 @@ class _Api:
         sse_max_buffered_bytes: int,
         expose_errors: bool,
         retry_after: float,
+        webhooks: RunWebhooks | None = None,
     ) -> None:
         self.runner = runner
+        self.webhooks = webhooks
         self.metrics = metrics
         self.max_concurrent_runs = max_concurrent_runs
         self.sse_cap = sse_max_buffered_bytes
@@ -257,7 +261,8 @@ class _Api:
         if extra:
             raise ServeError(
                 400,
-                f"unknown field(s) {extra}; a run takes input, thread_id and labels.",
+                f"unknown field(s) {extra}; a run takes input, thread_id, labels, "
+                "multitask_strategy and webhook.",
                 param=extra[0],
             )
         data = body.get("input")
@@ -269,13 +274,50 @@ class _Api:
         labels = body.get("labels")
         if labels is not None and not isinstance(labels, dict):
             raise ServeError(400, "`labels` must be an object of strings.", param="labels")
+        strategy = body.get("multitask_strategy")
+        if strategy is not None and strategy not in MULTITASK_STRATEGIES:
+            raise ServeError(
+                400,
+                f"`multitask_strategy` must be one of {', '.join(MULTITASK_STRATEGIES)} (what "
+                "a new input does while the thread has a run in flight); got "
+                f"{_dumps(strategy)[:40]}.",
+                param="multitask_strategy",
+            )
         try:  # the runner checks it too, but its words are the Python call's (submit())
             self.runner.graph.check_run_input(
                 data, where="`input`", example='{"input": {"query": "..."}}'
             )
         except (TypeError, ValueError) as exc:
             raise ServeError(400, str(exc), code="invalid_request", param="input") from None
-        return {"input": data, "thread_id": thread_id, "labels": labels}
+        return {
+            "input": data,
+            "thread_id": thread_id,
+            "labels": labels,
+            "multitask_strategy": strategy,
+            "webhook": body.get("webhook"),
+        }
+
+    async def _check_webhook(self, args: dict[str, Any]) -> None:
+        """Refuse (400) a ``webhook`` this server will not call, before the run is stored."""
+        url = args.get("webhook")
+        if url is None:
+            return
+        if not isinstance(url, str) or len(url) > 2048:
+            raise ServeError(
+                400, "`webhook` must be an http(s) URL (at most 2048 characters).", param="webhook"
+            )
+        if self.webhooks is None:
+            raise ServeError(
+                400,
+                "this server sends no webhooks: its operator turns them on with "
+                "task_app(webhooks=RunWebhooks(secret=...)); drop `webhook`, or poll the task.",
+                param="webhook",
+            )
+        problem = await webhook_problem(
+            url, self.webhooks.allowed_hosts, what="webhook", hint=ALLOW_HINT
+        )
+        if problem is not None:
+            raise ServeError(400, problem, param="webhook")
 
     def _stream(self, chunks: AsyncIterator[bytes]) -> Response:
         return _CappedStream(chunks, self.sse_cap)
@@ -299,6 +341,7 @@ class _Api:
             )
         body = await self._body(request)
         args = self._create_args(body, stream=True)
+        await self._check_webhook(args)
         wants_stream = body.get("stream") is True or "text/event-stream" in request.headers.get(
             "accept", ""
         )
@@ -331,6 +374,7 @@ class _Api:
     async def submit(self, request: Request) -> Response:
         key = _idempotency_key(request)
         args = self._create_args(await self._body(request))
+        await self._check_webhook(args)
         record, created = await self._call(self.runner.enqueue(**args, idempotency_key=key))
         headers = {"Location": f"/tasks/{record.run_id}"}
         if not created:
@@ -501,6 +545,23 @@ def _number(
     return value
 
 
+def _webhook_sender(runner: AsyncRunner, webhooks: RunWebhooks | None) -> RunWebhookSender | None:
+    """``task_app(webhooks=...)``'s sender, hooked into the runner's records (or ``None``)."""
+    if webhooks is None:
+        return None
+    if not isinstance(webhooks, RunWebhooks):
+        msg = f"task_app(webhooks=...) takes a RunWebhooks, got {type(webhooks).__name__}."
+        raise TypeError(msg)
+    sender = RunWebhookSender(webhooks, runner.store, _record_json)
+    runner.listeners.append(sender.observe)
+    return sender
+
+
+async def _close_sender(sender: RunWebhookSender | None) -> None:
+    if sender is not None:
+        await sender.aclose()
+
+
 def task_app(
     runner: AsyncRunner,
     *,
@@ -512,6 +573,7 @@ def task_app(
     expose_errors: bool = False,
     drain_timeout: float = 30.0,
     retry_after: float = 1.0,
+    webhooks: RunWebhooks | None = None,
 ) -> Starlette:
     """The HTTP task API for ``runner`` (see the module docs for the routes).
 
@@ -521,6 +583,10 @@ def task_app(
     :param expose_errors: put an unexpected error's text in its 500 answer (off: a generic
         message; the error is logged either way).
     :param drain_timeout: seconds shutdown waits for in-flight runs before handing them back.
+    :param webhooks: turns on completion webhooks (a run's ``webhook`` field): its terminal
+        record is POSTed there, signed with ``RunWebhooks.secret`` (see
+        :mod:`tensorsketch.serve.tasks` for the headers), retried, and the outcome recorded
+        as the run's ``webhook_delivery``. Off by default: a run naming one is a 400.
     """
     if not isinstance(runner, AsyncRunner):
         msg = f"task_app(runner) needs an AsyncRunner, got {type(runner).__name__}."
@@ -543,8 +609,15 @@ def task_app(
         runner.listeners.append(chosen.observe)
         if runner.tracer is None:
             runner.tracer = chosen.tracer
+    sender = _webhook_sender(runner, webhooks)
     api = _Api(
-        runner, chosen, max_concurrent_runs, sse_max_buffered_bytes, expose_errors, retry_after
+        runner,
+        chosen,
+        max_concurrent_runs,
+        sse_max_buffered_bytes,
+        expose_errors,
+        retry_after,
+        webhooks,
     )
 
     def gate(request: Request) -> bool | Awaitable[bool]:
@@ -578,6 +651,7 @@ def task_app(
         finally:
             await runner.drain(timeout=drain_timeout)
             await runner.aclose()
+            await _close_sender(sender)
 
     endpoints: list[tuple[str, str, Callable[[Request], Awaitable[Response]]]] = [
         ("POST", "/runs", api.run),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tensorsketch.runs import MULTITASK_STRATEGIES
+
 __all__ = ["openapi"]
 
 _STATUS = ["queued", "running", "suspended", "succeeded", "failed", "cancelled"]
@@ -56,6 +58,11 @@ _TASK = {
         "labels": {"type": "object", "additionalProperties": {"type": "string"}},
         "input": {},
         "output": {},
+        "multitask_strategy": {"type": ["string", "null"]},
+        "stop_requested": {"type": ["string", "null"]},
+        "stopped_by": {"type": ["string", "null"]},
+        "webhook": {"type": ["string", "null"]},
+        "webhook_delivery": {"type": ["object", "null"]},
         "version": {"type": "integer"},
     },
 }
@@ -67,6 +74,21 @@ _CREATE_FIELDS: dict[str, Any] = {
         "type": "object",
         "maxProperties": 16,
         "additionalProperties": {"type": "string", "maxLength": 128},
+    },
+    "multitask_strategy": {
+        "type": "string",
+        "enum": list(MULTITASK_STRATEGIES),
+        "description": "What this input does while the thread has a run queued or running: "
+        "reject (409), enqueue (run after it), interrupt (stop it at its next superstep "
+        "barrier, keep what it did, run on top) or rollback (stop it and discard its "
+        "checkpoints). Default: the runner's (AsyncRunner(multitask_strategy=...)).",
+    },
+    "webhook": {
+        "type": "string",
+        "maxLength": 2048,
+        "description": "An http(s) URL the run's terminal record is POSTed to, signed "
+        "(X-TensorSketch-Signature: sha256=HMAC-SHA256(secret, '<X-TensorSketch-Timestamp>.' "
+        "+ body)); a 400 where the server sends no webhooks or the address is not public.",
     },
 }
 
@@ -128,7 +150,8 @@ def _answers(ok: int, *errors: int, schema: Any = None) -> dict[str, Any]:
         400: "the body or a parameter is wrong (the message says which)",
         401: "not authenticated",
         404: "no such task",
-        409: "the task's state does not allow it",
+        409: "the task's state does not allow it (or, submitting, the thread has a run in "
+        "flight and multitask_strategy is reject)",
         413: "the body is too large",
         503: "busy or the store is unavailable; retry after Retry-After seconds",
     }
@@ -184,7 +207,7 @@ def openapi() -> dict[str, Any]:
                     ],
                     "requestBody": {"required": True, **_json(_RUN)},
                     "responses": {
-                        **_answers(200, 400, 401, 413, 503),
+                        **_answers(200, 400, 401, 409, 413, 503),
                         "202": {
                             "description": "still running after `wait` seconds",
                             **_json(_TASK),
@@ -206,7 +229,7 @@ def openapi() -> dict[str, Any]:
                     ],
                     "requestBody": {"required": True, **_json(_CREATE)},
                     "responses": {
-                        **_answers(202, 400, 401, 413, 503),
+                        **_answers(202, 400, 401, 409, 413, 503),
                         "200": {
                             "description": "the existing run of this Idempotency-Key",
                             **_json(_TASK),

@@ -165,6 +165,10 @@ return out
 """
 )
 
+#: One run of a thread (no check that every record of the thread is listed).
+_DROP_RUN = _DROP_THREAD.replace("if redis.call('ZCARD', tkey) ~= n then return {-1} end\n", "")
+assert _DROP_RUN != _DROP_THREAD
+
 _BATCH = 200
 
 
@@ -353,6 +357,19 @@ class RedisRunStore(RunStore):
             )
             kept.update(_text(i) for i in reply)
         return kept
+
+    async def _delete(self, record: RunRecord) -> bool:
+        labels = [f"{k}={v}" for k, v in record.labels.items()]
+        args = [
+            record.thread_id,
+            "1",
+            record.run_id,
+            record.idempotency_key or "",
+            str(len(labels)),
+            *labels,
+        ]
+        reply = await self._script("deleting a run", _DROP_RUN, args)
+        return int(reply[0]) > 0
 
     async def _delete_thread(self, thread_id: str) -> tuple[int, list[RunRecord]]:
         for _attempt in range(20):

@@ -125,6 +125,18 @@ class MemoryRunStore(RunStore):
                 kept.add(run_id)
         return kept
 
+    async def _delete(self, record: RunRecord) -> bool:
+        with self._lock:
+            current = self._load(record.run_id)
+            if current is None or current.status in ACTIVE:
+                return False
+            del self._rows[current.run_id]
+            key = current.idempotency_key
+            if key is not None and self._keys.get(key) == current.run_id:
+                del self._keys[key]
+            self._unindex(current)
+            return True
+
     async def _delete_thread(self, thread_id: str) -> tuple[int, list[RunRecord]]:
         removed = 0
         kept: list[RunRecord] = []

@@ -100,6 +100,14 @@ class RunRecord:
         ``run_timeout`` bounds; time suspended is not in it); ``segment_started_at`` is when
         the current segment began (a takeover counts the crashed segment up to it).
     :param schedule: for a ``kind="schedule"`` record, what it submits and when.
+    :param multitask_strategy: the double-texting policy the run was submitted with
+        (``reject``, ``enqueue``, ``interrupt`` or ``rollback``; see ``tensorsketch.runs``).
+    :param stop_requested: set on a run in flight when a later submit on its thread
+        interrupts it (``interrupt`` or ``rollback``): its runner stops it at the next
+        superstep barrier; ``stopped_by`` names the run that asked.
+    :param webhook: a URL the run's terminal state is POSTed to (the task API's
+        ``task_app(webhooks=...)`` delivers it); ``webhook_delivery`` records how that went
+        (``delivered``, ``attempts``, ``status``, ``problem``, ``at``).
     :param version: bumped by the store at every write (the compare-and-set token).
     """
 
@@ -132,6 +140,11 @@ class RunRecord:
     active_seconds: float = 0.0
     segment_started_at: float | None = None
     schedule: dict[str, Any] | None = None
+    multitask_strategy: str | None = None
+    stop_requested: str | None = None
+    stopped_by: str | None = None
+    webhook: str | None = None
+    webhook_delivery: dict[str, Any] | None = None
     version: int = 0
 
     @property
@@ -447,6 +460,35 @@ class RunStore(ABC):
             return record.replace(owner=owner, lease_expires_at=lease_expires_at)
 
         return await self.transition(run_id, take)
+
+    async def _delete(self, record: RunRecord) -> bool:
+        """In one unit: remove ``record``'s run unless it is queued or running now (with its
+        idempotency key, labels and due-index entry); return whether it was removed. Not
+        abstract, so a store written before it existed still loads."""
+        msg = (
+            f"{type(self).__name__} cannot delete a run record: it does not implement "
+            "`_delete` (see tensorsketch.runtime.backends.runs.RunStore._delete)."
+        )
+        raise RunStoreUnsupportedError(msg)
+
+    async def delete(self, run_id: str) -> bool:
+        """Remove one run's record, with its idempotency key, labels and index entries;
+        ``False`` when there is none. A queued or running run is refused with
+        :class:`RunConflictError` (cancel it first): its runner would carry on against a
+        record that is gone. The thread's checkpoints and events are not touched."""
+        record = await self.get(run_id)
+        if record is None:
+            return False
+        if record.status not in ACTIVE and await self._delete(record):
+            return True
+        current = await self.get(run_id)
+        if current is not None and current.status in ACTIVE:
+            msg = (
+                f"cannot delete run {run_id!r}: it is {current.status}. Cancel it "
+                "(runner.cancel, or POST /tasks/{id}/cancel) or wait for it to finish first."
+            )
+            raise RunConflictError(msg)
+        return False
 
     async def delete_thread(self, thread_id: str) -> int:
         """Remove every run record of ``thread_id`` (what ``app.delete_thread`` calls);

@@ -117,6 +117,15 @@ class SqlRunStore(RunStore):
                 f"WHERE thread_id = ? AND {_IDLE})"
             ),
             "drop_runs": f"DELETE FROM {runs} WHERE thread_id = ? AND {_IDLE}",
+            "drop_run_labels": (
+                f"DELETE FROM {labels} WHERE run_id IN (SELECT run_id FROM {runs} "
+                f"WHERE run_id = ? AND {_IDLE})"
+            ),
+            "drop_run_key": (
+                f"DELETE FROM {keys} WHERE run_id IN (SELECT run_id FROM {runs} "
+                f"WHERE run_id = ? AND {_IDLE})"
+            ),
+            "drop_run": f"DELETE FROM {runs} WHERE run_id = ? AND {_IDLE}",
             "thread_active": (
                 f"SELECT version, lease_expires_at, record FROM {runs} "
                 f"WHERE thread_id = ? AND NOT ({_IDLE})"
@@ -298,6 +307,16 @@ class SqlRunStore(RunStore):
             results = await self._go("renewing run leases", queries, transaction=True)
             kept.update(str(row[0]) for row in results[-1])
         return kept
+
+    async def _delete(self, record: RunRecord) -> bool:
+        run_id = record.run_id
+        queries = [
+            Query(self._sql["drop_run_labels"], (run_id,)),
+            Query(self._sql["drop_run_key"], (run_id,)),
+            Query(self._sql["drop_run"], (run_id,), fetch="rowcount"),
+        ]
+        results = await self._go("deleting a run", queries, transaction=True)
+        return int(results[2]) > 0
 
     async def _delete_thread(self, thread_id: str) -> tuple[int, list[RunRecord]]:
         queries = [

@@ -10,9 +10,11 @@ Each status change, and each finished artifact, is then POSTed to it — A2A 1.0
 
 Deliveries to one webhook go out in order, in the background (a slow webhook never holds up a
 run); a failed one (no connection, a timeout, a 408/429/5xx answer) is retried with exponential
-backoff. A webhook must be a public ``http(s)`` address: a URL whose host resolves to a loopback,
-private, link-local or otherwise non-public address is refused when it is registered and again
-before each delivery (the name may have been re-pointed since), unless
+backoff (the delivery and its address guard are :mod:`tensorsketch.serve._webhooks`, shared
+with the task API's completion webhooks). A webhook must be a public ``http(s)`` address:
+a URL whose host resolves to a loopback, private, link-local or otherwise non-public address
+is refused when it is registered and again before each delivery (the name may have been
+re-pointed since), unless
 ``PushNotifications(allowed_hosts=...)`` names it — a server never calls into its own network
 for whoever asked.
 """
@@ -20,11 +22,8 @@ for whoever asked.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ipaddress
+import json
 import logging
-import socket
-import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -35,13 +34,12 @@ from a2a.types import a2a_pb2 as pb
 from google.protobuf.json_format import ParseDict
 from pydantic import BaseModel, ConfigDict, Field
 
+from tensorsketch.serve._webhooks import deliver, webhook_problem
 from tensorsketch.serve.a2a import _errors as errors
 
 __all__ = ["PushNotifications", "PushSender", "PushTarget", "check_webhook", "task_as_v03"]
 
 log = logging.getLogger("tensorsketch.serve.a2a")
-
-_RETRY_STATUSES = frozenset({408, 425, 429})
 
 
 class PushNotifications(BaseModel):
@@ -94,54 +92,18 @@ def task_as_v03(task: dict[str, Any]) -> Any:
     return compat.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-def _allowed(host: str, address: str | None, allowed: Iterable[str]) -> bool:
-    for entry in allowed:
-        if entry.lower() == host.lower():
-            return True
-        if address is None:
-            continue
-        with contextlib.suppress(ValueError):
-            if ipaddress.ip_address(address) in ipaddress.ip_network(entry, strict=False):
-                return True
-    return False
-
-
-def _public(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_global and not ip.is_multicast
+_HINT = (
+    "this agent only calls public webhooks (the server's operator can allow a host with "
+    "a2a_app(push=PushNotifications(allowed_hosts=[...])))."
+)
 
 
 async def check_webhook(url: str, allowed: Iterable[str] = ()) -> None:
     """Refuse (-32602) a webhook URL this server must not call: not ``http(s)``, no host, a
     host that does not resolve, or one that resolves to a non-public address not allowed."""
-    allowed = tuple(allowed)
-    try:
-        parsed = urllib.parse.urlsplit(url)
-        port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    except ValueError:
-        raise errors.invalid_params(f"push notification URL {url!r:.200} is not a URL.") from None
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        msg = f"push notification URL {url!r:.200} must be an http(s) URL with a host."
-        raise errors.invalid_params(msg)
-    host = parsed.hostname
-    if _allowed(host, None, allowed):
-        return
-    try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError:
-        msg = f"push notification URL {url!r:.200}: the host {host!r} does not resolve."
-        raise errors.invalid_params(msg) from None
-    for info in infos:
-        address = str(info[4][0])
-        if not _public(address) and not _allowed(host, address, allowed):
-            msg = (
-                f"push notification URL {url!r:.200} points at {address}, which is not a public "
-                "address; this agent only calls public webhooks (the server's operator can allow "
-                "a host with a2a_app(push=PushNotifications(allowed_hosts=[...])))."
-            )
-            raise errors.invalid_params(msg)
+    problem = await webhook_problem(url, allowed, what="push notification URL", hint=_HINT)
+    if problem is not None:
+        raise errors.invalid_params(problem)
 
 
 class PushSender:
@@ -177,34 +139,24 @@ class PushSender:
 
     async def _deliver(self, target: PushTarget, payload: dict[str, Any]) -> bool:
         url = str(target.config.get("url", ""))
-        delay = self.options.backoff
-        for attempt in range(1, self.options.attempts + 1):
-            problem = ""
-            try:
-                await self.check(url)
-                response = await self._http().post(
-                    url, json=payload, headers=target.headers(), timeout=self.options.timeout
-                )
-                if response.is_success:
-                    return True
-                problem = f"HTTP {response.status_code}"
-                retry = response.status_code >= 500 or response.status_code in _RETRY_STATUSES
-            except errors.A2AError as exc:
-                log.warning("push notification to %s refused: %s", url, exc.message)
-                return False
-            except httpx.HTTPError as exc:
-                problem, retry = f"{type(exc).__name__}: {exc}", True
-            except Exception:  # a fault of ours: logged, never the task's problem
-                log.exception("push notification to %s failed", url)
-                return False
-            if not retry or attempt == self.options.attempts:
-                log.warning(
-                    "push notification to %s failed after %d attempt(s): %s", url, attempt, problem
-                )
-                return False
-            await asyncio.sleep(delay)
-            delay *= 2
-        return False  # pragma: no cover - the loop returns on its last attempt
+        options = self.options
+        try:
+            done = await deliver(
+                self._http(),
+                url,
+                content=json.dumps(payload).encode(),
+                headers={"Content-Type": "application/json", **target.headers()},
+                attempts=options.attempts,
+                backoff=options.backoff,
+                timeout=options.timeout,
+                allowed=options.allowed_hosts,
+                what="push notification URL",
+                hint=_HINT,
+            )
+        except Exception:  # a fault of ours: logged, never the task's problem
+            log.exception("push notification to %s failed", url)
+            return False
+        return done.delivered
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:

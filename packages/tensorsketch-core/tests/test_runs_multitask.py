@@ -1,0 +1,180 @@
+"""Double-texting: a submit on a thread with a run in flight, under each
+``multitask_strategy`` (reject, enqueue, interrupt, rollback), on the in-memory and SQLite
+stores (PostgreSQL and Redis: tensorsketch-serve's tests/test_tasks_multitask.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tensorsketch.runs import AsyncRunner, RunConflictError
+from tensorsketch.runtime.backends.base import Backend
+from tensorsketch.runtime.backends.memory import InMemoryBackend
+from tensorsketch.runtime.backends.sqlite import SqliteBackend
+from tensorsketch.testing.runs import check_double_texting, multitask_graph, ticks_of
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def make_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Backend]:
+    shared = InMemoryBackend()
+
+    def make() -> Backend:
+        if request.param == "memory":
+            return shared
+        return SqliteBackend(tmp_path / "runs.db", lease_ttl=2.0)
+
+    return make
+
+
+@pytest.fixture
+async def runner_for(
+    make_backend: Callable[[], Backend],
+) -> AsyncIterator[Callable[..., AsyncRunner]]:
+    made: list[AsyncRunner] = []
+
+    def build(**options: Any) -> AsyncRunner:
+        options.setdefault("timer_refresh", 0.5)
+        options.setdefault("poll_interval", 0.05)
+        runner = AsyncRunner(multitask_graph(), backend=make_backend(), **options)
+        made.append(runner)
+        return runner
+
+    yield build
+    for runner in made:
+        await runner.aclose()
+
+
+async def _running(runner: AsyncRunner, run_id: str, ticks: int = 1) -> None:
+    """Wait until the run is executing and has checkpointed ``ticks`` supersteps."""
+    for _ in range(400):
+        record = await runner.get(run_id)
+        state = await runner.graph.aget_state(record.thread_id, runner.backend)
+        if record.status == "running" and state is not None and len(ticks_of(state)) >= ticks:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"run {run_id} never ran {ticks} supersteps")
+
+
+async def test_reject_refuses_a_second_input_while_the_first_runs(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    runner = runner_for(multitask_strategy="reject")
+    first = await runner.submit({"tag": "a"}, thread_id="t-reject")
+    await _running(runner, first.run_id)
+    with pytest.raises(RunConflictError, match=r"multitask_strategy is 'reject'"):
+        await runner.submit({"tag": "b"}, thread_id="t-reject")
+    done = await runner.await_run(first.run_id, timeout=30)
+    assert done.status == "succeeded"
+    assert ticks_of(done.output) == ["a0", "a1", "a2"]
+    # Once nothing is in flight, the thread takes input again.
+    later = await runner.submit({"tag": "c"}, thread_id="t-reject")
+    assert ticks_of((await runner.await_run(later.run_id, timeout=30)).output)[-1] == "c2"
+
+
+async def test_enqueue_runs_each_input_after_the_one_before_in_order(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    runner = runner_for(concurrency=2)
+    runs = [await runner.submit({"tag": t}, thread_id="t-enqueue") for t in "abcd"]
+    assert all(r.multitask_strategy == "enqueue" for r in runs)
+    done = [await runner.await_run(r.run_id, timeout=60) for r in runs]
+    assert [d.status for d in done] == ["succeeded"] * 4
+    assert ticks_of(done[-1].output) == [f"{t}{i}" for t in "abcd" for i in range(3)]
+    started = [d.started_at or 0.0 for d in done]
+    finished = [d.finished_at or 0.0 for d in done]
+    assert all(finished[i] <= started[i + 1] for i in range(3))  # never two at once
+
+
+async def test_interrupt_stops_the_run_at_a_barrier_and_keeps_what_it_did(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    runner = runner_for()
+    first = await runner.submit({"tag": "a"}, thread_id="t-interrupt")
+    await _running(runner, first.run_id)
+    second = await runner.submit(
+        {"tag": "b"}, thread_id="t-interrupt", multitask_strategy="interrupt"
+    )
+    new = await runner.await_run(second.run_id, timeout=30)
+    old = await runner.get(first.run_id)
+    assert old.status == "cancelled"
+    assert old.error is not None and old.error["type"] == "Interrupted"
+    assert old.stopped_by == second.run_id
+    assert new.status == "succeeded"
+    ticks = ticks_of(new.output)
+    kept = [t for t in ticks if t.startswith("a")]
+    assert 1 <= len(kept) < 3, ticks  # stopped part-way, what it checkpointed stays
+    assert ticks == [*kept, "b0", "b1", "b2"]
+
+
+async def test_rollback_discards_the_stopped_runs_checkpoints(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    runner = runner_for()
+    before = await runner.submit({"tag": "z"}, thread_id="t-rollback")
+    await runner.await_run(before.run_id, timeout=30)  # the thread's state before the run
+    first = await runner.submit({"tag": "a"}, thread_id="t-rollback")
+    await _running(runner, first.run_id, ticks=4)
+    second = await runner.submit(
+        {"tag": "b"}, thread_id="t-rollback", multitask_strategy="rollback"
+    )
+    new = await runner.await_run(second.run_id, timeout=30)
+    old = await runner.get(first.run_id)
+    assert old.status == "cancelled"
+    assert old.error is not None and old.error["type"] == "RolledBack"
+    assert new.status == "succeeded"
+    assert ticks_of(new.output) == ["z0", "z1", "z2", "b0", "b1", "b2"]
+
+
+async def test_interrupt_cancels_runs_still_queued_behind_the_running_one(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    runner = runner_for()
+    first = await runner.submit({"tag": "a"}, thread_id="t-queue")
+    queued = await runner.submit({"tag": "q"}, thread_id="t-queue")
+    await _running(runner, first.run_id)
+    last = await runner.submit({"tag": "b"}, thread_id="t-queue", multitask_strategy="interrupt")
+    new = await runner.await_run(last.run_id, timeout=30)
+    assert (await runner.get(queued.run_id)).status == "cancelled"
+    assert "q0" not in ticks_of(new.output)
+    assert ticks_of(new.output)[-3:] == ["b0", "b1", "b2"]
+
+
+async def test_an_unknown_strategy_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match=r"`multitask_strategy` must be one of reject, enqueue"):
+        AsyncRunner(multitask_graph(), backend=InMemoryBackend(), multitask_strategy="drop")  # type: ignore[arg-type]
+    runner = AsyncRunner(multitask_graph(), backend=InMemoryBackend())
+    try:
+        with pytest.raises(ValueError, match=r"got 'later'"):
+            await runner.submit({"tag": "a"}, thread_id="t", multitask_strategy="later")  # type: ignore[arg-type]
+    finally:
+        await runner.aclose()
+
+
+@pytest.mark.parametrize("strategy", ["reject", "enqueue", "interrupt", "rollback"])
+async def test_racing_inputs_on_several_threads_keep_each_policys_promise(
+    runner_for: Callable[..., AsyncRunner], strategy: str
+) -> None:
+    """4 threads x 4 inputs submitted at once: the final state of each thread is what the
+    policy promises, and no two runs of one thread ever executed at the same time."""
+    runner = runner_for(concurrency=4, multitask_strategy=strategy)
+    threads = [f"race-{strategy}-{i}" for i in range(4)]
+
+    async def send(thread: str, tag: str) -> Any:
+        try:
+            return await runner.submit({"tag": tag}, thread_id=thread)
+        except RunConflictError:
+            return None
+
+    sent = await asyncio.gather(*(send(t, tag) for tag in "abcd" for t in threads))
+    accepted = [r for r in sent if r is not None]
+    done = [await runner.await_run(r.run_id, timeout=120) for r in accepted]
+    for thread in threads:
+        mine = [d.to_dict() for d in done if d.thread_id == thread]
+        state = await runner.graph.aget_state(thread, runner.backend)
+        check_double_texting(strategy, mine, ticks_of(state))
+        if strategy == "reject":  # submitted at once: only one of each thread's got in
+            assert len(mine) == 1
