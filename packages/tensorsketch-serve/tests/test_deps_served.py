@@ -1,6 +1,6 @@
-"""``deps=`` on every serving factory: a tool reading ``ctx.deps`` gets the object the app
-was given, over the real protocol (AG-UI and A2A on a live uvicorn, MCP's graph tool called
-as a tool). The OpenAI and task APIs are covered through ``tensorsketch serve --deps``."""
+"""``deps=`` on the serving factories: a tool reading ``ctx.deps`` gets the object the app
+was given, over the real protocol (AG-UI and A2A on a live uvicorn). The OpenAI and task APIs
+are covered through ``tensorsketch serve --deps``, MCP's graph tool in tensorsketch-interop."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import httpx
 from ag_ui.core import EventType
 
 from tensorsketch import Context, FakeProvider, create_agent, tool
-from tensorsketch.interop.mcp import graph_tool
 from tensorsketch.messages import Message, ToolCall, assistant
 from tensorsketch.serve import agui_app
 from tensorsketch.serve.a2a import a2a_app
@@ -58,9 +57,3 @@ def test_a2a_app_runs_with_its_deps(live: Any) -> None:
     task = reply.json()["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
     assert "tea costs 6" in str(task)
-
-
-async def test_mcp_graph_tool_runs_with_its_deps() -> None:
-    exposed = graph_tool(_agent(), inputs=["query"], outputs=["output"], deps=Shop(7))
-    result = await exposed.run({"query": "tea?"})
-    assert result == {"output": "tea costs 7"}
