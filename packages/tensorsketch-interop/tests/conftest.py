@@ -3,11 +3,7 @@ test kit's :func:`~tensorsketch.testing.live_server.serving`)."""
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import os
-import shutil
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +12,7 @@ from typing import Any
 import pytest
 
 from tensorsketch.testing.live_server import serving
+from tensorsketch.testing.npm import missing_node, npm_ci
 from tensorsketch.testing.ports import free_port
 
 SERVERS = Path(__file__).resolve().parent / "mcp_servers"
@@ -68,27 +65,11 @@ def h() -> type[Helpers]:
 @pytest.fixture(scope="session")
 def js_modules() -> Path:
     """``tests/js/node_modules``, installed with ``npm ci`` from the committed lockfile when it
-    is missing or older than the lockfile (a stamp holds the lockfile's hash). Skips, naming
-    the missing tool, when node or npm is not installed; a user's ``pip install`` never needs
-    them. A file lock keeps two pytest-xdist workers from installing at once."""
-    for needed in ("node", "npm"):
-        if shutil.which(needed) is None:
-            pytest.skip(f"{needed} is not installed (the official MCP JS suites need node and npm)")
-    modules = JS / "node_modules"
-    lock_hash = hashlib.sha256((JS / "package-lock.json").read_bytes()).hexdigest()
-    stamp = modules / ".tensorsketch-lock-sha256"
-    with open(JS / ".install.lock", "w", encoding="utf-8") as guard:
-        fcntl.flock(guard, fcntl.LOCK_EX)
-        if not stamp.exists() or stamp.read_text(encoding="utf-8") != lock_hash:
-            done = subprocess.run(
-                ["npm", "ci", "--no-audit", "--no-fund"],
-                cwd=JS,
-                capture_output=True,
-                text=True,
-                timeout=600,
-                check=False,
-            )
-            if done.returncode != 0:
-                pytest.fail(f"npm ci in {JS} failed:\n{done.stdout}\n{done.stderr}")
-            stamp.write_text(lock_hash, encoding="utf-8")
-    return modules
+    is missing or stale; skips, naming the missing tool, without node or npm."""
+    reason = missing_node("the official MCP JS suites")
+    if reason is not None:
+        pytest.skip(reason)
+    try:
+        return npm_ci(JS)
+    except RuntimeError as exc:
+        pytest.fail(str(exc))

@@ -8,50 +8,22 @@ returns the reason to skip, naming the missing tool; a user's ``pip install`` ne
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
+from tensorsketch.testing.npm import missing_node, npm_ci
+
 FOLDER = Path(__file__).resolve().parent / "js"
-STAMP = FOLDER / "node_modules" / ".tensorsketch-lock-sha256"
-
-
-def missing_tool() -> str | None:
-    """Why the npm clients cannot run here (a tool not on PATH), or ``None``."""
-    for tool in ("node", "npm"):
-        if shutil.which(tool) is None:
-            return (
-                f"`{tool}` is not on PATH: the AG-UI TypeScript client tests need Node.js and npm"
-            )
-    return None
 
 
 def installed() -> str | None:
     """Install ``tests/js`` from its lockfile if needed; the reason to skip, or ``None``."""
-    missing = missing_tool()
+    missing = missing_node("the AG-UI TypeScript client tests")
     if missing is not None:
         return missing
-    digest = hashlib.sha256((FOLDER / "package-lock.json").read_bytes()).hexdigest()
-    with (FOLDER / ".install.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if STAMP.exists() and STAMP.read_text() == digest:
-            return None
-        done = subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund"],
-            cwd=FOLDER,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        if done.returncode != 0:
-            msg = f"npm ci failed in {FOLDER}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
-            raise RuntimeError(msg)
-        STAMP.write_text(digest)
+    npm_ci(FOLDER)
     return None
 
 
