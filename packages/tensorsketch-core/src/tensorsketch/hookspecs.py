@@ -47,6 +47,7 @@ __all__ = [
     "tensorsketch_memory_stores",
     "tensorsketch_providers",
     "tensorsketch_serve_protocols",
+    "tensorsketch_session_stores",
     "tensorsketch_tracers",
 ]
 
@@ -108,6 +109,19 @@ def tensorsketch_memory_stores() -> Mapping[str, Target]:  # type: ignore[empty-
         :class:`tensorsketch.memory.MemoryStore` subclass or a callable building one.
 
     .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def tensorsketch_session_stores() -> Mapping[str, Target]:  # type: ignore[empty-body]
+    """Contribute session stores (conversation history across threads) by name, for
+    :func:`tensorsketch.memory.create_session_store`.
+
+    :return: ``{"postgres": "tensorsketch.memory.postgres_sessions:PostgresSessionStore"}``.
+        The target is a :class:`tensorsketch.memory.SessionStore` subclass or a callable
+        building one.
+
+    .. versionadded:: 0.2
     """
 
 
@@ -203,6 +217,9 @@ CONSUMERS: Mapping[str, str] = {
     "tensorsketch_providers": "tensorsketch.registry.providers (create_provider)",
     "tensorsketch_backends": "tensorsketch.registry.backends (create_backend)",
     "tensorsketch_memory_stores": "tensorsketch.memory.memory_stores (create_memory_store)",
+    "tensorsketch_session_stores": (
+        "tensorsketch.memory.session_stores (create_session_store, SessionHistory)"
+    ),
     "tensorsketch_executors": "tensorsketch.registry.executors (create_executor, compile)",
     "tensorsketch_cli_commands": "tensorsketch.cli (the `tensorsketch` command)",
     "tensorsketch_channel_types": "tensorsketch.registry.channel_types (channel_marker)",
@@ -218,6 +235,7 @@ ALL_SPECS: tuple[str, ...] = (
     "tensorsketch_providers",
     "tensorsketch_backends",
     "tensorsketch_memory_stores",
+    "tensorsketch_session_stores",
     "tensorsketch_executors",
     "tensorsketch_cli_commands",
     "tensorsketch_channel_types",

@@ -21,3 +21,11 @@ def tensorsketch_memory_stores() -> Mapping[str, str]:
         "postgres": "tensorsketch.memory.postgres:PostgresStore",
         "redis": "tensorsketch.memory.redis:RedisStore",
     }
+
+
+@hookimpl
+def tensorsketch_session_stores() -> Mapping[str, str]:
+    return {
+        "postgres": "tensorsketch.memory.postgres_sessions:PostgresSessionStore",
+        "redis": "tensorsketch.memory.redis_sessions:RedisSessionStore",
+    }

@@ -34,6 +34,14 @@ def tensorsketch_memory_stores() -> Mapping[str, str]:
 
 
 @hookimpl
+def tensorsketch_session_stores() -> Mapping[str, str]:
+    return {
+        "memory": "tensorsketch.memory.sessions:InMemorySessionStore",
+        "sqlite": "tensorsketch.memory.sqlite_sessions:SqliteSessionStore",
+    }
+
+
+@hookimpl
 def tensorsketch_executors() -> Mapping[str, str]:
     return {"inprocess": "tensorsketch.executors:InProcessExecutor"}
 

@@ -12,6 +12,7 @@
   :class:`Compaction` point a summary leaves in the state).
 - ``memory_tools`` — :func:`memory_tools`: remember / recall / forget over ``ctx.memory``.
 - ``memory_hydration`` — :class:`MemoryHydration`: what memory knows, in each prompt.
+- ``session_history`` — :class:`SessionHistory`: a user's conversation across threads.
 - ``options`` — :class:`AgentOptions`, the options ``Agent`` and ``create_agent`` share.
 
 Import the public names from here (or from ``tensorsketch``); the submodules are internal.
@@ -32,6 +33,7 @@ from tensorsketch.agents.loop import Agent
 from tensorsketch.agents.memory_hydration import MemoryHydration
 from tensorsketch.agents.memory_tools import memory_tools
 from tensorsketch.agents.options import AgentOptions
+from tensorsketch.agents.session_history import SessionHistory
 from tensorsketch.agents.state import AgentState, AgentStatus
 
 __all__ = [
@@ -44,6 +46,7 @@ __all__ = [
     "ContextPolicy",
     "Llm",
     "MemoryHydration",
+    "SessionHistory",
     "create_agent",
     "estimate_tokens",
     "memory_tools",

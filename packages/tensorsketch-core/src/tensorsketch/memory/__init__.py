@@ -1,6 +1,10 @@
 """Memory that outlives a thread: a :class:`MemoryStore` the application owns and points its
 runs at (``invoke(..., memory=store)``, read in nodes as ``ctx.memory``).
 
+Conversation history across threads lives in a :class:`SessionStore` (append-only, per
+session id): :class:`InMemorySessionStore`, ``SqliteSessionStore``, and PostgreSQL and Redis
+ones from ``tensorsketch-backends``.
+
 Core ships :class:`InMemoryStore` and :class:`SqliteStore`; ``tensorsketch-backends`` adds
 PostgreSQL and Redis stores through the ``tensorsketch_memory_stores`` hook. Build one by
 name with :func:`create_memory_store`.
@@ -15,6 +19,14 @@ from tensorsketch.memory.errors import MemoryConflictError
 from tensorsketch.memory.inmemory import InMemoryStore
 from tensorsketch.memory.item import Item, Namespace, Page
 from tensorsketch.memory.journaled import JournaledMemory
+from tensorsketch.memory.sessions import (
+    InMemorySessionStore,
+    SessionEntry,
+    SessionStore,
+    create_session_store,
+    register_session_store,
+    session_stores,
+)
 from tensorsketch.memory.store import MemoryStore, PutRequest, memory_stores
 
 
@@ -23,6 +35,12 @@ def __getattr__(name: str) -> Any:
         from tensorsketch.memory.sqlite import SqliteStore  # noqa: PLC0415 - sqlite3 loads on first use
 
         return SqliteStore
+    if name == "SqliteSessionStore":
+        from tensorsketch.memory.sqlite_sessions import (  # noqa: PLC0415 - sqlite3 loads on first use
+            SqliteSessionStore,
+        )
+
+        return SqliteSessionStore
     msg = f"module {__name__!r} has no attribute {name!r}"
     raise AttributeError(msg)
 
@@ -40,6 +58,7 @@ def register_memory_store(name: str, store: Any) -> None:
 __all__ = [
     "Embedder",
     "HashingEmbedder",
+    "InMemorySessionStore",
     "InMemoryStore",
     "Item",
     "JournaledMemory",
@@ -48,8 +67,13 @@ __all__ = [
     "Namespace",
     "Page",
     "PutRequest",
+    "SessionEntry",
+    "SessionStore",
     "cosine",
     "create_memory_store",
+    "create_session_store",
     "memory_stores",
     "register_memory_store",
+    "register_session_store",
+    "session_stores",
 ]
