@@ -16,6 +16,9 @@ Routes (every answer is JSON; errors are ``{"error": {"message", "type", "param"
     GET  /metrics                 unauthenticated; Prometheus text (prometheus_client)
     GET  /openapi.json            this API's OpenAPI 3.1 description
 
+With ``memory=`` and/or ``sessions=``, the memory item and session routes of
+:mod:`._memory_http` too (``/memory/...``, ``/sessions...``).
+
 A query parameter a route does not document (:data:`QUERY`), or a single-valued one given
 twice, is a 400, as is a body field a route does not use (/healthz, /metrics and
 /openapi.json ignore parameters: probes and scrapers add their own).
@@ -55,6 +58,7 @@ from tensorsketch.errors import (
 )
 from tensorsketch.events import Event
 from tensorsketch.interrupts import parse_approval
+from tensorsketch.memory import MemoryStore, SessionStore
 from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.runs import MULTITASK_STRATEGIES, AsyncRunner, RunRecord
 from tensorsketch.runtime.backends.base import Backend
@@ -67,6 +71,8 @@ from tensorsketch.serve._http import (
     ServeError,
     read_json,
 )
+from tensorsketch.serve._memory_http import MEMORY_QUERY, MemoryRoutes
+from tensorsketch.serve._memory_openapi import memory_paths
 from tensorsketch.serve._metrics import RunMetrics
 from tensorsketch.serve._protocols import Protocol
 from tensorsketch.serve._run_webhooks import ALLOW_HINT, RunWebhooks, RunWebhookSender
@@ -89,8 +95,9 @@ QUERY: dict[str, frozenset[str]] = {
     "POST /runs": frozenset({"wait"}),
     "GET /tasks": frozenset({"status", "label", "thread_id", "limit", "cursor"}),
     "GET /tasks/{id}/events": frozenset({"since"}),
+    **MEMORY_QUERY,
 }
-_REPEATABLE = frozenset({"status", "label"})
+_REPEATABLE = frozenset({"status", "label", "namespace"})
 #: Routes for probes, scrapers and tooling, which may add parameters of their own: not checked.
 _OPERATIONAL = frozenset({"GET /healthz", "GET /metrics", "GET /openapi.json"})
 #: What ``parse_approval`` (tensorsketch.interrupts) reads a decision from.
@@ -195,8 +202,10 @@ class _Api:
         expose_errors: bool,
         retry_after: float,
         webhooks: RunWebhooks | None = None,
+        description: dict[str, Any] | None = None,
     ) -> None:
         self.runner = runner
+        self.description = description or openapi()
         self.webhooks = webhooks
         self.metrics = metrics
         self.max_concurrent_runs = max_concurrent_runs
@@ -482,7 +491,7 @@ class _Api:
         return Response(self.metrics.render(), media_type=self.metrics.content_type)
 
     async def openapi(self, request: Request) -> Response:
-        return JSONResponse(openapi())
+        return JSONResponse(self.description)
 
 
 def _idempotency_key(request: Request) -> str | None:
@@ -574,6 +583,8 @@ def task_app(
     drain_timeout: float = 30.0,
     retry_after: float = 1.0,
     webhooks: RunWebhooks | None = None,
+    memory: MemoryStore | None = None,
+    sessions: SessionStore | None = None,
 ) -> Starlette:
     """The HTTP task API for ``runner`` (see the module docs for the routes).
 
@@ -587,6 +598,10 @@ def task_app(
         record is POSTed there, signed with ``RunWebhooks.secret`` (see
         :mod:`tensorsketch.serve.tasks` for the headers), retried, and the outcome recorded
         as the run's ``webhook_delivery``. Off by default: a run naming one is a 400.
+    :param memory: serve this long-term memory store at ``/memory/...`` (put, get, delete,
+        list, search, namespaces), behind ``authenticate``. The app does not close it.
+    :param sessions: serve this session store at ``/sessions...`` (list, read, append,
+        clear), behind ``authenticate``. The app does not close it.
     """
     if not isinstance(runner, AsyncRunner):
         msg = f"task_app(runner) needs an AsyncRunner, got {type(runner).__name__}."
@@ -610,6 +625,7 @@ def task_app(
         if runner.tracer is None:
             runner.tracer = chosen.tracer
     sender = _webhook_sender(runner, webhooks)
+    stores = MemoryRoutes(memory, sessions)
     api = _Api(
         runner,
         chosen,
@@ -618,6 +634,7 @@ def task_app(
         expose_errors,
         retry_after,
         webhooks,
+        openapi(memory_paths(memory=memory is not None, sessions=sessions is not None)),
     )
 
     def gate(request: Request) -> bool | Awaitable[bool]:
@@ -666,6 +683,7 @@ def task_app(
         ("GET", "/healthz", api.healthz),
         ("GET", "/metrics", api.metrics_text),
         ("GET", "/openapi.json", api.openapi),
+        *stores.endpoints(),
     ]
     routes = [
         Route(

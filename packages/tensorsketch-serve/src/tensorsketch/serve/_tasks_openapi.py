@@ -171,9 +171,15 @@ _NO_BODY = {
 }
 
 
-def openapi() -> dict[str, Any]:
-    """The description as a JSON-ready dict."""
+def openapi(extra_paths: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The description as a JSON-ready dict (with ``extra_paths``: the memory routes')."""
     sse = {"text/event-stream": {"schema": {"type": "string"}}}
+    description = _description(sse)
+    description["paths"].update(extra_paths or {})
+    return description
+
+
+def _description(sse: dict[str, Any]) -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
         "info": {
