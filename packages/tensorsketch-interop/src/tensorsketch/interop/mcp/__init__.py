@@ -9,7 +9,8 @@ Client: :func:`stdio_session` / :func:`http_session` / :func:`memory_session` co
 :func:`get_prompt` and :func:`complete` fetch the rest. Server: :func:`build_mcp_server`,
 :func:`serve_stdio`, :func:`mcp_app` (streamable HTTP) serve tools, :func:`resource` and
 :func:`prompt` functions; :func:`graph_tool` exposes a whole graph as one tool and
-:func:`thread_state_resource` its durable threads' state; tools report with
+:func:`thread_state_resource` its durable threads' state, :func:`memory_resources` a memory
+namespace's items; tools report with
 :func:`report_progress` and :func:`log`.
 """
 
@@ -40,6 +41,7 @@ from tensorsketch.interop.mcp._graph import (
     graph_tool,
     thread_state_resource,
 )
+from tensorsketch.interop.mcp._memory import memory_resources
 from tensorsketch.interop.mcp._notify import LEVELS, log, report_progress
 from tensorsketch.interop.mcp._resources import (
     complete,
@@ -110,6 +112,7 @@ __all__ = [
     "mcp_app",
     "mcp_session_id",
     "mcp_tools",
+    "memory_resources",
     "memory_session",
     "notify_resource_updated",
     "prompt",
