@@ -7,7 +7,11 @@ workload, and exact-search latency as a namespace grows.
    searches (top 10) over the namespace. Neither has numpy here, so both cosines are Python.
 2. SQLite file, no index: ``SqliteStore`` beside LangGraph's ``AsyncSqliteStore``
    (``langgraph-checkpoint-sqlite``): ``N`` puts, ``N`` gets.
-3. Exact search latency of ``InMemoryStore`` and ``SqliteStore`` at 10,000 items (and 100,000
+3. PostgreSQL, no index: ``PostgresStore`` beside LangGraph's ``AsyncPostgresStore``
+   (``langgraph-checkpoint-postgres``), each in a database of its own made for the run on
+   ``TS_TEST_POSTGRES_DSN``'s server: ``N`` puts, ``N`` gets (skipped, and said so, where
+   PostgreSQL is not reachable).
+4. Exact search latency of ``InMemoryStore`` and ``SqliteStore`` at 10,000 items (and 100,000
    without ``--quick``): one query's time, top 10.
 
 Every workload checks its results (each get finds its item, the top search hit is the item the
@@ -28,13 +32,18 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from langgraph.store.memory import InMemoryStore as LgInMemoryStore
+from langgraph.store.postgres.aio import AsyncPostgresStore as LgPostgresStore
 from langgraph.store.sqlite.aio import AsyncSqliteStore as LgSqliteStore
+from psycopg import sql
 
 from tensorsketch.memory import HashingEmbedder, InMemoryStore, PutRequest
+from tensorsketch.memory.postgres import PostgresStore
 from tensorsketch.memory.sqlite import SqliteStore
 
 QUICK = os.environ.get("TS_BENCH_QUICK") == "1"
+PG_DSN = os.environ.get("TS_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 DIMS = 256
 WORDS = [
     "tea",
@@ -172,6 +181,58 @@ async def lg_sqlite_workload(n: int, path: Path) -> dict[str, float]:
         return {"put": await _timed(puts), "get": await _timed(gets)}
 
 
+async def ts_postgres_workload(n: int, dsn: str) -> dict[str, float]:
+    store = PostgresStore(dsn)
+    ns = ("bench", "u1")
+    await store.put(("warm",), "up", {"text": "x"})  # the pool opens and the table exists
+
+    async def puts() -> None:
+        for i in range(n):
+            await store.put(ns, f"k{i}", {"text": _text(i)})
+
+    async def gets() -> None:
+        for i in range(n):
+            item = await store.get(ns, f"k{i}")
+            assert item is not None and item.value["text"] == _text(i)
+
+    result = {"put": await _timed(puts), "get": await _timed(gets)}
+    await store.aclose()
+    return result
+
+
+async def lg_postgres_workload(n: int, dsn: str) -> dict[str, float]:
+    async with LgPostgresStore.from_conn_string(dsn) as store:
+        await store.setup()
+        ns = ("bench", "u1")
+        await store.aput(("warm",), "up", {"text": "x"})
+
+        async def puts() -> None:
+            for i in range(n):
+                await store.aput(ns, f"k{i}", {"text": _text(i)})
+
+        async def gets() -> None:
+            for i in range(n):
+                item = await store.aget(ns, f"k{i}")
+                assert item is not None and item.value["text"] == _text(i)
+
+        return {"put": await _timed(puts), "get": await _timed(gets)}
+
+
+def _database(name: str, *, drop: bool = False) -> str | None:
+    """Create (or drop) database ``name`` on ``PG_DSN``'s server; ``None`` if unreachable."""
+    try:
+        with psycopg.connect(PG_DSN, autocommit=True, connect_timeout=5) as admin:
+            if drop:
+                admin.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+                )
+            else:
+                admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    except psycopg.OperationalError:
+        return None
+    return f"{PG_DSN.rsplit('/', 1)[0]}/{name}"
+
+
 async def search_latency(size: int) -> dict[str, float]:
     """One top-10 query over ``size`` items, in memory and in SQLite (best of 3)."""
     out: dict[str, float] = {}
@@ -204,7 +265,8 @@ def _best(rounds: list[dict[str, float]]) -> dict[str, float]:
 
 async def main(quick: bool) -> None:
     n, q, rounds = (300, 10, 1) if quick else (2000, 50, 3)
-    mem_ts, mem_lg, sql_ts, sql_lg = [], [], [], []
+    mem_ts, mem_lg, sql_ts, sql_lg, pg_ts, pg_lg = [], [], [], [], [], []
+    stamp = f"{os.getpid()}_{int(time.time())}"
     with tempfile.TemporaryDirectory() as tmp:
         await ts_memory_workload(50, 2)  # warm up both (imports, first-call caches): not timed
         await lg_memory_workload(50, 2)
@@ -213,15 +275,32 @@ async def main(quick: bool) -> None:
             mem_lg.append(await lg_memory_workload(n, q))
             sql_ts.append(await ts_sqlite_workload(n, Path(tmp) / f"ts{r}.db"))
             sql_lg.append(await lg_sqlite_workload(n, Path(tmp) / f"lg{r}.db"))
+            for side, workload, out in (
+                ("ts", ts_postgres_workload, pg_ts),
+                ("lg", lg_postgres_workload, pg_lg),
+            ):
+                name = f"bench_memory_{side}{r}_{stamp}"
+                dsn = _database(name)
+                if dsn is None:
+                    continue
+                try:
+                    out.append(await workload(n, dsn))
+                finally:
+                    _database(name, drop=True)
     print(f"## Memory stores: {n} puts, {n} gets, {q} searches (best of {rounds} rounds)\n")
     print("| store | op | TensorSketch | LangGraph | LangGraph / TensorSketch |")
     print("|---|---|---:|---:|---:|")
-    for label, ts, lg in (("in memory", mem_ts, mem_lg), ("SQLite", sql_ts, sql_lg)):
+    pairs = [("in memory", mem_ts, mem_lg), ("SQLite", sql_ts, sql_lg)]
+    if pg_ts and pg_lg:
+        pairs.append(("PostgreSQL", pg_ts, pg_lg))
+    for label, ts, lg in pairs:
         ts_best, lg_best = _best(ts), _best(lg)
         for op, ts_s in ts_best.items():
             per = n if op != "search" else q
             ts_us, lg_us = ts_s / per * 1e6, lg_best[op] / per * 1e6
             print(f"| {label} | {op} | {ts_us:,.0f} µs | {lg_us:,.0f} µs | {lg_us / ts_us:.2f}x |")
+    if not (pg_ts and pg_lg):
+        print(f"\nPostgreSQL not measured: no server answered at {PG_DSN}.")
     print("\n## Exact search latency, one top-10 query\n")
     print("| items | InMemoryStore | SqliteStore |")
     print("|---:|---:|---:|")

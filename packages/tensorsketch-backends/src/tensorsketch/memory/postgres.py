@@ -142,6 +142,8 @@ class PostgresStore(MemoryStore):
         return [found.get((text, key)) for text, key in zip(texts, keys, strict=True)]
 
     async def _write(self, writes: Sequence[Write], now: float) -> list[int]:
+        if len(writes) == 1 and not writes[0].is_delete:
+            return [await self._put_one(writes[0], now)]
         pool = await self._connection_pool()
         addresses = [(namespace_text(w.namespace), w.key) for w in writes]
         async with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
@@ -211,6 +213,52 @@ class PostgresStore(MemoryStore):
             if pending:
                 await cur.executemany(upsert, pending)
             return results
+
+    async def _put_one(self, write: Write, now: float) -> int:
+        """One put in one statement (one round trip, no explicit transaction): the row lock
+        ``ON CONFLICT`` takes orders racing writers, and ``if_rev`` is checked against the row
+        as locked. A write that loses its condition changes nothing and returns no row."""
+        vector = write.vector
+        values = [
+            namespace_text(write.namespace),
+            write.key,
+            Jsonb(write.value),
+            now,
+            now,
+            write.expires_at,
+            None if vector is None else vector.values,
+            None if vector is None else vector.embedder,
+        ]
+        live = sql.SQL("(t.expires_at IS NULL OR t.expires_at > EXCLUDED.updated_at)")
+        if write.if_rev is None or write.if_rev == 0:
+            condition = (
+                sql.SQL("") if write.if_rev is None else sql.SQL("WHERE NOT {}").format(live)
+            )
+            query = sql.SQL(
+                "INSERT INTO {t} AS t ({cols}, vector, embedder) "
+                "VALUES (%s, %s, %s, 1, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value, "
+                "rev = CASE WHEN {live} THEN t.rev + 1 ELSE 1 END, "
+                "created_at = CASE WHEN {live} THEN t.created_at ELSE EXCLUDED.created_at END, "
+                "updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at, "
+                "vector = EXCLUDED.vector, embedder = EXCLUDED.embedder {condition} RETURNING rev"
+            ).format(t=self._table, cols=sql.SQL(_COLUMNS), live=live, condition=condition)
+            params: list[Any] = values
+        else:
+            query = sql.SQL(
+                "UPDATE {t} SET value = %s, rev = rev + 1, updated_at = %s, expires_at = %s, "
+                "vector = %s, embedder = %s WHERE namespace = %s AND key = %s AND rev = %s "
+                "AND (expires_at IS NULL OR expires_at > %s) RETURNING rev"
+            ).format(t=self._table)
+            params = [values[2], now, *values[5:], values[0], write.key, write.if_rev, now]
+        rows = await self._fetch(query, params)
+        if rows:
+            return int(rows[0][0])
+        assert write.if_rev is not None  # an unconditional upsert always returns its row
+        (current,) = await self._read([(write.namespace, write.key)], now)
+        raise MemoryConflictError(
+            write.namespace, write.key, write.if_rev, None if current is None else current.rev
+        )
 
     def _under(self, prefix: Namespace, now: float) -> tuple[sql.Composable, list[Any]]:
         live = sql.SQL("(expires_at IS NULL OR expires_at > %s)")
