@@ -23,7 +23,7 @@ from tensorsketch.eval._html import render_html
 from tensorsketch.eval._optimizer import OptimizationResult, OptimizationRound, create_optimizer
 from tensorsketch.eval._report import clip
 from tensorsketch.eval._source import PromptSource
-from tensorsketch.eval.exceptions import EvalError, SandboxError
+from tensorsketch.eval.exceptions import EvalError
 
 __all__ = ["configure", "run"]
 
@@ -107,10 +107,12 @@ def _proposer(args: argparse.Namespace) -> Any:
         msg = "pass either --proposer SPEC or --provider NAME [--model M], not both."
         raise EvalError(msg)
     if args.proposer:
+        from tensorsketch.provider import ChatProvider  # noqa: PLC0415 - only when asked
+
         found = load_attr(args.proposer)
-        if not callable(getattr(found, "complete", None)) and callable(found):
-            found = found()
-        if not callable(getattr(found, "complete", None)):
+        if isinstance(found, type) or (callable(found) and not isinstance(found, ChatProvider)):
+            found = found()  # a provider class or a factory
+        if not isinstance(found, ChatProvider):
             msg = f"--proposer {args.proposer} is {found!r}, not a chat provider."
             raise EvalError(msg)
         return found
@@ -180,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
         result = asyncio.run(
             optimizer.optimize(source.program(), suite, budget_usd=args.budget_usd)
         )
-    except (EvalError, SandboxError, FileNotFoundError, ValueError, TypeError) as exc:
+    except (EvalError, FileNotFoundError, LookupError, ValueError, TypeError) as exc:
         err.print(f"[bold red]error[/]: {escape(str(exc))}")
         return 2
     out.print(_summary(result))

@@ -65,7 +65,9 @@ class Score:
         p, z2 = self.rate, _Z95 * _Z95
         centre = (p + z2 / (2 * n)) / (1 + z2 / n)
         half = _Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-        return (max(0.0, centre - half), min(1.0, centre + half))
+        low = 0.0 if self.passed == 0 else max(0.0, centre - half)
+        high = 1.0 if self.passed == n else min(1.0, centre + half)
+        return (low, high)
 
     def __str__(self) -> str:
         low, high = self.interval
