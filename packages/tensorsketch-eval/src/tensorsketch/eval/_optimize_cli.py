@@ -202,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
     if not result.improved:
         out.print("no candidate beat the current prompt; the file is unchanged.")
         return 0
-    out.print(source.diff(result.best), highlight=False, markup=False)
+    out.print(source.diff(result.best), highlight=False, markup=False, soft_wrap=True)
     if args.write:
         source.write(result.best)
         out.print(f"wrote the new prompt into {source.path}")
