@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tensorsketch import FakeProvider, Usage, create_agent
+from tensorsketch import FakeProvider, Usage, create_agent, tool
 from tensorsketch.errors import RegistryError
 from tensorsketch.eval import (
     Case,
@@ -39,7 +39,7 @@ from tensorsketch.eval import (
 from tensorsketch.eval._agents import load_module
 from tensorsketch.eval._reflective import split_cases
 from tensorsketch.eval._source import string_literal
-from tensorsketch.messages import Message, assistant
+from tensorsketch.messages import Message, ToolCall, assistant
 
 FIXTURES = Path(__file__).parent / "fixtures" / "optimize"
 PRICED = Usage(input_tokens=1000, output_tokens=100)  # gpt-4o-mini: $0.00021 per call
@@ -373,3 +373,34 @@ def test_a_registered_optimizer_is_used_and_a_broken_one_is_refused() -> None:
     finally:
         optimizers.unregister("keep")
         optimizers.unregister("broken")
+
+
+def test_the_proposer_sees_the_tool_calls_each_failing_trace_recorded() -> None:
+    @tool
+    def atlas(country: str) -> str:
+        """Look a capital up.
+
+        Args:
+            country: the country.
+        """
+        return {"Peru": "Lima"}.get(country, "not in the atlas")
+
+    def model(messages: list[Message], tools: list[Any]) -> Message:
+        if messages[-1].role == "user":
+            call = ToolCall(id="a1", name="atlas", args={"country": "Peru"})
+            return assistant(tool_calls=[call])
+        return assistant(f"It is {messages[-1].text}.")
+
+    def build(prompt: Prompt) -> Any:
+        return create_agent(FakeProvider(model), [atlas], system=prompt.render())
+
+    suite = Suite(
+        "peru",
+        [Case(f"peru{i}", {"query": "Capital of Peru?"}, graders=[Equals("Lima")]) for i in (1, 2)],
+    )
+    proposer = FakeProvider([json.dumps({"instructions": "Answer with the city only."})])
+    optimizer = ReflectiveOptimizer(proposer, max_rounds=1)
+    asyncio.run(optimizer.optimize(Program(Prompt("Answer."), build), suite))
+    request = proposer.calls[0].messages[-1].text
+    assert '  - atlas({"country": "Peru"}) -> Lima' in request
+    assert "Answer: It is Lima." in request

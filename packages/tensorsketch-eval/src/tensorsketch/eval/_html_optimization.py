@@ -18,7 +18,7 @@ def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def _history_chart(rounds: list[OptimizationRound], *, width: int = 560, height: int = 220) -> str:
+def _history_chart(rounds: list[OptimizationRound], *, width: int = 960, height: int = 220) -> str:
     """Each candidate's training score (hollow) and held-out score (filled, green if kept),
     with the best held-out score so far as a line."""
     left, right, top, bottom = 44, 12, 10, 28
