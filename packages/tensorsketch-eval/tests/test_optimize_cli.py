@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from tensorsketch import FakeProvider
 from tensorsketch.cli import build_parser, main
+from tensorsketch.eval._agents import load_module
+from tensorsketch.registry import providers, register_provider
 
 FIXTURES = Path(__file__).parent / "fixtures" / "optimize"
 MAIN = "import sys; from tensorsketch.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -113,3 +116,37 @@ def test_usage_errors_say_what_to_pass(
     for extra, expected in cases:
         assert main([*base, *extra]) == 2
         assert expected in " ".join(capsys.readouterr().err.split()), extra
+
+
+def test_the_proposer_can_be_a_provider_by_name_and_unpriced_models_are_named(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(project)
+    propose = load_module(project / "proposer.py").propose
+
+    class Scripted(FakeProvider):
+        def __init__(self, model: str = "scripted") -> None:
+            super().__init__(propose, model=model)
+
+    register_provider("scripted-proposer", Scripted)
+    try:
+        code = main(
+            [
+                "optimize",
+                "terse_agent.py:agent",
+                "--suite",
+                "terse_suite.py",
+                "--provider",
+                "scripted-proposer",
+                "--model",
+                "house-model-1",
+                "--budget-usd",
+                "1",
+            ]
+        )
+    finally:
+        providers.unregister("scripted-proposer")
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0, out
+    assert "house-model-1 had no price, so the spend (and the budget) could not count" in out
+    assert "100% (3/3, 95% CI 44%-100%)" in out
