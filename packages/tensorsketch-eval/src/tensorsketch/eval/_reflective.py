@@ -245,16 +245,14 @@ class ReflectiveOptimizer:
             if reason is not None:
                 stopped = reason
                 break
-        first = search.rounds[0]
-        assert first.holdout is not None  # round 0 always runs on both splits
         return OptimizationResult(
             optimizer=self.name,
             suite=name,
             initial=program.prompt,
             best=search.best,
-            before=first.holdout,
+            before=search.start_held,
             after=search.held_score,
-            before_train=first.train,
+            before_train=search.start_train,
             after_train=search.train_score,
             rounds=search.rounds,
             stopped=stopped,
@@ -391,6 +389,7 @@ class _Search:
         self.best_train, cost_a = await self.run(self.best, "train")
         self.best_held, cost_b = await self.run(self.best, "holdout")
         self.train_score, self.held_score = Score.of(self.best_train), Score.of(self.best_held)
+        self.start_train, self.start_held = self.train_score, self.held_score
         self.record(
             OptimizationRound(
                 0,
