@@ -45,6 +45,7 @@ __all__ = [
     "tensorsketch_executors",
     "tensorsketch_graders",
     "tensorsketch_memory_stores",
+    "tensorsketch_optimizers",
     "tensorsketch_providers",
     "tensorsketch_serve_protocols",
     "tensorsketch_session_stores",
@@ -202,6 +203,19 @@ def tensorsketch_graders() -> Mapping[str, Target]:  # type: ignore[empty-body]
 
 
 @hookspec
+def tensorsketch_optimizers() -> Mapping[str, Target]:  # type: ignore[empty-body]
+    """Contribute optimizers by name, for :func:`tensorsketch.eval.create_optimizer` and
+    ``tensorsketch optimize --optimizer NAME``.
+
+    :return: ``{"acme": "acme_evals.optimizers:AcmeOptimizer"}``. The target is a class with
+        ``name`` and ``async optimize(program, suite, *, budget_usd=None)`` (the
+        ``tensorsketch.eval.Optimizer`` contract) or a callable building one.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
 def tensorsketch_canvas_node_kinds() -> Mapping[str, Target]:  # type: ignore[empty-body]
     """Contribute canvas node kinds (how the canvas draws and edits a node family).
 
@@ -226,6 +240,7 @@ CONSUMERS: Mapping[str, str] = {
     "tensorsketch_tracers": "tensorsketch.registry.tracers (create_tracer)",
     "tensorsketch_graders": "tensorsketch.eval.graders (create_grader, grader names in a Case)",
     "tensorsketch_serve_protocols": "tensorsketch.serve.protocols (serve, `tensorsketch serve`)",
+    "tensorsketch_optimizers": "tensorsketch.eval.optimizers (create_optimizer, `optimize`)",
 }
 RESERVED: Mapping[str, str] = {
     "tensorsketch_canvas_node_kinds": "issue 15 (the Studio)",
@@ -242,5 +257,6 @@ ALL_SPECS: tuple[str, ...] = (
     "tensorsketch_tracers",
     "tensorsketch_serve_protocols",
     "tensorsketch_graders",
+    "tensorsketch_optimizers",
     "tensorsketch_canvas_node_kinds",
 )

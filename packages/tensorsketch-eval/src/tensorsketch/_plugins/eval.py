@@ -13,10 +13,11 @@ from collections.abc import Mapping, Sequence
 from tensorsketch.cli import CliCommand
 from tensorsketch.hookspecs import Target, hookimpl
 
-__all__ = ["tensorsketch_cli_commands", "tensorsketch_graders"]
+__all__ = ["tensorsketch_cli_commands", "tensorsketch_graders", "tensorsketch_optimizers"]
 
 _GRADERS = "tensorsketch.eval._graders"
 EVAL_HELP = "run evaluation suites (also: `eval compare A B`, `eval harvest TRACE`)"
+OPTIMIZE_HELP = "improve an agent's instructions and examples against its eval suite"
 
 
 @hookimpl
@@ -37,6 +38,12 @@ def tensorsketch_graders() -> Mapping[str, Target]:
     }
 
 
+@hookimpl
+def tensorsketch_optimizers() -> Mapping[str, Target]:
+    """The built-in optimizers, by name."""
+    return {"reflective": "tensorsketch.eval._reflective:ReflectiveOptimizer"}
+
+
 def _configure(parser: argparse.ArgumentParser) -> None:
     from tensorsketch.eval._cli import configure  # noqa: PLC0415 - a command's module loads when it runs
 
@@ -49,7 +56,25 @@ def _run(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _configure_optimize(parser: argparse.ArgumentParser) -> None:
+    from tensorsketch.eval._optimize_cli import configure  # noqa: PLC0415 - a command's module loads when it runs
+
+    configure(parser)
+
+
+def _run_optimize(args: argparse.Namespace) -> int:
+    from tensorsketch.eval._optimize_cli import run  # noqa: PLC0415 - a command's module loads when it runs
+
+    return run(args)
+
+
 @hookimpl
 def tensorsketch_cli_commands() -> Sequence[CliCommand]:
-    """``tensorsketch eval suite.py`` runs suites; ``compare`` and ``harvest`` are its verbs."""
-    return [CliCommand(name="eval", help=EVAL_HELP, configure=_configure, run=_run)]
+    """``tensorsketch eval suite.py`` runs suites (``compare`` and ``harvest`` are its verbs);
+    ``tensorsketch optimize agent.py:agent --suite suite.py`` improves the agent's prompt."""
+    return [
+        CliCommand(name="eval", help=EVAL_HELP, configure=_configure, run=_run),
+        CliCommand(
+            name="optimize", help=OPTIMIZE_HELP, configure=_configure_optimize, run=_run_optimize
+        ),
+    ]

@@ -11,8 +11,9 @@ import json
 import math
 from collections.abc import Sequence
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tensorsketch.eval._html_optimization import optimization_section
 from tensorsketch.eval._report import (
     CaseResult,
     Report,
@@ -21,6 +22,9 @@ from tensorsketch.eval._report import (
     cost_text,
     mean_cost_text,
 )
+
+if TYPE_CHECKING:
+    from tensorsketch.eval._optimizer import OptimizationResult
 
 #: The stylesheet, inlined into every report.
 CSS = (resources.files("tensorsketch.eval") / "report.css").read_text(encoding="utf-8")
@@ -391,13 +395,22 @@ def _suite_section(report: Report) -> str:
 
 
 def render_html(
-    reports: Report | Sequence[Report], *, title: str = "TensorSketch eval report"
+    reports: Report | Sequence[Report],
+    *,
+    title: str = "TensorSketch eval report",
+    optimization: OptimizationResult | None = None,
 ) -> str:
-    """The whole report as one HTML document (nothing is fetched when it is opened)."""
+    """The whole report as one HTML document (nothing is fetched when it is opened).
+
+    :param optimization: an optimizer's result: its history (every candidate's scores, the
+        starting and best prompts) leads the report.
+    """
     items = [reports] if isinstance(reports, Report) else list(reports)
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     trials = sum(len(r.trials) for r in items)
     sections = "".join(_suite_section(r) for r in items)
+    if optimization is not None:
+        sections = optimization_section(optimization) + sections
     passed = sum(t.passed for r in items for t in r.trials)
     rate = passed / trials if trials else math.nan
     meta = f"{len(items)} suite(s) · {trials} trials · {rate:.1%} passed · {stamp}"
