@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections import abc
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, Self, TypeVar
+from typing import Annotated, Any, Generic, Self, TypeVar, get_args, get_origin
 
+from tensorsketch._assignable import is_assignable, type_text
 from tensorsketch.cache.policy import CachePolicy
 from tensorsketch.cache.store import NodeCache
 from tensorsketch.constants import END, START
@@ -19,10 +21,23 @@ from tensorsketch.pregel.subgraph import SubgraphNode
 from tensorsketch.pregel.worker import resolve_executor
 from tensorsketch.retry import RetryPolicy
 from tensorsketch.schema import Schema
+from tensorsketch.send import Send
 
 __all__ = ["Graph"]
 
 S = TypeVar("S", bound=Schema)
+
+
+def _element_type(annotation: Any) -> Any:
+    """The element type of a ``list[X]`` / ``Sequence[X]`` annotation (``Any`` when bare),
+    ``None`` for anything that is not a list."""
+    origin = get_origin(annotation)
+    if annotation in (list, tuple) or origin in (list, tuple, Sequence, abc.Sequence):
+        args = get_args(annotation)
+        return args[0] if args else Any
+    if origin is Annotated:
+        return _element_type(get_args(annotation)[0])
+    return None
 
 
 def _path_name(path: Callable[..., Any]) -> str:
@@ -59,6 +74,8 @@ class Graph(Generic[S]):
         #: ``edge([...], dst)``: wait-for-all joins, as declared (checked by ``compile``).
         self._joins: list[tuple[tuple[str, ...], str]] = []
         self._branches: dict[str, Branch] = {}
+        #: ``map`` routes by source: (node, list field, item port), checked at compile.
+        self._maps: dict[str, tuple[str, str, str]] = {}
         self._problems: list[str] = []
         #: ``add(retry=, timeout=)`` per node name, over the graph's defaults.
         self._retry = _check_retry(retry, "Graph(retry=...)")
@@ -215,6 +232,95 @@ class Graph(Generic[S]):
         repeat.__name__ = _path_name(until)
         return self._branch(node, repeat, None, kind="loop", exit=exit, loop_node=node)
 
+    def map(self, src: str, node: str, *, over: str, item: str, then: str | None = None) -> Self:
+        """After ``src``, run ``node`` once per element of the list field ``over`` — each
+        instance its own task in one superstep, reading its element as the port ``item`` —
+        then ``then`` once, after all of them (an empty list goes straight to ``then``).
+
+        The graph-level map: what ``gather_map`` does inside a node body, with every instance
+        visible, traced and journaled on its own. Collect the results through a reducer field
+        that ``node`` writes. It is a route out of ``src`` (``Send`` per element) and an edge
+        ``node`` → ``then``; compile checks that ``over`` is a list field of the state and
+        that its elements fit ``node``'s ``item`` port.
+
+        :param then: where to go after the map (default: ``END``).
+        """
+        for label, value in (("src", src), ("node", node), ("over", over), ("item", item)):
+            if not isinstance(value, str) or not value:
+                msg = f"map(...) needs `{label}` as a non-empty name, got {value!r}."
+                raise TypeError(msg)
+        if then is not None and not isinstance(then, str):
+            msg = f"map(then=...) must be a node name or END, got {then!r}."
+            raise TypeError(msg)
+        exit_to = then if then is not None else END
+
+        def spread(state: Any) -> Any:
+            values = getattr(state, over)
+            if not values:
+                return exit_to
+            return [Send(node, {item: value}) for value in values]
+
+        spread.__name__ = f"map_over_{over}"
+        self._maps[src] = (node, over, item)
+        self._branch(src, spread, {node: node, exit_to: exit_to}, kind="map", exit=exit_to)
+        if then is not None:
+            self.edge(node, then)
+        return self
+
+    def parallel(self, src: str, nodes: Sequence[str], *, then: str | None = None) -> Self:
+        """After ``src``, run ``nodes`` side by side in one superstep, then ``then`` once,
+        after every one of them: edges ``src`` → each node and a join ``nodes`` → ``then``.
+
+        The graph-level counterpart of ``parallel(...)`` inside a node body.
+        """
+        if isinstance(nodes, str) or not isinstance(nodes, Sequence) or len(nodes) < 2:
+            msg = (
+                f"parallel({src!r}, nodes) needs a list of at least two node names, got {nodes!r}."
+            )
+            raise TypeError(msg)
+        for name in nodes:
+            self.edge(src, name)
+        if then is not None:
+            self.edge(list(nodes), then)
+        return self
+
+    def _check_maps(self) -> None:
+        """Every ``map``'s list field and item port, typed like any port (at compile)."""
+        fields = self.state_schema.model_fields
+        state = self.state_schema.__name__
+        for src, (node, over, item) in self._maps.items():
+            if over not in fields:
+                self._problems.append(
+                    f"map({src!r}, {node!r}, over={over!r}): {state} has no field {over!r}; "
+                    "name the list field whose elements the map runs over."
+                )
+                continue
+            annotation = fields[over].annotation
+            element = _element_type(annotation)
+            if element is None:
+                self._problems.append(
+                    f"map({src!r}, {node!r}, over={over!r}): {state}.{over} is "
+                    f"`{type_text(annotation)}`, not a list; a map runs over a list field."
+                )
+                continue
+            target = self._nodes.get(node)
+            if target is None:
+                continue  # the unknown node is reported with the other wiring problems
+            ports = type(target).In.model_fields
+            if item not in ports:
+                self._problems.append(
+                    f"map({src!r}, {node!r}, item={item!r}): {node}.In has no port {item!r}; "
+                    f"name the port each element goes to (ports: {', '.join(ports) or 'none'})."
+                )
+                continue
+            wanted = ports[item].annotation
+            if element is not Any and not is_assignable(element, wanted):
+                self._problems.append(
+                    f"map({src!r}, {node!r}, over={over!r}, item={item!r}): the elements of "
+                    f"{state}.{over} are `{type_text(element)}`, but {node}.{item} is "
+                    f"`{type_text(wanted)}`; make the port accept `{type_text(element)}`."
+                )
+
     def _branch(
         self,
         src: str,
@@ -334,6 +440,7 @@ class Graph(Generic[S]):
             ``RedisCache``); without it such nodes always run.
         """
         check_concurrency(max_concurrency, "compile(max_concurrency=...)")
+        self._check_maps()
         if cache is not None and not isinstance(cache, NodeCache):
             msg = (
                 f"compile(cache=...) takes a NodeCache (InMemoryCache(), SqliteCache(path), "

@@ -16,7 +16,7 @@ class BranchInfo:
     so its targets are only known at run time.
     """
 
-    kind: Literal["conditional", "router", "loop"]
+    kind: Literal["conditional", "router", "loop", "map"]
     mapping: dict[str, str] | None
     path_name: str
     exit: str | None = None

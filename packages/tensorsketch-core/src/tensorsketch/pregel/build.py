@@ -463,7 +463,10 @@ def must_input(spec: GraphSpec) -> dict[str, str]:
         for name, required in node.reads:
             if required:
                 readers.setdefault(name, []).append(node.name)
-    open_routes = any(b.mapping is None and b.kind != "loop" for b in _branches(spec))
+    # A ``map`` route names its targets but its ``Send``s carry each element in a payload.
+    open_routes = any(
+        (b.mapping is None and b.kind != "loop") or b.kind == "map" for b in _branches(spec)
+    )
     after = {} if open_routes else _runs_after(spec)
     reasons: dict[str, str] = {}
     for name in spec.required:
