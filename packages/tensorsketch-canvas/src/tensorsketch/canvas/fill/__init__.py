@@ -7,8 +7,8 @@ that passes is spliced into the file (nothing else changes); one that does not i
 draft (:func:`read_drafts`), and the node stays a hole, shown as *unverified*.
 """
 
+from tensorsketch.canvas.drafts import draft_path, read_drafts
 from tensorsketch.canvas.fill.contract import contract_tests
-from tensorsketch.canvas.fill.drafts import draft_path, read_drafts
 from tensorsketch.canvas.fill.run import FillError, FillResult, fill_hole
 from tensorsketch.canvas.fill.spec import Example, HoleSpec, NotAHoleError, build_spec
 

@@ -335,6 +335,8 @@ class Checker:
             report.failures.append(problem)
         else:
             report.passed.append("contract tests")
+        if report.failures:  # the user's tests wait until the contract holds (they are slower)
+            return report
         problem, tests = await self.users(candidate)
         if problem:
             report.failures.append(problem)

@@ -24,11 +24,11 @@ from typing import Any
 
 from tensorsketch import END, START, Context, Graph, Llm, Node, Schema
 from tensorsketch.budget import Budget, budget_scope, current_budget
+from tensorsketch.canvas.drafts import draft_path, remove_draft, write_draft
 from tensorsketch.canvas.exceptions import CanvasError
 from tensorsketch.canvas.fill.body import parse_reply, splice
 from tensorsketch.canvas.fill.checks import Checker, missing_tools, project_root
 from tensorsketch.canvas.fill.contract import contract_tests, module_name
-from tensorsketch.canvas.fill.drafts import draft_path, remove_draft, write_draft
 from tensorsketch.canvas.fill.spec import Example, HoleSpec, build_spec
 from tensorsketch.observability.tracing import Tracer
 from tensorsketch.provider import ChatProvider
