@@ -51,7 +51,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, create_model
 
-from tensorsketch import END, START, Graph, Schema
+from tensorsketch import END, START, Command, Graph, Schema
 
 IMPORT_ROOT = {import_root}
 if IMPORT_ROOT is not None and str(IMPORT_ROOT) not in sys.path:
@@ -106,6 +106,8 @@ def _run_node(inputs: Mapping[str, Any]) -> Any:
     final = asyncio.run(GRAPH.invoke(dict(inputs)))
     assert len(RETURNED) == 1, f"run ran {{len(RETURNED)}} times for one input"
     returned = RETURNED[0]
+    if isinstance(returned, Command):  # routing plus writes: check the writes
+        returned = returned.update if returned.update is not None else {{}}
     declared = set(NODE.Out.model_fields)
     if isinstance(returned, BaseModel):
         assert isinstance(returned, NODE.Out), (
@@ -116,7 +118,8 @@ def _run_node(inputs: Mapping[str, Any]) -> Any:
         written = set(returned)
     else:
         raise AssertionError(
-            f"run returned {{returned!r}}; it must return self.Out(...) (or a dict of Out fields)"
+            f"run returned {{returned!r}}; it must return self.Out(...), a dict of Out fields "
+            "or a Command"
         )
     undeclared = written - declared
     assert not undeclared, f"run writes fields its Out does not declare: {{sorted(undeclared)}}"
