@@ -338,3 +338,59 @@ async def test_a_fill_through_the_openai_sdk(
     assert server.last.path == "/v1/chat/completions" and sent["model"] == "gpt-4o"
     assert "Return the query in upper case" in sent["messages"][-1]["content"]
     assert result.tokens == 960 and result.cost_usd == pytest.approx(900 * 2.5e-6 + 60 * 10e-6)
+
+
+# -- the Studio's action ------------------------------------------------------------------------
+
+
+async def test_the_studio_fills_a_hole_in_the_background(project: Path, mypy_cache: Path) -> None:
+    import asyncio
+
+    import httpx
+
+    from tensorsketch.canvas.studio.app import Studio
+    from tensorsketch.canvas.studio.fill_routes import FillSettings
+    from tensorsketch.canvas.studio.routes import create_app
+
+    token = "t0k3n"
+    app_file = project / "app.py"
+
+    async def call(app: Any, method: str, body: Any = None) -> httpx.Response:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://127.0.0.1:8765",
+            headers={"X-Studio-Token": token},
+        ) as c:
+            return await c.request(method, "/api/holes/fill", json=body)
+
+    async def settle(app: Any) -> dict[str, Any]:
+        for _ in range(600):  # the fill's checks run in subprocesses: poll until it ends
+            view = (await call(app, "GET")).json()
+            if view["fills"] and view["fills"][0]["status"] != "running":
+                return dict(view["fills"][0])
+            await asyncio.sleep(0.5)
+        raise AssertionError("the fill did not end")
+
+    studio = Studio(path=app_file, token=token, project=project)
+    off = create_app(studio)
+    r = await call(off, "POST", {"node": "Shout"})
+    assert r.status_code == 409 and "--fill-provider" in r.json()["error"]
+
+    options = {"max_examples": 5, "mypy_cache": mypy_cache}
+    scripted = FakeProvider(["no code here, sorry"])
+    app = create_app(studio, fill=FillSettings(scripted, attempts=1, options=options))
+    assert (await call(app, "POST", {"node": 3})).status_code == 400
+    r = await call(app, "POST", {"node": "Nope"})
+    assert r.status_code == 404 and "no hole 'Nope'" in r.json()["error"]
+    r = await call(app, "POST", {"node": "Shout"})
+    assert r.status_code == 202 and r.json()["status"] == "running"
+    job = await settle(app)
+    assert job["status"] == "draft" and "holds no `def run(...)` method" in job["failures"][0]
+    [hole] = studio.holes()
+    assert hole["status"] == "unverified"
+
+    good = create_app(studio, fill=FillSettings(FakeProvider([GOOD]), options=options))
+    assert (await call(good, "POST", {"node": "Shout", "file": str(app_file)})).status_code == 202
+    job = await settle(good)
+    assert job["status"] == "written", job
+    assert studio.holes() == [] and "upper()" in app_file.read_text()

@@ -171,6 +171,12 @@ def configure_studio(parser: argparse.ArgumentParser, *, with_file: bool = True)
         help="print (or with -o write) the graph as Mermaid or SVG and exit, without a server",
     )
     parser.add_argument("-o", "--output", help="with --export: the file to write")
+    parser.add_argument(
+        "--fill-provider",
+        metavar="NAME",
+        help='turn on the Studio\'s "fill this hole" action with this provider (its name)',
+    )
+    parser.add_argument("--fill-model", metavar="MODEL", help="with --fill-provider: the model")
 
 
 def _error(path: Path, exc: CanvasError) -> None:
@@ -227,6 +233,14 @@ def run_studio(args: argparse.Namespace) -> int:
             text = str(exc).replace(str(args.backend), f"<{kind} URL>")
             print(f"error: --backend ({kind}) could not be opened: {text}", file=sys.stderr)
             return 2
+    fill = None
+    if args.fill_provider or args.fill_model:
+        if not (args.fill_provider and args.fill_model):
+            print("error: --fill-provider and --fill-model go together", file=sys.stderr)
+            return 2
+        from tensorsketch.canvas.studio.fill_routes import FillSettings  # noqa: PLC0415 - with the Studio
+
+        fill = FillSettings(args.fill_provider, args.fill_model)
     server = StudioServer(
         path,
         port=args.port,
@@ -235,6 +249,7 @@ def run_studio(args: argparse.Namespace) -> int:
         log_level="warning",
         backend=store,
         backend_url=args.backend,
+        fill=fill,
     )
     print(server.line(str(args.file)), flush=True)
     try:

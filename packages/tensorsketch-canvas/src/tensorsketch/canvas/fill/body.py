@@ -28,12 +28,12 @@ class Candidate:
     problems: list[str]
 
 
-def _method_text(reply: str) -> str:
+def _method_text(reply: str) -> str | None:
     blocks = _FENCE.findall(reply)
-    for block in blocks:
-        if "def run" in block:
+    for block in [*blocks, reply]:
+        if re.search(r"\bdef\s+run\b", block):
             return textwrap.dedent(block).strip() + "\n"
-    return textwrap.dedent(blocks[0] if blocks else reply).strip() + "\n"
+    return None
 
 
 def _run_def(code: str) -> tuple[cst.FunctionDef | None, str | None]:
@@ -64,6 +64,10 @@ def parse_reply(spec: HoleSpec, reply: str) -> Candidate:
     """The candidate in ``reply``, with what makes it unusable before any check runs: it does
     not parse, holds more than the method, changes ``run``'s signature, or is still a hole."""
     code = _method_text(reply)
+    if code is None:
+        return Candidate(
+            reply, ["the reply holds no `def run(...)` method: answer with it in a ```python block"]
+        )
     fn, problem = _run_def(code)
     if fn is None:
         return Candidate(code, [problem or "no `run` method in the reply"])
