@@ -11,6 +11,8 @@ import hashlib
 import io
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -171,6 +173,20 @@ def test_bad_arguments_are_clear_errors(project: Path, capsys: pytest.CaptureFix
         build_spec(project / "app.py", "State")
 
 
+async def test_the_contract_tests_refuse_an_undeclared_write(project: Path, tmp_path: Path) -> None:
+    from tensorsketch.canvas.fill.checks import Checker
+
+    spec = build_spec(project / "app.py", "Shout")
+    sneaky = (
+        f"{SIGNATURE}\n    return {{'answer': inp.query, 'query': 'changed'}}  # type: ignore\n"
+    )
+    checker = Checker(spec, tmp_path / "work", max_examples=3, timeout=300)
+    problem = await checker.contract(checker.stage(splice(spec, sneaky), 0))
+    assert problem is not None and "query" in problem and "Extra inputs" in problem
+    good = splice(spec, parse_reply(spec, GOOD).code)
+    assert await checker.contract(checker.stage(good, 1)) is None
+
+
 # -- whole fills: the model scripted, every check real ------------------------------------------
 
 
@@ -278,7 +294,20 @@ def test_the_cli_fills_and_writes_the_contract_tests_when_asked(
     text = out.getvalue()
     assert "Shout: written after 1 attempt" in text and "cost: unknown" in text
     written = project / "tests" / "test_shout_contract.py"
-    assert written.exists() and "def test_ports" in written.read_text()
+    assert "def test_ports" in written.read_text()
+    # The written tests import the module from where they sit, and pass on the filled file.
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    env.pop("PYTHONPATH", None)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(written)],
+        cwd=project / "tests",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
     trace = project / ".tensorsketch" / "traces" / "Shout.jsonl"
     kinds = [json.loads(line)["kind"] for line in trace.read_text().splitlines()]
     assert "model" in kinds

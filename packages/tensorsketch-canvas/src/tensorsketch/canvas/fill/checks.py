@@ -318,12 +318,17 @@ class Checker:
             tests,
         )
 
-    async def check(self, text: str, attempt: int) -> CheckReport:
-        """Run mypy, the contract tests and the user's tests on the module ``text``."""
+    def stage(self, text: str, attempt: int) -> Path:
+        """Write the candidate module ``text`` (and the import hook) into the scratch folder."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "_ts_fill_redirect.py").write_text(_REDIRECT, encoding="utf-8")
         candidate = self.workdir / f"candidate_{attempt}_{self.file.name}"
         candidate.write_text(text, encoding="utf-8")
+        return candidate
+
+    async def check(self, text: str, attempt: int) -> CheckReport:
+        """Run mypy, the contract tests and the user's tests on the module ``text``."""
+        candidate = self.stage(text, attempt)
         report = CheckReport(passed=["parses", "signature"])
         problem = await self.mypy(candidate, text)
         if problem:

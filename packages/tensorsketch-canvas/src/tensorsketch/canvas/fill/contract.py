@@ -10,6 +10,7 @@ must hold. It is written into the project's tests only when asked (``--write-tes
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from tensorsketch.canvas.fill.spec import HoleSpec
@@ -53,7 +54,7 @@ from pydantic import BaseModel, create_model
 
 from tensorsketch import END, START, Command, Graph, Schema
 
-IMPORT_ROOT = {import_root}
+IMPORT_ROOT = {import_root}  # where the module imports from, relative to this file
 if IMPORT_ROOT is not None and str(IMPORT_ROOT) not in sys.path:
     sys.path.insert(0, str(IMPORT_ROOT))
 
@@ -63,16 +64,15 @@ EXAMPLES: list[dict[str, Any]] = json.loads({examples!r})
 MAX_EXAMPLES = {max_examples}
 
 RETURNED: list[Any] = []
-_run = NODE.run
 
 
-async def _recording_run(self: Any, ctx: Any, inp: Any) -> Any:
-    out = await _run(self, ctx, inp)
-    RETURNED.append(out)
-    return out
+class _Probe(NODE):  # type: ignore[misc, valid-type]
+    """The node as written, recording what its run returns (the class itself is untouched)."""
 
-
-NODE.run = _recording_run
+    async def run(self, ctx: Any, inp: Any) -> Any:
+        out = await super().run(ctx, inp)
+        RETURNED.append(out)
+        return out
 
 
 def _state() -> type[Schema]:
@@ -83,7 +83,7 @@ def _state() -> type[Schema]:
     return create_model("ContractState", __base__=Schema, **fields)
 
 
-GRAPH = Graph(_state()).add(NODE, name="node").edge(START, "node").edge("node", END).compile()
+GRAPH = Graph(_state()).add(_Probe, name="node").edge(START, "node").edge("node", END).compile()
 
 
 def _register(tp: Any) -> None:
@@ -166,16 +166,17 @@ def test_docstring_examples() -> None:
 '''
 
 
-def contract_tests(
-    spec: HoleSpec, *, max_examples: int = 25, import_root: Path | None = None
-) -> str:
+def contract_tests(spec: HoleSpec, *, max_examples: int = 25, into: Path | None = None) -> str:
     """The source of the contract test module for ``spec``'s node.
 
-    :param import_root: a folder the test puts on ``sys.path`` before importing the module
-        (for a test written into the project: the module's import root).
+    :param into: where the test will be written in the project: it then puts the module's
+        import root on ``sys.path`` (as a path relative to itself) before importing it.
     """
-    _, module = module_name(spec.file)
-    root = "None" if import_root is None else f"Path({str(import_root)!r})"
+    root_dir, module = module_name(spec.file)
+    root = "None"
+    if into is not None:
+        rel = os.path.relpath(root_dir, into.resolve().parent)
+        root = f"(Path(__file__).resolve().parent / {rel!r}).resolve()"
     return _TEMPLATE.format(
         node=spec.node,
         module=module,

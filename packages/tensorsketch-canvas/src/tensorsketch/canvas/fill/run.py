@@ -28,7 +28,7 @@ from tensorsketch.canvas.drafts import draft_path, remove_draft, write_draft
 from tensorsketch.canvas.exceptions import CanvasError
 from tensorsketch.canvas.fill.body import parse_reply, splice
 from tensorsketch.canvas.fill.checks import Checker, missing_tools, project_root
-from tensorsketch.canvas.fill.contract import contract_tests, module_name
+from tensorsketch.canvas.fill.contract import contract_tests
 from tensorsketch.canvas.fill.spec import Example, HoleSpec, build_spec
 from tensorsketch.observability.tracing import Tracer
 from tensorsketch.provider import ChatProvider
@@ -179,10 +179,9 @@ class Write(Node):
             remove_draft(spec.file, spec.node)
             written = ""
             if deps.write_tests is not None:
-                root, _ = module_name(spec.file)
                 deps.write_tests.parent.mkdir(parents=True, exist_ok=True)
                 deps.write_tests.write_text(
-                    contract_tests(spec, import_root=root), encoding="utf-8"
+                    contract_tests(spec, into=deps.write_tests), encoding="utf-8"
                 )
                 written = str(deps.write_tests)
             return {"outcome": "written", "written": written, "failures": []}
