@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tensorsketch import FakeProvider, InMemoryTracer, register_provider
-from tensorsketch.canvas._cli import configure_holes, run_holes
+from tensorsketch.canvas._cli import configure_holes, configure_studio, run_holes, run_studio
 from tensorsketch.canvas.fill import Example, build_spec, fill_hole, read_drafts
 from tensorsketch.canvas.fill.body import parse_reply, splice
 from tensorsketch.canvas.holes import search_holes
@@ -171,6 +171,10 @@ def test_bad_arguments_are_clear_errors(project: Path, capsys: pytest.CaptureFix
     assert "no hole called 'Nope'" in capsys.readouterr().err
     with pytest.raises(Exception, match="not a hole"):
         build_spec(project / "app.py", "State")
+    studio = argparse.ArgumentParser()
+    configure_studio(studio)
+    assert run_studio(studio.parse_args([str(project / "app.py"), "--fill-provider", "x"])) == 2
+    assert "--fill-provider and --fill-model go together" in capsys.readouterr().err
 
 
 async def test_the_contract_tests_refuse_an_undeclared_write(project: Path, tmp_path: Path) -> None:
