@@ -258,6 +258,22 @@ async def test_a_body_that_never_passes_is_kept_as_a_draft(
     assert "unverified: a draft body failed" in out.getvalue()
 
 
+async def test_a_file_edited_during_the_fill_is_not_overwritten(
+    project: Path, mypy_cache: Path
+) -> None:
+    app = project / "app.py"
+    edited = HOLE.replace("# a comment the fill must keep", "# edited while the model thought")
+
+    def model(messages: Any, tools: Any) -> str:
+        app.write_text(edited, encoding="utf-8")  # the user saves the file meanwhile
+        return GOOD
+
+    result = await _fill(project, FakeProvider(policy=model), mypy_cache)
+    assert not result.ok and "changed while the body was generated" in result.failures[0]
+    assert app.read_text(encoding="utf-8") == edited
+    assert read_drafts(app)["Shout"]["attempts"] == 1
+
+
 async def test_a_fill_stops_on_its_budget(project: Path, mypy_cache: Path) -> None:
     before = _sha(project / "app.py")
     provider = FakeProvider([UNTYPED, GOOD], model="gpt-4o")  # priced

@@ -154,6 +154,7 @@ class Write(Node):
     class In(Schema):
         code: str
         source_sha: str
+        attempt: int
 
     class Out(Schema):
         outcome: str
@@ -188,7 +189,7 @@ class Write(Node):
 
         result: dict[str, Any] = await ctx.step("write", write)
         if result["outcome"] == "draft":
-            _keep(deps, inp.code, result["failures"], 0)
+            _keep(deps, inp.code, result["failures"], inp.attempt)
         return self.Out(**result)
 
 
