@@ -51,6 +51,8 @@ def test_holes_json_and_check(project: Path, capsys: pytest.CaptureFixture[str])
             "node": "Draft",
             "spec": "Write the first draft",
             "line": 4,
+            "status": "needs code",
+            "draft": None,
         }
     ]
 

@@ -42,7 +42,14 @@ def test_walks_directories_and_sorts_by_file_and_line(tmp_path: Path) -> None:
         HoleRef(str(second), "Gamma", "do g", 5),
     ]
     assert find_holes(first, second) == holes
-    assert holes[0].to_dict() == {"file": str(first), "node": "Alpha", "spec": "do a", "line": 2}
+    assert holes[0].to_dict() == {
+        "file": str(first),
+        "node": "Alpha",
+        "spec": "do a",
+        "line": 2,
+        "status": "needs code",
+        "draft": None,
+    }
 
 
 def test_broken_files_are_skipped_with_a_warning_naming_them(tmp_path: Path) -> None:

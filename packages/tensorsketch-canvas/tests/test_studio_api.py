@@ -142,7 +142,14 @@ async def test_graph_selection_and_holes(tmp_path: Path) -> None:
         assert data["selected"] == "app"
         holes = {(h["node"], h["message"]) for h in data["holes"]}
         assert holes == {("Draft", "Write the first draft"), ("Later", "later")}
-        assert set(data["holes"][0]) == {"file", "node", "message", "line"}
+        assert set(data["holes"][0]) == {"file", "node", "message", "line", "status", "draft"}
+        assert {h["status"] for h in data["holes"]} == {"needs code"}
+        # A fill that could not verify its body leaves a draft: the hole shows "unverified".
+        draft = {"status": "unverified", "code": "...", "failures": ["mypy: ..."], "attempts": 3}
+        (tmp_path / "sub" / "more.py.holes.json").write_text(json.dumps({"Later": draft}))
+        data = (await c.get("/api/graph", params={"graph": "app"})).json()
+        later = next(h for h in data["holes"] if h["node"] == "Later")
+        assert later["status"] == "unverified" and later["draft"] == draft
         r = await c.get("/api/graph", params={"graph": "../../etc/passwd"})
         assert r.status_code == 404 and "no graph named" in r.json()["error"]
 

@@ -32,6 +32,9 @@ _INSTALL_HINT = (
 )
 
 
+_FILL_ONLY = ("node", "provider", "model", "example", "budget_usd", "max_tokens", "resume", "trace")
+
+
 def configure_holes(parser: argparse.ArgumentParser) -> None:
     """Arguments of the ``holes`` command."""
     parser.add_argument(
@@ -39,6 +42,39 @@ def configure_holes(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the holes as a JSON list")
     parser.add_argument("--check", action="store_true", help=CHECK_HELP)
+    fill = parser.add_argument_group(
+        "filling holes",
+        "`tensorsketch holes fill [PATH...] --provider NAME --model M`: ask a model for each "
+        "hole's body, write it only once it passes mypy and the contract tests",
+    )
+    fill.add_argument("--node", help="fill only this node (its class name)")
+    fill.add_argument("--provider", help="the provider's registered name (openai, anthropic, ...)")
+    fill.add_argument("--model", help="the model to ask")
+    fill.add_argument(
+        "--example",
+        action="append",
+        default=[],
+        metavar="JSON",
+        help='an input and what it must give: \'{"in": {...}, "out": {...}}\' (repeatable)',
+    )
+    fill.add_argument(
+        "--attempts", type=int, default=3, help="candidates to try, repairs included (3)"
+    )
+    fill.add_argument("--budget-usd", type=float, help="stop repairing once the calls cost this")
+    fill.add_argument("--max-tokens", type=int, help="stop repairing after this many tokens")
+    fill.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds for each check's subprocess (120)"
+    )
+    fill.add_argument("--resume", metavar="THREAD", help="resume an interrupted fill (its thread)")
+    fill.add_argument(
+        "--write-tests",
+        nargs="?",
+        const="",
+        metavar="PATH",
+        help="also write the contract tests into the project's tests (default: "
+        "tests/test_<node>_contract.py)",
+    )
+    fill.add_argument("--trace", metavar="PATH", help="write the fill's trace here (JSON Lines)")
 
 
 def run_holes(args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -49,6 +85,18 @@ def run_holes(args: argparse.Namespace, out: TextIO | None = None) -> int:
     file never passes a CI gate.
     """
     out = out or sys.stdout
+    if args.paths[:1] == ["fill"] and hasattr(args, "provider"):
+        from tensorsketch.canvas.fill.command import run_fill  # noqa: PLC0415 - the fill loads the runtime; listing holes does not
+
+        return run_fill(args, out)
+    given = [f"--{n.replace('_', '-')}" for n in _FILL_ONLY if getattr(args, n, None)]
+    if given:
+        print(
+            f"error: {', '.join(given)} only apply to `tensorsketch holes fill`; add `fill` "
+            "before the paths.",
+            file=sys.stderr,
+        )
+        return 2
     found = search_holes(*args.paths)
     holes, skipped = found.holes, found.skipped
     for _, message in skipped:
@@ -64,6 +112,14 @@ def run_holes(args: argparse.Namespace, out: TextIO | None = None) -> int:
         for hole in holes:
             where = f"{hole.file}:{hole.line}" if hole.line is not None else hole.file
             print(f"{where}  {hole.node} — {hole.spec}", file=out)
+            if hole.draft is not None:
+                failed = len(hole.draft.get("failures") or [])
+                checks = "check" if failed == 1 else "checks"
+                print(
+                    f"    unverified: a draft body failed {failed} {checks}"
+                    f" (see {hole.file}.holes.json; `tensorsketch holes fill` tries again)",
+                    file=out,
+                )
         count = len(holes)
         if count == 0 and not skipped:
             summary = "no holes: every node has code"
@@ -115,6 +171,12 @@ def configure_studio(parser: argparse.ArgumentParser, *, with_file: bool = True)
         help="print (or with -o write) the graph as Mermaid or SVG and exit, without a server",
     )
     parser.add_argument("-o", "--output", help="with --export: the file to write")
+    parser.add_argument(
+        "--fill-provider",
+        metavar="NAME",
+        help='turn on the Studio\'s "fill this hole" action with this provider (its name)',
+    )
+    parser.add_argument("--fill-model", metavar="MODEL", help="with --fill-provider: the model")
 
 
 def _error(path: Path, exc: CanvasError) -> None:
@@ -171,6 +233,14 @@ def run_studio(args: argparse.Namespace) -> int:
             text = str(exc).replace(str(args.backend), f"<{kind} URL>")
             print(f"error: --backend ({kind}) could not be opened: {text}", file=sys.stderr)
             return 2
+    fill = None
+    if args.fill_provider or args.fill_model:
+        if not (args.fill_provider and args.fill_model):
+            print("error: --fill-provider and --fill-model go together", file=sys.stderr)
+            return 2
+        from tensorsketch.canvas.studio.fill_routes import FillSettings  # noqa: PLC0415 - with the Studio
+
+        fill = FillSettings(args.fill_provider, args.fill_model)
     server = StudioServer(
         path,
         port=args.port,
@@ -179,6 +249,7 @@ def run_studio(args: argparse.Namespace) -> int:
         log_level="warning",
         backend=store,
         backend_url=args.backend,
+        fill=fill,
     )
     print(server.line(str(args.file)), flush=True)
     try:

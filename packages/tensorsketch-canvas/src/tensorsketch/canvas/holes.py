@@ -12,9 +12,11 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tensorsketch.canvas._classes import find_node_classes
 from tensorsketch.canvas._source import parse_source
+from tensorsketch.canvas.drafts import read_drafts
 from tensorsketch.canvas.exceptions import CanvasWarning, SourceParseError
 
 __all__ = ["HoleRef", "HoleSearch", "find_holes", "search_holes"]
@@ -31,9 +33,24 @@ class HoleRef:
     node: str
     spec: str
     line: int | None
+    #: The draft a fill left for this hole (``tensorsketch holes fill`` could not verify a
+    #: body): ``{"failures": [...], "attempts": n, ...}``, else ``None``.
+    draft: dict[str, Any] | None = None
+
+    @property
+    def status(self) -> str:
+        """``"unverified"`` when a draft body waits beside the file, else ``"needs code"``."""
+        return "unverified" if self.draft is not None else "needs code"
 
     def to_dict(self) -> dict[str, object]:
-        return {"file": self.file, "node": self.node, "spec": self.spec, "line": self.line}
+        return {
+            "file": self.file,
+            "node": self.node,
+            "spec": self.spec,
+            "line": self.line,
+            "status": self.status,
+            "draft": self.draft,
+        }
 
 
 def _python_files(path: Path) -> Iterator[Path]:
@@ -95,8 +112,15 @@ def _holes_in(file: Path, skipped: list[tuple[str, str]]) -> list[HoleRef]:
     except SourceParseError as exc:
         skipped.append((str(file), f"skipping {str(file)!r}: {exc}"))
         return []
+    drafts = read_drafts(file)
     return [
-        HoleRef(file=str(file), node=cls.name, spec=cls.hole or "", line=cls.line)
+        HoleRef(
+            file=str(file),
+            node=cls.name,
+            spec=cls.hole or "",
+            line=cls.line,
+            draft=drafts.get(cls.name),
+        )
         for cls in find_node_classes(src).values()
         if cls.has_hole
     ]

@@ -28,6 +28,7 @@ from tensorsketch.canvas._extract import build_ir, select
 from tensorsketch.canvas._reconstruct import WriteBack, write_back
 from tensorsketch.canvas._source import ParsedSource, parse_source
 from tensorsketch.canvas._wiring import GraphModel, find_graphs
+from tensorsketch.canvas.drafts import draft_path, read_drafts
 from tensorsketch.canvas.exceptions import (
     CanvasError,
     GraphNotFoundError,
@@ -114,7 +115,7 @@ class Studio:
     trace: TraceTail = field(default_factory=TraceTail)
     lock: threading.RLock = field(default_factory=threading.RLock)
     _last_good: dict[str | None, dict[str, Any]] = field(default_factory=dict)
-    _holes_cache: dict[Path, tuple[tuple[int, int], list[dict[str, Any]]]] = field(
+    _holes_cache: dict[Path, tuple[tuple[int, ...], list[dict[str, Any]]]] = field(
         default_factory=dict
     )
     #: parses by (file version, graph asked for): the file is re-read on every request, but
@@ -268,7 +269,12 @@ class Studio:
                 st = os.stat(file)
             except OSError:
                 continue
-            key = (st.st_mtime_ns, st.st_size)
+            try:  # a fill's drafts sidecar changes a hole's status, not the file
+                side = os.stat(draft_path(file))
+                drafted = (side.st_mtime_ns, side.st_size)
+            except OSError:
+                drafted = (0, 0)
+            key = (st.st_mtime_ns, st.st_size, *drafted)
             cached = self._holes_cache.get(file)
             if cached is None or cached[0] != key:
                 cached = (key, _holes_in(file))
@@ -561,8 +567,17 @@ def _holes_in(file: Path) -> list[dict[str, Any]]:
         classes = find_node_classes(src)
     except Exception:  # a file the canvas cannot read has no holes to show
         return []
+    drafts = read_drafts(file)
     return [
-        {"file": str(file), "node": cls.name, "message": cls.hole or "", "line": cls.line}
+        {
+            "file": str(file),
+            "node": cls.name,
+            "message": cls.hole or "",
+            "line": cls.line,
+            # A fill left a body that did not pass its checks: the node is "unverified".
+            "status": "unverified" if cls.name in drafts else "needs code",
+            "draft": drafts.get(cls.name),
+        }
         for cls in classes.values()
         if cls.has_hole
     ]

@@ -24,6 +24,7 @@ from tensorsketch.canvas.studio import export, safety
 from tensorsketch.canvas.studio.app import ApiError, Studio
 from tensorsketch.canvas.studio.debug import Debugger
 from tensorsketch.canvas.studio.debug_routes import debug_routes
+from tensorsketch.canvas.studio.fill_routes import Fills, FillSettings, fill_routes
 from tensorsketch.canvas.studio.sse import EventHub
 from tensorsketch.canvas.studio.trace import parse_spans
 
@@ -202,11 +203,17 @@ class _Api:
 
 
 def create_app(
-    studio: Studio, *, hub: EventHub | None = None, debugger: Debugger | None = None
+    studio: Studio,
+    *,
+    hub: EventHub | None = None,
+    debugger: Debugger | None = None,
+    fill: FillSettings | None = None,
 ) -> Starlette:
     """The Studio's ASGI app for ``studio`` (one opened file, one token); ``debugger`` (a
-    backend to browse, ``--backend``) turns on the ``/api/debug`` routes."""
+    backend to browse, ``--backend``) turns on the ``/api/debug`` routes, ``fill`` (the model
+    that writes bodies, ``--fill-provider``) the ``POST /api/holes/fill`` action."""
     hub = hub or EventHub(studio.path)
+    fills = Fills(studio, hub, fill)
     api = _Api(studio, hub)
     guarded = api.guarded
     routes: list[Route | Mount] = [
@@ -219,6 +226,7 @@ def create_app(
         Route("/api/trace", guarded(api.get_trace), methods=["GET"]),
         Route("/api/export", guarded(api.get_export), methods=["GET"]),
         *debug_routes(debugger, hub, guarded, api.json_body, _HEADERS),
+        *fill_routes(fills, guarded, api.json_body, _HEADERS),
         Mount("/static", app=_Static(directory=STATIC_DIR, check_dir=False), name="static"),
     ]
     app = Starlette(
@@ -229,4 +237,5 @@ def create_app(
     app.state.studio = studio
     app.state.hub = hub
     app.state.debugger = debugger
+    app.state.fills = fills
     return app
