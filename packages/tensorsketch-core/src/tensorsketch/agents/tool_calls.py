@@ -18,13 +18,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, NamedTuple, NotRequired, TypedDict
 
 from tensorsketch import suspension
 from tensorsketch._modelcall import cap_text
 from tensorsketch.agents.turn import sub_context
 from tensorsketch.budget import Budget, budget_scope, current_budget
 from tensorsketch.context import Context
+from tensorsketch.effect_calls import EffectCall, calling
 from tensorsketch.effect_keys import Scope, deferral_key, part_name, tool_effect_key
 from tensorsketch.errors import DepsUnavailableError, ValidationError
 from tensorsketch.interrupts import (
@@ -107,6 +108,9 @@ class ToolRecord(TypedDict):
     cost: float
     unpriced: list[str]
     calls: int
+    #: The call's :func:`~tensorsketch.interrupts.tool_call_digest` (absent in records
+    #: written before #47).
+    args_digest: NotRequired[str]
 
 
 class ToolSet(NamedTuple):
@@ -292,6 +296,7 @@ async def journaled_call(
     """
     tctx = sub_context(ctx, part_name(k, i))
     live = False
+    digest = tool_call_digest(call.name, call.args)
 
     async def execute() -> ToolRecord:
         nonlocal live
@@ -302,6 +307,7 @@ async def journaled_call(
                 "tool", {"phase": "start", "id": call.id, "name": call.name, "args": call.args}
             )
         record = await _run_live(tctx, tools, call, tool, deferral)
+        record["args_digest"] = digest  # what a fork's effects="reuse" compares
         if streaming:
             await ctx.emit(
                 "tool",
@@ -315,11 +321,14 @@ async def journaled_call(
             )
         return record
 
-    if limit is None:
-        record: ToolRecord = await ctx.effects.once(key, execute)
-    else:
-        async with limit:
-            record = await ctx.effects.once(key, execute)
+    # A side effect: a fork must not repeat one its origin ran (tensorsketch.effect_calls).
+    effect = EffectCall(f"tool call {call.name}({cap_text(call.args, 200)})", digest)
+    with calling(effect):
+        if limit is None:
+            record: ToolRecord = await ctx.effects.once(key, execute)
+        else:
+            async with limit:
+                record = await ctx.effects.once(key, execute)
     if not live:
         spent = current_budget()
         if spent is not None and record.get("calls"):
