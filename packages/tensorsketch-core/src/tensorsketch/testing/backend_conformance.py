@@ -818,21 +818,32 @@ class BackendConformance:
                 out = await ORDER_GRAPH.fork(
                     dying, thread, after_charge.id, fork, {"note": "x"}, effects="reuse"
                 )
-            except SimulatedCrash:
-                await asyncio.sleep(0.25)  # the dead run's lease lapses
-                if await backend.latest_checkpoint(fork) is None:  # died inside fork()
-                    out = await ORDER_GRAPH.fork(
-                        backend, thread, after_charge.id, fork, {"note": "x"}, effects="reuse"
-                    )
-                else:  # died in its run: resume it (with the input if it was not applied)
-                    latest = (await ORDER_GRAPH.aget_history(fork, backend))[-1]
-                    again = {"note": "x"} if latest.source == "fork" else None
-                    out = await ORDER_GRAPH.invoke(again, thread_id=fork, backend=backend)
+            except (SimulatedCrash, LeaseLostError):  # dead (a sibling task saw its lease go)
+                out = await self._recover_fork(backend, thread, after_charge.id, fork)
             assert calls(fork) == {}, crash_at
             assert (
                 sorted(out.receipts) == sorted(clean.receipts) == sorted(done.receipts)
                 and out.note == clean.note
             )
+
+    @staticmethod
+    async def _recover_fork(backend: Backend, thread: str, at: str, fork: str) -> OrderState:
+        """Finish a reusing fork whose process died: fork again if it died inside ``fork``,
+        else resume it (with its input if that was not applied yet)."""
+        for _ in range(50):
+            await asyncio.sleep(0.25)  # the dead run's lease lapses
+            try:
+                if await backend.latest_checkpoint(fork) is None:
+                    return await ORDER_GRAPH.fork(
+                        backend, thread, at, fork, {"note": "x"}, effects="reuse"
+                    )
+                latest = (await ORDER_GRAPH.aget_history(fork, backend))[-1]
+                again = {"note": "x"} if latest.source == "fork" else None
+                return await ORDER_GRAPH.invoke(again, thread_id=fork, backend=backend)
+            except ThreadBusyError:
+                continue  # the store's clock has not let the lease go yet
+        msg = f"fork {fork!r} could not be resumed"
+        raise AssertionError(msg)
 
     # -- thread administration ---------------------------------------------------------------
 
