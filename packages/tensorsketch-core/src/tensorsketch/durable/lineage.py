@@ -94,7 +94,7 @@ class Lineage:
 def check_fork_effects(value: object) -> ForkEffects | None:
     """``value`` as a fork's ``effects=`` choice, or a ``ValueError`` naming the options."""
     if value is None or value in ("reuse", "rerun"):
-        return cast("ForkEffects | None", value)
+        return value
     msg = (
         f"effects= takes 'reuse' (replay the origin's result of an identical call), 'rerun' "
         f"(run it again) or None (stop before the first effect the origin ran after the fork "
