@@ -10,6 +10,7 @@ from typing import Any, Generic, Protocol
 from typing_extensions import TypeVar
 
 from tensorsketch import suspension
+from tensorsketch.effect_calls import EffectCall, calling
 from tensorsketch.effects import IDEMPOTENCY_PREFIX, EffectLog, step_key
 from tensorsketch.errors import DepsUnavailableError, MemoryUnavailableError
 from tensorsketch.observability.tracing import Span, Tracer
@@ -226,7 +227,8 @@ class Context(Generic[DepsT]):
             key = f"{IDEMPOTENCY_PREFIX}{idempotency_key}"
         else:
             key = self.next_key(name)
-        return await self._run.effects.once(key, fn)
+        with calling(EffectCall(f"ctx.step {name!r} of node {self.node!r}")):
+            return await self._run.effects.once(key, fn)
 
     async def emit(self, type: str, data: Any = None) -> None:
         """Push a custom event into the run's stream; a no-op when nobody is streaming.

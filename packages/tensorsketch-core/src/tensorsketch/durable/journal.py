@@ -17,6 +17,7 @@ from tensorsketch.durable.checkpoint import Checkpoint
 from tensorsketch.durable.guard import store_guard
 from tensorsketch.durable.ladder import LadderWriter, PlanEntry, Position, rebuild
 from tensorsketch.durable.lease import Lease
+from tensorsketch.durable.lineage import ForkResolver
 from tensorsketch.effect_keys import writes_key
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, LeaseLostError
 from tensorsketch.events import Event
@@ -86,6 +87,8 @@ class RunJournal:
         self._events: list[Event] = []
         self._fences = bool(getattr(backend, "fences_writes", False))
         self.writer = LadderWriter(thread_id, backend.serializer, codec.schema_id)
+        #: A fork's answer for a side effect its own journal lacks (durable.lineage).
+        self.forks = ForkResolver(self)
 
     @property
     def owner(self) -> str:
@@ -277,8 +280,12 @@ class RunJournal:
         async with store_guard(self.backend, "reading the effect journal"):
             raw = await self.backend.lookup_effect(self.thread_id, key)
         if raw is None:
-            return False, None
+            return await self.forks.lookup(key)
         return True, self._entry(key, raw)
+
+    def decode(self, key: str, raw: bytes) -> Any:
+        """One journal entry's value, as :meth:`lookup` reads it (``key`` names it in errors)."""
+        return self._entry(key, raw)
 
     def _entry(self, key: str, raw: bytes) -> Any:
         """Decode one journal entry: ``record`` stores ``[value]``, so anything else (a
@@ -314,6 +321,14 @@ class RunJournal:
                 await self.backend.record_effects(self.thread_id, encoded, fence=self.owner)
             else:
                 await self.backend.record_effects(self.thread_id, encoded)
+
+    async def record_encoded(self, items: list[tuple[str, bytes]], what: str) -> None:
+        """Journal already-encoded entries as one unit (a fork's inherited journal)."""
+        async with self._fenced(what):
+            if self._fences:
+                await self.backend.record_effects(self.thread_id, items, fence=self.owner)
+            else:
+                await self.backend.record_effects(self.thread_id, items)
 
     @contextlib.asynccontextmanager
     async def _fenced(self, what: str) -> AsyncIterator[None]:

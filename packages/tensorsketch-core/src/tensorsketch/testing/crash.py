@@ -421,6 +421,11 @@ class CrashingBackend(Backend):
         self._check()
         return await self.inner.lookup_effects(thread_id, keys)
 
+    async def list_effects(self, thread_id: str, prefix: str = "") -> list[tuple[str, bytes]]:
+        """A read (a fork copies its origin's journal with it): no boundary."""
+        self._check()
+        return await self.inner.list_effects(thread_id, prefix)
+
     async def append_events(self, thread_id: str, events: list[StoredEvent]) -> None:
         self._check()
         await self.inner.append_events(thread_id, events)
