@@ -26,6 +26,7 @@ from tensorsketch.agents.turn import sub_context
 from tensorsketch.budget import Budget, budget_scope, current_budget
 from tensorsketch.context import Context
 from tensorsketch.effect_keys import Scope, deferral_key, part_name, tool_effect_key
+from tensorsketch.effects import EffectCall
 from tensorsketch.errors import DepsUnavailableError, ValidationError
 from tensorsketch.interrupts import Interrupt, PendingInterrupt, RetryLater, parse_approval
 from tensorsketch.messages import Message, ToolCall, render_result, tool_result
@@ -286,11 +287,18 @@ async def journaled_call(
             )
         return record
 
+    what = EffectCall(
+        call.name,
+        node=ctx.node,
+        step=ctx.superstep,
+        args=call.args,
+        in_doubt=getattr(tool, "in_doubt", "retry"),
+    )
     if limit is None:
-        record: ToolRecord = await ctx.effects.once(key, execute)
+        record: ToolRecord = await ctx.effects.once(key, execute, what)
     else:
         async with limit:
-            record = await ctx.effects.once(key, execute)
+            record = await ctx.effects.once(key, execute, what)
     if not live:
         spent = current_budget()
         if spent is not None and record.get("calls"):
