@@ -31,6 +31,7 @@ __all__ = [
     "EffectLog",
     "InDoubtPolicy",
     "decision_key",
+    "in_doubt_action",
     "step_key",
 ]
 
@@ -223,7 +224,7 @@ class EffectLog:
                 await self._tell(shown, "ask")
                 choices = 'resume with "retry", "fail" or {"result": <what it returned>}'
                 raise Interrupt({**shown, "choices": choices}, id=key, kind="in_doubt")
-            policy = _decided_policy(key, decision)
+            policy = in_doubt_action(key, decision)
         if policy == "fail":
             await self._tell(shown, "fail")
             msg = (
@@ -286,7 +287,7 @@ async def _call(fn: Callable[[], Any]) -> Any:
     return result
 
 
-def _decided_policy(key: str, decision: Any) -> str:
+def in_doubt_action(key: str, decision: Any) -> str:
     """What a person decided about an effect in doubt: ``"retry"``, ``"fail"``, or
     ``"settled"`` for ``{"result": value}`` (it happened, and returned ``value``)."""
     if decision in ("retry", "fail"):

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tensorsketch.durable.journal import RunJournal
-from tensorsketch.effects import decision_key
+from tensorsketch.effects import decision_key, in_doubt_action
 from tensorsketch.errors import BackendUnavailableError, DecisionConflictError, NotDurableWarning
 from tensorsketch.interrupts import parse_approval
 from tensorsketch.observability.tracing import ATTR_INPUT, Tracer
@@ -292,6 +292,8 @@ async def apply_resume(run: Run, resume: Mapping[str, Any] | None) -> None:
             raise ValueError(msg)
         if waiting[key].kind == "approval":
             parse_approval(decision)  # fail now, not deep in the resumed run
+        if waiting[key].kind == "in_doubt":
+            in_doubt_action(key, decision)  # likewise: a wrong shape is never recorded
     if run.effects.durable:
         for key, decision in resume.items():
             await _check_not_decided(run, waiting[key].kind, key, decision)
