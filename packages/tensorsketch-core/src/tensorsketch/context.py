@@ -251,6 +251,23 @@ class Context(Generic[DepsT]):
         call = EffectCall(name, node=self.node, step=self.superstep, args=args, in_doubt=in_doubt)
         return await self._run.effects.once(key, fn, call)
 
+    async def transaction(self, name: str, fn: Callable[[Any], Any]) -> Any:
+        """Run a database step exactly once: ``fn(connection)`` runs in a transaction of
+        the run's own store (SQLite or PostgreSQL), and its writes commit together with the
+        step's journal record, so a crash leaves both or neither. On resume the recorded
+        result is returned and ``fn`` is not called again.
+
+        ``fn`` gets the store's connection inside the open transaction: a
+        ``sqlite3.Connection`` (a plain ``def``; it runs on the store's thread, so keep it
+        short) or a ``psycopg.AsyncConnection`` (``async def``). Write your tables with it;
+        do not commit or roll back yourself. Its return value (plain data) is the result.
+
+        :raises TransactionUnsupportedError: the run is in memory, or its store (memory,
+            Redis) cannot commit your writes with its journal: use ``ctx.step`` with an
+            ``idempotency_key`` your database dedupes by instead.
+        """
+        return await self._run.effects.transaction(self.next_key(name), fn)
+
     async def emit(self, type: str, data: Any = None) -> None:
         """Push a custom event into the run's stream; a no-op when nobody is streaming.
 

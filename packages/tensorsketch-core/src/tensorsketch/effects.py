@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from tensorsketch.effect_keys import IDEMPOTENCY_PREFIX, decision_key, step_key
-from tensorsketch.errors import EffectInDoubtError
+from tensorsketch.errors import EffectInDoubtError, TransactionUnsupportedError
 from tensorsketch.serializers import UnstorableValueError
 from tensorsketch.suspension import Interrupt
 
@@ -103,6 +103,10 @@ class EffectJournal(Protocol):
 
     async def intend(self, key: str, intent: dict[str, Any]) -> None:
         """Write the intent of the effect about to run under ``key``."""
+        ...
+
+    async def transact(self, key: str, fn: Callable[[Any], Any]) -> Any:
+        """Run ``fn(connection)`` in the store's own database, committed with its record."""
         ...
 
     def record_later(self, key: str, value: Any) -> None:
@@ -252,6 +256,23 @@ class EffectLog:
     async def _tell(self, shown: dict[str, Any], action: str) -> None:
         if self.on_doubt is not None:
             await self.on_doubt({**shown, "action": action})
+
+    async def transaction(self, key: str, fn: Callable[[Any], Any]) -> Any:
+        """Run ``fn(connection)`` once per key in a transaction of the run's own database,
+        committed together with its journal record (see ``Context.transaction``)."""
+        journal = self._journal
+        if journal is None:
+            msg = (
+                "ctx.transaction needs a durable run on SQLite or PostgreSQL: its writes "
+                "commit with the run's journal record. Invoke with `thread_id=` and "
+                "`backend=SqliteBackend(...)` (or PostgresBackend), or use `ctx.step`."
+            )
+            raise TransactionUnsupportedError(msg)
+        found, value = await journal.lookup(key)
+        if found:
+            return value
+        journal.ensure_lease()
+        return await journal.transact(key, fn)
 
     async def peek(self, key: str) -> tuple[bool, Any]:
         """Whether ``key`` has a recorded value, and the value (nothing is run)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -349,6 +349,26 @@ class RunJournal:
 
     async def record(self, key: str, value: Any) -> None:
         await self._write([(key, value)], "recording an effect")
+
+    async def transact(self, key: str, fn: Callable[[Any], Any]) -> Any:
+        """Run ``fn(connection)`` in a transaction of the store's own database, its result
+        journaled under ``key`` in the same commit: done once, or not at all."""
+        dumps = self.backend.serializer.dumps
+
+        def encode(value: Any) -> bytes:
+            return dumps([value])
+
+        fence = self.owner if self._fences else None
+        async with self._fenced("committing a database step"):
+            if self._later:  # a crash must not keep this step and lose what came before
+                await self._write([], "recording effects")
+            recorded, result = await self.backend.transact_effect(
+                self.thread_id, key, fn, encode, fence=fence
+            )
+        if recorded is not None:
+            return self._entry(key, recorded)
+        self._known.setdefault(key, result)
+        return result
 
     def record_later(self, key: str, value: Any) -> None:
         """Journal ``value`` under ``key`` with the run's next write (the next intent, a
