@@ -50,7 +50,12 @@ def _pay_graph(calls: list[str], policy: str) -> Any:
                 calls.append("pay")
                 return "r-1"
 
-            receipt = await ctx.step("pay", charge, in_doubt=policy, args={"amount": 5})
+            receipt = await ctx.step(
+                "pay",
+                charge,
+                in_doubt=policy,  # type: ignore[arg-type]  # an unknown one is tested too
+                args={"amount": 5},
+            )
             return self.Out(receipt=receipt)
 
     return Graph(Paid).add(Pay).edge(START, "Pay").edge("Pay", END).compile()
@@ -77,7 +82,8 @@ async def test_fail_names_the_effect_and_its_arguments(tmp_path: Path) -> None:
     assert caught.value.key == "0:Pay:0:pay"
     assert calls == []  # nothing re-ran
     state = await graph.aget_state("t", backend)
-    assert run_info(state).error["type"].endswith("EffectInDoubtError")
+    error = run_info(state).error
+    assert error is not None and error["type"].endswith("EffectInDoubtError")
     await backend.aclose()
 
 

@@ -210,7 +210,7 @@ class EffectLog:
     ) -> tuple[bool, Any]:
         """An intent without a result: apply the policy. ``(True, value)`` when a person's
         decision settled it; ``(False, None)`` to run the effect again."""
-        policy = call.in_doubt
+        policy: str = call.in_doubt
         if key.startswith(IDEMPOTENCY_PREFIX):
             policy = "retry"  # the key makes a second call safe: the outside system dedupes
         shown = {
