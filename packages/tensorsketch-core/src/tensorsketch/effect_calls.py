@@ -15,11 +15,11 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-__all__ = ["EffectCall", "calling", "take_effect_call"]
+__all__ = ["CallIdentity", "calling", "take_effect_call"]
 
 
 @dataclass(frozen=True, slots=True)
-class EffectCall:
+class CallIdentity:
     """The side effect a journal lookup is for.
 
     :param label: how an error names it (``"ctx.step 'refund'"``, ``"tool call refund"``).
@@ -31,11 +31,11 @@ class EffectCall:
     digest: str | None = None
 
 
-_CURRENT: ContextVar[EffectCall | None] = ContextVar("tensorsketch_effect_call", default=None)
+_CURRENT: ContextVar[CallIdentity | None] = ContextVar("tensorsketch_effect_call", default=None)
 
 
 @contextlib.contextmanager
-def calling(call: EffectCall) -> Iterator[None]:
+def calling(call: CallIdentity) -> Iterator[None]:
     """Mark the journal lookups inside as those of ``call`` (until one takes it)."""
     token = _CURRENT.set(call)
     try:
@@ -44,7 +44,7 @@ def calling(call: EffectCall) -> Iterator[None]:
         _CURRENT.reset(token)
 
 
-def take_effect_call() -> EffectCall | None:
+def take_effect_call() -> CallIdentity | None:
     """The side effect being looked up, if any; later lookups in this task see none."""
     call = _CURRENT.get()
     if call is not None:

@@ -78,6 +78,7 @@ __all__ = [
     "CheckpointDecodeError",
     "DecisionConflictError",
     "DepsUnavailableError",
+    "EffectInDoubtError",
     "EmptyChannelError",
     "ExecutorError",
     "ForkEffectError",
@@ -100,6 +101,7 @@ __all__ = [
     "RunStoreUnsupportedError",
     "TensorSketchError",
     "ThreadBusyError",
+    "TransactionUnsupportedError",
     "ValidationError",
 ]
 
@@ -203,6 +205,27 @@ class PluginError(TensorSketchError, RuntimeError):
 class BackendUnsupportedError(TensorSketchError, NotImplementedError):
     """The backend lacks an optional operation (listing, deleting or pruning threads); it
     implements only the eight required ones."""
+
+
+class EffectInDoubtError(TensorSketchError):
+    """A resumed run found an effect that was started (its intent is journaled) but never
+    recorded a result, and the effect's ``in_doubt`` policy is ``"fail"``: nobody can tell
+    whether it happened. Check the outside system, then record what happened with
+    ``resume={key: {"result": ...}}`` on an ``in_doubt="ask"`` effect, or fork the thread.
+
+    :ivar key: the effect's journal key.
+    :ivar call: what the intent recorded (``{"effect", "node", "step", "args"}``).
+    """
+
+    def __init__(self, message: str, *, key: str, call: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.key = key
+        self.call = call
+
+
+class TransactionUnsupportedError(TensorSketchError, TypeError):
+    """``ctx.transaction`` was used on a run whose store cannot commit the step's own writes
+    together with its journal record (an in-memory run, ``InMemoryBackend``, Redis)."""
 
 
 class RunStoreUnsupportedError(TensorSketchError, TypeError):

@@ -25,8 +25,9 @@ from tensorsketch._modelcall import cap_text
 from tensorsketch.agents.turn import sub_context
 from tensorsketch.budget import Budget, budget_scope, current_budget
 from tensorsketch.context import Context
-from tensorsketch.effect_calls import EffectCall, calling
+from tensorsketch.effect_calls import CallIdentity, calling
 from tensorsketch.effect_keys import Scope, deferral_key, part_name, tool_effect_key
+from tensorsketch.effects import EffectCall
 from tensorsketch.errors import DepsUnavailableError, ValidationError
 from tensorsketch.interrupts import (
     Interrupt,
@@ -321,14 +322,21 @@ async def journaled_call(
             )
         return record
 
+    what = EffectCall(
+        call.name,
+        node=ctx.node,
+        step=ctx.superstep,
+        args=call.args,
+        in_doubt=getattr(tool, "in_doubt", "retry"),
+    )
     # A side effect: a fork must not repeat one its origin ran (tensorsketch.effect_calls).
-    effect = EffectCall(f"tool call {call.name}({cap_text(call.args, 200)})", digest)
-    with calling(effect):
+    identity = CallIdentity(f"tool call {call.name}({cap_text(call.args, 200)})", digest)
+    with calling(identity):
         if limit is None:
-            record: ToolRecord = await ctx.effects.once(key, execute)
+            record: ToolRecord = await ctx.effects.once(key, execute, what)
         else:
             async with limit:
-                record = await ctx.effects.once(key, execute)
+                record = await ctx.effects.once(key, execute, what)
     if not live:
         spent = current_budget()
         if spent is not None and record.get("calls"):

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from tensorsketch.durable.guard import store_guard
-from tensorsketch.effect_calls import EffectCall, take_effect_call
+from tensorsketch.effect_calls import CallIdentity, take_effect_call
 from tensorsketch.effect_keys import (
     AgentTurnKey,
     CallKey,
@@ -234,7 +234,7 @@ class ForkResolver:
         return None
 
 
-def _check_identical(call: EffectCall, value: Any, where: str, key: str, origin: str) -> None:
+def _check_identical(call: CallIdentity, value: Any, where: str, key: str, origin: str) -> None:
     """Refuse to reuse a result recorded for other arguments (or for unknown ones)."""
     if call.digest is None:
         return  # identified by its key alone

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tensorsketch.durable.journal import RunJournal
-from tensorsketch.effects import decision_key
+from tensorsketch.effects import decision_key, in_doubt_action
 from tensorsketch.errors import BackendUnavailableError, DecisionConflictError, NotDurableWarning
 from tensorsketch.interrupts import bind_approval, parse_approval
 from tensorsketch.observability.tracing import ATTR_INPUT, Tracer
@@ -295,6 +295,8 @@ async def apply_resume(run: Run, resume: Mapping[str, Any] | None) -> None:
         if waiting[key].kind == "approval":
             # Fail now, not deep in the resumed run; bind it to the call it approves.
             bound[key] = bind_approval(waiting[key], decision)
+        if waiting[key].kind == "in_doubt":
+            in_doubt_action(key, decision)  # likewise: a wrong shape is never recorded
     resume = bound
     if run.effects.durable:
         for key, decision in resume.items():

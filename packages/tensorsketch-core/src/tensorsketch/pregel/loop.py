@@ -95,6 +95,7 @@ class Run(RunState, Planning, TaskExecution):
         self.resume: dict[str, Any] = {}
         #: Every side effect of the run goes through here (exactly once, journaled if durable).
         self.effects = EffectLog(journal, self.resume)
+        self.effects.on_doubt = self._effect_in_doubt
         #: What the restored checkpoint was waiting on, and what this run stopped on.
         self.restored_interrupts: list[PendingInterrupt] = []
         self.interrupts: list[PendingInterrupt] = []
@@ -168,6 +169,16 @@ class Run(RunState, Planning, TaskExecution):
         self.checkpoint_id = checkpoint_id
         self.plan_id = str(meta.get("retry_of") or checkpoint_id)
         return checkpoint_id
+
+    async def _effect_in_doubt(self, found: dict[str, Any]) -> None:
+        """Stream an effect found in doubt (``effect_in_doubt``), with what was done."""
+        step = found.get("step")
+        await self.emit(
+            "effect_in_doubt",
+            node=found.get("node"),
+            data=found,
+            step=step if isinstance(step, int) else self.step,
+        )
 
     async def emit(
         self,
