@@ -139,11 +139,15 @@ async def test_a_recorded_decision_for_other_arguments_never_applies() -> None:
     carried over by a fork, a re-plan that reused the id in the same superstep) is not
     applied; the call is asked about again under an id of its own."""
     log: list[int] = []
-    agent = refund_agent(log, [refund_call(9), assistant("Done.")])
+    agent = refund_agent(log, [assistant("Hello."), refund_call(9), assistant("Done.")])
     store = InMemoryBackend()
+    # The thread exists (a run on a thread it creates reads no journal: nobody else wrote it).
+    await agent.invoke({"query": "hi"}, thread_id="t", backend=store)
     other = {"approved": True, "reason": None, "digest": tool_call_digest("refund", {"order": 7})}
-    # The decision a run for refund(7) recorded in superstep 0 under the call's id.
-    await store.record_effects("t", [("resume:0:r", store.serializer.dumps([other]))])
+    # The decision a run for refund(7) recorded under the call's id, in whichever superstep
+    # the next run's agent turn takes.
+    dumped = store.serializer.dumps([other])
+    await store.record_effects("t", [(f"resume:{n}:r", dumped) for n in range(8)])
     out = await agent.invoke({"query": "refund 9"}, thread_id="t", backend=store)
     pending = pending_of(out)
     assert log == [] and pending.id.startswith("r@") and pending.value["call_id"] == "r"
