@@ -4,6 +4,7 @@ effect's policy (retry, ask, fail; an idempotency key retries), on the in-memory
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from tensorsketch.effect_keys import intent_key
 from tensorsketch.errors import EffectInDoubtError
 from tensorsketch.interrupts import run_info
 from tensorsketch.runtime.backends import InMemoryBackend
-from tensorsketch.testing.crash import BackendSpec
+from tensorsketch.testing.crash import BackendSpec, CrashingBackend
 from tensorsketch.testing.in_doubt import run_in_doubt
 
 CASES = [("retry", False), ("ask", False), ("fail", False), ("fail", True)]
@@ -107,3 +108,50 @@ async def test_an_unknown_policy_is_refused_by_name() -> None:
     graph = _pay_graph([], "sometimes")
     with pytest.raises(ValueError, match="in_doubt must be one of"):
         await graph.invoke({}, thread_id="x", backend=InMemoryBackend())
+
+
+# -- an agent's tool -------------------------------------------------------------------------
+
+
+def _refund_agent(log: list[str]) -> Any:
+    from tensorsketch import FakeProvider, create_agent, tool
+    from tensorsketch.messages import ToolCall, assistant
+
+    @tool(in_doubt="ask")
+    def refund(order: int) -> str:
+        """Refund an order."""
+        log.append(f"refund {order}")
+        if len(log) == 1:
+            raise SimulatedKill  # the process dies right after the refund went out
+        return f"refunded #{order}"
+
+    script = [
+        assistant("Refunding.", tool_calls=[ToolCall(id="r7", name="refund", args={"order": 7})]),
+        assistant("Done."),
+    ]
+    return create_agent(FakeProvider(script), tools=[refund])
+
+
+class SimulatedKill(BaseException):
+    """Not an Exception: nothing in the run records it, as with a real kill."""
+
+
+async def test_an_agent_tool_in_doubt_asks_and_takes_the_result_a_person_gives() -> None:
+    log: list[str] = []
+    store = InMemoryBackend()
+    store.lease_ttl = 0.05
+    agent = _refund_agent(log)
+    dying = CrashingBackend(store, mode="raise")
+    with pytest.raises(SimulatedKill):
+        await agent.invoke({"query": "refund 7"}, thread_id="t", backend=dying)
+    dying.dead = True
+    await asyncio.sleep(0.06)  # the dead run's lease lapses
+    out = await agent.invoke(thread_id="t", backend=store)
+    (pending,) = run_info(out).interrupts
+    assert pending.kind == "in_doubt"
+    assert pending.value["effect"] == "refund" and pending.value["args"] == {"order": 7}
+    done = await agent.invoke(
+        thread_id="t", backend=store, resume={pending.id: {"result": "refunded #7 (checked)"}}
+    )
+    assert done.output == "Done." and log == ["refund 7"]  # the refund went out once
+    assert [m.text for m in done.messages if m.role == "tool"] == ["refunded #7 (checked)"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from tensorsketch.effect_keys import IDEMPOTENCY_PREFIX, decision_key, step_key
@@ -53,6 +53,9 @@ class EffectCall:
     :param outside: ``False`` for a call that changes nothing outside the run (a model call,
         a clock read): re-running it is harmless, so no intent is written and its result
         rides the run's next journal write instead of a write of its own.
+    :param settle: turns the result a person gives for this effect in doubt
+        (``{"result": value}``) into what the effect journals (a tool wraps it as its record);
+        ``None`` journals ``value`` as it is.
     """
 
     name: str
@@ -61,6 +64,7 @@ class EffectCall:
     args: Any = None
     in_doubt: InDoubtPolicy = "retry"
     outside: bool = True
+    settle: Callable[[Any], Any] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.in_doubt not in _POLICIES:
@@ -243,6 +247,8 @@ class EffectLog:
             assert isinstance(decision, Mapping)
             await self._tell(shown, "settled")
             value = decision["result"]
+            if call.settle is not None:
+                value = call.settle(value)
             await self.record(key, value)
             return True, value
         await self._tell(shown, "retry")

@@ -16,6 +16,7 @@ concerns, one function apiece:
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, NotRequired, TypedDict
@@ -46,6 +47,7 @@ from tensorsketch.observability.tracing import (
     ATTR_TOOL_NAME,
     ATTR_TOOL_RESULT,
 )
+from tensorsketch.provider import Usage
 from tensorsketch.tools import Tool, _current_call
 
 __all__ = [
@@ -328,6 +330,7 @@ async def journaled_call(
         step=ctx.superstep,
         args=call.args,
         in_doubt=getattr(tool, "in_doubt", "retry"),
+        settle=_settled_record,
     )
     # A side effect: a fork must not repeat one its origin ran (tensorsketch.effect_calls).
     identity = CallIdentity(f"tool call {call.name}({cap_text(call.args, 200)})", digest)
@@ -393,6 +396,20 @@ async def _run_live(
         "cost": spent.priced_cost_usd,
         "unpriced": sorted(spent.unpriced),
         "calls": spent.calls,
+    }
+
+
+def _settled_record(result: Any) -> ToolRecord:
+    """A call in doubt that a person says went through, returning ``result``: its record
+    (the model reads ``result`` as the tool's answer; nothing was spent this time)."""
+    content = result if isinstance(result, str) else json.dumps(result, default=str)
+    return {
+        "content": content,
+        "is_error": False,
+        "usage": Usage(),
+        "cost": 0.0,
+        "unpriced": [],
+        "calls": 0,
     }
 
 
