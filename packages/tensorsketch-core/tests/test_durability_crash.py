@@ -47,7 +47,7 @@ EXPECTED_BOUNDARIES = [
 
 
 async def test_crash_matrix_in_memory(tmp_path: Path) -> None:
-    report = await run_crash_matrix(InMemoryBackend(), tmp_path, lease_ttl=0.3)
+    report = await run_crash_matrix(InMemoryBackend(), tmp_path, lease_ttl=1.0)
     assert report.boundaries == EXPECTED_BOUNDARIES
     assert all(k.killed for k in report.kills)
     report.check()
