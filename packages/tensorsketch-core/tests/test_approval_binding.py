@@ -160,6 +160,7 @@ async def test_a_recorded_decision_for_other_arguments_never_applies() -> None:
 EDITS = st.lists(
     st.one_of(
         st.tuples(st.just("replan"), st.integers(1, 4)),  # the model now asks for this order
+        st.tuples(st.just("fork"), st.integers(1, 4)),  # a fork that asks the model again
         st.tuples(st.just("edit"), st.just(0)),  # an update_state that keeps the suspension
     ),
     max_size=4,
@@ -171,29 +172,33 @@ EDITS = st.lists(
 async def test_an_approval_runs_only_the_call_it_was_given_for(
     first: int, edits: list[tuple[str, int]], approved: bool, with_args: bool
 ) -> None:
-    orders = [first] + [order for kind, order in edits if kind == "replan"]
+    orders = [first] + [order for kind, order in edits if kind in ("replan", "fork")]
     log: list[int] = []
     agent = refund_agent(log, [*(refund_call(o) for o in orders), assistant("Done.")])
     store = InMemoryBackend()
     seen = pending_of(await agent.invoke({"query": "refund"}, thread_id="t", backend=store))
-    current = first
-    for kind, order in edits:
+    thread, current = "t", first
+    for n, (kind, order) in enumerate(edits):
         if kind == "replan":
-            await agent.aupdate_state("t", store, {}, as_node="agent")
-            await agent.invoke({"query": f"refund {order}"}, thread_id="t", backend=store)
+            await agent.aupdate_state(thread, store, {}, as_node="agent")
+            await agent.invoke({"query": f"refund {order}"}, thread_id=thread, backend=store)
             current = order
+        elif kind == "fork":  # from before the model call: it is asked again down the fork
+            start = (await agent.aget_history(thread, store))[0]
+            await agent.fork(store, thread, start.id, f"f{n}", effects="rerun")
+            thread, current = f"f{n}", order
         else:
-            await agent.aupdate_state("t", store, {"query": "refund, please"})
+            await agent.aupdate_state(thread, store, {"query": "refund, please"})
     decision: dict[str, Any] = {"approved": approved, "digest": seen.value["digest"]}
     if with_args:
         decision["args"] = seen.value["args"]
     if current != first:
         with pytest.raises(ApprovalMismatchError):
-            await agent.invoke(thread_id="t", backend=store, resume={"r": decision})
-        state = await agent.aget_state("t", store)
+            await agent.invoke(thread_id=thread, backend=store, resume={"r": decision})
+        state = await agent.aget_state(thread, store)
         assert state is not None and run_info(state).awaiting == ["r"]
         assert log == []
         return
-    out = await agent.invoke(thread_id="t", backend=store, resume={"r": decision})
+    out = await agent.invoke(thread_id=thread, backend=store, resume={"r": decision})
     assert run_info(out).status == "completed"
     assert log == ([first] if approved else [])

@@ -173,12 +173,24 @@ class ForkResolver:
     async def lineage(self) -> Lineage | None:
         """The thread's lineage (``None``: not a fork), read once."""
         if self._lineage is _UNREAD:
-            journal = self._journal
-            raw = await journal.backend.lookup_effect(journal.thread_id, LINEAGE_KEY)
-            self._lineage = (
-                None if raw is None else Lineage.from_dict(journal.decode(LINEAGE_KEY, raw))
-            )
+            self._lineage = await self._read(self._journal.thread_id)
         return cast("Lineage | None", self._lineage)
+
+    async def _read(self, thread: str) -> Lineage | None:
+        """``thread``'s lineage; a durable subgraph's thread (``<parent>/<key>``) of a fork
+        derives one from its parent's: the same key under the origin thread, every entry of
+        which counts as run after the fork point (its own supersteps are not the parent's)."""
+        journal = self._journal
+        raw = await journal.backend.lookup_effect(thread, LINEAGE_KEY)
+        if raw is not None:
+            return Lineage.from_dict(journal.decode(LINEAGE_KEY, raw))
+        parent, slash, key = thread.rpartition("/")
+        if not slash or not parent:
+            return None
+        above = await self._read(parent)
+        if above is None:
+            return None
+        return Lineage(f"{above.origin}/{key}", above.checkpoint_id, 0, above.effects)
 
     async def lookup(self, key: str) -> tuple[bool, Any]:
         """What a fork answers for side effect ``key`` its own journal has no entry for:
