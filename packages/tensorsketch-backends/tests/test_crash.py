@@ -23,7 +23,7 @@ async def test_crash_matrix_postgres(pg_dsn: str, pg_schema: str, tmp_path: Path
         BackendSpec("postgres", {"dsn": pg_dsn, "schema": pg_schema}), tmp_path
     )
     assert (
-        len(report.kills) == len(report.boundaries) == 12
+        len(report.kills) == len(report.boundaries) == 18
     )  # see EXPECTED_BOUNDARIES in core's test_durability_crash.py
     assert all(k.killed for k in report.kills)
     report.check()
@@ -36,7 +36,7 @@ async def test_crash_matrix_redis(redis_url: str, redis_prefix: str, tmp_path: P
         BackendSpec("redis", {"dsn": redis_url, "prefix": redis_prefix}), tmp_path
     )
     assert (
-        len(report.kills) == len(report.boundaries) == 12
+        len(report.kills) == len(report.boundaries) == 18
     )  # see EXPECTED_BOUNDARIES in core's test_durability_crash.py
     assert all(k.killed for k in report.kills)
     report.check()
@@ -49,7 +49,7 @@ async def test_crash_matrix_two_subgraph_levels_deep_postgres(
 ) -> None:
     spec = BackendSpec("postgres", {"dsn": pg_dsn, "schema": pg_schema})
     report = await run_crash_matrix(spec, tmp_path, scenario=NESTED_SCENARIO)
-    assert len(report.kills) == len(report.boundaries) == 18  # core's EXPECTED_NESTED_BOUNDARIES
+    assert len(report.kills) == len(report.boundaries) == 24  # core's EXPECTED_NESTED_BOUNDARIES
     assert all(k.killed for k in report.kills)
     report.check()
 
@@ -61,7 +61,7 @@ async def test_crash_matrix_two_subgraph_levels_deep_redis(
 ) -> None:
     spec = BackendSpec("redis", {"dsn": redis_url, "prefix": redis_prefix})
     report = await run_crash_matrix(spec, tmp_path, scenario=NESTED_SCENARIO)
-    assert len(report.kills) == len(report.boundaries) == 18  # core's EXPECTED_NESTED_BOUNDARIES
+    assert len(report.kills) == len(report.boundaries) == 24  # core's EXPECTED_NESTED_BOUNDARIES
     assert all(k.killed for k in report.kills)
     report.check()
 

@@ -299,7 +299,9 @@ async def test_thread_ids_with_slashes_and_fork_branches(
     assert detail["thread_id"] == "team/a b/run#1" and len(detail["checkpoints"]) == 3
     shown = _ok(await client.get(f"/api/debug/threads/{quoted}/checkpoints/{history[1].id}"))
     assert shown["state"]["count"]["value"] == 1
-    await app.fork(backend, "team/a b/run#1", history[1].id, "team/fork", {"limit": 3})
+    await app.fork(
+        backend, "team/a b/run#1", history[1].id, "team/fork", {"limit": 3}, effects="rerun"
+    )
     forked = _ok(await client.get("/api/debug/threads/team/fork"))
     first = forked["checkpoints"][0]
     assert first["parent_id"] == history[1].id and first["fork"] is True
@@ -360,12 +362,14 @@ async def test_fork_with_an_edited_value(
     assert fork_history[0].parent_id == at.id  # the fork point
     assert len(await app.aget_history("t-fork", backend)) == len(history)  # untouched
 
-    ran = _ok(
-        await client.post(
-            "/api/debug/threads/t-fork/fork",
-            json={"checkpoint_id": at.id, "values": {"limit": 4}, "run": True, "confirm": True},
-        )
-    )
+    run = {"checkpoint_id": at.id, "values": {"limit": 4}, "run": True, "confirm": True}
+    wrong = await client.post("/api/debug/threads/t-fork/fork", json={**run, "effects": "skip"})
+    assert wrong.status_code == 400 and "effects= takes 'reuse'" in wrong.json()["error"]
+    # The origin ran the loop's effects after the fork point: the fork must be told what to
+    # do with them, or it stops before the first one.
+    stopped = await client.post("/api/debug/threads/t-fork/fork", json=run)
+    assert "effects='rerun'" in stopped.text
+    ran = _ok(await client.post("/api/debug/threads/t-fork/fork", json={**run, "effects": "rerun"}))
     done = await app.aget_state(ran["thread_id"], backend)
     assert done is not None and done.count == 4 and ran["status"] == "completed"
     again = await client.post(
@@ -471,7 +475,7 @@ async def test_forks_and_their_origin_link_each_other(
     # One fork from the page's API, one in code, both from history[1]; one from history[2].
     body = {"checkpoint_id": history[1].id, "new_thread_id": "t-tree-a", "confirm": True}
     _ok(await client.post("/api/debug/threads/t-tree/fork", json=body))
-    await app.fork(backend, "t-tree", history[1].id, "t-tree-b", {"limit": 5})
+    await app.fork(backend, "t-tree", history[1].id, "t-tree-b", {"limit": 5}, effects="rerun")
     await app.fork(backend, "t-tree", history[2].id, "t-tree-c", run=False)
     firsts = {t: (await app.aget_history(f"t-tree-{t}", backend))[0].id for t in "abc"}
 

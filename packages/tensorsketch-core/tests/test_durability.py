@@ -497,9 +497,14 @@ async def test_a_hostile_journal_entry_names_thread_entry_and_tag(tmp_path: Path
     planted = json.dumps(
         [{"$t": "dataclass", "c": "subprocess:Popen", "v": {"args": ["touch", str(canary)]}}]
     ).encode()
+    # The thread exists (stopped before Effect): a run that creates a thread reads nothing
+    # from its journal, so the entry is planted in a thread the run resumes.
+    await graph.invoke(
+        {"text": "hi"}, thread_id="victim", backend=backend, interrupt_before=["Effect"]
+    )
     await backend.record_effect("victim", "0:Effect:0:effect", planted)
     with pytest.raises(CheckpointDecodeError) as caught:
-        await graph.invoke({"text": "hi"}, thread_id="victim", backend=backend)
+        await graph.invoke(None, thread_id="victim", backend=backend, interrupt_before=[])
     message = str(caught.value)
     assert "journal entry '0:Effect:0:effect' of thread 'victim'" in message
     assert "'subprocess:Popen'" in message

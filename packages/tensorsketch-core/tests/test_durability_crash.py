@@ -26,22 +26,28 @@ from tensorsketch.testing.crash import (
 
 EXPECTED_BOUNDARIES = [
     "lease + checkpoint step=0",  # the lease and the input checkpoint, in one transaction
+    "effect intent:0:Charge:0:reserve",  # each effect's intent is written before it calls out
     "effect 0:Charge:0:reserve",
+    "effect intent:idem:charge-A-17",
     "effect idem:charge-A-17",
     "events 0..3 + checkpoint step=1",  # a superstep's events and checkpoint commit together
-    "effect 1:Ship#0:0:ship",  # the fan-out, killed after each worker in turn
+    "effect intent:1:Ship#0:0:ship",  # the fan-out, killed after each worker in turn
+    "effect 1:Ship#0:0:ship",
     "writes Ship#0",  # a finished worker's writes, kept if a sibling fails or we crash
+    "effect intent:1:Ship#1:0:ship",
     "effect 1:Ship#1:0:ship",
     "writes Ship#1",
+    "effect intent:1:Ship#2:0:ship",
     "effect 1:Ship#2:0:ship",  # the last worker's writes go with the barrier's checkpoint
     "events 4..10 + checkpoint step=2",
+    "effect intent:2:Note:0:notify",
     "effect 2:Note:0:notify",
     "events 11..14 + checkpoint step=3 + release",  # the last write gives the lease back
 ]
 
 
 async def test_crash_matrix_in_memory(tmp_path: Path) -> None:
-    report = await run_crash_matrix(InMemoryBackend(), tmp_path, lease_ttl=0.3)
+    report = await run_crash_matrix(InMemoryBackend(), tmp_path, lease_ttl=1.0)
     assert report.boundaries == EXPECTED_BOUNDARIES
     assert all(k.killed for k in report.kills)
     report.check()
@@ -67,21 +73,27 @@ async def test_the_harness_catches_a_repeated_effect(tmp_path: Path) -> None:
         async def lookup_effect(self, thread_id: str, key: str) -> bytes | None:
             return None
 
+        async def lookup_effects(self, thread_id: str, keys: list[str]) -> dict[str, bytes]:
+            return {}
+
     # A generous lease: a ledger hit is a synced SQLite commit, slow on a loaded machine.
-    report = await run_crash_matrix(Forgetful(), tmp_path, lease_ttl=1.0, kill_points=[4, 7])
+    # Kill points: after the first checkpoint, and after the second fan-out worker's effect.
+    report = await run_crash_matrix(Forgetful(), tmp_path, lease_ttl=1.0, kill_points=[6, 11])
     with pytest.raises(AssertionError, match="did not run exactly once"):
         report.check()
 
 
 async def test_crashing_backend_stops_at_its_boundary(tmp_path: Path) -> None:
     store = InMemoryBackend()
-    wrapper = CrashingBackend(store, crash_at=3, mode="raise")
+    wrapper = CrashingBackend(store, crash_at=5, mode="raise")
     app = scenario_graph(EffectLedger(tmp_path / "ledger.db"))
-    with pytest.raises(SimulatedCrash, match="boundary 3"):
+    with pytest.raises(SimulatedCrash, match="boundary 5"):
         await app.invoke({"order": "o", "items": ["x"]}, thread_id="t", backend=wrapper)
     assert wrapper.boundaries == [
         "lease + checkpoint step=0",
+        "effect intent:0:Charge:0:reserve",
         "effect 0:Charge:0:reserve",
+        "effect intent:idem:charge-o",
         "effect idem:charge-o",
     ]
     with pytest.raises(SimulatedCrash):  # a dead process writes nothing more

@@ -405,7 +405,10 @@ async def approved_then_crashed() -> tuple[Any, InMemoryBackend, list[str]]:
     counting = CrashingBackend(InMemoryBackend())
     agent = await suspended(counting.inner, [])  # type: ignore[arg-type]
     await agent.invoke(thread_id="t", backend=counting, resume={"r7": True})
-    tool_boundary = next(i for i, b in enumerate(counting.boundaries) if ":tool:" in b)
+    # The tool's result (its intent, written before it ran, is a boundary of its own).
+    tool_boundary = next(
+        i for i, b in enumerate(counting.boundaries) if ":tool:" in b and "intent:" not in b
+    )
 
     log: list[str] = []
     store = InMemoryBackend()
@@ -424,11 +427,13 @@ async def test_after_a_crash_a_recorded_decision_shows_as_decided() -> None:
     state = await agent.aget_state("t", store)
     assert state is not None
     info = run_info(state)
-    assert info.decisions == {"r7": True}
+    # Recorded bound to the call it approved: the digest of the pending call's arguments.
+    digest = info.interrupts[0].value["digest"]
+    assert info.decisions == {"r7": {"approved": True, "reason": None, "digest": digest}}
     assert info.awaiting == [] and info.status == "pending" and not info.suspended
     assert [p.id for p in info.interrupts] == ["r7"]  # what it waited on, now decided
     synced = agent.get_state("t", store)
-    assert synced is not None and run_info(synced).decisions == {"r7": True}
+    assert synced is not None and run_info(synced).decisions == info.decisions
 
     done = await agent.invoke(thread_id="t", backend=store)  # continue, no decision needed
     assert done.status == "completed" and done.output == "Refunded." and log == ["refund 7"]
@@ -436,9 +441,11 @@ async def test_after_a_crash_a_recorded_decision_shows_as_decided() -> None:
 
 async def test_after_a_crash_a_conflicting_decision_is_refused_naming_the_first() -> None:
     agent, store, log = await approved_then_crashed()
-    with pytest.raises(DecisionConflictError, match=r"'r7'.*already decided: True") as caught:
+    with pytest.raises(
+        DecisionConflictError, match=r"'r7'.*already decided: \{'approved': True"
+    ) as caught:
         await agent.invoke(thread_id="t", backend=store, resume={"r7": "reject"})
-    assert caught.value.first is True and caught.value.interrupt_id == "r7"
+    assert caught.value.first["approved"] is True and caught.value.interrupt_id == "r7"
     assert isinstance(caught.value, ValueError)  # a resume= mistake, as the others are
     out = await agent.invoke(thread_id="t", backend=store, resume={"r7": "approve"})  # same
     assert out.status == "completed" and log == ["refund 7"]

@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tensorsketch.channels",
             "tensorsketch.constants",
             "tensorsketch.context",
+            "tensorsketch.effect_calls",
             "tensorsketch.effect_keys",
             "tensorsketch.effects",
             "tensorsketch.errors",

@@ -184,7 +184,7 @@ async def test_fork_without_running_applies_the_values_as_an_edit() -> None:
     backend = InMemoryBackend()
     await LOOP.invoke({"limit": 3}, thread_id="t", backend=backend)
     at = (await LOOP.aget_history("t", backend))[1]
-    branched = await LOOP.fork(backend, "t", at.id, "t2", {"limit": 9}, run=False)
+    branched = await LOOP.fork(backend, "t", at.id, "t2", {"limit": 9}, run=False, effects="reuse")
     assert branched.limit == 9 and branched.count == at.values["count"]
     history = await LOOP.aget_history("t2", backend)
     assert [c.source for c in history] == ["fork", "update"]
@@ -192,8 +192,12 @@ async def test_fork_without_running_applies_the_values_as_an_edit() -> None:
     plain = await LOOP.fork(backend, "t", at.id, "t3", run=False)
     assert plain.count == at.values["count"]
     assert [c.source for c in await LOOP.aget_history("t3", backend)] == ["fork"]
+    CALLS.clear()
     done = await LOOP.invoke(thread_id="t2", backend=backend, max_steps=20)
     assert done.count == 9
+    # The fork chose "reuse" when it was made: the fetches the origin made after the fork
+    # point are replayed, only the ones past the origin's limit run.
+    assert [f"called {n}" for n in range(3, 9)] == CALLS
 
 
 async def test_an_agents_model_and_tool_calls_replay_from_the_journal() -> None:

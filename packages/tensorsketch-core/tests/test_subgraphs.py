@@ -25,6 +25,7 @@ from tensorsketch import (
     Send,
     run_info,
 )
+from tensorsketch.errors import ForkEffectError
 from tensorsketch.interrupts import interrupt
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
 
@@ -98,6 +99,27 @@ async def test_shared_fields_flow_in_and_back_private_fields_stay_inside() -> No
     assert "draft" not in Main.model_fields and not hasattr(out, "draft")
     builder = await main_graph(research_graph()).compile().invoke({"question": "q"})
     assert builder.notes == ["searched q"]  # a Graph builder is compiled when added
+
+
+@pytest.mark.parametrize(("effects", "again"), [(None, None), ("reuse", 0), ("rerun", 1)])
+async def test_a_fork_checks_a_subgraphs_effects_against_the_origins(
+    tmp_path: Path, effects: Any, again: int | None
+) -> None:
+    """#47: the subgraph's own thread of a fork follows the fork's choice for the effects
+    the origin's subgraph ran."""
+    backend = SqliteBackend(tmp_path / "runs.db")
+    app = main_graph(research_graph().compile()).compile()
+    await app.invoke({"question": "q"}, thread_id="t", backend=backend)
+    start = (await app.aget_history("t", backend))[0]
+    EFFECTS.clear()
+    if again is None:
+        with pytest.raises(ForkEffectError, match=r"ctx\.step 'search'"):
+            await app.fork(backend, "t", start.id, "f")
+        assert EFFECTS == []
+    else:
+        out = await app.fork(backend, "t", start.id, "f", effects=effects)
+        assert out.answer == "searched q" and len(EFFECTS) == again
+    await backend.aclose()
 
 
 async def test_a_durable_subgraph_checkpoints_on_a_child_thread_of_the_parent(

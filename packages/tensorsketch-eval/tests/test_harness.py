@@ -209,6 +209,55 @@ async def test_a_case_forks_a_stored_checkpoint_and_runs_only_the_tail(tmp_path:
     await backend.aclose()
 
 
+SENT: list[str] = []
+
+
+class Send_(Node):
+    """A tail with a side effect: the stored run sent its email after the checkpoint."""
+
+    class In(Schema):
+        research: str
+
+    class Out(Schema):
+        output: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        def send() -> str:
+            SENT.append(inp.research)
+            return f"sent #{len(SENT)}"
+
+        return self.Out(output=await ctx.step("email", send))
+
+
+@pytest.mark.parametrize(
+    ("effects", "sent", "completed"), [(None, 0, 0.0), ("reuse", 0, 1.0), ("rerun", 2, 1.0)]
+)
+async def test_a_forked_case_decides_what_to_do_with_the_stored_runs_later_effects(
+    tmp_path: Path, effects: Any, sent: int, completed: float
+) -> None:
+    graph = (
+        Graph(Long).add(Research).add(Send_).edge(START, "Research").edge("Research", "Send_")
+    ).compile()
+    backend = SqliteBackend(tmp_path / "runs.db")
+    await graph.invoke({"query": "tides"}, thread_id="prod-1", backend=backend)
+    after_research = (await graph.aget_history("prod-1", backend))[1]
+    SENT.clear()
+    case = Case.from_checkpoint(
+        "tail",
+        backend,
+        "prod-1",
+        after_research.id,
+        graders=[Contains("sent")],
+        trials=2,
+        effects=effects,
+    )
+    report = await evaluate(graph, case)
+    assert report.completion_rate == completed and len(SENT) == sent
+    with pytest.raises(ValueError, match="effects= takes"):
+        Case.from_checkpoint("bad", backend, "prod-1", after_research.id, effects="skip")
+    await backend.aclose()
+
+
 async def test_a_harness_error_stops_the_other_trials() -> None:
     class Mixed(Probe):
         async def invoke(self, inputs: dict[str, Any], *, tracer: Any = None) -> dict[str, Any]:

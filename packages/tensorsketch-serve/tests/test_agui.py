@@ -204,6 +204,22 @@ def test_resume_requests_that_do_not_fit_the_thread_are_refused(live: Any) -> No
             422,
             "approval",
         ),
+        (  # given for other arguments than the pending call's (its value carries the digest)
+            server.url,
+            body(
+                "t",
+                "r2",
+                resume=[
+                    {
+                        "interruptId": "c3",
+                        "status": "resolved",
+                        "payload": {"approved": True, "digest": "sha256:00"},
+                    }
+                ],
+            ),
+            422,
+            "does not match the call",
+        ),
         (server.url, body("t", "r2", said("something else", "u2")), 409, "resume"),
         (
             server.url,

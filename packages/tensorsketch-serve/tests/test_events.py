@@ -339,3 +339,13 @@ async def test_ctx_emit_events_are_custom_events_nested_ones_under_their_namespa
     ]
     assert custom[0].namespace == () and custom[1].namespace != ()
     assert isinstance(items[-1], ev.RunFinished) and items[-1].reply == "SHOES"
+
+
+def test_an_effect_in_doubt_reaches_every_protocol_as_a_custom_event() -> None:
+    from tensorsketch.events import Event
+
+    found = {"key": "0:Pay:0:pay", "effect": "pay", "args": {"order": "A-17"}, "action": "ask"}
+    event = Event(1, "effect_in_doubt", "Pay", "r", "t", data=found, step=0)
+    (out,) = ev._Translator("t").feed(event)
+    assert isinstance(out, ev.Custom)
+    assert out.name == "effect_in_doubt" and out.value["args"] == {"order": "A-17"}

@@ -484,6 +484,30 @@ def _refused(response: httpx.Response, param: str) -> str:
     return message
 
 
+def test_an_approval_sent_for_other_arguments_is_a_409_and_nothing_is_recorded(
+    live: Any,
+) -> None:
+    """The task shows the pending call's digest; a decision carrying another one (the call
+    changed since the client looked) is refused, the right one runs the call."""
+    task_graphs.REFUNDS.clear()
+    server = _start(live, task_graphs.refund_agent())
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        task_id = client.post("/tasks", json={"input": {"query": "A-9"}}).json()["id"]
+        waiting = _until(client, task_id, lambda r: r["status"] == "suspended")
+        (asked,) = waiting["interrupts"]
+        digest = asked["value"]["digest"]
+        assert digest.startswith("sha256:")
+        url = f"/tasks/{task_id}/approve"
+        stale = {"approved": True, "digest": "sha256:0123", "args": {"order_id": "A-8"}}
+        message = _error(client.post(url, json={"decisions": {"call_1": stale}}), 409)
+        assert "does not match the call" in message and "A-8" in message
+        assert client.get(f"/tasks/{task_id}").json()["decisions"] == {}
+        ok = client.post(url, json={"decisions": {"call_1": {"approved": True, "digest": digest}}})
+        assert ok.status_code == 200
+        _until(client, task_id, lambda r: r["status"] == "succeeded")
+        assert task_graphs.REFUNDS == ["A-9"]
+
+
 def test_approve_names_unknown_fields_and_every_accepted_word(live: Any) -> None:
     task_graphs.REFUNDS.clear()
     server = _start(live, task_graphs.refund_agent())

@@ -10,7 +10,15 @@ from typing import Any, Generic, Protocol
 from typing_extensions import TypeVar
 
 from tensorsketch import suspension
-from tensorsketch.effects import IDEMPOTENCY_PREFIX, EffectLog, step_key
+from tensorsketch.effect_calls import CallIdentity, calling
+from tensorsketch.effects import (
+    IDEMPOTENCY_PREFIX,
+    INSIDE,
+    EffectCall,
+    EffectLog,
+    InDoubtPolicy,
+    step_key,
+)
 from tensorsketch.errors import DepsUnavailableError, MemoryUnavailableError
 from tensorsketch.observability.tracing import Span, Tracer
 from tensorsketch.suspension import Interrupt, wake_time
@@ -213,20 +221,54 @@ class Context(Generic[DepsT]):
         return Context(self._run, self.node, self.superstep, f"{self.instance}[{suffix}]")
 
     async def step(
-        self, name: str, fn: Callable[[], Any], *, idempotency_key: str | None = None
+        self,
+        name: str,
+        fn: Callable[[], Any],
+        *,
+        idempotency_key: str | None = None,
+        in_doubt: InDoubtPolicy = "retry",
+        args: Any = None,
     ) -> Any:
         """Run a side effect exactly once per thread and return its (journaled) result.
 
         ``fn`` is a zero-argument callable returning an awaitable (or a plain value). Its
-        result is recorded the moment it completes; on resume the recorded result is
-        returned instead of calling ``fn`` again. ``idempotency_key`` dedupes the effect
-        across the whole thread (a payment id), not just this superstep.
+        intent is journaled before it is called and its result the moment it completes; on
+        resume the recorded result is returned instead of calling ``fn`` again.
+        ``idempotency_key`` dedupes the effect across the whole thread (a payment id), not
+        just this superstep.
+
+        A crash between the call and its record leaves the effect *in doubt* (it may have
+        happened). With an ``idempotency_key`` the resume calls it again (the key makes that
+        safe); otherwise ``in_doubt`` says what to do: ``"retry"`` (call again, the
+        default), ``"ask"`` (suspend with the call and ``args`` shown; resume with
+        ``"retry"``, ``"fail"`` or ``{"result": ...}``) or ``"fail"`` (raise
+        :class:`~tensorsketch.errors.EffectInDoubtError`). ``args`` (plain data) is what a
+        person deciding sees; it is journaled with the intent.
         """
         if idempotency_key is not None:
             key = f"{IDEMPOTENCY_PREFIX}{idempotency_key}"
         else:
             key = self.next_key(name)
-        return await self._run.effects.once(key, fn)
+        call = EffectCall(name, node=self.node, step=self.superstep, args=args, in_doubt=in_doubt)
+        with calling(CallIdentity(f"ctx.step {name!r} of node {self.node!r}")):
+            return await self._run.effects.once(key, fn, call)
+
+    async def transaction(self, name: str, fn: Callable[[Any], Any]) -> Any:
+        """Run a database step exactly once: ``fn(connection)`` runs in a transaction of
+        the run's own store (SQLite or PostgreSQL), and its writes commit together with the
+        step's journal record, so a crash leaves both or neither. On resume the recorded
+        result is returned and ``fn`` is not called again.
+
+        ``fn`` gets the store's connection inside the open transaction: a
+        ``sqlite3.Connection`` (a plain ``def``; it runs on the store's thread, so keep it
+        short) or a ``psycopg.AsyncConnection`` (``async def``). Write your tables with it;
+        do not commit or roll back yourself. Its return value (plain data) is the result.
+
+        :raises TransactionUnsupportedError: the run is in memory, or its store (memory,
+            Redis) cannot commit your writes with its journal: use ``ctx.step`` with an
+            ``idempotency_key`` your database dedupes by instead.
+        """
+        return await self._run.effects.transaction(self.next_key(name), fn)
 
     async def emit(self, type: str, data: Any = None) -> None:
         """Push a custom event into the run's stream; a no-op when nobody is streaming.
@@ -252,7 +294,7 @@ class Context(Generic[DepsT]):
         """
         wake = wake_time(when)
         key = self.next_key("sleep_until")
-        wake_at = float(await self.effects.once(key, lambda: wake))
+        wake_at = float(await self.effects.once(key, lambda: wake, INSIDE))
         if suspension.now() < wake_at:
             raise Interrupt(id=key, kind="timer", wake_at=wake_at)
 
@@ -262,6 +304,6 @@ class Context(Generic[DepsT]):
             msg = f"sleep() needs a non-negative number of seconds, got {seconds!r}."
             raise ValueError(msg)
         key = self.next_key("sleep")
-        wake = float(await self.effects.once(key, lambda: suspension.now() + seconds))
+        wake = float(await self.effects.once(key, lambda: suspension.now() + seconds, INSIDE))
         if suspension.now() < wake:
             raise Interrupt(id=key, kind="timer", wake_at=wake)

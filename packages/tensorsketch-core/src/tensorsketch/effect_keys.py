@@ -19,6 +19,8 @@ The kinds (``<owner>`` is ``<step>:<node><instance>``, see :class:`Scope`):
 - ``resume:<step>:<interrupt id>`` — a person's decision for an interrupt.
 - ``writes:<plan id>:<node><instance>`` — a finished task's writes.
 - ``idem:<key>`` — an effect deduplicated across the whole thread.
+- ``intent:<effect key>`` — an effect that was started: written before calling out, so a
+  resume that finds it without the effect's own entry knows the effect is *in doubt*.
 
 Node names and instance suffixes hold no ``:``; a tool call id may, as long as it does not
 end in ``:defer<n>``.
@@ -38,6 +40,7 @@ __all__ = [
     "DeferralKey",
     "EffectKey",
     "IdempotencyKey",
+    "IntentKey",
     "LlmAttemptKey",
     "NodeEffectKey",
     "NodePosition",
@@ -50,6 +53,7 @@ __all__ = [
     "decisions_prefix",
     "deferral_key",
     "idempotency_key",
+    "intent_key",
     "llm_attempt_key",
     "parse_effect_key",
     "part_name",
@@ -64,6 +68,8 @@ __all__ = [
 IDEMPOTENCY_PREFIX = "idem:"
 _DECISION_PREFIX = "resume:"
 _WRITES_PREFIX = "writes:"
+#: Keys of the intents written before an effect calls out (see :func:`intent_key`).
+INTENT_PREFIX = "intent:"
 
 #: The two journaled parts of an agent iteration besides its tool calls.
 AgentPart = Literal["model", "summary", "guard_input", "guard_reply"]
@@ -159,6 +165,12 @@ def writes_key(plan_id: str | None, node: str, instance: str) -> str:
 def idempotency_key(key: str) -> str:
     """An effect deduplicated across the whole thread under the caller's own key."""
     return f"{IDEMPOTENCY_PREFIX}{key}"
+
+
+def intent_key(effect_key: str) -> str:
+    """Where the intent of the effect journaled under ``effect_key`` is written: an intent
+    without the effect's own entry means the call may or may not have happened."""
+    return f"{INTENT_PREFIX}{effect_key}"
 
 
 def part_name(owner: str | int, part: str | int) -> str:
@@ -324,6 +336,20 @@ class IdempotencyKey:
         return idempotency_key(self.key)
 
 
+@dataclass(frozen=True, slots=True)
+class IntentKey:
+    """The intent of an effect (``effect`` is that effect's key, read back)."""
+
+    effect: EffectKey
+
+    @property
+    def node(self) -> str | None:
+        return self.effect.node
+
+    def format(self) -> str:
+        return intent_key(self.effect.format())
+
+
 #: A journal key, read back.
 EffectKey: TypeAlias = (
     CallKey
@@ -335,6 +361,7 @@ EffectKey: TypeAlias = (
     | DecisionKey
     | WritesKey
     | IdempotencyKey
+    | IntentKey
 )
 
 _INT = re.compile(r"-?[0-9]+")
@@ -353,6 +380,9 @@ def parse_effect_key(key: str) -> EffectKey | None:
         return None
     if head == "idem":
         return IdempotencyKey(rest)
+    if head == "intent":
+        effect = parse_effect_key(rest)
+        return None if effect is None or isinstance(effect, IntentKey) else IntentKey(effect)
     if head == "resume":
         step, sep, interrupt_id = rest.partition(":")
         if not sep or not _INT.fullmatch(step):

@@ -14,14 +14,80 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
 from tensorsketch.effect_keys import IDEMPOTENCY_PREFIX, decision_key, step_key
+from tensorsketch.errors import EffectInDoubtError, TransactionUnsupportedError
 from tensorsketch.serializers import UnstorableValueError
+from tensorsketch.suspension import Interrupt
 
 # The key helpers stay importable from here, where the engine has always found them.
-__all__ = ["IDEMPOTENCY_PREFIX", "EffectJournal", "EffectLog", "decision_key", "step_key"]
+__all__ = [
+    "IDEMPOTENCY_PREFIX",
+    "EffectCall",
+    "EffectJournal",
+    "EffectLog",
+    "InDoubtPolicy",
+    "decision_key",
+    "in_doubt_action",
+    "step_key",
+]
+
+#: What a resumed run does with an effect that started but recorded no result (an intent
+#: without a result): run it again, suspend for a person to say what happened, or fail.
+InDoubtPolicy = Literal["retry", "ask", "fail"]
+_POLICIES = ("retry", "ask", "fail")
+
+
+@dataclass(frozen=True, slots=True)
+class EffectCall:
+    """What an effect is: written as its intent before it calls out, and shown to whoever
+    decides about it when a crash leaves it in doubt.
+
+    :param name: the effect's name (``ctx.step``'s ``name``, a tool's name).
+    :param args: its arguments as plain data (shown to a person deciding; never replayed).
+    :param in_doubt: the policy for an intent found without a result (see
+        :data:`InDoubtPolicy`); an idempotency key always retries.
+    :param outside: ``False`` for a call that changes nothing outside the run (a model call,
+        a clock read): re-running it is harmless, so no intent is written and its result
+        rides the run's next journal write instead of a write of its own.
+    :param settle: turns the result a person gives for this effect in doubt
+        (``{"result": value}``) into what the effect journals (a tool wraps it as its record);
+        ``None`` journals ``value`` as it is.
+    """
+
+    name: str
+    node: str | None = None
+    step: int | None = None
+    args: Any = None
+    in_doubt: InDoubtPolicy = "retry"
+    outside: bool = True
+    settle: Callable[[Any], Any] | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.in_doubt not in _POLICIES:
+            msg = (
+                f"in_doubt must be one of {', '.join(map(repr, _POLICIES))}, got {self.in_doubt!r}."
+            )
+            raise ValueError(msg)
+
+    def intent(self) -> dict[str, Any]:
+        """The intent record (plain data)."""
+        return {
+            "effect": self.name,
+            "node": self.node,
+            "step": self.step,
+            "args": self.args,
+            "policy": self.in_doubt,
+        }
+
+
+#: An effect with nothing known about it: retried when in doubt, as before intents existed.
+_UNNAMED = EffectCall(name="")
+#: A call with no outside effect (model calls, clock reads).
+INSIDE = EffectCall(name="", outside=False)
 
 
 class EffectJournal(Protocol):
@@ -33,6 +99,23 @@ class EffectJournal(Protocol):
 
     async def record(self, key: str, value: Any) -> None:
         """Record ``value`` under ``key`` (the first write of a key wins)."""
+        ...
+
+    async def find(self, key: str) -> tuple[bool, Any, dict[str, Any] | None]:
+        """``key``'s recorded value if any, and the intent written before it was called."""
+        ...
+
+    async def intend(self, key: str, intent: dict[str, Any]) -> None:
+        """Write the intent of the effect about to run under ``key``."""
+        ...
+
+    async def transact(self, key: str, fn: Callable[[Any], Any]) -> Any:
+        """Run ``fn(connection)`` in the store's own database, committed with its record."""
+        ...
+
+    def record_later(self, key: str, value: Any) -> None:
+        """Record ``value`` with the run's next journal write (a call with no outside
+        effect: losing it to a crash only means calling it again)."""
         ...
 
     def ensure_lease(self) -> None:
@@ -47,7 +130,7 @@ class EffectLog:
         reference: the engine fills it once the checkpoint is restored).
     """
 
-    __slots__ = ("_attempts", "_journal", "_memo", "resume")
+    __slots__ = ("_attempts", "_journal", "_memo", "on_doubt", "resume")
 
     def __init__(self, journal: EffectJournal | None, resume: dict[str, Any]) -> None:
         self._journal = journal
@@ -56,6 +139,8 @@ class EffectLog:
         #: so a retried attempt replays what the failed one finished (``None``: not kept).
         self._attempts: dict[str, Any] | None = None
         self.resume = resume
+        #: Told about every effect found in doubt (the engine streams it as an event).
+        self.on_doubt: Callable[[dict[str, Any]], Awaitable[None]] | None = None
 
     def remember_attempts(self) -> None:
         """Keep this superstep's results in memory too (a retried node replays them)."""
@@ -71,10 +156,13 @@ class EffectLog:
         """Whether results outlive this process (the run has a backend)."""
         return self._journal is not None
 
-    async def once(self, key: str, fn: Callable[[], Any]) -> Any:
+    async def once(self, key: str, fn: Callable[[], Any], call: EffectCall | None = None) -> Any:
         """Run ``fn`` once per key: replay the recorded result when there is one.
 
-        In memory only idempotency keys are remembered (there is nothing to resume).
+        A durable run writes ``call``'s intent before calling ``fn`` (the write also proves
+        the store is there before anything happens outside); a resume that finds the intent
+        but no result applies ``call.in_doubt``. In memory only idempotency keys are
+        remembered (there is nothing to resume).
         """
         journal = self._journal
         if journal is None:
@@ -90,10 +178,24 @@ class EffectLog:
                 return self._memo[key]
             result = self._memo[key] = await _call(fn)
             return result
-        found, value = await journal.lookup(key)
+        call = call or _UNNAMED
+        found, value, intent = await journal.find(key)
         if found:
             return value
+        if intent is not None:
+            settled, value = await self._in_doubt(key, intent, call)
+            if settled:
+                return value
         journal.ensure_lease()  # a runner that stalled past its lease must not call out
+        if not call.outside:
+            result = await _call(fn)
+            try:
+                journal.record_later(key, result)
+            except TypeError as exc:
+                raise _unstorable(key, exc) from exc
+            return result
+        await journal.intend(key, call.intent())
+        journal.ensure_lease()  # a stall right after the intent must not call out either
         result = await _call(fn)
         # The effect has happened: record it even if this task is cancelled meanwhile (a
         # sibling in the fan-out failed, the consumer stopped), or a resume would repeat it.
@@ -104,12 +206,79 @@ class EffectLog:
             await recording
             raise
         except TypeError as exc:  # the serializer refuses the result: say whose it is
-            msg = (
-                f"the result of durable step {_described(key)} cannot be journaled (it ran, "
-                f"but a resume could not replay it): {exc}"
-            )
-            raise UnstorableValueError(msg) from exc
+            raise _unstorable(key, exc) from exc
         return result
+
+    async def _in_doubt(
+        self, key: str, intent: Mapping[str, Any], call: EffectCall
+    ) -> tuple[bool, Any]:
+        """An intent without a result: apply the policy. ``(True, value)`` when a person's
+        decision settled it; ``(False, None)`` to run the effect again."""
+        policy: str = call.in_doubt
+        if key.startswith(IDEMPOTENCY_PREFIX):
+            policy = "retry"  # the key makes a second call safe: the outside system dedupes
+        shown = {
+            "key": key,
+            "effect": intent.get("effect") or call.name or _described(key),
+            "node": intent.get("node", call.node),
+            "step": intent.get("step", call.step),
+            "args": intent.get("args", call.args),
+            "policy": policy,
+        }
+        decided, decision = False, None
+        if policy == "ask":
+            decided, decision = await self._decision_for(key, call)
+            if not decided:
+                await self._tell(shown, "ask")
+                choices = 'resume with "retry", "fail" or {"result": <what it returned>}'
+                raise Interrupt({**shown, "choices": choices}, id=key, kind="in_doubt")
+            policy = in_doubt_action(key, decision)
+        if policy == "fail":
+            await self._tell(shown, "fail")
+            msg = (
+                f"effect {shown['effect']!r} (journal key {key!r}) started before the run "
+                f"stopped and recorded no result, so it may or may not have happened "
+                f"(arguments: {shown['args']!r}); its in_doubt policy is 'fail'. Check the "
+                "outside system; use in_doubt='ask' to supply the result on resume, or an "
+                "idempotency key to make a retry safe."
+            )
+            raise EffectInDoubtError(msg, key=key, call=shown)
+        if policy == "settled":
+            assert isinstance(decision, Mapping)
+            await self._tell(shown, "settled")
+            value = decision["result"]
+            if call.settle is not None:
+                value = call.settle(value)
+            await self.record(key, value)
+            return True, value
+        await self._tell(shown, "retry")
+        return False, None
+
+    async def _decision_for(self, key: str, call: EffectCall) -> tuple[bool, Any]:
+        if call.step is None:
+            return (key in self.resume, self.resume.get(key))
+        return await self.decision(call.step, key)
+
+    async def _tell(self, shown: dict[str, Any], action: str) -> None:
+        if self.on_doubt is not None:
+            await self.on_doubt({**shown, "action": action})
+
+    async def transaction(self, key: str, fn: Callable[[Any], Any]) -> Any:
+        """Run ``fn(connection)`` once per key in a transaction of the run's own database,
+        committed together with its journal record (see ``Context.transaction``)."""
+        journal = self._journal
+        if journal is None:
+            msg = (
+                "ctx.transaction needs a durable run on SQLite or PostgreSQL: its writes "
+                "commit with the run's journal record. Invoke with `thread_id=` and "
+                "`backend=SqliteBackend(...)` (or PostgresBackend), or use `ctx.step`."
+            )
+            raise TransactionUnsupportedError(msg)
+        found, value = await journal.lookup(key)
+        if found:
+            return value
+        journal.ensure_lease()
+        return await journal.transact(key, fn)
 
     async def peek(self, key: str) -> tuple[bool, Any]:
         """Whether ``key`` has a recorded value, and the value (nothing is run)."""
@@ -143,6 +312,28 @@ async def _call(fn: Callable[[], Any]) -> Any:
     if inspect.isawaitable(result):
         result = await result
     return result
+
+
+def in_doubt_action(key: str, decision: Any) -> str:
+    """What a person decided about an effect in doubt: ``"retry"``, ``"fail"``, or
+    ``"settled"`` for ``{"result": value}`` (it happened, and returned ``value``)."""
+    if decision in ("retry", "fail"):
+        return str(decision)
+    if isinstance(decision, Mapping) and set(decision) == {"result"}:
+        return "settled"
+    msg = (
+        f'the decision for effect {key!r} in doubt must be "retry" (run it again), "fail" '
+        f'or {{"result": <what it returned>}} (it happened), got {decision!r}.'
+    )
+    raise ValueError(msg)
+
+
+def _unstorable(key: str, exc: TypeError) -> UnstorableValueError:
+    msg = (
+        f"the result of durable step {_described(key)} cannot be journaled (it ran, "
+        f"but a resume could not replay it): {exc}"
+    )
+    return UnstorableValueError(msg)
 
 
 def _described(key: str) -> str:

@@ -23,7 +23,9 @@
     ├── RunStoreUnsupportedError (TypeError)  the backend keeps no run records (AsyncRunner)
     ├── RunNotFoundError (LookupError)        no run with that id (HTTP 404)
     ├── RunConflictError (RuntimeError)       the run's state does not allow that (HTTP 409)
-    │   └── DecisionConflictError (ValueError) a different decision than the one recorded
+    │   ├── DecisionConflictError (ValueError) a different decision than the one recorded
+    │   └── ApprovalMismatchError (ValueError) an approval names another call or other arguments
+    ├── ForkEffectError (RuntimeError)        a fork reached an effect its origin ran after the fork
     ├── QueueFullError (RuntimeError)         AsyncRunner is at max_queued / draining (HTTP 503)
     ├── ExecutorError (RuntimeError)          an executor broke the seam, or a shipped task cannot
     │   └── RemoteTaskError                   (executors) a shipped task's error did not pickle
@@ -70,13 +72,16 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "ApprovalMismatchError",
     "BackendUnavailableError",
     "BackendUnsupportedError",
     "CheckpointDecodeError",
     "DecisionConflictError",
     "DepsUnavailableError",
+    "EffectInDoubtError",
     "EmptyChannelError",
     "ExecutorError",
+    "ForkEffectError",
     "GraphRecursionError",
     "GraphValidationError",
     "Hole",
@@ -96,6 +101,7 @@ __all__ = [
     "RunStoreUnsupportedError",
     "TensorSketchError",
     "ThreadBusyError",
+    "TransactionUnsupportedError",
     "ValidationError",
 ]
 
@@ -201,6 +207,27 @@ class BackendUnsupportedError(TensorSketchError, NotImplementedError):
     implements only the eight required ones."""
 
 
+class EffectInDoubtError(TensorSketchError):
+    """A resumed run found an effect that was started (its intent is journaled) but never
+    recorded a result, and the effect's ``in_doubt`` policy is ``"fail"``: nobody can tell
+    whether it happened. Check the outside system, then record what happened with
+    ``resume={key: {"result": ...}}`` on an ``in_doubt="ask"`` effect, or fork the thread.
+
+    :ivar key: the effect's journal key.
+    :ivar call: what the intent recorded (``{"effect", "node", "step", "args"}``).
+    """
+
+    def __init__(self, message: str, *, key: str, call: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.key = key
+        self.call = call
+
+
+class TransactionUnsupportedError(TensorSketchError, TypeError):
+    """``ctx.transaction`` was used on a run whose store cannot commit the step's own writes
+    together with its journal record (an in-memory run, ``InMemoryBackend``, Redis)."""
+
+
 class RunStoreUnsupportedError(TensorSketchError, TypeError):
     """The backend has no run store (it implements only the eight checkpoint operations)."""
 
@@ -223,6 +250,29 @@ class DecisionConflictError(RunConflictError, ValueError):
         super().__init__(message)
         self.interrupt_id = interrupt_id
         self.first = first
+
+
+class ApprovalMismatchError(RunConflictError, ValueError):
+    """An approval decision names a tool call, or a digest of its arguments, other than the
+    call the run waits on (the arguments changed by an edit, a fork or a re-plan since the
+    approval was asked). Nothing is recorded; ``differs`` says what differs."""
+
+    def __init__(self, message: str, *, interrupt_id: str, differs: str) -> None:
+        super().__init__(message)
+        self.interrupt_id = interrupt_id
+        self.differs = differs
+
+
+class ForkEffectError(TensorSketchError, RuntimeError):
+    """A forked run reached an effect that its origin thread performed after the fork point,
+    and the fork was not told what to do with such effects: ``fork(..., effects="reuse")``
+    replays the origin's result where the call is identical, ``effects="rerun"`` runs it
+    again. ``key`` is the effect's journal key; nothing was run."""
+
+    def __init__(self, message: str, *, key: str, origin: str) -> None:
+        super().__init__(message)
+        self.key = key
+        self.origin = origin
 
 
 class ExecutorError(TensorSketchError, RuntimeError):

@@ -20,6 +20,7 @@ BUILTIN_EVENT_TYPES: Final = frozenset(
         "tool_call_delta",
         "tool",
         "interrupt",
+        "effect_in_doubt",
     }
 )
 
@@ -34,7 +35,10 @@ class Event:
         state after a superstep), ``run_end`` (success only), ``token`` (model text delta),
         ``tool`` (an agent's tool call: ``phase`` ``start`` with ``id``/``name``/``args``,
         then ``end`` with ``result``/``is_error``), ``interrupt`` (the run suspended;
-        ``data["interrupts"]`` lists what it waits on) or a custom type.
+        ``data["interrupts"]`` lists what it waits on), ``effect_in_doubt`` (a resumed run
+        found an effect started but never recorded: ``key``, ``effect``, ``args``,
+        ``policy`` and the ``action`` taken — ``retry``, ``ask``, ``fail`` or ``settled``)
+        or a custom type.
     :param node: the node that produced it (``None`` for run-level events).
     :param namespace: the path of nested runs (sub-graphs, sub-agents) the event came from.
     """

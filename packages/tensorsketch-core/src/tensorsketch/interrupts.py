@@ -21,11 +21,14 @@ them.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tensorsketch.context import Context
+from tensorsketch.errors import ApprovalMismatchError
 from tensorsketch.schema import Schema
 from tensorsketch.suspension import (
     Interrupt,
@@ -40,11 +43,14 @@ __all__ = [
     "PendingInterrupt",
     "RetryLater",
     "RunInfo",
+    "approval_digest",
+    "bind_approval",
     "interrupt",
     "parse_approval",
     "run_info",
     "sleep",
     "sleep_until",
+    "tool_call_digest",
 ]
 
 RunStatus = Literal["completed", "suspended", "failed", "pending"]
@@ -143,6 +149,92 @@ def parse_approval(decision: Any) -> tuple[bool, str | None]:
         f"{{'approved': bool, 'reason': str}}, got {decision!r:.80}."
     )
     raise ValueError(msg)
+
+
+def tool_call_digest(name: str, args: Any) -> str:
+    """A digest of one tool call (its tool's name and arguments): what an approval is bound
+    to, so it cannot approve the same call id with other arguments. Key order is ignored."""
+    text = json.dumps(
+        {"tool": name, "args": args}, sort_keys=True, separators=(",", ":"), default=repr
+    )
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def bind_approval(pending: PendingInterrupt, decision: Any) -> Any:
+    """The approval ``decision`` bound to the call ``pending`` asks about, as it is recorded:
+    ``{"approved", "reason", "digest"}`` with the pending call's digest.
+
+    A decision may name what it was given for — ``call_id``, ``digest`` (from the pending
+    approval's value) and/or ``args`` — and is refused (:class:`ApprovalMismatchError`,
+    nothing recorded) when any of them differs from the pending call. A decision naming
+    none of them (``True``, ``"approve"``) binds to the call pending when it arrives: the
+    call shown to whoever decides at that moment, never a later edit of it.
+    """
+    approved, reason = parse_approval(decision)
+    value = pending.value if isinstance(pending.value, Mapping) else {}
+    digest = value.get("digest")
+    if not isinstance(digest, str):
+        return decision  # asked before approvals carried a digest: nothing to bind to
+    if isinstance(decision, Mapping):
+        differs = _approval_differs(value, decision, digest)
+        if differs is not None:
+            shown = json.dumps(value.get("args"), sort_keys=True, default=repr)
+            msg = (
+                f"the approval for {pending.id!r} does not match the call the run waits on "
+                f"({value.get('tool')}({shown:.200}), digest {digest}): {differs}. The call "
+                "changed since the approval was asked (an edit, a fork or a re-plan); read the "
+                "pending approval again and decide on the call it shows. Nothing was recorded."
+            )
+            raise ApprovalMismatchError(msg, interrupt_id=pending.id, differs=differs)
+    return {"approved": approved, "reason": reason, "digest": digest}
+
+
+def _approval_differs(
+    value: Mapping[str, Any], decision: Mapping[str, Any], digest: str
+) -> str | None:
+    """What the decision names that the pending call (``value``) is not, or ``None``."""
+    call_id = decision.get("call_id")
+    if call_id is not None and call_id != value.get("call_id"):
+        return f"it names call {call_id!r}, the pending call is {value.get('call_id')!r}"
+    args = decision.get("args")
+    if args is not None:
+        current = value.get("args")
+        if isinstance(args, Mapping) and isinstance(current, Mapping):
+            keys = sorted(
+                (k for k in {*args, *current} if args.get(k, _MISSING) != current.get(k, _MISSING)),
+                key=str,
+            )
+            if keys:
+                parts = [
+                    f"{k}: {_shown(args.get(k, _MISSING))} approved, "
+                    f"{_shown(current.get(k, _MISSING))} pending"
+                    for k in keys
+                ]
+                return "arguments differ (" + "; ".join(parts) + ")"
+        elif args != current:
+            return f"arguments differ ({_shown(args)} approved, {_shown(current)} pending)"
+    given = decision.get("digest")
+    if given is not None and given != digest:
+        return f"it was given for arguments with digest {given!r}, the pending call's is {digest!r}"
+    return None
+
+
+_MISSING = object()
+
+
+def _shown(value: Any) -> str:
+    if value is _MISSING:
+        return "(absent)"
+    return json.dumps(value, sort_keys=True, default=repr)[:80]
+
+
+def approval_digest(decision: Any) -> str | None:
+    """The digest a recorded approval is bound to (``None``: recorded unbound, by a version
+    before approvals carried one)."""
+    if isinstance(decision, Mapping):
+        digest = decision.get("digest")
+        return digest if isinstance(digest, str) else None
+    return None
 
 
 # -- helpers a node body calls ----------------------------------------------------------------

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from tensorsketch.context import Context
+from tensorsketch.effects import INSIDE
 from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.schema import Schema
 from tensorsketch.suspension import Interrupt
@@ -177,7 +178,7 @@ async def run_subgraph(
         state: S = await ctx.run_nested(graph, input, key=key, label=name, max_steps=max_steps)
         return state
 
-    result: S = await ctx.effects.once(key, call)
+    result: S = await ctx.effects.once(key, call, INSIDE)  # the child journals its own
     return result
 
 

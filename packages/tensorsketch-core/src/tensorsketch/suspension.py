@@ -16,7 +16,7 @@ from tensorsketch.errors import TensorSketchError
 
 __all__ = ["Interrupt", "InterruptKind", "PendingInterrupt", "RetryLater", "now", "wake_time"]
 
-InterruptKind = Literal["approval", "interrupt", "timer", "breakpoint"]
+InterruptKind = Literal["approval", "interrupt", "timer", "breakpoint", "in_doubt"]
 
 
 def now() -> float:
@@ -31,7 +31,9 @@ class PendingInterrupt(BaseModel):
         the model's tool-call id).
     :ivar kind: ``approval`` (a tool call needs a yes/no), ``interrupt`` (a node asked a
         question with :func:`interrupt`), ``timer`` (waiting until ``wake_at``) or
-        ``breakpoint`` (a static ``interrupt_before`` / ``interrupt_after`` stop).
+        ``breakpoint`` (a static ``interrupt_before`` / ``interrupt_after`` stop) or
+        ``in_doubt`` (an effect started before a crash and never recorded, whose policy is
+        ``"ask"``: ``value`` shows the call and its arguments).
     :ivar value: what the waiter showed: the tool call (``{"tool", "args", ...}``), the
         question, ``{"when": "before" | "after", "nodes": [...]}`` for a breakpoint, or
         ``None``.

@@ -23,7 +23,7 @@ import re
 import typing
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
-from typing import Any, overload
+from typing import Any, Literal, overload
 
 import pydantic
 from pydantic import ConfigDict
@@ -72,6 +72,7 @@ class Tool:
         "_schema",
         "_schema_text",
         "description",
+        "in_doubt",
         "name",
         "requires_approval",
     )
@@ -105,6 +106,10 @@ class Tool:
         self._is_async = _is_async_callable(fn)
         #: Whether each call must be approved by a human before it runs (the run suspends).
         self.requires_approval = requires_approval
+        #: What a resumed durable run does with a call of this tool that started before a
+        #: crash and recorded no result: ``"retry"``, ``"ask"`` (suspend, the call shown)
+        #: or ``"fail"`` (see ``ctx.step``).
+        self.in_doubt: Literal["retry", "ask", "fail"] = "retry"
 
     # -- construction -----------------------------------------------------------------------
 
@@ -305,6 +310,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     requires_approval: bool = False,
+    in_doubt: Literal["retry", "ask", "fail"] = "retry",
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -315,18 +321,27 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     requires_approval: bool = False,
+    in_doubt: Literal["retry", "ask", "fail"] = "retry",
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function callable by a model: ``@tool`` or ``@tool(name=..., description=...)``.
 
     :param requires_approval: suspend the agent before each call until a human approves it.
+    :param in_doubt: in a durable run, what a resume does with a call that started before a
+        crash and recorded no result: ``"retry"`` (call again), ``"ask"`` (suspend with the
+        call and its arguments shown) or ``"fail"``.
     """
     if fn is not None:
         return Tool.from_function(fn)
+    if in_doubt not in ("retry", "ask", "fail"):
+        msg = f"@tool(in_doubt=...) must be 'retry', 'ask' or 'fail', got {in_doubt!r}."
+        raise ValueError(msg)
 
     def decorate(f: Callable[..., Any]) -> Tool:
-        return Tool.from_function(
+        made = Tool.from_function(
             f, name=name, description=description, requires_approval=requires_approval
         )
+        made.in_doubt = in_doubt
+        return made
 
     return decorate
 

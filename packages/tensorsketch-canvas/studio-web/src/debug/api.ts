@@ -29,8 +29,8 @@ export function fullValue(thread: string, checkpoint: string, channel: string): 
 }
 
 /** A new thread from ``checkpointId`` with ``values``; ``run`` runs it on from there. */
-export function fork(thread: string, checkpointId: string, values: Record<string, unknown>, run: boolean, asNode: string | null = null): Promise<WriteResult> {
-  return call("POST", `${T(thread)}/fork`, { checkpoint_id: checkpointId, values, run, confirm: true, ...(asNode ? { as_node: asNode } : {}) });
+export function fork(thread: string, checkpointId: string, values: Record<string, unknown>, run: boolean, asNode: string | null = null, effects = ""): Promise<WriteResult> {
+  return call("POST", `${T(thread)}/fork`, { checkpoint_id: checkpointId, values, run, confirm: true, ...(asNode ? { as_node: asNode } : {}), ...(effects ? { effects } : {}) });
 }
 
 /** ``asNode``: the edit stands for that node's output, so its successors run next, routed on

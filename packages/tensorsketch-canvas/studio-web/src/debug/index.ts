@@ -538,10 +538,18 @@ async function doWrite(kind: "fork" | "update"): Promise<void> {
     kind === "fork"
       ? {
           title: "Fork a new thread?",
-          body: `A new thread starts from checkpoint ${short(cp.id)} (step ${cp.step}) of ${t.thread_id} with ${names.join(", ")} changed, with a fresh journal (its effects run anew). ${t.thread_id} itself is not touched.${routing}`,
+          body: `A new thread starts from checkpoint ${short(cp.id)} (step ${cp.step}) of ${t.thread_id} with ${names.join(", ")} changed; it inherits the journal up to that point. ${t.thread_id} itself is not touched.${routing}`,
           detail: JSON.stringify(parsed.values, null, 2),
           ok: "fork",
           check: { label: "run the new thread on from there", checked: true },
+          choice: {
+            label: `side effects ${t.thread_id} ran after this point:`,
+            options: [
+              ["", "stop before the first one"],
+              ["reuse", "reuse their results where the call is identical"],
+              ["rerun", "run them again"],
+            ],
+          },
         }
       : {
           title: `Update ${t.thread_id} in place?`,
@@ -555,7 +563,7 @@ async function doWrite(kind: "fork" | "update"): Promise<void> {
   await withBusy(async () => {
     let res: WriteResult;
     try {
-      res = kind === "fork" ? await dapi.fork(t.thread_id, cp.id, parsed.values, answer.checked, asNode) : await dapi.update(t.thread_id, cp.id, parsed.values, asNode);
+      res = kind === "fork" ? await dapi.fork(t.thread_id, cp.id, parsed.values, answer.checked, asNode, answer.choice) : await dapi.update(t.thread_id, cp.id, parsed.values, asNode);
     } catch (err) {
       if (err instanceof ApiError && err.status === 422) {
         const channel = typeof err.body.channel === "string" ? err.body.channel : names[0];

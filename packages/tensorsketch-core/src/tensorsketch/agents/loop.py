@@ -48,6 +48,7 @@ from tensorsketch.effect_keys import (
     agent_turn_key,
     part_name,
 )
+from tensorsketch.effects import INSIDE
 from tensorsketch.errors import BackendUnavailableError, ThreadBusyError
 from tensorsketch.guardrails import Guardrail, GuardrailKind, Tripwire
 from tensorsketch.interrupts import Interrupt
@@ -439,7 +440,9 @@ class Agent(Node):
                 agent=self.name,
             )
 
-        outcome: dict[str, Any] = await ctx.effects.once(agent_turn_key(scope, k, "model"), call)
+        outcome: dict[str, Any] = await ctx.effects.once(
+            agent_turn_key(scope, k, "model"), call, INSIDE
+        )
         return outcome, point
 
     def _estimate(self) -> TokenEstimate:
@@ -499,7 +502,7 @@ class Agent(Node):
 
         # Journaled (the failure too): a resumed run replays it instead of asking again.
         key = agent_turn_key(scope, k, "summary")
-        written: Completion | dict[str, str] = await ctx.effects.once(key, summarize)
+        written: Completion | dict[str, str] = await ctx.effects.once(key, summarize, INSIDE)
         if isinstance(written, dict):
             await self._policy_failed(ctx, k, written["failed"])
             return trim_messages(request, budget, estimate)[0], point
@@ -611,7 +614,7 @@ class Agent(Node):
                         return {"tripped": wire.model_dump(mode="json")}
             return {"tripped": None}
 
-        found = await ctx.effects.once(agent_turn_key(scope, k, part), check)
+        found = await ctx.effects.once(agent_turn_key(scope, k, part), check, INSIDE)
         tripped = found.get("tripped") if isinstance(found, dict) else None
         if tripped is None:
             return None

@@ -16,18 +16,28 @@ concerns, one function apiece:
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, NamedTuple, NotRequired, TypedDict
 
 from tensorsketch import suspension
 from tensorsketch._modelcall import cap_text
 from tensorsketch.agents.turn import sub_context
 from tensorsketch.budget import Budget, budget_scope, current_budget
 from tensorsketch.context import Context
+from tensorsketch.effect_calls import CallIdentity, calling
 from tensorsketch.effect_keys import Scope, deferral_key, part_name, tool_effect_key
+from tensorsketch.effects import EffectCall
 from tensorsketch.errors import DepsUnavailableError, ValidationError
-from tensorsketch.interrupts import Interrupt, PendingInterrupt, RetryLater, parse_approval
+from tensorsketch.interrupts import (
+    Interrupt,
+    PendingInterrupt,
+    RetryLater,
+    approval_digest,
+    parse_approval,
+    tool_call_digest,
+)
 from tensorsketch.messages import Message, ToolCall, render_result, tool_result
 from tensorsketch.middleware import ToolHandler, ToolRequest
 from tensorsketch.observability.tracing import (
@@ -37,6 +47,7 @@ from tensorsketch.observability.tracing import (
     ATTR_TOOL_NAME,
     ATTR_TOOL_RESULT,
 )
+from tensorsketch.provider import Usage
 from tensorsketch.tools import Tool, _current_call
 
 __all__ = [
@@ -100,6 +111,9 @@ class ToolRecord(TypedDict):
     cost: float
     unpriced: list[str]
     calls: int
+    #: The call's :func:`~tensorsketch.interrupts.tool_call_digest` (absent in records
+    #: written before #47).
+    args_digest: NotRequired[str]
 
 
 class ToolSet(NamedTuple):
@@ -201,19 +215,21 @@ async def decide_approvals(
         tool = tools.by_name.get(call.name)
         if tool is None or not tool.requires_approval:
             continue
-        found, decision = await ctx.effects.decision(ctx.superstep, call.id)
-        if found:
-            decisions[call.id] = Approval.read(decision)
+        digest = tool_call_digest(call.name, call.args)
+        decision, asked = await _bound_decision(ctx, call.id, digest)
+        if decision is not None:
+            decisions[call.id] = decision
         else:
             waiting.append(
                 PendingInterrupt(
-                    id=call.id,
+                    id=asked,
                     kind="approval",
                     value={
                         "tool": call.name,
                         "args": call.args,
                         "call_id": call.id,
                         "agent": tools.agent,
+                        "digest": digest,
                     },
                     node=ctx.node,
                 )
@@ -221,6 +237,26 @@ async def decide_approvals(
     if waiting:
         raise Interrupt(pending=waiting)
     return decisions
+
+
+async def _bound_decision(ctx: Context, call_id: str, digest: str) -> tuple[Approval | None, str]:
+    """The decision recorded for this call *with these arguments*, and the interrupt id to
+    ask under when there is none.
+
+    A decision bound to another digest (the call's arguments changed since: an edit, a fork
+    that inherited the decision, a re-plan that reused the id) never applies; the call is
+    asked about again under ``<call id>@<digest>``, since the first id's decision is final.
+    """
+    found, decision = await ctx.effects.decision(ctx.superstep, call_id)
+    if not found:
+        return None, call_id
+    if approval_digest(decision) in (None, digest):
+        return Approval.read(decision), call_id
+    asked = f"{call_id}@{digest.removeprefix('sha256:')[:12]}"
+    found, decision = await ctx.effects.decision(ctx.superstep, asked)
+    if found and approval_digest(decision) in (None, digest):
+        return Approval.read(decision), asked
+    return None, asked
 
 
 # -- deferral ---------------------------------------------------------------------------------
@@ -263,6 +299,7 @@ async def journaled_call(
     """
     tctx = sub_context(ctx, part_name(k, i))
     live = False
+    digest = tool_call_digest(call.name, call.args)
 
     async def execute() -> ToolRecord:
         nonlocal live
@@ -273,6 +310,7 @@ async def journaled_call(
                 "tool", {"phase": "start", "id": call.id, "name": call.name, "args": call.args}
             )
         record = await _run_live(tctx, tools, call, tool, deferral)
+        record["args_digest"] = digest  # what a fork's effects="reuse" compares
         if streaming:
             await ctx.emit(
                 "tool",
@@ -286,11 +324,22 @@ async def journaled_call(
             )
         return record
 
-    if limit is None:
-        record: ToolRecord = await ctx.effects.once(key, execute)
-    else:
-        async with limit:
-            record = await ctx.effects.once(key, execute)
+    what = EffectCall(
+        call.name,
+        node=ctx.node,
+        step=ctx.superstep,
+        args=call.args,
+        in_doubt=getattr(tool, "in_doubt", "retry"),
+        settle=_settled_record,
+    )
+    # A side effect: a fork must not repeat one its origin ran (tensorsketch.effect_calls).
+    identity = CallIdentity(f"tool call {call.name}({cap_text(call.args, 200)})", digest)
+    with calling(identity):
+        if limit is None:
+            record: ToolRecord = await ctx.effects.once(key, execute, what)
+        else:
+            async with limit:
+                record = await ctx.effects.once(key, execute, what)
     if not live:
         spent = current_budget()
         if spent is not None and record.get("calls"):
@@ -347,6 +396,20 @@ async def _run_live(
         "cost": spent.priced_cost_usd,
         "unpriced": sorted(spent.unpriced),
         "calls": spent.calls,
+    }
+
+
+def _settled_record(result: Any) -> ToolRecord:
+    """A call in doubt that a person says went through, returning ``result``: its record
+    (the model reads ``result`` as the tool's answer; nothing was spent this time)."""
+    content = result if isinstance(result, str) else json.dumps(result, default=str)
+    return {
+        "content": content,
+        "is_error": False,
+        "usage": Usage(),
+        "cost": 0.0,
+        "unpriced": [],
+        "calls": 0,
     }
 
 

@@ -20,6 +20,7 @@ from tensorsketch._modelcall import call_provider
 from tensorsketch.budget import current_budget
 from tensorsketch.context import Context
 from tensorsketch.effect_keys import part_name
+from tensorsketch.effects import INSIDE
 from tensorsketch.messages import Message, assistant, user
 from tensorsketch.middleware import ModelHandler, ModelRequest, streamed_text
 from tensorsketch.provider import (
@@ -200,7 +201,7 @@ def _journaled(
         async def call() -> dict[str, Any]:
             return await model_turn(actx, [provider], handler, sent, [], schema, options)
 
-        outcome: dict[str, Any] = await ctx.effects.once(key(index), call)
+        outcome: dict[str, Any] = await ctx.effects.once(key(index), call, INSIDE)
         return outcome
 
     return attempt

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -17,7 +17,8 @@ from tensorsketch.durable.checkpoint import Checkpoint
 from tensorsketch.durable.guard import store_guard
 from tensorsketch.durable.ladder import LadderWriter, PlanEntry, Position, rebuild
 from tensorsketch.durable.lease import Lease
-from tensorsketch.effect_keys import writes_key
+from tensorsketch.durable.lineage import ForkResolver
+from tensorsketch.effect_keys import IDEMPOTENCY_PREFIX, intent_key, writes_key
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, LeaseLostError
 from tensorsketch.events import Event
 from tensorsketch.joins import JoinState
@@ -76,6 +77,12 @@ class RunJournal:
     resume needs and, for a new thread, the input checkpoint) and once per barrier
     (:meth:`checkpoint`: the superstep's events and checkpoint in one unit; the last one also
     gives the lease back).
+
+    Effects: an effect that calls out writes its intent first and its result after; one
+    with no outside effect (a model call) writes only its result, with the run's next
+    write. On a thread this run created, the journal holds only what the run wrote itself,
+    so lookups are answered from memory: the intent's write is the effect's one round trip
+    before it starts, and it proves the store is there.
     """
 
     def __init__(self, backend: Backend, thread_id: str, codec: StateCodec) -> None:
@@ -86,6 +93,14 @@ class RunJournal:
         self._events: list[Event] = []
         self._fences = bool(getattr(backend, "fences_writes", False))
         self.writer = LadderWriter(thread_id, backend.serializer, codec.schema_id)
+        #: A fork's answer for a side effect its own journal lacks (durable.lineage).
+        self.forks = ForkResolver(self)
+        #: The run created the thread: nobody else has written to its journal.
+        self.fresh = False
+        #: Entries this run wrote (or will write with its next write), decoded.
+        self._known: dict[str, Any] = {}
+        #: Encoded results waiting for the run's next write (``record_later``).
+        self._later: list[tuple[str, bytes]] = []
 
     @property
     def owner(self) -> str:
@@ -146,6 +161,8 @@ class RunJournal:
             self.lease.held = False
             return
         try:
+            if self._later and not self.lease.lost:
+                await self._write([], "recording effects")
             await self.flush_events()
         finally:
             await self.release()
@@ -192,6 +209,7 @@ class RunJournal:
         self.lease.hold()
         if opening.created:
             assert initial is not None
+            self.fresh = True
             self.writer.ladder = ladder
             return Opened(created=initial.checkpoint_id)
         rebuilt = rebuild(self.backend, opening.checkpoints, None, ladder=True)
@@ -250,6 +268,9 @@ class RunJournal:
         """
         if self.lease.lost:
             raise lease_lost(self.thread_id)
+        if self._later:  # results that ride the run's next write: this is it
+            await self._write([], "recording effects")
+        self._forget_superstep()
         stored, ladder = self.writer.encode(
             at, changed, plan, source=source, parent_id=parent_id, meta=meta
         )
@@ -274,11 +295,19 @@ class RunJournal:
     # -- effects ----------------------------------------------------------------------------
 
     async def lookup(self, key: str) -> tuple[bool, Any]:
+        if key in self._known:
+            return True, self._known[key]
+        if self.fresh:
+            return False, None
         async with store_guard(self.backend, "reading the effect journal"):
             raw = await self.backend.lookup_effect(self.thread_id, key)
         if raw is None:
-            return False, None
+            return await self.forks.lookup(key)
         return True, self._entry(key, raw)
+
+    def decode(self, key: str, raw: bytes) -> Any:
+        """One journal entry's value, as :meth:`lookup` reads it (``key`` names it in errors)."""
+        return self._entry(key, raw)
 
     def _entry(self, key: str, raw: bytes) -> Any:
         """Decode one journal entry: ``record`` stores ``[value]``, so anything else (a
@@ -301,19 +330,99 @@ class RunJournal:
             raise CheckpointDecodeError(msg)
         return decoded[0]
 
+    async def find(self, key: str) -> tuple[bool, Any, dict[str, Any] | None]:
+        """``key``'s recorded value, if any, and otherwise the intent a previous attempt
+        wrote before calling out (one round trip for both; none on a thread this run
+        created). An intent this run wrote itself is not in doubt: the run saw the call
+        fail and is trying it again."""
+        if key in self._known:
+            return True, self._known[key], None
+        if self.fresh:
+            return False, None, None
+        intent = intent_key(key)
+        found = await self.lookup_many([key, intent])
+        if key in found:
+            return True, found[key], None
+        doubt = found.get(intent)
+        if intent in self._known or not isinstance(doubt, dict):
+            doubt = None
+        if doubt is None:  # never started here: a fork may answer it from its origin
+            hit, value = await self.forks.lookup(key)
+            if hit:
+                return True, value, None
+        return False, None, doubt
+
+    async def intend(self, key: str, intent: dict[str, Any]) -> None:
+        """Write the intent of the effect about to call out under ``key`` (with any results
+        waiting for the run's next write)."""
+        entry = intent_key(key)
+        await self._write([(entry, intent)], "recording an effect's intent")
+
     async def record(self, key: str, value: Any) -> None:
         await self._write([(key, value)], "recording an effect")
 
+    async def transact(self, key: str, fn: Callable[[Any], Any]) -> Any:
+        """Run ``fn(connection)`` in a transaction of the store's own database, its result
+        journaled under ``key`` in the same commit: done once, or not at all."""
+        dumps = self.backend.serializer.dumps
+
+        def encode(value: Any) -> bytes:
+            return dumps([value])
+
+        fence = self.owner if self._fences else None
+        async with self._fenced("committing a database step"):
+            if self._later:  # a crash must not keep this step and lose what came before
+                await self._write([], "recording effects")
+            recorded, result = await self.backend.transact_effect(
+                self.thread_id, key, fn, encode, fence=fence
+            )
+        if recorded is not None:
+            return self._entry(key, recorded)
+        self._known.setdefault(key, result)
+        return result
+
+    def record_later(self, key: str, value: Any) -> None:
+        """Journal ``value`` under ``key`` with the run's next write (the next intent, a
+        finished task's writes, the next checkpoint): for a call with no outside effect,
+        which a crash before that write only makes run again. Encoded now, so a value the
+        serializer refuses fails here, under its own name."""
+        encoded = self.backend.serializer.dumps([value])
+        self._later.append((key, encoded))
+        self._known.setdefault(key, value)
+
+    def _forget_superstep(self) -> None:
+        """A barrier: the superstep's keys are never looked up again by this run, except
+        the thread-wide idempotency keys (kept, so a fresh thread still answers them)."""
+        if self._known:
+            kept = (IDEMPOTENCY_PREFIX, intent_key(IDEMPOTENCY_PREFIX))
+            self._known = {k: v for k, v in self._known.items() if k.startswith(kept)}
+
     async def _write(self, items: list[tuple[str, Any]], what: str) -> None:
         """Journal entries as one unit, fenced by this run's lease where the backend can
-        fence (a backend's default ``record_effects`` writes them one by one)."""
+        fence (a backend's default ``record_effects`` writes them one by one), together
+        with the results waiting for the run's next write."""
         dumps = self.backend.serializer.dumps
         encoded = [(key, dumps([value])) for key, value in items]
+        if self._later:
+            encoded = [*self._later, *encoded]
+            self._later = []
+        if not encoded:
+            return
         async with self._fenced(what):
             if self._fences:
                 await self.backend.record_effects(self.thread_id, encoded, fence=self.owner)
             else:
                 await self.backend.record_effects(self.thread_id, encoded)
+        for key, value in items:
+            self._known.setdefault(key, value)
+
+    async def record_encoded(self, items: list[tuple[str, bytes]], what: str) -> None:
+        """Journal already-encoded entries as one unit (a fork's inherited journal)."""
+        async with self._fenced(what):
+            if self._fences:
+                await self.backend.record_effects(self.thread_id, items, fence=self.owner)
+            else:
+                await self.backend.record_effects(self.thread_id, items)
 
     @contextlib.asynccontextmanager
     async def _fenced(self, what: str) -> AsyncIterator[None]:
@@ -327,10 +436,16 @@ class RunJournal:
             raise
 
     async def lookup_many(self, keys: list[str]) -> dict[str, Any]:
-        """The recorded values among ``keys``, in one store round trip."""
+        """The recorded values among ``keys``, in one store round trip (none when this run
+        wrote them all, or created the thread)."""
+        known = {key: self._known[key] for key in keys if key in self._known}
+        rest = [key for key in keys if key not in known]
+        if not rest or self.fresh:
+            return known
         async with store_guard(self.backend, "reading the effect journal"):
-            raw = await self.backend.lookup_effects(self.thread_id, keys)
-        return {key: self._entry(key, data) for key, data in raw.items()}
+            raw = await self.backend.lookup_effects(self.thread_id, rest)
+        known.update({key: self._entry(key, data) for key, data in raw.items()})
+        return known
 
     async def record_many(self, items: list[tuple[str, Any]]) -> None:
         await self._write(items, "recording finished tasks")

@@ -9,6 +9,7 @@ from typing import Any, Generic, TypeVar
 from tensorsketch import threads
 from tensorsketch.context import Context, MemoryBinding, RunHandle
 from tensorsketch.durable.checkpoint import Checkpoint
+from tensorsketch.durable.lineage import ForkEffects, check_fork_effects, inherit
 from tensorsketch.durable.reads import (
     NEEDS_LOOP,
     load_chain,
@@ -477,12 +478,19 @@ class CompiledGraph(Generic[S]):
         tracer: Tracer | None = None,
         run: bool = True,
         deps: Any = None,
+        effects: ForkEffects | None = None,
     ) -> S:
         """Branch a new thread from a past checkpoint, apply ``input``, and run it.
 
-        The new thread has its own, empty journal: effects run anew down the fork. Its first
-        checkpoint's parent is ``checkpoint_id`` and its metadata names the origin thread
-        (``"forked_from"``); :meth:`Backend.list_forks` lists the forks of a thread.
+        The new thread inherits the origin's journal as it stood at the fork point, so what
+        the fork point had done is not done again. A side effect (``ctx.step``, a tool call)
+        that the origin ran *after* the fork point is decided by ``effects``: ``"reuse"``
+        replays the origin's result where the call is identical (same journal key; a tool
+        call also the same tool and arguments), ``"rerun"`` runs it again, and the default
+        stops the run before the first one with :class:`~tensorsketch.errors.ForkEffectError`
+        (nothing is run; fork again with a choice). The choice holds for every later run of
+        the fork. Its first checkpoint's parent is ``checkpoint_id`` and its metadata names
+        the origin thread (``"forked_from"``); :meth:`Backend.list_forks` lists the forks.
 
         :param run: ``False`` branches without running: ``input`` is applied as an
             :meth:`aupdate_state` edit (the fork point's plan stays), and the next
@@ -491,6 +499,7 @@ class CompiledGraph(Generic[S]):
         """
         check_thread_id(thread_id)
         check_thread_id(new_thread_id, "new_thread_id")
+        effects = check_fork_effects(effects)
         try:
             origin = await read_checkpoint(backend, thread_id, checkpoint_id)
         except CheckpointDecodeError:
@@ -525,6 +534,7 @@ class CompiledGraph(Generic[S]):
         tasks = branch.tasks_from_plan(origin.plan)
         await journal.acquire()
         try:
+            await inherit(journal, thread_id, origin, effects)
             await branch.save_checkpoint(
                 None,
                 tasks,

@@ -9,9 +9,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tensorsketch.durable.journal import RunJournal
-from tensorsketch.effects import decision_key
+from tensorsketch.effects import decision_key, in_doubt_action
 from tensorsketch.errors import BackendUnavailableError, DecisionConflictError, NotDurableWarning
-from tensorsketch.interrupts import parse_approval
+from tensorsketch.interrupts import bind_approval, parse_approval
 from tensorsketch.observability.tracing import ATTR_INPUT, Tracer
 from tensorsketch.pregel.build import breakpoint_nodes, subgraph_specs
 from tensorsketch.pregel.loop import Run
@@ -277,7 +277,7 @@ async def apply_resume(run: Run, resume: Mapping[str, Any] | None) -> None:
             f"{listed}. Pass decisions only for those ids."
         )
         raise ValueError(msg)
-    for key, decision in resume.items():
+    for key in resume:
         if waiting[key].kind == "breakpoint":
             msg = (
                 f"{key!r} is a breakpoint; it needs no decision: invoke the thread again "
@@ -290,8 +290,14 @@ async def apply_resume(run: Run, resume: Mapping[str, Any] | None) -> None:
                 "just invoke again after that time."
             )
             raise ValueError(msg)
+    bound = dict(resume)
+    for key, decision in resume.items():
         if waiting[key].kind == "approval":
-            parse_approval(decision)  # fail now, not deep in the resumed run
+            # Fail now, not deep in the resumed run; bind it to the call it approves.
+            bound[key] = bind_approval(waiting[key], decision)
+        if waiting[key].kind == "in_doubt":
+            in_doubt_action(key, decision)  # likewise: a wrong shape is never recorded
+    resume = bound
     if run.effects.durable:
         for key, decision in resume.items():
             await _check_not_decided(run, waiting[key].kind, key, decision)

@@ -20,6 +20,7 @@ from typing import Any
 from tensorsketch.context import NO_DEPS
 from tensorsketch.durable.journal import Restored, RunJournal
 from tensorsketch.durable.ladder import Position
+from tensorsketch.durable.lineage import journaled_keys
 from tensorsketch.effects import EffectLog
 from tensorsketch.errors import (
     BackendUnavailableError,
@@ -94,6 +95,7 @@ class Run(RunState, Planning, TaskExecution):
         self.resume: dict[str, Any] = {}
         #: Every side effect of the run goes through here (exactly once, journaled if durable).
         self.effects = EffectLog(journal, self.resume)
+        self.effects.on_doubt = self._effect_in_doubt
         #: What the restored checkpoint was waiting on, and what this run stopped on.
         self.restored_interrupts: list[PendingInterrupt] = []
         self.interrupts: list[PendingInterrupt] = []
@@ -167,6 +169,16 @@ class Run(RunState, Planning, TaskExecution):
         self.checkpoint_id = checkpoint_id
         self.plan_id = str(meta.get("retry_of") or checkpoint_id)
         return checkpoint_id
+
+    async def _effect_in_doubt(self, found: dict[str, Any]) -> None:
+        """Stream an effect found in doubt (``effect_in_doubt``), with what was done."""
+        step = found.get("step")
+        await self.emit(
+            "effect_in_doubt",
+            node=found.get("node"),
+            data=found,
+            step=step if isinstance(step, int) else self.step,
+        )
 
     async def emit(
         self,
@@ -400,12 +412,9 @@ class Run(RunState, Planning, TaskExecution):
             "message": str(exc)[:2000],
         }
         try:
+            meta = {"error": error, "retry_of": self.plan_id}
             await self.save_checkpoint(
-                {},
-                tasks,
-                source="error",
-                meta={"error": error, "retry_of": self.plan_id},
-                final=True,
+                {}, tasks, source="error", meta=await self._journaled(meta), final=True
             )
         except Exception as store_exc:
             exc.add_note(f"the failure could not be recorded in a checkpoint: {store_exc}")
@@ -447,13 +456,18 @@ class Run(RunState, Planning, TaskExecution):
                 step=self.step,
             )
         if self.journal is not None:
+            meta = {"interrupts": [p.to_dict() for p in self.interrupts]}
             await self.save_checkpoint(
-                changed,
-                tasks,
-                source="interrupt",
-                meta={"interrupts": [p.to_dict() for p in self.interrupts]},
-                final=True,
+                changed, tasks, source="interrupt", meta=await self._journaled(meta), final=True
             )
+
+    async def _journaled(self, meta: dict[str, Any]) -> dict[str, Any]:
+        """``meta`` of a checkpoint that stops part-way through a superstep, with the keys
+        the superstep journaled so far: a fork from it inherits exactly those (lineage)."""
+        journal = self.journal
+        assert journal is not None
+        keys = await journaled_keys(journal, self.step)
+        return {**meta, "journaled": keys} if keys else meta
 
     def result_state(self) -> Schema:
         """What ``invoke`` returns: the validated final state, or — for a suspended run,

@@ -32,6 +32,7 @@ __all__ = ["NodeReplay", "ReplayedTask", "replay_node"]
 #: Journal keys that hold a person's decision (approvals, answers), not an effect's result:
 #: a live replay still reads them, since they are the node's input rather than its calls.
 _DECISION_PREFIX = "resume:"
+_INTENT_PREFIX = "intent:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +91,7 @@ class _ReadOnlyJournal(RunJournal):
         if self._live and not key.startswith(_DECISION_PREFIX):
             return False, None
         found, value = await super().lookup(key)
-        if found and not key.startswith(_DECISION_PREFIX):
+        if found and not key.startswith((_DECISION_PREFIX, _INTENT_PREFIX)):
             self.replayed += 1
         return found, value
 
@@ -107,7 +108,13 @@ class _ReadOnlyJournal(RunJournal):
         for key, value in items:
             if key not in self._local:
                 self._local[key] = value
-                self.ran += 1
+                self.ran += not key.startswith(_INTENT_PREFIX)
+
+    def record_later(self, key: str, value: Any) -> None:
+        self._later = []  # nothing is written: the value is kept here
+        if key not in self._local:
+            self._local[key] = value
+            self.ran += 1
 
 
 async def replay_node(

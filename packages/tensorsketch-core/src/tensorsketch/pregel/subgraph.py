@@ -18,6 +18,7 @@ from pydantic.fields import FieldInfo
 
 from tensorsketch.channels import LastValue, channel_for
 from tensorsketch.context import Context
+from tensorsketch.effects import INSIDE
 from tensorsketch.errors import NodeError
 from tensorsketch.node import Node
 from tensorsketch.schema import Schema
@@ -126,7 +127,8 @@ class SubgraphNode(Node):
             # child's state object, whose class a resumed process may not find by name.
             return {c: getattr(final, c) for c in self.writes if c in final.model_fields_set}
 
-        final: dict[str, Any] = await ctx.effects.once(key, call)
+        # No outside effect of its own: the child journals its effects in its own thread.
+        final: dict[str, Any] = await ctx.effects.once(key, call, INSIDE)
         out: dict[str, Any] = {}
         for child_field, port in self.writes.items():
             if child_field not in final:

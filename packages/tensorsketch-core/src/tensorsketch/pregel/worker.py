@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 from tensorsketch.context import NoDeps
-from tensorsketch.effects import EffectLog, decision_key
-from tensorsketch.errors import ExecutorError
+from tensorsketch.effects import EffectCall, EffectLog, decision_key
+from tensorsketch.errors import ExecutorError, TransactionUnsupportedError
 from tensorsketch.events import Event
 from tensorsketch.pregel.loop import Run
 from tensorsketch.pregel.seam import (
@@ -72,7 +72,8 @@ class _Recorder(EffectLog):
     def durable(self) -> bool:
         return self._durable
 
-    async def once(self, key: str, fn: Callable[[], Any]) -> Any:
+    async def once(self, key: str, fn: Callable[[], Any], call: EffectCall | None = None) -> Any:
+        del call  # the worker keeps no intents: its manifest is journaled by the caller
         found, value = await self.peek(key)
         if found:
             return value
@@ -81,6 +82,14 @@ class _Recorder(EffectLog):
             result = await result
         await self.record(key, result)
         return result
+
+    async def transaction(self, key: str, fn: Callable[[Any], Any]) -> Any:
+        msg = (
+            f"ctx.transaction ({key!r}) cannot run on an executor's worker: the run's store "
+            "stays in the calling process. Run the node in process (no executor), or use "
+            "ctx.step with an idempotency_key your database dedupes by."
+        )
+        raise TransactionUnsupportedError(msg)
 
     async def peek(self, key: str) -> tuple[bool, Any]:
         if key in self._replay:

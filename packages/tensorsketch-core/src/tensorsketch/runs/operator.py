@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from tensorsketch.errors import DecisionConflictError, RunConflictError
-from tensorsketch.interrupts import parse_approval
+from tensorsketch.interrupts import PendingInterrupt, bind_approval, parse_approval
 from tensorsketch.runs.execution import Execution
 from tensorsketch.runs.records import all_decided, now
 from tensorsketch.runs.signals import (
@@ -75,6 +75,10 @@ class Operator:
                     f"{sorted(awaited)}. Nothing was recorded."
                 )
                 raise ValueError(msg)
+            asked = {i["id"]: i for i in current.interrupts if i.get("kind") == "approval"}
+            for key, decision in decisions.items():
+                # Refused (nothing recorded) if it names another call or other arguments.
+                bind_approval(PendingInterrupt.from_dict(asked[key]), decision)
             merged = dict(current.decisions)
             for key, decision in decisions.items():
                 if key in merged and parse_approval(merged[key]) != parse_approval(decision):

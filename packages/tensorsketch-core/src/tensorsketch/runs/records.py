@@ -33,6 +33,8 @@ def waiting_for(interrupts: Sequence[Mapping[str, Any]]) -> WaitingFor | None:
     kinds = {i.get("kind") for i in interrupts}
     if "approval" in kinds:
         return "approval"
+    if "in_doubt" in kinds and "interrupt" not in kinds:
+        return "input"  # a person says whether an effect in doubt happened
     if "interrupt" in kinds:
         waits_event = any(
             isinstance(i.get("value"), Mapping) and i["value"].get("wait_for") == "event"

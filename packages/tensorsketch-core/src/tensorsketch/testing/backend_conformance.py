@@ -40,11 +40,12 @@ from tensorsketch.durable import FANOUT
 from tensorsketch.errors import (
     BackendUnsupportedError,
     CheckpointDecodeError,
+    ForkEffectError,
     LeaseLostError,
     ThreadBusyError,
 )
 from tensorsketch.graph import Graph
-from tensorsketch.interrupts import run_info
+from tensorsketch.interrupts import interrupt, run_info
 from tensorsketch.node import Node
 from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.runtime.backends.base import (
@@ -59,6 +60,7 @@ from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.runtime.backends.runs import RunRecord
 from tensorsketch.schema import Schema
 from tensorsketch.serializers import MSGPACK_MAGIC
+from tensorsketch.testing.crash import CrashingBackend, SimulatedCrash
 from tensorsketch.testing.order import OrderState, order_graph
 from tensorsketch.threads import alist_threads
 
@@ -269,6 +271,27 @@ class Wait(Node):
 
 WAIT_GRAPH: CompiledGraph[OrderState] = (
     Graph(OrderState, name="conformance-wait").add(Wait).edge(START, "Wait").compile()
+)
+
+
+class Quote(Node):
+    """A side effect, a question, then another side effect, in one superstep."""
+
+    class In(Schema):
+        order: str
+
+    class Out(Schema):
+        note: str
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        quote = await ctx.step("quote", _Tally().perform(ctx, "quote"))
+        answer = await interrupt(ctx, {"pay": quote})
+        paid = await ctx.step("pay", _Tally().perform(ctx, "pay"))
+        return self.Out(note=f"{quote}:{answer}:{paid}")
+
+
+ASK_GRAPH: CompiledGraph[OrderState] = (
+    Graph(OrderState, name="conformance-ask").add(Quote).edge(START, "Quote").compile()
 )
 
 
@@ -699,12 +722,12 @@ class BackendConformance:
         after_charge = history[1]
         assert after_charge.values["charged"] == "charge#1"
         forked = await ORDER_GRAPH.fork(
-            backend, thread, after_charge.id, fork, {"items": ["z"], "note": "alt"}
+            backend, thread, after_charge.id, fork, {"items": ["z"], "note": "alt"}, effects="rerun"
         )
         fork_history = await ORDER_GRAPH.aget_history(fork, backend)
         assert fork_history[0].parent_id == after_charge.id  # the tree crosses threads
         assert [c.parent_id for c in fork_history[1:]] == [c.id for c in fork_history[:-1]]
-        # A fresh journal down the fork: the pending Ship of the origin runs again there.
+        # effects="rerun": the pending Ship and Note of the origin run again down the fork.
         assert forked.charged == "charge#1"
         assert calls(fork) == {"ship:a": 1, "notify": 1}
         assert forked.note == "alt|notify#1:1"
@@ -716,6 +739,111 @@ class BackendConformance:
             await ORDER_GRAPH.fork(backend, thread, after_charge.id, fork)
         with pytest.raises(KeyError, match="no checkpoint"):
             await ORDER_GRAPH.fork(backend, thread, "nope", _thread())
+
+    @pytest.mark.asyncio
+    async def test_a_fork_stops_before_an_effect_its_origin_ran_after_the_fork_point(
+        self, backend: Backend
+    ) -> None:
+        thread, fork = _thread(), _thread()
+        await ORDER_GRAPH.invoke(
+            {"order": thread, "items": ["a"]}, thread_id=thread, backend=backend
+        )
+        after_charge = (await ORDER_GRAPH.aget_history(thread, backend))[1]
+        with pytest.raises(ForkEffectError, match=r"ctx.step 'ship'.*effects='reuse'.*'rerun'"):
+            await ORDER_GRAPH.fork(backend, thread, after_charge.id, fork, {"note": "alt"})
+        assert calls(fork) == {}  # stopped before the effect: nothing ran
+        state = await ORDER_GRAPH.aget_state(fork, backend)
+        assert state is not None and run_info(state).failed  # invoking again stops again
+        with pytest.raises(ForkEffectError):
+            await ORDER_GRAPH.invoke(thread_id=fork, backend=backend)
+        assert calls(fork) == {}
+        with pytest.raises(ValueError, match="effects= takes 'reuse'"):
+            await ORDER_GRAPH.fork(backend, thread, after_charge.id, _thread(), effects="skip")  # type: ignore[arg-type]
+
+    @pytest.mark.asyncio
+    async def test_a_fork_reuses_the_origins_results_of_identical_effects(
+        self, backend: Backend
+    ) -> None:
+        thread, fork = _thread(), _thread()
+        done = await ORDER_GRAPH.invoke(
+            {"order": thread, "items": ["a"]}, thread_id=thread, backend=backend
+        )
+        after_charge = (await ORDER_GRAPH.aget_history(thread, backend))[1]
+        forked = await ORDER_GRAPH.fork(
+            backend, thread, after_charge.id, fork, {"note": "alt"}, effects="reuse"
+        )
+        assert calls(fork) == {}  # ship and notify replayed from the origin
+        assert forked.note == "alt" + done.note and forked.receipts == done.receipts
+        # Reused results are the fork's own now: a run of the fork finds them in its journal.
+        keys = [key for key, _ in await backend.list_effects(fork)]
+        assert any(key.endswith(":notify") for key in keys)
+
+    @pytest.mark.asyncio
+    async def test_a_fork_from_a_suspension_inherits_what_ran_before_it_only(
+        self, backend: Backend
+    ) -> None:
+        thread, fork = _thread(), _thread()
+        backend.lease_ttl = 30.0
+        out = await ASK_GRAPH.invoke({"order": thread}, thread_id=thread, backend=backend)
+        (asked,) = run_info(out).interrupts
+        suspended = (await ASK_GRAPH.aget_history(thread, backend))[-1]
+        await ASK_GRAPH.invoke(thread_id=thread, backend=backend, resume={asked.id: "yes"})
+        assert calls(thread) == {"quote": 1, "pay": 1}
+        # The fork point is the suspension: the quote ran before it (inherited, replayed), the
+        # answer and the payment came after (asked again; then the default stops before pay).
+        out = await ASK_GRAPH.fork(backend, thread, suspended.id, fork)
+        assert run_info(out).suspended and calls(fork) == {}
+        with pytest.raises(ForkEffectError, match=r"ctx\.step 'pay'"):
+            await ASK_GRAPH.invoke(thread_id=fork, backend=backend, resume={asked.id: "yes"})
+        assert calls(fork) == {}
+
+    @pytest.mark.asyncio
+    async def test_a_reusing_fork_that_crashes_at_any_boundary_never_repeats_an_effect(
+        self, backend: Backend
+    ) -> None:
+        thread = _thread()
+        backend.lease_ttl = 0.2
+        done = await ORDER_GRAPH.invoke(
+            {"order": thread, "items": ["a", "b"]}, thread_id=thread, backend=backend
+        )
+        after_charge = (await ORDER_GRAPH.aget_history(thread, backend))[1]
+        counting = CrashingBackend(backend, mode="raise")
+        clean = await ORDER_GRAPH.fork(
+            counting, thread, after_charge.id, _thread(), {"note": "x"}, effects="reuse"
+        )
+        for crash_at in range(1, len(counting.boundaries) + 1):
+            fork = _thread()
+            dying = CrashingBackend(backend, crash_at=crash_at, mode="raise")
+            try:
+                out = await ORDER_GRAPH.fork(
+                    dying, thread, after_charge.id, fork, {"note": "x"}, effects="reuse"
+                )
+            except (SimulatedCrash, LeaseLostError):  # dead (a sibling task saw its lease go)
+                out = await self._recover_fork(backend, thread, after_charge.id, fork)
+            assert calls(fork) == {}, crash_at
+            assert (
+                sorted(out.receipts) == sorted(clean.receipts) == sorted(done.receipts)
+                and out.note == clean.note
+            )
+
+    @staticmethod
+    async def _recover_fork(backend: Backend, thread: str, at: str, fork: str) -> OrderState:
+        """Finish a reusing fork whose process died: fork again if it died inside ``fork``,
+        else resume it (with its input if that was not applied yet)."""
+        for _ in range(50):
+            await asyncio.sleep(0.25)  # the dead run's lease lapses
+            try:
+                if await backend.latest_checkpoint(fork) is None:
+                    return await ORDER_GRAPH.fork(
+                        backend, thread, at, fork, {"note": "x"}, effects="reuse"
+                    )
+                latest = (await ORDER_GRAPH.aget_history(fork, backend))[-1]
+                again = {"note": "x"} if latest.source == "fork" else None
+                return await ORDER_GRAPH.invoke(again, thread_id=fork, backend=backend)
+            except ThreadBusyError:
+                continue  # the store's clock has not let the lease go yet
+        msg = f"fork {fork!r} could not be resumed"
+        raise AssertionError(msg)
 
     # -- thread administration ---------------------------------------------------------------
 
@@ -783,7 +911,7 @@ class BackendConformance:
         assert await backend.list_forks(thread) == []
         history = await ORDER_GRAPH.aget_history(thread, backend)
         await ORDER_GRAPH.fork(backend, thread, history[1].id, fork, run=False)
-        await ORDER_GRAPH.fork(backend, thread, history[0].id, other)  # and runs on
+        await ORDER_GRAPH.fork(backend, thread, history[0].id, other, effects="rerun")  # runs on
         first = {t: (await ORDER_GRAPH.aget_history(t, backend))[0] for t in (fork, other)}
         assert first[fork].metadata["forked_from"] == thread  # the way back
         expected = [
@@ -1037,7 +1165,7 @@ class BackendConformance:
             await ORDER_GRAPH.aget_state(thread, backend)
         # Nothing was lost: the good checkpoints are still there to fork from.
         fork = _thread()
-        out = await ORDER_GRAPH.fork(backend, thread, good[-1].id, fork)
+        out = await ORDER_GRAPH.fork(backend, thread, good[-1].id, fork, effects="rerun")
         assert out.receipts == ["ship:a#1"]
 
     @pytest.mark.asyncio

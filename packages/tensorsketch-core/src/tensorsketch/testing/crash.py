@@ -421,6 +421,26 @@ class CrashingBackend(Backend):
         self._check()
         return await self.inner.lookup_effects(thread_id, keys)
 
+    async def list_effects(self, thread_id: str, prefix: str = "") -> list[tuple[str, bytes]]:
+        """A read (a fork copies its origin's journal with it): no boundary."""
+        self._check()
+        return await self.inner.list_effects(thread_id, prefix)
+
+    async def transact_effect(
+        self,
+        thread_id: str,
+        key: str,
+        fn: Callable[[Any], Any],
+        encode: Callable[[Any], bytes],
+        *,
+        fence: str | None = None,
+    ) -> tuple[bytes | None, Any]:
+        self._check()
+        found = await self.inner.transact_effect(thread_id, key, fn, encode, fence=fence)
+        if found[0] is None:
+            self._passed(f"transaction {key}")
+        return found
+
     async def append_events(self, thread_id: str, events: list[StoredEvent]) -> None:
         self._check()
         await self.inner.append_events(thread_id, events)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tensorsketch.durable.lineage import ForkEffects, check_fork_effects
 from tensorsketch.eval._approvals import ApprovalPolicy, check_policy
 from tensorsketch.eval._graders import ToolSequence
 from tensorsketch.eval._trial import parse_args, tool_calls_of
@@ -34,6 +35,9 @@ class Checkpoint:
     backend: Backend
     thread_id: str
     checkpoint_id: str
+    #: What a trial does with an effect the stored run ran after this checkpoint (as
+    #: ``fork(effects=...)``: ``"reuse"``, ``"rerun"``, or ``None`` to stop before it).
+    effects: ForkEffects | None = None
 
 
 @dataclass(slots=True)
@@ -158,13 +162,23 @@ class Case:
         thread_id: str,
         checkpoint_id: str,
         inputs: Mapping[str, Any] | None = None,
+        *,
+        effects: ForkEffects | None = None,
         **options: Any,
     ) -> Case:
-        """A case whose trials fork a stored run at ``checkpoint_id`` and run only its tail."""
+        """A case whose trials fork a stored run at ``checkpoint_id`` and run only its tail.
+
+        :param effects: what a trial does with a side effect the stored run ran after the
+            checkpoint, as :meth:`CompiledGraph.fork` takes it: ``"rerun"`` (against the
+            trial's own ``env``), ``"reuse"`` (replay the stored result of an identical
+            call), or ``None`` — the trial stops before the first one with a
+            ``ForkEffectError``.
+        """
+        effects = check_fork_effects(effects)
         return cls(
             name,
             dict(inputs or {}),
-            checkpoint=Checkpoint(backend, thread_id, checkpoint_id),
+            checkpoint=Checkpoint(backend, thread_id, checkpoint_id, effects),
             **options,
         )
 

@@ -84,6 +84,7 @@ class InProcessSandbox(Sandbox):
                         thread,
                         inputs or None,
                         tracer=tracer,
+                        effects=point.effects,
                         **deps,
                     )
 

@@ -12,7 +12,7 @@ from typing import Any
 from ag_ui import core as agui
 from pydantic import ValidationError
 
-from tensorsketch.interrupts import PendingInterrupt, parse_approval
+from tensorsketch.interrupts import PendingInterrupt, bind_approval, parse_approval
 from tensorsketch.messages import Message
 from tensorsketch.serve._agui_tools import frontend_call, frontend_decision
 from tensorsketch.serve._http import ServeError
@@ -128,9 +128,10 @@ def _decision(entry: agui.ResumeEntry, pending: PendingInterrupt) -> Any:
         return {"approved": False, "reason": "the user cancelled the request"}
     if entry.payload is None:
         return True
-    try:
+    try:  # a decision, bound to the call it was given for (its `digest`, `call_id`, `args`)
         parse_approval(entry.payload)
-    except ValueError as exc:
+        bind_approval(pending, entry.payload)
+    except ValueError as exc:  # ApprovalMismatchError included: the call changed since
         msg = f"`resume` entry for {entry.interrupt_id!r}: {exc}"
         raise ServeError(422, msg, param="resume") from None
     return entry.payload

@@ -310,7 +310,9 @@ class _Translator:
         elif event.type in ("node_start", "node_end") and event.node is not None:
             step = StepStarted if event.type == "node_start" else StepFinished
             out.append(step(event.node, event.step, ns))
-        elif event.type not in BUILTIN_EVENT_TYPES:  # ctx.emit, a nested run's too
+        elif event.type not in BUILTIN_EVENT_TYPES or event.type == "effect_in_doubt":
+            # ctx.emit (a nested run's too), and an effect found in doubt: no protocol has
+            # an event of its own for it, and a client deciding about it needs to see it
             out.append(Custom(event.type, jsonable(data), event.node, ns))
         elif ns:
             pass  # a nested run's own run-level events: its parent's stand for it

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import math
 import os
 import socket
 import time
 import weakref
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, ClassVar
 
 try:
@@ -44,7 +45,8 @@ except ImportError as exc:  # pragma: no cover - exercised in a venv without the
     )
     raise ImportError(msg, name=exc.name) from exc
 
-from tensorsketch.errors import BackendUnavailableError
+from tensorsketch.errors import BackendUnavailableError, LeaseLostError
+from tensorsketch.runtime.backends.base import lease_lost
 from tensorsketch.runtime.backends.sql import Query, SqlBackend
 from tensorsketch.runtime.loops import on_private_loop
 from tensorsketch.serializers import Serializer
@@ -412,6 +414,51 @@ class PostgresBackend(SqlBackend):
                 async with conn.transaction():  # libpq < 14: BEGIN, each statement, COMMIT
                     return await _execute(conn, queries)
 
+    async def transact_effect(
+        self,
+        thread_id: str,
+        key: str,
+        fn: Callable[[Any], Any],
+        encode: Callable[[Any], bytes],
+        *,
+        fence: str | None = None,
+    ) -> tuple[bytes | None, Any]:
+        """``fn`` gets a pooled ``psycopg.AsyncConnection`` inside a transaction (``async
+        def fn(conn)``; a plain ``def`` may return a value too), with the step's journal
+        record inserted before the one commit."""
+        if not self._ready:
+            await self._setup()
+        try:
+            async with (
+                self._checkout() as conn,
+                _autocommit(conn),
+                conn.transaction(),
+                conn.cursor() as cur,
+            ):
+                if fence is not None:
+                    await _send(cur, self.fence_query(thread_id, fence))
+                lookup = Query(self._sql["lookup"], (thread_id, key), fetch="one")
+                await _send(cur, lookup)
+                row = await _result(cur, lookup)
+                if row is not None:
+                    raise _Recorded(bytes(row[0]))  # rolls the transaction back
+                result = fn(conn)
+                if inspect.isawaitable(result):
+                    result = await result
+                record = Query(self._sql["record"], (thread_id, key, encode(result)))
+                await _send(cur, record)
+            return None, result
+        except _Recorded as found:
+            return found.value, None
+        except (BackendUnavailableError, LeaseLostError):
+            raise
+        except Exception as exc:
+            if self.lease_error(exc):
+                raise lease_lost(thread_id) from exc
+            if self.is_unavailable(exc):
+                raise self._unavailable("committing a database step", exc) from exc
+            raise
+
     @contextlib.asynccontextmanager
     async def _checkout(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         loop = asyncio.get_running_loop()
@@ -589,6 +636,13 @@ class PostgresBackend(SqlBackend):
     def __repr__(self) -> str:
         where = "connection" if self._shared else "pool" if self._user_pool else "dsn"
         return f"PostgresBackend({where}, schema={self.schema!r})"
+
+
+class _Recorded(Exception):
+    """The step's key is journaled already: leave the transaction without writing."""
+
+    def __init__(self, value: bytes) -> None:
+        self.value = value
 
 
 @contextlib.asynccontextmanager

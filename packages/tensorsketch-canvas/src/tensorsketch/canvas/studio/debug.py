@@ -31,6 +31,7 @@ from tensorsketch.durable import (
     read_checkpoint,
     schema_fingerprint,
 )
+from tensorsketch.durable.lineage import check_fork_effects
 from tensorsketch.effect_keys import (
     decisions_prefix,
     parse_effect_key,
@@ -616,10 +617,20 @@ class Debugger:
         run = body.get("run", False)
         if not isinstance(run, bool):
             raise ApiError(400, "'run' must be true or false.")
+        try:  # what the fork does with an effect the origin ran after the fork point
+            effects = check_fork_effects(body.get("effects"))
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from None
         as_node = _as_node(graph, body)
         if as_node is None:
             call = graph.fork(
-                self.backend, thread_id, checkpoint_id, new_id, values or None, run=run
+                self.backend,
+                thread_id,
+                checkpoint_id,
+                new_id,
+                values or None,
+                run=run,
+                effects=effects,
             )
             return {
                 "thread_id": new_id,
@@ -627,7 +638,9 @@ class Debugger:
             }
         # Apply the edit as node `as_node` had returned it: the fork point's plan is replaced
         # by that node's successors, routed on the edited state (update_state's as_node).
-        await graph.fork(self.backend, thread_id, checkpoint_id, new_id, None, run=False)
+        await graph.fork(
+            self.backend, thread_id, checkpoint_id, new_id, None, run=False, effects=effects
+        )
         state = await graph.aupdate_state(new_id, self.backend, values, as_node=as_node)
         if not run:
             return {"thread_id": new_id, **await self._after_run(graph, new_id, (state, None))}

@@ -16,10 +16,15 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
-from tensorsketch.errors import BackendUnsupportedError, LeaseLostError
+from tensorsketch.errors import (
+    BackendUnsupportedError,
+    LeaseLostError,
+    TransactionUnsupportedError,
+)
 from tensorsketch.name_registry import Registry
 from tensorsketch.runtime.allocator import settle_for_large_rows
 from tensorsketch.serializers import Serializer, resolve_serializer
@@ -443,6 +448,32 @@ class Backend(ABC):
         """The thread's journal entries whose key starts with ``prefix``, sorted by key, as
         ``(key, encoded value)`` (for inspecting a thread: the Studio's debugger)."""
         raise _unsupported(self, "listing journal entries", "list_effects")
+
+    async def transact_effect(
+        self,
+        thread_id: str,
+        key: str,
+        fn: Callable[[Any], Any],
+        encode: Callable[[Any], bytes],
+        *,
+        fence: str | None = None,
+    ) -> tuple[bytes | None, Any]:
+        """Run ``fn(connection)`` in a transaction of this store's own database and journal
+        its encoded result under ``key`` in the same commit (``ctx.transaction``).
+
+        Returns ``(recorded, None)`` when ``key`` was already journaled (``fn`` is not
+        called), else ``(None, result)``. Only a store whose journal lives in a database
+        the step can write to supports it (SQLite, PostgreSQL).
+        """
+        del thread_id, key, fn, encode, fence
+        msg = (
+            f"ctx.transaction needs a store that can commit the step's own writes with its "
+            f"journal record (SqliteBackend or PostgresBackend); this run's store is "
+            f"{type(self).__name__}. Use `ctx.step(name, fn, idempotency_key=...)` with a "
+            "write your database dedupes by that key (an INSERT ... ON CONFLICT DO NOTHING), "
+            "or run the thread on SQLite or PostgreSQL."
+        )
+        raise TransactionUnsupportedError(msg)
 
     def run_store(self) -> RunStore | None:
         """The store of run records (:mod:`tensorsketch.runtime.backends.runs`), an optional

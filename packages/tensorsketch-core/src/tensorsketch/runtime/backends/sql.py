@@ -30,6 +30,7 @@ still agree on when a lease expired.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import queue
 import threading
 from collections.abc import Callable, Sequence
@@ -730,6 +731,80 @@ class SqlBackend(Backend):
         if rows:
             queries.append(Query(self._sql["insert_at"], rows, many=True))
         await self._run("pruning checkpoints", queries, transaction=True, idempotent=True)
+
+    # -- a step's own writes, committed with its journal record ---------------------------
+
+    async def transact_effect(
+        self,
+        thread_id: str,
+        key: str,
+        fn: Callable[[Any], Any],
+        encode: Callable[[Any], bytes],
+        *,
+        fence: str | None = None,
+    ) -> tuple[bytes | None, Any]:
+        """A sync driver's form: ``fn`` gets the backend's own DB-API connection inside
+        ``BEGIN`` and runs on the thread that holds it (keep it short: the store waits)."""
+        if not self._ready:
+            await self._setup()
+        args = (thread_id, key, fn, encode, fence)
+        try:
+            if not self.threaded or on_private_loop():
+                return self._transact_sync(*args)
+            found: tuple[bytes | None, Any] = await self._worker.run(self._transact_sync, *args)
+            return found
+        except (BackendUnavailableError, LeaseLostError):
+            raise
+        except Exception as exc:
+            if self.lease_error(exc):
+                raise lease_lost(thread_id) from exc
+            if self.is_unavailable(exc):
+                raise self._unavailable("committing a database step", exc) from exc
+            raise
+
+    def _transact_sync(
+        self,
+        thread_id: str,
+        key: str,
+        fn: Callable[[Any], Any],
+        encode: Callable[[Any], bytes],
+        fence: str | None,
+    ) -> tuple[bytes | None, Any]:
+        with self._sync_lock:
+            conn = self._connection
+            if conn is None:
+                conn = self._connection = self.connect()
+            cur = conn.cursor()
+            try:
+                if self.begin_sql:
+                    cur.execute(self.begin_sql)
+                if fence is not None:
+                    _run_query(cur, self.fence_query(thread_id, fence))
+                row = _run_query(cur, Query(self._sql["lookup"], (thread_id, key), fetch="one"))
+                if row is not None:  # journaled already: the writes committed with it
+                    conn.rollback()
+                    return bytes(row[0]), None
+                result = fn(conn)
+                if inspect.isawaitable(result):
+                    close = getattr(result, "close", None)
+                    if close is not None:
+                        close()
+                    msg = (
+                        f"{type(self).__name__}'s connection is synchronous: give "
+                        "ctx.transaction a plain `def fn(conn)`, not an async one."
+                    )
+                    raise TypeError(msg)
+                _run_query(cur, Query(self._sql["record"], (thread_id, key, encode(result))))
+                conn.commit()
+                return None, result
+            except BaseException:
+                try:
+                    conn.rollback()
+                except Exception:  # the connection itself may be gone; the error says why
+                    pass
+                raise
+            finally:
+                cur.close()
 
     def run_store(self) -> RunStore:
         """The run records, in tables beside the checkpoints (see :mod:`.sql_runs`)."""

@@ -37,8 +37,8 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensorsketch.errors import ThreadBusyError
-from tensorsketch.interrupts import PendingInterrupt, parse_approval
+from tensorsketch.errors import ApprovalMismatchError, ThreadBusyError
+from tensorsketch.interrupts import PendingInterrupt, bind_approval, parse_approval
 from tensorsketch.messages import Message
 from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.runtime.backends.base import Backend
@@ -883,4 +883,8 @@ def _decisions(
                     '\'reject\', or send a data part {"approved": true|false, "reason": "..."}.'
                 )
                 raise errors.invalid_params(msg) from None
+            try:  # bound to the call it was given for (its `digest`, `call_id`, `args`)
+                bind_approval(p, decisions[p.id])
+            except ApprovalMismatchError as exc:
+                raise errors.invalid_params(str(exc)) from None
     return decisions
