@@ -145,12 +145,12 @@ class Execution:
         seen = state.known.pop(run_id, None)
         if seen is None or seen.status != "queued" or seen.owner != state.owner:
             seen = await self.read(run_id)
-        latest = await state.backend.latest_checkpoint(seen.thread_id)
-        latest_id = latest.checkpoint_id if latest is not None else ""
-        first_seq = seen.first_seq
-        if first_seq is None:
-            last = await state.backend.last_event_seq(seen.thread_id)
-            first_seq = 0 if last is None else last + 1
+        if seen.first_seq is None:  # its first segment: one read for both
+            head, last = await state.backend.thread_head(seen.thread_id)
+            latest_id, first_seq = head or "", 0 if last is None else last + 1
+        else:
+            latest = await state.backend.latest_checkpoint(seen.thread_id)
+            latest_id, first_seq = (latest.checkpoint_id if latest else ""), seen.first_seq
         at = now()
 
         def begin(current: RunRecord) -> RunRecord | None:
