@@ -67,8 +67,10 @@ class Execution:
     def _forget(self, run_id: str, _task: object = None) -> None:
         state = self.state
         state.tasks.pop(run_id, None)
+        # Its waiters wake once the task is gone, so what they do next (approve, signal)
+        # starts a new one; they get the record it stopped with.
+        self.wake_waiters(run_id)
         state.known.pop(run_id, None)
-        state.final.pop(run_id, None)
         state.latest.pop(run_id, None)
         state.stop_reasons.pop(run_id, None)
 
@@ -98,7 +100,6 @@ class Execution:
         finally:
             if counted:
                 state.waiting_new -= 1
-            self.wake_waiters(run_id)
 
     async def _wait_turn(self, run_id: str) -> None:
         """Hold a queued run, before it takes a slot, until every run submitted earlier on its
@@ -179,7 +180,14 @@ class Execution:
                 first_seq=current.first_seq if current.first_seq is not None else first_seq,
             )
 
-        stored = await state.store.transition(run_id, begin, known=seen)
+        # Leaving the queue need not wait for the disk: the segment's first durable commit
+        # (a journal write, a checkpoint) carries it there, as every database here writes
+        # its log in order; a power cut before that leaves the run queued under an owner
+        # that is gone, and it is taken over from the start. A suspended run's resume stays
+        # durable (its loss would leave it suspended with nobody to resume it).
+        stored = await state.store.transition(
+            run_id, begin, known=seen, durable=seen.status == "suspended"
+        )
         if stored is not None:
             state.notify(stored)
             state.latest[run_id] = latest_id

@@ -214,15 +214,19 @@ class Submission:
         async with asyncio.timeout(timeout):
             while True:
                 # A run executing here is not settled: wait for its task to say so (with
-                # the record it stopped with) instead of reading the record.
-                if run_id not in state.tasks:
+                # the record it stopped with), neither reading the record nor polling.
+                here = run_id in state.tasks
+                if not here:
                     record = await self.get(run_id)
                     if state.settled(record):
                         return record
                 event = state.settled_events.setdefault(run_id, Settled())
                 try:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(event.wait(), state.poll_interval)
+                    if here:
+                        await event.wait()
+                    else:
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(event.wait(), state.poll_interval)
                 finally:
                     if run_id not in state.tasks:
                         state.settled_events.pop(run_id, None)
