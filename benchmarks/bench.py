@@ -25,7 +25,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 #: The peers' import names, and the requirement line that installs each (requirements.txt).
-PEERS = {"langgraph": "langgraph", "pydantic_ai": "pydantic-ai-slim"}
+PEERS = {"langgraph": "langgraph", "pydantic_ai": "pydantic-ai-slim", "dbos": "dbos"}
 
 
 def discover() -> list[Path]:

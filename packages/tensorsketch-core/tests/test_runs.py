@@ -189,6 +189,60 @@ async def test_a_submitted_run_executes_in_the_background_and_is_recorded(
     assert events[0] == "run_start" and events[-1] == "run_end"
 
 
+async def test_a_run_executed_here_is_not_read_back_while_it_is_awaited(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    """The runner holds the record of a run it executes and the state its stream ended
+    with: submit + await_run read the record only at each superstep barrier (the stop
+    check), and never read the thread's state back."""
+    runner = runner_for(work_graph(), poll_interval=30.0)
+    reads = {"record": 0, "state": 0}
+    store_get, get_state = runner.store.get, runner.graph.aget_state
+
+    async def counted_get(run_id: str) -> RunRecord | None:
+        reads["record"] += 1
+        return await store_get(run_id)
+
+    async def counted_state(*args: Any, **kwargs: Any) -> Any:
+        reads["state"] += 1
+        return await get_state(*args, **kwargs)
+
+    runner.store.get = counted_get  # type: ignore[method-assign]
+    runner.graph.aget_state = counted_state  # type: ignore[method-assign]
+    record = await runner.submit({"n": 3}, thread_id="counted")
+    done = await runner.await_run(record.run_id, timeout=30)
+    assert done.status == "succeeded", done.error
+    seen = dict(reads)
+    events = [e async for e in runner.events(record.run_id, follow=False)]
+    barriers = sum(e.type == "values" and not e.namespace for e in events)
+    assert barriers >= 1
+    assert seen == {"record": barriers, "state": 0}
+
+
+async def test_leaving_the_queue_is_not_synced_but_the_outcome_is(tmp_path: Path) -> None:
+    """The queued -> running write need not wait for the disk (the segment's first durable
+    commit carries it there); the run's outcome does."""
+    backend = SqliteBackend(tmp_path / "relaxed.db")
+    writes: list[tuple[str, bool]] = []
+    run_queries = backend.run_queries
+
+    async def counted(what: str, queries: Any, **options: Any) -> Any:
+        if what == "updating a run":
+            statuses = {q.params[0] for q in queries if q.fetch == "rowcount"}
+            writes.append((next(iter(statuses)), options.get("durable", True)))
+        return await run_queries(what, queries, **options)
+
+    backend.run_queries = counted  # type: ignore[method-assign]
+    runner = AsyncRunner(work_graph(), backend=backend)
+    try:
+        record = await runner.submit({"n": 2})
+        done = await runner.await_run(record.run_id, timeout=30)
+    finally:
+        await runner.aclose()
+    assert done.status == "succeeded"
+    assert writes == [("running", False), ("succeeded", True)]
+
+
 async def test_a_runs_engine_run_id_is_its_record_id_in_every_segment(
     runner_for: Callable[..., AsyncRunner],
 ) -> None:

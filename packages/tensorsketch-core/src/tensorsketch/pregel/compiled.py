@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from tensorsketch import threads
@@ -174,7 +174,7 @@ class CompiledGraph(Generic[S]):
         state: S = run.result_state()  # type: ignore[assignment]
         return state
 
-    async def stream(
+    def stream(
         self,
         input: S | dict[str, Any] | None = None,
         *,
@@ -205,6 +205,50 @@ class CompiledGraph(Generic[S]):
             ``namespace`` path (``("Research:subgraph", ...)``); without it a subgraph node
             shows as its own ``node_start`` / ``node_end`` (and what it suspends on).
         """
+        return self._events(
+            input,
+            None,
+            thread_id=thread_id,
+            backend=backend,
+            max_steps=max_steps,
+            tracer=tracer,
+            buffer=buffer,
+            namespace=namespace,
+            resume=resume,
+            interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
+            max_concurrency=max_concurrency,
+            executor=executor,
+            run_id=run_id,
+            deps=deps,
+            subgraphs=subgraphs,
+            memory=memory,
+        )
+
+    async def _events(
+        self,
+        input: S | dict[str, Any] | None,
+        result: list[S] | None,
+        *,
+        thread_id: str | None = None,
+        backend: Backend | None = None,
+        max_steps: int = 25,
+        tracer: Tracer | None = None,
+        buffer: int = 256,
+        namespace: tuple[str, ...] = (),
+        resume: Mapping[str, Any] | None = None,
+        interrupt_before: Sequence[str] | str | None = None,
+        interrupt_after: Sequence[str] | str | None = None,
+        max_concurrency: int | None = None,
+        executor: str | Executor | None = None,
+        run_id: str | None = None,
+        deps: Any = None,
+        subgraphs: bool = False,
+        memory: MemoryBinding | None = None,
+    ) -> AsyncGenerator[Event, None]:
+        """:meth:`stream`; with ``result``, the final state (what :meth:`invoke` returns,
+        run info attached) is appended to it once the run ends without raising — so a caller
+        that streams (the runner) need not read the state back from the store."""
         if buffer < 1:
             msg = f"stream(buffer=...) must be at least 1, got {buffer}."
             raise ValueError(msg)
@@ -233,6 +277,8 @@ class CompiledGraph(Generic[S]):
             except BaseException as exc:
                 await queue.put(_Failure(exc))
                 return
+            if result is not None:
+                result.append(run.result_state())  # type: ignore[arg-type]
             await queue.put(_DONE)
 
         producer = asyncio.get_running_loop().create_task(produce())

@@ -13,7 +13,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any, cast
+from typing import Any
 
 from tensorsketch.errors import BackendUnavailableError, LeaseLostError, ThreadBusyError
 from tensorsketch.events import Event
@@ -21,7 +21,7 @@ from tensorsketch.interrupts import run_info
 from tensorsketch.runs.multitask import roll_back, stopped_error
 from tensorsketch.runs.records import active_seconds, all_decided, due, now, plain, waiting_for
 from tensorsketch.runs.signals import segment_input
-from tensorsketch.runs.state import RunnerState
+from tensorsketch.runs.state import RunnerState, Settled
 from tensorsketch.runtime.backends.runs import ACTIVE, RunRecord
 
 __all__ = ["Execution"]
@@ -67,6 +67,9 @@ class Execution:
     def _forget(self, run_id: str, _task: object = None) -> None:
         state = self.state
         state.tasks.pop(run_id, None)
+        # Its waiters wake once the task is gone, so what they do next (approve, signal)
+        # starts a new one; they get the record it stopped with.
+        self.wake_waiters(run_id)
         state.known.pop(run_id, None)
         state.latest.pop(run_id, None)
         state.stop_reasons.pop(run_id, None)
@@ -97,14 +100,15 @@ class Execution:
         finally:
             if counted:
                 state.waiting_new -= 1
-            self.wake_waiters(run_id)
 
     async def _wait_turn(self, run_id: str) -> None:
         """Hold a queued run, before it takes a slot, until every run submitted earlier on its
         thread has stopped (queued or running: ``enqueue`` keeps their order)."""
         state = self.state
-        while True:
+        mine = state.known.get(run_id)  # a run this runner just created: no read
+        if mine is None or mine.status != "queued" or mine.owner != state.owner:
             mine = await state.store.get(run_id)
+        while True:
             if mine is None or mine.status != "queued":
                 return
             page = await state.store.list(
@@ -113,18 +117,22 @@ class Execution:
             head = page.records[0] if page.records else None
             if head is None or head.run_id == run_id:
                 return
-            event = state.settled_events.setdefault(head.run_id, asyncio.Event())
+            event = state.settled_events.setdefault(head.run_id, Settled())
             try:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(event.wait(), state.poll_interval)
             finally:
                 if head.run_id not in state.tasks:
                     state.settled_events.pop(head.run_id, None)
+            mine = await state.store.get(run_id)
 
     def wake_waiters(self, run_id: str) -> None:
-        """Wake the ``await_run`` callers of a run that stopped moving here."""
+        """Wake the ``await_run`` callers of a run that stopped moving here, handing them the
+        record it stopped with (so they need not read it back)."""
+        final = self.state.final.pop(run_id, None)
         event = self.state.settled_events.pop(run_id, None)
         if event is not None:
+            event.record = final
             event.set()
 
     # -- one segment --------------------------------------------------------------------------
@@ -138,12 +146,12 @@ class Execution:
         seen = state.known.pop(run_id, None)
         if seen is None or seen.status != "queued" or seen.owner != state.owner:
             seen = await self.read(run_id)
-        latest = await state.backend.latest_checkpoint(seen.thread_id)
-        latest_id = latest.checkpoint_id if latest is not None else ""
-        first_seq = seen.first_seq
-        if first_seq is None:
-            last = await state.backend.last_event_seq(seen.thread_id)
-            first_seq = 0 if last is None else last + 1
+        if seen.first_seq is None:  # its first segment: one read for both
+            head, last = await state.backend.thread_head(seen.thread_id)
+            latest_id, first_seq = head or "", 0 if last is None else last + 1
+        else:
+            latest = await state.backend.latest_checkpoint(seen.thread_id)
+            latest_id, first_seq = (latest.checkpoint_id if latest else ""), seen.first_seq
         at = now()
 
         def begin(current: RunRecord) -> RunRecord | None:
@@ -172,7 +180,14 @@ class Execution:
                 first_seq=current.first_seq if current.first_seq is not None else first_seq,
             )
 
-        stored = await state.store.transition(run_id, begin, known=seen)
+        # Leaving the queue need not wait for the disk: the segment's first durable commit
+        # (a journal write, a checkpoint) carries it there, as every database here writes
+        # its log in order; a power cut before that leaves the run queued under an owner
+        # that is gone, and it is taken over from the start. A suspended run's resume stays
+        # durable (its loss would leave it suspended with nobody to resume it).
+        stored = await state.store.transition(
+            run_id, begin, known=seen, durable=seen.status == "suspended"
+        )
         if stored is not None:
             state.notify(stored)
             state.latest[run_id] = latest_id
@@ -214,13 +229,15 @@ class Execution:
                 error = {"type": type(exc).__name__, "message": str(exc)}
                 await self._finish(run_id, status="failed", error=error)
                 return
-            current = await state.store.get(run_id)
-            if current is not None and current.stop_requested and current.status == "running":
+            outcome = await self._outcome(run_id, record, graph_state, used)
+            if outcome == "stop":
                 # Asked to stop during its last superstep: it is stopped all the same (a
-                # rollback still discards what it wrote), as the later input expects.
+                # rollback still discards what it wrote), as the later input expects. The
+                # outcome's compare-and-set saw the request (it bumped the record's version,
+                # so the write read the record again): no read of its own.
                 await self._stopped(run_id, record)
                 return
-            if await self._outcome(run_id, record, graph_state, used):
+            if outcome == "again":
                 continue  # suspended again on something already decided
             return
 
@@ -254,23 +271,27 @@ class Execution:
             async with asyncio.timeout(budget) as deadline:
                 # Streamed, so the thread's event log is written for live tails and replays.
                 # An async generator: closed at once when a stop request ends it early.
-                events = cast(
-                    "AsyncGenerator[Event, None]",
-                    graph.stream(
-                        input,
-                        thread_id=record.thread_id,
-                        backend=backend,
-                        max_steps=state.max_steps,
-                        tracer=state.tracer,
-                        resume=resume,
-                        run_id=record.run_id,  # one id: the record's, in events and ctx.run_id
-                        deps=state.deps,
-                        memory=state.memory,
-                    ),
+                # The run's final state (run info attached) comes from the run itself: no
+                # read of the thread back from the store.
+                result: list[Any] = []
+                events = graph._events(
+                    input,
+                    result,
+                    thread_id=record.thread_id,
+                    backend=backend,
+                    max_steps=state.max_steps,
+                    tracer=state.tracer,
+                    resume=resume,
+                    run_id=record.run_id,  # one id: the record's, in events and ctx.run_id
+                    deps=state.deps,
+                    memory=state.memory,
                 )
                 async with contextlib.aclosing(events):
                     await self._follow(record.run_id, events)
-            graph_state = await graph.aget_state(record.thread_id, backend)
+            if result:
+                graph_state = result[0]
+            else:  # pragma: no cover - a stream that ends without raising has its state
+                graph_state = await graph.aget_state(record.thread_id, backend)
         except TimeoutError as exc:
             if deadline.expired():
                 raise _RunTimedOut from exc
@@ -305,18 +326,23 @@ class Execution:
 
     async def _outcome(
         self, run_id: str, began: RunRecord, graph_state: Any, used: set[str]
-    ) -> bool:
-        """Store how the segment ended. Returns ``True`` when it should run again at once
-        (it suspended on ids that already have decisions)."""
+    ) -> str:
+        """Store how the segment ended. Returns ``"again"`` when it should run again at once
+        (it suspended on ids that already have decisions), ``"stop"`` when a stop was asked
+        for meanwhile (nothing stored: the caller stops the run), else ``"done"``."""
         state = self.state
         info = run_info(graph_state)
         at = now()
+        stop_asked: list[bool] = []
         if info.suspended:
             interrupts = tuple(p.to_dict() for p in info.interrupts)
             waiting = waiting_for(interrupts)
 
             def suspend(current: RunRecord) -> RunRecord | None:
                 if current.status != "running":
+                    return None
+                if current.stop_requested:
+                    stop_asked.append(True)
                     return None
                 remaining = tuple(e for e in current.events if e not in began.events)
                 awaited = {i["id"] for i in interrupts}
@@ -342,15 +368,20 @@ class Execution:
                 run_id, suspend, owner=state.owner, known=state.known.pop(run_id, None)
             )
             if stored is None:
-                return False
+                return "stop" if stop_asked else "done"
             state.notify(stored)
+            state.final[run_id] = stored
             if waiting == "timer":
                 state.note_wake(info.wake_at)
-            return all_decided(stored)
-        await self._finish(
-            run_id, status="succeeded", output=plain(graph_state), delivered=began.events
+            return "again" if all_decided(stored) else "done"
+        stopped = await self._finish(
+            run_id,
+            status="succeeded",
+            output=plain(graph_state),
+            delivered=began.events,
+            unless_stopped=True,
         )
-        return False
+        return "stop" if stopped else "done"
 
     async def _finish(
         self,
@@ -360,13 +391,20 @@ class Execution:
         output: Any = None,
         error: dict[str, str] | None = None,
         delivered: tuple[dict[str, Any], ...] = (),
-    ) -> None:
+        unless_stopped: bool = False,
+    ) -> bool:
+        """Store the run's end; with ``unless_stopped``, store nothing when a stop was asked
+        for and return ``True`` (the caller stops the run instead)."""
         state = self.state
         at = now()
+        stop_asked: list[bool] = []
 
         def end(current: RunRecord) -> RunRecord | None:
             if current.status != "running":
                 return None  # cancelled meanwhile: that outcome stands
+            if unless_stopped and current.stop_requested:
+                stop_asked.append(True)
+                return None
             stopped = status == "succeeded" and current.stop_requested and current.stopped_by
             return current.replace(
                 status="cancelled" if stopped else status,
@@ -391,6 +429,8 @@ class Execution:
         )
         if stored is not None:
             state.notify(stored)
+            state.final[run_id] = stored
+        return bool(stop_asked)
 
     async def _hand_back(self, run_id: str) -> None:
         """Shutting down mid-run: clear the owner so another runner resumes it at once."""

@@ -19,12 +19,19 @@ from tensorsketch.runs.signals import EventInput
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.runs import ACTIVE, RunRecord, RunStore
 
-__all__ = ["Listener", "RunnerState"]
+__all__ = ["Listener", "RunnerState", "Settled"]
 
 log = logging.getLogger("tensorsketch.runs")
 
 #: Called with every record the runner stores (metrics, logs); must not block.
 Listener = Callable[[RunRecord], None]
+
+
+class Settled(asyncio.Event):
+    """Set when a run executed here stops moving; ``record`` is the record it stopped with
+    (``None`` when its last write was not this process's), so a waiter need not read it."""
+
+    record: RunRecord | None = None
 
 
 @dataclass(eq=False)
@@ -65,7 +72,9 @@ class RunnerState:
     #: The task executing each run this process works on (or holds for a slot).
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     #: Set when a run executed here stops moving, to wake its ``await_run`` callers.
-    settled_events: dict[str, asyncio.Event] = field(default_factory=dict)
+    settled_events: dict[str, Settled] = field(default_factory=dict)
+    #: The last record this process stored for a run it executes (handed to its waiters).
+    final: dict[str, RunRecord] = field(default_factory=dict)
     #: New runs waiting for a slot (what ``max_queued`` bounds), and runs executing.
     waiting_new: int = 0
     running: int = 0
@@ -99,7 +108,11 @@ class RunnerState:
 
     def settled(self, record: RunRecord) -> bool:
         """Finished, or suspended with nothing yet to resume it (and not executing here)."""
-        if record.status in ACTIVE or record.run_id in self.tasks:
+        return record.run_id not in self.tasks and self.settled_record(record)
+
+    def settled_record(self, record: RunRecord) -> bool:
+        """What :meth:`settled` says of the record alone (its task may still be ending)."""
+        if record.status in ACTIVE:
             return False
         if record.status == "suspended":
             return not (all_decided(record) or due(record, now()))

@@ -18,7 +18,7 @@ from tensorsketch.events import Event
 from tensorsketch.runs.execution import Execution
 from tensorsketch.runs.multitask import MultitaskStrategy, check_strategy, stopped_error
 from tensorsketch.runs.records import now, plain
-from tensorsketch.runs.state import RunnerState
+from tensorsketch.runs.state import RunnerState, Settled
 from tensorsketch.runtime.backends.runs import ACTIVE, RunPage, RunRecord, check_labels
 
 __all__ = ["Submission"]
@@ -213,16 +213,26 @@ class Submission:
         state = self.state
         async with asyncio.timeout(timeout):
             while True:
-                record = await self.get(run_id)
-                if state.settled(record):
-                    return record
-                event = state.settled_events.setdefault(run_id, asyncio.Event())
+                # A run executing here is not settled: wait for its task to say so (with
+                # the record it stopped with), neither reading the record nor polling.
+                here = run_id in state.tasks
+                if not here:
+                    record = await self.get(run_id)
+                    if state.settled(record):
+                        return record
+                event = state.settled_events.setdefault(run_id, Settled())
                 try:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(event.wait(), state.poll_interval)
+                    if here:
+                        await event.wait()
+                    else:
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(event.wait(), state.poll_interval)
                 finally:
                     if run_id not in state.tasks:
                         state.settled_events.pop(run_id, None)
+                final = event.record if event.is_set() else None
+                if final is not None and state.settled_record(final):
+                    return await self._expire_approval(final)
 
     async def events(self, run_id: str, *, since: int | None, follow: bool) -> AsyncIterator[Event]:
         state = self.state

@@ -392,6 +392,17 @@ class BackendConformance:
         assert await backend.lookup_effect(b, "k") is None
         assert await backend.read_events(b) == []
         assert await backend.last_event_seq(b) is None
+        assert await backend.thread_head(b) == (None, None)
+
+    @pytest.mark.asyncio
+    async def test_thread_head_is_latest_checkpoint_and_last_event(self, backend: Backend) -> None:
+        thread = _thread()
+        assert await backend.thread_head(thread) == (None, None)
+        await backend.save_checkpoint(_checkpoint(thread, 0, b"a"))
+        assert await backend.thread_head(thread) == ("cp-0", None)
+        await backend.append_events(thread, [StoredEvent(s, b"e") for s in range(3)])
+        await backend.save_checkpoint(_checkpoint(thread, 1, b"b"))
+        assert await backend.thread_head(thread) == ("cp-1", 2)
 
     @pytest.mark.asyncio
     async def test_payload_bytes_round_trip_exactly(self, backend: Backend) -> None:

@@ -46,7 +46,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a venv without the
     raise ImportError(msg, name=exc.name) from exc
 
 from tensorsketch.errors import BackendUnavailableError, LeaseLostError
-from tensorsketch.runtime.backends.base import lease_lost
+from tensorsketch.runtime.backends.base import StoredEvent, lease_lost
 from tensorsketch.runtime.backends.sql import Query, SqlBackend
 from tensorsketch.runtime.loops import on_private_loop
 from tensorsketch.serializers import Serializer
@@ -329,6 +329,18 @@ class PostgresBackend(SqlBackend):
         if self.schema != "public":
             statements.append(f"CREATE SCHEMA IF NOT EXISTS {_quote_ident(self.schema)}")
         return statements
+
+    def append_query(self, thread_id: str, events: Sequence[StoredEvent]) -> Query:
+        # One statement for a step's events, however many: a row per event was a statement
+        # (Bind + Execute, a plan, an index probe each) per event of every streamed run.
+        if len(events) == 1:
+            return super().append_query(thread_id, events)
+        sql = (
+            f"INSERT INTO {self.table('events')} (thread_id, seq, payload) "
+            "SELECT ?, s, p FROM unnest(?::bigint[], ?::bytea[]) AS u(s, p)"
+        )
+        seqs = [e.seq for e in events]
+        return Query(self.q(sql), (thread_id, seqs, [e.payload for e in events]))
 
     def fence_query(self, thread_id: str, owner: str) -> Query:
         # A unit is pipelined (every statement sent before any result is read), so the fence

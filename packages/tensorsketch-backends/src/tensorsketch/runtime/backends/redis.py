@@ -469,6 +469,15 @@ class RedisBackend(Backend):
             last = await client.zrange(self._key(thread_id, "ev"), -1, -1, withscores=True)
         return int(last[0][1]) if last else None
 
+    async def thread_head(self, thread_id: str) -> tuple[str | None, int | None]:
+        async with self._use("reading the thread's head") as client:
+            pipe = client.pipeline(transaction=False)
+            pipe.lindex(self._key(thread_id, "cp"), -1)
+            pipe.zrange(self._key(thread_id, "ev"), -1, -1, withscores=True)
+            raw, last = await pipe.execute()
+        checkpoint_id = None if raw is None else _decode_checkpoint(thread_id, raw).checkpoint_id
+        return checkpoint_id, int(last[0][1]) if last else None
+
     # -- leases -----------------------------------------------------------------------------
 
     async def acquire_lease(self, thread_id: str, owner: str, ttl: float) -> bool:

@@ -385,6 +385,13 @@ class Backend(ABC):
         events = await self.read_events(thread_id, 0)
         return events[-1].seq if events else None
 
+    async def thread_head(self, thread_id: str) -> tuple[str | None, int | None]:
+        """Where a run starting on the thread now begins: its latest checkpoint's id and its
+        highest event seq (``None`` for none). What a run record remembers as it first
+        starts; override to read both in one round trip."""
+        latest = await self.latest_checkpoint(thread_id)
+        return (latest.checkpoint_id if latest else None), await self.last_event_seq(thread_id)
+
     # -- optional: thread administration ---------------------------------------------------
     #
     # The eight operations cannot enumerate or remove threads, so these have no composed

@@ -338,6 +338,11 @@ class RunStore(ABC):
         """Write ``record`` if the stored version is still ``record.version``; return it with
         the bumped version, or ``None`` when someone wrote in between (or it is gone)."""
 
+    async def _replace_relaxed(self, record: RunRecord) -> RunRecord | None:
+        """:meth:`_replace`, allowed to skip waiting for the disk; a store whose writes have
+        no such choice keeps the default (the durable write)."""
+        return await self._replace(record)
+
     @abstractmethod
     async def due(self, before: float, limit: int = 100) -> list[RunRecord]:
         """Suspended timer runs (and schedules) with ``wake_at <= before``, earliest first —
@@ -408,6 +413,7 @@ class RunStore(ABC):
         owner: str | None = None,
         attempts: int = 20,
         known: RunRecord | None = None,
+        durable: bool = True,
     ) -> RunRecord | None:
         """Apply ``change`` to the current record with compare-and-set, retrying on a
         concurrent write. ``change`` returns the new record, or ``None`` to leave it as is
@@ -417,6 +423,9 @@ class RunStore(ABC):
         its run to a takeover gets :class:`LeaseLostError` and must drop its outcome).
         ``known``: a recent read of the record, tried first (saves a read; a stale one just
         loses the compare-and-set and the record is read again).
+        ``durable=False``: the write may skip waiting for the disk (:meth:`_replace_relaxed`)
+        — for a change that a later durable write of the same store carries to the disk
+        anyway, and whose loss in a power cut before it leaves the run recoverable.
         """
         for attempt in range(attempts):
             current = known if attempt == 0 and known is not None else await self.get(run_id)
@@ -431,9 +440,8 @@ class RunStore(ABC):
             updated = change(current)
             if updated is None:
                 return None
-            stored = await self._replace(
-                updated.replace(version=current.version, updated_at=time.time())
-            )
+            write = self._replace if durable else self._replace_relaxed
+            stored = await write(updated.replace(version=current.version, updated_at=time.time()))
             if stored is not None:
                 return stored
         msg = f"run {run_id!r} kept changing under {attempts} attempts to update it; retry."

@@ -152,6 +152,12 @@ class SqlBackend(Backend):
             f"WHERE {t}.owner = excluded.owner OR {t}.expires_at < {now}"
         )
 
+    def append_query(self, thread_id: str, events: Sequence[StoredEvent]) -> Query:
+        """The statement(s) adding ``events`` to the thread's log: one row each by default;
+        a dialect with arrays overrides it with one statement for the whole batch."""
+        rows = [(thread_id, e.seq, e.payload) for e in events]
+        return Query(self._sql["append"], rows, many=True)
+
     def fence_query(self, thread_id: str, owner: str) -> Query:
         """A statement that fails the unit of work unless ``owner`` holds the thread's
         unexpired lease, locking the lease row until the unit commits (so no takeover can
@@ -610,9 +616,8 @@ class SqlBackend(Backend):
     async def append_events(self, thread_id: str, events: list[StoredEvent]) -> None:
         if not events:
             return
-        rows = [(thread_id, e.seq, e.payload) for e in events]
-        q = Query(self._sql["append"], rows, many=True)
-        await self._run("appending events", [q], transaction=len(rows) > 1)
+        q = self.append_query(thread_id, events)
+        await self._run("appending events", [q], transaction=len(events) > 1)
 
     async def read_events(self, thread_id: str, since: int = 0) -> list[StoredEvent]:
         q = Query(self._sql["read"], (thread_id, since), fetch="all")
@@ -623,6 +628,16 @@ class SqlBackend(Backend):
         q = Query(self._sql["last_seq"], (thread_id,), fetch="one")
         row = (await self._run("reading events", [q], idempotent=True))[0]
         return None if row is None or row[0] is None else int(row[0])
+
+    async def thread_head(self, thread_id: str) -> tuple[str | None, int | None]:
+        latest = Query(self._sql["latest"], (thread_id,), fetch="one")
+        last = Query(self._sql["last_seq"], (thread_id,), fetch="one")
+        # One unit (a pipeline on PostgreSQL): one round trip, and a consistent pair.
+        cp, seq = await self._run(
+            "reading the thread's head", [latest, last], transaction=True, idempotent=True
+        )
+        checkpoint_id = None if cp is None else _checkpoint(thread_id, cp).checkpoint_id
+        return checkpoint_id, None if seq is None or seq[0] is None else int(seq[0])
 
     # -- leases -----------------------------------------------------------------------------
 
@@ -687,8 +702,7 @@ class SqlBackend(Backend):
         if fence is not None:
             queries.append(self.fence_query(thread_id, fence))
         if events:
-            rows = [(thread_id, e.seq, e.payload) for e in events]
-            queries.append(Query(self._sql["append"], rows, many=True))
+            queries.append(self.append_query(thread_id, events))
         if checkpoint is not None:
             queries.append(self._save_query(checkpoint))
         if release_owner is not None:

@@ -258,7 +258,10 @@ class SqlRunStore(RunStore):
         rows = (await self._go("listing runs", [q], idempotent=True))[0]
         return [r for r in map(self._decode, rows) if r is not None]
 
-    async def _replace(self, record: RunRecord) -> RunRecord | None:
+    async def _replace_relaxed(self, record: RunRecord) -> RunRecord | None:
+        return await self._replace(record, durable=False)
+
+    async def _replace(self, record: RunRecord, durable: bool = True) -> RunRecord | None:
         stored = record.replace(version=record.version + 1)
         wake = stored.wake_at if stored.status == "suspended" else None
         params = (
@@ -275,7 +278,11 @@ class SqlRunStore(RunStore):
         if stored.status == "failed" and stored.idempotency_key is not None:
             key_params = (stored.idempotency_key, stored.run_id)
             queries.append(Query(self._sql["key_failed"], key_params))
-        results = await self._go("updating a run", queries, transaction=len(queries) > 1)
+        # A relaxed write is a unit of its own (on PostgreSQL, a pipeline that can switch
+        # the commit's wait for the disk off).
+        results = await self._go(
+            "updating a run", queries, transaction=len(queries) > 1 or not durable, durable=durable
+        )
         return stored if results[0] == 1 else None
 
     async def due(self, before: float, limit: int = 100) -> list[RunRecord]:
