@@ -1,0 +1,158 @@
+"""Warm worker threads for blocking calls: where a plain ``def`` tool runs.
+
+``asyncio.to_thread`` pays for generality on every call — an executor work item, a
+``concurrent.futures`` future chained to an asyncio one, a semaphore and a lock — about twice
+the bare cost of waking a thread and waking the loop back. A sync tool runs at most a few
+times per model call, so that toll is most of what separates it from an ``async def`` tool.
+
+:func:`call_blocking` hands the call to an idle worker over its own queue and the worker
+settles an asyncio future with one ``call_soon_threadsafe``. Workers are kept warm (they
+retire after :data:`IDLE_SECONDS` without work), at most :data:`MAX_WORKERS` run at once
+(the default executor's cap); a call made while all of them are busy waits in a backlog the
+first free worker drains. Like ``to_thread``, the caller's context variables are visible to
+the call, and cancelling the await does not stop a call already running (no thread can be
+interrupted): its result is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import os
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["IDLE_SECONDS", "MAX_WORKERS", "call_blocking"]
+
+#: A worker left without work this long ends (a later call starts a new one).
+IDLE_SECONDS = 60.0
+#: The most calls running at once, like ``asyncio``'s default executor.
+MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
+
+#: One call: (context, function, args, kwargs, loop, future); ``None`` nudges a worker to
+#: look at the backlog.
+_Item = tuple[contextvars.Context, Callable[..., Any], tuple[Any, ...], dict[str, Any], Any, Any]
+
+
+class _Pool:
+    """Idle workers, each waiting on its own queue; a shared backlog for when none is idle.
+
+    ``list.append``/``pop``/``remove`` are atomic, so handing a call to an idle worker takes no
+    lock; the lock guards only the worker count, touched when a worker starts or retires.
+    """
+
+    def __init__(self) -> None:
+        self.idle: list[queue.SimpleQueue[_Item | None]] = []
+        self.backlog: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        self.count = 0
+        self.lock = threading.Lock()
+
+    def submit(self, item: _Item) -> None:
+        try:
+            inbox = self.idle.pop()
+        except IndexError:
+            pass
+        else:
+            inbox.put(item)
+            return
+        with self.lock:
+            start = self.count < MAX_WORKERS
+            if start:
+                self.count += 1
+        if start:
+            worker = threading.Thread(
+                target=self.serve, args=(item,), name="tensorsketch-blocking", daemon=True
+            )
+            worker.start()
+            return
+        self.backlog.put(item)
+        # A worker may have gone idle after the pop above: nudge one to read the backlog.
+        try:
+            inbox = self.idle.pop()
+        except IndexError:
+            return  # every worker is busy; the first to finish drains the backlog
+        inbox.put(None)
+
+    def serve(self, item: _Item | None) -> None:
+        inbox: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        while True:
+            if item is not None:
+                _run(item)
+            try:
+                item = self.backlog.get_nowait()
+                continue
+            except queue.Empty:
+                pass
+            self.idle.append(inbox)
+            if not self.backlog.empty():  # queued between the look above and going idle
+                try:
+                    self.idle.remove(inbox)
+                except ValueError:
+                    pass  # a caller took this worker: its call (or nudge) is in the inbox
+                else:
+                    item = None
+                    continue
+            try:
+                item = inbox.get(timeout=IDLE_SECONDS)
+            except queue.Empty:
+                try:
+                    self.idle.remove(inbox)
+                except ValueError:
+                    item = None  # taken just now: wait for what the caller sends
+                    continue
+                with self.lock:
+                    if self.backlog.empty():
+                        self.count -= 1
+                        return
+                item = None  # a call was queued while this worker retired: serve it
+
+
+def _run(item: _Item) -> None:
+    ctx, fn, args, kwargs, loop, future = item
+    error: BaseException | None = None
+    result: Any = None
+    try:
+        result = ctx.run(fn, *args, **kwargs)
+    except StopIteration as exc:  # cannot be set on a future (asyncio refuses it)
+        error = RuntimeError(f"{fn!r} raised StopIteration")
+        error.__cause__ = exc
+    except BaseException as exc:  # delivered to the awaiting caller
+        error = exc
+    try:
+        loop.call_soon_threadsafe(_settle, future, result, error)
+    except RuntimeError:  # the caller's loop has closed: nobody is waiting
+        pass
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+_pool = _Pool()
+
+
+def _reset_after_fork() -> None:
+    global _pool  # a forked child has none of the parent's threads
+    _pool = _Pool()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def call_blocking(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
+    """Run ``fn(*args, **kwargs)`` on a worker thread; await the future for its result.
+
+    Must be called from a running event loop (the future belongs to it).
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    _pool.submit((contextvars.copy_context(), fn, args, kwargs, loop, future))
+    return future
