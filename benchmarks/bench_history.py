@@ -142,7 +142,9 @@ async def _timed(fn: Callable[[], Awaitable[Any]], reads: int) -> tuple[float, f
     return statistics.median(times), peak / 1e6
 
 
-async def _measure(kind: str, steps: int, rows: list[Any], app: Any, workdir: Path) -> dict[str, Any]:
+async def _measure(
+    kind: str, steps: int, rows: list[Any], app: Any, workdir: Path
+) -> dict[str, Any]:
     backend = await _store(kind, workdir)
     try:
         for row in rows:
