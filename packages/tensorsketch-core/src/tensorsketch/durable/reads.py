@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from tensorsketch.durable.checkpoint import Checkpoint, CheckpointInfo
 from tensorsketch.durable.ladder import (
+    FANOUT,
     Rebuilt,
     apply_changes,
     base_of,
@@ -184,23 +185,19 @@ async def iter_history(
 
     Rows are read a page at a time (:meth:`Backend.page_checkpoints`) and each checkpoint is
     folded from its own chain of deltas when it is reached, so a consumer that stops early
-    reads only the pages it used, and memory holds one page of rows plus the folded values
-    of the ladder anchors still ahead — never the thread. ``before`` starts just before that
-    checkpoint (a ``KeyError`` once the branch is walked without meeting it).
+    reads only the pages it used, and memory holds about two pages of rows plus the folded
+    values of the ladder anchors still ahead — never the thread. ``before`` starts just
+    before that checkpoint (a ``KeyError`` once the branch is walked without meeting it).
     """
     folder = _Folder(backend, thread_id)
     want: str | None = None  # the branch's next checkpoint (its parent pointers, newest first)
     started = False
     skipping = before is not None
-    cursor: str | None = None
-    limit = FIRST_PAGE
-    while True:
-        rows = await backend.page_checkpoints(thread_id, before=cursor, limit=limit)
-        if not rows:
-            break
-        cursor, limit = rows[-1].checkpoint_id, PAGE
-        folder.page = {row.checkpoint_id: row for row in rows}
-        for row in rows:
+    rows = await backend.page_checkpoints(thread_id, limit=FIRST_PAGE)
+    while rows:
+        folder.turn_page(rows)
+        ahead: list[StoredCheckpoint] | None = None
+        for index, row in enumerate(rows):
             if not started:
                 want, started = row.checkpoint_id, True
             if row.checkpoint_id != want:
@@ -209,10 +206,22 @@ async def iter_history(
             if skipping:
                 skipping = row.checkpoint_id != before
                 continue
+            if ahead is None and index >= len(rows) - FANOUT:
+                # The last rows of a page are built on rows of the next: read it now, in one
+                # round trip, rather than their bases one by one.
+                ahead = await backend.page_checkpoints(
+                    thread_id, before=rows[-1].checkpoint_id, limit=PAGE
+                )
+                folder.look_ahead(ahead)
             yield await folder.fold(row)
             folder.done(row.checkpoint_id)
         if want is None:
             break
+        if ahead is None:
+            ahead = await backend.page_checkpoints(
+                thread_id, before=rows[-1].checkpoint_id, limit=PAGE
+            )
+        rows = ahead
     if skipping and started:
         msg = (
             f"`before={before!r}` is not a checkpoint on thread {thread_id!r}'s current "
@@ -234,32 +243,57 @@ class _Folder:
 
     A chain only reaches older checkpoints, so once a checkpoint is yielded nothing later
     needs it: :meth:`done` drops it, and what stays is the ladder's anchors below the
-    current one (``O(FANOUT log n)`` of them), read once by :meth:`Backend.read_chain`.
+    current one (``O(FANOUT log n)`` of them), each read once.
     """
 
     def __init__(self, backend: Backend, thread_id: str) -> None:
         self.backend = backend
         self.thread_id = thread_id
-        self.page: dict[str, StoredCheckpoint] = {}
-        self.anchors: dict[str, StoredCheckpoint] = {}  # rows below the page, from chains
+        self.page: dict[str, StoredCheckpoint] = {}  # this page's rows and the next's
+        self.undecoded: list[StoredCheckpoint] = []
+        self.anchors: dict[str, StoredCheckpoint] = {}  # rows below the pages, read alone
         self.payloads: dict[str, dict[str, Any]] = {}
         self.values: dict[str, dict[str, Any]] = {}
+
+    def turn_page(self, rows: list[StoredCheckpoint]) -> None:
+        """``rows`` are the page now walked: nothing older is built on the last page's."""
+        for key in self.page.keys() - {row.checkpoint_id for row in rows}:
+            if key not in self.anchors:
+                self.payloads.pop(key, None)
+        self.page = {}
+        self.undecoded = []
+        self.look_ahead(rows)
+
+    def look_ahead(self, rows: list[StoredCheckpoint]) -> None:
+        for row in rows:
+            self.page[row.checkpoint_id] = row
+            if row.checkpoint_id not in self.payloads:
+                self.undecoded.append(row)
 
     def _payload(self, row: StoredCheckpoint) -> dict[str, Any]:
         found = self.payloads.get(row.checkpoint_id)
         if found is None:
-            found = self.payloads[row.checkpoint_id] = decode_payload(self.backend, row)
+            if self.undecoded and row.checkpoint_id in self.page:
+                # The page's rows in one call (the serializer's setup done once).
+                batch, self.undecoded = self.undecoded, []
+                self.payloads.update(
+                    zip((r.checkpoint_id for r in batch), decode_all(self.backend, batch))
+                )
+                found = self.payloads.get(row.checkpoint_id)
+            if found is None:
+                found = self.payloads[row.checkpoint_id] = decode_payload(self.backend, row)
         return found
 
     async def _row(self, of: StoredCheckpoint, base: str) -> StoredCheckpoint:
         found = self.page.get(base) or self.anchors.get(base)
         if found is None:
-            for row in await self.backend.read_chain(self.thread_id, of.checkpoint_id):
-                self.anchors.setdefault(row.checkpoint_id, row)
-            found = self.anchors.get(base)
-        if found is None:
-            Rebuilt(None, None, True, (of, base)).complete()  # raises: the base is gone
-        assert found is not None
+            # One row, not its chain: the anchors below it are mostly held already, and a
+            # chain would carry its snapshot's bytes again for every page.
+            found = await self.backend.get_checkpoint(self.thread_id, base)
+            if found is None:
+                Rebuilt(None, None, True, (of, base)).complete()  # raises: the base is gone
+            assert found is not None
+            self.anchors[base] = found
         return found
 
     async def fold(self, target: StoredCheckpoint) -> Checkpoint:
