@@ -200,3 +200,13 @@ async def test_calls_beyond_the_cap_wait_in_the_backlog_and_all_finish(
     # The workers stay warm: the next calls reuse them instead of starting threads.
     assert await asyncio.gather(*(workers.call_blocking(work, i) for i in range(3))) == [0, 1, 4]
     assert workers._pool.count == 2
+
+
+async def test_calls_made_one_after_another_reuse_one_warm_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The worker is idle again before the caller hears back, so the next call finds it.
+    monkeypatch.setattr(workers, "_pool", workers._Pool())
+    threads = {await workers.call_blocking(threading.get_ident) for _ in range(50)}
+    assert len(threads) == 1
+    assert workers._pool.count == 1

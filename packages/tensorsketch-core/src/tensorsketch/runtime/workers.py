@@ -78,21 +78,24 @@ class _Pool:
     def serve(self, item: _Item | None) -> None:
         inbox: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         while True:
-            if item is not None:
-                _run(item)
+            outcome = None if item is None else _run(item)
             try:
                 item = self.backlog.get_nowait()
-                continue
             except queue.Empty:
-                pass
+                item = None
+            if item is not None:
+                _deliver(outcome)
+                continue
+            # Idle before the result is delivered: the caller's next call, made as soon as
+            # its loop wakes, must find this worker waiting, not start another one.
             self.idle.append(inbox)
+            _deliver(outcome)
             if not self.backlog.empty():  # queued between the look above and going idle
                 try:
                     self.idle.remove(inbox)
                 except ValueError:
                     pass  # a caller took this worker: its call (or nudge) is in the inbox
                 else:
-                    item = None
                     continue
             try:
                 item = inbox.get(timeout=IDLE_SECONDS)
@@ -100,26 +103,34 @@ class _Pool:
                 try:
                     self.idle.remove(inbox)
                 except ValueError:
-                    item = None  # taken just now: wait for what the caller sends
-                    continue
+                    continue  # taken just now: wait for what the caller sends
                 with self.lock:
                     if self.backlog.empty():
                         self.count -= 1
                         return
-                item = None  # a call was queued while this worker retired: serve it
+                # a call was queued while this worker retired: serve it
 
 
-def _run(item: _Item) -> None:
+#: What a call came to: its loop and future, then its result or the error it raised.
+_Outcome = tuple[Any, Any, Any, BaseException | None]
+
+
+def _run(item: _Item) -> _Outcome:
     ctx, fn, args, kwargs, loop, future = item
-    error: BaseException | None = None
-    result: Any = None
     try:
-        result = ctx.run(fn, *args, **kwargs)
+        return loop, future, ctx.run(fn, *args, **kwargs), None
     except StopIteration as exc:  # cannot be set on a future (asyncio refuses it)
         error = RuntimeError(f"{fn!r} raised StopIteration")
         error.__cause__ = exc
+        return loop, future, None, error
     except BaseException as exc:  # delivered to the awaiting caller
-        error = exc
+        return loop, future, None, exc
+
+
+def _deliver(outcome: _Outcome | None) -> None:
+    if outcome is None:
+        return
+    loop, future, result, error = outcome
     try:
         loop.call_soon_threadsafe(_settle, future, result, error)
     except RuntimeError:  # the caller's loop has closed: nobody is waiting
