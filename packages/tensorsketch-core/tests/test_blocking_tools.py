@@ -210,3 +210,13 @@ async def test_calls_made_one_after_another_reuse_one_warm_worker(
     threads = {await workers.call_blocking(threading.get_ident) for _ in range(50)}
     assert len(threads) == 1
     assert workers._pool.count == 1
+
+
+async def test_calls_start_in_the_order_they_were_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(workers, "_pool", workers._Pool())
+    monkeypatch.setattr(workers, "MAX_WORKERS", 1)
+    started: list[int] = []
+    assert await asyncio.gather(*(workers.call_blocking(started.append, i) for i in range(20))) == (
+        [None] * 20
+    )
+    assert started == list(range(20))

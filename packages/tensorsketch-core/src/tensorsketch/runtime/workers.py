@@ -5,11 +5,11 @@
 the bare cost of waking a thread and waking the loop back. A sync tool runs at most a few
 times per model call, so that toll is most of what separates it from an ``async def`` tool.
 
-:func:`call_blocking` hands the call to an idle worker over its own queue and the worker
-settles an asyncio future with one ``call_soon_threadsafe``. Workers are kept warm (they
-retire after :data:`IDLE_SECONDS` without work), at most :data:`MAX_WORKERS` run at once
-(the default executor's cap); a call made while all of them are busy waits in a backlog the
-first free worker drains. Like ``to_thread``, the caller's context variables are visible to
+:func:`call_blocking` puts the call on a queue a waiting worker takes it from, and the
+worker settles an asyncio future with one ``call_soon_threadsafe``. Workers are kept warm
+(they retire after :data:`IDLE_SECONDS` without work), at most :data:`MAX_WORKERS` run at
+once (the default executor's cap); a call made while all of them are busy waits for the
+first to finish. Like ``to_thread``, the caller's context variables are visible to
 the call, and cancelling the await does not stop a call already running (no thread can be
 interrupted): its result is dropped.
 """
@@ -31,84 +31,67 @@ IDLE_SECONDS = 60.0
 #: The most calls running at once, like ``asyncio``'s default executor.
 MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
 
-#: One call: (context, function, args, kwargs, loop, future); ``None`` nudges a worker to
-#: look at the backlog.
+#: One call: (context, function, args, kwargs, loop, future).
 _Item = tuple[contextvars.Context, Callable[..., Any], tuple[Any, ...], dict[str, Any], Any, Any]
 
 
 class _Pool:
-    """Idle workers, each waiting on its own queue; a shared backlog for when none is idle.
+    """Workers taking calls from one FIFO queue, so calls start in the order they were made
+    (as with an executor); ``idle`` holds one token per worker waiting for a call.
 
-    ``list.append``/``pop``/``remove`` are atomic, so handing a call to an idle worker takes no
-    lock; the lock guards only the worker count, touched when a worker starts or retires.
+    ``list.append``/``pop`` are atomic, so a call claims a waiting worker without a lock; the
+    lock guards only the worker count, touched when a worker starts or retires.
     """
 
     def __init__(self) -> None:
-        self.idle: list[queue.SimpleQueue[_Item | None]] = []
-        self.backlog: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        self.calls: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        self.idle: list[None] = []
         self.count = 0
         self.lock = threading.Lock()
 
     def submit(self, item: _Item) -> None:
+        self.calls.put(item)
         try:
-            inbox = self.idle.pop()
+            self.idle.pop()  # a waiting worker takes it
         except IndexError:
-            pass
-        else:
-            inbox.put(item)
-            return
-        with self.lock:
-            start = self.count < MAX_WORKERS
+            with self.lock:
+                start = self.count < MAX_WORKERS
+                if start:
+                    self.count += 1
             if start:
-                self.count += 1
-        if start:
-            worker = threading.Thread(
-                target=self.serve, args=(item,), name="tensorsketch-blocking", daemon=True
-            )
-            worker.start()
-            return
-        self.backlog.put(item)
-        # A worker may have gone idle after the pop above: nudge one to read the backlog.
-        try:
-            inbox = self.idle.pop()
-        except IndexError:
-            return  # every worker is busy; the first to finish drains the backlog
-        inbox.put(None)
+                worker = threading.Thread(
+                    target=self.serve, name="tensorsketch-blocking", daemon=True
+                )
+                worker.start()
+            # else every worker is busy: the first to finish takes it
 
-    def serve(self, item: _Item | None) -> None:
-        inbox: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+    def serve(self) -> None:
+        calls, idle = self.calls, self.idle
+        outcome: _Outcome | None = None
         while True:
-            outcome = None if item is None else _run(item)
             try:
-                item = self.backlog.get_nowait()
+                item = calls.get_nowait()
             except queue.Empty:
-                item = None
-            if item is not None:
+                # Waiting before the result is delivered: the caller's next call, made as
+                # soon as its loop wakes, must find this worker, not start another one.
+                idle.append(None)
                 _deliver(outcome)
-                continue
-            # Idle before the result is delivered: the caller's next call, made as soon as
-            # its loop wakes, must find this worker waiting, not start another one.
-            self.idle.append(inbox)
-            _deliver(outcome)
-            if not self.backlog.empty():  # queued between the look above and going idle
+                outcome = None
                 try:
-                    self.idle.remove(inbox)
-                except ValueError:
-                    pass  # a caller took this worker: its call (or nudge) is in the inbox
-                else:
-                    continue
-            try:
-                item = inbox.get(timeout=IDLE_SECONDS)
-            except queue.Empty:
-                try:
-                    self.idle.remove(inbox)
-                except ValueError:
-                    continue  # taken just now: wait for what the caller sends
-                with self.lock:
-                    if self.backlog.empty():
-                        self.count -= 1
-                        return
-                # a call was queued while this worker retired: serve it
+                    item = calls.get(timeout=IDLE_SECONDS)
+                except queue.Empty:
+                    try:
+                        idle.pop()
+                    except IndexError:
+                        continue  # a call claimed this worker just now: it is queued
+                    with self.lock:
+                        if calls.empty():
+                            self.count -= 1
+                            return
+                    continue  # queued while this worker retired: serve it
+            else:
+                _deliver(outcome)
+            outcome = _run(item)
 
 
 #: What a call came to: its loop and future, then its result or the error it raised.
