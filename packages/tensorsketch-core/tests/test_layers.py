@@ -45,6 +45,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tensorsketch.retry",
             "tensorsketch.runtime.allocator",
             "tensorsketch.runtime.loops",
+            "tensorsketch.runtime.workers",
             "tensorsketch.schema",
             "tensorsketch.send",
             "tensorsketch.command",

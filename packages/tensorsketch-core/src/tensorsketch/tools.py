@@ -15,7 +15,6 @@ and a provider's prompt cache keeps hitting.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import json
@@ -33,6 +32,7 @@ from tensorsketch._docstrings import parse_docstring
 from tensorsketch._jsonschema import validate_json
 from tensorsketch.context import Context
 from tensorsketch.errors import ValidationError
+from tensorsketch.runtime.workers import call_blocking
 
 if typing.TYPE_CHECKING:
     from tensorsketch.messages import ToolCall
@@ -65,6 +65,7 @@ class Tool:
 
     __slots__ = (
         "_args_model",
+        "_blocking",
         "_fn",
         "_is_async",
         "_passes_ctx",
@@ -88,6 +89,7 @@ class Tool:
         passes_ctx: bool,
         raw_args: bool = False,
         requires_approval: bool = False,
+        blocking: bool = True,
     ) -> None:
         if not isinstance(name, str) or not _NAME_RE.match(name):
             msg = (
@@ -104,6 +106,10 @@ class Tool:
         self._passes_ctx = passes_ctx
         self._raw_args = raw_args
         self._is_async = _is_async_callable(fn)
+        if not isinstance(blocking, bool):
+            msg = f"tool {name!r}: `blocking=` takes True or False, got {blocking!r}."
+            raise TypeError(msg)
+        self._blocking = blocking
         #: Whether each call must be approved by a human before it runs (the run suspends).
         self.requires_approval = requires_approval
         #: What a resumed durable run does with a call of this tool that started before a
@@ -121,6 +127,7 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         requires_approval: bool = False,
+        blocking: bool = True,
     ) -> Tool:
         """Build a tool from a function's signature and docstring (what ``@tool`` does)."""
         if not callable(fn):
@@ -144,6 +151,7 @@ class Tool:
             args_model=args_model,
             passes_ctx=passes_ctx,
             requires_approval=requires_approval,
+            blocking=blocking,
         )
 
     @classmethod
@@ -155,11 +163,13 @@ class Tool:
         fn: Callable[..., Any],
         *,
         requires_approval: bool = False,
+        blocking: bool = True,
     ) -> Tool:
         """A tool described by a raw JSON schema (e.g. one served by an MCP server).
 
         ``fn(args)`` receives the validated argument dict (sync or async); if it declares a
-        ``ctx`` parameter, the run context is passed as ``ctx=``.
+        ``ctx`` parameter, the run context is passed as ``ctx=``. ``blocking`` is as for
+        :func:`tool`.
         """
         if not isinstance(json_schema, Mapping):
             msg = f"Tool.from_schema() needs the argument schema as a dict, got {json_schema!r}."
@@ -186,6 +196,7 @@ class Tool:
             passes_ctx="ctx" in params,
             raw_args=True,
             requires_approval=requires_approval,
+            blocking=blocking,
         )
 
     # -- the model-facing view --------------------------------------------------------------
@@ -264,29 +275,32 @@ class Tool:
         )
 
     async def run(self, args: Any, ctx: Context | None = None) -> Any:
-        """Validate ``args``, then call the function (awaited if async; sync runs in a thread)."""
+        """Validate ``args``, then call the function: an async one is awaited, a sync one runs
+        on a warm worker thread (inline on the loop if the tool was made ``blocking=False``)."""
         kwargs = self.validate(args)
         fn = self._fn
-        if self._is_async and not self._raw_args:  # the usual async tool: call it directly
-            if self._passes_ctx:
-                kwargs["ctx"] = ctx
-            return await fn(**kwargs)
         if self._raw_args:
-            call: Callable[[], Any] = (
-                functools.partial(fn, kwargs, ctx=ctx)
-                if self._passes_ctx
-                else functools.partial(fn, kwargs)
-            )
+            call_args: tuple[Any, ...] = (kwargs,)
+            call_kwargs: dict[str, Any] = {"ctx": ctx} if self._passes_ctx else {}
         else:
+            call_args = ()
+            call_kwargs = kwargs
             if self._passes_ctx:
                 kwargs["ctx"] = ctx
-            call = functools.partial(fn, **kwargs)
         if self._is_async:
-            return await call()
-        result = await asyncio.to_thread(call)
+            return await fn(*call_args, **call_kwargs)
+        if self._blocking:
+            result = await call_blocking(fn, *call_args, **call_kwargs)
+        else:
+            result = fn(*call_args, **call_kwargs)
         if inspect.isawaitable(result):
             return await result
         return result
+
+    @property
+    def blocking(self) -> bool:
+        """Whether a sync function runs on a worker thread (``False``: inline on the loop)."""
+        return self._blocking
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the wrapped function directly (no validation), as if undecorated."""
@@ -299,6 +313,8 @@ class Tool:
 
     def __repr__(self) -> str:
         flag = ", requires_approval=True" if self.requires_approval else ""
+        if not self._blocking:
+            flag += ", blocking=False"
         return f"Tool({self.name!r}{flag})"
 
 
@@ -311,6 +327,7 @@ def tool(
     description: str | None = None,
     requires_approval: bool = False,
     in_doubt: Literal["retry", "ask", "fail"] = "retry",
+    blocking: bool = True,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -322,6 +339,7 @@ def tool(
     description: str | None = None,
     requires_approval: bool = False,
     in_doubt: Literal["retry", "ask", "fail"] = "retry",
+    blocking: bool = True,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function callable by a model: ``@tool`` or ``@tool(name=..., description=...)``.
 
@@ -329,6 +347,11 @@ def tool(
     :param in_doubt: in a durable run, what a resume does with a call that started before a
         crash and recorded no result: ``"retry"`` (call again), ``"ask"`` (suspend with the
         call and its arguments shown) or ``"fail"``.
+    :param blocking: for a plain ``def``: ``True`` (the default) runs each call on a worker
+        thread, so a blocking call (I/O, ``time.sleep``, a heavy computation) never stalls the
+        event loop; ``False`` runs it inline on the loop, saving the thread hop — only for
+        functions that return at once (pure computation on small inputs). An ``async def``
+        tool always runs on the loop; the flag does not change it.
     """
     if fn is not None:
         return Tool.from_function(fn)
@@ -338,7 +361,11 @@ def tool(
 
     def decorate(f: Callable[..., Any]) -> Tool:
         made = Tool.from_function(
-            f, name=name, description=description, requires_approval=requires_approval
+            f,
+            name=name,
+            description=description,
+            requires_approval=requires_approval,
+            blocking=blocking,
         )
         made.in_doubt = in_doubt
         return made

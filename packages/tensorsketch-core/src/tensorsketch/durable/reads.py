@@ -7,10 +7,12 @@ never writes, and folds only the rows the asked-for checkpoints are built from.
 from __future__ import annotations
 
 import enum
+from collections.abc import AsyncGenerator
 from typing import Any, Literal
 
 from tensorsketch.durable.checkpoint import Checkpoint, CheckpointInfo
 from tensorsketch.durable.ladder import (
+    FANOUT,
     Rebuilt,
     apply_changes,
     base_of,
@@ -28,6 +30,7 @@ __all__ = [
     "NeedsLoop",
     "describe_checkpoints",
     "fold_each",
+    "iter_history",
     "load_chain",
     "load_page",
     "read_checkpoint",
@@ -168,6 +171,163 @@ def fold_each(
             seen[row.checkpoint_id] = values
         page.append(to_checkpoint(target, payload_of(target), dict(seen[target.checkpoint_id])))
     return page
+
+
+#: Rows read per round trip by :func:`iter_history`: a short first page (a timeline view
+#: reads only the newest few), then longer ones.
+FIRST_PAGE, PAGE = 16, 128
+
+
+async def iter_history(
+    backend: Backend, thread_id: str, *, before: str | None = None
+) -> AsyncGenerator[Checkpoint, None]:
+    """The thread's current branch, newest first, each checkpoint with its full values.
+
+    Rows are read a page at a time (:meth:`Backend.page_checkpoints`) and each checkpoint is
+    folded from its own chain of deltas when it is reached, so a consumer that stops early
+    reads only the pages it used, and memory holds about two pages of rows plus the folded
+    values of the ladder anchors still ahead — never the thread. ``before`` starts just
+    before that checkpoint (a ``KeyError`` once the branch is walked without meeting it).
+    """
+    folder = _Folder(backend, thread_id)
+    want: str | None = None  # the branch's next checkpoint (its parent pointers, newest first)
+    started = False
+    skipping = before is not None
+    rows = await backend.page_checkpoints(thread_id, limit=FIRST_PAGE)
+    while rows:
+        folder.turn_page(rows)
+        ahead: list[StoredCheckpoint] | None = None
+        for index, row in enumerate(rows):
+            if not started:
+                want, started = row.checkpoint_id, True
+            if row.checkpoint_id != want:
+                continue  # a checkpoint of another branch of the thread
+            want = row.parent_id
+            if skipping:
+                skipping = row.checkpoint_id != before
+                continue
+            if ahead is None and index >= len(rows) - FANOUT:
+                # The last rows of a page are built on rows of the next: read it now, in one
+                # round trip, rather than their bases one by one.
+                ahead = await backend.page_checkpoints(
+                    thread_id, before=rows[-1].checkpoint_id, limit=PAGE
+                )
+                folder.look_ahead(ahead)
+            yield await folder.fold(row)
+            folder.done(row.checkpoint_id)
+        if want is None:
+            break
+        if ahead is None:
+            ahead = await backend.page_checkpoints(
+                thread_id, before=rows[-1].checkpoint_id, limit=PAGE
+            )
+        rows = ahead
+    if skipping and started:
+        msg = (
+            f"`before={before!r}` is not a checkpoint on thread {thread_id!r}'s current "
+            "branch; pass the id of a checkpoint that get_history() returned."
+        )
+        raise KeyError(msg)
+    if want is not None and await backend.get_checkpoint(thread_id, want) is not None:
+        # The parent is in the thread but was not met below its child: it was saved later.
+        msg = (
+            f"checkpoint {want!r} of thread {thread_id!r} is the parent of an older "
+            "checkpoint (the parent pointers loop or run forward): the store is corrupt; fork "
+            "from an earlier checkpoint or start a new thread."
+        )
+        raise CheckpointDecodeError(msg)
+
+
+class _Folder:
+    """Folds one thread's checkpoints, newest first, each from its chain of deltas.
+
+    A chain only reaches older checkpoints, so once a checkpoint is yielded nothing later
+    needs it: :meth:`done` drops it, and what stays is the ladder's anchors below the
+    current one (``O(FANOUT log n)`` of them), each read once.
+    """
+
+    def __init__(self, backend: Backend, thread_id: str) -> None:
+        self.backend = backend
+        self.thread_id = thread_id
+        self.page: dict[str, StoredCheckpoint] = {}  # this page's rows and the next's
+        self.undecoded: list[StoredCheckpoint] = []
+        self.anchors: dict[str, StoredCheckpoint] = {}  # rows below the pages, read alone
+        self.payloads: dict[str, dict[str, Any]] = {}
+        self.values: dict[str, dict[str, Any]] = {}
+
+    def turn_page(self, rows: list[StoredCheckpoint]) -> None:
+        """``rows`` are the page now walked: nothing older is built on the last page's."""
+        for key in self.page.keys() - {row.checkpoint_id for row in rows}:
+            if key not in self.anchors:
+                self.payloads.pop(key, None)
+        self.page = {}
+        self.undecoded = []
+        self.look_ahead(rows)
+
+    def look_ahead(self, rows: list[StoredCheckpoint]) -> None:
+        for row in rows:
+            self.page[row.checkpoint_id] = row
+            if row.checkpoint_id not in self.payloads:
+                self.undecoded.append(row)
+
+    def _payload(self, row: StoredCheckpoint) -> dict[str, Any]:
+        found = self.payloads.get(row.checkpoint_id)
+        if found is None:
+            if self.undecoded and row.checkpoint_id in self.page:
+                # The page's rows in one call (the serializer's setup done once).
+                batch, self.undecoded = self.undecoded, []
+                self.payloads.update(
+                    zip((r.checkpoint_id for r in batch), decode_all(self.backend, batch))
+                )
+                found = self.payloads.get(row.checkpoint_id)
+            if found is None:
+                found = self.payloads[row.checkpoint_id] = decode_payload(self.backend, row)
+        return found
+
+    async def _row(self, of: StoredCheckpoint, base: str) -> StoredCheckpoint:
+        found = self.page.get(base) or self.anchors.get(base)
+        if found is None:
+            # One row, not its chain: the anchors below it are mostly held already, and a
+            # chain would carry its snapshot's bytes again for every page.
+            found = await self.backend.get_checkpoint(self.thread_id, base)
+            if found is None:
+                Rebuilt(None, None, True, (of, base)).complete()  # raises: the base is gone
+            assert found is not None
+            self.anchors[base] = found
+        return found
+
+    async def fold(self, target: StoredCheckpoint) -> Checkpoint:
+        path: list[StoredCheckpoint] = []  # newest first, down to a folded one or a snapshot
+        on_path: set[str] = set()
+        row: StoredCheckpoint | None = target
+        while row is not None and row.checkpoint_id not in self.values:
+            path.append(row)
+            on_path.add(row.checkpoint_id)
+            base = base_of(row, self._payload(row))
+            if base is None:
+                break
+            if base in on_path:
+                msg = (
+                    f"checkpoint {row.checkpoint_id!r} of thread {self.thread_id!r} is built "
+                    "on itself (its chain of bases loops): the store is corrupt; fork from an "
+                    "earlier checkpoint or start a new thread."
+                )
+                raise CheckpointDecodeError(msg)
+            row = await self._row(row, base)
+        for row in reversed(path):
+            payload = self._payload(row)
+            base = base_of(row, payload)
+            values = dict(self.values[base]) if base is not None else {}
+            apply_changes(values, payload["changes"], row, in_place=False)
+            self.values[row.checkpoint_id] = values
+        key = target.checkpoint_id
+        return to_checkpoint(target, self._payload(target), dict(self.values[key]))
+
+    def done(self, checkpoint_id: str) -> None:
+        """``checkpoint_id`` was yielded: no older checkpoint is built on it."""
+        self.values.pop(checkpoint_id, None)
+        self.payloads.pop(checkpoint_id, None)
+        self.anchors.pop(checkpoint_id, None)
 
 
 def _branch(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import aclosing
 from typing import Any, Generic, TypeVar
 
 from tensorsketch import threads
@@ -12,8 +13,8 @@ from tensorsketch.durable.checkpoint import Checkpoint
 from tensorsketch.durable.lineage import ForkEffects, check_fork_effects, inherit
 from tensorsketch.durable.reads import (
     NEEDS_LOOP,
+    iter_history,
     load_chain,
-    load_page,
     read_checkpoint,
     read_checkpoint_blocking,
     recorded_decisions,
@@ -368,17 +369,41 @@ class CompiledGraph(Generic[S]):
 
         ``limit`` keeps the newest ``limit`` of them; ``before`` (a checkpoint id) ends the
         page just before that checkpoint, so ``before=page[0].id`` reads the page before.
-        A page rebuilds only its own checkpoints (each from its short chain of deltas), so
-        paging through a long thread costs about the size of each page.
+        Built on :meth:`aiter_history`: a page reads and rebuilds only its own checkpoints
+        (each from its short chain of deltas), so paging through a long thread costs about
+        the size of each page.
         """
         check_thread_id(thread_id)
-        stored = await backend.list_checkpoints(thread_id)
-        if limit is None and before is None:
-            return load_chain(backend, stored)
-        if limit is not None and (type(limit) is not int or limit < 1):
-            msg = f"`limit` must be a positive int (checkpoints per page), got {limit!r}."
-            raise ValueError(msg)
-        return load_page(backend, stored, limit=limit, before=before)
+        _check_limit(limit)
+        page: list[Checkpoint] = []
+        async with aclosing(iter_history(backend, thread_id, before=before)) as newest_first:
+            async for checkpoint in newest_first:
+                page.append(checkpoint)
+                if len(page) == limit:
+                    break
+        page.reverse()
+        return page
+
+    def aiter_history(
+        self,
+        thread_id: str,
+        backend: Backend,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> AsyncIterator[Checkpoint]:
+        """The checkpoints of the thread's current branch, newest first, read lazily.
+
+        What :meth:`aget_history` returns, in the other order and one at a time: rows are
+        read a page per round trip and each checkpoint is rebuilt when it is reached, so
+        stopping early (``break``) reads only what was used, and walking a 20,000-step
+        thread holds one page at a time, never the whole history. ``limit`` stops after that
+        many; ``before`` starts just before that checkpoint (a ``KeyError`` if it is not on
+        the current branch, raised once the branch has been walked).
+        """
+        check_thread_id(thread_id)
+        _check_limit(limit)
+        return _take(iter_history(backend, thread_id, before=before), limit)
 
     def check_run_input(
         self,
@@ -845,3 +870,22 @@ def _attach_memory(run: Run, memory: MemoryBinding | None) -> None:
         )
         raise TypeError(msg)
     run.memory = memory
+
+
+def _check_limit(limit: int | None) -> None:
+    if limit is not None and (type(limit) is not int or limit < 1):
+        msg = f"`limit` must be a positive int (checkpoints per page), got {limit!r}."
+        raise ValueError(msg)
+
+
+async def _take(
+    checkpoints: AsyncGenerator[Checkpoint, None], limit: int | None
+) -> AsyncGenerator[Checkpoint, None]:
+    """The first ``limit`` of ``checkpoints`` (all of them for ``None``)."""
+    count = 0
+    async with aclosing(checkpoints):  # stopping early closes the reader too
+        async for checkpoint in checkpoints:
+            yield checkpoint
+            count += 1
+            if count == limit:
+                return

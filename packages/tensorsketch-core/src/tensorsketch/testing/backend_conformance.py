@@ -37,6 +37,7 @@ from tensorsketch.channels import Reducer
 from tensorsketch.constants import START
 from tensorsketch.context import Context
 from tensorsketch.durable import FANOUT
+from tensorsketch.durable.reads import FIRST_PAGE
 from tensorsketch.errors import (
     BackendUnsupportedError,
     CheckpointDecodeError,
@@ -135,6 +136,11 @@ class CountingBackend(Backend):
         self, thread_id: str, checkpoint_id: str | None = None
     ) -> list[StoredCheckpoint]:
         return self._count(await self.inner.read_chain(thread_id, checkpoint_id))
+
+    async def page_checkpoints(
+        self, thread_id: str, *, before: str | None = None, limit: int
+    ) -> list[StoredCheckpoint]:
+        return self._count(await self.inner.page_checkpoints(thread_id, before=before, limit=limit))
 
     async def record_effect(self, thread_id: str, key: str, value: bytes) -> None:
         await self.inner.record_effect(thread_id, key, value)
@@ -489,6 +495,92 @@ class BackendConformance:
             await CHAT_GRAPH.aget_history(thread, backend, before="nope")
         with pytest.raises(ValueError, match="positive int"):
             await CHAT_GRAPH.aget_history(thread, backend, limit=0)
+
+    @pytest.mark.asyncio
+    async def test_history_iterates_newest_first(self, backend: Backend) -> None:
+        """``aiter_history`` is the list of ``aget_history`` in the other order, across
+        several pages of rows, and honours ``limit`` and ``before`` as the list does."""
+        thread = _thread()
+        await CHAT_GRAPH.invoke({"limit": 150}, thread_id=thread, backend=backend, max_steps=160)
+        everything = await CHAT_GRAPH.aget_history(thread, backend)
+        assert len(everything) > 150
+        walked = [c async for c in CHAT_GRAPH.aiter_history(thread, backend)]
+        assert [c.id for c in walked] == [c.id for c in reversed(everything)]
+        assert [c.values for c in walked] == [c.values for c in reversed(everything)]
+        assert walked == everything[::-1]
+        few = [c async for c in CHAT_GRAPH.aiter_history(thread, backend, limit=5)]
+        assert few == everything[:-6:-1]
+        older = CHAT_GRAPH.aiter_history(thread, backend, limit=5, before=few[-1].id)
+        assert [c async for c in older] == everything[-6:-11:-1]
+        deep = CHAT_GRAPH.aiter_history(thread, backend, before=everything[20].id)
+        assert [c async for c in deep] == everything[19::-1]
+        assert (
+            await CHAT_GRAPH.aget_history(thread, backend, limit=3, before=everything[20].id)
+            == (everything[17:20])
+        )
+        oldest = CHAT_GRAPH.aiter_history(thread, backend, before=everything[0].id)
+        assert [c async for c in oldest] == []
+        assert [c async for c in CHAT_GRAPH.aiter_history(_thread(), backend)] == []
+        with pytest.raises(KeyError, match="not a checkpoint"):
+            [c async for c in CHAT_GRAPH.aiter_history(thread, backend, before="nope")]
+        with pytest.raises(ValueError, match="positive int"):
+            CHAT_GRAPH.aiter_history(thread, backend, limit=0)
+
+    @pytest.mark.asyncio
+    async def test_history_follows_the_current_branch(self, backend: Backend) -> None:
+        """Rows of another branch of the thread (its latest checkpoint's parent is an older
+        one) are passed over by the iterator and the list alike."""
+        source = InMemoryBackend()
+        origin = _thread()
+        await CHAT_GRAPH.invoke({"limit": 40}, thread_id=origin, backend=source, max_steps=50)
+        rows = await source.list_checkpoints(origin)
+        thread = _thread()
+        for row in rows:
+            await backend.save_checkpoint(dataclasses.replace(row, thread_id=thread))
+        # A second child of row 9 (a copy of row 10 under a new id) becomes the latest.
+        branch = dataclasses.replace(rows[10], thread_id=thread, checkpoint_id=_thread())
+        await backend.save_checkpoint(branch)
+        listed = await CHAT_GRAPH.aget_history(thread, backend)
+        assert [c.id for c in listed] == [
+            *(r.checkpoint_id for r in rows[:10]),
+            branch.checkpoint_id,
+        ]
+        assert listed[-1].values == (await CHAT_GRAPH.aget_history(origin, source))[10].values
+        walked = [c async for c in CHAT_GRAPH.aiter_history(thread, backend)]
+        assert walked == listed[::-1]
+
+    @pytest.mark.asyncio
+    async def test_history_iterator_reads_only_the_pages_it_uses(self, backend: Backend) -> None:
+        """Stopping after the newest few checkpoints of a long thread reads a page and their
+        chains of deltas, not the thread; so does the list form with a ``limit``."""
+        if type(backend).page_checkpoints is Backend.page_checkpoints:
+            pytest.skip("this backend keeps the default page_checkpoints, which reads every row")
+        thread = _thread()
+        steps = 400
+        await CHAT_GRAPH.invoke(
+            {"limit": steps}, thread_id=thread, backend=backend, max_steps=steps + 1
+        )
+        counted = CountingBackend(backend)
+        levels = 1
+        while FANOUT**levels <= steps:
+            levels += 1
+        chain = (FANOUT - 1) * levels + 1
+        bound = FIRST_PAGE + chain  # the first page of rows, and the chain below it
+        newest: list[Any] = []
+        async for checkpoint in CHAT_GRAPH.aiter_history(thread, counted):
+            newest.append(checkpoint)
+            if len(newest) == 3:
+                break
+        assert [len(c.values["messages"]) for c in newest] == [steps, steps - 1, steps - 2]
+        assert counted.rows_read <= bound, counted.rows_read
+        counted.rows_read = 0
+        page = await CHAT_GRAPH.aget_history(thread, counted, limit=3)
+        assert page == newest[::-1]
+        assert counted.rows_read <= bound, counted.rows_read
+        # Walking all of it reads each row about once (pages, plus the chains below them).
+        counted.rows_read = 0
+        assert len([c async for c in CHAT_GRAPH.aiter_history(thread, counted)]) == steps + 1
+        assert counted.rows_read <= 2 * (steps + 1), counted.rows_read
 
     @pytest.mark.asyncio
     async def test_a_missing_or_looping_chain_is_a_decode_error(self, backend: Backend) -> None:

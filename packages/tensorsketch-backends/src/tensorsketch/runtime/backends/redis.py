@@ -73,6 +73,22 @@ if not i then return false end
 return redis.call('LINDEX', KEYS[1], i)
 """
 
+# KEYS: cp, cpi. ARGV: checkpoint id, or '' for the newest; page size. The records saved just
+# before it, oldest first (the newest `limit` of them): one page of the history.
+_PAGE = """
+local stop
+if ARGV[1] == '' then
+  stop = redis.call('LLEN', KEYS[1]) - 1
+else
+  local i = redis.call('HGET', KEYS[2], ARGV[1])
+  if not i then return {} end
+  stop = tonumber(i) - 1
+end
+if stop < 0 then return {} end
+local start = math.max(0, stop - tonumber(ARGV[2]) + 1)
+return redis.call('LRANGE', KEYS[1], start, stop)
+"""
+
 # Appends to `out` the chain of bases of the record at list index `idx`, newest first: each
 # record's header names its base (layout-1 records, with four header fields: their parent).
 _CHAIN_FN = """
@@ -405,6 +421,14 @@ class RedisBackend(Backend):
         async with self._use("listing checkpoints") as client:
             raws: list[Any] = await client.lrange(self._key(thread_id, "cp"), 0, -1)
         return [_decode_checkpoint(thread_id, raw) for raw in raws]
+
+    async def page_checkpoints(
+        self, thread_id: str, *, before: str | None = None, limit: int
+    ) -> list[StoredCheckpoint]:
+        keys = [self._key(thread_id, "cp"), self._key(thread_id, "cpi")]
+        async with self._use("reading a page of checkpoints") as client:
+            raws: list[Any] = await self._call(client, _PAGE, keys, [before or "", limit])
+        return [_decode_checkpoint(thread_id, raw) for raw in reversed(raws)]
 
     async def read_chain(
         self, thread_id: str, checkpoint_id: str | None = None

@@ -173,6 +173,25 @@ class Backend(ABC):
     async def list_checkpoints(self, thread_id: str) -> list[StoredCheckpoint]:
         """Every checkpoint of the thread, oldest first."""
 
+    async def page_checkpoints(
+        self, thread_id: str, *, before: str | None = None, limit: int
+    ) -> list[StoredCheckpoint]:
+        """Up to ``limit`` checkpoints of the thread saved just before ``before`` (a checkpoint
+        id; ``None``: the newest), newest first; empty when ``before`` is not in the thread.
+
+        The history iterator reads a thread this way, a page per round trip, so a long thread
+        is never held whole. This default slices :meth:`list_checkpoints` (right, but it reads
+        everything each time); the built-in stores answer with one keyed range read.
+        """
+        rows = await self.list_checkpoints(thread_id)
+        end = len(rows)
+        if before is not None:
+            ids = [row.checkpoint_id for row in rows]
+            if before not in ids:
+                return []
+            end = ids.index(before)
+        return rows[max(0, end - limit) : end][::-1]
+
     async def read_chain(
         self, thread_id: str, checkpoint_id: str | None = None
     ) -> list[StoredCheckpoint]:

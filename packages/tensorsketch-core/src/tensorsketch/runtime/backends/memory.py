@@ -61,6 +61,14 @@ class InMemoryBackend(Backend):
         with self._lock:
             return list(self._checkpoints.get(thread_id, ()))
 
+    async def page_checkpoints(
+        self, thread_id: str, *, before: str | None = None, limit: int
+    ) -> list[StoredCheckpoint]:
+        with self._lock:
+            rows = self._checkpoints.get(thread_id, [])
+            end = len(rows) if before is None else self._positions.get(thread_id, {}).get(before)
+            return [] if end is None else rows[max(0, end - limit) : end][::-1]
+
     async def read_chain(
         self, thread_id: str, checkpoint_id: str | None = None
     ) -> list[StoredCheckpoint]:

@@ -248,6 +248,13 @@ class SqlBackend(Backend):
             ),
             "get": f"SELECT {cols} FROM {cp} WHERE thread_id = ? AND checkpoint_id = ?",
             "list": f"SELECT {cols} FROM {cp} WHERE thread_id = ? ORDER BY position",
+            # A page of the history, newest first: keyed on the position of `before`.
+            "page": f"SELECT {cols} FROM {cp} WHERE thread_id = ? ORDER BY position DESC LIMIT ?",
+            "page_before": (
+                f"SELECT {cols} FROM {cp} WHERE thread_id = ? AND position < (SELECT position "
+                f"FROM {cp} WHERE thread_id = ? AND checkpoint_id = ?) "
+                "ORDER BY position DESC LIMIT ?"
+            ),
             "chain_latest": chain.format(
                 start=f"position = (SELECT MAX(position) FROM {cp} WHERE thread_id = ?)"
             ),
@@ -530,6 +537,17 @@ class SqlBackend(Backend):
     async def list_checkpoints(self, thread_id: str) -> list[StoredCheckpoint]:
         q = Query(self._sql["list"], (thread_id,), fetch="all", binary=True)
         rows = (await self._run("listing checkpoints", [q], idempotent=True))[0]
+        return [_checkpoint(thread_id, row) for row in rows]
+
+    async def page_checkpoints(
+        self, thread_id: str, *, before: str | None = None, limit: int
+    ) -> list[StoredCheckpoint]:
+        if before is None:
+            q = Query(self._sql["page"], (thread_id, limit), fetch="all", binary=True)
+        else:
+            params = (thread_id, thread_id, before, limit)
+            q = Query(self._sql["page_before"], params, fetch="all", binary=True)
+        rows = (await self._run("reading a page of checkpoints", [q], idempotent=True))[0]
         return [_checkpoint(thread_id, row) for row in rows]
 
     async def list_forks(self, thread_id: str) -> list[ForkLink]:

@@ -1,0 +1,152 @@
+"""Warm worker threads for blocking calls: where a plain ``def`` tool runs.
+
+``asyncio.to_thread`` pays for generality on every call — an executor work item, a
+``concurrent.futures`` future chained to an asyncio one, a semaphore and a lock — about twice
+the bare cost of waking a thread and waking the loop back. A sync tool runs at most a few
+times per model call, so that toll is most of what separates it from an ``async def`` tool.
+
+:func:`call_blocking` puts the call on a queue a waiting worker takes it from, and the
+worker settles an asyncio future with one ``call_soon_threadsafe``. Workers are kept warm
+(they retire after :data:`IDLE_SECONDS` without work), at most :data:`MAX_WORKERS` run at
+once (the default executor's cap); a call made while all of them are busy waits for the
+first to finish. Like ``to_thread``, the caller's context variables are visible to
+the call, and cancelling the await does not stop a call already running (no thread can be
+interrupted): its result is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import os
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["IDLE_SECONDS", "MAX_WORKERS", "call_blocking"]
+
+#: A worker left without work this long ends (a later call starts a new one).
+IDLE_SECONDS = 60.0
+#: The most calls running at once, like ``asyncio``'s default executor.
+MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
+
+#: One call: (context, function, args, kwargs, loop, future).
+_Item = tuple[contextvars.Context, Callable[..., Any], tuple[Any, ...], dict[str, Any], Any, Any]
+
+
+class _Pool:
+    """Workers taking calls from one FIFO queue, so calls start in the order they were made
+    (as with an executor); ``idle`` holds one token per worker waiting for a call.
+
+    ``list.append``/``pop`` are atomic, so a call claims a waiting worker without a lock; the
+    lock guards only the worker count, touched when a worker starts or retires.
+    """
+
+    def __init__(self) -> None:
+        self.calls: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        self.idle: list[None] = []
+        self.count = 0
+        self.lock = threading.Lock()
+
+    def submit(self, item: _Item) -> None:
+        self.calls.put(item)
+        try:
+            self.idle.pop()  # a waiting worker takes it
+        except IndexError:
+            with self.lock:
+                start = self.count < MAX_WORKERS
+                if start:
+                    self.count += 1
+            if start:
+                worker = threading.Thread(
+                    target=self.serve, name="tensorsketch-blocking", daemon=True
+                )
+                worker.start()
+            # else every worker is busy: the first to finish takes it
+
+    def serve(self) -> None:
+        calls, idle = self.calls, self.idle
+        outcome: _Outcome | None = None
+        while True:
+            try:
+                item = calls.get_nowait()
+            except queue.Empty:
+                # Waiting before the result is delivered: the caller's next call, made as
+                # soon as its loop wakes, must find this worker, not start another one.
+                idle.append(None)
+                _deliver(outcome)
+                outcome = None
+                try:
+                    item = calls.get(timeout=IDLE_SECONDS)
+                except queue.Empty:
+                    try:
+                        idle.pop()
+                    except IndexError:
+                        continue  # a call claimed this worker just now: it is queued
+                    with self.lock:
+                        if calls.empty():
+                            self.count -= 1
+                            return
+                    continue  # queued while this worker retired: serve it
+            else:
+                _deliver(outcome)
+            outcome = _run(item)
+
+
+#: What a call came to: its loop and future, then its result or the error it raised.
+_Outcome = tuple[Any, Any, Any, BaseException | None]
+
+
+def _run(item: _Item) -> _Outcome:
+    ctx, fn, args, kwargs, loop, future = item
+    try:
+        return loop, future, ctx.run(fn, *args, **kwargs), None
+    except StopIteration as exc:  # cannot be set on a future (asyncio refuses it)
+        error = RuntimeError(f"{fn!r} raised StopIteration")
+        error.__cause__ = exc
+        return loop, future, None, error
+    except BaseException as exc:  # delivered to the awaiting caller
+        return loop, future, None, exc
+
+
+def _deliver(outcome: _Outcome | None) -> None:
+    if outcome is None:
+        return
+    loop, future, result, error = outcome
+    try:
+        loop.call_soon_threadsafe(_settle, future, result, error)
+    except RuntimeError:  # the caller's loop has closed: nobody is waiting
+        pass
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+_pool = _Pool()
+
+
+def _reset_after_fork() -> None:
+    global _pool  # a forked child has none of the parent's threads
+    _pool = _Pool()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def call_blocking(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
+    """Run ``fn(*args, **kwargs)`` on a worker thread; await the future for its result.
+
+    Must be called from a running event loop (the future belongs to it).
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    _pool.submit((contextvars.copy_context(), fn, args, kwargs, loop, future))
+    return future
