@@ -97,6 +97,7 @@ _LAZY: dict[str, str] = {
     "Agent": "tensorsketch.agents",
     "AgentState": "tensorsketch.agents",
     "create_agent": "tensorsketch.agents",
+    "handoff": "tensorsketch.agents",
     "Llm": "tensorsketch.agents",
     "generate_structured": "tensorsketch.structured_output",
     "as_tool": "tensorsketch.patterns",
@@ -155,6 +156,7 @@ if TYPE_CHECKING:
     from tensorsketch.agents import AgentState as AgentState
     from tensorsketch.agents import Llm as Llm
     from tensorsketch.agents import create_agent as create_agent
+    from tensorsketch.agents import handoff as handoff
     from tensorsketch.budget import Budget as Budget
     from tensorsketch.budget import BudgetExceededError as BudgetExceededError
     from tensorsketch.durable import Checkpoint as Checkpoint

@@ -12,6 +12,8 @@
   :class:`Compaction` point a summary leaves in the state).
 - ``memory_tools`` — :func:`memory_tools`: remember / recall / forget over ``ctx.memory``.
 - ``memory_hydration`` — :class:`MemoryHydration`: what memory knows, in each prompt.
+- ``handoffs`` — :func:`handoff`: an agent passes the conversation to another
+  (``handoffs=[...]``), with input filters :func:`without_tools` and :func:`keep_last`.
 - ``options`` — :class:`AgentOptions`, the options ``Agent`` and ``create_agent`` share.
 
 Import the public names from here (or from ``tensorsketch``); the submodules are internal.
@@ -27,6 +29,7 @@ from tensorsketch.agents.context import (
     trim_messages,
 )
 from tensorsketch.agents.factory import create_agent
+from tensorsketch.agents.handoffs import Handoff, handoff, keep_last, without_tools
 from tensorsketch.agents.llm import Llm
 from tensorsketch.agents.loop import Agent
 from tensorsketch.agents.memory_hydration import MemoryHydration
@@ -42,12 +45,16 @@ __all__ = [
     "AgentStatus",
     "Compaction",
     "ContextPolicy",
+    "Handoff",
     "Llm",
     "MemoryHydration",
     "create_agent",
     "estimate_tokens",
+    "handoff",
+    "keep_last",
     "memory_tools",
     "trim_messages",
+    "without_tools",
 ]
 
 # The public home of these names, as before ``agents`` was a package: checkpoint tags,

@@ -33,6 +33,7 @@ from tensorsketch.agents.context import (
     summary_request,
     trim_messages,
 )
+from tensorsketch.agents.handoffs import HANDOFF, Handoff, Routing, as_handoffs, team_of
 from tensorsketch.agents.options import AgentSettings, as_tools, check_deps, check_provider
 from tensorsketch.agents.ports import ReportChoice, port_hint, ports, report_fields
 from tensorsketch.agents.state import REPORT_FIELDS, AgentStatus
@@ -153,16 +154,29 @@ class Agent(Node):
             for kind in ("input", "output", "tool_call")
         }
         self.name = settings.name
+        #: The agents this one may hand the conversation to (``handoffs=``).
+        self.handoffs: tuple[Handoff, ...] = as_handoffs(settings.handoffs, self.name)
+        #: Every agent reachable through handoffs (this one included) and the handoff
+        #: targets named but not found; empty when this agent hands off to nobody.
+        self._team: dict[str, Agent] = {}
+        self._unresolved: list[str] = []
+        if self.handoffs:
+            self._team, self._unresolved = team_of(self)
+        members = list(self._team.values()) or [self]
         self.input_key = input_key
         self.output_key = output_key
         #: The report fields this agent writes (empty for ``report=False``).
         self.report = report_fields(report, REPORT_FIELDS)
         #: ``parsed`` is written wherever the state keeps it once a schema makes one.
         self._optional: frozenset[str] = frozenset()
-        if self.output_schema is not None and "parsed" not in self.report:
+        schemas = any(m.output_schema is not None for m in members)
+        if schemas and "parsed" not in self.report:
             self._optional = frozenset({"parsed"})
-        if self.guardrails:  # the tripwire is written wherever the state keeps it
+        guarded = any(m.guardrails for m in members)
+        if guarded:  # the tripwire is written wherever the state keeps it
             self._optional |= {"tripwire"}
+        if self._team:  # so is the agent holding the conversation
+            self._optional |= {"active_agent"}
         #: What ``_reported`` lets through: the chosen report fields and the optional ones.
         self._report_out = self.report | self._optional
         self.options: dict[str, Any] = settings.model_call_options()
@@ -171,8 +185,10 @@ class Agent(Node):
             output_key: (str, ""),
         }
         outputs.update((k, v) for k, v in REPORT_FIELDS.items() if k in self._report_out)
-        if self.guardrails:
+        if guarded:
             outputs["tripwire"] = (Tripwire | None, None)
+        if self._team:
+            outputs["active_agent"] = (str, "")
         inputs: dict[str, Any] = {
             input_key: (str, ""),
             "messages": (list[Message], Field(default_factory=list)),
@@ -190,8 +206,22 @@ class Agent(Node):
         self._tool_handler = compose_tool(self.middleware, self._innermost_tool)
         # Fixed for the agent's life, so not rebuilt on every turn.
         self._providers: tuple[ChatProvider, ...] = (self.provider, *self.fallbacks)
-        self._tool_list: tuple[Tool, ...] = tuple(self.tools)
-        self._approvals = any(t.requires_approval for t in self.tools)
+        self._handoff_tools: tuple[Tool, ...] = tuple(h.as_tool() for h in self.handoffs)
+        clashes = sorted({t.name for t in self._handoff_tools} & set(self.tools_by_name))
+        if clashes:
+            msg = (
+                f"agent {self.name!r} has a tool and a handoff both named {clashes[0]!r}; give "
+                "the handoff another `handoff(..., tool_name=...)`."
+            )
+            raise ValueError(msg)
+        self._offered()
+
+    def _offered(self) -> None:
+        """What the model is offered (the tools, then the handoffs) and what calls run
+        against, from ``tools`` as they are now."""
+        self._tool_list: tuple[Tool, ...] = (*self.tools, *self._handoff_tools)
+        self._callable: dict[str, Tool] = {t.name: t for t in self._tool_list}
+        self._approvals = any(t.requires_approval for t in self._tool_list)
 
     def variant(
         self,
@@ -221,11 +251,17 @@ class Agent(Node):
                 "extra tools other names."
             )
             raise ValueError(msg)
+        clashes = sorted({t.name for t in added} & {t.name for t in self._handoff_tools})
+        if clashes:
+            msg = (
+                f"agent {self.name!r} already has a handoff named {', '.join(clashes)}; give "
+                "the extra tools other names."
+            )
+            raise ValueError(msg)
         if added:
             clone.tools = [*self.tools, *added]
             clone.tools_by_name = {t.name: t for t in clone.tools}
-            clone._tool_list = tuple(clone.tools)
-            clone._approvals = any(t.requires_approval for t in clone.tools)
+            clone._offered()
         clone._tool_handler = compose_tool(clone.middleware, clone._innermost_tool)
         return clone
 
@@ -275,9 +311,7 @@ class Agent(Node):
         return [*history, *new], new
 
     async def run(self, ctx: Context, inp: Any) -> Any:
-        node_span = current_span.get()
-        if node_span is not None:  # name the agent on its node span (OTel: `invoke_agent {name}`)
-            node_span.set_attribute(ATTR_AGENT_NAME, self.name)
+        _name_span(self.name)
         if self.deps_type is not None:
             check_deps(ctx, self.deps_type, self.name)
         scope = Scope.of(ctx)
@@ -290,7 +324,9 @@ class Agent(Node):
             prices=self.prices,
             parent=current_budget(),
         )
-        tools = self._tool_set()
+        routing = self._routing(ctx, transcript)
+        active = self if routing is None else routing.active
+        tools = active._tool_set()
         watch = RepeatWatch(self.stuck_after, transcript)
         status: AgentStatus = "completed"
         detail = ""
@@ -305,10 +341,11 @@ class Agent(Node):
                     if exceeded is not None:
                         status, detail = "budget_exceeded", str(exceeded)
                         break
-                    outcome, point = await self._model_step(ctx, transcript, k, scope, point)
+                    sent = transcript if routing is None else routing.request(transcript)
+                    outcome, point = await active._model_step(ctx, sent, k, scope, point)
                     iterations = k + 1
                     completion: Completion = outcome["completion"]
-                    budget.charge(completion.usage, completion.model or self.provider.model)
+                    budget.charge(completion.usage, completion.model or active.provider.model)
                     reply = _with_call_ids(completion.message, k)
                     repair = outcome.get("repair")
                     if repair:
@@ -326,8 +363,8 @@ class Agent(Node):
                         _skip_calls(reply.tool_calls, transcript, new, _NOT_RUN_BUDGET)
                         status, detail = "budget_exceeded", str(exceeded)
                         break
-                    if self.guardrails:
-                        await self._guard_reply(ctx, scope, k, reply, transcript, new)
+                    if active.guardrails:
+                        await active._guard_reply(ctx, scope, k, reply, transcript, new)
                     if not reply.tool_calls:
                         parsed = completion.parsed
                         status = "completed"
@@ -338,9 +375,14 @@ class Agent(Node):
                         status, detail = "stuck", repeated
                         await self._stuck(ctx, k, repeated)
                         break
-                    results = await run_tool_calls(ctx, tools, reply.tool_calls, k, scope)
-                    transcript.extend(results)
-                    new.extend(results)
+                    if routing is None:
+                        results = await run_tool_calls(ctx, tools, reply.tool_calls, k, scope)
+                        transcript.extend(results)
+                        new.extend(results)
+                    else:
+                        active, tools = await self._routed_tools(
+                            ctx, scope, k, routing, tools, reply, transcript, new, watch
+                        )
                     if k + 1 == self.max_iterations:
                         status = "max_iterations"
                         detail = (
@@ -348,7 +390,9 @@ class Agent(Node):
                             "the model has not seen; the output is the latest assistant text."
                         )
             except Interrupt as exc:
-                stop = await self._suspension(ctx, scope, exc, new, shown, budget, iterations)
+                stop = await self._suspension(
+                    ctx, scope, exc, new, shown, budget, iterations, active
+                )
                 raise stop from None
             except _Tripped as tripped:
                 tripwire = tripped.tripwire
@@ -367,8 +411,60 @@ class Agent(Node):
             "cost_usd": budget.cost_usd,
             "stop_detail": detail,
             "tripwire": tripwire,
+            "active_agent": active.name,
         }
         return self._result(out, point, report)
+
+    def _routing(self, ctx: Context, transcript: list[Message]) -> Routing | None:
+        """Who holds the conversation (``None`` when this agent hands off to nobody)."""
+        if not self._team:
+            return None
+        if self._unresolved:
+            names = ", ".join(repr(n) for n in self._unresolved)
+            msg = (
+                f"agent {self.name!r} can hand off (through its team) to {names}, but no agent "
+                f"reachable from it has that name; reachable: {', '.join(sorted(self._team))}."
+            )
+            raise ValueError(msg)
+        team = {**self._team, self.name: self}  # this very instance (a variant) runs
+        routing = Routing(self, team, transcript)
+        if routing.active is not self and routing.active.deps_type is not None:
+            check_deps(ctx, routing.active.deps_type, routing.active.name)
+        return routing
+
+    async def _routed_tools(
+        self,
+        ctx: Context,
+        scope: Scope,
+        k: int,
+        routing: Routing,
+        tools: ToolSet,
+        reply: Message,
+        transcript: list[Message],
+        new: list[Message],
+        watch: RepeatWatch,
+    ) -> tuple[Agent, ToolSet]:
+        """Run a turn's tool calls when handoffs are possible; who holds the conversation
+        after them. A handoff is announced by an ``agent.handoff`` event in the run's stream
+        and an attribute on the node's span."""
+        giver = routing.active
+        results = await _run_with_handoffs(ctx, giver, tools, reply, k, scope)
+        transcript.extend(results)
+        new.extend(results)
+        taken = routing.after(results, transcript)
+        if taken is None:
+            return giver, tools
+        receiver = routing.active
+        if receiver.deps_type is not None:
+            check_deps(ctx, receiver.deps_type, receiver.name)
+        watch.forget()
+        span = current_span.get()
+        if span is not None:
+            path = [self.name, *(p.taken.target_name for p in routing.points)]
+            span.set_attribute(HANDOFF, " -> ".join(path))
+        data = {"from": giver.name, "to": receiver.name, "iteration": k, "tool": taken.tool_name}
+        await ctx.emit(HANDOFF, data)
+        return receiver, receiver._tool_set()
 
     def _result(self, out: dict[str, Any], point: Compaction | None, report: dict[str, Any]) -> Any:
         """The node's output: the messages and answer, the compaction point when the state
@@ -388,9 +484,11 @@ class Agent(Node):
         shown: _Shown,
         budget: Budget,
         iterations: int,
+        active: Agent,
     ) -> Interrupt:
         """The interrupt the run suspends with, carrying what ran so far: the transcript
-        (the approver reads why), and with ``report``, the counts and the spend."""
+        (the approver reads why), and with ``report``, the counts, the spend and who holds
+        the conversation."""
         writes: dict[str, Any] = {}
         if new and _waits_on_tools(new[-1]):
             await _record_shown(ctx, scope, shown, new)
@@ -403,6 +501,7 @@ class Agent(Node):
                     "iterations": iterations,
                     "usage": budget.usage,
                     "cost_usd": budget.cost_usd,
+                    "active_agent": active.name,
                 }
             )
         )
@@ -633,7 +732,7 @@ class Agent(Node):
     def _tool_set(self) -> ToolSet:
         """What this run's tool calls run against, read from the agent as it is now."""
         return ToolSet(
-            by_name=self.tools_by_name,
+            by_name=self._callable,
             handler=self._tool_handler,
             agent=self.name,
             concurrency=self.tool_concurrency,
@@ -706,6 +805,35 @@ def _with_call_ids(message: Message, k: int) -> Message:
         for i, call in enumerate(message.tool_calls)
     ]
     return message.model_copy(update={"tool_calls": calls})
+
+
+def _name_span(agent: str) -> None:
+    """Name the agent on its node span (OTel: ``invoke_agent {name}``)."""
+    node_span = current_span.get()
+    if node_span is not None:
+        node_span.set_attribute(ATTR_AGENT_NAME, agent)
+
+
+async def _run_with_handoffs(
+    ctx: Context, active: Agent, tools: ToolSet, reply: Message, k: int, scope: Scope
+) -> list[Message]:
+    """A turn's tool calls when handoffs are possible: at most one handoff per turn (the
+    first; the others are answered as not made), every other call as usual."""
+    names = {h.tool_name for h in active.handoffs}
+    calls = reply.tool_calls
+    transfers = [c for c in calls if c.name in names]
+    if len(transfers) < 2:
+        return await run_tool_calls(ctx, tools, calls, k, scope)
+    first = transfers[0]
+    refused = {
+        c.id: tool_result(
+            c, f"Not run: this turn already hands off with {first.name!r}.", is_error=True
+        )
+        for c in transfers[1:]
+    }
+    kept = [c for c in calls if c.id not in refused]
+    done = iter(await run_tool_calls(ctx, tools, kept, k, scope))
+    return [refused[c.id] if c.id in refused else next(done) for c in calls]
 
 
 _NOT_RUN_BUDGET = "Not run: the run's budget is spent."

@@ -61,6 +61,10 @@ class AgentOptions(TypedDict, total=False):
     :ivar guardrails: checks on the input, the final answer and each turn's tool calls
         (:mod:`tensorsketch.guardrails`); one that trips stops the run with
         ``status="tripped"`` and ``state.tripwire`` saying which and why.
+    :ivar handoffs: agents this one may hand the conversation to (agents, ``create_agent``
+        graphs, or :func:`~tensorsketch.agents.handoff` for a filter, a tool name or an
+        approval): the model gets a ``transfer_to_<name>`` tool for each, and the receiver
+        carries on with the transcript under its own instructions and tools.
     """
 
     system: str | None
@@ -80,6 +84,7 @@ class AgentOptions(TypedDict, total=False):
     deps_type: type | None
     stuck_after: int | None
     guardrails: Sequence[Guardrail]
+    handoffs: Sequence[Any]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,6 +108,7 @@ class AgentSettings:
     deps_type: type | None = None
     stuck_after: int | None = 3
     guardrails: Sequence[Guardrail] = ()
+    handoffs: Sequence[Any] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_iterations, int) or self.max_iterations < 1:
