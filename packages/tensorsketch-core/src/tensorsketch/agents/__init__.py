@@ -14,6 +14,8 @@
 - ``memory_hydration`` — :class:`MemoryHydration`: what memory knows, in each prompt.
 - ``handoffs`` — :func:`handoff`: an agent passes the conversation to another
   (``handoffs=[...]``), with input filters :func:`without_tools` and :func:`keep_last`.
+- ``output_modes`` — :data:`OutputMode`: how an ``output_schema`` answer is asked for
+  (``auto``, ``native``, ``tool``, ``prompted``).
 - ``options`` — :class:`AgentOptions`, the options ``Agent`` and ``create_agent`` share.
 
 Import the public names from here (or from ``tensorsketch``); the submodules are internal.
@@ -35,6 +37,7 @@ from tensorsketch.agents.loop import Agent
 from tensorsketch.agents.memory_hydration import MemoryHydration
 from tensorsketch.agents.memory_tools import memory_tools
 from tensorsketch.agents.options import AgentOptions
+from tensorsketch.agents.output_modes import OutputMode
 from tensorsketch.agents.state import AgentState, AgentStatus
 
 __all__ = [
@@ -48,6 +51,7 @@ __all__ = [
     "Handoff",
     "Llm",
     "MemoryHydration",
+    "OutputMode",
     "create_agent",
     "estimate_tokens",
     "handoff",

@@ -35,6 +35,7 @@ from tensorsketch.agents.context import (
 )
 from tensorsketch.agents.handoffs import HANDOFF, Handoff, Routing, as_handoffs, team_of
 from tensorsketch.agents.options import AgentSettings, as_tools, check_deps, check_provider
+from tensorsketch.agents.output_modes import shape_request
 from tensorsketch.agents.ports import ReportChoice, port_hint, ports, report_fields
 from tensorsketch.agents.state import REPORT_FIELDS, AgentStatus
 from tensorsketch.agents.stuck import STUCK, RepeatWatch
@@ -145,6 +146,7 @@ class Agent(Node):
         self.tool_concurrency = settings.tool_concurrency
         self.tool_timeout = settings.tool_timeout
         self.output_schema = settings.output_schema
+        self.output_mode = settings.output_mode
         self.context_policy = settings.context_policy
         self.deps_type = settings.deps_type
         self.stuck_after = settings.stuck_after
@@ -215,6 +217,8 @@ class Agent(Node):
             )
             raise ValueError(msg)
         self._offered()
+        if self.output_mode == "tool" and self.output_schema is not None:
+            shape_request("tool", self.provider, [], list(self._tool_list), self.output_schema)
 
     def _offered(self) -> None:
         """What the model is offered (the tools, then the handoffs) and what calls run
@@ -536,6 +540,7 @@ class Agent(Node):
                 self.output_schema,
                 self.options,
                 agent=self.name,
+                mode=self.output_mode,
             )
 
         outcome: dict[str, Any] = await ctx.effects.once(agent_turn_key(scope, k, "model"), call)

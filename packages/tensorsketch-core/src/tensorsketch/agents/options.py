@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 import pydantic
 
 from tensorsketch.agents.context import ContextPolicy
+from tensorsketch.agents.output_modes import OutputMode, check_output_mode
 from tensorsketch.budget import Budget
 from tensorsketch.context import Context
 from tensorsketch.errors import DepsUnavailableError
@@ -46,6 +47,10 @@ class AgentOptions(TypedDict, total=False):
     :ivar tool_timeout: seconds a tool call may take; a slow call becomes an error result.
     :ivar output_schema: validate the final answer into this schema (``state.parsed``); a
         reply that does not validate is sent back for repair (it counts as an iteration).
+    :ivar output_mode: how an ``output_schema`` answer is asked for: ``"auto"`` (the
+        provider's own way), ``"native"`` (the provider's structured output, refused where
+        it has none), ``"tool"`` (a ``final_result`` tool) or ``"prompted"`` (the schema in
+        the instructions, the JSON read from the text); the repair loop works in each.
     :ivar name: the agent's node name (default ``"agent"``).
     :ivar max_tokens: the reply limit of each model call (default 1024).
     :ivar model_options: further provider options sent with every model call.
@@ -77,6 +82,7 @@ class AgentOptions(TypedDict, total=False):
     tool_concurrency: int | None
     tool_timeout: float | None
     output_schema: type[Schema] | None
+    output_mode: OutputMode
     name: str
     max_tokens: int
     model_options: Mapping[str, Any] | None
@@ -101,6 +107,7 @@ class AgentSettings:
     tool_concurrency: int | None = None
     tool_timeout: float | None = None
     output_schema: type[Schema] | None = None
+    output_mode: OutputMode = "auto"
     name: str = "agent"
     max_tokens: int = 1024
     model_options: Mapping[str, Any] | None = field(default=None)
@@ -136,6 +143,7 @@ class AgentSettings:
         ):
             msg = f"`output_schema` must be a Schema class, got {schema!r}."
             raise TypeError(msg)
+        check_output_mode(self.output_mode, "Agent")
         policy = self.context_policy
         if policy is not None and not isinstance(policy, ContextPolicy):
             msg = f"`context_policy` must be a ContextPolicy(budget_tokens=...), got {policy!r}."
