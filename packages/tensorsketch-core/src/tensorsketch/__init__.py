@@ -83,6 +83,7 @@ _LAZY: dict[str, str] = {
     # tools and messages
     "tool": "tensorsketch.tools",
     "Tool": "tensorsketch.tools",
+    "Toolset": "tensorsketch.toolsets",
     "Message": "tensorsketch.messages",
     "ToolCall": "tensorsketch.messages",
     "add_messages": "tensorsketch.messages",
@@ -213,6 +214,7 @@ if TYPE_CHECKING:
     from tensorsketch.structured_output import generate_structured as generate_structured
     from tensorsketch.tools import Tool as Tool
     from tensorsketch.tools import tool as tool
+    from tensorsketch.toolsets import Toolset as Toolset
 
 __all__ = [
     # graph

@@ -12,6 +12,7 @@ from tensorsketch.graph import Graph
 from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.provider import ChatProvider
 from tensorsketch.tools import Tool
+from tensorsketch.toolsets import Toolset
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -23,7 +24,7 @@ __all__ = ["create_agent"]
 
 def create_agent(
     provider: ChatProvider,
-    tools: Iterable[Tool | Callable[..., Any]] = (),
+    tools: Iterable[Tool | Callable[..., Any] | Toolset] = (),
     **options: Unpack[AgentOptions],
 ) -> CompiledGraph[AgentState]:
     """An agent as a normal compiled graph over :class:`AgentState`.

@@ -60,6 +60,7 @@ from tensorsketch.observability.tracing import ATTR_AGENT_NAME, current_span
 from tensorsketch.provider import ChatProvider, Completion
 from tensorsketch.schema import Schema
 from tensorsketch.tools import Tool
+from tensorsketch.toolsets import ToolSearch, Toolset, search_tool
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -100,7 +101,7 @@ class Agent(Node):
     def __init__(
         self,
         provider: ChatProvider,
-        tools: Iterable[Tool | Callable[..., Any]] = (),
+        tools: Iterable[Tool | Callable[..., Any] | Toolset] = (),
         *,
         input_key: str = "query",
         output_key: str = "output",
@@ -114,7 +115,7 @@ class Agent(Node):
         cls,
         where: str,
         provider: ChatProvider,
-        tools: Iterable[Tool | Callable[..., Any]],
+        tools: Iterable[Tool | Callable[..., Any] | Toolset],
         options: Mapping[str, Any],
     ) -> Agent:
         """An agent with the default keys, its options checked under ``where``'s name."""
@@ -126,7 +127,7 @@ class Agent(Node):
         self,
         where: str,
         provider: ChatProvider,
-        tools: Iterable[Tool | Callable[..., Any]],
+        tools: Iterable[Tool | Callable[..., Any] | Toolset],
         options: Mapping[str, Any],
         input_key: str,
         output_key: str,
@@ -134,8 +135,16 @@ class Agent(Node):
     ) -> None:
         self.provider = check_provider(provider, "Agent(provider)")
         settings = self.settings = AgentSettings.of(where, options)
-        self.tools = as_tools(tools)
+        items = list(tools)
+        #: Toolsets offered only on the runs their ``when`` allows.
+        self._dynamic: tuple[Toolset, ...] = tuple(
+            i for i in items if isinstance(i, Toolset) and i.enabled is not None
+        )
+        deferred = [i for i in items if isinstance(i, Toolset) and i.deferred and not i.enabled]
+        self.tools = as_tools(i for i in items if not _held_back(i))
         self.tools_by_name = {t.name: t for t in self.tools}
+        #: Tools sent by name only, until ``search_tools`` finds them.
+        self._deferred: dict[str, Tool] = {t.name: t for ts in deferred for t in ts.tools}
         self.system = settings.system
         self.max_iterations = settings.max_iterations
         self.middleware = list(settings.middleware)
@@ -221,11 +230,35 @@ class Agent(Node):
             shape_request("tool", self.provider, [], list(self._tool_list), self.output_schema)
 
     def _offered(self) -> None:
-        """What the model is offered (the tools, then the handoffs) and what calls run
-        against, from ``tools`` as they are now."""
-        self._tool_list: tuple[Tool, ...] = (*self.tools, *self._handoff_tools)
-        self._callable: dict[str, Tool] = {t.name: t for t in self._tool_list}
-        self._approvals = any(t.requires_approval for t in self._tool_list)
+        """What the model is offered (the tools, the handoffs, the search for deferred
+        tools) and what calls run against, from ``tools`` as they are now."""
+        search = (search_tool(self._deferred),) if self._deferred else ()
+        self._tool_list: tuple[Tool, ...] = (*self.tools, *self._handoff_tools, *search)
+        every = [*self._tool_list, *self._deferred.values()]
+        self._callable: dict[str, Tool] = {t.name: t for t in every}
+        if len(self._callable) < len(every):
+            names = [t.name for t in every]
+            twice = sorted({n for n in names if names.count(n) > 1})
+            msg = (
+                f"agent {self.name!r} has two tools named {twice[0]!r} (across its tools, "
+                "toolsets, handoffs and tool search); rename one or `.prefixed(...)` a toolset."
+            )
+            raise ValueError(msg)
+        self._approvals = any(t.requires_approval for t in every)
+
+    def _for_run(self, ctx: Context) -> Agent:
+        """This agent with the toolsets this run's ``when`` predicates allow."""
+        on = [ts for ts in self._dynamic if ts.enabled is not None and ts.enabled(ctx)]
+        clone = copy.copy(self)
+        clone._dynamic = ()
+        clone.tools = [*self.tools, *(t for ts in on if not ts.deferred for t in ts.tools)]
+        clone.tools_by_name = {t.name: t for t in clone.tools}
+        clone._deferred = {
+            **self._deferred,
+            **{t.name: t for ts in on if ts.deferred for t in ts.tools},
+        }
+        clone._offered()
+        return clone
 
     def variant(
         self,
@@ -315,6 +348,11 @@ class Agent(Node):
         return [*history, *new], new
 
     async def run(self, ctx: Context, inp: Any) -> Any:
+        if self._dynamic:
+            return await self._for_run(ctx)._loop(ctx, inp)
+        return await self._loop(ctx, inp)
+
+    async def _loop(self, ctx: Context, inp: Any) -> Any:
         _name_span(self.name)
         if self.deps_type is not None:
             check_deps(ctx, self.deps_type, self.name)
@@ -328,9 +366,7 @@ class Agent(Node):
             prices=self.prices,
             parent=current_budget(),
         )
-        routing = self._routing(ctx, transcript)
-        active = self if routing is None else routing.active
-        tools = active._tool_set()
+        plan = _Plan(self._routing(ctx, transcript), self, transcript)
         watch = RepeatWatch(self.stuck_after, transcript)
         status: AgentStatus = "completed"
         detail = ""
@@ -345,8 +381,10 @@ class Agent(Node):
                     if exceeded is not None:
                         status, detail = "budget_exceeded", str(exceeded)
                         break
-                    sent = transcript if routing is None else routing.request(transcript)
-                    outcome, point = await active._model_step(ctx, sent, k, scope, point)
+                    active = plan.active
+                    sent = plan.request(transcript)
+                    offered = plan.offered()
+                    outcome, point = await active._model_step(ctx, sent, k, scope, point, offered)
                     iterations = k + 1
                     completion: Completion = outcome["completion"]
                     budget.charge(completion.usage, completion.model or active.provider.model)
@@ -379,14 +417,7 @@ class Agent(Node):
                         status, detail = "stuck", repeated
                         await self._stuck(ctx, k, repeated)
                         break
-                    if routing is None:
-                        results = await run_tool_calls(ctx, tools, reply.tool_calls, k, scope)
-                        transcript.extend(results)
-                        new.extend(results)
-                    else:
-                        active, tools = await self._routed_tools(
-                            ctx, scope, k, routing, tools, reply, transcript, new, watch
-                        )
+                    await self._tool_turn(ctx, scope, k, plan, reply, transcript, new, watch)
                     if k + 1 == self.max_iterations:
                         status = "max_iterations"
                         detail = (
@@ -395,7 +426,7 @@ class Agent(Node):
                         )
             except Interrupt as exc:
                 stop = await self._suspension(
-                    ctx, scope, exc, new, shown, budget, iterations, active
+                    ctx, scope, exc, new, shown, budget, iterations, plan.active
                 )
                 raise stop from None
             except _Tripped as tripped:
@@ -415,7 +446,7 @@ class Agent(Node):
             "cost_usd": budget.cost_usd,
             "stop_detail": detail,
             "tripwire": tripwire,
-            "active_agent": active.name,
+            "active_agent": plan.active.name,
         }
         return self._result(out, point, report)
 
@@ -436,31 +467,37 @@ class Agent(Node):
             check_deps(ctx, routing.active.deps_type, routing.active.name)
         return routing
 
-    async def _routed_tools(
+    async def _tool_turn(
         self,
         ctx: Context,
         scope: Scope,
         k: int,
-        routing: Routing,
-        tools: ToolSet,
+        plan: _Plan,
         reply: Message,
         transcript: list[Message],
         new: list[Message],
         watch: RepeatWatch,
-    ) -> tuple[Agent, ToolSet]:
-        """Run a turn's tool calls when handoffs are possible; who holds the conversation
-        after them. A handoff is announced by an ``agent.handoff`` event in the run's stream
-        and an attribute on the node's span."""
-        giver = routing.active
-        results = await _run_with_handoffs(ctx, giver, tools, reply, k, scope)
+    ) -> None:
+        """Run a turn's tool calls and add their results; then note the tools a search
+        loaded, and follow a handoff (announced by an ``agent.handoff`` event in the run's
+        stream and an attribute on the node's span)."""
+        routing = plan.routing
+        giver = plan.active
+        if routing is None:
+            results = await run_tool_calls(ctx, plan.tools, reply.tool_calls, k, scope)
+        else:
+            results = await _run_with_handoffs(ctx, giver, plan.tools, reply, k, scope)
         transcript.extend(results)
         new.extend(results)
-        taken = routing.after(results, transcript)
-        if taken is None:
-            return giver, tools
+        if plan.search is not None:
+            plan.search.read(results)
+        taken = None if routing is None else routing.after(results, transcript)
+        if routing is None or taken is None:
+            return
         receiver = routing.active
         if receiver.deps_type is not None:
             check_deps(ctx, receiver.deps_type, receiver.name)
+        plan.become(receiver, transcript)
         watch.forget()
         span = current_span.get()
         if span is not None:
@@ -468,7 +505,6 @@ class Agent(Node):
             span.set_attribute(HANDOFF, " -> ".join(path))
         data = {"from": giver.name, "to": receiver.name, "iteration": k, "tool": taken.tool_name}
         await ctx.emit(HANDOFF, data)
-        return receiver, receiver._tool_set()
 
     def _result(self, out: dict[str, Any], point: Compaction | None, report: dict[str, Any]) -> Any:
         """The node's output: the messages and answer, the compaction point when the state
@@ -522,6 +558,7 @@ class Agent(Node):
         k: int,
         scope: Scope,
         point: Compaction | None,
+        offered: tuple[Tool, ...] | None = None,
     ) -> tuple[dict[str, Any], Compaction | None]:
         mctx = sub_context(ctx, part_name(k, "model"))
         sent = transcript
@@ -536,7 +573,7 @@ class Agent(Node):
                 self._providers,
                 self._model_handler,
                 sent,
-                self._tool_list,
+                self._tool_list if offered is None else offered,
                 self.output_schema,
                 self.options,
                 agent=self.name,
@@ -762,6 +799,38 @@ class _Tripped(Exception):
         self.detail = (
             f"guardrail {tripwire.guardrail!r} ({tripwire.kind}) tripped: {tripwire.reason}"
         )
+
+
+class _Plan:
+    """Who runs the conversation in this run and what they are offered: the active agent,
+    the tools its calls run against, the handoffs so far, the tools its searches loaded."""
+
+    __slots__ = ("active", "routing", "search", "tools")
+
+    def __init__(self, routing: Routing | None, agent: Agent, transcript: list[Message]) -> None:
+        self.routing = routing
+        self.become(agent if routing is None else routing.active, transcript)
+
+    def become(self, agent: Agent, transcript: list[Message]) -> None:
+        self.active = agent
+        self.tools = agent._tool_set()
+        self.search = ToolSearch(agent._deferred, transcript) if agent._deferred else None
+
+    def request(self, transcript: list[Message]) -> list[Message]:
+        """The messages the active agent's model is sent."""
+        return transcript if self.routing is None else self.routing.request(transcript)
+
+    def offered(self) -> tuple[Tool, ...] | None:
+        """The tools the model is sent (``None``: the active agent's own list)."""
+        if self.search is None:
+            return None
+        return self.search.offered(self.active._tool_list)
+
+
+def _held_back(item: object) -> bool:
+    """Whether ``item`` is a toolset that is not simply offered: one with a ``when`` or a
+    deferred one."""
+    return isinstance(item, Toolset) and (item.enabled is not None or item.deferred)
 
 
 class _Shown(NamedTuple):

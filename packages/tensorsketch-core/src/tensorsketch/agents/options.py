@@ -25,6 +25,7 @@ from tensorsketch.pricing import PriceTable
 from tensorsketch.provider import ChatProvider
 from tensorsketch.schema import Schema
 from tensorsketch.tools import Tool
+from tensorsketch.toolsets import Toolset
 
 __all__ = ["AgentOptions", "AgentSettings", "as_tools", "check_deps", "check_provider"]
 
@@ -216,11 +217,15 @@ def check_provider(provider: Any, where: str) -> ChatProvider:
     return provider
 
 
-def as_tools(tools: Iterable[Tool | Callable[..., Any]]) -> list[Tool]:
-    """``@tool`` objects (plain functions are wrapped), their names checked to be unique."""
+def as_tools(tools: Iterable[Tool | Callable[..., Any] | Toolset]) -> list[Tool]:
+    """``@tool`` objects (plain functions are wrapped, toolsets flattened), their names
+    checked to be unique."""
     result: list[Tool] = []
     seen: dict[str, Tool] = {}
+    flat: list[Tool | Callable[..., Any]] = []
     for item in tools:
+        flat.extend(item.tools if isinstance(item, Toolset) else [item])
+    for item in flat:
         if isinstance(item, Tool):
             made = item
         elif callable(item):
