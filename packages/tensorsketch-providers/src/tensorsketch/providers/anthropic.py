@@ -9,7 +9,14 @@ Mapping notes:
   those first (``tool_choice: any``), and ``respond`` ends the loop.
 * With ``cache_prefix=True`` the stable prefix — the tool list and the system prompt — carries
   ``cache_control`` breakpoints, so repeated calls of an agent loop read it from the prompt
-  cache (reported as ``Usage.cache_read_tokens`` / ``cache_write_tokens``).
+  cache (reported as ``Usage.cache_read_tokens`` / ``cache_write_tokens``). Tool schemas are
+  serialized with sorted keys, so the prefix is byte-stable from call to call.
+* With ``cache_conversation=True`` the history is cached too, with rolling breakpoints
+  within the API's four: one on the end of the request (written now, read by the next call)
+  and one on the end of the previous request (the turn before the latest assistant reply),
+  so each call reads everything up to its last turns from the cache even when a turn adds
+  many blocks. ``cache_ttl="1h"`` asks for the one-hour cache (``Usage.cache_write_1h_tokens``
+  counts its writes, which cost more).
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import functools
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from tensorsketch.messages import ImageBlock, Message, TextBlock, ToolCall
 from tensorsketch.provider import (
@@ -72,6 +79,8 @@ class AnthropicProvider(SDKProvider):
         a ``RetryMiddleware`` or a fallback chain does the retrying.
     :param timeout: seconds per request.
     :param cache_prefix: mark the tools and system prompt as a prompt-cache prefix.
+    :param cache_conversation: also cache the growing history (rolling breakpoints).
+    :param cache_ttl: ``"5m"`` (the default) or ``"1h"``: how long cached prefixes live.
     """
 
     provider_name = "anthropic"
@@ -88,10 +97,20 @@ class AnthropicProvider(SDKProvider):
         max_retries: int = 2,
         timeout: float = 600.0,
         cache_prefix: bool = True,
+        cache_conversation: bool = True,
+        cache_ttl: Literal["5m", "1h"] = "5m",
     ) -> None:
         self._check_model(model)
+        if cache_ttl not in ("5m", "1h"):
+            msg = f"AnthropicProvider(cache_ttl=...) must be '5m' or '1h', got {cache_ttl!r}."
+            raise ValueError(msg)
         self.model = model
         self.cache_prefix = cache_prefix
+        self.cache_conversation = cache_conversation
+        self.cache_ttl = cache_ttl
+        self._mark: dict[str, str] = (
+            dict(_EPHEMERAL) if cache_ttl == "5m" else {**_EPHEMERAL, "ttl": "1h"}
+        )
         if self._adopt_client(client, api_key=api_key, base_url=base_url):
             return
         settings: dict[str, Any] = {
@@ -168,7 +187,7 @@ class AnthropicProvider(SDKProvider):
         if system_parts:
             system: list[dict[str, Any]] = [{"type": "text", "text": t} for t in system_parts]
             if self.cache_prefix:
-                system[-1]["cache_control"] = dict(_EPHEMERAL)
+                system[-1]["cache_control"] = dict(self._mark)
             request["system"] = system
         definitions: list[dict[str, Any]] = [
             {"name": t.name, "description": t.description, "input_schema": t.json_schema()}
@@ -189,8 +208,13 @@ class AnthropicProvider(SDKProvider):
             )
         if definitions:
             if self.cache_prefix:
-                definitions[-1]["cache_control"] = dict(_EPHEMERAL)
+                definitions[-1]["cache_control"] = dict(self._mark)
             request["tools"] = definitions
+        if self.cache_conversation:
+            used = (self.cache_prefix and bool(system_parts)) + (
+                self.cache_prefix and bool(definitions)
+            )
+            _mark_history(turns, self._mark, _BREAKPOINTS - used)
         route_options(
             self._client.messages.create,
             request,
@@ -218,6 +242,7 @@ class AnthropicProvider(SDKProvider):
             output_tokens=usage.output_tokens or 0,
             cache_read_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
             cache_write_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
+            cache_write_1h_tokens=_written_1h(usage),
         )
         draft.stop_reason = _stop_reason(response.stop_reason, draft)
         return draft.finish(output_schema)
@@ -248,6 +273,7 @@ class _StreamedReply:
     input_tokens: int = 0
     cache_read: int = 0
     cache_write: int = 0
+    cache_write_1h: int = 0
     output_tokens: int = 0
     #: The stop reason arrived (``message_delta``) or the stream closed (``message_stop``): a
     #: stream that ends before either was cut off.
@@ -274,6 +300,7 @@ class _StreamedReply:
         self.input_tokens = usage.input_tokens or 0
         self.cache_read = usage.cache_read_input_tokens or 0
         self.cache_write = usage.cache_creation_input_tokens or 0
+        self.cache_write_1h = _written_1h(usage)
         self.output_tokens = usage.output_tokens or 0
 
     def _open_block(self, event: Any) -> StreamDelta | None:
@@ -317,6 +344,7 @@ class _StreamedReply:
         self.input_tokens = getattr(usage, "input_tokens", None) or self.input_tokens
         self.cache_read = getattr(usage, "cache_read_input_tokens", None) or self.cache_read
         self.cache_write = getattr(usage, "cache_creation_input_tokens", None) or self.cache_write
+        self.cache_write_1h = _written_1h(usage) or self.cache_write_1h
 
     def finish(self, output_schema: type[Schema] | None) -> Completion:
         """Parse the finished blocks, in stream order, into the completion."""
@@ -333,6 +361,7 @@ class _StreamedReply:
             output_tokens=self.output_tokens,
             cache_read_tokens=self.cache_read,
             cache_write_tokens=self.cache_write,
+            cache_write_1h_tokens=self.cache_write_1h,
         )
         draft.stop_reason = _stop_reason(draft.stop_reason, draft)
         return draft.finish(output_schema)
@@ -354,6 +383,35 @@ def _stop_reason(raw: str | None, draft: Draft) -> str | None:
     if raw == "tool_use" and not draft.calls and draft.structured is not None:
         return "end_turn"
     return raw
+
+
+#: The most ``cache_control`` breakpoints one request may carry.
+_BREAKPOINTS = 4
+
+
+def _mark_history(turns: list[dict[str, Any]], mark: dict[str, str], room: int) -> None:
+    """Put up to ``room`` (at most two) cache breakpoints on the history: the end of the
+    request, and the end of the previous request — the turn before the latest assistant
+    turn — so the next call reads this one's prefix and this call reads the last one's."""
+    if room <= 0 or not turns:
+        return
+    ends = [len(turns) - 1]
+    last_reply = next(
+        (i for i in range(len(turns) - 1, -1, -1) if turns[i]["role"] == "assistant"), None
+    )
+    if last_reply is not None and last_reply > 0 and last_reply - 1 != ends[0]:
+        ends.append(last_reply - 1)
+    for index in ends[: min(room, 2)]:
+        content = turns[index]["content"]
+        if content:
+            content[-1]["cache_control"] = dict(mark)
+
+
+def _written_1h(usage: Any) -> int:
+    """The one-hour cache writes of a usage report (``cache_creation`` breaks writes down by
+    lifetime; absent where the API or an older SDK does not)."""
+    detail = getattr(usage, "cache_creation", None)
+    return int(getattr(detail, "ephemeral_1h_input_tokens", None) or 0)
 
 
 def _to_blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
