@@ -121,7 +121,15 @@ class OpenAIProvider(SDKProvider):
     # -- calls ---------------------------------------------------------------------------------
 
     async def _send(self, request: dict[str, Any]) -> Any:
-        return await self._client.chat.completions.create(**request)
+        return await self._create(**request)
+
+    def _create(self, **request: Any) -> Any:
+        """The Chat Completions call (the SDK's; a subclass may route it elsewhere)."""
+        return self._client.chat.completions.create(**request)
+
+    def _route(self, request: dict[str, Any], options: dict[str, Any]) -> None:
+        """Add call options to ``request`` the way the SDK call takes them."""
+        route_options(self._client.chat.completions.create, request, options)
 
     async def _stream(
         self, request: dict[str, Any], output_schema: type[Schema] | None
@@ -132,7 +140,7 @@ class OpenAIProvider(SDKProvider):
         # vendor tool index -> [ordinal, id, name, argument fragments]
         calls: dict[int, list[Any]] = {}
         finish: str | None = None
-        opening = functools.partial(self._client.chat.completions.create, **request)
+        opening = functools.partial(self._create, **request)
         async for chunk in self._events(opening):
             if isinstance(chunk, WholeReply):
                 reply_type = _sdk.types.chat.ChatCompletion
@@ -222,7 +230,7 @@ class OpenAIProvider(SDKProvider):
             if doc:
                 json_schema["description"] = doc
             request["response_format"] = {"type": "json_schema", "json_schema": json_schema}
-        route_options(self._client.chat.completions.create, request, options)
+        self._route(request, options)
         return request
 
     # -- mapping: Chat Completions -> ours ---------------------------------------------------
