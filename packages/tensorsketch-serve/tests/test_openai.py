@@ -8,6 +8,7 @@ the providers' wire server (so the token deltas are a real vendor stream).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 import threading
@@ -1042,3 +1043,62 @@ def test_the_clients_schema_reaches_a_real_vendor_sdk_as_its_response_format(liv
         vendor.stop()
         for provider in play.created:
             server.call(provider.aclose())
+
+
+class _FragmentedArgs(FakeProvider):
+    """Streams each tool call's JSON arguments in three fragments, as real providers do."""
+
+    async def stream(self, messages: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        from tensorsketch.provider import ToolCallDelta
+
+        async for item in super().stream(messages, **kwargs):
+            if isinstance(item, ToolCallDelta):
+                text = item.arguments
+                cuts = [0, len(text) // 3, 2 * len(text) // 3, len(text)]
+                yield ToolCallDelta(item.index, item.id, item.name, "")
+                for a, b in itertools.pairwise(cuts):
+                    yield ToolCallDelta(item.index, arguments=text[a:b])
+            else:
+                yield item
+
+
+def test_approval_call_arguments_stream_fragment_by_fragment_to_the_sdk_helper(
+    live: Any,
+) -> None:
+    RAN.clear()
+    provider = _FragmentedArgs(
+        [
+            assistant(
+                "Checking.",
+                tool_calls=[
+                    ToolCall(id="call_l1", name="lookup_order", args={"order": 7}),
+                    ToolCall(id="call_r1", name="refund", args={"order": 7}),
+                ],
+            )
+        ]
+    )
+
+    @tool
+    def lookup_order(order: int) -> str:
+        """Look an order up."""
+        return "paid"
+
+    agent = create_agent(provider, tools=[refund, lookup_order])
+    server = live(openai_app(agent, model="bot"))
+    with _client(server).chat.completions.stream(
+        model="bot", messages=[_user("refund order 7")]
+    ) as events:
+        seen = [e for e in events if e.type.startswith("tool_calls.")]
+        final = events.get_final_completion()
+    deltas = [
+        e for e in seen if e.type == "tool_calls.function.arguments.delta" and e.arguments_delta
+    ]  # (the opening chunk's empty arguments, as OpenAI sends them, are a delta of "")
+    # Only the call waiting for the client's decision is a tool call; each fragment the model
+    # streamed is its own delta, in order, before the stream ends.
+    assert [d.name for d in deltas] == ["refund"] * 3
+    assert json.loads("".join(d.arguments_delta for d in deltas)) == {"order": 7}
+    assert [e.type for e in seen][-1] == "tool_calls.function.arguments.done"
+    [call] = final.choices[0].message.tool_calls or []
+    assert (call.id, call.function.name) == ("call_r1", "refund")
+    assert json.loads(call.function.arguments) == {"order": 7}
+    assert final.choices[0].finish_reason == "tool_calls" and RAN == []

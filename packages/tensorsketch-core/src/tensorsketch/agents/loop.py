@@ -246,6 +246,13 @@ class Agent(Node):
             raise ValueError(msg)
         self._approvals = any(t.requires_approval for t in every)
 
+    @property
+    def approval_tools(self) -> frozenset[str]:
+        """The names of the tools (handoffs and toolsets included) whose calls wait for a
+        person's approval: what a server shows a client as calls to decide on."""
+        every = [*self._callable.values(), *(t for ts in self._dynamic for t in ts.tools)]
+        return frozenset(t.name for t in every if t.requires_approval)
+
     def _for_run(self, ctx: Context) -> Agent:
         """This agent with the toolsets this run's ``when`` predicates allow."""
         on = [ts for ts in self._dynamic if ts.enabled is not None and ts.enabled(ctx)]
