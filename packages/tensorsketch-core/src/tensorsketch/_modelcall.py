@@ -213,7 +213,12 @@ def _message(message: Message) -> dict[str, Any]:
             }
         ]
     else:
-        parts = _block_parts(message.content)
+        parts = [
+            {"type": "reasoning", "content": cap_text(r.text, CONTENT_PART_LIMIT)}
+            for r in message.reasoning
+            if r.text
+        ]
+        parts += _block_parts(message.content)
         parts.extend(
             {"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.args}
             for call in message.tool_calls

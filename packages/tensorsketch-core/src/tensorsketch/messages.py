@@ -23,6 +23,7 @@ __all__ = [
     "ContentBlock",
     "ImageBlock",
     "Message",
+    "Reasoning",
     "Role",
     "TextBlock",
     "ToolCall",
@@ -72,6 +73,23 @@ class ImageBlock(_Model):
 ContentBlock = Annotated[TextBlock | ImageBlock, Field(discriminator="type")]
 
 
+class Reasoning(_Model):
+    """A model's reasoning before its reply, kept so it can be sent back as the vendor
+    requires (Anthropic rejects a tool-use turn replayed without its signed thinking).
+
+    :ivar provider: the vendor that produced it (``provider_name``); other vendors' providers
+        leave it out of their requests.
+    :ivar text: the reasoning as the vendor showed it (a summary for some).
+    :ivar signature: the vendor's signature over it, sent back unchanged.
+    :ivar redacted: opaque reasoning the vendor encrypted (Anthropic's ``redacted_thinking``).
+    """
+
+    provider: str
+    text: str = ""
+    signature: str | None = None
+    redacted: str | None = None
+
+
 class ToolCall(_Model):
     """A model's request to run one tool: ``id`` pairs it with its result message."""
 
@@ -90,6 +108,8 @@ class Message(_Model):
     :ivar name: for a ``tool`` message, the tool's name.
     :ivar is_error: for a ``tool`` message, whether the tool failed (the model sees why).
     :ivar id: an optional stable id; ``add_messages`` replaces a message with the same id.
+    :ivar reasoning: for an assistant message, the model's reasoning before it
+        (:class:`Reasoning`), kept in the transcript and sent back to the vendor that made it.
     """
 
     role: Role
@@ -99,6 +119,7 @@ class Message(_Model):
     name: str | None = None
     is_error: bool = False
     id: str | None = None
+    reasoning: list[Reasoning] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _check_shape(self) -> Message:
@@ -107,6 +128,9 @@ class Message(_Model):
                 "a `tool` message needs `tool_call_id` naming the call it answers; build it "
                 "with `tool_result(call, content)`."
             )
+            raise ValueError(msg)
+        if self.reasoning and self.role != "assistant":
+            msg = f"only an assistant message can carry `reasoning`, not a {self.role!r} one."
             raise ValueError(msg)
         if self.tool_calls and self.role != "assistant":
             msg = f"only an assistant message can carry `tool_calls`, not a {self.role!r} one."

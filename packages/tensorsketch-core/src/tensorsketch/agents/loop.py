@@ -88,7 +88,7 @@ class Agent(Node):
         ``system``, ``max_iterations``, ``middleware``, ``max_total_tokens``,
         ``max_cost_usd``, ``prices``, ``fallbacks``, ``tool_concurrency``, ``tool_timeout``,
         ``output_schema``, ``name``, ``max_tokens``, ``model_options``, ``context_policy``,
-        ``deps_type``, ``stuck_after``.
+        ``deps_type``, ``stuck_after``, ``guardrails``, ``handoffs``, ``output_mode``.
     :param input_key: / :param output_key: the state fields holding the request and answer.
     :param report: the report fields to write besides ``messages`` and the output:
         ``True`` (all of ``status``, ``pending``, ``iterations``, ``usage``, ``cost_usd``,

@@ -19,7 +19,7 @@ from typing import Any
 
 import pydantic
 
-from tensorsketch.messages import ImageBlock, Message, TextBlock, ToolCall
+from tensorsketch.messages import ImageBlock, Message, Reasoning, TextBlock, ToolCall
 from tensorsketch.provider import Completion, StructuredOutputError, Usage, parse_structured
 from tensorsketch.tools import Tool
 
@@ -241,6 +241,7 @@ class Draft:
     usage: Usage = field(default_factory=Usage)
     model: str | None = None
     stop_reason: str | None = None
+    reasoning: list[Reasoning] = field(default_factory=list)
 
     def finish(self, output_schema: type[pydantic.BaseModel] | None) -> Completion:
         """The :class:`Completion`, with ``parsed`` validated when a schema was asked for.
@@ -253,7 +254,12 @@ class Draft:
         if self.structured is not None and not text:
             text = json.dumps(self.structured, separators=(",", ":"))
         completion = Completion(
-            message=Message(role="assistant", content=text, tool_calls=list(self.calls)),
+            message=Message(
+                role="assistant",
+                content=text,
+                tool_calls=list(self.calls),
+                reasoning=list(self.reasoning),
+            ),
             usage=self.usage,
             model=self.model,
             stop_reason=self.stop_reason,

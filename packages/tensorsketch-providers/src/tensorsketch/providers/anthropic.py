@@ -4,6 +4,10 @@ Mapping notes:
 
 * System messages become the top-level ``system`` blocks; tool results become ``tool_result``
   blocks in a user turn (consecutive results share one turn, as the API requires).
+* Thinking blocks (with ``model_options={"thinking": {...}}``) come back as the message's
+  ``reasoning`` (text and signature; ``redacted_thinking`` as ``redacted``), are kept in the
+  transcript and sent back first in their assistant turn, as the API requires for tool use.
+  Their tokens are in ``output_tokens``, as Anthropic bills them.
 * Structured output uses a forced tool named ``respond`` whose input schema is the
   ``output_schema``; its input is the answer. With other tools present the model may call
   those first (``tool_choice: any``), and ``respond`` ends the loop.
@@ -27,7 +31,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tensorsketch.messages import ImageBlock, Message, TextBlock, ToolCall
+from tensorsketch.messages import ImageBlock, Message, Reasoning, TextBlock, ToolCall
 from tensorsketch.provider import (
     AuthenticationError,
     Capabilities,
@@ -58,6 +62,7 @@ _sdk = import_sdk("anthropic", "anthropic")
 #: The name of the forced tool that carries structured output.
 RESPOND_TOOL = "respond"
 _EPHEMERAL = {"type": "ephemeral"}
+_PROVIDER = "anthropic"
 _OPTION_ALIASES = {"stop": "stop_sequences"}
 _PLACEHOLDER_KEY = "not-needed"
 
@@ -230,6 +235,12 @@ class AnthropicProvider(SDKProvider):
         for block in response.content:
             if block.type == "text":
                 draft.text.append(block.text)
+            elif block.type == "thinking":
+                draft.reasoning.append(
+                    Reasoning(provider=_PROVIDER, text=block.thinking, signature=block.signature)
+                )
+            elif block.type == "redacted_thinking":
+                draft.reasoning.append(Reasoning(provider=_PROVIDER, redacted=block.data))
             elif block.type == "tool_use":
                 args = block.input if isinstance(block.input, dict) else {}
                 if output_schema is not None and block.name == RESPOND_TOOL:
@@ -257,6 +268,7 @@ class _Block:
     id: str = ""
     name: str = ""
     fragments: list[str] = field(default_factory=list)
+    signature: str | None = None
 
 
 @dataclass
@@ -305,7 +317,13 @@ class _StreamedReply:
 
     def _open_block(self, event: Any) -> StreamDelta | None:
         block = event.content_block
-        if block.type == "text":
+        if block.type == "thinking":
+            entry = _Block("thinking", signature=getattr(block, "signature", None) or None)
+            entry.fragments.append(getattr(block, "thinking", "") or "")
+            self.blocks[event.index] = entry
+        elif block.type == "redacted_thinking":
+            self.blocks[event.index] = _Block("redacted", fragments=[block.data])
+        elif block.type == "text":
             self.blocks[event.index] = _Block("text")
             if block.text:
                 self.draft.text.append(block.text)
@@ -323,6 +341,12 @@ class _StreamedReply:
         entry = self.blocks.get(event.index)
         delta = event.delta
         if entry is None:
+            return None
+        if delta.type == "thinking_delta" and entry.kind == "thinking":
+            entry.fragments.append(delta.thinking)
+            return None
+        if delta.type == "signature_delta" and entry.kind == "thinking":
+            entry.signature = delta.signature
             return None
         if delta.type == "text_delta" and entry.kind == "text":
             self.draft.text.append(delta.text)
@@ -351,7 +375,13 @@ class _StreamedReply:
         draft = self.draft
         for entry in (self.blocks[i] for i in sorted(self.blocks)):
             text = "".join(entry.fragments)
-            if entry.kind == "tool":
+            if entry.kind == "thinking":
+                draft.reasoning.append(
+                    Reasoning(provider=_PROVIDER, text=text, signature=entry.signature)
+                )
+            elif entry.kind == "redacted":
+                draft.reasoning.append(Reasoning(provider=_PROVIDER, redacted=text))
+            elif entry.kind == "tool":
                 args = loads_args(text)
                 draft.calls.append(ToolCall(id=entry.id, name=entry.name, args=args))
             elif entry.kind == "respond":
@@ -424,12 +454,20 @@ def _to_blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
         if message.is_error:
             result["is_error"] = True
         return "user", [result]
-    blocks = [
+    blocks = [_thinking(r) for r in message.reasoning if r.provider == _PROVIDER]
+    blocks += [
         _block(b) for b in content_blocks(message) if not (isinstance(b, TextBlock) and not b.text)
     ]
     for call in message.tool_calls:
         blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.args})
     return ("assistant" if message.role == "assistant" else "user"), blocks
+
+
+def _thinking(reasoning: Reasoning) -> dict[str, Any]:
+    """A kept reasoning item as the thinking block it came as."""
+    if reasoning.redacted is not None:
+        return {"type": "redacted_thinking", "data": reasoning.redacted}
+    return {"type": "thinking", "thinking": reasoning.text, "signature": reasoning.signature or ""}
 
 
 def _block(block: TextBlock | ImageBlock) -> dict[str, Any]:
