@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from tensorsketch.budget import current_budget
 from tensorsketch.context import Context
-from tensorsketch.messages import ImageBlock
+from tensorsketch.messages import FileBlock, ImageBlock
 from tensorsketch.observability.tracing import (
     ATTR_COST_USD,
     ATTR_INPUT_MESSAGES,
@@ -197,6 +197,13 @@ def _block_parts(content: str | list[ContentBlock]) -> list[dict[str, Any]]:
             if block.media_type:
                 part["mime_type"] = block.media_type
             parts.append(part)
+        elif isinstance(block, FileBlock):  # like images: a URL is shown, bytes are not
+            modality = "audio" if block.is_audio else "document"
+            file_part: dict[str, Any] = {"type": "file", "modality": modality}
+            if block.url is not None:
+                file_part = {"type": "uri", "modality": modality, "uri": block.url}
+            file_part["mime_type"] = block.media_type
+            parts.append(file_part)
         else:
             parts.append(_text_part(block.text))
     return parts

@@ -20,7 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tensorsketch.channels import MISSING
 
 __all__ = [
+    "MAX_FILE_BYTES",
     "ContentBlock",
+    "FileBlock",
     "ImageBlock",
     "Message",
     "Reasoning",
@@ -70,7 +72,50 @@ class ImageBlock(_Model):
         return self
 
 
-ContentBlock = Annotated[TextBlock | ImageBlock, Field(discriminator="type")]
+#: The most a :class:`FileBlock`'s inline data may decode to (Anthropic's request limit).
+MAX_FILE_BYTES = 32 * 1024 * 1024
+
+
+class FileBlock(_Model):
+    """A file the model reads — a PDF or other document, or audio: a ``url`` or base64
+    ``data``, with its ``media_type`` (``application/pdf``, ``text/plain``, ``audio/wav``,
+    ``audio/mpeg``).
+
+    Each provider sends it in its vendor's own form (an Anthropic ``document``, an OpenAI
+    ``file`` or ``input_audio`` part, Gemini inline or file data) and refuses, naming the
+    vendor, what its API cannot take (audio to Anthropic, a file URL to OpenAI).
+    """
+
+    type: Literal["file"] = "file"
+    media_type: str
+    url: str | None = None
+    data: str | None = None
+    name: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> FileBlock:
+        if (self.url is None) == (self.data is None):
+            msg = (
+                "a FileBlock needs exactly one source: `url=...` or base64 `data=...` "
+                f"(got url={self.url!r:.40}, data={'set' if self.data else None})."
+            )
+            raise ValueError(msg)
+        if self.data is not None and len(self.data) * 3 // 4 > MAX_FILE_BYTES:
+            size = len(self.data) * 3 // 4 / 1024 / 1024
+            msg = (
+                f"the file {self.name or self.media_type!r} is {size:.1f} MiB; inline files may "
+                f"be at most {MAX_FILE_BYTES // 1024 // 1024} MiB — pass a `url=` instead, or "
+                "split it."
+            )
+            raise ValueError(msg)
+        return self
+
+    @property
+    def is_audio(self) -> bool:
+        return self.media_type.startswith("audio/")
+
+
+ContentBlock = Annotated[TextBlock | ImageBlock | FileBlock, Field(discriminator="type")]
 
 
 class Reasoning(_Model):
@@ -152,7 +197,9 @@ class Message(_Model):
         return [b for b in self.content if isinstance(b, ImageBlock)]
 
 
-def _content(parts: Sequence[str | TextBlock | ImageBlock]) -> str | list[ContentBlock]:
+def _content(
+    parts: Sequence[str | TextBlock | ImageBlock | FileBlock],
+) -> str | list[ContentBlock]:
     if len(parts) == 1 and isinstance(parts[0], str):
         return parts[0]
     if not parts:
@@ -161,11 +208,11 @@ def _content(parts: Sequence[str | TextBlock | ImageBlock]) -> str | list[Conten
     for part in parts:
         if isinstance(part, str):
             blocks.append(TextBlock(text=part))
-        elif isinstance(part, TextBlock | ImageBlock):
+        elif isinstance(part, TextBlock | ImageBlock | FileBlock):
             blocks.append(part)
         else:
             msg = (
-                f"message content parts must be str, TextBlock or ImageBlock, got "
+                f"message content parts must be str, TextBlock, ImageBlock or FileBlock, got "
                 f"{type(part).__name__} ({part!r:.60})."
             )
             raise TypeError(msg)
@@ -177,7 +224,7 @@ def system(*content: str | TextBlock) -> Message:
     return Message(role="system", content=_content(content))
 
 
-def user(*content: str | TextBlock | ImageBlock) -> Message:
+def user(*content: str | TextBlock | ImageBlock | FileBlock) -> Message:
     """A user message; pass several parts to mix text and images."""
     return Message(role="user", content=_content(content))
 

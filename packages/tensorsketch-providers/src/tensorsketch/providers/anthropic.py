@@ -25,13 +25,14 @@ Mapping notes:
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tensorsketch.messages import ImageBlock, Message, Reasoning, TextBlock, ToolCall
+from tensorsketch.messages import FileBlock, ImageBlock, Message, Reasoning, TextBlock, ToolCall
 from tensorsketch.provider import (
     AuthenticationError,
     Capabilities,
@@ -50,6 +51,7 @@ from tensorsketch.providers._common import (
     import_sdk,
     loads_args,
     output_json_schema,
+    refuse_file,
     route_options,
 )
 from tensorsketch.schema import Schema
@@ -463,6 +465,24 @@ def _to_blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
     return ("assistant" if message.role == "assistant" else "user"), blocks
 
 
+def _document(block: FileBlock) -> dict[str, Any]:
+    """A file as a ``document`` block: a PDF as base64 or by URL, plain text as text."""
+    if block.is_audio:
+        raise refuse_file(block, "Anthropic", "its models take no audio; transcribe it first.")
+    source: dict[str, Any]
+    if block.url is not None:
+        source = {"type": "url", "url": block.url}
+    elif block.media_type == "text/plain":
+        text = base64.b64decode(block.data or "").decode("utf-8", errors="replace")
+        source = {"type": "text", "media_type": "text/plain", "data": text}
+    else:
+        source = {"type": "base64", "media_type": block.media_type, "data": block.data}
+    document: dict[str, Any] = {"type": "document", "source": source}
+    if block.name:
+        document["title"] = block.name
+    return document
+
+
 def _thinking(reasoning: Reasoning) -> dict[str, Any]:
     """A kept reasoning item as the thinking block it came as."""
     if reasoning.redacted is not None:
@@ -470,9 +490,11 @@ def _thinking(reasoning: Reasoning) -> dict[str, Any]:
     return {"type": "thinking", "thinking": reasoning.text, "signature": reasoning.signature or ""}
 
 
-def _block(block: TextBlock | ImageBlock) -> dict[str, Any]:
+def _block(block: TextBlock | ImageBlock | FileBlock) -> dict[str, Any]:
     if isinstance(block, TextBlock):
         return {"type": "text", "text": block.text}
+    if isinstance(block, FileBlock):
+        return _document(block)
     inline = image_bytes(block)
     if inline is not None:
         media_type, data = inline
