@@ -8,6 +8,7 @@ the providers' wire server (so the token deltas are a real vendor stream).
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
 import re
@@ -1102,3 +1103,55 @@ def test_approval_call_arguments_stream_fragment_by_fragment_to_the_sdk_helper(
     assert (call.id, call.function.name) == ("call_r1", "refund")
     assert json.loads(call.function.arguments) == {"order": 7}
     assert final.choices[0].finish_reason == "tool_calls" and RAN == []
+
+
+def test_file_and_audio_parts_reach_the_agent_as_file_blocks(live: Any) -> None:
+    from tensorsketch.messages import FileBlock
+
+    provider = FakeProvider(["Read and heard."])
+    server = live(openai_app(create_agent(provider), model="bot"))
+    pdf = base64.b64encode(b"%PDF-1.7 report").decode()
+    wav = base64.b64encode(b"RIFF....WAVE").decode()
+    reply = _client(server).chat.completions.create(
+        model="bot",
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "Summarize both."},
+                    {
+                        "type": "file",
+                        "file": {
+                            "filename": "report.pdf",
+                            "file_data": f"data:application/pdf;base64,{pdf}",
+                        },
+                    },
+                    {"type": "input_audio", "input_audio": {"data": wav, "format": "wav"}},
+                ],
+            }
+        ],
+    )
+    assert reply.choices[0].message.content == "Read and heard."
+    content = provider.calls[0].messages[-1].content
+    assert isinstance(content, list)
+    assert content[1:] == [
+        FileBlock(data=pdf, media_type="application/pdf", name="report.pdf"),
+        FileBlock(data=wav, media_type="audio/wav"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("part", "says"),
+    [
+        ({"type": "file", "file": {"file_id": "file-abc"}}, "keeps no uploaded files"),
+        ({"type": "file", "file": {"file_data": "https://x/a.pdf"}}, "data:<type>;base64"),
+        ({"type": "input_audio", "input_audio": {"data": "AAAA", "format": "ogg"}}, "'wav' or"),
+        ({"type": "input_audio", "input_audio": {"data": "@@", "format": "wav"}}, "base64"),
+    ],
+)
+def test_bad_file_parts_are_a_400_naming_the_field(live: Any, part: Any, says: str) -> None:
+    server = live(openai_app(create_agent(FakeProvider(["x"])), model="bot"))
+    body = {"model": "bot", "messages": [{"role": "user", "content": [part]}]}
+    answer = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=10)
+    assert answer.status_code == 400
+    assert says in answer.json()["error"]["message"]
