@@ -282,3 +282,14 @@ async def test_an_unknown_target_name_fails_the_run_naming_it() -> None:
     graph = create_agent(FakeProvider(["x"]), name="a", handoffs=["nobody"])
     with pytest.raises(Exception, match="'nobody'"):
         await graph.invoke({"query": "q"})
+
+
+async def test_a_receivers_per_run_toolset_is_offered_on_its_runs() -> None:
+    from tensorsketch.toolsets import Toolset
+
+    back = FakeProvider(["ok"])
+    extra = Toolset([lookup], name="extra").when(lambda ctx: True)
+    billing = Agent(back, tools=[extra], name="billing")
+    graph = create_agent(FakeProvider([transfer("billing")]), name="triage", handoffs=[billing])
+    await graph.invoke({"query": "q"})
+    assert back.calls[0].tool_names == ["lookup"]

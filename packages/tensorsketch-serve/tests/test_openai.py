@@ -463,7 +463,7 @@ def test_bad_requests_are_400_naming_the_field(live: Any) -> None:
         ([], "messages"),
         ([{"role": "wizard", "content": "x"}], "messages[0].role"),
         ([{"role": "user", "content": 3}], "messages[0].content"),
-        ([{"role": "user", "content": [{"type": "input_audio"}]}], "messages[0].content[0].type"),
+        ([{"role": "user", "content": [{"type": "video_url"}]}], "messages[0].content[0].type"),
         ([{"role": "tool", "content": "x"}], "messages[0].tool_call_id"),
         (
             [

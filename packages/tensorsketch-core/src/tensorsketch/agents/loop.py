@@ -468,7 +468,9 @@ class Agent(Node):
                 f"reachable from it has that name; reachable: {', '.join(sorted(self._team))}."
             )
             raise ValueError(msg)
-        team = {**self._team, self.name: self}  # this very instance (a variant) runs
+        # The receivers with the toolsets this run allows; this very instance (a variant) runs.
+        team = {n: a._for_run(ctx) if a._dynamic else a for n, a in self._team.items()}
+        team[self.name] = self
         routing = Routing(self, team, transcript)
         if routing.active is not self and routing.active.deps_type is not None:
             check_deps(ctx, routing.active.deps_type, routing.active.name)
