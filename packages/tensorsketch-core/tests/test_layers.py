@@ -89,6 +89,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tensorsketch.provider",
             "tensorsketch.structured_output",
             "tensorsketch.tools",
+            "tensorsketch.toolsets",
         ),
     ),
     ("runs", ("tensorsketch.runs",)),

@@ -54,7 +54,7 @@ def test_bad_shapes_are_refused_with_the_fix() -> None:
         Message(role="tool", content="x")
     with pytest.raises(pydantic.ValidationError, match="only an assistant message"):
         Message(role="user", tool_calls=[ToolCall(id="1", name="n")])
-    with pytest.raises(TypeError, match="must be str, TextBlock or ImageBlock"):
+    with pytest.raises(TypeError, match="must be str, TextBlock, ImageBlock or FileBlock"):
         user("a", 3)  # type: ignore[arg-type]
 
 

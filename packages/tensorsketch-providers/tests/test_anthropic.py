@@ -48,8 +48,13 @@ async def test_cache_breakpoints_mark_the_stable_prefix(server: Any, play: Any) 
         {"type": "text", "text": "Rule two.", "cache_control": {"type": "ephemeral"}},
     ]
     assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
-    # The conversation itself is not part of the cached prefix.
-    assert "cache_control" not in str(body["messages"])
+    # The end of the conversation is a rolling breakpoint (the next call reads up to it).
+    assert body["messages"] == [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}],
+        }
+    ]
 
 
 async def test_cache_prefix_can_be_turned_off(server: Any) -> None:
@@ -60,6 +65,7 @@ async def test_cache_prefix_can_be_turned_off(server: Any) -> None:
         base_url=server.url,
         max_retries=0,
         cache_prefix=False,
+        cache_conversation=False,
     )
     try:
         await provider.complete([system("Rules."), user("hi")], tools=[lookup])
@@ -196,7 +202,10 @@ async def test_tool_results_keep_images_and_merge_into_one_turn(server: Any, pla
         "tool_use_id": "toolu_2",
         "content": [{"type": "text", "text": "not found"}],
         "is_error": True,
+        "cache_control": {"type": "ephemeral"},  # the end of the request: a rolling breakpoint
     }
+    # ...and the end of the previous request (the turn before the latest reply) is another.
+    assert messages[0]["content"][-1]["cache_control"] == {"type": "ephemeral"}
 
 
 def test_client_and_credentials_are_exclusive() -> None:

@@ -10,7 +10,7 @@ import sys
 
 from tensorsketch._plugins.providers import PROVIDERS, tensorsketch_providers
 
-SDKS = ("anthropic", "openai", "google.genai")
+SDKS = ("anthropic", "openai", "google.genai", "litellm")
 
 
 def _run(code: str) -> str:
@@ -23,7 +23,7 @@ def _run(code: str) -> str:
 
 def test_hook_returns_target_strings() -> None:
     assert tensorsketch_providers() == PROVIDERS
-    assert set(PROVIDERS) == {"anthropic", "openai", "google"}
+    assert set(PROVIDERS) == {"anthropic", "openai", "google", "litellm"}
     assert all(isinstance(t, str) and ":" in t for t in PROVIDERS.values())
 
 
@@ -38,7 +38,7 @@ def test_listing_names_imports_no_sdk() -> None:
         "print(json.dumps({'names': names, 'paths': paths, 'loaded': loaded}))\n"
     )
     result = json.loads(out)
-    assert {"anthropic", "openai", "google"} <= set(result["names"])
+    assert {"anthropic", "openai", "google", "litellm"} <= set(result["names"])
     assert result["paths"]["openai"] == "tensorsketch.providers.openai:OpenAIProvider"
     assert result["loaded"] == []
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -75,6 +76,8 @@ class _Handler(BaseHTTPRequestHandler):
         with server._lock:
             server.requests.append(recorded)
             reply = server._replies.popleft() if server._replies else None
+            if reply is None and server.responder is not None:
+                reply = server.responder(recorded)
         if reply is None:
             reply = Reply(
                 status=599,
@@ -147,6 +150,8 @@ class WireServer:
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
         self._replies: deque[Reply] = deque()
+        #: Answers a request when no reply is queued (a vendor that computes its answer).
+        self.responder: Callable[[Recorded], Reply] | None = None
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         handler = type("Handler", (_Handler,), {"wire": self})

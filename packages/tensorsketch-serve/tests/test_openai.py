@@ -8,6 +8,8 @@ the providers' wire server (so the token deltas are a real vendor stream).
 from __future__ import annotations
 
 import asyncio
+import base64
+import itertools
 import json
 import re
 import threading
@@ -461,7 +463,7 @@ def test_bad_requests_are_400_naming_the_field(live: Any) -> None:
         ([], "messages"),
         ([{"role": "wizard", "content": "x"}], "messages[0].role"),
         ([{"role": "user", "content": 3}], "messages[0].content"),
-        ([{"role": "user", "content": [{"type": "input_audio"}]}], "messages[0].content[0].type"),
+        ([{"role": "user", "content": [{"type": "video_url"}]}], "messages[0].content[0].type"),
         ([{"role": "tool", "content": "x"}], "messages[0].tool_call_id"),
         (
             [
@@ -1042,3 +1044,114 @@ def test_the_clients_schema_reaches_a_real_vendor_sdk_as_its_response_format(liv
         vendor.stop()
         for provider in play.created:
             server.call(provider.aclose())
+
+
+class _FragmentedArgs(FakeProvider):
+    """Streams each tool call's JSON arguments in three fragments, as real providers do."""
+
+    async def stream(self, messages: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        from tensorsketch.provider import ToolCallDelta
+
+        async for item in super().stream(messages, **kwargs):
+            if isinstance(item, ToolCallDelta):
+                text = item.arguments
+                cuts = [0, len(text) // 3, 2 * len(text) // 3, len(text)]
+                yield ToolCallDelta(item.index, item.id, item.name, "")
+                for a, b in itertools.pairwise(cuts):
+                    yield ToolCallDelta(item.index, arguments=text[a:b])
+            else:
+                yield item
+
+
+def test_approval_call_arguments_stream_fragment_by_fragment_to_the_sdk_helper(
+    live: Any,
+) -> None:
+    RAN.clear()
+    provider = _FragmentedArgs(
+        [
+            assistant(
+                "Checking.",
+                tool_calls=[
+                    ToolCall(id="call_l1", name="lookup_order", args={"order": 7}),
+                    ToolCall(id="call_r1", name="refund", args={"order": 7}),
+                ],
+            )
+        ]
+    )
+
+    @tool
+    def lookup_order(order: int) -> str:
+        """Look an order up."""
+        return "paid"
+
+    agent = create_agent(provider, tools=[refund, lookup_order])
+    server = live(openai_app(agent, model="bot"))
+    with _client(server).chat.completions.stream(
+        model="bot", messages=[_user("refund order 7")]
+    ) as events:
+        seen = [e for e in events if e.type.startswith("tool_calls.")]
+        final = events.get_final_completion()
+    deltas = [
+        e for e in seen if e.type == "tool_calls.function.arguments.delta" and e.arguments_delta
+    ]  # (the opening chunk's empty arguments, as OpenAI sends them, are a delta of "")
+    # Only the call waiting for the client's decision is a tool call; each fragment the model
+    # streamed is its own delta, in order, before the stream ends.
+    assert [d.name for d in deltas] == ["refund"] * 3
+    assert json.loads("".join(d.arguments_delta for d in deltas)) == {"order": 7}
+    assert [e.type for e in seen][-1] == "tool_calls.function.arguments.done"
+    [call] = final.choices[0].message.tool_calls or []
+    assert (call.id, call.function.name) == ("call_r1", "refund")
+    assert json.loads(call.function.arguments) == {"order": 7}
+    assert final.choices[0].finish_reason == "tool_calls" and RAN == []
+
+
+def test_file_and_audio_parts_reach_the_agent_as_file_blocks(live: Any) -> None:
+    from tensorsketch.messages import FileBlock
+
+    provider = FakeProvider(["Read and heard."])
+    server = live(openai_app(create_agent(provider), model="bot"))
+    pdf = base64.b64encode(b"%PDF-1.7 report").decode()
+    wav = base64.b64encode(b"RIFF....WAVE").decode()
+    reply = _client(server).chat.completions.create(
+        model="bot",
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "Summarize both."},
+                    {
+                        "type": "file",
+                        "file": {
+                            "filename": "report.pdf",
+                            "file_data": f"data:application/pdf;base64,{pdf}",
+                        },
+                    },
+                    {"type": "input_audio", "input_audio": {"data": wav, "format": "wav"}},
+                ],
+            }
+        ],
+    )
+    assert reply.choices[0].message.content == "Read and heard."
+    content = provider.calls[0].messages[-1].content
+    assert isinstance(content, list)
+    assert content[1:] == [
+        FileBlock(data=pdf, media_type="application/pdf", name="report.pdf"),
+        FileBlock(data=wav, media_type="audio/wav"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("part", "says"),
+    [
+        ({"type": "file", "file": {"file_id": "file-abc"}}, "keeps no uploaded files"),
+        ({"type": "file", "file": {"file_data": "https://x/a.pdf"}}, "data:<type>;base64"),
+        ({"type": "input_audio", "input_audio": {"data": "AAAA", "format": "ogg"}}, "'wav' or"),
+        ({"type": "input_audio", "input_audio": {"data": "@@", "format": "wav"}}, "base64"),
+    ],
+)
+def test_bad_file_parts_are_a_400_naming_the_field(live: Any, part: Any, says: str) -> None:
+    server = live(openai_app(create_agent(FakeProvider(["x"])), model="bot"))
+    body = {"model": "bot", "messages": [{"role": "user", "content": [part]}]}
+    answer = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=10)
+    assert answer.status_code == 400
+    assert says in answer.json()["error"]["message"]

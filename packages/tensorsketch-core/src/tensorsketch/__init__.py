@@ -83,6 +83,7 @@ _LAZY: dict[str, str] = {
     # tools and messages
     "tool": "tensorsketch.tools",
     "Tool": "tensorsketch.tools",
+    "Toolset": "tensorsketch.toolsets",
     "Message": "tensorsketch.messages",
     "ToolCall": "tensorsketch.messages",
     "add_messages": "tensorsketch.messages",
@@ -97,6 +98,7 @@ _LAZY: dict[str, str] = {
     "Agent": "tensorsketch.agents",
     "AgentState": "tensorsketch.agents",
     "create_agent": "tensorsketch.agents",
+    "handoff": "tensorsketch.agents",
     "Llm": "tensorsketch.agents",
     "generate_structured": "tensorsketch.structured_output",
     "as_tool": "tensorsketch.patterns",
@@ -155,6 +157,7 @@ if TYPE_CHECKING:
     from tensorsketch.agents import AgentState as AgentState
     from tensorsketch.agents import Llm as Llm
     from tensorsketch.agents import create_agent as create_agent
+    from tensorsketch.agents import handoff as handoff
     from tensorsketch.budget import Budget as Budget
     from tensorsketch.budget import BudgetExceededError as BudgetExceededError
     from tensorsketch.durable import Checkpoint as Checkpoint
@@ -211,6 +214,7 @@ if TYPE_CHECKING:
     from tensorsketch.structured_output import generate_structured as generate_structured
     from tensorsketch.tools import Tool as Tool
     from tensorsketch.tools import tool as tool
+    from tensorsketch.toolsets import Toolset as Toolset
 
 __all__ = [
     # graph

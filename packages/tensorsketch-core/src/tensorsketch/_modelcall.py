@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from tensorsketch.budget import current_budget
 from tensorsketch.context import Context
-from tensorsketch.messages import ImageBlock
+from tensorsketch.messages import FileBlock, ImageBlock
 from tensorsketch.observability.tracing import (
     ATTR_COST_USD,
     ATTR_INPUT_MESSAGES,
@@ -197,6 +197,13 @@ def _block_parts(content: str | list[ContentBlock]) -> list[dict[str, Any]]:
             if block.media_type:
                 part["mime_type"] = block.media_type
             parts.append(part)
+        elif isinstance(block, FileBlock):  # like images: a URL is shown, bytes are not
+            modality = "audio" if block.is_audio else "document"
+            file_part: dict[str, Any] = {"type": "file", "modality": modality}
+            if block.url is not None:
+                file_part = {"type": "uri", "modality": modality, "uri": block.url}
+            file_part["mime_type"] = block.media_type
+            parts.append(file_part)
         else:
             parts.append(_text_part(block.text))
     return parts
@@ -213,7 +220,12 @@ def _message(message: Message) -> dict[str, Any]:
             }
         ]
     else:
-        parts = _block_parts(message.content)
+        parts = [
+            {"type": "reasoning", "content": cap_text(r.text, CONTENT_PART_LIMIT)}
+            for r in message.reasoning
+            if r.text
+        ]
+        parts += _block_parts(message.content)
         parts.extend(
             {"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.args}
             for call in message.tool_calls

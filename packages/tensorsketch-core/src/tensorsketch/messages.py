@@ -20,9 +20,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tensorsketch.channels import MISSING
 
 __all__ = [
+    "MAX_FILE_BYTES",
     "ContentBlock",
+    "FileBlock",
     "ImageBlock",
     "Message",
+    "Reasoning",
     "Role",
     "TextBlock",
     "ToolCall",
@@ -69,7 +72,67 @@ class ImageBlock(_Model):
         return self
 
 
-ContentBlock = Annotated[TextBlock | ImageBlock, Field(discriminator="type")]
+#: The most a :class:`FileBlock`'s inline data may decode to (Anthropic's request limit).
+MAX_FILE_BYTES = 32 * 1024 * 1024
+
+
+class FileBlock(_Model):
+    """A file the model reads — a PDF or other document, or audio: a ``url`` or base64
+    ``data``, with its ``media_type`` (``application/pdf``, ``text/plain``, ``audio/wav``,
+    ``audio/mpeg``).
+
+    Each provider sends it in its vendor's own form (an Anthropic ``document``, an OpenAI
+    ``file`` or ``input_audio`` part, Gemini inline or file data) and refuses, naming the
+    vendor, what its API cannot take (audio to Anthropic, a file URL to OpenAI).
+    """
+
+    type: Literal["file"] = "file"
+    media_type: str
+    url: str | None = None
+    data: str | None = None
+    name: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> FileBlock:
+        if (self.url is None) == (self.data is None):
+            msg = (
+                "a FileBlock needs exactly one source: `url=...` or base64 `data=...` "
+                f"(got url={self.url!r:.40}, data={'set' if self.data else None})."
+            )
+            raise ValueError(msg)
+        if self.data is not None and len(self.data) * 3 // 4 > MAX_FILE_BYTES:
+            size = len(self.data) * 3 // 4 / 1024 / 1024
+            msg = (
+                f"the file {self.name or self.media_type!r} is {size:.1f} MiB; inline files may "
+                f"be at most {MAX_FILE_BYTES // 1024 // 1024} MiB — pass a `url=` instead, or "
+                "split it."
+            )
+            raise ValueError(msg)
+        return self
+
+    @property
+    def is_audio(self) -> bool:
+        return self.media_type.startswith("audio/")
+
+
+ContentBlock = Annotated[TextBlock | ImageBlock | FileBlock, Field(discriminator="type")]
+
+
+class Reasoning(_Model):
+    """A model's reasoning before its reply, kept so it can be sent back as the vendor
+    requires (Anthropic rejects a tool-use turn replayed without its signed thinking).
+
+    :ivar provider: the vendor that produced it (``provider_name``); other vendors' providers
+        leave it out of their requests.
+    :ivar text: the reasoning as the vendor showed it (a summary for some).
+    :ivar signature: the vendor's signature over it, sent back unchanged.
+    :ivar redacted: opaque reasoning the vendor encrypted (Anthropic's ``redacted_thinking``).
+    """
+
+    provider: str
+    text: str = ""
+    signature: str | None = None
+    redacted: str | None = None
 
 
 class ToolCall(_Model):
@@ -90,6 +153,8 @@ class Message(_Model):
     :ivar name: for a ``tool`` message, the tool's name.
     :ivar is_error: for a ``tool`` message, whether the tool failed (the model sees why).
     :ivar id: an optional stable id; ``add_messages`` replaces a message with the same id.
+    :ivar reasoning: for an assistant message, the model's reasoning before it
+        (:class:`Reasoning`), kept in the transcript and sent back to the vendor that made it.
     """
 
     role: Role
@@ -99,6 +164,7 @@ class Message(_Model):
     name: str | None = None
     is_error: bool = False
     id: str | None = None
+    reasoning: list[Reasoning] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _check_shape(self) -> Message:
@@ -107,6 +173,9 @@ class Message(_Model):
                 "a `tool` message needs `tool_call_id` naming the call it answers; build it "
                 "with `tool_result(call, content)`."
             )
+            raise ValueError(msg)
+        if self.reasoning and self.role != "assistant":
+            msg = f"only an assistant message can carry `reasoning`, not a {self.role!r} one."
             raise ValueError(msg)
         if self.tool_calls and self.role != "assistant":
             msg = f"only an assistant message can carry `tool_calls`, not a {self.role!r} one."
@@ -128,7 +197,9 @@ class Message(_Model):
         return [b for b in self.content if isinstance(b, ImageBlock)]
 
 
-def _content(parts: Sequence[str | TextBlock | ImageBlock]) -> str | list[ContentBlock]:
+def _content(
+    parts: Sequence[str | TextBlock | ImageBlock | FileBlock],
+) -> str | list[ContentBlock]:
     if len(parts) == 1 and isinstance(parts[0], str):
         return parts[0]
     if not parts:
@@ -137,11 +208,11 @@ def _content(parts: Sequence[str | TextBlock | ImageBlock]) -> str | list[Conten
     for part in parts:
         if isinstance(part, str):
             blocks.append(TextBlock(text=part))
-        elif isinstance(part, TextBlock | ImageBlock):
+        elif isinstance(part, TextBlock | ImageBlock | FileBlock):
             blocks.append(part)
         else:
             msg = (
-                f"message content parts must be str, TextBlock or ImageBlock, got "
+                f"message content parts must be str, TextBlock, ImageBlock or FileBlock, got "
                 f"{type(part).__name__} ({part!r:.60})."
             )
             raise TypeError(msg)
@@ -153,7 +224,7 @@ def system(*content: str | TextBlock) -> Message:
     return Message(role="system", content=_content(content))
 
 
-def user(*content: str | TextBlock | ImageBlock) -> Message:
+def user(*content: str | TextBlock | ImageBlock | FileBlock) -> Message:
     """A user message; pass several parts to mix text and images."""
     return Message(role="user", content=_content(content))
 

@@ -23,15 +23,18 @@ __all__ = ["DEFAULT_PRICES", "ModelPrice", "PriceTable", "estimate_cost", "price
 
 @dataclass(frozen=True, slots=True)
 class ModelPrice:
-    """USD per million tokens. Cache prices default to the input price when not given."""
+    """USD per million tokens. Cache prices default to the input price when not given;
+    ``cache_write`` is the five-minute write, and ``cache_write_1h`` (the one-hour write)
+    defaults to twice the input price where there is a ``cache_write`` (Anthropic's rate)."""
 
     input: float
     output: float
     cache_read: float | None = None
     cache_write: float | None = None
+    cache_write_1h: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("input", "output", "cache_read", "cache_write"):
+        for name in ("input", "output", "cache_read", "cache_write", "cache_write_1h"):
             value = getattr(self, name)
             if value is None:
                 continue
@@ -49,11 +52,17 @@ class ModelPrice:
         """The USD cost of ``usage`` at these prices."""
         read = self.cache_read if self.cache_read is not None else self.input
         write = self.cache_write if self.cache_write is not None else self.input
+        if self.cache_write_1h is not None:
+            write_1h = self.cache_write_1h
+        else:
+            write_1h = 2 * self.input if self.cache_write is not None else write
+        long = min(usage.cache_write_1h_tokens, usage.cache_write_tokens)
         total = (
             usage.input_tokens * self.input
             + usage.output_tokens * self.output
             + usage.cache_read_tokens * read
-            + usage.cache_write_tokens * write
+            + (usage.cache_write_tokens - long) * write
+            + long * write_1h
         )
         return total / 1_000_000
 
@@ -100,7 +109,7 @@ _DATED = re.compile(r"(-\d{8}|-\d{4}-\d{2}-\d{2}|-latest|@\d{8}|-\d{3})$")
 def _coerce(model: str, value: object) -> ModelPrice:
     if isinstance(value, ModelPrice):
         return value
-    if isinstance(value, tuple) and len(value) in (2, 3, 4):
+    if isinstance(value, tuple) and len(value) in (2, 3, 4, 5):
         return ModelPrice(*value)
     if isinstance(value, Mapping):
         return ModelPrice(**value)

@@ -58,7 +58,11 @@ S = TypeVar("S", bound=BaseModel)
 
 
 class Usage(BaseModel):
-    """Token counts of one model call (or a sum of several: ``a + b``)."""
+    """Token counts of one model call (or a sum of several: ``a + b``).
+
+    ``cache_write_1h_tokens`` is the part of ``cache_write_tokens`` written to a one-hour
+    cache (Anthropic bills it at a higher rate than the five-minute one).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -66,6 +70,7 @@ class Usage(BaseModel):
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -99,6 +104,7 @@ class Usage(BaseModel):
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cache_write_1h_tokens=self.cache_write_1h_tokens + other.cache_write_1h_tokens,
         )
 
 

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from tensorsketch.agents.output_modes import OutputMode, check_output_mode
 from tensorsketch.agents.turn import structured_reply
 from tensorsketch.context import Context
 from tensorsketch.messages import Message, system, user
@@ -33,6 +34,7 @@ async def generate_structured(
     max_repairs: int = 2,
     system_prompt: str | None = None,
     max_tokens: int = 1024,
+    output_mode: OutputMode = "auto",
     **options: Any,
 ) -> S:
     """Return a validated ``schema`` instance for ``prompt``.
@@ -40,6 +42,8 @@ async def generate_structured(
     :param prompt: the request text, or a whole conversation.
     :param ctx: the node's context; pass it to journal each attempt (durable and traced).
     :param max_repairs: how many times a reply that does not validate is sent back.
+    :param output_mode: how the answer is asked for — ``"auto"``, ``"native"``, ``"tool"``
+        or ``"prompted"`` (see the agents guide); each repairs the same way.
     :raises StructuredOutputError: when the last attempt still does not validate (its
         message lists the problems; ``.raw`` holds the model's last reply).
     """
@@ -52,6 +56,7 @@ async def generate_structured(
     if not isinstance(max_repairs, int) or max_repairs < 0:
         msg = f"`max_repairs` must be an int >= 0, got {max_repairs!r}."
         raise ValueError(msg)
+    mode = check_output_mode(output_mode, "generate_structured()")
     if isinstance(prompt, str):
         messages: list[Message] = [user(prompt)]
     else:
@@ -69,6 +74,7 @@ async def generate_structured(
         key=lambda attempt: f"{base}/{attempt}",
         label="generate_structured",
         scope="structured",
+        mode=mode,
     )
     if problem is None:
         parsed = completion.parsed

@@ -13,6 +13,10 @@
 - ``memory_tools`` — :func:`memory_tools`: remember / recall / forget over ``ctx.memory``.
 - ``memory_hydration`` — :class:`MemoryHydration`: what memory knows, in each prompt.
 - ``session_history`` — :class:`SessionHistory`: a user's conversation across threads.
+- ``handoffs`` — :func:`handoff`: an agent passes the conversation to another
+  (``handoffs=[...]``), with input filters :func:`without_tools` and :func:`keep_last`.
+- ``output_modes`` — :data:`OutputMode`: how an ``output_schema`` answer is asked for
+  (``auto``, ``native``, ``tool``, ``prompted``).
 - ``options`` — :class:`AgentOptions`, the options ``Agent`` and ``create_agent`` share.
 
 Import the public names from here (or from ``tensorsketch``); the submodules are internal.
@@ -28,11 +32,13 @@ from tensorsketch.agents.context import (
     trim_messages,
 )
 from tensorsketch.agents.factory import create_agent
+from tensorsketch.agents.handoffs import Handoff, handoff, keep_last, without_tools
 from tensorsketch.agents.llm import Llm
 from tensorsketch.agents.loop import Agent
 from tensorsketch.agents.memory_hydration import MemoryHydration
 from tensorsketch.agents.memory_tools import memory_tools
 from tensorsketch.agents.options import AgentOptions
+from tensorsketch.agents.output_modes import OutputMode
 from tensorsketch.agents.session_history import SessionHistory
 from tensorsketch.agents.state import AgentState, AgentStatus
 
@@ -44,13 +50,18 @@ __all__ = [
     "AgentStatus",
     "Compaction",
     "ContextPolicy",
+    "Handoff",
     "Llm",
     "MemoryHydration",
+    "OutputMode",
     "SessionHistory",
     "create_agent",
     "estimate_tokens",
+    "handoff",
+    "keep_last",
     "memory_tools",
     "trim_messages",
+    "without_tools",
 ]
 
 # The public home of these names, as before ``agents`` was a package: checkpoint tags,

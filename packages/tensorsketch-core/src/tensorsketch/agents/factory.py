@@ -12,6 +12,7 @@ from tensorsketch.graph import Graph
 from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.provider import ChatProvider
 from tensorsketch.tools import Tool
+from tensorsketch.toolsets import Toolset
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -23,7 +24,7 @@ __all__ = ["create_agent"]
 
 def create_agent(
     provider: ChatProvider,
-    tools: Iterable[Tool | Callable[..., Any]] = (),
+    tools: Iterable[Tool | Callable[..., Any] | Toolset] = (),
     **options: Unpack[AgentOptions],
 ) -> CompiledGraph[AgentState]:
     """An agent as a normal compiled graph over :class:`AgentState`.
@@ -33,7 +34,9 @@ def create_agent(
     to make it durable. The options are :class:`Agent`'s (:class:`AgentOptions`: ``system``,
     ``max_iterations``, ``middleware``, ``max_total_tokens``, ``max_cost_usd``, ``prices``,
     ``fallbacks``, ``tool_concurrency``, ``tool_timeout``, ``output_schema``, ``name``,
-    ``max_tokens``, ``model_options``, ``context_policy``, ``deps_type``, ``stuck_after``).
+    ``max_tokens``, ``model_options``, ``context_policy``, ``deps_type``, ``stuck_after``,
+    ``guardrails``, ``handoffs``, ``output_mode``). ``tools`` may hold toolsets
+    (:class:`~tensorsketch.Toolset`) next to single tools.
     Tools and middleware read the dependencies passed as ``invoke(..., deps=...)`` as ``ctx.deps``.
     """
     node = Agent._build("create_agent()", provider, tools, options)

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tensorsketch.agents.options import check_provider
+from tensorsketch.agents.output_modes import OutputMode, check_output_mode
 from tensorsketch.agents.ports import ports
 from tensorsketch.agents.turn import call_model, structured_reply
 from tensorsketch.context import Context
@@ -25,6 +26,8 @@ class Llm(Node):
     With ``output_schema``, the reply is validated into that schema and the instance is
     written instead of the text (the state field must accept it); a reply that does not
     validate is sent back for repair up to ``max_repairs`` times. The call is journaled.
+    ``output_mode`` says how the schema is asked for (``"auto"``, ``"native"``, ``"tool"``,
+    ``"prompted"``; :mod:`tensorsketch.agents.output_modes`).
     """
 
     def __init__(
@@ -35,6 +38,7 @@ class Llm(Node):
         input_key: str = "query",
         output_key: str = "output",
         output_schema: type[Schema] | None = None,
+        output_mode: OutputMode = "auto",
         max_repairs: int = 2,
         middleware: Sequence[Middleware] = (),
         max_tokens: int = 1024,
@@ -46,6 +50,7 @@ class Llm(Node):
         self.input_key = input_key
         self.output_key = output_key
         self.output_schema = output_schema
+        self.output_mode = check_output_mode(output_mode, "Llm")
         self.max_repairs = max_repairs
         self.middleware = list(middleware)
         _check(self.middleware)
@@ -75,6 +80,7 @@ class Llm(Node):
             label="llm",
             scope="llm",
             handler=self._handler,
+            mode=self.output_mode,
         )
         if problem is None:
             value = completion.parsed if self.output_schema is not None else completion.text

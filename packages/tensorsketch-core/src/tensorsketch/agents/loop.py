@@ -33,7 +33,9 @@ from tensorsketch.agents.context import (
     summary_request,
     trim_messages,
 )
+from tensorsketch.agents.handoffs import HANDOFF, Handoff, Routing, as_handoffs, team_of
 from tensorsketch.agents.options import AgentSettings, as_tools, check_deps, check_provider
+from tensorsketch.agents.output_modes import shape_request
 from tensorsketch.agents.ports import ReportChoice, port_hint, ports, report_fields
 from tensorsketch.agents.state import REPORT_FIELDS, AgentStatus
 from tensorsketch.agents.stuck import STUCK, RepeatWatch
@@ -59,6 +61,7 @@ from tensorsketch.observability.tracing import ATTR_AGENT_NAME, current_span
 from tensorsketch.provider import ChatProvider, Completion
 from tensorsketch.schema import Schema
 from tensorsketch.tools import Tool
+from tensorsketch.toolsets import ToolSearch, Toolset, search_tool
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -86,7 +89,7 @@ class Agent(Node):
         ``system``, ``max_iterations``, ``middleware``, ``max_total_tokens``,
         ``max_cost_usd``, ``prices``, ``fallbacks``, ``tool_concurrency``, ``tool_timeout``,
         ``output_schema``, ``name``, ``max_tokens``, ``model_options``, ``context_policy``,
-        ``deps_type``, ``stuck_after``.
+        ``deps_type``, ``stuck_after``, ``guardrails``, ``handoffs``, ``output_mode``.
     :param input_key: / :param output_key: the state fields holding the request and answer.
     :param report: the report fields to write besides ``messages`` and the output:
         ``True`` (all of ``status``, ``pending``, ``iterations``, ``usage``, ``cost_usd``,
@@ -99,7 +102,7 @@ class Agent(Node):
     def __init__(
         self,
         provider: ChatProvider,
-        tools: Iterable[Tool | Callable[..., Any]] = (),
+        tools: Iterable[Tool | Callable[..., Any] | Toolset] = (),
         *,
         input_key: str = "query",
         output_key: str = "output",
@@ -113,7 +116,7 @@ class Agent(Node):
         cls,
         where: str,
         provider: ChatProvider,
-        tools: Iterable[Tool | Callable[..., Any]],
+        tools: Iterable[Tool | Callable[..., Any] | Toolset],
         options: Mapping[str, Any],
     ) -> Agent:
         """An agent with the default keys, its options checked under ``where``'s name."""
@@ -125,7 +128,7 @@ class Agent(Node):
         self,
         where: str,
         provider: ChatProvider,
-        tools: Iterable[Tool | Callable[..., Any]],
+        tools: Iterable[Tool | Callable[..., Any] | Toolset],
         options: Mapping[str, Any],
         input_key: str,
         output_key: str,
@@ -133,8 +136,16 @@ class Agent(Node):
     ) -> None:
         self.provider = check_provider(provider, "Agent(provider)")
         settings = self.settings = AgentSettings.of(where, options)
-        self.tools = as_tools(tools)
+        items = list(tools)
+        #: Toolsets offered only on the runs their ``when`` allows.
+        self._dynamic: tuple[Toolset, ...] = tuple(
+            i for i in items if isinstance(i, Toolset) and i.enabled is not None
+        )
+        deferred = [i for i in items if isinstance(i, Toolset) and i.deferred and not i.enabled]
+        self.tools = as_tools(i for i in items if not _held_back(i))
         self.tools_by_name = {t.name: t for t in self.tools}
+        #: Tools sent by name only, until ``search_tools`` finds them.
+        self._deferred: dict[str, Tool] = {t.name: t for ts in deferred for t in ts.tools}
         self.system = settings.system
         self.max_iterations = settings.max_iterations
         self.middleware = list(settings.middleware)
@@ -145,6 +156,7 @@ class Agent(Node):
         self.tool_concurrency = settings.tool_concurrency
         self.tool_timeout = settings.tool_timeout
         self.output_schema = settings.output_schema
+        self.output_mode = settings.output_mode
         self.context_policy = settings.context_policy
         self.deps_type = settings.deps_type
         self.stuck_after = settings.stuck_after
@@ -154,16 +166,29 @@ class Agent(Node):
             for kind in ("input", "output", "tool_call")
         }
         self.name = settings.name
+        #: The agents this one may hand the conversation to (``handoffs=``).
+        self.handoffs: tuple[Handoff, ...] = as_handoffs(settings.handoffs, self.name)
+        #: Every agent reachable through handoffs (this one included) and the handoff
+        #: targets named but not found; empty when this agent hands off to nobody.
+        self._team: dict[str, Agent] = {}
+        self._unresolved: list[str] = []
+        if self.handoffs:
+            self._team, self._unresolved = team_of(self)
+        members = list(self._team.values()) or [self]
         self.input_key = input_key
         self.output_key = output_key
         #: The report fields this agent writes (empty for ``report=False``).
         self.report = report_fields(report, REPORT_FIELDS)
         #: ``parsed`` is written wherever the state keeps it once a schema makes one.
         self._optional: frozenset[str] = frozenset()
-        if self.output_schema is not None and "parsed" not in self.report:
+        schemas = any(m.output_schema is not None for m in members)
+        if schemas and "parsed" not in self.report:
             self._optional = frozenset({"parsed"})
-        if self.guardrails:  # the tripwire is written wherever the state keeps it
+        guarded = any(m.guardrails for m in members)
+        if guarded:  # the tripwire is written wherever the state keeps it
             self._optional |= {"tripwire"}
+        if self._team:  # so is the agent holding the conversation
+            self._optional |= {"active_agent"}
         #: What ``_reported`` lets through: the chosen report fields and the optional ones.
         self._report_out = self.report | self._optional
         self.options: dict[str, Any] = settings.model_call_options()
@@ -172,8 +197,10 @@ class Agent(Node):
             output_key: (str, ""),
         }
         outputs.update((k, v) for k, v in REPORT_FIELDS.items() if k in self._report_out)
-        if self.guardrails:
+        if guarded:
             outputs["tripwire"] = (Tripwire | None, None)
+        if self._team:
+            outputs["active_agent"] = (str, "")
         inputs: dict[str, Any] = {
             input_key: (str, ""),
             "messages": (list[Message], Field(default_factory=list)),
@@ -191,8 +218,55 @@ class Agent(Node):
         self._tool_handler = compose_tool(self.middleware, self._innermost_tool)
         # Fixed for the agent's life, so not rebuilt on every turn.
         self._providers: tuple[ChatProvider, ...] = (self.provider, *self.fallbacks)
-        self._tool_list: tuple[Tool, ...] = tuple(self.tools)
-        self._approvals = any(t.requires_approval for t in self.tools)
+        self._handoff_tools: tuple[Tool, ...] = tuple(h.as_tool() for h in self.handoffs)
+        clashes = sorted({t.name for t in self._handoff_tools} & set(self.tools_by_name))
+        if clashes:
+            msg = (
+                f"agent {self.name!r} has a tool and a handoff both named {clashes[0]!r}; give "
+                "the handoff another `handoff(..., tool_name=...)`."
+            )
+            raise ValueError(msg)
+        self._offered()
+        if self.output_mode == "tool" and self.output_schema is not None:
+            shape_request("tool", self.provider, [], list(self._tool_list), self.output_schema)
+
+    def _offered(self) -> None:
+        """What the model is offered (the tools, the handoffs, the search for deferred
+        tools) and what calls run against, from ``tools`` as they are now."""
+        search = (search_tool(self._deferred),) if self._deferred else ()
+        self._tool_list: tuple[Tool, ...] = (*self.tools, *self._handoff_tools, *search)
+        every = [*self._tool_list, *self._deferred.values()]
+        self._callable: dict[str, Tool] = {t.name: t for t in every}
+        if len(self._callable) < len(every):
+            names = [t.name for t in every]
+            twice = sorted({n for n in names if names.count(n) > 1})
+            msg = (
+                f"agent {self.name!r} has two tools named {twice[0]!r} (across its tools, "
+                "toolsets, handoffs and tool search); rename one or `.prefixed(...)` a toolset."
+            )
+            raise ValueError(msg)
+        self._approvals = any(t.requires_approval for t in every)
+
+    @property
+    def approval_tools(self) -> frozenset[str]:
+        """The names of the tools (handoffs and toolsets included) whose calls wait for a
+        person's approval: what a server shows a client as calls to decide on."""
+        every = [*self._callable.values(), *(t for ts in self._dynamic for t in ts.tools)]
+        return frozenset(t.name for t in every if t.requires_approval)
+
+    def _for_run(self, ctx: Context) -> Agent:
+        """This agent with the toolsets this run's ``when`` predicates allow."""
+        on = [ts for ts in self._dynamic if ts.enabled is not None and ts.enabled(ctx)]
+        clone = copy.copy(self)
+        clone._dynamic = ()
+        clone.tools = [*self.tools, *(t for ts in on if not ts.deferred for t in ts.tools)]
+        clone.tools_by_name = {t.name: t for t in clone.tools}
+        clone._deferred = {
+            **self._deferred,
+            **{t.name: t for ts in on if ts.deferred for t in ts.tools},
+        }
+        clone._offered()
+        return clone
 
     def variant(
         self,
@@ -222,11 +296,17 @@ class Agent(Node):
                 "extra tools other names."
             )
             raise ValueError(msg)
+        clashes = sorted({t.name for t in added} & {t.name for t in self._handoff_tools})
+        if clashes:
+            msg = (
+                f"agent {self.name!r} already has a handoff named {', '.join(clashes)}; give "
+                "the extra tools other names."
+            )
+            raise ValueError(msg)
         if added:
             clone.tools = [*self.tools, *added]
             clone.tools_by_name = {t.name: t for t in clone.tools}
-            clone._tool_list = tuple(clone.tools)
-            clone._approvals = any(t.requires_approval for t in clone.tools)
+            clone._offered()
         clone._tool_handler = compose_tool(clone.middleware, clone._innermost_tool)
         return clone
 
@@ -276,9 +356,12 @@ class Agent(Node):
         return [*history, *new], new
 
     async def run(self, ctx: Context, inp: Any) -> Any:
-        node_span = current_span.get()
-        if node_span is not None:  # name the agent on its node span (OTel: `invoke_agent {name}`)
-            node_span.set_attribute(ATTR_AGENT_NAME, self.name)
+        if self._dynamic:
+            return await self._for_run(ctx)._loop(ctx, inp)
+        return await self._loop(ctx, inp)
+
+    async def _loop(self, ctx: Context, inp: Any) -> Any:
+        _name_span(self.name)
         if self.deps_type is not None:
             check_deps(ctx, self.deps_type, self.name)
         scope = Scope.of(ctx)
@@ -291,7 +374,7 @@ class Agent(Node):
             prices=self.prices,
             parent=current_budget(),
         )
-        tools = self._tool_set()
+        plan = _Plan(self._routing(ctx, transcript), self, transcript)
         watch = RepeatWatch(self.stuck_after, transcript)
         status: AgentStatus = "completed"
         detail = ""
@@ -306,10 +389,13 @@ class Agent(Node):
                     if exceeded is not None:
                         status, detail = "budget_exceeded", str(exceeded)
                         break
-                    outcome, point = await self._model_step(ctx, transcript, k, scope, point)
+                    active = plan.active
+                    sent = plan.request(transcript)
+                    offered = plan.offered()
+                    outcome, point = await active._model_step(ctx, sent, k, scope, point, offered)
                     iterations = k + 1
                     completion: Completion = outcome["completion"]
-                    budget.charge(completion.usage, completion.model or self.provider.model)
+                    budget.charge(completion.usage, completion.model or active.provider.model)
                     reply = _with_call_ids(completion.message, k)
                     repair = outcome.get("repair")
                     if repair:
@@ -327,8 +413,8 @@ class Agent(Node):
                         _skip_calls(reply.tool_calls, transcript, new, _NOT_RUN_BUDGET)
                         status, detail = "budget_exceeded", str(exceeded)
                         break
-                    if self.guardrails:
-                        await self._guard_reply(ctx, scope, k, reply, transcript, new)
+                    if active.guardrails:
+                        await active._guard_reply(ctx, scope, k, reply, transcript, new)
                     if not reply.tool_calls:
                         parsed = completion.parsed
                         status = "completed"
@@ -339,9 +425,7 @@ class Agent(Node):
                         status, detail = "stuck", repeated
                         await self._stuck(ctx, k, repeated)
                         break
-                    results = await run_tool_calls(ctx, tools, reply.tool_calls, k, scope)
-                    transcript.extend(results)
-                    new.extend(results)
+                    await self._tool_turn(ctx, scope, k, plan, reply, transcript, new, watch)
                     if k + 1 == self.max_iterations:
                         status = "max_iterations"
                         detail = (
@@ -349,7 +433,9 @@ class Agent(Node):
                             "the model has not seen; the output is the latest assistant text."
                         )
             except Interrupt as exc:
-                stop = await self._suspension(ctx, scope, exc, new, shown, budget, iterations)
+                stop = await self._suspension(
+                    ctx, scope, exc, new, shown, budget, iterations, plan.active
+                )
                 raise stop from None
             except _Tripped as tripped:
                 tripwire = tripped.tripwire
@@ -368,8 +454,67 @@ class Agent(Node):
             "cost_usd": budget.cost_usd,
             "stop_detail": detail,
             "tripwire": tripwire,
+            "active_agent": plan.active.name,
         }
         return self._result(out, point, report)
+
+    def _routing(self, ctx: Context, transcript: list[Message]) -> Routing | None:
+        """Who holds the conversation (``None`` when this agent hands off to nobody)."""
+        if not self._team:
+            return None
+        if self._unresolved:
+            names = ", ".join(repr(n) for n in self._unresolved)
+            msg = (
+                f"agent {self.name!r} can hand off (through its team) to {names}, but no agent "
+                f"reachable from it has that name; reachable: {', '.join(sorted(self._team))}."
+            )
+            raise ValueError(msg)
+        # The receivers with the toolsets this run allows; this very instance (a variant) runs.
+        team = {n: a._for_run(ctx) if a._dynamic else a for n, a in self._team.items()}
+        team[self.name] = self
+        routing = Routing(self, team, transcript)
+        if routing.active is not self and routing.active.deps_type is not None:
+            check_deps(ctx, routing.active.deps_type, routing.active.name)
+        return routing
+
+    async def _tool_turn(
+        self,
+        ctx: Context,
+        scope: Scope,
+        k: int,
+        plan: _Plan,
+        reply: Message,
+        transcript: list[Message],
+        new: list[Message],
+        watch: RepeatWatch,
+    ) -> None:
+        """Run a turn's tool calls and add their results; then note the tools a search
+        loaded, and follow a handoff (announced by an ``agent.handoff`` event in the run's
+        stream and an attribute on the node's span)."""
+        routing = plan.routing
+        giver = plan.active
+        if routing is None:
+            results = await run_tool_calls(ctx, plan.tools, reply.tool_calls, k, scope)
+        else:
+            results = await _run_with_handoffs(ctx, giver, plan.tools, reply, k, scope)
+        transcript.extend(results)
+        new.extend(results)
+        if plan.search is not None:
+            plan.search.read(results)
+        taken = None if routing is None else routing.after(results, transcript)
+        if routing is None or taken is None:
+            return
+        receiver = routing.active
+        if receiver.deps_type is not None:
+            check_deps(ctx, receiver.deps_type, receiver.name)
+        plan.become(receiver, transcript)
+        watch.forget()
+        span = current_span.get()
+        if span is not None:
+            path = [self.name, *(p.taken.target_name for p in routing.points)]
+            span.set_attribute(HANDOFF, " -> ".join(path))
+        data = {"from": giver.name, "to": receiver.name, "iteration": k, "tool": taken.tool_name}
+        await ctx.emit(HANDOFF, data)
 
     def _result(self, out: dict[str, Any], point: Compaction | None, report: dict[str, Any]) -> Any:
         """The node's output: the messages and answer, the compaction point when the state
@@ -389,9 +534,11 @@ class Agent(Node):
         shown: _Shown,
         budget: Budget,
         iterations: int,
+        active: Agent,
     ) -> Interrupt:
         """The interrupt the run suspends with, carrying what ran so far: the transcript
-        (the approver reads why), and with ``report``, the counts and the spend."""
+        (the approver reads why), and with ``report``, the counts, the spend and who holds
+        the conversation."""
         writes: dict[str, Any] = {}
         if new and _waits_on_tools(new[-1]):
             await _record_shown(ctx, scope, shown, new)
@@ -404,6 +551,7 @@ class Agent(Node):
                     "iterations": iterations,
                     "usage": budget.usage,
                     "cost_usd": budget.cost_usd,
+                    "active_agent": active.name,
                 }
             )
         )
@@ -420,6 +568,7 @@ class Agent(Node):
         k: int,
         scope: Scope,
         point: Compaction | None,
+        offered: tuple[Tool, ...] | None = None,
     ) -> tuple[dict[str, Any], Compaction | None]:
         mctx = sub_context(ctx, part_name(k, "model"))
         sent = transcript
@@ -434,10 +583,11 @@ class Agent(Node):
                 self._providers,
                 self._model_handler,
                 sent,
-                self._tool_list,
+                self._tool_list if offered is None else offered,
                 self.output_schema,
                 self.options,
                 agent=self.name,
+                mode=self.output_mode,
             )
 
         outcome: dict[str, Any] = await ctx.effects.once(
@@ -636,7 +786,7 @@ class Agent(Node):
     def _tool_set(self) -> ToolSet:
         """What this run's tool calls run against, read from the agent as it is now."""
         return ToolSet(
-            by_name=self.tools_by_name,
+            by_name=self._callable,
             handler=self._tool_handler,
             agent=self.name,
             concurrency=self.tool_concurrency,
@@ -661,6 +811,38 @@ class _Tripped(Exception):
         self.detail = (
             f"guardrail {tripwire.guardrail!r} ({tripwire.kind}) tripped: {tripwire.reason}"
         )
+
+
+class _Plan:
+    """Who runs the conversation in this run and what they are offered: the active agent,
+    the tools its calls run against, the handoffs so far, the tools its searches loaded."""
+
+    __slots__ = ("active", "routing", "search", "tools")
+
+    def __init__(self, routing: Routing | None, agent: Agent, transcript: list[Message]) -> None:
+        self.routing = routing
+        self.become(agent if routing is None else routing.active, transcript)
+
+    def become(self, agent: Agent, transcript: list[Message]) -> None:
+        self.active = agent
+        self.tools = agent._tool_set()
+        self.search = ToolSearch(agent._deferred, transcript) if agent._deferred else None
+
+    def request(self, transcript: list[Message]) -> list[Message]:
+        """The messages the active agent's model is sent."""
+        return transcript if self.routing is None else self.routing.request(transcript)
+
+    def offered(self) -> tuple[Tool, ...] | None:
+        """The tools the model is sent (``None``: the active agent's own list)."""
+        if self.search is None:
+            return None
+        return self.search.offered(self.active._tool_list)
+
+
+def _held_back(item: object) -> bool:
+    """Whether ``item`` is a toolset that is not simply offered: one with a ``when`` or a
+    deferred one."""
+    return isinstance(item, Toolset) and (item.enabled is not None or item.deferred)
 
 
 class _Shown(NamedTuple):
@@ -709,6 +891,35 @@ def _with_call_ids(message: Message, k: int) -> Message:
         for i, call in enumerate(message.tool_calls)
     ]
     return message.model_copy(update={"tool_calls": calls})
+
+
+def _name_span(agent: str) -> None:
+    """Name the agent on its node span (OTel: ``invoke_agent {name}``)."""
+    node_span = current_span.get()
+    if node_span is not None:
+        node_span.set_attribute(ATTR_AGENT_NAME, agent)
+
+
+async def _run_with_handoffs(
+    ctx: Context, active: Agent, tools: ToolSet, reply: Message, k: int, scope: Scope
+) -> list[Message]:
+    """A turn's tool calls when handoffs are possible: at most one handoff per turn (the
+    first; the others are answered as not made), every other call as usual."""
+    names = {h.tool_name for h in active.handoffs}
+    calls = reply.tool_calls
+    transfers = [c for c in calls if c.name in names]
+    if len(transfers) < 2:
+        return await run_tool_calls(ctx, tools, calls, k, scope)
+    first = transfers[0]
+    refused = {
+        c.id: tool_result(
+            c, f"Not run: this turn already hands off with {first.name!r}.", is_error=True
+        )
+        for c in transfers[1:]
+    }
+    kept = [c for c in calls if c.id not in refused]
+    done = iter(await run_tool_calls(ctx, tools, kept, k, scope))
+    return [refused[c.id] if c.id in refused else next(done) for c in calls]
 
 
 _NOT_RUN_BUDGET = "Not run: the run's budget is spent."

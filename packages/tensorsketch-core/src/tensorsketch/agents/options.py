@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 import pydantic
 
 from tensorsketch.agents.context import ContextPolicy
+from tensorsketch.agents.output_modes import OutputMode, check_output_mode
 from tensorsketch.budget import Budget
 from tensorsketch.context import Context
 from tensorsketch.errors import DepsUnavailableError
@@ -24,6 +25,7 @@ from tensorsketch.pricing import PriceTable
 from tensorsketch.provider import ChatProvider
 from tensorsketch.schema import Schema
 from tensorsketch.tools import Tool
+from tensorsketch.toolsets import Toolset
 
 __all__ = ["AgentOptions", "AgentSettings", "as_tools", "check_deps", "check_provider"]
 
@@ -46,6 +48,10 @@ class AgentOptions(TypedDict, total=False):
     :ivar tool_timeout: seconds a tool call may take; a slow call becomes an error result.
     :ivar output_schema: validate the final answer into this schema (``state.parsed``); a
         reply that does not validate is sent back for repair (it counts as an iteration).
+    :ivar output_mode: how an ``output_schema`` answer is asked for: ``"auto"`` (the
+        provider's own way), ``"native"`` (the provider's structured output, refused where
+        it has none), ``"tool"`` (a ``final_result`` tool) or ``"prompted"`` (the schema in
+        the instructions, the JSON read from the text); the repair loop works in each.
     :ivar name: the agent's node name (default ``"agent"``).
     :ivar max_tokens: the reply limit of each model call (default 1024).
     :ivar model_options: further provider options sent with every model call.
@@ -61,6 +67,10 @@ class AgentOptions(TypedDict, total=False):
     :ivar guardrails: checks on the input, the final answer and each turn's tool calls
         (:mod:`tensorsketch.guardrails`); one that trips stops the run with
         ``status="tripped"`` and ``state.tripwire`` saying which and why.
+    :ivar handoffs: agents this one may hand the conversation to (agents, ``create_agent``
+        graphs, or :func:`~tensorsketch.agents.handoff` for a filter, a tool name or an
+        approval): the model gets a ``transfer_to_<name>`` tool for each, and the receiver
+        carries on with the transcript under its own instructions and tools.
     """
 
     system: str | None
@@ -73,6 +83,7 @@ class AgentOptions(TypedDict, total=False):
     tool_concurrency: int | None
     tool_timeout: float | None
     output_schema: type[Schema] | None
+    output_mode: OutputMode
     name: str
     max_tokens: int
     model_options: Mapping[str, Any] | None
@@ -80,6 +91,7 @@ class AgentOptions(TypedDict, total=False):
     deps_type: type | None
     stuck_after: int | None
     guardrails: Sequence[Guardrail]
+    handoffs: Sequence[Any]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,6 +108,7 @@ class AgentSettings:
     tool_concurrency: int | None = None
     tool_timeout: float | None = None
     output_schema: type[Schema] | None = None
+    output_mode: OutputMode = "auto"
     name: str = "agent"
     max_tokens: int = 1024
     model_options: Mapping[str, Any] | None = field(default=None)
@@ -103,6 +116,7 @@ class AgentSettings:
     deps_type: type | None = None
     stuck_after: int | None = 3
     guardrails: Sequence[Guardrail] = ()
+    handoffs: Sequence[Any] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_iterations, int) or self.max_iterations < 1:
@@ -130,6 +144,7 @@ class AgentSettings:
         ):
             msg = f"`output_schema` must be a Schema class, got {schema!r}."
             raise TypeError(msg)
+        check_output_mode(self.output_mode, "Agent")
         policy = self.context_policy
         if policy is not None and not isinstance(policy, ContextPolicy):
             msg = f"`context_policy` must be a ContextPolicy(budget_tokens=...), got {policy!r}."
@@ -202,11 +217,15 @@ def check_provider(provider: Any, where: str) -> ChatProvider:
     return provider
 
 
-def as_tools(tools: Iterable[Tool | Callable[..., Any]]) -> list[Tool]:
-    """``@tool`` objects (plain functions are wrapped), their names checked to be unique."""
+def as_tools(tools: Iterable[Tool | Callable[..., Any] | Toolset]) -> list[Tool]:
+    """``@tool`` objects (plain functions are wrapped, toolsets flattened), their names
+    checked to be unique."""
     result: list[Tool] = []
     seen: dict[str, Tool] = {}
+    flat: list[Tool | Callable[..., Any]] = []
     for item in tools:
+        flat.extend(item.tools if isinstance(item, Toolset) else [item])
+    for item in flat:
         if isinstance(item, Tool):
             made = item
         elif callable(item):

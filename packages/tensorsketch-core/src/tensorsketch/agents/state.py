@@ -44,6 +44,8 @@ class AgentState(Schema):
     :ivar stop_detail: why a limit (or a stuck loop) stopped the loop, in words.
     :ivar tripwire: the :class:`~tensorsketch.guardrails.Tripwire` of the guardrail that
         stopped the run (``status="tripped"``), else ``None``.
+    :ivar active_agent: the agent holding the conversation (written by agents with
+        ``handoffs``): the one the last handoff went to, else the agent itself.
     :ivar compaction: where a summarizing ``context_policy`` left the requests compacted
         (:class:`~tensorsketch.agents.Compaction`), so later turns reuse its summary.
     """
@@ -60,6 +62,7 @@ class AgentState(Schema):
     stop_detail: str = ""
     compaction: Compaction | None = None
     tripwire: Tripwire | None = None
+    active_agent: str = ""
 
 
 #: The fields ``Agent(report=True)`` writes besides ``messages`` and the output.

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tensorsketch._modelcall import call_provider
+from tensorsketch.agents.output_modes import OutputMode, repair_hint, shape_request, take_answer
 from tensorsketch.budget import current_budget
 from tensorsketch.context import Context
 from tensorsketch.effect_keys import part_name
@@ -72,20 +73,25 @@ async def model_turn(
     options: dict[str, Any],
     *,
     agent: str | None = None,
+    mode: OutputMode = "auto",
 ) -> dict[str, Any]:
     """One model turn: the middleware stack per provider, falling back on retryable errors.
 
     Returns ``{"completion": ..., "repair": None | "what was wrong"}``, the value journaled
     for the turn. ``messages``, ``tools`` and ``options`` are copied into each request, so a
-    middleware changing them changes that call only.
+    middleware changing them changes that call only. ``mode`` says how an ``output_schema``
+    answer is asked for (:mod:`tensorsketch.agents.output_modes`), per provider.
     """
     last = len(providers) - 1
     node = agent or ctx.node
     for index, provider in enumerate(providers):
+        sent, offered, schema = shape_request(
+            mode, provider, list(messages), list(tools), output_schema
+        )
         request = ModelRequest(
-            messages=list(messages),
-            tools=list(tools),
-            output_schema=output_schema,
+            messages=sent,
+            tools=offered,
+            output_schema=schema,
             options=dict(options),
             ctx=ctx,
             node=node,
@@ -95,7 +101,7 @@ async def model_turn(
         try:
             completion = await handler(request)
         except StructuredOutputError as exc:
-            return rejected(exc, provider)
+            return rejected(exc, provider, mode)
         except Exception as exc:
             if index == last or streamed_text(exc) or not is_retryable(exc):
                 raise
@@ -109,12 +115,14 @@ async def model_turn(
                 },
             )
             continue
-        return accepted(completion, output_schema)
+        return accepted(take_answer(mode, completion, output_schema), output_schema, mode)
     msg = "model_turn() needs at least one provider."
     raise ValueError(msg)
 
 
-def accepted(completion: Completion, output_schema: type[BaseModel] | None) -> dict[str, Any]:
+def accepted(
+    completion: Completion, output_schema: type[BaseModel] | None, mode: OutputMode = "auto"
+) -> dict[str, Any]:
     """The outcome of a reply: parsed into ``output_schema`` when it is a final answer."""
     if (
         output_schema is not None
@@ -124,21 +132,23 @@ def accepted(completion: Completion, output_schema: type[BaseModel] | None) -> d
         try:
             parsed = parse_structured(completion.message.text, output_schema, completion=completion)
         except StructuredOutputError as exc:
-            return {"completion": completion, "repair": repair_text(exc)}
+            return {"completion": completion, "repair": repair_text(exc, mode)}
         completion = completion.model_copy(update={"parsed": parsed})
     return {"completion": completion, "repair": None}
 
 
-def rejected(exc: StructuredOutputError, provider: ChatProvider) -> dict[str, Any]:
+def rejected(
+    exc: StructuredOutputError, provider: ChatProvider, mode: OutputMode = "auto"
+) -> dict[str, Any]:
     """The outcome of a reply the provider itself found not to match the schema."""
     failed = exc.completion
     if failed is None:
         failed = Completion(message=assistant(exc.raw), model=provider.model)
-    return {"completion": failed, "repair": repair_text(exc)}
+    return {"completion": failed, "repair": repair_text(exc, mode)}
 
 
-def repair_text(exc: StructuredOutputError) -> str:
-    return f"{exc} Reply with only the corrected JSON."
+def repair_text(exc: StructuredOutputError, mode: OutputMode = "auto") -> str:
+    return f"{exc} {repair_hint(mode)}"
 
 
 async def structured_reply(
@@ -153,6 +163,7 @@ async def structured_reply(
     label: str = "llm",
     scope: str = "llm",
     handler: ModelHandler = call_model,
+    mode: OutputMode = "auto",
 ) -> tuple[Completion, str | None]:
     """The repair loop: up to ``tries`` model turns until the reply validates.
 
@@ -165,10 +176,12 @@ async def structured_reply(
         directly — no journal, no span, no stream, no middleware.
     """
     if ctx is None:
-        attempt = _direct(provider, output_schema, options)
+        attempt = _direct(provider, output_schema, options, mode)
     else:
         assert key is not None
-        attempt = _journaled(ctx, provider, handler, output_schema, options, key, label, scope)
+        attempt = _journaled(
+            ctx, provider, handler, output_schema, options, key, label, scope, mode
+        )
     sent = list(messages)
     outcome: dict[str, Any] = {}
     for index in range(tries):
@@ -192,6 +205,7 @@ def _journaled(
     key: Callable[[int], str],
     label: str,
     scope: str,
+    mode: OutputMode,
 ) -> Attempt:
     schema: Any = output_schema
 
@@ -199,7 +213,7 @@ def _journaled(
         actx = sub_context(ctx, part_name(scope, index))
 
         async def call() -> dict[str, Any]:
-            return await model_turn(actx, [provider], handler, sent, [], schema, options)
+            return await model_turn(actx, [provider], handler, sent, [], schema, options, mode=mode)
 
         outcome: dict[str, Any] = await ctx.effects.once(key(index), call, INSIDE)
         return outcome
@@ -208,15 +222,21 @@ def _journaled(
 
 
 def _direct(
-    provider: ChatProvider, output_schema: type[BaseModel] | None, options: dict[str, Any]
+    provider: ChatProvider,
+    output_schema: type[BaseModel] | None,
+    options: dict[str, Any],
+    mode: OutputMode,
 ) -> Attempt:
-    schema: Any = output_schema
+    wanted: Any = output_schema
 
     async def attempt(index: int, sent: list[Message]) -> dict[str, Any]:
+        messages, tools, schema = shape_request(mode, provider, sent, [], wanted)
         try:
-            completion = await provider.complete(sent, output_schema=schema, **options)
+            completion = await provider.complete(
+                messages, tools=tools or None, output_schema=schema, **options
+            )
         except StructuredOutputError as exc:
-            return rejected(exc, provider)
-        return accepted(completion, output_schema)
+            return rejected(exc, provider, mode)
+        return accepted(take_answer(mode, completion, output_schema), output_schema, mode)
 
     return attempt

@@ -1,4 +1,4 @@
-"""Register the three providers with TensorSketch's registry, by name and lazily.
+"""Register the built-in providers with TensorSketch's registry, by name and lazily.
 
 The targets are ``"module:Attribute"`` strings, so listing provider names imports no vendor
 SDK; ``create_provider("openai", ...)`` is the first moment ``openai`` is imported.
@@ -15,6 +15,7 @@ PROVIDERS: dict[str, str] = {
     "anthropic": "tensorsketch.providers.anthropic:AnthropicProvider",
     "openai": "tensorsketch.providers.openai:OpenAIProvider",
     "google": "tensorsketch.providers.google:GoogleProvider",
+    "litellm": "tensorsketch.providers.litellm:LiteLLMProvider",
 }
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pydantic
 
-from tensorsketch.messages import ImageBlock, Message, TextBlock, ToolCall
+from tensorsketch.messages import FileBlock, ImageBlock, Message, Reasoning, TextBlock, ToolCall
 from tensorsketch.provider import Completion, StructuredOutputError, Usage, parse_structured
 from tensorsketch.tools import Tool
 
@@ -81,11 +81,17 @@ def new_tool_id() -> str:
     return f"{TOOL_ID_PREFIX}{uuid.uuid4().hex[:16]}"
 
 
-def content_blocks(message: Message) -> list[TextBlock | ImageBlock]:
+def content_blocks(message: Message) -> list[TextBlock | ImageBlock | FileBlock]:
     """A message's content as a list of blocks (a plain string becomes one text block)."""
     if isinstance(message.content, str):
         return [TextBlock(text=message.content)] if message.content else []
     return list(message.content)
+
+
+def refuse_file(block: FileBlock, vendor: str, why: str) -> ValueError:
+    """The error for a file a vendor's API cannot take, saying what to do instead."""
+    what = block.name or block.media_type
+    return ValueError(f"{vendor} cannot take the file {what!r}: {why}")
 
 
 def image_bytes(block: ImageBlock) -> tuple[str, str] | None:
@@ -241,6 +247,7 @@ class Draft:
     usage: Usage = field(default_factory=Usage)
     model: str | None = None
     stop_reason: str | None = None
+    reasoning: list[Reasoning] = field(default_factory=list)
 
     def finish(self, output_schema: type[pydantic.BaseModel] | None) -> Completion:
         """The :class:`Completion`, with ``parsed`` validated when a schema was asked for.
@@ -253,7 +260,12 @@ class Draft:
         if self.structured is not None and not text:
             text = json.dumps(self.structured, separators=(",", ":"))
         completion = Completion(
-            message=Message(role="assistant", content=text, tool_calls=list(self.calls)),
+            message=Message(
+                role="assistant",
+                content=text,
+                tool_calls=list(self.calls),
+                reasoning=list(self.reasoning),
+            ),
             usage=self.usage,
             model=self.model,
             stop_reason=self.stop_reason,

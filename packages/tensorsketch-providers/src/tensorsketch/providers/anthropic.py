@@ -4,23 +4,35 @@ Mapping notes:
 
 * System messages become the top-level ``system`` blocks; tool results become ``tool_result``
   blocks in a user turn (consecutive results share one turn, as the API requires).
+* Thinking blocks (with ``model_options={"thinking": {...}}``) come back as the message's
+  ``reasoning`` (text and signature; ``redacted_thinking`` as ``redacted``), are kept in the
+  transcript and sent back first in their assistant turn, as the API requires for tool use.
+  Their tokens are in ``output_tokens``, as Anthropic bills them.
 * Structured output uses a forced tool named ``respond`` whose input schema is the
   ``output_schema``; its input is the answer. With other tools present the model may call
   those first (``tool_choice: any``), and ``respond`` ends the loop.
 * With ``cache_prefix=True`` the stable prefix — the tool list and the system prompt — carries
   ``cache_control`` breakpoints, so repeated calls of an agent loop read it from the prompt
-  cache (reported as ``Usage.cache_read_tokens`` / ``cache_write_tokens``).
+  cache (reported as ``Usage.cache_read_tokens`` / ``cache_write_tokens``). Tool schemas are
+  serialized with sorted keys, so the prefix is byte-stable from call to call.
+* With ``cache_conversation=True`` the history is cached too, with rolling breakpoints
+  within the API's four: one on the end of the request (written now, read by the next call)
+  and one on the end of the previous request (the turn before the latest assistant reply),
+  so each call reads everything up to its last turns from the cache even when a turn adds
+  many blocks. ``cache_ttl="1h"`` asks for the one-hour cache (``Usage.cache_write_1h_tokens``
+  counts its writes, which cost more).
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from tensorsketch.messages import ImageBlock, Message, TextBlock, ToolCall
+from tensorsketch.messages import FileBlock, ImageBlock, Message, Reasoning, TextBlock, ToolCall
 from tensorsketch.provider import (
     AuthenticationError,
     Capabilities,
@@ -39,6 +51,7 @@ from tensorsketch.providers._common import (
     import_sdk,
     loads_args,
     output_json_schema,
+    refuse_file,
     route_options,
 )
 from tensorsketch.schema import Schema
@@ -51,6 +64,7 @@ _sdk = import_sdk("anthropic", "anthropic")
 #: The name of the forced tool that carries structured output.
 RESPOND_TOOL = "respond"
 _EPHEMERAL = {"type": "ephemeral"}
+_PROVIDER = "anthropic"
 _OPTION_ALIASES = {"stop": "stop_sequences"}
 _PLACEHOLDER_KEY = "not-needed"
 
@@ -72,6 +86,8 @@ class AnthropicProvider(SDKProvider):
         a ``RetryMiddleware`` or a fallback chain does the retrying.
     :param timeout: seconds per request.
     :param cache_prefix: mark the tools and system prompt as a prompt-cache prefix.
+    :param cache_conversation: also cache the growing history (rolling breakpoints).
+    :param cache_ttl: ``"5m"`` (the default) or ``"1h"``: how long cached prefixes live.
     """
 
     provider_name = "anthropic"
@@ -88,10 +104,20 @@ class AnthropicProvider(SDKProvider):
         max_retries: int = 2,
         timeout: float = 600.0,
         cache_prefix: bool = True,
+        cache_conversation: bool = True,
+        cache_ttl: Literal["5m", "1h"] = "5m",
     ) -> None:
         self._check_model(model)
+        if cache_ttl not in ("5m", "1h"):
+            msg = f"AnthropicProvider(cache_ttl=...) must be '5m' or '1h', got {cache_ttl!r}."
+            raise ValueError(msg)
         self.model = model
         self.cache_prefix = cache_prefix
+        self.cache_conversation = cache_conversation
+        self.cache_ttl = cache_ttl
+        self._mark: dict[str, str] = (
+            dict(_EPHEMERAL) if cache_ttl == "5m" else {**_EPHEMERAL, "ttl": "1h"}
+        )
         if self._adopt_client(client, api_key=api_key, base_url=base_url):
             return
         settings: dict[str, Any] = {
@@ -168,7 +194,7 @@ class AnthropicProvider(SDKProvider):
         if system_parts:
             system: list[dict[str, Any]] = [{"type": "text", "text": t} for t in system_parts]
             if self.cache_prefix:
-                system[-1]["cache_control"] = dict(_EPHEMERAL)
+                system[-1]["cache_control"] = dict(self._mark)
             request["system"] = system
         definitions: list[dict[str, Any]] = [
             {"name": t.name, "description": t.description, "input_schema": t.json_schema()}
@@ -189,8 +215,13 @@ class AnthropicProvider(SDKProvider):
             )
         if definitions:
             if self.cache_prefix:
-                definitions[-1]["cache_control"] = dict(_EPHEMERAL)
+                definitions[-1]["cache_control"] = dict(self._mark)
             request["tools"] = definitions
+        if self.cache_conversation:
+            used = (self.cache_prefix and bool(system_parts)) + (
+                self.cache_prefix and bool(definitions)
+            )
+            _mark_history(turns, self._mark, _BREAKPOINTS - used)
         route_options(
             self._client.messages.create,
             request,
@@ -206,6 +237,12 @@ class AnthropicProvider(SDKProvider):
         for block in response.content:
             if block.type == "text":
                 draft.text.append(block.text)
+            elif block.type == "thinking":
+                draft.reasoning.append(
+                    Reasoning(provider=_PROVIDER, text=block.thinking, signature=block.signature)
+                )
+            elif block.type == "redacted_thinking":
+                draft.reasoning.append(Reasoning(provider=_PROVIDER, redacted=block.data))
             elif block.type == "tool_use":
                 args = block.input if isinstance(block.input, dict) else {}
                 if output_schema is not None and block.name == RESPOND_TOOL:
@@ -218,6 +255,7 @@ class AnthropicProvider(SDKProvider):
             output_tokens=usage.output_tokens or 0,
             cache_read_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
             cache_write_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
+            cache_write_1h_tokens=_written_1h(usage),
         )
         draft.stop_reason = _stop_reason(response.stop_reason, draft)
         return draft.finish(output_schema)
@@ -232,6 +270,7 @@ class _Block:
     id: str = ""
     name: str = ""
     fragments: list[str] = field(default_factory=list)
+    signature: str | None = None
 
 
 @dataclass
@@ -248,6 +287,7 @@ class _StreamedReply:
     input_tokens: int = 0
     cache_read: int = 0
     cache_write: int = 0
+    cache_write_1h: int = 0
     output_tokens: int = 0
     #: The stop reason arrived (``message_delta``) or the stream closed (``message_stop``): a
     #: stream that ends before either was cut off.
@@ -274,11 +314,18 @@ class _StreamedReply:
         self.input_tokens = usage.input_tokens or 0
         self.cache_read = usage.cache_read_input_tokens or 0
         self.cache_write = usage.cache_creation_input_tokens or 0
+        self.cache_write_1h = _written_1h(usage)
         self.output_tokens = usage.output_tokens or 0
 
     def _open_block(self, event: Any) -> StreamDelta | None:
         block = event.content_block
-        if block.type == "text":
+        if block.type == "thinking":
+            entry = _Block("thinking", signature=getattr(block, "signature", None) or None)
+            entry.fragments.append(getattr(block, "thinking", "") or "")
+            self.blocks[event.index] = entry
+        elif block.type == "redacted_thinking":
+            self.blocks[event.index] = _Block("redacted", fragments=[block.data])
+        elif block.type == "text":
             self.blocks[event.index] = _Block("text")
             if block.text:
                 self.draft.text.append(block.text)
@@ -296,6 +343,12 @@ class _StreamedReply:
         entry = self.blocks.get(event.index)
         delta = event.delta
         if entry is None:
+            return None
+        if delta.type == "thinking_delta" and entry.kind == "thinking":
+            entry.fragments.append(delta.thinking)
+            return None
+        if delta.type == "signature_delta" and entry.kind == "thinking":
+            entry.signature = delta.signature
             return None
         if delta.type == "text_delta" and entry.kind == "text":
             self.draft.text.append(delta.text)
@@ -317,13 +370,20 @@ class _StreamedReply:
         self.input_tokens = getattr(usage, "input_tokens", None) or self.input_tokens
         self.cache_read = getattr(usage, "cache_read_input_tokens", None) or self.cache_read
         self.cache_write = getattr(usage, "cache_creation_input_tokens", None) or self.cache_write
+        self.cache_write_1h = _written_1h(usage) or self.cache_write_1h
 
     def finish(self, output_schema: type[Schema] | None) -> Completion:
         """Parse the finished blocks, in stream order, into the completion."""
         draft = self.draft
         for entry in (self.blocks[i] for i in sorted(self.blocks)):
             text = "".join(entry.fragments)
-            if entry.kind == "tool":
+            if entry.kind == "thinking":
+                draft.reasoning.append(
+                    Reasoning(provider=_PROVIDER, text=text, signature=entry.signature)
+                )
+            elif entry.kind == "redacted":
+                draft.reasoning.append(Reasoning(provider=_PROVIDER, redacted=text))
+            elif entry.kind == "tool":
                 args = loads_args(text)
                 draft.calls.append(ToolCall(id=entry.id, name=entry.name, args=args))
             elif entry.kind == "respond":
@@ -333,6 +393,7 @@ class _StreamedReply:
             output_tokens=self.output_tokens,
             cache_read_tokens=self.cache_read,
             cache_write_tokens=self.cache_write,
+            cache_write_1h_tokens=self.cache_write_1h,
         )
         draft.stop_reason = _stop_reason(draft.stop_reason, draft)
         return draft.finish(output_schema)
@@ -356,6 +417,35 @@ def _stop_reason(raw: str | None, draft: Draft) -> str | None:
     return raw
 
 
+#: The most ``cache_control`` breakpoints one request may carry.
+_BREAKPOINTS = 4
+
+
+def _mark_history(turns: list[dict[str, Any]], mark: dict[str, str], room: int) -> None:
+    """Put up to ``room`` (at most two) cache breakpoints on the history: the end of the
+    request, and the end of the previous request — the turn before the latest assistant
+    turn — so the next call reads this one's prefix and this call reads the last one's."""
+    if room <= 0 or not turns:
+        return
+    ends = [len(turns) - 1]
+    last_reply = next(
+        (i for i in range(len(turns) - 1, -1, -1) if turns[i]["role"] == "assistant"), None
+    )
+    if last_reply is not None and last_reply > 0 and last_reply - 1 != ends[0]:
+        ends.append(last_reply - 1)
+    for index in ends[: min(room, 2)]:
+        content = turns[index]["content"]
+        if content:
+            content[-1]["cache_control"] = dict(mark)
+
+
+def _written_1h(usage: Any) -> int:
+    """The one-hour cache writes of a usage report (``cache_creation`` breaks writes down by
+    lifetime; absent where the API or an older SDK does not)."""
+    detail = getattr(usage, "cache_creation", None)
+    return int(getattr(detail, "ephemeral_1h_input_tokens", None) or 0)
+
+
 def _to_blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
     if message.role == "tool":
         result: dict[str, Any] = {
@@ -366,7 +456,8 @@ def _to_blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
         if message.is_error:
             result["is_error"] = True
         return "user", [result]
-    blocks = [
+    blocks = [_thinking(r) for r in message.reasoning if r.provider == _PROVIDER]
+    blocks += [
         _block(b) for b in content_blocks(message) if not (isinstance(b, TextBlock) and not b.text)
     ]
     for call in message.tool_calls:
@@ -374,9 +465,36 @@ def _to_blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
     return ("assistant" if message.role == "assistant" else "user"), blocks
 
 
-def _block(block: TextBlock | ImageBlock) -> dict[str, Any]:
+def _document(block: FileBlock) -> dict[str, Any]:
+    """A file as a ``document`` block: a PDF as base64 or by URL, plain text as text."""
+    if block.is_audio:
+        raise refuse_file(block, "Anthropic", "its models take no audio; transcribe it first.")
+    source: dict[str, Any]
+    if block.url is not None:
+        source = {"type": "url", "url": block.url}
+    elif block.media_type == "text/plain":
+        text = base64.b64decode(block.data or "").decode("utf-8", errors="replace")
+        source = {"type": "text", "media_type": "text/plain", "data": text}
+    else:
+        source = {"type": "base64", "media_type": block.media_type, "data": block.data}
+    document: dict[str, Any] = {"type": "document", "source": source}
+    if block.name:
+        document["title"] = block.name
+    return document
+
+
+def _thinking(reasoning: Reasoning) -> dict[str, Any]:
+    """A kept reasoning item as the thinking block it came as."""
+    if reasoning.redacted is not None:
+        return {"type": "redacted_thinking", "data": reasoning.redacted}
+    return {"type": "thinking", "thinking": reasoning.text, "signature": reasoning.signature or ""}
+
+
+def _block(block: TextBlock | ImageBlock | FileBlock) -> dict[str, Any]:
     if isinstance(block, TextBlock):
         return {"type": "text", "text": block.text}
+    if isinstance(block, FileBlock):
+        return _document(block)
     inline = image_bytes(block)
     if inline is not None:
         media_type, data = inline

@@ -25,7 +25,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from tensorsketch.messages import ImageBlock, Message, TextBlock, ToolCall
+from tensorsketch.messages import FileBlock, ImageBlock, Message, TextBlock, ToolCall
 from tensorsketch.provider import (
     AuthenticationError,
     Capabilities,
@@ -348,9 +348,14 @@ def _usage(usage: Any) -> Usage:
     )
 
 
-def _part(block: TextBlock | ImageBlock) -> dict[str, Any]:
+def _part(block: TextBlock | ImageBlock | FileBlock) -> dict[str, Any]:
     if isinstance(block, TextBlock):
         return {"text": block.text}
+    if isinstance(block, FileBlock):  # documents and audio, inline or by URI
+        if block.data is not None:
+            raw = base64.b64decode(block.data)
+            return {"inline_data": {"mime_type": block.media_type, "data": raw}}
+        return {"file_data": {"file_uri": block.url, "mime_type": block.media_type}}
     inline = image_bytes(block)
     if inline is not None:
         media_type, data = inline

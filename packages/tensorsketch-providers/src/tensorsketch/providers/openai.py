@@ -24,7 +24,7 @@ import re
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal
 
-from tensorsketch.messages import ImageBlock, Message, TextBlock, ToolCall
+from tensorsketch.messages import FileBlock, ImageBlock, Message, TextBlock, ToolCall
 from tensorsketch.provider import (
     AuthenticationError,
     Capabilities,
@@ -43,6 +43,7 @@ from tensorsketch.providers._common import (
     import_sdk,
     loads_args,
     output_json_schema,
+    refuse_file,
     route_options,
     strict_json_schema,
 )
@@ -121,7 +122,15 @@ class OpenAIProvider(SDKProvider):
     # -- calls ---------------------------------------------------------------------------------
 
     async def _send(self, request: dict[str, Any]) -> Any:
-        return await self._client.chat.completions.create(**request)
+        return await self._create(**request)
+
+    def _create(self, **request: Any) -> Any:
+        """The Chat Completions call (the SDK's; a subclass may route it elsewhere)."""
+        return self._client.chat.completions.create(**request)
+
+    def _route(self, request: dict[str, Any], options: dict[str, Any]) -> None:
+        """Add call options to ``request`` the way the SDK call takes them."""
+        route_options(self._client.chat.completions.create, request, options)
 
     async def _stream(
         self, request: dict[str, Any], output_schema: type[Schema] | None
@@ -132,7 +141,7 @@ class OpenAIProvider(SDKProvider):
         # vendor tool index -> [ordinal, id, name, argument fragments]
         calls: dict[int, list[Any]] = {}
         finish: str | None = None
-        opening = functools.partial(self._client.chat.completions.create, **request)
+        opening = functools.partial(self._create, **request)
         async for chunk in self._events(opening):
             if isinstance(chunk, WholeReply):
                 reply_type = _sdk.types.chat.ChatCompletion
@@ -222,7 +231,7 @@ class OpenAIProvider(SDKProvider):
             if doc:
                 json_schema["description"] = doc
             request["response_format"] = {"type": "json_schema", "json_schema": json_schema}
-        route_options(self._client.chat.completions.create, request, options)
+        self._route(request, options)
         return request
 
     # -- mapping: Chat Completions -> ours ---------------------------------------------------
@@ -255,6 +264,22 @@ class OpenAIProvider(SDKProvider):
         finish = choice.finish_reason
         draft.stop_reason = _FINISH.get(finish or "", finish)
         return draft.finish(output_schema)
+
+
+def _file(block: FileBlock) -> dict[str, Any]:
+    """A file as an ``input_audio`` part (wav, mp3) or a ``file`` part (inline data)."""
+    if block.data is None:
+        raise refuse_file(
+            block, "OpenAI Chat Completions", "it takes files inline only; pass base64 `data=`."
+        )
+    if block.is_audio:
+        found = _AUDIO_FORMATS.get(block.media_type)
+        if found is None:
+            known = ", ".join(sorted(_AUDIO_FORMATS))
+            raise refuse_file(block, "OpenAI", f"its audio input takes {known}.")
+        return {"type": "input_audio", "input_audio": {"data": block.data, "format": found}}
+    data_url = f"data:{block.media_type};base64,{block.data}"
+    return {"type": "file", "file": {"filename": block.name or "file", "file_data": data_url}}
 
 
 def _take_fragment(calls: dict[int, list[Any]], fragment: Any) -> ToolCallDelta | None:
@@ -324,9 +349,15 @@ def _to_wire(message: Message, pending_images: list[dict[str, Any]]) -> list[dic
     return [{"role": "user", "content": [_part(b) for b in message.content]}]
 
 
-def _part(block: TextBlock | ImageBlock) -> dict[str, Any]:
+#: Audio formats Chat Completions' ``input_audio`` takes, by media type.
+_AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
+
+
+def _part(block: TextBlock | ImageBlock | FileBlock) -> dict[str, Any]:
     if isinstance(block, TextBlock):
         return {"type": "text", "text": block.text}
+    if isinstance(block, FileBlock):
+        return _file(block)
     inline = image_bytes(block)
     url = f"data:{inline[0]};base64,{inline[1]}" if inline is not None else block.url
     return {"type": "image_url", "image_url": {"url": url}}

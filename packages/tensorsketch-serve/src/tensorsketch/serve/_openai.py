@@ -63,13 +63,15 @@ from tensorsketch.serve._openai_wire import (
     tool_calls,
 )
 from tensorsketch.serve._protocols import Protocol
-from tensorsketch.serve._threads import may_suspend, thread_info
+from tensorsketch.serve._threads import approval_tools, may_suspend, thread_info
 from tensorsketch.serve.events import (
     RunFailed,
     RunFinished,
     RunSuspended,
     ServeEvent,
     TextDelta,
+    ToolCallArgs,
+    ToolCallStarted,
     run_events,
     run_once,
     with_first,
@@ -115,6 +117,8 @@ class _Chat:
         #: Whether a request without a conversation id still runs on a (new) durable thread:
         #: only when the graph may stop to wait, since a thread costs a checkpoint per step.
         self.threads = may_suspend(graph)
+        #: The tools whose calls the client decides on: streamed as ``tool_calls`` deltas.
+        self.approvals = approval_tools(graph)
 
     def run(
         self,
@@ -237,7 +241,8 @@ class _Chat:
         first = await anext(events)  # a run that fails at once gets its own status code
         if isinstance(first, RunFailed):
             raise failure(first)
-        return EventStream(_chunks(head, first, events, chat), headers=headers)
+        stream = _chunks(head, first, events, chat, self.approvals)
+        return EventStream(stream, headers=headers)
 
 
 def _answer(last: ServeEvent, fmt: ResponseFormat | None) -> ServeEvent:
@@ -311,11 +316,17 @@ def _completion(head: _Head, last: ServeEvent) -> dict[str, Any]:
 
 
 async def _chunks(
-    head: _Head, first: ServeEvent, events: AsyncIterator[ServeEvent], chat: ChatRequest
+    head: _Head,
+    first: ServeEvent,
+    events: AsyncIterator[ServeEvent],
+    chat: ChatRequest,
+    approvals: frozenset[str],
 ) -> AsyncIterator[bytes]:
     """The SSE body: a role chunk, one chunk per top-level token delta as it arrives (a blank
-    line between model turns, see :class:`TurnJoiner`), tool-call deltas for approvals, the
-    finish chunk, the usage chunk when asked, ``[DONE]``."""
+    line between model turns, see :class:`TurnJoiner`), the ``tool_calls`` deltas of calls
+    that wait for the client's decision — each argument fragment as the model streams it, in
+    order; calls the model did not stream are sent whole when the run stops — the finish
+    chunk, the usage chunk when asked, ``[DONE]``."""
     usage_tail = ',"usage":null}' if chat.include_usage else "}"
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
@@ -326,12 +337,22 @@ async def _chunks(
     text = TurnJoiner()
     last = first
     fmt = chat.response_format
+    streamed: dict[str, int] = {}  # call id -> its index among the tool_calls
     async for event in with_first(first, events):
         last = event
-        if fmt is not None:  # only the validated answer is sent, never an attempt repaired
+        nested: Any = getattr(event, "namespace", None)
+        if fmt is not None or nested:  # a sub-run's event, or an attempt being repaired
             continue
-        if isinstance(event, TextDelta) and not event.namespace and (piece := text.delta(event)):
+        if isinstance(event, TextDelta) and (piece := text.delta(event)):
             yield chunk({"content": piece})
+        elif isinstance(event, ToolCallStarted) and event.name in approvals:
+            streamed[event.id] = len(streamed)
+            opening = {"index": streamed[event.id], "id": event.id, "type": "function"}
+            function = {"name": event.name, "arguments": ""}
+            yield chunk({"tool_calls": [{**opening, "function": function}]})
+        elif isinstance(event, ToolCallArgs) and event.id in streamed and event.delta:
+            fragment = {"index": streamed[event.id], "function": {"arguments": event.delta}}
+            yield chunk({"tool_calls": [fragment]})
     if isinstance(last, RunFailed):
         error = failure(last)
         yield f"data: {dumps(error.body())}\n\n".encode()
@@ -339,7 +360,9 @@ async def _chunks(
     usage = None
     if isinstance(last, RunSuspended):
         calls = tool_calls(last)
-        for index, call in enumerate(calls):
+        for index, call in enumerate(
+            (c for c in calls if c["id"] not in streamed), start=len(streamed)
+        ):
             opening = {
                 **call,
                 "index": index,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tensorsketch.interrupts import PendingInterrupt, parse_approval
-from tensorsketch.messages import ImageBlock, Message, TextBlock, ToolCall
+from tensorsketch.messages import FileBlock, ImageBlock, Message, TextBlock, ToolCall
 from tensorsketch.serve._http import ServeError, dumps
 from tensorsketch.serve._openai_format import ResponseFormat, parse_format
 from tensorsketch.serve.events import RunFailed, RunSuspended, TextDelta
@@ -84,8 +84,12 @@ def text_of(content: Any, param: str, *, images: bool) -> str | list[Any]:
             parts.append(TextBlock(text=text))
         elif kind == "image_url" and images:
             parts.append(_image(part.get("image_url"), f"{where}.image_url"))
+        elif kind == "file" and images:
+            parts.append(_file(part.get("file"), f"{where}.file"))
+        elif kind == "input_audio" and images:
+            parts.append(_audio(part.get("input_audio"), f"{where}.input_audio"))
         else:
-            allowed = "'text' and 'image_url'" if images else "'text'"
+            allowed = "'text', 'image_url', 'file' and 'input_audio'" if images else "'text'"
             msg = f"`{where}.type` is {kind!r}; this server accepts {allowed} parts here."
             raise _bad(msg, f"{where}.type")
     return parts
@@ -106,6 +110,60 @@ def _image(value: Any, param: str) -> ImageBlock:
     except (binascii.Error, ValueError):
         raise _bad(f"`{param}.url` has data that is not valid base64.", f"{param}.url") from None
     return ImageBlock(data=found["data"], media_type=found["type"])
+
+
+#: What ``input_audio.format`` may be, and the media type it stands for.
+_AUDIO = {"wav": "audio/wav", "mp3": "audio/mpeg"}
+
+
+def _base64(data: Any, param: str) -> str:
+    if not isinstance(data, str) or not data:
+        raise _bad(f"`{param}` must be base64 data.", param)
+    try:
+        base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise _bad(f"`{param}` is not valid base64.", param) from None
+    return data
+
+
+def _block(param: str, **fields: Any) -> FileBlock:
+    """A :class:`FileBlock`, a file over the size limit refused as the client's error."""
+    try:
+        return FileBlock(**fields)
+    except ValueError as exc:  # pydantic's ValidationError: the size limit
+        reason = exc.errors()[0]["msg"] if hasattr(exc, "errors") else str(exc)
+        raise _bad(f"`{param}`: {reason.removeprefix('Value error, ')}", param) from None
+
+
+def _file(value: Any, param: str) -> FileBlock:
+    """A ``file`` part: inline ``file_data`` (a base64 data URL) and its ``filename``."""
+    if not isinstance(value, Mapping):
+        raise _bad(f"`{param}` must be an object with `file_data` (a data URL).", param)
+    if "file_id" in value and "file_data" not in value:
+        msg = f"`{param}.file_id`: this server keeps no uploaded files; send `file_data`."
+        raise _bad(msg, f"{param}.file_id")
+    raw = value.get("file_data")
+    found = _DATA_URL.fullmatch(raw) if isinstance(raw, str) else None
+    if found is None:
+        msg = f"`{param}.file_data` must be a `data:<type>;base64,...` URL."
+        raise _bad(msg, f"{param}.file_data")
+    data = _base64(found["data"], f"{param}.file_data")
+    name = value.get("filename")
+    if name is not None and not isinstance(name, str):
+        raise _bad(f"`{param}.filename` must be a string.", f"{param}.filename")
+    return _block(param, data=data, media_type=found["type"], name=name)
+
+
+def _audio(value: Any, param: str) -> FileBlock:
+    """An ``input_audio`` part: base64 ``data`` in a ``format`` (wav, mp3)."""
+    if not isinstance(value, Mapping):
+        raise _bad(f"`{param}` must be an object with `data` and `format`.", param)
+    kind = value.get("format")
+    if not isinstance(kind, str) or kind not in _AUDIO:
+        msg = f"`{param}.format` must be 'wav' or 'mp3', got {kind!r:.40}."
+        raise _bad(msg, f"{param}.format")
+    data = _base64(value.get("data"), f"{param}.data")
+    return _block(param, data=data, media_type=_AUDIO[kind])
 
 
 def _tool_calls(value: Any, param: str) -> list[ToolCall]:

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from tensorsketch.pregel.compiled import CompiledGraph
     from tensorsketch.runtime.backends.base import Backend
 
-__all__ = ["may_suspend", "thread_info"]
+__all__ = ["approval_tools", "may_suspend", "thread_info"]
 
 
 async def thread_info(
@@ -28,6 +28,15 @@ async def thread_info(
     return state, run_info(state)
 
 
+def approval_tools(graph: CompiledGraph[Any]) -> frozenset[str]:
+    """The names of the tools of ``graph``'s agents whose calls wait for a person."""
+    names: set[str] = set()
+    for spec in graph.spec.nodes.values():
+        if isinstance(spec.node, Agent):
+            names |= spec.node.approval_tools
+    return frozenset(names)
+
+
 def may_suspend(graph: CompiledGraph[Any]) -> bool:
     """Whether a run of ``graph`` can be expected to stop and wait, so that a one-shot request
     needs a durable thread to be continued on.
@@ -38,6 +47,6 @@ def may_suspend(graph: CompiledGraph[Any]) -> bool:
     """
     for spec in graph.spec.nodes.values():
         node = spec.node
-        if not isinstance(node, Agent) or any(t.requires_approval for t in node.tools):
+        if not isinstance(node, Agent) or node.approval_tools:
             return True
     return False
