@@ -4,9 +4,9 @@
 checkpoint per run, the fastest form. :func:`decompose` builds the same loop as a graph of
 two nodes — ``model`` (one model turn: opening, guardrails, budget, stuck check) and
 ``tools`` (one turn's tool calls: approvals, timeouts, middleware) — routed by a conditional
-edge back and forth, so each turn is a node on the canvas, a span in the trace, an event in
+edge back and forth, so each turn is a node of the graph: a span in the trace, an event in
 the stream and a checkpoint in the thread's history. Add it to another graph as a subgraph
-node (``Graph.add(decompose(agent))``) to open the cycle there.
+node (``Graph.add(decompose(agent))``) to see the cycle inside that graph's runs.
 
 Both forms share the loop's own code (:class:`~tensorsketch.agents.Agent`'s model step,
 guardrails and stuck watch, and :func:`~tensorsketch.agents.tool_calls.run_tool_calls`), so
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
+from tensorsketch._fastmodel import fast_constructor
 from tensorsketch.agents.context import Compaction
 from tensorsketch.agents.loop import (
     _NOT_RUN_BUDGET,
@@ -109,6 +110,20 @@ class _Step(Schema):
     unpriced: list[str] = Field(default_factory=list)
 
 
+#: ``_Step``'s defaults, and a constructor from a full set of trusted values.
+_STEP_DEFAULTS: dict[str, Any] = _Step().__dict__
+_make_step = fast_constructor(_Step)
+
+
+def _step(values: dict[str, Any]) -> _Step:
+    """A turn's writes as ``_Step`` without validating them again (every value already has
+    its field's type): only the fields in ``values`` count as set, so only they are written.
+    ``model_construct`` costs several times more, on every turn."""
+    step = _make_step({**_STEP_DEFAULTS, **values})
+    object.__setattr__(step, "__pydantic_fields_set__", set(values))
+    return step
+
+
 class _LoopNode(Node):
     """A node of the decomposed loop: it runs ``agent``'s own code for its part."""
 
@@ -169,19 +184,21 @@ class _LoopNode(Node):
         if agent.guardrails:
             out["tripwire"] = more.pop("tripwire", None)
         out.update(more)
-        return _Step(**out)
+        return _step(out)
 
     @staticmethod
     def _going(route: str, new: list[Message], budget: Budget, turn: int, **more: Any) -> _Step:
         """A turn's writes when the loop goes on."""
-        return _Step(
-            messages=new,
-            turn=turn,
-            route=route,
-            usage=budget.usage,
-            priced_cost_usd=budget.priced_cost_usd,
-            unpriced=sorted(budget.unpriced),
-            **more,
+        return _step(
+            {
+                "messages": new,
+                "turn": turn,
+                "route": route,
+                "usage": budget.usage,
+                "priced_cost_usd": budget.priced_cost_usd,
+                "unpriced": sorted(budget.unpriced),
+                **more,
+            }
         )
 
 
