@@ -3,7 +3,9 @@
 One shape, built the way each framework's documentation writes a tool-using agent:
 
 * **TensorSketch** — ``create_agent(provider, tools=[add])`` over a ``ChatProvider`` subclass;
-  in memory (no backend), and (informational) durable on a ``SqliteBackend`` thread.
+  in memory (no backend), and (informational) durable on a ``SqliteBackend`` thread; and the
+  same agent with its loop drawn out as a ``model`` node and a ``tools`` node
+  (``decomposed_agent``, in memory): one superstep per turn instead of one for the run.
 * **LangGraph** — ``langgraph.prebuilt.create_react_agent(model, [add])`` over a
   ``BaseChatModel`` subclass.
 * **PydanticAI** — ``Agent(FunctionModel(fn))`` with ``add`` as a ``tool_plain``.
@@ -41,10 +43,17 @@ from typing import Any
 KS = (1, 10, 50)
 #: Model calls timed per sample (each sample runs ``ceil(CALLS / (K + 1))`` agent runs).
 CALLS = 2_000
-IMPLS = ("tensorsketch", "tensorsketch_sqlite", "langgraph", "pydantic_ai")
+IMPLS = (
+    "tensorsketch",
+    "tensorsketch_sqlite",
+    "tensorsketch_decomposed",
+    "langgraph",
+    "pydantic_ai",
+)
 LABELS = {
     "tensorsketch": "TensorSketch",
     "tensorsketch_sqlite": "TensorSketch + SQLite",
+    "tensorsketch_decomposed": "TensorSketch, decomposed",
     "langgraph": "LangGraph",
     "pydantic_ai": "PydanticAI",
 }
@@ -74,8 +83,9 @@ class Script:
 
 
 class TensorSketchImpl:
-    def __init__(self, sqlite: bool = False) -> None:
+    def __init__(self, sqlite: bool = False, decomposed: bool = False) -> None:
         from tensorsketch import ChatProvider, Completion, Usage, create_agent, tool
+        from tensorsketch.agents import decomposed_agent
         from tensorsketch.messages import ToolCall, assistant
 
         script = self.script = Script()
@@ -101,7 +111,8 @@ class TensorSketchImpl:
             script.tool_runs += 1
             return a + b
 
-        self.agent = create_agent(Scripted(), tools=[add], max_iterations=1_000)
+        build = decomposed_agent if decomposed else create_agent
+        self.agent = build(Scripted(), tools=[add], max_iterations=1_000)
         self.backend: Any = None
         self.runs = 0
         if sqlite:
@@ -222,6 +233,8 @@ def _build(name: str) -> Any:
         return TensorSketchImpl()
     if name == "tensorsketch_sqlite":
         return TensorSketchImpl(sqlite=True)
+    if name == "tensorsketch_decomposed":
+        return TensorSketchImpl(decomposed=True)
     if name == "langgraph":
         return LangGraphImpl()
     return PydanticAIImpl()
@@ -327,6 +340,12 @@ def report(times: dict[str, dict[str, float]]) -> str:
     for p in peers:
         least = min(times[p][str(k)] / times["tensorsketch"][str(k)] for k in KS)
         out.append(f"target: {LABELS[p]} >= 30x TensorSketch — {least:.1f}x at the closest K")
+    if "tensorsketch_decomposed" in times:
+        ratios = [
+            times["tensorsketch_decomposed"][str(k)] / times["tensorsketch"][str(k)] for k in KS
+        ]
+        shown = ", ".join(f"{r:.2f}x at K = {k}" for k, r in zip(KS, ratios))
+        out.append(f"decomposed loop (model and tools nodes) / create_agent's one node: {shown}")
     return "\n".join(out)
 
 

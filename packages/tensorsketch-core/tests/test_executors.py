@@ -681,3 +681,204 @@ def test_shipped_work_pickles_without_the_graph() -> None:
         max_concurrency=None,
     )
     assert pickle.loads(pickle.dumps(work)) == work
+
+
+# -- subgraph nodes on an executor -------------------------------------------------------------
+
+
+class Topic(Schema):
+    topics: list[str] = []
+    topic: str = ""
+    found: Annotated[list[str], Reducer(operator.add)] = []
+
+
+class Inquiry(Schema):
+    topic: str
+    leads: list[str] = []  # private to the child
+    found: Annotated[list[str], Reducer(operator.add)] = []
+
+
+#: Where each child node body ran (its thread's name), and how often each effect ran.
+RAN: list[tuple[str, str]] = []
+EFFECT_RUNS: dict[str, int] = {}
+_LOCK = threading.Lock()
+
+
+def _count(key: str) -> str:
+    with _LOCK:
+        EFFECT_RUNS[key] = EFFECT_RUNS.get(key, 0) + 1
+    return key
+
+
+class Plan(Node):
+    class In(Schema):
+        topic: str
+
+    class Out(Schema):
+        leads: list[str]
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        RAN.append(("Plan", threading.current_thread().name))
+        return self.Out(leads=[f"{inp.topic}-{k}" for k in range(2)])
+
+
+class Dig(Node):
+    class In(Schema):
+        leads: list[str]
+
+    class Out(Schema):
+        found: list[str]
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        RAN.append(("Dig", threading.current_thread().name))
+        lead = inp.leads[0]
+        hit = await ctx.step("dig", lambda: _count(f"dug {lead}"))
+        return self.Out(found=[hit])
+
+
+class Check(Node):
+    """Asks before keeping what one lead found (when the topic says so)."""
+
+    class In(Schema):
+        topic: str
+        found: list[str]
+
+    class Out(Schema):
+        found: list[str]
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        RAN.append(("Check", threading.current_thread().name))
+        if inp.topic.startswith("ask"):
+            verdict = await interrupt(ctx, f"keep {inp.topic}?")
+            return self.Out(found=[f"{inp.topic}:{verdict}"])
+        return self.Out(found=[f"{inp.topic}:kept"])
+
+
+def inquiry_graph() -> Any:
+    """Plan -> a Send per lead to Dig -> Check: a child with plain and Send supersteps."""
+    g = Graph(Inquiry, name="Inquiry").add(Plan).add(Dig).add(Check)
+    g.edge(START, "Plan")
+    g.router("Plan", lambda s: [Send("Dig", {"leads": [lead]}) for lead in s.leads])
+    g.edge("Dig", "Check").edge("Check", END)
+    return g.compile()
+
+
+class Fan(Node):
+    class In(Schema):
+        topics: list[str]
+
+    async def run(self, ctx: Context, inp: In) -> None:
+        return None
+
+
+def topics_graph(**options: Any) -> Any:
+    """A Send per topic to the Inquiry subgraph node."""
+    g = Graph(Topic).add(Fan).add(inquiry_graph(), inputs={"topic": "topic"})
+    g.edge(START, "Fan")
+    g.router("Fan", lambda s: [Send("Inquiry", {"topic": t}) for t in s.topics])
+    g.edge("Inquiry", END)
+    return g.compile(**options)
+
+
+def _reset() -> None:
+    RAN.clear()
+    EFFECT_RUNS.clear()
+
+
+async def test_a_durable_subgraph_sent_to_an_executor_runs_its_nodes_on_the_workers() -> None:
+    """A ``Send`` instance of a subgraph node is what the executor runs: every node of its
+    child runs on the workers, checkpointed on the child's own thread by the caller."""
+    _reset()
+    expected = await topics_graph().invoke(
+        {"topics": ["a", "b"]}, thread_id="t", backend=InMemoryBackend()
+    )
+    _reset()
+    backend = InMemoryBackend()
+    pool = PoolExecutor(batch_size=1)
+    got = await topics_graph(executor=pool).invoke(
+        {"topics": ["a", "b"]}, thread_id="t", backend=backend
+    )
+    assert got.model_dump() == expected.model_dump()
+    assert sorted(got.found) == ["a:kept", "b:kept", "dug a-0", "dug a-1", "dug b-0", "dug b-1"]
+    here = threading.current_thread().name
+    assert RAN and all(where != here for _, where in RAN), RAN  # every child node shipped
+    assert sorted(await backend.list_threads()) == [
+        "t",
+        "t/1:Inquiry#0:0:subgraph",
+        "t/1:Inquiry#1:0:subgraph",
+    ]
+    child = await inquiry_graph().aget_state("t/1:Inquiry#0:0:subgraph", backend)
+    assert child.leads == ["a-0", "a-1"]  # the child's private field, on its own thread
+    effects = await backend.list_effects("t/1:Inquiry#0:0:subgraph")
+    dug = sorted(backend.serializer.loads(raw) for key, raw in effects if key.endswith(":dig"))
+    assert dug == [["dug a-0"], ["dug a-1"]]  # journaled on the child's thread, by the caller
+
+
+async def test_a_plain_subgraph_node_ships_its_childs_send_instances_only() -> None:
+    """A plain subgraph node runs as a plain node does, here; its child's tasks go where the
+    child's own would at top level: ``Send`` instances to the executor, plain nodes here."""
+    _reset()
+    g = Graph(Topic).add(inquiry_graph(), inputs={"topic": "topic"})
+    g.edge(START, "Inquiry").edge("Inquiry", END)
+    pool = PoolExecutor(batch_size=1)
+    backend = InMemoryBackend()
+    out = await g.compile(executor=pool).invoke({"topic": "x"}, thread_id="p", backend=backend)
+    assert out.found == ["dug x-0", "dug x-1", "x:kept"]
+    here = threading.current_thread().name
+    assert sorted((node, where == here) for node, where in RAN) == [
+        ("Check", True),
+        ("Dig", False),
+        ("Dig", False),
+        ("Plan", True),
+    ]
+    assert pool.batches == 2
+
+
+async def test_a_shipped_subgraph_suspends_resumes_and_repeats_no_effect() -> None:
+    """An interrupt on a worker, two instances deep in a subgraph: the run suspends with the
+    child's location; resuming reaches it on a worker again, and no effect runs twice."""
+    _reset()
+    backend = InMemoryBackend()
+    app = topics_graph(executor=PoolExecutor(batch_size=1))
+    out = await app.invoke({"topics": ["ask-1", "b"]}, thread_id="s", backend=backend)
+    (pending,) = run_info(out).interrupts
+    assert pending.path == ("Inquiry#0",)
+    assert pending.id == "Inquiry#0/2:Check:0:interrupt"
+    out = await app.invoke(thread_id="s", backend=backend, resume={pending.id: "yes"})
+    assert run_info(out).status == "completed"
+    assert sorted(out.found) == [
+        "ask-1:yes",
+        "b:kept",
+        "dug ask-1-0",
+        "dug ask-1-1",
+        "dug b-0",
+        "dug b-1",
+    ]
+    assert set(EFFECT_RUNS.values()) == {1}  # every dig ran once, across the suspension
+    here = threading.current_thread().name
+    assert all(where != here for _, where in RAN)
+
+
+async def test_a_subgraph_inside_a_shipped_subgraph_is_driven_here_too() -> None:
+    """Two levels: a subgraph node inside a shipped subgraph instance still runs here (the
+    store is here), and its child's nodes go to the workers."""
+    _reset()
+
+    class Outer(Schema):
+        topic: str
+        found: Annotated[list[str], Reducer(operator.add)] = []
+
+    middle = Graph(Outer, name="Middle").add(inquiry_graph())
+    middle.edge(START, "Inquiry").edge("Inquiry", END)
+    g = Graph(Topic).add(Fan).add(middle.compile(), inputs={"topic": "topic"})
+    g.edge(START, "Fan")
+    g.router("Fan", lambda s: [Send("Middle", {"topic": t}) for t in s.topics])
+    g.edge("Middle", END)
+    backend = InMemoryBackend()
+    out = await g.compile(executor=PoolExecutor(batch_size=2)).invoke(
+        {"topics": ["m"]}, thread_id="d", backend=backend
+    )
+    assert out.found == ["dug m-0", "dug m-1", "m:kept"]
+    here = threading.current_thread().name
+    assert len(RAN) == 4 and all(where != here for _, where in RAN)
+    assert "d/1:Middle#0:0:subgraph/0:Inquiry:0:subgraph" in await backend.list_threads()

@@ -196,6 +196,7 @@ def test_no_module_imports_from_a_layer_above_its_own() -> None:
         ("tensorsketch.runtime.backends.postgres", "durable"),
         ("tensorsketch.pregel.loop", "engine"),
         ("tensorsketch.agents.loop", "agents"),
+        ("tensorsketch.agents.decomposed", "agents"),
         ("tensorsketch.observability.report", "agents"),
         ("tensorsketch.runs.runner", "runs"),
         ("tensorsketch.canvas.studio.app", "surfaces"),

@@ -9,6 +9,12 @@ instances each append one line to ``DIR/effects.log`` through ``ctx.step``; inst
 the second batch) SIGKILLs its own worker once, after its siblings' effects are done. With
 ``RETRIES`` 0 the run fails and the thread is invoked again. It prints the final state's
 equality with an in-process run and the effect counts.
+
+``python fanout_driver.py subgraph DIR`` runs a durable graph (SQLite in ``DIR``) that sends
+each topic to a subgraph node whose child plans, fans out to its leads with ``Send`` and asks
+for a decision on one topic: in-process, then on the cluster, resumed after the interrupt. It
+prints the states' equality, the child threads, where each child node body ran and how often
+each effect ran.
 """
 
 from __future__ import annotations
@@ -25,7 +31,19 @@ from typing import Annotated, Any
 
 import ray
 
-from tensorsketch import END, START, Context, Graph, InMemoryBackend, Node, Reducer, Schema, Send
+from tensorsketch import (
+    END,
+    START,
+    Context,
+    Graph,
+    InMemoryBackend,
+    Node,
+    Reducer,
+    Schema,
+    Send,
+    SqliteBackend,
+)
+from tensorsketch.interrupts import interrupt, run_info
 from tensorsketch.ray.executor import RayExecutor
 
 BATCH = 100
@@ -180,6 +198,132 @@ async def kill(count: int, log: str, retries: int) -> dict[str, Any]:
     }
 
 
+# -- a subgraph node sent to the cluster --------------------------------------------------
+
+
+class Topics(Schema):
+    topics: list[str] = []
+    topic: str = ""
+    log: str = ""
+    found: Annotated[list[str], Reducer(operator.add)] = []
+
+
+class Inquiry(Schema):
+    topic: str
+    log: str
+    leads: list[str] = []
+    found: Annotated[list[str], Reducer(operator.add)] = []
+
+
+def _where(log: str, node: str) -> None:
+    """Append where this node body ran (the process's cluster node) to ``log/where.log``."""
+    with (Path(log) / "where.log").open("a") as fh:
+        fh.write(f"{node} {os.environ.get('TS_RAY_NODE', 'none')}\n")
+
+
+class Split(Node):
+    class In(Schema):
+        topics: list[str]
+
+    async def run(self, ctx: Context, inp: In) -> None:
+        return None
+
+
+class Leads(Node):
+    class In(Schema):
+        topic: str
+        log: str
+
+    class Out(Schema):
+        leads: list[str]
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        _where(inp.log, "Leads")
+        return self.Out(leads=[f"{inp.topic}-{k}" for k in range(3)])
+
+
+class Dig(Node):
+    class In(Schema):
+        leads: list[str]
+        log: str
+
+    class Out(Schema):
+        found: list[str]
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        _where(inp.log, "Dig")
+        lead = inp.leads[0]
+
+        def dig() -> str:
+            with (Path(inp.log) / "effects.log").open("a") as fh:
+                fh.write(f"{ctx.thread_id or 'in-process'} {lead}\n")
+            return f"dug {lead}"
+
+        return self.Out(found=[await ctx.step("dig", dig)])
+
+
+class Review(Node):
+    class In(Schema):
+        topic: str
+        log: str
+
+    class Out(Schema):
+        found: list[str]
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        _where(inp.log, "Review")
+        verdict = "kept"
+        if inp.topic.startswith("ask"):
+            verdict = str(await interrupt(ctx, f"keep {inp.topic}?"))
+        return self.Out(found=[f"{inp.topic}:{verdict}"])
+
+
+def topics_graph() -> Graph[Topics]:
+    child = Graph(Inquiry, name="Inquiry").add(Leads).add(Dig).add(Review)
+    child.edge(START, "Leads")
+    child.router("Leads", lambda s: [Send("Dig", {"leads": [x]}) for x in s.leads])
+    child.edge("Dig", "Review").edge("Review", END)
+    g = Graph(Topics).add(Split).add(child.compile())
+    g.edge(START, "Split")
+    g.router("Split", lambda s: [Send("Inquiry", {"topic": t}) for t in s.topics])
+    g.edge("Inquiry", END)
+    return g
+
+
+async def subgraph(log: str) -> dict[str, Any]:
+    graph = topics_graph()
+    data = {"topics": ["ask-a", "b", "c"], "log": log}
+    answers = {}
+    results = []
+    threads: list[list[str]] = []
+    for options in ({}, {"executor": RayExecutor(batch_size=2)}):
+        app = graph.compile(**options)  # type: ignore[arg-type]
+        name = "ray" if options else "local"
+        backend = SqliteBackend(str(Path(log) / f"{name}.db"))
+        first = await app.invoke(data, thread_id=name, backend=backend)
+        (pending,) = run_info(first).interrupts
+        answers[name] = [pending.id, list(pending.path)]
+        out = await app.invoke(thread_id=name, backend=backend, resume={pending.id: "yes"})
+        results.append(out)
+        threads.append(sorted(await backend.list_threads()))
+        await backend.aclose()
+    where: dict[str, list[str]] = {}
+    for line in filter(None, (Path(log) / "where.log").read_text().split("\n")):
+        node, marker = line.split()
+        where.setdefault(node, []).append(marker)
+    effects: dict[str, int] = {}
+    for line in filter(None, (Path(log) / "effects.log").read_text().split("\n")):
+        effects[line] = effects.get(line, 0) + 1
+    return {
+        "equal": results[0].model_dump() == results[1].model_dump(),
+        "found": sorted(results[1].found),
+        "interrupts": answers,
+        "threads": threads,
+        "where": where,
+        "effects": effects,
+    }
+
+
 def main() -> None:
     ray.init(
         address=os.environ["RAY_ADDRESS"],
@@ -191,6 +335,8 @@ def main() -> None:
     mode = sys.argv[1]
     if mode == "equal":
         result = asyncio.run(equal(int(sys.argv[2])))
+    elif mode == "subgraph":
+        result = asyncio.run(subgraph(sys.argv[2]))
     else:
         result = asyncio.run(kill(int(sys.argv[2]), sys.argv[3], int(sys.argv[4])))
     print(json.dumps(result))

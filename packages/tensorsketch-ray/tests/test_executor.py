@@ -1,5 +1,6 @@
-"""``RayExecutor``: a ``Send`` fan-out across the cluster equals the in-process run, and a
-batch whose worker is killed is retried without repeating an effect.
+"""``RayExecutor``: a ``Send`` fan-out across the cluster equals the in-process run, a
+batch whose worker is killed is retried without repeating an effect, and a durable subgraph
+node sent to the cluster runs its nodes there, checkpointed on its own thread here.
 
 The graph runs in a driver process inside the private network (``fanout_driver.py``): a
 driver outside could not reach the cluster, which is the point of the harness. The driver
@@ -82,3 +83,31 @@ def test_a_batch_whose_worker_is_killed_is_retried_without_repeating_effects(
     print("REPORT", json.dumps(report))
     assert report["max_effects_per_item"] == 1, report
     assert report["killer_journaled"], "the killed attempt's effect reached the journal"
+
+
+@pytest.mark.slow
+def test_a_durable_subgraph_sent_to_the_cluster_runs_its_nodes_there(
+    ray_cluster: LocalRayCluster, tmp_path: Path
+) -> None:
+    report = drive(ray_cluster, "subgraph", str(tmp_path))
+    assert report["equal"], "the cluster's end state is the in-process one"
+    assert report["found"] == sorted(
+        ["ask-a:yes", "b:kept", "c:kept"]
+        + [f"dug {t}-{k}" for t in ("ask-a", "b", "c") for k in range(3)]
+    )
+    # The interrupt on a worker surfaces with the child's location, alike both ways.
+    assert report["interrupts"]["ray"] == report["interrupts"]["local"]
+    assert report["interrupts"]["ray"] == ["Inquiry#0/2:Review:0:interrupt", ["Inquiry#0"]]
+    # Each instance checkpointed on its own child thread of the parent's, in the caller's store.
+    local_threads, ray_threads = report["threads"]
+    assert ray_threads == ["ray", *(f"ray/1:Inquiry#{k}:0:subgraph" for k in range(3))]
+    assert [t.replace("local", "ray") for t in local_threads] == ray_threads
+    # Every child node body of the cluster run ran on a cluster node (the in-process run's
+    # ran in the driver): 3 instances x (Leads, 3 Digs, Review, Review again on resume).
+    for node, count in (("Leads", 3), ("Dig", 9), ("Review", 4)):
+        markers = report["where"][node]
+        on_cluster = [m for m in markers if not m.endswith("/driver")]
+        assert len(on_cluster) == count, (node, markers)
+    # Every dig ran once per run, across the suspension and the resume.
+    assert set(report["effects"].values()) == {1}, report["effects"]
+    assert len(report["effects"]) == 18

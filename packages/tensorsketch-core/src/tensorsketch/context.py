@@ -95,6 +95,7 @@ class NestableGraph(Protocol):
         label: str,
         max_steps: int,
         qualify: bool = False,
+        on_executor: bool = False,
     ) -> Any:
         """Run as part of ``parent``: streamed, traced and, when durable, resumable with it."""
         ...
@@ -207,12 +208,21 @@ class Context(Generic[DepsT]):
         label: str,
         max_steps: int = 25,
         qualify: bool = False,
+        on_executor: bool = False,
     ) -> Any:
         """Run another compiled graph inside this node (``run_subgraph``, ``as_tool`` and
         subgraph nodes are built on it): streamed, traced and — for a durable run —
-        resumable with it. ``qualify``: its interrupts' ids start with this node."""
+        resumable with it. ``qualify``: its interrupts' ids start with this node.
+        ``on_executor``: its tasks go to this run's executor, as this run's would."""
         return await graph.run_inside(
-            input, self._run, self, key=key, label=label, max_steps=max_steps, qualify=qualify
+            input,
+            self._run,
+            self,
+            key=key,
+            label=label,
+            max_steps=max_steps,
+            qualify=qualify,
+            on_executor=on_executor,
         )
 
     def scoped(self, suffix: str) -> Context[DepsT]:

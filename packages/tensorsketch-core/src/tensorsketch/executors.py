@@ -33,8 +33,15 @@ in-process run's, bit for bit.
 Effects cross back with the outcome; the caller, which holds the thread's lease, is the only
 writer of the journal. A resumed superstep ships each instance the results its earlier
 attempts journaled (found through a per-instance manifest written beside the effects), so
-they replay instead of running again. What a remote instance cannot do: run a durable nested
-graph (``ctx.run_nested`` needs the store) — it raises :class:`ExecutorError`; read
+they replay instead of running again.
+
+A subgraph node (``Graph.add(compiled_graph)``) never ships: it runs here, beside the store,
+and drives its child's supersteps, whose tasks go to the same executor — the child's ``Send``
+instances, or every task of the child when the subgraph node is itself a ``Send`` instance
+(the executor would have run its whole body) — so the child checkpoints on its own thread as
+in-process and its node code runs on the workers. What a remote instance cannot do: run a
+durable nested graph from its body (``ctx.run_nested`` needs the store) — it raises
+:class:`ExecutorError`; read
 ``ctx.deps`` (the caller's ``invoke(deps=...)`` are never shipped) — it raises
 :class:`~tensorsketch.errors.DepsUnavailableError`; spans of
 shipped instances are not recorded; ``ctx.step(idempotency_key=...)`` dedupes across the

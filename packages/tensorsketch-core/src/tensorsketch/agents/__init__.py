@@ -3,6 +3,8 @@
 - :class:`Agent` (``loop``) — the loop: model turn, tools, repeat, every call journaled.
 - :func:`create_agent` (``factory``) — one ``Agent`` in a compiled graph over
   :class:`AgentState` (``state``).
+- :func:`decompose` / :func:`decomposed_agent` (``decomposed``) — the same loop drawn out as
+  a ``model`` node and a ``tools`` node in a cycle, over :class:`LoopState`.
 - :class:`Llm` (``llm``) — one model call as a node, with structured-output repair.
 - ``tool_calls`` — one turn's tool calls: approval, deferral, the journaled call, the
   answer the model reads.
@@ -31,6 +33,7 @@ from tensorsketch.agents.context import (
     estimate_tokens,
     trim_messages,
 )
+from tensorsketch.agents.decomposed import LoopState, decompose, decomposed_agent
 from tensorsketch.agents.factory import create_agent
 from tensorsketch.agents.handoffs import Handoff, handoff, keep_last, without_tools
 from tensorsketch.agents.llm import Llm
@@ -52,10 +55,13 @@ __all__ = [
     "ContextPolicy",
     "Handoff",
     "Llm",
+    "LoopState",
     "MemoryHydration",
     "OutputMode",
     "SessionHistory",
     "create_agent",
+    "decompose",
+    "decomposed_agent",
     "estimate_tokens",
     "handoff",
     "keep_last",

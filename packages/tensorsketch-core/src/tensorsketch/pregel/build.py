@@ -388,6 +388,7 @@ def build_spec(
         spec.timeout = timeout if timeout is not None else bp.timeout
         spec.cache = bp.caches.get(name)
         spec.defer = name in bp.deferred
+        spec.drives_child = isinstance(bound, SubgraphNode)
 
     entry, successors = wiring(bp.nodes, bp.edges, bp.branches, problems)
     joins = join_wiring(bp.nodes, bp.joins, problems)

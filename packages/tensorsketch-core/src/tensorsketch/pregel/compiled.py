@@ -666,6 +666,7 @@ class CompiledGraph(Generic[S]):
         label: str,
         max_steps: int,
         qualify: bool = False,
+        on_executor: bool = False,
     ) -> Any:
         """Run this graph inside a node of ``parent`` (``ctx.run_nested``): its events stream
         under the parent's, it traces into the parent's trace, and for a durable parent it is
@@ -673,7 +674,10 @@ class CompiledGraph(Generic[S]):
         parent's. It reads the parent's ``deps``.
 
         With ``qualify`` (a subgraph node), a surfaced interrupt's id and ``path`` start with
-        the node (``"Research/<id>"``), so two instances of one subgraph never share an id."""
+        the node (``"Research/<id>"``), so two instances of one subgraph never share an id.
+        With ``on_executor`` (a subgraph node), the child's tasks go to the parent run's
+        executor as the parent's own would — and all of them when the node is a ``Send``
+        instance, whose whole body is what the executor would have run."""
         if not isinstance(parent, Run):
             msg = f"run_inside() needs the engine's run as parent, got {type(parent).__name__}."
             raise TypeError(msg)
@@ -718,6 +722,8 @@ class CompiledGraph(Generic[S]):
                 interrupt_after=after,
             )
             _attach_memory(run, getattr(parent, "memory", None))
+            if on_executor:
+                _share_executor(run, parent, ctx)
             await drive(run, input, max_steps)
         else:
             backend = journal.backend
@@ -743,6 +749,8 @@ class CompiledGraph(Generic[S]):
                 interrupt_after=after,
             )
             _attach_memory(run, getattr(parent, "memory", None))
+            if on_executor:
+                _share_executor(run, parent, ctx)
             await drive(run, None if history else input, max_steps, resume or None)
         if run.interrupts:
             pending = list(run.interrupts)
@@ -856,6 +864,17 @@ async def _ancestry(backend: Backend, thread_id: str, checkpoint_id: str) -> lis
         cursor = found.parent_id
     chain.reverse()
     return chain
+
+
+def _share_executor(run: Run, parent: Run, ctx: Context) -> None:
+    """A subgraph node's child runs its tasks where the parent's would run: on the parent
+    run's executor, the ``Send`` instances only — or every task, when the node is itself a
+    ``Send`` instance (or inside one), whose body the executor would have run whole. The
+    child's supersteps are driven here, beside the store, so it stays durable."""
+    if parent.executor is None:
+        return
+    run.executor = parent.executor
+    run.ship_plain = parent.ship_plain or ctx.instance.startswith("#")
 
 
 def _attach_memory(run: Run, memory: MemoryBinding | None) -> None:

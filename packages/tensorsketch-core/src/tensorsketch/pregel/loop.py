@@ -57,9 +57,11 @@ def _stopped_after(interrupts: list[PendingInterrupt]) -> bool:
     )
 
 
-def _ships(tasks: list[Task]) -> bool:
-    """Whether a superstep has ``Send`` instances for an executor to run elsewhere."""
-    return any(task.payload is not None for task in tasks)
+def _ships(tasks: list[Task], every: bool) -> bool:
+    """Whether a superstep has tasks for an executor to run elsewhere: its ``Send``
+    instances, or (``every``: a subgraph's run inside a shipped instance) every task; a
+    subgraph node itself never ships (it drives its child from here)."""
+    return any((every or task.payload is not None) and not task.spec.drives_child for task in tasks)
 
 
 class Run(RunState, Planning, TaskExecution):
@@ -110,6 +112,9 @@ class Run(RunState, Planning, TaskExecution):
         self.max_concurrency = spec.max_concurrency
         #: Where this run's ``Send`` instances run (``None``: here, the fast path).
         self.executor = spec.executor
+        #: Ship plain tasks too, not just ``Send`` instances: set for the child run of a
+        #: subgraph node's ``Send`` instance, whose whole body is what would have shipped.
+        self.ship_plain = False
         #: Which sources of each part-way join have run since it last fired (by join index).
         self.arrived: dict[int, set[str]] = {}
         self.routed: dict[int, list[Any]] = {}
@@ -257,7 +262,7 @@ class Run(RunState, Planning, TaskExecution):
             restored, self.restored = self.restored, False
             self.failed_task = None
             try:
-                if self.executor is not None and _ships(tasks):
+                if self.executor is not None and _ships(tasks, self.ship_plain):
                     results = await self._run_shipped(tasks, step, restored)
                 elif len(tasks) == 1:
                     results = [await self.run_task(tasks[0], step)]

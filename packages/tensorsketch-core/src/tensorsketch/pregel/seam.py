@@ -44,14 +44,16 @@ OnEffect = Callable[[int, str, Any], Awaitable[None]]
 
 @dataclass(slots=True)
 class SendCall:
-    """One ``Send`` instance, as shipped: enough to rebuild its task on a worker."""
+    """One ``Send`` instance, as shipped: enough to rebuild its task on a worker (a plain
+    task, shipped from inside a subgraph node's instance, has no payload and instance ``""``).
+    """
 
     #: Position in the superstep's plan (the barrier folds by it).
     index: int
     node: str
     #: ``"#k"``: the k-th ``Send`` to ``node`` in this superstep (part of its effect keys).
     instance: str
-    payload: dict[str, Any]
+    payload: dict[str, Any] | None
     #: Journaled results of this instance's earlier attempts (effects and the decisions it
     #: read), by key: replayed instead of run again.
     replay: dict[str, Any] = field(default_factory=dict)

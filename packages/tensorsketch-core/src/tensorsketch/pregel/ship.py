@@ -66,8 +66,9 @@ class _Shipment:
         calls: list[SendCall] = []
         self.local: set[int] = set()
         reads: dict[str, None] = {}
+        every = run.ship_plain
         for index, task in enumerate(tasks):
-            if task.payload is None:
+            if (task.payload is None and not every) or task.spec.drives_child:
                 self.local.add(index)
                 continue
             calls.append(SendCall(index, task.spec.name, task.instance, task.payload))

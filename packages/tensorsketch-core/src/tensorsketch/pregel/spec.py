@@ -78,6 +78,9 @@ class NodeSpec:
     defer: bool = False
     #: ``Node.destinations``: where a returned ``Command(goto=...)`` may send the run.
     destinations: frozenset[str] = frozenset()
+    #: A subgraph node: on an executor it stays here, where the store is, and drives its
+    #: child's supersteps, whose tasks go to the executor (see ``tensorsketch.executors``).
+    drives_child: bool = False
 
 
 @dataclass(slots=True, eq=False)

@@ -122,6 +122,7 @@ class SubgraphNode(Node):
                 label=SUBGRAPH_CALL,
                 max_steps=self.max_steps,
                 qualify=True,
+                on_executor=True,
             )
             # Journaled as plain values (what the checkpoints already store), not as the
             # child's state object, whose class a resumed process may not find by name.

@@ -161,6 +161,7 @@ class _Batch:
             run_id=work.run_id,
         )
         run.values = work.values
+        run.executor = None  # the calls run here: a nested run on a worker ships nothing
         run.effects = _Recorder(work, calls, on_effect)
         run.deps = _NOT_SHIPPED
         run.resume = work.resume

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensorsketch.agents import AgentState, create_agent
+from tensorsketch.agents import Agent, AgentState, create_agent, decompose
 from tensorsketch.context import Context
 from tensorsketch.fake import FakeProvider
 from tensorsketch.messages import Message, ToolCall, assistant
@@ -23,7 +23,7 @@ from tensorsketch.middleware import Middleware, ModelHandler, ModelRequest
 from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.tools import Tool, tool
 
-__all__ = ["AGENT_INPUT", "agent_scenario"]
+__all__ = ["AGENT_INPUT", "agent_scenario", "decomposed_agent_scenario"]
 
 SCENARIO = "tensorsketch.testing.agents:agent_scenario"
 AGENT_INPUT: dict[str, Any] = {"query": "refund order A-17"}
@@ -83,3 +83,12 @@ def agent_scenario(ledger: Any) -> CompiledGraph[AgentState]:
         middleware=[_CountModelCalls(ledger)],
         tool_concurrency=1,
     )
+
+
+def decomposed_agent_scenario(ledger: Any) -> CompiledGraph[Any]:
+    """:func:`agent_scenario`'s agent with its loop drawn out (``agents.decompose``): the
+    same effects, one ``model`` or ``tools`` superstep per turn."""
+    app = agent_scenario(ledger)
+    (spec,) = app.spec.nodes.values()
+    assert isinstance(spec.node, Agent)
+    return decompose(spec.node)
