@@ -211,7 +211,9 @@ async def test_a_crash_at_every_boundary_of_the_decomposed_loop_repeats_no_effec
     assert report.baseline_values["output"] == "Done: A-17 paid $40; refunded $40; notified ann"
     # A checkpoint after every turn (5 supersteps), each a boundary the harness killed at.
     assert sum(1 for b in report.boundaries if "checkpoint step=" in b) == 6
-    assert len(report.kills) == len(report.boundaries) == 12
+    # ...and each tool call's intent, written before it calls out (three tool calls).
+    assert sum(1 for b in report.boundaries if "intent:" in b) == 3
+    assert len(report.kills) == len(report.boundaries) == 15
 
 
 async def test_max_iterations_bounds_the_loop_not_the_engines_default_step_limit() -> None:

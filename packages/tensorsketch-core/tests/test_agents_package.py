@@ -121,9 +121,9 @@ def journal_keys(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
     original = EffectLog.once
 
-    async def spy(self: EffectLog, key: str, fn: Any) -> Any:
+    async def spy(self: EffectLog, key: str, fn: Any, *rest: Any) -> Any:
         seen.append(key)
-        return await original(self, key, fn)
+        return await original(self, key, fn, *rest)
 
     monkeypatch.setattr(EffectLog, "once", spy)
     return seen

@@ -26,6 +26,8 @@
     │   ├── DecisionConflictError (ValueError) a different decision than the one recorded
     │   └── ApprovalMismatchError (ValueError) an approval names another call or other arguments
     ├── ForkEffectError (RuntimeError)        a fork reached an effect its origin ran after the fork
+    ├── EffectInDoubtError                    an effect started, recorded no result, policy "fail"
+    ├── TransactionUnsupportedError (TypeError) ``ctx.transaction`` on a store that cannot
     ├── QueueFullError (RuntimeError)         AsyncRunner is at max_queued / draining (HTTP 503)
     ├── ExecutorError (RuntimeError)          an executor broke the seam, or a shipped task cannot
     │   └── RemoteTaskError                   (executors) a shipped task's error did not pickle

@@ -298,12 +298,20 @@ class RunJournal:
         if key in self._known:
             return True, self._known[key]
         if self.fresh:
-            return False, None
+            return await self._fresh_miss(key)
         async with store_guard(self.backend, "reading the effect journal"):
             raw = await self.backend.lookup_effect(self.thread_id, key)
         if raw is None:
             return await self.forks.lookup(key)
         return True, self._entry(key, raw)
+
+    async def _fresh_miss(self, key: str) -> tuple[bool, Any]:
+        """A lookup on a thread this run created: its own journal is empty, but a durable
+        subgraph's thread (``<parent>/<key>``) of a fork follows the fork's choice for what
+        the origin's subgraph ran (one lineage read per run, only on such threads)."""
+        if "/" not in self.thread_id:
+            return False, None
+        return await self.forks.lookup(key)
 
     def decode(self, key: str, raw: bytes) -> Any:
         """One journal entry's value, as :meth:`lookup` reads it (``key`` names it in errors)."""
@@ -338,7 +346,8 @@ class RunJournal:
         if key in self._known:
             return True, self._known[key], None
         if self.fresh:
-            return False, None, None
+            hit, value = await self._fresh_miss(key)
+            return hit, value, None
         intent = intent_key(key)
         found = await self.lookup_many([key, intent])
         if key in found:

@@ -67,7 +67,7 @@ def _targets(args: argparse.Namespace) -> list[HoleRef] | str:
 
 def run_fill(args: argparse.Namespace, out: TextIO) -> int:
     """Fill every hole ``args`` selects; see the module docstring for the exit status."""
-    from tensorsketch import create_provider  # noqa: PLC0415 - providers load when a fill runs
+    from tensorsketch.registry import create_provider  # noqa: PLC0415 - providers load when a fill runs
     from tensorsketch.observability.export import FileTracer  # noqa: PLC0415 - as above
 
     if not args.provider or not args.model:

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tensorsketch import END, START, Context, Graph, Llm, Node, Schema
+from tensorsketch.agents import Llm
 from tensorsketch.budget import Budget, budget_scope, current_budget
 from tensorsketch.canvas.drafts import draft_path, remove_draft, write_draft
 from tensorsketch.canvas.exceptions import CanvasError
@@ -30,9 +30,14 @@ from tensorsketch.canvas.fill.body import parse_reply, splice
 from tensorsketch.canvas.fill.checks import Checker, missing_tools, project_root
 from tensorsketch.canvas.fill.contract import contract_tests
 from tensorsketch.canvas.fill.spec import Example, HoleSpec, build_spec
+from tensorsketch.constants import END, START
+from tensorsketch.context import Context
+from tensorsketch.graph import Graph
+from tensorsketch.node import Node
 from tensorsketch.observability.tracing import Tracer
 from tensorsketch.provider import ChatProvider
 from tensorsketch.runtime.backends.base import Backend
+from tensorsketch.schema import Schema
 
 __all__ = ["FillError", "FillResult", "fill_hole"]
 

@@ -46,7 +46,7 @@ class FillSettings:
     def make_provider(self) -> Any:
         if not isinstance(self.provider, str):
             return self.provider
-        from tensorsketch import create_provider  # noqa: PLC0415 - providers load on the first fill
+        from tensorsketch.registry import create_provider  # noqa: PLC0415 - providers load on the first fill
 
         return create_provider(self.provider, model=self.model)
 
