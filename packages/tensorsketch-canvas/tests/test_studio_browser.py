@@ -1525,3 +1525,94 @@ def test_find_a_node_by_name_in_a_big_graph(tmp_path: Path, browser: Browser) ->
         page.keyboard.press("f")
         page.wait_for_function("window.__studio.state.view.k < 0.8")
         page.close()
+
+
+# -- #41: a rename in a `>>` file is one small diff -------------------------------------------
+
+RSHIFT = '''"""A pipeline wired with >>."""
+
+from tensorsketch import END, START, Context, Graph, Node, Schema
+
+
+class S(Schema):
+    query: str = ""
+    answer: str = ""
+
+
+class Parse(Node):
+    class In(Schema):
+        query: str
+
+    class Out(Schema):
+        query: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        return self.Out(query=inp.query.strip())
+
+
+class Answer(Node):
+    class In(Schema):
+        query: str
+
+    class Out(Schema):
+        answer: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        return self.Out(answer=inp.query)
+
+
+class Check(Node):
+    class In(Schema):
+        answer: str
+
+    async def run(self, ctx: Context, inp: In) -> None:
+        return None
+
+
+g = Graph(S)
+parse, answer, check = g.nodes(Parse, Answer, Check)
+START >> parse >> answer  # the main path
+answer >> check >> END
+app = g.compile()
+'''
+
+
+def test_renaming_in_a_rshift_file_keeps_its_style(tmp_path: Path, browser: Browser) -> None:
+    """Found in #41: a rename in a ``>>`` file gave the node a new handle, so every ``>>`` line
+    that used it was rewritten (two chains merged into one). Now the diff is the declaration
+    alone, the ``>>`` lines stay byte for byte, and undo gives the file back."""
+    path = tmp_path / "pipeline.py"
+    path.write_text(RSHIFT, encoding="utf-8")
+    server = StudioServer(path, port=0, project=tmp_path).start()
+    context = browser.new_context(viewport={"width": 1400, "height": 800})
+    page = context.new_page()
+    s = Studio(path, server, page)
+    page.on("pageerror", lambda exc: s.errors.append(str(exc)))
+    try:
+        page.goto(server.url)
+        page.wait_for_function("window.__studio && window.__studio.paints > 0", timeout=10_000)
+        page.mouse.dblclick(*s.center("Answer"))
+        expect(page.locator("#rename-input")).to_be_focused()
+        page.fill("#rename-input", "Reply")
+        before = s.paints()
+        page.press("#rename-input", "Enter")
+        s.wait_paint_after(before)
+        expect(s.box("Reply")).to_be_visible()
+        old_lines, new_lines = RSHIFT.splitlines(), s.text.splitlines()
+        assert [line for line in old_lines if line not in new_lines] == [
+            "parse, answer, check = g.nodes(Parse, Answer, Check)"
+        ]
+        added = [line for line in new_lines if line not in old_lines]
+        assert 'g.add(Answer, name="Reply")' in added and 'answer = g["Reply"]' in added
+        assert not any(">>" in line for line in added), added
+        assert "START >> parse >> answer  # the main path\nanswer >> check >> END\n" in s.text
+        assert [n.name for n in s.ir().nodes] == ["Parse", "Reply", "Check"]
+        page.mouse.click(5, 790)
+        page.keyboard.press("Control+z")
+        page.wait_for_function("!document.body.classList.contains('busy')")
+        expect(s.box("Answer")).to_be_visible()
+        assert s.text == RSHIFT
+    finally:
+        context.close()
+        server.stop()
+    assert not s.errors, s.errors
