@@ -1616,3 +1616,170 @@ def test_renaming_in_a_rshift_file_keeps_its_style(tmp_path: Path, browser: Brow
         context.close()
         server.stop()
     assert not s.errors, s.errors
+
+
+# -- #41 item 9: every kind of wiring from the canvas -----------------------------------------
+
+WIRING = RSHIFT.replace(
+    "class Parse(Node):",
+    """def pick(state: S) -> str:
+    return "done" if state.answer else "again"
+
+
+def enough(state: S) -> bool:
+    return bool(state.answer)
+
+
+def fan(state: S) -> list[Send]:
+    return [Send("Check", {"answer": part}) for part in state.query.split()]
+
+
+class Parse(Node):""",
+).replace(
+    "import END, START, Context, Graph, Node, Schema",
+    "import END, START, Context, Graph, Node, Schema, Send",
+)
+WIRING_STATEMENT = WIRING.replace(
+    "parse, answer, check = g.nodes(Parse, Answer, Check)\n"
+    "START >> parse >> answer  # the main path\n"
+    "answer >> check >> END\n",
+    'g.add(Parse)\ng.add(Answer)\ng.add(Check)\ng.edge(START, "Parse")\n'
+    'g.edge("Parse", "Answer")  # the main path\ng.edge("Check", END)\n',
+)
+assert 'g.edge("Check", END)' in WIRING_STATEMENT
+
+
+def _serve(tmp_path: Path, browser: Browser, text: str) -> Studio:
+    path = tmp_path / "flow.py"
+    path.write_text(text, encoding="utf-8")
+    server = StudioServer(path, port=0, project=tmp_path).start()
+    page = browser.new_context(viewport={"width": 1400, "height": 800}).new_page()
+    s = Studio(path, server, page)
+    page.on("pageerror", lambda exc: s.errors.append(str(exc)))
+    page.goto(server.url)
+    page.wait_for_function("window.__studio && window.__studio.paints > 0", timeout=10_000)
+    return s
+
+
+def _close(s: Studio) -> None:
+    s.page.context.close()
+    s.server.stop()
+    assert not s.errors, s.errors
+
+
+def _added(s: Studio, before: str) -> list[str]:
+    old = set(before.splitlines())
+    return [line for line in s.text.splitlines() if line not in old and not line.startswith("from")]
+
+
+def _undo_all(s: Studio, steps: int) -> None:
+    s.page.mouse.click(5, 790)
+    for _ in range(steps):
+        s.page.keyboard.press("Control+z")
+        s.page.wait_for_function("!document.body.classList.contains('busy')")
+        s.page.wait_for_timeout(150)
+
+
+def test_routes_loops_fanouts_and_joins_are_drawn_from_the_node_panel(
+    tmp_path: Path, browser: Browser
+) -> None:
+    """Each kind of wiring from the node panel's "wiring" section, in a statement-style file:
+    the line it writes, the wire it draws, and undo back to the exact bytes."""
+    s = _serve(tmp_path, browser, WIRING_STATEMENT)
+    page = s.page
+    try:
+        functions = page.evaluate("window.__studio.state.functions")
+        assert functions == ["pick", "enough", "fan"]
+
+        def add(node: str, kind: str, **fields: str | list[str]) -> None:
+            page.mouse.click(*s.center(node))
+            page.select_option("#wire-kind", kind)
+            for field, value in fields.items():
+                if field == "wire-label":
+                    page.fill(f"#{field}", str(value))
+                else:
+                    page.select_option(f"#{field}", value)
+            before = s.paints()
+            page.click("#wire-add")
+            s.wait_paint_after(before)
+
+        start = s.text
+        add("Answer", "route", **{"wire-target": "Check", "wire-label": "done", "wire-fn": "pick"})
+        assert _added(s, start) == ['g.conditional("Answer", pick, {"done": "Check"})']
+        expect(page.locator('g.wire[data-source="Answer"][data-target="Check"]')).to_have_count(1)
+        # the node routes now: a second route is a key of the same call, no function asked
+        page.mouse.click(*s.center("Answer"))
+        expect(page.locator("#wire-fn")).to_have_count(0)
+        expect(page.locator("#wiring")).to_contain_text("via pick")
+        one = s.text
+        add("Answer", "route", **{"wire-target": "__end__", "wire-label": "stop"})
+        assert _added(s, one) == ['g.conditional("Answer", pick, {"done": "Check", "stop": END})']
+        # a loop and a fan-out need a node whose successors are free: Check's END edge goes
+        page.mouse.click(*s.wire_point("Check", END))
+        before = s.paints()
+        page.keyboard.press("Delete")
+        s.wait_paint_after(before)
+        two = s.text
+        add("Check", "loop", **{"wire-fn": "enough", "wire-target": "__end__"})
+        assert _added(s, two) == ['g.loop("Check", until=enough)']
+        expect(page.locator('g.wire[data-source="Check"][data-target="Check"]')).to_have_count(1)
+        _undo_all(s, 1)
+        assert s.text == two
+        add("Check", "fanout", **{"wire-fn": "fan"})
+        assert _added(s, two) == ['g.conditional("Check", fan)']
+        # the fan-out's targets are read from fan's code: Send("Check", ...)
+        expect(page.locator('g.wire[data-source="Check"][data-target="Check"]')).to_have_count(1)
+        three = s.text
+        add("Parse", "join", **{"wire-with": ["Answer"], "wire-target": "Check"})
+        assert _added(s, three) == ['g.edge(["Parse", "Answer"], "Check")']
+        IMAGES.mkdir(parents=True, exist_ok=True)
+        page.mouse.click(*s.center("Parse"))
+        page.select_option("#wire-kind", "route")
+        page.screenshot(path=str(IMAGES / "studio-wiring.png"))
+        assert s.ir().nodes  # the file reads back
+        _undo_all(s, 5)
+        assert s.text == start
+    finally:
+        _close(s)
+
+
+def test_a_wire_drawn_from_a_router_is_a_new_route_and_its_label_edits_in_place(
+    tmp_path: Path, browser: Browser
+) -> None:
+    """In a ``>>`` file: a wire dragged from a node that routes asks for its label and adds it
+    to the same ``Router(...)``; the wire's panel renames the label; undo is exact."""
+    routed = WIRING.replace(
+        "answer >> check >> END\n", "answer >> Router(pick, done=check)\ncheck >> END\n"
+    )
+    s = _serve(tmp_path, browser, routed)
+    page = s.page
+    try:
+        start = s.text
+        s.drag(s.handle("Answer"), s.center("Parse"))
+        expect(page.locator("#route-dialog")).to_be_visible()
+        expect(page.locator("#route-label")).to_have_value("parse")
+        expect(page.locator("#route-hint")).to_contain_text("routes through pick")
+        page.fill("#route-label", "again")
+        before = s.paints()
+        page.click("#route-ok")
+        s.wait_paint_after(before)
+        assert _added(s, start) == ["answer >> Router(pick, done=check, again=parse)"]
+        one = s.text
+        # cancelling the dialog writes nothing
+        s.drag(s.handle("Answer"), s.center(END))
+        expect(page.locator("#route-dialog")).to_be_visible()
+        page.keyboard.press("Escape")
+        page.wait_for_timeout(300)
+        assert s.text == one
+        # the label edits in the wire's panel
+        page.mouse.click(*s.wire_point("Answer", "Parse"))
+        expect(page.locator("#route-relabel")).to_have_value("again")
+        page.fill("#route-relabel", "retry")
+        before = s.paints()
+        page.press("#route-relabel", "Enter")
+        s.wait_paint_after(before)
+        assert _added(s, one) == ["answer >> Router(pick, done=check, retry=parse)"]
+        _undo_all(s, 2)
+        assert s.text == start
+    finally:
+        _close(s)

@@ -2,7 +2,7 @@
 // repaints from the re-extracted graph it sends back, and keeps the inverse for undo.
 import * as api from "./api";
 import { ApiError } from "./api";
-import { describeEdit, wiringProblem } from "./edit-ops";
+import { describeEdit, mappedRoute, suggestLabel, wiringProblem } from "./edit-ops";
 import { toast } from "./notices";
 import { paint } from "./paint";
 import * as store from "./store";
@@ -89,7 +89,31 @@ export async function wire(source: string, target: string): Promise<void> {
     toast(problem, "error");
     return;
   }
+  const route = mappedRoute(state.graph, source);
+  if (route) {
+    // the node routes through a mapping: the wire is a new key of it, named by the user
+    const label = await askRouteLabel(source, target, route.path ?? "?", suggestLabel(state.graph, source, target));
+    if (label) await perform({ op: "add_route", args: { source, target, label } });
+    return;
+  }
   await perform({ op: "add_edge", args: { source, target } });
+}
+
+/** The route dialog: the label of a new route ``source → target`` (null: cancelled). */
+function askRouteLabel(source: string, target: string, path: string, suggested: string): Promise<string | null> {
+  const dialog = document.getElementById("route-dialog") as HTMLDialogElement;
+  const input = document.getElementById("route-label") as HTMLInputElement;
+  const show = (n: string) => (n === "__end__" ? "END" : n === "__start__" ? "START" : n);
+  (document.getElementById("route-hint") as HTMLElement).textContent =
+    `${show(source)} routes through ${path}: this wire goes to ${show(target)} when ${path} returns the label. The canvas adds the key to the mapping; it does not change ${path}.`;
+  input.value = suggested;
+  dialog.returnValue = "";
+  dialog.showModal();
+  input.focus();
+  input.select();
+  return new Promise((resolve) => {
+    dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok" && input.value.trim() ? input.value.trim() : null), { once: true });
+  });
 }
 
 /** Save ``node``'s position in the layout sidecar (``record``: as a step to undo). ``after``

@@ -10,6 +10,7 @@ import { selectNode } from "./selection";
 import { applyView } from "./stage";
 import { state } from "./store";
 import type { EdgeIR, NodeIR } from "./types";
+import { relabelRow, wiringSection } from "./wiring";
 
 /** Render the panel for the selection. Opening or closing it narrows or widens the stage on
  * the right only, so the view stays exactly where it is: a second click of a double-click
@@ -47,6 +48,7 @@ function wirePanel(e: EdgeIR): HTMLElement[] {
   return [
     h("h3", {}, edgeTitle(e)),
     h("p", { className: "hint" }, edgeHint(e)),
+    ...[relabelRow(e)].filter((x): x is HTMLElement => x !== null),
     h("button", { className: "danger", id: "delete-edge", disabled: state.readOnly, onclick: () => void perform(removeEdgeOp(e)) }, deleteEdgeLabel(e)),
   ];
 }
@@ -61,6 +63,7 @@ function nodePanel(node: NodeIR): HTMLElement[] {
   out.push(h("h4", { className: "in" }, "In"), portList(node, "in", node.inputs), h("h4", { className: "out" }, "Out"), portList(node, "out", node.outputs));
   if (node.has_hole && !state.readOnly) out.push(addPortRow(node));
   else if (!node.has_hole) out.push(h("p", { className: "hint" }, "Ports of a node with code change in the code (its In/Out classes)."));
+  if (!state.readOnly) out.push(wiringSection(node));
   out.push(h("button", { className: "danger", id: "delete-node", disabled: state.readOnly, onclick: () => void perform({ op: "remove_node", args: { name: node.name } }) }, "delete node and its wiring"));
   const spans = spansTable(node);
   if (spans) out.push(...spans);

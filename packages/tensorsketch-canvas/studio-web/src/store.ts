@@ -38,6 +38,8 @@ export interface StudioState {
    * has not typed since (typing means they think a field has the focus). */
   wireArmed: boolean;
   selectedNode: string | null;
+  /** the file's top-level functions (GraphResponse.functions) */
+  functions: readonly string[];
   undo: readonly HistoryEntry[];
   redo: readonly HistoryEntry[];
   live: boolean;
@@ -72,6 +74,7 @@ export function createState(): StudioState {
     selectedWire: null,
     wireArmed: false,
     selectedNode: null,
+    functions: [],
     undo: [],
     redo: [],
     live: false,
@@ -109,6 +112,7 @@ export function acceptGraph(s: StudioState, resp: GraphResponse): boolean {
   const oldLayout = JSON.stringify(s.layout);
   s.layout = resp.layout ?? {};
   s.version = resp.version;
+  if (!resp.parse_error) s.functions = resp.functions ?? [];
   if (resp.graph && !resp.parse_error) s.graph = resp.graph;
   else if (resp.graph && !s.graph) s.graph = resp.graph;
   s.readOnly = !!resp.parse_error || !!resp.stale;

@@ -82,6 +82,9 @@ export interface GraphResponse {
   style?: string;
   /** why there is no graph (a file without a graph builder) */
   message?: string;
+  /** the functions the file defines at the top level: what a route, a loop or a fan-out
+   * drawn on the canvas may name */
+  functions?: string[];
 }
 
 export interface EditOp {

@@ -216,6 +216,7 @@ class Studio:
                 "selected": ir.name,
                 "layout": self.layout_for(nodes),
                 "style": _STYLE.get(ir.style, ir.style),
+                "functions": ops.module_functions(source.text),
             }
             kept = {
                 "graph": view["graph"],
