@@ -1783,3 +1783,84 @@ def test_a_wire_drawn_from_a_router_is_a_new_route_and_its_label_edits_in_place(
         assert s.text == start
     finally:
         _close(s)
+
+
+# -- #41 item 12: a top-to-bottom layout ------------------------------------------------------
+
+
+def _boxes(page: Page) -> dict[str, tuple[float, float, float, float]]:
+    """Each box's screen rectangle (x, y, width, height)."""
+    rects = page.evaluate(
+        """() => Object.fromEntries([...document.querySelectorAll('#boxes g.box')].map((g) => {
+            const r = g.querySelector(':scope > g').getBoundingClientRect();
+            return [g.dataset.id, [r.x, r.y, r.width, r.height]];
+        }))"""
+    )
+    return {k: (v[0], v[1], v[2], v[3]) for k, v in rects.items()}
+
+
+def test_the_graph_can_be_laid_out_top_to_bottom(tmp_path: Path, browser: Browser) -> None:
+    """The toolbar's *top-down* button lays the ranks out top to bottom: each rank below the
+    last, wires leaving a box at its bottom and entering the next at its top, the whole graph
+    in view; the choice outlives a reload, and the button turns it back."""
+    path = tmp_path / "support_router.py"
+    path.write_text(EXAMPLE.read_text(encoding="utf-8"), encoding="utf-8")
+    server = StudioServer(path, port=0, project=tmp_path).start()
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        page.goto(server.url)
+        page.wait_for_function("window.__studio && window.__studio.paints > 0", timeout=10_000)
+        lr = _boxes(page)
+        assert lr[START][0] < lr["Classify"][0] < lr[END][0]
+        expect(page.locator("#direction")).to_have_attribute("aria-pressed", "false")
+        page.click("#direction")
+        expect(page.locator("#direction")).to_have_attribute("aria-pressed", "true")
+        page.wait_for_timeout(200)
+
+        def check_top_down() -> None:
+            tb = _boxes(page)
+            start, classify, end = tb[START], tb["Classify"], tb[END]
+            assert start[1] + start[3] < classify[1] and classify[1] + classify[3] < tb["Tech"][1]
+            assert tb["Tech"][1] + tb["Tech"][3] < end[1]
+            # START sits above Classify, centred on it
+            assert abs((start[0] + start[2] / 2) - (classify[0] + classify[2] / 2)) < 2
+            # everything is on the stage: the fit used the height
+            stage = page.evaluate(
+                "(() => { const r = document.getElementById('canvas').getBoundingClientRect();"
+                " return [r.x, r.y, r.right, r.bottom]; })()"
+            )
+            for name, (x, y, w, h) in tb.items():
+                assert x >= stage[0] and y >= stage[1], name
+                assert x + w <= stage[2] and y + h <= stage[3], name
+            # START → Classify leaves START's bottom and ends on Classify's top edge
+            tip = page.evaluate(
+                """() => {
+                    const p = document.querySelector(
+                        'g.wire[data-source="__start__"][data-target="Classify"] path.hit');
+                    const m = p.getScreenCTM();
+                    const a = p.getPointAtLength(0), b = p.getPointAtLength(p.getTotalLength());
+                    const s = (q) => [q.x * m.a + q.y * m.c + m.e, q.x * m.b + q.y * m.d + m.f];
+                    return [s(a), s(b)];
+                }"""
+            )
+            assert tip[0][1] == pytest.approx(start[1] + start[3], abs=4)
+            assert tip[1][1] == pytest.approx(classify[1], abs=4)
+
+        check_top_down()
+        IMAGES.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(IMAGES / "studio-top-down.png"))
+        page.reload()
+        page.wait_for_function("window.__studio && window.__studio.paints > 0", timeout=10_000)
+        expect(page.locator("#direction")).to_have_attribute("aria-pressed", "true")
+        check_top_down()
+        page.click("#direction")
+        page.wait_for_timeout(200)
+        back = _boxes(page)
+        assert back[START][0] < back["Classify"][0] < back[END][0]
+    finally:
+        context.close()
+        server.stop()
+    assert not errors, errors

@@ -12,7 +12,9 @@ import {
   PORT_PX,
   portText,
   ROW,
+  layoutFrame,
   smooth,
+  turn,
   wirePoints,
   type Box,
   type Scene,
@@ -144,20 +146,25 @@ export interface WireGeom {
   dir: XY;
 }
 
+/** A wire's path, label place and arrow tip. A top-to-bottom scene's wires are routed in the
+ * left-to-right frame its layout ran in (``layoutFrame``) and turned back: they leave a box at
+ * its bottom and enter the next at its top, and a loop's arc is on its node's left. */
 export function wireGeom(scene: Scene, wire: Wire): WireGeom {
-  const a = scene.boxes.get(wire.from)!;
-  const b = scene.boxes.get(wire.to)!;
+  const frame = layoutFrame(scene);
+  const T = scene.flip ? turn : (p: XY) => p;
+  const a = frame.boxes.get(wire.from)!;
   if (wire.loop) {
     // an arc over the top of the node, leaving from the right and coming back in on the left
     const s = { x: a.x + a.w - 24, y: a.y };
     const t = { x: a.x + 24, y: a.y };
     const h = 70;
-    const path = `M ${s.x} ${s.y} C ${s.x + 30} ${s.y - h}, ${t.x - 30} ${t.y - h}, ${t.x} ${t.y}`;
-    return { path, label: { x: a.x + a.w / 2, y: a.y - h * 0.75 - 6 }, tip: t, dir: norm({ x: 30, y: h }) };
+    const [p0, c1, c2, p1] = [s, { x: s.x + 30, y: s.y - h }, { x: t.x - 30, y: t.y - h }, t].map(T);
+    const path = `M ${p0.x} ${p0.y} C ${c1.x} ${c1.y}, ${c2.x} ${c2.y}, ${p1.x} ${p1.y}`;
+    return { path, label: T({ x: a.x + a.w / 2, y: a.y - h * 0.75 - 6 }), tip: p1, dir: norm(T({ x: 30, y: h })) };
   }
-  const route = smooth(wirePoints(scene, wire));
+  const route = smooth(wirePoints(frame, wire), T);
   const { tip, from } = route.end;
-  const label = wire.label ? (wire.labelAt ? labelOn(route, wire.labelAt) : route.at(0.5)) : null;
+  const label = wire.label ? (wire.labelAt ? labelOn(route, T(wire.labelAt)) : route.at(0.5)) : null;
   return { path: route.d, label, tip, dir: norm({ x: tip.x - from.x, y: tip.y - from.y }) };
 }
 

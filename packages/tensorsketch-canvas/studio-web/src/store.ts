@@ -3,7 +3,7 @@
 // a test in test/store.test.ts). The functions take the state as an argument, which lets a
 // test start from a fresh `createState()`.
 import { describeEdit } from "./edit-ops";
-import type { Scene } from "./layout";
+import type { Direction, Scene } from "./layout";
 import type { EditOp, EditResponse, GraphIR, GraphResponse, HoleRef, RunSummary, RunTrace, XY } from "./types";
 
 /** The pan and zoom: the scene point (0, 0) is at screen (x, y), at scale k. */
@@ -38,6 +38,8 @@ export interface StudioState {
    * has not typed since (typing means they think a field has the focus). */
   wireArmed: boolean;
   selectedNode: string | null;
+  /** which way the ranks run (the toolbar's ↧/→ button; kept in the browser) */
+  direction: Direction;
   /** the file's top-level functions (GraphResponse.functions) */
   functions: readonly string[];
   undo: readonly HistoryEntry[];
@@ -74,6 +76,7 @@ export function createState(): StudioState {
     selectedWire: null,
     wireArmed: false,
     selectedNode: null,
+    direction: "LR",
     functions: [],
     undo: [],
     redo: [],
@@ -331,4 +334,9 @@ export function liveThread(s: Readonly<StudioState>): string | null {
 
 export function setTrace(s: StudioState, trace: RunTrace | null): void {
   s.trace = trace;
+}
+
+/** Lay the graph out left to right or top to bottom. */
+export function setDirection(s: StudioState, direction: Direction): void {
+  s.direction = direction;
 }

@@ -5,10 +5,11 @@ import { byId } from "./dom";
 import { redo, undo } from "./edits";
 import { holesOpen, renderHoles } from "./holes-list";
 import { toast } from "./notices";
+import { paint } from "./paint";
 import { findNode } from "./search";
 import { selectNode } from "./selection";
 import { fit, jumpTo, moveView, zoomCentre } from "./stage";
-import { state, switchGraph } from "./store";
+import { setDirection, state, switchGraph } from "./store";
 import { reload } from "./sync";
 
 export function renderToolbar(): void {
@@ -51,7 +52,38 @@ function searchNode(input: HTMLInputElement): void {
   if (jumpTo(name)) selectNode(name);
 }
 
+/** Where the page keeps the layout direction the user picked (per browser, for every file). */
+const DIRECTION_KEY = "tensorsketch.studio.direction";
+
+function showDirection(): void {
+  const b = byId("direction");
+  const down = state.direction === "TB";
+  b.textContent = down ? "→ left-right" : "↧ top-down";
+  b.title = down ? "lay the graph out left to right" : "lay the graph out top to bottom";
+  b.setAttribute("aria-pressed", String(down));
+}
+
+/** Lay the graph out the other way, and show all of it. */
+function toggleDirection(): void {
+  setDirection(state, state.direction === "TB" ? "LR" : "TB");
+  try {
+    localStorage.setItem(DIRECTION_KEY, state.direction);
+  } catch {
+    /* storage off: the choice lasts for this page */
+  }
+  showDirection();
+  paint();
+  fit();
+}
+
 export function mountToolbar(): void {
+  try {
+    if (localStorage.getItem(DIRECTION_KEY) === "TB") setDirection(state, "TB");
+  } catch {
+    /* storage off */
+  }
+  showDirection();
+  byId("direction").addEventListener("click", toggleDirection);
   byId("fit").addEventListener("click", () => fit());
   byId("reset").addEventListener("click", () => moveView({ x: 40, y: 80, k: 1 }));
   byId("zoom-in").addEventListener("click", () => zoomCentre(1.25));
