@@ -762,11 +762,23 @@ def test_ports_on_a_hole_and_deleting_a_node(studio: Studio) -> None:
 def test_illegal_wiring_is_refused_before_the_file(studio: Studio) -> None:
     page = studio.page
     text = studio.text
-    # the compiler's rule, from the server: Classify routes through `route`, so a static edge
-    # next to it is refused with the teaching message and nothing is written
+    # Classify routes through `route`'s mapping: a wire from it is a new route, so the page
+    # asks its label first; cancelling writes nothing
     studio.drag(studio.handle("Classify"), studio.center("Billing"))
-    expect(page.locator("#toast.error")).to_contain_text("conditional")
+    expect(page.locator("#route-dialog")).to_be_visible()
+    expect(page.locator("#route-hint")).to_contain_text("routes through route")
+    page.keyboard.press("Escape")
+    expect(page.locator("#route-dialog")).to_be_hidden()
     assert studio.text == text
+    # the compiler's rule, from the server: a node's successors come from one place, so a
+    # loop next to Classify's routes is refused with the teaching message, nothing written
+    page.mouse.click(*studio.center("Classify"))
+    page.select_option("#wire-kind", "loop")
+    page.select_option("#wire-fn", "route")
+    page.click("#wire-add")
+    expect(page.locator("#toast.error")).to_contain_text("successors come from one place")
+    assert studio.text == text
+    page.keyboard.press("Escape")
     # a rule the canvas knows itself: nothing enters START
     page.click("#toast")
     studio.drag(studio.handle("Billing"), studio.center(START))
@@ -1864,3 +1876,57 @@ def test_the_graph_can_be_laid_out_top_to_bottom(tmp_path: Path, browser: Browse
         context.close()
         server.stop()
     assert not errors, errors
+
+
+# -- #42: a subgraph node opens into its own canvas -------------------------------------------
+
+SUBGRAPHS = ROOT / "examples" / "subgraphs.py"
+
+
+def test_a_subgraph_node_opens_into_its_own_canvas(tmp_path: Path, browser: Browser) -> None:
+    """``add(research)`` draws as one box with a second sheet behind it; its *open* tag (or the
+    panel's button) opens the graph it runs, with a breadcrumb back. An edit in there is an
+    edit of that graph, written into the same file; the parent's wiring stays as it was."""
+    s = _serve(tmp_path, browser, SUBGRAPHS.read_text(encoding="utf-8"))
+    page = s.page
+    try:
+        before = s.paints()
+        page.select_option("#graph-picker", "app")
+        s.wait_paint_after(before)
+        expect(page.locator("#crumbs")).to_be_hidden()
+        research = s.box("Research")
+        expect(research.locator(".sheet")).to_have_count(1)
+        expect(s.box("Write").locator(".subgraph-open")).to_have_count(0)
+        before = s.paints()
+        research.locator(".subgraph-open").click()
+        s.wait_paint_after(before)
+        expect(page.locator("#graph-picker")).to_have_value("research")
+        expect(page.locator("#crumbs")).to_have_text("app \u203a research")
+        expect(s.box("Search")).to_be_visible()
+        expect(s.box("Write")).to_have_count(0)
+        IMAGES.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(IMAGES / "studio-subgraph-open.png"))
+        # an edit inside is the child graph's, in the file that defines it
+        app_wiring = s.text.split("report = Graph(Report)")[1]
+        page.mouse.click(*s.center("Check"))
+        page.fill("#rename-input", "Verify")
+        before = s.paints()
+        page.press("#rename-input", "Enter")
+        s.wait_paint_after(before)
+        assert '.add(Check, name="Verify")' in s.text
+        assert s.text.split("report = Graph(Report)")[1] == app_wiring
+        assert [n.name for n in extract(s.text, "research").nodes] == ["Search", "Verify"]
+        # the breadcrumb goes back; the panel's button opens it again
+        before = s.paints()
+        page.click('#crumbs .crumb[data-graph="app"]')
+        s.wait_paint_after(before)
+        expect(page.locator("#graph-picker")).to_have_value("app")
+        expect(page.locator("#crumbs")).to_be_hidden()
+        page.mouse.click(*s.center("Research"))
+        before = s.paints()
+        page.click("#open-subgraph")
+        s.wait_paint_after(before)
+        expect(s.box("Verify")).to_be_visible()
+        expect(page.locator("#crumbs")).to_have_text("app \u203a research")
+    finally:
+        _close(s)

@@ -100,6 +100,12 @@ export function drawBox(svg: SVGSVGElement, box: Box, readOnly: boolean): SVGGEl
   const node = box.node!;
   g.setAttribute("data-node", node.name);
   if (node.has_hole) g.classList.add("hole");
+  if (node.subgraph) {
+    // a graph inside: a second sheet behind the box, and a tag that opens it
+    g.classList.add("subgraph");
+    // (a plain rect, not a group: the box's own shape stays its first group)
+    el("rect", { class: "sheet", x: 6, y: 6, width: box.w, height: box.h, rx: 2, fill: COLORS.nodeFill, stroke: COLORS.ink, "stroke-width": 1.2 }, g);
+  }
   g.appendChild(
     rs.rectangle(0, 0, box.w, box.h, {
       seed: sd,
@@ -113,6 +119,12 @@ export function drawBox(svg: SVGSVGElement, box: Box, readOnly: boolean): SVGGEl
     }),
   );
   text(g, 14, 26, node.name, NAME_PX, { class: "name" });
+  if (node.subgraph) {
+    const tg = el("g", { class: "subgraph-open", "data-graph": node.subgraph, transform: `translate(${box.w - 72},-12)` }, g);
+    tg.appendChild(rs.rectangle(0, 0, 64, 20, { seed: sd + 4, roughness: 0.7, stroke: COLORS.out, fill: "#ffffff", fillStyle: "solid" }));
+    text(tg, 32, 15, "open ›", 13, { "text-anchor": "middle", fill: COLORS.out });
+    el("title", {}, tg).textContent = `open the graph ${node.subgraph} this node runs`;
+  }
   if (node.has_hole) {
     const tg = el("g", { class: "hole-tag", transform: `translate(${box.w - 92},-13)` }, g);
     tg.appendChild(rs.rectangle(0, 0, 88, 22, { seed: sd + 1, roughness: 0.8, stroke: COLORS.hole, fill: "#ffffff", fillStyle: "solid" }));

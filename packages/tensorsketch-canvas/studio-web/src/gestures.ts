@@ -9,6 +9,7 @@ import { holesOpen, showHoles } from "./holes-list";
 import type { Box } from "./layout";
 import { minimapToScene } from "./minimap";
 import { selectNode, selectWire } from "./selection";
+import { openSubgraph } from "./subgraphs";
 import { applyView, currentSize, fit, moveView, stage, toScene, zoomAt } from "./stage";
 import * as store from "./store";
 import { setUserView, setView, state } from "./store";
@@ -40,6 +41,10 @@ function onPointerDown(ev: PointerEvent): void {
   const target = ev.target as Element;
   hideTooltip();
   const box = boxAt(target);
+  if (box?.node && target.closest(".subgraph-open")) {
+    void openSubgraph(box.node);
+    return;
+  }
   if (box && target.classList.contains("handle") && !state.readOnly) {
     const s = { x: box.x + box.w, y: box.y + box.h / 2 };
     const line = el("path", { class: "rubber", d: `M ${s.x} ${s.y} L ${s.x} ${s.y}` }, layers.ghost);

@@ -10,6 +10,7 @@ import { selectNode } from "./selection";
 import { applyView } from "./stage";
 import { state } from "./store";
 import type { EdgeIR, NodeIR } from "./types";
+import { canOpen, openSubgraph } from "./subgraphs";
 import { relabelRow, wiringSection } from "./wiring";
 
 /** Render the panel for the selection. Opening or closing it narrows or widens the stage on
@@ -59,6 +60,13 @@ function nodePanel(node: NodeIR): HTMLElement[] {
     h("p", { className: "hint" }, `class ${node.cls}${node.line ? ` · line ${node.line}` : ""}`),
   ];
   if (node.has_hole) out.push(h("p", { className: "hole-msg" }, h("b", {}, "needs code: "), node.hole ?? "(no description)"));
+  if (node.subgraph) {
+    out.push(
+      canOpen(node)
+        ? h("button", { id: "open-subgraph", className: "primary", onclick: () => void openSubgraph(node) }, `open ${node.subgraph} ›`)
+        : h("p", { className: "hint" }, `runs the graph ${node.subgraph}, defined outside this file`),
+    );
+  }
   out.push(renameRow(node));
   out.push(h("h4", { className: "in" }, "In"), portList(node, "in", node.inputs), h("h4", { className: "out" }, "Out"), portList(node, "out", node.outputs));
   if (node.has_hole && !state.readOnly) out.push(addPortRow(node));

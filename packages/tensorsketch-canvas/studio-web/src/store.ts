@@ -38,6 +38,9 @@ export interface StudioState {
    * has not typed since (typing means they think a field has the focus). */
   wireArmed: boolean;
   selectedNode: string | null;
+  /** the graphs opened on the way to this one through subgraph nodes, outermost first (the
+   * breadcrumb back); empty when the graph was picked directly */
+  trail: readonly string[];
   /** which way the ranks run (the toolbar's ↧/→ button; kept in the browser) */
   direction: Direction;
   /** the file's top-level functions (GraphResponse.functions) */
@@ -76,6 +79,7 @@ export function createState(): StudioState {
     selectedWire: null,
     wireArmed: false,
     selectedNode: null,
+    trail: [],
     direction: "LR",
     functions: [],
     undo: [],
@@ -135,7 +139,8 @@ export function setLayout(s: StudioState, layout: Readonly<Record<string, XY>>):
 }
 
 /** Open another graph of the same file: its history does not apply, and the view fits it. */
-export function switchGraph(s: StudioState, name: string): void {
+export function switchGraph(s: StudioState, name: string, trail: readonly string[] = []): void {
+  s.trail = trail;
   s.graphName = name;
   s.undo = [];
   s.redo = [];

@@ -10,6 +10,7 @@ import { findNode } from "./search";
 import { selectNode } from "./selection";
 import { fit, jumpTo, moveView, zoomCentre } from "./stage";
 import { setDirection, state, switchGraph } from "./store";
+import { renderCrumbs } from "./subgraphs";
 import { reload } from "./sync";
 
 export function renderToolbar(): void {
@@ -22,6 +23,7 @@ export function renderToolbar(): void {
     for (const name of state.graphs) picker.add(new Option(name, name));
   }
   if (state.graphName) picker.value = state.graphName;
+  renderCrumbs();
   const unknown = state.readOnly && state.fileHoles === null; // never parsed: its holes are unknown
   const badge = byId("holes-badge");
   byId("holes-count").textContent = unknown ? "?" : String(state.holes.length);
@@ -58,8 +60,9 @@ const DIRECTION_KEY = "tensorsketch.studio.direction";
 function showDirection(): void {
   const b = byId("direction");
   const down = state.direction === "TB";
-  b.textContent = down ? "→ left-right" : "↧ top-down";
+  b.textContent = down ? "→" : "↧";
   b.title = down ? "lay the graph out left to right" : "lay the graph out top to bottom";
+  b.setAttribute("aria-label", b.title);
   b.setAttribute("aria-pressed", String(down));
 }
 
@@ -100,7 +103,7 @@ export function mountToolbar(): void {
   byId("undo").addEventListener("click", () => void undo());
   byId("redo").addEventListener("click", () => void redo());
   byId<HTMLSelectElement>("graph-picker").addEventListener("change", (ev) => {
-    switchGraph(state, (ev.target as HTMLSelectElement).value);
+    switchGraph(state, (ev.target as HTMLSelectElement).value); // picked directly: no breadcrumb
     void reload();
   });
 }
