@@ -1930,3 +1930,57 @@ def test_a_subgraph_node_opens_into_its_own_canvas(tmp_path: Path, browser: Brow
         expect(page.locator("#crumbs")).to_have_text("app \u203a research")
     finally:
         _close(s)
+
+
+# -- #41 item 11: drop a node on a wire -------------------------------------------------------
+
+
+def test_a_fresh_node_dropped_on_a_wire_is_spliced_into_it(studio: Studio) -> None:
+    """A node with no wiring dropped on a plain wire goes on that edge (``Tech → Escalate →
+    END``, written where the edge was), placed where it was dropped; undo gives the file back.
+    A wired node moved over a wire only moves."""
+    page = studio.page
+    start = studio.text
+
+    def add_node() -> None:
+        page.click("#add-node")
+        page.fill("#new-name", "Escalate")
+        page.fill("#new-inputs", "answer: str")
+        page.click("#new-ok")
+
+    before = studio.paints()
+    add_node()
+    studio.wait_paint_after(before)
+    created = studio.text
+    # a wired node dragged across the wire: a move, nothing rewired
+    billing = studio.center("Billing")
+    before = studio.paints()
+    studio.drag(billing, studio.wire_point("Tech", END))
+    studio.wait_paint_after(before)
+    assert studio.text == created and "Billing" in studio.sidecar()
+    page.keyboard.press("Control+z")  # the move
+    page.wait_for_timeout(300)
+    # the fresh node: the wire lights up under it, and the drop splices it in
+    mouse, target = page.mouse, studio.wire_point("Tech", END)
+    begin = studio.center("Escalate")
+    mouse.move(*begin)
+    mouse.down()
+    for i in range(1, 9):
+        mouse.move(
+            begin[0] + (target[0] - begin[0]) * i / 8, begin[1] + (target[1] - begin[1]) * i / 8
+        )
+    expect(page.locator('g.wire.splice-target[data-source="Tech"]')).to_have_count(1)
+    before = studio.paints()
+    mouse.up()
+    studio.wait_paint_after(before)
+    text = studio.text
+    assert '.edge("Tech", "Escalate")\n    .edge("Escalate", END)' in text
+    assert '.edge("Tech", END)' not in text
+    assert "Escalate" in studio.sidecar()
+    same_graph(studio.ir(), edits.splice_node(extract(created), "Escalate", "Tech", END))
+    page.mouse.click(5, 790)
+    for _ in range(2):
+        page.keyboard.press("Control+z")
+        page.wait_for_function("!document.body.classList.contains('busy')")
+        page.wait_for_timeout(150)
+    assert studio.text == start

@@ -144,7 +144,7 @@ def _gesture(data: st.DataObject, graph: dict[str, Any]) -> dict[str, Any]:
     # with every node deleted, only + node is left to do
     kinds = ["add_node", "add_edge", "remove_edge", "rename_node", "remove_node"] if nodes else []
     if nodes:  # the wiring kinds drawn from a node's panel (#41 item 9)
-        kinds += ["add_route", "add_loop", "add_fanout", "relabel_route"]
+        kinds += ["add_route", "add_loop", "add_fanout", "relabel_route", "splice_node"]
     kinds.append("add_node")
     if holes:
         kinds += ["add_port", "remove_port"]
@@ -164,6 +164,13 @@ def _gesture(data: st.DataObject, graph: dict[str, Any]) -> dict[str, Any]:
                 "target": data.draw(st.sampled_from([*nodes, "__end__"])),
                 "label": data.draw(st.sampled_from(["done", "again", "other"])),
                 "path": "pick"}}  # fmt: skip
+    if kind == "splice_node":
+        plain = [e for e in graph["edges"] if e["kind"] == "sequential"]
+        if not plain:
+            return {"op": "add_edge", "args": {"source": "__start__", "target": nodes[0]}}
+        edge = data.draw(st.sampled_from(plain))
+        return {"op": "splice_node", "args": {"node": data.draw(st.sampled_from(nodes)),
+                "source": edge["source"], "target": edge["target"]}}  # fmt: skip
     if kind == "add_loop":
         return {"op": "add_loop", "args": {"node": data.draw(st.sampled_from(nodes)),
                 "until": "enough", "exit": data.draw(st.sampled_from([*nodes, "__end__"]))}}  # fmt: skip

@@ -284,3 +284,38 @@ def test_the_graph_lists_the_functions_a_route_can_name(
 ) -> None:
     _, c, _ = client
     assert c.get("/api/graph").json()["functions"] == ["pick", "enough", "fan"]
+
+
+#: Where splicing Review onto Parse → Answer leaves the file's wiring, per style.
+SPLICED = {
+    "fluent": ['    .edge("Parse", "Review")  # the main path', '    .edge("Review", "Answer")'],
+    "statement": ['g.edge("Parse", "Review")  # the main path', 'g.edge("Review", "Answer")'],
+    "rshift": ["START >> parse >> review >> answer  # the main path"],
+}
+
+
+def test_a_node_spliced_into_an_edge_is_written_in_place_and_undone_exactly(
+    client: tuple[str, TestClient, Path],
+) -> None:
+    style, c, path = client
+    start = path.read_text(encoding="utf-8")
+    made = _send(c, "add_node", name="Review", inputs={"query": "str"}, outputs={"query": "str"})
+    assert made.status_code == 200, made.text
+    created = path.read_text(encoding="utf-8")
+    r = _send(c, "splice_node", node="Review", source="Parse", target="Answer")
+    assert r.status_code == 200, r.text
+    spliced = path.read_text(encoding="utf-8")
+    added = [line for line in _new_lines(created, spliced) if not line.startswith("from ")]
+    assert added == SPLICED[style]
+    edges = [(e.source, e.target) for e in extract(spliced).edges]
+    assert edges[:3] == [(START, "Parse"), ("Parse", "Review"), ("Review", "Answer")]
+    # refusals: not on a wire that is not there, not twice
+    again = _send(c, "splice_node", node="Review", source="Parse", target="Answer")
+    assert again.status_code == 422 and "wired already" in again.json()["error"]
+    nowhere = _send(c, "splice_node", node="Review", source="Check", target="Parse")
+    assert nowhere.status_code == 422
+    assert "no plain edge 'Check' → 'Parse'" in nowhere.json()["error"]
+    for answer, text in ((r, created), (made, start)):
+        back = _undo(c, answer.json())
+        assert back.status_code == 200, back.text
+        assert path.read_text(encoding="utf-8") == text

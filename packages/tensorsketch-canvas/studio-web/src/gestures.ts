@@ -14,7 +14,7 @@ import { applyView, currentSize, fit, moveView, stage, toScene, zoomAt } from ".
 import * as store from "./store";
 import { setUserView, setView, state } from "./store";
 import { hideTooltip, hoverHole } from "./tooltip";
-import type { XY } from "./types";
+import type { EdgeIR, XY } from "./types";
 import { centredAt, dropAt, rubberBand } from "./view";
 
 type Drag =
@@ -32,7 +32,22 @@ function boxAt(target: EventTarget | null): Box | null {
 }
 
 function clearDropTargets(): void {
-  document.querySelectorAll("g.box.drop-target").forEach((e) => e.classList.remove("drop-target"));
+  document.querySelectorAll("g.box.drop-target, g.wire.splice-target").forEach((e) => e.classList.remove("drop-target", "splice-target"));
+}
+
+/** The plain wire under the pointer that ``node`` would be spliced into if dropped here, or
+ * null. Only a node with no wiring at all splices (a fresh one): moving a wired node around
+ * never rewires it. */
+function spliceWire(node: string, x: number, y: number): { edge: EdgeIR; g: Element } | null {
+  const edges = state.graph?.edges ?? [];
+  if (state.readOnly || edges.some((e) => e.source === node || e.target === node || (e.sources ?? []).includes(node))) return null;
+  for (const hit of document.elementsFromPoint(x, y)) {
+    const g = hit.closest("g.wire");
+    if (!g) continue;
+    const edge = edges[Number(g.getAttribute("data-index"))];
+    if (edge?.kind === "sequential" && edge.source && edge.target) return { edge, g };
+  }
+  return null;
 }
 
 function onPointerDown(ev: PointerEvent): void {
@@ -89,6 +104,8 @@ function onPointerMove(ev: PointerEvent): void {
     if (drag.moved) {
       drag.g.setAttribute("transform", `translate(${drag.orig.x + dx},${drag.orig.y + dy})`);
       stage().layers.overlay.replaceChildren();
+      clearDropTargets();
+      spliceWire(drag.node, ev.clientX, ev.clientY)?.g.classList.add("splice-target");
     }
   } else if (drag.kind === "wire") {
     drag.line.setAttribute("d", rubberBand(drag.start, toScene(ev.clientX, ev.clientY)));
@@ -114,6 +131,14 @@ function onPointerUp(ev: PointerEvent): void {
     }
     const after = dropAt(d.orig, d.start, toScene(ev.clientX, ev.clientY));
     setUserView(state, true); // the user is arranging: the view stays where it is
+    const onto = spliceWire(d.node, ev.clientX, ev.clientY);
+    clearDropTargets();
+    if (onto) {
+      // dropped on a wire: the node goes on that edge, placed where it was dropped
+      const { source, target } = onto.edge;
+      void perform({ op: "splice_node", args: { node: d.node, source, target }, layout: { [d.node]: after } });
+      return;
+    }
     void moveNode(d.node, d.orig, after, true);
   } else if (d.kind === "wire") {
     d.line.remove();

@@ -28,6 +28,8 @@ __all__ = [
     "remove_node",
     "rename_node",
     "set_ports",
+    "splice_node",
+    "unsplice_node",
 ]
 
 
@@ -257,6 +259,39 @@ def add_fanout(ir: GraphIR, source: str, path: str) -> GraphIR:
     _no_other_successors(ir, source, "a fan-out")
     new = ir.copy()
     new.edges.append(EdgeIR(source, None, "dynamic", path=path, branch="conditional"))
+    return new
+
+
+def _plain_edge(ir: GraphIR, source: str, target: str) -> int:
+    for i, edge in enumerate(ir.edges):
+        if edge.kind == "sequential" and (edge.source, edge.target) == (source, target):
+            return i
+    msg = f"graph {ir.name!r} has no plain edge {source!r} → {target!r}."
+    raise IRError(msg)
+
+
+def splice_node(ir: GraphIR, node: str, source: str, target: str) -> GraphIR:
+    """Put ``node`` on the plain edge ``source`` → ``target`` (a node dropped on a wire): the
+    edge becomes ``source`` → ``node`` → ``target``, written where the edge was."""
+    _known(ir, node, pseudo=False)
+    if node in (source, target):
+        msg = f"{node!r} is an end of the edge {source!r} → {target!r}; drop it on another wire."
+        raise IRError(msg)
+    index = _plain_edge(ir, source, target)
+    new = ir.copy()
+    new.edges[index : index + 1] = [EdgeIR(source, node), EdgeIR(node, target)]
+    return new
+
+
+def unsplice_node(ir: GraphIR, node: str, source: str, target: str) -> GraphIR:
+    """Take ``node`` back off the path ``source`` → ``node`` → ``target``: the two edges
+    become ``source`` → ``target`` again (the inverse of :func:`splice_node`)."""
+    first = _plain_edge(ir, source, node)
+    second = _plain_edge(ir, node, target)
+    new = ir.copy()
+    at = min(first, second)
+    new.edges = [e for i, e in enumerate(new.edges) if i not in (first, second)]
+    new.edges.insert(at, EdgeIR(source, target))
     return new
 
 

@@ -423,6 +423,45 @@ def _add_fanout(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult
     return EditResult(new, {"op": "remove_edge", "args": {"source": src, "target": None}})
 
 
+def _splice_args(args: Mapping[str, Any], op: str, ir: GraphIR) -> tuple[str, str, str]:
+    node = _str(args, "node", op)
+    src = _str(args, "source", op)
+    dst = _str(args, "target", op)
+    _check_known(ir, node, f"{op} node")
+    for name, role in ((src, "edge source"), (dst, "edge target")):
+        _check_known(ir, name, role)
+    return node, src, dst
+
+
+def _splice_node(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
+    del source
+    node, src, dst = _splice_args(args, "splice_node", ir)
+    for edge in ir.edges:
+        if edge.source == node and edge.kind in ("conditional", "dynamic"):
+            msg = (
+                f"{node!r} routes through `{edge.path}`, so it cannot also go on to {dst!r} by "
+                "a plain edge; drop a node without routes on the wire."
+            )
+            raise EditRejected(msg)
+        if edge.kind == "sequential" and (edge.source, edge.target) in ((src, node), (node, dst)):
+            msg = f"{edge.source!r} → {edge.target!r} is wired already; nothing to splice."
+            raise EditRejected(msg)
+    new = edits.splice_node(ir, node, src, dst)
+    inverse = {"op": "unsplice_node", "args": {"node": node, "source": src, "target": dst}}
+    return EditResult(new, inverse)
+
+
+def _unsplice_node(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
+    del source
+    node, src, dst = _splice_args(args, "unsplice_node", ir)
+    if any(e.kind == "sequential" and (e.source, e.target) == (src, dst) for e in ir.edges):
+        msg = f"the graph already has the edge {src!r} → {dst!r}."
+        raise EditRejected(msg)
+    new = edits.unsplice_node(ir, node, src, dst)
+    inverse = {"op": "splice_node", "args": {"node": node, "source": src, "target": dst}}
+    return EditResult(new, inverse)
+
+
 def _edge_text(edge: EdgeIR) -> str:
     if edge.kind == "join":
         return f"{edge.sources!r} → {edge.target} (a join: pass join: true)"
@@ -491,6 +530,8 @@ OPS: dict[str, Callable[[GraphIR, Mapping[str, Any], str], EditResult]] = {
     "relabel_route": _relabel_route,
     "add_loop": _add_loop,
     "add_fanout": _add_fanout,
+    "splice_node": _splice_node,
+    "unsplice_node": _unsplice_node,
     "remove_edge": _remove_edge,
     "rename_node": _rename_node,
     "add_port": _add_port,
