@@ -1984,3 +1984,35 @@ def test_a_fresh_node_dropped_on_a_wire_is_spliced_into_it(studio: Studio) -> No
         page.wait_for_function("!document.body.classList.contains('busy')")
         page.wait_for_timeout(150)
     assert studio.text == start
+
+
+# -- #41 item 11: open in editor ----------------------------------------------------------------
+
+
+def test_open_a_node_in_the_editor(
+    studio: Studio, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The node panel's *open in editor* starts ``$EDITOR`` on the node's class line (the
+    server's in-process here, so the environment is the test's); the ``vscode://`` link
+    beside it points at the same place."""
+    out = tmp_path / "editor-args.txt"
+    script = tmp_path / "fake-editor"
+    script.write_text(
+        f"#!{sys.executable}\nimport sys, pathlib\n"
+        f"pathlib.Path({str(out)!r}).write_text('\\n'.join(sys.argv[1:]))\n",
+        encoding="utf-8",
+    )
+    script.chmod(0o755)
+    monkeypatch.delenv("VISUAL", raising=False)
+    monkeypatch.setenv("EDITOR", str(script))
+    page = studio.page
+    line = next(n.line for n in studio.ir().nodes if n.name == "Billing")
+    page.mouse.click(*studio.center("Billing"))
+    link = page.locator("#editor-link")
+    expect(link).to_have_attribute("href", f"vscode://file/{studio.path}:{line}")
+    page.click("#open-editor")
+    expect(page.locator("#toast")).to_contain_text(f"line {line}")
+    deadline = time.monotonic() + 5
+    while not out.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert out.read_text(encoding="utf-8").splitlines() == [f"+{line}", str(studio.path)]

@@ -1,6 +1,7 @@
 // The inspector: the side panel for the selected node (rename, ports, delete, its last traced
 // spans) or the selected wire (what it is, delete). Opening or closing it resizes the stage.
 import { deleteEdgeLabel, edgeHint, edgeTitle } from "./captions";
+import * as api from "./api";
 import { byId, h } from "./dom";
 import { formatCost, formatMs } from "./draw";
 import { isPortName, removeEdgeOp } from "./edit-ops";
@@ -58,6 +59,7 @@ function nodePanel(node: NodeIR): HTMLElement[] {
   const out: HTMLElement[] = [
     h("h3", {}, node.name),
     h("p", { className: "hint" }, `class ${node.cls}${node.line ? ` · line ${node.line}` : ""}`),
+    editorRow(node),
   ];
   if (node.has_hole) out.push(h("p", { className: "hole-msg" }, h("b", {}, "needs code: "), node.hole ?? "(no description)"));
   if (node.subgraph) {
@@ -76,6 +78,23 @@ function nodePanel(node: NodeIR): HTMLElement[] {
   const spans = spansTable(node);
   if (spans) out.push(...spans);
   return out;
+}
+
+/** Open the node's class in an editor: the server's $EDITOR, or a vscode:// link. */
+function editorRow(node: NodeIR): HTMLElement {
+  const line = node.line ?? 1;
+  const open = h("button", {
+    id: "open-editor",
+    title: "open the class in the editor the Studio was started with ($VISUAL or $EDITOR)",
+    onclick: () => {
+      api.openNode(node.name, state.graphName).then(
+        (r) => toast(`Opened ${node.cls} (line ${r.line}) in your editor.`, "info", 3000),
+        (err) => toast((err as Error).message, "error", 9000),
+      );
+    },
+  }, "open in editor");
+  const link = h("a", { id: "editor-link", href: `vscode://file/${encodeURI(state.file)}:${line}`, title: `${state.file}:${line}` }, "vscode://");
+  return h("div", { className: "row editor-row" }, open, link);
 }
 
 function renameRow(node: NodeIR): HTMLElement {
