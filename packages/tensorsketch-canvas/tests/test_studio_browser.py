@@ -2016,3 +2016,44 @@ def test_open_a_node_in_the_editor(
     while not out.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert out.read_text(encoding="utf-8").splitlines() == [f"+{line}", str(studio.path)]
+
+
+# -- #41 item 11: multi-select and move -------------------------------------------------------
+
+
+def test_shift_click_gathers_nodes_that_move_together(studio: Studio) -> None:
+    """Shift+click gathers nodes; dragging one moves them all by the same amount (the sidecar
+    only), as one step that undo takes back whole."""
+    page = studio.page
+    text = studio.text
+    page.mouse.click(*studio.center("Billing"))
+    page.keyboard.down("Shift")
+    page.mouse.click(*studio.center("Tech"))
+    page.mouse.click(*studio.center("Fallback"))
+    page.mouse.click(*studio.center("Classify"))
+    page.mouse.click(*studio.center("Classify"))  # a second Shift+click takes it out again
+    page.keyboard.up("Shift")
+    expect(page.locator("#inspector h3")).to_have_text("3 nodes")
+    expect(page.locator("#boxes g.box.selected")).to_have_count(3)
+    before = {n: studio.center(n) for n in ("Billing", "Tech", "Fallback", "Classify")}
+    boxes = page.evaluate(
+        "Object.fromEntries([...window.__studio.state.scene.boxes].map(([k, b]) => [k, [b.x, b.y]]))"
+    )
+    tech = before["Tech"]
+    paints = studio.paints()
+    studio.drag(tech, (tech[0] + 40, tech[1] + 110))
+    studio.wait_paint_after(paints)
+    side = studio.sidecar()
+    assert set(side) == {"Billing", "Tech", "Fallback"}
+    deltas = {(round(side[n]["x"] - boxes[n][0]), round(side[n]["y"] - boxes[n][1])) for n in side}
+    assert len(deltas) == 1 and deltas != {(0, 0)}, deltas
+    assert studio.center("Classify") == pytest.approx(before["Classify"], abs=0.5)
+    assert studio.text == text
+    page.mouse.click(5, 790)
+    expect(page.locator("#boxes g.box.selected")).to_have_count(0)
+    paints = studio.paints()
+    page.keyboard.press("Control+z")
+    studio.wait_paint_after(paints)
+    assert studio.sidecar() == {}, "undo unpins all three (none was pinned before)"
+    for name in ("Billing", "Tech", "Fallback"):
+        assert studio.center(name) == pytest.approx(before[name], abs=0.5)

@@ -60,6 +60,9 @@ export async function undo(): Promise<void> {
   if (e.kind === "move") {
     await moveNode(e.node, e.after, e.before, false);
     store.undone(state, e, null);
+  } else if (e.kind === "moves") {
+    await placeNodes(Object.fromEntries(e.moves.map((m) => [m.node, m.before])));
+    store.undone(state, e, null);
   } else {
     const r = await send(e.undo);
     if (!r.ok) store.restoreUndo(state, e);
@@ -73,6 +76,9 @@ export async function redo(): Promise<void> {
   if (!e) return;
   if (e.kind === "move") {
     await moveNode(e.node, e.before, e.after, false);
+    store.redone(state, e, null);
+  } else if (e.kind === "moves") {
+    await placeNodes(Object.fromEntries(e.moves.map((m) => [m.node, m.after])));
     store.redone(state, e, null);
   } else {
     const r = await send(e.redo);
@@ -132,6 +138,27 @@ export async function moveNode(node: string, before: XY | null, after: XY | null
   }
   if (record && after) store.recordMove(state, node, pinned ? before : null, after);
   paint();
+  renderToolbar();
+}
+
+/** Save several nodes' positions in one request (null unpins a node). */
+async function placeNodes(positions: Record<string, XY | null>): Promise<boolean> {
+  try {
+    const res = await api.saveLayout(positions);
+    store.setLayout(state, res.layout);
+    return true;
+  } catch (err) {
+    toast(`Could not save the positions: ${(err as Error).message}`, "error");
+    return false;
+  } finally {
+    paint();
+    renderToolbar();
+  }
+}
+
+/** Move the nodes of a group together (one step to undo). */
+export async function moveNodes(moves: store.Move[]): Promise<void> {
+  if (await placeNodes(Object.fromEntries(moves.map((m) => [m.node, m.after])))) store.recordMoves(state, moves);
   renderToolbar();
 }
 

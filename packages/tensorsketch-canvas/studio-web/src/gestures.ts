@@ -4,11 +4,11 @@ import * as debug from "./debug/index";
 import { byId } from "./dom";
 import { el } from "./draw";
 import { canDeleteEdge, removeEdgeOp } from "./edit-ops";
-import { moveNode, perform, redo, undo, wire } from "./edits";
+import { moveNode, moveNodes, perform, redo, undo, wire } from "./edits";
 import { holesOpen, showHoles } from "./holes-list";
 import type { Box } from "./layout";
 import { minimapToScene } from "./minimap";
-import { selectNode, selectWire } from "./selection";
+import { selectNode, selectWire, toggleInGroup } from "./selection";
 import { openSubgraph } from "./subgraphs";
 import { applyView, currentSize, fit, moveView, stage, toScene, zoomAt } from "./stage";
 import * as store from "./store";
@@ -19,10 +19,29 @@ import { centredAt, dropAt, rubberBand } from "./view";
 
 type Drag =
   | { kind: "pan"; x: number; y: number; vx: number; vy: number; moved: boolean }
-  | { kind: "move"; node: string; start: XY; orig: XY; moved: boolean; g: SVGGElement }
+  | { kind: "move"; node: string; start: XY; orig: XY; moved: boolean; g: SVGGElement; others: Member[] }
   | { kind: "wire"; from: string; start: XY; line: SVGPathElement };
 
+/** Another node of the group a dragged node belongs to: it moves along. */
+interface Member {
+  node: string;
+  orig: XY;
+  g: SVGGElement;
+}
+
 let drag: Drag | null = null;
+
+/** The other nodes that move with ``node``: the rest of its group (two or more nodes). */
+function groupOf(node: string): Member[] {
+  if (state.group.length < 2 || !state.group.includes(node)) return [];
+  const out: Member[] = [];
+  for (const name of state.group) {
+    const box = state.scene?.boxes.get(name);
+    const g = document.querySelector(`#boxes g.box[data-id="${CSS.escape(name)}"]`) as SVGGElement | null;
+    if (name !== node && box && g) out.push({ node: name, orig: { x: box.x, y: box.y }, g });
+  }
+  return out;
+}
 
 /** The box an event target belongs to (null: the background, a wire, a panel). */
 function boxAt(target: EventTarget | null): Box | null {
@@ -66,7 +85,7 @@ function onPointerDown(ev: PointerEvent): void {
     drag = { kind: "wire", from: box.id, start: s, line };
   } else if (box && box.kind === "node") {
     const g = target.closest("g.box") as SVGGElement;
-    drag = { kind: "move", node: box.id, start: toScene(ev.clientX, ev.clientY), orig: { x: box.x, y: box.y }, moved: false, g };
+    drag = { kind: "move", node: box.id, start: toScene(ev.clientX, ev.clientY), orig: { x: box.x, y: box.y }, moved: false, g, others: groupOf(box.id) };
   } else if (target.closest("g.wire, g.wire-label")) {
     const idx = Number(target.closest("[data-index]")?.getAttribute("data-index"));
     selectWire(idx, true); // a double-click disarms it again (onDoubleClick)
@@ -103,9 +122,10 @@ function onPointerMove(ev: PointerEvent): void {
     if (Math.abs(dx) + Math.abs(dy) > 3 && !state.readOnly) drag.moved = true;
     if (drag.moved) {
       drag.g.setAttribute("transform", `translate(${drag.orig.x + dx},${drag.orig.y + dy})`);
+      for (const m of drag.others) m.g.setAttribute("transform", `translate(${m.orig.x + dx},${m.orig.y + dy})`);
       stage().layers.overlay.replaceChildren();
       clearDropTargets();
-      spliceWire(drag.node, ev.clientX, ev.clientY)?.g.classList.add("splice-target");
+      if (!drag.others.length) spliceWire(drag.node, ev.clientX, ev.clientY)?.g.classList.add("splice-target");
     }
   } else if (drag.kind === "wire") {
     drag.line.setAttribute("d", rubberBand(drag.start, toScene(ev.clientX, ev.clientY)));
@@ -126,11 +146,19 @@ function onPointerUp(ev: PointerEvent): void {
     }
   } else if (d.kind === "move") {
     if (!d.moved) {
-      if (!debug.onNodeClick(d.node)) selectNode(d.node);
+      if (ev.shiftKey) toggleInGroup(d.node); // gather nodes to move together
+      else if (!debug.onNodeClick(d.node)) selectNode(d.node);
       return;
     }
-    const after = dropAt(d.orig, d.start, toScene(ev.clientX, ev.clientY));
+    const end = toScene(ev.clientX, ev.clientY);
+    const after = dropAt(d.orig, d.start, end);
     setUserView(state, true); // the user is arranging: the view stays where it is
+    if (d.others.length) {
+      const pinned = (n: string) => Object.prototype.hasOwnProperty.call(state.layout, n);
+      const moves = [{ node: d.node, orig: d.orig }, ...d.others].map((m) => ({ node: m.node, before: pinned(m.node) ? m.orig : null, after: dropAt(m.orig, d.start, end) }));
+      void moveNodes(moves);
+      return;
+    }
     const onto = spliceWire(d.node, ev.clientX, ev.clientY);
     clearDropTargets();
     if (onto) {

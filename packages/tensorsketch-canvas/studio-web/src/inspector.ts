@@ -37,6 +37,14 @@ function renderBody(): void {
     box.append(...wirePanel(e));
     return;
   }
+  if (state.group.length >= 2) {
+    box.hidden = false;
+    box.append(
+      h("h3", {}, `${state.group.length} nodes`),
+      h("p", { className: "hint", id: "group-hint" }, `${state.group.join(", ")} — drag one of them to move them together; Shift+click adds or removes a node, a click elsewhere lets go.`),
+    );
+    return;
+  }
   const node = g?.nodes.find((n) => n.name === state.selectedNode);
   if (!node) {
     box.hidden = true;

@@ -42,7 +42,7 @@ export function paint(): void {
   for (const box of scene.boxes.values()) {
     const g = drawBox(svg, box, state.readOnly);
     drawBadges(box, g);
-    if (box.id === state.selectedNode) g.classList.add("selected");
+    if (box.id === state.selectedNode || state.group.includes(box.id)) g.classList.add("selected");
     boxFrag.appendChild(g);
   }
   layers.wires.appendChild(wireFrag);

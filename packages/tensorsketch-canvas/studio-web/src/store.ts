@@ -16,7 +16,15 @@ export interface View {
 /** One step of the undo history: an edit with its inverse, or a node's move. */
 export type HistoryEntry =
   | { readonly kind: "edit"; readonly redo: EditOp; readonly undo: EditOp; readonly label: string }
-  | { readonly kind: "move"; readonly node: string; readonly before: XY | null; readonly after: XY; readonly label: string };
+  | { readonly kind: "move"; readonly node: string; readonly before: XY | null; readonly after: XY; readonly label: string }
+  | { readonly kind: "moves"; readonly moves: readonly Move[]; readonly label: string };
+
+/** One node's move in a group's: ``before`` null, it was not pinned. */
+export interface Move {
+  readonly node: string;
+  readonly before: XY | null;
+  readonly after: XY;
+}
 
 export interface StudioState {
   file: string;
@@ -38,6 +46,8 @@ export interface StudioState {
    * has not typed since (typing means they think a field has the focus). */
   wireArmed: boolean;
   selectedNode: string | null;
+  /** the nodes Shift+click gathered (two or more move together; empty: none) */
+  group: readonly string[];
   /** the graphs opened on the way to this one through subgraph nodes, outermost first (the
    * breadcrumb back); empty when the graph was picked directly */
   trail: readonly string[];
@@ -78,6 +88,7 @@ export function createState(): StudioState {
     fitted: false,
     selectedWire: null,
     wireArmed: false,
+    group: [],
     selectedNode: null,
     trail: [],
     direction: "LR",
@@ -163,6 +174,7 @@ export function showScene(s: StudioState, scene: Scene | null): void {
   s.scene = scene;
   if (!scene) return;
   if (s.selectedNode && !scene.boxes.has(s.selectedNode)) s.selectedNode = null;
+  s.group = s.group.filter((n) => scene.boxes.has(n));
   if (s.selectedWire !== null && !scene.wires.some((w) => w.index === s.selectedWire)) s.selectedWire = null;
 }
 
@@ -173,6 +185,21 @@ export function selectNode(s: StudioState, name: string | null): void {
     s.selectedWire = null;
     s.wireArmed = false;
   }
+}
+
+/** Shift+click: add ``name`` to the group, or take it out (the node selected before joins
+ * the group with the first one added). */
+export function toggleGroup(s: StudioState, name: string): void {
+  const base = s.group.length ? s.group : s.selectedNode && s.selectedNode !== name ? [s.selectedNode] : [];
+  s.group = base.includes(name) ? base.filter((n) => n !== name) : [...base, name];
+  s.selectedNode = s.group.length === 1 ? s.group[0] : null;
+  s.selectedWire = null;
+  s.wireArmed = false;
+}
+
+/** Forget the group (a plain click, Escape, the background). */
+export function clearGroup(s: StudioState): void {
+  s.group = [];
 }
 
 /** Select the wire of ``graph.edges[index]`` (null: none). Returns whether it changed.
@@ -248,6 +275,12 @@ function bare(op: EditOp): EditOp {
 /** ``op`` carrying the answer's ``exact`` (none: just the op). */
 function withExact(op: EditOp, exact: unknown): EditOp {
   return exact === undefined || exact === null ? bare(op) : { ...bare(op), exact };
+}
+
+/** Several nodes moved together: one step to undo. */
+export function recordMoves(s: StudioState, moves: readonly Move[]): void {
+  s.undo = [...s.undo, { kind: "moves", moves, label: `move ${moves.length} nodes` }];
+  s.redo = [];
 }
 
 /** A node moved from ``before`` (null: it was not pinned, the automatic layout placed it). */
