@@ -2057,3 +2057,36 @@ def test_shift_click_gathers_nodes_that_move_together(studio: Studio) -> None:
     assert studio.sidecar() == {}, "undo unpins all three (none was pinned before)"
     for name in ("Billing", "Tech", "Fallback"):
         assert studio.center(name) == pytest.approx(before[name], abs=0.5)
+
+
+# -- #41 item 11: the palette -------------------------------------------------------------------
+
+
+def test_the_palette_places_a_class_of_the_file(studio: Studio) -> None:
+    """*+ node* lists the file's node classes under a search; picking one places a node of
+    that class (named after it, numbered while taken), unwired, with its ports; undo gives
+    the file back."""
+    page = studio.page
+    start = studio.text
+    page.click("#add-node")
+    items = page.locator("#palette-list .palette-item")
+    expect(items).to_have_count(4)  # Classify, Billing, Tech, Fallback (Support is the state)
+    page.fill("#palette-search", "tec")
+    expect(items).to_have_count(1)
+    expect(items.first).to_contain_text("Tech")
+    before = studio.paints()
+    page.press("#palette-search", "Enter")
+    studio.wait_paint_after(before)
+    expect(page.locator("#node-dialog")).to_be_hidden()
+    expect(studio.box("Tech2")).to_be_visible()
+    assert '.add(Tech, name="Tech2")' in studio.text
+    assert "class Tech2" not in studio.text
+    placed = next(n for n in studio.ir().nodes if n.name == "Tech2")
+    assert placed.cls == "Tech" and placed.inputs == [Port("query", "str")]
+    assert "Tech2" in studio.sidecar()  # where the user was looking
+    bodies_untouched(studio.text)
+    page.mouse.click(5, 790)
+    page.keyboard.press("Control+z")
+    page.wait_for_function("!document.body.classList.contains('busy')")
+    page.wait_for_timeout(200)
+    assert studio.text == start

@@ -319,3 +319,35 @@ def test_a_node_spliced_into_an_edge_is_written_in_place_and_undone_exactly(
         back = _undo(c, answer.json())
         assert back.status_code == 200, back.text
         assert path.read_text(encoding="utf-8") == text
+
+
+#: Where placing a second Check (from the palette) writes it, per style.
+PLACED = {
+    "fluent": ['    .add(Check, name="Check2")'],
+    "statement": ['g.add(Check, name="Check2")'],
+    "rshift": ['g.add(Check, name="Check2")', 'check2 = g["Check2"]'],
+}
+
+
+def test_a_class_of_the_file_is_placed_from_the_palette(
+    client: tuple[str, TestClient, Path],
+) -> None:
+    style, c, path = client
+    start = path.read_text(encoding="utf-8")
+    classes = c.get("/api/graph").json()["classes"]
+    assert [k["name"] for k in classes] == ["Parse", "Answer", "Check"]
+    assert classes[2]["inputs"] == [{"name": "answer", "type": "str"}]
+    r = _send(c, "place_node", cls="Check", name="Check2")
+    assert r.status_code == 200, r.text
+    after = path.read_text(encoding="utf-8")
+    assert _new_lines(start, after) == PLACED[style]
+    placed = next(n for n in extract(after).nodes if n.name == "Check2")
+    assert (placed.cls, [p.name for p in placed.inputs]) == ("Check", ["answer"])
+    assert "class Check2" not in after, "a class with code is placed as it is, no stub"
+    bad = _send(c, "place_node", cls="Chek")
+    assert bad.status_code == 422 and "did you mean 'Check'" in bad.json()["error"]
+    taken = _send(c, "place_node", cls="Check", name="Check2")
+    assert taken.status_code == 422 and "already has a node named 'Check2'" in taken.json()["error"]
+    back = _undo(c, r.json())
+    assert back.status_code == 200, back.text
+    assert path.read_text(encoding="utf-8") == start

@@ -16,6 +16,7 @@ export function describeEdit(op: EditOp): string {
     case "relabel_route": return `relabel ${displayName(a.source)}'s route ${a.label} → ${a.new}`;
     case "add_loop": return `loop ${a.node} until ${a.until}`;
     case "add_fanout": return `fan out from ${displayName(a.source)} via ${a.path}`;
+    case "place_node": return `place ${a.name} (${a.cls})`;
     case "splice_node": return `put ${a.node} on ${displayName(a.source)} → ${displayName(a.target)}`;
     case "unsplice_node": return `take ${a.node} off ${displayName(a.source)} → ${displayName(a.target)}`;
     case "rename_node": return `rename ${a.old} → ${a.new}`;

@@ -4,7 +4,7 @@
 // test start from a fresh `createState()`.
 import { describeEdit } from "./edit-ops";
 import type { Direction, Scene } from "./layout";
-import type { EditOp, EditResponse, GraphIR, GraphResponse, HoleRef, RunSummary, RunTrace, XY } from "./types";
+import type { EditOp, EditResponse, GraphIR, GraphResponse, HoleRef, NodeClassInfo, RunSummary, RunTrace, XY } from "./types";
 
 /** The pan and zoom: the scene point (0, 0) is at screen (x, y), at scale k. */
 export interface View {
@@ -53,6 +53,8 @@ export interface StudioState {
   trail: readonly string[];
   /** which way the ranks run (the toolbar's ↧/→ button; kept in the browser) */
   direction: Direction;
+  /** the file's Node classes (GraphResponse.classes): the palette */
+  classes: readonly NodeClassInfo[];
   /** the file's top-level functions (GraphResponse.functions) */
   functions: readonly string[];
   undo: readonly HistoryEntry[];
@@ -92,6 +94,7 @@ export function createState(): StudioState {
     selectedNode: null,
     trail: [],
     direction: "LR",
+    classes: [],
     functions: [],
     undo: [],
     redo: [],
@@ -131,6 +134,7 @@ export function acceptGraph(s: StudioState, resp: GraphResponse): boolean {
   s.layout = resp.layout ?? {};
   s.version = resp.version;
   if (!resp.parse_error) s.functions = resp.functions ?? [];
+  if (!resp.parse_error) s.classes = resp.classes ?? [];
   if (resp.graph && !resp.parse_error) s.graph = resp.graph;
   else if (resp.graph && !s.graph) s.graph = resp.graph;
   s.readOnly = !!resp.parse_error || !!resp.stale;

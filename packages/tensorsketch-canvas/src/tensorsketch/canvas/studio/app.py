@@ -217,6 +217,7 @@ class Studio:
                 "layout": self.layout_for(nodes),
                 "style": _STYLE.get(ir.style, ir.style),
                 "functions": ops.module_functions(source.text),
+                "classes": ops.node_classes(source.text),
             }
             kept = {
                 "graph": view["graph"],

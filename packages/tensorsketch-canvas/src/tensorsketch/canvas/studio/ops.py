@@ -21,7 +21,10 @@ from typing import Any
 
 from tensorsketch.canvas import edits
 from tensorsketch.canvas._annotation import annotation_problem
-from tensorsketch.canvas.ir import END, START, EdgeIR, GraphIR, Port
+from tensorsketch.canvas._classes import find_node_classes
+from tensorsketch.canvas._source import parse_source
+from tensorsketch.canvas.exceptions import CanvasError
+from tensorsketch.canvas.ir import END, START, EdgeIR, GraphIR, NodeIR, Port
 from tensorsketch.canvas.studio import _restore, _stub_rename
 from tensorsketch.canvas.studio._errors import BadEdit, EditRejected
 
@@ -32,6 +35,7 @@ __all__ = [
     "EditResult",
     "apply_op",
     "module_functions",
+    "node_classes",
     "state_fields",
 ]
 
@@ -423,6 +427,59 @@ def _add_fanout(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult
     return EditResult(new, {"op": "remove_edge", "args": {"source": src, "target": None}})
 
 
+def node_classes(source: str) -> list[dict[str, Any]]:
+    """The ``Node`` classes ``source`` defines (read, never run), for the palette: each one's
+    name, line, ports and whether it still needs code."""
+    try:
+        classes = find_node_classes(parse_source(source))
+    except CanvasError:
+        return []
+    return [
+        {
+            "name": c.name,
+            "line": c.line,
+            "has_hole": c.has_hole,
+            "inputs": [p.to_dict() for p in c.inputs],
+            "outputs": [p.to_dict() for p in c.outputs],
+        }
+        for c in classes.values()
+    ]
+
+
+def _place_node(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
+    cls = _str(args, "cls", "place_node")
+    name = args.get("name", cls)
+    if not isinstance(name, str) or not name.strip():
+        msg = "place_node: args.name must be a non-empty string (or left out: the class name)."
+        raise BadEdit(msg)
+    name = name.strip()
+    classes = find_node_classes(parse_source(source))
+    found = classes.get(cls)
+    if found is None:
+        close = difflib.get_close_matches(cls, list(classes), n=1, cutoff=0.6)
+        hint = f" — did you mean {close[0]!r}?" if close else ""
+        listed = ", ".join(classes) or "none"
+        msg = f"place_node: this file defines no Node class {cls!r}{hint} (its classes: {listed})."
+        raise EditRejected(msg)
+    if name in (START, END) or any(n.name == name for n in ir.nodes):
+        msg = f"graph {ir.name!r} already has a node named {name!r}; give the new one a name."
+        raise EditRejected(msg)
+    new = ir.copy()
+    new.nodes.append(
+        NodeIR(
+            name=name,
+            cls=cls,
+            inputs=[Port(p.name, p.type) for p in found.inputs],
+            outputs=[Port(p.name, p.type) for p in found.outputs],
+            has_hole=found.has_hole,
+            hole=found.hole,
+            line=found.line,
+        )
+    )
+    new.added.append(name)
+    return EditResult(new, {"op": "remove_node", "args": {"name": name}})
+
+
 def _splice_args(args: Mapping[str, Any], op: str, ir: GraphIR) -> tuple[str, str, str]:
     node = _str(args, "node", op)
     src = _str(args, "source", op)
@@ -530,6 +587,7 @@ OPS: dict[str, Callable[[GraphIR, Mapping[str, Any], str], EditResult]] = {
     "relabel_route": _relabel_route,
     "add_loop": _add_loop,
     "add_fanout": _add_fanout,
+    "place_node": _place_node,
     "splice_node": _splice_node,
     "unsplice_node": _unsplice_node,
     "remove_edge": _remove_edge,
