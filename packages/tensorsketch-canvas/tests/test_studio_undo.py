@@ -145,6 +145,7 @@ def _gesture(data: st.DataObject, graph: dict[str, Any]) -> dict[str, Any]:
     kinds = ["add_node", "add_edge", "remove_edge", "rename_node", "remove_node"] if nodes else []
     if nodes:  # the wiring kinds drawn from a node's panel (#41 item 9)
         kinds += ["add_route", "add_loop", "add_fanout", "relabel_route", "splice_node"]
+    kinds.append("place_node")
     kinds.append("add_node")
     if holes:
         kinds += ["add_port", "remove_port"]
@@ -164,6 +165,10 @@ def _gesture(data: st.DataObject, graph: dict[str, Any]) -> dict[str, Any]:
                 "target": data.draw(st.sampled_from([*nodes, "__end__"])),
                 "label": data.draw(st.sampled_from(["done", "again", "other"])),
                 "path": "pick"}}  # fmt: skip
+    if kind == "place_node":
+        cls = data.draw(st.sampled_from(["Parse", "Answer", "Check"]))
+        return {"op": "place_node", "args": {"cls": cls,
+                "name": data.draw(st.sampled_from([cls, f"{cls}2", "Extra"]))}}  # fmt: skip
     if kind == "splice_node":
         plain = [e for e in graph["edges"] if e["kind"] == "sequential"]
         if not plain:
