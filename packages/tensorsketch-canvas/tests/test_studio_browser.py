@@ -2090,3 +2090,41 @@ def test_the_palette_places_a_class_of_the_file(studio: Studio) -> None:
     page.wait_for_function("!document.body.classList.contains('busy')")
     page.wait_for_timeout(200)
     assert studio.text == start
+
+
+# -- #41 item 12: collapse a group of nodes ---------------------------------------------------
+
+
+def test_a_group_of_nodes_collapses_into_one_box_and_expands(studio: Studio) -> None:
+    """Gathered nodes (Shift+click) collapse into one box — the wires into and out of the group
+    end on it — and its *expand* tag shows them again. Only the picture changes."""
+    page = studio.page
+    text = studio.text
+    page.mouse.click(*studio.center("Billing"))
+    page.keyboard.down("Shift")
+    page.mouse.click(*studio.center("Tech"))
+    page.mouse.click(*studio.center("Fallback"))
+    page.keyboard.up("Shift")
+    before = studio.paints()
+    page.click("#collapse-group")
+    studio.wait_paint_after(before)
+    group = page.locator('#boxes g.box.group[data-id="group:Billing+Tech+Fallback"]')
+    expect(group).to_have_count(1)
+    expect(group).to_contain_text("3 nodes")
+    for name in ("Billing", "Tech", "Fallback"):
+        expect(studio.box(name)).to_have_count(0)
+    # Classify's three routes end on the group; the group's three edges to END leave it
+    routes = page.locator('g.wire[data-source="Classify"]')
+    expect(routes).to_have_count(3)
+    ends = page.locator('g.wire[data-target="__end__"]')
+    expect(ends).to_have_count(3)
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(IMAGES / "studio-collapsed-group.png"))
+    assert studio.text == text and studio.sidecar() == {}
+    before = studio.paints()
+    group.locator(".group-expand").click()
+    studio.wait_paint_after(before)
+    expect(group).to_have_count(0)
+    for name in ("Billing", "Tech", "Fallback"):
+        expect(studio.box(name)).to_be_visible()
+    assert studio.text == text

@@ -87,6 +87,18 @@ export function drawBox(svg: SVGSVGElement, box: Box, readOnly: boolean): SVGGEl
     text(g, 14, box.h / 2 + 5, box.text?.[0] ?? "?", PORT_PX, { fill: COLORS.cond, class: "stub-label" });
     return g;
   }
+  if (box.kind === "group") {
+    // nodes collapsed into one box: two sheets, how many, their names, and a way back
+    el("rect", { class: "sheet", x: 7, y: 7, width: box.w, height: box.h, rx: 2, fill: COLORS.nodeFill, stroke: COLORS.ink, "stroke-width": 1.2 }, g);
+    g.appendChild(rs.rectangle(0, 0, box.w, box.h, { seed: sd, roughness: 1.1, stroke: COLORS.ink, strokeWidth: 1.7, fill: COLORS.nodeFill, fillStyle: "solid" }));
+    text(g, 14, 28, box.text?.[0] ?? "", NAME_PX, { class: "name" });
+    text(g, 14, 54, box.text?.[1] ?? "", PORT_PX, { fill: "#495057" });
+    const tg = el("g", { class: "group-expand", transform: `translate(${box.w - 80},-12)` }, g);
+    tg.appendChild(rs.rectangle(0, 0, 74, 20, { seed: sd + 4, roughness: 0.7, stroke: COLORS.out, fill: "#ffffff", fillStyle: "solid" }));
+    text(tg, 37, 15, "expand", 13, { "text-anchor": "middle", fill: COLORS.out });
+    el("title", {}, tg).textContent = `show ${(box.members ?? []).join(", ")} again`;
+    return g;
+  }
   if (box.kind === "custom") {
     g.appendChild(rs.rectangle(0, 0, box.w, box.h, { seed: sd, roughness: 1, stroke: COLORS.custom, fill: COLORS.customFill, fillStyle: "solid", strokeWidth: 1.4 }));
     text(g, 10, 19, "custom wiring", 14, { fill: COLORS.custom, class: "custom-tag" });

@@ -9,6 +9,7 @@ import { holesOpen, showHoles } from "./holes-list";
 import type { Box } from "./layout";
 import { minimapToScene } from "./minimap";
 import { selectNode, selectWire, toggleInGroup } from "./selection";
+import { paint } from "./paint";
 import { openSubgraph } from "./subgraphs";
 import { applyView, currentSize, fit, moveView, stage, toScene, zoomAt } from "./stage";
 import * as store from "./store";
@@ -77,6 +78,11 @@ function onPointerDown(ev: PointerEvent): void {
   const box = boxAt(target);
   if (box?.node && target.closest(".subgraph-open")) {
     void openSubgraph(box.node);
+    return;
+  }
+  if (box?.kind === "group" && target.closest(".group-expand")) {
+    store.setCollapsed(state, box.members ?? [], true);
+    paint();
     return;
   }
   if (box && target.classList.contains("handle") && !state.readOnly) {

@@ -9,7 +9,8 @@ import { perform } from "./edits";
 import { toast } from "./notices";
 import { selectNode } from "./selection";
 import { applyView } from "./stage";
-import { state } from "./store";
+import { setCollapsed, state } from "./store";
+import { paint } from "./paint";
 import type { EdgeIR, NodeIR } from "./types";
 import { canOpen, openSubgraph } from "./subgraphs";
 import { relabelRow, wiringSection } from "./wiring";
@@ -42,6 +43,7 @@ function renderBody(): void {
     box.append(
       h("h3", {}, `${state.group.length} nodes`),
       h("p", { className: "hint", id: "group-hint" }, `${state.group.join(", ")} — drag one of them to move them together; Shift+click adds or removes a node, a click elsewhere lets go.`),
+      h("button", { id: "collapse-group", onclick: () => collapseGroup([...state.group]) }, "collapse into one box"),
     );
     return;
   }
@@ -52,6 +54,13 @@ function renderBody(): void {
   }
   box.hidden = false;
   box.append(...nodePanel(node));
+}
+
+/** Draw the gathered nodes as one box (the view only; its *expand* tag shows them again). */
+function collapseGroup(members: string[]): void {
+  setCollapsed(state, members);
+  selectNode(null);
+  paint();
 }
 
 function wirePanel(e: EdgeIR): HTMLElement[] {

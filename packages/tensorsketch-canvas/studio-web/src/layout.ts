@@ -12,7 +12,7 @@ export const HEADER = 38;
 /** How far a loop's arc and its label rise above its node. */
 export const LOOP_ROOM = 84;
 
-export type BoxKind = "node" | "start" | "end" | "custom" | "stub";
+export type BoxKind = "node" | "start" | "end" | "custom" | "stub" | "group";
 
 export interface Box {
   id: string;
@@ -24,6 +24,12 @@ export interface Box {
   node?: NodeIR;
   text?: string[]; // custom: source lines; stub: label
   moved?: boolean; // position from the sidecar
+  members?: string[]; // group: the nodes collapsed into it
+}
+
+/** The box a collapsed group of nodes is drawn as. */
+export function groupId(members: readonly string[]): string {
+  return `group:${members.join("+")}`;
 }
 
 export interface Wire {
@@ -118,7 +124,7 @@ export function displayName(id: string): string {
   return id === START ? "START" : id === END ? "END" : id;
 }
 
-export function buildScene(graph: GraphIR, saved: Record<string, XY>, direction: Direction = "LR"): Scene {
+export function buildScene(graph: GraphIR, saved: Record<string, XY>, direction: Direction = "LR", groups: readonly (readonly string[])[] = []): Scene {
   const flip = direction === "TB";
   const boxes = new Map<string, Box>();
   const wires: Wire[] = [];
@@ -181,6 +187,8 @@ export function buildScene(graph: GraphIR, saved: Record<string, XY>, direction:
       style: edge.kind === "conditional" ? "conditional" : "solid",
     });
   });
+
+  collapse(boxes, wires, groups);
 
   const g = new dagre.graphlib.Graph({ multigraph: true });
   g.setGraph({ rankdir: "LR", nodesep: 36, ranksep: 110, edgesep: 20, marginx: 40, marginy: 60 });
@@ -245,6 +253,51 @@ export function buildScene(graph: GraphIR, saved: Record<string, XY>, direction:
     if (e && wire.label && e.x !== undefined && e.y !== undefined) wire.labelAt = { x: e.x, y: e.y };
   }
   return { boxes, wires, width: maxX + 40, height: maxY + 40, ...(wrapped ? { bands } : {}), ...(flip ? { flip } : {}) };
+}
+
+/**
+ * Collapse each group of two or more nodes into one box (a view choice, never written): the
+ * members' boxes go, one ``group`` box stands for them, wires in and out of the group end on
+ * it, and the wires between its members are not drawn.
+ */
+function collapse(boxes: Map<string, Box>, wires: Wire[], groups: readonly (readonly string[])[]): void {
+  const owner = new Map<string, string>();
+  for (const group of groups) {
+    const members = group.filter((n) => boxes.get(n)?.kind === "node" && !owner.has(n));
+    if (members.length < 2) continue;
+    const id = groupId(members);
+    const label = `${members.length} nodes`;
+    const list = members.length > 3 ? `${members.slice(0, 3).join(", ")}, …` : members.join(", ");
+    const w = Math.ceil(Math.max(180, textWidth(label, NAME_PX) + 40, textWidth(list, PORT_PX) + 28));
+    for (const n of members) {
+      owner.set(n, id);
+      boxes.delete(n);
+    }
+    boxes.set(id, { id, kind: "group", x: 0, y: 0, w, h: 74, members, text: [label, list] });
+  }
+  if (!owner.size) return;
+  const kept: Wire[] = [];
+  for (const wire of wires) {
+    const from = owner.get(wire.from) ?? wire.from;
+    const to = owner.get(wire.to) ?? wire.to;
+    if (from === to && (owner.has(wire.from) || owner.has(wire.to))) continue; // inside a group
+    kept.push({ ...wire, from, to });
+  }
+  // wires that now run side by side into (or out of) a group: one label says them all
+  const byEnds = new Map<string, Wire[]>();
+  for (const w of kept) {
+    if (!owner.has(w.from) && !owner.has(w.to) && !w.from.startsWith("group:") && !w.to.startsWith("group:")) continue;
+    const key = `${w.from}\u0000${w.to}`;
+    byEnds.set(key, [...(byEnds.get(key) ?? []), w]);
+  }
+  for (const same of byEnds.values()) {
+    const labels = [...new Set(same.map((w) => w.label).filter((l): l is string => !!l))];
+    if (same.length < 2 || labels.length < 2) continue;
+    const prefix = labels.every((l) => l.includes(": ") && l.split(": ")[0] === labels[0].split(": ")[0]) ? `${labels[0].split(": ")[0]}: ` : "";
+    same[0].label = prefix + labels.map((l) => l.slice(prefix.length)).join(" | ");
+    for (const w of same.slice(1)) w.label = null;
+  }
+  wires.splice(0, wires.length, ...kept);
 }
 
 /** The shape (width / height) a wrapped layout aims at: a laptop's window. */

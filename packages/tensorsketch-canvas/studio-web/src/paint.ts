@@ -24,7 +24,7 @@ export function paint(): void {
   }
   empty.hidden = true;
   const t0 = performance.now();
-  const scene = buildScene(state.graph, state.layout, state.direction);
+  const scene = buildScene(state.graph, state.layout, state.direction, state.collapsed);
   const t1 = performance.now();
   showScene(state, scene);
   const wireFrag = document.createDocumentFragment();

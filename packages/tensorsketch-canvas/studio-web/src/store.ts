@@ -46,6 +46,8 @@ export interface StudioState {
    * has not typed since (typing means they think a field has the focus). */
   wireArmed: boolean;
   selectedNode: string | null;
+  /** groups of nodes drawn collapsed into one box each (a view choice, for this page) */
+  collapsed: readonly (readonly string[])[];
   /** the nodes Shift+click gathered (two or more move together; empty: none) */
   group: readonly string[];
   /** the graphs opened on the way to this one through subgraph nodes, outermost first (the
@@ -90,6 +92,7 @@ export function createState(): StudioState {
     fitted: false,
     selectedWire: null,
     wireArmed: false,
+    collapsed: [],
     group: [],
     selectedNode: null,
     trail: [],
@@ -156,6 +159,8 @@ export function setLayout(s: StudioState, layout: Readonly<Record<string, XY>>):
 /** Open another graph of the same file: its history does not apply, and the view fits it. */
 export function switchGraph(s: StudioState, name: string, trail: readonly string[] = []): void {
   s.trail = trail;
+  s.collapsed = [];
+  s.group = [];
   s.graphName = name;
   s.undo = [];
   s.redo = [];
@@ -199,6 +204,12 @@ export function toggleGroup(s: StudioState, name: string): void {
   s.selectedNode = s.group.length === 1 ? s.group[0] : null;
   s.selectedWire = null;
   s.wireArmed = false;
+}
+
+/** Draw ``members`` as one box (``expand``: show them again). */
+export function setCollapsed(s: StudioState, members: readonly string[], expand = false): void {
+  const key = members.join("+");
+  s.collapsed = expand ? s.collapsed.filter((g) => g.join("+") !== key) : [...s.collapsed, [...members]];
 }
 
 /** Forget the group (a plain click, Escape, the background). */
