@@ -1307,6 +1307,11 @@ def test_undoing_a_whole_session_in_the_page_gives_the_file_back(studio: Studio)
     expect(page.locator("#inspector")).to_be_hidden()
     fallback = studio.center("Fallback")
     step(lambda: studio.drag(fallback, (fallback[0] - 60, fallback[1] + 90)))
+    # (the paint step() waited for can be the previous edit's reload, on a busy machine: the
+    # move's sidecar write may land a moment later)
+    deadline = time.monotonic() + 5
+    while "Fallback" not in studio.sidecar() and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert "Fallback" in studio.sidecar()
     changed = studio.path.read_bytes()
     assert changed != original
