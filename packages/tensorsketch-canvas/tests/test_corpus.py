@@ -39,6 +39,22 @@ def test_every_graph_round_trips(path: Path) -> None:
             again = extract(new, ir.name)
             edited.added = []
             assert again == edited
+            # and each kind of wiring drawn from the canvas (#41 item 9) round-trips too
+            probe = edits.add_node(ir, "CanvasProbe")
+            probe = edits.add_edge(probe, nodes[0], "CanvasProbe")
+            for wired in (
+                edits.add_route(
+                    edits.add_route(probe, "CanvasProbe", END, "done", "probe_route"),
+                    "CanvasProbe",
+                    nodes[0],
+                    "again",
+                ),
+                edits.add_loop(probe, "CanvasProbe", "probe_until"),
+                edits.add_fanout(probe, "CanvasProbe", "probe_fanout"),
+            ):
+                again = extract(reconstruct(source, wired), ir.name)
+                wired.added = []
+                assert again == wired
 
 
 def test_the_corpus_is_not_empty() -> None:

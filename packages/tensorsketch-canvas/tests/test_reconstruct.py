@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import textwrap
 
 import pytest
@@ -210,8 +211,39 @@ def test_rename_inherits_comments_of_the_lines_it_replaces() -> None:
         in new
     )
     new = roundtrip(OPERATOR, edits.rename_node(extract(OPERATOR), "Classify", "Triage"))
-    assert "START >> triage  # entry\n" in new
-    assert 'g.add(Classify, name="Triage")\ntriage = g["Triage"]\n' in new
+    # in the >> style the node keeps its handle, so every >> line stays as written
+    assert "START >> classify  # entry\n" in new
+    assert 'g.add(Classify, name="Triage")\nclassify = g["Triage"]\n' in new
+    assert wiring(new).count(">>") == wiring(OPERATOR).count(">>")
+
+
+@pytest.mark.parametrize("old", ["Parse", "Answer", "Check"])
+def test_a_rename_in_a_nodes_tuple_is_one_small_diff(old: str) -> None:
+    """#41: renaming a node of ``g.nodes(...)`` touched every ``>>`` line that used it (a new
+    handle) and re-chained them; now only its declaration changes, the other nodes stay in
+    ``nodes(...)`` calls, and renaming back gives the file back."""
+    source = (
+        "from tensorsketch import END, START, Graph\n"
+        "g = Graph(S)\n"
+        "parse, answer, check = g.nodes(Parse, Answer, Check)\n"
+        "START >> parse >> answer  # the main path\n"
+        "answer >> check >> END\n"
+        "app = g.compile()\n"
+    )
+    new = roundtrip(source, edits.rename_node(extract(source), old, "Reply"))
+    changed = [
+        line for line in difflib.ndiff(source.splitlines(), new.splitlines()) if line[:1] in "+-"
+    ]
+    var = old.lower()
+    removed = [line[2:] for line in changed if line[0] == "-"]
+    added = [line[2:] for line in changed if line[0] == "+"]
+    assert removed == ["parse, answer, check = g.nodes(Parse, Answer, Check)"]
+    assert f'g.add({old}, name="Reply")' in added and f'{var} = g["Reply"]' in added
+    assert len(added) <= 4 and all(">>" not in line for line in added)
+    others = [n for n in ("Parse", "Answer", "Check") if n != old]
+    assert any(".nodes(" in line and others[0] in line for line in added)
+    back = roundtrip(new, edits.rename_node(extract(new), "Reply", old))
+    assert extract(back) == extract(source)
 
 
 @pytest.mark.parametrize("style", sorted(SOURCES))

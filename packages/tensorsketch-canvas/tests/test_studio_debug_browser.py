@@ -1176,3 +1176,65 @@ def test_a_computed_route_is_drawn_from_the_checkpoint(opaque: Studio, browser: 
         expect(route).to_contain_text("route → Tech")
         assert page.locator('g.dbg-route.computed[data-to="Billing"]').count() == 0
         _shot(opaque, page, "computed-route")
+
+
+# -- #41: no debugger panel moves the view ----------------------------------------------------
+
+
+def _node_places(page: Page) -> dict[str, tuple[float, float]]:
+    """Each node box's centre on the screen."""
+    places = page.evaluate(
+        """() => Object.fromEntries([...document.querySelectorAll('#boxes g.box')].map((g) => {
+            const r = g.getBoundingClientRect();
+            return [g.dataset.id, [r.x + r.width / 2, r.y + r.height / 2]];
+        }))"""
+    )
+    return {name: (xy[0], xy[1]) for name, xy in places.items()}
+
+
+def _same_places(page: Page, before: dict[str, tuple[float, float]], when: str) -> None:
+    page.wait_for_timeout(100)  # a late re-fit (a resize observer, a frame) would show by now
+    now = _node_places(page)
+    assert now.keys() == before.keys()
+    for name, xy in before.items():
+        assert now[name] == pytest.approx(xy, abs=0.5), f"{when}: {name} moved"
+
+
+def test_opening_or_closing_a_debugger_panel_never_moves_the_view(
+    router: Studio, page: Page
+) -> None:
+    """Found in #41: the threads panel's toggle and the state panel re-fitted the view, so a
+    node the user was about to click moved away under the pointer. Now every node stays where
+    it is on the screen: the left panel covers part of the graph rather than shifting it."""
+    thread = "panels-stay"
+    _run(
+        router.url,
+        lambda b: router.app.invoke(
+            {"query": "I'd like a refund"}, thread_id=thread, backend=b, interrupt_before="Classify"
+        ),
+    )
+    page.wait_for_function("window.__studio.paints > 0")
+    start = _node_places(page)
+    page.click("#debug-toggle")
+    expect(page.locator("#dbg-panel")).to_be_hidden()
+    _same_places(page, start, "closing the threads panel")
+    page.click("#debug-toggle")
+    expect(page.locator("#dbg-panel")).to_be_visible()
+    _same_places(page, start, "opening the threads panel")
+    # the state panel: the checkpoint's marks (Classify, next) are in sight, so nothing pans
+    _open_thread(page, thread)
+    expect(page.locator("#dbg-state")).to_be_visible()
+    expect(page.locator('.dbg-mark.next[data-node="Classify"]')).to_have_count(1)
+    _same_places(page, start, "opening the state panel")
+    page.click("#dbg-state-close")
+    expect(page.locator("#dbg-state")).to_be_hidden()
+    _same_places(page, start, "closing the state panel")
+    # and a double-click on a node still lands on it: its rename field, no wire deleted
+    text = router.path.read_text(encoding="utf-8")
+    x, y = start["Tech"]
+    page.mouse.dblclick(x, y)
+    expect(page.locator("#rename-input")).to_be_focused()
+    expect(page.locator("#rename-input")).to_have_value("Tech")
+    _same_places(page, start, "opening the node panel")
+    page.keyboard.press("Escape")
+    assert router.path.read_text(encoding="utf-8") == text

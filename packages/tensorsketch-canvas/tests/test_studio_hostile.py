@@ -64,6 +64,7 @@ def nested(depth: int, *, arrays: bool) -> bytes:
 JSON_ENDPOINTS = [
     ("/api/edit", True),
     ("/api/layout", True),
+    ("/api/open", True),
     ("/api/trace", False),  # the span sink takes posts without the token
     ("/api/debug/threads/t-1/fork", True),
     ("/api/debug/threads/t-1/update", True),
@@ -225,6 +226,8 @@ async def test_origin_must_be_the_servers_own_scheme(
         "http://127.0.0.1",
     ):
         r = await client.post("/api/edit", json=body, headers={"Origin": origin})
+        assert r.status_code == 403, origin
+        r = await client.post("/api/open", json={"node": "Tech"}, headers={"Origin": origin})
         assert r.status_code == 403, origin
         r = await client.post(
             "/api/trace", json={"spans": []}, headers={"Origin": origin, "X-Studio-Token": TOKEN}

@@ -32,6 +32,18 @@ class S(Schema):
     answer: str = ""  # the reply
 
 
+def pick(state: S) -> str:
+    return "done" if state.answer else "again"
+
+
+def enough(state: S) -> bool:
+    return bool(state.answer)
+
+
+def fan(state: S) -> list[str]:
+    return ["Check"]
+
+
 class Parse(Node):
     class In(Schema):
         query: str
@@ -131,6 +143,9 @@ def _gesture(data: st.DataObject, graph: dict[str, Any]) -> dict[str, Any]:
     holes = [n for n in graph["nodes"] if n.get("has_hole")]
     # with every node deleted, only + node is left to do
     kinds = ["add_node", "add_edge", "remove_edge", "rename_node", "remove_node"] if nodes else []
+    if nodes:  # the wiring kinds drawn from a node's panel (#41 item 9)
+        kinds += ["add_route", "add_loop", "add_fanout", "relabel_route", "splice_node"]
+    kinds.append("place_node")
     kinds.append("add_node")
     if holes:
         kinds += ["add_port", "remove_port"]
@@ -144,12 +159,46 @@ def _gesture(data: st.DataObject, graph: dict[str, Any]) -> dict[str, Any]:
         source = data.draw(st.sampled_from(["__start__", *nodes]))
         target = data.draw(st.sampled_from([*nodes, "__end__"]))
         return {"op": "add_edge", "args": {"source": source, "target": target}}
-    if kind == "remove_edge":
+    if kind == "add_route":
+        source = data.draw(st.sampled_from(["__start__", *nodes]))
+        return {"op": "add_route", "args": {"source": source,
+                "target": data.draw(st.sampled_from([*nodes, "__end__"])),
+                "label": data.draw(st.sampled_from(["done", "again", "other"])),
+                "path": "pick"}}  # fmt: skip
+    if kind == "place_node":
+        cls = data.draw(st.sampled_from(["Parse", "Answer", "Check"]))
+        return {"op": "place_node", "args": {"cls": cls,
+                "name": data.draw(st.sampled_from([cls, f"{cls}2", "Extra"]))}}  # fmt: skip
+    if kind == "splice_node":
         plain = [e for e in graph["edges"] if e["kind"] == "sequential"]
         if not plain:
             return {"op": "add_edge", "args": {"source": "__start__", "target": nodes[0]}}
         edge = data.draw(st.sampled_from(plain))
-        return {"op": "remove_edge", "args": {"source": edge["source"], "target": edge["target"]}}
+        return {"op": "splice_node", "args": {"node": data.draw(st.sampled_from(nodes)),
+                "source": edge["source"], "target": edge["target"]}}  # fmt: skip
+    if kind == "add_loop":
+        return {"op": "add_loop", "args": {"node": data.draw(st.sampled_from(nodes)),
+                "until": "enough", "exit": data.draw(st.sampled_from([*nodes, "__end__"]))}}  # fmt: skip
+    if kind == "add_fanout":
+        source = data.draw(st.sampled_from(["__start__", *nodes]))
+        return {"op": "add_fanout", "args": {"source": source, "path": "fan"}}
+    if kind == "relabel_route":
+        routes = [e for e in graph["edges"] if e["kind"] == "conditional" and e["branch"] != "loop"]
+        if not routes:
+            return {"op": "add_route", "args": {"source": nodes[0], "target": "__end__",
+                    "label": "done", "path": "pick"}}  # fmt: skip
+        edge = data.draw(st.sampled_from(routes))
+        return {"op": "relabel_route", "args": {"source": edge["source"], "label": edge["label"],
+                "new": data.draw(st.sampled_from(["done", "again", "later"]))}}  # fmt: skip
+    if kind == "remove_edge":
+        plain = [e for e in graph["edges"] if e["kind"] != "custom" and e["kind"] != "join"]
+        if not plain:
+            return {"op": "add_edge", "args": {"source": "__start__", "target": nodes[0]}}
+        edge = data.draw(st.sampled_from(plain))
+        args = {"source": edge["source"], "target": edge["target"]}
+        if edge["kind"] == "conditional":
+            args["label"] = edge["label"]
+        return {"op": "remove_edge", "args": args}
     if kind == "rename_node":
         old = data.draw(st.sampled_from(nodes))
         return {

@@ -57,6 +57,11 @@ export function saveLayout(positions: Record<string, XY | null>): Promise<{ layo
   return call("POST", "/api/layout", { positions });
 }
 
+/** Open node ``node``'s class in the editor the server is configured with ($VISUAL/$EDITOR). */
+export function openNode(node: string, graph: string | null): Promise<{ opened: boolean; line: number }> {
+  return call("POST", "/api/open", { node, ...(graph ? { graph } : {}) });
+}
+
 export function traceRuns(): Promise<{ runs: RunSummary[] }> {
   return call("GET", "/api/trace");
 }

@@ -42,7 +42,7 @@ export function drawBadges(box: Box, g: SVGGElement): void {
   if (!node) return;
   const badges = nodeBadges(node);
   if (!badges.length) return;
-  let right = box.w - (node.has_hole ? 100 : 10);
+  let right = box.w - (node.has_hole ? 100 : node.subgraph ? 82 : 10);
   const row = el("g", { class: "node-badges" }, g);
   for (const b of badges) {
     const w = textWidth(b.text, PX, UI) + 12;

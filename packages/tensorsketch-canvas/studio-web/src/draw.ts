@@ -12,7 +12,9 @@ import {
   PORT_PX,
   portText,
   ROW,
+  layoutFrame,
   smooth,
+  turn,
   wirePoints,
   type Box,
   type Scene,
@@ -85,6 +87,18 @@ export function drawBox(svg: SVGSVGElement, box: Box, readOnly: boolean): SVGGEl
     text(g, 14, box.h / 2 + 5, box.text?.[0] ?? "?", PORT_PX, { fill: COLORS.cond, class: "stub-label" });
     return g;
   }
+  if (box.kind === "group") {
+    // nodes collapsed into one box: two sheets, how many, their names, and a way back
+    el("rect", { class: "sheet", x: 7, y: 7, width: box.w, height: box.h, rx: 2, fill: COLORS.nodeFill, stroke: COLORS.ink, "stroke-width": 1.2 }, g);
+    g.appendChild(rs.rectangle(0, 0, box.w, box.h, { seed: sd, roughness: 1.1, stroke: COLORS.ink, strokeWidth: 1.7, fill: COLORS.nodeFill, fillStyle: "solid" }));
+    text(g, 14, 28, box.text?.[0] ?? "", NAME_PX, { class: "name" });
+    text(g, 14, 54, box.text?.[1] ?? "", PORT_PX, { fill: "#495057" });
+    const tg = el("g", { class: "group-expand", transform: `translate(${box.w - 80},-12)` }, g);
+    tg.appendChild(rs.rectangle(0, 0, 74, 20, { seed: sd + 4, roughness: 0.7, stroke: COLORS.out, fill: "#ffffff", fillStyle: "solid" }));
+    text(tg, 37, 15, "expand", 13, { "text-anchor": "middle", fill: COLORS.out });
+    el("title", {}, tg).textContent = `show ${(box.members ?? []).join(", ")} again`;
+    return g;
+  }
   if (box.kind === "custom") {
     g.appendChild(rs.rectangle(0, 0, box.w, box.h, { seed: sd, roughness: 1, stroke: COLORS.custom, fill: COLORS.customFill, fillStyle: "solid", strokeWidth: 1.4 }));
     text(g, 10, 19, "custom wiring", 14, { fill: COLORS.custom, class: "custom-tag" });
@@ -98,6 +112,12 @@ export function drawBox(svg: SVGSVGElement, box: Box, readOnly: boolean): SVGGEl
   const node = box.node!;
   g.setAttribute("data-node", node.name);
   if (node.has_hole) g.classList.add("hole");
+  if (node.subgraph) {
+    // a graph inside: a second sheet behind the box, and a tag that opens it
+    g.classList.add("subgraph");
+    // (a plain rect, not a group: the box's own shape stays its first group)
+    el("rect", { class: "sheet", x: 6, y: 6, width: box.w, height: box.h, rx: 2, fill: COLORS.nodeFill, stroke: COLORS.ink, "stroke-width": 1.2 }, g);
+  }
   g.appendChild(
     rs.rectangle(0, 0, box.w, box.h, {
       seed: sd,
@@ -111,6 +131,12 @@ export function drawBox(svg: SVGSVGElement, box: Box, readOnly: boolean): SVGGEl
     }),
   );
   text(g, 14, 26, node.name, NAME_PX, { class: "name" });
+  if (node.subgraph) {
+    const tg = el("g", { class: "subgraph-open", "data-graph": node.subgraph, transform: `translate(${box.w - 72},-12)` }, g);
+    tg.appendChild(rs.rectangle(0, 0, 64, 20, { seed: sd + 4, roughness: 0.7, stroke: COLORS.out, fill: "#ffffff", fillStyle: "solid" }));
+    text(tg, 32, 15, "open ›", 13, { "text-anchor": "middle", fill: COLORS.out });
+    el("title", {}, tg).textContent = `open the graph ${node.subgraph} this node runs`;
+  }
   if (node.has_hole) {
     const tg = el("g", { class: "hole-tag", transform: `translate(${box.w - 92},-13)` }, g);
     tg.appendChild(rs.rectangle(0, 0, 88, 22, { seed: sd + 1, roughness: 0.8, stroke: COLORS.hole, fill: "#ffffff", fillStyle: "solid" }));
@@ -144,20 +170,25 @@ export interface WireGeom {
   dir: XY;
 }
 
+/** A wire's path, label place and arrow tip. A top-to-bottom scene's wires are routed in the
+ * left-to-right frame its layout ran in (``layoutFrame``) and turned back: they leave a box at
+ * its bottom and enter the next at its top, and a loop's arc is on its node's left. */
 export function wireGeom(scene: Scene, wire: Wire): WireGeom {
-  const a = scene.boxes.get(wire.from)!;
-  const b = scene.boxes.get(wire.to)!;
+  const frame = layoutFrame(scene);
+  const T = scene.flip ? turn : (p: XY) => p;
+  const a = frame.boxes.get(wire.from)!;
   if (wire.loop) {
     // an arc over the top of the node, leaving from the right and coming back in on the left
     const s = { x: a.x + a.w - 24, y: a.y };
     const t = { x: a.x + 24, y: a.y };
     const h = 70;
-    const path = `M ${s.x} ${s.y} C ${s.x + 30} ${s.y - h}, ${t.x - 30} ${t.y - h}, ${t.x} ${t.y}`;
-    return { path, label: { x: a.x + a.w / 2, y: a.y - h * 0.75 - 6 }, tip: t, dir: norm({ x: 30, y: h }) };
+    const [p0, c1, c2, p1] = [s, { x: s.x + 30, y: s.y - h }, { x: t.x - 30, y: t.y - h }, t].map(T);
+    const path = `M ${p0.x} ${p0.y} C ${c1.x} ${c1.y}, ${c2.x} ${c2.y}, ${p1.x} ${p1.y}`;
+    return { path, label: T({ x: a.x + a.w / 2, y: a.y - h * 0.75 - 6 }), tip: p1, dir: norm(T({ x: 30, y: h })) };
   }
-  const route = smooth(wirePoints(scene, wire));
+  const route = smooth(wirePoints(frame, wire), T);
   const { tip, from } = route.end;
-  const label = wire.label ? (wire.labelAt ? labelOn(route, wire.labelAt) : route.at(0.5)) : null;
+  const label = wire.label ? (wire.labelAt ? labelOn(route, T(wire.labelAt)) : route.at(0.5)) : null;
   return { path: route.d, label, tip, dir: norm({ x: tip.x - from.x, y: tip.y - from.y }) };
 }
 

@@ -2,7 +2,7 @@
 // repaints from the re-extracted graph it sends back, and keeps the inverse for undo.
 import * as api from "./api";
 import { ApiError } from "./api";
-import { describeEdit, wiringProblem } from "./edit-ops";
+import { describeEdit, mappedRoute, suggestLabel, wiringProblem } from "./edit-ops";
 import { toast } from "./notices";
 import { paint } from "./paint";
 import * as store from "./store";
@@ -60,6 +60,9 @@ export async function undo(): Promise<void> {
   if (e.kind === "move") {
     await moveNode(e.node, e.after, e.before, false);
     store.undone(state, e, null);
+  } else if (e.kind === "moves") {
+    await placeNodes(Object.fromEntries(e.moves.map((m) => [m.node, m.before])));
+    store.undone(state, e, null);
   } else {
     const r = await send(e.undo);
     if (!r.ok) store.restoreUndo(state, e);
@@ -73,6 +76,9 @@ export async function redo(): Promise<void> {
   if (!e) return;
   if (e.kind === "move") {
     await moveNode(e.node, e.before, e.after, false);
+    store.redone(state, e, null);
+  } else if (e.kind === "moves") {
+    await placeNodes(Object.fromEntries(e.moves.map((m) => [m.node, m.after])));
     store.redone(state, e, null);
   } else {
     const r = await send(e.redo);
@@ -89,7 +95,31 @@ export async function wire(source: string, target: string): Promise<void> {
     toast(problem, "error");
     return;
   }
+  const route = mappedRoute(state.graph, source);
+  if (route) {
+    // the node routes through a mapping: the wire is a new key of it, named by the user
+    const label = await askRouteLabel(source, target, route.path ?? "?", suggestLabel(state.graph, source, target));
+    if (label) await perform({ op: "add_route", args: { source, target, label } });
+    return;
+  }
   await perform({ op: "add_edge", args: { source, target } });
+}
+
+/** The route dialog: the label of a new route ``source → target`` (null: cancelled). */
+function askRouteLabel(source: string, target: string, path: string, suggested: string): Promise<string | null> {
+  const dialog = document.getElementById("route-dialog") as HTMLDialogElement;
+  const input = document.getElementById("route-label") as HTMLInputElement;
+  const show = (n: string) => (n === "__end__" ? "END" : n === "__start__" ? "START" : n);
+  (document.getElementById("route-hint") as HTMLElement).textContent =
+    `${show(source)} routes through ${path}: this wire goes to ${show(target)} when ${path} returns the label. The canvas adds the key to the mapping; it does not change ${path}.`;
+  input.value = suggested;
+  dialog.returnValue = "";
+  dialog.showModal();
+  input.focus();
+  input.select();
+  return new Promise((resolve) => {
+    dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok" && input.value.trim() ? input.value.trim() : null), { once: true });
+  });
 }
 
 /** Save ``node``'s position in the layout sidecar (``record``: as a step to undo). ``after``
@@ -108,6 +138,27 @@ export async function moveNode(node: string, before: XY | null, after: XY | null
   }
   if (record && after) store.recordMove(state, node, pinned ? before : null, after);
   paint();
+  renderToolbar();
+}
+
+/** Save several nodes' positions in one request (null unpins a node). */
+async function placeNodes(positions: Record<string, XY | null>): Promise<boolean> {
+  try {
+    const res = await api.saveLayout(positions);
+    store.setLayout(state, res.layout);
+    return true;
+  } catch (err) {
+    toast(`Could not save the positions: ${(err as Error).message}`, "error");
+    return false;
+  } finally {
+    paint();
+    renderToolbar();
+  }
+}
+
+/** Move the nodes of a group together (one step to undo). */
+export async function moveNodes(moves: store.Move[]): Promise<void> {
+  if (await placeNodes(Object.fromEntries(moves.map((m) => [m.node, m.after])))) store.recordMoves(state, moves);
   renderToolbar();
 }
 

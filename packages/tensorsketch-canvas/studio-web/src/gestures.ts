@@ -4,24 +4,45 @@ import * as debug from "./debug/index";
 import { byId } from "./dom";
 import { el } from "./draw";
 import { canDeleteEdge, removeEdgeOp } from "./edit-ops";
-import { moveNode, perform, redo, undo, wire } from "./edits";
+import { moveNode, moveNodes, perform, redo, undo, wire } from "./edits";
 import { holesOpen, showHoles } from "./holes-list";
 import type { Box } from "./layout";
 import { minimapToScene } from "./minimap";
-import { selectNode, selectWire } from "./selection";
+import { selectNode, selectWire, toggleInGroup } from "./selection";
+import { paint } from "./paint";
+import { openSubgraph } from "./subgraphs";
 import { applyView, currentSize, fit, moveView, stage, toScene, zoomAt } from "./stage";
 import * as store from "./store";
 import { setUserView, setView, state } from "./store";
 import { hideTooltip, hoverHole } from "./tooltip";
-import type { XY } from "./types";
+import type { EdgeIR, XY } from "./types";
 import { centredAt, dropAt, rubberBand } from "./view";
 
 type Drag =
   | { kind: "pan"; x: number; y: number; vx: number; vy: number; moved: boolean }
-  | { kind: "move"; node: string; start: XY; orig: XY; moved: boolean; g: SVGGElement }
+  | { kind: "move"; node: string; start: XY; orig: XY; moved: boolean; g: SVGGElement; others: Member[] }
   | { kind: "wire"; from: string; start: XY; line: SVGPathElement };
 
+/** Another node of the group a dragged node belongs to: it moves along. */
+interface Member {
+  node: string;
+  orig: XY;
+  g: SVGGElement;
+}
+
 let drag: Drag | null = null;
+
+/** The other nodes that move with ``node``: the rest of its group (two or more nodes). */
+function groupOf(node: string): Member[] {
+  if (state.group.length < 2 || !state.group.includes(node)) return [];
+  const out: Member[] = [];
+  for (const name of state.group) {
+    const box = state.scene?.boxes.get(name);
+    const g = document.querySelector(`#boxes g.box[data-id="${CSS.escape(name)}"]`) as SVGGElement | null;
+    if (name !== node && box && g) out.push({ node: name, orig: { x: box.x, y: box.y }, g });
+  }
+  return out;
+}
 
 /** The box an event target belongs to (null: the background, a wire, a panel). */
 function boxAt(target: EventTarget | null): Box | null {
@@ -31,7 +52,22 @@ function boxAt(target: EventTarget | null): Box | null {
 }
 
 function clearDropTargets(): void {
-  document.querySelectorAll("g.box.drop-target").forEach((e) => e.classList.remove("drop-target"));
+  document.querySelectorAll("g.box.drop-target, g.wire.splice-target").forEach((e) => e.classList.remove("drop-target", "splice-target"));
+}
+
+/** The plain wire under the pointer that ``node`` would be spliced into if dropped here, or
+ * null. Only a node with no wiring at all splices (a fresh one): moving a wired node around
+ * never rewires it. */
+function spliceWire(node: string, x: number, y: number): { edge: EdgeIR; g: Element } | null {
+  const edges = state.graph?.edges ?? [];
+  if (state.readOnly || edges.some((e) => e.source === node || e.target === node || (e.sources ?? []).includes(node))) return null;
+  for (const hit of document.elementsFromPoint(x, y)) {
+    const g = hit.closest("g.wire");
+    if (!g) continue;
+    const edge = edges[Number(g.getAttribute("data-index"))];
+    if (edge?.kind === "sequential" && edge.source && edge.target) return { edge, g };
+  }
+  return null;
 }
 
 function onPointerDown(ev: PointerEvent): void {
@@ -40,13 +76,22 @@ function onPointerDown(ev: PointerEvent): void {
   const target = ev.target as Element;
   hideTooltip();
   const box = boxAt(target);
+  if (box?.node && target.closest(".subgraph-open")) {
+    void openSubgraph(box.node);
+    return;
+  }
+  if (box?.kind === "group" && target.closest(".group-expand")) {
+    store.setCollapsed(state, box.members ?? [], true);
+    paint();
+    return;
+  }
   if (box && target.classList.contains("handle") && !state.readOnly) {
     const s = { x: box.x + box.w, y: box.y + box.h / 2 };
     const line = el("path", { class: "rubber", d: `M ${s.x} ${s.y} L ${s.x} ${s.y}` }, layers.ghost);
     drag = { kind: "wire", from: box.id, start: s, line };
   } else if (box && box.kind === "node") {
     const g = target.closest("g.box") as SVGGElement;
-    drag = { kind: "move", node: box.id, start: toScene(ev.clientX, ev.clientY), orig: { x: box.x, y: box.y }, moved: false, g };
+    drag = { kind: "move", node: box.id, start: toScene(ev.clientX, ev.clientY), orig: { x: box.x, y: box.y }, moved: false, g, others: groupOf(box.id) };
   } else if (target.closest("g.wire, g.wire-label")) {
     const idx = Number(target.closest("[data-index]")?.getAttribute("data-index"));
     selectWire(idx, true); // a double-click disarms it again (onDoubleClick)
@@ -83,7 +128,10 @@ function onPointerMove(ev: PointerEvent): void {
     if (Math.abs(dx) + Math.abs(dy) > 3 && !state.readOnly) drag.moved = true;
     if (drag.moved) {
       drag.g.setAttribute("transform", `translate(${drag.orig.x + dx},${drag.orig.y + dy})`);
+      for (const m of drag.others) m.g.setAttribute("transform", `translate(${m.orig.x + dx},${m.orig.y + dy})`);
       stage().layers.overlay.replaceChildren();
+      clearDropTargets();
+      if (!drag.others.length) spliceWire(drag.node, ev.clientX, ev.clientY)?.g.classList.add("splice-target");
     }
   } else if (drag.kind === "wire") {
     drag.line.setAttribute("d", rubberBand(drag.start, toScene(ev.clientX, ev.clientY)));
@@ -104,11 +152,27 @@ function onPointerUp(ev: PointerEvent): void {
     }
   } else if (d.kind === "move") {
     if (!d.moved) {
-      if (!debug.onNodeClick(d.node)) selectNode(d.node);
+      if (ev.shiftKey) toggleInGroup(d.node); // gather nodes to move together
+      else if (!debug.onNodeClick(d.node)) selectNode(d.node);
       return;
     }
-    const after = dropAt(d.orig, d.start, toScene(ev.clientX, ev.clientY));
+    const end = toScene(ev.clientX, ev.clientY);
+    const after = dropAt(d.orig, d.start, end);
     setUserView(state, true); // the user is arranging: the view stays where it is
+    if (d.others.length) {
+      const pinned = (n: string) => Object.prototype.hasOwnProperty.call(state.layout, n);
+      const moves = [{ node: d.node, orig: d.orig }, ...d.others].map((m) => ({ node: m.node, before: pinned(m.node) ? m.orig : null, after: dropAt(m.orig, d.start, end) }));
+      void moveNodes(moves);
+      return;
+    }
+    const onto = spliceWire(d.node, ev.clientX, ev.clientY);
+    clearDropTargets();
+    if (onto) {
+      // dropped on a wire: the node goes on that edge, placed where it was dropped
+      const { source, target } = onto.edge;
+      void perform({ op: "splice_node", args: { node: d.node, source, target }, layout: { [d.node]: after } });
+      return;
+    }
     void moveNode(d.node, d.orig, after, true);
   } else if (d.kind === "wire") {
     d.line.remove();

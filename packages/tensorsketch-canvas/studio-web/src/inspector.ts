@@ -1,6 +1,7 @@
 // The inspector: the side panel for the selected node (rename, ports, delete, its last traced
 // spans) or the selected wire (what it is, delete). Opening or closing it resizes the stage.
 import { deleteEdgeLabel, edgeHint, edgeTitle } from "./captions";
+import * as api from "./api";
 import { byId, h } from "./dom";
 import { formatCost, formatMs } from "./draw";
 import { isPortName, removeEdgeOp } from "./edit-ops";
@@ -8,8 +9,11 @@ import { perform } from "./edits";
 import { toast } from "./notices";
 import { selectNode } from "./selection";
 import { applyView } from "./stage";
-import { state } from "./store";
+import { setCollapsed, state } from "./store";
+import { paint } from "./paint";
 import type { EdgeIR, NodeIR } from "./types";
+import { canOpen, openSubgraph } from "./subgraphs";
+import { relabelRow, wiringSection } from "./wiring";
 
 /** Render the panel for the selection. Opening or closing it narrows or widens the stage on
  * the right only, so the view stays exactly where it is: a second click of a double-click
@@ -34,6 +38,15 @@ function renderBody(): void {
     box.append(...wirePanel(e));
     return;
   }
+  if (state.group.length >= 2) {
+    box.hidden = false;
+    box.append(
+      h("h3", {}, `${state.group.length} nodes`),
+      h("p", { className: "hint", id: "group-hint" }, `${state.group.join(", ")} — drag one of them to move them together; Shift+click adds or removes a node, a click elsewhere lets go.`),
+      h("button", { id: "collapse-group", onclick: () => collapseGroup([...state.group]) }, "collapse into one box"),
+    );
+    return;
+  }
   const node = g?.nodes.find((n) => n.name === state.selectedNode);
   if (!node) {
     box.hidden = true;
@@ -43,10 +56,18 @@ function renderBody(): void {
   box.append(...nodePanel(node));
 }
 
+/** Draw the gathered nodes as one box (the view only; its *expand* tag shows them again). */
+function collapseGroup(members: string[]): void {
+  setCollapsed(state, members);
+  selectNode(null);
+  paint();
+}
+
 function wirePanel(e: EdgeIR): HTMLElement[] {
   return [
     h("h3", {}, edgeTitle(e)),
     h("p", { className: "hint" }, edgeHint(e)),
+    ...[relabelRow(e)].filter((x): x is HTMLElement => x !== null),
     h("button", { className: "danger", id: "delete-edge", disabled: state.readOnly, onclick: () => void perform(removeEdgeOp(e)) }, deleteEdgeLabel(e)),
   ];
 }
@@ -55,16 +76,42 @@ function nodePanel(node: NodeIR): HTMLElement[] {
   const out: HTMLElement[] = [
     h("h3", {}, node.name),
     h("p", { className: "hint" }, `class ${node.cls}${node.line ? ` · line ${node.line}` : ""}`),
+    editorRow(node),
   ];
   if (node.has_hole) out.push(h("p", { className: "hole-msg" }, h("b", {}, "needs code: "), node.hole ?? "(no description)"));
+  if (node.subgraph) {
+    out.push(
+      canOpen(node)
+        ? h("button", { id: "open-subgraph", className: "primary", onclick: () => void openSubgraph(node) }, `open ${node.subgraph} ›`)
+        : h("p", { className: "hint" }, `runs the graph ${node.subgraph}, defined outside this file`),
+    );
+  }
   out.push(renameRow(node));
   out.push(h("h4", { className: "in" }, "In"), portList(node, "in", node.inputs), h("h4", { className: "out" }, "Out"), portList(node, "out", node.outputs));
   if (node.has_hole && !state.readOnly) out.push(addPortRow(node));
   else if (!node.has_hole) out.push(h("p", { className: "hint" }, "Ports of a node with code change in the code (its In/Out classes)."));
+  if (!state.readOnly) out.push(wiringSection(node));
   out.push(h("button", { className: "danger", id: "delete-node", disabled: state.readOnly, onclick: () => void perform({ op: "remove_node", args: { name: node.name } }) }, "delete node and its wiring"));
   const spans = spansTable(node);
   if (spans) out.push(...spans);
   return out;
+}
+
+/** Open the node's class in an editor: the server's $EDITOR, or a vscode:// link. */
+function editorRow(node: NodeIR): HTMLElement {
+  const line = node.line ?? 1;
+  const open = h("button", {
+    id: "open-editor",
+    title: "open the class in the editor the Studio was started with ($VISUAL or $EDITOR)",
+    onclick: () => {
+      api.openNode(node.name, state.graphName).then(
+        (r) => toast(`Opened ${node.cls} (line ${r.line}) in your editor.`, "info", 3000),
+        (err) => toast((err as Error).message, "error", 9000),
+      );
+    },
+  }, "open in editor");
+  const link = h("a", { id: "editor-link", href: `vscode://file/${encodeURI(state.file)}:${line}`, title: `${state.file}:${line}` }, "vscode://");
+  return h("div", { className: "row editor-row" }, open, link);
 }
 
 function renameRow(node: NodeIR): HTMLElement {

@@ -12,7 +12,7 @@ export const HEADER = 38;
 /** How far a loop's arc and its label rise above its node. */
 export const LOOP_ROOM = 84;
 
-export type BoxKind = "node" | "start" | "end" | "custom" | "stub";
+export type BoxKind = "node" | "start" | "end" | "custom" | "stub" | "group";
 
 export interface Box {
   id: string;
@@ -24,6 +24,12 @@ export interface Box {
   node?: NodeIR;
   text?: string[]; // custom: source lines; stub: label
   moved?: boolean; // position from the sidecar
+  members?: string[]; // group: the nodes collapsed into it
+}
+
+/** The box a collapsed group of nodes is drawn as. */
+export function groupId(members: readonly string[]): string {
+  return `group:${members.join("+")}`;
 }
 
 export interface Wire {
@@ -47,6 +53,34 @@ export interface Scene {
   /** a wrapped layout's bands, top to bottom (their tops and bottoms): a wire from one band
    * to a later one runs back left through the gap above its target's band */
   bands?: { top: number; bottom: number }[];
+  /** laid out top to bottom: the layout ran left to right on the boxes turned a quarter
+   * (x ↔ y), so ``bands``, ``Wire.points`` and ``Wire.labelAt`` are in that turned frame, and
+   * the wires are drawn there and turned back (``wireGeom``) */
+  flip?: boolean;
+}
+
+/** Which way the ranks run: left to right (the default) or top to bottom. */
+export type Direction = "LR" | "TB";
+
+/** ``p`` with x and y swapped: the quarter turn between the two directions (its own inverse). */
+export function turn(p: XY): XY {
+  return { x: p.y, y: p.x };
+}
+
+const turned = new WeakMap<Scene, Scene>();
+
+/** The scene as the left-to-right layout saw it: for a top-to-bottom scene, every box turned
+ * (x ↔ y, w ↔ h); the scene itself otherwise. */
+export function layoutFrame(scene: Scene): Scene {
+  if (!scene.flip) return scene;
+  let t = turned.get(scene);
+  if (!t) {
+    const boxes = new Map<string, Box>();
+    for (const [id, b] of scene.boxes) boxes.set(id, { ...b, x: b.y, y: b.x, w: b.h, h: b.w });
+    t = { ...scene, boxes, width: scene.height, height: scene.width, flip: false };
+    turned.set(scene, t);
+  }
+  return t;
 }
 
 let ctx: CanvasRenderingContext2D | null = null;
@@ -90,7 +124,8 @@ export function displayName(id: string): string {
   return id === START ? "START" : id === END ? "END" : id;
 }
 
-export function buildScene(graph: GraphIR, saved: Record<string, XY>): Scene {
+export function buildScene(graph: GraphIR, saved: Record<string, XY>, direction: Direction = "LR", groups: readonly (readonly string[])[] = []): Scene {
+  const flip = direction === "TB";
   const boxes = new Map<string, Box>();
   const wires: Wire[] = [];
   boxes.set(START, { id: START, kind: "start", x: 0, y: 0, w: 96, h: 40 });
@@ -153,6 +188,8 @@ export function buildScene(graph: GraphIR, saved: Record<string, XY>): Scene {
     });
   });
 
+  collapse(boxes, wires, groups);
+
   const g = new dagre.graphlib.Graph({ multigraph: true });
   g.setGraph({ rankdir: "LR", nodesep: 36, ranksep: 110, edgesep: 20, marginx: 40, marginy: 60 });
   g.setDefaultEdgeLabel(() => ({}));
@@ -168,12 +205,14 @@ export function buildScene(graph: GraphIR, saved: Record<string, XY>): Scene {
   // over the box): dagre centres the box in the taller slot, so nothing sits in the way.
   const looping = new Set(wires.filter((w) => w.loop).map((w) => w.from));
   for (const box of boxes.values()) {
-    if (!free(box)) g.setNode(box.id, { width: box.w, height: box.h + (looping.has(box.id) ? 2 * LOOP_ROOM : 0) });
+    const [w, h] = flip ? [box.h, box.w] : [box.w, box.h];
+    if (!free(box)) g.setNode(box.id, { width: w, height: h + (looping.has(box.id) ? 2 * LOOP_ROOM : 0) });
   }
   for (const wire of wires) {
     if (wire.loop) continue;
     const labelW = wire.label ? textWidth(wire.label, PORT_PX) : 0;
-    g.setEdge(wire.from, wire.to, { minlen: 1, weight: wire.style === "solid" ? 2 : 1, width: labelW, height: wire.label ? 20 : 0, labelpos: "c" }, wire.id);
+    const [lw, lh] = flip ? [wire.label ? 20 : 0, labelW] : [labelW, wire.label ? 20 : 0];
+    g.setEdge(wire.from, wire.to, { minlen: 1, weight: wire.style === "solid" ? 2 : 1, width: lw, height: lh, labelpos: "c" }, wire.id);
   }
   // A node reached only through a `route → ?` stub has no wire in: left alone, dagre puts it
   // in the first rank, beside START. Rank it after the stubs' sources (layout only, no wire).
@@ -198,7 +237,8 @@ export function buildScene(graph: GraphIR, saved: Record<string, XY>): Scene {
       box.y = pos.y;
       box.moved = true;
     } else {
-      const n = g.node(box.id) ?? { x: box.w / 2, y: box.h / 2 };
+      const at = g.node(box.id);
+      const n = at ? (flip ? turn(at) : at) : { x: box.w / 2, y: box.h / 2 };
       box.x = Math.round(n.x - box.w / 2);
       box.y = Math.round(n.y - box.h / 2);
     }
@@ -212,7 +252,52 @@ export function buildScene(graph: GraphIR, saved: Record<string, XY>): Scene {
     if (e?.points && e.points.length > 2) wire.points = e.points.slice(1, -1).map((p) => ({ x: p.x, y: p.y }));
     if (e && wire.label && e.x !== undefined && e.y !== undefined) wire.labelAt = { x: e.x, y: e.y };
   }
-  return { boxes, wires, width: maxX + 40, height: maxY + 40, ...(wrapped ? { bands } : {}) };
+  return { boxes, wires, width: maxX + 40, height: maxY + 40, ...(wrapped ? { bands } : {}), ...(flip ? { flip } : {}) };
+}
+
+/**
+ * Collapse each group of two or more nodes into one box (a view choice, never written): the
+ * members' boxes go, one ``group`` box stands for them, wires in and out of the group end on
+ * it, and the wires between its members are not drawn.
+ */
+function collapse(boxes: Map<string, Box>, wires: Wire[], groups: readonly (readonly string[])[]): void {
+  const owner = new Map<string, string>();
+  for (const group of groups) {
+    const members = group.filter((n) => boxes.get(n)?.kind === "node" && !owner.has(n));
+    if (members.length < 2) continue;
+    const id = groupId(members);
+    const label = `${members.length} nodes`;
+    const list = members.length > 3 ? `${members.slice(0, 3).join(", ")}, …` : members.join(", ");
+    const w = Math.ceil(Math.max(180, textWidth(label, NAME_PX) + 40, textWidth(list, PORT_PX) + 28));
+    for (const n of members) {
+      owner.set(n, id);
+      boxes.delete(n);
+    }
+    boxes.set(id, { id, kind: "group", x: 0, y: 0, w, h: 74, members, text: [label, list] });
+  }
+  if (!owner.size) return;
+  const kept: Wire[] = [];
+  for (const wire of wires) {
+    const from = owner.get(wire.from) ?? wire.from;
+    const to = owner.get(wire.to) ?? wire.to;
+    if (from === to && (owner.has(wire.from) || owner.has(wire.to))) continue; // inside a group
+    kept.push({ ...wire, from, to });
+  }
+  // wires that now run side by side into (or out of) a group: one label says them all
+  const byEnds = new Map<string, Wire[]>();
+  for (const w of kept) {
+    if (!owner.has(w.from) && !owner.has(w.to) && !w.from.startsWith("group:") && !w.to.startsWith("group:")) continue;
+    const key = `${w.from}\u0000${w.to}`;
+    byEnds.set(key, [...(byEnds.get(key) ?? []), w]);
+  }
+  for (const same of byEnds.values()) {
+    const labels = [...new Set(same.map((w) => w.label).filter((l): l is string => !!l))];
+    if (same.length < 2 || labels.length < 2) continue;
+    const prefix = labels.every((l) => l.includes(": ") && l.split(": ")[0] === labels[0].split(": ")[0]) ? `${labels[0].split(": ")[0]}: ` : "";
+    same[0].label = prefix + labels.map((l) => l.slice(prefix.length)).join(" | ");
+    for (const w of same.slice(1)) w.label = null;
+  }
+  wires.splice(0, wires.length, ...kept);
 }
 
 /** The shape (width / height) a wrapped layout aims at: a laptop's window. */
@@ -359,8 +444,9 @@ export interface Smooth {
   end: { tip: XY; from: XY }; // the last point and the control point before it
 }
 
-/** A smooth path through `pts` (Catmull-Rom as cubic Béziers), horizontal at both ends. */
-export function smooth(pts: XY[]): Smooth {
+/** A smooth path through `pts` (Catmull-Rom as cubic Béziers), horizontal at both ends;
+ * ``map`` (the quarter turn of a top-to-bottom scene) is applied to everything it returns. */
+export function smooth(pts: XY[], map: (p: XY) => XY = (p) => p): Smooth {
   const segs: [XY, XY, XY, XY][] = [];
   for (let i = 0; i + 1 < pts.length; i++) {
     const p0 = pts[i];
@@ -372,9 +458,10 @@ export function smooth(pts: XY[]): Smooth {
     const reach = Math.hypot(p1.x - p0.x, p1.y - p0.y) / 2;
     const c1 = prev ? along(p0, (p1.x - prev.x) / 6, (p1.y - prev.y) / 6, reach) : { x: p0.x + dx, y: p0.y };
     const c2 = next ? along(p1, -(next.x - p0.x) / 6, -(next.y - p0.y) / 6, reach) : { x: p1.x - dx, y: p1.y };
-    segs.push([p0, c1, c2, p1]);
+    segs.push([map(p0), map(c1), map(c2), map(p1)]);
   }
-  const d = `M ${pts[0].x} ${pts[0].y} ` + segs.map(([, c1, c2, p]) => `C ${c1.x} ${c1.y}, ${c2.x} ${c2.y}, ${p.x} ${p.y}`).join(" ");
+  const start = map(pts[0]);
+  const d = `M ${start.x} ${start.y} ` + segs.map(([, c1, c2, p]) => `C ${c1.x} ${c1.y}, ${c2.x} ${c2.y}, ${p.x} ${p.y}`).join(" ");
   const at = (t: number): XY => {
     const f = Math.min(segs.length - 1e-9, Math.max(0, t * segs.length));
     const i = Math.floor(f);

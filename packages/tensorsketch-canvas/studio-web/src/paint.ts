@@ -24,7 +24,7 @@ export function paint(): void {
   }
   empty.hidden = true;
   const t0 = performance.now();
-  const scene = buildScene(state.graph, state.layout);
+  const scene = buildScene(state.graph, state.layout, state.direction, state.collapsed);
   const t1 = performance.now();
   showScene(state, scene);
   const wireFrag = document.createDocumentFragment();
@@ -42,7 +42,7 @@ export function paint(): void {
   for (const box of scene.boxes.values()) {
     const g = drawBox(svg, box, state.readOnly);
     drawBadges(box, g);
-    if (box.id === state.selectedNode) g.classList.add("selected");
+    if (box.id === state.selectedNode || state.group.includes(box.id)) g.classList.add("selected");
     boxFrag.appendChild(g);
   }
   layers.wires.appendChild(wireFrag);

@@ -63,16 +63,39 @@ export function fit(auto = false): void {
   if (!state.scene) return;
   const size = stageSize(true);
   const { view, overflows } = fitView(state.scene.boxes, size, auto, minimapShown() ? MINIMAP_ROOM : null);
+  corner = stageCorner();
   setView(state, view);
   setUserView(state, false);
   if (auto && overflows) setView(state, centredOn(state.view, state.scene.boxes, debug.focusNodes(), size));
   applyView();
 }
 
-/** The stage changed size: fit again unless the user has moved the view. */
-export function relayout(): void {
-  if (!state.userView && state.scene) fit(true);
-  else applyView();
+/** Where the stage's top-left corner was on the page when the view was last put on it. */
+let corner: { left: number; top: number } | null = null;
+
+function stageCorner(): { left: number; top: number } {
+  const r = stage().svg.getBoundingClientRect();
+  return { left: r.left, top: r.top };
+}
+
+/** The stage changed size or place (a side panel opened or closed, the toolbar wrapped): the
+ * graph stays exactly where it was on the screen. A panel that opens over the left of the
+ * stage moves the stage's corner, so the view moves the other way by as much; nothing is
+ * re-fitted, so the second click of a double-click lands on what the first one did. With
+ * ``refit`` (the page's first layout) and a view the user has not moved, fit instead. */
+export function relayout(refit = false): void {
+  const now = stageCorner();
+  if (refit && !state.userView && state.scene) {
+    corner = now;
+    fit(true);
+    return;
+  }
+  if (corner && (corner.left !== now.left || corner.top !== now.top)) {
+    const { x, y, k } = state.view;
+    setView(state, { x: x - (now.left - corner.left), y: y - (now.top - corner.top), k });
+  }
+  corner = now;
+  applyView();
 }
 
 /** Bring ``names`` into view when any of them is off-screen (the debugger opened a

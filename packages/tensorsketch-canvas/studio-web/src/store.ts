@@ -3,8 +3,8 @@
 // a test in test/store.test.ts). The functions take the state as an argument, which lets a
 // test start from a fresh `createState()`.
 import { describeEdit } from "./edit-ops";
-import type { Scene } from "./layout";
-import type { EditOp, EditResponse, GraphIR, GraphResponse, HoleRef, RunSummary, RunTrace, XY } from "./types";
+import type { Direction, Scene } from "./layout";
+import type { EditOp, EditResponse, GraphIR, GraphResponse, HoleRef, NodeClassInfo, RunSummary, RunTrace, XY } from "./types";
 
 /** The pan and zoom: the scene point (0, 0) is at screen (x, y), at scale k. */
 export interface View {
@@ -16,7 +16,15 @@ export interface View {
 /** One step of the undo history: an edit with its inverse, or a node's move. */
 export type HistoryEntry =
   | { readonly kind: "edit"; readonly redo: EditOp; readonly undo: EditOp; readonly label: string }
-  | { readonly kind: "move"; readonly node: string; readonly before: XY | null; readonly after: XY; readonly label: string };
+  | { readonly kind: "move"; readonly node: string; readonly before: XY | null; readonly after: XY; readonly label: string }
+  | { readonly kind: "moves"; readonly moves: readonly Move[]; readonly label: string };
+
+/** One node's move in a group's: ``before`` null, it was not pinned. */
+export interface Move {
+  readonly node: string;
+  readonly before: XY | null;
+  readonly after: XY;
+}
 
 export interface StudioState {
   file: string;
@@ -38,6 +46,19 @@ export interface StudioState {
    * has not typed since (typing means they think a field has the focus). */
   wireArmed: boolean;
   selectedNode: string | null;
+  /** groups of nodes drawn collapsed into one box each (a view choice, for this page) */
+  collapsed: readonly (readonly string[])[];
+  /** the nodes Shift+click gathered (two or more move together; empty: none) */
+  group: readonly string[];
+  /** the graphs opened on the way to this one through subgraph nodes, outermost first (the
+   * breadcrumb back); empty when the graph was picked directly */
+  trail: readonly string[];
+  /** which way the ranks run (the toolbar's ↧/→ button; kept in the browser) */
+  direction: Direction;
+  /** the file's Node classes (GraphResponse.classes): the palette */
+  classes: readonly NodeClassInfo[];
+  /** the file's top-level functions (GraphResponse.functions) */
+  functions: readonly string[];
   undo: readonly HistoryEntry[];
   redo: readonly HistoryEntry[];
   live: boolean;
@@ -71,7 +92,13 @@ export function createState(): StudioState {
     fitted: false,
     selectedWire: null,
     wireArmed: false,
+    collapsed: [],
+    group: [],
     selectedNode: null,
+    trail: [],
+    direction: "LR",
+    classes: [],
+    functions: [],
     undo: [],
     redo: [],
     live: false,
@@ -109,6 +136,8 @@ export function acceptGraph(s: StudioState, resp: GraphResponse): boolean {
   const oldLayout = JSON.stringify(s.layout);
   s.layout = resp.layout ?? {};
   s.version = resp.version;
+  if (!resp.parse_error) s.functions = resp.functions ?? [];
+  if (!resp.parse_error) s.classes = resp.classes ?? [];
   if (resp.graph && !resp.parse_error) s.graph = resp.graph;
   else if (resp.graph && !s.graph) s.graph = resp.graph;
   s.readOnly = !!resp.parse_error || !!resp.stale;
@@ -128,7 +157,10 @@ export function setLayout(s: StudioState, layout: Readonly<Record<string, XY>>):
 }
 
 /** Open another graph of the same file: its history does not apply, and the view fits it. */
-export function switchGraph(s: StudioState, name: string): void {
+export function switchGraph(s: StudioState, name: string, trail: readonly string[] = []): void {
+  s.trail = trail;
+  s.collapsed = [];
+  s.group = [];
   s.graphName = name;
   s.undo = [];
   s.redo = [];
@@ -151,6 +183,7 @@ export function showScene(s: StudioState, scene: Scene | null): void {
   s.scene = scene;
   if (!scene) return;
   if (s.selectedNode && !scene.boxes.has(s.selectedNode)) s.selectedNode = null;
+  s.group = s.group.filter((n) => scene.boxes.has(n));
   if (s.selectedWire !== null && !scene.wires.some((w) => w.index === s.selectedWire)) s.selectedWire = null;
 }
 
@@ -161,6 +194,27 @@ export function selectNode(s: StudioState, name: string | null): void {
     s.selectedWire = null;
     s.wireArmed = false;
   }
+}
+
+/** Shift+click: add ``name`` to the group, or take it out (the node selected before joins
+ * the group with the first one added). */
+export function toggleGroup(s: StudioState, name: string): void {
+  const base = s.group.length ? s.group : s.selectedNode && s.selectedNode !== name ? [s.selectedNode] : [];
+  s.group = base.includes(name) ? base.filter((n) => n !== name) : [...base, name];
+  s.selectedNode = s.group.length === 1 ? s.group[0] : null;
+  s.selectedWire = null;
+  s.wireArmed = false;
+}
+
+/** Draw ``members`` as one box (``expand``: show them again). */
+export function setCollapsed(s: StudioState, members: readonly string[], expand = false): void {
+  const key = members.join("+");
+  s.collapsed = expand ? s.collapsed.filter((g) => g.join("+") !== key) : [...s.collapsed, [...members]];
+}
+
+/** Forget the group (a plain click, Escape, the background). */
+export function clearGroup(s: StudioState): void {
+  s.group = [];
 }
 
 /** Select the wire of ``graph.edges[index]`` (null: none). Returns whether it changed.
@@ -236,6 +290,12 @@ function bare(op: EditOp): EditOp {
 /** ``op`` carrying the answer's ``exact`` (none: just the op). */
 function withExact(op: EditOp, exact: unknown): EditOp {
   return exact === undefined || exact === null ? bare(op) : { ...bare(op), exact };
+}
+
+/** Several nodes moved together: one step to undo. */
+export function recordMoves(s: StudioState, moves: readonly Move[]): void {
+  s.undo = [...s.undo, { kind: "moves", moves, label: `move ${moves.length} nodes` }];
+  s.redo = [];
 }
 
 /** A node moved from ``before`` (null: it was not pinned, the automatic layout placed it). */
@@ -327,4 +387,9 @@ export function liveThread(s: Readonly<StudioState>): string | null {
 
 export function setTrace(s: StudioState, trace: RunTrace | null): void {
   s.trace = trace;
+}
+
+/** Lay the graph out left to right or top to bottom. */
+export function setDirection(s: StudioState, direction: Direction): void {
+  s.direction = direction;
 }

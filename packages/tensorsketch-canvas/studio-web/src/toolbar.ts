@@ -5,10 +5,12 @@ import { byId } from "./dom";
 import { redo, undo } from "./edits";
 import { holesOpen, renderHoles } from "./holes-list";
 import { toast } from "./notices";
+import { paint } from "./paint";
 import { findNode } from "./search";
 import { selectNode } from "./selection";
 import { fit, jumpTo, moveView, zoomCentre } from "./stage";
-import { state, switchGraph } from "./store";
+import { setDirection, state, switchGraph } from "./store";
+import { renderCrumbs } from "./subgraphs";
 import { reload } from "./sync";
 
 export function renderToolbar(): void {
@@ -21,6 +23,7 @@ export function renderToolbar(): void {
     for (const name of state.graphs) picker.add(new Option(name, name));
   }
   if (state.graphName) picker.value = state.graphName;
+  renderCrumbs();
   const unknown = state.readOnly && state.fileHoles === null; // never parsed: its holes are unknown
   const badge = byId("holes-badge");
   byId("holes-count").textContent = unknown ? "?" : String(state.holes.length);
@@ -51,7 +54,39 @@ function searchNode(input: HTMLInputElement): void {
   if (jumpTo(name)) selectNode(name);
 }
 
+/** Where the page keeps the layout direction the user picked (per browser, for every file). */
+const DIRECTION_KEY = "tensorsketch.studio.direction";
+
+function showDirection(): void {
+  const b = byId("direction");
+  const down = state.direction === "TB";
+  b.textContent = down ? "→" : "↧";
+  b.title = down ? "lay the graph out left to right" : "lay the graph out top to bottom";
+  b.setAttribute("aria-label", b.title);
+  b.setAttribute("aria-pressed", String(down));
+}
+
+/** Lay the graph out the other way, and show all of it. */
+function toggleDirection(): void {
+  setDirection(state, state.direction === "TB" ? "LR" : "TB");
+  try {
+    localStorage.setItem(DIRECTION_KEY, state.direction);
+  } catch {
+    /* storage off: the choice lasts for this page */
+  }
+  showDirection();
+  paint();
+  fit();
+}
+
 export function mountToolbar(): void {
+  try {
+    if (localStorage.getItem(DIRECTION_KEY) === "TB") setDirection(state, "TB");
+  } catch {
+    /* storage off */
+  }
+  showDirection();
+  byId("direction").addEventListener("click", toggleDirection);
   byId("fit").addEventListener("click", () => fit());
   byId("reset").addEventListener("click", () => moveView({ x: 40, y: 80, k: 1 }));
   byId("zoom-in").addEventListener("click", () => zoomCentre(1.25));
@@ -68,7 +103,7 @@ export function mountToolbar(): void {
   byId("undo").addEventListener("click", () => void undo());
   byId("redo").addEventListener("click", () => void redo());
   byId<HTMLSelectElement>("graph-picker").addEventListener("change", (ev) => {
-    switchGraph(state, (ev.target as HTMLSelectElement).value);
+    switchGraph(state, (ev.target as HTMLSelectElement).value); // picked directly: no breadcrumb
     void reload();
   });
 }

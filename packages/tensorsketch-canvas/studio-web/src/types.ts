@@ -82,6 +82,19 @@ export interface GraphResponse {
   style?: string;
   /** why there is no graph (a file without a graph builder) */
   message?: string;
+  /** the functions the file defines at the top level: what a route, a loop or a fan-out
+   * drawn on the canvas may name */
+  functions?: string[];
+  /** the Node classes the file defines: the palette of "+ node" */
+  classes?: NodeClassInfo[];
+}
+
+export interface NodeClassInfo {
+  name: string;
+  line: number | null;
+  has_hole: boolean;
+  inputs: Port[];
+  outputs: Port[];
 }
 
 export interface EditOp {

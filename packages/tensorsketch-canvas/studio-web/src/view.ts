@@ -48,14 +48,18 @@ export function fitView(boxes: Map<string, Box>, size: Size, auto: boolean, avoi
   }
   const { w: W, h: H } = size;
   const k = Math.min(FIT_MAX_ZOOM, Math.max(auto ? LEGIBLE_ZOOM : MIN_ZOOM, Math.min((W - 60) / (x1 - x0), (H - 60) / (y1 - y0))));
-  const x = (x1 - x0) * k > W - 60 ? 30 - x0 * k : (W - (x1 - x0) * k) / 2 - x0 * k;
+  // (half a pixel of slack: at the zoom that fits one axis exactly, rounding must not make
+  // that axis look too big)
+  const wide = (x1 - x0) * k > W - 60 + 0.5;
+  const tall = (y1 - y0) * k > H - 60 + 0.5;
+  const x = wide ? 30 - x0 * k : (W - (x1 - x0) * k) / 2 - x0 * k;
   let y = (H - (y1 - y0) * k) / 2 - y0 * k;
-  if ((y1 - y0) * k > H - 60) {
+  if (tall) {
     // too tall: centre on START's row
     const start = boxes.get(START);
     y = start ? H / 2 - (start.y + start.h / 2) * k : 30 - y0 * k;
   }
-  return { view: { k, x, y }, overflows: (x1 - x0) * k > W - 60 || (y1 - y0) * k > H - 60 };
+  return { view: { k, x, y }, overflows: wide || tall };
 }
 
 /** The screen-space bounds of ``names``' boxes at ``view`` (null: none is in ``boxes``). The

@@ -30,6 +30,19 @@ describe("fitView", () => {
     assert.equal(auto.view.x, 30 + view.SIDE * view.LEGIBLE_ZOOM, "too wide: the left end shows, 30 px in (and the room its wires take)");
   });
 
+  test("a graph whose height sets the zoom fits whole, centred (no rounding makes it 'too tall')", () => {
+    // a top-to-bottom layout: the height binds; at that zoom the span is the stage's height
+    // up to rounding, which must not count as overflowing
+    for (let bottom = 300; bottom < 2000; bottom++) {
+      const column = boxes(box(START, 0, 0, 96, 40, "start"), box("mid", 0, bottom / 2), box("end", 0, bottom, 84, 40, "end"));
+      const { view: v, overflows } = view.fitView(column, stage, false);
+      assert.equal(overflows, false, `bottom ${bottom}`);
+      const top = -80;
+      const low = bottom + 40 + 40;
+      assert.ok(Math.abs(v.y + ((top + low) / 2) * v.k - stage.h / 2) < 1e-6, `bottom ${bottom}: centred`);
+    }
+  });
+
   test("a graph too tall is centred on START's row", () => {
     const tall = boxes(box(START, 0, 10000, 96, 40, "start"), box("top", 0, 0), box("bottom", 0, 20000));
     const { view: v } = view.fitView(tall, stage, true);

@@ -56,6 +56,10 @@ def diff(
             for fresh, item in zip(new, old[i1:i2], strict=True):
                 if fresh.origin is None:
                     slots.inherit[id(fresh)] = item
+        elif tag == "replace" and i2 - i1 == 1 and new[0].origin is None:
+            # one item became several (a node spliced into an edge): the first keeps its
+            # comments, so none is lost
+            slots.inherit[id(new[0])] = old[i1]
         if tag == "replace":
             slots.before.setdefault(id(old[i1]), []).extend(new)
         elif i1 > 0:

@@ -9,7 +9,8 @@ operator-style nodes, one ``conditional`` per routing map, one ``>>`` chain per 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from tensorsketch.canvas._class_edits import class_key
 from tensorsketch.canvas._render import Fresh, snake_name
@@ -82,12 +83,17 @@ def _declare(plan: list[Fresh], decl: NodeDecl, style: Style) -> None:
 
 
 def assign_handles(
-    plan: list[Fresh], target: GraphIR, model: GraphModel, text: str
+    plan: list[Fresh],
+    target: GraphIR,
+    model: GraphModel,
+    text: str,
+    renames: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Operator style: the handle variable of every node (node name -> variable).
 
-    Existing handles are kept; a new node reuses its old variable if that is free, or gets a
-    fresh snake_case name that no identifier in ``text`` uses. New items record their handles.
+    Existing handles are kept; a new node reuses its old variable if that is free (a renamed
+    node its old name's, so the ``>>`` lines that use it stay as written), or gets a fresh
+    snake_case name that no identifier in ``text`` uses. New items record their handles.
     """
     if model.style != "operator":
         return {}
@@ -106,6 +112,9 @@ def assign_handles(
                     handles.setdefault(name, var)
                     taken.add(var)
     old_vars = {name: var for var, name in model.handles.items()}
+    for was, now in (renames or {}).items():
+        if was in old_vars and now not in old_vars:
+            old_vars[now] = old_vars[was]
     identifiers = set(_IDENT.findall(text))
     for item in plan:
         if item.origin is not None:
@@ -130,18 +139,31 @@ def _fresh_var(base: str, known: str | None, taken: set[str], identifiers: set[s
     return var
 
 
-def plan_edges(edges: list[EdgeIR], old: list[Item], style: Style) -> list[Fresh]:
-    """The edge items the file will hold, in the IR's order."""
+def plan_edges(
+    edges: list[EdgeIR],
+    old: list[Item],
+    style: Style,
+    survives: Callable[[Item], Mapping[str, str]] | None = None,
+) -> list[Fresh]:
+    """The edge items the file will hold, in the IR's order.
+
+    ``survives(item)`` names the renames (old -> new) an old item's text stays right under
+    (a ``>>`` line that names nodes only through handles): such an item is matched as if it
+    were written with the new names, and kept.
+    """
     keys = [edge_key(e) for e in edges]
     index: dict[tuple[object, ...], list[Item]] = {}
+    said: dict[int, list[tuple[object, ...]]] = {}
     for item in old:
-        index.setdefault(edge_key(item.edges[0]), []).append(item)
+        renames = survives(item) if survives is not None else {}
+        said[id(item)] = [edge_key(_renamed_edge(e, renames)) for e in item.edges]
+        index.setdefault(said[id(item)][0], []).append(item)
     used: set[int] = set()
 
     def match_at(i: int) -> Item | None:
         for item in index.get(keys[i], []):
             size = len(item.edges)
-            if id(item) not in used and [edge_key(e) for e in item.edges] == keys[i : i + size]:
+            if id(item) not in used and said[id(item)] == keys[i : i + size]:
                 return item
         return None
 
@@ -151,7 +173,8 @@ def plan_edges(edges: list[EdgeIR], old: list[Item], style: Style) -> list[Fresh
         match = match_at(i)
         if match is not None and not _grows(edges, i, len(match.edges)):
             used.add(id(match))
-            plan.append(Fresh(match.kind, edges=list(match.edges), origin=match))
+            kept = list(edges[i : i + len(match.edges)])
+            plan.append(Fresh(match.kind, edges=kept, origin=match))
             i += len(match.edges)
             continue
         j = _group_end(edges, i, match_at, style)
@@ -159,6 +182,17 @@ def plan_edges(edges: list[EdgeIR], old: list[Item], style: Style) -> list[Fresh
         plan.append(Fresh(kind, edges=list(edges[i:j])))
         i = j
     return plan
+
+
+def _renamed_edge(edge: EdgeIR, renames: Mapping[str, str]) -> EdgeIR:
+    if not renames:
+        return edge
+
+    def new(name: str | None) -> str | None:
+        return None if name is None else renames.get(name, name)
+
+    sources = None if edge.sources is None else [renames.get(s, s) for s in edge.sources]
+    return replace(edge, source=new(edge.source), target=new(edge.target), sources=sources)
 
 
 def _grows(edges: list[EdgeIR], i: int, size: int) -> bool:

@@ -22,11 +22,14 @@ and an IR equal to the file's own extraction returns the source unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+import libcst as cst
 
 from tensorsketch.canvas import _imports
 from tensorsketch.canvas._class_edits import class_edits, normalized
-from tensorsketch.canvas._classes import NodeClass, find_node_classes
+from tensorsketch.canvas._classes import NodeClass, find_node_classes, string_value
 from tensorsketch.canvas._diff import Slots, diff
 from tensorsketch.canvas._emit import Emit
 from tensorsketch.canvas._extract import build_ir, select
@@ -34,7 +37,7 @@ from tensorsketch.canvas._plan import assign_handles, plan_edges, plan_nodes
 from tensorsketch.canvas._render import RenderContext
 from tensorsketch.canvas._source import ParsedSource, parse_source
 from tensorsketch.canvas._validate import validate
-from tensorsketch.canvas._wiring import GraphModel, find_graphs
+from tensorsketch.canvas._wiring import GraphModel, Item, find_graphs
 from tensorsketch.canvas.exceptions import WriteBackError
 from tensorsketch.canvas.ir import GraphIR
 
@@ -129,15 +132,17 @@ class _Writer:
         ctx = RenderContext(style=model.style, var=model.var, quote=model.quote, handles={})
         old_nodes = [i for i in model.items if i.stream == "nodes"]
         old_edges = [i for i in model.items if i.stream == "edges"]
+        renames, drops = _renamed(self.current, target)
         node_plan = plan_nodes(target.nodes, old_nodes, model.style)
-        ctx.handles = assign_handles(node_plan, target, model, self.src.text)
-        edge_plan = plan_edges(target.edges, old_edges, model.style)
+        ctx.handles = assign_handles(node_plan, target, model, self.src.text, renames)
+        edge_plan = plan_edges(
+            target.edges, old_edges, model.style, _handle_only(self.src, model, renames)
+        )
         slots = Slots()
         diff(slots, model, old_nodes, node_plan, stream="nodes")
         declarations = [i for i in model.items if i.kind in ("add", "nodes", "handle")]
         last_node = declarations[-1] if declarations else None
         diff(slots, model, old_edges, edge_plan, stream="edges", last_node=last_node)
-        renames, drops = _renamed(self.current, target)
         emit = Emit(self.src, model, self.classes, target, ctx, slots, renames, drops)
         return emit.source(stubs, port_edits)
 
@@ -154,6 +159,40 @@ def _renamed(current: GraphIR, target: GraphIR) -> tuple[dict[str, str], set[str
                 renames[old.name] = new.name
     drops = {n.name for n in current.nodes if n.name not in names and n.name not in renames}
     return renames, drops
+
+
+def _handle_only(
+    src: ParsedSource, model: GraphModel, renames: dict[str, str]
+) -> Callable[[Item], dict[str, str]]:
+    """Which renames an old ``>>`` edge item survives unchanged (``{}``: none).
+
+    In the ``>>`` style a renamed node keeps its handle variable, so a statement that names it
+    only through handles (``START >> parse >> answer``) still says the right thing after the
+    rename and keeps its text; one that spells the old name (``g["Answer"]``, a builder call)
+    does not.
+    """
+    if model.style != "operator" or not renames:
+        return lambda _item: {}
+
+    def survives(item: Item) -> dict[str, str]:
+        if item.container is not None:
+            return {}
+        stmt = model.suite.body[item.stmt_index]
+        spelled = {value for node in _strings(stmt) if (value := string_value(node)) is not None}
+        return {} if spelled & set(renames) else renames
+
+    return survives
+
+
+def _strings(node: cst.CSTNode) -> list[cst.SimpleString]:
+    found: list[cst.SimpleString] = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_SimpleString(self, s: cst.SimpleString) -> None:
+            found.append(s)
+
+    node.visit(_Find())
+    return found
 
 
 def _verify(new_source: str, target: GraphIR) -> WriteBack:

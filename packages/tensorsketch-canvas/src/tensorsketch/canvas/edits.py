@@ -14,16 +14,22 @@ import keyword
 from collections.abc import Callable, Iterable
 
 from tensorsketch.canvas.exceptions import IRError
-from tensorsketch.canvas.ir import END, START, EdgeIR, GraphIR, NodeIR, Port
+from tensorsketch.canvas.ir import END, LOOP_EXIT, LOOP_REPEAT, START, EdgeIR, GraphIR, NodeIR, Port
 
 __all__ = [
     "add_edge",
+    "add_fanout",
     "add_join",
+    "add_loop",
     "add_node",
+    "add_route",
+    "relabel_route",
     "remove_edge",
     "remove_node",
     "rename_node",
     "set_ports",
+    "splice_node",
+    "unsplice_node",
 ]
 
 
@@ -108,6 +114,184 @@ def add_join(ir: GraphIR, sources: Iterable[str], target: str) -> GraphIR:
         raise IRError(msg)
     new = ir.copy()
     new.edges.append(EdgeIR(None, target, "join", sources=names))
+    return new
+
+
+def _mapped_routes(ir: GraphIR, source: str) -> list[int]:
+    """The indexes of ``source``'s routing call with a mapping (``conditional`` or
+    ``router``; not a loop), in order."""
+    return [
+        i
+        for i, e in enumerate(ir.edges)
+        if e.source == source and e.kind == "conditional" and e.branch != "loop"
+    ]
+
+
+def _no_other_successors(ir: GraphIR, source: str, what: str) -> None:
+    """A node's successors come from one place: refuse ``what`` from a node that already has
+    plain edges, a routing call or a loop."""
+    for edge in ir.edges:
+        if edge.source != source or edge.kind in ("custom", "join"):
+            continue
+        if edge.kind == "sequential":
+            have = f"a plain edge {source!r} → {edge.target!r}"
+        elif edge.branch == "loop":
+            have = f"a loop (until `{edge.path}`)"
+        elif edge.kind == "dynamic":
+            have = f"a routing function `{edge.path}` that decides its targets at run time"
+        else:
+            have = f"routes through `{edge.path}`"
+        msg = (
+            f"cannot add {what} from {source!r}: it already has {have}, and a node's "
+            "successors come from one place. Delete that wiring first, or add a route to the "
+            "routing call it has."
+        )
+        raise IRError(msg)
+
+
+def add_route(
+    ir: GraphIR, source: str, target: str, label: str, path: str | None = None
+) -> GraphIR:
+    """Add a route: ``source`` goes on to ``target`` when its routing function returns
+    ``label``.
+
+    A node that already routes through a mapping (``conditional(src, fn, {...})``,
+    ``router``, a ``>>`` ``Router``) gains the key ``label`` in that mapping, kept in the
+    same call; ``path`` must then be ``None`` or that call's function. Otherwise ``path``
+    names the routing function and a new routing call with the one key is written. The
+    function is code: the canvas names it, never writes it.
+    """
+    _known(ir, source, pseudo=True)
+    _known(ir, target, pseudo=True)
+    if source == END or target == START:
+        msg = f"a route cannot leave END or enter START (got {source!r} → {target!r})."
+        raise IRError(msg)
+    if not label:
+        msg = "a route needs a label: the value its routing function returns to take it."
+        raise IRError(msg)
+    group = _mapped_routes(ir, source)
+    new = ir.copy()
+    if group:
+        first = ir.edges[group[0]]
+        if path is not None and path != first.path:
+            msg = (
+                f"{source!r} already routes through `{first.path}`; a new route from it is a new "
+                f"key of that mapping, not a second routing function `{path}`."
+            )
+            raise IRError(msg)
+        labels = [ir.edges[i].label for i in group]
+        if label in labels:
+            taken = ir.edges[group[labels.index(label)]].target
+            msg = (
+                f"the routing call of {source!r} already maps {label!r} (to {taken!r}); pick "
+                "another label, or rename that one."
+            )
+            raise IRError(msg)
+        edge = EdgeIR(
+            source, target, "conditional", path=first.path, label=label, branch=first.branch
+        )
+        new.edges.insert(group[-1] + 1, edge)
+        return new
+    if not path:
+        msg = (
+            f"{source!r} has no routing call yet: name the routing function (a function in "
+            "the file that returns the label) for the first route."
+        )
+        raise IRError(msg)
+    _no_other_successors(ir, source, "a route")
+    new.edges.append(
+        EdgeIR(source, target, "conditional", path=path, label=label, branch="conditional")
+    )
+    return new
+
+
+def relabel_route(ir: GraphIR, source: str, label: str, new_label: str) -> GraphIR:
+    """Change the mapping key ``label`` of ``source``'s routing call to ``new_label`` (the
+    value its routing function returns for that route); the target stays."""
+    group = _mapped_routes(ir, source)
+    labels = [ir.edges[i].label for i in group]
+    if label not in labels:
+        have = ", ".join(repr(x) for x in labels) or "none"
+        msg = f"{source!r} has no route labelled {label!r} (its labels: {have})."
+        raise IRError(msg)
+    if not new_label:
+        msg = "a route's label cannot be empty: it is the value its routing function returns."
+        raise IRError(msg)
+    if new_label != label and new_label in labels:
+        msg = f"the routing call of {source!r} already has a route labelled {new_label!r}."
+        raise IRError(msg)
+    new = ir.copy()
+    new.edges[group[labels.index(label)]].label = new_label
+    return new
+
+
+def add_loop(ir: GraphIR, node: str, until: str, exit: str = END) -> GraphIR:
+    """Loop ``node``: it runs again until ``until(state)`` is true, then goes on to ``exit``
+    (``g.loop(node, until=..., exit=...)``)."""
+    _known(ir, node, pseudo=False)
+    _known(ir, exit, pseudo=True)
+    if exit in (START, node):
+        msg = f"a loop of {node!r} exits to a node after it (or END), not to {exit!r}."
+        raise IRError(msg)
+    if not until:
+        msg = f"a loop of {node!r} needs `until`: a function of the state that says when to stop."
+        raise IRError(msg)
+    _no_other_successors(ir, node, "a loop")
+    new = ir.copy()
+    new.edges.append(
+        EdgeIR(node, node, "conditional", path=until, label=LOOP_REPEAT, branch="loop")
+    )
+    new.edges.append(EdgeIR(node, exit, "conditional", path=until, label=LOOP_EXIT, branch="loop"))
+    return new
+
+
+def add_fanout(ir: GraphIR, source: str, path: str) -> GraphIR:
+    """Route ``source`` through ``path``, a function whose return decides the targets at run
+    time: node names, or ``Send(node, payload)`` for each item of a fan-out (a map step). The
+    canvas draws the targets its code spells out (``EdgeIR.routes``)."""
+    _known(ir, source, pseudo=True)
+    if source == END:
+        msg = "END has no outputs: a fan-out starts from a node (or START)."
+        raise IRError(msg)
+    if not path:
+        msg = f"a fan-out from {source!r} needs its routing function."
+        raise IRError(msg)
+    _no_other_successors(ir, source, "a fan-out")
+    new = ir.copy()
+    new.edges.append(EdgeIR(source, None, "dynamic", path=path, branch="conditional"))
+    return new
+
+
+def _plain_edge(ir: GraphIR, source: str, target: str) -> int:
+    for i, edge in enumerate(ir.edges):
+        if edge.kind == "sequential" and (edge.source, edge.target) == (source, target):
+            return i
+    msg = f"graph {ir.name!r} has no plain edge {source!r} → {target!r}."
+    raise IRError(msg)
+
+
+def splice_node(ir: GraphIR, node: str, source: str, target: str) -> GraphIR:
+    """Put ``node`` on the plain edge ``source`` → ``target`` (a node dropped on a wire): the
+    edge becomes ``source`` → ``node`` → ``target``, written where the edge was."""
+    _known(ir, node, pseudo=False)
+    if node in (source, target):
+        msg = f"{node!r} is an end of the edge {source!r} → {target!r}; drop it on another wire."
+        raise IRError(msg)
+    index = _plain_edge(ir, source, target)
+    new = ir.copy()
+    new.edges[index : index + 1] = [EdgeIR(source, node), EdgeIR(node, target)]
+    return new
+
+
+def unsplice_node(ir: GraphIR, node: str, source: str, target: str) -> GraphIR:
+    """Take ``node`` back off the path ``source`` → ``node`` → ``target``: the two edges
+    become ``source`` → ``target`` again (the inverse of :func:`splice_node`)."""
+    first = _plain_edge(ir, source, node)
+    second = _plain_edge(ir, node, target)
+    new = ir.copy()
+    at = min(first, second)
+    new.edges = [e for i, e in enumerate(new.edges) if i not in (first, second)]
+    new.edges.insert(at, EdgeIR(source, target))
     return new
 
 

@@ -20,8 +20,9 @@ export interface Host {
   layer: SVGGElement;
   scene(): Scene | null;
   toast(msg: string, kind?: "info" | "error" | "conflict"): void;
-  /** the stage changed size (a panel opened or closed) */
-  relayout(): void;
+  /** the stage changed size (a panel opened or closed): the graph stays where it is on the
+   * screen; ``refit`` (the debugger's first opening, as the page loads) fits it instead */
+  relayout(refit?: boolean): void;
   /** the thread of the run the live overlay watches, if the trace names one */
   liveThread(): string | null;
   /** the debugger opened ``thread``: the live overlay shows that thread's newest run */
@@ -74,17 +75,17 @@ export async function initDebug(h0: Host): Promise<void> {
   toggle.hidden = false;
   toggle.addEventListener("click", () => setOpen(!dbg.open));
   $("pause-live").addEventListener("click", () => void pauseLive());
-  setOpen(true);
+  setOpen(true, true);
   await loadThreads(false);
 }
 
-function setOpen(open: boolean): void {
+function setOpen(open: boolean, first = false): void {
   dbg.open = open;
   $("dbg-panel").hidden = !open;
   $("debug-toggle").classList.toggle("on", open);
   document.body.classList.toggle("dbg-left", open);
   if (!open) selectCheckpoint(null);
-  host.relayout();
+  host.relayout(first);
 }
 
 function buildPanels(): void {

@@ -37,7 +37,7 @@ from tensorsketch.canvas.exceptions import (
 )
 from tensorsketch.canvas.ir import GraphIR
 from tensorsketch.canvas.layout import Position, layout_path, read_layout, write_layout
-from tensorsketch.canvas.studio import _restore, _stub_rename, ops
+from tensorsketch.canvas.studio import _restore, _stub_rename, editor, ops
 from tensorsketch.canvas.studio._files import (
     SourceFile,
     atomic_write_bytes,
@@ -217,6 +217,8 @@ class Studio:
                 "selected": ir.name,
                 "layout": self.layout_for(nodes),
                 "style": _STYLE.get(ir.style, ir.style),
+                "functions": ops.module_functions(source.text),
+                "classes": ops.node_classes(source.text),
             }
             kept = {
                 "graph": view["graph"],
@@ -228,6 +230,26 @@ class Studio:
             self._last_good[chosen] = kept
             self._last_good[ir.name] = kept
             return view
+
+    def open_node(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /api/open``: open node ``body["node"]``'s class in ``$VISUAL``/``$EDITOR``."""
+        name = body.get("node")
+        graph = body.get("graph")
+        if not isinstance(name, str) or (graph is not None and not isinstance(graph, str)):
+            raise ApiError(400, "open needs `node` (a node's name) and optionally `graph`.")
+        ir = self.current_ir(graph)
+        node = next((n for n in ir.nodes if n.name == name), None)
+        if node is None:
+            known = ", ".join(n.name for n in ir.nodes) or "none"
+            raise ApiError(404, f"graph {ir.name!r} has no node {name!r} (its nodes: {known}).")
+        line = node.line or 1
+        try:
+            command = editor.open_in_editor(self.path, line)
+        except LookupError as exc:
+            raise ApiError(409, str(exc)) from None
+        except OSError as exc:
+            raise ApiError(409, f"the editor could not be started: {exc}") from None
+        return {"opened": True, "file": str(self.path), "line": line, "command": command}
 
     def current_ir(self, graph: str | None = None) -> GraphIR:
         """The selected graph, for exports; 422 while the file does not parse."""

@@ -21,11 +21,23 @@ from typing import Any
 
 from tensorsketch.canvas import edits
 from tensorsketch.canvas._annotation import annotation_problem
-from tensorsketch.canvas.ir import END, START, EdgeIR, GraphIR, Port
+from tensorsketch.canvas._classes import find_node_classes
+from tensorsketch.canvas._source import parse_source
+from tensorsketch.canvas.exceptions import CanvasError
+from tensorsketch.canvas.ir import END, START, EdgeIR, GraphIR, NodeIR, Port
 from tensorsketch.canvas.studio import _restore, _stub_rename
 from tensorsketch.canvas.studio._errors import BadEdit, EditRejected
 
-__all__ = ["OPS", "BadEdit", "EditRejected", "EditResult", "apply_op", "state_fields"]
+__all__ = [
+    "OPS",
+    "BadEdit",
+    "EditRejected",
+    "EditResult",
+    "apply_op",
+    "module_functions",
+    "node_classes",
+    "state_fields",
+]
 
 
 @dataclass
@@ -329,6 +341,184 @@ def _remove_edge(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResul
     raise EditRejected(msg)
 
 
+def module_functions(source: str) -> list[str]:
+    """The functions defined at the top level of ``source`` (``def``/``async def``): what a
+    route, a loop or a fan-out drawn on the canvas may name as its function. Read, never run."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    return [
+        stmt.name for stmt in tree.body if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
+
+
+def _function(args: Mapping[str, Any], key: str, op: str, source: str) -> str:
+    """``args[key]``: the name of a function the file defines at the top level. Anything
+    else (a lambda, an expression, an unknown name) is refused: the page names code, it
+    never sends any."""
+    if args.get(key) is None:
+        msg = (
+            f"{op}: name the routing function in args.{key} (a function in the file that "
+            "returns the label); the canvas never writes one."
+        )
+        raise EditRejected(msg)
+    name = _str(args, key, op)
+    known = module_functions(source)
+    if name in known:
+        return name
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f" — did you mean {close[0]!r}?" if close else ""
+    listed = ", ".join(known) or "none yet"
+    msg = (
+        f"{op}: {name!r} is not a function defined at the top level of this file{hint} "
+        f"(its functions: {listed}). Write the function in your editor (it takes the state "
+        "and returns the label), then pick it here."
+    )
+    raise EditRejected(msg)
+
+
+def _add_route(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
+    src = _str(args, "source", "add_route")
+    dst = _str(args, "target", "add_route")
+    label = _str(args, "label", "add_route").strip()
+    for name, role in ((src, "route source"), (dst, "route target")):
+        _check_known(ir, name, role)
+    routed = any(
+        e.source == src and e.kind == "conditional" and e.branch != "loop" for e in ir.edges
+    )
+    # a node that routes already gains a key (no function to name); the first route names one
+    sent = args.get("path") is not None
+    path = _function(args, "path", "add_route", source) if sent or not routed else None
+    new = edits.add_route(ir, src, dst, label, path)
+    inverse = {"op": "remove_edge", "args": {"source": src, "target": dst, "label": label}}
+    return EditResult(new, inverse)
+
+
+def _relabel_route(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
+    del source
+    src = _str(args, "source", "relabel_route")
+    label = _str(args, "label", "relabel_route")
+    new_label = _str(args, "new", "relabel_route").strip()
+    new = edits.relabel_route(ir, src, label, new_label)
+    inverse = {"op": "relabel_route", "args": {"source": src, "label": new_label, "new": label}}
+    return EditResult(new, inverse)
+
+
+def _add_loop(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
+    node = _str(args, "node", "add_loop")
+    exit_to = args.get("exit", END)
+    if not isinstance(exit_to, str):
+        msg = "add_loop: args.exit must be a node name (or omitted: END)."
+        raise BadEdit(msg)
+    _check_known(ir, node, "loop node")
+    _check_known(ir, exit_to, "loop exit")
+    until = _function(args, "until", "add_loop", source)
+    new = edits.add_loop(ir, node, until, exit_to)
+    inverse = {"op": "remove_edge", "args": {"source": node, "target": node, "label": "repeat"}}
+    return EditResult(new, inverse)
+
+
+def _add_fanout(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
+    src = _str(args, "source", "add_fanout")
+    _check_known(ir, src, "fan-out source")
+    path = _function(args, "path", "add_fanout", source)
+    new = edits.add_fanout(ir, src, path)
+    return EditResult(new, {"op": "remove_edge", "args": {"source": src, "target": None}})
+
+
+def node_classes(source: str) -> list[dict[str, Any]]:
+    """The ``Node`` classes ``source`` defines (read, never run), for the palette: each one's
+    name, line, ports and whether it still needs code."""
+    try:
+        classes = find_node_classes(parse_source(source))
+    except CanvasError:
+        return []
+    return [
+        {
+            "name": c.name,
+            "line": c.line,
+            "has_hole": c.has_hole,
+            "inputs": [p.to_dict() for p in c.inputs],
+            "outputs": [p.to_dict() for p in c.outputs],
+        }
+        for c in classes.values()
+    ]
+
+
+def _place_node(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
+    cls = _str(args, "cls", "place_node")
+    name = args.get("name", cls)
+    if not isinstance(name, str) or not name.strip():
+        msg = "place_node: args.name must be a non-empty string (or left out: the class name)."
+        raise BadEdit(msg)
+    name = name.strip()
+    classes = find_node_classes(parse_source(source))
+    found = classes.get(cls)
+    if found is None:
+        close = difflib.get_close_matches(cls, list(classes), n=1, cutoff=0.6)
+        hint = f" — did you mean {close[0]!r}?" if close else ""
+        listed = ", ".join(classes) or "none"
+        msg = f"place_node: this file defines no Node class {cls!r}{hint} (its classes: {listed})."
+        raise EditRejected(msg)
+    if name in (START, END) or any(n.name == name for n in ir.nodes):
+        msg = f"graph {ir.name!r} already has a node named {name!r}; give the new one a name."
+        raise EditRejected(msg)
+    new = ir.copy()
+    new.nodes.append(
+        NodeIR(
+            name=name,
+            cls=cls,
+            inputs=[Port(p.name, p.type) for p in found.inputs],
+            outputs=[Port(p.name, p.type) for p in found.outputs],
+            has_hole=found.has_hole,
+            hole=found.hole,
+            line=found.line,
+        )
+    )
+    new.added.append(name)
+    return EditResult(new, {"op": "remove_node", "args": {"name": name}})
+
+
+def _splice_args(args: Mapping[str, Any], op: str, ir: GraphIR) -> tuple[str, str, str]:
+    node = _str(args, "node", op)
+    src = _str(args, "source", op)
+    dst = _str(args, "target", op)
+    _check_known(ir, node, f"{op} node")
+    for name, role in ((src, "edge source"), (dst, "edge target")):
+        _check_known(ir, name, role)
+    return node, src, dst
+
+
+def _splice_node(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
+    del source
+    node, src, dst = _splice_args(args, "splice_node", ir)
+    for edge in ir.edges:
+        if edge.source == node and edge.kind in ("conditional", "dynamic"):
+            msg = (
+                f"{node!r} routes through `{edge.path}`, so it cannot also go on to {dst!r} by "
+                "a plain edge; drop a node without routes on the wire."
+            )
+            raise EditRejected(msg)
+        if edge.kind == "sequential" and (edge.source, edge.target) in ((src, node), (node, dst)):
+            msg = f"{edge.source!r} → {edge.target!r} is wired already; nothing to splice."
+            raise EditRejected(msg)
+    new = edits.splice_node(ir, node, src, dst)
+    inverse = {"op": "unsplice_node", "args": {"node": node, "source": src, "target": dst}}
+    return EditResult(new, inverse)
+
+
+def _unsplice_node(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
+    del source
+    node, src, dst = _splice_args(args, "unsplice_node", ir)
+    if any(e.kind == "sequential" and (e.source, e.target) == (src, dst) for e in ir.edges):
+        msg = f"the graph already has the edge {src!r} → {dst!r}."
+        raise EditRejected(msg)
+    new = edits.unsplice_node(ir, node, src, dst)
+    inverse = {"op": "splice_node", "args": {"node": node, "source": src, "target": dst}}
+    return EditResult(new, inverse)
+
+
 def _edge_text(edge: EdgeIR) -> str:
     if edge.kind == "join":
         return f"{edge.sources!r} → {edge.target} (a join: pass join: true)"
@@ -393,6 +583,13 @@ OPS: dict[str, Callable[[GraphIR, Mapping[str, Any], str], EditResult]] = {
     "add_node": _add_node,
     "add_edge": _add_edge,
     "add_join": _add_join,
+    "add_route": _add_route,
+    "relabel_route": _relabel_route,
+    "add_loop": _add_loop,
+    "add_fanout": _add_fanout,
+    "place_node": _place_node,
+    "splice_node": _splice_node,
+    "unsplice_node": _unsplice_node,
     "remove_edge": _remove_edge,
     "rename_node": _rename_node,
     "add_port": _add_port,

@@ -151,6 +151,10 @@ class _Api:
         self.hub.publish("file", {"version": result["version"]})
         return _json(result)
 
+    async def post_open(self, request: Request) -> Response:
+        body = await self.json_body(request)
+        return _json(await asyncio.to_thread(self.studio.open_node, body))
+
     async def post_layout(self, request: Request) -> Response:
         body = await self.json_body(request)
         return _json(await asyncio.to_thread(self.studio.set_layout, body))
@@ -221,6 +225,7 @@ def create_app(
         Route("/api/graph", guarded(api.get_graph), methods=["GET"]),
         Route("/api/edit", guarded(api.post_edit), methods=["POST"]),
         Route("/api/layout", guarded(api.post_layout), methods=["POST"]),
+        Route("/api/open", guarded(api.post_open), methods=["POST"]),
         Route("/api/events", guarded(api.events), methods=["GET"]),
         Route("/api/trace", guarded(api.post_trace, token=False), methods=["POST"]),
         Route("/api/trace", guarded(api.get_trace), methods=["GET"]),
