@@ -67,8 +67,8 @@ def _targets(args: argparse.Namespace) -> list[HoleRef] | str:
 
 def run_fill(args: argparse.Namespace, out: TextIO) -> int:
     """Fill every hole ``args`` selects; see the module docstring for the exit status."""
-    from tensorsketch.registry import create_provider  # noqa: PLC0415 - providers load when a fill runs
     from tensorsketch.observability.export import FileTracer  # noqa: PLC0415 - as above
+    from tensorsketch.registry import create_provider  # noqa: PLC0415 - providers load when a fill runs
 
     if not args.provider or not args.model:
         print("error: holes fill needs --provider NAME and --model MODEL", file=sys.stderr)
