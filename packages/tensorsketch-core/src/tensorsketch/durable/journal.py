@@ -198,6 +198,13 @@ class RunJournal:
                 )
         except BackendUnavailableError:
             raise  # the store is gone: giving the lease back would only wait on it
+        except asyncio.CancelledError:
+            # Cancelled mid-open (a sibling task failed): a store whose call runs on a thread
+            # (SQLite) may still have granted the lease. Give it back, shielded from a second
+            # cancellation, or the resume would see ThreadBusyError for a whole TTL.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.backend.release_lease(self.thread_id, self.owner))
+            raise
         except Exception:
             # The store may have taken the lease before the failure (a row it could not
             # convert): give it back, or every retry would see ThreadBusyError for a whole TTL.
