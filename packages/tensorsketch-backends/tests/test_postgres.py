@@ -436,7 +436,9 @@ def test_short_loops_leave_no_connection_attempt_behind(
     with caplog.at_level(logging.INFO, logger="psycopg.pool"):
         for i in range(8):
             asyncio.run(backend.acquire_lease(f"l-{i}", "me", 30))
-            forked = asyncio.run(COUNTER.fork(backend, "t", history[1].id, f"f-{i}"))
+            forked = asyncio.run(
+                COUNTER.fork(backend, "t", history[1].id, f"f-{i}", effects="rerun")
+            )
             assert forked.n == 3
     records = _pool_records(caplog)
     assert not [m for m in records if "error connecting" in m]

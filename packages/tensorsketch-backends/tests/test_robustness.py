@@ -57,6 +57,22 @@ class Pay(Node):
 GRAPH = Graph(Order).add(Pay).edge(START, "Pay").edge("Pay", END).compile()
 
 
+class Look(Node):
+    class In(Schema):
+        order: str
+
+    class Out(Schema):
+        paid: str
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        return self.Out(paid="")
+
+
+#: Runs on a thread first, so it exists: a run on a thread it creates itself reads no
+#: journal (nobody else can have written one), so planted entries need an existing thread.
+OPENER = Graph(Order).add(Look).edge(START, "Look").edge("Look", END).compile()
+
+
 def _thread() -> str:
     return f"t-{uuid.uuid4().hex[:10]}"
 
@@ -96,6 +112,7 @@ async def _lease_is_free(backend: Backend, thread: str) -> bool:
 @pytest.mark.parametrize("entry", ["zzz", {}, [], [1, 2], None])
 async def test_malformed_journal_entry_is_a_clear_error(store: Backend, entry: Any) -> None:
     thread = _thread()
+    await OPENER.invoke({"order": thread}, thread_id=thread, backend=store)
     await store.record_effect(thread, "idem:pay", store.serializer.dumps(entry))
     with pytest.raises(CheckpointDecodeError) as info:
         await GRAPH.invoke({"order": thread}, thread_id=thread, backend=store)
@@ -123,6 +140,7 @@ DEEP = 200_000
 
 async def test_deeply_nested_journal_entry_is_a_decode_error(store: Backend) -> None:
     thread = _thread()
+    await OPENER.invoke({"order": thread}, thread_id=thread, backend=store)
     await store.record_effect(thread, "idem:pay", b"[" * DEEP + b"]" * DEEP)
     with pytest.raises(CheckpointDecodeError, match="idem:pay"):
         await GRAPH.invoke({"order": thread}, thread_id=thread, backend=store)
