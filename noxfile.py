@@ -199,10 +199,21 @@ def canvas_soak(session: nox.Session) -> None:
     )
 
 
-def _with_everything(dist: str) -> str:
+#: Opt-in extras outside a dist's `all` that the cross-package tests still need: the
+#: reference pages import every documented module, and the examples run every feature.
+DEVELOPER_EXTRAS = {
+    "tensorsketch-providers": {"litellm"},
+    "tensorsketch-canvas": {"fill"},
+}
+
+
+def _with_everything(dist: str, *, developer: bool = False) -> str:
     """A dist's folder with what `pip install tensorsketch` brings of it, plus every opt-in
-    extra it calls `all` (the developer layout: every optional import resolves)."""
+    extra it calls `all` (the developer layout: every optional import resolves), and with
+    ``developer`` the extras of :data:`DEVELOPER_EXTRAS` too."""
     extras = set(META_DEFAULT_EXTRAS.get(dist, set()))
+    if developer:
+        extras |= DEVELOPER_EXTRAS.get(dist, set())
     if "\nall =" in (PACKAGES / dist / "pyproject.toml").read_text():
         extras.add("all")
     return f"{PACKAGES / dist}[{','.join(sorted(extras))}]" if extras else str(PACKAGES / dist)
@@ -211,7 +222,7 @@ def _with_everything(dist: str) -> str:
 @nox.session
 def integration(session: nox.Session) -> None:
     """Everything editable in one venv (the developer layout) + the cross-package tests."""
-    editable = [arg for dist in DISTS for arg in ("-e", _with_everything(dist))]
+    editable = [arg for dist in DISTS for arg in ("-e", _with_everything(dist, developer=True))]
     session.install(*editable, *INTEGRATION_TOOLS)
     session.install("--no-deps", "-e", str(PACKAGES / META))
     _pytest(session, str(ROOT / "tests"))
