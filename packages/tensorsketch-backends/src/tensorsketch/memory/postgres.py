@@ -8,12 +8,11 @@ over the namespace's vectors (``real[]`` columns); the ``repr`` says so.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 try:
-    from psycopg import sql
+    from psycopg import AsyncConnection, sql
     from psycopg.types.json import Jsonb
     from psycopg_pool import AsyncConnectionPool
 except ImportError as exc:  # pragma: no cover - exercised in a venv without the extra
@@ -23,7 +22,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a venv without the
     )
     raise ImportError(msg, name=exc.name) from exc
 
-from tensorsketch.errors import BackendUnavailableError
+from tensorsketch.memory._pg_pool import StorePool
 from tensorsketch.memory.embedder import Embedder
 from tensorsketch.memory.errors import MemoryConflictError
 from tensorsketch.memory.item import Item, Namespace, namespace_text, prefix_bounds
@@ -59,64 +58,35 @@ class PostgresStore(MemoryStore):
     ) -> None:
         kwargs = {} if clock is None else {"clock": clock}
         super().__init__(embedder=embedder, index=index, default_ttl=default_ttl, **kwargs)
-        if (dsn is None) == (pool is None):
-            msg = (
-                "PostgresStore needs exactly one of dsn='postgresql://...' or pool=<an open pool>."
-            )
-            raise ValueError(msg)
-        self._dsn = dsn
-        self._pool = pool
-        self._own_pool = pool is None
-        self._max_size = max_size
         self._schema = schema
         self._table = sql.Identifier(schema, "memory_items")
-        self._ready = False
-        self._opening = asyncio.Lock()
+        self._pool = StorePool(
+            dsn, pool, owner="PostgresStore", max_size=max_size, setup=self._setup
+        )
 
     def __repr__(self) -> str:
         return f"PostgresStore(schema={self._schema!r}, search={self.search_mode!r})"
 
+    async def _setup(self, conn: AsyncConnection[Any]) -> None:
+        await conn.execute(
+            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self._schema))
+        )
+        await conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} ("
+                'namespace text COLLATE "C" NOT NULL, key text COLLATE "C" NOT NULL, '
+                "value jsonb NOT NULL, rev bigint NOT NULL, "
+                "created_at double precision NOT NULL, "
+                "updated_at double precision NOT NULL, expires_at double precision, "
+                "vector real[], embedder text, PRIMARY KEY (namespace, key))"
+            ).format(self._table)
+        )
+
     async def _connection_pool(self) -> AsyncConnectionPool[Any]:
-        async with self._opening:
-            if self._pool is None:
-                pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-                    self._dsn or "",
-                    min_size=1,
-                    max_size=self._max_size,
-                    open=False,
-                    kwargs={"autocommit": True},
-                )
-                try:
-                    await pool.open(wait=True, timeout=10)
-                except Exception as exc:
-                    msg = f"PostgresStore cannot reach PostgreSQL: {exc}"
-                    raise BackendUnavailableError(msg) from exc
-                self._pool = pool
-            if not self._ready:
-                async with self._pool.connection() as conn, conn.transaction():
-                    await conn.execute("SELECT pg_advisory_xact_lock(7596102371)")
-                    await conn.execute(
-                        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-                            sql.Identifier(self._schema)
-                        )
-                    )
-                    await conn.execute(
-                        sql.SQL(
-                            "CREATE TABLE IF NOT EXISTS {} ("
-                            'namespace text COLLATE "C" NOT NULL, key text COLLATE "C" NOT NULL, '
-                            "value jsonb NOT NULL, rev bigint NOT NULL, "
-                            "created_at double precision NOT NULL, "
-                            "updated_at double precision NOT NULL, expires_at double precision, "
-                            "vector real[], embedder text, PRIMARY KEY (namespace, key))"
-                        ).format(self._table)
-                    )
-                self._ready = True
-            return self._pool
+        return await self._pool.get()
 
     async def aclose(self) -> None:
-        if self._own_pool and self._pool is not None:
-            await self._pool.close()
-            self._pool = None
+        await self._pool.aclose()
 
     async def _fetch(self, query: sql.Composable, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         pool = await self._connection_pool()

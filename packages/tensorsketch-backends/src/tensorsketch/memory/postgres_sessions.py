@@ -6,11 +6,10 @@ appends from any number of processes land in one order and a turn is never appen
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 try:
-    from psycopg import sql
+    from psycopg import AsyncConnection, sql
     from psycopg_pool import AsyncConnectionPool
 except ImportError as exc:  # pragma: no cover - exercised in a venv without the extra
     msg = (
@@ -19,12 +18,12 @@ except ImportError as exc:  # pragma: no cover - exercised in a venv without the
     )
     raise ImportError(msg, name=exc.name) from exc
 
-from tensorsketch.errors import BackendUnavailableError
+from tensorsketch.memory._pg_pool import StorePool
 from tensorsketch.memory.sessions import SessionStore
 
 __all__ = ["PostgresSessionStore"]
 
-#: The advisory lock that orders table creation, and the seed of each session's lock key.
+#: The seed of each session's advisory lock key.
 _LOCK_SPACE = 7596102372
 
 
@@ -47,68 +46,38 @@ class PostgresSessionStore(SessionStore):
         schema: str = "public",
         max_size: int = 4,
     ) -> None:
-        if (dsn is None) == (pool is None):
-            msg = (
-                "PostgresSessionStore needs exactly one of dsn='postgresql://...' or "
-                "pool=<an open pool>."
-            )
-            raise ValueError(msg)
-        self._dsn = dsn
-        self._pool = pool
-        self._own_pool = pool is None
-        self._max_size = max_size
         self._schema = schema
         self._table = sql.Identifier(schema, "session_messages")
-        self._ready = False
-        self._opening = asyncio.Lock()
+        self._pool = StorePool(
+            dsn, pool, owner="PostgresSessionStore", max_size=max_size, setup=self._setup
+        )
 
     def __repr__(self) -> str:
         return f"PostgresSessionStore(schema={self._schema!r})"
 
+    async def _setup(self, conn: AsyncConnection[Any]) -> None:
+        await conn.execute(
+            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self._schema))
+        )
+        await conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} ("
+                'session_id text COLLATE "C" NOT NULL, seq bigint NOT NULL, '
+                "turn text, message text NOT NULL, PRIMARY KEY (session_id, seq))"
+            ).format(self._table)
+        )
+        await conn.execute(
+            sql.SQL(
+                "CREATE INDEX IF NOT EXISTS session_messages_turn "
+                "ON {} (session_id, turn) WHERE turn IS NOT NULL"
+            ).format(self._table)
+        )
+
     async def _connection_pool(self) -> AsyncConnectionPool[Any]:
-        async with self._opening:
-            if self._pool is None:
-                pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-                    self._dsn or "",
-                    min_size=1,
-                    max_size=self._max_size,
-                    open=False,
-                    kwargs={"autocommit": True},
-                )
-                try:
-                    await pool.open(wait=True, timeout=10)
-                except Exception as exc:
-                    msg = f"PostgresSessionStore cannot reach PostgreSQL: {exc}"
-                    raise BackendUnavailableError(msg) from exc
-                self._pool = pool
-            if not self._ready:
-                async with self._pool.connection() as conn, conn.transaction():
-                    await conn.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_SPACE])
-                    await conn.execute(
-                        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-                            sql.Identifier(self._schema)
-                        )
-                    )
-                    await conn.execute(
-                        sql.SQL(
-                            "CREATE TABLE IF NOT EXISTS {} ("
-                            'session_id text COLLATE "C" NOT NULL, seq bigint NOT NULL, '
-                            "turn text, message text NOT NULL, PRIMARY KEY (session_id, seq))"
-                        ).format(self._table)
-                    )
-                    await conn.execute(
-                        sql.SQL(
-                            "CREATE INDEX IF NOT EXISTS session_messages_turn "
-                            "ON {} (session_id, turn) WHERE turn IS NOT NULL"
-                        ).format(self._table)
-                    )
-                self._ready = True
-            return self._pool
+        return await self._pool.get()
 
     async def aclose(self) -> None:
-        if self._own_pool and self._pool is not None:
-            await self._pool.close()
-            self._pool = None
+        await self._pool.aclose()
 
     async def _append(self, session_id: str, turn: str | None, payloads: list[str]) -> int:
         pool = await self._connection_pool()

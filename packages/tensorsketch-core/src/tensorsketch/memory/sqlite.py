@@ -7,14 +7,13 @@ Search is an exact cosine scan over the namespace's vectors (stored as float32 b
 from __future__ import annotations
 
 import array
-import asyncio
 import json
 import os
 import sqlite3
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from tensorsketch.memory._sqlite_file import SqliteFile, check_table_prefix
 from tensorsketch.memory.embedder import Embedder
 from tensorsketch.memory.errors import MemoryConflictError
 from tensorsketch.memory.item import Item, Namespace, namespace_text, prefix_bounds
@@ -52,23 +51,10 @@ class SqliteStore(MemoryStore):
     ) -> None:
         kwargs = {} if clock is None else {"clock": clock}
         super().__init__(embedder=embedder, index=index, default_ttl=default_ttl, **kwargs)
-        if not isinstance(path, str | os.PathLike):
-            msg = f"SqliteStore(path) needs a file path or ':memory:', got {path!r}."
-            raise TypeError(msg)
-        text = os.fspath(path)
-        if text.startswith("sqlite:///"):
-            text = text[len("sqlite:///") :] or ":memory:"
-        if not table_prefix.replace("_", "").isalnum():
-            msg = f"table_prefix must be letters, digits and underscores, got {table_prefix!r}."
-            raise ValueError(msg)
-        self.path = text
-        self._table = f"{table_prefix}memory_items"
-        self._conn = sqlite3.connect(
-            text, timeout=busy_timeout, check_same_thread=False, isolation_level=None
-        )
-        self._lock = threading.Lock()
-        if text != ":memory:":
-            self._conn.execute("PRAGMA journal_mode=WAL")
+        self._file = SqliteFile(path, owner="SqliteStore", busy_timeout=busy_timeout)
+        self.path = self._file.path
+        self._table = f"{check_table_prefix(table_prefix)}memory_items"
+        self._conn = self._file.conn
         self._conn.execute(
             f"CREATE TABLE IF NOT EXISTS {self._table} ("
             "namespace TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, "
@@ -80,14 +66,10 @@ class SqliteStore(MemoryStore):
         return f"SqliteStore({self.path!r}, search={self.search_mode!r})"
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        def locked() -> T:
-            with self._lock:
-                return fn(self._conn)
-
-        return await asyncio.to_thread(locked)
+        return await self._file.run(fn)
 
     async def aclose(self) -> None:
-        await self._run(lambda conn: conn.close())
+        await self._file.close()
 
     async def _read(
         self, addresses: Sequence[tuple[Namespace, str]], now: float

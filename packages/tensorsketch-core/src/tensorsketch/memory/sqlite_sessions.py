@@ -6,13 +6,12 @@ in a total order and a turn is never appended twice.
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from tensorsketch.memory._sqlite_file import SqliteFile, check_table_prefix
 from tensorsketch.memory.sessions import SessionStore
 
 __all__ = ["SqliteSessionStore"]
@@ -21,7 +20,8 @@ T = TypeVar("T")
 
 
 class SqliteSessionStore(SessionStore):
-    """Session histories in one SQLite table (``<table_prefix>session_messages``).
+    """Session histories in one SQLite table (``<table_prefix>session_messages``; several apps
+    can share a file).
 
     :param path: a file path, a ``sqlite:///path`` URL, or ``":memory:"`` (the default).
     :param table_prefix: put before the table's name, to share a database file.
@@ -34,23 +34,13 @@ class SqliteSessionStore(SessionStore):
         self,
         path: str | Path = ":memory:",
         *,
-        table_prefix: str = "",
+        table_prefix: str = "tensorsketch_",
         busy_timeout: float = 30.0,
     ) -> None:
-        text = str(path)
-        if text.startswith("sqlite:///"):
-            text = text[len("sqlite:///") :] or ":memory:"
-        if table_prefix and not table_prefix.replace("_", "").isalnum():
-            msg = f"table_prefix must be letters, digits and underscores, got {table_prefix!r}."
-            raise ValueError(msg)
-        self.path = text
-        self._table = f"{table_prefix}session_messages"
-        self._conn = sqlite3.connect(
-            text, timeout=busy_timeout, check_same_thread=False, isolation_level=None
-        )
-        self._lock = threading.Lock()
-        if text != ":memory:":
-            self._conn.execute("PRAGMA journal_mode=WAL")
+        self._file = SqliteFile(path, owner="SqliteSessionStore", busy_timeout=busy_timeout)
+        self.path = self._file.path
+        self._table = f"{check_table_prefix(table_prefix)}session_messages"
+        self._conn = self._file.conn
         self._conn.execute(
             f"CREATE TABLE IF NOT EXISTS {self._table} ("
             "session_id TEXT NOT NULL, seq INTEGER NOT NULL, turn TEXT, message TEXT NOT NULL, "
@@ -65,14 +55,10 @@ class SqliteSessionStore(SessionStore):
         return f"SqliteSessionStore({self.path!r})"
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        def locked() -> T:
-            with self._lock:
-                return fn(self._conn)
-
-        return await asyncio.to_thread(locked)
+        return await self._file.run(fn)
 
     async def aclose(self) -> None:
-        await self._run(lambda conn: conn.close())
+        await self._file.close()
 
     async def _append(self, session_id: str, turn: str | None, payloads: list[str]) -> int:
         def append(conn: sqlite3.Connection) -> int:
