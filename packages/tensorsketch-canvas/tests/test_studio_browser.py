@@ -525,7 +525,9 @@ def test_gestures_write_the_file(studio: Studio) -> None:
     same_graph(studio.ir(), want)
     bodies_untouched(studio.text)
 
-    # rename: select the node, type the new name
+    # rename: select the node, type the new name (once the delete's write-back is done:
+    # a click while the page is busy writing is not taken, as for a person)
+    page.wait_for_function("!document.body.classList.contains('busy')")
     page.mouse.click(*studio.center("Escalate"))
     page.fill("#rename-input", "Escalation")
     page.press("#rename-input", "Enter")
