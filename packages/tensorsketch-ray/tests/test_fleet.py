@@ -301,6 +301,9 @@ async def _kill_mid_batch(
         await asyncio.sleep(0.05)
     killed_at = time.perf_counter()
     killed: set[int] = set(kill(owned))
+    # A commit a killed process sent just before the signal still lands: let those settle
+    # (well inside LEASE_TTL, so no takeover starts) before reading what the dead held.
+    await asyncio.sleep(0.5)
     # What the killed processes held when they died, read after the kill (the snapshot above
     # is stale by then: its runs can finish and new ones start before the signal). A dead
     # owner changes nothing, and a takeover needs its lease (LEASE_TTL) to lapse first.
