@@ -108,6 +108,20 @@ class Studio:
             timeout=timeout * 1000,
         )
 
+    def settle(self, quiet_ms: int = 300) -> None:
+        """Wait until no write is in flight and nothing has repainted for ``quiet_ms``: the
+        quiet reload an edit starts can repaint a moment after the edit's own paint, and a
+        drag begun across that repaint is measured against boxes that just moved."""
+        deadline = time.monotonic() + 10
+        last = -1
+        while time.monotonic() < deadline:
+            self.page.wait_for_function("!document.body.classList.contains('busy')")
+            now = self.paints()
+            if now == last:
+                return
+            last = now
+            self.page.wait_for_timeout(quiet_ms)
+
     def box(self, name: str) -> Any:
         return self.page.locator(f'#boxes g.box[data-id="{name}"]')
 
@@ -1307,6 +1321,7 @@ def test_undoing_a_whole_session_in_the_page_gives_the_file_back(studio: Studio)
     expect(studio.box("Payments")).to_be_visible()
     page.mouse.click(5, 790)  # the background: nothing selected, the side panel closes
     expect(page.locator("#inspector")).to_be_hidden()
+    studio.settle()
     fallback = studio.center("Fallback")
     step(lambda: studio.drag(fallback, (fallback[0] - 60, fallback[1] + 90)))
     # (the paint step() waited for can be the previous edit's reload, on a busy machine: the
