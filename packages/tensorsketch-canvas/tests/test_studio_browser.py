@@ -1302,6 +1302,7 @@ def test_undoing_a_whole_session_in_the_page_gives_the_file_back(studio: Studio)
         before = studio.paints()
         action()
         studio.wait_paint_after(before)
+        studio.settle()  # the edit's quiet reload too: the next click lands on a still page
 
     def add_node() -> None:
         page.click("#add-node")
@@ -1321,7 +1322,6 @@ def test_undoing_a_whole_session_in_the_page_gives_the_file_back(studio: Studio)
     expect(studio.box("Payments")).to_be_visible()
     page.mouse.click(5, 790)  # the background: nothing selected, the side panel closes
     expect(page.locator("#inspector")).to_be_hidden()
-    studio.settle()
     fallback = studio.center("Fallback")
     step(lambda: studio.drag(fallback, (fallback[0] - 60, fallback[1] + 90)))
     # (the paint step() waited for can be the previous edit's reload, on a busy machine: the

@@ -39,7 +39,8 @@ async def runner_for(
     def build(**options: Any) -> AsyncRunner:
         options.setdefault("timer_refresh", 0.5)
         options.setdefault("poll_interval", 0.05)
-        runner = AsyncRunner(multitask_graph(), backend=make_backend(), **options)
+        pause = options.pop("pause", 0.05)
+        runner = AsyncRunner(multitask_graph(pause), backend=make_backend(), **options)
         made.append(runner)
         return runner
 
@@ -62,7 +63,7 @@ async def _running(runner: AsyncRunner, run_id: str, ticks: int = 1) -> None:
 async def test_reject_refuses_a_second_input_while_the_first_runs(
     runner_for: Callable[..., AsyncRunner],
 ) -> None:
-    runner = runner_for(multitask_strategy="reject")
+    runner = runner_for(multitask_strategy="reject", pause=0.5)
     first = await runner.submit({"tag": "a"}, thread_id="t-reject")
     await _running(runner, first.run_id)
     with pytest.raises(RunConflictError, match=r"multitask_strategy is 'reject'"):
@@ -92,7 +93,7 @@ async def test_enqueue_runs_each_input_after_the_one_before_in_order(
 async def test_interrupt_stops_the_run_at_a_barrier_and_keeps_what_it_did(
     runner_for: Callable[..., AsyncRunner],
 ) -> None:
-    runner = runner_for()
+    runner = runner_for(pause=0.5)
     first = await runner.submit({"tag": "a"}, thread_id="t-interrupt")
     await _running(runner, first.run_id)
     second = await runner.submit(
@@ -113,7 +114,7 @@ async def test_interrupt_stops_the_run_at_a_barrier_and_keeps_what_it_did(
 async def test_rollback_discards_the_stopped_runs_checkpoints(
     runner_for: Callable[..., AsyncRunner],
 ) -> None:
-    runner = runner_for()
+    runner = runner_for(pause=0.5)
     before = await runner.submit({"tag": "z"}, thread_id="t-rollback")
     await runner.await_run(before.run_id, timeout=30)  # the thread's state before the run
     first = await runner.submit({"tag": "a"}, thread_id="t-rollback")
@@ -132,7 +133,7 @@ async def test_rollback_discards_the_stopped_runs_checkpoints(
 async def test_interrupt_cancels_runs_still_queued_behind_the_running_one(
     runner_for: Callable[..., AsyncRunner],
 ) -> None:
-    runner = runner_for()
+    runner = runner_for(pause=0.5)
     first = await runner.submit({"tag": "a"}, thread_id="t-queue")
     queued = await runner.submit({"tag": "q"}, thread_id="t-queue")
     await _running(runner, first.run_id)

@@ -61,10 +61,14 @@ def serve(live: Any, make_backend: Callable[[], Backend]) -> Iterator[Callable[.
     uvicorn; its backend is closed on the server's own loop (where its connections live)."""
     made: list[tuple[Any, AsyncRunner]] = []
 
-    def start(**runner: Any) -> Any:
+    def start(pause: float = 0.05, **runner: Any) -> Any:
         backend = make_backend()
         built = AsyncRunner(
-            multitask_graph(), backend=backend, timer_refresh=0.5, poll_interval=0.05, **runner
+            multitask_graph(pause),
+            backend=backend,
+            timer_refresh=0.5,
+            poll_interval=0.05,
+            **runner,
         )
         server = live(task_app(built, drain_timeout=1.0))
         made.append((server, built))
@@ -106,7 +110,7 @@ def _thread(client: httpx.Client, thread_id: str) -> list[dict[str, Any]]:
 
 
 def test_reject_answers_409_while_the_thread_runs(serve: Any) -> None:
-    server = serve(multitask_strategy="reject")
+    server = serve(pause=0.5, multitask_strategy="reject")
     with httpx.Client(base_url=server.url, timeout=30) as client:
         first = client.post("/tasks", json={"input": {"tag": "a"}, "thread_id": "t"}).json()
         _ticking(client, first["id"])
@@ -138,7 +142,7 @@ def test_enqueue_over_post_runs_waits_for_the_runs_before(serve: Any) -> None:
 
 
 def test_interrupt_over_http_keeps_what_the_stopped_run_did(serve: Any) -> None:
-    server = serve()
+    server = serve(pause=0.5)  # the stop must land while the run is still ticking
     with httpx.Client(base_url=server.url, timeout=60) as client:
         first = client.post("/tasks", json={"input": {"tag": "a"}, "thread_id": "t"}).json()
         _ticking(client, first["id"])
@@ -155,7 +159,7 @@ def test_interrupt_over_http_keeps_what_the_stopped_run_did(serve: Any) -> None:
 
 
 def test_rollback_over_http_discards_the_stopped_runs_work(serve: Any) -> None:
-    server = serve()
+    server = serve(pause=0.5)  # the stop must land while the run is still ticking
     with httpx.Client(base_url=server.url, timeout=60) as client:
         client.post("/runs", json={"input": {"tag": "z"}, "thread_id": "t"})
         first = client.post("/tasks", json={"input": {"tag": "a"}, "thread_id": "t"}).json()

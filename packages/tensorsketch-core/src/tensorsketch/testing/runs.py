@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import operator
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from tensorsketch.agents import create_agent
 from tensorsketch.channels import Reducer
@@ -163,7 +163,10 @@ class Ticks(Schema):
 
 
 class Tick(Node):
-    """One superstep: sleeps a little, then appends ``<tag><k>`` (the tag's k-th tick)."""
+    """One superstep: sleeps ``pause`` seconds, then appends ``<tag><k>`` (the tag's k-th
+    tick)."""
+
+    pause: ClassVar[float] = 0.05
 
     class In(Schema):
         tag: str
@@ -173,7 +176,7 @@ class Tick(Node):
         ticks: list[str]
 
     async def run(self, ctx: Context, inp: In) -> Out:
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(self.pause)
         done = sum(1 for t in inp.ticks if t[:-1] == inp.tag)
         return self.Out(ticks=[f"{inp.tag}{done}"])
 
@@ -182,11 +185,23 @@ def _ticked(state: Any) -> bool:
     return sum(1 for t in state.ticks if t[:-1] == state.tag) >= 3
 
 
-def multitask_graph() -> CompiledGraph[Ticks]:
+def multitask_graph(pause: float = 0.05) -> CompiledGraph[Ticks]:
     """Each input ``{"tag": "a"}`` ticks three supersteps (``a0``, ``a1``, ``a2``) on top
-    of the thread's ticks: what double-texting tests stop, queue and roll back."""
+    of the thread's ticks: what double-texting tests stop, queue and roll back.
+
+    ``pause`` is each tick's sleep: a test that must act while a run is still between two
+    ticks (an interrupt or rollback sent after it saw a tick) takes a longer one, so a
+    loaded machine cannot finish the run before the request lands."""
     g = Graph(Ticks, name="ticks")
-    g.add(Tick)
+    tick = Tick
+    if pause != Tick.pause:
+
+        class Paced(Tick):
+            __doc__ = Tick.__doc__
+
+        Paced.pause = pause
+        tick = Paced
+    g.add(tick, name="Tick")
     g.edge(START, "Tick")
     g.loop("Tick", until=_ticked)
     return g.compile()
