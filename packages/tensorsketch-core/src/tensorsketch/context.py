@@ -110,11 +110,16 @@ class Context(Generic[DepsT]):
     with the journal without any determinism rule for the rest of the body.
     """
 
-    __slots__ = ("_calls", "_run", "instance", "node", "superstep")
+    __slots__ = ("_calls", "_input", "_run", "instance", "node", "superstep")
 
-    def __init__(self, run: RunHandle, node: str, step: int, instance: str = "") -> None:
+    def __init__(
+        self, run: RunHandle, node: str, step: int, instance: str = "", input: Any = None
+    ) -> None:
         self._run = run
         self._calls = 0
+        # The task's input: ``ctx.step`` journals its digest, so a fork reuses a result only
+        # for the input it was made on.
+        self._input = input
         #: The node's name in the graph.
         self.node = node
         #: The superstep this node instance runs in.
@@ -228,7 +233,9 @@ class Context(Generic[DepsT]):
     def scoped(self, suffix: str) -> Context[DepsT]:
         """A context for one part of this node (an agent's tool call, a sub-step) whose
         journal keys cannot collide with the node's own or another part's."""
-        return Context(self._run, self.node, self.superstep, f"{self.instance}[{suffix}]")
+        return Context(
+            self._run, self.node, self.superstep, f"{self.instance}[{suffix}]", self._input
+        )
 
     async def step(
         self,
@@ -259,8 +266,11 @@ class Context(Generic[DepsT]):
             key = f"{IDEMPOTENCY_PREFIX}{idempotency_key}"
         else:
             key = self.next_key(name)
-        call = EffectCall(name, node=self.node, step=self.superstep, args=args, in_doubt=in_doubt)
-        with calling(CallIdentity(f"ctx.step {name!r} of node {self.node!r}")):
+        made_on = self._input if self._run.thread_id is not None else None
+        call = EffectCall(
+            name, node=self.node, step=self.superstep, args=args, in_doubt=in_doubt, input=made_on
+        )
+        with calling(CallIdentity(f"ctx.step {name!r} of node {self.node!r}", input=made_on)):
             return await self._run.effects.once(key, fn, call)
 
     async def transaction(self, name: str, fn: Callable[[Any], Any]) -> Any:

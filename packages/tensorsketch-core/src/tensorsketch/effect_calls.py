@@ -11,11 +11,15 @@ no description.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import hashlib
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["CallIdentity", "calling", "take_effect_call"]
+from pydantic import BaseModel
+
+__all__ = ["CallIdentity", "calling", "input_digest", "take_effect_call"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,12 +27,30 @@ class CallIdentity:
     """The side effect a journal lookup is for.
 
     :param label: how an error names it (``"ctx.step 'refund'"``, ``"tool call refund"``).
-    :param digest: a digest of its arguments (``None``: the key alone identifies the call,
-        as for a ``ctx.step``, whose function is opaque).
+    :param digest: a digest of its arguments (``None`` for a ``ctx.step``, whose function is
+        opaque: it is identified by its key and the input of the node that made it).
+    :param input: the input of the node task making the call (``None``: not known); a fork
+        reuses a ``ctx.step`` result only for the same input (see :func:`input_digest`).
     """
 
     label: str
     digest: str | None = None
+    input: Any = field(default=None, compare=False, repr=False)
+
+
+def input_digest(dumps: Callable[[Any], bytes], value: Any) -> str | None:
+    """A digest of the node input an effect ran under, encoded as the run's store encodes it
+    (``dumps``). It is journaled with the effect's intent, so a fork can tell whether the
+    ``ctx.step`` it would reuse ran on the same input. ``None`` when the serializer refuses
+    the value: the call is then identified by its key alone. A node's ``In`` model counts
+    by its fields (its class may be local to a function, which a store does not encode)."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump()
+    try:
+        data = dumps(value)
+    except (TypeError, ValueError):
+        return None
+    return "sha256:" + hashlib.sha256(data).hexdigest()[:32]
 
 
 _CURRENT: ContextVar[CallIdentity | None] = ContextVar("tensorsketch_effect_call", default=None)

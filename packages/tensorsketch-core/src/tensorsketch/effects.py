@@ -56,6 +56,9 @@ class EffectCall:
     :param settle: turns the result a person gives for this effect in doubt
         (``{"result": value}``) into what the effect journals (a tool wraps it as its record);
         ``None`` journals ``value`` as it is.
+    :param input: the input of the node task making the call; a durable run journals its
+        digest with the intent (``input_digest``), which a fork compares before it reuses the
+        result. Never stored itself.
     """
 
     name: str
@@ -65,6 +68,7 @@ class EffectCall:
     in_doubt: InDoubtPolicy = "retry"
     outside: bool = True
     settle: Callable[[Any], Any] | None = field(default=None, compare=False, repr=False)
+    input: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.in_doubt not in _POLICIES:
@@ -120,6 +124,10 @@ class EffectJournal(Protocol):
 
     def ensure_lease(self) -> None:
         """Raise if the run no longer holds its thread (before an effect starts)."""
+        ...
+
+    def digest(self, value: Any) -> str | None:
+        """A digest of ``value`` as the store encodes it (``None``: it cannot be encoded)."""
         ...
 
 
@@ -194,7 +202,12 @@ class EffectLog:
             except TypeError as exc:
                 raise _unstorable(key, exc) from exc
             return result
-        await journal.intend(key, call.intent())
+        intent = call.intent()
+        if call.input is not None:
+            digest = journal.digest(call.input)
+            if digest is not None:
+                intent["input_digest"] = digest
+        await journal.intend(key, intent)
         journal.ensure_lease()  # a stall right after the intent must not call out either
         result = await _call(fn)
         # The effect has happened: record it even if this task is cancelled meanwhile (a

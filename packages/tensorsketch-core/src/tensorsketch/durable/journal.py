@@ -18,6 +18,7 @@ from tensorsketch.durable.guard import store_guard
 from tensorsketch.durable.ladder import LadderWriter, PlanEntry, Position, rebuild
 from tensorsketch.durable.lease import Lease
 from tensorsketch.durable.lineage import ForkResolver
+from tensorsketch.effect_calls import input_digest
 from tensorsketch.effect_keys import IDEMPOTENCY_PREFIX, intent_key, writes_key
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, LeaseLostError
 from tensorsketch.events import Event
@@ -367,6 +368,10 @@ class RunJournal:
             if hit:
                 return True, value, None
         return False, None, doubt
+
+    def digest(self, value: Any) -> str | None:
+        """A digest of ``value`` as this thread's store encodes it (see ``input_digest``)."""
+        return input_digest(self.backend.serializer.dumps, value)
 
     async def intend(self, key: str, intent: dict[str, Any]) -> None:
         """Write the intent of the effect about to call out under ``key`` (with any results

@@ -34,6 +34,7 @@ from tensorsketch.effect_keys import (
     NodeEffectKey,
     ToolCallKey,
     decisions_prefix,
+    intent_key,
     parse_effect_key,
     superstep_prefix,
     tool_effect_key,
@@ -220,8 +221,34 @@ class ForkResolver:
             raise ForkEffectError(msg, key=key, origin=lineage.origin)
         value = journal.decode(origin_key, raw)
         _check_identical(call, value, where, key, lineage.origin)
+        if call.digest is None and call.input is not None:
+            await self._check_same_input(call, lineage.origin, origin_key, where, key)
         await journal.record(key, value)  # the fork's own now: later runs replay it
         return True, value
+
+    async def _check_same_input(
+        self, call: CallIdentity, origin: str, origin_key: str, where: str, key: str
+    ) -> None:
+        """Refuse to reuse a ``ctx.step`` result its origin made on another node input (a
+        fork whose state edit, or a ``Send`` payload, changed what the node was given). An
+        origin whose intent recorded no input digest is compared by key alone."""
+        journal = self._journal
+        entry = intent_key(origin_key)
+        raw = await journal.backend.lookup_effect(origin, entry)
+        intent = journal.decode(entry, raw) if raw is not None else None
+        recorded = intent.get("input_digest") if isinstance(intent, dict) else None
+        if recorded is None:
+            return
+        mine = journal.digest(call.input)
+        if mine == recorded:
+            return
+        msg = (
+            f"{where} on another input of its node (digest {recorded}, this call's is {mine}): "
+            "its result is not this call's, so it is not reused. Fork again with "
+            "effects='rerun' to run it, or fork with state that gives the node the input it "
+            "had."
+        )
+        raise ForkEffectError(msg, key=key, origin=origin)
 
     async def _original(self, lineage: Lineage, key: str) -> tuple[str, bytes] | None:
         """The origin's entry for the same call: the same key, or for a tool call the same

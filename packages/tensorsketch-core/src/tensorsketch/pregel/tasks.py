@@ -124,8 +124,8 @@ class TaskExecution:
         spec = task.spec
         if guarded and (spec.retry is not None or spec.timeout is not None):
             return await self._run_guarded(task, step)
-        ctx = Context(self, spec.name, step, task.instance)
         inp = self.build_input(task)
+        ctx = Context(self, spec.name, step, task.instance, inp)
         if self.sink is not None:
             await self.emit(
                 "node_start", node=spec.name, data={"instance": task.instance}, step=step

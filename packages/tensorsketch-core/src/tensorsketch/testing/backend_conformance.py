@@ -875,13 +875,38 @@ class BackendConformance:
         )
         after_charge = (await ORDER_GRAPH.aget_history(thread, backend))[1]
         forked = await ORDER_GRAPH.fork(
-            backend, thread, after_charge.id, fork, {"note": "alt"}, effects="reuse"
+            backend, thread, after_charge.id, fork, {"label": "alt"}, effects="reuse"
         )
         assert calls(fork) == {}  # ship and notify replayed from the origin
-        assert forked.note == "alt" + done.note and forked.receipts == done.receipts
+        assert forked.note == done.note and forked.receipts == done.receipts
+        assert forked.label == "alt"
         # Reused results are the fork's own now: a run of the fork finds them in its journal.
         keys = [key for key, _ in await backend.list_effects(fork)]
         assert any(key.endswith(":notify") for key in keys)
+
+    @pytest.mark.asyncio
+    async def test_a_fork_does_not_reuse_a_step_its_origin_made_on_another_input(
+        self, backend: Backend
+    ) -> None:
+        if not self.thread_admin:
+            pytest.skip("a backend that cannot list its journal gives a fork nothing to inherit")
+        thread, fork = _thread(), _thread()
+        await ORDER_GRAPH.invoke(
+            {"order": thread, "items": ["a"]}, thread_id=thread, backend=backend
+        )
+        after_charge = (await ORDER_GRAPH.aget_history(thread, backend))[1]
+        # The edit changes Note's input (its note), not Ship's: ship is reused, notify is not.
+        with pytest.raises(
+            ForkEffectError, match=r"ctx\.step 'notify'.*another input.*effects='rerun'"
+        ):
+            await ORDER_GRAPH.fork(
+                backend, thread, after_charge.id, fork, {"note": "alt"}, effects="reuse"
+            )
+        assert calls(fork) == {}
+        rerun = await ORDER_GRAPH.fork(
+            backend, thread, after_charge.id, _thread(), {"note": "alt"}, effects="rerun"
+        )
+        assert rerun.note.startswith("alt|")
 
     @pytest.mark.asyncio
     async def test_a_fork_from_a_suspension_inherits_what_ran_before_it_only(
@@ -916,14 +941,14 @@ class BackendConformance:
         after_charge = (await ORDER_GRAPH.aget_history(thread, backend))[1]
         counting = CrashingBackend(backend, mode="raise")
         clean = await ORDER_GRAPH.fork(
-            counting, thread, after_charge.id, _thread(), {"note": "x"}, effects="reuse"
+            counting, thread, after_charge.id, _thread(), {"label": "x"}, effects="reuse"
         )
         for crash_at in range(1, len(counting.boundaries) + 1):
             fork = _thread()
             dying = CrashingBackend(backend, crash_at=crash_at, mode="raise")
             try:
                 out = await ORDER_GRAPH.fork(
-                    dying, thread, after_charge.id, fork, {"note": "x"}, effects="reuse"
+                    dying, thread, after_charge.id, fork, {"label": "x"}, effects="reuse"
                 )
             except (SimulatedCrash, LeaseLostError):  # dead (a sibling task saw its lease go)
                 out = await self._recover_fork(backend, thread, after_charge.id, fork)
@@ -942,10 +967,10 @@ class BackendConformance:
             try:
                 if await backend.latest_checkpoint(fork) is None:
                     return await ORDER_GRAPH.fork(
-                        backend, thread, at, fork, {"note": "x"}, effects="reuse"
+                        backend, thread, at, fork, {"label": "x"}, effects="reuse"
                     )
                 latest = (await ORDER_GRAPH.aget_history(fork, backend))[-1]
-                again = {"note": "x"} if latest.source == "fork" else None
+                again = {"label": "x"} if latest.source == "fork" else None
                 return await ORDER_GRAPH.invoke(again, thread_id=fork, backend=backend)
             except ThreadBusyError:
                 continue  # the store's clock has not let the lease go yet

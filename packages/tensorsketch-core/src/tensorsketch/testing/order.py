@@ -39,6 +39,8 @@ class OrderState(Schema):
     charged: str = ""
     receipts: Annotated[list[str], Reducer(operator.add)] = []
     note: str = ""
+    #: Read by no node: a fork can change it without changing any effect's input.
+    label: str = ""
 
 
 class OrderEffects(Protocol):
