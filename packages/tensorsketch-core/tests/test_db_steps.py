@@ -12,7 +12,7 @@ import pytest
 
 from tensorsketch import Context, Graph, Node, Schema, SqliteBackend
 from tensorsketch.constants import END, START
-from tensorsketch.errors import TransactionUnsupportedError
+from tensorsketch.errors import ForkEffectError, TransactionUnsupportedError
 from tensorsketch.runtime.backends import InMemoryBackend
 from tensorsketch.testing.crash import BackendSpec, run_crash_matrix
 from tensorsketch.testing.db_steps import DB_STEP_SCENARIO, db_step_graph, run_db_step_kill
@@ -107,3 +107,44 @@ async def test_stores_that_cannot_are_refused_with_the_alternative(durable: bool
             await app.invoke({}, thread_id="t", backend=InMemoryBackend())
         else:
             await app.invoke({})
+
+
+async def test_a_fork_treats_a_transaction_its_origin_ran_after_the_fork_point_as_an_effect(
+    tmp_path: Path,
+) -> None:
+    """Down a fork, a database step the origin committed after the fork point is a side
+    effect like ``ctx.step``: the fork stops before it by default, ``effects="reuse"``
+    replays the origin's result without writing, ``effects="rerun"`` writes again."""
+    written: list[str | None] = []
+
+    class Paid(Schema):
+        paid: int = 0
+
+    class Pay(Node):
+        class Out(Schema):
+            paid: int
+
+        async def run(self, ctx: Context, inp: Any) -> Any:
+            def write(conn: sqlite3.Connection) -> int:
+                written.append(ctx.thread_id)
+                conn.execute("CREATE TABLE IF NOT EXISTS payments (thread TEXT)")
+                conn.execute("INSERT INTO payments VALUES (?)", (ctx.thread_id,))
+                return len(written)
+
+            return self.Out(paid=await ctx.transaction("pay", write))
+
+    app = Graph(Paid).add(Pay).edge(START, "Pay").edge("Pay", END).compile()
+    backend = SqliteBackend(tmp_path / "s.db")
+    await app.invoke({}, thread_id="t", backend=backend)
+    start = (await app.aget_history("t", backend))[0]
+    with pytest.raises(ForkEffectError, match=r"ctx\.transaction 'pay'.*effects='reuse'"):
+        await app.fork(backend, "t", start.id, "stopped")
+    assert written == ["t"]
+    reused = await app.fork(backend, "t", start.id, "reused", effects="reuse")
+    assert reused.paid == 1 and written == ["t"]
+    rerun = await app.fork(backend, "t", start.id, "rerun", effects="rerun")
+    assert rerun.paid == 2 and written == ["t", "rerun"]
+    await backend.aclose()
+    with sqlite3.connect(tmp_path / "s.db") as conn:
+        rows = [r[0] for r in conn.execute("SELECT thread FROM payments ORDER BY rowid")]
+    assert rows == ["t", "rerun"]

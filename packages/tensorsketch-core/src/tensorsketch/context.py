@@ -288,7 +288,11 @@ class Context(Generic[DepsT]):
             Redis) cannot commit your writes with its journal: use ``ctx.step`` with an
             ``idempotency_key`` your database dedupes by instead.
         """
-        return await self._run.effects.transaction(self.next_key(name), fn)
+        key = self.next_key(name)
+        # Down a fork, a step the origin committed after the fork point is a side effect:
+        # the fork's effects= choice applies to it as to a ctx.step.
+        with calling(CallIdentity(f"ctx.transaction {name!r} of node {self.node!r}")):
+            return await self._run.effects.transaction(key, fn)
 
     async def emit(self, type: str, data: Any = None) -> None:
         """Push a custom event into the run's stream; a no-op when nobody is streaming.

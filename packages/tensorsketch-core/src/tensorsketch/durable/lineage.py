@@ -13,8 +13,9 @@ key; for a tool call, same position in the agent's turn and same tool and argume
 :data:`LINEAGE_KEY`), so every later run of the fork thread follows it.
 
 Only side effects count: a lookup made inside :func:`tensorsketch.effect_calls.calling`
-(``ctx.step``, an agent's tool call). Model calls, timers and bookkeeping run anew in a
-fork; idempotency-keyed effects the origin recorded are treated as run after the fork point.
+(``ctx.step``, ``ctx.transaction``, an agent's tool call). Model calls, timers and
+bookkeeping run anew in a fork; idempotency-keyed effects the origin recorded are treated as
+run after the fork point.
 """
 
 from __future__ import annotations
