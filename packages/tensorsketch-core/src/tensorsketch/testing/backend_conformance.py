@@ -934,7 +934,9 @@ class BackendConformance:
         self, backend: Backend
     ) -> None:
         thread = _thread()
-        backend.lease_ttl = 0.2
+        # Short, so a dead fork's lease lapses soon; not so short that a loaded machine's
+        # stall loses a living run's lease.
+        backend.lease_ttl = 0.5
         done = await ORDER_GRAPH.invoke(
             {"order": thread, "items": ["a", "b"]}, thread_id=thread, backend=backend
         )
