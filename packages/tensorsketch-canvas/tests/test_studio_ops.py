@@ -304,7 +304,7 @@ async def test_optimize_runs_in_a_subprocess_and_writes_only_on_confirm(triage: 
         assert result["improved"] is True
         assert result["scores"]["before"]["rate"] < result["scores"]["after"]["rate"]
         assert result["before"].startswith("0%") and result["after"].startswith("100%")
-        assert [r["round"] for r in done["rounds"]][0] == 0 and len(done["rounds"]) >= 2
+        assert done["rounds"][0]["round"] == 0 and len(done["rounds"]) >= 2
         assert result["initial"]["instructions"] == "You triage customer support tickets."
         assert "exactly one word" in result["best"]["instructions"]
         assert "-agent = create_agent(model, system=" in result["diff"]

@@ -61,6 +61,8 @@ export interface HoleRef {
   node: string;
   message: string | null;
   line: number | null;
+  /** "unverified" while a fill's draft that failed its checks sits beside the file */
+  status?: string;
 }
 
 export interface ParseError {
