@@ -396,3 +396,17 @@ def test_agents_are_names_bound_to_a_call_with_a_system_prompt() -> None:
     )
     assert agents_in(source) == ["agent", "helper"]
     assert agents_in("def (") == []
+
+
+@pytest.mark.parametrize("spec", ["proposer.py:proposer", "x y=proposer.py:p", "s=proposer"])
+def test_the_cli_refuses_a_proposer_that_is_not_name_file_attr(
+    spec: str, triage: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    from tensorsketch.canvas._cli import configure_studio, run_studio
+
+    parser = argparse.ArgumentParser()
+    configure_studio(parser)
+    assert run_studio(parser.parse_args([str(triage), "--proposer", spec])) == 2
+    assert "--proposer takes NAME=FILE.py:ATTR" in capsys.readouterr().err
