@@ -134,6 +134,11 @@ async def test_an_effect_in_doubt_is_listed_and_answered_in_place(
         assert ran["status"] == "suspended" and ran["interrupts"][0]["kind"] == "in_doubt"
         [doubt] = _ok(await client.get("/api/debug/in-doubt?thread=t-pay"))["effects"]
         assert doubt["waiting"] is True and doubt["interrupt_id"] == "0:Pay:0:pay"
+        # the checkpoint of that superstep marks it among its journal entries
+        at = f"/api/debug/threads/t-pay/checkpoints/{ran['checkpoint_id']}"
+        marked = [e for e in _ok(await client.get(at))["effects"] if e["kind"] == "in_doubt"]
+        assert [(e["key"], e["node"]) for e in marked] == [("0:Pay:0:pay", "Pay")]
+        assert marked[0]["preview"] == {"policy": "ask", "args": {"amount": 5}}
         # the person says it went through, with the receipt: the run ends on it
         answer = {
             "action": "answer",
@@ -144,6 +149,9 @@ async def test_an_effect_in_doubt_is_listed_and_answered_in_place(
         done = _ok(await client.post("/api/debug/threads/t-pay/resume", json=answer))
         assert done["status"] == "completed", done
         assert _ok(await client.get("/api/debug/in-doubt?thread=t-pay"))["effects"] == []
+        head = _ok(await client.get("/api/debug/threads/t-pay"))["head"]
+        entries = _ok(await client.get(f"/api/debug/threads/t-pay/checkpoints/{head}"))["effects"]
+        assert not [e for e in entries if e["kind"] == "in_doubt"]
     state = await graph.aget_state("t-pay", backend)
     assert state is not None and state.receipt == "r-from-bank"
     assert not (tmp_path / "charges.log").exists()  # never charged twice
@@ -410,3 +418,27 @@ def test_the_cli_refuses_a_proposer_that_is_not_name_file_attr(
     configure_studio(parser)
     assert run_studio(parser.parse_args([str(triage), "--proposer", spec])) == 2
     assert "--proposer takes NAME=FILE.py:ATTR" in capsys.readouterr().err
+
+
+async def test_a_tool_that_deferred_itself_is_not_in_doubt(tmp_path: Path) -> None:
+    """Its intent is followed by its wake-up time, not a result: it is waiting, not unknown."""
+    spec = importlib.util.spec_from_file_location(
+        "_debug_cases", Path(__file__).with_name("test_studio_debug.py")
+    )
+    assert spec is not None and spec.loader is not None
+    cases = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cases)
+    path = tmp_path / "deferring.py"
+    path.write_text(cases.DEFERRING, encoding="utf-8")
+    backend = SqliteBackend(tmp_path / "runs.db")
+    loaded = GraphSource(path).get()
+    assert loaded.graph is not None, loaded.error
+    out = await loaded.graph.invoke({"query": "go"}, thread_id="t-defer", backend=backend)
+    assert out.status == "suspended"
+    intents = await backend.list_effects("t-defer", "intent:")
+    assert intents  # the tool did write its intent
+    studio = Studio(path=path, token=TOKEN, project=tmp_path)
+    async with _client(create_app(studio, debugger=Debugger(backend, path=path))) as client:
+        view = _ok(await client.get("/api/debug/in-doubt?thread=t-defer"))
+    await backend.aclose()
+    assert view == {"thread_id": "t-defer", "supported": True, "effects": []}

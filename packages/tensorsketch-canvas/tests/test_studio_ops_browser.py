@@ -262,6 +262,8 @@ def test_answer_an_effect_in_doubt_in_the_debugger(tmp_path: Path, browser: Brow
         _confirm(page)
         expect(page.locator("#dbg-waiting")).to_contain_text("effect in doubt", timeout=15_000)
         expect(page.locator("#dbg-doubt-happened")).to_be_visible()
+        # the head checkpoint's journal marks the same effect
+        expect(page.locator(".dbg-effects tr.in-doubt")).to_contain_text("in doubt (ask)")
         _shot(page, "studio-debug-in-doubt", x=0, y=0, width=360, height=620)
         page.fill("#dbg-doubt-result", '"r-from-bank"')
         page.click("#dbg-doubt-happened")

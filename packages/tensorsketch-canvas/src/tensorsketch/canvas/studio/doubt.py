@@ -20,7 +20,12 @@ from starlette.routing import Route
 from tensorsketch.canvas.studio.app import ApiError
 from tensorsketch.canvas.studio.debug import Debugger, preview
 from tensorsketch.durable import read_checkpoint
-from tensorsketch.effect_keys import IDEMPOTENCY_PREFIX, INTENT_PREFIX, parse_effect_key
+from tensorsketch.effect_keys import (
+    IDEMPOTENCY_PREFIX,
+    INTENT_PREFIX,
+    deferral_key,
+    parse_effect_key,
+)
 from tensorsketch.errors import BackendUnsupportedError, CheckpointDecodeError
 from tensorsketch.pregel.compiled import MAX_THREAD_ID
 
@@ -68,11 +73,13 @@ async def effects_in_doubt(debugger: Debugger, thread_id: str) -> dict[str, Any]
     except BackendUnsupportedError:
         return {"thread_id": thread_id, "supported": False, "effects": []}
     keys = [key[len(INTENT_PREFIX) :] for key, _ in intents]
-    done = await backend.lookup_effects(thread_id, keys) if keys else {}
+    # a tool that deferred itself (RetryLater) wrote its intent, then its wake-up time
+    deferred = [deferral_key(key, 0) for key in keys]
+    done = await backend.lookup_effects(thread_id, keys + deferred) if keys else {}
     pending = await _asked(debugger, thread_id)
     out = []
     for (_, raw), key in zip(intents, keys, strict=True):
-        if key in done:
+        if key in done or deferral_key(key, 0) in done:
             continue
         intent = _decoded(debugger, raw)
         intent = intent if isinstance(intent, Mapping) else {}
