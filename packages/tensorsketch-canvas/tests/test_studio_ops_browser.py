@@ -135,6 +135,15 @@ def test_fill_a_hole_from_its_node(tmp_path: Path, browser: Browser) -> None:
         assert "raise Hole" in app.read_text()
         page.mouse.move(5, 600)
         _shot(page, "studio-fill-unverified")
+        # a new page (no job of its own) reads the draft and its failures from the holes list
+        page.reload()
+        page.wait_for_function(
+            "window.__studio && window.__studio.paints > 0 && window.__studio.state.connected "
+            "&& !document.body.classList.contains('busy')"
+        )
+        expect(box.locator(".hole-tag")).to_have_text("unverified")
+        box.click()
+        expect(verdict).to_contain_text("holds no `def run(...)` method")
         page.wait_for_function("!document.body.classList.contains('busy')")
         page.click("#fill-node")
         expect(page.locator("#fill-progress")).to_be_visible()

@@ -4,7 +4,7 @@
 // with the checks that failed.
 import * as api from "./api";
 import { h } from "./dom";
-import { isUnverified } from "./hole-status";
+import { holeOf, isUnverified } from "./hole-status";
 import { toast } from "./notices";
 import { state } from "./store";
 import { reload } from "./sync";
@@ -107,7 +107,18 @@ function renderFill(box: HTMLElement, node: NodeIR): void {
   const go = h("button", { id: "fill-node", className: "primary", disabled: running || state.readOnly, onclick: () => void start(node, provider.value, model.value.trim()) }, running ? "filling…" : "Fill");
   box.append(h("div", { className: "row" }, provider, model), h("div", { className: "row" }, go));
   if (job) box.append(verdict(job));
-  else if (unverified(node)) box.append(h("p", { className: "fill-verdict draft", id: "fill-verdict" }, "unverified: a draft beside the file did not pass its checks; fill again to retry."));
+  else if (unverified(node)) box.append(draftView(node));
+}
+
+/** A draft left by an earlier fill (this launch's or the CLI's): what its checks said. */
+function draftView(node: NodeIR): HTMLElement {
+  const failures = holeOf(state.holes, state.file, node.cls)?.draft?.failures ?? [];
+  const out = h("div", { className: "fill-verdict draft", id: "fill-verdict", "data-status": "draft" });
+  out.append(h("p", {}, h("b", {}, "unverified"), " — a draft beside the file did not pass its checks; fill again to retry."));
+  const list = h("ol", { className: "fill-failures" });
+  for (const failure of failures) list.append(h("li", {}, h("pre", {}, failure)));
+  if (failures.length) out.append(list);
+  return out;
 }
 
 function verdict(job: FillJob): HTMLElement {

@@ -63,6 +63,8 @@ export interface HoleRef {
   line: number | null;
   /** "unverified" while a fill's draft that failed its checks sits beside the file */
   status?: string;
+  /** that draft: its code and the failures of its checks */
+  draft?: { failures?: string[] } | null;
 }
 
 export interface ParseError {
