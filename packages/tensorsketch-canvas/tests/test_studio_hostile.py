@@ -72,6 +72,9 @@ JSON_ENDPOINTS = [
     ("/api/debug/threads/t-1/run", True),
     ("/api/debug/threads/t-1/resume", True),
     ("/api/debug/threads/t-1/replay-node", True),
+    ("/api/holes/fill", True),
+    ("/api/optimize", True),
+    ("/api/optimize/write", True),
 ]
 
 

@@ -68,7 +68,7 @@ function r(svg: SVGSVGElement): RoughSVG {
   return rc;
 }
 
-export function drawBox(svg: SVGSVGElement, box: Box, readOnly: boolean): SVGGElement {
+export function drawBox(svg: SVGSVGElement, box: Box, readOnly: boolean, holeTag = "needs code"): SVGGElement {
   const g = el("g", { class: `box ${box.kind}`, "data-id": box.id, transform: `translate(${box.x},${box.y})` });
   const rs = r(svg);
   const sd = seed(box.id);
@@ -112,6 +112,7 @@ export function drawBox(svg: SVGSVGElement, box: Box, readOnly: boolean): SVGGEl
   const node = box.node!;
   g.setAttribute("data-node", node.name);
   if (node.has_hole) g.classList.add("hole");
+  if (node.has_hole && holeTag !== "needs code") g.classList.add(holeTag);
   if (node.subgraph) {
     // a graph inside: a second sheet behind the box, and a tag that opens it
     g.classList.add("subgraph");
@@ -140,7 +141,7 @@ export function drawBox(svg: SVGSVGElement, box: Box, readOnly: boolean): SVGGEl
   if (node.has_hole) {
     const tg = el("g", { class: "hole-tag", transform: `translate(${box.w - 92},-13)` }, g);
     tg.appendChild(rs.rectangle(0, 0, 88, 22, { seed: sd + 1, roughness: 0.8, stroke: COLORS.hole, fill: "#ffffff", fillStyle: "solid" }));
-    text(tg, 44, 16, "needs code", 13, { "text-anchor": "middle", fill: COLORS.hole });
+    text(tg, 44, 16, holeTag, 13, { "text-anchor": "middle", fill: COLORS.hole });
   }
   node.inputs.forEach((p, i) => {
     const y = HEADER + i * ROW + 12;

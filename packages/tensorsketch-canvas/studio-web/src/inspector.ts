@@ -4,6 +4,7 @@ import { deleteEdgeLabel, edgeHint, edgeTitle } from "./captions";
 import * as api from "./api";
 import { byId, h } from "./dom";
 import { formatCost, formatMs } from "./draw";
+import { fillSection, showsFill } from "./fill";
 import { isPortName, removeEdgeOp } from "./edit-ops";
 import { perform } from "./edits";
 import { toast } from "./notices";
@@ -86,6 +87,7 @@ function nodePanel(node: NodeIR): HTMLElement[] {
         : h("p", { className: "hint" }, `runs the graph ${node.subgraph}, defined outside this file`),
     );
   }
+  if (showsFill(node)) out.push(fillSection(node));
   out.push(renameRow(node));
   out.push(h("h4", { className: "in" }, "In"), portList(node, "in", node.inputs), h("h4", { className: "out" }, "Out"), portList(node, "out", node.outputs));
   if (node.has_hole && !state.readOnly) out.push(addPortRow(node));

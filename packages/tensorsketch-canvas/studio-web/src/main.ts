@@ -12,6 +12,7 @@ import { mountHolesList } from "./holes-list";
 import { followThread, mountLive } from "./live";
 import { mountNodeDialog } from "./node-dialog";
 import { mountNotices, toast, warnNoToken } from "./notices";
+import { mountOptimize } from "./optimize";
 import { mountStage, relayout, reveal, stage } from "./stage";
 import { liveThread, state } from "./store";
 import { connect, reload } from "./sync";
@@ -37,6 +38,7 @@ export function mount(): void {
   mountNodeDialog();
   mountLive();
   mountDownloads();
+  mountOptimize();
 }
 
 /** Load the font, the graph and the debugger, and follow the server's events. */

@@ -4,6 +4,7 @@ import { drawBadges } from "./badges";
 import * as debug from "./debug/index";
 import { byId } from "./dom";
 import { drawBox, drawTrace, drawWire } from "./draw";
+import { holeTag } from "./hole-status";
 import { renderInspector } from "./inspector";
 import { buildScene } from "./layout";
 import { applyView, fit, stage } from "./stage";
@@ -40,7 +41,7 @@ export function paint(): void {
   }
   const boxFrag = document.createDocumentFragment();
   for (const box of scene.boxes.values()) {
-    const g = drawBox(svg, box, state.readOnly);
+    const g = drawBox(svg, box, state.readOnly, box.node ? holeTag(box.node, state.holes, state.file) : undefined);
     drawBadges(box, g);
     if (box.id === state.selectedNode || state.group.includes(box.id)) g.classList.add("selected");
     boxFrag.appendChild(g);

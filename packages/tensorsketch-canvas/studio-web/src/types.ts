@@ -61,6 +61,10 @@ export interface HoleRef {
   node: string;
   message: string | null;
   line: number | null;
+  /** "unverified" while a fill's draft that failed its checks sits beside the file */
+  status?: string;
+  /** that draft: its code and the failures of its checks */
+  draft?: { failures?: string[] } | null;
 }
 
 export interface ParseError {

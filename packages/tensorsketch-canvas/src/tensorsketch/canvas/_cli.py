@@ -177,6 +177,13 @@ def configure_studio(parser: argparse.ArgumentParser, *, with_file: bool = True)
         help='turn on the Studio\'s "fill this hole" action with this provider (its name)',
     )
     parser.add_argument("--fill-model", metavar="MODEL", help="with --fill-provider: the model")
+    parser.add_argument(
+        "--proposer",
+        action="append",
+        metavar="NAME=FILE.py:ATTR",
+        help="a proposer the Studio's Optimize action offers besides the registered providers "
+        "(a chat provider defined in a file, e.g. a scripted one; repeatable)",
+    )
 
 
 def _error(path: Path, exc: CanvasError) -> None:
@@ -241,6 +248,21 @@ def run_studio(args: argparse.Namespace) -> int:
         from tensorsketch.canvas.studio.fill_routes import FillSettings  # noqa: PLC0415 - with the Studio
 
         fill = FillSettings(args.fill_provider, args.fill_model)
+    proposers: dict[str, str] = {}
+    for spec in args.proposer or ():
+        name, eq, target = spec.partition("=")
+        if not (eq and name.isidentifier() and ".py:" in target):
+            print(
+                f"error: --proposer takes NAME=FILE.py:ATTR (e.g. scripted=proposer.py:proposer), "
+                f"got {spec!r}",
+                file=sys.stderr,
+            )
+            return 2
+        proposers[name] = (
+            str(Path(target.rpartition(":")[0]).resolve()) + ":" + target.rpartition(":")[2]
+        )
+    from tensorsketch.canvas.studio.optimize_routes import OptimizeSettings  # noqa: PLC0415 - with the Studio
+
     server = StudioServer(
         path,
         port=args.port,
@@ -250,6 +272,7 @@ def run_studio(args: argparse.Namespace) -> int:
         backend=store,
         backend_url=args.backend,
         fill=fill,
+        optimize=OptimizeSettings(proposers=proposers),
     )
     print(server.line(str(args.file)), flush=True)
     try:

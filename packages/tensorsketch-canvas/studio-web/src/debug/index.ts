@@ -6,6 +6,7 @@ import { ApiError } from "../api";
 import type { Scene } from "../layout";
 import * as dapi from "./api";
 import { confirmAction, confirmWith } from "./confirm";
+import { doubtCard } from "./doubt";
 import { byId, h } from "../dom";
 import { statusBadge, when } from "./dom";
 import { drawMarks } from "./marks";
@@ -250,6 +251,7 @@ function renderThread(): void {
     h("div", { className: "dbg-head" }, h("h3", { className: "tid", title: t.thread_id }, t.thread_id), statusBadge(t.status)),
     h("p", { className: "hint" }, `${t.checkpoints.length} checkpoint${t.checkpoints.length === 1 ? "" : "s"}${runLabel(t) ? ` · ${runLabel(t)}` : ""}`),
     waitingCard(t.waiting, readonly) ?? "",
+    doubtCard(t, { disabled: dbg.busy || readonly, busy: withBusy, reopen: (id, cp) => openThread(id, cp ?? "head"), toast: (m, k) => host.toast(m, k) }),
     h(
       "div",
       { className: "row dbg-actions" },
@@ -299,6 +301,8 @@ function waitingCard(w: Waiting | null, readonly: boolean): HTMLElement | null {
       h("p", { className: "q" }, String(w.question ?? "")),
       h("div", { className: "row" }, answer, btn("answer", "dbg-answer-ok", "primary", () => void doResume("answer", answer.value))),
     );
+  } else if (w.kind === "in_doubt") {
+    card.append(h("h4", {}, `Waiting: an effect in doubt${where}`), h("p", { className: "hint" }, "say below whether it happened"));
   } else if (w.kind === "timer") {
     card.append(h("h4", {}, `Sleeping${where}`), h("p", {}, `wakes up at ${when(w.wake_at ?? null) || "?"}${relative(w.wake_at)}`));
   } else if (w.kind === "breakpoint") {

@@ -198,7 +198,9 @@ function effectsTable(cp: CheckpointDetail): HTMLElement {
   }
   const table = h("table", {}, h("tr", {}, h("th", {}, "node"), h("th", {}, "effect"), h("th", {}, "result")));
   for (const e of cp.effects) {
-    table.append(h("tr", { title: e.key }, h("td", {}, e.node ?? ""), h("td", { className: "mono" }, shortKey(e.key)), h("td", { className: "mono" }, `${oneLine(e.preview, 90)}${e.truncated ? " …" : ""}`)));
+    const doubt = e.kind === "in_doubt";
+    const result = doubt ? `in doubt (${String((e.preview as { policy?: string } | null)?.policy ?? "retry")}): started, no result` : `${oneLine(e.preview, 90)}${e.truncated ? " …" : ""}`;
+    table.append(h("tr", { title: e.key, className: doubt ? "in-doubt" : "" }, h("td", {}, e.node ?? ""), h("td", { className: "mono" }, shortKey(e.key)), h("td", { className: "mono" }, result)));
   }
   box.append(table);
   return box;

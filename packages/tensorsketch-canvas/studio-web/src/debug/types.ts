@@ -84,6 +84,8 @@ export interface ChannelView {
 
 export interface EffectRow {
   key: string;
+  /** "effect", "decision", "writes", or "in_doubt" (an intent with no result) */
+  kind?: string;
   node: string | null;
   preview: unknown;
   truncated: boolean;

@@ -33,7 +33,9 @@ from tensorsketch.durable import (
 )
 from tensorsketch.durable.lineage import check_fork_effects
 from tensorsketch.effect_keys import (
+    INTENT_PREFIX,
     decisions_prefix,
+    deferral_key,
     parse_effect_key,
     superstep_prefix,
     writes_prefix,
@@ -528,6 +530,8 @@ class Debugger:
         if found.source in ("input", "fork", "update"):
             return []
         prefixes = [("effect", superstep_prefix(step)), ("decision", decisions_prefix(step))]
+        # an intent of the superstep whose effect recorded nothing is an effect in doubt
+        prefixes.append(("in_doubt", INTENT_PREFIX + superstep_prefix(step)))
         plan_of = found.metadata.get("retry_of") or found.parent_id
         if found.source != "loop" and plan_of:
             prefixes.append(("writes", writes_prefix(plan_of)))
@@ -538,13 +542,20 @@ class Debugger:
                 entries.extend((kind, key, raw) for key, raw in listed)
         except BackendUnsupportedError:
             return None
+        recorded = {key for kind, key, _ in entries if kind != "in_doubt"}
         out = []
         for kind, key, raw in entries:
+            if kind == "in_doubt":
+                key = key.removeprefix(INTENT_PREFIX)
+                if key in recorded or deferral_key(key, 0) in recorded:
+                    continue  # its result is there, or it deferred itself: not in doubt
             try:
                 decoded = self.backend.serializer.loads(raw)
                 value = decoded[0] if isinstance(decoded, list) and len(decoded) == 1 else decoded
             except Exception as exc:
                 value = f"<cannot decode: {exc}>"
+            if kind == "in_doubt" and isinstance(value, Mapping):
+                value = {"policy": value.get("policy", "retry"), "args": value.get("args")}
             shown, truncated = preview(value)
             parsed = parse_effect_key(key)
             out.append(

@@ -24,7 +24,13 @@ from tensorsketch.canvas.studio import export, safety
 from tensorsketch.canvas.studio.app import ApiError, Studio
 from tensorsketch.canvas.studio.debug import Debugger
 from tensorsketch.canvas.studio.debug_routes import debug_routes
+from tensorsketch.canvas.studio.doubt import doubt_routes
 from tensorsketch.canvas.studio.fill_routes import Fills, FillSettings, fill_routes
+from tensorsketch.canvas.studio.optimize_routes import (
+    Optimizations,
+    OptimizeSettings,
+    optimize_routes,
+)
 from tensorsketch.canvas.studio.sse import EventHub
 from tensorsketch.canvas.studio.trace import parse_spans
 
@@ -212,12 +218,15 @@ def create_app(
     hub: EventHub | None = None,
     debugger: Debugger | None = None,
     fill: FillSettings | None = None,
+    optimize: OptimizeSettings | None = None,
 ) -> Starlette:
     """The Studio's ASGI app for ``studio`` (one opened file, one token); ``debugger`` (a
     backend to browse, ``--backend``) turns on the ``/api/debug`` routes, ``fill`` (the model
-    that writes bodies, ``--fill-provider``) the ``POST /api/holes/fill`` action."""
+    that writes bodies, ``--fill-provider``) the ``POST /api/holes/fill`` action; ``optimize``
+    says which proposers the ``/api/optimize`` action offers besides the registered ones."""
     hub = hub or EventHub(studio.path)
     fills = Fills(studio, hub, fill)
+    optimizations = Optimizations(studio, hub, optimize or OptimizeSettings())
     api = _Api(studio, hub)
     guarded = api.guarded
     routes: list[Route | Mount] = [
@@ -230,8 +239,10 @@ def create_app(
         Route("/api/trace", guarded(api.post_trace, token=False), methods=["POST"]),
         Route("/api/trace", guarded(api.get_trace), methods=["GET"]),
         Route("/api/export", guarded(api.get_export), methods=["GET"]),
+        *doubt_routes(debugger, guarded, _HEADERS),
         *debug_routes(debugger, hub, guarded, api.json_body, _HEADERS),
         *fill_routes(fills, guarded, api.json_body, _HEADERS),
+        *optimize_routes(optimizations, guarded, api.json_body, _HEADERS),
         Mount("/static", app=_Static(directory=STATIC_DIR, check_dir=False), name="static"),
     ]
     app = Starlette(
@@ -243,4 +254,5 @@ def create_app(
     app.state.hub = hub
     app.state.debugger = debugger
     app.state.fills = fills
+    app.state.optimizations = optimizations
     return app

@@ -20,6 +20,7 @@ from tensorsketch.canvas.studio.app import Studio
 from tensorsketch.canvas.studio.debug import Debugger
 from tensorsketch.canvas.studio.debug_source import open_backend
 from tensorsketch.canvas.studio.fill_routes import FillSettings
+from tensorsketch.canvas.studio.optimize_routes import OptimizeSettings
 from tensorsketch.canvas.studio.routes import create_app
 from tensorsketch.canvas.studio.safety import new_token
 from tensorsketch.canvas.studio.sse import EventHub
@@ -92,6 +93,8 @@ class StudioServer:
     backend_url: str | None = None
     #: ``--fill-provider``/``--fill-model``: the model the "fill this hole" action asks.
     fill: FillSettings | None = None
+    #: the proposers the "Optimize" action offers besides the registered providers
+    optimize: OptimizeSettings | None = None
 
     def __post_init__(self) -> None:
         self.studio = Studio(
@@ -105,7 +108,13 @@ class StudioServer:
             else:
                 store, url = open_backend(self.backend), self.backend
             self.debugger = Debugger(store, path=self.studio.path, graph=self.graph, url=url)
-        self.app = create_app(self.studio, hub=self.hub, debugger=self.debugger, fill=self.fill)
+        self.app = create_app(
+            self.studio,
+            hub=self.hub,
+            debugger=self.debugger,
+            fill=self.fill,
+            optimize=self.optimize,
+        )
         self.sock, self.fell_back = bind(self.port)
         self.bound_port: int = self.sock.getsockname()[1]
         config = uvicorn.Config(
