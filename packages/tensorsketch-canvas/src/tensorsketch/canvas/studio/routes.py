@@ -25,6 +25,8 @@ from tensorsketch.canvas.studio.app import ApiError, Studio
 from tensorsketch.canvas.studio.debug import Debugger
 from tensorsketch.canvas.studio.debug_routes import debug_routes
 from tensorsketch.canvas.studio.fill_routes import Fills, FillSettings, fill_routes
+from tensorsketch.canvas.studio.run_routes import run_routes
+from tensorsketch.canvas.studio.runs import Runs
 from tensorsketch.canvas.studio.sse import EventHub
 from tensorsketch.canvas.studio.trace import parse_spans
 
@@ -219,6 +221,7 @@ def create_app(
     hub = hub or EventHub(studio.path)
     fills = Fills(studio, hub, fill)
     api = _Api(studio, hub)
+    runs = Runs(studio, hub, debugger)
     guarded = api.guarded
     routes: list[Route | Mount] = [
         Route("/", guarded(api.page_forbidden, token=False), methods=["GET"]),
@@ -232,6 +235,7 @@ def create_app(
         Route("/api/export", guarded(api.get_export), methods=["GET"]),
         *debug_routes(debugger, hub, guarded, api.json_body, _HEADERS),
         *fill_routes(fills, guarded, api.json_body, _HEADERS),
+        *run_routes(runs, guarded, api.json_body, _HEADERS),
         Mount("/static", app=_Static(directory=STATIC_DIR, check_dir=False), name="static"),
     ]
     app = Starlette(
@@ -243,4 +247,5 @@ def create_app(
     app.state.hub = hub
     app.state.debugger = debugger
     app.state.fills = fills
+    app.state.runs = runs
     return app
