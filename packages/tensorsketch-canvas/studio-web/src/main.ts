@@ -12,6 +12,7 @@ import { mountHolesList } from "./holes-list";
 import { followThread, mountLive } from "./live";
 import { mountNodeDialog } from "./node-dialog";
 import { mountNotices, toast, warnNoToken } from "./notices";
+import { mountRunPanel, runPanel } from "./run-panel";
 import { mountStage, relayout, reveal, stage } from "./stage";
 import { liveThread, state } from "./store";
 import { connect, reload } from "./sync";
@@ -28,6 +29,7 @@ export function mount(): void {
     exportSvg: () => exportSvg(svg, viewport),
     debug: debug.dbg,
     layoutTree: debug.layoutTree,
+    run: runPanel,
   };
   mountNotices();
   mountStage();
@@ -37,6 +39,7 @@ export function mount(): void {
   mountNodeDialog();
   mountLive();
   mountDownloads();
+  mountRunPanel();
 }
 
 /** Load the font, the graph and the debugger, and follow the server's events. */
