@@ -5,7 +5,8 @@ node, an approval answered in place, an agent's chat and its messages — in mem
 Debian's Chromium drives the committed bundle through Playwright against ``StudioServer`` on
 a free port. Each check is made against the run itself (the thread's state read back from the
 backend, the tool's side effect on disk). Skipped, with the reason, without Chromium or
-Playwright. ``TS_STUDIO_SCREENSHOTS=1`` rewrites docs/images/studio-run-panel.png.
+Playwright. ``TS_STUDIO_SCREENSHOTS=1`` rewrites docs/images/studio-run-panel.png and
+studio-run-ask.png; every other screenshot goes to a temporary folder.
 """
 
 from __future__ import annotations
@@ -25,11 +26,9 @@ from tensorsketch.testing import browser as test_browser
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "support_router.py"
-IMAGES = (
-    ROOT / "docs" / "images"
-    if os.environ.get("TS_STUDIO_SCREENSHOTS") == "1"
-    else Path(tempfile.gettempdir()) / "tensorsketch-studio-screenshots"
-)
+SHOTS = Path(tempfile.gettempdir()) / "tensorsketch-studio-screenshots"
+#: The docs' pictures are rewritten only with TS_STUDIO_SCREENSHOTS=1 (from the in-memory runs).
+DOCS_IMAGES = ROOT / "docs" / "images" if os.environ.get("TS_STUDIO_SCREENSHOTS") == "1" else SHOTS
 
 test_browser.skip_module_unless_chromium("the Studio run panel's browser tests")
 STATIC = ROOT / "packages/tensorsketch-canvas/src/tensorsketch/canvas/studio/static"
@@ -181,6 +180,21 @@ def serve(tmp_path: Path, browser: Browser) -> Iterator[Any]:
         assert not served.errors, f"errors in the page: {served.errors}"
 
 
+def _shot(page: Page, name: str, backend_url: str | None, *, docs: bool = False) -> None:
+    """Screenshot the page: the docs' picture for the in-memory run, else a temporary one."""
+    folder = DOCS_IMAGES if docs and backend_url is None else SHOTS
+    variant = (
+        ""
+        if folder is DOCS_IMAGES and folder is not SHOTS
+        else "-sqlite"
+        if backend_url
+        else "-memory"
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    page.mouse.move(2, 600)  # no button is drawn hovered
+    page.screenshot(path=str(folder / f"{name}{variant}.png"))
+
+
 def _open_panel(page: Page) -> None:
     page.wait_for_function("!document.body.classList.contains('busy')")
     page.click("#run-toggle")
@@ -216,9 +230,7 @@ def test_a_form_run_draws_its_path_on_the_canvas(serve: Any, backend_url: str | 
     if backend_url:  # durable: the debugger opened the same thread
         expect(page.locator("#dbg-thread h3.tid")).to_have_text(thread, timeout=10_000)
         expect(page.locator("#dbg-thread .dbg-status")).to_have_text("completed")
-    page.screenshot(
-        path=str(IMAGES / f"studio-run-form-{'sqlite' if backend_url else 'memory'}.png")
-    )
+    _shot(page, "studio-run-panel", backend_url, docs=True)
 
 
 def test_a_question_is_answered_at_its_node(serve: Any, backend_url: str | None) -> None:
@@ -239,7 +251,7 @@ def test_a_question_is_answered_at_its_node(serve: Any, backend_url: str | None)
     assert abs(card["y"] - (box["y"] + box["height"])) < 20, (card, box)
     assert box["x"] - 5 <= card["x"] <= box["x"] + box["width"], (card, box)
     thread = page.locator("#run-thread-id").inner_text()
-    page.screenshot(path=str(IMAGES / "studio-run-ask.png"))
+    _shot(page, "studio-run-ask", backend_url, docs=True)
     page.fill("#run-ask-card-answer", "network")
     page.click("#run-ask-card-answer-ok")
     expect(page.locator("#run-thread .dbg-status")).to_have_text("completed", timeout=10_000)
@@ -282,4 +294,4 @@ def test_the_chat_panel_shows_an_agents_messages_and_an_approval_resumes(
         "tool",
         "assistant",
     ]
-    page.screenshot(path=str(IMAGES / "studio-run-panel.png"))
+    _shot(page, "studio-run-chat", backend_url)
