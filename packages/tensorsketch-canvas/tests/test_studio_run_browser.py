@@ -111,6 +111,41 @@ AGENT = textwrap.dedent(
 )
 
 
+#: An agent as a node of a graph the canvas draws (``support``); its refund tool needs an
+#: approval, which the page answers at that node.
+AGENT_NODE = textwrap.dedent(
+    '''
+    from pathlib import Path
+
+    from tensorsketch import END, START, Agent, FakeProvider, Graph, tool
+    from tensorsketch.agents import AgentState
+    from tensorsketch.messages import ToolCall, assistant
+
+    LOG = Path(__file__).with_name("refunds.log")
+
+
+    @tool(requires_approval=True)
+    def issue_refund(order_id: str) -> str:
+        """Refund an order."""
+        with LOG.open("a", encoding="utf-8") as out:
+            out.write(order_id + "\\n")
+        return f"refunded {order_id}"
+
+
+    def policy(messages, tools):
+        last = messages[-1]
+        if last.role == "tool":
+            return assistant(f"Done: {last.text}.")
+        call = ToolCall(id="c1", name="issue_refund", args={"order_id": last.text})
+        return assistant(tool_calls=[call])
+
+
+    support = Agent(FakeProvider(policy=policy), tools=[issue_refund], name="support")
+    app = Graph(AgentState).add(support).edge(START, "support").edge("support", END).compile()
+    '''
+)
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     with test_browser.chromium() as chromium:
@@ -295,3 +330,36 @@ def test_the_chat_panel_shows_an_agents_messages_and_an_approval_resumes(
         "assistant",
     ]
     _shot(page, "studio-run-chat", backend_url)
+
+
+def test_an_approval_is_answered_at_its_node(
+    serve: Any, backend_url: str | None, tmp_path: Path
+) -> None:
+    s = serve("support_agent.py", AGENT_NODE, backend_url)
+    page = s.page
+    page.wait_for_function("window.__studio.paints > 0")
+    _open_panel(page)
+    page.fill("#run-message", "B-2")
+    page.click("#run-send")
+    ask = page.locator("#run-ask")
+    expect(ask).to_be_visible(timeout=10_000)
+    expect(ask).to_contain_text("Waiting for approval in support")
+    expect(ask).to_contain_text("issue_refund")
+    box = page.locator('#boxes g.box[data-node="support"]').bounding_box()
+    card = ask.bounding_box()
+    assert box is not None and card is not None
+    assert abs(card["y"] - (box["y"] + box["height"])) < 20, (card, box)
+    assert not (tmp_path / "refunds.log").exists()
+    _shot(page, "studio-run-approval", backend_url)
+    page.click("#run-ask-card-approve")
+    expect(page.locator("#run-thread .dbg-status")).to_have_text("completed", timeout=10_000)
+    expect(ask).to_be_hidden()
+    expect(page.locator("#run-messages li").last).to_contain_text("Done: refunded B-2.")
+    assert (tmp_path / "refunds.log").read_text() == "B-2\n"
+    thread = page.locator("#run-thread-id").inner_text()
+    if backend_url:  # a thread opened in the debugger: the chat shows its messages
+        page.click("#run-new-chat")
+        expect(page.locator("#run-messages")).to_have_count(0)
+        page.locator("#dbg-panel li", has_text=thread).first.click()
+        expect(page.locator("#run-thread-id")).to_have_text(thread, timeout=10_000)
+        expect(page.locator("#run-messages li")).to_have_count(4)

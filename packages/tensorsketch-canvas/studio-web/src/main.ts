@@ -12,7 +12,7 @@ import { mountHolesList } from "./holes-list";
 import { followThread, mountLive } from "./live";
 import { mountNodeDialog } from "./node-dialog";
 import { mountNotices, toast, warnNoToken } from "./notices";
-import { mountRunPanel, runPanel } from "./run-panel";
+import { mountRunPanel, runPanel, showThread } from "./run-panel";
 import { mountStage, relayout, reveal, stage } from "./stage";
 import { liveThread, state } from "./store";
 import { connect, reload } from "./sync";
@@ -60,7 +60,10 @@ export async function start(): Promise<void> {
     relayout,
     reveal,
     liveThread: () => liveThread(state),
-    followThread,
+    followThread: (thread) => {
+      followThread(thread);
+      showThread(thread);
+    },
   });
 }
 

@@ -9,6 +9,7 @@ import { statusBadge } from "./debug/dom";
 import { byId, h } from "./dom";
 import { watchRun } from "./live";
 import { toast } from "./notices";
+import { relayout, reveal } from "./stage";
 import { parseValue, placeholder, widgetFor, type JsonSchema, type RunField, type Widget } from "./run-form";
 
 interface Waiting {
@@ -69,6 +70,8 @@ async function toggle(): Promise<void> {
   run.open = !run.open;
   panel().hidden = !run.open;
   byId("run-toggle").classList.toggle("on", run.open);
+  document.body.classList.toggle("run-open", run.open);
+  relayout(true); // the canvas shrank or grew: fit again, unless the user moved the view
   if (!run.open) {
     showAsk();
     return;
@@ -243,6 +246,15 @@ async function start(body: Record<string, unknown>): Promise<boolean> {
   }
 }
 
+/** The debugger opened ``thread``: an agent's chat shows that thread's messages and goes on
+ * with it (unless a run of the panel's own is still going). */
+export function showThread(thread: string): void {
+  if (!run.form?.agent || run.thread?.thread_id === thread || run.thread?.status === "running") return;
+  run.thread = { thread_id: thread, status: "", run: null, error: null, waiting: [], messages: [] };
+  update();
+  void refresh(false);
+}
+
 /** SSE ``run``: a run of this launch started or stopped. */
 export function onRunEvent(data: unknown): void {
   const t = data as Partial<RunThread> | null;
@@ -263,7 +275,10 @@ async function refresh(stopped: boolean): Promise<void> {
   if (run.thread?.thread_id !== id) return;
   run.thread = t;
   update();
-  if (stopped && t.status !== "running" && debug.dbg.status?.enabled) void debug.openThread(id, debug.dbg.thread?.thread_id === id ? "keep" : "head");
+  if (stopped && t.status !== "running" && debug.dbg.status?.enabled) {
+    void debug.openThread(id, debug.dbg.thread?.thread_id === id ? "keep" : "head");
+    debug.onServerEvent("debug", { thread_id: id }); // its row in the thread list, now
+  }
 }
 
 // -- the thread: status, what it waits on, messages -----------------------------------------
@@ -360,6 +375,7 @@ function showAsk(): void {
   }
   ask.replaceChildren(waitingCard(w, "run-ask-card"));
   ask.hidden = false;
+  reveal([w.node!]);
   const place = () => {
     const el = document.querySelector(`#boxes g[data-node="${CSS.escape(w.node ?? "")}"]`);
     if (!el) {
