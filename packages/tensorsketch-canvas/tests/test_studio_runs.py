@@ -373,6 +373,24 @@ async def test_hostile_requests_are_4xx(tmp_path: Path) -> None:
                 "cross-origin",
             ),
             (await client.get("/api/run", headers={"Host": "evil.example"}), 403, ""),
+            (
+                await client.post(
+                    "/api/run",
+                    json={"input": {"query": "q"}},
+                    headers={"Origin": "https://127.0.0.1:8765"},
+                ),
+                403,
+                "cross-origin",
+            ),
+            (
+                await client.post(
+                    "/api/run",
+                    json={"input": {"query": "q"}},
+                    headers={"X-Studio-Token": ""},
+                ),
+                403,
+                "token",
+            ),
         ]
         for response, status, needle in cases:
             assert response.status_code == status, (response.request.url, response.text)

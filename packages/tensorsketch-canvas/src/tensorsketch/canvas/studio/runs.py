@@ -56,13 +56,29 @@ class _Sink(RecordingTracer):
         super().__init__()
         self.trace_id = trace_id
         self._runs = runs
+        self._loop = asyncio.get_running_loop()
 
     def _record(self, span: Span) -> None:
         try:
             spans = parse_spans({"spans": [json.loads(span_json(span))]})
         except ValueError:  # a span the tail cannot hold is not worth failing the run for
             return
-        for run in self._runs.studio.trace.add(spans):
+        runs = self._runs.studio.trace.add(spans)  # the tail takes a lock of its own
+        if not runs:
+            return
+        try:
+            on_loop = asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            on_loop = False
+        # the event hub's queues belong to the server's loop: a span closed on a worker
+        # thread (a node's executor) hands its event over to it
+        if on_loop:
+            self._announce(runs)
+        else:
+            self._loop.call_soon_threadsafe(self._announce, runs)
+
+    def _announce(self, runs: list[str]) -> None:
+        for run in runs:
             self._runs.hub.publish("trace", {"run": run})
 
 
