@@ -1,4 +1,5 @@
-"""The run panel's API (``/api/run``) in-process, in memory and on SQLite: the form built from
+"""The run panel's API (``/api/run``) in-process, in memory, on SQLite and on PostgreSQL: the
+form built from
 the state schema, a run started from it (traced into the overlay's tail, listed by the
 debugger on a durable backend), a question and an approval answered, an agent thread's
 messages, and every hostile request refused with a 4xx."""
@@ -19,6 +20,7 @@ from tensorsketch.canvas.studio.debug import Debugger
 from tensorsketch.canvas.studio.routes import create_app
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
+from tensorsketch.testing.services import POSTGRES_DSN, private_name
 
 TOKEN = "run-token-1"
 BASE = "http://127.0.0.1:8765"
@@ -118,14 +120,25 @@ AGENT = textwrap.dedent(
 )
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend | None]:
     if request.param == "memory":
         yield None
         return
-    store = SqliteBackend(tmp_path / "runs.db")
+    if request.param == "sqlite":
+        store: Backend = SqliteBackend(tmp_path / "runs.db")
+        yield store
+        await store.aclose()
+        return
+    postgres_server = pytest.importorskip("tensorsketch.testing.postgres_server")
+    from tensorsketch.runtime.backends.postgres import PostgresBackend
+
+    postgres_server.reachable(POSTGRES_DSN)
+    schema = private_name("studiorun")  # private to this test, dropped after
+    store = PostgresBackend(POSTGRES_DSN, schema=schema)
     yield store
     await store.aclose()
+    postgres_server.drop_schema(POSTGRES_DSN, schema)
 
 
 def _client(path: Path, backend: Backend | None) -> tuple[httpx.AsyncClient, Any]:
