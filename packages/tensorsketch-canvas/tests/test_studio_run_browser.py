@@ -266,6 +266,13 @@ def test_a_form_run_draws_its_path_on_the_canvas(serve: Any, backend_url: str | 
         expect(page.locator("#dbg-thread h3.tid")).to_have_text(thread, timeout=10_000)
         expect(page.locator("#dbg-thread .dbg-status")).to_have_text("completed")
     _shot(page, "studio-run-panel", backend_url, docs=True)
+    # a field added to the state in the editor appears in the open form
+    text = s.path.read_text(encoding="utf-8")
+    s.path.write_text(
+        text.replace('    answer: str = ""\n', '    answer: str = ""\n    priority: int = 0\n', 1),
+        encoding="utf-8",
+    )
+    expect(page.locator("#run-field-priority")).to_have_attribute("type", "number", timeout=10_000)
 
 
 def test_a_question_is_answered_at_its_node(serve: Any, backend_url: str | None) -> None:

@@ -255,6 +255,22 @@ export function showThread(thread: string): void {
   void refresh(false);
 }
 
+/** The file changed on disk: when its state's fields changed too, the open form is built
+ * again (a form whose fields are the same keeps what was typed). */
+export async function onFileChanged(): Promise<void> {
+  if (!run.open || !run.form) return;
+  let fresh: RunForm;
+  try {
+    fresh = await call<RunForm>("GET", "/api/run");
+  } catch {
+    return; // the file does not load right now: the form stays until it does
+  }
+  const shape = (f: RunForm) => JSON.stringify([f.agent, f.fields, f.defs]);
+  if (shape(fresh) === shape(run.form)) return;
+  run.form = fresh;
+  render();
+}
+
 /** SSE ``run``: a run of this launch started or stopped. */
 export function onRunEvent(data: unknown): void {
   const t = data as Partial<RunThread> | null;

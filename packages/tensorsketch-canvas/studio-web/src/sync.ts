@@ -8,7 +8,7 @@ import { renderInspector } from "./inspector";
 import { setBanner, toast } from "./notices";
 import { paint } from "./paint";
 import { acceptGraph, setConnected, state } from "./store";
-import { onRunEvent } from "./run-panel";
+import { onFileChanged, onRunEvent } from "./run-panel";
 import { renderToolbar } from "./toolbar";
 import type { GraphResponse } from "./types";
 
@@ -54,6 +54,7 @@ export function connect(): void {
       /* reload anyway */
     }
     if (version !== state.version && !state.busy) void reload({ quiet: true });
+    void onFileChanged();
   });
   es.addEventListener("trace", () => {
     if (state.live) void refreshRuns();
