@@ -56,6 +56,14 @@ export function followThread(thread: string): void {
   void refreshTrace();
 }
 
+/** The run panel started a run: the overlay turns on and follows it as its spans arrive. */
+export function watchRun(run: string): void {
+  store.followNewest(state);
+  if (state.runs.some((r) => r.run === run)) store.pickRun(state, run);
+  if (!state.live) toggleLive();
+  else void refreshRuns();
+}
+
 function toggleLive(): void {
   store.setLive(state, !state.live);
   const button = byId("live");

@@ -13,6 +13,7 @@ import { followThread, mountLive } from "./live";
 import { mountNodeDialog } from "./node-dialog";
 import { mountNotices, toast, warnNoToken } from "./notices";
 import { mountOptimize } from "./optimize";
+import { mountRunPanel, runPanel, showThread } from "./run-panel";
 import { mountStage, relayout, reveal, stage } from "./stage";
 import { liveThread, state } from "./store";
 import { connect, reload } from "./sync";
@@ -29,6 +30,7 @@ export function mount(): void {
     exportSvg: () => exportSvg(svg, viewport),
     debug: debug.dbg,
     layoutTree: debug.layoutTree,
+    run: runPanel,
   };
   mountNotices();
   mountStage();
@@ -39,6 +41,7 @@ export function mount(): void {
   mountLive();
   mountDownloads();
   mountOptimize();
+  mountRunPanel();
 }
 
 /** Load the font, the graph and the debugger, and follow the server's events. */
@@ -59,7 +62,10 @@ export async function start(): Promise<void> {
     relayout,
     reveal,
     liveThread: () => liveThread(state),
-    followThread,
+    followThread: (thread) => {
+      followThread(thread);
+      showThread(thread);
+    },
   });
 }
 

@@ -370,6 +370,12 @@ export function pickRun(s: StudioState, run: string): void {
   s.followLatest = run === s.runs[s.runs.length - 1]?.run;
 }
 
+/** A run was started from the page: the overlay follows the newest run, which it is about to
+ * be (its first spans are on their way). */
+export function followNewest(s: StudioState): void {
+  s.followLatest = true;
+}
+
 /** The debugger opened ``thread``: while live, the overlay shows that thread's newest traced
  * run. Returns whether the run changed. */
 export function followThread(s: StudioState, thread: string): boolean {

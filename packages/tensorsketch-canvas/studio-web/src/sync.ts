@@ -8,6 +8,7 @@ import { renderInspector } from "./inspector";
 import { setBanner, toast } from "./notices";
 import { paint } from "./paint";
 import { acceptGraph, setConnected, state } from "./store";
+import { onFileChanged, onRunEvent } from "./run-panel";
 import { renderToolbar } from "./toolbar";
 import type { GraphResponse } from "./types";
 
@@ -53,6 +54,7 @@ export function connect(): void {
       /* reload anyway */
     }
     if (version !== state.version && !state.busy) void reload({ quiet: true });
+    void onFileChanged();
   });
   es.addEventListener("trace", () => {
     if (state.live) void refreshRuns();
@@ -66,6 +68,13 @@ export function connect(): void {
       /* refresh anyway */
     }
     debug.onServerEvent("debug", data);
+  });
+  es.addEventListener("run", (ev) => {
+    try {
+      onRunEvent(JSON.parse((ev as MessageEvent).data));
+    } catch {
+      /* a malformed event changes nothing */
+    }
   });
   es.onerror = () => {
     setTimeout(() => void reload({ quiet: true }), 1000);

@@ -31,6 +31,8 @@ from tensorsketch.canvas.studio.optimize_routes import (
     OptimizeSettings,
     optimize_routes,
 )
+from tensorsketch.canvas.studio.run_routes import run_routes
+from tensorsketch.canvas.studio.runs import Runs
 from tensorsketch.canvas.studio.sse import EventHub
 from tensorsketch.canvas.studio.trace import parse_spans
 
@@ -228,6 +230,7 @@ def create_app(
     fills = Fills(studio, hub, fill)
     optimizations = Optimizations(studio, hub, optimize or OptimizeSettings())
     api = _Api(studio, hub)
+    runs = Runs(studio, hub, debugger)
     guarded = api.guarded
     routes: list[Route | Mount] = [
         Route("/", guarded(api.page_forbidden, token=False), methods=["GET"]),
@@ -243,6 +246,7 @@ def create_app(
         *debug_routes(debugger, hub, guarded, api.json_body, _HEADERS),
         *fill_routes(fills, guarded, api.json_body, _HEADERS),
         *optimize_routes(optimizations, guarded, api.json_body, _HEADERS),
+        *run_routes(runs, guarded, api.json_body, _HEADERS),
         Mount("/static", app=_Static(directory=STATIC_DIR, check_dir=False), name="static"),
     ]
     app = Starlette(
@@ -255,4 +259,5 @@ def create_app(
     app.state.debugger = debugger
     app.state.fills = fills
     app.state.optimizations = optimizations
+    app.state.runs = runs
     return app
