@@ -8,6 +8,8 @@ really says, not against the engine's idea of it. Then:
 - the three styles of one graph extract to the same IR;
 - ``reconstruct(source, extract(source))`` returns the source byte for byte, and
   ``extract(reconstruct(...)) == extract(source)``;
+- the ``command`` edges are exactly the ``destinations`` each node's class declares, and the
+  ``cache=`` of every ``add`` reads as written and survives every edit byte for byte;
 - random sequences of canvas edits write back to files that parse, re-extract to the edited
   IR, and — imported for real in a temporary directory — build the graph the IR describes
   (via the runtime's ``Graph.structure``).
@@ -60,12 +62,15 @@ CLASS_NAMES = ["Alpha", "Beta", "Gamma", "Delta", "Echo", "Foxtrot"]
 ALIASES = ["Triage", "Review", "Final", "Relay"]
 NEW_NAMES = ["Escalate", "Summarize", "Verify", "Publish"]
 LABELS = ["billing", "tech", "other", "retry-later", "done"]
+CACHES = ["CachePolicy(ttl=60)", "CachePolicy(key=lambda inp: 'k')", "POLICY"]
 
 
 @dataclass
 class GenNode:
     name: str
     cls: str
+    cache: str | None = None
+    defer: bool = False
 
 
 @dataclass
@@ -74,11 +79,12 @@ class GenClass:
     inputs: list[Port]
     outputs: list[Port]
     hole: str | None  # None: the body is implemented
+    destinations: list[str] | None = None  # `destinations = (...)` on the class
 
 
 @dataclass
 class Op:
-    kind: str  # edge | entry | cond | dynamic | loop | join | custom
+    kind: str  # edge | entry | cond | dynamic | loop | join | map | parallel | custom
     source: str = ""
     target: str = ""
     path: str = ""
@@ -87,6 +93,7 @@ class Op:
     pair: tuple[str, str] = ("", "")
     number: int = 0
     sources: list[str] = field(default_factory=list)
+    then: str | None = None  # map / parallel
 
 
 @dataclass
@@ -126,7 +133,15 @@ def graphs(draw: st.DrawFn, *, customs: bool = True) -> GenGraph:
         nodes.insert(
             draw(st.integers(0, len(nodes))), GenNode(alias, draw(st.sampled_from(class_names)))
         )
+    for node in nodes:
+        node.cache = draw(st.one_of(st.none(), st.none(), st.sampled_from(CACHES)))
+        node.defer = draw(st.sampled_from([False, False, True]))
     names = [n.name for n in nodes]
+    for cls in classes:
+        if draw(st.integers(0, 3)) == 0:
+            cls.destinations = draw(
+                st.lists(st.sampled_from([*names, END]), min_size=1, max_size=3, unique=True)
+            )
     branched: set[str] = set()
     ops: list[Op] = []
     routes: list[str] = []
@@ -135,6 +150,7 @@ def graphs(draw: st.DrawFn, *, customs: bool = True) -> GenGraph:
         kind = draw(
             st.sampled_from(
                 ["edge", "edge", "edge", "entry", "cond", "dynamic", "loop", "join"]
+                + ["map", "parallel"]
                 + (["custom"] if customs else [])
             )
         )
@@ -150,6 +166,23 @@ def graphs(draw: st.DrawFn, *, customs: bool = True) -> GenGraph:
                 continue
             joined = draw(st.lists(st.sampled_from(names), min_size=2, max_size=3, unique=True))
             ops.append(Op("join", target=draw(st.sampled_from(names)), sources=joined))
+        elif kind == "parallel":
+            if len(names) < 2:
+                continue
+            side = draw(st.lists(st.sampled_from(names), min_size=2, max_size=3, unique=True))
+            then = draw(st.one_of(st.none(), st.sampled_from([*names, END])))
+            ops.append(
+                Op("parallel", draw(st.sampled_from([START, *names])), sources=side, then=then)
+            )
+        elif kind == "map":
+            if not free and START in branched:
+                continue
+            source = draw(st.sampled_from([s for s in [START, *free] if s not in branched]))
+            branched.add(source)
+            port = draw(st.sampled_from(sorted(FIELDS)))
+            then = draw(st.one_of(st.none(), st.sampled_from([*names, END])))
+            node = draw(st.sampled_from(names))
+            ops.append(Op("map", source, node, path="items", mapping={"item": port}, then=then))
         elif kind == "custom":
             pair = (draw(st.sampled_from(names)), draw(st.sampled_from([*names, END])))
             pairs.append(pair)
@@ -195,6 +228,7 @@ def expected_ir(gen: GenGraph, style: str, name: str) -> GraphIR:
             outputs=list(classes[n.cls].outputs),
             has_hole=classes[n.cls].hole is not None,
             hole=classes[n.cls].hole,
+            defer=n.defer,
         )
         for n in gen.nodes
     ]
@@ -214,9 +248,36 @@ def expected_ir(gen: GenGraph, style: str, name: str) -> GraphIR:
             edges.append(EdgeIR(op.source, op.target, "conditional", op.path, LOOP_EXIT, "loop"))
         elif op.kind == "join":
             edges.append(EdgeIR(None, op.target, "join", sources=list(op.sources)))
+        elif op.kind == "map":
+            edges.append(
+                EdgeIR(op.source, op.target, "map", "items", op.mapping["item"], then=op.then)
+            )
+        elif op.kind == "parallel":
+            edges.append(EdgeIR(op.source, None, "parallel", sources=op.sources, then=op.then))
         else:
             edges.append(EdgeIR(None, None, "custom", code=custom_code(op, style)))
     return GraphIR(name=name, state="State", nodes=nodes, edges=edges)
+
+
+def expected_commands(gen: GenGraph, ir: GraphIR) -> list[EdgeIR]:
+    """One ``command`` edge per declared destination of each node's class, in order; none
+    for a class the canvas created (a stub declares none)."""
+    declared = {c.name: c.destinations or [] for c in gen.classes}
+    return [
+        EdgeIR(node.name, target, "command")
+        for node in ir.nodes
+        for target in declared.get(node.cls, [])
+    ]
+
+
+def cache_of(gen: GenGraph) -> dict[str, str | None]:
+    return {n.name: n.cache for n in gen.nodes}
+
+
+def assert_commands_and_caches(gen: GenGraph, ir: GraphIR, caches: dict[str, str | None]) -> None:
+    """``GraphIR.commands`` and ``NodeIR.cache`` are left out of ``==``: compare them here."""
+    assert [e.to_dict() for e in ir.commands] == [e.to_dict() for e in expected_commands(gen, ir)]
+    assert {n.name: n.cache for n in ir.nodes} == {n.name: caches.get(n.name) for n in ir.nodes}
 
 
 # -- rendering (independent of the engine) ---------------------------------------------------
@@ -229,6 +290,9 @@ def _q(name: str) -> str:
 def header(gen: GenGraph) -> str:
     lines = [
         "from tensorsketch import END, START, Context, Graph, Hole, Node, Router, Schema",
+        "from tensorsketch.cache import CachePolicy",
+        "",
+        "POLICY = CachePolicy(ttl=5)",
         "",
         "",
         "class State(Schema):",
@@ -236,7 +300,11 @@ def header(gen: GenGraph) -> str:
     defaults = {"str": '""', "int": "0", "float": "0.0", "list[str]": "[]"}
     lines += [f"    {name}: {kind} = {defaults[kind]}" for name, kind in FIELDS.items()]
     for cls in gen.classes:
-        lines += ["", "", f"class {cls.name}(Node):", "    class In(Schema):"]
+        lines += ["", "", f"class {cls.name}(Node):"]
+        if cls.destinations is not None:
+            declared = "".join(f"{_q(d)}, " for d in cls.destinations)
+            lines.append(f"    destinations = ({declared})")
+        lines += ["    class In(Schema):"]
         lines += [f"        {p.name}: {p.type}" for p in cls.inputs] or ["        pass"]
         lines += ["", "    class Out(Schema):"]
         lines += [f"        {p.name}: {p.type}" for p in cls.outputs] or ["        pass"]
@@ -267,11 +335,28 @@ def _call(op: Op) -> str:
         return f"loop({_q(op.source)}, until={op.path}{exit_part})"
     if op.kind == "join":
         return f"edge([{', '.join(_q(name) for name in op.sources)}], {_q(op.target)})"
+    then = "" if op.then is None else f", then={_q(op.then)}"
+    if op.kind == "map":
+        port = op.mapping["item"]
+        return f'map({_q(op.source)}, {_q(op.target)}, over="items", item="{port}"{then})'
+    if op.kind == "parallel":
+        return f"parallel({_q(op.source)}, [{', '.join(_q(n) for n in op.sources)}]{then})"
     return f"edge(*PAIR_{op.number})"
 
 
+def _plain(node: GenNode) -> bool:
+    return node.name == node.cls and node.cache is None and not node.defer
+
+
 def _add(node: GenNode) -> str:
-    return f"add({node.cls})" if node.name == node.cls else f'add({node.cls}, name="{node.name}")'
+    args = [node.cls]
+    if node.name != node.cls:
+        args.append(f'name="{node.name}"')
+    if node.cache is not None:
+        args.append(f"cache={node.cache}")
+    if node.defer:
+        args.append("defer=True")
+    return f"add({', '.join(args)})"
 
 
 def render_fluent(gen: GenGraph, compiled: bool, grouped: bool) -> str:
@@ -320,7 +405,7 @@ def render_operator(gen: GenGraph, compiled: bool, fan: bool) -> str:
         plain.clear()
 
     for node in gen.nodes:
-        if node.name == node.cls:
+        if _plain(node):
             plain.append(node)
         else:
             flush()
@@ -414,6 +499,7 @@ def test_extract_matches_the_source_and_round_trips(data: st.DataObject) -> None
     source = data.draw(rendered(gen, style))
     ir = extract(source)
     assert ir == expected_ir(gen, style, graph_name(style, source))
+    assert_commands_and_caches(gen, ir, cache_of(gen))
     assert ir.style == style or (style == "operator" and not gen.nodes)
     again = reconstruct(source, ir)
     assert again == source
@@ -450,11 +536,18 @@ class Palette:
             self.classes[node.cls] = replace(node, name=node.cls)
 
 
+def _declared(ir: GraphIR) -> set[str]:
+    """Nodes another node's class names in its ``destinations``: the canvas refuses to rename
+    or remove them (the class would still name them)."""
+    return {e.target or "" for e in ir.commands if e.target != e.source}
+
+
 def _remove_all(kind: str) -> Gesture:
     def gesture(ir: GraphIR) -> GraphIR:
         while True:
-            if kind == "nodes" and ir.nodes:
-                ir = edits.remove_node(ir, ir.nodes[0].name)
+            removable = [n.name for n in ir.nodes if n.name not in _declared(ir)]
+            if kind == "nodes" and removable:
+                ir = edits.remove_node(ir, removable[0])
             elif kind == "edges" and ir.edges:
                 ir = edits.remove_edge(ir, 0)
             elif kind == "entry" and any(e.source == START for e in ir.edges):
@@ -497,8 +590,11 @@ def edit(draw: st.DrawFn, ir: GraphIR, palette: Palette) -> tuple[str, Gesture]:
     choices = ["add_node", "add_node"]
     if placeable:
         choices.append("place")
+    free = [n for n in names if n not in _declared(ir)]
     if names:
-        choices += ["add_edge", "add_edge", "remove_node", "rename", "clear"]
+        choices += ["add_edge", "add_edge", "clear", "defer"]
+    if free:
+        choices += ["remove_node", "rename"]
     if len(names) >= 2:
         choices.append("add_join")
     if ir.edges:
@@ -531,8 +627,11 @@ def edit(draw: st.DrawFn, ir: GraphIR, palette: Palette) -> tuple[str, Gesture]:
     if choice == "remove_edge":
         index = draw(st.integers(0, len(ir.edges) - 1))
         return f"remove_edge {index}", lambda ir: edits.remove_edge(ir, index)
+    if choice == "defer":
+        name, flag = draw(st.sampled_from(names)), draw(st.booleans())
+        return f"defer {name}={flag}", lambda ir: edits.set_defer(ir, name, flag)
     if choice == "remove_node":
-        name = draw(st.sampled_from(names))
+        name = draw(st.sampled_from(free))
         return f"remove_node {name}", lambda ir: edits.remove_node(ir, name)
     if choice == "clear":
         return "remove every node", _remove_all("nodes")
@@ -544,7 +643,7 @@ def edit(draw: st.DrawFn, ir: GraphIR, palette: Palette) -> tuple[str, Gesture]:
         fresh = [n for n in ALIASES + NEW_NAMES if n not in palette.taken]
         if not fresh:
             return "noop", lambda ir: ir
-        old, new = draw(st.sampled_from(names)), draw(st.sampled_from(fresh))
+        old, new = draw(st.sampled_from(free)), draw(st.sampled_from(fresh))
         palette.taken.add(new)
         return f"rename {old}->{new}", lambda ir: edits.rename_node(ir, old, new)
     name = draw(st.sampled_from(holes))
@@ -580,6 +679,7 @@ def test_random_edits_write_back_and_re_extract(data: st.DataObject) -> None:
         compile(new_source, "<edited>", "exec")  # it parses
         again = extract(new_source)
         assert again == _without_added(edited), labels
+        assert_commands_and_caches(gen, again, {n.name: n.cache for n in edited.nodes})
         assert reconstruct(new_source, again) == new_source, labels
         source, ir = new_source, again
         palette.learn(ir)
@@ -636,6 +736,25 @@ def expected_structure(ir: GraphIR, pairs: list[tuple[str, str]]) -> dict[str, A
         elif edge.kind == "join":
             assert edge.sources is not None and edge.target is not None
             joins.append((tuple(edge.sources), edge.target))
+        elif edge.kind == "map":  # a Send per element out of the source, then node -> then
+            assert edge.source is not None and edge.target is not None
+            exit_to = edge.then if edge.then is not None else END
+            branches.setdefault(
+                edge.source,
+                {
+                    "kind": "map",
+                    "mapping": {edge.target: edge.target, exit_to: exit_to},
+                    "path_name": f"map_over_{edge.path}",
+                    "exit": exit_to,
+                },
+            )
+            if edge.then is not None:
+                edges.append((edge.target, edge.then))
+        elif edge.kind == "parallel":  # edges out to each node, then a join into `then`
+            assert edge.source is not None and edge.sources is not None
+            edges.extend((edge.source, name) for name in edge.sources)
+            if edge.then is not None:
+                joins.append((tuple(edge.sources), edge.then))
         elif edge.kind == "custom":
             number = int((edge.code or "").rsplit("PAIR_", 1)[1].rstrip(")"))
             edges.append(pairs[number])
@@ -659,7 +778,17 @@ def expected_structure(ir: GraphIR, pairs: list[tuple[str, str]]) -> dict[str, A
         "edges": tuple(edges),
         "branches": branches,
         "joins": tuple(joins),
+        "deferred": tuple(n.name for n in ir.nodes if n.defer),
+        "cached": tuple(n.name for n in ir.nodes if n.cache is not None),
+        "destinations": _destinations(ir),
     }
+
+
+def _destinations(ir: GraphIR) -> dict[str, tuple[str, ...]]:
+    found: dict[str, list[str]] = {}
+    for edge in ir.commands:
+        found.setdefault(edge.source or "", []).append(edge.target or "")
+    return {name: tuple(targets) for name, targets in found.items()}
 
 
 def actual_structure(module: Any, ir: GraphIR) -> dict[str, Any]:
@@ -678,6 +807,9 @@ def actual_structure(module: Any, ir: GraphIR) -> dict[str, Any]:
             for source, info in structure.branches.items()
         },
         "joins": structure.joins,
+        "deferred": structure.deferred,
+        "cached": structure.cached,
+        "destinations": structure.destinations,
     }
 
 

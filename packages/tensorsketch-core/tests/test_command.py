@@ -25,6 +25,7 @@ from tensorsketch import (
     Schema,
     Send,
 )
+from tensorsketch.cache import CachePolicy
 from tensorsketch.errors import RoutingError
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
 
@@ -158,3 +159,22 @@ async def test_a_journaled_tasks_goto_survives_a_failed_sibling(tmp_path: Path) 
     out = await app.invoke(thread_id="t", backend=backend)
     assert sorted(out.log) == ["billing", "flaky", "routed"]
     assert ran.count("router") == 1  # its writes and its goto came from the journal
+
+
+class Cheap(Node):
+    async def run(self, ctx: Context, inp: Schema) -> None:
+        return None
+
+
+def test_the_structure_lists_destinations_deferred_and_cached_nodes() -> None:
+    """What the canvas draws from the class and the add() call, read back from the graph."""
+    g = (
+        Graph(S)
+        .add(Triage)
+        .add(Cheap, cache=CachePolicy(ttl=5))
+        .add(Cheap, name="Later", defer=True)
+    )
+    structure = g.structure
+    assert structure.destinations == {"Triage": Triage.destinations}
+    assert structure.cached == ("Cheap",)
+    assert structure.deferred == ("Later",)

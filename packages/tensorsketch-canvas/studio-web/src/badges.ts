@@ -1,5 +1,5 @@
-// Read-only badges on a node for what its `add(...)` call configures and the canvas does
-// not edit: retry, timeout, static breakpoints. They sit on the box's top edge, left of the
+// Badges on a node for what its `add(...)` call configures: retry, timeout, cache (read-only),
+// defer, static breakpoints. They sit on the box's top edge, left of the
 // "needs code" tag, and move with the box.
 import { el } from "./draw";
 import { textWidth, type Box } from "./layout";
@@ -21,9 +21,17 @@ export function nodeBadges(node: NodeIR): Badge[] {
   const out: Badge[] = [];
   if (node.retry) out.push({ text: `↻ ${clip(node.retry, 14)}`, title: `retry=${node.retry}` });
   if (node.timeout) out.push({ text: `◷ ${clip(node.timeout, 10)}`, title: `timeout=${node.timeout}` });
+  if (node.cache) out.push({ text: `cached ${clip(policyArgs(node.cache), 16)}`, title: `cache=${node.cache}: an input seen within the TTL reuses the node's writes` });
+  if (node.defer) out.push({ text: "deferred", title: "defer=True: runs once nothing else is left to run" });
   if (node.interrupt_before) out.push({ text: "‖ before", title: "a static breakpoint: runs stop before this node (interrupt_before)" });
   if (node.interrupt_after) out.push({ text: "‖ after", title: "a static breakpoint: runs stop after this node (interrupt_after)" });
   return out;
+}
+
+/** ``CachePolicy(ttl=60)`` → ``ttl=60``: the policy's arguments, for the badge. */
+function policyArgs(policy: string): string {
+  const m = /^[\w.]*CachePolicy\((.*)\)$/s.exec(policy.trim());
+  return m ? m[1] : policy;
 }
 
 /** Copy the graph's breakpoint lists onto its nodes, so each box knows its own. */

@@ -2,7 +2,7 @@
 // heading and hint, the holes list's heading and badge title, a hole's node names, a traced
 // run's line in the run picker. Kept apart from the DOM so each wording has a test.
 import { displayName } from "./layout";
-import type { EdgeIR, GraphIR, HoleRef, ParseError, RunSummary } from "./types";
+import { END, type EdgeIR, type GraphIR, type HoleRef, type ParseError, type RunSummary } from "./types";
 
 /** A path's last component (the file name the toolbar shows). */
 export function baseName(path: string): string {
@@ -52,6 +52,9 @@ export function edgeHint(e: EdgeIR): string {
   if (e.kind === "conditional") return `conditional: ${e.path ?? ""} → ${e.label ?? ""}`;
   if (e.kind === "join") return `join: ${displayName(e.target ?? "?")} runs once after all of these have run`;
   if (e.kind === "dynamic") return dynamicHint(e);
+  const then = displayName(e.then ?? END);
+  if (e.kind === "map") return `map: ${displayName(e.target ?? "?")} runs once per element of ${e.path ?? "?"} (port ${e.label ?? "?"}), then ${then}`;
+  if (e.kind === "parallel") return `parallel: ${(e.sources ?? []).map(displayName).join(", ")} side by side, then ${then}`;
   return e.kind;
 }
 

@@ -37,6 +37,8 @@ export const COLORS = {
   error: "#e03131",
   running: "#f08c00",
   select: "#e64980",
+  map: "#7048e8",
+  command: "#0c8599",
 };
 
 export function el<K extends keyof SVGElementTagNameMap>(
@@ -213,22 +215,27 @@ function norm(v: XY): XY {
 export function drawWire(svg: SVGSVGElement, scene: Scene, wire: Wire, selected: boolean): SVGGElement {
   const geom = wireGeom(scene, wire);
   const e = wire.edge;
+  const command = e.kind === "command"; // read from the class: drawn, never selected or deleted
   const g = el("g", {
-    class: `wire ${wire.style}${selected ? " selected" : ""}`,
+    class: command ? "goto-wire" : `wire ${wire.style}${selected ? " selected" : ""}`,
     "data-source": e.kind === "join" ? wire.from : e.source ?? "",
     // a dynamic route's wires each end at a node its code names (a stub: no target)
     "data-target": e.kind === "dynamic" && !wire.to.startsWith("stub:") ? wire.to : e.target ?? "",
     "data-kind": e.kind,
-    "data-index": wire.index,
+    ...(command ? { "pointer-events": "none" } : { "data-index": wire.index }),
   });
-  const solid = wire.style === "solid" || wire.style === "join"; // a join: solid, heavier, labelled "join"
-  const color = selected ? COLORS.select : solid ? COLORS.ink : wire.style === "custom" ? COLORS.custom : COLORS.cond;
-  const dash = solid ? undefined : wire.style === "custom" ? [2, 5] : wire.style === "dynamic" ? [3, 6] : [8, 6];
+  const solid = wire.style === "solid" || wire.style === "join" || wire.style === "map"; // a join: solid, heavier, labelled "join"
+  const color = selected ? COLORS.select : wire.style === "map" ? COLORS.map : command ? COLORS.command : solid ? COLORS.ink : wire.style === "custom" ? COLORS.custom : COLORS.cond;
+  const dash = solid ? undefined : wire.style === "custom" ? [2, 5] : wire.style === "dynamic" ? [3, 6] : command ? [10, 4, 2, 4] : [8, 6];
   const weight = (selected ? 2.6 : 1.6) + (wire.style === "join" ? 0.9 : 0);
   const rs = r(svg);
   const sd = seed(wire.id + (e.target ?? ""));
-  el("path", { d: geom.path, class: "hit", fill: "none", stroke: "transparent", "stroke-width": 14 }, g);
+  if (!command) el("path", { d: geom.path, class: "hit", fill: "none", stroke: "transparent", "stroke-width": 14 }, g);
   g.appendChild(rs.path(geom.path, { seed: sd, roughness: 0.9, bowing: 0.6, stroke: color, strokeWidth: weight, ...(dash ? { strokeLineDash: dash } : {}) }));
+  if (wire.style === "map") {
+    // a map's fan-out is drawn as a bundle: one instance of the node per element
+    g.appendChild(rs.path(geom.path, { seed: sd + 5, roughness: 1.6, bowing: 1.4, stroke: color, strokeWidth: 1 }));
+  }
   const { tip, dir } = geom;
   const px = -dir.y;
   const py = dir.x;
@@ -238,7 +245,7 @@ export function drawWire(svg: SVGSVGElement, scene: Scene, wire: Wire, selected:
   const p2 = { x: tip.x - dir.x * L - px * W, y: tip.y - dir.y * L - py * W };
   g.appendChild(rs.linearPath([[p1.x, p1.y], [tip.x, tip.y], [p2.x, p2.y]], { seed: sd + 2, roughness: 0.6, stroke: color, strokeWidth: weight }));
   if (wire.label && geom.label) {
-    const lg = el("g", { class: "wire-label" }, g);
+    const lg = el("g", { class: command ? "goto-label" : "wire-label" }, g);
     const t = text(lg, geom.label.x, geom.label.y + 5, wire.label, PORT_PX, { "text-anchor": "middle", fill: color, class: "edge-label" });
     // a paper-coloured backing so labels stay legible where wires cross
     const w = textWidth(wire.label, PORT_PX) + 12;

@@ -20,6 +20,7 @@ export function describeEdit(op: EditOp): string {
     case "splice_node": return `put ${a.node} on ${displayName(a.source)} → ${displayName(a.target)}`;
     case "unsplice_node": return `take ${a.node} off ${displayName(a.source)} → ${displayName(a.target)}`;
     case "rename_node": return `rename ${a.old} → ${a.new}`;
+    case "set_defer": return `${(op.args as { defer?: boolean }).defer ? "defer" : "undefer"} ${a.node}`;
     case "add_port": return `add port ${a.node}.${a.name}`;
     case "remove_port": return `remove port ${a.node}.${a.name}`;
     case "remove_node": return `delete ${a.name}`;
@@ -39,7 +40,7 @@ export function removeEdgeOp(e: EdgeIR): EditOp {
 /** Whether the Delete key may delete ``e``: custom wiring lives in the code, and an edge
  * without a source (other than a join's) names nothing to delete. */
 export function canDeleteEdge(e: EdgeIR): boolean {
-  return !!(e.source || e.kind === "join") && e.kind !== "custom";
+  return !!(e.source || e.kind === "join") && !["custom", "parallel", "command"].includes(e.kind);
 }
 
 /** The node's routing call with a mapping (a conditional or a router, not a loop): the first

@@ -88,7 +88,7 @@ function nodePanel(node: NodeIR): HTMLElement[] {
     );
   }
   if (showsFill(node)) out.push(fillSection(node));
-  out.push(renameRow(node));
+  out.push(renameRow(node), deferRow(node));
   out.push(h("h4", { className: "in" }, "In"), portList(node, "in", node.inputs), h("h4", { className: "out" }, "Out"), portList(node, "out", node.outputs));
   if (node.has_hole && !state.readOnly) out.push(addPortRow(node));
   else if (!node.has_hole) out.push(h("p", { className: "hint" }, "Ports of a node with code change in the code (its In/Out classes)."));
@@ -114,6 +114,14 @@ function editorRow(node: NodeIR): HTMLElement {
   }, "open in editor");
   const link = h("a", { id: "editor-link", href: `vscode://file/${encodeURI(state.file)}:${line}`, title: `${state.file}:${line}` }, "vscode://");
   return h("div", { className: "row editor-row" }, open, link);
+}
+
+/** ``add(..., defer=True)``: the node waits until nothing else is left to run. */
+function deferRow(node: NodeIR): HTMLElement {
+  const box = h("input", { id: "defer-toggle", type: "checkbox", checked: !!node.defer, disabled: state.readOnly });
+  box.addEventListener("change", () => void perform({ op: "set_defer", args: { node: node.name, defer: box.checked } }));
+  const label = h("label", { className: "row defer-row", title: "defer=True: run once, after every branch that could still reach this node" }, box, " deferred: runs last, once");
+  return label;
 }
 
 function renameRow(node: NodeIR): HTMLElement {

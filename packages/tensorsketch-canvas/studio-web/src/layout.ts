@@ -40,7 +40,7 @@ export interface Wire {
   to: string; // box id
   label: string | null;
   loop: boolean; // a self-loop arc
-  style: "solid" | "conditional" | "dynamic" | "join" | "custom";
+  style: "solid" | "conditional" | "dynamic" | "join" | "map" | "command" | "custom";
   points?: XY[]; // dagre's route between the ranks (through the gaps, around the boxes)
   labelAt?: XY;
 }
@@ -124,6 +124,24 @@ export function displayName(id: string): string {
   return id === START ? "START" : id === END ? "END" : id;
 }
 
+/** A ``map`` (one instance of its node per list element, then ``then`` once) or a
+ * ``parallel`` (its nodes side by side, then a join into ``then``) as wires: the fan-out
+ * names the list and the per-item port, the wires into ``then`` say they collect. */
+function fanOut(edge: EdgeIR, index: number, boxes: Map<string, Box>, wires: Wire[]): void {
+  const src = edge.source && boxes.has(edge.source) ? edge.source : null;
+  const then = edge.then ?? END;
+  const branches = edge.kind === "map" ? [edge.target ?? ""] : edge.sources ?? [];
+  const out = edge.kind === "map" ? `map ${edge.path ?? "?"}[i] → ${edge.label ?? "?"}` : "parallel";
+  branches.forEach((to, k) => {
+    if (!boxes.has(to)) return;
+    if (src) wires.push({ id: `w${index}.${k}`, edge, index, from: src, to, label: out, loop: src === to, style: "map" });
+    if (boxes.has(then)) {
+      const label = edge.kind === "map" ? "collect" : "join";
+      wires.push({ id: `w${index}.t${k}`, edge, index, from: to, to: then, label, loop: to === then, style: "join" });
+    }
+  });
+}
+
 export function buildScene(graph: GraphIR, saved: Record<string, XY>, direction: Direction = "LR", groups: readonly (readonly string[])[] = []): Scene {
   const flip = direction === "TB";
   const boxes = new Map<string, Box>();
@@ -145,6 +163,10 @@ export function buildScene(graph: GraphIR, saved: Record<string, XY>, direction:
       const id = `custom:${index}`;
       boxes.set(id, { id, kind: "custom", x: 0, y: 0, w: Math.ceil(w), h: 30 + shown.length * 17 + 8, text: shown });
       if (src) wires.push({ id: `w${index}`, edge, index, from: src, to: id, label: null, loop: false, style: "custom" });
+      return;
+    }
+    if (edge.kind === "map" || edge.kind === "parallel") {
+      fanOut(edge, index, boxes, wires);
       return;
     }
     if (edge.kind === "dynamic" || edge.target === null) {
@@ -186,6 +208,14 @@ export function buildScene(graph: GraphIR, saved: Record<string, XY>, direction:
       loop,
       style: edge.kind === "conditional" ? "conditional" : "solid",
     });
+  });
+
+  // where a node's Command(goto=...) may go: read from its class, not part of the wiring
+  (graph.commands ?? []).forEach((edge, k) => {
+    const { source, target } = edge;
+    if (source && target && boxes.has(source) && boxes.has(target)) {
+      wires.push({ id: `c${k}`, edge, index: -1, from: source, to: target, label: "goto", loop: source === target, style: "command" });
+    }
   });
 
   collapse(boxes, wires, groups);

@@ -34,7 +34,7 @@ export function paint(): void {
     const g = drawWire(svg, scene, wire, wire.index === state.selectedWire);
     const label = g.querySelector(".wire-label");
     if (label) {
-      label.setAttribute("data-index", String(wire.index));
+      if (wire.index >= 0) label.setAttribute("data-index", String(wire.index));
       labelFrag.appendChild(label);
     }
     wireFrag.appendChild(g);

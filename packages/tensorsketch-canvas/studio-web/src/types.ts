@@ -21,11 +21,14 @@ export interface NodeIR {
   timeout?: string | null;
   // the graph a subgraph node runs (`add(compiled_graph)`), by its name in the file
   subgraph?: string | null;
+  // `add(..., cache=...)` as written (read-only) and `add(..., defer=True)`
+  cache?: string | null;
+  defer?: boolean;
   interrupt_before?: boolean | null;
   interrupt_after?: boolean | null;
 }
 
-export type EdgeKind = "sequential" | "conditional" | "dynamic" | "join" | "custom";
+export type EdgeKind = "sequential" | "conditional" | "dynamic" | "join" | "map" | "parallel" | "command" | "custom";
 
 export interface EdgeIR {
   source: string | null;
@@ -37,6 +40,7 @@ export interface EdgeIR {
   code: string | null;
   sources?: string[] | null; // a join's nodes to wait for (source is null)
   routes?: string[] | null; // dynamic: where its routing function's code says it can go
+  then?: string | null; // map / parallel: where the run continues after every branch
 }
 
 export interface GraphIR {
@@ -49,6 +53,8 @@ export interface GraphIR {
   // The compile call's static breakpoints (null: none the canvas can read).
   interrupt_before?: string[] | null;
   interrupt_after?: string[] | null;
+  // `command` edges: where each node's `Command(goto=...)` may go, read from its class
+  commands?: EdgeIR[];
 }
 
 export interface XY {

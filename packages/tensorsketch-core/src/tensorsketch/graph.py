@@ -401,6 +401,13 @@ class Graph(Generic[S]):
             edges=tuple(self._edges),
             branches=branches,
             joins=tuple(self._joins),
+            deferred=tuple(name for name in self._nodes if name in self._deferred),
+            cached=tuple(name for name in self._nodes if name in self._caches),
+            destinations={
+                name: tuple(type(node).destinations)
+                for name, node in self._nodes.items()
+                if type(node).destinations
+            },
         )
 
     # -- compile ----------------------------------------------------------------------------

@@ -26,9 +26,16 @@ class BranchInfo:
 class GraphStructure:
     """Nodes in the order they were added, static edges in declaration order, branches, and
     wait-for-all joins as ``(sources, target)`` in declaration order (``edge(["A", "B"], "C")``
-    is ``(("A", "B"), "C")``; a join is not also listed in ``edges``)."""
+    is ``(("A", "B"), "C")``; a join is not also listed in ``edges``).
+
+    ``deferred`` and ``cached`` name the nodes added with ``defer=True`` and ``cache=...``
+    (in ``nodes`` order); ``destinations`` maps each node whose class declares
+    ``destinations`` to them, as the canvas draws its ``Command`` edges."""
 
     nodes: tuple[str, ...]
     edges: tuple[tuple[str, str], ...]
     branches: dict[str, BranchInfo] = field(default_factory=dict)
     joins: tuple[tuple[tuple[str, ...], str], ...] = ()
+    deferred: tuple[str, ...] = ()
+    cached: tuple[str, ...] = ()
+    destinations: dict[str, tuple[str, ...]] = field(default_factory=dict)

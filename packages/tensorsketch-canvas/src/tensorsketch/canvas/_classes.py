@@ -14,7 +14,7 @@ import libcst as cst
 
 from tensorsketch.canvas._source import ParsedSource
 from tensorsketch.canvas._stmts import walk_statements
-from tensorsketch.canvas.ir import Port
+from tensorsketch.canvas.ir import END, START, Port
 
 __all__ = ["NodeClass", "body_statements", "find_node_classes", "schema_fields", "string_value"]
 
@@ -32,6 +32,10 @@ class NodeClass:
     line: int | None
     in_def: cst.ClassDef | None
     out_def: cst.ClassDef | None
+    #: ``destinations = (...)`` as node names (``END`` as ``"__end__"``), in the order
+    #: declared; ``None`` when the class (and its node bases in the file) declares none, or
+    #: declares them as something other than a literal tuple or list of names.
+    destinations: list[str] | None = None
 
 
 def string_value(expr: cst.BaseExpression) -> str | None:
@@ -117,6 +121,34 @@ def _hole(src: ParsedSource, run: cst.FunctionDef | None) -> tuple[bool, str | N
     return True, value if value is not None else src.code(first)
 
 
+def _destinations(stmt: cst.BaseSmallStatement | cst.BaseStatement) -> list[str] | bool | None:
+    """``destinations = (...)`` in a class body: the names, ``None`` when it is there but not
+    literal, ``False`` when the statement is something else."""
+    for small in _small(stmt):
+        if isinstance(small, cst.Assign) and len(small.targets) == 1:
+            target, value = small.targets[0].target, small.value
+        elif isinstance(small, cst.AnnAssign) and small.value is not None:
+            target, value = small.target, small.value
+        else:
+            continue
+        if not (isinstance(target, cst.Name) and target.value == "destinations"):
+            continue
+        if not isinstance(value, cst.Tuple | cst.List):
+            return None
+        names: list[str] = []
+        for element in value.elements:
+            if isinstance(element, cst.StarredElement):
+                return None
+            name = string_value(element.value)
+            if name is None and _base_name(element.value) == "END":
+                name = END
+            if name is None or name == START:
+                return None
+            names.append(name)
+        return names
+    return False
+
+
 def find_node_classes(src: ParsedSource) -> dict[str, NodeClass]:
     """Every ``Node`` subclass in the file by name (a later definition replaces an earlier one).
 
@@ -133,7 +165,11 @@ def find_node_classes(src: ParsedSource) -> dict[str, NodeClass]:
             continue
         in_def = out_def = None
         run = None
+        declared: list[str] | bool | None = False
         for stmt in body_statements(cls.body):
+            found_here = _destinations(stmt)
+            if found_here is not False:
+                declared = found_here
             if isinstance(stmt, cst.ClassDef) and stmt.name.value == "In":
                 in_def = stmt
             elif isinstance(stmt, cst.ClassDef) and stmt.name.value == "Out":
@@ -141,6 +177,9 @@ def find_node_classes(src: ParsedSource) -> dict[str, NodeClass]:
             elif isinstance(stmt, cst.FunctionDef) and stmt.name.value == "run":
                 run = stmt
         has_hole, hole = _hole(src, run)
+        if declared is False:  # inherited from a node base in the file, if one declares them
+            parents = [found[b] for b in bases if b in found]
+            declared = next((p.destinations for p in parents if p.destinations), None)
         found[cls.name.value] = NodeClass(
             name=cls.name.value,
             node=cls,
@@ -151,5 +190,6 @@ def find_node_classes(src: ParsedSource) -> dict[str, NodeClass]:
             line=src.class_line(cls),
             in_def=in_def,
             out_def=out_def,
+            destinations=list(declared) if isinstance(declared, list) and declared else None,
         )
     return found

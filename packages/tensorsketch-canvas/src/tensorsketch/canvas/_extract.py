@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
+from tensorsketch.canvas._class_edits import class_key
 from tensorsketch.canvas._classes import NodeClass, find_node_classes, schema_fields
 from tensorsketch.canvas._routes import module_functions, possible_routes
 from tensorsketch.canvas._source import ParsedSource, parse_source
@@ -108,6 +109,8 @@ def build_ir(
                     line=cls.line if cls else None,
                     retry=decl.retry,
                     timeout=decl.timeout,
+                    cache=decl.cache,
+                    defer=decl.defer,
                 )
             )
         edges.extend(item.edges)
@@ -126,7 +129,19 @@ def build_ir(
         style=model.style,
         interrupt_before=_copy(model.breakpoints.get("interrupt_before", [])),
         interrupt_after=_copy(model.breakpoints.get("interrupt_after", [])),
+        commands=commands(nodes, classes),
     )
+
+
+def commands(nodes: Sequence[NodeIR], classes: dict[str, NodeClass]) -> list[EdgeIR]:
+    """The ``command`` edges: each node's declared ``destinations``, as its class says them
+    (a subgraph node or a class defined elsewhere declares none that the file shows)."""
+    found: list[EdgeIR] = []
+    for node in nodes:
+        cls = classes.get(class_key(node.cls)) if node.subgraph is None else None
+        for target in (cls.destinations or []) if cls is not None else []:
+            found.append(EdgeIR(node.name, target, "command"))
+    return found
 
 
 def _subgraph(key: str, parent: GraphModel, models: Sequence[GraphModel]) -> GraphModel | None:
@@ -155,6 +170,8 @@ def _subgraph_node(
         retry=decl.retry,
         timeout=decl.timeout,
         subgraph=child.name,
+        cache=decl.cache,
+        defer=decl.defer,
     )
 
 

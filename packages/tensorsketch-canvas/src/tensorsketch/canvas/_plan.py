@@ -24,11 +24,12 @@ _IDENT = re.compile(r"[A-Za-z_]\w*")
 
 def plan_nodes(nodes: list[NodeIR], old: list[Item], style: Style) -> list[Fresh]:
     """The node declarations the file will hold, in the IR's order."""
-    wanted = [(n.name, n.cls) for n in nodes]
+    wanted = [(n.name, n.cls, n.defer) for n in nodes]
     by_name = {n.name: n for n in nodes}
-    index: dict[tuple[str, str], list[Item]] = {}
+    index: dict[tuple[str, str, bool], list[Item]] = {}
     for item in old:
-        index.setdefault((item.nodes[0].name, item.nodes[0].cls), []).append(item)
+        first = item.nodes[0]
+        index.setdefault((first.name, first.cls, first.defer), []).append(item)
     used: set[int] = set()
     plan: list[Fresh] = []
     i = 0
@@ -38,7 +39,7 @@ def plan_nodes(nodes: list[NodeIR], old: list[Item], style: Style) -> list[Fresh
             size = len(item.nodes)
             if (
                 id(item) not in used
-                and [(n.name, n.cls) for n in item.nodes] == wanted[i : i + size]
+                and [(n.name, n.cls, n.defer) for n in item.nodes] == wanted[i : i + size]
             ):
                 match = item
                 break
@@ -49,15 +50,18 @@ def plan_nodes(nodes: list[NodeIR], old: list[Item], style: Style) -> list[Fresh
             )
             i += len(match.nodes)
             continue
-        name, cls = wanted[i]
+        name, cls, defer = wanted[i]
         node = by_name[name]
-        # A re-declared node (a rename) keeps its add(..., retry=..., timeout=...) as written.
+        # A re-declared node (a rename, a new defer) keeps its add(..., retry=..., timeout=...,
+        # cache=...) as written.
         decl = NodeDecl(
             name=name,
             cls=cls,
             class_key=class_key(cls),
             retry=node.retry,
             timeout=node.timeout,
+            cache=node.cache,
+            defer=defer,
         )
         _declare(plan, decl, style)
         i += 1
@@ -68,7 +72,13 @@ def _declare(plan: list[Fresh], decl: NodeDecl, style: Style) -> None:
     """Append a new node: operator style joins it to a preceding new ``nodes(...)`` item."""
     operator = style == "operator"
     previous = plan[-1] if plan else None
-    plain = decl.name == decl.class_key and decl.retry is None and decl.timeout is None
+    plain = (
+        decl.name == decl.class_key
+        and decl.retry is None
+        and decl.timeout is None
+        and decl.cache is None
+        and not decl.defer
+    )
     if (
         operator
         and plain
@@ -214,7 +224,7 @@ def _group_end(
 ) -> int:
     """Where the new item starting at ``edges[i]`` ends (exclusive)."""
     first = edges[i]
-    if first.kind in ("custom", "dynamic", "join"):
+    if first.kind in ("custom", "dynamic", "join", "map", "parallel"):
         return i + 1
     if first.branch == "loop":
         return i + 2

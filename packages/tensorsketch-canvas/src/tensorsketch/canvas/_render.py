@@ -105,6 +105,10 @@ def _add_call(decl: NodeDecl, ctx: RenderContext) -> str:
         args.append(f"retry={decl.retry}")
     if decl.timeout is not None:
         args.append(f"timeout={decl.timeout}")
+    if decl.cache is not None:
+        args.append(f"cache={decl.cache}")
+    if decl.defer:
+        args.append("defer=True")
     return f"add({', '.join(args)})"
 
 
@@ -124,6 +128,14 @@ def _edge_calls(item: Fresh, ctx: RenderContext) -> list[str]:
     if first.kind == "join":
         sources = ", ".join(ctx.name_ref(name) for name in first.sources or [])
         return [f"edge([{sources}], {ctx.name_ref(first.target or '')})"]
+    then = "" if first.then is None else f", then={ctx.name_ref(first.then)}"
+    if first.kind == "map":
+        source, node = ctx.name_ref(first.source or ""), ctx.name_ref(first.target or "")
+        over, port = ctx.string(first.path or ""), ctx.string(first.label or "")
+        return [f"map({source}, {node}, over={over}, item={port}{then})"]
+    if first.kind == "parallel":
+        nodes = ", ".join(ctx.name_ref(name) for name in first.sources or [])
+        return [f"parallel({ctx.name_ref(first.source or '')}, [{nodes}]{then})"]
     source = ctx.name_ref(first.source or "")
     method = first.branch or "conditional"
     if first.kind == "dynamic":

@@ -54,6 +54,14 @@ def _check_edge(edges: list[EdgeIR], index: int) -> int:
             raise IRError(msg)
     elif edge.kind == "join":
         _check_join(edge, where)
+    elif edge.kind == "command":
+        msg = (
+            f"{where} is a command edge; those are read from the class's `destinations` and "
+            "listed in graph.commands, not in the wiring — edit the class to change them."
+        )
+        raise IRError(msg)
+    elif edge.kind in ("map", "parallel"):
+        _check_fanout(edge, where)
     elif edge.source is None:
         msg = f"{where} ({edge.kind}) needs a source node."
         raise IRError(msg)
@@ -99,6 +107,37 @@ def _check_join(edge: EdgeIR, where: str) -> None:
         raise IRError(msg)
     if edge.target is None or edge.target in (START, END):
         msg = f"{where}: a join from {sources!r} needs a node as its target (not START or END)."
+        raise IRError(msg)
+
+
+def _check_fanout(edge: EdgeIR, where: str) -> None:
+    """A ``map`` or ``parallel``: a source, its nodes, and an optional node to continue to."""
+    if edge.source is None or edge.source == END:
+        msg = f"{where}: a {edge.kind} needs the node it starts after in `source` (or START)."
+        raise IRError(msg)
+    if edge.then == START:
+        msg = f"{where}: a {edge.kind}'s `then` is a node or END, not START."
+        raise IRError(msg)
+    if edge.kind == "map":
+        if edge.target is None or edge.target in (START, END) or not edge.path or not edge.label:
+            msg = (
+                f"{where}: a map from {edge.source!r} needs the node to run in `target`, the "
+                "list field in `path` (over=) and the node's port in `label` (item=)."
+            )
+            raise IRError(msg)
+        return
+    sources = edge.sources or []
+    if (
+        edge.target is not None
+        or len(sources) < 2
+        or len(set(sources)) != len(sources)
+        or START in sources
+        or END in sources
+    ):
+        msg = (
+            f"{where}: a parallel from {edge.source!r} lists two or more distinct nodes in "
+            f"`sources` (got {sources!r}) and no `target` (where it continues is `then`)."
+        )
         raise IRError(msg)
 
 

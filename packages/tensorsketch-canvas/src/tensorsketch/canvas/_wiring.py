@@ -26,7 +26,9 @@ from tensorsketch.canvas.ir import END, LOOP_EXIT, LOOP_REPEAT, START, BranchKin
 
 __all__ = ["Container", "GraphModel", "Item", "NodeDecl", "find_graphs", "join_edge"]
 
-BUILDER_METHODS = frozenset({"add", "edge", "entry", "conditional", "router", "loop", "nodes"})
+BUILDER_METHODS = frozenset(
+    {"add", "edge", "entry", "conditional", "router", "loop", "nodes", "map", "parallel"}
+)
 
 ItemKind = Literal["add", "nodes", "handle", "edge", "custom"]
 
@@ -43,6 +45,10 @@ class NodeDecl:
     timeout: str | None = None
     #: Whether ``add(..., name=...)`` named the node (a subgraph's default is its graph's name).
     named: bool = False
+    #: ``add(..., cache=...)`` as written (shown on the node, never edited).
+    cache: str | None = None
+    #: ``add(..., defer=True)``.
+    defer: bool = False
 
 
 @dataclass
@@ -89,6 +95,7 @@ def edge_key(edge: EdgeIR) -> tuple[object, ...]:
         edge.branch,
         edge.code,
         sources,
+        edge.then,
     )
 
 
@@ -281,7 +288,60 @@ class _Walk:
         if method == "loop":
             edges = self._loop(call)
             return None if edges is None else Item("edge", stmt_index, edges=edges)
+        if method == "map":
+            edge = self._map(call)
+            return None if edge is None else Item("edge", stmt_index, edges=[edge])
+        if method == "parallel":
+            edge = self._parallel(call)
+            return None if edge is None else Item("edge", stmt_index, edges=[edge])
         return None
+
+    def _then(self, bound: dict[str, cst.BaseExpression]) -> tuple[bool, str | None]:
+        """``then=`` of a map or parallel: (readable, the node or ``None`` when not written)."""
+        if "then" not in bound:
+            return True, None
+        then = self.ref(bound["then"])
+        return then is not None and then != START, then
+
+    def _map(self, call: cst.Call) -> EdgeIR | None:
+        bound = _bind(call, ("src", "node"), ("src", "node", "over", "item", "then"))
+        if bound is None or not {"src", "node", "over", "item"} <= bound.keys():
+            return None
+        src, node = self.ref(bound["src"]), self.ref(bound["node"])
+        over, item = string_value(bound["over"]), string_value(bound["item"])
+        readable, then = self._then(bound)
+        if (
+            src is None
+            or node is None
+            or src == END
+            or node in (START, END)
+            or not over
+            or not item
+            or not readable
+        ):
+            return None
+        return EdgeIR(src, node, "map", path=over, label=item, then=then)
+
+    def _parallel(self, call: cst.Call) -> EdgeIR | None:
+        bound = _bind(call, ("src", "nodes"), ("src", "nodes", "then"))
+        if bound is None or not {"src", "nodes"} <= bound.keys():
+            return None
+        src = self.ref(bound["src"])
+        nodes_expr = bound["nodes"]
+        names = self._group(nodes_expr) if isinstance(nodes_expr, cst.List | cst.Tuple) else None
+        readable, then = self._then(bound)
+        if (
+            src is None
+            or src == END
+            or names is None
+            or len(names) < 2
+            or len(set(names)) != len(names)
+            or START in names
+            or END in names
+            or not readable
+        ):
+            return None
+        return EdgeIR(src, None, "parallel", sources=names, then=then)
 
     def _add(self, call: cst.Call, stmt_index: int) -> Item | None:
         bound = _bind(
@@ -291,6 +351,12 @@ class _Walk:
         )
         if bound is None or "node" not in bound:
             return None
+        defer = False
+        if "defer" in bound:
+            flag = bound["defer"]
+            if not (isinstance(flag, cst.Name) and flag.value in ("True", "False")):
+                return None  # a computed flag: kept as custom wiring, as written
+            defer = flag.value == "True"
         cls_expr = bound["node"]
         key = _last_name(cls_expr)
         if key is None or (
@@ -313,6 +379,8 @@ class _Walk:
             retry=self.src.code(bound["retry"]) if "retry" in bound else None,
             timeout=self.src.code(bound["timeout"]) if "timeout" in bound else None,
             named="name" in bound,
+            cache=self.src.code(bound["cache"]) if "cache" in bound else None,
+            defer=defer,
         )
         return Item("add", stmt_index, nodes=[decl])
 

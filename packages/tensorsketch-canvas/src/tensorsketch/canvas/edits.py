@@ -5,7 +5,9 @@ can apply a gesture, hand the result to ``reconstruct`` and throw it away if the
 They encode the canvas's rules: deleting a node deletes its wiring, a loop's two edges go
 together, a join is one edge (removing a node it waits for removes the whole join), a node is
 created as a typed hole, ports change only on holes, and a node a routing function returns by
-name (``EdgeIR.routes``) is neither renamed nor removed until that code changes.
+name (``EdgeIR.routes``) or a node class declares as a ``Command`` destination
+(``GraphIR.commands``) is neither renamed nor removed until that code changes. A ``map`` or
+``parallel`` is one element: removing any node it names removes it whole.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ __all__ = [
     "remove_edge",
     "remove_node",
     "rename_node",
+    "set_defer",
     "set_ports",
     "splice_node",
     "unsplice_node",
@@ -76,6 +79,23 @@ def _routed_by_name(ir: GraphIR, name: str, *, renaming: str | None) -> None:
             f"RoutingError. Change the routing code first (in your editor: make {them} return "
             f"{renaming!r}), then rename the node."
         )
+    raise IRError(msg)
+
+
+def _declared_destination(ir: GraphIR, name: str, *, renaming: str | None) -> None:
+    """Refuse to rename or remove a node that another node's class declares in its
+    ``destinations`` (a ``command`` edge): the class would still name it, and compile fails."""
+    declaring = sorted({e.source or "" for e in ir.commands if e.target == name} - {name})
+    if not declaring:
+        return
+    who = ", ".join(repr(n) for n in declaring)
+    what = f"remove {name!r}:" if renaming is None else f"rename {name!r} to {renaming!r}:"
+    msg = (
+        f"cannot {what} the class of {who} declares {name!r} in its `destinations` (where "
+        "its `Command(goto=...)` may send the run), and the canvas does not edit code. Change "
+        "`destinations` in that class first (in your editor), then "
+        f"{'remove' if renaming is None else 'rename'} the node."
+    )
     raise IRError(msg)
 
 
@@ -322,8 +342,10 @@ def remove_node(ir: GraphIR, name: str) -> GraphIR:
     """
     _known(ir, name, pseudo=False)
     _routed_by_name(ir, name, renaming=None)
+    _declared_destination(ir, name, renaming=None)
     new = ir.copy()
     new.nodes = [n for n in new.nodes if n.name != name]
+    new.commands = [e for e in new.commands if e.source != name]
     _breakpoints(new, lambda n: None if n == name else n)
     loops = {
         (e.source, e.path) for e in new.edges if e.branch == "loop" and name in (e.source, e.target)
@@ -333,7 +355,7 @@ def remove_node(ir: GraphIR, name: str) -> GraphIR:
         for e in new.edges
         if e.kind == "custom"
         or (
-            name not in (e.source, e.target)
+            name not in (e.source, e.target, e.then)
             and name not in (e.sources or ())
             and not (e.branch == "loop" and (e.source, e.path) in loops)
         )
@@ -364,6 +386,7 @@ def rename_node(ir: GraphIR, old: str, new_name: str) -> GraphIR:
         msg = f"cannot rename {old!r} to {new_name!r}: a node of that name already exists."
         raise IRError(msg)
     _routed_by_name(ir, old, renaming=new_name)
+    _declared_destination(ir, old, renaming=new_name)
     new = ir.copy()
     node = new.node(old)
     node.name = new_name
@@ -380,6 +403,11 @@ def rename_node(ir: GraphIR, old: str, new_name: str) -> GraphIR:
             edge.target = new_name
         if edge.sources is not None and old in edge.sources:
             edge.sources = [new_name if n == old else n for n in edge.sources]
+        if edge.then == old:
+            edge.then = new_name
+    for edge in new.commands:
+        if edge.source == old:
+            edge.source = new_name
     _breakpoints(new, lambda n: new_name if n == old else n)
     return new
 
@@ -420,6 +448,18 @@ def add_node(
         )
     )
     new.added.append(name)
+    return new
+
+
+def set_defer(ir: GraphIR, name: str, defer: bool) -> GraphIR:
+    """Mark a node ``add(..., defer=True)`` (or take it off): it then runs only once nothing
+    else is left to run, after every branch that could still reach it."""
+    if not isinstance(defer, bool):
+        msg = f"set_defer({name!r}, ...) takes true or false, got {defer!r}."
+        raise IRError(msg)
+    ir.node(name)
+    new = ir.copy()
+    new.node(name).defer = defer
     return new
 
 

@@ -42,11 +42,16 @@ LOOP_REPEAT: Final = "repeat"
 #: The label of a loop's edge to where it continues once ``until`` holds.
 LOOP_EXIT: Final = "exit"
 
-EdgeKind = Literal["sequential", "conditional", "dynamic", "join", "custom"]
+EdgeKind = Literal[
+    "sequential", "conditional", "dynamic", "join", "map", "parallel", "command", "custom"
+]
 """``sequential``: ``edge(a, b)``. ``conditional``: one target of a routing function with a known
 mapping (or of a loop). ``dynamic``: a routing function whose targets are only known at run time.
 ``join``: a wait-for-all edge, ``edge(["A", "B"], "C")`` or ``[a, b] >> c``.
-``custom``: wiring the engine cannot model, kept verbatim in ``code``."""
+``map``: ``map(src, node, over=..., item=..., then=...)``. ``parallel``: ``parallel(src, [...],
+then=...)``. ``command``: a destination a node's class declares for ``Command(goto=...)`` (only
+in ``GraphIR.commands``, never in the wiring). ``custom``: wiring the engine cannot model, kept
+verbatim in ``code``."""
 
 BranchKind = Literal["conditional", "router", "loop"]
 """Which builder method declared a conditional or dynamic edge."""
@@ -104,6 +109,8 @@ class NodeIR:
     #: For a subgraph node (``add(compiled_graph)``), the graph it runs, by the name
     #: ``extract(source, graph=...)`` reads it under; its ports are the fields it shares.
     subgraph: str | None = field(default=None, compare=False)
+    cache: str | None = field(default=None, compare=False)
+    defer: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -124,6 +131,8 @@ class NodeIR:
             "retry": self.retry,
             "timeout": self.timeout,
             "subgraph": self.subgraph,
+            "cache": self.cache,
+            "defer": self.defer,
         }
 
     @classmethod
@@ -142,6 +151,8 @@ class NodeIR:
                 "retry",
                 "timeout",
                 "subgraph",
+                "cache",
+                "defer",
             ),
         )
         return cls(
@@ -155,6 +166,8 @@ class NodeIR:
             retry=_opt_str(obj, "retry", where),
             timeout=_opt_str(obj, "timeout", where),
             subgraph=_opt_str(obj, "subgraph", where),
+            cache=_opt_str(obj, "cache", where),
+            defer=_bool(obj, "defer", where),
         )
 
 
@@ -180,11 +193,21 @@ class EdgeIR:
       runs once after every node in ``sources`` (two or more, in the order written) has run.
       ``source`` is ``None``: a join has no one source (it is one element of the wiring, drawn
       as an edge from each of its sources into the target).
+    - ``map``: ``map(src, node, over="docs", item="doc", then="Digest")``: ``source`` is
+      ``src``, ``target`` the node run once per element, ``path`` the list field (``over``),
+      ``label`` the node's port each element goes to (``item``) and ``then`` where the run
+      continues after every instance (``None``: not written, so ``END``).
+    - ``parallel``: ``parallel(src, ["A", "B"], then="C")``: ``source`` is ``src``,
+      ``sources`` the nodes run side by side (two or more), ``then`` the node they join into
+      (``None``: not written); ``target`` is ``None``.
+    - ``command``: ``source`` may return ``Command(goto=target)``; read from the class's
+      ``destinations``, listed in ``GraphIR.commands`` (never among the wiring edges).
     - ``custom``: wiring the engine cannot model (``g.edge(*pairs)``, a loop building edges);
       ``code`` keeps its source verbatim and ``reconstruct`` writes it back untouched.
 
     ``START``/``END`` appear as ``"__start__"``/``"__end__"``. ``sources`` is ``None`` for
-    every kind but ``join``.
+    every kind but ``join`` and ``parallel``; ``then`` for every kind but ``map`` and
+    ``parallel``.
     """
 
     source: str | None
@@ -196,6 +219,7 @@ class EdgeIR:
     code: str | None = None
     sources: list[str] | None = None
     routes: list[str] | None = field(default=None, compare=False)
+    then: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in _EDGE_KINDS:
@@ -219,6 +243,7 @@ class EdgeIR:
             "code": self.code,
             "sources": None if self.sources is None else list(self.sources),
             "routes": None if self.routes is None else list(self.routes),
+            "then": self.then,
         }
 
     @classmethod
@@ -227,7 +252,17 @@ class EdgeIR:
             data,
             where,
             required=("source",),
-            optional=("target", "kind", "path", "label", "branch", "code", "sources", "routes"),
+            optional=(
+                "target",
+                "kind",
+                "path",
+                "label",
+                "branch",
+                "code",
+                "sources",
+                "routes",
+                "then",
+            ),
         )
         kind = obj.get("kind", "sequential")
         if kind not in _EDGE_KINDS:
@@ -247,6 +282,7 @@ class EdgeIR:
             code=_opt_str(obj, "code", where),
             sources=_opt_names(obj, "sources", where),
             routes=_opt_names(obj, "routes", where),
+            then=_opt_str(obj, "then", where),
         )
 
 
@@ -277,6 +313,11 @@ class GraphIR:
     without them). The canvas shows them read-only, so they do not take part in ``==``;
     renaming a node renames it there too and removing one takes it out, in every compile call
     of the graph.
+
+    ``commands`` are the ``command`` edges: for each node whose class declares
+    ``destinations = (...)`` as a literal tuple or list of names, one edge per destination,
+    in the order declared. They are read from the class (never from the wiring, never
+    guessed), are not written back, and do not take part in ``==``.
     """
 
     name: str
@@ -287,6 +328,7 @@ class GraphIR:
     style: Style = field(default="fluent", compare=False)
     interrupt_before: list[str] | None = field(default=None, compare=False)
     interrupt_after: list[str] | None = field(default=None, compare=False)
+    commands: list[EdgeIR] = field(default_factory=list, compare=False)
 
     def node(self, name: str) -> NodeIR:
         """The node called ``name``; :class:`IRError` naming the known nodes otherwise."""
@@ -323,6 +365,7 @@ class GraphIR:
             if edge.routes is not None:
                 copied.routes = list(edge.routes)
             new.edges.append(copied)
+        new.commands = [clone(edge) for edge in self.commands]
         new.added = list(self.added)
         if self.interrupt_before is not None:
             new.interrupt_before = list(self.interrupt_before)
@@ -341,6 +384,7 @@ class GraphIR:
             "added": list(self.added),
             "interrupt_before": _names_or_none(self.interrupt_before),
             "interrupt_after": _names_or_none(self.interrupt_after),
+            "commands": [e.to_dict() for e in self.commands],
         }
 
     @classmethod
@@ -359,6 +403,7 @@ class GraphIR:
                 "added",
                 "interrupt_before",
                 "interrupt_after",
+                "commands",
             ),
         )
         style = obj.get("style", "fluent")
@@ -368,7 +413,13 @@ class GraphIR:
         nodes = obj.get("nodes", [])
         edges = obj.get("edges", [])
         added = obj.get("added", [])
-        for key, value in (("nodes", nodes), ("edges", edges), ("added", added)):
+        commands = obj.get("commands", [])
+        for key, value in (
+            ("nodes", nodes),
+            ("edges", edges),
+            ("added", added),
+            ("commands", commands),
+        ):
             if not isinstance(value, list):
                 msg = f"graph.{key} must be a list, got {type(value).__name__}."
                 raise IRError(msg)
@@ -384,6 +435,7 @@ class GraphIR:
             style=cast(Style, style),
             interrupt_before=_opt_names(obj, "interrupt_before", where),
             interrupt_after=_opt_names(obj, "interrupt_after", where),
+            commands=[EdgeIR.from_dict(e, f"graph.commands[{i}]") for i, e in enumerate(commands)],
         )
 
     @staticmethod
@@ -410,6 +462,8 @@ class GraphIR:
                 "retry": nullable_str,
                 "timeout": nullable_str,
                 "subgraph": nullable_str,
+                "cache": nullable_str,
+                "defer": {"type": "boolean"},
             },
             "required": ["name"],
             "additionalProperties": False,
@@ -426,6 +480,7 @@ class GraphIR:
                 "code": nullable_str,
                 "sources": {"type": ["array", "null"], "items": {"type": "string"}},
                 "routes": {"type": ["array", "null"], "items": {"type": "string"}},
+                "then": nullable_str,
             },
             "required": ["source"],
             "additionalProperties": False,
@@ -444,6 +499,7 @@ class GraphIR:
                 "added": {"type": "array", "items": {"type": "string"}},
                 "interrupt_before": names,
                 "interrupt_after": names,
+                "commands": {"type": "array", "items": {"$ref": "#/$defs/edge"}},
             },
             "required": ["name"],
             "additionalProperties": False,

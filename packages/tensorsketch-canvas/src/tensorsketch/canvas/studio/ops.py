@@ -535,6 +535,18 @@ def _rename_node(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResul
     return EditResult(new, inverse, (old, new_name), stub=stub)
 
 
+def _set_defer(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
+    del source
+    node_name = _str(args, "node", "set_defer")
+    defer = args.get("defer")
+    if not isinstance(defer, bool):
+        msg = f"set_defer needs args.defer as true or false, got {defer!r}."
+        raise BadEdit(msg)
+    was = ir.node(node_name).defer
+    new = edits.set_defer(ir, node_name, defer)
+    return EditResult(new, {"op": "set_defer", "args": {"node": node_name, "defer": was}})
+
+
 def _add_port(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
     node_name = _str(args, "node", "add_port")
     side = _side(args, "add_port")
@@ -592,6 +604,7 @@ OPS: dict[str, Callable[[GraphIR, Mapping[str, Any], str], EditResult]] = {
     "unsplice_node": _unsplice_node,
     "remove_edge": _remove_edge,
     "rename_node": _rename_node,
+    "set_defer": _set_defer,
     "add_port": _add_port,
     "remove_port": _remove_port,
     "remove_node": _remove_node,
