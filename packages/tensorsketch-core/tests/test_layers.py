@@ -50,6 +50,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tensorsketch.send",
             "tensorsketch.command",
             "tensorsketch.serializers",
+            "tensorsketch.steering",
             "tensorsketch.suspension",
         ),
     ),

@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from pathlib import Path
 from typing import Any
 
 from tensorsketch import Context, Node, Schema
 from tensorsketch.agents import create_agent
 from tensorsketch.fake import FakeProvider
+from tensorsketch.messages import Message, ToolCall, assistant
 from tensorsketch.testing.crash import EffectLedger
 from tensorsketch.testing.runs import (
     REFUNDS,
@@ -22,6 +24,7 @@ from tensorsketch.testing.runs import (
     one_node_graph,
     refund_agent,
 )
+from tensorsketch.tools import tool
 
 __all__ = [
     "REFUNDS",
@@ -30,6 +33,7 @@ __all__ = [
     "hang_graph",
     "listen_graph",
     "refund_agent",
+    "steer_agent",
     "work_graph",
 ]
 
@@ -140,3 +144,31 @@ def chatty_graph() -> Any:
 def echo_agent() -> Any:
     """A small agent that answers at once (the load test's)."""
     return create_agent(FakeProvider(), name="echo")
+
+
+def steer_agent(gates: Path | str) -> Any:
+    """An agent that waits at two gates (tool ``wait_gate``: it writes ``started-<gate>`` in
+    ``gates``, then blocks until the file ``<gate>`` appears), then answers with the user
+    messages it saw: ``"saw: <first> | <second> | ..."``. What steering tests send a message
+    into while a tool runs."""
+    folder = Path(gates)
+
+    @tool
+    async def wait_gate(gate: str) -> str:
+        """Wait until the gate opens."""
+        (folder / f"started-{gate}").touch()
+        while not (folder / gate).exists():  # noqa: ASYNC110 - another process opens it
+            await asyncio.sleep(0.02)
+        return f"gate {gate} open"
+
+    def decide(messages: list[Message], tools: Any) -> Message:
+        passed = sum(1 for m in messages if m.role == "tool")
+        if passed < 2:
+            gate = ("one", "two")[passed]
+            return assistant(
+                tool_calls=[ToolCall(id=f"call_{gate}", name="wait_gate", args={"gate": gate})]
+            )
+        seen = [m.text for m in messages if m.role == "user"]
+        return assistant("saw: " + " | ".join(seen))
+
+    return create_agent(FakeProvider(policy=decide), [wait_gate], name="steered")

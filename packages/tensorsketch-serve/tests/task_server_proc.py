@@ -1,7 +1,8 @@
 """A task API server process for the kill tests: ``python task_server_proc.py SPEC PORT``.
 
 ``SPEC`` is JSON ``{"target": "sqlite" | "postgres" | "redis", "kwargs": {...}}`` (a crash
-harness :class:`BackendSpec`). The graph is ``task_graphs.work_graph()``; ``TS_KILL_AT=n``
+harness :class:`BackendSpec`). The graph is ``task_graphs.work_graph()`` (with ``"graph":
+"steer"``, ``task_graphs.steer_agent(SPEC["gates"])``); ``TS_KILL_AT=n``
 makes the process ``SIGKILL`` itself inside the n-th tool call, before its side effect.
 """
 
@@ -42,8 +43,14 @@ def main() -> None:
     raw = json.loads(sys.argv[1])
     port = int(sys.argv[2])
     backend = BackendSpec(raw["target"], raw.get("kwargs", {})).create()
+    # "graph": "steer" serves task_graphs.steer_agent(raw["gates"]) (the steering kill test).
+    graph = (
+        task_graphs.steer_agent(raw["gates"])
+        if raw.get("graph") == "steer"
+        else task_graphs.work_graph()
+    )
     runner = AsyncRunner(
-        task_graphs.work_graph(),
+        graph,
         backend=backend,
         concurrency=int(raw.get("concurrency", 4)),
         lease_ttl=float(raw.get("lease_ttl", 2.0)),

@@ -60,6 +60,7 @@ from tensorsketch.node import Node
 from tensorsketch.observability.tracing import ATTR_AGENT_NAME, current_span
 from tensorsketch.provider import ChatProvider, Completion
 from tensorsketch.schema import Schema
+from tensorsketch.steering import current_inbox
 from tensorsketch.tools import Tool
 from tensorsketch.toolsets import ToolSearch, Toolset, search_tool
 
@@ -390,6 +391,9 @@ class Agent(Node):
                         status, detail = "budget_exceeded", str(exceeded)
                         break
                     active = plan.active
+                    for message in await _steered(ctx, scope, k):
+                        transcript.append(message)
+                        new.append(message)
                     sent = plan.request(transcript)
                     offered = plan.offered()
                     outcome, point = await active._model_step(ctx, sent, k, scope, point, offered)
@@ -891,6 +895,31 @@ def _with_call_ids(message: Message, k: int) -> Message:
         for i, call in enumerate(message.tool_calls)
     ]
     return message.model_copy(update={"tool_calls": calls})
+
+
+async def _steered(ctx: Context, scope: Scope, k: int) -> list[Message]:
+    """The steering messages sent to the run since the last model call, as user messages.
+
+    What is taken is journaled under the call's key before it is marked taken in the run's
+    record, so a resumed run replays the same messages here and never takes them again
+    later. An empty take rides along with the run's next journal write (a crash before it
+    only makes the take run again, and nothing was marked).
+    """
+    inbox = current_inbox()
+    if inbox is None:
+        return []
+    key = agent_turn_key(scope, k, "steer")
+    found, taken = await ctx.effects.peek(key)
+    if not found:
+        taken = await inbox.pending()
+        if taken:
+            await ctx.effects.record(key, taken)
+        else:
+            taken = await ctx.effects.once(key, list, INSIDE)
+    if not taken:
+        return []
+    await inbox.taken(taken)
+    return [user(str(m.get("content", ""))) for m in taken]
 
 
 def _name_span(agent: str) -> None:

@@ -406,6 +406,18 @@ class AsyncRunner:
         """
         return await self._operator.signal(run_id, event)
 
+    async def steer(self, run_id: str, message: str | Mapping[str, Any]) -> RunRecord:
+        """Send a message into a run that is executing (or queued): its agent reads it as a
+        user message at its next model call, and it stays in the thread's messages.
+
+        ``message`` is the text, or ``{"content": text}``. What the agent took is journaled
+        with that model call, so a run resumed after a crash sees each message once, at the
+        same call. A suspended or finished run, or 64 messages not taken yet, is a
+        :class:`RunConflictError` (a suspended run takes :meth:`signal` instead); the
+        message is not accepted. Cancelling stays :meth:`cancel`.
+        """
+        return await self._operator.steer(run_id, message)
+
     async def resume(self, run_id: str) -> RunRecord:
         """Continue a run suspended at a static breakpoint (``waiting_for="breakpoint"``:
         ``compile(interrupt_before=[...])`` or ``interrupt_after``); it runs on from there.

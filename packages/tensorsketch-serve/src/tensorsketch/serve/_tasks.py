@@ -10,6 +10,8 @@ Routes (every answer is JSON; errors are ``{"error": {"message", "type", "param"
     GET  /tasks/{id}/events       SSE of the run's events; Last-Event-ID resumes after a seq
     POST /tasks/{id}/approve      {"decisions": {"call_1": true}}
     POST /tasks/{id}/events       {"event_id"?, "type", "payload"}
+    POST /tasks/{id}/steer        {"content": "..."}: the running agent reads it at its next
+                                  model call
     POST /tasks/{id}/resume       continue a run stopped at a breakpoint (no body, or {})
     POST /tasks/{id}/cancel       (no body, or {})
     GET  /healthz                 unauthenticated; 200 also while draining
@@ -76,7 +78,8 @@ from tensorsketch.serve._memory_openapi import memory_paths
 from tensorsketch.serve._metrics import RunMetrics
 from tensorsketch.serve._protocols import Protocol
 from tensorsketch.serve._run_webhooks import ALLOW_HINT, RunWebhooks, RunWebhookSender
-from tensorsketch.serve._tasks_openapi import openapi
+from tensorsketch.serve._steering_http import SteeringRoutes, steering_paths
+from tensorsketch.serve._tasks_openapi import answers, openapi
 from tensorsketch.serve._webhooks import webhook_problem
 
 __all__ = ["PROTOCOL", "task_app"]
@@ -634,7 +637,15 @@ def task_app(
         expose_errors,
         retry_after,
         webhooks,
-        openapi(memory_paths(memory=memory is not None, sessions=sessions is not None)),
+        openapi(
+            {
+                **memory_paths(memory=memory is not None, sessions=sessions is not None),
+                **steering_paths(answers),
+            }
+        ),
+    )
+    steering = SteeringRoutes(
+        runner, api._call, api._body, lambda record, status: _json(_record_json(record), status)
     )
 
     def gate(request: Request) -> bool | Awaitable[bool]:
@@ -683,6 +694,7 @@ def task_app(
         ("GET", "/healthz", api.healthz),
         ("GET", "/metrics", api.metrics_text),
         ("GET", "/openapi.json", api.openapi),
+        *steering.endpoints(),
         *stores.endpoints(),
     ]
     routes = [
