@@ -29,6 +29,7 @@ from tensorsketch.tools import tool
 __all__ = [
     "REFUNDS",
     "chatty_graph",
+    "configurable_agent",
     "echo_agent",
     "hang_graph",
     "listen_graph",
@@ -172,3 +173,29 @@ def steer_agent(gates: Path | str) -> Any:
         return assistant("saw: " + " | ".join(seen))
 
     return create_agent(FakeProvider(policy=decide), [wait_gate], name="steered")
+
+
+@tool
+def lookup(term: str) -> str:
+    """Look a term up."""
+    return f"{term}: found"
+
+
+@tool
+def weather(city: str) -> str:
+    """The weather in a city."""
+    return f"{city}: sunny"
+
+
+def configurable_agent() -> Any:
+    """An agent (system prompt ``"default prompt"``, tools ``lookup`` and ``weather``) that
+    answers with what it was configured with: ``"system=<prompt> tools=<names offered>"`` —
+    what assistant tests read back."""
+
+    def decide(messages: list[Message], tools: Any) -> Message:
+        prompt = next((m.text for m in messages if m.role == "system"), "-")
+        return assistant(f"system={prompt} tools={','.join(sorted(t.name for t in tools))}")
+
+    return create_agent(
+        FakeProvider(policy=decide), [lookup, weather], name="helper", system="default prompt"
+    )

@@ -15,6 +15,7 @@ import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
+from tensorsketch.assistant_config import bound_assistant
 from tensorsketch.errors import BackendUnavailableError, LeaseLostError, ThreadBusyError
 from tensorsketch.events import Event
 from tensorsketch.interrupts import run_info
@@ -288,8 +289,13 @@ class Execution:
                     deps=state.deps,
                     memory=state.memory,
                 )
-                # The run's agent takes steering messages from its record (AsyncRunner.steer).
-                with bound_inbox(RecordInbox(state.store, record.run_id)):
+                # The run's agent takes steering messages from its record (AsyncRunner.steer)
+                # and applies the assistant version it was submitted with.
+                pinned = record.assistant.get("config") if record.assistant else None
+                with (
+                    bound_inbox(RecordInbox(state.store, record.run_id)),
+                    bound_assistant(pinned),
+                ):
                     async with contextlib.aclosing(events):
                         await self._follow(record.run_id, events)
             if result:

@@ -86,6 +86,12 @@ _CREATE_FIELDS: dict[str, Any] = {
         "barrier, keep what it did, run on top) or rollback (stop it and discard its "
         "checkpoints). Default: the runner's (AsyncRunner(multitask_strategy=...)).",
     },
+    "assistant_id": {
+        "type": "string",
+        "minLength": 1,
+        "description": "Run with this assistant's current version (its id or name); the "
+        "record's `assistant` says which version.",
+    },
     "webhook": {
         "type": "string",
         "maxLength": 2048,
