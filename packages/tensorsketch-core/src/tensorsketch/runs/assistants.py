@@ -232,16 +232,24 @@ class Assistants:
         self.store = store
         self.graph = graph
 
-    def _id(self, name: str) -> str:
-        digest = hashlib.sha256(f"{self.graph.name}\0{name}".encode()).hexdigest()[:24]
-        return f"{_ID_PREFIX}{digest}"
+    def _thread(self, name: str) -> str:
+        """The thread id an assistant's record is filed under: one per graph and name, so a
+        name is found through the store's thread index."""
+        digest = hashlib.sha256(f"{self.graph.name}\0{name}".encode()).hexdigest()[:32]
+        return f"assistant_{digest}"
 
     async def _record(self, assistant: str) -> RunRecord:
         if not isinstance(assistant, str) or not assistant:
             msg = f"name an assistant by its id or name (a string), got {assistant!r:.60}."
             raise ValueError(msg)
-        run_id = assistant if assistant.startswith(_ID_PREFIX) else self._id(assistant)
-        record = await self.store.get(run_id)
+        record: RunRecord | None
+        if assistant.startswith(_ID_PREFIX):
+            record = await self.store.get(assistant)
+        else:
+            page = await self.store.list(
+                thread_id=self._thread(assistant), kind="assistant", limit=1
+            )
+            record = page.records[0] if page.records else None
         if record is None or record.kind != "assistant" or record.graph != self.graph.name:
             msg = (
                 f"no assistant {assistant!r} for graph {self.graph.name!r}; create it first, "
@@ -263,10 +271,10 @@ class Assistants:
         _check_name(name)
         checked = check_config(config, self.graph)
         _check_description(description)
-        at, token = time.time(), uuid.uuid4().hex
+        at = time.time()
         record = RunRecord(
-            run_id=self._id(name),
-            thread_id=self._id(name),
+            run_id=f"{_ID_PREFIX}{uuid.uuid4().hex}",
+            thread_id=self._thread(name),
             graph=self.graph.name,
             kind="assistant",
             status="succeeded",  # a stored configuration: never executed, never taken over
@@ -274,16 +282,14 @@ class Assistants:
             labels=check_labels(metadata),
             assistant={
                 "name": name,
-                "token": token,
                 "description": description,
                 "current": 1,
                 "versions": [{"version": 1, "config": checked, "created_at": at}],
             },
         )
-        stored, _ = await self.store.create(record)
-        # The id is the name's, so the store reports any create of it as new: this one made
-        # it only if the stored record carries its own token.
-        if (stored.assistant or {}).get("token") != token:
+        # The name is the idempotency key: a second create of it gets the first's record.
+        stored, created = await self.store.create(record)
+        if not created:
             msg = (
                 f"an assistant named {name!r} already exists ({stored.run_id}); update it to "
                 "store a new version."
