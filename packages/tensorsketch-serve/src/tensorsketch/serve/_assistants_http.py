@@ -104,7 +104,7 @@ class AssistantRoutes:
         )
         return self._answer(created, 201)
 
-    async def list(self, request: Request) -> Response:
+    async def search(self, request: Request) -> Response:
         params = request.query_params
         metadata: dict[str, str] = {}
         for item in params.getlist("metadata"):
@@ -164,7 +164,7 @@ class AssistantRoutes:
     def endpoints(self) -> list[tuple[str, str, Endpoint]]:
         return [
             ("POST", "/assistants", self.create),
-            ("GET", "/assistants", self.list),
+            ("GET", "/assistants", self.search),
             ("GET", "/assistants/{id}", self.get),
             ("PATCH", "/assistants/{id}", self.update),
             ("GET", "/assistants/{id}/versions", self.versions),
