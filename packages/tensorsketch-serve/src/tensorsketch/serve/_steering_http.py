@@ -7,7 +7,7 @@ touches is the ``{id}`` of the path, as for the other ``/tasks/{id}/...`` routes
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -16,7 +16,11 @@ from tensorsketch.runs import AsyncRunner, RunRecord
 from tensorsketch.runs.steering import MAX_STEERING_CHARS
 from tensorsketch.serve._http import ServeError
 
-__all__ = ["SteeringRoutes", "steering_paths"]
+__all__ = ["ACTIONS", "SteeringRoutes", "steering_paths"]
+
+#: The route's ``(resource, action)``: what a per-resource authorization handler keys on (the
+#: run is the path's ``{id}``; its thread, and so its owner, is in the run's record).
+ACTIONS: Final[dict[str, tuple[str, str]]] = {"POST /tasks/{id}/steer": ("runs", "steer")}
 
 _SHAPE = '{"content": "<what the agent reads at its next model call>"}'
 
