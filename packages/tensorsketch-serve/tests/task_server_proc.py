@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import faulthandler
 import json
+import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
@@ -38,6 +40,17 @@ def _dump_tasks(signum: int, frame: object) -> None:
     sys.stderr.flush()
 
 
+def _die_before_marking_steering_taken() -> None:
+    """``"die_before_mark": true``: SIGKILL this process the first time an agent marks
+    steering messages taken — after it journaled them, before the run's record says so."""
+    from tensorsketch.runs.steering import RecordInbox
+
+    async def die(self: RecordInbox, messages: list[dict[str, Any]]) -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    RecordInbox.taken = die  # type: ignore[method-assign]
+
+
 def main() -> None:
     signal.signal(signal.SIGUSR1, _dump_tasks)
     raw = json.loads(sys.argv[1])
@@ -49,6 +62,8 @@ def main() -> None:
         if raw.get("graph") == "steer"
         else task_graphs.work_graph()
     )
+    if raw.get("die_before_mark"):
+        _die_before_marking_steering_taken()
     runner = AsyncRunner(
         graph,
         backend=backend,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -240,3 +241,37 @@ def test_a_run_resumed_after_kill_9_does_not_see_the_message_twice(
     assert record["status"] == "succeeded", record
     assert record["attempts"] >= 2  # it really was resumed
     assert _turns(record) == EXPECTED
+
+
+@pytest.mark.slow
+def test_a_kill_between_journaling_and_marking_replays_the_message_at_its_call(
+    store: dict[str, Any], tmp_path: Path
+) -> None:
+    """The server dies right after the agent journaled the message, before the record marks
+    it taken: the resumed run finds it in the journal at the same call (and marks it then),
+    not again in the record at an earlier one."""
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    spec = {**store, "graph": "steer", "gates": str(gates)}
+    first = Server({**spec, "die_before_mark": True})
+    try:
+        with httpx.Client(base_url=first.url, timeout=30) as client:
+            task_id = client.post("/tasks", json={"input": {"query": "plan my trip"}}).json()["id"]
+            _await_file(gates / "started-one")
+            steered = client.post(f"/tasks/{task_id}/steer", json={"content": "use metric units"})
+            assert steered.status_code == 202, steered.text
+            (gates / "one").touch()
+        assert first.process.wait(60) == -signal.SIGKILL
+    finally:
+        first.kill()
+    second = Server(spec)
+    try:
+        with httpx.Client(base_url=second.url, timeout=30) as client:
+            _await_file(gates / "started-two")
+            (gates / "two").touch()
+            record = _done(client, task_id)
+    finally:
+        second.stop()
+    assert record["status"] == "succeeded", record
+    assert _turns(record) == EXPECTED
+    assert record["steering"] == [] and record["steering_taken"] == 1
