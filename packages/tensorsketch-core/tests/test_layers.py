@@ -20,6 +20,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "vocabulary",
         (
             "tensorsketch._assignable",
+            "tensorsketch.assistant_config",
             "tensorsketch._docstrings",
             "tensorsketch._fastmodel",
             "tensorsketch._install_hints",
@@ -50,6 +51,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tensorsketch.send",
             "tensorsketch.command",
             "tensorsketch.serializers",
+            "tensorsketch.steering",
             "tensorsketch.suspension",
         ),
     ),

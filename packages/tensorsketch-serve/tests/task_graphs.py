@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from pathlib import Path
 from typing import Any
 
 from tensorsketch import Context, Node, Schema
 from tensorsketch.agents import create_agent
 from tensorsketch.fake import FakeProvider
+from tensorsketch.messages import Message, ToolCall, assistant
 from tensorsketch.testing.crash import EffectLedger
 from tensorsketch.testing.runs import (
     REFUNDS,
@@ -22,14 +24,17 @@ from tensorsketch.testing.runs import (
     one_node_graph,
     refund_agent,
 )
+from tensorsketch.tools import tool
 
 __all__ = [
     "REFUNDS",
     "chatty_graph",
+    "configurable_agent",
     "echo_agent",
     "hang_graph",
     "listen_graph",
     "refund_agent",
+    "steer_agent",
     "work_graph",
 ]
 
@@ -140,3 +145,57 @@ def chatty_graph() -> Any:
 def echo_agent() -> Any:
     """A small agent that answers at once (the load test's)."""
     return create_agent(FakeProvider(), name="echo")
+
+
+def steer_agent(gates: Path | str) -> Any:
+    """An agent that waits at two gates (tool ``wait_gate``: it writes ``started-<gate>`` in
+    ``gates``, then blocks until the file ``<gate>`` appears), then answers with the user
+    messages it saw: ``"saw: <first> | <second> | ..."``. What steering tests send a message
+    into while a tool runs."""
+    folder = Path(gates)
+
+    @tool
+    async def wait_gate(gate: str) -> str:
+        """Wait until the gate opens."""
+        (folder / f"started-{gate}").touch()
+        while not (folder / gate).exists():  # noqa: ASYNC110 - another process opens it
+            await asyncio.sleep(0.02)
+        return f"gate {gate} open"
+
+    def decide(messages: list[Message], tools: Any) -> Message:
+        passed = sum(1 for m in messages if m.role == "tool")
+        if passed < 2:
+            gate = ("one", "two")[passed]
+            return assistant(
+                tool_calls=[ToolCall(id=f"call_{gate}", name="wait_gate", args={"gate": gate})]
+            )
+        seen = [m.text for m in messages if m.role == "user"]
+        return assistant("saw: " + " | ".join(seen))
+
+    return create_agent(FakeProvider(policy=decide), [wait_gate], name="steered")
+
+
+@tool
+def lookup(term: str) -> str:
+    """Look a term up."""
+    return f"{term}: found"
+
+
+@tool
+def weather(city: str) -> str:
+    """The weather in a city."""
+    return f"{city}: sunny"
+
+
+def configurable_agent() -> Any:
+    """An agent (system prompt ``"default prompt"``, tools ``lookup`` and ``weather``) that
+    answers with what it was configured with: ``"system=<prompt> tools=<names offered>"`` —
+    what assistant tests read back."""
+
+    def decide(messages: list[Message], tools: Any) -> Message:
+        prompt = next((m.text for m in messages if m.role == "system"), "-")
+        return assistant(f"system={prompt} tools={','.join(sorted(t.name for t in tools))}")
+
+    return create_agent(
+        FakeProvider(policy=decide), [lookup, weather], name="helper", system="default prompt"
+    )

@@ -1,7 +1,8 @@
 """A task API server process for the kill tests: ``python task_server_proc.py SPEC PORT``.
 
 ``SPEC`` is JSON ``{"target": "sqlite" | "postgres" | "redis", "kwargs": {...}}`` (a crash
-harness :class:`BackendSpec`). The graph is ``task_graphs.work_graph()``; ``TS_KILL_AT=n``
+harness :class:`BackendSpec`). The graph is ``task_graphs.work_graph()`` (with ``"graph":
+"steer"``, ``task_graphs.steer_agent(SPEC["gates"])``); ``TS_KILL_AT=n``
 makes the process ``SIGKILL`` itself inside the n-th tool call, before its side effect.
 """
 
@@ -10,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import faulthandler
 import json
+import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
@@ -37,13 +40,32 @@ def _dump_tasks(signum: int, frame: object) -> None:
     sys.stderr.flush()
 
 
+def _die_before_marking_steering_taken() -> None:
+    """``"die_before_mark": true``: SIGKILL this process the first time an agent marks
+    steering messages taken — after it journaled them, before the run's record says so."""
+    from tensorsketch.runs.steering import RecordInbox
+
+    async def die(self: RecordInbox, messages: list[dict[str, Any]]) -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    RecordInbox.taken = die  # type: ignore[method-assign]
+
+
 def main() -> None:
     signal.signal(signal.SIGUSR1, _dump_tasks)
     raw = json.loads(sys.argv[1])
     port = int(sys.argv[2])
     backend = BackendSpec(raw["target"], raw.get("kwargs", {})).create()
+    # "graph": "steer" serves task_graphs.steer_agent(raw["gates"]) (the steering kill test).
+    graph = (
+        task_graphs.steer_agent(raw["gates"])
+        if raw.get("graph") == "steer"
+        else task_graphs.work_graph()
+    )
+    if raw.get("die_before_mark"):
+        _die_before_marking_steering_taken()
     runner = AsyncRunner(
-        task_graphs.work_graph(),
+        graph,
         backend=backend,
         concurrency=int(raw.get("concurrency", 4)),
         lease_ttl=float(raw.get("lease_ttl", 2.0)),

@@ -72,7 +72,7 @@ _WRITES_PREFIX = "writes:"
 INTENT_PREFIX = "intent:"
 
 #: The two journaled parts of an agent iteration besides its tool calls.
-AgentPart = Literal["model", "summary", "guard_input", "guard_reply"]
+AgentPart = Literal["model", "summary", "guard_input", "guard_reply", "steer"]
 
 
 class NodePosition(Protocol):
@@ -126,7 +126,7 @@ def step_key(step: int, node: str, instance: str, call: int, name: str) -> str:
 def agent_turn_key(scope: Scope, iteration: int, part: AgentPart) -> str:
     """An agent's model call (``"model"``), context summary (``"summary"``), or the journaled
     verdict of its guardrails on the input (``"guard_input"``) or on a reply
-    (``"guard_reply"``)."""
+    (``"guard_reply"``), or the steering messages taken before a model call (``"steer"``)."""
     return f"{scope.prefix}:agent:{iteration}:{part}"
 
 

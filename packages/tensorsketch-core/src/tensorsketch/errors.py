@@ -22,6 +22,7 @@
     ├── PluginError (RuntimeError)            a plugin broke the hook protocol
     ├── RunStoreUnsupportedError (TypeError)  the backend keeps no run records (AsyncRunner)
     ├── RunNotFoundError (LookupError)        no run with that id (HTTP 404)
+    ├── AssistantNotFoundError (LookupError)  no assistant (or version) by that id or name (404)
     ├── RunConflictError (RuntimeError)       the run's state does not allow that (HTTP 409)
     │   ├── DecisionConflictError (ValueError) a different decision than the one recorded
     │   └── ApprovalMismatchError (ValueError) an approval names another call or other arguments
@@ -75,6 +76,7 @@ from typing import Any
 
 __all__ = [
     "ApprovalMismatchError",
+    "AssistantNotFoundError",
     "BackendUnavailableError",
     "BackendUnsupportedError",
     "CheckpointDecodeError",
@@ -236,6 +238,10 @@ class RunStoreUnsupportedError(TensorSketchError, TypeError):
 
 class RunNotFoundError(TensorSketchError, LookupError):
     """No run with that id in the store."""
+
+
+class AssistantNotFoundError(TensorSketchError, LookupError):
+    """No assistant with that id or name for the runner's graph (or no such version of it)."""
 
 
 class RunConflictError(TensorSketchError, RuntimeError):

@@ -41,6 +41,7 @@ from tensorsketch.agents.state import REPORT_FIELDS, AgentStatus
 from tensorsketch.agents.stuck import STUCK, RepeatWatch
 from tensorsketch.agents.tool_calls import ToolSet, call_with_timeout, run_tool_calls
 from tensorsketch.agents.turn import call_model, model_turn, sub_context
+from tensorsketch.assistant_config import current_assistant
 from tensorsketch.budget import Budget, budget_scope, current_budget
 from tensorsketch.context import Context
 from tensorsketch.effect_keys import (
@@ -60,6 +61,7 @@ from tensorsketch.node import Node
 from tensorsketch.observability.tracing import ATTR_AGENT_NAME, current_span
 from tensorsketch.provider import ChatProvider, Completion
 from tensorsketch.schema import Schema
+from tensorsketch.steering import current_inbox
 from tensorsketch.tools import Tool
 from tensorsketch.toolsets import ToolSearch, Toolset, search_tool
 
@@ -356,9 +358,49 @@ class Agent(Node):
         return [*history, *new], new
 
     async def run(self, ctx: Context, inp: Any) -> Any:
-        if self._dynamic:
-            return await self._for_run(ctx)._loop(ctx, inp)
-        return await self._loop(ctx, inp)
+        agent = self
+        config = current_assistant()
+        if config is not None and not ctx.namespace:  # the graph's own agents, not nested ones
+            agent = self.configured(config)
+        if agent._dynamic:
+            return await agent._for_run(ctx)._loop(ctx, inp)
+        return await agent._loop(ctx, inp)
+
+    def configured(self, config: Mapping[str, Any]) -> Agent:
+        """A copy of this agent as an assistant's configuration says (see
+        :mod:`tensorsketch.runs.assistants`): ``model`` (its provider's model name),
+        ``system_prompt``, ``tools`` (the names of its own tools it may offer),
+        ``max_iterations`` and ``max_tokens``; keys it does not know are not its own.
+
+        A run submitted with an assistant executes its graph's top-level agents this way.
+        Raises ``ValueError`` for a tool this agent does not have.
+        """
+        clone = copy.copy(self)
+        if "system_prompt" in config:
+            clone.system = str(config["system_prompt"])
+        if "max_iterations" in config:
+            clone.max_iterations = int(config["max_iterations"])
+        if "max_tokens" in config:
+            clone.options = {**self.options, "max_tokens": int(config["max_tokens"])}
+        if "model" in config:
+            provider = copy.copy(self.provider)
+            provider.model = str(config["model"])
+            clone.provider = provider
+            clone._providers = (provider, *self._providers[1:])
+        if "tools" in config:
+            allowed = set(config["tools"])
+            unknown = sorted(allowed - set(self.tools_by_name))
+            if unknown:
+                msg = (
+                    f"agent {self.name!r} has no tool(s) {unknown}; its tools are "
+                    f"{sorted(self.tools_by_name)}."
+                )
+                raise ValueError(msg)
+            clone.tools = [t for t in self.tools if t.name in allowed]
+            clone.tools_by_name = {t.name: t for t in clone.tools}
+            clone._offered()
+        clone._tool_handler = compose_tool(clone.middleware, clone._innermost_tool)
+        return clone
 
     async def _loop(self, ctx: Context, inp: Any) -> Any:
         _name_span(self.name)
@@ -390,6 +432,9 @@ class Agent(Node):
                         status, detail = "budget_exceeded", str(exceeded)
                         break
                     active = plan.active
+                    for message in await _steered(ctx, scope, k):
+                        transcript.append(message)
+                        new.append(message)
                     sent = plan.request(transcript)
                     offered = plan.offered()
                     outcome, point = await active._model_step(ctx, sent, k, scope, point, offered)
@@ -891,6 +936,31 @@ def _with_call_ids(message: Message, k: int) -> Message:
         for i, call in enumerate(message.tool_calls)
     ]
     return message.model_copy(update={"tool_calls": calls})
+
+
+async def _steered(ctx: Context, scope: Scope, k: int) -> list[Message]:
+    """The steering messages sent to the run since the last model call, as user messages.
+
+    What is taken is journaled under the call's key before it is marked taken in the run's
+    record, so a resumed run replays the same messages here and never takes them again
+    later. An empty take rides along with the run's next journal write (a crash before it
+    only makes the take run again, and nothing was marked).
+    """
+    inbox = current_inbox()
+    if inbox is None:
+        return []
+    key = agent_turn_key(scope, k, "steer")
+    found, taken = await ctx.effects.peek(key)
+    if not found:
+        taken = await inbox.pending()
+        if taken:
+            await ctx.effects.record(key, taken)
+        else:
+            taken = await ctx.effects.once(key, list, INSIDE)
+    if not taken:
+        return []
+    await inbox.taken(taken)
+    return [user(str(m.get("content", ""))) for m in taken]
 
 
 def _name_span(agent: str) -> None:

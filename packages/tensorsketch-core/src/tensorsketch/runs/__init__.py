@@ -19,12 +19,14 @@ from typing import Any
 
 from tensorsketch.context import Context
 from tensorsketch.errors import (
+    AssistantNotFoundError,
     QueueFullError,
     RunConflictError,
     RunNotFoundError,
     RunStoreUnsupportedError,
 )
 from tensorsketch.interrupts import interrupt
+from tensorsketch.runs.assistants import Assistant, Assistants
 from tensorsketch.runs.multitask import MULTITASK_STRATEGIES, MultitaskStrategy
 from tensorsketch.runs.retention import Retention
 from tensorsketch.runs.runner import AsyncRunner, EventInput, Listener
@@ -41,6 +43,9 @@ from tensorsketch.runtime.backends.runs import (
 
 __all__ = [
     "MULTITASK_STRATEGIES",
+    "Assistant",
+    "AssistantNotFoundError",
+    "Assistants",
     "AsyncRunner",
     "EventInput",
     "Listener",

@@ -15,6 +15,7 @@ import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
+from tensorsketch.assistant_config import bound_assistant
 from tensorsketch.errors import BackendUnavailableError, LeaseLostError, ThreadBusyError
 from tensorsketch.events import Event
 from tensorsketch.interrupts import run_info
@@ -22,7 +23,9 @@ from tensorsketch.runs.multitask import roll_back, stopped_error
 from tensorsketch.runs.records import active_seconds, all_decided, due, now, plain, waiting_for
 from tensorsketch.runs.signals import segment_input
 from tensorsketch.runs.state import RunnerState, Settled
+from tensorsketch.runs.steering import RecordInbox
 from tensorsketch.runtime.backends.runs import ACTIVE, RunRecord
+from tensorsketch.steering import bound_inbox
 
 __all__ = ["Execution"]
 
@@ -286,8 +289,15 @@ class Execution:
                     deps=state.deps,
                     memory=state.memory,
                 )
-                async with contextlib.aclosing(events):
-                    await self._follow(record.run_id, events)
+                # The run's agent takes steering messages from its record (AsyncRunner.steer)
+                # and applies the assistant version it was submitted with.
+                pinned = record.assistant.get("config") if record.assistant else None
+                with (
+                    bound_inbox(RecordInbox(state.store, record.run_id)),
+                    bound_assistant(pinned),
+                ):
+                    async with contextlib.aclosing(events):
+                        await self._follow(record.run_id, events)
             if result:
                 graph_state = result[0]
             else:  # pragma: no cover - a stream that ends without raising has its state

@@ -1,5 +1,5 @@
 """``Operator``: what a person or a client does to a run that exists — approve it, signal it,
-resume it from a breakpoint, cancel it.
+steer it, resume it from a breakpoint, cancel it.
 
 Each is one compare-and-set on the record, stored before anything runs; a run that has what it
 waits for is then executed here.
@@ -23,13 +23,14 @@ from tensorsketch.runs.signals import (
     segment_input,
 )
 from tensorsketch.runs.state import RunnerState
+from tensorsketch.runs.steering import add_steering, check_steering
 from tensorsketch.runtime.backends.runs import RunRecord
 
 __all__ = ["Operator"]
 
 
 class Operator:
-    """The runner's ``approve``, ``signal``, ``resume`` and ``cancel``.
+    """The runner's ``approve``, ``signal``, ``steer``, ``resume`` and ``cancel``.
 
     :param read: reads a run's record (``AsyncRunner.get``: it exists, and an expired
         approval is rejected first).
@@ -142,6 +143,16 @@ class Operator:
         state.notify(stored)
         if stored.waiting_for in ("event", "input"):
             self.execution.spawn(stored.run_id)
+        return stored
+
+    async def steer(self, run_id: str, message: str | Mapping[str, Any]) -> RunRecord:
+        content = check_steering(message)
+        record = await self.read(run_id)
+        stored = await self.state.store.transition(
+            record.run_id, lambda current: add_steering(current, content)
+        )
+        assert stored is not None
+        self.state.notify(stored)
         return stored
 
     async def resume(self, run_id: str) -> RunRecord:

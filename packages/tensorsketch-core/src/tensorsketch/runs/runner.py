@@ -28,6 +28,7 @@ from typing import Any, Generic, TypeVar, cast, overload
 from tensorsketch.events import Event
 from tensorsketch.observability import Tracer
 from tensorsketch.pregel.compiled import CompiledGraph
+from tensorsketch.runs.assistants import Assistants
 from tensorsketch.runs.execution import Execution
 from tensorsketch.runs.loops import Loops
 from tensorsketch.runs.multitask import MultitaskStrategy, check_strategy
@@ -291,6 +292,7 @@ class AsyncRunner:
         labels: Mapping[str, str] | None = None,
         multitask_strategy: MultitaskStrategy | None = None,
         webhook: str | None = None,
+        assistant: str | None = None,
     ) -> RunRecord:
         """Store a new run and execute it in the background; return its record.
 
@@ -299,7 +301,10 @@ class AsyncRunner:
         ``multitask_strategy`` says what happens when the thread already has a run queued or
         running (default: the runner's; see :class:`AsyncRunner`). ``webhook`` is a URL the
         run's terminal record is POSTed to, signed, by a task API serving this runner
-        (``task_app(webhooks=RunWebhooks(...))``).
+        (``task_app(webhooks=RunWebhooks(...))``). ``assistant`` (an id or a name; see
+        :attr:`assistants`) runs the graph with that assistant's current version, recorded in
+        the run's ``assistant`` field; its ``multitask_strategy`` applies when the submit
+        names none.
         """
         record, _ = await self.enqueue(
             input,
@@ -308,6 +313,7 @@ class AsyncRunner:
             labels=labels,
             multitask_strategy=multitask_strategy,
             webhook=webhook,
+            assistant=assistant,
         )
         return record
 
@@ -320,6 +326,7 @@ class AsyncRunner:
         labels: Mapping[str, str] | None = None,
         multitask_strategy: MultitaskStrategy | None = None,
         webhook: str | None = None,
+        assistant: str | None = None,
     ) -> tuple[RunRecord, bool]:
         """:meth:`submit`, also saying whether the run is new (``False``: the idempotency
         key named an existing run, which is returned)."""
@@ -330,7 +337,14 @@ class AsyncRunner:
             labels=labels,
             multitask_strategy=multitask_strategy,
             webhook=webhook,
+            assistant=assistant,
         )
+
+    @property
+    def assistants(self) -> Assistants:
+        """This graph's assistants in this runner's store: create, list, update (a new
+        version), rollback (see :mod:`tensorsketch.runs.assistants`)."""
+        return Assistants(self._state.store, self._state.graph)
 
     async def get(self, run_id: str) -> RunRecord:
         """The run's record (an expired approval is rejected and resumed as it is read)."""
@@ -405,6 +419,18 @@ class AsyncRunner:
         suspended is a :class:`RunConflictError`, and the event is not accepted.
         """
         return await self._operator.signal(run_id, event)
+
+    async def steer(self, run_id: str, message: str | Mapping[str, Any]) -> RunRecord:
+        """Send a message into a run that is executing (or queued): its agent reads it as a
+        user message at its next model call, and it stays in the thread's messages.
+
+        ``message`` is the text, or ``{"content": text}``. What the agent took is journaled
+        with that model call, so a run resumed after a crash sees each message once, at the
+        same call. A suspended or finished run, or 64 messages not taken yet, is a
+        :class:`RunConflictError` (a suspended run takes :meth:`signal` instead); the
+        message is not accepted. Cancelling stays :meth:`cancel`.
+        """
+        return await self._operator.steer(run_id, message)
 
     async def resume(self, run_id: str) -> RunRecord:
         """Continue a run suspended at a static breakpoint (``waiting_for="breakpoint"``:

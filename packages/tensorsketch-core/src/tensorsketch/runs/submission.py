@@ -15,6 +15,7 @@ from typing import Any
 
 from tensorsketch.errors import QueueFullError, RunConflictError, RunNotFoundError
 from tensorsketch.events import Event
+from tensorsketch.runs.assistants import Assistants
 from tensorsketch.runs.execution import Execution
 from tensorsketch.runs.multitask import MultitaskStrategy, check_strategy, stopped_error
 from tensorsketch.runs.records import now, plain
@@ -46,8 +47,15 @@ class Submission:
         labels: Mapping[str, str] | None,
         multitask_strategy: str | None = None,
         webhook: str | None = None,
+        assistant: str | None = None,
     ) -> tuple[RunRecord, bool]:
         state = self.state
+        pinned: dict[str, Any] | None = None
+        if assistant is not None:
+            chosen = await Assistants(state.store, state.graph).get(assistant)
+            pinned = chosen.pin()
+            if multitask_strategy is None:
+                multitask_strategy = chosen.config.get("multitask_strategy")
         if webhook is not None and (
             not isinstance(webhook, str)
             or not webhook.startswith(("http://", "https://"))
@@ -85,12 +93,14 @@ class Submission:
         )
         await self.start()
         if thread_id is None:  # a new thread has nothing in flight
-            return await self._create(input, None, idempotency_key, labels, strategy, webhook)
+            return await self._create(
+                input, None, idempotency_key, labels, strategy, webhook, pinned
+            )
         lock = state.thread_locks.setdefault(thread_id, asyncio.Lock())
         try:
             async with lock:
                 return await self._double_text(
-                    input, thread_id, idempotency_key, labels, strategy, webhook
+                    input, thread_id, idempotency_key, labels, strategy, webhook, pinned
                 )
         finally:
             if not lock.locked() and state.thread_locks.get(thread_id) is lock:
@@ -104,6 +114,7 @@ class Submission:
         labels: Mapping[str, str] | None,
         strategy: MultitaskStrategy,
         webhook: str | None,
+        pinned: dict[str, Any] | None,
     ) -> tuple[RunRecord, bool]:
         """Submit on a thread that may have runs in flight, as ``strategy`` says."""
         state = self.state
@@ -121,7 +132,7 @@ class Submission:
             )
             raise RunConflictError(msg)
         stored, created = await self._create(
-            input, thread_id, idempotency_key, labels, strategy, webhook
+            input, thread_id, idempotency_key, labels, strategy, webhook, pinned
         )
         if created and strategy in ("interrupt", "rollback"):
             for record in in_flight:
@@ -168,6 +179,7 @@ class Submission:
         labels: Mapping[str, str] | None,
         strategy: MultitaskStrategy,
         webhook: str | None,
+        pinned: dict[str, Any] | None = None,
     ) -> tuple[RunRecord, bool]:
         state = self.state
         record = RunRecord(
@@ -181,6 +193,7 @@ class Submission:
             lease_expires_at=now() + state.lease_ttl,
             multitask_strategy=strategy,
             webhook=webhook,
+            assistant=pinned,
         )
         stored, created = await state.store.create(record)
         if created:

@@ -10,12 +10,15 @@ Routes (every answer is JSON; errors are ``{"error": {"message", "type", "param"
     GET  /tasks/{id}/events       SSE of the run's events; Last-Event-ID resumes after a seq
     POST /tasks/{id}/approve      {"decisions": {"call_1": true}}
     POST /tasks/{id}/events       {"event_id"?, "type", "payload"}
+    POST /tasks/{id}/steer        {"content": "..."}: the running agent reads it at its next
+                                  model call
     POST /tasks/{id}/resume       continue a run stopped at a breakpoint (no body, or {})
     POST /tasks/{id}/cancel       (no body, or {})
     GET  /healthz                 unauthenticated; 200 also while draining
     GET  /metrics                 unauthenticated; Prometheus text (prometheus_client)
     GET  /openapi.json            this API's OpenAPI 3.1 description
 
+The assistant routes (``/assistants...``, :mod:`._assistants_http`) are always served.
 With ``memory=`` and/or ``sessions=``, the memory item and session routes of
 :mod:`._memory_http` too (``/memory/...``, ``/sessions...``).
 
@@ -51,6 +54,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from tensorsketch.errors import (
+    AssistantNotFoundError,
     BackendUnavailableError,
     QueueFullError,
     RunConflictError,
@@ -63,6 +67,7 @@ from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.runs import MULTITASK_STRATEGIES, AsyncRunner, RunRecord
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.memory import InMemoryBackend
+from tensorsketch.serve._assistants_http import ASSISTANT_QUERY, AssistantRoutes, assistant_paths
 from tensorsketch.serve._http import (
     DEFAULT_MAX_BODY_BYTES,
     Authenticate,
@@ -76,7 +81,8 @@ from tensorsketch.serve._memory_openapi import memory_paths
 from tensorsketch.serve._metrics import RunMetrics
 from tensorsketch.serve._protocols import Protocol
 from tensorsketch.serve._run_webhooks import ALLOW_HINT, RunWebhooks, RunWebhookSender
-from tensorsketch.serve._tasks_openapi import openapi
+from tensorsketch.serve._steering_http import SteeringRoutes, steering_paths
+from tensorsketch.serve._tasks_openapi import answers, openapi
 from tensorsketch.serve._webhooks import webhook_problem
 
 __all__ = ["PROTOCOL", "task_app"]
@@ -88,7 +94,9 @@ OPEN_PATHS = frozenset({"/healthz", "/metrics"})
 DEFAULT_SSE_MAX_BUFFERED_BYTES = 8 << 20
 #: Longest a ``POST /runs`` waits for its run before answering 202 with the record.
 MAX_WAIT_SECONDS = 300.0
-_CREATE_KEYS = frozenset({"input", "thread_id", "labels", "multitask_strategy", "webhook"})
+_CREATE_KEYS = frozenset(
+    {"input", "thread_id", "labels", "multitask_strategy", "webhook", "assistant_id"}
+)
 #: The query parameters each route takes (the OpenAPI description lists the same), and those
 #: of them that may be repeated. Anything else is refused, so a typo is never ignored.
 QUERY: dict[str, frozenset[str]] = {
@@ -96,8 +104,9 @@ QUERY: dict[str, frozenset[str]] = {
     "GET /tasks": frozenset({"status", "label", "thread_id", "limit", "cursor"}),
     "GET /tasks/{id}/events": frozenset({"since"}),
     **MEMORY_QUERY,
+    **ASSISTANT_QUERY,
 }
-_REPEATABLE = frozenset({"status", "label", "namespace"})
+_REPEATABLE = frozenset({"status", "label", "namespace", "metadata"})
 #: Routes for probes, scrapers and tooling, which may add parameters of their own: not checked.
 _OPERATIONAL = frozenset({"GET /healthz", "GET /metrics", "GET /openapi.json"})
 #: What ``parse_approval`` (tensorsketch.interrupts) reads a decision from.
@@ -228,6 +237,8 @@ class _Api:
             raise
         except RunNotFoundError as exc:
             raise ServeError(404, str(exc), code="task_not_found") from None
+        except AssistantNotFoundError as exc:
+            raise ServeError(404, str(exc), code="assistant_not_found") from None
         except RunConflictError as exc:
             raise ServeError(409, str(exc), code="conflict") from None
         except QueueFullError as exc:
@@ -271,7 +282,7 @@ class _Api:
             raise ServeError(
                 400,
                 f"unknown field(s) {extra}; a run takes input, thread_id, labels, "
-                "multitask_strategy and webhook.",
+                "multitask_strategy, webhook and assistant_id.",
                 param=extra[0],
             )
         data = body.get("input")
@@ -292,6 +303,13 @@ class _Api:
                 f"{_dumps(strategy)[:40]}.",
                 param="multitask_strategy",
             )
+        assistant = body.get("assistant_id")
+        if assistant is not None and (not isinstance(assistant, str) or not assistant):
+            raise ServeError(
+                400,
+                "`assistant_id` must be an assistant's id or name (GET /assistants lists them).",
+                param="assistant_id",
+            )
         try:  # the runner checks it too, but its words are the Python call's (submit())
             self.runner.graph.check_run_input(
                 data, where="`input`", example='{"input": {"query": "..."}}'
@@ -304,6 +322,7 @@ class _Api:
             "labels": labels,
             "multitask_strategy": strategy,
             "webhook": body.get("webhook"),
+            "assistant": assistant,
         }
 
     async def _check_webhook(self, args: dict[str, Any]) -> None:
@@ -634,8 +653,18 @@ def task_app(
         expose_errors,
         retry_after,
         webhooks,
-        openapi(memory_paths(memory=memory is not None, sessions=sessions is not None)),
+        openapi(
+            {
+                **memory_paths(memory=memory is not None, sessions=sessions is not None),
+                **steering_paths(answers),
+                **assistant_paths(),
+            }
+        ),
     )
+    steering = SteeringRoutes(
+        runner, api._call, api._body, lambda record, status: _json(_record_json(record), status)
+    )
+    assistants = AssistantRoutes(runner, api._call, api._body, _json)
 
     def gate(request: Request) -> bool | Awaitable[bool]:
         if request.url.path in OPEN_PATHS or authenticate is None:
@@ -683,6 +712,8 @@ def task_app(
         ("GET", "/healthz", api.healthz),
         ("GET", "/metrics", api.metrics_text),
         ("GET", "/openapi.json", api.openapi),
+        *steering.endpoints(),
+        *assistants.endpoints(),
         *stores.endpoints(),
     ]
     routes = [

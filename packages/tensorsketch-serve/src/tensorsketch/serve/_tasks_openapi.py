@@ -10,7 +10,7 @@ from typing import Any
 
 from tensorsketch.runs import MULTITASK_STRATEGIES
 
-__all__ = ["openapi"]
+__all__ = ["answers", "openapi"]
 
 _STATUS = ["queued", "running", "suspended", "succeeded", "failed", "cancelled"]
 
@@ -39,7 +39,7 @@ _TASK = {
         "thread_id": {"type": "string"},
         "graph": {"type": "string"},
         "status": {"type": "string", "enum": _STATUS},
-        "kind": {"type": "string", "enum": ["run", "schedule"]},
+        "kind": {"type": "string", "enum": ["run", "schedule", "assistant"]},
         "waiting_for": {
             "type": ["string", "null"],
             "enum": ["approval", "timer", "input", "event", "breakpoint", None],
@@ -63,6 +63,9 @@ _TASK = {
         "stopped_by": {"type": ["string", "null"]},
         "webhook": {"type": ["string", "null"]},
         "webhook_delivery": {"type": ["object", "null"]},
+        "steering": {"type": "array", "items": {"type": "object"}},
+        "steering_taken": {"type": "integer"},
+        "assistant": {"type": ["object", "null"]},
         "version": {"type": "integer"},
     },
 }
@@ -82,6 +85,12 @@ _CREATE_FIELDS: dict[str, Any] = {
         "reject (409), enqueue (run after it), interrupt (stop it at its next superstep "
         "barrier, keep what it did, run on top) or rollback (stop it and discard its "
         "checkpoints). Default: the runner's (AsyncRunner(multitask_strategy=...)).",
+    },
+    "assistant_id": {
+        "type": "string",
+        "minLength": 1,
+        "description": "Run with this assistant's current version (its id or name); the "
+        "record's `assistant` says which version.",
     },
     "webhook": {
         "type": "string",
@@ -143,7 +152,7 @@ def _json(schema: Any) -> dict[str, Any]:
     return {"content": {"application/json": {"schema": schema}}}
 
 
-def _answers(ok: int, *errors: int, schema: Any = None) -> dict[str, Any]:
+def answers(ok: int, *errors: int, schema: Any = None) -> dict[str, Any]:
     described = {
         200: "the record",
         202: "accepted",
@@ -213,7 +222,7 @@ def _description(sse: dict[str, Any]) -> dict[str, Any]:
                     ],
                     "requestBody": {"required": True, **_json(_RUN)},
                     "responses": {
-                        **_answers(200, 400, 401, 409, 413, 503),
+                        **answers(200, 400, 401, 409, 413, 503),
                         "202": {
                             "description": "still running after `wait` seconds",
                             **_json(_TASK),
@@ -235,7 +244,7 @@ def _description(sse: dict[str, Any]) -> dict[str, Any]:
                     ],
                     "requestBody": {"required": True, **_json(_CREATE)},
                     "responses": {
-                        **_answers(202, 400, 401, 409, 413, 503),
+                        **answers(202, 400, 401, 409, 413, 503),
                         "200": {
                             "description": "the existing run of this Idempotency-Key",
                             **_json(_TASK),
@@ -276,7 +285,7 @@ def _description(sse: dict[str, Any]) -> dict[str, Any]:
                         },
                         {"name": "cursor", "in": "query", "schema": {"type": "string"}},
                     ],
-                    "responses": _answers(
+                    "responses": answers(
                         200,
                         400,
                         401,
@@ -294,7 +303,7 @@ def _description(sse: dict[str, Any]) -> dict[str, Any]:
                 "get": {
                     "summary": "One run",
                     "parameters": [_ID],
-                    "responses": _answers(200, 400, 401, 404),
+                    "responses": answers(200, 400, 401, 404),
                 }
             },
             "/tasks/{id}/events": {
@@ -318,14 +327,14 @@ def _description(sse: dict[str, Any]) -> dict[str, Any]:
                             "description": "frames of id: seq, event: type, data: event",
                             "content": sse,
                         },
-                        **{k: v for k, v in _answers(200, 400, 401, 404).items() if k != "200"},
+                        **{k: v for k, v in answers(200, 400, 401, 404).items() if k != "200"},
                     },
                 },
                 "post": {
                     "summary": "Deliver an event to a suspended run",
                     "parameters": [_ID],
                     "requestBody": {"required": True, **_json(_EVENT)},
-                    "responses": _answers(202, 400, 401, 404, 409, 413),
+                    "responses": answers(202, 400, 401, 404, 409, 413),
                 },
             },
             "/tasks/{id}/approve": {
@@ -349,7 +358,7 @@ def _description(sse: dict[str, Any]) -> dict[str, Any]:
                             }
                         ),
                     },
-                    "responses": _answers(200, 400, 401, 404, 409, 413),
+                    "responses": answers(200, 400, 401, 404, 409, 413),
                 }
             },
             "/tasks/{id}/resume": {
@@ -357,7 +366,7 @@ def _description(sse: dict[str, Any]) -> dict[str, Any]:
                     "summary": "Continue a run stopped at a breakpoint (waiting_for: breakpoint)",
                     "parameters": [_ID],
                     "requestBody": _NO_BODY,
-                    "responses": _answers(200, 400, 401, 404, 409, 413),
+                    "responses": answers(200, 400, 401, 404, 409, 413),
                 }
             },
             "/tasks/{id}/cancel": {
@@ -365,7 +374,7 @@ def _description(sse: dict[str, Any]) -> dict[str, Any]:
                     "summary": "Cancel a run",
                     "parameters": [_ID],
                     "requestBody": _NO_BODY,
-                    "responses": _answers(200, 400, 401, 404, 409, 413),
+                    "responses": answers(200, 400, 401, 404, 409, 413),
                 }
             },
             "/healthz": {

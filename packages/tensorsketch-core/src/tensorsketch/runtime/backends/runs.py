@@ -62,7 +62,7 @@ RUN_LAYOUT_VERSION: Final = 1
 
 RunStatus = Literal["queued", "running", "suspended", "succeeded", "failed", "cancelled"]
 WaitingFor = Literal["approval", "timer", "input", "event", "breakpoint"]
-RunKind = Literal["run", "schedule"]
+RunKind = Literal["run", "schedule", "assistant"]
 
 STATUSES: Final[tuple[RunStatus, ...]] = get_args(RunStatus)
 #: Statuses a run never leaves.
@@ -108,6 +108,13 @@ class RunRecord:
     :param webhook: a URL the run's terminal state is POSTed to (the task API's
         ``task_app(webhooks=...)`` delivers it); ``webhook_delivery`` records how that went
         (``delivered``, ``attempts``, ``status``, ``problem``, ``at``).
+    :param steering: steering messages sent to the run while it executes
+        (``AsyncRunner.steer``) that its agent has not taken yet, oldest first
+        (``{"seq", "content", "at"}`` each); ``steering_taken`` is the ``seq`` of the last
+        one taken (it stays, so a message is never taken twice).
+    :param assistant: for a ``kind="assistant"`` record, the assistant's name and versions;
+        for a run, the assistant version it runs with (``{"id", "name", "version",
+        "config"}``; see :mod:`tensorsketch.runs.assistants`).
     :param version: bumped by the store at every write (the compare-and-set token).
     """
 
@@ -145,6 +152,9 @@ class RunRecord:
     stopped_by: str | None = None
     webhook: str | None = None
     webhook_delivery: dict[str, Any] | None = None
+    steering: tuple[dict[str, Any], ...] = ()
+    steering_taken: int = 0
+    assistant: dict[str, Any] | None = None
     version: int = 0
 
     @property
@@ -162,6 +172,7 @@ class RunRecord:
         raw["interrupts"] = [dict(i) for i in self.interrupts]
         raw["events"] = [dict(e) for e in self.events]
         raw["delivered_event_ids"] = list(self.delivered_event_ids)
+        raw["steering"] = [dict(m) for m in self.steering]
         return raw
 
     @classmethod
@@ -171,6 +182,7 @@ class RunRecord:
         values["interrupts"] = tuple(dict(i) for i in values.get("interrupts") or ())
         values["events"] = tuple(dict(e) for e in values.get("events") or ())
         values["delivered_event_ids"] = tuple(values.get("delivered_event_ids") or ())
+        values["steering"] = tuple(dict(m) for m in values.get("steering") or ())
         values["decisions"] = dict(values.get("decisions") or {})
         values["labels"] = dict(values.get("labels") or {})
         return cls(**values)
