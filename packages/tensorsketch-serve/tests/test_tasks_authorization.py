@@ -17,9 +17,12 @@ import pytest
 import task_graphs
 from starlette.routing import Route
 
+from tensorsketch import FakeProvider, create_agent
+from tensorsketch.agents import memory_tools
 from tensorsketch.memory import HashingEmbedder, InMemorySessionStore, InMemoryStore
 from tensorsketch.memory.sqlite import SqliteStore
 from tensorsketch.memory.sqlite_sessions import SqliteSessionStore
+from tensorsketch.messages import ToolCall, assistant
 from tensorsketch.runs import AsyncRunner
 from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
@@ -430,3 +433,36 @@ def test_authorization_options_are_checked() -> None:
         asyncio.run(scoped.allows(Access(Identity("bob"), "memory", "read", ("tenants",), None)))
         is False
     )
+
+
+def test_a_runs_memory_is_bound_to_who_submitted_it(live: Any) -> None:
+    """An agent whose memory namespace is ``("users", "{owner}", ...)``: the owner label the
+    server stamps fills it, so each user's runs reach that user's memory, which is the same
+    namespace the memory routes let them read."""
+    model = FakeProvider(
+        [
+            assistant(tool_calls=[ToolCall(id="c1", name="remember", args={"content": "tea"})]),
+            assistant("noted"),
+            assistant(tool_calls=[ToolCall(id="c2", name="recall", args={"query": ""})]),
+            assistant("I know nothing about you"),
+        ]
+    )
+    agent = create_agent(model, tools=memory_tools(("users", "{owner}", "notes")))
+    store = InMemoryStore(embedder=HashingEmbedder())
+    runner = AsyncRunner(agent, backend=InMemoryBackend(), memory=store)
+    app = task_app(
+        runner, authenticate=authenticate, authorize=Authorization(), memory=store, drain_timeout=1
+    )
+    server = live(app)
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        ana = client.post("/runs", json={"input": {"query": "I like tea"}}, headers=_as("ana"))
+        assert ana.json()["status"] == "succeeded", ana.text
+        bob = client.post("/runs", json={"input": {"query": "what do I like?"}}, headers=_as("bob"))
+        assert bob.json()["status"] == "succeeded", bob.text
+        notes = client.post("/memory/list", json={}, headers=_as("ana")).json()["items"]
+        assert [(n["namespace"], n["value"]) for n in notes] == [
+            (["users", "ana", "notes"], {"content": "tea"})
+        ]
+        assert client.post("/memory/list", json={}, headers=_as("bob")).json()["items"] == []
+    recalled = model.calls[3].messages[-1]
+    assert recalled.role == "tool" and recalled.text == "[]"

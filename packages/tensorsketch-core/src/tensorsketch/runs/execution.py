@@ -285,6 +285,7 @@ class Execution:
                     run_id=record.run_id,  # one id: the record's, in events and ctx.run_id
                     deps=state.deps,
                     memory=state.memory,
+                    labels=record.labels,
                 )
                 async with contextlib.aclosing(events):
                     await self._follow(record.run_id, events)
