@@ -14,7 +14,11 @@ from typing import Any
 
 import httpx
 import pytest
+import schemathesis
 import task_graphs
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schemathesis.checks import not_a_server_error
 from starlette.routing import Route
 
 from tensorsketch import FakeProvider, create_agent
@@ -466,3 +470,48 @@ def test_a_runs_memory_is_bound_to_who_submitted_it(live: Any) -> None:
         assert client.post("/memory/list", json={}, headers=_as("bob")).json()["items"] == []
     recalled = model.calls[3].messages[-1]
     assert recalled.role == "tool" and recalled.text == "[]"
+
+
+@pytest.mark.slow
+def test_the_authorized_api_answers_fuzzed_requests_without_a_5xx(
+    live: Any, tmp_path: Path
+) -> None:
+    """Schemathesis over the whole /openapi.json of an authorizing app, as ana, bob or the
+    admin at random, after ana has a run, an item and a session: not one 5xx."""
+    runner = AsyncRunner(
+        task_graphs.work_graph(),
+        backend=SqliteBackend(tmp_path / "fuzz.db"),
+        timer_refresh=0.5,
+        poll_interval=0.05,
+    )
+    app = task_app(
+        runner,
+        authenticate=authenticate,
+        authorize=Authorization(),
+        memory=SqliteStore(tmp_path / "memory.db", embedder=HashingEmbedder()),
+        sessions=SqliteSessionStore(tmp_path / "sessions.db"),
+        drain_timeout=1.0,
+        max_body_bytes=64 << 10,
+    )
+    server = live(app)
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        _seed(client)
+        schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json", headers=_as("ana"))
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert len(operations) == len(_routes(app)) - 1  # every route but /openapi.json
+    strategy = st.one_of(*(op.as_strategy() for op in operations))
+    answered: dict[int, int] = {}
+
+    @settings(
+        max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
+    @given(case=strategy, who=st.sampled_from(["ana", "bob", "root"]))
+    def fuzz(case: schemathesis.Case, who: str) -> None:
+        response = case.call(base_url=server.url, timeout=30, headers=_as(who))
+        answered[response.status_code] = answered.get(response.status_code, 0) + 1
+        case.validate_response(response, checks=[not_a_server_error])
+
+    fuzz()
+    print(f"authorized fuzz, answers by status: {dict(sorted(answered.items()))}")
+    assert not any(status >= 500 for status in answered), answered
+    assert answered.get(403, 0) > 0 and answered.get(200, 0) > 0, answered
