@@ -186,6 +186,14 @@ def _create(path: str, created: int) -> Callable[..., None]:
         assert forged.status_code == 403 and "set by the server" in forged.text
         own = client.post(path, json={"input": {"n": 2}, "thread_id": "t-bob"}, headers=_as("bob"))
         assert own.status_code == created, own.text
+        # An Idempotency-Key is the caller's own: bob's retry with ana's key is his own run.
+        key = {"Idempotency-Key": f"order{path}"}
+        first = client.post(path, json={"input": {"n": 2}}, headers={**_as("ana"), **key})
+        again = client.post(path, json={"input": {"n": 2}}, headers={**_as("ana"), **key})
+        other = client.post(path, json={"input": {"n": 2}}, headers={**_as("bob"), **key})
+        assert first.json()["id"] == again.json()["id"] != other.json()["id"]
+        assert again.headers.get("idempotent-replayed") == "true"
+        assert other.status_code == created and other.json()["labels"] == {"owner": "bob"}
 
     return case
 

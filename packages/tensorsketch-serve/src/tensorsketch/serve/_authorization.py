@@ -7,7 +7,8 @@ decision in :data:`ROUTES`, and by default a user reaches only what they own:
 
 - **runs** carry their creator in the ``owner`` label (set by the server: a request cannot
   choose it); a run that is not yours answers **404**, word for word what a missing run
-  answers, so ids do not leak whose runs exist; ``GET /tasks`` lists only yours.
+  answers, so ids do not leak whose runs exist; ``GET /tasks`` lists only yours; an
+  ``Idempotency-Key`` is the caller's own (stored as ``"<len>:<user>:<key>"``).
 - **threads** belong to whoever started their first run; a run on another user's thread is a
   **403** (the thread id is taken: choose another, a random one is best).
 - **memory** namespaces under ``("users", "<id>", ...)`` and **sessions** whose id starts
@@ -398,6 +399,14 @@ class Gatekeeper:
                 code="forbidden",
                 param="thread_id",
             )
+
+    def idempotency_key(self, request: Request, key: str | None) -> str | None:
+        """``key`` in the caller's own space: another user's identical key names another run
+        (without this, a retry with someone else's key would hand back their run)."""
+        if self.auth is None or key is None:
+            return key
+        user = identity_of(request).id
+        return f"{len(user)}:{user}:{key}"
 
     async def run_labels(self, request: Request, labels: dict[str, str]) -> dict[str, str]:
         """The label filter of a listing, narrowed to the caller's runs (an admin's is not)."""

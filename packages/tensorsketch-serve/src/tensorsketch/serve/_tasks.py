@@ -361,7 +361,7 @@ class _Api:
         if "stream" in body and not isinstance(body["stream"], bool):
             raise ServeError(400, "`stream` must be true or false.", param="stream")
         wait = _number(request.query_params.get("wait"), "wait", 60.0, MAX_WAIT_SECONDS)
-        key = _idempotency_key(request)
+        key = self.gatekeeper.idempotency_key(request, _idempotency_key(request))
         self.open_runs += 1
         try:
             record, created = await self._call(self.runner.enqueue(**args, idempotency_key=key))
@@ -385,7 +385,7 @@ class _Api:
         return _json(_record_json(done), 200, headers)
 
     async def submit(self, request: Request) -> Response:
-        key = _idempotency_key(request)
+        key = self.gatekeeper.idempotency_key(request, _idempotency_key(request))
         args = self._create_args(await self._body(request))
         await self._check_webhook(args)
         await self.gatekeeper.create_run(request, args)
