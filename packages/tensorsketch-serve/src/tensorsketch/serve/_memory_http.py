@@ -104,6 +104,8 @@ def _int(value: Any, name: str) -> int:
             ) from None
     if not isinstance(value, int) or isinstance(value, bool):
         raise ServeError(400, f"`{name}` must be an integer, got {value!r}.", param=name)
+    if not -(1 << 63) <= value < 1 << 63:  # what every store's integer columns hold
+        raise ServeError(400, f"`{name}` must fit in 64 bits, got {value}.", param=name)
     return value
 
 
