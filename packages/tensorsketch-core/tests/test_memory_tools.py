@@ -11,6 +11,7 @@ from tensorsketch import FakeProvider, InMemoryBackend, create_agent
 from tensorsketch.agents import MemoryHydration, memory_tools
 from tensorsketch.memory import HashingEmbedder, InMemoryStore
 from tensorsketch.messages import Message, ToolCall, assistant
+from tensorsketch.runs import AsyncRunner
 
 
 def _tool_answers(messages: list[Message]) -> list[str]:
@@ -100,3 +101,34 @@ async def test_hydration_puts_the_users_memories_into_the_prompt() -> None:
     assert sent[0].text == "Be brief."
     assert sent[1].text.endswith("\n- prefers answers in Portuguese")  # ranked, limited, u1's
     assert all("Portuguese" not in m.text for m in out.messages)  # the transcript is untouched
+
+
+async def test_a_runner_fills_the_namespace_from_the_runs_labels() -> None:
+    """The run's labels (its submit-time config) fill a namespace the deps do not: each run
+    of one runner reaches its own user's memories."""
+    store = InMemoryStore(embedder=HashingEmbedder())
+    model = FakeProvider(
+        [
+            assistant(tool_calls=[ToolCall(id="c1", name="remember", args={"content": "tea"})]),
+            assistant("noted"),
+            assistant(tool_calls=[ToolCall(id="c2", name="recall", args={"query": ""})]),
+            assistant("nothing yet"),
+        ]
+    )
+    agent = create_agent(model, tools=memory_tools(("users", "{user_id}")))
+    async with AsyncRunner(agent, backend=InMemoryBackend(), memory=store) as runner:
+        ana = await runner.submit({"query": "hi"}, labels={"user_id": "ana"})
+        assert (await runner.await_run(ana.run_id, timeout=30)).status == "succeeded"
+        bob = await runner.submit({"query": "hi"}, labels={"user_id": "bob"})
+        assert (await runner.await_run(bob.run_id, timeout=30)).status == "succeeded"
+    assert [i.value for i in (await store.list(("users", "ana"))).items] == [{"content": "tea"}]
+    assert (await store.list(("users", "bob"))).items == []
+    recalled = model.calls[3].messages[-1]
+    assert recalled.role == "tool" and json.loads(recalled.text) == []
+
+
+async def test_a_missing_field_names_both_deps_and_labels() -> None:
+    model = _script(("recall", {"query": "x"}))
+    agent = create_agent(model, tools=memory_tools(("users", "{user_id}")))
+    out = await agent.invoke({"query": "hi"}, memory=InMemoryStore())
+    assert "labels={'user_id': ...}" in _tool_answers(out.messages)[0]

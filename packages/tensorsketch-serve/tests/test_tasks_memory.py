@@ -166,6 +166,19 @@ BAD = [
     ("POST", "/sessions/s", {"json": {}}, "`messages` is required"),
     ("POST", "/sessions/s", {"json": {"messages": [], "turn": 5}}, "`turn` must be a string"),
     ("GET", "/sessions/s", {"params": {"last": "-1"}}, "non-negative"),
+    ("GET", "/sessions/s", {"params": {"last": "1785042627169600667721282879488"}}, "64 bits"),
+    (
+        "DELETE",
+        "/memory/items",
+        {"params": {"namespace": "u", "key": "k", "if_rev": str(1 << 70)}},
+        "64 bits",
+    ),
+    (
+        "PUT",
+        "/memory/items",
+        {"json": {"namespace": ["u"], "key": "k", "value": 1, "if_rev": 1 << 64}},
+        "64 bits",
+    ),
     ("GET", "/sessions", {"params": {"limit": "5000"}}, "from 1 to 1000"),
 ]
 

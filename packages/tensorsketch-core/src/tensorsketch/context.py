@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Generic, Protocol
 
 from typing_extensions import TypeVar
@@ -157,6 +157,14 @@ class Context(Generic[DepsT]):
             raise DepsUnavailableError(f"node {self.node!r}: {deps.reason}")
         result: DepsT = deps
         return result
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        """The run's labels when an ``AsyncRunner`` executes it (``submit(labels=...)``, the
+        task API's ``labels``, and the ``owner`` an authorizing task API sets to who submitted
+        it); empty for ``invoke`` and ``stream``. Nested graphs see their parent's."""
+        labels: Mapping[str, str] = getattr(self._run, "labels", None) or {}
+        return labels
 
     @property
     def memory(self) -> Any:

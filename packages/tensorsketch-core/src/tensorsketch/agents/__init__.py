@@ -14,6 +14,7 @@
   :class:`Compaction` point a summary leaves in the state).
 - ``memory_tools`` — :func:`memory_tools`: remember / recall / forget over ``ctx.memory``.
 - ``memory_hydration`` — :class:`MemoryHydration`: what memory knows, in each prompt.
+- ``memory_write_back`` — :class:`MemoryWriteBack`: what a finished turn taught, into memory.
 - ``session_history`` — :class:`SessionHistory`: a user's conversation across threads.
 - ``handoffs`` — :func:`handoff`: an agent passes the conversation to another
   (``handoffs=[...]``), with input filters :func:`without_tools` and :func:`keep_last`.
@@ -40,6 +41,7 @@ from tensorsketch.agents.llm import Llm
 from tensorsketch.agents.loop import Agent
 from tensorsketch.agents.memory_hydration import MemoryHydration
 from tensorsketch.agents.memory_tools import memory_tools
+from tensorsketch.agents.memory_write_back import MemoryWriteBack
 from tensorsketch.agents.options import AgentOptions
 from tensorsketch.agents.output_modes import OutputMode
 from tensorsketch.agents.session_history import SessionHistory
@@ -57,6 +59,7 @@ __all__ = [
     "Llm",
     "LoopState",
     "MemoryHydration",
+    "MemoryWriteBack",
     "OutputMode",
     "SessionHistory",
     "create_agent",

@@ -3,8 +3,9 @@ tools a model can call, each scoped to one namespace filled in per run.
 
 The namespace is a template, ``("users", "{user_id}", "notes")``: each ``{name}`` is read from
 the run's dependencies (``invoke(..., deps={"user_id": "u1"})``, a mapping's key or an
-object's attribute), so one agent serves every user and a model can never reach another
-user's memories — the namespace is not an argument it sees.
+object's attribute), else from the run's labels (``runner.submit(..., labels=...)``, the
+``owner`` an authorizing task API stamps), so one agent serves every user and a model can
+never reach another user's memories — the namespace is not an argument it sees.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ _FORMATTER = string.Formatter()
 
 def fill_namespace(template: Sequence[str], ctx: Context[Any]) -> tuple[str, ...]:
     """The namespace ``template`` names for this run: each ``{field}`` taken from
-    ``ctx.deps`` (a mapping's key or an object's attribute)."""
+    ``ctx.deps`` (a mapping's key or an object's attribute), else from the run's labels
+    (``ctx.labels``: what the run was submitted with, such as the ``owner`` an authorizing
+    task API sets to who submitted it)."""
     fields = [f for label in template for _, f, _, _ in _FORMATTER.parse(label) if f]
     if not fields:
         return tuple(template)
@@ -36,22 +39,26 @@ def fill_namespace(template: Sequence[str], ctx: Context[Any]) -> tuple[str, ...
         deps = ctx.deps
     except DepsUnavailableError:
         deps = None
+    labels = ctx.labels
     values: dict[str, str] = {}
     for field in fields:
         if isinstance(deps, Mapping) and field in deps:
             value = deps[field]
         elif deps is not None and not isinstance(deps, Mapping) and hasattr(deps, field):
             value = getattr(deps, field)
+        elif field in labels:
+            value = labels[field]
         else:
             msg = (
                 f"the memory namespace {tuple(template)!r} needs {field!r} from the run's "
-                f"dependencies; pass it as invoke(..., deps={{{field!r}: ...}}) (or an object "
-                f"with a {field!r} attribute)."
+                f"dependencies or labels; pass it as invoke(..., deps={{{field!r}: ...}}) (or an "
+                f"object with a {field!r} attribute), or submit the run with "
+                f"labels={{{field!r}: ...}}."
             )
             raise LookupError(msg)
         if not isinstance(value, str | int) or isinstance(value, bool) or value == "":
             msg = (
-                f"deps {field!r} fills a memory namespace: it must be a non-empty str or "
+                f"{field!r} fills a memory namespace: it must be a non-empty str or "
                 f"int, got {value!r}."
             )
             raise ValueError(msg)

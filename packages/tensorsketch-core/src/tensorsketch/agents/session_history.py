@@ -58,7 +58,7 @@ class SessionHistory(Middleware):
         mine = f"{owner}:"
         entries = await self.store.read(session_id, last=self.last)
         earlier = [e.message for e in entries if not (e.turn or "").startswith(mine)]
-        asked = _this_turns_questions(request.messages)
+        asked = this_turns_questions(request.messages)
         at = 0
         while at < len(request.messages) and request.messages[at].role == "system":
             at += 1
@@ -70,7 +70,7 @@ class SessionHistory(Middleware):
         return completion
 
 
-def _this_turns_questions(messages: Sequence[Message]) -> list[Message]:
+def this_turns_questions(messages: Sequence[Message]) -> list[Message]:
     """The user messages since the thread's last answer (an assistant message that called no
     tool): what this turn was asked."""
     start = 0

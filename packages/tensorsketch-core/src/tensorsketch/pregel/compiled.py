@@ -246,10 +246,12 @@ class CompiledGraph(Generic[S]):
         deps: Any = None,
         subgraphs: bool = False,
         memory: MemoryBinding | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> AsyncGenerator[Event, None]:
         """:meth:`stream`; with ``result``, the final state (what :meth:`invoke` returns,
         run info attached) is appended to it once the run ends without raising — so a caller
-        that streams (the runner) need not read the state back from the store."""
+        that streams (the runner) need not read the state back from the store; ``labels`` are
+        the run record's (``ctx.labels``)."""
         if buffer < 1:
             msg = f"stream(buffer=...) must be at least 1, got {buffer}."
             raise ValueError(msg)
@@ -269,6 +271,7 @@ class CompiledGraph(Generic[S]):
             deps=deps,
         )
         _attach_memory(run, memory)
+        run.labels = dict(labels or {})
 
         async def produce() -> None:
             try:
@@ -722,6 +725,7 @@ class CompiledGraph(Generic[S]):
                 interrupt_after=after,
             )
             _attach_memory(run, getattr(parent, "memory", None))
+            run.labels = getattr(parent, "labels", {})
             if on_executor:
                 _share_executor(run, parent, ctx)
             await drive(run, input, max_steps)
@@ -749,6 +753,7 @@ class CompiledGraph(Generic[S]):
                 interrupt_after=after,
             )
             _attach_memory(run, getattr(parent, "memory", None))
+            run.labels = getattr(parent, "labels", {})
             if on_executor:
                 _share_executor(run, parent, ctx)
             await drive(run, None if history else input, max_steps, resume or None)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from tensorsketch.context import NO_DEPS
@@ -122,6 +123,9 @@ class Run(RunState, Planning, TaskExecution):
         self.deps: Any = NO_DEPS
         #: ``invoke(memory=...)``: the run's long-term memory store (``ctx.memory``), or None.
         self.memory: Any = None
+        #: The run record's labels when a runner executes it (``ctx.labels``); nested runs
+        #: share their parent's.
+        self.labels: Mapping[str, str] = {}
 
     def position(self) -> Position:
         """Where this run stands, for the journal to checkpoint."""

@@ -288,6 +288,7 @@ class Execution:
                     run_id=record.run_id,  # one id: the record's, in events and ctx.run_id
                     deps=state.deps,
                     memory=state.memory,
+                    labels=record.labels,
                 )
                 # The run's agent takes steering messages from its record (AsyncRunner.steer)
                 # and applies the assistant version it was submitted with.

@@ -9,6 +9,9 @@
 - :func:`task_app` — the durable task API over an ``AsyncRunner`` (``/runs``, ``/tasks``,
   SSE events, approvals, signals, cancel, ``/healthz``, ``/metrics`` via :class:`RunMetrics`;
   completion webhooks via :class:`RunWebhooks`, checked by receivers with :func:`sign_webhook`).
+- :class:`Authorization` — per-user authorization of the task API: handlers per resource
+  and action over :class:`Identity` (what ``authenticate`` returns) and :class:`Access`,
+  ownership (:func:`owner_or_admin`) by default.
 - :func:`serve` — several protocols on one app; protocols are named in :data:`protocols`
   (first-party ones and plugins' ``tensorsketch_serve_protocols``).
 - :class:`ChatAdapter` (``to_input`` / ``to_reply``) — how a graph that is not an agent maps
@@ -28,6 +31,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from tensorsketch.serve._adapter import ChatAdapter, agent_input, agent_reply, new_turn
+from tensorsketch.serve._authorization import (
+    Access,
+    Authorization,
+    Identity,
+    owner_or_admin,
+    read_by_all_changed_by_admins,
+)
 from tensorsketch.serve._http import (
     DEFAULT_MAX_BODY_BYTES,
     Authenticate,
@@ -54,12 +64,15 @@ __all__ = [
     "CONVERSATION_HEADER",
     "DEFAULT_MAX_BODY_BYTES",
     "A2AToolError",
+    "Access",
     "AgentCard",
     "AgentSkill",
     "Authenticate",
+    "Authorization",
     "ChatAdapter",
     "EventStream",
     "Guard",
+    "Identity",
     "Protocol",
     "PushNotifications",
     "RunMetrics",
@@ -73,7 +86,9 @@ __all__ = [
     "json_error",
     "new_turn",
     "openai_app",
+    "owner_or_admin",
     "protocols",
+    "read_by_all_changed_by_admins",
     "read_json",
     "register_protocol",
     "run_events",

@@ -29,6 +29,7 @@ from starlette.responses import JSONResponse, Response
 from tensorsketch.errors import BackendUnavailableError
 from tensorsketch.memory import Item, MemoryConflictError, MemoryStore, SessionStore
 from tensorsketch.messages import Message
+from tensorsketch.serve._authorization import Gatekeeper
 from tensorsketch.serve._http import ServeError, read_json
 
 __all__ = ["MEMORY_QUERY", "MemoryRoutes"]
@@ -103,13 +104,20 @@ def _int(value: Any, name: str) -> int:
             ) from None
     if not isinstance(value, int) or isinstance(value, bool):
         raise ServeError(400, f"`{name}` must be an integer, got {value!r}.", param=name)
+    if not -(1 << 63) <= value < 1 << 63:  # what every store's integer columns hold
+        raise ServeError(400, f"`{name}` must fit in 64 bits, got {value}.", param=name)
     return value
 
 
 class MemoryRoutes:
     """The endpoints over one memory store and/or one session store."""
 
-    def __init__(self, memory: MemoryStore | None, sessions: SessionStore | None) -> None:
+    def __init__(
+        self,
+        memory: MemoryStore | None,
+        sessions: SessionStore | None,
+        gatekeeper: Gatekeeper | None = None,
+    ) -> None:
         if memory is not None and not isinstance(memory, MemoryStore):
             msg = f"task_app(memory=...) needs a MemoryStore, got {type(memory).__name__}."
             raise TypeError(msg)
@@ -118,6 +126,8 @@ class MemoryRoutes:
             raise TypeError(msg)
         self.memory = memory
         self.sessions = sessions
+        #: Per-user authorization (``task_app(authorize=...)``); lets all through without.
+        self.gatekeeper = gatekeeper or Gatekeeper(None, None)
 
     def endpoints(self) -> list[tuple[str, str, Endpoint]]:
         """``(method, path, endpoint)`` for each route the configured stores serve."""
@@ -181,6 +191,7 @@ class MemoryRoutes:
             if name not in body:
                 raise ServeError(400, f"`{name}` is required.", param=name)
         namespace = _labels(body["namespace"], "namespace", allow_empty=False)
+        await self.gatekeeper.memory(request, "update", namespace)
         if_rev = None if body.get("if_rev") is None else _int(body["if_rev"], "if_rev")
         ttl = body.get("ttl")
         if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float)):
@@ -192,6 +203,7 @@ class MemoryRoutes:
 
     async def get(self, request: Request) -> Response:
         namespace, key = self._address(request)
+        await self.gatekeeper.memory(request, "read", namespace)
         item = await self._call(self._store().get(namespace, key))
         if item is None:
             raise ServeError(
@@ -201,6 +213,7 @@ class MemoryRoutes:
 
     async def delete(self, request: Request) -> Response:
         namespace, key = self._address(request)
+        await self.gatekeeper.memory(request, "delete", namespace)
         raw = request.query_params.get("if_rev")
         if_rev = None if raw is None else _int(raw, "if_rev")
         deleted = await self._call(self._store().delete(namespace, key, if_rev=if_rev))
@@ -209,18 +222,21 @@ class MemoryRoutes:
     async def list(self, request: Request) -> Response:
         body = await _body(request, "POST /memory/list", _LIST_KEYS)
         prefix = _labels(body.get("namespace_prefix", []), "namespace_prefix", allow_empty=True)
+        prefix = await self.gatekeeper.memory_prefix(request, prefix)
         limit = _int(body.get("limit", 50), "limit")
         cursor = body.get("cursor")
         if cursor is not None and not isinstance(cursor, str):
             raise ServeError(400, "`cursor` must be the `next_cursor` of a page.", param="cursor")
         page = await self._call(self._store().list(prefix, limit=limit, cursor=cursor))
+        shown = await self.gatekeeper.visible_items(request, page.items)
         return JSONResponse(
-            {"items": [item_json(i) for i in page.items], "next_cursor": page.next_cursor}
+            {"items": [item_json(i) for i in shown], "next_cursor": page.next_cursor}
         )
 
     async def search(self, request: Request) -> Response:
         body = await _body(request, "POST /memory/search", _SEARCH_KEYS)
         prefix = _labels(body.get("namespace_prefix", []), "namespace_prefix", allow_empty=True)
+        prefix = await self.gatekeeper.memory_prefix(request, prefix)
         query = body.get("query")
         if query is not None and not isinstance(query, str):
             raise ServeError(400, "`query` must be a string.", param="query")
@@ -229,28 +245,31 @@ class MemoryRoutes:
                 prefix, query, filter=body.get("filter"), limit=_int(body.get("limit", 10), "limit")
             )
         )
-        return JSONResponse({"items": [item_json(i) for i in found]})
+        shown = await self.gatekeeper.visible_items(request, found)
+        return JSONResponse({"items": [item_json(i) for i in shown]})
 
     async def namespaces(self, request: Request) -> Response:
         body = await _body(request, "POST /memory/namespaces", _NAMESPACES_KEYS)
         prefix = _labels(body.get("namespace_prefix", []), "namespace_prefix", allow_empty=True)
+        prefix = await self.gatekeeper.memory_prefix(request, prefix)
         found = await self._call(self._store().list_namespaces(prefix))
-        return JSONResponse({"namespaces": [list(ns) for ns in found]})
+        shown = await self.gatekeeper.visible_namespaces(request, found)
+        return JSONResponse({"namespaces": [list(ns) for ns in shown]})
 
     # -- sessions -----------------------------------------------------------------------------
 
     async def list_sessions(self, request: Request) -> Response:
         params = request.query_params
         limit = _int(params.get("limit", "100"), "limit")
+        prefix = await self.gatekeeper.session_prefix(request, params.get("prefix", ""))
         ids = await self._call(
-            self._session_store().sessions(
-                prefix=params.get("prefix", ""), after=params.get("after"), limit=limit
-            )
+            self._session_store().sessions(prefix=prefix, after=params.get("after"), limit=limit)
         )
-        return JSONResponse({"sessions": ids})
+        return JSONResponse({"sessions": await self.gatekeeper.visible_sessions(request, ids)})
 
     async def read_session(self, request: Request) -> Response:
         session_id = request.path_params["id"]
+        await self.gatekeeper.session(request, "read")
         raw = request.query_params.get("last")
         last = None if raw is None else _int(raw, "last")
         entries = await self._call(self._session_store().read(session_id, last=last))
@@ -266,6 +285,7 @@ class MemoryRoutes:
 
     async def append_session(self, request: Request) -> Response:
         body = await _body(request, "POST /sessions/{id}", _APPEND_KEYS)
+        await self.gatekeeper.session(request, "update")
         if "messages" not in body:
             raise ServeError(400, "`messages` is required: a list of messages.", param="messages")
         try:
@@ -287,5 +307,6 @@ class MemoryRoutes:
         return JSONResponse({"length": length})
 
     async def clear_session(self, request: Request) -> Response:
+        await self.gatekeeper.session(request, "delete")
         removed = await self._call(self._session_store().clear(request.path_params["id"]))
         return JSONResponse({"removed": removed})

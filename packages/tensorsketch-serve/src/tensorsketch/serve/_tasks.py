@@ -68,6 +68,7 @@ from tensorsketch.runs import MULTITASK_STRATEGIES, AsyncRunner, RunRecord
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.serve._assistants_http import ASSISTANT_QUERY, AssistantRoutes, assistant_paths
+from tensorsketch.serve._authorization import Authorization, Gatekeeper
 from tensorsketch.serve._http import (
     DEFAULT_MAX_BODY_BYTES,
     Authenticate,
@@ -212,8 +213,10 @@ class _Api:
         retry_after: float,
         webhooks: RunWebhooks | None = None,
         description: dict[str, Any] | None = None,
+        gatekeeper: Gatekeeper | None = None,
     ) -> None:
         self.runner = runner
+        self.gatekeeper = gatekeeper or Gatekeeper(None, runner)
         self.description = description or openapi()
         self.webhooks = webhooks
         self.metrics = metrics
@@ -370,13 +373,14 @@ class _Api:
         body = await self._body(request)
         args = self._create_args(body, stream=True)
         await self._check_webhook(args)
+        await self.gatekeeper.create_run(request, args)
         wants_stream = body.get("stream") is True or "text/event-stream" in request.headers.get(
             "accept", ""
         )
         if "stream" in body and not isinstance(body["stream"], bool):
             raise ServeError(400, "`stream` must be true or false.", param="stream")
         wait = _number(request.query_params.get("wait"), "wait", 60.0, MAX_WAIT_SECONDS)
-        key = _idempotency_key(request)
+        key = self.gatekeeper.idempotency_key(request, _idempotency_key(request))
         self.open_runs += 1
         try:
             record, created = await self._call(self.runner.enqueue(**args, idempotency_key=key))
@@ -400,9 +404,10 @@ class _Api:
         return _json(_record_json(done), 200, headers)
 
     async def submit(self, request: Request) -> Response:
-        key = _idempotency_key(request)
+        key = self.gatekeeper.idempotency_key(request, _idempotency_key(request))
         args = self._create_args(await self._body(request))
         await self._check_webhook(args)
+        await self.gatekeeper.create_run(request, args)
         record, created = await self._call(self.runner.enqueue(**args, idempotency_key=key))
         headers = {"Location": f"/tasks/{record.run_id}"}
         if not created:
@@ -419,6 +424,7 @@ class _Api:
                 raise ServeError(400, f"label filter {item!r} is not key=value.", param="label")
             labels[key] = value
         limit = int(_number(params.get("limit"), "limit", 50, 1000, integer=True))
+        labels = await self.gatekeeper.run_labels(request, labels)
         page = await self._call(
             self.runner.list(
                 status=statuses or None,
@@ -428,7 +434,8 @@ class _Api:
                 cursor=params.get("cursor") or None,
             )
         )
-        return _json({"tasks": [_record_json(r) for r in page.records], "next_cursor": page.cursor})
+        shown = await self.gatekeeper.visible_runs(request, page.records)
+        return _json({"tasks": [_record_json(r) for r in shown], "next_cursor": page.cursor})
 
     async def get(self, request: Request) -> Response:
         record = await self._call(self.runner.get(request.path_params["id"]))
@@ -604,6 +611,7 @@ def task_app(
     webhooks: RunWebhooks | None = None,
     memory: MemoryStore | None = None,
     sessions: SessionStore | None = None,
+    authorize: Authorization | None = None,
 ) -> Starlette:
     """The HTTP task API for ``runner`` (see the module docs for the routes).
 
@@ -621,6 +629,9 @@ def task_app(
         list, search, namespaces), behind ``authenticate``. The app does not close it.
     :param sessions: serve this session store at ``/sessions...`` (list, read, append,
         clear), behind ``authenticate``. The app does not close it.
+    :param authorize: per-user authorization (:class:`Authorization`): ``authenticate``
+        then returns who asks (an ``Identity`` or a user id), and each user reaches only
+        their own runs, threads, memory and sessions unless its handlers say otherwise.
     """
     if not isinstance(runner, AsyncRunner):
         msg = f"task_app(runner) needs an AsyncRunner, got {type(runner).__name__}."
@@ -644,7 +655,9 @@ def task_app(
         if runner.tracer is None:
             runner.tracer = chosen.tracer
     sender = _webhook_sender(runner, webhooks)
-    stores = MemoryRoutes(memory, sessions)
+    gatekeeper = Gatekeeper.for_app(authorize, authenticate, runner)
+    identify = gatekeeper.gate(authenticate)
+    stores = MemoryRoutes(memory, sessions, gatekeeper)
     api = _Api(
         runner,
         chosen,
@@ -660,6 +673,7 @@ def task_app(
                 **assistant_paths(),
             }
         ),
+        gatekeeper,
     )
     steering = SteeringRoutes(
         runner, api._call, api._body, lambda record, status: _json(_record_json(record), status)
@@ -667,9 +681,9 @@ def task_app(
     assistants = AssistantRoutes(runner, api._call, api._body, _json)
 
     def gate(request: Request) -> bool | Awaitable[bool]:
-        if request.url.path in OPEN_PATHS or authenticate is None:
+        if request.url.path in OPEN_PATHS or identify is None:
             return True
-        return authenticate(request)
+        return identify(request)
 
     async def on_serve_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ServeError)
@@ -716,6 +730,8 @@ def task_app(
         *assistants.endpoints(),
         *stores.endpoints(),
     ]
+    gatekeeper.check_routes(f"{method} {path}" for method, path, _ in endpoints)
+    endpoints = [(m, p, gatekeeper.guard(f"{m} {p}", e)) for m, p, e in endpoints]
     routes = [
         Route(
             path,
