@@ -16,6 +16,9 @@
    writing them cost; then the 2,000-step read beside LangGraph's with both threads in one
    process, read in random turns (``pair:long-*``), the fairest comparison on a small VM.
 
+5. The durability modes (``--only modes``): the chain with ``durability="sync"``,
+   ``"async"`` and ``"exit"`` beside LangGraph's same three modes, and the ratios.
+
 Every measurement runs in a fresh interpreter (``--worker NAME``), in rounds that alternate
 between the implementations; a figure is the best round's median. Results are checked (the
 chain must count to 10, the message list must hold every message), so nothing is timed that
@@ -51,8 +54,8 @@ QUICK = os.environ.get("TS_BENCH_QUICK") == "1"
 
 def _settings(quick: bool) -> dict[str, int]:
     if quick:
-        return {"invokes": 30, "rounds": 1, "steps": 20}
-    return {"invokes": 200, "rounds": 3, "steps": 100}
+        return {"invokes": 30, "rounds": 1, "steps": 20, "mode_invokes": 20, "mode_rounds": 1}
+    return {"invokes": 200, "rounds": 3, "steps": 100, "mode_invokes": 60, "mode_rounds": 2}
 
 
 def _messages() -> list[dict[str, str]]:
@@ -102,7 +105,9 @@ async def _ts_cleanup(kind: str, backend: Any) -> None:
         await client.aclose()
 
 
-async def _ts_chain_samples(kind: str, invokes: int, workdir: Path) -> list[float]:
+async def _ts_chain_samples(
+    kind: str, invokes: int, workdir: Path, durability: str = "sync"
+) -> list[float]:
     app = ts_chain()
     backend = _ts_backend(kind, workdir)
     samples: list[float] = []
@@ -110,7 +115,9 @@ async def _ts_chain_samples(kind: str, invokes: int, workdir: Path) -> list[floa
         for i in range(invokes + 5):
             thread = f"t{i}" if backend is not None else None
             start = time.perf_counter()
-            out = await app.invoke({"x": 0}, thread_id=thread, backend=backend)
+            out = await app.invoke(
+                {"x": 0}, thread_id=thread, backend=backend, durability=durability
+            )
             took = time.perf_counter() - start
             if out.x != CHAIN_LEN:
                 msg = f"the chain counted to {out.x}"
@@ -119,8 +126,9 @@ async def _ts_chain_samples(kind: str, invokes: int, workdir: Path) -> list[floa
                 samples.append(took / CHAIN_LEN)
         if backend is not None:
             history = await app.aget_history(f"t{invokes}", backend)
-            if len(history) != CHAIN_LEN + 1:
-                msg = f"expected {CHAIN_LEN + 1} checkpoints, found {len(history)}"
+            expected = 2 if durability == "exit" else CHAIN_LEN + 1  # exit: input, end
+            if len(history) != expected:
+                msg = f"expected {expected} checkpoints, found {len(history)}"
                 raise AssertionError(msg)
     finally:
         await _ts_cleanup(kind, backend)
@@ -433,7 +441,9 @@ def _lg_saver(path: Path, synchronous: str) -> Any:
     return saver
 
 
-async def _lg_async_chain_samples(kind: str, invokes: int, workdir: Path) -> list[float]:
+async def _lg_async_chain_samples(
+    kind: str, invokes: int, workdir: Path, durability: str = "sync"
+) -> list[float]:
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
@@ -455,7 +465,7 @@ async def _lg_async_chain_samples(kind: str, invokes: int, workdir: Path) -> lis
             out = await app.ainvoke({"x": 0})
         else:
             config = {"configurable": {"thread_id": f"t{i}"}}
-            out = await app.ainvoke({"x": 0}, config, durability="sync")
+            out = await app.ainvoke({"x": 0}, config, durability=durability)
         took = time.perf_counter() - start
         if out["x"] != CHAIN_LEN:
             msg = f"the chain counted to {out['x']}"
@@ -467,7 +477,9 @@ async def _lg_async_chain_samples(kind: str, invokes: int, workdir: Path) -> lis
     return samples
 
 
-def _lg_chain_samples(kind: str, invokes: int, workdir: Path) -> list[float]:
+def _lg_chain_samples(
+    kind: str, invokes: int, workdir: Path, durability: str = "sync"
+) -> list[float]:
     graph = lg_chain(inc)
     if kind == "memory":
         app, saver = graph.compile(), None
@@ -482,7 +494,7 @@ def _lg_chain_samples(kind: str, invokes: int, workdir: Path) -> list[float]:
             out = app.invoke({"x": 0})
         else:
             config = {"configurable": {"thread_id": f"t{i}"}}
-            out = app.invoke({"x": 0}, config, durability="sync")
+            out = app.invoke({"x": 0}, config, durability=durability)
         took = time.perf_counter() - start
         if out["x"] != CHAIN_LEN:
             msg = f"the chain counted to {out['x']}"
@@ -491,7 +503,7 @@ def _lg_chain_samples(kind: str, invokes: int, workdir: Path) -> list[float]:
             samples.append(took / CHAIN_LEN)
     if saver is not None:
         found = list(saver.list({"configurable": {"thread_id": f"t{invokes}"}}))
-        if len(found) != CHAIN_LEN + 2:  # the input step, then one per node, plus the end
+        if durability == "sync" and len(found) != CHAIN_LEN + 2:  # input, each node, end
             msg = f"LangGraph stored {len(found)} checkpoints for one chain run"
             if len(found) < CHAIN_LEN:
                 raise AssertionError(msg)
@@ -586,12 +598,15 @@ def worker(name: str, quick: bool) -> dict[str, Any]:
         if impl == "lg" and kind in ("bytes", "bytes-delta"):
             sizes, read = _lg_bytes(settings["steps"], workdir, kind == "bytes-delta")
             return {"bytes": sizes, "read": read}
+        kind, _, mode = kind.partition("@")  # "sqlite@async": a durability mode
+        invokes = settings["mode_invokes"] if mode else settings["invokes"]
+        mode = mode or "sync"
         if impl == "ts":
-            return {"step": asyncio.run(_ts_chain_samples(kind, settings["invokes"], workdir))}
+            return {"step": asyncio.run(_ts_chain_samples(kind, invokes, workdir, mode))}
         if impl == "lg":
-            return {"step": _lg_chain_samples(kind, settings["invokes"], workdir)}
+            return {"step": _lg_chain_samples(kind, invokes, workdir, mode)}
         if impl == "lga":
-            samples = asyncio.run(_lg_async_chain_samples(kind, settings["invokes"], workdir))
+            samples = asyncio.run(_lg_async_chain_samples(kind, invokes, workdir, mode))
             return {"step": samples}
     msg = f"unknown worker {name!r}"
     raise ValueError(msg)
@@ -787,6 +802,53 @@ def _best_step_medians(
     return {n: (min(v) if v else None) for n, v in medians.items()}
 
 
+MODES = ("sync", "async", "exit")
+
+
+def _mode_names() -> list[str]:
+    """The chain in each durability mode: both frameworks on SQLite (WAL, synchronous=FULL),
+    TensorSketch also on the servers that are up."""
+    up = _servers_up()
+    kinds = ["sqlite"] + [k for k in ("postgres", "redis") if up[k]]
+    names = [f"{impl}:sqlite@{mode}" for mode in MODES for impl in IMPLS]
+    return names + [f"ts:{kind}@{mode}" for mode in MODES for kind in kinds[1:]]
+
+
+def _best_mode_medians(
+    settings: dict[str, int], quick: bool, errors: dict[str, str]
+) -> dict[str, float | None]:
+    rounds = {**settings, "rounds": settings["mode_rounds"]}
+    return _best_step_medians(_mode_names(), rounds, quick, errors)
+
+
+def _print_modes(best: dict[str, float | None], settings: dict[str, int]) -> None:
+    """Per-superstep cost of the chain in each durability mode, and LangGraph's ratio."""
+    print(
+        f"Durability modes, {CHAIN_LEN}-node chain, {settings['mode_invokes']} invokes "
+        f"(median per superstep), best of {settings['mode_rounds']} round(s); SQLite file "
+        "in WAL mode, synchronous=FULL. TS = invoke(durability=...); LG sync = SqliteSaver "
+        "under invoke, LG async = AsyncSqliteSaver under ainvoke, each with the same "
+        "durability=. Ratio: LangGraph's time over TensorSketch's."
+    )
+    header = ["mode", "TS", "LG sync", "LG async", "LG sync / TS", "LG async / TS"]
+    extra = sorted(
+        {n.split(":")[1].split("@")[0] for n in best if n.startswith("ts:")} - {"sqlite"}
+    )
+    header += [f"TS {kind}" for kind in extra]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for mode in MODES:
+        ts, lg, lga = (best.get(f"{impl}:sqlite@{mode}") for impl in IMPLS)
+        row = [mode, _us(ts), _us(lg), _us(lga), _ratio(ts, lg), _ratio(ts, lga)]
+        row += [_us(best.get(f"ts:{kind}@{mode}")) for kind in extra]
+        print("| " + " | ".join(row) + " |")
+    sync = best.get("ts:sqlite@sync")
+    for mode in MODES[1:]:
+        value = best.get(f"ts:sqlite@{mode}")
+        if sync and value:
+            print(f"TS {mode} vs sync on SQLite: {sync / value:.1f}x faster per superstep")
+
+
 def _overhead(best: dict[str, float | None], impl: str, kind: str) -> float | None:
     """What a checkpoint adds to a step: the durable run minus the same chain in memory."""
     durable, plain = best.get(f"{impl}:{kind}"), best.get(f"{impl}:memory")
@@ -919,7 +981,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repeats: a smoke run")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument(
-        "--only", choices=["long"], help="run one part: `long` = the long threads' read-back"
+        "--only",
+        choices=["long", "modes"],
+        help="run one part: `long` = the long threads' read-back, `modes` = the durability "
+        "modes (sync / async / exit) beside LangGraph's",
     )
     args = parser.parse_args(argv)
     quick = args.quick or QUICK
@@ -936,6 +1001,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.only == "long":
         _print_long(_best_long(long_names, settings["rounds"], quick, errors))
         _print_paired(_run_each(paired_names, quick, errors))
+        for name, error in errors.items():
+            print(f"{name}: {error}", file=sys.stderr)
+        return 1 if errors else 0
+    if args.only == "modes":
+        _print_modes(_best_mode_medians(settings, quick, errors), settings)
         for name, error in errors.items():
             print(f"{name}: {error}", file=sys.stderr)
         return 1 if errors else 0
