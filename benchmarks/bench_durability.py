@@ -17,7 +17,8 @@
    process, read in random turns (``pair:long-*``), the fairest comparison on a small VM.
 
 5. The durability modes (``--only modes``): the chain with ``durability="sync"``,
-   ``"async"`` and ``"exit"`` beside LangGraph's same three modes, and the ratios.
+   ``"async"`` and ``"exit"`` beside LangGraph's same three modes (``AsyncSqliteSaver``), the
+   modes taking turns within one process, and the ratios (a minute or two).
 
 Every measurement runs in a fresh interpreter (``--worker NAME``), in rounds that alternate
 between the implementations; a figure is the best round's median. Results are checked (the
@@ -54,8 +55,8 @@ QUICK = os.environ.get("TS_BENCH_QUICK") == "1"
 
 def _settings(quick: bool) -> dict[str, int]:
     if quick:
-        return {"invokes": 30, "rounds": 1, "steps": 20, "mode_invokes": 20, "mode_rounds": 1}
-    return {"invokes": 200, "rounds": 3, "steps": 100, "mode_invokes": 60, "mode_rounds": 2}
+        return {"invokes": 30, "rounds": 1, "steps": 20, "mode_invokes": 10, "mode_rounds": 1}
+    return {"invokes": 200, "rounds": 3, "steps": 100, "mode_invokes": 40, "mode_rounds": 2}
 
 
 def _messages() -> list[dict[str, str]]:
@@ -598,15 +599,15 @@ def worker(name: str, quick: bool) -> dict[str, Any]:
         if impl == "lg" and kind in ("bytes", "bytes-delta"):
             sizes, read = _lg_bytes(settings["steps"], workdir, kind == "bytes-delta")
             return {"bytes": sizes, "read": read}
-        kind, _, mode = kind.partition("@")  # "sqlite@async": a durability mode
-        invokes = settings["mode_invokes"] if mode else settings["invokes"]
-        mode = mode or "sync"
+        if kind.endswith("@modes"):  # every durability mode, in turns, in one process
+            return {"modes": asyncio.run(_mode_samples(impl, kind, settings, workdir))}
+        invokes = settings["invokes"]
         if impl == "ts":
-            return {"step": asyncio.run(_ts_chain_samples(kind, invokes, workdir, mode))}
+            return {"step": asyncio.run(_ts_chain_samples(kind, invokes, workdir))}
         if impl == "lg":
-            return {"step": _lg_chain_samples(kind, invokes, workdir, mode)}
+            return {"step": _lg_chain_samples(kind, invokes, workdir)}
         if impl == "lga":
-            samples = asyncio.run(_lg_async_chain_samples(kind, invokes, workdir, mode))
+            samples = asyncio.run(_lg_async_chain_samples(kind, invokes, workdir))
             return {"step": samples}
     msg = f"unknown worker {name!r}"
     raise ValueError(msg)
@@ -805,48 +806,132 @@ def _best_step_medians(
 MODES = ("sync", "async", "exit")
 
 
+async def _mode_samples(
+    impl: str, kind: str, settings: dict[str, int], workdir: Path
+) -> dict[str, list[float]]:
+    """The chain in each durability mode on one store, the modes taking turns invoke by
+    invoke (a busy moment of the machine hits all three alike), each on a thread of its own;
+    then each mode's last thread is checked: all its checkpoints, or (exit) the end (and
+    TensorSketch's input)."""
+    kind = kind.removesuffix("@modes")
+    invoke, count, close = await (_ts_modes(kind, workdir) if impl == "ts" else _lg_modes(workdir))
+    samples: dict[str, list[float]] = {mode: [] for mode in MODES}
+    try:
+        for i in range(settings["mode_invokes"] + 5):
+            for mode in MODES:
+                start = time.perf_counter()
+                x = await invoke(mode, f"{mode}-{i}")
+                took = time.perf_counter() - start
+                if x != CHAIN_LEN:
+                    msg = f"the chain counted to {x} ({mode})"
+                    raise AssertionError(msg)
+                if i >= 5:  # warm-up: imports, prepared statements, pool
+                    samples[mode].append(took / CHAIN_LEN)
+        last = settings["mode_invokes"] + 4
+        stored = {mode: await count(f"{mode}-{last}") for mode in MODES}
+        if (
+            stored["exit"] not in (1, 2)
+            or stored["sync"] != stored["async"]
+            or stored["sync"] < CHAIN_LEN
+        ):
+            msg = f"checkpoints stored per mode: {stored}"
+            raise AssertionError(msg)
+    finally:
+        await close()
+    return samples
+
+
+async def _ts_modes(kind: str, workdir: Path) -> tuple[Any, Any, Any]:
+    app = ts_chain()
+    backend = _ts_backend(kind, workdir)
+
+    async def invoke(mode: str, thread: str) -> int:
+        out = await app.invoke({"x": 0}, thread_id=thread, backend=backend, durability=mode)
+        return int(out.x)
+
+    async def count(thread: str) -> int:
+        return len(await app.aget_history(thread, backend))
+
+    async def close() -> None:
+        await _ts_cleanup(kind, backend)
+
+    return invoke, count, close
+
+
+async def _lg_modes(workdir: Path) -> tuple[Any, Any, Any]:
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    conn = await aiosqlite.connect(workdir / "lg-modes.db")
+    saver = AsyncSqliteSaver(conn)
+    await saver.setup()  # WAL, as LangGraph sets it up
+    await conn.execute("PRAGMA synchronous=FULL")
+    app = lg_chain(inc).compile(checkpointer=saver)
+
+    async def invoke(mode: str, thread: str) -> int:
+        config = {"configurable": {"thread_id": thread}}
+        out = await app.ainvoke({"x": 0}, config, durability=mode)
+        return int(out["x"])
+
+    async def count(thread: str) -> int:
+        return len([c async for c in saver.alist({"configurable": {"thread_id": thread}})])
+
+    async def close() -> None:
+        await conn.close()
+
+    return invoke, count, close
+
+
 def _mode_names() -> list[str]:
-    """The chain in each durability mode: both frameworks on SQLite (WAL, synchronous=FULL),
-    TensorSketch also on the servers that are up."""
+    """The chain in each durability mode: TensorSketch and LangGraph's AsyncSqliteSaver on
+    SQLite (WAL, synchronous=FULL), TensorSketch also on the servers that are up."""
     up = _servers_up()
-    kinds = ["sqlite"] + [k for k in ("postgres", "redis") if up[k]]
-    names = [f"{impl}:sqlite@{mode}" for mode in MODES for impl in IMPLS]
-    return names + [f"ts:{kind}@{mode}" for mode in MODES for kind in kinds[1:]]
+    return ["ts:sqlite@modes", "lga:sqlite@modes"] + [
+        f"ts:{k}@modes" for k in ("postgres", "redis") if up[k]
+    ]
 
 
 def _best_mode_medians(
     settings: dict[str, int], quick: bool, errors: dict[str, str]
 ) -> dict[str, float | None]:
-    rounds = {**settings, "rounds": settings["mode_rounds"]}
-    return _best_step_medians(_mode_names(), rounds, quick, errors)
+    """Each (implementation, store, mode)'s best round, the rounds alternating."""
+    names = _mode_names()
+    medians: dict[str, list[float]] = {}
+    for _ in range(settings["mode_rounds"]):
+        for name, got in _run_each(names, quick, errors).items():
+            for mode, samples in got["modes"].items():
+                key = name.replace("@modes", f"@{mode}")
+                medians.setdefault(key, []).append(statistics.median(samples))
+    return {n: min(v) for n, v in medians.items()}
 
 
 def _print_modes(best: dict[str, float | None], settings: dict[str, int]) -> None:
     """Per-superstep cost of the chain in each durability mode, and LangGraph's ratio."""
     print(
-        f"Durability modes, {CHAIN_LEN}-node chain, {settings['mode_invokes']} invokes "
-        f"(median per superstep), best of {settings['mode_rounds']} round(s); SQLite file "
-        "in WAL mode, synchronous=FULL. TS = invoke(durability=...); LG sync = SqliteSaver "
-        "under invoke, LG async = AsyncSqliteSaver under ainvoke, each with the same "
+        f"Durability modes, {CHAIN_LEN}-node chain, {settings['mode_invokes']} invokes per "
+        f"mode (median per superstep), best of {settings['mode_rounds']} round(s), the modes "
+        "taking turns in one process; SQLite file in WAL mode, synchronous=FULL. TS = await "
+        "invoke(durability=...); LG = AsyncSqliteSaver under ainvoke with the same "
         "durability=. Ratio: LangGraph's time over TensorSketch's."
     )
-    header = ["mode", "TS", "LG sync", "LG async", "LG sync / TS", "LG async / TS"]
-    extra = sorted(
-        {n.split(":")[1].split("@")[0] for n in best if n.startswith("ts:")} - {"sqlite"}
-    )
+    header = ["mode", "TS SQLite", "LG SQLite", "LG / TS"]
+    extra = [k for k in ("postgres", "redis") if f"ts:{k}@sync" in best]
     header += [f"TS {kind}" for kind in extra]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for mode in MODES:
-        ts, lg, lga = (best.get(f"{impl}:sqlite@{mode}") for impl in IMPLS)
-        row = [mode, _us(ts), _us(lg), _us(lga), _ratio(ts, lg), _ratio(ts, lga)]
+        ts, lga = best.get(f"ts:sqlite@{mode}"), best.get(f"lga:sqlite@{mode}")
+        row = [mode, _us(ts), _us(lga), _ratio(ts, lga)]
         row += [_us(best.get(f"ts:{kind}@{mode}")) for kind in extra]
         print("| " + " | ".join(row) + " |")
-    sync = best.get("ts:sqlite@sync")
-    for mode in MODES[1:]:
-        value = best.get(f"ts:sqlite@{mode}")
-        if sync and value:
-            print(f"TS {mode} vs sync on SQLite: {sync / value:.1f}x faster per superstep")
+    for kind in ["sqlite", *extra]:
+        sync = best.get(f"ts:{kind}@sync")
+        faster = [
+            f"{mode} {sync / value:.1f}x"
+            for mode in MODES[1:]
+            if sync and (value := best.get(f"ts:{kind}@{mode}"))
+        ]
+        print(f"TS on {kind}, sync's time per superstep over each mode's: " + ", ".join(faster))
 
 
 def _overhead(best: dict[str, float | None], impl: str, kind: str) -> float | None:
