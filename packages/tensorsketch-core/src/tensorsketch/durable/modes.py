@@ -17,7 +17,7 @@ result is used, in every mode.
 
 from __future__ import annotations
 
-from typing import Literal, TypeAlias, cast, get_args
+from typing import Literal, TypeAlias, get_args
 
 __all__ = ["DURABILITY_MODES", "Durability", "check_durability"]
 
@@ -30,8 +30,9 @@ DURABILITY_MODES: tuple[Durability, ...] = get_args(Durability)
 
 def check_durability(value: object, what: str = "durability=") -> Durability:
     """``value`` as a :data:`Durability`, or a ``ValueError`` naming the modes."""
-    if value in DURABILITY_MODES:
-        return cast("Durability", value)
+    for mode in DURABILITY_MODES:
+        if value == mode:
+            return mode
     modes = ", ".join(repr(mode) for mode in DURABILITY_MODES)
     msg = (
         f"{what} must be one of {modes}, got {value!r}: 'sync' commits each superstep's "
