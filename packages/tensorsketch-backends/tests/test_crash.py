@@ -63,7 +63,7 @@ async def test_crash_matrix_postgres_in_each_durability_mode(
     pg_dsn: str, pg_schema: str, tmp_path: Path, durability: Durability
 ) -> None:
     spec = BackendSpec("postgres", {"dsn": pg_dsn, "schema": pg_schema})
-    report = await run_crash_matrix(spec, tmp_path, durability=durability)
+    report = await run_crash_matrix(spec, tmp_path, durability=durability, lease_ttl=1.0)
     _check_durability_promise(report)
 
 
@@ -74,7 +74,7 @@ async def test_crash_matrix_redis_in_each_durability_mode(
     redis_url: str, redis_prefix: str, tmp_path: Path, durability: Durability
 ) -> None:
     spec = BackendSpec("redis", {"dsn": redis_url, "prefix": redis_prefix})
-    report = await run_crash_matrix(spec, tmp_path, durability=durability)
+    report = await run_crash_matrix(spec, tmp_path, durability=durability, lease_ttl=1.0)
     _check_durability_promise(report)
 
 

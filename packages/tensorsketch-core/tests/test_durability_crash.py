@@ -101,7 +101,7 @@ async def test_crash_matrix_sqlite_sigkill_in_each_durability_mode(
     tmp_path: Path, durability: Durability
 ) -> None:
     spec = BackendSpec("sqlite", {"dsn": str(tmp_path / "store.db")})
-    report = await run_crash_matrix(spec, tmp_path / "work", durability=durability)
+    report = await run_crash_matrix(spec, tmp_path / "work", durability=durability, lease_ttl=1.0)
     check_durability_promise(report)
 
 
