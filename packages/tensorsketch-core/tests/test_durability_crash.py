@@ -207,6 +207,25 @@ async def test_crash_matrix_two_subgraph_levels_deep_in_memory(tmp_path: Path) -
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("durability", ["async", "exit"])
+async def test_crash_matrix_two_subgraph_levels_deep_in_each_durability_mode(
+    tmp_path: Path, durability: Durability
+) -> None:
+    """The child threads run in their parent's mode: each kill point resumes them without
+    repeating an effect, and the mode's promise holds on the run's own thread."""
+    report = await run_crash_matrix(
+        InMemoryBackend(),
+        tmp_path,
+        lease_ttl=1.0,
+        scenario=NESTED_SCENARIO,
+        durability=durability,
+    )
+    assert all(k.killed for k in report.kills)
+    report.check()
+    assert report.baseline_values["receipts"] == ["ship:book-1", "ship:lamp-1", "ship:mug-1"]
+
+
+@pytest.mark.slow
 async def test_crash_matrix_two_subgraph_levels_deep_sqlite_sigkill(tmp_path: Path) -> None:
     spec = BackendSpec("sqlite", {"dsn": str(tmp_path / "store.db")})
     report = await run_crash_matrix(spec, tmp_path / "work", scenario=NESTED_SCENARIO)
