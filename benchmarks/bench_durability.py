@@ -16,6 +16,10 @@
    writing them cost; then the 2,000-step read beside LangGraph's with both threads in one
    process, read in random turns (``pair:long-*``), the fairest comparison on a small VM.
 
+5. The durability modes (``--only modes``): the chain with ``durability="sync"``,
+   ``"async"`` and ``"exit"`` beside LangGraph's same three modes (``AsyncSqliteSaver``), the
+   modes taking turns within one process, and the ratios (a minute or two).
+
 Every measurement runs in a fresh interpreter (``--worker NAME``), in rounds that alternate
 between the implementations; a figure is the best round's median. Results are checked (the
 chain must count to 10, the message list must hold every message), so nothing is timed that
@@ -51,8 +55,8 @@ QUICK = os.environ.get("TS_BENCH_QUICK") == "1"
 
 def _settings(quick: bool) -> dict[str, int]:
     if quick:
-        return {"invokes": 30, "rounds": 1, "steps": 20}
-    return {"invokes": 200, "rounds": 3, "steps": 100}
+        return {"invokes": 30, "rounds": 1, "steps": 20, "mode_invokes": 10, "mode_rounds": 1}
+    return {"invokes": 200, "rounds": 3, "steps": 100, "mode_invokes": 40, "mode_rounds": 2}
 
 
 def _messages() -> list[dict[str, str]]:
@@ -102,7 +106,9 @@ async def _ts_cleanup(kind: str, backend: Any) -> None:
         await client.aclose()
 
 
-async def _ts_chain_samples(kind: str, invokes: int, workdir: Path) -> list[float]:
+async def _ts_chain_samples(
+    kind: str, invokes: int, workdir: Path, durability: str = "sync"
+) -> list[float]:
     app = ts_chain()
     backend = _ts_backend(kind, workdir)
     samples: list[float] = []
@@ -110,7 +116,9 @@ async def _ts_chain_samples(kind: str, invokes: int, workdir: Path) -> list[floa
         for i in range(invokes + 5):
             thread = f"t{i}" if backend is not None else None
             start = time.perf_counter()
-            out = await app.invoke({"x": 0}, thread_id=thread, backend=backend)
+            out = await app.invoke(
+                {"x": 0}, thread_id=thread, backend=backend, durability=durability
+            )
             took = time.perf_counter() - start
             if out.x != CHAIN_LEN:
                 msg = f"the chain counted to {out.x}"
@@ -119,8 +127,9 @@ async def _ts_chain_samples(kind: str, invokes: int, workdir: Path) -> list[floa
                 samples.append(took / CHAIN_LEN)
         if backend is not None:
             history = await app.aget_history(f"t{invokes}", backend)
-            if len(history) != CHAIN_LEN + 1:
-                msg = f"expected {CHAIN_LEN + 1} checkpoints, found {len(history)}"
+            expected = 2 if durability == "exit" else CHAIN_LEN + 1  # exit: input, end
+            if len(history) != expected:
+                msg = f"expected {expected} checkpoints, found {len(history)}"
                 raise AssertionError(msg)
     finally:
         await _ts_cleanup(kind, backend)
@@ -433,7 +442,9 @@ def _lg_saver(path: Path, synchronous: str) -> Any:
     return saver
 
 
-async def _lg_async_chain_samples(kind: str, invokes: int, workdir: Path) -> list[float]:
+async def _lg_async_chain_samples(
+    kind: str, invokes: int, workdir: Path, durability: str = "sync"
+) -> list[float]:
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
@@ -455,7 +466,7 @@ async def _lg_async_chain_samples(kind: str, invokes: int, workdir: Path) -> lis
             out = await app.ainvoke({"x": 0})
         else:
             config = {"configurable": {"thread_id": f"t{i}"}}
-            out = await app.ainvoke({"x": 0}, config, durability="sync")
+            out = await app.ainvoke({"x": 0}, config, durability=durability)
         took = time.perf_counter() - start
         if out["x"] != CHAIN_LEN:
             msg = f"the chain counted to {out['x']}"
@@ -467,7 +478,9 @@ async def _lg_async_chain_samples(kind: str, invokes: int, workdir: Path) -> lis
     return samples
 
 
-def _lg_chain_samples(kind: str, invokes: int, workdir: Path) -> list[float]:
+def _lg_chain_samples(
+    kind: str, invokes: int, workdir: Path, durability: str = "sync"
+) -> list[float]:
     graph = lg_chain(inc)
     if kind == "memory":
         app, saver = graph.compile(), None
@@ -482,7 +495,7 @@ def _lg_chain_samples(kind: str, invokes: int, workdir: Path) -> list[float]:
             out = app.invoke({"x": 0})
         else:
             config = {"configurable": {"thread_id": f"t{i}"}}
-            out = app.invoke({"x": 0}, config, durability="sync")
+            out = app.invoke({"x": 0}, config, durability=durability)
         took = time.perf_counter() - start
         if out["x"] != CHAIN_LEN:
             msg = f"the chain counted to {out['x']}"
@@ -491,7 +504,7 @@ def _lg_chain_samples(kind: str, invokes: int, workdir: Path) -> list[float]:
             samples.append(took / CHAIN_LEN)
     if saver is not None:
         found = list(saver.list({"configurable": {"thread_id": f"t{invokes}"}}))
-        if len(found) != CHAIN_LEN + 2:  # the input step, then one per node, plus the end
+        if durability == "sync" and len(found) != CHAIN_LEN + 2:  # input, each node, end
             msg = f"LangGraph stored {len(found)} checkpoints for one chain run"
             if len(found) < CHAIN_LEN:
                 raise AssertionError(msg)
@@ -586,12 +599,15 @@ def worker(name: str, quick: bool) -> dict[str, Any]:
         if impl == "lg" and kind in ("bytes", "bytes-delta"):
             sizes, read = _lg_bytes(settings["steps"], workdir, kind == "bytes-delta")
             return {"bytes": sizes, "read": read}
+        if kind.endswith("@modes"):  # every durability mode, in turns, in one process
+            return {"modes": asyncio.run(_mode_samples(impl, kind, settings, workdir))}
+        invokes = settings["invokes"]
         if impl == "ts":
-            return {"step": asyncio.run(_ts_chain_samples(kind, settings["invokes"], workdir))}
+            return {"step": asyncio.run(_ts_chain_samples(kind, invokes, workdir))}
         if impl == "lg":
-            return {"step": _lg_chain_samples(kind, settings["invokes"], workdir)}
+            return {"step": _lg_chain_samples(kind, invokes, workdir)}
         if impl == "lga":
-            samples = asyncio.run(_lg_async_chain_samples(kind, settings["invokes"], workdir))
+            samples = asyncio.run(_lg_async_chain_samples(kind, invokes, workdir))
             return {"step": samples}
     msg = f"unknown worker {name!r}"
     raise ValueError(msg)
@@ -787,6 +803,137 @@ def _best_step_medians(
     return {n: (min(v) if v else None) for n, v in medians.items()}
 
 
+MODES = ("sync", "async", "exit")
+
+
+async def _mode_samples(
+    impl: str, kind: str, settings: dict[str, int], workdir: Path
+) -> dict[str, list[float]]:
+    """The chain in each durability mode on one store, the modes taking turns invoke by
+    invoke (a busy moment of the machine hits all three alike), each on a thread of its own;
+    then each mode's last thread is checked: all its checkpoints, or (exit) the end (and
+    TensorSketch's input)."""
+    kind = kind.removesuffix("@modes")
+    invoke, count, close = await (_ts_modes(kind, workdir) if impl == "ts" else _lg_modes(workdir))
+    samples: dict[str, list[float]] = {mode: [] for mode in MODES}
+    try:
+        for i in range(settings["mode_invokes"] + 5):
+            for mode in MODES:
+                start = time.perf_counter()
+                x = await invoke(mode, f"{mode}-{i}")
+                took = time.perf_counter() - start
+                if x != CHAIN_LEN:
+                    msg = f"the chain counted to {x} ({mode})"
+                    raise AssertionError(msg)
+                if i >= 5:  # warm-up: imports, prepared statements, pool
+                    samples[mode].append(took / CHAIN_LEN)
+        last = settings["mode_invokes"] + 4
+        stored = {mode: await count(f"{mode}-{last}") for mode in MODES}
+        if (
+            stored["exit"] not in (1, 2)
+            or stored["sync"] != stored["async"]
+            or stored["sync"] < CHAIN_LEN
+        ):
+            msg = f"checkpoints stored per mode: {stored}"
+            raise AssertionError(msg)
+    finally:
+        await close()
+    return samples
+
+
+async def _ts_modes(kind: str, workdir: Path) -> tuple[Any, Any, Any]:
+    app = ts_chain()
+    backend = _ts_backend(kind, workdir)
+
+    async def invoke(mode: str, thread: str) -> int:
+        out = await app.invoke({"x": 0}, thread_id=thread, backend=backend, durability=mode)
+        return int(out.x)
+
+    async def count(thread: str) -> int:
+        return len(await app.aget_history(thread, backend))
+
+    async def close() -> None:
+        await _ts_cleanup(kind, backend)
+
+    return invoke, count, close
+
+
+async def _lg_modes(workdir: Path) -> tuple[Any, Any, Any]:
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    conn = await aiosqlite.connect(workdir / "lg-modes.db")
+    saver = AsyncSqliteSaver(conn)
+    await saver.setup()  # WAL, as LangGraph sets it up
+    await conn.execute("PRAGMA synchronous=FULL")
+    app = lg_chain(inc).compile(checkpointer=saver)
+
+    async def invoke(mode: str, thread: str) -> int:
+        config = {"configurable": {"thread_id": thread}}
+        out = await app.ainvoke({"x": 0}, config, durability=mode)
+        return int(out["x"])
+
+    async def count(thread: str) -> int:
+        return len([c async for c in saver.alist({"configurable": {"thread_id": thread}})])
+
+    async def close() -> None:
+        await conn.close()
+
+    return invoke, count, close
+
+
+def _mode_names() -> list[str]:
+    """The chain in each durability mode: TensorSketch and LangGraph's AsyncSqliteSaver on
+    SQLite (WAL, synchronous=FULL), TensorSketch also on the servers that are up."""
+    up = _servers_up()
+    return ["ts:sqlite@modes", "lga:sqlite@modes"] + [
+        f"ts:{k}@modes" for k in ("postgres", "redis") if up[k]
+    ]
+
+
+def _best_mode_medians(
+    settings: dict[str, int], quick: bool, errors: dict[str, str]
+) -> dict[str, float | None]:
+    """Each (implementation, store, mode)'s best round, the rounds alternating."""
+    names = _mode_names()
+    medians: dict[str, list[float]] = {}
+    for _ in range(settings["mode_rounds"]):
+        for name, got in _run_each(names, quick, errors).items():
+            for mode, samples in got["modes"].items():
+                key = name.replace("@modes", f"@{mode}")
+                medians.setdefault(key, []).append(statistics.median(samples))
+    return {n: min(v) for n, v in medians.items()}
+
+
+def _print_modes(best: dict[str, float | None], settings: dict[str, int]) -> None:
+    """Per-superstep cost of the chain in each durability mode, and LangGraph's ratio."""
+    print(
+        f"Durability modes, {CHAIN_LEN}-node chain, {settings['mode_invokes']} invokes per "
+        f"mode (median per superstep), best of {settings['mode_rounds']} round(s), the modes "
+        "taking turns in one process; SQLite file in WAL mode, synchronous=FULL. TS = await "
+        "invoke(durability=...); LG = AsyncSqliteSaver under ainvoke with the same "
+        "durability=. Ratio: LangGraph's time over TensorSketch's."
+    )
+    header = ["mode", "TS SQLite", "LG SQLite", "LG / TS"]
+    extra = [k for k in ("postgres", "redis") if f"ts:{k}@sync" in best]
+    header += [f"TS {kind}" for kind in extra]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for mode in MODES:
+        ts, lga = best.get(f"ts:sqlite@{mode}"), best.get(f"lga:sqlite@{mode}")
+        row = [mode, _us(ts), _us(lga), _ratio(ts, lga)]
+        row += [_us(best.get(f"ts:{kind}@{mode}")) for kind in extra]
+        print("| " + " | ".join(row) + " |")
+    for kind in ["sqlite", *extra]:
+        sync = best.get(f"ts:{kind}@sync")
+        faster = [
+            f"{mode} {sync / value:.1f}x"
+            for mode in MODES[1:]
+            if sync and (value := best.get(f"ts:{kind}@{mode}"))
+        ]
+        print(f"TS on {kind}, sync's time per superstep over each mode's: " + ", ".join(faster))
+
+
 def _overhead(best: dict[str, float | None], impl: str, kind: str) -> float | None:
     """What a checkpoint adds to a step: the durable run minus the same chain in memory."""
     durable, plain = best.get(f"{impl}:{kind}"), best.get(f"{impl}:memory")
@@ -919,7 +1066,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repeats: a smoke run")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument(
-        "--only", choices=["long"], help="run one part: `long` = the long threads' read-back"
+        "--only",
+        choices=["long", "modes"],
+        help="run one part: `long` = the long threads' read-back, `modes` = the durability "
+        "modes (sync / async / exit) beside LangGraph's",
     )
     args = parser.parse_args(argv)
     quick = args.quick or QUICK
@@ -936,6 +1086,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.only == "long":
         _print_long(_best_long(long_names, settings["rounds"], quick, errors))
         _print_paired(_run_each(paired_names, quick, errors))
+        for name, error in errors.items():
+            print(f"{name}: {error}", file=sys.stderr)
+        return 1 if errors else 0
+    if args.only == "modes":
+        _print_modes(_best_mode_medians(settings, quick, errors), settings)
         for name, error in errors.items():
             print(f"{name}: {error}", file=sys.stderr)
         return 1 if errors else 0

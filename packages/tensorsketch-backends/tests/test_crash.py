@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from tensorsketch.durable.modes import Durability
 from tensorsketch.testing.crash import (
     NESTED_SCENARIO,
     BackendSpec,
+    CrashReport,
     run_crash_matrix,
     run_fanout_crash,
 )
@@ -40,6 +42,40 @@ async def test_crash_matrix_redis(redis_url: str, redis_prefix: str, tmp_path: P
     )  # see EXPECTED_BOUNDARIES in core's test_durability_crash.py
     assert all(k.killed for k in report.kills)
     report.check()
+
+
+def _check_durability_promise(report: CrashReport) -> None:
+    """Exactly-once on every resume, and the mode's promise at every kill point (see core's
+    check_durability_promise in test_durability_crash.py)."""
+    assert all(k.killed for k in report.kills)
+    report.check()
+    checkpoints = [b for b in report.boundaries if "checkpoint" in b]
+    if report.durability == "exit":  # the input with the lease, the end with the release
+        assert len(checkpoints) == 2 and checkpoints[-1].endswith("+ release")
+    else:
+        assert len(checkpoints) == 4 and report.most_behind <= 1
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+@pytest.mark.parametrize("durability", ["async", "exit"])
+async def test_crash_matrix_postgres_in_each_durability_mode(
+    pg_dsn: str, pg_schema: str, tmp_path: Path, durability: Durability
+) -> None:
+    spec = BackendSpec("postgres", {"dsn": pg_dsn, "schema": pg_schema})
+    report = await run_crash_matrix(spec, tmp_path, durability=durability, lease_ttl=1.0)
+    _check_durability_promise(report)
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+@pytest.mark.parametrize("durability", ["async", "exit"])
+async def test_crash_matrix_redis_in_each_durability_mode(
+    redis_url: str, redis_prefix: str, tmp_path: Path, durability: Durability
+) -> None:
+    spec = BackendSpec("redis", {"dsn": redis_url, "prefix": redis_prefix})
+    report = await run_crash_matrix(spec, tmp_path, durability=durability, lease_ttl=1.0)
+    _check_durability_promise(report)
 
 
 @pytest.mark.postgres

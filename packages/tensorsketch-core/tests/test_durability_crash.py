@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from tensorsketch.durable.modes import Durability
 from tensorsketch.runtime.backends import InMemoryBackend
 from tensorsketch.testing.crash import (
     NESTED_SCENARIO,
     BackendSpec,
     CrashingBackend,
+    CrashReport,
     EffectLedger,
     SimulatedCrash,
     run_crash_matrix,
@@ -64,6 +66,43 @@ async def test_crash_matrix_sqlite_sigkill(tmp_path: Path) -> None:
     report.check()
     halfway = report.kills[EXPECTED_BOUNDARIES.index("effect 1:Ship#0:0:ship")]
     assert halfway.counts == report.baseline_counts  # the other two workers ran once, later
+
+
+#: ``"exit"`` commits the input (with the lease) and the end (with the release), nothing else.
+EXIT_CHECKPOINTS = ["lease + checkpoint step=0", "events 0..14 + checkpoint step=3 + release"]
+
+
+def check_durability_promise(report: CrashReport) -> None:
+    """Every kill point resumed exactly-once (``check``), and what the mode promises about
+    the checkpoints committed when the process died held (``check`` asserts it per kill
+    point; here, that the run really went through the mode)."""
+    assert all(k.killed for k in report.kills)
+    report.check()
+    checkpoints = [b for b in report.boundaries if "checkpoint" in b]
+    if report.durability == "exit":
+        assert checkpoints == EXIT_CHECKPOINTS
+    else:
+        assert len(checkpoints) == 4 and report.most_behind <= (report.durability == "async")
+
+
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+async def test_crash_matrix_in_memory_in_each_durability_mode(
+    tmp_path: Path, durability: Durability
+) -> None:
+    report = await run_crash_matrix(
+        InMemoryBackend(), tmp_path, lease_ttl=1.0, durability=durability
+    )
+    check_durability_promise(report)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("durability", ["async", "exit"])
+async def test_crash_matrix_sqlite_sigkill_in_each_durability_mode(
+    tmp_path: Path, durability: Durability
+) -> None:
+    spec = BackendSpec("sqlite", {"dsn": str(tmp_path / "store.db")})
+    report = await run_crash_matrix(spec, tmp_path / "work", durability=durability, lease_ttl=1.0)
+    check_durability_promise(report)
 
 
 async def test_the_harness_catches_a_repeated_effect(tmp_path: Path) -> None:
@@ -162,6 +201,25 @@ async def test_crash_matrix_two_subgraph_levels_deep_in_memory(tmp_path: Path) -
         InMemoryBackend(), tmp_path, lease_ttl=1.0, scenario=NESTED_SCENARIO
     )
     assert report.boundaries == EXPECTED_NESTED_BOUNDARIES
+    assert all(k.killed for k in report.kills)
+    report.check()
+    assert report.baseline_values["receipts"] == ["ship:book-1", "ship:lamp-1", "ship:mug-1"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("durability", ["async", "exit"])
+async def test_crash_matrix_two_subgraph_levels_deep_in_each_durability_mode(
+    tmp_path: Path, durability: Durability
+) -> None:
+    """The child threads run in their parent's mode: each kill point resumes them without
+    repeating an effect, and the mode's promise holds on the run's own thread."""
+    report = await run_crash_matrix(
+        InMemoryBackend(),
+        tmp_path,
+        lease_ttl=1.0,
+        scenario=NESTED_SCENARIO,
+        durability=durability,
+    )
     assert all(k.killed for k in report.kills)
     report.check()
     assert report.baseline_values["receipts"] == ["ship:book-1", "ship:lamp-1", "ship:mug-1"]

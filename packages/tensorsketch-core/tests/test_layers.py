@@ -195,6 +195,7 @@ def test_no_module_imports_from_a_layer_above_its_own() -> None:
     [
         ("tensorsketch.context", "vocabulary"),
         ("tensorsketch.durable.journal", "durable"),
+        ("tensorsketch.durable.modes", "durable"),
         ("tensorsketch.runtime.backends.postgres", "durable"),
         ("tensorsketch.pregel.loop", "engine"),
         ("tensorsketch.agents.loop", "agents"),

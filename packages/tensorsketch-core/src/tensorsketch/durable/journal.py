@@ -18,6 +18,7 @@ from tensorsketch.durable.guard import store_guard
 from tensorsketch.durable.ladder import LadderWriter, PlanEntry, Position, rebuild
 from tensorsketch.durable.lease import Lease
 from tensorsketch.durable.lineage import ForkResolver
+from tensorsketch.durable.modes import Durability
 from tensorsketch.effect_calls import input_digest
 from tensorsketch.effect_keys import IDEMPOTENCY_PREFIX, intent_key, writes_key
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, LeaseLostError
@@ -102,6 +103,10 @@ class RunJournal:
         self._known: dict[str, Any] = {}
         #: Encoded results waiting for the run's next write (``record_later``).
         self._later: list[tuple[str, bytes]] = []
+        #: When checkpoints commit (:mod:`tensorsketch.durable.modes`); the engine sets it.
+        self.durability: Durability = "sync"
+        #: ``"async"``: the last barrier's checkpoint, committing while the run goes on.
+        self._behind: asyncio.Future[None] | None = None
 
     @property
     def owner(self) -> str:
@@ -158,10 +163,17 @@ class RunJournal:
         the resume re-runs the failed superstep anyway (the lease runs out by itself).
         """
         if store_down:
+            if self._behind is not None:  # it waits on the same dead store: stop it
+                self._behind.cancel()
+                self._behind = None
             await self.lease.stop_heartbeat()
             self.lease.held = False
             return
         try:
+            # A run that failed between barriers: what committed behind it still lands (its
+            # own failure, if any, is not the one the caller is hearing about).
+            with contextlib.suppress(Exception):
+                await self.settle()
             if self._later and not self.lease.lost:
                 await self._write([], "recording effects")
             await self.flush_events()
@@ -276,13 +288,21 @@ class RunJournal:
         """
         if self.lease.lost:
             raise lease_lost(self.thread_id)
-        if self._later:  # results that ride the run's next write: this is it
+        await self.settle()  # "async": never more than one checkpoint behind
+        behind = self.durability == "async" and not final and source != "input"
+        if self._later and not behind:  # results that ride the run's next write: this is it
             await self._write([], "recording effects")
         self._forget_superstep()
         stored, ladder = self.writer.encode(
             at, changed, plan, source=source, parent_id=parent_id, meta=meta
         )
         events = self._encoded_events()
+        if behind:
+            self.writer.ladder = ladder  # the next barrier's delta builds on this one
+            task = asyncio.ensure_future(self._commit_behind(stored, events))
+            task.add_done_callback(_retrieved)
+            self._behind = task
+            return stored.checkpoint_id
         release = None
         if final and self.lease.held:
             await self.lease.stop_heartbeat()
@@ -299,6 +319,31 @@ class RunJournal:
             self.lease.held = False
         self.writer.ladder = ladder
         return stored.checkpoint_id
+
+    async def _commit_behind(self, stored: StoredCheckpoint, events: list[StoredEvent]) -> None:
+        """An ``"async"`` barrier's commit, run while the next superstep does: the results
+        waiting for the run's next write first (as :meth:`checkpoint` does), then the unit."""
+        if self._later:
+            await self._write([], "recording effects")
+        async with self._fenced("saving a checkpoint"):
+            await self._commit(stored, events)
+
+    async def settle(self) -> None:
+        """Wait for the checkpoint committing behind the run (``durability="async"``) and
+        raise its failure; a no-op in the other modes. A cancelled wait leaves the commit
+        running (a half-written unit helps nobody): the next call waits for it again."""
+        behind = self._behind
+        if behind is None:
+            return
+        try:
+            await asyncio.shield(behind)
+        except BaseException:
+            if behind.done():
+                self._behind = None
+                if behind.cancelled() or behind.exception() is not None:
+                    self.writer.ladder = None  # not stored: the next checkpoint is a snapshot
+            raise
+        self._behind = None
 
     # -- effects ----------------------------------------------------------------------------
 
@@ -510,6 +555,13 @@ class RunJournal:
             return  # the thread is someone else's now: its log is theirs to write
         async with self._fenced("appending stream events"):
             await self._commit(None, stored)
+
+
+def _retrieved(task: asyncio.Future[None]) -> None:
+    """Mark a commit's failure as seen: :meth:`RunJournal.settle` re-raises it, and a run
+    that ends without settling (the store is down) has reported its own error."""
+    if not task.cancelled():
+        task.exception()
 
 
 class TaskWriteLog:

@@ -48,6 +48,7 @@ __all__ = [
     "base_of",
     "decode_all",
     "decode_payload",
+    "merge_changes",
     "rebuild",
     "to_checkpoint",
 ]
@@ -409,6 +410,21 @@ def apply_changes(
 
 def _snapshot_changes(values: dict[str, Any]) -> dict[str, list[Any]]:
     return {name: ["set", value] for name, value in values.items()}
+
+
+def merge_changes(
+    first: dict[str, list[Any] | None], then: dict[str, list[Any] | None]
+) -> dict[str, list[Any] | None]:
+    """Two barriers' changes as one (``durability="exit"`` commits several barriers in
+    one checkpoint): appends to a list concatenate; a field replaced in either is whole."""
+    merged = dict(first)
+    for name, appended in then.items():
+        if name not in merged:
+            merged[name] = appended
+            continue
+        before = merged[name]
+        merged[name] = None if before is None or appended is None else [*before, *appended]
+    return merged
 
 
 def _mark(

@@ -11,6 +11,7 @@ from tensorsketch import threads
 from tensorsketch.context import Context, MemoryBinding, RunHandle
 from tensorsketch.durable.checkpoint import Checkpoint
 from tensorsketch.durable.lineage import ForkEffects, check_fork_effects, inherit
+from tensorsketch.durable.modes import Durability
 from tensorsketch.durable.reads import (
     NEEDS_LOOP,
     iter_history,
@@ -122,6 +123,7 @@ class CompiledGraph(Generic[S]):
         run_id: str | None = None,
         deps: Any = None,
         memory: MemoryBinding | None = None,
+        durability: Durability = "sync",
     ) -> S:
         """Run to completion and return the final, validated state.
 
@@ -151,6 +153,11 @@ class CompiledGraph(Generic[S]):
             nodes and tools read as ``ctx.memory``; in a durable run its reads and writes are
             journaled, so a resumed thread sees what the first attempt saw and writes nothing
             twice. Like ``deps``, never checkpointed; nested graphs share it.
+        :param durability: when a durable run commits its checkpoints: ``"sync"`` (default)
+            before each next superstep, ``"async"`` while the next superstep runs (at most one
+            behind), ``"exit"`` only when the run ends, suspends or fails. Journaled effects
+            stay exactly-once in every mode (:mod:`tensorsketch.durable.modes`); nested
+            graphs use the same mode.
 
         A run that suspends (an approval, ``interrupt()``, a durable timer) returns instead of
         raising; ``run_info(state)`` (also ``state.__tensorsketch_run__``) says so and lists
@@ -169,6 +176,7 @@ class CompiledGraph(Generic[S]):
             executor=executor,
             run_id=run_id,
             deps=deps,
+            durability=durability,
         )
         _attach_memory(run, memory)
         await drive(run, input, max_steps, resume)
@@ -194,6 +202,7 @@ class CompiledGraph(Generic[S]):
         deps: Any = None,
         subgraphs: bool = False,
         memory: MemoryBinding | None = None,
+        durability: Durability = "sync",
     ) -> AsyncIterator[Event]:
         """Run the graph and yield its events as they happen.
 
@@ -224,6 +233,7 @@ class CompiledGraph(Generic[S]):
             deps=deps,
             subgraphs=subgraphs,
             memory=memory,
+            durability=durability,
         )
 
     async def _events(
@@ -247,6 +257,7 @@ class CompiledGraph(Generic[S]):
         subgraphs: bool = False,
         memory: MemoryBinding | None = None,
         labels: Mapping[str, str] | None = None,
+        durability: Durability = "sync",
     ) -> AsyncGenerator[Event, None]:
         """:meth:`stream`; with ``result``, the final state (what :meth:`invoke` returns,
         run info attached) is appended to it once the run ends without raising — so a caller
@@ -269,6 +280,7 @@ class CompiledGraph(Generic[S]):
             executor=executor,
             run_id=run_id,
             deps=deps,
+            durability=durability,
         )
         _attach_memory(run, memory)
         run.labels = dict(labels or {})
@@ -723,6 +735,7 @@ class CompiledGraph(Generic[S]):
                 deps=parent.deps,
                 interrupt_before=before,
                 interrupt_after=after,
+                durability=parent.durability,
             )
             _attach_memory(run, getattr(parent, "memory", None))
             run.labels = getattr(parent, "labels", {})
@@ -751,6 +764,7 @@ class CompiledGraph(Generic[S]):
                 deps=parent.deps,
                 interrupt_before=before,
                 interrupt_after=after,
+                durability=parent.durability,
             )
             _attach_memory(run, getattr(parent, "memory", None))
             run.labels = getattr(parent, "labels", {})

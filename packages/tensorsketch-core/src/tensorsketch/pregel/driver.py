@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tensorsketch.durable.journal import RunJournal
+from tensorsketch.durable.modes import Durability, check_durability
 from tensorsketch.effects import decision_key, in_doubt_action
 from tensorsketch.errors import BackendUnavailableError, DecisionConflictError, NotDurableWarning
 from tensorsketch.interrupts import bind_approval, parse_approval
@@ -73,9 +74,11 @@ def start_run(
     executor: str | Executor | None = None,
     run_id: str | None = None,
     deps: Any = None,
+    durability: Durability = "sync",
 ) -> Run:
     """A new run of ``spec`` with a call's own options over the compiled ones (a journal
     when ``backend`` and ``thread_id`` make it durable); nothing is read or run yet."""
+    durability = check_durability(durability)
     check_durable_args(thread_id, backend)
     if backend is None and thread_id is not None and not spec.warned_not_durable:
         spec.warned_not_durable = True
@@ -100,6 +103,9 @@ def start_run(
         namespace=namespace,
         run_id=run_id,
     )
+    run.durability = durability
+    if journal is not None:
+        journal.durability = durability
     _set_breakpoints(run, interrupt_before, interrupt_after)
     if max_concurrency is not None:
         check_concurrency(max_concurrency, "max_concurrency=")

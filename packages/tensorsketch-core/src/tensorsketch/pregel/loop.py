@@ -19,9 +19,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from tensorsketch.context import NO_DEPS
+from tensorsketch.durable.ids import new_checkpoint_id
 from tensorsketch.durable.journal import Restored, RunJournal
-from tensorsketch.durable.ladder import Position
+from tensorsketch.durable.ladder import Position, merge_changes
 from tensorsketch.durable.lineage import journaled_keys
+from tensorsketch.durable.modes import Durability
 from tensorsketch.effects import EffectLog
 from tensorsketch.errors import (
     BackendUnavailableError,
@@ -126,6 +128,12 @@ class Run(RunState, Planning, TaskExecution):
         #: The run record's labels when a runner executes it (``ctx.labels``); nested runs
         #: share their parent's.
         self.labels: Mapping[str, str] = {}
+        #: ``invoke(durability=...)``: when checkpoints commit (:mod:`tensorsketch.durable.modes`).
+        self.durability: Durability = "sync"
+        #: ``"exit"``: barriers passed since the last commit, and what they changed together
+        #: (``None``: a full snapshot is due).
+        self.uncommitted = 0
+        self.unsaved: dict[str, list[Any] | None] | None = {}
 
     def position(self) -> Position:
         """Where this run stands, for the journal to checkpoint."""
@@ -164,6 +172,10 @@ class Run(RunState, Planning, TaskExecution):
         journal = self.journal
         assert journal is not None
         options.setdefault("parent_id", self.checkpoint_id)
+        if self.uncommitted:  # "exit": this checkpoint also holds the barriers not committed
+            unsaved = self.unsaved
+            if changed is not None:
+                changed = None if unsaved is None else merge_changes(unsaved, changed)
         try:
             checkpoint_id = await journal.checkpoint(
                 self.position(), changed, plan_of(tasks), **options
@@ -175,6 +187,7 @@ class Run(RunState, Planning, TaskExecution):
                 raise
             raise found from exc
         meta = options.get("meta") or {}
+        self.uncommitted, self.unsaved = 0, {}
         self.checkpoint_id = checkpoint_id
         self.plan_id = str(meta.get("retry_of") or checkpoint_id)
         return checkpoint_id
@@ -246,13 +259,7 @@ class Run(RunState, Planning, TaskExecution):
             return
         while tasks:
             if steps_run >= max_steps:
-                active = sorted({t.spec.name for t in tasks})
-                msg = (
-                    f"exceeded {max_steps} supersteps without halting (still active: {active}); "
-                    "check the loop's exit condition, or raise `max_steps=` if the run really "
-                    "needs more steps."
-                )
-                raise GraphRecursionError(msg)
+                await self._too_many_steps(tasks, max_steps)
             held: list[Task] = []
             if self.spec.deferred:
                 tasks, held = hold_deferred(tasks)
@@ -291,6 +298,19 @@ class Run(RunState, Planning, TaskExecution):
             if await self._close_superstep(changed, ran, tasks, step):
                 return
 
+    async def _too_many_steps(self, tasks: list[Task], max_steps: int) -> None:
+        """Stop a run that hit ``max_steps`` with :class:`GraphRecursionError`; a run that
+        commits on exit (``durability="exit"``) commits where it stopped first."""
+        active = sorted({t.spec.name for t in tasks})
+        msg = (
+            f"exceeded {max_steps} supersteps without halting (still active: {active}); "
+            "check the loop's exit condition, or raise `max_steps=` if the run really "
+            "needs more steps."
+        )
+        if self.uncommitted:
+            await self.save_checkpoint({}, tasks, final=True)
+        raise GraphRecursionError(msg)
+
     async def _close_superstep(
         self,
         changed: dict[str, list[Any] | None],
@@ -314,14 +334,25 @@ class Run(RunState, Planning, TaskExecution):
             self.interrupts = [stop]
             if sink is not None:
                 await self.emit("interrupt", data={"interrupts": [stop.to_dict()]}, step=step)
-        if journal is not None:
+        final = not tasks or stop is not None
+        if journal is not None and not final and self.durability == "exit":
+            self._pass_uncommitted(changed)
+        elif journal is not None:
             meta = {"interrupts": [stop.to_dict()]} if stop is not None else None
-            await self.save_checkpoint(
-                changed, tasks, final=not tasks or stop is not None, meta=meta
-            )
+            await self.save_checkpoint(changed, tasks, final=final, meta=meta)
         if sink is not None and ended is not None:
             await sink(ended)
         return stop is not None
+
+    def _pass_uncommitted(self, changed: dict[str, list[Any] | None]) -> None:
+        """``durability="exit"``: go past a barrier without committing it. What it changed
+        waits for the run's last checkpoint; the next superstep gets a planning id of its
+        own, so its finished tasks' writes (and a failure's ``retry_of``) never collide
+        with another superstep's."""
+        unsaved = self.unsaved
+        self.unsaved = None if unsaved is None else merge_changes(unsaved, changed)
+        self.uncommitted += 1
+        self.plan_id = new_checkpoint_id()
 
     async def _end_after_breakpoint(self) -> None:
         """End a run resumed from an ``interrupt_after`` stop that planned nothing: no node

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
 import operator
 import sys
@@ -335,6 +336,78 @@ class Unbox(Node):
 OPAQUE_GRAPH: CompiledGraph[OpaqueState] = (
     Graph(OpaqueState, name="conformance-opaque").add(Unbox).edge(START, "Unbox").compile()
 )
+
+
+class ProbeState(Schema):
+    """What :class:`Probe` nodes saw: per superstep, the step of the latest committed
+    checkpoint."""
+
+    order: str = ""
+    seen: Annotated[list[int], Reducer(operator.add)] = []
+    note: str = ""
+
+
+class HeldCommits(CrashingBackend):
+    """Holds each barrier's commit (not the last, which gives the lease back) until a node of
+    the next superstep lets it go: with ``durability="async"`` that node provably runs while
+    the commit is still in flight."""
+
+    def __init__(self, inner: Backend) -> None:
+        super().__init__(inner)
+        self.gate = asyncio.Semaphore(0)
+
+    async def commit_step(
+        self,
+        thread_id: str,
+        checkpoint: StoredCheckpoint | None,
+        events: list[StoredEvent],
+        *,
+        durable: bool = True,
+        release_owner: str | None = None,
+        fence: str | None = None,
+    ) -> None:
+        if checkpoint is not None and release_owner is None:
+            await self.gate.acquire()
+        await super().commit_step(
+            thread_id, checkpoint, events, durable=durable, release_owner=release_owner, fence=fence
+        )
+
+
+class Probe(Node):
+    """Reads the store's latest committed checkpoint (``ctx.deps``: the store, or a
+    :class:`HeldCommits` to release the barrier held before this superstep)."""
+
+    class In(Schema):
+        order: str
+
+    class Out(Schema):
+        seen: list[int]
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        store: Backend = ctx.deps
+        latest = await store.latest_checkpoint(ctx.thread_id or "")
+        if isinstance(store, HeldCommits) and ctx.superstep > 0:
+            store.gate.release()
+        return self.Out(seen=[-1 if latest is None else latest.step])
+
+
+def _probes(n: int, last: type[Node] | None = None) -> CompiledGraph[ProbeState]:
+    """``P0 -> ... -> P<n-1>`` (then ``last``, when given)."""
+    graph = Graph(ProbeState, name="conformance-probes")
+    names = [f"P{i}" for i in range(n)]
+    for name in names:
+        graph.add(Probe, name=name)
+    if last is not None:
+        graph.add(last)
+        names.append(last.__name__)
+    graph.edge(START, names[0])
+    for a, b in itertools.pairwise(names):
+        graph.edge(a, b)
+    return graph.compile()
+
+
+PROBE_GRAPH = _probes(4)
+PROBE_ASK_GRAPH = _probes(2, Quote)
 
 
 async def _drain(stream: AsyncIterator[Any]) -> list[Any]:
@@ -797,6 +870,88 @@ class BackendConformance:
         out = await ORDER_GRAPH.invoke(thread_id=thread, backend=backend)
         assert out.receipts == ["ship:a#1", "ship:b#1", "ship:c#1"]  # task order, not timing
         assert all(n == 1 for n in calls(thread).values())
+
+    @pytest.mark.asyncio
+    @pytest.mark.parametrize(
+        ("durability", "seen", "committed"),
+        [
+            ("sync", [0, 1, 2, 3], [0, 1, 2, 3, 4]),  # each barrier before the next step
+            ("async", [0, 0, 1, 2], [0, 1, 2, 3, 4]),  # while the next step runs: one behind
+            ("exit", [0, 0, 0, 0], [0, 4]),  # the input, then only where the run stopped
+        ],
+    )
+    async def test_durability_modes_commit_when_they_promise(
+        self, backend: Backend, durability: Any, seen: list[int], committed: list[int]
+    ) -> None:
+        thread = _thread()
+        # "async": every barrier's commit is held until the next superstep's node has looked,
+        # so the node runs while it is in flight (a "sync" run would wait forever).
+        store = HeldCommits(backend) if durability == "async" else backend
+        running = PROBE_GRAPH.stream(
+            {"order": thread}, thread_id=thread, backend=store, deps=store, durability=durability
+        )
+        streamed = await asyncio.wait_for(_drain(running), 60)  # "async" that waited: a hang
+        history = await PROBE_GRAPH.aget_history(thread, backend)
+        assert [c.step for c in history] == committed
+        assert history[-1].values["seen"] == seen
+        state = await PROBE_GRAPH.aget_state(thread, backend)
+        assert state is not None and state.seen == seen and run_info(state).status == "completed"
+        stored = [event.seq async for event in PROBE_GRAPH.replay(thread, backend)]
+        assert stored == [event.seq for event in streamed]  # every event logged, in order
+        assert streamed[-1].type == "run_end"
+
+    @pytest.mark.asyncio
+    @pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+    async def test_durability_modes_resume_a_failure_without_repeating_effects(
+        self, backend: Backend, durability: Any
+    ) -> None:
+        thread = _thread()
+        FAIL_ONCE.add((thread, "after-ship:b"))
+        data = {"order": thread, "items": ["a", "b", "c"]}
+        with pytest.raises(RuntimeError, match="injected failure"):
+            await ORDER_GRAPH.invoke(data, thread_id=thread, backend=backend, durability=durability)
+        history = await ORDER_GRAPH.aget_history(thread, backend)
+        # The failure is committed in every mode, with the barriers before it.
+        assert history[-1].source == "error"
+        assert history[-1].values["charged"] == "charge#1"
+        if durability == "exit":
+            assert [c.source for c in history] == ["input", "error"]
+        out = await ORDER_GRAPH.invoke(thread_id=thread, backend=backend, durability=durability)
+        assert out.receipts == ["ship:a#1", "ship:b#1", "ship:c#1"]
+        assert out.note == "|notify#1:3"
+        assert calls(thread) == {
+            "reserve": 1,
+            "charge": 1,
+            "ship:a": 1,
+            "ship:b": 1,
+            "ship:c": 1,
+            "notify": 1,
+        }
+
+    @pytest.mark.asyncio
+    @pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+    async def test_durability_modes_resume_a_suspension(
+        self, backend: Backend, durability: Any
+    ) -> None:
+        thread = _thread()
+        out = await PROBE_ASK_GRAPH.invoke(
+            {"order": thread},
+            thread_id=thread,
+            backend=backend,
+            deps=backend,
+            durability=durability,
+        )
+        (asked,) = run_info(out).interrupts
+        history = await PROBE_ASK_GRAPH.aget_history(thread, backend)
+        assert history[-1].source == "interrupt" and history[-1].values["seen"] == out.seen
+        if durability == "exit":
+            assert [c.step for c in history] == [0, 2] and out.seen == [0, 0]
+        assert calls(thread) == {"quote": 1}
+        done = await PROBE_ASK_GRAPH.invoke(
+            thread_id=thread, backend=backend, resume={asked.id: "yes"}, durability=durability
+        )
+        assert done.note == "quote#1:yes:pay#1" and done.seen == out.seen
+        assert calls(thread) == {"quote": 1, "pay": 1}
 
     @pytest.mark.asyncio
     async def test_new_input_on_resume_is_applied_first(self, backend: Backend) -> None:

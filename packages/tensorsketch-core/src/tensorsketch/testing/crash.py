@@ -27,7 +27,9 @@ One window is outside any journal's reach and the scenario avoids it on purpose:
 that completed but whose result was not yet recorded when the process died runs again on
 resume. The scenario's fan-out workers therefore take turns on their effects (each records
 before the next calls out), so every kill point falls on a clean boundary, including the
-ones halfway through the fan-out.
+ones halfway through the fan-out. With ``durability="async"`` a checkpoint commits while the
+next superstep's effects run, so a kill point at its commit that finds an effect calling
+out (intent journaled, result not yet) moves to the next boundary where none is.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import json
 import multiprocessing
 import operator
 import os
+import re
 import signal
 import sqlite3
 import sys
@@ -51,6 +54,8 @@ from typing import Annotated, Any
 from tensorsketch.channels import Reducer
 from tensorsketch.constants import END, START
 from tensorsketch.context import Context
+from tensorsketch.durable.modes import Durability, check_durability
+from tensorsketch.effect_keys import INTENT_PREFIX
 from tensorsketch.errors import ThreadBusyError
 from tensorsketch.graph import Graph
 from tensorsketch.name_registry import resolve_target
@@ -356,13 +361,24 @@ class CrashingBackend(Backend):
         self.crash_after_writes = crash_after_writes
         self.writes_journaled = 0
         self._leased = False
+        #: Effects whose intent is journaled and result not yet: they may be calling out.
+        self._calling: set[str] = set()
+        self._deferred = False
 
     def _check(self) -> None:
         if self.dead:
             raise SimulatedCrash("the process is gone")
 
-    def _passed(self, boundary: str) -> None:
+    def _passed(self, boundary: str, *, commit: bool = False) -> None:
         self.boundaries.append(boundary)
+        if len(self.boundaries) == self.crash_at and self._calling and (commit or self._deferred):
+            # A checkpoint committing behind the run (durability="async") finished while an
+            # effect was calling out: dying now could land after the call and before its
+            # result is journaled, the window no journal reaches (see the module docstring).
+            # Die at the next boundary with no effect calling out instead.
+            self._deferred = True
+            self.crash_at += 1
+            return
         if len(self.boundaries) == self.crash_at:
             if self.mode == "stop":  # a stall: frozen until someone sends SIGCONT
                 os.kill(os.getpid(), signal.SIGSTOP)
@@ -398,6 +414,7 @@ class CrashingBackend(Backend):
     async def record_effect(self, thread_id: str, key: str, value: bytes) -> None:
         self._check()
         await self.inner.record_effect(thread_id, key, value)
+        self._calling_out([key])
         self._passed(f"effect {key}")
 
     async def lookup_effect(self, thread_id: str, key: str) -> bytes | None:
@@ -409,6 +426,7 @@ class CrashingBackend(Backend):
     ) -> None:
         self._check()
         await self.inner.record_effects(thread_id, effects, fence=fence)
+        self._calling_out([key for key, _ in effects])
         self.writes_journaled += sum(key.startswith("writes:") for key, _ in effects)
         if self.crash_after_writes and self.writes_journaled >= self.crash_after_writes:
             self.crash_at = len(self.boundaries) + 1  # this very boundary
@@ -515,7 +533,15 @@ class CrashingBackend(Backend):
         if parts:
             if release_owner is not None:
                 parts.append("release")
-            self._passed(" + ".join(parts))
+            self._passed(" + ".join(parts), commit=checkpoint is not None)
+
+    def _calling_out(self, keys: list[str]) -> None:
+        """Follow which effects may be calling out: from their intent to their result."""
+        for key in keys:
+            if key.startswith(INTENT_PREFIX):
+                self._calling.add(key.removeprefix(INTENT_PREFIX))
+            else:
+                self._calling.discard(key)
 
 
 def _entry_label(key: str) -> str:
@@ -581,6 +607,10 @@ class KillResult:
     values: dict[str, Any]
     seqs: list[int]
     problems: list[str]
+    #: How many supersteps the latest committed checkpoint trailed the journal when the
+    #: process died (``None``: no effect journaled yet): ``0`` at most for ``"sync"``, ``1``
+    #: at most for ``"async"``.
+    behind: int | None = None
 
 
 @dataclass(slots=True)
@@ -592,6 +622,13 @@ class CrashReport:
     baseline_values: dict[str, Any]
     baseline_counts: dict[str, int]
     kills: list[KillResult]
+    #: The durability mode every run used.
+    durability: Durability = "sync"
+
+    @property
+    def most_behind(self) -> int:
+        """The most supersteps a kill point's checkpoints trailed its journal."""
+        return max((k.behind for k in self.kills if k.behind is not None), default=0)
 
     @property
     def problems(self) -> list[str]:
@@ -624,7 +661,10 @@ async def _child_async(config: dict[str, Any]) -> None:
         EffectLedger(config["ledger"])
     )
     thread = config["thread"]
-    async for _ in app.stream(config["input"], thread_id=thread, backend=backend):
+    durability = check_durability(config.get("durability", "sync"))
+    async for _ in app.stream(
+        config["input"], thread_id=thread, backend=backend, durability=durability
+    ):
         pass
     state = await app.aget_state(thread, inner)
     assert state is not None
@@ -661,7 +701,12 @@ async def _spawn(ctx: Any, config: dict[str, Any]) -> int:
 
 
 async def _drain(
-    app: CompiledGraph[Any], backend: Backend, thread: str, input: Any, ttl: float
+    app: CompiledGraph[Any],
+    backend: Backend,
+    thread: str,
+    input: Any,
+    ttl: float,
+    durability: Durability = "sync",
 ) -> None:
     """Resume ``thread``, waiting out a dead owner's lease; re-send the input only if the
     crash came before the first checkpoint (the run had not durably started)."""
@@ -670,7 +715,10 @@ async def _drain(
         started = await backend.latest_checkpoint(thread) is not None
         try:
             async for _ in app.stream(
-                None if started else input, thread_id=thread, backend=backend
+                None if started else input,
+                thread_id=thread,
+                backend=backend,
+                durability=durability,
             ):
                 pass
             return
@@ -688,6 +736,7 @@ async def run_crash_matrix(
     input: Mapping[str, Any] | None = None,
     lease_ttl: float = 0.5,
     kill_points: list[int] | None = None,
+    durability: Durability = "sync",
 ) -> CrashReport:
     """Kill a run of ``scenario`` at every durable boundary in turn and check each resume.
 
@@ -697,7 +746,12 @@ async def run_crash_matrix(
     :param scenario: ``"module:factory"``; ``factory(ledger)`` returns the compiled graph.
     :param lease_ttl: the lease length used, short so a dead child's lease lapses quickly.
     :param kill_points: only these boundary numbers (1-based); default every boundary.
+    :param durability: the mode every run (and resume) uses; each kill point also checks
+        what the mode promises about the checkpoints committed when the process died (see
+        :attr:`KillResult.behind`): ``"sync"`` none behind, ``"async"`` at most one,
+        ``"exit"`` nothing but the input and the run's end.
     """
+    durability = check_durability(durability, "run_crash_matrix(durability=...)")
     work = Path(workdir)
     await asyncio.to_thread(work.mkdir, parents=True, exist_ok=True)
     ledger = EffectLedger(work / "ledger.db")
@@ -721,6 +775,7 @@ async def run_crash_matrix(
                 "crash_at": crash_at,
                 "lease_ttl": lease_ttl,
                 "result": str(result),
+                "durability": durability,
             }
             code = await _spawn(ctx, config)
             if code == -signal.SIGKILL:
@@ -739,7 +794,9 @@ async def run_crash_matrix(
         async def attempt(thread: str, crash_at: int) -> tuple[bool, list[str], dict[str, Any]]:
             wrapper = CrashingBackend(store, crash_at=crash_at, mode="raise")
             try:
-                async for _ in app.stream(data, thread_id=thread, backend=wrapper):
+                async for _ in app.stream(
+                    data, thread_id=thread, backend=wrapper, durability=durability
+                ):
                     pass
             except SimulatedCrash:
                 return True, [], {}
@@ -757,22 +814,61 @@ async def run_crash_matrix(
         baseline_counts = ledger.counts(base_thread)
         points = kill_points or list(range(1, len(boundaries) + 1))
         kills: list[KillResult] = []
+        last_step = (await app.aget_history(base_thread, store))[-1].step
         for n in points:
             thread = f"crash-{run_id}-{n}"
             died, _, _ = await attempt(thread, n)
-            await _drain(app, store, thread, data, lease_ttl)
+            committed, behind = await _left_behind(store, thread)
+            await _drain(app, store, thread, data, lease_ttl, durability)
             state = await app.aget_state(thread, store)
             values = state.model_dump(mode="json") if state is not None else {}
             counts = ledger.counts(thread)
             seqs = [e.seq async for e in app.replay(thread, store)]
             problems = _kill_problems(died, counts, baseline_counts, values, baseline, seqs)
+            problems += _broken_promise(durability, committed, behind, last_step)
             kills.append(
-                KillResult(n, boundaries[n - 1], thread, died, counts, values, seqs, problems)
+                KillResult(
+                    n, boundaries[n - 1], thread, died, counts, values, seqs, problems, behind
+                )
             )
-        return CrashReport(label, boundaries, baseline, baseline_counts, kills)
+        return CrashReport(label, boundaries, baseline, baseline_counts, kills, durability)
     finally:
         if isinstance(backend, BackendSpec):
             await store.aclose()
+
+
+#: The superstep a journal key belongs to (an effect, or the intent written before it).
+_STEP_OF_KEY = re.compile(r"(?:intent:)?(\d+):")
+
+
+async def _left_behind(store: Backend, thread: str) -> tuple[list[int], int | None]:
+    """What a killed run left committed: its checkpoints' steps, and how many supersteps
+    the latest one trails the furthest superstep whose effects are journaled (``None``: no
+    effect journaled yet)."""
+    committed = [c.step for c in await store.list_checkpoints(thread)]
+    journaled = [
+        int(found.group(1))
+        for key, _ in await store.list_effects(thread)
+        if (found := _STEP_OF_KEY.match(key)) is not None
+    ]
+    if not journaled:
+        return committed, None
+    return committed, max(journaled) - (max(committed) if committed else -1)
+
+
+def _broken_promise(
+    durability: Durability, committed: list[int], behind: int | None, last_step: int
+) -> list[str]:
+    """What the killed run's committed checkpoints broke of ``durability``'s promise."""
+    if durability == "exit":
+        between = [step for step in committed if step not in (0, last_step)]
+        if between:
+            return [f"'exit' committed checkpoints between the input and the end: {between}"]
+        return []
+    most = 1 if durability == "async" else 0
+    if behind is not None and behind > most:
+        return [f"the checkpoints were {behind} supersteps behind the journal ({durability!r})"]
+    return []
 
 
 def _kill_problems(
