@@ -28,7 +28,14 @@ from tensorsketch.observability.tracing import (
     Span,
 )
 from tensorsketch.pricing import estimate_cost
-from tensorsketch.provider import ChatProvider, Completion, ProviderError, TextDelta, ToolCallDelta
+from tensorsketch.provider import (
+    ChatProvider,
+    Completion,
+    ProviderError,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+)
 from tensorsketch.schema import Schema
 
 if TYPE_CHECKING:
@@ -73,9 +80,9 @@ async def call_provider(
     output_schema: type[Schema] | None,
     options: dict[str, Any],
 ) -> Completion:
-    """Call ``provider`` once under a ``model`` span; stream text as ``token`` events and
-    tool-call argument fragments as ``tool_call_delta`` events when someone is consuming the
-    run's stream."""
+    """Call ``provider`` once under a ``model`` span; stream text as ``token`` events,
+    tool-call argument fragments as ``tool_call_delta`` events and reasoning as
+    ``reasoning_delta`` events when someone is consuming the run's stream."""
     traced = ctx.tracer.enabled
     content = traced and ctx.tracer.capture_content
     attributes: dict[str, Any] = (
@@ -103,6 +110,9 @@ async def call_provider(
                             await ctx.emit("token", {"text": item.text})
                     elif isinstance(item, ToolCallDelta):
                         await ctx.emit("tool_call_delta", _call_delta(item))
+                    elif isinstance(item, ReasoningDelta):
+                        if item.text:
+                            await ctx.emit("reasoning_delta", {"text": item.text})
                     elif isinstance(item, Completion):
                         completion = item
                 if completion is None:

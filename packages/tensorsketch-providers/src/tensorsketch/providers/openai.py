@@ -267,17 +267,25 @@ class OpenAIProvider(SDKProvider):
 
 
 def _file(block: FileBlock) -> dict[str, Any]:
-    """A file as an ``input_audio`` part (wav, mp3) or a ``file`` part (inline data)."""
-    if block.data is None:
+    """A file as an ``input_audio`` part (wav, mp3) or a ``file`` part (inline data or an
+    uploaded file's id)."""
+    if block.url is not None:
         raise refuse_file(
-            block, "OpenAI Chat Completions", "it takes files inline only; pass base64 `data=`."
+            block,
+            "OpenAI Chat Completions",
+            "it takes no file URLs; pass base64 `data=`, an uploaded file's `file_id=`, or use "
+            "`OpenAIResponsesProvider`, which takes `url=`.",
         )
     if block.is_audio:
-        found = _AUDIO_FORMATS.get(block.media_type)
+        if block.data is None:
+            raise refuse_file(block, "OpenAI", "it takes audio inline only; pass base64 `data=`.")
+        found = AUDIO_FORMATS.get(block.media_type)
         if found is None:
-            known = ", ".join(sorted(_AUDIO_FORMATS))
+            known = ", ".join(sorted(AUDIO_FORMATS))
             raise refuse_file(block, "OpenAI", f"its audio input takes {known}.")
         return {"type": "input_audio", "input_audio": {"data": block.data, "format": found}}
+    if block.file_id is not None:
+        return {"type": "file", "file": {"file_id": block.file_id}}
     data_url = f"data:{block.media_type};base64,{block.data}"
     return {"type": "file", "file": {"filename": block.name or "file", "file_data": data_url}}
 
@@ -350,7 +358,7 @@ def _to_wire(message: Message, pending_images: list[dict[str, Any]]) -> list[dic
 
 
 #: Audio formats Chat Completions' ``input_audio`` takes, by media type.
-_AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
+AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
 
 
 def _part(block: TextBlock | ImageBlock | FileBlock) -> dict[str, Any]:
