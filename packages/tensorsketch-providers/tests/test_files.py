@@ -78,7 +78,7 @@ async def test_openai_sends_file_and_input_audio_parts(server: Any) -> None:
         "file": {"filename": "report.pdf", "file_data": f"data:application/pdf;base64,{PDF}"},
     }
     assert parts[2] == {"type": "input_audio", "input_audio": {"data": WAV, "format": "wav"}}
-    with pytest.raises(ValueError, match="no file URLs.*OpenAIResponsesProvider"):
+    with pytest.raises(ValueError, match=r"no file URLs.*OpenAIResponsesProvider"):
         await provider.complete(
             [user(FileBlock(url="https://x/a.pdf", media_type="application/pdf"))]
         )

@@ -37,6 +37,7 @@ from tensorsketch.provider import (
     AuthenticationError,
     Capabilities,
     Completion,
+    ReasoningDelta,
     StreamDelta,
     TextDelta,
     ToolCallDelta,
@@ -353,7 +354,7 @@ class _StreamedReply:
             return None
         if delta.type == "thinking_delta" and entry.kind == "thinking":
             entry.fragments.append(delta.thinking)
-            return None
+            return ReasoningDelta(delta.thinking) if delta.thinking else None
         if delta.type == "signature_delta" and entry.kind == "thinking":
             entry.signature = delta.signature
             return None

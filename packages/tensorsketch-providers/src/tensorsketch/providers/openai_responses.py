@@ -121,8 +121,8 @@ class OpenAIResponsesProvider(OpenAIProvider):
         self, request: dict[str, Any], output_schema: type[Schema] | None
     ) -> AsyncIterator[StreamDelta | Completion]:
         request["stream"] = True
-        # output_index -> [ordinal among the reply's calls, call_id, name]
-        calls: dict[int, list[Any]] = {}
+        # output_index -> the call's ordinal among the reply's calls
+        calls: dict[int, int] = {}
         final: Any = None
         opening = functools.partial(self._create, **request)
         async for event in self._events(opening):
@@ -132,36 +132,45 @@ class OpenAIResponsesProvider(OpenAIProvider):
                     yield item
                 return
             kind = getattr(event, "type", "")
-            if kind == "response.output_text.delta" or kind == "response.refusal.delta":
-                if event.delta:
-                    yield TextDelta(event.delta)
-            elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-                if event.delta:
-                    yield ReasoningDelta(event.delta)
-            elif kind == "response.output_item.added":
-                item = event.item
-                if getattr(item, "type", None) == "function_call":
-                    calls[event.output_index] = [len(calls), item.call_id, item.name]
-                    yield ToolCallDelta(
-                        index=len(calls) - 1,
-                        id=item.call_id,
-                        name=item.name,
-                        arguments=item.arguments or "",
-                    )
-            elif kind == "response.function_call_arguments.delta":
-                entry = calls.get(event.output_index)
-                if entry is not None and event.delta:
-                    yield ToolCallDelta(index=entry[0], arguments=event.delta)
-            elif kind in ("response.completed", "response.incomplete"):
+            if kind in ("response.completed", "response.incomplete"):
                 final = event.response  # read on to the stream's end, which closes it
-            elif kind == "response.failed":
-                error = getattr(event.response, "error", None)
-                raise self._failed(getattr(error, "code", None), getattr(error, "message", ""))
-            elif kind == "error":
-                raise self._failed(getattr(event, "code", None), getattr(event, "message", ""))
+                continue
+            delta = self._delta(kind, event, calls)
+            if delta is not None:
+                yield delta
         if final is None:
             raise self._cut_off("`response.completed` event")
         yield self.parse_response(final, output_schema)
+
+    def _delta(self, kind: str, event: Any, calls: dict[int, int]) -> StreamDelta | None:
+        """What one stream event shows as it arrives (None for the events that show nothing);
+        a failure event raises."""
+        if kind in ("response.output_text.delta", "response.refusal.delta"):
+            return TextDelta(event.delta) if event.delta else None
+        if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            return ReasoningDelta(event.delta) if event.delta else None
+        if kind == "response.output_item.added":
+            item = event.item
+            if getattr(item, "type", None) != "function_call":
+                return None
+            calls[event.output_index] = len(calls)
+            return ToolCallDelta(
+                index=len(calls) - 1,
+                id=item.call_id,
+                name=item.name,
+                arguments=item.arguments or "",
+            )
+        if kind == "response.function_call_arguments.delta":
+            ordinal = calls.get(event.output_index)
+            if ordinal is None or not event.delta:
+                return None
+            return ToolCallDelta(index=ordinal, arguments=event.delta)
+        if kind == "response.failed":
+            error = getattr(event.response, "error", None)
+            raise self._failed(getattr(error, "code", None), getattr(error, "message", ""))
+        if kind == "error":
+            raise self._failed(getattr(event, "code", None), getattr(event, "message", ""))
+        return None
 
     def _failed(self, code: str | None, message: str | None) -> ProviderServerError:
         return ProviderServerError(
