@@ -6,14 +6,17 @@ requires."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from vendor_plays import (  # type: ignore[import-not-found]
     AnthropicPlay,
     GooglePlay,
+    OpenAIPlay,
     OpenAIResponsesPlay,
     _field,
 )
+from wire_server import Reply  # type: ignore[import-not-found]
 
 from tensorsketch import InMemoryBackend, InMemoryTracer, create_agent, tool
 from tensorsketch.messages import Reasoning, ToolCall, user
@@ -367,3 +370,36 @@ def test_gemini_leaves_other_vendors_reasoning_out() -> None:
     )
     model_parts = request["contents"][1].parts
     assert [p.text for p in model_parts] == ["hello"] and not model_parts[0].thought
+
+
+# -- Chat Completions servers that return reasoning beside the text (vLLM, DeepSeek, Ollama) ---
+
+
+async def test_a_compatible_servers_reasoning_content_is_kept_not_sent_back(server: Any) -> None:
+    play = OpenAIPlay()
+    reply = play.text("Sunny.")
+    reply.body["choices"][0]["message"]["reasoning_content"] = THOUGHT
+    server.queue(reply, play.text("ok"))
+    provider = play.provider(server.url)
+    first = await provider.complete([user("weather?")])
+    assert first.message.reasoning == [Reasoning(provider="openai", text=THOUGHT)]
+    await provider.complete([user("weather?"), first.message, user("thanks")])
+    assert "reasoning" not in json.dumps(server.last.body)
+
+
+async def test_a_compatible_servers_streamed_reasoning_is_reasoning_deltas(server: Any) -> None:
+    play = OpenAIPlay()
+    events = play.stream_text(["Sun", "ny."]).events
+    first_piece = [
+        (None, play._chunk({"reasoning": "I should look "})),
+        (None, play._chunk({"reasoning": "it up."})),
+    ]
+    server.queue(Reply(events=[events[0], *first_piece, *events[1:]]))
+    items = [i async for i in play.provider(server.url).stream([user("weather?")])]
+    assert [i.text for i in items if isinstance(i, ReasoningDelta)] == ["I should look ", "it up."]
+    kinds = [type(i).__name__ for i in items]
+    assert kinds.index("ReasoningDelta") < kinds.index("TextDelta")
+    assert items[-1].message.reasoning == [
+        Reasoning(provider="openai", text="I should look it up.")
+    ]
+    assert items[-1].message.text == "Sunny."
