@@ -29,7 +29,12 @@ def add(a: int, b: int) -> int:
 
 
 def _scripted(play: Any) -> ToolCall:
-    call_id = {"anthropic": "toolu_01A", "openai": "call_abc", "google": "unused"}[play.name]
+    call_id = {
+        "anthropic": "toolu_01A",
+        "openai": "call_abc",
+        "openai-responses": "call_abc",
+        "google": "unused",
+    }[play.name]
     return ToolCall(id=call_id, name="add", args={"a": 2, "b": 3})
 
 

@@ -62,7 +62,12 @@ async def _collect(stream: Any) -> tuple[list[Any], Completion]:
 
 
 def _call(play: Any, n: int, name: str, args: dict[str, Any]) -> ToolCall:
-    prefix = {"anthropic": "toolu_0", "openai": "call_", "google": "fc_"}[play.name]
+    prefix = {
+        "anthropic": "toolu_0",
+        "openai": "call_",
+        "openai-responses": "call_",
+        "google": "fc_",
+    }[play.name]
     return ToolCall(id=f"{prefix}{n}", name=name, args=args)
 
 

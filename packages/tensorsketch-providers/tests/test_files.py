@@ -7,7 +7,12 @@ import base64
 from typing import Any
 
 import pytest
-from vendor_plays import AnthropicPlay, GooglePlay, OpenAIPlay  # type: ignore[import-not-found]
+from vendor_plays import (  # type: ignore[import-not-found]
+    AnthropicPlay,
+    GooglePlay,
+    OpenAIPlay,
+    OpenAIResponsesPlay,
+)
 
 from tensorsketch.messages import MAX_FILE_BYTES, FileBlock, user
 
@@ -73,7 +78,7 @@ async def test_openai_sends_file_and_input_audio_parts(server: Any) -> None:
         "file": {"filename": "report.pdf", "file_data": f"data:application/pdf;base64,{PDF}"},
     }
     assert parts[2] == {"type": "input_audio", "input_audio": {"data": WAV, "format": "wav"}}
-    with pytest.raises(ValueError, match="inline only"):
+    with pytest.raises(ValueError, match=r"no file URLs.*OpenAIResponsesProvider"):
         await provider.complete(
             [user(FileBlock(url="https://x/a.pdf", media_type="application/pdf"))]
         )
@@ -103,8 +108,79 @@ async def test_gemini_sends_inline_and_file_data(server: Any) -> None:
 def test_a_file_needs_one_source_and_a_bounded_size() -> None:
     with pytest.raises(ValueError, match="exactly one source"):
         FileBlock(media_type="application/pdf")
+    with pytest.raises(ValueError, match=r"exactly one source.*\(got url, file_id\)"):
+        FileBlock(media_type="application/pdf", url="https://x/a.pdf", file_id="file-1")
     too_big = "A" * ((MAX_FILE_BYTES // 3 + 1) * 4)
-    with pytest.raises(ValueError, match=r"at most 32 MiB — pass a `url=` instead"):
+    with pytest.raises(ValueError, match=r"at most 32 MiB — upload it and pass `file_id=`"):
         FileBlock(data=too_big, media_type="application/pdf", name="huge.pdf")
     block = FileBlock(data=WAV, media_type="audio/mpeg")
     assert block.is_audio and user("x", block).content[1] == block  # type: ignore[index]
+
+
+# -- files by reference: an uploaded file's id, or a URL the vendor fetches ------------------
+
+
+async def test_anthropic_names_an_uploaded_file_under_the_files_beta(server: Any) -> None:
+    play = AnthropicPlay()
+    server.queue(play.text("read"), play.text("read"))
+    provider = play.provider(server.url)
+    await provider.complete(
+        [user("Summarize.", FileBlock(file_id="file_011abc", media_type="application/pdf"))]
+    )
+    document = server.last.body["messages"][0]["content"][1]
+    assert document["source"] == {"type": "file", "file_id": "file_011abc"}
+    assert "files-api-2025-04-14" in (server.last.header("anthropic-beta") or "")
+    await provider.complete([user("no files here")])
+    assert server.last.header("anthropic-beta") is None
+
+
+async def test_openai_chat_names_an_uploaded_file(server: Any) -> None:
+    play = OpenAIPlay()
+    server.queue(play.text("read"))
+    provider = play.provider(server.url)
+    await provider.complete(
+        [user("Read.", FileBlock(file_id="file-abc", media_type="application/pdf"))]
+    )
+    part = server.last.body["messages"][0]["content"][1]
+    assert part == {"type": "file", "file": {"file_id": "file-abc"}}
+    with pytest.raises(ValueError, match="audio inline only"):
+        await provider.complete([user(FileBlock(file_id="file-a", media_type="audio/wav"))])
+
+
+async def test_openai_responses_takes_files_inline_by_url_and_by_id(server: Any) -> None:
+    play = OpenAIResponsesPlay()
+    server.queue(play.text("read"))
+    provider = play.provider(server.url)
+    await provider.complete(
+        [
+            user(
+                "Read these.",
+                FileBlock(data=PDF, media_type="application/pdf", name="report.pdf"),
+                FileBlock(url="https://example.com/a.pdf", media_type="application/pdf"),
+                FileBlock(file_id="file-abc", media_type="application/pdf"),
+                FileBlock(data=WAV, media_type="audio/wav"),
+            )
+        ]
+    )
+    parts = server.last.body["input"][0]["content"]
+    assert parts[1:] == [
+        {
+            "type": "input_file",
+            "file_data": f"data:application/pdf;base64,{PDF}",
+            "filename": "report.pdf",
+        },
+        {"type": "input_file", "file_url": "https://example.com/a.pdf"},
+        {"type": "input_file", "file_id": "file-abc"},
+        {"type": "input_audio", "input_audio": {"data": WAV, "format": "wav"}},
+    ]
+
+
+async def test_gemini_refuses_a_file_id_and_says_to_pass_the_uri(server: Any) -> None:
+    provider = GooglePlay().provider(server.url)
+    try:
+        with pytest.raises(ValueError, match=r"Gemini cannot take the file.*as `url=`"):
+            await provider.complete(
+                [user(FileBlock(file_id="files/abc", media_type="application/pdf"))]
+            )
+    finally:
+        await provider.aclose()

@@ -23,7 +23,7 @@ def _run(code: str) -> str:
 
 def test_hook_returns_target_strings() -> None:
     assert tensorsketch_providers() == PROVIDERS
-    assert set(PROVIDERS) == {"anthropic", "openai", "google", "litellm"}
+    assert set(PROVIDERS) == {"anthropic", "openai", "openai-responses", "google", "litellm"}
     assert all(isinstance(t, str) and ":" in t for t in PROVIDERS.values())
 
 

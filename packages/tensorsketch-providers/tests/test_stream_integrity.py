@@ -1,7 +1,8 @@
 """A stream is a finished reply only once the vendor said why it stopped.
 
 A stream cut off before its terminal event (Anthropic's ``message_delta``, the Chat Completions
-chunk with a ``finish_reason``, Gemini's chunk with a ``finishReason``) raises the retryable
+chunk with a ``finish_reason``, the Responses API's ``response.completed``, Gemini's chunk with
+a ``finishReason``) raises the retryable
 ``ProviderConnectionError`` a dropped connection raises, instead of passing the partial text
 off as the answer. A server that answers a streaming request with one plain JSON body (it
 ignored ``stream``) is read as that complete reply, on every provider.
@@ -26,7 +27,7 @@ from tensorsketch.provider import (
 from tensorsketch.tools import tool
 
 #: How many events at the end of a play's stream carry (or follow) its stop reason.
-TERMINAL = {"anthropic": 2, "openai": 3, "google": 1}
+TERMINAL = {"anthropic": 2, "openai": 3, "openai-responses": 1, "google": 1}
 
 
 @tool
@@ -43,7 +44,8 @@ def _cut(play: Any, reply: Reply) -> Reply:
 def _before_text(play: Any) -> Reply:
     """A text stream that ends before its first piece of text."""
     events = play.stream_text(["never sent"]).events
-    keep = {"anthropic": 2, "openai": 1, "google": 0}[play.name]  # start (+ ping) / role chunk
+    # start (+ ping) / role chunk / response.created, output_item.added
+    keep = {"anthropic": 2, "openai": 1, "openai-responses": 2, "google": 0}[play.name]
     return Reply(events=events[:keep])
 
 

@@ -577,6 +577,237 @@ class OpenAIPlay(Play):
         )
 
 
+# -- OpenAI: Responses API ----------------------------------------------------------------------
+
+
+class OpenAIResponsesPlay(OpenAIPlay):
+    """The Responses API (``POST /v1/responses``): input items in, output items out."""
+
+    name = "openai-responses"
+    model = "gpt-4o"
+
+    def _provider(self, url: str, *, timeout: float, retries: int) -> ChatProvider:
+        from tensorsketch.providers.openai_responses import OpenAIResponsesProvider
+
+        return OpenAIResponsesProvider(
+            model=self.model,
+            api_key="sk-test",
+            base_url=f"{url}/v1",
+            timeout=timeout,
+            max_retries=retries,
+        )
+
+    def check_endpoint(self, request: Recorded, *, stream: bool) -> None:
+        assert request.method == "POST"
+        assert request.path == "/v1/responses"
+        assert request.header("authorization") == "Bearer sk-test"
+        assert bool(request.body.get("stream")) is stream
+        assert request.body["store"] is False
+
+    def sent(self, request: Recorded) -> Sent:
+        body = request.body
+        turns: list[tuple[str, list[Item]]] = []
+
+        def add(role: str, items: list[Item]) -> None:
+            if turns and turns[-1][0] == role:
+                turns[-1][1].extend(items)
+            else:
+                turns.append((role, items))
+
+        for entry in body["input"]:
+            kind = entry.get("type", "message")
+            if kind == "function_call":
+                args = json.loads(entry["arguments"])
+                add("assistant", [Item("call", id=entry["call_id"], name=entry["name"], args=args)])
+            elif kind == "function_call_output":
+                output = entry["output"]
+                text = (
+                    output
+                    if isinstance(output, str)
+                    else "".join(p.get("text", "") for p in output)
+                )
+                add("user", [Item("result", text, id=entry["call_id"])])
+            elif kind == "message":
+                content = entry["content"]
+                items: list[Item] = []
+                if isinstance(content, str):
+                    items.append(Item("text", content))
+                else:
+                    for part in content:
+                        if part["type"] in ("input_text", "output_text"):
+                            items.append(Item("text", part["text"]))
+                        elif part["type"] == "input_image":
+                            url = part["image_url"]
+                            if url.startswith("data:"):
+                                head, _, data = url.partition(",")
+                                media = head[5:].split(";")[0]
+                                items.append(Item("image", data, media_type=media))
+                            else:
+                                items.append(Item("image", url))
+                add(entry["role"], items)
+        tools = {t["name"]: t["parameters"] for t in body.get("tools") or []}
+        descriptions = {t["name"]: t.get("description", "") for t in body.get("tools") or []}
+        text_format = (body.get("text") or {}).get("format")
+        return Sent(
+            model=body.get("model"),
+            system=body.get("instructions") or "",
+            turns=turns,
+            tools=tools,
+            tool_descriptions=descriptions,
+            output_schema=text_format["schema"] if text_format else None,
+            max_tokens=body.get("max_output_tokens"),
+            stream=bool(body.get("stream")),
+        )
+
+    def _usage(self) -> dict[str, Any]:
+        return {
+            "input_tokens": FRESH + CACHED,
+            "input_tokens_details": {"cached_tokens": CACHED},
+            "output_tokens": OUTPUT,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": FRESH + CACHED + OUTPUT,
+        }
+
+    def response(
+        self, output: list[dict[str, Any]], *, status: str = "completed"
+    ) -> dict[str, Any]:
+        return {
+            "id": "resp_test",
+            "object": "response",
+            "created_at": 1741570283,
+            "status": status,
+            "model": self.reply_model,
+            "output": output,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "error": None,
+            "incomplete_details": (
+                {"reason": "max_output_tokens"} if status == "incomplete" else None
+            ),
+            "usage": self._usage() if status != "in_progress" else None,
+        }
+
+    @staticmethod
+    def message_item(text: str) -> dict[str, Any]:
+        return {
+            "type": "message",
+            "id": "msg_1",
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
+        }
+
+    @staticmethod
+    def call_item(call: ToolCall, n: int) -> dict[str, Any]:
+        return {
+            "type": "function_call",
+            "id": f"fc_{n}",
+            "call_id": call.id,
+            "name": call.name,
+            "arguments": json.dumps(call.args),
+            "status": "completed",
+        }
+
+    @staticmethod
+    def reasoning_item(summary: str, encrypted: str | None, n: int = 1) -> dict[str, Any]:
+        return {
+            "type": "reasoning",
+            "id": f"rs_{n}",
+            "summary": [{"type": "summary_text", "text": summary}] if summary else [],
+            "encrypted_content": encrypted,
+        }
+
+    def reply(self, output: list[dict[str, Any]]) -> Reply:
+        return Reply(body=self.response(output), headers={"x-request-id": "req_test"})
+
+    def text(self, text: str) -> Reply:
+        return self.reply([self.message_item(text)])
+
+    def tool_calls(self, calls: list[ToolCall], *, text: str = "") -> Reply:
+        output = [self.message_item(text)] if text else []
+        output += [self.call_item(c, n) for n, c in enumerate(calls)]
+        return self.reply(output)
+
+    def structured(self, data: dict[str, Any]) -> Reply:
+        return self.text(json.dumps(data))
+
+    def stream(
+        self,
+        output: list[dict[str, Any]],
+        *,
+        pieces: int = 3,
+        text_pieces: list[str] | None = None,
+        status: str = "completed",
+    ) -> Reply:
+        """The event sequence the API streams for ``output``: each item added, its text,
+        summary or arguments in deltas, done; then the whole response."""
+        events: list[tuple[str | None, Any] | str] = []
+
+        def emit(kind: str, **data: Any) -> None:
+            payload = {"type": kind, "sequence_number": len(events), **data}
+            events.append((kind, payload))
+
+        emit("response.created", response=self.response([], status="in_progress"))
+        for index, item in enumerate(output):
+            where = {"item_id": item["id"], "output_index": index}
+            if item["type"] == "message":
+                text = item["content"][0]["text"]
+                emit("response.output_item.added", output_index=index, item={**item, "content": []})
+                for piece in text_pieces or (_pieces(text, pieces) if text else []):
+                    emit(
+                        "response.output_text.delta",
+                        **where,
+                        content_index=0,
+                        delta=piece,
+                        logprobs=[],
+                    )
+                emit("response.output_text.done", **where, content_index=0, text=text, logprobs=[])
+            elif item["type"] == "function_call":
+                emit(
+                    "response.output_item.added",
+                    output_index=index,
+                    item={**item, "arguments": "", "status": "in_progress"},
+                )
+                for piece in _pieces(item["arguments"], 4):
+                    emit("response.function_call_arguments.delta", **where, delta=piece)
+                emit(
+                    "response.function_call_arguments.done",
+                    **where,
+                    arguments=item["arguments"],
+                    name=item["name"],
+                )
+            elif item["type"] == "reasoning":
+                emit(
+                    "response.output_item.added",
+                    output_index=index,
+                    item={**item, "summary": [], "encrypted_content": None},
+                )
+                for n, summary in enumerate(item["summary"]):
+                    for piece in _pieces(summary["text"], pieces):
+                        emit(
+                            "response.reasoning_summary_text.delta",
+                            **where,
+                            summary_index=n,
+                            delta=piece,
+                        )
+            emit("response.output_item.done", output_index=index, item=item)
+        final = "response.incomplete" if status == "incomplete" else "response.completed"
+        emit(final, response=self.response(output, status=status))
+        return Reply(events=events)
+
+    def stream_text(self, pieces: list[str]) -> Reply:
+        return self.stream([self.message_item("".join(pieces))], text_pieces=pieces)
+
+    def stream_tool_calls(self, calls: list[ToolCall], *, text: str = "") -> Reply:
+        output = [self.message_item(text)] if text else []
+        output += [self.call_item(c, n) for n, c in enumerate(calls)]
+        return self.stream(output)
+
+    def stream_structured(self, data: dict[str, Any]) -> Reply:
+        return self.stream([self.message_item(json.dumps(data))], pieces=4)
+
+
 # -- Google: Gemini generateContent --------------------------------------------------------------
 
 
@@ -763,4 +994,6 @@ class GooglePlay(Play):
         return Reply(status=status, body={"error": error})
 
 
-PLAYS: dict[str, type[Play]] = {p.name: p for p in (AnthropicPlay, OpenAIPlay, GooglePlay)}
+PLAYS: dict[str, type[Play]] = {
+    p.name: p for p in (AnthropicPlay, OpenAIPlay, OpenAIResponsesPlay, GooglePlay)
+}

@@ -86,6 +86,7 @@ def check_order(events: list[BaseEvent]) -> None:
     assert last in (EventType.RUN_FINISHED, EventType.RUN_ERROR), f"the run ends, not {last}"
     text: str | None = None
     call: str | None = None
+    reasoning: str | None = None
     steps: list[str] = []
     for event in events[1:-1]:
         kind = event.type
@@ -98,6 +99,9 @@ def check_order(events: list[BaseEvent]) -> None:
             assert kind in (EventType.TOOL_CALL_ARGS, EventType.TOOL_CALL_END), (
                 f"{kind} while tool call {call} is open"
             )
+        if reasoning is not None:
+            assert kind.value.startswith("REASONING_"), f"{kind} while reasoning is open"
+            assert event.message_id == reasoning  # type: ignore[attr-defined]
         match kind:
             case EventType.TEXT_MESSAGE_START:
                 text = event.message_id  # type: ignore[attr-defined]
@@ -113,6 +117,11 @@ def check_order(events: list[BaseEvent]) -> None:
             case EventType.TOOL_CALL_END:
                 assert event.tool_call_id == call  # type: ignore[attr-defined]
                 call = None
+            case EventType.REASONING_START:
+                assert reasoning is None, "reasoning started twice"
+                reasoning = event.message_id  # type: ignore[attr-defined]
+            case EventType.REASONING_END:
+                reasoning = None
             case EventType.STEP_STARTED:
                 name = event.step_name  # type: ignore[attr-defined]
                 assert name not in steps, f"step {name} started twice"
@@ -120,7 +129,9 @@ def check_order(events: list[BaseEvent]) -> None:
             case EventType.STEP_FINISHED:
                 steps.remove(event.step_name)  # type: ignore[attr-defined]
     if last == EventType.RUN_FINISHED:
-        assert text is None and call is None and not steps, "everything closes before the end"
+        assert text is None and call is None and reasoning is None and not steps, (
+            "everything closes before the end"
+        )
 
 
 def apply_messages(messages: list[dict[str, Any]], events: list[BaseEvent]) -> list[dict[str, Any]]:

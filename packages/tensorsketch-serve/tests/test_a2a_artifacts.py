@@ -1,9 +1,11 @@
 """What a task hands back besides its text, read with the a2a-sdk client from our app on
-uvicorn: an agent's structured output and images, a graph's files and data as artifacts,
-image files a client sends reaching a vision model, and a direct ``Message`` reply."""
+uvicorn: an agent's structured output, images and files, a graph's files and data as
+artifacts, image and document files a client sends reaching the model, and a direct
+``Message`` reply."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import httpx
@@ -14,7 +16,7 @@ from google.protobuf.json_format import MessageToDict
 from pydantic import BaseModel
 
 from tensorsketch import END, START, Context, FakeProvider, Graph, Node, Schema, create_agent
-from tensorsketch.messages import ImageBlock, Message, TextBlock, assistant
+from tensorsketch.messages import FileBlock, ImageBlock, Message, TextBlock, assistant
 from tensorsketch.serve.a2a import AgentCard, a2a_app
 
 CARD = AgentCard(name="maker", description="Makes things.")
@@ -112,6 +114,82 @@ async def test_images_go_both_ways_as_file_parts(live: Any) -> None:
     assert answer_artifact.parts[0].text == "I saw 1 image(s)."
     assert answer_artifact.parts[1].url == "https://charts.example/c.png"
     assert answer_artifact.parts[1].media_type == "image/png"
+
+
+PDF = b"%PDF-1.7 quarterly numbers"
+
+
+def reader(messages: list[Message], tools: list[Any]) -> Message:
+    """Says which files it was given, and answers with a file of its own and one by URL."""
+    content = messages[-1].content
+    seen = [
+        f"{b.name or b.url}:{b.media_type}:{base64.b64decode(b.data) if b.data else 'url'}"
+        for b in (content if isinstance(content, list) else [])
+        if isinstance(b, FileBlock)
+    ]
+    summary = FileBlock(
+        data=base64.b64encode(b"summary").decode(), media_type="text/plain", name="summary.txt"
+    )
+    spoken = FileBlock(url="https://audio.example/summary.mp3", media_type="audio/mpeg")
+    return Message(role="assistant", content=[TextBlock(text=" | ".join(seen)), summary, spoken])
+
+
+async def test_files_go_both_ways_as_file_parts_by_bytes_and_by_uri(live: Any) -> None:
+    server = live(a2a_app(create_agent(FakeProvider(policy=reader)), card=CARD))
+    client = await sdk(server.url)
+    try:
+        sent = user(
+            pb.Part(text="summarize"),
+            pb.Part(raw=PDF, media_type="application/pdf", filename="q3.pdf"),
+            pb.Part(url="https://files.example/call.wav", media_type="audio/wav"),
+        )
+        answer = await only(client.send_message(pb.SendMessageRequest(message=sent)))
+    finally:
+        await client.close()
+    parts = artifact(answer.task, "answer").parts
+    assert parts[0].text == (
+        "q3.pdf:application/pdf:b'%PDF-1.7 quarterly numbers' | "
+        "https://files.example/call.wav:audio/wav:url"
+    )
+    assert (parts[1].raw, parts[1].media_type, parts[1].filename) == (
+        b"summary",
+        "text/plain",
+        "summary.txt",
+    )
+    assert (parts[2].url, parts[2].media_type) == (
+        "https://audio.example/summary.mp3",
+        "audio/mpeg",
+    )
+
+
+def test_an_a2a_0_3_file_part_reaches_the_model_as_a_file(live: Any) -> None:
+    server = live(a2a_app(create_agent(FakeProvider(policy=reader)), card=CARD))
+    file = {
+        "bytes": base64.b64encode(PDF).decode(),
+        "mimeType": "application/pdf",
+        "name": "q3.pdf",
+    }
+    message = {
+        "kind": "message",
+        "messageId": "m",
+        "role": "user",
+        "parts": [{"kind": "text", "text": "read"}, {"kind": "file", "file": file}],
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+    task = httpx.post(server.url, json=body, timeout=30).json()["result"]
+    [answer] = [a for a in task["artifacts"] if a["name"] == "answer"]
+    assert answer["parts"][0]["text"] == "q3.pdf:application/pdf:b'%PDF-1.7 quarterly numbers'"
+
+
+def test_a_too_large_file_is_refused_naming_the_limit() -> None:
+    from tensorsketch.messages import MAX_FILE_BYTES
+    from tensorsketch.serve.a2a._parts import to_chat
+
+    raw = base64.b64encode(b"%" * (MAX_FILE_BYTES + 3)).decode()
+    message = {"role": "ROLE_USER", "parts": [{"raw": raw, "mediaType": "application/pdf"}]}
+    with pytest.raises(Exception, match=r"file is refused: .* at most 32 MiB") as caught:
+        to_chat(message)
+    assert getattr(caught.value, "code", None) == -32602
 
 
 async def test_to_artifacts_turns_a_graph_s_files_and_data_into_artifacts(live: Any) -> None:

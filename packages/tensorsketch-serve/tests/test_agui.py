@@ -31,7 +31,7 @@ from tensorsketch import (
     interrupt,
     tool,
 )
-from tensorsketch.messages import Message, ToolCall, assistant
+from tensorsketch.messages import Message, Reasoning, ToolCall, assistant
 from tensorsketch.serve import agui_app, serve
 
 check_order = client.check_order
@@ -945,3 +945,34 @@ def test_tool_call_arguments_stream_as_tool_call_args_chunks(live: Any) -> None:
     assert types[start + 1 : end] == [EventType.TOOL_CALL_ARGS] * 3
     assert end < types.index(EventType.TOOL_CALL_RESULT)
     assert ran == ["lookup 12345"] and run.text().endswith("Shoes.")
+
+
+def test_reasoning_streams_as_an_agui_reasoning_message_before_the_text(live: Any) -> None:
+    thought = Reasoning(provider="fake", text="The order number is there: look it up.")
+    provider = FakeProvider(
+        [
+            Message(
+                role="assistant",
+                tool_calls=[ToolCall(id="c1", name="lookup", args={"order": 7})],
+                reasoning=[thought],
+            ),
+            "Shoes.",
+        ]
+    )
+    server = live(agui_app(create_agent(provider, tools=[lookup])))
+    run = client.run(server.url, body("tr", "r1", said("what is order 7?")))
+    check_order(run.events)
+    types = [e.type for e in run.events]
+    first = types.index(EventType.REASONING_START)
+    assert types[first : first + 5] == [
+        EventType.REASONING_START,
+        EventType.REASONING_MESSAGE_START,
+        EventType.REASONING_MESSAGE_CONTENT,
+        EventType.REASONING_MESSAGE_END,
+        EventType.REASONING_END,
+    ]
+    assert first < types.index(EventType.TOOL_CALL_START)
+    [content] = run.of(EventType.REASONING_MESSAGE_CONTENT)
+    assert content.delta == thought.text
+    assert content.message_id == run.of(EventType.REASONING_START)[0].message_id
+    assert run.text().endswith("Shoes.")

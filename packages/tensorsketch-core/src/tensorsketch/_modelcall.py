@@ -28,7 +28,14 @@ from tensorsketch.observability.tracing import (
     Span,
 )
 from tensorsketch.pricing import estimate_cost
-from tensorsketch.provider import ChatProvider, Completion, ProviderError, TextDelta, ToolCallDelta
+from tensorsketch.provider import (
+    ChatProvider,
+    Completion,
+    ProviderError,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+)
 from tensorsketch.schema import Schema
 
 if TYPE_CHECKING:
@@ -73,9 +80,9 @@ async def call_provider(
     output_schema: type[Schema] | None,
     options: dict[str, Any],
 ) -> Completion:
-    """Call ``provider`` once under a ``model`` span; stream text as ``token`` events and
-    tool-call argument fragments as ``tool_call_delta`` events when someone is consuming the
-    run's stream."""
+    """Call ``provider`` once under a ``model`` span; stream text as ``token`` events,
+    tool-call argument fragments as ``tool_call_delta`` events and reasoning as
+    ``reasoning_delta`` events when someone is consuming the run's stream."""
     traced = ctx.tracer.enabled
     content = traced and ctx.tracer.capture_content
     attributes: dict[str, Any] = (
@@ -90,35 +97,12 @@ async def call_provider(
     if content:
         attributes.update(_request_content(messages, tools))
     with ctx.span("model_call", kind="model", **attributes) as span:
-        streamed = False
-        try:
-            if ctx.streaming:
-                completion: Completion | None = None
-                async for item in provider.stream(
-                    messages, tools=tools, output_schema=output_schema, **options
-                ):
-                    if isinstance(item, TextDelta):
-                        if item.text:
-                            streamed = True
-                            await ctx.emit("token", {"text": item.text})
-                    elif isinstance(item, ToolCallDelta):
-                        await ctx.emit("tool_call_delta", _call_delta(item))
-                    elif isinstance(item, Completion):
-                        completion = item
-                if completion is None:
-                    msg = (
-                        f"{type(provider).__name__}.stream() ended without yielding a final "
-                        "Completion; a stream must end with the whole reply."
-                    )
-                    raise ProviderError(msg, provider=provider.provider_name)
-            else:
-                completion = await provider.complete(
-                    messages, tools=tools, output_schema=output_schema, **options
-                )
-        except BaseException as exc:
-            if streamed:
-                _mark_streamed(exc)
-            raise
+        if ctx.streaming:
+            completion = await _stream_call(ctx, provider, messages, tools, output_schema, options)
+        else:
+            completion = await provider.complete(
+                messages, tools=tools, output_schema=output_schema, **options
+            )
         if not isinstance(completion, Completion):
             msg = (
                 f"{type(provider).__name__}.complete() returned {type(completion).__name__}; "
@@ -133,6 +117,46 @@ async def call_provider(
 
 
 _NO_ATTRIBUTES: dict[str, Any] = {}
+
+
+async def _stream_call(
+    ctx: Context,
+    provider: ChatProvider,
+    messages: Sequence[Message],
+    tools: Sequence[Tool] | None,
+    output_schema: type[Schema] | None,
+    options: dict[str, Any],
+) -> Completion:
+    """The call as a stream, its deltas emitted as run events; an error after text was shown
+    is marked as streamed (a retry would show the text twice)."""
+    streamed = False
+    completion: Completion | None = None
+    try:
+        async for item in provider.stream(
+            messages, tools=tools, output_schema=output_schema, **options
+        ):
+            if isinstance(item, TextDelta):
+                if item.text:
+                    streamed = True
+                    await ctx.emit("token", {"text": item.text})
+            elif isinstance(item, ToolCallDelta):
+                await ctx.emit("tool_call_delta", _call_delta(item))
+            elif isinstance(item, ReasoningDelta):
+                if item.text:
+                    await ctx.emit("reasoning_delta", {"text": item.text})
+            elif isinstance(item, Completion):
+                completion = item
+    except BaseException as exc:
+        if streamed:
+            _mark_streamed(exc)
+        raise
+    if completion is None:
+        msg = (
+            f"{type(provider).__name__}.stream() ended without yielding a final "
+            "Completion; a stream must end with the whole reply."
+        )
+        raise ProviderError(msg, provider=provider.provider_name)
+    return completion
 
 
 def _call_delta(item: ToolCallDelta) -> dict[str, Any]:

@@ -18,6 +18,7 @@ BUILTIN_EVENT_TYPES: Final = frozenset(
         "run_end",
         "token",
         "tool_call_delta",
+        "reasoning_delta",
         "tool",
         "interrupt",
         "effect_in_doubt",
@@ -33,6 +34,8 @@ class Event:
     :param type: ``run_start``, ``node_start``, ``node_end``, ``node_retry`` (an attempt
         failed and will run again: ``attempt``, ``error``, ``delay``), ``values`` (merged
         state after a superstep), ``run_end`` (success only), ``token`` (model text delta),
+        ``tool_call_delta`` (a fragment of a tool call's arguments), ``reasoning_delta`` (a
+        piece of the model's reasoning or its summary: ``text``),
         ``tool`` (an agent's tool call: ``phase`` ``start`` with ``id``/``name``/``args``,
         then ``end`` with ``result``/``is_error``), ``interrupt`` (the run suspended;
         ``data["interrupts"]`` lists what it waits on), ``effect_in_doubt`` (a resumed run

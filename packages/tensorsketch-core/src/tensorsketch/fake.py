@@ -21,6 +21,7 @@ from tensorsketch.provider import (
     Capabilities,
     ChatProvider,
     Completion,
+    ReasoningDelta,
     StreamDelta,
     TextDelta,
     ToolCallDelta,
@@ -236,6 +237,9 @@ class FakeProvider(ChatProvider):
         if isinstance(item, BaseException):
             raise item
         completion = self._finish(item, messages, output_schema)
+        for reasoning in completion.message.reasoning:
+            if reasoning.text:
+                yield ReasoningDelta(reasoning.text)
         for chunk in _chunks(completion.message.text):
             yield TextDelta(chunk)
         for index, call in enumerate(completion.message.tool_calls):

@@ -77,35 +77,39 @@ MAX_FILE_BYTES = 32 * 1024 * 1024
 
 
 class FileBlock(_Model):
-    """A file the model reads — a PDF or other document, or audio: a ``url`` or base64
-    ``data``, with its ``media_type`` (``application/pdf``, ``text/plain``, ``audio/wav``,
-    ``audio/mpeg``).
+    """A file the model reads — a PDF or other document, or audio — with its ``media_type``
+    (``application/pdf``, ``text/plain``, ``audio/wav``, ``audio/mpeg``), from one source:
+    base64 ``data`` (inline), a ``url`` the vendor fetches, or the ``file_id`` of a file
+    already uploaded to the vendor's files API (so a large file is not resent every turn).
 
     Each provider sends it in its vendor's own form (an Anthropic ``document``, an OpenAI
-    ``file`` or ``input_audio`` part, Gemini inline or file data) and refuses, naming the
-    vendor, what its API cannot take (audio to Anthropic, a file URL to OpenAI).
+    ``file``/``input_file`` or ``input_audio`` part, Gemini inline or file data) and refuses,
+    naming the vendor and what to pass instead, what its API cannot take (audio to Anthropic,
+    a file URL to OpenAI Chat Completions, a file id to Gemini).
     """
 
     type: Literal["file"] = "file"
     media_type: str
     url: str | None = None
     data: str | None = None
+    file_id: str | None = None
     name: str | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> FileBlock:
-        if (self.url is None) == (self.data is None):
+        given = [n for n in ("url", "data", "file_id") if getattr(self, n) is not None]
+        if len(given) != 1:
             msg = (
-                "a FileBlock needs exactly one source: `url=...` or base64 `data=...` "
-                f"(got url={self.url!r:.40}, data={'set' if self.data else None})."
+                "a FileBlock needs exactly one source: `url=...`, base64 `data=...` or an "
+                f"uploaded file's `file_id=...` (got {', '.join(given) or 'none'})."
             )
             raise ValueError(msg)
         if self.data is not None and len(self.data) * 3 // 4 > MAX_FILE_BYTES:
             size = len(self.data) * 3 // 4 / 1024 / 1024
             msg = (
                 f"the file {self.name or self.media_type!r} is {size:.1f} MiB; inline files may "
-                f"be at most {MAX_FILE_BYTES // 1024 // 1024} MiB — pass a `url=` instead, or "
-                "split it."
+                f"be at most {MAX_FILE_BYTES // 1024 // 1024} MiB — upload it and pass "
+                "`file_id=`, pass a `url=` instead, or split it."
             )
             raise ValueError(msg)
         return self
@@ -125,14 +129,21 @@ class Reasoning(_Model):
     :ivar provider: the vendor that produced it (``provider_name``); other vendors' providers
         leave it out of their requests.
     :ivar text: the reasoning as the vendor showed it (a summary for some).
-    :ivar signature: the vendor's signature over it, sent back unchanged.
-    :ivar redacted: opaque reasoning the vendor encrypted (Anthropic's ``redacted_thinking``).
+    :ivar signature: the vendor's signature over it, sent back unchanged (Gemini's thought
+        signature, base64).
+    :ivar redacted: opaque reasoning the vendor encrypted (Anthropic's ``redacted_thinking``,
+        OpenAI's ``encrypted_content``).
+    :ivar id: the vendor's id for it (an OpenAI reasoning item's ``rs_...``).
+    :ivar call_id: the tool call whose part the vendor signed (Gemini puts a thought
+        signature on a function call), so the signature goes back on that call.
     """
 
     provider: str
     text: str = ""
     signature: str | None = None
     redacted: str | None = None
+    id: str | None = None
+    call_id: str | None = None
 
 
 class ToolCall(_Model):

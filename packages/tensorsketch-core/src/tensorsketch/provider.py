@@ -45,6 +45,7 @@ __all__ = [
     "ProviderServerError",
     "ProviderTimeoutError",
     "RateLimitError",
+    "ReasoningDelta",
     "StreamDelta",
     "StructuredOutputError",
     "TextDelta",
@@ -149,8 +150,16 @@ class ToolCallDelta:
     arguments: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    """A chunk of the model's reasoning (thinking, or the vendor's summary of it), as it
+    streams; the whole of it arrives in the final reply's ``message.reasoning``."""
+
+    text: str
+
+
 #: What :meth:`ChatProvider.stream` yields before the final :class:`Completion`.
-StreamDelta = TextDelta | ToolCallDelta
+StreamDelta = TextDelta | ToolCallDelta | ReasoningDelta
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ __all__ = ["PROVIDERS", "tensorsketch_providers"]
 PROVIDERS: dict[str, str] = {
     "anthropic": "tensorsketch.providers.anthropic:AnthropicProvider",
     "openai": "tensorsketch.providers.openai:OpenAIProvider",
+    "openai-responses": "tensorsketch.providers.openai_responses:OpenAIResponsesProvider",
     "google": "tensorsketch.providers.google:GoogleProvider",
     "litellm": "tensorsketch.providers.litellm:LiteLLMProvider",
 }

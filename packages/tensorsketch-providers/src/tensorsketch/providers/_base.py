@@ -167,7 +167,7 @@ class SDKProvider(ChatProvider):
         """A streaming request answered with one JSON body, as a stream: the reply's text and
         tool calls as single deltas, then the :class:`Completion` ``complete`` would return."""
         body = reply.body
-        if isinstance(body, dict) and "error" in body:
+        if isinstance(body, dict) and body.get("error"):  # a reply may carry `"error": null`
             error = classify(_BodyError(body), provider=self.provider_name, model=self.model)
             if error is None:
                 error = ProviderServerError(

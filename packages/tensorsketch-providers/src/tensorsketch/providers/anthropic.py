@@ -37,6 +37,7 @@ from tensorsketch.provider import (
     AuthenticationError,
     Capabilities,
     Completion,
+    ReasoningDelta,
     StreamDelta,
     TextDelta,
     ToolCallDelta,
@@ -64,6 +65,8 @@ _sdk = import_sdk("anthropic", "anthropic")
 #: The name of the forced tool that carries structured output.
 RESPOND_TOOL = "respond"
 _EPHEMERAL = {"type": "ephemeral"}
+#: The beta that lets a ``document`` name a file uploaded to Anthropic's Files API.
+FILES_BETA = "files-api-2025-04-14"
 _PROVIDER = "anthropic"
 _OPTION_ALIASES = {"stop": "stop_sequences"}
 _PLACEHOLDER_KEY = "not-needed"
@@ -227,6 +230,11 @@ class AnthropicProvider(SDKProvider):
             request,
             {_OPTION_ALIASES.get(key, key): value for key, value in options.items()},
         )
+        if any(_names_uploaded_file(m) for m in messages):
+            headers = dict(request.get("extra_headers") or {})
+            betas = [b for b in str(headers.get("anthropic-beta", "")).split(",") if b]
+            headers["anthropic-beta"] = ",".join([*betas, FILES_BETA])
+            request["extra_headers"] = headers
         return request
 
     # -- mapping: Messages API -> ours -------------------------------------------------------
@@ -346,7 +354,7 @@ class _StreamedReply:
             return None
         if delta.type == "thinking_delta" and entry.kind == "thinking":
             entry.fragments.append(delta.thinking)
-            return None
+            return ReasoningDelta(delta.thinking) if delta.thinking else None
         if delta.type == "signature_delta" and entry.kind == "thinking":
             entry.signature = delta.signature
             return None
@@ -465,6 +473,12 @@ def _to_blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
     return ("assistant" if message.role == "assistant" else "user"), blocks
 
 
+def _names_uploaded_file(message: Message) -> bool:
+    return isinstance(message.content, list) and any(
+        isinstance(b, FileBlock) and b.file_id is not None for b in message.content
+    )
+
+
 def _document(block: FileBlock) -> dict[str, Any]:
     """A file as a ``document`` block: a PDF as base64 or by URL, plain text as text."""
     if block.is_audio:
@@ -472,6 +486,8 @@ def _document(block: FileBlock) -> dict[str, Any]:
     source: dict[str, Any]
     if block.url is not None:
         source = {"type": "url", "url": block.url}
+    elif block.file_id is not None:  # the Files API (beta): see FILES_BETA
+        source = {"type": "file", "file_id": block.file_id}
     elif block.media_type == "text/plain":
         text = base64.b64decode(block.data or "").decode("utf-8", errors="replace")
         source = {"type": "text", "media_type": "text/plain", "data": text}

@@ -7,10 +7,14 @@ Mapping notes:
   ``{"error": ...}`` when the tool failed) in a user turn.
 * Gemini may return function calls without ids; the provider then makes one up
   (``ts_call_...``) and leaves it out when the result goes back.
-* Gemini 3 models sign their function calls (``thoughtSignature``) and reject a replayed call
-  without its signature. The provider remembers the signatures it received, keyed by call id,
-  and sends them back; for a call it never saw (history restored from elsewhere) it sends
-  Google's documented ``skip_thought_signature_validator`` placeholder.
+* Thinking (``model_options={"thinking_config": {"include_thoughts": True}}``): thought
+  summaries come back as the message's ``reasoning`` (streamed as reasoning deltas), and
+  thought signatures are kept with them — on a function call, as a
+  :class:`~tensorsketch.messages.Reasoning` naming the call (``call_id``). Both live in the
+  transcript (journaled, checkpointed) and go back on the parts they came on: Gemini 3 models
+  reject a replayed call without its signature. For a call whose signature is unknown (history
+  written elsewhere) the provider sends Google's documented ``skip_thought_signature_validator``
+  placeholder.
 * Structured output uses ``responseMimeType: application/json`` with ``responseJsonSchema``;
   tools are declared with ``parametersJsonSchema`` — both take plain JSON Schema.
 """
@@ -21,15 +25,15 @@ import base64
 import functools
 import json
 import os
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from tensorsketch.messages import FileBlock, ImageBlock, Message, TextBlock, ToolCall
+from tensorsketch.messages import FileBlock, ImageBlock, Message, Reasoning, TextBlock, ToolCall
 from tensorsketch.provider import (
     AuthenticationError,
     Capabilities,
     Completion,
+    ReasoningDelta,
     StreamDelta,
     TextDelta,
     ToolCallDelta,
@@ -46,6 +50,7 @@ from tensorsketch.providers._common import (
     import_sdk,
     new_tool_id,
     output_json_schema,
+    refuse_file,
 )
 from tensorsketch.schema import Schema
 from tensorsketch.tools import Tool
@@ -60,7 +65,6 @@ SKIP_SIGNATURE = "skip_thought_signature_validator"
 # The SDK base64-encodes ``bytes`` (urlsafe) on the wire, so the placeholder travels as these
 # bytes to arrive as the literal string above.
 _SKIP_SIGNATURE_BYTES = base64.urlsafe_b64decode(SKIP_SIGNATURE)
-_SIGNATURE_CACHE_SIZE = 4096
 
 _FINISH = {
     "STOP": "end_turn",
@@ -114,7 +118,6 @@ class GoogleProvider(SDKProvider):
     ) -> None:
         self._check_model(model)
         self.model = model
-        self._signatures: OrderedDict[str, bytes] = OrderedDict()
         if self._adopt_client(
             client, api_key=api_key, base_url=base_url, http_options=http_options
         ):
@@ -169,7 +172,9 @@ class GoogleProvider(SDKProvider):
         draft = Draft(model=self.model)
         opening = functools.partial(self._client.aio.models.generate_content_stream, **request)
         async for chunk in self._events(opening):
-            texts, calls = self._absorb(draft, chunk)
+            thoughts, texts, calls = self._absorb(draft, chunk)
+            for thought in thoughts:
+                yield ReasoningDelta(thought)
             for text in texts:
                 yield TextDelta(text)
             for index, call in calls:
@@ -264,29 +269,42 @@ class GoogleProvider(SDKProvider):
             parts: list[dict[str, Any]] = [{"function_response": function_response}]
             parts.extend(_part(image) for image in message.images)
             return parts
-        parts = [
+        kept = [r for r in message.reasoning if r.provider == self.provider_name]
+        parts = [_thought(r) for r in kept if r.call_id is None and r.text]
+        content = [
             _part(b)
             for b in content_blocks(message)
             if not (isinstance(b, TextBlock) and not b.text)
         ]
+        text_signature = next(
+            (r.signature for r in kept if r.call_id is None and not r.text and r.signature), None
+        )
+        if text_signature is not None and content and "text" in content[-1]:
+            content[-1]["thought_signature"] = _unb64(text_signature)
+        parts += content
+        signatures = {r.call_id: r.signature for r in kept if r.call_id and r.signature}
         for position, call in enumerate(message.tool_calls):
             names[call.id] = call.name
             function_call: dict[str, Any] = {"name": call.name, "args": call.args}
             if not call.id.startswith(TOOL_ID_PREFIX):
                 function_call["id"] = call.id
             part: dict[str, Any] = {"function_call": function_call}
-            signature = self._signatures.get(call.id)
-            if signature is None and position == 0 and (self.model or "").startswith("gemini-3"):
-                signature = _SKIP_SIGNATURE_BYTES
+            signature = signatures.get(call.id)
             if signature is not None:
-                part["thought_signature"] = signature
+                part["thought_signature"] = _unb64(signature)
+            elif position == 0 and (self.model or "").startswith("gemini-3"):
+                part["thought_signature"] = _SKIP_SIGNATURE_BYTES
             parts.append(part)
         return parts
 
     # -- mapping: generateContent -> ours ----------------------------------------------------
 
-    def _absorb(self, draft: Draft, response: Any) -> tuple[list[str], list[tuple[int, ToolCall]]]:
-        """Fold one response (or stream chunk) into ``draft``; return what it added."""
+    def _absorb(
+        self, draft: Draft, response: Any
+    ) -> tuple[list[str], list[str], list[tuple[int, ToolCall]]]:
+        """Fold one response (or stream chunk) into ``draft``; return what it added: thought
+        text, reply text, and tool calls with their index."""
+        thoughts: list[str] = []
         texts: list[str] = []
         calls: list[tuple[int, ToolCall]] = []
         draft.model = getattr(response, "model_version", None) or draft.model
@@ -298,43 +316,57 @@ class GoogleProvider(SDKProvider):
             feedback = getattr(response, "prompt_feedback", None)
             if feedback is not None and getattr(feedback, "block_reason", None):
                 draft.stop_reason = "content_filter"
-            return texts, calls
+            return thoughts, texts, calls
         candidate = candidates[0]
         content = getattr(candidate, "content", None)
         for part in getattr(content, "parts", None) or []:
+            signature = getattr(part, "thought_signature", None)
+            function_call = getattr(part, "function_call", None)
             if getattr(part, "thought", None):
+                if part.text:
+                    thoughts.append(part.text)
+                self._keep_thought(draft, part.text or "", signature)
                 continue
             if part.text:
                 draft.text.append(part.text)
                 texts.append(part.text)
-            function_call = getattr(part, "function_call", None)
             if function_call is not None:
                 call = ToolCall(
                     id=function_call.id or new_tool_id(),
                     name=function_call.name or "",
                     args=dict(function_call.args or {}),
                 )
-                signature = getattr(part, "thought_signature", None)
-                if signature:
-                    self._remember(call.id, signature)
                 calls.append((len(draft.calls), call))
                 draft.calls.append(call)
+                if signature:
+                    draft.reasoning.append(self._signed(signature, call_id=call.id))
+            elif signature:  # a signature on the reply's text (or an empty closing part)
+                draft.reasoning.append(self._signed(signature))
         reason = getattr(candidate, "finish_reason", None)
         if reason is not None:
             raw = getattr(reason, "value", reason)
             draft.stop_reason = _FINISH.get(str(raw), str(raw).lower())
-        return texts, calls
+        return thoughts, texts, calls
+
+    def _keep_thought(self, draft: Draft, text: str, signature: bytes | None) -> None:
+        """A thought part: streamed thoughts arrive in pieces, kept as one reasoning entry."""
+        last = draft.reasoning[-1] if draft.reasoning else None
+        if last is not None and last.call_id is None and last.text and last.signature is None:
+            draft.reasoning[-1] = last.model_copy(
+                update={"text": last.text + text, "signature": _b64(signature)}
+            )
+        else:
+            draft.reasoning.append(
+                Reasoning(provider=self.provider_name, text=text, signature=_b64(signature))
+            )
+
+    def _signed(self, signature: bytes, *, call_id: str | None = None) -> Reasoning:
+        return Reasoning(provider=self.provider_name, signature=_b64(signature), call_id=call_id)
 
     def _finish(self, draft: Draft, output_schema: type[Schema] | None) -> Completion:
         if draft.calls and draft.stop_reason in (None, "end_turn"):
             draft.stop_reason = "tool_use"
         return draft.finish(output_schema)
-
-    def _remember(self, call_id: str, signature: bytes) -> None:
-        self._signatures[call_id] = signature
-        self._signatures.move_to_end(call_id)
-        while len(self._signatures) > _SIGNATURE_CACHE_SIZE:
-            self._signatures.popitem(last=False)
 
 
 def _usage(usage: Any) -> Usage:
@@ -348,10 +380,34 @@ def _usage(usage: Any) -> Usage:
     )
 
 
+def _b64(signature: bytes | None) -> str | None:
+    """A thought signature as text, for the transcript (the SDK hands it over as bytes)."""
+    return base64.b64encode(signature).decode() if signature else None
+
+
+def _unb64(signature: str) -> bytes:
+    return base64.b64decode(signature)
+
+
+def _thought(reasoning: Reasoning) -> dict[str, Any]:
+    """A kept thought summary as the thought part it came as."""
+    part: dict[str, Any] = {"text": reasoning.text, "thought": True}
+    if reasoning.signature:
+        part["thought_signature"] = _unb64(reasoning.signature)
+    return part
+
+
 def _part(block: TextBlock | ImageBlock | FileBlock) -> dict[str, Any]:
     if isinstance(block, TextBlock):
         return {"text": block.text}
     if isinstance(block, FileBlock):  # documents and audio, inline or by URI
+        if block.file_id is not None:
+            raise refuse_file(
+                block,
+                "Gemini",
+                "it names uploaded files by URI; pass the file's `uri` (from "
+                "`client.files.upload`) as `url=`.",
+            )
         if block.data is not None:
             raw = base64.b64decode(block.data)
             return {"inline_data": {"mime_type": block.media_type, "data": raw}}

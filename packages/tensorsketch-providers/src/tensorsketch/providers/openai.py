@@ -13,6 +13,10 @@ Mapping notes:
   token counts; tool-call fragments are assembled by their ``index``.
 * Images in a tool's result (Chat Completions tool messages are text-only) are sent in a user
   message right after the tool results.
+* Reasoning: OpenAI's own models return none here (``OpenAIResponsesProvider`` keeps it);
+  compatible servers that return it as ``reasoning_content`` (vLLM, DeepSeek) or ``reasoning``
+  (Ollama, OpenRouter) have it kept as the message's ``reasoning`` and streamed as reasoning
+  deltas. It is not sent back: Chat Completions has no field for it.
 """
 
 from __future__ import annotations
@@ -24,11 +28,12 @@ import re
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal
 
-from tensorsketch.messages import FileBlock, ImageBlock, Message, TextBlock, ToolCall
+from tensorsketch.messages import FileBlock, ImageBlock, Message, Reasoning, TextBlock, ToolCall
 from tensorsketch.provider import (
     AuthenticationError,
     Capabilities,
     Completion,
+    ReasoningDelta,
     StreamDelta,
     TextDelta,
     ToolCallDelta,
@@ -140,6 +145,7 @@ class OpenAIProvider(SDKProvider):
         draft = Draft(model=self.model)
         # vendor tool index -> [ordinal, id, name, argument fragments]
         calls: dict[int, list[Any]] = {}
+        thoughts: list[str] = []
         finish: str | None = None
         opening = functools.partial(self._create, **request)
         async for chunk in self._events(opening):
@@ -154,23 +160,15 @@ class OpenAIProvider(SDKProvider):
             for choice in chunk.choices or []:
                 if choice.index not in (0, None):
                     continue
-                delta = choice.delta
-                if delta is not None:
-                    if delta.content:
-                        draft.text.append(delta.content)
-                        yield TextDelta(delta.content)
-                    refusal = getattr(delta, "refusal", None)
-                    if refusal:
-                        draft.text.append(refusal)
-                        yield TextDelta(refusal)
-                    for fragment in delta.tool_calls or []:
-                        call_delta = _take_fragment(calls, fragment)
-                        if call_delta is not None:
-                            yield call_delta
+                if choice.delta is not None:
+                    for item in _take_delta(choice.delta, draft, thoughts, calls):
+                        yield item
                 if choice.finish_reason:
                     finish = choice.finish_reason
         if finish is None:
             raise self._cut_off("chunk with a `finish_reason`")
+        if thoughts:
+            draft.reasoning.append(Reasoning(provider=self.provider_name, text="".join(thoughts)))
         for ordinal, call_id, name, fragments in sorted(calls.values(), key=lambda e: e[0]):
             draft.calls.append(
                 ToolCall(
@@ -244,6 +242,9 @@ class OpenAIProvider(SDKProvider):
             self._reraise(_EmptyReply(msg))
         choice = response.choices[0]
         message = choice.message
+        thought = _reasoning_text(message)
+        if thought:
+            draft.reasoning.append(Reasoning(provider=self.provider_name, text=thought))
         if message.content:
             draft.text.append(message.content)
         elif getattr(message, "refusal", None):
@@ -266,20 +267,57 @@ class OpenAIProvider(SDKProvider):
         return draft.finish(output_schema)
 
 
+def _reasoning_text(delta_or_message: Any) -> str | None:
+    """Reasoning a compatible server put beside the text (the SDK keeps unknown fields)."""
+    for name in ("reasoning_content", "reasoning"):
+        value = getattr(delta_or_message, name, None)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
 def _file(block: FileBlock) -> dict[str, Any]:
-    """A file as an ``input_audio`` part (wav, mp3) or a ``file`` part (inline data)."""
-    if block.data is None:
+    """A file as an ``input_audio`` part (wav, mp3) or a ``file`` part (inline data or an
+    uploaded file's id)."""
+    if block.url is not None:
         raise refuse_file(
-            block, "OpenAI Chat Completions", "it takes files inline only; pass base64 `data=`."
+            block,
+            "OpenAI Chat Completions",
+            "it takes no file URLs; pass base64 `data=`, an uploaded file's `file_id=`, or use "
+            "`OpenAIResponsesProvider`, which takes `url=`.",
         )
     if block.is_audio:
-        found = _AUDIO_FORMATS.get(block.media_type)
+        if block.data is None:
+            raise refuse_file(block, "OpenAI", "it takes audio inline only; pass base64 `data=`.")
+        found = AUDIO_FORMATS.get(block.media_type)
         if found is None:
-            known = ", ".join(sorted(_AUDIO_FORMATS))
+            known = ", ".join(sorted(AUDIO_FORMATS))
             raise refuse_file(block, "OpenAI", f"its audio input takes {known}.")
         return {"type": "input_audio", "input_audio": {"data": block.data, "format": found}}
+    if block.file_id is not None:
+        return {"type": "file", "file": {"file_id": block.file_id}}
     data_url = f"data:{block.media_type};base64,{block.data}"
     return {"type": "file", "file": {"filename": block.name or "file", "file_data": data_url}}
+
+
+def _take_delta(
+    delta: Any, draft: Draft, thoughts: list[str], calls: dict[int, list[Any]]
+) -> list[StreamDelta]:
+    """Add one chunk's delta to the reply being assembled; what it shows, in order."""
+    shown: list[StreamDelta] = []
+    thought = _reasoning_text(delta)
+    if thought:
+        thoughts.append(thought)
+        shown.append(ReasoningDelta(thought))
+    for text in (delta.content, getattr(delta, "refusal", None)):
+        if text:
+            draft.text.append(text)
+            shown.append(TextDelta(text))
+    for fragment in delta.tool_calls or []:
+        call_delta = _take_fragment(calls, fragment)
+        if call_delta is not None:
+            shown.append(call_delta)
+    return shown
 
 
 def _take_fragment(calls: dict[int, list[Any]], fragment: Any) -> ToolCallDelta | None:
@@ -350,7 +388,7 @@ def _to_wire(message: Message, pending_images: list[dict[str, Any]]) -> list[dic
 
 
 #: Audio formats Chat Completions' ``input_audio`` takes, by media type.
-_AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
+AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
 
 
 def _part(block: TextBlock | ImageBlock | FileBlock) -> dict[str, Any]:

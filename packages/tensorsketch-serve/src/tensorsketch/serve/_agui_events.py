@@ -9,6 +9,9 @@ serve event                           AG-UI
 ``RunStarted``                        ``RUN_STARTED`` (the client's thread and run ids)
 ``StepStarted`` / ``StepFinished``    ``STEP_STARTED`` / ``STEP_FINISHED``, named by node
 ``TextStarted`` / ``Delta`` / ``End``  ``TEXT_MESSAGE_START`` / ``_CONTENT`` / ``_END``
+``ReasoningStarted``                  ``REASONING_START``, ``REASONING_MESSAGE_START``
+``ReasoningDelta``                    ``REASONING_MESSAGE_CONTENT``
+``ReasoningEnded``                    ``REASONING_MESSAGE_END``, ``REASONING_END``
 ``ToolCallStarted`` ... ``Result``    ``TOOL_CALL_START`` / ``_ARGS`` / ``_END`` / ``_RESULT``
 ``StateUpdated``                      ``STATE_SNAPSHOT`` the first time, then ``STATE_DELTA``
 ``Custom`` (``ctx.emit``)             ``CUSTOM`` (``name``, ``value``)
@@ -38,6 +41,9 @@ from tensorsketch.serve._agui_state import StateTracker
 from tensorsketch.serve._agui_tools import FRONTEND_TOOL, frontend_call
 from tensorsketch.serve.events import (
     Custom,
+    ReasoningDelta,
+    ReasoningEnded,
+    ReasoningStarted,
     RunFailed,
     RunFinished,
     RunStarted,
@@ -160,14 +166,10 @@ class AguiRun:
     def feed(self, event: ServeEvent) -> list[Any]:
         """The AG-UI events one serve event becomes."""
         match event:
-            case TextDelta():
-                self._texts.setdefault(event.message_id, []).append(event.text)
-                return [agui.TextMessageContentEvent(message_id=event.message_id, delta=event.text)]
-            case TextStarted():
-                self._parent[(event.namespace, event.node)] = event.message_id
-                return [agui.TextMessageStartEvent(message_id=event.message_id, role="assistant")]
-            case TextEnded():
-                return [agui.TextMessageEndEvent(message_id=event.message_id)]
+            case TextStarted() | TextDelta() | TextEnded():
+                return self._text(event)
+            case ReasoningStarted() | ReasoningDelta() | ReasoningEnded():
+                return _reasoning(event)
             case ToolCallStarted() | ToolCallArgs() | ToolCallEnded():
                 return self._tool_call(event)
             case ToolCallResult():
@@ -200,6 +202,15 @@ class AguiRun:
                     agui.RunErrorEvent(message=event.message, code=_error_code(event)),
                 ]
         return []  # pragma: no cover - every serve event is matched above
+
+    def _text(self, event: TextStarted | TextDelta | TextEnded) -> list[Any]:
+        if isinstance(event, TextDelta):
+            self._texts.setdefault(event.message_id, []).append(event.text)
+            return [agui.TextMessageContentEvent(message_id=event.message_id, delta=event.text)]
+        if isinstance(event, TextStarted):
+            self._parent[(event.namespace, event.node)] = event.message_id
+            return [agui.TextMessageStartEvent(message_id=event.message_id, role="assistant")]
+        return [agui.TextMessageEndEvent(message_id=event.message_id)]
 
     def state(self, values: Mapping[str, Any]) -> list[Any]:
         """A snapshot the first time, then the patch from the state last sent (if any)."""
@@ -329,6 +340,21 @@ class AguiRun:
             )
         )
         return out
+
+
+def _reasoning(event: ReasoningStarted | ReasoningDelta | ReasoningEnded) -> list[Any]:
+    """A run of the model's reasoning as one AG-UI reasoning message."""
+    if isinstance(event, ReasoningDelta):
+        return [agui.ReasoningMessageContentEvent(message_id=event.message_id, delta=event.text)]
+    if isinstance(event, ReasoningStarted):
+        return [
+            agui.ReasoningStartEvent(message_id=event.message_id),
+            agui.ReasoningMessageStartEvent(message_id=event.message_id),
+        ]
+    return [
+        agui.ReasoningMessageEndEvent(message_id=event.message_id),
+        agui.ReasoningEndEvent(message_id=event.message_id),
+    ]
 
 
 def _identity(message: Message) -> tuple[str, Any]:

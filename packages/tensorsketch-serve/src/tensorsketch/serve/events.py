@@ -10,6 +10,9 @@ event                when, and what it carries
 ``TextStarted``      a model begins a run of text (``message_id``, ``node``)
 ``TextDelta``        a real token delta from the provider's stream, as it arrives (``text``)
 ``TextEnded``        that text run ended (a tool call, the node ending, or the run ending)
+``ReasoningStarted`` a model begins a run of reasoning (``message_id``, ``node``), streamed as
+                     ``ReasoningDelta`` (``text``) and closed by ``ReasoningEnded`` when
+                     anything else happens (its text, a tool call, the node ending)
 ``ToolCallStarted``  a model asks for a tool call (``id``, ``name``): as its first argument
                      fragment streams, or when the agent runs it (a provider that streamed none)
 ``ToolCallArgs``     a fragment of its JSON arguments (``delta``), in the order the model
@@ -58,6 +61,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Custom",
+    "ReasoningDelta",
+    "ReasoningEnded",
+    "ReasoningStarted",
     "RunFailed",
     "RunFinished",
     "RunStarted",
@@ -126,6 +132,26 @@ class TextDelta:
 
 @dataclass(frozen=True, slots=True)
 class TextEnded:
+    message_id: str
+    namespace: Namespace = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningStarted:
+    message_id: str
+    node: str | None
+    namespace: Namespace = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    message_id: str
+    text: str
+    namespace: Namespace = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningEnded:
     message_id: str
     namespace: Namespace = ()
 
@@ -224,6 +250,9 @@ ServeEvent = (
     | TextStarted
     | TextDelta
     | TextEnded
+    | ReasoningStarted
+    | ReasoningDelta
+    | ReasoningEnded
     | ToolCallStarted
     | ToolCallArgs
     | ToolCallEnded
@@ -267,6 +296,7 @@ class _Translator:
     def __init__(self, thread_id: str | None) -> None:
         self.thread_id = thread_id
         self.text: TextStarted | None = None  # the text run in progress
+        self.reasoning: ReasoningStarted | None = None  # the reasoning run in progress
         self.texts = 0  # top-level text runs so far
         self.started = False
         self.suspended: RunSuspended | None = None
@@ -284,16 +314,22 @@ class _Translator:
         self.streaming.clear()
         return list(ended)
 
+    def end_reasoning(self) -> list[ServeEvent]:
+        run, self.reasoning = self.reasoning, None
+        return [] if run is None else [ReasoningEnded(run.message_id, run.namespace)]
+
     def end_text(self) -> list[ServeEvent]:
         text, self.text = self.text, None
         return [] if text is None else [TextEnded(text.message_id, text.namespace)]
 
     def feed(self, event: Event) -> list[ServeEvent]:
+        if event.type == "reasoning_delta":
+            return [*self.end_text(), *self.end_calls(), *self._reasoning(event)]
         if event.type == "token":
-            return [*self.end_calls(), *self._token(event)]
+            return [*self.end_reasoning(), *self.end_calls(), *self._token(event)]
         if event.type == "tool_call_delta":
-            return self._call_delta(event)
-        out = [*self.end_text(), *self.end_calls()]
+            return [*self.end_reasoning(), *self._call_delta(event)]
+        out = [*self.end_reasoning(), *self.end_text(), *self.end_calls()]
         data, ns = event.data, event.namespace
         if event.type == "tool":
             if data["phase"] == "start" and data["id"] in self.streamed:
@@ -330,6 +366,17 @@ class _Translator:
             self.values = data
         return out
 
+    def _reasoning(self, event: Event) -> list[ServeEvent]:
+        key = (event.node, event.namespace)
+        out: list[ServeEvent] = []
+        if self.reasoning is not None and (self.reasoning.node, self.reasoning.namespace) != key:
+            out += self.end_reasoning()
+        if self.reasoning is None:
+            self.reasoning = ReasoningStarted(f"rsn_{event.run_id}_{event.seq}", *key)
+            out.append(self.reasoning)
+        out.append(ReasoningDelta(self.reasoning.message_id, event.data["text"], event.namespace))
+        return out
+
     def _token(self, event: Event) -> list[ServeEvent]:
         key = (event.node, event.namespace)
         out: list[ServeEvent] = []
@@ -361,7 +408,8 @@ class _Translator:
         return out
 
     def failed(self, exc: Exception, graph: str) -> list[ServeEvent]:
-        return [*self.end_text(), *self.end_calls(), _failed(exc, self.started, graph)]
+        ended = [*self.end_reasoning(), *self.end_text(), *self.end_calls()]
+        return [*ended, _failed(exc, self.started, graph)]
 
 
 def _failed(exc: Exception, started: bool, graph: str) -> RunFailed:
