@@ -195,7 +195,10 @@ def test_removing_a_node_from_a_nodes_call_keeps_the_other_handles() -> None:
 def test_renaming_a_node_sets_the_alias_and_updates_references(style: str) -> None:
     source = SOURCES[style]
     new = roundtrip(source, edits.rename_node(extract(source), "Classify", "Triage"))
-    assert 'add(Classify, name="Triage")' in new
+    if style == "operator":  # the entry names its node in place: g.nodes(("Triage", Classify), ...)
+        assert 'g.nodes(("Triage", Classify), Billing, Tech)' in new
+    else:
+        assert 'add(Classify, name="Triage")' in new
     assert "class Classify(Node):" in new  # the class keeps its name
     ir = extract(new)
     assert ir.edges[0] == EdgeIR(START, "Triage")
@@ -213,15 +216,16 @@ def test_rename_inherits_comments_of_the_lines_it_replaces() -> None:
     new = roundtrip(OPERATOR, edits.rename_node(extract(OPERATOR), "Classify", "Triage"))
     # in the >> style the node keeps its handle, so every >> line stays as written
     assert "START >> classify  # entry\n" in new
-    assert 'g.add(Classify, name="Triage")\nclassify = g["Triage"]\n' in new
+    assert 'classify, billing, tech = g.nodes(("Triage", Classify), Billing, Tech)\n' in new
     assert wiring(new).count(">>") == wiring(OPERATOR).count(">>")
 
 
 @pytest.mark.parametrize("old", ["Parse", "Answer", "Check"])
 def test_a_rename_in_a_nodes_tuple_is_one_small_diff(old: str) -> None:
     """#41: renaming a node of ``g.nodes(...)`` touched every ``>>`` line that used it (a new
-    handle) and re-chained them; now only its declaration changes, the other nodes stay in
-    ``nodes(...)`` calls, and renaming back gives the file back."""
+    handle) and re-chained them, then split the tuple into three statements; now the one
+    line of the tuple changes (the entry becomes ``("Reply", Class)``), and renaming back
+    gives the file back byte for byte."""
     source = (
         "from tensorsketch import END, START, Graph\n"
         "g = Graph(S)\n"
@@ -238,12 +242,11 @@ def test_a_rename_in_a_nodes_tuple_is_one_small_diff(old: str) -> None:
     removed = [line[2:] for line in changed if line[0] == "-"]
     added = [line[2:] for line in changed if line[0] == "+"]
     assert removed == ["parse, answer, check = g.nodes(Parse, Answer, Check)"]
-    assert f'g.add({old}, name="Reply")' in added and f'{var} = g["Reply"]' in added
-    assert len(added) <= 4 and all(">>" not in line for line in added)
-    others = [n for n in ("Parse", "Answer", "Check") if n != old]
-    assert any(".nodes(" in line and others[0] in line for line in added)
+    entries = ", ".join(f'("Reply", {n})' if n == old else n for n in ("Parse", "Answer", "Check"))
+    assert added == [f"parse, answer, check = g.nodes({entries})"]
+    assert var in added[0].split(" = ")[0]  # the handle stays: no >> line changes
     back = roundtrip(new, edits.rename_node(extract(new), "Reply", old))
-    assert extract(back) == extract(source)
+    assert back == source
 
 
 @pytest.mark.parametrize("style", sorted(SOURCES))

@@ -426,9 +426,10 @@ async def test_renaming_a_created_hole_renames_its_stub_class(
         ),
         (
             "g = Graph(S)\n(draft,) = g.nodes(Draft)\nSTART >> draft\ndraft >> END\n",
-            # the write-back's rename in `>>` style (a class with code: add(Draft, name=...));
-            # the handle stays, so the `>>` lines are untouched
-            'g = Graph(S)\ng.add(Reply)\ndraft = g["Reply"]\nSTART >> draft\ndraft >> END\n',
+            # the write-back's rename in `>>` style names the entry (nodes(("Reply", Draft)));
+            # the class follows, so the pair is the class alone; the handle stays, so the
+            # `>>` lines are untouched
+            "g = Graph(S)\n(draft,) = g.nodes(Reply)\nSTART >> draft\ndraft >> END\n",
         ),
     ],
     ids=["statement", "operator"],

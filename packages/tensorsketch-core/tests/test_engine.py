@@ -101,6 +101,22 @@ def arrows() -> Graph[Support]:
     return g
 
 
+def test_a_nodes_entry_can_name_its_node() -> None:
+    """``("Payments", Billing)`` in ``nodes()`` is ``add(Billing, name="Payments")``: a
+    renamed node keeps its place in the tuple (the canvas writes a rename so)."""
+    g = Graph(Support)
+    classify, payments, tech = g.nodes(Classify, ("Payments", Billing), Tech)
+    assert payments.name == "Payments"
+    START >> classify
+    classify >> Router(route, billing=payments, tech=tech)
+    payments >> END
+    tech >> END
+    assert set(g.structure.nodes) == {"Classify", "Payments", "Tech"}
+    for bad in (("Payments",), (Billing, "Payments"), ("a", Billing, "b")):
+        with pytest.raises(TypeError, match=r"\(name, node\) pairs.*\('Payments', Billing\)"):
+            Graph(Support).nodes(bad)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("build", [statements, arrows])
 async def test_three_styles_compile_to_the_same_graph(build: Any) -> None:
     reference = fluent().compile()

@@ -360,15 +360,29 @@ class Graph(Generic[S]):
 
     # -- the >> surface ---------------------------------------------------------------------
 
-    def nodes(self, *nodes: type[Node] | Node) -> tuple[NodeHandle, ...]:
-        """Add several nodes and return a handle for each, for ``>>`` wiring."""
+    def nodes(
+        self, *nodes: type[Node] | Node | tuple[str, type[Node] | Node]
+    ) -> tuple[NodeHandle, ...]:
+        """Add several nodes and return a handle for each, for ``>>`` wiring. An entry
+        ``("Payments", Billing)`` names its node (as ``add(Billing, name="Payments")``)."""
         handles = []
-        for node in nodes:
+        for entry in nodes:
+            name: str | None = None
+            node: Any = entry
+            if isinstance(entry, tuple):
+                if len(entry) != 2 or not isinstance(entry[0], str):
+                    msg = (
+                        f"nodes() takes node classes, node instances or (name, node) pairs, "
+                        f"got {entry!r}: write a named entry as ('Payments', Billing)."
+                    )
+                    raise TypeError(msg)
+                name, node = entry
             before = set(self._nodes)
-            self.add(node)
-            added = [name for name in self._nodes if name not in before]
-            name = added[0] if added else self._default_name(node)
-            handles.append(NodeHandle(self, name))
+            self.add(node, name=name)
+            added = [n for n in self._nodes if n not in before]
+            handles.append(
+                NodeHandle(self, added[0] if added else name or self._default_name(node))
+            )
         return tuple(handles)
 
     def __getitem__(self, name: str) -> NodeHandle:

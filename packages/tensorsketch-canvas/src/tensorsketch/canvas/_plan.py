@@ -69,11 +69,12 @@ def plan_nodes(nodes: list[NodeIR], old: list[Item], style: Style) -> list[Fresh
 
 
 def _declare(plan: list[Fresh], decl: NodeDecl, style: Style) -> None:
-    """Append a new node: operator style joins it to a preceding new ``nodes(...)`` item."""
+    """Append a new node: operator style joins it to a preceding new ``nodes(...)`` item (a
+    node named otherwise than its class as a ``("Name", Class)`` entry)."""
     operator = style == "operator"
     previous = plan[-1] if plan else None
     plain = (
-        decl.name == decl.class_key
+        (decl.name == decl.class_key or operator)
         and decl.retry is None
         and decl.timeout is None
         and decl.cache is None

@@ -170,6 +170,14 @@ def _routable(edges: list[EdgeIR]) -> bool:
     )
 
 
+def _nodes_entry(decl: NodeDecl, ctx: RenderContext) -> str:
+    """One entry of ``g.nodes(...)``: the class, or ``("Name", Class)`` for a node named
+    otherwise."""
+    if decl.name == decl.class_key:
+        return decl.cls
+    return f"({ctx.string(decl.name)}, {decl.cls})"
+
+
 def statements(item: Fresh, ctx: RenderContext) -> list[str]:
     """An item as statements, in the file's statement or ``>>`` style."""
     var = ctx.var or "graph"
@@ -181,7 +189,7 @@ def statements(item: Fresh, ctx: RenderContext) -> list[str]:
             return [f"{var}.{_add_call(decl, ctx)}" for decl in item.nodes]
         names = list(item.handles)
         if item.kind == "nodes":
-            classes = ", ".join(decl.cls for decl in item.nodes)
+            classes = ", ".join(_nodes_entry(decl, ctx) for decl in item.nodes)
             targets = f"({names[0]},)" if len(names) == 1 else ", ".join(names)
             return [f"{targets} = {var}.nodes({classes})"]
         decl = item.nodes[0]

@@ -385,14 +385,31 @@ class _Walk:
         return Item("add", stmt_index, nodes=[decl])
 
     def _classes(self, call: cst.Call) -> list[NodeDecl] | None:
+        """The entries of ``g.nodes(A, ("Name", B))``: a class, or a (name, class) pair."""
         decls: list[NodeDecl] = []
         for arg in call.args:
             if arg.star or arg.keyword is not None:
                 return None
-            key = _last_name(arg.value)
+            value, name = arg.value, None
+            if isinstance(value, cst.Tuple):
+                elements = value.elements
+                if len(elements) != 2 or any(isinstance(el, cst.StarredElement) for el in elements):
+                    return None
+                name = string_value(elements[0].value)
+                if name is None:
+                    return None
+                value = elements[1].value
+            key = _last_name(value)
             if key is None:
                 return None
-            decls.append(NodeDecl(name=key, cls=self.src.code(arg.value), class_key=key))
+            decls.append(
+                NodeDecl(
+                    name=name or key,
+                    cls=self.src.code(value),
+                    class_key=key,
+                    named=name is not None,
+                )
+            )
         return decls or None
 
     def _targets(self, expr: cst.BaseExpression) -> list[tuple[str, str]] | None:

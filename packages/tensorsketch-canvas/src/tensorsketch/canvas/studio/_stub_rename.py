@@ -4,7 +4,8 @@
 ``raise Hole("Summarize needs code")`` — and ``add(Summarize)``. Until that stub has code, the
 class is the node's own, so a rename renames it too (as ``edits.rename_node`` does for a node
 still in ``GraphIR.added``): ``class Summary``, ``raise Hole("Summary needs code")`` and
-``add(Summary)`` rather than ``add(Summarize, name="Summary")``.
+``add(Summary)`` rather than ``add(Summarize, name="Summary")`` (in a ``>>`` file,
+``nodes(Summary)`` rather than ``nodes(("Summary", Summarize))``).
 
 The rename is made on the text the wiring write-back produced, and only when nothing else can
 notice it: the class is defined once at module level, the node's ``add(...)`` argument is the
@@ -103,6 +104,18 @@ class _Rename(cst.CSTTransformer):
 
     def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
         return updated.with_changes(value=self.new) if original is self.use else updated
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        # `nodes(("Summary", Summary))`: the pair says nothing the class does not
+        value = original.value
+        if (
+            isinstance(value, cst.Tuple)
+            and len(value.elements) == 2
+            and value.elements[1].value is self.use
+            and string_value(value.elements[0].value) == self.new
+        ):
+            return updated.with_changes(value=cst.Name(self.new))
+        return updated
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         if not any(arg.value is self.use for arg in original.args):
