@@ -72,6 +72,7 @@ class Execution:
         self.wake_waiters(run_id)
         state.known.pop(run_id, None)
         state.latest.pop(run_id, None)
+        state.turns.pop(run_id, None)
         state.stop_reasons.pop(run_id, None)
 
     async def _execute(self, run_id: str, *, new: bool, takeover: bool) -> None:
@@ -106,6 +107,8 @@ class Execution:
         thread has stopped (queued or running: ``enqueue`` keeps their order)."""
         state = self.state
         mine = state.known.get(run_id)  # a run this runner just created: no read
+        if state.turns.pop(run_id, None) == run_id and mine is not None:
+            return  # it headed its thread's queue as it was stored: nobody is ahead of it
         if mine is None or mine.status != "queued" or mine.owner != state.owner:
             mine = await state.store.get(run_id)
         while True:
@@ -299,18 +302,21 @@ class Execution:
         return graph_state, set(resume or ())
 
     async def _follow(self, run_id: str, events: AsyncGenerator[Event, None]) -> None:
-        """Drain the run's stream, reading its record at every superstep barrier (``values``)
-        for a stop request; asked, it stops as the next superstep starts — after the barrier's
-        checkpoint is stored, before anything of the next one is."""
-        stopping = False
+        """Drain the run's stream, checking its record for a stop request once per superstep
+        barrier (``values``) — read as the next superstep starts, so the last barrier reads
+        nothing (the outcome's compare-and-set sees a late request); asked, it stops there,
+        after the barrier's checkpoint is stored, before anything of the next one is."""
+        barrier = False
         async for event in events:
             if event.namespace:
                 continue
-            if stopping and event.type == "node_start":
-                raise _Stopped
-            if event.type == "values" and not stopping:
+            if event.type == "values":
+                barrier = True
+            elif barrier and event.type == "node_start":
+                barrier = False
                 current = await self.state.store.get(run_id)
-                stopping = current is not None and current.stop_requested is not None
+                if current is not None and current.stop_requested is not None:
+                    raise _Stopped
 
     async def _stopped(self, run_id: str, began: RunRecord) -> None:
         """End a run a later submit stopped; ``rollback`` first discards its checkpoints."""

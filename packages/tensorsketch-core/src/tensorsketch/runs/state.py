@@ -89,6 +89,9 @@ class RunnerState:
     closed: bool = False
     #: What this runner last read or wrote of a run it executes (saves store reads).
     known: dict[str, RunRecord] = field(default_factory=dict)
+    #: The head of its thread's queue that a run created here saw as it was stored (read
+    #: with the insert): a run that heads it need not read the queue again before it starts.
+    turns: dict[str, str | None] = field(default_factory=dict)
     #: The thread's latest checkpoint id as a run's segment began (read once, used twice).
     latest: dict[str, str] = field(default_factory=dict)
 

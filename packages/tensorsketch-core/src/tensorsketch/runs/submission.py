@@ -107,6 +107,10 @@ class Submission:
     ) -> tuple[RunRecord, bool]:
         """Submit on a thread that may have runs in flight, as ``strategy`` says."""
         state = self.state
+        if strategy == "enqueue":
+            # Nothing to decide from what is in flight: the run queues behind it, and the
+            # store's idempotency key returns a run already submitted with the same key.
+            return await self._create(input, thread_id, idempotency_key, labels, strategy, webhook)
         page = await state.store.list(status=tuple(sorted(ACTIVE)), thread_id=thread_id, limit=100)
         in_flight = page.records
         for record in in_flight:
@@ -182,10 +186,15 @@ class Submission:
             multitask_strategy=strategy,
             webhook=webhook,
         )
-        stored, created = await state.store.create(record)
+        if thread_id is None:  # a new thread: the run heads its queue
+            stored, created = await state.store.create(record)
+            head: str | None = stored.run_id
+        else:  # the insert also reads who heads the thread's queue (one round trip)
+            stored, created, head = await state.store.create_in_turn(record)
         if created:
             state.notify(stored)
             state.known[stored.run_id] = stored  # the first segment starts from it: one read fewer
+            state.turns[stored.run_id] = head
             self.execution.spawn(stored.run_id, new=True)
         return stored, created
 

@@ -387,6 +387,27 @@ class RunStore(ABC):
         )
         return await self._insert(fresh)
 
+    async def create_in_turn(self, record: RunRecord) -> tuple[RunRecord, bool, str | None]:
+        """:meth:`create`, also naming the run at the head of its thread's queue right after
+        (the oldest queued or running run there; ``None`` for none) — what a runner needs to
+        know whether the new run may start at once. The default reads it after the insert;
+        a store that can do both in one round trip overrides :meth:`_insert_in_turn`."""
+        now = time.time()
+        fresh = record.replace(
+            created_at=record.created_at or now,
+            updated_at=now,
+            labels=check_labels(record.labels),
+            version=1,
+        )
+        return await self._insert_in_turn(fresh)
+
+    async def _insert_in_turn(self, record: RunRecord) -> tuple[RunRecord, bool, str | None]:
+        """:meth:`_insert`, then the id of the oldest active run of ``record``'s thread.
+        Not abstract: the default composes the two primitives (two round trips)."""
+        stored, created = await self._insert(record)
+        head = await self._list(tuple(sorted(ACTIVE)), stored.thread_id, {}, "run", None, 1)
+        return stored, created, head[0].run_id if head else None
+
     async def list(
         self,
         *,

@@ -91,6 +91,10 @@ class SqlRunStore(RunStore):
                 f"(SELECT 1 FROM {runs} WHERE run_id = ?)"
             ),
             "get": f"SELECT version, lease_expires_at, record FROM {runs} WHERE run_id = ?",
+            "head": (
+                f"SELECT run_id FROM {runs} WHERE thread_id = ? AND kind = 'run' AND status "
+                "IN ('queued', 'running') ORDER BY created_at, run_id LIMIT 1"
+            ),
             "replace": (
                 f"UPDATE {runs} SET status = ?, waiting_for = ?, wake_at = ?, owner = ?, "
                 "lease_expires_at = ?, version = version + 1, record = ? "
@@ -215,6 +219,37 @@ class SqlRunStore(RunStore):
             msg = f"idempotency key {key!r} names a run that is not stored; the store is corrupt."
             raise CheckpointDecodeError(msg)
         return stored, stored.run_id == record.run_id
+
+    async def _insert_in_turn(self, record: RunRecord) -> tuple[RunRecord, bool, str | None]:
+        # The insert and the read of the thread's queue head share one round trip.
+        cols = _columns(record, self.serializer)
+        key = record.idempotency_key
+        labels = [(k, v, record.run_id, record.run_id) for k, v in record.labels.items()]
+        queries: list[Query] = []
+        if key is None:
+            queries.append(Query(self._sql["insert"], cols))
+        else:
+            queries.append(Query(self._sql["take_key"], (key, record.run_id)))
+            queries.append(
+                Query(self._sql["insert_keyed"], (*cols, key, record.run_id, record.run_id))
+            )
+        if labels:
+            queries.append(Query(self._sql["label"], labels, many=True))
+        if key is not None:
+            queries.append(Query(self._sql["by_key"], (key,), fetch="one"))
+        queries.append(Query(self._sql["head"], (record.thread_id,), fetch="one"))
+        results = await self._go("creating a run", queries, transaction=True)
+        head = results[-1][0] if results[-1] is not None else None
+        if key is None:
+            return record, True, head
+        stored = self._decode(results[-2])
+        if stored is None:  # pragma: no cover - the key row always names a stored run
+            msg = f"idempotency key {key!r} names a run that is not stored; the store is corrupt."
+            raise CheckpointDecodeError(msg)
+        if stored.thread_id != record.thread_id:  # the key's run lives on another thread
+            rows = await self._list(("queued", "running"), stored.thread_id, {}, "run", None, 1)
+            head = rows[0].run_id if rows else None
+        return stored, stored.run_id == record.run_id, head
 
     async def get(self, run_id: str) -> RunRecord | None:
         q = Query(self._sql["get"], (run_id,), fetch="one")
