@@ -19,7 +19,7 @@ from tensorsketch.runs.execution import Execution
 from tensorsketch.runs.multitask import MultitaskStrategy, check_strategy, stopped_error
 from tensorsketch.runs.records import now, plain
 from tensorsketch.runs.state import RunnerState, Settled
-from tensorsketch.runtime.backends.runs import ACTIVE, RunPage, RunRecord, check_labels
+from tensorsketch.runtime.backends.runs import ACTIVE, InTurn, RunPage, RunRecord, check_labels
 
 __all__ = ["Submission"]
 
@@ -186,15 +186,18 @@ class Submission:
             multitask_strategy=strategy,
             webhook=webhook,
         )
-        if thread_id is None:  # a new thread: the run heads its queue
+        if thread_id is None:  # a new thread: the run heads its queue, on an empty thread
             stored, created = await state.store.create(record)
-            head: str | None = stored.run_id
+            turn = InTurn(stored, created, stored.run_id, (None, None))
         else:  # the insert also reads who heads the thread's queue (one round trip)
-            stored, created, head = await state.store.create_in_turn(record)
+            turn = await state.store.create_in_turn(record)
+            stored, created = turn.record, turn.created
         if created:
             state.notify(stored)
             state.known[stored.run_id] = stored  # the first segment starts from it: one read fewer
-            state.turns[stored.run_id] = head
+            state.turns[stored.run_id] = turn.queue_head
+            if turn.thread_head is not None:
+                state.heads[stored.run_id] = turn.thread_head
             self.execution.spawn(stored.run_id, new=True)
         return stored, created
 
