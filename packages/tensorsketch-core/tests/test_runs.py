@@ -78,8 +78,9 @@ class Nap(Node):
         return self.Out(out="woke")
 
 
-#: Holds a ``Gated`` run with ``n == 0`` until set (a run occupying the only slot).
-GATE: asyncio.Event | None = None
+#: (entered, open): a ``Gated`` run with ``n == 0`` sets the first and waits for the second
+#: (a run occupying the only slot).
+GATE: tuple[asyncio.Event, asyncio.Event] | None = None
 
 
 class Gated(Node):
@@ -91,7 +92,8 @@ class Gated(Node):
 
     async def run(self, ctx: Context, inp: In) -> Out:
         if inp.n == 0 and GATE is not None:
-            await GATE.wait()
+            GATE[0].set()
+            await GATE[1].wait()
         return self.Out(out=f"did {inp.n}")
 
 
@@ -246,24 +248,23 @@ async def test_a_thread_that_moves_while_its_run_waits_for_a_slot_is_read_as_it_
     """A new run starts from where its thread stood at submit — a guess its first write
     checks in the same round trip: a thread written meanwhile (here by a direct invoke while
     the run waited for the only slot) moves its start, so it still gets its input."""
-    global GATE  # noqa: PLW0603 - the gate of this test's blocker run
-    GATE = asyncio.Event()
+    global GATE
+    GATE = asyncio.Event(), asyncio.Event()
     graph = gated_graph()
     runner = runner_for(graph, concurrency=1)
     try:
-        blocker = await runner.submit({"n": 0})
-        while (await runner.get(blocker.run_id)).status != "running":
-            await asyncio.sleep(0.01)
+        await runner.submit({"n": 0})
+        await asyncio.wait_for(GATE[0].wait(), 30)
         waiting = await runner.submit({"n": 5}, thread_id="moved")
         assert (await runner.get(waiting.run_id)).status == "queued"
         moved = await graph.invoke({"n": 1}, thread_id="moved", backend=runner.backend)
         assert moved.out == "did 1"
         latest = await runner.backend.latest_checkpoint("moved")
         assert latest is not None
-        GATE.set()
+        GATE[1].set()
         done = await runner.await_run(waiting.run_id, timeout=30)
     finally:
-        GATE.set()
+        GATE[1].set()
         GATE = None
     assert done.status == "succeeded", done.error
     assert done.output["out"] == "did 5"
