@@ -349,21 +349,18 @@ class Execution:
         return graph_state, set(resume or ())
 
     async def _follow(self, run_id: str, events: AsyncGenerator[Event, None]) -> None:
-        """Drain the run's stream, checking its record for a stop request once per superstep
-        barrier (``values``) — read as the next superstep starts, so the last barrier reads
-        nothing (the outcome's compare-and-set sees a late request); asked, it stops there,
-        after the barrier's checkpoint is stored, before anything of the next one is."""
-        barrier = False
+        """Drain the run's stream, reading its record at every superstep barrier (``values``)
+        for a stop request; asked, it stops as the next superstep starts — after the barrier's
+        checkpoint is stored, before anything of the next one is."""
+        stopping = False
         async for event in events:
             if event.namespace:
                 continue
-            if event.type == "values":
-                barrier = True
-            elif barrier and event.type == "node_start":
-                barrier = False
+            if stopping and event.type == "node_start":
+                raise _Stopped
+            if event.type == "values" and not stopping:
                 current = await self.state.store.get(run_id)
-                if current is not None and current.stop_requested is not None:
-                    raise _Stopped
+                stopping = current is not None and current.stop_requested is not None
 
     async def _stopped(self, run_id: str, began: RunRecord) -> None:
         """End a run a later submit stopped; ``rollback`` first discards its checkpoints."""
