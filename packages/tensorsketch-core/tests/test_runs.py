@@ -78,6 +78,29 @@ class Nap(Node):
         return self.Out(out="woke")
 
 
+#: (entered, open): a ``Gated`` run with ``n == 0`` sets the first and waits for the second
+#: (a run occupying the only slot).
+GATE: tuple[asyncio.Event, asyncio.Event] | None = None
+
+
+class Gated(Node):
+    class In(Schema):
+        n: int
+
+    class Out(Schema):
+        out: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        if inp.n == 0 and GATE is not None:
+            GATE[0].set()
+            await GATE[1].wait()
+        return self.Out(out=f"did {inp.n}")
+
+
+def gated_graph() -> Any:
+    return one_node_graph(Gated, "gated")
+
+
 def nap_graph() -> Any:
     return one_node_graph(Nap, "nap")
 
@@ -217,6 +240,35 @@ async def test_a_run_executed_here_is_not_read_back_while_it_is_awaited(
     barriers = sum(e.type == "values" and not e.namespace for e in events)
     assert barriers >= 1
     assert seen == {"record": barriers, "state": 0}
+
+
+async def test_a_thread_that_moves_while_its_run_waits_for_a_slot_is_read_as_it_begins(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    """A new run starts from where its thread stood at submit — a guess its first write
+    checks in the same round trip: a thread written meanwhile (here by a direct invoke while
+    the run waited for the only slot) moves its start, so it still gets its input."""
+    global GATE
+    GATE = asyncio.Event(), asyncio.Event()
+    graph = gated_graph()
+    runner = runner_for(graph, concurrency=1)
+    try:
+        await runner.submit({"n": 0})
+        await asyncio.wait_for(GATE[0].wait(), 30)
+        waiting = await runner.submit({"n": 5}, thread_id="moved")
+        assert (await runner.get(waiting.run_id)).status == "queued"
+        moved = await graph.invoke({"n": 1}, thread_id="moved", backend=runner.backend)
+        assert moved.out == "did 1"
+        latest = await runner.backend.latest_checkpoint("moved")
+        assert latest is not None
+        GATE[1].set()
+        done = await runner.await_run(waiting.run_id, timeout=30)
+    finally:
+        GATE[1].set()
+        GATE = None
+    assert done.status == "succeeded", done.error
+    assert done.output["out"] == "did 5"
+    assert done.base_checkpoint == latest.checkpoint_id
 
 
 async def test_leaving_the_queue_is_not_synced_but_the_outcome_is(tmp_path: Path) -> None:

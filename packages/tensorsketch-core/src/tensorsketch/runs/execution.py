@@ -24,7 +24,7 @@ from tensorsketch.runs.records import active_seconds, all_decided, due, now, pla
 from tensorsketch.runs.signals import segment_input
 from tensorsketch.runs.state import RunnerState, Settled
 from tensorsketch.runs.steering import RecordInbox
-from tensorsketch.runtime.backends.runs import ACTIVE, RunRecord
+from tensorsketch.runtime.backends.runs import ACTIVE, RunRecord, ThreadHead
 from tensorsketch.steering import bound_inbox
 
 __all__ = ["Execution"]
@@ -75,6 +75,8 @@ class Execution:
         self.wake_waiters(run_id)
         state.known.pop(run_id, None)
         state.latest.pop(run_id, None)
+        state.turns.pop(run_id, None)
+        state.heads.pop(run_id, None)
         state.stop_reasons.pop(run_id, None)
 
     async def _execute(self, run_id: str, *, new: bool, takeover: bool) -> None:
@@ -109,6 +111,8 @@ class Execution:
         thread has stopped (queued or running: ``enqueue`` keeps their order)."""
         state = self.state
         mine = state.known.get(run_id)  # a run this runner just created: no read
+        if state.turns.pop(run_id, None) == run_id and mine is not None:
+            return  # it headed its thread's queue as it was stored: nobody is ahead of it
         if mine is None or mine.status != "queued" or mine.owner != state.owner:
             mine = await state.store.get(run_id)
         while True:
@@ -147,14 +151,64 @@ class Execution:
         # A run this runner just created or claimed starts from that record (a stale one only
         # loses the compare-and-set below and is read again); any other is read first.
         seen = state.known.pop(run_id, None)
+        guess = state.heads.pop(run_id, None)
         if seen is None or seen.status != "queued" or seen.owner != state.owner:
+            seen, guess = await self.read(run_id), None
+        # Leaving the queue need not wait for the disk: the segment's first durable commit
+        # (a journal write, a checkpoint) carries it there, as every database here writes
+        # its log in order; a power cut before that leaves the run queued under an owner
+        # that is gone, and it is taken over from the start. A suspended run's resume stays
+        # durable (its loss would leave it suspended with nobody to resume it).
+        durable = seen.status == "suspended"
+        if seen.first_seq is None and guess is not None and state.store.reads_thread_head:
+            stored = await self._begin_at_guess(run_id, seen, guess, takeover=takeover)
+            if stored is not None:
+                return stored
             seen = await self.read(run_id)
+            durable = seen.status == "suspended"
         if seen.first_seq is None:  # its first segment: one read for both
             head, last = await state.backend.thread_head(seen.thread_id)
             latest_id, first_seq = head or "", 0 if last is None else last + 1
         else:
             latest = await state.backend.latest_checkpoint(seen.thread_id)
             latest_id, first_seq = (latest.checkpoint_id if latest else ""), seen.first_seq
+        begin = self._beginning(latest_id, first_seq, takeover=takeover)
+        stored = await state.store.transition(run_id, begin, known=seen, durable=durable)
+        return self._began(run_id, stored, latest_id)
+
+    async def _begin_at_guess(
+        self, run_id: str, seen: RunRecord, guess: ThreadHead, *, takeover: bool
+    ) -> RunRecord | None:
+        """A new run's first ``running`` write, assuming its thread still stands where it
+        stood at submit; the write reads the thread's head in the same unit, and a guess
+        that turns out wrong (the thread moved meanwhile) is corrected before anything runs.
+        ``None``: the write did not happen (the caller starts over from a fresh read)."""
+        state = self.state
+        latest_id, first_seq = guess[0] or "", 0 if guess[1] is None else guess[1] + 1
+        begin = self._beginning(latest_id, first_seq, takeover=takeover)
+        rode = await state.store.transition_reading_head(run_id, begin, known=seen, durable=False)
+        if rode is None:
+            return None
+        stored, (head, last) = rode
+        actual_id, actual_seq = head or "", 0 if last is None else last + 1
+        if stored is not None and (actual_id, actual_seq) != (latest_id, first_seq):
+
+            def correct(current: RunRecord) -> RunRecord | None:
+                if current.status != "running":
+                    return None
+                return current.replace(base_checkpoint=actual_id, first_seq=actual_seq)
+
+            stored = await state.store.transition(
+                run_id, correct, owner=state.owner, known=stored, durable=False
+            )
+        return self._began(run_id, stored, actual_id)
+
+    def _beginning(
+        self, latest_id: str, first_seq: int, *, takeover: bool
+    ) -> Callable[[RunRecord], RunRecord | None]:
+        """The change that moves a run to ``running`` here, with its thread standing at
+        ``latest_id`` / ``first_seq`` if this is its first segment."""
+        state = self.state
         at = now()
 
         def begin(current: RunRecord) -> RunRecord | None:
@@ -183,14 +237,10 @@ class Execution:
                 first_seq=current.first_seq if current.first_seq is not None else first_seq,
             )
 
-        # Leaving the queue need not wait for the disk: the segment's first durable commit
-        # (a journal write, a checkpoint) carries it there, as every database here writes
-        # its log in order; a power cut before that leaves the run queued under an owner
-        # that is gone, and it is taken over from the start. A suspended run's resume stays
-        # durable (its loss would leave it suspended with nobody to resume it).
-        stored = await state.store.transition(
-            run_id, begin, known=seen, durable=seen.status == "suspended"
-        )
+        return begin
+
+    def _began(self, run_id: str, stored: RunRecord | None, latest_id: str) -> RunRecord | None:
+        state = self.state
         if stored is not None:
             state.notify(stored)
             state.latest[run_id] = latest_id

@@ -17,7 +17,7 @@ from tensorsketch.runs.records import all_decided, due, now
 from tensorsketch.runs.retention import Retention
 from tensorsketch.runs.signals import EventInput
 from tensorsketch.runtime.backends.base import Backend
-from tensorsketch.runtime.backends.runs import ACTIVE, RunRecord, RunStore
+from tensorsketch.runtime.backends.runs import ACTIVE, RunRecord, RunStore, ThreadHead
 
 __all__ = ["Listener", "RunnerState", "Settled"]
 
@@ -89,6 +89,12 @@ class RunnerState:
     closed: bool = False
     #: What this runner last read or wrote of a run it executes (saves store reads).
     known: dict[str, RunRecord] = field(default_factory=dict)
+    #: The head of its thread's queue that a run created here saw as it was stored (read
+    #: with the insert): a run that heads it need not read the queue again before it starts.
+    turns: dict[str, str | None] = field(default_factory=dict)
+    #: Where its thread stood as a run created here was stored: the guess its first segment
+    #: starts from, checked by the read that shares the segment's first write.
+    heads: dict[str, ThreadHead] = field(default_factory=dict)
     #: The thread's latest checkpoint id as a run's segment began (read once, used twice).
     latest: dict[str, str] = field(default_factory=dict)
 

@@ -20,7 +20,7 @@ from tensorsketch.runs.execution import Execution
 from tensorsketch.runs.multitask import MultitaskStrategy, check_strategy, stopped_error
 from tensorsketch.runs.records import now, plain
 from tensorsketch.runs.state import RunnerState, Settled
-from tensorsketch.runtime.backends.runs import ACTIVE, RunPage, RunRecord, check_labels
+from tensorsketch.runtime.backends.runs import ACTIVE, InTurn, RunPage, RunRecord, check_labels
 
 __all__ = ["Submission"]
 
@@ -118,6 +118,10 @@ class Submission:
     ) -> tuple[RunRecord, bool]:
         """Submit on a thread that may have runs in flight, as ``strategy`` says."""
         state = self.state
+        if strategy == "enqueue":
+            # Nothing to decide from what is in flight: the run queues behind it, and the
+            # store's idempotency key returns a run already submitted with the same key.
+            return await self._create(input, thread_id, idempotency_key, labels, strategy, webhook)
         page = await state.store.list(status=tuple(sorted(ACTIVE)), thread_id=thread_id, limit=100)
         in_flight = page.records
         for record in in_flight:
@@ -195,10 +199,18 @@ class Submission:
             webhook=webhook,
             assistant=pinned,
         )
-        stored, created = await state.store.create(record)
+        if thread_id is None:  # a new thread: the run heads its queue, on an empty thread
+            stored, created = await state.store.create(record)
+            turn = InTurn(stored, created, stored.run_id, (None, None))
+        else:  # the insert also reads who heads the thread's queue (one round trip)
+            turn = await state.store.create_in_turn(record)
+            stored, created = turn.record, turn.created
         if created:
             state.notify(stored)
             state.known[stored.run_id] = stored  # the first segment starts from it: one read fewer
+            state.turns[stored.run_id] = turn.queue_head
+            if turn.thread_head is not None:
+                state.heads[stored.run_id] = turn.thread_head
             self.execution.spawn(stored.run_id, new=True)
         return stored, created
 

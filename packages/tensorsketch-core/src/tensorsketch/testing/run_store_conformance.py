@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from tensorsketch.errors import LeaseLostError, ThreadBusyError
-from tensorsketch.runtime.backends.base import Backend
+from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent
 from tensorsketch.runtime.backends.runs import RunConflictError, RunRecord, RunStore, run_store
 from tensorsketch.testing.backend_conformance import BackendFactory
 
@@ -73,6 +73,54 @@ class RunStoreConformance:
         assert got.labels == {"tenant": "acme", "tier": "gold"}
         assert got.interrupts == record.interrupts
         assert await store.get("run-that-does-not-exist") is None
+
+    @pytest.mark.asyncio
+    async def test_creating_in_turn_names_the_head_of_the_threads_queue(
+        self, store: RunStore
+    ) -> None:
+        first = _record(created_at=1000.0)
+        thread = first.thread_id
+        made = await store.create_in_turn(first)
+        assert made.created and made.record.run_id == first.run_id
+        assert made.queue_head == first.run_id
+        second = _record(thread_id=thread, created_at=1001.0)
+        assert (await store.create_in_turn(second)).queue_head == first.run_id
+        done = await store.transition(first.run_id, lambda r: r.replace(status="succeeded"))
+        assert done is not None
+        third = _record(thread_id=thread, created_at=1002.0)
+        assert (await store.create_in_turn(third)).queue_head == second.run_id
+        keyed = _record(idempotency_key=f"key-{uuid.uuid4().hex}")
+        assert (await store.create_in_turn(keyed)).created
+        again = await store.create_in_turn(keyed.replace(run_id="run-other"))
+        assert not again.created and again.record.run_id == keyed.run_id
+
+    @pytest.mark.asyncio
+    async def test_a_write_that_reads_the_thread_head_sees_where_the_thread_stands(
+        self, store: RunStore, backend: Backend
+    ) -> None:
+        if not store.reads_thread_head:
+            pytest.skip("this store does not read a thread's head with its writes")
+        record, _ = await store.create(_record())
+        thread = record.thread_id
+        made = await store.create_in_turn(_record(thread_id=thread))
+        assert made.thread_head == (None, None)
+        await backend.append_events(thread, [StoredEvent(0, b"e0")])
+        await backend.save_checkpoint(
+            StoredCheckpoint(thread, "cp-1", None, 0, time.time(), b"payload")
+        )
+        ride = await store.transition_reading_head(
+            record.run_id, lambda r: r.replace(status="running"), known=record
+        )
+        assert ride is not None
+        stored, head = ride
+        assert stored is not None and stored.status == "running"
+        assert head == ("cp-1", 0) == await backend.thread_head(thread)
+        # A stale known record loses the compare-and-set: nothing written, the caller reads.
+        stale = await store.transition_reading_head(
+            record.run_id, lambda r: r.replace(status="succeeded"), known=record
+        )
+        assert stale is None
+        assert (await store.get(record.run_id)) == stored
 
     @pytest.mark.asyncio
     async def test_records_are_visible_to_another_handle(

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tensorsketch.errors import CheckpointDecodeError, RunConflictError
-from tensorsketch.runtime.backends.runs import RUN_LAYOUT_VERSION, RunRecord, RunStore
+from tensorsketch.runtime.backends.runs import RUN_LAYOUT_VERSION, InTurn, RunRecord, RunStore
 
 if TYPE_CHECKING:
     from tensorsketch.runtime.backends.redis import RedisBackend
@@ -76,6 +76,18 @@ index(b, id, ARGV[5], ARGV[6], ARGV[4], ARGV[8], ARGV[9], 1)
 return {1}
 """
 )
+
+# _INSERT, then (when stored) the oldest queued or running run of the thread: {1, id or ''}.
+_INSERT_IN_TURN = _INSERT.replace(
+    "return {1}\n",
+    """for _, other in ipairs(redis.call('ZRANGE', b .. 'thread:' .. ARGV[7], 0, -1)) do
+  local h = redis.call('HMGET', b .. 'rec:' .. other, 'status', 'kind')
+  if h[2] == 'run' and (h[1] == 'queued' or h[1] == 'running') then return {1, other} end
+end
+return {1, ''}
+""",
+)
+assert _INSERT_IN_TURN != _INSERT
 
 # ARGV: base, id, expected ver, rec, status, wake, waiting, owner, lease. Returns the new
 # version, or 0 when the stored one differs (or the run is gone).
@@ -214,6 +226,23 @@ class RedisRunStore(RunStore):
         )
 
     async def _insert(self, record: RunRecord) -> tuple[RunRecord, bool]:
+        reply = await self._script("creating a run", _INSERT, self._insert_args(record))
+        if int(reply[0]) == 1:
+            return record, True
+        existing = self._decode(reply[1:])
+        assert existing is not None
+        return existing, False
+
+    async def _insert_in_turn(self, record: RunRecord) -> InTurn:
+        # One script: the insert and the walk of the thread's runs for its queue's head.
+        reply = await self._script("creating a run", _INSERT_IN_TURN, self._insert_args(record))
+        if int(reply[0]) == 1:
+            return InTurn(record, True, _text(reply[1]) or None)
+        existing = self._decode(reply[1:])
+        assert existing is not None
+        return InTurn(existing, False, None)
+
+    def _insert_args(self, record: RunRecord) -> list[Any]:
         r = record
         args: list[Any] = [
             r.run_id,
@@ -229,12 +258,7 @@ class RedisRunStore(RunStore):
             r.owner or "",
             *(f"{k}={v}" for k, v in r.labels.items()),
         ]
-        reply = await self._script("creating a run", _INSERT, args)
-        if int(reply[0]) == 1:
-            return record, True
-        existing = self._decode(reply[1:])
-        assert existing is not None
-        return existing, False
+        return args
 
     async def _many(self, what: str, ids: Sequence[Any]) -> list[RunRecord]:
         if not ids:

@@ -26,7 +26,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Literal, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, get_args
 
 from tensorsketch.errors import (
     LeaseLostError,
@@ -312,6 +312,21 @@ def decode_cursor(cursor: str | None) -> tuple[float, str] | None:
     return value, run_id
 
 
+#: A thread's head: its latest checkpoint id and highest event seq (``None`` for none).
+ThreadHead = tuple[str | None, int | None]
+
+
+class InTurn(NamedTuple):
+    """What :meth:`RunStore.create_in_turn` stored and saw."""
+
+    record: RunRecord
+    created: bool
+    #: The oldest queued or running run of the thread right after the insert.
+    queue_head: str | None
+    #: The thread's head as the run was stored (``None``: not read).
+    thread_head: ThreadHead | None = None
+
+
 class RunStore(ABC):
     """Run records of one backend. Subclasses implement the primitive operations.
 
@@ -398,6 +413,63 @@ class RunStore(ABC):
             version=1,
         )
         return await self._insert(fresh)
+
+    #: Whether :meth:`_replace_reading_head` reads the thread's head in the write's own unit
+    #: of work (a store sharing one database with the checkpoints); the runner then starts
+    #: a run in one round trip instead of two.
+    reads_thread_head: bool = False
+
+    async def _replace_reading_head(
+        self, record: RunRecord, *, durable: bool = True
+    ) -> tuple[RunRecord | None, ThreadHead]:
+        """:meth:`_replace` (or the relaxed one), also reading — in the same unit of work —
+        the head of the record's thread: its latest checkpoint id and highest event seq.
+        Only called when :attr:`reads_thread_head` is set; the default says it cannot."""
+        msg = f"{type(self).__name__} cannot read a thread's head with its writes."
+        raise RunStoreUnsupportedError(msg)
+
+    async def transition_reading_head(
+        self,
+        run_id: str,
+        change: Callable[[RunRecord], RunRecord | None],
+        *,
+        known: RunRecord,
+        durable: bool = True,
+    ) -> tuple[RunRecord | None, ThreadHead] | None:
+        """One compare-and-set attempt of ``change`` on ``known`` that also reads the
+        thread's head (as :meth:`_replace_reading_head`). ``None`` when the store cannot, the
+        change declines, or ``known`` was stale; the caller then reads and transitions as
+        usual. Otherwise the stored record (``None``: the write lost) and the head."""
+        if not self.reads_thread_head:
+            return None
+        updated = change(known)
+        if updated is None:
+            return None
+        write = updated.replace(version=known.version, updated_at=time.time())
+        stored, head = await self._replace_reading_head(write, durable=durable)
+        return (stored, head) if stored is not None else None
+
+    async def create_in_turn(self, record: RunRecord) -> InTurn:
+        """:meth:`create`, also naming the run at the head of its thread's queue right after
+        (the oldest queued or running run there) — what a runner needs to know whether the
+        new run may start at once — and, where :attr:`reads_thread_head`, the thread's head
+        as a guess of where the run will begin. The default reads the queue after the
+        insert; a store that can do both in one round trip overrides :meth:`_insert_in_turn`."""
+        now = time.time()
+        fresh = record.replace(
+            created_at=record.created_at or now,
+            updated_at=now,
+            labels=check_labels(record.labels),
+            version=1,
+        )
+        return await self._insert_in_turn(fresh)
+
+    async def _insert_in_turn(self, record: RunRecord) -> InTurn:
+        """:meth:`_insert`, then the id of the oldest active run of ``record``'s thread.
+        Not abstract: the default composes the two primitives (two round trips)."""
+        stored, created = await self._insert(record)
+        head = await self._list(tuple(sorted(ACTIVE)), stored.thread_id, {}, "run", None, 1)
+        return InTurn(stored, created, head[0].run_id if head else None)
 
     async def list(
         self,

@@ -20,7 +20,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tensorsketch.errors import CheckpointDecodeError
-from tensorsketch.runtime.backends.runs import RUN_LAYOUT_VERSION, RunRecord, RunStore
+from tensorsketch.runtime.backends.runs import (
+    RUN_LAYOUT_VERSION,
+    InTurn,
+    RunRecord,
+    RunStore,
+    ThreadHead,
+)
 from tensorsketch.runtime.backends.sql_query import Query
 
 if TYPE_CHECKING:
@@ -59,6 +65,8 @@ def _columns(r: RunRecord, serializer: Any) -> tuple[Any, ...]:
 class SqlRunStore(RunStore):
     """Run records in three tables of the backend's database."""
 
+    reads_thread_head = True  # the checkpoints live in the same database
+
     def __init__(self, backend: SqlBackend) -> None:
         super().__init__(backend.serializer)
         self.backend = backend
@@ -91,6 +99,15 @@ class SqlRunStore(RunStore):
                 f"(SELECT 1 FROM {runs} WHERE run_id = ?)"
             ),
             "get": f"SELECT version, lease_expires_at, record FROM {runs} WHERE run_id = ?",
+            "latest_id": (
+                f"SELECT checkpoint_id FROM {b.table('checkpoints')} WHERE thread_id = ? "
+                "ORDER BY position DESC LIMIT 1"
+            ),
+            "last_seq": f"SELECT MAX(seq) FROM {b.table('events')} WHERE thread_id = ?",
+            "head": (
+                f"SELECT run_id FROM {runs} WHERE thread_id = ? AND kind = 'run' AND status "
+                "IN ('queued', 'running') ORDER BY created_at, run_id LIMIT 1"
+            ),
             "replace": (
                 f"UPDATE {runs} SET status = ?, waiting_for = ?, wake_at = ?, owner = ?, "
                 "lease_expires_at = ?, version = version + 1, record = ? "
@@ -216,6 +233,58 @@ class SqlRunStore(RunStore):
             raise CheckpointDecodeError(msg)
         return stored, stored.run_id == record.run_id
 
+    def _head_queries(self, thread_id: str) -> list[Query]:
+        return [
+            Query(self._sql["latest_id"], (thread_id,), fetch="one"),
+            Query(self._sql["last_seq"], (thread_id,), fetch="one"),
+        ]
+
+    @staticmethod
+    def _head(latest: Sequence[Any] | None, seq: Sequence[Any] | None) -> ThreadHead:
+        last = None if seq is None or seq[0] is None else int(seq[0])
+        return (None if latest is None else str(latest[0])), last
+
+    async def _replace_reading_head(
+        self, record: RunRecord, *, durable: bool = True
+    ) -> tuple[RunRecord | None, ThreadHead]:
+        # The head is read first, in the same unit: where the thread stood as the run began.
+        stored = record.replace(version=record.version + 1)
+        queries = [*self._head_queries(record.thread_id), self._replace_query(record, stored)]
+        results = await self._go("updating a run", queries, transaction=True, durable=durable)
+        return (stored if results[-1] == 1 else None), self._head(results[0], results[1])
+
+    async def _insert_in_turn(self, record: RunRecord) -> InTurn:
+        # The insert, the read of the thread's queue head and of where the thread stands
+        # share one round trip.
+        cols = _columns(record, self.serializer)
+        key = record.idempotency_key
+        labels = [(k, v, record.run_id, record.run_id) for k, v in record.labels.items()]
+        queries: list[Query] = []
+        if key is None:
+            queries.append(Query(self._sql["insert"], cols))
+        else:
+            queries.append(Query(self._sql["take_key"], (key, record.run_id)))
+            queries.append(
+                Query(self._sql["insert_keyed"], (*cols, key, record.run_id, record.run_id))
+            )
+        if labels:
+            queries.append(Query(self._sql["label"], labels, many=True))
+        if key is not None:
+            queries.append(Query(self._sql["by_key"], (key,), fetch="one"))
+        queries.append(Query(self._sql["head"], (record.thread_id,), fetch="one"))
+        queries += self._head_queries(record.thread_id)
+        results = await self._go("creating a run", queries, transaction=True)
+        head = results[-3][0] if results[-3] is not None else None
+        thread_head = self._head(results[-2], results[-1])
+        if key is None:
+            return InTurn(record, True, head, thread_head)
+        stored = self._decode(results[-4])
+        if stored is None:  # pragma: no cover - the key row always names a stored run
+            msg = f"idempotency key {key!r} names a run that is not stored; the store is corrupt."
+            raise CheckpointDecodeError(msg)
+        created = stored.run_id == record.run_id
+        return InTurn(stored, created, head, thread_head if created else None)
+
     async def get(self, run_id: str) -> RunRecord | None:
         q = Query(self._sql["get"], (run_id,), fetch="one")
         return self._decode((await self._go("reading a run", [q], idempotent=True))[0])
@@ -261,8 +330,7 @@ class SqlRunStore(RunStore):
     async def _replace_relaxed(self, record: RunRecord) -> RunRecord | None:
         return await self._replace(record, durable=False)
 
-    async def _replace(self, record: RunRecord, durable: bool = True) -> RunRecord | None:
-        stored = record.replace(version=record.version + 1)
+    def _replace_query(self, record: RunRecord, stored: RunRecord) -> Query:
         wake = stored.wake_at if stored.status == "suspended" else None
         params = (
             stored.status,
@@ -274,7 +342,11 @@ class SqlRunStore(RunStore):
             record.run_id,
             record.version,
         )
-        queries = [Query(self._sql["replace"], params, fetch="rowcount")]
+        return Query(self._sql["replace"], params, fetch="rowcount")
+
+    async def _replace(self, record: RunRecord, durable: bool = True) -> RunRecord | None:
+        stored = record.replace(version=record.version + 1)
+        queries = [self._replace_query(record, stored)]
         if stored.status == "failed" and stored.idempotency_key is not None:
             key_params = (stored.idempotency_key, stored.run_id)
             queries.append(Query(self._sql["key_failed"], key_params))
