@@ -36,6 +36,7 @@ export const COLORS = {
   ok: "#2f9e44",
   error: "#e03131",
   running: "#f08c00",
+  waiting: "#1c7ed6",
   select: "#e64980",
   map: "#7048e8",
   command: "#0c8599",
@@ -271,10 +272,10 @@ export function formatMs(ms: number | null | undefined): string {
 }
 
 export function drawTrace(svg: SVGSVGElement, box: Box, t: NodeTrace): SVGGElement {
-  const color = t.status === "error" ? COLORS.error : t.status === "running" ? COLORS.running : COLORS.ok;
+  const color = { error: COLORS.error, running: COLORS.running, suspended: COLORS.waiting }[t.status as string] ?? COLORS.ok;
   const g = el("g", { class: `trace-ring ${t.status}`, "data-node": box.id, transform: `translate(${box.x},${box.y})` });
   g.appendChild(r(svg).rectangle(-7, -7, box.w + 14, box.h + 14, { seed: seed(box.id) + 7, roughness: 1.4, stroke: color, strokeWidth: 3 }));
-  const badge = `${formatMs(t.latency_ms)} · ${formatCost(t.cost)} · ${t.calls} call${t.calls === 1 ? "" : "s"}`;
+  const badge = `${t.status === "suspended" ? "waiting · " : ""}${formatMs(t.latency_ms)} · ${formatCost(t.cost)} · ${t.calls} call${t.calls === 1 ? "" : "s"}`;
   const w = textWidth(badge, 13, "system-ui, sans-serif") + 18;
   const bg = el("g", { class: "trace-badge", transform: `translate(${box.w / 2 - w / 2},${box.h + 10})` }, g);
   el("rect", { x: 0, y: 0, width: w, height: 22, rx: 11, fill: color }, bg);

@@ -145,7 +145,7 @@ export interface SpanSummary {
 }
 
 export interface NodeTrace {
-  status: "ok" | "error" | "running";
+  status: "ok" | "error" | "running" | "suspended";
   latency_ms: number | null;
   cost: number | null;
   calls: number;

@@ -217,9 +217,8 @@ def fold_nodes(spans: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         if own and own[-1]["status"] == "error":
             entry["status"] = "error"
         elif own:
-            entry["status"] = (
-                "ok" if own[-1]["status"] in ("ok", "suspended") else own[-1]["status"]
-            )
+            # "suspended": the node waits for a person or a time (drawn apart from "ok")
+            entry["status"] = own[-1]["status"]
         entry["latency_ms"] = round(entry["latency_ms"], 3)
         recent = sorted(folded[node], key=lambda s: s["started_at"])[-LAST_SPANS:]
         entry["last"] = [
