@@ -127,7 +127,10 @@ class Execution:
             event = state.settled_events.setdefault(head.run_id, Settled())
             try:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(event.wait(), state.poll_interval)
+                    # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel that
+                    # lands as the event is set (the runner's close then hung 10 s)
+                    async with asyncio.timeout(state.poll_interval):
+                        await event.wait()
             finally:
                 if head.run_id not in state.tasks:
                     state.settled_events.pop(head.run_id, None)

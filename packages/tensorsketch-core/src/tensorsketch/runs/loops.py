@@ -146,7 +146,10 @@ class Loops:
             delay = max(0.0, min(delay, state.timer_refresh))
             state.wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(state.wake.wait(), delay)
+                # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel that
+                # lands as the event is set (the runner's close then hung 10 s)
+                async with asyncio.timeout(delay):
+                    await state.wake.wait()
             try:
                 due = await state.store.due(now(), limit=500)
             except Exception as exc:

@@ -251,7 +251,9 @@ class Submission:
                         await event.wait()
                     else:
                         with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(event.wait(), state.poll_interval)
+                            # asyncio.timeout, not wait_for (see Loops._timers_forever)
+                            async with asyncio.timeout(state.poll_interval):
+                                await event.wait()
                 finally:
                     if run_id not in state.tasks:
                         state.settled_events.pop(run_id, None)

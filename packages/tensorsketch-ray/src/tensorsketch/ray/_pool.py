@@ -284,7 +284,10 @@ class WorkerPool:
                 moved = 0
             if not moved:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self.poll_interval)
+                    # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel that
+                    # lands as the event is set (the runner's close then hung 10 s)
+                    async with asyncio.timeout(self.poll_interval):
+                        await stop.wait()
 
     async def close(self, *, stop_actors: bool = True, timeout: float = 30.0) -> None:
         """Stop the pool. With ``stop_actors``, each actor drains (up to ``timeout``), hands
