@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pydantic
 from pydantic_core import to_jsonable_python
 
 from tensorsketch.canvas.studio.app import ApiError
 from tensorsketch.canvas.studio.debug_source import GraphSource, backend_label
+from tensorsketch.canvas.studio.state_values import checked_values
 from tensorsketch.durable import (
     Checkpoint,
     CheckpointInfo,
@@ -588,29 +588,6 @@ class Debugger:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def _validated(self, graph: CompiledGraph[Any], values: Any) -> dict[str, Any]:
-        """Edited values, each checked as its state field: 422 naming the channel."""
-        if not isinstance(values, dict):
-            raise ApiError(400, "'values' must be an object of channel name -> new value.")
-        fields = graph.state_schema.model_fields
-        checked: dict[str, Any] = {}
-        for name, value in values.items():
-            if name not in fields:
-                raise ApiError(
-                    422,
-                    f"{name!r} is not a field of {graph.state_schema.__name__} "
-                    f"(fields: {sorted(fields)}).",
-                    channel=name,
-                )
-            try:
-                checked[name] = graph.spec.adapter(name).validate_python(value)
-            except pydantic.ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first.get("loc", ()) if p != name)
-                detail = f" at {where}" if where else ""
-                raise ApiError(422, f"{name}{detail}: {first['msg']}", channel=name) from None
-        return checked
-
     async def fork(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
         _confirmed(body, "fork (it writes a new thread)")
         graph = await self.need_graph()
@@ -618,7 +595,7 @@ class Debugger:
         checkpoint_id = _check_id(body.get("checkpoint_id"), "checkpoint_id")
         if checkpoint_id not in {r.id for r in found.rows}:
             raise ApiError(404, f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}.")
-        values = self._validated(graph, body.get("values") or {})
+        values = _checked(graph, body.get("values") or {})
         new_id = body.get("new_thread_id")
         if new_id is None:
             new_id = f"{thread_id[:200]}-fork-{uuid.uuid4().hex[:8]}"
@@ -671,7 +648,7 @@ class Debugger:
                 head=found.head.id,
             )
         as_node = _as_node(graph, body)
-        values = self._validated(graph, body.get("values"))
+        values = _checked(graph, body.get("values"))
         state = await graph.aupdate_state(thread_id, self.backend, values, as_node=as_node)
         # the same answer as every other write (an edit runs nothing, so `error` is null)
         return await self._after_run(graph, thread_id, (state, None))
@@ -680,7 +657,7 @@ class Debugger:
         raw = body.get("input")
         if raw is None:
             return None
-        return self._validated(graph, raw)
+        return _checked(graph, raw)
 
     async def step(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
         _confirmed(body, "step (it runs the thread)")
@@ -923,3 +900,8 @@ CORE_ERRORS: tuple[tuple[type[BaseException], int], ...] = (
     (TypeError, 400),
     (TensorSketchError, 422),
 )
+
+
+def _checked(graph: CompiledGraph[Any], values: Any) -> dict[str, Any]:
+    """Edited values, each checked as its state field: 422 naming the channel."""
+    return checked_values(graph, values, body_key="values", name_key="channel")

@@ -27,6 +27,7 @@ from tensorsketch.canvas.studio.app import ApiError, Studio
 from tensorsketch.canvas.studio.debug import Debugger, _interrupt_view, preview
 from tensorsketch.canvas.studio.debug_source import GraphSource
 from tensorsketch.canvas.studio.sse import EventHub
+from tensorsketch.canvas.studio.state_values import checked_values
 from tensorsketch.canvas.studio.trace import parse_spans
 from tensorsketch.interrupts import run_info
 from tensorsketch.observability.export import span_json
@@ -187,7 +188,9 @@ class Runs:
         if "message" in body:
             values = self._chat_input(graph, body["message"], fresh=fresh)
         else:
-            values = _validated(graph, body["input"], require=fresh)
+            values = checked_values(
+                graph, body["input"], body_key="input", name_key="field", require=fresh
+            )
         self._claim(thread_id)
         return self._launch(graph, thread_id, values, None, max_steps)
 
@@ -256,9 +259,11 @@ class Runs:
         if len(message) > MAX_MESSAGE:
             raise ApiError(400, f"'message' is over {MAX_MESSAGE} characters.")
         if _is_str(graph.state_schema, "query"):
-            return _validated(graph, {"query": message}, require=fresh)
+            return checked_values(
+                graph, {"query": message}, body_key="input", name_key="field", require=fresh
+            )
         turn = {"messages": [{"role": "user", "content": message}]}
-        return _validated(graph, turn, require=fresh)
+        return checked_values(graph, turn, body_key="input", name_key="field", require=fresh)
 
     def _launch(
         self,
@@ -343,34 +348,6 @@ def _check_id(value: object, what: str) -> str:
     if not isinstance(value, str) or not value or len(value) > MAX_THREAD_ID or "\x00" in value:
         raise ApiError(400, f"{what} must be a non-empty string of at most {MAX_THREAD_ID} chars.")
     return value
-
-
-def _validated(graph: CompiledGraph[Any], values: Any, *, require: bool) -> dict[str, Any]:
-    """The input, each value checked as its state field (422 naming the field); ``require``
-    (a new thread): every field without a default must be given."""
-    if not isinstance(values, dict):
-        raise ApiError(400, "'input' must be an object of state field -> value.")
-    fields = graph.state_schema.model_fields
-    checked: dict[str, Any] = {}
-    for name, value in values.items():
-        if name not in fields:
-            raise ApiError(
-                422,
-                f"{name!r} is not a field of {graph.state_schema.__name__} "
-                f"(fields: {', '.join(sorted(fields))}).",
-                field=name,
-            )
-        try:
-            checked[name] = graph.spec.adapter(name).validate_python(value)
-        except pydantic.ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first.get("loc", ()))
-            detail = f" at {where}" if where else ""
-            raise ApiError(422, f"{name}{detail}: {first['msg']}", field=name) from None
-    missing = [n for n, f in fields.items() if f.is_required() and n not in checked]
-    if require and missing:
-        raise ApiError(422, f"missing required field(s): {', '.join(missing)}.", field=missing[0])
-    return checked
 
 
 def _message_view(message: Any) -> dict[str, Any]:
