@@ -133,6 +133,8 @@ def _pytest(
         *args,
         env={
             "TS_TEST_RUN_ID": os.environ.get("TS_TEST_RUN_ID", f"nox{os.getpid()}"),
+            # LiteLLM fetches its price list from GitHub on import: tests stay on 127.0.0.1
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
             **(env or {}),
         },
     )

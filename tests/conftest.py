@@ -11,6 +11,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# LiteLLM fetches its price list from GitHub when imported: keep every test on 127.0.0.1.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
 
 def _uv() -> list[str] | None:
     """uv on PATH, or beside this interpreter (`.venv/bin/python -m pytest` without activating

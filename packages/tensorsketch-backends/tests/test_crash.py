@@ -16,6 +16,7 @@ from tensorsketch.testing.crash import (
     run_crash_matrix,
     run_fanout_crash,
 )
+from tensorsketch.testing.fork_crash import run_fork_kill_matrix
 
 
 @pytest.mark.postgres
@@ -141,4 +142,29 @@ async def test_stall_matrix_redis(redis_url: str, redis_prefix: str, tmp_path: P
     spec = BackendSpec("redis", {"dsn": redis_url, "prefix": redis_prefix})
     report = await run_stall_matrix(spec, tmp_path)
     assert len(report.points) == len(report.boundaries) - 1 >= 6
+    report.check()
+
+
+# -- a reusing fork under a real kill (#47) ---------------------------------------------------
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+async def test_a_reusing_fork_killed_at_every_boundary_postgres(
+    pg_dsn: str, pg_schema: str, tmp_path: Path
+) -> None:
+    spec = BackendSpec("postgres", {"dsn": pg_dsn, "schema": pg_schema})
+    report = await run_fork_kill_matrix(spec, tmp_path)
+    assert len(report.kills) == len(report.boundaries) >= 5
+    report.check()
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+async def test_a_reusing_fork_killed_at_every_boundary_redis(
+    redis_url: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    spec = BackendSpec("redis", {"dsn": redis_url, "prefix": redis_prefix})
+    report = await run_fork_kill_matrix(spec, tmp_path)
+    assert len(report.kills) == len(report.boundaries) >= 5
     report.check()

@@ -8,6 +8,7 @@ helpers are loaded here by path and registered under their plain names (``wire_s
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -16,6 +17,9 @@ from typing import Any
 import pytest
 
 _HERE = Path(__file__).parent
+
+# LiteLLM fetches its price list from GitHub when imported: keep every test on 127.0.0.1.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 def _load(name: str) -> Any:

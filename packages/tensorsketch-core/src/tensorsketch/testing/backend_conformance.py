@@ -63,6 +63,7 @@ from tensorsketch.runtime.backends.runs import RunRecord
 from tensorsketch.schema import Schema
 from tensorsketch.serializers import MSGPACK_MAGIC
 from tensorsketch.testing.crash import CrashingBackend, SimulatedCrash
+from tensorsketch.testing.fork_crash import recover_fork
 from tensorsketch.testing.order import OrderState, order_graph
 from tensorsketch.threads import alist_threads
 
@@ -1108,31 +1109,14 @@ class BackendConformance:
                     dying, thread, after_charge.id, fork, {"label": "x"}, effects="reuse"
                 )
             except (SimulatedCrash, LeaseLostError):  # dead (a sibling task saw its lease go)
-                out = await self._recover_fork(backend, thread, after_charge.id, fork)
+                out = await recover_fork(
+                    ORDER_GRAPH, backend, thread, after_charge.id, fork, {"label": "x"}
+                )
             assert calls(fork) == {}, crash_at
             assert (
                 sorted(out.receipts) == sorted(clean.receipts) == sorted(done.receipts)
                 and out.note == clean.note
             )
-
-    @staticmethod
-    async def _recover_fork(backend: Backend, thread: str, at: str, fork: str) -> OrderState:
-        """Finish a reusing fork whose process died: fork again if it died inside ``fork``,
-        else resume it (with its input if that was not applied yet)."""
-        for _ in range(50):
-            await asyncio.sleep(0.25)  # the dead run's lease lapses
-            try:
-                if await backend.latest_checkpoint(fork) is None:
-                    return await ORDER_GRAPH.fork(
-                        backend, thread, at, fork, {"label": "x"}, effects="reuse"
-                    )
-                latest = (await ORDER_GRAPH.aget_history(fork, backend))[-1]
-                again = {"label": "x"} if latest.source == "fork" else None
-                return await ORDER_GRAPH.invoke(again, thread_id=fork, backend=backend)
-            except ThreadBusyError:
-                continue  # the store's clock has not let the lease go yet
-        msg = f"fork {fork!r} could not be resumed"
-        raise AssertionError(msg)
 
     # -- thread administration ---------------------------------------------------------------
 

@@ -679,8 +679,10 @@ def _mp_context(preload: list[str]) -> Any:
     return ctx
 
 
-async def _spawn(ctx: Any, config: dict[str, Any]) -> int:
-    process = ctx.Process(target=_child, args=(config,), daemon=True)
+async def _spawn(
+    ctx: Any, config: dict[str, Any], target: Callable[[dict[str, Any]], None] | None = None
+) -> int:
+    process = ctx.Process(target=target or _child, args=(config,), daemon=True)
     process.start()
     loop = asyncio.get_running_loop()
     ended: asyncio.Future[None] = loop.create_future()
