@@ -1973,6 +1973,7 @@ def test_a_fresh_node_dropped_on_a_wire_is_spliced_into_it(studio: Studio) -> No
     before = studio.paints()
     add_node()
     studio.wait_paint_after(before)
+    studio.settle()  # the edit's quiet reload too: measured on a still page (it failed in CI)
     created = studio.text
     # a wired node dragged across the wire: a move, nothing rewired
     billing = studio.center("Billing")

@@ -325,7 +325,7 @@ def test_a_node_spliced_into_an_edge_is_written_in_place_and_undone_exactly(
 PLACED = {
     "fluent": ['    .add(Check, name="Check2")'],
     "statement": ['g.add(Check, name="Check2")'],
-    "rshift": ['g.add(Check, name="Check2")', 'check2 = g["Check2"]'],
+    "rshift": ['(check2,) = g.nodes(("Check2", Check))'],  # a named entry, one statement
 }
 
 
