@@ -539,9 +539,9 @@ def test_gestures_write_the_file(studio: Studio) -> None:
     same_graph(studio.ir(), want)
     bodies_untouched(studio.text)
 
-    # rename: select the node, type the new name (once the delete's write-back is done:
-    # a click while the page is busy writing is not taken, as for a person)
-    page.wait_for_function("!document.body.classList.contains('busy')")
+    # rename: select the node, type the new name (once the delete's write-back and its quiet
+    # reload are done: a click measured before that reload's repaint can miss the node)
+    studio.settle()
     page.mouse.click(*studio.center("Escalate"))
     page.fill("#rename-input", "Escalation")
     page.press("#rename-input", "Enter")
@@ -561,6 +561,7 @@ def test_gestures_write_the_file(studio: Studio) -> None:
 
     # move: the sidecar changes, the file does not
     text_before_move = studio.text
+    studio.settle()
     x0, y0 = studio.center("Billing")
     old = dict(studio.sidecar().get("Billing", {}))
     studio.drag((x0, y0), (x0 + 60, y0 + 140))
