@@ -300,3 +300,65 @@ def test_a_decomposed_loop_imported_from_another_module(tmp_path: Path) -> None:
     node = extract(main.read_text(), path=main).nodes[0]
     assert node.name == "solver" and node.child is not None
     assert [n.name for n in node.child.nodes] == ["model", "tools"]
+
+
+# -- the Studio: opening and editing the defining file ---------------------------------------
+
+TOKEN = "subgraph-token"
+
+
+async def test_the_studio_shows_and_edits_an_imported_subgraph_in_its_own_file(
+    tmp_path: Path,
+) -> None:
+    import httpx
+
+    from tensorsketch.canvas.studio.app import Studio
+    from tensorsketch.canvas.studio.routes import create_app
+
+    report = _project(tmp_path, "from myapp.research import research_app", "research_app")
+    parent_before = report.read_bytes()
+    app = create_app(Studio(path=report, token=TOKEN, project=tmp_path))
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://127.0.0.1:8765",
+        headers={"X-Studio-Token": TOKEN},
+    ) as client:
+        parent = (await client.get("/api/graph")).json()
+        node = parent["graph"]["nodes"][0]
+        assert (node["name"], node["subgraph_file"]) == ("Research", "myapp/research.py")
+        assert [n["name"] for n in node["child"]["nodes"]] == ["Search", "Check"]
+        query = {"file": node["subgraph_file"], "graph": node["subgraph"]}
+        child = (await client.get("/api/graph", params=query)).json()
+        assert child["file"] == str(tmp_path / "myapp" / "research.py")
+        assert [n["name"] for n in child["graph"]["nodes"]] == ["Search", "Check"]
+        body = {
+            "version": child["version"],
+            "op": "rename_node",
+            "args": {"old": "Check", "new": "Verify"},
+            **query,
+        }
+        r = await client.post("/api/edit", json=body)
+        assert r.status_code == 200, r.text
+        assert [n["name"] for n in r.json()["graph"]["nodes"]] == ["Search", "Verify"]
+        assert (
+            'research.add(Check, name="Verify")' in (tmp_path / "myapp" / "research.py").read_text()
+        )
+        assert report.read_bytes() == parent_before
+        # the parent's nested child follows the edit
+        again = (await client.get("/api/graph")).json()["graph"]["nodes"][0]["child"]
+        assert [n["name"] for n in again["nodes"]] == ["Search", "Verify"]
+        # layout of the child file goes to the child's sidecar
+        r = await client.post(
+            "/api/layout", json={"file": query["file"], "positions": {"Verify": {"x": 1, "y": 2}}}
+        )
+        assert r.status_code == 200 and (tmp_path / "myapp" / "research.py.layout.json").exists()
+        # files the Studio will not open: a 4xx naming the problem, never a 5xx
+        for bad, status in (
+            ("../outside.py", 400),
+            ("/etc/passwd.py", 400),
+            ("myapp/research.txt", 400),
+            ("myapp/nope.py", 404),
+        ):
+            r = await client.get("/api/graph", params={"file": bad})
+            assert r.status_code == status, (bad, r.text)
+            assert "file" in r.json()["error"]
