@@ -6,7 +6,6 @@ a module that cannot be found or parsed is an opaque subgraph box with a reason.
 
 from __future__ import annotations
 
-
 from pathlib import Path
 
 import pytest
