@@ -38,7 +38,7 @@ __all__ = [
 #: How many re-exports (``from .research import research_app`` in an ``__init__.py``) are
 #: followed before giving up: enough for any real package, and a guard against cycles.
 MAX_HOPS = 8
-#: Parsed modules kept, by path, size and modification time.
+#: Parsed modules kept (by path, with the bytes they were parsed from).
 _CACHE_SIZE = 32
 
 
@@ -94,7 +94,7 @@ class ImportRef:
     name: str | None
 
 
-_parsed: OrderedDict[tuple[Path, int, int], Module | str] = OrderedDict()
+_parsed: OrderedDict[tuple[Path, Path], tuple[bytes, Module | str]] = OrderedDict()
 
 
 def dotted(text: str) -> list[str] | None:
@@ -237,28 +237,28 @@ def _assigned_value(small: cst.BaseSmallStatement, name: str) -> cst.BaseExpress
 
 
 def _load(origin: Origin) -> Module | str:
-    """The parsed module at ``origin.path``, or why it cannot be read (cached by size and
-    modification time, so the Studio's reloads parse an unchanged file once)."""
+    """The parsed module at ``origin.path``, or why it cannot be read. Parses are kept by
+    path and reused while the file's bytes are the same (the Studio re-reads a graph on
+    every request; a modification time is too coarse to tell two quick edits apart)."""
     try:
-        st = origin.path.stat()
+        data = origin.path.read_bytes()
     except OSError as exc:
         return f"cannot be read ({exc.strerror or exc})"
-    key = (origin.path, st.st_size, st.st_mtime_ns)
+    key = (origin.path, origin.root)
     cached = _parsed.get(key)
-    if cached is not None:
+    if cached is not None and cached[0] == data:
         _parsed.move_to_end(key)
-        return cached
+        return cached[1]
     loaded: Module | str
     try:
-        text = origin.path.read_bytes().decode("utf-8-sig")
-        src = parse_source(text, filename=origin.path.name)
+        src = parse_source(data.decode("utf-8-sig"), filename=origin.path.name)
         src.origin = origin
         loaded = Module(origin, src, find_graphs(src), find_node_classes(src))
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         loaded = f"cannot be read ({exc})"
     except CanvasError as exc:
         loaded = f"does not parse: {exc}"
-    _parsed[key] = loaded
+    _parsed[key] = (data, loaded)
     while len(_parsed) > _CACHE_SIZE:
         _parsed.popitem(last=False)
     return loaded
