@@ -361,3 +361,20 @@ async def test_the_studio_shows_and_edits_an_imported_subgraph_in_its_own_file(
             r = await client.get("/api/graph", params={"file": bad})
             assert r.status_code == status, (bad, r.text)
             assert "file" in r.json()["error"]
+
+
+def test_renaming_a_subgraph_node_in_a_rshift_file_keeps_it_a_subgraph() -> None:
+    """The >> writer renames a node as a named ``g.nodes(("Triage", sub_app))`` entry; that
+    entry is read as the subgraph it is (it was read as a plain node, so the write-back
+    refused its own output — found by the subgraph property test)."""
+    source = (Path(__file__).parent / "corpus" / "subgraph_styles.py").read_text()
+    source += (
+        '\nrs = Graph(Outer)\nrs.add(dig, name="Sub")\nsub_h = rs["Sub"]\n(w,) = rs.nodes(Write)\n'
+    )
+    source += "START >> sub_h >> w >> END\n"
+    ir = extract(source, "rs")
+    assert ir.node("Sub").subgraph == "dig"
+    written = reconstruct(source, edits.rename_node(ir, "Sub", "Triage"))
+    assert '(sub_h,) = rs.nodes(("Triage", dig))' in written
+    again = extract(written, "rs").node("Triage")
+    assert again.subgraph == "dig" and again.child is not None

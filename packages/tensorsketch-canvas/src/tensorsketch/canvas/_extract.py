@@ -113,9 +113,10 @@ def build_ir(
     for item in model.items:
         for decl in item.nodes:
             cls = classes.get(decl.class_key)
-            # Only `add(graph)` for now: a `g.nodes(graph)` handle is named after the
+            # `add(graph)` and a named `g.nodes(("Name", graph))` entry (what a rename in a
+            # >> file writes); a bare `g.nodes(graph)` handle is read as named after the
             # variable, which the >> writer relies on (the engine names it after the graph).
-            if cls is None and item.kind == "add":
+            if cls is None and (item.kind == "add" or (item.kind == "nodes" and decl.named)):
                 sub = _subgraph_of(src, decl, model, models, depth)
                 if sub is not None:
                     nodes.append(sub)
