@@ -110,6 +110,7 @@ def build_ir(
     how deep in subgraphs this graph is (nesting stops at :data:`MAX_DEPTH`)."""
     nodes: list[NodeIR] = []
     edges: list[EdgeIR] = []
+    looked_up: dict[str, _modules.Resolved | None] = {}  # imports followed, by expression
     for item in model.items:
         for decl in item.nodes:
             cls = classes.get(decl.class_key)
@@ -117,7 +118,7 @@ def build_ir(
             # >> file writes); a bare `g.nodes(graph)` handle is read as named after the
             # variable, which the >> writer relies on (the engine names it after the graph).
             if cls is None and (item.kind == "add" or (item.kind == "nodes" and decl.named)):
-                sub = _subgraph_of(src, decl, model, models, depth)
+                sub = _subgraph_of(src, decl, model, models, classes, depth, looked_up)
                 if sub is not None:
                     nodes.append(sub)
                     continue
@@ -177,24 +178,25 @@ def _subgraph_of(
     decl: NodeDecl,
     parent: GraphModel,
     models: Sequence[GraphModel],
+    classes: dict[str, NodeClass],
     depth: int,
+    looked_up: dict[str, _modules.Resolved | None],
 ) -> NodeIR | None:
     """The subgraph node ``add(decl)`` makes, or ``None`` for a plain node: a graph of this
-    file, the decomposed agent loop, or a graph another module of the project defines."""
+    file, the decomposed agent loop, or a graph another module of the project defines
+    (``looked_up`` keeps what each imported expression resolved to, for this graph)."""
     local = _subgraph(decl.class_key, parent, models)
     if local is not None:
-        child = (
-            build_ir(src, local, find_node_classes(src), models, depth + 1)
-            if depth < MAX_DEPTH
-            else None
-        )
+        child = build_ir(src, local, classes, models, depth + 1) if depth < MAX_DEPTH else None
         return _subgraph_node(src, decl, parent, src, local, child)
     loop = _loop_call(src, decl.cls)
     if loop is not None:
         return _loop_node(src, decl, parent, agent_loop(src, loop) or "agent")
     if src.origin is None:
         return None
-    found = _modules.resolve(src, src.origin, decl.cls)
+    if decl.cls not in looked_up:
+        looked_up[decl.cls] = _modules.resolve(src, src.origin, decl.cls)
+    found = looked_up[decl.cls]
     if found is None:
         return None
     if found.module is not None and found.model is not None:
@@ -249,6 +251,8 @@ def _subgraph_node(
 
 def _loop_call(src: ParsedSource, text: str) -> cst.Call | None:
     """The call ``add(...)``'s argument is, or the one a module-level name was assigned."""
+    if "decompose" not in src.text:  # neither loop function is named: the common case
+        return None
     try:
         expr = cst.parse_expression(text)
     except cst.ParserSyntaxError:

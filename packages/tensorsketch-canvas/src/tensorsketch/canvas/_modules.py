@@ -143,7 +143,9 @@ def resolve(src: ParsedSource, origin: Origin, text: str, hops: int = 0) -> Reso
     parts = dotted(text)
     if parts is None:
         return None
-    ref = import_refs(src.module).get(parts[0])
+    if src.imports is None:
+        src.imports = import_refs(src.module)
+    ref = src.imports.get(parts[0])
     if ref is None:
         return None
     if ref.name is None:

@@ -28,7 +28,7 @@ from tensorsketch.canvas._stmts import deep_recursion, walk_statements
 from tensorsketch.canvas.exceptions import SourceParseError
 
 if TYPE_CHECKING:
-    from tensorsketch.canvas._modules import Origin
+    from tensorsketch.canvas._modules import ImportRef, Origin
 
 __all__ = ["Chain", "Link", "ParsedSource", "deep_recursion", "parse_source"]
 
@@ -80,6 +80,8 @@ class ParsedSource:
     #: Where the file lives, so a subgraph imported from another module can be read (see
     #: ``_modules``); ``None`` for text with no file, whose imports are not followed.
     origin: Origin | None = None
+    #: The names its top-level imports bind (``_modules.import_refs``), read once when needed.
+    imports: dict[str, ImportRef] | None = field(default=None, repr=False, compare=False)
 
     def render(self, module: cst.Module) -> str:
         """The (masked) code of ``module``, a rewrite of this file's module.
