@@ -110,7 +110,7 @@ def build_ir(
     how deep in subgraphs this graph is (nesting stops at :data:`MAX_DEPTH`)."""
     nodes: list[NodeIR] = []
     edges: list[EdgeIR] = []
-    looked_up: dict[str, _modules.Resolved | None] = {}  # imports followed, by expression
+    looked_up: dict[object, object] = {}  # imports followed, files found and read
     for item in model.items:
         for decl in item.nodes:
             cls = classes.get(decl.class_key)
@@ -180,7 +180,7 @@ def _subgraph_of(
     models: Sequence[GraphModel],
     classes: dict[str, NodeClass],
     depth: int,
-    looked_up: dict[str, _modules.Resolved | None],
+    looked_up: dict[object, object],
 ) -> NodeIR | None:
     """The subgraph node ``add(decl)`` makes, or ``None`` for a plain node: a graph of this
     file, the decomposed agent loop, or a graph another module of the project defines
@@ -194,10 +194,11 @@ def _subgraph_of(
         return _loop_node(src, decl, parent, agent_loop(src, loop) or "agent")
     if src.origin is None:
         return None
-    if decl.cls not in looked_up:
-        looked_up[decl.cls] = _modules.resolve(src, src.origin, decl.cls)
-    found = looked_up[decl.cls]
-    if found is None:
+    key = ("expr", decl.cls)
+    if key not in looked_up:
+        looked_up[key] = _modules.resolve(src, src.origin, decl.cls, memo=looked_up)
+    found = looked_up[key]
+    if not isinstance(found, _modules.Resolved):
         return None
     if found.module is not None and found.model is not None:
         other = found.module

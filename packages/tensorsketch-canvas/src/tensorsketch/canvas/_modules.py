@@ -137,9 +137,18 @@ def module_of(src: ParsedSource, parts: list[str]) -> str | None:
     return ".".join([head, *parts[1:]])
 
 
-def resolve(src: ParsedSource, origin: Origin, text: str, hops: int = 0) -> Resolved | None:
+def resolve(
+    src: ParsedSource,
+    origin: Origin,
+    text: str,
+    hops: int = 0,
+    memo: dict[object, object] | None = None,
+) -> Resolved | None:
     """What the ``add(...)`` argument ``text`` names, when an import brings it from another
-    module of the project; ``None`` when it does not (a local name, a library's, a class)."""
+    module of the project; ``None`` when it does not (a local name, a library's, a class).
+    ``memo`` keeps the files found and read for one extraction (a graph of many imported
+    classes reads their module once)."""
+    memo = {} if memo is None else memo
     parts = dotted(text)
     if parts is None:
         return None
@@ -152,11 +161,11 @@ def resolve(src: ParsedSource, origin: Origin, text: str, hops: int = 0) -> Reso
         module, rest = ref.module, parts[1:]
     else:
         module, rest = ref.module, [ref.name, *parts[1:]]
-    file = _find(origin, module, ref.level)
+    file = _find(origin, module, ref.level, memo)
     # `from myapp import research` + `research.research_app`: walk into submodules
     while len(rest) > 1:
         deeper = f"{module}.{rest[0]}" if module else rest[0]
-        sub = _find(origin, deeper, ref.level)
+        sub = _find(origin, deeper, ref.level, memo)
         if sub is None:
             break
         module, rest, file = deeper, rest[1:], sub
@@ -167,24 +176,29 @@ def resolve(src: ParsedSource, origin: Origin, text: str, hops: int = 0) -> Reso
         return None
     if len(rest) != 1:
         return Resolved(reason=f"cannot read {text!r} in {origin.relative(file)}")
-    return _definition(origin, file, rest[0], hops)
+    return _definition(origin, file, rest[0], hops, memo)
 
 
-def _definition(origin: Origin, file: Path, name: str, hops: int) -> Resolved | None:
+def _definition(
+    origin: Origin, file: Path, name: str, hops: int, memo: dict[object, object]
+) -> Resolved | None:
     """What ``name`` is in ``file``: one of its graphs, a re-export, or a reason."""
-    rel = origin.relative(file)
-    loaded = _load(Origin(file, origin.root))
+    if ("load", file) not in memo:
+        memo["load", file] = _load(Origin(file, origin.root))
+    loaded = memo["load", file]
+    assert isinstance(loaded, Module | str)
     if isinstance(loaded, str):
-        return Resolved(reason=f"{rel}: {loaded}")
+        return Resolved(reason=f"{origin.relative(file)}: {loaded}")
     for model in loaded.models:
         if name in model.names:
             return Resolved(module=loaded, model=model)
     if name in loaded.classes:
         return None  # a node class of that module: a plain node
+    rel = origin.relative(file)  # for the reasons below
     if name in import_refs(loaded.src.module):
         if hops >= MAX_HOPS:
             return Resolved(reason=f"{rel}: {name!r} is re-exported more than {MAX_HOPS} times")
-        return resolve(loaded.src, loaded.origin, name, hops + 1)
+        return resolve(loaded.src, loaded.origin, name, hops + 1, memo)
     call = _assigned_call(loaded.src.module, name)
     if call is not None:
         return Resolved(module=loaded, call=call)
@@ -278,7 +292,15 @@ def _bases(origin: Origin, level: int) -> list[Path]:
     return list(dict.fromkeys([origin.root, origin.root / "src", origin.path.parent]))
 
 
-def _find(origin: Origin, module: str, level: int) -> Path | None:
+def _find(origin: Origin, module: str, level: int, memo: dict[object, object]) -> Path | None:
+    key = ("find", origin.path.parent, module, level)
+    if key not in memo:
+        memo[key] = _find_file(origin, module, level)
+    found = memo[key]
+    return found if isinstance(found, Path) else None
+
+
+def _find_file(origin: Origin, module: str, level: int) -> Path | None:
     parts = [p for p in module.split(".") if p]
     for base in _bases(origin, level):
         folder = base.joinpath(*parts) if parts else base
