@@ -378,3 +378,17 @@ def test_renaming_a_subgraph_node_in_a_rshift_file_keeps_it_a_subgraph() -> None
     assert '(sub_h,) = rs.nodes(("Triage", dig))' in written
     again = extract(written, "rs").node("Triage")
     assert again.subgraph == "dig" and again.child is not None
+
+
+def test_the_command_line_ir_nests_an_imported_subgraph(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from tensorsketch.canvas._cli import main
+
+    report = _project(tmp_path, "from myapp.research import research_app", "research_app")
+    assert main(["--ir", str(report), "--project", str(tmp_path)]) == 0
+    node = json.loads(capsys.readouterr().out)["nodes"][0]
+    assert node["subgraph_file"] == "myapp/research.py"
+    assert [n["name"] for n in node["child"]["nodes"]] == ["Search", "Check"]
