@@ -29,3 +29,14 @@ class TestSqliteStore(MemoryStoreConformance):
     @pytest.fixture
     def store_factory(self, tmp_path: Path) -> StoreFactory:
         return lambda **options: SqliteStore(tmp_path / "memory.db", **options)
+
+
+class TestSqliteStoreExactScan(MemoryStoreConformance):
+    """The same file store with its vector index turned off (the fallback where sqlite-vec
+    cannot load): ``TestSqliteStore`` runs on vec0 wherever it can."""
+
+    @pytest.fixture
+    def store_factory(self, tmp_path: Path) -> StoreFactory:
+        return lambda **options: SqliteStore(
+            tmp_path / "memory.db", vector_index="exact", **options
+        )

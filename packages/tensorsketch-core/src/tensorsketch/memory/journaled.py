@@ -82,7 +82,11 @@ class JournaledMemory:
             hits = await self.store.search(namespace_prefix, query, filter=filter, limit=limit)
             return [hit.to_json() for hit in hits]
 
-        args = {"namespace_prefix": list(namespace_prefix), "query": query, "limit": limit}
+        args: dict[str, Any] = {
+            "namespace_prefix": list(namespace_prefix),
+            "query": query,
+            "limit": limit,
+        }
         if filter:
             args["filter"] = dict(filter)
         rows = await self._ctx.step("memory.search", read, args=args)
