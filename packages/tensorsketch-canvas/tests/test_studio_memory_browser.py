@@ -55,9 +55,7 @@ def _in_thread(fn: Any) -> Any:
         return pool.submit(asyncio.run, fn()).result()
 
 
-def test_the_memory_card_lists_a_threads_reads_and_writes(
-    tmp_path: Path, browser: Browser
-) -> None:
+def test_the_memory_card_lists_a_threads_reads_and_writes(tmp_path: Path, browser: Browser) -> None:
     path = tmp_path / "visits.py"
     path.write_text(MEMORY.VISITS, encoding="utf-8")
     db = tmp_path / "runs.db"
@@ -104,9 +102,11 @@ def test_the_memory_card_lists_a_threads_reads_and_writes(
         studio.settle()
         page.click(f'.tl-row[data-id="{checkpoints[1]}"]')
         expect(card.locator(".mem-op.here")).to_have_count(3)
-        assert card.locator(".mem-op.here").evaluate_all(
-            "rs => rs.map(r => r.dataset.step)"
-        ) == ["0", "0", "0"]
+        assert card.locator(".mem-op.here").evaluate_all("rs => rs.map(r => r.dataset.step)") == [
+            "0",
+            "0",
+            "0",
+        ]
         studio.settle()
         page.click(f'.tl-row[data-id="{checkpoints[2]}"]')
         expect(card.locator(".mem-op.here")).to_have_count(2)
