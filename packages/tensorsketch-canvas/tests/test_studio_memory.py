@@ -5,6 +5,7 @@ key, operation, value and revision, and the superstep, node and checkpoint it be
 from __future__ import annotations
 
 import textwrap
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from tensorsketch.effect_keys import intent_key
 from tensorsketch.memory import HashingEmbedder, InMemoryStore
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
+from tensorsketch.testing.services import POSTGRES_DSN, private_name
 
 TOKEN = "memory-token-1"
 BASE = "http://127.0.0.1:8765"
@@ -91,6 +93,24 @@ def _ok(response: httpx.Response, status: int = 200) -> Any:
     return response.json()
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    if request.param == "sqlite":
+        store: Backend = SqliteBackend(tmp_path / "runs.db")
+        yield store
+        await store.aclose()
+        return
+    postgres_server = pytest.importorskip("tensorsketch.testing.postgres_server")
+    from tensorsketch.runtime.backends.postgres import PostgresBackend
+
+    postgres_server.reachable(POSTGRES_DSN)
+    schema = private_name("studio_memory")
+    store = PostgresBackend(POSTGRES_DSN, schema=schema)
+    yield store
+    await store.aclose()
+    postgres_server.drop_schema(POSTGRES_DSN, schema)
+
+
 async def seed_memory() -> InMemoryStore:
     store = InMemoryStore(embedder=HashingEmbedder(), index={("notes",): ["text"]})
     await store.put(("users", "ana"), "prefs", {"theme": "dark"})
@@ -106,19 +126,17 @@ async def run_visit(path: Path, backend: Backend, thread: str, store: InMemorySt
     await loaded.graph.invoke({"user": "ana"}, thread_id=thread, backend=backend, memory=store)
 
 
-async def test_the_items_a_thread_read_and_wrote_are_listed_per_step(tmp_path: Path) -> None:
+async def test_the_items_a_thread_read_and_wrote_are_listed_per_step(
+    tmp_path: Path, backend: Backend
+) -> None:
     path = tmp_path / "visits.py"
     path.write_text(VISITS, encoding="utf-8")
-    backend = SqliteBackend(tmp_path / "runs.db")
     store = await seed_memory()
     await run_visit(path, backend, "visit-ana", store)
     studio = Studio(path=path, token=TOKEN, project=tmp_path)
-    try:
-        async with _client(create_app(studio, debugger=Debugger(backend, path=path))) as client:
-            view = _ok(await client.get("/api/debug/memory", params={"thread": "visit-ana"}))
-            thread = _ok(await client.get("/api/debug/threads/visit-ana"))
-    finally:
-        await backend.aclose()
+    async with _client(create_app(studio, debugger=Debugger(backend, path=path))) as client:
+        view = _ok(await client.get("/api/debug/memory", params={"thread": "visit-ana"}))
+        thread = _ok(await client.get("/api/debug/threads/visit-ana"))
     assert view["supported"] is True and view["thread_id"] == "visit-ana"
     rows = [
         (o["step"], o["node"], o["op"], o["namespace"], o["key"], o["rev"], o["value"])
