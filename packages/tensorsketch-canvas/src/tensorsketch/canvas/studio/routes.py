@@ -26,6 +26,7 @@ from tensorsketch.canvas.studio.debug import Debugger
 from tensorsketch.canvas.studio.debug_routes import debug_routes
 from tensorsketch.canvas.studio.doubt import doubt_routes
 from tensorsketch.canvas.studio.fill_routes import Fills, FillSettings, fill_routes
+from tensorsketch.canvas.studio.memory_ops import memory_op_routes
 from tensorsketch.canvas.studio.optimize_routes import (
     Optimizations,
     OptimizeSettings,
@@ -247,6 +248,7 @@ def create_app(
         Route("/api/trace", guarded(api.get_trace), methods=["GET"]),
         Route("/api/export", guarded(api.get_export), methods=["GET"]),
         *doubt_routes(debugger, guarded, _HEADERS),
+        *memory_op_routes(debugger, guarded, _HEADERS),
         *debug_routes(debugger, hub, guarded, api.json_body, _HEADERS),
         *fill_routes(fills, guarded, api.json_body, _HEADERS),
         *optimize_routes(optimizations, guarded, api.json_body, _HEADERS),
