@@ -13,6 +13,7 @@ Nothing here knows about agents, providers or stores: the durable layer is reach
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Mapping
@@ -291,6 +292,10 @@ class Run(RunState, Planning, TaskExecution):
                 return
             except ParentCommand as exc:
                 await self._handed_up(tasks + held, exc)
+            except asyncio.CancelledError as exc:
+                if self.uncommitted:
+                    await self._commit_stopped(tasks + held, exc)
+                raise
             except Exception as exc:
                 if journal is not None:
                     await self.record_failure(tasks + held, exc)
@@ -327,6 +332,15 @@ class Run(RunState, Planning, TaskExecution):
         if self.journal is not None:
             await self.record_failure(tasks, error)
         raise error from None
+
+    async def _commit_stopped(self, tasks: list[Task], cancelled: BaseException) -> None:
+        """``durability="exit"``: a run stopped between barriers (cancelled: a runner's stop
+        request, a caller that stopped reading) commits where it stopped — the last barrier,
+        planning the superstep it was in, as ``"sync"`` would have left it."""
+        try:
+            await self.save_checkpoint({}, tasks, final=True)
+        except Exception as exc:  # the stop goes on; a resume starts from the last commit
+            cancelled.add_note(f"the stopped run's checkpoint could not be committed: {exc}")
 
     async def _too_many_steps(self, tasks: list[Task], max_steps: int) -> None:
         """Stop a run that hit ``max_steps`` with :class:`GraphRecursionError`; a run that
