@@ -147,3 +147,63 @@ async def test_a_stopped_run_commits_where_it_stopped(backend: Backend) -> None:
     assert done.legs == ["Flight booked", "Hotel booked", "Car booked"]
     assert await _steps(app, "t", backend) == [(0, "input"), (2, "loop"), (3, "loop")]
     assert CALLS.count("t:Flight") == CALLS.count("t:Hotel") == 1
+
+
+class Attempts(Schema):
+    steps: Annotated[list[str], Reducer(operator.add)] = []
+    attempt: int = 0
+
+
+class FailingNode(Node):
+    class In(Schema):
+        attempt: int
+
+    class Out(Schema):
+        steps: list[str]
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        if inp.attempt == 1:  # fail on the first attempt, succeed on the retry
+            raise RuntimeError("Simulated failure")
+        return self.Out(steps=["node1"])
+
+
+class SecondNode(Node):
+    class Out(Schema):
+        steps: list[str]
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        return self.Out(steps=["node2"])
+
+
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+async def test_langgraph_checkpoint_recovery(backend: Backend, durability: Any) -> None:
+    # Mirrors LangGraph tests/test_pregel.py::test_checkpoint_recovery (parametrized over its
+    # durability modes): the first attempt fails in node1, the thread keeps the input and
+    # says node1 failed; invoking it again with new input retries node1 and goes on. LangGraph
+    # counts 6 checkpoints, or 2 with "exit" (error + success); here, with "exit", the input
+    # of each invoke and where each stopped: [input, error, input, end].
+    g = Graph(Attempts).add(FailingNode, name="node1").add(SecondNode, name="node2")
+    app = g.edge(START, "node1").edge("node1", "node2").edge("node2", END).compile()
+    with pytest.raises(RuntimeError, match="Simulated failure"):
+        await app.invoke(
+            {"steps": ["start"], "attempt": 1},
+            thread_id="1",
+            backend=backend,
+            durability=durability,
+        )
+    state = await app.aget_state("1", backend)
+    assert state.model_dump() == {"steps": ["start"], "attempt": 1}  # the input, saved
+    info = run_info(state)
+    assert info.status == "failed" and info.error is not None
+    assert info.error["node"] == "node1" and info.error["message"] == "Simulated failure"
+    out = await app.invoke(
+        {"steps": [], "attempt": 2}, thread_id="1", backend=backend, durability=durability
+    )
+    assert out.model_dump() == {"steps": ["start", "node1", "node2"], "attempt": 2}
+    sources = [source for _, source in await _steps(app, "1", backend)]
+    if durability == "exit":
+        assert sources == ["input", "error", "input", "loop"]
+    else:
+        assert sources == ["input", "error", "input", "loop", "loop"]
+    await app.adelete_thread("1", backend)
+    assert await app.aget_history("1", backend) == []
