@@ -11,7 +11,8 @@ comment on each names the test it mirrors.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterator
+import pickle
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,11 +28,20 @@ from tensorsketch import (
     Node,
     Reducer,
     Schema,
+    Send,
     run_info,
 )
 from tensorsketch.errors import GraphValidationError, RoutingError
+from tensorsketch.executors import (
+    Executor,
+    Superstep,
+    TaskOutcome,
+    portable_error,
+    run_calls,
+)
 from tensorsketch.interrupts import interrupt
 from tensorsketch.patterns import run_subgraph
+from tensorsketch.pregel.spec import GraphSpec
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
 
@@ -386,3 +396,39 @@ async def test_langgraph_parent_command_from_nested_subgraph() -> None:
     assert (await graph.invoke({"jump_from_idx": 1})).model_dump() == {"jump_from_idx": 1}
     assert (await graph.invoke({"jump_from_idx": 2})).model_dump() == {"jump_from_idx": 2}
     assert second == [1, 2]
+
+
+# -- on an executor ------------------------------------------------------------------------------
+
+
+class _Pickling(Executor):
+    """Every call in one batch, through the seam and a pickle round trip each way (what
+    crosses to a worker process)."""
+
+    name = "pickling"
+
+    async def run(self, graph: GraphSpec, work: Superstep) -> AsyncIterator[list[TaskOutcome]]:
+        outcomes = await run_calls(graph, pickle.loads(pickle.dumps(work)))
+        for outcome in outcomes:
+            if outcome.error is not None:
+                outcome.error = portable_error(outcome.error)
+        yield pickle.loads(pickle.dumps(outcomes))
+
+
+async def test_a_hand_back_from_a_child_whose_nodes_ran_on_the_workers(backend: Backend) -> None:
+    """A subgraph node sent with ``Send`` on an executor: every node of its child runs on the
+    workers, and the hand-back crosses back like an outcome, then routes the parent."""
+    ran: list[str] = []
+
+    class Tickets(Schema):
+        tickets: list[str] = []
+        ticket: str = ""
+        log: Annotated[list[str], Reducer(operator.add)] = []
+        owner: str = ""
+
+    g = Graph(Tickets).add(_team(ran), destinations=("Bob",)).add(Bob)
+    g.router(START, lambda s: [Send("Alice", {"ticket": t}) for t in s.tickets])
+    app = g.edge("Bob", END).compile(executor=_Pickling())
+    out = await app.invoke({"tickets": ["escalate: one"]}, thread_id="t", backend=backend)
+    assert out.log == ["looked up escalate: one", "bob took it as bob"]
+    assert out.owner == "bob"
