@@ -18,7 +18,13 @@ from tensorsketch.runs.retention import sweep
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.postgres import PostgresBackend
 from tensorsketch.runtime.backends.redis import RedisBackend
-from tensorsketch.testing.runs import check_double_texting, multitask_graph, ticks_of
+from tensorsketch.testing.runs import (
+    check_double_texting,
+    check_run_durability,
+    durability_graph,
+    multitask_graph,
+    ticks_of,
+)
 
 
 @pytest.fixture(
@@ -127,3 +133,23 @@ async def test_retention_deletes_idle_threads_and_prunes_the_rest(
     assert len(await backend.list_checkpoints("kept")) == 2
     state = await runner.graph.aget_state("kept", backend)
     assert ticks_of(state) == ["b0", "b1", "b2"]
+
+
+async def test_submit_durability_is_kept_by_the_record_for_every_segment(
+    make_backend: Callable[[], Backend],
+) -> None:
+    """submit(durability=...) on PostgreSQL and Redis: two runners with backends of their
+    own; the mode is in the stored record, so the resume and the takeover use it (core's
+    test_runs.py runs the same check on the in-memory store and SQLite)."""
+    runners = [
+        AsyncRunner(
+            durability_graph(), backend=make_backend(), timer_refresh=0.1, poll_interval=0.05
+        )
+        for _ in range(2)
+    ]
+    try:
+        await check_run_durability(*runners)
+    finally:
+        for runner in runners:
+            await runner.aclose()
+            await runner.backend.aclose()

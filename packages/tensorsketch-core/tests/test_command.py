@@ -2,7 +2,9 @@
 
 Mirrors LangGraph's ``Command`` tests (a node returning ``Command(goto=..., update=...)``
 routes and writes at once; ``goto`` with ``Send``; a ``Command`` combined with static edges),
-with TensorSketch's rule on top: destinations are declared, so compile checks them.
+with TensorSketch's rule on top: destinations are declared, so compile checks them. Tests
+named ``test_langgraph_*`` port a LangGraph test each, named in their comment; the
+hand-back to a parent graph (``Command.PARENT``) is in test_parent_command.py.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from tensorsketch import (
     Context,
     Graph,
     GraphValidationError,
+    InMemoryBackend,
     Node,
     Reducer,
     Schema,
@@ -178,3 +181,92 @@ def test_the_structure_lists_destinations_deferred_and_cached_nodes() -> None:
     assert structure.destinations == {"Triage": Triage.destinations}
     assert structure.cached == ("Cheap",)
     assert structure.deferred == ("Later",)
+
+
+# -- LangGraph's Command tests, ported ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+async def test_langgraph_multistep_plan(store: str, tmp_path: Path) -> None:
+    # Mirrors LangGraph tests/test_pregel.py::test_multistep_plan: a planner routes with
+    # Command(goto=...) to each step of its plan in turn (one step a list: both run in one
+    # superstep), every step routes back with Command(goto="planner"), and the plan left in
+    # the state empties; on a durable thread here (memory and SQLite).
+    class Plan(Schema):
+        plan: list[str | list[str]] | None = None
+        messages: Annotated[list[str], Reducer(operator.add)] = []
+
+    class Planner(Node):
+        destinations = ("step1", "step2", "step3", "step4")
+
+        class In(Schema):
+            plan: list[str | list[str]] | None = None
+
+        class Out(Schema):
+            plan: list[str | list[str]]
+
+        async def run(self, ctx: Context, inp: Any) -> Any:
+            todo = ["step1", ["step2", "step3"], "step4"] if inp.plan is None else inp.plan
+            if not todo:
+                return None  # the end of the plan
+            first, *rest = todo
+            return Command(goto=first, update={"plan": rest})
+
+    def step(label: str) -> type[Node]:
+        class Step(Node):
+            destinations = ("planner",)
+
+            class Out(Schema):
+                messages: list[str]
+
+            async def run(self, ctx: Context, inp: Any) -> Any:
+                return Command(goto="planner", update={"messages": [label]})
+
+        return Step
+
+    g = Graph(Plan).add(Planner, name="planner")
+    for label in ("step1", "step2", "step3", "step4"):
+        g.add(step(label), name=label)
+    app = g.edge(START, "planner").compile()
+    backend = InMemoryBackend() if store == "memory" else SqliteBackend(tmp_path / "runs.db")
+    out = await app.invoke({"messages": ["start"]}, thread_id="1", backend=backend)
+    assert out.model_dump() == {
+        "plan": [],
+        "messages": ["start", "step1", "step2", "step3", "step4"],
+    }
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+async def test_langgraph_command_goto_with_static_breakpoints(store: str, tmp_path: Path) -> None:
+    # Mirrors LangGraph tests/test_pregel.py::test_command_goto_with_static_breakpoints: a
+    # graph stopped by interrupt_before=["node1"]; LangGraph resumes it with
+    # invoke(Command(goto=["node2"])), which runs node2 beside the planned node1. Here a
+    # resume is a plain invoke, and the extra goto comes from a node that returns it (a Command
+    # is a node's return value, not an input): node1 routes to node2 both by its edge and by
+    # its goto, which plans node2 once; the breakpoint stops and resumes the same way.
+    class Foo(Schema):
+        foo: Annotated[str, Reducer(operator.add)] = ""
+
+    class Node1(Node):
+        destinations = ("node2",)
+
+        class Out(Schema):
+            foo: str
+
+        async def run(self, ctx: Context, inp: Any) -> Any:
+            return Command(goto=["node2"], update={"foo": "|node-1"})
+
+    class Node2(Node):
+        class Out(Schema):
+            foo: str
+
+        async def run(self, ctx: Context, inp: Any) -> Any:
+            return self.Out(foo="|node-2")
+
+    g = Graph(Foo).add(Node1, name="node1").add(Node2, name="node2")
+    app = g.edge(START, "node1").edge("node1", "node2").compile(interrupt_before=["node1"])
+    backend = InMemoryBackend() if store == "memory" else SqliteBackend(tmp_path / "runs.db")
+    stopped = await app.invoke({"foo": "abc"}, thread_id="t", backend=backend)
+    assert stopped.foo == "abc"  # stopped before node1
+    out = await app.invoke(thread_id="t", backend=backend)
+    assert out.foo == "abc|node-1|node-2"

@@ -8,7 +8,10 @@ and a long branch runs once, after the long one; ``test_defer``-style map-reduce
 from __future__ import annotations
 
 import operator
+from pathlib import Path
 from typing import Annotated, Any
+
+import pytest
 
 from tensorsketch import (
     END,
@@ -23,6 +26,7 @@ from tensorsketch import (
     run_info,
 )
 from tensorsketch.interrupts import interrupt
+from tensorsketch.runtime.backends.sqlite import SqliteBackend
 
 
 class Uneven(Schema):
@@ -117,7 +121,14 @@ async def test_a_deferred_reduce_after_a_fan_out_with_a_slow_worker() -> None:
     assert out.report == "slow,x,y"
 
 
-async def test_a_held_node_survives_a_suspension_and_runs_after_the_resume() -> None:
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+@pytest.mark.parametrize("durability", ["sync", "exit"])
+async def test_a_held_node_survives_a_suspension_and_runs_after_the_resume(
+    store: str, durability: Any, tmp_path: Path
+) -> None:
+    """The held node is in the suspension's checkpoint (in every mode, on every store: the
+    resume is another process's view of the thread) and runs once after the resume."""
+
     class Ask(Node):
         class Out(Schema):
             parts: list[str]
@@ -130,9 +141,11 @@ async def test_a_held_node_survives_a_suspension_and_runs_after_the_resume() -> 
     g.edge(START, "A").edge(START, "B1").edge("B1", "B2")
     g.edge("A", "Summarize").edge("B2", "Summarize").edge("Summarize", END)
     app = g.compile()
-    backend = InMemoryBackend()
-    out = await app.invoke({}, thread_id="t", backend=backend)
+    backend = InMemoryBackend() if store == "memory" else SqliteBackend(tmp_path / "runs.db")
+    out = await app.invoke({}, thread_id="t", backend=backend, durability=durability)
     (pending,) = run_info(out).interrupts
     assert out.summaries == []  # Summarize is held, not run, while B2 waits
-    out = await app.invoke(thread_id="t", backend=backend, resume={pending.id: "late"})
+    out = await app.invoke(
+        thread_id="t", backend=backend, resume={pending.id: "late"}, durability=durability
+    )
     assert out.summaries == ["a+b1+late"]

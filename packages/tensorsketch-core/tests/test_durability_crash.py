@@ -15,6 +15,8 @@ import pytest
 from tensorsketch.durable.modes import Durability
 from tensorsketch.runtime.backends import InMemoryBackend
 from tensorsketch.testing.crash import (
+    HANDBACK_INPUT,
+    HANDBACK_SCENARIO,
     NESTED_SCENARIO,
     BackendSpec,
     CrashingBackend,
@@ -236,3 +238,49 @@ async def test_crash_matrix_two_subgraph_levels_deep_sqlite_sigkill(tmp_path: Pa
     assert report.boundaries == EXPECTED_NESTED_BOUNDARIES
     assert all(k.killed for k in report.kills)  # every child really died by SIGKILL
     report.check()
+
+
+# -- a child that hands the run back to its parent (Command(graph=Command.PARENT)) ------------
+
+
+def _check_handback(report: CrashReport) -> None:
+    assert all(k.killed for k in report.kills)
+    report.check()  # every effect once, the end state the uninterrupted run's
+    assert report.baseline_values["receipts"] == [
+        "inspect-1:lamp",
+        "escalate-1",
+        "refund-1 by refunds",
+    ]
+    assert report.baseline_values["owner"] == "refunds"
+
+
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+async def test_crash_matrix_across_a_hand_back_to_the_parent_in_memory(
+    tmp_path: Path, durability: Durability
+) -> None:
+    """Killed at every boundary around a child's Command(graph=Command.PARENT): the resume
+    takes the journaled hand-back (or re-derives it from the child's journaled effects) and
+    never runs the child past it (its next node would raise)."""
+    report = await run_crash_matrix(
+        InMemoryBackend(),
+        tmp_path,
+        lease_ttl=1.0,
+        scenario=HANDBACK_SCENARIO,
+        input=HANDBACK_INPUT,
+        durability=durability,
+    )
+    # The hand-back, journaled in the parent as the child's result (with async, in the same
+    # commit as the next superstep's first intent).
+    assert any(b.startswith("effect 0:Team:0:subgraph") for b in report.boundaries)
+    _check_handback(report)
+
+
+@pytest.mark.slow
+async def test_crash_matrix_across_a_hand_back_to_the_parent_sqlite_sigkill(
+    tmp_path: Path,
+) -> None:
+    spec = BackendSpec("sqlite", {"dsn": str(tmp_path / "store.db")})
+    report = await run_crash_matrix(
+        spec, tmp_path / "work", scenario=HANDBACK_SCENARIO, input=HANDBACK_INPUT, lease_ttl=1.0
+    )
+    _check_handback(report)

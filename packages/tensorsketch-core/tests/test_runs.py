@@ -32,6 +32,8 @@ from tensorsketch.testing.runs import (
     REFUNDS,
     Io,
     breakpoint_graph,
+    check_run_durability,
+    durability_graph,
     hang_graph,
     listen_graph,
     one_node_graph,
@@ -847,3 +849,25 @@ async def test_resume_refuses_a_run_waiting_for_something_else(
         await runner.resume(record.run_id)
     assert (await runner.get(record.run_id)).version == waiting.version
     assert REFUNDS == []
+
+
+# -- durability modes ---------------------------------------------------------------------------
+
+
+async def test_submit_durability_is_kept_by_the_record_for_every_segment(
+    runner_for: Callable[..., AsyncRunner], make_backend: Callable[[], Backend]
+) -> None:
+    """submit(durability=...) on the two stores core ships; the PostgreSQL and Redis run in
+    tensorsketch-backends' test_run_policies.py (same check)."""
+    first = runner_for(durability_graph())
+    second = runner_for(durability_graph(), backend=make_backend())
+    await check_run_durability(first, second)
+
+
+async def test_submit_refuses_an_unknown_durability(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    runner = runner_for(durability_graph())
+    with pytest.raises(ValueError, match=r"submit\(durability=...\) must be one of 'sync'"):
+        await runner.submit({"n": 1}, durability="eventually")  # type: ignore[arg-type]
+    assert (await runner.list()).records == []

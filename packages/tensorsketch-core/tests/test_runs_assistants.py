@@ -60,6 +60,17 @@ async def test_a_run_keeps_the_version_it_was_submitted_with() -> None:
     assert plain.output["out"] == "hello in none" and plain.assistant is None
 
 
+async def test_a_run_on_a_named_thread_keeps_its_assistant_under_enqueue() -> None:
+    """A submit on a thread with the ``enqueue`` policy (the default) pins the assistant too:
+    that path stored the run without its version, so it ran with no assistant at all."""
+    async with AsyncRunner(_greeter(), backend=InMemoryBackend()) as runner:  # type: ignore[arg-type]
+        await runner.assistants.create("fr", {"context": {"language": "french"}})
+        record = await runner.submit({"out": ""}, thread_id="t", assistant="fr")
+        done = await runner.await_run(record.run_id, timeout=30)
+    assert done.assistant is not None and done.assistant["name"] == "fr"
+    assert done.output["out"] == "hello in french"
+
+
 async def test_an_assistants_multitask_strategy_is_its_runs_policy() -> None:
     async with AsyncRunner(hang_graph(), backend=InMemoryBackend()) as runner:
         await runner.assistants.create("strict", {"multitask_strategy": "reject"})

@@ -185,6 +185,30 @@ def test_an_unknown_strategy_is_a_400_naming_the_policies(serve: Any) -> None:
             assert "reject, enqueue, interrupt, rollback" in error["message"]
 
 
+def test_durability_is_part_of_the_run_body_and_kept_in_its_record(serve: Any) -> None:
+    """``durability`` in the body of POST /tasks and POST /runs goes into the record (what a
+    resume or a takeover on another instance runs with; core's test_runs.py checks that the
+    segments use it); an unknown mode is a 400 naming the modes."""
+    server = serve()
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        made = client.post("/tasks", json={"input": {"tag": "a"}, "durability": "exit"})
+        assert made.status_code == 202, made.text
+        assert made.json()["durability"] == "exit"
+        assert _done(client, made.json()["id"])["durability"] == "exit"
+        ran = client.post("/runs", json={"input": {"tag": "b"}, "durability": "async"})
+        assert ran.status_code == 200, ran.text
+        assert ran.json()["durability"] == "async" and ran.json()["status"] == "succeeded"
+        plain = client.post("/tasks", json={"input": {"tag": "c"}})
+        assert plain.json()["durability"] == "sync"
+        for route in ("/tasks", "/runs"):
+            for bad_mode in ("later", 3, None):
+                bad = client.post(route, json={"input": {"tag": "a"}, "durability": bad_mode})
+                assert bad.status_code == 400, bad.text
+                error = bad.json()["error"]
+                assert error["param"] == "durability"
+                assert "sync, async, exit" in error["message"]
+
+
 @pytest.mark.parametrize("strategy", ["reject", "enqueue", "interrupt", "rollback"])
 def test_racing_http_inputs_keep_each_policys_promise(serve: Any, strategy: str) -> None:
     """3 threads x 4 inputs, all POSTed at once with the policy in the body: each thread's

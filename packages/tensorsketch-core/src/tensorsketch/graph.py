@@ -99,6 +99,7 @@ class Graph(Generic[S]):
         outputs: Mapping[str, str] | None = None,
         cache: CachePolicy | None = None,
         defer: bool = False,
+        destinations: Sequence[str] | None = None,
     ) -> Self:
         """Add a node (a ``Node`` subclass or instance); its name defaults to the class name.
 
@@ -115,6 +116,9 @@ class Graph(Generic[S]):
         ``compile(cache=...)`` (see :mod:`tensorsketch.cache`). ``defer=True`` holds the node
         back, once planned, until nothing else is left to run: it runs once, after every
         branch that could still reach it (a reduce over branches of uneven length).
+        ``destinations`` (a subgraph node only; a node class declares its own) lists the
+        nodes of this graph, or ``END``, a node inside the child may send the run to with
+        ``Command(graph=Command.PARENT, goto=...)``.
         """
         if cache is not None and not isinstance(cache, CachePolicy):
             msg = f"add(cache=...) takes a CachePolicy(key=..., ttl=...), got {cache!r}."
@@ -124,7 +128,19 @@ class Graph(Generic[S]):
         if isinstance(node, Graph):
             node = node.compile()
         if isinstance(node, CompiledGraph):
-            node = SubgraphNode(node, inputs=inputs, outputs=outputs)
+            node = SubgraphNode(
+                node,
+                inputs=inputs,
+                outputs=outputs,
+                destinations=_subgraph_destinations(destinations),
+            )
+        elif destinations is not None:
+            msg = (
+                "add(destinations=...) declares where a subgraph's Command(graph=Command.PARENT)"
+                f" may go; {node!r} is not a graph, so declare `destinations = (...)` on its "
+                "class."
+            )
+            raise TypeError(msg)
         elif inputs is not None or outputs is not None:
             msg = (
                 "add(inputs=..., outputs=...) maps the fields of a subgraph; "
@@ -418,9 +434,9 @@ class Graph(Generic[S]):
             deferred=tuple(name for name in self._nodes if name in self._deferred),
             cached=tuple(name for name in self._nodes if name in self._caches),
             destinations={
-                name: tuple(type(node).destinations)
+                name: tuple(node.destinations)
                 for name, node in self._nodes.items()
-                if type(node).destinations
+                if node.destinations
             },
         )
 
@@ -518,3 +534,16 @@ def _check_timeout(timeout: Any, where: str) -> float | None:
         msg = f"{where} takes a number of seconds > 0 (or None for no limit), got {timeout!r}."
         raise ValueError(msg)
     return float(timeout)
+
+
+def _subgraph_destinations(destinations: Sequence[str] | None) -> tuple[str, ...]:
+    """``add(child, destinations=...)`` as a tuple of names (compile checks each)."""
+    if destinations is None:
+        return ()
+    if isinstance(destinations, str) or not isinstance(destinations, Sequence):
+        msg = (
+            f"add(destinations=...) takes a tuple of node names, got {destinations!r}; "
+            'e.g. `destinations=("Billing", END)`.'
+        )
+        raise TypeError(msg)
+    return tuple(destinations)

@@ -13,11 +13,13 @@ Nothing here knows about agents, providers or stores: the durable layer is reach
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
+from tensorsketch.command import ParentCommand
 from tensorsketch.context import NO_DEPS
 from tensorsketch.durable.ids import new_checkpoint_id
 from tensorsketch.durable.journal import Restored, RunJournal
@@ -31,6 +33,7 @@ from tensorsketch.errors import (
     EmptyChannelError,
     GraphRecursionError,
     NodeError,
+    RoutingError,
     ThreadBusyError,
 )
 from tensorsketch.events import Event
@@ -50,6 +53,16 @@ __all__ = ["Run"]
 
 #: Failures of the store itself: no failure checkpoint can be written for them.
 _STORE_ERRORS = (BackendUnavailableError, CheckpointDecodeError, ThreadBusyError)
+
+
+def _no_parent(graph: str, handed: ParentCommand) -> RoutingError:
+    """``Command(graph=Command.PARENT)`` in a graph that runs at the top level."""
+    msg = (
+        f"node {handed.node!r} returned Command(graph=Command.PARENT), but {graph} is not "
+        "running inside another graph; add it to a graph as a subgraph node "
+        "(`Graph(...).add(compiled, destinations=(...))`) or return a plain Command."
+    )
+    return RoutingError(msg)
 
 
 def _stopped_after(interrupts: list[PendingInterrupt]) -> bool:
@@ -273,17 +286,16 @@ class Run(RunState, Planning, TaskExecution):
             restored, self.restored = self.restored, False
             self.failed_task = None
             try:
-                if self.executor is not None and _ships(tasks, self.ship_plain):
-                    results = await self._run_shipped(tasks, step, restored)
-                elif len(tasks) == 1:
-                    results = [await self.run_task(tasks[0], step)]
-                elif journal is None:
-                    results = await self.run_parallel(tasks, step)
-                else:
-                    results = await self._run_journaled(tasks, step, restored)
+                results = await self._superstep(tasks, step, restored)
             except Interrupt as exc:
                 await self.suspend(tasks + held, exc)
                 return
+            except ParentCommand as exc:
+                await self._handed_up(tasks + held, exc)
+            except asyncio.CancelledError as exc:
+                if self.uncommitted:
+                    await self._commit_stopped(tasks + held, exc)
+                raise
             except Exception as exc:
                 if journal is not None:
                     await self.record_failure(tasks + held, exc)
@@ -297,6 +309,38 @@ class Run(RunState, Planning, TaskExecution):
             steps_run += 1
             if await self._close_superstep(changed, ran, tasks, step):
                 return
+
+    async def _superstep(
+        self, tasks: list[Task], step: int, restored: bool
+    ) -> list[dict[str, Any]]:
+        """Run one superstep's tasks where they run: shipped, alone, or in parallel."""
+        if self.executor is not None and _ships(tasks, self.ship_plain):
+            return await self._run_shipped(tasks, step, restored)
+        if len(tasks) == 1:
+            return [await self.run_task(tasks[0], step)]
+        if self.journal is None:
+            return await self.run_parallel(tasks, step)
+        return await self._run_journaled(tasks, step, restored)
+
+    async def _handed_up(self, tasks: list[Task], handed: ParentCommand) -> NoReturn:
+        """A node returned ``Command(graph=Command.PARENT)``: a nested run stops here and
+        the node running it takes the Command (and journals it); at the top level there is
+        no parent, which fails the run naming the node."""
+        if self.namespace:
+            raise handed
+        error = _no_parent(self.spec.name, handed)
+        if self.journal is not None:
+            await self.record_failure(tasks, error)
+        raise error from None
+
+    async def _commit_stopped(self, tasks: list[Task], cancelled: BaseException) -> None:
+        """``durability="exit"``: a run stopped between barriers (cancelled: a runner's stop
+        request, a caller that stopped reading) commits where it stopped — the last barrier,
+        planning the superstep it was in, as ``"sync"`` would have left it."""
+        try:
+            await self.save_checkpoint({}, tasks, final=True)
+        except Exception as exc:  # the stop goes on; a resume starts from the last commit
+            cancelled.add_note(f"the stopped run's checkpoint could not be committed: {exc}")
 
     async def _too_many_steps(self, tasks: list[Task], max_steps: int) -> None:
         """Stop a run that hit ``max_steps`` with :class:`GraphRecursionError`; a run that

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import pydantic
 from pydantic.fields import FieldInfo
 
 from tensorsketch.channels import LastValue, channel_for
+from tensorsketch.command import ParentCommand
 from tensorsketch.context import Context
 from tensorsketch.effects import INSIDE
 from tensorsketch.errors import NodeError
@@ -27,6 +28,10 @@ if TYPE_CHECKING:
     from tensorsketch.pregel.compiled import CompiledGraph
 
 __all__ = ["SUBGRAPH_CALL", "SubgraphNode"]
+
+#: The key of a journaled child result that is a ``Command(graph=Command.PARENT)`` (no
+#: state field can be named so).
+HANDED_BACK: Final = "__parent_command__"
 
 #: The name of the one journaled call a subgraph node makes (its child thread's key ends so).
 SUBGRAPH_CALL = "subgraph"
@@ -41,6 +46,8 @@ class SubgraphNode(Node):
     :param outputs: ``{child_field: parent_field}`` for child fields written back to a parent
         field of another name.
     :param max_steps: the child's superstep limit per run.
+    :param destinations: the parent's nodes (or ``END``) a child node may send the run to
+        with ``Command(graph=Command.PARENT, goto=...)``.
     """
 
     def __init__(
@@ -50,8 +57,10 @@ class SubgraphNode(Node):
         inputs: Mapping[str, str] | None = None,
         outputs: Mapping[str, str] | None = None,
         max_steps: int = 25,
+        destinations: tuple[str, ...] = (),
     ) -> None:
         self.graph = graph
+        self.destinations = destinations  # type: ignore[misc]  # per instance
         self.inputs = dict(inputs or {})
         self.outputs = dict(outputs or {})
         self.max_steps = max_steps
@@ -86,7 +95,11 @@ class SubgraphNode(Node):
                     )
         shared = {f: f for f in child if f in parent}
         bound = SubgraphNode(
-            self.graph, inputs=self.inputs, outputs=self.outputs, max_steps=self.max_steps
+            self.graph,
+            inputs=self.inputs,
+            outputs=self.outputs,
+            max_steps=self.max_steps,
+            destinations=self.destinations,
         )
         bound.reads = {**shared, **{c: p for c, p in self.inputs.items() if c in child}}
         bound.writes = {**shared, **{c: p for c, p in self.outputs.items() if c in child}}
@@ -115,21 +128,28 @@ class SubgraphNode(Node):
         key = ctx.next_key(SUBGRAPH_CALL)
 
         async def call() -> dict[str, Any]:
-            final = await ctx.run_nested(
-                self.graph,
-                child_input,
-                key=key,
-                label=SUBGRAPH_CALL,
-                max_steps=self.max_steps,
-                qualify=True,
-                on_executor=True,
-            )
+            try:
+                final = await ctx.run_nested(
+                    self.graph,
+                    child_input,
+                    key=key,
+                    label=SUBGRAPH_CALL,
+                    max_steps=self.max_steps,
+                    qualify=True,
+                    on_executor=True,
+                )
+            except ParentCommand as handed:
+                # The child handed the run back: journaled like a result, so a resumed
+                # parent takes the same Command without entering the child again.
+                return {HANDED_BACK: handed.plain()}
             # Journaled as plain values (what the checkpoints already store), not as the
             # child's state object, whose class a resumed process may not find by name.
             return {c: getattr(final, c) for c in self.writes if c in final.model_fields_set}
 
         # No outside effect of its own: the child journals its effects in its own thread.
         final: dict[str, Any] = await ctx.effects.once(key, call, INSIDE)
+        if HANDED_BACK in final:
+            raise ParentCommand.from_plain(final[HANDED_BACK])  # this node's Command now
         out: dict[str, Any] = {}
         for child_field, port in self.writes.items():
             if child_field not in final:

@@ -11,7 +11,7 @@ import pydantic
 
 from tensorsketch._fastmodel import fast_constructor
 from tensorsketch.channels import MISSING
-from tensorsketch.command import GOTO_KEY, Command
+from tensorsketch.command import GOTO_KEY, Command, ParentCommand
 from tensorsketch.constants import END
 from tensorsketch.context import Context
 from tensorsketch.effects import EffectLog
@@ -23,6 +23,7 @@ from tensorsketch.errors import (
 )
 from tensorsketch.observability.tracing import Tracer
 from tensorsketch.pregel.spec import EventSink, GraphSpec, NodeSpec, Task, TaskDone
+from tensorsketch.pregel.state import state_writes
 from tensorsketch.send import Send, send_payload
 from tensorsketch.suspension import Interrupt
 
@@ -94,6 +95,15 @@ class TaskExecution:
         if out is None:
             return {}
         if type(out) is Command:
+            if out.graph is not None:
+                if out.graph != Command.PARENT:
+                    msg = (
+                        f"node {spec.name!r} returned Command(graph={out.graph!r}); graph= "
+                        "takes only Command.PARENT (the graph running this one as a "
+                        "subgraph node), or None for this graph."
+                    )
+                    raise RoutingError(msg)
+                raise ParentCommand.of(spec.name, out)
             writes = self.writes_of(spec, out.update)
             targets = out.targets()
             if targets:
@@ -148,6 +158,15 @@ class TaskExecution:
                     out = await spec.run(ctx, inp)
             else:
                 out = await spec.run(ctx, inp)
+        except ParentCommand as handed:
+            # A graph this node runs handed the run back: the Command is this node's.
+            writes = self.handed_writes(spec, handed)
+            if self.sink is not None:
+                shown = dict(writes)
+                goto = shown.pop(GOTO_KEY, [])
+                ended = {"instance": task.instance, "writes": shown, "goto": goto}
+                await self.emit("node_end", node=spec.name, data=ended, step=step)
+            return writes
         except Interrupt as exc:
             exc.parts = [(task, exc.writes)]
             raise
@@ -170,6 +189,37 @@ class TaskExecution:
                 shown = dict(writes)
                 data = {"instance": task.instance, "writes": shown, "goto": shown.pop(GOTO_KEY)}
             await self.emit("node_end", node=spec.name, data=data, step=step)
+        return writes
+
+    def handed_writes(self, spec: NodeSpec, handed: ParentCommand) -> dict[str, Any]:
+        """The writes of a node whose child graph returned ``Command(graph=Command.PARENT)``:
+        the update validated as fields of this graph's state (folded through its reducers at
+        the barrier), the goto checked against the node's declared destinations."""
+        where = f"node {handed.node!r} inside {spec.name!r}"
+        try:
+            writes = state_writes(
+                self.spec,
+                handed.update,
+                f"Command(graph=Command.PARENT) from {where}",
+                "Command(graph=Command.PARENT, update={'answer': ...})",
+            )
+        except ValueError as exc:
+            raise RoutingError(str(exc)) from None
+        for name, _payload in handed.goto:
+            if name not in spec.destinations:
+                declared = ", ".join(
+                    sorted("END" if d == END else repr(d) for d in spec.destinations)
+                )
+                msg = (
+                    f"{where} returned Command(graph=Command.PARENT, goto={name!r}), which is "
+                    f"not one of {spec.name!r}'s declared destinations ({declared or 'none'}); "
+                    f"declare it where the node is added: "
+                    f"`add(..., name={spec.name!r}, destinations=({name!r},))`."
+                )
+                raise RoutingError(msg)
+        plan = goto_plan(spec, handed.targets())
+        if plan:
+            writes[GOTO_KEY] = plan
         return writes
 
     async def _cached(
@@ -211,7 +261,7 @@ class TaskExecution:
         while True:
             try:
                 return await self._attempt(task, step)
-            except Interrupt:
+            except (Interrupt, ParentCommand):
                 raise
             except Exception as exc:
                 if attempt >= attempts or policy is None or not policy.retries(exc):
@@ -290,6 +340,17 @@ class TaskExecution:
             await _cancel_all(futures)
             self.failed_task = tasks[index]
             raise first
+        if gather.handed:
+            # A task handed the run to the parent graph: this run stops here.
+            if len(gather.handed) > 1:
+                names = [exc.node for _, exc in sorted(gather.handed, key=_first)]
+                msg = (
+                    f"nodes {names} each returned Command(graph=Command.PARENT) in one "
+                    f"superstep of {self.spec.name}; the parent can take only one — route "
+                    "to one node that hands the run back."
+                )
+                raise RoutingError(msg)
+            raise gather.handed[0][1]
         if gather.suspended:
             # Every other task finished (their effects are journaled); suspend them all.
             raise Interrupt.merge([exc for _, exc in sorted(gather.suspended, key=_first)])
@@ -309,6 +370,8 @@ class TaskExecution:
                 await gather.on_done(task, writes)
         except Interrupt as exc:
             gather.suspended.append((index, exc))
+        except ParentCommand as exc:  # the child stops; its siblings finish first
+            gather.handed.append((index, exc))
         except Exception as exc:
             gather.fail(index, exc)
             return
@@ -325,7 +388,7 @@ class TaskExecution:
 class _Gather:
     """The shared state of one parallel superstep: results by task index, and a countdown."""
 
-    __slots__ = ("failures", "on_done", "remaining", "results", "suspended", "waiter")
+    __slots__ = ("failures", "handed", "on_done", "remaining", "results", "suspended", "waiter")
 
     def __init__(
         self, count: int, waiter: asyncio.Future[None], on_done: TaskDone | None = None
@@ -336,6 +399,7 @@ class _Gather:
         self.waiter = waiter
         self.failures: list[tuple[int, BaseException]] = []
         self.suspended: list[tuple[int, Interrupt]] = []
+        self.handed: list[tuple[int, ParentCommand]] = []
 
     def fail(self, index: int, exc: BaseException) -> None:
         self.failures.append((index, exc))

@@ -16,6 +16,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 from tensorsketch.assistant_config import bound_assistant
+from tensorsketch.durable.modes import check_durability
 from tensorsketch.errors import BackendUnavailableError, LeaseLostError, ThreadBusyError
 from tensorsketch.events import Event
 from tensorsketch.interrupts import run_info
@@ -342,6 +343,7 @@ class Execution:
                     deps=state.deps,
                     memory=state.memory,
                     labels=record.labels,
+                    durability=check_durability(record.durability, "the run's durability"),
                 )
                 # The run's agent takes steering messages from its record (AsyncRunner.steer)
                 # and applies the assistant version it was submitted with.

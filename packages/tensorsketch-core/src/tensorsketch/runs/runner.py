@@ -25,6 +25,7 @@ import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar, cast, overload
 
+from tensorsketch.durable.modes import Durability
 from tensorsketch.events import Event
 from tensorsketch.observability import Tracer
 from tensorsketch.pregel.compiled import CompiledGraph
@@ -293,6 +294,7 @@ class AsyncRunner:
         multitask_strategy: MultitaskStrategy | None = None,
         webhook: str | None = None,
         assistant: str | None = None,
+        durability: Durability = "sync",
     ) -> RunRecord:
         """Store a new run and execute it in the background; return its record.
 
@@ -304,7 +306,10 @@ class AsyncRunner:
         (``task_app(webhooks=RunWebhooks(...))``). ``assistant`` (an id or a name; see
         :attr:`assistants`) runs the graph with that assistant's current version, recorded in
         the run's ``assistant`` field; its ``multitask_strategy`` applies when the submit
-        names none.
+        names none. ``durability`` is when the run's checkpoints commit (``"sync"``,
+        ``"async"`` or ``"exit"``, as for ``invoke``; see :mod:`tensorsketch.durable.modes`):
+        kept in the record, so every segment of the run uses it — a resume, and a takeover
+        by another runner after a crash.
         """
         record, _ = await self.enqueue(
             input,
@@ -314,6 +319,7 @@ class AsyncRunner:
             multitask_strategy=multitask_strategy,
             webhook=webhook,
             assistant=assistant,
+            durability=durability,
         )
         return record
 
@@ -327,6 +333,7 @@ class AsyncRunner:
         multitask_strategy: MultitaskStrategy | None = None,
         webhook: str | None = None,
         assistant: str | None = None,
+        durability: Durability = "sync",
     ) -> tuple[RunRecord, bool]:
         """:meth:`submit`, also saying whether the run is new (``False``: the idempotency
         key named an existing run, which is returned)."""
@@ -338,6 +345,7 @@ class AsyncRunner:
             multitask_strategy=multitask_strategy,
             webhook=webhook,
             assistant=assistant,
+            durability=durability,
         )
 
     @property

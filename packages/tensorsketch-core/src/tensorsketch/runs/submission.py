@@ -13,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from tensorsketch.durable.modes import Durability, check_durability
 from tensorsketch.errors import QueueFullError, RunConflictError, RunNotFoundError
 from tensorsketch.events import Event
 from tensorsketch.runs.assistants import Assistants
@@ -48,8 +49,10 @@ class Submission:
         multitask_strategy: str | None = None,
         webhook: str | None = None,
         assistant: str | None = None,
+        durability: str = "sync",
     ) -> tuple[RunRecord, bool]:
         state = self.state
+        mode = check_durability(durability, "submit(durability=...)")
         pinned: dict[str, Any] | None = None
         if assistant is not None:
             chosen = await Assistants(state.store, state.graph).get(assistant)
@@ -94,13 +97,13 @@ class Submission:
         await self.start()
         if thread_id is None:  # a new thread has nothing in flight
             return await self._create(
-                input, None, idempotency_key, labels, strategy, webhook, pinned
+                input, None, idempotency_key, labels, strategy, webhook, pinned, mode
             )
         lock = state.thread_locks.setdefault(thread_id, asyncio.Lock())
         try:
             async with lock:
                 return await self._double_text(
-                    input, thread_id, idempotency_key, labels, strategy, webhook, pinned
+                    input, thread_id, idempotency_key, labels, strategy, webhook, pinned, mode
                 )
         finally:
             if not lock.locked() and state.thread_locks.get(thread_id) is lock:
@@ -115,13 +118,16 @@ class Submission:
         strategy: MultitaskStrategy,
         webhook: str | None,
         pinned: dict[str, Any] | None,
+        durability: Durability,
     ) -> tuple[RunRecord, bool]:
         """Submit on a thread that may have runs in flight, as ``strategy`` says."""
         state = self.state
         if strategy == "enqueue":
             # Nothing to decide from what is in flight: the run queues behind it, and the
             # store's idempotency key returns a run already submitted with the same key.
-            return await self._create(input, thread_id, idempotency_key, labels, strategy, webhook)
+            return await self._create(
+                input, thread_id, idempotency_key, labels, strategy, webhook, pinned, durability
+            )
         page = await state.store.list(status=tuple(sorted(ACTIVE)), thread_id=thread_id, limit=100)
         in_flight = page.records
         for record in in_flight:
@@ -136,7 +142,7 @@ class Submission:
             )
             raise RunConflictError(msg)
         stored, created = await self._create(
-            input, thread_id, idempotency_key, labels, strategy, webhook, pinned
+            input, thread_id, idempotency_key, labels, strategy, webhook, pinned, durability
         )
         if created and strategy in ("interrupt", "rollback"):
             for record in in_flight:
@@ -184,6 +190,7 @@ class Submission:
         strategy: MultitaskStrategy,
         webhook: str | None,
         pinned: dict[str, Any] | None = None,
+        durability: Durability = "sync",
     ) -> tuple[RunRecord, bool]:
         state = self.state
         record = RunRecord(
@@ -198,6 +205,7 @@ class Submission:
             multitask_strategy=strategy,
             webhook=webhook,
             assistant=pinned,
+            durability=durability,
         )
         if thread_id is None:  # a new thread: the run heads its queue, on an empty thread
             stored, created = await state.store.create(record)

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from tensorsketch.channels import Reducer
+from tensorsketch.command import Command
 from tensorsketch.constants import END, START
 from tensorsketch.context import Context
 from tensorsketch.durable.modes import Durability, check_durability
@@ -78,9 +79,11 @@ __all__ = [
     "CrashingBackend",
     "EffectLedger",
     "FanOutReport",
+    "HandBackState",
     "KillResult",
     "SimulatedCrash",
     "fanout_graph",
+    "handback_scenario_graph",
     "nested_scenario_graph",
     "run_crash_matrix",
     "run_fanout_crash",
@@ -187,6 +190,66 @@ def nested_scenario_graph(ledger: EffectLedger) -> CompiledGraph[OrderState]:
     middle.edge(START, "Order").edge("Order", END)
     outer = Graph(OrderState, name="crash-nested").add(middle.compile(), name="Middle")
     return outer.edge(START, "Middle").edge("Middle", END).compile()
+
+
+#: A child that hands the run back to its parent (``Command(graph=Command.PARENT)``).
+HANDBACK_SCENARIO = "tensorsketch.testing.crash:handback_scenario_graph"
+HANDBACK_INPUT: dict[str, Any] = {"item": "lamp"}
+
+
+class HandBackState(Schema):
+    """The hand-back scenario's parent state; ``owner`` is the parent's alone."""
+
+    item: str = ""
+    receipts: Annotated[list[str], Reducer(operator.add)] = []
+    owner: str = ""
+
+
+class _TeamState(Schema):
+    item: str = ""
+    receipts: Annotated[list[str], Reducer(operator.add)] = []
+
+
+def handback_scenario_graph(ledger: EffectLedger) -> CompiledGraph[HandBackState]:
+    """A subgraph node whose child makes two counted effects and then hands the run back
+    (``Command(graph=Command.PARENT, goto="Refund")``); the parent's ``Refund`` makes a third.
+    A kill anywhere must neither repeat an effect nor run the child past its hand-back."""
+    effects = _Ledgered(ledger)
+
+    class Inspect(Node):
+        class In(Schema):
+            item: str
+
+        async def run(self, ctx: Context, inp: Any) -> Any:
+            seen = await ctx.step("inspect", effects.perform(ctx, "inspect"))
+            note = await ctx.step("escalate", effects.perform(ctx, "escalate"))
+            return Command(
+                graph=Command.PARENT,
+                goto="Refund",
+                update={"receipts": [f"{seen}:{inp.item}", note], "owner": "refunds"},
+            )
+
+    class PastTheHandBack(Node):
+        async def run(self, ctx: Context, inp: Any) -> Any:
+            msg = "the child ran past its Command(graph=Command.PARENT)"
+            raise AssertionError(msg)
+
+    class Refund(Node):
+        class In(Schema):
+            owner: str
+
+        class Out(Schema):
+            receipts: list[str]
+
+        async def run(self, ctx: Context, inp: Any) -> Any:
+            done = await ctx.step("refund", effects.perform(ctx, "refund"))
+            return self.Out(receipts=[f"{done} by {inp.owner}"])
+
+    team = Graph(_TeamState, name="Team").add(Inspect).add(PastTheHandBack, name="Past")
+    team.edge(START, "Inspect").edge("Inspect", "Past").edge("Past", END)
+    desk = Graph(HandBackState, name="crash-handback")
+    desk.add(team.compile(), destinations=("Refund",)).add(Refund)
+    return desk.edge(START, "Team").edge("Refund", END).compile()
 
 
 # -- a wide fan-out, killed halfway -------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import operator
+import time
 from typing import Annotated, Any, ClassVar
 
 from tensorsketch.agents import create_agent
@@ -20,7 +21,7 @@ from tensorsketch.graph import Graph
 from tensorsketch.messages import Message, ToolCall, assistant
 from tensorsketch.node import Node
 from tensorsketch.pregel.compiled import CompiledGraph
-from tensorsketch.runs import wait_for_event
+from tensorsketch.runs import AsyncRunner, RunRecord, run_store, wait_for_event
 from tensorsketch.schema import Schema
 from tensorsketch.tools import tool
 
@@ -29,6 +30,8 @@ __all__ = [
     "Io",
     "breakpoint_graph",
     "check_double_texting",
+    "check_run_durability",
+    "durability_graph",
     "hang_graph",
     "listen_graph",
     "multitask_graph",
@@ -258,3 +261,79 @@ def check_double_texting(strategy: str, runs: list[dict[str, Any]], ticks: list[
         expected += own[:kept]
         rest = rest[kept:]
     assert not rest and ticks == expected, f"{strategy}: ticks {ticks}, expected {expected}"
+
+
+# -- durability modes kept by the run record ----------------------------------------------------
+
+
+def durability_graph() -> CompiledGraph[Io]:
+    """``Listen -> Draft -> Review -> Publish``: suspends for an event first, then runs three
+    supersteps — what a durability mode changes is how many of them leave a checkpoint."""
+    g = Graph(Io, name="durable-publish")
+    g.add(Listen).add(Draft).add(_appending("Review", "reviewed"))
+    g.add(_appending("Publish", "published"))
+    g.edge(START, "Listen").edge("Listen", "Draft").edge("Draft", "Review")
+    g.edge("Review", "Publish").edge("Publish", END)
+    return g.compile()
+
+
+#: Checkpoints a :func:`durability_graph` thread holds when it waits for its event, and when
+#: it has ended, by mode: ``"exit"`` commits only where the run stops (the input, the
+#: suspension, the end); ``"sync"`` and ``"async"`` every superstep's barrier.
+DURABILITY_CHECKPOINTS: dict[str, tuple[int, int]] = {
+    "sync": (2, 6),
+    "async": (2, 6),
+    "exit": (2, 3),
+}
+
+
+async def check_run_durability(first: AsyncRunner, second: AsyncRunner) -> None:
+    """Two runners of :func:`durability_graph` on one store (fresh threads): a run submitted
+    with each ``durability`` keeps it in its record, and every segment uses it — the one
+    ``first`` runs, the resume ``second`` runs (the event is signalled there), and a
+    takeover by ``second`` of a run whose runner died (a record another owner let lapse)."""
+    backend = first.backend
+    graph = first.graph
+    await second.start()
+    for mode, (suspended, ended) in DURABILITY_CHECKPOINTS.items():
+        record = await first.submit({"n": 1}, durability=mode)  # type: ignore[arg-type]
+        assert record.durability == mode, record
+        waiting = await first.await_run(record.run_id, timeout=60)
+        assert waiting.status == "suspended", waiting
+        assert (await second.get(record.run_id)).durability == mode
+        history = await graph.aget_history(record.thread_id, backend)
+        assert len(history) == suspended, (mode, [c.step for c in history])
+        await second.signal(record.run_id, {"type": "go", "event_id": f"go-{mode}"})
+        done = await second.await_run(record.run_id, timeout=60)
+        assert done.status == "succeeded", done
+        assert done.output["out"] == "draft 1 reviewed published"
+        history = await graph.aget_history(record.thread_id, backend)
+        assert len(history) == ended, (mode, [c.step for c in history])
+    # A run whose runner died before it began: the record's mode is what the taker uses.
+    store = run_store(backend)
+    for mode, (_, ended) in DURABILITY_CHECKPOINTS.items():
+        run_id = f"lapsed-{mode}-{id(store)}"
+        thread = f"t-{run_id}"
+        at = time.time()
+        await store.create(
+            RunRecord(
+                run_id=run_id,
+                thread_id=thread,
+                graph=graph.name,
+                input={"n": 2},
+                status="running",
+                owner="elsewhere:1:gone",
+                lease_expires_at=at - 1,
+                started_at=at - 5,
+                base_checkpoint="",
+                durability=mode,
+            )
+        )
+        assert run_id in await second.resume_pending()
+        waiting = await second.await_run(run_id, timeout=60)
+        assert waiting.status == "suspended", waiting
+        await second.signal(run_id, {"type": "go", "event_id": f"go-{run_id}"})
+        done = await second.await_run(run_id, timeout=60)
+        assert done.status == "succeeded" and done.durability == mode, done
+        history = await graph.aget_history(thread, backend)
+        assert len(history) == ended, (mode, [c.step for c in history])

@@ -53,6 +53,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from tensorsketch.durable.modes import DURABILITY_MODES
 from tensorsketch.errors import (
     AssistantNotFoundError,
     BackendUnavailableError,
@@ -96,7 +97,15 @@ DEFAULT_SSE_MAX_BUFFERED_BYTES = 8 << 20
 #: Longest a ``POST /runs`` waits for its run before answering 202 with the record.
 MAX_WAIT_SECONDS = 300.0
 _CREATE_KEYS = frozenset(
-    {"input", "thread_id", "labels", "multitask_strategy", "webhook", "assistant_id"}
+    {
+        "input",
+        "thread_id",
+        "labels",
+        "multitask_strategy",
+        "webhook",
+        "assistant_id",
+        "durability",
+    }
 )
 #: The query parameters each route takes (the OpenAPI description lists the same), and those
 #: of them that may be repeated. Anything else is refused, so a typo is never ignored.
@@ -285,7 +294,7 @@ class _Api:
             raise ServeError(
                 400,
                 f"unknown field(s) {extra}; a run takes input, thread_id, labels, "
-                "multitask_strategy, webhook and assistant_id.",
+                "multitask_strategy, webhook, assistant_id and durability.",
                 param=extra[0],
             )
         data = body.get("input")
@@ -305,6 +314,15 @@ class _Api:
                 "a new input does while the thread has a run in flight); got "
                 f"{_dumps(strategy)[:40]}.",
                 param="multitask_strategy",
+            )
+        durability = body.get("durability", "sync")
+        if durability not in DURABILITY_MODES:
+            raise ServeError(
+                400,
+                f"`durability` must be one of {', '.join(DURABILITY_MODES)} (when the run's "
+                "checkpoints commit: each superstep before the next, while the next runs, or "
+                f"only when the run stops); got {_dumps(durability)[:40]}.",
+                param="durability",
             )
         assistant = body.get("assistant_id")
         if assistant is not None and (not isinstance(assistant, str) or not assistant):
@@ -326,6 +344,7 @@ class _Api:
             "multitask_strategy": strategy,
             "webhook": body.get("webhook"),
             "assistant": assistant,
+            "durability": durability,
         }
 
     async def _check_webhook(self, args: dict[str, Any]) -> None:

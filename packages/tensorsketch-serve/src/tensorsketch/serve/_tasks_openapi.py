@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tensorsketch.durable.modes import DURABILITY_MODES
 from tensorsketch.runs import MULTITASK_STRATEGIES
 
 __all__ = ["answers", "openapi"]
@@ -66,6 +67,7 @@ _TASK = {
         "steering": {"type": "array", "items": {"type": "object"}},
         "steering_taken": {"type": "integer"},
         "assistant": {"type": ["object", "null"]},
+        "durability": {"type": "string", "enum": list(DURABILITY_MODES)},
         "version": {"type": "integer"},
     },
 }
@@ -85,6 +87,14 @@ _CREATE_FIELDS: dict[str, Any] = {
         "reject (409), enqueue (run after it), interrupt (stop it at its next superstep "
         "barrier, keep what it did, run on top) or rollback (stop it and discard its "
         "checkpoints). Default: the runner's (AsyncRunner(multitask_strategy=...)).",
+    },
+    "durability": {
+        "type": "string",
+        "enum": list(DURABILITY_MODES),
+        "description": "When the run's checkpoints commit: sync (each superstep's before the "
+        "next starts; the default), async (while the next runs, at most one behind) or exit "
+        "(only when the run ends, suspends or fails). Kept in the record: a resume or a "
+        "takeover by another instance uses the same mode.",
     },
     "assistant_id": {
         "type": "string",

@@ -115,6 +115,9 @@ class RunRecord:
     :param assistant: for a ``kind="assistant"`` record, the assistant's name and versions;
         for a run, the assistant version it runs with (``{"id", "name", "version",
         "config"}``; see :mod:`tensorsketch.runs.assistants`).
+    :param durability: when the run's checkpoints commit (``"sync"``, ``"async"`` or
+        ``"exit"``; see :mod:`tensorsketch.durable.modes`): every segment of the run uses it,
+        on whichever runner resumes or takes it over.
     :param version: bumped by the store at every write (the compare-and-set token).
     """
 
@@ -155,6 +158,7 @@ class RunRecord:
     steering: tuple[dict[str, Any], ...] = ()
     steering_taken: int = 0
     assistant: dict[str, Any] | None = None
+    durability: str = "sync"
     version: int = 0
 
     @property
