@@ -107,6 +107,10 @@ class RunJournal:
         self.durability: Durability = "sync"
         #: ``"async"``: the last barrier's checkpoint, committing while the run goes on.
         self._behind: asyncio.Future[None] | None = None
+        #: The checkpoint this run must find at the thread's head when it takes the lease
+        #: (``None``: any). A fork's first run names the fork point it wrote: if another
+        #: runner moved the fork on while this one stalled in between, it must not run again.
+        self.expect_head: str | None = None
 
     @property
     def owner(self) -> str:
@@ -238,6 +242,8 @@ class RunJournal:
                 everything = await self.backend.list_checkpoints(self.thread_id)
             rebuilt = rebuild(self.backend, everything, None, ladder=True).complete()
         latest = rebuilt.checkpoint
+        if self.expect_head is not None and (latest is None or latest.id != self.expect_head):
+            await self._moved_on(latest.id if latest is not None else None)
         if latest is None:
             return Opened()
         restored = self.restore(latest)
@@ -245,6 +251,17 @@ class RunJournal:
         if opening.last_event_seq is not None:
             restored.seq = max(restored.seq, opening.last_event_seq + 1)
         return Opened(restored=restored)
+
+    async def _moved_on(self, head: str | None) -> None:
+        """Give the lease back and refuse: the thread's head is not :attr:`expect_head`."""
+        await self.release()
+        msg = (
+            f"thread {self.thread_id!r} was moved on by another runner (its head is "
+            f"{head!r}, not {self.expect_head!r}, the checkpoint this run was to start from): "
+            "this runner stalled past its lease and the thread was taken over, so it runs "
+            "nothing. Read the thread's state, or invoke it again to continue from its head."
+        )
+        raise LeaseLostError(msg)
 
     def restore(self, checkpoint: Checkpoint) -> Restored:
         """What a run continuing from ``checkpoint`` starts with (its next checkpoint is a
