@@ -111,6 +111,11 @@ class RunJournal:
         #: (``None``: any). A fork's first run names the fork point it wrote: if another
         #: runner moved the fork on while this one stalled in between, it must not run again.
         self.expect_head: str | None = None
+        #: Every key this run wrote or found in the journal, and whether it resumed a
+        #: superstep past tasks that had finished (whose keys it never sees): on a store
+        #: that cannot list its journal, what a suspended checkpoint lists (lineage).
+        self.seen: set[str] = set()
+        self.skipped_finished = False
 
     @property
     def owner(self) -> str:
@@ -373,6 +378,7 @@ class RunJournal:
             raw = await self.backend.lookup_effect(self.thread_id, key)
         if raw is None:
             return await self.forks.lookup(key)
+        self.seen.add(key)
         return True, self._entry(key, raw)
 
     async def _fresh_miss(self, key: str) -> tuple[bool, Any]:
@@ -459,6 +465,7 @@ class RunJournal:
             recorded, result = await self.backend.transact_effect(
                 self.thread_id, key, fn, encode, fence=fence
             )
+        self.seen.add(key)
         if recorded is not None:
             return self._entry(key, recorded)
         self._known.setdefault(key, result)
@@ -470,12 +477,15 @@ class RunJournal:
         which a crash before that write only makes run again. Encoded now, so a value the
         serializer refuses fails here, under its own name."""
         encoded = self.backend.serializer.dumps([value])
+        self.seen.add(key)
         self._later.append((key, encoded))
         self._known.setdefault(key, value)
 
     def _forget_superstep(self) -> None:
         """A barrier: the superstep's keys are never looked up again by this run, except
         the thread-wide idempotency keys (kept, so a fresh thread still answers them)."""
+        self.skipped_finished = False
+        self.seen.clear()
         if self._known:
             kept = (IDEMPOTENCY_PREFIX, intent_key(IDEMPOTENCY_PREFIX))
             self._known = {k: v for k, v in self._known.items() if k.startswith(kept)}
@@ -496,6 +506,7 @@ class RunJournal:
                 await self.backend.record_effects(self.thread_id, encoded, fence=self.owner)
             else:
                 await self.backend.record_effects(self.thread_id, encoded)
+        self.seen.update(key for key, _ in encoded)
         for key, value in items:
             self._known.setdefault(key, value)
 
@@ -506,6 +517,7 @@ class RunJournal:
                 await self.backend.record_effects(self.thread_id, items, fence=self.owner)
             else:
                 await self.backend.record_effects(self.thread_id, items)
+        self.seen.update(key for key, _ in items)
 
     @contextlib.asynccontextmanager
     async def _fenced(self, what: str) -> AsyncIterator[None]:
@@ -528,6 +540,7 @@ class RunJournal:
         async with store_guard(self.backend, "reading the effect journal"):
             raw = await self.backend.lookup_effects(self.thread_id, rest)
         known.update({key: self._entry(key, data) for key, data in raw.items()})
+        self.seen.update(raw)
         return known
 
     async def record_many(self, items: list[tuple[str, Any]]) -> None:
@@ -547,7 +560,9 @@ class RunJournal:
         stopped, by task index."""
         keys = [self.task_key(plan_id, task) for task in tasks]
         found = await self.lookup_many(keys)
-        return {i: found[key] for i, key in enumerate(keys) if key in found}
+        done = {i: found[key] for i, key in enumerate(keys) if key in found}
+        self.skipped_finished = self.skipped_finished or bool(done)
+        return done
 
     def write_log(self, plan_id: str | None) -> TaskWriteLog:
         return TaskWriteLog(self, plan_id)
