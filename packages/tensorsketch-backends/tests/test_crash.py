@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tensorsketch.durable.lineage import ForkEffects
 from tensorsketch.durable.modes import Durability
 from tensorsketch.testing.crash import (
     NESTED_SCENARIO,
@@ -16,7 +17,9 @@ from tensorsketch.testing.crash import (
     run_crash_matrix,
     run_fanout_crash,
 )
+from tensorsketch.testing.effect_stall import run_db_step_stall, run_in_doubt_stall
 from tensorsketch.testing.fork_crash import run_fork_kill_matrix
+from tensorsketch.testing.fork_stall import run_fork_stall_matrix
 
 
 @pytest.mark.postgres
@@ -168,3 +171,78 @@ async def test_a_reusing_fork_killed_at_every_boundary_redis(
     report = await run_fork_kill_matrix(spec, tmp_path)
     assert len(report.kills) == len(report.boundaries) >= 5
     report.check()
+
+
+# -- a fork whose runner stalls past its lease (#47) ------------------------------------------
+
+#: The clean fork's effects per choice (core's test_fork_stall.EXPECTED).
+FORK_STALL_EXPECTED: dict[str, dict[str, int]] = {
+    "reuse": {},
+    "rerun": {"Note:notify": 1, "Ship#0:ship:book": 1, "Ship#1:ship:lamp": 1, "Ship#2:ship:mug": 1},
+}
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+@pytest.mark.parametrize("effects", ["reuse", "rerun"])
+async def test_a_stalled_fork_on_postgres_is_fenced_and_repeats_nothing(
+    effects: ForkEffects, pg_dsn: str, pg_schema: str, tmp_path: Path
+) -> None:
+    spec = BackendSpec("postgres", {"dsn": pg_dsn, "schema": pg_schema})
+    report = await run_fork_stall_matrix(spec, tmp_path, effects=effects)
+    assert report.clean_counts == FORK_STALL_EXPECTED[effects]
+    assert len(report.points) == len(report.boundaries) - 1 >= 10
+    report.check()
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+@pytest.mark.parametrize("effects", ["reuse", "rerun"])
+async def test_a_stalled_fork_on_redis_is_fenced_and_repeats_nothing(
+    effects: ForkEffects, redis_url: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    spec = BackendSpec("redis", {"dsn": redis_url, "prefix": redis_prefix})
+    report = await run_fork_stall_matrix(spec, tmp_path, effects=effects)
+    assert report.clean_counts == FORK_STALL_EXPECTED[effects]
+    assert len(report.points) == len(report.boundaries) - 1 >= 10
+    report.check()
+
+
+# -- a runner stalled inside an effect (#47 items 2 and 3) ------------------------------------
+
+IN_DOUBT_POLICIES = [("retry", False), ("ask", False), ("fail", False), ("retry", True)]
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+@pytest.mark.parametrize(("policy", "keyed"), IN_DOUBT_POLICIES)
+async def test_an_effect_in_doubt_after_a_stall_on_postgres_keeps_its_policy(
+    policy: str, keyed: bool, pg_dsn: str, pg_schema: str, tmp_path: Path
+) -> None:
+    spec = BackendSpec("postgres", {"dsn": pg_dsn, "schema": pg_schema})
+    stall = await run_in_doubt_stall(spec, tmp_path, policy=policy, keyed=keyed)
+    stall.check()
+    assert stall.report.payments == (2 if (policy, keyed) == ("retry", False) else 1)
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+@pytest.mark.parametrize(("policy", "keyed"), IN_DOUBT_POLICIES)
+async def test_an_effect_in_doubt_after_a_stall_on_redis_keeps_its_policy(
+    policy: str, keyed: bool, redis_url: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    spec = BackendSpec("redis", {"dsn": redis_url, "prefix": redis_prefix})
+    stall = await run_in_doubt_stall(spec, tmp_path, policy=policy, keyed=keyed)
+    stall.check()
+    assert stall.report.payments == (2 if (policy, keyed) == ("retry", False) else 1)
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["before_write", "after_write"])
+async def test_a_database_step_stalled_before_its_commit_on_postgres_writes_once(
+    point: str, pg_dsn: str, pg_schema: str, tmp_path: Path
+) -> None:
+    spec = BackendSpec("postgres", {"dsn": pg_dsn, "schema": pg_schema})
+    stall = await run_db_step_stall(spec, tmp_path, point=point)
+    stall.check()  # one call, one row; the takeover waited; the stale runner fenced

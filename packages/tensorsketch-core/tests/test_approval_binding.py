@@ -4,15 +4,33 @@ was not given for — across re-plans, edits, crashes and forks."""
 
 from __future__ import annotations
 
-from typing import Any
+import operator
+from typing import Annotated, Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tensorsketch import FakeProvider, InMemoryBackend, create_agent, tool
+from tensorsketch import (
+    START,
+    Context,
+    FakeProvider,
+    Graph,
+    InMemoryBackend,
+    Node,
+    Schema,
+    create_agent,
+    tool,
+)
+from tensorsketch.channels import Reducer
 from tensorsketch.errors import ApprovalMismatchError
-from tensorsketch.interrupts import PendingInterrupt, bind_approval, run_info, tool_call_digest
+from tensorsketch.interrupts import (
+    PendingInterrupt,
+    bind_approval,
+    interrupt,
+    run_info,
+    tool_call_digest,
+)
 from tensorsketch.messages import Message, ToolCall, assistant
 from tensorsketch.runs import AsyncRunner
 
@@ -202,3 +220,44 @@ async def test_an_approval_runs_only_the_call_it_was_given_for(
     out = await agent.invoke(thread_id=thread, backend=store, resume={"r": decision})
     assert run_info(out).status == "completed"
     assert log == ([first] if approved else [])
+
+
+# -- LangGraph's interrupt tests that apply, ported ----------------------------------------------
+
+
+class Keyed(Schema):
+    my_key: Annotated[str, Reducer(operator.add)] = ""
+
+
+class TwoQuestions(Node):
+    class Out(Schema):
+        my_key: str
+
+    async def run(self, ctx: Context, inp: Schema) -> Out:
+        answer = await interrupt(ctx, {"value": 1})
+        answer2 = await interrupt(ctx, {"value": 2})
+        return self.Out(my_key=f"{answer} {answer2}")
+
+
+ASK_TWICE = Graph(Keyed).add(TwoQuestions).edge(START, "TwoQuestions").compile()
+
+
+async def test_langgraph_interrupt_multiple() -> None:
+    # Mirrors LangGraph tests/test_pregel.py::test_interrupt_multiple (the "map" resume
+    # style): two questions in one node, each answer given by the id of the question it
+    # answers; the first answer does not answer the second, which is asked next. Plus what
+    # #47 adds: the first question's answer, sent again, is refused by name (it waits on the second).
+    backend = InMemoryBackend()
+    first = await ASK_TWICE.invoke({"my_key": "DE"}, thread_id="t", backend=backend)
+    (asked,) = run_info(first).interrupts
+    assert asked.value == {"value": 1}
+    second = await ASK_TWICE.invoke(
+        {"my_key": " foofoo "}, thread_id="t", backend=backend, resume={asked.id: "answer 1"}
+    )
+    (asked2,) = run_info(second).interrupts
+    assert asked2.value == {"value": 2} and asked2.id != asked.id
+    with pytest.raises(ValueError, match=r"not waiting on; it waits on '0:TwoQuestions:1"):
+        await ASK_TWICE.invoke(thread_id="t", backend=backend, resume={asked.id: "answer 1"})
+    done = await ASK_TWICE.invoke(thread_id="t", backend=backend, resume={asked2.id: "answer 2"})
+    assert run_info(done).status == "completed"
+    assert done.my_key == "DE foofoo answer 1 answer 2"

@@ -9,7 +9,10 @@ from typing import Any
 import pytest
 
 from tensorsketch import END, START, Context, Graph, Node, Schema, ThreadBusyError
+from tensorsketch.errors import ForkEffectError
+from tensorsketch.interrupts import interrupt, run_info
 from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent
+from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.testing.backend_conformance import BackendConformance, BackendFactory
 
 
@@ -165,3 +168,111 @@ async def test_a_backend_that_skips_super_init_gets_the_default_serializer() -> 
     assert type(backend.serializer).__name__ == "MsgpackSerializer"
     assert backend.serializer is backend.serializer  # made once, then kept
     assert OwnInit().serializer is not backend.serializer  # each backend its own
+
+
+# -- forks on a store of the eight operations (#47) ---------------------------------------------
+
+PAID: list[str] = []
+FAIL_ONCE: set[str] = set()
+
+
+class Both(Schema):
+    order: str = ""
+    a: str = ""
+    b: str = ""
+
+
+class PayA(Node):
+    class In(Schema):
+        order: str
+
+    class Out(Schema):
+        a: str
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        def pay() -> str:
+            PAID.append(f"a:{ctx.thread_id}")
+            return "paid a"
+
+        return self.Out(a=await ctx.step("pay-a", pay))
+
+
+class PayB(Node):
+    """Pays, fails once after paying (a crash), then asks before finishing."""
+
+    class In(Schema):
+        order: str
+
+    class Out(Schema):
+        b: str
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        def pay() -> str:
+            PAID.append(f"b:{ctx.thread_id}")
+            return "paid b"
+
+        paid = await ctx.step("pay-b", pay)
+        if inp.order in FAIL_ONCE:
+            FAIL_ONCE.discard(inp.order)
+            raise RuntimeError("crash after paying b")
+        answer = await interrupt(ctx, "ship?")
+        return self.Out(b=f"{paid}:{answer}")
+
+
+TWO = (
+    Graph(Both)
+    .add(PayA)
+    .add(PayB)
+    .edge(START, "PayA")
+    .edge(START, "PayB")
+    .edge("PayA", END)
+    .edge("PayB", END)
+    .compile()
+)
+
+
+async def _suspended_after_a_resume(backend: Backend, thread: str) -> str:
+    """PayA finishes, PayB pays and fails; the resume runs PayB only (PayA's writes are
+    journaled), which suspends: the fork point, in the superstep both paid in."""
+    FAIL_ONCE.add(thread)
+    with pytest.raises(RuntimeError, match="crash after paying b"):
+        await TWO.invoke({"order": thread}, thread_id=thread, backend=backend)
+    out = await TWO.invoke(thread_id=thread, backend=backend)
+    assert run_info(out).suspended
+    assert sorted(PAID) == [f"a:{thread}", f"b:{thread}"]
+    return (await TWO.aget_history(thread, backend))[-1].id
+
+
+@pytest.mark.parametrize("make", [EightOpsBackend, InMemoryBackend])
+async def test_a_fork_reusing_what_its_origin_paid_before_the_fork_point_pays_nothing(
+    make: Any,
+) -> None:
+    backend, thread = make(), f"pay-{make.__name__}"
+    PAID.clear()
+    suspended = await _suspended_after_a_resume(backend, thread)
+    out = await TWO.fork(backend, thread, suspended, "forked", effects="reuse")
+    assert run_info(out).suspended and [f"a:{thread}", f"b:{thread}"] == PAID
+
+
+async def test_a_rerunning_fork_refuses_an_effect_it_cannot_place_before_or_after_the_fork_point() -> (
+    None
+):
+    """The eight operations cannot list the journal: PayA's payment, journaled before the
+    resume that suspended, is in no list the fork point has. Rerunning it could pay twice
+    for what ran before the fork point, so the fork refuses, by name, instead."""
+    backend, thread = EightOpsBackend(), "pay-rerun"
+    PAID.clear()
+    suspended = await _suspended_after_a_resume(backend, thread)
+    with pytest.raises(ForkEffectError, match=r"ctx\.step 'pay-a'.*cannot list its journal"):
+        await TWO.fork(backend, thread, suspended, "forked", effects="rerun")
+    assert [f"a:{thread}", f"b:{thread}"] == PAID  # nothing ran twice
+
+
+async def test_a_rerunning_fork_on_a_listing_store_inherits_what_ran_before_the_fork_point() -> (
+    None
+):
+    backend, thread = InMemoryBackend(), "pay-rerun-listed"
+    PAID.clear()
+    suspended = await _suspended_after_a_resume(backend, thread)
+    out = await TWO.fork(backend, thread, suspended, "forked", effects="rerun")
+    assert run_info(out).suspended and [f"a:{thread}", f"b:{thread}"] == PAID

@@ -4,7 +4,8 @@ again, nodes after it are, and a decision taken down one branch is not taken dow
 
 from __future__ import annotations
 
-from typing import Any
+import operator
+from typing import Annotated, Any
 
 import pytest
 
@@ -20,6 +21,7 @@ from tensorsketch import (
     create_agent,
     tool,
 )
+from tensorsketch.channels import Reducer
 from tensorsketch.errors import ForkEffectError
 from tensorsketch.interrupts import run_info
 from tensorsketch.messages import Message, ToolCall, assistant
@@ -76,6 +78,9 @@ STEPS = (
 async def test_nodes_before_the_fork_point_are_not_run_again_and_after_it_are() -> None:
     """Ported from LangGraph's time travel: re-running from a checkpoint replays what came
     before it and re-executes what comes after — here with the effect decided explicitly."""
+    # Mirrors LangGraph tests/test_pregel.py::test_invoke_two_processes_in_out_interrupt, its
+    # "forking from any previous checkpoint should re-run nodes" part (two nodes; a fork
+    # before the second runs only the second), with the second node's effect journaled.
     backend = InMemoryBackend()
     await STEPS.invoke({"topic": "tides"}, thread_id="t", backend=backend)
     before_second = next(c for c in await STEPS.aget_history("t", backend) if c.next == ("Second",))
@@ -121,6 +126,9 @@ async def test_a_decision_down_one_branch_is_not_taken_down_another() -> None:
     """Ported from LangGraph's human-in-the-loop forks: fork from the checkpoint waiting on a
     decision and decide differently there. The approval the origin recorded is not inherited
     (it came after the fork point), and the refund it ran is not run again by the fork."""
+    # From LangGraph's human-in-the-loop time-travel guide (fork the checkpoint waiting on an
+    # interrupt with update_state, resume it differently), not from a test of theirs: none
+    # asserts what happens to the side effect, which is what this one checks.
     log: list[int] = []
     agent = refund_agent(log, [refund_call(7), assistant("Refunded."), assistant("Not done.")])
     backend = InMemoryBackend()
@@ -159,3 +167,50 @@ async def test_a_reusing_fork_replays_an_identical_tool_call_and_refuses_another
     with pytest.raises(ForkEffectError, match="other arguments"):
         await agent.invoke(thread_id="other", backend=backend, resume={"r": True})
     assert log == [7]
+
+
+# -- LangGraph's fork tests, ported --------------------------------------------------------------
+
+ADDED: list[int] = []
+
+
+class Count(Schema):
+    total: Annotated[int, Reducer(operator.add)] = 0
+
+
+class AddOne(Node):
+    """A plain node (no journaled side effect): a fork runs it again whatever ``effects=``."""
+
+    class Out(Schema):
+        total: int
+
+    async def run(self, ctx: Context, inp: Schema) -> Out:
+        ADDED.append(1)
+        return self.Out(total=1)
+
+
+ADD_LOOP = (
+    Graph(Count)
+    .add(AddOne)
+    .edge(START, "AddOne")
+    .router("AddOne", lambda s: "AddOne" if s.total < 6 else END)
+    .compile()
+)
+
+
+async def test_langgraph_fork_always_re_runs_nodes() -> None:
+    # Mirrors LangGraph tests/test_pregel.py::test_fork_always_re_runs_nodes: a node adding 1
+    # loops until the total reaches 6; forking from any earlier checkpoint runs the node
+    # again once for every step the fork point was short of 6 (none from the last one).
+    backend = InMemoryBackend()
+    ADDED.clear()
+    out = await ADD_LOOP.invoke({"total": 1}, thread_id="t", backend=backend)
+    assert out.total == 6 and len(ADDED) == 5
+    history = await ADD_LOOP.aget_history("t", backend)
+    for n, checkpoint in enumerate(history):
+        at = await ADD_LOOP.aget_state_at("t", backend, checkpoint.id)
+        assert at is not None
+        ADDED.clear()
+        forked = await ADD_LOOP.fork(backend, "t", checkpoint.id, f"fork-{n}")
+        assert forked.total == 6
+        assert len(ADDED) == (6 - at.total if checkpoint.next else 0), checkpoint

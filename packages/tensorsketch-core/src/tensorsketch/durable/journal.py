@@ -107,6 +107,15 @@ class RunJournal:
         self.durability: Durability = "sync"
         #: ``"async"``: the last barrier's checkpoint, committing while the run goes on.
         self._behind: asyncio.Future[None] | None = None
+        #: The checkpoint this run must find at the thread's head when it takes the lease
+        #: (``None``: any). A fork's first run names the fork point it wrote: if another
+        #: runner moved the fork on while this one stalled in between, it must not run again.
+        self.expect_head: str | None = None
+        #: Every key this run wrote or found in the journal, and whether it resumed a
+        #: superstep past tasks that had finished (whose keys it never sees): on a store
+        #: that cannot list its journal, what a suspended checkpoint lists (lineage).
+        self.seen: set[str] = set()
+        self.skipped_finished = False
 
     @property
     def owner(self) -> str:
@@ -238,6 +247,8 @@ class RunJournal:
                 everything = await self.backend.list_checkpoints(self.thread_id)
             rebuilt = rebuild(self.backend, everything, None, ladder=True).complete()
         latest = rebuilt.checkpoint
+        if self.expect_head is not None and (latest is None or latest.id != self.expect_head):
+            await self._moved_on(latest.id if latest is not None else None)
         if latest is None:
             return Opened()
         restored = self.restore(latest)
@@ -245,6 +256,17 @@ class RunJournal:
         if opening.last_event_seq is not None:
             restored.seq = max(restored.seq, opening.last_event_seq + 1)
         return Opened(restored=restored)
+
+    async def _moved_on(self, head: str | None) -> None:
+        """Give the lease back and refuse: the thread's head is not :attr:`expect_head`."""
+        await self.release()
+        msg = (
+            f"thread {self.thread_id!r} was moved on by another runner (its head is "
+            f"{head!r}, not {self.expect_head!r}, the checkpoint this run was to start from): "
+            "this runner stalled past its lease and the thread was taken over, so it runs "
+            "nothing. Read the thread's state, or invoke it again to continue from its head."
+        )
+        raise LeaseLostError(msg)
 
     def restore(self, checkpoint: Checkpoint) -> Restored:
         """What a run continuing from ``checkpoint`` starts with (its next checkpoint is a
@@ -356,6 +378,7 @@ class RunJournal:
             raw = await self.backend.lookup_effect(self.thread_id, key)
         if raw is None:
             return await self.forks.lookup(key)
+        self.seen.add(key)
         return True, self._entry(key, raw)
 
     async def _fresh_miss(self, key: str) -> tuple[bool, Any]:
@@ -442,6 +465,7 @@ class RunJournal:
             recorded, result = await self.backend.transact_effect(
                 self.thread_id, key, fn, encode, fence=fence
             )
+        self.seen.add(key)
         if recorded is not None:
             return self._entry(key, recorded)
         self._known.setdefault(key, result)
@@ -453,12 +477,15 @@ class RunJournal:
         which a crash before that write only makes run again. Encoded now, so a value the
         serializer refuses fails here, under its own name."""
         encoded = self.backend.serializer.dumps([value])
+        self.seen.add(key)
         self._later.append((key, encoded))
         self._known.setdefault(key, value)
 
     def _forget_superstep(self) -> None:
         """A barrier: the superstep's keys are never looked up again by this run, except
         the thread-wide idempotency keys (kept, so a fresh thread still answers them)."""
+        self.skipped_finished = False
+        self.seen.clear()
         if self._known:
             kept = (IDEMPOTENCY_PREFIX, intent_key(IDEMPOTENCY_PREFIX))
             self._known = {k: v for k, v in self._known.items() if k.startswith(kept)}
@@ -479,6 +506,7 @@ class RunJournal:
                 await self.backend.record_effects(self.thread_id, encoded, fence=self.owner)
             else:
                 await self.backend.record_effects(self.thread_id, encoded)
+        self.seen.update(key for key, _ in encoded)
         for key, value in items:
             self._known.setdefault(key, value)
 
@@ -489,6 +517,7 @@ class RunJournal:
                 await self.backend.record_effects(self.thread_id, items, fence=self.owner)
             else:
                 await self.backend.record_effects(self.thread_id, items)
+        self.seen.update(key for key, _ in items)
 
     @contextlib.asynccontextmanager
     async def _fenced(self, what: str) -> AsyncIterator[None]:
@@ -511,6 +540,7 @@ class RunJournal:
         async with store_guard(self.backend, "reading the effect journal"):
             raw = await self.backend.lookup_effects(self.thread_id, rest)
         known.update({key: self._entry(key, data) for key, data in raw.items()})
+        self.seen.update(raw)
         return known
 
     async def record_many(self, items: list[tuple[str, Any]]) -> None:
@@ -530,7 +560,9 @@ class RunJournal:
         stopped, by task index."""
         keys = [self.task_key(plan_id, task) for task in tasks]
         found = await self.lookup_many(keys)
-        return {i: found[key] for i, key in enumerate(keys) if key in found}
+        done = {i: found[key] for i, key in enumerate(keys) if key in found}
+        self.skipped_finished = self.skipped_finished or bool(done)
+        return done
 
     def write_log(self, plan_id: str | None) -> TaskWriteLog:
         return TaskWriteLog(self, plan_id)

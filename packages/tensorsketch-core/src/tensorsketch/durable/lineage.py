@@ -74,6 +74,13 @@ class Lineage:
     checkpoint_id: str
     step: int
     effects: ForkEffects | None
+    #: The origin's journal was copied at the fork. ``False`` on a store that cannot list
+    #: it (only the eight required operations): the fork point's listed entries were copied
+    #: one by one, and an earlier superstep's entry is inherited when the fork looks it up.
+    copied: bool = True
+    #: On such a store, the fork point's superstep may hold entries of tasks that had
+    #: finished before its runner resumed it, which its checkpoint could not list.
+    unlisted: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -81,6 +88,8 @@ class Lineage:
             "checkpoint_id": self.checkpoint_id,
             "step": self.step,
             "effects": self.effects,
+            "copied": self.copied,
+            "unlisted": self.unlisted,
         }
 
     @classmethod
@@ -90,6 +99,8 @@ class Lineage:
             str(data["checkpoint_id"]),
             int(data["step"]),
             check_fork_effects(data.get("effects")),
+            bool(data.get("copied", True)),
+            bool(data.get("unlisted", False)),
         )
 
 
@@ -129,13 +140,22 @@ async def inherit(
     writes, with the fork's :class:`Lineage`; returns how many entries were copied. The
     fork's lease must be held."""
     backend = journal.backend
+    listed = {str(k) for k in checkpoint.metadata.get("journaled") or ()}
+    copied = True
     try:
         entries = await backend.list_effects(origin)
     except BackendUnsupportedError:
-        entries = []  # a store that cannot list: the fork still knows its origin
-    listed = {str(k) for k in checkpoint.metadata.get("journaled") or ()}
+        # Only the required operations: copy the fork point's listed entries one by one;
+        # an earlier superstep's entry is inherited when the fork looks it up (ForkResolver).
+        copied = False
+        entries = []
+        for key in sorted(listed):
+            raw = await backend.lookup_effect(origin, key)
+            if raw is not None:
+                entries.append((key, raw))
     kept = [(k, v) for k, v in entries if _before_fork(k, checkpoint.step, listed)]
-    lineage = Lineage(origin, checkpoint.id, checkpoint.step, effects)
+    unlisted = bool(checkpoint.metadata.get("journaled_unlisted"))
+    lineage = Lineage(origin, checkpoint.id, checkpoint.step, effects, copied, unlisted)
     await journal.record_encoded(
         [*kept, (LINEAGE_KEY, backend.serializer.dumps([lineage.to_dict()]))],
         "inheriting the origin's journal",
@@ -143,17 +163,23 @@ async def inherit(
     return len(kept)
 
 
-async def journaled_keys(journal: RunJournal, step: int) -> list[str]:
+async def journaled_keys(journal: RunJournal, step: int) -> tuple[list[str], bool]:
     """The keys superstep ``step`` has journaled so far (effects and decisions): what a
-    suspended or failed checkpoint lists, so a fork from it inherits exactly those."""
+    suspended or failed checkpoint lists, so a fork from it inherits exactly those.
+
+    A store that cannot list its journal gets the keys this run wrote or found instead;
+    the flag says they may be incomplete (the run resumed the superstep past tasks that
+    had finished, whose entries it never saw)."""
     backend = journal.backend
+    prefixes = (superstep_prefix(step), decisions_prefix(step))
     try:
         async with store_guard(backend, "listing the superstep's journal"):
-            found = await backend.list_effects(journal.thread_id, superstep_prefix(step))
-            found += await backend.list_effects(journal.thread_id, decisions_prefix(step))
+            found = await backend.list_effects(journal.thread_id, prefixes[0])
+            found += await backend.list_effects(journal.thread_id, prefixes[1])
     except BackendUnsupportedError:
-        return []
-    return sorted(key for key, _ in found)
+        seen = sorted(key for key in journal.seen if key.startswith(prefixes))
+        return seen, journal.skipped_finished
+    return sorted(key for key, _ in found), False
 
 
 # -- during a fork's runs ---------------------------------------------------------------------
@@ -203,16 +229,32 @@ class ForkResolver:
         lineage = await self.lineage()
         if lineage is None:
             return _MISS
+        journal = self._journal
+        inherited = await self._inherited(lineage, key)
+        if inherited is not None:  # ran before the fork point: the fork's own, as if copied
+            value = journal.decode(key, inherited)
+            await journal.record(key, value)
+            return True, value
         found = await self._original(lineage, key)
-        if found is None or lineage.effects == "rerun":
+        if found is None:
             return _MISS
         origin_key, raw = found
-        journal = self._journal
         where = (
             f"this fork (thread {journal.thread_id!r}) reached {call.label}, which its origin "
             f"thread {lineage.origin!r} ran after the fork point (checkpoint "
             f"{lineage.checkpoint_id!r}, superstep {lineage.step})"
         )
+        if lineage.effects == "rerun" and lineage.unlisted and _step_of(key) == lineage.step:
+            msg = (
+                f"{where}, or before it: the store cannot list its journal and the origin's "
+                "runner resumed that superstep past tasks that had finished, so which of its "
+                "effects ran before the fork point is unknown; nothing was run. Fork with "
+                "effects='reuse' (the origin's result of an identical call), from another "
+                "checkpoint, or on a store that implements list_effects."
+            )
+            raise ForkEffectError(msg, key=key, origin=lineage.origin)
+        if lineage.effects == "rerun":
+            return _MISS
         if lineage.effects is None:
             msg = (
                 f"{where}; running it again could repeat a side effect, so nothing was run. "
@@ -226,6 +268,17 @@ class ForkResolver:
             await self._check_same_input(call, lineage.origin, origin_key, where, key)
         await journal.record(key, value)  # the fork's own now: later runs replay it
         return True, value
+
+    async def _inherited(self, lineage: Lineage, key: str) -> bytes | None:
+        """On a store that could not copy the origin's journal at the fork, the origin's
+        entry for ``key`` if it belongs to a superstep before the fork point's."""
+        if lineage.copied:
+            return None
+        step = _step_of(key)
+        if step is None or step >= lineage.step:
+            return None
+        found: bytes | None = await self._journal.backend.lookup_effect(lineage.origin, key)
+        return found
 
     async def _check_same_input(
         self, call: CallIdentity, origin: str, origin_key: str, where: str, key: str
@@ -272,6 +325,18 @@ class ForkResolver:
             if isinstance(parse_effect_key(other), ToolCallKey):
                 return other, data
         return None
+
+
+def _step_of(key: str) -> int | None:
+    """The superstep an effect key belongs to (``None``: a thread-wide key)."""
+    parsed = parse_effect_key(key)
+    if isinstance(parsed, DecisionKey):
+        return parsed.step
+    if isinstance(parsed, DeferralKey):
+        return parsed.tool.scope.step
+    if isinstance(parsed, CallKey | ToolCallKey | AgentTurnKey | LlmAttemptKey | NodeEffectKey):
+        return parsed.scope.step
+    return None
 
 
 def _check_identical(call: CallIdentity, value: Any, where: str, key: str, origin: str) -> None:

@@ -621,7 +621,7 @@ class CompiledGraph(Generic[S]):
         await journal.acquire()
         try:
             await inherit(journal, thread_id, origin, effects)
-            await branch.save_checkpoint(
+            fork_point = await branch.save_checkpoint(
                 None,
                 tasks,
                 source="fork",
@@ -638,14 +638,23 @@ class CompiledGraph(Generic[S]):
             state = await self.aget_state(new_thread_id, backend)
             assert state is not None
             return state
-        return await self.invoke(
-            input,
+        run_fork = start_run(
+            self._spec,
             thread_id=new_thread_id,
             backend=backend,
-            max_steps=max_steps,
             tracer=tracer,
+            sink=None,
+            namespace=(),
             deps=deps,
         )
+        assert run_fork.journal is not None
+        # The lease was given back with the fork point: if this runner stalls here and
+        # another takes the fork over, running ``input`` now would start a second turn of
+        # a thread already run (every effect again). The run starts only from the fork point.
+        run_fork.journal.expect_head = fork_point
+        await drive(run_fork, input, max_steps)
+        forked: S = run_fork.result_state()  # type: ignore[assignment]
+        return forked
 
     async def areplay_node(
         self,

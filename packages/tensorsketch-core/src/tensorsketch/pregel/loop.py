@@ -550,7 +550,9 @@ class Run(RunState, Planning, TaskExecution):
         the superstep journaled so far: a fork from it inherits exactly those (lineage)."""
         journal = self.journal
         assert journal is not None
-        keys = await journaled_keys(journal, self.step)
+        keys, unlisted = await journaled_keys(journal, self.step)
+        if unlisted:
+            meta = {**meta, "journaled_unlisted": True}
         return {**meta, "journaled": keys} if keys else meta
 
     def result_state(self) -> Schema:

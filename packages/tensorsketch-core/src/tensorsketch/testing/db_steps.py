@@ -41,6 +41,8 @@ _COUNT_SQLITE = f"SELECT COUNT(*) FROM {TABLE} WHERE thread_id = ?"
 _COUNT_PG = f"SELECT COUNT(*) FROM {TABLE} WHERE thread_id = %s"
 #: Where inside the transaction the child kills itself (``None``: nowhere).
 _KILL: list[str] = []
+#: What it sends itself there: SIGKILL (the crash harness) or SIGSTOP (the stall harness).
+_SIGNAL: list[signal.Signals] = [signal.SIGKILL]
 
 
 class DbStepState(Schema):
@@ -53,7 +55,7 @@ class DbStepState(Schema):
 
 def _kill_here(point: str) -> None:
     if point in _KILL:
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), _SIGNAL[0])
 
 
 def _debit(thread: str, ledger: EffectLedger | None) -> Any:

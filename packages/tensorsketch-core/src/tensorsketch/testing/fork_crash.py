@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tensorsketch.durable.lineage import ForkEffects
 from tensorsketch.errors import ThreadBusyError
 from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.runtime.backends.base import Backend
@@ -72,15 +73,16 @@ async def recover_fork(
     values: dict[str, Any],
     *,
     attempts: int = 50,
+    effects: ForkEffects = "reuse",
 ) -> Any:
-    """Finish a reusing fork whose process died: fork again if it died before the fork's
-    first checkpoint, else resume it (with ``values`` if they were not applied yet), retrying
-    while the dead process's lease has not lapsed."""
+    """Finish a fork whose process died: fork again (with ``effects``) if it died before the
+    fork's first checkpoint, else resume it (with ``values`` if they were not applied yet),
+    retrying while the dead process's lease has not lapsed."""
     for _ in range(attempts):
         await asyncio.sleep(0.25)
         try:
             if await backend.latest_checkpoint(fork) is None:
-                return await app.fork(backend, origin, at, fork, values, effects="reuse")
+                return await app.fork(backend, origin, at, fork, values, effects=effects)
             latest = (await app.aget_history(fork, backend))[-1]
             again = values if latest.source == "fork" else None
             return await app.invoke(again, thread_id=fork, backend=backend)

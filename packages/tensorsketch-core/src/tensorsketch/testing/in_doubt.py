@@ -23,6 +23,7 @@ here and :meth:`InDoubtReport.problems` lists every way the resume broke the pol
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import signal
 import time
@@ -61,7 +62,8 @@ class PaymentState(Schema):
     receipt: str = ""
 
 
-#: Called by the payment right after the ledger counted it (the crash happens there).
+#: Called by the payment right after the ledger counted it (the crash happens there); a hook
+#: that returns an awaitable pauses the call until it is done (an in-process stall).
 _AFTER_CALL: list[Any] = []
 
 
@@ -84,8 +86,15 @@ def payment_graph(ledger: EffectLedger, policy: str, keyed: bool) -> CompiledGra
                 if keyed and ledger.counts(thread).get("pay"):
                     return "pay-1"  # the provider dedupes by the key: no second charge
                 n = ledger.hit(thread, "pay")
-                for hook in _AFTER_CALL:
-                    hook()
+                waits = [w for hook in _AFTER_CALL if inspect.isawaitable(w := hook())]
+                if waits:  # an in-process stall (the stall harness): pause the call here
+
+                    async def paused() -> str:
+                        for wait in waits:
+                            await wait
+                        return f"pay-{n}"
+
+                    return paused()  # type: ignore[return-value]  # ctx.step awaits it
                 return f"pay-{n}"
 
             receipt = await ctx.step(

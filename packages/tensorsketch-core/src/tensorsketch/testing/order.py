@@ -57,13 +57,15 @@ class OrderEffects(Protocol):
         ...
 
 
-_TURNS: dict[tuple[str | None, int], asyncio.Lock] = {}
+_TURNS: dict[tuple[str | None, int, str], asyncio.Lock] = {}
 
 
 def _turns(ctx: Context) -> asyncio.Lock:
-    """One lock per superstep: the fan-out's workers take it in plan order (asyncio's lock
-    is first come, first served, and tasks start in plan order)."""
-    key = (ctx.thread_id, ctx.superstep)
+    """One lock per superstep of one run: the fan-out's workers take it in plan order
+    (asyncio's lock is first come, first served, and tasks start in plan order). Two runs of
+    one thread in one process (a paused stale runner and the one that took over) do not
+    share it."""
+    key = (ctx.thread_id, ctx.superstep, ctx.run_id)
     lock = _TURNS.get(key)
     if lock is None:
         lock = _TURNS[key] = asyncio.Lock()
