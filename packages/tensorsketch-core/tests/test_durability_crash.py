@@ -61,7 +61,7 @@ async def test_crash_matrix_in_memory(tmp_path: Path) -> None:
 @pytest.mark.slow
 async def test_crash_matrix_sqlite_sigkill(tmp_path: Path) -> None:
     spec = BackendSpec("sqlite", {"dsn": str(tmp_path / "store.db")})
-    report = await run_crash_matrix(spec, tmp_path / "work")
+    report = await run_crash_matrix(spec, tmp_path / "work", lease_ttl=1.0)
     assert report.boundaries == EXPECTED_BOUNDARIES
     assert [k.n for k in report.kills] == list(range(1, len(EXPECTED_BOUNDARIES) + 1))
     assert all(k.killed for k in report.kills)  # every child really died by SIGKILL
