@@ -5,6 +5,7 @@ namespace refused with a 4xx — on the in-memory and SQLite backends (PostgreSQ
 
 from __future__ import annotations
 
+import json
 import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from tensorsketch.canvas.studio.app import Studio
 from tensorsketch.canvas.studio.debug import Debugger
 from tensorsketch.canvas.studio.debug_source import GraphSource
 from tensorsketch.canvas.studio.routes import create_app
+from tensorsketch.canvas.studio.trace import TraceTail, parse_spans
 from tensorsketch.interrupts import run_info
 from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.runtime.backends.base import Backend
@@ -309,3 +311,44 @@ async def test_bad_namespaces_are_4xx(
         assert response.status_code == status, (response.request.url, response.text)
         assert words in response.json()["error"], response.text
     assert step.isdigit() and rest.startswith("Review")
+
+
+# -- the live overlay inside a subgraph ----------------------------------------------------------
+
+
+def _spans(tracer: Any) -> list[dict[str, Any]]:
+    """The spans a tracer recorded, as the Studio's trace tail takes them (closing order)."""
+    from tensorsketch.observability.export import span_json
+
+    return parse_spans({"spans": [json.loads(span_json(s)) for s in tracer.spans]})
+
+
+async def test_the_overlay_folds_a_childs_nodes_under_its_subgraph(doc_file: Path) -> None:
+    from tensorsketch.observability.memory import InMemoryTracer
+
+    app, _ = _graphs(doc_file)
+    tracer = InMemoryTracer()
+    await app.invoke({"draft": "v1"}, thread_id="t", backend=InMemoryBackend(), tracer=tracer)
+    spans = _spans(tracer)
+    tail = TraceTail()
+    (run,) = tail.add(spans)
+    folded = tail.run(run)
+    assert folded is not None
+    assert set(folded["nodes"]) == {"Review"}  # the child's nodes are not the parent's
+    assert folded["nodes"]["Review"]["status"] == "suspended"
+    inside = folded["subgraphs"]["Review"]
+    assert {name: n["status"] for name, n in inside["nodes"].items()} == {
+        "Polish": "ok",
+        "Ask": "suspended",
+    }
+    (listed,) = tail.runs()
+    assert listed["thread_id"] == "t" and listed["graph"] == app.name  # the root run's
+
+    # while the child runs, its finished nodes show and its subgraph node is running
+    until = next(i for i, s in enumerate(spans) if s["name"] == "Polish")
+    partial = TraceTail()
+    partial.add(spans[: until + 1])
+    early = partial.run(run)
+    assert early is not None and early["status"] == "running"
+    assert early["nodes"]["Review"]["status"] == "running"
+    assert early["subgraphs"]["Review"]["nodes"]["Polish"]["status"] == "ok"

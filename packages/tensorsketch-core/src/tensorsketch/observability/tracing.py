@@ -41,6 +41,7 @@ __all__ = [
     "ATTR_PROVIDER",
     "ATTR_REQUEST_MODEL",
     "ATTR_RESPONSE_MODEL",
+    "ATTR_NAMESPACE",
     "ATTR_STEP",
     "ATTR_SYSTEM_INSTRUCTIONS",
     "ATTR_TOOL_ARGUMENTS",
@@ -78,6 +79,10 @@ ATTR_INPUT = "tensorsketch.input"
 ATTR_NODE = "tensorsketch.node"
 #: Superstep number on ``node`` spans.
 ATTR_STEP = "tensorsketch.step"
+#: Where a ``run`` or ``node`` span sits when its graph runs inside another graph's node: the
+#: run's namespace path, outermost first (``["Research:subgraph"]``); absent at the top level.
+#: The Studio's overlay places a subgraph's nodes by it while their parents are still open.
+ATTR_NAMESPACE = "tensorsketch.namespace"
 #: Agent name (on an ``agent`` span, or on the node span that runs an agent).
 ATTR_AGENT_NAME = "gen_ai.agent.name"
 #: Provider of a ``model`` span (``"anthropic"``, ``"openai"``, ``"fake"``, ...).
