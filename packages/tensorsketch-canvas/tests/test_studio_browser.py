@@ -8,7 +8,8 @@ the node bodies it did not touch byte-identical) and the layout sidecar.
 Skipped, with the reason, when ``/usr/bin/chromium`` or Playwright for Python is missing.
 With ``TS_STUDIO_SCREENSHOTS=1`` the screenshots of docs/studio.md are rewritten in
 docs/images/ (``test_paints_support_router``, ``test_gestures_write_the_file``,
-``test_live_trace_overlay``).
+``test_live_trace_overlay``, and the subgraph tests' ``studio-subgraph-*`` /
+``studio-debug-subgraph*``).
 """
 
 from __future__ import annotations
@@ -2185,9 +2186,7 @@ def test_the_live_overlay_and_a_question_inside_a_subgraph(
         s.box("Review").locator(".subgraph-open").click()
         s.wait_paint_after(before)
         expect(page.locator('.trace-ring[data-node="Polish"]')).to_have_class("trace-ring ok")
-        expect(page.locator('.trace-ring[data-node="Ask"]')).to_have_class(
-            "trace-ring suspended"
-        )
+        expect(page.locator('.trace-ring[data-node="Ask"]')).to_have_class("trace-ring suspended")
         _near(page, "Ask")
         s.settle()
         IMAGES.mkdir(parents=True, exist_ok=True)

@@ -272,6 +272,34 @@ async def test_an_edit_in_the_child_namespace_is_the_childs_update_state(
     assert state is not None and state.draft == "v1-edited (ok)"
 
 
+async def test_replay_and_apply_as_a_childs_node_in_its_namespace(
+    client: httpx.AsyncClient, backend: Backend, doc_file: Path
+) -> None:
+    child_thread, _ = await _suspended(backend, doc_file, "doc-6")
+    detail = _ok(await client.get(_url(child_thread)))
+    planned = next(c for c in detail["checkpoints"] if c["next"] == ["Polish"])
+    replayed = _ok(
+        await client.post(
+            f"{_url(child_thread)}/replay-node",
+            json={"checkpoint_id": planned["id"], "node": "Polish"},
+        )
+    )
+    assert replayed["output"] == {"draft": "v1!", "notes": "polished"}
+    assert _ok(await client.get(_url(child_thread)))["head"] == detail["head"]  # wrote nothing
+    wrong = await client.post(
+        f"{_url(child_thread)}/update",
+        json={"values": {"draft": "x"}, "as_node": "Publish", "confirm": True},
+    )
+    assert wrong.status_code == 404 and "Polish" in wrong.json()["error"]  # the child's nodes
+    applied = _ok(
+        await client.post(
+            f"{_url(child_thread)}/update",
+            json={"values": {"draft": "again"}, "as_node": "Polish", "confirm": True},
+        )
+    )
+    assert applied["ran"] == ["Polish"] and applied["next"] == ["Ask"]
+
+
 async def test_bad_namespaces_are_4xx(
     client: httpx.AsyncClient, backend: Backend, doc_file: Path
 ) -> None:
