@@ -2085,7 +2085,7 @@ def _near(page: Page, node: str, card: str = "run-ask") -> None:
 
 def test_the_debugger_opens_a_subgraphs_namespace(tmp_path: Path, browser: Browser) -> None:
     """A thread suspended inside its subgraph: the parent's checkpoint shows the child's state
-    nested under its task; *open ›* opens the subgraph on the canvas and its own checkpoints
+    nested under its task; *open* opens the subgraph on the canvas and its own checkpoints
     in the debugger (time travel inside it as in the parent's); the child's question is
     answered there and the whole run resumes; the crumb goes back to the parent thread."""
     db = tmp_path / "runs.db"
