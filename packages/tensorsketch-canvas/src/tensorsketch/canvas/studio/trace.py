@@ -197,8 +197,9 @@ def _own_key(span: dict[str, Any]) -> NodeKey | None:
 
 
 def fold_tree(spans: list[dict[str, Any]]) -> dict[str, Any]:
-    """``{"nodes": {...}, "subgraphs": {task: {"nodes", "subgraphs"}}}``: the run's nodes
-    folded as :func:`fold_nodes` does, each subgraph's nodes under its subgraph node. A
+    """``{"nodes": {...}, "subgraphs": {task: {"nodes", "subgraphs"}}}``: per graph node its
+    status, latency (total over its calls), cost, calls, tokens and last spans, each
+    subgraph's nodes under its subgraph node. A
     subgraph node counts the tokens and cost of what ran inside it, and is ``running``
     from its first inner span until its own span closes."""
     folded = _fold(spans)
@@ -209,12 +210,6 @@ def fold_tree(spans: list[dict[str, Any]]) -> dict[str, Any]:
             level = level["subgraphs"].setdefault(task, {"nodes": {}, "subgraphs": {}})
         level["nodes"][name] = entry
     return tree
-
-
-def fold_nodes(spans: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per top-level graph node: status, latency (total over its calls), cost, calls,
-    tokens, last spans (a subgraph's nodes are in :func:`fold_tree`)."""
-    return {name: entry for (path, name), entry in _fold(spans).items() if not path}
 
 
 def _fold(spans: list[dict[str, Any]]) -> dict[NodeKey, dict[str, Any]]:
