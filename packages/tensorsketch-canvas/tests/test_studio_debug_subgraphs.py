@@ -10,6 +10,7 @@ import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -155,7 +156,7 @@ def _ok(response: httpx.Response) -> Any:
 
 
 def _url(thread: str) -> str:
-    return "/api/debug/threads/" + httpx.URL(thread).raw_path.decode()
+    return "/api/debug/threads/" + quote(thread, safe="/:")
 
 
 async def _suspended(backend: Backend, path: Path, thread: str) -> tuple[str, Any]:
@@ -380,3 +381,80 @@ async def test_the_overlay_folds_a_childs_nodes_under_its_subgraph(doc_file: Pat
     assert early is not None and early["status"] == "running"
     assert early["nodes"]["Review"]["status"] == "running"
     assert early["subgraphs"]["Review"]["nodes"]["Polish"]["status"] == "ok"
+
+
+FANOUT = textwrap.dedent(
+    """
+    import operator
+    from typing import Annotated
+
+    from tensorsketch import END, START, Context, Graph, Node, Reducer, Schema, Send
+
+
+    class Job(Schema):
+        item: str = ""
+        out: Annotated[list[str], Reducer(operator.add)] = []
+
+
+    class Work(Node):
+        class In(Schema):
+            item: str
+
+        class Out(Schema):
+            out: list[str]
+
+        async def run(self, ctx: Context, inp: In) -> Out:
+            return self.Out(out=[f"did {inp.item}"])
+
+
+    worker = Graph(Job, name="Worker").add(Work).edge(START, "Work").edge("Work", END).compile()
+
+
+    class Batch(Schema):
+        items: list[str] = []
+        item: str = ""
+        out: Annotated[list[str], Reducer(operator.add)] = []
+
+
+    class Split(Node):
+        async def run(self, ctx: Context, inp: Schema) -> None:
+            return None
+
+
+    g = Graph(Batch).add(Split).add(worker)
+    g.edge(START, "Split")
+    g.router("Split", lambda s: [Send("Worker", {"item": x}) for x in s.items])
+    g.edge("Worker", END)
+    app = g.compile()
+    """
+)
+
+
+async def test_each_send_instance_of_a_subgraph_is_its_own_namespace(
+    backend: Backend, tmp_path: Path
+) -> None:
+    path = tmp_path / "fanout.py"
+    path.write_text(FANOUT, encoding="utf-8")
+    loaded = GraphSource(path).get()
+    assert loaded.graph is not None and loaded.name == "app", loaded.error
+    await loaded.graph.invoke({"items": ["a", "b"]}, thread_id="f", backend=backend)
+    studio = Studio(path=path, token=TOKEN, project=tmp_path)
+    app = create_app(studio, debugger=Debugger(backend, path=path))
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url=BASE, headers={"X-Studio-Token": TOKEN}
+    ) as client:
+        detail = _ok(await client.get(_url("f")))
+        assert [(c["task"], c["thread_id"]) for c in detail["subgraphs"]] == [
+            ("Worker#0", "f/1:Worker#0:0:subgraph"),
+            ("Worker#1", "f/1:Worker#1:0:subgraph"),
+        ]
+        ran = next(c for c in detail["checkpoints"] if c["ran"] == ["Worker"])
+        shown = _ok(await client.get(f"{_url('f')}/checkpoints/{ran['id']}"))
+        assert [
+            (n["task"], n["relation"], n["state"]["out"]["value"]) for n in shown["subgraphs"]
+        ] == [
+            ("Worker#0", "ran", ["did a"]),
+            ("Worker#1", "ran", ["did b"]),
+        ]
+        child = _ok(await client.get(_url("f/1:Worker#1:0:subgraph")))
+        assert child["namespace"] == [{"task": "Worker#1", "node": "Worker", "graph": "Worker"}]
