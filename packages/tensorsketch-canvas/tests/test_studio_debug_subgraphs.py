@@ -458,3 +458,65 @@ async def test_each_send_instance_of_a_subgraph_is_its_own_namespace(
         ]
         child = _ok(await client.get(_url("f/1:Worker#1:0:subgraph")))
         assert child["namespace"] == [{"task": "Worker#1", "node": "Worker", "graph": "Worker"}]
+
+
+DEEP = textwrap.dedent(
+    """
+    from tensorsketch import END, START, Context, Graph, Node, Schema
+    from tensorsketch.interrupts import interrupt
+
+
+    class Draft(Schema):
+        draft: str = ""
+
+
+    class Ask(Node):
+        class In(Schema):
+            draft: str
+
+        class Out(Schema):
+            draft: str
+
+        async def run(self, ctx: Context, inp: In) -> Out:
+            verdict = await interrupt(ctx, "deep?")
+            return self.Out(draft=f"{inp.draft} ({verdict})")
+
+
+    inner = Graph(Draft, name="Inner").add(Ask).edge(START, "Ask").edge("Ask", END).compile()
+    mid = Graph(Draft, name="Mid").add(inner).edge(START, "Inner").edge("Inner", END).compile()
+    app = Graph(Draft).add(mid).edge(START, "Mid").edge("Mid", END).compile()
+    """
+)
+
+
+async def test_an_interrupt_two_levels_deep_is_answered_in_its_namespace(
+    backend: Backend, tmp_path: Path
+) -> None:
+    path = tmp_path / "deep.py"
+    path.write_text(DEEP, encoding="utf-8")
+    loaded = GraphSource(path).get()
+    assert loaded.graph is not None and loaded.name == "app", loaded.error
+    await loaded.graph.invoke({"draft": "d"}, thread_id="deep", backend=backend)
+    studio = Studio(path=path, token=TOKEN, project=tmp_path)
+    app = create_app(studio, debugger=Debugger(backend, path=path))
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url=BASE, headers={"X-Studio-Token": TOKEN}
+    ) as client:
+        root = _ok(await client.get(_url("deep")))
+        assert root["waiting"]["path"] == ["Mid", "Inner"]
+        head = _ok(await client.get(f"{_url('deep')}/checkpoints/{root['head']}"))
+        (mid,) = head["subgraphs"]
+        (inner,) = mid["subgraphs"]
+        assert (mid["task"], inner["task"], inner["status"]) == ("Mid", "Inner", "suspended")
+        deepest = _ok(await client.get(_url(inner["thread_id"])))
+        assert [level["task"] for level in deepest["namespace"]] == ["Mid", "Inner"]
+        assert deepest["root_thread"] == "deep"
+        done = _ok(
+            await client.post(
+                f"{_url(inner['thread_id'])}/resume",
+                json={"action": "answer", "value": "yes", "confirm": True},
+            )
+        )
+        assert done["status"] == "completed" and done["thread_id"] == "deep"
+    state = await loaded.graph.aget_state("deep", backend)
+    assert state is not None and state.draft == "d (yes)"
