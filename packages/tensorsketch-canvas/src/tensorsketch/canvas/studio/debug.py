@@ -23,6 +23,7 @@ from pydantic_core import to_jsonable_python
 
 from tensorsketch.canvas.studio.app import ApiError
 from tensorsketch.canvas.studio.debug_namespace import (
+    Child,
     Namespace,
     child_tasks,
     is_child_thread,
@@ -479,10 +480,9 @@ class Debugger:
     async def _children(self, space: Namespace, rows: list[CheckpointInfo]) -> list[dict[str, Any]]:
         """The subgraph namespaces directly inside this thread, by superstep: the child of
         each subgraph task its checkpoints planned that has checkpointed."""
-        graph = space.graph if space.nested else await self.graph()
-        planned: dict[str, Any] = {}
+        planned: dict[str, Child] = {}
         for r in rows:
-            for child in child_tasks(graph, space.thread_id, r.step, r.tasks):
+            for child in child_tasks(space.graph, space.thread_id, r.step, r.tasks):
                 planned.setdefault(child.thread_id, child)
         if not planned:
             return []
