@@ -296,7 +296,7 @@ async function refresh(stopped: boolean): Promise<void> {
   run.thread = t;
   update();
   if (stopped && t.status !== "running" && debug.dbg.status?.enabled) {
-    void debug.openThread(id, debug.dbg.thread?.thread_id === id ? "keep" : "head");
+    void debug.showRun(id);
     debug.onServerEvent("debug", { thread_id: id }); // its row in the thread list, now
   }
 }

@@ -259,6 +259,14 @@ export async function openThread(id: string, pick: "head" | "keep" | string = "h
   else selectCheckpoint(null);
 }
 
+/** A run of ``thread`` (the run panel's) stopped: the debugger shows it — in the namespace of
+ * the subgraph the canvas has open, when it shows that thread already. */
+export async function showRun(thread: string): Promise<void> {
+  const open = dbg.thread;
+  if (open && (open.root_thread ?? open.thread_id) === thread) await openThread(open.thread_id, "keep");
+  else await openRoot(thread);
+}
+
 /** A thread picked in the list: opened at the top level, then — when the canvas shows a
  * subgraph — in that subgraph's namespace of it. */
 async function openRoot(id: string): Promise<void> {
@@ -820,7 +828,7 @@ async function pauseLive(): Promise<void> {
     return;
   }
   if (!dbg.open) setOpen(true);
-  await openThread(thread, "head");
+  await openRoot(thread);
 }
 
 export function setLive(on: boolean): void {
