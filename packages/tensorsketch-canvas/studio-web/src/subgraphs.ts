@@ -21,9 +21,10 @@ export async function openSubgraph(node: NodeIR): Promise<void> {
   opened();
 }
 
-/** The canvas moved into or out of a subgraph: the debugger follows into its namespace and
- * a pending question is drawn where it now shows. */
-function opened(): void {
+/** The canvas moved into or out of a subgraph (or to a graph picked directly, out of all of
+ * them): the debugger follows into its namespace and a pending question is drawn where it
+ * now shows. */
+export function opened(): void {
   refreshAsk();
   void debug.followPath(state.path);
 }
