@@ -20,7 +20,9 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import os
+import re
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -833,3 +835,137 @@ def test_edited_files_build_the_graph_the_ir_describes(
         palette.learn(ir)
         module = _load(source, directory)
         assert actual_structure(module, ir) == expected_structure(ir, gen.pairs), label
+
+
+# -- subgraphs: the canvas invariant on files with subgraphs (#42) ----------------------------
+#
+# A random graph is the child; the same graph plus a node that adds the child is the parent.
+# The child is written in one style and the parent in another, in one file or with the child
+# in a module the parent imports. A no-op projection leaves every file byte for byte; the
+# subgraph node nests exactly the child's own extraction and names its module; random edits
+# of the parent write back and re-read (the child's module untouched), and random edits of
+# the child, written to the file that defines it, leave the parent's file untouched while its
+# nested child follows.
+
+RENDER = {"fluent": render_fluent, "statement": render_statement, "operator": render_operator}
+SUB = "Sub"
+
+
+def _child_wiring(gen: GenGraph, style: str, flag: bool, var: str) -> str:
+    """The child graph compiled into ``var``, named ``Sub`` (its node's default name)."""
+    text = RENDER[style](gen, True, flag)
+    text = text.replace("Graph(State)\n", f'Graph(State, name="{SUB}")\n')
+    if var != "app":
+        text = re.sub(r"\bg\b", "sub", text)
+        text = re.sub(r"\bapp\b", var, text)
+    return text
+
+
+def _parent_gen(gen: GenGraph, where: int, wired: bool) -> GenGraph:
+    nodes = list(gen.nodes)
+    nodes.insert(min(where, len(nodes)), GenNode(SUB, "sub_app"))
+    ops = list(gen.ops)
+    if wired and not any(op.source == SUB for op in ops):
+        ops.append(Op("edge", source=SUB, target=END))
+    return GenGraph(gen.classes, nodes, ops, gen.routes, gen.pairs)
+
+
+def _parent_name(style: str) -> str:
+    return "graph" if style == "fluent" else "g"
+
+
+@st.composite
+def projects(draw: st.DrawFn) -> tuple[dict[str, str], str, str | None]:
+    """Files by name, the parent's file and graph; the child's module (None: same file)."""
+    gen = draw(graphs(customs=False))
+    child_style, parent_style = draw(st.sampled_from(STYLES)), draw(st.sampled_from(STYLES))
+    flags = draw(st.tuples(st.booleans(), st.booleans()))
+    parent = _parent_gen(gen, draw(st.integers(0, len(gen.nodes))), draw(st.booleans()))
+    parent_wiring = RENDER[parent_style](parent, False, flags[1])
+    if draw(st.booleans()):
+        files = {
+            "child_mod.py": header(gen) + _child_wiring(gen, child_style, flags[0], "app"),
+            "main.py": "from child_mod import app as sub_app\n" + header(gen) + parent_wiring,
+        }
+        return files, _parent_name(parent_style), "child_mod.py"
+    text = (
+        header(gen) + _child_wiring(gen, child_style, flags[0], "sub_app") + "\n\n" + parent_wiring
+    )
+    return {"main.py": text}, _parent_name(parent_style), None
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).write_text(text, encoding="utf-8")
+
+
+def _read(root: Path, graph: str) -> GraphIR:
+    main = root / "main.py"
+    return extract(main.read_text(encoding="utf-8"), graph, path=main, root=root)
+
+
+def _child_of(root: Path, module: str | None) -> tuple[Path, str]:
+    return (root / module, "app") if module else (root / "main.py", "sub_app")
+
+
+@settings(max_examples=EDIT_EXAMPLES, **SETTINGS)
+@given(st.data())
+def test_the_canvas_invariant_holds_on_files_with_subgraphs(data: st.DataObject) -> None:
+    files, graph, module = data.draw(projects())
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        _write(root, files)
+        main = root / "main.py"
+        ir = _read(root, graph)
+        node = ir.node(SUB)
+        child_path, child_graph = _child_of(root, module)
+        child_text = child_path.read_text(encoding="utf-8")
+        child = extract(child_text, child_graph, path=child_path, root=root)
+        # the node nests the child's own graph and names its module
+        assert node.subgraph == child_graph and node.child == child
+        assert node.subgraph_file == module and node.subgraph_error is None
+        assert node.inputs == node.outputs and len(node.inputs) == 6  # State's fields
+        # a no-op projection leaves every file byte for byte
+        assert reconstruct(files["main.py"], ir, path=main, root=root) == files["main.py"]
+        assert reconstruct(child_text, child, path=child_path, root=root) == child_text
+
+        # random edits of the parent: written back, read back; the child's module untouched
+        source, palette = files["main.py"], Palette.of(_gen_stub(ir), ir)
+        palette.classes.pop("sub_app", None)  # a graph, not a class to place
+        labels: list[str] = []
+        for _ in range(data.draw(st.integers(0, 4))):
+            label, gesture = data.draw(edit(ir, palette))
+            labels.append(label)
+            edited = gesture(ir)
+            source = reconstruct(source, edited, path=main, root=root)
+            main.write_text(source, encoding="utf-8")
+            ir = _read(root, graph)
+            assert ir == _without_added(edited), labels
+            assert reconstruct(source, ir, path=main, root=root) == source, labels
+            palette.learn(ir)
+            palette.classes.pop("sub_app", None)
+        if module is not None:
+            assert child_path.read_text(encoding="utf-8") == files[module]
+
+        # random edits inside the child, written to the file that defines it
+        if SUB not in {n.name for n in ir.nodes} or module is None:
+            return
+        parent_bytes = main.read_bytes()
+        child_palette = Palette.of(_gen_stub(child), child)
+        for _ in range(data.draw(st.integers(1, 3))):
+            label, gesture = data.draw(edit(child, child_palette))
+            labels.append(f"child {label}")
+            edited = gesture(child)
+            child_text = reconstruct(child_text, edited, path=child_path, root=root)
+            child_path.write_text(child_text, encoding="utf-8")
+            child = extract(child_text, child_graph, path=child_path, root=root)
+            assert child == _without_added(edited), labels
+            child_palette.learn(child)
+        assert main.read_bytes() == parent_bytes
+        nested = next(n for n in _read(root, graph).nodes if n.subgraph == child_graph)
+        assert nested.child == child, labels
+
+
+def _gen_stub(ir: GraphIR) -> GenGraph:
+    """What :class:`Palette` needs of a generated graph: the names already taken."""
+    return GenGraph([], [GenNode(n.name, n.cls) for n in ir.nodes], [], [], [])

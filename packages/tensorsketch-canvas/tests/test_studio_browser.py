@@ -2204,6 +2204,102 @@ def test_the_live_overlay_and_a_question_inside_a_subgraph(
         _close(s)
 
 
+def test_an_imported_subgraph_opens_into_the_module_that_defines_it(
+    tmp_path: Path, browser: Browser
+) -> None:
+    """``add(research_app)`` with ``research_app`` imported from research_desk/research.py:
+    the box opens into that module's graph (breadcrumb back, its file named); a rename in
+    there is written to research_desk/research.py while the opened file stays byte for byte.
+    A module that is missing draws an 'opaque' box whose panel says why."""
+    shutil.copytree(ROOT / "examples" / "research_desk", tmp_path / "research_desk")
+    parent = (ROOT / "examples" / "subgraph_imported.py").read_text(encoding="utf-8")
+    parent += "\nfrom research_desk.gone import lost_app\n\nbroken = Graph(Report).add(lost_app)\n"
+    s = _serve(tmp_path, browser, parent)
+    page = s.page
+    defining = tmp_path / "research_desk" / "research.py"
+    try:
+        before = s.paints()
+        page.select_option("#graph-picker", "app")
+        s.wait_paint_after(before)
+        research = s.box("Research")
+        expect(research.locator(".subgraph-open")).to_have_count(1)
+        parent_bytes = s.path.read_bytes()
+        before = s.paints()
+        research.locator(".subgraph-open").click()
+        s.wait_paint_after(before)
+        expect(page.locator("#crumbs")).to_contain_text("app \u203a research_app")
+        expect(page.locator("#crumbs .crumb-file")).to_have_text(" (research_desk/research.py)")
+        expect(s.box("Search")).to_be_visible()
+        expect(s.box("Write")).to_have_count(0)
+        s.settle()
+        page.mouse.click(*s.center("Check"))
+        page.fill("#rename-input", "Verify")
+        before = s.paints()
+        page.press("#rename-input", "Enter")
+        s.wait_paint_after(before)
+        s.settle()
+        expect(s.box("Verify")).to_be_visible()
+        assert 'research.add(Check, name="Verify")' in defining.read_text(encoding="utf-8")
+        assert s.path.read_bytes() == parent_bytes
+        IMAGES.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(IMAGES / "studio-subgraph-imported.png"))
+        # back to the parent: its nested child follows the edit; the opaque box says why
+        before = s.paints()
+        page.click('#crumbs .crumb[data-graph="app"]')
+        s.wait_paint_after(before)
+        expect(page.locator("#crumbs")).to_be_hidden()
+        page.mouse.click(*s.center("Research"))
+        expect(page.locator("#open-subgraph")).to_be_visible()
+        before = s.paints()
+        page.select_option("#graph-picker", "broken")
+        s.wait_paint_after(before)
+        expect(s.box("lost_app").locator(".subgraph-opaque")).to_have_count(1)
+        s.settle()
+        page.mouse.click(*s.center("lost_app"))
+        expect(page.locator(".subgraph-error")).to_contain_text(
+            "cannot find module 'research_desk.gone'"
+        )
+        expect(page.locator("#open-subgraph")).to_have_count(0)
+    finally:
+        _close(s)
+
+
+def test_the_decomposed_agent_loop_opens_as_its_model_and_tools_cycle(
+    tmp_path: Path, browser: Browser
+) -> None:
+    """``add(decompose(agent))``: the box opens, read-only, into the loop's ``model`` and
+    ``tools`` nodes with the cycle between them, drawn from the file alone."""
+    text = (
+        "from tensorsketch import END, START, FakeProvider, Graph\n"
+        "from tensorsketch.agents import Agent, AgentState, decompose\n\n"
+        'helper = Agent(FakeProvider([]), name="helper")\n'
+        'app = Graph(AgentState).add(decompose(helper)).edge(START, "helper").edge("helper", END)\n'
+    )
+    s = _serve(tmp_path, browser, text)
+    page = s.page
+    try:
+        expect(s.box("helper").locator(".subgraph-open")).to_have_count(1)
+        before = s.paints()
+        s.box("helper").locator(".subgraph-open").click()
+        s.wait_paint_after(before)
+        expect(s.box("model")).to_be_visible()
+        expect(s.box("tools")).to_be_visible()
+        wires = page.evaluate(
+            "[...document.querySelectorAll('g.wire')].map(w => "
+            "`${w.getAttribute('data-source')}>${w.getAttribute('data-target')}`)"
+        )
+        assert {"model>tools", "tools>model", "model>model"} <= set(wires), wires
+        expect(page.locator("#crumbs")).to_contain_text("read-only")
+        assert page.evaluate("document.body.classList.contains('read-only')")
+        page.screenshot(path=str(IMAGES / "studio-agent-loop.png"))
+        before = s.paints()
+        page.click('#crumbs .crumb[data-graph="app"]')
+        s.wait_paint_after(before)
+        expect(s.box("helper")).to_be_visible()
+    finally:
+        _close(s)
+
+
 # -- #41 item 11: drop a node on a wire -------------------------------------------------------
 
 

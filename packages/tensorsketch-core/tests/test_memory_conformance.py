@@ -29,3 +29,17 @@ class TestSqliteStore(MemoryStoreConformance):
     @pytest.fixture
     def store_factory(self, tmp_path: Path) -> StoreFactory:
         return lambda **options: SqliteStore(tmp_path / "memory.db", **options)
+
+
+class TestSqliteStoreExactScan(MemoryStoreConformance):
+    """The same file store with its vector index turned off (the fallback where sqlite-vec
+    cannot load): ``TestSqliteStore`` runs on vec0 wherever it can. Paging never touches the
+    index, so the 100,000-item namespace runs once, there (a thousand here)."""
+
+    bulk_items = 1_000
+
+    @pytest.fixture
+    def store_factory(self, tmp_path: Path) -> StoreFactory:
+        return lambda **options: SqliteStore(
+            tmp_path / "memory.db", vector_index="exact", **options
+        )

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tensorsketch import FakeProvider, InMemoryBackend, create_agent
-from tensorsketch.agents import MemoryHydration, memory_tools
+from tensorsketch import END, START, Agent, FakeProvider, Graph, InMemoryBackend, create_agent
+from tensorsketch.agents import AgentState, MemoryHydration, memory_tools
 from tensorsketch.memory import HashingEmbedder, InMemoryStore
 from tensorsketch.messages import Message, ToolCall, assistant
 from tensorsketch.runs import AsyncRunner
@@ -132,3 +132,51 @@ async def test_a_missing_field_names_both_deps_and_labels() -> None:
     agent = create_agent(model, tools=memory_tools(("users", "{user_id}")))
     out = await agent.invoke({"query": "hi"}, memory=InMemoryStore())
     assert "labels={'user_id': ...}" in _tool_answers(out.messages)[0]
+
+
+class _UserChat(AgentState):
+    """An agent's state that carries who the conversation is with."""
+
+    user_id: str = ""
+
+
+def _chat_graph(model: FakeProvider, template: tuple[str, ...]) -> Any:
+    agent = Agent(model, tools=memory_tools(template), name="chat")
+    return Graph(_UserChat).add(agent).edge(START, "chat").edge("chat", END).compile()
+
+
+async def test_the_namespace_is_filled_from_the_runs_input_state() -> None:
+    """A field of the run's state (``invoke({"user_id": ...})``) fills the template when
+    neither deps nor labels name it; a later turn on the thread keeps the user its state
+    holds."""
+    store = InMemoryStore(embedder=HashingEmbedder())
+    model = FakeProvider(
+        [
+            assistant(tool_calls=[ToolCall(id="c1", name="remember", args={"content": "tea"})]),
+            assistant("noted"),
+            assistant(tool_calls=[ToolCall(id="c2", name="recall", args={"query": "tea"})]),
+            assistant("you like tea"),
+        ]
+    )
+    graph = _chat_graph(model, ("users", "{user_id}", "prefs"))
+    threads = InMemoryBackend()
+    on = {"thread_id": "t-ana", "backend": threads, "memory": store}
+    await graph.invoke({"query": "hi", "user_id": "ana"}, **on)
+    assert [i.value for i in (await store.list(("users", "ana"))).items] == [{"content": "tea"}]
+    later = await graph.invoke({"query": "what do I drink?"}, **on)  # no user_id passed
+    assert json.loads(_tool_answers(later.messages)[-1])[0]["content"] == "tea"
+    # deps win over the state (the caller's word over the input's)
+    model = _script(("remember", {"content": "likes coffee", "key": "drink"}))
+    graph = _chat_graph(model, ("users", "{user_id}", "prefs"))
+    await graph.invoke({"query": "hi", "user_id": "ana"}, memory=store, deps={"user_id": "bo"})
+    assert (await store.get(("users", "bo", "prefs"), "drink")).value == {"content": "likes coffee"}
+    assert (await store.get(("users", "ana", "prefs"), "drink")) is None
+
+
+async def test_a_state_field_left_empty_or_missing_is_named() -> None:
+    graph = _chat_graph(_script(("recall", {"query": "x"})), ("users", "{user_id}"))
+    out = await graph.invoke({"query": "hi"}, memory=InMemoryStore())
+    assert "'user_id' fills a memory namespace" in _tool_answers(out.messages)[0]
+    graph = _chat_graph(_script(("recall", {"query": "x"})), ("users", "{tenant}"))
+    answer = _tool_answers((await graph.invoke({"query": "hi"}, memory=InMemoryStore())).messages)
+    assert "a field 'tenant' of the run's input state" in answer[0]

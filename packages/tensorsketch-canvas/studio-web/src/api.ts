@@ -39,13 +39,50 @@ export async function call<T>(method: string, path: string, body?: unknown): Pro
   return data as T;
 }
 
-export function getGraph(graph?: string | null): Promise<GraphResponse> {
-  const q = graph ? `?graph=${encodeURIComponent(graph)}` : "";
-  return call("GET", `/api/graph${q}`);
+/** The file the canvas shows when it is not the opened one: a module that defines a subgraph
+ * the opened graph runs (``NodeIR.subgraph_file``). Graph reads and edits address it. */
+let subFile: string | null = null;
+
+/** A subgraph with no file to edit (the decomposed agent loop, built by the library): the
+ * canvas shows the node's nested ``child`` graph, read-only. */
+export interface Nested {
+  readonly graph: string; // the graph the node is in
+  readonly node: string;
+}
+let nested: Nested | null = null;
+
+/** Address ``file`` (null: the opened one), and ``inside`` a node's nested graph or not. */
+export function showFile(file: string | null, inside: Nested | null = null): void {
+  subFile = file;
+  nested = inside;
+}
+
+export function shownFile(): string | null {
+  return subFile;
+}
+
+export function shownNested(): Nested | null {
+  return nested;
+}
+
+function fileQuery(): string {
+  return subFile ? `file=${encodeURIComponent(subFile)}` : "";
+}
+
+export async function getGraph(graph?: string | null): Promise<GraphResponse> {
+  const inside = nested;
+  const name = inside ? inside.graph : graph;
+  const q = [name ? `graph=${encodeURIComponent(name)}` : "", fileQuery()].filter(Boolean).join("&");
+  const resp: GraphResponse = await call("GET", `/api/graph${q ? `?${q}` : ""}`);
+  if (!inside) return resp;
+  const child = resp.graph?.nodes.find((n) => n.name === inside.node)?.child;
+  if (!child) throw new ApiError(404, `the node ${inside.node} no longer runs a graph`, {});
+  return { ...resp, graph: child, graphs: [child.name], selected: child.name, layout: {}, stale: true };
 }
 
 export function edit(version: string, graph: string | null, op: EditOp): Promise<EditResponse> {
   const body: Record<string, unknown> = { version, op: op.op, args: op.args };
+  if (subFile) body.file = subFile;
   if (graph) body.graph = graph;
   if (op.exact !== undefined) body.exact = op.exact;
   if (op.layout) body.layout = op.layout;
@@ -54,12 +91,12 @@ export function edit(version: string, graph: string | null, op: EditOp): Promise
 
 /** Save positions in the sidecar; ``null`` unpins a node (the automatic layout places it). */
 export function saveLayout(positions: Record<string, XY | null>): Promise<{ layout: Record<string, XY> }> {
-  return call("POST", "/api/layout", { positions });
+  return call("POST", "/api/layout", { positions, ...(subFile ? { file: subFile } : {}) });
 }
 
 /** Open node ``node``'s class in the editor the server is configured with ($VISUAL/$EDITOR). */
 export function openNode(node: string, graph: string | null): Promise<{ opened: boolean; line: number }> {
-  return call("POST", "/api/open", { node, ...(graph ? { graph } : {}) });
+  return call("POST", "/api/open", { node, ...(graph ? { graph } : {}), ...(subFile ? { file: subFile } : {}) });
 }
 
 export function traceRuns(): Promise<{ runs: RunSummary[] }> {
@@ -71,7 +108,8 @@ export function traceRun(run: string): Promise<RunTrace> {
 }
 
 export async function exportText(format: "mermaid" | "svg"): Promise<string> {
-  const res = await fetch(`/api/export?format=${format}`, {
+  const q = fileQuery();
+  const res = await fetch(`/api/export?format=${format}${q ? `&${q}` : ""}`, {
     headers: { "X-Studio-Token": token },
     cache: "no-store",
   });

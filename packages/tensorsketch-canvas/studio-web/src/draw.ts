@@ -135,11 +135,18 @@ export function drawBox(svg: SVGSVGElement, box: Box, readOnly: boolean, holeTag
     }),
   );
   text(g, 14, 26, node.name, NAME_PX, { class: "name" });
-  if (node.subgraph) {
+  if (node.subgraph && node.subgraph_error) {
+    // a subgraph the canvas could not read: an opaque box that says why
+    const tg = el("g", { class: "subgraph-opaque", transform: `translate(${box.w - 72},-12)` }, g);
+    tg.appendChild(rs.rectangle(0, 0, 64, 20, { seed: sd + 4, roughness: 0.7, stroke: COLORS.hole, fill: "#ffffff", fillStyle: "solid" }));
+    text(tg, 32, 15, "opaque", 13, { "text-anchor": "middle", fill: COLORS.hole });
+    el("title", {}, tg).textContent = `cannot open ${node.subgraph}: ${node.subgraph_error}`;
+  } else if (node.subgraph) {
     const tg = el("g", { class: "subgraph-open", "data-graph": node.subgraph, transform: `translate(${box.w - 72},-12)` }, g);
     tg.appendChild(rs.rectangle(0, 0, 64, 20, { seed: sd + 4, roughness: 0.7, stroke: COLORS.out, fill: "#ffffff", fillStyle: "solid" }));
     text(tg, 32, 15, "open ›", 13, { "text-anchor": "middle", fill: COLORS.out });
-    el("title", {}, tg).textContent = `open the graph ${node.subgraph} this node runs`;
+    const where = node.subgraph_file ? ` (${node.subgraph_file})` : "";
+    el("title", {}, tg).textContent = `open the graph ${node.subgraph}${where} this node runs`;
   }
   if (node.has_hole) {
     const tg = el("g", { class: "hole-tag", transform: `translate(${box.w - 92},-13)` }, g);

@@ -84,8 +84,15 @@ function nodePanel(node: NodeIR): HTMLElement[] {
     out.push(
       canOpen(node)
         ? h("button", { id: "open-subgraph", className: "primary", onclick: () => void openSubgraph(node) }, `open ${node.subgraph} ›`)
-        : h("p", { className: "hint" }, `runs the graph ${node.subgraph}, defined outside this file`),
+        : node.subgraph_error
+          ? h("p", { className: "hint subgraph-error" }, `runs ${node.subgraph}, which the canvas cannot read: ${node.subgraph_error}`)
+          : h("p", { className: "hint" }, `runs the graph ${node.subgraph}, defined outside this file`),
     );
+    if (node.subgraph_file) out.push(h("p", { className: "hint" }, `defined in ${node.subgraph_file}`));
+    if (node.child && !canOpen(node)) {
+      const cycle = node.child.edges.map((e) => `${e.source} → ${e.target}`).join(", ");
+      out.push(h("p", { className: "hint subgraph-child" }, `its graph: ${node.child.nodes.map((n) => n.name).join(", ")} (${cycle})`));
+    }
   }
   if (showsFill(node)) out.push(fillSection(node));
   out.push(renameRow(node), deferRow(node));

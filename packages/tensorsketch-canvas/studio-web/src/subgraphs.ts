@@ -1,6 +1,8 @@
-// Opening a subgraph node: a node that runs another graph of the file (``add(compiled)``,
-// ``NodeIR.subgraph``) opens into that graph's own canvas, with a breadcrumb back. Edits in
-// it are edits of that graph, written into the same file.
+// Opening a subgraph node: a node that runs another graph (``add(compiled)``,
+// ``NodeIR.subgraph``) opens into that graph's own canvas, with a breadcrumb back. The graph
+// may live in this file or in another module of the project (``NodeIR.subgraph_file``); edits
+// in it are edits of that graph, written into the file that defines it.
+import { type Nested, shownFile, shownNested, showFile } from "./api";
 import * as debug from "./debug/index";
 import { byId, h } from "./dom";
 import { refreshAsk } from "./run-panel";
@@ -8,14 +10,23 @@ import { state, switchGraph } from "./store";
 import { reload } from "./sync";
 import type { NodeIR } from "./types";
 
-/** Whether ``node`` runs a graph this file defines (so it can be opened here). */
+/** Where each graph of the breadcrumb lives (file ``null``: the opened one), beside ``state.trail``. */
+let trailFiles: { file: string | null; nested: Nested | null }[] = [];
+
+/** Whether ``node`` runs a graph the canvas can open: one of this file, of a module it read,
+ * or one it knows the shape of (the decomposed agent loop, shown read-only) — not an opaque
+ * box, whose ``subgraph_error`` says why. */
 export function canOpen(node: NodeIR | undefined): boolean {
-  return !!node?.subgraph && state.graphs.includes(node.subgraph);
+  if (!node?.subgraph || node.subgraph_error || shownNested()) return false;
+  return !!node.subgraph_file || state.graphs.includes(node.subgraph) || !!node.child;
 }
 
 /** Open the graph ``node`` runs; the breadcrumb gains the graph shown now. */
 export async function openSubgraph(node: NodeIR): Promise<void> {
   if (!canOpen(node) || !state.graphName) return;
+  trailFiles = [...trailFiles.slice(0, state.trail.length), { file: shownFile(), nested: shownNested() }];
+  if (node.subgraph_file) showFile(node.subgraph_file);
+  else if (!state.graphs.includes(node.subgraph as string)) showFile(shownFile(), { graph: state.graphName, node: node.name });
   switchGraph(state, node.subgraph as string, [...state.trail, state.graphName], [...state.path, node.name]);
   await reload();
   opened();
@@ -33,6 +44,9 @@ export function opened(): void {
 async function back(index: number): Promise<void> {
   const name = state.trail[index];
   if (name === undefined) return;
+  const where = trailFiles[index];
+  showFile(where?.file ?? null, where?.nested ?? null);
+  trailFiles = trailFiles.slice(0, index);
   switchGraph(state, name, state.trail.slice(0, index), state.path.slice(0, index));
   await reload();
   opened();
@@ -60,6 +74,9 @@ export function renderCrumbs(): void {
   state.trail.forEach((name, i) => {
     parts.push(h("button", { className: "crumb", "data-graph": name, title: `back to ${name}`, onclick: () => void back(i) }, name), " › ");
   });
-  parts.push(h("b", { className: "crumb-here" }, state.graphName ?? ""));
+  const file = shownFile();
+  const note = shownNested() ? "read-only: built by the library" : file;
+  parts.push(h("b", { className: "crumb-here", title: file ? `defined in ${file}` : "" }, state.graphName ?? ""));
+  if (note) parts.push(h("span", { className: "crumb-file" }, ` (${note})`));
   bar.replaceChildren(...parts);
 }

@@ -21,6 +21,12 @@ export interface NodeIR {
   timeout?: string | null;
   // the graph a subgraph node runs (`add(compiled_graph)`), by its name in the file
   subgraph?: string | null;
+  // a subgraph defined in another module: its file, relative to the project (edits go there)
+  subgraph_file?: string | null;
+  // why the subgraph cannot be read (an opaque box)
+  subgraph_error?: string | null;
+  // the subgraph's own graph, nested
+  child?: GraphIR | null;
   // `add(..., cache=...)` as written (read-only) and `add(..., defer=True)`
   cache?: string | null;
   defer?: boolean;

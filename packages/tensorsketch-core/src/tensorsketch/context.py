@@ -23,7 +23,16 @@ from tensorsketch.errors import DepsUnavailableError, MemoryUnavailableError
 from tensorsketch.observability.tracing import Span, Tracer
 from tensorsketch.suspension import Interrupt, wake_time
 
-__all__ = ["NO_DEPS", "Context", "DepsT", "MemoryBinding", "NestableGraph", "NoDeps", "RunHandle"]
+__all__ = [
+    "NO_DEPS",
+    "Context",
+    "DepsT",
+    "MemoryBinding",
+    "NestableGraph",
+    "NoDeps",
+    "RunHandle",
+    "run_state",
+]
 
 #: The type of a run's dependencies, as ``Context[Deps]`` names it (``Any`` when unnamed).
 DepsT = TypeVar("DepsT", default=Any)
@@ -339,3 +348,13 @@ class Context(Generic[DepsT]):
         wake = float(await self.effects.once(key, lambda: suspension.now() + seconds, INSIDE))
         if suspension.now() < wake:
             raise Interrupt(id=key, kind="timer", wake_at=wake)
+
+
+def run_state(ctx: Context[Any]) -> Mapping[str, Any]:
+    """The state the run of ``ctx`` planned its current superstep on (its input folded into
+    the defaults, then every finished superstep's writes), read-only; empty where the run
+    keeps none (a task shipped to an executor's worker). For helpers that are configured by
+    what a run is about — a memory namespace's ``{user_id}`` — not for node bodies, which
+    declare what they read in their ``In`` schema."""
+    values = getattr(ctx._run, "values", None)
+    return values if isinstance(values, Mapping) else {}

@@ -317,11 +317,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"error: cannot read {str(path)!r}: {exc}", file=sys.stderr)
         return 2
+    # subgraphs imported from other modules of the project are read (and nested) as well
+    from tensorsketch.canvas.studio.app import project_root  # noqa: PLC0415 - git runs only here
+
+    where = {"path": path, "root": Path(args.project) if args.project else project_root(path)}
     try:
         if args.all:
-            data: object = [ir.to_dict() for ir in extract_all(source, filename=str(path))]
+            irs = extract_all(source, filename=str(path), **where)
+            data: object = [ir.to_dict() for ir in irs]
         else:
-            data = extract(source, args.graph, filename=str(path)).to_dict()
+            data = extract(source, args.graph, filename=str(path), **where).to_dict()
     except CanvasError as exc:
         _error(path, exc)
         return 1

@@ -7,10 +7,13 @@ imports and ``raise Hole(...)`` bodies are all fine.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import libcst as cst
 
+from tensorsketch.canvas import _modules
+from tensorsketch.canvas._agent_loop import AGENT_FIELDS, agent_loop, loop_graph
 from tensorsketch.canvas._class_edits import class_key
 from tensorsketch.canvas._classes import NodeClass, find_node_classes, schema_fields
 from tensorsketch.canvas._routes import module_functions, possible_routes
@@ -22,7 +25,14 @@ from tensorsketch.canvas.ir import EdgeIR, GraphIR, NodeIR, Port, clone
 __all__ = ["extract", "extract_all", "graph_names"]
 
 
-def extract(source: str, graph: str | None = None, *, filename: str = "<source>") -> GraphIR:
+def extract(
+    source: str,
+    graph: str | None = None,
+    *,
+    filename: str = "<source>",
+    path: str | os.PathLike[str] | None = None,
+    root: str | os.PathLike[str] | None = None,
+) -> GraphIR:
     """The graph a source file defines, as a GraphIR.
 
     :param source: the text of a Python module.
@@ -30,19 +40,32 @@ def extract(source: str, graph: str | None = None, *, filename: str = "<source>"
         (the compiled graph, ``app = g.compile()``, or the builder, ``g``) or of the function
         returning it. Without it, the first graph in the file is read.
     :param filename: what a parse error calls the file (its path, when there is one).
+    :param path: where the file lives. With it, a subgraph imported from another module of
+        the project (``from myapp.research import research_app``, relative imports too) is
+        read from that module's file — parsed, never imported — and nested in the node.
+    :param root: the project root absolute imports resolve against (default: the file's
+        folder); ``NodeIR.subgraph_file`` is relative to it.
     :raises GraphNotFoundError: the file has no ``Graph(...)`` builder, or none by that name.
     :raises SourceParseError: the file is not valid Python.
     """
     src = parse_source(source, filename=filename)
+    src.origin = _modules.Origin.of(path, root) if path is not None else None
     models = find_graphs(src)
     model = select(models, graph)
     return build_ir(src, model, find_node_classes(src), models)
 
 
-def extract_all(source: str, *, filename: str = "<source>") -> list[GraphIR]:
-    """Every graph of a source file, in the order their builders appear (``filename`` as in
-    :func:`extract`)."""
+def extract_all(
+    source: str,
+    *,
+    filename: str = "<source>",
+    path: str | os.PathLike[str] | None = None,
+    root: str | os.PathLike[str] | None = None,
+) -> list[GraphIR]:
+    """Every graph of a source file, in the order their builders appear (``filename``,
+    ``path`` and ``root`` as in :func:`extract`)."""
     src = parse_source(source, filename=filename)
+    src.origin = _modules.Origin.of(path, root) if path is not None else None
     classes = find_node_classes(src)
     models = find_graphs(src)
     return [build_ir(src, model, classes, models) for model in models]
@@ -80,24 +103,25 @@ def build_ir(
     model: GraphModel,
     classes: dict[str, NodeClass],
     models: Sequence[GraphModel] = (),
+    depth: int = 0,
 ) -> GraphIR:
     """Fold a graph's wiring items into its GraphIR (and read where its dynamic routes go).
-    ``models``: the file's graphs, for a node that is one of them (a subgraph)."""
+    ``models``: the file's graphs, for a node that is one of them (a subgraph); ``depth``:
+    how deep in subgraphs this graph is (nesting stops at :data:`MAX_DEPTH`)."""
     nodes: list[NodeIR] = []
     edges: list[EdgeIR] = []
+    looked_up: dict[object, object] = {}  # imports followed, files found and read
     for item in model.items:
         for decl in item.nodes:
             cls = classes.get(decl.class_key)
-            # Only `add(graph)` for now: a `g.nodes(graph)` handle is named after the
+            # `add(graph)` and a named `g.nodes(("Name", graph))` entry (what a rename in a
+            # >> file writes); a bare `g.nodes(graph)` handle is read as named after the
             # variable, which the >> writer relies on (the engine names it after the graph).
-            child = (
-                _subgraph(decl.class_key, model, models)
-                if cls is None and item.kind == "add"
-                else None
-            )
-            if child is not None:
-                nodes.append(_subgraph_node(src, decl, model, child))
-                continue
+            if cls is None and (item.kind == "add" or (item.kind == "nodes" and decl.named)):
+                sub = _subgraph_of(src, decl, model, models, classes, depth, looked_up)
+                if sub is not None:
+                    nodes.append(sub)
+                    continue
             nodes.append(
                 NodeIR(
                     name=decl.name,
@@ -144,6 +168,58 @@ def commands(nodes: Sequence[NodeIR], classes: dict[str, NodeClass]) -> list[Edg
     return found
 
 
+#: How deep nested subgraphs are read into ``NodeIR.child`` (a guard against a module
+#: cycle, which Python itself would refuse at import time).
+MAX_DEPTH = 8
+
+
+def _subgraph_of(
+    src: ParsedSource,
+    decl: NodeDecl,
+    parent: GraphModel,
+    models: Sequence[GraphModel],
+    classes: dict[str, NodeClass],
+    depth: int,
+    looked_up: dict[object, object],
+) -> NodeIR | None:
+    """The subgraph node ``add(decl)`` makes, or ``None`` for a plain node: a graph of this
+    file, the decomposed agent loop, or a graph another module of the project defines
+    (``looked_up`` keeps what each imported expression resolved to, for this graph)."""
+    local = _subgraph(decl.class_key, parent, models)
+    if local is not None:
+        child = build_ir(src, local, classes, models, depth + 1) if depth < MAX_DEPTH else None
+        return _subgraph_node(src, decl, parent, src, local, child)
+    loop = _loop_call(src, decl.cls)
+    if loop is not None:
+        return _loop_node(src, decl, parent, agent_loop(src, loop) or "agent")
+    if src.origin is None:
+        return None
+    key = ("expr", decl.cls)
+    if key not in looked_up:
+        looked_up[key] = _modules.resolve(src, src.origin, decl.cls, memo=looked_up)
+    found = looked_up[key]
+    if not isinstance(found, _modules.Resolved):
+        return None
+    if found.module is not None and found.model is not None:
+        other = found.module
+        child = (
+            build_ir(other.src, found.model, other.classes, other.models, depth + 1)
+            if depth < MAX_DEPTH
+            else None
+        )
+        node = _subgraph_node(src, decl, parent, other.src, found.model, child)
+        node.subgraph_file = src.origin.relative(other.origin.path)
+        return node
+    if found.module is not None and found.call is not None:
+        name = agent_loop(found.module.src, found.call)
+        if name is not None:
+            return _loop_node(src, decl, parent, name)
+        where = src.origin.relative(found.module.origin.path)
+        reason = f"{where}: {decl.cls!r} is not a `Graph(...)` the canvas can read (built by code)"
+        return _opaque(decl, reason)
+    return _opaque(decl, found.reason or f"cannot read {decl.cls!r}")
+
+
 def _subgraph(key: str, parent: GraphModel, models: Sequence[GraphModel]) -> GraphModel | None:
     """The file's graph a node argument names (``add(research_app)``), if it is one."""
     for model in models:
@@ -153,15 +229,65 @@ def _subgraph(key: str, parent: GraphModel, models: Sequence[GraphModel]) -> Gra
 
 
 def _subgraph_node(
-    src: ParsedSource, decl: NodeDecl, parent: GraphModel, child: GraphModel
+    src: ParsedSource,
+    decl: NodeDecl,
+    parent: GraphModel,
+    child_src: ParsedSource,
+    child: GraphModel,
+    nested: GraphIR | None,
 ) -> NodeIR:
     """A subgraph node: named after its graph unless ``add(..., name=...)`` says otherwise,
-    its ports the fields its state shares with the parent's (as the engine reads them)."""
+    its ports the fields its state shares with the parent's (as the engine reads them).
+    ``child_src`` is the file that defines the child graph (this one, or another module)."""
     name = decl.name
     if not decl.named:
         name = child.graph_name or f"Graph[{child.state}]"
-    mine = _state_fields(src, parent.state)
-    ports = [p for p in _state_fields(src, child.state) if p.name in {m.name for m in mine}]
+    mine = {m.name for m in _state_fields(src, parent.state)}
+    ports = [p for p in _state_fields(child_src, child.state) if p.name in mine]
+    node = _node_of(decl, name, ports)
+    node.subgraph = child.name
+    node.child = nested
+    return node
+
+
+def _loop_call(src: ParsedSource, text: str) -> cst.Call | None:
+    """The call ``add(...)``'s argument is, or the one a module-level name was assigned."""
+    if "decompose" not in src.text:  # neither loop function is named: the common case
+        return None
+    try:
+        expr = cst.parse_expression(text)
+    except cst.ParserSyntaxError:
+        return None
+    if isinstance(expr, cst.Name):
+        call = _modules.assigned_call(src.module, expr.value)
+        return call if call is not None and agent_loop(src, call) is not None else None
+    return expr if isinstance(expr, cst.Call) and agent_loop(src, expr) is not None else None
+
+
+def _loop_node(src: ParsedSource, decl: NodeDecl, parent: GraphModel, agent: str) -> NodeIR:
+    """``add(decompose(agent))``: a subgraph node named after the agent, drawn as the
+    loop's ``model`` and ``tools`` nodes (``_agent_loop``)."""
+    fields = _state_fields(src, parent.state)
+    if not fields and parent.state is not None and class_key(parent.state) == "AgentState":
+        fields = list(AGENT_FIELDS)  # `Graph(AgentState)`: the library's own state
+    mine = {m.name for m in fields}
+    node = _node_of(
+        decl, decl.name if decl.named else agent, [p for p in AGENT_FIELDS if p.name in mine]
+    )
+    node.subgraph = agent
+    node.child = loop_graph(agent)
+    return node
+
+
+def _opaque(decl: NodeDecl, reason: str) -> NodeIR:
+    """A subgraph the canvas cannot read: one box, named as written, that says why."""
+    node = _node_of(decl, decl.name, [])
+    node.subgraph = decl.cls
+    node.subgraph_error = reason
+    return node
+
+
+def _node_of(decl: NodeDecl, name: str, ports: Sequence[Port]) -> NodeIR:
     return NodeIR(
         name=name,
         cls=decl.cls,
@@ -169,7 +295,6 @@ def _subgraph_node(
         outputs=[clone(p) for p in ports],
         retry=decl.retry,
         timeout=decl.timeout,
-        subgraph=child.name,
         cache=decl.cache,
         defer=decl.defer,
     )

@@ -22,12 +22,13 @@ and an IR equal to the file's own extraction returns the source unchanged.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import libcst as cst
 
-from tensorsketch.canvas import _imports
+from tensorsketch.canvas import _imports, _modules
 from tensorsketch.canvas._class_edits import class_edits, normalized
 from tensorsketch.canvas._classes import NodeClass, find_node_classes, string_value
 from tensorsketch.canvas._diff import Slots, diff
@@ -44,7 +45,13 @@ from tensorsketch.canvas.ir import GraphIR
 __all__ = ["WriteBack", "reconstruct", "write_back"]
 
 
-def reconstruct(source: str, ir: GraphIR) -> str:
+def reconstruct(
+    source: str,
+    ir: GraphIR,
+    *,
+    path: str | os.PathLike[str] | None = None,
+    root: str | os.PathLike[str] | None = None,
+) -> str:
     """Write ``ir`` back into ``source`` and return the new source text.
 
     Only the wiring of the graph named ``ir.name`` is rewritten, in the style the file already
@@ -55,8 +62,15 @@ def reconstruct(source: str, ir: GraphIR) -> str:
     :raises IRError: the IR is inconsistent (duplicate node names, half a loop, ...).
     :raises WriteBackError: the edit needs code the canvas never writes (a node body, the state
         schema, a class defined in another module).
+
+    ``path`` and ``root`` are :func:`~tensorsketch.canvas.extract`'s: give them when the IR
+    was read with them (a subgraph imported from another module), so the write-back reads
+    that subgraph's ports the same way. An edit inside such a subgraph is an edit of the
+    module that defines it: ``reconstruct`` that file's source with the child's IR.
     """
-    return write_back(parse_source(source), ir).text
+    src = parse_source(source)
+    src.origin = _modules.Origin.of(path, root) if path is not None else None
+    return write_back(src, ir).text
 
 
 @dataclass
@@ -97,7 +111,7 @@ def write_back(
     target = normalized(ir, classes)
     validate(target)
     plan = _Writer(src, model, classes, current, target)
-    return _verify(plan.write(), target)
+    return _verify(plan.write(), target, src.origin)
 
 
 class _Writer:
@@ -195,8 +209,9 @@ def _strings(node: cst.CSTNode) -> list[cst.SimpleString]:
     return found
 
 
-def _verify(new_source: str, target: GraphIR) -> WriteBack:
+def _verify(new_source: str, target: GraphIR, origin: _modules.Origin | None) -> WriteBack:
     parsed = parse_source(new_source)
+    parsed.origin = origin
     models = find_graphs(parsed)
     classes = find_node_classes(parsed)
     result = build_ir(parsed, select(models, target.name), classes, models)

@@ -18,6 +18,7 @@ import ast
 import itertools
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -25,6 +26,9 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from tensorsketch.canvas import _reparse
 from tensorsketch.canvas._stmts import deep_recursion, walk_statements
 from tensorsketch.canvas.exceptions import SourceParseError
+
+if TYPE_CHECKING:
+    from tensorsketch.canvas._modules import ImportRef, Origin
 
 __all__ = ["Chain", "Link", "ParsedSource", "deep_recursion", "parse_source"]
 
@@ -73,6 +77,11 @@ class ParsedSource:
     class_lines: dict[int, int] = field(default_factory=dict)
     masked: str = ""
     top_lines: list[tuple[int, int]] | None = None  # (first line, statements) per ast line
+    #: Where the file lives, so a subgraph imported from another module can be read (see
+    #: ``_modules``); ``None`` for text with no file, whose imports are not followed.
+    origin: Origin | None = None
+    #: The names its top-level imports bind (``_modules.import_refs``), read once when needed.
+    imports: dict[str, ImportRef] | None = field(default=None, repr=False, compare=False)
 
     def render(self, module: cst.Module) -> str:
         """The (masked) code of ``module``, a rewrite of this file's module.

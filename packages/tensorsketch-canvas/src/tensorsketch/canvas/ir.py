@@ -111,6 +111,14 @@ class NodeIR:
     subgraph: str | None = field(default=None, compare=False)
     cache: str | None = field(default=None, compare=False)
     defer: bool = False
+    #: For a subgraph defined in another module, that module's file, relative to the
+    #: project root (``myapp/research.py``): edits inside the subgraph are written there.
+    subgraph_file: str | None = field(default=None, compare=False)
+    #: Why the subgraph cannot be read (its module is missing, does not parse, or builds the
+    #: graph in code): the node is an opaque subgraph box that says so.
+    subgraph_error: str | None = field(default=None, compare=False)
+    #: The subgraph's own graph, nested (``None`` for a plain node or an opaque box).
+    child: GraphIR | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -133,6 +141,9 @@ class NodeIR:
             "subgraph": self.subgraph,
             "cache": self.cache,
             "defer": self.defer,
+            "subgraph_file": self.subgraph_file,
+            "subgraph_error": self.subgraph_error,
+            "child": self.child.to_dict() if self.child is not None else None,
         }
 
     @classmethod
@@ -153,8 +164,12 @@ class NodeIR:
                 "subgraph",
                 "cache",
                 "defer",
+                "subgraph_file",
+                "subgraph_error",
+                "child",
             ),
         )
+        child = obj.get("child")
         return cls(
             name=_str(obj, "name", where),
             cls=_opt_str(obj, "cls", where) or "",
@@ -168,6 +183,9 @@ class NodeIR:
             subgraph=_opt_str(obj, "subgraph", where),
             cache=_opt_str(obj, "cache", where),
             defer=_bool(obj, "defer", where),
+            subgraph_file=_opt_str(obj, "subgraph_file", where),
+            subgraph_error=_opt_str(obj, "subgraph_error", where),
+            child=None if child is None else GraphIR.from_dict(child),
         )
 
 
@@ -464,6 +482,9 @@ class GraphIR:
                 "subgraph": nullable_str,
                 "cache": nullable_str,
                 "defer": {"type": "boolean"},
+                "subgraph_file": nullable_str,
+                "subgraph_error": nullable_str,
+                "child": {"anyOf": [{"$ref": "#"}, {"type": "null"}]},
             },
             "required": ["name"],
             "additionalProperties": False,

@@ -7,6 +7,7 @@ import type { Scene } from "../layout";
 import * as dapi from "./api";
 import { confirmAction, confirmWith } from "./confirm";
 import { doubtCard } from "./doubt";
+import { markMemoryCheckpoint, memoryCard } from "./memory";
 import { byId, h } from "../dom";
 import { statusBadge, when } from "./dom";
 import { drawMarks } from "./marks";
@@ -339,6 +340,7 @@ function renderThread(): void {
     h("p", { className: "hint" }, `${t.checkpoints.length} checkpoint${t.checkpoints.length === 1 ? "" : "s"}${runLabel(t) ? ` · ${runLabel(t)}` : ""}`),
     waitingCard(t.waiting, readonly) ?? "",
     doubtCard(t, { disabled: dbg.busy || readonly, busy: withBusy, reopen: (id, cp) => openThread(id, cp ?? "head"), toast: (m, k) => host.toast(m, k) }),
+    memoryCard(t, () => dbg.selectedId),
     h(
       "div",
       { className: "row dbg-actions" },
@@ -475,6 +477,7 @@ function showState(): void {
   document.body.classList.toggle("dbg-right", open);
   document.body.classList.toggle("dbg-pinned", open);
   repaintMarks();
+  markMemoryCheckpoint(dbg.selectedId);
   if (was !== open) host.relayout();
   if (open) host.reveal(focusNodes());
 }

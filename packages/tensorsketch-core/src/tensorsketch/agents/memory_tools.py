@@ -4,8 +4,10 @@ tools a model can call, each scoped to one namespace filled in per run.
 The namespace is a template, ``("users", "{user_id}", "notes")``: each ``{name}`` is read from
 the run's dependencies (``invoke(..., deps={"user_id": "u1"})``, a mapping's key or an
 object's attribute), else from the run's labels (``runner.submit(..., labels=...)``, the
-``owner`` an authorizing task API stamps), so one agent serves every user and a model can
-never reach another user's memories — the namespace is not an argument it sees.
+``owner`` an authorizing task API stamps), else from a field of the run's input state
+(``invoke({"query": ..., "user_id": "u1"})`` on a state that declares ``user_id``), so one
+agent serves every user and a model can never reach another user's memories — the namespace
+is not an argument it sees.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import string
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tensorsketch.context import Context
+from tensorsketch.context import Context, run_state
 from tensorsketch.errors import DepsUnavailableError
 from tensorsketch.tools import Tool
 
@@ -31,7 +33,9 @@ def fill_namespace(template: Sequence[str], ctx: Context[Any]) -> tuple[str, ...
     """The namespace ``template`` names for this run: each ``{field}`` taken from
     ``ctx.deps`` (a mapping's key or an object's attribute), else from the run's labels
     (``ctx.labels``: what the run was submitted with, such as the ``owner`` an authorizing
-    task API sets to who submitted it)."""
+    task API sets to who submitted it), else from a field of the run's state (what its input
+    set, kept by its checkpoints: a later turn on the thread keeps its user). The caller's
+    word comes first, so an input cannot name another user where deps or labels name one."""
     fields = [f for label in template for _, f, _, _ in _FORMATTER.parse(label) if f]
     if not fields:
         return tuple(template)
@@ -40,6 +44,7 @@ def fill_namespace(template: Sequence[str], ctx: Context[Any]) -> tuple[str, ...
     except DepsUnavailableError:
         deps = None
     labels = ctx.labels
+    state = run_state(ctx)
     values: dict[str, str] = {}
     for field in fields:
         if isinstance(deps, Mapping) and field in deps:
@@ -48,18 +53,21 @@ def fill_namespace(template: Sequence[str], ctx: Context[Any]) -> tuple[str, ...
             value = getattr(deps, field)
         elif field in labels:
             value = labels[field]
+        elif field in state:
+            value = state[field]
         else:
             msg = (
                 f"the memory namespace {tuple(template)!r} needs {field!r} from the run's "
-                f"dependencies or labels; pass it as invoke(..., deps={{{field!r}: ...}}) (or an "
-                f"object with a {field!r} attribute), or submit the run with "
-                f"labels={{{field!r}: ...}}."
+                f"dependencies, labels or input state; pass it as "
+                f"invoke(..., deps={{{field!r}: ...}}) (or an object with a {field!r} "
+                f"attribute), submit the run with labels={{{field!r}: ...}}, or declare "
+                f"a field {field!r} of the run's input state and pass it with the input."
             )
             raise LookupError(msg)
         if not isinstance(value, str | int) or isinstance(value, bool) or value == "":
             msg = (
-                f"{field!r} fills a memory namespace: it must be a non-empty str or "
-                f"int, got {value!r}."
+                f"{field!r} fills a memory namespace {tuple(template)!r}: it must be a "
+                f"non-empty str or int, got {value!r}."
             )
             raise ValueError(msg)
         values[field] = str(value)
@@ -81,7 +89,7 @@ def memory_tools(
     - ``forget(key)`` removes a note.
 
     :param namespace: the namespace template, e.g. ``("users", "{user_id}", "notes")``; each
-        ``{field}`` comes from the run's ``deps``.
+        ``{field}`` comes from the run's ``deps``, labels or input state (:func:`fill_namespace`).
     :param names: which of the three tools to build (a read-only agent takes ``["recall"]``).
     """
     template = tuple(namespace)

@@ -34,7 +34,9 @@ class SqliteFile:
     :param busy_timeout: seconds to wait for another process's write lock.
     """
 
-    def __init__(self, path: Any, *, owner: str, busy_timeout: float) -> None:
+    def __init__(
+        self, path: Any, *, owner: str, busy_timeout: float, with_vec: bool = False
+    ) -> None:
         if not isinstance(path, str | os.PathLike):
             msg = f"{owner}(path) needs a file path or ':memory:', got {path!r}."
             raise TypeError(msg)
@@ -43,7 +45,16 @@ class SqliteFile:
             text = text[len("sqlite:///") :] or ":memory:"
         #: The file's path (``":memory:"`` for a private in-memory database).
         self.path = text
-        self.conn = sqlite3.connect(
+        #: Why sqlite-vec is not loaded (``None`` when it is, or was not asked for).
+        self.vec_missing: str | None = None
+        conn = None
+        if with_vec:
+            from tensorsketch.memory._sqlite_vec import connect_with_vec  # noqa: PLC0415
+
+            conn, self.vec_missing = connect_with_vec(text, busy_timeout)
+        #: Whether the connection has loaded sqlite-vec (``with_vec=True`` and it could).
+        self.has_vec = conn is not None
+        self.conn: sqlite3.Connection = conn or sqlite3.connect(
             text, timeout=busy_timeout, check_same_thread=False, isolation_level=None
         )
         self._lock = threading.Lock()

@@ -62,7 +62,8 @@ class JournaledMemory:
             items = await self.store.get_many(addresses)
             return [None if item is None else item.to_json() for item in items]
 
-        rows = await self._ctx.step("memory.get", read)
+        args = {"addresses": [[list(ns), key] for ns, key in addresses]}
+        rows = await self._ctx.step("memory.get", read, args=args)
         items = [None if row is None else Item.from_json(row) for row in rows]
         return [_as(item, schema) for item in items]
 
@@ -81,7 +82,14 @@ class JournaledMemory:
             hits = await self.store.search(namespace_prefix, query, filter=filter, limit=limit)
             return [hit.to_json() for hit in hits]
 
-        rows = await self._ctx.step("memory.search", read)
+        args: dict[str, Any] = {
+            "namespace_prefix": list(namespace_prefix),
+            "query": query,
+            "limit": limit,
+        }
+        if filter:
+            args["filter"] = dict(filter)
+        rows = await self._ctx.step("memory.search", read, args=args)
         return [item for item in (_as(Item.from_json(row), schema) for row in rows) if item]
 
     async def list(
@@ -93,7 +101,8 @@ class JournaledMemory:
             page = await self.store.list(namespace_prefix, limit=limit, cursor=cursor)
             return {"items": [i.to_json() for i in page.items], "next_cursor": page.next_cursor}
 
-        data = await self._ctx.step("memory.list", read)
+        args = {"namespace_prefix": list(namespace_prefix), "limit": limit, "cursor": cursor}
+        data = await self._ctx.step("memory.list", read, args=args)
         return Page([Item.from_json(row) for row in data["items"]], data["next_cursor"])
 
     async def list_namespaces(self, namespace_prefix: Namespace = ()) -> _Namespaces:
@@ -102,7 +111,9 @@ class JournaledMemory:
         async def read() -> list[list[str]]:
             return [list(ns) for ns in await self.store.list_namespaces(namespace_prefix)]
 
-        return [tuple(ns) for ns in await self._ctx.step("memory.list_namespaces", read)]
+        args = {"namespace_prefix": list(namespace_prefix)}
+        found = await self._ctx.step("memory.list_namespaces", read, args=args)
+        return [tuple(ns) for ns in found]
 
     async def put(
         self,
@@ -119,10 +130,13 @@ class JournaledMemory:
         store = self.store
         if not self._ctx.effects.durable:
             return await store.put(namespace, key, data, if_rev=if_rev, ttl=ttl, index=index)
+        address = {"namespace": list(namespace), "key": key}
         expected = if_rev
         if expected is None:
             expected = int(
-                await self._ctx.step("memory.put.rev", lambda: self._rev(namespace, key))
+                await self._ctx.step(
+                    "memory.put.rev", lambda: self._rev(namespace, key), args=address
+                )
             )
 
         async def write() -> int:
@@ -137,17 +151,23 @@ class JournaledMemory:
                 # An unconditional put: another writer came between; write over it, as asked.
                 return await store.put(namespace, key, data, ttl=ttl, index=index)
 
-        return int(await self._ctx.step("memory.put", write))
+        # The intent keeps what was written (the result is only its revision): the Studio's
+        # debugger shows a thread's writes from it.
+        args = {**address, "value": data, "if_rev": expected, "ttl": ttl}
+        return int(await self._ctx.step("memory.put", write, args=args))
 
     async def delete(self, namespace: Namespace, key: str, *, if_rev: int | None = None) -> bool:
         """:meth:`MemoryStore.delete`, done once per run however often it is resumed."""
         store = self.store
         if not self._ctx.effects.durable:
             return await store.delete(namespace, key, if_rev=if_rev)
+        address = {"namespace": list(namespace), "key": key}
         expected = if_rev
         if expected is None:
             expected = int(
-                await self._ctx.step("memory.delete.rev", lambda: self._rev(namespace, key))
+                await self._ctx.step(
+                    "memory.delete.rev", lambda: self._rev(namespace, key), args=address
+                )
             )
 
         async def remove() -> bool:
@@ -160,7 +180,8 @@ class JournaledMemory:
                     raise
                 return await store.delete(namespace, key)
 
-        return bool(await self._ctx.step("memory.delete", remove))
+        args = {**address, "if_rev": expected}
+        return bool(await self._ctx.step("memory.delete", remove, args=args))
 
     async def _rev(self, namespace: Namespace, key: str) -> int:
         item = await self.store.get(namespace, key)

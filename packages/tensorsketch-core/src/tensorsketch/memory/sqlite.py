@@ -1,7 +1,9 @@
 """``SqliteStore``: a memory store in one local SQLite file, on the standard library's
 ``sqlite3``: several processes can share the file, and a batch of writes is one transaction.
 
-Search is an exact cosine scan over the namespace's vectors (stored as float32 blobs).
+Vectors are stored as float32 blobs beside the items. Search ranks them with sqlite-vec's
+``vec0`` table when the connection can load that extension (the ``sqlite-vec`` extra), else
+with an exact cosine scan over the namespace's vectors; ``search_mode`` and the repr say which.
 """
 
 from __future__ import annotations
@@ -11,15 +13,27 @@ import json
 import os
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from dataclasses import replace
+from typing import Any, Literal, TypeVar
 
 from tensorsketch.memory._sqlite_file import SqliteFile, check_table_prefix
-from tensorsketch.memory.embedder import Embedder
+from tensorsketch.memory._sqlite_vec import MAX_K, VecTable, vec_unavailable
+from tensorsketch.memory.embedder import Embedder, cosine
 from tensorsketch.memory.errors import MemoryConflictError
 from tensorsketch.memory.item import Item, Namespace, namespace_text, prefix_bounds
 from tensorsketch.memory.store import Fields, MemoryStore, StoredVector, VectorUpdate, Write
 
-__all__ = ["SqliteStore"]
+__all__ = ["SqliteStore", "VectorIndex", "sqlite_vec_unavailable"]
+
+#: ``SqliteStore(vector_index=...)``: ``"auto"`` (vec0 when sqlite-vec loads, else exact),
+#: ``"vec0"`` (sqlite-vec or an error saying why not) or ``"exact"`` (always scan).
+VectorIndex = Literal["auto", "vec0", "exact"]
+
+
+def sqlite_vec_unavailable() -> str | None:
+    """Why a ``SqliteStore`` here cannot use sqlite-vec's index (``None``: it can)."""
+    return vec_unavailable()
+
 
 T = TypeVar("T")
 
@@ -34,6 +48,13 @@ class SqliteStore(MemoryStore):
         private to this object).
     :param table_prefix: the prefix of the table's name (several apps can share a file).
     :param busy_timeout: seconds to wait for another process's write to finish.
+    :param vector_index: how ``search`` ranks by a query: ``"auto"`` (the default) uses
+        sqlite-vec's ``vec0`` table when the connection can load the extension (``pip install
+        "tensorsketch-core[sqlite-vec]"``) and the exact scan otherwise; ``"vec0"`` insists
+        (``RuntimeError`` saying why it cannot load); ``"exact"`` always scans. A search
+        with ``filter=`` always scans. Every process writing the file should open it the
+        same way: one without the index leaves it behind, and it is rebuilt when a store
+        with it next opens the file and finds it short.
     """
 
     name = "sqlite"
@@ -48,10 +69,28 @@ class SqliteStore(MemoryStore):
         clock: Callable[[], float] | None = None,
         table_prefix: str = "tensorsketch_",
         busy_timeout: float = 30.0,
+        vector_index: VectorIndex = "auto",
     ) -> None:
         kwargs = {} if clock is None else {"clock": clock}
         super().__init__(embedder=embedder, index=index, default_ttl=default_ttl, **kwargs)
-        self._file = SqliteFile(path, owner="SqliteStore", busy_timeout=busy_timeout)
+        if vector_index not in ("auto", "vec0", "exact"):
+            msg = f"vector_index= must be 'auto', 'vec0' or 'exact', got {vector_index!r}."
+            raise ValueError(msg)
+        if vector_index == "vec0" and embedder is None:
+            msg = "vector_index='vec0' indexes an embedder's vectors: pass embedder= too."
+            raise ValueError(msg)
+        with_vec = embedder is not None and vector_index != "exact"
+        self._file = SqliteFile(
+            path, owner="SqliteStore", busy_timeout=busy_timeout, with_vec=with_vec
+        )
+        if vector_index == "vec0" and not self._file.has_vec:
+            self._file.conn.close()
+            msg = (
+                f"SqliteStore(vector_index='vec0'): sqlite-vec cannot load here: "
+                f"{self._file.vec_missing}. Use vector_index='auto' to fall back to the "
+                "exact scan."
+            )
+            raise RuntimeError(msg)
         self.path = self._file.path
         self._table = f"{check_table_prefix(table_prefix)}memory_items"
         self._conn = self._file.conn
@@ -61,6 +100,12 @@ class SqliteStore(MemoryStore):
             "rev INTEGER NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL, "
             "expires_at REAL, vector BLOB, embedder TEXT, PRIMARY KEY (namespace, key))"
         )
+        #: The vec0 table of the current embedder's vectors (``None``: exact scan).
+        self._vec: VecTable | None = None
+        if self._file.has_vec and embedder is not None:
+            self._vec = VecTable(self._table, embedder.name, embedder.dimension)
+            self._vec.create(self._conn)
+            self.search_mode = "vec0"
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r}, search={self.search_mode!r})"
@@ -124,12 +169,15 @@ class SqliteStore(MemoryStore):
             found = revs.get(address, found)
             if write.is_delete:
                 conn.execute(f"DELETE FROM {self._table} WHERE namespace = ? AND key = ?", address)
+                if self._vec is not None:
+                    self._vec.put(conn, address, None, None)
                 results.append(int(found is not None))
                 revs[address] = None
                 continue
             rev = 1 if found is None else found[0] + 1
             created = now if found is None else found[1]
             vector = write.vector
+            blob = None if vector is None else array.array("f", vector.values).tobytes()
             conn.execute(
                 f"INSERT OR REPLACE INTO {self._table} ({_COLUMNS}, vector, embedder) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -140,10 +188,12 @@ class SqliteStore(MemoryStore):
                     created,
                     now,
                     write.expires_at,
-                    None if vector is None else array.array("f", vector.values).tobytes(),
+                    blob,
                     None if vector is None else vector.embedder,
                 ),
             )
+            if self._vec is not None:
+                self._vec.put(conn, address, blob, None if vector is None else vector.embedder)
             results.append(rev)
             revs[address] = (rev, created)
         return results
@@ -200,17 +250,16 @@ class SqliteStore(MemoryStore):
             conn.execute("BEGIN IMMEDIATE")
             try:
                 for u in updates:
-                    done += conn.execute(
+                    blob = array.array("f", u.vector.values).tobytes()
+                    address = (namespace_text(u.namespace), u.key)
+                    changed = conn.execute(
                         f"UPDATE {self._table} SET vector = ?, embedder = ? "
                         "WHERE namespace = ? AND key = ? AND rev = ?",
-                        (
-                            array.array("f", u.vector.values).tobytes(),
-                            u.vector.embedder,
-                            namespace_text(u.namespace),
-                            u.key,
-                            u.rev,
-                        ),
+                        (blob, u.vector.embedder, *address, u.rev),
                     ).rowcount
+                    if changed and self._vec is not None:
+                        self._vec.put(conn, address, blob, u.vector.embedder)
+                    done += changed
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
@@ -218,6 +267,73 @@ class SqliteStore(MemoryStore):
             return done
 
         return await self._run(update_all)
+
+    async def _nearest(
+        self, prefix: Namespace, query: Sequence[float], limit: int, now: float
+    ) -> list[Item] | None:
+        vec = self._vec
+        if vec is None or not any(query):
+            return None
+        blob = array.array("f", query).tobytes()
+        bounds = prefix_bounds(prefix)
+        # [the prefix itself, past its last descendant): what the exact scan's range covers
+        span = None if bounds is None else (bounds[0], bounds[2])
+
+        def nearest(conn: sqlite3.Connection) -> list[Item] | None:
+            k = min(MAX_K, max(4 * limit, 32))
+            while True:
+                near = vec.nearest(conn, blob, k, span)
+                hits = [
+                    (ns, key, score)
+                    for ns, key, score in near
+                    if bounds is None or ns == bounds[0] or ns.startswith(bounds[1])
+                ]
+                live = self._live(conn, hits, query, now)
+                exhausted = len(near) < k
+                # the k-th neighbour's score: items tied with it may lie past k, and the
+                # exact scan breaks ties by address, so a tie there needs a bigger k
+                floor = near[-1][2] if near else 0.0
+                # (vec0 scores in float32: a margin keeps its rounding from hiding a tie)
+                clear = (
+                    (live[limit - 1].score or 0.0) > floor + 1e-5 if live[limit - 1 :] else False
+                )
+                if len(live) >= limit and (exhausted or clear):
+                    return live[:limit]
+                if exhausted or k == MAX_K:
+                    # the index ran out (or capped) before ``limit`` live items: items with
+                    # no direction (all-zero vectors) rank last in the exact scan — use it
+                    return None
+                k = min(MAX_K, k * 4)
+
+        return await self._run(nearest)
+
+    def _live(
+        self,
+        conn: sqlite3.Connection,
+        hits: list[tuple[str, str, float]],
+        query: Sequence[float],
+        now: float,
+    ) -> list[Item]:
+        """The live items among ``hits`` scored as the exact scan scores them (the cosine of
+        their stored vectors, in double precision), best first, ties by address."""
+        if not hits:
+            return []
+        found: dict[tuple[str, str], Item] = {}
+        for start in range(0, len(hits), 400):
+            chunk = hits[start : start + 400]
+            where = " OR ".join("(namespace = ? AND key = ?)" for _ in chunk)
+            rows = conn.execute(
+                f"SELECT {_COLUMNS}, vector, embedder FROM {self._table} WHERE ({where}) "
+                "AND (expires_at IS NULL OR expires_at > ?)",
+                [*(part for ns, key, _ in chunk for part in (ns, key)), now],
+            ).fetchall()
+            for row in rows:
+                vector = _vector(row[7], row[8])
+                if vector is not None:
+                    score = cosine(query, vector.values)
+                    found[(row[0], row[1])] = replace(_item(row), score=score)
+        scored = [found[(ns, key)] for ns, key, _ in hits if (ns, key) in found]
+        return sorted(scored, key=lambda i: (-(i.score or 0.0), i.namespace, i.key))
 
 
 def _under(prefix: Namespace, now: float) -> tuple[str, list[Any]]:

@@ -213,6 +213,14 @@ class MemoryStore(ABC):
         """Replace the vectors of items whose revision is still ``update.rev`` (leave the
         value, revision and times alone); return how many were replaced."""
 
+    async def _nearest(
+        self, prefix: Namespace, query: Sequence[float], limit: int, now: float
+    ) -> list[Item] | None:
+        """The ``limit`` live items under ``prefix`` nearest to ``query`` among the current
+        embedder's vectors, best first, each with its ``score`` — from a vector index, for a
+        store that has one. ``None`` (the default): rank every candidate exactly instead."""
+        return None
+
     def for_context(self, ctx: Context[Any]) -> JournaledMemory:
         """This store as ``ctx.memory`` hands it to a node: journaled in a durable run."""
         return JournaledMemory(self, ctx)
@@ -347,17 +355,23 @@ class MemoryStore(ABC):
                 f"{type(self).__name__}(embedder=HashingEmbedder(), ...) (or OpenAI's, Google's)."
             )
             raise ValueError(msg)
+        target: Sequence[float] | None = None
+        if query is not None and self.embedder is not None:
+            (target,) = await self.embedder.embed([query])
+            if filter is None:  # an index ranks all vectors; a filter needs the exact scan
+                near = await self._nearest(prefix, target, limit, self.clock())
+                if near is not None:
+                    return [item for item in (validated(i, schema) for i in near) if item]
         candidates = [
             (item, vector)
             for item, vector in await self._candidates(prefix, self.clock())
             if filter is None or _matches(item.value, filter)
         ]
-        if query is None or self.embedder is None:
+        if target is None or self.embedder is None:
             ranked = sorted(
                 (item for item, _ in candidates), key=lambda i: (-i.updated_at, i.namespace, i.key)
             )
         else:
-            (target,) = await self.embedder.embed([query])
             name = self.embedder.name
             scored = [
                 _with_score(item, cosine(target, vector.values))

@@ -25,6 +25,7 @@ from typing import Any
 
 from tensorsketch.canvas._classes import NodeClass, find_node_classes
 from tensorsketch.canvas._extract import build_ir, select
+from tensorsketch.canvas._modules import Origin
 from tensorsketch.canvas._reconstruct import WriteBack, write_back
 from tensorsketch.canvas._source import ParsedSource, parse_source
 from tensorsketch.canvas._wiring import GraphModel, find_graphs
@@ -123,12 +124,54 @@ class Studio:
     _parsed: OrderedDict[tuple[str, str | None], _Parsed] = field(default_factory=OrderedDict)
     #: signs the ``restore`` inverses this launch hands out (never leaves the process)
     _key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+    #: the opened file's Studio and one per other module opened through a subgraph node,
+    #: by path (shared by all of them: one launch, one token, one lock)
+    _family: dict[Path, Studio] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.path = Path(os.path.abspath(self.path))
         if self.project is None:
             self.project = project_root(self.path)
         self.project = Path(os.path.abspath(self.project))
+        self._family.setdefault(self.path, self)
+
+    def for_file(self, file: Any) -> Studio:
+        """The Studio of ``file``: a module of the project that defines a subgraph the
+        opened graph runs (``NodeIR.subgraph_file``, relative to the project root), so its
+        graph is shown and edited there; ``None`` is the opened file itself."""
+        if file is None or file == "":
+            return self
+        assert self.project is not None
+        if not isinstance(file, str) or not file.endswith(".py") or os.path.isabs(file):
+            msg = (
+                "'file' must be a Python file's path relative to the project root, as a "
+                f"subgraph node's `subgraph_file` gives it (got {file!r})."
+            )
+            raise ApiError(400, msg)
+        path = Path(os.path.abspath(self.project / file))
+        if not path.is_relative_to(self.project):
+            raise ApiError(400, f"'file' {file!r} is outside the project ({self.project}).")
+        if not path.is_file():
+            raise ApiError(404, f"no file {file!r} in the project ({self.project}).")
+        with self.lock:
+            studio = self._family.get(path)
+            if studio is None:
+                studio = Studio(
+                    path,
+                    self.token,
+                    project=self.project,
+                    trace=self.trace,
+                    lock=self.lock,
+                    _key=self._key,
+                    _family=self._family,
+                )
+            return studio
+
+    def _forget_parses(self) -> None:
+        """After a write: a graph of another file may nest the one just edited."""
+        for studio in self._family.values():
+            if studio is not self:
+                studio._parsed.clear()
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -149,6 +192,7 @@ class Studio:
             self._parsed.move_to_end(key)
             return parsed
         src = parse_source(source.text, filename=self.path.name)
+        src.origin = self.origin
         models = find_graphs(src)
         classes = find_node_classes(src)
         ir = build_ir(src, select(models, graph), classes, models)
@@ -161,6 +205,12 @@ class Studio:
         while len(self._parsed) > _PARSE_CACHE:
             self._parsed.popitem(last=False)
         return parsed
+
+    @property
+    def origin(self) -> Origin:
+        """Where the file is, so subgraphs imported from other modules are read."""
+        assert self.project is not None
+        return Origin(self.path, self.project)
 
     def layout_for(self, nodes: list[str] | None) -> dict[str, dict[str, float]]:
         with warnings.catch_warnings():
@@ -380,11 +430,12 @@ class Studio:
             raise ApiError(400, str(exc)) from None
         except (ops.EditRejected, IRError) as exc:
             raise ApiError(422, str(exc)) from None
-        written = _exact(result) if result.text is not None else None
+        origin = self.origin
+        written = _exact(result, origin) if result.text is not None else None
         if written is None:
             written = _written(parsed, result.ir, op, args)
         if result.stub is not None:
-            written = _stub_renamed(written, result.ir, *result.stub) or written
+            written = _stub_renamed(written, result.ir, *result.stub, origin) or written
         new_source = self._write(source, written.text)
         if new_source.text == written.text:
             # The write-back's verification parsed exactly this text: keep that parse.
@@ -409,6 +460,7 @@ class Studio:
                     version=_sha(current),
                 )
             atomic_write_bytes(self.path, data)
+            self._forget_parses()
         return read_source(self.path)
 
     def _exact_answer(
@@ -629,23 +681,26 @@ def _seal(key: bytes, args: dict[str, Any]) -> str:
     return hmac.new(key, payload.encode("ascii"), hashlib.sha256).hexdigest()
 
 
-def _exact(result: ops.EditResult) -> WriteBack | None:
+def _exact(result: ops.EditResult, origin: Origin) -> WriteBack | None:
     """A restore's exact old text, when it re-reads as the graph the restore makes."""
     assert result.text is not None
-    return _reread(result.text, result.ir)
+    return _reread(result.text, result.ir, origin)
 
 
-def _stub_renamed(written: WriteBack, ir: GraphIR, old: str, new: str) -> WriteBack | None:
+def _stub_renamed(
+    written: WriteBack, ir: GraphIR, old: str, new: str, origin: Origin
+) -> WriteBack | None:
     """The write-back of a rename with the node's stub class renamed too, when the file
     allows it and the result re-reads as the rename with its class following."""
     text = _stub_rename.renamed_text(written.text, old, new)
-    return None if text is None else _reread(text, _stub_rename.renamed_ir(ir, new))
+    return None if text is None else _reread(text, _stub_rename.renamed_ir(ir, new), origin)
 
 
-def _reread(text: str, want: GraphIR) -> WriteBack | None:
+def _reread(text: str, want: GraphIR, origin: Origin) -> WriteBack | None:
     """``text`` as a write-back, when it reads as the graph ``want``."""
     try:
         parsed = parse_source(text)
+        parsed.origin = origin
         models = find_graphs(parsed)
         classes = find_node_classes(parsed)
         ir = build_ir(parsed, select(models, want.name), classes, models)

@@ -409,6 +409,11 @@ class Debugger:
         rows = describe_checkpoints(self.backend, stored)
         return _Thread(thread_id, rows, rows[-1])
 
+    async def checkpoint_rows(self, thread_id: str) -> tuple[list[CheckpointInfo], CheckpointInfo]:
+        """The thread's checkpoints and its head (an ``ApiError`` 404 when there are none)."""
+        found = await self._thread(thread_id)
+        return found.rows, found.head
+
     async def _record(self, thread_id: str) -> RunRecord | None:
         store = self.backend.run_store()
         if store is None:

@@ -26,6 +26,7 @@ from tensorsketch.canvas.studio.debug import Debugger
 from tensorsketch.canvas.studio.debug_routes import debug_routes
 from tensorsketch.canvas.studio.doubt import doubt_routes
 from tensorsketch.canvas.studio.fill_routes import Fills, FillSettings, fill_routes
+from tensorsketch.canvas.studio.memory_ops import memory_op_routes
 from tensorsketch.canvas.studio.optimize_routes import (
     Optimizations,
     OptimizeSettings,
@@ -151,21 +152,24 @@ class _Api:
 
     async def get_graph(self, request: Request) -> Response:
         graph = request.query_params.get("graph")
-        return _json(await asyncio.to_thread(self.studio.graph_view, graph))
+        studio = self.studio.for_file(request.query_params.get("file"))
+        return _json(await asyncio.to_thread(studio.graph_view, graph))
 
     async def post_edit(self, request: Request) -> Response:
         body = await self.json_body(request)
-        result = await asyncio.to_thread(self.studio.edit, body)
+        result = await asyncio.to_thread(self.studio.for_file(body.get("file")).edit, body)
         self.hub.publish("file", {"version": result["version"]})
         return _json(result)
 
     async def post_open(self, request: Request) -> Response:
         body = await self.json_body(request)
-        return _json(await asyncio.to_thread(self.studio.open_node, body))
+        studio = self.studio.for_file(body.get("file"))
+        return _json(await asyncio.to_thread(studio.open_node, body))
 
     async def post_layout(self, request: Request) -> Response:
         body = await self.json_body(request)
-        return _json(await asyncio.to_thread(self.studio.set_layout, body))
+        studio = self.studio.for_file(body.get("file"))
+        return _json(await asyncio.to_thread(studio.set_layout, body))
 
     async def events(self, request: Request) -> Response:
         del request
@@ -203,7 +207,8 @@ class _Api:
         fmt = request.query_params.get("format", "mermaid")
         if fmt not in ("mermaid", "svg"):
             return _error(400, f"format must be 'mermaid' or 'svg', got {fmt!r}.")
-        ir = await asyncio.to_thread(self.studio.current_ir, request.query_params.get("graph"))
+        studio = self.studio.for_file(request.query_params.get("file"))
+        ir = await asyncio.to_thread(studio.current_ir, request.query_params.get("graph"))
         if fmt == "mermaid":
             return Response(export.to_mermaid(ir), media_type="text/plain", headers=_HEADERS)
         return Response(export.to_svg(ir), media_type="image/svg+xml", headers=_HEADERS)
@@ -243,6 +248,7 @@ def create_app(
         Route("/api/trace", guarded(api.get_trace), methods=["GET"]),
         Route("/api/export", guarded(api.get_export), methods=["GET"]),
         *doubt_routes(debugger, guarded, _HEADERS),
+        *memory_op_routes(debugger, guarded, _HEADERS),
         *debug_routes(debugger, hub, guarded, api.json_body, _HEADERS),
         *fill_routes(fills, guarded, api.json_body, _HEADERS),
         *optimize_routes(optimizations, guarded, api.json_body, _HEADERS),
