@@ -8,7 +8,8 @@ the node bodies it did not touch byte-identical) and the layout sidecar.
 Skipped, with the reason, when ``/usr/bin/chromium`` or Playwright for Python is missing.
 With ``TS_STUDIO_SCREENSHOTS=1`` the screenshots of docs/studio.md are rewritten in
 docs/images/ (``test_paints_support_router``, ``test_gestures_write_the_file``,
-``test_live_trace_overlay``).
+``test_live_trace_overlay``, and the subgraph tests' ``studio-subgraph-*`` /
+``studio-debug-subgraph*``).
 """
 
 from __future__ import annotations
@@ -1684,10 +1685,10 @@ WIRING_STATEMENT = WIRING.replace(
 assert 'g.edge("Check", END)' in WIRING_STATEMENT
 
 
-def _serve(tmp_path: Path, browser: Browser, text: str) -> Studio:
+def _serve(tmp_path: Path, browser: Browser, text: str, backend: str | None = None) -> Studio:
     path = tmp_path / "flow.py"
     path.write_text(text, encoding="utf-8")
-    server = StudioServer(path, port=0, project=tmp_path).start()
+    server = StudioServer(path, port=0, project=tmp_path, backend=backend).start()
     page = browser.new_context(viewport={"width": 1400, "height": 800}).new_page()
     s = Studio(path, server, page)
     page.on("pageerror", lambda exc: s.errors.append(str(exc)))
@@ -1951,6 +1952,254 @@ def test_a_subgraph_node_opens_into_its_own_canvas(tmp_path: Path, browser: Brow
         s.wait_paint_after(before)
         expect(s.box("Verify")).to_be_visible()
         expect(page.locator("#crumbs")).to_have_text("app \u203a research")
+    finally:
+        _close(s)
+
+
+# -- #42: the debugger and the live overlay inside a subgraph ----------------------------------
+
+#: A parent whose subgraph node Review polishes a draft and then asks for a verdict.
+REVIEWED = """\
+from tensorsketch import END, START, Context, Graph, Node, Schema
+from tensorsketch.interrupts import interrupt
+
+
+class Review(Schema):
+    draft: str = ""
+    notes: str = ""
+
+
+class Polish(Node):
+    class In(Schema):
+        draft: str
+
+    class Out(Schema):
+        draft: str
+        notes: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        return self.Out(draft=inp.draft + "!", notes="polished")
+
+
+class Ask(Node):
+    class In(Schema):
+        draft: str
+
+    class Out(Schema):
+        draft: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        verdict = await interrupt(ctx, f"approve {inp.draft}?")
+        return self.Out(draft=f"{inp.draft} ({verdict})")
+
+
+review = (
+    Graph(Review, name="Review")
+    .add(Polish)
+    .add(Ask)
+    .edge(START, "Polish")
+    .edge("Polish", "Ask")
+    .edge("Ask", END)
+    .compile()
+)
+
+
+class Doc(Schema):
+    draft: str = ""
+    published: bool = False
+
+
+class Publish(Node):
+    class In(Schema):
+        draft: str
+
+    class Out(Schema):
+        published: bool
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        return self.Out(published=True)
+
+
+app = (
+    Graph(Doc)
+    .add(review)
+    .add(Publish)
+    .edge(START, "Review")
+    .edge("Review", "Publish")
+    .edge("Publish", END)
+    .compile()
+)
+"""
+
+
+def _module(path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(f"_sub_{path.parent.name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _on_sqlite(db: Path, fn: Any) -> Any:
+    """``await fn(backend)`` on the SQLite file, on a thread of its own (Playwright's sync API
+    keeps an event loop running in this one)."""
+    from tensorsketch.runtime.backends.sqlite import SqliteBackend
+
+    async def go() -> Any:
+        backend = SqliteBackend(db)
+        try:
+            return await fn(backend)
+        finally:
+            await backend.aclose()
+
+    out: list[Any] = []
+    worker = threading.Thread(target=lambda: out.append(asyncio.run(go())))
+    worker.start()
+    worker.join(60)
+    return out[0]
+
+
+def _show_app(s: Studio) -> None:
+    if s.page.input_value("#graph-picker") != "app":
+        before = s.paints()
+        s.page.select_option("#graph-picker", "app")
+        s.wait_paint_after(before)
+    s.settle()
+
+
+def _near(page: Page, node: str, card: str = "run-ask") -> None:
+    """Wait until the card sits just below ``node``'s box (both read in one frame)."""
+    page.wait_for_function(
+        """([node, card]) => {
+            const b = document.querySelector(`#boxes g.box[data-node="${node}"]`);
+            const c = document.getElementById(card);
+            if (!b || !c || c.hidden) return false;
+            const box = b.getBoundingClientRect(), at = c.getBoundingClientRect();
+            return Math.abs(at.y - box.bottom) < 20 && box.x - 5 <= at.x && at.x <= box.right;
+        }""",
+        arg=[node, card],
+        timeout=10_000,
+    )
+
+
+def test_the_debugger_opens_a_subgraphs_namespace(tmp_path: Path, browser: Browser) -> None:
+    """A thread suspended inside its subgraph: the parent's checkpoint shows the child's state
+    nested under its task; *open* opens the subgraph on the canvas and its own checkpoints
+    in the debugger (time travel inside it as in the parent's); the child's question is
+    answered there and the whole run resumes; the crumb goes back to the parent thread."""
+    db = tmp_path / "runs.db"
+    source = tmp_path / "flow.py"
+    source.write_text(REVIEWED, encoding="utf-8")
+    module = _module(source)
+    _on_sqlite(db, lambda b: module.app.invoke({"draft": "v1"}, thread_id="doc-a", backend=b))
+    s = _serve(tmp_path, browser, REVIEWED, backend=f"sqlite:///{db}")
+    page = s.page
+    try:
+        page.wait_for_selector("#dbg-panel:not([hidden])", timeout=10_000)
+        _show_app(s)
+        page.click('.dbg-thread-row[data-thread="doc-a"]')
+        page.wait_for_function(
+            "() => { const d = window.__studio.debug; return d.thread?.thread_id === 'doc-a' "
+            "&& d.checkpoint?.id === d.thread.head; }",
+            timeout=10_000,
+        )
+        nested = page.locator('#dbg-subgraphs .dbg-sub[data-task="Review"]')
+        expect(nested).to_contain_text("suspended")
+        expect(nested).to_contain_text('"v1!"')
+        expect(nested).to_contain_text("polished")  # a field only the child has
+        expect(nested).to_contain_text("waits in Ask: approve v1!?")
+        s.settle()
+        IMAGES.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(IMAGES / "studio-debug-subgraph-nested.png"))
+        before = s.paints()
+        nested.locator(".dbg-sub-open").click()
+        s.wait_paint_after(before)
+        expect(page.locator("#graph-picker")).to_have_value("review")
+        expect(page.locator("#crumbs")).to_have_text("app \u203a review")
+        page.wait_for_function(
+            "() => { const d = window.__studio.debug; "
+            "return d.thread?.namespace?.[0]?.task === 'Review' && d.checkpoint; }",
+            timeout=10_000,
+        )
+        expect(page.locator("#dbg-crumbs")).to_have_text("inside doc-a \u203a Review")
+        child = page.evaluate("window.__studio.debug.thread")
+        history = _on_sqlite(db, lambda b: module.review.aget_history(child["thread_id"], b))
+        expect(page.locator(".tl-row")).to_have_count(len(history))
+        expect(page.locator('.dbg-mark.next[data-node="Ask"]')).to_be_visible()
+        # time travel inside: the checkpoint Polish wrote, marked on the child's canvas
+        polished = next(c["id"] for c in child["checkpoints"] if c["ran"] == ["Polish"])
+        page.click(f'.tl-row[data-id="{polished}"]')
+        page.wait_for_function(
+            "id => window.__studio.debug.checkpoint?.id === id", arg=polished, timeout=10_000
+        )
+        expect(page.locator('.dbg-mark.ran[data-node="Polish"]')).to_be_visible()
+        expect(page.locator('#dbg-state [data-channel="notes"]')).to_contain_text("polished")
+        expect(page.locator("#dbg-step")).to_be_disabled()  # it runs inside its parent
+        s.settle()
+        page.screenshot(path=str(IMAGES / "studio-debug-subgraph.png"))
+        # the question inside the child, answered in its namespace: the run goes on
+        page.fill("#dbg-answer", "ok")
+        page.click("#dbg-answer-ok")
+        expect(page.locator("#dbg-confirm")).to_be_visible()
+        page.click("#dbg-confirm-ok")
+        page.wait_for_function(
+            "() => window.__studio.debug.thread?.status === 'completed'", timeout=15_000
+        )
+        state = _on_sqlite(db, lambda b: module.app.aget_state("doc-a", b))
+        assert state.draft == "v1! (ok)" and state.published is True
+        # the crumb goes back out: the parent's canvas and thread
+        before = s.paints()
+        page.click('#dbg-crumbs .crumb[data-depth="0"]')
+        s.wait_paint_after(before)
+        expect(page.locator("#graph-picker")).to_have_value("app")
+        page.wait_for_function(
+            "() => window.__studio.debug.thread?.thread_id === 'doc-a'", timeout=10_000
+        )
+        expect(page.locator("#dbg-crumbs")).to_have_count(0)
+    finally:
+        _close(s)
+
+
+def test_the_live_overlay_and_a_question_inside_a_subgraph(
+    tmp_path: Path, browser: Browser
+) -> None:
+    """A run from the panel stops on a question inside its subgraph: on the parent's canvas
+    the subgraph node waits and the card is drawn at it; opened, the subgraph's canvas rings
+    its own nodes (Polish finished, Ask waiting) and the card sits at Ask; the answer resumes
+    the run to its end."""
+    s = _serve(tmp_path, browser, REVIEWED)
+    page = s.page
+    try:
+        _show_app(s)
+        page.click("#run-toggle")
+        page.fill("#run-field-draft", "v1")
+        page.click("#run-start")
+        ask = page.locator("#run-ask")
+        expect(ask).to_contain_text("approve v1!?", timeout=10_000)
+        expect(ask).to_contain_text("Asks in Review \u203a Ask")
+        _near(page, "Review")
+        review = page.locator('.trace-ring[data-node="Review"]')
+        expect(review).to_have_class("trace-ring suspended", timeout=10_000)
+        expect(page.locator('.trace-ring[data-node="Polish"]')).to_have_count(0)
+        before = s.paints()
+        s.box("Review").locator(".subgraph-open").click()
+        s.wait_paint_after(before)
+        expect(page.locator('.trace-ring[data-node="Polish"]')).to_have_class("trace-ring ok")
+        expect(page.locator('.trace-ring[data-node="Ask"]')).to_have_class("trace-ring suspended")
+        _near(page, "Ask")
+        s.settle()
+        IMAGES.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(IMAGES / "studio-subgraph-live.png"))
+        page.fill("#run-ask-card-answer", "ok")
+        page.click("#run-ask-card-answer-ok")
+        expect(page.locator("#run-thread .dbg-status")).to_have_text("completed", timeout=10_000)
+        expect(ask).to_be_hidden()
+        expect(page.locator('.trace-ring[data-node="Ask"]')).to_have_class("trace-ring ok")
+        before = s.paints()
+        page.click('#crumbs .crumb[data-graph="app"]')
+        s.wait_paint_after(before)
+        expect(page.locator('.trace-ring[data-node="Publish"]')).to_have_class("trace-ring ok")
     finally:
         _close(s)
 

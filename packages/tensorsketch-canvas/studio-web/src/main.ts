@@ -16,6 +16,7 @@ import { mountOptimize } from "./optimize";
 import { mountRunPanel, runPanel, showThread } from "./run-panel";
 import { mountStage, relayout, reveal, stage } from "./stage";
 import { liveThread, state } from "./store";
+import { canOpen, leaveTo, openNode } from "./subgraphs";
 import { connect, reload } from "./sync";
 import { mountToolbar } from "./toolbar";
 
@@ -66,6 +67,10 @@ export async function start(): Promise<void> {
       followThread(thread);
       showThread(thread);
     },
+    path: () => state.path,
+    openSubgraph: openNode,
+    canOpen: (node) => canOpen(state.graph?.nodes.find((n) => n.name === node)),
+    leaveSubgraph: leaveTo,
   });
 }
 

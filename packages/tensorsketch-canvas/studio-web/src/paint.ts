@@ -7,6 +7,7 @@ import { drawBox, drawTrace, drawWire } from "./draw";
 import { holeTag } from "./hole-status";
 import { renderInspector } from "./inspector";
 import { buildScene } from "./layout";
+import { traceAt } from "./nested";
 import { applyView, fit, stage } from "./stage";
 import { countPaint, markFitted, markFramed, showScene, state } from "./store";
 
@@ -62,12 +63,13 @@ export function paint(): void {
   requestAnimationFrame(() => setTimeout(() => markFramed(state, n, performance.now())));
 }
 
-/** Draw the live trace's rings and badges over the nodes (nothing while live is off). */
+/** Draw the live trace's rings and badges over the nodes (nothing while live is off): the
+ * graph's own nodes, or — in an opened subgraph — that subgraph's nodes of the run. */
 export function paintTrace(): void {
   const { svg, layers } = stage();
   layers.overlay.replaceChildren();
   if (!state.live || !state.trace || !state.scene) return;
-  for (const [name, t] of Object.entries(state.trace.nodes)) {
+  for (const [name, t] of Object.entries(traceAt(state.trace, state.path))) {
     const box = state.scene.boxes.get(name);
     if (box) layers.overlay.appendChild(drawTrace(svg, box, t));
   }

@@ -9,13 +9,17 @@ import { statusBadge } from "./debug/dom";
 import { byId, h } from "./dom";
 import { watchRun } from "./live";
 import { toast } from "./notices";
+import { anchorAt } from "./nested";
 import { relayout, reveal } from "./stage";
+import { state } from "./store";
 import { parseValue, placeholder, widgetFor, type JsonSchema, type RunField, type Widget } from "./run-form";
 
 interface Waiting {
   kind: string;
   interrupt_id: string;
   node: string | null;
+  /** the subgraph tasks it sits in, outermost first */
+  path?: string[];
   tool?: unknown;
   args?: unknown;
   question?: unknown;
@@ -292,7 +296,7 @@ async function refresh(stopped: boolean): Promise<void> {
   run.thread = t;
   update();
   if (stopped && t.status !== "running" && debug.dbg.status?.enabled) {
-    void debug.openThread(id, debug.dbg.thread?.thread_id === id ? "keep" : "head");
+    void debug.showRun(id);
     debug.onServerEvent("debug", { thread_id: id }); // its row in the thread list, now
   }
 }
@@ -313,7 +317,7 @@ function threadView(): HTMLElement {
 }
 
 function waitingCard(w: Waiting, id: string): HTMLElement {
-  const where = w.node ? ` in ${w.node}` : "";
+  const where = w.node ? ` in ${[...(w.path ?? []), w.node].join(" › ")}` : "";
   const card = h("div", { className: `run-waiting k-${w.kind.replace(/[^a-z]/g, "")}`, id });
   const p = (suffix: string) => `${id}-${suffix}`;
   if (w.kind === "approval") {
@@ -377,23 +381,31 @@ function messagesView(messages: MessageView[]): HTMLElement {
 
 let askFrame = 0;
 
+/** The canvas moved into or out of a subgraph: the pending question moves with it. */
+export function refreshAsk(): void {
+  showAsk();
+}
+
 /** The pending question or approval drawn next to the node that asked it (kept in place as
- * the view pans and zooms); none when the node is not on the canvas. */
+ * the view pans and zooms) — or, asked inside a subgraph, next to the subgraph node on the
+ * canvas above it, and at the node itself once that subgraph is opened; none when the node
+ * is not on the canvas. */
 function showAsk(): void {
   const w = run.thread?.waiting[0];
   const ask = byId("run-ask");
   cancelAnimationFrame(askFrame);
-  const box = w?.node ? document.querySelector(`#boxes g[data-node="${CSS.escape(w.node)}"]`) : null;
-  if (!w || !box || run.thread?.status === "running") {
+  const at = w ? anchorAt(w.node, w.path, state.path) : null;
+  const box = at ? document.querySelector(`#boxes g[data-node="${CSS.escape(at)}"]`) : null;
+  if (!w || !at || !box || run.thread?.status === "running") {
     ask.hidden = true;
     ask.replaceChildren();
     return;
   }
   ask.replaceChildren(waitingCard(w, "run-ask-card"));
   ask.hidden = false;
-  reveal([w.node!]);
+  reveal([at]);
   const place = () => {
-    const el = document.querySelector(`#boxes g[data-node="${CSS.escape(w.node ?? "")}"]`);
+    const el = document.querySelector(`#boxes g[data-node="${CSS.escape(at)}"]`);
     if (!el) {
       ask.hidden = true;
       return;

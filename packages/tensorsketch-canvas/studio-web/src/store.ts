@@ -53,6 +53,10 @@ export interface StudioState {
   /** the graphs opened on the way to this one through subgraph nodes, outermost first (the
    * breadcrumb back); empty when the graph was picked directly */
   trail: readonly string[];
+  /** the subgraph nodes opened on the way here, outermost first (beside ``trail``: the
+   * node, where ``trail`` has the graph it sits in); a run's trace and interrupts inside a
+   * subgraph are placed by it */
+  path: readonly string[];
   /** which way the ranks run (the toolbar's ↧/→ button; kept in the browser) */
   direction: Direction;
   /** the file's Node classes (GraphResponse.classes): the palette */
@@ -96,6 +100,7 @@ export function createState(): StudioState {
     group: [],
     selectedNode: null,
     trail: [],
+    path: [],
     direction: "LR",
     classes: [],
     functions: [],
@@ -156,9 +161,11 @@ export function setLayout(s: StudioState, layout: Readonly<Record<string, XY>>):
   s.layout = layout;
 }
 
-/** Open another graph of the same file: its history does not apply, and the view fits it. */
-export function switchGraph(s: StudioState, name: string, trail: readonly string[] = []): void {
+/** Open another graph of the same file: its history does not apply, and the view fits it.
+ * ``path``: the subgraph nodes opened to get there (none when it was picked directly). */
+export function switchGraph(s: StudioState, name: string, trail: readonly string[] = [], path: readonly string[] = []): void {
   s.trail = trail;
+  s.path = path;
   s.collapsed = [];
   s.group = [];
   s.graphName = name;

@@ -10,7 +10,7 @@ import { findNode } from "./search";
 import { selectNode } from "./selection";
 import { fit, jumpTo, moveView, zoomCentre } from "./stage";
 import { setDirection, state, switchGraph } from "./store";
-import { renderCrumbs } from "./subgraphs";
+import { opened, renderCrumbs } from "./subgraphs";
 import { reload } from "./sync";
 
 export function renderToolbar(): void {
@@ -104,6 +104,6 @@ export function mountToolbar(): void {
   byId("redo").addEventListener("click", () => void redo());
   byId<HTMLSelectElement>("graph-picker").addEventListener("change", (ev) => {
     switchGraph(state, (ev.target as HTMLSelectElement).value); // picked directly: no breadcrumb
-    void reload();
+    void reload().then(() => opened());
   });
 }

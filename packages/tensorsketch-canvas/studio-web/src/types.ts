@@ -162,4 +162,11 @@ export interface NodeTrace {
 export interface RunTrace {
   run: string;
   nodes: Record<string, NodeTrace>;
+  /** each subgraph node's own nodes (and its subgraphs), by the subgraph node's name */
+  subgraphs?: Record<string, TraceLevel>;
+}
+
+export interface TraceLevel {
+  nodes: Record<string, NodeTrace>;
+  subgraphs: Record<string, TraceLevel>;
 }

@@ -15,7 +15,8 @@ import { renderState, type StateView } from "./state";
 import { Timeline } from "./timeline";
 
 export { layoutTree } from "./timeline";
-import type { CheckpointDetail, DebugStatus, ThreadDetail, ThreadRow, Waiting, WriteResult } from "./types";
+import { bare } from "../nested";
+import type { CheckpointDetail, DebugStatus, NestedChild, ThreadDetail, ThreadRow, Waiting, WriteResult } from "./types";
 
 export interface Host {
   svg: SVGSVGElement;
@@ -31,6 +32,20 @@ export interface Host {
   followThread(thread: string): void;
   /** bring these nodes into view if they are off-screen (the open checkpoint's marks) */
   reveal(nodes: string[]): void;
+  /** the subgraph nodes the canvas is opened at, outermost first */
+  path(): readonly string[];
+  /** open the subgraph node ``node`` of the graph shown (false: the canvas cannot) */
+  openSubgraph(node: string): Promise<boolean>;
+  /** whether the canvas can open ``node`` (a subgraph node of a graph in this file) */
+  canOpen(node: string): boolean;
+  /** back out of the canvas's subgraphs until ``depth`` of them stay open */
+  leaveSubgraph(depth: number): Promise<void>;
+}
+
+/** A thread the debugger left to look inside one of its subgraphs (the way back). */
+interface Left {
+  thread: string;
+  selectedId: string | null;
 }
 
 const PAGE = 40;
@@ -54,6 +69,12 @@ export const dbg = {
   asNode: "",
   busy: false,
   timings: { thread: 0, checkpoint: 0 } as Record<string, number>,
+  /** the threads left on the way into the subgraph namespace shown, outermost first */
+  stack: [] as Left[],
+  /** inside a subgraph that has not checkpointed on the thread: why nothing shows */
+  missing: null as string | null,
+  /** the child thread a click on a nested state asked for (the next level opens it) */
+  wanted: null as string | null,
 };
 
 let host: Host;
@@ -164,7 +185,7 @@ function threadList(): HTMLUListElement {
     } else if (ev.key === "Enter" || ev.key === " ") {
       ev.preventDefault();
       const id = rows[at].dataset.thread;
-      if (id) void openThread(id);
+      if (id) void openRoot(id);
     }
   });
   return list;
@@ -193,7 +214,7 @@ function renderThreads(): void {
         role: "option",
         "aria-selected": String(selected),
         tabIndex: t.thread_id === tabbed ? 0 : -1,
-        onclick: () => void openThread(t.thread_id),
+        onclick: () => void openRoot(t.thread_id),
       },
       h("span", { className: "tid" }, t.thread_id),
       t.status ? statusBadge(t.status) : h("span", {}),
@@ -226,7 +247,9 @@ export async function openThread(id: string, pick: "head" | "keep" | string = "h
   if (!current()) return; // superseded while in flight
   const same = dbg.thread?.thread_id === id;
   dbg.thread = detail;
-  if (pick !== "keep") host.followThread(id); // a refresh leaves the overlay alone
+  dbg.missing = null;
+  // a refresh leaves the overlay alone; a subgraph's namespace is its root's run
+  if (pick !== "keep" && !detail.namespace?.length) host.followThread(id);
   renderThread();
   timeline.setData(detail.checkpoints, detail.forked_from ?? null);
   renderThreads();
@@ -237,19 +260,83 @@ export async function openThread(id: string, pick: "head" | "keep" | string = "h
   else selectCheckpoint(null);
 }
 
+/** A run of ``thread`` (the run panel's) stopped: the debugger shows it — in the namespace of
+ * the subgraph the canvas has open, when it shows that thread already. */
+export async function showRun(thread: string): Promise<void> {
+  const open = dbg.thread;
+  if (open && (open.root_thread ?? open.thread_id) === thread) await openThread(open.thread_id, "keep");
+  else await openRoot(thread);
+}
+
+/** A thread picked in the list: opened at the top level, then — when the canvas shows a
+ * subgraph — in that subgraph's namespace of it. */
+async function openRoot(id: string): Promise<void> {
+  dbg.stack = [];
+  await openThread(id);
+  if (host.path().length) await followPath(host.path());
+}
+
+/** The canvas opened a subgraph node (or went back out): the debugger shows the namespace
+ * of the open thread that subgraph checkpoints in — the child of the open checkpoint's task
+ * when it has one, else that node's latest child up to it — and going back out reopens the
+ * thread left, at the checkpoint that was open. */
+export async function followPath(path: readonly string[]): Promise<void> {
+  if (!dbg.status?.enabled || (!dbg.thread && !dbg.stack.length)) return;
+  if (path.length < dbg.stack.length) {
+    const back = dbg.stack[path.length];
+    dbg.stack = dbg.stack.slice(0, path.length);
+    await openThread(back.thread, back.selectedId ?? "head");
+    return;
+  }
+  for (let depth = dbg.stack.length; depth < path.length; depth++) {
+    const parent = dbg.thread;
+    if (!parent) return;
+    const child = childFor(parent, dbg.checkpoint, path[depth]);
+    dbg.stack = [...dbg.stack, { thread: parent.thread_id, selectedId: dbg.selectedId }];
+    if (!child) {
+      ++threadOpens; // an open still in flight must not land here
+      dbg.thread = null;
+      dbg.missing = `${path[depth]} has not run on ${parent.thread_id} yet: its checkpoints show here once it has.`;
+      selectCheckpoint(null);
+      renderThread();
+      return;
+    }
+    await openThread(child, "head");
+    if (dbg.thread?.thread_id !== child) return; // the open failed or was superseded
+  }
+}
+
+/** The child thread of ``parent`` that subgraph node ``task`` checkpoints in, as seen from
+ * checkpoint ``cp``: the one asked for, the one ``cp`` runs or ran, else the latest before. */
+function childFor(parent: ThreadDetail, cp: CheckpointDetail | null, task: string): string | null {
+  const node = bare(task);
+  const wanted = dbg.wanted;
+  dbg.wanted = null;
+  const nested = (cp?.subgraphs ?? []).filter((c) => c.node === node);
+  if (wanted && nested.some((c) => c.thread_id === wanted)) return wanted;
+  const here = nested.find((c) => c.relation === "next") ?? nested.find((c) => c.relation === "ran");
+  if (here) return here.thread_id;
+  const all = (parent.subgraphs ?? []).filter((c) => c.node === node);
+  const before = cp ? all.filter((c) => c.step <= cp.step) : all;
+  return (before.at(-1) ?? all.at(-1))?.thread_id ?? null;
+}
+
 function renderThread(): void {
   const box = $("dbg-thread");
   const t = dbg.thread;
   if (!t) {
-    box.replaceChildren(h("p", { className: "hint pick" }, "Pick a thread to see its checkpoints."));
+    box.replaceChildren(crumbs(null) ?? "", h("p", { className: "hint pick", id: "dbg-missing" }, dbg.missing ?? "Pick a thread to see its checkpoints."));
     return;
   }
   const readonly = !!dbg.status?.graph_error;
   const done = finished(t);
+  const inner = t.namespace?.length ? `this subgraph runs inside its parent: step or run ${t.root_thread ?? "the root thread"} (an answer or an edit here goes to this subgraph)` : null;
   const act = (label: string, id: string, title: string, fn: () => void) =>
-    h("button", { id, title: done ?? (readonly ? "the graph could not be loaded, so the thread cannot run" : title), disabled: dbg.busy || readonly || !!done, onclick: fn }, label);
+    h("button", { id, title: inner ?? done ?? (readonly ? "the graph could not be loaded, so the thread cannot run" : title), disabled: dbg.busy || readonly || !!done || !!inner, onclick: fn }, label);
+  const name = t.namespace?.length ? t.namespace[t.namespace.length - 1].task : t.thread_id;
   box.replaceChildren(
-    h("div", { className: "dbg-head" }, h("h3", { className: "tid", title: t.thread_id }, t.thread_id), statusBadge(t.status)),
+    crumbs(t) ?? "",
+    h("div", { className: "dbg-head" }, h("h3", { className: "tid", title: t.thread_id }, name), statusBadge(t.status)),
     h("p", { className: "hint" }, `${t.checkpoints.length} checkpoint${t.checkpoints.length === 1 ? "" : "s"}${runLabel(t) ? ` · ${runLabel(t)}` : ""}`),
     waitingCard(t.waiting, readonly) ?? "",
     doubtCard(t, { disabled: dbg.busy || readonly, busy: withBusy, reopen: (id, cp) => openThread(id, cp ?? "head"), toast: (m, k) => host.toast(m, k) }),
@@ -275,6 +362,20 @@ export function finished(t: ThreadDetail): string | null {
   return "the thread is completed: nothing is left to run (fork a checkpoint to run it again)";
 }
 
+/** Inside a subgraph: the way back, the root thread and each subgraph task above this one
+ * (a click goes back out on the canvas too, and the debugger follows). */
+function crumbs(t: ThreadDetail | null): HTMLElement | null {
+  if (!dbg.stack.length) return null;
+  const tasks = host.path();
+  const parts: (HTMLElement | string)[] = [h("span", { className: "hint" }, "inside ")];
+  dbg.stack.forEach((left, i) => {
+    const label = i === 0 ? left.thread : tasks[i - 1] ?? left.thread;
+    parts.push(h("button", { className: "crumb", "data-depth": String(i), title: `back to ${i === 0 ? `thread ${left.thread}` : label}`, onclick: () => void host.leaveSubgraph(i) }, label), " › ");
+  });
+  parts.push(h("b", { className: "crumb-here", title: t?.thread_id ?? "" }, tasks[dbg.stack.length - 1] ?? t?.namespace?.at(-1)?.task ?? "?"));
+  return h("nav", { className: "dbg-crumbs", id: "dbg-crumbs", "aria-label": "subgraph namespaces" }, ...parts);
+}
+
 function runLabel(t: ThreadDetail): string {
   const r = t.run;
   if (!r) return "";
@@ -285,7 +386,7 @@ function runLabel(t: ThreadDetail): string {
 function waitingCard(w: Waiting | null, readonly: boolean): HTMLElement | null {
   if (!w) return null;
   const card = h("div", { className: `dbg-waiting k-${String(w.kind).replace(/[^a-z]/g, "")}`, id: "dbg-waiting" });
-  const where = w.node ? ` in ${w.node}` : "";
+  const where = w.node ? ` in ${[...(w.path ?? []), w.node].join(" › ")}` : "";
   const btn = (label: string, id: string, cls: string, fn: () => void) => h("button", { id, className: cls, disabled: dbg.busy || readonly, onclick: fn }, label);
   if (w.kind === "approval") {
     const reason = h("input", { id: "dbg-reject-reason", placeholder: "why reject? (optional: the agent is told)", "aria-label": "reason for rejecting the call", autocomplete: "off", disabled: dbg.busy || readonly });
@@ -422,6 +523,8 @@ function renderStatePanel(): void {
     replayLive: dbg.replayLive,
     busy: dbg.busy,
     readonly: !!dbg.status?.graph_error,
+    nested: !!t.namespace?.length,
+    canOpen: (node) => host.canOpen(node),
     asNode: dbg.asNode,
     nodes: graphNodes(),
     decider: decider(cp),
@@ -452,7 +555,18 @@ function renderStatePanel(): void {
     replayLive: (live) => {
       dbg.replayLive = live;
     },
+    openChild: (child) => void openChild(child),
   });
+}
+
+/** "open ›" on a nested state: the canvas opens that subgraph node and the debugger that
+ * very child's namespace. */
+async function openChild(child: NestedChild): Promise<void> {
+  dbg.wanted = child.thread_id;
+  if (!(await host.openSubgraph(child.node))) {
+    dbg.wanted = null;
+    host.toast(`${child.node} cannot be opened on this canvas (its graph is not defined in this file).`, "error");
+  }
 }
 
 async function expand(channel: string): Promise<void> {
@@ -658,8 +772,10 @@ async function doResume(action: "approve" | "reject" | "answer", answer?: string
     try {
       const value = action === "answer" ? answer : reason || undefined;
       const res = await dapi.resume(t.thread_id, action, w.interrupt_id ?? null, value);
-      host.toast(`${action === "answer" ? "Answered" : action === "approve" ? "Approved" : "Rejected"}: ${t.thread_id} is ${res.status ?? "resumed"}.`);
-      await openThread(t.thread_id, res.checkpoint_id ?? "head");
+      const root = t.namespace?.length ? (t.root_thread ?? t.thread_id) : t.thread_id;
+      host.toast(`${action === "answer" ? "Answered" : action === "approve" ? "Approved" : "Rejected"}: ${root} is ${res.status ?? "resumed"}.`);
+      // in a subgraph the answer resumed the root thread: this namespace's new head shows
+      await openThread(t.thread_id, root === t.thread_id ? (res.checkpoint_id ?? "head") : "head");
     } catch (err) {
       failed("Resume failed", err);
     }
@@ -715,7 +831,7 @@ async function pauseLive(): Promise<void> {
     return;
   }
   if (!dbg.open) setOpen(true);
-  await openThread(thread, "head");
+  await openRoot(thread);
 }
 
 export function setLive(on: boolean): void {
@@ -733,6 +849,7 @@ export function onServerEvent(kind: "debug" | "trace", data: unknown): void {
     if (dbg.busy) return; // the action that caused it reloads by itself
     void loadThreads(false, true);
     const open = dbg.thread?.thread_id;
-    if (open && (kind === "trace" ? dbg.thread?.status === "running" || host.liveThread() === open : thread === open)) void openThread(open, "keep");
+    const root = dbg.thread?.root_thread ?? open;
+    if (open && (kind === "trace" ? dbg.thread?.status === "running" || host.liveThread() === root : thread === open || thread === root)) void openThread(open, "keep");
   }, 250);
 }

@@ -2,8 +2,8 @@
 // editable as JSON), its pending Sends, journal effects, errors, and the node replay.
 import { formatMs } from "../draw";
 import { h } from "../dom";
-import { diffView, jsonText, lineDiff, oneLine, when } from "./dom";
-import type { CheckpointDetail, CheckpointRow, ReplayResult, ThreadDetail } from "./types";
+import { diffView, jsonText, lineDiff, oneLine, statusBadge, when } from "./dom";
+import type { CheckpointDetail, CheckpointRow, NestedChild, ReplayResult, ThreadDetail } from "./types";
 
 export interface StateView {
   thread: ThreadDetail;
@@ -16,6 +16,10 @@ export interface StateView {
   replayLive: boolean;
   busy: boolean;
   readonly: boolean;
+  /** the thread is a subgraph's namespace (it runs inside its parent: no fork from here) */
+  nested: boolean;
+  /** whether the canvas can open a subgraph node */
+  canOpen(node: string): boolean;
   /** the node an edit is applied as ("": keep the checkpoint's plan) and the graph's nodes */
   asNode: string;
   nodes: readonly string[];
@@ -36,6 +40,8 @@ export interface StateActions {
   asNode(node: string): void;
   replay(node: string): void;
   replayLive(live: boolean): void;
+  /** open a nested child's namespace (and its subgraph on the canvas) */
+  openChild(child: NestedChild): void;
 }
 
 const LONG = 12; // lines of a value shown before it scrolls
@@ -93,11 +99,12 @@ export function renderState(panel: HTMLElement, v: StateView, a: StateActions): 
           title: head ? "save the edit as a new checkpoint of this thread (update_state)" : "update_state edits the thread's latest checkpoint: open the head to update in place, or fork from here",
           onclick: a.update,
         }, "update in place…"),
-        h("button", { id: "dbg-fork", className: "primary", disabled: v.busy, title: "start a new thread from this checkpoint with the edit", onclick: a.fork }, "fork…"),
+        v.nested ? null : h("button", { id: "dbg-fork", className: "primary", disabled: v.busy, title: "start a new thread from this checkpoint with the edit", onclick: a.fork }, "fork…"),
       ),
       routingRow(v, a),
     );
   }
+  if (cp.subgraphs?.length) panel.append(subgraphsBox(cp.subgraphs, v, a));
   panel.append(effectsTable(cp));
   panel.append(replayBox(v, a));
   panel.scrollTop = scroll;
@@ -122,6 +129,40 @@ function routingRow(v: StateView, a: StateActions): HTMLElement {
       ? `Next runs ${cp.next.join(", ")} whatever the edit: this checkpoint already planned it. To route on the edited values, apply the edit as ${decided ? `node ${decided} (its route picked ${cp.next.join(", ")})` : "the node whose output it changes"}.`
       : "Nothing is planned after this checkpoint: the edit changes the state only.";
   return h("div", { className: "dbg-route", id: "dbg-route" }, select, h("p", { className: "hint", id: "dbg-route-note" }, note));
+}
+
+/** Each subgraph task's own state, nested under the task: the child that ran in this
+ * superstep or the one it runs now (running or waiting), with its children below it. */
+function subgraphsBox(children: NestedChild[], v: StateView, a: StateActions): HTMLElement {
+  const box = h("section", { className: "dbg-subgraphs", id: "dbg-subgraphs" }, h("h4", {}, `subgraphs · ${children.length}`));
+  for (const child of children) box.append(nestedCard(child, v, a, 0));
+  return box;
+}
+
+function nestedCard(child: NestedChild, v: StateView, a: StateActions, depth: number): HTMLElement {
+  const relation = child.relation === "ran" ? "ran in this step" : child.status === "completed" ? "ran from here" : "runs from here";
+  const openable = depth === 0 && v.canOpen(child.node);
+  const card = h(
+    "div",
+    { className: "dbg-sub", "data-task": child.task, "data-thread": child.thread_id },
+    h(
+      "div",
+      { className: "dbg-sub-head" },
+      h("b", {}, child.task),
+      statusBadge(child.status),
+      h("span", { className: "grow" }),
+      depth === 0
+        ? h("button", { className: "x dbg-sub-open", "data-open": child.task, disabled: !openable, title: openable ? `open ${child.node} on the canvas, with its own checkpoints` : `${child.node}'s graph is not defined in this file, so the canvas cannot open it`, onclick: () => a.openChild(child) }, "open ›")
+        : null,
+    ),
+  );
+  card.append(h("p", { className: "hint dbg-sub-where" }, `${child.graph !== child.node ? `graph ${child.graph} · ` : ""}${relation} · at its step ${child.step}`));
+  if (child.waiting) card.append(h("p", { className: "dbg-sub-wait" }, `waits in ${child.waiting.node ?? child.task}: ${child.waiting.kind === "question" ? oneLine(child.waiting.question, 90) : child.waiting.kind}`));
+  const rows = h("dl", { className: "dbg-sub-state" });
+  for (const [name, c] of Object.entries(child.state)) rows.append(h("dt", {}, name), h("dd", { className: "mono", title: c.truncated ? "truncated: open the subgraph to read it whole" : "" }, oneLine(JSON.stringify(c.value) ?? String(c.value), 120)));
+  card.append(rows);
+  for (const inner of child.subgraphs) card.append(nestedCard(inner, v, a, depth + 1));
+  return card;
 }
 
 function channelCard(name: string, c: CheckpointDetail["state"][string], v: StateView, a: StateActions): HTMLElement {

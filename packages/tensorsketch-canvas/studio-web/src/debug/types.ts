@@ -60,6 +60,8 @@ export interface Waiting {
   question?: string | null;
   wake_at?: string | number | null;
   interrupt_id?: string | null;
+  /** the subgraph tasks it sits in, outermost first ([] at the top level) */
+  path?: string[];
   all?: Waiting[];
   [key: string]: unknown;
 }
@@ -72,6 +74,44 @@ export interface ThreadDetail {
   checkpoints: CheckpointRow[];
   forked_from?: ForkedFrom | null;
   waiting: Waiting | null;
+  /** the root thread of a subgraph's namespace (the thread itself at the top level) */
+  root_thread?: string;
+  /** the subgraph tasks from the root thread down to this one ([] at the top level) */
+  namespace?: NamespaceLevel[];
+  /** the subgraph namespaces directly inside this thread, one per task that checkpointed */
+  subgraphs?: ChildThread[];
+}
+
+export interface NamespaceLevel {
+  task: string;
+  node: string;
+  graph: string | null;
+}
+
+export interface ChildThread {
+  task: string;
+  node: string;
+  step: number;
+  thread_id: string;
+  graph: string;
+  checkpoints: number;
+}
+
+/** a subgraph task's state nested under it in a checkpoint: the child that ran in the
+ * superstep that wrote it ("ran") or one it plans that has started ("next") */
+export interface NestedChild {
+  task: string;
+  node: string;
+  relation: "ran" | "next";
+  thread_id: string;
+  graph: string;
+  head: string;
+  step: number;
+  status: ThreadStatus;
+  next: string[];
+  waiting: Waiting | null;
+  state: Record<string, { value: unknown; truncated: boolean }>;
+  subgraphs: NestedChild[];
 }
 
 export interface ChannelView {
@@ -104,6 +144,8 @@ export interface CheckpointDetail {
   effects: EffectRow[] | null;
   state: Record<string, ChannelView>;
   errors: { node: string | null; error: string }[];
+  /** each subgraph task's state, nested under it */
+  subgraphs?: NestedChild[];
 }
 
 export interface ReplayResult {

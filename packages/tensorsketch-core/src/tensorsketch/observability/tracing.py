@@ -35,6 +35,7 @@ __all__ = [
     "ATTR_INPUT",
     "ATTR_INPUT_MESSAGES",
     "ATTR_INPUT_TOKENS",
+    "ATTR_NAMESPACE",
     "ATTR_NODE",
     "ATTR_OUTPUT_MESSAGES",
     "ATTR_OUTPUT_TOKENS",
@@ -78,6 +79,10 @@ ATTR_INPUT = "tensorsketch.input"
 ATTR_NODE = "tensorsketch.node"
 #: Superstep number on ``node`` spans.
 ATTR_STEP = "tensorsketch.step"
+#: Where a ``run`` or ``node`` span sits when its graph runs inside another graph's node: the
+#: run's namespace path, outermost first (``["Research:subgraph"]``); absent at the top level.
+#: The Studio's overlay places a subgraph's nodes by it while their parents are still open.
+ATTR_NAMESPACE = "tensorsketch.namespace"
 #: Agent name (on an ``agent`` span, or on the node span that runs an agent).
 ATTR_AGENT_NAME = "gen_ai.agent.name"
 #: Provider of a ``model`` span (``"anthropic"``, ``"openai"``, ``"fake"``, ...).

@@ -13,7 +13,7 @@ from tensorsketch.durable.modes import Durability, check_durability
 from tensorsketch.effects import decision_key, in_doubt_action
 from tensorsketch.errors import BackendUnavailableError, DecisionConflictError, NotDurableWarning
 from tensorsketch.interrupts import bind_approval, parse_approval
-from tensorsketch.observability.tracing import ATTR_INPUT, Tracer
+from tensorsketch.observability.tracing import ATTR_INPUT, ATTR_NAMESPACE, Tracer
 from tensorsketch.pregel.build import breakpoint_nodes, subgraph_specs
 from tensorsketch.pregel.loop import Run
 from tensorsketch.pregel.restore import SpecCodec
@@ -163,6 +163,8 @@ async def drive(
     attributes: dict[str, Any] = {"tensorsketch.graph": run.spec.name}
     if run.thread_id is not None:
         attributes["tensorsketch.thread_id"] = run.thread_id
+    if run.namespace:
+        attributes[ATTR_NAMESPACE] = list(run.namespace)
     if input is not None:
         # what the run was asked, so a recorded run can become an eval case
         attributes[ATTR_INPUT] = _input_text(input)

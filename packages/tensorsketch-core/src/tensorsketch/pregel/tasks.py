@@ -21,7 +21,7 @@ from tensorsketch.errors import (
     NodeTimeoutError,
     RoutingError,
 )
-from tensorsketch.observability.tracing import Tracer
+from tensorsketch.observability.tracing import ATTR_NAMESPACE, Tracer
 from tensorsketch.pregel.spec import EventSink, GraphSpec, NodeSpec, Task, TaskDone
 from tensorsketch.pregel.state import state_writes
 from tensorsketch.send import Send, send_payload
@@ -57,6 +57,10 @@ class TaskExecution:
             step: int | None = None,
             namespace: tuple[str, ...] | None = None,
         ) -> None: ...
+
+    def _where(self) -> dict[str, Any]:
+        """A node span's namespace attribute, inside another graph's node (else nothing)."""
+        return {ATTR_NAMESPACE: list(self.namespace)} if self.namespace else {}
 
     def build_input(self, task: Task) -> Any:
         spec = task.spec
@@ -154,6 +158,7 @@ class TaskExecution:
                     spec.name,
                     kind="node",
                     **{"tensorsketch.node": spec.name, "tensorsketch.step": step},
+                    **self._where(),
                 ):
                     out = await spec.run(ctx, inp)
             else:
@@ -233,6 +238,7 @@ class TaskExecution:
                 kind="node",
                 **{"tensorsketch.node": spec.name, "tensorsketch.step": step},
                 **{"tensorsketch.cached": True, "tensorsketch.cache_key": key},
+                **self._where(),
             ):
                 pass
         if self.sink is not None:

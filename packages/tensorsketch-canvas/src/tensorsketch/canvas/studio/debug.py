@@ -22,6 +22,13 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from tensorsketch.canvas.studio.app import ApiError
+from tensorsketch.canvas.studio.debug_namespace import (
+    Child,
+    Namespace,
+    child_tasks,
+    is_child_thread,
+    resolve,
+)
 from tensorsketch.canvas.studio.debug_source import GraphSource, backend_label
 from tensorsketch.canvas.studio.state_values import checked_values
 from tensorsketch.durable import (
@@ -68,6 +75,8 @@ MAX_PAGE = 200
 MAX_RUN_RECORDS = 10_000
 #: Thread heads remembered between listings (cleared when full).
 _HEAD_CACHE = 10_000
+#: How deep the debugger nests subgraph states in one checkpoint's answer.
+_MAX_NESTING = 8
 #: How long a resume through the runner waits for the run to settle before answering.
 RESUME_WAIT = 60.0
 _RUN_STATUS = {"succeeded": "completed"}
@@ -198,7 +207,7 @@ def _status(head: CheckpointInfo | Checkpoint, record: RunRecord | None) -> str:
     return "pending" if head.tasks else "completed"
 
 
-def _waiting(head: CheckpointInfo, record: RunRecord | None) -> dict[str, Any] | None:
+def _waiting(head: CheckpointInfo | Checkpoint, record: RunRecord | None) -> dict[str, Any] | None:
     """What a suspended head waits for (the first pending interrupt, with the rest listed)."""
     raw = list(head.metadata.get("interrupts") or ())
     if not raw and record is not None and record.status == "suspended":
@@ -229,6 +238,8 @@ def _interrupt_view(p: Mapping[str, Any]) -> dict[str, Any]:
         "question": question,
         "wake_at": _iso(p.get("wake_at")) if isinstance(p.get("wake_at"), int | float) else None,
         "value": preview(value)[0],
+        # the subgraph tasks it sits in, outermost first ([] at the top level)
+        "path": [str(part) for part in p.get("path") or ()],
     }
 
 
@@ -258,6 +269,27 @@ class Debugger:
                 graph_error=loaded.error,
             )
         return loaded.graph
+
+    async def space(self, thread_id: str) -> Namespace:
+        """``thread_id`` read as a namespace of the opened graph (a root thread has no
+        levels); a subgraph's namespace reads and writes with the child's graph."""
+        _check_id(thread_id, "thread id")
+        return resolve(thread_id, await self.graph())
+
+    async def graph_of(self, space: Namespace) -> CompiledGraph[Any]:
+        """The graph that runs ``space`` (409 while the file does not import)."""
+        graph = await self.need_graph()
+        return graph if space.graph is None else space.graph
+
+    @staticmethod
+    def _top_level_only(space: Namespace, action: str) -> None:
+        if space.nested:
+            raise ApiError(
+                409,
+                f"{space.thread_id!r} is the namespace of subgraph "
+                f"{space.levels[-1].task!r}: it runs inside its parent, so {action} the root "
+                f"thread {space.root!r} instead (an answer or an edit can go to the namespace).",
+            )
 
     async def status(self) -> dict[str, Any]:
         loaded = await asyncio.to_thread(self.source.get)
@@ -355,6 +387,8 @@ class Debugger:
         while index < len(summaries) and len(out) < size:
             summary = summaries[index]
             index += 1
+            if is_child_thread(summary.thread_id):
+                continue  # a subgraph's namespace: shown nested under its parent thread
             record = await self._record(summary.thread_id)
             head = await self._head(summary, graph)
             by_record = record is not None and graph is not None and record.graph == graph.name
@@ -396,6 +430,7 @@ class Debugger:
 
     async def thread(self, thread_id: str) -> dict[str, Any]:
         """``GET /api/debug/threads/{id}``: the checkpoint tree and what the head waits for."""
+        space = await self.space(thread_id)
         found = await self._thread(thread_id)
         record = await self._record(thread_id)
         by_id = {r.id: r for r in found.rows}
@@ -441,7 +476,44 @@ class Debugger:
             "forked_from": await self._forked_from(found.rows[0]),
             "checkpoints": checkpoints,
             "waiting": _waiting(found.head, record),
+            "root_thread": space.root,
+            "namespace": [level.view() for level in space.levels],
+            "graph": space.graph.name if space.graph is not None else None,
+            "subgraphs": await self._children(space, found.rows),
         }
+
+    async def _children(self, space: Namespace, rows: list[CheckpointInfo]) -> list[dict[str, Any]]:
+        """The subgraph namespaces directly inside this thread, by superstep: the child of
+        each subgraph task its checkpoints planned that has checkpointed."""
+        planned: dict[str, Child] = {}
+        for r in rows:
+            for child in child_tasks(space.graph, space.thread_id, r.step, r.tasks):
+                planned.setdefault(child.thread_id, child)
+        if not planned:
+            return []
+        try:
+            stored = {
+                s.thread_id: s.checkpoints
+                for s in await self.backend.summarize_threads(f"{space.thread_id}/")
+            }
+        except BackendUnsupportedError:
+            stored = {}
+            for thread in planned:
+                rows_of = await self.backend.list_checkpoints(thread)
+                if rows_of:
+                    stored[thread] = len(rows_of)
+        return [
+            {
+                "task": child.task,
+                "node": child.node,
+                "step": child.step,
+                "thread_id": thread,
+                "graph": child.graph.name,
+                "checkpoints": stored[thread],
+            }
+            for thread, child in planned.items()
+            if thread in stored
+        ]
 
     async def _forks(self, thread_id: str) -> list[ForkLink]:
         """The threads forked from this one; none on a store that cannot list threads."""
@@ -469,7 +541,7 @@ class Debugger:
         _check_id(checkpoint_id, "checkpoint id")
         # Import the file first: values of types it defines (tagged ``module:Class``) decode
         # only once their classes exist in this process.
-        graph = await self.graph()
+        graph = (await self.space(thread_id)).graph
         found = await read_checkpoint(self.backend, thread_id, checkpoint_id)
         if found is None:
             raise ApiError(404, f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}.")
@@ -489,13 +561,14 @@ class Debugger:
     async def checkpoint(self, thread_id: str, checkpoint_id: str) -> dict[str, Any]:
         """``GET /api/debug/threads/{id}/checkpoints/{cp}``."""
         _check_id(thread_id, "thread id")
+        space = await self.space(thread_id)
         found, values = await self._values(thread_id, checkpoint_id)
         previous: dict[str, Any] = {}
         parent = None
         if found.parent_id is not None:
             parent = await read_checkpoint(self.backend, thread_id, found.parent_id)
             if parent is not None:  # None for a fork's first: its parent is another thread's
-                previous = self._shown(await self.graph(), parent)
+                previous = self._shown(space.graph, parent)
         state: dict[str, Any] = {}
         for name in sorted(set(values) | set(previous)):
             value, truncated = preview(values.get(name))
@@ -524,7 +597,53 @@ class Debugger:
             if isinstance(error, Mapping)
             else [],
             "interrupts": [_interrupt_view(p) for p in found.metadata.get("interrupts") or ()],
+            "subgraphs": await self._nested(space.graph, found, parent),
         }
+
+    async def _nested(
+        self,
+        graph: CompiledGraph[Any] | None,
+        found: Checkpoint,
+        parent: Checkpoint | None,
+        depth: int = 0,
+    ) -> list[dict[str, Any]]:
+        """The state of each subgraph task around ``found``, nested under its task: the
+        children that ran in the superstep that wrote it (``ran``) and the ones it plans
+        that have started (``next``: running or suspended), each with its own started
+        children below it."""
+        if graph is None or depth > _MAX_NESTING:
+            return []
+        sources: list[tuple[str, Checkpoint]] = [("next", found)]
+        if parent is not None and found.source == "loop":
+            sources.insert(0, ("ran", parent))
+        out: list[dict[str, Any]] = []
+        for relation, source in sources:
+            for child in child_tasks(graph, found.thread_id, source.step, source.tasks):
+                head = await read_checkpoint(self.backend, child.thread_id)
+                if head is None:
+                    continue  # planned, not started
+                values = self._shown(child.graph, head)
+                state = {}
+                for name in sorted(values):
+                    value, truncated = preview(values[name])
+                    state[name] = {"value": value, "truncated": truncated}
+                out.append(
+                    {
+                        "task": child.task,
+                        "node": child.node,
+                        "relation": relation,
+                        "thread_id": child.thread_id,
+                        "graph": child.graph.name,
+                        "head": head.id,
+                        "step": head.step,
+                        "status": _status(head, None),
+                        "next": list(dict.fromkeys(name for name, _ in head.tasks)),
+                        "waiting": _waiting(head, None),
+                        "state": state,
+                        "subgraphs": await self._nested(child.graph, head, None, depth + 1),
+                    }
+                )
+        return out
 
     async def _effects(self, found: Checkpoint) -> list[dict[str, Any]] | None:
         """The journal entries of the superstep that produced ``found`` (``None`` when the
@@ -595,6 +714,7 @@ class Debugger:
 
     async def fork(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
         _confirmed(body, "fork (it writes a new thread)")
+        self._top_level_only(await self.space(thread_id), "fork")
         graph = await self.need_graph()
         found = await self._thread(thread_id)
         checkpoint_id = _check_id(body.get("checkpoint_id"), "checkpoint_id")
@@ -642,7 +762,7 @@ class Debugger:
 
     async def update(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
         _confirmed(body, "update_state (it writes to the thread)")
-        graph = await self.need_graph()
+        graph = await self.graph_of(await self.space(thread_id))
         found = await self._thread(thread_id)
         wanted = body.get("checkpoint_id")
         if wanted is not None and wanted != found.head.id:
@@ -666,6 +786,7 @@ class Debugger:
 
     async def step(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
         _confirmed(body, "step (it runs the thread)")
+        self._top_level_only(await self.space(thread_id), "step")
         graph = await self.need_graph()
         before = (await self._thread(thread_id)).head.id
         call = graph.invoke(
@@ -680,6 +801,7 @@ class Debugger:
 
     async def run(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
         _confirmed(body, "run (it runs the thread)")
+        self._top_level_only(await self.space(thread_id), "run")
         graph = await self.need_graph()
         before = (await self._thread(thread_id)).head.id
         max_steps = body.get("max_steps", 25)
@@ -737,6 +859,9 @@ class Debugger:
         action = body.get("action")
         if action not in ("approve", "reject", "answer"):
             raise ApiError(400, "'action' must be 'approve', 'reject' or 'answer'.")
+        space = await self.space(thread_id)
+        if space.nested:
+            return await self._resume_in(space, body)
         graph = await self.need_graph()
         found = await self._thread(thread_id)
         record = await self._record(thread_id)
@@ -785,6 +910,22 @@ class Debugger:
         done = await self._after_run(graph, thread_id, await _driven(call), found.head.id)
         return {**done, "via": "invoke"}
 
+    async def _resume_in(self, space: Namespace, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Answer what a subgraph's namespace waits on: the whole run is suspended on it,
+        so the root thread resumes, with the interrupt's id as the root names it."""
+        found = await self._thread(space.thread_id)
+        pending = [dict(p) for p in found.head.metadata.get("interrupts") or ()]
+        if not pending:
+            raise ApiError(409, f"thread {space.thread_id!r} is not waiting for anything.")
+        wanted = body.get("interrupt_id")
+        target = next((p for p in pending if wanted is None or p.get("id") == wanted), None)
+        if target is None:
+            ids = [p.get("id") for p in pending]
+            raise ApiError(404, f"thread {space.thread_id!r} waits on {ids}, not {wanted!r}.")
+        qualified = space.qualified(str(target.get("id")))
+        done = await self.resume(space.root, {**body, "interrupt_id": qualified})
+        return {**done, "thread_id": space.root}
+
     async def _resume_run(
         self,
         graph: CompiledGraph[Any],
@@ -824,7 +965,7 @@ class Debugger:
         }
 
     async def replay_node(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        graph = await self.need_graph()
+        graph = await self.graph_of(await self.space(thread_id))
         found = await self._thread(thread_id)
         checkpoint_id = _check_id(body.get("checkpoint_id"), "checkpoint_id")
         node = body.get("node")

@@ -27,6 +27,7 @@ from tensorsketch.backend_urls import parse_backend_options as parse_options
 from tensorsketch.canvas.studio._files import file_stamp
 from tensorsketch.graph import Graph
 from tensorsketch.pregel.compiled import CompiledGraph
+from tensorsketch.pregel.subgraph import SubgraphNode
 
 __all__ = ["GraphSource", "Loaded", "backend_label", "open_backend", "parse_options"]
 
@@ -40,6 +41,21 @@ class Loaded:
     stamp: tuple[int, int] | None
     #: the module variable that holds it (what ``--graph`` names)
     name: str | None = None
+
+
+def _subgraphs(graph: CompiledGraph[Any]) -> list[CompiledGraph[Any]]:
+    """Every graph ``graph`` runs as a subgraph node, at any depth."""
+    found: list[CompiledGraph[Any]] = []
+    todo = [graph]
+    while todo:
+        for spec in todo.pop().spec.nodes.values():
+            if not isinstance(spec.node, SubgraphNode):
+                continue
+            child = spec.node.graph
+            if all(child is not g for g in found):
+                found.append(child)
+                todo.append(child)
+    return found
 
 
 def _same_file(origin: str, path: Path) -> bool:
@@ -147,6 +163,12 @@ class GraphSource:
         unique = {id(v): k for k, v in compiled.items()}
         if len(unique) == 1:
             return next(iter(compiled.items()))
+        # graphs that others of the file run as subgraph nodes are parts, not the graph
+        inner = {id(g) for g in compiled.values() for g in _subgraphs(g)}
+        roots = {i: k for i, k in unique.items() if i not in inner}
+        if len(roots) == 1:
+            name = next(iter(roots.values()))
+            return name, compiled[name]
         if not compiled:
             msg = (
                 f"{self.path.name} defines no compiled graph at module level; assign "

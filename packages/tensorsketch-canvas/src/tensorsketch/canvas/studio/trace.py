@@ -2,7 +2,10 @@
 
 Spans are grouped by trace id (one run, one trace). For the overlay, every span is folded into
 the graph node it ran under: a ``node`` span names its node in the ``tensorsketch.node``
-attribute, and model and tool spans reach it through their parent ids.
+attribute, and model and tool spans reach it through their parent ids. A node of a subgraph
+says where it sits in ``tensorsketch.namespace`` (``["Research:subgraph"]``), so it folds under
+its subgraph node (``subgraphs["Research"]``), never among the parent's nodes — even while
+the subgraph node's own span is still open and its parent chain not yet in the tail.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ MAX_SPANS = 5000
 LAST_SPANS = 10
 
 _NODE_ATTR = "tensorsketch.node"
+_NAMESPACE_ATTR = "tensorsketch.namespace"
+_SUBGRAPH_LABEL = "subgraph"
 _INPUT_TOKENS = "gen_ai.usage.input_tokens"
 _OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 _COST = "gen_ai.usage.cost_usd"
@@ -121,20 +126,12 @@ class TraceTail:
                 "spans": len(spans),
                 "status": _run_status(spans),
                 "graph": next(
-                    (
-                        s["attributes"].get("tensorsketch.graph")
-                        for s in spans
-                        if s["kind"] == "run"
-                    ),
+                    (s["attributes"].get("tensorsketch.graph") for s in spans if _is_root(s)),
                     None,
                 ),
                 # the durable thread the run worked on: the debugger's view of the same run
                 "thread_id": next(
-                    (
-                        s["attributes"].get("tensorsketch.thread_id")
-                        for s in spans
-                        if s["kind"] == "run"
-                    ),
+                    (s["attributes"].get("tensorsketch.thread_id") for s in spans if _is_root(s)),
                     None,
                 ),
             }
@@ -149,11 +146,17 @@ class TraceTail:
             spans = list(self._runs.get(run_id, ()))
         if not spans:
             return None
-        return {"run": run_id, "status": _run_status(spans), "nodes": fold_nodes(spans)}
+        tree = fold_tree(spans)
+        return {"run": run_id, "status": _run_status(spans), **tree}
+
+
+def _is_root(span: dict[str, Any]) -> bool:
+    """The run's own ``run`` span (a nested graph's run span carries its namespace)."""
+    return span["kind"] == "run" and not span["attributes"].get(_NAMESPACE_ATTR)
 
 
 def _run_status(spans: list[dict[str, Any]]) -> str:
-    roots = [s for s in spans if s["kind"] == "run" or s["parent_id"] is None]
+    roots = [s for s in spans if _is_root(s) or s["parent_id"] is None]
     if any(s["status"] == "error" for s in spans if s["kind"] in ("run", "node")):
         return "error"
     if not any(s["kind"] == "run" for s in roots):
@@ -161,15 +164,62 @@ def _run_status(spans: list[dict[str, Any]]) -> str:
     return "ok"
 
 
-def fold_nodes(spans: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per graph node: status, latency (total over its calls), cost, calls, tokens, last spans."""
-    by_id = {s["span_id"]: s for s in spans}
-    memo: dict[str, str | None] = {}
+#: A node in a run: the subgraph tasks above it (outermost first) and its name.
+NodeKey = tuple[tuple[str, ...], str]
 
-    def node_of(span: dict[str, Any]) -> str | None:
+
+def _place(span: dict[str, Any]) -> tuple[tuple[str, ...], str | None]:
+    """Where a span's namespace puts it: the subgraph nodes it sits in, and — for a graph a
+    node body runs (``run_subgraph``, an agent as a tool) — that node, which the nested
+    graph's spans fold into. A ``Send`` instance (``Research#1``) folds with its node."""
+    raw = span["attributes"].get(_NAMESPACE_ATTR)
+    if not isinstance(raw, list | tuple):
+        return (), None
+    tasks: list[str] = []
+    for part in raw:
+        if not isinstance(part, str):
+            break
+        head, _, label = part.rpartition(":")
+        node = head.partition("#")[0]
+        if label != _SUBGRAPH_LABEL:
+            return tuple(tasks), node
+        tasks.append(node)
+    return tuple(tasks), None
+
+
+def _own_key(span: dict[str, Any]) -> NodeKey | None:
+    """The node a ``node`` span is the span of (``None`` for any other span)."""
+    name = span["attributes"].get(_NODE_ATTR)
+    if span["kind"] != "node" or not isinstance(name, str):
+        return None
+    path, body = _place(span)
+    return (path, name) if body is None else None
+
+
+def fold_tree(spans: list[dict[str, Any]]) -> dict[str, Any]:
+    """``{"nodes": {...}, "subgraphs": {task: {"nodes", "subgraphs"}}}``: per graph node its
+    status, latency (total over its calls), cost, calls, tokens and last spans, each
+    subgraph's nodes under its subgraph node. A
+    subgraph node counts the tokens and cost of what ran inside it, and is ``running``
+    from its first inner span until its own span closes."""
+    folded = _fold(spans)
+    tree: dict[str, Any] = {"nodes": {}, "subgraphs": {}}
+    for (path, name), entry in folded.items():
+        level = tree
+        for task in path:
+            level = level["subgraphs"].setdefault(task, {"nodes": {}, "subgraphs": {}})
+        level["nodes"][name] = entry
+    return tree
+
+
+def _fold(spans: list[dict[str, Any]]) -> dict[NodeKey, dict[str, Any]]:
+    by_id = {s["span_id"]: s for s in spans}
+    memo: dict[str, NodeKey | None] = {}
+
+    def node_of(span: dict[str, Any]) -> NodeKey | None:
         chain: list[str] = []
         current: dict[str, Any] | None = span
-        found: str | None = None
+        found: NodeKey | None = None
         while current is not None:
             sid = current["span_id"]
             if sid in memo:
@@ -178,7 +228,8 @@ def fold_nodes(spans: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             chain.append(sid)
             name = current["attributes"].get(_NODE_ATTR)
             if current["kind"] == "node" and isinstance(name, str):
-                found = name
+                path, body = _place(current)
+                found = (path, name if body is None else body)
                 break
             if len(chain) > 256:
                 break
@@ -188,14 +239,13 @@ def fold_nodes(spans: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             memo[sid] = found
         return found
 
-    nodes: dict[str, dict[str, Any]] = {}
-    folded: dict[str, list[dict[str, Any]]] = {}
-    for span in spans:
-        node = node_of(span)
-        if node is None:
-            continue
-        entry = nodes.setdefault(
-            node,
+    nodes: dict[NodeKey, dict[str, Any]] = {}
+    folded: dict[NodeKey, list[dict[str, Any]]] = {}
+
+    def entry_of(key: NodeKey) -> dict[str, Any]:
+        folded.setdefault(key, [])
+        return nodes.setdefault(
+            key,
             {
                 "status": "running",
                 "latency_ms": 0.0,
@@ -206,14 +256,21 @@ def fold_nodes(spans: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 "last": [],
             },
         )
-        folded.setdefault(node, []).append(span)
-        _tally(entry, span, node)
+
+    for span in spans:
+        node = node_of(span)
+        if node is None:
+            continue
+        entry = entry_of(node)
+        folded[node].append(span)
+        _tally(entry, span, _own_key(span) == node)
+        path = node[0]
+        for depth in range(len(path)):  # the subgraph nodes it ran inside
+            outer = entry_of((path[:depth], path[depth]))
+            if span["kind"] == "model":
+                _add_usage(outer, span)
     for node, entry in nodes.items():
-        own = [
-            s
-            for s in folded[node]
-            if s["kind"] == "node" and s["attributes"].get(_NODE_ATTR) == node
-        ]
+        own = [s for s in folded[node] if _own_key(s) == node]
         if own and own[-1]["status"] == "error":
             entry["status"] = "error"
         elif own:
@@ -235,16 +292,20 @@ def fold_nodes(spans: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return nodes
 
 
-def _tally(entry: dict[str, Any], span: dict[str, Any], node: str) -> None:
+def _tally(entry: dict[str, Any], span: dict[str, Any], own: bool) -> None:
     """Add one span to its node's totals (calls and latency come from the node's own span,
     tokens and cost from the model spans folded into it)."""
-    if span["kind"] == "node" and span["attributes"].get(_NODE_ATTR) == node:
+    if own:
         entry["calls"] += 1
         entry["latency_ms"] += span["duration_ms"]
     if span["status"] == "error":
         entry["errors"] += 1
     if span["kind"] == "model":
-        entry["tokens"] += _tokens(span)
-        cost = _cost(span)
-        if cost is not None:
-            entry["cost"] = (entry["cost"] or 0.0) + cost
+        _add_usage(entry, span)
+
+
+def _add_usage(entry: dict[str, Any], span: dict[str, Any]) -> None:
+    entry["tokens"] += _tokens(span)
+    cost = _cost(span)
+    if cost is not None:
+        entry["cost"] = (entry["cost"] or 0.0) + cost
