@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tensorsketch.canvas.exceptions import IRError, SourceParseError
@@ -146,3 +148,21 @@ triage = create_agent(
         "triage",
         "billing",
     ) == remove_handoff(doc, "triage", "billing")
+
+
+def test_the_shipped_example_builds_its_team_inside_main() -> None:
+    example = (Path(__file__).resolve().parents[3] / "examples" / "handoffs.py").read_text()
+    team = extract_handoffs(example)
+    assert [(a.name, a.factory) for a in team.agents] == [
+        ("billing", "Agent"),
+        ("triage", "create_agent"),
+    ]
+    assert team.handoffs == [
+        HandoffEdge("billing", "triage", by_name=True),
+        HandoffEdge("triage", "billing", input_filter="without_tools"),
+    ]
+    # the hand back is the last argument, its comment after the comma: removed and added back,
+    # the file is what it was
+    without = remove_handoff(example, "billing", "triage")
+    assert "handoffs=" not in without.split("billing = Agent(", 1)[1].split("triage =", 1)[0]
+    assert add_handoff(without, "billing", "triage") == example

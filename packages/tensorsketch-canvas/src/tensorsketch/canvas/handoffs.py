@@ -2,16 +2,18 @@
 
 A handoff is declared where its giver is built — ``Agent(..., handoffs=[billing])`` or
 ``create_agent(..., handoffs=[handoff(billing, input_filter=without_tools)])`` — so that list
-is the whole record. :func:`extract_handoffs` reads every module-level ``x = Agent(...)`` /
-``x = create_agent(...)`` (the node is the agent's ``name=``, else the variable) and each
+is the whole record. :func:`extract_handoffs` reads every ``x = Agent(...)`` /
+``x = create_agent(...)`` at the top of the file or of a top-level function (the node is the
+agent's ``name=``, else the variable) and each
 entry of its list as a :class:`HandoffEdge`, without importing the file. An entry is a
 variable naming an agent of the file, an agent's name as a string (a hand back to an agent
 built later), or a ``handoff(target, ...)`` call whose literal options are read too.
 
 :func:`add_handoff` and :func:`remove_handoff` edit that list and nothing else, so adding an
 edge and removing it gives the file back byte for byte: a new entry is the receiver's
-variable when it is built above the giver (its name as a string otherwise), appended in the
-list's own layout; a giver without ``handoffs=`` gets it as its last argument, and removing
+variable when it is built above the giver in the same body (its name as a string otherwise),
+appended in the list's own layout; a giver without ``handoffs=`` gets it as its last argument,
+and removing
 its last entry removes the argument again. Both re-read their output and refuse to return a
 file whose handoffs are not exactly the intended ones.
 """
@@ -19,6 +21,7 @@ file whose handoffs are not exactly the intended ones.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -99,6 +102,7 @@ class _Built:
     """An agent's assignment as found in the module: where its call is, for editing."""
 
     node: AgentNode
+    scope: int
     index: int
     call: cst.Call
 
@@ -125,7 +129,7 @@ def add_handoff(source: str, giver: str, receiver: str) -> str:
     if any(e.source == giver and e.target == receiver for e in before.handoffs):
         msg = f"agent {giver!r} already hands off to {receiver!r}; nothing to add."
         raise IRError(msg)
-    if receiving.index < giving.index:
+    if receiving.scope == giving.scope and receiving.index < giving.index:
         value: cst.BaseExpression = cst.Name(receiving.node.variable)
     else:  # built below the giver: a variable would not exist yet, the name does
         value = cst.SimpleString(_quoted(receiver, receiving.call))
@@ -206,7 +210,26 @@ def _read(source: str) -> tuple[cst.Module, list[_Built]]:
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     positions = wrapper.resolve(PositionProvider)
     built: list[_Built] = []
-    for index, statement in enumerate(module.body):
+    for scope, suite in enumerate(_suites(module)):
+        built += _built_in(suite, scope, positions)
+    return module, built
+
+
+def _suites(module: cst.Module) -> list[Sequence[cst.BaseStatement]]:
+    """Where agents are read: the module, and the body of each top-level function (an
+    example's ``main()`` builds its agents there)."""
+    suites: list[Sequence[cst.BaseStatement]] = [module.body]
+    for statement in module.body:
+        if isinstance(statement, cst.FunctionDef) and isinstance(statement.body, cst.IndentedBlock):
+            suites.append(statement.body.body)
+    return suites
+
+
+def _built_in(
+    suite: Sequence[cst.BaseStatement], scope: int, positions: Mapping[cst.CSTNode, Any]
+) -> list[_Built]:
+    built: list[_Built] = []
+    for index, statement in enumerate(suite):
         if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
             continue
         assign = statement.body[0]
@@ -230,8 +253,8 @@ def _read(source: str) -> tuple[cst.Module, list[_Built]]:
         variable = targets[0].value
         name = _keyword_string(call, "name") or variable
         line = positions[statement].start.line
-        built.append(_Built(AgentNode(name, variable, factory, line), index, call))
-    return module, built
+        built.append(_Built(AgentNode(name, variable, factory, line), scope, index, call))
+    return built
 
 
 def _callee(func: cst.BaseExpression) -> str | None:
