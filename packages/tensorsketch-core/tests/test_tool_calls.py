@@ -49,3 +49,38 @@ def test_a_deferral_is_keyed_and_timed_as_released() -> None:
     assert pending.value == {"tool": "later", "call_id": "l1"}
     [fresh] = deferral.timer(call, "agent", 60.0, reason=None).pending
     assert fresh.value == {"tool": "later", "call_id": "l1", "reason": None}
+
+
+async def test_only_a_journaled_run_digests_its_tool_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run without a thread keeps no journal, so nothing can fork it or compare a call's
+    arguments: it must not pay for a JSON dump and a sha256 per tool call (bench_agents)."""
+    from tensorsketch import FakeProvider, InMemoryBackend, create_agent, tool
+    from tensorsketch.agents import tool_calls
+    from tensorsketch.messages import assistant
+
+    digested: list[str] = []
+    real = tool_calls.tool_call_digest
+
+    def counted(name: str, args: object) -> str:
+        digested.append(name)
+        return real(name, args)
+
+    monkeypatch.setattr(tool_calls, "tool_call_digest", counted)
+
+    @tool
+    async def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    def agent() -> object:
+        call = ToolCall(id="c1", name="add", args={"a": 1, "b": 2})
+        return create_agent(FakeProvider([assistant(tool_calls=[call]), "3"]), tools=[add])
+
+    result = await agent().invoke({"query": "1 + 2?"})  # type: ignore[attr-defined]
+    assert result.output == "3" and digested == []
+    backend = InMemoryBackend()
+    durable = agent()
+    assert (await durable.invoke({"query": "1 + 2?"}, thread_id="t", backend=backend)).output == "3"  # type: ignore[attr-defined]
+    assert digested == ["add"]
+    records = [value for _, value in await backend.list_effects("t")]
+    assert any(b"args_digest" in value for value in records)

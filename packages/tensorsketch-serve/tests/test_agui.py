@@ -4,6 +4,8 @@ and every event parsed by the ``ag-ui-protocol`` package's own models (see agui_
 from __future__ import annotations
 
 import asyncio
+import base64
+import copy
 import itertools
 import json
 import subprocess
@@ -15,7 +17,7 @@ import httpx
 import pytest
 import vendor_plays  # type: ignore[import-not-found]
 import wire_server  # type: ignore[import-not-found]
-from ag_ui.core import EventType
+from ag_ui.core import DataSource, DocumentPart, EventType, TextPart, UserMessage
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,7 +33,14 @@ from tensorsketch import (
     interrupt,
     tool,
 )
-from tensorsketch.messages import Message, Reasoning, ToolCall, assistant
+from tensorsketch.messages import (
+    FileBlock,
+    Message,
+    Reasoning,
+    TextBlock,
+    ToolCall,
+    assistant,
+)
 from tensorsketch.serve import agui_app, serve
 
 check_order = client.check_order
@@ -446,6 +455,40 @@ def test_the_http_surface_answers_4xx_with_a_clear_body(live: Any) -> None:
     assert empty.status == 422 and empty.error["error"]["param"] == "messages"
     long_thread = client.run(server.url, body("t" * 300, "r", said("hi")), headers=auth)
     assert long_thread.status == 422 and long_thread.error["error"]["param"] == "threadId"
+
+
+def test_a_document_part_reaches_the_model_and_bad_files_are_4xx(live: Any) -> None:
+    provider = FakeProvider(["Read it."])
+    server = live(agui_app(create_agent(provider), max_body_bytes=4000))
+    pdf = base64.b64encode(b"%PDF-1.4 tiny").decode()
+    sent = UserMessage(
+        id="u1",
+        content=[
+            TextPart(text="Summarize"),
+            DocumentPart(
+                source=DataSource(value=pdf, mime_type="application/pdf"),
+                metadata={"filename": "r.pdf"},
+            ),
+        ],
+    ).model_dump(by_alias=True, exclude_none=True)
+    answer = client.run(server.url, body("docs", "r1", sent))
+    check_order(answer.events)
+    assert answer.text() == "Read it."
+    (seen,) = provider.calls[-1].messages
+    assert seen.content == [
+        TextBlock(text="Summarize"),
+        FileBlock(data=pdf, media_type="application/pdf", name="r.pdf"),
+    ]
+    broken = copy.deepcopy(sent)
+    broken["content"][1]["source"]["value"] = "not base64!"
+    bad = client.run(server.url, body("docs2", "r1", broken))
+    assert bad.status == 422 and bad.error["error"]["param"] == "messages"
+    assert "content[1]" in bad.error["error"]["message"]
+    assert "base64" in bad.error["error"]["message"]
+    large = copy.deepcopy(sent)
+    large["content"][1]["source"]["value"] = base64.b64encode(b"x" * 6000).decode()
+    too_big = client.run(server.url, body("docs3", "r1", large))
+    assert too_big.status == 413 and "4000" in too_big.error["error"]["message"]
 
 
 def test_a_busy_thread_is_a_409_and_a_disconnect_cancels_the_run(live: Any) -> None:

@@ -8,11 +8,12 @@ interrupts as a frontend does, and answers interrupts with ``resume``.
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
 from tensorsketch import Context, FakeProvider, InMemoryBackend, create_agent, tool
-from tensorsketch.messages import ToolCall, assistant
+from tensorsketch.messages import FileBlock, TextBlock, ToolCall, assistant
 from tensorsketch.serve import agui_app
 
 ran: list[str] = []
@@ -171,3 +172,22 @@ def test_a_frontend_tool_suspends_the_run_and_resume_carries_its_result(
     assert _of(second, "TOOL_CALL_START") == [], "the call was announced by the first run"
     [result] = _of(second, "TOOL_CALL_RESULT")
     assert (result["toolCallId"], result["content"]) == ("fc1", "blue")
+
+
+def test_a_document_part_from_the_ts_client_reaches_the_model(live: Any, npm_clients: Any) -> None:
+    provider = FakeProvider(["A one-page invoice."])
+    server = live(agui_app(create_agent(provider)))
+    pdf = base64.b64encode(b"%PDF-1.4 one page").decode()
+    document = {
+        "type": "document",
+        "source": {"type": "data", "value": pdf, "mimeType": "application/pdf"},
+        "metadata": {"filename": "invoice.pdf"},
+    }
+    content = [{"type": "text", "text": "What is this?"}, document]
+    [run] = _drive(npm_clients, server, "ts-document", {"user": content})
+    assert run["result"] == "A one-page invoice."
+    (seen,) = provider.calls[-1].messages
+    assert seen.content == [
+        TextBlock(text="What is this?"),
+        FileBlock(data=pdf, media_type="application/pdf", name="invoice.pdf"),
+    ]

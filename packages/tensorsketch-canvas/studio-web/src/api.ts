@@ -1,6 +1,6 @@
 // The one place that talks to the Studio server. The token comes from the page URL
 // (`?token=`) and goes back on every call: as a header, or in the query for EventSource.
-import type { EditOp, EditResponse, GraphResponse, RunSummary, RunTrace, XY } from "./types";
+import type { EditOp, EditResponse, GraphResponse, RunSummary, RunTrace, TeamIR, XY } from "./types";
 
 const params = new URLSearchParams(location.search);
 export const token = params.get("token") ?? "";
@@ -119,4 +119,14 @@ export async function exportText(format: "mermaid" | "svg"): Promise<string> {
 
 export function events(): EventSource {
   return new EventSource(`/api/events?token=${encodeURIComponent(token)}`);
+}
+
+/** Add or remove the handoff ``source`` -> ``target`` (agent names) in the file. */
+export function handoff(
+  version: string,
+  op: "add" | "remove",
+  source: string,
+  target: string,
+): Promise<{ version: string; team: TeamIR | null }> {
+  return call("POST", "/api/handoff", { version, op, source, target });
 }

@@ -10,6 +10,7 @@ import { buildScene } from "./layout";
 import { traceAt } from "./nested";
 import { applyView, fit, stage } from "./stage";
 import { countPaint, markFitted, markFramed, showScene, state } from "./store";
+import { paintTeam } from "./team";
 
 /** Lay out and draw the graph again from the state, keeping the selection where it still
  * exists; the view fits the graph until the user has moved it. */
@@ -18,6 +19,16 @@ export function paint(): void {
   document.body.classList.toggle("read-only", state.readOnly);
   for (const layer of Object.values(layers)) layer.replaceChildren();
   const empty = byId("empty");
+  if (!state.graph && state.team && state.team.agents.length) {
+    showScene(state, null);
+    empty.hidden = true;
+    const start = performance.now();
+    paintTeam(state.team);
+    applyView();
+    const n = countPaint(state, 0, performance.now(), start);
+    requestAnimationFrame(() => setTimeout(() => markFramed(state, n, performance.now())));
+    return;
+  }
   if (!state.graph) {
     showScene(state, null);
     empty.hidden = false;

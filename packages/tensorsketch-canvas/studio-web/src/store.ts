@@ -4,7 +4,7 @@
 // test start from a fresh `createState()`.
 import { describeEdit } from "./edit-ops";
 import type { Direction, Scene } from "./layout";
-import type { EditOp, EditResponse, GraphIR, GraphResponse, HoleRef, NodeClassInfo, RunSummary, RunTrace, XY } from "./types";
+import type { EditOp, EditResponse, GraphIR, GraphResponse, HoleRef, NodeClassInfo, RunSummary, RunTrace, TeamIR, XY } from "./types";
 
 /** The pan and zoom: the scene point (0, 0) is at screen (x, y), at scale k. */
 export interface View {
@@ -29,6 +29,7 @@ export interface Move {
 export interface StudioState {
   file: string;
   graph: GraphIR | null; // the last good graph
+  team: TeamIR | null; // the file's agents and their handoffs (drawn when there is no graph)
   graphName: string | null;
   graphs: readonly string[];
   version: string;
@@ -82,6 +83,7 @@ export function createState(): StudioState {
   return {
     file: "",
     graph: null,
+    team: null,
     graphName: null,
     graphs: [],
     version: "",
@@ -138,6 +140,8 @@ export function acceptGraph(s: StudioState, resp: GraphResponse): boolean {
   if (!resp.parse_error) s.fileHoles = holes.filter(mine);
   s.holes = resp.parse_error ? [...holes.filter((hole) => !mine(hole)), ...(s.fileHoles ?? [])] : holes;
   const oldGraph = s.graph;
+  const oldTeam = JSON.stringify(s.team);
+  if (!resp.parse_error) s.team = resp.team ?? null;
   const oldLayout = JSON.stringify(s.layout);
   s.layout = resp.layout ?? {};
   s.version = resp.version;
@@ -146,7 +150,12 @@ export function acceptGraph(s: StudioState, resp: GraphResponse): boolean {
   if (resp.graph && !resp.parse_error) s.graph = resp.graph;
   else if (resp.graph && !s.graph) s.graph = resp.graph;
   s.readOnly = !!resp.parse_error || !!resp.stale;
-  return JSON.stringify(oldGraph) !== JSON.stringify(s.graph) || oldLayout !== JSON.stringify(s.layout) || !s.scene;
+  return (
+    JSON.stringify(oldGraph) !== JSON.stringify(s.graph) ||
+    oldLayout !== JSON.stringify(s.layout) ||
+    oldTeam !== JSON.stringify(s.team) ||
+    !s.scene
+  );
 }
 
 /** Take in an accepted edit: the new version, the re-extracted graph, the layout if sent. */

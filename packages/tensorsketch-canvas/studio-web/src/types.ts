@@ -103,6 +103,32 @@ export interface GraphResponse {
   functions?: string[];
   /** the Node classes the file defines: the palette of "+ node" */
   classes?: NodeClassInfo[];
+  /** the agents the file builds and the handoffs between them (null: none) */
+  team?: TeamIR | null;
+}
+
+/** An agent the file builds at module level (``x = Agent(...)`` / ``x = create_agent(...)``). */
+export interface AgentIR {
+  name: string;
+  variable: string;
+  factory: string;
+  line: number;
+}
+
+/** One entry of an agent's ``handoffs=[...]``: the documented handoff edge form. */
+export interface HandoffIR {
+  kind: "handoff";
+  source: string;
+  target: string;
+  tool_name: string | null;
+  input_filter: string | null;
+  requires_approval: boolean;
+  by_name: boolean;
+}
+
+export interface TeamIR {
+  agents: AgentIR[];
+  handoffs: HandoffIR[];
 }
 
 export interface NodeClassInfo {

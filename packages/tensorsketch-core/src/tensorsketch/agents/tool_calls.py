@@ -16,6 +16,7 @@ concerns, one function apiece:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -278,6 +279,10 @@ async def wait_for_deferrals(ctx: Context, call: ToolCall, key: str) -> Deferral
         count += 1
 
 
+#: The no-op scope of a tool call in a run without a journal (reusable: it holds nothing).
+_UNMARKED = contextlib.nullcontext()
+
+
 # -- the effect -------------------------------------------------------------------------------
 
 
@@ -299,7 +304,11 @@ async def journaled_call(
     """
     tctx = sub_context(ctx, part_name(k, i))
     live = False
-    digest = tool_call_digest(call.name, call.args)
+    # Only a journaled run (one with a thread) can be forked or compare a call's arguments;
+    # a run without one skips the digest and the side-effect marking (a JSON dump and a
+    # sha256 per call on the hot path of every in-memory agent).
+    journaled = ctx.thread_id is not None
+    digest = tool_call_digest(call.name, call.args) if journaled else None
 
     async def execute() -> ToolRecord:
         nonlocal live
@@ -310,7 +319,8 @@ async def journaled_call(
                 "tool", {"phase": "start", "id": call.id, "name": call.name, "args": call.args}
             )
         record = await _run_live(tctx, tools, call, tool, deferral)
-        record["args_digest"] = digest  # what a fork's effects="reuse" compares
+        if digest is not None:
+            record["args_digest"] = digest  # what a fork's effects="reuse" compares
         if streaming:
             await ctx.emit(
                 "tool",
@@ -333,8 +343,12 @@ async def journaled_call(
         settle=_settled_record,
     )
     # A side effect: a fork must not repeat one its origin ran (tensorsketch.effect_calls).
-    identity = CallIdentity(f"tool call {call.name}({cap_text(call.args, 200)})", digest)
-    with calling(identity):
+    marked = (
+        calling(CallIdentity(f"tool call {call.name}({cap_text(call.args, 200)})", digest))
+        if journaled
+        else _UNMARKED
+    )
+    with marked:
         if limit is None:
             record: ToolRecord = await ctx.effects.once(key, execute, what)
         else:

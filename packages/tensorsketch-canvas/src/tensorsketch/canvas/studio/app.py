@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tensorsketch.canvas import handoffs
 from tensorsketch.canvas._classes import NodeClass, find_node_classes
 from tensorsketch.canvas._extract import build_ir, select
 from tensorsketch.canvas._modules import Origin
@@ -35,6 +36,7 @@ from tensorsketch.canvas.exceptions import (
     GraphNotFoundError,
     IRError,
     SourceParseError,
+    WriteBackError,
 )
 from tensorsketch.canvas.ir import GraphIR
 from tensorsketch.canvas.layout import Position, layout_path, read_layout, write_layout
@@ -231,6 +233,7 @@ class Studio:
                 "holes": self.holes(),
                 "parse_error": None,
                 "stale": False,
+                "team": _team(source.text),
             }
             try:
                 parsed = self._parse(source, chosen)
@@ -280,6 +283,29 @@ class Studio:
             self._last_good[chosen] = kept
             self._last_good[ir.name] = kept
             return view
+
+    def handoff(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /api/handoff``: add or remove the handoff ``source`` -> ``target`` (agent
+        names) in the giver's ``handoffs=[...]``; answers the file's new version and team."""
+        version, op, giver, receiver = _handoff_request(body)
+        with self.lock:
+            source = self._read()
+            if source.version != version:
+                raise ApiError(
+                    409,
+                    "the file changed since the page loaded it; nothing was written — reload "
+                    "to see the current agents and redo the edit.",
+                    version=source.version,
+                )
+            change = handoffs.add_handoff if op == "add" else handoffs.remove_handoff
+            try:
+                text = change(source.text, giver, receiver)
+            except SourceParseError as exc:
+                raise ApiError(422, str(exc)) from None
+            except (IRError, WriteBackError) as exc:
+                raise ApiError(422, str(exc)) from None
+            new_source = self._write(source, text)
+            return {"version": new_source.version, "team": _team(new_source.text)}
 
     def open_node(self, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /api/open``: open node ``body["node"]``'s class in ``$VISUAL``/``$EDITOR``."""
@@ -655,6 +681,32 @@ def _holes_in(file: Path) -> list[dict[str, Any]]:
         for cls in classes.values()
         if cls.has_hole
     ]
+
+
+def _team(text: str) -> dict[str, Any] | None:
+    """The file's agents and handoffs (``None``: it builds no agent, or does not parse)."""
+    if "Agent(" not in text and "create_agent(" not in text:
+        return None
+    try:
+        team = handoffs.extract_handoffs(text)
+    except SourceParseError:
+        return None
+    return team.to_json() if team.agents else None
+
+
+def _handoff_request(body: dict[str, Any]) -> tuple[str, str, str, str]:
+    """The ``POST /api/handoff`` body's parts, or a 400 naming what is wrong."""
+    version, op = body.get("version"), body.get("op")
+    giver, receiver = body.get("source"), body.get("target")
+    if not isinstance(version, str) or not version:
+        raise ApiError(400, "the edit needs 'version': the sha the page loaded.")
+    if op not in ("add", "remove"):
+        raise ApiError(400, f"'op' must be 'add' or 'remove', got {op!r:.40}.")
+    for key, value in (("source", giver), ("target", receiver)):
+        if not isinstance(value, str) or not value:
+            raise ApiError(400, f"the edit needs '{key}': an agent's name (a string).")
+    assert isinstance(giver, str) and isinstance(receiver, str)
+    return version, op, giver, receiver
 
 
 def _edit_request(body: dict[str, Any]) -> tuple[str, str, dict[str, Any], str | None]:

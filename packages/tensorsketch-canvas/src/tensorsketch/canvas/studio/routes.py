@@ -161,6 +161,12 @@ class _Api:
         self.hub.publish("file", {"version": result["version"]})
         return _json(result)
 
+    async def post_handoff(self, request: Request) -> Response:
+        body = await self.json_body(request)
+        result = await asyncio.to_thread(self.studio.handoff, body)
+        self.hub.publish("file", {"version": result["version"]})
+        return _json(result)
+
     async def post_open(self, request: Request) -> Response:
         body = await self.json_body(request)
         studio = self.studio.for_file(body.get("file"))
@@ -242,6 +248,7 @@ def create_app(
         Route("/api/graph", guarded(api.get_graph), methods=["GET"]),
         Route("/api/edit", guarded(api.post_edit), methods=["POST"]),
         Route("/api/layout", guarded(api.post_layout), methods=["POST"]),
+        Route("/api/handoff", guarded(api.post_handoff), methods=["POST"]),
         Route("/api/open", guarded(api.post_open), methods=["POST"]),
         Route("/api/events", guarded(api.events), methods=["GET"]),
         Route("/api/trace", guarded(api.post_trace, token=False), methods=["POST"]),
