@@ -396,6 +396,41 @@ def test_two_users_on_every_route(serve: Callable[..., Any]) -> None:
         assert client.get("/tasks", headers={"authorization": "Bearer nobody"}).status_code == 401
 
 
+def test_two_users_racing_for_a_new_thread_id_one_owns_it(serve: Callable[..., Any]) -> None:
+    """Ana and bob start runs on the same new thread ids at the same instant (concurrent
+    HTTP requests, ``enqueue``: without an owner claim both would be queued): on each
+    thread exactly one of them gets a run, the other a 403 (or a 409), and every run the
+    admin sees on the thread is the winner's."""
+    server = serve()
+    threads = [f"race-{i}" for i in range(24)]
+
+    async def race() -> list[tuple[str, str, httpx.Response]]:
+        async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
+
+            async def post(who: str, thread: str) -> tuple[str, str, httpx.Response]:
+                body = {"input": {"n": 1}, "thread_id": thread, "multitask_strategy": "enqueue"}
+                return who, thread, await client.post("/tasks", json=body, headers=_as(who))
+
+            return await asyncio.gather(*(post(who, t) for t in threads for who in ("ana", "bob")))
+
+    answers = asyncio.run(race())
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        for thread in threads:
+            mine = [(who, a) for who, t, a in answers if t == thread]
+            won = [who for who, a in mine if a.status_code == 202]
+            lost = [a for who, a in mine if a.status_code != 202]
+            assert len(won) == 1, [(who, a.status_code, a.text) for who, a in mine]
+            assert [a.status_code for a in lost] in ([403], [409]), lost[0].text
+            listed = client.get("/tasks", params={"thread_id": thread}, headers=_as("root"))
+            owners = {t["labels"]["owner"] for t in listed.json()["tasks"]}
+            assert owners == set(won), (thread, owners, won)
+            loser = "bob" if won == ["ana"] else "ana"
+            again = client.post(
+                "/tasks", json={"input": {"n": 1}, "thread_id": thread}, headers=_as(loser)
+            )
+            assert again.status_code == 403, again.text
+
+
 def test_every_route_has_an_authorization_decision() -> None:
     runner = AsyncRunner(task_graphs.work_graph(), backend=InMemoryBackend())
     app = task_app(runner, memory=InMemoryStore(), sessions=InMemorySessionStore())

@@ -10,7 +10,9 @@ decision in :data:`ROUTES`, and by default a user reaches only what they own:
   answers, so ids do not leak whose runs exist; ``GET /tasks`` lists only yours; an
   ``Idempotency-Key`` is the caller's own (stored as ``"<len>:<user>:<key>"``).
 - **threads** belong to whoever started their first run; a run on another user's thread is a
-  **403** (the thread id is taken: choose another, a random one is best).
+  **403** (the thread id is taken: choose another, a random one is best). A new thread id is
+  claimed atomically in the run store (a ``kind="thread"`` record keyed by the id): of two
+  users starting it at the same instant, exactly one owns it.
 - **memory** namespaces under ``("users", "<id>", ...)`` and **sessions** whose id starts
   with ``"<id>:"`` are the user's; anything else is a **403** naming the user's scope, and a
   listing, search or namespace walk with a wider prefix is narrowed to it.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import inspect
 import string
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +34,7 @@ from typing import Any
 from starlette.requests import Request
 
 from tensorsketch.errors import BackendUnavailableError, RunNotFoundError
+from tensorsketch.runtime.backends.runs import RunRecord
 from tensorsketch.serve._http import Authenticate, ServeError
 
 __all__ = [
@@ -437,16 +441,56 @@ class Gatekeeper:
             return
         page = await self.runner.list(thread_id=thread_id, limit=1)
         first = page.records[0] if page.records else None
-        thread_owner = owner if first is None else first.labels.get(auth.owner_label)
-        action = "create" if first is None else "update"
-        if not await auth.allows(Access(identity, "threads", action, thread_id, thread_owner)):
+        if first is not None:
+            thread_owner = first.labels.get(auth.owner_label)
+        else:
+            thread_owner = owner
+            if not await auth.allows(Access(identity, "threads", "create", thread_id, owner)):
+                raise self._thread_refused(thread_id)
+            thread_owner = await self._claim_thread(thread_id, owner)
+            if thread_owner == owner:
+                return
+        if not await auth.allows(Access(identity, "threads", "update", thread_id, thread_owner)):
+            raise self._thread_refused(thread_id)
+
+    def _thread_refused(self, thread_id: str) -> ServeError:
+        return ServeError(
+            403,
+            f"thread {thread_id!r} belongs to another user; start your run on a thread id "
+            "of your own (a random one, such as a UUID, is never taken).",
+            code="forbidden",
+            param="thread_id",
+        )
+
+    async def _claim_thread(self, thread_id: str, owner: str) -> str | None:
+        """Claim a thread that has no run yet for ``owner``; return whoever holds the claim.
+
+        Two users starting runs on one new thread id at the same instant both find it empty;
+        the claim is a ``kind="thread"`` record whose idempotency key is the thread id, so the
+        store keeps exactly one of the two inserts (atomically, on every store) and the loser
+        learns who won."""
+        assert self.auth is not None
+        label = self.auth.owner_label
+        claim = RunRecord(
+            run_id=f"thread_{uuid.uuid4().hex}",
+            thread_id=thread_id,
+            graph=getattr(self.runner.graph, "name", ""),
+            status="succeeded",
+            kind="thread",
+            labels={label: owner},
+            idempotency_key=f"thread:{len(thread_id)}:{thread_id}",
+        )
+        try:
+            stored, _ = await self.runner.store.create(claim)
+        except BackendUnavailableError as exc:
             raise ServeError(
-                403,
-                f"thread {thread_id!r} belongs to another user; start your run on a thread id "
-                "of your own (a random one, such as a UUID, is never taken).",
-                code="forbidden",
-                param="thread_id",
-            )
+                503,
+                f"the run store is unavailable: {exc}",
+                code="busy",
+                headers={"Retry-After": "1"},
+            ) from None
+        holder: str | None = stored.labels.get(label)
+        return holder
 
     def idempotency_key(self, request: Request, key: str | None) -> str | None:
         """``key`` in the caller's own space: another user's identical key names another run
