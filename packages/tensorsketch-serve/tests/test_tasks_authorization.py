@@ -8,6 +8,7 @@ enumerated so that a route without an authorization decision (or without a case 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -382,18 +383,49 @@ def _seed(client: httpx.Client) -> str:
     return str(run.json()["id"])
 
 
+def _operation(description: dict[str, Any], method: str, path: str) -> tuple[str, Any]:
+    """The ``(template, operation)`` of ``description`` that serves ``method path``."""
+    for template, item in description["paths"].items():
+        pattern = "^" + re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template)) + "$"
+        if re.match(pattern, path) and method.lower() in item:
+            return template, item[method.lower()]
+    raise AssertionError(f"{method} {path} is not in /openapi.json")
+
+
 def test_two_users_on_every_route(serve: Callable[..., Any]) -> None:
+    """Every case above, and every status it saw (403s, 404s, 409s, the 401 of a stranger)
+    is documented in /openapi.json for its route."""
     server = serve()
     served = _routes(server.app)
     assert served == set(CASES), f"routes without a case: {sorted(served - set(CASES))}"
-    with httpx.Client(base_url=server.url, timeout=30) as client:
+    seen: set[tuple[str, str, int]] = set()
+
+    def record(response: httpx.Response) -> None:
+        seen.add((response.request.method, response.request.url.path, response.status_code))
+
+    with httpx.Client(
+        base_url=server.url, timeout=30, event_hooks={"response": [record]}
+    ) as client:
         task_id = _seed(client)
         for route, case in CASES.items():
             try:
                 case(client, task_id)
             except AssertionError as exc:
                 raise AssertionError(f"{route}: {exc}") from exc
-        assert client.get("/tasks", headers={"authorization": "Bearer nobody"}).status_code == 401
+        for method, route in (r.split(" ", 1) for r in sorted(served)):
+            if route not in ("/healthz", "/metrics", "/openapi.json"):
+                path = route.replace("{id}", "x")
+                stranger = client.request(method, path, headers={"authorization": "Bearer nobody"})
+                assert stranger.status_code == 401, (route, stranger.text)
+        description = client.get("/openapi.json", headers=_as("ana")).json()
+    undocumented = set()
+    for method, path, status in seen:
+        if path == "/openapi.json":
+            continue
+        template, operation = _operation(description, method, path)
+        if str(status) not in operation["responses"]:
+            undocumented.add(f"{method} {template}: {status}")
+    assert not undocumented, sorted(undocumented)
 
 
 def test_two_users_racing_for_a_new_thread_id_one_owns_it(serve: Callable[..., Any]) -> None:

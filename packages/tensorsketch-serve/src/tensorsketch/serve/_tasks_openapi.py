@@ -158,7 +158,9 @@ def answers(ok: int, *errors: int, schema: Any = None) -> dict[str, Any]:
         202: "accepted",
         400: "the body or a parameter is wrong (the message says which)",
         401: "not authenticated",
-        404: "no such task",
+        403: "refused by authorization (task_app(authorize=...)): the thread belongs to another "
+        "user, a label only the server sets, or a listing of someone else's runs",
+        404: "no such task (also a run that is not the caller's, under task_app(authorize=...))",
         409: "the task's state does not allow it (or, submitting, the thread has a run in "
         "flight and multitask_strategy is reject)",
         413: "the body is too large",
@@ -222,7 +224,7 @@ def _description(sse: dict[str, Any]) -> dict[str, Any]:
                     ],
                     "requestBody": {"required": True, **_json(_RUN)},
                     "responses": {
-                        **answers(200, 400, 401, 409, 413, 503),
+                        **answers(200, 400, 401, 403, 409, 413, 503),
                         "202": {
                             "description": "still running after `wait` seconds",
                             **_json(_TASK),
@@ -244,7 +246,7 @@ def _description(sse: dict[str, Any]) -> dict[str, Any]:
                     ],
                     "requestBody": {"required": True, **_json(_CREATE)},
                     "responses": {
-                        **answers(202, 400, 401, 409, 413, 503),
+                        **answers(202, 400, 401, 403, 409, 413, 503),
                         "200": {
                             "description": "the existing run of this Idempotency-Key",
                             **_json(_TASK),
@@ -289,6 +291,7 @@ def _description(sse: dict[str, Any]) -> dict[str, Any]:
                         200,
                         400,
                         401,
+                        403,
                         schema={
                             "type": "object",
                             "properties": {
