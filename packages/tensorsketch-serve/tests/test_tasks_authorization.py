@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ import httpx
 import pytest
 import schemathesis
 import task_graphs
+from authz_servers import as_user, authenticate, make_stores, serve
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
@@ -33,107 +34,9 @@ from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
 from tensorsketch.serve import Access, Authorization, Identity, owner_or_admin, task_app
 from tensorsketch.serve._authorization import ROUTES
-from tensorsketch.testing.services import private_name
 
-STORES = [
-    "sqlite",
-    pytest.param("postgres", marks=pytest.mark.postgres),
-    pytest.param("redis", marks=pytest.mark.redis),
-]
-
-PEOPLE = {
-    "ana-key": Identity("ana"),
-    "bob-key": Identity("bob"),
-    "root-key": Identity("root", admin=True),
-    "sue-key": Identity("sue", claims={"roles": ["support"]}),
-}
-
-
-def authenticate(request: Any) -> Identity | None:
-    token = request.headers.get("authorization", "").removeprefix("Bearer ")
-    return PEOPLE.get(token)
-
-
-def _as(who: str) -> dict[str, str]:
-    return {"authorization": f"Bearer {who}-key"}
-
-
-@pytest.fixture(params=STORES)
-def make_stores(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[Callable[[], tuple[Any, Any, Any]]]:
-    """``() -> (backend, memory store, session store)`` on one store kind, private to the
-    test (an SQLite folder, a PostgreSQL schema, a Redis prefix), dropped after."""
-    if request.param == "sqlite":
-        yield lambda: (
-            SqliteBackend(tmp_path / "runs.db"),
-            SqliteStore(tmp_path / "memory.db", embedder=HashingEmbedder()),
-            SqliteSessionStore(tmp_path / "sessions.db"),
-        )
-        return
-    pytest.importorskip("tensorsketch.runtime.backends.postgres", reason="needs backends")
-    name = private_name("authz")
-    if request.param == "postgres":
-        from tensorsketch.memory.postgres import PostgresStore
-        from tensorsketch.memory.postgres_sessions import PostgresSessionStore
-        from tensorsketch.runtime.backends.postgres import PostgresBackend
-        from tensorsketch.testing import postgres_server
-
-        dsn = postgres_server.reachable()
-        yield lambda: (
-            PostgresBackend(dsn, schema=name),
-            PostgresStore(dsn, schema=name, embedder=HashingEmbedder()),
-            PostgresSessionStore(dsn, schema=name),
-        )
-        postgres_server.drop_schema(dsn, name)
-        return
-    from tensorsketch.memory.redis import RedisStore
-    from tensorsketch.memory.redis_sessions import RedisSessionStore
-    from tensorsketch.runtime.backends.redis import RedisBackend
-    from tensorsketch.testing import redis_server
-
-    url = redis_server.reachable()
-    yield lambda: (
-        RedisBackend(url, prefix=name),
-        RedisStore(url, prefix=name, embedder=HashingEmbedder()),
-        RedisSessionStore(url, prefix=name),
-    )
-    redis_server.delete_prefix(url, name)
-
-
-@pytest.fixture
-def serve(
-    live: Any, make_stores: Callable[[], tuple[Any, Any, Any]]
-) -> Iterator[Callable[..., Any]]:
-    """``serve(auth)``: the task API with memory and sessions, authorizing with ``auth``;
-    its stores are closed on the server's own loop (where their connections live)."""
-    made: list[tuple[Any, AsyncRunner, Any, Any]] = []
-
-    def start(auth: Authorization | None = None) -> Any:
-        backend, memory, sessions = make_stores()
-        runner = AsyncRunner(task_graphs.work_graph(), backend=backend)
-        app = task_app(
-            runner,
-            authenticate=authenticate,
-            authorize=auth or Authorization(),
-            memory=memory,
-            sessions=sessions,
-            drain_timeout=1.0,
-        )
-        server = live(app)
-        server.app = app
-        made.append((server, runner, memory, sessions))
-        return server
-
-    yield start
-    for server, runner, memory, sessions in made:
-        server.call(runner.aclose())
-        server.call(runner.backend.aclose())
-        for store in (memory, sessions):
-            close = getattr(store, "aclose", None)
-            if close is not None:
-                server.call(close())
-        server.stop()
+_as = as_user
+__all__ = ["make_stores", "serve"]  # the shared fixtures, found by pytest here
 
 
 def _routes(app: Any) -> set[str]:
@@ -337,6 +240,48 @@ def _assistants(method: str, suffix: str, body: Any = None) -> Callable[..., Non
     return case
 
 
+def _schedule_route(method: str, suffix: str | None) -> Callable[..., None]:
+    """A route on ana's schedule: bob gets the 404 of a schedule that does not exist, ana
+    and the admin get through; listings show each user their own."""
+
+    def case(client: httpx.Client, task_id: str) -> None:
+        body = {"at": 4102444800, "input": {"n": 2}, "name": f"later{method}{suffix}"}
+        made = client.post("/schedules", json=body, headers=_as("ana"))
+        assert made.status_code == 201, made.text
+        assert made.json()["labels"] == {"owner": "ana"}
+        ident = made.json()["id"]
+        if suffix is None:  # the collection
+            listed = {
+                who: {
+                    s["id"] for s in client.get("/schedules", headers=_as(who)).json()["schedules"]
+                }
+                for who in ("ana", "bob", "root")
+            }
+            assert ident in listed["ana"] and ident in listed["root"]
+            assert ident not in listed["bob"]
+            prying = client.get("/schedules", params={"label": "owner=ana"}, headers=_as("bob"))
+            assert prying.status_code == 403 and "only your own schedules" in prying.text
+            forged = client.post(
+                "/schedules", json={**body, "labels": {"owner": "ana"}}, headers=_as("bob")
+            )
+            assert forged.status_code == 403 and "set by the server" in forged.text
+            # A name is its creator's: bob's schedule of ana's name is his own.
+            his = client.post("/schedules", json=body, headers=_as("bob"))
+            assert his.status_code == 201 and his.json()["id"] != ident, his.text
+            return
+        path = f"/schedules/{ident}{suffix}"
+        missing = client.request(method, f"/schedules/nope{suffix}", headers=_as("bob"))
+        refused = client.request(method, path, headers=_as("bob"))
+        assert refused.status_code == missing.status_code == 404, refused.text
+        wanted = missing.json()["error"]["message"].replace("'nope'", repr(ident))
+        assert refused.json()["error"]["message"] == wanted
+        for who in ("ana", "root"):
+            allowed = client.request(method, path, headers=_as(who))
+            assert allowed.status_code == 200, (who, allowed.text)
+
+    return case
+
+
 #: One case per route. A route the app serves without a case here fails the test below.
 CASES: dict[str, Callable[[httpx.Client, str], None]] = {
     "POST /runs": _create("/runs", 200),
@@ -368,6 +313,11 @@ CASES: dict[str, Callable[[httpx.Client, str], None]] = {
     "GET /sessions/{id}": _session_read,
     "POST /sessions/{id}": _session_append,
     "DELETE /sessions/{id}": _session_clear,
+    "POST /schedules": _schedule_route("POST", None),
+    "GET /schedules": _schedule_route("GET", None),
+    "GET /schedules/{id}": _schedule_route("GET", ""),
+    "DELETE /schedules/{id}": _schedule_route("DELETE", ""),
+    "GET /schedules/{id}/runs": _schedule_route("GET", "/runs"),
 }
 
 

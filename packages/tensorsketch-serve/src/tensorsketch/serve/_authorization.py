@@ -95,6 +95,11 @@ ROUTES: dict[str, tuple[str, str] | None] = {
     "GET /sessions/{id}": ("sessions", "read"),
     "POST /sessions/{id}": ("sessions", "update"),
     "DELETE /sessions/{id}": ("sessions", "delete"),
+    "POST /schedules": ("schedules", "create"),
+    "GET /schedules": ("schedules", "list"),
+    "GET /schedules/{id}": ("schedules", "read"),
+    "DELETE /schedules/{id}": ("schedules", "delete"),
+    "GET /schedules/{id}/runs": ("schedules", "read"),
 }
 
 _STATE_KEY = "tensorsketch_identity"
@@ -423,19 +428,9 @@ class Gatekeeper:
         if auth is None:
             return
         identity = identity_of(request)
-        labels = dict(args.get("labels") or {})
-        asked = labels.get(auth.owner_label)
-        if asked is not None and asked != identity.id and not identity.admin:
-            raise ServeError(
-                403,
-                f"the `{auth.owner_label}` label is set by the server to who submits the run; "
-                f"leave it out (you are {identity.id!r}).",
-                param=f"labels.{auth.owner_label}",
-            )
-        owner = labels.setdefault(auth.owner_label, identity.id)
+        labels = await self.stamp_owner(request, "runs", dict(args.get("labels") or {}))
+        owner = labels[auth.owner_label]
         args["labels"] = labels
-        if not await auth.allows(Access(identity, "runs", "create", None, owner)):
-            raise ServeError(403, f"{identity.id!r} may not start runs here.", code="forbidden")
         thread_id = args.get("thread_id")
         if thread_id is None:
             return
@@ -502,24 +497,68 @@ class Gatekeeper:
 
     async def run_labels(self, request: Request, labels: dict[str, str]) -> dict[str, str]:
         """The label filter of a listing, narrowed to the caller's runs (an admin's is not)."""
+        return await self.listing_labels(request, "runs", labels)
+
+    # -- resources owned through the owner label (runs, schedules) ----------------------------
+
+    async def stamp_owner(
+        self, request: Request, resource: str, labels: dict[str, str]
+    ) -> dict[str, str]:
+        """``labels`` of a new ``resource`` item with the caller as its owner; a 403 when
+        they name someone else (only an admin may) or the ``create`` handler refuses."""
         auth = self.auth
         if auth is None:
             return labels
         identity = identity_of(request)
-        if not await auth.allows(Access(identity, "runs", "list", dict(labels), identity.id)):
-            raise ServeError(403, f"{identity.id!r} may not list runs here.", code="forbidden")
+        asked = labels.get(auth.owner_label)
+        if asked is not None and asked != identity.id and not identity.admin:
+            raise ServeError(
+                403,
+                f"the `{auth.owner_label}` label is set by the server to who creates the "
+                f"{resource.removesuffix('s')}; leave it out (you are {identity.id!r}).",
+                param=f"labels.{auth.owner_label}",
+            )
+        owner = labels.setdefault(auth.owner_label, identity.id)
+        if not await auth.allows(Access(identity, resource, "create", None, owner)):
+            raise ServeError(
+                403, f"{identity.id!r} may not create {resource} here.", code="forbidden"
+            )
+        return labels
+
+    async def listing_labels(
+        self, request: Request, resource: str, labels: dict[str, str]
+    ) -> dict[str, str]:
+        """The label filter of a ``resource`` listing, narrowed to the caller's own (an
+        admin's is not); a 403 when it asks for someone else's."""
+        auth = self.auth
+        if auth is None:
+            return labels
+        identity = identity_of(request)
+        if not await auth.allows(Access(identity, resource, "list", dict(labels), identity.id)):
+            raise ServeError(
+                403, f"{identity.id!r} may not list {resource} here.", code="forbidden"
+            )
         if identity.admin:
             return labels
         asked = labels.get(auth.owner_label)
         if asked is not None and asked != identity.id:
             raise ServeError(
                 403,
-                f"you can list only your own runs: drop `label={auth.owner_label}={asked}` "
-                f"(you are {identity.id!r}).",
+                f"you can list only your own {resource}: drop `label={auth.owner_label}="
+                f"{asked}` (you are {identity.id!r}).",
                 code="forbidden",
                 param="label",
             )
         return {**labels, auth.owner_label: identity.id}
+
+    async def owns(self, request: Request, resource: str, action: str, record: Any) -> bool:
+        """Whether the caller may ``action`` ``record`` (a run or schedule record, owned
+        through its owner label); always, without authorization."""
+        if self.auth is None:
+            return True
+        owner = record.labels.get(self.auth.owner_label)
+        access = Access(identity_of(request), resource, action, record.run_id, owner)
+        return await self.auth.allows(access)
 
     async def visible_runs(self, request: Request, records: Iterable[Any]) -> list[Any]:
         """``records`` less those the ``runs`` ``read`` handler refuses the caller."""

@@ -10,7 +10,7 @@ from typing import Any
 
 from tensorsketch.runs import MULTITASK_STRATEGIES
 
-__all__ = ["answers", "openapi"]
+__all__ = ["TASK_SCHEMA", "answers", "openapi"]
 
 _STATUS = ["queued", "running", "suspended", "succeeded", "failed", "cancelled"]
 
@@ -69,6 +69,9 @@ _TASK = {
         "version": {"type": "integer"},
     },
 }
+
+#: A run record as the routes answer it (the schedule routes reuse it).
+TASK_SCHEMA = _TASK
 
 _CREATE_FIELDS: dict[str, Any] = {
     "input": {"type": ["object", "null"], "description": "State fields of the graph."},
