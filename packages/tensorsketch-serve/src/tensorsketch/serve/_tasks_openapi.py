@@ -177,6 +177,11 @@ def answers(ok: int, *errors: int, schema: Any = None) -> dict[str, Any]:
 
 _ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
 
+#: Submitting with an ``assistant_id`` that names no assistant.
+_NO_ASSISTANT = {
+    "404": {"description": "no assistant of that `assistant_id`", **_json(_ERROR)},
+}
+
 #: ``resume`` and ``cancel`` use no body: none, or an empty object (anything else is a 400).
 _NO_BODY = {
     "required": False,
@@ -228,6 +233,7 @@ def _description(sse: dict[str, Any]) -> dict[str, Any]:
                     "requestBody": {"required": True, **_json(_RUN)},
                     "responses": {
                         **answers(200, 400, 401, 403, 409, 413, 503),
+                        **_NO_ASSISTANT,
                         "202": {
                             "description": "still running after `wait` seconds",
                             **_json(_TASK),
@@ -250,6 +256,7 @@ def _description(sse: dict[str, Any]) -> dict[str, Any]:
                     "requestBody": {"required": True, **_json(_CREATE)},
                     "responses": {
                         **answers(202, 400, 401, 403, 409, 413, 503),
+                        **_NO_ASSISTANT,
                         "200": {
                             "description": "the existing run of this Idempotency-Key",
                             **_json(_TASK),
