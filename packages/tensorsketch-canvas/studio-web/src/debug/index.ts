@@ -14,7 +14,7 @@ import { renderState, type StateView } from "./state";
 import { Timeline } from "./timeline";
 
 export { layoutTree } from "./timeline";
-import type { CheckpointDetail, DebugStatus, ThreadDetail, ThreadRow, Waiting, WriteResult } from "./types";
+import type { CheckpointDetail, DebugStatus, RunAssistant, ThreadDetail, ThreadRow, Waiting, WriteResult } from "./types";
 
 export interface Host {
   svg: SVGSVGElement;
@@ -250,6 +250,7 @@ function renderThread(): void {
   box.replaceChildren(
     h("div", { className: "dbg-head" }, h("h3", { className: "tid", title: t.thread_id }, t.thread_id), statusBadge(t.status)),
     h("p", { className: "hint" }, `${t.checkpoints.length} checkpoint${t.checkpoints.length === 1 ? "" : "s"}${runLabel(t) ? ` · ${runLabel(t)}` : ""}`),
+    assistantLine(t),
     waitingCard(t.waiting, readonly) ?? "",
     doubtCard(t, { disabled: dbg.busy || readonly, busy: withBusy, reopen: (id, cp) => openThread(id, cp ?? "head"), toast: (m, k) => host.toast(m, k) }),
     h(
@@ -271,6 +272,21 @@ export function finished(t: ThreadDetail): string | null {
   const head = t.checkpoints.find((c) => c.id === t.head);
   if (t.status !== "completed" || t.waiting || (head && head.next.length)) return null;
   return "the thread is completed: nothing is left to run (fork a checkpoint to run it again)";
+}
+
+/** Which assistant (a versioned configuration of the graph) the thread's latest run ran
+ * with, or nothing for a run of the bare graph. */
+function assistantLine(t: ThreadDetail): HTMLElement | string {
+  const a = t.run?.assistant as RunAssistant | null | undefined;
+  if (!a || typeof a.name !== "string") return "";
+  const version = typeof a.version === "number" ? ` v${a.version}` : "";
+  return h(
+    "p",
+    { className: "hint dbg-assistant", id: "dbg-assistant", title: `the latest run ran with assistant ${a.id ?? a.name}${version}` },
+    "assistant ",
+    h("code", {}, a.name),
+    version,
+  );
 }
 
 function runLabel(t: ThreadDetail): string {

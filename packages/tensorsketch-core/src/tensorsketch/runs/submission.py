@@ -121,7 +121,9 @@ class Submission:
         if strategy == "enqueue":
             # Nothing to decide from what is in flight: the run queues behind it, and the
             # store's idempotency key returns a run already submitted with the same key.
-            return await self._create(input, thread_id, idempotency_key, labels, strategy, webhook)
+            return await self._create(
+                input, thread_id, idempotency_key, labels, strategy, webhook, pinned
+            )
         page = await state.store.list(status=tuple(sorted(ACTIVE)), thread_id=thread_id, limit=100)
         in_flight = page.records
         for record in in_flight:
