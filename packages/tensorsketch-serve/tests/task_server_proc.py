@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import task_graphs
 
 from tensorsketch.runs import AsyncRunner
-from tensorsketch.serve import task_app
+from tensorsketch.serve import RunWebhooks, task_app
 from tensorsketch.testing.crash import BackendSpec
 from tensorsketch.testing.runs import multitask_graph
 
@@ -59,7 +59,9 @@ def _die_at(point: str) -> None:
     - ``stop_asked``: a later submit stored its run and the stop request of the run in
       flight (``interrupt``/``rollback``), before that run's runner saw it;
     - ``rolling_back``: a stopped run is about to discard its checkpoints (``rollback``);
-    - ``cron_fired``: a due schedule submitted its run, before it moved on to its next time.
+    - ``cron_fired``: a due schedule submitted its run, before it moved on to its next time;
+    - ``webhook_sending`` / ``webhook_sent``: a run's completion webhook is about to be
+      POSTed / was POSTed, before its outcome is recorded on the run.
     """
     from tensorsketch.runs import execution, submission
     from tensorsketch.runs.runner import AsyncRunner as Runner
@@ -87,6 +89,20 @@ def _die_at(point: str) -> None:
             return 0
 
         execution.roll_back = die_rolling_back  # type: ignore[assignment]
+    elif point in ("webhook_sending", "webhook_sent"):
+        from tensorsketch.serve import _run_webhooks
+
+        deliver = _run_webhooks.deliver
+
+        async def deliver_and_die(*args: Any, **kwargs: Any) -> Any:
+            if point == "webhook_sending" and armed():
+                die()
+            done = await deliver(*args, **kwargs)
+            if armed():
+                die()
+            return done
+
+        _run_webhooks.deliver = deliver_and_die  # type: ignore[assignment]
     elif point == "cron_fired":
         submit = Runner.submit
 
@@ -126,7 +142,10 @@ def main() -> None:
         timer_refresh=0.5,
         poll_interval=0.05,
     )
-    app = task_app(runner, drain_timeout=5.0)
+    hooks = raw.get("webhooks")  # {"secret", "allowed_hosts", ...}: RunWebhooks(**hooks)
+    app = task_app(
+        runner, drain_timeout=5.0, webhooks=RunWebhooks(**hooks) if hooks is not None else None
+    )
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
