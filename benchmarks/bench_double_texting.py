@@ -206,15 +206,6 @@ def main() -> None:
     parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--policy", choices=POLICIES, action="append")
     args = parser.parse_args()
-    rows = []
-    failed = False
-    with tempfile.TemporaryDirectory() as tmp:
-        for policy in args.policy or POLICIES:
-            result = _one(args.store, policy, tmp)
-            failed |= bool(result["broken"])
-            rows.append((policy, result))
-            for line in result["broken"][:5]:
-                print(f"  {policy} broke its promise on {line}", file=sys.stderr)
     print(
         f"\n## Double-texting under load ({args.store}, {THREADS} threads x {INPUTS} inputs, "
         f"{'quick' if QUICK else 'full'})\n"
@@ -223,16 +214,23 @@ def main() -> None:
         "| policy | answers | runs by status | submit all | all finished | runs/s | "
         "threads keeping the promise | of them: a run ended before the stop reached it |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for policy, r in rows:
-        finished = sum(r["statuses"].values())
-        kept = THREADS - len(r["broken"])
-        print(
-            f"| {policy} | {dict(sorted(r['answers'].items()))} "
-            f"| {dict(sorted(r['statuses'].items()))} "
-            f"| {r['submitted_s']:.1f} s | {r['drained_s']:.1f} s | "
-            f"{finished / r['drained_s']:.0f} | {kept} / {THREADS} | {len(r['raced'])} |"
-        )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |", flush=True)
+    failed = False
+    with tempfile.TemporaryDirectory() as tmp:
+        for policy in args.policy or POLICIES:
+            r = _one(args.store, policy, tmp)
+            failed |= bool(r["broken"])
+            for line in r["broken"][:5]:
+                print(f"  {policy} broke its promise on {line}", file=sys.stderr)
+            finished = sum(r["statuses"].values())
+            kept = THREADS - len(r["broken"])
+            print(  # a row as each policy ends: a long run reports what it has
+                f"| {policy} | {dict(sorted(r['answers'].items()))} "
+                f"| {dict(sorted(r['statuses'].items()))} "
+                f"| {r['submitted_s']:.1f} s | {r['drained_s']:.1f} s | "
+                f"{finished / r['drained_s']:.0f} | {kept} / {THREADS} | {len(r['raced'])} |",
+                flush=True,
+            )
     if failed:
         sys.exit(1)
 
