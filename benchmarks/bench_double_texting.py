@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import json
 import os
 import socket
 import subprocess
@@ -125,7 +126,22 @@ async def _load(url: str, policy: str) -> dict[str, Any]:
                 if _ended_before_the_stop(policy, runs):
                     raced.append(thread)
                     continue
-                broken.append(f"{thread}: {exc}")
+                fields = (
+                    "id",
+                    "status",
+                    "input",
+                    "created_at",
+                    "started_at",
+                    "finished_at",
+                    "stop_requested",
+                    "stopped_by",
+                    "error",
+                    "attempts",
+                )
+                shown = [{k: r.get(k) for k in fields} for r in runs]
+                last = max(runs, key=lambda r: (r["created_at"], r["id"])) if runs else {}
+                ticks = ticks_of(last.get("output"))
+                broken.append(f"{thread}: {exc}\n    ticks {ticks}\n    runs {json.dumps(shown)}")
     return {
         "answers": answers,
         "retries": retries,
