@@ -878,6 +878,46 @@ def test_approve_a_suspended_tool_call(agent: Studio, agent_page: Page) -> None:
     assert messages[-1].text == "done: refunded A-17"
 
 
+def test_the_thread_view_names_the_assistant_its_run_ran_with(
+    agent: Studio, agent_page: Page
+) -> None:
+    """A run submitted with an assistant (a versioned configuration of the agent, #46): the
+    thread view says which one and which version; a thread run on the bare graph says
+    nothing of the kind."""
+    from tensorsketch.runs import AsyncRunner
+
+    app = agent.app
+    page = agent_page
+    thread, bare = "order-with-assistant", "order-bare"
+
+    async def start(b: Backend) -> tuple[str, int]:
+        async with AsyncRunner(app, backend=b) as runner:
+            first = await runner.assistants.create("polite", {"system_prompt": "Be brief."})
+            second = await runner.assistants.update("polite", {"system_prompt": "Be kind."})
+            assert second.version == 2
+            for thread_id, assistant in ((thread, "polite"), (bare, None)):
+                record = await runner.submit(
+                    {"messages": [{"role": "user", "content": "B-2"}]},
+                    thread_id=thread_id,
+                    assistant=assistant,
+                )
+                done = await runner.await_run(record.run_id, timeout=30)
+                assert done.status == "suspended", done  # the refund waits for an approval
+        return first.assistant_id, second.version
+
+    assistant_id, version = _run(agent.url, start)
+    page.click("#dbg-refresh")
+    _open_thread(page, thread)
+    line = page.locator("#dbg-assistant")
+    expect(line).to_have_text(f"assistant polite v{version}")
+    expect(line).to_have_attribute("title", _contains(assistant_id))
+    shown = page.evaluate("window.__studio.debug.thread.run.assistant")
+    assert shown == {"id": assistant_id, "name": "polite", "version": version}
+    _shot(agent, page, "assistant", x=0, y=0, width=332, height=330)
+    _open_thread(page, bare)
+    expect(page.locator("#dbg-assistant")).to_have_count(0)
+
+
 def test_reject_with_a_reason_the_agent_is_told(agent: Studio, agent_page: Page) -> None:
     """#41 item 5: reject has a field for the reason, and the agent's thread carries it."""
     app = agent.app

@@ -60,15 +60,21 @@ async def test_a_run_keeps_the_version_it_was_submitted_with() -> None:
     assert plain.output["out"] == "hello in none" and plain.assistant is None
 
 
-async def test_a_run_on_a_named_thread_keeps_its_assistant_under_enqueue() -> None:
-    """A submit on a thread with the ``enqueue`` policy (the default) pins the assistant too:
-    that path stored the run without its version, so it ran with no assistant at all."""
+@pytest.mark.parametrize("strategy", ["enqueue", "reject", "interrupt", "rollback"])
+async def test_a_run_on_a_named_thread_keeps_its_assistant_under_every_policy(
+    strategy: str,
+) -> None:
+    """The pin travels through the double-texting path too (a ``thread_id``), whatever the
+    policy — under ``enqueue``, the runner's default, it was once dropped."""
     async with AsyncRunner(_greeter(), backend=InMemoryBackend()) as runner:  # type: ignore[arg-type]
         await runner.assistants.create("fr", {"context": {"language": "french"}})
-        record = await runner.submit({"out": ""}, thread_id="t", assistant="fr")
+        record = await runner.submit(
+            {"out": ""}, thread_id=f"t-{strategy}", assistant="fr", multitask_strategy=strategy
+        )
+        assert record.assistant is not None and record.assistant["name"] == "fr"
         done = await runner.await_run(record.run_id, timeout=30)
-    assert done.assistant is not None and done.assistant["name"] == "fr"
     assert done.output["out"] == "hello in french"
+    assert done.assistant is not None and done.assistant["version"] == 1
 
 
 async def test_an_assistants_multitask_strategy_is_its_runs_policy() -> None:

@@ -179,3 +179,40 @@ async def test_racing_inputs_on_several_threads_keep_each_policys_promise(
         check_double_texting(strategy, mine, ticks_of(state))
         if strategy == "reject":  # submitted at once: only one of each thread's got in
             assert len(mine) == 1
+
+
+async def test_a_submit_waiting_for_the_threads_turn_keeps_it_against_a_newcomer(
+    tmp_path: Path,
+) -> None:
+    """``x`` holds the thread's turn while ``y`` waits for it; a third submit ``z`` arrives
+    just as ``x`` hands the turn on (woken by ``x``'s stored record, so before ``y`` has it).
+    ``z`` must wait for ``y``: were the turn forgotten once ``x`` let go, ``y`` and ``z``
+    would each check what is in flight without the other and neither would stop the other
+    (the load run of 1,000 threads x 5 rollback inputs found such a pair)."""
+    backend = SqliteBackend(tmp_path / "runs.db")
+    async with AsyncRunner(multitask_graph(0.2), backend=backend) as runner:
+        x_stored = asyncio.Event()
+        runner.listeners.append(lambda r: x_stored.set() if r.input == {"tag": "x"} else None)
+
+        async def submit(tag: str) -> Any:
+            return await runner.submit({"tag": tag}, thread_id="t", multitask_strategy="rollback")
+
+        async def newcomer() -> Any:
+            await x_stored.wait()
+            return await submit("z")
+
+        z = asyncio.create_task(newcomer())
+        x = asyncio.create_task(submit("x"))
+        await asyncio.sleep(0)  # x takes the turn first
+        y = asyncio.create_task(submit("y"))
+        made = await asyncio.gather(x, y, z)
+        for record in made:
+            await runner.await_run(record.run_id, timeout=30)
+        runs = [r.to_dict() for r in (await runner.list(thread_id="t")).records]
+        for r in runs:
+            r["id"] = r["run_id"]
+        last = max(runs, key=lambda r: (r["created_at"], r["id"]))
+        check_double_texting("rollback", runs, ticks_of(last["output"]))
+        assert [r["status"] for r in sorted(runs, key=lambda r: r["created_at"])][-1] == "succeeded"
+        assert sum(r["status"] == "succeeded" for r in runs) == 1, runs
+    await backend.aclose()

@@ -43,6 +43,7 @@ load_helper("a2a_agents", Path(__file__).parent)
 load_helper("agui_client", Path(__file__).parent)
 load_helper("task_graphs", Path(__file__).resolve().parent)
 js_clients = load_helper("js_clients", Path(__file__).resolve().parent)
+load_helper("authz_servers", Path(__file__).resolve().parent)
 
 
 @pytest.fixture

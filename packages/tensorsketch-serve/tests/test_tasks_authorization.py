@@ -8,7 +8,9 @@ enumerated so that a route without an authorization decision (or without a case 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+import random
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +18,10 @@ import httpx
 import pytest
 import schemathesis
 import task_graphs
+from authz_servers import as_user, authenticate, make_stores, serve
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schemathesis.checks import not_a_server_error
+from schemathesis.checks import not_a_server_error, status_code_conformance
 from starlette.routing import Route
 
 from tensorsketch import FakeProvider, create_agent
@@ -32,107 +35,9 @@ from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
 from tensorsketch.serve import Access, Authorization, Identity, owner_or_admin, task_app
 from tensorsketch.serve._authorization import ROUTES
-from tensorsketch.testing.services import private_name
 
-STORES = [
-    "sqlite",
-    pytest.param("postgres", marks=pytest.mark.postgres),
-    pytest.param("redis", marks=pytest.mark.redis),
-]
-
-PEOPLE = {
-    "ana-key": Identity("ana"),
-    "bob-key": Identity("bob"),
-    "root-key": Identity("root", admin=True),
-    "sue-key": Identity("sue", claims={"roles": ["support"]}),
-}
-
-
-def authenticate(request: Any) -> Identity | None:
-    token = request.headers.get("authorization", "").removeprefix("Bearer ")
-    return PEOPLE.get(token)
-
-
-def _as(who: str) -> dict[str, str]:
-    return {"authorization": f"Bearer {who}-key"}
-
-
-@pytest.fixture(params=STORES)
-def make_stores(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[Callable[[], tuple[Any, Any, Any]]]:
-    """``() -> (backend, memory store, session store)`` on one store kind, private to the
-    test (an SQLite folder, a PostgreSQL schema, a Redis prefix), dropped after."""
-    if request.param == "sqlite":
-        yield lambda: (
-            SqliteBackend(tmp_path / "runs.db"),
-            SqliteStore(tmp_path / "memory.db", embedder=HashingEmbedder()),
-            SqliteSessionStore(tmp_path / "sessions.db"),
-        )
-        return
-    pytest.importorskip("tensorsketch.runtime.backends.postgres", reason="needs backends")
-    name = private_name("authz")
-    if request.param == "postgres":
-        from tensorsketch.memory.postgres import PostgresStore
-        from tensorsketch.memory.postgres_sessions import PostgresSessionStore
-        from tensorsketch.runtime.backends.postgres import PostgresBackend
-        from tensorsketch.testing import postgres_server
-
-        dsn = postgres_server.reachable()
-        yield lambda: (
-            PostgresBackend(dsn, schema=name),
-            PostgresStore(dsn, schema=name, embedder=HashingEmbedder()),
-            PostgresSessionStore(dsn, schema=name),
-        )
-        postgres_server.drop_schema(dsn, name)
-        return
-    from tensorsketch.memory.redis import RedisStore
-    from tensorsketch.memory.redis_sessions import RedisSessionStore
-    from tensorsketch.runtime.backends.redis import RedisBackend
-    from tensorsketch.testing import redis_server
-
-    url = redis_server.reachable()
-    yield lambda: (
-        RedisBackend(url, prefix=name),
-        RedisStore(url, prefix=name, embedder=HashingEmbedder()),
-        RedisSessionStore(url, prefix=name),
-    )
-    redis_server.delete_prefix(url, name)
-
-
-@pytest.fixture
-def serve(
-    live: Any, make_stores: Callable[[], tuple[Any, Any, Any]]
-) -> Iterator[Callable[..., Any]]:
-    """``serve(auth)``: the task API with memory and sessions, authorizing with ``auth``;
-    its stores are closed on the server's own loop (where their connections live)."""
-    made: list[tuple[Any, AsyncRunner, Any, Any]] = []
-
-    def start(auth: Authorization | None = None) -> Any:
-        backend, memory, sessions = make_stores()
-        runner = AsyncRunner(task_graphs.work_graph(), backend=backend)
-        app = task_app(
-            runner,
-            authenticate=authenticate,
-            authorize=auth or Authorization(),
-            memory=memory,
-            sessions=sessions,
-            drain_timeout=1.0,
-        )
-        server = live(app)
-        server.app = app
-        made.append((server, runner, memory, sessions))
-        return server
-
-    yield start
-    for server, runner, memory, sessions in made:
-        server.call(runner.aclose())
-        server.call(runner.backend.aclose())
-        for store in (memory, sessions):
-            close = getattr(store, "aclose", None)
-            if close is not None:
-                server.call(close())
-        server.stop()
+_as = as_user
+__all__ = ["make_stores", "serve"]  # the shared fixtures, found by pytest here
 
 
 def _routes(app: Any) -> set[str]:
@@ -336,6 +241,48 @@ def _assistants(method: str, suffix: str, body: Any = None) -> Callable[..., Non
     return case
 
 
+def _schedule_route(method: str, suffix: str | None) -> Callable[..., None]:
+    """A route on ana's schedule: bob gets the 404 of a schedule that does not exist, ana
+    and the admin get through; listings show each user their own."""
+
+    def case(client: httpx.Client, task_id: str) -> None:
+        body = {"at": 4102444800, "input": {"n": 2}, "name": f"later{method}{suffix}"}
+        made = client.post("/schedules", json=body, headers=_as("ana"))
+        assert made.status_code == 201, made.text
+        assert made.json()["labels"] == {"owner": "ana"}
+        ident = made.json()["id"]
+        if suffix is None:  # the collection
+            listed = {
+                who: {
+                    s["id"] for s in client.get("/schedules", headers=_as(who)).json()["schedules"]
+                }
+                for who in ("ana", "bob", "root")
+            }
+            assert ident in listed["ana"] and ident in listed["root"]
+            assert ident not in listed["bob"]
+            prying = client.get("/schedules", params={"label": "owner=ana"}, headers=_as("bob"))
+            assert prying.status_code == 403 and "only your own schedules" in prying.text
+            forged = client.post(
+                "/schedules", json={**body, "labels": {"owner": "ana"}}, headers=_as("bob")
+            )
+            assert forged.status_code == 403 and "set by the server" in forged.text
+            # A name is its creator's: bob's schedule of ana's name is his own.
+            his = client.post("/schedules", json=body, headers=_as("bob"))
+            assert his.status_code == 201 and his.json()["id"] != ident, his.text
+            return
+        path = f"/schedules/{ident}{suffix}"
+        missing = client.request(method, f"/schedules/nope{suffix}", headers=_as("bob"))
+        refused = client.request(method, path, headers=_as("bob"))
+        assert refused.status_code == missing.status_code == 404, refused.text
+        wanted = missing.json()["error"]["message"].replace("'nope'", repr(ident))
+        assert refused.json()["error"]["message"] == wanted
+        for who in ("ana", "root"):
+            allowed = client.request(method, path, headers=_as(who))
+            assert allowed.status_code == 200, (who, allowed.text)
+
+    return case
+
+
 #: One case per route. A route the app serves without a case here fails the test below.
 CASES: dict[str, Callable[[httpx.Client, str], None]] = {
     "POST /runs": _create("/runs", 200),
@@ -367,6 +314,11 @@ CASES: dict[str, Callable[[httpx.Client, str], None]] = {
     "GET /sessions/{id}": _session_read,
     "POST /sessions/{id}": _session_append,
     "DELETE /sessions/{id}": _session_clear,
+    "POST /schedules": _schedule_route("POST", None),
+    "GET /schedules": _schedule_route("GET", None),
+    "GET /schedules/{id}": _schedule_route("GET", ""),
+    "DELETE /schedules/{id}": _schedule_route("DELETE", ""),
+    "GET /schedules/{id}/runs": _schedule_route("GET", "/runs"),
 }
 
 
@@ -382,18 +334,84 @@ def _seed(client: httpx.Client) -> str:
     return str(run.json()["id"])
 
 
+def _operation(description: dict[str, Any], method: str, path: str) -> tuple[str, Any]:
+    """The ``(template, operation)`` of ``description`` that serves ``method path``."""
+    for template, item in description["paths"].items():
+        pattern = "^" + re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template)) + "$"
+        if re.match(pattern, path) and method.lower() in item:
+            return template, item[method.lower()]
+    raise AssertionError(f"{method} {path} is not in /openapi.json")
+
+
 def test_two_users_on_every_route(serve: Callable[..., Any]) -> None:
+    """Every case above, and every status it saw (403s, 404s, 409s, the 401 of a stranger)
+    is documented in /openapi.json for its route."""
     server = serve()
     served = _routes(server.app)
     assert served == set(CASES), f"routes without a case: {sorted(served - set(CASES))}"
-    with httpx.Client(base_url=server.url, timeout=30) as client:
+    seen: set[tuple[str, str, int]] = set()
+
+    def record(response: httpx.Response) -> None:
+        seen.add((response.request.method, response.request.url.path, response.status_code))
+
+    with httpx.Client(
+        base_url=server.url, timeout=30, event_hooks={"response": [record]}
+    ) as client:
         task_id = _seed(client)
         for route, case in CASES.items():
             try:
                 case(client, task_id)
             except AssertionError as exc:
                 raise AssertionError(f"{route}: {exc}") from exc
-        assert client.get("/tasks", headers={"authorization": "Bearer nobody"}).status_code == 401
+        for method, route in (r.split(" ", 1) for r in sorted(served)):
+            if route not in ("/healthz", "/metrics", "/openapi.json"):
+                path = route.replace("{id}", "x")
+                stranger = client.request(method, path, headers={"authorization": "Bearer nobody"})
+                assert stranger.status_code == 401, (route, stranger.text)
+        description = client.get("/openapi.json", headers=_as("ana")).json()
+    undocumented = set()
+    for method, path, status in seen:
+        if path == "/openapi.json":
+            continue
+        template, operation = _operation(description, method, path)
+        if str(status) not in operation["responses"]:
+            undocumented.add(f"{method} {template}: {status}")
+    assert not undocumented, sorted(undocumented)
+
+
+def test_two_users_racing_for_a_new_thread_id_one_owns_it(serve: Callable[..., Any]) -> None:
+    """Ana and bob start runs on the same new thread ids at the same instant (concurrent
+    HTTP requests, ``enqueue``: without an owner claim both would be queued): on each
+    thread exactly one of them gets a run, the other a 403 (or a 409), and every run the
+    admin sees on the thread is the winner's."""
+    server = serve()
+    threads = [f"race-{i}" for i in range(24)]
+
+    async def race() -> list[tuple[str, str, httpx.Response]]:
+        async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
+
+            async def post(who: str, thread: str) -> tuple[str, str, httpx.Response]:
+                body = {"input": {"n": 1}, "thread_id": thread, "multitask_strategy": "enqueue"}
+                return who, thread, await client.post("/tasks", json=body, headers=_as(who))
+
+            return await asyncio.gather(*(post(who, t) for t in threads for who in ("ana", "bob")))
+
+    answers = asyncio.run(race())
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        for thread in threads:
+            mine = [(who, a) for who, t, a in answers if t == thread]
+            won = [who for who, a in mine if a.status_code == 202]
+            lost = [a for who, a in mine if a.status_code != 202]
+            assert len(won) == 1, [(who, a.status_code, a.text) for who, a in mine]
+            assert [a.status_code for a in lost] in ([403], [409]), lost[0].text
+            listed = client.get("/tasks", params={"thread_id": thread}, headers=_as("root"))
+            owners = {t["labels"]["owner"] for t in listed.json()["tasks"]}
+            assert owners == set(won), (thread, owners, won)
+            loser = "bob" if won == ["ana"] else "ana"
+            again = client.post(
+                "/tasks", json={"input": {"n": 1}, "thread_id": thread}, headers=_as(loser)
+            )
+            assert again.status_code == 403, again.text
 
 
 def test_every_route_has_an_authorization_decision() -> None:
@@ -514,11 +532,14 @@ def test_a_runs_memory_is_bound_to_who_submitted_it(live: Any) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("mode", list(schemathesis.GenerationMode))
 def test_the_authorized_api_answers_fuzzed_requests_without_a_5xx(
-    live: Any, tmp_path: Path
+    live: Any, tmp_path: Path, mode: schemathesis.GenerationMode
 ) -> None:
     """Schemathesis over the whole /openapi.json of an authorizing app, as ana, bob or the
-    admin at random, after ana has a run, an item and a session: not one 5xx."""
+    admin at random, after ana has a run, a schedule, an item and a session and the admin an
+    assistant (half of the cases with a path id aim at those): not one 5xx, and every status
+    answered is one the description documents for its operation (the 403s included)."""
     runner = AsyncRunner(
         task_graphs.work_graph(),
         backend=SqliteBackend(tmp_path / "fuzz.db"),
@@ -536,23 +557,32 @@ def test_the_authorized_api_answers_fuzzed_requests_without_a_5xx(
     )
     server = live(app)
     with httpx.Client(base_url=server.url, timeout=30) as client:
-        _seed(client)
+        ids = {"tasks": _seed(client), "sessions": SESSION.rsplit("/", 1)[1]}
+        later = {"at": 4102444800, "input": {"n": 2}}
+        ids["schedules"] = client.post("/schedules", json=later, headers=_as("ana")).json()["id"]
+        made = client.post("/assistants", json={"name": "fuzzed"}, headers=_as("root"))
+        ids["assistants"] = made.json()["id"]
         schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json", headers=_as("ana"))
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) == len(_routes(app)) - 1  # every route but /openapi.json
-    strategy = st.one_of(*(op.as_strategy() for op in operations))
+    strategy = st.one_of(*(op.as_strategy(generation_mode=mode) for op in operations))
     answered: dict[int, int] = {}
+    aimed = random.Random(46)
 
     @settings(
-        max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+        max_examples=400, deadline=None, database=None, suppress_health_check=list(HealthCheck)
     )
     @given(case=strategy, who=st.sampled_from(["ana", "bob", "root"]))
     def fuzz(case: schemathesis.Case, who: str) -> None:
+        if case.path_parameters and aimed.random() < 0.5:
+            case.path_parameters = {"id": ids[case.path.split("/")[1]]}
         response = case.call(base_url=server.url, timeout=30, headers=_as(who))
         answered[response.status_code] = answered.get(response.status_code, 0) + 1
-        case.validate_response(response, checks=[not_a_server_error])
+        case.validate_response(response, checks=[not_a_server_error, status_code_conformance])
 
     fuzz()
-    print(f"authorized fuzz, answers by status: {dict(sorted(answered.items()))}")
+    print(f"authorized fuzz ({mode.value}), answers by status: {dict(sorted(answered.items()))}")
     assert not any(status >= 500 for status in answered), answered
-    assert answered.get(403, 0) > 0 and answered.get(200, 0) > 0, answered
+    assert answered.get(400, 0) > 0, answered
+    if mode is schemathesis.GenerationMode.POSITIVE:
+        assert answered.get(200, 0) > 0 and answered.get(404, 0) > 0, answered

@@ -16,7 +16,7 @@ import { Timeline } from "./timeline";
 
 export { layoutTree } from "./timeline";
 import { bare } from "../nested";
-import type { CheckpointDetail, DebugStatus, NestedChild, ThreadDetail, ThreadRow, Waiting, WriteResult } from "./types";
+import type { CheckpointDetail, DebugStatus, NestedChild, RunAssistant, ThreadDetail, ThreadRow, Waiting, WriteResult } from "./types";
 
 export interface Host {
   svg: SVGSVGElement;
@@ -338,6 +338,7 @@ function renderThread(): void {
     crumbs(t) ?? "",
     h("div", { className: "dbg-head" }, h("h3", { className: "tid", title: t.thread_id }, name), statusBadge(t.status)),
     h("p", { className: "hint" }, `${t.checkpoints.length} checkpoint${t.checkpoints.length === 1 ? "" : "s"}${runLabel(t) ? ` · ${runLabel(t)}` : ""}`),
+    assistantLine(t),
     waitingCard(t.waiting, readonly) ?? "",
     doubtCard(t, { disabled: dbg.busy || readonly, busy: withBusy, reopen: (id, cp) => openThread(id, cp ?? "head"), toast: (m, k) => host.toast(m, k) }),
     memoryCard(t, () => dbg.selectedId),
@@ -374,6 +375,21 @@ function crumbs(t: ThreadDetail | null): HTMLElement | null {
   });
   parts.push(h("b", { className: "crumb-here", title: t?.thread_id ?? "" }, tasks[dbg.stack.length - 1] ?? t?.namespace?.at(-1)?.task ?? "?"));
   return h("nav", { className: "dbg-crumbs", id: "dbg-crumbs", "aria-label": "subgraph namespaces" }, ...parts);
+}
+
+/** Which assistant (a versioned configuration of the graph) the thread's latest run ran
+ * with, or nothing for a run of the bare graph. */
+function assistantLine(t: ThreadDetail): HTMLElement | string {
+  const a = t.run?.assistant as RunAssistant | null | undefined;
+  if (!a || typeof a.name !== "string") return "";
+  const version = typeof a.version === "number" ? ` v${a.version}` : "";
+  return h(
+    "p",
+    { className: "hint dbg-assistant", id: "dbg-assistant", title: `the latest run ran with assistant ${a.id ?? a.name}${version}` },
+    "assistant ",
+    h("code", {}, a.name),
+    version,
+  );
 }
 
 function runLabel(t: ThreadDetail): string {

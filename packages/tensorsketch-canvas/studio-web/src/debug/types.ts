@@ -66,6 +66,13 @@ export interface Waiting {
   [key: string]: unknown;
 }
 
+/** ``run.assistant`` of a thread: the assistant version its latest run ran with. */
+export interface RunAssistant {
+  id: string | null;
+  name: string;
+  version: number | null;
+}
+
 export interface ThreadDetail {
   thread_id: string;
   status: ThreadStatus;

@@ -66,6 +66,8 @@ class RunnerState:
     #: Serializes this process's submits per thread, so its check of what is in flight on
     #: the thread and its new record are one step (other processes: see docs/runs.md).
     thread_locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    #: How many submits hold or wait for each thread's lock (it is dropped at zero).
+    thread_lock_users: dict[str, int] = field(default_factory=dict)
 
     #: Bounds the runs executing at once (made by ``start``, on the running loop).
     slots: asyncio.Semaphore | None = None

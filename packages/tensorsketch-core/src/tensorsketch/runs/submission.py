@@ -99,14 +99,22 @@ class Submission:
             return await self._create(
                 input, None, idempotency_key, labels, strategy, webhook, pinned, mode
             )
+        # The lock is forgotten when its last user is done — not when it is merely free: a
+        # released lock whose waiter has not woken yet reads as unlocked, and a submit coming
+        # in then would take a new lock and check the thread beside that waiter.
         lock = state.thread_locks.setdefault(thread_id, asyncio.Lock())
+        state.thread_lock_users[thread_id] = state.thread_lock_users.get(thread_id, 0) + 1
         try:
             async with lock:
                 return await self._double_text(
                     input, thread_id, idempotency_key, labels, strategy, webhook, pinned, mode
                 )
         finally:
-            if not lock.locked() and state.thread_locks.get(thread_id) is lock:
+            users = state.thread_lock_users[thread_id] - 1
+            if users:
+                state.thread_lock_users[thread_id] = users
+            else:
+                del state.thread_lock_users[thread_id]
                 del state.thread_locks[thread_id]
 
     async def _double_text(

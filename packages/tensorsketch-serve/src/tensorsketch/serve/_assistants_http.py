@@ -211,6 +211,10 @@ _DESCRIBED = {
     201: "created",
     400: "the body or a parameter is wrong (the message says which)",
     401: "not authenticated",
+    403: (
+        "the caller may not do this to assistants (task_app(authorize=...): by default only "
+        "an admin creates, changes or rolls one back)"
+    ),
     404: "no such assistant (or version)",
     409: "an assistant with that name exists",
     413: "the body is too large",
@@ -225,7 +229,7 @@ def _answers(ok: int, schema: Any, *errors: int) -> dict[str, Any]:
             "content": {"application/json": {"schema": schema}},
         }
     }
-    for status in (400, 401, 503, *errors):
+    for status in (400, 401, 403, 503, *errors):
         out[str(status)] = {
             "description": _DESCRIBED[status],
             "content": {"application/json": {"schema": _ERROR}},

@@ -10,7 +10,9 @@ decision in :data:`ROUTES`, and by default a user reaches only what they own:
   answers, so ids do not leak whose runs exist; ``GET /tasks`` lists only yours; an
   ``Idempotency-Key`` is the caller's own (stored as ``"<len>:<user>:<key>"``).
 - **threads** belong to whoever started their first run; a run on another user's thread is a
-  **403** (the thread id is taken: choose another, a random one is best).
+  **403** (the thread id is taken: choose another, a random one is best). A new thread id is
+  claimed atomically in the run store (a ``kind="thread"`` record keyed by the id): of two
+  users starting it at the same instant, exactly one owns it.
 - **memory** namespaces under ``("users", "<id>", ...)`` and **sessions** whose id starts
   with ``"<id>:"`` are the user's; anything else is a **403** naming the user's scope, and a
   listing, search or namespace walk with a wider prefix is narrowed to it.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import inspect
 import string
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +34,7 @@ from typing import Any
 from starlette.requests import Request
 
 from tensorsketch.errors import BackendUnavailableError, RunNotFoundError
+from tensorsketch.runtime.backends.runs import RunRecord
 from tensorsketch.serve._http import Authenticate, ServeError
 
 __all__ = [
@@ -91,6 +95,11 @@ ROUTES: dict[str, tuple[str, str] | None] = {
     "GET /sessions/{id}": ("sessions", "read"),
     "POST /sessions/{id}": ("sessions", "update"),
     "DELETE /sessions/{id}": ("sessions", "delete"),
+    "POST /schedules": ("schedules", "create"),
+    "GET /schedules": ("schedules", "list"),
+    "GET /schedules/{id}": ("schedules", "read"),
+    "DELETE /schedules/{id}": ("schedules", "delete"),
+    "GET /schedules/{id}/runs": ("schedules", "read"),
 }
 
 _STATE_KEY = "tensorsketch_identity"
@@ -419,34 +428,64 @@ class Gatekeeper:
         if auth is None:
             return
         identity = identity_of(request)
-        labels = dict(args.get("labels") or {})
-        asked = labels.get(auth.owner_label)
-        if asked is not None and asked != identity.id and not identity.admin:
-            raise ServeError(
-                403,
-                f"the `{auth.owner_label}` label is set by the server to who submits the run; "
-                f"leave it out (you are {identity.id!r}).",
-                param=f"labels.{auth.owner_label}",
-            )
-        owner = labels.setdefault(auth.owner_label, identity.id)
+        labels = await self.stamp_owner(request, "runs", dict(args.get("labels") or {}))
+        owner = labels[auth.owner_label]
         args["labels"] = labels
-        if not await auth.allows(Access(identity, "runs", "create", None, owner)):
-            raise ServeError(403, f"{identity.id!r} may not start runs here.", code="forbidden")
         thread_id = args.get("thread_id")
         if thread_id is None:
             return
         page = await self.runner.list(thread_id=thread_id, limit=1)
         first = page.records[0] if page.records else None
-        thread_owner = owner if first is None else first.labels.get(auth.owner_label)
-        action = "create" if first is None else "update"
-        if not await auth.allows(Access(identity, "threads", action, thread_id, thread_owner)):
+        if first is not None:
+            thread_owner = first.labels.get(auth.owner_label)
+        else:
+            thread_owner = owner
+            if not await auth.allows(Access(identity, "threads", "create", thread_id, owner)):
+                raise self._thread_refused(thread_id)
+            thread_owner = await self._claim_thread(thread_id, owner)
+            if thread_owner == owner:
+                return
+        if not await auth.allows(Access(identity, "threads", "update", thread_id, thread_owner)):
+            raise self._thread_refused(thread_id)
+
+    def _thread_refused(self, thread_id: str) -> ServeError:
+        return ServeError(
+            403,
+            f"thread {thread_id!r} belongs to another user; start your run on a thread id "
+            "of your own (a random one, such as a UUID, is never taken).",
+            code="forbidden",
+            param="thread_id",
+        )
+
+    async def _claim_thread(self, thread_id: str, owner: str) -> str | None:
+        """Claim a thread that has no run yet for ``owner``; return whoever holds the claim.
+
+        Two users starting runs on one new thread id at the same instant both find it empty;
+        the claim is a ``kind="thread"`` record whose idempotency key is the thread id, so the
+        store keeps exactly one of the two inserts (atomically, on every store) and the loser
+        learns who won."""
+        assert self.auth is not None
+        label = self.auth.owner_label
+        claim = RunRecord(
+            run_id=f"thread_{uuid.uuid4().hex}",
+            thread_id=thread_id,
+            graph=getattr(self.runner.graph, "name", ""),
+            status="succeeded",
+            kind="thread",
+            labels={label: owner},
+            idempotency_key=f"thread:{len(thread_id)}:{thread_id}",
+        )
+        try:
+            stored, _ = await self.runner.store.create(claim)
+        except BackendUnavailableError as exc:
             raise ServeError(
-                403,
-                f"thread {thread_id!r} belongs to another user; start your run on a thread id "
-                "of your own (a random one, such as a UUID, is never taken).",
-                code="forbidden",
-                param="thread_id",
-            )
+                503,
+                f"the run store is unavailable: {exc}",
+                code="busy",
+                headers={"Retry-After": "1"},
+            ) from None
+        holder: str | None = stored.labels.get(label)
+        return holder
 
     def idempotency_key(self, request: Request, key: str | None) -> str | None:
         """``key`` in the caller's own space: another user's identical key names another run
@@ -458,24 +497,68 @@ class Gatekeeper:
 
     async def run_labels(self, request: Request, labels: dict[str, str]) -> dict[str, str]:
         """The label filter of a listing, narrowed to the caller's runs (an admin's is not)."""
+        return await self.listing_labels(request, "runs", labels)
+
+    # -- resources owned through the owner label (runs, schedules) ----------------------------
+
+    async def stamp_owner(
+        self, request: Request, resource: str, labels: dict[str, str]
+    ) -> dict[str, str]:
+        """``labels`` of a new ``resource`` item with the caller as its owner; a 403 when
+        they name someone else (only an admin may) or the ``create`` handler refuses."""
         auth = self.auth
         if auth is None:
             return labels
         identity = identity_of(request)
-        if not await auth.allows(Access(identity, "runs", "list", dict(labels), identity.id)):
-            raise ServeError(403, f"{identity.id!r} may not list runs here.", code="forbidden")
+        asked = labels.get(auth.owner_label)
+        if asked is not None and asked != identity.id and not identity.admin:
+            raise ServeError(
+                403,
+                f"the `{auth.owner_label}` label is set by the server to who creates the "
+                f"{resource.removesuffix('s')}; leave it out (you are {identity.id!r}).",
+                param=f"labels.{auth.owner_label}",
+            )
+        owner = labels.setdefault(auth.owner_label, identity.id)
+        if not await auth.allows(Access(identity, resource, "create", None, owner)):
+            raise ServeError(
+                403, f"{identity.id!r} may not create {resource} here.", code="forbidden"
+            )
+        return labels
+
+    async def listing_labels(
+        self, request: Request, resource: str, labels: dict[str, str]
+    ) -> dict[str, str]:
+        """The label filter of a ``resource`` listing, narrowed to the caller's own (an
+        admin's is not); a 403 when it asks for someone else's."""
+        auth = self.auth
+        if auth is None:
+            return labels
+        identity = identity_of(request)
+        if not await auth.allows(Access(identity, resource, "list", dict(labels), identity.id)):
+            raise ServeError(
+                403, f"{identity.id!r} may not list {resource} here.", code="forbidden"
+            )
         if identity.admin:
             return labels
         asked = labels.get(auth.owner_label)
         if asked is not None and asked != identity.id:
             raise ServeError(
                 403,
-                f"you can list only your own runs: drop `label={auth.owner_label}={asked}` "
-                f"(you are {identity.id!r}).",
+                f"you can list only your own {resource}: drop `label={auth.owner_label}="
+                f"{asked}` (you are {identity.id!r}).",
                 code="forbidden",
                 param="label",
             )
         return {**labels, auth.owner_label: identity.id}
+
+    async def owns(self, request: Request, resource: str, action: str, record: Any) -> bool:
+        """Whether the caller may ``action`` ``record`` (a run or schedule record, owned
+        through its owner label); always, without authorization."""
+        if self.auth is None:
+            return True
+        owner = record.labels.get(self.auth.owner_label)
+        access = Access(identity_of(request), resource, action, record.run_id, owner)
+        return await self.auth.allows(access)
 
     async def visible_runs(self, request: Request, records: Iterable[Any]) -> list[Any]:
         """``records`` less those the ``runs`` ``read`` handler refuses the caller."""

@@ -55,6 +55,10 @@ _SESSION_ID = {
 _DESCRIBED = {
     400: "the body or a parameter is wrong (the message says which)",
     401: "not authenticated",
+    403: (
+        "outside the caller's memory or sessions (task_app(authorize=...)): the message "
+        "names the caller's scope"
+    ),
     404: "no such item",
     409: "a conditional write lost: the message names the current revision",
     413: "the body is too large",
@@ -68,7 +72,7 @@ def _json(schema: Any) -> dict[str, Any]:
 
 def _answers(schema: Any, *errors: int) -> dict[str, Any]:
     out: dict[str, Any] = {"200": {"description": "done", **_json(schema)}}
-    for status in (400, 401, 503, *errors):
+    for status in (400, 401, 403, 503, *errors):
         out[str(status)] = {"description": _DESCRIBED[status], **_json(_ERROR_REF)}
     return out
 

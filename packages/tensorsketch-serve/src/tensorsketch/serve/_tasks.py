@@ -18,7 +18,8 @@ Routes (every answer is JSON; errors are ``{"error": {"message", "type", "param"
     GET  /metrics                 unauthenticated; Prometheus text (prometheus_client)
     GET  /openapi.json            this API's OpenAPI 3.1 description
 
-The assistant routes (``/assistants...``, :mod:`._assistants_http`) are always served.
+The assistant routes (``/assistants...``, :mod:`._assistants_http`) and the schedule routes
+(``/schedules...``, :mod:`._schedules_http`) are always served.
 With ``memory=`` and/or ``sessions=``, the memory item and session routes of
 :mod:`._memory_http` too (``/memory/...``, ``/sessions...``).
 
@@ -83,8 +84,9 @@ from tensorsketch.serve._memory_openapi import memory_paths
 from tensorsketch.serve._metrics import RunMetrics
 from tensorsketch.serve._protocols import Protocol
 from tensorsketch.serve._run_webhooks import ALLOW_HINT, RunWebhooks, RunWebhookSender
+from tensorsketch.serve._schedules_http import SCHEDULE_QUERY, ScheduleRoutes, schedule_paths
 from tensorsketch.serve._steering_http import SteeringRoutes, steering_paths
-from tensorsketch.serve._tasks_openapi import answers, openapi
+from tensorsketch.serve._tasks_openapi import TASK_SCHEMA, answers, openapi
 from tensorsketch.serve._webhooks import webhook_problem
 
 __all__ = ["PROTOCOL", "task_app"]
@@ -115,6 +117,7 @@ QUERY: dict[str, frozenset[str]] = {
     "GET /tasks/{id}/events": frozenset({"since"}),
     **MEMORY_QUERY,
     **ASSISTANT_QUERY,
+    **SCHEDULE_QUERY,
 }
 _REPEATABLE = frozenset({"status", "label", "namespace", "metadata"})
 #: Routes for probes, scrapers and tooling, which may add parameters of their own: not checked.
@@ -690,6 +693,7 @@ def task_app(
                 **memory_paths(memory=memory is not None, sessions=sessions is not None),
                 **steering_paths(answers),
                 **assistant_paths(),
+                **schedule_paths(answers, TASK_SCHEMA),
             }
         ),
         gatekeeper,
@@ -698,6 +702,7 @@ def task_app(
         runner, api._call, api._body, lambda record, status: _json(_record_json(record), status)
     )
     assistants = AssistantRoutes(runner, api._call, api._body, _json)
+    schedules = ScheduleRoutes(runner, gatekeeper, api._call, api._body, _json, _record_json)
 
     def gate(request: Request) -> bool | Awaitable[bool]:
         if request.url.path in OPEN_PATHS or identify is None:
@@ -747,6 +752,7 @@ def task_app(
         ("GET", "/openapi.json", api.openapi),
         *steering.endpoints(),
         *assistants.endpoints(),
+        *schedules.endpoints(),
         *stores.endpoints(),
     ]
     gatekeeper.check_routes(f"{method} {path}" for method, path, _ in endpoints)

@@ -11,7 +11,7 @@ from typing import Any
 from tensorsketch.durable.modes import DURABILITY_MODES
 from tensorsketch.runs import MULTITASK_STRATEGIES
 
-__all__ = ["answers", "openapi"]
+__all__ = ["TASK_SCHEMA", "answers", "openapi"]
 
 _STATUS = ["queued", "running", "suspended", "succeeded", "failed", "cancelled"]
 
@@ -71,6 +71,9 @@ _TASK = {
         "version": {"type": "integer"},
     },
 }
+
+#: A run record as the routes answer it (the schedule routes reuse it).
+TASK_SCHEMA = _TASK
 
 _CREATE_FIELDS: dict[str, Any] = {
     "input": {"type": ["object", "null"], "description": "State fields of the graph."},
@@ -168,7 +171,9 @@ def answers(ok: int, *errors: int, schema: Any = None) -> dict[str, Any]:
         202: "accepted",
         400: "the body or a parameter is wrong (the message says which)",
         401: "not authenticated",
-        404: "no such task",
+        403: "refused by authorization (task_app(authorize=...)): the thread belongs to another "
+        "user, a label only the server sets, or a listing of someone else's runs",
+        404: "no such task (also a run that is not the caller's, under task_app(authorize=...))",
         409: "the task's state does not allow it (or, submitting, the thread has a run in "
         "flight and multitask_strategy is reject)",
         413: "the body is too large",
@@ -181,6 +186,11 @@ def answers(ok: int, *errors: int, schema: Any = None) -> dict[str, Any]:
 
 
 _ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
+
+#: Submitting with an ``assistant_id`` that names no assistant.
+_NO_ASSISTANT = {
+    "404": {"description": "no assistant of that `assistant_id`", **_json(_ERROR)},
+}
 
 #: ``resume`` and ``cancel`` use no body: none, or an empty object (anything else is a 400).
 _NO_BODY = {
@@ -232,7 +242,8 @@ def _description(sse: dict[str, Any]) -> dict[str, Any]:
                     ],
                     "requestBody": {"required": True, **_json(_RUN)},
                     "responses": {
-                        **answers(200, 400, 401, 409, 413, 503),
+                        **answers(200, 400, 401, 403, 409, 413, 503),
+                        **_NO_ASSISTANT,
                         "202": {
                             "description": "still running after `wait` seconds",
                             **_json(_TASK),
@@ -254,7 +265,8 @@ def _description(sse: dict[str, Any]) -> dict[str, Any]:
                     ],
                     "requestBody": {"required": True, **_json(_CREATE)},
                     "responses": {
-                        **answers(202, 400, 401, 409, 413, 503),
+                        **answers(202, 400, 401, 403, 409, 413, 503),
+                        **_NO_ASSISTANT,
                         "200": {
                             "description": "the existing run of this Idempotency-Key",
                             **_json(_TASK),
@@ -299,6 +311,7 @@ def _description(sse: dict[str, Any]) -> dict[str, Any]:
                         200,
                         400,
                         401,
+                        403,
                         schema={
                             "type": "object",
                             "properties": {

@@ -1031,7 +1031,16 @@ def _run_summary(record: RunRecord | None) -> dict[str, Any] | None:
         "finished_at": _iso(record.finished_at),
         "error": record.error,
         "attempts": record.attempts,
+        "assistant": _assistant(record),
     }
+
+
+def _assistant(record: RunRecord) -> dict[str, Any] | None:
+    """Which assistant (id, name, version) the run ran with; ``None`` for the bare graph."""
+    pinned = record.assistant
+    if not isinstance(pinned, dict):
+        return None
+    return {key: pinned.get(key) for key in ("id", "name", "version")}
 
 
 #: Errors of the core calls and what status each answers with.

@@ -62,7 +62,9 @@ RUN_LAYOUT_VERSION: Final = 1
 
 RunStatus = Literal["queued", "running", "suspended", "succeeded", "failed", "cancelled"]
 WaitingFor = Literal["approval", "timer", "input", "event", "breakpoint"]
-RunKind = Literal["run", "schedule", "assistant"]
+#: ``thread``: who claimed a thread id first (the task API's thread ownership; a finished
+#: record no loop picks up, removed with the thread).
+RunKind = Literal["run", "schedule", "assistant", "thread"]
 
 STATUSES: Final[tuple[RunStatus, ...]] = get_args(RunStatus)
 #: Statuses a run never leaves.
