@@ -66,7 +66,10 @@ def test_assistant_and_steering_routes_answer_fuzzed_requests_without_a_5xx(
     fuzz()
     assert not any(status >= 500 for status in answered), answered
     assert any(400 <= status < 500 for status in answered)
-    assert any(status < 300 for status in answered)  # some requests did succeed
+    if mode is schemathesis.GenerationMode.POSITIVE:
+        # valid requests: some succeed; negative mode's invalid ones need not (a success
+        # there is only a body the generator failed to make invalid)
+        assert any(status < 300 for status in answered), answered
     with httpx.Client(base_url=server.url, timeout=30) as client:
         listed = client.get("/assistants", params={"limit": 1000})
         assert listed.status_code == 200
