@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import bisect
 import threading
+import time
 from collections.abc import Sequence
 
+from tensorsketch.runtime.backends.rides import RecordRide, RideResult
 from tensorsketch.runtime.backends.runs import ACTIVE, RunRecord, RunStore
 from tensorsketch.serializers import Serializer
 
@@ -101,6 +103,16 @@ class MemoryRunStore(RunStore):
             self._rows[record.run_id] = (stored.encode(self.serializer), stored.version)
             self._index(old, stored)
             return stored
+
+    async def carry(self, ride: RecordRide) -> RideResult:
+        stored = None
+        if ride.write is not None:
+            stored = await self._replace(ride.write.replace(updated_at=time.time()))
+        if stored is not None:
+            return RideResult(stored.version, stored)
+        with self._lock:
+            row = self._rows.get(ride.run_id)
+        return RideResult(None if row is None else row[1])
 
     async def due(self, before: float, limit: int = 100) -> list[RunRecord]:
         with self._lock:
