@@ -299,6 +299,37 @@ async def test_leaving_the_queue_is_not_synced_but_the_outcome_is(tmp_path: Path
     assert writes == [("running", "ridden", False), ("succeeded", "ridden", True)]
 
 
+async def test_a_runner_run_costs_one_unit_more_than_the_same_invoke(tmp_path: Path) -> None:
+    """The record's writes ride the run's own units (#49): a run through the runner takes
+    the direct invoke's units plus the submit's insert — its ``running`` status rides the
+    thread's opening, its version read every journal write, its outcome the last commit."""
+    backend = SqliteBackend(tmp_path / "units.db")
+    units: list[int] = []
+    submit = backend.submit
+
+    async def counted(queries: Any, **options: Any) -> Any:
+        units.append(len(queries))
+        return await submit(queries, **options)
+
+    backend.submit = counted  # type: ignore[method-assign]
+    graph = work_graph()
+    runner = AsyncRunner(graph, backend=backend)
+    try:
+        warm = await runner.submit({"n": 1}, thread_id="warm")
+        await runner.await_run(warm.run_id, timeout=30)
+        units.clear()
+        await graph.invoke({"n": 2}, thread_id="direct", backend=backend)
+        direct = len(units)
+        units.clear()
+        record = await runner.submit({"n": 2}, thread_id="through")
+        done = await runner.await_run(record.run_id, timeout=30)
+        through = len(units)
+    finally:
+        await runner.aclose()
+    assert done.status == "succeeded" and done.output["out"] == "did 2"
+    assert through == direct + 1, (direct, through)
+
+
 async def test_a_runs_engine_run_id_is_its_record_id_in_every_segment(
     runner_for: Callable[..., AsyncRunner],
 ) -> None:

@@ -151,6 +151,13 @@ class RunRider:
             self.known, self.changed = record, False
         return record
 
+    def renewed(self, lease_expires_at: float) -> None:
+        """This runner renewed the run's lease (a write that bumps the version by one): the
+        known record follows, so the renewal is not taken for somebody else's write. Were
+        somebody else's write in between too, the next unit's version read still tells."""
+        known = self.known
+        self.known = known.replace(version=known.version + 1, lease_expires_at=lease_expires_at)
+
     def noticed(self, record: RunRecord) -> None:
         """A record of this run stored in this process (steering, a stop request, a
         cancel): a version other than the known one means the known one is stale."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import bisect
 import threading
-import time
 from collections.abc import Sequence
 
 from tensorsketch.runtime.backends.rides import RecordRide, RideResult
@@ -107,7 +106,7 @@ class MemoryRunStore(RunStore):
     async def carry(self, ride: RecordRide) -> RideResult:
         stored = None
         if ride.write is not None:
-            stored = await self._replace(ride.write.replace(updated_at=time.time()))
+            stored = await self._replace(ride.write)
         if stored is not None:
             return RideResult(stored.version, stored)
         with self._lock:

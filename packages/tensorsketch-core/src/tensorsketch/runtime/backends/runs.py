@@ -456,7 +456,7 @@ class RunStore(ABC):
         does in the commit's unit instead (see :mod:`tensorsketch.runtime.backends.rides`)."""
         stored = None
         if ride.write is not None:
-            stored = await self._replace_relaxed(ride.write.replace(updated_at=time.time()))
+            stored = await self._replace_relaxed(ride.write)
         if stored is not None:
             return RideResult(stored.version, stored)
         current = await self.get(ride.run_id)
