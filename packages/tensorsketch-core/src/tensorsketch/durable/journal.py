@@ -264,7 +264,7 @@ class RunJournal:
             with contextlib.suppress(Exception):
                 await self.backend.release_lease(self.thread_id, self.owner)
             raise
-        if ride is not None:
+        if ride is not None and opening.acquired:  # refused: nothing of the ride was written
             await self._rode_open(ride, opening)
         if not opening.acquired:
             raise self.lease.busy_error()

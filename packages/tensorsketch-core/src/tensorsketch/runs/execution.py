@@ -399,11 +399,11 @@ class Execution:
 
     async def _unseat(self, rider: RunRider) -> None:
         """The segment's stream ended: what the rider knows becomes the runner's (the
-        outcome's compare-and-set base), and a start that never rode is stored now."""
+        outcome's compare-and-set base). A start that never rode (the thread was busy, or
+        the run failed before opening it) is not written: the record stays queued under
+        this runner, and the next attempt reads where the thread stands again."""
         state = self.state
         state.riders.pop(rider.run_id, None)
-        if rider.start is not None:
-            await asyncio.shield(rider.settle_start())
         state.known[rider.run_id] = rider.known
         if rider.ended is not None:
             state.final[rider.run_id] = rider.ended
@@ -581,7 +581,8 @@ class Execution:
         at = now()
 
         def end(current: RunRecord) -> RunRecord | None:
-            if current.status != "running":
+            # Queued: a run that failed before its `running` write rode its first unit.
+            if current.status not in ("running", "queued"):
                 return None  # cancelled meanwhile: that outcome stands
             if stop_asked is not None and current.stop_requested:
                 stop_asked.append(True)

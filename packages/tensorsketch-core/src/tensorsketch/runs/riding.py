@@ -129,17 +129,6 @@ class RunRider:
             if fixed is not None:
                 self.known, self.changed = fixed, False
 
-    async def settle_start(self) -> None:
-        """The segment ended before its thread was opened: store ``running`` now (what the
-        segment's outcome is written on top of)."""
-        if self.start is None:
-            return
-        start, self.start = self.start, None
-        stored = await self.state.store.transition(self.run_id, start, durable=False)
-        if stored is not None:
-            self.known, self.changed = stored, False
-            self.state.notify(stored)
-
     # -- the runner's side --------------------------------------------------------------------
 
     async def current(self) -> RunRecord | None:

@@ -559,8 +559,10 @@ class RedisBackend(Backend):
         async with self._use("opening the thread") as client:
             if ride is None:
                 reply: list[Any] = await self._call(client, _OPEN, keys, args)
-            else:  # the ride's write first: `running` as the thread opens, as before
-                reply = await self._riding(client, thread_id, (_OPEN, keys, args), None, ride)
+            else:  # the ride's write after the lease, only where it was taken
+                reply = await self._riding(
+                    client, thread_id, (_OPEN, keys, args), None, ride, after_lease=owner
+                )
         acquired, created, seq = int(reply[0]), int(reply[1]), reply[2]
         if not acquired:
             return ThreadOpening(acquired=False, checkpoints=[], last_event_seq=None)
@@ -647,11 +649,13 @@ class RedisBackend(Backend):
         unit: tuple[str, list[str], list[Any]],
         fence: str | None,
         ride: RecordRide,
+        after_lease: str | None = None,
     ) -> Any:
         """Run a unit's script and ``ride``'s in one MULTI (one round trip, nothing in
         between). A write rides first, fenced by the same lease as the unit (so a unit
-        refused for a lost lease writes no record either); a read rides after. Returns the
-        unit's reply; sets ``ride.result``."""
+        refused for a lost lease writes no record either); a read rides after, and so does
+        a write ``after_lease`` (the unit that takes the lease: written only where it took
+        it for that owner). Returns the unit's reply; sets ``ride.result``."""
         store = self.run_store()
         source, keys, args = unit
         if fence is not None:
@@ -663,10 +667,11 @@ class RedisBackend(Backend):
                     *args,
                 ],
             )
-        ride_keys = [self._key(thread_id, "lease")] if fence is not None else []
-        ride_args = store.ride_args(ride, fence)
+        guard = fence if after_lease is None else after_lease
+        ride_keys = [self._key(thread_id, "lease")] if guard is not None else []
+        ride_args = store.ride_args(ride, guard)
         unit_sha, ride_sha = await self._sha(client, source), await self._sha(client, _RIDE)
-        first = ride.write is not None
+        first = ride.write is not None and after_lease is None
         pipe = client.pipeline(transaction=True)
         if first:
             pipe.evalsha(ride_sha, len(ride_keys), *ride_keys, *ride_args)

@@ -703,7 +703,7 @@ class SqlBackend(Backend):
             queries.append(Query(self._sql["initial"], params, fetch="rowcount"))
         queries.append(self._chain_query(thread_id))
         queries.append(Query(self._sql["last_seq"], (thread_id,), fetch="one"))
-        riding = self._ride_queries(ride)
+        riding = self._ride_queries(ride, (thread_id, owner))
         # The lease needs no disk sync, nor does the input checkpoint: it reaches the disk
         # with the run's next durable commit, and a power cut before that leaves no trace of
         # the run at all (its caller never got an answer). A ride's write changes a record
@@ -769,12 +769,14 @@ class SqlBackend(Backend):
         store = self.__dict__.get("_run_store")
         return isinstance(store, SqlRunStore) and store.ready
 
-    def _ride_queries(self, ride: RecordRide | None) -> list[Query]:
+    def _ride_queries(
+        self, ride: RecordRide | None, leased: tuple[str, str] | None = None
+    ) -> list[Query]:
         if ride is None:
             return []
         store = self.run_store()
         assert isinstance(store, SqlRunStore)
-        return store.ride_queries(ride)
+        return store.ride_queries(ride, leased)
 
     @staticmethod
     def _rode(ride: RecordRide | None, results: Sequence[Any], count: int) -> None:

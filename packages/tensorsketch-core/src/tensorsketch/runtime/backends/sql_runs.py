@@ -115,6 +115,13 @@ class SqlRunStore(RunStore):
                 "lease_expires_at = ?, version = version + 1, record = ? "
                 "WHERE run_id = ? AND version = ?"
             ),
+            # A ride's write in the unit that opens a thread: only where the lease was taken.
+            "replace_leased": (
+                f"UPDATE {runs} SET status = ?, waiting_for = ?, wake_at = ?, owner = ?, "
+                "lease_expires_at = ?, version = version + 1, record = ? "
+                "WHERE run_id = ? AND version = ? AND EXISTS (SELECT 1 FROM "
+                f"{b.table('leases')} WHERE thread_id = ? AND owner = ?)"
+            ),
             "key_failed": f"UPDATE {keys} SET failed = 1 WHERE key = ? AND run_id = ?",
             "due": (
                 f"SELECT version, lease_expires_at, record FROM {runs} "
@@ -336,13 +343,17 @@ class SqlRunStore(RunStore):
 
     # -- rides: record writes in the checkpoints' own units (tensorsketch.runtime.backends.rides)
 
-    def ride_queries(self, ride: RecordRide) -> list[Query]:
+    def ride_queries(self, ride: RecordRide, leased: tuple[str, str] | None = None) -> list[Query]:
         """The statements that carry ``ride`` in a unit of the backend's: the
-        compare-and-set write (if any), then the version read."""
+        compare-and-set write (if any; with ``leased``, only where that thread's lease is
+        that owner's), then the version read."""
         queries = []
         write = ride.write  # its updated_at is the rider's (the stored copy must match)
         if write is not None:
-            queries.append(self._replace_query(write, write.replace(version=write.version + 1)))
+            q = self._replace_query(write, write.replace(version=write.version + 1))
+            if leased is not None:
+                q = Query(self._sql["replace_leased"], (*q.params, *leased), fetch="rowcount")
+            queries.append(q)
         queries.append(Query(self._sql["version_of"], (ride.run_id,), fetch="one"))
         return queries
 
