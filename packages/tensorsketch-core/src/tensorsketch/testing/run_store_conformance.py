@@ -496,6 +496,13 @@ class RunStoreConformance:
         assert opened.acquired and opened.created
         assert opening.result == RideResult(2, running.replace(version=2))
         assert (await store.get(queued.run_id)).status == "running"  # type: ignore[union-attr]
+        # Another owner's opening is refused while the lease is held: its ride writes nothing.
+        theirs = RecordRide(queued.run_id, running.replace(owner="them", version=2))
+        refused = await backend.open_thread(  # type: ignore[call-arg]
+            thread, "them", 30, None, ride=theirs
+        )
+        assert not refused.acquired
+        assert (await store.get(queued.run_id)).owner == "me"  # type: ignore[union-attr]
         # Somebody else writes the record: the next unit's read sees the new version.
         steered = await store.transition(queued.run_id, lambda r: r.replace(labels={"a": "b"}))
         assert steered is not None and steered.version == 3
