@@ -218,8 +218,9 @@ async def test_a_run_executed_here_is_not_read_back_while_it_is_awaited(
     runner_for: Callable[..., AsyncRunner],
 ) -> None:
     """The runner holds the record of a run it executes and the state its stream ended
-    with: submit + await_run read the record only at each superstep barrier (the stop
-    check), and never read the thread's state back."""
+    with: submit + await_run never read the thread's state back, and read the record only
+    at each superstep barrier (the stop check) — not at all on a backend whose commits
+    carry the record's version (rides: nobody else wrote it)."""
     runner = runner_for(work_graph(), poll_interval=30.0)
     reads = {"record": 0, "state": 0}
     store_get, get_state = runner.store.get, runner.graph.aget_state
@@ -241,7 +242,8 @@ async def test_a_run_executed_here_is_not_read_back_while_it_is_awaited(
     events = [e async for e in runner.events(record.run_id, follow=False)]
     barriers = sum(e.type == "values" and not e.namespace for e in events)
     assert barriers >= 1
-    assert seen == {"record": barriers, "state": 0}
+    rides = bool(getattr(runner.backend, "carries_rides", False))
+    assert seen == {"record": 0 if rides else barriers, "state": 0}
 
 
 async def test_a_thread_that_moves_while_its_run_waits_for_a_slot_is_read_as_it_begins(
@@ -275,18 +277,20 @@ async def test_a_thread_that_moves_while_its_run_waits_for_a_slot_is_read_as_it_
 
 async def test_leaving_the_queue_is_not_synced_but_the_outcome_is(tmp_path: Path) -> None:
     """The queued -> running write need not wait for the disk (the segment's first durable
-    commit carries it there); the run's outcome does."""
+    commit carries it there); the run's outcome does. Both ride the run's own units: the
+    one that opens the thread and the one that commits its last checkpoint."""
     backend = SqliteBackend(tmp_path / "relaxed.db")
-    writes: list[tuple[str, bool]] = []
-    run_queries = backend.run_queries
+    writes: list[tuple[str, str, bool]] = []
+    submit = backend.submit
 
-    async def counted(what: str, queries: Any, **options: Any) -> Any:
-        if what == "updating a run":
-            statuses = {q.params[0] for q in queries if q.fetch == "rowcount"}
-            writes.append((next(iter(statuses)), options.get("durable", True)))
-        return await run_queries(what, queries, **options)
+    async def counted(queries: Any, **options: Any) -> Any:
+        for q in queries:
+            if q.sql.lstrip().upper().startswith("UPDATE") and "version = version + 1" in q.sql:
+                unit = "own" if len(queries) == 1 else "ridden"
+                writes.append((q.params[0], unit, options.get("durable", True)))
+        return await submit(queries, **options)
 
-    backend.run_queries = counted  # type: ignore[method-assign]
+    backend.submit = counted  # type: ignore[method-assign]
     runner = AsyncRunner(work_graph(), backend=backend)
     try:
         record = await runner.submit({"n": 2})
@@ -294,7 +298,38 @@ async def test_leaving_the_queue_is_not_synced_but_the_outcome_is(tmp_path: Path
     finally:
         await runner.aclose()
     assert done.status == "succeeded"
-    assert writes == [("running", False), ("succeeded", True)]
+    assert writes == [("running", "ridden", False), ("succeeded", "ridden", True)]
+
+
+async def test_a_runner_run_costs_one_unit_more_than_the_same_invoke(tmp_path: Path) -> None:
+    """The record's writes ride the run's own units (#49): a run through the runner takes
+    the direct invoke's units plus the submit's insert — its ``running`` status rides the
+    thread's opening, its version read every journal write, its outcome the last commit."""
+    backend = SqliteBackend(tmp_path / "units.db")
+    units: list[int] = []
+    submit = backend.submit
+
+    async def counted(queries: Any, **options: Any) -> Any:
+        units.append(len(queries))
+        return await submit(queries, **options)
+
+    backend.submit = counted  # type: ignore[method-assign]
+    graph = work_graph()
+    runner = AsyncRunner(graph, backend=backend)
+    try:
+        warm = await runner.submit({"n": 1}, thread_id="warm")
+        await runner.await_run(warm.run_id, timeout=30)
+        units.clear()
+        await graph.invoke({"n": 2}, thread_id="direct", backend=backend)
+        direct = len(units)
+        units.clear()
+        record = await runner.submit({"n": 2}, thread_id="through")
+        done = await runner.await_run(record.run_id, timeout=30)
+        through = len(units)
+    finally:
+        await runner.aclose()
+    assert done.status == "succeeded" and done.output["out"] == "did 2"
+    assert through == direct + 1, (direct, through)
 
 
 async def test_a_runs_engine_run_id_is_its_record_id_in_every_segment(

@@ -24,7 +24,14 @@ from tensorsketch.effect_keys import IDEMPOTENCY_PREFIX, intent_key, writes_key
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, LeaseLostError
 from tensorsketch.events import Event
 from tensorsketch.joins import JoinState
-from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent, lease_lost
+from tensorsketch.runtime.backends.base import (
+    Backend,
+    StoredCheckpoint,
+    StoredEvent,
+    ThreadOpening,
+    lease_lost,
+)
+from tensorsketch.runtime.backends.rides import CommitRider, RecordRide, RideUnit, current_rider
 from tensorsketch.serializers import UnstorableValueError, refused_field
 from tensorsketch.suspension import PendingInterrupt
 
@@ -116,6 +123,13 @@ class RunJournal:
         #: that cannot list its journal, what a suspended checkpoint lists (lineage).
         self.seen: set[str] = set()
         self.skipped_finished = False
+        #: The run record's rider (a runner's run, on its own thread, on a backend that
+        #: carries rides): record writes travel in this journal's units.
+        rider = current_rider()
+        carries = rider is not None and rider.thread_id == thread_id
+        self.rider: CommitRider | None = (
+            rider if carries and bool(getattr(backend, "carries_rides", False)) else None
+        )
 
     @property
     def owner(self) -> str:
@@ -136,9 +150,26 @@ class RunJournal:
         *,
         durable: bool = True,
         release_owner: str | None = None,
+        ending: Callable[[], Any] | None = None,
+        riding: bool = True,
     ) -> None:
-        """``commit_step``, fenced by this run's lease where the backend can fence."""
-        if self._fences:
+        """``commit_step``, fenced by this run's lease where the backend can fence; the
+        rider's ride travels in it (``ending``: the last commit's, see :meth:`checkpoint`)."""
+        ride = None
+        if riding:
+            ride = self._ride("final" if release_owner is not None else "commit", ending)
+        if ride is not None:
+            await self.backend.commit_step(
+                self.thread_id,
+                checkpoint,
+                events,
+                durable=durable,
+                release_owner=release_owner,
+                fence=self.owner if self._fences else None,
+                ride=ride,  # type: ignore[call-arg]
+            )
+            await self._rode(ride)
+        elif self._fences:
             await self.backend.commit_step(
                 self.thread_id,
                 checkpoint,
@@ -151,6 +182,16 @@ class RunJournal:
             await self.backend.commit_step(
                 self.thread_id, checkpoint, events, durable=durable, release_owner=release_owner
             )
+
+    def _ride(self, unit: RideUnit, ending: Callable[[], Any] | None = None) -> RecordRide | None:
+        rider = self.rider
+        return None if rider is None else rider.ride(unit, ending)
+
+    async def _rode(
+        self, ride: RecordRide, head: tuple[str | None, int | None] | None = None
+    ) -> None:
+        if self.rider is not None and ride.result is not None:
+            await self.rider.rode(ride, ride.result, head)
 
     def ensure_lease(self) -> None:
         """Raise :class:`LeaseLostError` before an effect starts if the lease is gone."""
@@ -213,11 +254,10 @@ class RunJournal:
                     f"checkpointed: {found[1]}"
                 )
                 raise UnstorableValueError(msg) from exc
+        ride = self._ride("open")
         try:
             async with store_guard(self.backend, "opening the thread"):
-                opening = await self.backend.open_thread(
-                    self.thread_id, self.owner, self.ttl, initial
-                )
+                opening = await self._open_thread(initial, ride)
         except BackendUnavailableError:
             raise  # the store is gone: giving the lease back would only wait on it
         except asyncio.CancelledError:
@@ -233,6 +273,8 @@ class RunJournal:
             with contextlib.suppress(Exception):
                 await self.backend.release_lease(self.thread_id, self.owner)
             raise
+        if ride is not None and opening.acquired:  # refused: nothing of the ride was written
+            await self._rode_open(ride, opening)
         if not opening.acquired:
             raise self.lease.busy_error()
         self.lease.hold()
@@ -268,6 +310,31 @@ class RunJournal:
         )
         raise LeaseLostError(msg)
 
+    async def _open_thread(
+        self, initial: StoredCheckpoint | None, ride: RecordRide | None
+    ) -> ThreadOpening:
+        if ride is None:
+            return await self.backend.open_thread(self.thread_id, self.owner, self.ttl, initial)
+        return await self.backend.open_thread(
+            self.thread_id,
+            self.owner,
+            self.ttl,
+            initial,
+            ride=ride,  # type: ignore[call-arg]
+        )
+
+    async def _rode_open(self, ride: RecordRide, opening: ThreadOpening) -> None:
+        """Hand the opening's ride to the rider, with where the thread stood before; a
+        rider that refuses to go on gets the lease given back first."""
+        before = opening.checkpoints[-1].checkpoint_id if opening.checkpoints else None
+        try:
+            await self._rode(ride, (before, opening.last_event_seq))
+        except BaseException:
+            if opening.acquired:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self.backend.release_lease(self.thread_id, self.owner))
+            raise
+
     def restore(self, checkpoint: Checkpoint) -> Restored:
         """What a run continuing from ``checkpoint`` starts with (its next checkpoint is a
         full snapshot unless :meth:`open` found the ladder to continue)."""
@@ -300,13 +367,15 @@ class RunJournal:
         source: str = "loop",
         meta: dict[str, Any] | None = None,
         final: bool = False,
+        ending: Callable[[], Any] | None = None,
     ) -> str:
         """Save a checkpoint of ``at`` after a barrier (``changed=None`` writes a full
         snapshot), with the events buffered since the last one, as a child of ``parent_id``.
 
         ``meta`` is stored with it and read back as ``Checkpoint.metadata`` (a suspended
         run records what it waits for there). ``final`` marks the run's last write: the lease
-        is given back in the same unit of work.
+        is given back in the same unit of work; ``ending`` builds the state the run ends
+        with, for a record outcome that rides the unit (a clean end or a suspension only).
         """
         if self.lease.lost:
             raise lease_lost(self.thread_id)
@@ -336,6 +405,7 @@ class RunJournal:
                 # The input is made durable by the next durable write (see open_thread).
                 durable=source != "input",
                 release_owner=release,
+                ending=ending,
             )
         if release is not None:
             self.lease.held = False
@@ -501,12 +571,23 @@ class RunJournal:
             self._later = []
         if not encoded:
             return
+        ride = self._ride("effects")
         async with self._fenced(what):
-            if self._fences:
+            if ride is not None:
+                fence = self.owner if self._fences else None
+                await self.backend.record_effects(
+                    self.thread_id,
+                    encoded,
+                    fence=fence,
+                    ride=ride,  # type: ignore[call-arg]
+                )
+            elif self._fences:
                 await self.backend.record_effects(self.thread_id, encoded, fence=self.owner)
             else:
                 await self.backend.record_effects(self.thread_id, encoded)
         self.seen.update(key for key, _ in encoded)
+        if ride is not None:
+            await self._rode(ride)
         for key, value in items:
             self._known.setdefault(key, value)
 
@@ -586,7 +667,7 @@ class RunJournal:
         if self.lease.lost:
             return  # the thread is someone else's now: its log is theirs to write
         async with self._fenced("appending stream events"):
-            await self._commit(None, stored)
+            await self._commit(None, stored, riding=False)
 
 
 def _retrieved(task: asyncio.Future[None]) -> None:

@@ -119,6 +119,8 @@ class Run(RunState, Planning, TaskExecution):
         self.interrupts: list[PendingInterrupt] = []
         #: ``run_end`` was emitted (at the last barrier, before the final checkpoint).
         self.ended = False
+        #: The final state built for the last commit's ride (``_ending_state``).
+        self._ended_state: Schema | None = None
         #: The task whose error ended the last superstep, if one did.
         self.failed_task: Task | None = None
         #: Static breakpoints for this run (the compiled ones unless ``invoke`` overrides).
@@ -383,7 +385,8 @@ class Run(RunState, Planning, TaskExecution):
             self._pass_uncommitted(changed)
         elif journal is not None:
             meta = {"interrupts": [stop.to_dict()]} if stop is not None else None
-            await self.save_checkpoint(changed, tasks, final=final, meta=meta)
+            ending = self._ending_state if final else None
+            await self.save_checkpoint(changed, tasks, final=final, meta=meta, ending=ending)
         if sink is not None and ended is not None:
             await sink(ended)
         return stop is not None
@@ -408,7 +411,7 @@ class Run(RunState, Planning, TaskExecution):
             self.ended = True
             ended = self._event("run_end", data=dict(self.values), step=self.step)
         if self.journal is not None:
-            await self.save_checkpoint({}, [], final=True)
+            await self.save_checkpoint({}, [], final=True, ending=self._ending_state)
         if sink is not None and ended is not None:
             await sink(ended)
 
@@ -542,7 +545,12 @@ class Run(RunState, Planning, TaskExecution):
         if self.journal is not None:
             meta = {"interrupts": [p.to_dict() for p in self.interrupts]}
             await self.save_checkpoint(
-                changed, tasks, source="interrupt", meta=await self._journaled(meta), final=True
+                changed,
+                tasks,
+                source="interrupt",
+                meta=await self._journaled(meta),
+                final=True,
+                ending=self._ending_state,
             )
 
     async def _journaled(self, meta: dict[str, Any]) -> dict[str, Any]:
@@ -555,9 +563,25 @@ class Run(RunState, Planning, TaskExecution):
             meta = {**meta, "journaled_unlisted": True}
         return {**meta, "journaled": keys} if keys else meta
 
+    def _ending_state(self) -> Schema:
+        """:meth:`result_state` as the last checkpoint is about to commit (a run record's
+        outcome rides that commit); kept, so the run's result is not validated twice."""
+        state = self.result_state()
+        self._ended_state = state
+        return state
+
     def result_state(self) -> Schema:
         """What ``invoke`` returns: the validated final state, or — for a suspended run,
         whose required fields may not be set yet — the current values; with run info."""
+        ended = self._ended_state
+        if ended is not None:  # built for the last commit: only its checkpoint id moved
+            attach_run_info(
+                ended,
+                interrupts=tuple(self.interrupts),
+                thread_id=self.thread_id,
+                checkpoint_id=self.checkpoint_id,
+            )
+            return ended
         if self.interrupts:
             try:
                 state = self.final_state()

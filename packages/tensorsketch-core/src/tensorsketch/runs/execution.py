@@ -22,9 +22,11 @@ from tensorsketch.events import Event
 from tensorsketch.interrupts import run_info
 from tensorsketch.runs.multitask import roll_back, stopped_error
 from tensorsketch.runs.records import active_seconds, all_decided, due, now, plain, waiting_for
+from tensorsketch.runs.riding import Change, RunRider
 from tensorsketch.runs.signals import segment_input
 from tensorsketch.runs.state import RunnerState, Settled
 from tensorsketch.runs.steering import RecordInbox
+from tensorsketch.runtime.backends.rides import bound_rider
 from tensorsketch.runtime.backends.runs import ACTIVE, RunRecord, ThreadHead
 from tensorsketch.steering import bound_inbox
 
@@ -51,6 +53,8 @@ class Execution:
     def __init__(self, state: RunnerState, read: Callable[[str], Awaitable[RunRecord]]) -> None:
         self.state = state
         self.read = read
+        #: Outcomes that rode a segment's last commit, for :meth:`_outcome` to report.
+        self._rode_to_end: dict[str, RunRecord] = {}
 
     # -- the task of a run ------------------------------------------------------------------
 
@@ -79,6 +83,8 @@ class Execution:
         state.turns.pop(run_id, None)
         state.heads.pop(run_id, None)
         state.stop_reasons.pop(run_id, None)
+        state.riders.pop(run_id, None)
+        self._rode_to_end.pop(run_id, None)
 
     async def _execute(self, run_id: str, *, new: bool, takeover: bool) -> None:
         state = self.state
@@ -164,6 +170,16 @@ class Execution:
         # that is gone, and it is taken over from the start. A suspended run's resume stays
         # durable (its loss would leave it suspended with nobody to resume it).
         durable = seen.status == "suspended"
+        if seen.first_seq is None and guess is not None and self._rides():
+            # Its first segment on a backend that carries rides: `running` is written in
+            # the unit that opens the thread (the rider corrects a wrong guess there).
+            latest_id, first_seq = guess[0] or "", 0 if guess[1] is None else guess[1] + 1
+            begin = self._beginning(latest_id, first_seq, takeover=takeover)
+            planned = begin(seen)
+            if planned is not None:
+                state.riders[run_id] = RunRider(state, seen, start=begin, guess=guess)
+                state.latest[run_id] = latest_id
+                return planned
         if seen.first_seq is None and guess is not None and state.store.reads_thread_head:
             stored = await self._begin_at_guess(run_id, seen, guess, takeover=takeover)
             if stored is not None:
@@ -248,7 +264,17 @@ class Execution:
         if stored is not None:
             state.notify(stored)
             state.latest[run_id] = latest_id
+            if self._rides():  # its outcome and stop checks ride the segment's commits
+                state.riders[run_id] = RunRider(state, stored)
         return stored
+
+    def _rides(self) -> bool:
+        """Whether the run's record writes ride its checkpoint commits here: the backend
+        carries rides in units of the database the run store uses."""
+        state = self.state
+        return state.store is state.backend.run_store() and bool(
+            getattr(state.backend, "carries_rides", False)
+        )
 
     async def _segment(self, run_id: str, *, takeover: bool) -> None:
         """Run the graph from wherever the run stands until it finishes, fails or suspends."""
@@ -348,12 +374,21 @@ class Execution:
                 # The run's agent takes steering messages from its record (AsyncRunner.steer)
                 # and applies the assistant version it was submitted with.
                 pinned = record.assistant.get("config") if record.assistant else None
+                rider = state.riders.get(record.run_id)
+                if rider is not None:
+                    used = set(resume or ())
+                    rider.outcome = functools.partial(self._end_change, record, used)
                 with (
-                    bound_inbox(RecordInbox(state.store, record.run_id)),
+                    bound_inbox(RecordInbox(state.store, record.run_id, rider)),
                     bound_assistant(pinned),
+                    bound_rider(rider),
                 ):
-                    async with contextlib.aclosing(events):
-                        await self._follow(record.run_id, events)
+                    try:
+                        async with contextlib.aclosing(events):
+                            await self._follow(record.run_id, events, rider)
+                    finally:
+                        if rider is not None:
+                            await self._unseat(rider)
             if result:
                 graph_state = result[0]
             else:  # pragma: no cover - a stream that ends without raising has its state
@@ -364,17 +399,53 @@ class Execution:
             raise
         return graph_state, set(resume or ())
 
-    async def _follow(self, run_id: str, events: AsyncGenerator[Event, None]) -> None:
+    async def _unseat(self, rider: RunRider) -> None:
+        """The segment's stream ended: what the rider knows becomes the runner's (the
+        outcome's compare-and-set base). A start that never rode (the thread was busy, or
+        the run failed before opening it) is not written: the record stays queued under
+        this runner, and the next attempt reads where the thread stands again."""
+        state = self.state
+        state.riders.pop(rider.run_id, None)
+        state.known[rider.run_id] = rider.known
+        if rider.ended is not None:
+            state.final[rider.run_id] = rider.ended
+            self._rode_to_end[rider.run_id] = rider.ended
+
+    def _end_change(self, began: RunRecord, used: set[str], graph_state: Any) -> Change:
+        """The change storing how the segment ended with ``graph_state`` (what rides the
+        last commit; see :meth:`_outcome`, which writes the same when it did not ride).
+        A stop asked for meanwhile changed the record, so such a write never rides."""
+        info = run_info(graph_state)
+        if info.suspended:
+            return self._suspension(began, graph_state, used, [])
+        return self._ending(
+            status="succeeded", output=plain(graph_state), delivered=began.events, stop_asked=[]
+        )
+
+    async def _follow(
+        self, run_id: str, events: AsyncGenerator[Event, None], rider: RunRider | None
+    ) -> None:
         """Drain the run's stream, reading its record at every superstep barrier (``values``)
         for a stop request; asked, it stops as the next superstep starts — after the barrier's
-        checkpoint is stored, before anything of the next one is."""
-        stopping = False
+        checkpoint is stored, before anything of the next one is. With a rider, every commit
+        of the run read the record's version: it is read again only when somebody wrote it
+        (checked at the barrier and again as the next superstep starts)."""
+        stopping = barrier = False
         async for event in events:
             if event.namespace:
                 continue
+            barrier = barrier or event.type == "values"
+            if (
+                rider is not None
+                and barrier
+                and not stopping
+                and event.type in ("values", "node_start")
+            ):
+                current = await rider.current()
+                stopping = current is not None and current.stop_requested is not None
             if stopping and event.type == "node_start":
                 raise _Stopped
-            if event.type == "values" and not stopping:
+            if rider is None and event.type == "values" and not stopping:
                 current = await self.state.store.get(run_id)
                 stopping = current is not None and current.stop_requested is not None
 
@@ -398,48 +469,29 @@ class Execution:
         for meanwhile (nothing stored: the caller stops the run), else ``"done"``."""
         state = self.state
         info = run_info(graph_state)
-        at = now()
         stop_asked: list[bool] = []
+        rode = self._rode_to_end.pop(run_id, None)
         if info.suspended:
-            interrupts = tuple(p.to_dict() for p in info.interrupts)
-            waiting = waiting_for(interrupts)
-
-            def suspend(current: RunRecord) -> RunRecord | None:
-                if current.status != "running":
-                    return None
-                if current.stop_requested:
-                    stop_asked.append(True)
-                    return None
-                remaining = tuple(e for e in current.events if e not in began.events)
-                awaited = {i["id"] for i in interrupts}
-                return current.replace(
-                    status="suspended",
-                    waiting_for=waiting,
-                    wake_at=info.wake_at,
-                    interrupts=interrupts,
-                    # Decisions this segment consumed are spent (a later turn may reuse an id).
-                    decisions={
-                        k: v for k, v in current.decisions.items() if k in awaited and k not in used
-                    },
-                    events=remaining,
-                    owner=None,
-                    lease_expires_at=None,
-                    suspended_at=at,
-                    active_seconds=active_seconds(current, at),
-                    segment_started_at=None,
-                    output=plain(graph_state),
+            if rode is not None:
+                stored: RunRecord | None = rode
+                state.known.pop(run_id, None)
+            else:
+                suspend = self._suspension(began, graph_state, used, stop_asked)
+                stored = await state.store.transition(
+                    run_id, suspend, owner=state.owner, known=state.known.pop(run_id, None)
                 )
-
-            stored = await state.store.transition(
-                run_id, suspend, owner=state.owner, known=state.known.pop(run_id, None)
-            )
             if stored is None:
                 return "stop" if stop_asked else "done"
             state.notify(stored)
             state.final[run_id] = stored
-            if waiting == "timer":
+            if stored.waiting_for == "timer":
                 state.note_wake(info.wake_at)
             return "again" if all_decided(stored) else "done"
+        if rode is not None:
+            state.known.pop(run_id, None)
+            state.notify(rode)
+            state.final[run_id] = rode
+            return "done"
         stopped = await self._finish(
             run_id,
             status="succeeded",
@@ -448,6 +500,45 @@ class Execution:
             unless_stopped=True,
         )
         return "stop" if stopped else "done"
+
+    @staticmethod
+    def _suspension(
+        began: RunRecord, graph_state: Any, used: set[str], stop_asked: list[bool]
+    ) -> Change:
+        """The change that suspends a running run on what ``graph_state`` waits for (none
+        when a stop was asked for meanwhile: ``stop_asked`` then says so)."""
+        info = run_info(graph_state)
+        at = now()
+        interrupts = tuple(p.to_dict() for p in info.interrupts)
+        waiting = waiting_for(interrupts)
+
+        def suspend(current: RunRecord) -> RunRecord | None:
+            if current.status != "running":
+                return None
+            if current.stop_requested:
+                stop_asked.append(True)
+                return None
+            remaining = tuple(e for e in current.events if e not in began.events)
+            awaited = {i["id"] for i in interrupts}
+            return current.replace(
+                status="suspended",
+                waiting_for=waiting,
+                wake_at=info.wake_at,
+                interrupts=interrupts,
+                # Decisions this segment consumed are spent (a later turn may reuse an id).
+                decisions={
+                    k: v for k, v in current.decisions.items() if k in awaited and k not in used
+                },
+                events=remaining,
+                owner=None,
+                lease_expires_at=None,
+                suspended_at=at,
+                active_seconds=active_seconds(current, at),
+                segment_started_at=None,
+                output=plain(graph_state),
+            )
+
+        return suspend
 
     async def _finish(
         self,
@@ -462,13 +553,40 @@ class Execution:
         """Store the run's end; with ``unless_stopped``, store nothing when a stop was asked
         for and return ``True`` (the caller stops the run instead)."""
         state = self.state
-        at = now()
         stop_asked: list[bool] = []
+        end = self._ending(
+            status=status,
+            output=output,
+            error=error,
+            delivered=delivered,
+            stop_asked=stop_asked if unless_stopped else None,
+        )
+        stored = await state.store.transition(
+            run_id, end, owner=state.owner, known=state.known.pop(run_id, None)
+        )
+        if stored is not None:
+            state.notify(stored)
+            state.final[run_id] = stored
+        return bool(stop_asked)
+
+    @staticmethod
+    def _ending(
+        *,
+        status: str,
+        output: Any = None,
+        error: dict[str, str] | None = None,
+        delivered: tuple[dict[str, Any], ...] = (),
+        stop_asked: list[bool] | None,
+    ) -> Change:
+        """The change that ends a running run with ``status``; with ``stop_asked``, none when
+        a stop was asked for (noted there: the caller stops the run instead)."""
+        at = now()
 
         def end(current: RunRecord) -> RunRecord | None:
-            if current.status != "running":
+            # Queued: a run that failed before its `running` write rode its first unit.
+            if current.status not in ("running", "queued"):
                 return None  # cancelled meanwhile: that outcome stands
-            if unless_stopped and current.stop_requested:
+            if stop_asked is not None and current.stop_requested:
                 stop_asked.append(True)
                 return None
             stopped = status == "succeeded" and current.stop_requested and current.stopped_by
@@ -490,13 +608,7 @@ class Execution:
                 lease_expires_at=None,
             )
 
-        stored = await state.store.transition(
-            run_id, end, owner=state.owner, known=state.known.pop(run_id, None)
-        )
-        if stored is not None:
-            state.notify(stored)
-            state.final[run_id] = stored
-        return bool(stop_asked)
+        return end
 
     async def _hand_back(self, run_id: str) -> None:
         """Shutting down mid-run: clear the owner so another runner resumes it at once."""

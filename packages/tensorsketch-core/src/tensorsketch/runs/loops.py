@@ -112,11 +112,16 @@ class Loops:
             mine = list(state.tasks)
             if not mine:
                 continue
+            expires = now() + state.lease_ttl
             try:
-                kept = await state.store.renew(state.owner, mine, now() + state.lease_ttl)
+                kept = await state.store.renew(state.owner, mine, expires)
             except Exception as exc:
                 log.warning("renewing run leases failed: %s", exc)
                 continue
+            for run_id in kept:  # a renewal is no news to a run's rider
+                rider = state.riders.get(run_id)
+                if rider is not None:
+                    rider.renewed(expires)
             for run_id in mine:
                 task = state.tasks.get(run_id)
                 if run_id in kept or task is None or task.done():

@@ -15,6 +15,7 @@ from tensorsketch.observability import Tracer
 from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.runs.records import all_decided, due, now
 from tensorsketch.runs.retention import Retention
+from tensorsketch.runs.riding import RunRider
 from tensorsketch.runs.signals import EventInput
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.runs import ACTIVE, RunRecord, RunStore, ThreadHead
@@ -99,9 +100,15 @@ class RunnerState:
     heads: dict[str, ThreadHead] = field(default_factory=dict)
     #: The thread's latest checkpoint id as a run's segment began (read once, used twice).
     latest: dict[str, str] = field(default_factory=dict)
+    #: The rider of each run executing here whose record writes ride its commits.
+    riders: dict[str, RunRider] = field(default_factory=dict)
 
     def notify(self, record: RunRecord) -> None:
-        """Tell every listener about a record the runner stored; a failing one is logged."""
+        """Tell every listener about a record the runner stored; a failing one is logged.
+        The run's rider, if it executes here, learns its known record may be stale."""
+        rider = self.riders.get(record.run_id)
+        if rider is not None:
+            rider.noticed(record)
         for listener in self.listeners:
             try:
                 listener(record)

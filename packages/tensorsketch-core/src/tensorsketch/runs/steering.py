@@ -14,6 +14,7 @@ from typing import Any
 
 from tensorsketch.errors import RunConflictError
 from tensorsketch.runs.records import now
+from tensorsketch.runs.riding import RunRider
 from tensorsketch.runtime.backends.runs import RunRecord, RunStore
 
 __all__ = [
@@ -80,14 +81,17 @@ def add_steering(current: RunRecord, content: str) -> RunRecord:
 
 
 class RecordInbox:
-    """The steering inbox of one run, read from and marked in its record."""
+    """The steering inbox of one run, read from and marked in its record; with the run's
+    rider, the record is read only when somebody wrote it since the rider last saw it."""
 
-    def __init__(self, store: RunStore, run_id: str) -> None:
+    def __init__(self, store: RunStore, run_id: str, rider: RunRider | None = None) -> None:
         self.store = store
         self.run_id = run_id
+        self.rider = rider
 
     async def pending(self) -> list[dict[str, Any]]:
-        record = await self.store.get(self.run_id)
+        rider = self.rider
+        record = await (self.store.get(self.run_id) if rider is None else rider.current())
         if record is None:
             return []
         return [dict(m) for m in record.steering if int(m["seq"]) > record.steering_taken]
@@ -103,4 +107,8 @@ class RecordInbox:
                 steering_taken=upto,
             )
 
-        await self.store.transition(self.run_id, mark)
+        rider = self.rider
+        known = None if rider is None or rider.changed else rider.known
+        stored = await self.store.transition(self.run_id, mark, known=known)
+        if rider is not None and stored is not None:
+            rider.known, rider.changed = stored, False

@@ -27,6 +27,7 @@ import pytest
 
 from tensorsketch.errors import LeaseLostError, ThreadBusyError
 from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint, StoredEvent
+from tensorsketch.runtime.backends.rides import RecordRide, RideResult
 from tensorsketch.runtime.backends.runs import RunConflictError, RunRecord, RunStore, run_store
 from tensorsketch.testing.backend_conformance import BackendFactory
 
@@ -473,3 +474,67 @@ class RunStoreConformance:
         assert [r.run_id for r in kept] == [live.run_id]
         assert await store.get(idle.run_id) is None
         assert await store.get(live.run_id) == live
+
+    @pytest.mark.asyncio
+    async def test_a_record_write_rides_the_threads_own_units(
+        self, backend: Backend, store: RunStore
+    ) -> None:
+        """A backend that carries rides writes a record (compare-and-set) and reads its
+        version in the units that open a thread, journal effects and commit a checkpoint;
+        a stale write is skipped without failing the unit, and a write fenced by a lease
+        the unit no longer holds is refused with it."""
+        thread = f"t-{uuid.uuid4().hex[:8]}"
+        queued, _ = await store.create(_record(thread_id=thread, owner="me"))
+        if not getattr(backend, "carries_rides", False):  # asked once its store is in use
+            pytest.skip("this backend carries no rides")
+        running = queued.replace(status="running")
+        opening = RecordRide(queued.run_id, running)
+        first = StoredCheckpoint(thread, "c0", None, 0, time.time(), b"in")
+        opened = await backend.open_thread(  # type: ignore[call-arg]
+            thread, "me", 30, first, ride=opening
+        )
+        assert opened.acquired and opened.created
+        assert opening.result == RideResult(2, running.replace(version=2))
+        assert (await store.get(queued.run_id)).status == "running"  # type: ignore[union-attr]
+        # Another owner's opening is refused while the lease is held: its ride writes nothing.
+        theirs = RecordRide(queued.run_id, running.replace(owner="them", version=2))
+        refused = await backend.open_thread(  # type: ignore[call-arg]
+            thread, "them", 30, None, ride=theirs
+        )
+        assert not refused.acquired
+        assert (await store.get(queued.run_id)).owner == "me"  # type: ignore[union-attr]
+        # Somebody else writes the record: the next unit's read sees the new version.
+        steered = await store.transition(queued.run_id, lambda r: r.replace(labels={"a": "b"}))
+        assert steered is not None and steered.version == 3
+        reading = RecordRide(queued.run_id)
+        await backend.record_effects(  # type: ignore[call-arg]
+            thread, [("k", b"v")], fence="me", ride=reading
+        )
+        assert reading.result == RideResult(3)
+        # A write from the stale version 2 is skipped; the checkpoint commits all the same.
+        stale = RecordRide(queued.run_id, running.replace(status="succeeded", version=2))
+        second = StoredCheckpoint(thread, "c1", "c0", 1, time.time(), b"out")
+        await backend.commit_step(thread, second, [], fence="me", ride=stale)  # type: ignore[call-arg]
+        assert stale.result == RideResult(3)
+        assert [c.checkpoint_id for c in await backend.list_checkpoints(thread)] == ["c0", "c1"]
+        # The last commit: the outcome rides it, with the lease given back.
+        done = RecordRide(queued.run_id, steered.replace(status="succeeded", owner=None))
+        third = StoredCheckpoint(thread, "c2", "c1", 2, time.time(), b"end")
+        await backend.commit_step(  # type: ignore[call-arg]
+            thread, third, [], release_owner="me", fence="me", ride=done
+        )
+        assert done.result is not None and done.result.version == 4
+        ended = await store.get(queued.run_id)
+        assert ended is not None and ended.status == "succeeded" and ended.version == 4
+        assert ended.labels == {"a": "b"}
+        counts = await store.counts()
+        assert counts.get("succeeded", 0) >= 1
+        # A unit whose lease is gone stores nothing, the ride's write included.
+        if backend.fences_writes:
+            later = RecordRide(queued.run_id, ended.replace(status="failed"))
+            fourth = StoredCheckpoint(thread, "c3", "c2", 3, time.time(), b"late")
+            with pytest.raises(LeaseLostError):
+                await backend.commit_step(  # type: ignore[call-arg]
+                    thread, fourth, [], fence="me", ride=later
+                )
+            assert (await store.get(queued.run_id)).status == "succeeded"  # type: ignore[union-attr]

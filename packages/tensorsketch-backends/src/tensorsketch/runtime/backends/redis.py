@@ -50,7 +50,8 @@ from tensorsketch.runtime.backends.base import (
     ThreadSummary,
     lease_lost,
 )
-from tensorsketch.runtime.backends.redis_runs import RedisRunStore
+from tensorsketch.runtime.backends.redis_runs import _RIDE, RedisRunStore
+from tensorsketch.runtime.backends.rides import RecordRide
 from tensorsketch.serializers import Serializer
 
 __all__ = ["RedisBackend"]
@@ -306,6 +307,9 @@ class RedisBackend(Backend):
         self._ready = False
         # Scripts are bound to a client only for registration; each call passes the client.
         self._scripts: dict[str, Any] = {}
+        #: Scripts loaded on the server (a unit that carries a ride calls them by SHA inside
+        #: MULTI, where a missing script cannot be loaded on the fly).
+        self._loaded: set[str] = set()
 
     # -- keys -------------------------------------------------------------------------------
 
@@ -450,15 +454,22 @@ class RedisBackend(Backend):
         return None if raw is None else bytes(raw)
 
     async def record_effects(
-        self, thread_id: str, effects: list[tuple[str, bytes]], *, fence: str | None = None
+        self,
+        thread_id: str,
+        effects: list[tuple[str, bytes]],
+        *,
+        fence: str | None = None,
+        ride: RecordRide | None = None,
     ) -> None:
         if not effects:
             return
         args: list[Any] = [part for pair in effects for part in pair]
+        keys = [self._key(thread_id, "fx")]
         async with self._use("recording effects") as client:
-            await self._fenced_call(
-                client, _RECORD, thread_id, fence, [self._key(thread_id, "fx")], args
-            )
+            if ride is not None:
+                await self._riding(client, thread_id, (_RECORD, keys, args), fence, ride)
+                return
+            await self._fenced_call(client, _RECORD, thread_id, fence, keys, args)
 
     async def lookup_effects(self, thread_id: str, keys: list[str]) -> dict[str, bytes]:
         if not keys:
@@ -536,6 +547,8 @@ class RedisBackend(Backend):
         owner: str,
         ttl: float,
         initial: StoredCheckpoint | None = None,
+        *,
+        ride: RecordRide | None = None,
     ) -> ThreadOpening:
         keys = [self._key(thread_id, kind) for kind in ("lease", "cp", "cpi", "ev")]
         args: list[Any] = [owner, max(1, int(ttl * 1000))]
@@ -544,7 +557,12 @@ class RedisBackend(Backend):
         else:
             args += ["1", initial.checkpoint_id, _encode_checkpoint(initial)]
         async with self._use("opening the thread") as client:
-            reply: list[Any] = await self._call(client, _OPEN, keys, args)
+            if ride is None:
+                reply: list[Any] = await self._call(client, _OPEN, keys, args)
+            else:  # the ride's write after the lease, only where it was taken
+                reply = await self._riding(
+                    client, thread_id, (_OPEN, keys, args), None, ride, after_lease=owner
+                )
         acquired, created, seq = int(reply[0]), int(reply[1]), reply[2]
         if not acquired:
             return ThreadOpening(acquired=False, checkpoints=[], last_event_seq=None)
@@ -564,6 +582,7 @@ class RedisBackend(Backend):
         durable: bool = True,
         release_owner: str | None = None,
         fence: str | None = None,
+        ride: RecordRide | None = None,
     ) -> None:
         if checkpoint is None and not events and release_owner is None:
             return
@@ -578,7 +597,98 @@ class RedisBackend(Backend):
             args += [e.seq, _event_member(e)]
         # ``durable`` has no say here: durability is the server's (AOF) configuration.
         async with self._use("saving a checkpoint") as client:
+            if ride is not None:
+                await self._riding(client, thread_id, (_COMMIT, keys, args), fence, ride)
+                return
             await self._fenced_call(client, _COMMIT, thread_id, fence, keys, args)
+
+    # -- rides ------------------------------------------------------------------------------
+
+    @property
+    def carries_rides(self) -> bool:  # type: ignore[override]
+        """Rides travel with this backend's units once its run store is in use."""
+        store = self.__dict__.get("_run_store")
+        return isinstance(store, RedisRunStore) and store.ready
+
+    async def script_reading_head(
+        self, client: aioredis.Redis, source: str, args: list[Any], thread_id: str
+    ) -> tuple[Any, tuple[str | None, int | None]]:
+        """A key-less script (the run store's) and a read of ``thread_id``'s head, in one
+        round trip (not one unit: the head is a guess its reader checks later)."""
+        for attempt in range(2):
+            sha = await self._sha(client, source)
+            pipe = client.pipeline(transaction=False)
+            pipe.evalsha(sha, 0, *args)
+            pipe.lindex(self._key(thread_id, "cp"), -1)
+            pipe.zrange(self._key(thread_id, "ev"), -1, -1, withscores=True)
+            reply, raw, last = await pipe.execute(raise_on_error=False)
+            if isinstance(reply, Exception):
+                if "NOSCRIPT" in str(reply) and attempt == 0:
+                    self._loaded.clear()  # nothing ran: load the scripts and try again
+                    continue
+                raise reply
+            if isinstance(raw, Exception) or isinstance(last, Exception):
+                return reply, (None, None)  # pragma: no cover - a foreign key's type
+            checkpoint_id = (
+                None if raw is None else _decode_checkpoint(thread_id, raw).checkpoint_id
+            )
+            return reply, (checkpoint_id, int(last[0][1]) if last else None)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _sha(self, client: aioredis.Redis, source: str) -> str:
+        script = self._script(client, source)
+        if source not in self._loaded:
+            await client.script_load(source)
+            self._loaded.add(source)
+        return str(script.sha)
+
+    async def _riding(
+        self,
+        client: aioredis.Redis,
+        thread_id: str,
+        unit: tuple[str, list[str], list[Any]],
+        fence: str | None,
+        ride: RecordRide,
+        after_lease: str | None = None,
+    ) -> Any:
+        """Run a unit's script and ``ride``'s in one MULTI (one round trip, nothing in
+        between). A write rides first, fenced by the same lease as the unit (so a unit
+        refused for a lost lease writes no record either); a read rides after, and so does
+        a write ``after_lease`` (the unit that takes the lease: written only where it took
+        it for that owner). Returns the unit's reply; sets ``ride.result``."""
+        store = self.run_store()
+        source, keys, args = unit
+        if fence is not None:
+            source, keys, args = (
+                _FENCE + source,
+                [self._key(thread_id, "lease"), *keys],
+                [
+                    fence,
+                    *args,
+                ],
+            )
+        guard = fence if after_lease is None else after_lease
+        ride_keys = [self._key(thread_id, "lease")] if guard is not None else []
+        ride_args = store.ride_args(ride, guard)
+        unit_sha, ride_sha = await self._sha(client, source), await self._sha(client, _RIDE)
+        first = ride.write is not None and after_lease is None
+        pipe = client.pipeline(transaction=True)
+        if first:
+            pipe.evalsha(ride_sha, len(ride_keys), *ride_keys, *ride_args)
+        pipe.evalsha(unit_sha, len(keys), *keys, *args)
+        if not first:
+            pipe.evalsha(ride_sha, len(ride_keys), *ride_keys, *ride_args)
+        replies: list[Any] = await pipe.execute(raise_on_error=False)
+        ride_reply, reply = (replies[0], replies[1]) if first else (replies[1], replies[0])
+        for answer in (reply, ride_reply):
+            if isinstance(answer, Exception):
+                if "NOSCRIPT" in str(answer):
+                    self._loaded.clear()  # the server lost its scripts: load them again
+                if _lease_lost(answer):
+                    raise lease_lost(thread_id) from answer
+                raise answer
+        ride.result = store.ride_result(ride, ride_reply)
+        return reply
 
     async def _fenced_call(
         self,

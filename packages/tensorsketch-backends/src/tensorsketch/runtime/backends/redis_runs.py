@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tensorsketch.errors import CheckpointDecodeError, RunConflictError
+from tensorsketch.runtime.backends.rides import RecordRide, RideResult
 from tensorsketch.runtime.backends.runs import RUN_LAYOUT_VERSION, InTurn, RunRecord, RunStore
 
 if TYPE_CHECKING:
@@ -106,6 +107,33 @@ local ver = tonumber(old[1]) + 1
 redis.call('HSET', k, 'rec', ARGV[4], 'ver', ver, 'status', ARGV[5], 'wake', wake,
   'waiting', ARGV[7], 'owner', ARGV[8], 'lease', ARGV[9])
 return ver
+"""
+)
+
+# A ride (tensorsketch.runtime.backends.rides): KEYS: the thread's lease key when the write
+# is fenced by it (else none). ARGV: base, id, fence owner ('' for none), write ('1' / '0'),
+# then _REPLACE's arguments after base and id. The write is skipped unless the fence owner
+# holds the lease. Returns {the written version or 0, the version after}.
+_RIDE = (
+    _INDEX
+    + """
+local b, id = ARGV[1], ARGV[2]
+local k = b .. 'rec:' .. id
+local wrote = 0
+local allowed = ARGV[3] == '' or redis.call('GET', KEYS[1]) == ARGV[3]
+if ARGV[4] == '1' and allowed then
+  local old = redis.call('HMGET', k, 'ver', 'status', 'kind', 'created', 'wake', 'waiting')
+  if old[1] and old[1] == ARGV[5] then
+    index(b, id, old[2], old[3], old[4], old[5], old[6], -1)
+    local wake = ARGV[7]
+    if ARGV[6] ~= 'suspended' then wake = '' end
+    index(b, id, ARGV[6], old[3], old[4], wake, ARGV[8], 1)
+    wrote = tonumber(old[1]) + 1
+    redis.call('HSET', k, 'rec', ARGV[9], 'ver', wrote, 'status',
+      ARGV[6], 'wake', wake, 'waiting', ARGV[8], 'owner', ARGV[10], 'lease', ARGV[11])
+  end
+end
+return {wrote, redis.call('HGET', k, 'ver') or ''}
 """
 )
 
@@ -234,10 +262,18 @@ class RedisRunStore(RunStore):
         return existing, False
 
     async def _insert_in_turn(self, record: RunRecord) -> InTurn:
-        # One script: the insert and the walk of the thread's runs for its queue's head.
-        reply = await self._script("creating a run", _INSERT_IN_TURN, self._insert_args(record))
+        # One script: the insert and the walk of the thread's runs for its queue's head; in
+        # the same round trip, where the thread stands (the run's guess of where it begins,
+        # checked by the unit that opens the thread).
+        async with self.backend._use("creating a run") as client:
+            if not self._ready:
+                await self._check_layout(client)
+            args = [self.base, *self._insert_args(record)]
+            reply, head = await self.backend.script_reading_head(
+                client, _INSERT_IN_TURN, args, record.thread_id
+            )
         if int(reply[0]) == 1:
-            return InTurn(record, True, _text(reply[1]) or None)
+            return InTurn(record, True, _text(reply[1]) or None, head)
         existing = self._decode(reply[1:])
         assert existing is not None
         return InTurn(existing, False, None)
@@ -357,6 +393,38 @@ class RedisRunStore(RunStore):
         ]
         version = int(await self._script("updating a run", _REPLACE, args))
         return None if version == 0 else record.replace(version=version)
+
+    def ride_args(self, ride: RecordRide, fence: str | None) -> list[Any]:
+        """:data:`_RIDE`'s arguments for ``ride`` (a write fenced by ``fence``'s lease)."""
+        w = ride.write
+        if w is None:
+            return [self.base, ride.run_id, "", "0"]
+        return [
+            self.base,
+            ride.run_id,
+            fence or "",
+            "1",
+            str(w.version),
+            w.status,
+            repr(w.wake_at) if w.wake_at is not None else "",
+            w.waiting_for or "",
+            w.encode(self.serializer),
+            w.owner or "",
+            repr(w.lease_expires_at) if w.lease_expires_at is not None else "",
+        ]
+
+    @staticmethod
+    def ride_result(ride: RecordRide, reply: Sequence[Any]) -> RideResult:
+        wrote, version = int(reply[0]), _text(reply[1])
+        stored = None
+        if ride.write is not None and wrote:
+            stored = ride.write.replace(version=wrote)
+        return RideResult(int(version) if version else None, stored)
+
+    @property
+    def ready(self) -> bool:
+        """Its key layout was checked (a ride's script writes under it)."""
+        return self._ready
 
     async def due(self, before: float, limit: int = 100) -> list[RunRecord]:
         async with self.backend._use("reading due timers") as client:

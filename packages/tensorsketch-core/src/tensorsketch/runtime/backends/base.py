@@ -145,6 +145,11 @@ class Backend(ABC):
     #: :class:`LeaseLostError`) unless ``owner`` still holds the lease, checked in the same
     #: unit of work. The runtime passes the fence only to backends that set this.
     fences_writes: bool = False
+    #: ``open_thread``, ``record_effects`` and ``commit_step`` accept ``ride=`` (a
+    #: :class:`~tensorsketch.runtime.backends.rides.RecordRide`): a run record's write and
+    #: version read carried in the same unit, its outcome set on ``ride.result``. The runtime
+    #: passes rides only to backends that set this (their run store shares the unit).
+    carries_rides: bool = False
     #: How checkpoints and journal entries become bytes (``serializer=`` of ``__init__``;
     #: the default msgpack one when a subclass's ``__init__`` skips ``super().__init__()``).
     serializer = _DefaultSerializer()

@@ -12,9 +12,11 @@ from tensorsketch.runtime.backends.base import (
     ForkLink,
     StoredCheckpoint,
     StoredEvent,
+    ThreadOpening,
     ThreadSummary,
 )
 from tensorsketch.runtime.backends.memory_runs import MemoryRunStore
+from tensorsketch.runtime.backends.rides import RecordRide
 from tensorsketch.serializers import Serializer
 
 __all__ = ["InMemoryBackend"]
@@ -25,6 +27,7 @@ class InMemoryBackend(Backend):
 
     name = "memory"
     fences_writes = True
+    carries_rides = True
 
     def __init__(self, *, serializer: Serializer | str | None = None) -> None:
         super().__init__(serializer=serializer)
@@ -154,13 +157,59 @@ class InMemoryBackend(Backend):
             return self._effects.get((thread_id, key))
 
     async def record_effects(
-        self, thread_id: str, effects: list[tuple[str, bytes]], *, fence: str | None = None
+        self,
+        thread_id: str,
+        effects: list[tuple[str, bytes]],
+        *,
+        fence: str | None = None,
+        ride: RecordRide | None = None,
     ) -> None:
         if fence is not None:
             self.check_fence(thread_id, fence)
         with self._lock:
             for key, value in effects:
                 self._effects.setdefault((thread_id, key), value)
+        if ride is not None:
+            ride.result = await self._runs.carry(ride)
+
+    # The batched units: the composed defaults, then the ride (process memory has no unit
+    # to share, and nothing survives the process anyway).
+
+    async def open_thread(
+        self,
+        thread_id: str,
+        owner: str,
+        ttl: float,
+        initial: StoredCheckpoint | None = None,
+        *,
+        ride: RecordRide | None = None,
+    ) -> ThreadOpening:
+        opening = await super().open_thread(thread_id, owner, ttl, initial)
+        if ride is not None and opening.acquired:
+            ride.result = await self._runs.carry(ride)
+        return opening
+
+    async def commit_step(
+        self,
+        thread_id: str,
+        checkpoint: StoredCheckpoint | None,
+        events: list[StoredEvent],
+        *,
+        durable: bool = True,
+        release_owner: str | None = None,
+        fence: str | None = None,
+        ride: RecordRide | None = None,
+    ) -> None:
+        await super().commit_step(
+            thread_id,
+            checkpoint,
+            events,
+            durable=durable,
+            release_owner=release_owner,
+            fence=fence,
+        )
+        if ride is not None:
+            ride.result = await self._runs.carry(ride)
 
     async def lookup_effects(self, thread_id: str, keys: list[str]) -> dict[str, bytes]:
         with self._lock:

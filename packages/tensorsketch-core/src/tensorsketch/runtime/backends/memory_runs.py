@@ -10,6 +10,7 @@ import bisect
 import threading
 from collections.abc import Sequence
 
+from tensorsketch.runtime.backends.rides import RecordRide, RideResult
 from tensorsketch.runtime.backends.runs import ACTIVE, RunRecord, RunStore
 from tensorsketch.serializers import Serializer
 
@@ -101,6 +102,16 @@ class MemoryRunStore(RunStore):
             self._rows[record.run_id] = (stored.encode(self.serializer), stored.version)
             self._index(old, stored)
             return stored
+
+    async def carry(self, ride: RecordRide) -> RideResult:
+        stored = None
+        if ride.write is not None:
+            stored = await self._replace(ride.write)
+        if stored is not None:
+            return RideResult(stored.version, stored)
+        with self._lock:
+            row = self._rows.get(ride.run_id)
+        return RideResult(None if row is None else row[1])
 
     async def due(self, before: float, limit: int = 100) -> list[RunRecord]:
         with self._lock:

@@ -34,6 +34,7 @@ from tensorsketch.errors import (
     RunStoreUnsupportedError,
     ThreadBusyError,
 )
+from tensorsketch.runtime.backends.rides import RecordRide, RideResult
 from tensorsketch.serializers import Serializer
 
 if TYPE_CHECKING:
@@ -454,6 +455,18 @@ class RunStore(ABC):
         write = updated.replace(version=known.version, updated_at=time.time())
         stored, head = await self._replace_reading_head(write, durable=durable)
         return (stored, head) if stored is not None else None
+
+    async def carry(self, ride: RecordRide) -> RideResult:
+        """Do what ``ride`` asks in units of this store's own: the compare-and-set write
+        (relaxed), then the version read. What a backend that carries rides in its commits
+        does in the commit's unit instead (see :mod:`tensorsketch.runtime.backends.rides`)."""
+        stored = None
+        if ride.write is not None:
+            stored = await self._replace_relaxed(ride.write)
+        if stored is not None:
+            return RideResult(stored.version, stored)
+        current = await self.get(ride.run_id)
+        return RideResult(None if current is None else current.version)
 
     async def create_in_turn(self, record: RunRecord) -> InTurn:
         """:meth:`create`, also naming the run at the head of its thread's queue right after

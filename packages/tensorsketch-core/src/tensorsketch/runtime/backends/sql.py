@@ -46,6 +46,7 @@ from tensorsketch.runtime.backends.base import (
     ThreadSummary,
     lease_lost,
 )
+from tensorsketch.runtime.backends.rides import RecordRide
 from tensorsketch.runtime.backends.runs import RunStore
 from tensorsketch.runtime.backends.sql_query import Query
 from tensorsketch.runtime.backends.sql_runs import SqlRunStore
@@ -604,7 +605,12 @@ class SqlBackend(Backend):
         return None if row is None else bytes(row[0])
 
     async def record_effects(
-        self, thread_id: str, effects: list[tuple[str, bytes]], *, fence: str | None = None
+        self,
+        thread_id: str,
+        effects: list[tuple[str, bytes]],
+        *,
+        fence: str | None = None,
+        ride: RecordRide | None = None,
     ) -> None:
         if not effects:
             return
@@ -612,7 +618,14 @@ class SqlBackend(Backend):
         queries = [Query(self._sql["record"], rows, many=True)]
         if fence is not None:
             queries.insert(0, self.fence_query(thread_id, fence))
-        await self._run("recording effects", queries, transaction=True, idempotent=True)
+        riding = self._ride_queries(ride)
+        results = await self._run(
+            "recording effects",
+            queries + riding,
+            transaction=True,
+            idempotent=ride is None or ride.write is None,
+        )
+        self._rode(ride, results, len(riding))
 
     async def lookup_effects(self, thread_id: str, keys: list[str]) -> dict[str, bytes]:
         queries = []
@@ -681,6 +694,8 @@ class SqlBackend(Backend):
         owner: str,
         ttl: float,
         initial: StoredCheckpoint | None = None,
+        *,
+        ride: RecordRide | None = None,
     ) -> ThreadOpening:
         queries = [Query(self._sql["lease"], (thread_id, owner, float(ttl)), fetch="rowcount")]
         if initial is not None:
@@ -688,12 +703,21 @@ class SqlBackend(Backend):
             queries.append(Query(self._sql["initial"], params, fetch="rowcount"))
         queries.append(self._chain_query(thread_id))
         queries.append(Query(self._sql["last_seq"], (thread_id,), fetch="one"))
+        riding = self._ride_queries(ride, (thread_id, owner))
         # The lease needs no disk sync, nor does the input checkpoint: it reaches the disk
         # with the run's next durable commit, and a power cut before that leaves no trace of
-        # the run at all (its caller never got an answer).
+        # the run at all (its caller never got an answer). A ride's write changes a record
+        # only where the lease was just taken (the runner passes a ride to its own run).
         results = await self._run(
-            "opening the thread", queries, transaction=True, durable=False, idempotent=True
+            "opening the thread",
+            queries + riding,
+            transaction=True,
+            durable=False,
+            idempotent=ride is None or ride.write is None,
         )
+        if riding:
+            self._rode(ride, results, len(riding))
+            results = results[: -len(riding)]
         if not results[0]:
             return ThreadOpening(acquired=False, checkpoints=[], last_event_seq=None)
         created = bool(results[1]) if initial is not None else False
@@ -715,6 +739,7 @@ class SqlBackend(Backend):
         durable: bool = True,
         release_owner: str | None = None,
         fence: str | None = None,
+        ride: RecordRide | None = None,
     ) -> None:
         queries: list[Query] = []
         if fence is not None:
@@ -726,9 +751,37 @@ class SqlBackend(Backend):
         if release_owner is not None:
             queries.append(Query(self._sql["release"], (thread_id, release_owner)))
         if len(queries) > (fence is not None):
-            await self._run(
-                "saving a checkpoint", queries, transaction=len(queries) > 1, durable=durable
+            riding = self._ride_queries(ride)
+            results = await self._run(
+                "saving a checkpoint",
+                queries + riding,
+                transaction=len(queries) + len(riding) > 1,
+                durable=durable,
             )
+            self._rode(ride, results, len(riding))
+
+    # -- rides ------------------------------------------------------------------------------
+
+    @property
+    def carries_rides(self) -> bool:  # type: ignore[override]
+        """Rides travel in this backend's units once its run store is in use (a runner
+        passes one only for a run whose record it already stored)."""
+        store = self.__dict__.get("_run_store")
+        return isinstance(store, SqlRunStore) and store.ready
+
+    def _ride_queries(
+        self, ride: RecordRide | None, leased: tuple[str, str] | None = None
+    ) -> list[Query]:
+        if ride is None:
+            return []
+        store = self.run_store()
+        assert isinstance(store, SqlRunStore)
+        return store.ride_queries(ride, leased)
+
+    @staticmethod
+    def _rode(ride: RecordRide | None, results: Sequence[Any], count: int) -> None:
+        if ride is not None and count:
+            ride.result = SqlRunStore.ride_result(ride, results[-count:])
 
     # -- run records ------------------------------------------------------------------------
 

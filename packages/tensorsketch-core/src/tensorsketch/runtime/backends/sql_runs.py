@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tensorsketch.errors import CheckpointDecodeError
+from tensorsketch.runtime.backends.rides import RecordRide, RideResult
 from tensorsketch.runtime.backends.runs import (
     RUN_LAYOUT_VERSION,
     InTurn,
@@ -99,6 +100,7 @@ class SqlRunStore(RunStore):
                 f"(SELECT 1 FROM {runs} WHERE run_id = ?)"
             ),
             "get": f"SELECT version, lease_expires_at, record FROM {runs} WHERE run_id = ?",
+            "version_of": f"SELECT version FROM {runs} WHERE run_id = ?",
             "latest_id": (
                 f"SELECT checkpoint_id FROM {b.table('checkpoints')} WHERE thread_id = ? "
                 "ORDER BY position DESC LIMIT 1"
@@ -112,6 +114,13 @@ class SqlRunStore(RunStore):
                 f"UPDATE {runs} SET status = ?, waiting_for = ?, wake_at = ?, owner = ?, "
                 "lease_expires_at = ?, version = version + 1, record = ? "
                 "WHERE run_id = ? AND version = ?"
+            ),
+            # A ride's write in the unit that opens a thread: only where the lease was taken.
+            "replace_leased": (
+                f"UPDATE {runs} SET status = ?, waiting_for = ?, wake_at = ?, owner = ?, "
+                "lease_expires_at = ?, version = version + 1, record = ? "
+                "WHERE run_id = ? AND version = ? AND EXISTS (SELECT 1 FROM "
+                f"{b.table('leases')} WHERE thread_id = ? AND owner = ?)"
             ),
             "key_failed": f"UPDATE {keys} SET failed = 1 WHERE key = ? AND run_id = ?",
             "due": (
@@ -326,6 +335,37 @@ class SqlRunStore(RunStore):
         q = Query(self.backend.q(sql), (*params, limit), fetch="all", binary=True)
         rows = (await self._go("listing runs", [q], idempotent=True))[0]
         return [r for r in map(self._decode, rows) if r is not None]
+
+    @property
+    def ready(self) -> bool:
+        """Its tables are known to exist (a ride's statements need them)."""
+        return self._ready
+
+    # -- rides: record writes in the checkpoints' own units (tensorsketch.runtime.backends.rides)
+
+    def ride_queries(self, ride: RecordRide, leased: tuple[str, str] | None = None) -> list[Query]:
+        """The statements that carry ``ride`` in a unit of the backend's: the
+        compare-and-set write (if any; with ``leased``, only where that thread's lease is
+        that owner's), then the version read."""
+        queries = []
+        write = ride.write  # its updated_at is the rider's (the stored copy must match)
+        if write is not None:
+            q = self._replace_query(write, write.replace(version=write.version + 1))
+            if leased is not None:
+                q = Query(self._sql["replace_leased"], (*q.params, *leased), fetch="rowcount")
+            queries.append(q)
+        queries.append(Query(self._sql["version_of"], (ride.run_id,), fetch="one"))
+        return queries
+
+    @staticmethod
+    def ride_result(ride: RecordRide, results: Sequence[Any]) -> RideResult:
+        """What the unit saw, from the results of :meth:`ride_queries`' statements."""
+        row = results[-1]
+        version = None if row is None else int(row[0])
+        stored = None
+        if ride.write is not None and results[0] == 1:
+            stored = ride.write.replace(version=ride.write.version + 1)
+        return RideResult(version, stored)
 
     async def _replace_relaxed(self, record: RunRecord) -> RunRecord | None:
         return await self._replace(record, durable=False)
