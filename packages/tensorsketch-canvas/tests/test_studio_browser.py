@@ -1235,6 +1235,35 @@ def _transform(page: Page) -> str:
     return str(page.evaluate("document.getElementById('viewport').getAttribute('transform')"))
 
 
+def test_an_edit_is_painted_once_and_keeps_the_view(studio: Studio) -> None:
+    """After an edit the page made, the quiet reload that follows brings the same graph back:
+    no second paint and no re-fit, so the canvas does not jump a moment after the edit (the
+    flake ``settle()`` works around; this test deliberately does not call it)."""
+    page = studio.page
+    page.mouse.click(*studio.center("Tech"))
+    paints = studio.paints()
+
+    def graph_get(resp: Any) -> bool:
+        return "/api/graph" in resp.url and resp.request.method == "GET"
+
+    # the edit's own paint, then the quiet reload it starts: wait for that reload's answer
+    with page.expect_response(graph_get):
+        page.fill("#rename-input", "Techie")
+        page.press("#rename-input", "Enter")
+        studio.wait_paint_after(paints)
+        after_edit = studio.paints()
+        view = _transform(page)
+    expect(studio.box("Techie")).to_be_visible()
+    # the reload's answer has been handled once the page is idle again (two frames later);
+    # a re-fit, were there one, would come on the frames after the repaint
+    page.wait_for_function("!document.body.classList.contains('busy')")
+    page.evaluate("() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    page.wait_for_timeout(400)
+    assert studio.paints() == after_edit == paints + 1
+    assert _transform(page) == view
+    assert studio.ir().node("Techie").cls == "Tech"
+
+
 def test_opening_the_panel_does_not_move_the_view(studio: Studio) -> None:
     page = studio.page
     before = _transform(page)
