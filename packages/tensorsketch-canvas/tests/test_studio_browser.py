@@ -1084,12 +1084,24 @@ def test_a_file_without_a_graph_shows_the_servers_message(tmp_path: Path, browse
 # -- live trace overlay ------------------------------------------------------------------------
 
 
-def _run_graph(path: Path, url: str, queries: list[str], *, break_tech: bool = False) -> None:
-    """Run the file's graph in-process, its spans sent to the Studio as they finish."""
-    from tensorsketch import InMemoryTracer, MultiTracer
+def _run_graph(
+    path: Path, url: str, queries: list[str], *, break_tech: bool = False, ask: bool = False
+) -> None:
+    """Run the file's graph in-process, its spans sent to the Studio as they finish.
+    ``ask``: Billing waits for a person's answer (the run suspends on a durable thread)."""
+    from tensorsketch import InMemoryBackend, InMemoryTracer, MultiTracer
     from tensorsketch.observability.export import http_span_sink
 
     source = path.read_text(encoding="utf-8")
+    if ask:  # a copy whose Billing node asks a person first
+        billing = 'return self.Out(answer=f"[Billing] Looking into your billing question:'
+        assert billing in source
+        source = source.replace(
+            billing,
+            "from tensorsketch import interrupt\n"
+            '        await interrupt(ctx, "refund it?", id="refund")\n'
+            "        " + billing,
+        )
     if break_tech:  # a copy whose Tech node fails (the Studio's file stays as it is)
         source = source.replace(
             """return self.Out(answer=f"[Tech] Let's debug that: {inp.query}")""",
@@ -1107,8 +1119,11 @@ def _run_graph(path: Path, url: str, queries: list[str], *, break_tech: bool = F
     def work() -> None:
         for query in queries:
             tracer = MultiTracer(InMemoryTracer(), sink)
+            durable: dict[str, Any] = (
+                {"thread_id": f"ask-{query}", "backend": InMemoryBackend()} if ask else {}
+            )
             try:
-                asyncio.run(module.app.invoke({"query": query}, tracer=tracer))
+                asyncio.run(module.app.invoke({"query": query}, tracer=tracer, **durable))
             except Exception:  # the failing run is the point
                 pass
 
@@ -1146,6 +1161,22 @@ def test_live_trace_overlay(studio: Studio) -> None:
     first = page.locator("#run-picker option").first.get_attribute("value")
     page.select_option("#run-picker", first)
     expect(page.locator('.trace-ring[data-node="Billing"]')).to_have_count(1)
+
+
+def test_run_picker_labels_a_suspended_run_suspended(studio: Studio) -> None:
+    """A run that returned waiting for a person is not "ok" (done) in the run picker."""
+    page = studio.page
+    page.click("#live")
+    expect(page.locator("#run-picker")).to_be_visible()
+    _run_graph(studio.path, studio.server.base_url, ["I'd like a refund"], ask=True)
+    option = page.locator("#run-picker option")
+    expect(option).to_have_count(1, timeout=5000)
+    expect(option).to_contain_text("suspended")
+    expect(option).not_to_contain_text(" ok ")
+    ring = page.locator('.trace-ring[data-node="Billing"]')
+    expect(ring).to_have_class(_contains("suspended"), timeout=5000)
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(IMAGES / "studio-suspended-run.png"))
 
 
 def test_big_graph_has_minimap_and_fits(tmp_path: Path, browser: Browser) -> None:
@@ -1259,8 +1290,8 @@ def test_an_edit_is_painted_once_and_keeps_the_view(studio: Studio) -> None:
     page.wait_for_function("!document.body.classList.contains('busy')")
     page.evaluate("() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
     page.wait_for_timeout(400)
-    assert studio.paints() == after_edit == paints + 1
     assert _transform(page) == view
+    assert studio.paints() == after_edit == paints + 1
     assert studio.ir().node("Techie").cls == "Tech"
 
 
