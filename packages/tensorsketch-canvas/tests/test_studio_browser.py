@@ -1293,6 +1293,8 @@ def test_an_edit_is_painted_once_and_keeps_the_view(studio: Studio) -> None:
     assert _transform(page) == view
     assert studio.paints() == after_edit == paints + 1
     assert studio.ir().node("Techie").cls == "Tech"
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(IMAGES / "studio-after-edit.png"))
 
 
 def test_opening_the_panel_does_not_move_the_view(studio: Studio) -> None:
