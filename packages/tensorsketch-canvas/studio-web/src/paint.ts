@@ -9,7 +9,7 @@ import { renderInspector } from "./inspector";
 import { buildScene } from "./layout";
 import { traceAt } from "./nested";
 import { applyView, fit, stage } from "./stage";
-import { countPaint, markFitted, markFramed, showScene, state } from "./store";
+import { countPaint, fitsOnPaint, markFitted, markFramed, showScene, state } from "./store";
 import { paintTeam } from "./team";
 
 /** How a paint treats the view. ``keepView``: the paint follows a write the page itself made
@@ -70,7 +70,7 @@ export function paint(opts: PaintOptions = {}): void {
   layers.labels.appendChild(labelFrag);
   paintTrace();
   debug.repaintMarks();
-  if (!state.fitted || (!state.userView && !opts.keepView)) {
+  if (fitsOnPaint(state, opts.keepView ?? false)) {
     markFitted(state);
     fit(true);
   }
