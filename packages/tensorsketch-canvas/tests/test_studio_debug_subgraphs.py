@@ -372,6 +372,8 @@ async def test_the_overlay_folds_a_childs_nodes_under_its_subgraph(doc_file: Pat
     }
     (listed,) = tail.runs()
     assert listed["thread_id"] == "t" and listed["graph"] == app.name  # the root run's
+    # the run waits on the child's Ask: the run picker says so, not "ok"
+    assert listed["status"] == folded["status"] == "suspended"
 
     # while the child runs, its finished nodes show and its subgraph node is running
     until = next(i for i, s in enumerate(spans) if s["name"] == "Polish")

@@ -420,6 +420,8 @@ async def test_a_suspended_run_is_marked_suspended_not_failed() -> None:
     assert run_info(out).status == "suspended"
     statuses = {s.name: s.status for s in waiting.trace.spans}
     assert statuses["ask"] == statuses["Approve"] == "suspended"
+    # the run span too: a run that waits is neither "ok" (done) nor an error
+    assert statuses["run"] == "suspended"
     assert waiting.trace.errors == 0
     assert "[suspended]" in waiting.trace.render()
 

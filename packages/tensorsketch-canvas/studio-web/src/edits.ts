@@ -2,6 +2,7 @@
 // repaints from the re-extracted graph it sends back, and keeps the inverse for undo.
 import * as api from "./api";
 import { ApiError } from "./api";
+import { markBreakpoints } from "./badges";
 import { describeEdit, mappedRoute, suggestLabel, wiringProblem } from "./edit-ops";
 import { toast } from "./notices";
 import { paint } from "./paint";
@@ -22,10 +23,12 @@ async function send(op: EditOp): Promise<{ ok: true; inverse: EditOp | null; exa
   try {
     const sent = performance.now();
     const res = await api.edit(state.version, state.graphName, op);
+    // marked as a load marks it: else the quiet reload below finds the "same" graph changed
+    if (res.graph) markBreakpoints(res.graph);
     store.acceptEdit(state, res, performance.now() - sent);
     paint();
     renderToolbar();
-    void reload({ quiet: true }); // holes and layout elsewhere in the project may have changed
+    void reload({ quiet: true, keepView: true }); // holes and layout elsewhere may have changed
     return { ok: true, inverse: res.inverse, exact: res.exact };
   } catch (err) {
     if (err instanceof ApiError && err.status === 409) {

@@ -160,8 +160,8 @@ function follow(node: NodeIR): void {
       window.clearInterval(polling);
       if (job?.status === "written") toast(`${node.name} is filled: the body passed every check and is in the file.`, "info");
       else if (job?.status === "draft") toast(`${node.name}: no body passed the checks; the draft is kept, unverified.`, "conflict", 9000);
-      await reload({ quiet: true }); // the node loses its hole...
-      paint(); // ...or its tag says "unverified" (the file did not change)
+      await reload({ quiet: true, keepView: true }); // the node loses its hole...
+      paint({ keepView: true }); // ...or its tag says "unverified" (the file did not change)
     }
     rerender(node);
   }, 700);

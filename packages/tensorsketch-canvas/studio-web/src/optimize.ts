@@ -195,7 +195,7 @@ async function write(job: OptimizeJob): Promise<void> {
   toast(`Wrote the optimized prompt of ${job.agent} into the file.`);
   await refresh();
   render();
-  await reload({ quiet: true });
+  await reload({ quiet: true, keepView: true });
 }
 
 export async function showOptimize(open: boolean): Promise<void> {

@@ -9,12 +9,19 @@ import { renderInspector } from "./inspector";
 import { buildScene } from "./layout";
 import { traceAt } from "./nested";
 import { applyView, fit, stage } from "./stage";
-import { countPaint, markFitted, markFramed, showScene, state } from "./store";
+import { countPaint, fitsOnPaint, markFitted, markFramed, showScene, state } from "./store";
 import { paintTeam } from "./team";
 
+/** How a paint treats the view. ``keepView``: the paint follows a write the page itself made
+ * (its quiet reload), so the view stays where it is — a re-fit there made the canvas jump a
+ * moment after the edit; only a graph shown for the first time is still fitted. */
+export interface PaintOptions {
+  readonly keepView?: boolean;
+}
+
 /** Lay out and draw the graph again from the state, keeping the selection where it still
- * exists; the view fits the graph until the user has moved it. */
-export function paint(): void {
+ * exists; the view fits the graph until the user has moved it (see ``PaintOptions``). */
+export function paint(opts: PaintOptions = {}): void {
   const { svg, layers } = stage();
   document.body.classList.toggle("read-only", state.readOnly);
   for (const layer of Object.values(layers)) layer.replaceChildren();
@@ -63,7 +70,7 @@ export function paint(): void {
   layers.labels.appendChild(labelFrag);
   paintTrace();
   debug.repaintMarks();
-  if (!state.fitted || !state.userView) {
+  if (fitsOnPaint(state, opts.keepView ?? false)) {
     markFitted(state);
     fit(true);
   }

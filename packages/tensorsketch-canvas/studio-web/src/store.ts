@@ -266,6 +266,13 @@ export function setUserView(s: StudioState, byUser: boolean): void {
   s.userView = byUser;
 }
 
+/** Whether a paint fits the view: the graph's first paint (on load, or another graph picked)
+ * always; a later one while the user has not moved the view — unless it keeps the view
+ * (``keepView``: it follows a write the page itself made, and a re-fit there is a jump). */
+export function fitsOnPaint(s: Readonly<StudioState>, keepView: boolean): boolean {
+  return !s.fitted || (!s.userView && !keepView);
+}
+
 /** The first paint fitted the view (later ones fit only while the user has not moved it). */
 export function markFitted(s: StudioState): void {
   s.fitted = true;

@@ -12,8 +12,9 @@ import { onFileChanged, onRunEvent } from "./run-panel";
 import { renderToolbar } from "./toolbar";
 import type { GraphResponse } from "./types";
 
-/** Load the opened graph again (``quiet``: a failure is not worth a toast). */
-export async function reload(opts: { quiet?: boolean } = {}): Promise<void> {
+/** Load the opened graph again (``quiet``: a failure is not worth a toast; ``keepView``: the
+ * reload follows a write the page made, so a repaint keeps the view — see paint.ts). */
+export async function reload(opts: { quiet?: boolean; keepView?: boolean } = {}): Promise<void> {
   let resp: GraphResponse;
   try {
     resp = await api.getGraph(state.graphName);
@@ -21,17 +22,18 @@ export async function reload(opts: { quiet?: boolean } = {}): Promise<void> {
     if (!opts.quiet) toast(`Could not load the graph: ${(err as Error).message}`, "error");
     return;
   }
-  show(resp);
+  show(resp, opts.keepView ?? false);
 }
 
-/** Show the server's answer: the banner, the toolbar, and the canvas if the graph changed. */
-function show(resp: GraphResponse): void {
+/** Show the server's answer: the banner, the toolbar, and the canvas if the graph changed
+ * (the same graph and layout as on screen: no repaint, so nothing moves). */
+function show(resp: GraphResponse, keepView: boolean): void {
   if (resp.graph) markBreakpoints(resp.graph);
   const wasReadOnly = state.readOnly;
   const changed = acceptGraph(state, resp);
   setBanner(resp);
   renderToolbar();
-  if (changed) paint();
+  if (changed) paint({ keepView });
   else document.body.classList.toggle("read-only", state.readOnly);
   // the side panel's controls follow: disabled while the file does not parse, and back
   if (wasReadOnly !== state.readOnly) renderInspector();

@@ -233,6 +233,18 @@ describe("undo history", () => {
     assert.deepEqual(s.redo, [e]);
   });
 
+  test("a paint after the page's own write keeps the view; a first paint fits", () => {
+    const s = store.createState();
+    assert.equal(store.fitsOnPaint(s, true), true); // nothing fitted yet: the first paint fits
+    store.markFitted(s);
+    assert.equal(store.fitsOnPaint(s, false), true); // a load while the view is the fit's
+    assert.equal(store.fitsOnPaint(s, true), false); // an edit's quiet reload keeps it
+    store.setUserView(s, true);
+    assert.equal(store.fitsOnPaint(s, false), false); // the user moved it: never re-fitted
+    store.switchGraph(s, "other");
+    assert.equal(store.fitsOnPaint(s, true), true); // another graph: fitted again
+  });
+
   test("switching graphs drops the history and the graph, and fits the next one", () => {
     const s = store.createState();
     store.acceptGraph(s, response());

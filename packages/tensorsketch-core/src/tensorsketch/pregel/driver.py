@@ -171,6 +171,10 @@ async def drive(
     with tracer.span("run", kind="run", **attributes) as span:
         await _drive_inner(run, input, max_steps, resume)
         span.set_attribute("tensorsketch.steps", run.step)
+        if run.interrupts:
+            # the run returned waiting for a person or a time: like the node that suspended,
+            # its span says so (a trace viewer must not show a waiting run as done)
+            span.status = "suspended"
 
 
 async def _drive_inner(

@@ -156,12 +156,15 @@ def _is_root(span: dict[str, Any]) -> bool:
 
 
 def _run_status(spans: list[dict[str, Any]]) -> str:
+    """``error``, ``running`` (its run span has not closed yet), ``suspended`` (it returned
+    waiting for a decision or a time: its run span says so) or ``ok``."""
     roots = [s for s in spans if _is_root(s) or s["parent_id"] is None]
     if any(s["status"] == "error" for s in spans if s["kind"] in ("run", "node")):
         return "error"
-    if not any(s["kind"] == "run" for s in roots):
+    runs = [s for s in roots if s["kind"] == "run"]
+    if not runs:
         return "running"  # spans arrive as they close: the run span comes last
-    return "ok"
+    return "suspended" if runs[-1]["status"] == "suspended" else "ok"
 
 
 #: A node in a run: the subgraph tasks above it (outermost first) and its name.
