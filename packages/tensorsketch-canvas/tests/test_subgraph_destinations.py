@@ -292,7 +292,7 @@ def test_a_bare_nodes_entry_is_a_subgraph_named_as_the_runtime_names_it(
     module = tmp_path / "bare.py"
     module.write_text(source, encoding="utf-8")
     namespace: dict[str, object] = {}
-    exec(compile(source, str(module), "exec"), namespace)  # noqa: S102 - our own test source
+    exec(compile(source, str(module), "exec"), namespace)
     structure = namespace["desk"].structure  # type: ignore[attr-defined]
     assert list(structure.nodes) == [expected, "Manager"]
 
