@@ -983,6 +983,11 @@ def test_the_canvas_invariant_holds_on_files_with_subgraphs(data: st.DataObject)
             palette.classes.pop("sub_app", None)
         if module is not None:
             assert child_path.read_text(encoding="utf-8") == files[module]
+        # the runtime, importing the edited file, declares the destinations the IR draws
+        # (when the files build: a generated child may not compile, e.g. with no entry)
+        declared = _runtime_destinations(root, source, graph)
+        if declared is not None:
+            assert declared == _destinations(ir), labels
 
         # random edits inside the child, written to the file that defines it
         if SUB not in {n.name for n in ir.nodes} or module is None:
@@ -1001,6 +1006,23 @@ def test_the_canvas_invariant_holds_on_files_with_subgraphs(data: st.DataObject)
         assert main.read_bytes() == parent_bytes
         nested = next(n for n in _read(root, graph).nodes if n.subgraph == child_graph)
         assert nested.child == child, labels
+
+
+def _runtime_destinations(root: Path, source: str, graph: str) -> dict[str, tuple[str, ...]] | None:
+    """``Graph.structure.destinations`` of the parent as Python builds it (its child module,
+    if any, imported from ``root``); ``None`` when the files do not build."""
+    _runtime()
+    from tensorsketch.errors import GraphValidationError
+
+    sys.path.insert(0, str(root))
+    try:
+        module = _load(source, root)
+    except GraphValidationError:
+        return None
+    finally:
+        sys.path.remove(str(root))
+        sys.modules.pop("child_mod", None)
+    return dict(getattr(module, graph).structure.destinations)
 
 
 def _gen_stub(ir: GraphIR) -> GenGraph:
