@@ -88,7 +88,8 @@ class Manager(Node):
 
 
 desk = Graph(Desk).add(team.compile(), destinations=("Manager",)).add(Manager)
-app = desk.edge(START, "Team").edge("Manager", END).compile()
+desk.edge(START, "Team").edge("Manager", END)
+app = desk.compile()
 
 
 async def main() -> None:

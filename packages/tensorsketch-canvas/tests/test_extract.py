@@ -493,6 +493,12 @@ def test_a_subgraph_node_is_named_after_its_graph_with_the_shared_fields_as_port
         assert [p.name for p in node.inputs] == ["topic", "notes"]  # not its private scratch
         assert [p.name for p in node.outputs] == ["topic", "notes"]
     assert {(e.source, e.target) for e in stmt.edges} >= {("Dig", "Deep"), ("Deep", "Write")}
-    ops = extract(source, "ops")  # not yet read as a subgraph on the >> surface
-    assert [n.name for n in ops.nodes] == ["dig", "Write"] and ops.nodes[0].subgraph is None
+    ops = extract(source, "ops")  # a bare `ops.nodes(dig)` too, its handle standing for "Dig"
+    assert [n.name for n in ops.nodes] == ["Dig", "Write"] and ops.nodes[0].subgraph == "dig"
+    assert [(e.source, e.target) for e in ops.edges] == [
+        (START, "Dig"),
+        ("Dig", "Write"),
+        ("Write", END),
+    ]
+    assert reconstruct(source, ops) == source
     assert NodeIR.from_dict(stmt.nodes[0].to_dict()).subgraph == "dig"

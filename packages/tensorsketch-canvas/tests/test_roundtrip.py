@@ -73,6 +73,7 @@ class GenNode:
     cls: str
     cache: str | None = None
     defer: bool = False
+    destinations: list[str] | None = None  # `add(child, destinations=(...))`
 
 
 @dataclass
@@ -347,7 +348,12 @@ def _call(op: Op) -> str:
 
 
 def _plain(node: GenNode) -> bool:
-    return node.name == node.cls and node.cache is None and not node.defer
+    return (
+        node.name == node.cls
+        and node.cache is None
+        and not node.defer
+        and node.destinations is None
+    )
 
 
 def _add(node: GenNode) -> str:
@@ -358,6 +364,8 @@ def _add(node: GenNode) -> str:
         args.append(f"cache={node.cache}")
     if node.defer:
         args.append("defer=True")
+    if node.destinations is not None:
+        args.append(f"destinations=({''.join(f'{_q(d)}, ' for d in node.destinations)})")
     return f"add({', '.join(args)})"
 
 
@@ -540,8 +548,10 @@ class Palette:
 
 def _declared(ir: GraphIR) -> set[str]:
     """Nodes another node's class names in its ``destinations``: the canvas refuses to rename
-    or remove them (the class would still name them)."""
-    return {e.target or "" for e in ir.commands if e.target != e.source}
+    or remove them (the class would still name them). ``add(child, destinations=...)`` is
+    the canvas's to edit: a rename or removal follows in the tuple."""
+    written = {n.name for n in ir.nodes if n.destinations is not None}
+    return {e.target or "" for e in ir.commands if e.target != e.source and e.source not in written}
 
 
 def _remove_all(kind: str) -> Gesture:
@@ -605,7 +615,19 @@ def edit(draw: st.DrawFn, ir: GraphIR, palette: Palette) -> tuple[str, Gesture]:
         choices.append("remove_entry")
     if holes:
         choices.append("ports")
+    subgraphs = [n.name for n in ir.nodes if n.subgraph is not None]
+    if subgraphs:
+        choices += ["destinations", "destinations"]
     choice = draw(st.sampled_from(choices))
+    if choice == "destinations":
+        name = draw(st.sampled_from(subgraphs))
+        wanted = draw(
+            st.one_of(
+                st.none(),
+                st.lists(st.sampled_from([*(n for n in names if n != name), END]), unique=True),
+            )
+        )
+        return f"destinations {name}={wanted}", lambda ir: edits.set_destinations(ir, name, wanted)
     if choice == "add_node":
         fresh = [n for n in NEW_NAMES if n not in palette.taken]
         if not fresh:
@@ -861,9 +883,11 @@ def _child_wiring(gen: GenGraph, style: str, flag: bool, var: str) -> str:
     return text
 
 
-def _parent_gen(gen: GenGraph, where: int, wired: bool) -> GenGraph:
+def _parent_gen(
+    gen: GenGraph, where: int, wired: bool, destinations: list[str] | None = None
+) -> GenGraph:
     nodes = list(gen.nodes)
-    nodes.insert(min(where, len(nodes)), GenNode(SUB, "sub_app"))
+    nodes.insert(min(where, len(nodes)), GenNode(SUB, "sub_app", destinations=destinations))
     ops = list(gen.ops)
     if wired and not any(op.source == SUB for op in ops):
         ops.append(Op("edge", source=SUB, target=END))
@@ -875,23 +899,29 @@ def _parent_name(style: str) -> str:
 
 
 @st.composite
-def projects(draw: st.DrawFn) -> tuple[dict[str, str], str, str | None]:
-    """Files by name, the parent's file and graph; the child's module (None: same file)."""
+def projects(draw: st.DrawFn) -> tuple[dict[str, str], str, str | None, list[str] | None]:
+    """Files by name, the parent's file and graph; the child's module (None: same file); the
+    subgraph node's ``destinations`` (None: no such argument)."""
     gen = draw(graphs(customs=False))
     child_style, parent_style = draw(st.sampled_from(STYLES)), draw(st.sampled_from(STYLES))
     flags = draw(st.tuples(st.booleans(), st.booleans()))
-    parent = _parent_gen(gen, draw(st.integers(0, len(gen.nodes))), draw(st.booleans()))
+    # where the child's Command(graph=Command.PARENT) may go: a few parent nodes and END
+    ends = [*(n.name for n in gen.nodes), END]
+    destinations = draw(st.one_of(st.none(), st.lists(st.sampled_from(ends), unique=True)))
+    parent = _parent_gen(
+        gen, draw(st.integers(0, len(gen.nodes))), draw(st.booleans()), destinations
+    )
     parent_wiring = RENDER[parent_style](parent, False, flags[1])
     if draw(st.booleans()):
         files = {
             "child_mod.py": header(gen) + _child_wiring(gen, child_style, flags[0], "app"),
             "main.py": "from child_mod import app as sub_app\n" + header(gen) + parent_wiring,
         }
-        return files, _parent_name(parent_style), "child_mod.py"
+        return files, _parent_name(parent_style), "child_mod.py", destinations
     text = (
         header(gen) + _child_wiring(gen, child_style, flags[0], "sub_app") + "\n\n" + parent_wiring
     )
-    return {"main.py": text}, _parent_name(parent_style), None
+    return {"main.py": text}, _parent_name(parent_style), None, destinations
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
@@ -911,7 +941,7 @@ def _child_of(root: Path, module: str | None) -> tuple[Path, str]:
 @settings(max_examples=EDIT_EXAMPLES, **SETTINGS)
 @given(st.data())
 def test_the_canvas_invariant_holds_on_files_with_subgraphs(data: st.DataObject) -> None:
-    files, graph, module = data.draw(projects())
+    files, graph, module, destinations = data.draw(projects())
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         _write(root, files)
@@ -925,6 +955,10 @@ def test_the_canvas_invariant_holds_on_files_with_subgraphs(data: st.DataObject)
         assert node.subgraph == child_graph and node.child == child
         assert node.subgraph_file == module and node.subgraph_error is None
         assert node.inputs == node.outputs and len(node.inputs) == 6  # State's fields
+        # its destinations are read, and drawn as its command edges
+        assert node.destinations == destinations
+        mine = [(e.target, e.kind) for e in ir.commands if e.source == SUB]
+        assert mine == [(d, "command") for d in destinations or []]
         # a no-op projection leaves every file byte for byte
         assert reconstruct(files["main.py"], ir, path=main, root=root) == files["main.py"]
         assert reconstruct(child_text, child, path=child_path, root=root) == child_text
@@ -941,11 +975,19 @@ def test_the_canvas_invariant_holds_on_files_with_subgraphs(data: st.DataObject)
             main.write_text(source, encoding="utf-8")
             ir = _read(root, graph)
             assert ir == _without_added(edited), labels
+            # the written destinations' command edges follow every edit (a class's own are
+            # read from the class, which a placed node's edit does not know)
+            assert _written_commands(ir) == _written_commands(edited), labels
             assert reconstruct(source, ir, path=main, root=root) == source, labels
             palette.learn(ir)
             palette.classes.pop("sub_app", None)
         if module is not None:
             assert child_path.read_text(encoding="utf-8") == files[module]
+        # the runtime, importing the edited file, declares the destinations the IR draws
+        # (when the files build: a generated child may not compile, e.g. with no entry)
+        declared = _runtime_destinations(root, source, graph)
+        if declared is not None:
+            assert declared == _destinations(ir), labels
 
         # random edits inside the child, written to the file that defines it
         if SUB not in {n.name for n in ir.nodes} or module is None:
@@ -964,6 +1006,29 @@ def test_the_canvas_invariant_holds_on_files_with_subgraphs(data: st.DataObject)
         assert main.read_bytes() == parent_bytes
         nested = next(n for n in _read(root, graph).nodes if n.subgraph == child_graph)
         assert nested.child == child, labels
+
+
+def _written_commands(ir: GraphIR) -> list[dict[str, Any]]:
+    """The ``command`` edges of ``add(child, destinations=...)``, as data."""
+    written = {n.name for n in ir.nodes if n.destinations is not None}
+    return [e.to_dict() for e in ir.commands if e.source in written]
+
+
+def _runtime_destinations(root: Path, source: str, graph: str) -> dict[str, tuple[str, ...]] | None:
+    """``Graph.structure.destinations`` of the parent as Python builds it (its child module,
+    if any, imported from ``root``); ``None`` when the files do not build."""
+    _runtime()
+    from tensorsketch.errors import GraphValidationError
+
+    sys.path.insert(0, str(root))
+    try:
+        module = _load(source, root)
+    except GraphValidationError:
+        return None
+    finally:
+        sys.path.remove(str(root))
+        sys.modules.pop("child_mod", None)
+    return dict(getattr(module, graph).structure.destinations)
 
 
 def _gen_stub(ir: GraphIR) -> GenGraph:

@@ -1,18 +1,20 @@
 """Node result caching (``add(Node, cache=CachePolicy(...))``, ``compile(cache=...)``) on the
 stores core ships; tensorsketch-backends runs the same check on PostgreSQL and Redis.
 
-Mirrors LangGraph's node caching tests (``CachePolicy`` with ``InMemoryCache``/``SqliteCache``:
-a cached node is not re-run for the same input within its TTL; clearing the cache re-runs it).
+Mirrors LangGraph's node caching test ``test_in_one_fan_out_state_graph_waiting_edge_multiple``
+(libs/langgraph/tests/test_pregel.py, parametrized ``with_cache``): ported below under that
+name — a cached node is not re-run for an input it has seen, and clearing the cache re-runs it.
+The other tests here check the same contract piece by piece.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 
-from tensorsketch import END, START, Context, Graph, Node, Schema
+from tensorsketch import END, START, Context, Graph, Node, Reducer, Schema
 from tensorsketch.cache import CachePolicy, InMemoryCache, NodeCache, SqlCache, SqliteCache
 from tensorsketch.observability.memory import InMemoryTracer
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
@@ -121,3 +123,108 @@ async def test_an_input_without_a_json_form_asks_for_a_key() -> None:
     app = g.compile(cache=InMemoryCache())
     with pytest.raises(TypeError, match=r"give the policy a key: CachePolicy\(key="):
         await app.invoke({"thing": object()})
+
+
+# -- LangGraph's test_in_one_fan_out_state_graph_waiting_edge_multiple, ported ------------------
+
+
+class Docs(Schema):
+    query: str = ""
+    answer: str = ""
+    docs: Annotated[list[str], Reducer(lambda old, new: sorted(old + new))] = []
+
+
+REWRITES: list[str] = []
+
+
+class RewriteQuery(Node):
+    class In(Schema):
+        query: str
+
+    class Out(Schema):
+        query: str
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        REWRITES.append(inp.query)
+        return self.Out(query=f"query: {inp.query}")
+
+
+class AnalyzerOne(Node):
+    class In(Schema):
+        query: str
+
+    class Out(Schema):
+        query: str
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        return self.Out(query=f"analyzed: {inp.query}")
+
+
+def _retriever(found: list[str]) -> type[Node]:
+    class Retriever(Node):
+        class Out(Schema):
+            docs: list[str]
+
+        async def run(self, ctx: Context, inp: Any) -> Any:
+            return self.Out(docs=found)
+
+    return Retriever
+
+
+class Decider(Node):
+    async def run(self, ctx: Context, inp: Any) -> None:
+        return None
+
+
+class Qa(Node):
+    class In(Schema):
+        docs: list[str]
+
+    class Out(Schema):
+        answer: str
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        return self.Out(answer=",".join(inp.docs))
+
+
+def _waiting_edge_multiple(cache: NodeCache, with_cache: bool) -> Any:
+    g = Graph(Docs).add(
+        RewriteQuery, name="rewrite_query", cache=CachePolicy() if with_cache else None
+    )
+    g.add(AnalyzerOne, name="analyzer_one").add(Decider, name="decider").add(Qa, name="qa")
+    g.add(_retriever(["doc1", "doc2"]), name="retriever_one")
+    g.add(_retriever(["doc3", "doc4"]), name="retriever_two")
+    g.edge(START, "rewrite_query").edge("rewrite_query", "analyzer_one")
+    g.edge("analyzer_one", "retriever_one").edge("rewrite_query", "retriever_two")
+    g.edge(["retriever_one", "retriever_two"], "decider")
+    g.conditional(
+        "decider",
+        lambda s: "qa" if s.query.count("analyzed") > 1 else "rewrite_query",
+        {"qa": "qa", "rewrite_query": "rewrite_query"},
+    )
+    return g.edge("qa", END).compile(cache=cache)
+
+
+@pytest.mark.parametrize("with_cache", [True, False])
+async def test_in_one_fan_out_state_graph_waiting_edge_multiple(with_cache: bool) -> None:
+    """LangGraph's ``test_in_one_fan_out_state_graph_waiting_edge_multiple`` (test_pregel.py):
+    ``rewrite_query`` runs twice per run (the decider loops back once); cached, a second run
+    with the same question hits the cache both times, and a cleared cache runs it again."""
+    REWRITES.clear()
+    cache = InMemoryCache()
+    app = _waiting_edge_multiple(cache, with_cache)
+    question = {"query": "what is weather in sf"}
+    expected = {
+        "query": "analyzed: query: analyzed: query: what is weather in sf",
+        "answer": "doc1,doc1,doc2,doc2,doc3,doc3,doc4,doc4",
+        "docs": ["doc1", "doc1", "doc2", "doc2", "doc3", "doc3", "doc4", "doc4"],
+    }
+    assert (await app.invoke(question)).model_dump() == expected
+    events = [(e.type, e.node) async for e in app.stream(question)]
+    hits = [node for kind, node in events if kind == "cached"]
+    assert hits == (["rewrite_query", "rewrite_query"] if with_cache else [])
+    assert len(REWRITES) == (2 if with_cache else 4)
+    if with_cache:
+        await cache.clear()
+        assert (await app.invoke(question)).model_dump() == expected
+        assert len(REWRITES) == 4

@@ -1,8 +1,9 @@
 """``add(Node, defer=True)``: a node held back until nothing else is left to run, so a reduce
 after branches of uneven length runs once, with every branch's writes.
 
-Mirrors LangGraph's deferred-node tests (``add_node(..., defer=True)``: a node fed by a short
-and a long branch runs once, after the long one; ``test_defer``-style map-reduce).
+Mirrors LangGraph's deferred-node test ``test_in_one_fan_out_state_graph_defer_node``
+(libs/langgraph/tests/test_pregel.py, and its async twin in test_pregel_async.py): ported
+below under that name; the tests before it check the same idea on smaller graphs.
 """
 
 from __future__ import annotations
@@ -149,3 +150,116 @@ async def test_a_held_node_survives_a_suspension_and_runs_after_the_resume(
         thread_id="t", backend=backend, resume={pending.id: "late"}, durability=durability
     )
     assert out.summaries == ["a+b1+late"]
+
+
+# -- LangGraph's test_in_one_fan_out_state_graph_defer_node, ported -----------------------------
+
+
+def _sorted_add(old: list[str], new: list[str]) -> list[str]:
+    return sorted(old + new)
+
+
+class Docs(Schema):
+    query: str = ""
+    answer: str = ""
+    docs: Annotated[list[str], Reducer(_sorted_add)] = []
+
+
+class RewriteQuery(Node):
+    class In(Schema):
+        query: str
+
+    class Out(Schema):
+        query: str
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        return self.Out(query=f"query: {inp.query}")
+
+
+class AnalyzerOne(Node):
+    class In(Schema):
+        query: str
+
+    class Out(Schema):
+        query: str
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        return self.Out(query=f"analyzed: {inp.query}")
+
+
+def _retriever(found: list[str]) -> type[Node]:
+    class Retriever(Node):
+        class Out(Schema):
+            docs: list[str]
+
+        async def run(self, ctx: Context, inp: Any) -> Any:
+            return self.Out(docs=found)
+
+    return Retriever
+
+
+class Qa(Node):
+    class In(Schema):
+        docs: list[str]
+
+    class Out(Schema):
+        answer: str
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        return self.Out(answer=",".join(inp.docs))
+
+
+def _fan_out(use_waiting_edge: bool, **compile_options: Any) -> Any:
+    g = Graph(Docs).add(RewriteQuery, name="rewrite_query").add(AnalyzerOne, name="analyzer_one")
+    g.add(_retriever(["doc1", "doc2"]), name="retriever_one")
+    g.add(_retriever(["doc3", "doc4"]), name="retriever_two")
+    g.add(Qa, name="qa", defer=True)
+    g.edge(START, "rewrite_query").edge("rewrite_query", "retriever_one")
+    g.edge("retriever_one", "analyzer_one").edge("rewrite_query", "retriever_two")
+    if use_waiting_edge:
+        g.edge(["retriever_one", "retriever_two"], "qa")
+    else:
+        g.edge("retriever_one", "qa").edge("retriever_two", "qa")
+    return g.edge("qa", END).compile(**compile_options)
+
+
+@pytest.mark.parametrize("use_waiting_edge", [True, False])
+async def test_in_one_fan_out_state_graph_defer_node(use_waiting_edge: bool) -> None:
+    """LangGraph's ``test_in_one_fan_out_state_graph_defer_node`` (test_pregel.py): ``qa`` is
+    deferred, so it waits for ``analyzer_one`` (one step longer than the retrievers) and runs
+    once with every doc; with a breakpoint after ``analyzer_one`` it runs on the resume; with
+    one before ``qa``, a state update (``doc5``) made there is in its answer."""
+    question = {"query": "what is weather in sf"}
+    out = await _fan_out(use_waiting_edge).invoke(question)
+    assert out.model_dump() == {
+        "query": "analyzed: query: what is weather in sf",
+        "docs": ["doc1", "doc2", "doc3", "doc4"],
+        "answer": "doc1,doc2,doc3,doc4",
+    }
+    steps = [
+        (e.step, e.node)
+        async for e in _fan_out(use_waiting_edge).stream(question)
+        if e.type == "node_start"
+    ]
+    assert steps == [
+        (0, "rewrite_query"),
+        (1, "retriever_one"),
+        (1, "retriever_two"),
+        (2, "analyzer_one"),
+        (3, "qa"),  # held one step past the retrievers that feed it
+    ]
+
+    backend = InMemoryBackend()
+    after = _fan_out(use_waiting_edge, interrupt_after=["analyzer_one"])
+    stopped = await after.invoke(question, thread_id="1", backend=backend)
+    assert stopped.answer == ""  # stopped after analyzer_one: qa has not run
+    resumed = await after.invoke(thread_id="1", backend=backend)
+    assert resumed.answer == "doc1,doc2,doc3,doc4"
+
+    before = _fan_out(use_waiting_edge, interrupt_before=["qa"])
+    stopped = await before.invoke(question, thread_id="2", backend=backend)
+    assert stopped.query == "analyzed: query: what is weather in sf" and stopped.answer == ""
+    await before.aupdate_state("2", backend, {"docs": ["doc5"]})
+    resumed = await before.invoke(thread_id="2", backend=backend)
+    assert resumed.docs == ["doc1", "doc2", "doc3", "doc4", "doc5"]
+    assert resumed.answer == "doc1,doc2,doc3,doc4,doc5"

@@ -20,6 +20,7 @@ export function describeEdit(op: EditOp): string {
     case "splice_node": return `put ${a.node} on ${displayName(a.source)} → ${displayName(a.target)}`;
     case "unsplice_node": return `take ${a.node} off ${displayName(a.source)} → ${displayName(a.target)}`;
     case "rename_node": return `rename ${a.old} → ${a.new}`;
+    case "set_destinations": return `destinations of ${a.node}`;
     case "set_defer": return `${(op.args as { defer?: boolean }).defer ? "defer" : "undefer"} ${a.node}`;
     case "add_port": return `add port ${a.node}.${a.name}`;
     case "remove_port": return `remove port ${a.node}.${a.name}`;

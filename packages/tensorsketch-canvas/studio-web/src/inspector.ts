@@ -89,6 +89,7 @@ function nodePanel(node: NodeIR): HTMLElement[] {
           : h("p", { className: "hint" }, `runs the graph ${node.subgraph}, defined outside this file`),
     );
     if (node.subgraph_file) out.push(h("p", { className: "hint" }, `defined in ${node.subgraph_file}`));
+    out.push(destinationsRow(node));
     if (node.child && !canOpen(node)) {
       const cycle = node.child.edges.map((e) => `${e.source} → ${e.target}`).join(", ");
       out.push(h("p", { className: "hint subgraph-child" }, `its graph: ${node.child.nodes.map((n) => n.name).join(", ")} (${cycle})`));
@@ -121,6 +122,29 @@ function editorRow(node: NodeIR): HTMLElement {
   }, "open in editor");
   const link = h("a", { id: "editor-link", href: `vscode://file/${encodeURI(state.file)}:${line}`, title: `${state.file}:${line}` }, "vscode://");
   return h("div", { className: "row editor-row" }, open, link);
+}
+
+/** ``add(child, destinations=(...))``: where a node inside the subgraph may send this graph
+ * with ``Command(graph=Command.PARENT, goto=...)`` — one checkbox per node of this graph and
+ * END; each tick rewrites the tuple (drawn as the node's goto wires). */
+function destinationsRow(node: NodeIR): HTMLElement {
+  const g = state.graph;
+  const chosen = node.destinations ?? [];
+  const names = [...(g?.nodes ?? []).map((n) => n.name).filter((n) => n !== node.name), "__end__"];
+  const boxes = names.map((name) => {
+    const box = h("input", { type: "checkbox", checked: chosen.includes(name), disabled: state.readOnly, "data-destination": name });
+    box.addEventListener("change", () => {
+      const next = names.filter((n) => (n === name ? box.checked : chosen.includes(n)));
+      void perform({ op: "set_destinations", args: { node: node.name, destinations: next.length ? next : null } });
+    });
+    return h("label", { className: "destination" }, box, ` ${name === "__end__" ? "END" : name}`);
+  });
+  return h(
+    "div",
+    { id: "destinations", className: "destinations", title: "add(..., destinations=(...)): where Command(graph=Command.PARENT, goto=...) from inside may send this graph" },
+    h("h4", {}, "hands back to"),
+    ...boxes,
+  );
 }
 
 /** ``add(..., defer=True)``: the node waits until nothing else is left to run. */

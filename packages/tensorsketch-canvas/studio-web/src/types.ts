@@ -30,6 +30,8 @@ export interface NodeIR {
   // `add(..., cache=...)` as written (read-only) and `add(..., defer=True)`
   cache?: string | null;
   defer?: boolean;
+  // `add(child, destinations=(...))`: where the subgraph's Command(graph=PARENT) may go
+  destinations?: string[] | null;
   interrupt_before?: boolean | null;
   interrupt_after?: boolean | null;
 }

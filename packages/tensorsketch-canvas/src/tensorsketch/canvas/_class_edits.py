@@ -21,8 +21,11 @@ __all__ = ["class_edits", "class_key", "normalized"]
 
 
 def class_key(cls: str) -> str:
-    """The class name a node's class expression refers to (``pkg.Retry(3)`` -> ``Retry``)."""
+    """The class name a node's class expression refers to (``pkg.Retry(3)`` -> ``Retry``);
+    for a graph compiled in place, the graph (``team.compile()`` -> ``team``)."""
     text = cls.split("(", 1)[0].strip()
+    if text.endswith(".compile") and cls.strip().endswith("()"):
+        text = text.removesuffix(".compile")
     return text.rsplit(".", 1)[-1]
 
 

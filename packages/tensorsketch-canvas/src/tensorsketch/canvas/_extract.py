@@ -111,17 +111,22 @@ def build_ir(
     nodes: list[NodeIR] = []
     edges: list[EdgeIR] = []
     looked_up: dict[object, object] = {}  # imports followed, files found and read
+    renamed: dict[str, str] = {}  # a bare `g.nodes(graph)` entry: its variable -> its name
     for item in model.items:
         for decl in item.nodes:
             cls = classes.get(decl.class_key)
-            # `add(graph)` and a named `g.nodes(("Name", graph))` entry (what a rename in a
-            # >> file writes); a bare `g.nodes(graph)` handle is read as named after the
-            # variable, which the >> writer relies on (the engine names it after the graph).
-            if cls is None and (item.kind == "add" or (item.kind == "nodes" and decl.named)):
+            # `add(graph)`, `g.nodes(("Name", graph))` and a bare `g.nodes(graph)`, named
+            # after the graph as the engine names it (its handle then stands for that name)
+            if cls is None and item.kind in ("add", "nodes"):
+                written = decl.name
                 sub = _subgraph_of(src, decl, model, models, classes, depth, looked_up)
-                if sub is not None:
+                bare = item.kind == "nodes" and not decl.named
+                if sub is not None and not (bare and sub.subgraph_error is not None):
                     nodes.append(sub)
+                    if bare and sub.name != written:
+                        renamed[written] = sub.name
                     continue
+                decl.name = written
             nodes.append(
                 NodeIR(
                     name=decl.name,
@@ -135,8 +140,12 @@ def build_ir(
                     timeout=decl.timeout,
                     cache=decl.cache,
                     defer=decl.defer,
+                    destinations=_copy(decl.destinations),
                 )
             )
+    if renamed:
+        _follow_names(model, renamed)
+    for item in model.items:
         edges.extend(item.edges)
     edges = [clone(e) for e in edges]
     dynamic = [edge for edge in edges if edge.kind == "dynamic"]
@@ -157,11 +166,33 @@ def build_ir(
     )
 
 
+def _follow_names(model: GraphModel, renamed: dict[str, str]) -> None:
+    """A bare ``g.nodes(graph)`` handle stands for the graph's own name: the wiring read
+    through it says that name (in the model, so the write-back reuses its items)."""
+    for item in model.items:
+        for var, name in item.handles.items():
+            item.handles[var] = renamed.get(name, name)
+        for edge in item.edges:
+            if edge.kind == "custom":
+                continue
+            edge.source = renamed.get(edge.source or "", edge.source)
+            edge.target = renamed.get(edge.target or "", edge.target)
+            edge.then = renamed.get(edge.then or "", edge.then)
+            if edge.sources is not None:
+                edge.sources = [renamed.get(n, n) for n in edge.sources]
+    for var, name in model.handles.items():
+        model.handles[var] = renamed.get(name, name)
+
+
 def commands(nodes: Sequence[NodeIR], classes: dict[str, NodeClass]) -> list[EdgeIR]:
-    """The ``command`` edges: each node's declared ``destinations``, as its class says them
-    (a subgraph node or a class defined elsewhere declares none that the file shows)."""
+    """The ``command`` edges: each node's declared ``destinations``, as its class says them,
+    or as ``add(child, destinations=(...))`` says them for a subgraph node (a class defined
+    elsewhere declares none that the file shows)."""
     found: list[EdgeIR] = []
     for node in nodes:
+        if node.destinations is not None:
+            found.extend(EdgeIR(node.name, target, "command") for target in node.destinations)
+            continue
         cls = classes.get(class_key(node.cls)) if node.subgraph is None else None
         for target in (cls.destinations or []) if cls is not None else []:
             found.append(EdgeIR(node.name, target, "command"))
@@ -241,7 +272,8 @@ def _subgraph_node(
     ``child_src`` is the file that defines the child graph (this one, or another module)."""
     name = decl.name
     if not decl.named:
-        name = child.graph_name or f"Graph[{child.state}]"
+        # the engine names it after its graph: so does the declaration, for the write-back
+        name = decl.name = decl.derived_name = child.graph_name or f"Graph[{child.state}]"
     mine = {m.name for m in _state_fields(src, parent.state)}
     ports = [p for p in _state_fields(child_src, child.state) if p.name in mine]
     node = _node_of(decl, name, ports)
@@ -297,6 +329,7 @@ def _node_of(decl: NodeDecl, name: str, ports: Sequence[Port]) -> NodeIR:
         timeout=decl.timeout,
         cache=decl.cache,
         defer=decl.defer,
+        destinations=_copy(decl.destinations),
     )
 
 

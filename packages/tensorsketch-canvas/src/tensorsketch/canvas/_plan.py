@@ -24,12 +24,17 @@ _IDENT = re.compile(r"[A-Za-z_]\w*")
 
 def plan_nodes(nodes: list[NodeIR], old: list[Item], style: Style) -> list[Fresh]:
     """The node declarations the file will hold, in the IR's order."""
-    wanted = [(n.name, n.cls, n.defer) for n in nodes]
+    wanted = [_key(n) for n in nodes]
     by_name = {n.name: n for n in nodes}
-    index: dict[tuple[str, str, bool], list[Item]] = {}
+    index: dict[_Key, list[Item]] = {}
     for item in old:
-        first = item.nodes[0]
-        index.setdefault((first.name, first.cls, first.defer), []).append(item)
+        index.setdefault(_key(item.nodes[0]), []).append(item)
+    # the name each subgraph the file adds without `name=` takes from its graph
+    derived = {d.cls: d.derived_name for item in old for d in item.nodes if d.derived_name}
+    mappings = {d.cls: d.mappings for item in old for d in item.nodes if d.mappings}
+    # a node the file adds with `add(...)` stays an `add(...)` when re-declared (in a >> file
+    # its `h = g["Name"]` line stays right)
+    added = {d.name for item in old if item.kind == "add" for d in item.nodes}
     used: set[int] = set()
     plan: list[Fresh] = []
     i = 0
@@ -37,10 +42,7 @@ def plan_nodes(nodes: list[NodeIR], old: list[Item], style: Style) -> list[Fresh
         match = None
         for item in index.get(wanted[i], []):
             size = len(item.nodes)
-            if (
-                id(item) not in used
-                and [(n.name, n.cls, n.defer) for n in item.nodes] == wanted[i : i + size]
-            ):
+            if id(item) not in used and [_key(n) for n in item.nodes] == wanted[i : i + size]:
                 match = item
                 break
         if match is not None:
@@ -50,7 +52,7 @@ def plan_nodes(nodes: list[NodeIR], old: list[Item], style: Style) -> list[Fresh
             )
             i += len(match.nodes)
             continue
-        name, cls, defer = wanted[i]
+        name, cls, defer, destinations = wanted[i]
         node = by_name[name]
         # A re-declared node (a rename, a new defer) keeps its add(..., retry=..., timeout=...,
         # cache=...) as written.
@@ -62,23 +64,40 @@ def plan_nodes(nodes: list[NodeIR], old: list[Item], style: Style) -> list[Fresh
             timeout=node.timeout,
             cache=node.cache,
             defer=defer,
+            destinations=None if destinations is None else list(destinations),
+            derived_name=derived.get(cls),
+            named=node.subgraph is not None,  # a graph's own name is not known here
+            mappings=mappings.get(cls, ()),
         )
-        _declare(plan, decl, style)
+        _declare(plan, decl, style, keep_add=name in added)
         i += 1
     return plan
 
 
-def _declare(plan: list[Fresh], decl: NodeDecl, style: Style) -> None:
+_Key = tuple[str, str, bool, tuple[str, ...] | None]
+
+
+def _key(node: NodeIR | NodeDecl) -> _Key:
+    """What a node declaration says that the canvas edits: an old item is reused only when
+    the IR still says all of it (a new defer or destination re-declares the node)."""
+    ends = None if node.destinations is None else tuple(node.destinations)
+    return (node.name, node.cls, node.defer, ends)
+
+
+def _declare(plan: list[Fresh], decl: NodeDecl, style: Style, *, keep_add: bool = False) -> None:
     """Append a new node: operator style joins it to a preceding new ``nodes(...)`` item (a
     node named otherwise than its class as a ``("Name", Class)`` entry)."""
     operator = style == "operator"
     previous = plan[-1] if plan else None
     plain = (
-        (decl.name == decl.class_key or operator)
+        not keep_add
+        and ((decl.name == decl.class_key and not decl.named) or operator)
         and decl.retry is None
         and decl.timeout is None
         and decl.cache is None
         and not decl.defer
+        and decl.destinations is None
+        and not decl.mappings
     )
     if (
         operator
@@ -128,18 +147,30 @@ def assign_handles(
             old_vars[now] = old_vars[was]
     identifiers = set(_IDENT.findall(text))
     for item in plan:
-        if item.origin is not None:
-            continue
-        for decl in item.nodes:
-            known = old_vars.get(decl.name)
-            if known is not None and known not in taken:
-                var = known
-            else:
-                var = _fresh_var(snake_name(decl.name), known, taken, identifiers)
-            handles[decl.name] = var
-            taken.add(var)
-            item.handles[var] = decl.name
+        if item.origin is None:
+            _new_handles(item, handles, taken, old_vars, identifiers)
     return handles
+
+
+def _new_handles(
+    item: Fresh,
+    handles: dict[str, str],
+    taken: set[str],
+    old_vars: Mapping[str, str],
+    identifiers: set[str],
+) -> None:
+    """Handles for a new item's nodes: a node's old variable if free, else a fresh one."""
+    for decl in item.nodes:
+        if item.kind == "add" and decl.name in handles:
+            continue  # a `h = g["Name"]` line the file keeps already names it
+        known = old_vars.get(decl.name)
+        if known is not None and known not in taken:
+            var = known
+        else:
+            var = _fresh_var(snake_name(decl.name), known, taken, identifiers)
+        handles[decl.name] = var
+        taken.add(var)
+        item.handles[var] = decl.name
 
 
 def _fresh_var(base: str, known: str | None, taken: set[str], identifiers: set[str]) -> str:

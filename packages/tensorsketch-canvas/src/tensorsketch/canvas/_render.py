@@ -99,8 +99,9 @@ def snake_name(name: str) -> str:
 
 def _add_call(decl: NodeDecl, ctx: RenderContext) -> str:
     args = [decl.cls]
-    if decl.name != decl.class_key:
+    if _needs_name(decl):
         args.append(f"name={ctx.string(decl.name)}")
+    args.extend(decl.mappings)
     if decl.retry is not None:
         args.append(f"retry={decl.retry}")
     if decl.timeout is not None:
@@ -109,6 +110,10 @@ def _add_call(decl: NodeDecl, ctx: RenderContext) -> str:
         args.append(f"cache={decl.cache}")
     if decl.defer:
         args.append("defer=True")
+    if decl.destinations is not None:
+        names = [ctx.name_ref(name) for name in decl.destinations]
+        tail = "," if len(names) == 1 else ""
+        args.append(f"destinations=({', '.join(names)}{tail})")
     return f"add({', '.join(args)})"
 
 
@@ -173,9 +178,18 @@ def _routable(edges: list[EdgeIR]) -> bool:
 def _nodes_entry(decl: NodeDecl, ctx: RenderContext) -> str:
     """One entry of ``g.nodes(...)``: the class, or ``("Name", Class)`` for a node named
     otherwise."""
-    if decl.name == decl.class_key:
+    if not _needs_name(decl):
         return decl.cls
     return f"({ctx.string(decl.name)}, {decl.cls})"
+
+
+def _needs_name(decl: NodeDecl) -> bool:
+    """Whether the node must be named where it is added: a class names its node, a graph
+    names its subgraph node (``derived_name``, when the file says which name that is;
+    otherwise ``named`` asks for the name to be spelled out)."""
+    if decl.derived_name is not None:
+        return decl.name != decl.derived_name
+    return decl.named or decl.name != decl.class_key
 
 
 def statements(item: Fresh, ctx: RenderContext) -> list[str]:

@@ -49,6 +49,13 @@ class NodeDecl:
     cache: str | None = None
     #: ``add(..., defer=True)``.
     defer: bool = False
+    #: ``add(child, destinations=(...))`` as node names (``END`` as ``"__end__"``).
+    destinations: list[str] | None = None
+    #: The name a subgraph node without ``name=`` takes from its graph (set when the graph is
+    #: read): a node of that name is written back without ``name=``, as it was.
+    derived_name: str | None = None
+    #: A subgraph's ``inputs=...`` / ``outputs=...`` arguments as written (kept on rewrite).
+    mappings: tuple[str, ...] = ()
 
 
 @dataclass
@@ -347,10 +354,25 @@ class _Walk:
         bound = _bind(
             call,
             ("node",),
-            ("node", "name", "retry", "timeout", "cache", "defer", "inputs", "outputs"),
+            (
+                "node",
+                "name",
+                "retry",
+                "timeout",
+                "cache",
+                "defer",
+                "inputs",
+                "outputs",
+                "destinations",
+            ),
         )
         if bound is None or "node" not in bound:
             return None
+        destinations = None
+        if "destinations" in bound:
+            destinations = self._names(bound["destinations"])
+            if destinations is None:
+                return None  # computed destinations: kept as custom wiring, as written
         defer = False
         if "defer" in bound:
             flag = bound["defer"]
@@ -359,6 +381,13 @@ class _Walk:
             defer = flag.value == "True"
         cls_expr = bound["node"]
         key = _last_name(cls_expr)
+        if (
+            isinstance(cls_expr, cst.Call)
+            and not cls_expr.args
+            and isinstance(cls_expr.func, cst.Attribute)
+            and cls_expr.func.attr.value == "compile"
+        ):
+            key = _last_name(cls_expr.func.value)  # `add(team.compile())`: the graph `team`
         if key is None or (
             isinstance(cls_expr, cst.Call)
             and not isinstance(cls_expr.func, cst.Name | cst.Attribute)
@@ -381,8 +410,28 @@ class _Walk:
             named="name" in bound,
             cache=self.src.code(bound["cache"]) if "cache" in bound else None,
             defer=defer,
+            destinations=destinations,
+            mappings=tuple(
+                f"{key}={self.src.code(bound[key])}"
+                for key in ("inputs", "outputs")
+                if key in bound
+            ),
         )
         return Item("add", stmt_index, nodes=[decl])
+
+    def _names(self, expr: cst.BaseExpression) -> list[str] | None:
+        """A literal tuple or list of node names (strings, ``END``), or ``None``."""
+        if not isinstance(expr, cst.Tuple | cst.List):
+            return None
+        names: list[str] = []
+        for el in expr.elements:
+            if isinstance(el, cst.StarredElement):
+                return None
+            name = self.ref(el.value)
+            if name is None or name == START or self.is_handle(el.value):
+                return None
+            names.append(name)
+        return names
 
     def _classes(self, call: cst.Call) -> list[NodeDecl] | None:
         """The entries of ``g.nodes(A, ("Name", B))``: a class, or a (name, class) pair."""

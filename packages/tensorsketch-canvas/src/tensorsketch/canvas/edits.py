@@ -13,7 +13,7 @@ name (``EdgeIR.routes``) or a node class declares as a ``Command`` destination
 from __future__ import annotations
 
 import keyword
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from tensorsketch.canvas.exceptions import IRError
 from tensorsketch.canvas.ir import END, LOOP_EXIT, LOOP_REPEAT, START, EdgeIR, GraphIR, NodeIR, Port
@@ -30,6 +30,7 @@ __all__ = [
     "remove_node",
     "rename_node",
     "set_defer",
+    "set_destinations",
     "set_ports",
     "splice_node",
     "unsplice_node",
@@ -85,7 +86,8 @@ def _routed_by_name(ir: GraphIR, name: str, *, renaming: str | None) -> None:
 def _declared_destination(ir: GraphIR, name: str, *, renaming: str | None) -> None:
     """Refuse to rename or remove a node that another node's class declares in its
     ``destinations`` (a ``command`` edge): the class would still name it, and compile fails."""
-    declaring = sorted({e.source or "" for e in ir.commands if e.target == name} - {name})
+    written = {n.name for n in ir.nodes if n.destinations is not None}  # the canvas edits those
+    declaring = sorted({e.source or "" for e in ir.commands if e.target == name} - {name} - written)
     if not declaring:
         return
     who = ", ".join(repr(n) for n in declaring)
@@ -345,7 +347,10 @@ def remove_node(ir: GraphIR, name: str) -> GraphIR:
     _declared_destination(ir, name, renaming=None)
     new = ir.copy()
     new.nodes = [n for n in new.nodes if n.name != name]
-    new.commands = [e for e in new.commands if e.source != name]
+    new.commands = [e for e in new.commands if name not in (e.source, e.target)]
+    for node in new.nodes:
+        if node.destinations is not None and name in node.destinations:
+            node.destinations = [d for d in node.destinations if d != name]
     _breakpoints(new, lambda n: None if n == name else n)
     loops = {
         (e.source, e.path) for e in new.edges if e.branch == "loop" and name in (e.source, e.target)
@@ -405,11 +410,23 @@ def rename_node(ir: GraphIR, old: str, new_name: str) -> GraphIR:
             edge.sources = [new_name if n == old else n for n in edge.sources]
         if edge.then == old:
             edge.then = new_name
-    for edge in new.commands:
-        if edge.source == old:
-            edge.source = new_name
+    _rename_destinations(new, old, new_name)
     _breakpoints(new, lambda n: new_name if n == old else n)
     return new
+
+
+def _rename_destinations(ir: GraphIR, old: str, new_name: str) -> None:
+    """Follow a rename in the ``command`` edges and the ``add(..., destinations=...)`` tuples
+    (a class's own ``destinations`` name no other node ``old``: that rename was refused)."""
+    written = {n.name for n in ir.nodes if n.destinations is not None}
+    for edge in ir.commands:
+        if edge.source == old:
+            edge.source = new_name
+        if edge.target == old and edge.source in written:
+            edge.target = new_name  # a class naming itself keeps the old name (read as such)
+    for other in ir.nodes:
+        if other.destinations is not None and old in other.destinations:
+            other.destinations = [new_name if d == old else d for d in other.destinations]
 
 
 def _breakpoints(ir: GraphIR, change: Callable[[str], str | None]) -> None:
@@ -461,6 +478,50 @@ def set_defer(ir: GraphIR, name: str, defer: bool) -> GraphIR:
     new = ir.copy()
     new.node(name).defer = defer
     return new
+
+
+def set_destinations(ir: GraphIR, name: str, destinations: Sequence[str] | None) -> GraphIR:
+    """Set where a subgraph node's children may send the run with
+    ``Command(graph=Command.PARENT, goto=...)``: the ``add(child, destinations=(...))`` tuple
+    (``None`` drops the argument). Its ``command`` edges follow.
+
+    :raises IRError: not a subgraph node (a node class declares its own ``destinations``), or
+        a destination that is not a node of this graph or ``END``, or named twice.
+    """
+    node = ir.node(name)
+    if node.subgraph is None:
+        msg = (
+            f"{name!r} is not a subgraph node: `add(..., destinations=...)` is for a graph "
+            "added as a node; a node class declares `destinations = (...)` itself (edit the "
+            "class in your editor)."
+        )
+        raise IRError(msg)
+    wanted = None if destinations is None else list(destinations)
+    names = {n.name for n in ir.nodes}
+    for target in wanted or []:
+        if not isinstance(target, str) or (target not in names and target != END):
+            msg = (
+                f"{target!r} cannot be a destination of {name!r}: name a node of this graph "
+                f"or END ({sorted(names)})."
+            )
+            raise IRError(msg)
+    if wanted is not None and len(set(wanted)) != len(wanted):
+        msg = f"the destinations of {name!r} name a node twice: {wanted!r}."
+        raise IRError(msg)
+    new = ir.copy()
+    new.node(name).destinations = wanted
+    _recommand(new, name)
+    return new
+
+
+def _recommand(ir: GraphIR, name: str) -> None:
+    """Rebuild the ``command`` edges of ``name`` from its ``destinations``, in place, in node
+    order (as extraction lists them)."""
+    by_source: dict[str, list[EdgeIR]] = {}
+    for edge in ir.commands:
+        by_source.setdefault(edge.source or "", []).append(edge)
+    by_source[name] = [EdgeIR(name, t, "command") for t in ir.node(name).destinations or []]
+    ir.commands = [edge for node in ir.nodes for edge in by_source.get(node.name, [])]
 
 
 def set_ports(

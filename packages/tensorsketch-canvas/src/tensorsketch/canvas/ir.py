@@ -119,6 +119,10 @@ class NodeIR:
     subgraph_error: str | None = field(default=None, compare=False)
     #: The subgraph's own graph, nested (``None`` for a plain node or an opaque box).
     child: GraphIR | None = field(default=None, compare=False, repr=False)
+    #: ``add(child, destinations=(...))``: where a node inside the subgraph may send the run
+    #: with ``Command(graph=Command.PARENT, goto=...)`` (``END`` as ``"__end__"``); ``None``
+    #: when the call has no such argument. The canvas edits it (``edits.set_destinations``).
+    destinations: list[str] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -144,6 +148,7 @@ class NodeIR:
             "subgraph_file": self.subgraph_file,
             "subgraph_error": self.subgraph_error,
             "child": self.child.to_dict() if self.child is not None else None,
+            "destinations": None if self.destinations is None else list(self.destinations),
         }
 
     @classmethod
@@ -167,9 +172,19 @@ class NodeIR:
                 "subgraph_file",
                 "subgraph_error",
                 "child",
+                "destinations",
             ),
         )
         child = obj.get("child")
+        destinations = obj.get("destinations")
+        if destinations is not None and (
+            not isinstance(destinations, list)
+            or not all(isinstance(d, str) and d for d in destinations)
+        ):
+            msg = (
+                f"{where}.destinations must be null or a list of node names, got {destinations!r}."
+            )
+            raise IRError(msg)
         return cls(
             name=_str(obj, "name", where),
             cls=_opt_str(obj, "cls", where) or "",
@@ -186,6 +201,7 @@ class NodeIR:
             subgraph_file=_opt_str(obj, "subgraph_file", where),
             subgraph_error=_opt_str(obj, "subgraph_error", where),
             child=None if child is None else GraphIR.from_dict(child),
+            destinations=None if destinations is None else list(destinations),
         )
 
 
@@ -374,6 +390,8 @@ class GraphIR:
             twin = clone(node)
             twin.inputs = [clone(port) for port in node.inputs]
             twin.outputs = [clone(port) for port in node.outputs]
+            if node.destinations is not None:
+                twin.destinations = list(node.destinations)
             new.nodes.append(twin)
         new.edges = []
         for edge in self.edges:
@@ -485,6 +503,7 @@ class GraphIR:
                 "subgraph_file": nullable_str,
                 "subgraph_error": nullable_str,
                 "child": {"anyOf": [{"$ref": "#"}, {"type": "null"}]},
+                "destinations": names,
             },
             "required": ["name"],
             "additionalProperties": False,

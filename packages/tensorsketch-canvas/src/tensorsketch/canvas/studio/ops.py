@@ -547,6 +547,26 @@ def _set_defer(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
     return EditResult(new, {"op": "set_defer", "args": {"node": node_name, "defer": was}})
 
 
+def _set_destinations(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
+    """``add(child, destinations=(...))`` of a subgraph node: ``args.destinations`` is a
+    list of node names (``"__end__"`` for END), or null to drop the argument."""
+    del source
+    node_name = _str(args, "node", "set_destinations")
+    wanted = args.get("destinations")
+    if wanted is not None and (
+        not isinstance(wanted, list) or not all(isinstance(d, str) for d in wanted)
+    ):
+        msg = (
+            "set_destinations needs args.destinations as a list of node names (or null), "
+            f"got {wanted!r}."
+        )
+        raise BadEdit(msg)
+    was = ir.node(node_name).destinations
+    new = edits.set_destinations(ir, node_name, wanted)
+    inverse = {"op": "set_destinations", "args": {"node": node_name, "destinations": was}}
+    return EditResult(new, inverse)
+
+
 def _add_port(ir: GraphIR, args: Mapping[str, Any], source: str) -> EditResult:
     node_name = _str(args, "node", "add_port")
     side = _side(args, "add_port")
@@ -605,6 +625,7 @@ OPS: dict[str, Callable[[GraphIR, Mapping[str, Any], str], EditResult]] = {
     "remove_edge": _remove_edge,
     "rename_node": _rename_node,
     "set_defer": _set_defer,
+    "set_destinations": _set_destinations,
     "add_port": _add_port,
     "remove_port": _remove_port,
     "remove_node": _remove_node,
