@@ -87,9 +87,9 @@ TEST_WORKERS = {
     "tensorsketch-serve": 2,
     "tensorsketch-interop": 2,
 }
-# The integration session adds `build` (its tests build every wheel); `uv sync`'s dev group
-# must hold all of these, or a bare `uv run pytest` errors where nox passes.
-INTEGRATION_TOOLS = [*DEV_TOOLS, "build"]
+# The integration session adds `uv` (its tests build every wheel with `uv build`); `uv sync`'s
+# dev group must hold all of these, or a bare `uv run pytest` errors where nox passes.
+INTEGRATION_TOOLS = [*DEV_TOOLS, "uv"]
 
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_existing_virtualenvs = True
@@ -258,13 +258,14 @@ def typecheck(session: nox.Session) -> None:
 
 def _build(session: nox.Session, dist: str, out: Path) -> list[Path]:
     # TENSORSKETCH_RELEASE=1: the meta-package pins `==version` instead of sibling folders.
+    # uv's build frontend: the sdist, then the wheel built from the sdist (away from the
+    # monorepo), through hatchling like `python -m build`, with the build environment cached
+    # instead of made anew per package (the same files in both artifacts).
     session.run(
-        "python",
-        "-m",
+        "uv",
         "build",
-        "--sdist",
-        "--wheel",
-        "--outdir",
+        "--quiet",
+        "--out-dir",
         str(out),
         str(PACKAGES / dist),
         silent=True,
@@ -400,7 +401,7 @@ def _workspace_problems() -> list[str]:
 
 def _check_version_and_license(session: nox.Session, dist: str, wheel: Path, sdist: Path) -> None:
     """Both artifacts carry /VERSION and the license; the wheel was built from the sdist (by
-    `python -m build --sdist --wheel`), i.e. away from the monorepo, so this also proves an sdist
+    `uv build`), i.e. away from the monorepo, so this also proves an sdist
     builds standalone with the right version."""
     version = _version()
     wheel_version = wheel.name.split("-")[1]
@@ -446,17 +447,7 @@ def _check_plugin_template(session: nox.Session) -> None:
         dest = Path(tmp) / "zeta-tensorsketch"
         session.run("python", str(ROOT / "tools" / "new_plugin.py"), "zeta", str(dest), silent=True)
         out = Path(tmp) / "dist"
-        session.run(
-            "python",
-            "-m",
-            "build",
-            "--sdist",
-            "--wheel",
-            "--outdir",
-            str(out),
-            str(dest),
-            silent=True,
-        )
+        session.run("uv", "build", "--quiet", "--out-dir", str(out), str(dest), silent=True)
         wheels = list(out.glob("zeta_tensorsketch-*.whl"))
         if len(wheels) != 1:
             session.error(f"the plugin template built {sorted(out.iterdir())}, not one wheel")
@@ -503,7 +494,7 @@ def _meta_requirement_problems(requires: list[str]) -> list[str]:
 @nox.session
 def build(session: nox.Session) -> None:
     """Build every distribution's wheel + sdist and check what they contain."""
-    session.install("build")
+    session.install("uv")
     _check_sources(session)
     root = ROOT / "dist"
     shutil.rmtree(root, ignore_errors=True)
@@ -552,7 +543,7 @@ def release(session: nox.Session) -> None:
     dist = session.posargs[0]
     if dist not in [*DISTS, META]:
         session.error(f"unknown distribution {dist!r}; choose one of {[*DISTS, META]}")
-    session.install("build", "twine")
+    session.install("uv", "twine")
     out = ROOT / "dist" / "release" / dist
     shutil.rmtree(out, ignore_errors=True)
     _check_sources(session)

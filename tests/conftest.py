@@ -80,7 +80,7 @@ def wheel_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     env = {**os.environ, "TENSORSKETCH_RELEASE": "1"}
     for dist in [*dists, ROOT / "tests" / "acme_plugin"]:
         subprocess.run(
-            [sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(dist)],
+            [sys.executable, "-m", "uv", "build", "--wheel", "--out-dir", str(out), str(dist)],
             check=True,
             capture_output=True,
             env=env,
