@@ -30,79 +30,8 @@ from tensorsketch.testing.services import POSTGRES_DSN, private_name
 TOKEN = "debug-sub-token"
 BASE = "http://127.0.0.1:8765"
 
-DOC = textwrap.dedent(
-    """
-    from tensorsketch import END, START, Context, Graph, Node, Schema
-    from tensorsketch.interrupts import interrupt
-
-
-    class Review(Schema):
-        draft: str = ""
-        notes: str = ""  # only the child has it
-
-
-    class Polish(Node):
-        class In(Schema):
-            draft: str
-
-        class Out(Schema):
-            draft: str
-            notes: str
-
-        async def run(self, ctx: Context, inp: In) -> Out:
-            return self.Out(draft=inp.draft + "!", notes="polished")
-
-
-    class Ask(Node):
-        class In(Schema):
-            draft: str
-
-        class Out(Schema):
-            draft: str
-
-        async def run(self, ctx: Context, inp: In) -> Out:
-            verdict = await interrupt(ctx, f"approve {inp.draft}?")
-            return self.Out(draft=f"{inp.draft} ({verdict})")
-
-
-    review = (
-        Graph(Review, name="Review")
-        .add(Polish)
-        .add(Ask)
-        .edge(START, "Polish")
-        .edge("Polish", "Ask")
-        .edge("Ask", END)
-        .compile()
-    )
-
-
-    class Doc(Schema):
-        draft: str = ""
-        published: bool = False
-
-
-    class Publish(Node):
-        class In(Schema):
-            draft: str
-
-        class Out(Schema):
-            published: bool
-
-        async def run(self, ctx: Context, inp: In) -> Out:
-            return self.Out(published=True)
-
-
-    app = (
-        Graph(Doc)
-        .add(review)
-        .add(Publish)
-        .edge(START, "Review")
-        .edge("Review", "Publish")
-        .edge("Publish", END)
-        .compile()
-    )
-    """
-)
+#: A parent whose subgraph node Review polishes a draft and then asks for a verdict.
+DOC = (Path(__file__).parent / "graphs" / "reviewed.py").read_text(encoding="utf-8")
 
 
 @pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
