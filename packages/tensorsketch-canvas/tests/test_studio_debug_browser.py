@@ -1022,7 +1022,7 @@ def test_pause_a_live_run_on_its_thread(router: Studio, page: Page) -> None:
     _run(router.url, traced)
     assert sink.flush(10)
     sink.close()
-    expect(page.locator('.trace-ring[data-node="Billing"]')).to_have_count(1, timeout=5000)
+    expect(page.locator('.trace-ring[data-node="Billing"]')).to_have_count(1, timeout=15_000)
     page.click("#pause-live")
     page.wait_for_function(
         "t => window.__studio.debug.thread?.thread_id === t && "
@@ -1063,7 +1063,7 @@ def test_pause_a_live_run_on_its_thread(router: Studio, page: Page) -> None:
     assert sink.flush(10)
     sink.close()
     run_of = """t => window.__studio.state.runs.find(r => r.thread_id === t)?.run"""
-    page.wait_for_function(f"() => !!({run_of})('live-2')", timeout=5000)
+    page.wait_for_function(f"() => !!({run_of})('live-2')", timeout=15_000)
     live2 = page.evaluate(run_of, "live-2")
     expect(page.locator("#run-picker")).to_have_value(live2)  # follows the newest run
     _open_thread(page, thread)
