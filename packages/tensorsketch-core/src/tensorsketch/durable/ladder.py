@@ -628,13 +628,27 @@ class LadderWriter:
             payload.update(extra)
         if meta:
             payload["meta"] = meta
-        encoded = self.serializer.dumps(payload)
         threshold = self.blob_threshold
+        if threshold is not None and self.known_blobs:
+            # A thread with large files: take them out first rather than encode them twice.
+            return self._referencing(payload, changes, threshold, None)
+        encoded = self.serializer.dumps(payload)
         if threshold is None or len(encoded) < threshold or not self._may_hold_blocks(encoded):
             return encoded, ()  # no file in it reaches the threshold: the common case
+        return self._referencing(payload, changes, threshold, encoded)
+
+    def _referencing(
+        self,
+        payload: dict[str, Any],
+        changes: dict[str, list[Any]],
+        threshold: int,
+        encoded: bytes | None,
+    ) -> tuple[bytes, tuple[tuple[str, bytes], ...]]:
+        """The row with its large files as references (``encoded``: the row as it stands,
+        if it was encoded already), and the blobs the store does not hold yet."""
         found = extract(changes, threshold)
         if not found.refs:
-            return encoded, ()
+            return (self.serializer.dumps(payload) if encoded is None else encoded), ()
         payload["v"] = BLOB_FORMAT_VERSION
         payload["changes"] = found.changes
         payload["blobs"] = sorted(found.refs)
