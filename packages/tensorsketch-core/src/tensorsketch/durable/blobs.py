@@ -143,12 +143,16 @@ def _collect(obj: Any, found: list[FileBlock | ImageBlock], seen: set[int]) -> N
 
 
 async def hydrate(
-    backend: Backend, checkpoint: Checkpoint, rows: Iterable[StoredCheckpoint] | None
+    backend: Backend,
+    checkpoint: Checkpoint,
+    rows: Iterable[StoredCheckpoint] | None,
+    cache: dict[str, bytes] | None = None,
 ) -> set[str]:
     """Put the stored data back into ``checkpoint``'s referenced blocks (in place: the
     blocks were decoded for this read) and return the hashes read. ``rows`` are the rows it
     was folded from; when none may refer to a blob, nothing is walked or read (``None``:
-    the caller checked, walk the values).
+    the caller checked, walk the values). ``cache`` keeps what was read for the next
+    checkpoint of the same read (a history walk).
 
     :raises CheckpointDecodeError: naming the checkpoint, its thread and the hash, when a
         referenced blob is not in the store.
@@ -159,7 +163,10 @@ async def hydrate(
     if not blocks:
         return set()
     wanted = sorted({str(b.data)[len(PREFIX) :] for b in blocks})
-    found = await backend.get_blobs(checkpoint.thread_id, wanted)
+    found = {} if cache is None else cache
+    missing = [d for d in wanted if d not in found]
+    if missing:
+        found.update(await backend.get_blobs(checkpoint.thread_id, missing))
     for block in blocks:
         digest = str(block.data)[len(PREFIX) :]
         raw = found.get(digest)

@@ -220,7 +220,7 @@ async def iter_history(
                 folder.look_ahead(ahead)
             checkpoint = await folder.fold(row)
             if folder.may_refer:
-                await hydrate(backend, checkpoint, None)
+                await hydrate(backend, checkpoint, None, folder.blobs)
             yield checkpoint
             folder.done(row.checkpoint_id)
         if want is None:
@@ -264,6 +264,8 @@ class _Folder:
         self.values: dict[str, dict[str, Any]] = {}
         #: A row read so far may refer to a blob (then each checkpoint is hydrated).
         self.may_refer = False
+        #: The blobs read so far, by hash (each is read once per walk).
+        self.blobs: dict[str, bytes] = {}
 
     def turn_page(self, rows: list[StoredCheckpoint]) -> None:
         """``rows`` are the page now walked: nothing older is built on the last page's."""

@@ -221,6 +221,8 @@ class BlobConformance:
         for read in (
             FILES_GRAPH.aget_state(thread, backend),
             FILES_GRAPH.aget_state_at(thread, backend, rows[-1].checkpoint_id),
+            # Twice: the same clear error each time, never a thread left busy.
+            FILES_GRAPH.invoke({"messages": [user("again")]}, thread_id=thread, backend=backend),
             FILES_GRAPH.invoke({"messages": [user("again")]}, thread_id=thread, backend=backend),
         ):
             with pytest.raises(CheckpointDecodeError) as info:
