@@ -1,6 +1,7 @@
 """What the task API spends per request on the wire and in the store: the frames of an SSE
-stream that are ready together leave in one write, and a route that shows a run reads its
-record once even when the owner check has already read it (``authorize=``)."""
+stream that are ready together leave in one write, a follower of a run executing in this
+process does not re-read its record while it waits for events, and a route that shows a run
+reads its record once even when the owner check has already read it (``authorize=``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from tensorsketch import FakeProvider, create_agent
 from tensorsketch.runs import AsyncRunner
 from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.serve import Authorization, Identity, task_app
+from tensorsketch.testing.runs import hang_graph
 
 
 def _agent() -> Any:
@@ -107,3 +109,26 @@ async def test_an_authorized_get_reads_the_run_once() -> None:
         assert reads == [task_id]  # the owner check's read is the answer (before: two reads)
         hidden = await client.get(f"/tasks/{task_id}", headers={"x-user": "bob"})
         assert hidden.status_code == 404  # another user's run still looks missing
+
+
+async def test_following_a_run_executing_here_polls_its_events_not_its_record() -> None:
+    runner = AsyncRunner(hang_graph(), backend=InMemoryBackend())
+    app = task_app(runner, metrics=None)
+    store = runner._state.store
+    reads: list[str] = []
+    read = store.get
+
+    async def counted(run_id: str) -> Any:
+        reads.append(run_id)
+        return await read(run_id)
+
+    store.get = counted  # type: ignore[method-assign]
+    async with runner:
+        record = await runner.submit({"n": 1})
+        reads.clear()
+        sent = await _get(app, f"/tasks/{record.run_id}/events")
+    frames = b"".join(m.get("body", b"") for m in sent[1:]).decode()
+    assert '"status":"succeeded"' in frames.split("event: task\n")[-1]
+    # The 404 check, the stream's start, and the final record; the second the run sleeps is
+    # waited out on its events alone (before: a record read at every empty poll, ~7 more).
+    assert len(reads) <= 4, reads
