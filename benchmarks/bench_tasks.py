@@ -65,10 +65,19 @@ def _port() -> int:
         return port
 
 
+def _stat_cpu(path: str) -> float:
+    fields = Path(path).read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _cpu_seconds(pid: int) -> float:
     """User + system CPU of process ``pid`` so far (all its threads)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return _stat_cpu(f"/proc/{pid}/stat")
+
+
+def _loop_cpu_seconds(pid: int) -> float:
+    """CPU of process ``pid``'s main thread (the event loop; the rest is SQLite's thread)."""
+    return _stat_cpu(f"/proc/{pid}/task/{pid}/stat")
 
 
 def _own_cpu_seconds() -> float:
@@ -139,6 +148,7 @@ async def _load(url: str, server_pid: int) -> dict[str, Any]:
             await asyncio.sleep(0.2)
         await asyncio.gather(*followers)
         load_cpu, server_cpu = _own_cpu_seconds(), _cpu_seconds(server_pid)
+        server_loop_cpu = _loop_cpu_seconds(server_pid)
         latencies = []
         finished_at = 0.0
         cursor = None
@@ -156,6 +166,7 @@ async def _load(url: str, server_pid: int) -> dict[str, Any]:
             "wall": max(finished_at, last_frame) - started,
             "load_cpu": load_cpu,
             "server_cpu": server_cpu,
+            "server_loop_cpu": server_loop_cpu,
             "submitted_s": submitted,
             "statuses": statuses,
             "latencies": sorted(latencies),
@@ -165,7 +176,7 @@ async def _load(url: str, server_pid: int) -> dict[str, Any]:
         }
 
 
-async def _floor(db: str) -> tuple[float, float]:
+async def _floor(db: str) -> tuple[float, float, float]:
     """The same runs invoked directly: a semaphore of CONCURRENCY, one thread per run."""
     from tensorsketch.runtime.backends.sqlite import SqliteBackend
 
@@ -180,11 +191,18 @@ async def _floor(db: str) -> tuple[float, float]:
             ):
                 pass
 
-    started, cpu = time.perf_counter(), _own_cpu_seconds()
+    pid = os.getpid()
+    started, cpu, loop = time.perf_counter(), _own_cpu_seconds(), _loop_cpu_seconds(pid)
     await asyncio.gather(*(one(n) for n in range(RUNS)))
     took, cpu = time.perf_counter() - started, _own_cpu_seconds() - cpu
+    loop = _loop_cpu_seconds(pid) - loop
     await backend.aclose()
-    return took, cpu
+    return took, cpu, loop
+
+
+def _split(total: float, loop: float) -> str:
+    per = 1000 / RUNS
+    return f"{total * per:.2f} ms ({loop * per:.2f} + {(total - loop) * per:.2f})"
 
 
 def main() -> None:
@@ -206,6 +224,7 @@ def main() -> None:
                 except httpx.HTTPError:
                     time.sleep(0.1)
             server_cpu, client_cpu = _cpu_seconds(server.pid), _own_cpu_seconds()
+            loop_cpu = _loop_cpu_seconds(server.pid)
             try:
                 result = asyncio.run(_load(url, server.pid))
             except Exception:
@@ -214,12 +233,13 @@ def main() -> None:
             wall = result["wall"]
             # CPU up to the end of the load, before the records are listed back.
             server_cpu = result["server_cpu"] - server_cpu
+            loop_cpu = result["server_loop_cpu"] - loop_cpu
             client_cpu = result["load_cpu"] - client_cpu
             peak = _peak_rss_mb(server.pid)
         finally:
             server.terminate()
             server.wait(60)
-        floor, floor_cpu = asyncio.run(_floor(str(Path(tmp) / "floor.db")))
+        floor, floor_cpu, floor_loop = asyncio.run(_floor(str(Path(tmp) / "floor.db")))
     lat = result["latencies"]
     p50 = statistics.median(lat)
     p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
@@ -233,9 +253,9 @@ def main() -> None:
         ("server peak memory (VmHWM)", f"{peak:.0f} MB"),
         ("floor: agent.stream, no HTTP", f"{floor:.2f} s ({RUNS / floor:.0f} runs/s)"),
         ("task server / floor (time)", f"{wall / floor:.2f}x"),
-        ("server CPU per run (loop + SQLite thread)", f"{server_cpu / RUNS * 1000:.2f} ms"),
+        ("server CPU per run (event loop + rest)", _split(server_cpu, loop_cpu)),
         ("load client CPU per run (httpx)", f"{client_cpu / RUNS * 1000:.2f} ms"),
-        ("floor CPU per run", f"{floor_cpu / RUNS * 1000:.2f} ms"),
+        ("floor CPU per run (event loop + rest)", _split(floor_cpu, floor_loop)),
         ("server CPU / floor CPU", f"{server_cpu / floor_cpu:.2f}x"),
     ]
     width = max(len(k) for k, _ in rows)
