@@ -431,18 +431,16 @@ class Agent(Node):
         tripwire: Tripwire | None = None
         with budget_scope(budget):
             try:
-                if self._guards["input"]:
-                    await self._guard_input(ctx, scope, transcript)
+                await self._guard_input(ctx, scope, transcript)
                 for k in range(self.max_iterations):
                     exceeded = budget.exceeded() if capped else None
                     if exceeded is not None:
                         status, detail = "budget_exceeded", str(exceeded)
                         break
                     active = plan.active
-                    if inbox is not None:
-                        for message in await _steered(ctx, scope, k, inbox):
-                            transcript.append(message)
-                            new.append(message)
+                    steered = () if inbox is None else await _steered(ctx, scope, k, inbox)
+                    transcript += steered
+                    new += steered
                     routing, search = plan.routing, plan.search
                     sent = transcript if routing is None else routing.request(transcript)
                     offered = None if search is None else search.offered(active._tool_list)
@@ -454,9 +452,9 @@ class Agent(Node):
                     repair = outcome.get("repair")
                     if repair:
                         watch.forget()
-                        for message in (reply, user(repair)):
-                            transcript.append(message)
-                            new.append(message)
+                        fix = (reply, user(repair))
+                        transcript += fix
+                        new += fix
                         if k + 1 == self.max_iterations:
                             status, detail = "max_iterations", f"stopped after {k + 1} calls"
                         continue
