@@ -22,7 +22,9 @@ answer and tool-call count is checked, so nothing can be timed doing nothing.
 
 Each implementation runs in its own fresh interpreter, in rounds that alternate between them;
 an entry is the best of its samples. Run ``python benchmarks/bench_agents.py`` (``--quick``
-or ``TS_BENCH_QUICK=1`` for a smoke run).
+or ``TS_BENCH_QUICK=1`` for a smoke run). ``--calls`` counts instead of timing: the Python and
+C function calls per model-call iteration of the in-memory TensorSketch agent (K = 10), a
+number that does not move with the machine's load.
 """
 
 from __future__ import annotations
