@@ -35,7 +35,7 @@ from tensorsketch.toolsets import ToolSearch
 #: The most Python calls inside TensorSketch one tool-calling turn of a plain in-memory agent
 #: makes (the model turn, one tool call, the loop). Measured, not guessed: lower it when the
 #: loop gets cheaper; raise it only for work every agent needs, and say why in the commit.
-CALLS_PER_TURN = 71
+CALLS_PER_TURN = 67
 
 
 class Scripted(ChatProvider):

@@ -628,7 +628,7 @@ class Agent(Node):
         point: Compaction | None,
         offered: tuple[Tool, ...] | None = None,
     ) -> tuple[dict[str, Any], Compaction | None]:
-        mctx = sub_context(ctx, part_name(k, "model"))
+        mctx = ctx.scoped(part_name(k, "model"))  # sub_context, inline: every turn
         sent = transcript
         if self.context_policy is not None:
             sent, point = await self._compacted(ctx, transcript, k, scope, point)

@@ -23,7 +23,6 @@ from typing import Any, NamedTuple, NotRequired, TypedDict
 
 from tensorsketch import suspension
 from tensorsketch._modelcall import cap_text
-from tensorsketch.agents.turn import sub_context
 from tensorsketch.budget import Budget, budget_scope, current_budget
 from tensorsketch.context import Context
 from tensorsketch.effect_calls import CallIdentity, calling
@@ -300,7 +299,7 @@ async def journaled_call(
     A live call reports ``start``/``end`` tool events to a streaming run; a replayed one
     emits nothing and charges its recorded spend to the current budget instead.
     """
-    tctx = sub_context(ctx, part_name(k, i))
+    tctx = ctx.scoped(part_name(k, i))  # sub_context, inline: every call
     live = False
     # Only a journaled run (one with a thread) can be forked or compare a call's arguments;
     # a run without one skips the digest, the side-effect marking and the intent (a JSON
