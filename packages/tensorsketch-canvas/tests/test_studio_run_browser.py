@@ -218,11 +218,7 @@ def _shot(page: Page, name: str, backend_url: str | None, *, docs: bool = False)
     """Screenshot the page: the docs' picture for the in-memory run, else a temporary one."""
     folder = DOCS_IMAGES if docs and backend_url is None else SHOTS
     variant = (
-        ""
-        if folder == DOCS_IMAGES and folder != SHOTS
-        else "-sqlite"
-        if backend_url
-        else "-memory"
+        "" if folder == DOCS_IMAGES and folder != SHOTS else "-sqlite" if backend_url else "-memory"
     )
     folder.mkdir(parents=True, exist_ok=True)
     page.mouse.move(2, 600)  # no button is drawn hovered
