@@ -248,6 +248,7 @@ class PostgresBackend(SqlBackend):
     blob_type: ClassVar[str] = "BYTEA"
     float_type: ClassVar[str] = "DOUBLE PRECISION"
     now_sql: ClassVar[str] = "EXTRACT(EPOCH FROM clock_timestamp())::double precision"
+    writes_in_with: ClassVar[bool] = True
 
     def __init__(
         self,

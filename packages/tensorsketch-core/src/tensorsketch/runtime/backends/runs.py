@@ -203,9 +203,13 @@ class RunRecord:
         values["labels"] = dict(values.get("labels") or {})
         return cls(**values)
 
-    def encode(self, serializer: Serializer) -> bytes:
-        """The record's bytes in the store (``version`` travels in its own column)."""
-        return serializer.dumps(self.to_dict())
+    def encode(self, serializer: Serializer, *, version: int | None = None) -> bytes:
+        """The record's bytes in the store (``version`` travels in its own column; pass the
+        one it is stored under rather than copying the record to change it)."""
+        raw = self.to_dict()
+        if version is not None:
+            raw["version"] = version
+        return serializer.dumps(raw)
 
     @classmethod
     def decode(

@@ -85,6 +85,9 @@ class SqlBackend(Backend):
 
     name = "sql"
     fences_writes = True
+    #: A data-modifying statement may sit in a ``WITH`` clause (PostgreSQL): a record ride's
+    #: compare-and-set and its version read are then one statement.
+    writes_in_with: ClassVar[bool] = False
 
     #: Placeholder of the driver's paramstyle: ``"?"`` (qmark) or ``"%s"`` (format).
     placeholder: ClassVar[str] = "?"
