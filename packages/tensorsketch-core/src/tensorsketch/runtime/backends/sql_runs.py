@@ -161,6 +161,11 @@ class SqlRunStore(RunStore):
             ),
             "version": f"SELECT version FROM {b.table('schema_version')} WHERE component = ?",
         }
+        # Where a thread stands (its latest checkpoint, its last event) and, for a new run,
+        # its queue's head: one statement, one snapshot.
+        latest, last = self._sql["latest_id"], self._sql["last_seq"]
+        self._sql["thread_at"] = f"SELECT ({latest}), ({last})"
+        self._sql["turn_at"] = f"SELECT ({self._sql['head']}), ({latest}), ({last})"
         # A ride's write with its version read in one statement, where the dialect allows
         # a data-modifying WITH: the new version if the compare-and-set won, and the version
         # as the statement found it (the outer read does not see the update).
@@ -248,16 +253,10 @@ class SqlRunStore(RunStore):
             raise CheckpointDecodeError(msg)
         return stored, stored.run_id == record.run_id
 
-    def _head_queries(self, thread_id: str) -> list[Query]:
-        return [
-            Query(self._sql["latest_id"], (thread_id,), fetch="one"),
-            Query(self._sql["last_seq"], (thread_id,), fetch="one"),
-        ]
-
     @staticmethod
-    def _head(latest: Sequence[Any] | None, seq: Sequence[Any] | None) -> ThreadHead:
-        last = None if seq is None or seq[0] is None else int(seq[0])
-        return (None if latest is None else str(latest[0])), last
+    def _head(latest: Any, seq: Any) -> ThreadHead:
+        """A thread's head from the ``thread_at`` / ``turn_at`` columns."""
+        return (None if latest is None else str(latest)), (None if seq is None else int(seq))
 
     async def _replace_reading_head(
         self, record: RunRecord, *, durable: bool = True
@@ -265,11 +264,11 @@ class SqlRunStore(RunStore):
         # The head is read first, in the same unit: where the thread stood as the run began.
         stored = record.replace(version=record.version + 1)
         queries = [
-            *self._head_queries(record.thread_id),
+            Query(self._sql["thread_at"], (record.thread_id, record.thread_id), fetch="one"),
             self._replace_query(record, version=stored.version),
         ]
         results = await self._go("updating a run", queries, transaction=True, durable=durable)
-        return (stored if results[-1] == 1 else None), self._head(results[0], results[1])
+        return (stored if results[-1] == 1 else None), self._head(*results[0])
 
     async def _insert_in_turn(self, record: RunRecord) -> InTurn:
         # The insert, the read of the thread's queue head and of where the thread stands
@@ -289,14 +288,13 @@ class SqlRunStore(RunStore):
             queries.append(Query(self._sql["label"], labels, many=True))
         if key is not None:
             queries.append(Query(self._sql["by_key"], (key,), fetch="one"))
-        queries.append(Query(self._sql["head"], (record.thread_id,), fetch="one"))
-        queries += self._head_queries(record.thread_id)
+        queries.append(Query(self._sql["turn_at"], (record.thread_id,) * 3, fetch="one"))
         results = await self._go("creating a run", queries, transaction=True)
-        head = results[-3][0] if results[-3] is not None else None
-        thread_head = self._head(results[-2], results[-1])
+        head, latest, last = results[-1]
+        thread_head = self._head(latest, last)
         if key is None:
             return InTurn(record, True, head, thread_head)
-        stored = self._decode(results[-4])
+        stored = self._decode(results[-2])
         if stored is None:  # pragma: no cover - the key row always names a stored run
             msg = f"idempotency key {key!r} names a run that is not stored; the store is corrupt."
             raise CheckpointDecodeError(msg)
