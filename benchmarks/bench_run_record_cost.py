@@ -12,6 +12,7 @@ per round trip, a pipeline or a script alike). Usage::
 
     python benchmarks/bench_run_record_cost.py                 # both stores
     python benchmarks/bench_run_record_cost.py --store sqlite --runs 100 --rounds 2
+    TS_BENCH_QUICK=1 python benchmarks/bench_run_record_cost.py  # 40 runs x 2 rounds
 
 Redis at ``TS_TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/0``), under a fresh prefix
 that is deleted afterwards.
@@ -27,6 +28,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 REDIS_URL = os.environ.get("TS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+QUICK = os.environ.get("TS_BENCH_QUICK") == "1"
 CONCURRENCY = 32
 ANSWER = "settled"
 
@@ -145,8 +147,8 @@ async def measure(store: str, runs: int, rounds: int) -> dict[str, dict[str, flo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--store", choices=("sqlite", "redis"), nargs="+", default=None)
-    parser.add_argument("--runs", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--runs", type=int, default=40 if QUICK else 200)
+    parser.add_argument("--rounds", type=int, default=2 if QUICK else 4)
     args = parser.parse_args()
     print(
         f"\n## One agent turn, {args.runs} runs x {args.rounds} rounds, {CONCURRENCY} at a time\n"
