@@ -266,6 +266,12 @@ def _carrying(source: str) -> str:
 _SEQ_BYTES = 8
 
 
+def _no_script(exc: BaseException) -> bool:
+    """The server does not know the script called by SHA (redis-py raises ``NoScriptError``,
+    whose text no longer says ``NOSCRIPT``)."""
+    return isinstance(exc, redis_errors.NoScriptError) or "NOSCRIPT" in str(exc)
+
+
 def _lease_lost(exc: BaseException) -> bool:
     return isinstance(exc, redis_errors.ResponseError) and "TSLEASELOST" in str(exc)
 
@@ -343,8 +349,8 @@ class RedisBackend(Backend):
         self._ready = False
         # Scripts are bound to a client only for registration; each call passes the client.
         self._scripts: dict[str, Any] = {}
-        #: Scripts loaded on the server (a unit that carries a ride calls them by SHA inside
-        #: MULTI, where a missing script cannot be loaded on the fly).
+        #: Scripts loaded on the server (a unit that carries a ride calls its script by SHA;
+        #: one the server lost is loaded again and the call retried: nothing of it ran).
         self._loaded: set[str] = set()
 
     # -- keys -------------------------------------------------------------------------------
@@ -659,7 +665,7 @@ class RedisBackend(Backend):
             pipe.zrange(self._key(thread_id, "ev"), -1, -1, withscores=True)
             reply, raw, last = await pipe.execute(raise_on_error=False)
             if isinstance(reply, Exception):
-                if "NOSCRIPT" in str(reply) and attempt == 0:
+                if _no_script(reply) and attempt == 0:
                     self._loaded.clear()  # nothing ran: load the scripts and try again
                     continue
                 raise reply
@@ -708,25 +714,29 @@ class RedisBackend(Backend):
         ride_keys = [self._key(thread_id, "lease")] if guard is not None else []
         ride_args = store.ride_args(ride, guard)
         first = ride.write is not None and after_lease is None
-        sha = await self._sha(client, _carrying(source))
-        try:
-            reply, ride_reply = await client.evalsha(  # type: ignore[misc]
-                sha,
-                len(keys) + len(ride_keys),
-                *keys,
-                *ride_keys,
-                len(keys),
-                len(args),
-                "1" if first else "0",
-                *args,
-                *ride_args,
-            )
-        except redis_errors.ResponseError as exc:
-            if "NOSCRIPT" in str(exc):
-                self._loaded.clear()  # the server lost its scripts: load them again
-            if _lease_lost(exc):
-                raise lease_lost(thread_id) from exc
-            raise
+        for attempt in range(2):
+            sha = await self._sha(client, _carrying(source))
+            try:
+                reply, ride_reply = await client.evalsha(  # type: ignore[misc]
+                    sha,
+                    len(keys) + len(ride_keys),
+                    *keys,
+                    *ride_keys,
+                    len(keys),
+                    len(args),
+                    "1" if first else "0",
+                    *args,
+                    *ride_args,
+                )
+                break
+            except redis_errors.ResponseError as exc:
+                if _no_script(exc):
+                    self._loaded.clear()  # the server lost its scripts: nothing ran
+                    if attempt == 0:
+                        continue
+                if _lease_lost(exc):
+                    raise lease_lost(thread_id) from exc
+                raise
         ride.result = store.ride_result(ride, ride_reply)
         return reply
 
