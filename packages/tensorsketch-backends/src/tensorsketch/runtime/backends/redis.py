@@ -717,7 +717,7 @@ class RedisBackend(Backend):
         for attempt in range(2):
             sha = await self._sha(client, _carrying(source))
             try:
-                reply, ride_reply = await client.evalsha(  # type: ignore[misc]
+                reply, ride_reply = await client.evalsha(
                     sha,
                     len(keys) + len(ride_keys),
                     *keys,
