@@ -22,7 +22,9 @@ answer and tool-call count is checked, so nothing can be timed doing nothing.
 
 Each implementation runs in its own fresh interpreter, in rounds that alternate between them;
 an entry is the best of its samples. Run ``python benchmarks/bench_agents.py`` (``--quick``
-or ``TS_BENCH_QUICK=1`` for a smoke run).
+or ``TS_BENCH_QUICK=1`` for a smoke run). ``--calls`` counts instead of timing: the Python and
+C function calls per model-call iteration of the in-memory TensorSketch agent (K = 10), a
+number that does not move with the machine's load.
 """
 
 from __future__ import annotations
@@ -281,6 +283,35 @@ async def _measure(name: str, quick: bool) -> dict[str, list[float]]:
     return results
 
 
+#: Runs counted by ``--calls`` (after one warm-up run), each ``CALLS_K`` tool-call turns.
+CALLS_RUNS, CALLS_K = 20, 10
+
+
+async def count_calls(runs: int = CALLS_RUNS, k: int = CALLS_K) -> dict[str, float]:
+    """Python-level and C-level function calls per model-call iteration of the in-memory
+    TensorSketch agent (``sys.setprofile``, ``runs`` runs of ``K`` = ``k``).
+
+    A count, not a time: it does not move with the machine's load, so a change that adds
+    per-turn work shows up exactly (``python benchmarks/bench_agents.py --calls``).
+    """
+    impl = TensorSketchImpl()
+    await _check("tensorsketch", impl, k)  # warm-up: caches, first-call imports
+    counts = {"call": 0, "c_call": 0}
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event in counts:
+            counts[event] += 1
+
+    sys.setprofile(profile)
+    try:
+        for _ in range(runs):
+            await impl.run(k)
+    finally:
+        sys.setprofile(None)
+    per = runs * (k + 1)
+    return {"python": counts["call"] / per, "c": counts["c_call"] / per}
+
+
 def _child(*args: str) -> Any:
     out = subprocess.run(
         [sys.executable, __file__, *args], check=True, capture_output=True, text=True
@@ -354,9 +385,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
     parser.add_argument("--json", metavar="PATH", help="also write the raw numbers here")
     parser.add_argument("--only", nargs="+", choices=IMPLS, help="time only these implementations")
+    parser.add_argument(
+        "--calls",
+        action="store_true",
+        help=f"count function calls per iteration instead of timing (K = {CALLS_K})",
+    )
     parser.add_argument("--timing-child", metavar="IMPL", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     quick = args.quick or os.environ.get("TS_BENCH_QUICK") == "1"
+    if args.calls:
+        counted = asyncio.run(count_calls())
+        print(
+            f"agent loop, in memory, K = {CALLS_K}, {CALLS_RUNS} runs (sys.setprofile): "
+            f"{counted['python']:.1f} Python calls and {counted['c']:.1f} C calls per "
+            "model-call iteration"
+        )
+        return 0
     if args.timing_child:
         print(json.dumps(asyncio.run(_measure(args.timing_child, quick))))
         return 0

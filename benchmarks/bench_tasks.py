@@ -1,11 +1,15 @@
 """The task server under load: 2,000 submitted runs of a small agent on the fake model, with 100
 SSE followers attached, against a real uvicorn process on a SQLite store.
 
-Reports throughput (runs finished per second, first submit to last finish), submit-to-done
-latency p50/p99 (from the records' own ``created_at``/``finished_at``), the server's peak
-memory (VmHWM), and — as the floor — the same runs invoked directly with ``asyncio`` on the
-same kind of store with the same concurrency (no HTTP, no run records, no followers), so the
-ratio is what the durable task layer costs on top of running the graph.
+Reports throughput (runs finished per second, first submit to last finish: the latest record's
+``finished_at`` or the last follower's final frame, whichever is later — the listing that reads
+the records back afterwards is not timed), submit-to-done latency p50/p99 (from the records' own
+``created_at``/``finished_at``), the server's peak memory (VmHWM), and — as the floor — the same
+runs invoked directly with ``asyncio`` on the same kind of store with the same concurrency (no
+HTTP, no run records, no followers), so the ratio is what the durable task layer costs on top of
+running the graph. CPU seconds per run are counted too — the server process's (its event loop
+and its SQLite thread), the load client's, and the floor's — because on a shared 2-core machine
+the wall-time ratio moves with whatever else runs, and the client competes with the server.
 
 ``TS_BENCH_QUICK=1``: 200 runs, 10 followers.
 """
@@ -15,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -60,6 +65,26 @@ def _port() -> int:
         return port
 
 
+def _stat_cpu(path: str) -> float:
+    fields = Path(path).read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of process ``pid`` so far (all its threads)."""
+    return _stat_cpu(f"/proc/{pid}/stat")
+
+
+def _loop_cpu_seconds(pid: int) -> float:
+    """CPU of process ``pid``'s main thread (the event loop; the rest is SQLite's thread)."""
+    return _stat_cpu(f"/proc/{pid}/task/{pid}/stat")
+
+
+def _own_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -67,7 +92,7 @@ def _peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
-async def _load(url: str) -> dict[str, Any]:
+async def _load(url: str, server_pid: int) -> dict[str, Any]:
     import httpx
     from httpx_sse import aconnect_sse
 
@@ -80,11 +105,15 @@ async def _load(url: str) -> dict[str, Any]:
         retries = 0
         followed: list[int] = []
 
+        last_frame = 0.0
+
         async def follow(task_id: str) -> None:
+            nonlocal last_frame
             frames = 0
             async with aconnect_sse(client, "GET", f"/tasks/{task_id}/events") as sse:
                 async for _ in sse.aiter_sse():
                     frames += 1
+            last_frame = max(last_frame, time.time())
             followed.append(frames)
 
         followers: list[asyncio.Task[None]] = []
@@ -108,9 +137,9 @@ async def _load(url: str) -> dict[str, Any]:
                 if len(followers) < FOLLOWERS and n % (RUNS // FOLLOWERS) == 0:
                     followers.append(asyncio.create_task(follow(task_id)))
 
-        started = time.perf_counter()
+        started = time.time()  # the records' times are the same machine's wall clock
         await asyncio.gather(*(submitter() for _ in range(SUBMITTERS)))
-        submitted = time.perf_counter() - started
+        submitted = time.time() - started
         while True:
             health = (await client.get("/healthz")).json()
             finished = sum(health["runs"].get(s, 0) for s in ("succeeded", "failed", "cancelled"))
@@ -118,7 +147,10 @@ async def _load(url: str) -> dict[str, Any]:
                 break
             await asyncio.sleep(0.2)
         await asyncio.gather(*followers)
+        load_cpu, server_cpu = _own_cpu_seconds(), _cpu_seconds(server_pid)
+        server_loop_cpu = _loop_cpu_seconds(server_pid)
         latencies = []
+        finished_at = 0.0
         cursor = None
         statuses: dict[str, int] = {}
         while True:
@@ -127,9 +159,14 @@ async def _load(url: str) -> dict[str, Any]:
             for task in page["tasks"]:
                 statuses[task["status"]] = statuses.get(task["status"], 0) + 1
                 latencies.append(task["finished_at"] - task["created_at"])
+                finished_at = max(finished_at, task["finished_at"])
             if not (cursor := page["next_cursor"]):
                 break
         return {
+            "wall": max(finished_at, last_frame) - started,
+            "load_cpu": load_cpu,
+            "server_cpu": server_cpu,
+            "server_loop_cpu": server_loop_cpu,
             "submitted_s": submitted,
             "statuses": statuses,
             "latencies": sorted(latencies),
@@ -139,7 +176,7 @@ async def _load(url: str) -> dict[str, Any]:
         }
 
 
-async def _floor(db: str) -> float:
+async def _floor(db: str) -> tuple[float, float, float]:
     """The same runs invoked directly: a semaphore of CONCURRENCY, one thread per run."""
     from tensorsketch.runtime.backends.sqlite import SqliteBackend
 
@@ -154,11 +191,18 @@ async def _floor(db: str) -> float:
             ):
                 pass
 
-    started = time.perf_counter()
+    pid = os.getpid()
+    started, cpu, loop = time.perf_counter(), _own_cpu_seconds(), _loop_cpu_seconds(pid)
     await asyncio.gather(*(one(n) for n in range(RUNS)))
-    took = time.perf_counter() - started
+    took, cpu = time.perf_counter() - started, _own_cpu_seconds() - cpu
+    loop = _loop_cpu_seconds(pid) - loop
     await backend.aclose()
-    return took
+    return took, cpu, loop
+
+
+def _split(total: float, loop: float) -> str:
+    per = 1000 / RUNS
+    return f"{total * per:.2f} ms ({loop * per:.2f} + {(total - loop) * per:.2f})"
 
 
 def main() -> None:
@@ -179,18 +223,23 @@ def main() -> None:
                         break
                 except httpx.HTTPError:
                     time.sleep(0.1)
-            started = time.perf_counter()
+            server_cpu, client_cpu = _cpu_seconds(server.pid), _own_cpu_seconds()
+            loop_cpu = _loop_cpu_seconds(server.pid)
             try:
-                result = asyncio.run(_load(url))
+                result = asyncio.run(_load(url, server.pid))
             except Exception:
                 print(f"the load failed; the server's exit code: {server.poll()}", file=sys.stderr)
                 raise
-            wall = time.perf_counter() - started
+            wall = result["wall"]
+            # CPU up to the end of the load, before the records are listed back.
+            server_cpu = result["server_cpu"] - server_cpu
+            loop_cpu = result["server_loop_cpu"] - loop_cpu
+            client_cpu = result["load_cpu"] - client_cpu
             peak = _peak_rss_mb(server.pid)
         finally:
             server.terminate()
             server.wait(60)
-        floor = asyncio.run(_floor(str(Path(tmp) / "floor.db")))
+        floor, floor_cpu, floor_loop = asyncio.run(_floor(str(Path(tmp) / "floor.db")))
     lat = result["latencies"]
     p50 = statistics.median(lat)
     p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
@@ -204,6 +253,10 @@ def main() -> None:
         ("server peak memory (VmHWM)", f"{peak:.0f} MB"),
         ("floor: agent.stream, no HTTP", f"{floor:.2f} s ({RUNS / floor:.0f} runs/s)"),
         ("task server / floor (time)", f"{wall / floor:.2f}x"),
+        ("server CPU per run (event loop + rest)", _split(server_cpu, loop_cpu)),
+        ("load client CPU per run (httpx)", f"{client_cpu / RUNS * 1000:.2f} ms"),
+        ("floor CPU per run (event loop + rest)", _split(floor_cpu, floor_loop)),
+        ("server CPU / floor CPU", f"{server_cpu / floor_cpu:.2f}x"),
     ]
     width = max(len(k) for k, _ in rows)
     print(f"\n## Task server under load ({'quick' if QUICK else 'full'})\n")

@@ -1,11 +1,11 @@
 """A large file in a conversation is written to the store once, not once per checkpoint.
 
 A 2 MB PDF sent in the first turn of a five-turn conversation, on each store: every payload
-the runtime hands to the store (checkpoints, events, journal entries) is recorded by id, and
-the PDF's base64 text must be in exactly one of them. The delta ladder gives this today: the
-file is in the thread's first snapshot and no later delta re-states it. A second large file
-later in the thread is not there yet (the strict xfail below): its delta outgrows the epoch's
-snapshot, and the new snapshot re-stores both files.
+the runtime hands to the store (checkpoints, the blobs that ride with them, events, journal
+entries) is recorded by id, and the PDF's base64 text must be in exactly one of them. A second
+large file later in the thread used to make the next epoch's snapshot store both files again
+(11.2 MB written for two 2 MB PDFs); files of ``blob_threshold`` bytes or more are now stored
+by reference (content-addressed blobs, once per thread), so each is written once (5.6 MB).
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ class Writes:
         def checkpoint(cp: StoredCheckpoint | None) -> None:
             if cp is not None:
                 self.payloads[("checkpoint", cp.thread_id, cp.checkpoint_id)] = cp.payload
+                for digest, data in cp.blobs:  # by checkpoint: a blob sent twice counts twice
+                    self.payloads[("blob", cp.thread_id, cp.checkpoint_id, digest)] = data
 
         def events(thread: str, batch: list[StoredEvent]) -> None:
             for event in batch:
@@ -129,12 +131,6 @@ async def test_a_2_mb_pdf_in_a_five_turn_conversation_is_written_once(store: Bac
     assert writes.total() < len(file.data or "") + 64 * 1024
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not yet (#45 item 7): a large delta starts a new epoch, whose full snapshot stores "
-    "every file of the conversation again (two 2 MB PDFs: each written twice, 11.2 MB in all); "
-    "content-addressed blobs referenced from checkpoints would store each once",
-)
 async def test_a_second_file_later_does_not_write_the_first_again(store: Backend) -> None:
     first, second = pdf(2 * 1024 * 1024), pdf(2 * 1024 * 1024)
     writes = await converse(store, {0: first, 2: second})

@@ -81,6 +81,7 @@ async def test_schema_and_tables_are_created_on_first_use(pg_dsn: str, pg_schema
         "tensorsketch_effects",
         "tensorsketch_events",
         "tensorsketch_leases",
+        "tensorsketch_blobs",
     }
     assert found["version"] == [("durable", SCHEMA_VERSION)]
     await backend.aclose()

@@ -18,10 +18,8 @@ import ast
 import asyncio
 import importlib.util
 import json
-import os
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -38,16 +36,13 @@ ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "support_router.py"
 #: Screenshots go to docs/images/ (the pictures in docs/studio.md) with TS_STUDIO_SCREENSHOTS=1,
 #: else to a temporary folder, so a plain test run leaves the work tree as it was.
-IMAGES = (
-    ROOT / "docs" / "images"
-    if os.environ.get("TS_STUDIO_SCREENSHOTS") == "1"
-    else Path(tempfile.gettempdir()) / "tensorsketch-studio-screenshots"
-)
+IMAGES = test_browser.screenshot_folder(ROOT / "docs" / "images")
 
 test_browser.skip_module_unless_chromium("the Studio browser tests")
-STATIC = ROOT / "packages/tensorsketch-canvas/src/tensorsketch/canvas/studio/static"
-if not (STATIC / "index.html").exists():
-    pytest.skip("the Studio bundle is not built (nox -s studio-build)", allow_module_level=True)
+test_browser.skip_module_unless_built(
+    ROOT / "packages/tensorsketch-canvas/src/tensorsketch/canvas/studio/static/index.html",
+    "nox -s studio-build",
+)
 
 from playwright.sync_api import Browser, Page, expect  # noqa: E402
 

@@ -20,10 +20,8 @@ import asyncio
 import concurrent.futures
 import importlib.util
 import json
-import os
 import re
 import sys
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,16 +34,13 @@ from tensorsketch.testing import browser as test_browser
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "support_router.py"
-IMAGES = (
-    ROOT / "docs" / "images"
-    if os.environ.get("TS_STUDIO_SCREENSHOTS") == "1"
-    else Path(tempfile.gettempdir()) / "tensorsketch-studio-screenshots"
-)
+IMAGES = test_browser.screenshot_folder(ROOT / "docs" / "images")
 
 test_browser.skip_module_unless_chromium("the Studio debugger's browser tests")
-STATIC = ROOT / "packages/tensorsketch-canvas/src/tensorsketch/canvas/studio/static"
-if not (STATIC / "index.html").exists():
-    pytest.skip("the Studio bundle is not built (nox -s studio-build)", allow_module_level=True)
+test_browser.skip_module_unless_built(
+    ROOT / "packages/tensorsketch-canvas/src/tensorsketch/canvas/studio/static/index.html",
+    "nox -s studio-build",
+)
 
 from playwright.sync_api import Browser, Page, expect  # noqa: E402
 
@@ -1027,7 +1022,7 @@ def test_pause_a_live_run_on_its_thread(router: Studio, page: Page) -> None:
     _run(router.url, traced)
     assert sink.flush(10)
     sink.close()
-    expect(page.locator('.trace-ring[data-node="Billing"]')).to_have_count(1, timeout=5000)
+    expect(page.locator('.trace-ring[data-node="Billing"]')).to_have_count(1, timeout=15_000)
     page.click("#pause-live")
     page.wait_for_function(
         "t => window.__studio.debug.thread?.thread_id === t && "
@@ -1068,7 +1063,7 @@ def test_pause_a_live_run_on_its_thread(router: Studio, page: Page) -> None:
     assert sink.flush(10)
     sink.close()
     run_of = """t => window.__studio.state.runs.find(r => r.thread_id === t)?.run"""
-    page.wait_for_function(f"() => !!({run_of})('live-2')", timeout=5000)
+    page.wait_for_function(f"() => !!({run_of})('live-2')", timeout=15_000)
     live2 = page.evaluate(run_of, "live-2")
     expect(page.locator("#run-picker")).to_have_value(live2)  # follows the newest run
     _open_thread(page, thread)

@@ -9,8 +9,6 @@ screenshot goes to ``docs/images/studio-handoffs.png`` with ``TS_STUDIO_SCREENSH
 from __future__ import annotations
 
 import importlib.util
-import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,16 +19,13 @@ from tensorsketch.canvas.handoffs import extract_handoffs
 from tensorsketch.testing import browser as test_browser
 
 ROOT = Path(__file__).resolve().parents[3]
-IMAGES = (
-    ROOT / "docs" / "images"
-    if os.environ.get("TS_STUDIO_SCREENSHOTS") == "1"
-    else Path(tempfile.gettempdir()) / "tensorsketch-studio-screenshots"
-)
+IMAGES = test_browser.screenshot_folder(ROOT / "docs" / "images")
 
 test_browser.skip_module_unless_chromium("the Studio browser tests")
-STATIC = ROOT / "packages/tensorsketch-canvas/src/tensorsketch/canvas/studio/static"
-if not (STATIC / "index.html").exists():
-    pytest.skip("the Studio bundle is not built (nox -s studio-build)", allow_module_level=True)
+test_browser.skip_module_unless_built(
+    ROOT / "packages/tensorsketch-canvas/src/tensorsketch/canvas/studio/static/index.html",
+    "nox -s studio-build",
+)
 
 from playwright.sync_api import Browser  # noqa: E402
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import os
-import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,14 +24,15 @@ from tensorsketch.testing import browser as test_browser
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "support_router.py"
-SHOTS = Path(tempfile.gettempdir()) / "tensorsketch-studio-screenshots"
+SHOTS = test_browser.screenshot_folder()
 #: The docs' pictures are rewritten only with TS_STUDIO_SCREENSHOTS=1 (from the in-memory runs).
-DOCS_IMAGES = ROOT / "docs" / "images" if os.environ.get("TS_STUDIO_SCREENSHOTS") == "1" else SHOTS
+DOCS_IMAGES = test_browser.screenshot_folder(ROOT / "docs" / "images")
 
 test_browser.skip_module_unless_chromium("the Studio run panel's browser tests")
-STATIC = ROOT / "packages/tensorsketch-canvas/src/tensorsketch/canvas/studio/static"
-if not (STATIC / "index.html").exists():
-    pytest.skip("the Studio bundle is not built (nox -s studio-build)", allow_module_level=True)
+test_browser.skip_module_unless_built(
+    ROOT / "packages/tensorsketch-canvas/src/tensorsketch/canvas/studio/static/index.html",
+    "nox -s studio-build",
+)
 
 from playwright.sync_api import Browser, Page, expect  # noqa: E402
 
@@ -220,7 +219,7 @@ def _shot(page: Page, name: str, backend_url: str | None, *, docs: bool = False)
     folder = DOCS_IMAGES if docs and backend_url is None else SHOTS
     variant = (
         ""
-        if folder is DOCS_IMAGES and folder is not SHOTS
+        if folder == DOCS_IMAGES and folder != SHOTS
         else "-sqlite"
         if backend_url
         else "-memory"

@@ -336,6 +336,7 @@ async def test_tables_and_layout_version_are_created_on_first_use(tmp_path: Path
         "app_effects",
         "app_events",
         "app_leases",
+        "app_blobs",
     }
     assert version == [(SCHEMA_VERSION,)]
     await backend.aclose()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -220,3 +221,51 @@ async def test_calls_start_in_the_order_they_were_made(monkeypatch: pytest.Monke
         [None] * 20
     )
     assert started == list(range(20))
+
+
+async def _ticks_while_a_sleeping_tool_runs(blocking: bool, patience: float) -> int:
+    """Run an agent whose sync tool sleeps (``time.sleep``, in short naps) until a coroutine
+    beside it has ticked three times, or ``patience`` seconds passed; the ticks it saw
+    while it ran."""
+    ticks = 0
+    done = False
+
+    def nap() -> int:
+        start, deadline = ticks, time.monotonic() + patience
+        while ticks - start < 3 and time.monotonic() < deadline:
+            time.sleep(0.005)  # blocks its thread, as a driver call would
+        return ticks - start
+
+    sleepy = Tool.from_function(nap, name="nap", description="Nap.", blocking=blocking)
+    provider = FakeProvider(
+        [assistant(tool_calls=[ToolCall(id="c1", name="nap", args={})]), assistant("done")]
+    )
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done:
+            await asyncio.sleep(0.001)
+            ticks += 1
+
+    async def run() -> str:
+        nonlocal done
+        try:
+            out = await create_agent(provider, tools=[sleepy]).invoke({"query": "go"})
+        finally:
+            done = True
+        return str(next(m.text for m in out.messages if m.role == "tool"))
+
+    seen, _ = await asyncio.gather(run(), ticker())
+    return int(seen)
+
+
+async def test_the_loop_keeps_ticking_while_a_sync_tool_sleeps_in_an_agent() -> None:
+    # The tool returns as soon as the ticker got three ticks in: it can only if the loop
+    # kept running while the tool blocked its worker thread.
+    assert await _ticks_while_a_sleeping_tool_runs(blocking=True, patience=WAIT) >= 3
+
+
+async def test_an_inline_sync_tool_that_sleeps_does_stall_the_loop() -> None:
+    # The same tool made blocking=False holds the loop for its whole nap: the check above
+    # would see that (which is why blocking=False is for functions that return at once).
+    assert await _ticks_while_a_sleeping_tool_runs(blocking=False, patience=0.1) == 0

@@ -412,13 +412,15 @@ async def approved_then_crashed() -> tuple[Any, InMemoryBackend, list[str]]:
 
     log: list[str] = []
     store = InMemoryBackend()
-    store.lease_ttl = 0.05
     agent = await suspended(store, log)
+    # Short enough to wait out, long enough that the living run keeps it on a loaded machine
+    # (0.05 s lost to a load of 7 once).
+    store.lease_ttl = 0.5
     dying = CrashingBackend(store, crash_at=tool_boundary + 1, mode="raise")
     with pytest.raises(SimulatedCrash):
         await agent.invoke(thread_id="t", backend=dying, resume={"r7": True})
     assert log == ["refund 7"]
-    await asyncio.sleep(0.06)  # the dead run's lease lapses
+    await asyncio.sleep(0.6)  # the dead run's lease lapses
     return agent, store, log
 
 

@@ -460,7 +460,7 @@ async def test_a_durable_timer_wakes_itself(runner_for: Callable[..., AsyncRunne
     assert first.status == "suspended" and first.waiting_for == "timer"
     assert first.wake_at is not None
     assert (await runner.health())["next_wake_at"] == pytest.approx(first.wake_at)
-    for _ in range(200):
+    for _ in range(1200):
         current = await runner.get(record.run_id)
         if current.status == "succeeded":
             break
@@ -517,7 +517,7 @@ async def test_cancel_stops_a_running_run_and_is_not_a_failure(
 ) -> None:
     runner = runner_for(hang_graph())
     record = await runner.submit({"n": 60})
-    for _ in range(200):
+    for _ in range(1200):
         if (await runner.get(record.run_id)).status == "running":
             break
         await asyncio.sleep(0.02)
@@ -586,7 +586,7 @@ async def test_max_queued_refuses_new_work_but_not_resumes(
 ) -> None:
     runner = runner_for(hang_graph(), concurrency=1, max_queued=2)
     first = await runner.submit({"n": 60})
-    for _ in range(200):  # the first holds the one slot once its task started
+    for _ in range(1200):  # the first holds the one slot once its task started
         if (await runner.get(first.run_id)).status == "running":
             break
         await asyncio.sleep(0.02)
@@ -715,7 +715,7 @@ async def test_a_restarted_runner_picks_up_a_pending_timer(
     await first.aclose()  # the process goes away with the timer pending
     second = runner_for(nap_graph(), backend=make_backend())
     await second.start()
-    for _ in range(200):
+    for _ in range(1200):
         current = await second.get(record.run_id)
         if current.status == "succeeded":
             break
@@ -733,7 +733,7 @@ async def test_every_fires_repeatedly_and_survives_a_restart(
     handle = await Scheduler(runner).every(0.2, {"n": 1})
     again = await Scheduler(runner).every(0.2, {"n": 1})
     assert again.id == handle.id  # the same schedule, not a second one
-    for _ in range(200):
+    for _ in range(1200):
         page = await runner.list(labels={"schedule": handle.id}, status="succeeded")
         if len(page.records) >= 2:
             break
@@ -743,7 +743,7 @@ async def test_every_fires_repeatedly_and_survives_a_restart(
     restarted = runner_for(work_graph(), backend=make_backend())
     await restarted.start()
     before = len(page.records)
-    for _ in range(200):
+    for _ in range(1200):
         page = await restarted.list(labels={"schedule": handle.id}, limit=200)
         if len(page.records) >= before + 2:
             break
@@ -759,7 +759,7 @@ async def test_at_fires_once_and_bad_schedules_are_refused(
     runner = runner_for(work_graph())
     scheduler = Scheduler(runner)
     handle = await scheduler.at(time.time() + 0.2, {"n": 9})
-    for _ in range(200):
+    for _ in range(1200):
         page = await runner.list(labels={"schedule": handle.id}, status="succeeded")
         if page.records:
             break
@@ -800,14 +800,14 @@ async def test_cancel_from_another_runner_stops_the_owner_at_its_next_renewal(
     owner = runner_for(hang_graph(), backend=make_backend(), lease_ttl=0.6)
     other = runner_for(hang_graph(), backend=make_backend())
     record = await owner.submit({"n": 60})
-    for _ in range(200):
+    for _ in range(1200):
         if (await owner.get(record.run_id)).status == "running":
             break
         await asyncio.sleep(0.02)
     assert owner.in_flight == 1
     cancelled = await other.cancel(record.run_id)  # not the process running it
     assert cancelled.status == "cancelled"
-    for _ in range(200):
+    for _ in range(1200):
         if owner.in_flight == 0:
             break
         await asyncio.sleep(0.05)

@@ -141,13 +141,24 @@ class Budget:
         """The first limit broken, here or in an enclosing budget, else ``None``."""
         budget: Budget | None = self
         while budget is not None:
-            tokens = budget.usage.total_tokens
-            if budget.max_total_tokens is not None and tokens > budget.max_total_tokens:
-                return BudgetExceededError("tokens", budget.max_total_tokens, tokens)
+            if budget.max_total_tokens is not None:  # the sum only where there is a cap
+                tokens = budget.usage.total_tokens
+                if tokens > budget.max_total_tokens:
+                    return BudgetExceededError("tokens", budget.max_total_tokens, tokens)
             if budget.max_cost_usd is not None and budget.priced_cost_usd > budget.max_cost_usd:
                 return BudgetExceededError("cost", budget.max_cost_usd, budget.priced_cost_usd)
             budget = budget.parent
         return None
+
+    def limited(self) -> bool:
+        """Whether this budget or an enclosing one has a limit (else :meth:`exceeded` is
+        always ``None``, and a loop need not ask it every turn)."""
+        budget: Budget | None = self
+        while budget is not None:
+            if budget.max_total_tokens is not None or budget.max_cost_usd is not None:
+                return True
+            budget = budget.parent
+        return False
 
     def check(self) -> None:
         """Raise :class:`BudgetExceededError` if a limit is broken."""

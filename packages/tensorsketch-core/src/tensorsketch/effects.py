@@ -174,18 +174,12 @@ class EffectLog:
         """
         journal = self._journal
         if journal is None:
-            if not key.startswith(IDEMPOTENCY_PREFIX):
-                attempts = self._attempts
-                if attempts is None:
-                    return await _call(fn)
-                if key in attempts:
-                    return attempts[key]
-                result = attempts[key] = await _call(fn)
+            if self._attempts is None and not key.startswith(IDEMPOTENCY_PREFIX):
+                result = fn()  # the common case, every in-memory call: _call inline
+                if inspect.isawaitable(result):
+                    result = await result
                 return result
-            if key in self._memo:
-                return self._memo[key]
-            result = self._memo[key] = await _call(fn)
-            return result
+            return await self._in_memory(key, fn)
         call = call or _UNNAMED
         found, value, intent = await journal.find(key)
         if found:
@@ -220,6 +214,16 @@ class EffectLog:
             raise
         except TypeError as exc:  # the serializer refuses the result: say whose it is
             raise _unstorable(key, exc) from exc
+        return result
+
+    async def _in_memory(self, key: str, fn: Callable[[], Any]) -> Any:
+        """``once`` without a journal, for an idempotency key (remembered for the run) or
+        while a retried node's attempts are kept (remembered for the superstep)."""
+        kept = self._memo if key.startswith(IDEMPOTENCY_PREFIX) else self._attempts
+        assert kept is not None
+        if key in kept:
+            return kept[key]
+        result = kept[key] = await _call(fn)
         return result
 
     async def _in_doubt(

@@ -15,7 +15,8 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator
 
-from tensorsketch.durable.ladder import base_of, decode_payload
+from tensorsketch.durable.blobs import PREFIX, referenced
+from tensorsketch.durable.ladder import BLOB_FORMAT_VERSION, base_of, decode_payload
 from tensorsketch.durable.lease import LEASE_TTL
 from tensorsketch.durable.reads import fold_each
 from tensorsketch.errors import ThreadBusyError
@@ -88,21 +89,34 @@ async def prune_thread(backend: Backend, thread_id: str, keep: int) -> int:
             return 0
         kept = rows[-keep:]
         kept_ids = {row.checkpoint_id for row in kept}
+        payloads = {row.checkpoint_id: decode_payload(backend, row) for row in kept}
         orphans = [
             row
             for row in kept
-            if (base := base_of(row, decode_payload(backend, row))) is not None
+            if (base := base_of(row, payloads[row.checkpoint_id])) is not None
             and base not in kept_ids
         ]
         by_id = {row.checkpoint_id: row for row in rows}
+        # Files stored by reference stay references: the rewritten rows refer to them too.
         full = fold_each(backend, rows, by_id, orphans)
         rewritten = {
             row.checkpoint_id: _as_snapshot(backend, row, checkpoint.values)
             for row, checkpoint in zip(orphans, full, strict=True)
         }
-        await backend.replace_checkpoints(
-            thread_id, [rewritten.get(row.checkpoint_id, row) for row in kept]
-        )
+        written = [rewritten.get(row.checkpoint_id, row) for row in kept]
+        if not getattr(backend, "stores_blobs", False):
+            await backend.replace_checkpoints(thread_id, written)
+            return len(rows) - keep
+        # The blobs the kept rows refer to stay; the thread's others go in the same unit.
+        used = {
+            str(digest)
+            for row in kept
+            if row.checkpoint_id not in rewritten
+            for digest in payloads[row.checkpoint_id].get("blobs", ())
+        }
+        for checkpoint in full:
+            used.update(str(b.data)[len(PREFIX) :] for b in referenced(checkpoint.values))
+        await backend.replace_checkpoints(thread_id, written, blobs=used)
         return len(rows) - keep
 
 
@@ -112,7 +126,11 @@ def _as_snapshot(
     """``row`` with its changes replaced by its whole state (a ladder epoch of its own)."""
     payload = dict(decode_payload(backend, row))
     payload.pop("from", None)
+    payload.pop("blobs", None)
     payload.update(base=True, n=0, changes={name: ["set", v] for name, v in values.items()})
+    refs = {str(b.data)[len(PREFIX) :] for b in referenced(values)}
+    if refs:  # still refers to the files its chain stored by reference
+        payload.update(v=BLOB_FORMAT_VERSION, blobs=sorted(refs))
     return StoredCheckpoint(
         thread_id=row.thread_id,
         checkpoint_id=row.checkpoint_id,

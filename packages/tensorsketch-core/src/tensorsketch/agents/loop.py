@@ -61,7 +61,7 @@ from tensorsketch.node import Node
 from tensorsketch.observability.tracing import ATTR_AGENT_NAME, current_span
 from tensorsketch.provider import ChatProvider, Completion
 from tensorsketch.schema import Schema
-from tensorsketch.steering import current_inbox
+from tensorsketch.steering import SteeringInbox, current_inbox
 from tensorsketch.tools import Tool
 from tensorsketch.toolsets import ToolSearch, Toolset, search_tool
 
@@ -416,8 +416,14 @@ class Agent(Node):
             prices=self.prices,
             parent=current_budget(),
         )
-        plan = _Plan(self._routing(ctx, transcript), self, transcript)
+        # What this run's turns need besides the model and the tools, decided here once
+        # (the agent's own features were fixed when it was built): an agent using none of
+        # them pays nothing for them per turn (tests/test_agent_loop_cost.py holds it to it).
+        plan = _Plan(self._routing(ctx, transcript), self, transcript, ctx.thread_id is not None)
+        watching = self.stuck_after is not None
         watch = RepeatWatch(self.stuck_after, transcript)
+        inbox = current_inbox()
+        capped = budget.limited()
         status: AgentStatus = "completed"
         detail = ""
         parsed: Any = None
@@ -427,16 +433,17 @@ class Agent(Node):
             try:
                 await self._guard_input(ctx, scope, transcript)
                 for k in range(self.max_iterations):
-                    exceeded = budget.exceeded()
+                    exceeded = budget.exceeded() if capped else None
                     if exceeded is not None:
                         status, detail = "budget_exceeded", str(exceeded)
                         break
                     active = plan.active
-                    for message in await _steered(ctx, scope, k):
-                        transcript.append(message)
-                        new.append(message)
-                    sent = plan.request(transcript)
-                    offered = plan.offered()
+                    steered = () if inbox is None else await _steered(ctx, scope, k, inbox)
+                    transcript += steered
+                    new += steered
+                    routing, search = plan.routing, plan.search
+                    sent = transcript if routing is None else routing.request(transcript)
+                    offered = None if search is None else search.offered(active._tool_list)
                     outcome, point = await active._model_step(ctx, sent, k, scope, point, offered)
                     iterations = k + 1
                     completion: Completion = outcome["completion"]
@@ -445,15 +452,15 @@ class Agent(Node):
                     repair = outcome.get("repair")
                     if repair:
                         watch.forget()
-                        for message in (reply, user(repair)):
-                            transcript.append(message)
-                            new.append(message)
+                        fix = (reply, user(repair))
+                        transcript += fix
+                        new += fix
                         if k + 1 == self.max_iterations:
                             status, detail = "max_iterations", f"stopped after {k + 1} calls"
                         continue
                     transcript.append(reply)
                     new.append(reply)
-                    exceeded = budget.exceeded()
+                    exceeded = budget.exceeded() if capped else None
                     if exceeded is not None:
                         _skip_calls(reply.tool_calls, transcript, new, _NOT_RUN_BUDGET)
                         status, detail = "budget_exceeded", str(exceeded)
@@ -464,13 +471,19 @@ class Agent(Node):
                         parsed = completion.parsed
                         status = "completed"
                         break
-                    repeated = watch.add(reply)
-                    if repeated is not None:
-                        _skip_calls(reply.tool_calls, transcript, new, _NOT_RUN_STUCK)
-                        status, detail = "stuck", repeated
-                        await self._stuck(ctx, k, repeated)
-                        break
-                    await self._tool_turn(ctx, scope, k, plan, reply, transcript, new, watch)
+                    if watching:
+                        repeated = watch.add(reply)
+                        if repeated is not None:
+                            _skip_calls(reply.tool_calls, transcript, new, _NOT_RUN_STUCK)
+                            status, detail = "stuck", repeated
+                            await self._stuck(ctx, k, repeated)
+                            break
+                    if routing is None and search is None:  # the turn is its tool calls
+                        results = await run_tool_calls(ctx, plan.tools, reply.tool_calls, k, scope)
+                        transcript.extend(results)
+                        new.extend(results)
+                    else:
+                        await self._tool_turn(ctx, scope, k, plan, reply, transcript, new, watch)
                     if k + 1 == self.max_iterations:
                         status = "max_iterations"
                         detail = (
@@ -615,7 +628,7 @@ class Agent(Node):
         point: Compaction | None,
         offered: tuple[Tool, ...] | None = None,
     ) -> tuple[dict[str, Any], Compaction | None]:
-        mctx = sub_context(ctx, part_name(k, "model"))
+        mctx = ctx.scoped(part_name(k, "model"))  # sub_context, inline: every turn
         sent = transcript
         if self.context_policy is not None:
             sent, point = await self._compacted(ctx, transcript, k, scope, point)
@@ -828,14 +841,16 @@ class Agent(Node):
 
     # -- tool calls -------------------------------------------------------------------------
 
-    def _tool_set(self) -> ToolSet:
-        """What this run's tool calls run against, read from the agent as it is now."""
+    def _tool_set(self, journaled: bool | None = None) -> ToolSet:
+        """What this run's tool calls run against, read from the agent as it is now
+        (``journaled``: whether the run has a thread, when the caller knows)."""
         return ToolSet(
             by_name=self._callable,
             handler=self._tool_handler,
             agent=self.name,
             concurrency=self.tool_concurrency,
             approvals=self._approvals,
+            journaled=journaled,
         )
 
     async def _innermost_tool(self, request: ToolRequest) -> Any:
@@ -860,28 +875,23 @@ class _Tripped(Exception):
 
 class _Plan:
     """Who runs the conversation in this run and what they are offered: the active agent,
-    the tools its calls run against, the handoffs so far, the tools its searches loaded."""
+    the tools its calls run against, the handoffs so far (``routing``: ``None`` when the
+    agent hands off to nobody), the tools its searches loaded (``search``: ``None`` without
+    deferred tools). The loop reads these per turn instead of asking each feature."""
 
-    __slots__ = ("active", "routing", "search", "tools")
+    __slots__ = ("active", "journaled", "routing", "search", "tools")
 
-    def __init__(self, routing: Routing | None, agent: Agent, transcript: list[Message]) -> None:
+    def __init__(
+        self, routing: Routing | None, agent: Agent, transcript: list[Message], journaled: bool
+    ) -> None:
         self.routing = routing
+        self.journaled = journaled
         self.become(agent if routing is None else routing.active, transcript)
 
     def become(self, agent: Agent, transcript: list[Message]) -> None:
         self.active = agent
-        self.tools = agent._tool_set()
+        self.tools = agent._tool_set(self.journaled)
         self.search = ToolSearch(agent._deferred, transcript) if agent._deferred else None
-
-    def request(self, transcript: list[Message]) -> list[Message]:
-        """The messages the active agent's model is sent."""
-        return transcript if self.routing is None else self.routing.request(transcript)
-
-    def offered(self) -> tuple[Tool, ...] | None:
-        """The tools the model is sent (``None``: the active agent's own list)."""
-        if self.search is None:
-            return None
-        return self.search.offered(self.active._tool_list)
 
 
 def _held_back(item: object) -> bool:
@@ -929,7 +939,10 @@ async def _record_shown(ctx: Context, scope: Scope, shown: _Shown, new: list[Mes
 
 def _with_call_ids(message: Message, k: int) -> Message:
     """Give tool calls without an id a deterministic one (some APIs omit them)."""
-    if all(call.id for call in message.tool_calls):
+    for call in message.tool_calls:  # a loop, not all(<genexpr>): this runs every turn
+        if not call.id:
+            break
+    else:
         return message
     calls = [
         call if call.id else call.model_copy(update={"id": f"call_{k}_{i}"})
@@ -938,17 +951,16 @@ def _with_call_ids(message: Message, k: int) -> Message:
     return message.model_copy(update={"tool_calls": calls})
 
 
-async def _steered(ctx: Context, scope: Scope, k: int) -> list[Message]:
+async def _steered(ctx: Context, scope: Scope, k: int, inbox: SteeringInbox) -> list[Message]:
     """The steering messages sent to the run since the last model call, as user messages.
 
     What is taken is journaled under the call's key before it is marked taken in the run's
     record, so a resumed run replays the same messages here and never takes them again
     later. An empty take rides along with the run's next journal write (a crash before it
-    only makes the take run again, and nothing was marked).
+    only makes the take run again, and nothing was marked). ``inbox`` is the run's
+    (:func:`~tensorsketch.steering.current_inbox`, read once per run: a run outside a runner
+    has none and never calls this).
     """
-    inbox = current_inbox()
-    if inbox is None:
-        return []
     key = agent_turn_key(scope, k, "steer")
     found, taken = await ctx.effects.peek(key)
     if not found:

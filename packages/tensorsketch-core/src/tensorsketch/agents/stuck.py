@@ -81,7 +81,10 @@ class RepeatWatch:
         if n is None:
             return None
         turns = self.turns
-        turns.append(turn_key(reply))
+        key: list[Any] = []  # turn_key(reply), inline: this runs every turn
+        for call in reply.tool_calls:
+            key += (call.name, call.args)
+        turns.append(tuple(key))
         size = len(turns)
         if size < n:
             return None

@@ -16,7 +16,6 @@ concerns, one function apiece:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,7 +23,6 @@ from typing import Any, NamedTuple, NotRequired, TypedDict
 
 from tensorsketch import suspension
 from tensorsketch._modelcall import cap_text
-from tensorsketch.agents.turn import sub_context
 from tensorsketch.budget import Budget, budget_scope, current_budget
 from tensorsketch.context import Context
 from tensorsketch.effect_calls import CallIdentity, calling
@@ -123,6 +121,8 @@ class ToolSet(NamedTuple):
     :ivar handler: the agent's middleware stack around the tool call itself.
     :ivar concurrency: at most this many calls of a turn run at once (``None``: no cap).
     :ivar approvals: whether any tool needs approval (skips the decision lookups if not).
+    :ivar journaled: whether the run has a thread (so its calls can be forked and are kept
+        with their intent); decided once per run by the loop, ``None``: read per call.
     """
 
     by_name: Mapping[str, Tool]
@@ -130,6 +130,7 @@ class ToolSet(NamedTuple):
     agent: str
     concurrency: int | None
     approvals: bool
+    journaled: bool | None = None
 
 
 # -- the turn ---------------------------------------------------------------------------------
@@ -279,10 +280,6 @@ async def wait_for_deferrals(ctx: Context, call: ToolCall, key: str) -> Deferral
         count += 1
 
 
-#: The no-op scope of a tool call in a run without a journal (reusable: it holds nothing).
-_UNMARKED = contextlib.nullcontext()
-
-
 # -- the effect -------------------------------------------------------------------------------
 
 
@@ -302,12 +299,14 @@ async def journaled_call(
     A live call reports ``start``/``end`` tool events to a streaming run; a replayed one
     emits nothing and charges its recorded spend to the current budget instead.
     """
-    tctx = sub_context(ctx, part_name(k, i))
+    tctx = ctx.scoped(part_name(k, i))  # sub_context, inline: every call
     live = False
     # Only a journaled run (one with a thread) can be forked or compare a call's arguments;
-    # a run without one skips the digest and the side-effect marking (a JSON dump and a
-    # sha256 per call on the hot path of every in-memory agent).
-    journaled = ctx.thread_id is not None
+    # a run without one skips the digest, the side-effect marking and the intent (a JSON
+    # dump, a sha256 and two objects per call on the hot path of every in-memory agent).
+    journaled = tools.journaled
+    if journaled is None:
+        journaled = ctx.thread_id is not None
     digest = tool_call_digest(call.name, call.args) if journaled else None
 
     async def execute() -> ToolRecord:
@@ -334,26 +333,29 @@ async def journaled_call(
             )
         return record
 
-    what = EffectCall(
-        call.name,
-        node=ctx.node,
-        step=ctx.superstep,
-        args=call.args,
-        in_doubt=getattr(tool, "in_doubt", "retry"),
-        settle=_settled_record,
-    )
-    # A side effect: a fork must not repeat one its origin ran (tensorsketch.effect_calls).
-    marked = (
-        calling(CallIdentity(f"tool call {call.name}({cap_text(call.args, 200)})", digest))
-        if journaled
-        else _UNMARKED
-    )
-    with marked:
+    record: ToolRecord
+    if not journaled:  # in memory: no intent to write, no fork to tell
         if limit is None:
-            record: ToolRecord = await ctx.effects.once(key, execute, what)
+            record = await ctx.effects.once(key, execute)
         else:
             async with limit:
+                record = await ctx.effects.once(key, execute)
+    else:
+        what = EffectCall(
+            call.name,
+            node=ctx.node,
+            step=ctx.superstep,
+            args=call.args,
+            in_doubt=getattr(tool, "in_doubt", "retry"),
+            settle=_settled_record,
+        )
+        # A side effect: a fork must not repeat one its origin ran (tensorsketch.effect_calls).
+        with calling(CallIdentity(f"tool call {call.name}({cap_text(call.args, 200)})", digest)):
+            if limit is None:
                 record = await ctx.effects.once(key, execute, what)
+            else:
+                async with limit:
+                    record = await ctx.effects.once(key, execute, what)
     if not live:
         spent = current_budget()
         if spent is not None and record.get("calls"):

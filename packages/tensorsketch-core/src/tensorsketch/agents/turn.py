@@ -84,10 +84,15 @@ async def model_turn(
     """
     last = len(providers) - 1
     node = agent or ctx.node
+    # Only a schema asked for in a mode of ours reshapes the request and the answer.
+    shaped = output_schema is not None and mode != "auto"
     for index, provider in enumerate(providers):
-        sent, offered, schema = shape_request(
-            mode, provider, list(messages), list(tools), output_schema
-        )
+        if shaped:
+            sent, offered, schema = shape_request(
+                mode, provider, list(messages), list(tools), output_schema
+            )
+        else:
+            sent, offered, schema = list(messages), list(tools), output_schema
         request = ModelRequest(
             messages=sent,
             tools=offered,
@@ -115,7 +120,9 @@ async def model_turn(
                 },
             )
             continue
-        return accepted(take_answer(mode, completion, output_schema), output_schema, mode)
+        if shaped:
+            completion = take_answer(mode, completion, output_schema)
+        return accepted(completion, output_schema, mode)
     msg = "model_turn() needs at least one provider."
     raise ValueError(msg)
 

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tensorsketch.durable.blobs import hydrate
 from tensorsketch.durable.checkpoint import Checkpoint
 from tensorsketch.durable.guard import store_guard
 from tensorsketch.durable.ladder import LadderWriter, PlanEntry, Position, rebuild
@@ -101,7 +102,12 @@ class RunJournal:
         self.lease = Lease(backend, thread_id)
         self._events: list[Event] = []
         self._fences = bool(getattr(backend, "fences_writes", False))
-        self.writer = LadderWriter(thread_id, backend.serializer, codec.schema_id)
+        self.writer = LadderWriter(
+            thread_id,
+            backend.serializer,
+            codec.schema_id,
+            backend.blob_threshold if getattr(backend, "stores_blobs", False) else None,
+        )
         #: A fork's answer for a side effect its own journal lacks (durable.lineage).
         self.forks = ForkResolver(self)
         #: The run created the thread: nobody else has written to its journal.
@@ -254,10 +260,13 @@ class RunJournal:
                     f"checkpointed: {found[1]}"
                 )
                 raise UnstorableValueError(msg) from exc
+        # An input holding a file stored by reference is saved only once the thread is known
+        # to be new: handed to the open, its data would go to the store on every resume too.
+        deferred = initial if initial is not None and initial.blobs else None
         ride = self._ride("open")
         try:
             async with store_guard(self.backend, "opening the thread"):
-                opening = await self._open_thread(initial, ride)
+                opening = await self._open_thread(None if deferred else initial, ride)
         except BackendUnavailableError:
             raise  # the store is gone: giving the lease back would only wait on it
         except asyncio.CancelledError:
@@ -278,23 +287,32 @@ class RunJournal:
         if not opening.acquired:
             raise self.lease.busy_error()
         self.lease.hold()
+        if deferred is not None and not opening.checkpoints:
+            async with self._fenced("saving the input checkpoint"):
+                await self._commit(deferred, [], durable=False, riding=False)
+            opening = ThreadOpening(True, [], opening.last_event_seq, created=True)
         if opening.created:
             assert initial is not None
             self.fresh = True
-            self.writer.ladder = ladder
+            assert ladder is not None
+            self.writer.adopt(ladder, initial)
             return Opened(created=initial.checkpoint_id)
-        rebuilt = rebuild(self.backend, opening.checkpoints, None, ladder=True)
+        rows = opening.checkpoints
+        rebuilt = rebuild(self.backend, rows, None, ladder=True)
         if rebuilt.incomplete:  # a store that lost a base hint: read the whole thread
             async with store_guard(self.backend, "opening the thread"):
-                everything = await self.backend.list_checkpoints(self.thread_id)
-            rebuilt = rebuild(self.backend, everything, None, ladder=True).complete()
+                rows = await self.backend.list_checkpoints(self.thread_id)
+            rebuilt = rebuild(self.backend, rows, None, ladder=True).complete()
         latest = rebuilt.checkpoint
         if self.expect_head is not None and (latest is None or latest.id != self.expect_head):
             await self._moved_on(latest.id if latest is not None else None)
         if latest is None:
             return Opened()
+        async with store_guard(self.backend, "opening the thread"):
+            read = await hydrate(self.backend, latest, rows)
         restored = self.restore(latest)
         self.writer.ladder = rebuilt.ladder
+        self.writer.known_blobs.update(read)
         if opening.last_event_seq is not None:
             restored.seq = max(restored.seq, opening.last_event_seq + 1)
         return Opened(restored=restored)
@@ -391,7 +409,7 @@ class RunJournal:
             )
             events = self._encoded_events()
         if behind:
-            self.writer.ladder = ladder  # the next barrier's delta builds on this one
+            self.writer.adopt(ladder, stored)  # the next barrier's delta builds on this one
             task = asyncio.ensure_future(self._commit_behind(stored, events))
             task.add_done_callback(_retrieved)
             self._behind = task
@@ -411,7 +429,7 @@ class RunJournal:
             )
         if release is not None:
             self.lease.held = False
-        self.writer.ladder = ladder
+        self.writer.adopt(ladder, stored)
         return stored.checkpoint_id
 
     async def _commit_behind(self, stored: StoredCheckpoint, events: list[StoredEvent]) -> None:
@@ -435,7 +453,7 @@ class RunJournal:
             if behind.done():
                 self._behind = None
                 if behind.cancelled() or behind.exception() is not None:
-                    self.writer.ladder = None  # not stored: the next checkpoint is a snapshot
+                    self.writer.forget()  # not stored: the next checkpoint is a snapshot
             raise
         self._behind = None
 

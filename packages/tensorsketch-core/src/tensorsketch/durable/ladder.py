@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tensorsketch.durable.blobs import extract
 from tensorsketch.durable.checkpoint import Checkpoint
 from tensorsketch.durable.fingerprint import is_exact
 from tensorsketch.durable.ids import new_checkpoint_id
@@ -37,6 +38,7 @@ from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint
 from tensorsketch.serializers import JsonSerializer, MsgpackSerializer, Serializer
 
 __all__ = [
+    "BLOB_FORMAT_VERSION",
     "FANOUT",
     "FORMAT_VERSION",
     "Ladder",
@@ -60,6 +62,11 @@ PlanEntry = tuple[str, dict[str, Any] | None]
 #: Version of the checkpoint payload layout; a newer one is refused with a clear error.
 #: 2 added the delta ladder (``n``, ``from``); version 1 payloads still load.
 FORMAT_VERSION = 2
+
+#: The version of a row that refers to blobs (:mod:`tensorsketch.durable.blobs`, its hashes
+#: under ``blobs``). Only such rows carry it, so a release before blobs reads every other
+#: row and refuses these clearly.
+BLOB_FORMAT_VERSION = 3
 
 
 #: Fan-out of the delta ladder: more rows per read level, fewer levels to re-store. At 4 a
@@ -86,17 +93,17 @@ def _check_payload(stored: StoredCheckpoint, payload: Any) -> dict[str, Any]:
     if (
         type(payload) is dict
         and type(version := payload.get("v")) is int
-        and version <= FORMAT_VERSION
+        and version <= BLOB_FORMAT_VERSION
         and type(payload.get("changes")) is dict
         and type(payload.get("plan")) is list
     ):
         return payload
     if isinstance(payload, dict) and type(payload.get("v")) is int:
-        if payload["v"] > FORMAT_VERSION:
+        if payload["v"] > BLOB_FORMAT_VERSION:
             msg = (
                 f"checkpoint {stored.checkpoint_id!r} of thread {stored.thread_id!r} uses "
                 f"format version {payload['v']}, newer than this release understands "
-                f"({FORMAT_VERSION}); upgrade tensorsketch-core to resume it."
+                f"({BLOB_FORMAT_VERSION}); upgrade tensorsketch-core to resume it."
             )
             raise CheckpointDecodeError(msg)
         if isinstance(payload.get("changes"), dict) and isinstance(payload.get("plan"), list):
@@ -474,16 +481,38 @@ class LadderWriter:
 
     :param schema_id: the state schema's fingerprint, stamped on every row so a read by the
         same schema may skip validation (``None``: never stamped).
+    :param blob_threshold: inline file data of this many bytes or more is stored by
+        reference (:mod:`tensorsketch.durable.blobs`); ``None``: the store keeps no blobs.
     """
 
-    __slots__ = ("ladder", "schema_id", "serializer", "thread_id")
+    __slots__ = ("blob_threshold", "known_blobs", "ladder", "schema_id", "serializer", "thread_id")
 
-    def __init__(self, thread_id: str, serializer: Serializer, schema_id: str | None) -> None:
+    def __init__(
+        self,
+        thread_id: str,
+        serializer: Serializer,
+        schema_id: str | None,
+        blob_threshold: int | None = None,
+    ) -> None:
         self.thread_id = thread_id
         self.serializer = serializer
         self.schema_id = schema_id
+        self.blob_threshold = blob_threshold
         #: Where the next delta goes (``None``: the next checkpoint is a full snapshot).
         self.ladder: Ladder | None = None
+        #: Blobs the thread's store holds already (read back, or written by this writer):
+        #: a row that refers to one does not carry its data again.
+        self.known_blobs: set[str] = set()
+
+    def adopt(self, ladder: Ladder, stored: StoredCheckpoint) -> None:
+        """``stored`` was written (or is being written behind the run): continue from it."""
+        self.ladder = ladder
+        self.known_blobs.update(digest for digest, _ in stored.blobs)
+
+    def forget(self) -> None:
+        """A write failed: the next checkpoint is a snapshot that carries every blob again."""
+        self.ladder = None
+        self.known_blobs.clear()
 
     def encode(
         self,
@@ -509,7 +538,8 @@ class LadderWriter:
             placed = self._delta(at, changed, plan, ladder, checkpoint_id, source, parent_id, meta)
             if placed is not None:
                 return placed
-        payload = self._payload(at, _snapshot_changes(at.values), plan, source, meta, base=True)
+        changes = _snapshot_changes(at.values)
+        payload, blobs = self._payload(at, changes, plan, source, meta, base=True)
         stored = StoredCheckpoint(
             thread_id=self.thread_id,
             checkpoint_id=checkpoint_id,
@@ -517,6 +547,7 @@ class LadderWriter:
             step=at.step,
             created_at=time.time(),
             payload=payload,
+            blobs=blobs,
         )
         return stored, Ladder(0, len(payload), [_Anchor(0, checkpoint_id, 0, {})])
 
@@ -550,7 +581,7 @@ class LadderWriter:
         extra: dict[str, Any] = {"n": index}
         if anchor.id != parent_id:
             extra["from"] = anchor.id
-        payload = self._payload(at, changes, plan, source, meta, base=False, extra=extra)
+        payload, blobs = self._payload(at, changes, plan, source, meta, base=False, extra=extra)
         chain_bytes = anchor.chain_bytes + len(payload)
         if chain_bytes > max(SNAPSHOT_RATIO * ladder.snapshot_bytes, MIN_CHAIN_BYTES):
             return None
@@ -564,6 +595,7 @@ class LadderWriter:
             created_at=time.time(),
             payload=payload,
             base_id=anchor.id,
+            blobs=blobs,
         )
         return stored, Ladder(index, ladder.snapshot_bytes, levels)
 
@@ -577,7 +609,8 @@ class LadderWriter:
         *,
         base: bool,
         extra: dict[str, Any] | None = None,
-    ) -> bytes:
+    ) -> tuple[bytes, tuple[tuple[str, bytes], ...]]:
+        """The row's bytes, and the blobs it refers to that the store does not hold yet."""
         payload: dict[str, Any] = {
             "v": FORMAT_VERSION,
             "base": base,
@@ -595,4 +628,35 @@ class LadderWriter:
             payload.update(extra)
         if meta:
             payload["meta"] = meta
-        return self.serializer.dumps(payload)
+        threshold = self.blob_threshold
+        if threshold is not None and self.known_blobs:
+            # A thread with large files: take them out first rather than encode them twice.
+            return self._referencing(payload, changes, threshold, None)
+        encoded = self.serializer.dumps(payload)
+        if threshold is None or len(encoded) < threshold or not self._may_hold_blocks(encoded):
+            return encoded, ()  # no file in it reaches the threshold: the common case
+        return self._referencing(payload, changes, threshold, encoded)
+
+    def _referencing(
+        self,
+        payload: dict[str, Any],
+        changes: dict[str, list[Any]],
+        threshold: int,
+        encoded: bytes | None,
+    ) -> tuple[bytes, tuple[tuple[str, bytes], ...]]:
+        """The row with its large files as references (``encoded``: the row as it stands,
+        if it was encoded already), and the blobs the store does not hold yet."""
+        found = extract(changes, threshold)
+        if not found.refs:
+            return (self.serializer.dumps(payload) if encoded is None else encoded), ()
+        payload["v"] = BLOB_FORMAT_VERSION
+        payload["changes"] = found.changes
+        payload["blobs"] = sorted(found.refs)
+        new = tuple((d, raw) for d, raw in sorted(found.data.items()) if d not in self.known_blobs)
+        return self.serializer.dumps(payload), new
+
+    def _may_hold_blocks(self, encoded: bytes) -> bool:
+        """A tagged serializer names a block's class in the bytes; others may hold one."""
+        if type(self.serializer) not in _TAGGED_SERIALIZERS:
+            return True
+        return b"FileBlock" in encoded or b"ImageBlock" in encoded

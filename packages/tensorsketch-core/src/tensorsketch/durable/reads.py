@@ -10,6 +10,7 @@ import enum
 from collections.abc import AsyncGenerator
 from typing import Any, Literal
 
+from tensorsketch.durable.blobs import hydrate, may_refer
 from tensorsketch.durable.checkpoint import Checkpoint, CheckpointInfo
 from tensorsketch.durable.ladder import (
     FANOUT,
@@ -74,6 +75,9 @@ def load_chain(
     the thread never branched), each with its exact values. ``last_only`` returns just the
     last checkpoint, folded in place from its chain of deltas (what resuming and
     ``get_state`` need): that touches ``O(FANOUT log n)`` rows, not the whole history.
+
+    Large files stored by reference stay references here (no store is read):
+    :func:`tensorsketch.durable.blobs.hydrate` puts their data back.
     """
     if last_only:
         rebuilt = rebuild(backend, stored, target_id).complete()
@@ -109,7 +113,8 @@ def load_page(
     before: str | None,
 ) -> list[Checkpoint]:
     """A page of the current branch (oldest first): the ``limit`` newest checkpoints that
-    come before ``before``. Each is rebuilt from its own chain, so a page costs its size."""
+    come before ``before``. Each is rebuilt from its own chain, so a page costs its size.
+    Files stored by reference stay references, as in :func:`load_chain`."""
     if not stored:
         return []
     by_id = {s.checkpoint_id: s for s in stored}
@@ -213,7 +218,10 @@ async def iter_history(
                     thread_id, before=rows[-1].checkpoint_id, limit=PAGE
                 )
                 folder.look_ahead(ahead)
-            yield await folder.fold(row)
+            checkpoint = await folder.fold(row)
+            if folder.may_refer:
+                await hydrate(backend, checkpoint, None, folder.blobs)
+            yield checkpoint
             folder.done(row.checkpoint_id)
         if want is None:
             break
@@ -254,6 +262,10 @@ class _Folder:
         self.anchors: dict[str, StoredCheckpoint] = {}  # rows below the pages, read alone
         self.payloads: dict[str, dict[str, Any]] = {}
         self.values: dict[str, dict[str, Any]] = {}
+        #: A row read so far may refer to a blob (then each checkpoint is hydrated).
+        self.may_refer = False
+        #: The blobs read so far, by hash (each is read once per walk).
+        self.blobs: dict[str, bytes] = {}
 
     def turn_page(self, rows: list[StoredCheckpoint]) -> None:
         """``rows`` are the page now walked: nothing older is built on the last page's."""
@@ -265,6 +277,7 @@ class _Folder:
         self.look_ahead(rows)
 
     def look_ahead(self, rows: list[StoredCheckpoint]) -> None:
+        self.may_refer = self.may_refer or may_refer(self.backend, rows)
         for row in rows:
             self.page[row.checkpoint_id] = row
             if row.checkpoint_id not in self.payloads:
@@ -294,6 +307,7 @@ class _Folder:
                 Rebuilt(None, None, True, (of, base)).complete()  # raises: the base is gone
             assert found is not None
             self.anchors[base] = found
+            self.may_refer = self.may_refer or may_refer(self.backend, [found])
         return found
 
     async def fold(self, target: StoredCheckpoint) -> Checkpoint:
@@ -365,8 +379,10 @@ async def read_checkpoint(
     stored = await backend.read_chain(thread_id, checkpoint_id)
     rebuilt = rebuild(backend, stored, checkpoint_id)
     if rebuilt.incomplete:  # a store that lost a base hint: read the whole thread
-        everything = await backend.list_checkpoints(thread_id)
-        rebuilt = rebuild(backend, everything, checkpoint_id).complete()
+        stored = await backend.list_checkpoints(thread_id)
+        rebuilt = rebuild(backend, stored, checkpoint_id).complete()
+    if rebuilt.checkpoint is not None:
+        await hydrate(backend, rebuilt.checkpoint, stored)
     return rebuilt.checkpoint
 
 
@@ -384,10 +400,11 @@ def read_checkpoint_blocking(
 ) -> Checkpoint | Literal[NeedsLoop.NEEDS_LOOP] | None:
     """:func:`read_checkpoint` on the calling thread, with no event loop, where the backend
     can answer that way (:meth:`Backend.read_chain_blocking`); :data:`NEEDS_LOOP` where it
-    cannot, or where the chain needs the whole thread (a lost base hint): await
+    cannot, where the chain needs the whole thread (a lost base hint), or where it may refer
+    to files stored by reference (they are read with an await): await
     :func:`read_checkpoint` then."""
     stored = backend.read_chain_blocking(thread_id, checkpoint_id)
-    if stored is None:
+    if stored is None or may_refer(backend, stored):
         return NEEDS_LOOP
     rebuilt = rebuild(backend, stored, checkpoint_id)
     return NEEDS_LOOP if rebuilt.incomplete else rebuilt.checkpoint

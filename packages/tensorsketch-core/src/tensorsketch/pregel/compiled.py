@@ -9,6 +9,7 @@ from typing import Any, Generic, TypeVar
 
 from tensorsketch import threads
 from tensorsketch.context import Context, MemoryBinding, RunHandle
+from tensorsketch.durable.blobs import hydrate
 from tensorsketch.durable.checkpoint import Checkpoint
 from tensorsketch.durable.lineage import ForkEffects, check_fork_effects, inherit
 from tensorsketch.durable.modes import Durability
@@ -594,6 +595,8 @@ class CompiledGraph(Generic[S]):
             stored = await _ancestry(backend, thread_id, checkpoint_id)
             chain = load_chain(backend, stored, checkpoint_id, last_only=True)
             origin = chain[-1] if chain else None
+            if origin is not None:
+                await hydrate(backend, origin, stored)
         if origin is None:
             latest = await backend.latest_checkpoint(thread_id)
             known = latest.checkpoint_id if latest is not None else "none"

@@ -283,6 +283,10 @@ class Submission:
         start = since if since is not None else (record.first_seq or 0)
 
         async def settled() -> bool:
+            # A run executing here has not stopped moving until its task ends (as for
+            # await_run): a follower's empty polls then read nothing but the events.
+            if run_id in state.tasks:
+                return False
             current = await state.store.get(run_id)
             return current is None or state.settled(current)
 

@@ -16,7 +16,8 @@ process); keyword arguments (``serializer=...``) may build a fresh store::
 The suite checks the raw contract (ordering, first-write-wins effects, event cursors, leases
 with expiry) and the engine on top of it (resume after a failure without repeating effects,
 Send fan-out, fork trees, replay cursors, one writer per thread, undecodable checkpoints, flat
-write cost for a growing message list, and the serializer's safety). It needs pytest and
+write cost for a growing message list, large files stored once by reference, and the
+serializer's safety). It needs pytest and
 pytest-asyncio; the tests are ``async`` and marked for pytest-asyncio explicitly.
 """
 
@@ -62,6 +63,7 @@ from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.runtime.backends.runs import RunRecord
 from tensorsketch.schema import Schema
 from tensorsketch.serializers import MSGPACK_MAGIC
+from tensorsketch.testing.blob_conformance import BlobConformance
 from tensorsketch.testing.crash import CrashingBackend, SimulatedCrash
 from tensorsketch.testing.fork_crash import recover_fork
 from tensorsketch.testing.order import OrderState, order_graph
@@ -429,8 +431,9 @@ def _chained(thread: str) -> list[StoredCheckpoint]:
 # -- the suite --------------------------------------------------------------------------------
 
 
-class BackendConformance:
-    """Subclass with a ``backend_factory`` fixture; every test below then runs on it."""
+class BackendConformance(BlobConformance):
+    """Subclass with a ``backend_factory`` fixture; every test below then runs on it (and
+    the large-file tests of :class:`~tensorsketch.testing.blob_conformance.BlobConformance`)."""
 
     #: Whether the backend implements the optional thread administration operations
     #: (``list_threads``, ``delete_thread``, ``replace_checkpoints``); when ``False`` the

@@ -103,6 +103,8 @@ ROUTES: dict[str, tuple[str, str] | None] = {
 }
 
 _STATE_KEY = "tensorsketch_identity"
+#: Where :meth:`Gatekeeper.run` leaves the record it read for the route to answer with.
+_RECORD_KEY = "tensorsketch_run_record"
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,6 +423,13 @@ class Gatekeeper:
         if not await self.auth.allows(access):
             msg = f"no run {run_id!r} in this store; take ids from submit() or list()."
             raise ServeError(404, msg, code="task_not_found")
+        request.scope.setdefault("state", {})[_RECORD_KEY] = record
+
+    def checked_record(self, request: Request) -> RunRecord | None:
+        """The record :meth:`run` read for this request, if it did: a route that only shows
+        the run answers with it instead of reading it a second time."""
+        state = request.scope.get("state")
+        return None if state is None else state.get(_RECORD_KEY)
 
     async def create_run(self, request: Request, args: dict[str, Any]) -> None:
         """Stamp the caller as the new run's owner; refuse a thread that is someone else's."""

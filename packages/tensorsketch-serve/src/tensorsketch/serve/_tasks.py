@@ -146,8 +146,13 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+#: One encoder for every answer and frame: ``json.dumps`` with options builds a new
+#: ``JSONEncoder`` per call.
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_plain).encode
+
+
 def _dumps(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=_plain)
+    return _encode(data)
 
 
 def _json(data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
@@ -194,9 +199,23 @@ class _CappedStream(EventStream):
                     await close()
 
     async def _drain(self) -> AsyncIterator[bytes]:
-        while (chunk := await self.queue.get()) is not None:
-            self.buffered -= len(chunk)
-            yield chunk
+        # Frames that queued while the last write went out leave in one write (one send
+        # through the ASGI stack and one syscall, not one per event).
+        queue = self.queue
+        while (chunk := await queue.get()) is not None:
+            batch = [chunk]
+            done = False
+            while not queue.empty():
+                more = queue.get_nowait()
+                if more is None:
+                    done = True
+                    break
+                batch.append(more)
+            data = chunk if len(batch) == 1 else b"".join(batch)
+            self.buffered -= len(data)
+            yield data
+            if done:
+                return
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         filler = asyncio.ensure_future(self._fill())
@@ -459,13 +478,19 @@ class _Api:
         shown = await self.gatekeeper.visible_runs(request, page.records)
         return _json({"tasks": [_record_json(r) for r in shown], "next_cursor": page.cursor})
 
+    async def _path_record(self, request: Request) -> RunRecord:
+        """The run the path names: the record the owner check has just read, or a read."""
+        record = self.gatekeeper.checked_record(request)
+        if record is None:
+            record = await self._call(self.runner.get(request.path_params["id"]))
+        return record
+
     async def get(self, request: Request) -> Response:
-        record = await self._call(self.runner.get(request.path_params["id"]))
-        return _json(_record_json(record))
+        return _json(_record_json(await self._path_record(request)))
 
     async def events(self, request: Request) -> Response:
         run_id = request.path_params["id"]
-        await self._call(self.runner.get(run_id))  # 404 before the stream starts
+        await self._path_record(request)  # 404 before the stream starts
         since: int | None = None
         last = request.headers.get("last-event-id") or request.query_params.get("since")
         if last is not None:
@@ -705,7 +730,7 @@ def task_app(
     schedules = ScheduleRoutes(runner, gatekeeper, api._call, api._body, _json, _record_json)
 
     def gate(request: Request) -> bool | Awaitable[bool]:
-        if request.url.path in OPEN_PATHS or identify is None:
+        if identify is None or request.url.path in OPEN_PATHS:
             return True
         return identify(request)
 
@@ -774,7 +799,14 @@ def task_app(
     }
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(Guard, authenticate=gate, max_body_bytes=max_body_bytes)],
+        # Without authenticate the guard only counts body bytes (no Request per request).
+        middleware=[
+            Middleware(
+                Guard,
+                authenticate=None if identify is None else gate,
+                max_body_bytes=max_body_bytes,
+            )
+        ],
         exception_handlers=handlers,
         lifespan=lifespan,
     )

@@ -8,6 +8,7 @@ Keys of one thread (``prefix`` defaults to ``tensorsketch``)::
     {prefix}:{<thread>}:fx      hash    effect key -> recorded result (HSETNX: first write wins)
     {prefix}:{<thread>}:ev      zset    events scored by seq
     {prefix}:{<thread>}:lease   string  the runner that owns the thread, with a PX expiry
+    {prefix}:{<thread>}:bl      hash    sha256 -> a large file stored by reference (HSETNX)
     {prefix}:schema_version     string  key layout version, for later migrations
 
 The thread id sits in a hash tag (``{...}``), so all keys of a thread live in one Redis Cluster
@@ -25,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from typing import Any
 
 try:
@@ -156,11 +157,11 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 """
 
-# KEYS: lease, cp, cpi, ev. ARGV: owner, ttl in ms, '1' if an initial checkpoint follows, its
-# id, its record. The lease exactly as in _LEASE (refused: nothing read or written); then the
-# initial checkpoint as in _SAVE if the thread has none. Returns {acquired, created, last seq
-# or '', the latest checkpoint's chain of records, newest first}: fixed positions first, as a
-# Lua table ends at its first nil.
+# KEYS: lease, cp, cpi, ev, bl. ARGV: owner, ttl in ms, '1' if an initial checkpoint follows,
+# its id, its record, then hash/data pairs of its blobs. The lease exactly as in _LEASE
+# (refused: nothing read or written); then the initial checkpoint as in _SAVE, with its blobs,
+# if the thread has none. Returns {acquired, created, last seq or '', the latest checkpoint's
+# chain of records, newest first}: fixed positions first, as a Lua table ends at its first nil.
 _OPEN = (
     _CHAIN_FN
     + """
@@ -178,6 +179,7 @@ if ARGV[3] == '1' and redis.call('LLEN', KEYS[2]) == 0
     and redis.call('HEXISTS', KEYS[3], ARGV[4]) == 0 then
   redis.call('RPUSH', KEYS[2], ARGV[5])
   redis.call('HSET', KEYS[3], ARGV[4], 0)
+  for i = 6, #ARGV, 2 do redis.call('HSETNX', KEYS[5], ARGV[i], ARGV[i + 1]) end
   return {1, 1, seq}
 end
 local n = redis.call('LLEN', KEYS[2])
@@ -186,11 +188,14 @@ return chain(KEYS[2], KEYS[3], n - 1, {1, 0, seq})
 """
 )
 
-# KEYS: ev, cp, cpi, lease. ARGV: '1' if a checkpoint follows, its id, its record, '1' if a
-# lease is released, its owner, then score/member pairs of the events. The events as in
-# append_events, the checkpoint as in _SAVE (once per id), the lease as in _RELEASE.
+# KEYS: ev, cp, cpi, lease, bl. ARGV: '1' if a checkpoint follows, its id, its record, '1' if
+# a lease is released, its owner, how many blobs follow, their hash/data pairs, then
+# score/member pairs of the events. The events as in append_events, the blobs first write
+# wins, the checkpoint as in _SAVE (once per id), the lease as in _RELEASE.
 _COMMIT = """
-for i = 6, #ARGV, 1000 do
+local events = 7 + 2 * tonumber(ARGV[6])
+for i = 7, events - 1, 2 do redis.call('HSETNX', KEYS[5], ARGV[i], ARGV[i + 1]) end
+for i = events, #ARGV, 1000 do
   redis.call('ZADD', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 if ARGV[1] == '1' and redis.call('HEXISTS', KEYS[3], ARGV[2]) == 0 then
@@ -219,6 +224,16 @@ _FENCE = """
 local lease = table.remove(KEYS, 1)
 local fence = table.remove(ARGV, 1)
 if redis.call('GET', lease) ~= fence then return redis.error_reply('TSLEASELOST') end
+"""
+
+# KEYS: bl. ARGV: the hashes to keep; the thread's other blobs are removed (pruning).
+_KEEP_BLOBS = """
+local keep = {}
+for i = 1, #ARGV do keep[ARGV[i]] = true end
+for _, h in ipairs(redis.call('HKEYS', KEYS[1])) do
+  if not keep[h] then redis.call('HDEL', KEYS[1], h) end
+end
+return 1
 """
 
 # KEYS: fx. ARGV: key/value pairs, each stored unless the key is (first write wins).
@@ -297,6 +312,7 @@ class RedisBackend(Backend):
 
     name = "redis"
     fences_writes = True
+    stores_blobs = True
 
     def __init__(
         self,
@@ -447,10 +463,21 @@ class RedisBackend(Backend):
 
     async def save_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
         c = checkpoint
+        if c.blobs:  # the commit script stores blobs and the row in one call
+            await self.commit_step(c.thread_id, c, [])
+            return
         record = _encode_checkpoint(c)
         keys = [self._key(c.thread_id, "cp"), self._key(c.thread_id, "cpi")]
         async with self._use("saving a checkpoint") as client:
             await self._call(client, _SAVE, keys, [c.checkpoint_id, record])
+
+    async def get_blobs(self, thread_id: str, hashes: Collection[str]) -> dict[str, bytes]:
+        wanted = sorted(set(hashes))
+        if not wanted:
+            return {}
+        async with self._use("reading stored files") as client:
+            found: list[Any] = await client.hmget(self._key(thread_id, "bl"), wanted)
+        return {d: bytes(raw) for d, raw in zip(wanted, found, strict=True) if raw is not None}
 
     async def latest_checkpoint(self, thread_id: str) -> StoredCheckpoint | None:
         async with self._use("loading the latest checkpoint") as client:
@@ -592,12 +619,13 @@ class RedisBackend(Backend):
         *,
         ride: RecordRide | None = None,
     ) -> ThreadOpening:
-        keys = [self._key(thread_id, kind) for kind in ("lease", "cp", "cpi", "ev")]
+        keys = [self._key(thread_id, kind) for kind in ("lease", "cp", "cpi", "ev", "bl")]
         args: list[Any] = [owner, max(1, int(ttl * 1000))]
         if initial is None:
             args += ["0", "", ""]
         else:
             args += ["1", initial.checkpoint_id, _encode_checkpoint(initial)]
+            args += [part for pair in initial.blobs for part in pair]
         async with self._use("opening the thread") as client:
             if ride is None:
                 reply: list[Any] = await self._call(client, _OPEN, keys, args)
@@ -628,13 +656,16 @@ class RedisBackend(Backend):
     ) -> None:
         if checkpoint is None and not events and release_owner is None:
             return
-        keys = [self._key(thread_id, kind) for kind in ("ev", "cp", "cpi", "lease")]
+        keys = [self._key(thread_id, kind) for kind in ("ev", "cp", "cpi", "lease", "bl")]
         args: list[Any] = []
         if checkpoint is None:
             args += ["0", "", ""]
         else:
             args += ["1", checkpoint.checkpoint_id, _encode_checkpoint(checkpoint)]
         args += ["0", ""] if release_owner is None else ["1", release_owner]
+        blobs = () if checkpoint is None else checkpoint.blobs
+        args.append(len(blobs))
+        args += [part for pair in blobs for part in pair]
         for e in events:
             args += [e.seq, _event_member(e)]
         # ``durable`` has no say here: durability is the server's (AOF) configuration.
@@ -828,20 +859,29 @@ class RedisBackend(Backend):
         return ordered if limit is None else ordered[:limit]
 
     async def delete_thread(self, thread_id: str) -> None:
-        keys = [self._key(thread_id, kind) for kind in ("cp", "cpi", "fx", "ev", "lease")]
+        keys = [self._key(thread_id, kind) for kind in ("cp", "cpi", "fx", "ev", "lease", "bl")]
         async with self._use("deleting a thread") as client:
             await client.delete(*keys)  # one command: the keys share a slot
 
     async def replace_checkpoints(
-        self, thread_id: str, checkpoints: list[StoredCheckpoint]
+        self,
+        thread_id: str,
+        checkpoints: list[StoredCheckpoint],
+        *,
+        blobs: Collection[str] | None = None,
     ) -> None:
-        cp, cpi = self._key(thread_id, "cp"), self._key(thread_id, "cpi")
+        cp, cpi, bl = (self._key(thread_id, kind) for kind in ("cp", "cpi", "bl"))
         async with self._use("pruning checkpoints") as client:
             pipe = client.pipeline(transaction=True)  # MULTI/EXEC: one unit
             pipe.delete(cp, cpi)
             if checkpoints:
                 pipe.rpush(cp, *[_encode_checkpoint(c) for c in checkpoints])
                 pipe.hset(cpi, mapping={c.checkpoint_id: i for i, c in enumerate(checkpoints)})
+            for c in checkpoints:
+                for digest, data in c.blobs:
+                    pipe.hsetnx(bl, digest, data)
+            if blobs is not None:
+                pipe.eval(_KEEP_BLOBS, 1, bl, *sorted(set(blobs)))
             await pipe.execute()
 
     def run_store(self) -> RedisRunStore:

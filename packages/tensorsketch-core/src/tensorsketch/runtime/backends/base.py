@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
@@ -51,6 +51,11 @@ class StoredCheckpoint:
     ``base_id`` is the checkpoint whose state ``payload``'s changes apply to (``None`` for a
     full snapshot, or when unknown). The payload says the same; a store keeps it beside the
     payload only to answer :meth:`Backend.read_chain` with one indexed query.
+
+    ``blobs`` are large file payloads the checkpoint refers to by hash and that the store does
+    not hold yet, as ``(sha256 hex, bytes)``: a store that sets :attr:`Backend.stores_blobs`
+    keeps them under the thread in the same unit as the row (first write wins per hash) and
+    returns rows without them; the runtime hands them only to such a store.
     """
 
     thread_id: str
@@ -60,6 +65,7 @@ class StoredCheckpoint:
     created_at: float
     payload: bytes
     base_id: str | None = None
+    blobs: tuple[tuple[str, bytes], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +156,17 @@ class Backend(ABC):
     #: version read carried in the same unit, its outcome set on ``ride.result``. The runtime
     #: passes rides only to backends that set this (their run store shares the unit).
     carries_rides: bool = False
+    #: The store keeps large file payloads as content-addressed blobs, once per thread: it
+    #: writes a checkpoint's :attr:`StoredCheckpoint.blobs` with the row (``save_checkpoint``,
+    #: ``open_thread``'s ``initial``, ``commit_step``), answers :meth:`get_blobs`, removes a
+    #: thread's blobs with it (``delete_thread``) and keeps only the hashes
+    #: ``replace_checkpoints(..., blobs=)`` names. A store without it keeps files inline in
+    #: every checkpoint that holds them, as before.
+    stores_blobs: bool = False
+    #: Inline file data (a ``FileBlock`` or ``ImageBlock``'s base64 ``data``) of this many
+    #: bytes or more is stored by reference on a store that :attr:`stores_blobs`; ``None``
+    #: keeps every file inline. Set it on the backend object to change it.
+    blob_threshold: int | None = 64 * 1024
     #: How checkpoints and journal entries become bytes (``serializer=`` of ``__init__``;
     #: the default msgpack one when a subclass's ``__init__`` skips ``super().__init__()``).
     serializer = _DefaultSerializer()
@@ -228,6 +245,11 @@ class Backend(ABC):
         setup and teardown; a backend whose driver blocks anyway (SQLite) offers it.
         """
         return None
+
+    async def get_blobs(self, thread_id: str, hashes: Collection[str]) -> dict[str, bytes]:
+        """The thread's stored blobs among ``hashes`` (sha256 hex), by hash; missing ones are
+        left out. Only a store that sets :attr:`stores_blobs` implements it."""
+        raise _unsupported(self, "blobs (large files stored by reference)", "get_blobs")
 
     # -- the effect journal -----------------------------------------------------------------
 
@@ -431,10 +453,16 @@ class Backend(ABC):
         raise _unsupported(self, "deleting threads", "delete_thread")
 
     async def replace_checkpoints(
-        self, thread_id: str, checkpoints: list[StoredCheckpoint]
+        self,
+        thread_id: str,
+        checkpoints: list[StoredCheckpoint],
+        *,
+        blobs: Collection[str] | None = None,
     ) -> None:
         """Make ``checkpoints`` (oldest first) the thread's whole checkpoint list, in one unit
-        (what pruning writes: the kept rows, some rewritten as snapshots)."""
+        (what pruning writes: the kept rows, some rewritten as snapshots). ``blobs`` (passed
+        only to a store that :attr:`stores_blobs`): the hashes the kept rows refer to; the
+        thread's other blobs are removed in the same unit."""
         raise _unsupported(self, "pruning checkpoints", "replace_checkpoints")
 
     async def summarize_threads(self, prefix: str = "") -> list[ThreadSummary]:

@@ -5,7 +5,9 @@ Values still go through the serializer, so what works here works on a real store
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+from collections.abc import Collection
 
 from tensorsketch.runtime.backends.base import (
     Backend,
@@ -28,6 +30,7 @@ class InMemoryBackend(Backend):
     name = "memory"
     fences_writes = True
     carries_rides = True
+    stores_blobs = True
 
     def __init__(self, *, serializer: Serializer | str | None = None) -> None:
         super().__init__(serializer=serializer)
@@ -37,6 +40,8 @@ class InMemoryBackend(Backend):
         self._positions: dict[str, dict[str, int]] = {}
         self._effects: dict[tuple[str, str], bytes] = {}
         self._events: dict[str, list[StoredEvent]] = {}
+        #: thread -> sha256 hex -> a large file's payload (see Backend.stores_blobs).
+        self._blobs: dict[str, dict[str, bytes]] = {}
         # Leases: the Backend default (an in-process table) is exactly what this store needs.
         self._runs = MemoryRunStore(self.serializer)
 
@@ -45,6 +50,11 @@ class InMemoryBackend(Backend):
 
     async def save_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
         with self._lock:
+            if checkpoint.blobs:
+                held = self._blobs.setdefault(checkpoint.thread_id, {})
+                for digest, data in checkpoint.blobs:
+                    held.setdefault(digest, data)
+                checkpoint = dataclasses.replace(checkpoint, blobs=())
             rows = self._checkpoints.setdefault(checkpoint.thread_id, [])
             positions = self._positions.setdefault(checkpoint.thread_id, {})
             positions.setdefault(checkpoint.checkpoint_id, len(rows))
@@ -54,6 +64,11 @@ class InMemoryBackend(Backend):
         with self._lock:
             found = self._checkpoints.get(thread_id)
             return found[-1] if found else None
+
+    async def get_blobs(self, thread_id: str, hashes: Collection[str]) -> dict[str, bytes]:
+        with self._lock:
+            held = self._blobs.get(thread_id, {})
+            return {d: held[d] for d in hashes if d in held}
 
     async def get_checkpoint(self, thread_id: str, checkpoint_id: str) -> StoredCheckpoint | None:
         with self._lock:
@@ -110,6 +125,7 @@ class InMemoryBackend(Backend):
             self._checkpoints.pop(thread_id, None)
             self._positions.pop(thread_id, None)
             self._events.pop(thread_id, None)
+            self._blobs.pop(thread_id, None)
             for key in [k for k in self._effects if k[0] == thread_id]:
                 del self._effects[key]
         with self._lease_guard():
@@ -142,9 +158,16 @@ class InMemoryBackend(Backend):
             )
 
     async def replace_checkpoints(
-        self, thread_id: str, checkpoints: list[StoredCheckpoint]
+        self,
+        thread_id: str,
+        checkpoints: list[StoredCheckpoint],
+        *,
+        blobs: Collection[str] | None = None,
     ) -> None:
         with self._lock:
+            if blobs is not None:
+                held = self._blobs.get(thread_id, {})
+                self._blobs[thread_id] = {d: held[d] for d in blobs if d in held}
             self._checkpoints[thread_id] = list(checkpoints)
             self._positions[thread_id] = {c.checkpoint_id: i for i, c in enumerate(checkpoints)}
 

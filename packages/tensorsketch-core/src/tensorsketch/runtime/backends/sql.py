@@ -14,6 +14,9 @@ Layout (created on first use, inside one transaction)::
     tensorsketch_effects        (thread_id, key) PK             the effect journal, first write wins
     tensorsketch_events         (thread_id, seq) PK             the persisted stream
     tensorsketch_leases         thread_id PK                    one writer per thread
+    tensorsketch_blobs          (thread_id, hash) PK            large files stored by reference
+                                                                (sha256 of the data), once per
+                                                                thread
     tensorsketch_checkpoints_forks  index on parent_id of first checkpoints that have one:
                                 the fork points, for list_forks
 
@@ -33,7 +36,7 @@ import asyncio
 import inspect
 import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, ClassVar
 
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, LeaseLostError
@@ -85,6 +88,7 @@ class SqlBackend(Backend):
 
     name = "sql"
     fences_writes = True
+    stores_blobs = True
     #: A data-modifying statement may sit in a ``WITH`` clause (PostgreSQL): a record ride's
     #: compare-and-set and its version read are then one statement.
     writes_in_with: ClassVar[bool] = False
@@ -213,6 +217,10 @@ class SqlBackend(Backend):
             "PRIMARY KEY (thread_id, seq))",
             f"CREATE TABLE IF NOT EXISTS {self.table('leases')} ("
             f"thread_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at {flt} NOT NULL)",
+            # Added beside layout 2 (no version bump: a release before it never reads it).
+            f"CREATE TABLE IF NOT EXISTS {self.table('blobs')} ("
+            f"thread_id TEXT NOT NULL, hash TEXT NOT NULL, data {blob} NOT NULL, "
+            "PRIMARY KEY (thread_id, hash))",
             # Forks (list_forks): a thread's first checkpoint has a parent only when it was
             # forked from another thread, so this partial index holds just the fork points
             # and costs an ordinary save nothing but the predicate.
@@ -323,6 +331,10 @@ class SqlBackend(Backend):
             "drop_effects": f"DELETE FROM {self.table('effects')} WHERE thread_id = ?",
             "drop_events": f"DELETE FROM {self.table('events')} WHERE thread_id = ?",
             "drop_lease": f"DELETE FROM {self.table('leases')} WHERE thread_id = ?",
+            "put_blob": self.insert_ignore(
+                self.table("blobs"), ("thread_id", "hash", "data"), ("thread_id", "hash")
+            ),
+            "drop_blobs": f"DELETE FROM {self.table('blobs')} WHERE thread_id = ?",
             "insert_at": (
                 f"INSERT INTO {cp} (thread_id, position, {cols}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
             ),
@@ -531,8 +543,32 @@ class SqlBackend(Backend):
     def _save_query(self, c: StoredCheckpoint) -> Query:
         return Query(self._sql["save"], (*_row(c), c.thread_id))
 
+    def _blob_queries(self, c: StoredCheckpoint) -> list[Query]:
+        """The statement storing a checkpoint's new blobs (none for a row without)."""
+        if not c.blobs:
+            return []
+        rows = [(c.thread_id, digest, data) for digest, data in c.blobs]
+        return [Query(self._sql["put_blob"], rows, many=True)]
+
     async def save_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
-        await self._run("saving a checkpoint", [self._save_query(checkpoint)])
+        queries = [*self._blob_queries(checkpoint), self._save_query(checkpoint)]
+        await self._run("saving a checkpoint", queries, transaction=len(queries) > 1)
+
+    async def get_blobs(self, thread_id: str, hashes: Collection[str]) -> dict[str, bytes]:
+        wanted = sorted(set(hashes))
+        queries = []
+        for start in range(0, len(wanted), _KEYS_PER_QUERY):
+            chunk = wanted[start : start + _KEYS_PER_QUERY]
+            marks = ", ".join("?" for _ in chunk)
+            sql = self.q(
+                f"SELECT hash, data FROM {self.table('blobs')} "
+                f"WHERE thread_id = ? AND hash IN ({marks})"
+            )
+            queries.append(Query(sql, (thread_id, *chunk), fetch="all", binary=True))
+        if not queries:
+            return {}
+        results = await self._run("reading stored files", queries, idempotent=True)
+        return {str(digest): bytes(data) for rows in results for digest, data in rows}
 
     async def latest_checkpoint(self, thread_id: str) -> StoredCheckpoint | None:
         q = Query(self._sql["latest"], (thread_id,), fetch="one")
@@ -708,6 +744,9 @@ class SqlBackend(Backend):
         if initial is not None:
             params = (*_row(initial), thread_id, thread_id, owner)
             queries.append(Query(self._sql["initial"], params, fetch="rowcount"))
+            # Stored whether or not the thread was new: they are the thread's either way
+            # (the runtime hands an input with blobs to a thread it knows is new).
+            queries += self._blob_queries(initial)
         queries.append(self._chain_query(thread_id))
         queries.append(Query(self._sql["last_seq"], (thread_id,), fetch="one"))
         riding = self._ride_queries(ride, (thread_id, owner))
@@ -752,6 +791,7 @@ class SqlBackend(Backend):
         if events:
             queries.append(self.append_query(thread_id, events))
         if checkpoint is not None:
+            queries += self._blob_queries(checkpoint)
             queries.append(self._save_query(checkpoint))
         if release_owner is not None:
             queries.append(Query(self._sql["release"], (thread_id, release_owner)))
@@ -828,17 +868,29 @@ class SqlBackend(Backend):
         return sorted((str(key), bytes(value)) for key, value in rows)
 
     async def delete_thread(self, thread_id: str) -> None:
-        kinds = ("drop_checkpoints", "drop_effects", "drop_events", "drop_lease")
+        kinds = ("drop_checkpoints", "drop_effects", "drop_events", "drop_lease", "drop_blobs")
         queries = [Query(self._sql[kind], (thread_id,)) for kind in kinds]
         await self._run("deleting a thread", queries, transaction=True, idempotent=True)
 
     async def replace_checkpoints(
-        self, thread_id: str, checkpoints: list[StoredCheckpoint]
+        self,
+        thread_id: str,
+        checkpoints: list[StoredCheckpoint],
+        *,
+        blobs: Collection[str] | None = None,
     ) -> None:
         rows = [(c.thread_id, i + 1, *_row(c)[1:]) for i, c in enumerate(checkpoints)]
         queries = [Query(self._sql["drop_checkpoints"], (thread_id,))]
         if rows:
             queries.append(Query(self._sql["insert_at"], rows, many=True))
+        for c in checkpoints:
+            queries += self._blob_queries(c)
+        if blobs is not None:
+            kept = sorted(set(blobs))
+            sql = f"DELETE FROM {self.table('blobs')} WHERE thread_id = ?"
+            if kept:
+                sql += f" AND hash NOT IN ({', '.join('?' for _ in kept)})"
+            queries.append(Query(self.q(sql), (thread_id, *kept)))
         await self._run("pruning checkpoints", queries, transaction=True, idempotent=True)
 
     # -- a step's own writes, committed with its journal record ---------------------------
