@@ -20,6 +20,8 @@ from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError
 from tensorsketch.registry import create_backend
 from tensorsketch.runtime.backends.base import StoredCheckpoint, StoredEvent
 from tensorsketch.runtime.backends.redis import RedisBackend
+from tensorsketch.runtime.backends.rides import RecordRide, RideResult
+from tensorsketch.runtime.backends.runs import RunRecord
 from tensorsketch.testing.ports import free_port
 
 pytestmark = pytest.mark.redis
@@ -341,3 +343,43 @@ async def test_an_unreachable_server_is_named_in_one_clean_sentence() -> None:
     assert message.startswith("redis backend unavailable while taking the thread lease")
     assert f"127.0.0.1:{port}" in message
     assert ".." not in message
+
+
+async def test_a_unit_carrying_a_record_ride_is_one_command(
+    redis_url: str, redis_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The unit's script and the ride's run as one script (not a MULTI of two), and a script
+    the server does not know (it restarted or flushed them) is loaded and called again: the
+    refused call ran nothing."""
+    client, sent = _recording_client(redis_url)
+    backend = RedisBackend(client=client, prefix=redis_prefix)
+    store = backend.run_store()
+    thread = f"ride-{uuid.uuid4().hex[:8]}"
+    queued, _ = await store.create(RunRecord(run_id=f"run-{thread}", thread_id=thread))
+    assert backend.carries_rides
+    opening = RecordRide(queued.run_id, queued.replace(status="running", owner="me"))
+    await backend.open_thread(thread, "me", 30, _cp(thread, 0), ride=opening)  # loads it
+    assert opening.result is not None and opening.result.version == queued.version + 1
+    lost = iter(["0" * 40])  # the first call names a script the server does not have
+    sha = backend._sha
+
+    async def forgetful(client: Any, source: str) -> str:
+        return next(lost, None) or await sha(client, source)
+
+    monkeypatch.setattr(backend, "_sha", forgetful)
+    sent.clear()
+    reading = RecordRide(queued.run_id)
+    await backend.record_effects(thread, [("k", b"v")], fence="me", ride=reading)
+    assert sent == ["EVALSHA", "SCRIPT LOAD", "EVALSHA"]
+    assert reading.result == RideResult(queued.version + 1)
+    assert await backend.lookup_effect(thread, "k") == b"v"
+    sent.clear()
+    ending = RecordRide(queued.run_id, opening.result.stored.replace(status="succeeded"))  # type: ignore[union-attr]
+    await backend.commit_step(
+        thread, _cp(thread, 1), [], release_owner="me", fence="me", ride=ending
+    )
+    assert [c for c in sent if c != "SCRIPT LOAD"] == ["EVALSHA"]  # its first call loads it
+    assert ending.result is not None and ending.result.stored is not None
+    assert (await store.get(queued.run_id)).status == "succeeded"  # type: ignore[union-attr]
+    await backend.aclose()
+    await client.aclose()

@@ -16,6 +16,7 @@ from tensorsketch.runtime.backends.runs import (
     run_store,
 )
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
+from tensorsketch.serializers import MsgpackSerializer
 from tensorsketch.testing.backend_conformance import BackendFactory, CountingBackend
 from tensorsketch.testing.run_store_conformance import RunStoreConformance
 
@@ -74,3 +75,19 @@ def test_owner_liveness_is_judged_only_on_this_host() -> None:
     assert not owner_is_dead(f"{host}:{os.getpid()}:x")
     assert not owner_is_dead(f"some-other-host:{child.pid}:x")
     assert not owner_is_dead("not-an-owner-id")
+
+
+def test_a_record_copy_changes_only_what_it_names_and_refuses_unknown_fields() -> None:
+    """``RunRecord.replace`` (a run's record changes about ten times) keeps every other
+    field, names a field it does not have, and ``encode(version=...)`` stores the record
+    under a version without a copy."""
+    record = RunRecord(run_id="r", thread_id="t", labels={"a": "b"}, attempts=2, version=4)
+    changed = record.replace(status="running", owner="me")
+    assert changed.to_dict() == {**record.to_dict(), "status": "running", "owner": "me"}
+    assert record.status == "queued"
+    with pytest.raises(TypeError, match="no field 'stauts'"):
+        record.replace(stauts="running")
+    serializer = MsgpackSerializer()
+    stored = RunRecord.decode(serializer, record.encode(serializer, version=5), 5)
+    assert stored == record.replace(version=5)
+    assert serializer.loads(record.encode(serializer, version=5))["version"] == 5

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from tensorsketch.errors import CheckpointDecodeError
-from tensorsketch.serializers import JsonSerializer, MsgpackSerializer
+from tensorsketch.serializers import JsonSerializer, MsgpackSerializer, shared_encoding
 
 #: Each round-trip test runs on both formats.
 BOTH = pytest.mark.parametrize(
@@ -483,3 +483,35 @@ print("ok")
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+@BOTH
+def test_a_shared_encoding_walks_each_model_once_and_writes_the_same_bytes(
+    codec_type: type[JsonSerializer | MsgpackSerializer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint and the stream events committed with it hold the same messages: inside
+    ``shared_encoding`` each instance is walked once, and every payload is byte for byte
+    what it is without sharing."""
+    codec = codec_type()
+    card = Card(name="ace", tags=("x", "y"))
+    values = [{"state": [card, card]}, {"event": {"writes": card}}, [Point(1, 2)] * 2]
+    plain = [codec.dumps(v) for v in values]
+    walked: list[str] = []
+    tag_of = type(codec)._tag_of  # asked once per walk of a model's or dataclass's fields
+
+    def counted(self: Any, cls: type) -> str:
+        walked.append(cls.__name__)
+        return tag_of(self, cls)
+
+    monkeypatch.setattr(type(codec), "_tag_of", counted)
+    with shared_encoding(codec):
+        shared = [codec.dumps(v) for v in values]
+    assert shared == plain
+    assert sorted(w for w in walked if w != "Colour") == ["Card", "Point"]
+    walked.clear()
+    codec.dumps(values[0])  # outside the block nothing is kept
+    assert walked.count("Card") == 2
+    walked.clear()
+    with shared_encoding(codec_type()):  # another serializer's block shares nothing here
+        codec.dumps(values[0])
+    assert walked.count("Card") == 2

@@ -12,6 +12,7 @@ stores you trust, by asking for it explicitly (``serializer="pickle"``).
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import datetime as _dt
 import decimal
@@ -20,7 +21,8 @@ import json
 import pickle
 import sys
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
@@ -37,6 +39,7 @@ __all__ = [
     "UnstorableValueError",
     "refused_field",
     "resolve_serializer",
+    "shared_encoding",
 ]
 
 
@@ -75,6 +78,27 @@ class _Tagged(dict[str, Any]):
     """A tagged value in an encoded tree: a plain mapping to JSON, an extension to msgpack."""
 
     __slots__ = ()
+
+
+#: Inside :func:`shared_encoding`: its serializer, and the encoded tree of every model and
+#: dataclass instance it met, by ``id`` (the entry keeps the instance alive, so no other
+#: object takes its id while the block lasts).
+_SHARED: ContextVar[tuple[Any, dict[int, tuple[Any, Any]]] | None] = ContextVar(
+    "tensorsketch_shared_encoding", default=None
+)
+
+
+@contextlib.contextmanager
+def shared_encoding(serializer: Any) -> Iterator[None]:
+    """Encode each model or dataclass instance once for every ``dumps`` of ``serializer``
+    in the block: a checkpoint and the stream events committed with it (``node_end``,
+    ``values``, ``run_end``) carry the same messages, which were encoded up to four times.
+    The block must not change a value it encodes (its first encoding is reused)."""
+    token = _SHARED.set((serializer, {}))
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
 
 
 @runtime_checkable
@@ -276,17 +300,20 @@ class _TaggedSerializer:
 
     def _encode(self, obj: Any) -> Any:
         # Exact-type checks first: this runs for every value of every checkpoint.
+        # A container's scalar items are taken inline: no call for each (a run record is
+        # some forty fields, most of them strings, numbers and None).
         kind = type(obj)
         if kind in _JSON_SCALARS:
             return obj
+        scalars, encode = _JSON_SCALARS, self._encode
         if kind is list:
-            return [self._encode(v) for v in obj]
+            return [v if type(v) in scalars else encode(v) for v in obj]
         if kind is dict and _TAG not in obj:
             for key in obj:
                 if type(key) is not str:
                     break
             else:
-                return {k: self._encode(v) for k, v in obj.items()}
+                return {k: v if type(v) in scalars else encode(v) for k, v in obj.items()}
         return self._encode_other(obj)
 
     def _encode_other(self, obj: Any) -> Any:
@@ -327,6 +354,11 @@ class _TaggedSerializer:
 
     def _encode_model(self, obj: BaseModel) -> Any:
         """A model's fields under the keys ``model_validate`` accepts, and its extras."""
+        shared = _SHARED.get()
+        if shared is not None and shared[0] is self:
+            seen = shared[1].get(id(obj))
+            if seen is not None:
+                return seen[1]
         cls = type(obj)
         keys = self._model_keys.get(cls)
         if keys is None:
@@ -334,16 +366,27 @@ class _TaggedSerializer:
         data = {key: getattr(obj, name) for name, key in keys}
         if obj.__pydantic_extra__:
             data.update(obj.__pydantic_extra__)
-        return _Tagged({_TAG: "model", "c": self._tag_of(cls), "v": self._encode(data)})
+        tree = _Tagged({_TAG: "model", "c": self._tag_of(cls), "v": self._encode(data)})
+        if shared is not None and shared[0] is self:
+            shared[1][id(obj)] = (obj, tree)
+        return tree
 
     def _encode_dataclass(self, obj: Any) -> Any:
         """A dataclass instance's fields by name (its field list is cached per class)."""
+        shared = _SHARED.get()
+        if shared is not None and shared[0] is self:
+            seen = shared[1].get(id(obj))
+            if seen is not None:
+                return seen[1]
         cls = type(obj)
         names = self._dc_fields.get(cls)
         if names is None:
             names = self._dc_fields[cls] = tuple(f.name for f in dataclasses.fields(obj))
         fields = {n: getattr(obj, n) for n in names}
-        return _Tagged({_TAG: "dataclass", "c": self._tag_of(cls), "v": self._encode(fields)})
+        tree = _Tagged({_TAG: "dataclass", "c": self._tag_of(cls), "v": self._encode(fields)})
+        if shared is not None and shared[0] is self:
+            shared[1][id(obj)] = (obj, tree)
+        return tree
 
     def _tag_of(self, cls: type) -> str:
         """The class's tag, refusing (at write time, not on resume) one a load cannot find."""

@@ -33,7 +33,7 @@ from tensorsketch.runtime.backends.base import (
     lease_lost,
 )
 from tensorsketch.runtime.backends.rides import CommitRider, RecordRide, RideUnit, current_rider
-from tensorsketch.serializers import UnstorableValueError, refused_field
+from tensorsketch.serializers import UnstorableValueError, refused_field, shared_encoding
 from tensorsketch.suspension import PendingInterrupt
 
 __all__ = ["Opened", "Position", "Restored", "RunJournal", "StateCodec", "TaskWriteLog"]
@@ -402,10 +402,12 @@ class RunJournal:
         if self._later and not behind:  # results that ride the run's next write: this is it
             await self._write([], "recording effects")
         self._forget_superstep()
-        stored, ladder = self.writer.encode(
-            at, changed, plan, source=source, parent_id=parent_id, meta=meta
-        )
-        events = self._encoded_events()
+        # The events carry the same values: encode each once.
+        with shared_encoding(self.backend.serializer) if self._events else _NO_SHARING:
+            stored, ladder = self.writer.encode(
+                at, changed, plan, source=source, parent_id=parent_id, meta=meta
+            )
+            events = self._encoded_events()
         if behind:
             self.writer.adopt(ladder, stored)  # the next barrier's delta builds on this one
             task = asyncio.ensure_future(self._commit_behind(stored, events))
@@ -675,8 +677,9 @@ class RunJournal:
         if not self._events:
             return []
         events, self._events = self._events, []
-        dumps = self.backend.serializer.dumps
-        return [StoredEvent(seq=e.seq, payload=dumps(e.to_dict())) for e in events]
+        serializer = self.backend.serializer
+        with shared_encoding(serializer) if len(events) > 1 else _NO_SHARING:
+            return [StoredEvent(seq=e.seq, payload=serializer.dumps(e.to_dict())) for e in events]
 
     async def flush_events(self) -> None:
         stored = self._encoded_events()
@@ -686,6 +689,10 @@ class RunJournal:
             return  # the thread is someone else's now: its log is theirs to write
         async with self._fenced("appending stream events"):
             await self._commit(None, stored, riding=False)
+
+
+#: Where a block has nothing to share.
+_NO_SHARING = contextlib.nullcontext()
 
 
 def _retrieved(task: asyncio.Future[None]) -> None:

@@ -248,6 +248,7 @@ class PostgresBackend(SqlBackend):
     blob_type: ClassVar[str] = "BYTEA"
     float_type: ClassVar[str] = "DOUBLE PRECISION"
     now_sql: ClassVar[str] = "EXTRACT(EPOCH FROM clock_timestamp())::double precision"
+    writes_in_with: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -347,14 +348,22 @@ class PostgresBackend(SqlBackend):
         # must fail inside the database: the lease row is locked by the UPDATE, and when it
         # is not ours the cast of the marker text aborts the whole implicit transaction. The
         # cast sits outside a scalar subquery so the planner cannot fold it ahead of time.
+        return Query(self.q(self._fence_sql()), (thread_id, owner))
+
+    def _fence_sql(self) -> str:
         t = self.table("leases")
-        sql = (
+        return (
             f"WITH f AS (UPDATE {t} SET expires_at = expires_at WHERE thread_id = ? "
             f"AND owner = ? AND expires_at >= {self.now_sql} RETURNING 1) "
             "SELECT CAST((SELECT CASE WHEN EXISTS (SELECT 1 FROM f) THEN '1' "
             f"ELSE '{_LEASE_LOST}' END) AS INTEGER)"
         )
-        return Query(self.q(sql), (thread_id, owner))
+
+    def fence_reading_query(self, thread_id: str, owner: str, run_id: str) -> Query:
+        # The fence is a SELECT already: the record's version is one more column of it.
+        runs = self.table("runs")
+        sql = f"{self._fence_sql()}, (SELECT version FROM {runs} WHERE run_id = ?)"
+        return Query(self.q(sql), (thread_id, owner, run_id), fetch="one")
 
     def lease_error(self, exc: BaseException) -> bool:
         return isinstance(exc, psycopg.errors.InvalidTextRepresentation) and _LEASE_LOST in str(exc)

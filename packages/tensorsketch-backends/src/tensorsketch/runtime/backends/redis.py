@@ -242,7 +242,49 @@ for i = 1, #ARGV, 2 do redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) end
 return 1
 """
 
+# A unit's script and a ride's (redis_runs._RIDE) as one: each body becomes a function of
+# its own KEYS and ARGV. KEYS: the unit's, then the ride's. ARGV: how many keys and arguments
+# are the unit's, '1' when the ride goes first (a write: fenced like the unit, so a refused
+# unit writes no record either), then the unit's arguments and the ride's. Returns {the
+# unit's reply, the ride's}; a unit's error reply is returned as it is.
+_CARRY = """
+local nk, na, first = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1'
+local uk, ua, rk, ra = {}, {}, {}, {}
+for i = 1, #KEYS do
+  if i <= nk then uk[#uk + 1] = KEYS[i] else rk[#rk + 1] = KEYS[i] end
+end
+for i = 4, #ARGV do
+  if i <= 3 + na then ua[#ua + 1] = ARGV[i] else ra[#ra + 1] = ARGV[i] end
+end
+local rode
+if first then rode = ride(rk, ra) end
+local reply = unit(uk, ua)
+if type(reply) == 'table' and reply.err then return reply end
+if not first then rode = ride(rk, ra) end
+if reply == nil then reply = false end
+return {reply, rode}
+"""
+_CARRIED: dict[str, str] = {}
+
+
+def _carrying(source: str) -> str:
+    """The script running ``source`` and a ride together (see :data:`_CARRY`)."""
+    combined = _CARRIED.get(source)
+    if combined is None:
+        combined = _CARRIED[source] = (
+            f"local function unit(KEYS, ARGV)\n{source}\nend\n"
+            f"local function ride(KEYS, ARGV)\n{_RIDE}\nend\n{_CARRY}"
+        )
+    return combined
+
+
 _SEQ_BYTES = 8
+
+
+def _no_script(exc: BaseException) -> bool:
+    """The server does not know the script called by SHA (redis-py raises ``NoScriptError``,
+    whose text no longer says ``NOSCRIPT``)."""
+    return isinstance(exc, redis_errors.NoScriptError) or "NOSCRIPT" in str(exc)
 
 
 def _lease_lost(exc: BaseException) -> bool:
@@ -323,8 +365,8 @@ class RedisBackend(Backend):
         self._ready = False
         # Scripts are bound to a client only for registration; each call passes the client.
         self._scripts: dict[str, Any] = {}
-        #: Scripts loaded on the server (a unit that carries a ride calls them by SHA inside
-        #: MULTI, where a missing script cannot be loaded on the fly).
+        #: Scripts loaded on the server (a unit that carries a ride calls its script by SHA;
+        #: one the server lost is loaded again and the call retried: nothing of it ran).
         self._loaded: set[str] = set()
 
     # -- keys -------------------------------------------------------------------------------
@@ -654,7 +696,7 @@ class RedisBackend(Backend):
             pipe.zrange(self._key(thread_id, "ev"), -1, -1, withscores=True)
             reply, raw, last = await pipe.execute(raise_on_error=False)
             if isinstance(reply, Exception):
-                if "NOSCRIPT" in str(reply) and attempt == 0:
+                if _no_script(reply) and attempt == 0:
                     self._loaded.clear()  # nothing ran: load the scripts and try again
                     continue
                 raise reply
@@ -682,11 +724,12 @@ class RedisBackend(Backend):
         ride: RecordRide,
         after_lease: str | None = None,
     ) -> Any:
-        """Run a unit's script and ``ride``'s in one MULTI (one round trip, nothing in
-        between). A write rides first, fenced by the same lease as the unit (so a unit
-        refused for a lost lease writes no record either); a read rides after, and so does
-        a write ``after_lease`` (the unit that takes the lease: written only where it took
-        it for that owner). Returns the unit's reply; sets ``ride.result``."""
+        """Run a unit's script and ``ride``'s as one script (one round trip, nothing in
+        between; a MULTI of the two cost redis-py about what the round trip saved). A write
+        rides first, fenced by the same lease as the unit (so a unit refused for a lost
+        lease writes no record either); a read rides after, and so does a write
+        ``after_lease`` (the unit that takes the lease: written only where it took it for
+        that owner). Returns the unit's reply; sets ``ride.result``."""
         store = self.run_store()
         source, keys, args = unit
         if fence is not None:
@@ -701,23 +744,30 @@ class RedisBackend(Backend):
         guard = fence if after_lease is None else after_lease
         ride_keys = [self._key(thread_id, "lease")] if guard is not None else []
         ride_args = store.ride_args(ride, guard)
-        unit_sha, ride_sha = await self._sha(client, source), await self._sha(client, _RIDE)
         first = ride.write is not None and after_lease is None
-        pipe = client.pipeline(transaction=True)
-        if first:
-            pipe.evalsha(ride_sha, len(ride_keys), *ride_keys, *ride_args)
-        pipe.evalsha(unit_sha, len(keys), *keys, *args)
-        if not first:
-            pipe.evalsha(ride_sha, len(ride_keys), *ride_keys, *ride_args)
-        replies: list[Any] = await pipe.execute(raise_on_error=False)
-        ride_reply, reply = (replies[0], replies[1]) if first else (replies[1], replies[0])
-        for answer in (reply, ride_reply):
-            if isinstance(answer, Exception):
-                if "NOSCRIPT" in str(answer):
-                    self._loaded.clear()  # the server lost its scripts: load them again
-                if _lease_lost(answer):
-                    raise lease_lost(thread_id) from answer
-                raise answer
+        for attempt in range(2):
+            sha = await self._sha(client, _carrying(source))
+            try:
+                reply, ride_reply = await client.evalsha(
+                    sha,
+                    len(keys) + len(ride_keys),
+                    *keys,
+                    *ride_keys,
+                    len(keys),
+                    len(args),
+                    "1" if first else "0",
+                    *args,
+                    *ride_args,
+                )
+                break
+            except redis_errors.ResponseError as exc:
+                if _no_script(exc):
+                    self._loaded.clear()  # the server lost its scripts: nothing ran
+                    if attempt == 0:
+                        continue
+                if _lease_lost(exc):
+                    raise lease_lost(thread_id) from exc
+                raise
         ride.result = store.ride_result(ride, ride_reply)
         return reply
 

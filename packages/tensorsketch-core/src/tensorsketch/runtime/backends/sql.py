@@ -49,7 +49,7 @@ from tensorsketch.runtime.backends.base import (
     ThreadSummary,
     lease_lost,
 )
-from tensorsketch.runtime.backends.rides import RecordRide
+from tensorsketch.runtime.backends.rides import RecordRide, RideResult
 from tensorsketch.runtime.backends.runs import RunStore
 from tensorsketch.runtime.backends.sql_query import Query
 from tensorsketch.runtime.backends.sql_runs import SqlRunStore
@@ -89,6 +89,9 @@ class SqlBackend(Backend):
     name = "sql"
     fences_writes = True
     stores_blobs = True
+    #: A data-modifying statement may sit in a ``WITH`` clause (PostgreSQL): a record ride's
+    #: compare-and-set and its version read are then one statement.
+    writes_in_with: ClassVar[bool] = False
 
     #: Placeholder of the driver's paramstyle: ``"?"`` (qmark) or ``"%s"`` (format).
     placeholder: ClassVar[str] = "?"
@@ -178,6 +181,12 @@ class SqlBackend(Backend):
             f"WHERE thread_id = ? AND owner = ? AND expires_at >= {self.now_sql}"
         )
         return Query(self.q(sql), (thread_id, owner), fetch="fence")
+
+    def fence_reading_query(self, thread_id: str, owner: str, run_id: str) -> Query | None:
+        """:meth:`fence_query` that also reads ``run_id``'s record version (a ride's read,
+        answered in the fence's row), or ``None`` where the fence is no ``SELECT`` to carry
+        it (the portable form, checked by its row count)."""
+        return None
 
     def lease_error(self, exc: BaseException) -> bool:
         """Whether ``exc`` is the dialect's fence statement refusing the unit."""
@@ -652,12 +661,10 @@ class SqlBackend(Backend):
             return
         rows = [(thread_id, key, value) for key, value in effects]
         queries = [Query(self._sql["record"], rows, many=True)]
-        if fence is not None:
-            queries.insert(0, self.fence_query(thread_id, fence))
-        riding = self._ride_queries(ride)
+        fenced, riding = self._fence_and_ride(thread_id, fence, ride)
         results = await self._run(
             "recording effects",
-            queries + riding,
+            fenced + queries + riding,
             transaction=True,
             idempotent=ride is None or ride.write is None,
         )
@@ -781,8 +788,6 @@ class SqlBackend(Backend):
         ride: RecordRide | None = None,
     ) -> None:
         queries: list[Query] = []
-        if fence is not None:
-            queries.append(self.fence_query(thread_id, fence))
         if events:
             queries.append(self.append_query(thread_id, events))
         if checkpoint is not None:
@@ -790,8 +795,9 @@ class SqlBackend(Backend):
             queries.append(self._save_query(checkpoint))
         if release_owner is not None:
             queries.append(Query(self._sql["release"], (thread_id, release_owner)))
-        if len(queries) > (fence is not None):
-            riding = self._ride_queries(ride)
+        if queries:
+            fenced, riding = self._fence_and_ride(thread_id, fence, ride)
+            queries = fenced + queries
             results = await self._run(
                 "saving a checkpoint",
                 queries + riding,
@@ -818,10 +824,28 @@ class SqlBackend(Backend):
         assert isinstance(store, SqlRunStore)
         return store.ride_queries(ride, leased)
 
+    def _fence_and_ride(
+        self, thread_id: str, fence: str | None, ride: RecordRide | None
+    ) -> tuple[list[Query], list[Query]]:
+        """A unit's fence (first) and the statements its ride adds (last). A ride that only
+        reads is answered by the fence's own row where the dialect allows."""
+        if fence is None:
+            return [], self._ride_queries(ride)
+        if ride is not None and ride.write is None:
+            reading = self.fence_reading_query(thread_id, fence, ride.run_id)
+            if reading is not None:
+                return [reading], []
+        return [self.fence_query(thread_id, fence)], self._ride_queries(ride)
+
     @staticmethod
     def _rode(ride: RecordRide | None, results: Sequence[Any], count: int) -> None:
-        if ride is not None and count:
+        if ride is None:
+            return
+        if count:
             ride.result = SqlRunStore.ride_result(ride, results[-count:])
+        else:  # the read rode the fence: its row is (the lease check, the version)
+            version = results[0][1]
+            ride.result = RideResult(None if version is None else int(version))
 
     # -- run records ------------------------------------------------------------------------
 

@@ -161,6 +161,17 @@ class SqlRunStore(RunStore):
             ),
             "version": f"SELECT version FROM {b.table('schema_version')} WHERE component = ?",
         }
+        # Where a thread stands (its latest checkpoint, its last event) and, for a new run,
+        # its queue's head: one statement, one snapshot.
+        latest, last = self._sql["latest_id"], self._sql["last_seq"]
+        self._sql["thread_at"] = f"SELECT ({latest}), ({last})"
+        self._sql["turn_at"] = f"SELECT ({self._sql['head']}), ({latest}), ({last})"
+        # A ride's write with its version read in one statement, where the dialect allows
+        # a data-modifying WITH: the new version if the compare-and-set won, and the version
+        # as the statement found it (the outer read does not see the update).
+        read = f"SELECT (SELECT version FROM w), (SELECT version FROM {runs} WHERE run_id = ?)"
+        for name in ("replace", "replace_leased"):
+            self._sql[f"{name}_read"] = f"WITH w AS ({self._sql[name]} RETURNING version) {read}"
         self._sql = {k: b.q(v) for k, v in self._sql.items()}
 
     def _ddl(self) -> list[str]:
@@ -242,25 +253,22 @@ class SqlRunStore(RunStore):
             raise CheckpointDecodeError(msg)
         return stored, stored.run_id == record.run_id
 
-    def _head_queries(self, thread_id: str) -> list[Query]:
-        return [
-            Query(self._sql["latest_id"], (thread_id,), fetch="one"),
-            Query(self._sql["last_seq"], (thread_id,), fetch="one"),
-        ]
-
     @staticmethod
-    def _head(latest: Sequence[Any] | None, seq: Sequence[Any] | None) -> ThreadHead:
-        last = None if seq is None or seq[0] is None else int(seq[0])
-        return (None if latest is None else str(latest[0])), last
+    def _head(latest: Any, seq: Any) -> ThreadHead:
+        """A thread's head from the ``thread_at`` / ``turn_at`` columns."""
+        return (None if latest is None else str(latest)), (None if seq is None else int(seq))
 
     async def _replace_reading_head(
         self, record: RunRecord, *, durable: bool = True
     ) -> tuple[RunRecord | None, ThreadHead]:
         # The head is read first, in the same unit: where the thread stood as the run began.
         stored = record.replace(version=record.version + 1)
-        queries = [*self._head_queries(record.thread_id), self._replace_query(record, stored)]
+        queries = [
+            Query(self._sql["thread_at"], (record.thread_id, record.thread_id), fetch="one"),
+            self._replace_query(record, version=stored.version),
+        ]
         results = await self._go("updating a run", queries, transaction=True, durable=durable)
-        return (stored if results[-1] == 1 else None), self._head(results[0], results[1])
+        return (stored if results[-1] == 1 else None), self._head(*results[0])
 
     async def _insert_in_turn(self, record: RunRecord) -> InTurn:
         # The insert, the read of the thread's queue head and of where the thread stands
@@ -280,14 +288,13 @@ class SqlRunStore(RunStore):
             queries.append(Query(self._sql["label"], labels, many=True))
         if key is not None:
             queries.append(Query(self._sql["by_key"], (key,), fetch="one"))
-        queries.append(Query(self._sql["head"], (record.thread_id,), fetch="one"))
-        queries += self._head_queries(record.thread_id)
+        queries.append(Query(self._sql["turn_at"], (record.thread_id,) * 3, fetch="one"))
         results = await self._go("creating a run", queries, transaction=True)
-        head = results[-3][0] if results[-3] is not None else None
-        thread_head = self._head(results[-2], results[-1])
+        head, latest, last = results[-1]
+        thread_head = self._head(latest, last)
         if key is None:
             return InTurn(record, True, head, thread_head)
-        stored = self._decode(results[-4])
+        stored = self._decode(results[-2])
         if stored is None:  # pragma: no cover - the key row always names a stored run
             msg = f"idempotency key {key!r} names a run that is not stored; the store is corrupt."
             raise CheckpointDecodeError(msg)
@@ -350,10 +357,13 @@ class SqlRunStore(RunStore):
         queries = []
         write = ride.write  # its updated_at is the rider's (the stored copy must match)
         if write is not None:
-            q = self._replace_query(write, write.replace(version=write.version + 1))
-            if leased is not None:
-                q = Query(self._sql["replace_leased"], (*q.params, *leased), fetch="rowcount")
-            queries.append(q)
+            q = self._replace_query(write, version=write.version + 1)
+            params = q.params if leased is None else (*q.params, *leased)
+            name = "replace" if leased is None else "replace_leased"
+            if self.backend.writes_in_with:
+                read = Query(self._sql[f"{name}_read"], (*params, ride.run_id), fetch="one")
+                return [read]
+            queries.append(Query(self._sql[name], params, fetch="rowcount"))
         queries.append(Query(self._sql["version_of"], (ride.run_id,), fetch="one"))
         return queries
 
@@ -361,24 +371,31 @@ class SqlRunStore(RunStore):
     def ride_result(ride: RecordRide, results: Sequence[Any]) -> RideResult:
         """What the unit saw, from the results of :meth:`ride_queries`' statements."""
         row = results[-1]
+        write = ride.write
+        if write is not None and len(results) == 1:  # the write and the read in one
+            won = row is not None and row[0] is not None
+            stored = write.replace(version=int(row[0])) if won else None
+            version = int(row[0]) if won else (None if row[1] is None else int(row[1]))
+            return RideResult(version, stored)
         version = None if row is None else int(row[0])
         stored = None
-        if ride.write is not None and results[0] == 1:
-            stored = ride.write.replace(version=ride.write.version + 1)
+        if write is not None and results[0] == 1:
+            stored = write.replace(version=write.version + 1)
         return RideResult(version, stored)
 
     async def _replace_relaxed(self, record: RunRecord) -> RunRecord | None:
         return await self._replace(record, durable=False)
 
-    def _replace_query(self, record: RunRecord, stored: RunRecord) -> Query:
-        wake = stored.wake_at if stored.status == "suspended" else None
+    def _replace_query(self, record: RunRecord, *, version: int) -> Query:
+        """The compare-and-set write of ``record`` (stored under ``version``)."""
+        wake = record.wake_at if record.status == "suspended" else None
         params = (
-            stored.status,
-            stored.waiting_for,
+            record.status,
+            record.waiting_for,
             wake,
-            stored.owner,
-            stored.lease_expires_at,
-            stored.encode(self.serializer),
+            record.owner,
+            record.lease_expires_at,
+            record.encode(self.serializer, version=version),
             record.run_id,
             record.version,
         )
@@ -386,7 +403,7 @@ class SqlRunStore(RunStore):
 
     async def _replace(self, record: RunRecord, durable: bool = True) -> RunRecord | None:
         stored = record.replace(version=record.version + 1)
-        queries = [self._replace_query(record, stored)]
+        queries = [self._replace_query(record, version=stored.version)]
         if stored.status == "failed" and stored.idempotency_key is not None:
             key_params = (stored.idempotency_key, stored.run_id)
             queries.append(Query(self._sql["key_failed"], key_params))

@@ -1,0 +1,171 @@
+"""What a run record costs on SQLite and Redis: the same agent turn invoked directly and
+through ``AsyncRunner``, client CPU and units of work per run (issue 49, item 1).
+
+``bench_durable_runs.py`` measures the turn on PostgreSQL (with the server's CPU and the
+statements on the wire); the other two stores run here, in one process: a scripted model asks
+for a tool, the tool answers, the model answers, ``RUNS`` runs (default 200) ``CONCURRENCY``
+(32) at a time, each on a thread of its own. The two ways alternate in rounds (default 4) so a
+loaded machine weighs on both alike; the CPU is ``time.process_time`` over each batch (every
+thread of the process: SQLite's worker thread included). Units of work are counted where they
+leave the process: ``SqlBackend.submit`` calls on SQLite, sends on the Redis connections (one
+per round trip, a pipeline or a script alike). Usage::
+
+    python benchmarks/bench_run_record_cost.py                 # both stores
+    python benchmarks/bench_run_record_cost.py --store sqlite --runs 100 --rounds 2
+    TS_BENCH_QUICK=1 python benchmarks/bench_run_record_cost.py  # 40 runs x 2 rounds
+
+Redis at ``TS_TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/0``), under a fresh prefix
+that is deleted afterwards.
+"""
+
+import argparse
+import asyncio
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+REDIS_URL = os.environ.get("TS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+QUICK = os.environ.get("TS_BENCH_QUICK") == "1"
+CONCURRENCY = 32
+ANSWER = "settled"
+
+Run = Callable[[str], Awaitable[None]]
+
+
+def _agent() -> Any:
+    from tensorsketch import ChatProvider, Completion, Context, Usage, create_agent, tool
+    from tensorsketch.messages import ToolCall, assistant
+
+    class Scripted(ChatProvider):
+        model = "scripted"
+        provider_name = "scripted"
+
+        async def complete(self, messages: Any, **_: Any) -> Completion:
+            if any(m.role == "tool" for m in messages):
+                message = assistant(ANSWER)
+            else:
+                message = assistant(tool_calls=[ToolCall(id="c1", name="settle", args={})])
+            return Completion(message=message, model="scripted", usage=Usage())
+
+    @tool
+    async def settle(ctx: Context) -> str:
+        """Settle the order: the run's one side effect."""
+        return f"order of {ctx.thread_id} settled"
+
+    return create_agent(Scripted(), tools=[settle])
+
+
+class Units:
+    """Counts the units of work the backend sends (see the module docstring)."""
+
+    def __init__(self, store: str) -> None:
+        self.count = 0
+        if store == "sqlite":
+            from tensorsketch.runtime.backends.sql import SqlBackend
+
+            owner: Any = SqlBackend
+            name = "submit"
+        else:
+            from redis.asyncio.connection import AbstractConnection
+
+            owner, name = AbstractConnection, "send_packed_command"
+        original = getattr(owner, name)
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return await original(*args, **kwargs)
+
+        setattr(owner, name, counted)
+
+
+def _backend(store: str, prefix: str) -> Any:
+    if store == "sqlite":
+        from tensorsketch.runtime.backends.sqlite import SqliteBackend
+
+        return SqliteBackend(os.path.join(tempfile.mkdtemp(), "runs.db"))
+    from tensorsketch.runtime.backends.redis import RedisBackend
+
+    return RedisBackend(REDIS_URL, prefix=prefix)
+
+
+async def _drive(run: Run, keys: list[str]) -> None:
+    queue = list(reversed(keys))
+
+    async def caller() -> None:
+        while queue:
+            await run(queue.pop())
+
+    await asyncio.gather(*(caller() for _ in range(CONCURRENCY)))
+
+
+async def measure(store: str, runs: int, rounds: int) -> dict[str, dict[str, float]]:
+    from tensorsketch.runs import AsyncRunner
+
+    prefix = f"ts-bench-rc-{uuid.uuid4().hex[:8]}"
+    agent, backend = _agent(), _backend(store, prefix)
+    tasks = AsyncRunner(agent, backend=backend, concurrency=CONCURRENCY)
+    await tasks.start()
+
+    async def invoke(key: str) -> None:
+        out = await agent.invoke({"query": "settle"}, thread_id=key, backend=backend)
+        assert out.output == ANSWER, out
+
+    async def runner(key: str) -> None:
+        record = await tasks.submit({"query": "settle"}, thread_id=key)
+        done = await tasks.await_run(record.run_id)
+        assert done.status == "succeeded", done
+
+    ways: dict[str, Run] = {"invoke": invoke, "runner": runner}
+    units = Units(store)
+    totals = {way: {"cpu": 0.0, "units": 0.0} for way in ways}
+    try:
+        for way, run in ways.items():  # warm-up
+            await _drive(run, [f"warm-{way}-{i}" for i in range(CONCURRENCY)])
+        for r in range(rounds):
+            order = list(ways) if r % 2 == 0 else list(reversed(ways))
+            for way in order:
+                units.count = 0
+                started = time.process_time()
+                await _drive(ways[way], [f"{way}-{r}-{i}" for i in range(runs)])
+                totals[way]["cpu"] += time.process_time() - started
+                totals[way]["units"] += units.count
+    finally:
+        await tasks.aclose()
+        if store == "redis":
+            client = backend._new_client()
+            async for key in client.scan_iter(match=f"{prefix}*", count=1000):
+                await client.delete(key)
+            await client.aclose()
+        await backend.aclose()
+    n = runs * rounds
+    return {way: {"cpu": 1000 * t["cpu"] / n, "units": t["units"] / n} for way, t in totals.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--store", choices=("sqlite", "redis"), nargs="+", default=None)
+    parser.add_argument("--runs", type=int, default=40 if QUICK else 200)
+    parser.add_argument("--rounds", type=int, default=2 if QUICK else 4)
+    args = parser.parse_args()
+    print(
+        f"\n## One agent turn, {args.runs} runs x {args.rounds} rounds, {CONCURRENCY} at a time\n"
+    )
+    print(
+        "| store | invoke CPU ms/run | runner CPU ms/run | CPU runner/invoke | units/run "
+        "(invoke, runner) | units runner/invoke |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    for store in args.store or ("sqlite", "redis"):
+        r = asyncio.run(measure(store, args.runs, args.rounds))
+        i, w = r["invoke"], r["runner"]
+        print(
+            f"| {store} | {i['cpu']:.2f} | {w['cpu']:.2f} | {w['cpu'] / i['cpu']:.2f}x "
+            f"| {i['units']:.1f}, {w['units']:.1f} | {w['units'] / i['units']:.2f}x |"
+        )
+
+
+if __name__ == "__main__":
+    main()
