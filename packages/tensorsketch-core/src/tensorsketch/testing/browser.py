@@ -11,6 +11,8 @@ because it is an optional test dependency of the distributions that have browser
 from __future__ import annotations
 
 import importlib.util
+import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,6 +42,26 @@ def missing_browser() -> str | None:
             f"{CHROMIUM}, never `playwright install`)"
         )
     return None
+
+
+#: Set to ``1`` to have browser tests rewrite the documentation's pictures.
+SCREENSHOTS_ENV: Final = "TS_STUDIO_SCREENSHOTS"
+
+
+def screenshot_folder(docs_images: Path | None = None) -> Path:
+    """Where a browser test saves a screenshot: ``docs_images`` (the pictures the docs show)
+    when :data:`SCREENSHOTS_ENV` is ``1``, else a temporary folder, so a plain test run leaves
+    the work tree as it was."""
+    if docs_images is not None and os.environ.get(SCREENSHOTS_ENV) == "1":
+        return docs_images
+    return Path(tempfile.gettempdir()) / "tensorsketch-studio-screenshots"
+
+
+def skip_module_unless_built(page: Path, build: str) -> None:
+    """Skip the calling test module when the front-end bundle whose entry is ``page`` has not
+    been built; ``build`` is the command that builds it."""
+    if not page.exists():
+        pytest.skip(f"{page.name} is not built here ({build})", allow_module_level=True)
 
 
 def skip_module_unless_chromium(what: str) -> None:
