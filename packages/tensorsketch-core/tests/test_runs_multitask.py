@@ -130,6 +130,29 @@ async def test_rollback_discards_the_stopped_runs_checkpoints(
     assert ticks_of(new.output) == ["z0", "z1", "z2", "b0", "b1", "b2"]
 
 
+async def test_rollback_discards_only_the_stopped_runs_own_checkpoints_when_it_queued(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    """``b`` is enqueued while ``a`` runs, so where ``b`` will start is only guessed at its
+    submit (``a``'s checkpoint then); ``a`` writes more before ``b`` starts, and ``c`` rolls
+    ``b`` back. Only ``b``'s checkpoints go: the rollback reads where ``b`` really started
+    (its record, corrected as it opened the thread), not the guess — which would discard the
+    end of ``a``, a finished run, too (found by bench_double_texting.py on PostgreSQL)."""
+    runner = runner_for(pause=0.2)
+    a = await runner.submit({"tag": "a"}, thread_id="t-queued-rollback")
+    await _running(runner, a.run_id)
+    b = await runner.submit({"tag": "b"}, thread_id="t-queued-rollback")
+    assert (await runner.await_run(a.run_id, timeout=30)).status == "succeeded"
+    await _running(runner, b.run_id, ticks=4)  # a's three, then b's first
+    c = await runner.submit(
+        {"tag": "c"}, thread_id="t-queued-rollback", multitask_strategy="rollback"
+    )
+    done = await runner.await_run(c.run_id, timeout=30)
+    stopped = await runner.get(b.run_id)
+    assert stopped.status == "cancelled" and stopped.error["type"] == "RolledBack", stopped
+    assert ticks_of(done.output) == ["a0", "a1", "a2", "c0", "c1", "c2"], done.output
+
+
 async def test_interrupt_cancels_runs_still_queued_behind_the_running_one(
     runner_for: Callable[..., AsyncRunner],
 ) -> None:

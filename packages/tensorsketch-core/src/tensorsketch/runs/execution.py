@@ -64,6 +64,12 @@ class Execution:
         state = self.state
         if state.closed or run_id in state.tasks:
             return
+        if not state.started:  # its task would die at once and leave await_run waiting
+            msg = (
+                f"run {run_id!r} cannot execute on this AsyncRunner: it was never started. "
+                "Call `await runner.start()` (or use `async with runner:`) first."
+            )
+            raise RuntimeError(msg)
         if new:
             state.waiting_new += 1
         task = asyncio.get_running_loop().create_task(
@@ -455,7 +461,12 @@ class Execution:
         current = await state.store.get(run_id)
         strategy = (current.stop_requested if current is not None else None) or "interrupt"
         if strategy == "rollback":
-            await roll_back(state.backend, began.thread_id, began.base_checkpoint)
+            # Where the run really started is the stored record's: `began` may hold the
+            # guess made at submit, which the rider corrected as the thread opened.
+            base = began.base_checkpoint
+            if current is not None and current.base_checkpoint is not None:
+                base = current.base_checkpoint
+            await roll_back(state.backend, began.thread_id, base)
         by = (current.stopped_by if current is not None else None) or "?"
         await self._finish(run_id, status="cancelled", error=stopped_error(strategy, by))
 

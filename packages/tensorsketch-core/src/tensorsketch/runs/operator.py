@@ -58,6 +58,9 @@ class Operator:
                 msg = f"decision ids are strings, got {key!r}."
                 raise ValueError(msg)
             parse_approval(decision)
+        # A run this decides executes here: a runner never started starts now (as submit
+        # does), and a closed one refuses before anything is stored.
+        await self.start()
         record = await self.read(run_id)
 
         def decide(current: RunRecord) -> RunRecord:
@@ -102,6 +105,7 @@ class Operator:
     async def signal(self, run_id: str, event: Mapping[str, Any]) -> RunRecord:
         state = self.state
         checked = check_event(event)
+        await self.start()  # as approve: the run this answers may execute here
         record = await self.read(run_id)
         if state.event_input is None and record.waiting_for in ("timer", "approval", "breakpoint"):
             segment_input(state.graph, None, [checked])  # fail now if the graph cannot take events
@@ -176,10 +180,10 @@ class Operator:
             passed = {i["id"]: True for i in current.interrupts if i.get("kind") == "breakpoint"}
             return current.replace(decisions={**current.decisions, **passed})
 
+        await self.start()  # as approve: before anything is stored
         stored = await self.state.store.transition(record.run_id, go_on)
         assert stored is not None
         self.state.notify(stored)
-        await self.start()
         if all_decided(stored):
             self.execution.spawn(stored.run_id)
         return stored

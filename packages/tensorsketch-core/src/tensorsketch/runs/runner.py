@@ -204,13 +204,14 @@ class AsyncRunner:
     # -- lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the background loops (lease renewal, timers); ``submit`` calls it."""
+        """Start the background loops (lease renewal, timers); ``submit``, ``approve``,
+        ``signal`` and ``resume`` call it. A closed runner raises ``RuntimeError``."""
         state = self._state
-        if state.started:
-            return
-        if state.closed:
+        if state.closed:  # also once it ran: what needs a started runner cannot use it
             msg = "this AsyncRunner was closed; create a new one."
             raise RuntimeError(msg)
+        if state.started:
+            return
         state.started = True
         state.slots = asyncio.Semaphore(state.concurrency)
         state.wake = asyncio.Event()
