@@ -341,3 +341,22 @@ async def test_an_unreachable_server_is_named_in_one_clean_sentence() -> None:
     assert message.startswith("redis backend unavailable while taking the thread lease")
     assert f"127.0.0.1:{port}" in message
     assert ".." not in message
+
+
+async def test_more_calls_at_once_than_the_pool_holds_wait_for_a_connection(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """A busy server (32 runs, 64 HTTP requests, followers) has more calls in flight than
+    the client's pool holds connections: they wait for one (up to ``command_timeout``)
+    instead of failing at once with redis-py's "Too many connections" — which a runner took
+    for an outage and could not store a run's outcome (found by bench_double_texting.py)."""
+    backend = RedisBackend(redis_url, prefix=redis_prefix, max_connections=8)
+    try:
+        found = await asyncio.gather(*(backend.latest_checkpoint(f"t{n}") for n in range(300)))
+        assert found == [None] * 300
+        pool = backend._client.connection_pool  # type: ignore[union-attr]
+        assert pool.max_connections == 8
+    finally:
+        await backend.aclose()
+    with pytest.raises(ValueError, match="max_connections"):
+        RedisBackend(redis_url, max_connections=0)
