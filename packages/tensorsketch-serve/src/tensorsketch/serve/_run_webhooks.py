@@ -27,6 +27,7 @@ unless ``allowed_hosts`` names it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import json
@@ -129,6 +130,7 @@ class RunWebhookSender:
         self.owner = owner
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._client: httpx.AsyncClient | None = None
+        self._sweeper: asyncio.Task[None] | None = None
 
     def observe(self, record: RunRecord) -> None:
         """Called with every record the runner stores; picks out the ones to deliver."""
@@ -160,6 +162,11 @@ class RunWebhookSender:
                 self._spawn(record)
                 started += 1
         return started
+
+    def start_sweeping(self) -> None:
+        """Run :meth:`sweeping` in the background until :meth:`aclose`."""
+        if self._sweeper is None:
+            self._sweeper = asyncio.get_running_loop().create_task(self.sweeping())
 
     async def sweeping(self) -> None:
         """Sweep now and every ``sweep_every`` seconds, until cancelled."""
@@ -228,16 +235,20 @@ class RunWebhookSender:
             def note(current: RunRecord) -> RunRecord | None:
                 if current.webhook_delivery is not None:
                     return None
-                return current.replace(
-                    webhook_delivery=outcome, owner=None, lease_expires_at=None
-                )
+                return current.replace(webhook_delivery=outcome, owner=None, lease_expires_at=None)
 
             await self.store.transition(record.run_id, note, known=claimed)
         except Exception:  # a fault of ours or the store's: logged, never the run's problem
             log.exception("webhook of run %s to %s failed", record.run_id, url)
 
     async def aclose(self, grace: float = 5.0) -> None:
-        """Let deliveries under way finish for up to ``grace`` seconds, then stop."""
+        """Stop sweeping; let deliveries under way finish for up to ``grace`` seconds, then
+        stop (one cut short is owed still: the next sweep of any server sends it)."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
         pending = list(self._tasks.values())
         if pending:
             _done, late = await asyncio.wait(pending, timeout=grace)

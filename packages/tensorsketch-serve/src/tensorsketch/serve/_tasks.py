@@ -614,6 +614,13 @@ def _webhook_sender(runner: AsyncRunner, webhooks: RunWebhooks | None) -> RunWeb
     return sender
 
 
+def _start_sender(sender: RunWebhookSender | None) -> None:
+    """Sweep for webhooks a process died before delivering: now, then every
+    ``sweep_every`` seconds."""
+    if sender is not None:
+        sender.start_sweeping()
+
+
 async def _close_sender(sender: RunWebhookSender | None) -> None:
     if sender is not None:
         await sender.aclose()
@@ -732,15 +739,10 @@ def task_app(
             await runner.resume_pending()
         except Exception as exc:  # the store may come back later; the timers retry
             log.warning("resume_pending at startup failed: %s", exc)
-        # Webhooks a process died before delivering: now, then every `sweep_every` seconds.
-        sweeping = None if sender is None else asyncio.create_task(sender.sweeping())
+        _start_sender(sender)
         try:
             yield
         finally:
-            if sweeping is not None:
-                sweeping.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await sweeping
             await runner.drain(timeout=drain_timeout)
             await runner.aclose()
             await _close_sender(sender)
