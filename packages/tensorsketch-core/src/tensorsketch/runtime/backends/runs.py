@@ -101,7 +101,7 @@ class RunRecord:
         ``{"when": "before" | "after", "nodes": [...]}``).
     :param owner: the runner process working on a ``queued`` or ``running`` run; it keeps
         ``lease_expires_at`` (Unix time) in the future while alive. A suspended or finished
-        run has no owner.
+        run has no owner (but while its completion webhook is being sent: see ``webhook``).
     :param interrupts: what a suspended run waits on (``PendingInterrupt.to_dict()`` each).
     :param decisions: approval decisions received so far, by interrupt id (first one wins).
     :param events: signals accepted but not yet delivered (bounded); ``delivered_event_ids``
@@ -121,7 +121,9 @@ class RunRecord:
         superstep barrier; ``stopped_by`` names the run that asked.
     :param webhook: a URL the run's terminal state is POSTed to (the task API's
         ``task_app(webhooks=...)`` delivers it); ``webhook_delivery`` records how that went
-        (``delivered``, ``attempts``, ``status``, ``problem``, ``at``).
+        (``delivered``, ``attempts``, ``status``, ``problem``, ``at``, ``id``). Until it is
+        stored, a finished run is in :meth:`RunStore.undelivered`, and a sender delivering
+        it holds it as ``owner`` until ``lease_expires_at``.
     :param steering: steering messages sent to the run while it executes
         (``AsyncRunner.steer``) that its agent has not taken yet, oldest first
         (``{"seq", "content", "at"}`` each); ``steering_taken`` is the ``seq`` of the last
