@@ -96,7 +96,7 @@ class RunWebhooks(BaseModel):
     def claim_seconds(self) -> float:
         """How long a sender's claim on a delivery lasts: every attempt timing out, every
         backoff waited, and a margin. A claim whose holder died lapses after it."""
-        waits = self.backoff * (2 ** (self.attempts - 1) - 1)
+        waits = self.backoff * float(2 ** (self.attempts - 1) - 1)
         return self.attempts * self.timeout + waits + 30.0
 
 
