@@ -138,11 +138,14 @@ class Execution:
             if head is None or head.run_id == run_id:
                 return
             event = state.settled_events.setdefault(head.run_id, Settled())
+            # A head executing here sets the event as its task ends: no polling (thousands of
+            # queued runs polling starved the store's connections). One elsewhere is polled.
+            here = head.run_id in state.tasks
             try:
                 with contextlib.suppress(TimeoutError):
                     # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel that
                     # lands as the event is set (the runner's close then hung 10 s)
-                    async with asyncio.timeout(state.poll_interval):
+                    async with asyncio.timeout(None if here else state.poll_interval):
                         await event.wait()
             finally:
                 if head.run_id not in state.tasks:
