@@ -386,9 +386,9 @@ async def test_a_closed_runner_refuses_a_signal_naming_the_fix(
     asked = await runner.submit({"n": 1})
     waiting = await runner.await_run(asked.run_id, timeout=30)
     await runner.aclose()
-    with pytest.raises(RuntimeError, match="closed; create a new one"):
+    with pytest.raises(RuntimeError, match="was closed, so it cannot run"):
         await runner.signal(asked.run_id, {"type": "go"})
-    with pytest.raises(RuntimeError, match="closed; create a new one"):
+    with pytest.raises(RuntimeError, match="was closed, so it cannot run"):
         await runner.approve(asked.run_id, {"call_1": True})
     assert (await runner.get(asked.run_id)).version == waiting.version  # nothing stored
 

@@ -205,13 +205,14 @@ class AsyncRunner:
 
     async def start(self) -> None:
         """Start the background loops (lease renewal, timers); ``submit``, ``approve``,
-        ``signal`` and ``resume`` call it. A closed runner raises ``RuntimeError``."""
+        ``signal`` and ``resume`` call it. A runner closed before it started raises
+        ``RuntimeError``."""
         state = self._state
-        if state.closed:  # also once it ran: what needs a started runner cannot use it
-            msg = "this AsyncRunner was closed; create a new one."
-            raise RuntimeError(msg)
         if state.started:
             return
+        if state.closed:
+            msg = "this AsyncRunner was closed; create a new one."
+            raise RuntimeError(msg)
         state.started = True
         state.slots = asyncio.Semaphore(state.concurrency)
         state.wake = asyncio.Event()
