@@ -9,8 +9,9 @@ Each input ticks three supersteps of ``multitask_graph`` (a short sleep each), s
 inputs land while the thread's run is in flight. The five inputs of a thread go out together
 (``asyncio.gather``), and up to ``IN_FLIGHT`` requests are open at once over all threads.
 
-``--store sqlite`` (default) or ``--store postgres`` (127.0.0.1:5432, a private schema,
-dropped after). ``TS_BENCH_QUICK=1``: 100 threads.
+``--store sqlite`` (default), ``--store postgres`` (127.0.0.1:5432, a private schema,
+dropped after) or ``--store redis`` (127.0.0.1:6379, a private key prefix, deleted after).
+``TS_BENCH_QUICK=1``: 100 threads; ``--threads N`` any other count.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ CONCURRENCY = 32
 PAUSE = 0.02
 POLICIES = ("reject", "enqueue", "interrupt", "rollback")
 PG_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
+REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
 def _backend(store: str, where: str) -> Any:
@@ -44,6 +46,10 @@ def _backend(store: str, where: str) -> Any:
         from tensorsketch.runtime.backends.postgres import PostgresBackend
 
         return PostgresBackend(PG_DSN, schema=where)
+    if store == "redis":
+        from tensorsketch.runtime.backends.redis import RedisBackend
+
+        return RedisBackend(REDIS_URL, prefix=where)
     from tensorsketch.runtime.backends.sqlite import SqliteBackend
 
     return SqliteBackend(where)
@@ -191,7 +197,7 @@ def _one(store: str, policy: str, tmp: str) -> dict[str, Any]:
 
     where = (
         f"bench_dt_{policy}_{uuid.uuid4().hex[:8]}"
-        if store == "postgres"
+        if store in ("postgres", "redis")
         else str(Path(tmp) / f"{policy}.db")
     )
     port = _port()
@@ -212,19 +218,26 @@ def _one(store: str, policy: str, tmp: str) -> dict[str, Any]:
             from tensorsketch.testing import postgres_server
 
             postgres_server.drop_schema(PG_DSN, where)
+        elif store == "redis":
+            from tensorsketch.testing import redis_server
+
+            redis_server.delete_prefix(REDIS_URL, where)
 
 
 def main() -> None:
+    global THREADS
     if len(sys.argv) > 1 and sys.argv[1] == "--serve":
         serve(sys.argv[2], sys.argv[3], int(sys.argv[4]))
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--store", choices=("sqlite", "postgres", "redis"), default="sqlite")
     parser.add_argument("--policy", choices=POLICIES, action="append")
+    parser.add_argument("--threads", type=int, default=THREADS, help="threads (default 1000)")
     args = parser.parse_args()
+    THREADS = args.threads
     print(
         f"\n## Double-texting under load ({args.store}, {THREADS} threads x {INPUTS} inputs, "
-        f"{'quick' if QUICK else 'full'})\n"
+        f"{'full' if THREADS == 1000 else 'reduced'})\n"
     )
     print(
         "| policy | answers | runs by status | submit all | all finished | runs/s | "

@@ -383,3 +383,20 @@ async def test_a_unit_carrying_a_record_ride_is_one_command(
     assert (await store.get(queued.run_id)).status == "succeeded"  # type: ignore[union-attr]
     await backend.aclose()
     await client.aclose()
+async def test_more_calls_at_once_than_the_pool_holds_wait_for_a_connection(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """A busy server (32 runs, 64 HTTP requests, followers) has more calls in flight than
+    the client's pool holds connections: they wait for one (up to ``command_timeout``)
+    instead of failing at once with redis-py's "Too many connections" — which a runner took
+    for an outage and could not store a run's outcome (found by bench_double_texting.py)."""
+    backend = RedisBackend(redis_url, prefix=redis_prefix, max_connections=8)
+    try:
+        found = await asyncio.gather(*(backend.latest_checkpoint(f"t{n}") for n in range(300)))
+        assert found == [None] * 300
+        pool = backend._client.connection_pool  # type: ignore[union-attr]
+        assert pool.max_connections == 8
+    finally:
+        await backend.aclose()
+    with pytest.raises(ValueError, match="max_connections"):
+        RedisBackend(redis_url, max_connections=0)

@@ -351,6 +351,48 @@ async def test_a_runs_engine_run_id_is_its_record_id_in_every_segment(
     assert {e.run_id for e in events} == {record.run_id}
 
 
+async def test_a_runner_never_started_runs_what_its_signal_or_approval_resumes(
+    runner_for: Callable[..., AsyncRunner], make_backend: Callable[[], Backend]
+) -> None:
+    """A process that only answers runs (a webhook handler with a runner of its own, never
+    ``start``-ed) signals or approves a suspended run: the runner starts itself as ``submit``
+    and ``resume`` do, and ``await_run`` returns the finished run instead of waiting forever."""
+    REFUNDS.clear()
+    waiting_for_event = runner_for(who_am_i_graph())
+    asked = await waiting_for_event.submit({"n": 1})
+    assert (await waiting_for_event.await_run(asked.run_id, timeout=30)).waiting_for == "event"
+    waiting_for_approval = runner_for(refund_agent())
+    refund = await waiting_for_approval.submit({"query": "A-18"})
+    assert (await waiting_for_approval.await_run(refund.run_id, timeout=30)).status == "suspended"
+    await waiting_for_event.aclose()
+    await waiting_for_approval.aclose()
+
+    answering = runner_for(who_am_i_graph(), backend=make_backend())
+    await answering.signal(asked.run_id, {"type": "go"})
+    done = await answering.await_run(asked.run_id, timeout=10)
+    assert done.status == "succeeded", done
+    approving = runner_for(refund_agent(), backend=make_backend())
+    await approving.approve(refund.run_id, {"call_1": True})
+    done = await approving.await_run(refund.run_id, timeout=10)
+    assert done.status == "succeeded" and REFUNDS == ["A-18"], done
+
+
+async def test_a_closed_runner_refuses_a_signal_naming_the_fix(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    """A closed runner cannot run what a signal resumes: a clear error, before anything is
+    stored, instead of an accepted event that nothing ever delivers."""
+    runner = runner_for(who_am_i_graph())
+    asked = await runner.submit({"n": 1})
+    waiting = await runner.await_run(asked.run_id, timeout=30)
+    await runner.aclose()
+    with pytest.raises(RuntimeError, match="was closed, so it cannot run"):
+        await runner.signal(asked.run_id, {"type": "go"})
+    with pytest.raises(RuntimeError, match="was closed, so it cannot run"):
+        await runner.approve(asked.run_id, {"call_1": True})
+    assert (await runner.get(asked.run_id)).version == waiting.version  # nothing stored
+
+
 async def test_an_idempotency_key_submits_once_unless_the_run_failed(
     runner_for: Callable[..., AsyncRunner],
 ) -> None:

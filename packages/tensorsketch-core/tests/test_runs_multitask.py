@@ -130,6 +130,63 @@ async def test_rollback_discards_the_stopped_runs_checkpoints(
     assert ticks_of(new.output) == ["z0", "z1", "z2", "b0", "b1", "b2"]
 
 
+async def test_rollback_discards_only_the_stopped_runs_own_checkpoints_when_it_queued(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    """``b`` is enqueued while ``a`` runs, so where ``b`` will start is only guessed at its
+    submit (``a``'s checkpoint then); ``a`` writes more before ``b`` starts, and ``c`` rolls
+    ``b`` back. Only ``b``'s checkpoints go: the rollback reads where ``b`` really started
+    (its record, corrected as it opened the thread), not the guess — which would discard the
+    end of ``a``, a finished run, too (found by bench_double_texting.py on PostgreSQL)."""
+    runner = runner_for(pause=0.2)
+    a = await runner.submit({"tag": "a"}, thread_id="t-queued-rollback")
+    await _running(runner, a.run_id)
+    b = await runner.submit({"tag": "b"}, thread_id="t-queued-rollback")
+    assert (await runner.await_run(a.run_id, timeout=30)).status == "succeeded"
+    await _running(runner, b.run_id, ticks=4)  # a's three, then b's first
+    c = await runner.submit(
+        {"tag": "c"}, thread_id="t-queued-rollback", multitask_strategy="rollback"
+    )
+    done = await runner.await_run(c.run_id, timeout=30)
+    stopped = await runner.get(b.run_id)
+    assert stopped.status == "cancelled" and stopped.error["type"] == "RolledBack", stopped
+    assert ticks_of(done.output) == ["a0", "a1", "a2", "c0", "c1", "c2"], done.output
+
+
+async def test_a_run_queued_behind_one_executing_here_waits_without_polling_the_store(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    """``enqueue`` behind a run this process executes: the queued run is woken when that
+    run stops, and reads the store only then — it does not poll every ``poll_interval``.
+    Polling made 4,000 queued runs of bench_double_texting.py (1,000 threads) starve
+    PostgreSQL's connection pool, and runs failed to store their outcome."""
+    runner = runner_for(pause=0.3, poll_interval=0.005)
+    first = await runner.submit({"tag": "a"}, thread_id="t-quiet-queue")
+    await _running(runner, first.run_id)
+    store = runner.store
+    reads = {"get": 0, "list": 0}
+    get, list_ = store.get, store.list
+
+    async def counted_get(run_id: str) -> Any:
+        reads["get"] += 1
+        return await get(run_id)
+
+    async def counted_list(**kwargs: Any) -> Any:
+        if kwargs.get("thread_id") == "t-quiet-queue":
+            reads["list"] += 1
+        return await list_(**kwargs)
+
+    store.get = counted_get  # type: ignore[method-assign]
+    store.list = counted_list  # type: ignore[method-assign]
+    second = await runner.submit({"tag": "b"}, thread_id="t-quiet-queue")
+    await _running(runner, first.run_id, ticks=2)  # b waits its turn across a's ticks
+    waiting = dict(reads)
+    assert (await runner.await_run(second.run_id, timeout=30)).status == "succeeded"
+    # At most the read when b was queued (a cold head) and the poll-free wait: no loop of
+    # reads while a ran for a whole tick (0.3 s: 60 polls at 5 ms).
+    assert waiting["list"] <= 2, waiting
+
+
 async def test_interrupt_cancels_runs_still_queued_behind_the_running_one(
     runner_for: Callable[..., AsyncRunner],
 ) -> None:

@@ -191,3 +191,50 @@ def test_a_webhook_on_a_server_without_webhooks_is_a_400(serve: Any) -> None:
 def test_run_webhooks_refuses_a_short_secret() -> None:
     with pytest.raises(ValueError, match="at least 16 characters"):
         RunWebhooks(secret="short")
+
+
+@pytest.mark.asyncio
+async def test_two_servers_sweeping_one_owed_webhook_deliver_it_once(
+    live: Any, make_backend: Callable[[], Backend]
+) -> None:
+    """A finished run whose webhook nobody delivered (its server died) is in the store's
+    undelivered index; two servers' senders sweep it at the same moment: the claim lets one
+    of them POST, once, and the outcome takes it out of the index."""
+    import asyncio
+
+    from tensorsketch.runs import RunRecord, run_store
+    from tensorsketch.serve._run_webhooks import RunWebhookSender
+    from tensorsketch.serve._tasks import _record_json
+
+    receiver = Receiver()
+    hook = live(receiver.app)
+    options = RunWebhooks(secret=SECRET, allowed_hosts=("127.0.0.1",), backoff=0.05)
+    one, two = make_backend(), make_backend()
+    try:
+        store = run_store(one)
+        owed = RunRecord(
+            run_id=private_name("run"),
+            thread_id=private_name("t"),
+            status="succeeded",
+            webhook=f"{hook.url}/hook",
+        )
+        await store.create(owed)
+        senders = [
+            RunWebhookSender(options, run_store(backend), _record_json, f"host:{n}:x")
+            for n, backend in enumerate((one, two))
+        ]
+        started = await asyncio.gather(*(s.sweep() for s in senders))
+        assert sum(started) >= 1
+        for sender in senders:
+            await sender.aclose(grace=10.0)
+        record = await store.get(owed.run_id)
+        assert record is not None and record.webhook_delivery is not None
+        assert record.webhook_delivery["delivered"] and record.owner is None, record
+        assert len(receiver.seen) == 1, receiver.seen
+        headers = receiver.seen[0][1]
+        assert headers["x-tensorsketch-delivery"] == f"{owed.run_id}:run.succeeded"
+        assert owed.run_id not in {r.run_id for r in await store.undelivered(1000)}
+        assert await asyncio.gather(*(s.sweep() for s in senders)) == [0, 0]
+    finally:
+        await one.aclose()
+        await two.aclose()

@@ -64,6 +64,12 @@ class Execution:
         state = self.state
         if state.closed or run_id in state.tasks:
             return
+        if not state.started:  # its task would die at once and leave await_run waiting
+            msg = (
+                f"run {run_id!r} cannot execute on this AsyncRunner: it was never started. "
+                "Call `await runner.start()` (or use `async with runner:`) first."
+            )
+            raise RuntimeError(msg)
         if new:
             state.waiting_new += 1
         task = asyncio.get_running_loop().create_task(
@@ -132,11 +138,14 @@ class Execution:
             if head is None or head.run_id == run_id:
                 return
             event = state.settled_events.setdefault(head.run_id, Settled())
+            # A head executing here sets the event as its task ends: no polling (thousands of
+            # queued runs polling starved the store's connections). One elsewhere is polled.
+            here = head.run_id in state.tasks
             try:
                 with contextlib.suppress(TimeoutError):
                     # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel that
                     # lands as the event is set (the runner's close then hung 10 s)
-                    async with asyncio.timeout(state.poll_interval):
+                    async with asyncio.timeout(None if here else state.poll_interval):
                         await event.wait()
             finally:
                 if head.run_id not in state.tasks:
@@ -455,7 +464,12 @@ class Execution:
         current = await state.store.get(run_id)
         strategy = (current.stop_requested if current is not None else None) or "interrupt"
         if strategy == "rollback":
-            await roll_back(state.backend, began.thread_id, began.base_checkpoint)
+            # Where the run really started is the stored record's: `began` may hold the
+            # guess made at submit, which the rider corrected as the thread opened.
+            base = began.base_checkpoint
+            if current is not None and current.base_checkpoint is not None:
+                base = current.base_checkpoint
+            await roll_back(state.backend, began.thread_id, base)
         by = (current.stopped_by if current is not None else None) or "?"
         await self._finish(run_id, status="cancelled", error=stopped_error(strategy, by))
 

@@ -49,6 +49,18 @@ class Operator:
         self.read = read
         self.start = start
 
+    async def _ready(self) -> None:
+        """The run an approval, a signal or a resume lets go on executes here: a runner never
+        started starts now (as ``submit`` does); a closed one refuses before anything is
+        stored (nothing here would ever run it)."""
+        if self.state.closed:
+            msg = (
+                "this AsyncRunner was closed, so it cannot run what this would resume; "
+                "create a new one."
+            )
+            raise RuntimeError(msg)
+        await self.start()
+
     async def approve(self, run_id: str, decisions: Mapping[str, Any]) -> RunRecord:
         if not isinstance(decisions, Mapping) or not decisions:
             msg = "approve() needs a non-empty dict of decisions keyed by the ids the run awaits."
@@ -58,6 +70,7 @@ class Operator:
                 msg = f"decision ids are strings, got {key!r}."
                 raise ValueError(msg)
             parse_approval(decision)
+        await self._ready()
         record = await self.read(run_id)
 
         def decide(current: RunRecord) -> RunRecord:
@@ -102,6 +115,7 @@ class Operator:
     async def signal(self, run_id: str, event: Mapping[str, Any]) -> RunRecord:
         state = self.state
         checked = check_event(event)
+        await self._ready()
         record = await self.read(run_id)
         if state.event_input is None and record.waiting_for in ("timer", "approval", "breakpoint"):
             segment_input(state.graph, None, [checked])  # fail now if the graph cannot take events
@@ -176,10 +190,10 @@ class Operator:
             passed = {i["id"]: True for i in current.interrupts if i.get("kind") == "breakpoint"}
             return current.replace(decisions={**current.decisions, **passed})
 
+        await self._ready()
         stored = await self.state.store.transition(record.run_id, go_on)
         assert stored is not None
         self.state.notify(stored)
-        await self.start()
         if all_decided(stored):
             self.execution.spawn(stored.run_id)
         return stored

@@ -204,7 +204,9 @@ class AsyncRunner:
     # -- lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the background loops (lease renewal, timers); ``submit`` calls it."""
+        """Start the background loops (lease renewal, timers); ``submit``, ``approve``,
+        ``signal`` and ``resume`` call it. A runner closed before it started raises
+        ``RuntimeError``."""
         state = self._state
         if state.started:
             return

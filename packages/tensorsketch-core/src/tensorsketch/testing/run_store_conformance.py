@@ -320,6 +320,57 @@ class RunStoreConformance:
         assert soonest <= base + 30
 
     @pytest.mark.asyncio
+    async def test_the_undelivered_index_holds_finished_runs_whose_webhook_is_owed(
+        self, backend: Backend, store: RunStore
+    ) -> None:
+        """The write that finishes a run naming a webhook puts it in the index (in the same
+        unit, a ride included); the one recording the delivery takes it out; a claim (an
+        owner on the finished run) leaves it in; deleting the run removes it."""
+        hook = "https://hooks.example.com/done"
+        thread = f"t-{uuid.uuid4().hex[:8]}"
+        owed, _ = await store.create(_record(webhook=hook, owner="me"))
+        plain, _ = await store.create(_record(owner="me"))
+        ridden, _ = await store.create(_record(thread_id=thread, webhook=hook, owner="me"))
+
+        def mine() -> set[str]:
+            return {owed.run_id, plain.run_id, ridden.run_id}
+
+        async def listed() -> set[str]:
+            return {r.run_id for r in await store.undelivered(1000)} & mine()
+
+        assert await listed() == set()  # not finished yet
+        for run in (owed, plain):
+            await store.transition(run.run_id, lambda r: r.replace(status="succeeded", owner=None))
+        if getattr(backend, "carries_rides", False):
+            first = StoredCheckpoint(thread, "c0", None, 0, time.time(), b"in")
+            opening = RecordRide(ridden.run_id, ridden.replace(status="running"))
+            await backend.open_thread(thread, "me", 30, first, ride=opening)  # type: ignore[call-arg]
+            assert opening.result is not None and opening.result.stored is not None
+            ending = opening.result.stored.replace(status="failed", owner=None)
+            done = RecordRide(ridden.run_id, ending)
+            last = StoredCheckpoint(thread, "c1", "c0", 1, time.time(), b"out")
+            await backend.commit_step(  # type: ignore[call-arg]
+                thread, last, [], release_owner="me", fence="me", ride=done
+            )
+            assert done.result is not None and done.result.stored is not None
+        else:
+            await store.transition(ridden.run_id, lambda r: r.replace(status="failed", owner=None))
+        assert await listed() == {owed.run_id, ridden.run_id}
+        claimed = await store.transition(
+            owed.run_id, lambda r: r.replace(owner="sender", lease_expires_at=time.time() + 60)
+        )
+        assert claimed is not None and claimed.webhook_pending
+        assert await listed() == {owed.run_id, ridden.run_id}
+        await store.transition(
+            owed.run_id, lambda r: r.replace(webhook_delivery={"delivered": True}, owner=None)
+        )
+        assert await listed() == {ridden.run_id}
+        assert await store.delete(ridden.run_id)
+        assert await listed() == set()
+        counts = await store.counts()
+        assert not any(k.endswith(":webhook") for k in counts), counts
+
+    @pytest.mark.asyncio
     async def test_renew_extends_only_the_owners_active_runs(self, store: RunStore) -> None:
         now = time.time()
         mine, _ = await store.create(_record(owner="me", lease_expires_at=now + 5))

@@ -634,9 +634,16 @@ def _webhook_sender(runner: AsyncRunner, webhooks: RunWebhooks | None) -> RunWeb
     if not isinstance(webhooks, RunWebhooks):
         msg = f"task_app(webhooks=...) takes a RunWebhooks, got {type(webhooks).__name__}."
         raise TypeError(msg)
-    sender = RunWebhookSender(webhooks, runner.store, _record_json)
+    sender = RunWebhookSender(webhooks, runner.store, _record_json, runner.owner)
     runner.listeners.append(sender.observe)
     return sender
+
+
+def _start_sender(sender: RunWebhookSender | None) -> None:
+    """Sweep for webhooks a process died before delivering: now, then every
+    ``sweep_every`` seconds."""
+    if sender is not None:
+        sender.start_sweeping()
 
 
 async def _close_sender(sender: RunWebhookSender | None) -> None:
@@ -671,7 +678,9 @@ def task_app(
     :param webhooks: turns on completion webhooks (a run's ``webhook`` field): its terminal
         record is POSTed there, signed with ``RunWebhooks.secret`` (see
         :mod:`tensorsketch.serve.tasks` for the headers), retried, and the outcome recorded
-        as the run's ``webhook_delivery``. Off by default: a run naming one is a 400.
+        as the run's ``webhook_delivery``; at least once, with a delivery id that stays the
+        same (a webhook whose server died before recording it is sent again by the next sweep
+        of any server on the store). Off by default: a run naming one is a 400.
     :param memory: serve this long-term memory store at ``/memory/...`` (put, get, delete,
         list, search, namespaces), behind ``authenticate``. The app does not close it.
     :param sessions: serve this session store at ``/sessions...`` (list, read, append,
@@ -755,6 +764,7 @@ def task_app(
             await runner.resume_pending()
         except Exception as exc:  # the store may come back later; the timers retry
             log.warning("resume_pending at startup failed: %s", exc)
+        _start_sender(sender)
         try:
             yield
         finally:

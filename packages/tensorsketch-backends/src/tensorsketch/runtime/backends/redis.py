@@ -304,7 +304,10 @@ class RedisBackend(Backend):
         ``BackendUnavailableError`` (every command touches one thread's keys, so the default
         is far above a healthy server's latency; raise it for very large checkpoints over a
         slow link). A refused or dropped connection is retried once, a timeout is not.
-        Both apply to the client the backend creates; a ``client=`` keeps its own settings.
+    :param max_connections: connections the backend's client opens at most; a call beyond
+        them waits for a free one (up to ``command_timeout``) rather than failing — a busy
+        runner has more calls in flight than that.
+        These apply to the client the backend creates; a ``client=`` keeps its own settings.
 
     A client belongs to the event loop it was first used on; a call from another live loop
     (the sync ``get_state`` helper) uses a short-lived client built from the same settings.
@@ -324,8 +327,13 @@ class RedisBackend(Backend):
         lease_ttl: float = 30.0,
         connect_timeout: float = 5.0,
         command_timeout: float = 10.0,
+        max_connections: int = 100,
     ) -> None:
         super().__init__(serializer=serializer)
+        if type(max_connections) is not int or max_connections < 1:
+            msg = f"`max_connections` must be an int >= 1, got {max_connections!r}."
+            raise ValueError(msg)
+        self.max_connections = max_connections
         for label, value in (
             ("connect_timeout", connect_timeout),
             ("command_timeout", command_timeout),
@@ -412,8 +420,12 @@ class RedisBackend(Backend):
         """A client whose every call is bounded: redis-py's defaults wait forever for a reply
         and retry three times, so a black-holed server never raised in time."""
         assert self.dsn is not None
-        return aioredis.Redis.from_url(
+        # A blocking pool: past `max_connections`, a call waits for a connection to come
+        # back (redis-py's default pool raises "Too many connections" at once).
+        pool = aioredis.BlockingConnectionPool.from_url(
             self.dsn,
+            max_connections=self.max_connections,
+            timeout=self.command_timeout,
             socket_connect_timeout=self.connect_timeout,
             socket_timeout=self.command_timeout,
             socket_keepalive=True,
@@ -425,6 +437,7 @@ class RedisBackend(Backend):
                 supported_errors=(redis_errors.ConnectionError,),
             ),
         )
+        return aioredis.Redis.from_pool(pool)
 
     def _one_shot(self) -> aioredis.Redis:
         if self._given is None:

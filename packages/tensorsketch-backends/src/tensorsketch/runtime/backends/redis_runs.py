@@ -10,6 +10,8 @@ Keys (``R`` = ``{prefix}:{runs}:``; the ``{runs}`` hash tag keeps them in one Cl
     R thread:<t>        zset    the same, per thread
     R label:<k>=<v>     zset    the same, per label
     R due               zset    suspended runs with a wake-up time, scored by it
+    R undelivered       zset    finished runs whose webhook is not delivered yet (their
+                                ``waiting`` field is ``webhook``), by creation time
     R counts            hash    runs per status and ``suspended:<reason>``
     R layout            string  key layout version of the run keys
 
@@ -23,23 +25,33 @@ from typing import TYPE_CHECKING, Any
 
 from tensorsketch.errors import CheckpointDecodeError, RunConflictError
 from tensorsketch.runtime.backends.rides import RecordRide, RideResult
-from tensorsketch.runtime.backends.runs import RUN_LAYOUT_VERSION, InTurn, RunRecord, RunStore
+from tensorsketch.runtime.backends.runs import (
+    RUN_LAYOUT_VERSION,
+    InTurn,
+    RunRecord,
+    RunStore,
+    waiting_column,
+)
 
 if TYPE_CHECKING:
     from tensorsketch.runtime.backends.redis import RedisBackend
 
 __all__ = ["RedisRunStore"]
 
-# Shared by the write scripts: add (sign 1) or remove (sign -1) a run from the status, due and
-# count indexes, given its hash fields.
+# Shared by the write scripts: add (sign 1) or remove (sign -1) a run from the status, due,
+# undelivered and count indexes, given its hash fields.
 _INDEX = """
 local function index(b, id, status, kind, created, wake, waiting, sign)
   if sign > 0 then
     redis.call('ZADD', b .. 'status:' .. status, created, id)
     if status == 'suspended' and wake ~= '' then redis.call('ZADD', b .. 'due', wake, id) end
+    if waiting == 'webhook' and status ~= 'suspended' then
+      redis.call('ZADD', b .. 'undelivered', created, id)
+    end
   else
     redis.call('ZREM', b .. 'status:' .. status, id)
     redis.call('ZREM', b .. 'due', id)
+    redis.call('ZREM', b .. 'undelivered', id)
   end
   if kind == 'run' then
     redis.call('HINCRBY', b .. 'counts', status, sign)
@@ -288,7 +300,7 @@ class RedisRunStore(RunStore):
             r.kind,
             r.thread_id,
             repr(r.wake_at) if r.wake_at is not None and r.status == "suspended" else "",
-            r.waiting_for or "",
+            waiting_column(r) or "",
             r.idempotency_key or "",
             repr(r.lease_expires_at) if r.lease_expires_at is not None else "",
             r.owner or "",
@@ -387,7 +399,7 @@ class RedisRunStore(RunStore):
             r.encode(self.serializer),
             r.status,
             repr(r.wake_at) if r.wake_at is not None else "",
-            r.waiting_for or "",
+            waiting_column(r) or "",
             r.owner or "",
             repr(r.lease_expires_at) if r.lease_expires_at is not None else "",
         ]
@@ -407,7 +419,7 @@ class RedisRunStore(RunStore):
             str(w.version),
             w.status,
             repr(w.wake_at) if w.wake_at is not None else "",
-            w.waiting_for or "",
+            waiting_column(w) or "",
             w.encode(self.serializer),
             w.owner or "",
             repr(w.lease_expires_at) if w.lease_expires_at is not None else "",
@@ -431,6 +443,12 @@ class RedisRunStore(RunStore):
             ids = await client.zrangebyscore(f"{self.base}due", "-inf", before, start=0, num=limit)
         found = await self._many("reading due timers", ids)
         return sorted(found, key=lambda r: r.wake_at or 0.0)
+
+    async def undelivered(self, limit: int = 100) -> list[RunRecord]:
+        async with self.backend._use("reading undelivered webhooks") as client:
+            ids = await client.zrange(f"{self.base}undelivered", 0, limit - 1)
+        found = await self._many("reading undelivered webhooks", ids)
+        return [r for r in found if r.webhook_pending]
 
     async def next_wake(self) -> float | None:
         async with self.backend._use("reading due timers") as client:

@@ -1,7 +1,7 @@
 """``MemoryRunStore``: the run store in process memory (the :class:`InMemoryBackend`'s).
 
 Records are kept encoded, as a real store keeps them, so what works here works there. The
-due index is a sorted list of ``(wake_at, run_id)``.
+due index is a sorted list of ``(wake_at, run_id)``; the undelivered-webhook index a set of ids.
 """
 
 from __future__ import annotations
@@ -26,12 +26,14 @@ class MemoryRunStore(RunStore):
         self._rows: dict[str, tuple[bytes, int]] = {}
         self._keys: dict[str, str] = {}
         self._due: list[tuple[float, str]] = []
+        self._undelivered: set[str] = set()
 
     def _load(self, run_id: str) -> RunRecord | None:
         row = self._rows.get(run_id)
         return None if row is None else RunRecord.decode(self.serializer, *row)
 
     def _unindex(self, old: RunRecord) -> None:
+        self._undelivered.discard(old.run_id)
         if old.status == "suspended" and old.wake_at is not None:
             at = bisect.bisect_left(self._due, (old.wake_at, old.run_id))
             if at < len(self._due) and self._due[at] == (old.wake_at, old.run_id):
@@ -42,6 +44,8 @@ class MemoryRunStore(RunStore):
             self._unindex(old)
         if new.status == "suspended" and new.wake_at is not None:
             bisect.insort(self._due, (new.wake_at, new.run_id))
+        if new.webhook_pending:
+            self._undelivered.add(new.run_id)
 
     async def _insert(self, record: RunRecord) -> tuple[RunRecord, bool]:
         with self._lock:
@@ -117,6 +121,12 @@ class MemoryRunStore(RunStore):
         with self._lock:
             ids = [run_id for wake, run_id in self._due[:limit] if wake <= before]
             return [r for r in map(self._load, ids) if r is not None]
+
+    async def undelivered(self, limit: int = 100) -> list[RunRecord]:
+        with self._lock:
+            found = [r for r in map(self._load, self._undelivered) if r is not None]
+        found.sort(key=lambda r: (r.created_at, r.run_id))
+        return found[:limit]
 
     async def next_wake(self) -> float | None:
         with self._lock:

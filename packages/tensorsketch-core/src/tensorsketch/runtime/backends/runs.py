@@ -74,6 +74,17 @@ TERMINAL: Final = frozenset({"succeeded", "failed", "cancelled"})
 #: Statuses that need an owner working on them (the ones a crashed owner leaves behind).
 ACTIVE: Final = frozenset({"queued", "running"})
 
+#: What a store's ``waiting_for`` index column holds for a finished run whose webhook is
+#: not delivered yet (:attr:`RunRecord.webhook_pending`); a finished run has no other reason
+#: to wait, so the column serves as the undelivered index without a layout change.
+UNDELIVERED: Final = "webhook"
+
+
+def waiting_column(record: RunRecord) -> str | None:
+    """The value a store keeps in its ``waiting_for`` index column for ``record``."""
+    return UNDELIVERED if record.webhook_pending else record.waiting_for
+
+
 #: Label keys and values: short strings (they end up in indexes and metric labels).
 MAX_LABELS: Final = 16
 MAX_LABEL_LENGTH: Final = 128
@@ -91,7 +102,7 @@ class RunRecord:
         ``{"when": "before" | "after", "nodes": [...]}``).
     :param owner: the runner process working on a ``queued`` or ``running`` run; it keeps
         ``lease_expires_at`` (Unix time) in the future while alive. A suspended or finished
-        run has no owner.
+        run has no owner (but while its completion webhook is being sent: see ``webhook``).
     :param interrupts: what a suspended run waits on (``PendingInterrupt.to_dict()`` each).
     :param decisions: approval decisions received so far, by interrupt id (first one wins).
     :param events: signals accepted but not yet delivered (bounded); ``delivered_event_ids``
@@ -111,7 +122,9 @@ class RunRecord:
         superstep barrier; ``stopped_by`` names the run that asked.
     :param webhook: a URL the run's terminal state is POSTed to (the task API's
         ``task_app(webhooks=...)`` delivers it); ``webhook_delivery`` records how that went
-        (``delivered``, ``attempts``, ``status``, ``problem``, ``at``).
+        (``delivered``, ``attempts``, ``status``, ``problem``, ``at``, ``id``). Until it is
+        stored, a finished run is in :meth:`RunStore.undelivered`, and a sender delivering
+        it holds it as ``owner`` until ``lease_expires_at``.
     :param steering: steering messages sent to the run while it executes
         (``AsyncRunner.steer``) that its agent has not taken yet, oldest first
         (``{"seq", "content", "at"}`` each); ``steering_taken`` is the ``seq`` of the last
@@ -169,6 +182,13 @@ class RunRecord:
     def terminal(self) -> bool:
         """Whether the run is finished for good."""
         return self.status in TERMINAL
+
+    @property
+    def webhook_pending(self) -> bool:
+        """Finished, naming a webhook, and no delivery recorded yet: what
+        :meth:`RunStore.undelivered` indexes (the write that finishes the run is the one that
+        puts it there, so a process killed before delivering loses nothing)."""
+        return self.webhook is not None and self.webhook_delivery is None and self.terminal
 
     def replace(self, **changes: Any) -> RunRecord:
         """A copy with ``changes`` applied (a run's record changes about ten times: this is
@@ -637,6 +657,20 @@ class RunStore(ABC):
         if kept:
             raise ThreadBusyError(_busy(thread_id, kept))
         return removed
+
+    async def undelivered(self, limit: int = 100) -> builtins.list[RunRecord]:
+        """Finished runs whose webhook is not delivered yet (:attr:`RunRecord.webhook_pending`),
+        oldest first. The default reads every finished run; the first-party stores read an
+        index the finishing write itself keeps."""
+        found: builtins.list[RunRecord] = []
+        cursor: str | None = None
+        while len(found) < limit:
+            page = await self.list(status=TERMINAL, kind="run", limit=200, cursor=cursor)
+            found += [r for r in page.records if r.webhook_pending]
+            if page.cursor is None:
+                break
+            cursor = page.cursor
+        return found[:limit]
 
     async def orphans(self, now: float, limit: int = 100) -> builtins.list[RunRecord]:
         """Active runs whose owner is gone (see :meth:`claim`), oldest first."""

@@ -11,6 +11,9 @@ Layout (created on first use, versioned as component ``runs`` in the schema-vers
     tensorsketch_run_labels  (key, value, run)  label index for filtered listing
 
 ``wake_at`` is only set on suspended rows, so the due-timer query reads a partial index.
+``waiting_for`` is ``'webhook'`` on a finished row whose webhook is not delivered yet (set by
+the write that finishes the run, cleared by the one recording the delivery): the sweep of
+undelivered webhooks reads a partial index too.
 Every write is one statement or one transaction; leases are the writers' wall clocks.
 """
 
@@ -27,6 +30,7 @@ from tensorsketch.runtime.backends.runs import (
     RunRecord,
     RunStore,
     ThreadHead,
+    waiting_column,
 )
 from tensorsketch.runtime.backends.sql_query import Query
 
@@ -52,7 +56,7 @@ def _columns(r: RunRecord, serializer: Any) -> tuple[Any, ...]:
         r.thread_id,
         r.kind,
         r.status,
-        r.waiting_for,
+        waiting_column(r),
         wake,
         r.owner,
         r.lease_expires_at,
@@ -128,6 +132,11 @@ class SqlRunStore(RunStore):
                 "WHERE wake_at IS NOT NULL AND wake_at <= ? ORDER BY wake_at LIMIT ?"
             ),
             "next_wake": f"SELECT MIN(wake_at) FROM {runs} WHERE wake_at IS NOT NULL",
+            "undelivered": (
+                f"SELECT version, lease_expires_at, record FROM {runs} "
+                "WHERE waiting_for = 'webhook' AND status IN ('succeeded', 'failed', "
+                "'cancelled') ORDER BY created_at, run_id LIMIT ?"
+            ),
             "counts": (
                 f"SELECT status, waiting_for, COUNT(*) FROM {runs} WHERE kind = 'run' "
                 "GROUP BY status, waiting_for"
@@ -194,6 +203,8 @@ class SqlRunStore(RunStore):
             f"CREATE INDEX IF NOT EXISTS {prefix}runs_by_created ON {runs} (created_at, run_id)",
             f"CREATE INDEX IF NOT EXISTS {prefix}runs_due ON {runs} (wake_at) "
             "WHERE wake_at IS NOT NULL",
+            f"CREATE INDEX IF NOT EXISTS {prefix}runs_undelivered ON {runs} "
+            "(created_at, run_id) WHERE waiting_for = 'webhook'",
             f"CREATE TABLE IF NOT EXISTS {keys} (key TEXT PRIMARY KEY, run_id TEXT NOT NULL, "
             "failed INTEGER NOT NULL)",
             f"CREATE TABLE IF NOT EXISTS {labels} (key TEXT NOT NULL, value TEXT NOT NULL, "
@@ -391,7 +402,7 @@ class SqlRunStore(RunStore):
         wake = record.wake_at if record.status == "suspended" else None
         params = (
             record.status,
-            record.waiting_for,
+            waiting_column(record),
             wake,
             record.owner,
             record.lease_expires_at,
@@ -418,6 +429,11 @@ class SqlRunStore(RunStore):
         q = Query(self._sql["due"], (before, limit), fetch="all")
         rows = (await self._go("reading due timers", [q], idempotent=True))[0]
         return [r for r in map(self._decode, rows) if r is not None]
+
+    async def undelivered(self, limit: int = 100) -> list[RunRecord]:
+        q = Query(self._sql["undelivered"], (limit,), fetch="all")
+        rows = (await self._go("reading undelivered webhooks", [q], idempotent=True))[0]
+        return [r for r in map(self._decode, rows) if r is not None and r.webhook_pending]
 
     async def next_wake(self) -> float | None:
         q = Query(self._sql["next_wake"], (), fetch="one")
