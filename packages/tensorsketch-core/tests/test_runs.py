@@ -748,6 +748,42 @@ async def test_resume_pending_takes_over_orphans_but_never_a_live_owners_run(
     assert (await runner.get("live")).owner == "elsewhere:2:y"
 
 
+async def test_a_takeover_runs_the_input_of_a_run_whose_start_was_never_corrected(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    """A run's first ``running`` write guesses where its thread stands and a second write
+    corrects a wrong guess; when that second write fails (a starved pool did it, in
+    bench_double_texting on PostgreSQL) or its process dies in between, the record names a
+    start the thread has moved past. The takeover must see that none of the thread is this
+    run's and run its input, not "resume" a run that never began (it used to succeed with
+    nothing of its own on the thread)."""
+    runner = runner_for(work_graph())
+    store = run_store(runner.backend)
+    before = await runner.submit({"n": 1}, thread_id="t-stale")
+    before = await runner.await_run(before.run_id, timeout=30)
+    assert before.status == "succeeded"
+    head, last = await runner.backend.thread_head("t-stale")
+    now = time.time()
+    await store.create(
+        RunRecord(
+            run_id="stale",
+            thread_id="t-stale",
+            input={"n": 2},
+            status="running",
+            owner="elsewhere:1:x",
+            lease_expires_at=now - 1,
+            started_at=now - 5,
+            base_checkpoint="",  # the guess: the thread as it stood before the first run
+            first_seq=0,
+        )
+    )
+    assert await runner.resume_pending() == ["stale"]
+    done = await runner.await_run("stale", timeout=30)
+    assert done.status == "succeeded" and done.output["out"] == "did 2"
+    # Where it really started, for a rollback and for its events.
+    assert (done.base_checkpoint, done.first_seq) == (head, (last or 0) + 1)
+
+
 async def test_a_restarted_runner_picks_up_a_pending_timer(
     make_backend: Callable[[], Backend], runner_for: Callable[..., AsyncRunner]
 ) -> None:

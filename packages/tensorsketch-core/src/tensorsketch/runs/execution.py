@@ -232,6 +232,46 @@ class Execution:
             )
         return self._began(run_id, stored, actual_id)
 
+    async def _wrote_nothing(self, record: RunRecord) -> bool:
+        """Whether nothing of ``record``'s run is on its thread: the thread's last event
+        (every commit of a run carries its events) was written by another run, or there is
+        none. Read on a takeover only, where the record's start may be a stale guess."""
+        backend = self.state.backend
+        last = await backend.last_event_seq(record.thread_id)
+        if last is None:
+            return True
+        tail = await backend.read_events(record.thread_id, last)
+        if not tail:
+            return True
+        event = backend.serializer.loads(tail[-1].payload)
+        return not (isinstance(event, dict) and event.get("run_id") == record.run_id)
+
+    async def _rebase(self, record: RunRecord) -> RunRecord:
+        """Store where the thread really stands as the run's start (what a rollback goes
+        back to, where its events begin), before anything of the run is written."""
+        state = self.state
+        head, last = await state.backend.thread_head(record.thread_id)
+        actual = (head or "", 0 if last is None else last + 1)
+        if (record.base_checkpoint, record.first_seq) == actual:
+            return record
+
+        def correct(current: RunRecord) -> RunRecord | None:
+            if current.status != "running" or current.owner != state.owner:
+                return None
+            return current.replace(base_checkpoint=actual[0], first_seq=actual[1])
+
+        fixed = await state.store.transition(
+            record.run_id, correct, owner=state.owner, known=record, durable=True
+        )
+        if fixed is None:
+            msg = f"run {record.run_id!r} was stopped or taken over before it started."
+            raise LeaseLostError(msg)
+        rider = state.riders.get(record.run_id)
+        if rider is not None:
+            rider.known, rider.changed = fixed, False
+        state.notify(fixed)
+        return fixed
+
     def _beginning(
         self, latest_id: str, first_seq: int, *, takeover: bool
     ) -> Callable[[RunRecord], RunRecord | None]:
@@ -294,7 +334,7 @@ class Execution:
                 return
             state.known[run_id] = record
             try:
-                graph_state, used = await self._invoke(record)
+                graph_state, used = await self._invoke(record, takeover=takeover)
             except LeaseLostError:
                 raise
             except ThreadBusyError:
@@ -333,7 +373,7 @@ class Execution:
                 continue  # suspended again on something already decided
             return
 
-    async def _invoke(self, record: RunRecord) -> tuple[Any, set[str]]:
+    async def _invoke(self, record: RunRecord, *, takeover: bool) -> tuple[Any, set[str]]:
         """Invoke the graph for the run's next segment; return the state and the decision
         ids it was resumed with."""
         state = self.state
@@ -346,6 +386,12 @@ class Execution:
             latest_id = latest.checkpoint_id if latest is not None else ""
         if latest_id == record.base_checkpoint:
             input = record.input  # nothing of this run was written yet
+        elif takeover and await self._wrote_nothing(record):
+            # Its record says it started elsewhere, but the thread's last event is not this
+            # run's: the guess of where the thread stood was never corrected (the write that
+            # corrects it failed, or its process died between the two). Start from the top.
+            input = record.input
+            record = await self._rebase(record)
         else:
             stored_state = await graph.aget_state(record.thread_id, backend)
             info = run_info(stored_state) if stored_state is not None else None
