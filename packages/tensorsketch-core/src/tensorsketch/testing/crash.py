@@ -818,17 +818,21 @@ def points_at_once() -> int:
 
 async def each_point(points: Iterable[int], check: Callable[[int], Awaitable[_T]]) -> list[_T]:
     """``check(n)`` for every point ``n``, :func:`points_at_once` at a time, in the points'
-    order. Every point has its own thread (and child process), so none sees another's; the
-    first point that raises cancels the rest."""
+    order. Every point has its own thread (and child process), so none sees another's. The
+    first point that raises stops the rest, and its error is raised as it is."""
     gate = asyncio.Semaphore(points_at_once())
 
     async def one(n: int) -> _T:
         async with gate:
             return await check(n)
 
-    async with asyncio.TaskGroup() as group:
-        tasks = [group.create_task(one(n)) for n in points]
-    return [task.result() for task in tasks]
+    tasks = [asyncio.ensure_future(one(n)) for n in points]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def run_crash_matrix(
