@@ -227,7 +227,7 @@ async def test_stall_matrix_sqlite(tmp_path: Path) -> None:
     from tensorsketch.testing.stall import run_stall_matrix
 
     spec = BackendSpec("sqlite", {"dsn": str(tmp_path / "store.db")})
-    report = await run_stall_matrix(spec, tmp_path / "work")
+    report = await run_stall_matrix(spec, tmp_path / "work", lease_ttl=1.0)  # as the others here
     assert len(report.points) == len(report.boundaries) - 1 >= 6
     report.check()
 
