@@ -1,6 +1,10 @@
 """The crash harness against the real servers: a child process runs the scenario and is
 SIGKILLed at every durable boundary in turn (including halfway through the Send fan-out);
-each resume must run every side effect exactly once and end in the uninterrupted state."""
+each resume must run every side effect exactly once and end in the uninterrupted state.
+
+The matrices check several points at once (``each_point``), which loads the machine: every
+lease here is 1 s, not the harnesses' 0.5 s default, so a child keeps its own lease until
+its point (the wait for a lease to lapse overlaps with the other points')."""
 
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ from tensorsketch.testing.fork_stall import run_fork_stall_matrix
 @pytest.mark.slow
 async def test_crash_matrix_postgres(pg_dsn: str, pg_schema: str, tmp_path: Path) -> None:
     report = await run_crash_matrix(
-        BackendSpec("postgres", {"dsn": pg_dsn, "schema": pg_schema}), tmp_path
+        BackendSpec("postgres", {"dsn": pg_dsn, "schema": pg_schema}), tmp_path, lease_ttl=1.0
     )
     assert (
         len(report.kills) == len(report.boundaries) == 18
@@ -39,7 +43,7 @@ async def test_crash_matrix_postgres(pg_dsn: str, pg_schema: str, tmp_path: Path
 @pytest.mark.slow
 async def test_crash_matrix_redis(redis_url: str, redis_prefix: str, tmp_path: Path) -> None:
     report = await run_crash_matrix(
-        BackendSpec("redis", {"dsn": redis_url, "prefix": redis_prefix}), tmp_path
+        BackendSpec("redis", {"dsn": redis_url, "prefix": redis_prefix}), tmp_path, lease_ttl=1.0
     )
     assert (
         len(report.kills) == len(report.boundaries) == 18
@@ -88,7 +92,7 @@ async def test_crash_matrix_two_subgraph_levels_deep_postgres(
     pg_dsn: str, pg_schema: str, tmp_path: Path
 ) -> None:
     spec = BackendSpec("postgres", {"dsn": pg_dsn, "schema": pg_schema})
-    report = await run_crash_matrix(spec, tmp_path, scenario=NESTED_SCENARIO)
+    report = await run_crash_matrix(spec, tmp_path, scenario=NESTED_SCENARIO, lease_ttl=1.0)
     assert len(report.kills) == len(report.boundaries) == 24  # core's EXPECTED_NESTED_BOUNDARIES
     assert all(k.killed for k in report.kills)
     report.check()
@@ -100,7 +104,7 @@ async def test_crash_matrix_two_subgraph_levels_deep_redis(
     redis_url: str, redis_prefix: str, tmp_path: Path
 ) -> None:
     spec = BackendSpec("redis", {"dsn": redis_url, "prefix": redis_prefix})
-    report = await run_crash_matrix(spec, tmp_path, scenario=NESTED_SCENARIO)
+    report = await run_crash_matrix(spec, tmp_path, scenario=NESTED_SCENARIO, lease_ttl=1.0)
     assert len(report.kills) == len(report.boundaries) == 24  # core's EXPECTED_NESTED_BOUNDARIES
     assert all(k.killed for k in report.kills)
     report.check()
@@ -132,7 +136,7 @@ async def test_stall_matrix_postgres(pg_dsn: str, pg_schema: str, tmp_path: Path
     from tensorsketch.testing.stall import run_stall_matrix
 
     spec = BackendSpec("postgres", {"dsn": pg_dsn, "schema": pg_schema})
-    report = await run_stall_matrix(spec, tmp_path)
+    report = await run_stall_matrix(spec, tmp_path, lease_ttl=1.0)
     assert len(report.points) == len(report.boundaries) - 1 >= 6
     report.check()  # 0 duplicate effects, 0 reverted writes, the stale owner: LeaseLostError
 
@@ -143,7 +147,7 @@ async def test_stall_matrix_redis(redis_url: str, redis_prefix: str, tmp_path: P
     from tensorsketch.testing.stall import run_stall_matrix
 
     spec = BackendSpec("redis", {"dsn": redis_url, "prefix": redis_prefix})
-    report = await run_stall_matrix(spec, tmp_path)
+    report = await run_stall_matrix(spec, tmp_path, lease_ttl=1.0)
     assert len(report.points) == len(report.boundaries) - 1 >= 6
     report.check()
 

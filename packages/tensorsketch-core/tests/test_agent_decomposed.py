@@ -198,6 +198,7 @@ async def test_a_crash_at_every_boundary_of_the_decomposed_loop_repeats_no_effec
         tmp_path,
         scenario="tensorsketch.testing.agents:decomposed_agent_scenario",
         input=AGENT_INPUT,
+        lease_ttl=1.0,  # its points run at once (each_point), on one event loop
     )
     report.check()
     assert report.baseline_counts == {

@@ -373,7 +373,7 @@ async def test_resume_after_a_crash_replays_earlier_iterations(tmp_path: Path) -
 
 async def test_crash_matrix_in_process(tmp_path: Path) -> None:
     report = await run_crash_matrix(
-        InMemoryBackend(), tmp_path, scenario=SCENARIO, input=AGENT_INPUT
+        InMemoryBackend(), tmp_path, scenario=SCENARIO, input=AGENT_INPUT, lease_ttl=1.0
     )
     report.check()
     assert report.baseline_counts == {
@@ -395,6 +395,7 @@ async def test_crash_matrix_sigkill_on_sqlite(tmp_path: Path) -> None:
         tmp_path,
         scenario=SCENARIO,
         input=AGENT_INPUT,
+        lease_ttl=1.0,  # its points run at once (each_point): a loaded child keeps its lease
     )
     report.check()
     assert all(k.killed for k in report.kills)

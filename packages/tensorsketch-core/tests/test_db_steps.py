@@ -31,7 +31,9 @@ async def test_killed_inside_the_transaction_sqlite(tmp_path: Path, point: str) 
 async def test_killed_at_every_boundary_sqlite(tmp_path: Path) -> None:
     """Every durable boundary, the step's own commit included: one row, one call."""
     spec = BackendSpec("sqlite", {"dsn": str(tmp_path / "store.db")})
-    report = await run_crash_matrix(spec, tmp_path / "work", scenario=DB_STEP_SCENARIO, input={})
+    report = await run_crash_matrix(
+        spec, tmp_path / "work", scenario=DB_STEP_SCENARIO, input={}, lease_ttl=1.0
+    )  # 1 s: its points run at once (each_point), and a loaded child keeps its lease
     assert "transaction 0:Debit:0:debit" in report.boundaries
     assert all(k.killed for k in report.kills)
     report.check()

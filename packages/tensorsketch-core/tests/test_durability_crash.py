@@ -8,6 +8,7 @@ store handle refuses every further call, like a dead process).
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -18,11 +19,13 @@ from tensorsketch.testing.crash import (
     HANDBACK_INPUT,
     HANDBACK_SCENARIO,
     NESTED_SCENARIO,
+    POINTS_AT_ONCE,
     BackendSpec,
     CrashingBackend,
     CrashReport,
     EffectLedger,
     SimulatedCrash,
+    each_point,
     run_crash_matrix,
     run_fanout_crash,
     scenario_graph,
@@ -143,6 +146,56 @@ async def test_crashing_backend_stops_at_its_boundary(tmp_path: Path) -> None:
         CrashingBackend(store, mode="explode")
 
 
+async def test_matrix_points_are_checked_a_few_at_a_time_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("TS_MATRIX_AT_ONCE", raising=False)  # a developer's own setting
+    running: list[int] = []
+    most = 0
+
+    async def check(n: int) -> int:
+        nonlocal most
+        running.append(n)
+        most = max(most, len(running))
+        for _ in range(3):  # every point that holds a place runs while this one waits
+            await asyncio.sleep(0)
+        running.remove(n)
+        return n * 10
+
+    assert await each_point(range(1, 11), check) == [n * 10 for n in range(1, 11)]
+    assert most == POINTS_AT_ONCE > 1
+    monkeypatch.setenv("TS_MATRIX_AT_ONCE", "1")
+    most = 0
+    assert await each_point([3, 1, 2], check) == [30, 10, 20]
+    assert most == 1
+    monkeypatch.setenv("TS_MATRIX_AT_ONCE", "all")
+    with pytest.raises(ValueError, match="TS_MATRIX_AT_ONCE must be a whole number"):
+        await each_point([1], check)
+
+
+async def test_a_failing_matrix_point_stops_the_others_and_raises_its_own_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TS_MATRIX_AT_ONCE", "3")  # point 2 starts while point 1 waits
+    started: list[int] = []
+    gone: list[int] = []
+
+    async def check(n: int) -> int:
+        started.append(n)
+        if n == 2:
+            raise RuntimeError("point 2 broke")
+        try:
+            await asyncio.Event().wait()  # never set: only a cancel ends it
+        finally:
+            gone.append(n)
+        return n
+
+    with pytest.raises(RuntimeError, match="point 2 broke"):
+        await each_point(range(1, 9), check)
+    assert sorted(gone) == sorted(n for n in started if n != 2)  # none left running
+    assert len(started) <= 4  # three places, and one freed by the failure: the rest never ran
+
+
 # -- per-branch commit under a real kill ----------------------------------------------------
 
 
@@ -178,7 +231,7 @@ async def test_stall_matrix_sqlite(tmp_path: Path) -> None:
     from tensorsketch.testing.stall import run_stall_matrix
 
     spec = BackendSpec("sqlite", {"dsn": str(tmp_path / "store.db")})
-    report = await run_stall_matrix(spec, tmp_path / "work")
+    report = await run_stall_matrix(spec, tmp_path / "work", lease_ttl=1.0)  # as the others here
     assert len(report.points) == len(report.boundaries) - 1 >= 6
     report.check()
 

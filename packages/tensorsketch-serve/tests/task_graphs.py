@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,17 @@ def _maybe_die(ledger: EffectLedger) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _maybe_block(ledger: EffectLedger) -> None:
+    """``TS_BLOCK_AFTER=n``: block this process's event loop for ``TS_BLOCK_SECONDS`` (once)
+    right after the n-th side effect, before its result is recorded — a slow synchronous write
+    under load: the run's lease lapses while its effect has happened but is unrecorded."""
+    block_after = int(os.environ.get("TS_BLOCK_AFTER", "0"))
+    if block_after and not _BLOCKED and ledger.total() >= block_after:
+        _BLOCKED.append(True)
+        time.sleep(float(os.environ.get("TS_BLOCK_SECONDS", "3")))
+
+
+_BLOCKED: list[bool] = []
 _FROZEN: list[bool] = []
 
 
@@ -99,7 +111,10 @@ class Work(Node):
             await asyncio.sleep(pause)  # the call is in flight; its side effect not yet made
             if ledger is not None:
                 _maybe_die(ledger)
-                ledger.hit(ctx.thread_id or "", name)
+                # Off the event loop: a synchronous commit (fsync) that blocks under load
+                # would stall the lease heartbeat inside the effect's unrecorded window.
+                await asyncio.to_thread(ledger.hit, ctx.thread_id or "", name)
+                _maybe_block(ledger)
             return name
 
         # Effects take turns (each is journaled before the next calls out), as in the crash

@@ -46,10 +46,10 @@ import sqlite3
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from tensorsketch.channels import Reducer
 from tensorsketch.command import Command
@@ -74,6 +74,7 @@ from tensorsketch.send import Send
 from tensorsketch.testing.order import ORDER_INPUT, OrderState, order_graph
 
 __all__ = [
+    "POINTS_AT_ONCE",
     "BackendSpec",
     "CrashReport",
     "CrashingBackend",
@@ -82,9 +83,11 @@ __all__ = [
     "HandBackState",
     "KillResult",
     "SimulatedCrash",
+    "each_point",
     "fanout_graph",
     "handback_scenario_graph",
     "nested_scenario_graph",
+    "points_at_once",
     "run_crash_matrix",
     "run_fanout_crash",
     "scenario_graph",
@@ -793,6 +796,45 @@ async def _drain(
             await asyncio.sleep(ttl / 5)
 
 
+_T = TypeVar("_T")
+
+#: How many points of a matrix are checked at once (``TS_MATRIX_AT_ONCE``; ``1``: one after
+#: another, for reading one point's logs). A point mostly waits — for a killed or frozen
+#: owner's lease to lapse, for a child to reach its boundary — so a few overlap well; more
+#: would only load the machine, and a loaded child can lose its own lease before its point.
+POINTS_AT_ONCE = 4
+
+
+def points_at_once() -> int:
+    """:data:`POINTS_AT_ONCE`, or the ``TS_MATRIX_AT_ONCE`` environment variable's number."""
+    raw = os.environ.get("TS_MATRIX_AT_ONCE", "")
+    if not raw:
+        return POINTS_AT_ONCE
+    if not raw.isdigit() or int(raw) < 1:
+        msg = f"TS_MATRIX_AT_ONCE must be a whole number of points, 1 or more; got {raw!r}."
+        raise ValueError(msg)
+    return int(raw)
+
+
+async def each_point(points: Iterable[int], check: Callable[[int], Awaitable[_T]]) -> list[_T]:
+    """``check(n)`` for every point ``n``, :func:`points_at_once` at a time, in the points'
+    order. Every point has its own thread (and child process), so none sees another's. The
+    first point that raises stops the rest, and its error is raised as it is."""
+    gate = asyncio.Semaphore(points_at_once())
+
+    async def one(n: int) -> _T:
+        async with gate:
+            return await check(n)
+
+    tasks = [asyncio.ensure_future(one(n)) for n in points]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def run_crash_matrix(
     backend: BackendSpec | Backend,
     workdir: str | os.PathLike[str],
@@ -878,9 +920,9 @@ async def run_crash_matrix(
             raise RuntimeError(msg)
         baseline_counts = ledger.counts(base_thread)
         points = kill_points or list(range(1, len(boundaries) + 1))
-        kills: list[KillResult] = []
         last_step = (await app.aget_history(base_thread, store))[-1].step
-        for n in points:
+
+        async def kill_at(n: int) -> KillResult:
             thread = f"crash-{run_id}-{n}"
             died, _, _ = await attempt(thread, n)
             committed, behind = await _left_behind(store, thread)
@@ -891,11 +933,11 @@ async def run_crash_matrix(
             seqs = [e.seq async for e in app.replay(thread, store)]
             problems = _kill_problems(died, counts, baseline_counts, values, baseline, seqs)
             problems += _broken_promise(durability, committed, behind, last_step)
-            kills.append(
-                KillResult(
-                    n, boundaries[n - 1], thread, died, counts, values, seqs, problems, behind
-                )
+            return KillResult(
+                n, boundaries[n - 1], thread, died, counts, values, seqs, problems, behind
             )
+
+        kills = await each_point(points, kill_at)
         return CrashReport(label, boundaries, baseline, baseline_counts, kills, durability)
     finally:
         if isinstance(backend, BackendSpec):

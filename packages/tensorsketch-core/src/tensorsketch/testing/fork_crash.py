@@ -31,6 +31,7 @@ from tensorsketch.testing.crash import (
     _mp_context,
     _preload,
     _spawn,
+    each_point,
     scenario_graph,
 )
 
@@ -132,7 +133,8 @@ async def run_fork_kill_matrix(
             msg = f"a clean reusing fork ran effects: {ledger.counts(clean_thread)}"
             raise AssertionError(msg)
         ctx = _mp_context(_preload(spec, "tensorsketch.testing.fork_crash:run_fork_kill_matrix"))
-        for point in range(1, len(report.boundaries) + 1):
+
+        async def kill_at(point: int) -> tuple[int, bool, dict[str, int], bool]:
             fork = f"fork-{tag}-{point}"
             config = {
                 "backend": {"target": spec.target, "kwargs": dict(spec.kwargs)},
@@ -150,7 +152,9 @@ async def run_fork_kill_matrix(
                 and out.note == clean.note
                 and out.label == FORK_VALUES["label"]
             )
-            report.kills.append((point, code == -signal.SIGKILL, ledger.counts(fork), same))
+            return (point, code == -signal.SIGKILL, ledger.counts(fork), same)
+
+        report.kills = await each_point(range(1, len(report.boundaries) + 1), kill_at)
         return report
     finally:
         await store.aclose()

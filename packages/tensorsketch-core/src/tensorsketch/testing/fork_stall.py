@@ -48,6 +48,7 @@ from tensorsketch.testing.crash import (
     EffectLedger,
     _mp_context,
     _preload,
+    each_point,
     scenario_graph,
 )
 from tensorsketch.testing.fork_crash import FORK_VALUES, recover_fork
@@ -276,8 +277,8 @@ async def run_fork_stall_matrix(
         report = ForkStallReport(
             label, choice, list(counting.boundaries), ledger.counts(clean_thread)
         )
-        # After the last boundary the fork has finished and let go of its lease: no stall.
-        for n in range(1, len(report.boundaries)):
+
+        async def stall_at(n: int) -> ForkStallPoint:
             fork = f"fstall-{tag}-{n}"
             config = {
                 "backend": (
@@ -314,7 +315,10 @@ async def run_fork_stall_matrix(
             ):
                 problems.append(f"the fork ended as {state!r}, a clean fork as {clean!r}")
             boundary = report.boundaries[n - 1]
-            report.points.append(ForkStallPoint(n, boundary, outcome, counts, str(got), problems))
+            return ForkStallPoint(n, boundary, outcome, counts, str(got), problems)
+
+        # After the last boundary the fork has finished and let go of its lease: no stall.
+        report.points = await each_point(range(1, len(report.boundaries)), stall_at)
         return report
     finally:
         if not in_process:

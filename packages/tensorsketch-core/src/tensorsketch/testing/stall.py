@@ -41,6 +41,7 @@ from tensorsketch.testing.crash import (
     _drain,
     _mp_context,
     _preload,
+    each_point,
 )
 
 __all__ = ["StallPoint", "StallReport", "run_stall_matrix", "stall_graph"]
@@ -193,9 +194,8 @@ async def run_stall_matrix(
         baseline = json.loads((work / f"{base}.json").read_text())
         boundaries: list[str] = baseline["boundaries"]
         expected = sorted(ledger.counts(base))
-        points: list[StallPoint] = []
-        # After the last boundary the run has finished and let go of the lease: no stall.
-        for n in range(1, len(boundaries)):
+
+        async def stall_at(n: int) -> StallPoint:
             thread = f"stall-{run_id}-{n}"
             process = ctx.Process(target=_stall_entry, args=(config(thread, n),), daemon=True)
             process.start()
@@ -238,7 +238,10 @@ async def run_stall_matrix(
             seqs = [e.seq async for e in app.replay(thread, store)]
             if any(b <= a for a, b in itertools.pairwise(seqs)):
                 problems.append(f"event seq not strictly increasing: {seqs}")
-            points.append(StallPoint(n, boundaries[n - 1], outcome, counts, note, problems))
+            return StallPoint(n, boundaries[n - 1], outcome, counts, note, problems)
+
+        # After the last boundary the run has finished and let go of the lease: no stall.
+        points = await each_point(range(1, len(boundaries)), stall_at)
         return StallReport(backend.target, boundaries, points)
     finally:
         await store.aclose()
