@@ -383,6 +383,8 @@ async def test_a_unit_carrying_a_record_ride_is_one_command(
     assert (await store.get(queued.run_id)).status == "succeeded"  # type: ignore[union-attr]
     await backend.aclose()
     await client.aclose()
+
+
 async def test_more_calls_at_once_than_the_pool_holds_wait_for_a_connection(
     redis_url: str, redis_prefix: str
 ) -> None:
