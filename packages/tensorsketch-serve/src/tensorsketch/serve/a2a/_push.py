@@ -156,6 +156,9 @@ class PushSender:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._client: httpx.AsyncClient | None = None
         self._chains: dict[tuple[str, str], asyncio.Task[None]] = {}
+        #: owed deliveries this sender is making (its claims are its own: the store's lease
+        #: cannot keep its chain and its sweep apart)
+        self._owing: set[tuple[str, str]] = set()
 
     async def check(self, url: str) -> None:
         await check_webhook(url, self.options.allowed_hosts)
@@ -204,6 +207,10 @@ class PushSender:
         store = self.store
         if store is None:  # pragma: no cover - the task service always sets it
             return await self._deliver(target, payload)
+        key = (delivery, target.id)
+        if key in self._owing:
+            return False
+        self._owing.add(key)
         try:
             if not await store.claim_push(delivery, target.id, self.owner, self.options):
                 return False
@@ -218,6 +225,8 @@ class PushSender:
         except Exception:  # the store is away: the next sweep delivers it
             log.exception("owed push notification %s to %s failed", delivery, target.id)
             return False
+        finally:
+            self._owing.discard(key)
         return True
 
     async def _deliver(
