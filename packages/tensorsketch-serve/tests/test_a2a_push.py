@@ -62,6 +62,20 @@ class Nap(Node):
 NAPPING = Graph(State).add(Nap).edge(START, "Nap").edge("Nap", END).compile()
 
 
+class Echo(Node):
+    class In(Schema):
+        prompt: str
+
+    class Out(Schema):
+        answer: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        return self.Out(answer=inp.prompt)
+
+
+ECHO = Graph(State).add(Echo).edge(START, "Echo").edge("Echo", END).compile()
+
+
 def app(push: PushNotifications | None = LOCAL, graph: Any = ASKING, **options: Any) -> Any:
     return a2a_app(
         graph,
@@ -394,3 +408,35 @@ async def test_a_client_that_only_listens_by_webhook_hears_a_timer_task_finish(l
         await client.close()
     states = [b["statusUpdate"]["status"]["state"] for b in hook.bodies() if "statusUpdate" in b]
     assert states[0] == "TASK_STATE_WORKING" and states[-1] == "TASK_STATE_COMPLETED"
+
+
+async def test_an_owed_notification_is_swept_once_by_two_apps_on_one_store(
+    live: Any, tmp_path: Path
+) -> None:
+    """The server that ran the task died before POSTing its final status (its sender drops
+    everything): two apps sweeping the same store deliver it once, with the delivery id, and
+    it is settled (a later sweep sends nothing)."""
+    hook = Webhook(live)
+    path = str(tmp_path / "owed.db")
+    dead = app(backend=SqliteBackend(path), graph=ECHO)
+    dead.state.a2a.push.send = lambda *args, **kwargs: None  # died before any POST
+    message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "nap"}]}
+    webhook = {"url": hook.url, "token": "t0k"}
+    answer = await dead.state.a2a.send(
+        {"message": message, "configuration": {"taskPushNotificationConfig": webhook}}
+    )
+    task_id = answer["task"]["id"]
+    assert answer["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert hook.received == []
+    one = app(backend=SqliteBackend(path), graph=ECHO).state.a2a
+    two = app(backend=SqliteBackend(path), graph=ECHO).state.a2a
+    await asyncio.gather(one.sweep_push(), two.sweep_push())
+    assert [body["statusUpdate"]["status"]["state"] for body in hook.bodies()] == [
+        "TASK_STATE_COMPLETED"
+    ]
+    headers = hook.received[0][0]
+    assert headers["x-tensorsketch-delivery"] == f"{task_id}:TASK_STATE_COMPLETED"
+    assert headers["x-a2a-notification-token"] == "t0k"
+    assert await one.sweep_push() == 0 and await two.sweep_push() == 0
+    assert await one.store.owed() == []
+    assert len(hook.received) == 1

@@ -18,6 +18,7 @@ Redis) to keep tasks across restarts.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -153,7 +154,16 @@ def a2a_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        sweeper = None
+        if sender is not None:  # owed notifications a server died before sending go out
+            sweeper = asyncio.get_running_loop().create_task(
+                service.sweeping(sender.options.sweep_every)
+            )
         yield
+        if sweeper is not None:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
         service.close()
         if sender is not None:  # queued notifications get a moment to go out
             await sender.aclose()

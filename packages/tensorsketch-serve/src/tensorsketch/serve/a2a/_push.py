@@ -17,6 +17,16 @@ is refused when it is registered and again before each delivery (the name may ha
 re-pointed since), unless
 ``PushNotifications(allowed_hosts=...)`` names it — a server never calls into its own network
 for whoever asked.
+
+A task's **last word** — its terminal status (``completed``, ``failed``, ``canceled``,
+``rejected``) and each ``input-required`` — is delivered at least once, even by a server that
+was killed before it POSTed: it is recorded as owed in the store before the status itself is
+written (:meth:`TaskStore.owe`), each webhook's outcome is recorded after its POST, and every
+server sweeps what is still owed at start and every ``sweep_every`` seconds. A sender claims
+one webhook's delivery (a lease in the store) before POSTing, so two servers never send it
+at once. It carries ``X-TensorSketch-Delivery: <task id>:<state>`` (and ``:<n>`` for the n-th
+message of an ``input-required``), the same on every re-delivery, for receivers to dedupe.
+Every other update (``working``, artifacts) stays best-effort: lost if the server dies first.
 """
 
 from __future__ import annotations
@@ -24,9 +34,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import socket
+import time
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from a2a.compat.v0_3 import conversions
@@ -37,9 +51,23 @@ from pydantic import BaseModel, ConfigDict, Field
 from tensorsketch.serve._webhooks import deliver, webhook_problem
 from tensorsketch.serve.a2a import _errors as errors
 
-__all__ = ["PushNotifications", "PushSender", "PushTarget", "check_webhook", "task_as_v03"]
+if TYPE_CHECKING:
+    from tensorsketch.serve.a2a._store import TaskStore
+
+__all__ = [
+    "DELIVERY_HEADER",
+    "PushNotifications",
+    "PushSender",
+    "PushTarget",
+    "check_webhook",
+    "task_as_v03",
+]
 
 log = logging.getLogger("tensorsketch.serve.a2a")
+
+#: The header naming an owed notification's delivery, the same on every re-delivery (as the
+#: task API's completion webhooks carry it).
+DELIVERY_HEADER = "X-TensorSketch-Delivery"
 
 
 class PushNotifications(BaseModel):
@@ -53,6 +81,9 @@ class PushNotifications(BaseModel):
     :ivar attempts: how many times one notification is tried before it is given up (logged).
     :ivar backoff: seconds before the first retry; each further retry waits twice as long.
     :ivar timeout: seconds one POST may take.
+    :ivar sweep_every: seconds between two sweeps of terminal (and ``input-required``)
+        notifications still owed — a server died before delivering them (one sweep also runs
+        when the app starts).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -61,6 +92,14 @@ class PushNotifications(BaseModel):
     attempts: int = Field(default=4, ge=1, le=20)
     backoff: float = Field(default=0.5, ge=0.0)
     timeout: float = Field(default=10.0, gt=0.0)
+    sweep_every: float = Field(default=30.0, gt=0.0)
+
+    @property
+    def claim_seconds(self) -> float:
+        """How long a sender's claim on one owed delivery lasts: every attempt timing out,
+        every backoff waited, and one more timeout. A dead sender's claim lapses after it."""
+        waits = self.backoff * float(2 ** (self.attempts - 1) - 1)
+        return (self.attempts + 1) * self.timeout + waits
 
 
 @dataclass(frozen=True)
@@ -111,17 +150,33 @@ class PushSender:
 
     def __init__(self, options: PushNotifications) -> None:
         self.options = options
+        #: where owed deliveries are claimed and recorded (set by the task service)
+        self.store: TaskStore | None = None
+        #: this sender's name on its claims (host and pid, so a dead one can be told apart)
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._client: httpx.AsyncClient | None = None
         self._chains: dict[tuple[str, str], asyncio.Task[None]] = {}
+        #: owed deliveries this sender is making (its claims are its own: the store's lease
+        #: cannot keep its chain and its sweep apart)
+        self._owing: set[tuple[str, str]] = set()
 
     async def check(self, url: str) -> None:
         await check_webhook(url, self.options.allowed_hosts)
 
-    def send(self, task_id: str, target: PushTarget, payload: dict[str, Any]) -> None:
-        """Queue ``payload`` for ``target``: it goes out after what was queued before it."""
+    def send(
+        self,
+        task_id: str,
+        target: PushTarget,
+        payload: dict[str, Any],
+        delivery: str | None = None,
+    ) -> None:
+        """Queue ``payload`` for ``target``: it goes out after what was queued before it.
+        With ``delivery`` (an owed notification's id, see :meth:`TaskStore.owe`) it is
+        claimed first and its outcome recorded."""
         key = (task_id, target.id)
         before = self._chains.get(key)
-        chain = asyncio.get_running_loop().create_task(self._after(before, target, payload))
+        job = self._after(before, target, payload, delivery)
+        chain = asyncio.get_running_loop().create_task(job)
         self._chains[key] = chain
 
         def forget(done: asyncio.Task[None]) -> None:
@@ -131,21 +186,63 @@ class PushSender:
         chain.add_done_callback(forget)
 
     async def _after(
-        self, before: asyncio.Task[None] | None, target: PushTarget, payload: dict[str, Any]
+        self,
+        before: asyncio.Task[None] | None,
+        target: PushTarget,
+        payload: dict[str, Any],
+        delivery: str | None,
     ) -> None:
         if before is not None:  # its outcome is its own; only its being over matters here
             await asyncio.wait([before])
-        await self._deliver(target, payload)
+        if delivery is None:
+            await self._deliver(target, payload)
+        else:
+            await self.deliver_owed(delivery, target, payload)
 
-    async def _deliver(self, target: PushTarget, payload: dict[str, Any]) -> bool:
+    async def deliver_owed(
+        self, delivery: str, target: PushTarget, payload: dict[str, Any]
+    ) -> bool:
+        """Deliver an owed notification to ``target`` unless it was already, or another
+        sender holds it; record the outcome. ``True`` when its outcome is recorded."""
+        store = self.store
+        if store is None:  # pragma: no cover - the task service always sets it
+            return await self._deliver(target, payload)
+        key = (delivery, target.id)
+        if key in self._owing:
+            return False
+        self._owing.add(key)
+        try:
+            if not await store.claim_push(delivery, target.id, self.owner, self.options):
+                return False
+            try:
+                if await store.push_outcome(delivery, target.id) is not None:
+                    return True
+                done = await self._deliver(target, payload, delivery)
+                outcome = {"delivered": done, "at": time.time(), "id": delivery}
+                await store.record_push(delivery, target.id, outcome)
+            finally:
+                await store.release_push(delivery, target.id, self.owner)
+        except Exception:  # the store is away: the next sweep delivers it
+            log.exception("owed push notification %s to %s failed", delivery, target.id)
+            return False
+        finally:
+            self._owing.discard(key)
+        return True
+
+    async def _deliver(
+        self, target: PushTarget, payload: dict[str, Any], delivery: str | None = None
+    ) -> bool:
         url = str(target.config.get("url", ""))
         options = self.options
+        headers = {"Content-Type": "application/json", **target.headers()}
+        if delivery is not None:
+            headers[DELIVERY_HEADER] = delivery
         try:
             done = await deliver(
                 self._http(),
                 url,
                 content=json.dumps(payload).encode(),
-                headers={"Content-Type": "application/json", **target.headers()},
+                headers=headers,
                 attempts=options.attempts,
                 backoff=options.backoff,
                 timeout=options.timeout,

@@ -11,6 +11,11 @@ A task is three things in the store, all written with operations every backend h
 * one line in the **index** — the thread ``<namespace>/tasks`` — so ``ListTasks`` and a
   context's history can find tasks without a query the ``Backend`` API does not have.
 
+Push notifications a task owes (its terminal status, an ``input-required``) are journal
+entries of the thread ``<namespace>/push-owed`` (first write wins, so two writers never
+collide): ``owed:<delivery>`` is written before the status it announces, ``done:<delivery>:
+<config>`` after each webhook's POST, ``settled:<delivery>`` once every webhook's is.
+
 Appends to one log are serialized in this process (a backend's event ``seq`` must strictly
 increase per thread). Two servers writing the same task at once are not supported; two
 servers sharing one store and serving different tasks are.
@@ -27,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tensorsketch.runtime.backends.base import Backend, StoredEvent
-from tensorsketch.serve.a2a._push import PushTarget
+from tensorsketch.serve.a2a._push import PushNotifications, PushTarget
 
 __all__ = ["TERMINAL", "TaskRecord", "TaskStore", "now_iso"]
 
@@ -99,6 +104,47 @@ class TaskStore:
 
     def _record(self, task_id: str) -> str:
         return f"{self.namespace}/task/{task_id}/record"
+
+    # -- owed push notifications -------------------------------------------------------------
+
+    @property
+    def _owed(self) -> str:
+        return f"{self.namespace}/push-owed"
+
+    async def owe(self, delivery: str, task_id: str, state: str, position: int) -> None:
+        """Record that ``task_id``'s webhooks are owed the notification ``delivery`` (its
+        ``state``, when its history has ``position`` messages); written before the status."""
+        entry = {"task": task_id, "state": state, "position": position}
+        await self.backend.record_effect(self._owed, f"owed:{delivery}", json.dumps(entry).encode())
+
+    async def owed(self) -> list[tuple[str, dict[str, Any]]]:
+        """The owed notifications not settled yet, as ``(delivery, entry)``."""
+        owed = await self.backend.list_effects(self._owed, "owed:")
+        settled = {key[8:] for key, _ in await self.backend.list_effects(self._owed, "settled:")}
+        return [(k[5:], json.loads(v)) for k, v in owed if k[5:] not in settled]
+
+    async def settle(self, delivery: str) -> None:
+        await self.backend.record_effect(self._owed, f"settled:{delivery}", b"{}")
+
+    async def claim_push(
+        self, delivery: str, config_id: str, owner: str, options: PushNotifications
+    ) -> bool:
+        """Take one webhook's delivery for as long as it may take (``False``: another
+        sender holds it)."""
+        lease = f"{self._owed}/{delivery}/{config_id}"
+        return await self.backend.acquire_lease(lease, owner, options.claim_seconds)
+
+    async def release_push(self, delivery: str, config_id: str, owner: str) -> None:
+        await self.backend.release_lease(f"{self._owed}/{delivery}/{config_id}", owner)
+
+    async def push_outcome(self, delivery: str, config_id: str) -> dict[str, Any] | None:
+        """How one webhook's delivery ended, or ``None`` while it is owed."""
+        raw = await self.backend.lookup_effect(self._owed, f"done:{delivery}:{config_id}")
+        return None if raw is None else dict(json.loads(raw))
+
+    async def record_push(self, delivery: str, config_id: str, outcome: dict[str, Any]) -> None:
+        key = f"done:{delivery}:{config_id}"
+        await self.backend.record_effect(self._owed, key, json.dumps(outcome).encode())
 
     # -- writing ---------------------------------------------------------------------------
 

@@ -22,7 +22,9 @@ raised                             ``failed``: the status message carries the er
 
 A streaming client that disconnects does not cancel the task (A2A tasks outlive connections:
 ``SubscribeToTask`` picks it up again, ``CancelTask`` stops it). Status changes and finished
-artifacts also go to the task's push notification webhooks (see :mod:`._push`).
+artifacts also go to the task's push notification webhooks (see :mod:`._push`): the terminal
+status and each ``input-required`` at least once, recorded as owed before the status is
+written and swept by every server (:meth:`TaskService.sweep_push`); the rest best-effort.
 """
 
 from __future__ import annotations
@@ -83,6 +85,8 @@ TIMER_GRACE = 2.0
 #: States in which a task waits for the client (a subscription following it ends there).
 _INTERRUPTED = {INPUT_REQUIRED, "TASK_STATE_AUTH_REQUIRED"}
 _DEFAULT_PAGE = 50
+#: States whose push notification is owed durably (the rest are best-effort).
+_OWED = TERMINAL | {INPUT_REQUIRED}
 
 
 @dataclass
@@ -143,6 +147,8 @@ class TaskService:
         #: delivers push notifications (``None``: the agent offers none)
         self.push = push
         self.store = TaskStore(backend, namespace)
+        if push is not None:
+            push.store = self.store
         self.adapter = adapter
         self.max_steps = max_steps
         self._live: dict[str, _Live] = {}
@@ -443,18 +449,28 @@ class TaskService:
         task = live.task
         if message is not None and state != COMPLETED:
             await self.store.add_message(task, message)
+        delivery = await self._owe(task, state)
         status = await self.store.set_status(task, state, message)
-        self._emit(
-            live,
-            {"statusUpdate": {"taskId": task.id, "contextId": task.context_id, "status": status}},
-        )
+        item = {"statusUpdate": {"taskId": task.id, "contextId": task.context_id, "status": status}}
+        live.publish(item)
+        self._notify(task, item, delivery)
+
+    async def _owe(self, task: TaskRecord, state: str) -> str | None:
+        """Before a status whose notification is owed is written, record it as owed (so a
+        server killed before delivering it leaves it to the sweep); return its delivery id."""
+        if self.push is None or not task.push or state not in _OWED:
+            return None
+        delivery = _delivery_id(task.id, state, len(task.history))
+        await self.store.owe(delivery, task.id, state, len(task.history))
+        return delivery
 
     def _emit(self, live: _Live, item: dict[str, Any]) -> None:
         live.publish(item)
         self._notify(live.task, item)
 
-    def _notify(self, task: TaskRecord, item: dict[str, Any]) -> None:
-        """Push a status change or a finished artifact to the task's webhooks."""
+    def _notify(self, task: TaskRecord, item: dict[str, Any], delivery: str | None = None) -> None:
+        """Push a status change or a finished artifact to the task's webhooks (``delivery``:
+        the owed notification's id, claimed and recorded as it is sent)."""
         if self.push is None or not task.push:
             return
         status = "statusUpdate" in item
@@ -463,9 +479,45 @@ class TaskService:
         for target in list(task.push.values()):
             if target.surface == "0.3":
                 if status:  # a 0.3 webhook gets the whole task, once per status change
-                    self.push.send(task.id, target, task_as_v03(task.to_json()))
+                    self.push.send(task.id, target, task_as_v03(task.to_json()), delivery)
             else:
-                self.push.send(task.id, target, item)
+                self.push.send(task.id, target, item, delivery)
+
+    async def sweep_push(self) -> int:
+        """Deliver the owed notifications no server has recorded as delivered (the one that
+        owed them died first); settle those that are. Returns how many POSTs were tried."""
+        sender = self.push
+        if sender is None:
+            return 0
+        tried = 0
+        for delivery, entry in await self.store.owed():
+            task_id = str(entry["task"])
+            if task_id in self._live:
+                continue  # its run is in this process, which sends it
+            task = await self.store.get(task_id)
+            if task is None:
+                continue
+            await self._reconcile(task)  # a run that ended unrecorded gets its status now
+            position = int(entry["position"])
+            if task.state == entry["state"] and len(task.history) == position:
+                targets = list(task.push.values())
+                jobs = [sender.deliver_owed(delivery, t, _push_payload(task, t)) for t in targets]
+                tried += len(jobs)
+                if all(await asyncio.gather(*jobs)):
+                    await self.store.settle(delivery)
+            elif len(task.history) > position or task.terminal:
+                await self.store.settle(delivery)  # superseded: a later status was written
+            # else its status is not written yet (being written, or its writer died first)
+        return tried
+
+    async def sweeping(self, every: float) -> None:
+        """:meth:`sweep_push` now and every ``every`` seconds, until cancelled."""
+        while True:
+            try:
+                await self.sweep_push()
+            except Exception as exc:  # the store may be away a while: the next sweep retries
+                log.warning("sweeping owed push notifications failed: %s", exc)
+            await asyncio.sleep(every)
 
     def _push_sender(self) -> PushSender:
         if self.push is None:
@@ -619,11 +671,12 @@ class TaskService:
             await asyncio.wait([live.runner])
         else:
             await self.store.add_message(task, agent_message("The task was canceled."))
+            delivery = await self._owe(task, CANCELED)
             status = await self.store.set_status(
                 task, CANCELED, agent_message("The task was canceled.")
             )
             update = {"taskId": task.id, "contextId": task.context_id, "status": status}
-            self._notify(task, {"statusUpdate": update})
+            self._notify(task, {"statusUpdate": update}, delivery)
         return task.to_json()
 
     async def subscribe(self, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
@@ -756,6 +809,23 @@ def _changes(
         update = {"taskId": task.id, "contextId": task.context_id, "status": task.status}
         out.append({"statusUpdate": update})
     return out
+
+
+def _delivery_id(task_id: str, state: str, position: int) -> str:
+    """An owed notification's ``X-TensorSketch-Delivery``: the task and its state (a task
+    reaches one terminal state), and for ``input-required`` (which may come again) its place
+    in the history."""
+    if state == INPUT_REQUIRED:
+        return f"{task_id}:{state}:{position}"
+    return f"{task_id}:{state}"
+
+
+def _push_payload(task: TaskRecord, target: PushTarget) -> dict[str, Any]:
+    """What ``target`` is sent for the task's current status (as :meth:`_notify` sends it)."""
+    if target.surface == "0.3":
+        return dict(task_as_v03(task.to_json()))
+    update = {"taskId": task.id, "contextId": task.context_id, "status": task.status}
+    return {"statusUpdate": update}
 
 
 def _artifact_event(task: TaskRecord, artifact: dict[str, Any]) -> dict[str, Any]:

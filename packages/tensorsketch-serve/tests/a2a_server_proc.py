@@ -1,0 +1,81 @@
+"""An A2A server process for the push kill test: ``python a2a_server_proc.py SPEC PORT``.
+
+``SPEC`` is JSON ``{"target": "sqlite" | "postgres" | "redis", "kwargs": {...}, "push":
+{...}}`` (a crash harness :class:`BackendSpec`, and ``PushNotifications(**push)``). The graph
+echoes the message. ``"die_at"``: SIGKILL this process when a task's ``completed`` notification
+is about to be POSTed (``push_sending``) or was POSTed, before its outcome is recorded
+(``push_sent``), once the file ``TS_KILL_ARMED`` names exists.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+import uvicorn
+
+from tensorsketch import END, START, Context, Graph, Node, Schema
+from tensorsketch.serve.a2a import AgentCard, PushNotifications, a2a_app
+from tensorsketch.testing.crash import BackendSpec
+
+
+class State(Schema):
+    prompt: str = ""
+    answer: str = ""
+
+
+class Echo(Node):
+    class In(Schema):
+        prompt: str
+
+    class Out(Schema):
+        answer: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        return self.Out(answer=f"echo: {inp.prompt}")
+
+
+def _die_at(point: str) -> None:
+    from tensorsketch.serve.a2a import _push
+
+    deliver = _push.deliver
+
+    def armed() -> bool:
+        flag = os.environ.get("TS_KILL_ARMED")
+        return flag is None or os.path.exists(flag)
+
+    async def deliver_and_die(*args: Any, **kwargs: Any) -> Any:
+        final = b"TASK_STATE_COMPLETED" in kwargs.get("content", b"")
+        if final and point == "push_sending" and armed():
+            os.kill(os.getpid(), signal.SIGKILL)
+        done = await deliver(*args, **kwargs)
+        if final and armed():
+            os.kill(os.getpid(), signal.SIGKILL)
+        return done
+
+    _push.deliver = deliver_and_die  # type: ignore[assignment]
+
+
+def main() -> None:
+    raw = json.loads(sys.argv[1])
+    port = int(sys.argv[2])
+    backend = BackendSpec(raw["target"], raw.get("kwargs", {})).create()
+    if raw.get("die_at"):
+        _die_at(raw["die_at"])
+    graph = Graph(State).add(Echo).edge(START, "Echo").edge("Echo", END).compile()
+    app = a2a_app(
+        graph,
+        card=AgentCard(name="echo", description="Echoes."),
+        backend=backend,
+        to_input=lambda messages: {"prompt": messages[-1].text},
+        to_reply=lambda state: state.answer,
+        push=PushNotifications(**raw.get("push", {})),
+    )
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
