@@ -6,6 +6,7 @@ restart; non-public webhooks are refused unless the app allows them."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from tensorsketch import END, START, Context, Graph, Node, Schema, SqliteBackend, interrupt
+from tensorsketch.serve import sign_webhook
 from tensorsketch.serve.a2a import AgentCard, PushNotifications, a2a_app
 
 CARD = AgentCard(name="pusher", description="Tells webhooks how tasks go.")
@@ -180,6 +182,31 @@ async def test_the_sdk_registers_a_webhook_and_it_gets_the_task_s_updates(live: 
     # each body is a StreamResponse the SDK's own type reads
     for body in hook.bodies():
         ParseDict(body, pb.StreamResponse())
+
+
+async def test_a_deployment_secret_signs_every_notification(live: Any) -> None:
+    """With ``PushNotifications(secret=...)`` each POST carries the task API's HMAC headers
+    over its exact body; without one, none (the spec's token is all there is)."""
+    secret = "push-signing-secret-0123"
+    hook = Webhook(live)
+    server = live(app(LOCAL.model_copy(update={"secret": secret}), graph=ECHO))
+    client = await sdk(server.url)
+    try:
+        webhook = pb.TaskPushNotificationConfig(url=hook.url, token="t")
+        await ask(client, "sign me", task_push_notification_config=webhook)
+        await hook.wait_for(final_state("TASK_STATE_COMPLETED"))
+    finally:
+        await client.close()
+    assert hook.received
+    for headers, body in hook.received:
+        raw = json.dumps(body).encode()  # what the app sent: json.dumps of the payload
+        stamp = headers["x-tensorsketch-timestamp"]
+        assert headers["x-tensorsketch-signature"] == sign_webhook(secret, stamp, raw)
+        assert headers["x-tensorsketch-signature"] != sign_webhook(
+            "another-secret-12345", stamp, raw
+        )
+    with pytest.raises(ValueError, match="at least 16 characters"):
+        PushNotifications(secret="short")
 
 
 async def test_a_webhook_given_with_the_message_hears_the_whole_task(live: Any) -> None:

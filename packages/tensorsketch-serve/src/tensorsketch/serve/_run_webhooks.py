@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import hmac
 import json
 import logging
 import time
@@ -41,7 +39,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tensorsketch.runs import RunRecord, RunStore
 from tensorsketch.runtime.backends.runs import owner_is_dead
-from tensorsketch.serve._webhooks import deliver
+from tensorsketch.serve._webhooks import (
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    deliver,
+    sign,
+    signed,
+)
 
 __all__ = [
     "DELIVERY_HEADER",
@@ -56,8 +60,6 @@ __all__ = [
 
 log = logging.getLogger("tensorsketch.serve.tasks")
 
-SIGNATURE_HEADER = "X-TensorSketch-Signature"
-TIMESTAMP_HEADER = "X-TensorSketch-Timestamp"
 EVENT_HEADER = "X-TensorSketch-Event"
 RUN_HEADER = "X-TensorSketch-Run"
 DELIVERY_HEADER = "X-TensorSketch-Delivery"
@@ -98,12 +100,6 @@ class RunWebhooks(BaseModel):
         backoff waited, and a margin. A claim whose holder died lapses after it."""
         waits = self.backoff * float(2 ** (self.attempts - 1) - 1)
         return self.attempts * self.timeout + waits + 30.0
-
-
-def sign(secret: str, timestamp: str, body: bytes) -> str:
-    """The ``X-TensorSketch-Signature`` value of ``body`` signed at ``timestamp``."""
-    mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
-    return f"sha256={mac.hexdigest()}"
 
 
 def delivery_id(record: RunRecord) -> str:
@@ -200,11 +196,9 @@ class RunWebhookSender:
             event = f"run.{claimed.status}"
             shown = claimed.replace(owner=None, lease_expires_at=None)
             body = json.dumps({"event": event, "run": self.to_json(shown)}, default=str).encode()
-            stamp = str(int(time.time()))
             headers = {
                 "Content-Type": "application/json",
-                TIMESTAMP_HEADER: stamp,
-                SIGNATURE_HEADER: sign(options.secret, stamp, body),
+                **signed(options.secret, body),
                 EVENT_HEADER: event,
                 RUN_HEADER: claimed.run_id,
                 DELIVERY_HEADER: delivery_id(claimed),

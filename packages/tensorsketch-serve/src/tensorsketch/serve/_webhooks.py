@@ -6,27 +6,58 @@ A webhook must be a public ``http(s)`` address: a URL whose host resolves to a l
 private, link-local or otherwise non-public address is refused — when it is given and again
 before each delivery (the name may have been re-pointed since) — unless the operator's
 ``allowed_hosts`` names it (a host, an IP address or a network such as ``"10.0.0.0/8"``).
+
+With a deployment secret, a body is signed as Stripe and GitHub sign theirs
+(:func:`signed`): ``X-TensorSketch-Timestamp`` (Unix seconds) and
+``X-TensorSketch-Signature`` (``sha256=`` and the hex HMAC-SHA256 of
+``<timestamp>.<body bytes>``), which a receiver recomputes with :func:`sign`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
 import ipaddress
 import logging
 import socket
+import time
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import httpx
 
-__all__ = ["Delivery", "deliver", "webhook_problem"]
+__all__ = [
+    "SIGNATURE_HEADER",
+    "TIMESTAMP_HEADER",
+    "Delivery",
+    "deliver",
+    "sign",
+    "signed",
+    "webhook_problem",
+]
 
 log = logging.getLogger("tensorsketch.serve.webhooks")
 
+SIGNATURE_HEADER = "X-TensorSketch-Signature"
+TIMESTAMP_HEADER = "X-TensorSketch-Timestamp"
+
 #: Answers worth another try besides 5xx.
 RETRY_STATUSES = frozenset({408, 425, 429})
+
+
+def sign(secret: str, timestamp: str, body: bytes) -> str:
+    """The ``X-TensorSketch-Signature`` value of ``body`` signed at ``timestamp``."""
+    mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
+    return f"sha256={mac.hexdigest()}"
+
+
+def signed(secret: str, body: bytes) -> dict[str, str]:
+    """The two headers that sign ``body`` now under ``secret``."""
+    stamp = str(int(time.time()))
+    return {TIMESTAMP_HEADER: stamp, SIGNATURE_HEADER: sign(secret, stamp, body)}
 
 
 def _allowed(host: str, address: str | None, allowed: Iterable[str]) -> bool:

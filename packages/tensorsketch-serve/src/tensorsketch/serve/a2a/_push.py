@@ -48,7 +48,7 @@ from a2a.types import a2a_pb2 as pb
 from google.protobuf.json_format import ParseDict
 from pydantic import BaseModel, ConfigDict, Field
 
-from tensorsketch.serve._webhooks import deliver, webhook_problem
+from tensorsketch.serve._webhooks import deliver, signed, webhook_problem
 from tensorsketch.serve.a2a import _errors as errors
 
 if TYPE_CHECKING:
@@ -84,6 +84,11 @@ class PushNotifications(BaseModel):
     :ivar sweep_every: seconds between two sweeps of terminal (and ``input-required``)
         notifications still owed — a server died before delivering them (one sweep also runs
         when the app starts).
+    :ivar secret: a deployment signing secret (at least 16 characters) shared with the
+        receivers: each notification then also carries ``X-TensorSketch-Timestamp`` and
+        ``X-TensorSketch-Signature`` (HMAC-SHA256, as the task API's completion webhooks;
+        ``tensorsketch.serve.sign_webhook`` recomputes it), beside the spec's token. ``None``
+        (the default): only the spec's authentication.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -93,6 +98,7 @@ class PushNotifications(BaseModel):
     backoff: float = Field(default=0.5, ge=0.0)
     timeout: float = Field(default=10.0, gt=0.0)
     sweep_every: float = Field(default=30.0, gt=0.0)
+    secret: str | None = Field(default=None, min_length=16, repr=False)
 
     @property
     def claim_seconds(self) -> float:
@@ -237,11 +243,14 @@ class PushSender:
         headers = {"Content-Type": "application/json", **target.headers()}
         if delivery is not None:
             headers[DELIVERY_HEADER] = delivery
+        body = json.dumps(payload).encode()
+        if options.secret is not None:
+            headers.update(signed(options.secret, body))
         try:
             done = await deliver(
                 self._http(),
                 url,
-                content=json.dumps(payload).encode(),
+                content=body,
                 headers=headers,
                 attempts=options.attempts,
                 backoff=options.backoff,
