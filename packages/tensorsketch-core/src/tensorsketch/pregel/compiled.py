@@ -39,7 +39,7 @@ from tensorsketch.pregel.replay import NodeReplay, replay_node
 from tensorsketch.pregel.restore import validated_values
 from tensorsketch.pregel.run_info import attach_checkpoint_info, attach_subgraphs
 from tensorsketch.pregel.seam import Executor
-from tensorsketch.pregel.spec import GraphSpec, Task
+from tensorsketch.pregel.spec import EventSink, GraphSpec, Task
 from tensorsketch.pregel.state import state_writes
 from tensorsketch.pregel.subgraph import SUBGRAPH_CALL, SubgraphNode
 from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint
@@ -317,6 +317,43 @@ class CompiledGraph(Generic[S]):
                 await producer
             except asyncio.CancelledError:
                 pass
+
+    async def _invoke_sinking(
+        self,
+        input: S | dict[str, Any] | None,
+        sink: EventSink,
+        *,
+        thread_id: str,
+        backend: Backend,
+        max_steps: int = 25,
+        tracer: Tracer | None = None,
+        resume: Mapping[str, Any] | None = None,
+        run_id: str | None = None,
+        deps: Any = None,
+        memory: MemoryBinding | None = None,
+        labels: Mapping[str, str] | None = None,
+        durability: Durability = "sync",
+    ) -> S:
+        """:meth:`invoke` that hands every event — the ones :meth:`stream` yields, stored
+        the same way — to ``sink`` as it is emitted, in the run's own task: no queue and no
+        producer task between the run and its one consumer (the runner), whose check of
+        each event runs at that very point of the run. ``labels`` are ``ctx.labels``."""
+        run = start_run(
+            self._spec,
+            thread_id=thread_id,
+            backend=backend,
+            tracer=tracer,
+            sink=sink,
+            namespace=(),
+            run_id=run_id,
+            deps=deps,
+            durability=durability,
+        )
+        _attach_memory(run, memory)
+        run.labels = dict(labels or {})
+        await drive(run, input, max_steps, resume)
+        state: S = run.result_state()  # type: ignore[assignment]
+        return state
 
     async def replay(
         self,
