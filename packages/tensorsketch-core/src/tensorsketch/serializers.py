@@ -320,6 +320,8 @@ class _TaggedSerializer:
                     break
             else:
                 return {k: v if type(v) in scalars else encode(v) for k, v in obj.items()}
+        if kind in self._model_keys:  # a model class met before: none of the checks below
+            return self._encode_model(obj)
         return self._encode_other(obj)
 
     def _encode_other(self, obj: Any) -> Any:
