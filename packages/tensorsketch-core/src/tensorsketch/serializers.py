@@ -313,8 +313,10 @@ class _TaggedSerializer:
             return obj
         scalars, encode = _JSON_SCALARS, self._encode
         if kind is list:
-            return [v if type(v) in scalars else encode(v) for v in obj]
+            return [v if type(v) in scalars else encode(v) for v in obj] if obj else []
         if kind is dict and _TAG not in obj:
+            if not obj:
+                return {}
             for key in obj:
                 if type(key) is not str:
                     break
@@ -322,6 +324,10 @@ class _TaggedSerializer:
                 return {k: v if type(v) in scalars else encode(v) for k, v in obj.items()}
         if kind in self._model_keys:  # a model class met before: none of the checks below
             return self._encode_model(obj)
+        if kind is tuple:  # what the checks below come to for one (a record holds several)
+            return _Tagged(
+                {_TAG: "tuple", "v": [v if type(v) in scalars else encode(v) for v in obj]}
+            )
         return self._encode_other(obj)
 
     def _encode_other(self, obj: Any) -> Any:
