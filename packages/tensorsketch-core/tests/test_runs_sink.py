@@ -1,6 +1,7 @@
 """The runner drives a run through a sink, not a stream: the run's events reach its stop check
 as they are emitted (no queue between them), are stored as a streamed run's are, and a stop
-asked for during a superstep takes effect before any node of the next one starts."""
+asked for during a superstep takes effect before any node of the next one starts (two nodes
+run in it here, in parallel tasks)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ class Steps(Schema):
 
 #: Held by the test: the first node waits on it (the stop is asked for meanwhile).
 GATE: dict[str, asyncio.Event] = {}
-#: The runs whose second node started, in order.
+#: The runs whose second or third node started, in order.
 STARTED_SECOND: list[str] = []
 
 
@@ -65,16 +66,23 @@ class Second(Node):
     async def run(self, ctx: Context, inp: _Tag) -> _Done:
         STARTED_SECOND.append(ctx.run_id or "")
         await asyncio.sleep(0)
-        return _Done(done=[f"{inp.tag}:second"])
+        return _Done(done=[f"{inp.tag}:{ctx.node.lower()}"])
+
+
+class Third(Second):
+    """Runs beside :class:`Second` (a parallel superstep)."""
 
 
 def _graph() -> CompiledGraph[Steps]:
     g = Graph(Steps, name="two_steps")
     g.add(First)
     g.add(Second)
+    g.add(Third)
     g.edge(START, "First")
     g.edge("First", "Second")
+    g.edge("First", "Third")
     g.edge("Second", END)
+    g.edge("Third", END)
     return g.compile()
 
 
@@ -134,7 +142,7 @@ async def test_a_runner_run_hands_its_events_over_no_queue(
     done = await runner.await_run(record.run_id, timeout=30)
     assert done.status == "succeeded"
     events = [e async for e in runner.events(record.run_id, follow=False)]
-    assert [e.type for e in events].count("node_start") == 2
+    assert [e.type for e in events].count("node_start") == 3
     assert gets == []  # a streamed run takes every one of its events off a queue
 
 
@@ -158,12 +166,13 @@ async def test_a_stopped_run_starts_no_node_of_the_next_superstep(runner: AsyncR
     # The stopped run's first superstep was checkpointed (interrupt keeps it); its second
     # never began: the stop check ran as the run emitted the node's start, before its body.
     assert first.run_id not in STARTED_SECOND
-    assert [later.run_id] == STARTED_SECOND
+    assert [later.run_id] * 2 == STARTED_SECOND
     state = await runner.graph.aget_state("t-stop", runner.backend)
     assert state is not None
-    # (the later input continues the thread from that checkpoint, whose plan is Second)
-    assert state.done == ["a:first", "b:second"]
+    # (the later input continues the thread from that checkpoint, whose plan is the two)
+    assert sorted(state.done) == ["a:first", "b:second", "b:third"]
     events = [e async for e in runner.events(first.run_id, follow=False)]
     mine = [(e.type, e.node) for e in events if e.run_id == first.run_id]
     assert ("node_start", "Second") in mine  # emitted (and stored), then stopped
     assert ("node_end", "Second") not in mine
+    assert ("node_end", "Third") not in mine

@@ -641,9 +641,11 @@ class _StopCheck:
                 current = await self.store.get(self.run_id)
                 self.stopping = current is not None and current.stop_requested is not None
                 return
-        if self.stopping and kind == "node_start" and not self.stopped:
-            self.stopped = True
-            self.task.cancel()
+        if self.stopping and kind == "node_start":
+            if not self.stopped:
+                self.stopped = True
+                self.task.cancel()
             # Taken here, before the node runs: in the segment's task itself, or in a task of
-            # a parallel superstep, which the cancelled barrier cancels in turn.
+            # a parallel superstep (each of them stops here), which the cancelled barrier
+            # cancels in turn.
             await asyncio.sleep(0)
