@@ -198,9 +198,7 @@ async def count_calls(store: str, runs: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument(
-        "--store", choices=("sqlite", "redis", "postgres"), nargs="+", default=None
-    )
+    parser.add_argument("--store", choices=("sqlite", "redis", "postgres"), nargs="+", default=None)
     parser.add_argument("--calls", type=int, default=0, help="count Python calls over N runs")
     parser.add_argument("--runs", type=int, default=40 if QUICK else 200)
     parser.add_argument("--rounds", type=int, default=2 if QUICK else 4)
