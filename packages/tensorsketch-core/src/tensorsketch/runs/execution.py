@@ -1,9 +1,10 @@
 """``Execution``: running one run record through the graph in this process.
 
 A run executes as a task holding one of the runner's slots. Each *segment* moves the record
-to ``running`` under this runner's owner id (compare-and-set), streams the graph on the run's
-thread from wherever it stands — with the record's id as the engine run's id — and stores how
-it stopped: finished, failed, or suspended on what it waits for.
+to ``running`` under this runner's owner id (compare-and-set), runs the graph on the run's
+thread from wherever it stands — with the record's id as the engine run's id, its events
+stored as a stream's are and handed, as they happen, to a check for stop requests — and stores
+how it stopped: finished, failed, or suspended on what it waits for.
 """
 
 from __future__ import annotations
@@ -401,7 +402,7 @@ class Execution:
         return graph_state, set(resume or ())
 
     async def _unseat(self, rider: RunRider) -> None:
-        """The segment's stream ended: what the rider knows becomes the runner's (the
+        """The segment's run ended: what the rider knows becomes the runner's (the
         outcome's compare-and-set base). A start that never rode (the thread was busy, or
         the run failed before opening it) is not written: the record stays queued under
         this runner, and the next attempt reads where the thread stands again."""
