@@ -11,11 +11,15 @@ leave the process: ``SqlBackend.submit`` calls on SQLite, sends on the Redis con
 per round trip, a pipeline or a script alike). Usage::
 
     python benchmarks/bench_run_record_cost.py                 # both stores
+    python benchmarks/bench_run_record_cost.py --calls 300     # Python calls per run (cProfile)
     python benchmarks/bench_run_record_cost.py --store sqlite --runs 100 --rounds 2
     TS_BENCH_QUICK=1 python benchmarks/bench_run_record_cost.py  # 40 runs x 2 rounds
 
 Redis at ``TS_TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/0``), under a fresh prefix
-that is deleted afterwards.
+that is deleted afterwards. ``--calls N`` counts instead the Python calls per run (cProfile over
+``N`` runs one at a time, each way, after a warm-up): deterministic, so it shows a change of a
+few percent that the timed rounds on a loaded machine cannot; it also takes ``postgres``
+(``TS_TEST_POSTGRES_DSN``, default ``postgresql://postgres@127.0.0.1:5432/test``).
 """
 
 import argparse
@@ -28,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 REDIS_URL = os.environ.get("TS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+PG_DSN = os.environ.get("TS_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 QUICK = os.environ.get("TS_BENCH_QUICK") == "1"
 CONCURRENCY = 32
 ANSWER = "settled"
@@ -86,6 +91,10 @@ def _backend(store: str, prefix: str) -> Any:
         from tensorsketch.runtime.backends.sqlite import SqliteBackend
 
         return SqliteBackend(os.path.join(tempfile.mkdtemp(), "runs.db"))
+    if store == "postgres":
+        from tensorsketch.runtime.backends.postgres import PostgresBackend
+
+        return PostgresBackend(PG_DSN)
     from tensorsketch.runtime.backends.redis import RedisBackend
 
     return RedisBackend(REDIS_URL, prefix=prefix)
@@ -144,12 +153,67 @@ async def measure(store: str, runs: int, rounds: int) -> dict[str, dict[str, flo
     return {way: {"cpu": 1000 * t["cpu"] / n, "units": t["units"] / n} for way, t in totals.items()}
 
 
+async def count_calls(store: str, runs: int) -> dict[str, float]:
+    """Python calls per run, each way (cProfile over ``runs`` runs one at a time)."""
+    import cProfile
+    import pstats
+
+    from tensorsketch.runs import AsyncRunner
+
+    prefix = f"ts-bench-rc-{uuid.uuid4().hex[:8]}"
+    agent, backend = _agent(), _backend(store, prefix)
+    tasks = AsyncRunner(agent, backend=backend, concurrency=CONCURRENCY)
+    await tasks.start()
+    tag = uuid.uuid4().hex[:8]
+
+    async def invoke(key: str) -> None:
+        await agent.invoke({"query": "settle"}, thread_id=key, backend=backend)
+
+    async def runner(key: str) -> None:
+        record = await tasks.submit({"query": "settle"}, thread_id=key)
+        done = await tasks.await_run(record.run_id)
+        assert done.status == "succeeded", done
+
+    calls: dict[str, float] = {}
+    try:
+        for way, run in (("invoke", invoke), ("runner", runner)):
+            for i in range(10):  # warm-up: imports, caches, prepared statements
+                await run(f"warm-{tag}-{way}-{i}")
+            profile = cProfile.Profile()
+            profile.enable()
+            for i in range(runs):
+                await run(f"calls-{tag}-{way}-{i}")
+            profile.disable()
+            calls[way] = pstats.Stats(profile).total_calls / runs  # type: ignore[attr-defined]
+    finally:
+        await tasks.aclose()
+        if store == "redis":
+            client = backend._new_client()
+            async for key in client.scan_iter(match=f"{prefix}*", count=1000):
+                await client.delete(key)
+            await client.aclose()
+        await backend.aclose()
+    return calls
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--store", choices=("sqlite", "redis"), nargs="+", default=None)
+    parser.add_argument("--store", choices=("sqlite", "redis", "postgres"), nargs="+", default=None)
+    parser.add_argument("--calls", type=int, default=0, help="count Python calls over N runs")
     parser.add_argument("--runs", type=int, default=40 if QUICK else 200)
     parser.add_argument("--rounds", type=int, default=2 if QUICK else 4)
     args = parser.parse_args()
+    if args.calls:
+        print(f"\n## Python calls per run (cProfile, {args.calls} runs one at a time)\n")
+        print("| store | invoke | runner | runner/invoke |")
+        print("|---|---:|---:|---:|")
+        for store in args.store or ("sqlite", "postgres", "redis"):
+            c = asyncio.run(count_calls(store, args.calls))
+            ratio = c["runner"] / c["invoke"]
+            print(f"| {store} | {c['invoke']:,.0f} | {c['runner']:,.0f} | {ratio:.2f}x |")
+        return
+    if "postgres" in (args.store or ()):
+        parser.error("timed rounds on PostgreSQL: bench_durable_runs.py (with the server's CPU)")
     print(
         f"\n## One agent turn, {args.runs} runs x {args.rounds} rounds, {CONCURRENCY} at a time\n"
     )

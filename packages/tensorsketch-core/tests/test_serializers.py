@@ -515,3 +515,32 @@ def test_a_shared_encoding_walks_each_model_once_and_writes_the_same_bytes(
     with shared_encoding(codec_type()):  # another serializer's block shares nothing here
         codec.dumps(values[0])
     assert walked.count("Card") == 2
+
+
+@BOTH
+def test_a_shared_encoding_inside_another_of_the_same_serializer_shares_its_walks(
+    codec_type: type[JsonSerializer | MsgpackSerializer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit encodes its checkpoint in one block and its events in a block of their own
+    inside it: the events reuse the checkpoint's walks (``node_end`` carries the messages the
+    checkpoint does); a block of another serializer inside starts afresh."""
+    codec, other = codec_type(), codec_type()
+    card = Card(name="ace", tags=("x", "y"))
+    plain = (codec.dumps({"changes": [card]}), codec.dumps({"writes": card}))
+    walked: list[tuple[int, str]] = []
+    tag_of = type(codec)._tag_of
+
+    def counted(self: Any, cls: type) -> str:
+        walked.append((id(self), cls.__name__))
+        return tag_of(self, cls)
+
+    monkeypatch.setattr(type(codec), "_tag_of", counted)
+    with shared_encoding(codec):
+        checkpoint = codec.dumps({"changes": [card]})
+        with shared_encoding(codec):
+            event = codec.dumps({"writes": card})
+        with shared_encoding(other):
+            other.dumps({"writes": card})
+    assert (checkpoint, event) == plain
+    cards = [who for who, name in walked if name == "Card"]
+    assert cards == [id(codec), id(other)]

@@ -93,7 +93,13 @@ def shared_encoding(serializer: Any) -> Iterator[None]:
     """Encode each model or dataclass instance once for every ``dumps`` of ``serializer``
     in the block: a checkpoint and the stream events committed with it (``node_end``,
     ``values``, ``run_end``) carry the same messages, which were encoded up to four times.
-    The block must not change a value it encodes (its first encoding is reused)."""
+    The block must not change a value it encodes (its first encoding is reused). A block
+    inside one of the same serializer shares the outer one's encodings (the events encoded
+    inside a checkpoint's block reuse the checkpoint's, not only each other's)."""
+    outer = _SHARED.get()
+    if outer is not None and outer[0] is serializer:
+        yield
+        return
     token = _SHARED.set((serializer, {}))
     try:
         yield
@@ -307,13 +313,21 @@ class _TaggedSerializer:
             return obj
         scalars, encode = _JSON_SCALARS, self._encode
         if kind is list:
-            return [v if type(v) in scalars else encode(v) for v in obj]
+            return [v if type(v) in scalars else encode(v) for v in obj] if obj else []
         if kind is dict and _TAG not in obj:
+            if not obj:
+                return {}
             for key in obj:
                 if type(key) is not str:
                     break
             else:
                 return {k: v if type(v) in scalars else encode(v) for k, v in obj.items()}
+        if kind in self._model_keys:  # a model class met before: none of the checks below
+            return self._encode_model(obj)
+        if kind is tuple:  # what the checks below come to for one (a record holds several)
+            return _Tagged(
+                {_TAG: "tuple", "v": [v if type(v) in scalars else encode(v) for v in obj]}
+            )
         return self._encode_other(obj)
 
     def _encode_other(self, obj: Any) -> Any:

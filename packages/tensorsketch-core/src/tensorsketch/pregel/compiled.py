@@ -39,7 +39,7 @@ from tensorsketch.pregel.replay import NodeReplay, replay_node
 from tensorsketch.pregel.restore import validated_values
 from tensorsketch.pregel.run_info import attach_checkpoint_info, attach_subgraphs
 from tensorsketch.pregel.seam import Executor
-from tensorsketch.pregel.spec import GraphSpec, Task
+from tensorsketch.pregel.spec import EventSink, GraphSpec, Task
 from tensorsketch.pregel.state import state_writes
 from tensorsketch.pregel.subgraph import SUBGRAPH_CALL, SubgraphNode
 from tensorsketch.runtime.backends.base import Backend, StoredCheckpoint
@@ -218,7 +218,6 @@ class CompiledGraph(Generic[S]):
         """
         return self._events(
             input,
-            None,
             thread_id=thread_id,
             backend=backend,
             max_steps=max_steps,
@@ -240,7 +239,6 @@ class CompiledGraph(Generic[S]):
     async def _events(
         self,
         input: S | dict[str, Any] | None,
-        result: list[S] | None,
         *,
         thread_id: str | None = None,
         backend: Backend | None = None,
@@ -257,13 +255,10 @@ class CompiledGraph(Generic[S]):
         deps: Any = None,
         subgraphs: bool = False,
         memory: MemoryBinding | None = None,
-        labels: Mapping[str, str] | None = None,
         durability: Durability = "sync",
     ) -> AsyncGenerator[Event, None]:
-        """:meth:`stream`; with ``result``, the final state (what :meth:`invoke` returns,
-        run info attached) is appended to it once the run ends without raising — so a caller
-        that streams (the runner) need not read the state back from the store; ``labels`` are
-        the run record's (``ctx.labels``)."""
+        """:meth:`stream`'s body (an async generator: closed at once when its consumer
+        stops early)."""
         if buffer < 1:
             msg = f"stream(buffer=...) must be at least 1, got {buffer}."
             raise ValueError(msg)
@@ -284,7 +279,6 @@ class CompiledGraph(Generic[S]):
             durability=durability,
         )
         _attach_memory(run, memory)
-        run.labels = dict(labels or {})
 
         async def produce() -> None:
             try:
@@ -294,8 +288,6 @@ class CompiledGraph(Generic[S]):
             except BaseException as exc:
                 await queue.put(_Failure(exc))
                 return
-            if result is not None:
-                result.append(run.result_state())  # type: ignore[arg-type]
             await queue.put(_DONE)
 
         producer = asyncio.get_running_loop().create_task(produce())
@@ -317,6 +309,43 @@ class CompiledGraph(Generic[S]):
                 await producer
             except asyncio.CancelledError:
                 pass
+
+    async def _invoke_sinking(
+        self,
+        input: S | dict[str, Any] | None,
+        sink: EventSink,
+        *,
+        thread_id: str,
+        backend: Backend,
+        max_steps: int = 25,
+        tracer: Tracer | None = None,
+        resume: Mapping[str, Any] | None = None,
+        run_id: str | None = None,
+        deps: Any = None,
+        memory: MemoryBinding | None = None,
+        labels: Mapping[str, str] | None = None,
+        durability: Durability = "sync",
+    ) -> S:
+        """:meth:`invoke` that hands every event — the ones :meth:`stream` yields, stored
+        the same way — to ``sink`` as it is emitted, in the run's own task: no queue and no
+        producer task between the run and its one consumer (the runner), whose check of
+        each event runs at that very point of the run. ``labels`` are ``ctx.labels``."""
+        run = start_run(
+            self._spec,
+            thread_id=thread_id,
+            backend=backend,
+            tracer=tracer,
+            sink=sink,
+            namespace=(),
+            run_id=run_id,
+            deps=deps,
+            durability=durability,
+        )
+        _attach_memory(run, memory)
+        run.labels = dict(labels or {})
+        await drive(run, input, max_steps, resume)
+        state: S = run.result_state()  # type: ignore[assignment]
+        return state
 
     async def replay(
         self,

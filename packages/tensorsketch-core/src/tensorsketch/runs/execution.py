@@ -1,9 +1,10 @@
 """``Execution``: running one run record through the graph in this process.
 
 A run executes as a task holding one of the runner's slots. Each *segment* moves the record
-to ``running`` under this runner's owner id (compare-and-set), streams the graph on the run's
-thread from wherever it stands — with the record's id as the engine run's id — and stores how
-it stopped: finished, failed, or suspended on what it waits for.
+to ``running`` under this runner's owner id (compare-and-set), runs the graph on the run's
+thread from wherever it stands — with the record's id as the engine run's id, its events
+stored as a stream's are and handed, as they happen, to a check for stop requests — and stores
+how it stopped: finished, failed, or suspended on what it waits for.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tensorsketch.assistant_config import bound_assistant
@@ -27,7 +28,7 @@ from tensorsketch.runs.signals import segment_input
 from tensorsketch.runs.state import RunnerState, Settled
 from tensorsketch.runs.steering import RecordInbox
 from tensorsketch.runtime.backends.rides import bound_rider
-from tensorsketch.runtime.backends.runs import ACTIVE, RunRecord, ThreadHead
+from tensorsketch.runtime.backends.runs import ACTIVE, RunRecord, RunStore, ThreadHead
 from tensorsketch.steering import bound_inbox
 
 __all__ = ["Execution"]
@@ -405,49 +406,50 @@ class Execution:
             budget = state.run_timeout - record.active_seconds
             if budget <= 0:
                 raise _RunTimedOut
+        # The run's agent takes steering messages from its record (AsyncRunner.steer)
+        # and applies the assistant version it was submitted with.
+        pinned = record.assistant.get("config") if record.assistant else None
+        rider = state.riders.get(record.run_id)
+        if rider is not None:
+            rider.outcome = functools.partial(self._end_change, record, set(resume or ()))
+        task = asyncio.current_task()
+        assert task is not None
+        check = _StopCheck(task, record.run_id, state.store, rider)
         try:
             async with asyncio.timeout(budget) as deadline:
-                # Streamed, so the thread's event log is written for live tails and replays.
-                # An async generator: closed at once when a stop request ends it early.
-                # The run's final state (run info attached) comes from the run itself: no
-                # read of the thread back from the store.
-                result: list[Any] = []
-                events = graph._events(
-                    input,
-                    result,
-                    thread_id=record.thread_id,
-                    backend=backend,
-                    max_steps=state.max_steps,
-                    tracer=state.tracer,
-                    resume=resume,
-                    run_id=record.run_id,  # one id: the record's, in events and ctx.run_id
-                    deps=state.deps,
-                    memory=state.memory,
-                    labels=record.labels,
-                    durability=check_durability(record.durability, "the run's durability"),
-                )
-                # The run's agent takes steering messages from its record (AsyncRunner.steer)
-                # and applies the assistant version it was submitted with.
-                pinned = record.assistant.get("config") if record.assistant else None
-                rider = state.riders.get(record.run_id)
-                if rider is not None:
-                    used = set(resume or ())
-                    rider.outcome = functools.partial(self._end_change, record, used)
                 with (
                     bound_inbox(RecordInbox(state.store, record.run_id, rider)),
                     bound_assistant(pinned),
                     bound_rider(rider),
                 ):
                     try:
-                        async with contextlib.aclosing(events):
-                            await self._follow(record.run_id, events, rider)
+                        # Every event goes to the check as the run emits it (and to the
+                        # thread's event log, for live tails and replays, as a stream's
+                        # would). The run's final state (run info attached) comes from the
+                        # run itself: no read of the thread back from the store.
+                        graph_state = await graph._invoke_sinking(
+                            input,
+                            check,
+                            thread_id=record.thread_id,
+                            backend=backend,
+                            max_steps=state.max_steps,
+                            tracer=state.tracer,
+                            resume=resume,
+                            run_id=record.run_id,  # one id: the record's, in events and ctx
+                            deps=state.deps,
+                            memory=state.memory,
+                            labels=record.labels,
+                            durability=check_durability(record.durability, "the run's durability"),
+                        )
+                    except asyncio.CancelledError:
+                        # The check's own cancel (and nobody else's): the run stopped where
+                        # the request found it.
+                        if check.stopped and task.uncancel() == 0:
+                            raise _Stopped from None
+                        raise
                     finally:
                         if rider is not None:
                             await self._unseat(rider)
-            if result:
-                graph_state = result[0]
-            else:  # pragma: no cover - a stream that ends without raising has its state
-                graph_state = await graph.aget_state(record.thread_id, backend)
         except TimeoutError as exc:
             if deadline.expired():
                 raise _RunTimedOut from exc
@@ -455,7 +457,7 @@ class Execution:
         return graph_state, set(resume or ())
 
     async def _unseat(self, rider: RunRider) -> None:
-        """The segment's stream ended: what the rider knows becomes the runner's (the
+        """The segment's run ended: what the rider knows becomes the runner's (the
         outcome's compare-and-set base). A start that never rode (the thread was busy, or
         the run failed before opening it) is not written: the record stays queued under
         this runner, and the next attempt reads where the thread stands again."""
@@ -476,33 +478,6 @@ class Execution:
         return self._ending(
             status="succeeded", output=plain(graph_state), delivered=began.events, stop_asked=[]
         )
-
-    async def _follow(
-        self, run_id: str, events: AsyncGenerator[Event, None], rider: RunRider | None
-    ) -> None:
-        """Drain the run's stream, reading its record at every superstep barrier (``values``)
-        for a stop request; asked, it stops as the next superstep starts — after the barrier's
-        checkpoint is stored, before anything of the next one is. With a rider, every commit
-        of the run read the record's version: it is read again only when somebody wrote it
-        (checked at the barrier and again as the next superstep starts)."""
-        stopping = barrier = False
-        async for event in events:
-            if event.namespace:
-                continue
-            barrier = barrier or event.type == "values"
-            if (
-                rider is not None
-                and barrier
-                and not stopping
-                and event.type in ("values", "node_start")
-            ):
-                current = await rider.current()
-                stopping = current is not None and current.stop_requested is not None
-            if stopping and event.type == "node_start":
-                raise _Stopped
-            if rider is None and event.type == "values" and not stopping:
-                current = await self.state.store.get(run_id)
-                stopping = current is not None and current.stop_requested is not None
 
     async def _stopped(self, run_id: str, began: RunRecord) -> None:
         """End a run a later submit stopped; ``rollback`` first discards its checkpoints."""
@@ -682,3 +657,56 @@ class Execution:
             await asyncio.shield(
                 self.state.store.transition(run_id, release, owner=self.state.owner)
             )
+
+
+class _StopCheck:
+    """The sink of a segment's events: looks for a stop request at every superstep barrier
+    (``values``) and, asked, stops the run as the next superstep starts (its first
+    ``node_start``) — after the barrier's checkpoint is stored, before anything of the next
+    superstep is. It runs inside the run, so stopping is cancelling the segment's task right
+    there (:meth:`Execution._invoke` turns that cancel into :class:`_Stopped`). With a rider,
+    every commit of the run read the record's version: the record is read again only when
+    somebody else wrote it (checked at the barrier and as the next superstep starts);
+    without one it is read at every barrier."""
+
+    __slots__ = ("barrier", "rider", "run_id", "stopped", "stopping", "store", "task")
+
+    def __init__(
+        self, task: asyncio.Task[Any], run_id: str, store: RunStore, rider: RunRider | None
+    ) -> None:
+        self.task = task
+        self.run_id = run_id
+        self.store = store
+        self.rider = rider
+        #: Past the first barrier (nothing is checked before it).
+        self.barrier = False
+        #: A stop was asked for; it takes effect at the next ``node_start``.
+        self.stopping = False
+        #: The check cancelled the segment's task.
+        self.stopped = False
+
+    async def __call__(self, event: Event) -> None:
+        if event.namespace:  # a subgraph's: its parent node's own events carry the check
+            return
+        kind = event.type
+        if not self.barrier:
+            if kind != "values":
+                return
+            self.barrier = True
+        if not self.stopping:
+            if self.rider is not None:
+                if kind == "values" or kind == "node_start":
+                    current = await self.rider.current()
+                    self.stopping = current is not None and current.stop_requested is not None
+            elif kind == "values":
+                current = await self.store.get(self.run_id)
+                self.stopping = current is not None and current.stop_requested is not None
+                return
+        if self.stopping and kind == "node_start":
+            if not self.stopped:
+                self.stopped = True
+                self.task.cancel()
+            # Taken here, before the node runs: in the segment's task itself, or in a task of
+            # a parallel superstep (each of them stops here), which the cancelled barrier
+            # cancels in turn.
+            await asyncio.sleep(0)
