@@ -850,7 +850,7 @@ class Agent(Node):
             agent=self.name,
             concurrency=self.tool_concurrency,
             approvals=self._approvals,
-            journaled=journaled,
+            on_thread=journaled,
         )
 
     async def _innermost_tool(self, request: ToolRequest) -> Any:

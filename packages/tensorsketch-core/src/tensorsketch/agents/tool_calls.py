@@ -121,7 +121,7 @@ class ToolSet(NamedTuple):
     :ivar handler: the agent's middleware stack around the tool call itself.
     :ivar concurrency: at most this many calls of a turn run at once (``None``: no cap).
     :ivar approvals: whether any tool needs approval (skips the decision lookups if not).
-    :ivar journaled: whether the run has a thread (so its calls can be forked and are kept
+    :ivar on_thread: whether the run has a thread (so its calls can be forked and are kept
         with their intent); decided once per run by the loop, ``None``: read per call.
     """
 
@@ -130,7 +130,7 @@ class ToolSet(NamedTuple):
     agent: str
     concurrency: int | None
     approvals: bool
-    journaled: bool | None = None
+    on_thread: bool | None = None
 
 
 # -- the turn ---------------------------------------------------------------------------------
@@ -304,10 +304,10 @@ async def journaled_call(
     # Only a journaled run (one with a thread) can be forked or compare a call's arguments;
     # a run without one skips the digest, the side-effect marking and the intent (a JSON
     # dump, a sha256 and two objects per call on the hot path of every in-memory agent).
-    journaled = tools.journaled
-    if journaled is None:
-        journaled = ctx.thread_id is not None
-    digest = tool_call_digest(call.name, call.args) if journaled else None
+    on_thread = tools.on_thread
+    if on_thread is None:
+        on_thread = ctx.thread_id is not None
+    digest = tool_call_digest(call.name, call.args) if on_thread else None
 
     async def execute() -> ToolRecord:
         nonlocal live
@@ -334,7 +334,7 @@ async def journaled_call(
         return record
 
     record: ToolRecord
-    if not journaled:  # in memory: no intent to write, no fork to tell
+    if not on_thread:  # in memory: no intent to write, no fork to tell
         if limit is None:
             record = await ctx.effects.once(key, execute)
         else:
