@@ -43,6 +43,7 @@ from tensorsketch.serve._webhooks import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     deliver,
+    longest_delivery,
     sign,
     signed,
 )
@@ -98,8 +99,7 @@ class RunWebhooks(BaseModel):
     def claim_seconds(self) -> float:
         """How long a sender's claim on a delivery lasts: every attempt timing out, every
         backoff waited, and a margin. A claim whose holder died lapses after it."""
-        waits = self.backoff * float(2 ** (self.attempts - 1) - 1)
-        return self.attempts * self.timeout + waits + 30.0
+        return longest_delivery(self.attempts, self.timeout, self.backoff) + 30.0
 
 
 def delivery_id(record: RunRecord) -> str:

@@ -34,6 +34,7 @@ __all__ = [
     "TIMESTAMP_HEADER",
     "Delivery",
     "deliver",
+    "longest_delivery",
     "sign",
     "signed",
     "webhook_problem",
@@ -121,6 +122,12 @@ class Delivery:
     attempts: int
     status: int | None = None
     problem: str = ""
+
+
+def longest_delivery(attempts: int, timeout: float, backoff: float) -> float:
+    """Seconds :func:`deliver` can take at most: every attempt timing out and every backoff
+    (doubling from ``backoff``) waited — what a claim on a delivery must outlast."""
+    return attempts * timeout + backoff * float(2 ** (attempts - 1) - 1)
 
 
 async def deliver(

@@ -48,7 +48,7 @@ from a2a.types import a2a_pb2 as pb
 from google.protobuf.json_format import ParseDict
 from pydantic import BaseModel, ConfigDict, Field
 
-from tensorsketch.serve._webhooks import deliver, signed, webhook_problem
+from tensorsketch.serve._webhooks import deliver, longest_delivery, signed, webhook_problem
 from tensorsketch.serve.a2a import _errors as errors
 
 if TYPE_CHECKING:
@@ -104,8 +104,7 @@ class PushNotifications(BaseModel):
     def claim_seconds(self) -> float:
         """How long a sender's claim on one owed delivery lasts: every attempt timing out,
         every backoff waited, and one more timeout. A dead sender's claim lapses after it."""
-        waits = self.backoff * float(2 ** (self.attempts - 1) - 1)
-        return (self.attempts + 1) * self.timeout + waits
+        return longest_delivery(self.attempts, self.timeout, self.backoff) + self.timeout
 
 
 @dataclass(frozen=True)
