@@ -465,5 +465,5 @@ async def test_an_owed_notification_is_swept_once_by_two_apps_on_one_store(
     assert headers["x-tensorsketch-delivery"] == f"{task_id}:TASK_STATE_COMPLETED"
     assert headers["x-a2a-notification-token"] == "t0k"
     assert await one.sweep_push() == 0 and await two.sweep_push() == 0
-    assert await one.store.owed() == []
+    assert await one.store.owed() == {}
     assert len(hook.received) == 1

@@ -24,7 +24,7 @@ import logging
 import socket
 import time
 import urllib.parse
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import httpx
@@ -142,12 +142,17 @@ async def deliver(
     allowed: Iterable[str] = (),
     what: str = "webhook URL",
     hint: str = "",
+    before_retry: Callable[[], Awaitable[bool]] | None = None,
 ) -> Delivery:
     """POST ``content`` to ``url``, checking the address before each try, retrying a failed
-    one (no connection, a timeout, 408/425/429/5xx) after ``backoff`` seconds, doubling."""
+    one (no connection, a timeout, 408/425/429/5xx) after ``backoff`` seconds, doubling.
+    ``before_retry`` is awaited before each retry (a sender renewing its claim on the
+    delivery); ``False`` stops there, undelivered (another sender has it now)."""
     delay = backoff
     status: int | None = None
     for attempt in range(1, attempts + 1):
+        if attempt > 1 and before_retry is not None and not await before_retry():
+            return Delivery(False, attempt - 1, status, "the claim on this delivery was lost")
         problem = await webhook_problem(url, allowed, what=what, hint=hint)
         if problem is not None:
             log.warning("webhook to %s refused: %s", url, problem)

@@ -855,6 +855,12 @@ class RedisBackend(Backend):
         ]
         return sorted((k, v) for k, v in found if k.startswith(prefix))
 
+    async def forget_effects(self, thread_id: str, keys: list[str]) -> None:
+        if not keys:
+            return
+        async with self._use("forgetting journal entries") as client:
+            await client.hdel(self._key(thread_id, "fx"), *keys)
+
     # -- thread administration --------------------------------------------------------------
 
     async def list_threads(self, prefix: str = "", limit: int | None = None) -> list[str]:

@@ -508,6 +508,13 @@ class Backend(ABC):
         ``(key, encoded value)`` (for inspecting a thread: the Studio's debugger)."""
         raise _unsupported(self, "listing journal entries", "list_effects")
 
+    async def forget_effects(self, thread_id: str, keys: list[str]) -> None:
+        """Remove the thread's journal entries under ``keys`` (missing ones are skipped), in one
+        unit. Not for a run's own journal, whose entries stand for work done: it is for a
+        journal kept as an outbox (entries owed until done, :meth:`list_effects` reading what
+        is left — the A2A push notifications' index)."""
+        raise _unsupported(self, "forgetting journal entries", "forget_effects")
+
     async def transact_effect(
         self,
         thread_id: str,

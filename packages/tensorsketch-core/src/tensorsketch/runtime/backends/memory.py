@@ -157,6 +157,11 @@ class InMemoryBackend(Backend):
                 if thread == thread_id and key.startswith(prefix)
             )
 
+    async def forget_effects(self, thread_id: str, keys: list[str]) -> None:
+        with self._lock:
+            for key in keys:
+                self._effects.pop((thread_id, key), None)
+
     async def replace_checkpoints(
         self,
         thread_id: str,

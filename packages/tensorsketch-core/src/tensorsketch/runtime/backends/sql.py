@@ -329,6 +329,7 @@ class SqlBackend(Backend):
             ),
             "drop_checkpoints": f"DELETE FROM {cp} WHERE thread_id = ?",
             "drop_effects": f"DELETE FROM {self.table('effects')} WHERE thread_id = ?",
+            "forget": f"DELETE FROM {self.table('effects')} WHERE thread_id = ? AND key = ?",
             "drop_events": f"DELETE FROM {self.table('events')} WHERE thread_id = ?",
             "drop_lease": f"DELETE FROM {self.table('leases')} WHERE thread_id = ?",
             "put_blob": self.insert_ignore(
@@ -866,6 +867,12 @@ class SqlBackend(Backend):
         q = Query(self._sql["effects_with"], (thread_id, prefix, prefix), fetch="all")
         rows = (await self._run("reading the effect journal", [q], idempotent=True))[0]
         return sorted((str(key), bytes(value)) for key, value in rows)
+
+    async def forget_effects(self, thread_id: str, keys: list[str]) -> None:
+        if not keys:
+            return
+        q = Query(self._sql["forget"], [(thread_id, key) for key in keys], many=True)
+        await self._run("forgetting journal entries", [q], transaction=True, idempotent=True)
 
     async def delete_thread(self, thread_id: str) -> None:
         kinds = ("drop_checkpoints", "drop_effects", "drop_events", "drop_lease", "drop_blobs")

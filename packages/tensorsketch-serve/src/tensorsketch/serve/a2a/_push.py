@@ -21,10 +21,11 @@ for whoever asked.
 A task's **last word** — its terminal status (``completed``, ``failed``, ``canceled``,
 ``rejected``) and each ``input-required`` — is delivered at least once, even by a server that
 was killed before it POSTed: it is recorded as owed in the store before the status itself is
-written (:meth:`TaskStore.owe`), each webhook's outcome is recorded after its POST, and every
-server sweeps what is still owed at start and every ``sweep_every`` seconds. A sender claims
-one webhook's delivery (a lease in the store) before POSTing, so two servers never send it
-at once. It carries ``X-TensorSketch-Delivery: <task id>:<state>`` (and ``:<n>`` for the n-th
+written (:meth:`TaskStore.owe`), each webhook's entry is removed once its POST is done, and
+every server sweeps what is still owed at start and every ``sweep_every`` seconds (a sweep
+reads only those entries). A sender claims one webhook's delivery (a lease in the store) for
+one attempt, and again before each retry, so two servers never send it at once and a sender
+that died blocks it for one attempt at most (:attr:`PushNotifications.claim_seconds`). It carries ``X-TensorSketch-Delivery: <task id>:<state>`` (and ``:<n>`` for the n-th
 message of an ``input-required``), the same on every re-delivery, for receivers to dedupe.
 Every other update (``working``, artifacts) stays best-effort: lost if the server dies first.
 """
@@ -36,9 +37,8 @@ import json
 import logging
 import os
 import socket
-import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +48,7 @@ from a2a.types import a2a_pb2 as pb
 from google.protobuf.json_format import ParseDict
 from pydantic import BaseModel, ConfigDict, Field
 
-from tensorsketch.serve._webhooks import deliver, longest_delivery, signed, webhook_problem
+from tensorsketch.serve._webhooks import deliver, signed, webhook_problem
 from tensorsketch.serve.a2a import _errors as errors
 
 if TYPE_CHECKING:
@@ -102,9 +102,11 @@ class PushNotifications(BaseModel):
 
     @property
     def claim_seconds(self) -> float:
-        """How long a sender's claim on one owed delivery lasts: every attempt timing out,
-        every backoff waited, and one more timeout. A dead sender's claim lapses after it."""
-        return longest_delivery(self.attempts, self.timeout, self.backoff) + self.timeout
+        """How long a sender's claim on one owed delivery lasts: one attempt (its timeout, and
+        as long again for the address check and the store's round trips). The sender claims
+        again before each retry, so a dead sender's claim blocks the delivery for this long
+        at most, however many attempts and backoffs it had left."""
+        return 2 * self.timeout
 
 
 @dataclass(frozen=True)
@@ -208,7 +210,8 @@ class PushSender:
         self, delivery: str, target: PushTarget, payload: dict[str, Any]
     ) -> bool:
         """Deliver an owed notification to ``target`` unless it was already, or another
-        sender holds it; record the outcome. ``True`` when its outcome is recorded."""
+        sender holds it; then take it out of what is owed. ``True`` when it is no longer
+        owed (sent, given up, or sent by another sender before)."""
         store = self.store
         if store is None:  # pragma: no cover - the task service always sets it
             return await self._deliver(target, payload)
@@ -219,12 +222,20 @@ class PushSender:
         try:
             if not await store.claim_push(delivery, target.id, self.owner, self.options):
                 return False
+            lost = False
+
+            async def claim_again() -> bool:  # one attempt at a time: a dead sender blocks one
+                nonlocal lost
+                lost = not await store.claim_push(delivery, target.id, self.owner, self.options)
+                return not lost
+
             try:
-                if await store.push_outcome(delivery, target.id) is not None:
+                if not await store.is_owed(delivery, target.id):
                     return True
-                done = await self._deliver(target, payload, delivery)
-                outcome = {"delivered": done, "at": time.time(), "id": delivery}
-                await store.record_push(delivery, target.id, outcome)
+                await self._deliver(target, payload, delivery, claim_again)
+                if lost:  # another sender took it over between two attempts: it is theirs
+                    return False
+                await store.delivered(delivery, [target.id])
             finally:
                 await store.release_push(delivery, target.id, self.owner)
         except Exception:  # the store is away: the next sweep delivers it
@@ -235,7 +246,11 @@ class PushSender:
         return True
 
     async def _deliver(
-        self, target: PushTarget, payload: dict[str, Any], delivery: str | None = None
+        self,
+        target: PushTarget,
+        payload: dict[str, Any],
+        delivery: str | None = None,
+        before_retry: Callable[[], Awaitable[bool]] | None = None,
     ) -> bool:
         url = str(target.config.get("url", ""))
         options = self.options
@@ -257,6 +272,7 @@ class PushSender:
                 allowed=options.allowed_hosts,
                 what="push notification URL",
                 hint=_HINT,
+                before_retry=before_retry,
             )
         except Exception:  # a fault of ours: logged, never the task's problem
             log.exception("push notification to %s failed", url)

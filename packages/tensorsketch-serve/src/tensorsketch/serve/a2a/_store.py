@@ -12,9 +12,9 @@ A task is three things in the store, all written with operations every backend h
   context's history can find tasks without a query the ``Backend`` API does not have.
 
 Push notifications a task owes (its terminal status, an ``input-required``) are journal
-entries of the thread ``<namespace>/push-owed`` (first write wins, so two writers never
-collide): ``owed:<delivery>`` is written before the status it announces, ``done:<delivery>:
-<config>`` after each webhook's POST, ``settled:<delivery>`` once every webhook's is.
+entries of the thread ``<namespace>/push-outbox``, one per webhook (``<delivery>|<config>``),
+written before the status they announce and removed once that webhook's POST is done — so
+the thread holds only what is still owed, and a sweep reads nothing else.
 
 Appends to one log are serialized in this process (a backend's event ``seq`` must strictly
 increase per thread). Two servers writing the same task at once are not supported; two
@@ -108,43 +108,52 @@ class TaskStore:
     # -- owed push notifications -------------------------------------------------------------
 
     @property
-    def _owed(self) -> str:
-        return f"{self.namespace}/push-owed"
+    def _outbox(self) -> str:
+        return f"{self.namespace}/push-outbox"
 
-    async def owe(self, delivery: str, task_id: str, state: str, position: int) -> None:
-        """Record that ``task_id``'s webhooks are owed the notification ``delivery`` (its
-        ``state``, when its history has ``position`` messages); written before the status."""
-        entry = {"task": task_id, "state": state, "position": position}
-        await self.backend.record_effect(self._owed, f"owed:{delivery}", json.dumps(entry).encode())
+    async def owe(
+        self, delivery: str, task_id: str, state: str, position: int, config_ids: list[str]
+    ) -> None:
+        """Record that each of ``config_ids`` (the task's webhooks) is owed the notification
+        ``delivery`` (``task_id``'s ``state``, when its history has ``position`` messages);
+        written, in one unit, before the status."""
+        entry = json.dumps({"task": task_id, "state": state, "position": position}).encode()
+        owed = [(f"{delivery}|{config_id}", entry) for config_id in config_ids]
+        await self.backend.record_effects(self._outbox, owed)
 
-    async def owed(self) -> list[tuple[str, dict[str, Any]]]:
-        """The owed notifications not settled yet, as ``(delivery, entry)``."""
-        owed = await self.backend.list_effects(self._owed, "owed:")
-        settled = {key[8:] for key, _ in await self.backend.list_effects(self._owed, "settled:")}
-        return [(k[5:], json.loads(v)) for k, v in owed if k[5:] not in settled]
+    async def owed(self) -> dict[str, tuple[dict[str, Any], list[str]]]:
+        """What is still owed: ``{delivery: (entry, config ids)}``. Only entries not yet
+        delivered are read — :meth:`delivered` removes them."""
+        found: dict[str, tuple[dict[str, Any], list[str]]] = {}
+        for key, value in await self.backend.list_effects(self._outbox):
+            delivery, _, config_id = key.partition("|")  # a delivery id has no "|"
+            entry, configs = found.setdefault(delivery, (json.loads(value), []))
+            configs.append(config_id)
+        return found
 
-    async def settle(self, delivery: str) -> None:
-        await self.backend.record_effect(self._owed, f"settled:{delivery}", b"{}")
+    async def is_owed(self, delivery: str, config_id: str) -> bool:
+        raw = await self.backend.lookup_effect(self._outbox, f"{delivery}|{config_id}")
+        return raw is not None
+
+    async def delivered(self, delivery: str, config_ids: list[str]) -> None:
+        """Take ``delivery`` to ``config_ids`` out of what is owed: it was POSTed (or given up,
+        or it is no longer due). The removal is the record, so the write that says it was
+        sent is the one that stops every sweep reading it."""
+        keys = [f"{delivery}|{config_id}" for config_id in config_ids]
+        await self.backend.forget_effects(self._outbox, keys)
 
     async def claim_push(
         self, delivery: str, config_id: str, owner: str, options: PushNotifications
     ) -> bool:
-        """Take one webhook's delivery for as long as it may take (``False``: another
-        sender holds it)."""
-        lease = f"{self._owed}/{delivery}/{config_id}"
+        """Take (or keep) one webhook's delivery for one attempt
+        (:attr:`PushNotifications.claim_seconds`; ``False``: another sender holds it). A
+        sender claims again before each retry, so a dead one blocks a delivery for one
+        attempt at most."""
+        lease = f"{self._outbox}/{delivery}/{config_id}"
         return await self.backend.acquire_lease(lease, owner, options.claim_seconds)
 
     async def release_push(self, delivery: str, config_id: str, owner: str) -> None:
-        await self.backend.release_lease(f"{self._owed}/{delivery}/{config_id}", owner)
-
-    async def push_outcome(self, delivery: str, config_id: str) -> dict[str, Any] | None:
-        """How one webhook's delivery ended, or ``None`` while it is owed."""
-        raw = await self.backend.lookup_effect(self._owed, f"done:{delivery}:{config_id}")
-        return None if raw is None else dict(json.loads(raw))
-
-    async def record_push(self, delivery: str, config_id: str, outcome: dict[str, Any]) -> None:
-        key = f"done:{delivery}:{config_id}"
-        await self.backend.record_effect(self._owed, key, json.dumps(outcome).encode())
+        await self.backend.release_lease(f"{self._outbox}/{delivery}/{config_id}", owner)
 
     # -- writing ---------------------------------------------------------------------------
 

@@ -461,7 +461,7 @@ class TaskService:
         if self.push is None or not task.push or state not in _OWED:
             return None
         delivery = _delivery_id(task.id, state, len(task.history))
-        await self.store.owe(delivery, task.id, state, len(task.history))
+        await self.store.owe(delivery, task.id, state, len(task.history), list(task.push))
         return delivery
 
     def _emit(self, live: _Live, item: dict[str, Any]) -> None:
@@ -484,29 +484,33 @@ class TaskService:
                 self.push.send(task.id, target, item, delivery)
 
     async def sweep_push(self) -> int:
-        """Deliver the owed notifications no server has recorded as delivered (the one that
-        owed them died first); settle those that are. Returns how many POSTs were tried."""
+        """Deliver the owed notifications no server has delivered (the one that owed them died
+        first); drop those no longer due. Reads only what is still owed. Returns how many
+        POSTs were tried."""
         sender = self.push
         if sender is None:
             return 0
         tried = 0
-        for delivery, entry in await self.store.owed():
+        for delivery, (entry, configs) in (await self.store.owed()).items():
             task_id = str(entry["task"])
             if task_id in self._live:
                 continue  # its run is in this process, which sends it
             task = await self.store.get(task_id)
             if task is None:
+                await self.store.delivered(delivery, configs)  # nobody left to tell about it
                 continue
             await self._reconcile(task)  # a run that ended unrecorded gets its status now
             position = int(entry["position"])
             if task.state == entry["state"] and len(task.history) == position:
-                targets = list(task.push.values())
+                targets = [task.push[c] for c in configs if c in task.push]
+                gone = [c for c in configs if c not in task.push]
+                if gone:  # their configs were deleted since
+                    await self.store.delivered(delivery, gone)
                 jobs = [sender.deliver_owed(delivery, t, _push_payload(task, t)) for t in targets]
                 tried += len(jobs)
-                if all(await asyncio.gather(*jobs)):
-                    await self.store.settle(delivery)
+                await asyncio.gather(*jobs)
             elif len(task.history) > position or task.terminal:
-                await self.store.settle(delivery)  # superseded: a later status was written
+                await self.store.delivered(delivery, configs)  # superseded by a later status
             # else its status is not written yet (being written, or its writer died first)
         return tried
 
