@@ -111,9 +111,7 @@ def _count_reads(backend: Backend) -> list[tuple[str, int]]:
     return seen
 
 
-def _counted(
-    read: Any, name: str, rows: Callable[[Any], int], seen: list[tuple[str, int]]
-) -> Any:
+def _counted(read: Any, name: str, rows: Callable[[Any], int], seen: list[tuple[str, int]]) -> Any:
     @functools.wraps(read)
     async def counted(*args: Any, **kwargs: Any) -> Any:
         found = await read(*args, **kwargs)

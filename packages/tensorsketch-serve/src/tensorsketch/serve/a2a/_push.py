@@ -25,8 +25,9 @@ written (:meth:`TaskStore.owe`), each webhook's entry is removed once its POST i
 every server sweeps what is still owed at start and every ``sweep_every`` seconds (a sweep
 reads only those entries). A sender claims one webhook's delivery (a lease in the store) for
 one attempt, and again before each retry, so two servers never send it at once and a sender
-that died blocks it for one attempt at most (:attr:`PushNotifications.claim_seconds`). It carries ``X-TensorSketch-Delivery: <task id>:<state>`` (and ``:<n>`` for the n-th
-message of an ``input-required``), the same on every re-delivery, for receivers to dedupe.
+that died blocks it for one attempt at most (:attr:`PushNotifications.claim_seconds`). It
+carries ``X-TensorSketch-Delivery: <task id>:<state>`` (and ``:<n>`` for the n-th message of
+an ``input-required``), the same on every re-delivery, for receivers to dedupe.
 Every other update (``working``, artifacts) stays best-effort: lost if the server dies first.
 """
 

@@ -127,7 +127,7 @@ class TaskStore:
         found: dict[str, tuple[dict[str, Any], list[str]]] = {}
         for key, value in await self.backend.list_effects(self._outbox):
             delivery, _, config_id = key.partition("|")  # a delivery id has no "|"
-            entry, configs = found.setdefault(delivery, (json.loads(value), []))
+            _entry, configs = found.setdefault(delivery, (json.loads(value), []))
             configs.append(config_id)
         return found
 
