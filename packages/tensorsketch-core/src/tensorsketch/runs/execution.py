@@ -113,12 +113,24 @@ class Execution:
                 await self._hand_back(run_id)
             # cancel() already stored `cancelled`; a lost run is the new owner's.
         except LeaseLostError as exc:
-            log.warning("run %s: %s", run_id, exc)
+            await self._lost(run_id, exc)
         except Exception:  # pragma: no cover - reported, never lost: the record says where it is
             log.exception("run %s: the runner could not store its outcome", run_id)
         finally:
             if counted:
                 state.waiting_new -= 1
+
+    async def _lost(self, run_id: str, exc: LeaseLostError) -> None:
+        """Say why this runner let a run go: a cancel (from any process, before the run
+        started or while it ran) is a normal end; a takeover after a stall is not."""
+        try:
+            record = await self.state.store.get(run_id)
+        except Exception:  # the store is away: say what the runner knows
+            record = None
+        if record is not None and record.status == "cancelled":
+            log.info("run %s was cancelled; this runner stops it: %s", run_id, exc)
+        else:
+            log.warning("run %s: %s", run_id, exc)
 
     async def _wait_turn(self, run_id: str) -> None:
         """Hold a queued run, before it takes a slot, until every run submitted earlier on its
