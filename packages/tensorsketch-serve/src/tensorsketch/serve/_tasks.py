@@ -132,6 +132,8 @@ DECISION_HELP = (
 def _record_json(record: RunRecord) -> dict[str, Any]:
     data = record.to_dict()
     data["id"] = data.pop("run_id")
+    if record.terminal:  # a finished run's owner is its webhook sender's claim: internal
+        data["owner"] = data["lease_expires_at"] = None
     return data
 
 
