@@ -54,3 +54,31 @@ def test_a_finished_run_being_delivered_shows_no_owner(live: Any, tmp_path: Path
         server.call(runner.aclose())
         server.call(runner.backend.aclose())
         server.stop()
+
+
+def test_the_claim_is_given_back_in_the_store_once_delivered(live: Any, tmp_path: Path) -> None:
+    """What ``GET`` no longer shows is checked where it lives: the record that stores the
+    delivery's outcome has no owner or lease left."""
+
+    async def hook(request: Request) -> Response:
+        return Response(status_code=204)
+
+    receiver = live(Starlette(routes=[Route("/hook", hook, methods=["POST"])]))
+    runner = AsyncRunner(multitask_graph(), backend=SqliteBackend(tmp_path / "runs.db"))
+    options = RunWebhooks(secret=SECRET, allowed_hosts=("127.0.0.1",))
+    server = live(task_app(runner, webhooks=options, drain_timeout=1.0))
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            url = f"{receiver.url}/hook"
+            done = client.post("/runs", json={"input": {"tag": "w"}, "webhook": url}).json()
+            for _ in range(400):
+                stored = server.call(runner.store.get(done["id"]))
+                if stored.webhook_delivery is not None:
+                    break
+                time.sleep(0.025)
+            assert stored.webhook_delivery is not None and stored.webhook_delivery["delivered"]
+            assert stored.owner is None and stored.lease_expires_at is None
+    finally:
+        server.call(runner.aclose())
+        server.call(runner.backend.aclose())
+        server.stop()
