@@ -2,9 +2,11 @@
 
 ``SPEC`` is JSON ``{"target": "sqlite" | "postgres" | "redis", "kwargs": {...}, "push":
 {...}}`` (a crash harness :class:`BackendSpec`, and ``PushNotifications(**push)``). The graph
-echoes the message. ``"die_at"``: SIGKILL this process when a task's ``completed`` notification
-is about to be POSTed (``push_sending``) or was POSTed, before its outcome is recorded
-(``push_sent``), once the file ``TS_KILL_ARMED`` names exists.
+echoes the message (``"graph": "ask"``: it first asks the user's name, then greets them).
+``"die_at"``: SIGKILL this process when a task's ``completed`` notification (``"die_on"``: the
+text in the body that marks the one to die on) is about to be POSTed (``push_sending``) or was
+POSTed, before its outcome is recorded (``push_sent``), once the file ``TS_KILL_ARMED`` names
+exists.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 import uvicorn
 
-from tensorsketch import END, START, Context, Graph, Node, Schema
+from tensorsketch import END, START, Context, Graph, Node, Schema, interrupt
 from tensorsketch.serve.a2a import AgentCard, PushNotifications, a2a_app
 from tensorsketch.testing.crash import BackendSpec
 
@@ -38,7 +40,19 @@ class Echo(Node):
         return self.Out(answer=f"echo: {inp.prompt}")
 
 
-def _die_at(point: str) -> None:
+class Ask(Node):
+    class In(Schema):
+        prompt: str
+
+    class Out(Schema):
+        answer: str
+
+    async def run(self, ctx: Context, inp: In) -> Out:
+        name = await interrupt(ctx, "What is your name?")
+        return self.Out(answer=f"Hello {name}.")
+
+
+def _die_at(point: str, marker: bytes = b"TASK_STATE_COMPLETED") -> None:
     from tensorsketch.serve.a2a import _push
 
     deliver = _push.deliver
@@ -48,7 +62,7 @@ def _die_at(point: str) -> None:
         return flag is None or os.path.exists(flag)
 
     async def deliver_and_die(*args: Any, **kwargs: Any) -> Any:
-        final = b"TASK_STATE_COMPLETED" in kwargs.get("content", b"")
+        final = marker in kwargs.get("content", b"")
         if final and point == "push_sending" and armed():
             os.kill(os.getpid(), signal.SIGKILL)
         done = await deliver(*args, **kwargs)
@@ -64,8 +78,9 @@ def main() -> None:
     port = int(sys.argv[2])
     backend = BackendSpec(raw["target"], raw.get("kwargs", {})).create()
     if raw.get("die_at"):
-        _die_at(raw["die_at"])
-    graph = Graph(State).add(Echo).edge(START, "Echo").edge("Echo", END).compile()
+        _die_at(raw["die_at"], raw.get("die_on", "TASK_STATE_COMPLETED").encode())
+    node = Ask if raw.get("graph") == "ask" else Echo
+    graph = Graph(State).add(node).edge(START, node.__name__).edge(node.__name__, END).compile()
     app = a2a_app(
         graph,
         card=AgentCard(name="echo", description="Echoes."),
