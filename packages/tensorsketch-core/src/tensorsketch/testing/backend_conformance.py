@@ -1227,6 +1227,23 @@ class BackendConformance(BlobConformance):
         assert await backend.list_effects(_thread()) == []
 
     @pytest.mark.asyncio
+    async def test_forget_effects_removes_those_entries_only(self, backend: Backend) -> None:
+        thread, other = _thread(), _thread()
+        await backend.record_effects(thread, [("a|1", b"1"), ("a|2", b"2"), ("b|1", b"3")])
+        await backend.record_effect(other, "a|1", b"other")
+        if not self.thread_admin:  # an optional operation: refused by name
+            with pytest.raises(BackendUnsupportedError, match="forget_effects"):
+                await backend.forget_effects(thread, ["a|1"])
+            return
+        await backend.forget_effects(thread, ["a|1", "b|1", "never"])
+        assert await backend.list_effects(thread) == [("a|2", b"2")]
+        assert await backend.lookup_effect(thread, "a|1") is None
+        assert await backend.lookup_effect(other, "a|1") == b"other"
+        await backend.forget_effects(thread, [])
+        await backend.record_effect(thread, "a|1", b"again")  # gone: a new first write
+        assert await backend.lookup_effect(thread, "a|1") == b"again"
+
+    @pytest.mark.asyncio
     async def test_delete_thread_removes_everything_of_it_only(self, backend: Backend) -> None:
         self._needs_thread_admin()
         gone, kept = _thread(), _thread()

@@ -510,6 +510,11 @@ class CrashingBackend(Backend):
         self._check()
         return await self.inner.list_effects(thread_id, prefix)
 
+    async def forget_effects(self, thread_id: str, keys: list[str]) -> None:
+        """An outbox's removal (never a run's journal): no boundary."""
+        self._check()
+        await self.inner.forget_effects(thread_id, keys)
+
     async def transact_effect(
         self,
         thread_id: str,
