@@ -207,3 +207,35 @@ async def test_a_claim_left_by_a_dead_sender_blocks_one_attempt_only(
         await asyncio.sleep(0.1)
     assert hook.finals == [f"{task_id}:{COMPLETED}"]
     assert not await alive.store.owed()
+
+
+async def test_a_sender_whose_claim_was_taken_between_attempts_stops(live: Any) -> None:
+    """A sender's claim covers one attempt: when another sender took the delivery over
+    during its backoff, it makes no further attempt and leaves the notification owed (to
+    the sender that holds it now)."""
+    posts: list[str | None] = []
+
+    async def failing(request: Request) -> Response:
+        posts.append(request.headers.get("x-tensorsketch-delivery"))
+        return Response(status_code=503)
+
+    url = live(Starlette(routes=[Route("/hook", failing, methods=["POST"])])).url + "/hook"
+    slow = PushNotifications(allowed_hosts=("127.0.0.1",), attempts=3, backoff=2.0, timeout=0.2)
+    service = _app(InMemoryBackend(), slow).state.a2a
+    service.push.send = lambda *args, **kwargs: None  # this test drives the sender itself
+    message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    params = {"message": message, "configuration": {"taskPushNotificationConfig": {"url": url}}}
+    task = (await service.send(params))["task"]
+    delivery, target = f"{task['id']}:{COMPLETED}", (await service.store.get(task["id"])).push
+    [config] = target.values()
+    sending = asyncio.ensure_future(service.push.deliver_owed(delivery, config, {"x": 1}))
+    for _ in range(500):
+        if posts:
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(2 * slow.claim_seconds)  # its claim (one attempt) has lapsed...
+    other = PushNotifications(timeout=5.0)  # another server's, whose attempt lasts longer
+    assert await service.store.claim_push(delivery, config.id, "another:1:sender", other)
+    assert await sending is False  # ... and its retry found the delivery taken: it stopped
+    assert posts == [delivery]
+    assert await service.store.is_owed(delivery, config.id)
