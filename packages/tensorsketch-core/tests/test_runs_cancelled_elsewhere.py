@@ -30,8 +30,8 @@ async def test_a_run_cancelled_elsewhere_before_it_starts_logs_no_warning(
             await elsewhere.cancel(record.run_id)
         await runner.await_run(first.run_id, timeout=30)
         for _ in range(500):  # each queued run reaches its start in turn, and finds it is over
-            said = " ".join(r.getMessage() for r in caplog.records)
-            if all(record.run_id in said for record in waiting):
+            logged = " ".join(r.getMessage() for r in caplog.records)
+            if all(record.run_id in logged for record in waiting):
                 break
             await asyncio.sleep(0.02)
     finally:

@@ -91,7 +91,8 @@ class Receiver:
 
 
 def _state_1_0(body: Any) -> str | None:
-    return body.get("statusUpdate", {}).get("status", {}).get("state")
+    state = body.get("statusUpdate", {}).get("status", {}).get("state")
+    return None if state is None else str(state)
 
 
 @pytest.mark.slow
