@@ -81,7 +81,8 @@ class PushNotifications(BaseModel):
         addresses.
     :ivar attempts: how many times one notification is tried before it is given up (logged).
     :ivar backoff: seconds before the first retry; each further retry waits twice as long.
-    :ivar timeout: seconds one POST may take.
+    :ivar timeout: seconds one POST may take. A sender's claim on an owed delivery lasts
+        twice this (:attr:`claim_seconds`), taken again before each retry.
     :ivar sweep_every: seconds between two sweeps of terminal (and ``input-required``)
         notifications still owed — a server died before delivering them (one sweep also runs
         when the app starts).
