@@ -19,7 +19,8 @@ the record's ``webhook_delivery``. The process that finished the run delivers it
 server also sweeps that index when it starts and every ``sweep_every`` seconds, so a webhook
 whose process died before recording the outcome is sent again. A sender first claims the run
 (a compare-and-set of its ``owner`` and ``lease_expires_at``, for as long as the delivery may
-take), so two servers never deliver it at the same time. Addresses are guarded as A2A push
+take), so two servers never deliver it at the same time; the task API's answers leave that
+claim out (a finished run shows no owner). Addresses are guarded as A2A push
 notifications are (:mod:`tensorsketch.serve._webhooks`): never a loopback or private one
 unless ``allowed_hosts`` names it.
 """
