@@ -109,14 +109,15 @@ async def test_a_failed_unit_is_undone_to_its_savepoint(tmp_path: Path) -> None:
     await _table(backend)
     await backend.run_queries("test", _insert(1))
     before = backend.transactions
-    a, b, c = await together(
+    a, b, c, empty = await together(
         backend,
         backend.run_queries("test", _insert(2)),
         # Its first insert succeeds, its second hits the primary key: both are undone.
         backend.run_queries("test", _insert(3, 1), transaction=True),
         backend.run_queries("test", _insert(4), transaction=True),
+        backend.run_queries("test", [], transaction=True),
     )
-    assert a == [None] and c == [None]
+    assert a == [None] and c == [None] and empty == []
     assert isinstance(b, sqlite3.IntegrityError)
     assert backend.transactions - before == 1
     assert await _rows(backend) == [1, 2, 4]

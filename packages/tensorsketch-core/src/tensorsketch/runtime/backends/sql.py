@@ -439,11 +439,12 @@ class SqlBackend(Backend):
                 _roll_back(conn)
                 return [None] * len(units)
             for unit in units:
-                guarded = unit.transaction and (len(unit.queries) > 1 or unit.queries[0].many)
+                queries = unit.queries
+                guarded = unit.transaction and (len(queries) > 1 or any(q.many for q in queries))
                 if guarded:
                     cur.execute(f"SAVEPOINT {_SAVEPOINT}")
                 try:
-                    results = [_run_query(cur, q) for q in unit.queries]
+                    results = [_run_query(cur, q) for q in queries]
                 except Exception as exc:
                     if not conn.in_transaction:  # the error rolled the whole group back
                         redo: list[_Outcome | None] = [None] * len(units)
@@ -462,6 +463,9 @@ class SqlBackend(Backend):
         except Exception as exc:
             _roll_back(conn)
             return [(None, exc)] * len(units)
+        except BaseException:
+            _roll_back(conn)
+            raise
         finally:
             try:
                 if relaxed is not None:
