@@ -303,6 +303,7 @@ def main() -> None:
         ("503 retries while submitting", str(result["retries"])),
         ("wall time, first submit to last finish", f"{wall:.2f} s"),
         ("throughput", f"{RUNS / wall:.0f} runs/s"),
+        ("all submitted after", f"{result['submitted_s']:.2f} s"),
         ("submit-to-done p50 / p99", f"{p50 * 1000:.0f} ms / {p99 * 1000:.0f} ms"),
         ("server peak memory (VmHWM)", f"{peak:.0f} MB"),
         ("floor: agent.stream, no HTTP", f"{floor:.2f} s ({RUNS / floor:.0f} runs/s)"),
