@@ -41,6 +41,9 @@ SUBMITTERS = 32
 
 
 COUNT = os.environ.get("TS_BENCH_COUNT") == "1"
+#: ``TS_BENCH_PROFILE=out.prof``: the server runs the load under cProfile (start-up excluded)
+#: and writes the stats there when the load ends.
+PROFILE = os.environ.get("TS_BENCH_PROFILE")
 _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE", "WITH")
 
 
@@ -95,10 +98,21 @@ def serve(db: str, port: int) -> None:
     app = task_app(runner, max_concurrent_runs=CONCURRENCY)
     # A loaded 2-core machine can hold a keep-alive connection idle past uvicorn's default 5 s
     # before the client's next request is read; the server then closes it under the client.
-    if COUNT:  # the load asks for them when it ends (uvicorn's exit skips atexit)
-        signal.signal(
-            signal.SIGUSR1, lambda *_: Path(db + ".counts").write_text(json.dumps(counts))
-        )
+    profile = None
+    if PROFILE:
+        import cProfile
+
+        profile = cProfile.Profile()
+        signal.signal(signal.SIGUSR2, lambda *_: profile.enable())
+
+    def done(*_: Any) -> None:
+        Path(db + ".counts").write_text(json.dumps(counts))
+        if profile is not None:
+            profile.disable()
+            profile.dump_stats(PROFILE)
+
+    # The load says when it starts and ends (uvicorn's exit skips atexit).
+    signal.signal(signal.SIGUSR1, done)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", timeout_keep_alive=60)
 
 
@@ -193,8 +207,7 @@ async def _load(url: str, server_pid: int) -> dict[str, Any]:
         await asyncio.gather(*followers)
         load_cpu, server_cpu = _own_cpu_seconds(), _cpu_seconds(server_pid)
         server_loop_cpu = _loop_cpu_seconds(server_pid)
-        if COUNT:
-            os.kill(server_pid, signal.SIGUSR1)
+        os.kill(server_pid, signal.SIGUSR1)
         latencies = []
         finished_at = 0.0
         cursor = None
@@ -272,6 +285,8 @@ def main() -> None:
                         break
                 except httpx.HTTPError:
                     time.sleep(0.1)
+            if PROFILE:
+                os.kill(server.pid, signal.SIGUSR2)
             server_cpu, client_cpu = _cpu_seconds(server.pid), _own_cpu_seconds()
             loop_cpu = _loop_cpu_seconds(server.pid)
             try:
