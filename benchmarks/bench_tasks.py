@@ -11,7 +11,10 @@ running the graph. CPU seconds per run are counted too — the server process's 
 and its SQLite thread), the load client's, and the floor's — because on a shared 2-core machine
 the wall-time ratio moves with whatever else runs, and the client competes with the server.
 
-``TS_BENCH_QUICK=1``: 200 runs, 10 followers.
+``TS_BENCH_QUICK=1``: 200 runs, 10 followers. ``TS_BENCH_COUNT=1`` also counts, on both sides,
+the SQLite transactions (``BEGIN`` plus writes outside one) and trips to the database (units of
+work, each ending in one ``commit()`` call): deterministic where the times are not, at the price of
+a trace callback per statement (so the CPU numbers of a counting run are not comparable).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import asyncio
 import json
 import os
 import resource
+import signal
 import socket
 import statistics
 import subprocess
@@ -34,6 +38,42 @@ RUNS = 200 if QUICK else 2000
 FOLLOWERS = 10 if QUICK else 100
 CONCURRENCY = 32
 SUBMITTERS = 32
+
+
+COUNT = os.environ.get("TS_BENCH_COUNT") == "1"
+#: ``TS_BENCH_PROFILE=out.prof``: the server runs the load under cProfile (start-up excluded)
+#: and writes the stats there when the load ends.
+PROFILE = os.environ.get("TS_BENCH_PROFILE")
+_WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE", "WITH")
+
+
+def _count_sqlite(counts: dict[str, int]) -> None:
+    """Count every SQLite connection's transactions and trips in ``counts`` (TS_BENCH_COUNT)."""
+    import sqlite3
+
+    class Counting(sqlite3.Connection):
+        def commit(self) -> None:
+            counts["trips"] += 1
+            super().commit()
+
+    def trace(conn: sqlite3.Connection) -> Any:
+        def seen(sql: str) -> None:
+            counts["statements"] += 1
+            head = sql.lstrip()[:7].upper()
+            if head.startswith("BEGIN") or (not conn.in_transaction and head.startswith(_WRITES)):
+                counts["transactions"] += 1
+
+        return seen
+
+    real = sqlite3.connect
+
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = real(*args, factory=Counting, **kwargs)
+        conn.set_trace_callback(trace(conn))
+        return conn
+
+    counts.update(trips=0, statements=0, transactions=0)
+    sqlite3.connect = connect  # type: ignore[assignment]
 
 
 def _agent() -> Any:
@@ -51,10 +91,28 @@ def serve(db: str, port: int) -> None:
     from tensorsketch.runtime.backends.sqlite import SqliteBackend
     from tensorsketch.serve import task_app
 
+    counts: dict[str, int] = {}
+    if COUNT:
+        _count_sqlite(counts)
     runner = AsyncRunner(_agent(), backend=SqliteBackend(db), concurrency=CONCURRENCY)
     app = task_app(runner, max_concurrent_runs=CONCURRENCY)
     # A loaded 2-core machine can hold a keep-alive connection idle past uvicorn's default 5 s
     # before the client's next request is read; the server then closes it under the client.
+    profile = None
+    if PROFILE:
+        import cProfile
+
+        profile = cProfile.Profile()
+        signal.signal(signal.SIGUSR2, lambda *_: profile.enable())
+
+    def done(*_: Any) -> None:
+        Path(db + ".counts").write_text(json.dumps(counts))
+        if profile is not None:
+            profile.disable()
+            profile.dump_stats(PROFILE)
+
+    # The load says when it starts and ends (uvicorn's exit skips atexit).
+    signal.signal(signal.SIGUSR1, done)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", timeout_keep_alive=60)
 
 
@@ -149,6 +207,7 @@ async def _load(url: str, server_pid: int) -> dict[str, Any]:
         await asyncio.gather(*followers)
         load_cpu, server_cpu = _own_cpu_seconds(), _cpu_seconds(server_pid)
         server_loop_cpu = _loop_cpu_seconds(server_pid)
+        os.kill(server_pid, signal.SIGUSR1)
         latencies = []
         finished_at = 0.0
         cursor = None
@@ -176,9 +235,12 @@ async def _load(url: str, server_pid: int) -> dict[str, Any]:
         }
 
 
-async def _floor(db: str) -> tuple[float, float, float]:
+async def _floor(db: str, counts: dict[str, int]) -> tuple[float, float, float]:
     """The same runs invoked directly: a semaphore of CONCURRENCY, one thread per run."""
     from tensorsketch.runtime.backends.sqlite import SqliteBackend
+
+    if COUNT:
+        _count_sqlite(counts)
 
     agent = _agent()
     backend = SqliteBackend(db)
@@ -223,6 +285,8 @@ def main() -> None:
                         break
                 except httpx.HTTPError:
                     time.sleep(0.1)
+            if PROFILE:
+                os.kill(server.pid, signal.SIGUSR2)
             server_cpu, client_cpu = _cpu_seconds(server.pid), _own_cpu_seconds()
             loop_cpu = _loop_cpu_seconds(server.pid)
             try:
@@ -239,7 +303,12 @@ def main() -> None:
         finally:
             server.terminate()
             server.wait(60)
-        floor, floor_cpu, floor_loop = asyncio.run(_floor(str(Path(tmp) / "floor.db")))
+        counted = Path(db + ".counts")
+        server_counts = json.loads(counted.read_text()) if counted.exists() else {}
+        floor_counts: dict[str, int] = {}
+        floor, floor_cpu, floor_loop = asyncio.run(
+            _floor(str(Path(tmp) / "floor.db"), floor_counts)
+        )
     lat = result["latencies"]
     p50 = statistics.median(lat)
     p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
@@ -249,6 +318,7 @@ def main() -> None:
         ("503 retries while submitting", str(result["retries"])),
         ("wall time, first submit to last finish", f"{wall:.2f} s"),
         ("throughput", f"{RUNS / wall:.0f} runs/s"),
+        ("all submitted after", f"{result['submitted_s']:.2f} s"),
         ("submit-to-done p50 / p99", f"{p50 * 1000:.0f} ms / {p99 * 1000:.0f} ms"),
         ("server peak memory (VmHWM)", f"{peak:.0f} MB"),
         ("floor: agent.stream, no HTTP", f"{floor:.2f} s ({RUNS / floor:.0f} runs/s)"),
@@ -258,6 +328,9 @@ def main() -> None:
         ("floor CPU per run (event loop + rest)", _split(floor_cpu, floor_loop)),
         ("server CPU / floor CPU", f"{server_cpu / floor_cpu:.2f}x"),
     ]
+    for what in ("transactions", "trips", "statements") if COUNT else ():
+        server_n, floor_n = server_counts.get(what, 0) / RUNS, floor_counts[what] / RUNS
+        rows.append((f"SQLite {what} per run, server / floor", f"{server_n:.2f} / {floor_n:.2f}"))
     width = max(len(k) for k, _ in rows)
     print(f"\n## Task server under load ({'quick' if QUICK else 'full'})\n")
     for key, value in rows:

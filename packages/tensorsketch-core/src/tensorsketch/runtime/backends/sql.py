@@ -37,7 +37,7 @@ import inspect
 import queue
 import threading
 from collections.abc import Callable, Collection, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from tensorsketch.errors import BackendUnavailableError, CheckpointDecodeError, LeaseLostError
 from tensorsketch.runtime.backends.base import (
@@ -103,6 +103,10 @@ class SqlBackend(Backend):
     now_sql: ClassVar[str] = "CURRENT_TIMESTAMP"
     #: Statement that opens an explicit transaction, or ``None`` when the driver opens them.
     begin_sql: ClassVar[str | None] = None
+    #: Units of work already waiting for the worker thread share one transaction and one
+    #: commit (each in a savepoint: one that fails is undone alone). Needs ``begin_sql``,
+    #: ``SAVEPOINT`` and a connection's ``in_transaction`` (SQLite's driver has all three).
+    groups_commits: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -393,38 +397,116 @@ class SqlBackend(Backend):
         """
         if not self.threaded or on_private_loop():
             return self._submit_sync(queries, transaction, durable)
+        if self.groups_commits and self.begin_sql:
+            unit = _Unit(queries, transaction, durable)
+            grouped: list[Any] = await self._worker.run_grouped(self._submit_group, unit)
+            return grouped
         results: list[Any] = await self._worker.run(
             self._submit_sync, queries, transaction, durable
         )
         return results
 
-    def _submit_sync(self, queries: Sequence[Query], transaction: bool, durable: bool) -> list[Any]:
+    def _submit_group(self, units: Sequence[_Unit]) -> list[_Outcome]:
+        """Run the units that were waiting together in one transaction, committed once (see
+        :attr:`groups_commits`); a lone unit runs as it always did."""
+        if len(units) == 1:
+            return [_attempt(self._submit_sync, *units[0])]
         with self._sync_lock:
-            conn = self._connection
-            if conn is None:
-                conn = self._connection = self.connect()
-            cur = conn.cursor()
-            relaxed = None if durable else self.relaxed_statements()
+            conn = self._connected()
+            together = self._commit_together(conn, units)
+            # Units the group could not keep run one by one: nothing of theirs committed.
+            return [
+                _attempt(self._unit_sync, conn, *unit) if outcome is None else outcome
+                for unit, outcome in zip(units, together, strict=True)
+            ]
+
+    def _commit_together(self, conn: Any, units: Sequence[_Unit]) -> list[_Outcome | None]:
+        """Run ``units`` in one transaction and commit it once: every outcome is known only
+        after that commit. A unit that fails is rolled back to its savepoint and fails alone
+        (a single statement needs none: the database undoes a failed statement itself). If
+        the transaction cannot begin, or an error ends it, the other units come back as
+        ``None``, to be run alone. A failed commit fails every unit (whether it landed is not
+        known, so nothing runs twice). The relaxed statements apply only when no unit is
+        durable."""
+        relaxed = None if any(u.durable for u in units) else self.relaxed_statements()
+        outcomes: list[_Outcome | None] = []
+        cur = conn.cursor()
+        try:
+            if relaxed is not None:
+                cur.execute(relaxed[0])
+            try:
+                cur.execute(self.begin_sql)
+            except Exception:
+                _roll_back(conn)
+                return [None] * len(units)
+            for unit in units:
+                queries = unit.queries
+                guarded = unit.transaction and (len(queries) > 1 or any(q.many for q in queries))
+                if guarded:
+                    cur.execute(f"SAVEPOINT {_SAVEPOINT}")
+                try:
+                    results = [_run_query(cur, q) for q in queries]
+                except Exception as exc:
+                    if not conn.in_transaction:  # the error rolled the whole group back
+                        redo: list[_Outcome | None] = [None] * len(units)
+                        redo[len(outcomes)] = (None, exc)
+                        return redo
+                    if guarded:
+                        cur.execute(f"ROLLBACK TO {_SAVEPOINT}")
+                        cur.execute(f"RELEASE {_SAVEPOINT}")
+                    outcomes.append((None, exc))
+                    continue
+                if guarded:
+                    cur.execute(f"RELEASE {_SAVEPOINT}")
+                outcomes.append((results, None))
+            conn.commit()
+            return outcomes
+        except Exception as exc:
+            _roll_back(conn)
+            return [(None, exc)] * len(units)
+        except BaseException:
+            _roll_back(conn)
+            raise
+        finally:
             try:
                 if relaxed is not None:
-                    cur.execute(relaxed[0])
-                if transaction and self.begin_sql:
-                    cur.execute(self.begin_sql)
-                results = [_run_query(cur, q) for q in queries]
-                conn.commit()
-                return results
-            except BaseException:
-                try:
-                    conn.rollback()
-                except Exception:  # the connection itself may be gone; the error says why
-                    pass
-                raise
+                    cur.execute(relaxed[1])
             finally:
-                try:
-                    if relaxed is not None:
-                        cur.execute(relaxed[1])
-                finally:
-                    cur.close()
+                cur.close()
+
+    def _submit_sync(self, queries: Sequence[Query], transaction: bool, durable: bool) -> list[Any]:
+        with self._sync_lock:
+            return self._unit_sync(self._connected(), queries, transaction, durable)
+
+    def _connected(self) -> Any:
+        """The connection (opened on first use); call it holding the lock."""
+        conn = self._connection
+        if conn is None:
+            conn = self._connection = self.connect()
+        return conn
+
+    def _unit_sync(
+        self, conn: Any, queries: Sequence[Query], transaction: bool, durable: bool
+    ) -> list[Any]:
+        cur = conn.cursor()
+        relaxed = None if durable else self.relaxed_statements()
+        try:
+            if relaxed is not None:
+                cur.execute(relaxed[0])
+            if transaction and self.begin_sql:
+                cur.execute(self.begin_sql)
+            results = [_run_query(cur, q) for q in queries]
+            conn.commit()
+            return results
+        except BaseException:
+            _roll_back(conn)
+            raise
+        finally:
+            try:
+                if relaxed is not None:
+                    cur.execute(relaxed[1])
+            finally:
+                cur.close()
 
     async def _run(
         self,
@@ -1009,6 +1091,35 @@ class SqlBackend(Backend):
         }
 
 
+class _Unit(NamedTuple):
+    """One caller's unit of work, as :meth:`SqlBackend.submit` received it."""
+
+    queries: Sequence[Query]
+    transaction: bool
+    durable: bool
+
+
+#: A unit's result or its error.
+_Outcome = tuple[Any, BaseException | None]
+#: Units committed together at most (the wait of the group's first unit stays bounded).
+_GROUP_LIMIT = 64
+_SAVEPOINT = "tensorsketch_unit"
+
+
+def _attempt(fn: Callable[..., Any], *args: Any) -> _Outcome:
+    try:
+        return fn(*args), None
+    except Exception as exc:
+        return None, exc
+
+
+def _roll_back(conn: Any) -> None:
+    try:
+        conn.rollback()
+    except Exception:  # the connection itself may be gone; the unit's error says why
+        pass
+
+
 class _DriverThread:
     """The one thread that runs a backend's blocking driver calls, in order.
 
@@ -1026,6 +1137,18 @@ class _DriverThread:
 
     def run(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
         """Schedule ``fn(*args)`` on the worker; await the returned future for its result."""
+        return self._put(fn, args, grouped=False)
+
+    def run_grouped(
+        self, together: Callable[[list[Any]], list[_Outcome]], item: Any
+    ) -> asyncio.Future[Any]:
+        """Schedule ``item`` for ``together``, which the worker calls once with this item and
+        every other one for it already waiting in the queue (at most :data:`_GROUP_LIMIT`),
+        returning one outcome each: calls that arrive together share one call, and a lone
+        one waits for nothing."""
+        return self._put(together, item, grouped=True)
+
+    def _put(self, fn: Callable[..., Any], args: Any, *, grouped: bool) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         if self._thread is None or not self._thread.is_alive():
@@ -1036,7 +1159,7 @@ class _DriverThread:
                     )
                     self._thread.daemon = True
                     self._thread.start()
-        self._queue.put((fn, args, loop, future))
+        self._queue.put((fn, args, loop, future, grouped))
         return future
 
     def stop(self) -> None:
@@ -1050,25 +1173,54 @@ class _DriverThread:
 
 
 def _serve(calls: queue.SimpleQueue[Any]) -> None:
-    while (item := calls.get()) is not None:
-        fn, args, loop, future = item
+    held: Any = _NOTHING  # a call taken from the queue while gathering a group, run next
+    while (item := calls.get() if held is _NOTHING else held) is not None:
+        held = _NOTHING
+        fn, args, loop, future, grouped = item
+        if not grouped:
+            _answer([(loop, future, _attempt(fn, *args))])
+            continue
+        group = [item]
+        while len(group) < _GROUP_LIMIT:
+            try:
+                waiting = calls.get_nowait()
+            except queue.Empty:
+                break
+            if waiting is None or not waiting[4] or waiting[0] != fn:
+                held = waiting
+                break
+            group.append(waiting)
         try:
-            outcome: tuple[Any, BaseException | None] = (fn(*args), None)
+            outcomes = fn([g[1] for g in group])
         except Exception as exc:
-            outcome = (None, exc)
+            outcomes = [(None, exc)] * len(group)
+        _answer([(g[2], g[3], o) for g, o in zip(group, outcomes, strict=True)])
+
+
+#: No call held back (``None`` in the queue is the signal to stop).
+_NOTHING = object()
+
+
+def _answer(answers: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], _Outcome]]) -> None:
+    """Hand outcomes to their callers: one wake-up per event loop, not one per call."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], _Outcome]]] = {}
+    for loop, future, outcome in answers:
+        by_loop.setdefault(loop, []).append((future, outcome))
+    for loop, settled in by_loop.items():
         try:
-            loop.call_soon_threadsafe(_settle, future, *outcome)
+            loop.call_soon_threadsafe(_settle_all, settled)
         except RuntimeError:  # the caller's loop has closed: nobody is waiting
             pass
 
 
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.cancelled():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
+def _settle_all(settled: list[tuple[asyncio.Future[Any], _Outcome]]) -> None:
+    for future, (result, error) in settled:
+        if future.cancelled():
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
 
 
 def _fenced_thread(queries: Sequence[Query]) -> str:

@@ -95,8 +95,11 @@ class SqlRunStore(RunStore):
                 "ON CONFLICT (key) DO UPDATE SET run_id = excluded.run_id, failed = 0 "
                 "WHERE k.failed = 1"
             ),
+            # The key's run; its record only when it is another run than the one inserted
+            # (the caller has that one already: no blob to read and decode).
             "by_key": (
-                f"SELECT version, lease_expires_at, record FROM {runs} WHERE run_id = "
+                "SELECT run_id, version, lease_expires_at, CASE WHEN run_id = ? THEN NULL "
+                f"ELSE record END FROM {runs} WHERE run_id = "
                 f"(SELECT run_id FROM {keys} WHERE key = ?)"
             ),
             "label": (
@@ -256,13 +259,22 @@ class SqlRunStore(RunStore):
         ]
         if labels:
             queries.append(Query(self._sql["label"], labels, many=True))
-        queries.append(Query(self._sql["by_key"], (key,), fetch="one"))
+        queries.append(Query(self._sql["by_key"], (record.run_id, key), fetch="one"))
         results = await self._go("creating a run", queries, transaction=True)
-        stored = self._decode(results[-1])
-        if stored is None:  # pragma: no cover - the key row always names a stored run
+        return self._keyed(record, key, results[-1])
+
+    def _keyed(
+        self, record: RunRecord, key: str, row: Sequence[Any] | None
+    ) -> tuple[RunRecord, bool]:
+        """``(stored, created)`` from the ``by_key`` row read after inserting ``record``."""
+        if row is None:  # pragma: no cover - the key row always names a stored run
             msg = f"idempotency key {key!r} names a run that is not stored; the store is corrupt."
             raise CheckpointDecodeError(msg)
-        return stored, stored.run_id == record.run_id
+        if row[0] == record.run_id:
+            return record, True
+        stored = self._decode(row[1:])
+        assert stored is not None
+        return stored, False
 
     @staticmethod
     def _head(latest: Any, seq: Any) -> ThreadHead:
@@ -298,18 +310,14 @@ class SqlRunStore(RunStore):
         if labels:
             queries.append(Query(self._sql["label"], labels, many=True))
         if key is not None:
-            queries.append(Query(self._sql["by_key"], (key,), fetch="one"))
+            queries.append(Query(self._sql["by_key"], (record.run_id, key), fetch="one"))
         queries.append(Query(self._sql["turn_at"], (record.thread_id,) * 3, fetch="one"))
         results = await self._go("creating a run", queries, transaction=True)
         head, latest, last = results[-1]
         thread_head = self._head(latest, last)
         if key is None:
             return InTurn(record, True, head, thread_head)
-        stored = self._decode(results[-2])
-        if stored is None:  # pragma: no cover - the key row always names a stored run
-            msg = f"idempotency key {key!r} names a run that is not stored; the store is corrupt."
-            raise CheckpointDecodeError(msg)
-        created = stored.run_id == record.run_id
+        stored, created = self._keyed(record, key, results[-2])
         return InTurn(stored, created, head, thread_head if created else None)
 
     async def get(self, run_id: str) -> RunRecord | None:

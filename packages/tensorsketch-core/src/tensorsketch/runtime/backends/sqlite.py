@@ -45,6 +45,7 @@ class SqliteBackend(SqlBackend):
     float_type: ClassVar[str] = "REAL"
     now_sql: ClassVar[str] = "((julianday('now') - 2440587.5) * 86400.0)"
     begin_sql: ClassVar[str | None] = "BEGIN IMMEDIATE"
+    groups_commits: ClassVar[bool] = True
 
     def __init__(
         self,

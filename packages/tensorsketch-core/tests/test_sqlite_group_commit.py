@@ -1,0 +1,154 @@
+"""Group commit on SQLite: units of work that wait for the worker thread together share one
+transaction and one commit, and a unit that fails in the group fails alone."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tensorsketch.runtime.backends.runs import RunRecord
+from tensorsketch.runtime.backends.sql import Query
+from tensorsketch.runtime.backends.sqlite import SqliteBackend
+
+
+class CountingBackend(SqliteBackend):
+    """Counts the SQLite transactions its connection runs: each ``BEGIN`` and each write
+    outside one (an autocommit statement is a transaction of its own)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.transactions = 0
+
+    def connect(self) -> sqlite3.Connection:
+        conn = super().connect()
+
+        def seen(sql: str) -> None:
+            head = sql.lstrip().upper()
+            if head.startswith("BEGIN") or (
+                not conn.in_transaction and head.startswith(("INSERT", "UPDATE", "DELETE"))
+            ):
+                self.transactions += 1
+
+        conn.set_trace_callback(seen)
+        return conn
+
+
+async def together(backend: SqliteBackend, *calls: Awaitable[Any]) -> list[Any]:
+    """Run ``calls`` so that all of them wait for the worker thread at once: the worker is
+    held until every one has reached its queue."""
+    gate = threading.Event()
+    held = backend._worker.run(gate.wait)
+    tasks = [asyncio.ensure_future(c) for c in calls]
+    for _ in range(1000):
+        if backend._worker._queue.qsize() >= len(calls):
+            break
+        await asyncio.sleep(0.001)
+    assert backend._worker._queue.qsize() == len(calls)
+    gate.set()
+    await held
+    return await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def record(n: int) -> RunRecord:
+    return RunRecord(run_id=f"run-{n}", thread_id=f"t-{n}", labels={"n": str(n)})
+
+
+async def test_concurrent_submits_share_one_commit(tmp_path: Path) -> None:
+    backend = CountingBackend(tmp_path / "runs.db")
+    store = backend.run_store()
+    await store.create(record(0))  # the tables exist
+    before = backend.transactions
+    results = await together(backend, *(store.create(record(n)) for n in range(1, 9)))
+    assert [created for _, created in results] == [True] * 8
+    # One transaction for the eight (each alone: eight).
+    assert backend.transactions - before == 1
+    page = await store.list(limit=50)
+    assert sorted(r.run_id for r in page.records) == [f"run-{n}" for n in range(9)]
+    stored = await store.get("run-5")
+    assert stored is not None and stored.labels == {"n": "5"}
+    await backend.aclose()
+
+
+async def test_a_submit_that_fails_in_a_group_fails_alone(tmp_path: Path) -> None:
+    backend = CountingBackend(tmp_path / "runs.db")
+    store = backend.run_store()
+    await store.create(record(0))
+    before = backend.transactions
+    calls = [store.create(record(1)), store.create(record(0)), store.create(record(2))]
+    first, duplicate, last = await together(backend, *calls)
+    assert isinstance(duplicate, sqlite3.IntegrityError)  # run-0 is stored already
+    assert first[1] and last[1]
+    assert backend.transactions - before == 1
+    page = await store.list(limit=50)
+    assert sorted(r.run_id for r in page.records) == ["run-0", "run-1", "run-2"]
+    await backend.aclose()
+
+
+async def _table(backend: SqliteBackend) -> None:
+    create = Query("CREATE TABLE IF NOT EXISTS t (n INTEGER PRIMARY KEY)")
+    await backend.run_queries("test", [create])
+
+
+def _insert(*ns: int) -> list[Query]:
+    return [Query("INSERT INTO t (n) VALUES (?)", (n,)) for n in ns]
+
+
+async def _rows(backend: SqliteBackend) -> list[int]:
+    q = Query("SELECT n FROM t ORDER BY n", fetch="all")
+    return [n for (n,) in (await backend.run_queries("test", [q]))[0]]
+
+
+async def test_a_failed_unit_is_undone_to_its_savepoint(tmp_path: Path) -> None:
+    backend = CountingBackend(tmp_path / "units.db")
+    await _table(backend)
+    await backend.run_queries("test", _insert(1))
+    before = backend.transactions
+    a, b, c, empty = await together(
+        backend,
+        backend.run_queries("test", _insert(2)),
+        # Its first insert succeeds, its second hits the primary key: both are undone.
+        backend.run_queries("test", _insert(3, 1), transaction=True),
+        backend.run_queries("test", _insert(4), transaction=True),
+        backend.run_queries("test", [], transaction=True),
+    )
+    assert a == [None] and c == [None] and empty == []
+    assert isinstance(b, sqlite3.IntegrityError)
+    assert backend.transactions - before == 1
+    assert await _rows(backend) == [1, 2, 4]
+    await backend.aclose()
+
+
+async def test_units_run_alone_when_an_error_ends_the_group(tmp_path: Path) -> None:
+    backend = CountingBackend(tmp_path / "units.db")
+    await _table(backend)
+    # A unit that ends the group's transaction, then fails: the units before and after it
+    # were not committed with the group and run again, each on its own.
+    breaking = [Query("ROLLBACK"), Query("SELECT * FROM missing")]
+    a, b, c = await together(
+        backend,
+        backend.run_queries("test", _insert(1)),
+        backend.run_queries("test", breaking),
+        backend.run_queries("test", _insert(2, 3), transaction=True),
+    )
+    assert a == [None] and c == [None, None]
+    assert isinstance(b, sqlite3.OperationalError)
+    assert await _rows(backend) == [1, 2, 3]
+    await backend.aclose()
+
+
+@pytest.mark.parametrize("durable", [True, False])
+async def test_a_lone_unit_runs_as_before(tmp_path: Path, durable: bool) -> None:
+    backend = CountingBackend(tmp_path / "units.db")
+    await _table(backend)
+    before = backend.transactions
+    await backend.run_queries("test", _insert(1, 2), transaction=True, durable=durable)
+    await backend.run_queries("test", _insert(3), durable=durable)
+    assert backend.transactions - before == 2
+    assert await _rows(backend) == [1, 2, 3]
+    await backend.aclose()
