@@ -80,6 +80,17 @@ class _Tagged(dict[str, Any]):
     __slots__ = ()
 
 
+class _SharedTagged(_Tagged):
+    """The tagged tree of a model or dataclass instance inside :func:`shared_encoding`, which
+    every ``dumps`` of the block reuses: it keeps the msgpack extension it was packed into
+    (``None`` until then) and the depth that happened at, so it is packed once, too."""
+
+    __slots__ = ("depth", "ext")
+
+    ext: Any
+    depth: int
+
+
 #: Inside :func:`shared_encoding`: its serializer, and the encoded tree of every model and
 #: dataclass instance it met, by ``id`` (the entry keeps the instance alive, so no other
 #: object takes its id while the block lasts).
@@ -92,9 +103,9 @@ _SHARED: ContextVar[tuple[Any, dict[int, tuple[Any, Any]]] | None] = ContextVar(
 def shared_encoding(serializer: Any) -> Iterator[None]:
     """Encode each model or dataclass instance once for every ``dumps`` of ``serializer``
     in the block: a checkpoint and the stream events committed with it (``node_end``,
-    ``values``, ``run_end``) carry the same messages, which were encoded up to four times.
-    The block must not change a value it encodes (its first encoding is reused). A block
-    inside one of the same serializer shares the outer one's encodings (the events encoded
+    ``values``, ``run_end``) carry the same messages, which were encoded and packed up to
+    four times. The block must not change a value it encodes (its first encoding is reused,
+    bytes and all). A block inside one of the same serializer shares the outer one's encodings (the events encoded
     inside a checkpoint's block reuse the checkpoint's, not only each other's)."""
     outer = _SHARED.get()
     if outer is not None and outer[0] is serializer:
@@ -380,10 +391,13 @@ class _TaggedSerializer:
         data = {key: getattr(obj, name) for name, key in keys}
         if obj.__pydantic_extra__:
             data.update(obj.__pydantic_extra__)
-        tree = _Tagged({_TAG: "model", "c": self._tag_of(cls), "v": self._encode(data)})
+        tagged = {_TAG: "model", "c": self._tag_of(cls), "v": self._encode(data)}
         if shared is not None and shared[0] is self:
+            tree = _SharedTagged(tagged)
+            tree.ext, tree.depth = None, 0
             shared[1][id(obj)] = (obj, tree)
-        return tree
+            return tree
+        return _Tagged(tagged)
 
     def _encode_dataclass(self, obj: Any) -> Any:
         """A dataclass instance's fields by name (its field list is cached per class)."""
@@ -397,10 +411,13 @@ class _TaggedSerializer:
         if names is None:
             names = self._dc_fields[cls] = tuple(f.name for f in dataclasses.fields(obj))
         fields = {n: getattr(obj, n) for n in names}
-        tree = _Tagged({_TAG: "dataclass", "c": self._tag_of(cls), "v": self._encode(fields)})
+        tagged = {_TAG: "dataclass", "c": self._tag_of(cls), "v": self._encode(fields)}
         if shared is not None and shared[0] is self:
+            tree = _SharedTagged(tagged)
+            tree.ext, tree.depth = None, 0
             shared[1][id(obj)] = (obj, tree)
-        return tree
+            return tree
+        return _Tagged(tagged)
 
     def _tag_of(self, cls: type) -> str:
         """The class's tag, refusing (at write time, not on resume) one a load cannot find."""
@@ -666,16 +683,23 @@ class MsgpackSerializer(_TaggedSerializer):
             """A tagged value becomes an extension; a ``str``/``int``/``float`` subclass that
             is not an enum is stored as the plain value, as JSON stores it."""
             nonlocal depth
-            if type(value) is _Tagged:
+            kind = type(value)
+            if kind is _Tagged or kind is _SharedTagged:
+                # One packed before no shallower than here: what it nests stays in the limit.
+                if kind is _SharedTagged and value.ext is not None and value.depth >= depth:
+                    return value.ext
                 depth += 1
                 try:
                     if depth > _MAX_TAG_DEPTH:  # the reader would refuse it: write JSON
                         msg = "tagged values nested too deeply for msgpack"
                         raise TypeError(msg)
                     packed = ormsgpack.packb(dict(value), default=extend, option=option)
-                    return ormsgpack.Ext(_EXT_TAGGED, packed)
+                    ext = ormsgpack.Ext(_EXT_TAGGED, packed)
                 finally:
                     depth -= 1
+                if kind is _SharedTagged:
+                    value.ext, value.depth = ext, depth
+                return ext
             for plain in (str, int, float):
                 if isinstance(value, plain):
                     return plain(value)
