@@ -55,6 +55,8 @@ _TAG = "$t"
 # no differently, so its absence proves there is no tag; its presence just takes the hook).
 _TAG_BYTES = json.dumps(_TAG).encode()
 _JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
+#: The containers that, empty, encode as themselves (a tuple is tagged even when empty).
+_PLAIN_CONTAINERS = frozenset({list, dict})
 #: Modules of ours that were renamed: a tag written under the old name (``module:Qualname``)
 #: is looked up under the new one, so data stored before the rename still decodes. A fixed
 #: table: the data still chooses no module.
@@ -319,12 +321,17 @@ class _TaggedSerializer:
         # Exact-type checks first: this runs for every value of every checkpoint.
         # A container's scalar items are taken inline: no call for each (a run record is
         # some forty fields, most of them strings, numbers and None).
+        # So is an empty list or dict (it encodes as itself: a record holds half a dozen).
         kind = type(obj)
         if kind in _JSON_SCALARS:
             return obj
-        scalars, encode = _JSON_SCALARS, self._encode
+        scalars, empty, encode = _JSON_SCALARS, _PLAIN_CONTAINERS, self._encode
         if kind is list:
-            return [v if type(v) in scalars else encode(v) for v in obj] if obj else []
+            if not obj:
+                return []
+            return [
+                v if type(v) in scalars or (type(v) in empty and not v) else encode(v) for v in obj
+            ]
         if kind is dict and _TAG not in obj:
             if not obj:
                 return {}
@@ -332,12 +339,21 @@ class _TaggedSerializer:
                 if type(key) is not str:
                     break
             else:
-                return {k: v if type(v) in scalars else encode(v) for k, v in obj.items()}
+                return {
+                    k: v if type(v) in scalars or (type(v) in empty and not v) else encode(v)
+                    for k, v in obj.items()
+                }
         if kind in self._model_keys:  # a model class met before: none of the checks below
             return self._encode_model(obj)
         if kind is tuple:  # what the checks below come to for one (a record holds several)
             return _Tagged(
-                {_TAG: "tuple", "v": [v if type(v) in scalars else encode(v) for v in obj]}
+                {
+                    _TAG: "tuple",
+                    "v": [
+                        v if type(v) in scalars or (type(v) in empty and not v) else encode(v)
+                        for v in obj
+                    ],
+                }
             )
         return self._encode_other(obj)
 
