@@ -314,8 +314,11 @@ class _TaggedSerializer:
         try:
             return self._encode(obj)
         except RecursionError:
-            msg = f"{type(self).__name__} cannot store a value nested this deeply; flatten it."
-            raise ValueError(msg) from None
+            raise self._too_deep() from None
+
+    def _too_deep(self) -> ValueError:
+        msg = f"{type(self).__name__} cannot store a value nested this deeply; flatten it."
+        return ValueError(msg)
 
     def _encode(self, obj: Any) -> Any:
         # Exact-type checks first: this runs for every value of every checkpoint.
@@ -691,7 +694,11 @@ class MsgpackSerializer(_TaggedSerializer):
 
     def dumps(self, obj: Any) -> bytes:
         ormsgpack = _ormsgpack("write msgpack")
-        tree = self._tree(obj)
+        # `_tree` inline: this runs for every checkpoint, event and record.
+        try:
+            tree = self._encode(obj)
+        except RecursionError:
+            raise self._too_deep() from None
         option = ormsgpack.OPT_PASSTHROUGH_SUBCLASS  # subclasses come to ``extend``
         depth = 0
 
