@@ -312,6 +312,20 @@ class EffectLog:
         else:
             self._memo.setdefault(key, value)
 
+    def record_later(self, key: str, value: Any) -> None:
+        """Record ``value`` under ``key`` with the run's next journal write: a value no
+        outside effect produced, found missing by :meth:`peek` just before (so ``once``
+        would only look the key up again), which a crash before that write only makes the
+        caller compute again. In memory it is kept like :meth:`record`'s."""
+        journal = self._journal
+        if journal is None:
+            self._memo.setdefault(key, value)
+            return
+        try:
+            journal.record_later(key, value)
+        except TypeError as exc:
+            raise _unstorable(key, exc) from exc
+
     async def decision(self, step: int, interrupt_id: str) -> tuple[bool, Any]:
         """The decision for interrupt ``interrupt_id`` of superstep ``step``: recorded in the
         journal, or passed to this invoke with ``resume=``."""

@@ -107,8 +107,9 @@ def shared_encoding(serializer: Any) -> Iterator[None]:
     in the block: a checkpoint and the stream events committed with it (``node_end``,
     ``values``, ``run_end``) carry the same messages, which were encoded and packed up to
     four times. The block must not change a value it encodes (its first encoding is reused,
-    bytes and all). A block inside one of the same serializer shares the outer one's encodings (the events encoded
-    inside a checkpoint's block reuse the checkpoint's, not only each other's)."""
+    bytes and all). A block inside one of the same serializer shares the outer one's
+    encodings (the events encoded inside a checkpoint's block reuse the checkpoint's, not
+    only each other's)."""
     outer = _SHARED.get()
     if outer is not None and outer[0] is serializer:
         yield
