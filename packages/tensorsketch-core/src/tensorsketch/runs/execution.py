@@ -56,9 +56,6 @@ class Execution:
         self.read = read
         #: Outcomes that rode a segment's last commit, for :meth:`_outcome` to report.
         self._rode_to_end: dict[str, RunRecord] = {}
-        #: The backend and store :meth:`_rides` last found carrying rides (once a backend
-        #: carries them it keeps doing so: asked again only when either is replaced).
-        self._riding_on: tuple[object, object] | None = None
 
     # -- the task of a run ------------------------------------------------------------------
 
@@ -325,14 +322,9 @@ class Execution:
         """Whether the run's record writes ride its checkpoint commits here: the backend
         carries rides in units of the database the run store uses."""
         state = self.state
-        riding_on = self._riding_on
-        if riding_on is not None and riding_on[0] is state.backend and riding_on[1] is state.store:
-            return True
-        rides = state.store is state.backend.run_store() and bool(
+        return state.store is state.backend.run_store() and bool(
             getattr(state.backend, "carries_rides", False)
         )
-        self._riding_on = (state.backend, state.store) if rides else None
-        return rides
 
     async def _segment(self, run_id: str, *, takeover: bool) -> None:
         """Run the graph from wherever the run stands until it finishes, fails or suspends."""
