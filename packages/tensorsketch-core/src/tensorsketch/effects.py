@@ -313,10 +313,10 @@ class EffectLog:
             self._memo.setdefault(key, value)
 
     def record_later(self, key: str, value: Any) -> None:
-        """Record ``value`` under ``key`` with the run's next journal write: a value no
-        outside effect produced, found missing by :meth:`peek` just before (so ``once``
-        would only look the key up again), which a crash before that write only makes the
-        caller compute again. In memory it is kept like :meth:`record`'s."""
+        """Record ``value``, which no outside effect produced, under ``key`` with the run's
+        next journal write: what ``once`` does after its look-up, for a caller whose
+        :meth:`peek` just missed. A crash before that write only makes the caller compute
+        it again. In memory it is kept as :meth:`record` keeps it."""
         journal = self._journal
         if journal is None:
             self._memo.setdefault(key, value)
