@@ -201,3 +201,35 @@ def test_a_tool_calling_turn_makes_a_bounded_number_of_calls() -> None:
         "only for the agents or runs that use its feature (decided once per run, see "
         "Agent._loop), or raise CALLS_PER_TURN if every agent needs it."
     )
+
+
+async def test_a_steered_turn_with_nothing_to_take_looks_its_key_up_once() -> None:
+    """On a thread that already has a history (every journal look-up a store round trip),
+    a turn of a run with a steering inbox asks for its steering key once: the peek that
+    misses is followed by recording the empty take, not by a second look-up of the key
+    and its intent."""
+    backend = InMemoryBackend()
+    asked: list[str] = []
+    one, many = backend.lookup_effect, backend.lookup_effects
+
+    async def lookup_effect(thread_id: str, key: str) -> Any:
+        asked.append(key)
+        return await one(thread_id, key)
+
+    async def lookup_effects(thread_id: str, keys: list[str]) -> Any:
+        asked.extend(keys)
+        return await many(thread_id, keys)
+
+    backend.lookup_effect = lookup_effect  # type: ignore[method-assign]
+    backend.lookup_effects = lookup_effects  # type: ignore[method-assign]
+    with bound_inbox(Inbox()):
+        first = await create_agent(Scripted(1), tools=[add]).invoke(
+            {"query": "go"}, thread_id="t", backend=backend
+        )
+        asked.clear()
+        again = await create_agent(Scripted(1), tools=[add]).invoke(
+            {"query": "again"}, thread_id="t", backend=backend
+        )
+    assert first.output == again.output == "done"
+    steering = [key for key in asked if key.endswith(":steer")]
+    assert steering == ["1:agent:agent:0:steer", "1:agent:agent:1:steer"]

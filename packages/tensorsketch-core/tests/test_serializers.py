@@ -544,3 +544,34 @@ def test_a_shared_encoding_inside_another_of_the_same_serializer_shares_its_walk
     assert (checkpoint, event) == plain
     cards = [who for who, name in walked if name == "Card"]
     assert cards == [id(codec), id(other)]
+
+
+def test_a_shared_encoding_packs_each_model_once_unless_it_lands_deeper(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Inside the block a model met again is not packed into msgpack again either: its
+    extension is reused, byte for byte. Met nested deeper than where it was packed, it is
+    packed again (what it nests must stay within the reader's depth limit)."""
+    import ormsgpack
+
+    codec = MsgpackSerializer()
+    card = Card(name="ace", tags=("x", "y"))
+    values = [{"state": [card, card]}, {"writes": card}, [card], (card,), [card]]
+    plain = [codec.dumps(v) for v in values]
+    packed: list[str] = []
+    packb = ormsgpack.packb
+
+    def counted(obj: Any, *args: Any, **kwargs: Any) -> bytes:
+        if isinstance(obj, dict) and obj.get("$t") == "model":
+            packed.append(obj["c"].rpartition(":")[2])
+        return packb(obj, *args, **kwargs)
+
+    monkeypatch.setattr(ormsgpack, "packb", counted)
+    with shared_encoding(codec):
+        shared = [codec.dumps(v) for v in values]
+    assert shared == plain
+    # Once at the top of the tagged values, once again inside the tuple (one level deeper).
+    assert packed == ["Card", "Card"]
+    packed.clear()
+    codec.dumps(values[0])  # outside the block nothing is kept
+    assert packed == ["Card", "Card"]

@@ -129,6 +129,8 @@ async def _stream_call(
 ) -> Completion:
     """The call as a stream, its deltas emitted as run events; an error after text was shown
     is marked as streamed (a retry would show the text twice)."""
+    if type(provider).stream is ChatProvider.stream:
+        return await _complete_as_stream(ctx, provider, messages, tools, output_schema, options)
     streamed = False
     completion: Completion | None = None
     try:
@@ -156,6 +158,36 @@ async def _stream_call(
             "Completion; a stream must end with the whole reply."
         )
         raise ProviderError(msg, provider=provider.provider_name)
+    return completion
+
+
+#: ``max_tokens`` as the default :meth:`ChatProvider.stream` passes it to ``complete``.
+_STREAM_MAX_TOKENS: int = (ChatProvider.stream.__kwdefaults__ or {}).get("max_tokens", 1024)
+
+
+async def _complete_as_stream(
+    ctx: Context,
+    provider: ChatProvider,
+    messages: Sequence[Message],
+    tools: Sequence[Tool] | None,
+    output_schema: type[Schema] | None,
+    options: dict[str, Any],
+) -> Completion:
+    """What the default :meth:`ChatProvider.stream` comes to — ``complete()``, then its text
+    as one ``token`` event — without an async generator and a type check per item around it
+    (a provider that only implements ``complete``: every scripted and test model)."""
+    if "max_tokens" not in options:  # the default stream passes its own default on
+        options = {**options, "max_tokens": _STREAM_MAX_TOKENS}
+    completion = await provider.complete(
+        messages, tools=tools, output_schema=output_schema, **options
+    )
+    text = completion.message.text if isinstance(completion, Completion) else None
+    if text:
+        try:
+            await ctx.emit("token", {"text": text})
+        except BaseException as exc:
+            _mark_streamed(exc)
+            raise
     return completion
 
 

@@ -312,6 +312,20 @@ class EffectLog:
         else:
             self._memo.setdefault(key, value)
 
+    def record_later(self, key: str, value: Any) -> None:
+        """Record ``value``, which no outside effect produced, under ``key`` with the run's
+        next journal write: what ``once`` does after its look-up, for a caller whose
+        :meth:`peek` just missed. A crash before that write only makes the caller compute
+        it again. In memory it is kept as :meth:`record` keeps it."""
+        journal = self._journal
+        if journal is None:
+            self._memo.setdefault(key, value)
+            return
+        try:
+            journal.record_later(key, value)
+        except TypeError as exc:
+            raise _unstorable(key, exc) from exc
+
     async def decision(self, step: int, interrupt_id: str) -> tuple[bool, Any]:
         """The decision for interrupt ``interrupt_id`` of superstep ``step``: recorded in the
         journal, or passed to this invoke with ``resume=``."""

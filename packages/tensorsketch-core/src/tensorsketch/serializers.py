@@ -55,6 +55,8 @@ _TAG = "$t"
 # no differently, so its absence proves there is no tag; its presence just takes the hook).
 _TAG_BYTES = json.dumps(_TAG).encode()
 _JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
+#: The containers that, empty, encode as themselves (a tuple is tagged even when empty).
+_PLAIN_CONTAINERS = frozenset({list, dict})
 #: Modules of ours that were renamed: a tag written under the old name (``module:Qualname``)
 #: is looked up under the new one, so data stored before the rename still decodes. A fixed
 #: table: the data still chooses no module.
@@ -80,6 +82,17 @@ class _Tagged(dict[str, Any]):
     __slots__ = ()
 
 
+class _SharedTagged(_Tagged):
+    """The tagged tree of a model or dataclass instance inside :func:`shared_encoding`, which
+    every ``dumps`` of the block reuses: it keeps the msgpack extension it was packed into
+    (``None`` until then) and the depth that happened at, so it is packed once, too."""
+
+    __slots__ = ("depth", "ext")
+
+    ext: Any
+    depth: int
+
+
 #: Inside :func:`shared_encoding`: its serializer, and the encoded tree of every model and
 #: dataclass instance it met, by ``id`` (the entry keeps the instance alive, so no other
 #: object takes its id while the block lasts).
@@ -92,10 +105,11 @@ _SHARED: ContextVar[tuple[Any, dict[int, tuple[Any, Any]]] | None] = ContextVar(
 def shared_encoding(serializer: Any) -> Iterator[None]:
     """Encode each model or dataclass instance once for every ``dumps`` of ``serializer``
     in the block: a checkpoint and the stream events committed with it (``node_end``,
-    ``values``, ``run_end``) carry the same messages, which were encoded up to four times.
-    The block must not change a value it encodes (its first encoding is reused). A block
-    inside one of the same serializer shares the outer one's encodings (the events encoded
-    inside a checkpoint's block reuse the checkpoint's, not only each other's)."""
+    ``values``, ``run_end``) carry the same messages, which were encoded and packed up to
+    four times. The block must not change a value it encodes (its first encoding is reused,
+    bytes and all). A block inside one of the same serializer shares the outer one's
+    encodings (the events encoded inside a checkpoint's block reuse the checkpoint's, not
+    only each other's)."""
     outer = _SHARED.get()
     if outer is not None and outer[0] is serializer:
         yield
@@ -301,19 +315,27 @@ class _TaggedSerializer:
         try:
             return self._encode(obj)
         except RecursionError:
-            msg = f"{type(self).__name__} cannot store a value nested this deeply; flatten it."
-            raise ValueError(msg) from None
+            raise self._too_deep() from None
+
+    def _too_deep(self) -> ValueError:
+        msg = f"{type(self).__name__} cannot store a value nested this deeply; flatten it."
+        return ValueError(msg)
 
     def _encode(self, obj: Any) -> Any:
         # Exact-type checks first: this runs for every value of every checkpoint.
         # A container's scalar items are taken inline: no call for each (a run record is
         # some forty fields, most of them strings, numbers and None).
+        # So is an empty list or dict (it encodes as itself: a record holds half a dozen).
         kind = type(obj)
         if kind in _JSON_SCALARS:
             return obj
-        scalars, encode = _JSON_SCALARS, self._encode
+        scalars, empty, encode = _JSON_SCALARS, _PLAIN_CONTAINERS, self._encode
         if kind is list:
-            return [v if type(v) in scalars else encode(v) for v in obj] if obj else []
+            if not obj:
+                return []
+            return [
+                v if type(v) in scalars or (type(v) in empty and not v) else encode(v) for v in obj
+            ]
         if kind is dict and _TAG not in obj:
             if not obj:
                 return {}
@@ -321,12 +343,21 @@ class _TaggedSerializer:
                 if type(key) is not str:
                     break
             else:
-                return {k: v if type(v) in scalars else encode(v) for k, v in obj.items()}
+                return {
+                    k: v if type(v) in scalars or (type(v) in empty and not v) else encode(v)
+                    for k, v in obj.items()
+                }
         if kind in self._model_keys:  # a model class met before: none of the checks below
             return self._encode_model(obj)
         if kind is tuple:  # what the checks below come to for one (a record holds several)
             return _Tagged(
-                {_TAG: "tuple", "v": [v if type(v) in scalars else encode(v) for v in obj]}
+                {
+                    _TAG: "tuple",
+                    "v": [
+                        v if type(v) in scalars or (type(v) in empty and not v) else encode(v)
+                        for v in obj
+                    ],
+                }
             )
         return self._encode_other(obj)
 
@@ -380,10 +411,13 @@ class _TaggedSerializer:
         data = {key: getattr(obj, name) for name, key in keys}
         if obj.__pydantic_extra__:
             data.update(obj.__pydantic_extra__)
-        tree = _Tagged({_TAG: "model", "c": self._tag_of(cls), "v": self._encode(data)})
+        tagged = {_TAG: "model", "c": self._tag_of(cls), "v": self._encode(data)}
         if shared is not None and shared[0] is self:
+            tree = _SharedTagged(tagged)
+            tree.ext, tree.depth = None, 0
             shared[1][id(obj)] = (obj, tree)
-        return tree
+            return tree
+        return _Tagged(tagged)
 
     def _encode_dataclass(self, obj: Any) -> Any:
         """A dataclass instance's fields by name (its field list is cached per class)."""
@@ -397,10 +431,13 @@ class _TaggedSerializer:
         if names is None:
             names = self._dc_fields[cls] = tuple(f.name for f in dataclasses.fields(obj))
         fields = {n: getattr(obj, n) for n in names}
-        tree = _Tagged({_TAG: "dataclass", "c": self._tag_of(cls), "v": self._encode(fields)})
+        tagged = {_TAG: "dataclass", "c": self._tag_of(cls), "v": self._encode(fields)}
         if shared is not None and shared[0] is self:
+            tree = _SharedTagged(tagged)
+            tree.ext, tree.depth = None, 0
             shared[1][id(obj)] = (obj, tree)
-        return tree
+            return tree
+        return _Tagged(tagged)
 
     def _tag_of(self, cls: type) -> str:
         """The class's tag, refusing (at write time, not on resume) one a load cannot find."""
@@ -658,7 +695,11 @@ class MsgpackSerializer(_TaggedSerializer):
 
     def dumps(self, obj: Any) -> bytes:
         ormsgpack = _ormsgpack("write msgpack")
-        tree = self._tree(obj)
+        # `_tree` inline: this runs for every checkpoint, event and record.
+        try:
+            tree = self._encode(obj)
+        except RecursionError:
+            raise self._too_deep() from None
         option = ormsgpack.OPT_PASSTHROUGH_SUBCLASS  # subclasses come to ``extend``
         depth = 0
 
@@ -666,16 +707,23 @@ class MsgpackSerializer(_TaggedSerializer):
             """A tagged value becomes an extension; a ``str``/``int``/``float`` subclass that
             is not an enum is stored as the plain value, as JSON stores it."""
             nonlocal depth
-            if type(value) is _Tagged:
+            kind = type(value)
+            if kind is _Tagged or kind is _SharedTagged:
+                # One packed before no shallower than here: what it nests stays in the limit.
+                if kind is _SharedTagged and value.ext is not None and value.depth >= depth:
+                    return value.ext
                 depth += 1
                 try:
                     if depth > _MAX_TAG_DEPTH:  # the reader would refuse it: write JSON
                         msg = "tagged values nested too deeply for msgpack"
                         raise TypeError(msg)
                     packed = ormsgpack.packb(dict(value), default=extend, option=option)
-                    return ormsgpack.Ext(_EXT_TAGGED, packed)
+                    ext = ormsgpack.Ext(_EXT_TAGGED, packed)
                 finally:
                     depth -= 1
+                if kind is _SharedTagged:
+                    value.ext, value.depth = ext, depth
+                return ext
             for plain in (str, int, float):
                 if isinstance(value, plain):
                     return plain(value)

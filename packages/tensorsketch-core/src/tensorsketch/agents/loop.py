@@ -957,18 +957,19 @@ async def _steered(ctx: Context, scope: Scope, k: int, inbox: SteeringInbox) -> 
     What is taken is journaled under the call's key before it is marked taken in the run's
     record, so a resumed run replays the same messages here and never takes them again
     later. An empty take rides along with the run's next journal write (a crash before it
-    only makes the take run again, and nothing was marked). ``inbox`` is the run's
-    (:func:`~tensorsketch.steering.current_inbox`, read once per run: a run outside a runner
-    has none and never calls this).
+    only makes the take run again, and nothing was marked); the peek that missed is its
+    only look-up. ``inbox`` is the run's (:func:`~tensorsketch.steering.current_inbox`, read
+    once per run: a run outside a runner has none and never calls this).
     """
     key = agent_turn_key(scope, k, "steer")
-    found, taken = await ctx.effects.peek(key)
+    effects = ctx.effects
+    found, taken = await effects.peek(key)
     if not found:
         taken = await inbox.pending()
         if taken:
-            await ctx.effects.record(key, taken)
-        else:
-            taken = await ctx.effects.once(key, list, INSIDE)
+            await effects.record(key, taken)
+        else:  # the peek just missed: no second look-up of the key before recording it
+            effects.record_later(key, taken)
     if not taken:
         return []
     await inbox.taken(taken)

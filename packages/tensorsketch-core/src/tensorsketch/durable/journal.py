@@ -407,7 +407,7 @@ class RunJournal:
             stored, ladder = self.writer.encode(
                 at, changed, plan, source=source, parent_id=parent_id, meta=meta
             )
-            events = self._encoded_events()
+            events = self._encoded_events(shared=True)
         if behind:
             self.writer.adopt(ladder, stored)  # the next barrier's delta builds on this one
             task = asyncio.ensure_future(self._commit_behind(stored, events))
@@ -673,12 +673,14 @@ class RunJournal:
     def buffer_event(self, event: Event) -> None:
         self._events.append(event)
 
-    def _encoded_events(self) -> list[StoredEvent]:
+    def _encoded_events(self, *, shared: bool = False) -> list[StoredEvent]:
+        """The buffered events' rows; ``shared``: called inside a block of
+        :func:`shared_encoding` already (a checkpoint's), which they share."""
         if not self._events:
             return []
         events, self._events = self._events, []
         serializer = self.backend.serializer
-        with shared_encoding(serializer) if len(events) > 1 else _NO_SHARING:
+        with shared_encoding(serializer) if len(events) > 1 and not shared else _NO_SHARING:
             return [StoredEvent(seq=e.seq, payload=serializer.dumps(e.to_dict())) for e in events]
 
     async def flush_events(self) -> None:

@@ -251,31 +251,37 @@ class Submission:
         )
 
     async def await_run(self, run_id: str, timeout: float | None) -> RunRecord:
-        state = self.state
+        if timeout is None:  # no timeout to arm (what most callers pass)
+            return await self._settled(run_id)
         async with asyncio.timeout(timeout):
-            while True:
-                # A run executing here is not settled: wait for its task to say so (with
-                # the record it stopped with), neither reading the record nor polling.
-                here = run_id in state.tasks
-                if not here:
-                    record = await self.get(run_id)
-                    if state.settled(record):
-                        return record
-                event = state.settled_events.setdefault(run_id, Settled())
-                try:
-                    if here:
-                        await event.wait()
-                    else:
-                        with contextlib.suppress(TimeoutError):
-                            # asyncio.timeout, not wait_for (see Loops._timers_forever)
-                            async with asyncio.timeout(state.poll_interval):
-                                await event.wait()
-                finally:
-                    if run_id not in state.tasks:
-                        state.settled_events.pop(run_id, None)
-                final = event.record if event.is_set() else None
-                if final is not None and state.settled_record(final):
-                    return await self._expire_approval(final)
+            return await self._settled(run_id)
+
+    async def _settled(self, run_id: str) -> RunRecord:
+        """The record once the run finishes or suspends (see ``AsyncRunner.await_run``)."""
+        state = self.state
+        while True:
+            # A run executing here is not settled: wait for its task to say so (with
+            # the record it stopped with), neither reading the record nor polling.
+            here = run_id in state.tasks
+            if not here:
+                record = await self.get(run_id)
+                if state.settled(record):
+                    return record
+            event = state.settled_events.setdefault(run_id, Settled())
+            try:
+                if here:
+                    await event.wait()
+                else:
+                    with contextlib.suppress(TimeoutError):
+                        # asyncio.timeout, not wait_for (see Loops._timers_forever)
+                        async with asyncio.timeout(state.poll_interval):
+                            await event.wait()
+            finally:
+                if run_id not in state.tasks:
+                    state.settled_events.pop(run_id, None)
+            final = event.record if event.is_set() else None
+            if final is not None and state.settled_record(final):
+                return await self._expire_approval(final)
 
     async def events(self, run_id: str, *, since: int | None, follow: bool) -> AsyncIterator[Event]:
         state = self.state

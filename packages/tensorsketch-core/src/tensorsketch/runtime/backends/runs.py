@@ -205,10 +205,11 @@ class RunRecord:
     def to_dict(self) -> dict[str, Any]:
         """Plain data (what the store encodes and the HTTP API returns)."""
         raw = dict(zip(_FIELD_NAMES, _ALL_FIELDS(self), strict=True))
-        raw["interrupts"] = [dict(i) for i in self.interrupts]
-        raw["events"] = [dict(e) for e in self.events]
+        # Mostly empty: no comprehension (a call each) for those.
+        raw["interrupts"] = [dict(i) for i in self.interrupts] if self.interrupts else []
+        raw["events"] = [dict(e) for e in self.events] if self.events else []
         raw["delivered_event_ids"] = list(self.delivered_event_ids)
-        raw["steering"] = [dict(m) for m in self.steering]
+        raw["steering"] = [dict(m) for m in self.steering] if self.steering else []
         return raw
 
     @classmethod
