@@ -47,7 +47,9 @@ except ImportError as exc:  # pragma: no cover - exercised in a venv without the
 
 from tensorsketch.errors import BackendUnavailableError, LeaseLostError
 from tensorsketch.runtime.backends.base import StoredEvent, lease_lost
+from tensorsketch.runtime.backends.rides import RecordRide
 from tensorsketch.runtime.backends.sql import Query, SqlBackend
+from tensorsketch.runtime.backends.sql_runs import SqlRunStore
 from tensorsketch.runtime.loops import on_private_loop
 from tensorsketch.serializers import Serializer
 
@@ -343,6 +345,19 @@ class PostgresBackend(SqlBackend):
         seqs = [e.seq for e in events]
         return Query(self.q(sql), (thread_id, seqs, [e.payload for e in events]))
 
+    def effects_query(self, thread_id: str, effects: Sequence[tuple[str, bytes]]) -> Query:
+        # One statement for a unit's journal records, as for events (a runner's run writes
+        # three in one unit: a statement each was three Bind + Execute and three plans).
+        if len(effects) == 1:
+            return super().effects_query(thread_id, effects)
+        sql = (
+            f"INSERT INTO {self.table('effects')} (thread_id, key, value) "
+            "SELECT ?, k, v FROM unnest(?::text[], ?::bytea[]) AS u(k, v) "
+            "ON CONFLICT (thread_id, key) DO NOTHING"
+        )
+        keys = [key for key, _ in effects]
+        return Query(self.q(sql), (thread_id, keys, [value for _, value in effects]))
+
     def fence_query(self, thread_id: str, owner: str) -> Query:
         # A unit is pipelined (every statement sent before any result is read), so the fence
         # must fail inside the database: the lease row is locked by the UPDATE, and when it
@@ -350,20 +365,49 @@ class PostgresBackend(SqlBackend):
         # cast sits outside a scalar subquery so the planner cannot fold it ahead of time.
         return Query(self.q(self._fence_sql()), (thread_id, owner))
 
-    def _fence_sql(self) -> str:
+    def _fence_sql(self, ride: str = "") -> str:
+        """The fence, with ``ride`` (``, w AS (...)``) as a second data-modifying clause."""
         t = self.table("leases")
         return (
             f"WITH f AS (UPDATE {t} SET expires_at = expires_at WHERE thread_id = ? "
-            f"AND owner = ? AND expires_at >= {self.now_sql} RETURNING 1) "
+            f"AND owner = ? AND expires_at >= {self.now_sql} RETURNING 1){ride} "
             "SELECT CAST((SELECT CASE WHEN EXISTS (SELECT 1 FROM f) THEN '1' "
             f"ELSE '{_LEASE_LOST}' END) AS INTEGER)"
         )
 
-    def fence_reading_query(self, thread_id: str, owner: str, run_id: str) -> Query:
-        # The fence is a SELECT already: the record's version is one more column of it.
-        runs = self.table("runs")
-        sql = f"{self._fence_sql()}, (SELECT version FROM {runs} WHERE run_id = ?)"
-        return Query(self.q(sql), (thread_id, owner, run_id), fetch="one")
+    def fence_riding_query(self, thread_id: str, owner: str, ride: RecordRide) -> Query | None:
+        # The fence is a SELECT already: the ride's write is one more WITH clause of it (a
+        # refused fence aborts the statement, write included), its version reads more
+        # columns. A statement per ride was a Bind + Execute and a plan of its own.
+        store = self.run_store()
+        write = store.ride_write(ride) if isinstance(store, SqlRunStore) else None
+        found = f"(SELECT version FROM {self.table('runs')} WHERE run_id = ?)"
+        if write is None:
+            sql = self.q(f"{self._fence_sql()}, {found}")
+            return Query(sql, (thread_id, owner, ride.run_id), fetch="one")
+        sql = self._fence_sql(f", w AS ({write.sql} RETURNING version)")
+        sql += self.q(f", (SELECT version FROM w), {found}")
+        params = (thread_id, owner, *write.params, ride.run_id)
+        return Query(self.q(sql), params, fetch="one")
+
+    def lease_riding_query(
+        self, thread_id: str, owner: str, ttl: float, ride: RecordRide
+    ) -> Query | None:
+        # The lease is taken in a WITH clause whose row says it was: the ride's write is
+        # made only beside that row, its version read is a column of the same answer.
+        store = self.run_store()
+        if not isinstance(store, SqlRunStore):
+            return None
+        write = store.ride_write(ride)
+        found = f"(SELECT version FROM {self.table('runs')} WHERE run_id = ?)"
+        sql = f"WITH l AS ({self.lease_upsert()} RETURNING 1)"
+        params: tuple[Any, ...] = (thread_id, owner, float(ttl))
+        if write is None:
+            sql += f" SELECT (SELECT count(*) FROM l), {found}"
+            return Query(self.q(sql), (*params, ride.run_id), fetch="one")
+        sql = self.q(sql) + f", w AS ({write.sql} AND EXISTS (SELECT 1 FROM l) RETURNING version)"
+        sql += self.q(f" SELECT (SELECT count(*) FROM l), (SELECT version FROM w), {found}")
+        return Query(sql, (*params, *write.params, ride.run_id), fetch="one")
 
     def lease_error(self, exc: BaseException) -> bool:
         return isinstance(exc, psycopg.errors.InvalidTextRepresentation) and _LEASE_LOST in str(exc)

@@ -378,6 +378,12 @@ class SqlRunStore(RunStore):
         queries.append(Query(self._sql["version_of"], (ride.run_id,), fetch="one"))
         return queries
 
+    def ride_write(self, ride: RecordRide) -> Query | None:
+        """The compare-and-set write ``ride`` carries (``None``: it only reads), for a
+        dialect that folds it into another statement of the unit (a ``WITH`` clause)."""
+        write = ride.write
+        return None if write is None else self._replace_query(write, version=write.version + 1)
+
     @staticmethod
     def ride_result(ride: RecordRide, results: Sequence[Any]) -> RideResult:
         """What the unit saw, from the results of :meth:`ride_queries`' statements."""
