@@ -767,3 +767,34 @@ async def test_a_runner_run_sends_two_statements_more_than_the_same_invoke(
     # At most: a store-independent change may take more off the runner's side.
     assert through - direct <= 2, (direct, through)
     assert units_through - units_direct <= 1, (units_direct, units_through)
+
+
+@pytest.mark.parametrize("size", [2, 3, 17])
+async def test_a_batch_of_events_or_journal_records_is_one_statement(
+    pg_dsn: str, pg_schema: str, size: int
+) -> None:
+    """Several rows go in one INSERT (plain parameters up to 16 rows, arrays past that); a
+    journal key recorded before keeps its first value, the others are added."""
+    backend = PostgresBackend(pg_dsn, schema=pg_schema)
+    sent: list[str] = []
+    submit = backend.submit
+
+    async def counted(queries: Any, **options: Any) -> Any:
+        sent.extend(q.sql.split(" (")[0] for q in queries for _ in (q.params if q.many else [0]))
+        return await submit(queries, **options)
+
+    backend.submit = counted  # type: ignore[method-assign]
+    thread = f"batch-{uuid.uuid4().hex[:8]}"
+    try:
+        await backend.record_effect(thread, "k0", b"first")
+        sent.clear()
+        effects = [(f"k{n}", f"v{n}".encode()) for n in range(size)]
+        await backend.record_effects(thread, effects)
+        events = [StoredEvent(n, f"e{n}".encode()) for n in range(size)]
+        await backend.commit_step(thread, None, events)
+        assert len(sent) == 2, sent
+        stored = dict(await backend.list_effects(thread))
+        assert stored == {"k0": b"first", **{f"k{n}": f"v{n}".encode() for n in range(1, size)}}
+        assert await backend.read_events(thread) == events
+    finally:
+        await backend.aclose()
