@@ -798,3 +798,36 @@ async def test_a_batch_of_events_or_journal_records_is_one_statement(
         assert await backend.read_events(thread) == events
     finally:
         await backend.aclose()
+
+
+async def test_a_ride_that_only_reads_is_a_column_of_the_lease_statement(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """The opening unit answers a reading ride from the lease statement's own row, taken or
+    refused, with no statement of its own."""
+    from tensorsketch.runtime.backends.rides import RecordRide, RideResult
+    from tensorsketch.runtime.backends.runs import RunRecord
+
+    backend = PostgresBackend(pg_dsn, schema=pg_schema)
+    sent: list[int] = []
+    submit = backend.submit
+
+    async def counted(queries: Any, **options: Any) -> Any:
+        sent.append(len(queries))
+        return await submit(queries, **options)
+
+    thread = f"reads-{uuid.uuid4().hex[:8]}"
+    store = backend.run_store()
+    try:
+        record, _ = await store.create(RunRecord(run_id=f"run-{thread}", thread_id=thread))
+        backend.submit = counted  # type: ignore[method-assign]
+        mine = RecordRide(record.run_id)
+        opened = await backend.open_thread(thread, "me", 30, ride=mine)
+        theirs = RecordRide(record.run_id)
+        refused = await backend.open_thread(thread, "them", 30, ride=theirs)
+        plain = await backend.open_thread(thread, "me", 30)
+        assert (opened.acquired, refused.acquired, plain.acquired) == (True, False, True)
+        assert mine.result == theirs.result == RideResult(record.version)
+        assert sent[0] == sent[1] == sent[2]  # the ride added no statement
+    finally:
+        await backend.aclose()
