@@ -701,3 +701,133 @@ async def test_units_of_work_from_another_event_loop(pg_dsn: str, pg_schema: str
         assert await backend.acquire_lease("t", "bob", 30)
     finally:
         await backend.aclose()
+
+
+# -- what a run record costs ----------------------------------------------------------------------
+
+
+def _settling_agent() -> Any:
+    """The benchmarks' agent turn (bench_durable_runs.py): the model asks for one tool, the
+    tool answers, the model answers."""
+    from tensorsketch import create_agent, tool
+    from tensorsketch.fake import FakeProvider
+    from tensorsketch.messages import Message, ToolCall, assistant
+
+    @tool
+    async def settle(ctx: Context) -> str:
+        """Settle the order."""
+        return f"order of {ctx.thread_id} settled"
+
+    def policy(messages: list[Message], tools: Any) -> Message:
+        if any(m.role == "tool" for m in messages):
+            return assistant("settled")
+        return assistant(tool_calls=[ToolCall(id="c1", name="settle", args={})])
+
+    return create_agent(FakeProvider(policy=policy), [settle])
+
+
+async def test_a_runner_run_sends_two_statements_more_than_the_same_invoke(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """Run records ride the run's own statements (#49): the record's writes are WITH clauses
+    of the lease and fence statements, the runner's journal records share one INSERT, and the
+    submit's insert reads the thread's queue in the same statement. What is left on top of the
+    direct invoke is that insert and the one that stores the run's streamed events (a runner
+    run sent 7 more before: 22 against 15 on the wire)."""
+    from tensorsketch.runs import AsyncRunner
+
+    backend = PostgresBackend(pg_dsn, schema=pg_schema)
+    sent: list[int] = []
+    submit = backend.submit
+
+    async def counted(queries: Any, **options: Any) -> Any:
+        sent.append(sum(len(q.params) if q.many else 1 for q in queries))
+        return await submit(queries, **options)
+
+    backend.submit = counted  # type: ignore[method-assign]
+    agent = _settling_agent()
+    runner = AsyncRunner(agent, backend=backend)
+    try:
+        warm = await runner.submit({"query": "settle"}, thread_id=f"warm-{uuid.uuid4().hex[:8]}")
+        assert (await runner.await_run(warm.run_id, timeout=30)).status == "succeeded"
+        sent.clear()
+        out = await agent.invoke(
+            {"query": "settle"}, thread_id=f"direct-{uuid.uuid4().hex[:8]}", backend=backend
+        )
+        assert out.output == "settled"
+        direct, units_direct = sum(sent), len(sent)
+        sent.clear()
+        record = await runner.submit({"query": "settle"}, thread_id=f"via-{uuid.uuid4().hex[:8]}")
+        done = await runner.await_run(record.run_id, timeout=30)
+        through, units_through = sum(sent), len(sent)
+    finally:
+        await runner.aclose()
+        await backend.aclose()
+    assert done.status == "succeeded" and done.output["output"] == "settled", done
+    # At most: a store-independent change may take more off the runner's side.
+    assert through - direct <= 2, (direct, through)
+    assert units_through - units_direct <= 1, (units_direct, units_through)
+
+
+@pytest.mark.parametrize("size", [2, 3, 17])
+async def test_a_batch_of_events_or_journal_records_is_one_statement(
+    pg_dsn: str, pg_schema: str, size: int
+) -> None:
+    """Several rows go in one INSERT (plain parameters up to 16 rows, arrays past that); a
+    journal key recorded before keeps its first value, the others are added."""
+    backend = PostgresBackend(pg_dsn, schema=pg_schema)
+    sent: list[str] = []
+    submit = backend.submit
+
+    async def counted(queries: Any, **options: Any) -> Any:
+        sent.extend(q.sql.split(" (")[0] for q in queries for _ in (q.params if q.many else [0]))
+        return await submit(queries, **options)
+
+    backend.submit = counted  # type: ignore[method-assign]
+    thread = f"batch-{uuid.uuid4().hex[:8]}"
+    try:
+        await backend.record_effect(thread, "k0", b"first")
+        sent.clear()
+        effects = [(f"k{n}", f"v{n}".encode()) for n in range(size)]
+        await backend.record_effects(thread, effects)
+        events = [StoredEvent(n, f"e{n}".encode()) for n in range(size)]
+        await backend.commit_step(thread, None, events)
+        assert len(sent) == 2, sent
+        stored = dict(await backend.list_effects(thread))
+        assert stored == {"k0": b"first", **{f"k{n}": f"v{n}".encode() for n in range(1, size)}}
+        assert await backend.read_events(thread) == events
+    finally:
+        await backend.aclose()
+
+
+async def test_a_ride_that_only_reads_is_a_column_of_the_lease_statement(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """The opening unit answers a reading ride from the lease statement's own row, taken or
+    refused, with no statement of its own."""
+    from tensorsketch.runtime.backends.rides import RecordRide, RideResult
+    from tensorsketch.runtime.backends.runs import RunRecord
+
+    backend = PostgresBackend(pg_dsn, schema=pg_schema)
+    sent: list[int] = []
+    submit = backend.submit
+
+    async def counted(queries: Any, **options: Any) -> Any:
+        sent.append(len(queries))
+        return await submit(queries, **options)
+
+    thread = f"reads-{uuid.uuid4().hex[:8]}"
+    store = backend.run_store()
+    try:
+        record, _ = await store.create(RunRecord(run_id=f"run-{thread}", thread_id=thread))
+        backend.submit = counted  # type: ignore[method-assign]
+        mine = RecordRide(record.run_id)
+        opened = await backend.open_thread(thread, "me", 30, ride=mine)
+        theirs = RecordRide(record.run_id)
+        refused = await backend.open_thread(thread, "them", 30, ride=theirs)
+        plain = await backend.open_thread(thread, "me", 30)
+        assert (opened.acquired, refused.acquired, plain.acquired) == (True, False, True)
+        assert mine.result == theirs.result == RideResult(record.version)
+        assert sent[0] == sent[1] == sent[2]  # the ride added no statement
+    finally:
+        await backend.aclose()

@@ -47,7 +47,9 @@ except ImportError as exc:  # pragma: no cover - exercised in a venv without the
 
 from tensorsketch.errors import BackendUnavailableError, LeaseLostError
 from tensorsketch.runtime.backends.base import StoredEvent, lease_lost
+from tensorsketch.runtime.backends.rides import RecordRide
 from tensorsketch.runtime.backends.sql import Query, SqlBackend
+from tensorsketch.runtime.backends.sql_runs import SqlRunStore
 from tensorsketch.runtime.loops import on_private_loop
 from tensorsketch.serializers import Serializer
 
@@ -59,6 +61,8 @@ _DDL_LOCK_KEY = 0x74736B2D64646C
 _STALE_AFTER = 1.0
 # Pipeline mode needs libpq >= 14; without it a transaction costs a round trip per statement.
 _PIPELINE = psycopg.AsyncPipeline.is_supported()
+# Rows a batch of events or journal records sends as plain parameters; past it, as arrays.
+_ROWS_PER_VALUES = 16
 # Lets one transaction's commit skip the WAL flush (reverts when the transaction ends).
 _RELAXED = "SELECT set_config('synchronous_commit', 'off', true)"
 #: The text a refused fence tries to cast to an integer (it names itself in the error).
@@ -307,6 +311,8 @@ class PostgresBackend(SqlBackend):
         self._pool_task: asyncio.Task[AsyncConnectionPool[Any]] | None = None
         self._shared_lock: asyncio.Lock | None = None
         self._keeper: asyncio.Task[None] | None = None
+        # Statements built on first use: batches by size, the ones a ride folds into.
+        self._batch_sql: dict[str, str] = {}
         # Sync helpers' private loops, each with the one connection its call uses.
         self._loop_conns: dict[asyncio.AbstractEventLoop, _LoopConnection] = {}
 
@@ -336,12 +342,48 @@ class PostgresBackend(SqlBackend):
         # (Bind + Execute, a plan, an index probe each) per event of every streamed run.
         if len(events) == 1:
             return super().append_query(thread_id, events)
-        sql = (
-            f"INSERT INTO {self.table('events')} (thread_id, seq, payload) "
-            "SELECT ?, s, p FROM unnest(?::bigint[], ?::bytea[]) AS u(s, p)"
-        )
-        seqs = [e.seq for e in events]
-        return Query(self.q(sql), (thread_id, seqs, [e.payload for e in events]))
+        if len(events) > _ROWS_PER_VALUES:
+            sql = (
+                f"INSERT INTO {self.table('events')} (thread_id, seq, payload) "
+                "SELECT ?, s, p FROM unnest(?::bigint[], ?::bytea[]) AS u(s, p)"
+            )
+            seqs = [e.seq for e in events]
+            return Query(self.q(sql), (thread_id, seqs, [e.payload for e in events]))
+        params = [v for e in events for v in (thread_id, e.seq, e.payload)]
+        return Query(self._rows_sql("events", len(events)), params)
+
+    def effects_query(self, thread_id: str, effects: Sequence[tuple[str, bytes]]) -> Query:
+        # One statement for a unit's journal records, as for events (a runner's run writes
+        # three in one unit: a statement each was three Bind + Execute and three plans).
+        if len(effects) == 1:
+            return super().effects_query(thread_id, effects)
+        if len(effects) > _ROWS_PER_VALUES:
+            sql = (
+                f"INSERT INTO {self.table('effects')} (thread_id, key, value) "
+                "SELECT ?, k, v FROM unnest(?::text[], ?::bytea[]) AS u(k, v) "
+                "ON CONFLICT (thread_id, key) DO NOTHING"
+            )
+            keys = [key for key, _ in effects]
+            return Query(self.q(sql), (thread_id, keys, [value for _, value in effects]))
+        params = [v for key, value in effects for v in (thread_id, key, value)]
+        return Query(self._rows_sql("effects", len(effects)), params)
+
+    def _rows_sql(self, kind: str, rows: int) -> str:
+        """An ``INSERT`` of ``rows`` rows of events or journal records, built once per size:
+        a few sizes recur (each is then a prepared statement), and plain parameters dump
+        cheaper than arrays (a text array escapes every element with a regular expression)."""
+        key = f"{kind}:{rows}"
+        sql = self._batch_sql.get(key)
+        if sql is None:
+            if kind == "events":
+                head, tail = "(thread_id, seq, payload)", ""
+            else:
+                head, tail = "(thread_id, key, value)", " ON CONFLICT (thread_id, key) DO NOTHING"
+            values = ", ".join(["(%s, %s, %s)"] * rows)
+            sql = self._batch_sql[key] = (
+                f"INSERT INTO {self.table(kind)} {head} VALUES {values}{tail}"
+            )
+        return sql
 
     def fence_query(self, thread_id: str, owner: str) -> Query:
         # A unit is pipelined (every statement sent before any result is read), so the fence
@@ -350,20 +392,72 @@ class PostgresBackend(SqlBackend):
         # cast sits outside a scalar subquery so the planner cannot fold it ahead of time.
         return Query(self.q(self._fence_sql()), (thread_id, owner))
 
-    def _fence_sql(self) -> str:
+    def _fence_sql(self, ride: str = "") -> str:
+        """The fence, with ``ride`` (``, w AS (...)``) as a second data-modifying clause
+        (the fence's own check still decides: a refused one aborts the whole statement)."""
         t = self.table("leases")
         return (
             f"WITH f AS (UPDATE {t} SET expires_at = expires_at WHERE thread_id = ? "
-            f"AND owner = ? AND expires_at >= {self.now_sql} RETURNING 1) "
+            f"AND owner = ? AND expires_at >= {self.now_sql} RETURNING 1){ride} "
             "SELECT CAST((SELECT CASE WHEN EXISTS (SELECT 1 FROM f) THEN '1' "
             f"ELSE '{_LEASE_LOST}' END) AS INTEGER)"
         )
 
-    def fence_reading_query(self, thread_id: str, owner: str, run_id: str) -> Query:
-        # The fence is a SELECT already: the record's version is one more column of it.
-        runs = self.table("runs")
-        sql = f"{self._fence_sql()}, (SELECT version FROM {runs} WHERE run_id = ?)"
-        return Query(self.q(sql), (thread_id, owner, run_id), fetch="one")
+    def fence_riding_query(self, thread_id: str, owner: str, ride: RecordRide) -> Query | None:
+        # The fence is a SELECT already: the ride's write is one more WITH clause of it (a
+        # refused fence aborts the statement, write included), its version read one more
+        # column. A statement per ride was a Bind + Execute and a plan of its own.
+        store = self.run_store()
+        if not isinstance(store, SqlRunStore):
+            return None
+        write = store.ride_write(ride)
+        if write is None:
+            return Query(
+                self._ride_sql("fence_reading"), (thread_id, owner, ride.run_id), fetch="one"
+            )
+        params = (thread_id, owner, *write.params, ride.run_id)
+        return Query(self._ride_sql("fence_writing", write.sql), params, fetch="one")
+
+    def lease_riding_query(
+        self, thread_id: str, owner: str, ttl: float, ride: RecordRide
+    ) -> Query | None:
+        # The lease is taken in a WITH clause whose row says it was: the ride's write is
+        # made only beside that row, its version read is a column of the same answer.
+        store = self.run_store()
+        if not isinstance(store, SqlRunStore):
+            return None
+        write = store.ride_write(ride)
+        taking = (thread_id, owner, float(ttl))
+        if write is None:
+            return Query(self._ride_sql("lease_reading"), (*taking, ride.run_id), fetch="one")
+        params = (*taking, *write.params, ride.run_id)
+        return Query(self._ride_sql("lease_writing", write.sql), params, fetch="one")
+
+    def _ride_sql(self, kind: str, write: str = "") -> str:
+        """The statements a ride folds into, built once (``write`` is the store's
+        compare-and-set, the same text for every ride)."""
+        key = f"{kind}:{write}"
+        sql = self._batch_sql.get(key)
+        if sql is not None:
+            return sql
+        found = f"(SELECT version FROM {self.table('runs')} WHERE run_id = ?)"
+        taking = f"WITH l AS ({self.lease_upsert()} RETURNING 1)"
+        written = f"(SELECT version FROM w), {found}"
+        sql = self.q(
+            {
+                "fence_reading": f"{self._fence_sql()}, {found}",
+                "fence_writing": f"{self._fence_sql(', w AS (@ RETURNING version)')}, {written}",
+                "lease_reading": f"{taking} SELECT (SELECT count(*) FROM l), {found}",
+                "lease_writing": (
+                    f"{taking}, w AS (@ AND EXISTS (SELECT 1 FROM l) RETURNING version) "
+                    f"SELECT (SELECT count(*) FROM l), {written}"
+                ),
+            }[kind]
+        )
+        # The write is in the driver's style already (and carries no ``?``).
+        sql = sql.replace("@", write)
+        self._batch_sql[key] = sql
+        return sql
 
     def lease_error(self, exc: BaseException) -> bool:
         return isinstance(exc, psycopg.errors.InvalidTextRepresentation) and _LEASE_LOST in str(exc)

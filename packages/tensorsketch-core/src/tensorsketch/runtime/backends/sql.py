@@ -49,7 +49,7 @@ from tensorsketch.runtime.backends.base import (
     ThreadSummary,
     lease_lost,
 )
-from tensorsketch.runtime.backends.rides import RecordRide, RideResult
+from tensorsketch.runtime.backends.rides import RecordRide
 from tensorsketch.runtime.backends.runs import RunStore
 from tensorsketch.runtime.backends.sql_query import Query
 from tensorsketch.runtime.backends.sql_runs import SqlRunStore
@@ -170,6 +170,12 @@ class SqlBackend(Backend):
         rows = [(thread_id, e.seq, e.payload) for e in events]
         return Query(self._sql["append"], rows, many=True)
 
+    def effects_query(self, thread_id: str, effects: Sequence[tuple[str, bytes]]) -> Query:
+        """The statement(s) journaling ``effects`` (first write of a key wins): one row each
+        by default; a dialect with arrays overrides it with one statement for the batch."""
+        rows = [(thread_id, key, value) for key, value in effects]
+        return Query(self._sql["record"], rows, many=True)
+
     def fence_query(self, thread_id: str, owner: str) -> Query:
         """A statement that fails the unit of work unless ``owner`` holds the thread's
         unexpired lease, locking the lease row until the unit commits (so no takeover can
@@ -186,10 +192,19 @@ class SqlBackend(Backend):
         )
         return Query(self.q(sql), (thread_id, owner), fetch="fence")
 
-    def fence_reading_query(self, thread_id: str, owner: str, run_id: str) -> Query | None:
-        """:meth:`fence_query` that also reads ``run_id``'s record version (a ride's read,
-        answered in the fence's row), or ``None`` where the fence is no ``SELECT`` to carry
-        it (the portable form, checked by its row count)."""
+    def fence_riding_query(self, thread_id: str, owner: str, ride: RecordRide) -> Query | None:
+        """:meth:`fence_query` that also carries ``ride`` — its compare-and-set write, if any,
+        and its version read — answered in the fence's row as ``(check, *ride columns)``
+        (see :meth:`SqlRunStore.ride_result`), or ``None`` where the fence is no ``SELECT`` to
+        carry it (the portable form, checked by its row count)."""
+        return None
+
+    def lease_riding_query(
+        self, thread_id: str, owner: str, ttl: float, ride: RecordRide
+    ) -> Query | None:
+        """The lease statement of :meth:`open_thread` carrying ``ride`` (its write only
+        where the lease was taken), answered in one row ``(taken, *ride columns)``, or
+        ``None`` where the dialect cannot put a write inside another statement."""
         return None
 
     def lease_error(self, exc: BaseException) -> bool:
@@ -742,8 +757,7 @@ class SqlBackend(Backend):
     ) -> None:
         if not effects:
             return
-        rows = [(thread_id, key, value) for key, value in effects]
-        queries = [Query(self._sql["record"], rows, many=True)]
+        queries = [self.effects_query(thread_id, effects)]
         fenced, riding = self._fence_and_ride(thread_id, fence, ride)
         results = await self._run(
             "recording effects",
@@ -823,7 +837,9 @@ class SqlBackend(Backend):
         *,
         ride: RecordRide | None = None,
     ) -> ThreadOpening:
-        queries = [Query(self._sql["lease"], (thread_id, owner, float(ttl)), fetch="rowcount")]
+        leasing = None if ride is None else self.lease_riding_query(thread_id, owner, ttl, ride)
+        lease = Query(self._sql["lease"], (thread_id, owner, float(ttl)), fetch="rowcount")
+        queries = [lease if leasing is None else leasing]
         if initial is not None:
             params = (*_row(initial), thread_id, thread_id, owner)
             queries.append(Query(self._sql["initial"], params, fetch="rowcount"))
@@ -832,7 +848,7 @@ class SqlBackend(Backend):
             queries += self._blob_queries(initial)
         queries.append(self._chain_query(thread_id))
         queries.append(Query(self._sql["last_seq"], (thread_id,), fetch="one"))
-        riding = self._ride_queries(ride, (thread_id, owner))
+        riding = [] if leasing is not None else self._ride_queries(ride, (thread_id, owner))
         # The lease needs no disk sync, nor does the input checkpoint: it reaches the disk
         # with the run's next durable commit, and a power cut before that leaves no trace of
         # the run at all (its caller never got an answer). A ride's write changes a record
@@ -847,6 +863,9 @@ class SqlBackend(Backend):
         if riding:
             self._rode(ride, results, len(riding))
             results = results[: -len(riding)]
+        elif leasing is not None:
+            self._rode(ride, results, 0)
+            results[0] = results[0][0]
         if not results[0]:
             return ThreadOpening(acquired=False, checkpoints=[], last_event_seq=None)
         created = bool(results[1]) if initial is not None else False
@@ -914,10 +933,10 @@ class SqlBackend(Backend):
         reads is answered by the fence's own row where the dialect allows."""
         if fence is None:
             return [], self._ride_queries(ride)
-        if ride is not None and ride.write is None:
-            reading = self.fence_reading_query(thread_id, fence, ride.run_id)
-            if reading is not None:
-                return [reading], []
+        if ride is not None:
+            riding = self.fence_riding_query(thread_id, fence, ride)
+            if riding is not None:
+                return [riding], []
         return [self.fence_query(thread_id, fence)], self._ride_queries(ride)
 
     @staticmethod
@@ -926,9 +945,8 @@ class SqlBackend(Backend):
             return
         if count:
             ride.result = SqlRunStore.ride_result(ride, results[-count:])
-        else:  # the read rode the fence: its row is (the lease check, the version)
-            version = results[0][1]
-            ride.result = RideResult(None if version is None else int(version))
+        else:  # the ride rode the first statement: its row is (that one's answer, the ride's)
+            ride.result = SqlRunStore.ride_result(ride, [tuple(results[0][1:])])
 
     # -- run records ------------------------------------------------------------------------
 

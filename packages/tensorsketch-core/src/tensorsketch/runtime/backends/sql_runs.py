@@ -184,6 +184,19 @@ class SqlRunStore(RunStore):
         read = f"SELECT (SELECT version FROM w), (SELECT version FROM {runs} WHERE run_id = ?)"
         for name in ("replace", "replace_leased"):
             self._sql[f"{name}_read"] = f"WITH w AS ({self._sql[name]} RETURNING version) {read}"
+        # A new run's insert with the ``turn_at`` read in one statement where the dialect
+        # allows: the read does not see the insert, so the queue's head is taken over the
+        # stored active runs and the inserted row together.
+        active = "kind = 'run' AND status IN ('queued', 'running')"
+        head = (
+            f"SELECT run_id FROM (SELECT run_id, created_at FROM {runs} WHERE thread_id = ? "
+            f"AND {active} UNION ALL SELECT run_id, created_at FROM i WHERE {active}) AS h "
+            "ORDER BY created_at, run_id LIMIT 1"
+        )
+        self._sql["insert_turn"] = (
+            f"WITH i AS ({self._sql['insert']} RETURNING run_id, created_at, kind, status) "
+            f"SELECT ({head}), ({latest}), ({last})"
+        )
         self._sql = {k: b.q(v) for k, v in self._sql.items()}
 
     def _ddl(self) -> list[str]:
@@ -300,6 +313,10 @@ class SqlRunStore(RunStore):
         key = record.idempotency_key
         labels = [(k, v, record.run_id, record.run_id) for k, v in record.labels.items()]
         queries: list[Query] = []
+        if key is None and not labels and self.backend.writes_in_with:
+            turn = Query(self._sql["insert_turn"], (*cols, *(record.thread_id,) * 3), fetch="one")
+            head, latest, last = (await self._go("creating a run", [turn]))[0]
+            return InTurn(record, True, head, self._head(latest, last))
         if key is None:
             queries.append(Query(self._sql["insert"], cols))
         else:
@@ -385,6 +402,12 @@ class SqlRunStore(RunStore):
             queries.append(Query(self._sql[name], params, fetch="rowcount"))
         queries.append(Query(self._sql["version_of"], (ride.run_id,), fetch="one"))
         return queries
+
+    def ride_write(self, ride: RecordRide) -> Query | None:
+        """The compare-and-set write ``ride`` carries (``None``: it only reads), for a
+        dialect that folds it into another statement of the unit (a ``WITH`` clause)."""
+        write = ride.write
+        return None if write is None else self._replace_query(write, version=write.version + 1)
 
     @staticmethod
     def ride_result(ride: RecordRide, results: Sequence[Any]) -> RideResult:
