@@ -385,6 +385,82 @@ async def test_a_unit_carrying_a_record_ride_is_one_command(
     await client.aclose()
 
 
+def _packing_client(url: str) -> tuple[aioredis.Redis, list[tuple[Any, ...]]]:
+    """A real client whose connections note every command they pack, with its arguments
+    (a pipeline's commands too)."""
+    packed: list[tuple[Any, ...]] = []
+
+    class Recording(aioredis.Connection):
+        def pack_command(self, *args: Any) -> Any:
+            packed.append(args)
+            return super().pack_command(*args)
+
+    pool = aioredis.ConnectionPool.from_url(url, connection_class=Recording)
+    return aioredis.Redis(connection_pool=pool), packed
+
+
+async def test_a_run_is_stored_and_its_threads_head_read_in_one_command(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """Submitting a run stores it and reads where its thread stands in one script (it was a
+    pipeline of three commands, which cost redis-py as much again as the script); the
+    newest checkpoint's id comes from its header, and a corrupt one is still named."""
+    client, packed = _packing_client(redis_url)
+    backend = RedisBackend(client=client, prefix=redis_prefix)
+    store = backend.run_store()
+    fresh = await store.create_in_turn(RunRecord(run_id="warm-up", thread_id="warm-up"))
+    assert fresh.thread_head == (None, None)  # no checkpoint, no event yet
+    thread = f"head-{uuid.uuid4().hex[:8]}"
+    await backend.open_thread(thread, "me", 30, _cp(thread, 0))
+    events = [StoredEvent(0, b"e0"), StoredEvent(4, b"e4")]
+    await backend.commit_step(thread, _cp(thread, 1), events, release_owner="me")
+    packed.clear()
+    turn = await store.create_in_turn(RunRecord(run_id=f"run-{thread}", thread_id=thread))
+    assert [args[0] for args in packed] == ["EVALSHA"]
+    assert turn.created and turn.queue_head == f"run-{thread}"
+    assert turn.thread_head == ("cp-1", 4)
+    await client.rpush(f"{redis_prefix}:{{{thread}}}:cp", b"\x00\x00\x00\x09not json!")
+    with pytest.raises(CheckpointDecodeError, match=f"thread '{thread}'"):
+        await store.create_in_turn(RunRecord(run_id=f"next-{thread}", thread_id=thread))
+    await backend.aclose()
+    await client.aclose()
+
+
+async def test_a_ride_adds_a_key_and_two_arguments_at_most_to_its_unit(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """A ride's arguments travel packed: a read adds the lease key and one argument to the
+    unit's command, a write the lease key and two (the record apart: it is bytes). Each
+    argument costs redis-py a dozen calls; they were 8 and 15 more."""
+    client, packed = _packing_client(redis_url)
+    backend = RedisBackend(client=client, prefix=redis_prefix)
+    store = backend.run_store()
+    thread, other = f"pack-{uuid.uuid4().hex[:8]}", f"plain-{uuid.uuid4().hex[:8]}"
+    queued, _ = await store.create(RunRecord(run_id=f"run-{thread}", thread_id=thread))
+
+    async def size(call: Any) -> int:
+        packed.clear()
+        await call
+        (command,) = [args for args in packed if args[0] == "EVALSHA"]
+        return len(command)
+
+    # Warm up: the first call of a script loads it (a second EVALSHA).
+    await backend.open_thread(f"warm-{other}", "me", 30, _cp(f"warm-{other}", 0))
+    await backend.record_effects(f"warm-{other}", [("k", b"v")], fence="me")
+    plain = await size(backend.open_thread(other, "me", 30, _cp(other, 0)))
+    opening = RecordRide(queued.run_id, queued.replace(status="running", owner="me"))
+    riding = await size(backend.open_thread(thread, "me", 30, _cp(thread, 0), ride=opening))
+    assert opening.result is not None and opening.result.stored is not None
+    assert riding - plain <= 3
+    plain = await size(backend.record_effects(other, [("k", b"v")], fence="me"))
+    reading = RecordRide(queued.run_id)
+    riding = await size(backend.record_effects(thread, [("k", b"v")], fence="me", ride=reading))
+    assert riding - plain <= 2
+    assert reading.result == RideResult(opening.result.stored.version)
+    await backend.aclose()
+    await client.aclose()
+
+
 async def test_more_calls_at_once_than_the_pool_holds_wait_for_a_connection(
     redis_url: str, redis_prefix: str
 ) -> None:
