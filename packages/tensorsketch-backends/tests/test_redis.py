@@ -478,3 +478,32 @@ async def test_more_calls_at_once_than_the_pool_holds_wait_for_a_connection(
         await backend.aclose()
     with pytest.raises(ValueError, match="max_connections"):
         RedisBackend(redis_url, max_connections=0)
+
+
+async def test_an_idle_connection_is_checked_out_and_back_without_the_pools_lock(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """Where nobody waits for a connection, a command takes an idle one and gives it back
+    without the blocking pool's condition (its lock, timeout scope and bookkeeping cost a
+    quarter of a command); callers beyond the pool's size still wait their turn there."""
+    backend = RedisBackend(redis_url, prefix=redis_prefix, max_connections=4)
+    try:
+        assert await backend.latest_checkpoint("t") is None  # one connection, idle again
+        pool: Any = backend._client.connection_pool  # type: ignore[union-attr]
+        entered: list[int] = []
+
+        class Watched(asyncio.Condition):
+            async def __aenter__(self) -> None:
+                entered.append(1)
+                await super().__aenter__()
+
+        pool._condition = Watched()
+        assert await backend.latest_checkpoint("t") is None
+        assert entered == []
+        found = await asyncio.gather(*(backend.latest_checkpoint(f"t{n}") for n in range(50)))
+        assert found == [None] * 50
+        assert entered  # more callers than connections: they waited on the condition
+        assert len(pool._in_use_connections) == 0
+        assert len(pool._available_connections) <= 4
+    finally:
+        await backend.aclose()
