@@ -426,6 +426,28 @@ async def test_a_run_is_stored_and_its_threads_head_read_in_one_command(
     await client.aclose()
 
 
+async def test_a_commits_events_travel_in_one_argument(redis_url: str, redis_prefix: str) -> None:
+    """However many events a superstep commits, they are one argument of its command (a
+    score and a member each cost redis-py a dozen calls to pack), and stored as before."""
+    client, packed = _packing_client(redis_url)
+    backend = RedisBackend(client=client, prefix=redis_prefix)
+    sizes = []
+    for n, count in enumerate((1, 40)):
+        await backend.commit_step("warm-up", None, [StoredEvent(100 + n, b"w")])  # loads it
+        packed.clear()
+        events = [StoredEvent(10 * n + i, f"event {n}/{i}".encode()) for i in range(count)]
+        await backend.commit_step("t", _cp("t", n), events)
+        (command,) = [args for args in packed if args[0] == "EVALSHA"]
+        sizes.append(len(command))
+    assert sizes[0] == sizes[1]
+    stored = await backend.read_events("t")
+    assert [(e.seq, e.payload) for e in stored] == [(0, b"event 0/0")] + [
+        (10 + i, f"event 1/{i}".encode()) for i in range(40)
+    ]
+    await backend.aclose()
+    await client.aclose()
+
+
 async def test_a_ride_adds_a_key_and_two_arguments_at_most_to_its_unit(
     redis_url: str, redis_prefix: str
 ) -> None:
