@@ -261,25 +261,25 @@ return 1
 """
 
 # A unit's script and a ride's (redis_runs._RIDE) as one: each body becomes a function of
-# its own KEYS and ARGV. KEYS: the unit's, then the ride's. ARGV: the unit's arguments, then
-# the ride's encoded record if it writes one, then the rest packed in one msgpack array of
-# text: whether the ride goes first ('1': a write, fenced like the unit, so a refused unit
-# writes no record either), how many keys are the ride's, and the ride's text arguments
-# (every argument redis-py packs costs it a dozen calls; Redis's cmsgpack reads no binary,
-# so the record stays apart). Returns {the unit's reply, the ride's}; a unit's error reply
-# is returned as it is.
+# its own KEYS and ARGV. KEYS: the unit's (the ride's one key, the thread's lease, is among
+# them). ARGV: the unit's arguments, then the ride's encoded record if it writes one, then
+# the rest packed in one msgpack array of text: whether the ride goes first ('1': a write,
+# fenced like the unit, so a refused unit writes no record either), the lease key's place
+# among the keys (0: the ride has no key), and the ride's text arguments (every argument
+# redis-py packs costs it a dozen calls; Redis's cmsgpack reads no binary, so the record
+# stays apart). Returns {the unit's reply, the ride's}; a unit's error reply is returned as
+# it is.
 _CARRY = """
 local p = cmsgpack.unpack(ARGV[#ARGV])
-local first, nk, na = p[1] == '1', #KEYS - p[2], #ARGV - 1
+local first, na = p[1] == '1', #ARGV - 1
 local ra = {p[3], p[4], p[5], p[6]}
 if p[6] == '1' then
   na = na - 1
   ra = {p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], ARGV[#ARGV - 1], p[11], p[12]}
 end
 local uk, ua, rk = {}, {}, {}
-for i = 1, #KEYS do
-  if i <= nk then uk[i] = KEYS[i] else rk[#rk + 1] = KEYS[i] end
-end
+if p[2] > 0 then rk[1] = KEYS[p[2]] end
+for i = 1, #KEYS do uk[i] = KEYS[i] end
 for i = 1, na do ua[i] = ARGV[i] end
 local rode
 if first then rode = ride(rk, ra) end
@@ -799,27 +799,23 @@ class RedisBackend(Backend):
         that owner). Returns the unit's reply; sets ``ride.result``."""
         store = self.run_store()
         source, keys, args = unit
+        lease = self._key(thread_id, "lease")
         if fence is not None:
-            source, keys, args = (
-                _FENCE + source,
-                [self._key(thread_id, "lease"), *keys],
-                [
-                    fence,
-                    *args,
-                ],
-            )
+            source, keys, args = _FENCE + source, [lease, *keys], [fence, *args]
         guard = fence if after_lease is None else after_lease
-        ride_keys = [self._key(thread_id, "lease")] if guard is not None else []
+        at = 0  # the lease key's place among the keys (1-based), when the ride is guarded
+        if guard is not None:
+            if lease not in keys:  # pragma: no cover - every guarded unit names the lease
+                keys = [*keys, lease]
+            at = keys.index(lease) + 1
         text, record = store.ride_args(ride, guard)
         first = "1" if ride.write is not None and after_lease is None else "0"
-        packed = ormsgpack.packb([first, len(ride_keys), *text])
+        packed = ormsgpack.packb([first, at, *text])
         tail = [packed] if record is None else [record, packed]
         for attempt in range(2):
             sha = await self._sha(client, _carrying(source))
             try:
-                reply, ride_reply = await client.evalsha(
-                    sha, len(keys) + len(ride_keys), *keys, *ride_keys, *args, *tail
-                )
+                reply, ride_reply = await client.evalsha(sha, len(keys), *keys, *args, *tail)
                 break
             except redis_errors.ResponseError as exc:
                 if _no_script(exc):
