@@ -385,6 +385,104 @@ async def test_a_unit_carrying_a_record_ride_is_one_command(
     await client.aclose()
 
 
+def _packing_client(url: str) -> tuple[aioredis.Redis, list[tuple[Any, ...]]]:
+    """A real client whose connections note every command they pack, with its arguments
+    (a pipeline's commands too)."""
+    packed: list[tuple[Any, ...]] = []
+
+    class Recording(aioredis.Connection):
+        def pack_command(self, *args: Any) -> Any:
+            packed.append(args)
+            return super().pack_command(*args)
+
+    pool = aioredis.ConnectionPool.from_url(url, connection_class=Recording)
+    return aioredis.Redis(connection_pool=pool), packed
+
+
+async def test_a_run_is_stored_and_its_threads_head_read_in_one_command(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """Submitting a run stores it and reads where its thread stands in one script (it was a
+    pipeline of three commands, which cost redis-py as much again as the script); the
+    newest checkpoint's id comes from its header, and a corrupt one is still named."""
+    client, packed = _packing_client(redis_url)
+    backend = RedisBackend(client=client, prefix=redis_prefix)
+    store = backend.run_store()
+    fresh = await store.create_in_turn(RunRecord(run_id="warm-up", thread_id="warm-up"))
+    assert fresh.thread_head == (None, None)  # no checkpoint, no event yet
+    thread = f"head-{uuid.uuid4().hex[:8]}"
+    await backend.open_thread(thread, "me", 30, _cp(thread, 0))
+    events = [StoredEvent(0, b"e0"), StoredEvent(4, b"e4")]
+    await backend.commit_step(thread, _cp(thread, 1), events, release_owner="me")
+    packed.clear()
+    turn = await store.create_in_turn(RunRecord(run_id=f"run-{thread}", thread_id=thread))
+    assert [args[0] for args in packed] == ["EVALSHA"]
+    assert turn.created and turn.queue_head == f"run-{thread}"
+    assert turn.thread_head == ("cp-1", 4)
+    await client.rpush(f"{redis_prefix}:{{{thread}}}:cp", b"\x00\x00\x00\x09not json!")
+    with pytest.raises(CheckpointDecodeError, match=f"thread '{thread}'"):
+        await store.create_in_turn(RunRecord(run_id=f"next-{thread}", thread_id=thread))
+    await backend.aclose()
+    await client.aclose()
+
+
+async def test_a_commits_events_travel_in_one_argument(redis_url: str, redis_prefix: str) -> None:
+    """However many events a superstep commits, they are one argument of its command (a
+    score and a member each cost redis-py a dozen calls to pack), and stored as before."""
+    client, packed = _packing_client(redis_url)
+    backend = RedisBackend(client=client, prefix=redis_prefix)
+    sizes = []
+    for n, count in enumerate((1, 40)):
+        await backend.commit_step("warm-up", None, [StoredEvent(100 + n, b"w")])  # loads it
+        packed.clear()
+        events = [StoredEvent(10 * n + i, f"event {n}/{i}".encode()) for i in range(count)]
+        await backend.commit_step("t", _cp("t", n), events)
+        (command,) = [args for args in packed if args[0] == "EVALSHA"]
+        sizes.append(len(command))
+    assert sizes[0] == sizes[1]
+    stored = await backend.read_events("t")
+    assert [(e.seq, e.payload) for e in stored] == [(0, b"event 0/0")] + [
+        (10 + i, f"event 1/{i}".encode()) for i in range(40)
+    ]
+    await backend.aclose()
+    await client.aclose()
+
+
+async def test_a_ride_adds_two_arguments_at_most_to_its_unit(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """A ride's arguments travel packed: a read adds one argument to the unit's command, a
+    write two (the record apart: it is bytes), and the lease key they are fenced by is the
+    unit's own. Each argument costs redis-py a dozen calls; they were 8 and 15 more."""
+    client, packed = _packing_client(redis_url)
+    backend = RedisBackend(client=client, prefix=redis_prefix)
+    store = backend.run_store()
+    thread, other = f"pack-{uuid.uuid4().hex[:8]}", f"plain-{uuid.uuid4().hex[:8]}"
+    queued, _ = await store.create(RunRecord(run_id=f"run-{thread}", thread_id=thread))
+
+    async def size(call: Any) -> int:
+        packed.clear()
+        await call
+        (command,) = [args for args in packed if args[0] == "EVALSHA"]
+        return len(command)
+
+    # Warm up: the first call of a script loads it (a second EVALSHA).
+    await backend.open_thread(f"warm-{other}", "me", 30, _cp(f"warm-{other}", 0))
+    await backend.record_effects(f"warm-{other}", [("k", b"v")], fence="me")
+    plain = await size(backend.open_thread(other, "me", 30, _cp(other, 0)))
+    opening = RecordRide(queued.run_id, queued.replace(status="running", owner="me"))
+    riding = await size(backend.open_thread(thread, "me", 30, _cp(thread, 0), ride=opening))
+    assert opening.result is not None and opening.result.stored is not None
+    assert riding - plain == 2
+    plain = await size(backend.record_effects(other, [("k", b"v")], fence="me"))
+    reading = RecordRide(queued.run_id)
+    riding = await size(backend.record_effects(thread, [("k", b"v")], fence="me", ride=reading))
+    assert riding - plain == 1
+    assert reading.result == RideResult(opening.result.stored.version)
+    await backend.aclose()
+    await client.aclose()
+
+
 async def test_more_calls_at_once_than_the_pool_holds_wait_for_a_connection(
     redis_url: str, redis_prefix: str
 ) -> None:
@@ -402,3 +500,32 @@ async def test_more_calls_at_once_than_the_pool_holds_wait_for_a_connection(
         await backend.aclose()
     with pytest.raises(ValueError, match="max_connections"):
         RedisBackend(redis_url, max_connections=0)
+
+
+async def test_an_idle_connection_is_checked_out_and_back_without_the_pools_lock(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """Where nobody waits for a connection, a command takes an idle one and gives it back
+    without the blocking pool's condition (its lock, timeout scope and bookkeeping cost a
+    quarter of a command); callers beyond the pool's size still wait their turn there."""
+    backend = RedisBackend(redis_url, prefix=redis_prefix, max_connections=4)
+    try:
+        assert await backend.latest_checkpoint("t") is None  # one connection, idle again
+        pool: Any = backend._client.connection_pool  # type: ignore[union-attr]
+        entered: list[int] = []
+
+        class Watched(asyncio.Condition):
+            async def __aenter__(self) -> None:
+                entered.append(1)
+                await super().__aenter__()
+
+        pool._condition = Watched()
+        assert await backend.latest_checkpoint("t") is None
+        assert entered == []
+        found = await asyncio.gather(*(backend.latest_checkpoint(f"t{n}") for n in range(50)))
+        assert found == [None] * 50
+        assert entered  # more callers than connections: they waited on the condition
+        assert len(pool._in_use_connections) == 0
+        assert len(pool._available_connections) <= 4
+    finally:
+        await backend.aclose()

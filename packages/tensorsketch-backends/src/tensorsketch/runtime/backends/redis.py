@@ -29,6 +29,8 @@ import json
 from collections.abc import AsyncIterator, Collection
 from typing import Any
 
+import ormsgpack
+
 try:
     import redis.asyncio as aioredis
     from redis import exceptions as redis_errors
@@ -51,6 +53,7 @@ from tensorsketch.runtime.backends.base import (
     ThreadSummary,
     lease_lost,
 )
+from tensorsketch.runtime.backends.redis_pool import QuickPool
 from tensorsketch.runtime.backends.redis_runs import _RIDE, RedisRunStore
 from tensorsketch.runtime.backends.rides import RecordRide
 from tensorsketch.serializers import Serializer
@@ -189,15 +192,30 @@ return chain(KEYS[2], KEYS[3], n - 1, {1, 0, seq})
 )
 
 # KEYS: ev, cp, cpi, lease, bl. ARGV: '1' if a checkpoint follows, its id, its record, '1' if
-# a lease is released, its owner, how many blobs follow, their hash/data pairs, then
-# score/member pairs of the events. The events as in append_events, the blobs first write
-# wins, the checkpoint as in _SAVE (once per id), the lease as in _RELEASE.
+# a lease is released, its owner, how many blobs follow, their hash/data pairs, then the
+# events' members in one argument, each after its length (4 bytes, big-endian): one argument
+# where a score and a member each cost redis-py a dozen calls to pack. The events as in
+# append_events (a member begins with its seq, the score), the blobs first write wins, the
+# checkpoint as in _SAVE (once per id), the lease as in _RELEASE.
 _COMMIT = """
 local events = 7 + 2 * tonumber(ARGV[6])
 for i = 7, events - 1, 2 do redis.call('HSETNX', KEYS[5], ARGV[i], ARGV[i + 1]) end
-for i = events, #ARGV, 1000 do
-  redis.call('ZADD', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+local packed, pos, batch = ARGV[events] or '', 1, {}
+while pos + 3 <= #packed do
+  local b1, b2, b3, b4 = string.byte(packed, pos, pos + 3)
+  local size = ((b1 * 256 + b2) * 256 + b3) * 256 + b4
+  local member = string.sub(packed, pos + 4, pos + 3 + size)
+  local seq = 0
+  for j = 1, 8 do seq = seq * 256 + string.byte(member, j) end
+  batch[#batch + 1] = seq
+  batch[#batch + 1] = member
+  if #batch >= 1000 then
+    redis.call('ZADD', KEYS[1], unpack(batch))
+    batch = {}
+  end
+  pos = pos + 4 + size
 end
+if #batch > 0 then redis.call('ZADD', KEYS[1], unpack(batch)) end
 if ARGV[1] == '1' and redis.call('HEXISTS', KEYS[3], ARGV[2]) == 0 then
   local n = redis.call('RPUSH', KEYS[2], ARGV[3])
   redis.call('HSET', KEYS[3], ARGV[2], n - 1)
@@ -243,19 +261,26 @@ return 1
 """
 
 # A unit's script and a ride's (redis_runs._RIDE) as one: each body becomes a function of
-# its own KEYS and ARGV. KEYS: the unit's, then the ride's. ARGV: how many keys and arguments
-# are the unit's, '1' when the ride goes first (a write: fenced like the unit, so a refused
-# unit writes no record either), then the unit's arguments and the ride's. Returns {the
-# unit's reply, the ride's}; a unit's error reply is returned as it is.
+# its own KEYS and ARGV. KEYS: the unit's (the ride's one key, the thread's lease, is among
+# them). ARGV: the unit's arguments, then the ride's encoded record if it writes one, then
+# the rest packed in one msgpack array of text: whether the ride goes first ('1': a write,
+# fenced like the unit, so a refused unit writes no record either), the lease key's place
+# among the keys (0: the ride has no key), and the ride's text arguments (every argument
+# redis-py packs costs it a dozen calls; Redis's cmsgpack reads no binary, so the record
+# stays apart). Returns {the unit's reply, the ride's}; a unit's error reply is returned as
+# it is.
 _CARRY = """
-local nk, na, first = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1'
-local uk, ua, rk, ra = {}, {}, {}, {}
-for i = 1, #KEYS do
-  if i <= nk then uk[#uk + 1] = KEYS[i] else rk[#rk + 1] = KEYS[i] end
+local p = cmsgpack.unpack(ARGV[#ARGV])
+local first, na = p[1] == '1', #ARGV - 1
+local ra = {p[3], p[4], p[5], p[6]}
+if p[6] == '1' then
+  na = na - 1
+  ra = {p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], ARGV[#ARGV - 1], p[11], p[12]}
 end
-for i = 4, #ARGV do
-  if i <= 3 + na then ua[#ua + 1] = ARGV[i] else ra[#ra + 1] = ARGV[i] end
-end
+local uk, ua, rk = {}, {}, {}
+if p[2] > 0 then rk[1] = KEYS[p[2]] end
+for i = 1, #KEYS do uk[i] = KEYS[i] end
+for i = 1, na do ua[i] = ARGV[i] end
 local rode
 if first then rode = ride(rk, ra) end
 local reply = unit(uk, ua)
@@ -275,6 +300,44 @@ def _carrying(source: str) -> str:
             f"local function unit(KEYS, ARGV)\n{source}\nend\n"
             f"local function ride(KEYS, ARGV)\n{_RIDE}\nend\n{_CARRY}"
         )
+    return combined
+
+
+# A script and a read of a thread's head as one: the script's body becomes a function of its
+# ARGV. KEYS: the thread's cp, ev. Returns {the script's reply, the newest checkpoint's id or
+# '', the highest event seq or ''}, then the newest record itself if its header did not give
+# a text id (the caller decodes it, and names a corrupt one); a script's error reply is
+# returned as it is.
+_HEAD = """
+local reply = script(ARGV)
+if type(reply) == 'table' and reply.err then return reply end
+if reply == nil then reply = false end
+local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+local out = {reply, '', last[2] or ''}
+local rec = redis.call('LINDEX', KEYS[1], -1)
+if rec then
+  local ok, header = false, nil
+  if #rec >= 4 then
+    local b1, b2, b3, b4 = string.byte(rec, 1, 4)
+    local size = ((b1 * 256 + b2) * 256 + b3) * 256 + b4
+    ok, header = pcall(cjson.decode, string.sub(rec, 5, 4 + size))
+  end
+  if ok and type(header) == 'table' and type(header[1]) == 'string' and header[1] ~= '' then
+    out[2] = header[1]
+  else
+    out[4] = rec
+  end
+end
+return out
+"""
+_READING_HEAD: dict[str, str] = {}
+
+
+def _reading_head(source: str) -> str:
+    """The script running ``source`` and reading the thread's head (see :data:`_HEAD`)."""
+    combined = _READING_HEAD.get(source)
+    if combined is None:
+        combined = _READING_HEAD[source] = f"local function script(ARGV)\n{source}\nend\n{_HEAD}"
     return combined
 
 
@@ -421,8 +484,9 @@ class RedisBackend(Backend):
         and retry three times, so a black-holed server never raised in time."""
         assert self.dsn is not None
         # A blocking pool: past `max_connections`, a call waits for a connection to come
-        # back (redis-py's default pool raises "Too many connections" at once).
-        pool = aioredis.BlockingConnectionPool.from_url(
+        # back (redis-py's default pool raises "Too many connections" at once); a quick one,
+        # as checking out and back costs the blocking pool a quarter of every command.
+        pool = QuickPool.from_url(
             self.dsn,
             max_connections=self.max_connections,
             timeout=self.command_timeout,
@@ -679,8 +743,7 @@ class RedisBackend(Backend):
         blobs = () if checkpoint is None else checkpoint.blobs
         args.append(len(blobs))
         args += [part for pair in blobs for part in pair]
-        for e in events:
-            args += [e.seq, _event_member(e)]
+        args.append(b"".join(_framed(_event_member(e)) for e in events))
         # ``durable`` has no say here: durability is the server's (AOF) configuration.
         async with self._use("saving a checkpoint") as client:
             if ride is not None:
@@ -699,27 +762,18 @@ class RedisBackend(Backend):
     async def script_reading_head(
         self, client: aioredis.Redis, source: str, args: list[Any], thread_id: str
     ) -> tuple[Any, tuple[str | None, int | None]]:
-        """A key-less script (the run store's) and a read of ``thread_id``'s head, in one
-        round trip (not one unit: the head is a guess its reader checks later)."""
-        for attempt in range(2):
-            sha = await self._sha(client, source)
-            pipe = client.pipeline(transaction=False)
-            pipe.evalsha(sha, 0, *args)
-            pipe.lindex(self._key(thread_id, "cp"), -1)
-            pipe.zrange(self._key(thread_id, "ev"), -1, -1, withscores=True)
-            reply, raw, last = await pipe.execute(raise_on_error=False)
-            if isinstance(reply, Exception):
-                if _no_script(reply) and attempt == 0:
-                    self._loaded.clear()  # nothing ran: load the scripts and try again
-                    continue
-                raise reply
-            if isinstance(raw, Exception) or isinstance(last, Exception):
-                return reply, (None, None)  # pragma: no cover - a foreign key's type
-            checkpoint_id = (
-                None if raw is None else _decode_checkpoint(thread_id, raw).checkpoint_id
-            )
-            return reply, (checkpoint_id, int(last[0][1]) if last else None)
-        raise AssertionError("unreachable")  # pragma: no cover
+        """A run-store script (it builds the run keys from its arguments) and a read of
+        ``thread_id``'s head, as one script: one command, where a pipeline of three cost
+        redis-py as much again. The head is still a guess its reader checks later."""
+        keys = [self._key(thread_id, "cp"), self._key(thread_id, "ev")]
+        reply, checkpoint_id, seq, *odd = await self._call(
+            client, _reading_head(source), keys, args
+        )
+        if odd:  # a newest record whose header the script did not read: decode it here
+            head: str | None = _decode_checkpoint(thread_id, odd[0]).checkpoint_id
+        else:
+            head = checkpoint_id.decode() if checkpoint_id else None
+        return reply, (head, int(float(seq)) if seq else None)
 
     async def _sha(self, client: aioredis.Redis, source: str) -> str:
         script = self._script(client, source)
@@ -745,33 +799,23 @@ class RedisBackend(Backend):
         that owner). Returns the unit's reply; sets ``ride.result``."""
         store = self.run_store()
         source, keys, args = unit
+        lease = self._key(thread_id, "lease")
         if fence is not None:
-            source, keys, args = (
-                _FENCE + source,
-                [self._key(thread_id, "lease"), *keys],
-                [
-                    fence,
-                    *args,
-                ],
-            )
+            source, keys, args = _FENCE + source, [lease, *keys], [fence, *args]
         guard = fence if after_lease is None else after_lease
-        ride_keys = [self._key(thread_id, "lease")] if guard is not None else []
-        ride_args = store.ride_args(ride, guard)
-        first = ride.write is not None and after_lease is None
+        at = 0  # the lease key's place among the keys (1-based), when the ride is guarded
+        if guard is not None:
+            if lease not in keys:  # pragma: no cover - every guarded unit names the lease
+                keys = [*keys, lease]
+            at = keys.index(lease) + 1
+        text, record = store.ride_args(ride, guard)
+        first = "1" if ride.write is not None and after_lease is None else "0"
+        packed = ormsgpack.packb([first, at, *text])
+        tail = [packed] if record is None else [record, packed]
         for attempt in range(2):
             sha = await self._sha(client, _carrying(source))
             try:
-                reply, ride_reply = await client.evalsha(
-                    sha,
-                    len(keys) + len(ride_keys),
-                    *keys,
-                    *ride_keys,
-                    len(keys),
-                    len(args),
-                    "1" if first else "0",
-                    *args,
-                    *ride_args,
-                )
+                reply, ride_reply = await client.evalsha(sha, len(keys), *keys, *args, *tail)
                 break
             except redis_errors.ResponseError as exc:
                 if _no_script(exc):
@@ -938,6 +982,11 @@ class RedisBackend(Backend):
 def _event_member(e: StoredEvent) -> bytes:
     """An event as a sorted-set member: its seq first, so equal payloads stay distinct."""
     return e.seq.to_bytes(_SEQ_BYTES, "big") + e.payload
+
+
+def _framed(member: bytes) -> bytes:
+    """A member after its length, as :data:`_COMMIT` reads the events."""
+    return len(member).to_bytes(4, "big") + member
 
 
 def _encode_checkpoint(c: StoredCheckpoint) -> bytes:

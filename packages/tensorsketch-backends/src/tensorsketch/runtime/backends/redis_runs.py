@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import ormsgpack
+
 from tensorsketch.errors import CheckpointDecodeError, RunConflictError
 from tensorsketch.runtime.backends.rides import RecordRide, RideResult
 from tensorsketch.runtime.backends.runs import (
@@ -63,11 +65,16 @@ end
 """
 
 # ARGV: base, id, rec, created, status, kind, thread, wake, waiting, idem key, lease, owner,
-# then labels as 'k=v'. Returns {1} when stored, or {0, ver, lease, rec} of the run the key
-# already names (one that has not failed).
+# then labels as 'k=v' — sent as two: rec, then the others in one msgpack array with '' in
+# rec's place (one argument where redis-py packs each at a dozen calls; Redis's cmsgpack
+# reads no binary, so rec stays apart). Returns {1} when stored, or {0, ver, lease, rec} of
+# the run the key already names (one that has not failed).
 _INSERT = (
     _INDEX
     + """
+local rec = ARGV[1]
+local ARGV = cmsgpack.unpack(ARGV[2])
+ARGV[3] = rec
 local b, id = ARGV[1], ARGV[2]
 if ARGV[10] ~= '' then
   local cur = redis.call('HGET', b .. 'keys', ARGV[10])
@@ -125,7 +132,8 @@ return ver
 # A ride (tensorsketch.runtime.backends.rides): KEYS: the thread's lease key when the write
 # is fenced by it (else none). ARGV: base, id, fence owner ('' for none), write ('1' / '0'),
 # then _REPLACE's arguments after base and id. The write is skipped unless the fence owner
-# holds the lease. Returns {the written version or 0, the version after}.
+# holds the lease. Returns '<the written version or 0>:<the version after>' (one string: a
+# reply element costs redis-py's parser more than the split).
 _RIDE = (
     _INDEX
     + """
@@ -145,7 +153,7 @@ if ARGV[4] == '1' and allowed then
       ARGV[6], 'wake', wake, 'waiting', ARGV[8], 'owner', ARGV[10], 'lease', ARGV[11])
   end
 end
-return {wrote, redis.call('HGET', k, 'ver') or ''}
+return wrote .. ':' .. (redis.call('HGET', k, 'ver') or '')
 """
 )
 
@@ -266,7 +274,10 @@ class RedisRunStore(RunStore):
         )
 
     async def _insert(self, record: RunRecord) -> tuple[RunRecord, bool]:
-        reply = await self._script("creating a run", _INSERT, self._insert_args(record))
+        async with self.backend._use("creating a run") as client:
+            if not self._ready:
+                await self._check_layout(client)
+            reply = await self.backend._call(client, _INSERT, [], self._insert_args(record))
         if int(reply[0]) == 1:
             return record, True
         existing = self._decode(reply[1:])
@@ -280,9 +291,8 @@ class RedisRunStore(RunStore):
         async with self.backend._use("creating a run") as client:
             if not self._ready:
                 await self._check_layout(client)
-            args = [self.base, *self._insert_args(record)]
             reply, head = await self.backend.script_reading_head(
-                client, _INSERT_IN_TURN, args, record.thread_id
+                client, _INSERT_IN_TURN, self._insert_args(record), record.thread_id
             )
         if int(reply[0]) == 1:
             return InTurn(record, True, _text(reply[1]) or None, head)
@@ -291,10 +301,12 @@ class RedisRunStore(RunStore):
         return InTurn(existing, False, None)
 
     def _insert_args(self, record: RunRecord) -> list[Any]:
+        """:data:`_INSERT`'s two arguments: the encoded record, and the rest packed."""
         r = record
-        args: list[Any] = [
+        text = [
+            self.base,
             r.run_id,
-            r.encode(self.serializer),
+            "",
             repr(r.created_at),
             r.status,
             r.kind,
@@ -306,7 +318,7 @@ class RedisRunStore(RunStore):
             r.owner or "",
             *(f"{k}={v}" for k, v in r.labels.items()),
         ]
-        return args
+        return [r.encode(self.serializer), ormsgpack.packb(text)]
 
     async def _many(self, what: str, ids: Sequence[Any]) -> list[RunRecord]:
         if not ids:
@@ -406,12 +418,14 @@ class RedisRunStore(RunStore):
         version = int(await self._script("updating a run", _REPLACE, args))
         return None if version == 0 else record.replace(version=version)
 
-    def ride_args(self, ride: RecordRide, fence: str | None) -> list[Any]:
-        """:data:`_RIDE`'s arguments for ``ride`` (a write fenced by ``fence``'s lease)."""
+    def ride_args(self, ride: RecordRide, fence: str | None) -> tuple[list[str], bytes | None]:
+        """:data:`_RIDE`'s arguments for ``ride`` (a write fenced by ``fence``'s lease): its
+        text ones, in order but for the encoded record (``None`` for a read), which comes
+        apart as it is bytes (see :data:`redis._CARRY`)."""
         w = ride.write
         if w is None:
-            return [self.base, ride.run_id, "", "0"]
-        return [
+            return [self.base, ride.run_id, "", "0"], None
+        text = [
             self.base,
             ride.run_id,
             fence or "",
@@ -420,17 +434,17 @@ class RedisRunStore(RunStore):
             w.status,
             repr(w.wake_at) if w.wake_at is not None else "",
             waiting_column(w) or "",
-            w.encode(self.serializer),
             w.owner or "",
             repr(w.lease_expires_at) if w.lease_expires_at is not None else "",
         ]
+        return text, w.encode(self.serializer)
 
     @staticmethod
-    def ride_result(ride: RecordRide, reply: Sequence[Any]) -> RideResult:
-        wrote, version = int(reply[0]), _text(reply[1])
+    def ride_result(ride: RecordRide, reply: bytes) -> RideResult:
+        wrote, _, version = reply.partition(b":")
         stored = None
-        if ride.write is not None and wrote:
-            stored = ride.write.replace(version=wrote)
+        if ride.write is not None and wrote != b"0":
+            stored = ride.write.replace(version=int(wrote))
         return RideResult(int(version) if version else None, stored)
 
     @property
