@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
 import threading
 import time
 from typing import Any
@@ -269,3 +270,23 @@ async def test_an_inline_sync_tool_that_sleeps_does_stall_the_loop() -> None:
     # The same tool made blocking=False holds the loop for its whole nap: the check above
     # would see that (which is why blocking=False is for functions that return at once).
     assert await _ticks_while_a_sleeping_tool_runs(blocking=False, patience=0.1) == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
+async def test_workers_run_under_sched_batch_and_the_loop_thread_keeps_its_policy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A worker woken for a call must not preempt the loop's thread, which holds the GIL.
+    loop_policy = os.sched_getscheduler(0)
+    monkeypatch.setattr(workers, "_pool", workers._Pool())
+    assert await workers.call_blocking(os.sched_getscheduler, 0) == os.SCHED_BATCH
+    assert os.sched_getscheduler(0) == loop_policy
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
+async def test_batch_policy_false_leaves_new_workers_under_the_default_policy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(workers, "_pool", workers._Pool())
+    monkeypatch.setattr(workers, "BATCH_POLICY", False)
+    assert await workers.call_blocking(os.sched_getscheduler, 0) == os.sched_getscheduler(0)

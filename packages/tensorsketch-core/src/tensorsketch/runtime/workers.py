@@ -12,6 +12,14 @@ once (the default executor's cap); a call made while all of them are busy waits 
 first to finish. Like ``to_thread``, the caller's context variables are visible to
 the call, and cancelling the await does not stop a call already running (no thread can be
 interrupted): its result is dropped.
+
+On Linux the workers run under the ``SCHED_BATCH`` scheduling policy (:data:`BATCH_POLICY`):
+the same CPU share as any thread, but a worker woken for a call does not preempt the thread
+that woke it. That thread is the loop's, still holding the GIL: a worker that preempted it
+could only go back to sleep waiting for the GIL and be woken again once the loop sleeps —
+three or more extra context switches per call (about a third of the hand-off's CPU on a
+loaded 2-core machine; ``benchmarks/bench_tool_handoff.py``). Threads and processes a
+function starts on a worker inherit the policy.
 """
 
 from __future__ import annotations
@@ -24,12 +32,14 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["IDLE_SECONDS", "MAX_WORKERS", "call_blocking"]
+__all__ = ["BATCH_POLICY", "IDLE_SECONDS", "MAX_WORKERS", "call_blocking"]
 
 #: A worker left without work this long ends (a later call starts a new one).
 IDLE_SECONDS = 60.0
 #: The most calls running at once, like ``asyncio``'s default executor.
 MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
+#: Whether a worker starting from now on takes ``SCHED_BATCH`` (where the OS has it).
+BATCH_POLICY = True
 
 #: One call: (context, function, args, kwargs, loop, future).
 _Item = tuple[contextvars.Context, Callable[..., Any], tuple[Any, ...], dict[str, Any], Any, Any]
@@ -66,6 +76,8 @@ class _Pool:
             # else every worker is busy: the first to finish takes it
 
     def serve(self) -> None:
+        if BATCH_POLICY:
+            _yield_on_wake_up()
         calls, idle = self.calls, self.idle
         outcome: _Outcome | None = None
         while True:
@@ -92,6 +104,18 @@ class _Pool:
             else:
                 _deliver(outcome)
             outcome = _run(item)
+
+
+def _yield_on_wake_up() -> None:
+    """Put the calling thread under ``SCHED_BATCH``: woken, it waits for its waker to sleep
+    or use up its time slice rather than preempting it."""
+    batch = getattr(os, "SCHED_BATCH", None)
+    if batch is None:  # not Linux: the default policy
+        return
+    try:
+        os.sched_setscheduler(0, batch, os.sched_param(0))
+    except OSError:  # refused (a seccomp profile, say): run as before
+        pass
 
 
 #: What a call came to: its loop and future, then its result or the error it raised.
