@@ -6,7 +6,8 @@ the bare cost of waking a thread and waking the loop back. A sync tool runs at m
 times per model call, so that toll is most of what separates it from an ``async def`` tool.
 
 :func:`call_blocking` puts the call on a queue a waiting worker takes it from, and the
-worker settles an asyncio future with one ``call_soon_threadsafe``. Workers are kept warm
+worker hands the result back through the loop's :class:`~tensorsketch.runtime.inbox.Inbox`
+(one ``eventfd`` write; ``call_soon_threadsafe`` where there is no inbox). Workers are kept warm
 (they retire after :data:`IDLE_SECONDS` without work), at most :data:`MAX_WORKERS` run at
 once (the default executor's cap); a call made while all of them are busy waits for the
 first to finish. Like ``to_thread``, the caller's context variables are visible to
@@ -32,6 +33,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from tensorsketch.runtime.inbox import Inbox, inbox_for, settle
+
 __all__ = ["BATCH_POLICY", "IDLE_SECONDS", "MAX_WORKERS", "call_blocking"]
 
 #: A worker left without work this long ends (a later call starts a new one).
@@ -41,8 +44,10 @@ MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
 #: Whether a worker starting from now on takes ``SCHED_BATCH`` (where the OS has it).
 BATCH_POLICY = True
 
-#: One call: (context, function, args, kwargs, loop, future).
-_Item = tuple[contextvars.Context, Callable[..., Any], tuple[Any, ...], dict[str, Any], Any, Any]
+#: One call: (context, function, args, kwargs, the loop's inbox or None, future).
+_Item = tuple[
+    contextvars.Context, Callable[..., Any], tuple[Any, ...], dict[str, Any], Inbox | None, Any
+]
 
 
 class _Pool:
@@ -104,6 +109,7 @@ class _Pool:
             else:
                 _deliver(outcome)
             outcome = _run(item)
+            del item  # waiting, a worker holds nothing of the call it served (its loop, args)
 
 
 def _yield_on_wake_up() -> None:
@@ -118,39 +124,33 @@ def _yield_on_wake_up() -> None:
         pass
 
 
-#: What a call came to: its loop and future, then its result or the error it raised.
-_Outcome = tuple[Any, Any, Any, BaseException | None]
+#: What a call came to: where to hand it back, its future, its result or the error it raised.
+_Outcome = tuple[Inbox | None, Any, Any, BaseException | None]
 
 
 def _run(item: _Item) -> _Outcome:
-    ctx, fn, args, kwargs, loop, future = item
+    ctx, fn, args, kwargs, inbox, future = item
     try:
-        return loop, future, ctx.run(fn, *args, **kwargs), None
+        return inbox, future, ctx.run(fn, *args, **kwargs), None
     except StopIteration as exc:  # cannot be set on a future (asyncio refuses it)
         error = RuntimeError(f"{fn!r} raised StopIteration")
         error.__cause__ = exc
-        return loop, future, None, error
+        return inbox, future, None, error
     except BaseException as exc:  # delivered to the awaiting caller
-        return loop, future, None, exc
+        return inbox, future, None, exc
 
 
 def _deliver(outcome: _Outcome | None) -> None:
     if outcome is None:
         return
-    loop, future, result, error = outcome
+    inbox, future, result, error = outcome
+    if inbox is not None:
+        inbox.put(future, result, error)
+        return
     try:
-        loop.call_soon_threadsafe(_settle, future, result, error)
+        future.get_loop().call_soon_threadsafe(settle, future, result, error)
     except RuntimeError:  # the caller's loop has closed: nobody is waiting
         pass
-
-
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.cancelled():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
 
 
 _pool = _Pool()
@@ -172,5 +172,5 @@ def call_blocking(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> async
     """
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
-    _pool.submit((contextvars.copy_context(), fn, args, kwargs, loop, future))
+    _pool.submit((contextvars.copy_context(), fn, args, kwargs, inbox_for(loop), future))
     return future
