@@ -2,15 +2,17 @@
 
 ``bench_tools.py`` measures what a plain ``def`` tool costs over ``async def``; this splits
 that toll up. First the parts that run on one thread, each timed alone (best of rounds):
-creating the future, copying the context, running in it, the queue, and asyncio's thread-safe
-wake-up (``call_soon_threadsafe``: a byte written to the loop's self-pipe, read back by the
-loop). Then the hand-off itself, two threads, per call: wall time, the CPU each thread spent
-(``getrusage(RUSAGE_THREAD)``, user + system) and context switches (voluntary + involuntary,
-both threads) — for a bare lock ping-pong between two threads (the floor: two wake-ups under
-the GIL), ``call_blocking`` with the workers under the default scheduling policy (before) and
-under ``SCHED_BATCH`` (:data:`tensorsketch.runtime.workers.BATCH_POLICY`, after), and
-``asyncio.to_thread``; once back to back and once with a pause between calls, as model calls
-space out an agent's tool calls.
+creating the future, copying the context, running in it, the queue, and the wake-up of the
+loop (``call_soon_threadsafe``: a byte written to the loop's self-pipe, read back by the loop;
+or the loop's eventfd :class:`~tensorsketch.runtime.inbox.Inbox`). Then the hand-off itself,
+two threads, per call: wall time, the CPU each thread spent (``getrusage(RUSAGE_THREAD)``,
+user + system) and context switches (voluntary + involuntary, both threads) — for a bare lock
+ping-pong between two threads (the floor: two wake-ups under the GIL), ``call_blocking`` as it
+was (workers under the default scheduling policy, results back by ``call_soon_threadsafe``),
+with each change alone and both (workers under ``SCHED_BATCH``,
+:data:`tensorsketch.runtime.workers.BATCH_POLICY`; the inbox), ``asyncio.to_thread``, and no
+hand-off at all; once back to back and once with a pause between calls, as model calls space
+out an agent's tool calls.
 
 Context switches and CPU are counted by the kernel and move less with the machine's load than
 wall time does; rounds alternate between the variants. Run
@@ -53,7 +55,7 @@ async def parts(n: int, rounds: int) -> dict[str, float]:
     loop = asyncio.get_running_loop()
     ctx = contextvars.copy_context()
     q: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    item = (ctx, _add, (1, 2), {}, loop, None)
+    item: tuple[Any, ...] = (ctx, _add, (1, 2), {}, None, None)
 
     def create_future() -> None:
         loop.create_future()
@@ -89,10 +91,22 @@ async def parts(n: int, rounds: int) -> dict[str, float]:
         loop.call_soon_threadsafe(future.set_result, 1)
         await future
 
+    from tensorsketch.runtime.inbox import inbox_for
+
+    inbox = inbox_for(loop)
+
+    async def settle_by_inbox() -> None:
+        future = loop.create_future()
+        assert inbox is not None
+        inbox.put(future, 1, None)
+        await future
+
     async_parts: dict[str, Callable[[], Awaitable[None]]] = {
         "await a future settled by call_soon": settle_soon,
         "await a future settled by call_soon_threadsafe": settle_threadsafe,
     }
+    if inbox is not None:
+        async_parts["await a future settled through the loop's eventfd inbox"] = settle_by_inbox
     best: dict[str, float] = {}
     for _ in range(rounds):
         for name, fn in sync_parts.items():
@@ -107,10 +121,14 @@ async def parts(n: int, rounds: int) -> dict[str, float]:
                 await afn()
             t = (time.perf_counter() - start) / n * 1e6
             best[name] = min(best.get(name, t), t)
-    best["self-pipe write + read (the difference)"] = (
-        best["await a future settled by call_soon_threadsafe"]
-        - best["await a future settled by call_soon"]
+    soon = best["await a future settled by call_soon"]
+    best["the self-pipe's write + reads (threadsafe - call_soon)"] = (
+        best["await a future settled by call_soon_threadsafe"] - soon
     )
+    if inbox is not None:
+        best["the eventfd's write + read (inbox - call_soon)"] = (
+            best["await a future settled through the loop's eventfd inbox"] - soon
+        )
     return best
 
 
@@ -166,7 +184,7 @@ def ping_pong(n: int) -> Sample:
 Submit = Callable[..., Awaitable[Any]]
 
 
-async def hand_off(submit: Submit, n: int, pause: float) -> Sample:
+async def hand_off(submit: Submit, n: int, pause: float, *, on_a_worker: bool = True) -> Sample:
     """``n`` calls of a trivial function through ``submit``; the worker's usage is read on
     the worker itself (the variants below serve calls made one after another on one thread).
     With a ``pause``, the loop sleeps that long after each call: only the calls are timed,
@@ -174,7 +192,8 @@ async def hand_off(submit: Submit, n: int, pause: float) -> Sample:
     for _ in range(max(10, n // 20)):
         await submit(_add, 1, 2)
     gc.collect()
-    worker_before = await submit(_thread_usage)
+    worker_usage = submit if on_a_worker else _no_worker
+    worker_before = await worker_usage(_thread_usage)
     before = _thread_usage()
     wall = 0.0
     for _ in range(n):
@@ -184,7 +203,7 @@ async def hand_off(submit: Submit, n: int, pause: float) -> Sample:
         if pause:
             await asyncio.sleep(pause)
     after = _thread_usage()
-    worker_after = await submit(_thread_usage)
+    worker_after = await worker_usage(_thread_usage)
     caller_cpu, switches = after[0] - before[0], after[1] - before[1]
     if pause:
         sleeps_before = _thread_usage()
@@ -202,45 +221,72 @@ async def hand_off(submit: Submit, n: int, pause: float) -> Sample:
     )
 
 
-def _pools() -> dict[str, Any]:
-    """A pool of workers under each policy, each warmed with one worker."""
+async def _no_worker(fn: Callable[..., Any], /, *args: Any) -> tuple[float, float]:
+    return 0.0, 0.0
+
+
+def _pools() -> dict[bool, Any]:
+    """A fresh pool of workers under each policy (``SCHED_BATCH`` or not); a pool's worker
+    takes the policy when it starts, at the pool's first call."""
     from tensorsketch.runtime import workers
 
-    made = {}
-    for name, batch in (("default policy (before)", False), ("SCHED_BATCH (after)", True)):
-        workers.BATCH_POLICY = batch
-        workers._pool = workers._Pool()  # a fresh pool: its worker starts under `batch`
-        made[name] = workers._pool
-    workers.BATCH_POLICY = True
-    return made
+    return {True: workers._Pool(), False: workers._Pool()}
 
 
 async def hand_offs(n: int, rounds: int, pause: float) -> dict[str, list[Sample]]:
     from tensorsketch.runtime import workers
+    from tensorsketch.runtime.inbox import inbox_for
 
     pools = _pools()
 
-    def through(pool: Any) -> Submit:
+    def through(batch: bool, inbox: bool) -> Submit:
+        """``call_blocking`` with the worker's policy and the way back chosen."""
+        pool = pools[batch]
+
         def submit(fn: Callable[..., Any], /, *args: Any) -> Awaitable[Any]:
-            workers._pool = pool
-            return workers.call_blocking(fn, *args)
+            workers.BATCH_POLICY = batch  # read by a worker as it starts
+            loop = asyncio.get_running_loop()
+            future = loop.create_future()
+            back = inbox_for(loop) if inbox else None
+            pool.submit((contextvars.copy_context(), fn, args, {}, back, future))
+            return future
 
         return submit
 
+    async def inline(fn: Callable[..., Any], /, *args: Any) -> Any:
+        return fn(*args)  # what the call costs an `async def` tool: no hand-off
+
+    if hasattr(os, "SCHED_BATCH"):  # each pool's worker took the policy it stands for
+        for batch in (True, False):
+            policy = await through(batch, False)(os.sched_getscheduler, 0)
+            if (policy == os.SCHED_BATCH) != batch:
+                msg = f"a worker meant to run {'under' if batch else 'without'} SCHED_BATCH"
+                raise AssertionError(msg + " did not: the bench is broken")
+
     variants: dict[str, Submit] = {
-        f"call_blocking, workers under the {name}": through(pool) for name, pool in pools.items()
+        "call_blocking before: default policy, call_soon_threadsafe": through(False, False),
+        "SCHED_BATCH workers, call_soon_threadsafe": through(True, False),
+        "default policy, the loop's eventfd inbox": through(False, True),
+        "call_blocking after: SCHED_BATCH workers, eventfd inbox": through(True, True),
+        "asyncio.to_thread (reference)": asyncio.to_thread,
+        "no hand-off (inline, as an async def tool)": inline,
     }
-    variants["asyncio.to_thread (reference)"] = asyncio.to_thread
     samples: dict[str, list[Sample]] = {}
-    for _ in range(rounds):
-        if not pause:
-            samples.setdefault("bare lock ping-pong, two threads (no asyncio)", []).append(
-                await asyncio.to_thread(ping_pong, n)
-            )
-        for name, submit in variants.items():
-            if name.startswith("asyncio") and pause:
-                continue  # to_thread spreads calls over its threads: no one worker to read
-            samples.setdefault(name, []).append(await hand_off(submit, n, pause))
+    try:
+        for _ in range(rounds):
+            if not pause:
+                samples.setdefault("bare lock ping-pong, two threads (no asyncio)", []).append(
+                    await asyncio.to_thread(ping_pong, n)
+                )
+            for name, submit in variants.items():
+                if name.startswith("asyncio") and pause:
+                    continue  # to_thread spreads calls over its threads: no one worker to read
+                on_a_worker = submit is not inline
+                samples.setdefault(name, []).append(
+                    await hand_off(submit, n, pause, on_a_worker=on_a_worker)
+                )
+    finally:
+        workers.BATCH_POLICY = True
     return samples
 
 
