@@ -136,15 +136,24 @@ async def parts(n: int, rounds: int) -> dict[str, float]:
 
 
 class Sample:
-    """One round of one variant: per call, wall µs, CPU µs per thread, switches."""
+    """One round of one variant: per call, wall µs (mean and 90th percentile), CPU µs per
+    thread, switches."""
 
-    def __init__(self, wall: float, caller_cpu: float, worker_cpu: float, switches: float):
+    def __init__(
+        self,
+        wall: float,
+        caller_cpu: float,
+        worker_cpu: float,
+        switches: float,
+        p90: float | None = None,
+    ):
         self.wall, self.caller_cpu, self.worker_cpu, self.switches = (
             wall,
             caller_cpu,
             worker_cpu,
             switches,
         )
+        self.p90 = wall if p90 is None else p90
 
 
 def ping_pong(n: int) -> Sample:
@@ -195,13 +204,15 @@ async def hand_off(submit: Submit, n: int, pause: float, *, on_a_worker: bool = 
     worker_usage = submit if on_a_worker else _no_worker
     worker_before = await worker_usage(_thread_usage)
     before = _thread_usage()
-    wall = 0.0
+    walls: list[float] = []
     for _ in range(n):
         start = time.perf_counter()
         await submit(_add, 1, 2)
-        wall += time.perf_counter() - start
+        walls.append(time.perf_counter() - start)
         if pause:
             await asyncio.sleep(pause)
+    wall = sum(walls)
+    walls.sort()
     after = _thread_usage()
     worker_after = await worker_usage(_thread_usage)
     caller_cpu, switches = after[0] - before[0], after[1] - before[1]
@@ -218,6 +229,7 @@ async def hand_off(submit: Submit, n: int, pause: float, *, on_a_worker: bool = 
         caller_cpu / n * 1e6,
         (worker_after[0] - worker_before[0]) / n * 1e6,
         switches / n,
+        walls[int(0.9 * (n - 1))] * 1e6,
     )
 
 
@@ -226,15 +238,14 @@ async def _no_worker(fn: Callable[..., Any], /, *args: Any) -> tuple[float, floa
 
 
 def _pools() -> dict[bool, Any]:
-    """A fresh pool of workers under each policy (``SCHED_BATCH`` or not); a pool's worker
-    takes the policy when it starts, at the pool's first call."""
+    """A fresh pool whose workers take ``SCHED_BATCH`` in a burst of calls (the default),
+    and one whose workers never do."""
     from tensorsketch.runtime import workers
 
-    return {True: workers._Pool(), False: workers._Pool()}
+    return {True: workers._Pool(), False: workers._Pool(batch=False)}
 
 
 async def hand_offs(n: int, rounds: int, pause: float) -> dict[str, list[Sample]]:
-    from tensorsketch.runtime import workers
     from tensorsketch.runtime.inbox import inbox_for
 
     pools = _pools()
@@ -244,7 +255,6 @@ async def hand_offs(n: int, rounds: int, pause: float) -> dict[str, list[Sample]
         pool = pools[batch]
 
         def submit(fn: Callable[..., Any], /, *args: Any) -> Awaitable[Any]:
-            workers.BATCH_POLICY = batch  # read by a worker as it starts
             loop = asyncio.get_running_loop()
             future = loop.create_future()
             back = inbox_for(loop) if inbox else None
@@ -256,53 +266,51 @@ async def hand_offs(n: int, rounds: int, pause: float) -> dict[str, list[Sample]
     async def inline(fn: Callable[..., Any], /, *args: Any) -> Any:
         return fn(*args)  # what the call costs an `async def` tool: no hand-off
 
-    if hasattr(os, "SCHED_BATCH"):  # each pool's worker took the policy it stands for
+    if hasattr(os, "SCHED_BATCH"):  # back to back, only the burst pool's worker takes it
         for batch in (True, False):
-            policy = await through(batch, False)(os.sched_getscheduler, 0)
-            if (policy == os.SCHED_BATCH) != batch:
+            seen = {await through(batch, False)(os.sched_getscheduler, 0) for _ in range(20)}
+            if (os.SCHED_BATCH in seen) != batch:
                 msg = f"a worker meant to run {'under' if batch else 'without'} SCHED_BATCH"
                 raise AssertionError(msg + " did not: the bench is broken")
 
     variants: dict[str, Submit] = {
         "call_blocking before: default policy, call_soon_threadsafe": through(False, False),
-        "SCHED_BATCH workers, call_soon_threadsafe": through(True, False),
+        "SCHED_BATCH in bursts, call_soon_threadsafe": through(True, False),
         "default policy, the loop's eventfd inbox": through(False, True),
-        "call_blocking after: SCHED_BATCH workers, eventfd inbox": through(True, True),
+        "call_blocking after: SCHED_BATCH in bursts, eventfd inbox": through(True, True),
         "asyncio.to_thread (reference)": asyncio.to_thread,
         "no hand-off (inline, as an async def tool)": inline,
     }
     samples: dict[str, list[Sample]] = {}
-    try:
-        for _ in range(rounds):
-            if not pause:
-                samples.setdefault("bare lock ping-pong, two threads (no asyncio)", []).append(
-                    await asyncio.to_thread(ping_pong, n)
-                )
-            for name, submit in variants.items():
-                if name.startswith("asyncio") and pause:
-                    continue  # to_thread spreads calls over its threads: no one worker to read
-                on_a_worker = submit is not inline
-                samples.setdefault(name, []).append(
-                    await hand_off(submit, n, pause, on_a_worker=on_a_worker)
-                )
-    finally:
-        workers.BATCH_POLICY = True
+    for _ in range(rounds):
+        if not pause:
+            samples.setdefault("bare lock ping-pong, two threads (no asyncio)", []).append(
+                await asyncio.to_thread(ping_pong, n)
+            )
+        for name, submit in variants.items():
+            if name.startswith("asyncio") and pause:
+                continue  # to_thread spreads calls over its threads: no one worker to read
+            on_a_worker = submit is not inline
+            samples.setdefault(name, []).append(
+                await hand_off(submit, n, pause, on_a_worker=on_a_worker)
+            )
     return samples
 
 
 def _table(samples: dict[str, list[Sample]]) -> list[str]:
     med = statistics.median
     lines = [
-        "| per call | wall (median / best) | CPU, caller thread | CPU, worker thread "
-        "| CPU, both | context switches |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| per call | wall (median / best of the rounds' means) | wall p90 (median) "
+        "| CPU, caller thread | CPU, worker thread | CPU, both | context switches |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, rows in samples.items():
         caller = med(r.caller_cpu for r in rows)
         worker = med(r.worker_cpu for r in rows)
         lines.append(
             f"| {name} | {med(r.wall for r in rows):.1f} / {min(r.wall for r in rows):.1f} µs "
-            f"| {caller:.1f} µs | {worker:.1f} µs | {caller + worker:.1f} µs "
+            f"| {med(r.p90 for r in rows):.1f} µs | {caller:.1f} µs | {worker:.1f} µs "
+            f"| {caller + worker:.1f} µs "
             f"| {med(r.switches for r in rows):.2f} |"
         )
     return lines

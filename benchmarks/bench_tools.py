@@ -36,7 +36,7 @@ def _tools() -> dict[str, Any]:
     from tensorsketch import tool
     from tensorsketch.runtime import workers
 
-    before_pool = workers._Pool()
+    before_pool = workers._Pool(batch=False)
 
     @tool
     async def add_async(a: int, b: int) -> int:
@@ -57,15 +57,11 @@ def _tools() -> dict[str, Any]:
         return a + b
 
     async def call_as_before(**kwargs: Any) -> int:
-        # How a sync tool was called before #49's second round: a warm worker under the
-        # default scheduling policy, its result sent back by call_soon_threadsafe.
-        workers.BATCH_POLICY = False  # read by the pool's worker as it starts (first call)
-        try:
-            loop = asyncio.get_running_loop()
-            future = loop.create_future()
-            before_pool.submit((contextvars.copy_context(), add, (), kwargs, None, future))
-        finally:
-            workers.BATCH_POLICY = True
+        # How a sync tool was called before #49's second round: a warm worker always under
+        # the default scheduling policy, its result sent back by call_soon_threadsafe.
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        before_pool.submit((contextvars.copy_context(), add, (), kwargs, None, future))
         return int(await future)
 
     async def worker_before(args: dict[str, Any]) -> int:

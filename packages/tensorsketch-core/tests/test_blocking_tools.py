@@ -273,20 +273,33 @@ async def test_an_inline_sync_tool_that_sleeps_does_stall_the_loop() -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
-async def test_workers_run_under_sched_batch_and_the_loop_thread_keeps_its_policy(
+async def test_a_worker_in_a_burst_of_calls_runs_under_sched_batch_and_leaves_it_after_a_pause(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # A worker woken for a call must not preempt the loop's thread, which holds the GIL.
+    # Woken for a call in a burst, a worker must not preempt the loop's thread (it holds the
+    # GIL); woken after a pause it takes the default policy back. The burst is set by the
+    # bound, not by timing: every wake-up is in a burst with an hour, none with zero.
     loop_policy = os.sched_getscheduler(0)
     monkeypatch.setattr(workers, "_pool", workers._Pool())
-    assert await workers.call_blocking(os.sched_getscheduler, 0) == os.SCHED_BATCH
+    monkeypatch.setattr(workers, "BURST_SECONDS", 3600.0)
+
+    async def policies(n: int) -> list[int]:
+        return [await workers.call_blocking(os.sched_getscheduler, 0) for _ in range(n)]
+
+    # The first call finds the new worker awake (no wake-up to judge), the next ones woke it.
+    assert await policies(3) == [os.SCHED_OTHER, os.SCHED_BATCH, os.SCHED_BATCH]
+    monkeypatch.setattr(workers, "BURST_SECONDS", 0.0)
+    assert await policies(2) == [os.SCHED_OTHER, os.SCHED_OTHER]
     assert os.sched_getscheduler(0) == loop_policy
+    assert workers._pool.count == 1
 
 
 @pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
-async def test_batch_policy_false_leaves_new_workers_under_the_default_policy(
+async def test_batch_policy_false_keeps_workers_under_the_default_policy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(workers, "_pool", workers._Pool())
+    monkeypatch.setattr(workers, "BURST_SECONDS", 3600.0)
     monkeypatch.setattr(workers, "BATCH_POLICY", False)
-    assert await workers.call_blocking(os.sched_getscheduler, 0) == os.sched_getscheduler(0)
+    seen = [await workers.call_blocking(os.sched_getscheduler, 0) for _ in range(3)]
+    assert seen == [os.SCHED_OTHER] * 3

@@ -14,13 +14,18 @@ first to finish. Like ``to_thread``, the caller's context variables are visible 
 the call, and cancelling the await does not stop a call already running (no thread can be
 interrupted): its result is dropped.
 
-On Linux the workers run under the ``SCHED_BATCH`` scheduling policy (:data:`BATCH_POLICY`):
-the same CPU share as any thread, but a worker woken for a call does not preempt the thread
-that woke it. That thread is the loop's, still holding the GIL: a worker that preempted it
-could only go back to sleep waiting for the GIL and be woken again once the loop sleeps —
-three or more extra context switches per call (about a third of the hand-off's CPU on a
-loaded 2-core machine; ``benchmarks/bench_tool_handoff.py``). Threads and processes a
-function starts on a worker inherit the policy.
+On Linux a worker that serves calls in a burst — woken within :data:`BURST_SECONDS` of
+finishing the last one — waits for the next under the ``SCHED_BATCH`` scheduling policy
+(:data:`BATCH_POLICY`): the same CPU share as any thread, but woken for a call it does not
+preempt the thread that woke it. That thread is the loop's, still holding the GIL: a worker
+that preempted it could only go back to sleep waiting for the GIL and be woken again once the
+loop sleeps — three or more extra context switches per call, about a third of the hand-off's
+CPU on a loaded 2-core machine (``benchmarks/bench_tool_handoff.py``). Calls spaced further
+apart, as an agent's tool calls are by its model calls, are served under the default policy:
+woken after a longer sleep on a busy machine, a ``SCHED_BATCH`` thread also waits for other
+processes' time slices, which measured a worse tail (p90 0.7-2 ms against 0.1-0.2 ms with
+calls 1 ms apart). Threads and processes a function starts on a worker in a burst inherit
+the policy.
 """
 
 from __future__ import annotations
@@ -30,19 +35,23 @@ import contextvars
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from tensorsketch.runtime.inbox import Inbox, inbox_for, settle
 
-__all__ = ["BATCH_POLICY", "IDLE_SECONDS", "MAX_WORKERS", "call_blocking"]
+__all__ = ["BATCH_POLICY", "BURST_SECONDS", "IDLE_SECONDS", "MAX_WORKERS", "call_blocking"]
 
 #: A worker left without work this long ends (a later call starts a new one).
 IDLE_SECONDS = 60.0
 #: The most calls running at once, like ``asyncio``'s default executor.
 MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
-#: Whether a worker starting from now on takes ``SCHED_BATCH`` (where the OS has it).
+#: Whether a worker in a burst of calls waits for the next one under ``SCHED_BATCH`` (where
+#: the OS has it).
 BATCH_POLICY = True
+#: A worker woken sooner than this after its last call ended is in a burst of calls.
+BURST_SECONDS = 0.0005
 
 #: One call: (context, function, args, kwargs, the loop's inbox or None, future).
 _Item = tuple[
@@ -58,7 +67,8 @@ class _Pool:
     lock guards only the worker count, touched when a worker starts or retires.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, batch: bool = True) -> None:
+        self.batch = batch  # whether its workers may take SCHED_BATCH in a burst
         self.calls: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self.idle: list[None] = []
         self.count = 0
@@ -81,10 +91,9 @@ class _Pool:
             # else every worker is busy: the first to finish takes it
 
     def serve(self) -> None:
-        if BATCH_POLICY:
-            _yield_on_wake_up()
         calls, idle = self.calls, self.idle
         outcome: _Outcome | None = None
+        batch = False  # whether this worker is under SCHED_BATCH now
         while True:
             try:
                 item = calls.get_nowait()
@@ -94,6 +103,7 @@ class _Pool:
                 idle.append(None)
                 _deliver(outcome)
                 outcome = None
+                waiting_since = time.monotonic()
                 try:
                     item = calls.get(timeout=IDLE_SECONDS)
                 except queue.Empty:
@@ -106,22 +116,31 @@ class _Pool:
                             self.count -= 1
                             return
                     continue  # queued while this worker retired: serve it
+                in_burst = self.batch and time.monotonic() - waiting_since < BURST_SECONDS
+                if in_burst != batch:
+                    batch = _batch(in_burst)
             else:
                 _deliver(outcome)
             outcome = _run(item)
             del item  # waiting, a worker holds nothing of the call it served (its loop, args)
 
 
-def _yield_on_wake_up() -> None:
-    """Put the calling thread under ``SCHED_BATCH``: woken, it waits for its waker to sleep
-    or use up its time slice rather than preempting it."""
-    batch = getattr(os, "SCHED_BATCH", None)
-    if batch is None:  # not Linux: the default policy
-        return
+_SCHED_BATCH: int | None = getattr(os, "SCHED_BATCH", None)  # Linux's
+_batch_refused = False
+
+
+def _batch(on: bool) -> bool:
+    """Put the calling thread under ``SCHED_BATCH`` (``on``) or the default policy; whether
+    it is under ``SCHED_BATCH`` now."""
+    global _batch_refused
+    if _SCHED_BATCH is None or _batch_refused or (on and not BATCH_POLICY):
+        return False
     try:
-        os.sched_setscheduler(0, batch, os.sched_param(0))
-    except OSError:  # refused (a seccomp profile, say): run as before
-        pass
+        os.sched_setscheduler(0, _SCHED_BATCH if on else os.SCHED_OTHER, os.sched_param(0))
+    except OSError:  # refused (a seccomp profile, say): the default policy, as before
+        _batch_refused = True
+        return False
+    return on
 
 
 #: What a call came to: where to hand it back, its future, its result or the error it raised.
