@@ -278,7 +278,7 @@ async def hand_offs(n: int, rounds: int, pause: float) -> dict[str, list[Sample]
         "SCHED_BATCH in bursts, call_soon_threadsafe": through(True, False),
         "default policy, the loop's eventfd inbox": through(False, True),
         "call_blocking after: SCHED_BATCH in bursts, eventfd inbox": through(True, True),
-        "asyncio.to_thread (reference)": asyncio.to_thread,
+        "asyncio.to_thread (reference; its threads' CPU not read)": asyncio.to_thread,
         "no hand-off (inline, as an async def tool)": inline,
     }
     samples: dict[str, list[Sample]] = {}
@@ -290,7 +290,7 @@ async def hand_offs(n: int, rounds: int, pause: float) -> dict[str, list[Sample]
         for name, submit in variants.items():
             if name.startswith("asyncio") and pause:
                 continue  # to_thread spreads calls over its threads: no one worker to read
-            on_a_worker = submit is not inline
+            on_a_worker = submit is not inline and submit is not asyncio.to_thread
             samples.setdefault(name, []).append(
                 await hand_off(submit, n, pause, on_a_worker=on_a_worker)
             )
