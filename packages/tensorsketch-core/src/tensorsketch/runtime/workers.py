@@ -23,8 +23,8 @@ loop sleeps — three or more extra context switches per call, about a third of 
 CPU on a loaded 2-core machine (``benchmarks/bench_tool_handoff.py``). Calls spaced further
 apart, as an agent's tool calls are by its model calls, are served under the default policy:
 woken after a longer sleep on a busy machine, a ``SCHED_BATCH`` thread also waits for other
-processes' time slices, which measured a worse tail (p90 0.7-2 ms against 0.1-0.2 ms with
-calls 1 ms apart). Threads and processes a function starts on a worker in a burst inherit
+processes' time slices, which measured a worse tail (p90 0.2-2.1 ms against 0.13-0.22 ms
+with calls 1 ms apart). Threads and processes a function starts on a worker in a burst inherit
 the policy.
 """
 
