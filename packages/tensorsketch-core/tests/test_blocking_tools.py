@@ -303,3 +303,26 @@ async def test_batch_policy_false_keeps_workers_under_the_default_policy(
     monkeypatch.setattr(workers, "BATCH_POLICY", False)
     seen = [await workers.call_blocking(os.sched_getscheduler, 0) for _ in range(3)]
     assert seen == [os.SCHED_OTHER] * 3
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
+def test_a_worker_keeps_a_policy_the_application_chose(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Workers start from the loop's thread and inherit its policy: one the application chose
+    # is never swapped for the default, whether calls come in a burst or not.
+    monkeypatch.setattr(workers, "_pool", workers._Pool())
+    seen: list[int] = []
+
+    def loop_thread() -> None:
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))  # as `chrt --batch` would
+
+        async def calls() -> None:
+            for burst in (3600.0, 3600.0, 0.0, 0.0):  # in a burst, then after pauses
+                monkeypatch.setattr(workers, "BURST_SECONDS", burst)
+                seen.append(await workers.call_blocking(os.sched_getscheduler, 0))
+
+        asyncio.run(calls())
+
+    thread = threading.Thread(target=loop_thread)
+    thread.start()
+    thread.join(WAIT)
+    assert seen == [os.SCHED_BATCH] * 4

@@ -25,7 +25,8 @@ apart, as an agent's tool calls are by its model calls, are served under the def
 woken after a longer sleep on a busy machine, a ``SCHED_BATCH`` thread also waits for other
 processes' time slices, which measured a worse tail (p90 0.2-2.1 ms against 0.13-0.22 ms
 with calls 1 ms apart). Threads and processes a function starts on a worker in a burst inherit
-the policy.
+the policy. A worker started under another policy than the default (the application run with
+``chrt``, say) keeps it.
 """
 
 from __future__ import annotations
@@ -94,6 +95,8 @@ class _Pool:
         calls, idle = self.calls, self.idle
         outcome: _Outcome | None = None
         batch = False  # whether this worker is under SCHED_BATCH now
+        # A worker inherits its starter's policy: one the application chose (chrt, say) stays.
+        may_batch = self.batch and _under_the_default_policy()
         while True:
             try:
                 item = calls.get_nowait()
@@ -116,7 +119,7 @@ class _Pool:
                             self.count -= 1
                             return
                     continue  # queued while this worker retired: serve it
-                in_burst = self.batch and time.monotonic() - waiting_since < BURST_SECONDS
+                in_burst = may_batch and time.monotonic() - waiting_since < BURST_SECONDS
                 if in_burst != batch:
                     batch = _batch(in_burst)
             else:
@@ -127,6 +130,15 @@ class _Pool:
 
 _SCHED_BATCH: int | None = getattr(os, "SCHED_BATCH", None)  # Linux's
 _batch_refused = False
+
+
+def _under_the_default_policy() -> bool:
+    if _SCHED_BATCH is None:
+        return False
+    try:
+        return os.sched_getscheduler(0) == os.SCHED_OTHER
+    except OSError:
+        return False
 
 
 def _batch(on: bool) -> bool:
