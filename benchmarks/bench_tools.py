@@ -4,9 +4,10 @@ A sync tool cannot run on the event loop unless it is known not to block, so it 
 a thread. Measured per call, the tool a trivial ``a + b``:
 
 * ``Tool.run`` alone — ``async def``; ``def`` on the warm worker threads
-  (:mod:`tensorsketch.runtime.workers`, the default); ``def`` through ``asyncio.to_thread`` (the
-  hand-off TensorSketch used before, for reference); ``def`` with ``@tool(blocking=False)``
-  (inline on the loop);
+  (:mod:`tensorsketch.runtime.workers`, the default); ``def`` on those workers as they were
+  before ``SCHED_BATCH`` and the eventfd inbox (for reference); ``def`` through
+  ``asyncio.to_thread`` (the hand-off TensorSketch used before the workers, for reference);
+  ``def`` with ``@tool(blocking=False)`` (inline on the loop);
 * the agent loop — ``create_agent`` with a scripted model asking for the tool ``K`` = 10
   times, per model-call iteration, with each of the tool kinds above (to_thread excepted).
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextvars
 import gc
 import os
 import sys
@@ -32,6 +34,9 @@ K = 10
 
 def _tools() -> dict[str, Any]:
     from tensorsketch import tool
+    from tensorsketch.runtime import workers
+
+    before_pool = workers._Pool(batch=False)
 
     @tool
     async def add_async(a: int, b: int) -> int:
@@ -51,6 +56,22 @@ def _tools() -> dict[str, Any]:
     def add(a: int, b: int) -> int:
         return a + b
 
+    async def call_as_before(**kwargs: Any) -> int:
+        # How a sync tool was called before #49's second round: a warm worker always under
+        # the default scheduling policy, its result sent back by call_soon_threadsafe.
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        before_pool.submit((contextvars.copy_context(), add, (), kwargs, None, future))
+        return int(await future)
+
+    async def worker_before(args: dict[str, Any]) -> int:
+        return await call_as_before(**add_sync.validate(args))
+
+    @tool
+    async def add_before(a: int, b: int) -> int:
+        """Add two numbers."""
+        return await call_as_before(a=a, b=b)
+
     async def to_thread(args: dict[str, Any]) -> int:
         # What Tool.run did for a sync tool before the warm workers: validate, then to_thread.
         kwargs = add_sync.validate(args)
@@ -59,11 +80,13 @@ def _tools() -> dict[str, Any]:
     return {
         "async def": add_async.run,
         "def (worker thread)": add_sync.run,
+        "def (worker thread as before #49's second round)": worker_before,
         "def (asyncio.to_thread, before)": to_thread,
         "def, blocking=False (inline)": add_inline.run,
         "_tools": {
             "async def": add_async,
             "def (worker thread)": add_sync,
+            "def (worker thread as before #49's second round)": add_before,
             "def, blocking=False (inline)": add_inline,
         },
     }

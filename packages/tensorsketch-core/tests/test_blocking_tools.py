@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
 import threading
 import time
 from typing import Any
@@ -269,3 +270,59 @@ async def test_an_inline_sync_tool_that_sleeps_does_stall_the_loop() -> None:
     # The same tool made blocking=False holds the loop for its whole nap: the check above
     # would see that (which is why blocking=False is for functions that return at once).
     assert await _ticks_while_a_sleeping_tool_runs(blocking=False, patience=0.1) == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
+async def test_a_worker_in_a_burst_of_calls_runs_under_sched_batch_and_leaves_it_after_a_pause(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Woken for a call in a burst, a worker must not preempt the loop's thread (it holds the
+    # GIL); woken after a pause it takes the default policy back. The burst is set by the
+    # bound, not by timing: every wake-up is in a burst with an hour, none with zero.
+    loop_policy = os.sched_getscheduler(0)
+    monkeypatch.setattr(workers, "_pool", workers._Pool())
+    monkeypatch.setattr(workers, "BURST_SECONDS", 3600.0)
+
+    async def policies(n: int) -> list[int]:
+        return [await workers.call_blocking(os.sched_getscheduler, 0) for _ in range(n)]
+
+    # The first call finds the new worker awake (no wake-up to judge), the next ones woke it.
+    assert await policies(3) == [os.SCHED_OTHER, os.SCHED_BATCH, os.SCHED_BATCH]
+    monkeypatch.setattr(workers, "BURST_SECONDS", 0.0)
+    assert await policies(2) == [os.SCHED_OTHER, os.SCHED_OTHER]
+    assert os.sched_getscheduler(0) == loop_policy
+    assert workers._pool.count == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
+async def test_batch_policy_false_keeps_workers_under_the_default_policy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(workers, "_pool", workers._Pool())
+    monkeypatch.setattr(workers, "BURST_SECONDS", 3600.0)
+    monkeypatch.setattr(workers, "BATCH_POLICY", False)
+    seen = [await workers.call_blocking(os.sched_getscheduler, 0) for _ in range(3)]
+    assert seen == [os.SCHED_OTHER] * 3
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
+def test_a_worker_keeps_a_policy_the_application_chose(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Workers start from the loop's thread and inherit its policy: one the application chose
+    # is never swapped for the default, whether calls come in a burst or not.
+    monkeypatch.setattr(workers, "_pool", workers._Pool())
+    seen: list[int] = []
+
+    def loop_thread() -> None:
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))  # as `chrt --batch` would
+
+        async def calls() -> None:
+            for burst in (3600.0, 3600.0, 0.0, 0.0):  # in a burst, then after pauses
+                monkeypatch.setattr(workers, "BURST_SECONDS", burst)
+                seen.append(await workers.call_blocking(os.sched_getscheduler, 0))
+
+        asyncio.run(calls())
+
+    thread = threading.Thread(target=loop_thread)
+    thread.start()
+    thread.join(WAIT)
+    assert seen == [os.SCHED_BATCH] * 4

@@ -45,6 +45,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tensorsketch.plugins",
             "tensorsketch.retry",
             "tensorsketch.runtime.allocator",
+            "tensorsketch.runtime.inbox",
             "tensorsketch.runtime.loops",
             "tensorsketch.runtime.workers",
             "tensorsketch.schema",
