@@ -4,7 +4,8 @@
 {...}}`` (a crash harness :class:`BackendSpec`, and ``PushNotifications(**push)``). The graph
 echoes the message. ``"die_at"``: SIGKILL this process when a task's ``completed`` notification
 is about to be POSTed (``push_sending``) or was POSTed, before its outcome is recorded
-(``push_sent``), once the file ``TS_KILL_ARMED`` names exists.
+(``push_sent``), once the file ``TS_KILL_ARMED`` names exists. ``TS_SWEEPS``: a file that gets
+a line after each sweep of owed notifications (:func:`count_sweeps`).
 """
 
 from __future__ import annotations
@@ -59,12 +60,30 @@ def _die_at(point: str) -> None:
     _push.deliver = deliver_and_die  # type: ignore[assignment]
 
 
+def count_sweeps(path: str) -> None:
+    """Append a line to ``path`` after every sweep of owed notifications, so a test waits for
+    the sweeps that would send a notification again instead of sleeping."""
+    from tensorsketch.serve.a2a._tasks import TaskService
+
+    sweep = TaskService.sweep_push
+
+    async def sweep_and_count(self: TaskService) -> int:
+        tried = await sweep(self)
+        with open(path, "a", encoding="utf-8") as sweeps:
+            sweeps.write(f"{tried}\n")
+        return tried
+
+    TaskService.sweep_push = sweep_and_count  # type: ignore[method-assign]
+
+
 def main() -> None:
     raw = json.loads(sys.argv[1])
     port = int(sys.argv[2])
     backend = BackendSpec(raw["target"], raw.get("kwargs", {})).create()
     if raw.get("die_at"):
         _die_at(raw["die_at"])
+    if os.environ.get("TS_SWEEPS"):
+        count_sweeps(os.environ["TS_SWEEPS"])
     graph = Graph(State).add(Echo).edge(START, "Echo").edge("Echo", END).compile()
     app = a2a_app(
         graph,
