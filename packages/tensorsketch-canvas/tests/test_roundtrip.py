@@ -33,6 +33,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tensorsketch.canvas import edits, extract, reconstruct
+from tensorsketch.canvas._modules import Origin
+from tensorsketch.canvas._reconstruct import WriteBack, write_back
+from tensorsketch.canvas._source import parse_source
 from tensorsketch.canvas.ir import END, LOOP_EXIT, LOOP_REPEAT, START, EdgeIR, GraphIR, NodeIR, Port
 
 # Example counts, chosen so the whole canvas suite runs in well under a minute on 2 cores.
@@ -685,6 +688,28 @@ def _without_added(ir: GraphIR) -> GraphIR:
     return copy
 
 
+# The edit loops below work on an open file as the Studio does: each write-back reuses the
+# parse its predecessor verified its text with (``write_back`` on ``WriteBack.parsed``), so a
+# gesture costs one parse, not four (write, verify, re-read, no-op). Each example still ends
+# with ``extract`` and ``reconstruct`` on the final text, which a parse carried over wrongly
+# would fail.
+
+
+def _opened(
+    source: str, ir: GraphIR, path: Path | None = None, root: Path | None = None
+) -> WriteBack:
+    """``source`` parsed once, with ``ir`` (its extraction) written back: a no-op whose parse,
+    graphs and classes the next edit reuses."""
+    src = parse_source(source)
+    src.origin = Origin.of(path, root) if path is not None else None
+    return write_back(src, ir)
+
+
+def _edited(current: WriteBack, ir: GraphIR) -> WriteBack:
+    """``ir`` written back over ``current``'s text, reusing its parse (the Studio's edit)."""
+    return write_back(current.parsed, ir, graphs=current.graphs, classes=current.classes)
+
+
 @settings(max_examples=EDIT_EXAMPLES, **SETTINGS)
 @given(st.data())
 def test_random_edits_write_back_and_re_extract(data: st.DataObject) -> None:
@@ -693,21 +718,29 @@ def test_random_edits_write_back_and_re_extract(data: st.DataObject) -> None:
     style = data.draw(st.sampled_from(STYLES))
     original = source = data.draw(rendered(gen, style))
     ir = batched = extract(source)
+    current = _opened(source, ir)
+    assert current.text == source
     palette = Palette.of(gen, ir)
     labels: list[str] = []
     for _ in range(data.draw(st.integers(1, 8))):
         label, gesture = data.draw(edit(ir, palette))
         labels.append(label)
         edited = gesture(ir)
-        new_source = reconstruct(source, edited)
-        compile(new_source, "<edited>", "exec")  # it parses
-        again = extract(new_source)
+        current = _edited(current, edited)
+        compile(current.text, "<edited>", "exec")  # it parses
+        again = current.ir  # the new text, re-read
         assert again == _without_added(edited), labels
         assert_commands_and_caches(gen, again, {n.name: n.cache for n in edited.nodes})
-        assert reconstruct(new_source, again) == new_source, labels
-        source, ir = new_source, again
+        assert _edited(current, again).text == current.text, labels
+        ir = again
         palette.learn(ir)
         batched = gesture(batched)
+    # the final text, read afresh, is what the reused parses said
+    source = current.text
+    fresh = extract(source)
+    assert fresh == ir, labels
+    assert_commands_and_caches(gen, fresh, {n.name: n.cache for n in ir.nodes})
+    assert reconstruct(source, ir) == source, labels
     # Written once, a node placed from a class the file already has takes that class's
     # interface (write-back's rule for `added`), so only the wiring must match here; the
     # interfaces were compared exactly after every gesture above.
@@ -960,27 +993,34 @@ def test_the_canvas_invariant_holds_on_files_with_subgraphs(data: st.DataObject)
         mine = [(e.target, e.kind) for e in ir.commands if e.source == SUB]
         assert mine == [(d, "command") for d in destinations or []]
         # a no-op projection leaves every file byte for byte
-        assert reconstruct(files["main.py"], ir, path=main, root=root) == files["main.py"]
-        assert reconstruct(child_text, child, path=child_path, root=root) == child_text
+        current = _opened(files["main.py"], ir, main, root)
+        assert current.text == files["main.py"]
+        child_current = _opened(child_text, child, child_path, root)
+        assert child_current.text == child_text
 
         # random edits of the parent: written back, read back; the child's module untouched
-        source, palette = files["main.py"], Palette.of(_gen_stub(ir), ir)
+        palette = Palette.of(_gen_stub(ir), ir)
         palette.classes.pop("sub_app", None)  # a graph, not a class to place
         labels: list[str] = []
         for _ in range(data.draw(st.integers(0, 4))):
             label, gesture = data.draw(edit(ir, palette))
             labels.append(label)
             edited = gesture(ir)
-            source = reconstruct(source, edited, path=main, root=root)
-            main.write_text(source, encoding="utf-8")
-            ir = _read(root, graph)
+            current = _edited(current, edited)
+            main.write_text(current.text, encoding="utf-8")
+            ir = current.ir  # the new text, re-read (its child from its module's file)
             assert ir == _without_added(edited), labels
             # the written destinations' command edges follow every edit (a class's own are
             # read from the class, which a placed node's edit does not know)
             assert _written_commands(ir) == _written_commands(edited), labels
-            assert reconstruct(source, ir, path=main, root=root) == source, labels
+            assert _edited(current, ir).text == current.text, labels
             palette.learn(ir)
             palette.classes.pop("sub_app", None)
+        # the file as written, read afresh, is what the reused parses said
+        source = current.text
+        fresh = _read(root, graph)
+        assert fresh == ir and _written_commands(fresh) == _written_commands(ir), labels
+        assert reconstruct(source, ir, path=main, root=root) == source, labels
         if module is not None:
             assert child_path.read_text(encoding="utf-8") == files[module]
         # the runtime, importing the edited file, declares the destinations the IR draws
@@ -998,9 +1038,9 @@ def test_the_canvas_invariant_holds_on_files_with_subgraphs(data: st.DataObject)
             label, gesture = data.draw(edit(child, child_palette))
             labels.append(f"child {label}")
             edited = gesture(child)
-            child_text = reconstruct(child_text, edited, path=child_path, root=root)
-            child_path.write_text(child_text, encoding="utf-8")
-            child = extract(child_text, child_graph, path=child_path, root=root)
+            child_current = _edited(child_current, edited)
+            child_path.write_text(child_current.text, encoding="utf-8")
+            child = child_current.ir
             assert child == _without_added(edited), labels
             child_palette.learn(child)
         assert main.read_bytes() == parent_bytes

@@ -6,7 +6,8 @@ echoes the message (``"graph": "ask"``: it first asks the user's name, then gree
 ``"die_at"``: SIGKILL this process when a task's ``completed`` notification (``"die_on"``: the
 text in the body that marks the one to die on) is about to be POSTed (``push_sending``) or was
 POSTed, before its outcome is recorded (``push_sent``), once the file ``TS_KILL_ARMED`` names
-exists.
+exists. ``TS_SWEEPS``: a file that gets a line after each sweep of owed notifications
+(:func:`count_sweeps`).
 """
 
 from __future__ import annotations
@@ -73,12 +74,30 @@ def _die_at(point: str, marker: bytes = b"TASK_STATE_COMPLETED") -> None:
     _push.deliver = deliver_and_die  # type: ignore[assignment]
 
 
+def count_sweeps(path: str) -> None:
+    """Append a line to ``path`` after every sweep of owed notifications, so a test waits for
+    the sweeps that would send a notification again instead of sleeping."""
+    from tensorsketch.serve.a2a._tasks import TaskService
+
+    sweep = TaskService.sweep_push
+
+    async def sweep_and_count(self: TaskService) -> int:
+        tried = await sweep(self)
+        with open(path, "a", encoding="utf-8") as sweeps:
+            sweeps.write(f"{tried}\n")
+        return tried
+
+    TaskService.sweep_push = sweep_and_count  # type: ignore[method-assign]
+
+
 def main() -> None:
     raw = json.loads(sys.argv[1])
     port = int(sys.argv[2])
     backend = BackendSpec(raw["target"], raw.get("kwargs", {})).create()
     if raw.get("die_at"):
         _die_at(raw["die_at"], raw.get("die_on", "TASK_STATE_COMPLETED").encode())
+    if os.environ.get("TS_SWEEPS"):
+        count_sweeps(os.environ["TS_SWEEPS"])
     node = Ask if raw.get("graph") == "ask" else Echo
     graph = Graph(State).add(node).edge(START, node.__name__).edge(node.__name__, END).compile()
     app = a2a_app(

@@ -4,6 +4,8 @@
 harness :class:`BackendSpec`). The graph is ``task_graphs.work_graph()`` (with ``"graph":
 "steer"``, ``task_graphs.steer_agent(SPEC["gates"])``); ``TS_KILL_AT=n``
 makes the process ``SIGKILL`` itself inside the n-th tool call, before its side effect.
+``TS_SWEEPS``: a file that gets a line after each sweep of undelivered webhooks
+(:func:`count_sweeps`).
 """
 
 from __future__ import annotations
@@ -117,6 +119,22 @@ def _die_at(point: str) -> None:
         raise SystemExit(f"unknown die_at {point!r}")
 
 
+def count_sweeps(path: str) -> None:
+    """Append a line to ``path`` after every sweep of undelivered webhooks, so a test waits
+    for the sweeps that would deliver a webhook again instead of sleeping."""
+    from tensorsketch.serve._run_webhooks import RunWebhookSender
+
+    sweep = RunWebhookSender.sweep
+
+    async def sweep_and_count(self: RunWebhookSender, limit: int = 100) -> int:
+        started = await sweep(self, limit)
+        with open(path, "a", encoding="utf-8") as sweeps:
+            sweeps.write(f"{started}\n")
+        return started
+
+    RunWebhookSender.sweep = sweep_and_count  # type: ignore[method-assign]
+
+
 def main() -> None:
     signal.signal(signal.SIGUSR1, _dump_tasks)
     raw = json.loads(sys.argv[1])
@@ -134,6 +152,8 @@ def main() -> None:
         _die_before_marking_steering_taken()
     if raw.get("die_at"):
         _die_at(raw["die_at"])
+    if os.environ.get("TS_SWEEPS"):
+        count_sweeps(os.environ["TS_SWEEPS"])
     runner = AsyncRunner(
         graph,
         backend=backend,

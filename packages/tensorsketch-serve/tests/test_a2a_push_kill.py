@@ -109,6 +109,24 @@ class Receiver:
 
 
 COMPLETED = "TASK_STATE_COMPLETED"
+#: the restarted server's sweep interval: short, so the test waits on sweeps, not seconds
+SWEEP_EVERY = 0.2
+
+
+def _count(sweeps: Path) -> int:
+    """Sweeps the server finished (``a2a_server_proc.count_sweeps``)."""
+    try:
+        return len(sweeps.read_text(encoding="utf-8").splitlines())
+    except FileNotFoundError:
+        return 0
+
+
+def _sweeps_after(sweeps: Path, count: int, timeout: float = 30) -> None:
+    """Wait until the server has finished ``count`` sweeps."""
+    deadline = time.monotonic() + timeout
+    while _count(sweeps) < count:
+        assert time.monotonic() < deadline, f"the server swept {_count(sweeps)} times, not {count}"
+        time.sleep(0.02)
 
 
 @pytest.mark.slow
@@ -133,12 +151,17 @@ def test_killed_while_a_task_s_final_notification_is_owed(
     assert first.process.wait(60) == -9
     sent_before = len(receiver.finals())
     assert sent_before == (1 if die_at == "push_sent" else 0), receiver.states
-    second = A2AServer({**spec, "push": {**PUSH, "sweep_every": 0.5}})
+    sweeps = tmp_path / "sweeps"
+    second = A2AServer(
+        {**spec, "push": {**PUSH, "sweep_every": SWEEP_EVERY}}, TS_SWEEPS=str(sweeps)
+    )
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and len(receiver.finals()) == sent_before:
-            time.sleep(0.1)
-        time.sleep(2)  # a further delivery, if any, has its time
+            time.sleep(0.02)
+        # A further delivery would come from a later sweep: wait for two more (the second
+        # begins after the delivering one has recorded its outcome) instead of a while.
+        _sweeps_after(sweeps, _count(sweeps) + 2)
         listing = {"jsonrpc": "2.0", "id": 2, "method": "ListTasks", "params": {}}
         found = httpx.post(second.url, json=listing, headers={"A2A-Version": "1.0"}, timeout=30)
         [task] = found.json()["result"]["tasks"]

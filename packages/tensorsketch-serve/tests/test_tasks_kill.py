@@ -322,6 +322,16 @@ def test_two_runners_on_redis_one_killed_mid_batch(redis_prefix: str, tmp_path: 
     two_runners_one_killed(_redis(redis_prefix), tmp_path)
 
 
+def _until_stopped(pid: int, timeout: float = 30) -> bool:
+    """Wait for process ``pid`` to be stopped (``T`` in ``/proc/<pid>/stat``)."""
+    deadline = time.monotonic() + timeout
+    while Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "T":
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 def two_runners_one_stalled(spec: dict[str, Any], tmp_path: Path) -> None:
     """The lease path, not dead-pid detection: the doomed server freezes itself (SIGSTOP, its
     pid stays alive on this host) before a tool call; the survivor takes its runs over once
@@ -350,9 +360,8 @@ def two_runners_one_stalled(spec: dict[str, Any], tmp_path: Path) -> None:
             time.sleep(0.05)
         assert stopped.exists(), "the doomed server never reached its freeze point"
         stalled_thread = stopped.read_text(encoding="utf-8")
-        time.sleep(0.2)
-        state = Path(f"/proc/{doomed.process.pid}/stat").read_text().rpartition(")")[2].split()[0]
-        assert state == "T"  # stopped, alive: the survivor cannot know it is gone but by lease
+        # stopped, alive: the survivor cannot know it is gone but by lease
+        assert _until_stopped(doomed.process.pid), "the doomed server wrote its marker but ran on"
         assert not owner_is_dead(f"{socket.gethostname()}:{doomed.process.pid}:x")
         records = _await_all(survivor.url, ids)
         _exactly_once(ledger, survivor.url, records)
@@ -429,11 +438,16 @@ def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
     return _store(request, tmp_path)
 
 
-def _ticks_server(spec: dict[str, Any], tmp_path: Path, die_at: str | None = None) -> Server:
+def _ticks_server(
+    spec: dict[str, Any], tmp_path: Path, die_at: str | None = None, sweeps: Path | None = None
+) -> Server:
     """A server of ``multitask_graph`` (0.3 s per tick); with ``die_at``, it SIGKILLs itself
-    there once ``tmp_path / "armed"`` exists."""
+    there once ``tmp_path / "armed"`` exists; with ``sweeps``, it counts its webhook sweeps
+    in that file."""
     ticks = {**spec, "graph": "ticks", "pause": 0.3}
     env = {"TS_KILL_ARMED": str(tmp_path / "armed")} if die_at else {}
+    if sweeps is not None:
+        env["TS_SWEEPS"] = str(sweeps)
     return Server({**ticks, **({"die_at": die_at} if die_at else {})}, tmp_path / "l.db", **env)
 
 
@@ -578,21 +592,46 @@ def test_killed_during_a_webhook_delivery(
     assert first.process.wait(60) == -9
     sent_before = len(receiver.runs)
     assert sent_before == (1 if die_at == "webhook_sent" else 0), receiver.runs
-    second = _ticks_server({**store, "webhooks": {**hooks, "backoff": 0.2}}, tmp_path)
+    sweeps = tmp_path / "sweeps"
+    again = {**hooks, "backoff": 0.2, "sweep_every": SWEEP_EVERY}
+    second = _ticks_server({**store, "webhooks": again}, tmp_path, sweeps=sweeps)
     try:
         with httpx.Client(base_url=second.url, timeout=30) as client:
             deadline = time.monotonic() + 30
             record = client.get(f"/tasks/{run['id']}").json()
             while time.monotonic() < deadline and not record.get("webhook_delivery"):
-                time.sleep(0.2)
+                time.sleep(0.05)
                 record = client.get(f"/tasks/{run['id']}").json()
             assert record["status"] == "succeeded", record
             delivery = record["webhook_delivery"]
             assert delivery and delivery["delivered"] is True, record
             assert record["owner"] is None, record  # the delivery's claim is given back
-            time.sleep(2)  # a further delivery, if any, has its time
-        assert receiver.runs == [run["id"]] * (sent_before + 1), receiver.runs
-        assert set(receiver.deliveries) == {delivery["id"]}, receiver.deliveries
-        assert delivery["id"] == f"{run['id']}:run.succeeded", delivery
+        # A further delivery would be started by a later sweep: wait for two more (the
+        # second begins after the outcome was recorded) instead of a while; stopping the
+        # server then lets any delivery it started finish before the receiver is read.
+        _sweeps_after(sweeps, _sweep_count(sweeps) + 2)
     finally:
         assert second.stop() in (0, -15)
+    assert receiver.runs == [run["id"]] * (sent_before + 1), receiver.runs
+    assert set(receiver.deliveries) == {delivery["id"]}, receiver.deliveries
+    assert delivery["id"] == f"{run['id']}:run.succeeded", delivery
+
+
+#: the restarted server's webhook sweep interval: short, so the test waits on sweeps
+SWEEP_EVERY = 0.2
+
+
+def _sweep_count(sweeps: Path) -> int:
+    """Sweeps the server finished (``task_server_proc.count_sweeps``)."""
+    try:
+        return len(sweeps.read_text(encoding="utf-8").splitlines())
+    except FileNotFoundError:
+        return 0
+
+
+def _sweeps_after(sweeps: Path, count: int, timeout: float = 30) -> None:
+    """Wait until the server has finished ``count`` sweeps."""
+    deadline = time.monotonic() + timeout
+    while _sweep_count(sweeps) < count:
+        assert time.monotonic() < deadline, f"{_sweep_count(sweeps)} sweeps, not {count}"
+        time.sleep(0.02)

@@ -54,7 +54,13 @@ def _stopped(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[0] in ("T", "t")
 
 
-async def _until_stopped(process: Any, seconds: float = 30) -> bool:
+#: The lease of the runner that takes a stalled thread over. Only the stalled runner's lease
+#: must be short (it has to lapse while the runner is frozen); the taker's must outlast its
+#: whole run on a loaded machine, where a commit or a renewal can wait a second for the disk.
+TAKEOVER_TTL = 30.0
+
+
+async def _until_stopped(process: Any, seconds: float = 120) -> bool:
     """Wait for ``process`` to freeze itself; ``False`` if it ended or never did."""
     deadline = time.monotonic() + seconds
     while not _stopped(process.pid):
@@ -154,7 +160,10 @@ async def run_in_doubt_stall(
     keyed: bool = False,
     lease_ttl: float = 1.0,
 ) -> InDoubtStall:
-    """Freeze the payment between its call and its record, resume, wake the stale runner."""
+    """Freeze the payment between its call and its record, resume, wake the stale runner.
+
+    ``lease_ttl`` is the frozen runner's lease; with a :class:`BackendSpec`, the runs here
+    that resume the thread hold :data:`TAKEOVER_TTL`'s."""
     work = Path(workdir)
     await asyncio.to_thread(work.mkdir, parents=True, exist_ok=True)
     ledger = EffectLedger(work / "ledger.db")
@@ -184,6 +193,7 @@ async def run_in_doubt_stall(
             process = ctx.Process(target=_stall_child, args=(config,), daemon=True)
             process.start()
             report.killed = await _until_stopped(process)
+            store.lease_ttl = TAKEOVER_TTL  # this process's runs resume the thread
         else:
             pausing = PausingBackend(store, pause_at=0)
 
@@ -303,7 +313,10 @@ async def run_db_step_stall(
     lease_ttl: float = 1.0,
 ) -> DbStepStall:
     """Freeze ``Debit``'s transaction at ``point`` (``"before_write"`` or ``"after_write"``,
-    both before the commit); resume the thread here meanwhile; wake the frozen runner."""
+    both before the commit); resume the thread here meanwhile; wake the frozen runner.
+
+    ``lease_ttl`` is the frozen runner's lease; the runner taking over holds
+    :data:`TAKEOVER_TTL`'s."""
     if point not in ("before_write", "after_write"):
         msg = f"`point` must be 'before_write' or 'after_write', got {point!r}."
         raise ValueError(msg)
@@ -324,7 +337,7 @@ async def run_db_step_stall(
     process = ctx.Process(target=_db_child, args=(config,), daemon=True)
     process.start()
     store = backend.create()
-    store.lease_ttl = lease_ttl
+    store.lease_ttl = TAKEOVER_TTL
     app = db_steps.db_step_graph(ledger)
     try:
         stalled = await _until_stopped(process)
