@@ -22,6 +22,7 @@ import uvicorn
 
 from tensorsketch import END, START, Context, Graph, Node, Schema, interrupt
 from tensorsketch.serve.a2a import AgentCard, PushNotifications, a2a_app
+from tensorsketch.testing import tally
 from tensorsketch.testing.crash import BackendSpec
 
 
@@ -83,8 +84,7 @@ def count_sweeps(path: str) -> None:
 
     async def sweep_and_count(self: TaskService) -> int:
         tried = await sweep(self)
-        with open(path, "a", encoding="utf-8") as sweeps:
-            sweeps.write(f"{tried}\n")
+        tally.mark(path, tried)
         return tried
 
     TaskService.sweep_push = sweep_and_count  # type: ignore[method-assign]

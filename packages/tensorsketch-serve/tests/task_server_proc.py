@@ -27,6 +27,7 @@ import task_graphs
 
 from tensorsketch.runs import AsyncRunner
 from tensorsketch.serve import RunWebhooks, task_app
+from tensorsketch.testing import tally
 from tensorsketch.testing.crash import BackendSpec
 from tensorsketch.testing.runs import multitask_graph
 
@@ -128,8 +129,7 @@ def count_sweeps(path: str) -> None:
 
     async def sweep_and_count(self: RunWebhookSender, limit: int = 100) -> int:
         started = await sweep(self, limit)
-        with open(path, "a", encoding="utf-8") as sweeps:
-            sweeps.write(f"{started}\n")
+        tally.mark(path, started)
         return started
 
     RunWebhookSender.sweep = sweep_and_count  # type: ignore[method-assign]

@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from tensorsketch.testing import tally
 from tensorsketch.testing.ports import free_port
 from tensorsketch.testing.services import POSTGRES_DSN, REDIS_URL
 
@@ -113,22 +114,6 @@ COMPLETED = "TASK_STATE_COMPLETED"
 SWEEP_EVERY = 0.2
 
 
-def _count(sweeps: Path) -> int:
-    """Sweeps the server finished (``a2a_server_proc.count_sweeps``)."""
-    try:
-        return len(sweeps.read_text(encoding="utf-8").splitlines())
-    except FileNotFoundError:
-        return 0
-
-
-def _sweeps_after(sweeps: Path, count: int, timeout: float = 30) -> None:
-    """Wait until the server has finished ``count`` sweeps."""
-    deadline = time.monotonic() + timeout
-    while _count(sweeps) < count:
-        assert time.monotonic() < deadline, f"the server swept {_count(sweeps)} times, not {count}"
-        time.sleep(0.02)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("die_at", ["push_sending", "push_sent"])
 def test_killed_while_a_task_s_final_notification_is_owed(
@@ -161,7 +146,7 @@ def test_killed_while_a_task_s_final_notification_is_owed(
             time.sleep(0.02)
         # A further delivery would come from a later sweep: wait for two more (the second
         # begins after the delivering one has recorded its outcome) instead of a while.
-        _sweeps_after(sweeps, _count(sweeps) + 2)
+        tally.wait_for(sweeps, tally.count(sweeps) + 2)
         listing = {"jsonrpc": "2.0", "id": 2, "method": "ListTasks", "params": {}}
         found = httpx.post(second.url, json=listing, headers={"A2A-Version": "1.0"}, timeout=30)
         [task] = found.json()["result"]["tasks"]

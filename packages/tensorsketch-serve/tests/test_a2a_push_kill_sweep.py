@@ -25,27 +25,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from tensorsketch.testing import tally
 from tensorsketch.testing.ports import free_port
 
 HERE = Path(__file__).resolve().parent
 PUSH = {"allowed_hosts": ["127.0.0.1"], "attempts": 2, "backoff": 0.1, "timeout": 1.0}
 V1 = {"A2A-Version": "1.0"}
-
-
-def _count(sweeps: Path) -> int:
-    """Sweeps the server finished (``a2a_server_proc.count_sweeps``)."""
-    try:
-        return len(sweeps.read_text(encoding="utf-8").splitlines())
-    except FileNotFoundError:
-        return 0
-
-
-def _sweeps_after(sweeps: Path, count: int, timeout: float = 30) -> None:
-    """Wait until the server has finished ``count`` sweeps."""
-    deadline = time.monotonic() + timeout
-    while _count(sweeps) < count:
-        assert time.monotonic() < deadline, f"the server swept {_count(sweeps)} times, not {count}"
-        time.sleep(0.02)
 
 
 class Server:
@@ -147,7 +132,7 @@ def test_an_input_required_notification_is_swept_after_a_kill(tmp_path: Path, li
         assert done["status"]["state"] == "TASK_STATE_COMPLETED"
         headers, _body = receiver.wait_for(lambda b: _state_1_0(b) == "TASK_STATE_COMPLETED")
         assert headers["x-tensorsketch-delivery"] == f"{task['id']}:TASK_STATE_COMPLETED"
-        _sweeps_after(sweeps, _count(sweeps) + 2)  # a further delivery would come from these
+        tally.wait_for(sweeps, tally.count(sweeps) + 2)  # a further delivery would come from these
     finally:
         assert second.stop() in (0, -15)
     states = [_state_1_0(b) for _h, b in receiver.got]
@@ -188,7 +173,7 @@ def test_a_0_3_webhook_s_final_task_is_swept_after_a_kill(tmp_path: Path, live: 
     second = Server({**spec, "push": {**PUSH, "sweep_every": 0.2}}, TS_SWEEPS=str(sweeps))
     try:
         headers, body = receiver.wait_for(lambda b: b.get("status", {}).get("state") == "completed")
-        _sweeps_after(sweeps, _count(sweeps) + 2)  # a further delivery would come from these
+        tally.wait_for(sweeps, tally.count(sweeps) + 2)  # a further delivery would come from these
     finally:
         assert second.stop() in (0, -15)
     shown = v03.Task.model_validate(body)  # what an a2a-sdk 0.3 receiver reads

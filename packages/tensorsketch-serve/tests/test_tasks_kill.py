@@ -34,6 +34,7 @@ from httpx_sse import connect_sse
 
 from tensorsketch.runs import run_store
 from tensorsketch.runtime.backends.runs import owner_is_dead
+from tensorsketch.testing import tally
 from tensorsketch.testing.crash import BackendSpec, EffectLedger
 from tensorsketch.testing.ports import free_port
 from tensorsketch.testing.services import POSTGRES_DSN, REDIS_URL
@@ -608,7 +609,7 @@ def test_killed_during_a_webhook_delivery(
         # A further delivery would be started by a later sweep: wait for two more (the
         # second begins after the outcome was recorded) instead of a while; stopping the
         # server then lets any delivery it started finish before the receiver is read.
-        _sweeps_after(sweeps, _sweep_count(sweeps) + 2)
+        tally.wait_for(sweeps, tally.count(sweeps) + 2)
     finally:
         assert second.stop() in (0, -15)
     assert receiver.runs == [run["id"]] * (sent_before + 1), receiver.runs
@@ -618,19 +619,3 @@ def test_killed_during_a_webhook_delivery(
 
 #: the restarted server's webhook sweep interval: short, so the test waits on sweeps
 SWEEP_EVERY = 0.2
-
-
-def _sweep_count(sweeps: Path) -> int:
-    """Sweeps the server finished (``task_server_proc.count_sweeps``)."""
-    try:
-        return len(sweeps.read_text(encoding="utf-8").splitlines())
-    except FileNotFoundError:
-        return 0
-
-
-def _sweeps_after(sweeps: Path, count: int, timeout: float = 30) -> None:
-    """Wait until the server has finished ``count`` sweeps."""
-    deadline = time.monotonic() + timeout
-    while _sweep_count(sweeps) < count:
-        assert time.monotonic() < deadline, f"{_sweep_count(sweeps)} sweeps, not {count}"
-        time.sleep(0.02)
