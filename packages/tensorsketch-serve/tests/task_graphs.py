@@ -10,6 +10,7 @@ import asyncio
 import os
 import signal
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +37,28 @@ __all__ = [
     "listen_graph",
     "refund_agent",
     "steer_agent",
+    "turns",
     "work_graph",
 ]
 
-#: One side effect at a time in this process (see ``Work``).
-TURNS = asyncio.Lock()
+#: The effects' turn of each event loop (see ``Work`` and :func:`turns`).
+_TURNS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def turns() -> asyncio.Lock:
+    """One side effect at a time on the running event loop (a server process has one).
+
+    A lock per loop, not one for the module: an asyncio lock binds to the first loop a task
+    waits on it in, and every in-process test server runs on a loop of its own, so a run on
+    a later server that had to wait for its turn failed with ``RuntimeError`` (and a retry
+    with its idempotency key, finding it failed, made a new run)."""
+    loop = asyncio.get_running_loop()
+    lock = _TURNS.get(loop)
+    if lock is None:
+        lock = _TURNS[loop] = asyncio.Lock()
+    return lock
 
 
 def _ledger() -> EffectLedger | None:
@@ -120,14 +138,14 @@ class Work(Node):
         # Effects take turns (each is journaled before the next calls out), as in the crash
         # harness: a kill inside one call then never lands while another run's call has
         # completed but is not yet recorded — the window no journal closes.
-        async with TURNS:
+        async with turns():
             ctx_thread[:] = [ctx.thread_id or ""]
             _maybe_freeze(ledger)
             first = await ctx.step("charge", lambda: effect("charge"))
         await ctx.emit("progress", {"done": first})
         if inp.n % 2:
             await ctx.sleep(float(os.environ.get("TS_NAP", "0.5")))
-        async with TURNS:
+        async with turns():
             ctx_thread[:] = [ctx.thread_id or ""]
             _maybe_freeze(ledger)
             second = await ctx.step("ship", lambda: effect("ship"))
