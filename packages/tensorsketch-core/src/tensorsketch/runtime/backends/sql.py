@@ -53,6 +53,7 @@ from tensorsketch.runtime.backends.rides import RecordRide
 from tensorsketch.runtime.backends.runs import RunStore
 from tensorsketch.runtime.backends.sql_query import Query
 from tensorsketch.runtime.backends.sql_runs import SqlRunStore
+from tensorsketch.runtime.inbox import settle
 from tensorsketch.runtime.loops import on_private_loop
 from tensorsketch.serializers import Serializer
 
@@ -1233,12 +1234,7 @@ def _answer(answers: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], 
 
 def _settle_all(settled: list[tuple[asyncio.Future[Any], _Outcome]]) -> None:
     for future, (result, error) in settled:
-        if future.cancelled():
-            continue
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
+        settle(future, result, error)
 
 
 def _fenced_thread(queries: Sequence[Query]) -> str:
