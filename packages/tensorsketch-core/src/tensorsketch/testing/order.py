@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import weakref
 from collections.abc import Callable
 from typing import Annotated, Any, Protocol
 
@@ -57,7 +58,11 @@ class OrderEffects(Protocol):
         ...
 
 
-_TURNS: dict[tuple[str | None, int, str], asyncio.Lock] = {}
+#: Held weakly: a superstep's lock lives while its workers wait on it or hold it (the
+#: release callback keeps it), so a long crash matrix does not keep one per superstep run.
+_TURNS: weakref.WeakValueDictionary[tuple[str | None, int, str], asyncio.Lock] = (
+    weakref.WeakValueDictionary()
+)
 
 
 def _turns(ctx: Context) -> asyncio.Lock:
