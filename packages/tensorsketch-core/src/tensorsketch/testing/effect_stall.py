@@ -42,6 +42,7 @@ from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.testing import db_steps, in_doubt
 from tensorsketch.testing.crash import BackendSpec, EffectLedger, _drain, _mp_context
 from tensorsketch.testing.fork_stall import PausingBackend
+from tensorsketch.testing.stall import TAKEOVER_TTL
 
 __all__ = ["DbStepStall", "InDoubtStall", "run_db_step_stall", "run_in_doubt_stall"]
 
@@ -52,12 +53,6 @@ def _stopped(pid: int) -> bool:
     except OSError:
         return False
     return stat.rpartition(")")[2].split()[0] in ("T", "t")
-
-
-#: The lease of the runner that takes a stalled thread over. Only the stalled runner's lease
-#: must be short (it has to lapse while the runner is frozen); the taker's must outlast its
-#: whole run on a loaded machine, where a commit or a renewal can wait a second for the disk.
-TAKEOVER_TTL = 30.0
 
 
 async def _until_stopped(process: Any, seconds: float = 120) -> bool:

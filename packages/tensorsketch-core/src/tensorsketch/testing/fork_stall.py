@@ -52,6 +52,7 @@ from tensorsketch.testing.crash import (
     scenario_graph,
 )
 from tensorsketch.testing.fork_crash import FORK_VALUES, recover_fork
+from tensorsketch.testing.stall import TAKEOVER_TTL
 
 __all__ = [
     "P3_LABEL",
@@ -359,6 +360,7 @@ async def _stall_child(
             problems.append("the fork's runner never reached this boundary")
             break
         await asyncio.sleep(0.01)
+    store.lease_ttl = TAKEOVER_TTL  # only the frozen child's lease has to be short
     await _take_over(app, store, config, lease_ttl)
     # The stale runner wakes up (on a loaded machine it may have ended already: its lease
     # lapsed before the boundary, so it stopped itself; what it ended with is checked all

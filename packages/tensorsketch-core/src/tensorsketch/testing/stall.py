@@ -49,6 +49,11 @@ __all__ = ["StallPoint", "StallReport", "run_stall_matrix", "stall_graph"]
 SCENARIO = "tensorsketch.testing.stall:stall_graph"
 P3_NOTE = "from-P3"
 
+#: The lease of the runner that takes a stalled thread over. Only the stalled runner's lease
+#: must be short (it has to lapse while the runner is frozen); the taker's must outlast its
+#: whole run on a loaded machine, where a commit or a renewal can wait a second for the disk.
+TAKEOVER_TTL = 30.0
+
 
 class StallState(Schema):
     """Three effects in one node, one in the next; a run with ``note=from-P3`` only writes."""
@@ -207,6 +212,7 @@ async def run_stall_matrix(
                     break
                 await asyncio.sleep(0.01)
             await asyncio.sleep(lease_ttl * 1.5)  # the frozen owner's lease lapses
+            store.lease_ttl = TAKEOVER_TTL  # only the frozen owner's lease is short
             await _drain(app, store, thread, {}, lease_ttl)  # P2 takes over and finishes
             await app.invoke({"note": P3_NOTE}, thread_id=thread, backend=store)  # P3
             # The stale owner wakes up. On a loaded machine it may already have ended (its
