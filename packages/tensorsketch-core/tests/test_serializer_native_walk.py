@@ -223,24 +223,28 @@ def test_memoryview_under_a_float_is_still_refused() -> None:
         MsgpackSerializer().dumps({"at": 1796609073.9226878, "view": memoryview(b"x")})
 
 
-def test_shared_encoding_packs_a_model_once_and_writes_the_same_bytes() -> None:
+def test_shared_encoding_packs_a_model_once_and_writes_the_same_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import ormsgpack
+
     serializer = MsgpackSerializer()
     message = Msg(content="hello")
-    checkpoint = {"messages": [message], "n": (1, 2)}
+    checkpoint = {"messages": [message], "n": (1, 2), "at": 1796609073.9226878}
     event = {"kind": "values", "messages": [message]}
     expected = [serializer._dumps_walked(checkpoint), serializer._dumps_walked(event)]
-    calls = 0
-    original = serializer._model_data
+    models = 0
+    packb = ormsgpack.packb
 
-    def counted(obj: BaseModel) -> dict[str, Any]:
-        nonlocal calls
-        calls += 1
-        return original(obj)
+    def counted(obj: Any, *args: Any, **kwargs: Any) -> bytes:
+        nonlocal models
+        models += isinstance(obj, dict) and obj.get("$t") == "model"
+        return bytes(packb(obj, *args, **kwargs))
 
-    serializer._model_data = counted  # type: ignore[method-assign]
+    monkeypatch.setattr(ormsgpack, "packb", counted)
     with shared_encoding(serializer):
         assert [serializer.dumps(checkpoint), serializer.dumps(event)] == expected
-    assert calls == 1
+    assert models == 1
 
 
 def _python_calls(fn: Any) -> int:

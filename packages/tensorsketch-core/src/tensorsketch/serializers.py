@@ -306,6 +306,7 @@ class _TaggedSerializer:
         # Per model class: its field names when its ``__dict__`` can stand for its data.
         self._model_names: dict[type, tuple[str, ...] | None] = {}
         self._findable: dict[type, bool] = {}
+        self._tags: dict[type, str] = {}  # the tag of each findable class met
         self.register(*types)
 
     def register(self, *types: type) -> None:
@@ -319,6 +320,7 @@ class _TaggedSerializer:
                 raise TypeError(msg)
             self._types[_qualified(t)] = t
         self._findable.clear()
+        self._tags.clear()
 
     # -- encode -----------------------------------------------------------------------------
 
@@ -451,10 +453,11 @@ class _TaggedSerializer:
         cls = type(obj)
         keys = self._model_keys.get(cls)
         if keys is None:
-            keys = self._model_keys[cls] = _validation_keys(cls)
-            self._model_names[cls] = _plain_field_names(cls, keys)
+            keys = _validation_keys(cls)
+            self._model_names[cls] = _plain_field_names(cls, keys)  # first: read once keyed
+            self._model_keys[cls] = keys
         own = obj.__dict__
-        data = own if tuple(own) == self._model_names[cls] else None
+        data = own if tuple(own) == self._model_names.get(cls) else None
         if data is None:
             data = {key: getattr(obj, name) for name, key in keys}
         extra = obj.__pydantic_extra__
@@ -472,6 +475,9 @@ class _TaggedSerializer:
 
     def _tag_of(self, cls: type) -> str:
         """The class's tag, refusing (at write time, not on resume) one a load cannot find."""
+        tag = self._tags.get(cls)  # found before: its tag, made once
+        if tag is not None:
+            return tag
         tag = _qualified(cls)
         findable = self._findable.get(cls)
         if findable is None:
@@ -480,7 +486,9 @@ class _TaggedSerializer:
                 if self._strict
                 else self._types.get(tag) is cls or self._lookup(tag) is cls
             )
-        if not findable:
+        if findable:
+            self._tags[cls] = tag
+        else:
             why = (
                 "strict mode rebuilds only registered classes"
                 if self._strict
@@ -744,7 +752,7 @@ class MsgpackSerializer(_TaggedSerializer):
         made: dict[int, tuple[Any, Any]] = {}  # outermost extensions, for _may_hold_bin
         depth = 0
         tags = 0  # tag mappings packed into the output (each one writes the tag key once)
-        model_keys = self._model_keys
+        model_keys, model_names = self._model_keys, self._model_names
 
         def extend(value: Any) -> Any:
             nonlocal depth, tags
@@ -758,11 +766,11 @@ class MsgpackSerializer(_TaggedSerializer):
                         made[id(value)] = (value, seen[1])
                     return seen[1]
             if kind in model_keys:  # a model class met before: none of the checks below
-                mapping: Any = {
-                    _TAG: "model",
-                    "c": self._tag_of(kind),
-                    "v": self._model_data(value),
-                }
+                own = value.__dict__  # _model_data's commonest case, inline
+                if tuple(own) != model_names[kind] or value.__pydantic_extra__:
+                    own = self._model_data(value)
+                mapping: Any = {_TAG: "model", "c": self._tag_of(kind)}
+                mapping["v"] = own
                 reusable = True
             else:
                 mapping, reusable = self._native_tag(value)
@@ -836,13 +844,13 @@ class MsgpackSerializer(_TaggedSerializer):
     ) -> bool:
         """Whether a ``bytes``/``bytearray``/``memoryview`` was packed natively (as ``bin``,
         where the walk tags it), after the output holds a byte a ``bin`` header starts with.
-        Those bytes are mostly inside a float (a record's timestamps), so: pack ``obj`` again
-        with its top-level floats as ``None`` (and each tagged value as the extension it
-        became); no such byte then proves there is no ``bin``. ``True`` when unsure."""
-        if type(obj) is dict:
-            probe: Any = {k: None if type(v) is float else v for k, v in obj.items()}
+        Those bytes are mostly inside a float (a record's timestamps), so: pack the values of
+        ``obj`` again without its top-level floats (and each tagged value as the extension
+        it became); no such byte then proves there is no ``bin``. ``True`` when unsure."""
+        if type(obj) is dict:  # its keys are strings (or the pack failed): never a bin
+            probe = [v for v in obj.values() if type(v) is not float]
         elif type(obj) is list:
-            probe = [None if type(v) is float else v for v in obj]
+            probe = [v for v in obj if type(v) is not float]
         else:
             return True
 
