@@ -10,6 +10,7 @@ one ``shared_encoding`` block with the checkpoint, as a commit does. Usage::
 """
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -63,33 +64,57 @@ def _values(turns: int) -> dict[str, Any]:
     return {"checkpoint": state, "run record": record, "values event": event}
 
 
-def _best(fn: Callable[[], Any], number: int, rounds: int) -> float:
-    best = float("inf")
+def _paired(
+    walk: Callable[[], Any], native: Callable[[], Any], number: int, rounds: int
+) -> tuple[float, float]:
+    """Best time per call of each, the two taking turns round by round (a loaded machine
+    weighs on both alike)."""
+    best = [float("inf"), float("inf")]
     for _ in range(rounds):
-        started = time.perf_counter()
-        for _ in range(number):
-            fn()
-        best = min(best, (time.perf_counter() - started) / number)
-    return best
+        for i, fn in enumerate((walk, native)):
+            started = time.perf_counter()
+            for _ in range(number):
+                fn()
+            best[i] = min(best[i], (time.perf_counter() - started) / number)
+    return best[0], best[1]
+
+
+def _python_calls(fn: Callable[[], Any]) -> int:
+    """Python function calls while ``fn`` runs: deterministic, unlike the times."""
+    calls = 0
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        calls += event == "call"
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return calls
 
 
 def main() -> None:
     from tensorsketch.serializers import MsgpackSerializer, shared_encoding
 
-    number, rounds = (200, 3) if QUICK else (2000, 7)
+    number, rounds = (100, 3) if QUICK else (1000, 7)
     codec = MsgpackSerializer()
-    print(f"\n## MsgpackSerializer.dumps, µs per call (best of {rounds} x {number})\n")
-    print("| value | bytes | Python walk | native walk | walk / native |")
-    print("|---|---:|---:|---:|---:|")
+    print(f"\n## MsgpackSerializer.dumps per call (best of {rounds} alternating rounds)\n")
+    print("| value | bytes | Python calls, walk → native | µs, walk | µs, native | walk / native |")
+    print("|---|---:|---:|---:|---:|---:|")
+    rows: list[tuple[str, int, Callable[[], Any], Callable[[], Any]]] = []
     for turns in (1, 10):
         for name, value in _values(turns).items():
             assert codec.dumps(value) == codec._dumps_walked(value), name
-            walk = _best(lambda v=value: codec._dumps_walked(v), number, rounds)
-            native = _best(lambda v=value: codec.dumps(v), number, rounds)
             label = f"{name}, {turns} turn{'s' if turns > 1 else ''}"
-            print(
-                f"| {label} | {len(codec.dumps(value)):,} | {walk * 1e6:.1f} "
-                f"| {native * 1e6:.1f} | {walk / native:.2f}x |"
+            rows.append(
+                (
+                    label,
+                    len(codec.dumps(value)),
+                    lambda v=value: codec._dumps_walked(v),
+                    lambda v=value: codec.dumps(v),
+                )
             )
     values = list(_values(10).values())
 
@@ -101,12 +126,21 @@ def main() -> None:
 
         return run
 
-    walk = _best(commit(codec._dumps_walked), number // 4, rounds)
-    native = _best(commit(codec.dumps), number // 4, rounds)
-    print(
-        f"| all three in one shared_encoding, 10 turns | | {walk * 1e6:.1f} "
-        f"| {native * 1e6:.1f} | {walk / native:.2f}x |"
+    rows.append(
+        (
+            "all three in one shared_encoding, 10 turns",
+            0,
+            commit(codec._dumps_walked),
+            commit(codec.dumps),
+        )
     )
+    for label, size, walk, native in rows:
+        calls = f"{_python_calls(walk):,} → {_python_calls(native):,}"
+        t_walk, t_native = _paired(walk, native, number if size else number // 4, rounds)
+        print(
+            f"| {label} | {f'{size:,}' if size else ''} | {calls} | {t_walk * 1e6:.1f} "
+            f"| {t_native * 1e6:.1f} | {t_walk / t_native:.2f}x |"
+        )
 
 
 if __name__ == "__main__":

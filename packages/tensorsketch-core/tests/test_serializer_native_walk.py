@@ -121,7 +121,17 @@ def _containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.one_of(
         st.lists(children, max_size=4),
         st.dictionaries(keys, children, max_size=4),
-        st.dictionaries(st.one_of(keys, st.integers(0, 3), st.tuples(st.integers())), children),
+        st.dictionaries(
+            st.one_of(
+                keys,
+                st.integers(0, 3),
+                st.tuples(st.integers()),
+                st.text(max_size=2).map(Word),
+                st.just(Tone.CALM),
+            ),
+            children,
+            max_size=4,
+        ),
         st.lists(children, max_size=3).map(tuple),
         st.lists(children, max_size=3).map(Items),
         st.dictionaries(keys, children, max_size=3).map(Fields),
@@ -149,6 +159,17 @@ def test_native_walk_writes_the_bytes_of_the_python_walk(value: Any) -> None:
     serializer = MsgpackSerializer(types=[Msg, Aliased, Tagged, Point, Frozen])
     for wrapped in (value, {"at": 1.5, "value": value}):  # a float on top: the bin probe
         assert _outcome(serializer.dumps, wrapped) == _outcome(serializer._dumps_walked, wrapped)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(values)
+def test_native_walk_in_a_shared_encoding_writes_the_same_bytes(value: Any) -> None:
+    serializer = MsgpackSerializer(types=[Msg, Aliased, Tagged, Point, Frozen])
+    checkpoint, event = {"state": value, "at": 2.5}, {"kind": "values", "values": [value]}
+    expected = [_outcome(serializer._dumps_walked, v) for v in (checkpoint, event, checkpoint)]
+    with shared_encoding(serializer):
+        written = [_outcome(serializer.dumps, v) for v in (checkpoint, event, checkpoint)]
+    assert written == expected
 
 
 def _outcome(dumps: Any, value: Any) -> bytes | str:

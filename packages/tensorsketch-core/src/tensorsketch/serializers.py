@@ -728,6 +728,11 @@ class MsgpackSerializer(_TaggedSerializer):
     A value msgpack cannot hold (an int beyond 64 bits, a string with a lone surrogate,
     tagged values nested more than 200 deep) is written as JSON instead, which both
     serializers read.
+
+    ormsgpack walks the value itself, in C, and calls back into Python only for a value that
+    takes a tag; what that walk cannot judge alone is written by the Python walk
+    (:meth:`_dumps_walked`), and the bytes are the same either way. One difference: an
+    ``ormsgpack.Ext`` inside a value is written as it is (the Python walk refused one).
     """
 
     name = "msgpack"
