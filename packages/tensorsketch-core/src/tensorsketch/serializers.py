@@ -93,12 +93,13 @@ class _SharedTagged(_Tagged):
     depth: int
 
 
-#: Inside :func:`shared_encoding`: its serializer, and the encoded tree of every model and
-#: dataclass instance it met, by ``id`` (the entry keeps the instance alive, so no other
-#: object takes its id while the block lasts).
-_SHARED: ContextVar[tuple[Any, dict[int, tuple[Any, Any]]] | None] = ContextVar(
-    "tensorsketch_shared_encoding", default=None
-)
+#: Inside :func:`shared_encoding`: its serializer, the encoded tree of every model and
+#: dataclass instance the walk met, and the packed extension of every one msgpack's native
+#: walk met (instance, extension, depth, tag count), both by ``id`` (an entry keeps the
+#: instance alive, so no other object takes its id while the block lasts).
+_SHARED: ContextVar[
+    tuple[Any, dict[int, tuple[Any, Any]], dict[int, tuple[Any, Any, int, int]]] | None
+] = ContextVar("tensorsketch_shared_encoding", default=None)
 
 
 @contextlib.contextmanager
@@ -114,7 +115,7 @@ def shared_encoding(serializer: Any) -> Iterator[None]:
     if outer is not None and outer[0] is serializer:
         yield
         return
-    token = _SHARED.set((serializer, {}))
+    token = _SHARED.set((serializer, {}, {}))
     try:
         yield
     finally:
@@ -161,6 +162,18 @@ def _validation_keys(cls: type[BaseModel]) -> tuple[tuple[str, str], ...]:
         alias = field.validation_alias if field.validation_alias is not None else field.alias
         pairs.append((name, alias if by_alias and isinstance(alias, str) else name))
     return tuple(pairs)
+
+
+def _plain_field_names(cls: type, keys: tuple[tuple[str, str], ...]) -> tuple[str, ...] | None:
+    """The field names, if an instance's ``__dict__`` holding exactly them (in order) is its
+    stored data as it is: every field stored under its own name, and none read through a
+    class attribute (a descriptor) or a custom ``__getattribute__`` instead of the dict."""
+    if cls.__getattribute__ is not object.__getattribute__:  # type: ignore[comparison-overlap]
+        return None
+    for name, key in keys:
+        if name != key or any(name in vars(base) for base in cls.__mro__):
+            return None
+    return tuple(name for name, _ in keys)
 
 
 def _static_lookup(namespace: Any, name: str) -> Any:
@@ -290,7 +303,10 @@ class _TaggedSerializer:
         # Per dataclass: its field names, and whether its tag can be found again on load.
         self._dc_fields: dict[type, tuple[str, ...]] = {}
         self._model_keys: dict[type, tuple[tuple[str, str], ...]] = {}
+        # Per model class: its field names when its ``__dict__`` can stand for its data.
+        self._model_names: dict[type, tuple[str, ...] | None] = {}
         self._findable: dict[type, bool] = {}
+        self._tags: dict[type, str] = {}  # the tag of each findable class met
         self.register(*types)
 
     def register(self, *types: type) -> None:
@@ -304,6 +320,7 @@ class _TaggedSerializer:
                 raise TypeError(msg)
             self._types[_qualified(t)] = t
         self._findable.clear()
+        self._tags.clear()
 
     # -- encode -----------------------------------------------------------------------------
 
@@ -405,13 +422,7 @@ class _TaggedSerializer:
             if seen is not None:
                 return seen[1]
         cls = type(obj)
-        keys = self._model_keys.get(cls)
-        if keys is None:
-            keys = self._model_keys[cls] = _validation_keys(cls)
-        data = {key: getattr(obj, name) for name, key in keys}
-        if obj.__pydantic_extra__:
-            data.update(obj.__pydantic_extra__)
-        tagged = {_TAG: "model", "c": self._tag_of(cls), "v": self._encode(data)}
+        tagged = {_TAG: "model", "c": self._tag_of(cls), "v": self._encode(self._model_data(obj))}
         if shared is not None and shared[0] is self:
             tree = _SharedTagged(tagged)
             tree.ext, tree.depth = None, 0
@@ -427,11 +438,7 @@ class _TaggedSerializer:
             if seen is not None:
                 return seen[1]
         cls = type(obj)
-        names = self._dc_fields.get(cls)
-        if names is None:
-            names = self._dc_fields[cls] = tuple(f.name for f in dataclasses.fields(obj))
-        fields = {n: getattr(obj, n) for n in names}
-        tagged = {_TAG: "dataclass", "c": self._tag_of(cls), "v": self._encode(fields)}
+        tagged = {_TAG: "dataclass", "c": self._tag_of(cls), "v": self._encode(self._dc_data(obj))}
         if shared is not None and shared[0] is self:
             tree = _SharedTagged(tagged)
             tree.ext, tree.depth = None, 0
@@ -439,8 +446,38 @@ class _TaggedSerializer:
             return tree
         return _Tagged(tagged)
 
+    def _model_data(self, obj: BaseModel) -> dict[str, Any]:
+        """A model's fields under the keys ``model_validate`` accepts, and its extras. Not to
+        be changed: it may be the instance's own ``__dict__`` (when that holds exactly the
+        fields, in order, under their stored keys: the common model, with no copy made)."""
+        cls = type(obj)
+        keys = self._model_keys.get(cls)
+        if keys is None:
+            keys = _validation_keys(cls)
+            self._model_names[cls] = _plain_field_names(cls, keys)  # first: read once keyed
+            self._model_keys[cls] = keys
+        own = obj.__dict__
+        data = own if tuple(own) == self._model_names.get(cls) else None
+        if data is None:
+            data = {key: getattr(obj, name) for name, key in keys}
+        extra = obj.__pydantic_extra__
+        if extra:
+            data = {**data, **extra}
+        return data
+
+    def _dc_data(self, obj: Any) -> dict[str, Any]:
+        """A dataclass instance's fields by name (its field list is cached per class)."""
+        cls = type(obj)
+        names = self._dc_fields.get(cls)
+        if names is None:
+            names = self._dc_fields[cls] = tuple(f.name for f in dataclasses.fields(obj))
+        return {n: getattr(obj, n) for n in names}
+
     def _tag_of(self, cls: type) -> str:
         """The class's tag, refusing (at write time, not on resume) one a load cannot find."""
+        tag = self._tags.get(cls)  # found before: its tag, made once
+        if tag is not None:
+            return tag
         tag = _qualified(cls)
         findable = self._findable.get(cls)
         if findable is None:
@@ -449,7 +486,9 @@ class _TaggedSerializer:
                 if self._strict
                 else self._types.get(tag) is cls or self._lookup(tag) is cls
             )
-        if not findable:
+        if findable:
+            self._tags[cls] = tag
+        else:
             why = (
                 "strict mode rebuilds only registered classes"
                 if self._strict
@@ -689,13 +728,150 @@ class MsgpackSerializer(_TaggedSerializer):
     A value msgpack cannot hold (an int beyond 64 bits, a string with a lone surrogate,
     tagged values nested more than 200 deep) is written as JSON instead, which both
     serializers read.
+
+    ormsgpack walks the value itself, in C, and calls back into Python only for a value that
+    takes a tag; what that walk cannot judge alone is written by the Python walk
+    (:meth:`_dumps_walked`), and the bytes are the same either way. One difference: an
+    ``ormsgpack.Ext`` inside a value is written as it is (the Python walk refused one).
     """
 
     name = "msgpack"
 
     def dumps(self, obj: Any) -> bytes:
         ormsgpack = _ormsgpack("write msgpack")
-        # `_tree` inline: this runs for every checkpoint, event and record.
+        packed = self._pack_native(ormsgpack, obj)
+        if packed is not None:
+            return MSGPACK_MAGIC + packed
+        return self._dumps_walked(obj)
+
+    def _pack_native(self, ormsgpack: Any, obj: Any) -> bytes | None:
+        """``obj`` packed by ormsgpack's own walk, which calls back into Python only for a
+        value that takes a tag (``extend``), or ``None`` where the bytes could differ from
+        :meth:`_dumps_walked`'s, which then decides: a dict key that is not a string, a dict
+        holding the tag key, an int beyond 64 bits, a lone surrogate, nesting too deep, an
+        unstorable value (its error is the walk's), and bytes (tagged by the walk, packed
+        as msgpack ``bin`` by ormsgpack: see :meth:`_may_hold_bin`)."""
+        option = _native_option(ormsgpack)
+        shared = _SHARED.get()
+        memo = shared[2] if shared is not None and shared[0] is self else None
+        made: dict[int, tuple[Any, Any]] = {}  # outermost extensions, for _may_hold_bin
+        depth = 0
+        tags = 0  # tag mappings packed into the output (each one writes the tag key once)
+        model_keys, model_names = self._model_keys, self._model_names
+
+        def extend(value: Any) -> Any:
+            nonlocal depth, tags
+            kind = type(value)
+            if memo is not None:  # inside shared_encoding: a model or dataclass met before
+                seen = memo.get(id(value))
+                # One packed before no shallower than here: what it nests stays in the limit.
+                if seen is not None and seen[2] >= depth:
+                    tags += seen[3]
+                    if depth == 0:
+                        made[id(value)] = (value, seen[1])
+                    return seen[1]
+            if kind in model_keys:  # a model class met before: none of the checks below
+                own = value.__dict__  # _model_data's commonest case, inline
+                if tuple(own) != model_names[kind] or value.__pydantic_extra__:
+                    own = self._model_data(value)
+                mapping: Any = {_TAG: "model", "c": self._tag_of(kind)}
+                mapping["v"] = own
+                reusable = True
+            else:
+                mapping, reusable = self._native_tag(value)
+                if type(mapping) is not _Tagged:  # a subclass of a plain type: stored as that
+                    return mapping
+                mapping = dict(mapping)  # a _Tagged would come back to extend
+            depth += 1
+            before = tags
+            try:
+                if depth > _MAX_TAG_DEPTH:  # the reader would refuse it: the walk writes JSON
+                    msg = "tagged values nested too deeply for msgpack"
+                    raise TypeError(msg)
+                ext = ormsgpack.Ext(
+                    _EXT_TAGGED, ormsgpack.packb(mapping, default=extend, option=option)
+                )
+                count = tags - before + 1
+                if reusable and memo is not None:
+                    memo[id(value)] = (value, ext, depth - 1, count)  # where it was met
+                if depth == 1:
+                    made[id(value)] = (value, ext)
+            finally:
+                depth -= 1
+            tags = before + count
+            return ext
+
+        try:
+            packed: bytes = ormsgpack.packb(obj, default=extend, option=option)
+        except TypeError:
+            return None
+        if packed.count(_TAG_KEY_PACKED) != tags:  # a dict holds the tag key (or may)
+            return None
+        if _may_hold_bin(packed) and self._may_hold_bin(ormsgpack, obj, made, option):
+            return None
+        return packed
+
+    def _native_tag(self, value: Any) -> tuple[Any, bool]:
+        """What the native walk writes for ``value``, which it handed to ``extend``: its tag
+        mapping (a :class:`_Tagged`, its items as they are: the walk packs them) and whether
+        it is a model or dataclass (shared in :func:`shared_encoding`); or, for a subclass of
+        ``str``/``int``/``float``/``list``/``dict``, the plain value to write instead. In
+        ``_encode`` and ``_encode_other``'s order (it matters for subclasses); raises on what
+        they refuse."""
+        kind = type(value)
+        if kind is tuple:
+            return _Tagged({_TAG: "tuple", "v": list(value)}), False
+        if isinstance(value, enum.Enum):
+            return _Tagged({_TAG: "enum", "c": self._tag_of(kind), "v": value.value}), False
+        if isinstance(value, str | int | float):
+            for plain in (str, int, float):
+                if isinstance(value, plain):
+                    return plain(value), False
+        if isinstance(value, list):
+            return list(value), False
+        if isinstance(value, dict):  # ormsgpack refuses a non-str key; tag keys are counted
+            return dict(value), False
+        if isinstance(value, BaseModel):
+            tag = self._tag_of(kind)
+            return _Tagged({_TAG: "model", "c": tag, "v": self._model_data(value)}), True
+        if hasattr(kind, "__dataclass_fields__") and not isinstance(value, type):
+            tag = self._tag_of(kind)
+            return _Tagged({_TAG: "dataclass", "c": tag, "v": self._dc_data(value)}), True
+        if isinstance(value, tuple):
+            return _Tagged({_TAG: "tuple", "v": list(value)}), False
+        encoder = _TAGGED_BY_TYPE.get(kind) or _subclass_encoder(value)
+        if encoder is None:
+            raise TypeError  # unstorable: the walk raises what it says
+        return encoder(_as_is, value), False
+
+    def _may_hold_bin(
+        self, ormsgpack: Any, obj: Any, made: dict[int, tuple[Any, Any]], option: int
+    ) -> bool:
+        """Whether a ``bytes``/``bytearray``/``memoryview`` was packed natively (as ``bin``,
+        where the walk tags it), after the output holds a byte a ``bin`` header starts with.
+        Those bytes are mostly inside a float (a record's timestamps), so: pack the values of
+        ``obj`` again without its top-level floats (and each tagged value as the extension
+        it became); no such byte then proves there is no ``bin``. ``True`` when unsure."""
+        if type(obj) is dict:  # its keys are strings (or the pack failed): never a bin
+            probe = [v for v in obj.values() if type(v) is not float]
+        elif type(obj) is list:
+            probe = [v for v in obj if type(v) is not float]
+        else:
+            return True
+
+        def reuse(value: Any) -> Any:
+            return made[id(value)][1]  # KeyError: not met before, so unsure
+
+        try:
+            again: bytes = ormsgpack.packb(probe, default=reuse, option=option)
+        except TypeError:
+            return True
+        return _may_hold_bin(again)
+
+    def _dumps_walked(self, obj: Any) -> bytes:
+        """``dumps`` by walking ``obj`` in Python first (:meth:`_encode`): what decides
+        every value :meth:`_pack_native` is unsure of."""
+        ormsgpack = _ormsgpack("write msgpack")
         try:
             tree = self._encode(obj)
         except RecursionError:
@@ -735,6 +911,31 @@ class MsgpackSerializer(_TaggedSerializer):
         except TypeError:  # what msgpack cannot hold (see the class docstring)
             return _json_bytes(tree)
         return MSGPACK_MAGIC + packed
+
+
+def _as_is(value: Any) -> Any:
+    """The item encoder of msgpack's native walk: items are left to it."""
+    return value
+
+
+#: How the tag key ``$t`` is packed (a fixstr): each tag mapping holds it once.
+_TAG_KEY_PACKED = b"\xa2$t"
+
+
+def _may_hold_bin(packed: bytes) -> bool:
+    return b"\xc4" in packed or b"\xc5" in packed or b"\xc6" in packed
+
+
+def _native_option(ormsgpack: Any) -> int:
+    """What the native walk hands to ``default``: every type the walk tags, and subclasses."""
+    return int(
+        ormsgpack.OPT_PASSTHROUGH_SUBCLASS
+        | ormsgpack.OPT_PASSTHROUGH_DATACLASS
+        | ormsgpack.OPT_PASSTHROUGH_DATETIME
+        | ormsgpack.OPT_PASSTHROUGH_TUPLE
+        | ormsgpack.OPT_PASSTHROUGH_ENUM
+        | ormsgpack.OPT_PASSTHROUGH_UUID
+    )
 
 
 def _json_bytes(tree: Any) -> bytes:
