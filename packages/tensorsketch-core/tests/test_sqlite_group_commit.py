@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
@@ -42,11 +43,16 @@ class CountingBackend(SqliteBackend):
 async def together(backend: SqliteBackend, *calls: Awaitable[Any]) -> list[Any]:
     """Run ``calls`` so that all of them wait for the worker thread at once: the worker is
     held until every one has reached its queue."""
-    gate = threading.Event()
-    held = backend._worker.run(gate.wait)
+    gate, holding = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        holding.set()
+        gate.wait()
+
+    held = backend._worker.run(hold)
     tasks = [asyncio.ensure_future(c) for c in calls]
     for _ in range(1000):
-        if backend._worker._queue.qsize() >= len(calls):
+        if holding.is_set() and backend._worker._queue.qsize() >= len(calls):
             break
         await asyncio.sleep(0.001)
     assert backend._worker._queue.qsize() == len(calls)
@@ -151,4 +157,29 @@ async def test_a_lone_unit_runs_as_before(tmp_path: Path, durable: bool) -> None
     await backend.run_queries("test", _insert(3), durable=durable)
     assert backend.transactions - before == 2
     assert await _rows(backend) == [1, 2, 3]
+    await backend.aclose()
+
+
+async def test_units_made_in_one_loop_turn_share_a_commit_across_blocking_calls(
+    tmp_path: Path,
+) -> None:
+    # A server's loop turn writes to sockets between the units its tasks make: each write
+    # releases the GIL, and a worker that took every unit as it came would commit the first
+    # ones alone. The units made in one turn reach the worker together.
+    backend = CountingBackend(tmp_path / "turn.db")
+    store = backend.run_store()
+    await store.create(record(0))  # the tables exist
+    before = backend.transactions
+
+    async def block() -> None:
+        time.sleep(0.02)  # a blocking call (a socket write) that lets the worker thread run
+
+    # Every task's first step runs in the same turn, in this order: a unit, a blocking call,
+    # the next unit, ...
+    steps: list[Any] = []
+    for n in range(1, 5):
+        steps += [store.create(record(n)), block()]
+    results = await asyncio.gather(*steps)
+    assert [created for _, created in results[::2]] == [True] * 4
+    assert backend.transactions - before == 1
     await backend.aclose()

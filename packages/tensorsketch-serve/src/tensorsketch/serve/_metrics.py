@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -61,6 +61,22 @@ class _Cap:
                 return value
         self.folded.labels(kind=self.kind).inc()
         return OTHER
+
+
+class _Children:
+    """A labelled metric's children by their label values, each looked up once:
+    ``labels()`` checks, converts and locks on every call, several times per run (the values
+    are capped, so this stays as small as the metric)."""
+
+    def __init__(self, metric: Any) -> None:
+        self.metric = metric
+        self.children: dict[tuple[str, ...], Any] = {}
+
+    def __call__(self, *values: str) -> Any:
+        child = self.children.get(values)
+        if child is None:
+            child = self.children[values] = self.metric.labels(*values)
+        return child
 
 
 class RunMetrics:
@@ -171,6 +187,17 @@ class RunMetrics:
         self.scores = Gauge(f"{p}score", "The latest score by name.", ["name"], registry=r)
         #: Pass as ``AsyncRunner(tracer=...)`` so tool and model calls are counted.
         self.tracer = MetricsTracer(self)
+        self._runs = _Children(self.runs)
+        self._run_latency = _Children(self.run_latency)
+        self._tool_calls = _Children(self.tool_calls)
+        self._tool_errors = _Children(self.tool_errors)
+        self._tool_latency = _Children(self.tool_latency)
+        self._model_calls = _Children(self.model_calls)
+        self._model_errors = _Children(self.model_errors)
+        self._model_latency = _Children(self.model_latency)
+        self._tokens = _Children(self.tokens)
+        self._cost = _Children(self.cost)
+        self._unpriced = _Children(self.unpriced)
 
     # -- feeding it ---------------------------------------------------------------------------
 
@@ -179,10 +206,10 @@ class RunMetrics:
         if record.kind != "run" or record.status not in TERMINAL:
             return
         values = self._label_values(record)
-        self.runs.labels(record.status, *values).inc()
+        self._runs(record.status, *values).inc()
         if record.finished_at is not None and record.created_at:
             took = max(0.0, record.finished_at - record.created_at)
-            self.run_latency.labels(record.status, *values).observe(took)
+            self._run_latency(record.status, *values).observe(took)
 
     def _label_values(self, record: RunRecord) -> list[str]:
         if not self.label_keys:
@@ -199,27 +226,27 @@ class RunMetrics:
         failed = span.status == "error"
         if span.kind == "tool":
             tool = self._tools(str(attrs.get(ATTR_TOOL_NAME) or span.name))
-            self.tool_calls.labels(tool).inc()
-            self.tool_latency.labels(tool).observe(seconds)
+            self._tool_calls(tool).inc()
+            self._tool_latency(tool).observe(seconds)
             if failed:
-                self.tool_errors.labels(tool).inc()
+                self._tool_errors(tool).inc()
         elif span.kind == "model":
             raw = attrs.get(ATTR_RESPONSE_MODEL) or attrs.get(ATTR_REQUEST_MODEL) or "unknown"
             model = self._models(str(raw))
-            self.model_calls.labels(model).inc()
-            self.model_latency.labels(model).observe(seconds)
+            self._model_calls(model).inc()
+            self._model_latency(model).observe(seconds)
             if failed:
-                self.model_errors.labels(model).inc()
+                self._model_errors(model).inc()
                 return
             for direction, key in (("input", ATTR_INPUT_TOKENS), ("output", ATTR_OUTPUT_TOKENS)):
                 count = attrs.get(key)
                 if isinstance(count, int | float) and count > 0:
-                    self.tokens.labels(model, direction).inc(count)
+                    self._tokens(model, direction).inc(count)
             cost = attrs.get(ATTR_COST_USD)
             if isinstance(cost, int | float):
-                self.cost.labels(model).inc(max(0.0, float(cost)))
+                self._cost(model).inc(max(0.0, float(cost)))
             else:
-                self.unpriced.labels(model).inc()
+                self._unpriced(model).inc()
 
     def score(self, name: str, value: float) -> None:
         """Record an evaluation score by grader name (capped like the other labels)."""

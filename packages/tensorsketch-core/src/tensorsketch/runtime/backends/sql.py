@@ -1153,6 +1153,8 @@ class _DriverThread:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        #: Calls each event loop made in its current turn, queued when the turn is over.
+        self._turns: dict[asyncio.AbstractEventLoop, list[Any]] = {}
 
     def run(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
         """Schedule ``fn(*args)`` on the worker; await the returned future for its result."""
@@ -1168,8 +1170,23 @@ class _DriverThread:
         return self._put(together, item, grouped=True)
 
     def _put(self, fn: Callable[..., Any], args: Any, *, grouped: bool) -> asyncio.Future[Any]:
+        # The call reaches the queue when the loop's current turn is over, with every other
+        # call made in that turn: a turn that also writes to sockets (an HTTP server's) lets
+        # the thread run between its calls, which would otherwise commit them one by one.
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
+        item = (fn, args, loop, future, grouped)
+        turn = self._turns.get(loop)
+        if turn is None:
+            self._turns[loop] = [item]
+            loop.call_soon(self._hand_over, loop)
+        else:
+            turn.append(item)
+        return future
+
+    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Queue the calls ``loop`` made in its last turn, in order, at once."""
+        calls = self._turns.pop(loop)
         if self._thread is None or not self._thread.is_alive():
             with self._start_lock:
                 if self._thread is None or not self._thread.is_alive():
@@ -1178,8 +1195,9 @@ class _DriverThread:
                     )
                     self._thread.daemon = True
                     self._thread.start()
-        self._queue.put((fn, args, loop, future, grouped))
-        return future
+        put = self._queue.put
+        for item in calls:
+            put(item)
 
     def stop(self) -> None:
         """Let the thread finish once the calls queued so far are done (a later call starts
