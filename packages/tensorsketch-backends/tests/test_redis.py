@@ -667,3 +667,52 @@ async def test_an_idle_connection_is_checked_out_and_back_without_the_pools_lock
         assert len(pool._available_connections) <= 4
     finally:
         await backend.aclose()
+
+
+async def test_a_command_the_socket_takes_is_sent_without_a_task(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """redis-py bounds every write with ``asyncio.wait_for``: a task, a timer and two turns
+    of the event loop per command, a quarter of what a command costs the client. A write
+    the socket takes at once has nothing to wait for, so the backend's connections skip it."""
+    backend = RedisBackend(redis_url, prefix=redis_prefix)
+    loop = asyncio.get_running_loop()
+    tasks: list[Any] = []
+
+    def counting(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        tasks.append(coro)
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    try:
+        assert await backend.latest_checkpoint("t") is None  # connected, scripts loaded
+        await backend.record_effects("t", [("warm", b"v")])
+        loop.set_task_factory(counting)  # type: ignore[arg-type]
+        await backend.record_effects("t", [("k", b"v")])
+        assert await backend.lookup_effect("t", "k") == b"v"
+        assert await backend.latest_checkpoint("t") is None
+        assert tasks == []
+    finally:
+        loop.set_task_factory(None)
+        await backend.aclose()
+
+
+async def test_a_write_the_socket_cannot_take_at_once_drains_within_the_timeout(
+    redis_url: str, redis_prefix: str, redis_proxy: Any
+) -> None:
+    """What the socket does not take at once goes out through redis-py's bounded path: a
+    large value arrives whole, and one the server stops reading fails within
+    ``command_timeout`` as the backend being unavailable, not a hang."""
+    backend = RedisBackend(redis_proxy.via(redis_url), prefix=redis_prefix, command_timeout=2.0)
+    try:
+        large = bytes(range(256)) * (64 * 1024)  # 16 MiB: more than the socket takes at once
+        await backend.record_effects("t", [("large", large)])
+        assert await backend.lookup_effect("t", "large") == large
+        redis_proxy.freeze()
+        try:
+            with pytest.raises(BackendUnavailableError, match="Timeout writing to socket"):
+                await backend.record_effects("t", [("stuck", large * 2)])
+        finally:
+            redis_proxy.thaw()
+        assert await backend.lookup_effect("t", "large") == large  # a fresh connection
+    finally:
+        await backend.aclose()
