@@ -7,8 +7,8 @@ for a tool, the tool answers, the model answers, ``RUNS`` runs (default 200) ``C
 (32) at a time, each on a thread of its own. The two ways alternate in rounds (default 4) so a
 loaded machine weighs on both alike; the CPU is ``time.process_time`` over each batch (every
 thread of the process: SQLite's worker thread included). Units of work are counted where they
-leave the process: ``SqlBackend.submit`` calls on SQLite, sends on the Redis connections (one
-per round trip, a pipeline or a script alike). Usage::
+leave the process: ``SqlBackend.submit`` calls on SQLite, commands packed for the Redis
+connections (one per round trip, a pipeline or a script alike). Usage::
 
     python benchmarks/bench_run_record_cost.py                 # both stores
     python benchmarks/bench_run_record_cost.py --calls 300     # Python calls per run (cProfile)
@@ -74,9 +74,19 @@ class Units:
             owner: Any = SqlBackend
             name = "submit"
         else:
+            # Where a command or a pipeline is packed for the wire: one per round trip
+            # (the backend's connections send without redis-py's send_packed_command).
             from redis.asyncio.connection import AbstractConnection
 
-            owner, name = AbstractConnection, "send_packed_command"
+            for name in ("pack_command", "pack_commands"):
+                packing = getattr(AbstractConnection, name)
+
+                def packed(*args: Any, _packing: Any = packing, **kwargs: Any) -> Any:
+                    self.count += 1
+                    return _packing(*args, **kwargs)
+
+                setattr(AbstractConnection, name, packed)
+            return
         original = getattr(owner, name)
 
         async def counted(*args: Any, **kwargs: Any) -> Any:

@@ -483,6 +483,144 @@ async def test_a_ride_adds_two_arguments_at_most_to_its_unit(
     await client.aclose()
 
 
+def _replying_client(url: str) -> tuple[aioredis.Redis, list[Any]]:
+    """A real client whose connections note every reply they read, as parsed."""
+    replies: list[Any] = []
+
+    class Recording(aioredis.Connection):
+        async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+            reply = await super().read_response(*args, **kwargs)
+            replies.append(reply)
+            return reply
+
+    pool = aioredis.ConnectionPool.from_url(url, connection_class=Recording)
+    return aioredis.Redis(connection_pool=pool), replies
+
+
+def _elements(reply: Any) -> int:
+    """The RESP elements redis-py's parser reads for ``reply`` (an array's header is one)."""
+    if isinstance(reply, list):
+        return 1 + sum(_elements(r) for r in reply)
+    return 1
+
+
+async def test_a_ride_adds_one_reply_element_at_most_to_its_unit(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """What a ride saw comes back as one integer: alone where the unit's own reply is not
+    wanted (a journal write, a commit), else first among that reply's elements. Each element
+    costs redis-py's parser a dozen calls; a ride's reply was an array of two around the
+    unit's reply and a string (three elements more, two for the opening)."""
+    client, replies = _replying_client(redis_url)
+    backend = RedisBackend(client=client, prefix=redis_prefix)
+    store = backend.run_store()
+    thread, other = f"reply-{uuid.uuid4().hex[:8]}", f"plain-{uuid.uuid4().hex[:8]}"
+    queued, _ = await store.create(RunRecord(run_id=f"run-{thread}", thread_id=thread))
+
+    async def elements(call: Any) -> int:
+        replies.clear()
+        await call
+        return sum(_elements(r) for r in replies)
+
+    # Warm up: the first call of a script loads it (one reply more), with a ride or not.
+    warm, _ = await store.create(RunRecord(run_id=f"warm-{thread}", thread_id=f"warm-{thread}"))
+    for ride in (None, RecordRide(warm.run_id)):
+        await backend.open_thread(f"warm-{other}", "me", 30, _cp(f"warm-{other}", 0), ride=ride)
+        await backend.record_effects(f"warm-{other}", [("k", b"v")], fence="me", ride=ride)
+        await backend.commit_step(
+            f"warm-{other}", _cp(f"warm-{other}", 1), [], fence="me", ride=ride
+        )
+    plain = await elements(backend.open_thread(other, "me", 30, _cp(other, 0)))
+    opening = RecordRide(queued.run_id, queued.replace(status="running", owner="me"))
+    riding = await elements(backend.open_thread(thread, "me", 30, _cp(thread, 0), ride=opening))
+    assert riding - plain == 1
+    assert opening.result is not None and opening.result.stored is not None
+    running = opening.result.stored
+    assert running.version == queued.version + 1
+    plain = await elements(backend.record_effects(other, [("k", b"v")], fence="me"))
+    reading = RecordRide(queued.run_id)
+    riding = await elements(backend.record_effects(thread, [("k", b"v")], fence="me", ride=reading))
+    assert riding == plain == 1
+    assert reading.result == RideResult(running.version)
+    plain = await elements(backend.commit_step(other, _cp(other, 1), [], fence="me"))
+    ending = RecordRide(queued.run_id, running.replace(status="succeeded"))
+    riding = await elements(
+        backend.commit_step(thread, _cp(thread, 1), [], release_owner="me", fence="me", ride=ending)
+    )
+    assert riding == plain == 1
+    assert ending.result is not None and ending.result.stored is not None
+    assert ending.result.version == running.version + 1
+    assert await store.get(queued.run_id) == ending.result.stored
+    lost = RecordRide(queued.run_id, running.replace(status="failed"))  # a stale version
+    await backend.record_effects(thread, [("k2", b"v")], ride=lost)
+    assert lost.result == RideResult(running.version + 1)  # not stored, the version read
+    gone = RecordRide("no-such-run")
+    await backend.record_effects(thread, [("k3", b"v")], ride=gone)
+    assert gone.result == RideResult(None)
+    await backend.aclose()
+    await client.aclose()
+
+
+async def test_a_stored_run_and_its_threads_head_come_back_as_one_reply_element(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """Storing a run in turn answers with one string (the queue's head and where the thread
+    stands), not a nested array of six elements at a dozen parser calls each; ids with
+    spaces come through whole, and an idempotent repeat still gets the stored run."""
+    client, replies = _replying_client(redis_url)
+    backend = RedisBackend(client=client, prefix=redis_prefix)
+    store = backend.run_store()
+    await store.create_in_turn(RunRecord(run_id="warm-up", thread_id="warm-up"))
+    thread = f"head {uuid.uuid4().hex[:8]}"
+    for fresh_thread in (True, False):
+        if not fresh_thread:
+            await backend.open_thread(thread, "me", 30, _cp(thread, 0))
+            first = StoredCheckpoint(thread, "cp 1 b", "cp-0", 1, 1.0, b"p", base_id="cp-0")
+            await backend.commit_step(thread, first, [StoredEvent(7, b"e")], release_owner="me")
+        replies.clear()
+        run_id = f"run {fresh_thread} of {thread}"
+        record = RunRecord(run_id=run_id, thread_id=thread, idempotency_key=f"key {run_id}")
+        turn = await store.create_in_turn(record)
+        assert sum(_elements(r) for r in replies) == 1
+        head = run_id if fresh_thread else f"run True of {thread}"
+        assert (turn.created, turn.queue_head) == (True, head)
+        assert turn.thread_head == ((None, None) if fresh_thread else ("cp 1 b", 7))
+    again = await store.create_in_turn(
+        RunRecord(run_id="another", thread_id=thread, idempotency_key=f"key {run_id}")
+    )
+    assert not again.created and again.record.run_id == run_id
+    await backend.aclose()
+    await client.aclose()
+
+
+async def test_a_commits_events_are_framed_at_two_calls_each(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """Framing a commit's events into its one argument costs two C calls an event (a length
+    and a struct pack), where it took six (a generator, two helpers, three conversions)."""
+    backend = RedisBackend(redis_url, prefix=redis_prefix)
+    calls = 0
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        calls += event in ("call", "c_call")
+
+    spent = []
+    for n, size in enumerate((1, 201)):
+        await backend.commit_step("warm-up", None, [StoredEvent(500 + n, b"w")])
+        events = [StoredEvent(1000 * n + i, f"event {i}".encode()) for i in range(size)]
+        calls = 0
+        sys.setprofile(count)
+        try:
+            await backend.commit_step("t", None, events)
+        finally:
+            sys.setprofile(None)
+        spent.append(calls)
+    assert (spent[1] - spent[0]) / 200 < 3
+    assert len(await backend.read_events("t")) == 202
+    await backend.aclose()
+
+
 async def test_more_calls_at_once_than_the_pool_holds_wait_for_a_connection(
     redis_url: str, redis_prefix: str
 ) -> None:
@@ -527,5 +665,54 @@ async def test_an_idle_connection_is_checked_out_and_back_without_the_pools_lock
         assert entered  # more callers than connections: they waited on the condition
         assert len(pool._in_use_connections) == 0
         assert len(pool._available_connections) <= 4
+    finally:
+        await backend.aclose()
+
+
+async def test_a_command_the_socket_takes_is_sent_without_a_task(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """redis-py bounds every write with ``asyncio.wait_for``: a task, a timer and two turns
+    of the event loop per command, a quarter of what a command costs the client. A write
+    the socket takes at once has nothing to wait for, so the backend's connections skip it."""
+    backend = RedisBackend(redis_url, prefix=redis_prefix)
+    loop = asyncio.get_running_loop()
+    tasks: list[Any] = []
+
+    def counting(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        tasks.append(coro)
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    try:
+        assert await backend.latest_checkpoint("t") is None  # connected, scripts loaded
+        await backend.record_effects("t", [("warm", b"v")])
+        loop.set_task_factory(counting)  # type: ignore[arg-type]
+        await backend.record_effects("t", [("k", b"v")])
+        assert await backend.lookup_effect("t", "k") == b"v"
+        assert await backend.latest_checkpoint("t") is None
+        assert tasks == []
+    finally:
+        loop.set_task_factory(None)
+        await backend.aclose()
+
+
+async def test_a_write_the_socket_cannot_take_at_once_drains_within_the_timeout(
+    redis_url: str, redis_prefix: str, redis_proxy: Any
+) -> None:
+    """What the socket does not take at once goes out through redis-py's bounded path: a
+    large value arrives whole, and one the server stops reading fails within
+    ``command_timeout`` as the backend being unavailable, not a hang."""
+    backend = RedisBackend(redis_proxy.via(redis_url), prefix=redis_prefix, command_timeout=2.0)
+    try:
+        large = bytes(range(256)) * (64 * 1024)  # 16 MiB: more than the socket takes at once
+        await backend.record_effects("t", [("large", large)])
+        assert await backend.lookup_effect("t", "large") == large
+        redis_proxy.freeze()
+        try:
+            with pytest.raises(BackendUnavailableError, match="Timeout writing to socket"):
+                await backend.record_effects("t", [("stuck", large * 2)])
+        finally:
+            redis_proxy.thaw()
+        assert await backend.lookup_effect("t", "large") == large  # a fresh connection
     finally:
         await backend.aclose()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import struct
 from collections.abc import AsyncIterator, Collection
 from typing import Any
 
@@ -264,21 +265,23 @@ return 1
 # its own KEYS and ARGV. KEYS: the unit's (the ride's one key, the thread's lease, is among
 # them). ARGV: the unit's arguments, then the ride's encoded record if it writes one, then
 # the rest packed in one msgpack array of text: whether the ride goes first ('1': a write,
-# fenced like the unit, so a refused unit writes no record either), the lease key's place
-# among the keys (0: the ride has no key), and the ride's text arguments (every argument
-# redis-py packs costs it a dozen calls; Redis's cmsgpack reads no binary, so the record
-# stays apart). Returns {the unit's reply, the ride's}; a unit's error reply is returned as
-# it is.
+# fenced like the unit, so a refused unit writes no record either), whether the unit's
+# reply is wanted ('1'), the lease key's place among the keys (0: the ride has no key), and
+# the ride's text arguments (every argument redis-py packs costs it a dozen calls; Redis's
+# cmsgpack reads no binary, so the record stays apart). Returns the ride's reply (an
+# integer) alone, or, with the unit's reply wanted, that reply's elements after it (a
+# reply that is no table is one element): each nested array and bulk string costs redis-py's
+# parser a dozen calls more. A unit's error reply is returned as it is.
 _CARRY = """
 local p = cmsgpack.unpack(ARGV[#ARGV])
 local first, na = p[1] == '1', #ARGV - 1
-local ra = {p[3], p[4], p[5], p[6]}
-if p[6] == '1' then
+local ra = {p[4], p[5], p[6], p[7]}
+if p[7] == '1' then
   na = na - 1
-  ra = {p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], ARGV[#ARGV - 1], p[11], p[12]}
+  ra = {p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], ARGV[#ARGV - 1], p[12], p[13]}
 end
 local uk, ua, rk = {}, {}, {}
-if p[2] > 0 then rk[1] = KEYS[p[2]] end
+if p[3] > 0 then rk[1] = KEYS[p[3]] end
 for i = 1, #KEYS do uk[i] = KEYS[i] end
 for i = 1, na do ua[i] = ARGV[i] end
 local rode
@@ -286,8 +289,11 @@ if first then rode = ride(rk, ra) end
 local reply = unit(uk, ua)
 if type(reply) == 'table' and reply.err then return reply end
 if not first then rode = ride(rk, ra) end
+if p[2] ~= '1' then return rode end
 if reply == nil then reply = false end
-return {reply, rode}
+if type(reply) ~= 'table' then reply = {reply} end
+table.insert(reply, 1, rode)
+return reply
 """
 _CARRIED: dict[str, str] = {}
 
@@ -307,7 +313,9 @@ def _carrying(source: str) -> str:
 # ARGV. KEYS: the thread's cp, ev. Returns {the script's reply, the newest checkpoint's id or
 # '', the highest event seq or ''}, then the newest record itself if its header did not give
 # a text id (the caller decodes it, and names a corrupt one); a script's error reply is
-# returned as it is.
+# returned as it is. A reply {number, text} (a stored run and its queue's head) with a head
+# read from the header comes as one string instead, '<seq> <number> <#text> <text><id>':
+# redis-py parses the nested table's six elements at a dozen calls each.
 _HEAD = """
 local reply = script(ARGV)
 if type(reply) == 'table' and reply.err then return reply end
@@ -327,6 +335,10 @@ if rec then
   else
     out[4] = rec
   end
+end
+if out[4] == nil and type(reply) == 'table' and #reply == 2 and type(reply[1]) == 'number'
+    and type(reply[2]) == 'string' then
+  return out[3] .. ' ' .. reply[1] .. ' ' .. #reply[2] .. ' ' .. reply[2] .. out[2]
 end
 return out
 """
@@ -708,7 +720,7 @@ class RedisBackend(Backend):
                 reply: list[Any] = await self._call(client, _OPEN, keys, args)
             else:  # the ride's write after the lease, only where it was taken
                 reply = await self._riding(
-                    client, thread_id, (_OPEN, keys, args), None, ride, after_lease=owner
+                    client, thread_id, (_OPEN, keys, args), None, ride, owner, answer=True
                 )
         acquired, created, seq = int(reply[0]), int(reply[1]), reply[2]
         if not acquired:
@@ -743,7 +755,9 @@ class RedisBackend(Backend):
         blobs = () if checkpoint is None else checkpoint.blobs
         args.append(len(blobs))
         args += [part for pair in blobs for part in pair]
-        args.append(b"".join(_framed(_event_member(e)) for e in events))
+        args.append(
+            b"".join([_FRAME(len(e.payload) + _SEQ_BYTES, e.seq) + e.payload for e in events])
+        )
         # ``durable`` has no say here: durability is the server's (AOF) configuration.
         async with self._use("saving a checkpoint") as client:
             if ride is not None:
@@ -766,9 +780,14 @@ class RedisBackend(Backend):
         ``thread_id``'s head, as one script: one command, where a pipeline of three cost
         redis-py as much again. The head is still a guess its reader checks later."""
         keys = [self._key(thread_id, "cp"), self._key(thread_id, "ev")]
-        reply, checkpoint_id, seq, *odd = await self._call(
-            client, _reading_head(source), keys, args
-        )
+        raw = await self._call(client, _reading_head(source), keys, args)
+        if isinstance(raw, bytes):  # one string (see _HEAD)
+            seq, number, size, rest = raw.split(b" ", 3)
+            cut = int(size)
+            reply: Any = [int(number), rest[:cut]]
+            checkpoint_id, odd = rest[cut:], None
+        else:
+            reply, checkpoint_id, seq, *odd = raw
         if odd:  # a newest record whose header the script did not read: decode it here
             head: str | None = _decode_checkpoint(thread_id, odd[0]).checkpoint_id
         else:
@@ -790,13 +809,16 @@ class RedisBackend(Backend):
         fence: str | None,
         ride: RecordRide,
         after_lease: str | None = None,
+        *,
+        answer: bool = False,
     ) -> Any:
         """Run a unit's script and ``ride``'s as one script (one round trip, nothing in
         between; a MULTI of the two cost redis-py about what the round trip saved). A write
         rides first, fenced by the same lease as the unit (so a unit refused for a lost
         lease writes no record either); a read rides after, and so does a write
         ``after_lease`` (the unit that takes the lease: written only where it took it for
-        that owner). Returns the unit's reply; sets ``ride.result``."""
+        that owner). Sets ``ride.result``; returns the unit's reply as a list (a reply that
+        is no list: one element) if ``answer``, else ``None`` (it is not sent back)."""
         store = self.run_store()
         source, keys, args = unit
         lease = self._key(thread_id, "lease")
@@ -810,12 +832,12 @@ class RedisBackend(Backend):
             at = keys.index(lease) + 1
         text, record = store.ride_args(ride, guard)
         first = "1" if ride.write is not None and after_lease is None else "0"
-        packed = ormsgpack.packb([first, at, *text])
+        packed = ormsgpack.packb([first, "1" if answer else "0", at, *text])
         tail = [packed] if record is None else [record, packed]
         for attempt in range(2):
             sha = await self._sha(client, _carrying(source))
             try:
-                reply, ride_reply = await client.evalsha(sha, len(keys), *keys, *args, *tail)
+                reply = await client.evalsha(sha, len(keys), *keys, *args, *tail)
                 break
             except redis_errors.ResponseError as exc:
                 if _no_script(exc):
@@ -825,8 +847,11 @@ class RedisBackend(Backend):
                 if _lease_lost(exc):
                     raise lease_lost(thread_id) from exc
                 raise
-        ride.result = store.ride_result(ride, ride_reply)
-        return reply
+        if not answer:
+            ride.result = store.ride_result(ride, reply)
+            return None
+        ride.result = store.ride_result(ride, reply[0])
+        return reply[1:]
 
     async def _fenced_call(
         self,
@@ -984,9 +1009,10 @@ def _event_member(e: StoredEvent) -> bytes:
     return e.seq.to_bytes(_SEQ_BYTES, "big") + e.payload
 
 
-def _framed(member: bytes) -> bytes:
-    """A member after its length, as :data:`_COMMIT` reads the events."""
-    return len(member).to_bytes(4, "big") + member
+#: An event's frame head as :data:`_COMMIT` reads it: the member's length (4 bytes), then its
+#: seq (8), both big-endian, where the member's payload follows (two C calls an event: a
+#: frame built from :func:`_event_member` cost six).
+_FRAME = struct.Struct(">IQ").pack
 
 
 def _encode_checkpoint(c: StoredCheckpoint) -> bytes:

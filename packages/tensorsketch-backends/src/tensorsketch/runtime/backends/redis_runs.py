@@ -132,8 +132,9 @@ return ver
 # A ride (tensorsketch.runtime.backends.rides): KEYS: the thread's lease key when the write
 # is fenced by it (else none). ARGV: base, id, fence owner ('' for none), write ('1' / '0'),
 # then _REPLACE's arguments after base and id. The write is skipped unless the fence owner
-# holds the lease. Returns '<the written version or 0>:<the version after>' (one string: a
-# reply element costs redis-py's parser more than the split).
+# holds the lease. Returns one integer: twice the version after, plus one if the write was
+# stored (its version is that one), or -1 when there is no record (an integer is the reply
+# redis-py parses cheapest: a string costs it a read and a decode more).
 _RIDE = (
     _INDEX
     + """
@@ -153,7 +154,10 @@ if ARGV[4] == '1' and allowed then
       ARGV[6], 'wake', wake, 'waiting', ARGV[8], 'owner', ARGV[10], 'lease', ARGV[11])
   end
 end
-return wrote .. ':' .. (redis.call('HGET', k, 'ver') or '')
+if wrote > 0 then return 2 * wrote + 1 end
+local ver = redis.call('HGET', k, 'ver')
+if not ver then return -1 end
+return 2 * tonumber(ver)
 """
 )
 
@@ -440,12 +444,14 @@ class RedisRunStore(RunStore):
         return text, w.encode(self.serializer)
 
     @staticmethod
-    def ride_result(ride: RecordRide, reply: bytes) -> RideResult:
-        wrote, _, version = reply.partition(b":")
-        stored = None
-        if ride.write is not None and wrote != b"0":
-            stored = ride.write.replace(version=int(wrote))
-        return RideResult(int(version) if version else None, stored)
+    def ride_result(ride: RecordRide, reply: int) -> RideResult:
+        """What :data:`_RIDE`'s reply says: the version after, and the write if stored."""
+        if reply < 0:
+            return RideResult(None)
+        version = reply >> 1
+        if reply & 1 and ride.write is not None:
+            return RideResult(version, ride.write.replace(version=version))
+        return RideResult(version)
 
     @property
     def ready(self) -> bool:
