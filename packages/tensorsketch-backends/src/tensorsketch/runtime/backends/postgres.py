@@ -638,6 +638,8 @@ class PostgresBackend(SqlBackend):
             raise
         finally:
             watchdog.done(unit)
+            if watchdog is not self._watchdog and watchdog.timer is not None:
+                watchdog.timer.cancel()  # another loop's, made for this unit alone
 
     async def transact_effect(
         self,
