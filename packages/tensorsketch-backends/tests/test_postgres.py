@@ -640,6 +640,49 @@ async def test_each_unit_of_work_is_one_round_trip(handle: _Handle) -> None:
         assert setting == ("on",)
 
 
+async def test_a_unit_of_work_makes_no_cursor_timer_or_commit_call_of_its_own(
+    handle: _Handle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a unit of work costs the client besides its statements: its cursors are kept on
+    the connection from one unit to the next, one timer bounds every unit in flight (it was
+    a timer per unit), and a pooled connection is handed back without the pool's context
+    manager, which called ``commit()`` on an autocommit connection (a lock and a wait)."""
+    backend, thread = handle.backend, f"cost-{uuid.uuid4().hex[:8]}"
+    counts = {"cursors": 0, "timers": 0, "commits": 0}
+    cursor, commit = psycopg.AsyncConnection.cursor, psycopg.AsyncConnection.commit
+
+    def counted_cursor(self: Any, *args: Any, **kwargs: Any) -> Any:
+        counts["cursors"] += 1
+        return cursor(self, *args, **kwargs)
+
+    async def counted_commit(self: Any) -> None:
+        counts["commits"] += 1
+        await commit(self)
+
+    loop = asyncio.get_running_loop()
+    call_at = loop.call_at
+
+    def counted_call_at(when: float, callback: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(callback, "__module__", "") == PostgresBackend.__module__:
+            counts["timers"] += 1
+        return call_at(when, callback, *args, **kwargs)
+
+    async def units() -> None:
+        await backend.last_event_seq(thread)  # one statement
+        await backend.thread_head(thread)  # two, in a pipeline
+
+    await units()  # the cursors a pipeline of two needs
+    monkeypatch.setattr(psycopg.AsyncConnection, "cursor", counted_cursor)
+    monkeypatch.setattr(psycopg.AsyncConnection, "commit", counted_commit)
+    monkeypatch.setattr(loop, "call_at", counted_call_at)
+    for _ in range(10):
+        await units()
+    assert counts["cursors"] == 0, counts  # was one per statement
+    assert counts["timers"] <= 1, counts  # was one per unit
+    if handle.conn.autocommit:  # a pooled connection of the backend's own (the dsn)
+        assert counts["commits"] == 0, counts  # was one per unit
+
+
 async def test_a_failing_unit_leaves_nothing_behind(handle: _Handle) -> None:
     """A commit whose checkpoint cannot be stored (its id exists) stores none of its events
     and keeps the lease it would have released; the connection stays usable."""
@@ -726,14 +769,14 @@ def _settling_agent() -> Any:
     return create_agent(FakeProvider(policy=policy), [settle])
 
 
-async def test_a_runner_run_sends_two_statements_more_than_the_same_invoke(
+async def test_a_runner_run_sends_one_statement_more_than_the_same_invoke(
     pg_dsn: str, pg_schema: str
 ) -> None:
     """Run records ride the run's own statements (#49): the record's writes are WITH clauses
     of the lease and fence statements, the runner's journal records share one INSERT, and the
-    submit's insert reads the thread's queue in the same statement. What is left on top of the
-    direct invoke is that insert and the one that stores the run's streamed events (a runner
-    run sent 7 more before: 22 against 15 on the wire)."""
+    submit's insert reads the thread's queue in the same statement. The run's streamed events
+    are a WITH clause of the last commit's fence. What is left on top of the direct invoke is
+    that insert (a runner run sent 7 more before: 22 against 15 on the wire, then 2)."""
     from tensorsketch.runs import AsyncRunner
 
     backend = PostgresBackend(pg_dsn, schema=pg_schema)
@@ -765,7 +808,7 @@ async def test_a_runner_run_sends_two_statements_more_than_the_same_invoke(
         await backend.aclose()
     assert done.status == "succeeded" and done.output["output"] == "settled", done
     # At most: a store-independent change may take more off the runner's side.
-    assert through - direct <= 2, (direct, through)
+    assert through - direct <= 1, (direct, through)
     assert units_through - units_direct <= 1, (units_direct, units_through)
 
 
@@ -829,5 +872,101 @@ async def test_a_ride_that_only_reads_is_a_column_of_the_lease_statement(
         assert (opened.acquired, refused.acquired, plain.acquired) == (True, False, True)
         assert mine.result == theirs.result == RideResult(record.version)
         assert sent[0] == sent[1] == sent[2]  # the ride added no statement
+    finally:
+        await backend.aclose()
+
+
+async def test_a_fenced_unit_makes_its_journal_records_or_events_in_the_fence_statement(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """A fenced unit of journal records, or of a commit's events, is one statement: the
+    insert is a WITH clause of the fence (it was a statement of its own, in a pipeline). A
+    refused fence still undoes it, and a ride still rides the same statement — its write
+    won, or lost to a stale version, and the stored version read only then."""
+    from tensorsketch.errors import LeaseLostError
+    from tensorsketch.runtime.backends.rides import RecordRide, RideResult
+    from tensorsketch.runtime.backends.runs import RunRecord
+
+    backend = PostgresBackend(pg_dsn, schema=pg_schema)
+    sent: list[int] = []
+    submit = backend.submit
+
+    async def counted(queries: Any, **options: Any) -> Any:
+        sent.append(sum(len(q.params) if q.many else 1 for q in queries))
+        return await submit(queries, **options)
+
+    thread = f"carry-{uuid.uuid4().hex[:8]}"
+    store = backend.run_store()
+    try:
+        record, _ = await store.create(RunRecord(run_id=f"run-{thread}", thread_id=thread))
+        assert (await backend.open_thread(thread, "me", 30, _cp(thread, 0))).created
+        backend.submit = counted  # type: ignore[method-assign]
+        await backend.record_effects(thread, [("k0", b"v0")], fence="me")
+        await backend.record_effects(thread, [("k1", b"v1"), ("k2", b"v2")], fence="me")
+        reading = RecordRide(record.run_id)
+        await backend.record_effects(thread, [("k3", b"v3")], fence="me", ride=reading)
+        await backend.commit_step(thread, None, [StoredEvent(0, b"e0")], fence="me")
+        writing = RecordRide(record.run_id, write=record.replace(status="running"))
+        events = [StoredEvent(1, b"e1"), StoredEvent(2, b"e2")]
+        await backend.commit_step(thread, None, events, fence="me", ride=writing)
+        stale = RecordRide(record.run_id, write=record.replace(status="failed"))
+        await backend.record_effects(thread, [("k4", b"v4")], fence="me", ride=stale)
+        assert sent == [1, 1, 1, 1, 1, 1], sent
+        assert reading.result == RideResult(record.version)
+        assert writing.result is not None and writing.result.stored is not None
+        assert writing.result.version == record.version + 1
+        assert stale.result == RideResult(record.version + 1)  # lost: the stored version
+        for refused in (
+            backend.record_effects(thread, [("k5", b"v5")], fence="them"),
+            backend.commit_step(thread, None, [StoredEvent(3, b"e3")], fence="them"),
+        ):
+            with pytest.raises(LeaseLostError):
+                await refused
+        assert sorted(dict(await backend.list_effects(thread))) == [f"k{n}" for n in range(5)]
+        assert [e.seq for e in await backend.read_events(thread)] == [0, 1, 2]
+        stored = await store.get(record.run_id)
+        assert stored is not None and stored.status == "running"
+    finally:
+        await backend.aclose()
+
+
+def _scans(plan: dict[str, Any], table: str) -> list[int]:
+    """The loops of every scan of ``table`` in an ``EXPLAIN (ANALYZE, FORMAT JSON)`` plan."""
+    found = [int(plan["Actual Loops"])] if plan.get("Relation Name") == table else []
+    for child in plan.get("Plans", []):
+        found += _scans(child, table)
+    return found
+
+
+@pytest.mark.parametrize("wins", [True, False])
+async def test_a_ride_reads_the_stored_version_only_when_its_write_lost(
+    pg_dsn: str, pg_schema: str, wins: bool
+) -> None:
+    """A won write returns its own version; the stored one (an index probe of the runs
+    table) is read only for a write that lost, in the lease and the fence statements."""
+    from tensorsketch.runtime.backends.rides import RecordRide
+    from tensorsketch.runtime.backends.runs import RunRecord
+
+    backend = PostgresBackend(pg_dsn, schema=pg_schema)
+    thread = f"probe-{uuid.uuid4().hex[:8]}"
+    store = backend.run_store()
+    try:
+        record, _ = await store.create(RunRecord(run_id=f"run-{thread}", thread_id=thread))
+        assert await backend.acquire_lease(thread, "me", 30)
+        write = record if wins else record.replace(version=record.version + 5)
+        queries = [
+            backend.lease_riding_query(thread, "me", 30, RecordRide(record.run_id, write=write)),
+            backend.fence_riding_query(thread, "me", RecordRide(record.run_id, write=write)),
+        ]
+        async with await psycopg.AsyncConnection.connect(pg_dsn) as conn:
+            for q in queries:
+                assert q is not None
+                cur = await conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {q.sql}", q.params)
+                row = await cur.fetchone()
+                assert row is not None
+                loops = _scans(row[0][0]["Plan"], "tensorsketch_runs")
+                # the update and its scan, then the probe: run only when the write lost
+                assert sorted(loops) == ([0, 1, 1] if wins else [1, 1, 1]), (q.sql, loops)
+                await conn.rollback()  # each statement on the record as stored
     finally:
         await backend.aclose()

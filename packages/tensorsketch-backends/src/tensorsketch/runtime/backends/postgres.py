@@ -65,6 +65,9 @@ _PIPELINE = psycopg.AsyncPipeline.is_supported()
 _ROWS_PER_VALUES = 16
 # Lets one transaction's commit skip the WAL flush (reverts when the transaction ends).
 _RELAXED = "SELECT set_config('synchronous_commit', 'off', true)"
+#: Cursors kept on a connection for the next unit of work (a unit needs one per statement).
+_KEPT_CURSORS = 8
+_IDLE = pq.TransactionStatus.IDLE
 #: The text a refused fence tries to cast to an integer (it names itself in the error).
 _LEASE_LOST = "tensorsketch: lease lost"
 
@@ -158,6 +161,56 @@ async def _deadline(conn: psycopg.AsyncConnection[Any], seconds: float) -> Async
         raise
     finally:
         handle.cancel()
+
+
+class _Watchdog:
+    """``command_timeout`` for every unit of work in flight on one event loop, on one timer.
+
+    A timer per unit cost a heap push, a cancel and the cancelled handle's later pop on every
+    round trip. Units are kept in a dict (``[conn, deadline, fired]`` each); the one timer
+    fires at the earliest deadline, severs what is overdue and re-arms for the next one, so a
+    busy backend arms it about once per ``command_timeout``.
+    """
+
+    __slots__ = ("loop", "timer", "units")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.units: dict[int, list[Any]] = {}
+        self.timer: asyncio.TimerHandle | None = None
+
+    def watch(self, conn: psycopg.AsyncConnection[Any], seconds: float) -> list[Any]:
+        deadline = self.loop.time() + seconds
+        unit = [conn, deadline, False]
+        self.units[id(unit)] = unit
+        if self.timer is None:
+            self.timer = self.loop.call_at(deadline, self._fire)
+        return unit
+
+    def done(self, unit: list[Any]) -> None:
+        self.units.pop(id(unit), None)
+
+    def _fire(self) -> None:
+        self.timer = None
+        now = self.loop.time()
+        soonest: float | None = None
+        for key, unit in list(self.units.items()):
+            if unit[1] <= now:
+                del self.units[key]
+                unit[2] = True
+                _sever(unit[0])
+            elif soonest is None or unit[1] < soonest:
+                soonest = unit[1]
+        if soonest is not None:
+            self.timer = self.loop.call_at(soonest, self._fire)
+
+
+def _timed_out(seconds: float) -> TimeoutError:
+    msg = (
+        f"PostgreSQL did not answer within {seconds:g}s (command_timeout); the connection "
+        "was dropped"
+    )
+    return TimeoutError(msg)
 
 
 async def _check_if_stale(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -313,8 +366,11 @@ class PostgresBackend(SqlBackend):
         self._keeper: asyncio.Task[None] | None = None
         # Statements built on first use: batches by size, the ones a ride folds into.
         self._batch_sql: dict[str, str] = {}
+        self._ride_sqls: dict[tuple[str, str, str], str] = {}
         # Sync helpers' private loops, each with the one connection its call uses.
         self._loop_conns: dict[asyncio.AbstractEventLoop, _LoopConnection] = {}
+        # The deadlines of the units in flight on the home loop (see _Watchdog).
+        self._watchdog: _Watchdog | None = None
 
     # -- dialect ----------------------------------------------------------------------------
 
@@ -340,8 +396,6 @@ class PostgresBackend(SqlBackend):
     def append_query(self, thread_id: str, events: Sequence[StoredEvent]) -> Query:
         # One statement for a step's events, however many: a row per event was a statement
         # (Bind + Execute, a plan, an index probe each) per event of every streamed run.
-        if len(events) == 1:
-            return super().append_query(thread_id, events)
         if len(events) > _ROWS_PER_VALUES:
             sql = (
                 f"INSERT INTO {self.table('events')} (thread_id, seq, payload) "
@@ -355,8 +409,6 @@ class PostgresBackend(SqlBackend):
     def effects_query(self, thread_id: str, effects: Sequence[tuple[str, bytes]]) -> Query:
         # One statement for a unit's journal records, as for events (a runner's run writes
         # three in one unit: a statement each was three Bind + Execute and three plans).
-        if len(effects) == 1:
-            return super().effects_query(thread_id, effects)
         if len(effects) > _ROWS_PER_VALUES:
             sql = (
                 f"INSERT INTO {self.table('effects')} (thread_id, key, value) "
@@ -403,6 +455,27 @@ class PostgresBackend(SqlBackend):
             f"ELSE '{_LEASE_LOST}' END) AS INTEGER)"
         )
 
+    def fence_carrying_query(
+        self, thread_id: str, owner: str, write: Query, ride: RecordRide | None
+    ) -> Query | None:
+        # The insert is one more WITH clause of the fence (a refused fence aborts the whole
+        # statement, the insert included): a unit of a fence and its journal records or
+        # events is one statement, sent without a pipeline. An insert needs no snapshot
+        # taken after the fence's lock (the key decides, and a conflict waits for the row).
+        carried = (thread_id, owner, *write.params)
+        if ride is None:
+            return Query(self._ride_sql("fence", carried=write.sql), carried)
+        store = self.run_store()
+        if not isinstance(store, SqlRunStore):
+            return None
+        ride_write = store.ride_write(ride)
+        if ride_write is None:
+            sql = self._ride_sql("fence_reading", carried=write.sql)
+            return Query(sql, (*carried, ride.run_id), fetch="one")
+        params = (*carried, *ride_write.params, ride.run_id)
+        sql = self._ride_sql("fence_writing", ride_write.sql, write.sql)
+        return Query(sql, params, fetch="one")
+
     def fence_riding_query(self, thread_id: str, owner: str, ride: RecordRide) -> Query | None:
         # The fence is a SELECT already: the ride's write is one more WITH clause of it (a
         # refused fence aborts the statement, write included), its version read one more
@@ -433,20 +506,28 @@ class PostgresBackend(SqlBackend):
         params = (*taking, *write.params, ride.run_id)
         return Query(self._ride_sql("lease_writing", write.sql), params, fetch="one")
 
-    def _ride_sql(self, kind: str, write: str = "") -> str:
+    def _ride_sql(self, kind: str, write: str = "", carried: str = "") -> str:
         """The statements a ride folds into, built once (``write`` is the store's
-        compare-and-set, the same text for every ride)."""
-        key = f"{kind}:{write}"
-        sql = self._batch_sql.get(key)
+        compare-and-set, the same text for every ride; ``carried`` an insert the fence
+        makes too, one text per batch size)."""
+        key = (kind, write, carried)
+        sql = self._ride_sqls.get(key)
         if sql is not None:
             return sql
         found = f"(SELECT version FROM {self.table('runs')} WHERE run_id = ?)"
         taking = f"WITH l AS ({self.lease_upsert()} RETURNING 1)"
-        written = f"(SELECT version FROM w), {found}"
+        # The stored version is read only when the write lost (a won write returns its own):
+        # the subquery in a CASE branch not taken is never run, an index probe saved.
+        lost = f"CASE WHEN EXISTS (SELECT 1 FROM w) THEN NULL ELSE {found} END"
+        written = f"(SELECT version FROM w), {lost}"
+        carry = ", c AS (#)" if carried else ""
         sql = self.q(
             {
-                "fence_reading": f"{self._fence_sql()}, {found}",
-                "fence_writing": f"{self._fence_sql(', w AS (@ RETURNING version)')}, {written}",
+                "fence": self._fence_sql(carry),
+                "fence_reading": f"{self._fence_sql(carry)}, {found}",
+                "fence_writing": (
+                    f"{self._fence_sql(f'{carry}, w AS (@ RETURNING version)')}, {written}"
+                ),
                 "lease_reading": f"{taking} SELECT (SELECT count(*) FROM l), {found}",
                 "lease_writing": (
                     f"{taking}, w AS (@ AND EXISTS (SELECT 1 FROM l) RETURNING version) "
@@ -454,9 +535,9 @@ class PostgresBackend(SqlBackend):
                 ),
             }[kind]
         )
-        # The write is in the driver's style already (and carries no ``?``).
-        sql = sql.replace("@", write)
-        self._batch_sql[key] = sql
+        # The write and the insert are in the driver's style already (and carry no ``?``).
+        sql = sql.replace("@", write).replace("#", carried)
+        self._ride_sqls[key] = sql
         return sql
 
     def lease_error(self, exc: BaseException) -> bool:
@@ -508,26 +589,57 @@ class PostgresBackend(SqlBackend):
         Sync, and PostgreSQL runs everything up to that Sync as one implicit transaction —
         committed when all succeed, rolled back (later statements skipped) when one fails.
         """
-        async with self._checkout() as conn, _deadline(conn, self.command_timeout):
-            if conn.info.transaction_status != pq.TransactionStatus.IDLE:
+        loop = asyncio.get_running_loop()
+        if self._home is loop and self._shared is None:
+            # The pool's loop (every call of a running graph): the connection straight from
+            # the pool, without its context manager (which would commit an autocommit
+            # connection: a lock and a call for nothing).
+            pool = await self._pool()
+            conn = await pool.getconn(self._checkout_timeout())
+            try:
+                return await self._timed(conn, loop, queries, transaction, durable)
+            finally:
+                conn._tensorsketch_used = time.monotonic()
+                await pool.putconn(conn)
+        async with self._checkout() as conn:
+            return await self._timed(conn, loop, queries, transaction, durable)
+
+    async def _timed(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        loop: asyncio.AbstractEventLoop,
+        queries: Sequence[Query],
+        transaction: bool,
+        durable: bool,
+    ) -> list[Any]:
+        """The unit on ``conn``, severed past ``command_timeout``."""
+        watchdog = self._watchdog
+        if watchdog is None or watchdog.loop is not loop:
+            watchdog = _Watchdog(loop)
+            if loop is self._home:
+                self._watchdog = watchdog
+        seconds = self.command_timeout
+        unit = watchdog.watch(conn, seconds)
+        try:
+            if conn.pgconn.transaction_status != _IDLE:
                 msg = (
                     "the connection given to PostgresBackend is inside a transaction, so "
                     "checkpoints would not be committed until you commit it; give the "
                     "backend a connection (or pool) it can use on its own."
                 )
                 raise RuntimeError(msg)
+            if conn.autocommit:
+                return await _unit(conn, queries, transaction, durable)
             async with _autocommit(conn):
-                if not transaction:
-                    return await _execute(conn, queries)
-                if _PIPELINE:
-                    if not durable:
-                        # Free inside a pipeline: the commit may skip waiting for the disk
-                        # (the contract of ``durable=False``); visible to all at once anyway.
-                        queries = [Query(_RELAXED), *queries]
-                        return (await _execute_pipelined(conn, queries))[1:]
-                    return await _execute_pipelined(conn, queries)
-                async with conn.transaction():  # libpq < 14: BEGIN, each statement, COMMIT
-                    return await _execute(conn, queries)
+                return await _unit(conn, queries, transaction, durable)
+        except psycopg.Error as exc:
+            if unit[2]:
+                raise _timed_out(seconds) from exc
+            raise
+        finally:
+            watchdog.done(unit)
+            if watchdog is not self._watchdog and watchdog.timer is not None:
+                watchdog.timer.cancel()  # another loop's, made for this unit alone
 
     async def transact_effect(
         self,
@@ -778,13 +890,52 @@ async def _autocommit(conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]
     await conn.set_autocommit(False)
 
 
+async def _unit(
+    conn: psycopg.AsyncConnection[Any],
+    queries: Sequence[Query],
+    transaction: bool,
+    durable: bool,
+) -> list[Any]:
+    if not transaction:
+        return await _execute(conn, queries)
+    if _PIPELINE:
+        if not durable:
+            # Free inside a pipeline: the commit may skip waiting for the disk (the
+            # contract of ``durable=False``); visible to all at once anyway.
+            return (await _execute_pipelined(conn, [Query(_RELAXED), *queries]))[1:]
+        return await _execute_pipelined(conn, queries)
+    async with conn.transaction():  # libpq < 14: BEGIN, each statement, COMMIT
+        return await _execute(conn, queries)
+
+
+def _cursors(conn: psycopg.AsyncConnection[Any], count: int) -> list[psycopg.AsyncCursor[Any]]:
+    """``count`` cursors of ``conn``, kept on it from one unit to the next: a new cursor is a
+    new adapters map and a new cache of dumpers and loaders, filled again by every statement.
+    Up to :data:`_KEPT_CURSORS` are kept; a unit that needs more gets fresh ones for the rest
+    (closed after it, see :func:`_release`)."""
+    kept: list[psycopg.AsyncCursor[Any]] | None = getattr(conn, "_tensorsketch_cursors", None)
+    if kept is None:
+        kept = conn._tensorsketch_cursors = []  # type: ignore[attr-defined]
+    while len(kept) < min(count, _KEPT_CURSORS):
+        kept.append(conn.cursor())
+    if count <= len(kept):
+        return kept[:count]
+    return [*kept, *(conn.cursor() for _ in range(count - len(kept)))]
+
+
+async def _release(cursors: Sequence[psycopg.AsyncCursor[Any]]) -> None:
+    """Close the cursors past the kept ones."""
+    for cur in cursors[_KEPT_CURSORS:]:
+        await cur.close()
+
+
 async def _execute(conn: psycopg.AsyncConnection[Any], queries: Sequence[Query]) -> list[Any]:
-    async with conn.cursor() as cur:
-        results = []
-        for q in queries:
-            await _send(cur, q)
-            results.append(await _result(cur, q))
-        return results
+    cur = _cursors(conn, 1)[0]
+    results = []
+    for q in queries:
+        await _send(cur, q)
+        results.append(await _result(cur, q))
+    return results
 
 
 async def _execute_pipelined(
@@ -798,15 +949,14 @@ async def _execute_pipelined(
     (while later ones are sent, or when the pipeline ends), and the server skips the rest and
     rolls the transaction back at the Sync, so the connection is usable again.
     """
-    cursors = [conn.cursor() for _ in queries]
+    cursors = _cursors(conn, len(queries))
     try:
         async with conn.pipeline():
             for cur, q in zip(cursors, queries, strict=True):
                 await _send(cur, q)
         return [await _result(cur, q) for cur, q in zip(cursors, queries, strict=True)]
     finally:
-        for cur in cursors:
-            await cur.close()
+        await _release(cursors)
 
 
 async def _send(cur: psycopg.AsyncCursor[Any], q: Query) -> None:

@@ -200,6 +200,15 @@ class SqlBackend(Backend):
         carry it (the portable form, checked by its row count)."""
         return None
 
+    def fence_carrying_query(
+        self, thread_id: str, owner: str, write: Query, ride: RecordRide | None
+    ) -> Query | None:
+        """:meth:`fence_query` with ``write`` (the unit's journal records or events: one
+        insert) made by the fence statement itself, and ``ride`` as in
+        :meth:`fence_riding_query`, or ``None`` where the dialect cannot put a write inside
+        another statement. A refused fence must undo the write with the rest of the unit."""
+        return None
+
     def lease_riding_query(
         self, thread_id: str, owner: str, ttl: float, ride: RecordRide
     ) -> Query | None:
@@ -759,11 +768,12 @@ class SqlBackend(Backend):
         if not effects:
             return
         queries = [self.effects_query(thread_id, effects)]
-        fenced, riding = self._fence_and_ride(thread_id, fence, ride)
+        fenced, riding = self._fence_and_ride(thread_id, fence, ride, queries)
+        queries = fenced + queries + riding
         results = await self._run(
             "recording effects",
-            fenced + queries + riding,
-            transaction=True,
+            queries,
+            transaction=len(queries) > 1 or queries[0].many,
             idempotent=ride is None or ride.write is None,
         )
         self._rode(ride, results, len(riding))
@@ -899,7 +909,10 @@ class SqlBackend(Backend):
         if release_owner is not None:
             queries.append(Query(self._sql["release"], (thread_id, release_owner)))
         if queries:
-            fenced, riding = self._fence_and_ride(thread_id, fence, ride)
+            # Only the events may go into the fence: the checkpoint's insert reads the
+            # thread's last position, which it must read after the fence took the lease row.
+            carried = queries if events else None
+            fenced, riding = self._fence_and_ride(thread_id, fence, ride, carried)
             queries = fenced + queries
             results = await self._run(
                 "saving a checkpoint",
@@ -928,12 +941,23 @@ class SqlBackend(Backend):
         return store.ride_queries(ride, leased)
 
     def _fence_and_ride(
-        self, thread_id: str, fence: str | None, ride: RecordRide | None
+        self,
+        thread_id: str,
+        fence: str | None,
+        ride: RecordRide | None,
+        writes: list[Query] | None = None,
     ) -> tuple[list[Query], list[Query]]:
         """A unit's fence (first) and the statements its ride adds (last). A ride that only
-        reads is answered by the fence's own row where the dialect allows."""
+        reads is answered by the fence's own row where the dialect allows; where it allows
+        a write inside the fence statement, the first of ``writes`` (the unit's journal
+        records or events) is taken out of the list and made by the fence."""
         if fence is None:
             return [], self._ride_queries(ride)
+        if writes and not writes[0].many:
+            carrying = self.fence_carrying_query(thread_id, fence, writes[0], ride)
+            if carrying is not None:
+                del writes[0]
+                return [carrying], []
         if ride is not None:
             riding = self.fence_riding_query(thread_id, fence, ride)
             if riding is not None:
