@@ -83,7 +83,10 @@ UNDELIVERED: Final = "webhook"
 
 def waiting_column(record: RunRecord) -> str | None:
     """The value a store keeps in its ``waiting_for`` index column for ``record``."""
-    return UNDELIVERED if record.webhook_pending else record.waiting_for
+    # RunRecord.webhook_pending, inline: every record write asks (most name no webhook).
+    if record.webhook is None or record.webhook_delivery is not None:
+        return record.waiting_for
+    return UNDELIVERED if record.status in TERMINAL else record.waiting_for
 
 
 #: Label keys and values: short strings (they end up in indexes and metric labels).
