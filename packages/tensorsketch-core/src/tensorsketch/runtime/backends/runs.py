@@ -293,7 +293,7 @@ _DEFAULTS: Final = tuple(
 #: directly, where the frozen class's calls ``object.__setattr__`` per field: forty calls a
 #: record, its biggest cost when it changes about ten times a run.
 _Draft: Final[Any] = dataclasses.make_dataclass(
-    "_Draft",
+    "RunRecord",  # what a missing field's TypeError names, as the frozen class's does
     [
         (
             f.name,
