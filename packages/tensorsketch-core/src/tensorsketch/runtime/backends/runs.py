@@ -27,6 +27,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, get_args
 
 from tensorsketch.errors import (
@@ -82,7 +83,10 @@ UNDELIVERED: Final = "webhook"
 
 def waiting_column(record: RunRecord) -> str | None:
     """The value a store keeps in its ``waiting_for`` index column for ``record``."""
-    return UNDELIVERED if record.webhook_pending else record.waiting_for
+    # RunRecord.webhook_pending, inline: every record write asks (most name no webhook).
+    if record.webhook is None or record.webhook_delivery is not None:
+        return record.waiting_for
+    return UNDELIVERED if record.status in TERMINAL else record.waiting_for
 
 
 #: Label keys and values: short strings (they end up in indexes and metric labels).
@@ -192,7 +196,8 @@ class RunRecord:
 
     def replace(self, **changes: Any) -> RunRecord:
         """A copy with ``changes`` applied (a run's record changes about ten times: this is
-        ``dataclasses.replace`` without its per-call walk of the fields)."""
+        ``dataclasses.replace`` without its per-call walk of the fields, built as a
+        :data:`_Draft`)."""
         values = list(_ALL_FIELDS(self))
         try:
             for name, value in changes.items():
@@ -200,10 +205,12 @@ class RunRecord:
         except KeyError as exc:
             msg = f"RunRecord has no field {exc.args[0]!r}."
             raise TypeError(msg) from None
-        return RunRecord(*values)
+        record: RunRecord = _Draft(*values)
+        object.__setattr__(record, "__class__", RunRecord)  # see _Draft
+        return record
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data (what the store encodes and the HTTP API returns)."""
+        """Plain data (what the HTTP API returns)."""
         raw = dict(zip(_FIELD_NAMES, _ALL_FIELDS(self), strict=True))
         # Mostly empty: no comprehension (a call each) for those.
         raw["interrupts"] = [dict(i) for i in self.interrupts] if self.interrupts else []
@@ -214,22 +221,43 @@ class RunRecord:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> RunRecord:
-        known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in raw.items() if k in known}
+        """A record from :meth:`to_dict`'s data or a stored mapping: a field missing from
+        ``raw`` takes its default, a key that is not a field is ignored."""
+        values = {k: v for k, v in raw.items() if k in _FIELD_INDEX}
         values["interrupts"] = tuple(dict(i) for i in values.get("interrupts") or ())
         values["events"] = tuple(dict(e) for e in values.get("events") or ())
         values["delivered_event_ids"] = tuple(values.get("delivered_event_ids") or ())
         values["steering"] = tuple(dict(m) for m in values.get("steering") or ())
         values["decisions"] = dict(values.get("decisions") or {})
         values["labels"] = dict(values.get("labels") or {})
-        return cls(**values)
+        if cls is not RunRecord:  # a subclass has its own layout: its own __init__
+            return cls(**values)
+        record: RunRecord = _Draft(**values)
+        object.__setattr__(record, "__class__", RunRecord)  # see _Draft
+        return record
 
     def encode(self, serializer: Serializer, *, version: int | None = None) -> bytes:
         """The record's bytes in the store (``version`` travels in its own column; pass the
-        one it is stored under rather than copying the record to change it)."""
-        raw = self.to_dict()
-        if version is not None:
-            raw["version"] = version
+        one it is stored under rather than copying the record to change it).
+
+        Only the fields that differ from their defaults are written (a record has some
+        forty, most at their defaults; :meth:`from_dict` restores a missing one), which
+        halves both the bytes and the serializer's walk of them. A field counts as at its
+        default only when it *is* the default object (``None``, ``0``, ``()``, a literal
+        string), so no value's own ``__eq__`` runs; an equal copy is just written.
+        """
+        values = _ALL_FIELDS(self)
+        raw = dict(compress(zip(_FIELD_NAMES, values), map(operator.is_not, values, _DEFAULTS)))
+        # Tuples would be tagged as such: lists, as from_dict reads them.
+        if "interrupts" in raw:
+            raw["interrupts"] = list(self.interrupts)
+        if "events" in raw:
+            raw["events"] = list(self.events)
+        if "delivered_event_ids" in raw:
+            raw["delivered_event_ids"] = list(self.delivered_event_ids)
+        if "steering" in raw:
+            raw["steering"] = list(self.steering)
+        raw["version"] = self.version if version is None else version
         return serializer.dumps(raw)
 
     @classmethod
@@ -242,16 +270,46 @@ class RunRecord:
         if not isinstance(raw, dict):
             msg = f"a stored run record is not a mapping ({type(raw).__name__}); it is corrupt."
             raise TypeError(msg)
-        record = cls.from_dict(raw)
+        raw["version"] = int(version)
         if lease is not None:
-            record = record.replace(lease_expires_at=float(lease))
-        return record.replace(version=int(version))
+            raw["lease_expires_at"] = float(lease)
+        return cls.from_dict(raw)
 
 
-_FIELD_NAMES: Final = tuple(f.name for f in dataclasses.fields(RunRecord))
+_FIELDS: Final = dataclasses.fields(RunRecord)
+_FIELD_NAMES: Final = tuple(f.name for f in _FIELDS)
 _FIELD_INDEX: Final = {name: i for i, name in enumerate(_FIELD_NAMES)}
 #: A record's field values, in order (one C call).
 _ALL_FIELDS: Final = operator.attrgetter(*_FIELD_NAMES)
+#: Each field's default object, for :meth:`RunRecord.encode` (a fresh object for a field
+#: without one, or with a factory: never the same object as a value).
+_DEFAULTS: Final = tuple(
+    object() if f.default is dataclasses.MISSING else f.default for f in _FIELDS
+)
+
+#: A mutable twin of :class:`RunRecord`: the same slots in the same order, so one memory
+#: layout. A record is built as a twin and then given its class (CPython allows assigning
+#: ``__class__`` between classes of one layout). The twin's ``__init__`` stores each field
+#: directly, where the frozen class's calls ``object.__setattr__`` per field: forty calls a
+#: record, its biggest cost when it changes about ten times a run.
+_Draft: Final[Any] = dataclasses.make_dataclass(
+    "RunRecord",  # what a missing field's TypeError names, as the frozen class's does
+    [
+        (
+            f.name,
+            f.type,
+            field(default_factory=f.default_factory)
+            if f.default_factory is not dataclasses.MISSING
+            else field(default=f.default),
+        )
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        else (f.name, f.type)
+        for f in _FIELDS
+    ],
+    slots=True,
+    eq=False,
+    repr=False,
+)
 
 
 @dataclass(frozen=True, slots=True)
