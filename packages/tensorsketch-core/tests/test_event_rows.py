@@ -1,0 +1,185 @@
+"""A run's stream events are stored in a compact form (``durable.event_rows``): no mapping
+is built or walked per event, and ``run_end`` does not carry the state its ``values`` row
+just stored. Replays read back what the live stream sent, and rows written in the old form
+(one ``Event.to_dict()`` mapping each) read back as they did."""
+
+from __future__ import annotations
+
+import operator
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+
+from tensorsketch.channels import Reducer
+from tensorsketch.constants import END, START
+from tensorsketch.context import Context
+from tensorsketch.durable.event_rows import stored_run_id
+from tensorsketch.events import Event
+from tensorsketch.graph import Graph
+from tensorsketch.messages import Message, user
+from tensorsketch.node import Node
+from tensorsketch.pregel.compiled import CompiledGraph
+from tensorsketch.runtime.backends.base import Backend, StoredEvent
+from tensorsketch.runtime.backends.memory import InMemoryBackend
+from tensorsketch.runtime.backends.sqlite import SqliteBackend
+from tensorsketch.schema import Schema
+from tensorsketch.serializers import JsonSerializer, MsgpackSerializer, PickleSerializer
+
+MARKER = "state-marker-7f3a"
+
+
+class Chat(Schema):
+    tag: str = ""
+    messages: Annotated[list[Message], Reducer(operator.add)] = []
+
+
+class _In(Schema):
+    messages: list[Message]
+
+
+class _Out(Schema):
+    messages: list[Message]
+
+
+class Echo(Node):
+    In, Out = _In, _Out
+
+    async def run(self, ctx: Context, inp: _In) -> _Out:
+        await ctx.emit("note", {"seen": len(inp.messages)})
+        return _Out(messages=[user(f"echo {inp.messages[-1].text}")])
+
+
+def _app() -> CompiledGraph[Any]:
+    return Graph(Chat).add(Echo).edge(START, "Echo").edge("Echo", END).compile()
+
+
+async def _streamed(app: CompiledGraph[Any], backend: Backend, thread: str) -> list[Event]:
+    return [
+        e
+        async for e in app.stream(
+            {"tag": MARKER, "messages": [user("hi")]}, thread_id=thread, backend=backend
+        )
+    ]
+
+
+def _full(events: list[Event]) -> list[dict[str, Any]]:
+    return [e.to_dict() for e in events]
+
+
+@pytest.fixture(params=["memory-msgpack", "memory-json", "memory-pickle", "sqlite"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    if request.param == "sqlite":
+        return SqliteBackend(tmp_path / "events.db")
+    serializer = {"msgpack": MsgpackSerializer, "json": JsonSerializer, "pickle": PickleSerializer}
+    return InMemoryBackend(serializer=serializer[request.param.split("-")[1]]())
+
+
+async def test_a_replay_reads_back_what_the_live_stream_sent(backend: Backend) -> None:
+    app = _app()
+    live = await _streamed(app, backend, "t")
+    again = await _streamed(app, backend, "t")  # a second run on the thread: seqs go on
+    assert [e.type for e in live][-2:] == ["values", "run_end"]
+    replayed = [e async for e in app.replay("t", backend)]
+    assert _full(replayed) == _full(live + again)
+    assert replayed[-1].data is not replayed[-2].data  # distinct mappings, as streamed
+
+
+async def test_a_replay_from_run_end_reads_its_state(backend: Backend) -> None:
+    """``since`` at a ``run_end`` stored without its state (an SSE follower resuming after
+    the ``values`` event): the row before it is read for the state."""
+    app = _app()
+    live = await _streamed(app, backend, "t")
+    end = live[-1]
+    assert end.type == "run_end"
+    replayed = [e async for e in app.replay("t", backend, since=end.seq)]
+    assert _full(replayed) == [end.to_dict()]
+
+
+async def test_run_end_is_stored_without_the_state_of_its_values_row() -> None:
+    backend = InMemoryBackend()
+    live = await _streamed(_app(), backend, "t")
+    rows = {e.type: row for e, row in zip(live, await backend.read_events("t"), strict=True)}
+    assert MARKER.encode() in rows["values"].payload
+    assert MARKER.encode() not in rows["run_end"].payload
+    assert len(rows["run_end"].payload) < 100
+
+
+class _Counting(MsgpackSerializer):
+    """Records what each ``dumps`` call was handed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handed: list[Any] = []
+
+    def dumps(self, obj: Any) -> bytes:
+        self.handed.append(obj)
+        return super().dumps(obj)
+
+
+def _holds_state(obj: Any) -> bool:
+    """Whether ``obj`` (an event row handed to the encoder) carries the whole state."""
+    items = obj if isinstance(obj, list) else [obj.get("data")] if isinstance(obj, dict) else []
+    return any(isinstance(v, dict) and set(v) == {"tag", "messages"} for v in items)
+
+
+async def test_the_encoder_is_handed_no_mapping_per_event_and_the_state_once() -> None:
+    """Per run: no ``to_dict()`` mapping is built for the encoder to walk (6 of them for
+    this run before), and the state goes to the encoder once for ``values`` and
+    ``run_end`` together (twice before)."""
+    serializer = _Counting()
+    backend = InMemoryBackend(serializer=serializer)
+    live = await _streamed(_app(), backend, "t")
+    assert len(live) == 6
+    envelopes = [o for o in serializer.handed if isinstance(o, dict) and "run_id" in o]
+    assert envelopes == []
+    assert sum(_holds_state(o) for o in serializer.handed) == 1
+
+
+#: Rows 6 to 9 of a thread, written in the old form (``Event.to_dict()`` encoded by the
+#: release before the compact form): msgpack, and JSON (a store can switch between them).
+_OLD_ROWS = [
+    b"\xc1\x89\xa3seq\x06\xa4type\xa9run_start\xa4node\xc0\xa6run_id\xa5r-old\xa9thread_id"
+    b"\xa5t-old\xa9namespace\x90\xa4step\x00\xa2ts\xcb?\xf8\x00\x00\x00\x00\x00\x00\xa4data"
+    b"\x81\xa5input\x81\xa1q\xa1x",
+    b"\xc1\x89\xa3seq\x07\xa4type\xa6values\xa4node\xc0\xa6run_id\xa5r-old\xa9thread_id"
+    b"\xa5t-old\xa9namespace\x90\xa4step\x00\xa2ts\xcb@\x04\x00\x00\x00\x00\x00\x00\xa4data"
+    b"\x82\xa1q\xa1x\xa8messages\x91\xc7{\x01\x83\xa2$t\xa5model\xa1c\xbdtensorsketch.messages"
+    b":Message\xa1v\x88\xa4role\xa4user\xa7content\xa2hi\xaatool_calls\x90\xactool_call_id"
+    b"\xc0\xa4name\xc0\xa8is_error\xc2\xa2id\xc0\xa9reasoning\x90",
+    b"\xc1\x89\xa3seq\x08\xa4type\xa7run_end\xa4node\xc0\xa6run_id\xa5r-old\xa9thread_id"
+    b"\xa5t-old\xa9namespace\x90\xa4step\x01\xa2ts\xcb@\x0c\x00\x00\x00\x00\x00\x00\xa4data"
+    b"\x82\xa1q\xa1x\xa8messages\x91\xc7{\x01\x83\xa2$t\xa5model\xa1c\xbdtensorsketch.messages"
+    b":Message\xa1v\x88\xa4role\xa4user\xa7content\xa2hi\xaatool_calls\x90\xactool_call_id"
+    b"\xc0\xa4name\xc0\xa8is_error\xc2\xa2id\xc0\xa9reasoning\x90",
+    b'{"seq":9,"type":"run_start","node":null,"run_id":"r-old2","thread_id":"t-old",'
+    b'"namespace":["sub"],"step":0,"ts":4.5,"data":{"input":{"q":"y"}}}',
+]
+_OLD_EVENTS = [
+    Event(6, "run_start", None, "r-old", "t-old", {"input": {"q": "x"}}, (), 0, 1.5),
+    Event(7, "values", None, "r-old", "t-old", {"q": "x", "messages": [user("hi")]}, (), 0, 2.5),
+    Event(8, "run_end", None, "r-old", "t-old", {"q": "x", "messages": [user("hi")]}, (), 1, 3.5),
+    Event(9, "run_start", None, "r-old2", "t-old", {"input": {"q": "y"}}, ("sub",), 0, 4.5),
+]
+
+
+async def test_rows_of_the_old_form_read_back_as_before(backend: Backend) -> None:
+    """A run of this version, old rows after it, another run: all of them replay, from the
+    start and from the old ``run_end``, and each names its run."""
+    app = _app()
+    first = await _streamed(app, backend, "t-old")
+    assert [e.seq for e in first] == [0, 1, 2, 3, 4, 5]
+    old = _OLD_ROWS
+    if isinstance(backend.serializer, PickleSerializer):  # what the old form pickled
+        old = [backend.serializer.dumps(e.to_dict()) for e in _OLD_EVENTS]
+    await backend.append_events("t-old", [StoredEvent(6 + i, p) for i, p in enumerate(old)])
+    then = await _streamed(app, backend, "t-old")
+    replayed = [e async for e in app.replay("t-old", backend)]
+    assert _full(replayed) == _full(first) + _full(_OLD_EVENTS) + _full(then)
+    assert [e.ts for e in replayed[6:10]] == [1.5, 2.5, 3.5, 4.5]
+    since = [e async for e in app.replay("t-old", backend, since=8)]
+    assert _full(since) == _full(_OLD_EVENTS[2:]) + _full(then)
+    rows = await backend.read_events("t-old")
+    loads = backend.serializer.loads
+    named = [stored_run_id(loads(r.payload)) for r in rows]
+    assert named == [first[0].run_id] * 6 + ["r-old"] * 3 + ["r-old2"] + [then[0].run_id] * 6
