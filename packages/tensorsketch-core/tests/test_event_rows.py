@@ -1,7 +1,7 @@
-"""A run's stream events are stored in a compact form (``durable.event_rows``): no mapping
-is built or walked per event, and ``run_end`` does not carry the state its ``values`` row
-just stored. Replays read back what the live stream sent, and rows written in the old form
-(one ``Event.to_dict()`` mapping each) read back as they did."""
+"""A run's stream events are stored one row per commit (``durable.event_rows``): one encoder
+call per commit, no mapping built or walked per event, and ``run_end`` without the state its
+``values`` event just stored. Replays read back what the live stream sent, from any seq,
+and rows written in the old form (an ``Event.to_dict()`` mapping each) read as they did."""
 
 from __future__ import annotations
 
@@ -85,24 +85,35 @@ async def test_a_replay_reads_back_what_the_live_stream_sent(backend: Backend) -
     assert replayed[-1].data is not replayed[-2].data  # distinct mappings, as streamed
 
 
-async def test_a_replay_from_run_end_reads_its_state(backend: Backend) -> None:
-    """``since`` at a ``run_end`` stored without its state (an SSE follower resuming after
-    the ``values`` event): the row before it is read for the state."""
+async def test_a_replay_from_any_seq_reads_the_events_from_there(backend: Backend) -> None:
+    """``since`` inside a commit's row (an SSE follower resuming after the ``values``
+    event, say): the events before it are left out, ``run_end`` still has its state."""
     app = _app()
-    live = await _streamed(app, backend, "t")
-    end = live[-1]
-    assert end.type == "run_end"
-    replayed = [e async for e in app.replay("t", backend, since=end.seq)]
-    assert _full(replayed) == [end.to_dict()]
+    live = await _streamed(app, backend, "t") + await _streamed(app, backend, "t")
+    for since in range(len(live) + 1):
+        replayed = [e async for e in app.replay("t", backend, since=since)]
+        assert _full(replayed) == _full(live[since:])
 
 
-async def test_run_end_is_stored_without_the_state_of_its_values_row() -> None:
+async def test_a_commit_is_one_row_under_its_last_seq() -> None:
+    """Six events, one barrier: one row, keyed so that the thread's last event seq (where
+    the next run numbers from) and a read from any seq of it still find it."""
     backend = InMemoryBackend()
     live = await _streamed(_app(), backend, "t")
-    rows = {e.type: row for e, row in zip(live, await backend.read_events("t"), strict=True)}
-    assert MARKER.encode() in rows["values"].payload
-    assert MARKER.encode() not in rows["run_end"].payload
-    assert len(rows["run_end"].payload) < 100
+    assert len(live) == 6
+    rows = await backend.read_events("t")
+    assert [r.seq for r in rows] == [live[-1].seq]
+    assert await backend.last_event_seq("t") == live[-1].seq
+    assert await backend.read_events("t", since=1) == rows
+
+
+async def test_run_end_is_stored_without_the_state_of_its_values_event() -> None:
+    """The marker is in the run's input (``run_start``) and its state (``values``): the
+    ``run_end`` that repeats the state stores it no third time."""
+    backend = InMemoryBackend()
+    await _streamed(_app(), backend, "t")
+    rows = await backend.read_events("t")
+    assert sum(r.payload.count(MARKER.encode()) for r in rows) == 2
 
 
 class _Counting(MsgpackSerializer):
@@ -117,23 +128,28 @@ class _Counting(MsgpackSerializer):
         return super().dumps(obj)
 
 
-def _holds_state(obj: Any) -> bool:
-    """Whether ``obj`` (an event row handed to the encoder) carries the whole state."""
+def _states(obj: Any) -> int:
+    """How many copies of the whole state ``obj`` (handed to the encoder) holds at its top."""
     items = obj if isinstance(obj, list) else [obj.get("data")] if isinstance(obj, dict) else []
-    return any(isinstance(v, dict) and set(v) == {"tag", "messages"} for v in items)
+    return sum(isinstance(v, dict) and set(v) == {"tag", "messages"} for v in items)
 
 
-async def test_the_encoder_is_handed_no_mapping_per_event_and_the_state_once() -> None:
-    """Per run: no ``to_dict()`` mapping is built for the encoder to walk (6 of them for
-    this run before), and the state goes to the encoder once for ``values`` and
-    ``run_end`` together (twice before)."""
+async def test_the_encoder_is_called_once_per_commit_with_the_state_once() -> None:
+    """The run's six events go to the encoder in one call (six before, each a
+    ``to_dict()`` mapping built for it to walk), holding the state once for ``values``
+    and ``run_end`` together (twice before)."""
     serializer = _Counting()
     backend = InMemoryBackend(serializer=serializer)
     live = await _streamed(_app(), backend, "t")
-    assert len(live) == 6
-    envelopes = [o for o in serializer.handed if isinstance(o, dict) and "run_id" in o]
-    assert envelopes == []
-    assert sum(_holds_state(o) for o in serializer.handed) == 1
+    run_id = live[0].run_id
+    handed = [
+        o
+        for o in serializer.handed
+        if (isinstance(o, dict) and o.get("run_id") == run_id)
+        or (isinstance(o, list) and run_id in o[:2])
+    ]
+    assert len(handed) == 1
+    assert sum(_states(o) for o in handed) == 1
 
 
 #: Rows 6 to 9 of a thread, written in the old form (``Event.to_dict()`` encoded by the
@@ -164,8 +180,8 @@ _OLD_EVENTS = [
 
 
 async def test_rows_of_the_old_form_read_back_as_before(backend: Backend) -> None:
-    """A run of this version, old rows after it, another run: all of them replay, from the
-    start and from the old ``run_end``, and each names its run."""
+    """A run of this version, old rows after it, another run: all of them replay, from
+    every seq, and each row names its run."""
     app = _app()
     first = await _streamed(app, backend, "t-old")
     assert [e.seq for e in first] == [0, 1, 2, 3, 4, 5]
@@ -177,9 +193,11 @@ async def test_rows_of_the_old_form_read_back_as_before(backend: Backend) -> Non
     replayed = [e async for e in app.replay("t-old", backend)]
     assert _full(replayed) == _full(first) + _full(_OLD_EVENTS) + _full(then)
     assert [e.ts for e in replayed[6:10]] == [1.5, 2.5, 3.5, 4.5]
-    since = [e async for e in app.replay("t-old", backend, since=8)]
-    assert _full(since) == _full(_OLD_EVENTS[2:]) + _full(then)
+    for seq in range(len(replayed) + 1):
+        tail = [e async for e in app.replay("t-old", backend, since=seq)]
+        assert _full(tail) == _full(replayed[seq:])
     rows = await backend.read_events("t-old")
     loads = backend.serializer.loads
     named = [stored_run_id(loads(r.payload)) for r in rows]
-    assert named == [first[0].run_id] * 6 + ["r-old"] * 3 + ["r-old2"] + [then[0].run_id] * 6
+    assert named[0] == first[0].run_id and named[-1] == then[0].run_id
+    assert named[-5:-1] == ["r-old"] * 3 + ["r-old2"]
