@@ -6,6 +6,7 @@ and rows written in the old form (an ``Event.to_dict()`` mapping each) read as t
 from __future__ import annotations
 
 import operator
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,7 +15,8 @@ import pytest
 from tensorsketch.channels import Reducer
 from tensorsketch.constants import END, START
 from tensorsketch.context import Context
-from tensorsketch.durable.event_rows import stored_run_id
+from tensorsketch.durable.event_rows import decode_row, encode_events, stored_run_id
+from tensorsketch.errors import CheckpointDecodeError
 from tensorsketch.events import Event
 from tensorsketch.graph import Graph
 from tensorsketch.messages import Message, user
@@ -201,3 +203,27 @@ async def test_rows_of_the_old_form_read_back_as_before(backend: Backend) -> Non
     named = [stored_run_id(loads(r.payload)) for r in rows]
     assert named[0] == first[0].run_id and named[-1] == then[0].run_id
     assert named[-5:-1] == ["r-old"] * 3 + ["r-old2"]
+
+
+def test_events_that_are_not_one_runs_are_stored_a_row_each() -> None:
+    """Two runs' events in one commit (the engine writes none) fall back to the old form,
+    one mapping per event under its own seq; a row of neither form is refused by name."""
+    serializer = MsgpackSerializer()
+    events = [
+        Event(3, "custom", "A", "r1", "t", {"n": 1}, ("sub",), 2, 1.0),
+        Event(4, "custom", "A", "r2", "t", {"n": 2}, (), 2, 2.0),
+    ]
+    rows = encode_events(serializer, "t", events)
+    assert [r.seq for r in rows] == [3, 4]
+    decoded = [decode_row(serializer.loads(r.payload), r.seq, "t") for r in rows]
+    assert decoded == [[events[0]], [events[1]]]
+    (one,) = encode_events(serializer, "t", [events[0], replace(events[1], run_id="r1")])
+    assert one.seq == 4
+    assert decode_row(serializer.loads(one.payload), 4, "t") == [
+        events[0],
+        replace(events[1], run_id="r1"),
+    ]
+    with pytest.raises(CheckpointDecodeError, match="event 5 of thread 't'"):
+        decode_row(serializer.loads(one.payload), 5, "t")  # its events end at 4
+    with pytest.raises(CheckpointDecodeError, match="not a stored event"):
+        decode_row([9, "x"], 1, "t")

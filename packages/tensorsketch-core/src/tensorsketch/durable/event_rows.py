@@ -79,7 +79,7 @@ def encode_events(
         before: Event | None = None
         for i, e in enumerate(events):
             data = e.data
-            if e.type == "run_end" and before is not None and _same_state(e, before):
+            if e.type == "run_end" and row[3] is None and before and _same_state(e, before):
                 row[3], data = i, None
             row += (e.type, e.node, list(e.namespace) if e.namespace else [], e.step, e.ts, data)
             before = e
