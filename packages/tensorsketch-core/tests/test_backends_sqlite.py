@@ -106,7 +106,7 @@ async def test_one_unit_of_work_to_open_and_one_per_superstep(
         assert threading.get_ident() not in threads
     else:
         assert threads == {threading.get_ident()}
-    stored = await backend.read_events("t")
+    stored = [e async for e in COUNTER.replay("t", backend)]
     assert [e.seq for e in stored] == [e.seq for e in events]  # run_end included
     assert await backend.acquire_lease("t", "someone else", 30)
     await backend.release_lease("t", "someone else")

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from tensorsketch.durable.blobs import hydrate
 from tensorsketch.durable.checkpoint import Checkpoint
+from tensorsketch.durable.event_rows import encode_events
 from tensorsketch.durable.guard import store_guard
 from tensorsketch.durable.ladder import LadderWriter, PlanEntry, Position, rebuild
 from tensorsketch.durable.lease import Lease
@@ -679,9 +680,7 @@ class RunJournal:
         if not self._events:
             return []
         events, self._events = self._events, []
-        serializer = self.backend.serializer
-        with shared_encoding(serializer) if len(events) > 1 and not shared else _NO_SHARING:
-            return [StoredEvent(seq=e.seq, payload=serializer.dumps(e.to_dict())) for e in events]
+        return encode_events(self.backend.serializer, self.thread_id, events, shared=shared)
 
     async def flush_events(self) -> None:
         stored = self._encoded_events()

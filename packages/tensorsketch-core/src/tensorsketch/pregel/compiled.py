@@ -11,6 +11,7 @@ from tensorsketch import threads
 from tensorsketch.context import Context, MemoryBinding, RunHandle
 from tensorsketch.durable.blobs import hydrate
 from tensorsketch.durable.checkpoint import Checkpoint
+from tensorsketch.durable.event_rows import read_stored_events
 from tensorsketch.durable.lineage import ForkEffects, check_fork_effects, inherit
 from tensorsketch.durable.modes import Durability
 from tensorsketch.durable.reads import (
@@ -374,15 +375,10 @@ class CompiledGraph(Generic[S]):
         cursor = since
         delay = 0.01
         while True:
-            stored_events = await backend.read_events(thread_id, cursor)
+            stored_events = await read_stored_events(backend, thread_id, cursor)
             last_type = None
-            for stored in stored_events:
-                raw = backend.serializer.loads(stored.payload)
-                if not isinstance(raw, dict):
-                    msg = f"event {stored.seq} of thread {thread_id!r} is not a stored event."
-                    raise CheckpointDecodeError(msg)
-                event = Event.from_dict(raw)
-                cursor = stored.seq + 1
+            for event in stored_events:
+                cursor = event.seq + 1
                 last_type = event.type
                 yield event
             if not follow:

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tensorsketch.assistant_config import bound_assistant
+from tensorsketch.durable.event_rows import stored_run_id
 from tensorsketch.durable.modes import check_durability
 from tensorsketch.errors import BackendUnavailableError, LeaseLostError, ThreadBusyError
 from tensorsketch.events import Event
@@ -257,7 +258,7 @@ class Execution:
         if not tail:
             return True
         event = backend.serializer.loads(tail[-1].payload)
-        return not (isinstance(event, dict) and event.get("run_id") == record.run_id)
+        return stored_run_id(event) != record.run_id
 
     async def _rebase(self, record: RunRecord) -> RunRecord:
         """Store where the thread really stands as the run's start (what a rollback goes

@@ -55,6 +55,7 @@ from tensorsketch.channels import Reducer
 from tensorsketch.command import Command
 from tensorsketch.constants import END, START
 from tensorsketch.context import Context
+from tensorsketch.durable.event_rows import decode_row
 from tensorsketch.durable.modes import Durability, check_durability
 from tensorsketch.effect_keys import INTENT_PREFIX
 from tensorsketch.errors import ThreadBusyError
@@ -533,7 +534,7 @@ class CrashingBackend(Backend):
     async def append_events(self, thread_id: str, events: list[StoredEvent]) -> None:
         self._check()
         await self.inner.append_events(thread_id, events)
-        self._passed(f"events {events[0].seq}..{events[-1].seq}")
+        self._passed(self._events_label(thread_id, events))
 
     async def read_events(self, thread_id: str, since: int = 0) -> list[StoredEvent]:
         self._check()
@@ -598,13 +599,24 @@ class CrashingBackend(Backend):
         )
         parts = []
         if events:
-            parts.append(f"events {events[0].seq}..{events[-1].seq}")
+            parts.append(self._events_label(thread_id, events))
         if checkpoint is not None:
             parts.append(f"checkpoint step={checkpoint.step}")
         if parts:
             if release_owner is not None:
                 parts.append("release")
             self._passed(" + ".join(parts), commit=checkpoint is not None)
+
+    def _events_label(self, thread_id: str, events: list[StoredEvent]) -> str:
+        """``events <first>..<last>``: the seqs of the events the rows hold (a row holds a
+        commit's events, stored under its last one's seq)."""
+        first = events[0].seq
+        try:
+            raw = self.inner.serializer.loads(events[0].payload)
+            first = decode_row(raw, first, thread_id)[0].seq
+        except Exception:  # a row of no event form: label it by its seq
+            pass
+        return f"events {first}..{events[-1].seq}"
 
     def _calling_out(self, keys: list[str]) -> None:
         """Follow which effects may be calling out: from their intent to their result."""

@@ -70,7 +70,9 @@ class StoredCheckpoint:
 
 @dataclass(frozen=True, slots=True)
 class StoredEvent:
-    """One persisted stream event: its per-thread sequence number and encoded body."""
+    """One row of a thread's event log: its per-thread sequence number and encoded body (the
+    runtime stores a commit's events as one row, under its last event's seq: see
+    :mod:`tensorsketch.durable.event_rows`)."""
 
     seq: int
     payload: bytes
