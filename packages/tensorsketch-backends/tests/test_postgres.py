@@ -749,6 +749,19 @@ async def test_units_of_work_from_another_event_loop(pg_dsn: str, pg_schema: str
 # -- what a run record costs ----------------------------------------------------------------------
 
 
+def _statement_counter(backend: PostgresBackend) -> tuple[list[int], Any]:
+    """A wrapper for ``backend.submit`` (install it when counting starts) and the list it
+    fills: each unit's statements on the wire (a batched statement's rows one each)."""
+    sent: list[int] = []
+    submit = backend.submit
+
+    async def counted(queries: Any, **options: Any) -> Any:
+        sent.append(sum(len(q.params) if q.many else 1 for q in queries))
+        return await submit(queries, **options)
+
+    return sent, counted
+
+
 def _settling_agent() -> Any:
     """The benchmarks' agent turn (bench_durable_runs.py): the model asks for one tool, the
     tool answers, the model answers."""
@@ -780,13 +793,7 @@ async def test_a_runner_run_sends_one_statement_more_than_the_same_invoke(
     from tensorsketch.runs import AsyncRunner
 
     backend = PostgresBackend(pg_dsn, schema=pg_schema)
-    sent: list[int] = []
-    submit = backend.submit
-
-    async def counted(queries: Any, **options: Any) -> Any:
-        sent.append(sum(len(q.params) if q.many else 1 for q in queries))
-        return await submit(queries, **options)
-
+    sent, counted = _statement_counter(backend)
     backend.submit = counted  # type: ignore[method-assign]
     agent = _settling_agent()
     runner = AsyncRunner(agent, backend=backend)
@@ -888,13 +895,7 @@ async def test_a_fenced_unit_makes_its_journal_records_or_events_in_the_fence_st
     from tensorsketch.runtime.backends.runs import RunRecord
 
     backend = PostgresBackend(pg_dsn, schema=pg_schema)
-    sent: list[int] = []
-    submit = backend.submit
-
-    async def counted(queries: Any, **options: Any) -> Any:
-        sent.append(sum(len(q.params) if q.many else 1 for q in queries))
-        return await submit(queries, **options)
-
+    sent, counted = _statement_counter(backend)
     thread = f"carry-{uuid.uuid4().hex[:8]}"
     store = backend.run_store()
     try:
