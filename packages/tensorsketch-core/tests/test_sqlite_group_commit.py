@@ -183,3 +183,29 @@ async def test_units_made_in_one_loop_turn_share_a_commit_across_blocking_calls(
     assert [created for _, created in results[::2]] == [True] * 4
     assert backend.transactions - before == 1
     await backend.aclose()
+
+
+async def test_a_unit_made_with_nothing_else_to_run_goes_to_the_worker_at_once(
+    tmp_path: Path,
+) -> None:
+    # Waiting for the turn to end only pays where another unit may come in that turn: a lone
+    # run's unit (the loop's ready queue empty) would wait a whole loop iteration for none.
+    backend = SqliteBackend(tmp_path / "lone.db")
+    store = backend.run_store()
+    await store.create(record(0))
+    worker = backend._worker
+    handed: list[int] = []
+    hand_over = worker._hand_over
+
+    def counted(loop: asyncio.AbstractEventLoop) -> None:
+        handed.append(len(worker._turns[loop]))
+        hand_over(loop)
+
+    worker._hand_over = counted  # type: ignore[method-assign]
+    for n in range(1, 4):
+        await store.create(record(n))
+    assert handed == []
+    # Units made in one turn with more to run still go together, at its end.
+    await asyncio.gather(*(store.create(record(n)) for n in range(4, 8)))
+    assert handed and sum(handed) == 4
+    await backend.aclose()

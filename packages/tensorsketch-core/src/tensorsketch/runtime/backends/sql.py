@@ -1197,20 +1197,27 @@ class _DriverThread:
         # The call reaches the queue when the loop's current turn is over, with every other
         # call made in that turn: a turn that also writes to sockets (an HTTP server's) lets
         # the thread run between its calls, which would otherwise commit them one by one.
+        # A call made with nothing else left to run in the turn (asyncio's ready queue is
+        # empty: a lone run's unit) goes at once, without waiting a loop iteration for none.
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         item = (fn, args, loop, future, grouped)
         turn = self._turns.get(loop)
-        if turn is None:
+        if turn is not None:
+            turn.append(item)
+        elif getattr(loop, "_ready", True):  # more to run this turn (or a loop without it)
             self._turns[loop] = [item]
             loop.call_soon(self._hand_over, loop)
         else:
-            turn.append(item)
+            self._queue_all([item])
         return future
 
     def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
         """Queue the calls ``loop`` made in its last turn, in order, at once."""
-        calls = self._turns.pop(loop)
+        self._queue_all(self._turns.pop(loop))
+
+    def _queue_all(self, calls: list[Any]) -> None:
+        """Put ``calls`` in the worker's queue, starting the worker if it is not running."""
         if self._thread is None or not self._thread.is_alive():
             with self._start_lock:
                 if self._thread is None or not self._thread.is_alive():
