@@ -159,3 +159,9 @@ def test_the_guard_counts_only_bodies_without_a_declared_length() -> None:
     # Declared over the limit: 413 before the app runs.
     _, sent = _guard_sees([], b"x" * 11)
     assert sent[0]["status"] == 413
+
+
+def test_routes_keep_their_handlers_names() -> None:
+    runner = AsyncRunner(task_graphs.work_graph(), backend=InMemoryBackend())
+    names = {route.name for route in task_app(runner, metrics=None).routes}  # type: ignore[attr-defined]
+    assert {"healthz", "metrics_text", "openapi", "checked"} <= names

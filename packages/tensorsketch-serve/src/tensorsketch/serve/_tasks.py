@@ -51,7 +51,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, get_name
 from starlette.types import Receive, Scope, Send
 
 from tensorsketch.durable.modes import DURABILITY_MODES
@@ -835,17 +835,19 @@ def task_app(
     ]
     gatekeeper.check_routes(f"{method} {path}" for method, path, _ in endpoints)
     endpoints = [(m, p, gatekeeper.guard(f"{m} {p}", e)) for m, p, e in endpoints]
-    routes = [
-        Route(
+    handlers_by_route = [
+        (
+            method,
             path,
-            _Endpoint(
-                endpoint
-                if f"{method} {path}" in _OPERATIONAL
-                else _checked_query(f"{method} {path}", endpoint)
-            ),
-            methods=[method],
+            endpoint
+            if f"{method} {path}" in _OPERATIONAL
+            else _checked_query(f"{method} {path}", endpoint),
         )
         for method, path, endpoint in endpoints
+    ]
+    routes = [
+        Route(path, _Endpoint(handler), methods=[method], name=get_name(handler))
+        for method, path, handler in handlers_by_route
     ]
     handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
         ServeError: on_serve_error,
