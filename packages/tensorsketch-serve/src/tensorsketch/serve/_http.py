@@ -184,9 +184,14 @@ class Guard:
             await self.app(scope, receive, send)
             return
         try:
-            await self._check(scope)
+            declared = await self._check(scope)
         except ServeError as error:
             await self.render(error)(scope, receive, send)
+            return
+        if declared:
+            # The server frames the body by its Content-Length, which is within the limit:
+            # nothing to count, so no wrapped receive and send on every message.
+            await self.app(scope, receive, send)
             return
         limit = self.max_body_bytes
         seen = 0
@@ -214,7 +219,9 @@ class Guard:
                 raise
             await self.render(error)(scope, receive, send)
 
-    async def _check(self, scope: Scope) -> None:
+    async def _check(self, scope: Scope) -> bool:
+        """Authenticate, and check a declared ``Content-Length``: whether one was declared
+        (within the limit) and the body is not chunked, so it needs no counting."""
         if self.authenticate is not None:
             allowed = self.authenticate(Request(scope))
             if inspect.isawaitable(allowed):
@@ -227,6 +234,7 @@ class Guard:
                     code="invalid_api_key",
                     headers={"WWW-Authenticate": "Bearer"},
                 )
+        declared = chunked = False
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:
@@ -235,6 +243,10 @@ class Guard:
                     raise ServeError(400, f"Content-Length {value!r} is not a number.") from None
                 if length > self.max_body_bytes:
                     raise _TooLarge(self.max_body_bytes)
+                declared = True
+            elif name == b"transfer-encoding":
+                chunked = True
+        return declared and not chunked
 
 
 async def read_json(request: Request) -> Any:

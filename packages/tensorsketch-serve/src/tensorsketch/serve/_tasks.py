@@ -51,7 +51,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, get_name
 from starlette.types import Receive, Scope, Send
 
 from tensorsketch.durable.modes import DURABILITY_MODES
@@ -157,10 +157,33 @@ def _dumps(data: Any) -> str:
     return _encode(data)
 
 
+class _JsonResponse(Response):
+    """A JSON answer with its header list built in one go: the same bytes Starlette's
+    ``Response(..., media_type="application/json")`` sends (the given headers lowercased,
+    then ``content-length``, then ``content-type``), without its per-response render,
+    header scan and list comprehensions."""
+
+    media_type = "application/json"
+
+    def __init__(self, body: bytes, status: int, raw_headers: list[tuple[bytes, bytes]]) -> None:
+        self.status_code = status
+        self.background = None
+        self.body = body
+        raw_headers.append((b"content-length", str(len(body)).encode()))
+        raw_headers.append((b"content-type", b"application/json"))
+        self.raw_headers = raw_headers
+
+
 def _json(data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
-    return Response(
-        _dumps(data), status_code=status, media_type="application/json", headers=headers
-    )
+    raw: list[tuple[bytes, bytes]] = []
+    if status < 200 or status in (204, 304):  # no content-length there: Starlette's rules
+        return Response(_dumps(data), status_code=status, media_type="application/json")
+    if headers:
+        raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+        for name, _ in raw:
+            if name == b"content-length" or name == b"content-type":  # the caller's own
+                return Response(_dumps(data), status, headers, media_type="application/json")
+    return _JsonResponse(_dumps(data).encode(), status, raw)
 
 
 def _event_frame(event: Event) -> bytes:
@@ -599,6 +622,8 @@ def _checked_query(
     takes = f"takes {sorted(allowed)}" if allowed else "takes none"
 
     async def checked(request: Request) -> Response:
+        if not request.scope.get("query_string"):  # most requests: nothing to parse
+            return await endpoint(request)
         params = request.query_params
         extra = sorted(set(params) - allowed)
         if extra:
@@ -613,6 +638,22 @@ def _checked_query(
         return await endpoint(request)
 
     return checked
+
+
+class _Endpoint:
+    """A route's handler as a plain ASGI app. Starlette wraps a function endpoint in a second
+    exception-handling layer of its own (two closures, a wrapped ``send`` and a ``Request``
+    per request); the app's exception middleware already turns the same exceptions into the
+    same answers with the same handlers, so one layer is enough."""
+
+    __slots__ = ("handler",)
+
+    def __init__(self, handler: Callable[[Request], Awaitable[Response]]) -> None:
+        self.handler = handler
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = await self.handler(Request(scope, receive, send))
+        await response(scope, receive, send)
 
 
 def _number(
@@ -794,15 +835,19 @@ def task_app(
     ]
     gatekeeper.check_routes(f"{method} {path}" for method, path, _ in endpoints)
     endpoints = [(m, p, gatekeeper.guard(f"{m} {p}", e)) for m, p, e in endpoints]
-    routes = [
-        Route(
+    handlers_by_route = [
+        (
+            method,
             path,
             endpoint
             if f"{method} {path}" in _OPERATIONAL
             else _checked_query(f"{method} {path}", endpoint),
-            methods=[method],
         )
         for method, path, endpoint in endpoints
+    ]
+    routes = [
+        Route(path, _Endpoint(handler), methods=[method], name=get_name(handler))
+        for method, path, handler in handlers_by_route
     ]
     handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
         ServeError: on_serve_error,

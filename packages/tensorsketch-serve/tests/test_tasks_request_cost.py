@@ -1,0 +1,175 @@
+"""What one task-API request costs the event loop, counted (never timed): the layers a
+``POST /tasks`` goes through, the answer's construction, and that the answer's bytes are the
+ones Starlette's own ``Response`` would send."""
+
+from __future__ import annotations
+
+import asyncio
+import cProfile
+import json
+import pstats
+from typing import Any
+
+import pytest
+import task_graphs
+from starlette import _exception_handler, responses
+from starlette.datastructures import QueryParams
+from starlette.responses import Response
+
+from tensorsketch.runs import AsyncRunner
+from tensorsketch.runtime.backends.memory import InMemoryBackend
+from tensorsketch.serve import task_app
+from tensorsketch.serve._http import Guard
+from tensorsketch.serve._tasks import _json
+
+Headers = list[tuple[bytes, bytes]]
+
+
+async def _call(app: Any, method: str, path: str, body: bytes = b"", extra: Headers = ()) -> Any:
+    """One request straight into the ASGI app, as uvicorn makes it; the messages sent back."""
+    path, _, query = path.partition("?")
+    headers = [(b"host", b"test"), (b"content-type", b"application/json"), *extra]
+    if body:
+        headers.append((b"content-length", str(len(body)).encode()))
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query.encode(),
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", 1),
+        "server": ("test", 80),
+        "state": {},
+    }
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        if pending:
+            return pending.pop()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return sent
+
+
+def _calls(profile: cProfile.Profile, code: Any) -> int:
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    key = (code.co_filename, code.co_firstlineno, code.co_name)
+    return int(stats[key][1]) if key in stats else 0
+
+
+def _submit_profiled(query: str = "") -> tuple[cProfile.Profile, list[dict[str, Any]]]:
+    async def go() -> tuple[cProfile.Profile, list[dict[str, Any]]]:
+        runner = AsyncRunner(task_graphs.work_graph(), backend=InMemoryBackend())
+        app = task_app(runner, metrics=None)
+        body = json.dumps({"input": {"n": 1}}).encode()
+        async with runner:
+            await _call(app, "POST", "/tasks", body, [(b"idempotency-key", b"warm")])
+            profile = cProfile.Profile()
+            profile.enable()
+            sent = await _call(app, "POST", f"/tasks{query}", body, [(b"idempotency-key", b"k1")])
+            profile.disable()
+            await runner.drain(timeout=5)
+        return profile, sent
+
+    return asyncio.run(go())
+
+
+def test_a_submit_passes_one_exception_layer() -> None:
+    profile, sent = _submit_profiled()
+    assert sent[0]["status"] == 202
+    # The app's exception middleware; Starlette's per-route wrapper was a second one.
+    assert _calls(profile, _exception_handler.wrap_app_handling_exceptions.__code__) == 1
+
+
+def test_a_submit_answer_builds_no_starlette_headers() -> None:
+    profile, sent = _submit_profiled()
+    assert sent[0]["status"] == 202
+    assert _calls(profile, responses.Response.init_headers.__code__) == 0
+
+
+def test_a_submit_without_a_query_string_parses_none() -> None:
+    profile, sent = _submit_profiled()
+    assert sent[0]["status"] == 202
+    assert _calls(profile, QueryParams.__init__.__code__) == 0
+
+
+def test_a_query_string_is_still_checked() -> None:
+    _, sent = _submit_profiled("?wait=1")
+    assert sent[0]["status"] == 400
+    error = json.loads(sent[1]["body"])["error"]
+    assert error["param"] == "wait" and "unknown query parameter" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("status", "headers"),
+    [
+        (200, None),
+        (202, {"Location": "/tasks/run_1"}),
+        (200, {"Location": "/tasks/run_1", "Idempotent-Replayed": "true"}),
+        (503, {"x-should-retry": "false", "Retry-After": "2"}),
+        (400, {"Content-Type": "application/problem+json"}),
+        (204, None),
+    ],
+)
+def test_a_json_answer_has_starlettes_bytes(status: int, headers: dict[str, str] | None) -> None:
+    data = {"id": "run_1", "text": "héllo", "n": [1, 2.5, None]}
+    ours = _json(data, status, headers)
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    theirs = Response(text, status_code=status, media_type="application/json", headers=headers)
+    assert (ours.status_code, ours.body, ours.raw_headers) == (
+        theirs.status_code,
+        theirs.body,
+        theirs.raw_headers,
+    )
+
+
+def _guard_sees(headers: Headers, body: bytes) -> tuple[bool, list[dict[str, Any]]]:
+    """Whether the app behind a Guard got the server's own ``receive`` (not a counter)."""
+    seen: dict[str, bool] = {}
+
+    async def inner(scope: Any, receive: Any, send: Any) -> None:
+        seen["own"] = receive is scope["state"]["receive"]
+        while (await receive()).get("more_body"):
+            pass
+        await Response(b"ok")(scope, receive, send)
+
+    guard = Guard(inner, max_body_bytes=10)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        scope["state"]["receive"] = receive
+        await guard(scope, receive, send)
+
+    async def go() -> list[dict[str, Any]]:
+        return await _call(app, "POST", "/x", body, headers)  # type: ignore[no-any-return]
+
+    sent = asyncio.run(go())
+    return seen.get("own", False), sent
+
+
+def test_the_guard_counts_only_bodies_without_a_declared_length() -> None:
+    # Content-Length within the limit: the server frames the body; nothing to count.
+    own, sent = _guard_sees([], b"12345")
+    assert own and sent[0]["status"] == 200
+    # Chunked: counted, and refused past the limit.
+    own, sent = _guard_sees([(b"transfer-encoding", b"chunked")], b"")
+    assert not own
+    # Declared over the limit: 413 before the app runs.
+    _, sent = _guard_sees([], b"x" * 11)
+    assert sent[0]["status"] == 413
+
+
+def test_routes_keep_their_handlers_names() -> None:
+    runner = AsyncRunner(task_graphs.work_graph(), backend=InMemoryBackend())
+    names = {route.name for route in task_app(runner, metrics=None).routes}  # type: ignore[attr-defined]
+    assert {"healthz", "metrics_text", "openapi", "checked"} <= names
