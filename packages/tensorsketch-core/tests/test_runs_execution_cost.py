@@ -1,0 +1,101 @@
+"""What executing a run costs the runner on top of the run itself (issue 49, item 1).
+
+A run submitted to ``AsyncRunner`` executes the same graph an ``invoke`` does, plus what the
+runner needs around it: a task, a record moved through its statuses, a stop check per event.
+These tests count, with ``sys.setprofile``, the calls the runner's execution code makes around
+one run on SQLite (where the record's writes ride the run's commits), so work added per run
+for every runner fails here: bindings set without a context manager each, no timer armed
+for a run without ``run_timeout``, no record read or copy by an inbox nothing was sent to.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from tensorsketch import ChatProvider, Completion, Context, create_agent, tool
+from tensorsketch.messages import ToolCall, assistant
+from tensorsketch.runs import AsyncRunner
+from tensorsketch.runtime.backends.sqlite import SqliteBackend
+
+
+class Scripted(ChatProvider):
+    """Asks for ``settle`` once, then answers (the benchmark's turn)."""
+
+    model = "scripted"
+    provider_name = "scripted"
+
+    async def complete(self, messages: Any, **_: Any) -> Completion:
+        if any(m.role == "tool" for m in messages):
+            return Completion(message=assistant("settled"), model="scripted")
+        call = ToolCall(id="c1", name="settle", args={})
+        return Completion(message=assistant(tool_calls=[call]), model="scripted")
+
+
+@tool
+async def settle(ctx: Context) -> str:
+    """Settle the order."""
+    return f"order of {ctx.thread_id} settled"
+
+
+#: (callee's file, callee's name, caller's file), files as their last two path parts.
+Calls = Counter[tuple[str, str, str]]
+
+
+def _tail(path: str) -> str:
+    return "/".join(Path(path).parts[-2:])
+
+
+async def _one_run(tmp_path: Path, **options: Any) -> Calls:
+    """The Python calls made while one run is submitted and awaited (after a warm-up run)."""
+    backend = SqliteBackend(str(tmp_path / "runs.db"))
+    agent = create_agent(Scripted(), tools=[settle])
+    calls: Calls = Counter()
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_back is not None:
+            code = frame.f_code
+            calls[
+                _tail(code.co_filename), code.co_name, _tail(frame.f_back.f_code.co_filename)
+            ] += 1
+
+    async with AsyncRunner(agent, backend=backend, **options) as runner:
+        warm = await runner.submit({"query": "settle"}, thread_id="warm")
+        assert (await runner.await_run(warm.run_id)).status == "succeeded"
+        sys.setprofile(profile)
+        try:
+            record = await runner.submit({"query": "settle"}, thread_id="counted")
+            done = await runner.await_run(record.run_id)
+        finally:
+            sys.setprofile(None)
+    await backend.aclose()
+    assert done.status == "succeeded" and done.output is not None
+    return calls
+
+
+def _from(calls: Calls, callee_file: str, caller_file: str, name: str | None = None) -> int:
+    return sum(
+        n
+        for (file, callee, caller), n in calls.items()
+        if file == callee_file and caller == caller_file and (name is None or callee == name)
+    )
+
+
+async def test_a_segment_binds_its_run_context_without_context_managers(tmp_path: Path) -> None:
+    # The inbox, the pinned assistant and the rider are set and reset directly: no
+    # contextlib generator (a handful of calls each) per segment.
+    calls = await _one_run(tmp_path)
+    assert _from(calls, "python3.11/contextlib.py", "runs/execution.py") == 0
+    assert _from(calls, "tensorsketch/steering.py", "runs/execution.py", "bound_inbox") == 0
+
+
+async def test_a_run_without_run_timeout_arms_no_timer(tmp_path: Path) -> None:
+    calls = await _one_run(tmp_path)
+    assert _from(calls, "asyncio/timeouts.py", "runs/execution.py", "timeout") == 0
+    # With run_timeout, the run is still bounded by one.
+    (tmp_path / "timed").mkdir()
+    timed = await _one_run(tmp_path / "timed", run_timeout=60.0)
+    assert _from(timed, "asyncio/timeouts.py", "runs/execution.py", "timeout") == 1
