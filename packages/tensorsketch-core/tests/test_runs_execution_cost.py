@@ -99,3 +99,23 @@ async def test_a_run_without_run_timeout_arms_no_timer(tmp_path: Path) -> None:
     (tmp_path / "timed").mkdir()
     timed = await _one_run(tmp_path / "timed", run_timeout=60.0)
     assert _from(timed, "asyncio/timeouts.py", "runs/execution.py", "timeout") == 1
+
+
+async def test_a_first_segment_computes_its_running_write_once(tmp_path: Path) -> None:
+    # The change moving the run to `running` is planned as the segment begins; the thread's
+    # opening carries that very record (the rider does not compute it again).
+    calls = await _one_run(tmp_path)
+    assert sum(n for (file, name, _), n in calls.items() if (file, name) == BEGIN) == 1
+
+
+async def test_an_inbox_nothing_was_sent_to_reads_nothing(tmp_path: Path) -> None:
+    # Every model call asks the run's inbox; with nothing sent and nobody else writing the
+    # record, it answers from what the rider knows: no coroutine asked, no list built.
+    calls = await _one_run(tmp_path)
+    assert _from(calls, "runs/riding.py", "runs/steering.py", "current") == 0
+    assert _from(calls, "runs/steering.py", "runs/steering.py", "<listcomp>") == 0
+    assert sum(n for (_, name, _), n in calls.items() if name == "pending") == 2
+
+
+#: The change that moves a run to ``running`` (``Execution._beginning``).
+BEGIN = ("runs/execution.py", "begin")

@@ -200,7 +200,9 @@ class Execution:
             begin = self._beginning(latest_id, first_seq, takeover=takeover)
             planned = begin(seen)
             if planned is not None:
-                state.riders[run_id] = RunRider(state, seen, start=begin, guess=guess)
+                state.riders[run_id] = RunRider(
+                    state, seen, start=begin, guess=guess, started=planned
+                )
                 state.latest[run_id] = latest_id
                 return planned
         if seen.first_seq is None and guess is not None and state.store.reads_thread_head:
