@@ -119,3 +119,18 @@ async def test_an_inbox_nothing_was_sent_to_reads_nothing(tmp_path: Path) -> Non
 
 #: The change that moves a run to ``running`` (``Execution._beginning``).
 BEGIN = ("runs/execution.py", "begin")
+
+
+async def test_each_unit_hands_its_ride_to_the_rider_directly(tmp_path: Path) -> None:
+    # The journal asks the rider what rides a unit and hands it what the unit saw: one call
+    # each way, no journal helper in between (every unit of every run goes through here).
+    calls = await _one_run(tmp_path)
+    rides = _from(calls, "runs/riding.py", "durable/journal.py", "ride")
+    assert rides >= 3  # the opening, the last checkpoint and the units in between
+    assert _from(calls, "runs/riding.py", "durable/journal.py", "rode") == rides
+    helpers = sum(n for (file, name, _), n in calls.items() if (file, name) in JOURNAL_HELPERS)
+    assert helpers == 0
+
+
+#: What the journal once called around each ride.
+JOURNAL_HELPERS = {("durable/journal.py", "_ride"), ("durable/journal.py", "_rode")}
