@@ -17,6 +17,7 @@ from types import FrameType
 from typing import Any
 
 from tensorsketch import ChatProvider, Completion, Context, create_agent, tool
+from tensorsketch.durable.event_rows import read_stored_events
 from tensorsketch.messages import ToolCall, assistant
 from tensorsketch.runs import AsyncRunner
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
@@ -134,3 +135,21 @@ async def test_each_unit_hands_its_ride_to_the_rider_directly(tmp_path: Path) ->
 
 #: What the journal once called around each ride.
 JOURNAL_HELPERS = {("durable/journal.py", "_ride"), ("durable/journal.py", "_rode")}
+
+
+async def test_stamps_and_events_cost_no_python_call_of_their_own(tmp_path: Path) -> None:
+    # A record's time stamp is time.time itself; an emitted event goes into the journal's
+    # buffer without a journal method per event (a run emits about eight, every one stored).
+    calls = await _one_run(tmp_path)
+    assert sum(n for (file, name, _), n in calls.items() if (file, name) in PER_STAMP) == 0
+    backend = SqliteBackend(str(tmp_path / "runs.db"))
+    try:
+        stored = await read_stored_events(backend, "counted", 0)
+    finally:
+        await backend.aclose()
+    kinds = [event.type for event in stored]  # all of them still stored, as a stream's are
+    assert kinds.count("token") == 1 and kinds[-1] == "run_end", kinds
+
+
+#: What a stamp or an event once cost: a Python function each.
+PER_STAMP = {("runs/records.py", "now"), ("durable/journal.py", "buffer_event")}

@@ -101,7 +101,9 @@ class RunJournal:
         self.thread_id = thread_id
         self.codec = codec
         self.lease = Lease(backend, thread_id)
-        self._events: list[Event] = []
+        #: The run's events not stored yet: the engine appends each as it emits it (no call
+        #: of ours per event); the next commit stores them.
+        self.events: list[Event] = []
         self._fences = bool(getattr(backend, "fences_writes", False))
         self.writer = LadderWriter(
             thread_id,
@@ -397,7 +399,7 @@ class RunJournal:
             await self._write([], "recording effects")
         self._forget_superstep()
         # The events carry the same values: encode each once.
-        with shared_encoding(self.backend.serializer) if self._events else _NO_SHARING:
+        with shared_encoding(self.backend.serializer) if self.events else _NO_SHARING:
             stored, ladder = self.writer.encode(
                 at, changed, plan, source=source, parent_id=parent_id, meta=meta
             )
@@ -665,15 +667,12 @@ class RunJournal:
 
     # -- events -----------------------------------------------------------------------------
 
-    def buffer_event(self, event: Event) -> None:
-        self._events.append(event)
-
     def _encoded_events(self, *, shared: bool = False) -> list[StoredEvent]:
         """The buffered events' rows; ``shared``: called inside a block of
         :func:`shared_encoding` already (a checkpoint's), which they share."""
-        if not self._events:
+        if not self.events:
             return []
-        events, self._events = self._events, []
+        events, self.events = self.events, []
         return encode_events(self.backend.serializer, self.thread_id, events, shared=shared)
 
     async def flush_events(self) -> None:
