@@ -153,3 +153,21 @@ async def test_stamps_and_events_cost_no_python_call_of_their_own(tmp_path: Path
 
 #: What a stamp or an event once cost: a Python function each.
 PER_STAMP = {("runs/records.py", "now"), ("durable/journal.py", "buffer_event")}
+
+
+async def test_a_complete_only_model_streams_its_reply_without_a_stream_call(
+    tmp_path: Path,
+) -> None:
+    # A runner run streams, so each reply of a model that only implements `complete` becomes
+    # one token event: straight from the model call, no stream wrapper in between.
+    calls = await _one_run(tmp_path)
+    assert (
+        _from(calls, "tensorsketch/_modelcall.py", "tensorsketch/_modelcall.py", "_stream_call")
+        == 0
+    )
+    assert (
+        _from(
+            calls, "tensorsketch/_modelcall.py", "tensorsketch/_modelcall.py", "_complete_as_stream"
+        )
+        == 2
+    )
