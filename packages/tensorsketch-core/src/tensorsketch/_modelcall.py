@@ -97,12 +97,17 @@ async def call_provider(
     if content:
         attributes.update(_request_content(messages, tools))
     with ctx.span("model_call", kind="model", **attributes) as span:
-        if ctx.streaming:
-            completion = await _stream_call(ctx, provider, messages, tools, output_schema, options)
-        else:
+        if not ctx.streaming:
             completion = await provider.complete(
                 messages, tools=tools, output_schema=output_schema, **options
             )
+        elif type(provider).stream is ChatProvider.stream:
+            # Only `complete`: its reply as one token event, no stream around it.
+            completion = await _complete_as_stream(
+                ctx, provider, messages, tools, output_schema, options
+            )
+        else:
+            completion = await _stream_call(ctx, provider, messages, tools, output_schema, options)
         if not isinstance(completion, Completion):
             msg = (
                 f"{type(provider).__name__}.complete() returned {type(completion).__name__}; "
@@ -128,9 +133,8 @@ async def _stream_call(
     options: dict[str, Any],
 ) -> Completion:
     """The call as a stream, its deltas emitted as run events; an error after text was shown
-    is marked as streamed (a retry would show the text twice)."""
-    if type(provider).stream is ChatProvider.stream:
-        return await _complete_as_stream(ctx, provider, messages, tools, output_schema, options)
+    is marked as streamed (a retry would show the text twice). A provider that only
+    implements ``complete`` goes to :func:`_complete_as_stream` instead."""
     streamed = False
     completion: Completion | None = None
     try:

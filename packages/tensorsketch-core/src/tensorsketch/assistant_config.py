@@ -14,21 +14,23 @@ from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["bound_assistant", "current_assistant"]
+__all__ = ["CONFIG", "bound_assistant", "current_assistant"]
 
-_CONFIG: ContextVar[Mapping[str, Any] | None] = ContextVar("tensorsketch_assistant", default=None)
+#: The configuration bound here (:func:`bound_assistant`); the runner sets and resets it
+#: itself, once a segment, with the run's other bindings.
+CONFIG: ContextVar[Mapping[str, Any] | None] = ContextVar("tensorsketch_assistant", default=None)
 
 
 def current_assistant() -> Mapping[str, Any] | None:
     """The configuration of the assistant version this run executes with (``None``: none)."""
-    return _CONFIG.get()
+    return CONFIG.get()
 
 
 @contextlib.contextmanager
 def bound_assistant(config: Mapping[str, Any] | None) -> Iterator[None]:
     """Bind ``config`` for the code (and the tasks it starts) inside the block."""
-    token = _CONFIG.set(config)
+    token = CONFIG.set(config)
     try:
         yield
     finally:
-        _CONFIG.reset(token)
+        CONFIG.reset(token)

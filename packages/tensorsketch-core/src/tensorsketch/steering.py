@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any, Protocol
 
-__all__ = ["SteeringInbox", "bound_inbox", "current_inbox"]
+__all__ = ["INBOX", "SteeringInbox", "bound_inbox", "current_inbox"]
 
 
 class SteeringInbox(Protocol):
@@ -29,19 +29,21 @@ class SteeringInbox(Protocol):
         ...
 
 
-_INBOX: ContextVar[SteeringInbox | None] = ContextVar("tensorsketch_steering", default=None)
+#: The inbox bound here (:func:`bound_inbox`); the runner sets and resets it itself, once a
+#: segment, with the run's other bindings (no context manager each).
+INBOX: ContextVar[SteeringInbox | None] = ContextVar("tensorsketch_steering", default=None)
 
 
 def current_inbox() -> SteeringInbox | None:
     """The inbox of the run executing in this task (``None`` outside a runner)."""
-    return _INBOX.get()
+    return INBOX.get()
 
 
 @contextlib.contextmanager
 def bound_inbox(inbox: SteeringInbox | None) -> Iterator[None]:
     """Bind ``inbox`` for the code (and the tasks it starts) inside the block."""
-    token = _INBOX.set(inbox)
+    token = INBOX.set(inbox)
     try:
         yield
     finally:
-        _INBOX.reset(token)
+        INBOX.reset(token)

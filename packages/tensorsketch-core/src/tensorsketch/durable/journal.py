@@ -33,7 +33,7 @@ from tensorsketch.runtime.backends.base import (
     ThreadOpening,
     lease_lost,
 )
-from tensorsketch.runtime.backends.rides import CommitRider, RecordRide, RideUnit, current_rider
+from tensorsketch.runtime.backends.rides import CommitRider, RecordRide, current_rider
 from tensorsketch.serializers import UnstorableValueError, refused_field, shared_encoding
 from tensorsketch.suspension import PendingInterrupt
 
@@ -101,7 +101,9 @@ class RunJournal:
         self.thread_id = thread_id
         self.codec = codec
         self.lease = Lease(backend, thread_id)
-        self._events: list[Event] = []
+        #: The run's events not stored yet: the engine appends each as it emits it (no call
+        #: of ours per event); the next commit stores them.
+        self.events: list[Event] = []
         self._fences = bool(getattr(backend, "fences_writes", False))
         self.writer = LadderWriter(
             thread_id,
@@ -162,9 +164,10 @@ class RunJournal:
     ) -> None:
         """``commit_step``, fenced by this run's lease where the backend can fence; the
         rider's ride travels in it (``ending``: the last commit's, see :meth:`checkpoint`)."""
+        rider = self.rider if riding else None
         ride = None
-        if riding:
-            ride = self._ride("final" if release_owner is not None else "commit", ending)
+        if rider is not None:
+            ride = rider.ride("final" if release_owner is not None else "commit", ending)
         if ride is not None:
             await self.backend.commit_step(
                 self.thread_id,
@@ -175,7 +178,8 @@ class RunJournal:
                 fence=self.owner if self._fences else None,
                 ride=ride,  # type: ignore[call-arg]
             )
-            await self._rode(ride)
+            if rider is not None and ride.result is not None:
+                await rider.rode(ride, ride.result)
         elif self._fences:
             await self.backend.commit_step(
                 self.thread_id,
@@ -189,16 +193,6 @@ class RunJournal:
             await self.backend.commit_step(
                 self.thread_id, checkpoint, events, durable=durable, release_owner=release_owner
             )
-
-    def _ride(self, unit: RideUnit, ending: Callable[[], Any] | None = None) -> RecordRide | None:
-        rider = self.rider
-        return None if rider is None else rider.ride(unit, ending)
-
-    async def _rode(
-        self, ride: RecordRide, head: tuple[str | None, int | None] | None = None
-    ) -> None:
-        if self.rider is not None and ride.result is not None:
-            await self.rider.rode(ride, ride.result, head)
 
     def ensure_lease(self) -> None:
         """Raise :class:`LeaseLostError` before an effect starts if the lease is gone."""
@@ -264,7 +258,7 @@ class RunJournal:
         # An input holding a file stored by reference is saved only once the thread is known
         # to be new: handed to the open, its data would go to the store on every resume too.
         deferred = initial if initial is not None and initial.blobs else None
-        ride = self._ride("open")
+        ride = None if self.rider is None else self.rider.ride("open")
         try:
             async with store_guard(self.backend, "opening the thread"):
                 opening = await self._open_thread(None if deferred else initial, ride)
@@ -347,7 +341,8 @@ class RunJournal:
         rider that refuses to go on gets the lease given back first."""
         before = opening.checkpoints[-1].checkpoint_id if opening.checkpoints else None
         try:
-            await self._rode(ride, (before, opening.last_event_seq))
+            if self.rider is not None and ride.result is not None:
+                await self.rider.rode(ride, ride.result, (before, opening.last_event_seq))
         except BaseException:
             if opening.acquired:
                 with contextlib.suppress(Exception):
@@ -404,7 +399,7 @@ class RunJournal:
             await self._write([], "recording effects")
         self._forget_superstep()
         # The events carry the same values: encode each once.
-        with shared_encoding(self.backend.serializer) if self._events else _NO_SHARING:
+        with shared_encoding(self.backend.serializer) if self.events else _NO_SHARING:
             stored, ladder = self.writer.encode(
                 at, changed, plan, source=source, parent_id=parent_id, meta=meta
             )
@@ -592,7 +587,8 @@ class RunJournal:
             self._later = []
         if not encoded:
             return
-        ride = self._ride("effects")
+        rider = self.rider
+        ride = None if rider is None else rider.ride("effects")
         async with self._fenced(what):
             if ride is not None:
                 fence = self.owner if self._fences else None
@@ -607,8 +603,8 @@ class RunJournal:
             else:
                 await self.backend.record_effects(self.thread_id, encoded)
         self.seen.update(key for key, _ in encoded)
-        if ride is not None:
-            await self._rode(ride)
+        if rider is not None and ride is not None and ride.result is not None:
+            await rider.rode(ride, ride.result)
         for key, value in items:
             self._known.setdefault(key, value)
 
@@ -671,15 +667,12 @@ class RunJournal:
 
     # -- events -----------------------------------------------------------------------------
 
-    def buffer_event(self, event: Event) -> None:
-        self._events.append(event)
-
     def _encoded_events(self, *, shared: bool = False) -> list[StoredEvent]:
         """The buffered events' rows; ``shared``: called inside a block of
         :func:`shared_encoding` already (a checkpoint's), which they share."""
-        if not self._events:
+        if not self.events:
             return []
-        events, self._events = self._events, []
+        events, self.events = self.events, []
         return encode_events(self.backend.serializer, self.thread_id, events, shared=shared)
 
     async def flush_events(self) -> None:

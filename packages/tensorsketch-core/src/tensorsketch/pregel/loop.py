@@ -257,7 +257,7 @@ class Run(RunState, Planning, TaskExecution):
         )
         self.seq += 1
         if self.journal is not None:
-            self.journal.buffer_event(event)
+            self.journal.events.append(event)
         return event
 
     async def execute(self, tasks: list[Task], max_steps: int) -> None:

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tensorsketch.assistant_config import bound_assistant
+from tensorsketch.assistant_config import CONFIG
 from tensorsketch.durable.event_rows import stored_run_id
 from tensorsketch.durable.modes import check_durability
 from tensorsketch.errors import BackendUnavailableError, LeaseLostError, ThreadBusyError
@@ -28,9 +28,9 @@ from tensorsketch.runs.riding import Change, RunRider
 from tensorsketch.runs.signals import segment_input
 from tensorsketch.runs.state import RunnerState, Settled
 from tensorsketch.runs.steering import RecordInbox
-from tensorsketch.runtime.backends.rides import bound_rider
+from tensorsketch.runtime.backends.rides import RIDER
 from tensorsketch.runtime.backends.runs import ACTIVE, RunRecord, RunStore, ThreadHead
-from tensorsketch.steering import bound_inbox
+from tensorsketch.steering import INBOX
 
 __all__ = ["Execution"]
 
@@ -200,7 +200,9 @@ class Execution:
             begin = self._beginning(latest_id, first_seq, takeover=takeover)
             planned = begin(seen)
             if planned is not None:
-                state.riders[run_id] = RunRider(state, seen, start=begin, guess=guess)
+                state.riders[run_id] = RunRider(
+                    state, seen, start=begin, guess=guess, started=planned
+                )
                 state.latest[run_id] = latest_id
                 return planned
         if seen.first_seq is None and guess is not None and state.store.reads_thread_head:
@@ -423,51 +425,67 @@ class Execution:
         # and applies the assistant version it was submitted with.
         pinned = record.assistant.get("config") if record.assistant else None
         rider = state.riders.get(record.run_id)
+        used = set(resume or ())
         if rider is not None:
-            rider.outcome = functools.partial(self._end_change, record, set(resume or ()))
+            rider.outcome = functools.partial(self._end_change, record, used)
+        # Bound for the run (its engine's tasks copy them) and unbound as it returns: set
+        # here, not with a context manager each (three of those per segment added up).
+        inbox = INBOX.set(RecordInbox(state.store, record.run_id, rider))
+        config = CONFIG.set(pinned)
+        riding = RIDER.set(rider)
+        try:
+            if budget is None:  # no run_timeout: no timer to arm around the run
+                graph_state = await self._run_graph(record, input, resume, rider)
+            else:
+                try:
+                    async with asyncio.timeout(budget) as deadline:
+                        graph_state = await self._run_graph(record, input, resume, rider)
+                except TimeoutError as exc:
+                    if deadline.expired():
+                        raise _RunTimedOut from exc
+                    raise
+        finally:
+            RIDER.reset(riding)
+            CONFIG.reset(config)
+            INBOX.reset(inbox)
+        return graph_state, used
+
+    async def _run_graph(
+        self, record: RunRecord, input: Any, resume: dict[str, Any] | None, rider: RunRider | None
+    ) -> Any:
+        """The segment's graph run, its events handed to a stop check as they are emitted;
+        a stop the check asked for comes out as :class:`_Stopped`."""
+        state = self.state
         task = asyncio.current_task()
         assert task is not None
         check = _StopCheck(task, record.run_id, state.store, rider)
         try:
-            async with asyncio.timeout(budget) as deadline:
-                with (
-                    bound_inbox(RecordInbox(state.store, record.run_id, rider)),
-                    bound_assistant(pinned),
-                    bound_rider(rider),
-                ):
-                    try:
-                        # Every event goes to the check as the run emits it (and to the
-                        # thread's event log, for live tails and replays, as a stream's
-                        # would). The run's final state (run info attached) comes from the
-                        # run itself: no read of the thread back from the store.
-                        graph_state = await graph._invoke_sinking(
-                            input,
-                            check,
-                            thread_id=record.thread_id,
-                            backend=backend,
-                            max_steps=state.max_steps,
-                            tracer=state.tracer,
-                            resume=resume,
-                            run_id=record.run_id,  # one id: the record's, in events and ctx
-                            deps=state.deps,
-                            memory=state.memory,
-                            labels=record.labels,
-                            durability=check_durability(record.durability, "the run's durability"),
-                        )
-                    except asyncio.CancelledError:
-                        # The check's own cancel (and nobody else's): the run stopped where
-                        # the request found it.
-                        if check.stopped and task.uncancel() == 0:
-                            raise _Stopped from None
-                        raise
-                    finally:
-                        if rider is not None:
-                            await self._unseat(rider)
-        except TimeoutError as exc:
-            if deadline.expired():
-                raise _RunTimedOut from exc
+            # Every event goes to the check as the run emits it (and to the thread's event
+            # log, for live tails and replays, as a stream's would). The run's final state
+            # (run info attached) comes from the run itself: no read of the thread back.
+            return await state.graph._invoke_sinking(
+                input,
+                check,
+                thread_id=record.thread_id,
+                backend=state.backend,
+                max_steps=state.max_steps,
+                tracer=state.tracer,
+                resume=resume,
+                run_id=record.run_id,  # one id: the record's, in events and ctx
+                deps=state.deps,
+                memory=state.memory,
+                labels=record.labels,
+                durability=check_durability(record.durability, "the run's durability"),
+            )
+        except asyncio.CancelledError:
+            # The check's own cancel (and nobody else's): the run stopped where the
+            # request found it.
+            if check.stopped and task.uncancel() == 0:
+                raise _Stopped from None
             raise
-        return graph_state, set(resume or ())
+        finally:
+            if rider is not None:
+                await self._unseat(rider)
 
     async def _unseat(self, rider: RunRider) -> None:
         """The segment's run ended: what the rider knows becomes the runner's (the

@@ -37,6 +37,8 @@ class RunRider:
     :param guess: where the thread stood when ``start`` was computed; the opening reads where
         it really stood, and a difference is corrected before anything runs.
     :param outcome: turns the run's final state into the change that stores its outcome.
+    :param started: what ``start`` made of ``known`` already (the caller checked that it
+        applies): the opening rides it as long as ``known`` is still that record.
     """
 
     def __init__(
@@ -47,6 +49,7 @@ class RunRider:
         start: Change | None = None,
         guess: ThreadHead | None = None,
         outcome: Callable[[Any], Change] | None = None,
+        started: RunRecord | None = None,
     ) -> None:
         self.state = state
         self.run_id = known.run_id
@@ -55,6 +58,8 @@ class RunRider:
         self.start = start
         self.guess = guess
         self.outcome = outcome
+        self._started_from = known if started is not None else None
+        self._started_write = started
         #: Somebody else wrote the record since :attr:`known` (read it before trusting it).
         self.changed = False
         #: The outcome as it rode the last commit (``None``: it did not ride).
@@ -69,7 +74,8 @@ class RunRider:
     def ride(self, unit: RideUnit, ending: Callable[[], Any] | None = None) -> RecordRide:
         write = None
         if unit == "open" and self.start is not None:
-            write = self.start(self.known)
+            known = self.known
+            write = self._started_write if known is self._started_from else self.start(known)
         elif unit == "final" and ending is not None and self.outcome is not None:
             # A changed record is read and written the usual way.
             write = None if self.changed else self._outcome_of(ending)

@@ -91,8 +91,13 @@ class RecordInbox:
 
     async def pending(self) -> list[dict[str, Any]]:
         rider = self.rider
-        record = await (self.store.get(self.run_id) if rider is None else rider.current())
-        if record is None:
+        if rider is None:
+            record = await self.store.get(self.run_id)
+        elif rider.changed:
+            record = await rider.current()
+        else:  # what the rider knows is current: no read, and no coroutine to ask it
+            record = rider.known
+        if record is None or not record.steering:  # nothing sent (every model call asks)
             return []
         return [dict(m) for m in record.steering if int(m["seq"]) > record.steering_taken]
 

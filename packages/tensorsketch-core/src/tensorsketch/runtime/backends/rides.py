@@ -23,7 +23,15 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 if TYPE_CHECKING:
     from tensorsketch.runtime.backends.runs import RunRecord, ThreadHead
 
-__all__ = ["CommitRider", "RecordRide", "RideResult", "RideUnit", "bound_rider", "current_rider"]
+__all__ = [
+    "RIDER",
+    "CommitRider",
+    "RecordRide",
+    "RideResult",
+    "RideUnit",
+    "bound_rider",
+    "current_rider",
+]
 
 #: Which unit a ride travels in: the thread's opening, a journal write, a checkpoint, or the
 #: run's last checkpoint (the one that gives the lease back).
@@ -79,19 +87,21 @@ class CommitRider(Protocol):
         ...
 
 
-_RIDER: ContextVar[CommitRider | None] = ContextVar("tensorsketch_rider", default=None)
+#: The rider bound here (:func:`bound_rider`); the runner sets and resets it itself, once
+#: a segment, with the run's other bindings.
+RIDER: ContextVar[CommitRider | None] = ContextVar("tensorsketch_rider", default=None)
 
 
 def current_rider() -> CommitRider | None:
     """The rider bound to the run executing in this context, if any."""
-    return _RIDER.get()
+    return RIDER.get()
 
 
 @contextlib.contextmanager
 def bound_rider(rider: CommitRider | None) -> Iterator[None]:
     """Bind ``rider`` for the run started inside the block (its engine task copies it)."""
-    token = _RIDER.set(rider)
+    token = RIDER.set(rider)
     try:
         yield
     finally:
-        _RIDER.reset(token)
+        RIDER.reset(token)

@@ -1,0 +1,173 @@
+"""What executing a run costs the runner on top of the run itself (issue 49, item 1).
+
+A run submitted to ``AsyncRunner`` executes the same graph an ``invoke`` does, plus what the
+runner needs around it: a task, a record moved through its statuses, a stop check per event.
+These tests count, with ``sys.setprofile``, the calls the runner's execution code makes around
+one run on SQLite (where the record's writes ride the run's commits), so work added per run
+for every runner fails here: bindings set without a context manager each, no timer armed
+for a run without ``run_timeout``, no record read or copy by an inbox nothing was sent to.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from tensorsketch import ChatProvider, Completion, Context, create_agent, tool
+from tensorsketch.durable.event_rows import read_stored_events
+from tensorsketch.messages import ToolCall, assistant
+from tensorsketch.runs import AsyncRunner
+from tensorsketch.runtime.backends.sqlite import SqliteBackend
+
+
+class Scripted(ChatProvider):
+    """Asks for ``settle`` once, then answers (the benchmark's turn)."""
+
+    model = "scripted"
+    provider_name = "scripted"
+
+    async def complete(self, messages: Any, **_: Any) -> Completion:
+        if any(m.role == "tool" for m in messages):
+            return Completion(message=assistant("settled"), model="scripted")
+        call = ToolCall(id="c1", name="settle", args={})
+        return Completion(message=assistant(tool_calls=[call]), model="scripted")
+
+
+@tool
+async def settle(ctx: Context) -> str:
+    """Settle the order."""
+    return f"order of {ctx.thread_id} settled"
+
+
+#: (callee's file, callee's name, caller's file), files as their last two path parts.
+Calls = Counter[tuple[str, str, str]]
+
+
+def _tail(path: str) -> str:
+    return "/".join(Path(path).parts[-2:])
+
+
+async def _one_run(tmp_path: Path, **options: Any) -> Calls:
+    """The Python calls made while one run is submitted and awaited (after a warm-up run)."""
+    backend = SqliteBackend(str(tmp_path / "runs.db"))
+    agent = create_agent(Scripted(), tools=[settle])
+    calls: Calls = Counter()
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_back is not None:
+            code = frame.f_code
+            calls[
+                _tail(code.co_filename), code.co_name, _tail(frame.f_back.f_code.co_filename)
+            ] += 1
+
+    async with AsyncRunner(agent, backend=backend, **options) as runner:
+        warm = await runner.submit({"query": "settle"}, thread_id="warm")
+        assert (await runner.await_run(warm.run_id)).status == "succeeded"
+        sys.setprofile(profile)
+        try:
+            record = await runner.submit({"query": "settle"}, thread_id="counted")
+            done = await runner.await_run(record.run_id)
+        finally:
+            sys.setprofile(None)
+    await backend.aclose()
+    assert done.status == "succeeded" and done.output is not None
+    return calls
+
+
+def _from(calls: Calls, callee_file: str, caller_file: str, name: str | None = None) -> int:
+    return sum(
+        n
+        for (file, callee, caller), n in calls.items()
+        if file == callee_file and caller == caller_file and (name is None or callee == name)
+    )
+
+
+async def test_a_segment_binds_its_run_context_without_context_managers(tmp_path: Path) -> None:
+    # The inbox, the pinned assistant and the rider are set and reset directly: no
+    # contextlib generator (a handful of calls each) per segment.
+    calls = await _one_run(tmp_path)
+    assert _from(calls, "python3.11/contextlib.py", "runs/execution.py") == 0
+    assert _from(calls, "tensorsketch/steering.py", "runs/execution.py", "bound_inbox") == 0
+
+
+async def test_a_run_without_run_timeout_arms_no_timer(tmp_path: Path) -> None:
+    calls = await _one_run(tmp_path)
+    assert _from(calls, "asyncio/timeouts.py", "runs/execution.py", "timeout") == 0
+    # With run_timeout, the run is still bounded by one.
+    (tmp_path / "timed").mkdir()
+    timed = await _one_run(tmp_path / "timed", run_timeout=60.0)
+    assert _from(timed, "asyncio/timeouts.py", "runs/execution.py", "timeout") == 1
+
+
+async def test_a_first_segment_computes_its_running_write_once(tmp_path: Path) -> None:
+    # The change moving the run to `running` is planned as the segment begins; the thread's
+    # opening carries that very record (the rider does not compute it again).
+    calls = await _one_run(tmp_path)
+    assert sum(n for (file, name, _), n in calls.items() if (file, name) == BEGIN) == 1
+
+
+async def test_an_inbox_nothing_was_sent_to_reads_nothing(tmp_path: Path) -> None:
+    # Every model call asks the run's inbox; with nothing sent and nobody else writing the
+    # record, it answers from what the rider knows: no coroutine asked, no list built.
+    calls = await _one_run(tmp_path)
+    assert _from(calls, "runs/riding.py", "runs/steering.py", "current") == 0
+    assert _from(calls, "runs/steering.py", "runs/steering.py", "<listcomp>") == 0
+    assert sum(n for (_, name, _), n in calls.items() if name == "pending") == 2
+
+
+#: The change that moves a run to ``running`` (``Execution._beginning``).
+BEGIN = ("runs/execution.py", "begin")
+
+
+async def test_each_unit_hands_its_ride_to_the_rider_directly(tmp_path: Path) -> None:
+    # The journal asks the rider what rides a unit and hands it what the unit saw: one call
+    # each way, no journal helper in between (every unit of every run goes through here).
+    calls = await _one_run(tmp_path)
+    rides = _from(calls, "runs/riding.py", "durable/journal.py", "ride")
+    assert rides >= 3  # the opening, the last checkpoint and the units in between
+    assert _from(calls, "runs/riding.py", "durable/journal.py", "rode") == rides
+    helpers = sum(n for (file, name, _), n in calls.items() if (file, name) in JOURNAL_HELPERS)
+    assert helpers == 0
+
+
+#: What the journal once called around each ride.
+JOURNAL_HELPERS = {("durable/journal.py", "_ride"), ("durable/journal.py", "_rode")}
+
+
+async def test_stamps_and_events_cost_no_python_call_of_their_own(tmp_path: Path) -> None:
+    # A record's time stamp is time.time itself; an emitted event goes into the journal's
+    # buffer without a journal method per event (a run emits about eight, every one stored).
+    calls = await _one_run(tmp_path)
+    assert sum(n for (file, name, _), n in calls.items() if (file, name) in PER_STAMP) == 0
+    backend = SqliteBackend(str(tmp_path / "runs.db"))
+    try:
+        stored = await read_stored_events(backend, "counted", 0)
+    finally:
+        await backend.aclose()
+    kinds = [event.type for event in stored]  # all of them still stored, as a stream's are
+    assert kinds.count("token") == 1 and kinds[-1] == "run_end", kinds
+
+
+#: What a stamp or an event once cost: a Python function each.
+PER_STAMP = {("runs/records.py", "now"), ("durable/journal.py", "buffer_event")}
+
+
+async def test_a_complete_only_model_streams_its_reply_without_a_stream_call(
+    tmp_path: Path,
+) -> None:
+    # A runner run streams, so each reply of a model that only implements `complete` becomes
+    # one token event: straight from the model call, no stream wrapper in between.
+    calls = await _one_run(tmp_path)
+    assert (
+        _from(calls, "tensorsketch/_modelcall.py", "tensorsketch/_modelcall.py", "_stream_call")
+        == 0
+    )
+    assert (
+        _from(
+            calls, "tensorsketch/_modelcall.py", "tensorsketch/_modelcall.py", "_complete_as_stream"
+        )
+        == 2
+    )
