@@ -179,6 +179,22 @@ def test_killed_while_a_task_s_final_notification_is_owed(
     assert set(finals) == {f"{task['id']}:{COMPLETED}"}, finals
 
 
+def _armed_to_die(
+    tmp_path: Path, live: Any, die_on: str
+) -> tuple[Receiver, str, dict[str, Any], A2AServer]:
+    """A webhook receiver, its URL, the store's spec, and an ``ask`` server on it that dies
+    while sending the notification whose body holds ``die_on``."""
+    receiver = Receiver()
+    hook = live(receiver.app).url.rstrip("/") + "/hook"
+    (tmp_path / "armed").touch()
+    spec = {"target": "sqlite", "kwargs": {"dsn": str(tmp_path / "a2a.db")}, "graph": "ask"}
+    first = A2AServer(
+        {**spec, "push": PUSH, "die_at": "push_sending", "die_on": die_on},
+        TS_KILL_ARMED=str(tmp_path / "armed"),
+    )
+    return receiver, hook, spec, first
+
+
 def _state_1_0(body: Any) -> str | None:
     state = body.get("statusUpdate", {}).get("status", {}).get("state")
     return None if state is None else str(state)
@@ -186,14 +202,7 @@ def _state_1_0(body: Any) -> str | None:
 
 @pytest.mark.slow
 def test_an_input_required_notification_is_swept_after_a_kill(tmp_path: Path, live: Any) -> None:
-    receiver = Receiver()
-    hook = live(receiver.app).url.rstrip("/") + "/hook"
-    (tmp_path / "armed").touch()
-    spec = {"target": "sqlite", "kwargs": {"dsn": str(tmp_path / "a2a.db")}, "graph": "ask"}
-    first = A2AServer(
-        {**spec, "push": PUSH, "die_at": "push_sending", "die_on": "TASK_STATE_INPUT_REQUIRED"},
-        TS_KILL_ARMED=str(tmp_path / "armed"),
-    )
+    receiver, hook, spec, first = _armed_to_die(tmp_path, live, "TASK_STATE_INPUT_REQUIRED")
     message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
     params = {"message": message, "configuration": {"taskPushNotificationConfig": {"url": hook}}}
     try:
@@ -230,14 +239,7 @@ def test_an_input_required_notification_is_swept_after_a_kill(tmp_path: Path, li
 
 @pytest.mark.slow
 def test_a_0_3_webhook_s_final_task_is_swept_after_a_kill(tmp_path: Path, live: Any) -> None:
-    receiver = Receiver()
-    hook = live(receiver.app).url.rstrip("/") + "/hook"
-    (tmp_path / "armed").touch()
-    spec = {"target": "sqlite", "kwargs": {"dsn": str(tmp_path / "a2a.db")}, "graph": "ask"}
-    first = A2AServer(
-        {**spec, "push": PUSH, "die_at": "push_sending", "die_on": '"state": "completed"'},
-        TS_KILL_ARMED=str(tmp_path / "armed"),
-    )
+    receiver, hook, spec, first = _armed_to_die(tmp_path, live, '"state": "completed"')
     old = {"kind": "message", "messageId": "o1", "role": "user", "parts": [{"kind": "text"}]}
     old["parts"] = [{"kind": "text", "text": "hi"}]
     task = first.call("message/send", {"message": old})["result"]
