@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import task_graphs
-from starlette import _exception_handler, responses
+from starlette import _exception_handler, datastructures, responses
 from starlette.datastructures import QueryParams
 from starlette.responses import Response
 
@@ -173,3 +173,38 @@ def test_routes_keep_their_handlers_names() -> None:
     runner = AsyncRunner(task_graphs.work_graph(), backend=InMemoryBackend())
     names = {route.name for route in task_app(runner, metrics=None).routes}  # type: ignore[attr-defined]
     assert {"healthz", "metrics_text", "openapi", "checked"} <= names
+
+
+def test_a_submit_builds_no_starlette_headers_to_read_its_idempotency_key() -> None:
+    profile, sent = _submit_profiled()
+    assert sent[0]["status"] == 202
+    assert _calls(profile, datastructures.Headers.__init__.__code__) == 0
+
+
+def test_an_event_stream_reads_the_runs_record_once_before_its_final_frame() -> None:
+    async def go() -> tuple[str, int, list[dict[str, Any]]]:
+        runner = AsyncRunner(task_graphs.work_graph(), backend=InMemoryBackend())
+        app = task_app(runner, metrics=None)
+        async with runner:
+            record = await runner.submit({"n": 2})
+            await runner.await_run(record.run_id, timeout=5)
+            store = runner.store
+            real, reads = store.get, []
+
+            async def counted(run_id: str) -> Any:
+                reads.append(run_id)
+                return await real(run_id)
+
+            store.get = counted  # type: ignore[method-assign]
+            sent = await _call(app, "GET", f"/tasks/{record.run_id}/events")
+            store.get = real  # type: ignore[method-assign]
+        return record.run_id, len(reads), sent
+
+    run_id, reads, sent = asyncio.run(go())
+    assert sent[0]["status"] == 200
+    body = b"".join(m.get("body", b"") for m in sent[1:])
+    final = body.rsplit(b"event: task\ndata: ", 1)[1]
+    assert json.loads(final)["id"] == run_id
+    # The handler's 404 check, the follow's check that the run stopped moving, and the final
+    # `task` frame: the events start from the handler's record instead of a read of their own.
+    assert reads == 3

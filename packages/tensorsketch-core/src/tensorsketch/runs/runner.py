@@ -383,11 +383,22 @@ class AsyncRunner:
         return await self._submission.await_run(run_id, timeout)
 
     async def events(
-        self, run_id: str, *, since: int | None = None, follow: bool = True
+        self,
+        run_id: str,
+        *,
+        since: int | None = None,
+        follow: bool = True,
+        record: RunRecord | None = None,
     ) -> AsyncIterator[Event]:
         """The run's events from ``since`` (default: its first), then — with ``follow`` —
-        live until it stops moving (finished or suspended), from whichever process runs it."""
-        async for event in self._submission.events(run_id, since=since, follow=follow):
+        live until it stops moving (finished or suspended), from whichever process runs it.
+
+        :param record: the run's record when the caller has just read it (a server's 404
+            check): the events start from it instead of a second read of the store.
+        """
+        async for event in self._submission.events(
+            run_id, since=since, follow=follow, record=record
+        ):
             yield event
 
     async def health(self) -> dict[str, Any]:

@@ -283,9 +283,12 @@ class Submission:
             if final is not None and state.settled_record(final):
                 return await self._expire_approval(final)
 
-    async def events(self, run_id: str, *, since: int | None, follow: bool) -> AsyncIterator[Event]:
+    async def events(
+        self, run_id: str, *, since: int | None, follow: bool, record: RunRecord | None = None
+    ) -> AsyncIterator[Event]:
         state = self.state
-        record = await self.get(run_id)
+        if record is None or record.run_id != run_id:
+            record = await self.get(run_id)
         start = since if since is not None else (record.first_seq or 0)
 
         async def settled() -> bool:

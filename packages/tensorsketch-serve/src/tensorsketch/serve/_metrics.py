@@ -13,6 +13,7 @@ folding is never silent and memory stays bounded however many tenants or tools a
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ from tensorsketch.observability.tracing import (
     ATTR_REQUEST_MODEL,
     ATTR_RESPONSE_MODEL,
     ATTR_TOOL_NAME,
+    NOOP_TRACER,
     RecordingTracer,
     Span,
 )
@@ -269,14 +271,29 @@ class RunMetrics:
     content_type = CONTENT_TYPE_LATEST
 
 
+#: The span kinds :class:`RunMetrics` counts; the others (run, node, ...) it never sees.
+_COUNTED = frozenset({"tool", "model"})
+
+
 class MetricsTracer(RecordingTracer):
     """A tracer whose only sink is :class:`RunMetrics` (combine it with your own tracer
-    through ``tensorsketch.observability``'s multi-tracer if you trace too)."""
+    through ``tensorsketch.observability``'s multi-tracer if you trace too).
+
+    Only tool and model spans are opened: a run's and its nodes' spans would be built, timed
+    and handed to a sink that drops them (two spans per run of a one-node agent). The
+    others get the no-op span of :data:`~tensorsketch.observability.NOOP_TRACER`."""
 
     def __init__(self, metrics: RunMetrics) -> None:
         super().__init__()
         self.metrics = metrics
 
+    def span(
+        self, name: str, *, kind: str = "custom", **attributes: Any
+    ) -> contextlib.AbstractContextManager[Span]:
+        if kind not in _COUNTED:
+            return NOOP_TRACER.span(name, kind=kind)
+        return super().span(name, kind=kind, **attributes)
+
     def _record(self, span: Span) -> None:
-        if span.kind in ("tool", "model"):
+        if span.kind in _COUNTED:
             self.metrics.span(span)

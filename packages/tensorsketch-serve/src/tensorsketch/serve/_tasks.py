@@ -422,8 +422,10 @@ class _Api:
     def _release(self) -> None:
         self.open_runs -= 1
 
-    async def _events(self, run_id: str, since: int | None) -> AsyncIterator[bytes]:
-        async for event in self.runner.events(run_id, since=since):
+    async def _events(
+        self, run_id: str, since: int | None, record: RunRecord | None = None
+    ) -> AsyncIterator[bytes]:
+        async for event in self.runner.events(run_id, since=since, record=record):
             yield _event_frame(event)
         record = await self.runner.get(run_id)
         yield f"event: task\ndata: {_dumps(_record_json(record))}\n\n".encode()
@@ -515,19 +517,21 @@ class _Api:
 
     async def events(self, request: Request) -> Response:
         run_id = request.path_params["id"]
-        await self._path_record(request)  # 404 before the stream starts
+        record = await self._path_record(request)  # 404 before the stream starts
         since: int | None = None
-        last = request.headers.get("last-event-id") or request.query_params.get("since")
+        resumed = _header_values(request, b"last-event-id")
+        last = (resumed[0] if resumed else None) or request.query_params.get("since")
         if last is not None:
             try:
-                since = int(last) + (1 if "last-event-id" in request.headers else 0)
+                since = int(last) + (1 if resumed else 0)
             except ValueError:
                 raise ServeError(
                     400, f"Last-Event-ID / since {last!r} is not an event seq."
                 ) from None
             if since < 0:
                 raise ServeError(400, "an event seq is not negative.")
-        return self._stream(self._events(run_id, since))
+        # The events start from the record just read (one read of it, not two).
+        return self._stream(self._events(run_id, since, record))
 
     async def approve(self, request: Request) -> Response:
         body = await self._body(request)
@@ -592,9 +596,16 @@ class _Api:
         return JSONResponse(self.description)
 
 
+def _header_values(request: Request, name: bytes) -> list[str]:
+    """The values of header ``name`` (lowercase, as ASGI servers give header names), read
+    from the scope: Starlette's ``request.headers`` builds a ``Headers`` for every request
+    that asks, and a submit asks for one header."""
+    return [value.decode("latin-1") for key, value in request.scope["headers"] if key == name]
+
+
 def _idempotency_key(request: Request) -> str | None:
     """The request's ``Idempotency-Key`` header, checked: sent once, 1 to 256 characters."""
-    keys = request.headers.getlist("idempotency-key")
+    keys = _header_values(request, b"idempotency-key")
     if len(keys) > 1:
         raise ServeError(
             400,
