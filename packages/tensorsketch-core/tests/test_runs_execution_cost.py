@@ -171,3 +171,53 @@ async def test_a_complete_only_model_streams_its_reply_without_a_stream_call(
         )
         == 2
     )
+
+
+#: The runner's coroutines between a run's task and the engine (``drive``): each one is
+#: resumed at every wait of the run, so one that only passes the run on costs a call per wait.
+RUNNER_FRAMES = {
+    ("runs/execution.py", "_execute"),
+    ("runs/execution.py", "_segment"),
+    ("runs/execution.py", "_invoke"),
+    ("runs/execution.py", "_run_graph"),
+    ("pregel/compiled.py", "_invoke_sinking"),
+}
+
+
+async def test_a_runs_task_reaches_the_engine_through_two_frames_of_the_runner(
+    tmp_path: Path,
+) -> None:
+    # The task's coroutine runs the segments' loop itself, and the segment drives the
+    # engine from its own frame: every wait of the run resumes two runner frames, not five.
+    calls = await _one_run(tmp_path)
+    resumes = _from(calls, "runs/execution.py", "asyncio/events.py", "_execute")
+    resumes += _from(calls, "runs/execution.py", "runs/execution.py", "_execute")
+    frames = sum(n for (file, name, _), n in calls.items() if (file, name) in RUNNER_FRAMES)
+    assert resumes >= 3  # the run waits on its store a few times
+    assert frames == 2 * resumes, (frames, resumes)
+    assert _from(calls, "pregel/driver.py", "runs/execution.py", "drive") >= 1
+
+
+async def test_the_stop_check_is_handed_only_the_events_it_acts_on(tmp_path: Path) -> None:
+    # It acts on barriers (`values`) and superstep starts (`node_start`); the run's other
+    # events are still stored, just not handed to it (a coroutine call each).
+    calls = await _one_run(tmp_path)
+    checked = _from(calls, "runs/execution.py", "pregel/loop.py", "__call__")
+    backend = SqliteBackend(str(tmp_path / "runs.db"))
+    try:
+        stored = await read_stored_events(backend, "counted", 0)
+    finally:
+        await backend.aclose()
+    acted_on = [e for e in stored if e.type in ("values", "node_start")]
+    assert len(stored) > len(acted_on) >= 2
+    assert checked == len(acted_on), [e.type for e in stored]
+    # Every emitted event is made in `emit` itself; `_event` only for the held `run_end`.
+    assert _from(calls, "pregel/loop.py", "pregel/loop.py", "_event") == 1
+
+
+async def test_a_ride_carries_the_runners_own_writes_without_a_copy(tmp_path: Path) -> None:
+    # The running write (planned as the segment begins) and the outcome are built from the
+    # record the rider knows and stamped as they are built: they ride as they are.
+    calls = await _one_run(tmp_path)
+    assert _from(calls, "backends/runs.py", "runs/riding.py", "replace") == 0
+    assert sum(n for (file, name, _), n in calls.items() if (file, name) == BEGIN) == 1

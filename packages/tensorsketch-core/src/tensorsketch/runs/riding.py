@@ -80,7 +80,12 @@ class RunRider:
             # A changed record is read and written the usual way.
             write = None if self.changed else self._outcome_of(ending)
         if write is not None:
-            write = write.replace(version=self.known.version, updated_at=now())
+            known = self.known
+            # The runner's own changes build their write from the known record and stamp
+            # it as they build it (the running write as the segment begins, the outcome
+            # right here): such a write rides as it is, not copied once more to stamp it.
+            if write.version != known.version or write.updated_at <= known.updated_at:
+                write = write.replace(version=known.version, updated_at=now())
         return RecordRide(self.run_id, write)
 
     def _outcome_of(self, ending: Callable[[], Any]) -> RunRecord | None:
