@@ -21,6 +21,7 @@ from tensorsketch.durable.event_rows import read_stored_events
 from tensorsketch.messages import ToolCall, assistant
 from tensorsketch.runs import AsyncRunner
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
+from tensorsketch.serializers import MsgpackSerializer
 
 
 class Scripted(ChatProvider):
@@ -50,9 +51,9 @@ def _tail(path: str) -> str:
     return "/".join(Path(path).parts[-2:])
 
 
-async def _one_run(tmp_path: Path, **options: Any) -> Calls:
+async def _one_run(tmp_path: Path, serializer: Any = None, **options: Any) -> Calls:
     """The Python calls made while one run is submitted and awaited (after a warm-up run)."""
-    backend = SqliteBackend(str(tmp_path / "runs.db"))
+    backend = SqliteBackend(str(tmp_path / "runs.db"), serializer=serializer)
     agent = create_agent(Scripted(), tools=[settle])
     calls: Calls = Counter()
 
@@ -221,3 +222,54 @@ async def test_a_ride_carries_the_runners_own_writes_without_a_copy(tmp_path: Pa
     calls = await _one_run(tmp_path)
     assert _from(calls, "backends/runs.py", "runs/riding.py", "replace") == 0
     assert sum(n for (file, name, _), n in calls.items() if (file, name) == BEGIN) == 1
+
+
+async def test_a_commits_event_row_is_encoded_without_helper_calls(tmp_path: Path) -> None:
+    # Inside the checkpoint's shared encoding already: no null context entered, and the
+    # row's checks (one run's consecutive events, a run_end sharing the values' state)
+    # inline; what event_rows calls is the serializer (and the row's dataclass).
+    calls = await _one_run(tmp_path)
+    helpers = {
+        (file, name): n
+        for (file, name, caller), n in calls.items()
+        if caller == "durable/event_rows.py"
+        and file not in ("tensorsketch/serializers.py", "<string>")  # <string>: StoredEvent
+    }
+    assert helpers == {}
+
+
+class _CountingEmpties(MsgpackSerializer):
+    """Counts the encodings of an empty result's journal entry."""
+
+    empties = 0
+
+    def dumps(self, obj: Any) -> bytes:
+        if obj == [[]]:
+            self.empties += 1
+        return super().dumps(obj)
+
+
+async def test_an_empty_steering_take_is_encoded_once_a_run(tmp_path: Path) -> None:
+    # Each of the run's two model calls journals the (empty) steering take it made; the
+    # entry's bytes are the same each time, so they are made once.
+    serializer = _CountingEmpties()
+    calls = await _one_run(tmp_path, serializer)
+    assert sum(n for (_, name, _), n in calls.items() if name == "_steered") == 2
+    serializer.empties = 0
+    (tmp_path / "again").mkdir()
+    await _one_run(tmp_path / "again", serializer)
+    assert serializer.empties == 2  # one a run: the warm-up run's and the counted one's
+
+
+async def test_the_rider_does_nothing_per_run_beyond_ride_and_rode(tmp_path: Path) -> None:
+    # What a plain run asks of its rider: what rides each unit, what the unit saw, and the
+    # record at a barrier. The opening's guess was right, the outcome rode, nothing else
+    # wrote the record: no helper, no property, no notice of the rider's own write.
+    calls = await _one_run(tmp_path)
+    asked = {
+        name: n
+        for (file, name, caller), n in calls.items()
+        if file == "runs/riding.py" and caller != "runs/riding.py"
+    }
+    assert set(asked) <= {"ride", "rode", "current", "__init__"}, asked
+    assert not [k for k in calls if k[0] == "runs/riding.py" and k[2] == "runs/riding.py"]
