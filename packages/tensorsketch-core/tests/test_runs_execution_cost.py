@@ -273,3 +273,9 @@ async def test_the_rider_does_nothing_per_run_beyond_ride_and_rode(tmp_path: Pat
     }
     assert set(asked) <= {"ride", "rode", "current", "__init__"}, asked
     assert not [k for k in calls if k[0] == "runs/riding.py" and k[2] == "runs/riding.py"]
+
+
+async def test_whether_the_backend_carries_rides_is_asked_until_it_does(tmp_path: Path) -> None:
+    # Once the runner saw its backend carry rides (the warm-up run), no run asks again.
+    calls = await _one_run(tmp_path)
+    assert _from(calls, "runs/execution.py", "runs/execution.py", "_rides") == 0

@@ -57,6 +57,9 @@ class Execution:
         self.read = read
         #: Outcomes that rode a segment's last commit, for :meth:`_outcome` to report.
         self._rode_to_end: dict[str, RunRecord] = {}
+        #: The backend was seen carrying rides for the store (it keeps doing so: not asked
+        #: again for every run).
+        self._riding = False
 
     # -- the task of a run ------------------------------------------------------------------
 
@@ -222,7 +225,7 @@ class Execution:
         # that is gone, and it is taken over from the start. A suspended run's resume stays
         # durable (its loss would leave it suspended with nobody to resume it).
         durable = seen.status == "suspended"
-        if seen.first_seq is None and guess is not None and self._rides():
+        if seen.first_seq is None and guess is not None and (self._riding or self._rides()):
             # Its first segment on a backend that carries rides: `running` is written in
             # the unit that opens the thread (the rider corrects a wrong guess there).
             latest_id, first_seq = guess[0] or "", 0 if guess[1] is None else guess[1] + 1
@@ -359,7 +362,7 @@ class Execution:
         if stored is not None:
             state.notify(stored)
             state.latest[run_id] = latest_id
-            if self._rides():  # its outcome and stop checks ride the segment's commits
+            if self._riding or self._rides():  # its outcome and stop checks ride its commits
                 state.riders[run_id] = RunRider(state, stored)
         return stored
 
@@ -367,9 +370,10 @@ class Execution:
         """Whether the run's record writes ride its checkpoint commits here: the backend
         carries rides in units of the database the run store uses."""
         state = self.state
-        return state.store is state.backend.run_store() and bool(
+        self._riding = state.store is state.backend.run_store() and bool(
             getattr(state.backend, "carries_rides", False)
         )
+        return self._riding
 
     async def _failed(self, run_id: str, record: RunRecord, exc: Exception) -> bool:
         """Store how a segment that raised ``exc`` ended; ``True``: run it again (a
