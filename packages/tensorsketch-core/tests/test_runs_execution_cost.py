@@ -279,3 +279,10 @@ async def test_whether_the_backend_carries_rides_is_asked_until_it_does(tmp_path
     # Once the runner saw its backend carry rides (the warm-up run), no run asks again.
     calls = await _one_run(tmp_path)
     assert _from(calls, "runs/execution.py", "runs/execution.py", "_rides") == 0
+
+
+async def test_an_outcome_filters_no_signals_when_none_are_pending(tmp_path: Path) -> None:
+    # The delivered signals are taken out of the record's pending ones: with none pending
+    # (most runs) there is nothing to filter, and no generator is run for it.
+    calls = await _one_run(tmp_path)
+    assert _from(calls, "runs/execution.py", "runs/execution.py", "<genexpr>") == 0

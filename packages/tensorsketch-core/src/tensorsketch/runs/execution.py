@@ -585,7 +585,9 @@ class Execution:
             if current.stop_requested:
                 stop_asked.append(True)
                 return None
-            remaining = tuple(e for e in current.events if e not in began.events)
+            remaining = (
+                tuple(e for e in current.events if e not in began.events) if current.events else ()
+            )
             awaited = {i["id"] for i in interrupts}
             return current.replace(
                 status="suspended",
@@ -672,7 +674,9 @@ class Execution:
                 wake_at=None,
                 interrupts=(),
                 decisions={},
-                events=tuple(e for e in current.events if e not in delivered),
+                events=tuple(e for e in current.events if e not in delivered)
+                if current.events
+                else (),
                 owner=None,
                 lease_expires_at=None,
             )
