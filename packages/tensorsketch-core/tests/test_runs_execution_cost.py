@@ -286,3 +286,10 @@ async def test_an_outcome_filters_no_signals_when_none_are_pending(tmp_path: Pat
     # (most runs) there is nothing to filter, and no generator is run for it.
     calls = await _one_run(tmp_path)
     assert _from(calls, "runs/execution.py", "runs/execution.py", "<genexpr>") == 0
+
+
+async def test_a_barrier_nobody_else_wrote_at_reads_the_riders_record(tmp_path: Path) -> None:
+    # The stop check at a barrier: with the record unchanged since the rider knew it, the
+    # known record is it (no coroutine asked for it).
+    calls = await _one_run(tmp_path)
+    assert _from(calls, "runs/riding.py", "runs/execution.py", "current") == 0

@@ -754,9 +754,11 @@ class _StopCheck:
                 return
             self.barrier = True
         if not self.stopping:
-            if self.rider is not None:
+            rider = self.rider
+            if rider is not None:
                 if kind == "values" or kind == "node_start":
-                    current = await self.rider.current()
+                    # Nobody else wrote the record (most runs): what the rider knows, as is.
+                    current = await rider.current() if rider.changed else rider.known
                     self.stopping = current is not None and current.stop_requested is not None
             elif kind == "values":
                 current = await self.store.get(self.run_id)
