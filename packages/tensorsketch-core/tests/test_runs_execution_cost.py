@@ -21,6 +21,7 @@ from tensorsketch.durable.event_rows import read_stored_events
 from tensorsketch.messages import ToolCall, assistant
 from tensorsketch.runs import AsyncRunner
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
+from tensorsketch.serializers import MsgpackSerializer
 
 
 class Scripted(ChatProvider):
@@ -50,9 +51,9 @@ def _tail(path: str) -> str:
     return "/".join(Path(path).parts[-2:])
 
 
-async def _one_run(tmp_path: Path, **options: Any) -> Calls:
+async def _one_run(tmp_path: Path, serializer: Any = None, **options: Any) -> Calls:
     """The Python calls made while one run is submitted and awaited (after a warm-up run)."""
-    backend = SqliteBackend(str(tmp_path / "runs.db"))
+    backend = SqliteBackend(str(tmp_path / "runs.db"), serializer=serializer)
     agent = create_agent(Scripted(), tools=[settle])
     calls: Calls = Counter()
 
@@ -171,3 +172,124 @@ async def test_a_complete_only_model_streams_its_reply_without_a_stream_call(
         )
         == 2
     )
+
+
+#: The runner's coroutines between a run's task and the engine (``drive``): each one is
+#: resumed at every wait of the run, so one that only passes the run on costs a call per wait.
+RUNNER_FRAMES = {
+    ("runs/execution.py", "_execute"),
+    ("runs/execution.py", "_segment"),
+    ("runs/execution.py", "_invoke"),
+    ("runs/execution.py", "_run_graph"),
+    ("pregel/compiled.py", "_invoke_sinking"),
+}
+
+
+async def test_a_runs_task_reaches_the_engine_through_two_frames_of_the_runner(
+    tmp_path: Path,
+) -> None:
+    # The task's coroutine runs the segments' loop itself, and the segment drives the
+    # engine from its own frame: every wait of the run resumes two runner frames, not five.
+    calls = await _one_run(tmp_path)
+    resumes = _from(calls, "runs/execution.py", "asyncio/events.py", "_execute")
+    resumes += _from(calls, "runs/execution.py", "runs/execution.py", "_execute")
+    frames = sum(n for (file, name, _), n in calls.items() if (file, name) in RUNNER_FRAMES)
+    assert resumes >= 3  # the run waits on its store a few times
+    assert frames == 2 * resumes, (frames, resumes)
+    assert _from(calls, "pregel/driver.py", "runs/execution.py", "drive") >= 1
+
+
+async def test_the_stop_check_is_handed_only_the_events_it_acts_on(tmp_path: Path) -> None:
+    # It acts on barriers (`values`) and superstep starts (`node_start`); the run's other
+    # events are still stored, just not handed to it (a coroutine call each).
+    calls = await _one_run(tmp_path)
+    checked = _from(calls, "runs/execution.py", "pregel/loop.py", "__call__")
+    backend = SqliteBackend(str(tmp_path / "runs.db"))
+    try:
+        stored = await read_stored_events(backend, "counted", 0)
+    finally:
+        await backend.aclose()
+    acted_on = [e for e in stored if e.type in ("values", "node_start")]
+    assert len(stored) > len(acted_on) >= 2
+    assert checked == len(acted_on), [e.type for e in stored]
+    # Every emitted event is made in `emit` itself; `_event` only for the held `run_end`.
+    assert _from(calls, "pregel/loop.py", "pregel/loop.py", "_event") == 1
+
+
+async def test_a_ride_carries_the_runners_own_writes_without_a_copy(tmp_path: Path) -> None:
+    # The running write (planned as the segment begins) and the outcome are built from the
+    # record the rider knows and stamped as they are built: they ride as they are.
+    calls = await _one_run(tmp_path)
+    assert _from(calls, "backends/runs.py", "runs/riding.py", "replace") == 0
+    assert sum(n for (file, name, _), n in calls.items() if (file, name) == BEGIN) == 1
+
+
+async def test_a_commits_event_row_is_encoded_without_helper_calls(tmp_path: Path) -> None:
+    # Inside the checkpoint's shared encoding already: no null context entered, and the
+    # row's checks (one run's consecutive events, a run_end sharing the values' state)
+    # inline; what event_rows calls is the serializer (and the row's dataclass).
+    calls = await _one_run(tmp_path)
+    helpers = {
+        (file, name): n
+        for (file, name, caller), n in calls.items()
+        if caller == "durable/event_rows.py"
+        and file not in ("tensorsketch/serializers.py", "<string>")  # <string>: StoredEvent
+    }
+    assert helpers == {}
+
+
+class _CountingEmpties(MsgpackSerializer):
+    """Counts the encodings of an empty result's journal entry."""
+
+    empties = 0
+
+    def dumps(self, obj: Any) -> bytes:
+        if obj == [[]]:
+            self.empties += 1
+        return super().dumps(obj)
+
+
+async def test_an_empty_steering_take_is_encoded_once_a_run(tmp_path: Path) -> None:
+    # Each of the run's two model calls journals the (empty) steering take it made; the
+    # entry's bytes are the same each time, so they are made once.
+    serializer = _CountingEmpties()
+    calls = await _one_run(tmp_path, serializer)
+    assert sum(n for (_, name, _), n in calls.items() if name == "_steered") == 2
+    serializer.empties = 0
+    (tmp_path / "again").mkdir()
+    await _one_run(tmp_path / "again", serializer)
+    assert serializer.empties == 2  # one a run: the warm-up run's and the counted one's
+
+
+async def test_the_rider_does_nothing_per_run_beyond_ride_and_rode(tmp_path: Path) -> None:
+    # What a plain run asks of its rider: what rides each unit, what the unit saw, and the
+    # record at a barrier. The opening's guess was right, the outcome rode, nothing else
+    # wrote the record: no helper, no property, no notice of the rider's own write.
+    calls = await _one_run(tmp_path)
+    asked = {
+        name: n
+        for (file, name, caller), n in calls.items()
+        if file == "runs/riding.py" and caller != "runs/riding.py"
+    }
+    assert set(asked) <= {"ride", "rode", "current", "__init__"}, asked
+    assert not [k for k in calls if k[0] == "runs/riding.py" and k[2] == "runs/riding.py"]
+
+
+async def test_whether_the_backend_carries_rides_is_asked_until_it_does(tmp_path: Path) -> None:
+    # Once the runner saw its backend carry rides (the warm-up run), no run asks again.
+    calls = await _one_run(tmp_path)
+    assert _from(calls, "runs/execution.py", "runs/execution.py", "_rides") == 0
+
+
+async def test_an_outcome_filters_no_signals_when_none_are_pending(tmp_path: Path) -> None:
+    # The delivered signals are taken out of the record's pending ones: with none pending
+    # (most runs) there is nothing to filter, and no generator is run for it.
+    calls = await _one_run(tmp_path)
+    assert _from(calls, "runs/execution.py", "runs/execution.py", "<genexpr>") == 0
+
+
+async def test_a_barrier_nobody_else_wrote_at_reads_the_riders_record(tmp_path: Path) -> None:
+    # The stop check at a barrier: with the record unchanged since the rider knew it, the
+    # known record is it (no coroutine asked for it).
+    calls = await _one_run(tmp_path)
+    assert _from(calls, "runs/riding.py", "runs/execution.py", "current") == 0

@@ -24,7 +24,6 @@ mapping per event, under its own seq. Those rows read back as they always did.
 
 from __future__ import annotations
 
-import contextlib
 import operator
 from collections.abc import Sequence
 from typing import Any, Final
@@ -40,50 +39,42 @@ __all__ = ["decode_row", "encode_events", "read_stored_events", "stored_run_id"]
 BATCH: Final = 2
 #: Items in a row's head, and per event.
 _HEAD, _STRIDE = 4, 6
-_NO_SHARING = contextlib.nullcontext()
-
-
-def _same_state(event: Event, before: Event) -> bool:
-    """Whether the ``run_end`` ``event`` carries the state of ``before``, the ``values`` event
-    right before it: the same fields holding the same objects (no value is compared)."""
-    if before.type != "values":
-        return False
-    state, prior = event.data, before.data
-    if type(state) is not dict or type(prior) is not dict or state.keys() != prior.keys():
-        return False
-    return all(map(operator.is_, state.values(), map(prior.__getitem__, state)))
-
-
-def _one_row(thread_id: str, events: Sequence[Event]) -> bool:
-    """Whether ``events`` are one run's consecutive events of ``thread_id``."""
-    first = events[0]
-    run_id, seq = first.run_id, first.seq
-    for i, e in enumerate(events):
-        if e.seq != seq + i or e.run_id != run_id or e.thread_id != thread_id:
-            return False
-    return True
 
 
 def encode_events(
     serializer: Serializer, thread_id: str, events: Sequence[Event], *, shared: bool = False
 ) -> list[StoredEvent]:
     """The row(s) of one commit's events (``shared``: inside the commit's
-    :func:`shared_encoding` block already, whose encodings they reuse)."""
+    :func:`shared_encoding` block already, whose encodings they reuse). Called for every
+    commit that holds events, so its checks are inline (a function call each added up)."""
     if not events:
         return []
-    with shared_encoding(serializer) if not shared else _NO_SHARING:
-        if not _one_row(thread_id, events):
+    if not shared:
+        with shared_encoding(serializer):
+            return encode_events(serializer, thread_id, events, shared=True)
+    first = events[0]
+    run_id, seq = first.run_id, first.seq
+    for i, e in enumerate(events):  # one run's consecutive events of this thread?
+        if e.seq != seq + i or e.run_id != run_id or e.thread_id != thread_id:
             return [StoredEvent(seq=e.seq, payload=serializer.dumps(e.to_dict())) for e in events]
-        first = events[0]
-        row: list[Any] = [BATCH, first.run_id, first.seq, None]
-        before: Event | None = None
-        for i, e in enumerate(events):
-            data = e.data
-            if e.type == "run_end" and row[3] is None and before and _same_state(e, before):
+    row: list[Any] = [BATCH, run_id, seq, None]
+    before: Event | None = None
+    for i, e in enumerate(events):
+        data = e.data
+        if e.type == "run_end" and row[3] is None and before and before.type == "values":
+            # Whether it carries the state of the `values` event right before it: the same
+            # fields holding the same objects (no value is compared).
+            prior = before.data
+            if (
+                type(data) is dict
+                and type(prior) is dict
+                and data.keys() == prior.keys()
+                and all(map(operator.is_, data.values(), map(prior.__getitem__, data)))
+            ):
                 row[3], data = i, None
-            row += (e.type, e.node, list(e.namespace) if e.namespace else [], e.step, e.ts, data)
-            before = e
-        return [StoredEvent(seq=events[-1].seq, payload=serializer.dumps(row))]
+        row += (e.type, e.node, list(e.namespace) if e.namespace else [], e.step, e.ts, data)
+        before = e
+    return [StoredEvent(seq=events[-1].seq, payload=serializer.dumps(row))]
 
 
 def _undecodable(seq: int, thread_id: str) -> CheckpointDecodeError:

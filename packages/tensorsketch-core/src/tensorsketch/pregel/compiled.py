@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Mapping,
+    Sequence,
+)
 from contextlib import aclosing
 from typing import Any, Generic, TypeVar
 
@@ -311,7 +319,7 @@ class CompiledGraph(Generic[S]):
             except asyncio.CancelledError:
                 pass
 
-    async def _invoke_sinking(
+    def _start_sinking(
         self,
         input: S | dict[str, Any] | None,
         sink: EventSink,
@@ -326,11 +334,18 @@ class CompiledGraph(Generic[S]):
         memory: MemoryBinding | None = None,
         labels: Mapping[str, str] | None = None,
         durability: Durability = "sync",
-    ) -> S:
-        """:meth:`invoke` that hands every event — the ones :meth:`stream` yields, stored
-        the same way — to ``sink`` as it is emitted, in the run's own task: no queue and no
-        producer task between the run and its one consumer (the runner), whose check of
-        each event runs at that very point of the run. ``labels`` are ``ctx.labels``."""
+        sink_types: frozenset[str] | None = None,
+    ) -> tuple[Run, Coroutine[Any, Any, None]]:
+        """:meth:`invoke`'s run, handing every event — the ones :meth:`stream` yields,
+        stored the same way — of the ``sink_types`` (``None``: all) to ``sink`` as it is
+        emitted, in the run's own task: no queue and no producer task between the run and
+        its one consumer (the runner), whose check of each event runs at that very point of
+        the run. ``labels`` are ``ctx.labels``.
+
+        Returns the run and the coroutine that drives it, which the caller awaits itself
+        (then ``run.result_state()`` is what :meth:`invoke` returns): a coroutine of this
+        method's around it would be one more frame resumed at every one of the run's
+        waits."""
         run = start_run(
             self._spec,
             thread_id=thread_id,
@@ -344,9 +359,8 @@ class CompiledGraph(Generic[S]):
         )
         _attach_memory(run, memory)
         run.labels = dict(labels or {})
-        await drive(run, input, max_steps, resume)
-        state: S = run.result_state()  # type: ignore[assignment]
-        return state
+        run.sink_types = sink_types
+        return run, drive(run, input, max_steps, resume)
 
     async def replay(
         self,

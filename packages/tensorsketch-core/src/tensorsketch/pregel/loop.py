@@ -143,6 +143,10 @@ class Run(RunState, Planning, TaskExecution):
         #: The run record's labels when a runner executes it (``ctx.labels``); nested runs
         #: share their parent's.
         self.labels: Mapping[str, str] = {}
+        #: The event types :attr:`sink` acts on (``None``: every type). The others are still
+        #: numbered and stored, just not handed to it: a runner's stop check acts on two
+        #: types of a run's eight or so events, and each call it skipped was a coroutine.
+        self.sink_types: frozenset[str] | None = None
         #: ``invoke(durability=...)``: when checkpoints commit (:mod:`tensorsketch.durable.modes`).
         self.durability: Durability = "sync"
         #: ``"exit"``: barriers passed since the last commit, and what they changed together
@@ -231,8 +235,27 @@ class Run(RunState, Planning, TaskExecution):
         ``namespace`` overrides the run's own, to forward a nested run's events.
         """
         sink = self.sink
-        if sink is not None:
-            await sink(self._event(type, node=node, data=data, step=step, namespace=namespace))
+        if sink is None:
+            return
+        # What _event does, inline: a call less for every event a streamed run emits.
+        event = Event(
+            seq=self.seq,
+            type=type,
+            node=node,
+            run_id=self.run_id,
+            thread_id=self.thread_id,
+            data=data,
+            namespace=self.namespace if namespace is None else namespace,
+            step=step,
+            ts=time.time(),
+        )
+        self.seq += 1
+        journal = self.journal
+        if journal is not None:
+            journal.events.append(event)
+        wanted = self.sink_types
+        if wanted is None or type in wanted:
+            await sink(event)
 
     def _event(
         self,
@@ -243,7 +266,8 @@ class Run(RunState, Planning, TaskExecution):
         step: int | None = None,
         namespace: tuple[str, ...] | None = None,
     ) -> Event:
-        """Number an event and add it to the durable log's buffer (the caller delivers it)."""
+        """Number an event and add it to the durable log's buffer (the caller delivers it);
+        :meth:`emit` does the same inline."""
         event = Event(
             seq=self.seq,
             type=type,
@@ -387,7 +411,8 @@ class Run(RunState, Planning, TaskExecution):
             meta = {"interrupts": [stop.to_dict()]} if stop is not None else None
             ending = self._ending_state if final else None
             await self.save_checkpoint(changed, tasks, final=final, meta=meta, ending=ending)
-        if sink is not None and ended is not None:
+        wanted = self.sink_types
+        if sink is not None and ended is not None and (wanted is None or "run_end" in wanted):
             await sink(ended)
         return stop is not None
 
@@ -412,7 +437,8 @@ class Run(RunState, Planning, TaskExecution):
             ended = self._event("run_end", data=dict(self.values), step=self.step)
         if self.journal is not None:
             await self.save_checkpoint({}, [], final=True, ending=self._ending_state)
-        if sink is not None and ended is not None:
+        wanted = self.sink_types
+        if sink is not None and ended is not None and (wanted is None or "run_end" in wanted):
             await sink(ended)
 
     def breakpoint(self, when: str, tasks: list[Task]) -> PendingInterrupt | None:

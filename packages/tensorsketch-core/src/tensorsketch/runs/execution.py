@@ -14,7 +14,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from tensorsketch.assistant_config import CONFIG
 from tensorsketch.durable.event_rows import stored_run_id
@@ -57,6 +57,9 @@ class Execution:
         self.read = read
         #: Outcomes that rode a segment's last commit, for :meth:`_outcome` to report.
         self._rode_to_end: dict[str, RunRecord] = {}
+        #: The backend was seen carrying rides for the store (it keeps doing so: not asked
+        #: again for every run).
+        self._riding = False
 
     # -- the task of a run ------------------------------------------------------------------
 
@@ -95,6 +98,11 @@ class Execution:
         self._rode_to_end.pop(run_id, None)
 
     async def _execute(self, run_id: str, *, new: bool, takeover: bool) -> None:
+        """The run's task: wait for its turn and a slot, then run the graph from wherever
+        the run stands until it finishes, fails or suspends — again at once when it
+        suspended on what is decided already. The segments' loop is here rather than in a
+        coroutine of its own: every frame between the task and the graph is resumed at
+        each of the run's waits."""
         state = self.state
         assert state.slots is not None
         counted = new
@@ -106,7 +114,31 @@ class Execution:
                     counted = False
                 state.running += 1
                 try:
-                    await self._segment(run_id, takeover=takeover)
+                    while True:
+                        record = await self._begin(run_id, takeover=takeover)
+                        if record is None:
+                            return
+                        state.known[run_id] = record
+                        try:
+                            graph_state, used = await self._invoke(record, takeover=takeover)
+                        except LeaseLostError:
+                            raise
+                        except Exception as exc:
+                            if not await self._failed(run_id, record, exc):
+                                return
+                            takeover = True
+                            continue
+                        outcome = await self._outcome(run_id, record, graph_state, used)
+                        if outcome == "stop":
+                            # Asked to stop during its last superstep: it is stopped all
+                            # the same (a rollback still discards what it wrote), as the
+                            # later input expects. The outcome's compare-and-set saw the
+                            # request (it bumped the record's version, so the write read
+                            # the record again): no read of its own.
+                            await self._stopped(run_id, record)
+                            return
+                        if outcome != "again":  # "again": suspended on what is decided
+                            return
                 finally:
                     state.running -= 1
         except asyncio.CancelledError:
@@ -193,7 +225,7 @@ class Execution:
         # that is gone, and it is taken over from the start. A suspended run's resume stays
         # durable (its loss would leave it suspended with nobody to resume it).
         durable = seen.status == "suspended"
-        if seen.first_seq is None and guess is not None and self._rides():
+        if seen.first_seq is None and guess is not None and (self._riding or self._rides()):
             # Its first segment on a backend that carries rides: `running` is written in
             # the unit that opens the thread (the rider corrects a wrong guess there).
             latest_id, first_seq = guess[0] or "", 0 if guess[1] is None else guess[1] + 1
@@ -315,6 +347,7 @@ class Execution:
                 if current.status == "running"
                 else (current.active_seconds),
                 segment_started_at=at,
+                updated_at=at,  # what a write that rides keeps (a store's write stamps its own)
                 attempts=current.attempts + 1,
                 base_checkpoint=(
                     current.base_checkpoint if current.base_checkpoint is not None else latest_id
@@ -329,7 +362,7 @@ class Execution:
         if stored is not None:
             state.notify(stored)
             state.latest[run_id] = latest_id
-            if self._rides():  # its outcome and stop checks ride the segment's commits
+            if self._riding or self._rides():  # its outcome and stop checks ride its commits
                 state.riders[run_id] = RunRider(state, stored)
         return stored
 
@@ -337,57 +370,35 @@ class Execution:
         """Whether the run's record writes ride its checkpoint commits here: the backend
         carries rides in units of the database the run store uses."""
         state = self.state
-        return state.store is state.backend.run_store() and bool(
+        self._riding = state.store is state.backend.run_store() and bool(
             getattr(state.backend, "carries_rides", False)
         )
+        return self._riding
 
-    async def _segment(self, run_id: str, *, takeover: bool) -> None:
-        """Run the graph from wherever the run stands until it finishes, fails or suspends."""
+    async def _failed(self, run_id: str, record: RunRecord, exc: Exception) -> bool:
+        """Store how a segment that raised ``exc`` ended; ``True``: run it again (a
+        takeover) once the wait for what held it is over."""
         state = self.state
-        while True:
-            record = await self._begin(run_id, takeover=takeover)
-            if record is None:
-                return
-            state.known[run_id] = record
-            try:
-                graph_state, used = await self._invoke(record, takeover=takeover)
-            except LeaseLostError:
-                raise
-            except ThreadBusyError:
-                # The thread's previous runner (dead or stalled) still holds its lease: wait
-                # for it to lapse, keeping the run.
-                await asyncio.sleep(min(state.lease_ttl / 3, 1.0))
-                takeover = True
-                continue
-            except BackendUnavailableError as exc:
-                log.warning("run %s: the store is unavailable (%s); retrying", run_id, exc)
-                await asyncio.sleep(min(state.lease_ttl / 3, 2.0))
-                takeover = True
-                continue
-            except _Stopped:
-                await self._stopped(run_id, record)
-                return
-            except _RunTimedOut:
-                message = f"the run took longer than run_timeout={state.run_timeout}s"
-                await self._finish(
-                    run_id, status="failed", error={"type": "RunTimeout", "message": message}
-                )
-                return
-            except Exception as exc:
-                error = {"type": type(exc).__name__, "message": str(exc)}
-                await self._finish(run_id, status="failed", error=error)
-                return
-            outcome = await self._outcome(run_id, record, graph_state, used)
-            if outcome == "stop":
-                # Asked to stop during its last superstep: it is stopped all the same (a
-                # rollback still discards what it wrote), as the later input expects. The
-                # outcome's compare-and-set saw the request (it bumped the record's version,
-                # so the write read the record again): no read of its own.
-                await self._stopped(run_id, record)
-                return
-            if outcome == "again":
-                continue  # suspended again on something already decided
-            return
+        if isinstance(exc, ThreadBusyError):
+            # The thread's previous runner (dead or stalled) still holds its lease: wait
+            # for it to lapse, keeping the run.
+            await asyncio.sleep(min(state.lease_ttl / 3, 1.0))
+            return True
+        if isinstance(exc, BackendUnavailableError):
+            log.warning("run %s: the store is unavailable (%s); retrying", run_id, exc)
+            await asyncio.sleep(min(state.lease_ttl / 3, 2.0))
+            return True
+        if isinstance(exc, _Stopped):
+            await self._stopped(run_id, record)
+        elif isinstance(exc, _RunTimedOut):
+            message = f"the run took longer than run_timeout={state.run_timeout}s"
+            await self._finish(
+                run_id, status="failed", error={"type": "RunTimeout", "message": message}
+            )
+        else:
+            error = {"type": type(exc).__name__, "message": str(exc)}
+            await self._finish(run_id, status="failed", error=error)
+        return False
 
     async def _invoke(self, record: RunRecord, *, takeover: bool) -> tuple[Any, set[str]]:
         """Invoke the graph for the run's next segment; return the state and the decision
@@ -428,46 +439,25 @@ class Execution:
         used = set(resume or ())
         if rider is not None:
             rider.outcome = functools.partial(self._end_change, record, used)
+        task = asyncio.current_task()
+        assert task is not None
+        check = _StopCheck(task, record.run_id, state.store, rider)
         # Bound for the run (its engine's tasks copy them) and unbound as it returns: set
         # here, not with a context manager each (three of those per segment added up).
         inbox = INBOX.set(RecordInbox(state.store, record.run_id, rider))
         config = CONFIG.set(pinned)
         riding = RIDER.set(rider)
         try:
-            if budget is None:  # no run_timeout: no timer to arm around the run
-                graph_state = await self._run_graph(record, input, resume, rider)
-            else:
-                try:
-                    async with asyncio.timeout(budget) as deadline:
-                        graph_state = await self._run_graph(record, input, resume, rider)
-                except TimeoutError as exc:
-                    if deadline.expired():
-                        raise _RunTimedOut from exc
-                    raise
-        finally:
-            RIDER.reset(riding)
-            CONFIG.reset(config)
-            INBOX.reset(inbox)
-        return graph_state, used
-
-    async def _run_graph(
-        self, record: RunRecord, input: Any, resume: dict[str, Any] | None, rider: RunRider | None
-    ) -> Any:
-        """The segment's graph run, its events handed to a stop check as they are emitted;
-        a stop the check asked for comes out as :class:`_Stopped`."""
-        state = self.state
-        task = asyncio.current_task()
-        assert task is not None
-        check = _StopCheck(task, record.run_id, state.store, rider)
-        try:
             # Every event goes to the check as the run emits it (and to the thread's event
             # log, for live tails and replays, as a stream's would). The run's final state
             # (run info attached) comes from the run itself: no read of the thread back.
-            return await state.graph._invoke_sinking(
+            # The run is driven from this very frame (no coroutine of ours in between: each
+            # would be resumed at every wait of the run).
+            run, driving = graph._start_sinking(
                 input,
                 check,
                 thread_id=record.thread_id,
-                backend=state.backend,
+                backend=backend,
                 max_steps=state.max_steps,
                 tracer=state.tracer,
                 resume=resume,
@@ -476,18 +466,29 @@ class Execution:
                 memory=state.memory,
                 labels=record.labels,
                 durability=check_durability(record.durability, "the run's durability"),
+                sink_types=_StopCheck.TYPES,
             )
-        except asyncio.CancelledError:
-            # The check's own cancel (and nobody else's): the run stopped where the
-            # request found it.
-            if check.stopped and task.uncancel() == 0:
-                raise _Stopped from None
-            raise
+            if budget is None:  # no run_timeout: no timer to arm around the run
+                try:
+                    await driving
+                except asyncio.CancelledError:
+                    # The check's own cancel (and nobody else's): the run stopped where the
+                    # request found it.
+                    if check.stopped and task.uncancel() == 0:
+                        raise _Stopped from None
+                    raise
+            else:
+                await _bounded(driving, budget, check, task)
+            graph_state = run.result_state()
         finally:
+            RIDER.reset(riding)
+            CONFIG.reset(config)
+            INBOX.reset(inbox)
             if rider is not None:
-                await self._unseat(rider)
+                self._unseat(rider)
+        return graph_state, used
 
-    async def _unseat(self, rider: RunRider) -> None:
+    def _unseat(self, rider: RunRider) -> None:
         """The segment's run ended: what the rider knows becomes the runner's (the
         outcome's compare-and-set base). A start that never rode (the thread was busy, or
         the run failed before opening it) is not written: the record stays queued under
@@ -584,7 +585,9 @@ class Execution:
             if current.stop_requested:
                 stop_asked.append(True)
                 return None
-            remaining = tuple(e for e in current.events if e not in began.events)
+            remaining = (
+                tuple(e for e in current.events if e not in began.events) if current.events else ()
+            )
             awaited = {i["id"] for i in interrupts}
             return current.replace(
                 status="suspended",
@@ -599,6 +602,7 @@ class Execution:
                 owner=None,
                 lease_expires_at=None,
                 suspended_at=at,
+                updated_at=at,
                 active_seconds=active_seconds(current, at),
                 segment_started_at=None,
                 output=plain(graph_state),
@@ -663,13 +667,16 @@ class Execution:
                 if stopped
                 else error,
                 finished_at=at,
+                updated_at=at,
                 active_seconds=active_seconds(current, at),
                 segment_started_at=None,
                 waiting_for=None,
                 wake_at=None,
                 interrupts=(),
                 decisions={},
-                events=tuple(e for e in current.events if e not in delivered),
+                events=tuple(e for e in current.events if e not in delivered)
+                if current.events
+                else (),
                 owner=None,
                 lease_expires_at=None,
             )
@@ -690,6 +697,25 @@ class Execution:
             )
 
 
+async def _bounded(
+    driving: Awaitable[None], budget: float, check: _StopCheck, task: asyncio.Task[Any]
+) -> None:
+    """Drive a run within what is left of ``run_timeout``: its end comes out as
+    :class:`_RunTimedOut`, a stop the check asked for as :class:`_Stopped`."""
+    try:
+        async with asyncio.timeout(budget) as deadline:
+            try:
+                await driving
+            except asyncio.CancelledError:
+                if check.stopped and task.uncancel() == 0:
+                    raise _Stopped from None
+                raise
+    except TimeoutError as exc:
+        if deadline.expired():
+            raise _RunTimedOut from exc
+        raise
+
+
 class _StopCheck:
     """The sink of a segment's events: looks for a stop request at every superstep barrier
     (``values``) and, asked, stops the run as the next superstep starts (its first
@@ -701,6 +727,9 @@ class _StopCheck:
     without one it is read at every barrier."""
 
     __slots__ = ("barrier", "rider", "run_id", "stopped", "stopping", "store", "task")
+
+    #: The events it acts on (the run hands it no other): barriers and superstep starts.
+    TYPES: ClassVar[frozenset[str]] = frozenset({"values", "node_start"})
 
     def __init__(
         self, task: asyncio.Task[Any], run_id: str, store: RunStore, rider: RunRider | None
@@ -725,9 +754,11 @@ class _StopCheck:
                 return
             self.barrier = True
         if not self.stopping:
-            if self.rider is not None:
+            rider = self.rider
+            if rider is not None:
                 if kind == "values" or kind == "node_start":
-                    current = await self.rider.current()
+                    # Nobody else wrote the record (most runs): what the rider knows, as is.
+                    current = await rider.current() if rider.changed else rider.known
                     self.stopping = current is not None and current.stop_requested is not None
             elif kind == "values":
                 current = await self.store.get(self.run_id)

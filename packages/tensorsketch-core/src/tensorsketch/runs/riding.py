@@ -53,7 +53,8 @@ class RunRider:
     ) -> None:
         self.state = state
         self.run_id = known.run_id
-        self._thread_id = known.thread_id
+        #: The thread whose commits the rides travel in (an attribute: the journal asks).
+        self.thread_id = known.thread_id
         self.known = known
         self.start = start
         self.guess = guess
@@ -65,10 +66,6 @@ class RunRider:
         #: The outcome as it rode the last commit (``None``: it did not ride).
         self.ended: RunRecord | None = None
 
-    @property
-    def thread_id(self) -> str:
-        return self._thread_id
-
     # -- the engine's side --------------------------------------------------------------------
 
     def ride(self, unit: RideUnit, ending: Callable[[], Any] | None = None) -> RecordRide:
@@ -76,20 +73,22 @@ class RunRider:
         if unit == "open" and self.start is not None:
             known = self.known
             write = self._started_write if known is self._started_from else self.start(known)
-        elif unit == "final" and ending is not None and self.outcome is not None:
-            # A changed record is read and written the usual way.
-            write = None if self.changed else self._outcome_of(ending)
+        # A changed record's outcome is read and written the usual way.
+        elif unit == "final" and ending is not None and self.outcome and not self.changed:
+            try:
+                final_state = ending()
+            except Exception:  # the run's end raises it again, where it belongs
+                pass
+            else:
+                write = self.outcome(final_state)(self.known)
         if write is not None:
-            write = write.replace(version=self.known.version, updated_at=now())
+            known = self.known
+            # The runner's own changes build their write from the known record and stamp
+            # it as they build it (the running write as the segment begins, the outcome
+            # right here): such a write rides as it is, not copied once more to stamp it.
+            if write.version != known.version or write.updated_at <= known.updated_at:
+                write = write.replace(version=known.version, updated_at=now())
         return RecordRide(self.run_id, write)
-
-    def _outcome_of(self, ending: Callable[[], Any]) -> RunRecord | None:
-        assert self.outcome is not None
-        try:
-            final_state = ending()
-        except Exception:  # the run's end raises it again, where it belongs
-            return None
-        return self.outcome(final_state)(self.known)
 
     async def rode(
         self, ride: RecordRide, result: RideResult, head: ThreadHead | None = None
@@ -105,7 +104,14 @@ class RunRider:
         elif result.version != self.known.version:
             self.changed = True
         if head is not None and self.start is not None:
-            await self._started(stored, head)
+            last = head[1]
+            if stored is not None and (stored.base_checkpoint, stored.first_seq) == (
+                head[0] or "",
+                0 if last is None else last + 1,
+            ):
+                self.start = None  # it rode, and the thread stood where it was guessed to
+            else:
+                await self._started(stored, head)
 
     async def _started(self, stored: RunRecord | None, head: ThreadHead) -> None:
         """After the opening: the ``running`` write the slow way if it lost, and the

@@ -107,7 +107,7 @@ class RunnerState:
         """Tell every listener about a record the runner stored; a failing one is logged.
         The run's rider, if it executes here, learns its known record may be stale."""
         rider = self.riders.get(record.run_id)
-        if rider is not None:
+        if rider is not None and rider.known is not record:  # not the rider's own write
             rider.noticed(record)
         for listener in self.listeners:
             try:
