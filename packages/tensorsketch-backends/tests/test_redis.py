@@ -385,6 +385,35 @@ async def test_a_unit_carrying_a_record_ride_is_one_command(
     await client.aclose()
 
 
+async def test_a_ride_finds_its_loaded_script_without_a_call(
+    redis_url: str, redis_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a unit's carrying script is loaded, a ride finds its SHA in one look-up: no
+    ``_sha`` coroutine (and its two helpers) per ride. The server losing its scripts still
+    loads them again (``test_a_unit_carrying_a_record_ride_is_one_command``)."""
+    backend = RedisBackend(redis_url, prefix=redis_prefix)
+    store = backend.run_store()
+    thread = f"sha-{uuid.uuid4().hex[:8]}"
+    queued, _ = await store.create(RunRecord(run_id=f"run-{thread}", thread_id=thread))
+    opening = RecordRide(queued.run_id, queued.replace(status="running", owner="me"))
+    await backend.open_thread(thread, "me", 30, _cp(thread, 0), ride=opening)
+    await backend.record_effects(thread, [("k0", b"v")], fence="me", ride=RecordRide(queued.run_id))
+    looked_up = []
+    sha = backend._sha
+
+    async def counting(client: Any, source: str) -> str:
+        looked_up.append(source)
+        return await sha(client, source)
+
+    monkeypatch.setattr(backend, "_sha", counting)
+    for n in range(1, 4):
+        reading = RecordRide(queued.run_id)
+        await backend.record_effects(thread, [(f"k{n}", b"v")], fence="me", ride=reading)
+        assert reading.result == RideResult(queued.version + 1)
+    assert looked_up == []
+    await backend.aclose()
+
+
 def _packing_client(url: str) -> tuple[aioredis.Redis, list[tuple[Any, ...]]]:
     """A real client whose connections note every command they pack, with its arguments
     (a pipeline's commands too)."""

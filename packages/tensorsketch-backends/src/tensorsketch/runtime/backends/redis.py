@@ -453,6 +453,9 @@ class RedisBackend(Backend):
         #: Scripts loaded on the server (a unit that carries a ride calls its script by SHA;
         #: one the server lost is loaded again and the call retried: nothing of it ran).
         self._loaded: set[str] = set()
+        #: The SHA of the script carrying a ride with each unit's script (fenced or not),
+        #: once loaded: what a ride looks up (forgotten with ``_loaded``).
+        self._carrier_shas: dict[str, str] = {}
 
     # -- keys -------------------------------------------------------------------------------
 
@@ -838,13 +841,16 @@ class RedisBackend(Backend):
         if record is not None:
             packed += record
         for attempt in range(2):
-            sha = await self._sha(client, _carrying(source))
+            sha = self._carrier_shas.get(source)
+            if sha is None:
+                sha = self._carrier_shas[source] = await self._sha(client, _carrying(source))
             try:
                 reply = await client.evalsha(sha, len(keys), *keys, *args, packed)
                 break
             except redis_errors.ResponseError as exc:
                 if _no_script(exc):
                     self._loaded.clear()  # the server lost its scripts: nothing ran
+                    self._carrier_shas.clear()
                     if attempt == 0:
                         continue
                 if _lease_lost(exc):
