@@ -554,33 +554,7 @@ class _TaggedSerializer:
         """The decoder's hook for tagged values (extensions), innermost first. The decoder
         reports a failing hook only as "ext_hook failed", so the hook keeps, in ``errors``,
         the error that says what was wrong."""
-        depth = 0
-
-        def tagged(code: int, packed: bytes) -> Any:
-            nonlocal depth
-            depth += 1
-            try:
-                if depth > _MAX_TAG_DEPTH:  # each level is a Python call: stop well before
-                    msg = "stored data is nested too deeply to decode (corrupt or hostile)."
-                    raise CheckpointDecodeError(msg)
-                if code != _EXT_TAGGED:
-                    msg = (
-                        f"stored value has unknown extension type {code}, likely written by a "
-                        "newer release: upgrade tensorsketch-core to read it."
-                    )
-                    raise CheckpointDecodeError(msg)
-                mapping = ormsgpack.unpackb(packed, ext_hook=tagged)
-                if type(mapping) is not dict or _TAG not in mapping:
-                    msg = "stored tagged value is not a tag mapping (corrupt or hostile)."
-                    raise CheckpointDecodeError(msg)
-                return self._decode_object(mapping)
-            except BaseException as exc:
-                errors.append(exc)
-                raise
-            finally:
-                depth -= 1
-
-        return tagged
+        return _TagHook(self, ormsgpack, errors)
 
     def _load_msgpack(
         self,
@@ -805,6 +779,11 @@ class MsgpackSerializer(_TaggedSerializer):
             packed: bytes = ormsgpack.packb(obj, default=extend, option=option)
         except TypeError:
             return None
+        finally:
+            # ``extend`` names itself (its own ``default``): a cycle of the function and its
+            # cells that only the garbage collector would free, so every dumps fed the
+            # collector a dozen objects. Pointing the name elsewhere breaks it.
+            extend = _as_is
         if packed.count(_TAG_KEY_PACKED) != tags:  # a dict holds the tag key (or may)
             return None
         if _may_hold_bin(packed) and self._may_hold_bin(ormsgpack, obj, made, option):
@@ -910,7 +889,48 @@ class MsgpackSerializer(_TaggedSerializer):
             packed: bytes = ormsgpack.packb(tree, default=extend, option=option)
         except TypeError:  # what msgpack cannot hold (see the class docstring)
             return _json_bytes(tree)
+        finally:
+            extend = _as_is  # a cycle otherwise (see _pack_native)
         return MSGPACK_MAGIC + packed
+
+
+class _TagHook:
+    """:meth:`_TaggedSerializer._ext_hook`'s hook: an object, as a closure handing itself to
+    the inner decoder would be a cycle (the function and its cell) that only the garbage
+    collector frees, a dozen objects every ``loads``."""
+
+    __slots__ = ("depth", "errors", "ormsgpack", "serializer")
+
+    def __init__(
+        self, serializer: _TaggedSerializer, ormsgpack: Any, errors: list[BaseException]
+    ) -> None:
+        self.serializer = serializer
+        self.ormsgpack = ormsgpack
+        self.errors = errors
+        self.depth = 0
+
+    def __call__(self, code: int, packed: bytes) -> Any:
+        self.depth += 1
+        try:
+            if self.depth > _MAX_TAG_DEPTH:  # each level is a Python call: stop well before
+                msg = "stored data is nested too deeply to decode (corrupt or hostile)."
+                raise CheckpointDecodeError(msg)
+            if code != _EXT_TAGGED:
+                msg = (
+                    f"stored value has unknown extension type {code}, likely written by a "
+                    "newer release: upgrade tensorsketch-core to read it."
+                )
+                raise CheckpointDecodeError(msg)
+            mapping = self.ormsgpack.unpackb(packed, ext_hook=self)
+            if type(mapping) is not dict or _TAG not in mapping:
+                msg = "stored tagged value is not a tag mapping (corrupt or hostile)."
+                raise CheckpointDecodeError(msg)
+            return self.serializer._decode_object(mapping)
+        except BaseException as exc:
+            self.errors.append(exc)
+            raise
+        finally:
+            self.depth -= 1
 
 
 def _as_is(value: Any) -> Any:

@@ -20,6 +20,7 @@ run after the fork point.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -195,7 +196,9 @@ class ForkResolver:
     __slots__ = ("_journal", "_lineage")
 
     def __init__(self, journal: RunJournal) -> None:
-        self._journal = journal
+        # Weakly: the journal holds its resolver, and a cycle would outlive every run until
+        # the garbage collector came by (with all the run's state hanging from it).
+        self._journal = cast("RunJournal", weakref.proxy(journal))
         self._lineage: Any = _UNREAD
 
     async def lineage(self) -> Lineage | None:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Mapping
+import weakref
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NoReturn
 
 from tensorsketch.command import ParentCommand
@@ -80,6 +81,20 @@ def _ships(tasks: list[Task], every: bool) -> bool:
     return any((every or task.payload is not None) and not task.spec.drives_child for task in tasks)
 
 
+def _weak_doubt(run: Run) -> Callable[[dict[str, Any]], Awaitable[None]]:
+    """``run``'s :meth:`Run._effect_in_doubt`, through a weak reference: the bound method
+    would make the run and its effect log a cycle, which outlived every run (with all the
+    run's state hanging from it) until the garbage collector came by."""
+    ref = weakref.ref(run)
+
+    async def in_doubt(found: dict[str, Any]) -> None:
+        alive = ref()
+        if alive is not None:  # a log that outlived its run has no one to tell
+            await alive._effect_in_doubt(found)
+
+    return in_doubt
+
+
 class Run(RunState, Planning, TaskExecution):
     """One execution of a compiled graph (an ``invoke`` or ``stream`` call)."""
 
@@ -113,7 +128,7 @@ class Run(RunState, Planning, TaskExecution):
         self.resume: dict[str, Any] = {}
         #: Every side effect of the run goes through here (exactly once, journaled if durable).
         self.effects = EffectLog(journal, self.resume)
-        self.effects.on_doubt = self._effect_in_doubt
+        self.effects.on_doubt = _weak_doubt(self)
         #: What the restored checkpoint was waiting on, and what this run stopped on.
         self.restored_interrupts: list[PendingInterrupt] = []
         self.interrupts: list[PendingInterrupt] = []

@@ -263,22 +263,24 @@ return 1
 
 # A unit's script and a ride's (redis_runs._RIDE) as one: each body becomes a function of
 # its own KEYS and ARGV. KEYS: the unit's (the ride's one key, the thread's lease, is among
-# them). ARGV: the unit's arguments, then the ride's encoded record if it writes one, then
-# the rest packed in one msgpack array of text: whether the ride goes first ('1': a write,
-# fenced like the unit, so a refused unit writes no record either), whether the unit's
-# reply is wanted ('1'), the lease key's place among the keys (0: the ride has no key), and
-# the ride's text arguments (every argument redis-py packs costs it a dozen calls; Redis's
-# cmsgpack reads no binary, so the record stays apart). Returns the ride's reply (an
-# integer) alone, or, with the unit's reply wanted, that reply's elements after it (a
-# reply that is no table is one element): each nested array and bulk string costs redis-py's
-# parser a dozen calls more. A unit's error reply is returned as it is.
+# them). ARGV: the unit's arguments, then the ride's in one: a msgpack array of text —
+# whether the ride goes first ('1': a write, fenced like the unit, so a refused unit writes
+# no record either), whether the unit's reply is wanted ('1'), the lease key's place among
+# the keys (0: the ride has no key), and the ride's text arguments — followed by the
+# encoded record if the ride writes one (every argument redis-py packs costs it a dozen
+# calls; Redis's cmsgpack reads no binary, so the record is not inside the array). Returns
+# the ride's reply (an integer) alone, or, with the unit's reply wanted, that reply's
+# elements after it (a reply that is no table is one element): each nested array and bulk
+# string costs redis-py's parser a dozen calls more. A unit's error reply is returned as
+# it is.
 _CARRY = """
-local p = cmsgpack.unpack(ARGV[#ARGV])
+local blob = ARGV[#ARGV]
+local off, p = cmsgpack.unpack_one(blob)
 local first, na = p[1] == '1', #ARGV - 1
 local ra = {p[4], p[5], p[6], p[7]}
 if p[7] == '1' then
-  na = na - 1
-  ra = {p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], ARGV[#ARGV - 1], p[12], p[13]}
+  ra = {p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], string.sub(blob, off + 1), p[12],
+    p[13]}
 end
 local uk, ua, rk = {}, {}, {}
 if p[3] > 0 then rk[1] = KEYS[p[3]] end
@@ -451,6 +453,9 @@ class RedisBackend(Backend):
         #: Scripts loaded on the server (a unit that carries a ride calls its script by SHA;
         #: one the server lost is loaded again and the call retried: nothing of it ran).
         self._loaded: set[str] = set()
+        #: The SHA of the script carrying a ride with each unit's script (fenced or not),
+        #: once loaded: what a ride looks up (forgotten with ``_loaded``).
+        self._carrier_shas: dict[str, str] = {}
 
     # -- keys -------------------------------------------------------------------------------
 
@@ -833,15 +838,19 @@ class RedisBackend(Backend):
         text, record = store.ride_args(ride, guard)
         first = "1" if ride.write is not None and after_lease is None else "0"
         packed = ormsgpack.packb([first, "1" if answer else "0", at, *text])
-        tail = [packed] if record is None else [record, packed]
+        if record is not None:
+            packed += record
         for attempt in range(2):
-            sha = await self._sha(client, _carrying(source))
+            sha = self._carrier_shas.get(source)
+            if sha is None:
+                sha = self._carrier_shas[source] = await self._sha(client, _carrying(source))
             try:
-                reply = await client.evalsha(sha, len(keys), *keys, *args, *tail)
+                reply = await client.evalsha(sha, len(keys), *keys, *args, packed)
                 break
             except redis_errors.ResponseError as exc:
                 if _no_script(exc):
                     self._loaded.clear()  # the server lost its scripts: nothing ran
+                    self._carrier_shas.clear()
                     if attempt == 0:
                         continue
                 if _lease_lost(exc):

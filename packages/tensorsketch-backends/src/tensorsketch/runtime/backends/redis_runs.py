@@ -65,16 +65,17 @@ end
 """
 
 # ARGV: base, id, rec, created, status, kind, thread, wake, waiting, idem key, lease, owner,
-# then labels as 'k=v' — sent as two: rec, then the others in one msgpack array with '' in
-# rec's place (one argument where redis-py packs each at a dozen calls; Redis's cmsgpack
-# reads no binary, so rec stays apart). Returns {1} when stored, or {0, ver, lease, rec} of
-# the run the key already names (one that has not failed).
+# then labels as 'k=v' — sent as one argument: the others in one msgpack array with '' in
+# rec's place, then rec's bytes right after it (each argument costs redis-py a dozen calls
+# to pack; Redis's cmsgpack reads no binary, so rec is not inside the array). Returns {1}
+# when stored, or {0, ver, lease, rec} of the run the key already names (one that has not
+# failed).
 _INSERT = (
     _INDEX
     + """
-local rec = ARGV[1]
-local ARGV = cmsgpack.unpack(ARGV[2])
-ARGV[3] = rec
+local off, args = cmsgpack.unpack_one(ARGV[1])
+args[3] = string.sub(ARGV[1], off + 1)
+local ARGV = args
 local b, id = ARGV[1], ARGV[2]
 if ARGV[10] ~= '' then
   local cur = redis.call('HGET', b .. 'keys', ARGV[10])
@@ -305,7 +306,7 @@ class RedisRunStore(RunStore):
         return InTurn(existing, False, None)
 
     def _insert_args(self, record: RunRecord) -> list[Any]:
-        """:data:`_INSERT`'s two arguments: the encoded record, and the rest packed."""
+        """:data:`_INSERT`'s one argument: the rest packed, then the encoded record."""
         r = record
         text = [
             self.base,
@@ -322,7 +323,7 @@ class RedisRunStore(RunStore):
             r.owner or "",
             *(f"{k}={v}" for k, v in r.labels.items()),
         ]
-        return [r.encode(self.serializer), ormsgpack.packb(text)]
+        return [ormsgpack.packb(text) + r.encode(self.serializer)]
 
     async def _many(self, what: str, ids: Sequence[Any]) -> list[RunRecord]:
         if not ids:
@@ -424,8 +425,8 @@ class RedisRunStore(RunStore):
 
     def ride_args(self, ride: RecordRide, fence: str | None) -> tuple[list[str], bytes | None]:
         """:data:`_RIDE`'s arguments for ``ride`` (a write fenced by ``fence``'s lease): its
-        text ones, in order but for the encoded record (``None`` for a read), which comes
-        apart as it is bytes (see :data:`redis._CARRY`)."""
+        text ones, in order but for the encoded record (``None`` for a read), which travels
+        after them as it is bytes (see :data:`redis._CARRY`)."""
         w = ride.write
         if w is None:
             return [self.base, ride.run_id, "", "0"], None
