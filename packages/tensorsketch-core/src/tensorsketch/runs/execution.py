@@ -41,6 +41,14 @@ class _RunTimedOut(Exception):
     """The run used up ``run_timeout`` (told apart from a TimeoutError of the graph's)."""
 
 
+class _Queued(Exception):
+    """A folded submit's opening stored the run but could not take its thread's lease."""
+
+
+class _Unstored(Exception):
+    """A folded submit's opening failed before it answered (nothing known to be stored)."""
+
+
 class _Stopped(Exception):
     """A later submit on the run's thread asked it to stop; it reached a superstep barrier."""
 
@@ -93,22 +101,28 @@ class Execution:
         state.stop_reasons.pop(run_id, None)
         state.riders.pop(run_id, None)
         self._rode_to_end.pop(run_id, None)
+        state.untrack(run_id)
+        folding = state.folds.pop(run_id, None)
+        if folding is not None:  # it ended before its opening answered: submit reads
+            folding.ended()
 
     async def _execute(self, run_id: str, *, new: bool, takeover: bool) -> None:
         state = self.state
         assert state.slots is not None
         counted = new
         try:
-            await self._wait_turn(run_id)
-            async with state.slots:
-                if counted:
-                    state.waiting_new -= 1
-                    counted = False
-                state.running += 1
-                try:
-                    await self._segment(run_id, takeover=takeover)
-                finally:
-                    state.running -= 1
+            queued = True
+            while queued:  # again when a folded submit's opening left it queued
+                await self._wait_turn(run_id)
+                async with state.slots:
+                    if counted:
+                        state.waiting_new -= 1
+                        counted = False
+                    state.running += 1
+                    try:
+                        queued = await self._segment(run_id, takeover=takeover)
+                    finally:
+                        state.running -= 1
         except asyncio.CancelledError:
             if state.stop_reasons.get(run_id) == "shutdown":
                 await self._hand_back(run_id)
@@ -201,7 +215,12 @@ class Execution:
             planned = begin(seen)
             if planned is not None:
                 state.riders[run_id] = RunRider(
-                    state, seen, start=begin, guess=guess, started=planned
+                    state,
+                    seen,
+                    start=begin,
+                    guess=guess,
+                    started=planned,
+                    folding=state.folds.get(run_id),
                 )
                 state.latest[run_id] = latest_id
                 return planned
@@ -341,16 +360,25 @@ class Execution:
             getattr(state.backend, "carries_rides", False)
         )
 
-    async def _segment(self, run_id: str, *, takeover: bool) -> None:
-        """Run the graph from wherever the run stands until it finishes, fails or suspends."""
+    async def _segment(self, run_id: str, *, takeover: bool) -> bool:
+        """Run the graph from wherever the run stands until it finishes, fails or suspends.
+        ``True``: a folded submit's opening stored it without the thread's lease; it leaves
+        its slot to wait its turn."""
         state = self.state
         while True:
             record = await self._begin(run_id, takeover=takeover)
             if record is None:
-                return
+                return False
             state.known[run_id] = record
             try:
-                graph_state, used = await self._invoke(record, takeover=takeover)
+                if run_id in state.folds:
+                    graph_state, used = await self._invoke_folded(record, takeover=takeover)
+                else:
+                    graph_state, used = await self._invoke(record, takeover=takeover)
+            except _Unstored:
+                return False
+            except _Queued:
+                return True
             except LeaseLostError:
                 raise
             except ThreadBusyError:
@@ -366,17 +394,17 @@ class Execution:
                 continue
             except _Stopped:
                 await self._stopped(run_id, record)
-                return
+                return False
             except _RunTimedOut:
                 message = f"the run took longer than run_timeout={state.run_timeout}s"
                 await self._finish(
                     run_id, status="failed", error={"type": "RunTimeout", "message": message}
                 )
-                return
+                return False
             except Exception as exc:
                 error = {"type": type(exc).__name__, "message": str(exc)}
                 await self._finish(run_id, status="failed", error=error)
-                return
+                return False
             outcome = await self._outcome(run_id, record, graph_state, used)
             if outcome == "stop":
                 # Asked to stop during its last superstep: it is stopped all the same (a
@@ -384,10 +412,32 @@ class Execution:
                 # outcome's compare-and-set saw the request (it bumped the record's version,
                 # so the write read the record again): no read of its own.
                 await self._stopped(run_id, record)
-                return
+                return False
             if outcome == "again":
                 continue  # suspended again on something already decided
-            return
+            return False
+
+    async def _invoke_folded(self, record: RunRecord, *, takeover: bool) -> tuple[Any, set[str]]:
+        """:meth:`_invoke` of a folded submit's first segment (see
+        :mod:`tensorsketch.runs.folding`): an opening that committed answers the submit (its
+        rider does, as the opening returns); one that stored the run without the thread's
+        lease is :class:`_Queued`; one that failed before answering is :class:`_Unstored`
+        (the submit reads what is stored and takes it from there)."""
+        folding = self.state.folds[record.run_id]
+        try:
+            done = await self._invoke(record, takeover=takeover)
+        except ThreadBusyError:
+            if folding.settle(self.state):
+                raise _Queued from None
+            raise _Unstored from None
+        except Exception:
+            if folding.settle(self.state):
+                raise  # stored: the run's failure is handled as any run's
+            raise _Unstored from None
+        if not folding.settle(self.state):  # pragma: no cover - every run opens its thread
+            log.error("run %s ended without storing its record", record.run_id)
+            raise _Unstored
+        return done
 
     async def _invoke(self, record: RunRecord, *, takeover: bool) -> tuple[Any, set[str]]:
         """Invoke the graph for the run's next segment; return the state and the decision

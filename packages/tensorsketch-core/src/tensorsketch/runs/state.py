@@ -13,6 +13,7 @@ from typing import Any
 
 from tensorsketch.observability import Tracer
 from tensorsketch.pregel.compiled import CompiledGraph
+from tensorsketch.runs.folding import Folding
 from tensorsketch.runs.records import all_decided, due, now
 from tensorsketch.runs.retention import Retention
 from tensorsketch.runs.riding import RunRider
@@ -102,6 +103,30 @@ class RunnerState:
     latest: dict[str, str] = field(default_factory=dict)
     #: The rider of each run executing here whose record writes ride its commits.
     riders: dict[str, RunRider] = field(default_factory=dict)
+    #: Whether a submit that can start at once has its insert ride the run's opening (on a
+    #: backend that ``folds_submits``; see :mod:`tensorsketch.runs.folding`).
+    fold_submits: bool = True
+    #: Folded submits whose opening has not answered yet, by run id.
+    folds: dict[str, Folding] = field(default_factory=dict)
+    #: Runs submitted here that have a task, by thread (how many), and each one's thread:
+    #: a submit folds only on a thread idle as far as this runner knows.
+    thread_runs: dict[str, int] = field(default_factory=dict)
+    run_threads: dict[str, str] = field(default_factory=dict)
+
+    def track(self, run_id: str, thread_id: str) -> None:
+        """A run submitted here got a task on ``thread_id``."""
+        self.run_threads[run_id] = thread_id
+        self.thread_runs[thread_id] = self.thread_runs.get(thread_id, 0) + 1
+
+    def untrack(self, run_id: str) -> None:
+        """The task of a run :meth:`track` counted ended."""
+        thread_id = self.run_threads.pop(run_id, None)
+        if thread_id is not None:
+            left = self.thread_runs[thread_id] - 1
+            if left:
+                self.thread_runs[thread_id] = left
+            else:
+                del self.thread_runs[thread_id]
 
     def notify(self, record: RunRecord) -> None:
         """Tell every listener about a record the runner stored; a failing one is logged.

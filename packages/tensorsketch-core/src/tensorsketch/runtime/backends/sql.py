@@ -848,6 +848,8 @@ class SqlBackend(Backend):
         *,
         ride: RecordRide | None = None,
     ) -> ThreadOpening:
+        if ride is not None and ride.insert is not None:
+            return await self._open_folding(thread_id, owner, ttl, initial, ride)
         leasing = None if ride is None else self.lease_riding_query(thread_id, owner, ttl, ride)
         lease = Query(self._sql["lease"], (thread_id, owner, float(ttl)), fetch="rowcount")
         queries = [lease if leasing is None else leasing]
@@ -877,6 +879,12 @@ class SqlBackend(Backend):
         elif leasing is not None:
             self._rode(ride, results, 0)
             results[0] = results[0][0]
+        return self._opening(thread_id, results, initial)
+
+    def _opening(
+        self, thread_id: str, results: list[Any], initial: StoredCheckpoint | None
+    ) -> ThreadOpening:
+        """What :meth:`open_thread`'s unit read: ``results`` from its lease statement on."""
         if not results[0]:
             return ThreadOpening(acquired=False, checkpoints=[], last_event_seq=None)
         created = bool(results[1]) if initial is not None else False
@@ -888,6 +896,66 @@ class SqlBackend(Backend):
             last_event_seq=None if last is None or last[0] is None else int(last[0]),
             created=created,
         )
+
+    async def _open_folding(
+        self,
+        thread_id: str,
+        owner: str,
+        ttl: float,
+        initial: StoredCheckpoint | None,
+        ride: RecordRide,
+    ) -> ThreadOpening:
+        """:meth:`open_thread` for a folded submit (see :attr:`folds_submits`): the run's
+        insert first, then the lease, the input checkpoint and the ride's write — each only
+        where the run heads its thread's queue — in one durable transaction (``submit``
+        returns what it stored). Portable statements: the lease is an ``INSERT … SELECT``
+        whose ``WHERE`` is the queue condition."""
+        store = self.run_store()
+        assert isinstance(store, SqlRunStore) and ride.insert is not None
+        fold = self.__dict__.get("_fold_sql")
+        if fold is None:
+            in_turn = store.in_turn_sql
+            t, now = self.table("leases"), self.now_sql
+            fold = self.__dict__["_fold_sql"] = {
+                "lease": (
+                    f"INSERT INTO {t} (thread_id, owner, expires_at) SELECT ?, ?, "
+                    f"{now} + ? WHERE {in_turn} ON CONFLICT (thread_id) DO UPDATE SET "
+                    "owner = excluded.owner, expires_at = excluded.expires_at "
+                    f"WHERE {t}.owner = excluded.owner OR {t}.expires_at < {now}"
+                ),
+                "initial": f"{self._sql['initial']} AND {in_turn}",
+            }
+        run_id = ride.run_id
+        queries = [
+            store.insert_query(ride.insert),
+            Query(
+                fold["lease"], (thread_id, owner, float(ttl), thread_id, run_id), fetch="rowcount"
+            ),
+        ]
+        if initial is not None:
+            params = (*_row(initial), thread_id, thread_id, owner, thread_id, run_id)
+            queries.append(Query(fold["initial"], params, fetch="rowcount"))
+            queries += self._blob_queries(initial)
+        queries.append(self._chain_query(thread_id))
+        queries.append(Query(self._sql["last_seq"], (thread_id,), fetch="one"))
+        riding = store.ride_queries(ride, (thread_id, owner))
+        results = await self._run(
+            "storing the run and opening its thread", queries + riding, transaction=True
+        )
+        self._rode(ride, results, len(riding))
+        return self._opening(thread_id, results[1 : -len(riding)], initial)
+
+    @property
+    def folds_submits(self) -> bool:  # type: ignore[override]
+        """A submit's insert may ride its run's opening (:attr:`Backend.folds_submits`)
+        once the run store is in use, in a dialect that takes the portable statements
+        (:attr:`folds_inserts`)."""
+        return self.folds_inserts and self.carries_rides
+
+    #: The dialect runs :meth:`_open_folding`'s portable statements (an ``INSERT … SELECT
+    #: … ON CONFLICT`` lease); one that does not sets it to ``False`` and its submits keep
+    #: their own insert.
+    folds_inserts: ClassVar[bool] = True
 
     async def commit_step(
         self,
