@@ -309,3 +309,51 @@ async def test_enqueue_on_a_thread_busy_in_another_runner_folds_and_waits_its_tu
     assert a.status == b.status == "succeeded"
     assert a.finished_at is not None and b.started_at is not None
     assert b.started_at >= a.finished_at
+
+
+async def _later_turn_units(tmp_path: Path, fold: bool) -> int:
+    backend = SqliteBackend(tmp_path / f"turns-{fold}.db")
+    units: list[int] = []
+    submit = backend.submit
+
+    async def counted(queries: Any, **options: Any) -> Any:
+        units.append(len(queries))
+        return await submit(queries, **options)
+
+    backend.submit = counted  # type: ignore[method-assign]
+    tasks = AsyncRunner(one_node_graph(Step, "step"), backend=backend)
+    tasks.fold_submits = fold
+    try:
+        for n in (1, 2):
+            units.clear()
+            record = await tasks.submit({"n": n}, thread_id="turns")
+            done = await tasks.await_run(record.run_id, timeout=30)
+            assert done.status == "succeeded"
+    finally:
+        await tasks.aclose()
+    return len(units)
+
+
+async def test_a_later_turn_on_a_thread_folds_without_a_correction(tmp_path: Path) -> None:
+    """The runner remembers where its last run left the thread: a later turn's guess of
+    where it begins is right, so the fold saves its unit there too."""
+    assert await _later_turn_units(tmp_path, True) == await _later_turn_units(tmp_path, False) - 1
+
+
+async def test_a_wrong_guess_is_corrected_before_the_run_goes_on(
+    runner: AsyncRunner, backend: Backend
+) -> None:
+    """The thread moved since this runner's last run on it (a direct invoke): the opening
+    reads where it really stands, and the record says so."""
+    first = await runner.submit({"n": 1}, thread_id="moved")
+    await runner.await_run(first.run_id, timeout=30)
+    await runner.graph.invoke({"n": 5}, thread_id="moved", backend=backend)
+    head = await backend.latest_checkpoint("moved")
+    last = await backend.last_event_seq("moved")
+    assert head is not None and last is not None
+    openings = Openings(backend)
+    record = await runner.submit({"n": 2}, thread_id="moved")
+    done = await runner.await_run(record.run_id, timeout=30)
+    assert openings.folded == [record.run_id]
+    assert done.status == "succeeded"
+    assert (done.base_checkpoint, done.first_seq) == (head.checkpoint_id, last + 1)

@@ -513,7 +513,7 @@ class Execution:
             # Every event goes to the check as the run emits it (and to the thread's event
             # log, for live tails and replays, as a stream's would). The run's final state
             # (run info attached) comes from the run itself: no read of the thread back.
-            return await state.graph._invoke_sinking(
+            graph_state = await state.graph._invoke_sinking(
                 input,
                 check,
                 thread_id=record.thread_id,
@@ -527,6 +527,11 @@ class Execution:
                 labels=record.labels,
                 durability=check_durability(record.durability, "the run's durability"),
             )
+            if state.fold_submits and state.backend.folds_submits:
+                # Where the thread stands now: a later folded submit's guess.
+                head = (run_info(graph_state).checkpoint_id, check.last_seq)
+                state.remember_head(record.thread_id, head)
+            return graph_state
         except asyncio.CancelledError:
             # The check's own cancel (and nobody else's): the run stopped where the
             # request found it.
@@ -750,7 +755,16 @@ class _StopCheck:
     somebody else wrote it (checked at the barrier and as the next superstep starts);
     without one it is read at every barrier."""
 
-    __slots__ = ("barrier", "rider", "run_id", "stopped", "stopping", "store", "task")
+    __slots__ = (
+        "barrier",
+        "last_seq",
+        "rider",
+        "run_id",
+        "stopped",
+        "stopping",
+        "store",
+        "task",
+    )
 
     def __init__(
         self, task: asyncio.Task[Any], run_id: str, store: RunStore, rider: RunRider | None
@@ -765,8 +779,11 @@ class _StopCheck:
         self.stopping = False
         #: The check cancelled the segment's task.
         self.stopped = False
+        #: The ``seq`` of the last event the run emitted (``None``: none yet).
+        self.last_seq: int | None = None
 
     async def __call__(self, event: Event) -> None:
+        self.last_seq = event.seq
         if event.namespace:  # a subgraph's: its parent node's own events carry the check
             return
         kind = event.type

@@ -25,6 +25,9 @@ __all__ = ["Listener", "RunnerState", "Settled"]
 
 log = logging.getLogger("tensorsketch.runs")
 
+#: Thread heads a runner remembers for folded submits (see RunnerState.thread_heads).
+_HEADS_KEPT = 4096
+
 #: Called with every record the runner stores (metrics, logs); must not block.
 Listener = Callable[[RunRecord], None]
 
@@ -112,6 +115,18 @@ class RunnerState:
     #: a submit folds only on a thread idle as far as this runner knows.
     thread_runs: dict[str, int] = field(default_factory=dict)
     run_threads: dict[str, str] = field(default_factory=dict)
+    #: Where a thread stood as the last run this runner executed on it returned (its final
+    #: checkpoint, its last event): a folded submit's guess of where its run begins (the
+    #: opening reads the truth and a wrong guess is corrected). Bounded, oldest dropped.
+    thread_heads: dict[str, ThreadHead] = field(default_factory=dict)
+
+    def remember_head(self, thread_id: str, head: ThreadHead) -> None:
+        """Note ``head`` as where ``thread_id`` stands (see :attr:`thread_heads`)."""
+        heads = self.thread_heads
+        heads.pop(thread_id, None)
+        heads[thread_id] = head
+        if len(heads) > _HEADS_KEPT:
+            del heads[next(iter(heads))]
 
     def track(self, run_id: str, thread_id: str) -> None:
         """A run submitted here got a task on ``thread_id``."""

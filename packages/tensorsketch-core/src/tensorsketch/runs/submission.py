@@ -256,7 +256,10 @@ class Submission:
         state.folds[run_id] = folding
         state.known[run_id] = record
         state.turns[run_id] = run_id  # it heads its queue if the opening takes the lease
-        state.heads[run_id] = (None, None)  # a guess (a new thread): the rider corrects it
+        # Where the run begins, guessed: where its last run here left the thread, else a new
+        # thread. The opening reads the truth; the rider corrects a wrong guess.
+        head = None if new_thread else state.thread_heads.pop(record.thread_id, None)
+        state.heads[run_id] = (None, None) if head is None else head
         self.execution.spawn(run_id, new=True)
         if run_id not in state.tasks:  # closed meanwhile: no task to fold into
             for held in (state.folds, state.known, state.turns, state.heads):
