@@ -65,6 +65,16 @@ class Execution:
         self.read = read
         #: Outcomes that rode a segment's last commit, for :meth:`_outcome` to report.
         self._rode_to_end: dict[str, RunRecord] = {}
+        #: Submits fold here (once they do, for good: a run store stays in use).
+        self._heads_wanted = False
+
+    def _wants_heads(self) -> bool:
+        """Whether submits fold here, so where a run leaves its thread is worth noting."""
+        state = self.state
+        self._heads_wanted = state.fold_submits and bool(
+            getattr(state.backend, "folds_submits", False)
+        )
+        return self._heads_wanted
 
     # -- the task of a run ------------------------------------------------------------------
 
@@ -527,10 +537,10 @@ class Execution:
                 labels=record.labels,
                 durability=check_durability(record.durability, "the run's durability"),
             )
-            if state.fold_submits and state.backend.folds_submits:
+            if self._heads_wanted or self._wants_heads():
                 # Where the thread stands now: a later folded submit's guess.
-                head = (run_info(graph_state).checkpoint_id, check.last_seq)
-                state.remember_head(record.thread_id, head)
+                info = graph_state.__dict__.get("__tensorsketch_run__")
+                state.remember_head(record.thread_id, (info and info.checkpoint_id, check.last_seq))
             return graph_state
         except asyncio.CancelledError:
             # The check's own cancel (and nobody else's): the run stopped where the

@@ -121,9 +121,9 @@ class RunnerState:
     thread_heads: dict[str, ThreadHead] = field(default_factory=dict)
 
     def remember_head(self, thread_id: str, head: ThreadHead) -> None:
-        """Note ``head`` as where ``thread_id`` stands (see :attr:`thread_heads`)."""
+        """Note ``head`` as where ``thread_id`` stands (see :attr:`thread_heads`; the
+        oldest noted goes first)."""
         heads = self.thread_heads
-        heads.pop(thread_id, None)
         heads[thread_id] = head
         if len(heads) > _HEADS_KEPT:
             del heads[next(iter(heads))]

@@ -917,7 +917,7 @@ class SqlBackend(Backend):
             in_turn = store.in_turn_sql
             t, now = self.table("leases"), self.now_sql
             fold = self.__dict__["_fold_sql"] = {
-                "lease": (
+                "lease": self.q(
                     f"INSERT INTO {t} (thread_id, owner, expires_at) SELECT ?, ?, "
                     f"{now} + ? WHERE {in_turn} ON CONFLICT (thread_id) DO UPDATE SET "
                     "owner = excluded.owner, expires_at = excluded.expires_at "
