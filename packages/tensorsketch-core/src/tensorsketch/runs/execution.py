@@ -111,10 +111,11 @@ class Execution:
         state.stop_reasons.pop(run_id, None)
         state.riders.pop(run_id, None)
         self._rode_to_end.pop(run_id, None)
-        state.untrack(run_id)
-        folding = state.folds.pop(run_id, None)
-        if folding is not None:  # it ended before its opening answered: submit reads
-            folding.ended()
+        if state.run_threads:
+            state.untrack(run_id)
+            folding = state.folds.pop(run_id, None)
+            if folding is not None:  # it ended before its opening answered: submit reads
+                folding.ended()
 
     async def _execute(self, run_id: str, *, new: bool, takeover: bool) -> None:
         state = self.state
@@ -537,7 +538,7 @@ class Execution:
                 labels=record.labels,
                 durability=check_durability(record.durability, "the run's durability"),
             )
-            if self._heads_wanted or self._wants_heads():
+            if state.may_fold and (self._heads_wanted or self._wants_heads()):
                 # Where the thread stands now: a later folded submit's guess.
                 info = graph_state.__dict__.get("__tensorsketch_run__")
                 state.remember_head(record.thread_id, (info and info.checkpoint_id, check.last_seq))

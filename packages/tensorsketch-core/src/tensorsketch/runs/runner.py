@@ -198,6 +198,7 @@ class AsyncRunner:
             memory=memory,
             multitask_strategy=multitask_strategy,
             retention=retention,
+            may_fold=getattr(type(backend), "folds_submits", False) is not False,
         )
         # The parts call back into the runner's public methods (``get``, ``start``,
         # ``resume_pending``), so a subclass overriding one is obeyed by all of them.

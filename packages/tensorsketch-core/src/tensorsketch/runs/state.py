@@ -109,6 +109,9 @@ class RunnerState:
     #: Whether a submit that can start at once has its insert ride the run's opening (on a
     #: backend that ``folds_submits``; see :mod:`tensorsketch.runs.folding`).
     fold_submits: bool = True
+    #: The backend's class may fold submits (its ``folds_submits`` is not ``False``; the
+    #: instance says when): what the runner tracks for folding is skipped otherwise.
+    may_fold: bool = False
     #: Folded submits whose opening has not answered yet, by run id.
     folds: dict[str, Folding] = field(default_factory=dict)
     #: Runs submitted here that have a task, by thread (how many), and each one's thread:

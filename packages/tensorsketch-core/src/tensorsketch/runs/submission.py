@@ -227,7 +227,7 @@ class Submission:
             assistant=pinned,
             durability=durability,
         )
-        if fold and self._folds(record, thread_id):
+        if fold and state.may_fold and self._folds(record, thread_id):
             # Stamped as RunStore.create stamps a new record.
             stamped = record.replace(created_at=at, updated_at=at, version=1)
             return await self._fold(stamped, new_thread=thread_id is None)
@@ -296,7 +296,7 @@ class Submission:
             if turn.thread_head is not None:
                 state.heads[stored.run_id] = turn.thread_head
             self.execution.spawn(stored.run_id, new=True)
-            if stored.run_id in state.tasks:
+            if state.may_fold and stored.run_id in state.tasks:
                 state.track(stored.run_id, stored.thread_id)
         return stored, created
 

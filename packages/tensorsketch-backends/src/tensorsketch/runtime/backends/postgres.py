@@ -309,7 +309,7 @@ class PostgresBackend(SqlBackend):
     #: Not yet: the portable folded opening works here but sends one statement more than
     #: the submit's own insert does (which reads the thread's queue in a WITH clause), for
     #: one unit fewer; it waits for a WITH form of its own (#49).
-    folds_inserts: ClassVar[bool] = False
+    folds_submits = False
 
     def __init__(
         self,

@@ -948,14 +948,10 @@ class SqlBackend(Backend):
     @property
     def folds_submits(self) -> bool:  # type: ignore[override]
         """A submit's insert may ride its run's opening (:attr:`Backend.folds_submits`)
-        once the run store is in use, in a dialect that takes the portable statements
-        (:attr:`folds_inserts`)."""
-        return self.folds_inserts and self.carries_rides
-
-    #: The dialect runs :meth:`_open_folding`'s portable statements (an ``INSERT … SELECT
-    #: … ON CONFLICT`` lease); one that does not sets it to ``False`` and its submits keep
-    #: their own insert.
-    folds_inserts: ClassVar[bool] = True
+        once the run store is in use. The opening's statements are portable (the lease an
+        ``INSERT … SELECT … ON CONFLICT``); a dialect that cannot run them, or has a better
+        form, sets ``folds_submits = False`` on its class."""
+        return self.carries_rides
 
     async def commit_step(
         self,
