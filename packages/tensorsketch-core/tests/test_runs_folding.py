@@ -5,6 +5,7 @@ and an opening that fails or is cancelled before it answered never leaves a seco
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,12 +14,16 @@ from typing import Any
 import pytest
 
 from tensorsketch import Context, Node, Schema
+from tensorsketch.errors import ThreadBusyError
 from tensorsketch.runs import AsyncRunner, RunRecord, run_store
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.runtime.backends.rides import RecordRide
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
 from tensorsketch.testing.runs import one_node_graph
+
+#: Threads where a run with ``n == 7`` found a thread busy (once).
+BUSY: list[str] = []
 
 #: (entered, open): a run with ``n == 0`` sets the first and waits for the second.
 GATE: tuple[asyncio.Event, asyncio.Event] | None = None
@@ -35,6 +40,9 @@ class Step(Node):
         if inp.n == 0 and GATE is not None:
             GATE[0].set()
             await GATE[1].wait()
+        if inp.n == 7 and not BUSY:  # a thread busy once, after the run's opening
+            BUSY.append(ctx.thread_id or "")
+            raise ThreadBusyError("a subgraph's thread is busy")
 
         async def effect() -> str:
             return f"did {inp.n}"
@@ -357,3 +365,41 @@ async def test_a_wrong_guess_is_corrected_before_the_run_goes_on(
     assert openings.folded == [record.run_id]
     assert done.status == "succeeded"
     assert (done.base_checkpoint, done.first_seq) == (head.checkpoint_id, last + 1)
+
+
+async def test_a_backend_that_ignores_the_insert_is_caught_and_the_run_stored_once(
+    runner: AsyncRunner, backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A backend claiming ``folds_submits`` whose ``open_thread`` drops ``ride.insert``: the
+    rider sees no stored record, the run stops before anything of it runs, and ``submit``
+    stores it the usual way (logged, naming the fix)."""
+    openings = Openings(backend)
+
+    async def drop(inner: Any, args: Any, ride: RecordRide, kw: Any) -> Any:
+        openings.hook = None
+        plain = RecordRide(ride.run_id, ride.write)  # what a backend without folding does
+        opening = await inner(*args, ride=plain, **kw)
+        ride.result = plain.result
+        return opening
+
+    openings.hook = drop
+    caplog.set_level(logging.WARNING, logger="tensorsketch.runs")
+    record = await runner.submit({"n": 2}, thread_id="ignored")
+    done = await runner.await_run(record.run_id, timeout=30)
+    assert done.status == "succeeded"
+    page = await run_store(backend).list(thread_id="ignored")
+    assert [r.run_id for r in page.records] == [record.run_id]
+    assert "folds_submits = False" in caplog.text
+
+
+async def test_a_folded_run_that_meets_a_busy_thread_later_retries_as_any_run(
+    runner: AsyncRunner, backend: Backend
+) -> None:
+    """Only a refused opening sends a folded run back to the queue: a ``ThreadBusyError``
+    after it opened (here from a node) is retried as for any run, not left ``running``."""
+    BUSY.clear()
+    openings = Openings(backend)
+    record = await runner.submit({"n": 7}, thread_id="later-busy")
+    done = await runner.await_run(record.run_id, timeout=30)
+    assert openings.folded == [record.run_id] and BUSY == ["later-busy"]
+    assert done.status == "succeeded"

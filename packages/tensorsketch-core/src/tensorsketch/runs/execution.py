@@ -437,14 +437,20 @@ class Execution:
         folding = self.state.folds[record.run_id]
         try:
             done = await self._invoke(record, takeover=takeover)
-        except ThreadBusyError:
-            if folding.settle(self.state):
+        except Exception as exc:
+            if not folding.settle(self.state):
+                log.warning(
+                    "run %s: its opening failed before it answered (%s: %s); submit reads "
+                    "what is stored and stores the run the usual way if nothing is",
+                    record.run_id,
+                    type(exc).__name__,
+                    exc,
+                )
+                raise _Unstored from None
+            # Refused the lease (LeaseLostError, a ThreadBusyError too, is a later loss).
+            if type(exc) is ThreadBusyError and not folding.opened:
                 raise _Queued from None
-            raise _Unstored from None
-        except Exception:
-            if folding.settle(self.state):
-                raise  # stored: the run's failure is handled as any run's
-            raise _Unstored from None
+            raise  # stored: the run's failure is handled as any run's
         if not folding.settle(self.state):  # pragma: no cover - every run opens its thread
             log.error("run %s ended without storing its record", record.run_id)
             raise _Unstored

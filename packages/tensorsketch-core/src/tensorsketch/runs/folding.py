@@ -37,7 +37,7 @@ class Folding:
         version 1, owned by this runner).
     """
 
-    __slots__ = ("answered", "record", "ride")
+    __slots__ = ("answered", "opened", "record", "ride")
 
     def __init__(self, record: RunRecord) -> None:
         self.record = record
@@ -47,14 +47,16 @@ class Folding:
         #: The opening's ride, as the run's rider built it (its ``result`` says the unit
         #: committed, whether or not it took the lease).
         self.ride: RecordRide | None = None
+        #: The opening took the thread's lease (its rider was handed what it stored).
+        self.opened = False
 
     def settle(self, state: RunnerState) -> bool:
         """Whether the record is known to be stored (the opening committed); the first time
         it is, listeners hear ``queued`` and ``submit`` is answered. Called once the opening
         returned or raised."""
         ride = self.ride
-        if ride is None or ride.result is None:
-            return False
+        if ride is None or ride.result is None or ride.result.version is None:
+            return False  # (no version: the unit did not store the record it carried)
         if state.folds.pop(self.record.run_id, None) is not None:
             state.notify(self.record)
             if not self.answered.done():  # its submit may have been cancelled

@@ -106,7 +106,15 @@ class RunRider:
         if ride.insert is not None:  # a folded submit's: stored, answer it first
             folding = self.state.folds.get(self.run_id)
             if folding is not None:
-                folding.settle(self.state)
+                folding.opened = True
+            if folding is not None and not folding.settle(self.state):
+                backend = type(self.state.backend).__name__
+                msg = (
+                    f"{backend}.open_thread did not store the run its ride inserts "
+                    "(`ride.insert`): implement it, or set `folds_submits = False` on the "
+                    "backend's class."
+                )
+                raise RuntimeError(msg)
         stored = result.stored
         if stored is not None:
             self.known = stored
