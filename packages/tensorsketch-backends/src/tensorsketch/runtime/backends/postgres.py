@@ -306,10 +306,6 @@ class PostgresBackend(SqlBackend):
     float_type: ClassVar[str] = "DOUBLE PRECISION"
     now_sql: ClassVar[str] = "EXTRACT(EPOCH FROM clock_timestamp())::double precision"
     writes_in_with: ClassVar[bool] = True
-    #: Not yet: the portable folded opening works here but sends one statement more than
-    #: the submit's own insert does (which reads the thread's queue in a WITH clause), for
-    #: one unit fewer; it waits for a WITH form of its own (#49).
-    folds_submits = False
 
     def __init__(
         self,

@@ -908,30 +908,35 @@ class SqlBackend(Backend):
         """:meth:`open_thread` for a folded submit (see :attr:`folds_submits`): the run's
         insert first, then the lease, the input checkpoint and the ride's write — each only
         where the run heads its thread's queue — in one durable transaction (``submit``
-        returns what it stored). Portable statements: the lease is an ``INSERT … SELECT``
-        whose ``WHERE`` is the queue condition."""
+        returns what it stored). The lease is an ``INSERT … SELECT`` whose ``WHERE`` is the
+        queue condition; where a data-modifying ``WITH`` is allowed (:attr:`writes_in_with`)
+        the run's insert is a ``WITH`` clause of that statement (as many statements as the
+        submit's own insert and the opening sent apart)."""
         store = self.run_store()
         assert isinstance(store, SqlRunStore) and ride.insert is not None
         fold = self.__dict__.get("_fold_sql")
         if fold is None:
             in_turn = store.in_turn_sql
+            with_insert, leasing = ("", in_turn)
+            if self.writes_in_with:
+                with_insert, leasing = store.in_turn_with_sql
             t, now = self.table("leases"), self.now_sql
             fold = self.__dict__["_fold_sql"] = {
                 "lease": self.q(
-                    f"INSERT INTO {t} (thread_id, owner, expires_at) SELECT ?, ?, "
-                    f"{now} + ? WHERE {in_turn} ON CONFLICT (thread_id) DO UPDATE SET "
+                    f"{with_insert} INSERT INTO {t} (thread_id, owner, expires_at) SELECT ?, ?, "
+                    f"{now} + ? WHERE {leasing} ON CONFLICT (thread_id) DO UPDATE SET "
                     "owner = excluded.owner, expires_at = excluded.expires_at "
                     f"WHERE {t}.owner = excluded.owner OR {t}.expires_at < {now}"
-                ),
+                ).lstrip(),
                 "initial": f"{self._sql['initial']} AND {in_turn}",
             }
         run_id = ride.run_id
-        queries = [
-            store.insert_query(ride.insert),
-            Query(
-                fold["lease"], (thread_id, owner, float(ttl), thread_id, run_id), fetch="rowcount"
-            ),
-        ]
+        insert = store.insert_query(ride.insert)
+        lease = (thread_id, owner, float(ttl), thread_id, run_id)
+        if self.writes_in_with:  # one statement: the insert in the lease's WITH clause
+            queries = [Query(fold["lease"], (*insert.params, *lease), fetch="rowcount")]
+        else:
+            queries = [insert, Query(fold["lease"], lease, fetch="rowcount")]
         if initial is not None:
             params = (*_row(initial), thread_id, thread_id, owner, thread_id, run_id)
             queries.append(Query(fold["initial"], params, fetch="rowcount"))
@@ -943,7 +948,8 @@ class SqlBackend(Backend):
             "storing the run and opening its thread", queries + riding, transaction=True
         )
         self._rode(ride, results, len(riding))
-        return self._opening(thread_id, results[1 : -len(riding)], initial)
+        leased_at = 0 if self.writes_in_with else 1  # the lease statement's result
+        return self._opening(thread_id, results[leased_at : -len(riding)], initial)
 
     @property
     def folds_submits(self) -> bool:  # type: ignore[override]

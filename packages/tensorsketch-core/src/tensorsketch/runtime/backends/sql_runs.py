@@ -201,6 +201,10 @@ class SqlRunStore(RunStore):
             f"AND {active} UNION ALL SELECT run_id, created_at FROM i WHERE {active}) AS h "
             "ORDER BY created_at, run_id LIMIT 1"
         )
+        # A folded submit's opening where the insert sits in the lease's WITH clause: the
+        # same condition, over the stored rows and the inserted one (parameters as
+        # ``in_turn``).
+        self._sql["in_turn_with"] = f"({head}) = ?"
         self._sql["insert_turn"] = (
             f"WITH i AS ({self._sql['insert']} RETURNING run_id, created_at, kind, status) "
             f"SELECT ({head}), ({latest}), ({last})"
@@ -423,6 +427,14 @@ class SqlRunStore(RunStore):
     def in_turn_sql(self) -> str:
         """The condition that a run heads its thread's queue (parameters: thread, run)."""
         return self._sql["in_turn"]
+
+    @property
+    def in_turn_with_sql(self) -> tuple[str, str]:
+        """The insert of :meth:`insert_query` as a ``WITH i AS (…)`` clause, and
+        :attr:`in_turn_sql` over the stored rows and ``i``'s (where a dialect allows a
+        data-modifying ``WITH``)."""
+        returning = f"{self._sql['insert']} RETURNING run_id, created_at, kind, status"
+        return f"WITH i AS ({returning})", self._sql["in_turn_with"]
 
     def ride_write(self, ride: RecordRide) -> Query | None:
         """The compare-and-set write ``ride`` carries (``None``: it only reads), for a
