@@ -14,7 +14,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from tensorsketch.assistant_config import CONFIG
 from tensorsketch.durable.event_rows import stored_run_id
@@ -41,6 +41,14 @@ class _RunTimedOut(Exception):
     """The run used up ``run_timeout`` (told apart from a TimeoutError of the graph's)."""
 
 
+class _Queued(Exception):
+    """A folded submit's opening stored the run but could not take its thread's lease."""
+
+
+class _Unstored(Exception):
+    """A folded submit's opening failed before it answered (nothing known to be stored)."""
+
+
 class _Stopped(Exception):
     """A later submit on the run's thread asked it to stop; it reached a superstep barrier."""
 
@@ -60,6 +68,16 @@ class Execution:
         #: The backend was seen carrying rides for the store (it keeps doing so: not asked
         #: again for every run).
         self._riding = False
+        #: Submits fold here (once they do, for good: a run store stays in use).
+        self._heads_wanted = False
+
+    def _wants_heads(self) -> bool:
+        """Whether submits fold here, so where a run leaves its thread is worth noting."""
+        state = self.state
+        self._heads_wanted = state.fold_submits and bool(
+            getattr(state.backend, "folds_submits", False)
+        )
+        return self._heads_wanted
 
     # -- the task of a run ------------------------------------------------------------------
 
@@ -96,6 +114,11 @@ class Execution:
         state.stop_reasons.pop(run_id, None)
         state.riders.pop(run_id, None)
         self._rode_to_end.pop(run_id, None)
+        if state.run_threads:
+            state.untrack(run_id)
+            folding = state.folds.pop(run_id, None)
+            if folding is not None:  # it ended before its opening answered: submit reads
+                folding.ended()
 
     async def _execute(self, run_id: str, *, new: bool, takeover: bool) -> None:
         """The run's task: wait for its turn and a slot, then run the graph from wherever
@@ -107,40 +130,49 @@ class Execution:
         assert state.slots is not None
         counted = new
         try:
-            await self._wait_turn(run_id)
-            async with state.slots:
-                if counted:
-                    state.waiting_new -= 1
-                    counted = False
-                state.running += 1
-                try:
-                    while True:
-                        record = await self._begin(run_id, takeover=takeover)
-                        if record is None:
-                            return
-                        state.known[run_id] = record
-                        try:
-                            graph_state, used = await self._invoke(record, takeover=takeover)
-                        except LeaseLostError:
-                            raise
-                        except Exception as exc:
-                            if not await self._failed(run_id, record, exc):
+            queued = True
+            while queued:  # again when a folded submit's opening left it queued
+                queued = False
+                await self._wait_turn(run_id)
+                async with state.slots:
+                    if counted:
+                        state.waiting_new -= 1
+                        counted = False
+                    state.running += 1
+                    try:
+                        while True:
+                            record = await self._begin(run_id, takeover=takeover)
+                            if record is None:
                                 return
-                            takeover = True
-                            continue
-                        outcome = await self._outcome(run_id, record, graph_state, used)
-                        if outcome == "stop":
-                            # Asked to stop during its last superstep: it is stopped all
-                            # the same (a rollback still discards what it wrote), as the
-                            # later input expects. The outcome's compare-and-set saw the
-                            # request (it bumped the record's version, so the write read
-                            # the record again): no read of its own.
-                            await self._stopped(run_id, record)
-                            return
-                        if outcome != "again":  # "again": suspended on what is decided
-                            return
-                finally:
-                    state.running -= 1
+                            state.known[run_id] = record
+                            # A folded submit's first segment answers its submit too.
+                            invoke = self._invoke_folded if run_id in state.folds else None
+                            try:
+                                graph_state, used = await (invoke or self._invoke)(
+                                    record, takeover=takeover
+                                )
+                            except LeaseLostError:
+                                raise
+                            except Exception as exc:
+                                then = await self._failed(run_id, record, exc)
+                                if then == "again":
+                                    takeover = True
+                                    continue
+                                queued = then == "queued"  # stored without the lease
+                                break
+                            outcome = await self._outcome(run_id, record, graph_state, used)
+                            if outcome == "stop":
+                                # Asked to stop during its last superstep: it is stopped
+                                # all the same (a rollback still discards what it wrote),
+                                # as the later input expects. The outcome's compare-and-set
+                                # saw the request (it bumped the record's version, so the
+                                # write read the record again): no read of its own.
+                                await self._stopped(run_id, record)
+                                return
+                            if outcome != "again":  # "again": suspended on what is decided
+                                return
+                    finally:
+                        state.running -= 1
         except asyncio.CancelledError:
             if state.stop_reasons.get(run_id) == "shutdown":
                 await self._hand_back(run_id)
@@ -233,7 +265,12 @@ class Execution:
             planned = begin(seen)
             if planned is not None:
                 state.riders[run_id] = RunRider(
-                    state, seen, start=begin, guess=guess, started=planned
+                    state,
+                    seen,
+                    start=begin,
+                    guess=guess,
+                    started=planned,
+                    folding=state.folds.get(run_id),
                 )
                 state.latest[run_id] = latest_id
                 return planned
@@ -375,19 +412,27 @@ class Execution:
         )
         return self._riding
 
-    async def _failed(self, run_id: str, record: RunRecord, exc: Exception) -> bool:
-        """Store how a segment that raised ``exc`` ended; ``True``: run it again (a
-        takeover) once the wait for what held it is over."""
+    async def _failed(
+        self, run_id: str, record: RunRecord, exc: Exception
+    ) -> Literal["again", "queued", "end"]:
+        """Store how a segment that raised ``exc`` ended: ``again``, run it again (a
+        takeover) once the wait for what held it is over; ``queued``, a folded submit's
+        opening stored it without the thread's lease (it leaves its slot to wait its turn);
+        ``end``, it is over here."""
         state = self.state
+        if isinstance(exc, _Queued):
+            return "queued"
+        if isinstance(exc, _Unstored):  # its submit reads what is stored and goes on
+            return "end"
         if isinstance(exc, ThreadBusyError):
             # The thread's previous runner (dead or stalled) still holds its lease: wait
             # for it to lapse, keeping the run.
             await asyncio.sleep(min(state.lease_ttl / 3, 1.0))
-            return True
+            return "again"
         if isinstance(exc, BackendUnavailableError):
             log.warning("run %s: the store is unavailable (%s); retrying", run_id, exc)
             await asyncio.sleep(min(state.lease_ttl / 3, 2.0))
-            return True
+            return "again"
         if isinstance(exc, _Stopped):
             await self._stopped(run_id, record)
         elif isinstance(exc, _RunTimedOut):
@@ -398,7 +443,35 @@ class Execution:
         else:
             error = {"type": type(exc).__name__, "message": str(exc)}
             await self._finish(run_id, status="failed", error=error)
-        return False
+        return "end"
+
+    async def _invoke_folded(self, record: RunRecord, *, takeover: bool) -> tuple[Any, set[str]]:
+        """:meth:`_invoke` of a folded submit's first segment (see
+        :mod:`tensorsketch.runs.folding`): an opening that committed answers the submit (its
+        rider does, as the opening returns); one that stored the run without the thread's
+        lease is :class:`_Queued`; one that failed before answering is :class:`_Unstored`
+        (the submit reads what is stored and takes it from there)."""
+        folding = self.state.folds[record.run_id]
+        try:
+            done = await self._invoke(record, takeover=takeover)
+        except Exception as exc:
+            if not folding.settle(self.state):
+                log.warning(
+                    "run %s: its opening failed before it answered (%s: %s); submit reads "
+                    "what is stored and stores the run the usual way if nothing is",
+                    record.run_id,
+                    type(exc).__name__,
+                    exc,
+                )
+                raise _Unstored from None
+            # Refused the lease (LeaseLostError, a ThreadBusyError too, is a later loss).
+            if type(exc) is ThreadBusyError and not folding.opened:
+                raise _Queued from None
+            raise  # stored: the run's failure is handled as any run's
+        if not folding.settle(self.state):  # pragma: no cover - every run opens its thread
+            log.error("run %s ended without storing its record", record.run_id)
+            raise _Unstored
+        return done
 
     async def _invoke(self, record: RunRecord, *, takeover: bool) -> tuple[Any, set[str]]:
         """Invoke the graph for the run's next segment; return the state and the decision
@@ -480,6 +553,11 @@ class Execution:
             else:
                 await _bounded(driving, budget, check, task)
             graph_state = run.result_state()
+            if state.may_fold and (self._heads_wanted or self._wants_heads()):
+                # Where the thread stands now: a later folded submit's guess.
+                info = graph_state.__dict__.get("__tensorsketch_run__")
+                last_seq = run.seq - 1 if run.seq else None
+                state.remember_head(record.thread_id, (info and info.checkpoint_id, last_seq))
         finally:
             RIDER.reset(riding)
             CONFIG.reset(config)

@@ -124,8 +124,8 @@ class Loops:
                     rider.renewed(expires)
             for run_id in mine:
                 task = state.tasks.get(run_id)
-                if run_id in kept or task is None or task.done():
-                    continue
+                if run_id in kept or task is None or task.done() or run_id in state.folds:
+                    continue  # (a folded submit's record is stored as its opening answers)
                 current = await state.store.get(run_id)
                 if (
                     current is not None

@@ -19,6 +19,7 @@ from tensorsketch.runtime.backends.rides import RecordRide, RideResult, RideUnit
 from tensorsketch.runtime.backends.runs import RunRecord, ThreadHead
 
 if TYPE_CHECKING:
+    from tensorsketch.runs.folding import Folding
     from tensorsketch.runs.state import RunnerState
 
 __all__ = ["Change", "RunRider"]
@@ -39,6 +40,8 @@ class RunRider:
     :param outcome: turns the run's final state into the change that stores its outcome.
     :param started: what ``start`` made of ``known`` already (the caller checked that it
         applies): the opening rides it as long as ``known`` is still that record.
+    :param folding: a folded submit (:mod:`tensorsketch.runs.folding`): ``known`` is not
+        stored yet, and the opening inserts it.
     """
 
     def __init__(
@@ -50,6 +53,7 @@ class RunRider:
         guess: ThreadHead | None = None,
         outcome: Callable[[Any], Change] | None = None,
         started: RunRecord | None = None,
+        folding: Folding | None = None,
     ) -> None:
         self.state = state
         self.run_id = known.run_id
@@ -61,6 +65,7 @@ class RunRider:
         self.outcome = outcome
         self._started_from = known if started is not None else None
         self._started_write = started
+        self._folding = folding
         #: Somebody else wrote the record since :attr:`known` (read it before trusting it).
         self.changed = False
         #: The outcome as it rode the last commit (``None``: it did not ride).
@@ -88,11 +93,27 @@ class RunRider:
             # right here): such a write rides as it is, not copied once more to stamp it.
             if write.version != known.version or write.updated_at <= known.updated_at:
                 write = write.replace(version=known.version, updated_at=now())
+        if unit == "open" and self._folding is not None:
+            ride = self._folding.ride = RecordRide(self.run_id, write, insert=self.known)
+            self._folding = None  # a second opening (a retry) finds the record stored
+            return ride
         return RecordRide(self.run_id, write)
 
     async def rode(
         self, ride: RecordRide, result: RideResult, head: ThreadHead | None = None
     ) -> None:
+        if ride.insert is not None:  # a folded submit's: stored, answer it first
+            folding = self.state.folds.get(self.run_id)
+            if folding is not None:
+                folding.opened = True
+            if folding is not None and not folding.settle(self.state):
+                backend = type(self.state.backend).__name__
+                msg = (
+                    f"{backend}.open_thread did not store the run its ride inserts "
+                    "(`ride.insert`): implement it, or set `folds_submits = False` on the "
+                    "backend's class."
+                )
+                raise RuntimeError(msg)
         stored = result.stored
         if stored is not None:
             self.known = stored

@@ -128,6 +128,11 @@ class AsyncRunner:
     memory = _Shared[Any]()
     #: The double-texting policy of a submit that names none.
     multitask_strategy = _Shared[str]()
+    #: Whether a submit whose run can start at once stores its record in the run's own
+    #: opening (one unit of work fewer; on a backend whose ``folds_submits`` is true — see
+    #: :mod:`tensorsketch.runs.folding`). ``True`` by default; a submit with an
+    #: idempotency key or labels keeps its own insert either way.
+    fold_submits = _Shared[bool]()
 
     def __init__(
         self,
@@ -193,6 +198,7 @@ class AsyncRunner:
             memory=memory,
             multitask_strategy=multitask_strategy,
             retention=retention,
+            may_fold=getattr(type(backend), "folds_submits", False) is not False,
         )
         # The parts call back into the runner's public methods (``get``, ``start``,
         # ``resume_pending``), so a subclass overriding one is obeyed by all of them.

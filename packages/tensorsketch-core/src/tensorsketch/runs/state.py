@@ -13,6 +13,7 @@ from typing import Any
 
 from tensorsketch.observability import Tracer
 from tensorsketch.pregel.compiled import CompiledGraph
+from tensorsketch.runs.folding import Folding
 from tensorsketch.runs.records import all_decided, due, now
 from tensorsketch.runs.retention import Retention
 from tensorsketch.runs.riding import RunRider
@@ -23,6 +24,9 @@ from tensorsketch.runtime.backends.runs import ACTIVE, RunRecord, RunStore, Thre
 __all__ = ["Listener", "RunnerState", "Settled"]
 
 log = logging.getLogger("tensorsketch.runs")
+
+#: Thread heads a runner remembers for folded submits (see RunnerState.thread_heads).
+_HEADS_KEPT = 4096
 
 #: Called with every record the runner stores (metrics, logs); must not block.
 Listener = Callable[[RunRecord], None]
@@ -102,6 +106,45 @@ class RunnerState:
     latest: dict[str, str] = field(default_factory=dict)
     #: The rider of each run executing here whose record writes ride its commits.
     riders: dict[str, RunRider] = field(default_factory=dict)
+    #: Whether a submit that can start at once has its insert ride the run's opening (on a
+    #: backend that ``folds_submits``; see :mod:`tensorsketch.runs.folding`).
+    fold_submits: bool = True
+    #: The backend's class may fold submits (its ``folds_submits`` is not ``False``; the
+    #: instance says when): what the runner tracks for folding is skipped otherwise.
+    may_fold: bool = False
+    #: Folded submits whose opening has not answered yet, by run id.
+    folds: dict[str, Folding] = field(default_factory=dict)
+    #: Runs submitted here that have a task, by thread (how many), and each one's thread:
+    #: a submit folds only on a thread idle as far as this runner knows.
+    thread_runs: dict[str, int] = field(default_factory=dict)
+    run_threads: dict[str, str] = field(default_factory=dict)
+    #: Where a thread stood as the last run this runner executed on it returned (its final
+    #: checkpoint, its last event): a folded submit's guess of where its run begins (the
+    #: opening reads the truth and a wrong guess is corrected). Bounded, oldest dropped.
+    thread_heads: dict[str, ThreadHead] = field(default_factory=dict)
+
+    def remember_head(self, thread_id: str, head: ThreadHead) -> None:
+        """Note ``head`` as where ``thread_id`` stands (see :attr:`thread_heads`; the
+        oldest noted goes first)."""
+        heads = self.thread_heads
+        heads[thread_id] = head
+        if len(heads) > _HEADS_KEPT:
+            del heads[next(iter(heads))]
+
+    def track(self, run_id: str, thread_id: str) -> None:
+        """A run submitted here got a task on ``thread_id``."""
+        self.run_threads[run_id] = thread_id
+        self.thread_runs[thread_id] = self.thread_runs.get(thread_id, 0) + 1
+
+    def untrack(self, run_id: str) -> None:
+        """The task of a run :meth:`track` counted ended."""
+        thread_id = self.run_threads.pop(run_id, None)
+        if thread_id is not None:
+            left = self.thread_runs[thread_id] - 1
+            if left:
+                self.thread_runs[thread_id] = left
+            else:
+                del self.thread_runs[thread_id]
 
     def notify(self, record: RunRecord) -> None:
         """Tell every listener about a record the runner stored; a failing one is logged.

@@ -18,6 +18,7 @@ from tensorsketch.errors import QueueFullError, RunConflictError, RunNotFoundErr
 from tensorsketch.events import Event
 from tensorsketch.runs.assistants import Assistants
 from tensorsketch.runs.execution import Execution
+from tensorsketch.runs.folding import Folding
 from tensorsketch.runs.multitask import MultitaskStrategy, check_strategy, stopped_error
 from tensorsketch.runs.records import now, plain
 from tensorsketch.runs.state import RunnerState, Settled
@@ -150,7 +151,15 @@ class Submission:
             )
             raise RunConflictError(msg)
         stored, created = await self._create(
-            input, thread_id, idempotency_key, labels, strategy, webhook, pinned, durability
+            input,
+            thread_id,
+            idempotency_key,
+            labels,
+            strategy,
+            webhook,
+            pinned,
+            durability,
+            fold=not in_flight,  # a run in flight would hold the new one back
         )
         if created and strategy in ("interrupt", "rollback"):
             for record in in_flight:
@@ -199,8 +208,11 @@ class Submission:
         webhook: str | None,
         pinned: dict[str, Any] | None = None,
         durability: Durability = "sync",
+        *,
+        fold: bool = True,
     ) -> tuple[RunRecord, bool]:
         state = self.state
+        at = now()
         record = RunRecord(
             run_id=f"run_{uuid.uuid4().hex}",
             thread_id=thread_id or f"thread_{uuid.uuid4().hex}",
@@ -209,13 +221,69 @@ class Submission:
             idempotency_key=idempotency_key,
             labels=check_labels(labels),
             owner=state.owner,
-            lease_expires_at=now() + state.lease_ttl,
+            lease_expires_at=at + state.lease_ttl,
             multitask_strategy=strategy,
             webhook=webhook,
             assistant=pinned,
             durability=durability,
         )
-        if thread_id is None:  # a new thread: the run heads its queue, on an empty thread
+        if fold and state.may_fold and self._folds(record, thread_id):
+            # Stamped as RunStore.create stamps a new record.
+            stamped = record.replace(created_at=at, updated_at=at, version=1)
+            return await self._fold(stamped, new_thread=thread_id is None)
+        return await self._store(record, new_thread=thread_id is None)
+
+    def _folds(self, record: RunRecord, thread_id: str | None) -> bool:
+        """Whether ``record``'s insert may ride its run's opening (see
+        :mod:`tensorsketch.runs.folding`): the backend can, the run can start at once (a
+        free slot, its thread idle as far as this runner knows), and it has no idempotency
+        key nor labels (those keep their own insert)."""
+        state = self.state
+        if not state.fold_submits or record.idempotency_key is not None or record.labels:
+            return False
+        backend = state.backend
+        if not getattr(backend, "folds_submits", False) or state.store is not backend.run_store():
+            return False
+        if state.running + state.waiting_new >= state.concurrency:
+            return False
+        return thread_id is None or thread_id not in state.thread_runs
+
+    async def _fold(self, record: RunRecord, *, new_thread: bool) -> tuple[RunRecord, bool]:
+        """Start the run with its insert riding its opening; return once that committed."""
+        state = self.state
+        run_id = record.run_id
+        folding = Folding(record)
+        state.folds[run_id] = folding
+        state.known[run_id] = record
+        state.turns[run_id] = run_id  # it heads its queue if the opening takes the lease
+        # Where the run begins, guessed: where its last run here left the thread, else a new
+        # thread. The opening reads the truth; the rider corrects a wrong guess.
+        head = None if new_thread else state.thread_heads.pop(record.thread_id, None)
+        state.heads[run_id] = (None, None) if head is None else head
+        self.execution.spawn(run_id, new=True)
+        if run_id not in state.tasks:  # closed meanwhile: no task to fold into
+            for held in (state.folds, state.known, state.turns, state.heads):
+                held.pop(run_id, None)
+            return await self._store(record, new_thread=new_thread)
+        state.track(run_id, record.thread_id)
+        stored = await folding.answered
+        if stored is not None:
+            return stored, True
+        # The task ended before its opening answered: whatever it stored is there now (a
+        # read goes after the opening's unit, never beside it).
+        found = await state.store.get(run_id)
+        if found is None:
+            return await self._store(record, new_thread=new_thread)
+        if found.status in ACTIVE and found.owner == state.owner:
+            self.execution.spawn(run_id, takeover=True)  # it runs as stored
+            if run_id in state.tasks:
+                state.track(run_id, found.thread_id)
+        return found, True
+
+    async def _store(self, record: RunRecord, *, new_thread: bool) -> tuple[RunRecord, bool]:
+        """Insert a new run's record (the usual way) and start its task."""
+        state = self.state
+        if new_thread:  # a new thread: the run heads its queue, on an empty thread
             stored, created = await state.store.create(record)
             turn = InTurn(stored, created, stored.run_id, (None, None))
         else:  # the insert also reads who heads the thread's queue (one round trip)
@@ -228,6 +296,8 @@ class Submission:
             if turn.thread_head is not None:
                 state.heads[stored.run_id] = turn.thread_head
             self.execution.spawn(stored.run_id, new=True)
+            if state.may_fold and stored.run_id in state.tasks:
+                state.track(stored.run_id, stored.thread_id)
         return stored, created
 
     async def get(self, run_id: str) -> RunRecord:

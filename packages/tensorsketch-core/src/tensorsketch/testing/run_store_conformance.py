@@ -589,3 +589,39 @@ class RunStoreConformance:
                     thread, fourth, [], fence="me", ride=later
                 )
             assert (await store.get(queued.run_id)).status == "succeeded"  # type: ignore[union-attr]
+
+    @pytest.mark.asyncio
+    async def test_a_folded_opening_stores_the_run_and_leases_only_the_head_of_the_queue(
+        self, backend: Backend, store: RunStore
+    ) -> None:
+        """A backend that folds submits (``folds_submits``) stores a ride's ``insert`` in the
+        opening's unit; the lease, the input checkpoint and the ride's write only where that
+        run heads its thread's queue. A refused opening still answers the ride."""
+        thread = f"t-{uuid.uuid4().hex[:8]}"
+        await store.create(_record(thread_id="warm", owner="me"))  # its tables are in use
+        if not getattr(backend, "folds_submits", False):
+            pytest.skip("this backend does not fold submits")
+        at = time.time()
+        first = _record(thread_id=thread, owner="me", created_at=at, updated_at=at, version=1)
+        ride = RecordRide(first.run_id, first.replace(status="running"), insert=first)
+        checkpoint = StoredCheckpoint(thread, "c0", None, 0, time.time(), b"in")
+        opened = await backend.open_thread(  # type: ignore[call-arg]
+            thread, "me", 30, checkpoint, ride=ride
+        )
+        assert opened.acquired and opened.created
+        assert ride.result is not None and ride.result.version == 2
+        assert (await store.get(first.run_id)).status == "running"  # type: ignore[union-attr]
+        # A second run on the thread, even by the lease's holder: stored queued; not its
+        # turn, so no lease, no checkpoint, no `running`.
+        second = _record(thread_id=thread, owner="me", created_at=at + 1, updated_at=at + 1)
+        second = second.replace(version=1)
+        behind = RecordRide(second.run_id, second.replace(status="running"), insert=second)
+        late = StoredCheckpoint(thread, "c9", None, 0, time.time(), b"late")
+        refused = await backend.open_thread(  # type: ignore[call-arg]
+            thread, "me", 30, late, ride=behind
+        )
+        assert not refused.acquired
+        assert behind.result is not None and behind.result.stored is None
+        stored = await store.get(second.run_id)
+        assert stored is not None and stored.status == "queued" and stored.version == 1
+        assert [c.checkpoint_id for c in await backend.list_checkpoints(thread)] == ["c0"]

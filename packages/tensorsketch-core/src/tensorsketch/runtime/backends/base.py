@@ -158,6 +158,11 @@ class Backend(ABC):
     #: version read carried in the same unit, its outcome set on ``ride.result``. The runtime
     #: passes rides only to backends that set this (their run store shares the unit).
     carries_rides: bool = False
+    #: ``open_thread``'s ride may carry a new run's record to insert
+    #: (:attr:`~tensorsketch.runtime.backends.rides.RecordRide.insert`): the submit's insert
+    #: folded into the run's opening, one unit of work instead of two. ``AsyncRunner`` folds
+    #: a submit only on a backend that says so (and only while its run store is in use).
+    folds_submits: bool = False
     #: The store keeps large file payloads as content-addressed blobs, once per thread: it
     #: writes a checkpoint's :attr:`StoredCheckpoint.blobs` with the row (``save_checkpoint``,
     #: ``open_thread``'s ``initial``, ``commit_step``), answers :meth:`get_blobs`, removes a

@@ -18,7 +18,7 @@ from tensorsketch.runtime.backends.base import (
     ThreadSummary,
 )
 from tensorsketch.runtime.backends.memory_runs import MemoryRunStore
-from tensorsketch.runtime.backends.rides import RecordRide
+from tensorsketch.runtime.backends.rides import RecordRide, RideResult
 from tensorsketch.serializers import Serializer
 
 __all__ = ["InMemoryBackend"]
@@ -30,6 +30,7 @@ class InMemoryBackend(Backend):
     name = "memory"
     fences_writes = True
     carries_rides = True
+    folds_submits = True
     stores_blobs = True
 
     def __init__(self, *, serializer: Serializer | str | None = None) -> None:
@@ -212,9 +213,16 @@ class InMemoryBackend(Backend):
         *,
         ride: RecordRide | None = None,
     ) -> ThreadOpening:
+        insert = None if ride is None else ride.insert  # a folded submit's (folds_submits)
+        # Stored first; the lease only if the run heads its thread's queue.
+        if ride is not None and insert is not None and not await self._runs.insert_in_turn(insert):
+            ride.result = RideResult(insert.version)
+            return ThreadOpening(acquired=False, checkpoints=[], last_event_seq=None)
         opening = await super().open_thread(thread_id, owner, ttl, initial)
         if ride is not None and opening.acquired:
             ride.result = await self._runs.carry(ride)
+        elif ride is not None and insert is not None:
+            ride.result = RideResult(insert.version)
         return opening
 
     async def commit_step(

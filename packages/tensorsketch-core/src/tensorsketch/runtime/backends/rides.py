@@ -46,11 +46,18 @@ class RecordRide:
     unit: the checkpoint commits either way and the runner writes the record the slow way.
 
     The backend that carried it sets ``result`` (a unit's own return value stays as it is).
+
+    ``insert`` (the ``open`` unit only, on a backend that :attr:`~.base.Backend.folds_submits`):
+    a new run's record, ``queued`` at version 1, stored first in the opening's own unit —
+    the submit's insert folded into it. The opening is then durable, takes the thread's
+    lease only if that run heads its thread's queue (the oldest queued or running run), and
+    sets ``result`` whether or not it took the lease (its ``write`` rides only if it did).
     """
 
     run_id: str
     write: RunRecord | None = None
     result: RideResult | None = None
+    insert: RunRecord | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -848,6 +848,8 @@ class SqlBackend(Backend):
         *,
         ride: RecordRide | None = None,
     ) -> ThreadOpening:
+        if ride is not None and ride.insert is not None:
+            return await self._open_folding(thread_id, owner, ttl, initial, ride)
         leasing = None if ride is None else self.lease_riding_query(thread_id, owner, ttl, ride)
         lease = Query(self._sql["lease"], (thread_id, owner, float(ttl)), fetch="rowcount")
         queries = [lease if leasing is None else leasing]
@@ -877,6 +879,12 @@ class SqlBackend(Backend):
         elif leasing is not None:
             self._rode(ride, results, 0)
             results[0] = results[0][0]
+        return self._opening(thread_id, results, initial)
+
+    def _opening(
+        self, thread_id: str, results: list[Any], initial: StoredCheckpoint | None
+    ) -> ThreadOpening:
+        """What :meth:`open_thread`'s unit read: ``results`` from its lease statement on."""
         if not results[0]:
             return ThreadOpening(acquired=False, checkpoints=[], last_event_seq=None)
         created = bool(results[1]) if initial is not None else False
@@ -888,6 +896,68 @@ class SqlBackend(Backend):
             last_event_seq=None if last is None or last[0] is None else int(last[0]),
             created=created,
         )
+
+    async def _open_folding(
+        self,
+        thread_id: str,
+        owner: str,
+        ttl: float,
+        initial: StoredCheckpoint | None,
+        ride: RecordRide,
+    ) -> ThreadOpening:
+        """:meth:`open_thread` for a folded submit (see :attr:`folds_submits`): the run's
+        insert first, then the lease, the input checkpoint and the ride's write — each only
+        where the run heads its thread's queue — in one durable transaction (``submit``
+        returns what it stored). The lease is an ``INSERT … SELECT`` whose ``WHERE`` is the
+        queue condition; where a data-modifying ``WITH`` is allowed (:attr:`writes_in_with`)
+        the run's insert is a ``WITH`` clause of that statement (as many statements as the
+        submit's own insert and the opening sent apart)."""
+        store = self.run_store()
+        assert isinstance(store, SqlRunStore) and ride.insert is not None
+        fold = self.__dict__.get("_fold_sql")
+        if fold is None:
+            in_turn = store.in_turn_sql
+            with_insert, leasing = ("", in_turn)
+            if self.writes_in_with:
+                with_insert, leasing = store.in_turn_with_sql
+            t, now = self.table("leases"), self.now_sql
+            fold = self.__dict__["_fold_sql"] = {
+                "lease": self.q(
+                    f"{with_insert} INSERT INTO {t} (thread_id, owner, expires_at) SELECT ?, ?, "
+                    f"{now} + ? WHERE {leasing} ON CONFLICT (thread_id) DO UPDATE SET "
+                    "owner = excluded.owner, expires_at = excluded.expires_at "
+                    f"WHERE {t}.owner = excluded.owner OR {t}.expires_at < {now}"
+                ).lstrip(),
+                "initial": f"{self._sql['initial']} AND {in_turn}",
+            }
+        run_id = ride.run_id
+        insert = store.insert_query(ride.insert)
+        lease = (thread_id, owner, float(ttl), thread_id, run_id)
+        if self.writes_in_with:  # one statement: the insert in the lease's WITH clause
+            queries = [Query(fold["lease"], (*insert.params, *lease), fetch="rowcount")]
+        else:
+            queries = [insert, Query(fold["lease"], lease, fetch="rowcount")]
+        if initial is not None:
+            params = (*_row(initial), thread_id, thread_id, owner, thread_id, run_id)
+            queries.append(Query(fold["initial"], params, fetch="rowcount"))
+            queries += self._blob_queries(initial)
+        queries.append(self._chain_query(thread_id))
+        queries.append(Query(self._sql["last_seq"], (thread_id,), fetch="one"))
+        riding = store.ride_queries(ride, (thread_id, owner))
+        results = await self._run(
+            "storing the run and opening its thread", queries + riding, transaction=True
+        )
+        self._rode(ride, results, len(riding))
+        leased_at = 0 if self.writes_in_with else 1  # the lease statement's result
+        return self._opening(thread_id, results[leased_at : -len(riding)], initial)
+
+    @property
+    def folds_submits(self) -> bool:  # type: ignore[override]
+        """A submit's insert may ride its run's opening (:attr:`Backend.folds_submits`)
+        once the run store is in use. The opening's statements are portable (the lease an
+        ``INSERT … SELECT … ON CONFLICT``); a dialect that cannot run them, or has a better
+        form, sets ``folds_submits = False`` on its class."""
+        return self.carries_rides
 
     async def commit_step(
         self,

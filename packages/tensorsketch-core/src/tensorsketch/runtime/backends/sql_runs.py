@@ -129,6 +129,13 @@ class SqlRunStore(RunStore):
                 "WHERE run_id = ? AND version = ? AND EXISTS (SELECT 1 FROM "
                 f"{b.table('leases')} WHERE thread_id = ? AND owner = ?)"
             ),
+            # A folded submit's opening (the run's insert in the unit that opens its
+            # thread): true when that run heads its thread's queue. Parameters: the thread,
+            # the run.
+            "in_turn": (
+                f"(SELECT run_id FROM {runs} WHERE thread_id = ? AND kind = 'run' AND status "
+                "IN ('queued', 'running') ORDER BY created_at, run_id LIMIT 1) = ?"
+            ),
             "key_failed": f"UPDATE {keys} SET failed = 1 WHERE key = ? AND run_id = ?",
             "due": (
                 f"SELECT version, lease_expires_at, record FROM {runs} "
@@ -182,7 +189,8 @@ class SqlRunStore(RunStore):
         # a data-modifying WITH: the new version if the compare-and-set won, and the version
         # as the statement found it (the outer read does not see the update).
         read = f"SELECT (SELECT version FROM w), (SELECT version FROM {runs} WHERE run_id = ?)"
-        for name in ("replace", "replace_leased"):
+        self._sql["replace_in_turn"] = f"{self._sql['replace_leased']} AND {self._sql['in_turn']}"
+        for name in ("replace", "replace_leased", "replace_in_turn"):
             self._sql[f"{name}_read"] = f"WITH w AS ({self._sql[name]} RETURNING version) {read}"
         # A new run's insert with the ``turn_at`` read in one statement where the dialect
         # allows: the read does not see the insert, so the queue's head is taken over the
@@ -193,6 +201,10 @@ class SqlRunStore(RunStore):
             f"AND {active} UNION ALL SELECT run_id, created_at FROM i WHERE {active}) AS h "
             "ORDER BY created_at, run_id LIMIT 1"
         )
+        # A folded submit's opening where the insert sits in the lease's WITH clause: the
+        # same condition, over the stored rows and the inserted one (parameters as
+        # ``in_turn``).
+        self._sql["in_turn_with"] = f"({head}) = ?"
         self._sql["insert_turn"] = (
             f"WITH i AS ({self._sql['insert']} RETURNING run_id, created_at, kind, status) "
             f"SELECT ({head}), ({latest}), ({last})"
@@ -389,19 +401,40 @@ class SqlRunStore(RunStore):
     def ride_queries(self, ride: RecordRide, leased: tuple[str, str] | None = None) -> list[Query]:
         """The statements that carry ``ride`` in a unit of the backend's: the
         compare-and-set write (if any; with ``leased``, only where that thread's lease is
-        that owner's), then the version read."""
+        that owner's — and, for a ride that inserts its run, only where that run heads its
+        thread's queue), then the version read."""
         queries = []
         write = ride.write  # its updated_at is the rider's (the stored copy must match)
         if write is not None:
             q = self._replace_query(write, version=write.version + 1)
             params = q.params if leased is None else (*q.params, *leased)
             name = "replace" if leased is None else "replace_leased"
+            if leased is not None and ride.insert is not None:
+                name, params = "replace_in_turn", (*params, leased[0], ride.run_id)
             if self.backend.writes_in_with:
                 read = Query(self._sql[f"{name}_read"], (*params, ride.run_id), fetch="one")
                 return [read]
             queries.append(Query(self._sql[name], params, fetch="rowcount"))
         queries.append(Query(self._sql["version_of"], (ride.run_id,), fetch="one"))
         return queries
+
+    def insert_query(self, record: RunRecord) -> Query:
+        """The plain insert of a new run's ``record`` (no idempotency key, no labels): what
+        a folded submit's opening stores first."""
+        return Query(self._sql["insert"], _columns(record, self.serializer))
+
+    @property
+    def in_turn_sql(self) -> str:
+        """The condition that a run heads its thread's queue (parameters: thread, run)."""
+        return self._sql["in_turn"]
+
+    @property
+    def in_turn_with_sql(self) -> tuple[str, str]:
+        """The insert of :meth:`insert_query` as a ``WITH i AS (…)`` clause, and
+        :attr:`in_turn_sql` over the stored rows and ``i``'s (where a dialect allows a
+        data-modifying ``WITH``)."""
+        returning = f"{self._sql['insert']} RETURNING run_id, created_at, kind, status"
+        return f"WITH i AS ({returning})", self._sql["in_turn_with"]
 
     def ride_write(self, ride: RecordRide) -> Query | None:
         """The compare-and-set write ``ride`` carries (``None``: it only reads), for a
