@@ -209,6 +209,15 @@ class SqlBackend(Backend):
         another statement. A refused fence must undo the write with the rest of the unit."""
         return None
 
+    def fence_reading_query(self, thread_id: str, owner: str, ride: RecordRide) -> Query | None:
+        """:meth:`fence_query` that also reads ``ride``'s record version, answered in the
+        fence's row as ``(check, version)`` (fetch ``"fence_row"``: no row, no lease), or
+        ``None`` where the fence returns no row. For a dialect that cannot put the ride's
+        write inside the fence (:meth:`fence_riding_query`): the write still follows as a
+        statement of its own, and the version read before it is the one after the unit
+        unless that write wins (nothing else writes the record inside the unit)."""
+        return None
+
     def lease_riding_query(
         self, thread_id: str, owner: str, ttl: float, ride: RecordRide
     ) -> Query | None:
@@ -776,7 +785,7 @@ class SqlBackend(Backend):
             transaction=len(queries) > 1 or queries[0].many,
             idempotent=ride is None or ride.write is None,
         )
-        self._rode(ride, results, len(riding))
+        self._rode_fenced(ride, results, fenced, riding)
 
     async def lookup_effects(self, thread_id: str, keys: list[str]) -> dict[str, bytes]:
         queries = []
@@ -920,7 +929,7 @@ class SqlBackend(Backend):
                 transaction=len(queries) + len(riding) > 1,
                 durable=durable,
             )
-            self._rode(ride, results, len(riding))
+            self._rode_fenced(ride, results, fenced, riding)
 
     # -- rides ------------------------------------------------------------------------------
 
@@ -962,7 +971,29 @@ class SqlBackend(Backend):
             riding = self.fence_riding_query(thread_id, fence, ride)
             if riding is not None:
                 return [riding], []
+            reading = self.fence_reading_query(thread_id, fence, ride)
+            if reading is not None:  # a statement less: the version read rides the fence
+                store = self.run_store()
+                assert isinstance(store, SqlRunStore)
+                write = store.ride_write(ride)
+                return [reading], ([] if write is None else [write])
         return [self.fence_query(thread_id, fence)], self._ride_queries(ride)
+
+    def _rode_fenced(
+        self,
+        ride: RecordRide | None,
+        results: Sequence[Any],
+        fenced: Sequence[Query],
+        riding: Sequence[Query],
+    ) -> None:
+        """:meth:`_rode` for a unit from :meth:`_fence_and_ride`: a fence that read the
+        version (:meth:`fence_reading_query`) answers it in its row, the ride's write (if
+        any) by its row count, last."""
+        if ride is not None and fenced and fenced[0].fetch == "fence_row":
+            written = results[-1] if riding else None
+            ride.result = SqlRunStore.ride_result_read_first(ride, results[0][1], written)
+        else:
+            self._rode(ride, results, len(riding))
 
     @staticmethod
     def _rode(ride: RecordRide | None, results: Sequence[Any], count: int) -> None:
@@ -1299,6 +1330,12 @@ def _run_query(cur: Any, q: Query) -> Any:
         if cur.rowcount != 1:  # raised inside the unit: it is rolled back whole
             raise lease_lost(str(q.params[0]))
         return None
+    if q.fetch == "fence_row":
+        # Read to the end, so the statement is finished before the unit goes on.
+        rows = cur.fetchall()
+        if len(rows) != 1:
+            raise lease_lost(str(q.params[0]))
+        return rows[0]
     if q.fetch == "one":
         return cur.fetchone()
     if q.fetch == "all":

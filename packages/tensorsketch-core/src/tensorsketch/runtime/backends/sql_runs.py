@@ -425,6 +425,18 @@ class SqlRunStore(RunStore):
             stored = write.replace(version=write.version + 1)
         return RideResult(version, stored)
 
+    @staticmethod
+    def ride_result_read_first(ride: RecordRide, found: Any, written: int | None) -> RideResult:
+        """What the unit saw, from a version read made before the ride's write in the same
+        unit (``found``; ``None``: no record) and that write's row count (``written``;
+        ``None``: the ride only reads). Nothing else writes the record inside the unit, so
+        a lost write leaves the version the read found."""
+        write = ride.write
+        if write is not None and written == 1:
+            stored = write.replace(version=write.version + 1)
+            return RideResult(stored.version, stored)
+        return RideResult(None if found is None else int(found))
+
     async def _replace_relaxed(self, record: RunRecord) -> RunRecord | None:
         return await self._replace(record, durable=False)
 

@@ -13,12 +13,16 @@ import sqlite3
 import time
 from typing import Any, ClassVar, Literal
 
-from tensorsketch.runtime.backends.sql import SqlBackend
+from tensorsketch.runtime.backends.rides import RecordRide
+from tensorsketch.runtime.backends.sql import Query, SqlBackend
 from tensorsketch.serializers import Serializer
 
 __all__ = ["SqliteBackend"]
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+#: ``UPDATE ... RETURNING`` (what lets the fence read a run record's version) is 3.35+.
+_RETURNING = sqlite3.sqlite_version_info >= (3, 35, 0)
 
 _UNAVAILABLE = ("unable to open", "disk i/o error", "database is locked", "readonly database")
 
@@ -94,6 +98,20 @@ class SqliteBackend(SqlBackend):
             _switch_to_wal(conn, self.busy_timeout)
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
         return conn
+
+    def fence_reading_query(self, thread_id: str, owner: str, ride: RecordRide) -> Query | None:
+        # The fence returns a row carrying the record's version: the worker runs one
+        # statement for both, not a fence and a SELECT (a ride in every fenced unit).
+        if not _RETURNING:
+            return None
+        fence = self.fence_query(thread_id, owner)
+        sql = self.__dict__.get("_fence_reading_sql")
+        if sql is None:
+            runs = self.table("runs")
+            sql = self.__dict__["_fence_reading_sql"] = (
+                f"{fence.sql} RETURNING 1, (SELECT version FROM {runs} WHERE run_id = ?)"
+            )
+        return Query(sql, (*fence.params, ride.run_id), fetch="fence_row")
 
     def relaxed_statements(self) -> tuple[str, str] | None:
         # NORMAL, not OFF: in WAL mode a NORMAL commit skips the sync, but a WAL checkpoint
