@@ -1,7 +1,8 @@
 """Record rides on SQLite: what the worker thread runs for a ride in a fenced unit.
 
-The version read rides the fence (``UPDATE ... RETURNING``): a fenced unit with a ride runs no
-``SELECT`` of its own, and still fails whole when the lease is not held.
+The fence and the version read are one ``SELECT`` (the unit's ``BEGIN IMMEDIATE`` holds the
+database's write lock, so the check needs no write to the lease row): a fenced unit with a ride
+runs one statement for both, and still fails whole when the lease is not held or expired.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from tensorsketch.errors import LeaseLostError
-from tensorsketch.runtime.backends import sqlite as sqlite_module
 from tensorsketch.runtime.backends.base import StoredCheckpoint, StoredEvent
 from tensorsketch.runtime.backends.rides import RecordRide, RideResult
 from tensorsketch.runtime.backends.runs import RunRecord
@@ -57,7 +57,7 @@ async def test_a_fenced_units_version_read_rides_the_fence(tmp_path: Path) -> No
         reading = RecordRide(record.run_id)
         await backend.record_effects("t", [("k0", b"v0")], fence="me", ride=reading)
         assert backend.take() == [
-            "UPDATE tensorsketch_leases SET",
+            "SELECT (SELECT 1",
             "INSERT INTO tensorsketch_effects",
         ]
         assert reading.result == RideResult(record.version)
@@ -65,7 +65,7 @@ async def test_a_fenced_units_version_read_rides_the_fence(tmp_path: Path) -> No
         writing = RecordRide(record.run_id, record.replace(status="running"))
         await backend.commit_step("t", None, [StoredEvent(0, b"e0")], fence="me", ride=writing)
         assert backend.take() == [
-            "UPDATE tensorsketch_leases SET",
+            "SELECT (SELECT 1",
             "INSERT INTO tensorsketch_events",
             "UPDATE tensorsketch_runs SET",
         ]
@@ -104,24 +104,16 @@ async def test_a_refused_fence_that_reads_undoes_the_whole_unit(tmp_path: Path) 
         await backend.aclose()
 
 
-async def test_without_returning_the_ride_reads_the_version_itself(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """On a SQLite older than 3.35 (no ``RETURNING``) the fence is a plain ``UPDATE`` and the
-    version is read by a ``SELECT`` of its own, with the same results."""
-    monkeypatch.setattr(sqlite_module, "_RETURNING", False)
+async def test_an_expired_lease_fails_a_fenced_unit_that_reads(tmp_path: Path) -> None:
     backend = Traced(tmp_path / "runs.db")
     try:
         record = await _opened(backend, "t")
+        with sqlite3.connect(tmp_path / "runs.db") as conn:  # the lease ran out
+            conn.execute("UPDATE tensorsketch_leases SET expires_at = expires_at - 3600")
         reading = RecordRide(record.run_id)
-        await backend.record_effects("t", [("k0", b"v0")], fence="me", ride=reading)
-        assert backend.take() == [
-            "UPDATE tensorsketch_leases SET",
-            "INSERT INTO tensorsketch_effects",
-            "SELECT version FROM",
-        ]
-        assert reading.result == RideResult(record.version)
         with pytest.raises(LeaseLostError):
-            await backend.record_effects("t", [("k1", b"v1")], fence="them", ride=reading)
+            await backend.record_effects("t", [("k", b"v")], fence="me", ride=reading)
+        assert reading.result is None
+        assert await backend.list_effects("t") == []
     finally:
         await backend.aclose()

@@ -211,11 +211,12 @@ class SqlBackend(Backend):
 
     def fence_reading_query(self, thread_id: str, owner: str, ride: RecordRide) -> Query | None:
         """:meth:`fence_query` that also reads ``ride``'s record version, answered in the
-        fence's row as ``(check, version)`` (fetch ``"fence_row"``: no row, no lease), or
-        ``None`` where the fence returns no row. For a dialect that cannot put the ride's
-        write inside the fence (:meth:`fence_riding_query`): the write still follows as a
-        statement of its own, and the version read before it is the one after the unit
-        unless that write wins (nothing else writes the record inside the unit)."""
+        fence's row as ``(check, version)`` (fetch ``"fence_row"``: no row, or a ``NULL``
+        check, and the unit fails), or ``None`` where the dialect has no such statement.
+        For a dialect that cannot put the ride's write inside the fence
+        (:meth:`fence_riding_query`): the write still follows as a statement of its own, and
+        the version read before it is the one after the unit unless that write wins
+        (nothing else writes the record inside the unit)."""
         return None
 
     def lease_riding_query(
@@ -1333,7 +1334,7 @@ def _run_query(cur: Any, q: Query) -> Any:
     if q.fetch == "fence_row":
         # Read to the end, so the statement is finished before the unit goes on.
         rows = cur.fetchall()
-        if len(rows) != 1:
+        if len(rows) != 1 or rows[0][0] is None:
             raise lease_lost(str(q.params[0]))
         return rows[0]
     if q.fetch == "one":

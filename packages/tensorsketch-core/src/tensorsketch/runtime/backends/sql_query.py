@@ -18,7 +18,7 @@ class Query:
     :param many: run it once per row of ``params`` (``executemany``).
     :param fetch: what the unit of work returns for this statement (``"fence"``: nothing, the
         unit fails unless it changed one row; ``"fence_row"``: its one returned row, the unit
-        fails when there is none).
+        fails when there is none or its first column is ``NULL``).
     :param binary: a hint for drivers with a binary result format (psycopg): rows full of
         payload bytes transfer and decode faster in it than as hex text.
     """
