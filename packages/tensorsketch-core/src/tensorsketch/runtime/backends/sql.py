@@ -458,7 +458,8 @@ class SqlBackend(Backend):
     def _commit_together(self, conn: Any, units: Sequence[_Unit]) -> list[_Outcome | None]:
         """Run ``units`` in one transaction and commit it once: every outcome is known only
         after that commit. A unit that fails is rolled back to its savepoint and fails alone
-        (a single statement needs none: the database undoes a failed statement itself). If
+        (one whose failure cannot leave a write of its own behind needs none: the database
+        undoes a failed statement itself; see :func:`_may_fail_half_done`). If
         the transaction cannot begin, or an error ends it, the other units come back as
         ``None``, to be run alone. A failed commit fails every unit (whether it landed is not
         known, so nothing runs twice). The relaxed statements apply only when no unit is
@@ -476,7 +477,7 @@ class SqlBackend(Backend):
                 return [None] * len(units)
             for unit in units:
                 queries = unit.queries
-                guarded = unit.transaction and (len(queries) > 1 or any(q.many for q in queries))
+                guarded = unit.transaction and _may_fail_half_done(queries)
                 if guarded:
                     cur.execute(f"SAVEPOINT {_SAVEPOINT}")
                 try:
@@ -1186,6 +1187,19 @@ def _attempt(fn: Callable[..., Any], *args: Any) -> _Outcome:
         return fn(*args), None
     except Exception as exc:
         return None, exc
+
+
+def _may_fail_half_done(queries: Sequence[Query]) -> bool:
+    """Whether a unit could fail after a write of its own was made: a statement that may
+    write followed by another one, or a batch of several rows. A ``SELECT`` writes nothing
+    (SQLite, the dialect that groups commits, has no writing function in one), so a unit of
+    a reading fence and one write needs no savepoint around it: two statements less."""
+    wrote = False
+    for q in queries:
+        if wrote or (q.many and len(q.params) > 1):
+            return True
+        wrote = q.sql[:7].upper() != "SELECT "
+    return False
 
 
 def _roll_back(conn: Any) -> None:
