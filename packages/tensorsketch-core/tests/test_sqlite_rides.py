@@ -117,3 +117,31 @@ async def test_an_expired_lease_fails_a_fenced_unit_that_reads(tmp_path: Path) -
         assert await backend.list_effects("t") == []
     finally:
         await backend.aclose()
+
+
+async def test_a_units_journal_records_and_events_are_one_insert(tmp_path: Path) -> None:
+    """A batch of up to 16 journal records or events is one multi-row ``INSERT`` (one
+    statement, failing whole: the group commit needs no savepoint for it); the first write
+    of a key still wins, and a larger batch is written row by row."""
+    backend = Traced(tmp_path / "runs.db")
+    try:
+        await _opened(backend, "t")
+        records = [("a", b"1"), ("b", b"2"), ("a", b"3")]
+        await backend.record_effects("t", records, fence="me")
+        events = [StoredEvent(n, b"e") for n in range(3)]
+        await backend.commit_step("t", None, events, fence="me")
+        assert backend.take() == [
+            "UPDATE tensorsketch_leases SET",
+            "INSERT INTO tensorsketch_effects",
+            "UPDATE tensorsketch_leases SET",
+            "INSERT INTO tensorsketch_events",
+        ]
+        assert await backend.list_effects("t") == [("a", b"1"), ("b", b"2")]
+        many = [(f"k{n:02}", b"v") for n in range(17)]
+        await backend.record_effects("t", many, fence="me")
+        assert backend.take().count("INSERT INTO tensorsketch_effects") == 17
+        assert len(await backend.list_effects("t", prefix="k")) == 17
+        await backend.append_events("t", [StoredEvent(n, b"e") for n in range(3, 23)])
+        assert [e.seq for e in await backend.read_events("t")] == list(range(23))
+    finally:
+        await backend.aclose()

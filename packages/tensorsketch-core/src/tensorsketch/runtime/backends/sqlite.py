@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
+from tensorsketch.runtime.backends.base import StoredEvent
 from tensorsketch.runtime.backends.rides import RecordRide
 from tensorsketch.runtime.backends.sql import Query, SqlBackend
 from tensorsketch.serializers import Serializer
@@ -20,6 +22,11 @@ from tensorsketch.serializers import Serializer
 __all__ = ["SqliteBackend"]
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+#: Rows a batch of journal records or events writes in one multi-row ``INSERT`` at most (a
+#: statement text per size, in the connection's statement cache); a larger batch is an
+#: ``executemany``.
+_ROWS_PER_INSERT = 16
 
 _UNAVAILABLE = ("unable to open", "disk i/o error", "database is locked", "readonly database")
 
@@ -95,6 +102,38 @@ class SqliteBackend(SqlBackend):
             _switch_to_wal(conn, self.busy_timeout)
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
         return conn
+
+    def effects_query(self, thread_id: str, effects: Sequence[tuple[str, bytes]]) -> Query:
+        # One statement for a unit's few records: one VDBE program run, not one per row, and
+        # a statement that fails whole (the group commit then needs no savepoint for it).
+        if not 0 < len(effects) <= _ROWS_PER_INSERT:
+            return super().effects_query(thread_id, effects)
+        params = [v for key, value in effects for v in (thread_id, key, value)]
+        return Query(self._rows_sql("effects", len(effects)), params)
+
+    def append_query(self, thread_id: str, events: Sequence[StoredEvent]) -> Query:
+        if not 0 < len(events) <= _ROWS_PER_INSERT:
+            return super().append_query(thread_id, events)
+        params = [v for e in events for v in (thread_id, e.seq, e.payload)]
+        return Query(self._rows_sql("events", len(events)), params)
+
+    def _rows_sql(self, kind: str, rows: int) -> str:
+        """The ``INSERT`` of ``rows`` journal records (first write of a key wins) or events."""
+        cache: dict[tuple[str, int], str] = self.__dict__.setdefault("_rows_sqls", {})
+        sql = cache.get((kind, rows))
+        if sql is None:
+            values = ", ".join(["(?, ?, ?)"] * rows)
+            if kind == "events":
+                sql = (
+                    f"INSERT INTO {self.table('events')} (thread_id, seq, payload) VALUES {values}"
+                )
+            else:
+                sql = (
+                    f"INSERT INTO {self.table('effects')} (thread_id, key, value) VALUES "
+                    f"{values} ON CONFLICT (thread_id, key) DO NOTHING"
+                )
+            cache[(kind, rows)] = sql
+        return sql
 
     def fence_reading_query(self, thread_id: str, owner: str, ride: RecordRide) -> Query | None:
         # One SELECT checks the lease and reads the record's version: the worker runs one
