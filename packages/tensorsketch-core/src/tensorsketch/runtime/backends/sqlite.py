@@ -90,6 +90,8 @@ class SqliteBackend(SqlBackend):
         self.path = path
         self.synchronous = synchronous
         self.busy_timeout = busy_timeout
+        #: Multi-row INSERT texts by (kind, rows), built once each (see `_rows_sql`).
+        self._rows_sqls: dict[tuple[str, int], str] = {}
 
     def connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
@@ -106,21 +108,22 @@ class SqliteBackend(SqlBackend):
     def effects_query(self, thread_id: str, effects: Sequence[tuple[str, bytes]]) -> Query:
         # One statement for a unit's few records: one VDBE program run, not one per row, and
         # a statement that fails whole (the group commit then needs no savepoint for it).
-        if not 0 < len(effects) <= _ROWS_PER_INSERT:
+        n = len(effects)
+        if not 0 < n <= _ROWS_PER_INSERT:
             return super().effects_query(thread_id, effects)
         params = [v for key, value in effects for v in (thread_id, key, value)]
-        return Query(self._rows_sql("effects", len(effects)), params)
+        return Query(self._rows_sqls.get(("effects", n)) or self._rows_sql("effects", n), params)
 
     def append_query(self, thread_id: str, events: Sequence[StoredEvent]) -> Query:
-        if not 0 < len(events) <= _ROWS_PER_INSERT:
+        n = len(events)
+        if not 0 < n <= _ROWS_PER_INSERT:
             return super().append_query(thread_id, events)
         params = [v for e in events for v in (thread_id, e.seq, e.payload)]
-        return Query(self._rows_sql("events", len(events)), params)
+        return Query(self._rows_sqls.get(("events", n)) or self._rows_sql("events", n), params)
 
     def _rows_sql(self, kind: str, rows: int) -> str:
         """The ``INSERT`` of ``rows`` journal records (first write of a key wins) or events."""
-        cache: dict[tuple[str, int], str] = self.__dict__.setdefault("_rows_sqls", {})
-        sql = cache.get((kind, rows))
+        sql = self._rows_sqls.get((kind, rows))
         if sql is None:
             values = ", ".join(["(?, ?, ?)"] * rows)
             if kind == "events":
@@ -132,7 +135,7 @@ class SqliteBackend(SqlBackend):
                     f"INSERT INTO {self.table('effects')} (thread_id, key, value) VALUES "
                     f"{values} ON CONFLICT (thread_id, key) DO NOTHING"
                 )
-            cache[(kind, rows)] = sql
+            self._rows_sqls[(kind, rows)] = sql
         return sql
 
     def fence_reading_query(self, thread_id: str, owner: str, ride: RecordRide) -> Query | None:
