@@ -145,3 +145,27 @@ async def test_a_units_journal_records_and_events_are_one_insert(tmp_path: Path)
         assert [e.seq for e in await backend.read_events("t")] == list(range(23))
     finally:
         await backend.aclose()
+
+
+async def test_units_that_may_not_hold_the_write_lock_keep_the_writing_fence(
+    tmp_path: Path,
+) -> None:
+    """A subclass that begins its units another way gets the fence that touches the lease row
+    and a version read of its own, with the same results."""
+
+    class Deferred(Traced):
+        begin_sql = "BEGIN"
+
+    backend = Deferred(tmp_path / "runs.db")
+    try:
+        record = await _opened(backend, "t")
+        reading = RecordRide(record.run_id)
+        await backend.record_effects("t", [("k", b"v")], fence="me", ride=reading)
+        assert backend.take() == [
+            "UPDATE tensorsketch_leases SET",
+            "INSERT INTO tensorsketch_effects",
+            "SELECT version FROM",
+        ]
+        assert reading.result == RideResult(record.version)
+    finally:
+        await backend.aclose()

@@ -144,6 +144,8 @@ class SqliteBackend(SqlBackend):
         # BEGIN IMMEDIATE, which holds the database's write lock until it commits, so no
         # takeover can slip in between the check and the writes without touching the row.
         # (An UPDATE ... RETURNING form cost more than the two statements it replaced.)
+        if not (self.begin_sql or "").upper().startswith(("BEGIN IMMEDIATE", "BEGIN EXCLUSIVE")):
+            return None  # a subclass's units might not hold the write lock: touch the row
         sql = self.__dict__.get("_fence_reading_sql")
         if sql is None:
             leases, runs = self.table("leases"), self.table("runs")
