@@ -973,3 +973,46 @@ async def test_a_ride_reads_the_stored_version_only_when_its_write_lost(
                 await conn.rollback()  # each statement on the record as stored
     finally:
         await backend.aclose()
+
+
+async def test_the_status_index_is_partial_and_replaces_the_full_one(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """A schema made with the old full ``runs_by_status`` index loses it on the next start;
+    the partial index that replaces it holds no succeeded run, and the orphan sweep's query
+    (which spells out its predicate) can read it."""
+    from tensorsketch.runtime.backends.runs import RunRecord
+
+    backend = PostgresBackend(pg_dsn, schema=pg_schema)
+    await backend.run_store().create(RunRecord(run_id="r0", thread_id="t"))
+    await backend.aclose()
+    runs = f'"{pg_schema}".tensorsketch_runs'
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # as an earlier build left it
+        conn.execute(f'DROP INDEX "{pg_schema}".tensorsketch_runs_not_succeeded')
+        conn.execute(
+            f"CREATE INDEX tensorsketch_runs_by_status ON {runs} (status, created_at, run_id)"
+        )
+    backend = PostgresBackend(pg_dsn, schema=pg_schema)
+    try:
+        store = backend.run_store()
+        await store.create(RunRecord(run_id="r1", thread_id="t", status="succeeded"))
+        assert [r.run_id for r in await store.orphans(now=time.time() + 3600)] == ["r0"]
+    finally:
+        await backend.aclose()
+    with psycopg.connect(pg_dsn) as conn:
+        rows = conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s", (pg_schema,)
+        ).fetchall()
+        indexes = {str(name): str(sql) for name, sql in rows}
+        assert "tensorsketch_runs_by_status" not in indexes
+        assert "WHERE (status <> 'succeeded'::text)" in indexes["tensorsketch_runs_not_succeeded"]
+        # On two rows any index will do: without the creation-order one (in a transaction
+        # rolled back), the planner shows it can prove the partial index's predicate.
+        conn.execute(f'DROP INDEX "{pg_schema}".tensorsketch_runs_by_created')
+        conn.execute("SET LOCAL enable_seqscan = off")
+        plan = conn.execute(
+            f"EXPLAIN SELECT record FROM {runs} WHERE status IN ('queued', 'running') "
+            "AND status <> 'succeeded' ORDER BY created_at, run_id LIMIT 200"
+        ).fetchall()
+        assert "tensorsketch_runs_not_succeeded" in " ".join(str(row[0]) for row in plan)
+        conn.rollback()

@@ -209,3 +209,40 @@ async def test_a_unit_made_with_nothing_else_to_run_goes_to_the_worker_at_once(
     await asyncio.gather(*(store.create(record(n)) for n in range(4, 8)))
     assert handed and sum(handed) == 4
     await backend.aclose()
+
+
+async def test_a_unit_that_cannot_fail_half_done_runs_without_a_savepoint(
+    tmp_path: Path,
+) -> None:
+    """A read and then one write (a reading fence and its journal record) cannot fail after
+    a write of its own: it runs without a savepoint, and still fails alone (the database
+    undoes the failed statement). A write followed by anything, or a batch of several rows,
+    keeps its savepoint."""
+    backend = CountingBackend(tmp_path / "units.db")
+    await _table(backend)
+    await backend.run_queries("test", _insert(1))
+    savepoints: list[str] = []
+    conn = backend._connection
+    assert conn is not None
+    conn.set_trace_callback(lambda sql: savepoints.append(sql) if "_unit" in sql else None)
+    read = Query("SELECT COUNT(*) FROM t", fetch="one")
+    many = Query("INSERT INTO t (n) VALUES (?)", [(7,), (1,)], many=True)
+    a, b, c, d, e = await together(
+        backend,
+        backend.run_queries("test", [read, *_insert(2)], transaction=True),
+        backend.run_queries("test", [read, *_insert(1)], transaction=True),  # the key exists
+        backend.run_queries("test", [*_insert(3), read], transaction=True),
+        backend.run_queries("test", [read, many], transaction=True),  # its second row fails
+        backend.run_queries("test", [read, *_insert(4)], transaction=True),
+    )
+    assert a == [(1,), None] and c == [None, (3,)] and e[1] is None
+    assert isinstance(b, sqlite3.IntegrityError) and isinstance(d, sqlite3.IntegrityError)
+    assert await _rows(backend) == [1, 2, 3, 4]
+    assert savepoints == [
+        "SAVEPOINT tensorsketch_unit",  # the write followed by a read
+        "RELEASE tensorsketch_unit",
+        "SAVEPOINT tensorsketch_unit",  # the batch of two rows, undone
+        "ROLLBACK TO tensorsketch_unit",
+        "RELEASE tensorsketch_unit",
+    ]
+    await backend.aclose()

@@ -209,6 +209,16 @@ class SqlBackend(Backend):
         another statement. A refused fence must undo the write with the rest of the unit."""
         return None
 
+    def fence_reading_query(self, thread_id: str, owner: str, ride: RecordRide) -> Query | None:
+        """:meth:`fence_query` that also reads ``ride``'s record version, answered in the
+        fence's row as ``(check, version)`` (fetch ``"fence_row"``: no row, or a ``NULL``
+        check, and the unit fails), or ``None`` where the dialect has no such statement.
+        For a dialect that cannot put the ride's write inside the fence
+        (:meth:`fence_riding_query`): the write still follows as a statement of its own, and
+        the version read before it is the one after the unit unless that write wins
+        (nothing else writes the record inside the unit)."""
+        return None
+
     def lease_riding_query(
         self, thread_id: str, owner: str, ttl: float, ride: RecordRide
     ) -> Query | None:
@@ -448,7 +458,8 @@ class SqlBackend(Backend):
     def _commit_together(self, conn: Any, units: Sequence[_Unit]) -> list[_Outcome | None]:
         """Run ``units`` in one transaction and commit it once: every outcome is known only
         after that commit. A unit that fails is rolled back to its savepoint and fails alone
-        (a single statement needs none: the database undoes a failed statement itself). If
+        (one whose failure cannot leave a write of its own behind needs none: the database
+        undoes a failed statement itself; see :func:`_may_fail_half_done`). If
         the transaction cannot begin, or an error ends it, the other units come back as
         ``None``, to be run alone. A failed commit fails every unit (whether it landed is not
         known, so nothing runs twice). The relaxed statements apply only when no unit is
@@ -466,7 +477,7 @@ class SqlBackend(Backend):
                 return [None] * len(units)
             for unit in units:
                 queries = unit.queries
-                guarded = unit.transaction and (len(queries) > 1 or any(q.many for q in queries))
+                guarded = unit.transaction and _may_fail_half_done(queries)
                 if guarded:
                     cur.execute(f"SAVEPOINT {_SAVEPOINT}")
                 try:
@@ -776,7 +787,7 @@ class SqlBackend(Backend):
             transaction=len(queries) > 1 or queries[0].many,
             idempotent=ride is None or ride.write is None,
         )
-        self._rode(ride, results, len(riding))
+        self._rode_fenced(ride, results, fenced, riding)
 
     async def lookup_effects(self, thread_id: str, keys: list[str]) -> dict[str, bytes]:
         queries = []
@@ -990,7 +1001,7 @@ class SqlBackend(Backend):
                 transaction=len(queries) + len(riding) > 1,
                 durable=durable,
             )
-            self._rode(ride, results, len(riding))
+            self._rode_fenced(ride, results, fenced, riding)
 
     # -- rides ------------------------------------------------------------------------------
 
@@ -1032,7 +1043,29 @@ class SqlBackend(Backend):
             riding = self.fence_riding_query(thread_id, fence, ride)
             if riding is not None:
                 return [riding], []
+            reading = self.fence_reading_query(thread_id, fence, ride)
+            if reading is not None:  # a statement less: the version read rides the fence
+                store = self.run_store()
+                assert isinstance(store, SqlRunStore)
+                write = store.ride_write(ride)
+                return [reading], ([] if write is None else [write])
         return [self.fence_query(thread_id, fence)], self._ride_queries(ride)
+
+    def _rode_fenced(
+        self,
+        ride: RecordRide | None,
+        results: Sequence[Any],
+        fenced: Sequence[Query],
+        riding: Sequence[Query],
+    ) -> None:
+        """:meth:`_rode` for a unit from :meth:`_fence_and_ride`: a fence that read the
+        version (:meth:`fence_reading_query`) answers it in its row, the ride's write (if
+        any) by its row count, last."""
+        if ride is not None and fenced and fenced[0].fetch == "fence_row":
+            written = results[-1] if riding else None
+            ride.result = SqlRunStore.ride_result_read_first(ride, results[0][1], written)
+        else:
+            self._rode(ride, results, len(riding))
 
     @staticmethod
     def _rode(ride: RecordRide | None, results: Sequence[Any], count: int) -> None:
@@ -1226,6 +1259,19 @@ def _attempt(fn: Callable[..., Any], *args: Any) -> _Outcome:
         return None, exc
 
 
+def _may_fail_half_done(queries: Sequence[Query]) -> bool:
+    """Whether a unit could fail after a write of its own was made: a statement that may
+    write followed by another one, or a batch of several rows. A ``SELECT`` writes nothing
+    (SQLite, the dialect that groups commits, has no writing function in one), so a unit of
+    a reading fence and one write needs no savepoint around it: two statements less."""
+    wrote = False
+    for q in queries:
+        if wrote or (q.many and len(q.params) > 1):
+            return True
+        wrote = q.sql[:7].upper() != "SELECT "
+    return False
+
+
 def _roll_back(conn: Any) -> None:
     try:
         conn.rollback()
@@ -1369,6 +1415,12 @@ def _run_query(cur: Any, q: Query) -> Any:
         if cur.rowcount != 1:  # raised inside the unit: it is rolled back whole
             raise lease_lost(str(q.params[0]))
         return None
+    if q.fetch == "fence_row":
+        # Read to the end, so the statement is finished before the unit goes on.
+        rows = cur.fetchall()
+        if len(rows) != 1 or rows[0][0] is None:
+            raise lease_lost(str(q.params[0]))
+        return rows[0]
     if q.fetch == "one":
         return cur.fetchone()
     if q.fetch == "all":

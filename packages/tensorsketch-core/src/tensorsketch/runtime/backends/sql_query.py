@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 __all__ = ["Fetch", "Query"]
 
-Fetch = Literal["none", "one", "all", "rowcount", "fence"]
+Fetch = Literal["none", "one", "all", "rowcount", "fence", "fence_row"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,7 +16,9 @@ class Query:
     """One statement of a unit of work, already in the dialect's placeholder style.
 
     :param many: run it once per row of ``params`` (``executemany``).
-    :param fetch: what the unit of work returns for this statement.
+    :param fetch: what the unit of work returns for this statement (``"fence"``: nothing, the
+        unit fails unless it changed one row; ``"fence_row"``: its one returned row, the unit
+        fails when there is none or its first column is ``NULL``).
     :param binary: a hint for drivers with a binary result format (psycopg): rows full of
         payload bytes transfer and decode faster in it than as hex text.
     """

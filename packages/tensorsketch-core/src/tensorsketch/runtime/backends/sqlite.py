@@ -11,14 +11,22 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
-from tensorsketch.runtime.backends.sql import SqlBackend
+from tensorsketch.runtime.backends.base import StoredEvent
+from tensorsketch.runtime.backends.rides import RecordRide
+from tensorsketch.runtime.backends.sql import Query, SqlBackend
 from tensorsketch.serializers import Serializer
 
 __all__ = ["SqliteBackend"]
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+#: Rows a batch of journal records or events writes in one multi-row ``INSERT`` at most (a
+#: statement text per size, in the connection's statement cache); a larger batch is an
+#: ``executemany``.
+_ROWS_PER_INSERT = 16
 
 _UNAVAILABLE = ("unable to open", "disk i/o error", "database is locked", "readonly database")
 
@@ -82,6 +90,8 @@ class SqliteBackend(SqlBackend):
         self.path = path
         self.synchronous = synchronous
         self.busy_timeout = busy_timeout
+        #: Multi-row INSERT texts by (kind, rows), built once each (see `_rows_sql`).
+        self._rows_sqls: dict[tuple[str, int], str] = {}
 
     def connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
@@ -94,6 +104,56 @@ class SqliteBackend(SqlBackend):
             _switch_to_wal(conn, self.busy_timeout)
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
         return conn
+
+    def effects_query(self, thread_id: str, effects: Sequence[tuple[str, bytes]]) -> Query:
+        # One statement for a unit's few records: one VDBE program run, not one per row, and
+        # a statement that fails whole (the group commit then needs no savepoint for it).
+        n = len(effects)
+        if not 0 < n <= _ROWS_PER_INSERT:
+            return super().effects_query(thread_id, effects)
+        params = [v for key, value in effects for v in (thread_id, key, value)]
+        return Query(self._rows_sqls.get(("effects", n)) or self._rows_sql("effects", n), params)
+
+    def append_query(self, thread_id: str, events: Sequence[StoredEvent]) -> Query:
+        n = len(events)
+        if not 0 < n <= _ROWS_PER_INSERT:
+            return super().append_query(thread_id, events)
+        params = [v for e in events for v in (thread_id, e.seq, e.payload)]
+        return Query(self._rows_sqls.get(("events", n)) or self._rows_sql("events", n), params)
+
+    def _rows_sql(self, kind: str, rows: int) -> str:
+        """The ``INSERT`` of ``rows`` journal records (first write of a key wins) or events."""
+        sql = self._rows_sqls.get((kind, rows))
+        if sql is None:
+            values = ", ".join(["(?, ?, ?)"] * rows)
+            if kind == "events":
+                sql = (
+                    f"INSERT INTO {self.table('events')} (thread_id, seq, payload) VALUES {values}"
+                )
+            else:
+                sql = (
+                    f"INSERT INTO {self.table('effects')} (thread_id, key, value) VALUES "
+                    f"{values} ON CONFLICT (thread_id, key) DO NOTHING"
+                )
+            self._rows_sqls[(kind, rows)] = sql
+        return sql
+
+    def fence_reading_query(self, thread_id: str, owner: str, ride: RecordRide) -> Query | None:
+        # One SELECT checks the lease and reads the record's version: the worker runs one
+        # statement, not the fence's UPDATE and a SELECT. Every fenced unit runs inside
+        # BEGIN IMMEDIATE, which holds the database's write lock until it commits, so no
+        # takeover can slip in between the check and the writes without touching the row.
+        # (An UPDATE ... RETURNING form cost more than the two statements it replaced.)
+        if not (self.begin_sql or "").upper().startswith(("BEGIN IMMEDIATE", "BEGIN EXCLUSIVE")):
+            return None  # a subclass's units might not hold the write lock: touch the row
+        sql = self.__dict__.get("_fence_reading_sql")
+        if sql is None:
+            leases, runs = self.table("leases"), self.table("runs")
+            sql = self.__dict__["_fence_reading_sql"] = (
+                f"SELECT (SELECT 1 FROM {leases} WHERE thread_id = ? AND owner = ? AND "
+                f"expires_at >= {self.now_sql}), (SELECT version FROM {runs} WHERE run_id = ?)"
+            )
+        return Query(sql, (thread_id, owner, ride.run_id), fetch="fence_row")
 
     def relaxed_statements(self) -> tuple[str, str] | None:
         # NORMAL, not OFF: in WAL mode a NORMAL commit skips the sync, but a WAL checkpoint

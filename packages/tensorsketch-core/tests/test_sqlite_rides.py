@@ -1,0 +1,171 @@
+"""Record rides on SQLite: what the worker thread runs for a ride in a fenced unit.
+
+The fence and the version read are one ``SELECT`` (the unit's ``BEGIN IMMEDIATE`` holds the
+database's write lock, so the check needs no write to the lease row): a fenced unit with a ride
+runs one statement for both, and still fails whole when the lease is not held or expired.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from tensorsketch.errors import LeaseLostError
+from tensorsketch.runtime.backends.base import StoredCheckpoint, StoredEvent
+from tensorsketch.runtime.backends.rides import RecordRide, RideResult
+from tensorsketch.runtime.backends.runs import RunRecord
+from tensorsketch.runtime.backends.sqlite import SqliteBackend
+
+
+class Traced(SqliteBackend):
+    """Keeps the statements its connection runs (their first words)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.statements: list[str] = []
+
+    def connect(self) -> sqlite3.Connection:
+        conn = super().connect()
+        conn.set_trace_callback(lambda sql: self.statements.append(" ".join(sql.split()[:3])))
+        return conn
+
+    def take(self) -> list[str]:
+        """The statements since the last call, without the transaction's own."""
+        seen, self.statements = self.statements, []
+        skip = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE", "PRAGMA")
+        return [s for s in seen if not s.startswith(skip)]
+
+
+async def _opened(backend: Traced, thread: str) -> RunRecord:
+    store = backend.run_store()
+    record, _ = await store.create(RunRecord(run_id=f"run-{thread}", thread_id=thread))
+    first = StoredCheckpoint(thread, "c0", None, 0, time.time(), b"in")
+    assert (await backend.open_thread(thread, "me", 30, first)).created
+    backend.take()
+    return record
+
+
+async def test_a_fenced_units_version_read_rides_the_fence(tmp_path: Path) -> None:
+    """Journal records and a commit with a ride: the fence returns the version, so the unit
+    runs only its own writes and the ride's compare-and-set (no ``SELECT version``)."""
+    backend = Traced(tmp_path / "runs.db")
+    try:
+        record = await _opened(backend, "t")
+        reading = RecordRide(record.run_id)
+        await backend.record_effects("t", [("k0", b"v0")], fence="me", ride=reading)
+        assert backend.take() == [
+            "SELECT (SELECT 1",
+            "INSERT INTO tensorsketch_effects",
+        ]
+        assert reading.result == RideResult(record.version)
+
+        writing = RecordRide(record.run_id, record.replace(status="running"))
+        await backend.commit_step("t", None, [StoredEvent(0, b"e0")], fence="me", ride=writing)
+        assert backend.take() == [
+            "SELECT (SELECT 1",
+            "INSERT INTO tensorsketch_events",
+            "UPDATE tensorsketch_runs SET",
+        ]
+        assert writing.result == RideResult(record.version + 1, writing.write.replace(version=2))  # type: ignore[union-attr]
+
+        # A stale write loses: the version the fence read is the stored one.
+        stale = RecordRide(record.run_id, record.replace(status="failed"))
+        await backend.record_effects("t", [("k1", b"v1")], fence="me", ride=stale)
+        assert stale.result == RideResult(record.version + 1)
+        stored = await backend.run_store().get(record.run_id)
+        assert stored is not None and stored.status == "running"
+
+        # A ride for a record that is not stored reads no version.
+        missing = RecordRide("no-such-run")
+        await backend.record_effects("t", [("k2", b"v2")], fence="me", ride=missing)
+        assert missing.result == RideResult(None)
+    finally:
+        await backend.aclose()
+
+
+async def test_a_refused_fence_that_reads_undoes_the_whole_unit(tmp_path: Path) -> None:
+    backend = Traced(tmp_path / "runs.db")
+    try:
+        record = await _opened(backend, "t")
+        late = RecordRide(record.run_id, record.replace(status="failed"))
+        with pytest.raises(LeaseLostError, match="'t'"):
+            await backend.commit_step("t", None, [StoredEvent(0, b"e")], fence="them", ride=late)
+        with pytest.raises(LeaseLostError):
+            await backend.record_effects("t", [("k", b"v")], fence="them", ride=late)
+        assert late.result is None
+        assert await backend.read_events("t") == []
+        assert await backend.list_effects("t") == []
+        stored = await backend.run_store().get(record.run_id)
+        assert stored is not None and stored.status == "queued" and stored.version == 1
+    finally:
+        await backend.aclose()
+
+
+async def test_an_expired_lease_fails_a_fenced_unit_that_reads(tmp_path: Path) -> None:
+    backend = Traced(tmp_path / "runs.db")
+    try:
+        record = await _opened(backend, "t")
+        with sqlite3.connect(tmp_path / "runs.db") as conn:  # the lease ran out
+            conn.execute("UPDATE tensorsketch_leases SET expires_at = expires_at - 3600")
+        reading = RecordRide(record.run_id)
+        with pytest.raises(LeaseLostError):
+            await backend.record_effects("t", [("k", b"v")], fence="me", ride=reading)
+        assert reading.result is None
+        assert await backend.list_effects("t") == []
+    finally:
+        await backend.aclose()
+
+
+async def test_a_units_journal_records_and_events_are_one_insert(tmp_path: Path) -> None:
+    """A batch of up to 16 journal records or events is one multi-row ``INSERT`` (one
+    statement, failing whole: the group commit needs no savepoint for it); the first write
+    of a key still wins, and a larger batch is written row by row."""
+    backend = Traced(tmp_path / "runs.db")
+    try:
+        await _opened(backend, "t")
+        records = [("a", b"1"), ("b", b"2"), ("a", b"3")]
+        await backend.record_effects("t", records, fence="me")
+        events = [StoredEvent(n, b"e") for n in range(3)]
+        await backend.commit_step("t", None, events, fence="me")
+        assert backend.take() == [
+            "UPDATE tensorsketch_leases SET",
+            "INSERT INTO tensorsketch_effects",
+            "UPDATE tensorsketch_leases SET",
+            "INSERT INTO tensorsketch_events",
+        ]
+        assert await backend.list_effects("t") == [("a", b"1"), ("b", b"2")]
+        many = [(f"k{n:02}", b"v") for n in range(17)]
+        await backend.record_effects("t", many, fence="me")
+        assert backend.take().count("INSERT INTO tensorsketch_effects") == 17
+        assert len(await backend.list_effects("t", prefix="k")) == 17
+        await backend.append_events("t", [StoredEvent(n, b"e") for n in range(3, 23)])
+        assert [e.seq for e in await backend.read_events("t")] == list(range(23))
+    finally:
+        await backend.aclose()
+
+
+async def test_units_that_may_not_hold_the_write_lock_keep_the_writing_fence(
+    tmp_path: Path,
+) -> None:
+    """A subclass that begins its units another way gets the fence that touches the lease row
+    and a version read of its own, with the same results."""
+
+    class Deferred(Traced):
+        begin_sql = "BEGIN"
+
+    backend = Deferred(tmp_path / "runs.db")
+    try:
+        record = await _opened(backend, "t")
+        reading = RecordRide(record.run_id)
+        await backend.record_effects("t", [("k", b"v")], fence="me", ride=reading)
+        assert backend.take() == [
+            "UPDATE tensorsketch_leases SET",
+            "INSERT INTO tensorsketch_effects",
+            "SELECT version FROM",
+        ]
+        assert reading.result == RideResult(record.version)
+    finally:
+        await backend.aclose()
