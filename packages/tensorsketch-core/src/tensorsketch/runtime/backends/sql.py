@@ -1248,11 +1248,15 @@ def _serve(calls: queue.SimpleQueue[Any]) -> None:
     pending: collections.deque[Any] = collections.deque()
     stopping = False
     while True:
-        if not pending:
-            if stopping or (turn := calls.get()) is None:
-                return
+        if pending:
+            item = pending.popleft()
+        elif stopping or (turn := calls.get()) is None:
+            return
+        elif len(turn) == 1:  # a lone unit's turn (the common case when the loop is idle)
+            item = turn[0]
+        else:
             pending.extend(turn)
-        item = pending.popleft()
+            item = pending.popleft()
         fn, args, loop, future, grouped = item
         if not grouped:
             _answer([(loop, future, _attempt(fn, *args))])
