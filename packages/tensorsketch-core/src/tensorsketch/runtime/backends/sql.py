@@ -1219,8 +1219,8 @@ class _DriverThread:
 
     def _queue_all(self, calls: list[Any]) -> None:
         """Put ``calls`` in the worker's queue as one item, starting the worker if it is not
-        running: one put per turn, not one per call (each put may wake the worker — a
-        futex call and a GIL hand-off — to take a single call)."""
+        running: one put per turn, not one per call, and one get for the worker to take
+        them all (a put wakes the worker only when it is blocked on the queue)."""
         if self._thread is None or not self._thread.is_alive():
             with self._start_lock:
                 if self._thread is None or not self._thread.is_alive():
