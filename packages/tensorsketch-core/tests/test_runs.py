@@ -275,6 +275,52 @@ async def test_a_thread_that_moves_while_its_run_waits_for_a_slot_is_read_as_it_
     assert done.base_checkpoint == latest.checkpoint_id
 
 
+async def test_a_follower_of_a_run_waiting_here_for_a_slot_reads_nothing_until_it_starts(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    """A run queued here for a slot writes nothing until it takes one: its follower waits
+    for the runner's signal (the slot taken, or the task's end) instead of polling the
+    store, and sees the same events, in the same order, to the same end."""
+    global GATE
+    GATE = asyncio.Event(), asyncio.Event()
+    runner = runner_for(gated_graph(), concurrency=1)
+    reads: list[str] = []
+    read_events, store_get = runner.backend.read_events, runner.store.get
+
+    async def counted_events(thread_id: str, since: int = 0) -> Any:
+        reads.append(thread_id)
+        return await read_events(thread_id, since)
+
+    async def counted_get(run_id: str) -> RunRecord | None:
+        reads.append(run_id)
+        return await store_get(run_id)
+
+    runner.backend.read_events = counted_events  # type: ignore[method-assign]
+    runner.store.get = counted_get  # type: ignore[method-assign]
+    seen: list[Any] = []
+    try:
+        await runner.submit({"n": 0})
+        await asyncio.wait_for(GATE[0].wait(), 30)
+        waiting = await runner.submit({"n": 5})
+
+        async def follow() -> None:
+            seen.extend([e async for e in runner.events(waiting.run_id)])
+
+        follower = asyncio.create_task(follow())
+        await asyncio.sleep(0.3)  # polling from 10 ms, doubling, would look 5 times or more
+        looked = [r for r in reads if r in (waiting.run_id, waiting.thread_id)]
+        GATE[1].set()
+        await asyncio.wait_for(follower, 30)
+    finally:
+        GATE[1].set()
+        GATE = None
+    # Its record read and its thread's events read once as it attached; then nothing.
+    assert looked == [waiting.run_id, waiting.thread_id]
+    stored = [e async for e in runner.events(waiting.run_id, follow=False)]
+    assert [(e.seq, e.type) for e in seen] == [(e.seq, e.type) for e in stored]
+    assert seen[-1].type == "run_end"
+
+
 async def test_leaving_the_queue_is_not_synced_but_the_outcome_is(tmp_path: Path) -> None:
     """The queued -> running write need not wait for the disk (the segment's first durable
     commit carries it there); the run's outcome does. Both ride the run's own units: the

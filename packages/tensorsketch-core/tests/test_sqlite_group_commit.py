@@ -4,6 +4,7 @@ transaction and one commit, and a unit that fails in the group fails alone."""
 from __future__ import annotations
 
 import asyncio
+import queue
 import sqlite3
 import threading
 import time
@@ -44,18 +45,26 @@ async def together(backend: SqliteBackend, *calls: Awaitable[Any]) -> list[Any]:
     """Run ``calls`` so that all of them wait for the worker thread at once: the worker is
     held until every one has reached its queue."""
     gate, holding = threading.Event(), threading.Event()
+    worker = backend._worker
+    queued: list[int] = []  # the calls in each queue item (one item per loop turn)
+    queue_all = worker._queue_all
+
+    def counted(items: list[Any]) -> None:
+        queued.append(len(items))
+        queue_all(items)
 
     def hold() -> None:
         holding.set()
         gate.wait()
 
-    held = backend._worker.run(hold)
+    worker._queue_all = counted  # type: ignore[method-assign]
+    held = worker.run(hold)
     tasks = [asyncio.ensure_future(c) for c in calls]
     for _ in range(1000):
-        if holding.is_set() and backend._worker._queue.qsize() >= len(calls):
+        if holding.is_set() and sum(queued) >= len(calls) + 1:
             break
         await asyncio.sleep(0.001)
-    assert backend._worker._queue.qsize() == len(calls)
+    assert sum(queued) == len(calls) + 1
     gate.set()
     await held
     return await asyncio.gather(*tasks, return_exceptions=True)
@@ -245,4 +254,57 @@ async def test_a_unit_that_cannot_fail_half_done_runs_without_a_savepoint(
         "ROLLBACK TO tensorsketch_unit",
         "RELEASE tensorsketch_unit",
     ]
+
+
+async def test_a_turns_units_reach_the_worker_as_one_queue_item(tmp_path: Path) -> None:
+    # Each put may wake the worker (a futex call and a GIL hand-off) to take one unit: the
+    # units a turn made go in one put, and the worker still takes them in order.
+    backend = CountingBackend(tmp_path / "turn.db")
+    await _table(backend)
+    puts: list[Any] = []
+
+    class Counting(queue.SimpleQueue[Any]):
+        def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+            puts.append(item)
+            super().put(item, block, timeout)
+
+    backend._worker.stop()
+    backend._worker._queue = Counting()
+    before = backend.transactions
+    results = await asyncio.gather(
+        *(backend.run_queries("test", _insert(n)) for n in range(1, 9)),
+        backend.run_queries("test", [Query("SELECT count(*) FROM t", fetch="one")]),
+    )
+    assert len(puts) == 1 and len(puts[0]) == 9
+    assert results[-1] == [(8,)]  # in order: the eight inserts came before the count
+    assert backend.transactions - before == 1  # still one group commit
+    await backend.aclose()
+
+
+async def test_a_group_takes_units_from_turns_already_waiting(tmp_path: Path) -> None:
+    # Units of two turns that wait for the worker together still share one commit: the
+    # group gathers from the first turn's list and then from the lists queued behind it.
+    backend = CountingBackend(tmp_path / "turns.db")
+    store = backend.run_store()
+    await store.create(record(0))
+    before = backend.transactions
+    gate, holding = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        holding.set()
+        gate.wait()
+
+    held = backend._worker.run(hold)
+    first = asyncio.gather(*(store.create(record(n)) for n in range(1, 4)))
+    await asyncio.sleep(0.01)  # a turn of its own
+    second = asyncio.gather(*(store.create(record(n)) for n in range(4, 7)))
+    for _ in range(1000):
+        if holding.is_set() and backend._worker._queue.qsize() >= 2:
+            break
+        await asyncio.sleep(0.001)
+    assert backend._worker._queue.qsize() == 2
+    gate.set()
+    await held
+    assert [created for _, created in await first + await second] == [True] * 6
+    assert backend.transactions - before == 1
     await backend.aclose()

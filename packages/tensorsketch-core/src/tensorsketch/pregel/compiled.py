@@ -371,6 +371,7 @@ class CompiledGraph(Generic[S]):
         follow: bool = False,
         until: Callable[[], Awaitable[bool]] | None = None,
         poll_interval: float = 0.5,
+        wait: Callable[[float], Awaitable[bool]] | None = None,
     ) -> AsyncIterator[Event]:
         """Yield the persisted events of a thread with ``seq >= since``, in order.
 
@@ -380,7 +381,10 @@ class CompiledGraph(Generic[S]):
         suspended) — or, when ``until`` is given, until ``until()`` says the run stopped
         moving and no event is left (a thread resumed later goes on past an ``interrupt``).
         New events are looked for quickly at first and then every ``poll_interval`` seconds
-        at most; no event is skipped or repeated.
+        at most; no event is skipped or repeated. ``wait``, when given, is awaited instead of
+        sleeping between two looks, with the delay it would have slept; it returns whether
+        the run moved (look again at once, and quickly after): a runner waits there on its
+        own signal for a run it executes instead of polling the store.
         """
         check_thread_id(thread_id)
         if not poll_interval > 0:
@@ -407,7 +411,11 @@ class CompiledGraph(Generic[S]):
                 if not await backend.read_events(thread_id, cursor):
                     return
                 continue
-            await asyncio.sleep(delay)
+            if wait is None:
+                await asyncio.sleep(delay)
+            elif await wait(delay):
+                delay = 0.01
+                continue
             delay = min(delay * 2, poll_interval)
 
     # -- inspecting -------------------------------------------------------------------------

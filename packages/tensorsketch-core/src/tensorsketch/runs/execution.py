@@ -107,6 +107,7 @@ class Execution:
         # Its waiters wake once the task is gone, so what they do next (approve, signal)
         # starts a new one; they get the record it stopped with.
         self.wake_waiters(run_id)
+        state.wake_followers(run_id)
         state.known.pop(run_id, None)
         state.latest.pop(run_id, None)
         state.turns.pop(run_id, None)
@@ -134,7 +135,10 @@ class Execution:
             while queued:  # again when a folded submit's opening left it queued
                 queued = False
                 await self._wait_turn(run_id)
+                state.for_slot.add(run_id)
                 async with state.slots:
+                    state.for_slot.discard(run_id)
+                    state.wake_followers(run_id)
                     if counted:
                         state.waiting_new -= 1
                         counted = False
@@ -182,6 +186,7 @@ class Execution:
         except Exception:  # pragma: no cover - reported, never lost: the record says where it is
             log.exception("run %s: the runner could not store its outcome", run_id)
         finally:
+            state.for_slot.discard(run_id)  # cancelled while it waited for one
             if counted:
                 state.waiting_new -= 1
 

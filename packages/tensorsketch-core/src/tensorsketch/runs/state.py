@@ -80,6 +80,12 @@ class RunnerState:
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     #: Set when a run executed here stops moving, to wake its ``await_run`` callers.
     settled_events: dict[str, Settled] = field(default_factory=dict)
+    #: Runs whose turn on their thread has come and that wait here for a slot: nothing of
+    #: theirs is written until they take one, so their followers wait instead of polling.
+    for_slot: set[str] = field(default_factory=set)
+    #: Set (and dropped) when a run executing here takes its slot or its task ends, to wake
+    #: its followers (``AsyncRunner.events``).
+    moved: dict[str, asyncio.Event] = field(default_factory=dict)
     #: The last record this process stored for a run it executes (handed to its waiters).
     final: dict[str, RunRecord] = field(default_factory=dict)
     #: New runs waiting for a slot (what ``max_queued`` bounds), and runs executing.
@@ -157,6 +163,12 @@ class RunnerState:
                 listener(record)
             except Exception:  # a listener never breaks a run
                 log.exception("a run listener failed")
+
+    def wake_followers(self, run_id: str) -> None:
+        """Wake the followers of ``run_id`` waiting for it to move (see :attr:`moved`)."""
+        moved = self.moved.pop(run_id, None)
+        if moved is not None:
+            moved.set()
 
     def note_wake(self, wake_at: float | None) -> None:
         """Wake the timer loop early when ``wake_at`` comes before the timer it sleeps to."""

@@ -369,12 +369,29 @@ class Submission:
             current = await state.store.get(run_id)
             return current is None or state.settled(current)
 
+        async def wait(delay: float) -> bool:
+            # A run waiting here for a slot writes nothing until it takes one (or its task
+            # ends, cancelled): wait for that, reading nothing. One executing here wakes its
+            # followers as its task ends; any other run is polled.
+            if run_id in state.for_slot:
+                await state.moved.setdefault(run_id, asyncio.Event()).wait()
+                return True
+            if run_id not in state.tasks:
+                await asyncio.sleep(delay)
+                return False
+            moved = state.moved.setdefault(run_id, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):  # not wait_for (see Loops._timers_forever)
+                    await moved.wait()
+            return moved.is_set()
+
         async for event in state.graph.replay(
             record.thread_id,
             state.backend,
             since=start,
             follow=follow,
             until=settled,
+            wait=wait,
         ):
             yield event
 

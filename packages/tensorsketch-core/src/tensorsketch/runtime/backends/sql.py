@@ -33,6 +33,7 @@ still agree on when a lease expired.
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import queue
 import threading
@@ -1333,7 +1334,9 @@ class _DriverThread:
         self._queue_all(self._turns.pop(loop))
 
     def _queue_all(self, calls: list[Any]) -> None:
-        """Put ``calls`` in the worker's queue, starting the worker if it is not running."""
+        """Put ``calls`` in the worker's queue as one item, starting the worker if it is not
+        running: one put per turn, not one per call, and one get for the worker to take
+        them all (a put wakes the worker only when it is blocked on the queue)."""
         if self._thread is None or not self._thread.is_alive():
             with self._start_lock:
                 if self._thread is None or not self._thread.is_alive():
@@ -1342,9 +1345,7 @@ class _DriverThread:
                     )
                     self._thread.daemon = True
                     self._thread.start()
-        put = self._queue.put
-        for item in calls:
-            put(item)
+        self._queue.put(calls)
 
     def stop(self) -> None:
         """Let the thread finish once the calls queued so far are done (a later call starts
@@ -1357,32 +1358,47 @@ class _DriverThread:
 
 
 def _serve(calls: queue.SimpleQueue[Any]) -> None:
-    held: Any = _NOTHING  # a call taken from the queue while gathering a group, run next
-    while (item := calls.get() if held is _NOTHING else held) is not None:
-        held = _NOTHING
+    """The worker's loop: each queue item is the list of calls one loop turn made (``None``:
+    stop once the calls before it are done), run in order; a grouped call takes the calls
+    for the same function right behind it, from its list and from lists already waiting."""
+    pending: collections.deque[Any] = collections.deque()
+    stopping = False
+    while True:
+        if pending:
+            item = pending.popleft()
+        elif stopping or (turn := calls.get()) is None:
+            return
+        elif len(turn) == 1:  # a lone unit's turn (the common case when the loop is idle)
+            item = turn[0]
+        else:
+            pending.extend(turn)
+            item = pending.popleft()
         fn, args, loop, future, grouped = item
         if not grouped:
             _answer([(loop, future, _attempt(fn, *args))])
             continue
         group = [item]
         while len(group) < _GROUP_LIMIT:
-            try:
-                waiting = calls.get_nowait()
-            except queue.Empty:
+            if not pending:
+                if stopping:
+                    break
+                try:
+                    turn = calls.get_nowait()
+                except queue.Empty:
+                    break
+                if turn is None:
+                    stopping = True
+                    break
+                pending.extend(turn)
+            waiting = pending[0]
+            if not waiting[4] or waiting[0] != fn:
                 break
-            if waiting is None or not waiting[4] or waiting[0] != fn:
-                held = waiting
-                break
-            group.append(waiting)
+            group.append(pending.popleft())
         try:
             outcomes = fn([g[1] for g in group])
         except Exception as exc:
             outcomes = [(None, exc)] * len(group)
         _answer([(g[2], g[3], o) for g, o in zip(group, outcomes, strict=True)])
-
-
-#: No call held back (``None`` in the queue is the signal to stop).
-_NOTHING = object()
 
 
 def _answer(answers: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], _Outcome]]) -> None:
