@@ -15,7 +15,8 @@ The thread id sits in a hash tag (``{...}``), so all keys of a thread live in on
 slot and the multi-key scripts below stay valid there. A run opens its thread with one script
 call (lease, input checkpoint, the reads a resume needs: the latest checkpoint's chain of bases,
 followed inside the script) and commits each superstep with one
-(events, checkpoint, and the lease with the last). Every write is idempotent (a save that
+(events, checkpoint, and the lease with the last); a folded submit's opening stores its run's
+record in the same script (:data:`_FOLD`). Every write is idempotent (a save that
 redis-py retries after a dropped reply does not append twice). Durability is whatever
 the server is configured for: use AOF (``appendonly yes``) if checkpoints must survive a
 Redis restart.
@@ -55,7 +56,7 @@ from tensorsketch.runtime.backends.base import (
     lease_lost,
 )
 from tensorsketch.runtime.backends.redis_pool import QuickPool
-from tensorsketch.runtime.backends.redis_runs import _RIDE, RedisRunStore
+from tensorsketch.runtime.backends.redis_runs import _INSERT_IN_TURN, _RIDE, RedisRunStore
 from tensorsketch.runtime.backends.rides import RecordRide
 from tensorsketch.serializers import Serializer
 
@@ -310,6 +311,39 @@ def _carrying(source: str) -> str:
         )
     return combined
 
+
+# A folded submit's opening (RecordRide.insert; see RedisBackend.folds_submits): the run's
+# insert (redis_runs._INSERT_IN_TURN: the record and its indexes exactly as
+# RedisRunStore.create stores them, then the oldest queued or running run of its thread),
+# then _OPEN only if that run is the new one (its lease, input checkpoint and reads; refused:
+# {0, 0, ''}), then the ride (redis_runs._RIDE), whose write goes only where _OPEN took the
+# lease. One script, so nothing sees the record without the rest, nor a crash splits them.
+# KEYS: _OPEN's. ARGV: _OPEN's, then the insert's one argument, then the ride's: its text
+# arguments packed (msgpack), the encoded record after them if it writes one. Returns
+# _OPEN's reply with the ride's (an integer) in front; an insert refused (the run id is
+# taken: TSRUNEXISTS) is the error reply, nothing written.
+_FOLD = """
+local n = #ARGV
+local turn = insert({ARGV[n - 1]})
+if turn.err then return turn end
+local blob = ARGV[n]
+local off, p = cmsgpack.unpack_one(blob)
+local ua = {}
+for i = 1, n - 2 do ua[i] = ARGV[i] end
+local reply = {0, 0, ''}
+if turn[1] == 1 and turn[2] == p[2] then reply = unit(KEYS, ua) end
+local ra = {p[1], p[2], p[3], '0'}
+if reply[1] == 1 and p[4] == '1' then
+  ra = {p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], string.sub(blob, off + 1), p[9], p[10]}
+end
+table.insert(reply, 1, ride({KEYS[1]}, ra))
+return reply
+"""
+_FOLDING = (
+    f"local function insert(ARGV)\n{_INSERT_IN_TURN}\nend\n"
+    f"local function unit(KEYS, ARGV)\n{_OPEN}\nend\n"
+    f"local function ride(KEYS, ARGV)\n{_RIDE}\nend\n{_FOLD}"
+)
 
 # A script and a read of a thread's head as one: the script's body becomes a function of its
 # ARGV. KEYS: the thread's cp, ev. Returns {the script's reply, the newest checkpoint's id or
@@ -720,13 +754,22 @@ class RedisBackend(Backend):
         else:
             args += ["1", initial.checkpoint_id, _encode_checkpoint(initial)]
             args += [part for pair in initial.blobs for part in pair]
+        if ride is not None and ride.insert is not None:  # a folded submit's (folds_submits)
+            async with self._use("storing the run and opening its thread") as client:
+                reply: list[Any] = await self._folding(client, thread_id, owner, keys, args, ride)
+            return self._opening(thread_id, reply)
         async with self._use("opening the thread") as client:
             if ride is None:
-                reply: list[Any] = await self._call(client, _OPEN, keys, args)
+                reply = await self._call(client, _OPEN, keys, args)
             else:  # the ride's write after the lease, only where it was taken
                 reply = await self._riding(
                     client, thread_id, (_OPEN, keys, args), None, ride, owner, answer=True
                 )
+        return self._opening(thread_id, reply)
+
+    @staticmethod
+    def _opening(thread_id: str, reply: list[Any]) -> ThreadOpening:
+        """What :data:`_OPEN`'s reply says."""
         acquired, created, seq = int(reply[0]), int(reply[1]), reply[2]
         if not acquired:
             return ThreadOpening(acquired=False, checkpoints=[], last_event_seq=None)
@@ -769,6 +812,48 @@ class RedisBackend(Backend):
                 await self._riding(client, thread_id, (_COMMIT, keys, args), fence, ride)
                 return
             await self._fenced_call(client, _COMMIT, thread_id, fence, keys, args)
+
+    async def _folding(
+        self,
+        client: aioredis.Redis,
+        thread_id: str,
+        owner: str,
+        keys: list[str],
+        args: list[Any],
+        ride: RecordRide,
+    ) -> list[Any]:
+        """:meth:`open_thread` for a folded submit (:data:`_FOLD`, one ``EVALSHA``): the
+        run's insert, then the opening and the ride's write only where the run heads its
+        thread's queue. Sets ``ride.result`` whether or not the lease was taken; returns
+        :data:`_OPEN`'s reply."""
+        store = self.run_store()
+        assert ride.insert is not None
+        text, record = store.ride_args(ride, owner)
+        packed = ormsgpack.packb(text)
+        if record is not None:
+            packed += record
+        arguments = [*args, *store.insert_args(ride.insert), packed]
+        for attempt in range(2):
+            sha = self._carrier_shas.get(_FOLDING)
+            if sha is None:
+                sha = self._carrier_shas[_FOLDING] = await self._sha(client, _FOLDING)
+            try:
+                reply = await client.evalsha(sha, len(keys), *keys, *arguments)
+                break
+            except redis_errors.ResponseError as exc:
+                if _no_script(exc) and attempt == 0:
+                    self._loaded.clear()  # the server lost its scripts: nothing ran
+                    self._carrier_shas.clear()
+                    continue
+                raise
+        ride.result = store.ride_result(ride, reply[0])
+        return list(reply[1:])
+
+    @property
+    def folds_submits(self) -> bool:  # type: ignore[override]
+        """A submit's insert may ride its run's opening (:attr:`Backend.folds_submits`)
+        once the run store is in use (its key layout checked), as rides do."""
+        return self.carries_rides
 
     # -- rides ------------------------------------------------------------------------------
 

@@ -282,7 +282,7 @@ class RedisRunStore(RunStore):
         async with self.backend._use("creating a run") as client:
             if not self._ready:
                 await self._check_layout(client)
-            reply = await self.backend._call(client, _INSERT, [], self._insert_args(record))
+            reply = await self.backend._call(client, _INSERT, [], self.insert_args(record))
         if int(reply[0]) == 1:
             return record, True
         existing = self._decode(reply[1:])
@@ -297,7 +297,7 @@ class RedisRunStore(RunStore):
             if not self._ready:
                 await self._check_layout(client)
             reply, head = await self.backend.script_reading_head(
-                client, _INSERT_IN_TURN, self._insert_args(record), record.thread_id
+                client, _INSERT_IN_TURN, self.insert_args(record), record.thread_id
             )
         if int(reply[0]) == 1:
             return InTurn(record, True, _text(reply[1]) or None, head)
@@ -305,8 +305,9 @@ class RedisRunStore(RunStore):
         assert existing is not None
         return InTurn(existing, False, None)
 
-    def _insert_args(self, record: RunRecord) -> list[Any]:
-        """:data:`_INSERT`'s one argument: the rest packed, then the encoded record."""
+    def insert_args(self, record: RunRecord) -> list[Any]:
+        """:data:`_INSERT`'s one argument: the rest packed, then the encoded record (a
+        folded submit's opening sends the same one: ``RedisBackend.open_thread``)."""
         r = record
         text = [
             self.base,
