@@ -122,3 +122,52 @@ async def test_a_runner_run_leaves_no_cycle() -> None:
     finally:
         await runner.aclose()
     assert not found, found
+
+
+def _alive(*names: str) -> Counter[str]:
+    """How many objects of these classes are still reachable, after a collection."""
+    gc.collect()
+    return Counter(n for o in gc.get_objects() if (n := type(o).__qualname__) in names)
+
+
+async def test_a_finished_runner_run_keeps_nothing_of_its_own() -> None:
+    # A run's heartbeat slept on a timer made in the run's context; cancelled as the run
+    # ended, the timer stayed in the loop's heap for a third of the lease TTL, and its
+    # context kept the run's rider, inbox and records alive (into the oldest generation).
+    agent, backend = create_agent(_Scripted(), tools=[settle]), InMemoryBackend()
+    runner = AsyncRunner(agent, backend=backend)
+    await runner.start()
+    try:
+        for i in range(3):
+            record = await runner.submit({"query": "settle"}, thread_id=f"t-{i}")
+            done = await runner.await_run(record.run_id)
+            assert done.status == "succeeded", done
+        await asyncio.sleep(0)
+        # (The records themselves: the in-memory backend keeps them.)
+        assert not _alive("RunRider", "RecordInbox", "Folding", "RunJournal")
+        state = runner._state
+        assert not (state.tasks or state.known or state.riders or state.folds)
+        assert not (state.settled_events or state.final or state.run_threads)
+    finally:
+        await runner.aclose()
+
+
+async def test_a_short_durable_run_makes_no_heartbeat_task() -> None:
+    # The lease is renewed every third of its TTL: a run shorter than that needs no task
+    # sleeping to renew it (one per run, cancelled as the run ended).
+    agent, backend = create_agent(_Scripted(), tools=[settle]), InMemoryBackend()
+    await agent.invoke({"query": "settle"}, thread_id="warm", backend=backend)
+    made: list[str] = []
+    loop = asyncio.get_running_loop()
+    create_task = loop.create_task
+
+    def counted(coro: Any, **kwargs: Any) -> Any:
+        made.append(coro.__qualname__)
+        return create_task(coro, **kwargs)
+
+    loop.create_task = counted  # type: ignore[method-assign]
+    try:
+        await agent.invoke({"query": "settle"}, thread_id="t", backend=backend)
+    finally:
+        del loop.create_task
+    assert "Lease._renew" not in made, made
