@@ -20,6 +20,7 @@ from typing import Any
 from tensorsketch import ChatProvider, Completion, Context, InMemoryBackend, create_agent, tool
 from tensorsketch.messages import ToolCall, assistant
 from tensorsketch.runs import AsyncRunner
+from tensorsketch.runtime.backends.runs import RunRecord
 from tensorsketch.serializers import MsgpackSerializer
 
 
@@ -171,3 +172,31 @@ async def test_a_short_durable_run_makes_no_heartbeat_task() -> None:
     finally:
         del loop.create_task
     assert "Lease._renew" not in made, made
+
+
+async def test_a_runs_move_to_running_is_one_object() -> None:
+    # The change each segment's begin write applies was a closure over five values: six
+    # objects for the collector (the function and its cells); it is one.
+    agent, backend = create_agent(_Scripted(), tools=[settle]), InMemoryBackend()
+    runner = AsyncRunner(agent, backend=backend)
+    execution = runner._execution
+    kept = [execution._beginning("warm", 0, takeover=False)]  # the call's caches filled
+    gc.collect()
+    gc.disable()
+    try:
+        before = gc.get_count()[0]
+        kept.append(None)
+        idle = gc.get_count()[0] - before  # what measuring itself counts
+        before = gc.get_count()[0]
+        kept.append(execution._beginning("ckpt", 3, takeover=False))
+        made = gc.get_count()[0] - before - idle
+    finally:
+        gc.enable()
+    assert made == 1, made
+    begin = kept[-1]
+    record = RunRecord(run_id="r", thread_id="t", owner=runner._state.owner)
+    running = begin(record)
+    assert running is not None and running.status == "running"
+    assert (running.base_checkpoint, running.first_seq, running.attempts) == ("ckpt", 3, 1)
+    assert begin(record.replace(owner="somebody else")) is None
+    assert execution._beginning("", 0, takeover=True)(record.replace(status="running"))
