@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -200,3 +201,24 @@ async def test_a_runs_move_to_running_is_one_object() -> None:
     assert (running.base_checkpoint, running.first_seq, running.attempts) == ("ckpt", 3, 1)
     assert begin(record.replace(owner="somebody else")) is None
     assert execution._beginning("", 0, takeover=True)(record.replace(status="running"))
+
+
+async def test_a_durable_runs_store_writes_make_no_async_generator() -> None:
+    # store_guard and the journal's fenced writes were generator-based context managers:
+    # an async generator (tracked by the event loop) and half a dozen calls per write.
+    agent, backend = create_agent(_Scripted(), tools=[settle]), InMemoryBackend()
+    await agent.invoke({"query": "settle"}, thread_id="warm", backend=backend)
+    made: list[str] = []
+    firstiter, finalizer = sys.get_asyncgen_hooks()
+
+    def counted(agen: Any) -> None:
+        made.append(agen.__qualname__)
+        if firstiter is not None:
+            firstiter(agen)
+
+    sys.set_asyncgen_hooks(firstiter=counted, finalizer=finalizer)
+    try:
+        await agent.invoke({"query": "settle"}, thread_id="t", backend=backend)
+    finally:
+        sys.set_asyncgen_hooks(firstiter=firstiter, finalizer=finalizer)
+    assert not {"store_guard", "RunJournal._fenced"} & set(made), made
