@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -20,6 +21,7 @@ from typing import Any
 from tensorsketch import ChatProvider, Completion, Context, InMemoryBackend, create_agent, tool
 from tensorsketch.messages import ToolCall, assistant
 from tensorsketch.runs import AsyncRunner
+from tensorsketch.runtime.backends.runs import RunRecord
 from tensorsketch.serializers import MsgpackSerializer
 
 
@@ -122,3 +124,101 @@ async def test_a_runner_run_leaves_no_cycle() -> None:
     finally:
         await runner.aclose()
     assert not found, found
+
+
+def _alive(*names: str) -> Counter[str]:
+    """How many objects of these classes are still reachable, after a collection."""
+    gc.collect()
+    return Counter(n for o in gc.get_objects() if (n := type(o).__qualname__) in names)
+
+
+async def test_a_finished_runner_run_keeps_nothing_of_its_own() -> None:
+    # A run's heartbeat slept on a timer made in the run's context; cancelled as the run
+    # ended, the timer stayed in the loop's heap for a third of the lease TTL, and its
+    # context kept the run's rider, inbox and records alive (into the oldest generation).
+    agent, backend = create_agent(_Scripted(), tools=[settle]), InMemoryBackend()
+    runner = AsyncRunner(agent, backend=backend)
+    await runner.start()
+    try:
+        for i in range(3):
+            record = await runner.submit({"query": "settle"}, thread_id=f"t-{i}")
+            done = await runner.await_run(record.run_id)
+            assert done.status == "succeeded", done
+        await asyncio.sleep(0)
+        # (The records themselves: the in-memory backend keeps them.)
+        assert not _alive("RunRider", "RecordInbox", "Folding", "RunJournal")
+        state = runner._state
+        assert not (state.tasks or state.known or state.riders or state.folds)
+        assert not (state.settled_events or state.final or state.run_threads)
+    finally:
+        await runner.aclose()
+
+
+async def test_a_short_durable_run_makes_no_heartbeat_task() -> None:
+    # The lease is renewed every third of its TTL: a run shorter than that needs no task
+    # sleeping to renew it (one per run, cancelled as the run ended).
+    agent, backend = create_agent(_Scripted(), tools=[settle]), InMemoryBackend()
+    await agent.invoke({"query": "settle"}, thread_id="warm", backend=backend)
+    made: list[str] = []
+    loop = asyncio.get_running_loop()
+    create_task = loop.create_task
+
+    def counted(coro: Any, **kwargs: Any) -> Any:
+        made.append(coro.__qualname__)
+        return create_task(coro, **kwargs)
+
+    loop.create_task = counted  # type: ignore[method-assign]
+    try:
+        await agent.invoke({"query": "settle"}, thread_id="t", backend=backend)
+    finally:
+        del loop.create_task
+    assert "Lease._renew" not in made, made
+
+
+async def test_a_runs_move_to_running_is_one_object() -> None:
+    # The change each segment's begin write applies was a closure over five values: six
+    # objects for the collector (the function and its cells); it is one.
+    agent, backend = create_agent(_Scripted(), tools=[settle]), InMemoryBackend()
+    runner = AsyncRunner(agent, backend=backend)
+    execution = runner._execution
+    kept = [execution._beginning("warm", 0, takeover=False)]  # the call's caches filled
+    gc.collect()
+    gc.disable()
+    try:
+        before = gc.get_count()[0]
+        kept.append(None)
+        idle = gc.get_count()[0] - before  # what measuring itself counts
+        before = gc.get_count()[0]
+        kept.append(execution._beginning("ckpt", 3, takeover=False))
+        made = gc.get_count()[0] - before - idle
+    finally:
+        gc.enable()
+    assert made == 1, made
+    begin = kept[-1]
+    record = RunRecord(run_id="r", thread_id="t", owner=runner._state.owner)
+    running = begin(record)
+    assert running is not None and running.status == "running"
+    assert (running.base_checkpoint, running.first_seq, running.attempts) == ("ckpt", 3, 1)
+    assert begin(record.replace(owner="somebody else")) is None
+    assert execution._beginning("", 0, takeover=True)(record.replace(status="running"))
+
+
+async def test_a_durable_runs_store_writes_make_no_async_generator() -> None:
+    # store_guard and the journal's fenced writes were generator-based context managers:
+    # an async generator (tracked by the event loop) and half a dozen calls per write.
+    agent, backend = create_agent(_Scripted(), tools=[settle]), InMemoryBackend()
+    await agent.invoke({"query": "settle"}, thread_id="warm", backend=backend)
+    made: list[str] = []
+    firstiter, finalizer = sys.get_asyncgen_hooks()
+
+    def counted(agen: Any) -> None:
+        made.append(agen.__qualname__)
+        if firstiter is not None:
+            firstiter(agen)
+
+    sys.set_asyncgen_hooks(firstiter=counted, finalizer=finalizer)
+    try:
+        await agent.invoke({"query": "settle"}, thread_id="t", backend=backend)
+    finally:
+        sys.set_asyncgen_hooks(firstiter=firstiter, finalizer=finalizer)
+    assert not {"store_guard", "RunJournal._fenced"} & set(made), made

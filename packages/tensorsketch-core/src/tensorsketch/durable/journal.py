@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any, Protocol
 
 from tensorsketch.durable.blobs import hydrate
 from tensorsketch.durable.checkpoint import Checkpoint
 from tensorsketch.durable.event_rows import encode_events
-from tensorsketch.durable.guard import store_guard
+from tensorsketch.durable.guard import _StoreGuard, store_guard
 from tensorsketch.durable.ladder import LadderWriter, PlanEntry, Position, rebuild
 from tensorsketch.durable.lease import Lease
 from tensorsketch.durable.lineage import ForkResolver
@@ -79,6 +80,29 @@ class Opened:
 
     restored: Restored | None = None
     created: str | None = None
+
+
+class _Fenced(_StoreGuard):
+    """:meth:`RunJournal._fenced`: :func:`store_guard`, and a refused fence marks the lease
+    lost (a plain class: no async generator per write)."""
+
+    __slots__ = ("lease",)
+
+    def __init__(self, lease: Lease, backend: Backend, what: str) -> None:
+        self.lease = lease
+        self.backend = backend
+        self.what = what
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if isinstance(exc, LeaseLostError):
+            self.lease.mark_lost()
+            return
+        await super().__aexit__(exc_type, exc, tb)
 
 
 class RunJournal:
@@ -625,16 +649,10 @@ class RunJournal:
                 await self.backend.record_effects(self.thread_id, items)
         self.seen.update(key for key, _ in items)
 
-    @contextlib.asynccontextmanager
-    async def _fenced(self, what: str) -> AsyncIterator[None]:
+    def _fenced(self, what: str) -> _Fenced:
         """A write of this run: a lost connection is ``BackendUnavailableError``; a refused
         fence marks the lease lost, so nothing else of this run is written."""
-        try:
-            async with store_guard(self.backend, what):
-                yield
-        except LeaseLostError:
-            self.lease.mark_lost()
-            raise
+        return _Fenced(self.lease, self.backend, what)
 
     async def lookup_many(self, keys: list[str]) -> dict[str, Any]:
         """The recorded values among ``keys``, in one store round trip (none when this run

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import time
 
 from tensorsketch.durable.guard import store_guard
@@ -25,6 +26,13 @@ LEASE_TTL = 30.0
 HEARTBEAT_STOP_WAIT = 2.0
 
 
+#: The context a heartbeat's timer runs in: nothing of the run's. A cancelled timer stays in
+#: the event loop's heap until it would have fired (a third of the TTL), holding its context;
+#: one that held the run's context kept the run's objects (its runner's rider and records)
+#: alive that long.
+_BARE = contextvars.Context()
+
+
 def _drain_task(task: asyncio.Task[None]) -> None:
     """Retrieve a finished background task's outcome so asyncio does not log it."""
     if not task.cancelled():
@@ -38,8 +46,10 @@ class Lease:
     """
 
     __slots__ = (
+        "_context",
         "_heartbeat",
         "_stopping",
+        "_timer",
         "_until",
         "backend",
         "held",
@@ -58,7 +68,12 @@ class Lease:
         self.held = False
         #: Whether the lease lapsed or was taken over: nothing more of this run is written.
         self.lost = False
+        #: The renewal in flight, if any (a task only while one is: most runs see none).
         self._heartbeat: asyncio.Task[None] | None = None
+        #: The next renewal's timer, and the context it runs in (the holder's, as a task
+        #: made by :meth:`hold` would have; dropped when the heartbeat stops).
+        self._timer: asyncio.TimerHandle | None = None
+        self._context: contextvars.Context | None = None
         self._stopping = False
         self._until = 0.0
 
@@ -78,7 +93,23 @@ class Lease:
         self.held = True
         self._until = time.monotonic() + self.ttl
         self._stopping = False
-        self._heartbeat = asyncio.get_running_loop().create_task(self._renew())
+        self._context = contextvars.copy_context()
+        if self._timer is not None:  # held again without a stop: one heartbeat, not two
+            self._timer.cancel()
+        self._schedule()
+
+    def _schedule(self) -> None:
+        """Arm the next renewal, a third of the TTL from now: a timer, not a sleeping task,
+        so a run shorter than that allocates no task and leaves nothing of its own behind."""
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(self.ttl / 3, self._tick, context=_BARE)
+
+    def _tick(self) -> None:
+        self._timer = None
+        if self._stopping or self._context is None:
+            return
+        loop = asyncio.get_running_loop()
+        self._heartbeat = loop.create_task(self._renew(), context=self._context)
 
     def ensure(self) -> None:
         """Raise :class:`LeaseLostError` if the lease is known lost, or has run out by this
@@ -105,19 +136,21 @@ class Lease:
         self.held = False
 
     async def _renew(self) -> None:
-        # ``_stopping`` ends the loop even when the driver ate the cancellation (redis-py's
-        # ``wait_for`` can swallow it; psycopg_pool can turn it into ``PoolTimeout``).
-        while not self._stopping:
-            await asyncio.sleep(self.ttl / 3)
-            asked = time.monotonic()
-            try:
-                ok = await self.backend.renew_lease(self.thread_id, self.owner, self.ttl)
-            except Exception:
-                continue  # a transient store error: the next checkpoint write will tell
+        """One renewal, then the next one armed. ``_stopping`` ends the heartbeat even when
+        the driver ate the cancellation (redis-py's ``wait_for`` can swallow it;
+        psycopg_pool can turn it into ``PoolTimeout``)."""
+        asked = time.monotonic()
+        try:
+            ok = await self.backend.renew_lease(self.thread_id, self.owner, self.ttl)
+        except Exception:
+            pass  # a transient store error: the next checkpoint write will tell
+        else:
             if not ok and not self._stopping:  # lapsed or taken over: never win it back
                 self.lost = True
                 return
             self._until = asked + self.ttl
+        if not self._stopping:
+            self._schedule()
 
     async def stop_heartbeat(self) -> None:
         """Stop renewing: cancel the heartbeat and wait for it, but never for long.
@@ -127,10 +160,16 @@ class Lease:
         release only keeps the lease for one more TTL, as a crash would). The caller's own
         cancellation is never swallowed here.
         """
-        heartbeat, self._heartbeat = self._heartbeat, None
-        if heartbeat is None:
-            return
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+        self._context = None
         self._stopping = True
+        heartbeat, self._heartbeat = self._heartbeat, None
+        if heartbeat is None or heartbeat.done():
+            if heartbeat is not None:
+                _drain_task(heartbeat)
+            return
         heartbeat.cancel()
         await asyncio.wait([heartbeat], timeout=HEARTBEAT_STOP_WAIT)
         if not heartbeat.done():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import logging
 from collections.abc import Awaitable, Callable
@@ -33,6 +34,9 @@ from tensorsketch.runtime.backends.runs import ACTIVE, RunRecord, RunStore, Thre
 from tensorsketch.steering import INBOX
 
 __all__ = ["Execution"]
+
+#: The context the runner's own bookkeeping callbacks run in (they read no variable of it).
+_BARE = contextvars.Context()
 
 log = logging.getLogger("tensorsketch.runs")
 
@@ -99,7 +103,8 @@ class Execution:
             self._execute(run_id, new=new, takeover=takeover), name=f"tensorsketch-run-{run_id}"
         )
         state.tasks[run_id] = task
-        task.add_done_callback(functools.partial(self._forget, run_id))
+        # Bookkeeping that reads no context variable: no copy of the caller's context each.
+        task.add_done_callback(functools.partial(self._forget, run_id), context=_BARE)
 
     def _forget(self, run_id: str, _task: object = None) -> None:
         state = self.state
@@ -362,42 +367,10 @@ class Execution:
         state.notify(fixed)
         return fixed
 
-    def _beginning(
-        self, latest_id: str, first_seq: int, *, takeover: bool
-    ) -> Callable[[RunRecord], RunRecord | None]:
+    def _beginning(self, latest_id: str, first_seq: int, *, takeover: bool) -> _Begin:
         """The change that moves a run to ``running`` here, with its thread standing at
         ``latest_id`` / ``first_seq`` if this is its first segment."""
-        state = self.state
-        at = now()
-
-        def begin(current: RunRecord) -> RunRecord | None:
-            if current.status == "queued" or (takeover and current.status == "running"):
-                if current.owner != state.owner:
-                    return None
-            elif current.status == "suspended":
-                if not (all_decided(current) or due(current, at)):
-                    return None
-            else:
-                return None
-            return current.replace(
-                status="running",
-                owner=state.owner,
-                lease_expires_at=at + state.lease_ttl,
-                started_at=current.started_at or at,
-                # A takeover (or a retry here) counts the interrupted segment up to now.
-                active_seconds=active_seconds(current, at)
-                if current.status == "running"
-                else (current.active_seconds),
-                segment_started_at=at,
-                updated_at=at,  # what a write that rides keeps (a store's write stamps its own)
-                attempts=current.attempts + 1,
-                base_checkpoint=(
-                    current.base_checkpoint if current.base_checkpoint is not None else latest_id
-                ),
-                first_seq=current.first_seq if current.first_seq is not None else first_seq,
-            )
-
-        return begin
+        return _Begin(self.state, now(), latest_id, first_seq, takeover)
 
     def _began(self, run_id: str, stored: RunRecord | None, latest_id: str) -> RunRecord | None:
         state = self.state
@@ -797,6 +770,51 @@ async def _bounded(
         if deadline.expired():
             raise _RunTimedOut from exc
         raise
+
+
+class _Begin:
+    """A run's move to ``running`` here (see :meth:`Execution._beginning`): a change as an
+    object of one allocation, where a closure over its five values made six (the function
+    and its cells), each one more for the collector to count and walk."""
+
+    __slots__ = ("at", "first_seq", "latest_id", "state", "takeover")
+
+    def __init__(
+        self, state: RunnerState, at: float, latest_id: str, first_seq: int, takeover: bool
+    ) -> None:
+        self.state = state
+        self.at = at
+        self.latest_id = latest_id
+        self.first_seq = first_seq
+        self.takeover = takeover
+
+    def __call__(self, current: RunRecord) -> RunRecord | None:
+        state, at = self.state, self.at
+        if current.status == "queued" or (self.takeover and current.status == "running"):
+            if current.owner != state.owner:
+                return None
+        elif current.status == "suspended":
+            if not (all_decided(current) or due(current, at)):
+                return None
+        else:
+            return None
+        return current.replace(
+            status="running",
+            owner=state.owner,
+            lease_expires_at=at + state.lease_ttl,
+            started_at=current.started_at or at,
+            # A takeover (or a retry here) counts the interrupted segment up to now.
+            active_seconds=active_seconds(current, at)
+            if current.status == "running"
+            else (current.active_seconds),
+            segment_started_at=at,
+            updated_at=at,  # what a write that rides keeps (a store's write stamps its own)
+            attempts=current.attempts + 1,
+            base_checkpoint=(
+                current.base_checkpoint if current.base_checkpoint is not None else self.latest_id
+            ),
+            first_seq=current.first_seq if current.first_seq is not None else self.first_seq,
+        )
 
 
 class _StopCheck:
