@@ -89,9 +89,8 @@ class _Fenced(_StoreGuard):
     __slots__ = ("lease",)
 
     def __init__(self, lease: Lease, backend: Backend, what: str) -> None:
+        super().__init__(backend, what)
         self.lease = lease
-        self.backend = backend
-        self.what = what
 
     async def __aexit__(
         self,
