@@ -519,17 +519,17 @@ class Execution:
                 durability=check_durability(record.durability, "the run's durability"),
                 sink_types=_StopCheck.TYPES,
             )
-            if budget is None:  # no run_timeout: no timer to arm around the run
-                try:
+            try:
+                if budget is None:  # no run_timeout: no timer to arm around the run
                     await driving
-                except asyncio.CancelledError:
-                    # The check's own cancel (and nobody else's): the run stopped where the
-                    # request found it.
-                    if check.stopped and task.uncancel() == 0:
-                        raise _Stopped from None
-                    raise
-            else:
-                await _bounded(driving, budget, check, task)
+                else:
+                    await _bounded(driving, budget)
+            except asyncio.CancelledError:
+                # The check's own cancel (and nobody else's): the run stopped where the
+                # request found it.
+                if check.stopped and task.uncancel() == 0:
+                    raise _Stopped from None
+                raise
             graph_state = run.result_state()
             if state.may_fold and (self._heads_wanted or self._wants_heads()):
                 # Where the thread stands now: a later folded submit's guess.
@@ -753,19 +753,12 @@ class Execution:
             )
 
 
-async def _bounded(
-    driving: Awaitable[None], budget: float, check: _StopCheck, task: asyncio.Task[Any]
-) -> None:
+async def _bounded(driving: Awaitable[None], budget: float) -> None:
     """Drive a run within what is left of ``run_timeout``: its end comes out as
-    :class:`_RunTimedOut`, a stop the check asked for as :class:`_Stopped`."""
+    :class:`_RunTimedOut` (a cancel that is not the timeout's passes through)."""
     try:
         async with asyncio.timeout(budget) as deadline:
-            try:
-                await driving
-            except asyncio.CancelledError:
-                if check.stopped and task.uncancel() == 0:
-                    raise _Stopped from None
-                raise
+            await driving
     except TimeoutError as exc:
         if deadline.expired():
             raise _RunTimedOut from exc
