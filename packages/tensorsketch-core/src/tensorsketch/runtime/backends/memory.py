@@ -214,8 +214,12 @@ class InMemoryBackend(Backend):
         ride: RecordRide | None = None,
     ) -> ThreadOpening:
         insert = None if ride is None else ride.insert  # a folded submit's (folds_submits)
-        # Stored first; the lease only if the run heads its thread's queue.
-        if ride is not None and insert is not None and not await self._runs.insert_in_turn(insert):
+        # Stored first (as a submit stores it); the lease only if the run heads its queue.
+        if (
+            ride is not None
+            and insert is not None
+            and (await self._runs._insert_in_turn(insert)).queue_head != insert.run_id
+        ):
             ride.result = RideResult(insert.version)
             return ThreadOpening(acquired=False, checkpoints=[], last_event_seq=None)
         opening = await super().open_thread(thread_id, owner, ttl, initial)

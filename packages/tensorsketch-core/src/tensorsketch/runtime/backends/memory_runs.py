@@ -63,28 +63,6 @@ class MemoryRunStore(RunStore):
             self._index(None, record)
             return record, True
 
-    async def insert_in_turn(self, record: RunRecord) -> bool:
-        """Store a folded submit's ``record`` (no idempotency key); whether it heads its
-        thread's queue (the oldest queued or running run there)."""
-        with self._lock:
-            if record.run_id in self._rows:
-                msg = f"a run with id {record.run_id!r} already exists."
-                raise ValueError(msg)
-            self._rows[record.run_id] = (record.encode(self.serializer), record.version)
-            self._index(None, record)
-            first = (record.created_at, record.run_id)
-            for run_id in self._rows:
-                other = self._load(run_id)
-                if (
-                    other is not None
-                    and other.thread_id == record.thread_id
-                    and other.kind == "run"
-                    and other.status in ACTIVE
-                    and (other.created_at, other.run_id) < first
-                ):
-                    return False
-            return True
-
     async def get(self, run_id: str) -> RunRecord | None:
         with self._lock:
             return self._load(run_id)

@@ -214,9 +214,12 @@ class SqlRunStore(RunStore):
         # same condition, over the stored rows and the inserted one (parameters as
         # ``in_turn``).
         self._sql["in_turn_with"] = f"({head}) = ?"
+        # The insert as a WITH clause whose row the queue's head above reads as ``i``.
+        self._sql["insert_with"] = (
+            f"WITH i AS ({self._sql['insert']} RETURNING run_id, created_at, kind, status)"
+        )
         self._sql["insert_turn"] = (
-            f"WITH i AS ({self._sql['insert']} RETURNING run_id, created_at, kind, status) "
-            f"SELECT ({head}), ({latest}), ({last})"
+            f"{self._sql['insert_with']} SELECT ({head}), ({latest}), ({last})"
         )
         self._sql = {k: b.q(v) for k, v in self._sql.items()}
 
@@ -447,8 +450,7 @@ class SqlRunStore(RunStore):
         """The insert of :meth:`insert_query` as a ``WITH i AS (…)`` clause, and
         :attr:`in_turn_sql` over the stored rows and ``i``'s (where a dialect allows a
         data-modifying ``WITH``)."""
-        returning = f"{self._sql['insert']} RETURNING run_id, created_at, kind, status"
-        return f"WITH i AS ({returning})", self._sql["in_turn_with"]
+        return self._sql["insert_with"], self._sql["in_turn_with"]
 
     def ride_write(self, ride: RecordRide) -> Query | None:
         """The compare-and-set write ``ride`` carries (``None``: it only reads), for a
