@@ -8,6 +8,7 @@ import asyncio
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from typing import Any
 
@@ -800,3 +801,28 @@ async def test_a_runners_run_on_redis_leaves_no_reference_cycle(
         await runner.aclose()
         await backend.aclose()
     assert left == []
+
+
+async def test_due_skips_a_record_that_moved_on_after_the_index_was_read(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """``due`` reads the index, then the records: a schedule fired by another runner in
+    between still has its old score in what was read, and must not come back as due."""
+    backend = RedisBackend(redis_url, prefix=redis_prefix)
+    store = backend.run_store()
+    later = time.time() + 3600
+    record = RunRecord(
+        run_id="sched-1",
+        thread_id="schedule_t",
+        graph="g",
+        kind="schedule",
+        status="suspended",
+        waiting_for="timer",
+        wake_at=later,
+    )
+    await store.create(record)
+    client = aioredis.Redis.from_url(redis_url)
+    await client.zadd(f"{redis_prefix}:{{runs}}:due", {"sched-1": time.time() - 1})
+    await client.aclose()
+    assert await store.due(time.time()) == []
+    await backend.aclose()

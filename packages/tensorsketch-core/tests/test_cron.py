@@ -14,6 +14,7 @@ import pytest
 
 from tensorsketch.runs import AsyncRunner, RunRecord, Scheduler
 from tensorsketch.runs.cron import CronExpression
+from tensorsketch.runs.scheduler import fire
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
@@ -184,3 +185,20 @@ async def test_scheduler_cron_refuses_a_bad_expression_before_storing_it() -> No
         assert (await runner.store.list(kind="schedule")).records == []
     finally:
         await runner.aclose()
+
+
+async def test_a_schedule_read_after_another_runner_fired_it_is_not_fired_again(
+    runners: list[AsyncRunner],
+) -> None:
+    """A timer loop can hold a schedule it read as due while another runner fires the tick
+    and moves ``wake_at`` on; firing that copy must not tick a second time."""
+    first = runners[0]
+    handle = await Scheduler(first).cron("*/5 * * * *", {"tag": "c"}, timezone="UTC")
+    moved_on = await first.store.get(handle.id)
+    assert moved_on is not None and moved_on.wake_at is not None
+    assert moved_on.wake_at > time.time()
+    await fire(first, moved_on)
+    current = await first.store.get(handle.id)
+    assert current is not None and current.schedule is not None
+    assert current.schedule["fired"] == 0 and current.version == moved_on.version
+    assert (await handle.history()).records == []

@@ -208,6 +208,8 @@ async def fire(runner: ScheduleHost, schedule: RunRecord) -> None:
     """Submit the due schedule's run and move it on (the runner's timer loop calls this)."""
     spec = dict(schedule.schedule or {})
     now = time.time()
+    if schedule.status != "suspended" or schedule.wake_at is None or schedule.wake_at > now:
+        return  # read after another runner moved it on: that tick has fired already
     fired = int(spec.get("fired", 0)) + 1
     children: list[str] = list(spec.get("children", []))
     limit = spec.get("max_in_flight")

@@ -464,7 +464,10 @@ class RedisRunStore(RunStore):
         async with self.backend._use("reading due timers") as client:
             ids = await client.zrangebyscore(f"{self.base}due", "-inf", before, start=0, num=limit)
         found = await self._many("reading due timers", ids)
-        return sorted(found, key=lambda r: r.wake_at or 0.0)
+        # The index and the records are two reads: a record moved on in between (a schedule
+        # another runner just fired) is no longer due, and firing it again would tick twice.
+        due = [r for r in found if r.wake_at is not None and r.wake_at <= before]
+        return sorted(due, key=lambda r: r.wake_at or 0.0)
 
     async def undelivered(self, limit: int = 100) -> list[RunRecord]:
         async with self.backend._use("reading undelivered webhooks") as client:
