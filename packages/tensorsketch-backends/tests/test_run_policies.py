@@ -87,7 +87,9 @@ async def test_a_cron_tick_fires_once_across_three_runners(
     runner_for: Callable[..., AsyncRunner],
 ) -> None:
     runners = [runner_for() for _ in range(3)]
-    handle = await Scheduler(runners[0]).cron("0 9 * * mon-fri", {"tag": "c"}, timezone="UTC")
+    # February only: the test makes the tick due itself; a real 09:00 passing while it runs
+    # would be a second firing it does not expect.
+    handle = await Scheduler(runners[0]).cron("0 9 * feb mon-fri", {"tag": "c"}, timezone="UTC")
     for runner in runners:
         await runner.start()
     store = runners[0].store
