@@ -236,6 +236,12 @@ class SqlBackend(Backend):
         """Statements run first in the schema transaction (e.g. a lock, ``CREATE SCHEMA``)."""
         return []
 
+    def column_storage(self, tables: Sequence[str]) -> list[str]:
+        """Statements run last in the schema transaction that set how ``tables``' payload
+        columns are stored (e.g. their compression), where the dialect has a choice; none by
+        default."""
+        return []
+
     def ddl(self) -> list[str]:
         """``CREATE TABLE IF NOT EXISTS`` statements of the layout."""
         blob, flt = self.blob_type, self.float_type
@@ -267,6 +273,9 @@ class SqlBackend(Backend):
             f"CREATE INDEX IF NOT EXISTS {self.table_prefix}checkpoints_forks ON "
             f"{self.table('checkpoints')} (parent_id) "
             "WHERE position = 1 AND parent_id IS NOT NULL",
+            *self.column_storage(
+                [self.table(t) for t in ("checkpoints", "effects", "events", "blobs")]
+            ),
         ]
 
     def _statements(self) -> dict[str, str]:
