@@ -1019,9 +1019,11 @@ async def test_the_status_index_is_partial_and_replaces_the_full_one(
 
 
 class _OlderBuild(PostgresBackend):
-    """A build from before lz4: its schema transaction leaves the columns' compression alone."""
+    """A build from before lz4 and the queue index: its schema transactions add nothing of
+    their own to the portable layout."""
 
-    payload_compression = None
+    def dialect_ddl(self, component: str) -> list[str]:
+        return []
 
 
 def _compression(dsn: str, schema: str) -> dict[str, str]:
@@ -1130,3 +1132,47 @@ async def test_a_table_in_use_keeps_its_compression_until_a_later_start(
     assert (await COUNTER.aget_state("t2", backend)) is not None
     await backend.aclose()
     assert _compression(pg_dsn, pg_schema)["tensorsketch_events.payload"] == "l"
+
+
+async def test_a_threads_queue_head_reads_only_that_threads_active_runs(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """With a backlog of queued runs on other threads, the queue head's generic plan (the one
+    a prepared statement ends up with) reads the partial queue index, not every active run of
+    the store; a store an older build made gets the index on the next start, and the older
+    build goes on working beside it."""
+    from tensorsketch.runtime.backends.runs import RunRecord
+    from tensorsketch.runtime.backends.sql_runs import SqlRunStore
+
+    older = _OlderBuild(pg_dsn, schema=pg_schema)
+    await older.run_store().create(RunRecord(run_id="r0", thread_id="t"))
+    await older.aclose()
+    runs = f'"{pg_schema}".tensorsketch_runs'
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            f"INSERT INTO {runs} (run_id, thread_id, kind, status, created_at, version, record) "
+            "SELECT 'q' || g, 'other-' || (g % 500), 'run', 'queued', g, 1, '\\x00' "
+            "FROM generate_series(1, 5000) AS g"
+        )
+        conn.execute(f"ANALYZE {runs}")
+    backend = PostgresBackend(pg_dsn, schema=pg_schema)
+    try:
+        store = backend.run_store()
+        assert isinstance(store, SqlRunStore)
+        await store.create(RunRecord(run_id="r1", thread_id="t"))
+        head = store._sql["head"]
+    finally:
+        await backend.aclose()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        conn.execute(f"PREPARE head(text) AS {head.replace('%s', '$1')}")
+        plan = " ".join(str(r[0]) for r in conn.execute("EXPLAIN EXECUTE head('t')").fetchall())
+        assert "tensorsketch_runs_queue" in plan
+        assert conn.execute("EXECUTE head('t')").fetchone() == ("r0",)
+    older = _OlderBuild(pg_dsn, schema=pg_schema)
+    try:
+        store = older.run_store()
+        await store.create(RunRecord(run_id="r2", thread_id="t"))
+        assert [r.run_id for r in (await store.list(thread_id="t")).records] == ["r0", "r1", "r2"]
+    finally:
+        await older.aclose()

@@ -431,11 +431,25 @@ class PostgresBackend(SqlBackend):
             statements.append(f"CREATE SCHEMA IF NOT EXISTS {_quote_ident(self.schema)}")
         return statements
 
-    def column_storage(self, tables: Sequence[str]) -> list[str]:
-        if self.payload_compression != "lz4":
-            return []
-        names = ", ".join("('" + t.replace("'", "''") + "')" for t in tables)
-        return [_LZ4.replace("{tables}", names)]
+    def dialect_ddl(self, component: str) -> list[str]:
+        statements = []
+        if component == "runs":
+            tables = ["runs"]
+            # The head of a thread's queue (which run goes next) reads only that thread's
+            # active runs here. Without it, PostgreSQL's generic plan scans the status index
+            # for every queued and running run of the store and filters the thread: a
+            # backlog of 10,000 queued runs made each read ~1.5 ms.
+            statements.append(
+                f"CREATE INDEX IF NOT EXISTS {self.table_prefix}runs_queue ON "
+                f"{self.table('runs')} (thread_id, created_at, run_id) "
+                "WHERE kind = 'run' AND status IN ('queued', 'running')"
+            )
+        else:
+            tables = ["checkpoints", "effects", "events", "blobs"]
+        if self.payload_compression == "lz4":
+            names = ", ".join("('" + self.table(t).replace("'", "''") + "')" for t in tables)
+            statements.append(_LZ4.replace("{tables}", names))
+        return statements
 
     def append_query(self, thread_id: str, events: Sequence[StoredEvent]) -> Query:
         # One statement for a step's events, however many: a row per event was a statement

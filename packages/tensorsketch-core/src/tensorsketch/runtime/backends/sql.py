@@ -236,10 +236,10 @@ class SqlBackend(Backend):
         """Statements run first in the schema transaction (e.g. a lock, ``CREATE SCHEMA``)."""
         return []
 
-    def column_storage(self, tables: Sequence[str]) -> list[str]:
-        """Statements run last in the schema transaction that set how ``tables``' payload
-        columns are stored (e.g. their compression), where the dialect has a choice; none by
-        default."""
+    def dialect_ddl(self, component: str) -> list[str]:
+        """Statements of the dialect's own run last in a component's schema transaction
+        (``"durable"``: the checkpoint tables, ``"runs"``: the run tables), e.g. how payload
+        columns are stored or an index its planner needs; none by default."""
         return []
 
     def ddl(self) -> list[str]:
@@ -273,9 +273,7 @@ class SqlBackend(Backend):
             f"CREATE INDEX IF NOT EXISTS {self.table_prefix}checkpoints_forks ON "
             f"{self.table('checkpoints')} (parent_id) "
             "WHERE position = 1 AND parent_id IS NOT NULL",
-            *self.column_storage(
-                [self.table(t) for t in ("checkpoints", "effects", "events", "blobs")]
-            ),
+            *self.dialect_ddl(_COMPONENT),
         ]
 
     def _statements(self) -> dict[str, str]:
