@@ -1016,3 +1016,163 @@ async def test_the_status_index_is_partial_and_replaces_the_full_one(
         ).fetchall()
         assert "tensorsketch_runs_not_succeeded" in " ".join(str(row[0]) for row in plan)
         conn.rollback()
+
+
+class _OlderBuild(PostgresBackend):
+    """A build from before lz4 and the queue index: its schema transactions add nothing of
+    their own to the portable layout."""
+
+    def dialect_ddl(self, component: str) -> list[str]:
+        return []
+
+
+def _compression(dsn: str, schema: str) -> dict[str, str]:
+    """``table.column`` -> its compression setting ('' = the server's default), per BYTEA column."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT c.relname, a.attname, a.attcompression FROM pg_attribute a "
+            "JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND a.atttypid = 'bytea'::regtype AND a.attnum > 0",
+            (schema,),
+        ).fetchall()
+    return {f"{table}.{column}": str(method or "") for table, column, method in rows}
+
+
+def _lz4_offered(dsn: str) -> bool:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT 1 FROM pg_settings WHERE name = 'default_toast_compression' "
+            "AND 'lz4' = ANY(enumvals)"
+        ).fetchone()
+    return row is not None
+
+
+class Notes(Schema):
+    text: str = ""
+
+
+class Write(Node):
+    class Out(Schema):
+        text: str
+
+    async def run(self, ctx: Context, inp: Any) -> Any:
+        # Large enough for the server to compress it (past ~2 kB a row), and compressible.
+        return self.Out(text=" ".join(f"note {i}" for i in range(600)))
+
+
+NOTES = Graph(Notes).add(Write).edge(START, "Write").compile()
+
+
+async def test_payload_columns_use_lz4_and_an_older_store_is_migrated_on_start(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """Tables an older build made (pglz, the default) get lz4 on the next start; what the
+    older build stored still reads, and the older build reads what the new one stores."""
+    if not _lz4_offered(pg_dsn):
+        pytest.skip("this PostgreSQL has no lz4 compression")
+    from tensorsketch.runtime.backends.runs import RunRecord
+
+    older = _OlderBuild(pg_dsn, schema=pg_schema)
+    assert (await NOTES.invoke({}, thread_id="old", backend=older)).text.startswith("note 0")
+    await older.run_store().create(RunRecord(run_id="r-old", thread_id="old"))
+    await older.aclose()
+    columns = _compression(pg_dsn, pg_schema)
+    assert set(columns) == {
+        "tensorsketch_checkpoints.payload",
+        "tensorsketch_effects.value",
+        "tensorsketch_events.payload",
+        "tensorsketch_blobs.data",
+        "tensorsketch_runs.record",
+    }
+    assert set(columns.values()) == {""}
+
+    newer = PostgresBackend(pg_dsn, schema=pg_schema)
+    assert (await NOTES.aget_state("old", newer)).text.startswith("note 0")
+    assert (await newer.run_store().get("r-old")) is not None
+    await newer.run_store().create(RunRecord(run_id="r-new", thread_id="new"))
+    assert (await NOTES.invoke({}, thread_id="new", backend=newer)).text.startswith("note 0")
+    await newer.aclose()
+    assert set(_compression(pg_dsn, pg_schema).values()) == {"l"}
+    with psycopg.connect(pg_dsn) as conn:
+        stored = conn.execute(
+            "SELECT thread_id, pg_column_compression(payload) FROM "
+            f'"{pg_schema}".tensorsketch_checkpoints WHERE length(payload) > 2500'
+        ).fetchall()
+    assert {(t, m) for t, m in stored} == {("old", "pglz"), ("new", "lz4")}
+
+    older = _OlderBuild(pg_dsn, schema=pg_schema)  # a rolling upgrade: the old build reads on
+    try:
+        assert (await NOTES.aget_state("new", older)).text.startswith("note 0")
+        assert (await older.run_store().get("r-new")) is not None
+        assert (await NOTES.invoke({}, thread_id="old2", backend=older)).text
+    finally:
+        await older.aclose()
+
+
+async def test_a_table_in_use_keeps_its_compression_until_a_later_start(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """The start does not wait on a table another session holds (it would queue that table's
+    writers behind it): the column is left as it was, and the next start sets it."""
+    if not _lz4_offered(pg_dsn):
+        pytest.skip("this PostgreSQL has no lz4 compression")
+    older = _OlderBuild(pg_dsn, schema=pg_schema)
+    await COUNTER.invoke({}, thread_id="t", backend=older)
+    await older.aclose()
+    with psycopg.connect(pg_dsn) as holder:  # a transaction reading the events, left open
+        holder.execute(f'SELECT count(*) FROM "{pg_schema}".tensorsketch_events').fetchone()
+        backend = PostgresBackend(pg_dsn, schema=pg_schema)
+        assert (await COUNTER.invoke({}, thread_id="t2", backend=backend)).n == 3
+        await backend.aclose()
+        columns = _compression(pg_dsn, pg_schema)
+        assert columns["tensorsketch_events.payload"] == ""
+        assert columns["tensorsketch_checkpoints.payload"] == "l"
+        holder.rollback()
+    backend = PostgresBackend(pg_dsn, schema=pg_schema)
+    assert (await COUNTER.aget_state("t2", backend)) is not None
+    await backend.aclose()
+    assert _compression(pg_dsn, pg_schema)["tensorsketch_events.payload"] == "l"
+
+
+async def test_a_threads_queue_head_reads_only_that_threads_active_runs(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """With a backlog of queued runs on other threads, the queue head's generic plan (the one
+    a prepared statement ends up with) reads the partial queue index, not every active run of
+    the store; a store an older build made gets the index on the next start, and the older
+    build goes on working beside it."""
+    from tensorsketch.runtime.backends.runs import RunRecord
+    from tensorsketch.runtime.backends.sql_runs import SqlRunStore
+
+    older = _OlderBuild(pg_dsn, schema=pg_schema)
+    await older.run_store().create(RunRecord(run_id="r0", thread_id="t"))
+    await older.aclose()
+    runs = f'"{pg_schema}".tensorsketch_runs'
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            f"INSERT INTO {runs} (run_id, thread_id, kind, status, created_at, version, record) "
+            "SELECT 'q' || g, 'other-' || (g % 500), 'run', 'queued', g, 1, '\\x00' "
+            "FROM generate_series(1, 5000) AS g"
+        )
+        conn.execute(f"ANALYZE {runs}")
+    backend = PostgresBackend(pg_dsn, schema=pg_schema)
+    try:
+        store = backend.run_store()
+        assert isinstance(store, SqlRunStore)
+        await store.create(RunRecord(run_id="r1", thread_id="t"))
+        head = store._sql["head"]
+    finally:
+        await backend.aclose()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        conn.execute(f"PREPARE head(text) AS {head.replace('%s', '$1')}")
+        plan = " ".join(str(r[0]) for r in conn.execute("EXPLAIN EXECUTE head('t')").fetchall())
+        assert "tensorsketch_runs_queue" in plan
+        assert conn.execute("EXECUTE head('t')").fetchone() == ("r0",)
+    older = _OlderBuild(pg_dsn, schema=pg_schema)
+    try:
+        store = older.run_store()
+        await store.create(RunRecord(run_id="r2", thread_id="t"))
+        assert [r.run_id for r in (await store.list(thread_id="t")).records] == ["r0", "r1", "r2"]
+    finally:
+        await older.aclose()

@@ -70,6 +70,39 @@ _KEPT_CURSORS = 8
 _IDLE = pq.TransactionStatus.IDLE
 #: The text a refused fence tries to cast to an integer (it names itself in the error).
 _LEASE_LOST = "tensorsketch: lease lost"
+#: Sets lz4 on the ``BYTEA`` columns of the tables listed in ``{tables}`` (``VALUES`` rows)
+#: that do not have it yet, where the server offers it (PostgreSQL 14+ built with lz4). A
+#: table another session holds is left for the next start: a short ``lock_timeout`` keeps
+#: this start from queueing that table's writers behind it. Values stored before keep their
+#: compression (the server reads both), so an older build reads and writes the tables as before.
+_LZ4 = """DO $tsk$
+DECLARE
+  col record;
+  previous text := current_setting('lock_timeout');
+BEGIN
+  IF current_setting('server_version_num')::int < 140000 OR NOT EXISTS (
+    SELECT 1 FROM pg_settings WHERE name = 'default_toast_compression'
+    AND 'lz4' = ANY(enumvals)
+  ) THEN
+    RETURN;
+  END IF;
+  PERFORM set_config('lock_timeout', '100ms', true);
+  FOR col IN
+    SELECT t.name, a.attname FROM (VALUES {tables}) AS t(name)
+    JOIN pg_attribute a ON a.attrelid = to_regclass(t.name)
+    WHERE a.atttypid = 'bytea'::regtype AND a.attnum > 0 AND NOT a.attisdropped
+    AND a.attcompression <> 'l'
+  LOOP
+    BEGIN
+      EXECUTE 'ALTER TABLE ' || col.name || ' ALTER COLUMN ' || quote_ident(col.attname)
+        || ' SET COMPRESSION lz4';
+    EXCEPTION WHEN lock_not_available OR deadlock_detected OR insufficient_privilege THEN
+      NULL;
+    END;
+  END LOOP;
+  PERFORM set_config('lock_timeout', previous, true);
+END
+$tsk$"""
 
 
 async def _close_with_loop(
@@ -306,6 +339,11 @@ class PostgresBackend(SqlBackend):
     float_type: ClassVar[str] = "DOUBLE PRECISION"
     now_sql: ClassVar[str] = "EXTRACT(EPOCH FROM clock_timestamp())::double precision"
     writes_in_with: ClassVar[bool] = True
+    #: Compression of the payload columns (checkpoints, journal, events, files, run records)
+    #: where the server offers it, set when the tables are made and on existing tables at
+    #: start; ``None`` keeps the server's default (pglz). lz4 stores about as small for a
+    #: fraction of the server's CPU (a runner run's 2 kB events row: ~14 µs with pglz, ~3 µs).
+    payload_compression: ClassVar[str | None] = "lz4"
 
     def __init__(
         self,
@@ -391,6 +429,26 @@ class PostgresBackend(SqlBackend):
         statements = [f"SELECT pg_advisory_xact_lock({_DDL_LOCK_KEY})"]
         if self.schema != "public":
             statements.append(f"CREATE SCHEMA IF NOT EXISTS {_quote_ident(self.schema)}")
+        return statements
+
+    def dialect_ddl(self, component: str) -> list[str]:
+        statements = []
+        if component == "runs":
+            tables = ["runs"]
+            # The head of a thread's queue (which run goes next) reads only that thread's
+            # active runs here. Without it, once threads hold many runs each, PostgreSQL's
+            # generic plan scans the status index for every queued and running run of the
+            # store and filters the thread: 11,000 queued runs made each read 1.3-1.6 ms.
+            statements.append(
+                f"CREATE INDEX IF NOT EXISTS {self.table_prefix}runs_queue ON "
+                f"{self.table('runs')} (thread_id, created_at, run_id) "
+                "WHERE kind = 'run' AND status IN ('queued', 'running')"
+            )
+        else:
+            tables = ["checkpoints", "effects", "events", "blobs"]
+        if self.payload_compression == "lz4":
+            names = ", ".join("('" + self.table(t).replace("'", "''") + "')" for t in tables)
+            statements.append(_LZ4.replace("{tables}", names))
         return statements
 
     def append_query(self, thread_id: str, events: Sequence[StoredEvent]) -> Query:

@@ -236,6 +236,12 @@ class SqlBackend(Backend):
         """Statements run first in the schema transaction (e.g. a lock, ``CREATE SCHEMA``)."""
         return []
 
+    def dialect_ddl(self, component: str) -> list[str]:
+        """Statements of the dialect's own run last in a component's schema transaction
+        (``"durable"``: the checkpoint tables, ``"runs"``: the run tables), e.g. how payload
+        columns are stored or an index its planner needs; none by default."""
+        return []
+
     def ddl(self) -> list[str]:
         """``CREATE TABLE IF NOT EXISTS`` statements of the layout."""
         blob, flt = self.blob_type, self.float_type
@@ -267,6 +273,7 @@ class SqlBackend(Backend):
             f"CREATE INDEX IF NOT EXISTS {self.table_prefix}checkpoints_forks ON "
             f"{self.table('checkpoints')} (parent_id) "
             "WHERE position = 1 AND parent_id IS NOT NULL",
+            *self.dialect_ddl(_COMPONENT),
         ]
 
     def _statements(self) -> dict[str, str]:

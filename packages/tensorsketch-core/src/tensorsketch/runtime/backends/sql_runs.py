@@ -252,6 +252,7 @@ class SqlRunStore(RunStore):
             "failed INTEGER NOT NULL)",
             f"CREATE TABLE IF NOT EXISTS {labels} (key TEXT NOT NULL, value TEXT NOT NULL, "
             "run_id TEXT NOT NULL, PRIMARY KEY (key, value, run_id))",
+            *b.dialect_ddl(_COMPONENT),
         ]
 
     async def _ensure(self) -> None:
