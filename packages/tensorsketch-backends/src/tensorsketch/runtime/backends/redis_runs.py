@@ -41,19 +41,21 @@ if TYPE_CHECKING:
 __all__ = ["RedisRunStore"]
 
 # Shared by the write scripts: add (sign 1) or remove (sign -1) a run from the status, due,
-# undelivered and count indexes, given its hash fields.
+# undelivered and count indexes, given its hash fields. A run is in `due` and `undelivered`
+# only where its stored fields put it there (every write stores the fields it indexed by),
+# so a removal touches those two only then: two commands less a transition.
 _INDEX = """
 local function index(b, id, status, kind, created, wake, waiting, sign)
+  local due = status == 'suspended' and wake ~= ''
+  local undelivered = waiting == 'webhook' and status ~= 'suspended'
   if sign > 0 then
     redis.call('ZADD', b .. 'status:' .. status, created, id)
-    if status == 'suspended' and wake ~= '' then redis.call('ZADD', b .. 'due', wake, id) end
-    if waiting == 'webhook' and status ~= 'suspended' then
-      redis.call('ZADD', b .. 'undelivered', created, id)
-    end
+    if due then redis.call('ZADD', b .. 'due', wake, id) end
+    if undelivered then redis.call('ZADD', b .. 'undelivered', created, id) end
   else
     redis.call('ZREM', b .. 'status:' .. status, id)
-    redis.call('ZREM', b .. 'due', id)
-    redis.call('ZREM', b .. 'undelivered', id)
+    if due then redis.call('ZREM', b .. 'due', id) end
+    if undelivered then redis.call('ZREM', b .. 'undelivered', id) end
   end
   if kind == 'run' then
     redis.call('HINCRBY', b .. 'counts', status, sign)
@@ -306,10 +308,13 @@ class RedisRunStore(RunStore):
         return InTurn(existing, False, None)
 
     def insert_args(self, record: RunRecord) -> list[Any]:
-        """:data:`_INSERT`'s one argument: the rest packed, then the encoded record (a
-        folded submit's opening sends the same one: ``RedisBackend.open_thread``)."""
+        """:data:`_INSERT`'s one argument: the rest packed, then the encoded record."""
+        return [ormsgpack.packb(self._insert_text(record)) + record.encode(self.serializer)]
+
+    def _insert_text(self, record: RunRecord) -> list[str]:
+        """:data:`_INSERT`'s text arguments, ``''`` in the encoded record's place."""
         r = record
-        text = [
+        return [
             self.base,
             r.run_id,
             "",
@@ -324,7 +329,30 @@ class RedisRunStore(RunStore):
             r.owner or "",
             *(f"{k}={v}" for k, v in r.labels.items()),
         ]
-        return [ormsgpack.packb(text) + r.encode(self.serializer)]
+
+    def fold_arg(self, ride: RecordRide) -> bytes:
+        """A folded opening's one argument (``redis._FOLD``): the ride's write's text, the
+        length of the insert's encoded record and the insert's text, packed; then the
+        insert's encoded record and the write's (one argument and one unpacking on the
+        server where the insert and the ride took two)."""
+        assert ride.insert is not None
+        record = ride.insert.encode(self.serializer)
+        w = ride.write
+        if w is None:
+            head, written = ["0", "", "", "", "", "", ""], b""
+        else:
+            head = [
+                "1",
+                str(w.version),
+                w.status,
+                repr(w.wake_at) if w.wake_at is not None else "",
+                waiting_column(w) or "",
+                w.owner or "",
+                repr(w.lease_expires_at) if w.lease_expires_at is not None else "",
+            ]
+            written = w.encode(self.serializer)
+        text = ormsgpack.packb([*head, len(record), *self._insert_text(ride.insert)])
+        return text + record + written
 
     async def _many(self, what: str, ids: Sequence[Any]) -> list[RunRecord]:
         if not ids:
