@@ -194,15 +194,25 @@ return chain(KEYS[2], KEYS[3], n - 1, {1, 0, seq})
 )
 
 # KEYS: ev, cp, cpi, lease, bl. ARGV: '1' if a checkpoint follows, its id, its record, '1' if
-# a lease is released, its owner, how many blobs follow, their hash/data pairs, then the
-# events' members in one argument, each after its length (4 bytes, big-endian): one argument
-# where a score and a member each cost redis-py a dozen calls to pack. The events as in
-# append_events (a member begins with its seq, the score), the blobs first write wins, the
-# checkpoint as in _SAVE (once per id), the lease as in _RELEASE.
+# a lease is released, its owner, twice the number of blobs that follow (plus one if the
+# events' argument is one member as it is), their hash/data pairs, then the events' members
+# in one argument, each after its length (4 bytes, big-endian): one argument where a score
+# and a member each cost redis-py a dozen calls to pack. A commit's events are mostly one
+# member (one row of the run's events): it comes unframed, as every byte of a string the
+# script makes (a member cut out of the argument) costs the server a dozen instructions to
+# hash. The events as in append_events (a member begins with its seq, the score), the blobs
+# first write wins, the checkpoint as in _SAVE (once per id), the lease as in _RELEASE.
 _COMMIT = """
-local events = 7 + 2 * tonumber(ARGV[6])
+local nb = tonumber(ARGV[6])
+local events = 7 + 2 * math.floor(nb / 2)
 for i = 7, events - 1, 2 do redis.call('HSETNX', KEYS[5], ARGV[i], ARGV[i + 1]) end
 local packed, pos, batch = ARGV[events] or '', 1, {}
+if nb % 2 == 1 then
+  local seq = 0
+  for j = 1, 8 do seq = seq * 256 + string.byte(packed, j) end
+  redis.call('ZADD', KEYS[1], seq, packed)
+  packed = ''
+end
 while pos + 3 <= #packed do
   local b1, b2, b3, b4 = string.byte(packed, pos, pos + 3)
   local size = ((b1 * 256 + b2) * 256 + b3) * 256 + b4
@@ -402,11 +412,13 @@ for _, other in ipairs(redis.call('ZRANGE', tkey, 0, -1)) do
 end
 local reply = {0, 0, ''}
 if head == id then reply = unit(KEYS, ARGV) end
-local ver, rec = 1, string.sub(blob, off + 1, cut)
+local ver, rec = '1', nil
 if reply[1] == 1 and p[1] == '1' and p[2] == '1' then
-  ver, rec, status, waiting, owner, lease = 2, string.sub(blob, cut + 1), p[3], p[5], p[6], p[7]
+  ver, rec, status, waiting, owner, lease = '2', string.sub(blob, cut + 1), p[3], p[5], p[6], p[7]
   wake = ''
   if status == 'suspended' then wake = p[4] end
+else
+  rec = string.sub(blob, off + 1, cut)
 end
 redis.call('HSET', k, 'rec', rec, 'ver', ver, 'lease', lease, 'status', status, 'kind', kind,
   'created', created, 'wake', wake, 'waiting', waiting, 'owner', owner)
@@ -415,7 +427,7 @@ redis.call('ZADD', b .. 'kind:' .. kind, created, id)
 for i = 21, #p do redis.call('ZADD', b .. 'label:' .. p[i], created, id) end
 if key ~= '' then redis.call('HSET', b .. 'keys', key, id) end
 index(b, id, status, kind, created, wake, waiting, 1)
-table.insert(reply, 1, ver == 2 and 5 or 2)
+table.insert(reply, 1, ver == '2' and 5 or 2)
 return reply
 """
 )
@@ -879,11 +891,15 @@ class RedisBackend(Backend):
             args += ["1", checkpoint.checkpoint_id, _encode_checkpoint(checkpoint)]
         args += ["0", ""] if release_owner is None else ["1", release_owner]
         blobs = () if checkpoint is None else checkpoint.blobs
-        args.append(len(blobs))
+        one = len(events) == 1  # its one member goes as it is (see _COMMIT)
+        args.append(2 * len(blobs) + one)
         args += [part for pair in blobs for part in pair]
-        args.append(
-            b"".join([_FRAME(len(e.payload) + _SEQ_BYTES, e.seq) + e.payload for e in events])
-        )
+        if one:
+            args.append(_event_member(events[0]))
+        else:
+            args.append(
+                b"".join([_FRAME(len(e.payload) + _SEQ_BYTES, e.seq) + e.payload for e in events])
+            )
         # ``durable`` has no say here: durability is the server's (AOF) configuration.
         async with self._use("saving a checkpoint") as client:
             if ride is not None:
