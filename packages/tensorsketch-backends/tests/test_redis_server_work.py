@@ -187,3 +187,61 @@ async def test_a_commits_one_event_is_sent_as_the_member_it_is_stored_as(
         assert [(e.seq, e.payload) for e in stored] == [(65, b"one-row"), (66, b"a"), (67, b"b")]
     finally:
         await backend.aclose()
+
+
+async def test_the_head_of_a_long_threads_queue_is_found_without_reading_every_run(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """A submit finds the oldest queued or running run of its thread (the head of its queue)
+    from the status indexes past the thread's first sixteen runs: no status read of each of its
+    finished runs (a thread's every earlier run was read at every submit), the same head,
+    for a stored run and a folded opening alike."""
+    backend = RedisBackend(redis_url, prefix=redis_prefix)
+    store = backend.run_store()
+    at = time.time()
+
+    async def fill(thread: str, active: dict[int, str]) -> None:
+        for i in range(40):
+            status = active.get(i, "succeeded")
+            record = RunRecord(run_id=f"{thread}-{i:02d}", thread_id=thread, status=status)  # type: ignore[arg-type]
+            await store.create(record.replace(created_at=at + i, updated_at=at + i))
+
+    try:
+        await fill("t-busy", {35: "queued", 37: "running"})
+        await fill("t-done", {})
+        # another kind's queued run does not hold a run back
+        cron = RunRecord(run_id="t-done-cron", thread_id="t-done", kind="cron")  # type: ignore[arg-type]
+        await store.create(cron.replace(created_at=at + 3, updated_at=at + 3))
+        late = RunRecord(run_id="t-busy-new", thread_id="t-busy").replace(
+            created_at=at + 50, updated_at=at + 50
+        )
+        turns: list[Any] = []
+
+        async def submit() -> None:
+            turns.append(await store.create_in_turn(late))
+
+        commands = await _monitored(redis_url, redis_prefix, submit)
+        assert turns[0].created and turns[0].queue_head == "t-busy-35"
+        assert sum(c[0].upper() == "HMGET" for c in commands) == 16  # the first 16, not 35
+        early = RunRecord(run_id="t-busy-early", thread_id="t-busy").replace(
+            created_at=at + 35, updated_at=at + 35
+        )
+        assert (await store.create_in_turn(early)).queue_head == "t-busy-35"  # a tie: by id
+        tied = RunRecord(run_id="t-busy-34z", thread_id="t-busy").replace(
+            created_at=at + 35, updated_at=at + 35
+        )
+        assert (await store.create_in_turn(tied)).queue_head == "t-busy-34z"
+        first = RunRecord(run_id="t-busy-000", thread_id="t-busy").replace(
+            created_at=at - 1, updated_at=at - 1
+        )
+        assert (await store.create_in_turn(first)).queue_head == "t-busy-000"
+        fresh = _new("t-done-new", "t-done")
+        ride = RecordRide(fresh.run_id, fresh.replace(status="running"), insert=fresh)
+        opened = await backend.open_thread("t-done", "me", 30, _cp("t-done", 0), ride=ride)
+        assert opened.acquired and ride.result is not None and ride.result.version == 2
+        behind = _new("t-busy-fold", "t-busy")
+        ride = RecordRide(behind.run_id, behind.replace(status="running"), insert=behind)
+        refused = await backend.open_thread("t-busy", "me", 30, _cp("t-busy", 0), ride=ride)
+        assert not refused.acquired and ride.result is not None and ride.result.version == 1
+    finally:
+        await backend.aclose()

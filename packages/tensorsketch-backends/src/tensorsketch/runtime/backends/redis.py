@@ -56,7 +56,7 @@ from tensorsketch.runtime.backends.base import (
     lease_lost,
 )
 from tensorsketch.runtime.backends.redis_pool import QuickPool
-from tensorsketch.runtime.backends.redis_runs import _INDEX, _RIDE, RedisRunStore
+from tensorsketch.runtime.backends.redis_runs import _INDEX, _QUEUE_HEAD, _RIDE, RedisRunStore
 from tensorsketch.runtime.backends.rides import RecordRide
 from tensorsketch.serializers import Serializer
 
@@ -367,7 +367,7 @@ def _fenced(source: str) -> str:
 # A folded submit's opening (RecordRide.insert; see RedisBackend.folds_submits): the run's
 # insert (the record and its indexes exactly as RedisRunStore.create stores them), the
 # lease and the rest of _OPEN only if that run heads its thread's queue (the oldest queued or
-# running run of the thread, as redis_runs._INSERT_IN_TURN finds it; refused: {0, 0, ''}),
+# running run of the thread, redis_runs._QUEUE_HEAD; refused: {0, 0, ''}),
 # and the ride's write only where _OPEN took the lease. That write is stored as the insert
 # (the record as the ride wrote it, version 2, indexed by its status): _RIDE's result over
 # the insert, without indexing the run `queued` first and moving it. One script, so nothing
@@ -379,6 +379,7 @@ def _fenced(source: str) -> str:
 # run id is taken: TSRUNEXISTS) is the error reply, nothing written.
 _FOLD = (
     _INDEX
+    + _QUEUE_HEAD
     + """
 local blob = table.remove(ARGV)
 local off, p = cmsgpack.unpack_one(blob)
@@ -398,20 +399,8 @@ end
 if redis.call('EXISTS', k) == 1 then return redis.error_reply('TSRUNEXISTS') end
 local tkey = b .. 'thread:' .. p[15]
 redis.call('ZADD', tkey, created, id)
-local head = ''
-for _, other in ipairs(redis.call('ZRANGE', tkey, 0, -1)) do
-  local st, kd = status, kind
-  if other ~= id then
-    local h = redis.call('HMGET', b .. 'rec:' .. other, 'status', 'kind')
-    st, kd = h[1], h[2]
-  end
-  if kd == 'run' and (st == 'queued' or st == 'running') then
-    head = other
-    break
-  end
-end
 local reply = {0, 0, ''}
-if head == id then reply = unit(KEYS, ARGV) end
+if queue_head(b, tkey, id, status, kind) == id then reply = unit(KEYS, ARGV) end
 local ver, rec = '1', nil
 if reply[1] == 1 and p[1] == '1' and p[2] == '1' then
   ver, rec, status, waiting, owner, lease = '2', string.sub(blob, cut + 1), p[3], p[5], p[6], p[7]
