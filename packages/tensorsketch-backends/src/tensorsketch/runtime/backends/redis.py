@@ -835,7 +835,7 @@ class RedisBackend(Backend):
             args += [part for pair in initial.blobs for part in pair]
         if ride is not None and ride.insert is not None:  # a folded submit's (folds_submits)
             async with self._use("storing the run and opening its thread") as client:
-                reply: list[Any] = await self._folding(client, thread_id, owner, keys, args, ride)
+                reply: list[Any] = await self._folding(client, keys, args, ride)
             return self._opening(thread_id, reply)
         async with self._use("opening the thread") as client:
             if ride is None:
@@ -897,13 +897,7 @@ class RedisBackend(Backend):
             await self._fenced_call(client, _COMMIT, thread_id, fence, keys, args)
 
     async def _folding(
-        self,
-        client: aioredis.Redis,
-        thread_id: str,
-        owner: str,
-        keys: list[str],
-        args: list[Any],
-        ride: RecordRide,
+        self, client: aioredis.Redis, keys: list[str], args: list[Any], ride: RecordRide
     ) -> list[Any]:
         """:meth:`open_thread` for a folded submit (:data:`_FOLD`, one ``EVALSHA``): the
         run's insert, then the opening and the ride's write only where the run heads its
