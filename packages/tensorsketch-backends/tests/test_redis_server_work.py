@@ -222,7 +222,7 @@ async def test_the_head_of_a_long_threads_queue_is_found_without_reading_every_r
 
         commands = await _monitored(redis_url, redis_prefix, submit)
         assert turns[0].created and turns[0].queue_head == "t-busy-35"
-        assert sum(c[0].upper() == "HMGET" for c in commands) == 16  # the first 16, not 35
+        assert sum(c[0].upper() == "HMGET" for c in commands) == 16  # the first 16, not 36
         early = RunRecord(run_id="t-busy-early", thread_id="t-busy").replace(
             created_at=at + 35, updated_at=at + 35
         )
