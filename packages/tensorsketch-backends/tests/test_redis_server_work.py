@@ -209,8 +209,8 @@ async def test_the_head_of_a_long_threads_queue_is_found_without_reading_every_r
     try:
         await fill("t-busy", {35: "queued", 37: "running"})
         await fill("t-done", {})
-        # another kind's queued run does not hold a run back
-        cron = RunRecord(run_id="t-done-cron", thread_id="t-done", kind="cron")  # type: ignore[arg-type]
+        # a queued record of another kind (a schedule) does not hold a run back
+        cron = RunRecord(run_id="t-done-cron", thread_id="t-done", kind="schedule")
         await store.create(cron.replace(created_at=at + 3, updated_at=at + 3))
         late = RunRecord(run_id="t-busy-new", thread_id="t-busy").replace(
             created_at=at + 50, updated_at=at + 50
