@@ -568,9 +568,11 @@ async def test_a_ride_adds_one_reply_element_at_most_to_its_unit(
         await call
         return sum(_elements(r) for r in replies)
 
-    # Warm up: the first call of a script loads it (one reply more), with a ride or not.
+    # Warm up: the first call of a script loads it (one reply more), with a ride or not (a
+    # ride that reads and one that writes travel in scripts of their own).
     warm, _ = await store.create(RunRecord(run_id=f"warm-{thread}", thread_id=f"warm-{thread}"))
-    for ride in (None, RecordRide(warm.run_id)):
+    writing = warm.replace(status="running", owner="me")
+    for ride in (None, RecordRide(warm.run_id), RecordRide(warm.run_id, writing)):
         await backend.open_thread(f"warm-{other}", "me", 30, _cp(f"warm-{other}", 0), ride=ride)
         await backend.record_effects(f"warm-{other}", [("k", b"v")], fence="me", ride=ride)
         await backend.commit_step(

@@ -56,7 +56,7 @@ from tensorsketch.runtime.backends.base import (
     lease_lost,
 )
 from tensorsketch.runtime.backends.redis_pool import QuickPool
-from tensorsketch.runtime.backends.redis_runs import _INSERT_IN_TURN, _RIDE, RedisRunStore
+from tensorsketch.runtime.backends.redis_runs import _INDEX, _QUEUE_HEAD, _RIDE, RedisRunStore
 from tensorsketch.runtime.backends.rides import RecordRide
 from tensorsketch.serializers import Serializer
 
@@ -194,15 +194,25 @@ return chain(KEYS[2], KEYS[3], n - 1, {1, 0, seq})
 )
 
 # KEYS: ev, cp, cpi, lease, bl. ARGV: '1' if a checkpoint follows, its id, its record, '1' if
-# a lease is released, its owner, how many blobs follow, their hash/data pairs, then the
-# events' members in one argument, each after its length (4 bytes, big-endian): one argument
-# where a score and a member each cost redis-py a dozen calls to pack. The events as in
-# append_events (a member begins with its seq, the score), the blobs first write wins, the
-# checkpoint as in _SAVE (once per id), the lease as in _RELEASE.
+# a lease is released, its owner, twice the number of blobs that follow (plus one if the
+# events' argument is one member as it is), their hash/data pairs, then the events' members
+# in one argument, each after its length (4 bytes, big-endian): one argument where a score
+# and a member each cost redis-py a dozen calls to pack. A commit's events are mostly one
+# member (one row of the run's events): it comes unframed, as every byte of a string the
+# script makes (a member cut out of the argument) costs the server a dozen instructions to
+# hash. The events as in append_events (a member begins with its seq, the score), the blobs
+# first write wins, the checkpoint as in _SAVE (once per id), the lease as in _RELEASE.
 _COMMIT = """
-local events = 7 + 2 * tonumber(ARGV[6])
+local nb = tonumber(ARGV[6])
+local events = 7 + 2 * math.floor(nb / 2)
 for i = 7, events - 1, 2 do redis.call('HSETNX', KEYS[5], ARGV[i], ARGV[i + 1]) end
 local packed, pos, batch = ARGV[events] or '', 1, {}
+if nb % 2 == 1 then
+  local seq = 0
+  for j = 1, 8 do seq = seq * 256 + string.byte(packed, j) end
+  redis.call('ZADD', KEYS[1], seq, packed)
+  packed = ''
+end
 while pos + 3 <= #packed do
   local b1, b2, b3, b4 = string.byte(packed, pos, pos + 3)
   local size = ((b1 * 256 + b2) * 256 + b3) * 256 + b4
@@ -273,23 +283,22 @@ return 1
 # the ride's reply (an integer) alone, or, with the unit's reply wanted, that reply's
 # elements after it (a reply that is no table is one element): each nested array and bulk
 # string costs redis-py's parser a dozen calls more. A unit's error reply is returned as
-# it is.
+# it is. The unit gets the script's own KEYS and ARGV (the ride's argument taken off the
+# end), not copies.
 _CARRY = """
-local blob = ARGV[#ARGV]
+local blob = table.remove(ARGV)
 local off, p = cmsgpack.unpack_one(blob)
-local first, na = p[1] == '1', #ARGV - 1
+local first = p[1] == '1'
 local ra = {p[4], p[5], p[6], p[7]}
 if p[7] == '1' then
   ra = {p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], string.sub(blob, off + 1), p[12],
     p[13]}
 end
-local uk, ua, rk = {}, {}, {}
+local rk = {}
 if p[3] > 0 then rk[1] = KEYS[p[3]] end
-for i = 1, #KEYS do uk[i] = KEYS[i] end
-for i = 1, na do ua[i] = ARGV[i] end
 local rode
 if first then rode = ride(rk, ra) end
-local reply = unit(uk, ua)
+local reply = unit(KEYS, ARGV)
 if type(reply) == 'table' and reply.err then return reply end
 if not first then rode = ride(rk, ra) end
 if p[2] ~= '1' then return rode end
@@ -312,38 +321,106 @@ def _carrying(source: str) -> str:
     return combined
 
 
-# A folded submit's opening (RecordRide.insert; see RedisBackend.folds_submits): the run's
-# insert (redis_runs._INSERT_IN_TURN: the record and its indexes exactly as
-# RedisRunStore.create stores them, then the oldest queued or running run of its thread),
-# then _OPEN only if that run is the new one (its lease, input checkpoint and reads; refused:
-# {0, 0, ''}), then the ride (redis_runs._RIDE), whose write goes only where _OPEN took the
-# lease. One script, so nothing sees the record without the rest, nor a crash splits them.
-# KEYS: _OPEN's. ARGV: _OPEN's, then the insert's one argument, then the ride's: its text
-# arguments packed (msgpack), the encoded record after them if it writes one. Returns
-# _OPEN's reply with the ride's (an integer) in front; an insert refused (the run id is
-# taken: TSRUNEXISTS) is the error reply, nothing written.
-_FOLD = """
-local n = #ARGV
-local turn = insert({ARGV[n - 1]})
-if turn.err then return turn end
-local blob = ARGV[n]
-local off, p = cmsgpack.unpack_one(blob)
-local ua = {}
-for i = 1, n - 2 do ua[i] = ARGV[i] end
-local reply = {0, 0, ''}
-if turn[1] == 1 and turn[2] == p[2] then reply = unit(KEYS, ua) end
-local ra = {p[1], p[2], p[3], '0'}
-if reply[1] == 1 and p[4] == '1' then
-  ra = {p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], string.sub(blob, off + 1), p[9], p[10]}
-end
-table.insert(reply, 1, ride({KEYS[1]}, ra))
+# A unit's script and a ride that only reads (most rides: a journal write's, a commit's
+# without a write), as one: _CARRY without the msgpack array, the read after the unit. ARGV:
+# the unit's, then one argument: '1' if the unit's reply is wanted (else '0'), then the run's
+# record key. Returns what _CARRY returns (_RIDE's reply to a read: twice the version, or -1
+# when there is no record).
+_CARRY_READ = """
+local last = table.remove(ARGV)
+local reply = unit(KEYS, ARGV)
+if type(reply) == 'table' and reply.err then return reply end
+local ver = redis.call('HGET', string.sub(last, 2), 'ver')
+local rode = -1
+if ver then rode = 2 * tonumber(ver) end
+if string.byte(last, 1) ~= 49 then return rode end
+if reply == nil then reply = false end
+if type(reply) ~= 'table' then reply = {reply} end
+table.insert(reply, 1, rode)
 return reply
 """
-_FOLDING = (
-    f"local function insert(ARGV)\n{_INSERT_IN_TURN}\nend\n"
-    f"local function unit(KEYS, ARGV)\n{_OPEN}\nend\n"
-    f"local function ride(KEYS, ARGV)\n{_RIDE}\nend\n{_FOLD}"
+_CARRIED_READ: dict[str, str] = {}
+
+
+def _carrying_read(source: str) -> str:
+    """The script running ``source`` and a ride's read after it (see :data:`_CARRY_READ`)."""
+    combined = _CARRIED_READ.get(source)
+    if combined is None:
+        combined = _CARRIED_READ[source] = (
+            f"local function unit(KEYS, ARGV)\n{source}\nend\n{_CARRY_READ}"
+        )
+    return combined
+
+
+_FENCED: dict[str, str] = {}
+
+
+def _fenced(source: str) -> str:
+    """``source`` behind :data:`_FENCE`, built once (a string built per call is hashed again
+    by every dictionary look-up of it)."""
+    fenced = _FENCED.get(source)
+    if fenced is None:
+        fenced = _FENCED[source] = _FENCE + source
+    return fenced
+
+
+# A folded submit's opening (RecordRide.insert; see RedisBackend.folds_submits): the run's
+# insert (the record and its indexes exactly as RedisRunStore.create stores them), the
+# lease and the rest of _OPEN only if that run heads its thread's queue (the oldest queued or
+# running run of the thread, redis_runs._QUEUE_HEAD; refused: {0, 0, ''}),
+# and the ride's write only where _OPEN took the lease. That write is stored as the insert
+# (the record as the ride wrote it, version 2, indexed by its status): _RIDE's result over
+# the insert, without indexing the run `queued` first and moving it. One script, so nothing
+# sees the record without the rest, nor a crash splits them. KEYS: _OPEN's. ARGV: _OPEN's,
+# then one argument: a msgpack array of text — whether the ride writes ('1'), the version it
+# expects, its status, wake, waiting, owner and lease, the length of the insert's encoded
+# record, then _INSERT's text arguments — followed by the insert's encoded record, then the
+# ride's. Returns _OPEN's reply with _RIDE's (an integer) in front; an insert refused (the
+# run id is taken: TSRUNEXISTS) is the error reply, nothing written.
+_FOLD = (
+    _INDEX
+    + _QUEUE_HEAD
+    + """
+local blob = table.remove(ARGV)
+local off, p = cmsgpack.unpack_one(blob)
+local cut = off + p[8]
+local b, id, created, status, kind = p[9], p[10], p[12], p[13], p[14]
+local wake, waiting, key, lease, owner = p[16], p[17], p[18], p[19], p[20]
+local k = b .. 'rec:' .. id
+if key ~= '' then
+  local cur = redis.call('HGET', b .. 'keys', key)
+  local st = cur and redis.call('HGET', b .. 'rec:' .. cur, 'status')
+  if st and st ~= 'failed' then
+    local ver = redis.call('HGET', k, 'ver')
+    if ver then return {2 * tonumber(ver), 0, 0, ''} end
+    return {-1, 0, 0, ''}
+  end
+end
+if redis.call('EXISTS', k) == 1 then return redis.error_reply('TSRUNEXISTS') end
+local tkey = b .. 'thread:' .. p[15]
+redis.call('ZADD', tkey, created, id)
+local reply = {0, 0, ''}
+if queue_head(b, tkey, id, status, kind) == id then reply = unit(KEYS, ARGV) end
+local ver, rec = '1', nil
+if reply[1] == 1 and p[1] == '1' and p[2] == '1' then
+  ver, rec, status, waiting, owner, lease = '2', string.sub(blob, cut + 1), p[3], p[5], p[6], p[7]
+  wake = ''
+  if status == 'suspended' then wake = p[4] end
+else
+  rec = string.sub(blob, off + 1, cut)
+end
+redis.call('HSET', k, 'rec', rec, 'ver', ver, 'lease', lease, 'status', status, 'kind', kind,
+  'created', created, 'wake', wake, 'waiting', waiting, 'owner', owner)
+redis.call('ZADD', b .. 'all', created, id)
+redis.call('ZADD', b .. 'kind:' .. kind, created, id)
+for i = 21, #p do redis.call('ZADD', b .. 'label:' .. p[i], created, id) end
+if key ~= '' then redis.call('HSET', b .. 'keys', key, id) end
+index(b, id, status, kind, created, wake, waiting, 1)
+table.insert(reply, 1, ver == '2' and 5 or 2)
+return reply
+"""
 )
+_FOLDING = f"local function unit(KEYS, ARGV)\n{_OPEN}\nend\n{_FOLD}"
 
 # A script and a read of a thread's head as one: the script's body becomes a function of its
 # ARGV. KEYS: the thread's cp, ev. Returns {the script's reply, the newest checkpoint's id or
@@ -490,6 +567,8 @@ class RedisBackend(Backend):
         #: The SHA of the script carrying a ride with each unit's script (fenced or not),
         #: once loaded: what a ride looks up (forgotten with ``_loaded``).
         self._carrier_shas: dict[str, str] = {}
+        #: The same for a unit's script carrying a ride that only reads (_CARRY_READ).
+        self._reader_shas: dict[str, str] = {}
 
     # -- keys -------------------------------------------------------------------------------
 
@@ -756,7 +835,7 @@ class RedisBackend(Backend):
             args += [part for pair in initial.blobs for part in pair]
         if ride is not None and ride.insert is not None:  # a folded submit's (folds_submits)
             async with self._use("storing the run and opening its thread") as client:
-                reply: list[Any] = await self._folding(client, thread_id, owner, keys, args, ride)
+                reply: list[Any] = await self._folding(client, keys, args, ride)
             return self._opening(thread_id, reply)
         async with self._use("opening the thread") as client:
             if ride is None:
@@ -801,11 +880,15 @@ class RedisBackend(Backend):
             args += ["1", checkpoint.checkpoint_id, _encode_checkpoint(checkpoint)]
         args += ["0", ""] if release_owner is None else ["1", release_owner]
         blobs = () if checkpoint is None else checkpoint.blobs
-        args.append(len(blobs))
+        one = len(events) == 1  # its one member goes as it is (see _COMMIT)
+        args.append(2 * len(blobs) + one)
         args += [part for pair in blobs for part in pair]
-        args.append(
-            b"".join([_FRAME(len(e.payload) + _SEQ_BYTES, e.seq) + e.payload for e in events])
-        )
+        if one:
+            args.append(_event_member(events[0]))
+        else:
+            args.append(
+                b"".join([_FRAME(len(e.payload) + _SEQ_BYTES, e.seq) + e.payload for e in events])
+            )
         # ``durable`` has no say here: durability is the server's (AOF) configuration.
         async with self._use("saving a checkpoint") as client:
             if ride is not None:
@@ -814,25 +897,13 @@ class RedisBackend(Backend):
             await self._fenced_call(client, _COMMIT, thread_id, fence, keys, args)
 
     async def _folding(
-        self,
-        client: aioredis.Redis,
-        thread_id: str,
-        owner: str,
-        keys: list[str],
-        args: list[Any],
-        ride: RecordRide,
+        self, client: aioredis.Redis, keys: list[str], args: list[Any], ride: RecordRide
     ) -> list[Any]:
         """:meth:`open_thread` for a folded submit (:data:`_FOLD`, one ``EVALSHA``): the
         run's insert, then the opening and the ride's write only where the run heads its
         thread's queue. Sets ``ride.result`` whether or not the lease was taken; returns
         :data:`_OPEN`'s reply."""
-        store = self.run_store()
-        assert ride.insert is not None
-        text, record = store.ride_args(ride, owner)
-        packed = ormsgpack.packb(text)
-        if record is not None:
-            packed += record
-        arguments = [*args, *store.insert_args(ride.insert), packed]
+        arguments = [*args, self.run_store().fold_arg(ride)]
         for attempt in range(2):
             sha = self._carrier_shas.get(_FOLDING)
             if sha is None:
@@ -844,9 +915,10 @@ class RedisBackend(Backend):
                 if _no_script(exc) and attempt == 0:
                     self._loaded.clear()  # the server lost its scripts: nothing ran
                     self._carrier_shas.clear()
+                    self._reader_shas.clear()
                     continue
                 raise
-        ride.result = store.ride_result(ride, reply[0])
+        ride.result = RedisRunStore.ride_result(ride, reply[0])
         return list(reply[1:])
 
     @property
@@ -913,29 +985,36 @@ class RedisBackend(Backend):
         source, keys, args = unit
         lease = self._key(thread_id, "lease")
         if fence is not None:
-            source, keys, args = _FENCE + source, [lease, *keys], [fence, *args]
-        guard = fence if after_lease is None else after_lease
-        at = 0  # the lease key's place among the keys (1-based), when the ride is guarded
-        if guard is not None:
-            if lease not in keys:  # pragma: no cover - every guarded unit names the lease
-                keys = [*keys, lease]
-            at = keys.index(lease) + 1
-        text, record = store.ride_args(ride, guard)
-        first = "1" if ride.write is not None and after_lease is None else "0"
-        packed = ormsgpack.packb([first, "1" if answer else "0", at, *text])
-        if record is not None:
-            packed += record
+            source, keys, args = _fenced(source), [lease, *keys], [fence, *args]
+        shas = self._carrier_shas
+        if ride.write is None:  # a read, after the unit (_CARRY_READ): no lease, no array
+            shas = self._reader_shas
+            tail: Any = f"{'1' if answer else '0'}{store.base}rec:{ride.run_id}"
+        else:
+            guard = fence if after_lease is None else after_lease
+            at = 0  # the lease key's place among the keys (1-based), when the ride is guarded
+            if guard is not None:
+                if lease not in keys:  # pragma: no cover - every guarded unit names the lease
+                    keys = [*keys, lease]
+                at = keys.index(lease) + 1
+            text, record = store.ride_args(ride, guard)
+            first = "0" if after_lease is not None else "1"
+            tail = ormsgpack.packb([first, "1" if answer else "0", at, *text])
+            if record is not None:
+                tail += record
         for attempt in range(2):
-            sha = self._carrier_shas.get(source)
+            sha = shas.get(source)
             if sha is None:
-                sha = self._carrier_shas[source] = await self._sha(client, _carrying(source))
+                combined = _carrying(source) if ride.write is not None else _carrying_read(source)
+                sha = shas[source] = await self._sha(client, combined)
             try:
-                reply = await client.evalsha(sha, len(keys), *keys, *args, packed)
+                reply = await client.evalsha(sha, len(keys), *keys, *args, tail)
                 break
             except redis_errors.ResponseError as exc:
                 if _no_script(exc):
                     self._loaded.clear()  # the server lost its scripts: nothing ran
                     self._carrier_shas.clear()
+                    self._reader_shas.clear()
                     if attempt == 0:
                         continue
                 if _lease_lost(exc):
@@ -961,7 +1040,7 @@ class RedisBackend(Backend):
             return await self._call(client, source, keys, args)
         lease = self._key(thread_id, "lease")
         try:
-            return await self._call(client, _FENCE + source, [lease, *keys], [fence, *args])
+            return await self._call(client, _fenced(source), [lease, *keys], [fence, *args])
         except redis_errors.ResponseError as exc:
             if _lease_lost(exc):
                 raise lease_lost(thread_id) from exc

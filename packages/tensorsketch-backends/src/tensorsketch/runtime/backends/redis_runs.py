@@ -41,19 +41,21 @@ if TYPE_CHECKING:
 __all__ = ["RedisRunStore"]
 
 # Shared by the write scripts: add (sign 1) or remove (sign -1) a run from the status, due,
-# undelivered and count indexes, given its hash fields.
+# undelivered and count indexes, given its hash fields. A run is in `due` and `undelivered`
+# only where its stored fields put it there (every write stores the fields it indexed by),
+# so a removal touches those two only then: two commands less a transition.
 _INDEX = """
 local function index(b, id, status, kind, created, wake, waiting, sign)
+  local due = status == 'suspended' and wake ~= ''
+  local undelivered = waiting == 'webhook' and status ~= 'suspended'
   if sign > 0 then
     redis.call('ZADD', b .. 'status:' .. status, created, id)
-    if status == 'suspended' and wake ~= '' then redis.call('ZADD', b .. 'due', wake, id) end
-    if waiting == 'webhook' and status ~= 'suspended' then
-      redis.call('ZADD', b .. 'undelivered', created, id)
-    end
+    if due then redis.call('ZADD', b .. 'due', wake, id) end
+    if undelivered then redis.call('ZADD', b .. 'undelivered', created, id) end
   else
     redis.call('ZREM', b .. 'status:' .. status, id)
-    redis.call('ZREM', b .. 'due', id)
-    redis.call('ZREM', b .. 'undelivered', id)
+    if due then redis.call('ZREM', b .. 'due', id) end
+    if undelivered then redis.call('ZREM', b .. 'undelivered', id) end
   end
   if kind == 'run' then
     redis.call('HINCRBY', b .. 'counts', status, sign)
@@ -98,15 +100,46 @@ return {1}
 """
 )
 
-# _INSERT, then (when stored) the oldest queued or running run of the thread: {1, id or ''}.
-_INSERT_IN_TURN = _INSERT.replace(
-    "return {1}\n",
-    """for _, other in ipairs(redis.call('ZRANGE', b .. 'thread:' .. ARGV[7], 0, -1)) do
-  local h = redis.call('HMGET', b .. 'rec:' .. other, 'status', 'kind')
-  if h[2] == 'run' and (h[1] == 'queued' or h[1] == 'running') then return {1, other} end
+# The head of a thread's queue: the oldest queued or running run (kind 'run') in the
+# thread's index `tkey` (by creation time, ties by id), or ''. A run about to join it may be
+# named (`self_id`, with the status and kind it is stored with; its hash may not exist yet).
+# The thread's first runs are walked as they are (a status read each: a thread's runs are
+# mostly few, and the head is mostly among them); past sixteen finished ones, the thread's
+# runs in the `queued` and `running` indexes are found in C (ZINTER walks the smallest of
+# its sets; it costs about ten status reads, as it builds its answer as a sorted set): a
+# thread with thousands of finished runs cost a status read for each at every submit.
+_QUEUE_HEAD = """
+local function queue_head(b, tkey, self_id, self_status, self_kind)
+  local first = redis.call('ZRANGE', tkey, 0, 15)
+  for _, other in ipairs(first) do
+    local st, kd = self_status, self_kind
+    if other ~= self_id then
+      local h = redis.call('HMGET', b .. 'rec:' .. other, 'status', 'kind')
+      st, kd = h[1], h[2]
+    end
+    if kd == 'run' and (st == 'queued' or st == 'running') then return other end
+  end
+  if #first < 16 then return '' end
+  local best, rank = '', nil
+  if self_id and self_kind == 'run' and (self_status == 'queued' or self_status == 'running') then
+    best, rank = self_id, redis.call('ZRANK', tkey, self_id)
+  end
+  for _, status in ipairs({'queued', 'running'}) do
+    local found = redis.call('ZINTER', 3, tkey, b .. 'status:' .. status, b .. 'kind:run',
+      'WEIGHTS', 1, 0, 0)
+    if found[1] then
+      local r = redis.call('ZRANK', tkey, found[1])
+      if rank == nil or r < rank then best, rank = found[1], r end
+    end
+  end
+  return best
 end
-return {1, ''}
-""",
+"""
+
+# _INSERT, then (when stored) the head of the thread's queue: {1, id or ''}.
+_INSERT_IN_TURN = _QUEUE_HEAD + _INSERT.replace(
+    "return {1}\n",
+    "return {1, queue_head(b, b .. 'thread:' .. ARGV[7])}\n",
 )
 assert _INSERT_IN_TURN != _INSERT
 
@@ -306,10 +339,13 @@ class RedisRunStore(RunStore):
         return InTurn(existing, False, None)
 
     def insert_args(self, record: RunRecord) -> list[Any]:
-        """:data:`_INSERT`'s one argument: the rest packed, then the encoded record (a
-        folded submit's opening sends the same one: ``RedisBackend.open_thread``)."""
+        """:data:`_INSERT`'s one argument: the rest packed, then the encoded record."""
+        return [ormsgpack.packb(self._insert_text(record)) + record.encode(self.serializer)]
+
+    def _insert_text(self, record: RunRecord) -> list[str]:
+        """:data:`_INSERT`'s text arguments, ``''`` in the encoded record's place."""
         r = record
-        text = [
+        return [
             self.base,
             r.run_id,
             "",
@@ -324,7 +360,30 @@ class RedisRunStore(RunStore):
             r.owner or "",
             *(f"{k}={v}" for k, v in r.labels.items()),
         ]
-        return [ormsgpack.packb(text) + r.encode(self.serializer)]
+
+    def fold_arg(self, ride: RecordRide) -> bytes:
+        """A folded opening's one argument (``redis._FOLD``): the ride's write's text, the
+        length of the insert's encoded record and the insert's text, packed; then the
+        insert's encoded record and the write's (one argument and one unpacking on the
+        server where the insert and the ride took two)."""
+        assert ride.insert is not None
+        record = ride.insert.encode(self.serializer)
+        w = ride.write
+        if w is None:
+            head, written = ["0", "", "", "", "", "", ""], b""
+        else:
+            head = [
+                "1",
+                str(w.version),
+                w.status,
+                repr(w.wake_at) if w.wake_at is not None else "",
+                waiting_column(w) or "",
+                w.owner or "",
+                repr(w.lease_expires_at) if w.lease_expires_at is not None else "",
+            ]
+            written = w.encode(self.serializer)
+        text = ormsgpack.packb([*head, len(record), *self._insert_text(ride.insert)])
+        return text + record + written
 
     async def _many(self, what: str, ids: Sequence[Any]) -> list[RunRecord]:
         if not ids:
