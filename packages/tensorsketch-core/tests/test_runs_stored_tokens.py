@@ -9,17 +9,21 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 from tensorsketch import ChatProvider, Completion, Context, InMemoryBackend, create_agent, tool
+from tensorsketch.constants import END, START
 from tensorsketch.events import Event
+from tensorsketch.graph import Graph
 from tensorsketch.messages import ToolCall, assistant
+from tensorsketch.node import Node
 from tensorsketch.provider import ReasoningDelta, TextDelta, ToolCallDelta
 from tensorsketch.runs import AsyncRunner
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
+from tensorsketch.schema import Schema
 
 
 @tool
@@ -139,3 +143,29 @@ async def test_text_streamed_before_a_failure_is_stored(backend: Backend) -> Non
         events = [e async for e in runner.events(record.run_id, follow=False)]
     assert done.status == "failed" and (done.error or {}).get("message") == "connection reset"
     assert [e.data["text"] for e in events if e.type == "token"] == ["half a reply"]
+
+
+class Count(Schema):
+    n: int = 0
+
+
+class Look(Node):
+    """Notes what its context says of ``token`` and ``values`` events."""
+
+    In, Out = Count, Count
+    seen: ClassVar[list[tuple[bool, bool]]] = []
+
+    async def run(self, ctx: Context, inp: Count) -> Count:
+        self.seen.append((ctx.streams("token"), ctx.streams("values")))
+        return Count(n=inp.n + 1)
+
+
+async def test_a_context_says_which_events_reach_a_consumer_as_emitted() -> None:
+    app = Graph(Count).add(Look).edge(START, "Look").edge("Look", END).compile()
+    backend = InMemoryBackend()
+    await app.invoke({}, thread_id="a", backend=backend)  # nobody consumes its events
+    _ = [e async for e in app.stream({}, thread_id="b", backend=backend)]  # all of them
+    async with AsyncRunner(app, backend=backend) as runner:  # the stop check's types
+        record = await runner.submit({}, thread_id="c")
+        await runner.await_run(record.run_id)
+    assert Look.seen == [(False, False), (True, True), (False, True)]

@@ -141,8 +141,7 @@ async def _stream_call(
     one ``token`` event, emitted when something else comes (a tool-call fragment, reasoning,
     the end, an error): the same text in the same place, one event where a long reply made
     hundreds, each built, numbered, encoded and stored."""
-    wanted = getattr(ctx._run, "sink_types", None)  # the engine's run: see Run.sink_types
-    joined: list[str] | None = [] if wanted is not None and "token" not in wanted else None
+    joined: list[str] | None = None if ctx.streams("token") else []
     streamed = False
     completion: Completion | None = None
     try:
