@@ -227,3 +227,104 @@ def test_events_that_are_not_one_runs_are_stored_a_row_each() -> None:
         decode_row(serializer.loads(one.payload), 5, "t")  # its events end at 4
     with pytest.raises(CheckpointDecodeError, match="not a stored event"):
         decode_row([9, "x"], 1, "t")
+
+
+class Kept(Schema):
+    messages: list[Message] = []  # no reducer: what the node writes is the state's list
+
+
+class Whole(Node):
+    """Writes back the whole transcript, as an agent does."""
+
+    In, Out = _In, _Out
+
+    async def run(self, ctx: Context, inp: _In) -> _Out:
+        return _Out(messages=[*inp.messages, user(f"echo {inp.messages[-1].text}")])
+
+
+def _whole_app() -> CompiledGraph[Any]:
+    return Graph(Kept).add(Whole).edge(START, "Whole").edge("Whole", END).compile()
+
+
+async def test_writes_a_node_hands_back_to_the_state_are_stored_once(backend: Backend) -> None:
+    """``node_end``'s writes are the next ``values`` event's fields (the same list): the row
+    holds them once, and every replay, from any seq, reads them back as streamed."""
+    app = _whole_app()
+    live = [
+        e async for e in app.stream({"messages": [user(MARKER)]}, thread_id="t", backend=backend)
+    ]
+    ended = next(e for e in live if e.type == "node_end")
+    assert ended.data["writes"]["messages"][0].text == MARKER
+    for since in range(len(live) + 1):
+        replayed = [e async for e in app.replay("t", backend, since=since)]
+        assert _full(replayed) == _full(live[since:])
+    rows = await backend.read_events("t")
+    if not isinstance(backend.serializer, PickleSerializer):  # pickle shares the objects
+        # The input (run_start), the state's two messages (values): not node_end's writes
+        # (two more before), not run_end.
+        assert sum(r.payload.count(MARKER.encode()) for r in rows) == 3
+
+
+async def test_an_agents_transcript_is_stored_once_per_commit() -> None:
+    """An agent writes back its whole transcript (a new list of the same messages)."""
+    from tensorsketch import ChatProvider, Completion, create_agent
+    from tensorsketch.messages import assistant
+
+    class Scripted(ChatProvider):
+        model = provider_name = "scripted"
+
+        async def complete(self, messages: Any, **_: Any) -> Completion:
+            return Completion(message=assistant(MARKER), model="scripted")
+
+    backend = InMemoryBackend()
+    agent = create_agent(Scripted())
+    live = [e async for e in agent.stream({"query": "hi"}, thread_id="t", backend=backend)]
+    writes = next(e for e in live if e.type == "node_end").data["writes"]
+    state = next(e for e in live if e.type == "values").data
+    assert writes["messages"] is not state["messages"] and writes["messages"] == state["messages"]
+    replayed = [e async for e in agent.replay("t", backend)]
+    assert _full(replayed) == _full(live)
+    (row,) = await backend.read_events("t")
+    # The token event and the state's reply (values): not node_end's copy, not run_end's.
+    assert row.payload.count(MARKER.encode()) == 3  # token, the reply, the agent's output
+
+
+#: A commit's row as the release before ``lent`` wrote it (form 2: a four-item head).
+_FORM_2 = (
+    b"\xc1\xdc\x00\x16\x02\xa4r-v2\x03\x02\xa8node_end\xa1A\x90\x00\xcb?\xf8\x00\x00\x00\x00"
+    b"\x00\x00\x82\xa8instance\xa0\xa6writes\x81\xa8messages\x91\xc7{\x01\x83\xa2$t\xa5model"
+    b"\xa1c\xbdtensorsketch.messages:Message\xa1v\x88\xa4role\xa4user\xa7content\xa2hi\xaa"
+    b"tool_calls\x90\xactool_call_id\xc0\xa4name\xc0\xa8is_error\xc2\xa2id\xc0\xa9reasoning"
+    b"\x90\xa6values\xc0\x90\x00\xcb@\x04\x00\x00\x00\x00\x00\x00\x81\xa8messages\x91\xc7{"
+    b"\x01\x83\xa2$t\xa5model\xa1c\xbdtensorsketch.messages:Message\xa1v\x88\xa4role\xa4user"
+    b"\xa7content\xa2hi\xaatool_calls\x90\xactool_call_id\xc0\xa4name\xc0\xa8is_error\xc2\xa2"
+    b"id\xc0\xa9reasoning\x90\xa7run_end\xc0\x90\x01\xcb@\x0c\x00\x00\x00\x00\x00\x00\xc0"
+)
+
+
+def test_rows_of_form_2_read_back_as_before() -> None:
+    serializer = MsgpackSerializer()
+    state = {"messages": [user("hi")]}
+    assert decode_row(serializer.loads(_FORM_2), 5, "t-v2") == [
+        Event(3, "node_end", "A", "r-v2", "t-v2", {"instance": "", "writes": state}, (), 0, 1.5),
+        Event(4, "values", None, "r-v2", "t-v2", state, (), 0, 2.5),
+        Event(5, "run_end", None, "r-v2", "t-v2", state, (), 1, 3.5),
+    ]
+    assert stored_run_id(serializer.loads(_FORM_2)) == "r-v2"
+
+
+def test_a_row_lending_writes_to_no_values_event_is_refused() -> None:
+    serializer = MsgpackSerializer()
+    events = [
+        Event(0, "node_end", "A", "r", "t", {"instance": "", "writes": {"n": [1]}}, (), 0, 1.0),
+        Event(1, "values", None, "r", "t", {"n": [1]}, (), 0, 2.0),
+    ]
+    events[1] = replace(events[1], data={"n": events[0].data["writes"]["n"]})
+    (row,) = encode_events(serializer, "t", events)
+    raw = serializer.loads(row.payload)
+    assert raw[4] == [0]  # lent: node_end's writes are the values' list
+    assert decode_row(raw, 1, "t") == events
+    raw[6 + 5] = "values-gone"  # the values event's kind, changed
+    raw[5 + 6] = "custom"
+    with pytest.raises(CheckpointDecodeError, match="event 1 of thread 't'"):
+        decode_row(raw, 1, "t")

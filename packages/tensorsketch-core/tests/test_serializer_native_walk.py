@@ -337,3 +337,47 @@ def test_a_float_beside_tagged_values_keeps_the_native_walk() -> None:
     with shared_encoding(serializer):
         assert [serializer.dumps(record), serializer.dumps(record)] == [expected, expected]
     assert walked == 0
+
+
+def _packs(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every value ``ormsgpack.packb`` is handed from now on."""
+    import ormsgpack
+
+    handed: list[Any] = []
+    packb = ormsgpack.packb
+
+    def counted(obj: Any, *args: Any, **kwargs: Any) -> bytes:
+        handed.append(obj)
+        return bytes(packb(obj, *args, **kwargs))
+
+    monkeypatch.setattr(ormsgpack, "packb", counted)
+    return handed
+
+
+def test_bin_header_bytes_inside_the_top_level_floats_take_no_second_pack(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A timestamp's own bytes (``1796609073.92…``: ``41 da c5 …``) account for every bin
+    header byte of the output: nothing else can hold a ``bin``, no probe packs it again."""
+    serializer = MsgpackSerializer(types=[Msg])
+    record = {"created_at": 1796609073.9226878, "messages": [Msg(content="hi")], "pair": (1, 2)}
+    row = ["values", None, 1796609073.9226878, {"n": 1}, 1796609074.5]
+    for value in (record, row):
+        expected = serializer._dumps_walked(value)
+        handed = _packs(monkeypatch)
+        assert serializer.dumps(value) == expected
+        assert handed[0] is value and len(handed) == (3 if value is record else 1)
+
+
+@pytest.mark.parametrize("other", ["Ą", b"\xc4", 0xC4C4, [1796609073.9226878]])
+def test_a_bin_header_byte_beside_the_floats_is_still_probed(
+    monkeypatch: pytest.MonkeyPatch, other: Any
+) -> None:
+    # A byte outside the top-level floats (a letter's UTF-8, a bin, an int, a nested float): the
+    # floats do not clear it, and the output is the walk's.
+    serializer = MsgpackSerializer()
+    value = {"at": 1796609073.9226878, "other": other}
+    expected = serializer._dumps_walked(value)
+    handed = _packs(monkeypatch)
+    assert serializer.dumps(value) == expected
+    assert len(handed) >= 2  # the value, then the probe (or the walk)

@@ -134,7 +134,14 @@ async def _stream_call(
 ) -> Completion:
     """The call as a stream, its deltas emitted as run events; an error after text was shown
     is marked as streamed (a retry would show the text twice). A provider that only
-    implements ``complete`` goes to :func:`_complete_as_stream` instead."""
+    implements ``complete`` goes to :func:`_complete_as_stream` instead.
+
+    In a run whose sink takes no ``token`` event (a runner's: its followers read the stored
+    events, which reach the store with the superstep's commit), consecutive text deltas are
+    one ``token`` event, emitted when something else comes (a tool-call fragment, reasoning,
+    the end, an error): the same text in the same place, one event where a long reply made
+    hundreds, each built, numbered, encoded and stored."""
+    joined: list[str] | None = None if ctx.streams("token") else []
     streamed = False
     completion: Completion | None = None
     try:
@@ -144,8 +151,15 @@ async def _stream_call(
             if isinstance(item, TextDelta):
                 if item.text:
                     streamed = True
-                    await ctx.emit("token", {"text": item.text})
-            elif isinstance(item, ToolCallDelta):
+                    if joined is None:
+                        await ctx.emit("token", {"text": item.text})
+                    else:
+                        joined.append(item.text)
+                continue
+            if joined:
+                await ctx.emit("token", {"text": "".join(joined)})
+                joined.clear()
+            if isinstance(item, ToolCallDelta):
                 await ctx.emit("tool_call_delta", _call_delta(item))
             elif isinstance(item, ReasoningDelta):
                 if item.text:
@@ -153,9 +167,13 @@ async def _stream_call(
             elif isinstance(item, Completion):
                 completion = item
     except BaseException as exc:
+        if joined:  # the text shown before the error, as a delta each would have stored it
+            await ctx.emit("token", {"text": "".join(joined)})
         if streamed:
             _mark_streamed(exc)
         raise
+    if joined:
+        await ctx.emit("token", {"text": "".join(joined)})
     if completion is None:
         msg = (
             f"{type(provider).__name__}.stream() ended without yielding a final "

@@ -201,6 +201,17 @@ class Context(Generic[DepsT]):
         """Whether someone consumes this run's events (``ctx.emit`` is a no-op otherwise)."""
         return self._run.sink is not None
 
+    def streams(self, type: str) -> bool:
+        """Whether events of ``type`` reach a consumer as they are emitted: a ``stream``'s
+        takes every type; a run ``AsyncRunner`` executes hands its stop check only the few
+        it acts on, and its followers read the stored events as each superstep commits (a
+        node that streams pieces of something may then emit them joined)."""
+        run = self._run
+        if run.sink is None:
+            return False
+        wanted = getattr(run, "sink_types", None)  # the engine's Run: which types it hands
+        return wanted is None or type in wanted
+
     @property
     def effects(self) -> EffectLog:
         """The run's effect log: run once under a key, peek, record, look up a decision.

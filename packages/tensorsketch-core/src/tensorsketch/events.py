@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-__all__ = ["BUILTIN_EVENT_TYPES", "Event"]
+__all__ = ["BUILTIN_EVENT_TYPES", "Event", "new_event"]
 
 #: Types the runtime itself emits; anything else comes from ``ctx.emit``.
 BUILTIN_EVENT_TYPES: Final = frozenset(
@@ -84,3 +84,40 @@ class Event:
             step=raw.get("step"),
             ts=float(raw.get("ts") or 0.0),
         )
+
+
+class _Draft:
+    """:class:`Event`'s slots, in its order, without the frozen ``__setattr__``: an event is
+    built as one and handed the frozen class (``__class__`` may move between classes of one
+    layout), where :class:`Event`'s own ``__init__`` calls ``object.__setattr__`` per field —
+    nine calls for each of the events a streamed run emits."""
+
+    __slots__ = Event.__slots__  # the same layout (new_event below sets each field)
+
+
+def new_event(
+    seq: int,
+    type: str,
+    node: str | None,
+    run_id: str,
+    thread_id: str | None,
+    data: Any,
+    namespace: tuple[str, ...],
+    step: int | None,
+    ts: float,
+) -> Event:
+    """An :class:`Event` of these fields, all given, in their order: the same object
+    ``Event(...)`` makes (frozen, equal, pickled alike), built at about a fifth of the cost
+    (the fields are stored directly, then the draft takes the frozen class)."""
+    event: Any = _Draft()
+    event.seq = seq
+    event.type = type
+    event.node = node
+    event.run_id = run_id
+    event.thread_id = thread_id
+    event.data = data
+    event.namespace = namespace
+    event.step = step
+    event.ts = ts
+    event.__class__ = Event
+    return event  # type: ignore[no-any-return]

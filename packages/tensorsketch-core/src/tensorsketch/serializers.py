@@ -19,6 +19,7 @@ import decimal
 import enum
 import json
 import pickle
+import struct
 import sys
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -786,7 +787,7 @@ class MsgpackSerializer(_TaggedSerializer):
             extend = _as_is
         if packed.count(_TAG_KEY_PACKED) != tags:  # a dict holds the tag key (or may)
             return None
-        if _may_hold_bin(packed) and self._may_hold_bin(ormsgpack, obj, made, option):
+        if _may_hold_bin(packed) and self._may_hold_bin(ormsgpack, obj, made, option, packed):
             return None
         return packed
 
@@ -824,19 +825,34 @@ class MsgpackSerializer(_TaggedSerializer):
         return encoder(_as_is, value), False
 
     def _may_hold_bin(
-        self, ormsgpack: Any, obj: Any, made: dict[int, tuple[Any, Any]], option: int
+        self,
+        ormsgpack: Any,
+        obj: Any,
+        made: dict[int, tuple[Any, Any]],
+        option: int,
+        packed: bytes,
     ) -> bool:
         """Whether a ``bytes``/``bytearray``/``memoryview`` was packed natively (as ``bin``,
-        where the walk tags it), after the output holds a byte a ``bin`` header starts with.
-        Those bytes are mostly inside a float (a record's timestamps), so: pack the values of
-        ``obj`` again without its top-level floats (and each tagged value as the extension
-        it became); no such byte then proves there is no ``bin``. ``True`` when unsure."""
+        where the walk tags it), after the output ``packed`` holds a byte a ``bin`` header
+        starts with. Those bytes are mostly inside a float (a record's or an event row's
+        timestamps; while the clock's third byte is ``c4`` to ``c6``, in every one of them), so
+        first: when ``packed`` holds no more such bytes than the top-level floats' own eight
+        bytes each (packed as they are, ``cb`` and the double), none is outside them. Else
+        pack the values of ``obj`` again without its top-level floats (and each tagged value
+        as the extension it became); no such byte then proves there is no ``bin``. ``True``
+        when unsure."""
         if type(obj) is dict:  # its keys are strings (or the pack failed): never a bin
-            probe = [v for v in obj.values() if type(v) is not float]
+            items: Any = obj.values()
         elif type(obj) is list:
-            probe = [v for v in obj if type(v) is not float]
+            items = obj
         else:
             return True
+        floats = [v for v in items if type(v) is float]
+        if floats:
+            inside = b"".join(map(_DOUBLE, floats)).translate(None, _NOT_BIN)
+            if len(inside) == len(packed.translate(None, _NOT_BIN)):
+                return False  # each such byte is one of a top-level float's
+        probe = [v for v in items if type(v) is not float]
 
         def reuse(value: Any) -> Any:
             return made[id(value)][1]  # KeyError: not met before, so unsure
@@ -944,6 +960,14 @@ _TAG_KEY_PACKED = b"\xa2$t"
 
 def _may_hold_bin(packed: bytes) -> bool:
     return b"\xc4" in packed or b"\xc5" in packed or b"\xc6" in packed
+
+
+#: Every byte but those a ``bin`` header starts with: deleted, the length left counts those.
+_NOT_BIN = bytes(b for b in range(256) if b not in (0xC4, 0xC5, 0xC6))
+
+
+#: A float's eight bytes as msgpack writes them after its ``cb`` (big-endian IEEE 754).
+_DOUBLE = struct.Struct(">d").pack
 
 
 def _native_option(ormsgpack: Any) -> int:

@@ -2,9 +2,9 @@
 
 A commit's events (a barrier's, or those flushed as a run ends) share a row::
 
-    [2, run_id, first_seq, takes, type, node, namespace, step, ts, data, type, node, ...]
+    [3, run_id, first_seq, takes, lent, type, node, namespace, step, ts, data, type, ...]
 
-six items per event after a four-item head: the thread and each ``seq`` are not repeated
+six items per event after a five-item head: the thread and each ``seq`` are not repeated
 (the row's thread; ``first_seq`` counts on), and the run id is written once. A list with
 the events inline is one container for the encoder to walk, not a mapping per event. The
 row is stored under the seq of its *last* event, so the store's ``read_events(since)``
@@ -17,9 +17,17 @@ just before it — the same fields holding the same objects, as the engine emits
 was the third copy of the whole state written per run (the checkpoint, ``values``,
 ``run_end``).
 
-A commit whose events are not one run's consecutive events of this thread (none the
-engine writes) is stored as rows written before this form were: an ``Event.to_dict()``
-mapping per event, under its own seq. Those rows read back as they always did.
+``lent`` lists the ``node_end`` events (their indexes) whose ``writes`` are fields of the
+next ``values`` event in the row: each field the same object, or a list of the same
+objects (an agent writes its whole transcript back). Their ``writes`` are stored as the
+list of those field names, and the reader takes the values (a list copied) from that
+``values`` event; ``None``: none. A node that writes back its state held it twice in the
+row: about 40 % of an agent turn's bytes.
+
+Rows of the form before ``lent`` (``2``, a four-item head) read as they did. A commit whose
+events are not one run's consecutive events of this thread (none the engine writes) is
+stored as rows written before either form were: an ``Event.to_dict()`` mapping per event,
+under its own seq. Those rows read back as they always did.
 """
 
 from __future__ import annotations
@@ -29,16 +37,19 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from tensorsketch.errors import CheckpointDecodeError
-from tensorsketch.events import Event
+from tensorsketch.events import Event, new_event
 from tensorsketch.runtime.backends.base import Backend, StoredEvent
 from tensorsketch.serializers import Serializer, shared_encoding
 
 __all__ = ["decode_row", "encode_events", "read_stored_events", "stored_run_id"]
 
-#: The first item of a commit's row: the form's version.
-BATCH: Final = 2
-#: Items in a row's head, and per event.
-_HEAD, _STRIDE = 4, 6
+#: The first item of a commit's row: the form's version (``2``: written before ``lent``).
+BATCH: Final = 3
+#: Items in a row's head, by version, and per event.
+_HEADS: Final = {3: 5, 2: 4}
+_HEAD, _STRIDE = 5, 6
+#: A field missing from a ``values`` event's state.
+_ABSENT: Final = object()
 
 
 def encode_events(
@@ -54,14 +65,39 @@ def encode_events(
             return encode_events(serializer, thread_id, events, shared=True)
     first = events[0]
     run_id, seq = first.run_id, first.seq
-    for i, e in enumerate(events):  # one run's consecutive events of this thread?
-        if e.seq != seq + i or e.run_id != run_id or e.thread_id != thread_id:
-            return [StoredEvent(seq=e.seq, payload=serializer.dumps(e.to_dict())) for e in events]
-    row: list[Any] = [BATCH, run_id, seq, None]
+    row: list[Any] = [BATCH, run_id, seq, None, None]
     before: Event | None = None
+    # The `node_end` events since the last `values`: (index, where its data is, writes).
+    ended: list[tuple[int, int, dict[str, Any]]] = []
     for i, e in enumerate(events):
-        data = e.data
-        if e.type == "run_end" and row[3] is None and before and before.type == "values":
+        if e.seq != seq + i or e.run_id != run_id or e.thread_id != thread_id:
+            # Not one run's consecutive events of this thread: the old form, a row each.
+            return [StoredEvent(seq=e.seq, payload=serializer.dumps(e.to_dict())) for e in events]
+        data, kind = e.data, e.type
+        if kind == "node_end":
+            if type(data) is dict and type(writes := data.get("writes")) is dict and writes:
+                ended.append((i, len(row) + 5, writes))
+        elif kind == "values":
+            if ended and type(data) is dict:
+                # Which of them wrote only fields this state holds as they were written: the
+                # same object, or a list of the same objects (no value is compared).
+                for index, at, writes in ended:
+                    for name, written in writes.items():
+                        held = data.get(name, _ABSENT)
+                        if written is not held and not (
+                            type(written) is list
+                            and type(held) is list
+                            and len(written) == len(held)
+                            and all(map(operator.is_, written, held))
+                        ):
+                            break
+                    else:
+                        row[at] = {**row[at], "writes": list(writes)}
+                        if row[4] is None:
+                            row[4] = []
+                        row[4].append(index)
+            ended = []
+        elif kind == "run_end" and row[3] is None and before and before.type == "values":
             # Whether it carries the state of the `values` event right before it: the same
             # fields holding the same objects (no value is compared).
             prior = before.data
@@ -72,7 +108,7 @@ def encode_events(
                 and all(map(operator.is_, data.values(), map(prior.__getitem__, data)))
             ):
                 row[3], data = i, None
-        row += (e.type, e.node, list(e.namespace) if e.namespace else [], e.step, e.ts, data)
+        row += (kind, e.node, list(e.namespace) if e.namespace else [], e.step, e.ts, data)
         before = e
     return [StoredEvent(seq=events[-1].seq, payload=serializer.dumps(row))]
 
@@ -82,39 +118,55 @@ def _undecodable(seq: int, thread_id: str) -> CheckpointDecodeError:
 
 
 def decode_row(raw: Any, seq: int, thread_id: str) -> list[Event]:
-    """The events of a row stored under ``seq`` (``raw``: its payload, decoded), either form."""
+    """The events of a row stored under ``seq`` (``raw``: its payload, decoded), any form."""
     if type(raw) is dict:
         return [Event.from_dict(raw)]
-    if (
-        type(raw) is not list
-        or len(raw) < _HEAD + _STRIDE
-        or (len(raw) - _HEAD) % _STRIDE
-        or raw[0] != BATCH
-    ):
+    head = _HEADS.get(raw[0]) if type(raw) is list and raw else None
+    if head is None or len(raw) < head + _STRIDE or (len(raw) - head) % _STRIDE:
         raise _undecodable(seq, thread_id)
-    _, run_id, first, takes, *flat = raw
-    count = len(flat) // _STRIDE
+    run_id, first, takes = str(raw[1]), raw[2], raw[3]
+    lent = raw[4] if head == 5 else None
+    count = (len(raw) - head) // _STRIDE
     if not isinstance(first, int) or first + count - 1 != seq:
         raise _undecodable(seq, thread_id)
     events: list[Event] = []
     for i in range(count):
-        kind, node, namespace, step, ts, data = flat[i * _STRIDE : (i + 1) * _STRIDE]
+        at = head + i * _STRIDE
+        kind, node, namespace, step, ts, data = raw[at : at + _STRIDE]
         if i == takes and i and isinstance(events[-1].data, dict):
             data = dict(events[-1].data)  # a mapping of its own, as the live stream sent
         events.append(
-            Event(
-                seq=first + i,
-                type=str(kind),
-                node=node,
-                run_id=str(run_id),
-                thread_id=thread_id,
-                data=data,
-                namespace=tuple(namespace or ()),
-                step=step,
-                ts=float(ts or 0.0),
+            new_event(
+                first + i,
+                str(kind),
+                node,
+                run_id,
+                thread_id,
+                data,
+                tuple(namespace) if namespace else (),
+                step,
+                float(ts or 0.0),
             )
         )
+    if lent:
+        _lend_writes(events, lent, seq, thread_id)
     return events
+
+
+def _lend_writes(events: list[Event], lent: Any, seq: int, thread_id: str) -> None:
+    """Give each ``node_end`` of ``lent`` its ``writes`` back, from the next ``values``."""
+    if type(lent) is not list:
+        raise _undecodable(seq, thread_id)
+    try:
+        for index in lent:
+            data = events[index].data
+            state = next(e.data for e in events[index + 1 :] if e.type == "values")
+            data["writes"] = {
+                name: list(held) if type(held := state[name]) is list else held
+                for name in data["writes"]
+            }
+    except (IndexError, KeyError, StopIteration, TypeError):
+        raise _undecodable(seq, thread_id) from None
 
 
 async def read_stored_events(backend: Backend, thread_id: str, since: int = 0) -> list[Event]:
@@ -133,7 +185,7 @@ def stored_run_id(raw: Any) -> str | None:
     """The run a decoded row belongs to, either form (``None``: not an event row)."""
     if type(raw) is dict:
         run_id = raw.get("run_id")
-    elif type(raw) is list and len(raw) > _HEAD and raw[0] == BATCH:
+    elif type(raw) is list and len(raw) > _HEAD and raw[0] in _HEADS:
         run_id = raw[1]
     else:
         return None

@@ -37,7 +37,7 @@ from tensorsketch.errors import (
     RoutingError,
     ThreadBusyError,
 )
-from tensorsketch.events import Event
+from tensorsketch.events import Event, new_event
 from tensorsketch.joins import restore_arrivals, snapshot
 from tensorsketch.observability.tracing import NOOP_TRACER, Tracer
 from tensorsketch.pregel.plan import Planning, hold_deferred, with_held
@@ -253,16 +253,16 @@ class Run(RunState, Planning, TaskExecution):
         if sink is None:
             return
         # What _event does, inline: a call less for every event a streamed run emits.
-        event = Event(
-            seq=self.seq,
-            type=type,
-            node=node,
-            run_id=self.run_id,
-            thread_id=self.thread_id,
-            data=data,
-            namespace=self.namespace if namespace is None else namespace,
-            step=step,
-            ts=time.time(),
+        event = new_event(
+            self.seq,
+            type,
+            node,
+            self.run_id,
+            self.thread_id,
+            data,
+            self.namespace if namespace is None else namespace,
+            step,
+            time.time(),
         )
         self.seq += 1
         journal = self.journal
@@ -283,16 +283,16 @@ class Run(RunState, Planning, TaskExecution):
     ) -> Event:
         """Number an event and add it to the durable log's buffer (the caller delivers it);
         :meth:`emit` does the same inline."""
-        event = Event(
-            seq=self.seq,
-            type=type,
-            node=node,
-            run_id=self.run_id,
-            thread_id=self.thread_id,
-            data=data,
-            namespace=self.namespace if namespace is None else namespace,
-            step=step,
-            ts=time.time(),
+        event = new_event(
+            self.seq,
+            type,
+            node,
+            self.run_id,
+            self.thread_id,
+            data,
+            self.namespace if namespace is None else namespace,
+            step,
+            time.time(),
         )
         self.seq += 1
         if self.journal is not None:
