@@ -953,12 +953,12 @@ class SqlBackend(Backend):
         record = ride.insert
         columns, stored = store.folded_insert(ride)
         ahead = (thread_id, record.created_at, record.created_at, ride.run_id)
-        lease = (thread_id, owner, float(ttl), *ahead)
+        leasing = (thread_id, owner, float(ttl), *ahead)
         if self.writes_in_with:  # one statement: the lease in the insert's WITH clause
-            queries = [Query(fold["lease"], (*lease, *columns), fetch="rowcount")]
+            queries = [Query(fold["lease"], (*leasing, *columns), fetch="rowcount")]
         else:
             queries = [
-                Query(fold["lease"], lease, fetch="rowcount"),
+                Query(fold["lease"], leasing, fetch="rowcount"),
                 Query(fold["insert"], (*columns, thread_id, owner, *ahead), fetch="rowcount"),
             ]
         if initial is not None:
