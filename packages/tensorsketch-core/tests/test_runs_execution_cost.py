@@ -190,6 +190,7 @@ RUNNER_FRAMES = {
     ("runs/execution.py", "_execute"),
     ("runs/execution.py", "_segment"),
     ("runs/execution.py", "_invoke"),
+    ("runs/execution.py", "_invoke_folded"),  # a folded submit's first segment had a frame too
     ("runs/execution.py", "_run_graph"),
     ("pregel/compiled.py", "_invoke_sinking"),
 }
@@ -199,7 +200,8 @@ async def test_a_runs_task_reaches_the_engine_through_two_frames_of_the_runner(
     tmp_path: Path,
 ) -> None:
     # The task's coroutine runs the segments' loop itself, and the segment drives the
-    # engine from its own frame: every wait of the run resumes two runner frames, not five.
+    # engine from its own frame: every wait of the run resumes two runner frames, not five
+    # (a folded submit's first segment included: its fold is checked in the task's frame).
     calls = await _one_run(tmp_path)
     resumes = _from(calls, "runs/execution.py", "asyncio/events.py", "_execute")
     resumes += _from(calls, "runs/execution.py", "runs/execution.py", "_execute")
