@@ -190,6 +190,7 @@ RUNNER_FRAMES = {
     ("runs/execution.py", "_execute"),
     ("runs/execution.py", "_segment"),
     ("runs/execution.py", "_invoke"),
+    ("runs/execution.py", "_invoke_folded"),  # a folded submit's first segment had a frame too
     ("runs/execution.py", "_run_graph"),
     ("pregel/compiled.py", "_invoke_sinking"),
 }
@@ -199,7 +200,8 @@ async def test_a_runs_task_reaches_the_engine_through_two_frames_of_the_runner(
     tmp_path: Path,
 ) -> None:
     # The task's coroutine runs the segments' loop itself, and the segment drives the
-    # engine from its own frame: every wait of the run resumes two runner frames, not five.
+    # engine from its own frame: every wait of the run resumes two runner frames, not five
+    # (a folded submit's first segment included: its fold is checked in the task's frame).
     calls = await _one_run(tmp_path)
     resumes = _from(calls, "runs/execution.py", "asyncio/events.py", "_execute")
     resumes += _from(calls, "runs/execution.py", "runs/execution.py", "_execute")
@@ -303,3 +305,29 @@ async def test_a_barrier_nobody_else_wrote_at_reads_the_riders_record(tmp_path: 
     # known record is it (no coroutine asked for it).
     calls = await _one_run(tmp_path)
     assert _from(calls, "runs/riding.py", "runs/execution.py", "current") == 0
+
+
+async def test_a_submit_makes_its_record_without_a_copy_or_the_frozen_init(
+    tmp_path: Path,
+) -> None:
+    # The new record is built stamped (as the store stamps it) by RunRecord.new: no copy to
+    # stamp it, no frozen __init__ (forty object.__setattr__ calls).
+    calls = await _one_run(tmp_path)
+    assert _from(calls, "backends/runs.py", "runs/submission.py", "replace") == 0
+    assert _from(calls, "<string>", "runs/submission.py", "__init__") == 0
+
+
+async def test_a_submit_on_a_thread_nobody_else_submits_to_takes_no_lock(
+    tmp_path: Path,
+) -> None:
+    # The per-thread turn of a submit is a dict entry: no asyncio.Lock made, entered, left.
+    calls = await _one_run(tmp_path)
+    entered = {"__aenter__", "__aexit__", "acquire", "release"}
+    locks = [k for k in calls if k[0] == "asyncio/locks.py" and k[2] == "runs/submission.py"]
+    assert not [k for k in locks if k[1] in entered]
+
+
+async def test_whether_the_backend_folds_submits_is_asked_until_it_does(tmp_path: Path) -> None:
+    calls = await _one_run(tmp_path)
+    assert _from(calls, "runs/submission.py", "runs/submission.py", "_asks_backend") == 0
+    assert not [k for k in calls if k[1] == "folds_submits"]

@@ -130,6 +130,49 @@ async def test_a_folded_submit_returns_a_record_stored_in_one_durable_unit(
     assert options["transaction"] and options.get("durable", True)
 
 
+async def test_a_folded_opening_that_takes_the_lease_writes_the_runs_row_once(
+    tmp_path: Path,
+) -> None:
+    """SQLite: where the opening takes the lease, the run is inserted ``running`` (its ride's
+    write is what is stored): no insert as ``queued`` then an update, and its record is
+    encoded once, not twice."""
+    backend = SqliteBackend(tmp_path / "once.db")
+    units: list[list[str]] = []
+    submit = backend.submit
+
+    async def counted(queries: Any, **options: Any) -> Any:
+        units.append([q.sql for q in queries])
+        return await submit(queries, **options)
+
+    backend.submit = counted  # type: ignore[method-assign]
+    tasks = AsyncRunner(one_node_graph(Step, "step"), backend=backend)
+    encoded: list[str] = []
+    encode = RunRecord.encode
+
+    def counting(record: RunRecord, *args: Any, **kw: Any) -> bytes:
+        encoded.append(record.status)
+        return encode(record, *args, **kw)
+
+    try:
+        warm = await tasks.submit({"n": 1}, thread_id="warm")
+        await tasks.await_run(warm.run_id, timeout=30)
+        units.clear()
+        RunRecord.encode = counting  # type: ignore[method-assign]
+        try:
+            record = await tasks.submit({"n": 2}, thread_id="t")
+            opened = list(encoded)
+        finally:
+            RunRecord.encode = encode  # type: ignore[method-assign]
+        done = await tasks.await_run(record.run_id, timeout=30)
+    finally:
+        await tasks.aclose()
+    assert done.status == "succeeded"
+    assert opened == ["running"]
+    [opening] = [u for u in units if any("tensorsketch_leases" in s for s in u)][:1]
+    writes = [s for s in opening if "tensorsketch_runs " in s.split(" WHERE ")[0]]
+    assert len(writes) == 1 and writes[0].startswith("INSERT INTO tensorsketch_runs ")
+
+
 async def test_listeners_hear_a_folded_run_queued_then_running(
     runner: AsyncRunner, backend: Backend
 ) -> None:

@@ -273,3 +273,65 @@ async def test_a_submit_waiting_for_the_threads_turn_keeps_it_against_a_newcomer
         assert [r["status"] for r in sorted(runs, key=lambda r: r["created_at"])][-1] == "succeeded"
         assert sum(r["status"] == "succeeded" for r in runs) == 1, runs
     await backend.aclose()
+
+
+async def test_submits_on_one_thread_take_turns_in_order_and_a_cancelled_one_leaves_its_turn(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    """This process's submits on a thread take one turn each, in arrival order; a submit
+    cancelled while it waits for its turn (or once handed it) does not hold up the next,
+    and the thread's entry is gone once the last one left."""
+    runner = runner_for(multitask_strategy="enqueue")
+    await runner.start()
+    submission = runner._submission
+    inner = submission._double_text
+    entered: list[Any] = []
+    release = asyncio.Event()
+
+    async def held(input: Any, *args: Any) -> Any:
+        entered.append(input["tag"])
+        if input["tag"] == "a":
+            await release.wait()
+        return await inner(input, *args)
+
+    submission._double_text = held  # type: ignore[method-assign]
+    first = asyncio.create_task(runner.submit({"tag": "a"}, thread_id="turns"))
+    await asyncio.sleep(0.01)
+    second = asyncio.create_task(runner.submit({"tag": "b"}, thread_id="turns"))
+    third = asyncio.create_task(runner.submit({"tag": "c"}, thread_id="turns"))
+    await asyncio.sleep(0.01)
+    assert entered == ["a"]
+    second.cancel()
+    await asyncio.sleep(0.01)
+    release.set()
+    records = [await first, await third]
+    assert second.cancelled() and entered == ["a", "c"]
+    for record in records:
+        assert (await runner.await_run(record.run_id, timeout=30)).status == "succeeded"
+    assert not runner._state.thread_gates
+    # Handed the turn, then cancelled before it woke: the turn goes on to the next.
+    entered.clear()
+    waiting: list[asyncio.Task[Any]] = []
+
+    async def hands_on(input: Any, *args: Any) -> Any:
+        entered.append(input["tag"])
+        if input["tag"] != "a":
+            return await inner(input, *args)
+        await release.wait()
+        stored = await inner(input, *args)
+        # Runs once this submit left (handing its turn to "b"), before "b" wakes.
+        asyncio.get_running_loop().call_soon(waiting[0].cancel)
+        return stored
+
+    submission._double_text = hands_on  # type: ignore[method-assign]
+    release.clear()
+    first = asyncio.create_task(runner.submit({"tag": "a"}, thread_id="turns"))
+    await asyncio.sleep(0.01)
+    waiting.append(asyncio.create_task(runner.submit({"tag": "b"}, thread_id="turns")))
+    third = asyncio.create_task(runner.submit({"tag": "c"}, thread_id="turns"))
+    await asyncio.sleep(0.01)
+    release.set()
+    await first
+    await third
+    assert waiting[0].cancelled() and entered == ["a", "c"]
+    assert not runner._state.thread_gates

@@ -23,6 +23,7 @@ from tensorsketch.durable.modes import check_durability
 from tensorsketch.errors import BackendUnavailableError, LeaseLostError, ThreadBusyError
 from tensorsketch.events import Event
 from tensorsketch.interrupts import run_info
+from tensorsketch.runs.folding import Folding
 from tensorsketch.runs.multitask import roll_back, stopped_error
 from tensorsketch.runs.records import active_seconds, all_decided, due, now, plain, waiting_for
 from tensorsketch.runs.riding import Change, RunRider
@@ -154,16 +155,18 @@ class Execution:
                             if record is None:
                                 return
                             state.known[run_id] = record
-                            # A folded submit's first segment answers its submit too.
-                            invoke = self._invoke_folded if run_id in state.folds else None
+                            # A folded submit's first segment answers its submit too (its
+                            # rider does, as the opening returns): checked here, not in a
+                            # frame of its own resumed at each of the run's waits.
+                            folding = state.folds.get(run_id)
                             try:
-                                graph_state, used = await (invoke or self._invoke)(
-                                    record, takeover=takeover
-                                )
-                            except LeaseLostError:
-                                raise
+                                graph_state, used = await self._invoke(record, takeover=takeover)
+                                self._answered(folding)
                             except Exception as exc:
-                                then = await self._failed(run_id, record, exc)
+                                failure = self._unfolded(folding, exc)
+                                if isinstance(failure, LeaseLostError):
+                                    raise  # (only ever exc itself)
+                                then = await self._failed(run_id, record, failure)
                                 if then == "again":
                                     takeover = True
                                     continue
@@ -423,33 +426,33 @@ class Execution:
             await self._finish(run_id, status="failed", error=error)
         return "end"
 
-    async def _invoke_folded(self, record: RunRecord, *, takeover: bool) -> tuple[Any, set[str]]:
-        """:meth:`_invoke` of a folded submit's first segment (see
-        :mod:`tensorsketch.runs.folding`): an opening that committed answers the submit (its
-        rider does, as the opening returns); one that stored the run without the thread's
-        lease is :class:`_Queued`; one that failed before answering is :class:`_Unstored`
-        (the submit reads what is stored and takes it from there)."""
-        folding = self.state.folds[record.run_id]
-        try:
-            done = await self._invoke(record, takeover=takeover)
-        except Exception as exc:
-            if not folding.settle(self.state):
-                log.warning(
-                    "run %s: its opening failed before it answered (%s: %s); submit reads "
-                    "what is stored and stores the run the usual way if nothing is",
-                    record.run_id,
-                    type(exc).__name__,
-                    exc,
-                )
-                raise _Unstored from None
-            # Refused the lease (LeaseLostError, a ThreadBusyError too, is a later loss).
-            if type(exc) is ThreadBusyError and not folding.opened:
-                raise _Queued from None
-            raise  # stored: the run's failure is handled as any run's
-        if not folding.settle(self.state):  # pragma: no cover - every run opens its thread
-            log.error("run %s ended without storing its record", record.run_id)
-            raise _Unstored
-        return done
+    def _answered(self, folding: Folding | None) -> None:
+        """A folded submit's first segment returned: its opening answered the submit."""
+        if folding is not None and not folding.settle(self.state):  # pragma: no cover
+            log.error("run %s ended without storing its record", folding.record.run_id)
+            raise _Unstored  # (every run opens its thread)
+
+    def _unfolded(self, folding: Folding | None, exc: Exception) -> Exception:
+        """What a segment that raised ``exc`` failed with: ``exc`` itself, but for a folded
+        submit's first segment (see :mod:`tensorsketch.runs.folding`) an opening that stored
+        the run without the thread's lease is :class:`_Queued` and one that failed before
+        answering is :class:`_Unstored` (the submit reads what is stored and takes it from
+        there)."""
+        if folding is None or isinstance(exc, _Unstored):
+            return exc
+        if not folding.settle(self.state):
+            log.warning(
+                "run %s: its opening failed before it answered (%s: %s); submit reads "
+                "what is stored and stores the run the usual way if nothing is",
+                folding.record.run_id,
+                type(exc).__name__,
+                exc,
+            )
+            return _Unstored()
+        # Refused the lease (LeaseLostError, a ThreadBusyError too, is a later loss).
+        if type(exc) is ThreadBusyError and not folding.opened:
+            return _Queued()
+        return exc
 
     async def _invoke(self, record: RunRecord, *, takeover: bool) -> tuple[Any, set[str]]:
         """Invoke the graph for the run's next segment; return the state and the decision

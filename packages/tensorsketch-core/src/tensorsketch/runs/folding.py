@@ -3,10 +3,11 @@
 A run that can start at once (a free slot, its thread idle as far as this runner knows, no
 idempotency key nor labels, a backend whose ``folds_submits`` says it can; see
 :class:`~tensorsketch.runtime.backends.base.Backend`) is not inserted by ``submit``: its task
-starts, and the unit that opens its thread stores the record first, takes the thread's lease
-only if the run heads its thread's queue, and moves it to ``running`` there (one durable
-transaction instead of two). ``submit`` waits for that unit and returns the record as
-inserted, so what it returns is stored, as before:
+starts, and the unit that opens its thread stores the record, takes the thread's lease only
+if the run heads its thread's queue, and moves it to ``running`` there (one durable
+transaction instead of two; the SQL stores insert it ``running`` at once where the lease is
+taken, and ``queued`` in a unit of their own where it is not). ``submit`` waits for that
+unit and returns the record as inserted, so what it returns is stored, as before:
 
 - committed with the lease: the run runs; listeners hear ``queued`` then ``running``;
 - committed without it (a run queued or running before it, or another holder of the

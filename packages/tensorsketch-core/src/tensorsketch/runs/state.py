@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,10 +70,11 @@ class RunnerState:
     #: ``AsyncRunner(retention=...)``: the threads this runner sweeps (``None``: none).
     retention: Retention | None = None
     #: Serializes this process's submits per thread, so its check of what is in flight on
-    #: the thread and its new record are one step (other processes: see docs/runs.md).
-    thread_locks: dict[str, asyncio.Lock] = field(default_factory=dict)
-    #: How many submits hold or wait for each thread's lock (it is dropped at zero).
-    thread_lock_users: dict[str, int] = field(default_factory=dict)
+    #: the thread and its new record are one step (other processes: see docs/runs.md): a
+    #: thread here has a submit in that step, and the submits waiting for it, in order
+    #: (``None``: none waits). An entry is dropped as its last submit leaves: a submit on a
+    #: thread nobody else submits to takes no lock object and never waits.
+    thread_gates: dict[str, deque[asyncio.Future[None]] | None] = field(default_factory=dict)
 
     #: Bounds the runs executing at once (made by ``start``, on the running loop).
     slots: asyncio.Semaphore | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -39,6 +40,8 @@ class Submission:
         self.state = state
         self.execution = execution
         self.start = start
+        #: The backend said it folds submits (see :meth:`_asks_backend`).
+        self._backend_folds = False
 
     async def enqueue(
         self,
@@ -100,23 +103,50 @@ class Submission:
             return await self._create(
                 input, None, idempotency_key, labels, strategy, webhook, pinned, mode
             )
-        # The lock is forgotten when its last user is done — not when it is merely free: a
-        # released lock whose waiter has not woken yet reads as unlocked, and a submit coming
-        # in then would take a new lock and check the thread beside that waiter.
-        lock = state.thread_locks.setdefault(thread_id, asyncio.Lock())
-        state.thread_lock_users[thread_id] = state.thread_lock_users.get(thread_id, 0) + 1
+        # One submit at a time per thread (see RunnerState.thread_gates). The entry goes as
+        # its last submit leaves — not when it is merely free: a submit handed the turn
+        # that has not woken yet still holds it, and one coming in then waits behind it.
+        gates = state.thread_gates
+        if thread_id in gates:
+            await self._wait_gate(thread_id)
+        else:
+            gates[thread_id] = None  # taken, nobody waits: no lock, no wait
         try:
-            async with lock:
-                return await self._double_text(
-                    input, thread_id, idempotency_key, labels, strategy, webhook, pinned, mode
-                )
+            return await self._double_text(
+                input, thread_id, idempotency_key, labels, strategy, webhook, pinned, mode
+            )
         finally:
-            users = state.thread_lock_users[thread_id] - 1
-            if users:
-                state.thread_lock_users[thread_id] = users
-            else:
-                del state.thread_lock_users[thread_id]
-                del state.thread_locks[thread_id]
+            self._pass_gate(thread_id)
+
+    async def _wait_gate(self, thread_id: str) -> None:
+        """Wait for the submits ahead on ``thread_id`` (in arrival order) to leave."""
+        gates = self.state.thread_gates
+        waiters = gates[thread_id]
+        if waiters is None:
+            waiters = gates[thread_id] = deque()
+        gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiters.append(gate)
+        try:
+            await gate
+        except asyncio.CancelledError:
+            if gate.cancelled():  # still waiting: just leave the line
+                if gate in waiters:
+                    waiters.remove(gate)
+            else:  # handed the turn, then cancelled: hand it on
+                self._pass_gate(thread_id)
+            raise
+
+    def _pass_gate(self, thread_id: str) -> None:
+        """The submit holding ``thread_id``'s turn leaves: wake the next one still waiting,
+        or drop the entry."""
+        gates = self.state.thread_gates
+        waiters = gates[thread_id]
+        while waiters:
+            gate = waiters.popleft()
+            if not gate.done():
+                gate.set_result(None)
+                return
+        del gates[thread_id]
 
     async def _double_text(
         self,
@@ -213,7 +243,9 @@ class Submission:
     ) -> tuple[RunRecord, bool]:
         state = self.state
         at = now()
-        record = RunRecord(
+        # Stamped as RunStore.create stamps a new record (which keeps its created_at): what
+        # a folded submit inserts as it is.
+        record = RunRecord.new(
             run_id=f"run_{uuid.uuid4().hex}",
             thread_id=thread_id or f"thread_{uuid.uuid4().hex}",
             graph=state.graph.name,
@@ -226,11 +258,12 @@ class Submission:
             webhook=webhook,
             assistant=pinned,
             durability=durability,
+            created_at=at,
+            updated_at=at,
+            version=1,
         )
         if fold and state.may_fold and self._folds(record, thread_id):
-            # Stamped as RunStore.create stamps a new record.
-            stamped = record.replace(created_at=at, updated_at=at, version=1)
-            return await self._fold(stamped, new_thread=thread_id is None)
+            return await self._fold(record, new_thread=thread_id is None)
         return await self._store(record, new_thread=thread_id is None)
 
     def _folds(self, record: RunRecord, thread_id: str | None) -> bool:
@@ -241,12 +274,20 @@ class Submission:
         state = self.state
         if not state.fold_submits or record.idempotency_key is not None or record.labels:
             return False
-        backend = state.backend
-        if not getattr(backend, "folds_submits", False) or state.store is not backend.run_store():
+        if not (self._backend_folds or self._asks_backend()):
             return False
         if state.running + state.waiting_new >= state.concurrency:
             return False
         return thread_id is None or thread_id not in state.thread_runs
+
+    def _asks_backend(self) -> bool:
+        """Whether the backend folds submits into the run store this runner uses: asked
+        until it does (it does once its run tables are known to exist), not per submit."""
+        backend = self.state.backend
+        self._backend_folds = bool(getattr(backend, "folds_submits", False)) and (
+            self.state.store is backend.run_store()
+        )
+        return self._backend_folds
 
     async def _fold(self, record: RunRecord, *, new_thread: bool) -> tuple[RunRecord, bool]:
         """Start the run with its insert riding its opening; return once that committed."""

@@ -48,10 +48,12 @@ class RecordRide:
     The backend that carried it sets ``result`` (a unit's own return value stays as it is).
 
     ``insert`` (the ``open`` unit only, on a backend that :attr:`~.base.Backend.folds_submits`):
-    a new run's record, ``queued`` at version 1, stored first in the opening's own unit —
-    the submit's insert folded into it. The opening is then durable, takes the thread's
-    lease only if that run heads its thread's queue (the oldest queued or running run), and
-    sets ``result`` whether or not it took the lease (its ``write`` rides only if it did).
+    a new run's record, ``queued`` at version 1, stored in the opening's own unit — the
+    submit's insert folded into it. The opening is then durable, takes the thread's lease
+    only if that run heads its thread's queue (the oldest queued or running run), and sets
+    ``result`` whether or not it took the lease (its ``write`` rides only if it did; a
+    backend may store the write directly in place of the insert then, and store the insert
+    in a unit of its own where it did not: the SQL backends do).
     """
 
     run_id: str

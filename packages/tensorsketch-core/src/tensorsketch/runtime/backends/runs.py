@@ -209,6 +209,17 @@ class RunRecord:
         object.__setattr__(record, "__class__", RunRecord)  # see _Draft
         return record
 
+    @classmethod
+    def new(cls, **values: Any) -> RunRecord:
+        """``cls(**values)``, built as :meth:`replace` builds its copies (a run's record is
+        made at every submit: the frozen ``__init__`` sets each of the forty fields through
+        ``object.__setattr__``)."""
+        if cls is not RunRecord:  # a subclass has its own layout: its own __init__
+            return cls(**values)
+        record: RunRecord = _Draft(**values)
+        object.__setattr__(record, "__class__", RunRecord)  # see _Draft
+        return record
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data (what the HTTP API returns)."""
         raw = dict(zip(_FIELD_NAMES, _ALL_FIELDS(self), strict=True))

@@ -50,7 +50,7 @@ from tensorsketch.runtime.backends.base import (
     ThreadSummary,
     lease_lost,
 )
-from tensorsketch.runtime.backends.rides import RecordRide
+from tensorsketch.runtime.backends.rides import RecordRide, RideResult
 from tensorsketch.runtime.backends.runs import RunStore
 from tensorsketch.runtime.backends.sql_query import Query
 from tensorsketch.runtime.backends.sql_runs import SqlRunStore
@@ -924,51 +924,67 @@ class SqlBackend(Backend):
         initial: StoredCheckpoint | None,
         ride: RecordRide,
     ) -> ThreadOpening:
-        """:meth:`open_thread` for a folded submit (see :attr:`folds_submits`): the run's
-        insert first, then the lease, the input checkpoint and the ride's write — each only
-        where the run heads its thread's queue — in one durable transaction (``submit``
-        returns what it stored). The lease is an ``INSERT … SELECT`` whose ``WHERE`` is the
-        queue condition; where a data-modifying ``WITH`` is allowed (:attr:`writes_in_with`)
-        the run's insert is a ``WITH`` clause of that statement (as many statements as the
-        submit's own insert and the opening sent apart)."""
+        """:meth:`open_thread` for a folded submit (see :attr:`folds_submits`): one durable
+        transaction (``submit`` returns what it stored) takes the lease only where no
+        active run is ahead of the new one in its thread's queue, and only there stores
+        the run — already ``running``, its ride's write being what is inserted (one row
+        written, one record encoded) — and the input checkpoint. Where the lease was not
+        taken the run is then stored ``queued``, in a unit of its own: nothing of it was
+        stored before, and nothing sees it running without the lease. Where a
+        data-modifying ``WITH`` is allowed (:attr:`writes_in_with`) the lease is a ``WITH``
+        clause of the run's insert (one statement)."""
         store = self.run_store()
         assert isinstance(store, SqlRunStore) and ride.insert is not None
         fold = self.__dict__.get("_fold_sql")
         if fold is None:
-            in_turn = store.in_turn_sql
-            with_insert, leasing = ("", in_turn)
-            if self.writes_in_with:
-                with_insert, leasing = store.in_turn_with_sql
+            insert, insert_leased = store.insert_sql
             t, now = self.table("leases"), self.now_sql
+            lease = self.q(
+                f"INSERT INTO {t} (thread_id, owner, expires_at) SELECT ?, ?, {now} + ? "
+                f"WHERE NOT {store.ahead_sql} ON CONFLICT (thread_id) DO UPDATE SET "
+                "owner = excluded.owner, expires_at = excluded.expires_at "
+                f"WHERE {t}.owner = excluded.owner OR {t}.expires_at < {now}"
+            )
+            if self.writes_in_with:  # the run's insert where the lease's WITH took it
+                marks = insert[insert.index(" VALUES (") + 9 : -1]
+                lease = f"WITH l AS ({lease} RETURNING 1) {insert.partition(' VALUES ')[0]} "
+                lease += f"SELECT {marks} WHERE EXISTS (SELECT 1 FROM l)"
             fold = self.__dict__["_fold_sql"] = {
-                "lease": self.q(
-                    f"{with_insert} INSERT INTO {t} (thread_id, owner, expires_at) SELECT ?, ?, "
-                    f"{now} + ? WHERE {leasing} ON CONFLICT (thread_id) DO UPDATE SET "
-                    "owner = excluded.owner, expires_at = excluded.expires_at "
-                    f"WHERE {t}.owner = excluded.owner OR {t}.expires_at < {now}"
-                ).lstrip(),
-                "initial": f"{self._sql['initial']} AND {in_turn}",
+                "lease": lease,
+                "insert": insert_leased,
+                "initial": self.q(
+                    f"{self._sql['initial']} AND EXISTS (SELECT 1 FROM "
+                    f"{self.table('runs')} WHERE run_id = ?)"
+                ),
             }
-        run_id = ride.run_id
-        insert = store.insert_query(ride.insert)
-        lease = (thread_id, owner, float(ttl), thread_id, run_id)
-        if self.writes_in_with:  # one statement: the insert in the lease's WITH clause
-            queries = [Query(fold["lease"], (*insert.params, *lease), fetch="rowcount")]
+        record = ride.insert
+        columns, stored = store.folded_insert(ride)
+        ahead = (thread_id, record.created_at, record.created_at, ride.run_id)
+        leasing = (thread_id, owner, float(ttl), *ahead)
+        if self.writes_in_with:  # one statement: the lease in the insert's WITH clause
+            queries = [Query(fold["lease"], (*leasing, *columns), fetch="rowcount")]
         else:
-            queries = [insert, Query(fold["lease"], lease, fetch="rowcount")]
+            queries = [
+                Query(fold["lease"], leasing, fetch="rowcount"),
+                Query(fold["insert"], (*columns, thread_id, owner, *ahead), fetch="rowcount"),
+            ]
         if initial is not None:
-            params = (*_row(initial), thread_id, thread_id, owner, thread_id, run_id)
+            params = (*_row(initial), thread_id, thread_id, owner, ride.run_id)
             queries.append(Query(fold["initial"], params, fetch="rowcount"))
             queries += self._blob_queries(initial)
         queries.append(self._chain_query(thread_id))
         queries.append(Query(self._sql["last_seq"], (thread_id,), fetch="one"))
-        riding = store.ride_queries(ride, (thread_id, owner))
         results = await self._run(
-            "storing the run and opening its thread", queries + riding, transaction=True
+            "storing the run and opening its thread", queries, transaction=True
         )
-        self._rode(ride, results, len(riding))
-        leased_at = 0 if self.writes_in_with else 1  # the lease statement's result
-        return self._opening(thread_id, results[leased_at : -len(riding)], initial)
+        # The run's insert says whether the lease was taken (it is stored only then).
+        opening = self._opening(thread_id, results[0 if self.writes_in_with else 1 :], initial)
+        if opening.acquired:
+            ride.result = RideResult(record.version if stored is None else stored.version, stored)
+        else:
+            await store._insert(record)
+            ride.result = RideResult(record.version)
+        return opening
 
     @property
     def folds_submits(self) -> bool:  # type: ignore[override]

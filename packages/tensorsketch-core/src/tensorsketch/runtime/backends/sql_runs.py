@@ -139,11 +139,13 @@ class SqlRunStore(RunStore):
                 f"{b.table('leases')} WHERE thread_id = ? AND owner = ?)"
             ),
             # A folded submit's opening (the run's insert in the unit that opens its
-            # thread): true when that run heads its thread's queue. Parameters: the thread,
-            # the run.
-            "in_turn": (
-                f"(SELECT run_id FROM {runs} WHERE thread_id = ? AND kind = 'run' AND status "
-                "IN ('queued', 'running') ORDER BY created_at, run_id LIMIT 1) = ?"
+            # thread), before the run is stored: an active run of the thread is ahead of it
+            # in the queue (so it does not head the queue once stored). Parameters: the
+            # thread, the run's created_at twice, the run.
+            "ahead": (
+                f"EXISTS (SELECT 1 FROM {runs} WHERE thread_id = ? AND kind = 'run' AND "
+                "status IN ('queued', 'running') AND (created_at < ? OR (created_at = ? "
+                "AND run_id < ?)))"
             ),
             "key_failed": f"UPDATE {keys} SET failed = 1 WHERE key = ? AND run_id = ?",
             "due": (
@@ -198,8 +200,7 @@ class SqlRunStore(RunStore):
         # a data-modifying WITH: the new version if the compare-and-set won, and the version
         # as the statement found it (the outer read does not see the update).
         read = f"SELECT (SELECT version FROM w), (SELECT version FROM {runs} WHERE run_id = ?)"
-        self._sql["replace_in_turn"] = f"{self._sql['replace_leased']} AND {self._sql['in_turn']}"
-        for name in ("replace", "replace_leased", "replace_in_turn"):
+        for name in ("replace", "replace_leased"):
             self._sql[f"{name}_read"] = f"WITH w AS ({self._sql[name]} RETURNING version) {read}"
         # A new run's insert with the ``turn_at`` read in one statement where the dialect
         # allows: the read does not see the insert, so the queue's head is taken over the
@@ -210,13 +211,16 @@ class SqlRunStore(RunStore):
             f"AND {active} UNION ALL SELECT run_id, created_at FROM i WHERE {active}) AS h "
             "ORDER BY created_at, run_id LIMIT 1"
         )
-        # A folded submit's opening where the insert sits in the lease's WITH clause: the
-        # same condition, over the stored rows and the inserted one (parameters as
-        # ``in_turn``).
-        self._sql["in_turn_with"] = f"({head}) = ?"
         # The insert as a WITH clause whose row the queue's head above reads as ``i``.
         self._sql["insert_with"] = (
             f"WITH i AS ({self._sql['insert']} RETURNING run_id, created_at, kind, status)"
+        )
+        # A folded submit's run stored where the opening took the lease: after the lease's
+        # statement, the run heads its queue and this owner holds the lease (parameters: the
+        # columns, the thread, the owner, then as ``ahead``).
+        self._sql["insert_leased"] = (
+            f"INSERT INTO {runs} ({_COLUMNS}) SELECT {marks} WHERE EXISTS (SELECT 1 FROM "
+            f"{b.table('leases')} WHERE thread_id = ? AND owner = ?) AND NOT {self._sql['ahead']}"
         )
         self._sql["insert_turn"] = (
             f"{self._sql['insert_with']} SELECT ({head}), ({latest}), ({last})"
@@ -419,16 +423,13 @@ class SqlRunStore(RunStore):
     def ride_queries(self, ride: RecordRide, leased: tuple[str, str] | None = None) -> list[Query]:
         """The statements that carry ``ride`` in a unit of the backend's: the
         compare-and-set write (if any; with ``leased``, only where that thread's lease is
-        that owner's — and, for a ride that inserts its run, only where that run heads its
-        thread's queue), then the version read."""
+        that owner's), then the version read."""
         queries = []
         write = ride.write  # its updated_at is the rider's (the stored copy must match)
         if write is not None:
             q = self._replace_query(write, version=write.version + 1)
             params = q.params if leased is None else (*q.params, *leased)
             name = "replace" if leased is None else "replace_leased"
-            if leased is not None and ride.insert is not None:
-                name, params = "replace_in_turn", (*params, leased[0], ride.run_id)
             if self.backend.writes_in_with:
                 read = Query(self._sql[f"{name}_read"], (*params, ride.run_id), fetch="one")
                 return [read]
@@ -436,22 +437,30 @@ class SqlRunStore(RunStore):
         queries.append(Query(self._sql["version_of"], (ride.run_id,), fetch="one"))
         return queries
 
-    def insert_query(self, record: RunRecord) -> Query:
-        """The plain insert of a new run's ``record`` (no idempotency key, no labels): what
-        a folded submit's opening stores first."""
-        return Query(self._sql["insert"], _columns(record, self.serializer))
+    def folded_insert(self, ride: RecordRide) -> tuple[tuple[Any, ...], RunRecord | None]:
+        """What a folded submit's opening inserts where it takes the thread's lease: the
+        ride's ``write`` as it is stored (its version bumped past the insert's) — the run
+        stored ``running`` at once, one row written and one record encoded — or, without a
+        write that applies to the insert, the insert itself. Its columns (as ``insert``
+        takes them) and that stored write (``None``: no write rode)."""
+        insert, write = ride.insert, ride.write
+        assert insert is not None
+        if write is None or write.version != insert.version:
+            return _columns(insert, self.serializer), None
+        stored = write.replace(version=write.version + 1)
+        return _columns(stored, self.serializer), stored
 
     @property
-    def in_turn_sql(self) -> str:
-        """The condition that a run heads its thread's queue (parameters: thread, run)."""
-        return self._sql["in_turn"]
+    def ahead_sql(self) -> str:
+        """The condition that an active run is ahead of a run not stored yet in its thread's
+        queue (parameters: the thread, the run's ``created_at`` twice, the run)."""
+        return self._sql["ahead"]
 
     @property
-    def in_turn_with_sql(self) -> tuple[str, str]:
-        """The insert of :meth:`insert_query` as a ``WITH i AS (…)`` clause, and
-        :attr:`in_turn_sql` over the stored rows and ``i``'s (where a dialect allows a
-        data-modifying ``WITH``)."""
-        return self._sql["insert_with"], self._sql["in_turn_with"]
+    def insert_sql(self) -> tuple[str, str]:
+        """The plain insert of a new run (parameters: its columns), and the one that stores
+        it only where its opening took the lease (see :meth:`folded_insert`)."""
+        return self._sql["insert"], self._sql["insert_leased"]
 
     def ride_write(self, ride: RecordRide) -> Query | None:
         """The compare-and-set write ``ride`` carries (``None``: it only reads), for a
