@@ -15,6 +15,9 @@ running the graph. CPU seconds per run are counted too — the server process's 
 and its SQLite thread), the load client's, and the floor's — because on a shared 2-core machine
 the wall-time ratio moves with whatever else runs, and the client competes with the server.
 
+A third row runs the same load on an in-process ``AsyncRunner`` (run records and followers, no
+HTTP): the server minus it is what the HTTP layer costs.
+
 ``TS_BENCH_QUICK=1``: 200 runs, 10 followers. ``TS_BENCH_COUNT=1`` also counts, on both sides,
 the SQLite transactions (``BEGIN`` plus writes outside one) and trips to the database (units of
 work, each ending in one ``commit()`` call): deterministic where the times are not, at the price of
@@ -318,6 +321,46 @@ async def _floor(db: str, counts: dict[str, int]) -> tuple[float, float, float]:
     return took, cpu, loop
 
 
+async def _in_process(db: str) -> tuple[float, float, float]:
+    """The same load on an in-process :class:`AsyncRunner` (records, followers, no HTTP):
+    the server minus this is what the HTTP layer costs."""
+    from tensorsketch.runs import AsyncRunner
+    from tensorsketch.runtime.backends.sqlite import SqliteBackend
+
+    runner = AsyncRunner(_agent(), backend=SqliteBackend(db), concurrency=CONCURRENCY)
+    await runner.start()
+    queue = list(range(RUNS))
+    followers: list[asyncio.Task[None]] = []
+
+    async def follow(run_id: str) -> None:
+        async for _ in runner.events(run_id):
+            pass
+        await runner.get(run_id)  # the SSE stream's closing `task` frame reads the record
+
+    async def submitter() -> None:
+        while queue:
+            n = queue.pop()
+            record, _ = await runner.enqueue(
+                input={"query": f"question {n}"}, idempotency_key=f"load-{n}"
+            )
+            if len(followers) < FOLLOWERS and n % (RUNS // FOLLOWERS) == 0:
+                followers.append(asyncio.create_task(follow(record.run_id)))
+
+    pid = os.getpid()
+    started, cpu, loop = time.perf_counter(), _own_cpu_seconds(), _loop_cpu_seconds(pid)
+    await asyncio.gather(*(submitter() for _ in range(SUBMITTERS)))
+    while True:
+        counts = (await runner.health())["runs"]
+        if sum(counts.get(s, 0) for s in ("succeeded", "failed", "cancelled")) >= RUNS:
+            break
+        await asyncio.sleep(0.2)
+    await asyncio.gather(*followers)
+    took, cpu = time.perf_counter() - started, _own_cpu_seconds() - cpu
+    loop = _loop_cpu_seconds(pid) - loop
+    await runner.aclose()
+    return took, cpu, loop
+
+
 def _split(total: float, loop: float) -> str:
     per = 1000 / RUNS
     return f"{total * per:.2f} ms ({loop * per:.2f} + {(total - loop) * per:.2f})"
@@ -365,6 +408,7 @@ def main() -> None:
         floor, floor_cpu, floor_loop = asyncio.run(
             _floor(str(Path(tmp) / "floor.db"), floor_counts)
         )
+        inner, inner_cpu, inner_loop = asyncio.run(_in_process(str(Path(tmp) / "runner.db")))
     lat = result["latencies"]
     p50 = statistics.median(lat)
     p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
@@ -383,6 +427,9 @@ def main() -> None:
         ("load client CPU per run", f"{client_cpu / RUNS * 1000:.2f} ms"),
         ("floor CPU per run (event loop + rest)", _split(floor_cpu, floor_loop)),
         ("server CPU / floor CPU", f"{server_cpu / floor_cpu:.2f}x"),
+        ("in-process AsyncRunner, same load", f"{inner:.2f} s ({RUNS / inner:.0f} runs/s)"),
+        ("in-process runner CPU per run", _split(inner_cpu, inner_loop)),
+        ("server CPU / in-process runner CPU", f"{server_cpu / inner_cpu:.2f}x"),
     ]
     for what in ("transactions", "trips", "statements") if COUNT else ():
         server_n, floor_n = server_counts.get(what, 0) / RUNS, floor_counts[what] / RUNS

@@ -208,3 +208,83 @@ def test_an_event_stream_reads_the_runs_record_once_before_its_final_frame() -> 
     # The handler's 404 check, the follow's check that the run stopped moving, and the final
     # `task` frame: the events start from the handler's record instead of a read of their own.
     assert reads == 3
+
+
+def _submit_answer(body: bytes) -> tuple[cProfile.Profile, list[dict[str, Any]], Any]:
+    """A created submit's answer, profiled, with the record the runner stores for it."""
+
+    async def go() -> tuple[cProfile.Profile, list[dict[str, Any]], Any]:
+        runner = AsyncRunner(task_graphs.work_graph(), backend=InMemoryBackend())
+        app = task_app(runner, metrics=None)
+        async with runner:
+            await _call(app, "POST", "/tasks", body, [(b"idempotency-key", b"warm")])
+            profile = cProfile.Profile()
+            profile.enable()
+            sent = await _call(app, "POST", "/tasks", body, [(b"idempotency-key", b"k1")])
+            profile.disable()
+            record = await runner.get(json.loads(sent[1]["body"])["id"])
+            await runner.drain(timeout=5)
+        return profile, sent, record
+
+    return asyncio.run(go())
+
+
+def test_a_created_submit_is_encoded_without_the_standard_librarys_encoder() -> None:
+    body = json.dumps({"input": {"n": 1}, "labels": {"team": "é\u2028"}}).encode()
+    profile, sent, _ = _submit_answer(body)
+    assert sent[0]["status"] == 202
+    assert _calls(profile, json.JSONEncoder.encode.__code__) == 0
+    assert dict(sent[0]["headers"])[b"location"].startswith(b"/tasks/run_")
+
+
+def test_a_created_submit_has_the_bytes_the_standard_library_writes() -> None:
+    body = json.dumps({"input": {"n": 1}, "labels": {"team": 'é\u2028"\\'}}).encode()
+    _, sent, _ = _submit_answer(body)
+    answer = json.loads(sent[1]["body"])
+    # The same record through the stdlib encoder (the path every other answer takes).
+    theirs = json.dumps(answer, ensure_ascii=False, separators=(",", ":")).encode()
+    assert sent[1]["body"] == theirs
+    assert list(answer)[-1] == "id" and answer["status"] == "queued"
+    assert answer["labels"] == {"team": 'é\u2028"\\'} and answer["input"] == {"n": 1}
+
+
+def test_a_replayed_submit_takes_the_standard_librarys_encoder() -> None:
+    async def go() -> tuple[cProfile.Profile, list[dict[str, Any]]]:
+        runner = AsyncRunner(task_graphs.work_graph(), backend=InMemoryBackend())
+        app = task_app(runner, metrics=None)
+        body = json.dumps({"input": {"n": 1}}).encode()
+        async with runner:
+            await _call(app, "POST", "/tasks", body, [(b"idempotency-key", b"k1")])
+            profile = cProfile.Profile()
+            profile.enable()
+            sent = await _call(app, "POST", "/tasks", body, [(b"idempotency-key", b"k1")])
+            profile.disable()
+            await runner.drain(timeout=5)
+        return profile, sent
+
+    profile, sent = asyncio.run(go())
+    assert sent[0]["status"] == 200
+    assert (b"idempotent-replayed", b"true") in sent[0]["headers"]
+    assert _calls(profile, json.JSONEncoder.encode.__code__) == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"output": {"when": object()}},
+        {"assistant": {"config": {}}},
+        {"interrupts": ({"id": "i1", "value": object()},)},
+        {"decisions": {"i1": True}},
+        {"events": ({"type": "x"},)},
+        {"schedule": {"cron": "* * * * *"}},
+    ],
+)
+def test_a_record_with_data_of_its_own_is_left_to_the_standard_library(
+    change: dict[str, Any],
+) -> None:
+    from tensorsketch.runs import RunRecord
+    from tensorsketch.serve._tasks import _submitted_json
+
+    record = RunRecord(run_id="run_1", thread_id="t", graph="g", input={"n": 1})
+    assert _submitted_json(record) is not None
+    assert _submitted_json(record.replace(**change)) is None

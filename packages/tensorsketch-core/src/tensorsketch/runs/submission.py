@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from tensorsketch.durable.ids import random_hex
 from tensorsketch.durable.modes import Durability, check_durability
 from tensorsketch.errors import QueueFullError, RunConflictError, RunNotFoundError
 from tensorsketch.events import Event
@@ -246,8 +246,8 @@ class Submission:
         # Stamped as RunStore.create stamps a new record (which keeps its created_at): what
         # a folded submit inserts as it is.
         record = RunRecord.new(
-            run_id=f"run_{uuid.uuid4().hex}",
-            thread_id=thread_id or f"thread_{uuid.uuid4().hex}",
+            run_id=f"run_{random_hex()}",
+            thread_id=thread_id or f"thread_{random_hex()}",
             graph=state.graph.name,
             input=plain(input),
             idempotency_key=idempotency_key,
