@@ -169,3 +169,37 @@ async def test_units_that_may_not_hold_the_write_lock_keep_the_writing_fence(
         assert reading.result == RideResult(record.version)
     finally:
         await backend.aclose()
+
+
+async def test_a_folded_opening_knows_the_version_it_inserted(tmp_path: Path) -> None:
+    """A folded submit's opening inserts the record in its own unit, so it reads no
+    ``SELECT version``: the ride's result is the insert's version, or the one its
+    ``running`` write stored where the run took the thread."""
+    backend = Traced(tmp_path / "runs.db")
+    try:
+        await _opened(backend, "warm")  # the run tables exist: the backend carries rides
+        results = []
+        for thread, owner in (("t", "me"), ("t", "me"), ("u", "me")):
+            n = len(results)
+            queued = RunRecord(run_id=f"run-{n}", thread_id=thread, owner=owner, version=1)
+            ride = RecordRide(queued.run_id, queued.replace(status="running"), insert=queued)
+            first = StoredCheckpoint(thread, f"c{n}", None, 0, time.time(), b"in")
+            opening = await backend.open_thread(thread, owner, 30, first, ride=ride)
+            statements = backend.take()
+            assert "SELECT version FROM" not in statements
+            assert statements[0] == "INSERT INTO tensorsketch_runs"
+            results.append((opening.acquired, ride.result))
+        store = backend.run_store()
+        taken, behind, other = results
+        # The first run heads its thread's queue: its `running` write won.
+        assert taken[0] and taken[1] is not None and taken[1].version == 2
+        assert taken[1].stored is not None and taken[1].stored.status == "running"
+        # The second waits behind it, stored as inserted.
+        assert behind == (False, RideResult(1))
+        # A thread of its own: taken, though its lease owner is the same.
+        assert other[0] and other[1] is not None and other[1].version == 2
+        for run_id, status, version in (("run-0", "running", 2), ("run-1", "queued", 1)):
+            stored = await store.get(run_id)
+            assert stored is not None and (stored.status, stored.version) == (status, version)
+    finally:
+        await backend.aclose()

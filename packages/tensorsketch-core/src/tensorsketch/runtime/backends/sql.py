@@ -955,13 +955,23 @@ class SqlBackend(Backend):
             queries += self._blob_queries(initial)
         queries.append(self._chain_query(thread_id))
         queries.append(Query(self._sql["last_seq"], (thread_id,), fetch="one"))
-        riding = store.ride_queries(ride, (thread_id, owner))
+        if self.writes_in_with:
+            riding = store.ride_queries(ride, (thread_id, owner))
+        else:
+            # No version read: the unit inserted the record itself, so its version is the
+            # insert's unless the ride's write (its row count) won.
+            riding = store.ride_queries(ride, (thread_id, owner), read=False)
         results = await self._run(
             "storing the run and opening its thread", queries + riding, transaction=True
         )
-        self._rode(ride, results, len(riding))
+        if self.writes_in_with:
+            self._rode(ride, results, len(riding))
+        else:
+            written = results[-1] if riding else None
+            found = ride.insert.version
+            ride.result = SqlRunStore.ride_result_read_first(ride, found, written)
         leased_at = 0 if self.writes_in_with else 1  # the lease statement's result
-        return self._opening(thread_id, results[leased_at : -len(riding)], initial)
+        return self._opening(thread_id, results[leased_at : len(queries)], initial)
 
     @property
     def folds_submits(self) -> bool:  # type: ignore[override]

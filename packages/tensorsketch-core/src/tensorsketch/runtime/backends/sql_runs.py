@@ -415,11 +415,15 @@ class SqlRunStore(RunStore):
 
     # -- rides: record writes in the checkpoints' own units (tensorsketch.runtime.backends.rides)
 
-    def ride_queries(self, ride: RecordRide, leased: tuple[str, str] | None = None) -> list[Query]:
+    def ride_queries(
+        self, ride: RecordRide, leased: tuple[str, str] | None = None, *, read: bool = True
+    ) -> list[Query]:
         """The statements that carry ``ride`` in a unit of the backend's: the
         compare-and-set write (if any; with ``leased``, only where that thread's lease is
         that owner's — and, for a ride that inserts its run, only where that run heads its
-        thread's queue), then the version read."""
+        thread's queue), then the version read (``read=False``: none, where the caller
+        knows the version, e.g. the unit inserted the record; a write in a ``WITH``
+        clause reads it all the same)."""
         queries = []
         write = ride.write  # its updated_at is the rider's (the stored copy must match)
         if write is not None:
@@ -432,7 +436,8 @@ class SqlRunStore(RunStore):
                 read = Query(self._sql[f"{name}_read"], (*params, ride.run_id), fetch="one")
                 return [read]
             queries.append(Query(self._sql[name], params, fetch="rowcount"))
-        queries.append(Query(self._sql["version_of"], (ride.run_id,), fetch="one"))
+        if read:
+            queries.append(Query(self._sql["version_of"], (ride.run_id,), fetch="one"))
         return queries
 
     def insert_query(self, record: RunRecord) -> Query:
