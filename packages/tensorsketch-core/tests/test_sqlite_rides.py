@@ -203,3 +203,47 @@ async def test_a_folded_opening_knows_the_version_it_inserted(tmp_path: Path) ->
             assert stored is not None and (stored.status, stored.version) == (status, version)
     finally:
         await backend.aclose()
+
+
+async def test_a_records_writes_spell_its_nulls_out(tmp_path: Path) -> None:
+    """A run's insert and compare-and-set writes bind no ``None`` (``sqlite3`` adapts each
+    bound ``None`` through its adapter registry): those columns are ``NULL`` in the
+    statement's text, one text per pattern of nulls, and the row holds what the record says."""
+    backend = Traced(tmp_path / "runs.db")
+    try:
+        record = await _opened(backend, "t")
+        store = backend.run_store()
+        queued = RunRecord(run_id="run-x", thread_id="t", owner="me", version=1)
+        insert = store.insert_query(queued)  # type: ignore[attr-defined]
+        assert None not in insert.params and "NULL" in insert.sql
+        await backend.run_queries("inserting", [insert])
+        writes = [
+            record.replace(status="running", owner="me", lease_expires_at=5.0),
+            record.replace(status="suspended", waiting_for="timer", wake_at=9.0, version=2),
+            record.replace(status="succeeded", version=3),
+        ]
+        texts = set()
+        for write in writes:
+            q = store._replace_query(write, version=write.version + 1)  # type: ignore[attr-defined]
+            assert None not in q.params
+            texts.add(q.sql)
+            stored = await store._replace(write)  # type: ignore[attr-defined]
+            assert stored is not None and stored.version == write.version + 1
+            with sqlite3.connect(tmp_path / "runs.db") as conn:
+                row = conn.execute(
+                    "SELECT status, waiting_for, wake_at, owner, lease_expires_at, version "
+                    "FROM tensorsketch_runs WHERE run_id = ?",
+                    (record.run_id,),
+                ).fetchone()
+            wake = write.wake_at if write.status == "suspended" else None
+            expected = (write.status, write.waiting_for, wake, write.owner)
+            assert row == (*expected, write.lease_expires_at, write.version + 1)
+        assert len(texts) == 3
+        got = await store.get("run-x")
+        assert got is not None and (got.status, got.owner, got.idempotency_key) == (
+            "queued",
+            "me",
+            None,
+        )
+    finally:
+        await backend.aclose()

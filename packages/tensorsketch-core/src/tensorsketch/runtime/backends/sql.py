@@ -94,6 +94,11 @@ class SqlBackend(Backend):
     #: A data-modifying statement may sit in a ``WITH`` clause (PostgreSQL): a record ride's
     #: compare-and-set and its version read are then one statement.
     writes_in_with: ClassVar[bool] = False
+    #: A run record's writes spell its ``None`` columns as ``NULL`` in the statement text
+    #: rather than binding them (a text per pattern of nulls): the standard library's
+    #: ``sqlite3`` looks every bound ``None`` up in its adapter registry first, which costs
+    #: about as much as binding three other values.
+    inlines_nulls: ClassVar[bool] = False
 
     #: Placeholder of the driver's paramstyle: ``"?"`` (qmark) or ``"%s"`` (format).
     placeholder: ClassVar[str] = "?"

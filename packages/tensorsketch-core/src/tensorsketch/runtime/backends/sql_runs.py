@@ -50,6 +50,12 @@ _COLUMNS = (
     "run_id, thread_id, kind, status, waiting_for, wake_at, owner, lease_expires_at, "
     "created_at, idempotency_key, version, record"
 )
+#: What a run's compare-and-set write sets from its record (``_replace_query``'s first
+#: parameters, in this order).
+_SET = "status = ?, waiting_for = ?, wake_at = ?, owner = ?, lease_expires_at = ?"
+#: Positions in ``_columns`` that may be ``None`` (waiting_for, wake_at, owner, lease expiry,
+#: idempotency key): the ones a dialect that inlines nulls writes as ``NULL``.
+_NULLABLE = (4, 5, 6, 7, 9)
 _CHUNK = 500
 #: A row that no runner is working on (one that may be deleted with its thread).
 _IDLE = "status NOT IN ('queued', 'running')"
@@ -127,14 +133,12 @@ class SqlRunStore(RunStore):
                 "IN ('queued', 'running') ORDER BY created_at, run_id LIMIT 1"
             ),
             "replace": (
-                f"UPDATE {runs} SET status = ?, waiting_for = ?, wake_at = ?, owner = ?, "
-                "lease_expires_at = ?, version = version + 1, record = ? "
+                f"UPDATE {runs} SET {_SET}, version = version + 1, record = ? "
                 "WHERE run_id = ? AND version = ?"
             ),
             # A ride's write in the unit that opens a thread: only where the lease was taken.
             "replace_leased": (
-                f"UPDATE {runs} SET status = ?, waiting_for = ?, wake_at = ?, owner = ?, "
-                "lease_expires_at = ?, version = version + 1, record = ? "
+                f"UPDATE {runs} SET {_SET}, version = version + 1, record = ? "
                 "WHERE run_id = ? AND version = ? AND EXISTS (SELECT 1 FROM "
                 f"{b.table('leases')} WHERE thread_id = ? AND owner = ?)"
             ),
@@ -222,6 +226,12 @@ class SqlRunStore(RunStore):
             f"{self._sql['insert_with']} SELECT ({head}), ({latest}), ({last})"
         )
         self._sql = {k: b.q(v) for k, v in self._sql.items()}
+        #: Statement texts with ``NULL`` written in for the ``None`` values of a write, by
+        #: (statement, which values are ``None``): see :attr:`SqlBackend.inlines_nulls`.
+        self._null_sqls: dict[tuple[str, tuple[bool, ...]], str] = {}
+        #: The insert's texts likewise, with the positions of the values they still bind.
+        self._null_inserts: dict[tuple[bool, ...], tuple[str, tuple[int, ...]]] = {}
+        self._inlines_nulls = bool(getattr(b, "inlines_nulls", False))
 
     def _ddl(self) -> list[str]:
         runs, keys, labels = self._tables
@@ -288,7 +298,7 @@ class SqlRunStore(RunStore):
         key = record.idempotency_key
         labels = [(k, v, record.run_id, record.run_id) for k, v in record.labels.items()]
         if key is None:
-            queries = [Query(self._sql["insert"], cols)]
+            queries = [self._insert_query(cols)]
             if labels:
                 queries.append(Query(self._sql["label"], labels, many=True))
             await self._go("creating a run", queries, transaction=len(queries) > 1)
@@ -345,7 +355,7 @@ class SqlRunStore(RunStore):
             head, latest, last = (await self._go("creating a run", [turn]))[0]
             return InTurn(record, True, head, self._head(latest, last))
         if key is None:
-            queries.append(Query(self._sql["insert"], cols))
+            queries.append(self._insert_query(cols))
         else:
             queries.append(Query(self._sql["take_key"], (key, record.run_id)))
             queries.append(
@@ -427,15 +437,17 @@ class SqlRunStore(RunStore):
         queries = []
         write = ride.write  # its updated_at is the rider's (the stored copy must match)
         if write is not None:
-            q = self._replace_query(write, version=write.version + 1)
-            params = q.params if leased is None else (*q.params, *leased)
-            name = "replace" if leased is None else "replace_leased"
-            if leased is not None and ride.insert is not None:
-                name, params = "replace_in_turn", (*params, leased[0], ride.run_id)
+            name, extra = "replace", ()
+            if leased is not None:
+                name, extra = "replace_leased", leased
+                if ride.insert is not None:
+                    name, extra = "replace_in_turn", (*leased, leased[0], ride.run_id)
+            q = self._replace_query(write, version=write.version + 1, name=name)
+            params = (*q.params, *extra)
             if self.backend.writes_in_with:
                 read = Query(self._sql[f"{name}_read"], (*params, ride.run_id), fetch="one")
                 return [read]
-            queries.append(Query(self._sql[name], params, fetch="rowcount"))
+            queries.append(Query(q.sql, params, fetch="rowcount"))
         if read:
             queries.append(Query(self._sql["version_of"], (ride.run_id,), fetch="one"))
         return queries
@@ -443,7 +455,25 @@ class SqlRunStore(RunStore):
     def insert_query(self, record: RunRecord) -> Query:
         """The plain insert of a new run's ``record`` (no idempotency key, no labels): what
         a folded submit's opening stores first."""
-        return Query(self._sql["insert"], _columns(record, self.serializer))
+        return self._insert_query(_columns(record, self.serializer))
+
+    def _insert_query(self, cols: tuple[Any, ...]) -> Query:
+        """The plain insert of a record's ``cols``, its ``None`` columns written as ``NULL``
+        where the dialect inlines nulls."""
+        if not self._inlines_nulls:
+            return Query(self._sql["insert"], cols)
+        nulls = tuple(cols[i] is None for i in _NULLABLE)
+        if not any(nulls):
+            return Query(self._sql["insert"], cols)
+        found = self._null_inserts.get(nulls)
+        if found is None:
+            dropped = {i for i, null in zip(_NULLABLE, nulls, strict=True) if null}
+            marks = ", ".join("NULL" if i in dropped else "?" for i in range(len(cols)))
+            sql = self.backend.q(f"INSERT INTO {self._tables[0]} ({_COLUMNS}) VALUES ({marks})")
+            kept = tuple(i for i in range(len(cols)) if i not in dropped)
+            found = self._null_inserts[nulls] = (sql, kept)
+        sql, kept = found
+        return Query(sql, tuple([cols[i] for i in kept]))
 
     @property
     def in_turn_sql(self) -> str:
@@ -494,20 +524,35 @@ class SqlRunStore(RunStore):
     async def _replace_relaxed(self, record: RunRecord) -> RunRecord | None:
         return await self._replace(record, durable=False)
 
-    def _replace_query(self, record: RunRecord, *, version: int) -> Query:
-        """The compare-and-set write of ``record`` (stored under ``version``)."""
+    def _replace_query(self, record: RunRecord, *, version: int, name: str = "replace") -> Query:
+        """The compare-and-set write of ``record`` (stored under ``version``) as statement
+        ``name`` (``replace``, or a form with more conditions, whose parameters the caller
+        appends); its ``None`` values written as ``NULL`` where the dialect inlines nulls."""
         wake = record.wake_at if record.status == "suspended" else None
-        params = (
+        values = (
             record.status,
             waiting_column(record),
             wake,
             record.owner,
             record.lease_expires_at,
-            record.encode(self.serializer, version=version),
-            record.run_id,
-            record.version,
         )
-        return Query(self._sql["replace"], params, fetch="rowcount")
+        tail = (record.encode(self.serializer, version=version), record.run_id, record.version)
+        sql = self._sql[name]
+        if self._inlines_nulls and None in values:
+            nulls = tuple(v is None for v in values)
+            sql = self._null_sqls.get((name, nulls)) or self._nulls_set(name, nulls)
+            values = tuple(v for v in values if v is not None)
+        return Query(sql, (*values, *tail), fetch="rowcount")
+
+    def _nulls_set(self, name: str, nulls: tuple[bool, ...]) -> str:
+        """Statement ``name`` with ``NULL`` in its ``SET`` clause where ``nulls`` says."""
+        sets = [part.split(" = ")[0] for part in _SET.split(", ")]
+        clause = ", ".join(
+            f"{c} = NULL" if null else f"{c} = ?" for c, null in zip(sets, nulls, strict=True)
+        )
+        sql = self._sql[name].replace(self.backend.q(_SET), self.backend.q(clause), 1)
+        self._null_sqls[(name, nulls)] = sql
+        return sql
 
     async def _replace(self, record: RunRecord, durable: bool = True) -> RunRecord | None:
         stored = record.replace(version=record.version + 1)

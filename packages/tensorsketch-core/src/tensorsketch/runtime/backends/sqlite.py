@@ -54,6 +54,7 @@ class SqliteBackend(SqlBackend):
     now_sql: ClassVar[str] = "((julianday('now') - 2440587.5) * 86400.0)"
     begin_sql: ClassVar[str | None] = "BEGIN IMMEDIATE"
     groups_commits: ClassVar[bool] = True
+    inlines_nulls: ClassVar[bool] = True
 
     def __init__(
         self,
