@@ -25,6 +25,7 @@ Every write is one statement or one transaction; leases are the writers' wall cl
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -230,7 +231,7 @@ class SqlRunStore(RunStore):
         #: (statement, which values are ``None``): see :attr:`SqlBackend.inlines_nulls`.
         self._null_sqls: dict[tuple[str, tuple[bool, ...]], str] = {}
         #: The insert's texts likewise, with the positions of the values they still bind.
-        self._null_inserts: dict[tuple[bool, ...], tuple[str, tuple[int, ...]]] = {}
+        self._null_inserts: dict[tuple[bool, ...], tuple[str, operator.itemgetter[Any]]] = {}
         self._inlines_nulls = bool(getattr(b, "inlines_nulls", False))
 
     def _ddl(self) -> list[str]:
@@ -437,7 +438,8 @@ class SqlRunStore(RunStore):
         queries = []
         write = ride.write  # its updated_at is the rider's (the stored copy must match)
         if write is not None:
-            name, extra = "replace", ()
+            name = "replace"
+            extra: tuple[str, ...] = ()
             if leased is not None:
                 name, extra = "replace_leased", leased
                 if ride.insert is not None:
@@ -445,8 +447,8 @@ class SqlRunStore(RunStore):
             q = self._replace_query(write, version=write.version + 1, name=name)
             params = (*q.params, *extra)
             if self.backend.writes_in_with:
-                read = Query(self._sql[f"{name}_read"], (*params, ride.run_id), fetch="one")
-                return [read]
+                sql = self._sql[f"{name}_read"]
+                return [Query(sql, (*params, ride.run_id), fetch="one")]
             queries.append(Query(q.sql, params, fetch="rowcount"))
         if read:
             queries.append(Query(self._sql["version_of"], (ride.run_id,), fetch="one"))
@@ -462,18 +464,25 @@ class SqlRunStore(RunStore):
         where the dialect inlines nulls."""
         if not self._inlines_nulls:
             return Query(self._sql["insert"], cols)
-        nulls = tuple(cols[i] is None for i in _NULLABLE)
-        if not any(nulls):
+        # The positions of _NULLABLE, spelled out (no generator to run per insert).
+        nulls = (
+            cols[4] is None,
+            cols[5] is None,
+            cols[6] is None,
+            cols[7] is None,
+            cols[9] is None,
+        )
+        if True not in nulls:
             return Query(self._sql["insert"], cols)
         found = self._null_inserts.get(nulls)
         if found is None:
             dropped = {i for i, null in zip(_NULLABLE, nulls, strict=True) if null}
             marks = ", ".join("NULL" if i in dropped else "?" for i in range(len(cols)))
             sql = self.backend.q(f"INSERT INTO {self._tables[0]} ({_COLUMNS}) VALUES ({marks})")
-            kept = tuple(i for i in range(len(cols)) if i not in dropped)
+            kept = operator.itemgetter(*(i for i in range(len(cols)) if i not in dropped))
             found = self._null_inserts[nulls] = (sql, kept)
         sql, kept = found
-        return Query(sql, tuple([cols[i] for i in kept]))
+        return Query(sql, kept(cols))
 
     @property
     def in_turn_sql(self) -> str:
@@ -528,20 +537,17 @@ class SqlRunStore(RunStore):
         """The compare-and-set write of ``record`` (stored under ``version``) as statement
         ``name`` (``replace``, or a form with more conditions, whose parameters the caller
         appends); its ``None`` values written as ``NULL`` where the dialect inlines nulls."""
-        wake = record.wake_at if record.status == "suspended" else None
-        values = (
-            record.status,
-            waiting_column(record),
-            wake,
-            record.owner,
-            record.lease_expires_at,
-        )
+        status, owner, lease = record.status, record.owner, record.lease_expires_at
+        waiting = waiting_column(record)
+        wake = record.wake_at if status == "suspended" else None
+        values: tuple[Any, ...] = (status, waiting, wake, owner, lease)
         tail = (record.encode(self.serializer, version=version), record.run_id, record.version)
         sql = self._sql[name]
-        if self._inlines_nulls and None in values:
-            nulls = tuple(v is None for v in values)
-            sql = self._null_sqls.get((name, nulls)) or self._nulls_set(name, nulls)
-            values = tuple(v for v in values if v is not None)
+        if self._inlines_nulls:
+            nulls = (False, waiting is None, wake is None, owner is None, lease is None)
+            if True in nulls:
+                sql = self._null_sqls.get((name, nulls)) or self._nulls_set(name, nulls)
+                values = tuple([v for v in values if v is not None])
         return Query(sql, (*values, *tail), fetch="rowcount")
 
     def _nulls_set(self, name: str, nulls: tuple[bool, ...]) -> str:
