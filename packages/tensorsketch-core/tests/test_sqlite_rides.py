@@ -17,6 +17,7 @@ from tensorsketch.errors import LeaseLostError
 from tensorsketch.runtime.backends.base import StoredCheckpoint, StoredEvent
 from tensorsketch.runtime.backends.rides import RecordRide, RideResult
 from tensorsketch.runtime.backends.runs import RunRecord
+from tensorsketch.runtime.backends.sql_runs import _columns
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
 
 
@@ -167,5 +168,83 @@ async def test_units_that_may_not_hold_the_write_lock_keep_the_writing_fence(
             "SELECT version FROM",
         ]
         assert reading.result == RideResult(record.version)
+    finally:
+        await backend.aclose()
+
+
+async def test_a_folded_opening_knows_the_version_it_inserted(tmp_path: Path) -> None:
+    """A folded submit's opening stores the record itself, so it reads no ``SELECT
+    version``: the ride's result is the version of the ``running`` record it inserted where
+    the run took the thread, or the queued insert's."""
+    backend = Traced(tmp_path / "runs.db")
+    try:
+        await _opened(backend, "warm")  # the run tables exist: the backend carries rides
+        results = []
+        for thread, owner in (("t", "me"), ("t", "me"), ("u", "me")):
+            n = len(results)
+            queued = RunRecord(run_id=f"run-{n}", thread_id=thread, owner=owner, version=1)
+            ride = RecordRide(queued.run_id, queued.replace(status="running"), insert=queued)
+            first = StoredCheckpoint(thread, f"c{n}", None, 0, time.time(), b"in")
+            opening = await backend.open_thread(thread, owner, 30, first, ride=ride)
+            statements = backend.take()
+            assert "SELECT version FROM" not in statements
+            results.append((opening.acquired, ride.result))
+        store = backend.run_store()
+        taken, behind, other = results
+        # The first run heads its thread's queue: its `running` write won.
+        assert taken[0] and taken[1] is not None and taken[1].version == 2
+        assert taken[1].stored is not None and taken[1].stored.status == "running"
+        # The second waits behind it, stored as inserted.
+        assert behind == (False, RideResult(1))
+        # A thread of its own: taken, though its lease owner is the same.
+        assert other[0] and other[1] is not None and other[1].version == 2
+        for run_id, status, version in (("run-0", "running", 2), ("run-1", "queued", 1)):
+            stored = await store.get(run_id)
+            assert stored is not None and (stored.status, stored.version) == (status, version)
+    finally:
+        await backend.aclose()
+
+
+async def test_a_records_writes_spell_its_nulls_out(tmp_path: Path) -> None:
+    """A run's insert and compare-and-set writes bind no ``None`` (``sqlite3`` adapts each
+    bound ``None`` through its adapter registry): those columns are ``NULL`` in the
+    statement's text, one text per pattern of nulls, and the row holds what the record says."""
+    backend = Traced(tmp_path / "runs.db")
+    try:
+        record = await _opened(backend, "t")
+        store = backend.run_store()
+        queued = RunRecord(run_id="run-x", thread_id="t", owner="me", version=1)
+        cols = _columns(queued, store.serializer)  # type: ignore[attr-defined]
+        insert = store._insert_query(cols)  # type: ignore[attr-defined]
+        assert None not in insert.params and "NULL" in insert.sql
+        await backend.run_queries("inserting", [insert])
+        writes = [
+            record.replace(status="running", owner="me", lease_expires_at=5.0),
+            record.replace(status="suspended", waiting_for="timer", wake_at=9.0, version=2),
+            record.replace(status="succeeded", version=3),
+        ]
+        texts = set()
+        for write in writes:
+            q = store._replace_query(write, version=write.version + 1)  # type: ignore[attr-defined]
+            assert None not in q.params
+            texts.add(q.sql)
+            stored = await store._replace(write)  # type: ignore[attr-defined]
+            assert stored is not None and stored.version == write.version + 1
+            with sqlite3.connect(tmp_path / "runs.db") as conn:
+                row = conn.execute(
+                    "SELECT status, waiting_for, wake_at, owner, lease_expires_at, version "
+                    "FROM tensorsketch_runs WHERE run_id = ?",
+                    (record.run_id,),
+                ).fetchone()
+            wake = write.wake_at if write.status == "suspended" else None
+            expected = (write.status, write.waiting_for, wake, write.owner)
+            assert row == (*expected, write.lease_expires_at, write.version + 1)
+        assert len(texts) == 3
+        got = await store.get("run-x")
+        assert got is not None and (got.status, got.owner, got.idempotency_key) == (
+            "queued",
+            "me",
+            None,
+        )
     finally:
         await backend.aclose()

@@ -94,6 +94,11 @@ class SqlBackend(Backend):
     #: A data-modifying statement may sit in a ``WITH`` clause (PostgreSQL): a record ride's
     #: compare-and-set and its version read are then one statement.
     writes_in_with: ClassVar[bool] = False
+    #: A run record's writes spell its ``None`` columns as ``NULL`` in the statement text
+    #: rather than binding them (a text per pattern of nulls): the standard library's
+    #: ``sqlite3`` looks every bound ``None`` up in its adapter registry first, which costs
+    #: about as much as binding three other values.
+    inlines_nulls: ClassVar[bool] = False
 
     #: Placeholder of the driver's paramstyle: ``"?"`` (qmark) or ``"%s"`` (format).
     placeholder: ClassVar[str] = "?"
@@ -133,6 +138,11 @@ class SqlBackend(Backend):
         self._connection: Any = None
         self._worker = _DriverThread(f"tensorsketch-{self.name}")
         self._sql = self._statements()
+        # Whether the dialect has the fence forms that carry a write or a ride (the base
+        # methods answer None): a fenced unit then skips asking.
+        cls = type(self)
+        self._fence_carries = cls.fence_carrying_query is not SqlBackend.fence_carrying_query
+        self._fence_rides = cls.fence_riding_query is not SqlBackend.fence_riding_query
 
     # -- dialect ----------------------------------------------------------------------------
 
@@ -1058,17 +1068,19 @@ class SqlBackend(Backend):
         records or events) is taken out of the list and made by the fence."""
         if fence is None:
             return [], self._ride_queries(ride)
-        if writes and not writes[0].many:
+        if self._fence_carries and writes and not writes[0].many:
             carrying = self.fence_carrying_query(thread_id, fence, writes[0], ride)
             if carrying is not None:
                 del writes[0]
                 return [carrying], []
         if ride is not None:
-            riding = self.fence_riding_query(thread_id, fence, ride)
+            riding = self.fence_riding_query(thread_id, fence, ride) if self._fence_rides else None
             if riding is not None:
                 return [riding], []
             reading = self.fence_reading_query(thread_id, fence, ride)
             if reading is not None:  # a statement less: the version read rides the fence
+                if ride.write is None:
+                    return [reading], []
                 store = self.run_store()
                 assert isinstance(store, SqlRunStore)
                 write = store.ride_write(ride)

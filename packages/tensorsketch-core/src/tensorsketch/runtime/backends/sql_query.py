@@ -11,9 +11,13 @@ __all__ = ["Fetch", "Query"]
 Fetch = Literal["none", "one", "all", "rowcount", "fence", "fence_row"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Query:
     """One statement of a unit of work, already in the dialect's placeholder style.
+
+    Not frozen, though nothing changes one once built: a run builds a dozen or more, and a
+    frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field) costs twice as
+    much as a plain one.
 
     :param many: run it once per row of ``params`` (``executemany``).
     :param fetch: what the unit of work returns for this statement (``"fence"``: nothing, the

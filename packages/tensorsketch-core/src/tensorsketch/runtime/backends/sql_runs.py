@@ -25,6 +25,7 @@ Every write is one statement or one transaction; leases are the writers' wall cl
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,12 @@ _COLUMNS = (
     "run_id, thread_id, kind, status, waiting_for, wake_at, owner, lease_expires_at, "
     "created_at, idempotency_key, version, record"
 )
+#: What a run's compare-and-set write sets from its record (``_replace_query``'s first
+#: parameters, in this order).
+_SET = "status = ?, waiting_for = ?, wake_at = ?, owner = ?, lease_expires_at = ?"
+#: Positions in ``_columns`` that may be ``None`` (waiting_for, wake_at, owner, lease expiry,
+#: idempotency key): the ones a dialect that inlines nulls writes as ``NULL``.
+_NULLABLE = (4, 5, 6, 7, 9)
 _CHUNK = 500
 #: A row that no runner is working on (one that may be deleted with its thread).
 _IDLE = "status NOT IN ('queued', 'running')"
@@ -127,14 +134,12 @@ class SqlRunStore(RunStore):
                 "IN ('queued', 'running') ORDER BY created_at, run_id LIMIT 1"
             ),
             "replace": (
-                f"UPDATE {runs} SET status = ?, waiting_for = ?, wake_at = ?, owner = ?, "
-                "lease_expires_at = ?, version = version + 1, record = ? "
+                f"UPDATE {runs} SET {_SET}, version = version + 1, record = ? "
                 "WHERE run_id = ? AND version = ?"
             ),
             # A ride's write in the unit that opens a thread: only where the lease was taken.
             "replace_leased": (
-                f"UPDATE {runs} SET status = ?, waiting_for = ?, wake_at = ?, owner = ?, "
-                "lease_expires_at = ?, version = version + 1, record = ? "
+                f"UPDATE {runs} SET {_SET}, version = version + 1, record = ? "
                 "WHERE run_id = ? AND version = ? AND EXISTS (SELECT 1 FROM "
                 f"{b.table('leases')} WHERE thread_id = ? AND owner = ?)"
             ),
@@ -226,6 +231,12 @@ class SqlRunStore(RunStore):
             f"{self._sql['insert_with']} SELECT ({head}), ({latest}), ({last})"
         )
         self._sql = {k: b.q(v) for k, v in self._sql.items()}
+        #: Statement texts with ``NULL`` written in for the ``None`` values of a write, by
+        #: (statement, which values are ``None``): see :attr:`SqlBackend.inlines_nulls`.
+        self._null_sqls: dict[tuple[str, tuple[bool, ...]], str] = {}
+        #: The insert's texts likewise, with the positions of the values they still bind.
+        self._null_inserts: dict[tuple[bool, ...], tuple[str, operator.itemgetter[Any]]] = {}
+        self._inlines_nulls = bool(getattr(b, "inlines_nulls", False))
 
     def _ddl(self) -> list[str]:
         runs, keys, labels = self._tables
@@ -293,7 +304,7 @@ class SqlRunStore(RunStore):
         key = record.idempotency_key
         labels = [(k, v, record.run_id, record.run_id) for k, v in record.labels.items()]
         if key is None:
-            queries = [Query(self._sql["insert"], cols)]
+            queries = [self._insert_query(cols)]
             if labels:
                 queries.append(Query(self._sql["label"], labels, many=True))
             await self._go("creating a run", queries, transaction=len(queries) > 1)
@@ -350,7 +361,7 @@ class SqlRunStore(RunStore):
             head, latest, last = (await self._go("creating a run", [turn]))[0]
             return InTurn(record, True, head, self._head(latest, last))
         if key is None:
-            queries.append(Query(self._sql["insert"], cols))
+            queries.append(self._insert_query(cols))
         else:
             queries.append(Query(self._sql["take_key"], (key, record.run_id)))
             queries.append(
@@ -427,13 +438,13 @@ class SqlRunStore(RunStore):
         queries = []
         write = ride.write  # its updated_at is the rider's (the stored copy must match)
         if write is not None:
-            q = self._replace_query(write, version=write.version + 1)
-            params = q.params if leased is None else (*q.params, *leased)
             name = "replace" if leased is None else "replace_leased"
+            q = self._replace_query(write, version=write.version + 1, name=name)
+            params = q.params if leased is None else (*q.params, *leased)
             if self.backend.writes_in_with:
-                read = Query(self._sql[f"{name}_read"], (*params, ride.run_id), fetch="one")
-                return [read]
-            queries.append(Query(self._sql[name], params, fetch="rowcount"))
+                sql = self._sql[f"{name}_read"]
+                return [Query(sql, (*params, ride.run_id), fetch="one")]
+            queries.append(Query(q.sql, params, fetch="rowcount"))
         queries.append(Query(self._sql["version_of"], (ride.run_id,), fetch="one"))
         return queries
 
@@ -449,6 +460,31 @@ class SqlRunStore(RunStore):
             return _columns(insert, self.serializer), None
         stored = write.replace(version=write.version + 1)
         return _columns(stored, self.serializer), stored
+
+    def _insert_query(self, cols: tuple[Any, ...]) -> Query:
+        """The plain insert of a record's ``cols``, its ``None`` columns written as ``NULL``
+        where the dialect inlines nulls."""
+        if not self._inlines_nulls:
+            return Query(self._sql["insert"], cols)
+        # The positions of _NULLABLE, spelled out (no generator to run per insert).
+        nulls = (
+            cols[4] is None,
+            cols[5] is None,
+            cols[6] is None,
+            cols[7] is None,
+            cols[9] is None,
+        )
+        if True not in nulls:
+            return Query(self._sql["insert"], cols)
+        found = self._null_inserts.get(nulls)
+        if found is None:
+            dropped = {i for i, null in zip(_NULLABLE, nulls, strict=True) if null}
+            marks = ", ".join("NULL" if i in dropped else "?" for i in range(len(cols)))
+            sql = self.backend.q(f"INSERT INTO {self._tables[0]} ({_COLUMNS}) VALUES ({marks})")
+            kept = operator.itemgetter(*(i for i in range(len(cols)) if i not in dropped))
+            found = self._null_inserts[nulls] = (sql, kept)
+        sql, kept = found
+        return Query(sql, kept(cols))
 
     @property
     def ahead_sql(self) -> str:
@@ -499,20 +535,32 @@ class SqlRunStore(RunStore):
     async def _replace_relaxed(self, record: RunRecord) -> RunRecord | None:
         return await self._replace(record, durable=False)
 
-    def _replace_query(self, record: RunRecord, *, version: int) -> Query:
-        """The compare-and-set write of ``record`` (stored under ``version``)."""
-        wake = record.wake_at if record.status == "suspended" else None
-        params = (
-            record.status,
-            waiting_column(record),
-            wake,
-            record.owner,
-            record.lease_expires_at,
-            record.encode(self.serializer, version=version),
-            record.run_id,
-            record.version,
+    def _replace_query(self, record: RunRecord, *, version: int, name: str = "replace") -> Query:
+        """The compare-and-set write of ``record`` (stored under ``version``) as statement
+        ``name`` (``replace``, or a form with more conditions, whose parameters the caller
+        appends); its ``None`` values written as ``NULL`` where the dialect inlines nulls."""
+        status, owner, lease = record.status, record.owner, record.lease_expires_at
+        waiting = waiting_column(record)
+        wake = record.wake_at if status == "suspended" else None
+        values: tuple[Any, ...] = (status, waiting, wake, owner, lease)
+        tail = (record.encode(self.serializer, version=version), record.run_id, record.version)
+        sql = self._sql[name]
+        if self._inlines_nulls:
+            nulls = (False, waiting is None, wake is None, owner is None, lease is None)
+            if True in nulls:
+                sql = self._null_sqls.get((name, nulls)) or self._nulls_set(name, nulls)
+                values = tuple([v for v in values if v is not None])
+        return Query(sql, (*values, *tail), fetch="rowcount")
+
+    def _nulls_set(self, name: str, nulls: tuple[bool, ...]) -> str:
+        """Statement ``name`` with ``NULL`` in its ``SET`` clause where ``nulls`` says."""
+        sets = [part.split(" = ")[0] for part in _SET.split(", ")]
+        clause = ", ".join(
+            f"{c} = NULL" if null else f"{c} = ?" for c, null in zip(sets, nulls, strict=True)
         )
-        return Query(self._sql["replace"], params, fetch="rowcount")
+        sql = self._sql[name].replace(self.backend.q(_SET), self.backend.q(clause), 1)
+        self._null_sqls[(name, nulls)] = sql
+        return sql
 
     async def _replace(self, record: RunRecord, durable: bool = True) -> RunRecord | None:
         stored = record.replace(version=record.version + 1)

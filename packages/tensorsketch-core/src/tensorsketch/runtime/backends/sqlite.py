@@ -54,6 +54,7 @@ class SqliteBackend(SqlBackend):
     now_sql: ClassVar[str] = "((julianday('now') - 2440587.5) * 86400.0)"
     begin_sql: ClassVar[str | None] = "BEGIN IMMEDIATE"
     groups_commits: ClassVar[bool] = True
+    inlines_nulls: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -92,6 +93,15 @@ class SqliteBackend(SqlBackend):
         self.busy_timeout = busy_timeout
         #: Multi-row INSERT texts by (kind, rows), built once each (see `_rows_sql`).
         self._rows_sqls: dict[tuple[str, int], str] = {}
+        #: The fence that reads a ride's version (see `fence_reading_query`), or None where
+        #: this class's units might not hold the write lock.
+        self._fence_reading_sql: str | None = None
+        if (self.begin_sql or "").upper().startswith(("BEGIN IMMEDIATE", "BEGIN EXCLUSIVE")):
+            leases, runs = self.table("leases"), self.table("runs")
+            self._fence_reading_sql = (
+                f"SELECT (SELECT 1 FROM {leases} WHERE thread_id = ? AND owner = ? AND "
+                f"expires_at >= {self.now_sql}), (SELECT version FROM {runs} WHERE run_id = ?)"
+            )
 
     def connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
@@ -144,15 +154,9 @@ class SqliteBackend(SqlBackend):
         # BEGIN IMMEDIATE, which holds the database's write lock until it commits, so no
         # takeover can slip in between the check and the writes without touching the row.
         # (An UPDATE ... RETURNING form cost more than the two statements it replaced.)
-        if not (self.begin_sql or "").upper().startswith(("BEGIN IMMEDIATE", "BEGIN EXCLUSIVE")):
-            return None  # a subclass's units might not hold the write lock: touch the row
-        sql = self.__dict__.get("_fence_reading_sql")
+        sql = self._fence_reading_sql
         if sql is None:
-            leases, runs = self.table("leases"), self.table("runs")
-            sql = self.__dict__["_fence_reading_sql"] = (
-                f"SELECT (SELECT 1 FROM {leases} WHERE thread_id = ? AND owner = ? AND "
-                f"expires_at >= {self.now_sql}), (SELECT version FROM {runs} WHERE run_id = ?)"
-            )
+            return None  # a subclass's units might not hold the write lock: touch the row
         return Query(sql, (thread_id, owner, ride.run_id), fetch="fence_row")
 
     def relaxed_statements(self) -> tuple[str, str] | None:
