@@ -20,7 +20,7 @@ import pytest
 from tensorsketch import Graph, RetryPolicy, tool
 from tensorsketch.agents import Agent, AgentState
 from tensorsketch.constants import END, START
-from tensorsketch.errors import ThreadBusyError
+from tensorsketch.errors import DepsUnavailableError, ThreadBusyError
 from tensorsketch.fake import FakeProvider
 from tensorsketch.messages import Message, ToolCall, assistant
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
@@ -204,21 +204,25 @@ async def test_a_message_sent_while_the_run_is_down_waits_for_the_next_call_it_m
     assert made >= {0, 1, 2, 3}, made
 
 
+class _Flaky(DepsUnavailableError):
+    """A failure a tool call lets through to its node (as it does a missing ``deps=``)."""
+
+
 async def test_a_retried_node_in_memory_replays_a_call_that_took_nothing() -> None:
     """In memory, a node its policy retries replays what the failed attempt's model calls got
     (the effect log keeps them for the superstep); a message sent after the first call took
     nothing waits for the second in the retried attempt too."""
     inbox = ListInbox()
 
-    async def first_gate_hangs_once() -> None:
+    async def first_gate_fails_once() -> None:
         if not inbox.sent:
             inbox.send(NOTE)
-            await asyncio.sleep(30)  # the node's timeout ends the first attempt here
+            raise _Flaky("the first attempt fails here")
 
-    agent = _agent_node(first_gate_hangs_once)
+    agent = _agent_node(first_gate_fails_once)
     graph = Graph(AgentState, name="retried")
-    retry = RetryPolicy(max_attempts=2, initial_interval=0, retry_on=(TimeoutError,))
-    graph.add(agent, retry=retry, timeout=0.5).edge(START, "agent").edge("agent", END)
+    retry = RetryPolicy(max_attempts=2, initial_interval=0, retry_on=(_Flaky,))
+    graph.add(agent, retry=retry).edge(START, "agent").edge("agent", END)
     with bound_inbox(inbox):
         out = await graph.compile().invoke(QUERY)
     transcript = _transcript(out)
