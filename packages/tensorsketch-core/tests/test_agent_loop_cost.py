@@ -206,8 +206,8 @@ def test_a_tool_calling_turn_makes_a_bounded_number_of_calls() -> None:
 async def test_a_steered_turn_with_nothing_to_take_looks_its_key_up_once() -> None:
     """On a thread that already has a history (every journal look-up a store round trip),
     a turn of a run with a steering inbox asks for its steering key once: the peek that
-    misses is followed by recording the empty take, not by a second look-up of the key
-    and its intent."""
+    misses, with nothing waiting, is followed by neither a second look-up of the key and
+    its intent nor a record of the empty take."""
     backend = InMemoryBackend()
     asked: list[str] = []
     one, many = backend.lookup_effect, backend.lookup_effects

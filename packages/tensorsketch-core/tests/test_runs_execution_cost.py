@@ -261,16 +261,21 @@ class _CountingEmpties(MsgpackSerializer):
         return super().dumps(obj)
 
 
-async def test_an_empty_steering_take_is_encoded_once_a_run(tmp_path: Path) -> None:
-    # Each of the run's two model calls journals the (empty) steering take it made; the
-    # entry's bytes are the same each time, so they are made once.
+async def test_an_empty_steering_take_is_neither_encoded_nor_journaled(tmp_path: Path) -> None:
+    # Each of the run's two model calls asks the inbox, which holds nothing: the take is
+    # not journaled (a replay tells it from the model call's entry), so nothing is encoded
+    # for it and the thread's journal holds no steering entry.
     serializer = _CountingEmpties()
     calls = await _one_run(tmp_path, serializer)
     assert sum(n for (_, name, _), n in calls.items() if name == "_steered") == 2
-    serializer.empties = 0
-    (tmp_path / "again").mkdir()
-    await _one_run(tmp_path / "again", serializer)
-    assert serializer.empties == 2  # one a run: the warm-up run's and the counted one's
+    assert serializer.empties == 0
+    backend = SqliteBackend(str(tmp_path / "runs.db"))
+    try:
+        keys = [key for key, _ in await backend.list_effects("counted")]
+    finally:
+        await backend.aclose()
+    assert [key for key in keys if key.endswith(":model")], keys  # the journal is there
+    assert not [key for key in keys if key.endswith(":steer")], keys
 
 
 async def test_the_rider_does_nothing_per_run_beyond_ride_and_rode(tmp_path: Path) -> None:

@@ -298,11 +298,15 @@ class EffectLog:
         return await journal.transact(key, fn)
 
     async def peek(self, key: str) -> tuple[bool, Any]:
-        """Whether ``key`` has a recorded value, and the value (nothing is run)."""
+        """Whether ``key`` has a recorded value, and the value (nothing is run); in memory,
+        a result a retried node's failed attempt got counts too (``once`` replays it)."""
         if self._journal is not None:
             return await self._journal.lookup(key)
         if key in self._memo:
             return True, self._memo[key]
+        attempts = self._attempts
+        if attempts is not None and key in attempts:  # a retried node's earlier attempt
+            return True, attempts[key]
         return False, None
 
     async def record(self, key: str, value: Any) -> None:

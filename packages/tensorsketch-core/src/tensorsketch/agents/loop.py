@@ -954,24 +954,28 @@ def _with_call_ids(message: Message, k: int) -> Message:
 async def _steered(ctx: Context, scope: Scope, k: int, inbox: SteeringInbox) -> list[Message]:
     """The steering messages sent to the run since the last model call, as user messages.
 
-    What is taken is journaled under the call's key before it is marked taken in the run's
-    record, so a resumed run replays the same messages here and never takes them again
-    later. An empty take rides along with the run's next journal write (a crash before it
-    only makes the take run again, and nothing was marked); the peek that missed is its
-    only look-up. ``inbox`` is the run's (:func:`~tensorsketch.steering.current_inbox`, read
-    once per run: a run outside a runner has none and never calls this).
+    A take that found something is journaled under the call's key (committed before the
+    model call starts) and only then marked taken in the run's record, so a resumed run
+    replays the same messages here and never takes them again later. An empty take, the
+    common case, is not journaled: on a replay, a call whose model result is in the journal
+    without a take before it took nothing (a message that came later waits for a later call),
+    and a call with neither was never made, so it takes afresh. ``inbox`` is the run's
+    (:func:`~tensorsketch.steering.current_inbox`, read once per run: a run outside a runner
+    has none and never calls this).
     """
     key = agent_turn_key(scope, k, "steer")
     effects = ctx.effects
     found, taken = await effects.peek(key)
     if not found:
         taken = await inbox.pending()
-        if taken:
-            await effects.record(key, taken)
-        else:  # the peek just missed: no second look-up of the key before recording it
-            effects.record_later(key, taken)
+        if not taken:
+            return []
+        passed, _ = await effects.peek(agent_turn_key(scope, k, "model"))
+        if passed:  # replaying a call that took nothing: these came after it
+            return []
+        await effects.record(key, taken)
     if not taken:
-        return []
+        return []  # an empty take journaled before empty takes went unjournaled
     await inbox.taken(taken)
     return [user(str(m.get("content", ""))) for m in taken]
 

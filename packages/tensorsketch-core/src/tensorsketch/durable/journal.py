@@ -142,9 +142,6 @@ class RunJournal:
         self._known: dict[str, Any] = {}
         #: Encoded results waiting for the run's next write (``record_later``).
         self._later: list[tuple[str, bytes]] = []
-        #: An empty result's entry, encoded once a run (a runner's run journals an empty
-        #: steering take before every model call).
-        self._empty_entry: bytes | None = None
         #: When checkpoints commit (:mod:`tensorsketch.durable.modes`); the engine sets it.
         self.durability: Durability = "sync"
         #: ``"async"``: the last barrier's checkpoint, committing while the run goes on.
@@ -588,14 +585,8 @@ class RunJournal:
         finished task's writes, the next checkpoint): for a call with no outside effect,
         which a crash before that write only makes run again. Encoded now, so a value the
         serializer refuses fails here, under its own name."""
-        if type(value) is list and not value:
-            encoded = self._empty_entry
-            if encoded is None:
-                encoded = self._empty_entry = self.backend.serializer.dumps([value])
-        else:
-            encoded = self.backend.serializer.dumps([value])
         self.seen.add(key)
-        self._later.append((key, encoded))
+        self._later.append((key, self.backend.serializer.dumps([value])))
         self._known.setdefault(key, value)
 
     def _forget_superstep(self) -> None:
