@@ -165,6 +165,9 @@ class RunJournal:
         self.rider: CommitRider | None = (
             rider if carries and bool(getattr(backend, "carries_rides", False)) else None
         )
+        #: Called after each unit that stored events of this run (a runner sets it: the
+        #: run's followers in its process read right after the commit instead of polling).
+        self.on_events: Callable[[], None] | None = None
 
     @property
     def owner(self) -> str:
@@ -204,9 +207,12 @@ class RunJournal:
                 fence=self.owner if self._fences else None,
                 ride=ride,  # type: ignore[call-arg]
             )
+            if events and self.on_events is not None:
+                self.on_events()
             if rider is not None and ride.result is not None:
                 await rider.rode(ride, ride.result)
-        elif self._fences:
+            return
+        if self._fences:
             await self.backend.commit_step(
                 self.thread_id,
                 checkpoint,
@@ -219,6 +225,8 @@ class RunJournal:
             await self.backend.commit_step(
                 self.thread_id, checkpoint, events, durable=durable, release_owner=release_owner
             )
+        if events and self.on_events is not None:
+            self.on_events()
 
     def ensure_lease(self) -> None:
         """Raise :class:`LeaseLostError` before an effect starts if the lease is gone."""
