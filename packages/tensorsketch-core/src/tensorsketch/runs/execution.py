@@ -112,8 +112,9 @@ class Execution:
         state.tasks.pop(run_id, None)
         # Its waiters wake once the task is gone, so what they do next (approve, signal)
         # starts a new one; they get the record it stopped with.
+        final = state.final.get(run_id)
         self.wake_waiters(run_id)
-        state.wake_followers(run_id)
+        state.wake_followers(run_id, final)
         state.known.pop(run_id, None)
         state.latest.pop(run_id, None)
         state.turns.pop(run_id, None)

@@ -88,7 +88,7 @@ class RunnerState:
     #: Set (and dropped) when a run executing here takes its slot, commits events, its
     #: graph returns or its task ends, to wake its followers (``AsyncRunner.events``). Only
     #: a run somebody follows has one: waking the others is a dict lookup.
-    moved: dict[str, asyncio.Event] = field(default_factory=dict)
+    moved: dict[str, Settled] = field(default_factory=dict)
     #: Runs whose graph runs here now: each commit of their events wakes their followers,
     #: who need not poll in between.
     committing: set[str] = field(default_factory=set)
@@ -170,10 +170,12 @@ class RunnerState:
             except Exception:  # a listener never breaks a run
                 log.exception("a run listener failed")
 
-    def wake_followers(self, run_id: str) -> None:
-        """Wake the followers of ``run_id`` waiting for it to move (see :attr:`moved`)."""
+    def wake_followers(self, run_id: str, record: RunRecord | None = None) -> None:
+        """Wake the followers of ``run_id`` waiting for it to move (see :attr:`moved`);
+        ``record``: the one it stopped with, as its task ends."""
         moved = self.moved.pop(run_id, None)
         if moved is not None:
+            moved.record = record
             moved.set()
 
     def note_wake(self, wake_at: float | None) -> None:

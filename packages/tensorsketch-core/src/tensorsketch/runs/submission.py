@@ -20,6 +20,7 @@ from tensorsketch.events import Event
 from tensorsketch.runs.assistants import Assistants
 from tensorsketch.runs.execution import Execution
 from tensorsketch.runs.folding import Folding
+from tensorsketch.runs.following import Follower
 from tensorsketch.runs.multitask import MultitaskStrategy, check_strategy, stopped_error
 from tensorsketch.runs.records import now, plain
 from tensorsketch.runs.state import RunnerState, Settled
@@ -402,67 +403,17 @@ class Submission:
             record = await self.get(run_id)
         start = since if since is not None else (record.first_seq or 0)
 
-        async def settled() -> bool:
-            # A run executing here has not stopped moving until its task ends (as for
-            # await_run): a follower's empty polls then read nothing but the events.
-            if run_id in state.tasks:
-                return False
-            current = await state.store.get(run_id)
-            return current is None or state.settled(current)
-
-        # The signal a follower of a run executing here waits on is armed before each look
-        # at the events: a commit that lands while the look is under way is not missed.
-        armed: asyncio.Event | None = None
-        # Whether the run's commits wake its followers as it was armed (it holds a slot here).
-        watched = False
-
-        def arm() -> None:
-            nonlocal armed, watched
-            if run_id in state.tasks:
-                armed = state.moved.setdefault(run_id, asyncio.Event())
-                watched = run_id in state.committing
-            else:
-                armed, watched = None, False
-
-        def quiet() -> bool:
-            # Armed while every commit of its events wakes it, and nothing has since.
-            return watched and armed is not None and not armed.is_set()
-
-        async def wait(delay: float) -> bool:
-            # A run waiting here for a slot writes nothing until it takes one; one holding
-            # a slot here wakes its followers at each commit of its events. Either way its
-            # followers wait for the signal (or the task's end), reading nothing in between.
-            # Any other run is polled (one between its turns here, with the signal cutting
-            # the wait short).
-            if run_id not in state.tasks:
-                await asyncio.sleep(delay)
-                arm()
-                return False
-            if armed is None:
-                arm()
-            moved = armed
-            assert moved is not None
-            if not moved.is_set():
-                if run_id in state.for_slot or run_id in state.committing:
-                    await moved.wait()
-                else:
-                    with contextlib.suppress(TimeoutError):
-                        # asyncio.timeout, not wait_for (see Loops._timers_forever)
-                        async with asyncio.timeout(delay):
-                            await moved.wait()
-            arm()  # for the next look
-            return moved.is_set()
-
+        follower = Follower(state, run_id)
         if follow:
-            arm()
+            follower.arm()
         async for event in state.graph.replay(
             record.thread_id,
             state.backend,
             since=start,
             follow=follow,
-            until=settled,
-            wait=wait,
-            quiet=quiet,
+            until=follower.settled,
+            wait=follower.wait,
+            quiet=follower.quiet,
         ):
             yield event
 
