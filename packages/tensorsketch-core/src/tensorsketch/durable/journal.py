@@ -165,9 +165,10 @@ class RunJournal:
         self.rider: CommitRider | None = (
             rider if carries and bool(getattr(backend, "carries_rides", False)) else None
         )
-        #: Called after each unit that stored events of this run (a runner sets it: the
-        #: run's followers in its process read right after the commit instead of polling).
-        self.on_events: Callable[[], None] | None = None
+        #: Called after each unit that stored events of this run, with whether it was the
+        #: run's last (the one that gives the lease back). A runner sets it: the run's
+        #: followers in its process read right after the commit instead of polling.
+        self.on_events: Callable[[bool], None] | None = None
 
     @property
     def owner(self) -> str:
@@ -208,7 +209,7 @@ class RunJournal:
                 ride=ride,  # type: ignore[call-arg]
             )
             if events and self.on_events is not None:
-                self.on_events()
+                self.on_events(release_owner is not None)
             if rider is not None and ride.result is not None:
                 await rider.rode(ride, ride.result)
             return
@@ -226,7 +227,7 @@ class RunJournal:
                 self.thread_id, checkpoint, events, durable=durable, release_owner=release_owner
             )
         if events and self.on_events is not None:
-            self.on_events()
+            self.on_events(release_owner is not None)
 
     def ensure_lease(self) -> None:
         """Raise :class:`LeaseLostError` before an effect starts if the lease is gone."""

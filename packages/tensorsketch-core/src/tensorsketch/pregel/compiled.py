@@ -335,14 +335,15 @@ class CompiledGraph(Generic[S]):
         labels: Mapping[str, str] | None = None,
         durability: Durability = "sync",
         sink_types: frozenset[str] | None = None,
-        on_events: Callable[[], None] | None = None,
+        on_events: Callable[[bool], None] | None = None,
     ) -> tuple[Run, Coroutine[Any, Any, None]]:
         """:meth:`invoke`'s run, handing every event — the ones :meth:`stream` yields,
         stored the same way — of the ``sink_types`` (``None``: all) to ``sink`` as it is
         emitted, in the run's own task: no queue and no producer task between the run and
         its one consumer (the runner), whose check of each event runs at that very point of
         the run. ``labels`` are ``ctx.labels``; ``on_events`` is called after each commit
-        that stored events of the run (its thread's, not a durable subgraph's).
+        that stored events of the run (its thread's, not a durable subgraph's), with whether
+        it was the run's last.
 
         Returns the run and the coroutine that drives it, which the caller awaits itself
         (then ``run.result_state()`` is what :meth:`invoke` returns): a coroutine of this

@@ -186,6 +186,7 @@ class Execution:
                                 return
                             if outcome != "again":  # "again": suspended on what is decided
                                 return
+                            state.wake_followers(run_id)  # the last commit's events
                     finally:
                         state.running -= 1
                         self._left_slot(run_id, queued=queued)
@@ -541,7 +542,7 @@ class Execution:
                 durability=check_durability(record.durability, "the run's durability"),
                 sink_types=_StopCheck.TYPES,
                 # Each commit of its events wakes its followers here (if it has any).
-                on_events=functools.partial(state.wake_followers, run_id),
+                on_events=functools.partial(state.events_committed, run_id),
             )
             try:
                 if budget is None:  # no run_timeout: no timer to arm around the run

@@ -178,6 +178,16 @@ class RunnerState:
             moved.record = record
             moved.set()
 
+    def events_committed(self, run_id: str, last: bool) -> None:
+        """A run executing here committed events (its journal's ``on_events``): wake its
+        followers. Not for the segment's last commit: its end follows at once, and wakes
+        them (the task's end, or the next segment's start); waking them twice in that short
+        span cost more than it saved (``bench_tasks.py``)."""
+        if not last:
+            moved = self.moved.pop(run_id, None)
+            if moved is not None:
+                moved.set()
+
     def note_wake(self, wake_at: float | None) -> None:
         """Wake the timer loop early when ``wake_at`` comes before the timer it sleeps to."""
         if wake_at is not None and (self.next_wake is None or wake_at < self.next_wake):
