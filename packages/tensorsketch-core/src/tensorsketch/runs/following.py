@@ -1,10 +1,11 @@
 """``Follower``: how ``AsyncRunner.events`` waits between two looks at a run's stored events.
 
-A run this process executes tells its followers when it moves: it takes a slot, commits
-events (the journal's ``on_events`` hook, see ``Execution._invoke``) or its task ends. Its
-followers wait for that signal instead of polling the store, and read right after each
-commit. Any other run (executed elsewhere, or waiting here for its turn on its thread) is
-polled, as ``CompiledGraph.replay`` does.
+A run this process executes tells its followers when it moves: it commits events (the
+journal's ``on_events`` hook, see ``RunnerState.events_committed``; a segment's last commit
+as the segment ends), it goes back to wait its turn, or its task ends. Its followers wait for
+that signal instead of polling the store, and read right after each commit. Any other run
+(executed elsewhere, or waiting here for its turn on its thread) is polled, as
+``CompiledGraph.replay`` does.
 """
 
 from __future__ import annotations

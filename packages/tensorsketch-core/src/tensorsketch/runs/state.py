@@ -85,9 +85,9 @@ class RunnerState:
     #: Runs whose turn on their thread has come and that wait here for a slot: nothing of
     #: theirs is written until they take one, so their followers wait instead of polling.
     for_slot: set[str] = field(default_factory=set)
-    #: Set (and dropped) when a run executing here takes its slot, commits events, its
-    #: graph returns or its task ends, to wake its followers (``AsyncRunner.events``). Only
-    #: a run somebody follows has one: waking the others is a dict lookup.
+    #: Set (and dropped) when a run executing here commits events, goes back to wait its
+    #: turn or its task ends, to wake its followers (``AsyncRunner.events``). Only a run
+    #: somebody follows has one: waking the others is a dict lookup.
     moved: dict[str, Settled] = field(default_factory=dict)
     #: Runs whose graph runs here now: each commit of their events wakes their followers,
     #: who need not poll in between.
