@@ -162,6 +162,10 @@ class RunJournal:
         self.rider: CommitRider | None = (
             rider if carries and bool(getattr(backend, "carries_rides", False)) else None
         )
+        #: Called after each unit that stored events of this run, with whether it was the
+        #: run's last (the one that gives the lease back). A runner sets it: the run's
+        #: followers in its process read right after the commit instead of polling.
+        self.on_events: Callable[[bool], None] | None = None
 
     @property
     def owner(self) -> str:
@@ -201,9 +205,12 @@ class RunJournal:
                 fence=self.owner if self._fences else None,
                 ride=ride,  # type: ignore[call-arg]
             )
+            if events and self.on_events is not None:
+                self.on_events(release_owner is not None)
             if rider is not None and ride.result is not None:
                 await rider.rode(ride, ride.result)
-        elif self._fences:
+            return
+        if self._fences:
             await self.backend.commit_step(
                 self.thread_id,
                 checkpoint,
@@ -216,6 +223,8 @@ class RunJournal:
             await self.backend.commit_step(
                 self.thread_id, checkpoint, events, durable=durable, release_owner=release_owner
             )
+        if events and self.on_events is not None:
+            self.on_events(release_owner is not None)
 
     def ensure_lease(self) -> None:
         """Raise :class:`LeaseLostError` before an effect starts if the lease is gone."""

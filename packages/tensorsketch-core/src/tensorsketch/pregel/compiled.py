@@ -335,12 +335,15 @@ class CompiledGraph(Generic[S]):
         labels: Mapping[str, str] | None = None,
         durability: Durability = "sync",
         sink_types: frozenset[str] | None = None,
+        on_events: Callable[[bool], None] | None = None,
     ) -> tuple[Run, Coroutine[Any, Any, None]]:
         """:meth:`invoke`'s run, handing every event — the ones :meth:`stream` yields,
         stored the same way — of the ``sink_types`` (``None``: all) to ``sink`` as it is
         emitted, in the run's own task: no queue and no producer task between the run and
         its one consumer (the runner), whose check of each event runs at that very point of
-        the run. ``labels`` are ``ctx.labels``.
+        the run. ``labels`` are ``ctx.labels``; ``on_events`` is called after each commit
+        that stored events of the run (its thread's, not a durable subgraph's), with whether
+        it was the run's last.
 
         Returns the run and the coroutine that drives it, which the caller awaits itself
         (then ``run.result_state()`` is what :meth:`invoke` returns): a coroutine of this
@@ -360,6 +363,8 @@ class CompiledGraph(Generic[S]):
         _attach_memory(run, memory)
         run.labels = dict(labels or {})
         run.sink_types = sink_types
+        if run.journal is not None:
+            run.journal.on_events = on_events
         return run, drive(run, input, max_steps, resume)
 
     async def replay(
@@ -372,6 +377,7 @@ class CompiledGraph(Generic[S]):
         until: Callable[[], Awaitable[bool]] | None = None,
         poll_interval: float = 0.5,
         wait: Callable[[float], Awaitable[bool]] | None = None,
+        quiet: Callable[[], bool] | None = None,
     ) -> AsyncIterator[Event]:
         """Yield the persisted events of a thread with ``seq >= since``, in order.
 
@@ -384,7 +390,10 @@ class CompiledGraph(Generic[S]):
         at most; no event is skipped or repeated. ``wait``, when given, is awaited instead of
         sleeping between two looks, with the delay it would have slept; it returns whether
         the run moved (look again at once, and quickly after): a runner waits there on its
-        own signal for a run it executes instead of polling the store.
+        own signal for a run it executes instead of polling the store. ``quiet``, when given,
+        says whether nothing was committed since the last look began (a runner knows it of a
+        run whose commits it sees): a look that found events is then not followed by another
+        at once.
         """
         check_thread_id(thread_id)
         if not poll_interval > 0:
@@ -405,7 +414,8 @@ class CompiledGraph(Generic[S]):
                 return
             if stored_events:
                 delay = 0.01
-                continue
+                if quiet is None or not quiet():
+                    continue
             if until is not None and await until():
                 # One last read: events committed just before the run stopped moving.
                 if not await backend.read_events(thread_id, cursor):

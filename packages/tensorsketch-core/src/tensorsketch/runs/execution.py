@@ -112,8 +112,9 @@ class Execution:
         state.tasks.pop(run_id, None)
         # Its waiters wake once the task is gone, so what they do next (approve, signal)
         # starts a new one; they get the record it stopped with.
+        final = state.final.get(run_id)
         self.wake_waiters(run_id)
-        state.wake_followers(run_id)
+        state.wake_followers(run_id, final)
         state.known.pop(run_id, None)
         state.latest.pop(run_id, None)
         state.turns.pop(run_id, None)
@@ -144,13 +145,15 @@ class Execution:
                 state.for_slot.add(run_id)
                 async with state.slots:
                     state.for_slot.discard(run_id)
-                    state.wake_followers(run_id)
                     if counted:
                         state.waiting_new -= 1
                         counted = False
                     state.running += 1
                     try:
                         while True:
+                            # From here each commit of its events wakes its followers:
+                            # they go on waiting (nothing is written before its first one).
+                            state.committing.add(run_id)
                             record = await self._begin(run_id, takeover=takeover)
                             if record is None:
                                 return
@@ -183,8 +186,10 @@ class Execution:
                                 return
                             if outcome != "again":  # "again": suspended on what is decided
                                 return
+                            state.wake_followers(run_id)  # the last commit's events
                     finally:
                         state.running -= 1
+                        self._left_slot(run_id, queued=queued)
         except asyncio.CancelledError:
             if state.stop_reasons.get(run_id) == "shutdown":
                 await self._hand_back(run_id)
@@ -197,6 +202,15 @@ class Execution:
             state.for_slot.discard(run_id)  # cancelled while it waited for one
             if counted:
                 state.waiting_new -= 1
+
+    def _left_slot(self, run_id: str, *, queued: bool) -> None:
+        """The run gave its slot back: its commits no longer wake its followers. Back in
+        the queue (``queued``), they are woken to poll while it waits its turn; otherwise
+        its task is ending, which wakes them."""
+        state = self.state
+        state.committing.discard(run_id)
+        if queued:
+            state.wake_followers(run_id)
 
     async def _lost(self, run_id: str, exc: LeaseLostError) -> None:
         """Say why this runner let a run go: a cancel (from any process, before the run
@@ -405,6 +419,11 @@ class Execution:
             return "queued"
         if isinstance(exc, _Unstored):  # its submit reads what is stored and goes on
             return "end"
+        if isinstance(exc, ThreadBusyError | BackendUnavailableError):
+            # While it waits to try again, events may reach its thread from elsewhere (a
+            # stalled runner that still holds the lease): its followers poll meanwhile.
+            state.committing.discard(run_id)
+            state.wake_followers(run_id)
         if isinstance(exc, ThreadBusyError):
             # The thread's previous runner (dead or stalled) still holds its lease: wait
             # for it to lapse, keeping the run.
@@ -501,6 +520,7 @@ class Execution:
         inbox = INBOX.set(RecordInbox(state.store, record.run_id, rider))
         config = CONFIG.set(pinned)
         riding = RIDER.set(rider)
+        run_id = record.run_id
         try:
             # Every event goes to the check as the run emits it (and to the thread's event
             # log, for live tails and replays, as a stream's would). The run's final state
@@ -521,6 +541,8 @@ class Execution:
                 labels=record.labels,
                 durability=check_durability(record.durability, "the run's durability"),
                 sink_types=_StopCheck.TYPES,
+                # Each commit of its events wakes its followers here (if it has any).
+                on_events=functools.partial(state.events_committed, run_id),
             )
             try:
                 if budget is None:  # no run_timeout: no timer to arm around the run

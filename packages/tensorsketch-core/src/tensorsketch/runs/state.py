@@ -85,9 +85,13 @@ class RunnerState:
     #: Runs whose turn on their thread has come and that wait here for a slot: nothing of
     #: theirs is written until they take one, so their followers wait instead of polling.
     for_slot: set[str] = field(default_factory=set)
-    #: Set (and dropped) when a run executing here takes its slot or its task ends, to wake
-    #: its followers (``AsyncRunner.events``).
-    moved: dict[str, asyncio.Event] = field(default_factory=dict)
+    #: Set (and dropped) when a run executing here commits events, goes back to wait its
+    #: turn or its task ends, to wake its followers (``AsyncRunner.events``). Only a run
+    #: somebody follows has one: waking the others is a dict lookup.
+    moved: dict[str, Settled] = field(default_factory=dict)
+    #: Runs whose graph runs here now: each commit of their events wakes their followers,
+    #: who need not poll in between.
+    committing: set[str] = field(default_factory=set)
     #: The last record this process stored for a run it executes (handed to its waiters).
     final: dict[str, RunRecord] = field(default_factory=dict)
     #: New runs waiting for a slot (what ``max_queued`` bounds), and runs executing.
@@ -166,11 +170,23 @@ class RunnerState:
             except Exception:  # a listener never breaks a run
                 log.exception("a run listener failed")
 
-    def wake_followers(self, run_id: str) -> None:
-        """Wake the followers of ``run_id`` waiting for it to move (see :attr:`moved`)."""
+    def wake_followers(self, run_id: str, record: RunRecord | None = None) -> None:
+        """Wake the followers of ``run_id`` waiting for it to move (see :attr:`moved`);
+        ``record``: the one it stopped with, as its task ends."""
         moved = self.moved.pop(run_id, None)
         if moved is not None:
+            moved.record = record
             moved.set()
+
+    def events_committed(self, run_id: str, last: bool) -> None:
+        """A run executing here committed events (its journal's ``on_events``): wake its
+        followers. Not for the segment's last commit: its end follows at once, and wakes
+        them (the task's end, or the next segment's start); waking them twice in that short
+        span cost more than it saved (``bench_tasks.py``)."""
+        if not last:
+            moved = self.moved.pop(run_id, None)
+            if moved is not None:
+                moved.set()
 
     def note_wake(self, wake_at: float | None) -> None:
         """Wake the timer loop early when ``wake_at`` comes before the timer it sleeps to."""

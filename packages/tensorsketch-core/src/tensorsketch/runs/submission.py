@@ -20,6 +20,7 @@ from tensorsketch.events import Event
 from tensorsketch.runs.assistants import Assistants
 from tensorsketch.runs.execution import Execution
 from tensorsketch.runs.folding import Folding
+from tensorsketch.runs.following import Follower
 from tensorsketch.runs.multitask import MultitaskStrategy, check_strategy, stopped_error
 from tensorsketch.runs.records import now, plain
 from tensorsketch.runs.state import RunnerState, Settled
@@ -402,37 +403,17 @@ class Submission:
             record = await self.get(run_id)
         start = since if since is not None else (record.first_seq or 0)
 
-        async def settled() -> bool:
-            # A run executing here has not stopped moving until its task ends (as for
-            # await_run): a follower's empty polls then read nothing but the events.
-            if run_id in state.tasks:
-                return False
-            current = await state.store.get(run_id)
-            return current is None or state.settled(current)
-
-        async def wait(delay: float) -> bool:
-            # A run waiting here for a slot writes nothing until it takes one (or its task
-            # ends, cancelled): wait for that, reading nothing. One executing here wakes its
-            # followers as its task ends; any other run is polled.
-            if run_id in state.for_slot:
-                await state.moved.setdefault(run_id, asyncio.Event()).wait()
-                return True
-            if run_id not in state.tasks:
-                await asyncio.sleep(delay)
-                return False
-            moved = state.moved.setdefault(run_id, asyncio.Event())
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(delay):  # not wait_for (see Loops._timers_forever)
-                    await moved.wait()
-            return moved.is_set()
-
+        follower = Follower(state, run_id)
+        if follow:
+            follower.arm()
         async for event in state.graph.replay(
             record.thread_id,
             state.backend,
             since=start,
             follow=follow,
-            until=settled,
-            wait=wait,
+            until=follower.settled,
+            wait=follower.wait,
+            quiet=follower.quiet,
         ):
             yield event
 
