@@ -372,15 +372,7 @@ class RedisRunStore(RunStore):
         if w is None:
             head, written = ["0", "", "", "", "", "", ""], b""
         else:
-            head = [
-                "1",
-                str(w.version),
-                w.status,
-                repr(w.wake_at) if w.wake_at is not None else "",
-                waiting_column(w) or "",
-                w.owner or "",
-                repr(w.lease_expires_at) if w.lease_expires_at is not None else "",
-            ]
+            head = ["1", *_write_fields(w)]
             written = w.encode(self.serializer)
         text = ormsgpack.packb([*head, len(record), *self._insert_text(ride.insert)])
         return text + record + written
@@ -490,18 +482,7 @@ class RedisRunStore(RunStore):
         w = ride.write
         if w is None:
             return [self.base, ride.run_id, "", "0"], None
-        text = [
-            self.base,
-            ride.run_id,
-            fence or "",
-            "1",
-            str(w.version),
-            w.status,
-            repr(w.wake_at) if w.wake_at is not None else "",
-            waiting_column(w) or "",
-            w.owner or "",
-            repr(w.lease_expires_at) if w.lease_expires_at is not None else "",
-        ]
+        text = [self.base, ride.run_id, fence or "", "1", *_write_fields(w)]
         return text, w.encode(self.serializer)
 
     @staticmethod
@@ -591,3 +572,16 @@ class RedisRunStore(RunStore):
         async with self.backend._use("counting runs") as client:
             raw = await client.hgetall(f"{self.base}counts")
         return {_text(k): int(v) for k, v in raw.items() if int(v)}
+
+
+def _write_fields(w: RunRecord) -> list[str]:
+    """A ride's write as the scripts read it: version, status, wake time, what it waits
+    for, owner and lease expiry (an empty string for each one unset)."""
+    return [
+        str(w.version),
+        w.status,
+        repr(w.wake_at) if w.wake_at is not None else "",
+        waiting_column(w) or "",
+        w.owner or "",
+        repr(w.lease_expires_at) if w.lease_expires_at is not None else "",
+    ]
