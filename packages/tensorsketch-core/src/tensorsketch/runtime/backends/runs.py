@@ -241,11 +241,7 @@ class RunRecord:
         values["steering"] = tuple(dict(m) for m in values.get("steering") or ())
         values["decisions"] = dict(values.get("decisions") or {})
         values["labels"] = dict(values.get("labels") or {})
-        if cls is not RunRecord:  # a subclass has its own layout: its own __init__
-            return cls(**values)
-        record: RunRecord = _Draft(**values)
-        object.__setattr__(record, "__class__", RunRecord)  # see _Draft
-        return record
+        return cls.new(**values)
 
     def encode(self, serializer: Serializer, *, version: int | None = None) -> bytes:
         """The record's bytes in the store (``version`` travels in its own column; pass the
