@@ -913,13 +913,18 @@ class RedisBackend(Backend):
                 break
             except redis_errors.ResponseError as exc:
                 if _no_script(exc) and attempt == 0:
-                    self._loaded.clear()  # the server lost its scripts: nothing ran
-                    self._carrier_shas.clear()
-                    self._reader_shas.clear()
+                    self._forget_scripts()
                     continue
                 raise
         ride.result = RedisRunStore.ride_result(ride, reply[0])
         return list(reply[1:])
+
+    def _forget_scripts(self) -> None:
+        """The server lost its scripts (a restart, ``SCRIPT FLUSH``; nothing ran): every
+        SHA this backend knows is loaded again at its next use."""
+        self._loaded.clear()
+        self._carrier_shas.clear()
+        self._reader_shas.clear()
 
     @property
     def folds_submits(self) -> bool:  # type: ignore[override]
@@ -1012,9 +1017,7 @@ class RedisBackend(Backend):
                 break
             except redis_errors.ResponseError as exc:
                 if _no_script(exc):
-                    self._loaded.clear()  # the server lost its scripts: nothing ran
-                    self._carrier_shas.clear()
-                    self._reader_shas.clear()
+                    self._forget_scripts()
                     if attempt == 0:
                         continue
                 if _lease_lost(exc):
