@@ -4,6 +4,7 @@ a runner run sends the invoke's commands, and the opening's one script is all or
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import sys
 import time
@@ -154,3 +155,39 @@ async def test_a_folded_opening_is_one_command_and_stores_the_run_as_create_does
         await plain.aclose()
         await backend.aclose()
         await client.aclose()
+
+
+async def test_a_server_that_lost_its_scripts_has_them_loaded_again(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """After a restart or a ``SCRIPT FLUSH`` the server answers ``NOSCRIPT`` to every script
+    the backend called by SHA: the folded opening and the rides load theirs again and the run
+    goes on, once. Simulated by pointing the remembered SHAs at a script the server never
+    saw (a real flush of the shared test server would reach other tests' connections)."""
+    client, sent = _recording_client(redis_url)
+    backend = RedisBackend(client=client, prefix=redis_prefix)
+    graph = one_node_graph(Step, "step")
+    tasks = AsyncRunner(graph, backend=backend)
+    unknown = hashlib.sha1(uuid.uuid4().bytes).hexdigest()  # a SHA no script has
+    try:
+        warm = await tasks.submit({"n": 1}, thread_id=f"w-{uuid.uuid4().hex[:8]}")
+        await tasks.await_run(warm.run_id, timeout=30)
+        remembered = {**backend._carrier_shas, **backend._reader_shas}
+        assert len(backend._carrier_shas) >= 2  # the folded opening's and a ride's
+        for shas in (backend._carrier_shas, backend._reader_shas):
+            for source in shas:
+                shas[source] = unknown
+        sent.clear()
+        record = await tasks.submit({"n": 2}, thread_id=f"r-{uuid.uuid4().hex[:8]}")
+        done = await tasks.await_run(record.run_id, timeout=30)
+        runs = await tasks.list(thread_id=record.thread_id)
+    finally:
+        await tasks.aclose()
+        await backend.aclose()
+        await client.aclose()
+    assert done.status == "succeeded" and done.output["out"] == "did 2"
+    assert [r.run_id for r in runs.records] == [record.run_id]
+    assert "SCRIPT LOAD" in sent
+    again = {**backend._carrier_shas, **backend._reader_shas}
+    assert unknown not in again.values()
+    assert {again[s] for s in again if s in remembered} <= set(remembered.values())
