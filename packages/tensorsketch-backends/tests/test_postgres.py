@@ -29,7 +29,7 @@ from tensorsketch.errors import CheckpointDecodeError, ThreadBusyError
 from tensorsketch.registry import create_backend
 from tensorsketch.runtime.backends.base import StoredCheckpoint, StoredEvent
 from tensorsketch.runtime.backends.postgres import PostgresBackend
-from tensorsketch.runtime.backends.sql import SCHEMA_VERSION
+from tensorsketch.runtime.backends.sql import SCHEMA_VERSION, Query
 from tensorsketch.runtime.loops import run_on_private_loop
 from tensorsketch.testing.ports import free_port
 from tensorsketch.threads import list_threads
@@ -681,6 +681,63 @@ async def test_a_unit_of_work_makes_no_cursor_timer_or_commit_call_of_its_own(
     assert counts["timers"] <= 1, counts  # was one per unit
     if handle.conn.autocommit:  # a pooled connection of the backend's own (the dsn)
         assert counts["commits"] == 0, counts  # was one per unit
+
+
+async def test_a_statement_keeps_its_cursors_adapters_from_one_unit_to_the_next(
+    handle: _Handle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """psycopg builds a cursor's adapters (its dumpers and loaders) again whenever the cursor
+    runs another statement than the time before: units that alternate statements on one
+    connection, as a run's units do, each build none once every statement has its cursor."""
+    backend, thread = handle.backend, f"adapters-{uuid.uuid4().hex[:8]}"
+    assert await backend.acquire_lease(thread, "alice", 30)
+    made = 0
+    transformer = psycopg.adapt.Transformer
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal made
+        made += 1
+        return transformer(*args, **kwargs)
+
+    async def units() -> None:
+        await backend.last_event_seq(thread)  # one statement
+        await backend.thread_head(thread)  # two, in a pipeline
+        await backend.commit_step(thread, None, [], fence="alice")  # the fence alone
+
+    await units()
+    counted.from_context = transformer.from_context  # type: ignore[attr-defined]
+    monkeypatch.setattr(psycopg.adapt, "Transformer", counted)
+    for _ in range(5):
+        await units()
+    assert made == 0  # was one per statement that followed another on the first cursor
+
+
+async def test_a_unit_that_repeats_a_statement_gets_a_cursor_for_each(handle: _Handle) -> None:
+    """Each statement of a pipeline needs a cursor of its own (a cursor keeps only its last
+    result): a unit that sends the same text twice reads both results."""
+    backend, thread = handle.backend, f"repeat-{uuid.uuid4().hex[:8]}"
+    assert (await backend.open_thread(thread, "alice", 30, _cp(thread, 0))).created
+    await backend.commit_step(thread, _cp(thread, 1), [StoredEvent(0, b"e0")])
+    read = Query(
+        backend.q(f"SELECT count(*) FROM {backend.table('checkpoints')} WHERE thread_id = ?"),
+        (thread,),
+        fetch="one",
+    )
+    last = Query(
+        backend.q(f"SELECT MAX(seq) FROM {backend.table('events')} WHERE thread_id = ?"),
+        (thread,),
+        fetch="one",
+    )
+    for _ in range(3):
+        results = await backend.submit([read, last, read, last, read], transaction=True)
+        assert [r[0] for r in results] == [2, 0, 2, 0, 2]
+    # More texts than the connection keeps cursors for, in one unit and then one at a time.
+    many = [Query(f"SELECT %s::int + {n}", (1,), fetch="one") for n in range(40)]
+    for _ in range(2):
+        results = await backend.submit(many, transaction=True)
+        assert [r[0] for r in results] == [n + 1 for n in range(40)]
+        for n, q in enumerate(many):
+            assert (await backend.submit([q]))[0][0] == n + 1
 
 
 async def test_a_failing_unit_leaves_nothing_behind(handle: _Handle) -> None:
