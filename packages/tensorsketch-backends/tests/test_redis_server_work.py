@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from tensorsketch.errors import LeaseLostError
 from tensorsketch.runtime.backends.base import StoredCheckpoint, StoredEvent
 from tensorsketch.runtime.backends.redis import RedisBackend
 from tensorsketch.runtime.backends.rides import RecordRide
@@ -186,6 +187,59 @@ async def test_a_commits_one_event_is_sent_as_the_member_it_is_stored_as(
         stored = await backend.read_events("t-ev")
         assert [(e.seq, e.payload) for e in stored] == [(65, b"one-row"), (66, b"a"), (67, b"b")]
     finally:
+        await backend.aclose()
+
+
+async def test_a_fenced_last_commit_with_a_write_reads_the_lease_once(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """A run's last commit (fenced by its lease, releasing it, its record's write riding
+    first) reads the lease once: the fence serves the ride and the release too (it read the
+    lease three times). A lease another owner holds refuses all of it: no record written,
+    the lease left alone. A fenced commit without a ride reads it once as well (was twice)."""
+    backend = RedisBackend(redis_url, prefix=redis_prefix)
+    store = backend.run_store()
+    plain = aioredis.Redis.from_url(redis_url)
+    lease = f"{redis_prefix}:{{t-end}}:lease"
+    try:
+        queued, _ = await store.create(RunRecord(run_id="run-end", thread_id="t-end"))
+        opening = RecordRide(queued.run_id, queued.replace(status="running", owner="me"))
+        assert (
+            await backend.open_thread("t-end", "me", 30, _cp("t-end", 0), ride=opening)
+        ).acquired
+        running = opening.result.stored if opening.result else None
+        assert running is not None
+        await plain.set(lease, "other")
+        refused = RecordRide(running.run_id, running.replace(status="succeeded"))
+        with pytest.raises(LeaseLostError):
+            await backend.commit_step(
+                "t-end", _cp("t-end", 1), [], release_owner="me", fence="me", ride=refused
+            )
+        assert await plain.get(lease) == b"other"
+        assert (await store.get(running.run_id)).status == "running"  # type: ignore[union-attr]
+        await plain.set(lease, "me")
+        ending = RecordRide(running.run_id, running.replace(status="succeeded"))
+
+        async def end() -> None:
+            await backend.commit_step(
+                "t-end", _cp("t-end", 1), [], release_owner="me", fence="me", ride=ending
+            )
+
+        commands = await _monitored(redis_url, redis_prefix, end)
+        assert [c[0].upper() for c in commands].count("GET") == 1
+        assert ending.result is not None and ending.result.stored is not None
+        assert (await store.get(running.run_id)).status == "succeeded"  # type: ignore[union-attr]
+        assert await plain.get(lease) is None
+        await plain.set(lease, "me")
+
+        async def release() -> None:
+            await backend.commit_step("t-end", None, [], release_owner="me", fence="me")
+
+        commands = await _monitored(redis_url, redis_prefix, release)
+        assert [c[0].upper() for c in commands].count("GET") == 1
+        assert await plain.get(lease) is None
+    finally:
+        await plain.aclose()
         await backend.aclose()
 
 

@@ -194,8 +194,10 @@ return chain(KEYS[2], KEYS[3], n - 1, {1, 0, seq})
 )
 
 # KEYS: ev, cp, cpi, lease, bl. ARGV: '1' if a checkpoint follows, its id, its record, '1' if
-# a lease is released, its owner, twice the number of blobs that follow (plus one if the
-# events' argument is one member as it is), their hash/data pairs, then the events' members
+# a lease is released ('2': the script is fenced by the same owner, whose lease it has just
+# read, so it is deleted without a second read), its owner, twice the number of blobs that
+# follow (plus one if the events' argument is one member as it is), their hash/data pairs,
+# then the events' members
 # in one argument, each after its length (4 bytes, big-endian): one argument where a score
 # and a member each cost redis-py a dozen calls to pack. A commit's events are mostly one
 # member (one row of the run's events): it comes unframed, as every byte of a string the
@@ -232,7 +234,7 @@ if ARGV[1] == '1' and redis.call('HEXISTS', KEYS[3], ARGV[2]) == 0 then
   local n = redis.call('RPUSH', KEYS[2], ARGV[3])
   redis.call('HSET', KEYS[3], ARGV[2], n - 1)
 end
-if ARGV[4] == '1' and redis.call('GET', KEYS[4]) == ARGV[5] then
+if ARGV[4] == '2' or (ARGV[4] == '1' and redis.call('GET', KEYS[4]) == ARGV[5]) then
   redis.call('DEL', KEYS[4])
 end
 return 1
@@ -284,7 +286,8 @@ return 1
 # elements after it (a reply that is no table is one element): each nested array and bulk
 # string costs redis-py's parser a dozen calls more. A unit's error reply is returned as
 # it is. The unit gets the script's own KEYS and ARGV (the ride's argument taken off the
-# end), not copies.
+# end), not copies. A write riding first under the unit's own fence has one _FENCE in front
+# of both (the lease read once), its arguments naming no lease (see _carrying).
 _CARRY = """
 local blob = table.remove(ARGV)
 local off, p = cmsgpack.unpack_one(blob)
@@ -308,15 +311,20 @@ table.insert(reply, 1, rode)
 return reply
 """
 _CARRIED: dict[str, str] = {}
+_CARRIED_FENCED: dict[str, str] = {}
 
 
-def _carrying(source: str) -> str:
-    """The script running ``source`` and a ride together (see :data:`_CARRY`)."""
-    combined = _CARRIED.get(source)
+def _carrying(source: str, *, fenced: bool = False) -> str:
+    """The script running ``source`` and a ride together (see :data:`_CARRY`); ``fenced``:
+    both behind one :data:`_FENCE` (a write ride first, guarded by the unit's own lease and
+    owner: the ride's arguments name no lease, so the lease is read once, not twice)."""
+    cache = _CARRIED_FENCED if fenced else _CARRIED
+    combined = cache.get(source)
     if combined is None:
-        combined = _CARRIED[source] = (
+        combined = cache[source] = (
             f"local function unit(KEYS, ARGV)\n{source}\nend\n"
-            f"local function ride(KEYS, ARGV)\n{_RIDE}\nend\n{_CARRY}"
+            f"local function ride(KEYS, ARGV)\n{_RIDE}\nend\n"
+            f"{_FENCE if fenced else ''}{_CARRY}"
         )
     return combined
 
@@ -567,6 +575,8 @@ class RedisBackend(Backend):
         #: The SHA of the script carrying a ride with each unit's script (fenced or not),
         #: once loaded: what a ride looks up (forgotten with ``_loaded``).
         self._carrier_shas: dict[str, str] = {}
+        #: The same for a fenced unit's script and a write riding first behind its fence.
+        self._fenced_carrier_shas: dict[str, str] = {}
         #: The same for a unit's script carrying a ride that only reads (_CARRY_READ).
         self._reader_shas: dict[str, str] = {}
 
@@ -878,7 +888,10 @@ class RedisBackend(Backend):
             args += ["0", "", ""]
         else:
             args += ["1", checkpoint.checkpoint_id, _encode_checkpoint(checkpoint)]
-        args += ["0", ""] if release_owner is None else ["1", release_owner]
+        if release_owner is None:
+            args += ["0", ""]
+        else:  # a fence of the same owner has just read the lease: no second read
+            args += ["2" if release_owner == fence else "1", release_owner]
         blobs = () if checkpoint is None else checkpoint.blobs
         one = len(events) == 1  # its one member goes as it is (see _COMMIT)
         args.append(2 * len(blobs) + one)
@@ -924,6 +937,7 @@ class RedisBackend(Backend):
         SHA this backend knows is loaded again at its next use."""
         self._loaded.clear()
         self._carrier_shas.clear()
+        self._fenced_carrier_shas.clear()
         self._reader_shas.clear()
 
     @property
@@ -989,14 +1003,19 @@ class RedisBackend(Backend):
         store = self.run_store()
         source, keys, args = unit
         lease = self._key(thread_id, "lease")
+        # A write riding first behind the unit's own fence: one fence for both (the lease
+        # read once; the ride's arguments name none), the unit's script as it is.
+        shared = fence is not None and ride.write is not None and after_lease is None
         if fence is not None:
-            source, keys, args = _fenced(source), [lease, *keys], [fence, *args]
-        shas = self._carrier_shas
+            keys, args = [lease, *keys], [fence, *args]
+            if not shared:
+                source = _fenced(source)
+        shas = self._fenced_carrier_shas if shared else self._carrier_shas
         if ride.write is None:  # a read, after the unit (_CARRY_READ): no lease, no array
             shas = self._reader_shas
             tail: Any = f"{'1' if answer else '0'}{store.base}rec:{ride.run_id}"
         else:
-            guard = fence if after_lease is None else after_lease
+            guard = None if shared else fence if after_lease is None else after_lease
             at = 0  # the lease key's place among the keys (1-based), when the ride is guarded
             if guard is not None:
                 if lease not in keys:  # pragma: no cover - every guarded unit names the lease
@@ -1010,7 +1029,11 @@ class RedisBackend(Backend):
         for attempt in range(2):
             sha = shas.get(source)
             if sha is None:
-                combined = _carrying(source) if ride.write is not None else _carrying_read(source)
+                combined = (
+                    _carrying_read(source)
+                    if ride.write is None
+                    else _carrying(source, fenced=shared)
+                )
                 sha = shas[source] = await self._sha(client, combined)
             try:
                 reply = await client.evalsha(sha, len(keys), *keys, *args, tail)
