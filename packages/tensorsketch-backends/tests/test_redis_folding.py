@@ -172,9 +172,10 @@ async def test_a_server_that_lost_its_scripts_has_them_loaded_again(
     try:
         warm = await tasks.submit({"n": 1}, thread_id=f"w-{uuid.uuid4().hex[:8]}")
         await tasks.await_run(warm.run_id, timeout=30)
-        remembered = {**backend._carrier_shas, **backend._reader_shas}
-        assert len(backend._carrier_shas) >= 2  # the folded opening's and a ride's
-        for shas in (backend._carrier_shas, backend._reader_shas):
+        cached = (backend._carrier_shas, backend._fenced_carrier_shas, backend._reader_shas)
+        remembered = {source: sha for shas in cached for source, sha in shas.items()}
+        assert backend._carrier_shas and backend._fenced_carrier_shas  # opening, last ride
+        for shas in cached:
             for source in shas:
                 shas[source] = unknown
         sent.clear()
@@ -188,6 +189,6 @@ async def test_a_server_that_lost_its_scripts_has_them_loaded_again(
     assert done.status == "succeeded" and done.output["out"] == "did 2"
     assert [r.run_id for r in runs.records] == [record.run_id]
     assert "SCRIPT LOAD" in sent
-    again = {**backend._carrier_shas, **backend._reader_shas}
+    again = {source: sha for shas in cached for source, sha in shas.items()}
     assert unknown not in again.values()
     assert {again[s] for s in again if s in remembered} <= set(remembered.values())
