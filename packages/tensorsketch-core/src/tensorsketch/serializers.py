@@ -847,11 +847,11 @@ class MsgpackSerializer(_TaggedSerializer):
             items = obj
         else:
             return True
-        floats = [v for v in items if type(v) is float]
-        if floats:
-            inside = b"".join(map(_DOUBLE, floats)).translate(None, _NOT_BIN)
-            if len(inside) == len(packed.translate(None, _NOT_BIN)):
-                return False  # each such byte is one of a top-level float's
+        inside = b"".join([_DOUBLE(v) for v in items if type(v) is float])
+        if inside and len(inside.translate(None, _NOT_BIN)) == len(
+            packed.translate(None, _NOT_BIN)
+        ):
+            return False  # each such byte is one of a top-level float's
         probe = [v for v in items if type(v) is not float]
 
         def reuse(value: Any) -> Any:
