@@ -236,6 +236,20 @@ async def test_a_ride_carries_the_runners_own_writes_without_a_copy(tmp_path: Pa
     assert _begins(calls) == 1
 
 
+async def test_a_runs_outcome_is_built_once_for_the_last_commit(tmp_path: Path) -> None:
+    # The last commit's ride asks the runner once for the finished record (no change
+    # function made only to be called at once), and the final state is dumped by its
+    # model's serializer directly (not through pydantic's `model_dump` wrapper).
+    calls = await _one_run(tmp_path)
+    asked = {
+        name: n
+        for (file, name, caller), n in calls.items()
+        if file == "runs/execution.py" and caller == "runs/riding.py"
+    }
+    assert asked == {"_end_write": 1}, asked
+    assert _from(calls, "pydantic/main.py", "runs/records.py", "model_dump") == 0
+
+
 async def test_a_commits_event_row_is_encoded_without_helper_calls(tmp_path: Path) -> None:
     # Inside the checkpoint's shared encoding already: no null context entered, and the
     # row's checks (one run's consecutive events, a run_end sharing the values' state)

@@ -847,11 +847,11 @@ class MsgpackSerializer(_TaggedSerializer):
             items = obj
         else:
             return True
-        floats = [v for v in items if type(v) is float]
-        if floats:
-            inside = b"".join(map(_DOUBLE, floats)).translate(None, _NOT_BIN)
-            if len(inside) == len(packed.translate(None, _NOT_BIN)):
-                return False  # each such byte is one of a top-level float's
+        inside = b"".join([_DOUBLE(v) for v in items if type(v) is float])
+        if inside and len(inside.translate(None, _NOT_BIN)) == len(
+            packed.translate(None, _NOT_BIN)
+        ):
+            return False  # each such byte is one of a top-level float's
         probe = [v for v in items if type(v) is not float]
 
         def reuse(value: Any) -> Any:
@@ -959,7 +959,11 @@ _TAG_KEY_PACKED = b"\xa2$t"
 
 
 def _may_hold_bin(packed: bytes) -> bool:
-    return b"\xc4" in packed or b"\xc5" in packed or b"\xc6" in packed
+    """Whether ``packed`` holds a byte a msgpack ``bin`` header starts with (asked of every
+    payload). Asked with ints: ``0xC4 in packed`` is one ``memchr``, where ``b"\\xc4" in
+    packed`` first tries its argument as an int, raising and clearing a ``TypeError`` each
+    time (seven times slower)."""
+    return 0xC4 in packed or 0xC5 in packed or 0xC6 in packed
 
 
 #: Every byte but those a ``bin`` header starts with: deleted, the length left counts those.

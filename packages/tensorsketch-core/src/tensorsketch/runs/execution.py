@@ -511,7 +511,7 @@ class Execution:
         rider = state.riders.get(record.run_id)
         used = set(resume or ())
         if rider is not None:
-            rider.outcome = functools.partial(self._end_change, record, used)
+            rider.outcome = functools.partial(self._end_write, record, used)
         task = asyncio.current_task()
         assert task is not None
         check = _StopCheck(task, record.run_id, state.store, rider)
@@ -581,16 +581,18 @@ class Execution:
             state.final[rider.run_id] = rider.ended
             self._rode_to_end[rider.run_id] = rider.ended
 
-    def _end_change(self, began: RunRecord, used: set[str], graph_state: Any) -> Change:
-        """The change storing how the segment ended with ``graph_state`` (what rides the
-        last commit; see :meth:`_outcome`, which writes the same when it did not ride).
-        A stop asked for meanwhile changed the record, so such a write never rides."""
-        info = run_info(graph_state)
-        if info.suspended:
-            return self._suspension(began, graph_state, used, [])
-        return self._ending(
-            status="succeeded", output=plain(graph_state), delivered=began.events, stop_asked=[]
-        )
+    def _end_write(
+        self, began: RunRecord, used: set[str], graph_state: Any, current: RunRecord
+    ) -> RunRecord | None:
+        """``current`` changed to store how the segment ended with ``graph_state`` (what
+        rides the last commit; see :meth:`_outcome`, which writes the same when it did not
+        ride). Made at once, with no change function in between: a run ends once, and its
+        end mostly rides. A stop asked for meanwhile changed the record, so such a write
+        never rides."""
+        if run_info(graph_state).suspended:
+            return self._suspension(began, graph_state, used, [])(current)
+        output = plain(graph_state)
+        return _ended(current, "succeeded", output, None, began.events, [], now())
 
     async def _stopped(self, run_id: str, began: RunRecord) -> None:
         """End a run a later submit stopped; ``rollback`` first discards its checkpoints."""
@@ -734,33 +736,7 @@ class Execution:
         at = now()
 
         def end(current: RunRecord) -> RunRecord | None:
-            # Queued: a run that failed before its `running` write rode its first unit.
-            if current.status not in ("running", "queued"):
-                return None  # cancelled meanwhile: that outcome stands
-            if stop_asked is not None and current.stop_requested:
-                stop_asked.append(True)
-                return None
-            stopped = status == "succeeded" and current.stop_requested and current.stopped_by
-            return current.replace(
-                status="cancelled" if stopped else status,
-                output=output if output is not None else current.output,
-                error=stopped_error(current.stop_requested or "", current.stopped_by or "")
-                if stopped
-                else error,
-                finished_at=at,
-                updated_at=at,
-                active_seconds=active_seconds(current, at),
-                segment_started_at=None,
-                waiting_for=None,
-                wake_at=None,
-                interrupts=(),
-                decisions={},
-                events=tuple(e for e in current.events if e not in delivered)
-                if current.events
-                else (),
-                owner=None,
-                lease_expires_at=None,
-            )
+            return _ended(current, status, output, error, delivered, stop_asked, at)
 
         return end
 
@@ -776,6 +752,43 @@ class Execution:
             await asyncio.shield(
                 self.state.store.transition(run_id, release, owner=self.state.owner)
             )
+
+
+def _ended(
+    current: RunRecord,
+    status: str,
+    output: Any,
+    error: dict[str, str] | None,
+    delivered: tuple[dict[str, Any], ...],
+    stop_asked: list[bool] | None,
+    at: float,
+) -> RunRecord | None:
+    """``current`` ended with ``status`` at ``at`` (see :meth:`Execution._ending`)."""
+    # Queued: a run that failed before its `running` write rode its first unit.
+    if current.status not in ("running", "queued"):
+        return None  # cancelled meanwhile: that outcome stands
+    if stop_asked is not None and current.stop_requested:
+        stop_asked.append(True)
+        return None
+    stopped = status == "succeeded" and current.stop_requested and current.stopped_by
+    return current.replace(
+        status="cancelled" if stopped else status,
+        output=output if output is not None else current.output,
+        error=stopped_error(current.stop_requested or "", current.stopped_by or "")
+        if stopped
+        else error,
+        finished_at=at,
+        updated_at=at,
+        active_seconds=active_seconds(current, at),
+        segment_started_at=None,
+        waiting_for=None,
+        wake_at=None,
+        interrupts=(),
+        decisions={},
+        events=tuple(e for e in current.events if e not in delivered) if current.events else (),
+        owner=None,
+        lease_expires_at=None,
+    )
 
 
 async def _bounded(driving: Awaitable[None], budget: float) -> None:

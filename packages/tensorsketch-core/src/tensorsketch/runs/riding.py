@@ -37,7 +37,8 @@ class RunRider:
         (``None``: the segment already stored it).
     :param guess: where the thread stood when ``start`` was computed; the opening reads where
         it really stood, and a difference is corrected before anything runs.
-    :param outcome: turns the run's final state into the change that stores its outcome.
+    :param outcome: the record that stores the run's outcome, from its final state and the
+        known record (``None``: none rides, the record having moved on).
     :param started: what ``start`` made of ``known`` already (the caller checked that it
         applies): the opening rides it as long as ``known`` is still that record.
     :param folding: a folded submit (:mod:`tensorsketch.runs.folding`): ``known`` is not
@@ -51,7 +52,7 @@ class RunRider:
         *,
         start: Change | None = None,
         guess: ThreadHead | None = None,
-        outcome: Callable[[Any], Change] | None = None,
+        outcome: Callable[[Any, RunRecord], RunRecord | None] | None = None,
         started: RunRecord | None = None,
         folding: Folding | None = None,
     ) -> None:
@@ -85,7 +86,7 @@ class RunRider:
             except Exception:  # the run's end raises it again, where it belongs
                 pass
             else:
-                write = self.outcome(final_state)(self.known)
+                write = self.outcome(final_state, self.known)
         if write is not None:
             known = self.known
             # The runner's own changes build their write from the known record and stamp
