@@ -238,8 +238,7 @@ async def test_a_ride_carries_the_runners_own_writes_without_a_copy(tmp_path: Pa
 
 async def test_a_runs_outcome_is_built_once_for_the_last_commit(tmp_path: Path) -> None:
     # The last commit's ride asks the runner once for the finished record (no change
-    # function made only to be called at once), and the final state is dumped by its
-    # model's serializer directly (not through pydantic's `model_dump` wrapper).
+    # function made only to be called at once).
     calls = await _one_run(tmp_path)
     asked = {
         name: n
@@ -247,7 +246,6 @@ async def test_a_runs_outcome_is_built_once_for_the_last_commit(tmp_path: Path) 
         if file == "runs/execution.py" and caller == "runs/riding.py"
     }
     assert asked == {"_end_write": 1}, asked
-    assert _from(calls, "pydantic/main.py", "runs/records.py", "model_dump") == 0
 
 
 async def test_a_commits_event_row_is_encoded_without_helper_calls(tmp_path: Path) -> None:

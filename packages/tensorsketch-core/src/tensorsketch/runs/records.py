@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -63,20 +63,10 @@ def all_decided(record: RunRecord) -> bool:
     return bool(awaited) and all(a in record.decisions for a in awaited)
 
 
-#: pydantic's own ``BaseModel.model_dump``, to tell a model class that keeps it.
-_MODEL_DUMP: Final = BaseModel.model_dump
-
-
 def plain(value: Any) -> Any:
-    """``value`` as a record stores it (a state model as its JSON dict).
-
-    A model whose class keeps pydantic's ``model_dump`` is dumped by the class's serializer
-    directly: the same dict as ``model_dump(mode="json")``, without that wrapper passing its
-    fourteen keyword arguments (a run's final state is dumped once per run). A class that
-    overrides ``model_dump`` is dumped by its override."""
+    """``value`` as a record stores it (a state model as its JSON dict). Through
+    ``model_dump`` itself, not the class's serializer: before pydantic 2.11 the serializer's
+    own default wrote fields by alias, where ``model_dump`` does not."""
     if isinstance(value, BaseModel):
-        kind = type(value)
-        if kind.model_dump is _MODEL_DUMP:
-            return kind.__pydantic_serializer__.to_python(value, mode="json")
         return value.model_dump(mode="json")
     return value
