@@ -55,6 +55,7 @@ class SqliteBackend(SqlBackend):
     begin_sql: ClassVar[str | None] = "BEGIN IMMEDIATE"
     groups_commits: ClassVar[bool] = True
     inlines_nulls: ClassVar[bool] = True
+    changes_sql: ClassVar[str | None] = "changes()"
 
     def __init__(
         self,
