@@ -299,6 +299,15 @@ async def test_file_uses_wal_and_the_chosen_sync_level(tmp_path: Path) -> None:
         await backend.aclose()
 
 
+async def test_undo_journals_stay_in_memory(tmp_path: Path) -> None:
+    """Statement and savepoint journals live in memory: a group commit's unit that outgrows
+    SQLite's 64 KiB spill limit would otherwise write them to a temporary file, page by page."""
+    backend = SqliteBackend(tmp_path / "runs.db")
+    await COUNTER.invoke({"path": str(tmp_path / "runs.db")}, thread_id="t", backend=backend)
+    assert backend._connection.execute("PRAGMA temp_store").fetchone()[0] == 2  # MEMORY
+    await backend.aclose()
+
+
 async def test_relaxed_units_sync_at_normal_never_off(tmp_path: Path) -> None:
     """Lease and input writes skip the disk sync with NORMAL, which in WAL mode still syncs
     around WAL checkpoints (OFF would not, and a checkpoint run then could lose older data

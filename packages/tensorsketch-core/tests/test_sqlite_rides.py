@@ -205,6 +205,41 @@ async def test_a_folded_opening_knows_the_version_it_inserted(tmp_path: Path) ->
         await backend.aclose()
 
 
+async def test_a_folded_openings_writes_ask_whether_the_statement_before_wrote(
+    tmp_path: Path,
+) -> None:
+    """The run's insert is made iff the lease's statement wrote (it took the lease and no run
+    is ahead), the input checkpoint iff the insert was: ``changes()``, not the lease, the
+    queue and the run looked up again. A run that waits stores neither its running record nor
+    its input, even with the thread's lease already its owner's."""
+    backend = Traced(tmp_path / "runs.db")
+    texts: list[str] = []
+    try:
+        await _opened(backend, "warm")
+        assert backend._connection is not None
+        backend._connection.set_trace_callback(texts.append)
+        for n in range(2):
+            queued = RunRecord(run_id=f"run-{n}", thread_id="t", owner="me", version=1)
+            ride = RecordRide(queued.run_id, queued.replace(status="running"), insert=queued)
+            first = StoredCheckpoint("t", f"c{n}", None, 0, time.time(), b"in")
+            opening = await backend.open_thread("t", "me", 30, first, ride=ride)
+            assert opening.acquired == (n == 0) and opening.created == (n == 0)
+        writes = [
+            t
+            for t in texts
+            if t.startswith(
+                ("INSERT INTO tensorsketch_runs", "INSERT INTO tensorsketch_checkpoints")
+            )
+        ]
+        assert writes and all(t.endswith("changes() = 1") for t in writes[:2])
+        assert all("tensorsketch_leases" not in t for t in writes[:2])
+        assert [c.checkpoint_id for c in await backend.list_checkpoints("t")] == ["c0"]
+        stored = await backend.run_store().get("run-1")
+        assert stored is not None and stored.status == "queued"
+    finally:
+        await backend.aclose()
+
+
 async def test_a_records_writes_spell_its_nulls_out(tmp_path: Path) -> None:
     """A run's insert and compare-and-set writes bind no ``None`` (``sqlite3`` adapts each
     bound ``None`` through its adapter registry): those columns are ``NULL`` in the

@@ -99,6 +99,11 @@ class SqlBackend(Backend):
     #: ``sqlite3`` looks every bound ``None`` up in its adapter registry first, which costs
     #: about as much as binding three other values.
     inlines_nulls: ClassVar[bool] = False
+    #: SQL for the number of rows the connection's previous statement changed, read inside
+    #: the next one (SQLite's ``changes()``), or ``None``. A folded submit's insert and input
+    #: checkpoint then ask it whether the statement before them wrote, rather than looking
+    #: up the lease, the queue and the run again (see :meth:`_open_folding`).
+    changes_sql: ClassVar[str | None] = None
 
     #: Placeholder of the driver's paramstyle: ``"?"`` (qmark) or ``"%s"`` (format).
     placeholder: ClassVar[str] = "?"
@@ -945,6 +950,11 @@ class SqlBackend(Backend):
         clause of the run's insert (one statement)."""
         store = self.run_store()
         assert isinstance(store, SqlRunStore) and ride.insert is not None
+        # Where the dialect can read the previous statement's row count inside the next one,
+        # the run's insert writes iff the lease's statement did (it took the lease, and no
+        # run is ahead), and the input checkpoint iff the insert did: one lookup each, not
+        # three (the lease, the queue's head, the run).
+        by_changes = self.changes_sql is not None and not self.writes_in_with
         fold = self.__dict__.get("_fold_sql")
         if fold is None:
             insert, insert_leased = store.insert_sql
@@ -955,17 +965,25 @@ class SqlBackend(Backend):
                 "owner = excluded.owner, expires_at = excluded.expires_at "
                 f"WHERE {t}.owner = excluded.owner OR {t}.expires_at < {now}"
             )
+            into, _, values = insert.partition(" VALUES ")
             if self.writes_in_with:  # the run's insert where the lease's WITH took it
-                marks = insert[insert.index(" VALUES (") + 9 : -1]
-                lease = f"WITH l AS ({lease} RETURNING 1) {insert.partition(' VALUES ')[0]} "
-                lease += f"SELECT {marks} WHERE EXISTS (SELECT 1 FROM l)"
+                lease = f"WITH l AS ({lease} RETURNING 1) {into} "
+                lease += f"SELECT {values[1:-1]} WHERE EXISTS (SELECT 1 FROM l)"
+            first = self._sql["initial"]
+            if by_changes:
+                wrote = f"{self.changes_sql} = 1"
+                insert_leased = f"{into} SELECT {values[1:-1]} WHERE {wrote}"
+                first = first.partition(" WHERE ")[0] + self.q(
+                    f" WHERE NOT EXISTS (SELECT 1 FROM {self.table('checkpoints')} "
+                    f"WHERE thread_id = ?) AND {wrote}"
+                )
+            else:
+                runs = self.table("runs")
+                first += self.q(f" AND EXISTS (SELECT 1 FROM {runs} WHERE run_id = ?)")
             fold = self.__dict__["_fold_sql"] = {
                 "lease": lease,
                 "insert": insert_leased,
-                "initial": self.q(
-                    f"{self._sql['initial']} AND EXISTS (SELECT 1 FROM "
-                    f"{self.table('runs')} WHERE run_id = ?)"
-                ),
+                "initial": first,
             }
         record = ride.insert
         columns, stored = store.folded_insert(ride)
@@ -974,12 +992,14 @@ class SqlBackend(Backend):
         if self.writes_in_with:  # one statement: the lease in the insert's WITH clause
             queries = [Query(fold["lease"], (*leasing, *columns), fetch="rowcount")]
         else:
+            conditions = () if by_changes else (thread_id, owner, *ahead)
             queries = [
                 Query(fold["lease"], leasing, fetch="rowcount"),
-                Query(fold["insert"], (*columns, thread_id, owner, *ahead), fetch="rowcount"),
+                Query(fold["insert"], (*columns, *conditions), fetch="rowcount"),
             ]
         if initial is not None:
-            params = (*_row(initial), thread_id, thread_id, owner, ride.run_id)
+            checks = (thread_id,) if by_changes else (thread_id, thread_id, owner, ride.run_id)
+            params = (*_row(initial), *checks)
             queries.append(Query(fold["initial"], params, fetch="rowcount"))
             queries += self._blob_queries(initial)
         queries.append(self._chain_query(thread_id))

@@ -55,6 +55,7 @@ class SqliteBackend(SqlBackend):
     begin_sql: ClassVar[str | None] = "BEGIN IMMEDIATE"
     groups_commits: ClassVar[bool] = True
     inlines_nulls: ClassVar[bool] = True
+    changes_sql: ClassVar[str | None] = "changes()"
 
     def __init__(
         self,
@@ -113,6 +114,10 @@ class SqliteBackend(SqlBackend):
         if self.path != ":memory:":
             _switch_to_wal(conn, self.busy_timeout)
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        # Statement and savepoint journals (the pages a statement or a grouped unit may have
+        # to undo) in memory: on disk, one that outgrows 64 KiB — a group commit's run
+        # opening does — goes to a temporary file, two write calls per page from then on.
+        conn.execute("PRAGMA temp_store=MEMORY")
         return conn
 
     def effects_query(self, thread_id: str, effects: Sequence[tuple[str, bytes]]) -> Query:
