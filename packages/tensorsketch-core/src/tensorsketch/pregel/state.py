@@ -137,7 +137,9 @@ def state_writes(spec: GraphSpec, data: object, where: str, example: str) -> dic
     :raises ValueError: naming every unknown field (with the closest one) and invalid value.
     """
     schema = spec.state_schema
-    if isinstance(data, Schema):
+    if type(data) is dict:  # the commonest input, told apart without the ABC's check
+        raw = dict(data)
+    elif isinstance(data, Schema):
         if not isinstance(data, schema):
             msg = (
                 f"{where} got a {type(data).__name__} instance, but this graph's state is "
@@ -153,11 +155,11 @@ def state_writes(spec: GraphSpec, data: object, where: str, example: str) -> dic
             f"instance, got {type(data).__name__}; e.g. {example}."
         )
         raise TypeError(msg)
-    fields = list(schema.model_fields)
     writes: dict[str, Any] = {}
     errors: list[str] = []
     for key, value in raw.items():
         if key not in spec.field_set:
+            fields = list(schema.model_fields)
             close = difflib.get_close_matches(str(key), fields, n=1)
             hint = f" — did you mean {close[0]!r}?" if close else f" (fields: {fields})"
             errors.append(f"{key!r} is not a field of {schema.__name__}{hint}")
