@@ -528,8 +528,7 @@ class Execution:
         used = set(resume or ())
         if rider is not None:
             rider.outcome = functools.partial(self._end_write, record, used)
-        task = asyncio.current_task()
-        assert task is not None
+        task = state.tasks[record.run_id]  # this very task (see spawn): no current_task()
         check = _StopCheck(task, record.run_id, state.store, rider)
         # Bound for the run (its engine's tasks copy them) and unbound as it returns: set
         # here, not with a context manager each (three of those per segment added up).
