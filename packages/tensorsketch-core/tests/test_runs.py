@@ -214,6 +214,25 @@ async def test_a_submitted_run_executes_in_the_background_and_is_recorded(
     assert events[0] == "run_start" and events[-1] == "run_end"
 
 
+async def test_a_run_whose_task_was_cancelled_before_it_ran_is_forgotten(
+    runner_for: Callable[..., AsyncRunner],
+) -> None:
+    # A run's task forgets its run as it ends; one cancelled before its first step never
+    # enters its coroutine, and is forgotten all the same: it can execute again.
+    runner = runner_for(work_graph())
+    # Labels keep the insert of their own: submit returns before the run's task ran.
+    record = await runner.submit({"n": 3}, labels={"tenant": "acme"})
+    task = runner._tasks[record.run_id]
+    task.cancel()
+    await asyncio.wait([task])
+    await asyncio.sleep(0)  # (its done callbacks run)
+    assert record.run_id not in runner._tasks and runner.in_flight == 0
+    runner._spawn(record.run_id)
+    done = await runner.await_run(record.run_id, timeout=30)
+    assert done.status == "succeeded" and done.output["out"] == "did 3"
+    assert runner.in_flight == 0
+
+
 async def test_a_run_executed_here_is_not_read_back_while_it_is_awaited(
     runner_for: Callable[..., AsyncRunner],
 ) -> None:

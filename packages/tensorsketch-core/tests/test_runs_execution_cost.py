@@ -211,6 +211,18 @@ async def test_a_runs_task_reaches_the_engine_through_two_frames_of_the_runner(
     assert _from(calls, "pregel/driver.py", "runs/execution.py", "drive") >= 1
 
 
+async def test_a_runs_task_forgets_its_run_as_it_ends_without_a_callback_of_its_own(
+    tmp_path: Path,
+) -> None:
+    # The task drops what the runner held for its run and wakes its awaiter in its own last
+    # step: no done callback is scheduled for it (a loop iteration less before await_run
+    # returns), and no current_task() is asked for the stop check's task.
+    calls = await _one_run(tmp_path)
+    assert _from(calls, "runs/execution.py", "asyncio/events.py", "_forget") == 0
+    assert _from(calls, "runs/execution.py", "runs/execution.py", "_forget") == 1
+    assert _from(calls, "asyncio/tasks.py", "runs/execution.py", "current_task") == 0
+
+
 async def test_the_stop_check_is_handed_only_the_events_it_acts_on(tmp_path: Path) -> None:
     # It acts on barriers (`values`) and superstep starts (`node_start`); the run's other
     # events are still stored, just not handed to it (a coroutine call each).

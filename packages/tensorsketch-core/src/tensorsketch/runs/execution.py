@@ -104,14 +104,28 @@ class Execution:
             self._execute(run_id, new=new, takeover=takeover), name=f"tensorsketch-run-{run_id}"
         )
         state.tasks[run_id] = task
-        # Bookkeeping that reads no context variable: no copy of the caller's context each.
-        task.add_done_callback(functools.partial(self._forget, run_id), context=_BARE)
+        # The task forgets its run as it ends (see _execute); one cancelled before it ever
+        # ran never enters _execute, and is forgotten by this callback, which the task
+        # removes as it starts. Bookkeeping that reads no context variable: no copy of the
+        # caller's context.
+        task.add_done_callback(self._never_ran, context=_BARE)
 
-    def _forget(self, run_id: str, _task: object = None) -> None:
+    def _never_ran(self, task: asyncio.Task[None]) -> None:
+        """A run's task was cancelled before it started: forget its run all the same."""
+        for run_id, held in self.state.tasks.items():
+            if held is task:
+                self._forget(run_id)
+                return
+
+    def _forget(self, run_id: str) -> None:
+        """The run's task is ending: drop what the runner held for it and wake who waits for
+        it. Done by the task itself as it ends, not by a done callback: its waiters then
+        wake a loop iteration sooner, and no callback of its own is scheduled per run."""
         state = self.state
         state.tasks.pop(run_id, None)
-        # Its waiters wake once the task is gone, so what they do next (approve, signal)
-        # starts a new one; they get the record it stopped with.
+        # Its waiters wake once the task is gone (they run after its last step), so what
+        # they do next (approve, signal) starts a new one; they get the record it stopped
+        # with.
         final = state.final.get(run_id)
         self.wake_waiters(run_id)
         state.wake_followers(run_id, final)
@@ -136,6 +150,7 @@ class Execution:
         each of the run's waits."""
         state = self.state
         assert state.slots is not None
+        state.tasks[run_id].remove_done_callback(self._never_ran)  # it runs: see spawn
         counted = new
         try:
             queued = True
@@ -202,6 +217,7 @@ class Execution:
             state.for_slot.discard(run_id)  # cancelled while it waited for one
             if counted:
                 state.waiting_new -= 1
+            self._forget(run_id)
 
     def _left_slot(self, run_id: str, *, queued: bool) -> None:
         """The run gave its slot back: its commits no longer wake its followers. Back in
@@ -512,8 +528,7 @@ class Execution:
         used = set(resume or ())
         if rider is not None:
             rider.outcome = functools.partial(self._end_write, record, used)
-        task = asyncio.current_task()
-        assert task is not None
+        task = state.tasks[record.run_id]  # this very task (see spawn): no current_task()
         check = _StopCheck(task, record.run_id, state.store, rider)
         # Bound for the run (its engine's tasks copy them) and unbound as it returns: set
         # here, not with a context manager each (three of those per segment added up).
