@@ -17,7 +17,6 @@ import dataclasses
 import datetime as _dt
 import decimal
 import enum
-import functools
 import json
 import pickle
 import struct
@@ -971,10 +970,8 @@ _NOT_BIN = bytes(b for b in range(256) if b not in (0xC4, 0xC5, 0xC6))
 _DOUBLE = struct.Struct(">d").pack
 
 
-@functools.cache
 def _native_option(ormsgpack: Any) -> int:
-    """What the native walk hands to ``default``: every type the walk tags, and subclasses
-    (worked out once: six lookups and ORs at every ``dumps`` added up)."""
+    """What the native walk hands to ``default``: every type the walk tags, and subclasses."""
     return int(
         ormsgpack.OPT_PASSTHROUGH_SUBCLASS
         | ormsgpack.OPT_PASSTHROUGH_DATACLASS
@@ -993,18 +990,7 @@ def _json_bytes(tree: Any) -> bytes:
         raise ValueError(msg) from None
 
 
-#: ``ormsgpack`` once an ``import`` of it returned (so loaded all through).
-_imported_ormsgpack: Any = None
-
-
 def _ormsgpack(why: str) -> Any:
-    """The ``ormsgpack`` module, or what to install. Once imported it is taken as it was
-    while ``sys.modules`` still holds it (an ``import`` statement at every ``dumps`` and
-    ``loads`` cost more)."""
-    global _imported_ormsgpack
-    loaded = _imported_ormsgpack
-    if loaded is not None and sys.modules.get("ormsgpack") is loaded:
-        return loaded
     try:
         import ormsgpack  # noqa: PLC0415 - ormsgpack loads at the first msgpack payload
     except ImportError:
@@ -1014,7 +1000,6 @@ def _ormsgpack(why: str) -> Any:
             "or pass serializer='json' to the backend."
         )
         raise ModuleNotFoundError(msg) from None
-    _imported_ormsgpack = ormsgpack
     return ormsgpack
 
 
