@@ -198,11 +198,18 @@ async def _complete_as_stream(
     """What the default :meth:`ChatProvider.stream` comes to — ``complete()``, then its text
     as one ``token`` event — without an async generator and a type check per item around it
     (a provider that only implements ``complete``: every scripted and test model)."""
-    if "max_tokens" not in options:  # the default stream passes its own default on
-        options = {**options, "max_tokens": _STREAM_MAX_TOKENS}
-    completion = await provider.complete(
-        messages, tools=tools, output_schema=output_schema, **options
-    )
+    if "max_tokens" in options:
+        completion = await provider.complete(
+            messages, tools=tools, output_schema=output_schema, **options
+        )
+    else:  # the default stream passes its own default on (no copy of the options for it)
+        completion = await provider.complete(
+            messages,
+            tools=tools,
+            output_schema=output_schema,
+            max_tokens=_STREAM_MAX_TOKENS,
+            **options,
+        )
     text = completion.message.text if isinstance(completion, Completion) else None
     if text:
         try:

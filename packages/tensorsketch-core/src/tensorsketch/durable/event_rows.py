@@ -50,6 +50,9 @@ _HEADS: Final = {3: 5, 2: 4}
 _HEAD, _STRIDE = 5, 6
 #: A field missing from a ``values`` event's state.
 _ABSENT: Final = object()
+#: The namespace slot of a top-level event (nearly all of them): the row is only packed,
+#: so its slots share this one list, not a new empty list each.
+_NO_NAMESPACE: Final[list[str]] = []
 
 
 def encode_events(
@@ -108,7 +111,8 @@ def encode_events(
                 and all(map(operator.is_, data.values(), map(prior.__getitem__, data)))
             ):
                 row[3], data = i, None
-        row += (kind, e.node, list(e.namespace) if e.namespace else [], e.step, e.ts, data)
+        namespace = list(e.namespace) if e.namespace else _NO_NAMESPACE
+        row += (kind, e.node, namespace, e.step, e.ts, data)
         before = e
     return [StoredEvent(seq=events[-1].seq, payload=serializer.dumps(row))]
 
