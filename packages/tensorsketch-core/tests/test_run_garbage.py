@@ -18,11 +18,11 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from tensorsketch import ChatProvider, Completion, Context, InMemoryBackend, create_agent, tool
-from tensorsketch.messages import ToolCall, assistant
+from tensorsketch import InMemoryBackend
 from tensorsketch.runs import AsyncRunner
 from tensorsketch.runtime.backends.runs import RunRecord
 from tensorsketch.serializers import MsgpackSerializer
+from tensorsketch.testing.runs import settle_agent
 
 
 @contextmanager
@@ -67,25 +67,6 @@ def test_dumps_and_loads_leave_no_cycle() -> None:
     assert not found, found
 
 
-class _Scripted(ChatProvider):
-    """Asks for ``settle``, then answers."""
-
-    model = "scripted"
-    provider_name = "scripted"
-
-    async def complete(self, messages: Any, **_: Any) -> Completion:
-        if any(m.role == "tool" for m in messages):
-            return Completion(message=assistant("settled"), model="scripted")
-        call = ToolCall(id="c1", name="settle", args={})
-        return Completion(message=assistant(tool_calls=[call]), model="scripted")
-
-
-@tool
-async def settle(ctx: Context) -> str:
-    """Settle the order."""
-    return f"order of {ctx.thread_id} settled"
-
-
 async def _settled(run: Callable[[str], Awaitable[None]]) -> Counter[str]:
     """What ``run`` leaves for the collector, on fresh threads, once warm."""
     for i in range(3):
@@ -99,7 +80,7 @@ async def _settled(run: Callable[[str], Awaitable[None]]) -> Counter[str]:
 
 
 async def test_a_durable_invoke_leaves_no_cycle() -> None:
-    agent, backend = create_agent(_Scripted(), tools=[settle]), InMemoryBackend()
+    agent, backend = settle_agent(), InMemoryBackend()
 
     async def run(thread: str) -> None:
         out = await agent.invoke({"query": "settle"}, thread_id=thread, backend=backend)
@@ -110,7 +91,7 @@ async def test_a_durable_invoke_leaves_no_cycle() -> None:
 
 
 async def test_a_runner_run_leaves_no_cycle() -> None:
-    agent, backend = create_agent(_Scripted(), tools=[settle]), InMemoryBackend()
+    agent, backend = settle_agent(), InMemoryBackend()
     runner = AsyncRunner(agent, backend=backend)
     await runner.start()
     try:
@@ -136,7 +117,7 @@ async def test_a_finished_runner_run_keeps_nothing_of_its_own() -> None:
     # A run's heartbeat slept on a timer made in the run's context; cancelled as the run
     # ended, the timer stayed in the loop's heap for a third of the lease TTL, and its
     # context kept the run's rider, inbox and records alive (into the oldest generation).
-    agent, backend = create_agent(_Scripted(), tools=[settle]), InMemoryBackend()
+    agent, backend = settle_agent(), InMemoryBackend()
     runner = AsyncRunner(agent, backend=backend)
     await runner.start()
     try:
@@ -157,7 +138,7 @@ async def test_a_finished_runner_run_keeps_nothing_of_its_own() -> None:
 async def test_a_short_durable_run_makes_no_heartbeat_task() -> None:
     # The lease is renewed every third of its TTL: a run shorter than that needs no task
     # sleeping to renew it (one per run, cancelled as the run ended).
-    agent, backend = create_agent(_Scripted(), tools=[settle]), InMemoryBackend()
+    agent, backend = settle_agent(), InMemoryBackend()
     await agent.invoke({"query": "settle"}, thread_id="warm", backend=backend)
     made: list[str] = []
     loop = asyncio.get_running_loop()
@@ -178,7 +159,7 @@ async def test_a_short_durable_run_makes_no_heartbeat_task() -> None:
 async def test_a_runs_move_to_running_is_one_object() -> None:
     # The change each segment's begin write applies was a closure over five values: six
     # objects for the collector (the function and its cells); it is one.
-    agent, backend = create_agent(_Scripted(), tools=[settle]), InMemoryBackend()
+    agent, backend = settle_agent(), InMemoryBackend()
     runner = AsyncRunner(agent, backend=backend)
     execution = runner._execution
     kept = [execution._beginning("warm", 0, takeover=False)]  # the call's caches filled
@@ -206,7 +187,7 @@ async def test_a_runs_move_to_running_is_one_object() -> None:
 async def test_a_durable_runs_store_writes_make_no_async_generator() -> None:
     # store_guard and the journal's fenced writes were generator-based context managers:
     # an async generator (tracked by the event loop) and half a dozen calls per write.
-    agent, backend = create_agent(_Scripted(), tools=[settle]), InMemoryBackend()
+    agent, backend = settle_agent(), InMemoryBackend()
     await agent.invoke({"query": "settle"}, thread_id="warm", backend=backend)
     made: list[str] = []
     firstiter, finalizer = sys.get_asyncgen_hooks()

@@ -13,13 +13,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field, computed_field, field_serializer
 
-from tensorsketch import ChatProvider, Completion, Context, create_agent, tool
 from tensorsketch.agents import AgentState
-from tensorsketch.messages import ToolCall, assistant
 from tensorsketch.runs import AsyncRunner
 from tensorsketch.runs.records import plain
 from tensorsketch.runtime.backends.runs import run_store
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
+from tensorsketch.testing.runs import settle_agent
 
 
 class Colour(enum.Enum):
@@ -76,23 +75,6 @@ def test_plain_keeps_a_models_own_model_dump_and_other_values_as_they_are() -> N
     assert plain(None) is None
 
 
-class Scripted(ChatProvider):
-    model = "scripted"
-    provider_name = "scripted"
-
-    async def complete(self, messages: Any, **_: Any) -> Completion:
-        if any(m.role == "tool" for m in messages):
-            return Completion(message=assistant("settled"), model="scripted")
-        call = ToolCall(id="c1", name="settle", args={})
-        return Completion(message=assistant(tool_calls=[call]), model="scripted")
-
-
-@tool
-async def settle(ctx: Context) -> str:
-    """Settle the order."""
-    return f"order of {ctx.thread_id} settled"
-
-
 async def test_a_finished_runs_stored_record_holds_its_final_state_as_json(
     tmp_path: Path,
 ) -> None:
@@ -101,7 +83,7 @@ async def test_a_finished_runs_stored_record_holds_its_final_state_as_json(
     # JSON dump as its output and every finishing field set.
     path = str(tmp_path / "runs.db")
     backend = SqliteBackend(path)
-    agent = create_agent(Scripted(), tools=[settle])
+    agent = settle_agent()
     async with AsyncRunner(agent, backend=backend) as runner:
         submitted = await runner.submit({"query": "settle"}, thread_id="t")
         done = await runner.await_run(submitted.run_id, timeout=30)

@@ -16,32 +16,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from tensorsketch import ChatProvider, Completion, Context, create_agent, tool
 from tensorsketch.durable.event_rows import read_stored_events
-from tensorsketch.messages import ToolCall, assistant
 from tensorsketch.runs import AsyncRunner
 from tensorsketch.runtime.backends.sqlite import SqliteBackend
 from tensorsketch.serializers import MsgpackSerializer
-
-
-class Scripted(ChatProvider):
-    """Asks for ``settle`` once, then answers (the benchmark's turn)."""
-
-    model = "scripted"
-    provider_name = "scripted"
-
-    async def complete(self, messages: Any, **_: Any) -> Completion:
-        if any(m.role == "tool" for m in messages):
-            return Completion(message=assistant("settled"), model="scripted")
-        call = ToolCall(id="c1", name="settle", args={})
-        return Completion(message=assistant(tool_calls=[call]), model="scripted")
-
-
-@tool
-async def settle(ctx: Context) -> str:
-    """Settle the order."""
-    return f"order of {ctx.thread_id} settled"
-
+from tensorsketch.testing.runs import settle_agent
 
 #: (callee's file, callee's name, caller's file), files as their last two path parts.
 Calls = Counter[tuple[str, str, str]]
@@ -54,7 +33,7 @@ def _tail(path: str) -> str:
 async def _one_run(tmp_path: Path, serializer: Any = None, **options: Any) -> Calls:
     """The Python calls made while one run is submitted and awaited (after a warm-up run)."""
     backend = SqliteBackend(str(tmp_path / "runs.db"), serializer=serializer)
-    agent = create_agent(Scripted(), tools=[settle])
+    agent = settle_agent()
     calls: Calls = Counter()
 
     def profile(frame: FrameType, event: str, arg: Any) -> None:

@@ -21,6 +21,7 @@ from tensorsketch.graph import Graph
 from tensorsketch.messages import Message, ToolCall, assistant
 from tensorsketch.node import Node
 from tensorsketch.pregel.compiled import CompiledGraph
+from tensorsketch.provider import ChatProvider, Completion
 from tensorsketch.runs import AsyncRunner, RunRecord, run_store, wait_for_event
 from tensorsketch.schema import Schema
 from tensorsketch.tools import tool
@@ -37,6 +38,7 @@ __all__ = [
     "multitask_graph",
     "one_node_graph",
     "refund_agent",
+    "settle_agent",
     "ticks_of",
 ]
 
@@ -156,6 +158,33 @@ def refund_agent() -> CompiledGraph[Any]:
     """An agent that asks to refund the order in its query (call id ``call_1``, which needs
     an approval), then reports the tool's answer: ``"done: refunded <order>"``."""
     return create_agent(FakeProvider(policy=_refund_policy), [refund], name="refunds")
+
+
+class _Settling(ChatProvider):
+    """Asks for ``settle`` once, then answers ``settled``: a provider that only implements
+    ``complete``, as scripted and test models do."""
+
+    model = "scripted"
+    provider_name = "scripted"
+
+    async def complete(self, messages: Any, **_: Any) -> Completion:
+        if any(m.role == "tool" for m in messages):
+            return Completion(message=assistant("settled"), model="scripted")
+        call = ToolCall(id="c1", name="settle", args={})
+        return Completion(message=assistant(tool_calls=[call]), model="scripted")
+
+
+@tool
+async def settle(ctx: Context) -> str:
+    """Settle the order: the turn's one side effect."""
+    return f"order of {ctx.thread_id} settled"
+
+
+def settle_agent() -> CompiledGraph[Any]:
+    """One durable agent turn, the one issue 49's run-cost tests and benchmarks measure: the
+    model asks for ``settle`` (call id ``c1``), the tool answers ``"order of <thread>
+    settled"``, the model answers ``"settled"``."""
+    return create_agent(_Settling(), tools=[settle])
 
 
 class Ticks(Schema):
