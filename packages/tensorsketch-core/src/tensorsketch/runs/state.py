@@ -184,9 +184,7 @@ class RunnerState:
         them (the task's end, or the next segment's start); waking them twice in that short
         span cost more than it saved (``bench_tasks.py``)."""
         if not last:
-            moved = self.moved.pop(run_id, None)
-            if moved is not None:
-                moved.set()
+            self.wake_followers(run_id)
 
     def note_wake(self, wake_at: float | None) -> None:
         """Wake the timer loop early when ``wake_at`` comes before the timer it sleeps to."""
