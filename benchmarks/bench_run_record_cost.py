@@ -170,12 +170,9 @@ async def measure(store: str, runs: int, rounds: int) -> dict[str, dict[str, flo
                 totals[way]["units"] += units.count
     finally:
         await tasks.aclose()
-        if store == "redis":
-            client = backend._new_client()
-            async for key in client.scan_iter(match=f"{prefix}*", count=1000):
-                await client.delete(key)
-            await client.aclose()
         await backend.aclose()
+        if store == "redis":
+            await _delete_keys(prefix)
     n = runs * rounds
     return {way: {"cpu": 1000 * t["cpu"] / n, "units": t["units"] / n} for way, t in totals.items()}
 
@@ -214,21 +211,18 @@ async def count_calls(store: str, runs: int) -> dict[str, float]:
             calls[way] = pstats.Stats(profile).total_calls / runs  # type: ignore[attr-defined]
     finally:
         await tasks.aclose()
-        if store == "redis":
-            client = backend._new_client()
-            async for key in client.scan_iter(match=f"{prefix}*", count=1000):
-                await client.delete(key)
-            await client.aclose()
         await backend.aclose()
+        if store == "redis":
+            await _delete_keys(prefix)
     return calls
 
 
-async def one_way(store: str, way: str, runs: int) -> None:
+async def one_way(store: str, way: str, runs: int, prefix: str) -> None:
     """``runs`` runs of one way after a warm-up, nothing measured: what ``--instructions``
-    runs under valgrind (a process per count)."""
+    runs under valgrind (a process per count). What it leaves in Redis under ``prefix`` is
+    the caller's to delete, outside the count."""
     from tensorsketch.runs import AsyncRunner
 
-    prefix = f"ts-bench-rc-{uuid.uuid4().hex[:8]}"
     agent, backend = _agent(), _backend(store, prefix)
     tasks = AsyncRunner(agent, backend=backend, concurrency=CONCURRENCY)
     await tasks.start()
@@ -263,12 +257,17 @@ async def one_way(store: str, way: str, runs: int) -> None:
         await _drive(run, [f"{prefix}-{i}" for i in range(runs)])
     finally:
         await tasks.aclose()
-        if store == "redis":
-            client = backend._new_client()
-            async for key in client.scan_iter(match=f"{prefix}*", count=1000):
-                await client.delete(key)
-            await client.aclose()
         await backend.aclose()
+
+
+async def _delete_keys(prefix: str) -> None:
+    """Delete what the benchmark left in Redis under ``prefix``."""
+    import redis.asyncio as redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    async for key in client.scan_iter(match=f"{prefix}*", count=1000):
+        await client.delete(key)
+    await client.aclose()
 
 
 #: Runs before the counted ones in ``--instructions`` (caches, prepared statements, imports).
@@ -278,6 +277,7 @@ _COLLECTED = re.compile(r"Collected : (\d+)")
 
 def _instructions(store: str, way: str, runs: int) -> int:
     """Instructions of a process running ``runs`` of ``way`` after the warm-up (callgrind)."""
+    prefix = f"ts-bench-rc-{uuid.uuid4().hex[:8]}"
     command = [
         "valgrind",
         "--tool=callgrind",
@@ -288,10 +288,13 @@ def _instructions(store: str, way: str, runs: int) -> int:
         store,
         way,
         str(runs),
+        prefix,
     ]
     # A fixed hash seed: the same dict layouts, so the same instructions, run after run.
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    if store == "redis":  # not counted: deleting the keys is a Redis call per key
+        asyncio.run(_delete_keys(prefix))
     found = _COLLECTED.search(done.stderr)
     if done.returncode or found is None:
         raise SystemExit(f"valgrind failed ({done.returncode}):\n{done.stderr[-2000:]}")
@@ -314,14 +317,14 @@ def main() -> None:
         "--instructions", type=int, default=0, help="count instructions over N runs (valgrind)"
     )
     parser.add_argument(
-        "--one-way", nargs=3, metavar=("STORE", "WAY", "RUNS"), help=argparse.SUPPRESS
+        "--one-way", nargs=4, metavar=("STORE", "WAY", "RUNS", "PREFIX"), help=argparse.SUPPRESS
     )
     parser.add_argument("--runs", type=int, default=40 if QUICK else 200)
     parser.add_argument("--rounds", type=int, default=2 if QUICK else 4)
     args = parser.parse_args()
     if args.one_way:
-        store, way, runs = args.one_way
-        asyncio.run(one_way(store, way, int(runs)))
+        store, way, runs, prefix = args.one_way
+        asyncio.run(one_way(store, way, int(runs), prefix))
         return
     if args.instructions:
         n = args.instructions
