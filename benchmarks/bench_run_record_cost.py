@@ -58,26 +58,10 @@ Run = Callable[[str], Awaitable[None]]
 
 
 def _agent() -> Any:
-    from tensorsketch import ChatProvider, Completion, Context, Usage, create_agent, tool
-    from tensorsketch.messages import ToolCall, assistant
+    """The turn the run-cost tests drive too (``tensorsketch.testing.runs.settle_agent``)."""
+    from tensorsketch.testing.runs import settle_agent
 
-    class Scripted(ChatProvider):
-        model = "scripted"
-        provider_name = "scripted"
-
-        async def complete(self, messages: Any, **_: Any) -> Completion:
-            if any(m.role == "tool" for m in messages):
-                message = assistant(ANSWER)
-            else:
-                message = assistant(tool_calls=[ToolCall(id="c1", name="settle", args={})])
-            return Completion(message=message, model="scripted", usage=Usage())
-
-    @tool
-    async def settle(ctx: Context) -> str:
-        """Settle the order: the run's one side effect."""
-        return f"order of {ctx.thread_id} settled"
-
-    return create_agent(Scripted(), tools=[settle])
+    return settle_agent()
 
 
 class Units:
@@ -137,6 +121,39 @@ async def _drive(run: Run, keys: list[str]) -> None:
     await asyncio.gather(*(caller() for _ in range(CONCURRENCY)))
 
 
+def _ways(agent: Any, backend: Any, tasks: Any) -> dict[str, Run]:
+    """Each way of running the turn on ``backend``: ``invoke``, ``stream``, ``sink`` (the
+    runner's own engine call, no record: see the module docstring) and ``runner``
+    (``tasks``, an ``AsyncRunner`` on the backend)."""
+
+    async def invoke(key: str) -> None:
+        out = await agent.invoke({"query": "settle"}, thread_id=key, backend=backend)
+        assert out.output == ANSWER, out
+
+    async def stream(key: str) -> None:
+        async for _ in agent.stream({"query": "settle"}, thread_id=key, backend=backend):
+            pass
+
+    check_types = frozenset({"values", "node_start"})  # what the runner's stop check takes
+
+    async def check(event: Any) -> None:
+        return None
+
+    async def sink(key: str) -> None:
+        run, driving = agent._start_sinking(
+            {"query": "settle"}, check, thread_id=key, backend=backend, sink_types=check_types
+        )
+        await driving
+        run.result_state()
+
+    async def runner(key: str) -> None:
+        record = await tasks.submit({"query": "settle"}, thread_id=key)
+        done = await tasks.await_run(record.run_id)
+        assert done.status == "succeeded", done
+
+    return {"invoke": invoke, "stream": stream, "sink": sink, "runner": runner}
+
+
 async def measure(store: str, runs: int, rounds: int) -> dict[str, dict[str, float]]:
     from tensorsketch.runs import AsyncRunner
 
@@ -145,16 +162,8 @@ async def measure(store: str, runs: int, rounds: int) -> dict[str, dict[str, flo
     tasks = AsyncRunner(agent, backend=backend, concurrency=CONCURRENCY)
     await tasks.start()
 
-    async def invoke(key: str) -> None:
-        out = await agent.invoke({"query": "settle"}, thread_id=key, backend=backend)
-        assert out.output == ANSWER, out
-
-    async def runner(key: str) -> None:
-        record = await tasks.submit({"query": "settle"}, thread_id=key)
-        done = await tasks.await_run(record.run_id)
-        assert done.status == "succeeded", done
-
-    ways: dict[str, Run] = {"invoke": invoke, "runner": runner}
+    every = _ways(agent, backend, tasks)
+    ways = {way: every[way] for way in ("invoke", "runner")}
     units = Units(store)
     totals = {way: {"cpu": 0.0, "units": 0.0} for way in ways}
     try:
@@ -189,18 +198,12 @@ async def count_calls(store: str, runs: int) -> dict[str, float]:
     tasks = AsyncRunner(agent, backend=backend, concurrency=CONCURRENCY)
     await tasks.start()
     tag = uuid.uuid4().hex[:8]
-
-    async def invoke(key: str) -> None:
-        await agent.invoke({"query": "settle"}, thread_id=key, backend=backend)
-
-    async def runner(key: str) -> None:
-        record = await tasks.submit({"query": "settle"}, thread_id=key)
-        done = await tasks.await_run(record.run_id)
-        assert done.status == "succeeded", done
+    ways = _ways(agent, backend, tasks)
 
     calls: dict[str, float] = {}
     try:
-        for way, run in (("invoke", invoke), ("runner", runner)):
+        for way in ("invoke", "runner"):
+            run = ways[way]
             for i in range(10):  # warm-up: imports, caches, prepared statements
                 await run(f"warm-{tag}-{way}-{i}")
             profile = cProfile.Profile()
@@ -227,31 +230,7 @@ async def one_way(store: str, way: str, runs: int, prefix: str) -> None:
     tasks = AsyncRunner(agent, backend=backend, concurrency=CONCURRENCY)
     await tasks.start()
 
-    async def invoke(key: str) -> None:
-        await agent.invoke({"query": "settle"}, thread_id=key, backend=backend)
-
-    async def stream(key: str) -> None:
-        async for _ in agent.stream({"query": "settle"}, thread_id=key, backend=backend):
-            pass
-
-    async def runner(key: str) -> None:
-        record = await tasks.submit({"query": "settle"}, thread_id=key)
-        done = await tasks.await_run(record.run_id)
-        assert done.status == "succeeded", done
-
-    check_types = frozenset({"values", "node_start"})  # what the runner's stop check takes
-
-    async def check(event: Any) -> None:
-        return None
-
-    async def sink(key: str) -> None:
-        run, driving = agent._start_sinking(
-            {"query": "settle"}, check, thread_id=key, backend=backend, sink_types=check_types
-        )
-        await driving
-        run.result_state()
-
-    run = {"invoke": invoke, "stream": stream, "sink": sink, "runner": runner}[way]
+    run = _ways(agent, backend, tasks)[way]
     try:
         await _drive(run, [f"warm-{prefix}-{i}" for i in range(WARM_UP)])
         await _drive(run, [f"{prefix}-{i}" for i in range(runs)])
