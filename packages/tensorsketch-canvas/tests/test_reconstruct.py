@@ -511,14 +511,12 @@ def test_a_write_back_that_would_not_round_trip_is_refused(
 
 
 def test_without_the_ast_pre_pass_everything_still_works(monkeypatch: pytest.MonkeyPatch) -> None:
-    import types
-
     from tensorsketch.canvas import _source
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise SyntaxError("pretend this Python is too old for the file")
 
-    monkeypatch.setattr(_source, "ast", types.SimpleNamespace(parse=refuse))
+    monkeypatch.setattr(_source, "parse_python", refuse)
     for source in SOURCES.values():
         ir = extract(source)
         assert ir.nodes[0].line is not None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import sys
+import threading
 import time
 
 import pytest
@@ -89,3 +92,47 @@ def test_render_reuses_original_text_exactly(source: str) -> None:
         assert parsed.render(replaced) == replaced.code
         removed = module.with_changes(body=[*body[:index], *body[index + 1 :]])
         assert parsed.render(removed) == removed.code
+
+
+class _Finalized:
+    """Garbage whose finalizer runs Python code, so the collector can switch threads."""
+
+    def __del__(self) -> None:
+        sum(range(50))
+
+
+def test_sources_parse_in_many_threads_at_once() -> None:
+    """CPython 3.11 shares the AST converter's recursion depth between threads: two parses
+    interleaved by a finalizer raise ``SystemError: AST constructor recursion depth
+    mismatch`` (the Studio parses in worker threads beside the app). Here finalizers run
+    mid-parse on purpose; without the canvas's parse lock this fails most runs."""
+    source = "\n".join(
+        f"def step_{i}(state):\n    return [[y for y in ((state + 1) * (state - 2)) if y]"
+        f" for _ in range({i})]\n"
+        for i in range(100)
+    )
+    failures: list[BaseException] = []
+
+    def parse_repeatedly() -> None:
+        for _ in range(30):
+            a, b = _Finalized(), _Finalized()
+            a.other, b.other = b, a  # type: ignore[attr-defined]
+            del a, b
+            try:
+                parse_source(source)
+            except BaseException as exc:
+                failures.append(exc)
+
+    threshold, interval = gc.get_threshold(), sys.getswitchinterval()
+    gc.set_threshold(50)
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=parse_repeatedly) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        gc.set_threshold(*threshold)
+        sys.setswitchinterval(interval)
+    assert failures == []

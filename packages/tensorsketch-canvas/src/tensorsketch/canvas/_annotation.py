@@ -14,6 +14,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
+from tensorsketch.canvas._pyparse import parse_python
+
 __all__ = ["annotation_problem"]
 
 #: What a string constant may be outside ``Literal[...]``: a forward reference, itself checked.
@@ -28,7 +30,7 @@ def annotation_problem(text: str) -> str | None:
     if len(text) > _MAX_LENGTH:
         return f"it is {len(text)} characters long; a port type is at most {_MAX_LENGTH}"
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = parse_python(text.strip(), mode="eval")
     except SyntaxError:
         return "it is not a Python expression"
     return _problem(tree.body)

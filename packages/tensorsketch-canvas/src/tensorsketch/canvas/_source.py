@@ -24,6 +24,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from tensorsketch.canvas import _reparse
+from tensorsketch.canvas._pyparse import parse_python
 from tensorsketch.canvas._stmts import deep_recursion, walk_statements
 from tensorsketch.canvas.exceptions import SourceParseError
 
@@ -183,7 +184,7 @@ class ParsedSource:
 def parse_source(text: str, filename: str = "<source>") -> ParsedSource:
     """Parse ``text``; :class:`SourceParseError` says where the syntax error is."""
     try:
-        tree: ast.Module | None = ast.parse(text, filename=filename)
+        tree: ast.Module | None = parse_python(text, filename=filename)
     except SyntaxError as exc:
         tree = None
         ast_error: SyntaxError | None = exc

@@ -8,7 +8,6 @@ re-extracted.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import hmac
 import json
@@ -27,6 +26,7 @@ from tensorsketch.canvas import handoffs
 from tensorsketch.canvas._classes import NodeClass, find_node_classes
 from tensorsketch.canvas._extract import build_ir, select
 from tensorsketch.canvas._modules import Origin
+from tensorsketch.canvas._pyparse import parse_python
 from tensorsketch.canvas._reconstruct import WriteBack, write_back
 from tensorsketch.canvas._source import ParsedSource, parse_source
 from tensorsketch.canvas._wiring import GraphModel, find_graphs
@@ -646,7 +646,7 @@ def _sha(data: bytes) -> str:
 
 def _parse_error(text: str, message: str) -> dict[str, Any]:
     try:
-        ast.parse(text)
+        parse_python(text)
     except SyntaxError as exc:
         return {"line": exc.lineno or 1, "column": exc.offset or 0, "message": message}
     except ValueError:

@@ -22,6 +22,7 @@ from typing import Any
 from tensorsketch.canvas import edits
 from tensorsketch.canvas._annotation import annotation_problem
 from tensorsketch.canvas._classes import find_node_classes
+from tensorsketch.canvas._pyparse import parse_python
 from tensorsketch.canvas._source import parse_source
 from tensorsketch.canvas.exceptions import CanvasError
 from tensorsketch.canvas.ir import END, START, EdgeIR, GraphIR, NodeIR, Port
@@ -145,7 +146,7 @@ def state_fields(source: str, state: str | None) -> dict[str, str] | None:
     if not state or not state.isidentifier():
         return None
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except (SyntaxError, ValueError):
         return None
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
@@ -345,7 +346,7 @@ def module_functions(source: str) -> list[str]:
     """The functions defined at the top level of ``source`` (``def``/``async def``): what a
     route, a loop or a fan-out drawn on the canvas may name as its function. Read, never run."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except (SyntaxError, ValueError):
         return []
     return [

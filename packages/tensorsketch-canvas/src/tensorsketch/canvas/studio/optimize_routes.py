@@ -31,6 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from tensorsketch.canvas._pyparse import parse_python
 from tensorsketch.canvas.studio._files import atomic_write_bytes, sha256_hex
 from tensorsketch.canvas.studio.app import ApiError, Studio
 from tensorsketch.canvas.studio.models import ModelChoice, installed_providers, pick_model
@@ -72,7 +73,7 @@ class OptimizeSettings:
 def agents_in(source: str) -> list[str]:
     """The module-level names bound to a call that has a ``system=`` keyword (an agent)."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError:
         return []
     found = []

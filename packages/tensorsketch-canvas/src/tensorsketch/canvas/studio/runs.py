@@ -12,7 +12,6 @@ page types is evaluated. The endpoints sit behind the same guards as the edit en
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import json
 import logging
@@ -23,6 +22,7 @@ from typing import Any
 
 import pydantic
 
+from tensorsketch.canvas._pyparse import parse_python
 from tensorsketch.canvas.studio.app import ApiError, Studio
 from tensorsketch.canvas.studio.debug import Debugger, _interrupt_view, preview
 from tensorsketch.canvas.studio.debug_source import GraphSource
@@ -115,7 +115,7 @@ class Runs:
         """The file's compiled graph; 409 while the file does not parse or import."""
         text = await asyncio.to_thread(self.studio.path.read_text, encoding="utf-8-sig")
         try:
-            ast.parse(text)
+            parse_python(text)
         except (SyntaxError, ValueError) as exc:
             raise ApiError(
                 409,
