@@ -16,7 +16,9 @@ from typing import Literal, overload
 
 __all__ = ["parse_python"]
 
-_ONE_PARSE_AT_A_TIME = threading.Lock()
+#: Re-entrant: a finalizer that parses, run by the collector inside a parse of its own
+#: thread, nests (one thread's depth count stays consistent) rather than deadlocking.
+_ONE_PARSE_AT_A_TIME = threading.RLock()
 
 
 @overload
