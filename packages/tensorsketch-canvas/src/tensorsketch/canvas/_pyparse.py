@@ -16,8 +16,9 @@ from typing import Literal, overload
 
 __all__ = ["parse_python"]
 
-#: Re-entrant: a finalizer that parses, run by the collector inside a parse of its own
-#: thread, nests (one thread's depth count stays consistent) rather than deadlocking.
+#: Re-entrant: a finalizer that parses, run by the collector inside a parse on its own
+#: thread, must not hang that thread (CPython may still fail such a pair with the error
+#: above; a lock cannot help a thread against itself).
 _ONE_PARSE_AT_A_TIME = threading.RLock()
 
 
