@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from tensorsketch.canvas import edits, extract
+from tensorsketch.canvas._pyparse import parse_python
 from tensorsketch.canvas.studio.app import Studio
 from tensorsketch.canvas.studio.routes import create_app
 
@@ -73,7 +74,7 @@ async def edit(client: httpx.AsyncClient, op: str, **args: Any) -> httpx.Respons
 
 
 def class_segments(text: str) -> dict[str, str]:
-    tree = ast.parse(text)
+    tree = parse_python(text)  # the Studio's threads may be parsing too
     return {
         n.name: ast.get_source_segment(text, n) or ""
         for n in tree.body

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from tensorsketch.canvas import END, START, edits, extract, layout_path
+from tensorsketch.canvas._pyparse import parse_python
 from tensorsketch.canvas.ir import EdgeIR, GraphIR, Port
 from tensorsketch.testing import browser as test_browser
 
@@ -191,7 +192,7 @@ def studio(tmp_path: Path, browser: Browser) -> Iterator[Studio]:
 
 def class_sources(text: str) -> dict[str, str]:
     """Each top-level class's source text, exactly as in the file."""
-    tree = ast.parse(text)
+    tree = parse_python(text)  # the Studio's threads may be parsing too
     return {
         node.name: ast.get_source_segment(text, node) or ""
         for node in tree.body
