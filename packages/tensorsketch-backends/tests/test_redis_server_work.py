@@ -6,7 +6,10 @@ instructions to hash, and every ``redis.call`` a few thousand."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import re
 import time
+import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -23,35 +26,66 @@ from tensorsketch.runtime.backends.runs import RunRecord
 pytestmark = pytest.mark.redis
 
 
+#: A ``MONITOR`` line: ``+<time> [<db> <client>] "<arg>" "<arg>" ...`` (redis-py's patterns).
+_MONITOR_LINE = re.compile(r"\[(\d+) (.*?)\] (.*)")
+_MONITOR_ARG = re.compile(r'"(.*?)(?<!\\)"')
+
+
 async def _monitored(
     url: str, prefix: str, action: Callable[[], Awaitable[Any]]
 ) -> list[tuple[str, ...]]:
     """The commands the server ran (scripts' own included) that name a key under ``prefix``,
-    while ``action`` ran."""
-    client = aioredis.Redis.from_url(url)
+    while ``action`` ran.
+
+    ``MONITOR`` streams every client's commands, other tests' too (the server is shared), one
+    line each; a large write, its bytes escaped, passes 64 KiB on one line and overran
+    redis-py's line reader (``ValueError: Separator is not found``). So the stream is read
+    here, over a plain connection whose reader takes lines of up to 64 MiB."""
+    address = urllib.parse.urlsplit(url)
+    reader, writer = await asyncio.open_connection(
+        address.hostname or "127.0.0.1", address.port or 6379, limit=1 << 26
+    )
     marker = f"{prefix}:end-{uuid.uuid4().hex}"
     seen: list[tuple[str, ...]] = []
+
+    async def listen() -> None:
+        while True:
+            line = await reader.readline()
+            if not line:
+                msg = "the MONITOR connection closed before the end marker came"
+                raise ConnectionError(msg)
+            found = _MONITOR_LINE.search(line.decode("utf-8", "replace"))
+            if found is None:
+                continue
+            command = found.group(3)
+            if marker in command:
+                return
+            if prefix in command:
+                seen.append(tuple(arg.replace('\\"', '"') for arg in _MONITOR_ARG.findall(command)))
+
+    echo = aioredis.Redis.from_url(url)
     try:
-        async with client.monitor() as monitor:
-            started = asyncio.Event()
-
-            async def listen() -> None:
-                started.set()
-                async for entry in monitor.listen():
-                    command = str(entry.get("command", ""))
-                    if marker in command:
-                        return
-                    if prefix in command:
-                        seen.append(tuple(part.strip('"') for part in command.split(" ")))
-
-            task = asyncio.create_task(listen())
-            await started.wait()
-            await asyncio.sleep(0.05)  # MONITOR is on before the action starts
-            await action()
-            await aioredis.Redis.from_url(url).echo(marker)
-            await asyncio.wait_for(task, 10)
+        if address.password:  # AUTH [user] password, as a RESP array
+            words = [b"AUTH", *([address.username.encode()] if address.username else [])]
+            words.append(urllib.parse.unquote(address.password).encode())
+            writer.write(
+                b"*%d\r\n" % len(words) + b"".join(b"$%d\r\n%s\r\n" % (len(w), w) for w in words)
+            )
+            answer = await reader.readline()
+            assert answer.startswith(b"+OK"), answer
+        writer.write(b"MONITOR\r\n")
+        await writer.drain()
+        answer = await reader.readline()
+        assert answer.startswith(b"+OK"), answer  # MONITOR is on before the action starts
+        task = asyncio.create_task(listen())
+        await action()
+        await echo.echo(marker)
+        await asyncio.wait_for(task, 10)
     finally:
-        await client.aclose()
+        await echo.aclose()
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
     return seen
 
 
