@@ -64,6 +64,7 @@ async def _monitored(
                 seen.append(tuple(arg.replace('\\"', '"') for arg in _MONITOR_ARG.findall(command)))
 
     echo = aioredis.Redis.from_url(url)
+    task: asyncio.Task[None] | None = None
     try:
         if address.password:  # AUTH [user] password, as a RESP array
             words = [b"AUTH", *([address.username.encode()] if address.username else [])]
@@ -82,6 +83,8 @@ async def _monitored(
         await echo.echo(marker)
         await asyncio.wait_for(task, 10)
     finally:
+        if task is not None:
+            task.cancel()  # an action that raised leaves it reading
         await echo.aclose()
         writer.close()
         with contextlib.suppress(ConnectionError):
