@@ -427,10 +427,23 @@ def test_task_app_refuses_bad_options() -> None:
     runner = AsyncRunner(task_graphs.work_graph(), backend=InMemoryBackend())
     with pytest.raises(ValueError, match="sse_max_buffered_bytes"):
         task_app(runner, sse_max_buffered_bytes=0)
-    with pytest.raises(TypeError, match="needs an AsyncRunner"):
+    with pytest.raises(TypeError, match=r"needs an AsyncRunner.*task_app\(AsyncRunner\("):
         task_app(task_graphs.work_graph())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="clash"):
         RunMetrics(label_keys=["status"])
+
+
+@pytest.mark.parametrize("app", ["openai_app", "a2a_app", "agui_app"])
+def test_a_graph_app_given_a_runner_says_to_pass_the_graph(app: str) -> None:
+    """The mix-up the other way round: the chat protocols' apps take the graph itself (a
+    runner's attributes are not a graph's, which failed as an AttributeError)."""
+    import tensorsketch.serve as serve
+
+    runner = AsyncRunner(task_graphs.work_graph(), backend=InMemoryBackend())
+    with pytest.raises(TypeError, match=rf"{app}\(graph\) serves a compiled graph, got an Async"):
+        getattr(serve, app)(runner)
+    with pytest.raises(TypeError, match=r"serves a compiled graph \(graph.compile\(\)\), got str"):
+        getattr(serve, app)("agent")
 
 
 def test_online_scores_reach_metrics_through_the_metrics_reporter(live: Any) -> None:

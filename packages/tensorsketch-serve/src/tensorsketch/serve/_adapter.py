@@ -11,15 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tensorsketch.messages import Message
+from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.provider import Usage
 
-if TYPE_CHECKING:
-    from tensorsketch.pregel.compiled import CompiledGraph
-
-__all__ = ["ChatAdapter", "ToInput", "ToReply", "agent_input", "agent_reply", "new_turn"]
+__all__ = [
+    "ChatAdapter",
+    "ToInput",
+    "ToReply",
+    "agent_input",
+    "agent_reply",
+    "check_graph",
+    "new_turn",
+]
 
 #: ``to_input(messages) -> the graph's input`` (a dict of state fields or a state instance).
 ToInput = Callable[[list[Message]], Any]
@@ -41,6 +47,22 @@ def agent_input(messages: list[Message]) -> dict[str, Any]:
 def agent_reply(state: Any) -> str:
     """The :func:`create_agent` reply: ``state.output``."""
     return str(getattr(state, "output", "") or "")
+
+
+def check_graph(graph: Any, where: str) -> None:
+    """Refuse anything but a compiled graph by name, before a protocol app reads it (an
+    ``AsyncRunner`` is the commonest mix-up: ``task_app`` takes one, these apps do not)."""
+    if isinstance(graph, CompiledGraph):
+        return
+    kind = type(graph).__name__
+    if kind == "AsyncRunner":
+        msg = (
+            f"{where}(graph) serves a compiled graph, got an AsyncRunner (task_app is the app "
+            f"that takes a runner): pass the graph itself, `{where}(agent, backend=...)`."
+        )
+    else:
+        msg = f"{where}(graph) serves a compiled graph (graph.compile()), got {kind}."
+    raise TypeError(msg)
 
 
 def new_turn(messages: Sequence[Message]) -> list[Message]:
@@ -77,6 +99,7 @@ class ChatAdapter:
         Without ``to_input`` / ``to_reply`` the graph must have the agent shape (``messages``,
         ``query`` and ``output`` fields); anything else names the fields to map.
         """
+        check_graph(graph, where)
         for name, fn in (("to_input", to_input), ("to_reply", to_reply)):
             if fn is not None and not callable(fn):
                 msg = f"{where}({name}=...) must be a function, got {fn!r}."

@@ -768,7 +768,10 @@ def task_app(
         their own runs, threads, memory and sessions unless its handlers say otherwise.
     """
     if not isinstance(runner, AsyncRunner):
-        msg = f"task_app(runner) needs an AsyncRunner, got {type(runner).__name__}."
+        msg = (
+            f"task_app(runner) needs an AsyncRunner, got {type(runner).__name__}: wrap the "
+            "graph in one, `task_app(AsyncRunner(agent, backend=backend))`."
+        )
         raise TypeError(msg)
     for name, value in (
         ("max_concurrent_runs", max_concurrent_runs),

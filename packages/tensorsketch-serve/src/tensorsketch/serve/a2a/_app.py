@@ -34,7 +34,7 @@ from starlette.routing import Route
 from tensorsketch.pregel.compiled import CompiledGraph
 from tensorsketch.runtime.backends.base import Backend
 from tensorsketch.runtime.backends.memory import InMemoryBackend
-from tensorsketch.serve._adapter import ChatAdapter, ToInput, ToReply
+from tensorsketch.serve._adapter import ChatAdapter, ToInput, ToReply, check_graph
 from tensorsketch.serve._http import (
     DEFAULT_MAX_BODY_BYTES,
     Authenticate,
@@ -96,6 +96,7 @@ def a2a_app(
         with the agent's ``Message`` (naming the task) instead of the ``Task``.
     :param deps: what every task's run reads as ``ctx.deps`` (a pool, a client).
     """
+    check_graph(graph, "a2a_app")  # before the default card reads its name
     if card is None:
         card = AgentCard(name=graph.name, description=f"The TensorSketch graph {graph.name!r}.")
     if not isinstance(card, AgentCard):
