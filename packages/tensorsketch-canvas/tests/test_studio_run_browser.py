@@ -257,6 +257,11 @@ def test_a_form_run_draws_its_path_on_the_canvas(serve: Any, backend_url: str | 
         expect(page.locator(f'.trace-ring[data-node="{node}"]')).to_have_count(0)
     state = s.state(thread)
     assert state.intent == "billing" and state.answer.startswith("[Billing]")
+    # the panel shows what the run answered: the state it stopped with
+    shown = page.locator("#run-state")
+    expect(shown.locator("dt")).to_have_text(["query", "intent", "answer"])
+    expect(shown.locator("dd").nth(1)).to_have_text('"billing"')
+    expect(shown.locator("dd").nth(2)).to_have_text(f'"{state.answer}"')
     if backend_url:  # durable: the debugger opened the same thread
         expect(page.locator("#dbg-thread h3.tid")).to_have_text(thread, timeout=10_000)
         expect(page.locator("#dbg-thread .dbg-status")).to_have_text("completed")

@@ -216,6 +216,20 @@ async def test_a_run_from_the_form_is_traced_and_durable_on_the_backend(
         done = await _settled(client, thread)
         assert done["status"] == "completed", done
         assert done["messages"] is None  # not an agent graph
+        # what the run answered: the state it stopped with, every field in the schema's order
+        shown = {f["name"]: f["value"] for f in done["state"]}
+        assert list(shown) == [
+            "item",
+            "count",
+            "price",
+            "gift",
+            "speed",
+            "tags",
+            "ship_to",
+            "total",
+        ]
+        assert shown["total"] == 4.5 and shown["item"] == "pen" and shown["ship_to"] is None
+        assert not any(f["truncated"] for f in done["state"])
         # the overlay's trace tail holds the run, on its thread, with the node it ran
         runs = _ok(await client.get("/api/trace"))["runs"]
         assert any(r["run"] == started["run"] and r["thread_id"] == thread for r in runs)
@@ -240,6 +254,10 @@ async def test_a_question_is_answered_and_the_run_resumes(
         thread = started["thread_id"]
         waiting = await _settled(client, thread)
         assert waiting["status"] == "suspended"
+        assert {f["name"]: f["value"] for f in waiting["state"]} == {
+            "query": "vpn down",
+            "desk": "",
+        }
         [ask] = waiting["waiting"]
         assert ask["kind"] == "question" and ask["node"] == "Triage"
         assert ask["question"] == "Which desk takes: vpn down?"

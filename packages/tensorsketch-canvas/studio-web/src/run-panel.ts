@@ -41,6 +41,14 @@ interface RunThread {
   error: string | null;
   waiting: Waiting[];
   messages?: MessageView[] | null;
+  /** where a stopped thread stands, field by field (bounded previews) */
+  state?: StateField[] | null;
+}
+
+interface StateField {
+  name: string;
+  value: unknown;
+  truncated: boolean;
 }
 
 interface RunForm {
@@ -313,7 +321,18 @@ function threadView(): HTMLElement {
     t.error ? h("p", { className: "run-error", id: "run-error" }, t.error) : "",
     t.waiting[0] ? waitingCard(t.waiting[0], "run-waiting") : "",
     t.messages ? messagesView(t.messages) : "",
+    !t.messages && t.state?.length ? stateView(t.state) : "",
   );
+}
+
+/** A form-started run's answer: the state it stopped with (an agent's is its messages). */
+function stateView(fields: StateField[]): HTMLElement {
+  const list = h("dl", { id: "run-state", className: "run-state", "aria-label": "the thread's state" });
+  for (const f of fields) {
+    const text = typeof f.value === "string" && !f.truncated ? JSON.stringify(f.value) : f.truncated ? String(f.value) : JSON.stringify(f.value, null, 2);
+    list.append(h("dt", {}, f.name), h("dd", {}, h("pre", { className: "run-json", title: f.truncated ? "the beginning of a long value" : "" }, text)));
+  }
+  return h("section", { className: "run-state-box" }, h("h4", {}, "State"), list);
 }
 
 function waitingCard(w: Waiting, id: string): HTMLElement {

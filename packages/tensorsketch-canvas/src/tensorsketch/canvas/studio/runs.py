@@ -336,7 +336,20 @@ class Runs:
             if isinstance(messages, list)
             else None
         )
+        stopped = state is not None and view["status"] != "running"
+        view["state"] = _state_view(state) if stopped else None
         return view
+
+
+def _state_view(state: Any) -> list[dict[str, Any]]:
+    """Where the thread stands, field by field (what a form-started run answered): each
+    state field's name and a bounded JSON preview of its value."""
+    fields = getattr(type(state), "model_fields", None) or {}
+    view = []
+    for name in fields:
+        value, truncated = preview(getattr(state, name, None))
+        view.append({"name": name, "value": value, "truncated": truncated})
+    return view
 
 
 def _is_str(schema: type[pydantic.BaseModel], name: str) -> bool:
