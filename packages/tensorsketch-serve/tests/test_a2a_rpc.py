@@ -149,6 +149,12 @@ async def test_cancel_and_subscribe_on_a_running_task(live: Any) -> None:
         (json.dumps(rpc("message/send", {"message": {"parts": 3}})).encode(), -32602, "0.3"),
         (json.dumps(rpc("ListTasks", {"pageSize": 1000})).encode(), -32602, "pageSize"),
         (json.dumps(rpc("CreateTaskPushNotificationConfig", {})).encode(), -32602, "taskId"),
+        # valid JSON, but no Unicode text: refused before anything is stored
+        (
+            json.dumps(rpc("SendMessage", {"message": {"parts": [{"text": "\ud800"}]}})).encode(),
+            -32600,
+            "lone UTF-16 surrogate",
+        ),
     ],
 )
 def test_bad_requests_get_json_rpc_errors(live: Any, body: bytes, code: int, needle: str) -> None:

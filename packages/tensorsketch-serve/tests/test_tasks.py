@@ -15,6 +15,7 @@ import task_graphs
 from httpx_sse import connect_sse
 from prometheus_client.parser import text_string_to_metric_families
 
+from tensorsketch import FakeProvider, create_agent
 from tensorsketch.runs import AsyncRunner
 from tensorsketch.runtime.backends.memory import InMemoryBackend
 from tensorsketch.serve import RunMetrics, task_app
@@ -29,6 +30,9 @@ def _start(live: Any, graph: Any, *, app: dict[str, Any] | None = None, **runner
     server = live(task_app(built, **{"drain_timeout": 1.0, **(app or {})}))
     server.runner = built
     return server
+
+
+JSON = {"Content-Type": "application/json"}
 
 
 def _until(client: httpx.Client, task_id: str, done: Callable[[dict[str, Any]], bool]) -> Any:
@@ -421,6 +425,50 @@ def test_the_tasks_protocol_is_served_by_name_with_an_openapi_description(live: 
         assert spec["openapi"] == "3.1.0"
         assert set(spec["paths"]) >= {"/runs", "/tasks", "/tasks/{id}/events", "/healthz"}
         assert client.post("/runs", json={"input": {"n": 2}}).json()["status"] == "succeeded"
+
+
+def test_a_lone_surrogate_in_a_body_is_a_400_and_nothing_is_stored(live: Any) -> None:
+    """``"\\ud800"`` is valid JSON but not Unicode text: stored, it failed every later answer
+    carrying it (the list of tasks too) with a 500. An escaped pair is a character, kept."""
+    agent = create_agent(FakeProvider(["hello"]), name="echo")
+    server = _start(live, agent)
+    lone = '"\\ud800"'
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        for body in (
+            f'{{"input": {{"query": {lone}}}}}',
+            f'{{"input": {{"query": "ok"}}, "labels": {{"a": {lone}}}}}',
+            f'{{"input": {{"query": "ok"}}, "thread_id": {lone}}}',
+            f'{{"input": {{"query": "ok {lone[1:-1]}\\\\ud800"}}}}',  # beside an escaped backslash
+        ):
+            refused = client.post("/tasks", content=body, headers=JSON)
+            assert "lone UTF-16 surrogate" in _error(refused, 400), body
+        assert client.get("/tasks").json()["tasks"] == []
+        pair = client.post(
+            "/tasks", content=b'{"input": {"query": "\\ud83d\\ude00 \\\\ud800"}}', headers=JSON
+        )
+        assert pair.status_code == 202, pair.text
+        done = _until(client, pair.json()["id"], lambda r: r["status"] == "succeeded")
+        assert done["input"]["query"] == "\U0001f600 \\ud800"
+
+
+async def test_a_stored_lone_surrogate_is_answered_escaped_not_with_a_500() -> None:
+    """What the Python API stored (it takes any string) is sent back as its JSON escape: one
+    such run must not fail the list, the record, or its events for everybody. In-process
+    (the answer's encoding is the subject, not the wire)."""
+    agent = create_agent(FakeProvider(["hello"]), name="echo")
+    runner = AsyncRunner(agent, backend=InMemoryBackend())
+    transport = httpx.ASGITransport(app=task_app(runner), raise_app_exceptions=False)
+    async with runner, httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        record = await runner.submit({"query": "bad \ud800 text"})
+        await runner.await_run(record.run_id)
+        listed = await client.get("/tasks")
+        assert listed.status_code == 200 and b"\\ud800" in listed.content
+        [shown] = listed.json()["tasks"]
+        assert shown["input"]["query"] == "bad \ud800 text"
+        one = await client.get(f"/tasks/{record.run_id}")
+        assert one.status_code == 200 and one.json()["input"]["query"] == "bad \ud800 text"
+        events = await client.get(f"/tasks/{record.run_id}/events")
+        assert events.status_code == 200 and "event: task" in events.text
 
 
 def test_task_app_refuses_bad_options() -> None:

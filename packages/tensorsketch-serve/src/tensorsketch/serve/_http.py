@@ -6,7 +6,8 @@
 - :class:`Guard` — ASGI middleware that runs the ``authenticate`` hook before anything reads
   the body, and refuses bodies larger than ``max_body_bytes`` with 413 (by ``Content-Length``
   up front, and by counting for chunked bodies).
-- :func:`read_json` — the request body as JSON, or a 400 that says what was wrong.
+- :func:`read_json` — the request body as JSON, or a 400 that says what was wrong (a lone
+  UTF-16 surrogate escape included: :func:`has_lone_surrogate`).
 - :class:`EventStream` — an SSE response that sends each chunk the moment it is produced and
   cancels the producer when the client disconnects.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
@@ -30,6 +32,7 @@ __all__ = [
     "EventStream",
     "Guard",
     "ServeError",
+    "has_lone_surrogate",
     "json_error",
     "read_json",
     "sse",
@@ -258,9 +261,38 @@ async def read_json(request: Request) -> Any:
     if not body:
         raise ServeError(400, "the request has no body; send a JSON object.")
     try:
-        return json.loads(body)
+        data = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ServeError(400, f"the request body is not valid JSON: {exc}.") from None
+    if has_lone_surrogate(body, data):
+        raise ServeError(400, LONE_SURROGATE)
+    return data
+
+
+#: What a body with a lone surrogate is told.
+LONE_SURROGATE = (
+    "the request body holds a lone UTF-16 surrogate escape (such as \\ud800) in a string, "
+    "which is not Unicode text and cannot be stored or sent back: escape a character beyond "
+    "U+FFFF as its high and low surrogates together, or send the character itself."
+)
+#: A JSON escape of a surrogate code point (``\ud800`` to ``\udfff``), as body bytes.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def has_lone_surrogate(body: bytes, data: Any) -> bool:
+    """Whether ``data``, parsed from ``body``, holds a string with a lone surrogate: valid
+    JSON that no UTF-8 encoder takes, so stored it would fail every later answer that
+    carries it. A body without a surrogate escape (nearly all) is not walked; one with a
+    pair (an emoji, escaped) is, and passes."""
+    if _SURROGATE_ESCAPE.search(body) is None:
+        return False
+    try:
+        json.dumps(data, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return True
+    except (ValueError, RecursionError):  # (what json.loads built, it can write)
+        return False
+    return False
 
 
 def dumps(data: Any) -> str:

@@ -46,7 +46,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel
-from pydantic_core import to_json
+from pydantic_core import PydanticSerializationError, to_json
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -158,6 +158,21 @@ def _dumps(data: Any) -> str:
     return _encode(data)
 
 
+#: The same JSON in ASCII, each non-ASCII character as its ``\\u`` escape.
+_encode_ascii = json.JSONEncoder(separators=(",", ":"), default=_plain).encode
+
+
+def _body(data: Any) -> bytes:
+    """``data`` as a UTF-8 JSON body. A string holding a lone surrogate (request bodies refuse
+    one; the Python API stores what it is given) is written as its ``\\u`` escape, so one
+    such record cannot fail every answer that lists it."""
+    text = _encode(data)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return _encode_ascii(data).encode()
+
+
 class _JsonResponse(Response):
     """A JSON answer with its header list built in one go: the same bytes Starlette's
     ``Response(..., media_type="application/json")`` sends (the given headers lowercased,
@@ -192,24 +207,27 @@ def _submitted_json(record: RunRecord) -> bytes | None:
         or record.webhook_delivery is not None
     ):
         return None
-    return to_json(_record_json(record))
+    try:
+        return to_json(_record_json(record))
+    except PydanticSerializationError:  # a lone surrogate: _body writes it escaped
+        return None
 
 
 def _json(data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
     raw: list[tuple[bytes, bytes]] = []
     if status < 200 or status in (204, 304):  # no content-length there: Starlette's rules
-        return Response(_dumps(data), status_code=status, media_type="application/json")
+        return Response(_body(data), status_code=status, media_type="application/json")
     if headers:
         raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
         for name, _ in raw:
             if name == b"content-length" or name == b"content-type":  # the caller's own
-                return Response(_dumps(data), status, headers, media_type="application/json")
-    return _JsonResponse(_dumps(data).encode(), status, raw)
+                return Response(_body(data), status, headers, media_type="application/json")
+    return _JsonResponse(_body(data), status, raw)
 
 
 def _event_frame(event: Event) -> bytes:
-    head = f"id: {event.seq}\nevent: {event.type}\n"
-    return f"{head}data: {_dumps(event.to_dict())}\n\n".encode()
+    head = f"id: {event.seq}\nevent: {event.type}\n".encode()
+    return b"%sdata: %s\n\n" % (head, _body(event.to_dict()))
 
 
 class _CappedStream(EventStream):
@@ -449,7 +467,7 @@ class _Api:
         async for event in self.runner.events(run_id, since=since, record=record):
             yield _event_frame(event)
         record = await self.runner.get(run_id)
-        yield f"event: task\ndata: {_dumps(_record_json(record))}\n\n".encode()
+        yield b"event: task\ndata: %s\n\n" % _body(_record_json(record))
 
     # -- routes -----------------------------------------------------------------------------
 

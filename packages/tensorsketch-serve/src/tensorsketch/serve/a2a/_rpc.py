@@ -24,6 +24,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.message import Message as ProtoMessage
 from pydantic import ValidationError
 
+from tensorsketch.serve._http import LONE_SURROGATE, has_lone_surrogate
 from tensorsketch.serve.a2a import _errors as errors
 from tensorsketch.serve.a2a._tasks import TaskService
 
@@ -165,6 +166,8 @@ def _decode(body: bytes) -> dict[str, Any]:
         payload = json.loads(body, parse_constant=_no_constant)
     except (ValueError, RecursionError) as exc:
         raise errors.parse_error(str(exc)[:200]) from None
+    if has_lone_surrogate(body, payload):
+        raise errors.invalid_request(LONE_SURROGATE)
     if isinstance(payload, list):
         raise errors.invalid_request("batch requests are not supported; send one object.")
     if not isinstance(payload, dict):
