@@ -290,6 +290,14 @@ async def test_bad_approval_decisions_are_refused() -> None:
     await agent.invoke({"query": "q"}, thread_id="t", backend=backend)
     with pytest.raises(ValueError, match="approval decision must be"):
         await agent.invoke(thread_id="t", backend=backend, resume={"r7": "maybe"})
+    with pytest.raises(ValueError, match="has no field 'reasn'"):
+        await agent.invoke(
+            thread_id="t", backend=backend, resume={"r7": {"approved": False, "reasn": "no"}}
+        )
+    with pytest.raises(ValueError, match="'reason' must be str, got 5"):
+        await agent.invoke(
+            thread_id="t", backend=backend, resume={"r7": {"approved": True, "reason": 5}}
+        )
     with pytest.raises(ValueError, match="waits on 'r7', 'r8'"):
         await agent.invoke(thread_id="t", backend=backend, resume={"l7": True})
 

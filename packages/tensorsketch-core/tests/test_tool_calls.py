@@ -17,7 +17,7 @@ from tensorsketch.messages import ToolCall
         (" Approve ", Approval(True)),
         ("deny", Approval(False)),
         ({"approved": False, "reason": "too much"}, Approval(False, "too much")),
-        ({"approved": True, "reason": 3}, Approval(True, "3")),
+        ({"approved": True, "reason": None}, Approval(True)),
     ],
 )
 def test_an_approval_reads_every_decision_form(decision: object, approval: Approval) -> None:
@@ -27,6 +27,9 @@ def test_an_approval_reads_every_decision_form(decision: object, approval: Appro
 def test_an_unreadable_decision_is_refused() -> None:
     with pytest.raises(ValueError, match="approval decision"):
         Approval.read("maybe")
+    # a reason that is not text is not made into one: the decision is refused as given
+    with pytest.raises(ValueError, match="'reason' must be str"):
+        Approval.read({"approved": True, "reason": 3})
 
 
 def test_a_call_nobody_reviews_is_approved_without_a_reason() -> None:

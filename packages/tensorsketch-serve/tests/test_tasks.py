@@ -193,6 +193,19 @@ def test_approve_over_http_accepts_only_awaited_ids(live: Any) -> None:
         assert "approval decision" in _error(
             client.post(url, json={"decisions": {"call_1": 3}}), 400
         )
+        # an object with a field a decision does not have, or a value of the wrong type, is
+        # refused naming it (recorded, a decision is final: a typo would stand for good)
+        for decision, needle in (
+            ({"approved": True, "bogus": 1}, "no field 'bogus'"),
+            ({"approved": True, "reason": 5}, "'reason' must be str"),
+            ({"approved": False, "reason": ["x"]}, "'reason' must be str"),
+            ({"approved": True, "call_id": 7}, "'call_id' must be str"),
+            ({"approved": True, "args": "x"}, "'args' must be an object"),
+        ):
+            refused = client.post(url, json={"decisions": {"call_1": decision}})
+            assert needle in _error(refused, 400), decision
+            assert refused.json()["error"]["param"] == "decisions.call_1"
+        assert client.get(f"/tasks/{task_id}").json()["version"] == waiting["version"]
         ok = client.post(url, json={"decisions": {"call_1": "approve"}})
         assert ok.status_code == 200 and ok.json()["decisions"] == {"call_1": "approve"}
         done = _until(client, task_id, lambda r: r["status"] == "succeeded")

@@ -142,13 +142,41 @@ def parse_approval(decision: Any) -> tuple[bool, str | None]:
         if word in ("reject", "rejected", "no", "deny", "denied"):
             return False, None
     if isinstance(decision, Mapping) and isinstance(decision.get("approved"), bool):
+        _check_decision_fields(decision)
         reason = decision.get("reason")
-        return bool(decision["approved"]), str(reason) if reason is not None else None
+        return bool(decision["approved"]), reason
     msg = (
         f"an approval decision must be True/False, 'approve'/'reject', or "
         f"{{'approved': bool, 'reason': str}}, got {decision!r:.80}."
     )
     raise ValueError(msg)
+
+
+#: What a decision given as a mapping may hold besides ``approved`` (a bool), and the type of
+#: each: a ``reason`` the agent is told, and what binds it to one call (``call_id``,
+#: ``digest``, ``args``: see :func:`bind_approval`).
+_DECISION_FIELDS: dict[str, tuple[type, ...]] = {
+    "approved": (bool,),
+    "reason": (str,),
+    "call_id": (str,),
+    "digest": (str,),
+    "args": (Mapping,),
+}
+
+
+def _check_decision_fields(decision: Mapping[str, Any]) -> None:
+    """Refuse a key a decision does not have, or a value of the wrong type: a recorded
+    decision is final, so a typo (``"reasn"``) or a wrong type must not be stored as given."""
+    for key, value in decision.items():
+        kinds = _DECISION_FIELDS.get(key) if isinstance(key, str) else None
+        if kinds is None:
+            known = ", ".join(_DECISION_FIELDS)
+            msg = f"an approval decision has no field {key!r} (it takes {known})."
+            raise ValueError(msg)
+        if value is not None and not isinstance(value, kinds):
+            want = "an object" if kinds == (Mapping,) else kinds[0].__name__
+            msg = f"an approval decision's {key!r} must be {want}, got {value!r:.40}."
+            raise ValueError(msg)
 
 
 def tool_call_digest(name: str, args: Any) -> str:

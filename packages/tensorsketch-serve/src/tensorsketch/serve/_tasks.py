@@ -126,7 +126,8 @@ _OPERATIONAL = frozenset({"GET /healthz", "GET /metrics", "GET /openapi.json"})
 #: What ``parse_approval`` (tensorsketch.interrupts) reads a decision from.
 DECISION_HELP = (
     'true | false | "approve" | "approved" | "yes" | "allow" | "reject" | "rejected" | "no" | '
-    '"deny" | "denied" (words in any case) | {"approved": bool, "reason": str}'
+    '"deny" | "denied" (words in any case) | {"approved": bool, "reason": str} (with '
+    '"digest", "call_id" and "args" to bind it to one call)'
 )
 
 
@@ -591,11 +592,11 @@ class _Api:
         for call_id, decision in decisions.items():
             try:
                 parse_approval(decision)
-            except ValueError:
+            except ValueError as exc:
                 raise ServeError(
                     400,
-                    f"an approval decision is {DECISION_HELP}; got "
-                    f"{_dumps(decision)[:80]} for {call_id!r}.",
+                    f"the decision {_dumps(decision)[:80]} for {call_id!r} is refused: {exc} "
+                    f"A decision is {DECISION_HELP}.",
                     param=f"decisions.{call_id}",
                 ) from None
         record = await self._call(self.runner.approve(request.path_params["id"], decisions))
