@@ -21,6 +21,7 @@ from tensorsketch.hookspecs import hookimpl
 from tensorsketch.plugins import get_plugin_manager, reset_plugin_manager
 from tensorsketch.registry import backends, register_backend
 from tensorsketch.serve import CONVERSATION_HEADER, protocols, thread_info
+from tensorsketch.serve import _cli as serve_cli
 
 AGENT = (
     "from tensorsketch import FakeProvider, create_agent\n"
@@ -146,9 +147,13 @@ def test_serving_from_memory_is_a_warning_under_the_banner(
 
 
 def test_the_banner_never_shows_a_dsn_password(
-    served: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+    served: list[dict[str, Any]],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     dsn = "postgresql://ada:s3cr3t-pw@127.0.0.1:1/shop"
+    # Nothing listens on port 1: the banner is the subject here, not the store's check.
+    monkeypatch.setattr(serve_cli, "_probe", _answers)
     assert main(["serve", "bots:agent", "--backend", dsn]) == 0
     err = capsys.readouterr().err
     assert "  backend  postgres (127.0.0.1:1/shop)" in err
@@ -160,6 +165,29 @@ def test_the_banner_never_shows_a_dsn_password(
     assert main(["serve", "bots:agent", "--backend", dsn, "--backend-option", "nope"]) == 2
     assert "--backend-option takes KEY=VALUE" in capsys.readouterr().err
     assert len(served) == 1
+
+
+async def _answers(url: str, options: dict[str, Any]) -> None:
+    return None
+
+
+def test_a_backend_that_cannot_be_reached_stops_the_command(
+    served: list[dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A store that is not there fails the command (status 2, saying why), not every request
+    of a server that started anyway (503 each, the log filling with retries)."""
+    missing = f"sqlite:///{tmp_path / 'no-such-folder' / 'tasks.db'}"
+    assert main(["serve", "bots:agent", "--protocol", "tasks", "--backend", missing]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tensorsketch serve: --backend (sqlite) could not be opened: ")
+    assert "unable to open database file" in err and "directory exists" in err
+    refused = "postgresql://ada:s3cr3t-pw@127.0.0.1:1/shop"  # nothing listens on port 1
+    assert main(["serve", "bots:agent", "--backend", refused]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tensorsketch serve: --backend (postgresql) could not be opened: ")
+    assert "Connection refused" in err and "s3cr3t" not in err
+    assert served == []  # uvicorn was never started
+    assert not (tmp_path / "no-such-folder").exists()
 
 
 def test_an_unknown_option_prints_serves_usage(

@@ -10,6 +10,8 @@ served where, on which backend and whether requests are authenticated; serving f
 from __future__ import annotations
 
 import argparse
+import asyncio
+import concurrent.futures
 import difflib
 import hmac
 import logging
@@ -101,18 +103,40 @@ def _unknown_protocol(requested: list[str]) -> str | None:
     return None
 
 
+#: How long the check that ``--backend`` answers may take before the command gives up.
+PROBE_SECONDS = 15.0
+
+
 def _open_backend(args: argparse.Namespace) -> Backend | None:
-    """The ``--backend`` store (``None`` without one); a ``ValueError`` says what failed,
-    never showing the DSN (it may hold a password)."""
+    """The ``--backend`` store (``None`` without one), checked to answer; a ``ValueError``
+    says what failed, never showing the DSN (it may hold a password)."""
     if not args.backend:
         return None
     try:
-        return open_backend(args.backend, parse_backend_options(args.backend_option))
+        options = parse_backend_options(args.backend_option)
+        # In a thread of its own: a caller already inside an event loop (a test, a
+        # notebook) cannot asyncio.run here.
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, _probe(args.backend, options)).result()
+        return open_backend(args.backend, options)
     except Exception as exc:
         kind = str(args.backend).partition("://")[0]
         text = str(exc).replace(str(args.backend), f"<{kind} URL>")
+        if isinstance(exc, TimeoutError):
+            text = f"it did not answer within {PROBE_SECONDS:g} s"
         msg = f"--backend ({kind}) could not be opened: {text}"
         raise ValueError(msg) from None
+
+
+async def _probe(url: str, options: dict[str, Any]) -> None:
+    """Read from the store once, so one that cannot be reached (a missing folder, a refused
+    connection) stops the command instead of answering every request 503. A store of its
+    own, closed here: the served one's connections belong to the server's event loop."""
+    store = open_backend(url, options)
+    try:
+        await asyncio.wait_for(store.latest_checkpoint("tensorsketch-serve-probe"), PROBE_SECONDS)
+    finally:
+        await store.aclose()
 
 
 def _bearer(variable: str | None) -> Authenticate | None:
