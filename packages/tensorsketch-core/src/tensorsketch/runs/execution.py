@@ -58,6 +58,14 @@ class _Stopped(Exception):
     """A later submit on the run's thread asked it to stop; it reached a superstep barrier."""
 
 
+class _Superseded(Exception):
+    """A later run went on with the suspended run's thread (see ``superseded_by``)."""
+
+    def __init__(self, by: str) -> None:
+        super().__init__(by)
+        self.by = by
+
+
 class Execution:
     """Starts, runs and ends the tasks that execute runs here.
 
@@ -364,15 +372,66 @@ class Execution:
         """Whether nothing of ``record``'s run is on its thread: the thread's last event
         (every commit of a run carries its events) was written by another run, or there is
         none. Read on a takeover only, where the record's start may be a stale guess."""
+        last = await self._last_writer(record.thread_id)
+        return last is None or last != record.run_id
+
+    async def _last_writer(self, thread_id: str) -> str | None:
+        """The run whose commit holds the thread's last event (``None``: no event)."""
         backend = self.state.backend
-        last = await backend.last_event_seq(record.thread_id)
+        last = await backend.last_event_seq(thread_id)
         if last is None:
-            return True
-        tail = await backend.read_events(record.thread_id, last)
+            return None
+        tail = await backend.read_events(thread_id, last)
         if not tail:
-            return True
-        event = backend.serializer.loads(tail[-1].payload)
-        return stored_run_id(event) != record.run_id
+            return None
+        return stored_run_id(backend.serializer.loads(tail[-1].payload))
+
+    async def superseded_by(self, record: RunRecord) -> str | None:
+        """The later run that went on with a suspended run's thread, or ``None``. New input
+        on a suspended thread resumes it (as ``invoke`` with input does): that run took over
+        what this one waited on, and resuming this one would run the thread again under the
+        wrong record. Read only where a suspended run is to go on (a decision, a timer)."""
+        if not record.interrupts:
+            return None
+        writer = await self._last_writer(record.thread_id)
+        return writer if writer is not None and writer != record.run_id else None
+
+    async def end_superseded(
+        self, record: RunRecord, by: str, *, owner: str | None = None
+    ) -> RunRecord | None:
+        """End a run another took over (see :meth:`superseded_by`): ``cancelled``, saying
+        by which run; ``None`` if it moved on meanwhile (cancelled, or finished). ``owner``:
+        the runner executing it (fenced as its outcome is)."""
+        state = self.state
+        at = now()
+        error = {
+            "type": "Superseded",
+            "message": f"run {by!r} went on with thread {record.thread_id!r} with new input "
+            "while this run waited; what it waited on is that run's now (decide it there)",
+        }
+
+        def end(current: RunRecord) -> RunRecord | None:
+            if current.status not in ("suspended", "running"):
+                return None
+            return current.replace(
+                status="cancelled",
+                error=error,
+                finished_at=at,
+                updated_at=at,
+                active_seconds=active_seconds(current, at),
+                segment_started_at=None,
+                waiting_for=None,
+                wake_at=None,
+                interrupts=(),
+                owner=None,
+                lease_expires_at=None,
+            )
+
+        stored = await state.store.transition(record.run_id, end, owner=owner)
+        if stored is not None:
+            state.notify(stored)
+            state.final[record.run_id] = stored
+        return stored
 
     async def _rebase(self, record: RunRecord) -> RunRecord:
         """Store where the thread really stands as the run's start (what a rollback goes
@@ -449,7 +508,10 @@ class Execution:
             log.warning("run %s: the store is unavailable (%s); retrying", run_id, exc)
             await asyncio.sleep(min(state.lease_ttl / 3, 2.0))
             return "again"
-        if isinstance(exc, _Stopped):
+        if isinstance(exc, _Superseded):
+            log.info("run %s was superseded by run %s on its thread", run_id, exc.by)
+            await self.end_superseded(record, exc.by, owner=state.owner)
+        elif isinstance(exc, _Stopped):
             await self._stopped(run_id, record)
         elif isinstance(exc, _RunTimedOut):
             message = f"the run took longer than run_timeout={state.run_timeout}s"
@@ -509,6 +571,9 @@ class Execution:
             input = record.input
             record = await self._rebase(record)
         else:
+            later = await self.superseded_by(record)
+            if later is not None:
+                raise _Superseded(later)
             stored_state = await graph.aget_state(record.thread_id, backend)
             info = run_info(stored_state) if stored_state is not None else None
             if info is not None and info.suspended:

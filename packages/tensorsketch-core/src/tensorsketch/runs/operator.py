@@ -49,6 +49,24 @@ class Operator:
         self.read = read
         self.start = start
 
+    async def _not_superseded(self, record: RunRecord) -> None:
+        """Refuse to let a suspended run go on whose thread a later run went on with (new
+        input resumed the thread: that run holds what this one waited on). The run ends
+        ``cancelled`` (``Superseded``) and the caller is told which run to decide instead."""
+        if record.status != "suspended":
+            return
+        later = await self.execution.superseded_by(record)
+        if later is None:
+            return
+        await self.execution.end_superseded(record, later)
+        self.execution.wake_waiters(record.run_id)
+        msg = (
+            f"run {record.run_id!r} was superseded: run {later!r} went on with its thread "
+            f"{record.thread_id!r} with new input while it waited, and now holds what it "
+            f"waited on. Decide {later!r} instead; {record.run_id!r} is cancelled."
+        )
+        raise RunConflictError(msg)
+
     async def _ready(self) -> None:
         """The run an approval, a signal or a resume lets go on executes here: a runner never
         started starts now (as ``submit`` does); a closed one refuses before anything is
@@ -72,6 +90,7 @@ class Operator:
             parse_approval(decision)
         await self._ready()
         record = await self.read(run_id)
+        await self._not_superseded(record)
 
         def decide(current: RunRecord) -> RunRecord:
             if current.status != "suspended" or current.waiting_for != "approval":
@@ -117,6 +136,7 @@ class Operator:
         checked = check_event(event)
         await self._ready()
         record = await self.read(run_id)
+        await self._not_superseded(record)
         if state.event_input is None and record.waiting_for in ("timer", "approval", "breakpoint"):
             segment_input(state.graph, None, [checked])  # fail now if the graph cannot take events
 
@@ -191,6 +211,7 @@ class Operator:
             return current.replace(decisions={**current.decisions, **passed})
 
         await self._ready()
+        await self._not_superseded(record)
         stored = await self.state.store.transition(record.run_id, go_on)
         assert stored is not None
         self.state.notify(stored)
