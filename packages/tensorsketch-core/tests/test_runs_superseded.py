@@ -90,6 +90,7 @@ async def test_deciding_a_superseded_run_is_refused_naming_the_run_to_decide(
     done = await runner.await_run(second, timeout=10)
     assert done.status == "succeeded", done
     assert done.output["output"] == "answer to 'are you there?'"
+    assert done.decisions == {"c1": True}  # a finished run shows what it was decided with
     assert REFUNDS == ["A"]
 
 

@@ -210,6 +210,7 @@ def test_approve_over_http_accepts_only_awaited_ids(live: Any) -> None:
         assert ok.status_code == 200 and ok.json()["decisions"] == {"call_1": "approve"}
         done = _until(client, task_id, lambda r: r["status"] == "succeeded")
         assert done["output"]["output"] == "done: refunded A-9"
+        assert done["decisions"] == {"call_1": "approve"}  # kept, as sent, once finished
         assert task_graphs.REFUNDS == ["A-9"]
         # An agent's events (messages in their data) stream to the end, then the record.
         with connect_sse(client, "GET", f"/tasks/{task_id}/events") as sse:

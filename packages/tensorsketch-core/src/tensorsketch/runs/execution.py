@@ -864,7 +864,6 @@ def _ended(
         waiting_for=None,
         wake_at=None,
         interrupts=(),
-        decisions={},
         events=tuple(e for e in current.events if e not in delivered) if current.events else (),
         owner=None,
         lease_expires_at=None,
