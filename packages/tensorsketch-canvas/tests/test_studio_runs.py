@@ -343,6 +343,11 @@ async def test_hostile_requests_are_4xx(tmp_path: Path) -> None:
             (await client.post("/api/run", content=b"{nope"), 400, "not valid JSON"),
             (await client.post("/api/run", content=b"[1]"), 400, "JSON object"),
             (await client.post("/api/run", content=deep), 400, "nest"),
+            (
+                await client.post("/api/run", content=b'{"input": {"query": "\\ud800"}}'),
+                400,
+                "lone UTF-16 surrogate",
+            ),
             (await client.post("/api/run", content=b"x" * (1024 * 1024 + 1)), 413, "the limit"),
             (await client.post("/api/run", json={}), 400, "either 'input'"),
             (await client.post("/api/run", json={"input": [1]}), 400, "'input' must be"),

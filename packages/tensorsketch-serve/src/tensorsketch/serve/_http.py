@@ -7,7 +7,7 @@
   the body, and refuses bodies larger than ``max_body_bytes`` with 413 (by ``Content-Length``
   up front, and by counting for chunked bodies).
 - :func:`read_json` — the request body as JSON, or a 400 that says what was wrong (a lone
-  UTF-16 surrogate escape included: :func:`has_lone_surrogate`).
+  UTF-16 surrogate escape included).
 - :class:`EventStream` — an SSE response that sends each chunk the moment it is produced and
   cancels the producer when the client disconnects.
 """
@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
@@ -26,13 +25,14 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tensorsketch._lone_surrogates import has_lone_surrogate
+
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "Authenticate",
     "EventStream",
     "Guard",
     "ServeError",
-    "has_lone_surrogate",
     "json_error",
     "read_json",
     "sse",
@@ -275,24 +275,6 @@ LONE_SURROGATE = (
     "which is not Unicode text and cannot be stored or sent back: escape a character beyond "
     "U+FFFF as its high and low surrogates together, or send the character itself."
 )
-#: A JSON escape of a surrogate code point (``\ud800`` to ``\udfff``), as body bytes.
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-
-
-def has_lone_surrogate(body: bytes, data: Any) -> bool:
-    """Whether ``data``, parsed from ``body``, holds a string with a lone surrogate: valid
-    JSON that no UTF-8 encoder takes, so stored it would fail every later answer that
-    carries it. A body without a surrogate escape (nearly all) is not walked; one with a
-    pair (an emoji, escaped) is, and passes."""
-    if _SURROGATE_ESCAPE.search(body) is None:
-        return False
-    try:
-        json.dumps(data, ensure_ascii=False).encode()
-    except UnicodeEncodeError:
-        return True
-    except (ValueError, RecursionError):  # (what json.loads built, it can write)
-        return False
-    return False
 
 
 def dumps(data: Any) -> str:

@@ -123,7 +123,7 @@ class _Api:
         raw = await safety.read_body(request, limit)
         try:
             data = safety.load_json(raw)
-        except safety.NestedTooDeep as exc:
+        except (safety.NestedTooDeep, safety.NotText) as exc:
             raise ApiError(400, str(exc)) from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ApiError(400, f"the body is not valid JSON: {exc}") from None

@@ -18,6 +18,8 @@ from typing import Any
 
 from starlette.requests import Request
 
+from tensorsketch._lone_surrogates import has_lone_surrogate
+
 __all__ = [
     "ALLOWED_HOSTS",
     "MAX_BODY",
@@ -25,6 +27,7 @@ __all__ = [
     "BodyTooLarge",
     "HostCheckMiddleware",
     "NestedTooDeep",
+    "NotText",
     "host_name",
     "load_json",
     "new_token",
@@ -149,11 +152,16 @@ class NestedTooDeep(ValueError):
     """The body nests objects and arrays deeper than :data:`MAX_JSON_DEPTH`: HTTP 400."""
 
 
+class NotText(ValueError):
+    """A string of the body holds a lone UTF-16 surrogate escape: HTTP 400."""
+
+
 def load_json(raw: bytes, limit: int = MAX_JSON_DEPTH) -> Any:
     """``raw`` parsed as JSON, refusing (:class:`NestedTooDeep`) anything nested deeper than
     ``limit``: the parser recurses once per level, so an unbounded depth is a crash, and a
     parsable but deep value would recurse again wherever it is walked (validation, hashing).
 
+    :raises NotText: a string holds a lone surrogate.
     :raises json.JSONDecodeError: not JSON.
     :raises UnicodeDecodeError: not UTF-8.
     """
@@ -167,6 +175,12 @@ def load_json(raw: bytes, limit: int = MAX_JSON_DEPTH) -> Any:
         raise NestedTooDeep(msg) from None
     if _depth_over(data, limit):
         raise NestedTooDeep(msg)
+    if has_lone_surrogate(raw, data):
+        msg = (
+            "a string of the body holds a lone UTF-16 surrogate escape (such as \\ud800), "
+            "which is not text: it could be neither stored nor shown. Send the character itself."
+        )
+        raise NotText(msg)
     return data
 
 

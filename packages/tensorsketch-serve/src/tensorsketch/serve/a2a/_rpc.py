@@ -24,7 +24,8 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.message import Message as ProtoMessage
 from pydantic import ValidationError
 
-from tensorsketch.serve._http import LONE_SURROGATE, has_lone_surrogate
+from tensorsketch._lone_surrogates import has_lone_surrogate
+from tensorsketch.serve._http import LONE_SURROGATE
 from tensorsketch.serve.a2a import _errors as errors
 from tensorsketch.serve.a2a._tasks import TaskService
 
