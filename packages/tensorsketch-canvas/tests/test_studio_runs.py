@@ -64,6 +64,9 @@ ORDER = textwrap.dedent(
     """
 )
 
+#: ``Order``'s fields, in the schema's order (the form's and a stopped thread's state's).
+ORDER_FIELDS = ["item", "count", "price", "gift", "speed", "tags", "ship_to", "total"]
+
 TRIAGE = textwrap.dedent(
     """
     from tensorsketch import END, START, Context, Graph, Node, Schema, interrupt
@@ -180,16 +183,7 @@ async def test_the_form_describes_every_input_field(tmp_path: Path) -> None:
     assert form["agent"] is False and form["durable"] is False
     assert form["backend"] == "in memory"
     fields = {f["name"]: f for f in form["fields"]}
-    assert list(fields) == [
-        "item",
-        "count",
-        "price",
-        "gift",
-        "speed",
-        "tags",
-        "ship_to",
-        "total",
-    ]
+    assert list(fields) == ORDER_FIELDS
     assert fields["item"]["required"] and not fields["count"]["required"]
     assert fields["count"]["schema"]["type"] == "integer"
     assert fields["price"]["schema"]["type"] == "number"
@@ -218,16 +212,7 @@ async def test_a_run_from_the_form_is_traced_and_durable_on_the_backend(
         assert done["messages"] is None  # not an agent graph
         # what the run answered: the state it stopped with, every field in the schema's order
         shown = {f["name"]: f["value"] for f in done["state"]}
-        assert list(shown) == [
-            "item",
-            "count",
-            "price",
-            "gift",
-            "speed",
-            "tags",
-            "ship_to",
-            "total",
-        ]
+        assert list(shown) == ORDER_FIELDS
         assert shown["total"] == 4.5 and shown["item"] == "pen" and shown["ship_to"] is None
         assert not any(f["truncated"] for f in done["state"])
         # the overlay's trace tail holds the run, on its thread, with the node it ran

@@ -58,6 +58,10 @@ class _Stopped(Exception):
     """A later submit on the run's thread asked it to stop; it reached a superstep barrier."""
 
 
+#: What a superseded run may be ended from: waiting, or resumed here (see ``superseded_by``).
+_SUPERSEDABLE = ("suspended", "running")
+
+
 class _Superseded(Exception):
     """A later run went on with the suspended run's thread (see ``superseded_by``)."""
 
@@ -411,21 +415,7 @@ class Execution:
         }
 
         def end(current: RunRecord) -> RunRecord | None:
-            if current.status not in ("suspended", "running"):
-                return None
-            return current.replace(
-                status="cancelled",
-                error=error,
-                finished_at=at,
-                updated_at=at,
-                active_seconds=active_seconds(current, at),
-                segment_started_at=None,
-                waiting_for=None,
-                wake_at=None,
-                interrupts=(),
-                owner=None,
-                lease_expires_at=None,
-            )
+            return _ended(current, "cancelled", None, error, (), None, at, _SUPERSEDABLE)
 
         stored = await state.store.transition(record.run_id, end, owner=owner)
         if stored is not None:
@@ -842,10 +832,12 @@ def _ended(
     delivered: tuple[dict[str, Any], ...],
     stop_asked: list[bool] | None,
     at: float,
+    ends: tuple[str, ...] = ("running", "queued"),
 ) -> RunRecord | None:
-    """``current`` ended with ``status`` at ``at`` (see :meth:`Execution._ending`)."""
-    # Queued: a run that failed before its `running` write rode its first unit.
-    if current.status not in ("running", "queued"):
+    """``current`` ended with ``status`` at ``at`` (see :meth:`Execution._ending`), if it is
+    in one of the statuses that ``ends`` (a run's end: running, or queued — one that failed
+    before its ``running`` write rode its first unit)."""
+    if current.status not in ends:
         return None  # cancelled meanwhile: that outcome stands
     if stop_asked is not None and current.stop_requested:
         stop_asked.append(True)
