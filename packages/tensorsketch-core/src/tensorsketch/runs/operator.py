@@ -58,7 +58,8 @@ class Operator:
         later = await self.execution.superseded_by(record)
         if later is None:
             return
-        await self.execution.end_superseded(record, later)
+        if await self.execution.end_superseded(record, later) is None:
+            return  # it moved on meanwhile: the caller's own change says how it stands
         self.execution.wake_waiters(record.run_id)
         msg = (
             f"run {record.run_id!r} was superseded: run {later!r} went on with its thread "
