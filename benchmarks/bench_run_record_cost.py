@@ -15,6 +15,7 @@ connections (one per round trip, a pipeline or a script alike). Usage::
     python benchmarks/bench_run_record_cost.py --store sqlite --runs 100 --rounds 2
     TS_BENCH_QUICK=1 python benchmarks/bench_run_record_cost.py  # 40 runs x 2 rounds
     python benchmarks/bench_run_record_cost.py --instructions 200  # under valgrind (below)
+    python benchmarks/bench_run_record_cost.py --opcodes 100   # Python bytecodes, by function
 
 Redis at ``TS_TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/0``), under a fresh prefix
 that is deleted afterwards. ``--calls N`` counts instead the Python calls per run (cProfile over
@@ -38,6 +39,7 @@ commits differently) and time spent in the kernel. Needs ``valgrind`` on the PAT
 
 import argparse
 import asyncio
+import collections
 import os
 import re
 import subprocess
@@ -220,6 +222,49 @@ async def count_calls(store: str, runs: int) -> dict[str, float]:
     return calls
 
 
+async def count_opcodes(store: str, runs: int) -> dict[str, collections.Counter[str]]:
+    """Python bytecodes executed per run, by function, each of ``invoke``, ``sink`` and
+    ``runner`` (``sys.settrace`` with opcode events over ``runs`` runs one at a time, in the
+    event loop's thread: SQLite's worker thread is not counted). Deterministic, and finer
+    than ``--calls``: where a Python-level rewrite of the runner would save its steps."""
+    from tensorsketch.runs import AsyncRunner
+
+    prefix = f"ts-bench-rc-{uuid.uuid4().hex[:8]}"
+    agent, backend = _agent(), _backend(store, prefix)
+    tasks = AsyncRunner(agent, backend=backend, concurrency=CONCURRENCY)
+    await tasks.start()
+    tag = uuid.uuid4().hex[:8]
+    ways = _ways(agent, backend, tasks)
+    counted: dict[str, collections.Counter[str]] = {}
+
+    try:
+        for way in ("invoke", "sink", "runner"):
+            run, seen = ways[way], collections.Counter[str]()
+
+            def trace(frame: Any, event: str, arg: Any, seen: Any = seen) -> Any:
+                frame.f_trace_opcodes = True
+                if event == "opcode":
+                    code = frame.f_code
+                    seen[f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_name}"] += 1
+                return trace
+
+            for i in range(10):  # warm-up: imports, caches, prepared statements
+                await run(f"warm-{tag}-{way}-{i}")
+            sys.settrace(trace)
+            try:
+                for i in range(runs):
+                    await run(f"ops-{tag}-{way}-{i}")
+            finally:
+                sys.settrace(None)
+            counted[way] = seen
+    finally:
+        await tasks.aclose()
+        await backend.aclose()
+        if store == "redis":
+            await _delete_keys(prefix)
+    return counted
+
+
 async def one_way(store: str, way: str, runs: int, prefix: str) -> None:
     """``runs`` runs of one way after a warm-up, nothing measured: what ``--instructions``
     runs under valgrind (a process per count). What it leaves in Redis under ``prefix`` is
@@ -296,6 +341,9 @@ def main() -> None:
         "--instructions", type=int, default=0, help="count instructions over N runs (valgrind)"
     )
     parser.add_argument(
+        "--opcodes", type=int, default=0, help="count Python bytecodes over N runs, by function"
+    )
+    parser.add_argument(
         "--one-way", nargs=4, metavar=("STORE", "WAY", "RUNS", "PREFIX"), help=argparse.SUPPRESS
     )
     parser.add_argument("--runs", type=int, default=40 if QUICK else 200)
@@ -320,6 +368,23 @@ def main() -> None:
                 f"| {store} | {i:,.0f} | {st:,.0f} | {sk:,.0f} | {r:,.0f} | {r / i:.2f}x "
                 f"| {st / i:.2f}x | {sk / i:.2f}x | {r / sk:.2f}x |"
             )
+        return
+    if args.opcodes:
+        n = args.opcodes
+        for store in args.store or ("sqlite",):
+            ops = asyncio.run(count_opcodes(store, n))
+            total = {way: sum(c.values()) / n for way, c in ops.items()}
+            print(f"\n## Python bytecodes per run, {store} ({n} runs one at a time)\n")
+            print("| invoke | sink | runner | runner/invoke | runner - sink |")
+            print("|---:|---:|---:|---:|---:|")
+            i, sk, r = total["invoke"], total["sink"], total["runner"]
+            print(f"| {i:,.0f} | {sk:,.0f} | {r:,.0f} | {r / i:.2f}x | {r - sk:,.0f} |")
+            extra = ops["runner"].copy()
+            extra.subtract(ops["sink"])
+            print("\n| the runner's most over the sink, by function | bytecodes per run |")
+            print("|---|---:|")
+            for name, count in extra.most_common(15):
+                print(f"| `{name}` | {count / n:,.0f} |")
         return
     if args.calls:
         print(f"\n## Python calls per run (cProfile, {args.calls} runs one at a time)\n")
