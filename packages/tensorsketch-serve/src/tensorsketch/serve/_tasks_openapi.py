@@ -143,8 +143,15 @@ _DECISION = {
         },
         {
             "type": "object",
+            "additionalProperties": False,
             "required": ["approved"],
-            "properties": {"approved": {"type": "boolean"}, "reason": {"type": "string"}},
+            "properties": {
+                "approved": {"type": "boolean"},
+                "reason": {"type": "string"},
+                "digest": {"type": "string", "description": "the pending call's, to bind to it"},
+                "call_id": {"type": "string"},
+                "args": {"type": "object"},
+            },
         },
     ]
 }
