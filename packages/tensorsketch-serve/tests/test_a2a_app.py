@@ -13,6 +13,7 @@ import pytest
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
+from google.protobuf import json_format, struct_pb2
 
 from tensorsketch import END, START, Context, Graph, Node, Schema, SqliteBackend
 from tensorsketch.serve.a2a import AgentCard, AgentSkill, a2a_app
@@ -160,6 +161,14 @@ async def test_approval_is_input_required_and_the_next_message_continues(
             await collect(
                 client.send_message(pb.SendMessageRequest(message=user_message("maybe", **ids)))
             )
+        # a decision as a data part takes only a decision's fields, and says which is wrong
+        typo = json_format.ParseDict({"approved": True, "reasn": "ok"}, struct_pb2.Value())
+        wrong = pb.Message(
+            message_id="m-typo", role=pb.ROLE_USER, parts=[pb.Part(data=typo)], **ids
+        )
+        with pytest.raises(Exception, match="no field 'reasn'"):
+            await collect(client.send_message(pb.SendMessageRequest(message=wrong)))
+        assert agents.REFUNDS == []
         events = await collect(
             client.send_message(pb.SendMessageRequest(message=user_message("approve", **ids)))
         )

@@ -951,10 +951,11 @@ def _decisions(
         if p.kind == "approval" and p.id in decisions:
             try:
                 parse_approval(decisions[p.id])
-            except ValueError:
+            except ValueError as exc:
                 msg = (
-                    f"task {task_id!r} waits for approval of {p.id!r}; answer 'approve' or "
-                    '\'reject\', or send a data part {"approved": true|false, "reason": "..."}.'
+                    f"task {task_id!r} waits for approval of {p.id!r} ({exc}); answer "
+                    "'approve' or 'reject', or send a data part {\"approved\": true|false, "
+                    '"reason": "..."}.'
                 )
                 raise errors.invalid_params(msg) from None
             try:  # bound to the call it was given for (its `digest`, `call_id`, `args`)
