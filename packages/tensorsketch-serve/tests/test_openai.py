@@ -301,6 +301,17 @@ def test_an_approval_is_a_tool_call_and_a_tool_message_decides_it(live: Any) -> 
     ]
     with pytest.raises(openai.BadRequestError, match="must decide it: 'approve', 'reject'"):
         client.chat.completions.create(model="bot", messages=history, extra_headers=conversation)
+    # `<word>: <reason>` with a word that decides nothing (a 500 before), and an object
+    # with a field a decision does not have: each a 400 saying why
+    for content, why in (
+        ("maybe: the order is odd", "got 'maybe'"),
+        ('{"approved": true, "reasn": "ok"}', "no field 'reasn'"),
+    ):
+        history[-1]["content"] = content
+        with pytest.raises(openai.BadRequestError, match=why):
+            client.chat.completions.create(
+                model="bot", messages=history, extra_headers=conversation
+            )
     history[-1]["content"] = "approve"
     second = client.chat.completions.create(
         model="bot", messages=history, extra_headers=conversation

@@ -383,19 +383,19 @@ def decision(pending: PendingInterrupt, message: Message) -> Any:
         return text
     value: Any
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        word, _, reason = text.partition(":")
-        value = word.strip()
-        if reason.strip():
-            value = {"approved": parse_approval(value)[0], "reason": reason.strip()}
-    try:
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            word, _, reason = text.partition(":")
+            value = word.strip()
+            if reason.strip():  # `<word>: <reason>`: the word decides
+                value = {"approved": parse_approval(value)[0], "reason": reason.strip()}
         parse_approval(value)
-    except ValueError:
+    except ValueError as exc:
         msg = (
             f"the tool message for call {pending.id!r} must decide it: 'approve', 'reject', "
             f'\'reject: <reason>\' or {{"approved": true|false, "reason": "..."}}; got '
-            f"{text[:60]!r}."
+            f"{text[:60]!r} ({exc})"
         )
         raise ServeError(400, msg, param="messages", code="invalid_decision") from None
     return value
