@@ -8,6 +8,7 @@ generates the bodies directly, mixing near-valid requests with arbitrary JSON.)
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 import httpx
@@ -16,6 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tensorsketch import FakeProvider, create_agent, tool
+from tensorsketch.messages import ToolCall, assistant
 from tensorsketch.serve import CONVERSATION_HEADER, openai_app
 
 
@@ -209,3 +211,58 @@ def test_the_generated_bodies_reached_success_and_each_kind_of_refusal() -> None
     if not SEEN:
         pytest.skip("the property test did not run in this session (-k?)")
     assert {200, 400, 404} <= SEEN, SEEN
+
+
+def _ask_refund(messages: list[Any], tools: list[Any]) -> Any:
+    """Asks to refund order 1 on a user's turn; says what the tool answered after it."""
+    if messages[-1].role == "tool":
+        return f"tool said: {messages[-1].text}"
+    return assistant(tool_calls=[ToolCall(id="call_1", name="refund", args={"order": 1})])
+
+
+@pytest.fixture(scope="module")
+def waiting_server(live_module: Any) -> Any:
+    agent = create_agent(FakeProvider(policy=_ask_refund), tools=[refund])
+    return live_module(openai_app(agent, model="bot"))
+
+
+decision_words = st.sampled_from(["approve", "reject", "yes", "No", "maybe", "", " : "])
+decision_text = st.one_of(
+    st.text(max_size=30),
+    st.builds(lambda w, r: f"{w}: {r}", decision_words, st.text(max_size=12)),
+    st.builds(json.dumps, any_json),
+    st.builds(
+        json.dumps,
+        st.fixed_dictionaries(
+            {"approved": st.booleans() | any_json},
+            optional={"reason": any_json, "digest": any_json, "call_id": any_json, "x": any_json},
+        ),
+    ),
+)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(content=decision_text)
+def test_a_generated_decision_on_a_waiting_call_never_gets_a_server_error(
+    waiting_server: Any, content: str
+) -> None:
+    """A conversation waiting on an approval, answered with any tool message: a decision or
+    a 400 naming the call, never a 5xx."""
+    conversation = {CONVERSATION_HEADER: f"decide-{uuid.uuid4().hex[:12]}"}
+    url = f"{waiting_server.url}/v1/chat/completions"
+    with httpx.Client(timeout=30) as client:
+        asked = client.post(url, json={"model": "bot", "messages": _HI}, headers=conversation)
+        assert asked.status_code == 200, asked.text
+        call = asked.json()["choices"][0]["message"]
+        history = [*_HI, call, {"role": "tool", "tool_call_id": "call_1", "content": content}]
+        answered = client.post(
+            url, json={"model": "bot", "messages": history}, headers=conversation
+        )
+    _check_error(answered, answered.text)
+    if answered.status_code == 400:
+        assert "call_1" in answered.json()["error"]["message"]
