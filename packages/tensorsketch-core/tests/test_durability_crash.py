@@ -20,6 +20,7 @@ from tensorsketch.testing.crash import (
     HANDBACK_SCENARIO,
     NESTED_SCENARIO,
     POINTS_AT_ONCE,
+    SCENARIO_INPUT,
     BackendSpec,
     CrashingBackend,
     CrashReport,
@@ -337,3 +338,32 @@ async def test_crash_matrix_across_a_hand_back_to_the_parent_sqlite_sigkill(
         spec, tmp_path / "work", scenario=HANDBACK_SCENARIO, input=HANDBACK_INPUT, lease_ttl=1.0
     )
     _check_handback(report)
+
+
+async def test_a_resume_after_a_crash_mid_superstep_never_reuses_a_seq(tmp_path: Path) -> None:
+    """A superstep's events are stored with its barrier's commit, so a process that dies
+    mid-superstep loses those it already streamed live. The resumed run starts past any seq
+    they could have taken: a follower that saw them and replays since its last one misses
+    none of the resumed run's events, and no number means two events."""
+    store = InMemoryBackend()
+    store.lease_ttl = 0.3
+    # Killed after the fan-out's first worker's effect: superstep 2 had streamed its
+    # node_start events live, and only superstep 1's events (0..3) were committed.
+    at = EXPECTED_BOUNDARIES.index("effect 1:Ship#0:0:ship")
+    dying = CrashingBackend(store, crash_at=at, mode="raise")
+    app = scenario_graph(EffectLedger(tmp_path / "ledger.db"))
+    seen: list[int] = []
+    with pytest.raises(SimulatedCrash):
+        async for event in app.stream(SCENARIO_INPUT, thread_id="t", backend=dying):
+            seen.append(event.seq)
+    stored = [e.seq async for e in app.replay("t", store)]
+    assert stored == [0, 1, 2, 3] and max(seen) > 3  # live past the last commit, then lost
+    await asyncio.sleep(0.4)  # the dead run's lease lapses
+    resumed = [e async for e in app.stream(None, thread_id="t", backend=store)]
+    assert resumed[-1].type == "run_end"
+    assert min(e.seq for e in resumed) > max(seen)
+    later = [e.seq async for e in app.replay("t", store, since=max(seen) + 1)]
+    assert later == [e.seq for e in resumed]
+    # a thread left cleanly (finished) goes on with the very next seq: no gap
+    again = [e async for e in app.stream(SCENARIO_INPUT, thread_id="t", backend=store)]
+    assert again[0].seq == resumed[-1].seq + 1

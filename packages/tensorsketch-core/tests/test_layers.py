@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tensorsketch._fastmodel",
             "tensorsketch._install_hints",
             "tensorsketch._jsonschema",
+            "tensorsketch._lone_surrogates",
             "tensorsketch.channels",
             "tensorsketch.constants",
             "tensorsketch.context",

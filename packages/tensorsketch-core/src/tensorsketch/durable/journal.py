@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from tensorsketch.durable.blobs import hydrate
 from tensorsketch.durable.checkpoint import Checkpoint
@@ -71,6 +71,23 @@ class Restored:
     joins: tuple[JoinState, ...] = ()
     #: A failed superstep's error (``record_failure``), when the checkpoint records one.
     error: dict[str, Any] | None = None
+
+
+#: How far past the stored events a run resuming a thread left mid-run starts its seqs: more
+#: than one superstep hands out before its commit (the stream's backpressure paces them).
+LOST_EVENTS_GAP: Final = 1 << 20
+
+
+def _next_seq(restored: Restored, last_stored: int | None) -> int:
+    """The first seq of a run continuing from ``restored``: after the thread's stored events,
+    and, for a thread left mid-run (a process that died, a run cancelled between barriers),
+    past the gap. The events that run handed to live consumers after its last commit were
+    never stored, so which seqs they took is unknown: starting past any it could have taken
+    keeps seq increasing for whoever saw them (a gap, never a number used twice)."""
+    seq = restored.seq if last_stored is None else max(restored.seq, last_stored + 1)
+    if restored.plan and not restored.interrupts and restored.error is None:
+        seq += LOST_EVENTS_GAP
+    return seq
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,8 +357,7 @@ class RunJournal:
         restored = self.restore(latest)
         self.writer.ladder = rebuilt.ladder
         self.writer.known_blobs.update(read)
-        if opening.last_event_seq is not None:
-            restored.seq = max(restored.seq, opening.last_event_seq + 1)
+        restored.seq = _next_seq(restored, opening.last_event_seq)
         return Opened(restored=restored)
 
     async def _moved_on(self, head: str | None) -> None:
