@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tensorsketch.cli import load_graph, main, port
+from tensorsketch.cli import READER_LEFT, load_graph, main, port
 
 
 def test_load_graph_names_what_is_wrong(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -109,3 +110,20 @@ def test_an_unknown_option_shows_the_subcommands_usage(capsys: pytest.CaptureFix
     with pytest.raises(SystemExit):
         main(["--bogus"])
     assert "tensorsketch: error: unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def test_a_reader_that_leaves_stops_the_command_quietly() -> None:
+    """``tensorsketch ... | head``: the pipe closes under the command's output. It stops as Unix
+    tools do (the shell's SIGPIPE status), with no traceback (one in five runs printed
+    ``BrokenPipeError`` before)."""
+    for _ in range(3):
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tensorsketch.cli", "plugins"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.close()  # the reader is gone before the first line is written
+        error = process.stderr.read().decode()
+        assert process.wait(timeout=60) == READER_LEFT, error
+        assert "Traceback" not in error and "Exception ignored" not in error, error

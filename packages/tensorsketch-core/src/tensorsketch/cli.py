@@ -7,6 +7,7 @@ Each distribution contributes :class:`CliCommand` objects through the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import importlib
 import importlib.util
@@ -239,8 +240,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if run is None:
         parser.print_help()
         return 2
-    code: int = run(args)
+    try:
+        code: int = run(args)
+        sys.stdout.flush()  # here, where a reader that left can still be answered
+    except BrokenPipeError:
+        return _reader_left()
     return code
+
+
+#: The status of a command whose reader left (``| head``), as a shell reports SIGPIPE.
+READER_LEFT = 128 + 13
+
+
+def _reader_left() -> int:
+    """The output's reader closed the pipe (``tensorsketch trace report x | head``): stop
+    quietly, as Unix tools do, instead of a traceback; stdout points at the null device so
+    the interpreter's last flush does not fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return READER_LEFT
 
 
 if __name__ == "__main__":  # pragma: no cover
