@@ -127,3 +127,26 @@ def test_a_reader_that_leaves_stops_the_command_quietly() -> None:
         error = process.stderr.read().decode()
         assert process.wait(timeout=60) == READER_LEFT, error
         assert "Traceback" not in error and "Exception ignored" not in error, error
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["doctor", "--timeout", "-1"], "argument --timeout: must be more than 0 seconds, got -1"),
+        (["doctor", "--timeout", "soon"], "argument --timeout: must be a number of seconds"),
+        (["doctor", "--postgres", "postgresql://db:99999"], "Port out of range 0-65535"),
+        (["doctor", "--redis", "redis://[::1"], "is not a server's address (Invalid IPv6 URL)"),
+        (["trace", "report", "t.jsonl", "--top", "-1"], "argument --top: must be 1 or more"),
+        (["trace", "report", "t.jsonl", "--top", "two"], "argument --top: must be a whole number"),
+    ],
+)
+def test_a_bad_argument_is_a_usage_error_not_a_traceback(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each of these raised from deep inside the command (a traceback, status 1), or was
+    taken (``--top -1`` printed a wrong count)."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err, err

@@ -128,6 +128,13 @@ def test_usage_errors_exit_two_with_the_fix(tmp_path: Path) -> None:
     (tmp_path / "empty.py").write_text("agent = None\n")
     empty = tensorsketch("eval", str(tmp_path / "empty.py"), cwd=tmp_path)
     assert empty.returncode == 2 and "--agent" in empty.stderr
+    for option, value, says in (
+        ("--trials", "0", "argument --trials: must be 1 or more"),
+        ("--concurrency", "-2", "argument --concurrency: must be 1 or more"),
+        ("--timeout", "nan", "argument --timeout: must be more than 0 seconds"),
+    ):
+        refused = tensorsketch("eval", str(SUITE), option, value, cwd=tmp_path)
+        assert refused.returncode == 2 and says in refused.stderr, refused.stderr
 
 
 def test_subprocess_sandbox_from_the_command_line(tmp_path: Path) -> None:

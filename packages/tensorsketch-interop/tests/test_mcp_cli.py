@@ -85,6 +85,24 @@ def test_mcp_serve_refuses_a_port_out_of_range(
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--url", "not-a-url"], "argument --url: must be an http:// or https:// URL"),
+        (["--url", "ftp://h/mcp"], "argument --url: must be an http:// or https:// URL"),
+        (["--timeout", "-1", "--", "python", "x.py"], "must be more than 0 seconds, got -1"),
+    ],
+)
+def test_mcp_tools_refuses_a_bad_url_or_timeout_by_name(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["mcp", "tools", *argv])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err, err
+
+
 def test_tool_listing_names_model_arguments_by_their_schema_name() -> None:
     """`mcp tools` printed a pydantic-model argument (a `$ref`) as `any`."""
     from tensorsketch.interop.mcp._cli import _type_of

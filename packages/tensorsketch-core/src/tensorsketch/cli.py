@@ -49,6 +49,32 @@ def port(text: str) -> int:
     return value
 
 
+def seconds(text: str) -> float:
+    """An ``argparse`` ``type=`` for a wait: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        msg = f"must be a number of seconds, got {text!r}"
+        raise argparse.ArgumentTypeError(msg) from None
+    if not 0 < value < float("inf"):
+        msg = f"must be more than 0 seconds, got {text}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def count(text: str) -> int:
+    """An ``argparse`` ``type=`` for how many: a whole number, 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        msg = f"must be a whole number, got {text!r}"
+        raise argparse.ArgumentTypeError(msg) from None
+    if value < 1:
+        msg = f"must be 1 or more, got {text}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
 def load_target(target: str, *, unimportable: str = "check the name or cd.") -> Any:
     """What a command names as ``module:attr`` (``app:agent``) or ``path/to/file.py:attr``
     (``app.py:agent``), imported with the working directory importable (as uvicorn does);

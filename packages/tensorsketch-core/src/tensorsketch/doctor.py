@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from tensorsketch.cli import seconds
+
 __all__ = [
     "FIRST_PARTY",
     "Installed",
@@ -302,21 +304,34 @@ def check(
     )
 
 
+def _address(text: str) -> str:
+    """An ``argparse`` ``type=`` for ``--postgres`` / ``--redis``: a URL whose host and port
+    can be read (a bad one is a usage error, not a traceback)."""
+    try:
+        _host_port(text, 0)
+    except ValueError as exc:
+        msg = f"is not a server's address ({exc}): {text!r}"
+        raise argparse.ArgumentTypeError(msg) from None
+    return text
+
+
 def configure_cli(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--postgres",
         default=POSTGRES_DEFAULT,
+        type=_address,
         metavar="DSN",
         help=f"the PostgreSQL server to knock on (default {POSTGRES_DEFAULT})",
     )
     parser.add_argument(
         "--redis",
         default=REDIS_DEFAULT,
+        type=_address,
         metavar="URL",
         help=f"the Redis server to knock on (default {REDIS_DEFAULT})",
     )
     parser.add_argument(
-        "--timeout", type=float, default=1.0, help="seconds to wait for each service (1.0)"
+        "--timeout", type=seconds, default=1.0, help="seconds to wait for each service (1.0)"
     )
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
 

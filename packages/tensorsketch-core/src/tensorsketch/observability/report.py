@@ -438,10 +438,12 @@ def diff_traces(a: Trace | str | Path, b: Trace | str | Path) -> TraceDiff:
 
 def configure_cli(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``tensorsketch trace``."""
+    from tensorsketch.cli import count  # noqa: PLC0415 - the command line sits above tracing
+
     sub = parser.add_subparsers(dest="trace_command", metavar="ACTION", required=True)
     report = sub.add_parser("report", help="time by capability, tokens and cost per model")
     report.add_argument("file", help="a JSON Lines trace written by FileTracer")
-    report.add_argument("--top", type=int, default=None, help="show only the N slowest")
+    report.add_argument("--top", type=count, default=None, help="show only the N slowest")
     report.add_argument("--json", action="store_true", help="print machine-readable JSON")
     diff = sub.add_parser("diff", help="what changed between two runs")
     diff.add_argument("a", help="the baseline trace file")

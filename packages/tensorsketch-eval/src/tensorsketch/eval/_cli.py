@@ -27,6 +27,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from tensorsketch.cli import count, seconds
 from tensorsketch.eval._agents import load_attr, load_module
 from tensorsketch.eval._case import Case, Suite
 from tensorsketch.eval._harness import ProgressEvent, evaluate, planned_trials
@@ -122,10 +123,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--suite", action="append", default=[], help="run only this suite (by name)"
     )
-    parser.add_argument("--trials", type=int, help="trials per case (overrides the cases)")
-    parser.add_argument("-k", type=int, dest="k", help="the k of pass@k / pass^k")
-    parser.add_argument("--concurrency", type=int, default=4, help="trials at once (default 4)")
-    parser.add_argument("--timeout", type=float, help="seconds per trial")
+    parser.add_argument("--trials", type=count, help="trials per case (overrides the cases)")
+    parser.add_argument("-k", type=count, dest="k", help="the k of pass@k / pass^k")
+    parser.add_argument("--concurrency", type=count, default=4, help="trials at once (default 4)")
+    parser.add_argument("--timeout", type=seconds, help="seconds per trial")
     parser.add_argument(
         "--sandbox",
         choices=("inprocess", "subprocess"),

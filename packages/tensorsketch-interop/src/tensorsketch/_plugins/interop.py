@@ -7,8 +7,9 @@ import argparse
 import importlib.util
 import sys
 from collections.abc import Mapping, Sequence
+from urllib.parse import urlsplit
 
-from tensorsketch.cli import CliCommand, port
+from tensorsketch.cli import CliCommand, port, seconds
 from tensorsketch.hookspecs import hookimpl
 
 MCP_HELP = "serve tools or a graph over MCP (`mcp serve`), or list a server's tools (`mcp tools`)"
@@ -40,10 +41,21 @@ def _configure_mcp(parser: argparse.ArgumentParser) -> None:
     serve.add_argument("--port", type=port, default=8000, help="HTTP port (default 8000)")
     serve.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
     tools = sub.add_parser("tools", help="list the tools of an MCP server")
-    tools.add_argument("--url", help="a streamable-HTTP endpoint instead of a command")
+    tools.add_argument(
+        "--url", type=_http_url, help="a streamable-HTTP endpoint instead of a command"
+    )
     tools.add_argument("--json", action="store_true", help="print the tool list as JSON")
-    tools.add_argument("--timeout", type=float, default=30.0, help="seconds to wait (30)")
+    tools.add_argument("--timeout", type=seconds, default=30.0, help="seconds to wait (30)")
     tools.add_argument("server", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+
+
+def _http_url(text: str) -> str:
+    """An ``argparse`` ``type=`` for ``--url``: an ``http://`` or ``https://`` URL with a host."""
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        msg = f"must be an http:// or https:// URL such as http://127.0.0.1:8000/mcp, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return text
 
 
 def _run_mcp(args: argparse.Namespace) -> int:
