@@ -137,6 +137,41 @@ def test_usage_errors_exit_two_with_the_fix(tmp_path: Path) -> None:
         assert refused.returncode == 2 and says in refused.stderr, refused.stderr
 
 
+def test_results_that_are_not_an_eval_log_are_refused_not_compared(tmp_path: Path) -> None:
+    """An empty file (a CI run that produced nothing) or a trace read as "no cases": compare
+    said "no case regressed" (status 0), and --retry-failed ran the whole suite."""
+    first = tensorsketch("eval", str(SUITE), "--out", str(tmp_path / "base"), cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    base = str(tmp_path / "base" / "capitals.jsonl")
+    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "trace.jsonl").write_text('{"name": "run", "kind": "run"}\n[1, 2]\n')
+    for other, says in (("empty.jsonl", "it is empty"), ("trace.jsonl", "in its 2 line(s)")):
+        for pair in ((base, other), (other, base)):
+            refused = tensorsketch("eval", "compare", *pair, cwd=tmp_path)
+            assert refused.returncode == 2, refused.stdout
+            said = _unwrapped(refused.stderr)
+            assert "holds no eval results" in said and says in said, said
+    retried = tensorsketch("eval", str(SUITE), "--retry-failed", "trace.jsonl", cwd=tmp_path)
+    assert retried.returncode == 2 and "holds no eval results" in _unwrapped(retried.stderr)
+
+
+def _unwrapped(text: str) -> str:
+    """The console's error as one line (it wraps at the terminal's width)."""
+    return " ".join(text.split())
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_any_trial(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("")
+    for option, value, says in (
+        ("--out", "afile", "is a file; it names a folder"),
+        ("--html", str(tmp_path), "is a folder; name the report's file"),
+        ("--html", str(tmp_path / "no" / "r.html"), "there is no folder"),
+    ):
+        refused = tensorsketch("eval", str(SUITE), option, value, cwd=tmp_path)
+        assert refused.returncode == 2 and says in _unwrapped(refused.stderr), refused.stderr
+        assert "Traceback" not in refused.stderr and "suite capitals" not in refused.stdout
+
+
 def test_subprocess_sandbox_from_the_command_line(tmp_path: Path) -> None:
     done = tensorsketch(
         "eval",

@@ -343,9 +343,30 @@ def _retry(path: Path | None, names: list[str]) -> Report | None:
     return stored
 
 
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse an ``--out`` or ``--html`` that cannot be written before any trial runs (after
+    the suite, the error would cost the whole run's results)."""
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        msg = (
+            f"--out {str(args.out)!r} is a file; it names a folder for the results "
+            "(one JSONL per suite)."
+        )
+        raise EvalError(msg)
+    html: Path | None = args.html
+    if html is not None:
+        if html.is_dir():
+            example = str(html / "report.html")
+            msg = f"--html {str(html)!r} is a folder; name the report's file, e.g. {example!r}."
+            raise EvalError(msg)
+        if not html.parent.is_dir():
+            msg = f"--html {str(html)!r}: there is no folder {str(html.parent)!r} to write it in."
+            raise EvalError(msg)
+
+
 def _run_suites(args: argparse.Namespace) -> int:
     out = Console()
     err = Console(stderr=True)
+    _check_outputs(args)
     gates = _gates(args.require)
     runs = _plan(args)
     retry = _retry(args.retry_failed, [suite.name for _, suite in runs])

@@ -489,6 +489,16 @@ class Report:
                         "record per line."
                     )
                     raise EvalError(msg) from None
+        mappings = all(isinstance(r, dict) for r in records)
+        if not mappings or not {r.get("type") for r in records} & {"trial", "report"}:
+            # Empty, a trace, another tool's JSONL: read as "no cases", a compare would
+            # report no regression and a --retry-failed would quietly run everything.
+            msg = (
+                f"{str(file)!r} holds no eval results (no `trial` or `report` record"
+                + (f" in its {len(records)} line(s)" if records else ": it is empty")
+                + "); pass a file written by `tensorsketch eval --out` or `JsonlReporter`."
+            )
+            raise EvalError(msg)
         return cls.from_records(records)
 
     def __repr__(self) -> str:
