@@ -276,6 +276,27 @@ async def test_cli_report_diff_and_show(tmp_path: Path, capsys: pytest.CaptureFi
     assert "'model_calls': 1" in out
 
 
+async def test_a_trace_cut_short_by_a_killed_process_is_reported_incomplete(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A killed process writes the spans that ended and never the ``run`` span (written as
+    it ends, last): those are the parts of one unfinished run, not runs of their own."""
+    whole = await _traced_run(tmp_path / "whole.jsonl")
+    lines = whole.read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[-1])["kind"] == "run"  # the run span is the last line written
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")
+    assert main(["trace", "report", str(cut)]) == 0
+    out = capsys.readouterr().out
+    assert "(0 runs)" in out
+    assert f"Incomplete: {len(lines) - 1} spans of a run that never ended in this file" in out
+    assert main(["trace", "report", str(cut), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["runs"], data["unfinished_spans"]) == (0, len(lines) - 1)
+    assert main(["trace", "report", str(whole)]) == 0
+    assert "Incomplete" not in capsys.readouterr().out
+
+
 def test_cli_explains_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["trace", "report", str(tmp_path / "missing.jsonl")]) == 2
     assert "no trace file at" in capsys.readouterr().err

@@ -110,6 +110,9 @@ class RunReport:
     models: list[ModelUsage]
     errors: list[dict[str, Any]] = field(default_factory=list)
     runs: int = 1
+    #: Top-level spans that are not runs: the finished parts of a run whose own span was never
+    #: written (its process stopped mid-run, so the file ends before the run does).
+    unfinished: int = 0
 
     @property
     def unpriced_models(self) -> list[str]:
@@ -119,6 +122,7 @@ class RunReport:
         return {
             "summary": dict(self.summary),
             "runs": self.runs,
+            "unfinished_spans": self.unfinished,
             "capabilities": [asdict(c) for c in self.capabilities],
             "models": [{**asdict(m), "priced": m.priced} for m in self.models],
             "unpriced_models": self.unpriced_models,
@@ -131,6 +135,15 @@ class RunReport:
             f"Run: {s['duration_ms']:.1f} ms, {_count(s['spans'], 'span')}, "
             f"{_count(s['model_calls'], 'model call')}, {_count(s['tool_calls'], 'tool call')}, "
             f"{_count(s['errors'], 'error')}" + (f" ({self.runs} runs)" if self.runs != 1 else ""),
+            *(
+                [
+                    f"Incomplete: {_count(self.unfinished, 'span')} of a run that never ended "
+                    "in this file (its process stopped mid-run): the times above are the "
+                    "finished parts only"
+                ]
+                if self.unfinished
+                else []
+            ),
             f"Tokens: {s['input_tokens']} in / {s['output_tokens']} out; "
             f"cost ${s['cost_usd']:.6f}"
             + (" (excluding unpriced models)" if self.unpriced_models else ""),
@@ -220,8 +233,20 @@ def run_report(source: Trace | str | Path) -> RunReport:
         capabilities=ranked,
         models=sorted(models.values(), key=lambda m: (-m.cost_usd, -m.calls, m.model)),
         errors=errors,
-        runs=len(trace.roots),
+        runs=sum(1 for span in trace.roots if span.kind == "run"),
+        unfinished=_unfinished(trace),
     )
+
+
+def _unfinished(trace: Trace) -> int:
+    """The spans under top-level spans that are not runs and whose parent is not in the file:
+    a run's finished parts, written before its process stopped (the run span never was)."""
+    count, inside = 0, False
+    for depth, span in trace.walk():
+        if depth == 0:
+            inside = span.kind != "run" and span.parent_id is not None
+        count += inside
+    return count
 
 
 # -- the diff --------------------------------------------------------------------------------
