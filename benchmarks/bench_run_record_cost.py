@@ -40,6 +40,7 @@ commits differently) and time spent in the kernel. Needs ``valgrind`` on the PAT
 import argparse
 import asyncio
 import collections
+import contextlib
 import os
 import re
 import subprocess
@@ -47,7 +48,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 REDIS_URL = os.environ.get("TS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -188,11 +189,13 @@ async def measure(store: str, runs: int, rounds: int) -> dict[str, dict[str, flo
     return {way: {"cpu": 1000 * t["cpu"] / n, "units": t["units"] / n} for way, t in totals.items()}
 
 
-async def count_calls(store: str, runs: int) -> dict[str, float]:
-    """Python calls per run, each way (cProfile over ``runs`` runs one at a time)."""
-    import cProfile
-    import pstats
-
+@contextlib.asynccontextmanager
+async def _warm_ways(
+    store: str, names: tuple[str, ...]
+) -> AsyncIterator[AsyncIterator[tuple[str, Run]]]:
+    """Each of ``names``'s ways on a fresh backend and runner, warmed up (imports, caches,
+    prepared statements: ten runs) just before it is handed out; each run takes a fresh
+    thread. Closed, and Redis's keys deleted, on leaving."""
     from tensorsketch.runs import AsyncRunner
 
     prefix = f"ts-bench-rc-{uuid.uuid4().hex[:8]}"
@@ -202,23 +205,39 @@ async def count_calls(store: str, runs: int) -> dict[str, float]:
     tag = uuid.uuid4().hex[:8]
     ways = _ways(agent, backend, tasks)
 
-    calls: dict[str, float] = {}
+    async def warmed(way: str) -> Run:
+        run = ways[way]
+        for i in range(10):
+            await run(f"warm-{tag}-{way}-{i}")
+        return lambda key: run(f"{tag}-{way}-{key}")
+
+    async def each() -> AsyncIterator[tuple[str, Run]]:
+        for way in names:
+            yield way, await warmed(way)
+
     try:
-        for way in ("invoke", "runner"):
-            run = ways[way]
-            for i in range(10):  # warm-up: imports, caches, prepared statements
-                await run(f"warm-{tag}-{way}-{i}")
-            profile = cProfile.Profile()
-            profile.enable()
-            for i in range(runs):
-                await run(f"calls-{tag}-{way}-{i}")
-            profile.disable()
-            calls[way] = pstats.Stats(profile).total_calls / runs  # type: ignore[attr-defined]
+        yield each()
     finally:
         await tasks.aclose()
         await backend.aclose()
         if store == "redis":
             await _delete_keys(prefix)
+
+
+async def count_calls(store: str, runs: int) -> dict[str, float]:
+    """Python calls per run, each way (cProfile over ``runs`` runs one at a time)."""
+    import cProfile
+    import pstats
+
+    calls: dict[str, float] = {}
+    async with _warm_ways(store, ("invoke", "runner")) as ways:
+        async for way, run in ways:
+            profile = cProfile.Profile()
+            profile.enable()
+            for i in range(runs):
+                await run(str(i))
+            profile.disable()
+            calls[way] = pstats.Stats(profile).total_calls / runs  # type: ignore[attr-defined]
     return calls
 
 
@@ -227,19 +246,10 @@ async def count_opcodes(store: str, runs: int) -> dict[str, collections.Counter[
     ``runner`` (``sys.settrace`` with opcode events over ``runs`` runs one at a time, in the
     event loop's thread: SQLite's worker thread is not counted). Deterministic, and finer
     than ``--calls``: where a Python-level rewrite of the runner would save its steps."""
-    from tensorsketch.runs import AsyncRunner
-
-    prefix = f"ts-bench-rc-{uuid.uuid4().hex[:8]}"
-    agent, backend = _agent(), _backend(store, prefix)
-    tasks = AsyncRunner(agent, backend=backend, concurrency=CONCURRENCY)
-    await tasks.start()
-    tag = uuid.uuid4().hex[:8]
-    ways = _ways(agent, backend, tasks)
     counted: dict[str, collections.Counter[str]] = {}
-
-    try:
-        for way in ("invoke", "sink", "runner"):
-            run, seen = ways[way], collections.Counter[str]()
+    async with _warm_ways(store, ("invoke", "sink", "runner")) as ways:
+        async for way, run in ways:
+            seen = counted[way] = collections.Counter[str]()
 
             def trace(frame: Any, event: str, arg: Any, seen: Any = seen) -> Any:
                 frame.f_trace_opcodes = True
@@ -248,20 +258,12 @@ async def count_opcodes(store: str, runs: int) -> dict[str, collections.Counter[
                     seen[f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_name}"] += 1
                 return trace
 
-            for i in range(10):  # warm-up: imports, caches, prepared statements
-                await run(f"warm-{tag}-{way}-{i}")
             sys.settrace(trace)
             try:
                 for i in range(runs):
-                    await run(f"ops-{tag}-{way}-{i}")
+                    await run(str(i))
             finally:
                 sys.settrace(None)
-            counted[way] = seen
-    finally:
-        await tasks.aclose()
-        await backend.aclose()
-        if store == "redis":
-            await _delete_keys(prefix)
     return counted
 
 

@@ -13,10 +13,10 @@ import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from tensorsketch.errors import PluginError
 from tensorsketch.hookspecs import CliCommand
@@ -35,14 +35,23 @@ __all__ = [
 ]
 
 
+#: What :func:`_parsed` converts to.
+_N = TypeVar("_N", int, float)
+
+
+def _parsed(text: str, convert: Callable[[str], _N], what: str) -> _N:
+    """``convert(text)``, or the usage error that says what the argument must be."""
+    try:
+        return convert(text)
+    except ValueError:
+        msg = f"must be {what}, got {text!r}"
+        raise argparse.ArgumentTypeError(msg) from None
+
+
 def port(text: str) -> int:
     """An ``argparse`` ``type=`` for a TCP port: an int in 0-65535 (0: any free port), so a
     bad ``--port`` is a usage error at parse time rather than a server's traceback."""
-    try:
-        value = int(text)
-    except ValueError:
-        msg = f"must be a number 0-65535, got {text!r}"
-        raise argparse.ArgumentTypeError(msg) from None
+    value = _parsed(text, int, "a number 0-65535")
     if not 0 <= value <= 65535:
         msg = f"must be 0-65535, got {text}"
         raise argparse.ArgumentTypeError(msg)
@@ -51,11 +60,7 @@ def port(text: str) -> int:
 
 def seconds(text: str) -> float:
     """An ``argparse`` ``type=`` for a wait: a finite number of seconds above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        msg = f"must be a number of seconds, got {text!r}"
-        raise argparse.ArgumentTypeError(msg) from None
+    value = _parsed(text, float, "a number of seconds")
     if not 0 < value < float("inf"):
         msg = f"must be more than 0 seconds, got {text}"
         raise argparse.ArgumentTypeError(msg)
@@ -64,11 +69,7 @@ def seconds(text: str) -> float:
 
 def count(text: str) -> int:
     """An ``argparse`` ``type=`` for how many: a whole number, 1 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        msg = f"must be a whole number, got {text!r}"
-        raise argparse.ArgumentTypeError(msg) from None
+    value = _parsed(text, int, "a whole number")
     if value < 1:
         msg = f"must be 1 or more, got {text}"
         raise argparse.ArgumentTypeError(msg)
