@@ -19,6 +19,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "vocabulary",
         (
+            "tensorsketch._arguments",
             "tensorsketch._assignable",
             "tensorsketch.assistant_config",
             "tensorsketch._docstrings",

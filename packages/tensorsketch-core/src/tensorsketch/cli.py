@@ -13,11 +13,12 @@ import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any
 
+from tensorsketch._arguments import count, port, seconds
 from tensorsketch.errors import PluginError
 from tensorsketch.hookspecs import CliCommand
 from tensorsketch.plugins import get_plugin_manager
@@ -26,54 +27,15 @@ from tensorsketch.pregel.compiled import CompiledGraph
 __all__ = [
     "CliCommand",
     "build_parser",
+    "count",
     "installed_versions",
     "load_graph",
     "load_target",
     "main",
     "port",
     "run_file_as",
+    "seconds",
 ]
-
-
-#: What :func:`_parsed` converts to.
-_N = TypeVar("_N", int, float)
-
-
-def _parsed(text: str, convert: Callable[[str], _N], what: str) -> _N:
-    """``convert(text)``, or the usage error that says what the argument must be."""
-    try:
-        return convert(text)
-    except ValueError:
-        msg = f"must be {what}, got {text!r}"
-        raise argparse.ArgumentTypeError(msg) from None
-
-
-def port(text: str) -> int:
-    """An ``argparse`` ``type=`` for a TCP port: an int in 0-65535 (0: any free port), so a
-    bad ``--port`` is a usage error at parse time rather than a server's traceback."""
-    value = _parsed(text, int, "a number 0-65535")
-    if not 0 <= value <= 65535:
-        msg = f"must be 0-65535, got {text}"
-        raise argparse.ArgumentTypeError(msg)
-    return value
-
-
-def seconds(text: str) -> float:
-    """An ``argparse`` ``type=`` for a wait: a finite number of seconds above 0."""
-    value = _parsed(text, float, "a number of seconds")
-    if not 0 < value < float("inf"):
-        msg = f"must be more than 0 seconds, got {text}"
-        raise argparse.ArgumentTypeError(msg)
-    return value
-
-
-def count(text: str) -> int:
-    """An ``argparse`` ``type=`` for how many: a whole number, 1 or more."""
-    value = _parsed(text, int, "a whole number")
-    if value < 1:
-        msg = f"must be 1 or more, got {text}"
-        raise argparse.ArgumentTypeError(msg)
-    return value
 
 
 def load_target(target: str, *, unimportable: str = "check the name or cd.") -> Any:

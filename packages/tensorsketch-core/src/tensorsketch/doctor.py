@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from tensorsketch.cli import seconds
+from tensorsketch._arguments import seconds
 
 __all__ = [
     "FIRST_PARTY",

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tensorsketch._arguments import count
 from tensorsketch.observability.memory import Trace, cost_of, is_unpriced, model_of
 from tensorsketch.observability.tracing import (
     ATTR_INPUT_TOKENS,
@@ -463,7 +464,6 @@ def diff_traces(a: Trace | str | Path, b: Trace | str | Path) -> TraceDiff:
 
 def configure_cli(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``tensorsketch trace``."""
-    from tensorsketch.cli import count  # noqa: PLC0415 - the command line sits above tracing
 
     sub = parser.add_subparsers(dest="trace_command", metavar="ACTION", required=True)
     report = sub.add_parser("report", help="time by capability, tokens and cost per model")
