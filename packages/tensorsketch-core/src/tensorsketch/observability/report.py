@@ -111,8 +111,8 @@ class RunReport:
     models: list[ModelUsage]
     errors: list[dict[str, Any]] = field(default_factory=list)
     runs: int = 1
-    #: Top-level spans that are not runs: the finished parts of a run whose own span was never
-    #: written (its process stopped mid-run, so the file ends before the run does).
+    #: Spans of a run whose own span was never written (its process stopped mid-run, so the
+    #: file ends before the run does): its finished parts, under top-level spans not runs.
     unfinished: int = 0
 
     @property
@@ -464,7 +464,6 @@ def diff_traces(a: Trace | str | Path, b: Trace | str | Path) -> TraceDiff:
 
 def configure_cli(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``tensorsketch trace``."""
-
     sub = parser.add_subparsers(dest="trace_command", metavar="ACTION", required=True)
     report = sub.add_parser("report", help="time by capability, tokens and cost per model")
     report.add_argument("file", help="a JSON Lines trace written by FileTracer")
